@@ -1,0 +1,13 @@
+"""Assess Nodes: DescribeCluster + ListClusterNodes; skip controller/login nodes; map to Slurm names."""
+
+from hyperpod_recovery.models.workflow import AssessNodesInput
+from hyperpod_recovery.runtime import Dependencies, workflow_step
+from hyperpod_recovery.steps.assess import assess_nodes
+
+
+@workflow_step(AssessNodesInput)
+def lambda_handler(step: AssessNodesInput, deps: Dependencies):
+    settings = deps.settings
+    return assess_nodes(
+        step, cluster=deps.cluster, controller_groups=settings.controller_groups, login_groups=settings.login_groups, now=deps.now()
+    )

@@ -1,0 +1,17 @@
+"""Check Rejoin: ListClusterNodes; have the replaced nodes come back Running? (bounded by a deadline)"""
+
+from hyperpod_recovery.models.workflow import CheckRejoinInput
+from hyperpod_recovery.runtime import Dependencies, workflow_step
+from hyperpod_recovery.steps.replace import check_rejoin
+
+
+@workflow_step(CheckRejoinInput)
+def lambda_handler(step: CheckRejoinInput, deps: Dependencies):
+    settings = deps.settings
+    return check_rejoin(
+        step,
+        cluster=deps.cluster,
+        poll_seconds=settings.rejoin_poll_seconds,
+        max_poll_seconds=settings.rejoin_max_poll_seconds,
+        now=deps.now(),
+    )

@@ -1,0 +1,10 @@
+"""Cordon Nodes: queue a drain command for the controller agent (task token; answered by the agent)."""
+
+from hyperpod_recovery.models.workflow import CordonNodesInput
+from hyperpod_recovery.runtime import Dependencies, workflow_step
+from hyperpod_recovery.steps.controller_commands import cordon_nodes
+
+
+@workflow_step(CordonNodesInput)
+def lambda_handler(step: CordonNodesInput, deps: Dependencies):
+    return cordon_nodes(step, controller=deps.controller, now=deps.now())

@@ -1,0 +1,10 @@
+"""Find Affected Jobs: ask the controller agent which jobs run on the nodes, with their specs."""
+
+from hyperpod_recovery.models.workflow import FindAffectedJobsInput
+from hyperpod_recovery.runtime import Dependencies, workflow_step
+from hyperpod_recovery.steps.controller_commands import find_affected_jobs
+
+
+@workflow_step(FindAffectedJobsInput)
+def lambda_handler(step: FindAffectedJobsInput, deps: Dependencies):
+    return find_affected_jobs(step, controller=deps.controller, now=deps.now())

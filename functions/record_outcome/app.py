@@ -1,0 +1,34 @@
+"""Record Outcome / Escalate Incident / Record Duplicate / Record Rejection: ledger + SNS."""
+
+from aws_lambda_powertools.metrics import MetricUnit
+
+from hyperpod_recovery.models.workflow import RecordOutcomeInput
+from hyperpod_recovery.observability import logger, metrics
+from hyperpod_recovery.runtime import Dependencies, workflow_step
+from hyperpod_recovery.steps.record import record_outcome
+
+OUTCOME_METRICS = {
+    "recovered": "Recovered",
+    "escalated": "Escalated",
+    "duplicate": "Duplicates",
+    "rejected": "Rejected",
+    "capped": "Capped",
+    "dry_run": "DryRuns",
+}
+
+
+@workflow_step(RecordOutcomeInput)
+def lambda_handler(step: RecordOutcomeInput, deps: Dependencies):
+    settings = deps.settings
+    result = record_outcome(
+        step,
+        ledger=deps.ledger,
+        notifier=deps.notifier,
+        cluster=settings.cluster_name,
+        escalation_hold=deps.escalation_hold,
+        execution_url=deps.execution_url(step.execution_name),
+        now=deps.now(),
+    )
+    metrics.add_metric(name=OUTCOME_METRICS[result.outcome], unit=MetricUnit.Count, value=1)
+    logger.info("incident recorded", extra={"outcome": result.outcome, "error": result.error, "summary": result.summary})
+    return result

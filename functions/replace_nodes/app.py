@@ -1,0 +1,24 @@
+"""Replace Nodes: BatchReplaceClusterNodes (25 per call), per-node failures classified."""
+
+from aws_lambda_powertools.metrics import MetricUnit
+
+from hyperpod_recovery.models.workflow import ReplaceNodesInput
+from hyperpod_recovery.observability import metrics
+from hyperpod_recovery.runtime import Dependencies, workflow_step
+from hyperpod_recovery.steps.replace import replace_nodes
+
+
+@workflow_step(ReplaceNodesInput)
+def lambda_handler(step: ReplaceNodesInput, deps: Dependencies):
+    settings = deps.settings
+    replacement = replace_nodes(
+        step,
+        cluster=deps.cluster,
+        ledger=deps.ledger,
+        first_check_after_seconds=settings.rejoin_poll_seconds,
+        deadline_seconds=settings.rejoin_deadline_seconds,
+        now=deps.now(),
+    )
+    metrics.add_metric(name="NodesReplaceInitiated", unit=MetricUnit.Count, value=len(replacement.replaced))
+    metrics.add_metric(name="NodesReplaceFailed", unit=MetricUnit.Count, value=len(replacement.failed))
+    return replacement

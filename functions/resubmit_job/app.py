@@ -1,0 +1,10 @@
+"""Resubmit Job: claim the job in the ledger (once per job), then ask the agent to resubmit it."""
+
+from hyperpod_recovery.models.workflow import ResubmitJobInput
+from hyperpod_recovery.runtime import Dependencies, workflow_step
+from hyperpod_recovery.steps.controller_commands import resubmit_job
+
+
+@workflow_step(ResubmitJobInput)
+def lambda_handler(step: ResubmitJobInput, deps: Dependencies):
+    return resubmit_job(step, controller=deps.controller, ledger=deps.ledger, now=deps.now())

@@ -1,0 +1,10 @@
+"""Resume Nodes: ask the agent to resume the replaced nodes we drained (our drain tag only)."""
+
+from hyperpod_recovery.models.workflow import ResumeNodesInput
+from hyperpod_recovery.runtime import Dependencies, workflow_step
+from hyperpod_recovery.steps.controller_commands import resume_nodes
+
+
+@workflow_step(ResumeNodesInput)
+def lambda_handler(step: ResumeNodesInput, deps: Dependencies):
+    return resume_nodes(step, controller=deps.controller, now=deps.now())

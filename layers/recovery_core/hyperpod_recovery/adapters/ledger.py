@@ -1,0 +1,213 @@
+"""The ledger: our own state in one DynamoDB table (pk/sk strings, TTL attribute ``expires_at``).
+
+Items:
+    NODE#<cluster>#<node id>   / LOCK          which incident holds a node (conditional writes)
+    INCIDENT#<incident id>     / RECORD        the incident record (outcome, timeline, phases, jobs)
+    INCIDENT#<incident id>     / REPLACEMENTS  nodes whose replacement this incident already initiated
+    JOB#<cluster>#<job id>     / RESUBMISSION  which incident resubmits a job, and the new job id
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from hyperpod_recovery.adapters.aws import client, error_code, is_transient
+from hyperpod_recovery.errors import LedgerError, LedgerUnavailable
+from hyperpod_recovery.models.records import IncidentRecord, LockOutcome, ResubmissionClaim
+
+JOB_CLAIM_TTL = timedelta(days=30)
+INCIDENT_TTL = timedelta(days=400)
+
+
+def _epoch(moment: datetime) -> str:
+    return str(int(moment.timestamp()))
+
+
+class DynamoLedger:
+    def __init__(self, table_name: str, dynamodb: Any = None) -> None:
+        self.table_name = table_name
+        self._dynamodb = dynamodb
+
+    @property
+    def dynamodb(self) -> Any:
+        if self._dynamodb is None:
+            self._dynamodb = client("dynamodb")
+        return self._dynamodb
+
+    # --- node locks ---------------------------------------------------------------------
+    def acquire_locks(self, incident_id: str, cluster: str, node_ids: list[str], now: datetime, ttl: timedelta) -> LockOutcome:
+        """Lock each node for this incident unless another live incident holds it. Re-acquiring our
+        own lock succeeds (a retried Lambda), and an expired lock is taken over."""
+        acquired: list[str] = []
+        held: dict[str, str] = {}
+        for node_id in node_ids:
+            try:
+                self._call(
+                    self.dynamodb.put_item,
+                    TableName=self.table_name,
+                    Item={
+                        "pk": {"S": self._node_key(cluster, node_id)},
+                        "sk": {"S": "LOCK"},
+                        "incident": {"S": incident_id},
+                        "acquired_at": {"S": now.isoformat()},
+                        "expires_at": {"N": _epoch(now + ttl)},
+                    },
+                    ConditionExpression="attribute_not_exists(pk) OR incident = :me OR expires_at < :now",
+                    ExpressionAttributeValues={":me": {"S": incident_id}, ":now": {"N": _epoch(now)}},
+                )
+                acquired.append(node_id)
+            except ClientError as exc:
+                if error_code(exc) != "ConditionalCheckFailedException":
+                    raise self._unavailable(exc) from exc
+                held[node_id] = self._lock_holder(cluster, node_id, now) or "unknown"
+        return LockOutcome(acquired=acquired, held_elsewhere=held)
+
+    def lock_holders(self, cluster: str, node_ids: list[str], now: datetime) -> dict[str, str]:
+        """Live locks only (read-only, used by dry runs)."""
+        holders = {}
+        for node_id in node_ids:
+            holder = self._lock_holder(cluster, node_id, now)
+            if holder:
+                holders[node_id] = holder
+        return holders
+
+    def release_locks(self, incident_id: str, cluster: str, node_ids: list[str], hold_until: datetime | None) -> None:
+        """Drop our locks, or keep them until ``hold_until`` (an escalated node stays ours, so
+        automation does not act on it again while a human looks)."""
+        for node_id in node_ids:
+            key = {"pk": {"S": self._node_key(cluster, node_id)}, "sk": {"S": "LOCK"}}
+            mine: dict[str, Any] = {":me": {"S": incident_id}}
+            try:
+                if hold_until is None:
+                    self._call(
+                        self.dynamodb.delete_item,
+                        TableName=self.table_name,
+                        Key=key,
+                        ConditionExpression="incident = :me",
+                        ExpressionAttributeValues=mine,
+                    )
+                else:
+                    self._call(
+                        self.dynamodb.update_item,
+                        TableName=self.table_name,
+                        Key=key,
+                        UpdateExpression="SET expires_at = :until",
+                        ConditionExpression="incident = :me",
+                        ExpressionAttributeValues={**mine, ":until": {"N": _epoch(hold_until)}},
+                    )
+            except ClientError as exc:
+                if error_code(exc) != "ConditionalCheckFailedException":  # not ours any more: leave it
+                    raise self._unavailable(exc) from exc
+
+    # --- replacements -------------------------------------------------------------------
+    def replacements_initiated(self, incident_id: str) -> set[str]:
+        item = self._get(f"INCIDENT#{incident_id}", "REPLACEMENTS")
+        return set(item.get("node_ids", {}).get("SS", [])) if item else set()
+
+    def mark_replacements_initiated(self, incident_id: str, node_ids: list[str], now: datetime) -> None:
+        if not node_ids:
+            return
+        self._call(
+            self.dynamodb.update_item,
+            TableName=self.table_name,
+            Key={"pk": {"S": f"INCIDENT#{incident_id}"}, "sk": {"S": "REPLACEMENTS"}},
+            UpdateExpression="ADD node_ids :ids SET expires_at = :exp",
+            ExpressionAttributeValues={":ids": {"SS": sorted(node_ids)}, ":exp": {"N": _epoch(now + INCIDENT_TTL)}},
+        )
+
+    # --- job resubmission claims --------------------------------------------------------
+    def claim_resubmission(self, cluster: str, job_id: str, incident_id: str, now: datetime) -> ResubmissionClaim:
+        key = {"pk": {"S": f"JOB#{cluster}#{job_id}"}, "sk": {"S": "RESUBMISSION"}}
+        try:
+            self._call(
+                self.dynamodb.put_item,
+                TableName=self.table_name,
+                Item={
+                    **key,
+                    "incident": {"S": incident_id},
+                    "claimed_at": {"S": now.isoformat()},
+                    "expires_at": {"N": _epoch(now + JOB_CLAIM_TTL)},
+                },
+                ConditionExpression="attribute_not_exists(pk) OR incident = :me",
+                ExpressionAttributeValues={":me": {"S": incident_id}},
+            )
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise self._unavailable(exc) from exc
+        item = self._get(key["pk"]["S"], "RESUBMISSION") or {}
+        holder = item.get("incident", {}).get("S", "unknown")
+        return ResubmissionClaim(
+            job_id=job_id,
+            incident_id=holder,
+            claimed=holder == incident_id,
+            new_job_id=item.get("new_job_id", {}).get("S"),
+        )
+
+    def complete_resubmission(self, cluster: str, job_id: str, incident_id: str, new_job_id: str) -> None:
+        try:
+            self._call(
+                self.dynamodb.update_item,
+                TableName=self.table_name,
+                Key={"pk": {"S": f"JOB#{cluster}#{job_id}"}, "sk": {"S": "RESUBMISSION"}},
+                UpdateExpression="SET new_job_id = :new",
+                ConditionExpression="incident = :me",
+                ExpressionAttributeValues={":new": {"S": new_job_id}, ":me": {"S": incident_id}},
+            )
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise self._unavailable(exc) from exc
+
+    # --- incidents ----------------------------------------------------------------------
+    def save_incident(self, record: IncidentRecord) -> None:
+        self._call(
+            self.dynamodb.put_item,
+            TableName=self.table_name,
+            Item={
+                "pk": {"S": f"INCIDENT#{record.incident_id}"},
+                "sk": {"S": "RECORD"},
+                "cluster": {"S": record.cluster},
+                "outcome": {"S": record.outcome},
+                "recorded_at": {"S": record.recorded_at.isoformat()},
+                "record": {"S": record.model_dump_json()},
+                "expires_at": {"N": _epoch(record.recorded_at + INCIDENT_TTL)},
+            },
+        )
+
+    def get_incident(self, incident_id: str) -> IncidentRecord | None:
+        item = self._get(f"INCIDENT#{incident_id}", "RECORD")
+        return IncidentRecord.model_validate_json(item["record"]["S"]) if item else None
+
+    # --- helpers ------------------------------------------------------------------------
+    @staticmethod
+    def _node_key(cluster: str, node_id: str) -> str:
+        return f"NODE#{cluster}#{node_id}"
+
+    def _lock_holder(self, cluster: str, node_id: str, now: datetime) -> str | None:
+        item = self._get(self._node_key(cluster, node_id), "LOCK")
+        if not item or int(item["expires_at"]["N"]) < int(now.timestamp()):
+            return None
+        return str(item["incident"]["S"])
+
+    def _get(self, pk: str, sk: str) -> dict[str, Any] | None:
+        response = self._call(
+            self.dynamodb.get_item, TableName=self.table_name, Key={"pk": {"S": pk}, "sk": {"S": sk}}, ConsistentRead=True
+        )
+        item: dict[str, Any] | None = response.get("Item")
+        return item
+
+    def _call(self, method: Any, **kwargs: Any) -> dict[str, Any]:
+        try:
+            return method(**kwargs)  # type: ignore[no-any-return]
+        except ClientError as exc:
+            if error_code(exc) == "ConditionalCheckFailedException":
+                raise
+            raise self._unavailable(exc) from exc
+        except BotoCoreError as exc:
+            raise LedgerUnavailable(f"ledger {self.table_name!r}: {exc}") from exc
+
+    def _unavailable(self, exc: ClientError) -> Exception:
+        kind = LedgerUnavailable if is_transient(exc) else LedgerError
+        return kind(f"ledger {self.table_name!r}: {error_code(exc)}: {exc}")

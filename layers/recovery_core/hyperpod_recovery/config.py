@@ -1,0 +1,84 @@
+"""One settings model for every function, validated once per cold start.
+
+template.yaml sets every variable in Globals, so each function sees the same configuration and a
+missing or malformed variable fails loudly (ConfigurationError) instead of defaulting silently.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from functools import lru_cache
+from typing import Annotated
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+
+from hyperpod_recovery.errors import ConfigurationError
+from hyperpod_recovery.models.common import CLUSTER_ARN_PATTERN, CLUSTER_NAME_PATTERN
+
+
+def _split_csv(value: object) -> object:
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    return value
+
+
+def _bool_from_env(value: object) -> object:
+    if isinstance(value, str):
+        lowered = value.strip().lower()
+        if lowered in {"true", "1", "yes"}:
+            return True
+        if lowered in {"false", "0", "no"}:
+            return False
+    return value
+
+
+CsvList = Annotated[list[str], BeforeValidator(_split_csv)]
+EnvBool = Annotated[bool, BeforeValidator(_bool_from_env)]
+
+
+class Settings(BaseModel):
+    """Environment of every function. Field names are the environment variable names, lower-cased."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    cluster_name: str = Field(pattern=CLUSTER_NAME_PATTERN)
+    cluster_arn: str = Field(pattern=CLUSTER_ARN_PATTERN)
+    ledger_table: str = Field(min_length=3)
+    command_queue_url: str = Field(min_length=1)
+    notification_topic_arn: str = Field(min_length=1)
+    state_machine_arn: str = Field(min_length=1)
+    intake_dlq_url: str = Field(min_length=1)
+    dry_run: EnvBool
+    rejoin_poll_seconds: int = Field(ge=5, le=3600)
+    rejoin_max_poll_seconds: int = Field(ge=5, le=3600)
+    rejoin_deadline_seconds: int = Field(ge=60, le=86_400)
+    episode_window_seconds: int = Field(ge=60, le=86_400)
+    lock_ttl_seconds: int = Field(ge=300, le=7 * 86_400)
+    escalation_hold_seconds: int = Field(ge=0, le=30 * 86_400)
+    controller_groups: CsvList = Field(default_factory=list)
+    login_groups: CsvList = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _poll_bounds_are_ordered(self) -> Settings:
+        if self.rejoin_max_poll_seconds < self.rejoin_poll_seconds:
+            raise ValueError("REJOIN_MAX_POLL_SECONDS must be >= REJOIN_POLL_SECONDS")
+        return self
+
+    @property
+    def region(self) -> str:
+        return self.cluster_arn.split(":")[3]
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str]) -> Settings:
+        values = {name: environ[name.upper()] for name in cls.model_fields if name.upper() in environ}
+        try:
+            return cls.model_validate(values)
+        except ValidationError as exc:
+            problems = "; ".join(f"{'.'.join(str(p) for p in err['loc']).upper() or 'environment'}: {err['msg']}" for err in exc.errors())
+            raise ConfigurationError(f"invalid function environment: {problems}") from exc
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return Settings.from_environ(os.environ)

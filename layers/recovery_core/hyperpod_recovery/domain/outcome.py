@@ -1,0 +1,255 @@
+"""How an incident ended, told three ways: the outcome (for Step Functions and metrics), the
+incident record with its timeline and phases (for the ledger and the drill report), and the
+notification a human reads."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+
+from hyperpod_recovery.models.records import IncidentRecord, Phase, Resubmission, TimelineEntry
+from hyperpod_recovery.models.workflow import Outcome, OutcomeResult, RecordOutcomeInput, WorkflowState
+
+CAUSE_LIMIT = 4000
+
+
+def error_message(cause: str | None) -> str:
+    """A Lambda failure's Cause is a JSON document; a human wants its errorMessage."""
+    if not cause:
+        return ""
+    try:
+        parsed = json.loads(cause)
+    except json.JSONDecodeError:
+        return cause[:CAUSE_LIMIT]
+    if isinstance(parsed, dict) and "errorMessage" in parsed:
+        return str(parsed["errorMessage"])[:CAUSE_LIMIT]
+    return cause[:CAUSE_LIMIT]
+
+
+def decide_outcome(step: RecordOutcomeInput) -> tuple[Outcome, str | None, str | None]:
+    """(outcome, error name, cause) for the end of an execution.
+
+    A step that raised ends here as ``escalated`` (or ``rejected`` for a bad request) with its
+    error. A run that completed can still need a human: a protected node was unhealthy, a
+    replacement did not start, or a job has no verified checkpoint. Those escalate too, named by
+    the first (most severe) kind of problem; the cause lists every problem.
+    """
+    state = step.state
+    if step.disposition == "duplicate":
+        return "duplicate", None, None
+    if step.disposition in ("rejected", "escalated"):
+        error = step.error.Error if step.error else "Unknown"
+        cause = error_message(step.error.Cause) if step.error else ""
+        if error == "States.Timeout":
+            cause = f"no answer from the controller agent before the timeout. {cause}".strip()
+        return step.disposition, error, cause
+    if state.request is not None and state.request.dry_run:
+        return "dry_run", None, None
+    problems: list[tuple[str, str]] = []
+    if state.assessment is not None:
+        protected = [s for s in state.assessment.skipped if s.reason in ("controller", "login")]
+        problems += [("ProtectedNodeUnhealthy", f"{s.node_id}: {s.detail}") for s in protected]
+        if not state.assessment.proceed and not protected:
+            reasons = "; ".join(f"{s.node_id}: {s.detail}" for s in state.assessment.skipped)
+            return "rejected", "NoActionableNodes", f"nothing to recover: {reasons}"
+    if state.replacement is not None:
+        problems += [
+            ("ReplaceNotInitiated", f"{f.node_id}: replace failed ({f.error_code}: {f.message})") for f in state.replacement.failed
+        ]
+    if state.checkpoints is not None:
+        problems += [("NoVerifiedCheckpoint", f"job {j.job_id} ({j.name}): {j.reason}") for j in state.checkpoints.unresumable]
+    if problems:
+        return "escalated", problems[0][0], "; ".join(text for _, text in problems)[:CAUSE_LIMIT]
+    return "recovered", None, None
+
+
+def _replies(state: WorkflowState):  # type: ignore[no-untyped-def]
+    replies = [state.cordon, state.jobs, state.resume, *state.resubmissions]
+    return [r for r in replies if r is not None]
+
+
+def build_timeline(state: WorkflowState, outcome: Outcome, recorded_at: datetime, summary: str) -> list[TimelineEntry]:
+    entries: list[TimelineEntry] = []
+    request = state.request
+    if request is not None:
+        for trigger in request.triggers:
+            entries.append(
+                TimelineEntry(
+                    at=trigger.detected_at, event="fault detected", detail=f"{trigger.node_id} via {trigger.source}: {trigger.reason}"
+                )
+            )
+        if request.received_at:
+            mode = " (dry run)" if request.dry_run else ""
+            entries.append(
+                TimelineEntry(
+                    at=request.received_at,
+                    event="event received",
+                    detail=f"incident {request.incident_id}{mode}: {', '.join(request.node_ids)}",
+                )
+            )
+    if state.lock is not None:
+        held = f"; held by other incidents: {state.lock.held_elsewhere}" if state.lock.held_elsewhere else ""
+        verb = "would lock" if state.lock.dry_run else "nodes locked"
+        entries.append(TimelineEntry(at=state.lock.at, event=verb, detail=f"{', '.join(state.lock.locked) or 'none'}{held}"))
+    if state.assessment is not None:
+        targets = ", ".join(f"{t.slurm_node} ({t.node_id}, {t.instance_group}, {t.status})" for t in state.assessment.targets)
+        skipped = (
+            "; skipped: " + ", ".join(f"{s.node_id} ({s.reason})" for s in state.assessment.skipped) if state.assessment.skipped else ""
+        )
+        entries.append(TimelineEntry(at=state.assessment.at, event="nodes assessed", detail=f"{targets or 'no target'}{skipped}"))
+    if state.cordon is not None:
+        verb = "would cordon" if state.cordon.dry_run else "nodes cordoned"
+        nodes = state.cordon.result.drained + state.cordon.result.already_drained
+        entries.append(TimelineEntry(at=state.cordon.completed_at, event=verb, detail=", ".join(nodes) or "none"))
+    if state.jobs is not None:
+        jobs = ", ".join(f"{j.job_id} ({j.name}, {j.num_nodes} nodes)" for j in state.jobs.result.jobs)
+        entries.append(TimelineEntry(at=state.jobs.completed_at, event="affected jobs found", detail=jobs or "no job on these nodes"))
+    if state.replacement is not None:
+        verb = "would replace" if state.replacement.dry_run else "replace initiated"
+        parts = [f"{r.slurm_node} ({r.node_id}: {r.initiation})" for r in state.replacement.replaced]
+        parts += [f"{f.node_id} FAILED {f.error_code}" for f in state.replacement.failed]
+        entries.append(
+            TimelineEntry(at=state.replacement.at, event=verb, detail=f"{', '.join(parts)} in {state.replacement.calls} call(s)")
+        )
+    if state.rejoin is not None and state.rejoin.done and not state.rejoin.dry_run:
+        back = ", ".join(f"{n.slurm_node} as {n.replacement_node_id or n.node_id}" for n in state.rejoin.nodes)
+        entries.append(TimelineEntry(at=state.rejoin.at, event="node rejoined", detail=f"{back} after {state.rejoin.checks} check(s)"))
+    if state.resume is not None:
+        verb = "would resume" if state.resume.dry_run else "nodes resumed"
+        result = state.resume.result
+        detail = ", ".join(result.resumed) or "none"
+        if result.not_ours:
+            detail += f"; left drained by someone else: {', '.join(result.not_ours)}"
+        entries.append(TimelineEntry(at=state.resume.completed_at, event=verb, detail=detail))
+    if state.checkpoints is not None:
+        chosen = [f"job {p.job.job_id} -> step {p.checkpoint.step} ({p.checkpoint.uri})" for p in state.checkpoints.resumable]
+        chosen += [f"job {j.job_id}: {j.reason}" for j in state.checkpoints.unresumable + state.checkpoints.left_alone]
+        entries.append(TimelineEntry(at=state.checkpoints.at, event="checkpoint chosen", detail="; ".join(chosen) or "no job to resume"))
+    for reply in state.resubmissions:
+        verb = "would resubmit job" if reply.dry_run else "job resubmitted"
+        new = reply.result.new_job_id or "-"
+        entries.append(TimelineEntry(at=reply.completed_at, event=verb, detail=f"{reply.result.old_job_id} -> {new}"))
+    entries.append(TimelineEntry(at=recorded_at, event=f"outcome: {outcome}", detail=summary))
+    return sorted(entries, key=lambda e: e.at)
+
+
+def build_phases(state: WorkflowState, recorded_at: datetime) -> list[Phase]:
+    phases: list[Phase] = []
+
+    def add(name: str, start: datetime | None, end: datetime | None) -> None:
+        if start is not None and end is not None and end >= start:
+            phases.append(Phase(name=name, start=start, end=end))
+
+    request = state.request
+    if request is not None and request.received_at is not None:
+        add("detect", request.detected_at, request.received_at)
+        add("assess", request.received_at, state.assessment.at if state.assessment else None)
+    if state.cordon is not None:
+        add("cordon", state.cordon.requested_at, state.cordon.completed_at)
+    if state.jobs is not None:
+        add("find_jobs", state.jobs.requested_at, state.jobs.completed_at)
+    if state.replacement is not None:
+        previous = state.jobs.completed_at if state.jobs else state.replacement.at
+        add("replace", previous, state.replacement.at)
+        if state.rejoin is not None and state.rejoin.done:
+            add("wait_for_rejoin", state.replacement.at, state.rejoin.at)
+    if state.resume is not None:
+        add("resume", state.resume.requested_at, state.resume.completed_at)
+    if state.checkpoints is not None:
+        start = state.resume.completed_at if state.resume else state.checkpoints.at
+        add("find_checkpoint", start, state.checkpoints.at)
+    if state.resubmissions:
+        add(
+            "resubmit",
+            min(r.requested_at for r in state.resubmissions),
+            max(r.completed_at for r in state.resubmissions),
+        )
+    last = max((p.end for p in phases), default=None)
+    add("record", last, recorded_at)
+    return phases
+
+
+def summarize(state: WorkflowState, outcome: Outcome, cause: str | None) -> str:
+    request = state.request
+    nodes = ", ".join(t.slurm_node for t in state.assessment.targets) if state.assessment else ""
+    nodes = nodes or (", ".join(request.node_ids) if request else "no node")
+    if outcome == "duplicate":
+        held = state.lock.held_elsewhere if state.lock else {}
+        return f"Duplicate: {', '.join(f'{n} is already in recovery by {i}' for n, i in held.items()) or 'already handled'}."
+    if outcome == "rejected":
+        return f"Rejected, nothing was changed: {cause}"
+    steps = {p.job.job_id: p.checkpoint.step for p in state.checkpoints.resumable} if state.checkpoints else {}
+    jobs = [
+        f"{r.result.old_job_id} -> {r.result.new_job_id or '(dry run)'} from step {steps.get(r.result.old_job_id, '?')}"
+        for r in state.resubmissions
+    ]
+    if outcome == "dry_run":
+        would = f"; would resubmit {len(jobs)} job(s): {', '.join(jobs)}" if jobs else ""
+        return f"Dry run for {nodes}: every step ran, nothing was changed{would}."
+    job_text = f"; resubmitted {len(jobs)} job(s): {', '.join(jobs)}" if jobs else "; no job to resubmit"
+    if outcome == "recovered":
+        return f"Recovered {nodes}{job_text}."
+    return f"Escalated to a human: {cause or 'see the incident timeline'}{job_text if jobs else ''}."
+
+
+def build_incident_record(step: RecordOutcomeInput, result: OutcomeResult, cluster: str) -> IncidentRecord:
+    state = step.state
+    request = state.request
+    resubmissions = []
+    if state.checkpoints:
+        by_job = {p.job.job_id: p for p in state.checkpoints.resumable}
+        for reply in state.resubmissions:
+            plan = by_job.get(reply.result.old_job_id)
+            # Only what this incident actually submitted: not dry runs, not jobs another incident restarted.
+            if plan is not None and not reply.dry_run and not reply.result.already_submitted:
+                resubmissions.append(
+                    Resubmission(
+                        job=plan.job.job_id,
+                        job_name=plan.job.name,
+                        new_job_id=reply.result.new_job_id,
+                        checkpoint_step=plan.checkpoint.step,
+                        checkpoint_uri=plan.checkpoint.uri,
+                    )
+                )
+    agent_seconds = sum((r.completed_at - r.requested_at).total_seconds() for r in _replies(state) if not r.dry_run)
+    return IncidentRecord(
+        incident_id=result.incident_id,
+        cluster=cluster,
+        outcome=result.outcome,
+        dry_run=bool(request and request.dry_run),
+        trigger=request.trigger_sources if request else [],
+        nodes=request.node_ids if request else [],
+        error=result.error,
+        cause=result.cause,
+        summary=result.summary,
+        detected_at=request.detected_at if request else None,
+        recorded_at=result.at,
+        timeline=build_timeline(state, result.outcome, result.at, result.summary),
+        phases=build_phases(state, result.at),
+        resubmissions=resubmissions,
+        jobs=[j.model_dump(mode="json", exclude={"batch_script"}) for j in (state.jobs.result.jobs if state.jobs else [])],
+        agent_seconds=round(agent_seconds, 3),
+    )
+
+
+def notification(record: IncidentRecord, execution_url: str) -> tuple[str, str]:
+    """(subject <= 100 characters, plain-text body)."""
+    nodes = ", ".join(record.nodes[:3]) + (f" +{len(record.nodes) - 3}" if len(record.nodes) > 3 else "")
+    subject = f"[hyperpod-recovery] {record.cluster}: {record.outcome} {nodes}"[:100]
+    action = {
+        "recovered": "No action needed.",
+        "dry_run": "Dry run: nothing was changed. Review what would have happened below.",
+        "duplicate": "No action needed: another recovery already handles these nodes.",
+        "rejected": "Nothing was changed. Check the request or event if this was unexpected.",
+        "escalated": (
+            "A human is needed: see the error and the timeline below. The nodes stay locked so the automation does not act on them again."
+        ),
+        "capped": "A human is needed: the cluster's recovery cap was reached.",
+    }[record.outcome]
+    lines = [record.summary, "", action, ""]
+    if record.error:
+        lines += [f"Error: {record.error}", f"Cause: {record.cause}", ""]
+    lines.append("Timeline (UTC):")
+    lines += [f"  {e.at.strftime('%H:%M:%S')}  {e.event}: {e.detail}" for e in record.timeline]
+    lines += ["", f"Execution: {execution_url}"]
+    return subject, "\n".join(lines)

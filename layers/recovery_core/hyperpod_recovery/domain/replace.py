@@ -1,0 +1,88 @@
+"""Classify BatchReplaceClusterNodes per-node results.
+
+``Successful`` means the replacement was *initiated*. Of the documented per-node error codes,
+InstanceIdInUse and InvalidInstanceStatus mean HyperPod is already working on the node (its own
+NodeRecovery=Automatic, or our earlier call whose response was lost): we wait for the rejoin
+instead of fighting it. InstanceIdNotFound means the instance is gone: if the hostname comes back
+under a new instance id, HyperPod replaced it. Anything else failed to start.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from hyperpod_recovery.models.cluster import BatchOutcome
+from hyperpod_recovery.models.workflow import (
+    Initiation,
+    NodeReplacement,
+    NodeTarget,
+    RejoinWatch,
+    ReplaceFailure,
+    Replacement,
+    WatchedNode,
+)
+
+MAX_NODES_PER_BATCH_CALL = 25
+ALREADY_IN_PROGRESS_CODES = frozenset({"InstanceIdInUse", "InvalidInstanceStatus"})
+GONE_CODES = frozenset({"InstanceIdNotFound"})
+
+
+def chunked(items: list[str], size: int = MAX_NODES_PER_BATCH_CALL) -> list[list[str]]:
+    return [items[i : i + size] for i in range(0, len(items), size)]
+
+
+def classify_replacements(
+    targets: list[NodeTarget],
+    outcome: BatchOutcome,
+    already_initiated: set[str],
+    now: datetime,
+    first_check_after_seconds: int,
+    deadline_seconds: int,
+    dry_run: bool,
+) -> Replacement:
+    failed_by_id = {f.node_id: f for f in outcome.failed}
+    successful = set(outcome.successful)
+    replaced: list[NodeReplacement] = []
+    failed: list[ReplaceFailure] = []
+    for target in targets:
+        initiation: Initiation | None
+        if dry_run:
+            initiation = "dry_run"
+        elif target.node_id in successful or target.node_id in already_initiated:
+            initiation = "initiated"
+        elif target.node_id in failed_by_id:
+            code = failed_by_id[target.node_id].error_code
+            initiation = "already_in_progress" if code in ALREADY_IN_PROGRESS_CODES else "vanished" if code in GONE_CODES else None
+            if initiation is None:
+                failed.append(failed_by_id[target.node_id])
+        else:
+            # Neither Successful nor Failed: the API did not account for the node. Treat as a failure
+            # to start rather than waiting on something that may never happen.
+            initiation = None
+            failed.append(ReplaceFailure(node_id=target.node_id, error_code="NotAccountedFor", message="absent from the response"))
+        if initiation is not None:
+            replaced.append(
+                NodeReplacement(
+                    node_id=target.node_id,
+                    slurm_node=target.slurm_node,
+                    instance_group=target.instance_group,
+                    initiation=initiation,
+                )
+            )
+    watch = RejoinWatch(
+        at=now,
+        started_at=now,
+        deadline=now + timedelta(seconds=deadline_seconds),
+        nodes=[WatchedNode(node_id=r.node_id, slurm_node=r.slurm_node, initiation=r.initiation) for r in replaced],
+        next_wait_seconds=0 if dry_run else first_check_after_seconds,
+        dry_run=dry_run,
+    )
+    return Replacement(
+        at=now,
+        replaced=replaced,
+        failed=failed,
+        calls=outcome.calls,
+        dry_run=dry_run,
+        proceed=bool(replaced),
+        watch=watch,
+    )

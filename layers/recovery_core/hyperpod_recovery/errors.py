@@ -1,0 +1,107 @@
+"""The error taxonomy. Class names ARE the error names Step Functions sees.
+
+Lambda reports an unhandled exception as ``errorType = type(exc).__name__``; the state machine's
+Retry and Catch clauses match on those names. tests/contract/test_error_contract.py checks that
+every custom name used in statemachines/ exists here, so renaming a class cannot silently break
+a Retry or Catch.
+"""
+
+
+class RecoveryError(Exception):
+    """Base class: anything the pipeline raises on purpose."""
+
+
+# --- request and intake -------------------------------------------------------------------
+class InvalidRecoveryRequest(RecoveryError):
+    """A request or event failed validation; the message names the offending field."""
+
+
+class ForeignClusterEvent(RecoveryError):
+    """An event or request names a cluster this stack does not guard."""
+
+
+# --- configuration ------------------------------------------------------------------------
+class ConfigurationError(RecoveryError):
+    """The function's environment is missing or malformed (a deployment bug, never retried)."""
+
+
+# --- HyperPod -----------------------------------------------------------------------------
+class HyperPodThrottled(RecoveryError):
+    """SageMaker throttled a call; safe to retry with backoff."""
+
+
+class HyperPodUnavailable(RecoveryError):
+    """SageMaker returned a server-side error; safe to retry with backoff."""
+
+
+class HyperPodApiError(RecoveryError):
+    """SageMaker rejected a call for a reason retrying will not fix (access, validation)."""
+
+
+class ClusterNotFound(RecoveryError):
+    """The guarded cluster does not exist (deleted, or a wrong ClusterName parameter)."""
+
+
+class UnsupportedOrchestrator(RecoveryError):
+    """The cluster's orchestrator has no adapter yet (EKS is a later milestone)."""
+
+
+class ReplaceNotInitiated(RecoveryError):
+    """BatchReplaceClusterNodes initiated no replacement for any target node."""
+
+
+class RejoinDeadlineExceeded(RecoveryError):
+    """Replacement nodes did not come back Running before the deadline."""
+
+
+# --- our own state ------------------------------------------------------------------------
+class LedgerUnavailable(RecoveryError):
+    """DynamoDB (the ledger) throttled or failed; safe to retry."""
+
+
+class LedgerError(RecoveryError):
+    """DynamoDB rejected a ledger call for a reason retrying will not fix (access, validation)."""
+
+
+# --- the controller agent -----------------------------------------------------------------
+class ControllerChannelError(RecoveryError):
+    """A command could not be put on the controller command queue."""
+
+
+class ControllerUnavailable(RecoveryError):
+    """The controller agent reported slurmctld unreachable (sent by the agent via SendTaskFailure)."""
+
+
+class NodeNotFound(RecoveryError):
+    """The controller agent does not know a node name (sent by the agent via SendTaskFailure)."""
+
+
+class InvalidCommand(RecoveryError):
+    """The controller agent rejected a malformed command (sent by the agent via SendTaskFailure)."""
+
+
+# --- checkpoints --------------------------------------------------------------------------
+class CheckpointStoreUnavailable(RecoveryError):
+    """S3 throttled or failed while looking for checkpoints; safe to retry."""
+
+
+class CheckpointUnreadable(RecoveryError):
+    """S3 refused to show a job's checkpoints (no bucket, access denied); that job needs a human."""
+
+
+class NoVerifiedCheckpoint(RecoveryError):
+    """An affected job has no checkpoint that verifies complete; a human decides how to restart it."""
+
+
+# Errors the controller agent may report through SendTaskFailure: the workflow treats them like
+# exceptions raised by a Lambda of the same name.
+AGENT_ERRORS = (ControllerUnavailable, NodeNotFound, InvalidCommand)
+
+
+# --- outcomes that need a human without any step having raised ----------------------------
+class ProtectedNodeUnhealthy(RecoveryError):
+    """A controller or login node is unhealthy: the pipeline never acts on those."""
+
+
+class NoActionableNodes(RecoveryError):
+    """No requested node can be acted on (not in the cluster, or already replaced)."""

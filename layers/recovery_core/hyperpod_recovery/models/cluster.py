@@ -1,0 +1,44 @@
+"""HyperPod cluster facts as the domain sees them, translated from the SageMaker API by
+adapters/hyperpod.py (so the domain never handles raw boto3 dictionaries)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from hyperpod_recovery.models.workflow import ReplaceFailure
+
+
+class InstanceGroupInfo(BaseModel):
+    name: str
+    # SlurmConfig.NodeType when the cluster reports it; None on older clusters.
+    node_type: Literal["Controller", "Login", "Compute"] | None = None
+    current_count: int | None = None
+    target_count: int | None = None
+
+
+class ClusterInfo(BaseModel):
+    name: str
+    arn: str
+    status: str
+    orchestrator: Literal["slurm", "eks"]
+    node_recovery: str  # "Automatic" | "None"
+    groups: dict[str, InstanceGroupInfo] = Field(default_factory=dict)
+
+
+class ClusterNode(BaseModel):
+    node_id: str
+    instance_group: str
+    status: str  # ClusterInstanceStatus; unknown values are kept as they come
+    private_dns_hostname: str | None = None
+    launch_time: datetime | None = None
+
+
+class BatchOutcome(BaseModel):
+    """A Batch*ClusterNodes response, all chunks merged. ``Successful`` means *initiated*."""
+
+    successful: list[str] = Field(default_factory=list)
+    failed: list[ReplaceFailure] = Field(default_factory=list)
+    calls: int = 0

@@ -1,0 +1,119 @@
+"""Outside events, one model per source. Field names are the sources' own.
+
+Each model's docstring holds a real-shaped example; events/ holds the same samples as files and
+tests/contract/ parses every one of them.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
+from pydantic import BaseModel, ConfigDict, Field
+
+HEALTH_EVENT_DETAIL_TYPE = "SageMaker HyperPod Cluster Node Health Event"
+ALARM_EVENT_DETAIL_TYPE = "CloudWatch Alarm State Change"
+
+
+class HealthSummary(BaseModel):
+    # AWS publishes no enum for HealthStatus/RepairAction beyond "Unhealthy"/"None": keep them
+    # free strings so a new value is logged and ignored, never a parse failure.
+    HealthStatus: str
+    HealthStatusReason: str | None = None
+    RepairAction: str | None = None
+    Recommendation: str | None = None
+
+
+class NodeHealthDetail(BaseModel):
+    ClusterName: str
+    ClusterArn: str
+    InstanceId: str
+    Tags: dict[str, str] = Field(default_factory=dict)
+    HealthSummary: HealthSummary
+
+
+class HyperPodNodeHealthEvent(EventBridgeModel):
+    """HyperPod "Cluster Node Health Event" (source aws.sagemaker). Example (AWS docs)::
+
+        {"version": "0", "id": "0bd4a141-0a02-9d8a-f977-3924c3fb259c",
+         "detail-type": "SageMaker HyperPod Cluster Node Health Event", "source": "aws.sagemaker",
+         "account": "111122223333", "time": "2026-03-14T09:21:07Z", "region": "us-west-2",
+         "resources": ["arn:aws:sagemaker:us-west-2:111122223333:cluster/a1b2c3d4e5f6"],
+         "detail": {"ClusterName": "llm-train",
+                    "ClusterArn": "arn:aws:sagemaker:us-west-2:111122223333:cluster/a1b2c3d4e5f6",
+                    "InstanceId": "i-0391f86fa0fe0d465", "Tags": {},
+                    "HealthSummary": {"HealthStatus": "Unhealthy",
+                        "HealthStatusReason": "HyperPod Health Monitoring Agent (HMA) has detected
+                            fault type NvidiaErrorTerminate on this node and is unhealthy.",
+                        "RepairAction": "None", "Recommendation": "Please Replace the Faulty Node."}}}
+
+    The detail carries no instance group: Assess Nodes looks it up with ListClusterNodes.
+    """
+
+    source: Literal["aws.sagemaker"]
+    detail_type: Literal["SageMaker HyperPod Cluster Node Health Event"] = Field(alias="detail-type")
+    detail: NodeHealthDetail
+
+
+class AlarmMetric(BaseModel):
+    namespace: str | None = None
+    name: str | None = None
+    dimensions: dict[str, str] = Field(default_factory=dict)
+
+
+class AlarmMetricStat(BaseModel):
+    metric: AlarmMetric
+    period: int | None = None
+    stat: str | None = None
+
+
+class AlarmMetricQuery(BaseModel):
+    id: str
+    metricStat: AlarmMetricStat | None = None
+    expression: str | None = None
+    returnData: bool | None = None
+
+
+class AlarmConfiguration(BaseModel):
+    description: str | None = None
+    metrics: list[AlarmMetricQuery] = Field(default_factory=list)
+
+
+class AlarmState(BaseModel):
+    value: str
+    reason: str = ""
+    timestamp: datetime
+
+
+class AlarmDetail(BaseModel):
+    model_config = ConfigDict(extra="allow")  # alarmTags etc. appear when tag propagation is on
+
+    alarmName: str
+    configuration: AlarmConfiguration = Field(default_factory=AlarmConfiguration)
+    state: AlarmState
+    previousState: AlarmState | None = None
+
+
+class CloudWatchAlarmEvent(EventBridgeModel):
+    """CloudWatch "Alarm State Change" (source aws.cloudwatch). Example::
+
+        {"version": "0", "id": "c4c1c1c9-6542-e61b-6ef0-8c4d36933a92",
+         "detail-type": "CloudWatch Alarm State Change", "source": "aws.cloudwatch",
+         "account": "111122223333", "time": "2026-03-14T09:22:40Z", "region": "us-west-2",
+         "resources": ["arn:aws:cloudwatch:us-west-2:111122223333:alarm:hyperpod-recovery-llm-train-xid-i-0391f86fa0fe0d465"],
+         "detail": {"alarmName": "hyperpod-recovery-llm-train-xid-i-0391f86fa0fe0d465",
+                    "configuration": {"metrics": [{"id": "m1", "metricStat": {"metric": {
+                        "namespace": "HyperPod/Slurm", "name": "gpu_xid_errors",
+                        "dimensions": {"ClusterName": "llm-train", "InstanceId": "i-0391f86fa0fe0d465"}},
+                        "period": 60, "stat": "Maximum"}, "returnData": true}]},
+                    "state": {"value": "ALARM", "reason": "Threshold Crossed: ...",
+                              "timestamp": "2026-03-14T09:22:40.125+0000"}}}
+
+    The stack's rule only forwards alarms named ``hyperpod-recovery-<ClusterName>-...``: the
+    name prefix is the operator's explicit opt-in (see docs/decisions.md).
+    """
+
+    source: Literal["aws.cloudwatch"]
+    detail_type: Literal["CloudWatch Alarm State Change"] = Field(alias="detail-type")
+    detail: AlarmDetail

@@ -1,0 +1,70 @@
+"""What the ledger (DynamoDB) keeps: one incident record per execution, node locks, and one
+resubmission claim per job. The incident record is the audit trail an operator reads."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from hyperpod_recovery.models.common import Timestamp
+from hyperpod_recovery.models.workflow import Outcome
+
+
+class TimelineEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    at: Timestamp
+    event: str  # "event received", "nodes cordoned", ...
+    detail: str = ""
+
+
+class Phase(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str  # detect, lock, assess, cordon, find_jobs, replace, wait_for_rejoin, ...
+    start: Timestamp
+    end: Timestamp
+
+
+class Resubmission(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    job: str
+    job_name: str
+    new_job_id: str | None
+    checkpoint_step: int
+    checkpoint_uri: str
+
+
+class IncidentRecord(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    incident_id: str
+    cluster: str
+    outcome: Outcome
+    dry_run: bool
+    trigger: list[str]
+    nodes: list[str]
+    error: str | None = None
+    cause: str | None = None
+    summary: str
+    detected_at: Timestamp | None = None
+    recorded_at: Timestamp
+    timeline: list[TimelineEntry] = Field(default_factory=list)
+    phases: list[Phase] = Field(default_factory=list)
+    resubmissions: list[Resubmission] = Field(default_factory=list)
+    jobs: list[dict[str, Any]] = Field(default_factory=list)  # captured job specs, kept for a human
+    agent_seconds: float = 0.0  # time spent waiting on the controller agent
+
+
+class LockOutcome(BaseModel):
+    acquired: list[str]
+    held_elsewhere: dict[str, str]
+
+
+class ResubmissionClaim(BaseModel):
+    """Who resubmits a job. One claim per (cluster, job): a second incident touching the same job
+    (another node of it failing minutes later) finds the claim and does not restart it again."""
+
+    job_id: str
+    incident_id: str
+    claimed: bool  # True when this incident holds the claim
+    new_job_id: str | None = None

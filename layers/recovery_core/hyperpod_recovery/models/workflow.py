@@ -1,0 +1,220 @@
+"""Payloads passed between the NodeRecovery states. Each step's result lands at its own key of
+the execution state ($.lock, $.assessment, ...), so later steps and Record Outcome see what
+every earlier step did, with the time it did it."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from hyperpod_recovery.models.commands import (
+    CheckpointRef,
+    CommandReply,
+    DrainResult,
+    JobsOnNodesResult,
+    JobSpec,
+    ResubmitResult,
+    ResumeResult,
+)
+from hyperpod_recovery.models.common import NodeId, SlurmNodeName, Timestamp
+from hyperpod_recovery.models.requests import RecoveryRequest
+
+Outcome = Literal["recovered", "escalated", "duplicate", "rejected", "capped", "dry_run"]
+
+
+class _Result(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    at: Timestamp
+
+
+class LockResult(_Result):
+    locked: list[NodeId]
+    held_elsewhere: dict[str, str] = Field(default_factory=dict)  # node id -> incident holding it
+    dry_run: bool = False
+    proceed: bool
+
+
+class NodeTarget(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    node_id: NodeId
+    instance_group: str
+    slurm_node: SlurmNodeName
+    status: str
+    launch_time: datetime | None = None
+
+
+class SkippedNode(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    node_id: NodeId
+    reason: Literal["controller", "login", "not_found", "locked_elsewhere"]
+    detail: str = ""
+
+
+class Assessment(_Result):
+    orchestrator: Literal["slurm", "eks"]
+    node_recovery: str
+    targets: list[NodeTarget]
+    skipped: list[SkippedNode] = Field(default_factory=list)
+    proceed: bool
+
+
+Initiation = Literal["initiated", "already_in_progress", "vanished", "dry_run"]
+
+
+class NodeReplacement(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    node_id: NodeId
+    slurm_node: SlurmNodeName
+    instance_group: str
+    initiation: Initiation
+
+
+class ReplaceFailure(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    node_id: NodeId
+    error_code: str
+    message: str = ""
+
+
+class WatchedNode(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    node_id: NodeId  # the instance that failed
+    slurm_node: SlurmNodeName
+    initiation: Initiation
+    seen_not_running: bool = False
+    status: str | None = None
+    replacement_node_id: NodeId | None = None
+    rejoined: bool = False
+
+
+class RejoinWatch(_Result):
+    started_at: Timestamp
+    deadline: Timestamp
+    checks: int = 0
+    nodes: list[WatchedNode]
+    done: bool = False
+    next_wait_seconds: int = Field(ge=0)
+    dry_run: bool = False
+
+
+class Replacement(_Result):
+    replaced: list[NodeReplacement]
+    failed: list[ReplaceFailure] = Field(default_factory=list)
+    calls: int = Field(ge=0)
+    dry_run: bool = False
+    proceed: bool
+    watch: RejoinWatch
+
+
+class UnresumableJob(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    job_id: str
+    name: str
+    reason: str
+
+
+class ResumePlan(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    job: JobSpec
+    checkpoint: CheckpointRef
+
+
+class CheckpointPlan(_Result):
+    resumable: list[ResumePlan] = Field(default_factory=list)
+    unresumable: list[UnresumableJob] = Field(default_factory=list)
+    left_alone: list[UnresumableJob] = Field(default_factory=list)
+
+
+class StepError(BaseModel):
+    """What a Catch puts at $.errors: Step Functions' own {Error, Cause}."""
+
+    Error: str
+    Cause: str | None = None
+
+
+class WorkflowState(BaseModel):
+    """The execution state as Record Outcome sees it: whatever steps ran before the end."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    request: RecoveryRequest | None = None
+    lock: LockResult | None = None
+    assessment: Assessment | None = None
+    cordon: CommandReply[DrainResult] | None = None
+    jobs: CommandReply[JobsOnNodesResult] | None = None
+    replacement: Replacement | None = None
+    rejoin: RejoinWatch | None = None
+    resume: CommandReply[ResumeResult] | None = None
+    checkpoints: CheckpointPlan | None = None
+    resubmissions: list[CommandReply[ResubmitResult]] = Field(default_factory=list)
+
+
+class OutcomeResult(_Result):
+    incident_id: str
+    outcome: Outcome
+    error: str | None = None
+    cause: str | None = None
+    summary: str
+
+
+# --- step inputs: what each Lambda receives (the ASL builds these from the state) -------------
+class StepInput(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    execution_name: str = Field(min_length=1, max_length=80)
+
+
+class ValidateRequestInput(StepInput):
+    request: dict[str, Any]
+
+
+class LockNodesInput(StepInput):
+    request: RecoveryRequest
+
+
+class AssessNodesInput(StepInput):
+    request: RecoveryRequest
+    lock: LockResult
+
+
+class ControllerStepInput(StepInput):
+    task_token: str = Field(min_length=1)
+    request: RecoveryRequest
+
+
+class CordonNodesInput(ControllerStepInput):
+    assessment: Assessment
+
+
+class FindAffectedJobsInput(ControllerStepInput):
+    assessment: Assessment
+
+
+class ReplaceNodesInput(StepInput):
+    request: RecoveryRequest
+    assessment: Assessment
+
+
+class CheckRejoinInput(StepInput):
+    request: RecoveryRequest
+    rejoin: RejoinWatch
+
+
+class ResumeNodesInput(ControllerStepInput):
+    rejoin: RejoinWatch
+
+
+class FindNewestCheckpointInput(StepInput):
+    request: RecoveryRequest
+    jobs: CommandReply[JobsOnNodesResult]
+
+
+class ResubmitJobInput(ControllerStepInput):
+    plan: ResumePlan
+
+
+class RecordOutcomeInput(StepInput):
+    disposition: Literal["completed", "duplicate", "rejected", "escalated"]
+    state: WorkflowState = Field(default_factory=WorkflowState)
+    error: StepError | None = None

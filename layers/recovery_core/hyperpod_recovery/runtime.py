@@ -1,0 +1,116 @@
+"""What every handler shares: the dependency container and the ``workflow_step`` decorator.
+
+A handler is then a few lines: the decorator applies the Powertools decorators, parses the input
+model (a malformed input names the bad field), and dumps the result as plain JSON for the state
+machine. Tests and the sandbox pass ``deps=`` to inject fakes; Lambda builds the real adapters
+once per cold start, and each adapter creates its boto3 client on first use.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from functools import lru_cache
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from hyperpod_recovery.adapters.checkpoints import S3CheckpointReader
+from hyperpod_recovery.adapters.controller import ControllerChannel
+from hyperpod_recovery.adapters.hyperpod import HyperPodCluster
+from hyperpod_recovery.adapters.intake import DeadLetters, RecoveryStarter
+from hyperpod_recovery.adapters.ledger import DynamoLedger
+from hyperpod_recovery.adapters.notifier import SnsNotifier
+from hyperpod_recovery.clock import current_clock
+from hyperpod_recovery.config import Settings, get_settings
+from hyperpod_recovery.domain.checkpoints import CheckpointReader
+from hyperpod_recovery.domain.normalize import GuardedCluster
+from hyperpod_recovery.errors import RecoveryError
+from hyperpod_recovery.models.common import format_validation_error
+from hyperpod_recovery.observability import logger, metrics
+from hyperpod_recovery.steps.ports import Cluster, Controller, DeadLetterSink, Ledger, Notifier, Starter
+
+
+class InvalidStepInput(RecoveryError):
+    """A Lambda received input that does not match its model: a state machine/handler contract bug."""
+
+
+@dataclass
+class Dependencies:
+    settings: Settings
+    cluster: Cluster
+    ledger: Ledger
+    controller: Controller
+    notifier: Notifier
+    checkpoints: CheckpointReader
+    starter: Starter
+    dead_letters: DeadLetterSink
+
+    @staticmethod
+    def now() -> datetime:
+        return current_clock()()
+
+    @property
+    def guarded(self) -> GuardedCluster:
+        return GuardedCluster(name=self.settings.cluster_name, arn=self.settings.cluster_arn)
+
+    @property
+    def lock_ttl(self) -> timedelta:
+        return timedelta(seconds=self.settings.lock_ttl_seconds)
+
+    @property
+    def escalation_hold(self) -> timedelta:
+        return timedelta(seconds=self.settings.escalation_hold_seconds)
+
+    def execution_url(self, execution_name: str) -> str:
+        execution_arn = self.settings.state_machine_arn.replace(":stateMachine:", ":execution:") + f":{execution_name}"
+        region = self.settings.region
+        return f"https://{region}.console.aws.amazon.com/states/home?region={region}#/v2/executions/details/{execution_arn}"
+
+
+def build_dependencies(settings: Settings) -> Dependencies:
+    return Dependencies(
+        settings=settings,
+        cluster=HyperPodCluster(settings.cluster_name),
+        ledger=DynamoLedger(settings.ledger_table),
+        controller=ControllerChannel(settings.command_queue_url),
+        notifier=SnsNotifier(settings.notification_topic_arn),
+        checkpoints=S3CheckpointReader(),
+        starter=RecoveryStarter(settings.state_machine_arn),
+        dead_letters=DeadLetters(settings.intake_dlq_url),
+    )
+
+
+@lru_cache(maxsize=1)
+def default_dependencies() -> Dependencies:
+    return build_dependencies(get_settings())
+
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+
+def parse_input(model: type[ModelT], event: Any) -> ModelT:
+    try:
+        return model.model_validate(event)
+    except ValidationError as exc:
+        raise InvalidStepInput(f"{model.__name__}: {format_validation_error(exc)}") from exc
+
+
+def workflow_step(model: type[ModelT]) -> Callable[[Callable[[ModelT, Dependencies], Any]], Callable[..., Any]]:
+    """Turn ``fn(step_input, deps) -> model | dict`` into a Lambda handler for one Task state."""
+
+    def decorate(fn: Callable[[ModelT, Dependencies], Any]) -> Callable[..., Any]:
+        @logger.inject_lambda_context(correlation_id_path="execution_name", clear_state=True)
+        @metrics.log_metrics
+        @functools.wraps(fn)
+        def handler(event: dict[str, Any], context: Any, deps: Dependencies | None = None) -> Any:
+            deps = deps or default_dependencies()
+            metrics.add_dimension(name="cluster", value=deps.settings.cluster_name)
+            result = fn(parse_input(model, event), deps)
+            return result.model_dump(mode="json") if isinstance(result, BaseModel) else result
+
+        return handler
+
+    return decorate

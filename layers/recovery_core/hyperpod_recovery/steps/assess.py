@@ -1,0 +1,17 @@
+"""Assess Nodes: describe the cluster and its nodes; keep only compute nodes we hold."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from hyperpod_recovery.domain.assess import assess_nodes as decide
+from hyperpod_recovery.models.workflow import Assessment, AssessNodesInput
+from hyperpod_recovery.steps.ports import Cluster
+
+
+def assess_nodes(
+    step: AssessNodesInput, *, cluster: Cluster, controller_groups: list[str], login_groups: list[str], now: datetime
+) -> Assessment:
+    info = cluster.describe()
+    nodes = cluster.list_nodes()
+    return decide(step.request.node_ids, step.lock.locked, info, nodes, controller_groups, login_groups, now)

@@ -1,0 +1,144 @@
+"""The controller steps: Cordon Nodes, Find Affected Jobs, Resume Nodes, Resubmit Job.
+
+Each Lambda queues one typed command with its task token and returns; the state completes when
+the agent answers. Mutating commands in a dry run are answered here ("would drain ...") and never
+reach the cluster; read-only ones (jobs on nodes) still go to the agent so a drill shows real jobs.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from hyperpod_recovery.models.commands import (
+    MUTATING_COMMANDS,
+    CommandEnvelope,
+    CommandReply,
+    ControllerCommand,
+    DrainNodes,
+    DrainResult,
+    JobsOnNodes,
+    ResubmitJob,
+    ResubmitResult,
+    ResumeNodes,
+    ResumeResult,
+    owner_tag,
+)
+from hyperpod_recovery.models.requests import RecoveryRequest
+from hyperpod_recovery.models.workflow import (
+    CordonNodesInput,
+    FindAffectedJobsInput,
+    ResubmitJobInput,
+    ResumeNodesInput,
+)
+from hyperpod_recovery.steps.ports import Controller, Ledger
+
+
+def _dispatch(
+    *,
+    controller: Controller,
+    request: RecoveryRequest,
+    execution_name: str,
+    task_token: str,
+    command: ControllerCommand,
+    command_id: str,
+    now: datetime,
+    dry_run_result: Any,
+) -> dict[str, Any]:
+    if request.dry_run and command.type in MUTATING_COMMANDS:
+        reply: CommandReply[Any] = CommandReply(
+            command_id=command_id,
+            type=command.type,
+            requested_at=now,
+            started_at=now,
+            completed_at=now,
+            dry_run=True,
+            result=dry_run_result,
+        )
+        controller.answer(task_token, reply)
+        return {"command_id": command_id, "sent": False, "dry_run": True}
+    controller.send(
+        CommandEnvelope(
+            command_id=command_id,
+            incident_id=request.incident_id or execution_name,
+            execution_name=execution_name,
+            task_token=task_token,
+            requested_at=now,
+            command=command,
+        )
+    )
+    return {"command_id": command_id, "sent": True, "dry_run": False}
+
+
+def cordon_nodes(step: CordonNodesInput, *, controller: Controller, now: datetime) -> dict[str, Any]:
+    nodes = [t.slurm_node for t in step.assessment.targets]
+    reason = f"{owner_tag(step.execution_name)} {step.request.triggers[0].reason}"[:256]
+    return _dispatch(
+        controller=controller,
+        request=step.request,
+        execution_name=step.execution_name,
+        task_token=step.task_token,
+        command=DrainNodes(nodes=nodes, reason=reason),
+        command_id=f"{step.execution_name}:drain",
+        now=now,
+        dry_run_result=DrainResult(drained=nodes),
+    )
+
+
+def find_affected_jobs(step: FindAffectedJobsInput, *, controller: Controller, now: datetime) -> dict[str, Any]:
+    nodes = [t.slurm_node for t in step.assessment.targets]
+    return _dispatch(
+        controller=controller,
+        request=step.request,
+        execution_name=step.execution_name,
+        task_token=step.task_token,
+        command=JobsOnNodes(nodes=nodes),
+        command_id=f"{step.execution_name}:jobs",
+        now=now,
+        dry_run_result=None,
+    )
+
+
+def resume_nodes(step: ResumeNodesInput, *, controller: Controller, now: datetime) -> dict[str, Any]:
+    nodes = [n.slurm_node for n in step.rejoin.nodes if n.rejoined or step.rejoin.dry_run]
+    return _dispatch(
+        controller=controller,
+        request=step.request,
+        execution_name=step.execution_name,
+        task_token=step.task_token,
+        command=ResumeNodes(nodes=nodes, owner_tag=owner_tag(step.execution_name)),
+        command_id=f"{step.execution_name}:resume",
+        now=now,
+        dry_run_result=ResumeResult(resumed=nodes),
+    )
+
+
+def resubmit_job(step: ResubmitJobInput, *, controller: Controller, ledger: Ledger, now: datetime) -> dict[str, Any]:
+    """Once per job: the ledger claim stops a second incident (or a retried Lambda) from
+    restarting a job that was already resubmitted."""
+    request, plan = step.request, step.plan
+    job_id = plan.job.job_id
+    command_id = f"{step.execution_name}:resubmit:{job_id}"
+    if not request.dry_run:
+        claim = ledger.claim_resubmission(request.cluster, job_id, step.execution_name, now)
+        if not claim.claimed or claim.new_job_id:
+            reply = CommandReply(
+                command_id=command_id,
+                type="resubmit_job",
+                requested_at=now,
+                started_at=now,
+                completed_at=now,
+                result=ResubmitResult(old_job_id=job_id, new_job_id=claim.new_job_id, already_submitted=True),
+            )
+            controller.answer(step.task_token, reply)
+            return {"command_id": command_id, "sent": False, "already_resubmitted_by": claim.incident_id}
+    return _dispatch(
+        controller=controller,
+        request=request,
+        execution_name=step.execution_name,
+        task_token=step.task_token,
+        command=ResubmitJob(job=plan.job, checkpoint=plan.checkpoint),
+        command_id=command_id,
+        now=now,
+        dry_run_result=ResubmitResult(old_job_id=job_id),
+    )

@@ -1,0 +1,70 @@
+"""Intake: SQS batch of EventBridge events -> grouped RecoveryRequests -> executions.
+
+Per record: parse and translate. A record that can never parse goes to the DLQ with the reason
+and is *not* retried; a foreign-cluster or no-action event is dropped and counted. Then the
+accepted triggers are grouped (a rack failure becomes one execution) and each group starts an
+execution named by its incident id; a reused name means a duplicate of an incident in progress.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from botocore.exceptions import ClientError
+
+from hyperpod_recovery.adapters.intake import StartExecutionFailed
+from hyperpod_recovery.domain.normalize import GuardedCluster, Ignored, group_triggers, incident_id_for, parse_intake_event
+from hyperpod_recovery.errors import ForeignClusterEvent, InvalidRecoveryRequest
+from hyperpod_recovery.models.requests import MAX_NODES_PER_REQUEST, Trigger
+from hyperpod_recovery.observability import logger
+from hyperpod_recovery.steps.ports import DeadLetterSink, Starter
+
+
+@dataclass
+class Intake:
+    guarded: GuardedCluster
+    dead_letters: DeadLetterSink
+    accepted: dict[str, Trigger] = field(default_factory=dict)  # SQS message id -> trigger
+    counts: Counter[str] = field(default_factory=Counter)
+
+    def accept(self, message_id: str, body: str) -> None:
+        """BatchProcessor record handler. Raises only for transient problems (record retried)."""
+        self.counts["received"] += 1
+        try:
+            result = parse_intake_event(body, self.guarded)
+        except InvalidRecoveryRequest as exc:
+            logger.warning("event rejected: sent to the DLQ", extra={"message_id": message_id, "reason": str(exc)})
+            self.dead_letters.send(body, str(exc), message_id)
+            self.counts["dead_lettered"] += 1
+            return
+        except ForeignClusterEvent as exc:
+            logger.warning("event for another cluster dropped", extra={"message_id": message_id, "reason": str(exc)})
+            self.counts["foreign"] += 1
+            return
+        if isinstance(result, Ignored):
+            logger.info("event needs no action", extra={"message_id": message_id, "reason": result.reason})
+            self.counts["ignored"] += 1
+            return
+        self.accepted[message_id] = result
+
+    def start_recoveries(self, starter: Starter, episode_window_seconds: int) -> list[str]:
+        """Start one execution per group; returns the message ids whose start failed transiently."""
+        failed: list[str] = []
+        requests = group_triggers(list(self.accepted.values()), self.guarded.name, MAX_NODES_PER_REQUEST)
+        for request in requests:
+            name = incident_id_for(request, episode_window_seconds)
+            messages = [m for m, t in self.accepted.items() if t.node_id in request.node_ids]
+            try:
+                started = starter.start(name, request.model_dump_json(exclude_none=True))
+            except (StartExecutionFailed, ClientError):
+                # Transient, or a permanent refusal SQS's redrive (maxReceiveCount) will bound.
+                logger.exception("could not start recovery; records will be retried", extra={"incident": name})
+                failed += messages
+                continue
+            self.counts["started" if started == "started" else "duplicates"] += 1
+            logger.info(
+                "recovery started" if started == "started" else "duplicate of an incident already started",
+                extra={"incident": name, "nodes": request.node_ids, "events": len(messages)},
+            )
+        return failed

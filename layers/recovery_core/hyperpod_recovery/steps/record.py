@@ -1,0 +1,47 @@
+"""Record Outcome (also Escalate Incident, Record Duplicate, Record Rejection): decide the outcome,
+save the incident record, release or hold the node locks, notify."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from hyperpod_recovery.domain.outcome import build_incident_record, decide_outcome, notification, summarize
+from hyperpod_recovery.models.workflow import OutcomeResult, RecordOutcomeInput
+from hyperpod_recovery.steps.ports import Ledger, Notifier
+
+
+def record_outcome(
+    step: RecordOutcomeInput,
+    *,
+    ledger: Ledger,
+    notifier: Notifier,
+    cluster: str,
+    escalation_hold: timedelta,
+    execution_url: str,
+    now: datetime,
+) -> OutcomeResult:
+    outcome, error, cause = decide_outcome(step)
+    result = OutcomeResult(
+        at=now,
+        incident_id=step.execution_name,
+        outcome=outcome,
+        error=error,
+        cause=cause,
+        summary=summarize(step.state, outcome, cause),
+    )
+    record = build_incident_record(step, result, cluster)
+    ledger.save_incident(record)
+
+    state = step.state
+    if state.lock is not None and state.lock.locked and not state.lock.dry_run:
+        # Escalated nodes stay locked for a while so the automation does not loop on a node a
+        # human is looking at; everything else is released at once.
+        hold_until = now + escalation_hold if outcome == "escalated" else None
+        ledger.release_locks(step.execution_name, cluster, state.lock.locked, hold_until)
+    for reply in state.resubmissions:
+        if not reply.dry_run and not reply.result.already_submitted and reply.result.new_job_id:
+            ledger.complete_resubmission(cluster, reply.result.old_job_id, step.execution_name, reply.result.new_job_id)
+
+    subject, body = notification(record, execution_url)
+    notifier.publish(subject, body, {"outcome": outcome, "cluster": cluster})
+    return result

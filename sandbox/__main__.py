@@ -1,0 +1,45 @@
+"""``python -m sandbox run [--scenario FILE] [--out DIR]``: run a drill, print its timeline, write the report.
+
+Exit codes: 0 the drill ran (whatever the incidents' outcomes), 2 the scenario file is unusable,
+1 the sandbox itself failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import sandbox  # noqa: F401  (puts the layer's package on sys.path)
+from sandbox.report import format_report
+from sandbox.runner import DrillRunner
+from sandbox.scenario import ScenarioError, load_scenario
+
+DEFAULT_SCENARIO = Path(__file__).resolve().parent.parent / "events" / "drills" / "default.json"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m sandbox", description="Run a recovery drill on an in-memory AWS.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("run", help="run one scenario")
+    run.add_argument("--scenario", type=Path, default=DEFAULT_SCENARIO, help="scenario JSON file (default: events/drills/default.json)")
+    run.add_argument("--out", type=Path, default=Path("out"), help="directory for the report and the Lambda log")
+    args = parser.parse_args(argv)
+
+    try:
+        scenario = load_scenario(args.scenario)
+        args.out.mkdir(parents=True, exist_ok=True)
+        report = DrillRunner(scenario, log_path=args.out / f"drill-{scenario.name}-lambda.log").run()
+    except ScenarioError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    report_path = args.out / f"drill-{scenario.name}.json"
+    report_path.write_text(json.dumps(report, indent=2, default=str) + "\n")
+    print(format_report(report))
+    print(f"\nreport: {report_path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,341 @@
+"""The sandbox's in-memory AWS: moto, built from template.yaml, with the real handlers in-process.
+
+What is patched, and why (see ../shared/reference/local-testing-toolchain.md):
+* moto's Step Functions interpreter runs the real statemachines/*.asl.json (execute_state_machine);
+* Lambda invocations are dispatched to the real handlers in functions/*/app.py, in-process;
+* Wait states, Retry backoffs and botocore's own retry sleeps move the execution's virtual
+  timeline (sandbox/clock.py) instead of sleeping;
+* SageMaker's cluster-node calls are served by the HyperPod double (sandbox/hyperpod.py);
+* every AWS call the pipeline makes is counted (the report's api_calls).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import json
+import os
+import threading
+import types
+import uuid
+import zipfile
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+import boto3
+from moto import mock_aws
+from moto.awslambda_simple.models import LambdaSimpleBackend
+from moto.core.responses import ActionResult, BaseResponse
+from moto.events.utils import EventTemplateParser
+from moto.sagemaker.responses import SageMakerResponse
+from moto.stepfunctions.parser.asl.component.common.retry import retrier_decl
+from moto.stepfunctions.parser.asl.component.state.wait.wait_function import wait_function
+
+from sandbox.clock import VirtualClock
+from sandbox.hyperpod import ACCOUNT, HyperPodDouble
+from sandbox.template import Resolver, load_template
+
+ROOT = Path(__file__).resolve().parent.parent
+REGION = "us-west-2"
+STACK = "sandbox"
+SERVICE_NAMES = {"awslambda": "lambda", "states": "stepfunctions"}
+FAKE_CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+    "AWS_DEFAULT_REGION": REGION,
+    "AWS_REGION": REGION,
+}
+_local = threading.local()
+_FULL_EVENT_TEMPLATE = (
+    '{"version": "0", "id": "<id>", "detail-type": "<detail-type>", "source": "<source>", "account": "<account>", '
+    '"time": <time>, "region": "<region>", "resources": <resources>, "detail": <detail>}'
+)
+
+
+class ApiCalls:
+    """Counts calls made by the pipeline: handlers, the state machine, the controller agent.
+
+    The runner's own calls (creating resources, injecting events, reading results) happen on the
+    main thread and are not counted unless wrapped in ``counting()``.
+    """
+
+    def __init__(self) -> None:
+        self.counts: Counter[str] = Counter()
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def active() -> bool:
+        default = threading.current_thread() is not threading.main_thread()
+        return getattr(_local, "counting", default)
+
+    @staticmethod
+    @contextmanager
+    def counting(enabled: bool = True) -> Iterator[None]:
+        previous = getattr(_local, "counting", None)
+        _local.counting = enabled
+        try:
+            yield
+        finally:
+            if previous is None:
+                del _local.counting
+            else:
+                _local.counting = previous
+
+    def record(self, service: str, action: str) -> None:
+        with self._lock:
+            self.counts[f"{SERVICE_NAMES.get(service, service)}.{action}"] += 1
+
+
+class FakeContext:
+    def __init__(self, function_name: str, function_arn: str) -> None:
+        self.function_name = function_name
+        self.function_version = "$LATEST"
+        self.invoked_function_arn = function_arn
+        self.memory_limit_in_mb = 256
+        self.aws_request_id = str(uuid.uuid4())
+        self.log_group_name = f"/aws/lambda/{function_name}"
+        self.log_stream_name = "sandbox"
+
+    @staticmethod
+    def get_remaining_time_in_millis() -> int:
+        return 30_000
+
+
+def load_handler(code_uri: str) -> Callable[..., Any]:
+    """Import functions/<name>/app.py under a unique module name (every function's file is app.py)."""
+    path = ROOT / code_uri / "app.py"
+    spec = importlib.util.spec_from_file_location(f"functions.{path.parent.name}.app", path)
+    assert spec and spec.loader, path
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.lambda_handler  # type: ignore[no-any-return]
+
+
+def _execution_name(env: Any) -> str:
+    return str(env.states.context_object.context_object_data["Execution"]["Name"])
+
+
+class SandboxAWS:
+    """Enter to get a moto world built from template.yaml; attributes give the physical names."""
+
+    def __init__(self, clock: VirtualClock, double: HyperPodDouble, parameters: dict[str, str], after_invoke: Callable[[], None]) -> None:
+        self.clock = clock
+        self.double = double
+        self.parameters = parameters
+        self.after_invoke = after_invoke
+        self.api_calls = ApiCalls()
+        self.handlers: dict[str, Callable[..., Any]] = {}
+        self.function_arns: dict[str, str] = {}
+        self._stack = ExitStack()
+
+    # --- lifecycle ----------------------------------------------------------------------
+    def __enter__(self) -> SandboxAWS:
+        stack = self._stack
+        stack.enter_context(mock.patch.dict(os.environ, FAKE_CREDENTIALS))
+        stack.enter_context(mock_aws(config={"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}))
+        self._patch_moto(stack)
+        self._build_from_template()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.clock.close()
+        self._stack.close()
+
+    def client(self, service: str) -> Any:
+        return boto3.client(service, region_name=REGION)
+
+    # --- patches ------------------------------------------------------------------------
+    def _patch_moto(self, stack: ExitStack) -> None:
+        sandbox = self
+        original_call_action = BaseResponse.call_action
+
+        def counted_call_action(response: BaseResponse) -> Any:
+            if ApiCalls.active():
+                sandbox.api_calls.record(response.service_name or "unknown", response._get_action())
+            return original_call_action(response)
+
+        def invoke(
+            backend: LambdaSimpleBackend, function_name: str, qualifier: str | None, body: Any, headers: Any, response_headers: Any
+        ) -> bytes:
+            fn = backend.get_function(function_name, qualifier)
+            event = json.loads(body) if body else {}
+            timeline = event.get("execution_name") if isinstance(event, dict) else None
+            with sandbox.clock.on(timeline or sandbox.clock.current()):
+                try:
+                    result = sandbox.handlers[fn.function_name](event, FakeContext(fn.function_name, fn.function_arn))
+                except Exception as exc:  # what Lambda does with an unhandled exception
+                    response_headers["x-amz-function-error"] = "Unhandled"
+                    return json.dumps({"errorType": type(exc).__name__, "errorMessage": str(exc), "stackTrace": []}).encode()
+                finally:
+                    sandbox.after_invoke()
+            return json.dumps(result).encode()
+
+        def wait_interval(self: Any, env: Any, wait_seconds: float) -> None:
+            sandbox.clock.sleep(wait_seconds, timeline=_execution_name(env))
+
+        original_retrier_body = retrier_decl.RetrierDecl._eval_body
+
+        def retrier_body(self: Any, env: Any) -> None:
+            with sandbox.clock.on(_execution_name(env)):
+                original_retrier_body(self, env)
+
+        stack.enter_context(mock.patch.object(BaseResponse, "call_action", counted_call_action))
+        stack.enter_context(mock.patch.object(LambdaSimpleBackend, "invoke", invoke))
+        stack.enter_context(mock.patch.object(wait_function.WaitFunction, "_wait_interval", wait_interval))
+        stack.enter_context(mock.patch.object(retrier_decl.RetrierDecl, "_eval_body", retrier_body))
+        virtual_sleep = types.SimpleNamespace(sleep=lambda seconds: self.clock.sleep(seconds))
+        stack.enter_context(mock.patch.object(retrier_decl, "time", virtual_sleep))
+        # botocore's own retries (standard mode) sleep in endpoint.py: virtual too.
+        import botocore.endpoint
+
+        stack.enter_context(
+            mock.patch.object(botocore.endpoint, "time", types.SimpleNamespace(sleep=virtual_sleep.sleep, time=__import__("time").time))
+        )
+        # moto's default EventBridge->SQS template drops "account", which real EventBridge delivers
+        # (and our event models require): restore the full envelope.
+        stack.enter_context(mock.patch.object(EventTemplateParser, "DEFAULT_EVENT_INPUT_TEMPLATE", _FULL_EVENT_TEMPLATE))
+        for operation in (
+            "describe_cluster",
+            "list_cluster_nodes",
+            "describe_cluster_node",
+            "batch_replace_cluster_nodes",
+            "batch_reboot_cluster_nodes",
+            "batch_delete_cluster_nodes",
+        ):
+            stack.enter_context(mock.patch.object(SageMakerResponse, operation, self._double_action(operation), create=True))
+
+    def _double_action(self, operation: str) -> Callable[[SageMakerResponse], ActionResult]:
+        method = getattr(self.double, operation)
+
+        def action(response: SageMakerResponse) -> ActionResult:
+            return ActionResult(method(json.loads(response.body or "{}")))
+
+        return action
+
+    # --- resources from template.yaml ---------------------------------------------------
+    def _build_from_template(self) -> None:
+        template = load_template(ROOT / "template.yaml")
+        self.template = template
+        resolver = Resolver(
+            template,
+            self.parameters,
+            pseudo={"AWS::Region": REGION, "AWS::AccountId": ACCOUNT, "AWS::StackName": STACK, "AWS::Partition": "aws"},
+        )
+        self.resolver = resolver
+        resources = template["Resources"]
+        iam = self.client("iam")
+        role = iam.create_role(RoleName="sandbox-role", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+
+        sqs = self.client("sqs")
+        self.queue_urls: dict[str, str] = {}
+        # Dead-letter queues first: the others' RedrivePolicy names them.
+        for logical in sorted((k for k, v in resources.items() if v["Type"] == "AWS::SQS::Queue"), key=lambda k: "DeadLetter" not in k):
+            props = resolver.resolve(resources[logical].get("Properties", {}))
+            attributes = {
+                k: (json.dumps(v) if isinstance(v, dict) else str(v))
+                for k, v in props.items()
+                if k in ("VisibilityTimeout", "MessageRetentionPeriod", "RedrivePolicy")
+            }
+            url = sqs.create_queue(QueueName=f"{STACK}-{logical}", Attributes=attributes)["QueueUrl"]
+            arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+            self.queue_urls[logical] = url
+            resolver.refs[logical] = url
+            resolver.attrs[(logical, "Arn")] = arn
+
+        dynamodb = self.client("dynamodb")
+        for logical, resource in resources.items():
+            if resource["Type"] != "AWS::DynamoDB::Table":
+                continue
+            props = resolver.resolve(resource["Properties"])
+            name = f"{STACK}-{logical}"
+            dynamodb.create_table(
+                TableName=name,
+                KeySchema=props["KeySchema"],
+                AttributeDefinitions=props["AttributeDefinitions"],
+                BillingMode=props["BillingMode"],
+            )
+            ttl = props.get("TimeToLiveSpecification")
+            if ttl:
+                dynamodb.update_time_to_live(TableName=name, TimeToLiveSpecification=ttl)
+            resolver.refs[logical] = name
+            resolver.attrs[(logical, "Arn")] = f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/{name}"
+            self.ledger_table = name
+
+        sns = self.client("sns")
+        for logical, resource in resources.items():
+            if resource["Type"] == "AWS::SNS::Topic":
+                arn = sns.create_topic(Name=f"{STACK}-{logical}")["TopicArn"]
+                resolver.refs[logical] = arn
+                self.topic_arn = arn
+        # A queue that receives every notification, so the report can show what a human would read.
+        notifications = sqs.create_queue(QueueName=f"{STACK}-notifications")["QueueUrl"]
+        self.queue_urls["__notifications__"] = notifications
+        sns.subscribe(
+            TopicArn=self.topic_arn,
+            Protocol="sqs",
+            Endpoint=sqs.get_queue_attributes(QueueUrl=notifications, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"],
+            Attributes={"RawMessageDelivery": "false"},
+        )
+
+        events = self.client("events")
+        for logical, resource in resources.items():
+            if resource["Type"] != "AWS::Events::Rule":
+                continue
+            props = resolver.resolve(resource["Properties"])
+            name = f"{STACK}-{logical}"
+            arn = events.put_rule(Name=name, EventPattern=json.dumps(props["EventPattern"]))["RuleArn"]
+            events.put_targets(Rule=name, Targets=[{"Id": t["Id"], "Arn": t["Arn"]} for t in props["Targets"]])
+            resolver.attrs[(logical, "Arn")] = arn
+
+        self._create_functions(resources, resolver, role)
+        self._create_state_machines(resources, resolver, role)
+
+    def _create_functions(self, resources: dict[str, Any], resolver: Resolver, role: str) -> None:
+        globals_env = resolver.resolve(self.template.get("Globals", {}).get("Function", {}).get("Environment", {}).get("Variables", {}))
+        # Every function shares the Globals environment; set it once for the in-process handlers.
+        os.environ.update({k: str(v) for k, v in globals_env.items()})
+        lambda_client = self.client("lambda")
+        package = io.BytesIO()
+        with zipfile.ZipFile(package, "w") as archive:
+            archive.writestr("app.py", "# served in-process by the sandbox\n")
+        for logical, resource in resources.items():
+            if resource["Type"] != "AWS::Serverless::Function":
+                continue
+            props = resource["Properties"]
+            arn = lambda_client.create_function(
+                FunctionName=logical,
+                Runtime="python3.13",
+                Role=role,
+                Handler=props["Handler"],
+                Code={"ZipFile": package.getvalue()},
+                Environment={"Variables": {k: str(v) for k, v in globals_env.items()}},
+            )["FunctionArn"]
+            self.handlers[logical] = load_handler(props["CodeUri"])
+            self.function_arns[logical] = arn
+            resolver.refs[logical] = logical
+            resolver.attrs[(logical, "Arn")] = arn
+
+    def _create_state_machines(self, resources: dict[str, Any], resolver: Resolver, role: str) -> None:
+        sfn = self.client("stepfunctions")
+        self.state_machines: dict[str, str] = {}
+        for logical, resource in resources.items():
+            if resource["Type"] != "AWS::Serverless::StateMachine":
+                continue
+            props = {
+                k: resolver.resolve(v)
+                for k, v in resource["Properties"].items()
+                if k in ("Name", "Type", "DefinitionUri", "DefinitionSubstitutions")
+            }
+            definition = (ROOT / props["DefinitionUri"]).read_text()
+            for name, value in props.get("DefinitionSubstitutions", {}).items():
+                definition = definition.replace("${" + name + "}", str(value))
+            arn = sfn.create_state_machine(name=props["Name"], definition=definition, roleArn=role, type=props.get("Type", "STANDARD"))[
+                "stateMachineArn"
+            ]
+            self.state_machines[logical] = arn
+            resolver.refs[logical] = arn

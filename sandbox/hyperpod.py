@@ -1,0 +1,357 @@
+"""A HyperPod double for the sandbox: the cluster-node calls, with the real shapes and errors.
+
+moto implements DescribeCluster/ListClusterNodes with fake node ids ("worker-0"), no
+PrivateDnsHostname and a fixed Running status, and lacks BatchReplace/BatchReboot/BatchDelete
+entirely (../shared/reference/local-testing-toolchain.md §1a). This double serves all of them
+from one model of the cluster so the shapes are consistent:
+
+* node ids are EC2 instance ids; hostnames are ``ip-10-x-y-z.<region>.compute.internal``;
+* a replacement terminates the instance (ShuttingDown, then gone) and brings a *new instance id*
+  up under the *same hostname* (Pending, then Running after ``replacement_seconds``);
+* Batch* calls take 1-25 ids, report per-node ``Failed`` entries (InstanceIdNotFound,
+  InstanceIdInUse, ...), and omit ``Successful`` when nothing succeeded (the model's min 1);
+* the Slurm controller cannot be replaced (ValidationException, as the API documents);
+* every node's history is kept as timed transitions and each call is answered *as of the
+  caller's virtual time*, so concurrent executions on different timelines see a consistent past.
+
+Assumptions beyond the documentation are marked ASSUMED.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from moto.core.exceptions import ServiceException
+
+from sandbox.scenario import BehaviourSpec, ClusterSpec, expand_range, parse_ref
+
+ACCOUNT = "123456789012"
+MAX_BATCH = 25
+
+
+class HyperPodApiError(ServiceException):
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(code, message)
+
+
+@dataclass
+class SimNode:
+    node_id: str
+    group: str
+    index: int
+    ip: str
+    hostname: str
+    instance_type: str
+    created_at: float
+    transitions: list[tuple[float, str]]
+    removed_at: float | None = None
+    generation: int = 0
+
+    def exists_at(self, t: float) -> bool:
+        return self.created_at <= t and (self.removed_at is None or t < self.removed_at)
+
+    def status_at(self, t: float) -> str:
+        status = "Pending"
+        for moment, value in self.transitions:
+            if moment <= t:
+                status = value
+        return status
+
+
+@dataclass
+class ReplacementRecord:
+    old_node_id: str
+    new_node_id: str
+    hostname: str
+    initiated_at: float
+    running_at: float | None  # None: never rejoins
+    initiated_by: str  # "api" or "hyperpod" (its own NodeRecovery)
+
+
+@dataclass
+class _InjectedError:
+    operation: str
+    code: str
+    node: str | None
+    remaining: int
+
+
+@dataclass
+class HyperPodDouble:
+    spec: ClusterSpec
+    behaviour: BehaviourSpec
+    region: str
+    epoch: datetime
+    now: Callable[[], float]  # the caller's virtual time, in seconds since the epoch
+    nodes: list[SimNode] = field(default_factory=list)
+    replacements: list[ReplacementRecord] = field(default_factory=list)
+    _lock: threading.RLock = field(default_factory=threading.RLock)
+
+    def __post_init__(self) -> None:
+        digest = hashlib.sha256(self.spec.name.encode()).hexdigest()
+        self.cluster_id = "".join(c for c in digest if c.isalnum())[:12]
+        self.arn = f"arn:aws:sagemaker:{self.region}:{ACCOUNT}:cluster/{self.cluster_id}"
+        self._groups = {g.name: (i + 1, g) for i, g in enumerate(self.spec.instance_groups)}
+        for group_no, group in self._groups.values():
+            for index in range(group.count):
+                ip = f"10.{group_no}.{index // 250}.{index % 250 + 4}"
+                self.nodes.append(
+                    SimNode(
+                        node_id=self._instance_id(group.name, index, 0),
+                        group=group.name,
+                        index=index,
+                        ip=ip,
+                        hostname=f"ip-{ip.replace('.', '-')}.{self.region}.compute.internal",
+                        instance_type=group.instance_type,
+                        created_at=-86_400.0,
+                        transitions=[(-86_400.0, "Running")],
+                    )
+                )
+        self._never_rejoin = {ref for r in self.behaviour.never_rejoin for ref in expand_range(r)}
+        self._errors = [_InjectedError(e.operation, e.code, e.node, e.times) for e in self.behaviour.api_errors]
+
+    # --- helpers the runner uses ---------------------------------------------------------
+    def _instance_id(self, group: str, index: int, generation: int) -> str:
+        return "i-" + hashlib.sha256(f"{self.spec.name}/{group}/{index}/{generation}".encode()).hexdigest()[:17]
+
+    def current(self, ref: str, t: float | None = None) -> SimNode:
+        """The live instance behind ``group:index`` at time t (default: now)."""
+        group, index = parse_ref(ref)
+        moment = self.now() if t is None else t
+        with self._lock:
+            live = [n for n in self.nodes if n.group == group and n.index == index and n.exists_at(moment)]
+            return live[-1] if live else max((n for n in self.nodes if n.group == group and n.index == index), key=lambda n: n.generation)
+
+    def slurm_name(self, ref: str) -> str:
+        return self.current(ref).hostname.split(".", 1)[0]
+
+    def node_type(self, group: str) -> str:
+        return self._groups[group][1].type
+
+    def start_own_repair(self, node: SimNode, t: float) -> ReplacementRecord:
+        """HyperPod's own NodeRecovery acting on a node (what InstanceIdInUse tells a caller)."""
+        return self._replace(node, t, initiated_by="hyperpod")
+
+    # --- API ----------------------------------------------------------------------------
+    def describe_cluster(self, params: dict[str, Any]) -> dict[str, Any]:
+        self._check_cluster(params)
+        self._maybe_fail("DescribeCluster")
+        t = self.now()
+        groups = []
+        for _, group in self._groups.values():
+            live = [n for n in self.nodes if n.group == group.name and n.exists_at(t)]
+            entry: dict[str, Any] = {
+                "InstanceGroupName": group.name,
+                "InstanceType": group.instance_type,
+                "CurrentCount": sum(1 for n in live if n.status_at(t) == "Running"),
+                "TargetCount": group.count,
+                "LifeCycleConfig": {"SourceS3Uri": f"s3://sagemaker-{self.spec.name}-lifecycle/", "OnCreate": "on_create.sh"},
+                "ExecutionRole": f"arn:aws:iam::{ACCOUNT}:role/{self.spec.name}-execution",
+                "ThreadsPerCore": 1,
+                "Status": "InService",
+            }
+            if self.spec.reports_node_types:
+                entry["SlurmConfig"] = {"NodeType": group.type}
+            groups.append(entry)
+        orchestrator = (
+            {"Eks": {"ClusterArn": f"arn:aws:eks:{self.region}:{ACCOUNT}:cluster/{self.spec.name}-eks"}}
+            if self.spec.orchestrator == "eks"
+            else {"Slurm": {"SlurmConfigStrategy": "Managed"}}
+        )
+        return {
+            "ClusterArn": self.arn,
+            "ClusterName": self.spec.name,
+            "ClusterStatus": "InService",
+            "CreationTime": self.epoch - timedelta(days=30),
+            "InstanceGroups": groups,
+            "NodeRecovery": self.spec.node_recovery,
+            "Orchestrator": orchestrator,
+            "VpcConfig": {"SecurityGroupIds": ["sg-0a1b2c3d4e5f60718"], "Subnets": ["subnet-0a1b2c3d4e5f60718"]},
+        }
+
+    def list_cluster_nodes(self, params: dict[str, Any]) -> dict[str, Any]:
+        self._check_cluster(params)
+        self._maybe_fail("ListClusterNodes")
+        t = self.now()
+        max_results = int(params.get("MaxResults") or 100)
+        if not 1 <= max_results <= 100:
+            raise HyperPodApiError("ValidationException", "MaxResults must be between 1 and 100")
+        start = int(params.get("NextToken") or 0)
+        contains = params.get("InstanceGroupNameContains")
+        with self._lock:
+            live = [n for n in self.nodes if n.exists_at(t) and (not contains or contains in n.group)]
+        live.sort(key=lambda n: (n.created_at, n.node_id))
+        if params.get("SortOrder") == "Descending":
+            live.reverse()
+        page = live[start : start + max_results]
+        response: dict[str, Any] = {"ClusterNodeSummaries": [self._summary(n, t) for n in page]}
+        if start + max_results < len(live):
+            response["NextToken"] = str(start + max_results)
+        return response
+
+    def describe_cluster_node(self, params: dict[str, Any]) -> dict[str, Any]:
+        self._check_cluster(params)
+        t = self.now()
+        node_id = params.get("NodeId")
+        with self._lock:
+            node = next((n for n in self.nodes if n.node_id == node_id and n.exists_at(t)), None)
+        if node is None:
+            raise HyperPodApiError("ResourceNotFound", f"Node {node_id} not found in cluster {self.spec.name}")
+        details = self._summary(node, t)
+        details["PrivatePrimaryIp"] = node.ip
+        details["Placement"] = {"AvailabilityZone": f"{self.region}a", "AvailabilityZoneId": "usw2-az1"}
+        return {"NodeDetails": details}
+
+    def batch_replace_cluster_nodes(self, params: dict[str, Any]) -> dict[str, Any]:
+        return self._batch(params, "BatchReplaceClusterNodes", self._replace)
+
+    def batch_reboot_cluster_nodes(self, params: dict[str, Any]) -> dict[str, Any]:
+        return self._batch(params, "BatchRebootClusterNodes", self._reboot)
+
+    def batch_delete_cluster_nodes(self, params: dict[str, Any]) -> dict[str, Any]:
+        self._check_cluster(params)
+        node_ids = params.get("NodeIds") or []
+        if not 1 <= len(node_ids) <= 99:
+            raise HyperPodApiError("ValidationException", "NodeIds must hold 1 to 99 ids")
+        t = self.now()
+        successful, failed = [], []
+        with self._lock:
+            for node_id in node_ids:
+                node = next((n for n in self.nodes if n.node_id == node_id and n.exists_at(t)), None)
+                if node is None:
+                    # BatchDelete's error shape uses "Code", not "ErrorCode" (botocore model).
+                    failed.append({"Code": "NodeIdNotFound", "Message": f"{node_id} not found", "NodeId": node_id})
+                    continue
+                node.transitions.append((t, "ShuttingDown"))
+                node.removed_at = t + self.behaviour.shutdown_seconds
+                successful.append(node_id)
+        return self._batch_response(successful, failed)
+
+    # --- internals ----------------------------------------------------------------------
+    def _summary(self, node: SimNode, t: float) -> dict[str, Any]:
+        status = node.status_at(t)
+        return {
+            "InstanceGroupName": node.group,
+            "InstanceId": node.node_id,
+            "InstanceType": node.instance_type,
+            "LaunchTime": self.epoch + timedelta(seconds=max(node.created_at, -86_400.0)),
+            "InstanceStatus": {"Status": status, "Message": "" if status == "Running" else f"Instance is {status}"},
+            "PrivateDnsHostname": node.hostname,
+        }
+
+    def _check_cluster(self, params: dict[str, Any]) -> None:
+        name = params.get("ClusterName")
+        if name not in (self.spec.name, self.arn):
+            raise HyperPodApiError("ResourceNotFound", f"Cluster {name} not found")
+
+    def _maybe_fail(self, operation: str) -> None:
+        with self._lock:
+            for error in self._errors:
+                if error.operation == operation and error.node is None and error.remaining > 0:
+                    error.remaining -= 1
+                    raise HyperPodApiError(error.code, f"injected {error.code} for {operation}")
+
+    def _node_error(self, operation: str, node: SimNode) -> str | None:
+        for error in self._errors:
+            if error.operation == operation and error.node and error.remaining > 0:
+                group, index = parse_ref(error.node)
+                if (group, index) == (node.group, node.index):
+                    error.remaining -= 1
+                    return error.code
+        return None
+
+    def _batch(self, params: dict[str, Any], operation: str, action: Callable[[SimNode, float], Any]) -> dict[str, Any]:
+        self._check_cluster(params)
+        node_ids = params.get("NodeIds") or []
+        if params.get("NodeLogicalIds"):
+            raise HyperPodApiError("ValidationException", "NodeLogicalIds require NodeProvisioningMode=Continuous")
+        if not 1 <= len(node_ids) <= MAX_BATCH:
+            raise HyperPodApiError("ValidationException", f"NodeIds must hold 1 to {MAX_BATCH} ids, got {len(node_ids)}")
+        self._maybe_fail(operation)
+        t = self.now()
+        successful: list[str] = []
+        failed: list[dict[str, str]] = []
+        with self._lock:
+            targets = []
+            for node_id in node_ids:
+                node = next((n for n in self.nodes if n.node_id == node_id and n.exists_at(t)), None)
+                if node is not None and self.node_type(node.group) == "Controller" and operation == "BatchReplaceClusterNodes":
+                    # ASSUMED: the documented "cannot replace controller nodes" surfaces as a request error.
+                    raise HyperPodApiError("ValidationException", f"{node_id} is a Slurm controller node and cannot be replaced")
+                targets.append((node_id, node))
+            for node_id, node in targets:
+                if node is None:
+                    failed.append(
+                        {
+                            "NodeId": node_id,
+                            "ErrorCode": "InstanceIdNotFound",
+                            "Message": "The instance does not exist in the specified cluster",
+                        }
+                    )
+                    continue
+                injected = self._node_error(operation, node)
+                if injected == "InstanceIdInUse":
+                    # What this code means in reality: HyperPod is already repairing the node.
+                    self.start_own_repair(node, t)
+                if injected:
+                    failed.append({"NodeId": node_id, "ErrorCode": injected, "Message": f"injected {injected}"})
+                    continue
+                if node.status_at(t) != "Running":
+                    failed.append(
+                        {
+                            "NodeId": node_id,
+                            "ErrorCode": "InstanceIdInUse",
+                            "Message": "Another operation is already in progress for this node.",
+                        }
+                    )
+                    continue
+                action(node, t)
+                successful.append(node_id)
+        return self._batch_response(successful, failed)
+
+    @staticmethod
+    def _batch_response(successful: list[str], failed: list[dict[str, str]]) -> dict[str, Any]:
+        response: dict[str, Any] = {}
+        if successful:  # min 1 in the model: omitted, not empty, when nothing succeeded
+            response["Successful"] = successful
+        if failed:
+            response["Failed"] = failed
+        return response
+
+    def _replace(self, node: SimNode, t: float, initiated_by: str = "api") -> ReplacementRecord:
+        node.transitions.append((t, "ShuttingDown"))
+        node.removed_at = t + self.behaviour.shutdown_seconds
+        generation = max(n.generation for n in self.nodes if n.group == node.group and n.index == node.index) + 1
+        appears = node.removed_at
+        running_at = (
+            None
+            if (node.group, node.index) in self._never_rejoin
+            else t + max(self.behaviour.replacement_seconds, self.behaviour.shutdown_seconds)
+        )
+        transitions = [(appears, "Pending")]
+        if running_at is not None:
+            transitions.append((running_at, "Running"))
+        new = SimNode(
+            node_id=self._instance_id(node.group, node.index, generation),
+            group=node.group,
+            index=node.index,
+            ip=node.ip,
+            hostname=node.hostname,
+            instance_type=node.instance_type,
+            created_at=appears,
+            transitions=transitions,
+            generation=generation,
+        )
+        self.nodes.append(new)
+        record = ReplacementRecord(node.node_id, new.node_id, node.hostname, t, running_at, initiated_by)
+        self.replacements.append(record)
+        return record
+
+    def _reboot(self, node: SimNode, t: float) -> None:
+        # A reboot keeps the instance id; the node is Pending while it restarts (ASSUMED duration).
+        node.transitions += [(t, "Pending"), (t + 120.0, "Running")]

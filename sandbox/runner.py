@@ -1,0 +1,318 @@
+"""Run one scenario end to end: build the world, inject the faults, let the pipeline work, report.
+
+Faults reach the pipeline the way they do in AWS: HyperPod events and alarms are put on
+EventBridge, whose rules (from template.yaml) route them to the intake queue; the intake Lambda is
+invoked with an SQS batch after the batching window, like Lambda's event source mapping does.
+Drills are started with StartExecution, like an operator does.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import sys
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from hyperpod_recovery.clock import install_clock
+from hyperpod_recovery.config import get_settings
+from hyperpod_recovery.observability import logger as pipeline_logger
+from hyperpod_recovery.runtime import default_dependencies
+from sandbox.aws import REGION, SandboxAWS
+from sandbox.checkpoints import write_checkpoints
+from sandbox.clock import VirtualClock
+from sandbox.hyperpod import HyperPodDouble
+from sandbox.scenario import FaultSpec, Scenario, ScenarioError, expand_range
+from sandbox.slurm import SimulatedSlurm, SlurmJob
+
+EPOCH = datetime(2026, 3, 14, 9, 0, tzinfo=UTC)
+ESM_BATCH_SIZE = 100  # template.yaml IntakeFunction BatchSize
+FINISH_TIMEOUT_SECONDS = 300.0  # real seconds; a drill normally takes one or two
+
+
+@dataclass
+class Delivery:
+    """What the event source mapping hands the intake Lambda at ``at``."""
+
+    at: float
+    faults: list[FaultSpec]
+
+
+class DrillRunner:
+    def __init__(self, scenario: Scenario, log_path: Path) -> None:
+        self.scenario = scenario
+        self.log_path = log_path
+        self.clock = VirtualClock()
+        self.double = HyperPodDouble(scenario.cluster, scenario.behaviour, REGION, EPOCH, now=self.clock.now)
+        self.slurm = SimulatedSlurm(self.clock, EPOCH, scenario.behaviour.agent_seconds, scenario.behaviour.agent_down)
+        self.intake_responses: list[dict[str, Any]] = []
+        self.events_put = 0
+        self.drill_count = 0
+
+    # --- entry point --------------------------------------------------------------------
+    def run(self) -> dict[str, Any]:
+        self._refuse_unsupported()
+        settings = self.scenario.settings
+        parameters = {
+            "ClusterName": self.scenario.cluster.name,
+            "ClusterArn": self.double.arn,
+            "CheckpointBucketPattern": "*",
+            "DryRun": "true" if settings.dry_run else "false",
+            "RejoinPollSeconds": str(settings.poll_seconds),
+            "RejoinMaxPollSeconds": str(settings.max_poll_seconds),
+            "RejoinDeadlineSeconds": str(settings.rejoin_deadline_seconds),
+            "EpisodeWindowSeconds": str(settings.episode_window_seconds),
+            "IntakeBatchWindowSeconds": str(int(settings.intake_batch_window_seconds)),
+            "ControllerGroups": ",".join(settings.controller_groups),
+            "LoginGroups": ",".join(settings.login_groups),
+        }
+        started = time.perf_counter()
+        install_clock(lambda: EPOCH + timedelta(seconds=self.clock.now()))
+        with (
+            self.log_path.open("w") as log,
+            _pipeline_output_to(log),
+            SandboxAWS(self.clock, self.double, parameters, self.slurm.pump) as aws,
+        ):
+            self.aws = aws
+            # Settings and adapters are cached per "cold start": start cold for every drill.
+            get_settings.cache_clear()
+            default_dependencies.cache_clear()
+            self._populate(aws)
+            for delivery in self._deliveries():
+                self._advance_to(delivery.at)
+                self._deliver(delivery)
+            self.clock.set_horizon(math.inf)
+            self._wait_for_executions()
+            from sandbox.report import build_report
+
+            report = build_report(self, wall_seconds=time.perf_counter() - started)
+        install_clock(None)
+        return report
+
+    def _refuse_unsupported(self) -> None:
+        if any(f.kind == "job_failed" for f in self.scenario.faults):
+            raise ScenarioError("faults: kind 'job_failed' needs the JobRecovery workflow, which this release does not have yet")
+        if self.scenario.behaviour.agent_down:
+            raise ScenarioError("behaviour.agent_down: this sandbox release cannot time out a task on virtual time yet")
+        if self.scenario.cluster.orchestrator == "eks":
+            # Allowed: the pipeline must escalate an EKS cluster (UnsupportedOrchestrator) rather than act.
+            return
+
+    # --- setup --------------------------------------------------------------------------
+    def _populate(self, aws: SandboxAWS) -> None:
+        self.slurm.connect(aws.queue_urls["CommandQueue"], aws.client("sqs"), aws.client("stepfunctions"), aws.api_calls.record)
+        for group in self.scenario.cluster.instance_groups:
+            if group.type == "Compute":
+                for index in range(group.count):
+                    self.slurm.add_node(self.double.slurm_name(f"{group.name}:{index}"))
+        for job in self.scenario.jobs:
+            names = [self.double.slurm_name(f"{g}:{i}") for g, i in expand_range(job.nodes)]
+            self.slurm.add_job(
+                SlurmJob(
+                    job_id=job.id,
+                    name=job.name,
+                    nodes=names,
+                    state="RUNNING",
+                    checkpoint_uri=job.checkpoint_uri,
+                    auto_resume=job.auto_resume,
+                )
+            )
+            write_checkpoints(aws.client("s3"), job, EPOCH)
+
+    def _deliveries(self) -> list[Delivery]:
+        """Group event faults the way an SQS event source with a batching window does; drills
+        are their own deliveries (an operator's StartExecution, not an event)."""
+        window = self.scenario.settings.intake_batch_window_seconds
+        deliveries: list[Delivery] = []
+        pending: list[FaultSpec] = []
+        for fault in sorted(self.scenario.faults, key=lambda f: f.at):
+            if fault.kind == "drill":
+                deliveries.append(Delivery(fault.at, [fault]))
+                continue
+            if pending and fault.at > pending[0].at + window:
+                deliveries.append(Delivery(pending[0].at + window, pending))
+                pending = []
+            pending.append(fault)
+        if pending:
+            deliveries.append(Delivery(pending[0].at + window, pending))
+        return sorted(deliveries, key=lambda d: d.at)
+
+    # --- time ---------------------------------------------------------------------------
+    def _running(self) -> set[str]:
+        sfn = self.aws.client("stepfunctions")
+        names: set[str] = set()
+        for arn in self.aws.state_machines.values():
+            for page in sfn.get_paginator("list_executions").paginate(stateMachineArn=arn, statusFilter="RUNNING"):
+                names |= {e["name"] for e in page["executions"]}
+        return names
+
+    def _advance_to(self, moment: float) -> None:
+        """Let every running execution reach ``moment``, then put the driver there."""
+        self.clock.set_horizon(moment)
+        self.clock.wait_until_parked(self._running)
+        self.clock.set_driver_time(moment)
+
+    def _wait_for_executions(self) -> None:
+        deadline = time.monotonic() + FINISH_TIMEOUT_SECONDS
+        while self._running():
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"executions still running after {FINISH_TIMEOUT_SECONDS:.0f}s of real time: {sorted(self._running())}")
+            time.sleep(0.01)  # real-time poll of moto's worker threads, not a modelled wait
+
+    # --- faults -------------------------------------------------------------------------
+    def _deliver(self, delivery: Delivery) -> None:
+        for fault in delivery.faults:
+            if fault.kind == "drill":
+                self._start_drill(fault)
+            else:
+                for _ in range(fault.repeat + 1):
+                    for ref in fault.node_refs:
+                        self._put_event(fault, ref)
+        if any(f.kind != "drill" for f in delivery.faults):
+            self._run_event_source_mapping()
+
+    def _put_event(self, fault: FaultSpec, ref: str) -> None:
+        node = self.double.current(ref, t=fault.at)
+        when = EPOCH + timedelta(seconds=fault.at)
+        cluster, arn = self.scenario.cluster.name, self.double.arn
+        if fault.foreign_cluster:
+            cluster, arn = "other-cluster", arn[:-12] + "zzzzzzzzzzzz"
+        if fault.kind == "node_health":
+            detail: dict[str, Any] = {
+                "ClusterName": cluster,
+                "ClusterArn": arn,
+                "InstanceId": node.node_id,
+                "Tags": {},
+                "HealthSummary": {
+                    "HealthStatus": "Unhealthy",
+                    "HealthStatusReason": fault.reason
+                    or "HyperPod Health Monitoring Agent (HMA) has detected fault type NvidiaErrorTerminate on this node and is unhealthy.",
+                    "RepairAction": "None",
+                    "Recommendation": "Please Replace the Faulty Node.",
+                },
+            }
+            source, detail_type, resources = "aws.sagemaker", "SageMaker HyperPod Cluster Node Health Event", [arn]
+        else:
+            alarm = f"hyperpod-recovery-{cluster}-gpu-xid-{node.node_id}"
+            detail = {
+                "alarmName": alarm,
+                "configuration": {
+                    "metrics": [
+                        {
+                            "id": "m1",
+                            "metricStat": {
+                                "metric": {
+                                    "namespace": "HyperPod/Slurm",
+                                    "name": "gpu_xid_errors",
+                                    "dimensions": {"ClusterName": cluster, "InstanceId": node.node_id},
+                                },
+                                "period": 60,
+                                "stat": "Maximum",
+                            },
+                            "returnData": True,
+                        }
+                    ]
+                },
+                "state": {
+                    "value": "ALARM",
+                    "reason": fault.reason or "Threshold Crossed: 1 datapoint [3.0] was greater than the threshold (0.0).",
+                    "timestamp": when.isoformat(),
+                },
+                "previousState": {"value": "OK", "reason": "", "timestamp": (when - timedelta(hours=1)).isoformat()},
+            }
+            source, detail_type, resources = (
+                "aws.cloudwatch",
+                "CloudWatch Alarm State Change",
+                [f"arn:aws:cloudwatch:{REGION}:123456789012:alarm:{alarm}"],
+            )
+        self.aws.client("events").put_events(
+            Entries=[{"Source": source, "DetailType": detail_type, "Detail": json.dumps(detail), "Resources": resources, "Time": when}]
+        )
+        self.events_put += 1
+
+    def _run_event_source_mapping(self) -> None:
+        sqs = self.aws.client("sqs")
+        url = self.aws.queue_urls["IntakeQueue"]
+        while True:
+            messages: list[dict[str, Any]] = []
+            while len(messages) < ESM_BATCH_SIZE:
+                page = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, AttributeNames=["All"]).get("Messages", [])
+                if not page:
+                    break
+                messages += page
+            if not messages:
+                return
+            event = {"Records": [_sqs_record(m, url) for m in messages]}
+            with self.aws.api_calls.counting():
+                response = self.aws.client("lambda").invoke(FunctionName="IntakeFunction", Payload=json.dumps(event))
+            result = json.loads(response["Payload"].read())
+            self.intake_responses.append(result)
+            failed = {f["itemIdentifier"] for f in result.get("batchItemFailures", [])} if isinstance(result, dict) else set()
+            for message in messages:
+                if message["MessageId"] not in failed:
+                    sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+            if failed:
+                return  # left for SQS to redeliver; the report shows them as undelivered
+
+    def _start_drill(self, fault: FaultSpec) -> None:
+        self.drill_count += 1
+        request: dict[str, Any] = {
+            "cluster": self.scenario.cluster.name,
+            "node_ids": [self.double.current(ref, t=fault.at).node_id for ref in fault.node_refs],
+            "reason": fault.reason or f"recovery drill {self.scenario.name}",
+        }
+        if fault.dry_run is not None:
+            request["dry_run"] = fault.dry_run
+        if fault.foreign_cluster:
+            request["cluster"] = "other-cluster"
+        request.update(fault.request_overrides or {})
+        sfn = self.aws.client("stepfunctions")
+        sfn.start_execution(
+            stateMachineArn=self.aws.state_machines["NodeRecoveryStateMachine"],
+            name=f"drill-{self.scenario.name}-{self.drill_count}",
+            input=json.dumps(request),
+        )
+
+
+def _sqs_record(message: dict[str, Any], queue_url: str) -> dict[str, Any]:
+    queue_name = queue_url.rsplit("/", 1)[-1]
+    return {
+        "messageId": message["MessageId"],
+        "receiptHandle": message["ReceiptHandle"],
+        "body": message["Body"],
+        "attributes": message.get("Attributes", {}),
+        "messageAttributes": {},
+        "md5OfBody": message.get("MD5OfBody", ""),
+        "eventSource": "aws:sqs",
+        "eventSourceARN": f"arn:aws:sqs:{REGION}:123456789012:{queue_name}",
+        "awsRegion": REGION,
+    }
+
+
+class _pipeline_output_to:
+    """Send the handlers' JSON logs, EMF metrics and moto's own log to the drill's log file."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+        self._moto = logging.getLogger("moto")
+        self._moto_handler = logging.StreamHandler(stream)
+
+    def __enter__(self) -> None:
+        self._stdout = sys.stdout
+        handler = pipeline_logger.registered_handler
+        self._handler_stream = handler.stream  # type: ignore[attr-defined]
+        handler.setStream(self.stream)  # type: ignore[attr-defined]
+        sys.stdout = self.stream
+        self._moto_propagate = self._moto.propagate
+        self._moto.addHandler(self._moto_handler)
+        self._moto.propagate = False
+
+    def __exit__(self, *exc: object) -> None:
+        sys.stdout = self._stdout
+        pipeline_logger.registered_handler.setStream(self._handler_stream)  # type: ignore[attr-defined]
+        self._moto.removeHandler(self._moto_handler)
+        self._moto.propagate = self._moto_propagate

@@ -1,0 +1,207 @@
+"""The scenario file: the interface every drill, test and benchmark uses (architecture.md).
+
+Nodes are named ``<instance group>:<index>`` ("workers:3"); a job's nodes ``<group>:<a>-<b>``
+("workers:0-15"). Times are virtual seconds from the start of the drill.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+_NODE_REF = re.compile(r"^(?P<group>[A-Za-z0-9][A-Za-z0-9\-]*):(?P<index>\d+)$")
+_NODE_RANGE = re.compile(r"^(?P<group>[A-Za-z0-9][A-Za-z0-9\-]*):(?P<start>\d+)(?:-(?P<end>\d+))?$")
+
+
+class ScenarioError(Exception):
+    """The scenario file cannot be run; the message says which field and why."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class InstanceGroupSpec(_Strict):
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9\-]{0,62}$")
+    type: Literal["Controller", "Login", "Compute"]
+    count: int = Field(ge=1, le=6758)
+    instance_type: str = "ml.p5.48xlarge"
+
+
+class ClusterSpec(_Strict):
+    name: str = Field(default="llm-train", pattern=r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
+    orchestrator: Literal["slurm", "eks"] = "slurm"
+    node_recovery: Literal["Automatic", "None"] = "None"
+    # Older Slurm clusters do not report SlurmConfig.NodeType; the stack then needs ControllerGroups.
+    reports_node_types: bool = True
+    instance_groups: list[InstanceGroupSpec] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _unique_groups(self) -> ClusterSpec:
+        names = [g.name for g in self.instance_groups]
+        if len(names) != len(set(names)):
+            raise ValueError(f"instance group names must be unique: {names}")
+        return self
+
+
+class CheckpointSpec(_Strict):
+    step: int = Field(ge=0)
+    damage: Literal["missing_shard", "truncated_shard", "no_manifest", "bad_json"] | None = None
+    shards: int = Field(default=4, ge=1, le=64)
+
+
+class JobSpec(_Strict):
+    id: str = Field(pattern=r"^[0-9]{1,10}$")
+    name: str = Field(min_length=1, max_length=128)
+    nodes: str  # "workers:0-15"
+    checkpoint_uri: str | None = Field(default=None, pattern=r"^s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/.*)?$")
+    checkpoints: list[CheckpointSpec] = Field(default_factory=list)
+    auto_resume: bool = False
+
+    @model_validator(mode="after")
+    def _nodes_syntax(self) -> JobSpec:
+        if not _NODE_RANGE.match(self.nodes):
+            raise ValueError(f"nodes {self.nodes!r} must look like 'workers:0-15' or 'workers:3'")
+        if self.checkpoints and not self.checkpoint_uri:
+            raise ValueError("checkpoints need a checkpoint_uri")
+        return self
+
+
+class FaultSpec(_Strict):
+    at: float = Field(ge=0)
+    kind: Literal["node_health", "alarm", "job_failed", "drill"]
+    node: str | None = None
+    nodes: list[str] | None = None
+    repeat: int = Field(default=0, ge=0, le=1000)  # extra copies of the same event (HyperPod may send several)
+    reason: str | None = None
+    dry_run: bool | None = None  # drills only: the request's dry_run field
+    # Drills only: fields merged into the manual request as sent, to drill validation
+    # (e.g. {"node_ids": ["node-7"]} must end as InvalidRecoveryRequest).
+    request_overrides: dict[str, Any] | None = None
+    foreign_cluster: bool = False  # the event names another cluster (must be ignored)
+
+    @model_validator(mode="after")
+    def _has_nodes(self) -> FaultSpec:
+        refs = self.node_refs
+        if not refs:
+            raise ValueError("a fault needs 'node' or 'nodes'")
+        for ref in refs:
+            if not _NODE_REF.match(ref):
+                raise ValueError(f"node {ref!r} must look like 'workers:3'")
+        if self.kind != "drill" and (self.dry_run is not None or self.request_overrides is not None):
+            raise ValueError("dry_run and request_overrides apply to kind 'drill' only (events follow settings.dry_run)")
+        return self
+
+    @property
+    def node_refs(self) -> list[str]:
+        return ([self.node] if self.node else []) + (self.nodes or [])
+
+
+class ApiErrorSpec(_Strict):
+    operation: Literal["BatchReplaceClusterNodes", "ListClusterNodes", "DescribeCluster"]
+    code: str  # whole-call error (ThrottlingException, ...) or, with node, a per-node ErrorCode
+    node: str | None = None
+    times: int = Field(default=1, ge=1, le=1000)
+
+
+class BehaviourSpec(_Strict):
+    replacement_seconds: float = Field(default=600, gt=0)
+    shutdown_seconds: float = Field(default=45, ge=0)
+    never_rejoin: list[str] = Field(default_factory=list)
+    api_errors: list[ApiErrorSpec] = Field(default_factory=list)
+    agent_seconds: float = Field(default=2.0, ge=0)
+    agent_down: bool = False
+
+
+class CapsSpec(_Strict):
+    max_percent: float | None = Field(default=None, gt=0, le=100)
+    max_nodes: int | None = Field(default=None, ge=1)
+
+
+class BreakerSpec(_Strict):
+    max_recoveries: int | None = Field(default=None, ge=1)
+    window_seconds: int | None = Field(default=None, ge=60)
+    max_failures: int | None = Field(default=None, ge=1)
+
+
+class SettingsSpec(_Strict):
+    dry_run: bool = False
+    caps: CapsSpec = Field(default_factory=CapsSpec)
+    breaker: BreakerSpec = Field(default_factory=BreakerSpec)
+    poll_seconds: int = Field(default=30, ge=5)
+    max_poll_seconds: int = Field(default=60, ge=5)
+    rejoin_deadline_seconds: int = Field(default=2700, ge=60)
+    episode_window_seconds: int = Field(default=600, ge=60)
+    intake_batch_window_seconds: float = Field(default=5, ge=0, le=300)
+    controller_groups: list[str] = Field(default_factory=list)
+    login_groups: list[str] = Field(default_factory=list)
+
+
+class Scenario(_Strict):
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9\-]{0,62}$")
+    description: str = ""
+    cluster: ClusterSpec
+    jobs: list[JobSpec] = Field(default_factory=list)
+    faults: list[FaultSpec] = Field(min_length=1)
+    behaviour: BehaviourSpec = Field(default_factory=BehaviourSpec)
+    settings: SettingsSpec = Field(default_factory=SettingsSpec)
+
+    @model_validator(mode="after")
+    def _references_exist(self) -> Scenario:
+        groups = {g.name: g for g in self.cluster.instance_groups}
+
+        def check(ref: str, where: str) -> None:
+            match = _NODE_RANGE.match(ref)
+            if not match:
+                raise ValueError(f"{where}: {ref!r} is not a node reference")
+            group = groups.get(match.group("group"))
+            if group is None:
+                raise ValueError(f"{where}: no instance group {match.group('group')!r} (have {sorted(groups)})")
+            last = int(match.group("end") or match.group("start"))
+            if int(match.group("start")) > last or last >= group.count:
+                raise ValueError(f"{where}: {ref!r} is outside group {group.name!r} (count {group.count})")
+
+        for i, job in enumerate(self.jobs):
+            check(job.nodes, f"jobs.{i}.nodes")
+        for i, fault in enumerate(self.faults):
+            for ref in fault.node_refs:
+                check(ref, f"faults.{i}")
+        for ref in self.behaviour.never_rejoin:
+            check(ref, "behaviour.never_rejoin")
+        for i, err in enumerate(self.behaviour.api_errors):
+            if err.node:
+                check(err.node, f"behaviour.api_errors.{i}.node")
+        ids = [j.id for j in self.jobs]
+        if len(ids) != len(set(ids)):
+            raise ValueError(f"job ids must be unique: {ids}")
+        return self
+
+
+def expand_range(ref: str) -> list[tuple[str, int]]:
+    match = _NODE_RANGE.match(ref)
+    assert match, ref
+    start = int(match.group("start"))
+    end = int(match.group("end") or start)
+    return [(match.group("group"), i) for i in range(start, end + 1)]
+
+
+def parse_ref(ref: str) -> tuple[str, int]:
+    return expand_range(ref)[0]
+
+
+def load_scenario(path: Path) -> Scenario:
+    try:
+        raw = json.loads(path.read_text())
+    except FileNotFoundError as exc:
+        raise ScenarioError(f"{path}: no such scenario file") from exc
+    except json.JSONDecodeError as exc:
+        raise ScenarioError(f"{path}: not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from exc
+    try:
+        return Scenario.model_validate(raw)
+    except ValidationError as exc:
+        problems = "\n".join(f"  {'.'.join(str(p) for p in err['loc']) or '(top level)'}: {err['msg']}" for err in exc.errors())
+        raise ScenarioError(f"{path}: invalid scenario:\n{problems}") from exc

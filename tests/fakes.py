@@ -1,0 +1,245 @@
+"""In-memory fakes with the same interface as the adapters (hyperpod_recovery/steps/ports.py).
+
+tests/contract/test_adapter_contracts.py runs the same expectations against each fake and its
+real adapter on moto (or the sandbox's HyperPod double), so a fake cannot drift from reality
+without a test failing.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
+
+from hyperpod_recovery.config import Settings
+from hyperpod_recovery.domain.replace import chunked
+from hyperpod_recovery.models.cluster import BatchOutcome, ClusterInfo, ClusterNode, InstanceGroupInfo
+from hyperpod_recovery.models.commands import CommandEnvelope, CommandReply
+from hyperpod_recovery.models.records import IncidentRecord, LockOutcome, ResubmissionClaim
+from hyperpod_recovery.models.workflow import ReplaceFailure
+from hyperpod_recovery.runtime import Dependencies
+
+T0 = datetime(2026, 3, 14, 9, 0, tzinfo=UTC)
+CLUSTER = "llm-train"
+CLUSTER_ARN = "arn:aws:sagemaker:us-west-2:123456789012:cluster/a1b2c3d4e5f6"
+
+
+def settings_env(**overrides: str) -> dict[str, str]:
+    env = {
+        "CLUSTER_NAME": CLUSTER,
+        "CLUSTER_ARN": CLUSTER_ARN,
+        "LEDGER_TABLE": "ledger",
+        "COMMAND_QUEUE_URL": "https://sqs.us-west-2.amazonaws.com/123456789012/commands",
+        "NOTIFICATION_TOPIC_ARN": "arn:aws:sns:us-west-2:123456789012:notifications",
+        "STATE_MACHINE_ARN": "arn:aws:states:us-west-2:123456789012:stateMachine:hpr-node-recovery",
+        "INTAKE_DLQ_URL": "https://sqs.us-west-2.amazonaws.com/123456789012/intake-dlq",
+        "DRY_RUN": "false",
+        "REJOIN_POLL_SECONDS": "30",
+        "REJOIN_MAX_POLL_SECONDS": "60",
+        "REJOIN_DEADLINE_SECONDS": "2700",
+        "EPISODE_WINDOW_SECONDS": "600",
+        "LOCK_TTL_SECONDS": "21600",
+        "ESCALATION_HOLD_SECONDS": "86400",
+        "CONTROLLER_GROUPS": "",
+        "LOGIN_GROUPS": "",
+    }
+    env.update(overrides)
+    return env
+
+
+def make_settings(**overrides: str) -> Settings:
+    return Settings.from_environ(settings_env(**overrides))
+
+
+def node_id(n: int) -> str:
+    return f"i-{n:017x}"
+
+
+def compute_node(n: int, group: str = "workers", status: str = "Running") -> ClusterNode:
+    return ClusterNode(
+        node_id=node_id(n),
+        instance_group=group,
+        status=status,
+        private_dns_hostname=f"ip-10-1-0-{n}.us-west-2.compute.internal",
+        launch_time=T0 - timedelta(days=1),
+    )
+
+
+class FakeCluster:
+    """Cluster port. ``replace_results`` maps a node id to a per-node ErrorCode (absent: success)."""
+
+    def __init__(self, nodes: list[ClusterNode], groups: dict[str, str | None] | None = None, orchestrator: str = "slurm") -> None:
+        self.nodes = nodes
+        groups = groups if groups is not None else {"controller": "Controller", "login": "Login", "workers": "Compute"}
+        self.info = ClusterInfo(
+            name=CLUSTER,
+            arn=CLUSTER_ARN,
+            status="InService",
+            orchestrator=orchestrator,  # type: ignore[arg-type]
+            node_recovery="None",
+            groups={name: InstanceGroupInfo(name=name, node_type=kind) for name, kind in groups.items()},  # type: ignore[arg-type]
+        )
+        self.replace_results: dict[str, str] = {}
+        self.replace_calls: list[list[str]] = []
+        self.list_calls = 0
+
+    def describe(self) -> ClusterInfo:
+        return self.info
+
+    def list_nodes(self) -> list[ClusterNode]:
+        self.list_calls += 1
+        return list(self.nodes)
+
+    def replace_nodes(self, node_ids: list[str]) -> BatchOutcome:
+        outcome = BatchOutcome()
+        for chunk in chunked(node_ids):
+            self.replace_calls.append(chunk)
+            outcome.calls += 1
+            for nid in chunk:
+                code = self.replace_results.get(nid) or ("InstanceIdNotFound" if nid not in {n.node_id for n in self.nodes} else None)
+                if code:
+                    outcome.failed.append(ReplaceFailure(node_id=nid, error_code=code, message="fake"))
+                else:
+                    outcome.successful.append(nid)
+        return outcome
+
+
+class FakeLedger:
+    def __init__(self) -> None:
+        self.locks: dict[tuple[str, str], tuple[str, datetime]] = {}
+        self.replacements: dict[str, set[str]] = {}
+        self.claims: dict[tuple[str, str], dict[str, Any]] = {}
+        self.incidents: dict[str, IncidentRecord] = {}
+
+    def acquire_locks(self, incident_id: str, cluster: str, node_ids: list[str], now: datetime, ttl: timedelta) -> LockOutcome:
+        acquired, held = [], {}
+        for nid in node_ids:
+            current = self.locks.get((cluster, nid))
+            if current is None or current[0] == incident_id or current[1] < now:
+                self.locks[(cluster, nid)] = (incident_id, now + ttl)
+                acquired.append(nid)
+            else:
+                held[nid] = current[0]
+        return LockOutcome(acquired=acquired, held_elsewhere=held)
+
+    def lock_holders(self, cluster: str, node_ids: list[str], now: datetime) -> dict[str, str]:
+        return {n: self.locks[(cluster, n)][0] for n in node_ids if (cluster, n) in self.locks and self.locks[(cluster, n)][1] >= now}
+
+    def release_locks(self, incident_id: str, cluster: str, node_ids: list[str], hold_until: datetime | None) -> None:
+        for nid in node_ids:
+            current = self.locks.get((cluster, nid))
+            if current is None or current[0] != incident_id:
+                continue
+            if hold_until is None:
+                del self.locks[(cluster, nid)]
+            else:
+                self.locks[(cluster, nid)] = (incident_id, hold_until)
+
+    def replacements_initiated(self, incident_id: str) -> set[str]:
+        return set(self.replacements.get(incident_id, set()))
+
+    def mark_replacements_initiated(self, incident_id: str, node_ids: list[str], now: datetime) -> None:
+        if node_ids:
+            self.replacements.setdefault(incident_id, set()).update(node_ids)
+
+    def claim_resubmission(self, cluster: str, job_id: str, incident_id: str, now: datetime) -> ResubmissionClaim:
+        claim = self.claims.setdefault((cluster, job_id), {"incident": incident_id, "new_job_id": None})
+        return ResubmissionClaim(
+            job_id=job_id, incident_id=claim["incident"], claimed=claim["incident"] == incident_id, new_job_id=claim["new_job_id"]
+        )
+
+    def complete_resubmission(self, cluster: str, job_id: str, incident_id: str, new_job_id: str) -> None:
+        claim = self.claims.get((cluster, job_id))
+        if claim and claim["incident"] == incident_id:
+            claim["new_job_id"] = new_job_id
+
+    def save_incident(self, record: IncidentRecord) -> None:
+        self.incidents[record.incident_id] = copy.deepcopy(record)
+
+    def get_incident(self, incident_id: str) -> IncidentRecord | None:
+        return self.incidents.get(incident_id)
+
+
+@dataclass
+class FakeController:
+    sent: list[CommandEnvelope] = field(default_factory=list)
+    answered: list[tuple[str, CommandReply[Any]]] = field(default_factory=list)
+
+    def send(self, envelope: CommandEnvelope) -> None:
+        self.sent.append(envelope)
+
+    def answer(self, task_token: str, reply: CommandReply[Any]) -> None:
+        self.answered.append((task_token, reply))
+
+
+@dataclass
+class FakeNotifier:
+    published: list[tuple[str, str, dict[str, str]]] = field(default_factory=list)
+
+    def publish(self, subject: str, body: str, attributes: dict[str, str]) -> None:
+        self.published.append((subject, body, attributes))
+
+
+class FakeCheckpointReader:
+    """Buckets as ``{bucket: {key: bytes}}``; behaves like ListObjectsV2 with a delimiter."""
+
+    def __init__(self, objects: dict[str, dict[str, bytes]] | None = None) -> None:
+        self.objects = objects or {}
+        self.calls = 0
+
+    def put(self, bucket: str, key: str, body: bytes) -> None:
+        self.objects.setdefault(bucket, {})[key] = body
+
+    def list_folders(self, bucket: str, prefix: str) -> list[str]:
+        self.calls += 1
+        names = {
+            k[len(prefix) :].split("/", 1)[0] + "/"
+            for k in self.objects.get(bucket, {})
+            if k.startswith(prefix) and "/" in k[len(prefix) :]
+        }
+        return sorted(names)
+
+    def read(self, bucket: str, key: str, max_bytes: int) -> bytes | None:
+        self.calls += 1
+        body = self.objects.get(bucket, {}).get(key)
+        return None if body is None else body[:max_bytes]
+
+    def sizes(self, bucket: str, prefix: str) -> dict[str, int]:
+        self.calls += 1
+        return {k[len(prefix) :]: len(v) for k, v in self.objects.get(bucket, {}).items() if k.startswith(prefix)}
+
+
+@dataclass
+class FakeStarter:
+    started: dict[str, str] = field(default_factory=dict)
+    fail_with: Exception | None = None
+
+    def start(self, name: str, payload: str) -> Literal["started", "already_exists"]:
+        if self.fail_with is not None:
+            raise self.fail_with
+        if name in self.started:
+            return "already_exists"
+        self.started[name] = payload
+        return "started"
+
+
+@dataclass
+class FakeDeadLetters:
+    sent: list[tuple[str, str, str]] = field(default_factory=list)
+
+    def send(self, body: str, reason: str, message_id: str) -> None:
+        self.sent.append((body, reason, message_id))
+
+
+def fake_dependencies(cluster: FakeCluster | None = None, **settings_overrides: str) -> Dependencies:
+    return Dependencies(
+        settings=make_settings(**settings_overrides),
+        cluster=cluster or FakeCluster([compute_node(n) for n in range(1, 5)]),
+        ledger=FakeLedger(),
+        controller=FakeController(),
+        notifier=FakeNotifier(),
+        checkpoints=FakeCheckpointReader(),
+        starter=FakeStarter(),
+        dead_letters=FakeDeadLetters(),
+    )
