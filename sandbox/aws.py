@@ -18,6 +18,7 @@ import os
 import threading
 import types
 import uuid
+import warnings
 import zipfile
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -29,14 +30,13 @@ from unittest import mock
 import boto3
 from moto import mock_aws
 from moto.awslambda_simple.models import LambdaSimpleBackend
-from moto.core.responses import ActionResult, BaseResponse
+from moto.core.responses import BaseResponse
 from moto.events.utils import EventTemplateParser
-from moto.sagemaker.responses import SageMakerResponse
 from moto.stepfunctions.parser.asl.component.common.retry import retrier_decl
 from moto.stepfunctions.parser.asl.component.state.wait.wait_function import wait_function
 
 from sandbox.clock import VirtualClock
-from sandbox.hyperpod import ACCOUNT, HyperPodDouble
+from sandbox.hyperpod import ACCOUNT, HyperPodDouble, serve
 from sandbox.template import Resolver, load_template
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -51,6 +51,9 @@ FAKE_CREDENTIALS = {
     "AWS_REGION": REGION,
 }
 _local = threading.local()
+# Injected Throttling/AccessDenied are generic AWS errors that SageMaker's model does not list; moto
+# warns on each one, but real AWS sends them all the same.
+warnings.filterwarnings("ignore", message=".*does not match an error shape")
 _FULL_EVENT_TEMPLATE = (
     '{"version": "0", "id": "<id>", "detail-type": "<detail-type>", "source": "<source>", "account": "<account>", '
     '"time": <time>, "region": "<region>", "resources": <resources>, "detail": <detail>}'
@@ -199,23 +202,7 @@ class SandboxAWS:
         # moto's default EventBridge->SQS template drops "account", which real EventBridge delivers
         # (and our event models require): restore the full envelope.
         stack.enter_context(mock.patch.object(EventTemplateParser, "DEFAULT_EVENT_INPUT_TEMPLATE", _FULL_EVENT_TEMPLATE))
-        for operation in (
-            "describe_cluster",
-            "list_cluster_nodes",
-            "describe_cluster_node",
-            "batch_replace_cluster_nodes",
-            "batch_reboot_cluster_nodes",
-            "batch_delete_cluster_nodes",
-        ):
-            stack.enter_context(mock.patch.object(SageMakerResponse, operation, self._double_action(operation), create=True))
-
-    def _double_action(self, operation: str) -> Callable[[SageMakerResponse], ActionResult]:
-        method = getattr(self.double, operation)
-
-        def action(response: SageMakerResponse) -> ActionResult:
-            return ActionResult(method(json.loads(response.body or "{}")))
-
-        return action
+        stack.enter_context(serve(self.double))
 
     # --- resources from template.yaml ---------------------------------------------------
     def _build_from_template(self) -> None:

@@ -20,13 +20,18 @@ Assumptions beyond the documentation are marked ASSUMED.
 from __future__ import annotations
 
 import hashlib
+import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
+from unittest import mock
 
 from moto.core.exceptions import ServiceException
+from moto.core.responses import ActionResult
+from moto.sagemaker.responses import SageMakerResponse
 
 from sandbox.scenario import BehaviourSpec, ClusterSpec, expand_range, parse_ref
 
@@ -355,3 +360,27 @@ class HyperPodDouble:
     def _reboot(self, node: SimNode, t: float) -> None:
         # A reboot keeps the instance id; the node is Pending while it restarts (ASSUMED duration).
         node.transitions += [(t, "Pending"), (t + 120.0, "Running")]
+
+
+SERVED_OPERATIONS = (
+    "describe_cluster",
+    "list_cluster_nodes",
+    "describe_cluster_node",
+    "batch_replace_cluster_nodes",
+    "batch_reboot_cluster_nodes",
+    "batch_delete_cluster_nodes",
+)
+
+
+@contextmanager
+def serve(double: HyperPodDouble) -> Iterator[None]:
+    """Inside an active moto mock: answer SageMaker's cluster-node calls from ``double``."""
+
+    def action_for(operation: str) -> Callable[[SageMakerResponse], ActionResult]:
+        method = getattr(double, operation)
+        return lambda response: ActionResult(method(json.loads(response.body or "{}")))
+
+    with ExitStack() as stack:
+        for operation in SERVED_OPERATIONS:
+            stack.enter_context(mock.patch.object(SageMakerResponse, operation, action_for(operation), create=True))
+        yield

@@ -1,0 +1,299 @@
+"""Each port's fake and real adapter meet the same expectations.
+
+The real adapters run against moto (DynamoDB, S3, SQS, SNS, Step Functions) and, for HyperPod's
+cluster-node calls that moto lacks, against the sandbox's HyperPod double.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import boto3
+import pytest
+from botocore.config import Config
+from moto import mock_aws
+
+from hyperpod_recovery.adapters.checkpoints import S3CheckpointReader
+from hyperpod_recovery.adapters.controller import ControllerChannel
+from hyperpod_recovery.adapters.hyperpod import HyperPodCluster
+from hyperpod_recovery.adapters.intake import DeadLetters, RecoveryStarter
+from hyperpod_recovery.adapters.ledger import DynamoLedger
+from hyperpod_recovery.adapters.notifier import SnsNotifier
+from hyperpod_recovery.errors import ClusterNotFound, HyperPodApiError, HyperPodThrottled, LedgerError
+from hyperpod_recovery.models.commands import CommandEnvelope, JobsOnNodes
+from hyperpod_recovery.models.records import IncidentRecord
+from sandbox.hyperpod import HyperPodDouble, serve
+from sandbox.scenario import ApiErrorSpec, BehaviourSpec, ClusterSpec, InstanceGroupSpec
+from sandbox.template import load_template
+from tests.conftest import ROOT
+from tests.fakes import T0, FakeCheckpointReader, FakeCluster, FakeLedger, compute_node, node_id
+
+REGION = "us-west-2"
+TTL = timedelta(hours=6)
+
+
+@pytest.fixture
+def aws() -> Iterator[None]:
+    with mock_aws():
+        yield
+
+
+def _ledger_table() -> str:
+    """The moto table is created from template.yaml's own key schema, so the two cannot drift."""
+    props = load_template(ROOT / "template.yaml")["Resources"]["LedgerTable"]["Properties"]
+    boto3.client("dynamodb", region_name=REGION).create_table(
+        TableName="ledger", KeySchema=props["KeySchema"], AttributeDefinitions=props["AttributeDefinitions"], BillingMode="PAY_PER_REQUEST"
+    )
+    return "ledger"
+
+
+@pytest.fixture(params=["fake", "dynamodb"])
+def ledger(request: pytest.FixtureRequest) -> Iterator[Any]:
+    if request.param == "fake":
+        yield FakeLedger()
+        return
+    with mock_aws():
+        yield DynamoLedger(_ledger_table(), dynamodb=boto3.client("dynamodb", region_name=REGION))
+
+
+def test_ledger_lock_belongs_to_one_incident_at_a_time(ledger: Any) -> None:
+    assert ledger.acquire_locks("a", "c", ["n1", "n2"], T0, TTL).acquired == ["n1", "n2"]
+    second = ledger.acquire_locks("b", "c", ["n2", "n3"], T0, TTL)
+    assert second.acquired == ["n3"] and second.held_elsewhere == {"n2": "a"}
+    assert ledger.acquire_locks("a", "c", ["n1"], T0, TTL).acquired == ["n1"]  # a retry by the holder
+
+
+def test_ledger_lock_expires(ledger: Any) -> None:
+    ledger.acquire_locks("a", "c", ["n1"], T0, TTL)
+    assert ledger.lock_holders("c", ["n1"], T0) == {"n1": "a"}
+    later = T0 + TTL + timedelta(seconds=1)
+    assert ledger.lock_holders("c", ["n1"], later) == {}
+    assert ledger.acquire_locks("b", "c", ["n1"], later, TTL).acquired == ["n1"]
+
+
+def test_ledger_release_frees_and_hold_keeps(ledger: Any) -> None:
+    ledger.acquire_locks("a", "c", ["n1", "n2"], T0, TTL)
+    ledger.release_locks("a", "c", ["n1"], None)
+    ledger.release_locks("a", "c", ["n2"], T0 + timedelta(days=1))
+    ledger.release_locks("intruder", "c", ["n2"], None)  # not the holder: no effect
+    assert ledger.lock_holders("c", ["n1", "n2"], T0 + TTL + timedelta(hours=1)) == {"n2": "a"}
+
+
+def test_ledger_remembers_started_replacements(ledger: Any) -> None:
+    ledger.mark_replacements_initiated("a", ["n1"], T0)
+    ledger.mark_replacements_initiated("a", ["n2"], T0)
+    ledger.mark_replacements_initiated("a", [], T0)
+    assert ledger.replacements_initiated("a") == {"n1", "n2"}
+    assert ledger.replacements_initiated("b") == set()
+
+
+def test_ledger_job_is_claimed_once(ledger: Any) -> None:
+    assert ledger.claim_resubmission("c", "1001", "a", T0).claimed
+    other = ledger.claim_resubmission("c", "1001", "b", T0)
+    assert not other.claimed and other.incident_id == "a" and other.new_job_id is None
+    ledger.complete_resubmission("c", "1001", "b", "9999")  # not the claimant: ignored
+    ledger.complete_resubmission("c", "1001", "a", "1002")
+    assert ledger.claim_resubmission("c", "1001", "b", T0).new_job_id == "1002"
+
+
+def test_ledger_keeps_incident_records(ledger: Any) -> None:
+    record = IncidentRecord(
+        incident_id="a", cluster="c", outcome="recovered", dry_run=False, trigger=["manual"], nodes=["n1"], summary="ok", recorded_at=T0
+    )
+    ledger.save_incident(record)
+    assert ledger.get_incident("a") == record and ledger.get_incident("missing") is None
+
+
+def test_dynamodb_failure_becomes_a_ledger_error(aws: None) -> None:
+    ledger = DynamoLedger("no-such-table", dynamodb=boto3.client("dynamodb", region_name=REGION))
+    with pytest.raises(LedgerError, match="no-such-table"):
+        ledger.acquire_locks("a", "c", ["n1"], T0, TTL)
+
+
+# --- cluster ------------------------------------------------------------------------------
+def _double(workers: int, errors: list[ApiErrorSpec] | None = None) -> HyperPodDouble:
+    spec = ClusterSpec(
+        name="llm-train",
+        instance_groups=[
+            InstanceGroupSpec(name="controller", type="Controller", count=1),
+            InstanceGroupSpec(name="workers", type="Compute", count=workers),
+        ],
+    )
+    return HyperPodDouble(spec, BehaviourSpec(api_errors=errors or []), REGION, T0, now=lambda: 0.0)
+
+
+@pytest.fixture(params=["fake", "double"])
+def cluster_with_workers(request: pytest.FixtureRequest) -> Iterator[Callable[[int], Any]]:
+    """A factory: the number of workers -> a Cluster port (the fake, or the adapter on the double)."""
+    if request.param == "fake":
+        yield lambda workers: FakeCluster([compute_node(n) for n in range(1, workers + 1)])
+        return
+    with mock_aws(), ExitStack() as stack:
+
+        def served(workers: int) -> HyperPodCluster:
+            stack.enter_context(serve(_double(workers)))
+            return HyperPodCluster("llm-train", sagemaker=boto3.client("sagemaker", region_name=REGION))
+
+        yield served
+
+
+def _worker_ids(cluster: Any) -> list[str]:
+    return [n.node_id for n in cluster.list_nodes() if n.instance_group == "workers"]
+
+
+def test_cluster_lists_every_node_with_its_hostname(cluster_with_workers: Any) -> None:
+    cluster = cluster_with_workers(130)  # more than one ListClusterNodes page
+    workers = [n for n in cluster.list_nodes() if n.instance_group == "workers"]
+    assert len(workers) == 130
+    assert all(n.node_id.startswith("i-") and n.private_dns_hostname.startswith("ip-") and n.status == "Running" for n in workers)
+    assert cluster.describe().groups["workers"].node_type == "Compute"
+
+
+def test_cluster_replace_reports_each_node_and_uses_at_most_25_per_call(cluster_with_workers: Any) -> None:
+    cluster = cluster_with_workers(30)
+    ids = [*_worker_ids(cluster)[:27], node_id(0xDEAD)]
+    outcome = cluster.replace_nodes(ids)
+    assert outcome.calls == 2
+    assert sorted(outcome.successful) == sorted(ids[:27])
+    assert [(f.node_id, f.error_code) for f in outcome.failed] == [(node_id(0xDEAD), "InstanceIdNotFound")]
+
+
+def test_double_gives_a_replacement_a_new_id_under_the_same_hostname(aws: None) -> None:
+    clock = {"t": 0.0}
+    double = HyperPodDouble(
+        _double(2).spec, BehaviourSpec(replacement_seconds=600, shutdown_seconds=45), REGION, T0, now=lambda: clock["t"]
+    )
+    with serve(double):
+        cluster = HyperPodCluster("llm-train", sagemaker=boto3.client("sagemaker", region_name=REGION))
+        old = next(n for n in cluster.list_nodes() if n.instance_group == "workers")
+        assert cluster.replace_nodes([old.node_id]).successful == [old.node_id]
+        again = cluster.replace_nodes([old.node_id])  # HyperPod is busy with it
+        assert [(f.node_id, f.error_code) for f in again.failed] == [(old.node_id, "InstanceIdInUse")] and again.successful == []
+        clock["t"] = 100.0
+        pending = [n for n in cluster.list_nodes() if n.private_dns_hostname == old.private_dns_hostname]
+        assert [(n.status, n.node_id != old.node_id) for n in pending] == [("Pending", True)]
+        clock["t"] = 600.0
+        running = [n for n in cluster.list_nodes() if n.private_dns_hostname == old.private_dns_hostname]
+        assert [n.status for n in running] == ["Running"]
+
+
+def test_double_refuses_more_than_25_ids_and_controller_replacement(aws: None) -> None:
+    double = _double(30)
+    with serve(double):
+        sagemaker = boto3.client("sagemaker", region_name=REGION)
+        nodes = sagemaker.list_cluster_nodes(ClusterName="llm-train")["ClusterNodeSummaries"]
+        workers = [n["InstanceId"] for n in nodes if n["InstanceGroupName"] == "workers"]
+        controller = next(n["InstanceId"] for n in nodes if n["InstanceGroupName"] == "controller")
+        with pytest.raises(sagemaker.exceptions.ClientError, match="ValidationException"):
+            sagemaker.batch_replace_cluster_nodes(ClusterName="llm-train", NodeIds=workers[:26])
+        with pytest.raises(sagemaker.exceptions.ClientError, match="controller"):
+            sagemaker.batch_replace_cluster_nodes(ClusterName="llm-train", NodeIds=[controller])
+        response = sagemaker.batch_replace_cluster_nodes(ClusterName="llm-train", NodeIds=["i-0000000000000dead"])
+        assert "Successful" not in response and response["Failed"][0]["ErrorCode"] == "InstanceIdNotFound"
+
+
+def test_hyperpod_errors_are_translated(aws: None) -> None:
+    double = _double(
+        2,
+        errors=[
+            ApiErrorSpec(operation="ListClusterNodes", code="ThrottlingException", times=10),
+            ApiErrorSpec(operation="DescribeCluster", code="AccessDeniedException"),
+        ],
+    )
+    with serve(double):
+        sagemaker = boto3.client("sagemaker", region_name=REGION, config=Config(retries={"max_attempts": 1}))
+        with pytest.raises(HyperPodThrottled):
+            HyperPodCluster("llm-train", sagemaker=sagemaker).list_nodes()
+        with pytest.raises(HyperPodApiError, match="AccessDeniedException"):
+            HyperPodCluster("llm-train", sagemaker=sagemaker).describe()
+        with pytest.raises(ClusterNotFound):
+            HyperPodCluster("no-such-cluster", sagemaker=sagemaker).describe()
+
+
+# --- checkpoints --------------------------------------------------------------------------
+@pytest.fixture(params=["fake", "s3"])
+def store(request: pytest.FixtureRequest) -> Iterator[tuple[Any, Any]]:
+    """(reader, put(key, body)) for bucket 'ckpt-bucket'."""
+    if request.param == "fake":
+        fake = FakeCheckpointReader()
+        yield fake, lambda key, body: fake.put("ckpt-bucket", key, body)
+        return
+    with mock_aws():
+        s3 = boto3.client("s3", region_name=REGION)
+        s3.create_bucket(Bucket="ckpt-bucket", CreateBucketConfiguration={"LocationConstraint": REGION})
+        yield S3CheckpointReader(s3=s3), lambda key, body: s3.put_object(Bucket="ckpt-bucket", Key=key, Body=body)
+
+
+def test_checkpoint_store_lists_folders_reads_and_sizes(store: tuple[Any, Any]) -> None:
+    reader, put = store
+    put("run/step-1/a.pt", b"12345")
+    put("run/step-1/manifest.json", b"{}")
+    put("run/step-2/a.pt", b"1")
+    put("run/notes.txt", b"x")
+    assert reader.list_folders("ckpt-bucket", "run/") == ["step-1/", "step-2/"]
+    assert reader.read("ckpt-bucket", "run/step-1/manifest.json", 1024) == b"{}"
+    assert reader.read("ckpt-bucket", "run/step-9/manifest.json", 1024) is None
+    assert reader.sizes("ckpt-bucket", "run/step-1/") == {"a.pt": 5, "manifest.json": 2}
+
+
+def test_checkpoint_store_pages_through_many_folders(store: tuple[Any, Any]) -> None:
+    reader, put = store
+    for step in range(1050):
+        put(f"run/step-{step:09d}/manifest.json", b"{}")
+    folders = reader.list_folders("ckpt-bucket", "run/")
+    assert len(folders) == 1050 and folders[-1] == "step-000001049/"
+
+
+# --- the other channels -------------------------------------------------------------------
+def test_controller_channel_puts_a_typed_command_on_the_queue(aws: None) -> None:
+    sqs = boto3.client("sqs", region_name=REGION)
+    url = sqs.create_queue(QueueName="commands")["QueueUrl"]
+    envelope = CommandEnvelope(
+        command_id="inc:jobs",
+        incident_id="inc",
+        execution_name="inc",
+        task_token="tok",
+        requested_at=datetime(2026, 3, 14, tzinfo=UTC),
+        command=JobsOnNodes(nodes=["ip-10-1-0-7"]),
+    )
+    ControllerChannel(url, sqs=sqs).send(envelope)
+    message = sqs.receive_message(QueueUrl=url, MessageAttributeNames=["All"])["Messages"][0]
+    assert CommandEnvelope.model_validate_json(message["Body"]) == envelope
+    assert message["MessageAttributes"]["command"]["StringValue"] == "jobs_on_nodes"
+
+
+def test_notifier_publishes_with_an_outcome_attribute(aws: None) -> None:
+    sns, sqs = boto3.client("sns", region_name=REGION), boto3.client("sqs", region_name=REGION)
+    topic = sns.create_topic(Name="t")["TopicArn"]
+    url = sqs.create_queue(QueueName="inbox")["QueueUrl"]
+    sns.subscribe(
+        TopicArn=topic,
+        Protocol="sqs",
+        Endpoint=sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"],
+    )
+    SnsNotifier(topic, sns=sns).publish("subject", "body", {"outcome": "escalated"})
+    delivered = json.loads(sqs.receive_message(QueueUrl=url)["Messages"][0]["Body"])
+    assert delivered["Subject"] == "subject" and delivered["MessageAttributes"]["outcome"]["Value"] == "escalated"
+
+
+def test_starter_turns_a_reused_execution_name_into_already_exists(aws: None) -> None:
+    sfn = boto3.client("stepfunctions", region_name=REGION)
+    role = boto3.client("iam", region_name=REGION).create_role(RoleName="r", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+    arn = sfn.create_state_machine(name="m", definition=json.dumps({"StartAt": "S", "States": {"S": {"Type": "Succeed"}}}), roleArn=role)[
+        "stateMachineArn"
+    ]
+    starter = RecoveryStarter(arn, stepfunctions=sfn)
+    assert starter.start("hpr-1", "{}") == "started"
+    assert starter.start("hpr-1", '{"again": true}') == "already_exists"
+
+
+def test_dead_letters_keep_the_body_and_the_reason(aws: None) -> None:
+    sqs = boto3.client("sqs", region_name=REGION)
+    url = sqs.create_queue(QueueName="dlq")["QueueUrl"]
+    DeadLetters(url, sqs=sqs).send("{bad", "body: not JSON", "m-1")
+    message = sqs.receive_message(QueueUrl=url, MessageAttributeNames=["All"])["Messages"][0]
+    assert message["Body"] == "{bad" and message["MessageAttributes"]["rejection_reason"]["StringValue"] == "body: not JSON"

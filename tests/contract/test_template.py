@@ -1,0 +1,169 @@
+"""template.yaml, statemachines/, functions/ and errors.py must agree with each other."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+from typing import Any
+
+import pytest
+from moto.events.models import EventPattern
+
+from hyperpod_recovery import errors
+from hyperpod_recovery.config import Settings
+from sandbox.template import Resolver, load_template
+from tests.conftest import ROOT, load_event
+
+TEMPLATE = load_template(ROOT / "template.yaml")
+RESOURCES = TEMPLATE["Resources"]
+ASL_FILES = sorted((ROOT / "statemachines").glob("*.asl.json"))
+LAMBDA_TRANSIENT = {"Lambda.ServiceException", "Lambda.AWSLambdaException", "Lambda.SdkClientException", "Lambda.TooManyRequestsException"}
+ERROR_CLASSES = {name for name, obj in inspect.getmembers(errors, inspect.isclass) if issubclass(obj, Exception)}
+# Raised by adapters/runtime, defined next to them; still exception class names.
+OTHER_ERRORS = {"NotifierUnavailable", "StartExecutionFailed", "InvalidStepInput"}
+
+
+def _states(definition: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    found = []
+    for name, state in definition["States"].items():
+        found.append((name, state))
+        if "ItemProcessor" in state:
+            found += _states(state["ItemProcessor"])
+    return found
+
+
+@pytest.fixture(params=ASL_FILES, ids=lambda p: p.name)
+def asl(request: pytest.FixtureRequest) -> dict[str, Any]:
+    return json.loads(request.param.read_text())
+
+
+def test_every_custom_error_name_in_the_workflow_is_an_exception_class(asl: dict[str, Any]) -> None:
+    for name, state in _states(asl):
+        for clause in state.get("Retry", []) + state.get("Catch", []):
+            for error in clause["ErrorEquals"]:
+                if not error.startswith(("States.", "Lambda.")):
+                    assert error in ERROR_CLASSES | OTHER_ERRORS, f"{name}: {error} is not a class in errors.py"
+
+
+def test_retries_are_named_bounded_and_jittered(asl: dict[str, Any]) -> None:
+    for name, state in _states(asl):
+        if state["Type"] != "Task":
+            continue
+        retries = state.get("Retry", [])
+        assert any(set(r["ErrorEquals"]) == LAMBDA_TRANSIENT for r in retries), f"{name} must retry Lambda's transient errors"
+        for retry in retries:
+            assert "States.ALL" not in retry["ErrorEquals"] and "States.TaskFailed" not in retry["ErrorEquals"], name
+            assert retry["MaxAttempts"] <= 5 and retry["MaxDelaySeconds"] <= 60 and retry["JitterStrategy"] == "FULL", name
+
+
+def test_every_failure_path_ends_in_a_named_fail_state(asl: dict[str, Any]) -> None:
+    states = asl["States"]
+    for name, state in states.items():
+        for catch in state.get("Catch", []):
+            target = states[catch["Next"]]
+            assert target["Type"] == "Task" and catch["ResultPath"] == "$.errors", name
+            assert states[target["Next"]]["Type"] == "Fail", f"{name} -> {catch['Next']} must end in a Fail state"
+
+
+def test_state_names_read_like_a_runbook(asl: dict[str, Any]) -> None:
+    for name, _ in _states(asl):
+        assert re.fullmatch(r"[A-Z][a-z]+( [A-Z][a-z]+)+", name), f"{name!r} should be 'Verb Noun'"
+
+
+def test_every_placeholder_is_substituted_and_every_substitution_used() -> None:
+    for logical, resource in RESOURCES.items():
+        if resource["Type"] != "AWS::Serverless::StateMachine":
+            continue
+        text = (ROOT / resource["Properties"]["DefinitionUri"]).read_text()
+        placeholders = set(re.findall(r"\$\{([A-Za-z0-9]+)\}", text))
+        assert placeholders == set(resource["Properties"]["DefinitionSubstitutions"]), logical
+
+
+def test_every_function_has_a_handler_and_every_handler_a_function() -> None:
+    code_uris = {r["Properties"]["CodeUri"].rstrip("/") for r in RESOURCES.values() if r["Type"] == "AWS::Serverless::Function"}
+    folders = {f"functions/{p.parent.name}" for p in (ROOT / "functions").glob("*/app.py")}
+    assert code_uris == folders
+    for folder in folders:
+        assert "def lambda_handler" in (ROOT / folder / "app.py").read_text()
+
+
+def test_function_environment_is_exactly_what_settings_read() -> None:
+    variables = set(TEMPLATE["Globals"]["Function"]["Environment"]["Variables"])
+    powertools = {v for v in variables if v.startswith("POWERTOOLS_")}
+    assert {v.lower() for v in variables - powertools} == set(Settings.model_fields)
+
+
+def test_sandbox_powertools_defaults_match_the_template() -> None:
+    variables = TEMPLATE["Globals"]["Function"]["Environment"]["Variables"]
+    source = (ROOT / "sandbox" / "__init__.py").read_text()
+    for name in ("POWERTOOLS_SERVICE_NAME", "POWERTOOLS_METRICS_NAMESPACE"):
+        assert f'"{name}", "{variables[name]}"' in source
+
+
+def _statements() -> list[tuple[str, dict[str, Any]]]:
+    found = []
+    for logical, resource in RESOURCES.items():
+        for policy in resource.get("Properties", {}).get("Policies", []):
+            if isinstance(policy, dict) and "Statement" in policy:
+                found += [(logical, s) for s in policy["Statement"]]
+    return found
+
+
+def test_no_iam_statement_uses_a_wildcard_action() -> None:
+    for logical, statement in _statements():
+        actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+        assert all("*" not in a for a in actions), f"{logical}: {actions}"
+
+
+def test_sagemaker_permissions_are_scoped_to_the_guarded_cluster() -> None:
+    for logical, statement in _statements():
+        actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+        if any(a.startswith("sagemaker:") for a in actions):
+            assert statement["Resource"] == {"Ref": "ClusterArn"}, logical
+
+
+def test_data_at_rest_is_encrypted() -> None:
+    for logical, resource in RESOURCES.items():
+        props = resource.get("Properties", {})
+        if resource["Type"] == "AWS::SQS::Queue":
+            assert props.get("SqsManagedSseEnabled") is True, logical
+        if resource["Type"] == "AWS::DynamoDB::Table":
+            assert props["SSESpecification"]["SSEEnabled"] is True, logical
+        if resource["Type"] == "AWS::SNS::Topic":
+            assert props.get("KmsMasterKeyId"), logical
+
+
+def _pattern(rule: str) -> EventPattern:
+    resolver = Resolver(
+        TEMPLATE,
+        {
+            "ClusterName": "llm-train",
+            "ClusterArn": "arn:aws:sagemaker:us-west-2:111122223333:cluster/a1b2c3d4e5f6",
+            "CheckpointBucketPattern": "ckpt",
+        },
+        pseudo={},
+    )
+    return EventPattern.load(json.dumps(resolver.resolve(RESOURCES[rule]["Properties"]["EventPattern"])))
+
+
+@pytest.mark.parametrize(
+    ("rule", "sample", "matches"),
+    [
+        ("HealthEventRule", "hyperpod/node_health_unhealthy.json", True),
+        ("HealthEventRule", "hyperpod/node_health_healthy.json", False),
+        ("HealthEventRule", "hyperpod/node_health_foreign_cluster.json", False),
+        ("HealthEventRule", "cloudwatch/alarm_state_change_alarm.json", False),
+        ("AlarmRule", "cloudwatch/alarm_state_change_alarm.json", True),
+        ("AlarmRule", "cloudwatch/alarm_state_change_ok.json", False),
+        ("AlarmRule", "hyperpod/node_health_unhealthy.json", False),
+    ],
+)
+def test_eventbridge_rules_forward_only_actionable_events_of_this_cluster(rule: str, sample: str, matches: bool) -> None:
+    assert _pattern(rule).matches_event(load_event(sample)) is matches
+
+
+def test_alarm_rule_ignores_alarms_not_named_for_this_cluster() -> None:
+    event = load_event("cloudwatch/alarm_state_change_alarm.json")
+    event["detail"]["alarmName"] = "hyperpod-recovery-other-cluster-xid-i-0391f86fa0fe0d465"
+    assert not _pattern("AlarmRule").matches_event(event)

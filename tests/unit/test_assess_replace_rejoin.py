@@ -1,0 +1,165 @@
+"""Pure decisions: which nodes to act on, what a BatchReplace result means, when a node is back."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from hyperpod_recovery.domain.assess import assess_nodes
+from hyperpod_recovery.domain.rejoin import next_wait_seconds, observe_rejoin
+from hyperpod_recovery.domain.replace import chunked, classify_replacements
+from hyperpod_recovery.errors import RejoinDeadlineExceeded, UnsupportedOrchestrator
+from hyperpod_recovery.models.cluster import BatchOutcome, ClusterNode
+from hyperpod_recovery.models.workflow import NodeTarget, ReplaceFailure
+from tests.fakes import T0, FakeCluster, compute_node, node_id
+
+
+def _assess(nodes: list[ClusterNode], requested: list[str], locked: list[str] | None = None, **kwargs):  # type: ignore[no-untyped-def]
+    cluster = FakeCluster(nodes, **kwargs)
+    return assess_nodes(requested, locked if locked is not None else requested, cluster.describe(), cluster.list_nodes(), [], [], T0)
+
+
+def test_compute_node_becomes_a_target_under_its_slurm_name() -> None:
+    assessment = _assess([compute_node(7)], [node_id(7)])
+    assert assessment.proceed
+    assert [(t.node_id, t.slurm_node, t.instance_group) for t in assessment.targets] == [(node_id(7), "ip-10-1-0-7", "workers")]
+
+
+@pytest.mark.parametrize(("group", "reason"), [("controller", "controller"), ("login", "login")])
+def test_controller_and_login_nodes_are_never_targets(group: str, reason: str) -> None:
+    assessment = _assess([compute_node(1, group=group), compute_node(2)], [node_id(1), node_id(2)])
+    assert [t.node_id for t in assessment.targets] == [node_id(2)]
+    assert [(s.node_id, s.reason) for s in assessment.skipped] == [(node_id(1), reason)]
+
+
+def test_older_cluster_without_node_types_uses_the_configured_controller_groups() -> None:
+    # Given a cluster that reports no SlurmConfig.NodeType for its groups
+    cluster = FakeCluster([compute_node(1, group="head"), compute_node(2)], groups={"head": None, "workers": None})
+    # When the stack names "head" as a controller group
+    assessment = assess_nodes(
+        [node_id(1), node_id(2)], [node_id(1), node_id(2)], cluster.describe(), cluster.list_nodes(), ["head"], [], T0
+    )
+    # Then the head node is protected
+    assert [s.reason for s in assessment.skipped] == ["controller"]
+    assert [t.node_id for t in assessment.targets] == [node_id(2)]
+
+
+def test_unknown_and_foreign_locked_nodes_are_skipped_with_reasons() -> None:
+    assessment = _assess([compute_node(1), compute_node(2)], [node_id(1), node_id(2), node_id(9)], locked=[node_id(2), node_id(9)])
+    reasons = {s.node_id: s.reason for s in assessment.skipped}
+    assert reasons == {node_id(1): "locked_elsewhere", node_id(9): "not_found"}
+    assert [t.node_id for t in assessment.targets] == [node_id(2)]
+
+
+def test_nothing_actionable_means_do_not_proceed() -> None:
+    assert not _assess([compute_node(1, group="controller")], [node_id(1)]).proceed
+
+
+def test_eks_cluster_is_refused_until_its_adapter_exists() -> None:
+    with pytest.raises(UnsupportedOrchestrator, match="Slurm clusters only"):
+        _assess([compute_node(1)], [node_id(1)], orchestrator="eks")
+
+
+def _targets(*numbers: int) -> list[NodeTarget]:
+    return [NodeTarget(node_id=node_id(n), instance_group="workers", slurm_node=f"ip-10-1-0-{n}", status="Running") for n in numbers]
+
+
+def test_replace_result_is_classified_per_node() -> None:
+    # Given a response with one success and each kind of per-node failure
+    outcome = BatchOutcome(
+        successful=[node_id(1)],
+        failed=[
+            ReplaceFailure(node_id=node_id(2), error_code="InstanceIdInUse"),
+            ReplaceFailure(node_id=node_id(3), error_code="InvalidInstanceStatus"),
+            ReplaceFailure(node_id=node_id(4), error_code="InstanceIdNotFound"),
+            ReplaceFailure(node_id=node_id(5), error_code="InternalServerError"),
+        ],
+        calls=1,
+    )
+    # When classified (node 6 is in neither list)
+    replacement = classify_replacements(_targets(1, 2, 3, 4, 5, 6), outcome, set(), T0, 30, 2700, dry_run=False)
+    # Then HyperPod-busy nodes are awaited, vanished nodes are watched by hostname, the rest failed
+    assert {r.node_id: r.initiation for r in replacement.replaced} == {
+        node_id(1): "initiated",
+        node_id(2): "already_in_progress",
+        node_id(3): "already_in_progress",
+        node_id(4): "vanished",
+    }
+    assert {f.node_id: f.error_code for f in replacement.failed} == {node_id(5): "InternalServerError", node_id(6): "NotAccountedFor"}
+    assert replacement.proceed
+    assert replacement.watch.deadline == T0 + timedelta(seconds=2700)
+    assert replacement.watch.next_wait_seconds == 30
+
+
+def test_nothing_started_means_do_not_proceed() -> None:
+    outcome = BatchOutcome(failed=[ReplaceFailure(node_id=node_id(1), error_code="InternalServerError")], calls=1)
+    assert not classify_replacements(_targets(1), outcome, set(), T0, 30, 2700, dry_run=False).proceed
+
+
+def test_nodes_started_by_an_earlier_attempt_count_as_initiated() -> None:
+    replacement = classify_replacements(_targets(1), BatchOutcome(), {node_id(1)}, T0, 30, 2700, dry_run=False)
+    assert [r.initiation for r in replacement.replaced] == ["initiated"]
+
+
+def test_dry_run_replaces_nothing_and_waits_for_nothing() -> None:
+    replacement = classify_replacements(_targets(1), BatchOutcome(), set(), T0, 30, 2700, dry_run=True)
+    assert [r.initiation for r in replacement.replaced] == ["dry_run"] and replacement.watch.next_wait_seconds == 0
+
+
+def test_batches_hold_at_most_25_nodes() -> None:
+    assert [len(c) for c in chunked([str(i) for i in range(64)])] == [25, 25, 14]
+
+
+def _watch(initiation: str = "initiated"):  # type: ignore[no-untyped-def]
+    return classify_replacements(
+        _targets(7),
+        BatchOutcome(
+            successful=[node_id(7)] if initiation == "initiated" else [],
+            failed=[] if initiation == "initiated" else [ReplaceFailure(node_id=node_id(7), error_code="InstanceIdInUse")],
+        ),
+        set(),
+        T0,
+        30,
+        2700,
+        dry_run=False,
+    ).watch
+
+
+def _replacement_node(status: str) -> ClusterNode:
+    node = compute_node(7, status=status)
+    return node.model_copy(update={"node_id": node_id(0xBEEF)})
+
+
+def test_replaced_node_is_back_when_a_new_instance_runs_under_its_hostname() -> None:
+    # Given the old instance gone and a new instance id Running under the same hostname
+    watch = observe_rejoin(_watch(), [_replacement_node("Running")], T0 + timedelta(minutes=10), 30, 60)
+    # Then the node has rejoined and polling stops
+    assert watch.done and watch.nodes[0].rejoined and watch.nodes[0].replacement_node_id == node_id(0xBEEF)
+    assert watch.next_wait_seconds == 0
+
+
+def test_pending_replacement_is_not_back_yet() -> None:
+    watch = observe_rejoin(_watch(), [_replacement_node("Pending")], T0 + timedelta(minutes=5), 30, 60)
+    assert not watch.done and watch.nodes[0].status == "Pending" and watch.checks == 1
+
+
+def test_node_hyperpod_was_repairing_counts_only_after_it_was_seen_down() -> None:
+    # Given HyperPod was already repairing the node (InstanceIdInUse), and it still shows Running
+    watch = observe_rejoin(_watch("already_in_progress"), [compute_node(7, status="Running")], T0 + timedelta(seconds=30), 30, 60)
+    assert not watch.done
+    # When it goes down and comes back under the same id (a reboot)
+    watch = observe_rejoin(watch, [compute_node(7, status="Pending")], T0 + timedelta(seconds=90), 30, 60)
+    watch = observe_rejoin(watch, [compute_node(7, status="Running")], T0 + timedelta(seconds=150), 30, 60)
+    # Then it has rejoined
+    assert watch.done
+
+
+def test_deadline_passed_with_a_node_missing_raises_naming_the_node() -> None:
+    with pytest.raises(RejoinDeadlineExceeded, match="ip-10-1-0-7"):
+        observe_rejoin(_watch(), [_replacement_node("Pending")], T0 + timedelta(seconds=2700), 30, 60)
+
+
+def test_backoff_doubles_up_to_the_maximum_and_never_overshoots_the_deadline() -> None:
+    assert [next_wait_seconds(n, 30, 120, 10_000) for n in range(1, 6)] == [60, 120, 120, 120, 120]
+    assert next_wait_seconds(3, 30, 120, seconds_to_deadline=45) == 46

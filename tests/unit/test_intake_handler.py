@@ -1,0 +1,86 @@
+"""The intake Lambda: partial batch failures, DLQ for what can never parse, grouping, dedupe."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+from hyperpod_recovery.adapters.intake import StartExecutionFailed
+from sandbox.aws import load_handler
+from tests.conftest import load_event
+from tests.fakes import CLUSTER_ARN, fake_dependencies
+
+handler = load_handler("functions/intake/")
+
+
+def _record(message_id: str, body: Any) -> dict[str, Any]:
+    record = copy.deepcopy(load_event("sqs/intake_batch.json")["Records"][0])
+    record["messageId"] = message_id
+    record["body"] = body if isinstance(body, str) else json.dumps(body)
+    return record
+
+
+def _health(instance: str, event_id: str) -> dict[str, Any]:
+    event = load_event("hyperpod/node_health_unhealthy.json")
+    event["id"] = event_id
+    event["resources"] = [CLUSTER_ARN]
+    event["detail"].update(InstanceId=instance, ClusterArn=CLUSTER_ARN)
+    return event
+
+
+def test_sample_batch_starts_one_recovery_for_its_node(lambda_context) -> None:  # type: ignore[no-untyped-def]
+    # Given the sample batch (a health event and an alarm for the same node, for a stack guarding that cluster)
+    deps = fake_dependencies(CLUSTER_ARN="arn:aws:sagemaker:us-west-2:111122223333:cluster/a1b2c3d4e5f6")
+    # When intake processes it
+    response = handler(load_event("sqs/intake_batch.json"), lambda_context, deps=deps)
+    # Then one execution covers both signals and nothing failed
+    assert response == {"batchItemFailures": []}
+    ((name, payload),) = deps.starter.started.items()  # type: ignore[attr-defined]
+    request = json.loads(payload)
+    assert name == "hpr-i-0391f86fa0fe0d465-20260314T0920"
+    assert sorted(t["source"] for t in request["triggers"]) == ["cloudwatch_alarm", "hyperpod_node_health"]
+
+
+def test_unparseable_record_goes_to_the_dlq_and_the_rest_proceed(lambda_context) -> None:  # type: ignore[no-untyped-def]
+    deps = fake_dependencies()
+    event = {"Records": [_record("bad", "{not json"), _record("good", _health("i-0391f86fa0fe0d465", "e1"))]}
+    response = handler(event, lambda_context, deps=deps)
+    # The bad record is not reported as a failure (it would be retried): it is in the DLQ with its reason
+    assert response == {"batchItemFailures": []}
+    body, reason, message_id = deps.dead_letters.sent[0]  # type: ignore[attr-defined]
+    assert (body, message_id) == ("{not json", "bad") and reason.startswith("body: not JSON")
+    assert len(deps.starter.started) == 1  # type: ignore[attr-defined]
+
+
+def test_foreign_and_healthy_events_start_nothing(lambda_context) -> None:  # type: ignore[no-untyped-def]
+    deps = fake_dependencies()
+    healthy = _health("i-0391f86fa0fe0d465", "e1")
+    healthy["detail"]["HealthSummary"]["HealthStatus"] = "Healthy"
+    foreign = load_event("hyperpod/node_health_foreign_cluster.json")
+    response = handler({"Records": [_record("a", healthy), _record("b", foreign)]}, lambda_context, deps=deps)
+    assert response == {"batchItemFailures": []}
+    assert deps.starter.started == {} and deps.dead_letters.sent == []  # type: ignore[attr-defined]
+
+
+def test_rack_failure_in_one_batch_becomes_one_execution(lambda_context) -> None:  # type: ignore[no-untyped-def]
+    deps = fake_dependencies()
+    records = [_record(f"m{n}", _health(f"i-{n:017x}", f"e{n}")) for n in range(40)]
+    handler({"Records": records}, lambda_context, deps=deps)
+    (payload,) = deps.starter.started.values()  # type: ignore[attr-defined]
+    assert len(json.loads(payload)["node_ids"]) == 40
+
+
+def test_duplicate_events_for_a_started_incident_start_nothing_new(lambda_context) -> None:  # type: ignore[no-untyped-def]
+    deps = fake_dependencies()
+    handler({"Records": [_record("m1", _health("i-0391f86fa0fe0d465", "e1"))]}, lambda_context, deps=deps)
+    handler({"Records": [_record("m2", _health("i-0391f86fa0fe0d465", "e2"))]}, lambda_context, deps=deps)
+    assert len(deps.starter.started) == 1  # type: ignore[attr-defined]
+
+
+def test_failed_start_reports_only_its_records_for_retry(lambda_context) -> None:  # type: ignore[no-untyped-def]
+    deps = fake_dependencies()
+    deps.starter.fail_with = StartExecutionFailed("throttled")  # type: ignore[attr-defined]
+    records = [_record("m1", _health("i-0391f86fa0fe0d465", "e1")), _record("bad", "[]")]
+    response = handler({"Records": records}, lambda_context, deps=deps)
+    assert response == {"batchItemFailures": [{"itemIdentifier": "m1"}]}

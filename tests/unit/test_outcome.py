@@ -1,0 +1,159 @@
+"""How an incident ended: outcome, timeline, phases, notification (domain/outcome.py)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from hyperpod_recovery.domain.outcome import build_incident_record, decide_outcome, notification, summarize
+from hyperpod_recovery.models.commands import CheckpointRef, CommandReply, DrainResult, JobsOnNodesResult, JobSpec
+from hyperpod_recovery.models.requests import RecoveryRequest, Trigger
+from hyperpod_recovery.models.workflow import (
+    Assessment,
+    CheckpointPlan,
+    NodeTarget,
+    OutcomeResult,
+    RecordOutcomeInput,
+    ReplaceFailure,
+    SkippedNode,
+    StepError,
+    UnresumableJob,
+    WorkflowState,
+)
+from tests.fakes import T0, node_id
+
+
+def _state(**parts) -> WorkflowState:  # type: ignore[no-untyped-def]
+    request = RecoveryRequest(
+        cluster="llm-train",
+        node_ids=[node_id(1)],
+        detected_at=T0,
+        received_at=T0 + timedelta(seconds=5),
+        incident_id="inc-1",
+        triggers=[Trigger(source="hyperpod_node_health", node_id=node_id(1), reason="XID 79", detected_at=T0)],
+        dry_run=parts.pop("dry_run", False),
+    )
+    return WorkflowState(request=request, **parts)
+
+
+def _decide(disposition: str = "completed", error: StepError | None = None, **parts):  # type: ignore[no-untyped-def]
+    return decide_outcome(RecordOutcomeInput(execution_name="inc-1", disposition=disposition, state=_state(**parts), error=error))  # type: ignore[arg-type]
+
+
+def _assessment(skipped: list[SkippedNode] | None = None, targets: int = 1) -> Assessment:
+    nodes = [
+        NodeTarget(node_id=node_id(n), instance_group="workers", slurm_node=f"ip-10-1-0-{n}", status="Running")
+        for n in range(1, targets + 1)
+    ]
+    return Assessment(
+        at=T0 + timedelta(seconds=6), orchestrator="slurm", node_recovery="None", targets=nodes, skipped=skipped or [], proceed=bool(nodes)
+    )
+
+
+def test_clean_run_is_recovered() -> None:
+    assert _decide(assessment=_assessment()) == ("recovered", None, None)
+
+
+def test_dry_run_is_reported_as_dry_run() -> None:
+    assert _decide(assessment=_assessment(), dry_run=True)[0] == "dry_run"
+
+
+def test_caught_error_escalates_with_the_lambda_error_message() -> None:
+    error = StepError(Error="HyperPodApiError", Cause='{"errorType": "HyperPodApiError", "errorMessage": "AccessDenied", "trace": []}')
+    assert _decide("escalated", error) == ("escalated", "HyperPodApiError", "AccessDenied")
+
+
+def test_agent_timeout_says_the_agent_did_not_answer() -> None:
+    _, error, cause = _decide("escalated", StepError(Error="States.Timeout", Cause=None))
+    assert error == "States.Timeout" and "controller agent" in (cause or "")
+
+
+def test_unhealthy_controller_escalates_even_if_the_workers_were_recovered() -> None:
+    skipped = [SkippedNode(node_id=node_id(9), reason="controller", detail="controller node in group 'controller'")]
+    assert _decide(assessment=_assessment(skipped))[:2] == ("escalated", "ProtectedNodeUnhealthy")
+
+
+def test_nothing_actionable_and_nothing_protected_is_rejected_not_paged() -> None:
+    skipped = [SkippedNode(node_id=node_id(1), reason="not_found", detail="not in cluster")]
+    outcome, error, cause = _decide(assessment=_assessment(skipped, targets=0))
+    assert (outcome, error) == ("rejected", "NoActionableNodes") and "not in cluster" in (cause or "")
+
+
+def test_every_problem_is_listed_and_the_most_severe_names_the_error() -> None:
+    from hyperpod_recovery.models.workflow import Replacement
+
+    replacement = Replacement.model_validate(
+        {
+            "at": T0,
+            "replaced": [],
+            "failed": [ReplaceFailure(node_id=node_id(2), error_code="InternalServerError").model_dump()],
+            "calls": 1,
+            "proceed": False,
+            "watch": {"at": T0, "started_at": T0, "deadline": T0, "nodes": [], "next_wait_seconds": 0},
+        }
+    )
+    checkpoints = CheckpointPlan(at=T0, unresumable=[UnresumableJob(job_id="1001", name="llama", reason="no checkpoint")])
+    outcome, error, cause = _decide(assessment=_assessment(), replacement=replacement, checkpoints=checkpoints)
+    assert (outcome, error) == ("escalated", "ReplaceNotInitiated")
+    assert "InternalServerError" in (cause or "") and "job 1001" in (cause or "")
+
+
+def _full_state() -> WorkflowState:
+    job = JobSpec(job_id="1001", name="llama", num_nodes=16, state="RUNNING", checkpoint_uri="s3://ckpt/llama")
+    at = T0 + timedelta(seconds=10)
+    return _state(
+        assessment=_assessment(),
+        cordon=CommandReply(
+            command_id="c",
+            type="drain_nodes",
+            requested_at=at,
+            started_at=at,
+            completed_at=at + timedelta(seconds=2),
+            result=DrainResult(drained=["ip-10-1-0-1"]),
+        ),
+        jobs=CommandReply(
+            command_id="j",
+            type="jobs_on_nodes",
+            requested_at=at + timedelta(seconds=2),
+            started_at=at,
+            completed_at=at + timedelta(seconds=4),
+            result=JobsOnNodesResult(jobs=[job]),
+        ),
+        checkpoints=CheckpointPlan(
+            at=at + timedelta(seconds=5),
+            resumable=[{"job": job, "checkpoint": CheckpointRef(uri="s3://ckpt/llama/step-000003000/", step=3000)}],
+        ),  # type: ignore[list-item]
+    )
+
+
+def test_incident_record_has_an_ordered_timeline_and_phases() -> None:
+    state = _full_state()
+    result = OutcomeResult(
+        at=T0 + timedelta(seconds=20), incident_id="inc-1", outcome="recovered", summary=summarize(state, "recovered", None)
+    )
+    record = build_incident_record(RecordOutcomeInput(execution_name="inc-1", disposition="completed", state=state), result, "llm-train")
+    events = [e.event for e in record.timeline]
+    assert events == [
+        "fault detected",
+        "event received",
+        "nodes assessed",
+        "nodes cordoned",
+        "affected jobs found",
+        "checkpoint chosen",
+        "outcome: recovered",
+    ]
+    assert [e.at for e in record.timeline] == sorted(e.at for e in record.timeline)
+    assert {p.name for p in record.phases} >= {"detect", "assess", "cordon", "find_jobs", "record"}
+    assert record.agent_seconds == 4.0
+    assert record.jobs[0]["job_id"] == "1001"
+
+
+def test_notification_subject_fits_sns_and_names_cluster_outcome_and_nodes() -> None:
+    state = _full_state()
+    result = OutcomeResult(
+        at=T0, incident_id="inc-1", outcome="escalated", error="RejoinDeadlineExceeded", cause="node not back", summary="s"
+    )
+    record = build_incident_record(RecordOutcomeInput(execution_name="inc-1", disposition="escalated", state=state), result, "llm-train")
+    record.nodes = [node_id(n) for n in range(1, 40)]
+    subject, body = notification(record, "https://console/exec")
+    assert len(subject) <= 100 and subject.startswith("[hyperpod-recovery] llm-train: escalated i-")
+    assert "A human is needed" in body and "Error: RejoinDeadlineExceeded" in body and body.endswith("https://console/exec")

@@ -1,0 +1,267 @@
+"""Step services with in-memory fakes: the decisions that touch state."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from hyperpod_recovery.domain.normalize import GuardedCluster
+from hyperpod_recovery.errors import InvalidRecoveryRequest
+from hyperpod_recovery.models.commands import CommandReply, DrainNodes, JobSpec, ResubmitResult
+from hyperpod_recovery.models.requests import RecoveryRequest, Trigger
+from hyperpod_recovery.models.workflow import (
+    Assessment,
+    LockNodesInput,
+    NodeTarget,
+    RecordOutcomeInput,
+    ReplaceNodesInput,
+    ResubmitJobInput,
+    ResumePlan,
+    StepError,
+    ValidateRequestInput,
+    WorkflowState,
+)
+from hyperpod_recovery.steps.controller_commands import cordon_nodes, resubmit_job
+from hyperpod_recovery.steps.lock import lock_nodes
+from hyperpod_recovery.steps.record import record_outcome
+from hyperpod_recovery.steps.replace import replace_nodes
+from hyperpod_recovery.steps.validate import validate_request
+from tests.fakes import CLUSTER, CLUSTER_ARN, T0, FakeCluster, FakeController, FakeLedger, FakeNotifier, compute_node, node_id
+
+GUARDED = GuardedCluster(CLUSTER, CLUSTER_ARN)
+TTL = timedelta(hours=6)
+
+
+def _request(*numbers: int, dry_run: bool = False, incident: str = "inc-1") -> RecoveryRequest:
+    nodes = [node_id(n) for n in numbers]
+    return RecoveryRequest(
+        cluster=CLUSTER,
+        node_ids=nodes,
+        dry_run=dry_run,
+        detected_at=T0,
+        incident_id=incident,
+        received_at=T0,
+        triggers=[Trigger(source="hyperpod_node_health", node_id=n, reason="fault", detected_at=T0) for n in nodes],
+    )
+
+
+def _validate(payload: dict[str, Any], stack_dry_run: bool = False) -> RecoveryRequest:
+    return validate_request(
+        ValidateRequestInput(execution_name="exec-1", request=payload), guarded=GUARDED, stack_dry_run=stack_dry_run, now=T0
+    )
+
+
+def test_manual_request_is_validated_into_the_internal_request() -> None:
+    request = _validate({"cluster": CLUSTER_ARN, "node_ids": [node_id(1)], "reason": "drill"})
+    assert request.incident_id == "exec-1" and request.received_at == T0
+    assert request.cluster == CLUSTER  # the ARN is normalised to the name
+    assert request.dry_run is False
+
+
+def test_intake_request_is_accepted_as_it_is() -> None:
+    request = _validate(_request(1, incident=None).model_dump(mode="json", exclude_none=True))  # type: ignore[arg-type]
+    assert request.triggers[0].source == "hyperpod_node_health"
+
+
+def test_request_for_another_cluster_is_invalid_and_names_the_cluster_field() -> None:
+    with pytest.raises(InvalidRecoveryRequest, match=r"^cluster: 'other'"):
+        _validate({"cluster": "other", "node_ids": [node_id(1)]})
+
+
+def test_request_with_a_typo_is_invalid_and_names_the_field() -> None:
+    with pytest.raises(InvalidRecoveryRequest, match=r"^dryrun: Extra inputs"):
+        _validate({"cluster": CLUSTER, "node_ids": [node_id(1)], "dryrun": True})
+
+
+@pytest.mark.parametrize(
+    ("asked", "stack", "effective"), [(None, True, True), (False, True, True), (True, False, True), (None, False, False)]
+)
+def test_a_dry_run_stack_cannot_be_armed_by_a_request(asked: bool | None, stack: bool, effective: bool) -> None:
+    payload: dict[str, Any] = {"cluster": CLUSTER, "node_ids": [node_id(1)]}
+    if asked is not None:
+        payload["dry_run"] = asked
+    assert _validate(payload, stack_dry_run=stack).dry_run is effective
+
+
+def test_second_incident_for_a_locked_node_does_not_proceed() -> None:
+    ledger = FakeLedger()
+    first = lock_nodes(LockNodesInput(execution_name="inc-1", request=_request(1)), ledger=ledger, lock_ttl=TTL, now=T0)
+    second = lock_nodes(LockNodesInput(execution_name="inc-2", request=_request(1, incident="inc-2")), ledger=ledger, lock_ttl=TTL, now=T0)
+    assert first.proceed and first.locked == [node_id(1)]
+    assert not second.proceed and second.held_elsewhere == {node_id(1): "inc-1"}
+
+
+def test_retried_lock_by_the_same_incident_succeeds() -> None:
+    ledger = FakeLedger()
+    step = LockNodesInput(execution_name="inc-1", request=_request(1))
+    lock_nodes(step, ledger=ledger, lock_ttl=TTL, now=T0)
+    assert lock_nodes(step, ledger=ledger, lock_ttl=TTL, now=T0).proceed
+
+
+def test_expired_lock_is_taken_over() -> None:
+    ledger = FakeLedger()
+    lock_nodes(LockNodesInput(execution_name="inc-1", request=_request(1)), ledger=ledger, lock_ttl=TTL, now=T0)
+    later = lock_nodes(
+        LockNodesInput(execution_name="inc-2", request=_request(1, incident="inc-2")),
+        ledger=ledger,
+        lock_ttl=TTL,
+        now=T0 + TTL + timedelta(seconds=1),
+    )
+    assert later.proceed
+
+
+def test_dry_run_takes_no_lock_so_it_never_blocks_a_real_recovery() -> None:
+    ledger = FakeLedger()
+    dry = lock_nodes(LockNodesInput(execution_name="drill", request=_request(1, dry_run=True)), ledger=ledger, lock_ttl=TTL, now=T0)
+    assert dry.proceed and dry.dry_run and ledger.locks == {}
+
+
+def _assessment(*numbers: int) -> Assessment:
+    targets = [NodeTarget(node_id=node_id(n), instance_group="workers", slurm_node=f"ip-10-1-0-{n}", status="Running") for n in numbers]
+    return Assessment(at=T0, orchestrator="slurm", node_recovery="None", targets=targets, proceed=True)
+
+
+def test_retried_replace_does_not_call_batch_replace_again_for_started_nodes() -> None:
+    # Given a replace step that already started node 1 (its response was lost, Lambda retried)
+    cluster, ledger = FakeCluster([compute_node(1), compute_node(2)]), FakeLedger()
+    step = ReplaceNodesInput(execution_name="inc-1", request=_request(1, 2), assessment=_assessment(1, 2))
+    replace_nodes(step, cluster=cluster, ledger=ledger, first_check_after_seconds=30, deadline_seconds=2700, now=T0)
+    # When the step runs again
+    again = replace_nodes(step, cluster=cluster, ledger=ledger, first_check_after_seconds=30, deadline_seconds=2700, now=T0)
+    # Then BatchReplace was called once, and both nodes are still being watched
+    assert cluster.replace_calls == [[node_id(1), node_id(2)]]
+    assert [r.initiation for r in again.replaced] == ["initiated", "initiated"]
+
+
+def test_dry_run_never_calls_batch_replace() -> None:
+    cluster = FakeCluster([compute_node(1)])
+    step = ReplaceNodesInput(execution_name="inc-1", request=_request(1, dry_run=True), assessment=_assessment(1))
+    replacement = replace_nodes(step, cluster=cluster, ledger=FakeLedger(), first_check_after_seconds=30, deadline_seconds=2700, now=T0)
+    assert cluster.replace_calls == [] and replacement.dry_run
+
+
+def test_cordon_sends_a_typed_drain_tagged_with_the_incident() -> None:
+    from hyperpod_recovery.models.workflow import CordonNodesInput
+
+    controller = FakeController()
+    cordon_nodes(
+        CordonNodesInput(execution_name="inc-1", task_token="tok", request=_request(7), assessment=_assessment(7)),
+        controller=controller,
+        now=T0,
+    )
+    command = controller.sent[0].command
+    assert isinstance(command, DrainNodes) and command.nodes == ["ip-10-1-0-7"]
+    assert command.reason.startswith("hyperpod-recovery:inc-1 ")
+    assert controller.sent[0].task_token == "tok" and controller.answered == []
+
+
+def test_dry_run_cordon_answers_its_own_token_and_sends_nothing() -> None:
+    from hyperpod_recovery.models.workflow import CordonNodesInput
+
+    controller = FakeController()
+    cordon_nodes(
+        CordonNodesInput(execution_name="inc-1", task_token="tok", request=_request(7, dry_run=True), assessment=_assessment(7)),
+        controller=controller,
+        now=T0,
+    )
+    assert controller.sent == []
+    token, reply = controller.answered[0]
+    assert token == "tok" and reply.dry_run and reply.result.drained == ["ip-10-1-0-7"]
+
+
+def _plan(job_id: str = "1001") -> ResumePlan:
+    job = JobSpec(job_id=job_id, name="llama", num_nodes=16, state="RUNNING", checkpoint_uri="s3://ckpt/llama")
+    return ResumePlan(job=job, checkpoint={"uri": "s3://ckpt/llama/step-000003000/", "step": 3000})  # type: ignore[arg-type]
+
+
+def test_a_job_is_resubmitted_once_even_when_two_incidents_touch_it() -> None:
+    # Given the job already claimed for resubmission by incident inc-1
+    ledger = FakeLedger()
+    first, second = FakeController(), FakeController()
+    resubmit_job(
+        ResubmitJobInput(execution_name="inc-1", task_token="t1", request=_request(1), plan=_plan()),
+        controller=first,
+        ledger=ledger,
+        now=T0,
+    )
+    # When a second incident (another node of the same job) wants to resubmit it
+    resubmit_job(
+        ResubmitJobInput(execution_name="inc-2", task_token="t2", request=_request(2, incident="inc-2"), plan=_plan()),
+        controller=second,
+        ledger=ledger,
+        now=T0,
+    )
+    # Then only the first sends a resubmit command; the second answers its own token as already done
+    assert len(first.sent) == 1 and second.sent == []
+    assert second.answered[0][1].result.already_submitted
+
+
+def _reply(new_job_id: str | None = "1002") -> CommandReply[ResubmitResult]:
+    return CommandReply(
+        command_id="c",
+        type="resubmit_job",
+        requested_at=T0,
+        started_at=T0,
+        completed_at=T0,
+        result=ResubmitResult(old_job_id="1001", new_job_id=new_job_id),
+    )
+
+
+def _record(disposition: str, state: WorkflowState, error: StepError | None = None) -> tuple[FakeLedger, FakeNotifier, Any]:
+    ledger, notifier = FakeLedger(), FakeNotifier()
+    ledger.acquire_locks("inc-1", CLUSTER, [node_id(1)], T0, TTL)
+    result = record_outcome(
+        RecordOutcomeInput(execution_name="inc-1", disposition=disposition, state=state, error=error),  # type: ignore[arg-type]
+        ledger=ledger,
+        notifier=notifier,
+        cluster=CLUSTER,
+        escalation_hold=timedelta(hours=24),
+        execution_url="https://console/x",
+        now=T0,
+    )
+    return ledger, notifier, result
+
+
+def _state_after_lock() -> WorkflowState:
+    from hyperpod_recovery.models.workflow import LockResult
+
+    return WorkflowState(request=_request(1), lock=LockResult(at=T0, locked=[node_id(1)], proceed=True))
+
+
+def test_recovered_incident_releases_its_locks_and_notifies() -> None:
+    state = _state_after_lock()
+    state.resubmissions = [_reply()]
+    ledger, notifier, result = _record("completed", state)
+    assert result.outcome == "recovered"
+    assert ledger.locks == {}
+    assert ledger.incidents["inc-1"].outcome == "recovered"
+    subject, body, attributes = notifier.published[0]
+    assert subject.startswith("[hyperpod-recovery] llm-train: recovered") and attributes["outcome"] == "recovered"
+    assert "https://console/x" in body
+
+
+def test_escalated_incident_keeps_its_nodes_locked_for_a_human() -> None:
+    error = StepError(Error="RejoinDeadlineExceeded", Cause='{"errorType": "RejoinDeadlineExceeded", "errorMessage": "1 node(s) not back"}')
+    ledger, notifier, result = _record("escalated", _state_after_lock(), error)
+    assert (result.outcome, result.error, result.cause) == ("escalated", "RejoinDeadlineExceeded", "1 node(s) not back")
+    assert ledger.locks[(CLUSTER, node_id(1))] == ("inc-1", T0 + timedelta(hours=24))
+    assert "Error: RejoinDeadlineExceeded" in notifier.published[0][1]
+
+
+def test_completed_resubmission_is_recorded_on_the_job_claim() -> None:
+    state = _state_after_lock()
+    state.resubmissions = [_reply()]
+    ledger = FakeLedger()
+    ledger.claim_resubmission(CLUSTER, "1001", "inc-1", T0)
+    record_outcome(
+        RecordOutcomeInput(execution_name="inc-1", disposition="completed", state=state),
+        ledger=ledger,
+        notifier=FakeNotifier(),
+        cluster=CLUSTER,
+        escalation_hold=timedelta(0),
+        execution_url="u",
+        now=T0,
+    )
+    assert ledger.claim_resubmission(CLUSTER, "1001", "inc-2", T0).new_job_id == "1002"
