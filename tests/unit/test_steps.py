@@ -265,3 +265,55 @@ def test_completed_resubmission_is_recorded_on_the_job_claim() -> None:
         now=T0,
     )
     assert ledger.claim_resubmission(CLUSTER, "1001", "inc-2", T0).new_job_id == "1002"
+
+
+def test_each_job_gets_a_checkpoint_or_a_reason_why_not() -> None:
+    import json as _json
+
+    from hyperpod_recovery.errors import CheckpointUnreadable
+    from hyperpod_recovery.models.commands import JobsOnNodesResult
+    from hyperpod_recovery.models.manifest import MANIFEST_SCHEMA
+    from hyperpod_recovery.models.workflow import FindNewestCheckpointInput
+    from hyperpod_recovery.steps.checkpoints import find_newest_checkpoints
+    from tests.fakes import FakeCheckpointReader
+
+    class Unreadable(FakeCheckpointReader):
+        def list_folders(self, bucket: str, prefix: str) -> list[str]:
+            if bucket == "locked-bucket":
+                raise CheckpointUnreadable("AccessDenied")
+            return super().list_folders(bucket, prefix)
+
+    reader = Unreadable()
+    reader.put("ckpt", "llama/step-000000100/a", b"x")
+    reader.put(
+        "ckpt",
+        "llama/step-000000100/manifest.json",
+        _json.dumps(
+            {
+                "schema": MANIFEST_SCHEMA,
+                "job": "llama",
+                "step": 100,
+                "created_at": "2026-03-14T09:00:00Z",
+                "shards": [{"key": "a", "size": 1}],
+            }
+        ).encode(),
+    )
+    jobs = [
+        JobSpec(job_id="1", name="llama", num_nodes=2, state="RUNNING", checkpoint_uri="s3://ckpt/llama"),
+        JobSpec(job_id="2", name="auto", num_nodes=2, state="RUNNING", checkpoint_uri="s3://ckpt/auto", auto_resume=True),
+        JobSpec(job_id="3", name="nowhere", num_nodes=2, state="RUNNING"),
+        JobSpec(job_id="4", name="locked", num_nodes=2, state="RUNNING", checkpoint_uri="s3://locked-bucket/x"),
+        JobSpec(job_id="5", name="empty", num_nodes=2, state="RUNNING", checkpoint_uri="s3://ckpt/empty"),
+    ]
+    reply = CommandReply(
+        command_id="c", type="jobs_on_nodes", requested_at=T0, started_at=T0, completed_at=T0, result=JobsOnNodesResult(jobs=jobs)
+    )
+
+    plan = find_newest_checkpoints(
+        FindNewestCheckpointInput(execution_name="inc-1", request=_request(1), jobs=reply), reader=reader, now=T0
+    )
+
+    assert [(p.job.job_id, p.checkpoint.step) for p in plan.resumable] == [("1", 100)]
+    assert [j.job_id for j in plan.left_alone] == ["2"] and "auto-resume" in plan.left_alone[0].reason
+    reasons = {j.job_id: j.reason for j in plan.unresumable}
+    assert "no checkpoint location" in reasons["3"] and "AccessDenied" in reasons["4"] and "no verified checkpoint" in reasons["5"]

@@ -1,0 +1,73 @@
+# hyperpod-recovery: every workflow goes through make. `make drill` and `make test` set themselves up.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON       ?= python3
+VENV         := .venv
+SAM_VENV     := .venv-sam
+PY           := $(VENV)/bin/python
+SAM          := $(SAM_VENV)/bin/sam
+SCENARIO     ?= events/drills/default.json
+OUT          ?= out
+# sam validate/build need a region but never credentials; deploy uses your real profile and region.
+DUMMY_REGION := AWS_DEFAULT_REGION=$${AWS_DEFAULT_REGION:-us-west-2}
+export SAM_CLI_TELEMETRY := 0
+
+# `sam build` for python3.13 needs a python3.13 on PATH. pyenv machines have it but inactive:
+# select every installed 3.11-3.13 so the build finds the one it needs.
+PYENV_VERSIONS := $(shell ls $${PYENV_ROOT:-$$HOME/.pyenv}/versions 2>/dev/null | grep -E '^3\.1[123]\.[0-9]+$$' | sort -V | paste -sd: -)
+
+.PHONY: help setup test unit drill lint format validate build bench deploy clean
+
+help:  ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-9s %s\n", $$1, $$2}'
+
+$(VENV)/.installed: requirements-dev.txt layers/recovery_core/requirements.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements-dev.txt
+	touch $@
+
+$(SAM_VENV)/.installed:
+	$(PYTHON) -m venv $(SAM_VENV)
+	$(SAM_VENV)/bin/pip install --quiet --upgrade pip
+	$(SAM_VENV)/bin/pip install --quiet "aws-sam-cli==1.170.0"
+	touch $@
+
+setup: $(VENV)/.installed $(SAM_VENV)/.installed  ## create .venv (project) and .venv-sam (SAM CLI)
+
+test: setup lint validate  ## lint, validate, and run the whole test suite
+	$(PY) -m pytest --cov --cov-report=term:skip-covered --cov-report=html:$(OUT)/coverage
+
+unit: $(VENV)/.installed  ## fast tests only (no drills)
+	$(PY) -m pytest -m "not sandbox" -q
+
+drill: $(VENV)/.installed  ## run a recovery drill on an in-memory AWS (SCENARIO=path.json)
+	$(PY) -m sandbox run --scenario $(SCENARIO) --out $(OUT)
+
+lint: $(VENV)/.installed  ## ruff (lint + format check) and mypy
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+
+format: $(VENV)/.installed  ## apply ruff's fixes and formatting
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+validate: setup  ## sam validate --lint, and the state machines with statelint + cfn-lint's ASL schema
+	$(DUMMY_REGION) $(SAM) validate --lint --template template.yaml
+	$(PY) tools/validate_asl.py
+
+build: $(SAM_VENV)/.installed  ## sam build (python3.13, arm64) without Docker
+	@if [ -z "$(PYENV_VERSIONS)" ] && ! command -v python3.13 >/dev/null; then \
+	  echo "sam build needs python3.13 on PATH (pyenv install 3.13, or a python3.13 binary)"; exit 1; fi
+	PYENV_VERSION=$(PYENV_VERSIONS) $(DUMMY_REGION) $(SAM) build --template template.yaml
+
+bench: $(VENV)/.installed  ## benchmarks that print figures (cold import per handler)
+	$(PY) bench/cold_import.py
+
+deploy: build  ## sam deploy --guided to your AWS account (one stack per cluster)
+	$(SAM) deploy --guided
+
+clean:  ## remove build output and reports (keeps the venvs)
+	rm -rf .aws-sam $(OUT) .pytest_cache .ruff_cache .mypy_cache .coverage

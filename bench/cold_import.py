@@ -1,0 +1,72 @@
+"""Cold import time of each handler (handler + the RecoveryCoreLayer package) against a bare boto3
+handler, measured in the same run.
+
+Every sample is a fresh interpreter that imports ``app`` the way the Lambda runtime does (the
+function's folder and the layer on sys.path), timing only the import. Prints the median of
+--samples runs per handler. Run with the project venv (Python 3.11 here; Lambda runs 3.13 on
+arm64, so read the figures as relative: the bare boto3 handler is the yardstick).
+
+    python bench/cold_import.py [--samples 9]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+LAYER = ROOT / "layers" / "recovery_core"
+PROBE = """
+import sys, time
+sys.path[:0] = [{code!r}, {layer!r}]
+start = time.perf_counter()
+import app
+app.lambda_handler
+print(time.perf_counter() - start)
+"""
+BARE_HANDLER = "import boto3\n\n\ndef lambda_handler(event, context):\n    return {}\n"
+
+
+def sample(code_dir: Path, samples: int) -> list[float]:
+    env = {
+        "AWS_DEFAULT_REGION": "us-west-2",
+        "POWERTOOLS_SERVICE_NAME": "hyperpod-recovery",
+        "POWERTOOLS_METRICS_NAMESPACE": "HyperPodRecovery",
+        "PATH": "/usr/bin:/bin",
+    }
+    timings = []
+    for _ in range(samples):
+        out = subprocess.run(
+            [sys.executable, "-c", PROBE.format(code=str(code_dir), layer=str(LAYER))], capture_output=True, text=True, check=True, env=env
+        )
+        timings.append(float(out.stdout.strip()) * 1000)
+    return timings
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--samples", type=int, default=9)
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory() as bare:
+        (Path(bare) / "app.py").write_text(BARE_HANDLER)
+        baseline = statistics.median(sample(Path(bare), args.samples))
+
+    rows = []
+    for app in sorted((ROOT / "functions").glob("*/app.py")):
+        timings = sample(app.parent, args.samples)
+        rows.append((app.parent.name, statistics.median(timings), min(timings), max(timings)))
+
+    print(f"cold import, median of {args.samples} fresh interpreters, Python {sys.version.split()[0]}")
+    print(f"{'handler':<24}{'median ms':>11}{'min':>8}{'max':>8}{'vs boto3-only':>16}")
+    print(f"{'(bare boto3 handler)':<24}{baseline:>11.1f}")
+    for name, median, low, high in rows:
+        print(f"{name:<24}{median:>11.1f}{low:>8.1f}{high:>8.1f}{median - baseline:>+10.1f} ms {median / baseline:>4.1f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,41 @@
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sandbox.runner import DrillRunner
+from sandbox.scenario import Scenario, load_scenario
+from tests.conftest import EVENTS
+
+
+def _merge(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in changes.items():
+        merged[key] = _merge(base[key], value) if isinstance(value, dict) and isinstance(base.get(key), dict) else value
+    return merged
+
+
+@pytest.fixture
+def drill(tmp_path: Path) -> Callable[..., dict[str, Any]]:
+    """drill("default") runs events/drills/default.json; keyword arguments change the scenario first."""
+
+    def run(name: str, **changes: Any) -> dict[str, Any]:
+        scenario = load_scenario(EVENTS / "drills" / f"{name}.json")
+        if changes:
+            scenario = Scenario.model_validate(_merge(json.loads(scenario.model_dump_json()), changes))
+        return DrillRunner(scenario, log_path=tmp_path / f"{name}-lambda.log").run()
+
+    return run
+
+
+def only_incident(report: dict[str, Any]) -> dict[str, Any]:
+    assert len(report["incidents"]) == 1, [i["id"] for i in report["incidents"]]
+    return report["incidents"][0]
+
+
+def mutating_slurm_commands(report: dict[str, Any]) -> list[str]:
+    return [c["type"] for c in report["slurm"]["commands"] if c["type"] in ("drain_nodes", "resume_nodes", "resubmit_job")]

@@ -1,0 +1,208 @@
+"""NodeRecovery end to end: statemachines/node_recovery.asl.json on moto's interpreter with the real
+handlers, the HyperPod double and the simulated Slurm controller (sandbox/)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from tests.statemachine.conftest import mutating_slurm_commands, only_incident
+
+pytestmark = pytest.mark.sandbox
+Drill = Callable[..., dict[str, Any]]
+
+REPORT_FIELDS = {"incidents", "api_calls", "state_transitions", "executions", "virtual_seconds", "pipeline_overhead_seconds"}
+INCIDENT_FIELDS = {"id", "trigger", "nodes", "outcome", "phases", "resubmissions"}
+
+
+def test_failed_gpu_node_is_replaced_and_its_job_resumed_from_the_newest_checkpoint(drill: Drill) -> None:
+    # Given one GPU node of a 16-node job failing mid-training, three complete checkpoints
+    report = drill("default")
+    incident = only_incident(report)
+    # Then the incident is recovered and the job resubmitted once, from the newest step
+    assert incident["outcome"] == "recovered" and incident["execution_status"] == "SUCCEEDED"
+    assert incident["trigger"] == ["hyperpod_node_health"]
+    assert [(r["job"], r["checkpoint_step"], r["checkpoint_uri"]) for r in incident["resubmissions"]] == [
+        ("1001", 3000, "s3://llm-train-checkpoints/llama-70b-pretrain/step-000003000/")
+    ]
+    # And the report carries every field architecture.md names
+    assert set(report) >= REPORT_FIELDS and set(incident) >= INCIDENT_FIELDS
+    assert all({"name", "start", "end"} == set(p) and p["start"] <= p["end"] for p in incident["phases"])
+    # And the cluster and Slurm ended where they should: one new instance, node back in service, job running
+    (replacement,) = report["replacements"]
+    assert replacement["initiated_by"] == "api" and replacement["new_node_id"] != replacement["old_node_id"]
+    assert report["api_calls"]["sagemaker.BatchReplaceClusterNodes"] == 1
+    assert report["slurm"]["drained_nodes"] == {}
+    (submission,) = report["slurm"]["submissions"]
+    assert submission["checkpoint_step"] == 3000 and submission["old_job_id"] == "1001"
+    # And the waiting was virtual: ten minutes of replacement, seconds of wall time
+    wait = next(p for p in incident["phases"] if p["name"] == "wait_for_rejoin")
+    assert 600 <= wait["end"] - wait["start"] <= 600 + 60
+    assert report["virtual_seconds"] > 600 and report["wall_seconds"] < 60
+    assert 0 < incident["pipeline_overhead_seconds"] < 90
+    assert [n["subject"] for n in report["notifications"]] == [f"[hyperpod-recovery] llm-train: recovered {incident['nodes'][0]}"]
+
+
+def test_runner_calls_are_not_counted_as_pipeline_calls(drill: Drill) -> None:
+    calls = drill("default")["api_calls"]
+    assert not {"events.PutEvents", "stepfunctions.ListExecutions", "stepfunctions.CreateStateMachine", "s3.PutObject"} & set(calls)
+
+
+def test_duplicate_events_and_a_second_incident_for_a_locked_node_do_not_act_twice(drill: Drill) -> None:
+    report = drill("duplicate-events")
+    outcomes = {i["id"].split("-")[0]: i["outcome"] for i in report["incidents"]}
+    # Five copies of the event started one execution; the operator's drill mid-recovery is a duplicate
+    assert report["intake"]["events_put"] == 5 and report["executions"] == 2
+    assert outcomes == {"hpr": "recovered", "drill": "duplicate"}
+    assert report["api_calls"]["sagemaker.BatchReplaceClusterNodes"] == 1
+    assert len(report["slurm"]["submissions"]) == 1
+
+
+def test_controller_node_is_never_touched_and_escalated_to_a_human(drill: Drill) -> None:
+    report = drill("controller-node")
+    incident = only_incident(report)
+    assert incident["outcome"] == "escalated" and incident["error"] == "ProtectedNodeUnhealthy"
+    assert incident["execution_status"] == "FAILED"
+    # Only the worker was replaced and resubmitted
+    assert [r["hostname"] for r in report["replacements"]] == ["ip-10-3-0-7"]
+    assert len(incident["resubmissions"]) == 1
+
+
+def test_partial_replace_failure_recovers_what_it_can_and_escalates_the_rest(drill: Drill) -> None:
+    report = drill("replace-partial-failure")
+    incident = only_incident(report)
+    assert incident["outcome"] == "escalated" and incident["error"] == "ReplaceNotInitiated"
+    assert "InternalServerError" in incident["cause"]
+    assert len(report["replacements"]) == 1
+    # The node that could not be replaced stays drained under our tag for the human
+    (reason,) = report["slurm"]["drained_nodes"].values()
+    assert reason.startswith(f"hyperpod-recovery:{incident['id']} ")
+    assert len(incident["resubmissions"]) == 1
+
+
+def test_replacement_that_never_rejoins_escalates_at_the_deadline(drill: Drill) -> None:
+    report = drill("rejoin-deadline")
+    incident = only_incident(report)
+    assert (incident["outcome"], incident["error"], incident["execution_status"]) == ("escalated", "RejoinDeadlineExceeded", "FAILED")
+    assert incident["resubmissions"] == [] and report["slurm"]["submissions"] == []
+    replace_at = next(e["at"] for e in incident["timeline"] if e["event"] == "replace initiated")
+    escalated_at = incident["timeline"][-1]["at"]
+    assert 1200 <= escalated_at - replace_at <= 1200 + 5
+    # Polling backed off: far fewer checks than one every 30 s
+    assert report["api_calls"]["sagemaker.ListClusterNodes"] <= 1 + 1200 // 60 + 2
+
+
+def test_job_without_a_verified_checkpoint_is_escalated_not_restarted_from_zero(drill: Drill) -> None:
+    report = drill("no-checkpoint")
+    incident = only_incident(report)
+    assert (incident["outcome"], incident["error"]) == ("escalated", "NoVerifiedCheckpoint")
+    assert report["slurm"]["submissions"] == []
+    assert report["slurm"]["drained_nodes"] == {}  # the node itself was recovered
+
+
+def test_torn_newest_checkpoint_resumes_from_the_previous_complete_step(drill: Drill) -> None:
+    incident = only_incident(drill("torn-newest-checkpoint"))
+    assert incident["outcome"] == "recovered"
+    assert [r["checkpoint_step"] for r in incident["resubmissions"]] == [2000]
+
+
+def test_invalid_request_fails_at_validate_request_naming_the_field_and_touches_nothing(drill: Drill) -> None:
+    report = drill("invalid-drill-request")
+    incident = only_incident(report)
+    assert (incident["execution_status"], incident["error"], incident["outcome"]) == ("FAILED", "InvalidRecoveryRequest", "rejected")
+    assert incident["cause"].startswith("node_ids.0:")
+    assert not [c for c in report["api_calls"] if c.startswith(("sagemaker.", "sqs."))]
+
+
+def test_dry_run_changes_nothing_in_the_cluster_but_runs_every_step(drill: Drill) -> None:
+    report = drill("dry-run")
+    incident = only_incident(report)
+    assert incident["outcome"] == "dry_run"
+    assert "sagemaker.BatchReplaceClusterNodes" not in report["api_calls"]
+    assert mutating_slurm_commands(report) == [] and report["slurm"]["submissions"] == []
+    assert report["replacements"] == []
+    assert [e["event"] for e in incident["timeline"]][2:-1] == [
+        "would lock",
+        "nodes assessed",
+        "would cordon",
+        "affected jobs found",
+        "would replace",
+        "would resume",
+        "checkpoint chosen",
+        "would resubmit job",
+    ]
+
+
+def test_dry_run_drill_on_a_live_stack_changes_nothing(drill: Drill) -> None:
+    report = drill("default", faults=[{"at": 60, "kind": "drill", "node": "workers:7", "dry_run": True}])
+    assert only_incident(report)["outcome"] == "dry_run"
+    assert report["replacements"] == [] and mutating_slurm_commands(report) == []
+
+
+def test_cloudwatch_alarm_triggers_the_same_recovery(drill: Drill) -> None:
+    incident = only_incident(drill("alarm-trigger"))
+    assert incident["outcome"] == "recovered" and incident["trigger"] == ["cloudwatch_alarm"]
+
+
+def test_another_clusters_events_never_reach_the_workflow(drill: Drill) -> None:
+    report = drill("foreign-cluster")
+    # The EventBridge rule drops the foreign health event; the foreign drill is rejected at Validate Request
+    assert report["intake"]["intake_invocations"] == 0
+    incident = only_incident(report)
+    assert (incident["outcome"], incident["error"]) == ("rejected", "InvalidRecoveryRequest")
+    assert report["replacements"] == [] and mutating_slurm_commands(report) == []
+
+
+def test_eks_cluster_is_escalated_without_any_action(drill: Drill) -> None:
+    report = drill("default", cluster={"orchestrator": "eks"})
+    incident = only_incident(report)
+    assert (incident["outcome"], incident["error"]) == ("escalated", "UnsupportedOrchestrator")
+    assert report["replacements"] == [] and mutating_slurm_commands(report) == []
+
+
+def test_older_cluster_without_node_types_protects_the_configured_controller_group(drill: Drill) -> None:
+    report = drill(
+        "controller-node", cluster={"reports_node_types": False}, settings={"controller_groups": ["controller"], "login_groups": ["login"]}
+    )
+    incident = only_incident(report)
+    assert incident["error"] == "ProtectedNodeUnhealthy"
+    assert [r["hostname"] for r in report["replacements"]] == ["ip-10-3-0-7"]
+
+
+def test_node_hyperpod_is_already_repairing_is_waited_for_not_fought(drill: Drill) -> None:
+    report = drill(
+        "default", behaviour={"api_errors": [{"operation": "BatchReplaceClusterNodes", "node": "workers:7", "code": "InstanceIdInUse"}]}
+    )
+    incident = only_incident(report)
+    assert incident["outcome"] == "recovered"
+    assert [r["initiated_by"] for r in report["replacements"]] == ["hyperpod"]
+    assert report["api_calls"]["sagemaker.BatchReplaceClusterNodes"] == 1
+
+
+def test_throttled_replace_is_retried_and_recovers(drill: Drill) -> None:
+    report = drill(
+        "default", behaviour={"api_errors": [{"operation": "BatchReplaceClusterNodes", "code": "ThrottlingException", "times": 5}]}
+    )
+    assert only_incident(report)["outcome"] == "recovered"
+    assert report["api_calls"]["sagemaker.BatchReplaceClusterNodes"] == 6
+    assert len(report["replacements"]) == 1
+
+
+def test_rack_failure_is_one_execution_with_few_replace_calls(drill: Drill) -> None:
+    nodes = [f"workers:{n}" for n in range(0, 16)]
+    report = drill(
+        "default",
+        cluster={
+            "instance_groups": [
+                {"name": "controller", "type": "Controller", "count": 1},
+                {"name": "workers", "type": "Compute", "count": 64},
+            ]
+        },
+        faults=[{"at": 100 + n % 4, "kind": "node_health", "node": node} for n, node in enumerate(nodes * 2)],
+    )
+    incident = only_incident(report)
+    assert incident["outcome"] == "recovered" and len(incident["nodes"]) == 16
+    assert report["api_calls"]["sagemaker.BatchReplaceClusterNodes"] == 1
+    assert len(report["slurm"]["submissions"]) == 1
