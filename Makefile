@@ -54,9 +54,10 @@ format: $(VENV)/.installed  ## apply ruff's fixes and formatting
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
-validate: setup  ## sam validate --lint, and the state machines with statelint + cfn-lint's ASL schema
+validate: setup  ## sam validate --lint, the state machines (statelint + cfn-lint's ASL schema), ruff
 	$(DUMMY_REGION) $(SAM) validate --lint --template template.yaml
 	$(PY) tools/validate_asl.py
+	$(VENV)/bin/ruff check .
 
 build: $(SAM_VENV)/.installed  ## sam build (python3.13, arm64) without Docker
 	@if [ -z "$(PYENV_VERSIONS)" ] && ! command -v python3.13 >/dev/null; then \

@@ -134,6 +134,7 @@ class SandboxAWS:
         self.api_calls = ApiCalls()
         self.handlers: dict[str, Callable[..., Any]] = {}
         self.function_arns: dict[str, str] = {}
+        self._clients: dict[str, Any] = {}
         self._stack = ExitStack()
 
     # --- lifecycle ----------------------------------------------------------------------
@@ -150,7 +151,10 @@ class SandboxAWS:
         self._stack.close()
 
     def client(self, service: str) -> Any:
-        return boto3.client(service, region_name=REGION)
+        """One client per service for the runner (building one loads the service's model: slow)."""
+        if service not in self._clients:
+            self._clients[service] = boto3.client(service, region_name=REGION)
+        return self._clients[service]
 
     # --- patches ------------------------------------------------------------------------
     def _patch_moto(self, stack: ExitStack) -> None:

@@ -18,8 +18,11 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 
 DRIVER = "__driver__"
+# Virtual second 0 of every drill, so reports are comparable across runs.
+EPOCH = datetime(2026, 3, 14, 9, 0, tzinfo=UTC)
 _local = threading.local()
 
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from hyperpod_recovery.adapters.ledger import DynamoLedger
 from hyperpod_recovery.models.records import IncidentRecord
+from sandbox.clock import EPOCH
 
 if TYPE_CHECKING:
     from sandbox.runner import DrillRunner
@@ -24,9 +25,7 @@ if TYPE_CHECKING:
 REPORT_VERSION = 1
 
 
-def _seconds(runner: DrillRunner, moment: datetime | None) -> float | None:
-    from sandbox.runner import EPOCH
-
+def _seconds(moment: datetime | None) -> float | None:
     return None if moment is None else round((moment - EPOCH).total_seconds(), 3)
 
 
@@ -114,7 +113,7 @@ def _incident(runner: DrillRunner, name: str, execution: dict[str, Any], record:
             "workflow_seconds": None,
             "pipeline_overhead_seconds": None,
         }
-    phases = [{"name": p.name, "start": _seconds(runner, p.start), "end": _seconds(runner, p.end)} for p in record.phases]
+    phases = [{"name": p.name, "start": _seconds(p.start), "end": _seconds(p.end)} for p in record.phases]
     started = next((e.at for e in record.timeline if e.event == "event received"), None)
     workflow = (record.recorded_at - started).total_seconds() if started else None
     provisioning = _provisioning_wait(runner, record, phases)
@@ -138,7 +137,7 @@ def _incident(runner: DrillRunner, name: str, execution: dict[str, Any], record:
             }
             for r in record.resubmissions
         ],
-        "timeline": [{"at": _seconds(runner, e.at), "event": e.event, "detail": e.detail} for e in record.timeline],
+        "timeline": [{"at": _seconds(e.at), "event": e.event, "detail": e.detail} for e in record.timeline],
         "provisioning_seconds": round(provisioning, 3),
         "agent_seconds": round(record.agent_seconds, 3),
         "workflow_seconds": None if workflow is None else round(workflow, 3),

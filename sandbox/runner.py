@@ -14,7 +14,7 @@ import math
 import sys
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -24,12 +24,12 @@ from hyperpod_recovery.observability import logger as pipeline_logger
 from hyperpod_recovery.runtime import default_dependencies
 from sandbox.aws import REGION, SandboxAWS
 from sandbox.checkpoints import write_checkpoints
-from sandbox.clock import VirtualClock
+from sandbox.clock import EPOCH, VirtualClock
 from sandbox.hyperpod import HyperPodDouble
+from sandbox.report import build_report
 from sandbox.scenario import FaultSpec, Scenario, ScenarioError, expand_range
 from sandbox.slurm import SimulatedSlurm, SlurmJob
 
-EPOCH = datetime(2026, 3, 14, 9, 0, tzinfo=UTC)
 ESM_BATCH_SIZE = 100  # template.yaml IntakeFunction BatchSize
 FINISH_TIMEOUT_SECONDS = 300.0  # real seconds; a drill normally takes one or two
 
@@ -72,35 +72,36 @@ class DrillRunner:
         }
         started = time.perf_counter()
         install_clock(lambda: EPOCH + timedelta(seconds=self.clock.now()))
-        with (
-            self.log_path.open("w") as log,
-            _pipeline_output_to(log),
-            SandboxAWS(self.clock, self.double, parameters, self.slurm.pump) as aws,
-        ):
-            self.aws = aws
-            # Settings and adapters are cached per "cold start": start cold for every drill.
-            get_settings.cache_clear()
-            default_dependencies.cache_clear()
-            self._populate(aws)
-            for delivery in self._deliveries():
-                self._advance_to(delivery.at)
-                self._deliver(delivery)
-            self.clock.set_horizon(math.inf)
-            self._wait_for_executions()
-            from sandbox.report import build_report
-
-            report = build_report(self, wall_seconds=time.perf_counter() - started)
-        install_clock(None)
-        return report
+        try:
+            with (
+                self.log_path.open("w") as log,
+                _pipeline_output_to(log),
+                SandboxAWS(self.clock, self.double, parameters, self.slurm.pump) as aws,
+            ):
+                self.aws = aws
+                # Settings and adapters are cached per "cold start": start cold for every drill.
+                get_settings.cache_clear()
+                default_dependencies.cache_clear()
+                self._populate(aws)
+                for delivery in self._deliveries():
+                    self._advance_to(delivery.at)
+                    self._deliver(delivery)
+                self.clock.set_horizon(math.inf)
+                self._wait_for_executions()
+                return build_report(self, wall_seconds=time.perf_counter() - started)
+        finally:
+            install_clock(None)
 
     def _refuse_unsupported(self) -> None:
         if any(f.kind == "job_failed" for f in self.scenario.faults):
             raise ScenarioError("faults: kind 'job_failed' needs the JobRecovery workflow, which this release does not have yet")
         if self.scenario.behaviour.agent_down:
             raise ScenarioError("behaviour.agent_down: this sandbox release cannot time out a task on virtual time yet")
-        if self.scenario.cluster.orchestrator == "eks":
-            # Allowed: the pipeline must escalate an EKS cluster (UnsupportedOrchestrator) rather than act.
-            return
+        settings = self.scenario.settings
+        if settings.caps.model_dump(exclude_none=True) or settings.breaker.model_dump(exclude_none=True):
+            print(
+                "warning: settings.caps and settings.breaker are not enforced by this release; the drill runs without them", file=sys.stderr
+            )
 
     # --- setup --------------------------------------------------------------------------
     def _populate(self, aws: SandboxAWS) -> None:
