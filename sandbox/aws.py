@@ -210,39 +210,46 @@ class SandboxAWS:
 
     # --- resources from template.yaml ---------------------------------------------------
     def _build_from_template(self) -> None:
-        template = load_template(ROOT / "template.yaml")
-        self.template = template
-        resolver = Resolver(
-            template,
+        self.template = load_template(ROOT / "template.yaml")
+        self.resolver = Resolver(
+            self.template,
             self.parameters,
             pseudo={"AWS::Region": REGION, "AWS::AccountId": ACCOUNT, "AWS::StackName": STACK, "AWS::Partition": "aws"},
         )
-        self.resolver = resolver
-        resources = template["Resources"]
-        iam = self.client("iam")
-        role = iam.create_role(RoleName="sandbox-role", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
-
-        sqs = self.client("sqs")
+        role = self.client("iam").create_role(RoleName="sandbox-role", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
         self.queue_urls: dict[str, str] = {}
+        self._create_queues()
+        self._create_tables()
+        self._create_topics()
+        self._create_rules()
+        self._create_functions(role)
+        self._create_state_machines(role)
+
+    def _of_type(self, kind: str) -> list[tuple[str, dict[str, Any]]]:
+        return [(logical, resource) for logical, resource in self.template["Resources"].items() if resource["Type"] == kind]
+
+    def _queue_arn(self, url: str) -> str:
+        return str(self.client("sqs").get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"])
+
+    def _create_queues(self) -> None:
+        sqs = self.client("sqs")
         # Dead-letter queues first: the others' RedrivePolicy names them.
-        for logical in sorted((k for k, v in resources.items() if v["Type"] == "AWS::SQS::Queue"), key=lambda k: "DeadLetter" not in k):
-            props = resolver.resolve(resources[logical].get("Properties", {}))
+        for logical, resource in sorted(self._of_type("AWS::SQS::Queue"), key=lambda item: "DeadLetter" not in item[0]):
+            props = self.resolver.resolve(resource.get("Properties", {}))
             attributes = {
                 k: (json.dumps(v) if isinstance(v, dict) else str(v))
                 for k, v in props.items()
                 if k in ("VisibilityTimeout", "MessageRetentionPeriod", "RedrivePolicy")
             }
             url = sqs.create_queue(QueueName=f"{STACK}-{logical}", Attributes=attributes)["QueueUrl"]
-            arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
             self.queue_urls[logical] = url
-            resolver.refs[logical] = url
-            resolver.attrs[(logical, "Arn")] = arn
+            self.resolver.refs[logical] = url
+            self.resolver.attrs[(logical, "Arn")] = self._queue_arn(url)
 
+    def _create_tables(self) -> None:
         dynamodb = self.client("dynamodb")
-        for logical, resource in resources.items():
-            if resource["Type"] != "AWS::DynamoDB::Table":
-                continue
-            props = resolver.resolve(resource["Properties"])
+        for logical, resource in self._of_type("AWS::DynamoDB::Table"):
+            props = self.resolver.resolve(resource["Properties"])
             name = f"{STACK}-{logical}"
             dynamodb.create_table(
                 TableName=name,
@@ -250,43 +257,33 @@ class SandboxAWS:
                 AttributeDefinitions=props["AttributeDefinitions"],
                 BillingMode=props["BillingMode"],
             )
-            ttl = props.get("TimeToLiveSpecification")
-            if ttl:
-                dynamodb.update_time_to_live(TableName=name, TimeToLiveSpecification=ttl)
-            resolver.refs[logical] = name
-            resolver.attrs[(logical, "Arn")] = f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/{name}"
+            if props.get("TimeToLiveSpecification"):
+                dynamodb.update_time_to_live(TableName=name, TimeToLiveSpecification=props["TimeToLiveSpecification"])
+            self.resolver.refs[logical] = name
+            self.resolver.attrs[(logical, "Arn")] = f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/{name}"
             self.ledger_table = name
 
+    def _create_topics(self) -> None:
         sns = self.client("sns")
-        for logical, resource in resources.items():
-            if resource["Type"] == "AWS::SNS::Topic":
-                arn = sns.create_topic(Name=f"{STACK}-{logical}")["TopicArn"]
-                resolver.refs[logical] = arn
-                self.topic_arn = arn
+        for logical, _ in self._of_type("AWS::SNS::Topic"):
+            self.topic_arn = sns.create_topic(Name=f"{STACK}-{logical}")["TopicArn"]
+            self.resolver.refs[logical] = self.topic_arn
         # A queue that receives every notification, so the report can show what a human would read.
-        notifications = sqs.create_queue(QueueName=f"{STACK}-notifications")["QueueUrl"]
-        self.queue_urls["__notifications__"] = notifications
-        sns.subscribe(
-            TopicArn=self.topic_arn,
-            Protocol="sqs",
-            Endpoint=sqs.get_queue_attributes(QueueUrl=notifications, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"],
-            Attributes={"RawMessageDelivery": "false"},
-        )
+        inbox = self.client("sqs").create_queue(QueueName=f"{STACK}-notifications")["QueueUrl"]
+        self.queue_urls["__notifications__"] = inbox
+        sns.subscribe(TopicArn=self.topic_arn, Protocol="sqs", Endpoint=self._queue_arn(inbox))
 
+    def _create_rules(self) -> None:
         events = self.client("events")
-        for logical, resource in resources.items():
-            if resource["Type"] != "AWS::Events::Rule":
-                continue
-            props = resolver.resolve(resource["Properties"])
+        for logical, resource in self._of_type("AWS::Events::Rule"):
+            props = self.resolver.resolve(resource["Properties"])
             name = f"{STACK}-{logical}"
             arn = events.put_rule(Name=name, EventPattern=json.dumps(props["EventPattern"]))["RuleArn"]
             events.put_targets(Rule=name, Targets=[{"Id": t["Id"], "Arn": t["Arn"]} for t in props["Targets"]])
-            resolver.attrs[(logical, "Arn")] = arn
+            self.resolver.attrs[(logical, "Arn")] = arn
 
-        self._create_functions(resources, resolver, role)
-        self._create_state_machines(resources, resolver, role)
-
-    def _create_functions(self, resources: dict[str, Any], resolver: Resolver, role: str) -> None:
+    def _create_functions(self, role: str) -> None:
+        resolver = self.resolver
         globals_env = resolver.resolve(self.template.get("Globals", {}).get("Function", {}).get("Environment", {}).get("Variables", {}))
         # Every function shares the Globals environment; set it once for the in-process handlers.
         os.environ.update({k: str(v) for k, v in globals_env.items()})
@@ -294,9 +291,7 @@ class SandboxAWS:
         package = io.BytesIO()
         with zipfile.ZipFile(package, "w") as archive:
             archive.writestr("app.py", "# served in-process by the sandbox\n")
-        for logical, resource in resources.items():
-            if resource["Type"] != "AWS::Serverless::Function":
-                continue
+        for logical, resource in self._of_type("AWS::Serverless::Function"):
             props = resource["Properties"]
             arn = lambda_client.create_function(
                 FunctionName=logical,
@@ -311,12 +306,11 @@ class SandboxAWS:
             resolver.refs[logical] = logical
             resolver.attrs[(logical, "Arn")] = arn
 
-    def _create_state_machines(self, resources: dict[str, Any], resolver: Resolver, role: str) -> None:
+    def _create_state_machines(self, role: str) -> None:
+        resolver = self.resolver
         sfn = self.client("stepfunctions")
         self.state_machines: dict[str, str] = {}
-        for logical, resource in resources.items():
-            if resource["Type"] != "AWS::Serverless::StateMachine":
-                continue
+        for logical, resource in self._of_type("AWS::Serverless::StateMachine"):
             props = {
                 k: resolver.resolve(v)
                 for k, v in resource["Properties"].items()

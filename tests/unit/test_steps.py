@@ -198,6 +198,21 @@ def test_a_job_is_resubmitted_once_even_when_two_incidents_touch_it() -> None:
     assert second.answered[0][1].result.already_submitted
 
 
+def test_retried_resubmission_after_the_job_was_submitted_reports_our_own_new_job() -> None:
+    ledger = FakeLedger()
+    ledger.claim_resubmission(CLUSTER, "1001", "inc-1", T0)
+    ledger.complete_resubmission(CLUSTER, "1001", "inc-1", "1002")
+    controller = FakeController()
+    resubmit_job(
+        ResubmitJobInput(execution_name="inc-1", task_token="t", request=_request(1), plan=_plan()),
+        controller=controller,
+        ledger=ledger,
+        now=T0,
+    )
+    ((_, reply),) = controller.answered
+    assert controller.sent == [] and reply.result.new_job_id == "1002" and not reply.result.already_submitted
+
+
 def _reply(new_job_id: str | None = "1002") -> CommandReply[ResubmitResult]:
     return CommandReply(
         command_id="c",

@@ -29,6 +29,27 @@ def client(service: str) -> Any:
     return boto3.client(service, config=CLIENT_CONFIG)
 
 
+class LazyClient:
+    """An adapter attribute holding a boto3 client, created on first use unless one was injected.
+
+    ``sqs = LazyClient("sqs")`` on the class; ``self._sqs = injected_or_None`` in ``__init__``.
+    Creating clients lazily keeps cold starts short for handlers that never call a service.
+    """
+
+    def __init__(self, service: str) -> None:
+        self.service = service
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.slot = f"_{name}"
+
+    def __get__(self, adapter: object, owner: type | None = None) -> Any:
+        value = getattr(adapter, self.slot, None)
+        if value is None:
+            value = client(self.service)
+            setattr(adapter, self.slot, value)
+        return value
+
+
 def error_code(exc: ClientError) -> str:
     return str(exc.response.get("Error", {}).get("Code", "Unknown"))
 

@@ -6,19 +6,15 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from hyperpod_recovery.adapters.aws import client, error_code, is_transient
+from hyperpod_recovery.adapters.aws import LazyClient, error_code, is_transient
 from hyperpod_recovery.errors import CheckpointStoreUnavailable, CheckpointUnreadable
 
 
 class S3CheckpointReader:
+    s3 = LazyClient("s3")
+
     def __init__(self, s3: Any = None) -> None:
         self._s3 = s3
-
-    @property
-    def s3(self) -> Any:
-        if self._s3 is None:
-            self._s3 = client("s3")
-        return self._s3
 
     def list_folders(self, bucket: str, prefix: str) -> list[str]:
         folders: list[str] = []

@@ -8,28 +8,19 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from hyperpod_recovery.adapters.aws import client
+from hyperpod_recovery.adapters.aws import LazyClient
 from hyperpod_recovery.errors import ControllerChannelError
 from hyperpod_recovery.models.commands import CommandEnvelope, CommandReply
 
 
 class ControllerChannel:
+    sqs = LazyClient("sqs")
+    stepfunctions = LazyClient("stepfunctions")
+
     def __init__(self, queue_url: str, sqs: Any = None, stepfunctions: Any = None) -> None:
         self.queue_url = queue_url
         self._sqs = sqs
         self._stepfunctions = stepfunctions
-
-    @property
-    def sqs(self) -> Any:
-        if self._sqs is None:
-            self._sqs = client("sqs")
-        return self._sqs
-
-    @property
-    def stepfunctions(self) -> Any:
-        if self._stepfunctions is None:
-            self._stepfunctions = client("stepfunctions")
-        return self._stepfunctions
 
     def send(self, envelope: CommandEnvelope) -> None:
         try:

@@ -10,7 +10,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from hyperpod_recovery.adapters.aws import THROTTLING_CODES, client, error_code, is_transient
+from hyperpod_recovery.adapters.aws import THROTTLING_CODES, LazyClient, error_code, is_transient
 from hyperpod_recovery.domain.replace import chunked
 from hyperpod_recovery.errors import ClusterNotFound, HyperPodApiError, HyperPodThrottled, HyperPodUnavailable
 from hyperpod_recovery.models.cluster import BatchOutcome, ClusterInfo, ClusterNode, InstanceGroupInfo
@@ -20,15 +20,11 @@ from hyperpod_recovery.models.workflow import ReplaceFailure
 class HyperPodCluster:
     """The guarded cluster, through the SageMaker API."""
 
+    sagemaker = LazyClient("sagemaker")
+
     def __init__(self, cluster_name: str, sagemaker: Any = None) -> None:
         self.cluster_name = cluster_name
         self._sagemaker = sagemaker
-
-    @property
-    def sagemaker(self) -> Any:
-        if self._sagemaker is None:
-            self._sagemaker = client("sagemaker")
-        return self._sagemaker
 
     def describe(self) -> ClusterInfo:
         raw = self._call("DescribeCluster", self.sagemaker.describe_cluster, ClusterName=self.cluster_name)

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from hyperpod_recovery.adapters.aws import client, error_code, is_transient
+from hyperpod_recovery.adapters.aws import LazyClient, error_code, is_transient
 from hyperpod_recovery.errors import RecoveryError
 
 
@@ -15,15 +15,11 @@ class StartExecutionFailed(RecoveryError):
 
 
 class RecoveryStarter:
+    stepfunctions = LazyClient("stepfunctions")
+
     def __init__(self, state_machine_arn: str, stepfunctions: Any = None) -> None:
         self.state_machine_arn = state_machine_arn
         self._stepfunctions = stepfunctions
-
-    @property
-    def stepfunctions(self) -> Any:
-        if self._stepfunctions is None:
-            self._stepfunctions = client("stepfunctions")
-        return self._stepfunctions
 
     def start(self, name: str, payload: str) -> Literal["started", "already_exists"]:
         """Start one execution named ``name``. Step Functions refuses a reused name, which is how a
@@ -42,15 +38,11 @@ class RecoveryStarter:
 
 
 class DeadLetters:
+    sqs = LazyClient("sqs")
+
     def __init__(self, queue_url: str, sqs: Any = None) -> None:
         self.queue_url = queue_url
         self._sqs = sqs
-
-    @property
-    def sqs(self) -> Any:
-        if self._sqs is None:
-            self._sqs = client("sqs")
-        return self._sqs
 
     def send(self, body: str, reason: str, message_id: str) -> None:
         self.sqs.send_message(

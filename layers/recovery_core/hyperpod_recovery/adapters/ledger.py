@@ -14,7 +14,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from hyperpod_recovery.adapters.aws import client, error_code, is_transient
+from hyperpod_recovery.adapters.aws import LazyClient, error_code, is_transient
 from hyperpod_recovery.errors import LedgerError, LedgerUnavailable
 from hyperpod_recovery.models.records import IncidentRecord, LockOutcome, ResubmissionClaim
 
@@ -27,15 +27,11 @@ def _epoch(moment: datetime) -> str:
 
 
 class DynamoLedger:
+    dynamodb = LazyClient("dynamodb")
+
     def __init__(self, table_name: str, dynamodb: Any = None) -> None:
         self.table_name = table_name
         self._dynamodb = dynamodb
-
-    @property
-    def dynamodb(self) -> Any:
-        if self._dynamodb is None:
-            self._dynamodb = client("dynamodb")
-        return self._dynamodb
 
     # --- node locks ---------------------------------------------------------------------
     def acquire_locks(self, incident_id: str, cluster: str, node_ids: list[str], now: datetime, ttl: timedelta) -> LockOutcome:

@@ -7,7 +7,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from hyperpod_recovery.adapters.aws import client
+from hyperpod_recovery.adapters.aws import LazyClient
 from hyperpod_recovery.errors import RecoveryError
 
 
@@ -16,15 +16,11 @@ class NotifierUnavailable(RecoveryError):
 
 
 class SnsNotifier:
+    sns = LazyClient("sns")
+
     def __init__(self, topic_arn: str, sns: Any = None) -> None:
         self.topic_arn = topic_arn
         self._sns = sns
-
-    @property
-    def sns(self) -> Any:
-        if self._sns is None:
-            self._sns = client("sns")
-        return self._sns
 
     def publish(self, subject: str, body: str, attributes: dict[str, str]) -> None:
         try:

@@ -122,13 +122,15 @@ def resubmit_job(step: ResubmitJobInput, *, controller: Controller, ledger: Ledg
     if not request.dry_run:
         claim = ledger.claim_resubmission(request.cluster, job_id, step.execution_name, now)
         if not claim.claimed or claim.new_job_id:
+            # Another incident restarted this job, or this incident already did (a retried step):
+            # answer from the claim instead of submitting the job a second time.
             reply = CommandReply(
                 command_id=command_id,
                 type="resubmit_job",
                 requested_at=now,
                 started_at=now,
                 completed_at=now,
-                result=ResubmitResult(old_job_id=job_id, new_job_id=claim.new_job_id, already_submitted=True),
+                result=ResubmitResult(old_job_id=job_id, new_job_id=claim.new_job_id, already_submitted=not claim.claimed),
             )
             controller.answer(step.task_token, reply)
             return {"command_id": command_id, "sent": False, "already_resubmitted_by": claim.incident_id}
