@@ -66,7 +66,7 @@ class DrillRunner:
             "RejoinMaxPollSeconds": str(settings.max_poll_seconds),
             "RejoinDeadlineSeconds": str(settings.rejoin_deadline_seconds),
             "EpisodeWindowSeconds": str(settings.episode_window_seconds),
-            "IntakeBatchWindowSeconds": str(int(settings.intake_batch_window_seconds)),
+            "IntakeBatchWindowSeconds": str(settings.intake_batch_window_seconds),
             "ControllerGroups": ",".join(settings.controller_groups),
             "LoginGroups": ",".join(settings.login_groups),
         }

@@ -136,7 +136,7 @@ class SettingsSpec(_Strict):
     max_poll_seconds: int = Field(default=60, ge=5)
     rejoin_deadline_seconds: int = Field(default=2700, ge=60)
     episode_window_seconds: int = Field(default=600, ge=60)
-    intake_batch_window_seconds: float = Field(default=5, ge=0, le=300)
+    intake_batch_window_seconds: int = Field(default=5, ge=1, le=300)  # template.yaml: IntakeBatchWindowSeconds
     controller_groups: list[str] = Field(default_factory=list)
     login_groups: list[str] = Field(default_factory=list)
 

@@ -20,8 +20,6 @@ RESOURCES = TEMPLATE["Resources"]
 ASL_FILES = sorted((ROOT / "statemachines").glob("*.asl.json"))
 LAMBDA_TRANSIENT = {"Lambda.ServiceException", "Lambda.AWSLambdaException", "Lambda.SdkClientException", "Lambda.TooManyRequestsException"}
 ERROR_CLASSES = {name for name, obj in inspect.getmembers(errors, inspect.isclass) if issubclass(obj, Exception)}
-# Raised by adapters/runtime, defined next to them; still exception class names.
-OTHER_ERRORS = {"NotifierUnavailable", "StartExecutionFailed", "InvalidStepInput"}
 
 
 def _states(definition: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
@@ -43,7 +41,7 @@ def test_every_custom_error_name_in_the_workflow_is_an_exception_class(asl: dict
         for clause in state.get("Retry", []) + state.get("Catch", []):
             for error in clause["ErrorEquals"]:
                 if not error.startswith(("States.", "Lambda.")):
-                    assert error in ERROR_CLASSES | OTHER_ERRORS, f"{name}: {error} is not a class in errors.py"
+                    assert error in ERROR_CLASSES, f"{name}: {error} is not a class in errors.py"
 
 
 def test_retries_are_named_bounded_and_jittered(asl: dict[str, Any]) -> None:

@@ -6,7 +6,7 @@ import copy
 import json
 from typing import Any
 
-from hyperpod_recovery.adapters.intake import StartExecutionFailed
+from hyperpod_recovery.errors import StartExecutionFailed
 from sandbox.aws import load_handler
 from tests.conftest import load_event
 from tests.fakes import CLUSTER_ARN, fake_dependencies

@@ -20,9 +20,17 @@ class ForeignClusterEvent(RecoveryError):
     """An event or request names a cluster this stack does not guard."""
 
 
-# --- configuration ------------------------------------------------------------------------
+class StartExecutionFailed(RecoveryError):
+    """StartExecution failed transiently; intake reports the records for SQS to redeliver."""
+
+
+# --- configuration and contracts ----------------------------------------------------------
 class ConfigurationError(RecoveryError):
     """The function's environment is missing or malformed (a deployment bug, never retried)."""
+
+
+class InvalidStepInput(RecoveryError):
+    """A Lambda received input that does not match its model: a state machine/handler contract bug."""
 
 
 # --- HyperPod -----------------------------------------------------------------------------
@@ -78,6 +86,11 @@ class NodeNotFound(RecoveryError):
 
 class InvalidCommand(RecoveryError):
     """The controller agent rejected a malformed command (sent by the agent via SendTaskFailure)."""
+
+
+# --- notifications ------------------------------------------------------------------------
+class NotifierUnavailable(RecoveryError):
+    """SNS refused or failed a publish; the record is already saved, so retrying is safe."""
 
 
 # --- checkpoints --------------------------------------------------------------------------

@@ -27,14 +27,10 @@ from hyperpod_recovery.clock import current_clock
 from hyperpod_recovery.config import Settings, get_settings
 from hyperpod_recovery.domain.checkpoints import CheckpointReader
 from hyperpod_recovery.domain.normalize import GuardedCluster
-from hyperpod_recovery.errors import RecoveryError
+from hyperpod_recovery.errors import InvalidStepInput
 from hyperpod_recovery.models.common import format_validation_error
 from hyperpod_recovery.observability import logger, metrics
 from hyperpod_recovery.steps.ports import Cluster, Controller, DeadLetterSink, Ledger, Notifier, Starter
-
-
-class InvalidStepInput(RecoveryError):
-    """A Lambda received input that does not match its model: a state machine/handler contract bug."""
 
 
 @dataclass

@@ -7,11 +7,7 @@ from typing import Any, Literal
 from botocore.exceptions import BotoCoreError, ClientError
 
 from hyperpod_recovery.adapters.aws import LazyClient, error_code, is_transient
-from hyperpod_recovery.errors import RecoveryError
-
-
-class StartExecutionFailed(RecoveryError):
-    """StartExecution failed transiently; the SQS records are retried."""
+from hyperpod_recovery.errors import StartExecutionFailed
 
 
 class RecoveryStarter:

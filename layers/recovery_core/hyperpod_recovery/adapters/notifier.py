@@ -8,11 +8,7 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from hyperpod_recovery.adapters.aws import LazyClient
-from hyperpod_recovery.errors import RecoveryError
-
-
-class NotifierUnavailable(RecoveryError):
-    """SNS refused or failed a publish; the record is already saved, so retrying is safe."""
+from hyperpod_recovery.errors import NotifierUnavailable
 
 
 class SnsNotifier:

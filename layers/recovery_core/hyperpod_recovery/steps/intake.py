@@ -13,9 +13,8 @@ from dataclasses import dataclass, field
 
 from botocore.exceptions import ClientError
 
-from hyperpod_recovery.adapters.intake import StartExecutionFailed
 from hyperpod_recovery.domain.normalize import GuardedCluster, Ignored, group_triggers, incident_id_for, parse_intake_event
-from hyperpod_recovery.errors import ForeignClusterEvent, InvalidRecoveryRequest
+from hyperpod_recovery.errors import ForeignClusterEvent, InvalidRecoveryRequest, StartExecutionFailed
 from hyperpod_recovery.models.requests import MAX_NODES_PER_REQUEST, Trigger
 from hyperpod_recovery.observability import logger
 from hyperpod_recovery.steps.ports import DeadLetterSink, Starter
