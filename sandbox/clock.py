@@ -109,7 +109,3 @@ class VirtualClock:
         with self._lock:
             self._closed = True
             self._lock.notify_all()
-
-    def latest(self) -> float:
-        with self._lock:
-            return max(self._now_locked(n) for n in self._anchor)

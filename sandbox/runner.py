@@ -106,12 +106,14 @@ class DrillRunner:
     # --- setup --------------------------------------------------------------------------
     def _populate(self, aws: SandboxAWS) -> None:
         self.slurm.connect(aws.queue_urls["CommandQueue"], aws.client("sqs"), aws.client("stepfunctions"), aws.api_calls.record)
+        missing = set(self.scenario.behaviour.missing_in_slurm)
         for group in self.scenario.cluster.instance_groups:
             if group.type == "Compute":
                 for index in range(group.count):
-                    self.slurm.add_node(self.double.slurm_name(f"{group.name}:{index}"))
+                    if f"{group.name}:{index}" not in missing:
+                        self.slurm.add_node(self.double.slurm_name(f"{group.name}:{index}"))
         for job in self.scenario.jobs:
-            names = [self.double.slurm_name(f"{g}:{i}") for g, i in expand_range(job.nodes)]
+            names = [self.double.slurm_name(f"{g}:{i}") for g, i in expand_range(job.nodes) if f"{g}:{i}" not in missing]
             self.slurm.add_job(
                 SlurmJob(
                     job_id=job.id,

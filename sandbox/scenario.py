@@ -114,6 +114,8 @@ class BehaviourSpec(_Strict):
     never_rejoin: list[str] = Field(default_factory=list)
     api_errors: list[ApiErrorSpec] = Field(default_factory=list)
     agent_seconds: float = Field(default=2.0, ge=0)
+    # Nodes missing from Slurm's configuration: the agent answers NodeNotFound for them.
+    missing_in_slurm: list[str] = Field(default_factory=list)
     agent_down: bool = False
 
 
@@ -172,6 +174,8 @@ class Scenario(_Strict):
                 check(ref, f"faults.{i}")
         for ref in self.behaviour.never_rejoin:
             check(ref, "behaviour.never_rejoin")
+        for ref in self.behaviour.missing_in_slurm:
+            check(ref, "behaviour.missing_in_slurm")
         for i, err in enumerate(self.behaviour.api_errors):
             if err.node:
                 check(err.node, f"behaviour.api_errors.{i}.node")

@@ -130,16 +130,17 @@ class SimulatedSlurm:
         timeline = envelope.execution_name
         started = envelope.requested_at + timedelta(seconds=QUEUE_LAG_SECONDS)
         completed = started + timedelta(seconds=self.agent_seconds)
+        failure: CommandFailed | None = None
+        # The lock guards Slurm's state only: the virtual-time wait below may park at the horizon,
+        # and must not hold up other executions' commands while it does.
         with self._lock:
             cached = self._done.get(envelope.command_id)
             try:
                 result = None if cached else self._execute(envelope)
-            except CommandFailed as failure:
-                self.clock.sleep_until(self._seconds(completed), timeline=timeline)
-                self.commands.append({"type": envelope.command.type, "incident": envelope.incident_id, "error": failure.error})
-                self.stepfunctions.send_task_failure(taskToken=envelope.task_token, error=failure.error, cause=str(failure))
-                return
-            if cached is None:
+            except CommandFailed as failed:
+                failure = failed
+                self.commands.append({"type": envelope.command.type, "incident": envelope.incident_id, "error": failed.error})
+            if cached is None and failure is None:
                 reply: CommandReply[Any] = CommandReply(
                     command_id=envelope.command_id,
                     type=envelope.command.type,
@@ -159,7 +160,10 @@ class SimulatedSlurm:
                     }
                 )
         self.clock.sleep_until(self._seconds(completed), timeline=timeline)
-        self.stepfunctions.send_task_success(taskToken=envelope.task_token, output=cached)
+        if failure is not None:
+            self.stepfunctions.send_task_failure(taskToken=envelope.task_token, error=failure.error, cause=str(failure))
+        else:
+            self.stepfunctions.send_task_success(taskToken=envelope.task_token, output=cached)
 
     def _seconds(self, moment: datetime) -> float:
         return (moment - self.epoch).total_seconds()

@@ -82,13 +82,11 @@ class FakeCluster:
         )
         self.replace_results: dict[str, str] = {}
         self.replace_calls: list[list[str]] = []
-        self.list_calls = 0
 
     def describe(self) -> ClusterInfo:
         return self.info
 
     def list_nodes(self) -> list[ClusterNode]:
-        self.list_calls += 1
         return list(self.nodes)
 
     def replace_nodes(self, node_ids: list[str]) -> BatchOutcome:

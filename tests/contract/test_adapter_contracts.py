@@ -196,6 +196,27 @@ def test_double_refuses_more_than_25_ids_and_controller_replacement(aws: None) -
         assert "Successful" not in response and response["Failed"][0]["ErrorCode"] == "InstanceIdNotFound"
 
 
+def test_double_reboot_keeps_the_id_describe_details_a_node_and_delete_reports_code(aws: None) -> None:
+    clock = {"t": 0.0}
+    double = HyperPodDouble(_double(2).spec, BehaviourSpec(), REGION, T0, now=lambda: clock["t"])
+    with serve(double):
+        sagemaker = boto3.client("sagemaker", region_name=REGION)
+        worker = next(
+            n for n in sagemaker.list_cluster_nodes(ClusterName="llm-train")["ClusterNodeSummaries"] if n["InstanceGroupName"] == "workers"
+        )
+        node_id_ = worker["InstanceId"]
+        assert sagemaker.batch_reboot_cluster_nodes(ClusterName="llm-train", NodeIds=[node_id_])["Successful"] == [node_id_]
+        details = sagemaker.describe_cluster_node(ClusterName="llm-train", NodeId=node_id_)["NodeDetails"]
+        assert details["InstanceStatus"]["Status"] == "Pending" and details["PrivateDnsHostname"] == worker["PrivateDnsHostname"]
+        clock["t"] = 300.0
+        assert (
+            sagemaker.describe_cluster_node(ClusterName="llm-train", NodeId=node_id_)["NodeDetails"]["InstanceStatus"]["Status"]
+            == "Running"
+        )
+        deleted = sagemaker.batch_delete_cluster_nodes(ClusterName="llm-train", NodeIds=[node_id_, "i-0000000000000dead"])
+        assert deleted["Successful"] == [node_id_] and deleted["Failed"][0]["Code"] == "NodeIdNotFound"
+
+
 def test_hyperpod_errors_are_translated(aws: None) -> None:
     double = _double(
         2,

@@ -141,6 +141,15 @@ def test_dry_run_drill_on_a_live_stack_changes_nothing(drill: Drill) -> None:
     assert report["replacements"] == [] and mutating_slurm_commands(report) == []
 
 
+def test_agent_failure_escalates_under_the_agents_error_name_before_anything_is_replaced(drill: Drill) -> None:
+    report = drill("default", behaviour={"missing_in_slurm": ["workers:7"]})
+    incident = only_incident(report)
+    assert (incident["outcome"], incident["error"], incident["execution_status"]) == ("escalated", "NodeNotFound", "FAILED")
+    # The agent's cause ("Slurm does not know node(s) ...") is not asserted: moto drops a
+    # SendTaskFailure's Cause (../shared/reference/local-testing-toolchain.md); AWS keeps it.
+    assert report["replacements"] == [] and report["slurm"]["submissions"] == []
+
+
 def test_cloudwatch_alarm_triggers_the_same_recovery(drill: Drill) -> None:
     incident = only_incident(drill("alarm-trigger"))
     assert incident["outcome"] == "recovered" and incident["trigger"] == ["cloudwatch_alarm"]

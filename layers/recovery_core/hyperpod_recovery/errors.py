@@ -106,11 +106,6 @@ class NoVerifiedCheckpoint(RecoveryError):
     """An affected job has no checkpoint that verifies complete; a human decides how to restart it."""
 
 
-# Errors the controller agent may report through SendTaskFailure: the workflow treats them like
-# exceptions raised by a Lambda of the same name.
-AGENT_ERRORS = (ControllerUnavailable, NodeNotFound, InvalidCommand)
-
-
 # --- outcomes that need a human without any step having raised ----------------------------
 class ProtectedNodeUnhealthy(RecoveryError):
     """A controller or login node is unhealthy: the pipeline never acts on those."""
