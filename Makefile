@@ -22,10 +22,13 @@ PYENV_VERSIONS := $(shell ls $${PYENV_ROOT:-$$HOME/.pyenv}/versions 2>/dev/null 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-9s %s\n", $$1, $$2}'
 
-$(VENV)/.installed: requirements-dev.txt layers/recovery_core/requirements.txt
+$(VENV)/.installed: requirements-dev.txt layers/recovery_core/requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements-dev.txt
+	# the package itself, editable: puts the `hyperpod-recovery` command on the venv's PATH
+	$(PY) -m pip install --quiet --no-deps -e .
+	rm -rf layers/recovery_core/*.egg-info  # a build leftover that would otherwise ship in the Lambda layer
 	touch $@
 
 $(SAM_VENV)/.installed:
@@ -64,8 +67,9 @@ build: $(SAM_VENV)/.installed  ## sam build (python3.13, arm64) without Docker
 	  echo "sam build needs python3.13 on PATH (pyenv install 3.13, or a python3.13 binary)"; exit 1; fi
 	PYENV_VERSION=$(PYENV_VERSIONS) $(DUMMY_REGION) $(SAM) build --template template.yaml
 
-bench: $(VENV)/.installed  ## benchmarks that print figures (cold import per handler)
+bench: $(VENV)/.installed  ## benchmarks that print figures (cold import per handler; checkpoint discovery)
 	$(PY) bench/cold_import.py
+	$(PY) bench/checkpoint_discovery.py
 
 deploy: build  ## sam deploy --guided to your AWS account (one stack per cluster)
 	$(SAM) deploy --guided

@@ -30,7 +30,7 @@ from unittest import mock
 import boto3
 from moto import mock_aws
 from moto.awslambda_simple.models import LambdaSimpleBackend
-from moto.core.responses import BaseResponse
+from moto.core.botocore_stubber import BotocoreStubber
 from moto.events.utils import EventTemplateParser
 from moto.stepfunctions.parser.asl.component.common.retry import retrier_decl
 from moto.stepfunctions.parser.asl.component.state.wait.wait_function import wait_function
@@ -42,7 +42,7 @@ from sandbox.template import Resolver, load_template
 ROOT = Path(__file__).resolve().parent.parent
 REGION = "us-west-2"
 STACK = "sandbox"
-SERVICE_NAMES = {"awslambda": "lambda", "states": "stepfunctions"}
+SERVICE_NAMES = {"sfn": "stepfunctions", "eventbridge": "events"}  # botocore service ids -> client names
 FAKE_CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "testing",
     "AWS_SECRET_ACCESS_KEY": "testing",
@@ -159,12 +159,15 @@ class SandboxAWS:
     # --- patches ------------------------------------------------------------------------
     def _patch_moto(self, stack: ExitStack) -> None:
         sandbox = self
-        original_call_action = BaseResponse.call_action
+        original_stubber_call = BotocoreStubber.__call__
 
-        def counted_call_action(response: BaseResponse) -> Any:
+        def counted_send(stubber: BotocoreStubber, event_name: str, request: Any, **kwargs: Any) -> Any:
+            # Every HTTP attempt of every client passes here as "before-send.<service id>.<Operation>",
+            # S3's included (moto's S3 does not dispatch through BaseResponse.call_action).
             if ApiCalls.active():
-                sandbox.api_calls.record(response.service_name or "unknown", response._get_action())
-            return original_call_action(response)
+                _, service, operation = event_name.split(".", 2)
+                sandbox.api_calls.record(service, operation)
+            return original_stubber_call(stubber, event_name, request, **kwargs)
 
         def invoke(
             backend: LambdaSimpleBackend, function_name: str, qualifier: str | None, body: Any, headers: Any, response_headers: Any
@@ -191,7 +194,7 @@ class SandboxAWS:
             with sandbox.clock.on(_execution_name(env)):
                 original_retrier_body(self, env)
 
-        stack.enter_context(mock.patch.object(BaseResponse, "call_action", counted_call_action))
+        stack.enter_context(mock.patch.object(BotocoreStubber, "__call__", counted_send))
         stack.enter_context(mock.patch.object(LambdaSimpleBackend, "invoke", invoke))
         stack.enter_context(mock.patch.object(wait_function.WaitFunction, "_wait_interval", wait_interval))
         stack.enter_context(mock.patch.object(retrier_decl.RetrierDecl, "_eval_body", retrier_body))

@@ -1,14 +1,15 @@
-"""Write a job's checkpoints to (moto) S3 the way a training script following manifest v1 does,
-then damage them as the scenario says, to prove a torn checkpoint is never chosen."""
+"""Write a job's checkpoints to (moto) S3 the way a training script following manifest v1 does (with
+the real writer), then damage them as the scenario says, to prove a torn checkpoint is never chosen."""
 
 from __future__ import annotations
 
-import json
 from datetime import datetime, timedelta
 from typing import Any
 
+from hyperpod_recovery.adapters.checkpoints import S3CheckpointStore
+from hyperpod_recovery.domain.checkpoint_commit import commit_checkpoint
 from hyperpod_recovery.domain.checkpoints import split_s3_uri
-from hyperpod_recovery.models.manifest import MANIFEST_NAME, MANIFEST_SCHEMA, step_dir
+from hyperpod_recovery.models.manifest import MANIFEST_NAME, step_dir
 from sandbox.scenario import CheckpointSpec, JobSpec
 
 SHARD_BYTES = 4096
@@ -26,26 +27,21 @@ def write_checkpoints(s3: Any, job: JobSpec, epoch: datetime) -> None:
 
 
 def _write_one(s3: Any, bucket: str, prefix: str, job: JobSpec, checkpoint: CheckpointSpec, created: datetime) -> None:
+    """Shards, then the real writer's commit (manifest, then the ``latest`` pointer), then the damage."""
     folder = f"{prefix}{step_dir(checkpoint.step)}/"
-    shards = [{"key": f"model-rank{rank:05d}.distcp", "size": SHARD_BYTES} for rank in range(checkpoint.shards)]
-    for shard in shards:  # shards first, manifest last: the write order the contract requires
-        size = shard["size"]
-        if checkpoint.damage == "truncated_shard" and shard is shards[-1]:
-            size = SHARD_BYTES // 2
-        if checkpoint.damage == "missing_shard" and shard is shards[-1]:
-            continue
-        s3.put_object(Bucket=bucket, Key=folder + shard["key"], Body=b"\0" * size)
-    if checkpoint.damage == "no_manifest":
+    shard_keys = [f"{folder}__{rank}_0.distcp" for rank in range(checkpoint.shards)]
+    for key in shard_keys:
+        s3.put_object(Bucket=bucket, Key=key, Body=b"\0" * SHARD_BYTES)
+    if checkpoint.damage == "no_manifest":  # the job died before committing: no manifest, pointer not moved
         return
-    manifest = {
-        "schema": MANIFEST_SCHEMA,
-        "job": job.name,
-        "step": checkpoint.step,
-        "created_at": created.isoformat(),
-        "framework": "pytorch-dcp",
-        "shards": shards,
-    }
-    body = json.dumps(manifest)
-    if checkpoint.damage == "bad_json":
-        body = body[: len(body) // 2]
-    s3.put_object(Bucket=bucket, Key=folder + MANIFEST_NAME, Body=body.encode())
+    commit_checkpoint(
+        S3CheckpointStore(s3=s3), f"s3://{bucket}/{prefix}", checkpoint.step, job=job.name, now=created, framework="pytorch-dcp"
+    )
+    # Damage after the commit: a shard lost or overwritten later, a manifest mangled by a buggy tool.
+    if checkpoint.damage == "missing_shard":
+        s3.delete_object(Bucket=bucket, Key=shard_keys[-1])
+    elif checkpoint.damage == "truncated_shard":
+        s3.put_object(Bucket=bucket, Key=shard_keys[-1], Body=b"\0" * (SHARD_BYTES // 2))
+    elif checkpoint.damage == "bad_json":
+        body = s3.get_object(Bucket=bucket, Key=folder + MANIFEST_NAME)["Body"].read()
+        s3.put_object(Bucket=bucket, Key=folder + MANIFEST_NAME, Body=body[: len(body) // 2])

@@ -33,6 +33,7 @@ from hyperpod_recovery.models.commands import (
     ResumeResult,
 )
 from hyperpod_recovery.models.common import format_validation_error
+from hyperpod_recovery.models.manifest import RESUME_FROM_ENV, RESUME_STEP_ENV
 from sandbox.aws import ApiCalls
 from sandbox.clock import VirtualClock
 
@@ -252,8 +253,8 @@ class SimulatedSlurm:
             auto_resume=old.auto_resume,
             resubmission_of=old.job_id,
             environment={
-                "HYPERPOD_RECOVERY_RESUME_FROM": command.checkpoint.uri,
-                "HYPERPOD_RECOVERY_RESUME_STEP": str(command.checkpoint.step),
+                RESUME_FROM_ENV: command.checkpoint.uri,
+                RESUME_STEP_ENV: str(command.checkpoint.step),
             },
         )
         self.submissions.append(Submission(incident_id, old.job_id, new_id, command.checkpoint.uri, command.checkpoint.step))

@@ -8,12 +8,16 @@ without a test failing.
 from __future__ import annotations
 
 import copy
+import hashlib
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from hyperpod_recovery.config import Settings
+from hyperpod_recovery.domain.checkpoints import Listing
 from hyperpod_recovery.domain.replace import chunked
+from hyperpod_recovery.errors import CheckpointWriteConflict
 from hyperpod_recovery.models.cluster import BatchOutcome, ClusterInfo, ClusterNode, InstanceGroupInfo
 from hyperpod_recovery.models.commands import CommandEnvelope, CommandReply
 from hyperpod_recovery.models.records import IncidentRecord, LockOutcome, ResubmissionClaim
@@ -179,33 +183,87 @@ class FakeNotifier:
         self.published.append((subject, body, attributes))
 
 
-class FakeCheckpointReader:
-    """Buckets as ``{bucket: {key: bytes}}``; behaves like ListObjectsV2 with a delimiter."""
+class FakeCheckpointStore:
+    """S3 for checkpoints in memory, with ListObjectsV2's semantics: keys in UTF-8 order, a delimiter rolls
+    keys up into common prefixes, MaxKeys counts both, StartAfter and continuation tokens, conditional
+    puts. ``requests`` counts calls by S3 operation, like the benchmark does on moto."""
 
-    def __init__(self, objects: dict[str, dict[str, bytes]] | None = None) -> None:
-        self.objects = objects or {}
-        self.calls = 0
+    def __init__(self, page_limit: int = 1000) -> None:
+        self.page_limit = page_limit  # S3 may return fewer than MaxKeys; small pages exercise paging cheaply
+        self.objects: dict[str, dict[str, bytes]] = {}
+        self.keys_read: list[str] = []
+        self.etags: dict[tuple[str, str], str] = {}
+        self.requests: Counter[str] = Counter()
+        self._versions = 0
 
-    def put(self, bucket: str, key: str, body: bytes) -> None:
+    def put_object(self, bucket: str, key: str, body: bytes) -> None:
+        """Test setup: an unconditional write that is not counted."""
         self.objects.setdefault(bucket, {})[key] = body
+        self._versions += 1
+        self.etags[(bucket, key)] = f'"v{self._versions}"'
 
-    def list_folders(self, bucket: str, prefix: str) -> list[str]:
-        self.calls += 1
-        names = {
-            k[len(prefix) :].split("/", 1)[0] + "/"
-            for k in self.objects.get(bucket, {})
-            if k.startswith(prefix) and "/" in k[len(prefix) :]
-        }
-        return sorted(names)
+    def delete_object(self, bucket: str, key: str) -> None:
+        self.objects.get(bucket, {}).pop(key, None)
 
-    def read(self, bucket: str, key: str, max_bytes: int) -> bytes | None:
-        self.calls += 1
+    def get(self, bucket: str, key: str, max_bytes: int) -> bytes | None:
+        found = self.get_with_etag(bucket, key, max_bytes)
+        return None if found is None else found[0]
+
+    def get_with_etag(self, bucket: str, key: str, max_bytes: int) -> tuple[bytes, str] | None:
+        self.requests["GetObject"] += 1
+        self.keys_read.append(f"s3://{bucket}/{key}")
         body = self.objects.get(bucket, {}).get(key)
-        return None if body is None else body[:max_bytes]
+        return None if body is None else (body[:max_bytes], self.etags[(bucket, key)])
 
-    def sizes(self, bucket: str, prefix: str) -> dict[str, int]:
-        self.calls += 1
-        return {k[len(prefix) :]: len(v) for k, v in self.objects.get(bucket, {}).items() if k.startswith(prefix)}
+    def size(self, bucket: str, key: str) -> int | None:
+        self.requests["HeadObject"] += 1
+        self.keys_read.append(f"s3://{bucket}/{key}")
+        body = self.objects.get(bucket, {}).get(key)
+        return None if body is None else len(body)
+
+    def list(
+        self,
+        bucket: str,
+        prefix: str,
+        *,
+        delimiter: str | None = None,
+        start_after: str | None = None,
+        token: str | None = None,
+        max_keys: int = 1000,
+    ) -> Listing:
+        self.requests["ListObjectsV2"] += 1
+        after = token if token is not None else start_after
+        entries: list[tuple[str, int | None]] = []  # (name, size) or (common prefix, None), in key order
+        for key in sorted(k for k in self.objects.get(bucket, {}) if k.startswith(prefix) and (after is None or k > after)):
+            rest = key[len(prefix) :]
+            if delimiter and delimiter in rest:
+                folder = prefix + rest.split(delimiter, 1)[0] + delimiter
+                if not entries or entries[-1][0] != folder:
+                    entries.append((folder, None))
+            else:
+                entries.append((key, len(self.objects[bucket][key])))
+        limit = min(max_keys, self.page_limit)
+        page, truncated = entries[:limit], len(entries) > limit
+        # S3's token is opaque; resuming after the last entry (a whole common prefix) is its meaning.
+        next_token = (page[-1][0] + "\U0010ffff" if page[-1][1] is None else page[-1][0]) if truncated else None
+        return Listing(
+            objects=[(name, size) for name, size in page if size is not None],
+            folders=[name for name, size in page if size is None],
+            truncated=truncated,
+            next_token=next_token,
+        )
+
+    def put(self, bucket: str, key: str, body: bytes, *, if_match: str | None = None, if_none_match: bool = False) -> None:
+        self.requests["PutObject"] += 1
+        exists = key in self.objects.get(bucket, {})
+        if (if_none_match and exists) or (if_match is not None and (not exists or self.etags[(bucket, key)] != if_match)):
+            raise CheckpointWriteConflict(f"s3://{bucket}/{key}: PreconditionFailed")
+        self.put_object(bucket, key, body)
+
+    def sha256(self, bucket: str, key: str) -> str | None:
+        self.requests["GetObject"] += 1
+        body = self.objects.get(bucket, {}).get(key)
+        return None if body is None else f"sha256:{hashlib.sha256(body).hexdigest()}"
 
 
 @dataclass
@@ -237,7 +295,7 @@ def fake_dependencies(cluster: FakeCluster | None = None, **settings_overrides: 
         ledger=FakeLedger(),
         controller=FakeController(),
         notifier=FakeNotifier(),
-        checkpoints=FakeCheckpointReader(),
+        checkpoints=FakeCheckpointStore(),
         starter=FakeStarter(),
         dead_letters=FakeDeadLetters(),
     )

@@ -17,20 +17,28 @@ import pytest
 from botocore.config import Config
 from moto import mock_aws
 
-from hyperpod_recovery.adapters.checkpoints import S3CheckpointReader
+from hyperpod_recovery.adapters.checkpoints import S3CheckpointStore
 from hyperpod_recovery.adapters.controller import ControllerChannel
 from hyperpod_recovery.adapters.hyperpod import HyperPodCluster
 from hyperpod_recovery.adapters.intake import DeadLetters, RecoveryStarter
 from hyperpod_recovery.adapters.ledger import DynamoLedger
 from hyperpod_recovery.adapters.notifier import SnsNotifier
-from hyperpod_recovery.errors import ClusterNotFound, HyperPodApiError, HyperPodThrottled, LedgerError
+from hyperpod_recovery.domain.checkpoints import list_all
+from hyperpod_recovery.errors import (
+    CheckpointUnreadable,
+    CheckpointWriteConflict,
+    ClusterNotFound,
+    HyperPodApiError,
+    HyperPodThrottled,
+    LedgerError,
+)
 from hyperpod_recovery.models.commands import CommandEnvelope, JobsOnNodes
 from hyperpod_recovery.models.records import IncidentRecord
 from sandbox.hyperpod import HyperPodDouble, serve
 from sandbox.scenario import ApiErrorSpec, BehaviourSpec, ClusterSpec, InstanceGroupSpec
 from sandbox.template import load_template
 from tests.conftest import ROOT
-from tests.fakes import T0, FakeCheckpointReader, FakeCluster, FakeLedger, compute_node, node_id
+from tests.fakes import T0, FakeCheckpointStore, FakeCluster, FakeLedger, compute_node, node_id
 
 REGION = "us-west-2"
 TTL = timedelta(hours=6)
@@ -237,36 +245,82 @@ def test_hyperpod_errors_are_translated(aws: None) -> None:
 
 # --- checkpoints --------------------------------------------------------------------------
 @pytest.fixture(params=["fake", "s3"])
-def store(request: pytest.FixtureRequest) -> Iterator[tuple[Any, Any]]:
-    """(reader, put(key, body)) for bucket 'ckpt-bucket'."""
+def store(request: pytest.FixtureRequest) -> Iterator[tuple[Any, Callable[[str, bytes], None]]]:
+    """(store, put(key, body)) for bucket 'ckpt-bucket'."""
     if request.param == "fake":
-        fake = FakeCheckpointReader()
-        yield fake, lambda key, body: fake.put("ckpt-bucket", key, body)
+        fake = FakeCheckpointStore()
+        yield fake, lambda key, body: fake.put_object("ckpt-bucket", key, body)
         return
     with mock_aws():
         s3 = boto3.client("s3", region_name=REGION)
         s3.create_bucket(Bucket="ckpt-bucket", CreateBucketConfiguration={"LocationConstraint": REGION})
-        yield S3CheckpointReader(s3=s3), lambda key, body: s3.put_object(Bucket="ckpt-bucket", Key=key, Body=body)
+        yield S3CheckpointStore(s3=s3), lambda key, body: s3.put_object(Bucket="ckpt-bucket", Key=key, Body=body)
 
 
-def test_checkpoint_store_lists_folders_reads_and_sizes(store: tuple[Any, Any]) -> None:
+def test_checkpoint_store_reads_objects_and_sizes(store: tuple[Any, Any]) -> None:
     reader, put = store
-    put("run/step-1/a.pt", b"12345")
     put("run/step-1/manifest.json", b"{}")
-    put("run/step-2/a.pt", b"1")
-    put("run/notes.txt", b"x")
-    assert reader.list_folders("ckpt-bucket", "run/") == ["step-1/", "step-2/"]
-    assert reader.read("ckpt-bucket", "run/step-1/manifest.json", 1024) == b"{}"
-    assert reader.read("ckpt-bucket", "run/step-9/manifest.json", 1024) is None
-    assert reader.sizes("ckpt-bucket", "run/step-1/") == {"a.pt": 5, "manifest.json": 2}
+    put("run/empty", b"")
+    assert reader.get("ckpt-bucket", "run/step-1/manifest.json", 1024) == b"{}"
+    assert reader.get("ckpt-bucket", "run/step-1/manifest.json", 1) == b"{"
+    assert reader.get("ckpt-bucket", "run/empty", 1024) == b""
+    assert reader.get("ckpt-bucket", "run/step-9/manifest.json", 1024) is None
+    assert (reader.size("ckpt-bucket", "run/step-1/manifest.json"), reader.size("ckpt-bucket", "run/nope")) == (2, None)
+
+
+def test_checkpoint_store_lists_like_list_objects_v2(store: tuple[Any, Any]) -> None:
+    reader, put = store
+    for key in ("run/step-1/a.pt", "run/step-1/manifest.json", "run/step-2/a.pt", "run/notes.txt", "run/step-3/b"):
+        put(key, b"12345")
+    # A delimiter rolls keys up into folders; objects and folders each come in key order
+    page = reader.list("ckpt-bucket", "run/", delimiter="/")
+    assert (page.objects, page.folders, page.truncated) == ([("run/notes.txt", 5)], ["run/step-1/", "run/step-2/", "run/step-3/"], False)
+    # StartAfter a folder's name (no slash) includes that folder; MaxKeys counts folders too
+    page = reader.list("ckpt-bucket", "run/step-", delimiter="/", start_after="run/step-2", max_keys=1)
+    assert (page.folders, page.truncated) == (["run/step-2/"], True)
+    page = reader.list("ckpt-bucket", "run/step-", delimiter="/", token=page.next_token, max_keys=1)
+    assert (page.folders, page.truncated) == (["run/step-3/"], False)
+    # Without a delimiter: every key with its size, from StartAfter on
+    page = reader.list("ckpt-bucket", "run/step-", start_after="run/step-1/a.pt")
+    assert [key for key, _ in page.objects] == ["run/step-1/manifest.json", "run/step-2/a.pt", "run/step-3/b"]
 
 
 def test_checkpoint_store_pages_through_many_folders(store: tuple[Any, Any]) -> None:
     reader, put = store
     for step in range(1050):
         put(f"run/step-{step:09d}/manifest.json", b"{}")
-    folders = reader.list_folders("ckpt-bucket", "run/")
-    assert len(folders) == 1050 and folders[-1] == "step-000001049/"
+    pages = list(list_all(reader, "ckpt-bucket", "run/", delimiter="/"))
+    folders = [f for page in pages for f in page.folders]
+    assert (len(pages), len(folders), folders[-1]) == (2, 1050, "run/step-000001049/")
+
+
+def test_checkpoint_store_conditional_puts(store: tuple[Any, Any]) -> None:
+    writer, _ = store
+    writer.put("ckpt-bucket", "run/latest", b"1", if_none_match=True)
+    with pytest.raises(CheckpointWriteConflict):
+        writer.put("ckpt-bucket", "run/latest", b"2", if_none_match=True)
+    body, etag = writer.get_with_etag("ckpt-bucket", "run/latest", 100)
+    writer.put("ckpt-bucket", "run/latest", b"3", if_match=etag)
+    with pytest.raises(CheckpointWriteConflict):  # the ETag we read is no longer current
+        writer.put("ckpt-bucket", "run/latest", b"4", if_match=etag)
+    with pytest.raises(CheckpointWriteConflict):  # the object went away since we read it
+        writer.put("ckpt-bucket", "run/missing", b"5", if_match=etag)
+    assert (body, writer.get("ckpt-bucket", "run/latest", 100)) == (b"1", b"3")
+
+
+def test_checkpoint_store_hashes_whole_objects(store: tuple[Any, Any]) -> None:
+    writer, put = store
+    put("run/a", b"abc")
+    assert writer.sha256("ckpt-bucket", "run/a") == "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+    assert writer.sha256("ckpt-bucket", "run/none") is None
+
+
+def test_checkpoint_store_translates_a_missing_bucket(aws: None) -> None:
+    reader = S3CheckpointStore(s3=boto3.client("s3", region_name=REGION))
+    with pytest.raises(CheckpointUnreadable, match="NoSuchBucket"):
+        reader.list("no-such-bucket", "run/")
+    with pytest.raises(CheckpointUnreadable, match="NoSuchBucket"):
+        reader.get("no-such-bucket", "run/latest", 10)
 
 
 # --- the other channels -------------------------------------------------------------------

@@ -103,9 +103,27 @@ def test_job_without_a_verified_checkpoint_is_escalated_not_restarted_from_zero(
 
 
 def test_torn_newest_checkpoint_resumes_from_the_previous_complete_step(drill: Drill) -> None:
-    incident = only_incident(drill("torn-newest-checkpoint"))
+    # Given the pointer names step 3000, whose last shard is truncated
+    report = drill("torn-newest-checkpoint")
+    incident = only_incident(report)
+    # Then the job is resubmitted from step 2000, the record says why 3000 was passed over, and
+    # discovery cost a handful of S3 requests
     assert incident["outcome"] == "recovered"
     assert [r["checkpoint_step"] for r in incident["resubmissions"]] == [2000]
+    chosen = next(e["detail"] for e in incident["timeline"] if e["event"] == "checkpoint chosen")
+    assert "newer rejected: step 3000: shard __3_0.distcp is 2048 bytes, manifest says 4096 (named by the latest pointer)" in chosen
+    assert report["slurm"]["submissions"][0]["checkpoint_step"] == 2000
+    assert report["api_calls"]["s3.GetObject"] + report["api_calls"]["s3.ListObjectsV2"] <= 6
+
+
+def test_checkpoint_being_written_and_a_lost_shard_fall_back_two_steps(drill: Drill) -> None:
+    # Given step 4000 still being written (no manifest) and step 3000 committed but missing a shard since
+    incident = only_incident(drill("checkpoint-mid-write"))
+    # Then neither is chosen: the job resumes from step 2000
+    assert incident["outcome"] == "recovered"
+    assert [r["checkpoint_step"] for r in incident["resubmissions"]] == [2000]
+    chosen = next(e["detail"] for e in incident["timeline"] if e["event"] == "checkpoint chosen")
+    assert "step 3000: shard __3_0.distcp is missing" in chosen and "step 4000: no manifest.json" in chosen
 
 
 def test_invalid_request_fails_at_validate_request_naming_the_field_and_touches_nothing(drill: Drill) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from pydantic import ValidationError
 
@@ -9,7 +11,7 @@ from hyperpod_recovery.config import Settings
 from hyperpod_recovery.errors import ConfigurationError
 from hyperpod_recovery.models.commands import CommandEnvelope, JobSpec, ResubmitJob
 from hyperpod_recovery.models.common import format_validation_error, slurm_node_name
-from hyperpod_recovery.models.manifest import CheckpointManifest
+from hyperpod_recovery.models.manifest import CheckpointManifest, step_dir
 from hyperpod_recovery.models.requests import ManualRecoveryRequest
 from tests.conftest import load_event
 from tests.fakes import settings_env
@@ -74,7 +76,7 @@ def test_resubmit_command_round_trips_through_the_envelope() -> None:
 
 @pytest.mark.parametrize("key", ["../other-job/shard.pt", "/etc/passwd", "s3://other-bucket/x", "a/../../b"])
 def test_manifest_shards_must_stay_inside_their_step_folder(key: str) -> None:
-    with pytest.raises(ValidationError, match="relative to its step folder"):
+    with pytest.raises(ValidationError, match=r"shard key (climbs out|is an absolute key|names another location)"):
         CheckpointManifest.model_validate(
             {
                 "schema": "hyperpod-recovery/checkpoint-manifest/v1",
@@ -115,3 +117,26 @@ def test_missing_variable_is_named() -> None:
     del env["LEDGER_TABLE"]
     with pytest.raises(ConfigurationError, match="LEDGER_TABLE"):
         Settings.from_environ(env)
+
+
+@pytest.mark.parametrize(
+    ("shards", "why"),
+    [
+        ([{"key": "", "size": 1}], "at least 1 character"),
+        ([{"key": "a\x00b", "size": 1}], "control character"),
+        ([{"key": "model/", "size": 0}], "names a folder"),
+        ([{"key": "manifest.json", "size": 1}], "cannot list itself"),
+        ([{"key": "a", "size": 1}, {"key": "a", "size": 1}], "more than once: a"),
+        ([{"key": "a", "size": 1, "checksum": "md5:00"}], "String should match pattern"),
+    ],
+)
+def test_manifest_shards_are_checked_one_by_one(shards: list[dict[str, object]], why: str) -> None:
+    manifest = {"schema": "hyperpod-recovery/checkpoint-manifest/v1", "job": "j", "step": 1, "created_at": "2026-03-14T09:00:00Z"}
+    with pytest.raises(ValidationError, match=re.escape(why)):
+        CheckpointManifest.model_validate(manifest | {"shards": shards})
+
+
+@pytest.mark.parametrize("step", [-1, 10**9])
+def test_step_folders_exist_only_for_nine_digit_steps(step: int) -> None:
+    with pytest.raises(ValueError, match=re.escape("outside 0..999999999")):
+        step_dir(step)

@@ -290,17 +290,18 @@ def test_each_job_gets_a_checkpoint_or_a_reason_why_not() -> None:
     from hyperpod_recovery.models.manifest import MANIFEST_SCHEMA
     from hyperpod_recovery.models.workflow import FindNewestCheckpointInput
     from hyperpod_recovery.steps.checkpoints import find_newest_checkpoints
-    from tests.fakes import FakeCheckpointReader
+    from tests.fakes import FakeCheckpointStore
 
-    class Unreadable(FakeCheckpointReader):
-        def list_folders(self, bucket: str, prefix: str) -> list[str]:
+    class Unreadable(FakeCheckpointStore):
+        def get(self, bucket: str, key: str, max_bytes: int) -> bytes | None:
             if bucket == "locked-bucket":
                 raise CheckpointUnreadable("AccessDenied")
-            return super().list_folders(bucket, prefix)
+            return super().get(bucket, key, max_bytes)
 
     reader = Unreadable()
-    reader.put("ckpt", "llama/step-000000100/a", b"x")
-    reader.put(
+    reader.put_object("ckpt", "llama/step-000000100/a", b"x")
+    reader.put_object("ckpt", "llama/step-000000200/a", b"x")  # newer, never committed
+    reader.put_object(
         "ckpt",
         "llama/step-000000100/manifest.json",
         _json.dumps(
@@ -319,6 +320,7 @@ def test_each_job_gets_a_checkpoint_or_a_reason_why_not() -> None:
         JobSpec(job_id="3", name="nowhere", num_nodes=2, state="RUNNING"),
         JobSpec(job_id="4", name="locked", num_nodes=2, state="RUNNING", checkpoint_uri="s3://locked-bucket/x"),
         JobSpec(job_id="5", name="empty", num_nodes=2, state="RUNNING", checkpoint_uri="s3://ckpt/empty"),
+        JobSpec(job_id="6", name="climber", num_nodes=2, state="RUNNING", checkpoint_uri="s3://ckpt/a/../b"),
     ]
     reply = CommandReply(
         command_id="c", type="jobs_on_nodes", requested_at=T0, started_at=T0, completed_at=T0, result=JobsOnNodesResult(jobs=jobs)
@@ -329,6 +331,8 @@ def test_each_job_gets_a_checkpoint_or_a_reason_why_not() -> None:
     )
 
     assert [(p.job.job_id, p.checkpoint.step) for p in plan.resumable] == [("1", 100)]
+    assert plan.resumable[0].rejected[0].startswith("step 200: no manifest.json")
     assert [j.job_id for j in plan.left_alone] == ["2"] and "auto-resume" in plan.left_alone[0].reason
     reasons = {j.job_id: j.reason for j in plan.unresumable}
     assert "no checkpoint location" in reasons["3"] and "AccessDenied" in reasons["4"] and "no verified checkpoint" in reasons["5"]
+    assert reasons["6"].startswith("unusable checkpoint location: s3 URI 's3://ckpt/a/../b' has an empty, '.' or '..' path segment")

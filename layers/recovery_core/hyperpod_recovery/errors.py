@@ -106,6 +106,16 @@ class NoVerifiedCheckpoint(RecoveryError):
     """An affected job has no checkpoint that verifies complete; a human decides how to restart it."""
 
 
+class CheckpointCommitRefused(RecoveryError):
+    """The checkpoint writer refused to commit a step (nothing written there, or a different manifest
+    already commits it); raised to the training script or `hyperpod-recovery checkpoint commit`."""
+
+
+class CheckpointWriteConflict(RecoveryError):
+    """A conditional write lost a race (S3 412 PreconditionFailed / 409 ConditionalRequestConflict):
+    another writer changed the object first. The writer re-reads and decides again."""
+
+
 # --- outcomes that need a human without any step having raised ----------------------------
 class ProtectedNodeUnhealthy(RecoveryError):
     """A controller or login node is unhealthy: the pipeline never acts on those."""

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from hyperpod_recovery.adapters.checkpoints import S3CheckpointReader
+from hyperpod_recovery.adapters.checkpoints import S3CheckpointStore
 from hyperpod_recovery.adapters.controller import ControllerChannel
 from hyperpod_recovery.adapters.hyperpod import HyperPodCluster
 from hyperpod_recovery.adapters.intake import DeadLetters, RecoveryStarter
@@ -73,7 +73,7 @@ def build_dependencies(settings: Settings) -> Dependencies:
         ledger=DynamoLedger(settings.ledger_table),
         controller=ControllerChannel(settings.command_queue_url),
         notifier=SnsNotifier(settings.notification_topic_arn),
-        checkpoints=S3CheckpointReader(),
+        checkpoints=S3CheckpointStore(),
         starter=RecoveryStarter(settings.state_machine_arn),
         dead_letters=DeadLetters(settings.intake_dlq_url),
     )

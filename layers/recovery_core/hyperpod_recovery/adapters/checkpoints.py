@@ -1,62 +1,116 @@
-"""Read-only S3 access for checkpoint discovery (domain/checkpoints.py holds the logic)."""
+"""S3 for checkpoints: the reads discovery makes (one SDK call per method, so request counts are
+honest) and the conditional writes the checkpoint writer makes. The logic lives in
+domain/checkpoints.py (discovery) and domain/checkpoint_commit.py (commit)."""
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from hyperpod_recovery.adapters.aws import LazyClient, error_code, is_transient
-from hyperpod_recovery.errors import CheckpointStoreUnavailable, CheckpointUnreadable
+from hyperpod_recovery.domain.checkpoints import PAGE, Listing
+from hyperpod_recovery.errors import CheckpointStoreUnavailable, CheckpointUnreadable, CheckpointWriteConflict
+
+_MISSING = ("NoSuchKey", "404", "NotFound")
+# 412: the If-Match/If-None-Match condition failed; 409: a concurrent conditional write won.
+_CONFLICT = ("PreconditionFailed", "412", "ConditionalRequestConflict", "409")
 
 
-class S3CheckpointReader:
+class S3CheckpointStore:
     s3 = LazyClient("s3")
 
     def __init__(self, s3: Any = None) -> None:
         self._s3 = s3
 
-    def list_folders(self, bucket: str, prefix: str) -> list[str]:
-        folders: list[str] = []
-        kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix, "Delimiter": "/"}
-        while True:
-            page = self._call(self.s3.list_objects_v2, **kwargs)
-            folders += [p["Prefix"][len(prefix) :] for p in page.get("CommonPrefixes", [])]
-            if not page.get("IsTruncated"):
-                return folders
-            kwargs["ContinuationToken"] = page["NextContinuationToken"]
+    # --- reads (domain.checkpoints.CheckpointReader) ------------------------------------------
+    def get(self, bucket: str, key: str, max_bytes: int) -> bytes | None:
+        found = self.get_with_etag(bucket, key, max_bytes)
+        return None if found is None else found[0]
 
-    def read(self, bucket: str, key: str, max_bytes: int) -> bytes | None:
+    def get_with_etag(self, bucket: str, key: str, max_bytes: int) -> tuple[bytes, str] | None:
         try:
-            response = self.s3.get_object(Bucket=bucket, Key=key, Range=f"bytes=0-{max_bytes - 1}")
-            return response["Body"].read()  # type: ignore[no-any-return]
+            response = self._call(f"s3://{bucket}/{key}", self.s3.get_object, Bucket=bucket, Key=key, Range=f"bytes=0-{max_bytes - 1}")
+        except CheckpointUnreadable as exc:
+            if "InvalidRange" not in str(exc):
+                raise
+            response = self._call(f"s3://{bucket}/{key}", self.s3.get_object, Bucket=bucket, Key=key)  # S3 answers 416 for an empty object
+        return None if response is None else (response["Body"].read(), response["ETag"])
+
+    def size(self, bucket: str, key: str) -> int | None:
+        response = self._call(f"s3://{bucket}/{key}", self.s3.head_object, Bucket=bucket, Key=key)
+        return None if response is None else int(response["ContentLength"])
+
+    def list(
+        self,
+        bucket: str,
+        prefix: str,
+        *,
+        delimiter: str | None = None,
+        start_after: str | None = None,
+        token: str | None = None,
+        max_keys: int = PAGE,
+    ) -> Listing:
+        kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix, "MaxKeys": max_keys}
+        if delimiter:
+            kwargs["Delimiter"] = delimiter
+        if token:
+            kwargs["ContinuationToken"] = token
+        elif start_after:
+            kwargs["StartAfter"] = start_after
+        page = self._call(f"s3://{bucket}/{prefix}", self.s3.list_objects_v2, **kwargs) or {}
+        return Listing(
+            objects=[(item["Key"], int(item["Size"])) for item in page.get("Contents", [])],
+            folders=[p["Prefix"] for p in page.get("CommonPrefixes", [])],
+            truncated=bool(page.get("IsTruncated")),
+            next_token=page.get("NextContinuationToken"),
+        )
+
+    # --- writes (domain.checkpoint_commit.CheckpointWriter) ------------------------------------
+    def put(self, bucket: str, key: str, body: bytes, *, if_match: str | None = None, if_none_match: bool = False) -> None:
+        """PutObject; ``if_match`` = compare-and-swap on the ETag, ``if_none_match`` = create only."""
+        kwargs: dict[str, Any] = {"Bucket": bucket, "Key": key, "Body": body, "ContentType": "application/json"}
+        if if_match:
+            kwargs["IfMatch"] = if_match
+        if if_none_match:
+            kwargs["IfNoneMatch"] = "*"
+        try:
+            self.s3.put_object(**kwargs)
         except ClientError as exc:
-            if error_code(exc) in ("NoSuchKey", "404", "NotFound"):
-                return None
-            raise self._translate(exc) from exc
+            code = error_code(exc)
+            if code in _CONFLICT or (if_match and code in _MISSING):  # If-Match on a key deleted meanwhile
+                raise CheckpointWriteConflict(f"s3://{bucket}/{key}: {code}") from exc
+            raise self._translate(exc, f"s3://{bucket}/{key}") from exc
         except BotoCoreError as exc:
             raise CheckpointStoreUnavailable(f"s3://{bucket}/{key}: {exc}") from exc
 
-    def sizes(self, bucket: str, prefix: str) -> dict[str, int]:
-        sizes: dict[str, int] = {}
-        kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix}
-        while True:
-            page = self._call(self.s3.list_objects_v2, **kwargs)
-            for item in page.get("Contents", []):
-                sizes[item["Key"][len(prefix) :]] = item["Size"]
-            if not page.get("IsTruncated"):
-                return sizes
-            kwargs["ContinuationToken"] = page["NextContinuationToken"]
+    def sha256(self, bucket: str, key: str) -> str | None:
+        """``sha256:<hex>`` of the whole object, streamed; None when it does not exist."""
+        where = f"s3://{bucket}/{key}"
+        response = self._call(where, self.s3.get_object, Bucket=bucket, Key=key)
+        if response is None:
+            return None
+        digest = hashlib.sha256()
+        try:
+            for chunk in iter(lambda: response["Body"].read(8 * 1024 * 1024), b""):
+                digest.update(chunk)
+        except BotoCoreError as exc:
+            raise CheckpointStoreUnavailable(f"{where}: {exc}") from exc
+        return f"sha256:{digest.hexdigest()}"
 
-    def _call(self, method: Any, **kwargs: Any) -> dict[str, Any]:
+    def _call(self, where: str, method: Any, **kwargs: Any) -> dict[str, Any] | None:
+        """One SDK call; None when the key does not exist, errors.py classes for everything else."""
         try:
             return method(**kwargs)  # type: ignore[no-any-return]
         except ClientError as exc:
-            raise self._translate(exc) from exc
+            if error_code(exc) in _MISSING:
+                return None
+            raise self._translate(exc, where) from exc
         except BotoCoreError as exc:
-            raise CheckpointStoreUnavailable(f"s3 {kwargs.get('Bucket')}: {exc}") from exc
+            raise CheckpointStoreUnavailable(f"{where}: {exc}") from exc
 
     @staticmethod
-    def _translate(exc: ClientError) -> Exception:
-        message = f"{error_code(exc)}: {exc}"
+    def _translate(exc: ClientError, where: str) -> Exception:
+        message = f"{where}: {error_code(exc)}: {exc}"
         return CheckpointStoreUnavailable(message) if is_transient(exc) else CheckpointUnreadable(message)

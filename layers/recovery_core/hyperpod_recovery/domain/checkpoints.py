@@ -1,15 +1,29 @@
-"""Find the newest *verified* checkpoint under a job's prefix (manifest v1).
+"""Find the newest *verified* checkpoint under a job's prefix: cheaply, and never a torn one.
 
-Verified = manifest.json parses, names the step of its folder, and every shard it lists exists
-with the listed size. A torn newest checkpoint (missing or short shard, no manifest, bad JSON)
-falls back to the next older one. This first version lists the step folders with a delimiter
-(one request per 1,000 steps); the pointer fast path and log-N search come with issue 3.
+docs/checkpoint-manifest.md is the spec. The order of attempts:
+
+1. Manifest v1 (``step-<9 digits>/manifest.json``). The ``latest`` pointer is a hint: the folder it
+   names is verified (manifest + one listing that also shows whether anything newer exists), so a
+   fresh pointer costs 3 requests. A missing, corrupt, stale or torn-target pointer falls back to a
+   search that never lists the whole prefix: zero-padded folders make S3's key order the step order,
+   so ``StartAfter`` probes gallop then bisect to the newest page of folders (requests grow with
+   log N). Candidates are verified newest first; a torn one falls back to the next older.
+2. Megatron-LM (``iter_<7 digits>/`` + ``latest_checkpointed_iteration.txt``): the same, with the
+   tracker as the pointer and DCP's ``.metadata`` (torch_dist) or the tracker itself (legacy format)
+   as the proof of completeness.
+3. Anything else (PyTorch DCP, Orbax, torchsnapshot in folders named by step): folders are listed in
+   full (one request per 1,000) because unpadded names do not sort by step, and a folder counts only
+   with its framework's completion marker.
+
+Every key followed comes from our own listing or from a pointer/manifest checked by
+``relative_key_problem``: nothing outside the job's prefix is ever read.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -17,33 +31,78 @@ from pydantic import ValidationError
 
 from hyperpod_recovery.models.commands import CheckpointRef
 from hyperpod_recovery.models.common import format_validation_error
-from hyperpod_recovery.models.manifest import MANIFEST_NAME, CheckpointManifest
+from hyperpod_recovery.models.manifest import (
+    MANIFEST_NAME,
+    MAX_MANIFEST_BYTES,
+    MAX_POINTER_BYTES,
+    POINTER_NAME,
+    CheckpointManifest,
+    CheckpointPointer,
+)
 
-_STEP_DIR = re.compile(r"^step-(\d{1,18})/$")
+PAGE = 1000  # ListObjectsV2's largest page
+# Verifying costs requests; a prefix whose newest 32 checkpoints are all torn needs a human anyway.
+MAX_VERIFICATIONS = 32
+
 _S3_URI = re.compile(r"^s3://(?P<bucket>[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9])(?:/(?P<prefix>.*))?$")
-MAX_MANIFEST_BYTES = 16 * 1024 * 1024
+_TRAILING_NUMBER = re.compile(r"(\d{1,18})/$")
+
+MEGATRON_TRACKER = "latest_checkpointed_iteration.txt"
+DCP_MARKER = ".metadata"  # torch.distributed.checkpoint: written last, by the coordinator
+ORBAX_MARKER = "commit_success.txt"  # Orbax on object stores, where a directory rename is not atomic
+TORCHSNAPSHOT_MARKER = ".snapshot_metadata"
+ORBAX_TMP = "orbax-checkpoint-tmp"
+_MARKERS = ((DCP_MARKER, "pytorch-dcp"), (ORBAX_MARKER, "orbax"), (TORCHSNAPSHOT_MARKER, "torchsnapshot"))
+INCOMPLETE = f"no manifest.json and no completion marker ({', '.join(m for m, _ in _MARKERS)}): incomplete or still being written"
+
+
+# --- the S3 calls discovery makes (adapters/checkpoints.py; tests/fakes.py) -------------------
+@dataclass(frozen=True)
+class Listing:
+    """One ListObjectsV2 page: full keys with sizes, and common prefixes (folders), each in key order."""
+
+    objects: list[tuple[str, int]]
+    folders: list[str]
+    truncated: bool
+    next_token: str | None = None
 
 
 class CheckpointReader(Protocol):
-    """The read-only S3 calls discovery needs (adapters/checkpoints.py; tests/fakes.py)."""
-
-    def list_folders(self, bucket: str, prefix: str) -> list[str]:
-        """Immediate sub-folder names under ``prefix`` (e.g. ``step-000001000/``), in key order."""
+    def get(self, bucket: str, key: str, max_bytes: int) -> bytes | None:
+        """One GetObject of at most the first ``max_bytes``; None when the key does not exist."""
         ...
 
-    def read(self, bucket: str, key: str, max_bytes: int) -> bytes | None:
-        """The object's bytes, or None if it does not exist."""
+    def size(self, bucket: str, key: str) -> int | None:
+        """One HeadObject: the object's size, or None when it does not exist."""
         ...
 
-    def sizes(self, bucket: str, prefix: str) -> dict[str, int]:
-        """Every object under ``prefix``: key relative to the prefix -> size in bytes."""
+    def list(
+        self,
+        bucket: str,
+        prefix: str,
+        *,
+        delimiter: str | None = None,
+        start_after: str | None = None,
+        token: str | None = None,
+        max_keys: int = PAGE,
+    ) -> Listing:
+        """One ListObjectsV2 call."""
         ...
+
+
+# --- results --------------------------------------------------------------------------------
+@dataclass
+class Verdict:
+    verified: bool
+    framework: str | None = None
+    reason: str = ""  # why not, or how it was verified
 
 
 @dataclass
 class Discovery:
     checkpoint: CheckpointRef | None
-    rejected: list[str] = field(default_factory=list)  # "step 1300: shard x truncated (..)"
+    rejected: list[str] = field(default_factory=list)  # "step 3000: shard rank3.distcp is missing"
+    found_by: str = "nothing found"  # "pointer", "pointer, then search", "search", "megatron tracker", "full listing"
 
 
 def split_s3_uri(uri: str) -> tuple[str, str]:
@@ -52,45 +111,380 @@ def split_s3_uri(uri: str) -> tuple[str, str]:
     if not match:
         raise ValueError(f"not an s3:// URI: {uri!r}")
     prefix = (match.group("prefix") or "").strip("/")
+    if any(segment in ("", ".", "..") for segment in prefix.split("/")) and prefix:
+        raise ValueError(f"s3 URI {uri!r} has an empty, '.' or '..' path segment")
     return match.group("bucket"), f"{prefix}/" if prefix else ""
 
 
-def verify_step(step: int, manifest_bytes: bytes | None, sizes: dict[str, int]) -> tuple[CheckpointManifest | None, str]:
-    """(manifest, "") when the step verifies, else (None, reason)."""
-    if manifest_bytes is None:
-        return None, "no manifest.json (checkpoint incomplete or still being written)"
+def list_all(reader: CheckpointReader, bucket: str, prefix: str, *, delimiter: str | None = None) -> Iterator[Listing]:
+    """Every page under ``prefix`` (one request each)."""
+    token: str | None = None
+    while True:
+        page = reader.list(bucket, prefix, delimiter=delimiter, token=token)
+        yield page
+        if not page.truncated or not page.next_token:
+            return
+        token = page.next_token
+
+
+# --- verification -----------------------------------------------------------------------------
+def parse_manifest(step: int, body: bytes) -> tuple[CheckpointManifest | None, str]:
+    """(manifest, "") when ``body`` is a valid v1 manifest for ``step``, else (None, reason)."""
+    if len(body) > MAX_MANIFEST_BYTES:
+        return None, f"manifest.json is larger than {MAX_MANIFEST_BYTES // (1024 * 1024)} MiB"
     try:
-        manifest = CheckpointManifest.model_validate(json.loads(manifest_bytes))
-    except json.JSONDecodeError as exc:
-        return None, f"manifest.json is not valid JSON ({exc.msg})"
+        manifest = CheckpointManifest.model_validate(json.loads(body))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        return None, f"manifest.json is not valid JSON ({getattr(exc, 'msg', None) or exc})"
     except ValidationError as exc:
         return None, f"manifest.json does not match schema v1: {format_validation_error(exc)}"
     if manifest.step != step:
         return None, f"manifest says step {manifest.step} but lives in the folder of step {step}"
-    for shard in manifest.shards:
-        actual = sizes.get(shard.key)
-        if actual is None:
-            return None, f"shard {shard.key} is missing"
-        if actual != shard.size:
-            return None, f"shard {shard.key} is {actual} bytes, manifest says {shard.size}"
     return manifest, ""
 
 
-def find_newest_verified(reader: CheckpointReader, uri: str) -> Discovery:
-    bucket, prefix = split_s3_uri(uri)
-    steps: list[tuple[int, str]] = []
-    for folder_name in reader.list_folders(bucket, prefix):
-        match = _STEP_DIR.match(folder_name)
-        if match:
-            steps.append((int(match.group(1)), folder_name))
-    discovery = Discovery(checkpoint=None)
-    for step, folder_name in sorted(steps, reverse=True):
-        folder = prefix + folder_name
-        sizes = reader.sizes(bucket, folder)
-        manifest, problem = verify_step(step, reader.read(bucket, folder + MANIFEST_NAME, MAX_MANIFEST_BYTES), sizes)
+def check_shards(manifest: CheckpointManifest, sizes: dict[str, int]) -> str:
+    """ "" when every listed shard exists with its listed size, else the first problem."""
+    for shard in manifest.shards:
+        actual = sizes.get(shard.key)
+        if actual is None:
+            return f"shard {shard.key} is missing"
+        if actual != shard.size:
+            return f"shard {shard.key} is {actual} bytes, manifest says {shard.size}"
+    return ""
+
+
+def folder_sizes(reader: CheckpointReader, bucket: str, folder: str) -> dict[str, int]:
+    """Every object under ``folder``: key relative to the folder -> size (one request per 1,000)."""
+    return {key[len(folder) :]: size for page in list_all(reader, bucket, folder) for key, size in page.objects}
+
+
+def verify_folder(reader: CheckpointReader, bucket: str, folder: str, step: int, *, committed_by_tracker: bool = False) -> Verdict:
+    """Is the checkpoint in ``folder`` complete? Our manifest if it has one, else its framework's marker.
+
+    ``committed_by_tracker``: Megatron's tracker names this iteration or a later one, which for the
+    legacy (non-DCP) format is the only proof of completeness Megatron writes.
+    """
+    body = reader.get(bucket, folder + MANIFEST_NAME, MAX_MANIFEST_BYTES + 1)
+    if body is not None:
+        manifest, problem = parse_manifest(step, body)
         if manifest is None:
-            discovery.rejected.append(f"step {step}: {problem}")
-            continue
-        discovery.checkpoint = CheckpointRef(uri=f"s3://{bucket}/{folder}", step=step, framework=manifest.framework)
-        break
-    return discovery
+            return Verdict(False, reason=problem)
+        problem = check_shards(manifest, folder_sizes(reader, bucket, folder))
+        if problem:
+            return Verdict(False, reason=problem)
+        return Verdict(True, framework=manifest.framework, reason=f"manifest v1, {len(manifest.shards)} shards")
+    return _verify_by_marker(reader, bucket, folder, committed_by_tracker)
+
+
+def _verify_by_marker(reader: CheckpointReader, bucket: str, folder: str, committed_by_tracker: bool) -> Verdict:
+    # Markers are top-level files: one delimited listing usually shows them all. A marker that sorts
+    # after a truncated page's last entry is checked with its own HEAD.
+    page = reader.list(bucket, folder, delimiter="/")
+    names = {key[len(folder) :]: size for key, size in page.objects}
+    last_seen = max([*names, *(f[len(folder) :] for f in page.folders)], default="")
+    for marker, framework in _MARKERS:
+        size = names.get(marker)
+        if size is None and page.truncated and marker > last_seen:
+            size = reader.size(bucket, folder + marker)
+        if size is not None:
+            if size == 0 and marker == DCP_MARKER:
+                return Verdict(False, reason=f"{marker} is empty (the coordinator's write did not finish)")
+            return Verdict(True, framework=framework, reason=f"{framework} completion marker {marker}")
+    subfolders = [f[len(folder) :] for f in page.folders]
+    if committed_by_tracker and any(name.startswith("mp_rank_") for name in subfolders):
+        return Verdict(True, framework="megatron", reason=f"legacy Megatron checkpoint committed by {MEGATRON_TRACKER}")
+    if not names and not subfolders:
+        return Verdict(False, reason="the folder is empty")
+    return Verdict(False, reason=INCOMPLETE)
+
+
+# --- padded layouts: log-N search -------------------------------------------------------------
+@dataclass(frozen=True)
+class PaddedLayout:
+    """Checkpoint folders ``<folder_prefix><zero-padded step>/``, so key order is step order."""
+
+    name: str
+    folder_prefix: str
+    digits: int
+
+    def folder(self, step: int) -> str:
+        return f"{self.folder_prefix}{step:0{self.digits}d}/"
+
+    def position(self, name: str) -> int | None:
+        """Where ``name`` sorts among the steps: the number in its first ``digits`` characters after the prefix."""
+        digits = name[len(self.folder_prefix) : len(self.folder_prefix) + self.digits]
+        if not name.startswith(self.folder_prefix) or len(digits) != self.digits or not digits.isdigit():
+            return None
+        return int(digits)
+
+    def step_of(self, name: str) -> int | None:
+        position = self.position(name)
+        return position if position is not None and name == self.folder(position) else None
+
+    @property
+    def end(self) -> int:
+        return int(10**self.digits)
+
+
+MANIFEST_LAYOUT = PaddedLayout("manifest v1", "step-", 9)
+MEGATRON_LAYOUT = PaddedLayout("megatron", "iter_", 7)
+
+
+class _Search:
+    """Newest folders of one padded layout under one prefix, without listing them all."""
+
+    def __init__(self, reader: CheckpointReader, bucket: str, base: str, layout: PaddedLayout) -> None:
+        self.reader, self.bucket, self.base, self.layout = reader, bucket, base, layout
+        self.listed_whole_range = False  # the last newest() returned every folder of its range, not only the newest
+
+    def _probe(self, position: int) -> Listing:
+        """Up to a page of folders at ``position`` or after: the keys of folder ``p`` sort after ``<prefix><p>``."""
+        start = f"{self.base}{self.layout.folder_prefix}{position:0{self.layout.digits}d}"
+        return self.reader.list(self.bucket, self.base + self.layout.folder_prefix, delimiter="/", start_after=start)
+
+    def _positions(self, page: Listing) -> list[tuple[int, int | None]]:
+        """(position, step or None for a look-alike such as ``step-000001000.tmp/``) per folder of the page."""
+        found = []
+        for folder in page.folders:
+            name = folder[len(self.base) :]
+            position = self.layout.position(name)
+            if position is not None:
+                found.append((position, self.layout.step_of(name)))
+        return found
+
+    def newest(self, above: int = -1, below: int | None = None) -> list[int]:
+        """Steps of the newest checkpoint folders with ``above < step < below``, newest first.
+
+        A probe lists up to a page of folders from a position on. Invariants: no folder in range sits
+        at a position ``>= hi``; ``tail`` holds the in-range steps of the last full page, which ended
+        at position ``lo``. From the first full page the search learns the spacing of the steps, then
+        gallops (doubling jumps) until a probe overshoots the newest folder, then bisects until the
+        folders left between ``lo`` and ``hi`` should fit in one page, which it lists: O(log N) requests.
+        """
+        hi = self.layout.end if below is None else min(below, self.layout.end)
+        lo, tail = above, list[int]()
+        self.listed_whole_range = False
+        spacing: int | None = None  # positions per folder, learned from full pages
+        page_size = PAGE  # folders per full page, learned too (S3 may return fewer than MaxKeys)
+        jump = 0  # gallop distance; 0 once bisecting
+        while lo + 1 < hi:
+            if spacing is None or (hi - lo) // spacing <= page_size:
+                position = lo + 1
+            elif jump and lo + jump < hi:
+                position = lo + jump
+            else:
+                jump, position = 0, (lo + 1 + hi) // 2
+            page = self._probe(position)
+            found = self._positions(page)
+            in_range = [(p, s) for p, s in found if p < hi]
+            if not page.truncated or len(in_range) < len(found):  # this page reaches the end of the range
+                steps = sorted((s for _, s in in_range if s is not None and s > above), reverse=True)
+                if position == lo + 1:  # contiguous with the last full page: together, the newest folders
+                    self.listed_whole_range = lo == above
+                    return steps + sorted(tail, reverse=True)
+                if steps:
+                    return steps
+                hi = position
+                continue
+            if not in_range:  # a full page of look-alikes that do not parse: list the rest of the range instead
+                return self._newest_by_paging(above, lo, hi, tail)
+            first_jump, page_size = spacing is None, len(found)
+            spacing = max(1, (in_range[-1][0] - in_range[0][0]) // max(1, len(in_range) - 1))
+            jump = spacing * page_size if first_jump else jump * 2
+            lo = in_range[-1][0]
+            tail = [s for _, s in in_range if s is not None and s > above]
+        return sorted(tail, reverse=True)
+
+    def _newest_by_paging(self, above: int, lo: int, hi: int, tail: list[int]) -> list[int]:
+        """The slow, always-right way: every page from ``lo`` to the end of the range (look-alike names)."""
+        newest, page = tail, self._probe(lo + 1)
+        while True:
+            found = self._positions(page)
+            newest = (newest + [s for p, s in found if s is not None and above < s < hi])[-PAGE:]
+            if not page.truncated or not page.next_token or any(p >= hi for p, _ in found):
+                return sorted(newest, reverse=True)
+            page = self.reader.list(self.bucket, self.base + self.layout.folder_prefix, delimiter="/", token=page.next_token)
+
+
+# --- discovery --------------------------------------------------------------------------------
+class _Discoverer:
+    def __init__(self, reader: CheckpointReader, uri: str) -> None:
+        self.reader = reader
+        self.bucket, self.base = split_s3_uri(uri)
+        self.discovery = Discovery(checkpoint=None)
+        self.verifications_left = MAX_VERIFICATIONS
+        self.layout_found = False  # a pointer, tracker or checkpoint folder of the layout being tried exists
+
+    def run(self) -> Discovery:
+        # A prefix holds one job's checkpoints in one layout: the first layout with any folder decides.
+        for attempt in (self._manifest_layout, self._megatron_layout, self._any_framework):
+            if attempt() or self.layout_found:
+                return self.discovery
+        return self.discovery
+
+    # Each layout returns True once a checkpoint is chosen.
+    def _manifest_layout(self) -> bool:
+        layout, search = MANIFEST_LAYOUT, _Search(self.reader, self.bucket, self.base, MANIFEST_LAYOUT)
+        pointer = self._read_pointer()
+        if pointer is None:
+            return self._search(search, layout, found_by="search")
+        folder = self.base + pointer.checkpoint
+        verdict, newer_exists = self._verify_pointed(folder, pointer.step)
+        if not verdict.verified:
+            self._reject(layout, pointer.step, f"{verdict.reason} (named by the {POINTER_NAME} pointer)")
+            return self._search(search, layout, found_by="search (pointer target torn)", skip={pointer.step})
+        if not newer_exists:
+            return self._choose(layout, pointer.step, verdict, found_by="pointer")
+        # Stale pointer or a newer checkpoint still being written: look above it, else keep it.
+        if self._search(search, layout, found_by="pointer, then search", above=pointer.step):
+            return True
+        return self._choose(layout, pointer.step, verdict, found_by="pointer (newer checkpoints torn)")
+
+    def _read_pointer(self) -> CheckpointPointer | None:
+        body = self.reader.get(self.bucket, self.base + POINTER_NAME, MAX_POINTER_BYTES + 1)
+        if body is None:
+            return None
+        self.layout_found = True
+        where = f"pointer {self.base}{POINTER_NAME}"
+        if len(body) > MAX_POINTER_BYTES:
+            self.discovery.rejected.append(f"{where}: larger than {MAX_POINTER_BYTES} bytes, ignored")
+            return None
+        try:
+            return CheckpointPointer.model_validate(json.loads(body))
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            self.discovery.rejected.append(f"{where}: not valid JSON, ignored")
+        except ValidationError as exc:
+            self.discovery.rejected.append(f"{where}: rejected, never followed: {format_validation_error(exc)}")
+        return None
+
+    def _verify_pointed(self, folder: str, step: int) -> tuple[Verdict, bool]:
+        """Verify the pointer's folder with one listing that also shows whether any newer folder exists."""
+        self.verifications_left -= 1
+        body = self.reader.get(self.bucket, folder + MANIFEST_NAME, MAX_MANIFEST_BYTES + 1)
+        if body is None:
+            return Verdict(False, reason="no manifest.json"), True
+        manifest, problem = parse_manifest(step, body)
+        if manifest is None:
+            return Verdict(False, reason=problem), True
+        # Keys of the folder come first from here; the first key past them belongs to a newer folder.
+        sizes: dict[str, int] = {}
+        newer_exists = False
+        token: str | None = None
+        while True:
+            page = self.reader.list(self.bucket, self.base + MANIFEST_LAYOUT.folder_prefix, start_after=folder[:-1], token=token)
+            for key, size in page.objects:
+                if key < folder:  # a look-alike such as step-000002000.tmp/ sorts just before the folder
+                    continue
+                if not key.startswith(folder):
+                    newer_exists = True
+                    break
+                sizes[key[len(folder) :]] = size
+            if newer_exists or not page.truncated or not page.next_token:
+                break
+            token = page.next_token
+        problem = check_shards(manifest, sizes)
+        if problem:
+            return Verdict(False, reason=problem), True
+        return Verdict(True, framework=manifest.framework, reason=f"manifest v1, {len(manifest.shards)} shards"), newer_exists
+
+    def _megatron_layout(self) -> bool:
+        layout, search = MEGATRON_LAYOUT, _Search(self.reader, self.bucket, self.base, MEGATRON_LAYOUT)
+        body = self.reader.get(self.bucket, self.base + MEGATRON_TRACKER, 64)
+        tracker = body.decode("ascii", "replace").strip() if body is not None else None
+        self.layout_found = tracker is not None
+        if tracker is None or not tracker.isdigit() or int(tracker) >= layout.end:
+            if tracker is not None:
+                self.discovery.rejected.append(f"{MEGATRON_TRACKER}: says {tracker[:20]!r}, not an iteration number; searching")
+            return self._search(search, layout, found_by="search")
+        iteration = int(tracker)
+        folder = self.base + layout.folder(iteration)
+        self.verifications_left -= 1
+        verdict = verify_folder(self.reader, self.bucket, folder, iteration, committed_by_tracker=True)
+        if not verdict.verified:
+            self._reject(layout, iteration, f"{verdict.reason} (named by {MEGATRON_TRACKER})")
+            return self._search(search, layout, found_by="search (tracker target torn)", skip={iteration}, tracker=iteration)
+        # Megatron writes the tracker after the save and a barrier; a newer folder with DCP's marker is
+        # complete even if the tracker was not moved yet.
+        if self._search(search, layout, found_by="megatron tracker, then search", above=iteration, tracker=iteration):
+            return True
+        return self._choose(layout, iteration, verdict, found_by="megatron tracker")
+
+    def _search(
+        self,
+        search: _Search,
+        layout: PaddedLayout,
+        *,
+        found_by: str,
+        above: int = -1,
+        below: int | None = None,
+        skip: frozenset[int] | set[int] = frozenset(),
+        tracker: int | None = None,
+    ) -> bool:
+        while True:
+            steps = search.newest(above, below)
+            if not steps:
+                return False
+            self.layout_found = True
+            for step in steps:
+                if step in skip:
+                    continue
+                if self.verifications_left <= 0:
+                    self.discovery.rejected.append(f"gave up after {MAX_VERIFICATIONS} checkpoints that do not verify")
+                    return False
+                self.verifications_left -= 1
+                committed = tracker is not None and step <= tracker
+                verdict = verify_folder(self.reader, self.bucket, self.base + layout.folder(step), step, committed_by_tracker=committed)
+                if verdict.verified:
+                    return self._choose(layout, step, verdict, found_by=found_by)
+                self._reject(layout, step, verdict.reason)
+            if search.listed_whole_range:
+                return False
+            below = steps[-1]
+
+    def _any_framework(self) -> bool:
+        """Folders named by step in any style (``1000/``, ``checkpoint-1000/``, ``epoch_2_step_1000/``)."""
+        candidates: list[tuple[int, str]] = []
+        for page in list_all(self.reader, self.bucket, self.base, delimiter="/"):
+            for folder in page.folders:
+                name = folder[len(self.base) :]
+                match = _TRAILING_NUMBER.search(name)
+                # Padded layouts were searched already; Orbax's temporary folders are never complete.
+                if not match or ORBAX_TMP in name or MANIFEST_LAYOUT.step_of(name) is not None or MEGATRON_LAYOUT.step_of(name) is not None:
+                    continue
+                candidates.append((int(match.group(1)), folder))
+        for step, folder in sorted(candidates, reverse=True):
+            if self.verifications_left <= 0:
+                self.discovery.rejected.append(f"gave up after {MAX_VERIFICATIONS} checkpoints that do not verify")
+                return False
+            self.verifications_left -= 1
+            verdict = verify_folder(self.reader, self.bucket, folder, step)
+            name = folder[len(self.base) :]
+            if verdict.verified:
+                self.discovery.checkpoint = CheckpointRef(uri=f"s3://{self.bucket}/{folder}", step=step, framework=verdict.framework)
+                self.discovery.found_by = "full listing"
+                return True
+            self.discovery.rejected.append(f"{name} (step {step}): {verdict.reason}")
+        return False
+
+    def _choose(self, layout: PaddedLayout, step: int, verdict: Verdict, *, found_by: str) -> bool:
+        framework = "megatron" if layout is MEGATRON_LAYOUT else verdict.framework
+        uri = f"s3://{self.bucket}/{self.base}{layout.folder(step)}"
+        self.discovery.checkpoint = CheckpointRef(uri=uri, step=step, framework=framework)
+        self.discovery.found_by = found_by
+        return True
+
+    def _reject(self, layout: PaddedLayout, step: int, reason: str) -> None:
+        label = f"step {step}" if layout is MANIFEST_LAYOUT else f"{layout.folder(step)[:-1]} (step {step})"
+        self.discovery.rejected.append(f"{label}: {reason}")
+
+
+def find_newest_verified(reader: CheckpointReader, uri: str) -> Discovery:
+    """The newest checkpoint under ``uri`` that verifies complete, and why newer ones were rejected."""
+    return _Discoverer(reader, uri).run()
+
+
+def verify_checkpoint(reader: CheckpointReader, uri: str, step: int) -> Verdict:
+    """Verify one step of a manifest-v1 prefix (``hyperpod-recovery checkpoint verify``)."""
+    bucket, base = split_s3_uri(uri)
+    return verify_folder(reader, bucket, base + MANIFEST_LAYOUT.folder(step), step)

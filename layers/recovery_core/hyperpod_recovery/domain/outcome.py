@@ -122,7 +122,11 @@ def build_timeline(state: WorkflowState, outcome: Outcome, recorded_at: datetime
             detail += f"; left drained by someone else: {', '.join(result.not_ours)}"
         entries.append(TimelineEntry(at=state.resume.completed_at, event=verb, detail=detail))
     if state.checkpoints is not None:
-        chosen = [f"job {p.job.job_id} -> step {p.checkpoint.step} ({p.checkpoint.uri})" for p in state.checkpoints.resumable]
+        chosen = [
+            f"job {p.job.job_id} -> step {p.checkpoint.step} ({p.checkpoint.uri})"
+            + (f", newer rejected: {'; '.join(p.rejected)}" if p.rejected else "")
+            for p in state.checkpoints.resumable
+        ]
         chosen += [f"job {j.job_id}: {j.reason}" for j in state.checkpoints.unresumable + state.checkpoints.left_alone]
         entries.append(TimelineEntry(at=state.checkpoints.at, event="checkpoint chosen", detail="; ".join(chosen) or "no job to resume"))
     for reply in state.resubmissions:

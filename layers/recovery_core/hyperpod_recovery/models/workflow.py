@@ -119,6 +119,8 @@ class ResumePlan(BaseModel):
     model_config = ConfigDict(extra="forbid")
     job: JobSpec
     checkpoint: CheckpointRef
+    # Newer checkpoints that did not verify, with why ("step 3000: shard rank3.distcp is missing").
+    rejected: list[str] = Field(default_factory=list, max_length=10)
 
 
 class CheckpointPlan(_Result):

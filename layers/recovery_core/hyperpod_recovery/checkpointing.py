@@ -1,0 +1,91 @@
+"""Checkpoint manifests from a training script (docs/checkpoint-manifest.md).
+
+    from hyperpod_recovery.checkpointing import Checkpoints
+
+    checkpoints = Checkpoints("s3://my-bucket/llama-70b/checkpoints", job="llama-70b")
+    resume = checkpoints.resume_point()          # where a resubmitted job starts, or None
+    ...
+    dcp.save(state, storage_writer=S3StorageWriter(region, checkpoints.step_uri(step)))
+    if rank == 0:
+        checkpoints.commit(step)                 # manifest.json, then the `latest` pointer
+
+Needs only boto3 and pydantic (``pip install hyperpod-recovery``); the shell equivalent is
+``hyperpod-recovery checkpoint commit|latest|verify``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from hyperpod_recovery.adapters.checkpoints import S3CheckpointStore
+from hyperpod_recovery.domain.checkpoint_commit import CheckpointWriter, CommitResult, commit_checkpoint, verify_checksums
+from hyperpod_recovery.domain.checkpoints import Discovery, Verdict, find_newest_verified, split_s3_uri, verify_checkpoint
+from hyperpod_recovery.models.commands import CheckpointRef
+from hyperpod_recovery.models.manifest import RESUME_FROM_ENV, RESUME_STEP_ENV, step_dir
+
+__all__ = ["CheckpointRef", "Checkpoints", "CommitResult", "Discovery", "Verdict"]
+
+
+class Checkpoints:
+    """One job's checkpoint prefix: where to write a step, how to commit it, where to resume from."""
+
+    def __init__(self, uri: str, *, job: str | None = None, s3: Any = None, store: CheckpointWriter | None = None) -> None:
+        self.bucket, self.prefix = split_s3_uri(uri)
+        self.uri = f"s3://{self.bucket}/{self.prefix}"
+        self.job = job or os.environ.get("SLURM_JOB_NAME") or "unnamed-job"
+        self.store: CheckpointWriter = store or S3CheckpointStore(s3=s3)
+
+    def step_uri(self, step: int) -> str:
+        """``s3://bucket/prefix/step-000012000/``: where the shards of ``step`` go."""
+        return f"{self.uri}{step_dir(step)}/"
+
+    def commit(
+        self,
+        step: int,
+        *,
+        framework: str | None = "pytorch-dcp",
+        checksums: Mapping[str, str] | None = None,
+        compute_checksums: bool = False,
+    ) -> CommitResult:
+        """After every shard of ``step`` is durable: write its manifest, then move ``latest`` forward.
+
+        ``checksums``: ``{relative key: "sha256:<hex>"}`` computed while writing (free);
+        ``compute_checksums`` re-reads every shard from S3 instead (slow for large checkpoints).
+        """
+        return commit_checkpoint(
+            self.store,
+            self.uri,
+            step,
+            job=self.job,
+            now=datetime.now(UTC),
+            framework=framework,
+            checksums=checksums,
+            compute_checksums=compute_checksums,
+        )
+
+    def latest(self) -> CheckpointRef | None:
+        """The newest checkpoint that verifies complete, or None."""
+        return self.discover().checkpoint
+
+    def discover(self) -> Discovery:
+        """``latest()`` with the reasons newer checkpoints were rejected."""
+        return find_newest_verified(self.store, self.uri)
+
+    def verify(self, step: int, *, deep: bool = False) -> Verdict:
+        """Is ``step`` complete? ``deep`` also hashes every shard that has a checksum."""
+        if deep:
+            return verify_checksums(self.store, self.uri, step)
+        return verify_checkpoint(self.store, self.uri, step)
+
+    def resume_point(self) -> CheckpointRef | None:
+        """Where this run starts: the checkpoint the recovery pipeline resubmitted it from (verified
+        again, and only if it lies under this prefix), else the newest verified one, else None."""
+        given = os.environ.get(RESUME_FROM_ENV, "")
+        step = os.environ.get(RESUME_STEP_ENV, "")
+        named_here = bool(given) and step.isdigit() and given.rstrip("/") + "/" == self.step_uri(int(step))
+        if named_here and self.verify(int(step)).verified:
+            return CheckpointRef(uri=self.step_uri(int(step)), step=int(step))
+        return self.latest()

@@ -1,0 +1,178 @@
+"""Commit a checkpoint the manifest-v1 way (docs/checkpoint-manifest.md): list what the job wrote under
+the step folder, write ``manifest.json`` once, then move ``<prefix>/latest`` forward only.
+
+Both writes are conditional, so two writers (a retried rank 0, a zombie from before a restart) can
+neither overwrite a committed manifest nor move the pointer backwards.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal, Protocol
+
+from pydantic import ValidationError
+
+from hyperpod_recovery.domain.checkpoints import CheckpointReader, Verdict, check_shards, folder_sizes, parse_manifest, split_s3_uri
+from hyperpod_recovery.errors import CheckpointCommitRefused, CheckpointWriteConflict
+from hyperpod_recovery.models.common import format_validation_error
+from hyperpod_recovery.models.manifest import (
+    MANIFEST_NAME,
+    MAX_MANIFEST_BYTES,
+    MAX_POINTER_BYTES,
+    POINTER_NAME,
+    CheckpointManifest,
+    CheckpointPointer,
+    Shard,
+    step_dir,
+)
+
+# Each lost race means another writer moved the pointer; a handful of rounds settles any real contention.
+POINTER_ATTEMPTS = 5
+
+
+class CheckpointWriter(CheckpointReader, Protocol):
+    def get_with_etag(self, bucket: str, key: str, max_bytes: int) -> tuple[bytes, str] | None: ...
+
+    def put(self, bucket: str, key: str, body: bytes, *, if_match: str | None = None, if_none_match: bool = False) -> None:
+        """Raises CheckpointWriteConflict when the condition fails."""
+        ...
+
+    def sha256(self, bucket: str, key: str) -> str | None: ...
+
+
+@dataclass(frozen=True)
+class CommitResult:
+    uri: str  # the step folder
+    step: int
+    shards: int
+    total_bytes: int
+    manifest: Literal["written", "already committed"]
+    pointer: Literal["moved", "kept"]
+    pointer_step: int  # where `latest` points now
+
+
+def commit_checkpoint(
+    store: CheckpointWriter,
+    uri: str,
+    step: int,
+    *,
+    job: str,
+    now: datetime,
+    framework: str | None = None,
+    checksums: Mapping[str, str] | None = None,
+    compute_checksums: bool = False,
+) -> CommitResult:
+    """Write the manifest of ``step`` from what is under its folder, then move the pointer forward.
+
+    Call it after every shard is durable (e.g. after ``torch.distributed.checkpoint.save`` returned on
+    every rank). Safe to repeat: an identical manifest is left as it is.
+    """
+    bucket, base = split_s3_uri(uri)
+    folder = f"{base}{step_dir(step)}/"
+    sizes = {key: size for key, size in folder_sizes(store, bucket, folder).items() if key != MANIFEST_NAME}
+    if not sizes:
+        raise CheckpointCommitRefused(f"nothing under s3://{bucket}/{folder}: write the shards first, then commit")
+    given = dict(checksums or {})
+    unknown = sorted(set(given) - set(sizes))
+    if unknown:
+        raise CheckpointCommitRefused(f"checksums given for keys that are not in the folder: {', '.join(unknown[:5])}")
+    if compute_checksums:
+        given = {key: given.get(key) or store.sha256(bucket, folder + key) or "" for key in sizes}
+    try:
+        manifest = CheckpointManifest(
+            job=job,
+            step=step,
+            created_at=now,
+            framework=framework,
+            shards=[Shard(key=key, size=size, checksum=given.get(key) or None) for key, size in sorted(sizes.items())],
+        )
+    except ValidationError as exc:
+        raise CheckpointCommitRefused(f"cannot describe s3://{bucket}/{folder}: {format_validation_error(exc)}") from exc
+
+    written = _write_manifest_once(store, bucket, folder, manifest)
+    pointer, pointer_step = advance_pointer(store, bucket, base, step, now)
+    return CommitResult(
+        uri=f"s3://{bucket}/{folder}",
+        step=step,
+        shards=len(manifest.shards),
+        total_bytes=sum(sizes.values()),
+        manifest=written,
+        pointer=pointer,
+        pointer_step=pointer_step,
+    )
+
+
+def _write_manifest_once(
+    store: CheckpointWriter, bucket: str, folder: str, manifest: CheckpointManifest
+) -> Literal["written", "already committed"]:
+    body = manifest.model_dump_json(by_alias=True, exclude_none=True, indent=1).encode()
+    key = folder + MANIFEST_NAME
+    try:
+        store.put(bucket, key, body, if_none_match=True)
+        return "written"
+    except CheckpointWriteConflict:
+        existing = store.get(bucket, key, MAX_MANIFEST_BYTES + 1)
+    committed, problem = parse_manifest(manifest.step, existing or b"")
+    if committed is not None and _same_shards(committed, manifest):
+        return "already committed"
+    why = problem or "its shards differ from what is in the folder now"
+    raise CheckpointCommitRefused(f"s3://{bucket}/{key} already exists and {why}; a committed checkpoint is never overwritten")
+
+
+def _same_shards(a: CheckpointManifest, b: CheckpointManifest) -> bool:
+    return {(s.key, s.size) for s in a.shards} == {(s.key, s.size) for s in b.shards}
+
+
+def advance_pointer(store: CheckpointWriter, bucket: str, base: str, step: int, now: datetime) -> tuple[Literal["moved", "kept"], int]:
+    """Point ``<base>latest`` at ``step`` unless it already points at a newer one (compare-and-swap)."""
+    key = base + POINTER_NAME
+    body = CheckpointPointer(step=step, checkpoint=f"{step_dir(step)}/", updated_at=now).model_dump_json(by_alias=True).encode()
+    for _ in range(POINTER_ATTEMPTS):
+        current = store.get_with_etag(bucket, key, MAX_POINTER_BYTES + 1)
+        if current is not None:
+            current_step = _pointer_step(current[0])
+            if current_step is not None and current_step >= step:
+                return "kept", current_step
+        try:
+            # A corrupt pointer is replaced too, but only the exact version we read (If-Match).
+            if current is None:
+                store.put(bucket, key, body, if_none_match=True)
+            else:
+                store.put(bucket, key, body, if_match=current[1])
+            return "moved", step
+        except CheckpointWriteConflict:
+            continue  # another writer moved it between our read and our write: read again
+    raise CheckpointWriteConflict(f"s3://{bucket}/{key}: still contended after {POINTER_ATTEMPTS} attempts")
+
+
+def _pointer_step(body: bytes) -> int | None:
+    try:
+        return CheckpointPointer.model_validate(json.loads(body)).step
+    except (ValueError, ValidationError):
+        return None
+
+
+def verify_checksums(store: CheckpointWriter, uri: str, step: int) -> Verdict:
+    """Deep verification: the manifest checks out AND every shard with a checksum hashes to it (reads every byte)."""
+    bucket, base = split_s3_uri(uri)
+    folder = f"{base}{step_dir(step)}/"
+    body = store.get(bucket, folder + MANIFEST_NAME, MAX_MANIFEST_BYTES + 1)
+    if body is None:
+        return Verdict(False, reason="no manifest.json (checkpoint incomplete or still being written)")
+    manifest, problem = parse_manifest(step, body)
+    if manifest is None:
+        return Verdict(False, reason=problem)
+    problem = check_shards(manifest, folder_sizes(store, bucket, folder))
+    if problem:
+        return Verdict(False, reason=problem)
+    with_checksum = [s for s in manifest.shards if s.checksum]
+    for shard in with_checksum:
+        actual = store.sha256(bucket, folder + shard.key)
+        if actual != shard.checksum:
+            return Verdict(False, reason=f"shard {shard.key} hashes to {actual}, manifest says {shard.checksum}")
+    return Verdict(
+        True, framework=manifest.framework, reason=f"manifest v1, {len(manifest.shards)} shards, {len(with_checksum)} checksums match"
+    )

@@ -1,0 +1,128 @@
+"""`hyperpod-recovery checkpoint commit|latest|verify` against moto's S3, as a job script would run it."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from hyperpod_recovery.cli import EXIT_NO, EXIT_OK, EXIT_S3, EXIT_USAGE, main
+
+BUCKET = "llm-train-checkpoints"
+URI = f"s3://{BUCKET}/llama-70b"
+
+
+@pytest.fixture
+def s3() -> Iterator[Any]:
+    with mock_aws():
+        client = boto3.client("s3", region_name="us-west-2")
+        client.create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": "us-west-2"})
+        yield client
+
+
+def run(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(list(argv), stdout=out, stderr=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def write_shards(s3: Any, step: int, ranks: int = 4) -> None:
+    for rank in range(ranks):
+        s3.put_object(Bucket=BUCKET, Key=f"llama-70b/step-{step:09d}/__{rank}_0.distcp", Body=b"w" * 1024)
+
+
+def test_commit_then_latest_prints_the_newest_verified_checkpoint(s3: Any) -> None:
+    # Given two steps written and committed from the shell
+    for step in (1000, 2000):
+        write_shards(s3, step)
+        code, out, _ = run("checkpoint", "commit", URI, "--step", str(step), "--job", "llama-70b", "--framework", "pytorch-dcp")
+        assert code == EXIT_OK
+        assert out == f"{URI}/step-{step:09d}/: written, 4 shards, 4096 bytes; latest pointer moved to this step\n"
+    # When asking for the latest
+    code, out, err = run("checkpoint", "latest", URI)
+    # Then stdout is just the URI, for $(...) in a job script
+    assert (code, out, err) == (EXIT_OK, f"{URI}/step-000002000/\n", "")
+
+
+def test_latest_explains_a_torn_newest_checkpoint_and_json_tells_everything(s3: Any) -> None:
+    write_shards(s3, 1000)
+    run("checkpoint", "commit", URI, "--step", "1000", "--job", "llama-70b")
+    write_shards(s3, 2000)  # never committed
+    code, out, err = run("checkpoint", "latest", URI, "--json")
+    assert code == EXIT_OK
+    discovery = json.loads(out)
+    assert discovery["checkpoint"]["step"] == 1000 and discovery["found_by"] == "pointer (newer checkpoints torn)"
+    assert err.startswith("rejected: step 2000: no manifest.json")
+
+
+def test_latest_of_an_empty_prefix_says_so_and_exits_1(s3: Any) -> None:
+    code, out, err = run("checkpoint", "latest", URI)
+    assert (code, out, err) == (EXIT_NO, "", f"no verified checkpoint under {URI}\n")
+
+
+def test_verify_explains_what_is_wrong(s3: Any) -> None:
+    # Given a committed step whose shard is later truncated
+    write_shards(s3, 1000)
+    run("checkpoint", "commit", URI, "--step", "1000", "--job", "llama-70b")
+    assert run("checkpoint", "verify", f"{URI}/step-000001000/")[0] == EXIT_OK
+    s3.put_object(Bucket=BUCKET, Key="llama-70b/step-000001000/__3_0.distcp", Body=b"w")
+    # When verifying it, by folder or by prefix and step
+    by_folder = run("checkpoint", "verify", f"{URI}/step-000001000/")
+    by_step = run("checkpoint", "verify", URI, "--step", "1000", "--json")
+    # Then both say which shard and how
+    assert by_folder == (EXIT_NO, f"{URI}/step-000001000/: NOT verified: shard __3_0.distcp is 1 bytes, manifest says 1024\n", "")
+    assert by_step[0] == EXIT_NO and json.loads(by_step[1])["reason"] == "shard __3_0.distcp is 1 bytes, manifest says 1024"
+
+
+def test_deep_verify_reads_the_checksums_commit_recorded(s3: Any) -> None:
+    write_shards(s3, 1000)
+    assert run("checkpoint", "commit", URI, "--step", "1000", "--job", "llama-70b", "--checksums")[0] == EXIT_OK
+    s3.put_object(Bucket=BUCKET, Key="llama-70b/step-000001000/__0_0.distcp", Body=b"x" * 1024)  # same size, other bytes
+    assert run("checkpoint", "verify", URI, "--step", "1000")[0] == EXIT_OK
+    code, out, _ = run("checkpoint", "verify", URI, "--step", "1000", "--deep")
+    assert code == EXIT_NO and "shard __0_0.distcp hashes to sha256:" in out
+
+
+def test_commit_of_an_empty_step_is_refused(s3: Any) -> None:
+    code, _, err = run("checkpoint", "commit", URI, "--step", "5", "--job", "x")
+    assert code == EXIT_NO and "write the shards first" in err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("checkpoint", "latest", "not-an-s3-uri"),
+        ("checkpoint", "verify", f"{URI}/not-a-step-folder/"),
+        ("checkpoint", "verify", f"{URI}/../other/step-000001000/"),
+    ],
+)
+def test_bad_input_is_a_usage_error(s3: Any, argv: tuple[str, ...]) -> None:
+    code, _, err = run(*argv)
+    assert code == EXIT_USAGE and err.startswith("hyperpod-recovery: ")
+
+
+@pytest.mark.parametrize("step", ["-1", "1e3", "1000000000"])
+def test_a_step_outside_the_manifest_range_is_refused_by_the_parser(s3: Any, step: str) -> None:
+    with pytest.raises(SystemExit) as exc:
+        run("checkpoint", "commit", URI, "--step", step)
+    assert exc.value.code == EXIT_USAGE
+
+
+def test_a_missing_bucket_is_an_s3_error(s3: Any) -> None:
+    code, _, err = run("checkpoint", "latest", "s3://no-such-bucket/x")
+    assert code == EXIT_S3 and "NoSuchBucket" in err
+
+
+def test_the_module_runs_as_a_program() -> None:
+    # The console script `hyperpod-recovery` (pyproject.toml) calls the same main().
+    done = subprocess.run(
+        [sys.executable, "-m", "hyperpod_recovery.cli", "checkpoint", "--help"], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0 and "commit" in done.stdout and "latest" in done.stdout and "verify" in done.stdout
