@@ -43,7 +43,7 @@ test: setup lint validate  ## lint, validate, and run the whole test suite
 	$(PY) -m pytest --cov --cov-report=term:skip-covered --cov-report=html:$(OUT)/coverage
 
 unit: $(VENV)/.installed  ## fast tests only (no drills)
-	$(PY) -m pytest -m "not sandbox" -q
+	$(PY) -m pytest -m "not sandbox and not slurm" -q
 
 drill: $(VENV)/.installed  ## run a recovery drill on an in-memory AWS (SCENARIO=path.json)
 	$(PY) -m sandbox run --scenario $(SCENARIO) --out $(OUT)

@@ -1,0 +1,83 @@
+"""A real Slurm (Debian's slurmctld + 4 slurmd on this host, tools/slurm_up.sh) for the agent's tests.
+
+Needs root and the Debian packages; `.ci/run` installs them and sets HYPERPOD_RECOVERY_REQUIRE_SLURM=1,
+which turns "Slurm not available" from a skip into a failure so CI can never pass without running them.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from hyperpod_recovery_agent.slurm import SlurmCli
+from tests.conftest import ROOT
+
+NODES = [f"ip-10-1-0-{n}" for n in range(1, 5)]
+DEADLINE_SECONDS = 60  # a real scheduler: poll its state, never sleep a fixed time
+
+
+def _unavailable(reason: str) -> None:
+    if os.environ.get("HYPERPOD_RECOVERY_REQUIRE_SLURM") == "1":
+        pytest.fail(f"real Slurm required but {reason}")
+    pytest.skip(f"real Slurm not available: {reason}")
+
+
+@pytest.fixture(scope="session")
+def slurm_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    if os.geteuid() != 0:
+        _unavailable("the tests start slurmctld/slurmd and need root")
+    if not (shutil.which("slurmctld") or os.environ.get("HYPERPOD_RECOVERY_REQUIRE_SLURM") == "1"):
+        _unavailable("slurmctld is not installed (apt-get install slurmctld slurmd slurm-client munge)")
+    base = tmp_path_factory.mktemp("slurm")
+    env = {**os.environ, "BASE": str(base), "NODES": str(len(NODES))}
+    subprocess.run([str(ROOT / "tools" / "slurm_down.sh")], env={**env, "BASE": "/tmp/hyperpod-recovery-slurm"}, check=False)
+    up = subprocess.run([str(ROOT / "tools" / "slurm_up.sh")], env=env, capture_output=True, text=True, check=False)
+    if up.returncode != 0:
+        pytest.fail(f"tools/slurm_up.sh failed:\n{up.stdout}\n{up.stderr}")
+    slurm = {**os.environ, "SLURM_CONF": str(base / "slurm.conf")}
+    yield slurm
+    subprocess.run([str(ROOT / "tools" / "slurm_down.sh")], env=env, check=False)
+
+
+@pytest.fixture
+def slurm(slurm_env: dict[str, str]) -> Iterator[SlurmCli]:
+    """A clean cluster per test: no jobs, every node idle."""
+    cli = SlurmCli(env=slurm_env)
+    yield cli
+    subprocess.run(["scancel", "-u", "root"], env=slurm_env, check=False)
+    subprocess.run(["scontrol", "update", f"NodeName={','.join(NODES)}", "State=RESUME"], env=slurm_env, capture_output=True, check=False)
+    wait_for(lambda: all(not s.drained_or_draining for s in cli.node_states(NODES).values()), "nodes resumed")
+
+
+@pytest.fixture
+def job_dir(tmp_path: Path) -> Path:
+    tmp_path.chmod(0o777)
+    return tmp_path
+
+
+def wait_for(condition: Callable[[], object], what: str) -> object:
+    deadline = time.monotonic() + DEADLINE_SECONDS
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.25)
+    raise AssertionError(f"timed out after {DEADLINE_SECONDS} s waiting for {what}")
+
+
+def sbatch(env: dict[str, str], *args: str, script: str) -> str:
+    done = subprocess.run(["sbatch", "--parsable", *args], input=script, env=env, capture_output=True, text=True, check=True)
+    return done.stdout.strip().split(";", 1)[0]
+
+
+def job_state(env: dict[str, str], job_id: str) -> str:
+    done = subprocess.run(
+        ["squeue", "-h", "-j", job_id, "-o", "%T", "--states", "all"], env=env, capture_output=True, text=True, check=False
+    )
+    return done.stdout.strip()

@@ -1,0 +1,155 @@
+"""The agent's Slurm side against a real slurmctld with four slurmd (tests/slurm/conftest.py)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from hyperpod_recovery.errors import InvalidCommand, NodeNotFound
+from hyperpod_recovery.models.commands import CheckpointRef, CommandEnvelope, DrainNodes, JobsOnNodes, ResubmitJob, ResumeNodes
+from hyperpod_recovery_agent.executor import CommandExecutor
+from hyperpod_recovery_agent.slurm import SlurmCli, SlurmUnreachable, validate_job_id, validate_nodes
+from tests.fakes import T0
+from tests.slurm.conftest import job_state, sbatch, wait_for
+
+pytestmark = pytest.mark.slurm
+TAG = "hyperpod-recovery:inc-1"
+TRAIN = """#!/bin/bash
+#SBATCH --comment=checkpoint=s3://llm-train-checkpoints/llama
+echo "from=$HYPERPOD_RECOVERY_RESUME_FROM step=$HYPERPOD_RECOVERY_RESUME_STEP nodes=$SLURM_JOB_NODELIST" > out-$SLURM_JOB_ID.txt
+sleep 600
+"""
+
+
+def envelope(command: object, command_id: str = "inc-1:cmd") -> CommandEnvelope:
+    return CommandEnvelope(
+        command_id=command_id, incident_id="inc-1", execution_name="inc-1", task_token="tok", requested_at=T0, command=command
+    )
+
+
+def run(slurm: SlurmCli, command: object) -> object:
+    return CommandExecutor(slurm).execute(envelope(command)).result
+
+
+def start_training(slurm_env: dict[str, str], job_dir: Path, *extra: str) -> str:
+    job_id = sbatch(slurm_env, "-J", "llama", "-N", "2", "-t", "30", "-D", str(job_dir), *extra, script=TRAIN)
+    wait_for(lambda: job_state(slurm_env, job_id) == "RUNNING", f"job {job_id} running")
+    return job_id
+
+
+# --- drain / resume ---------------------------------------------------------------------------
+def test_drain_tags_the_reason_and_repeating_it_changes_nothing(slurm: SlurmCli) -> None:
+    first = run(slurm, DrainNodes(nodes=["ip-10-1-0-1"], reason=f"{TAG} HMA: NvidiaErrorTerminate\nreplace"))
+    again = run(slurm, DrainNodes(nodes=["ip-10-1-0-1"], reason=f"{TAG} HMA: NvidiaErrorTerminate"))
+    state = slurm.node_states(["ip-10-1-0-1"])["ip-10-1-0-1"]
+    assert (first.drained, again.drained, again.already_drained) == (["ip-10-1-0-1"], [], ["ip-10-1-0-1"])  # type: ignore[attr-defined]
+    assert state.drained_by_us and state.reason == f"{TAG} HMA: NvidiaErrorTerminate replace"
+
+
+def test_resume_undoes_only_our_own_drain(slurm: SlurmCli, slurm_env: dict[str, str]) -> None:
+    # Given one node drained by us and one drained by an operator for maintenance
+    run(slurm, DrainNodes(nodes=["ip-10-1-0-1"], reason=f"{TAG} unhealthy"))
+    subprocess.run(["scontrol", "update", "NodeName=ip-10-1-0-2", "State=DRAIN", "Reason=ops: DIMM swap"], env=slurm_env, check=True)
+    # When resuming both, and a node that was never drained
+    result = run(slurm, ResumeNodes(nodes=["ip-10-1-0-1", "ip-10-1-0-2", "ip-10-1-0-3"], owner_tag=TAG))
+    # Then only ours is back; the operator's drain stays
+    assert (result.resumed, result.not_ours, result.not_drained) == (["ip-10-1-0-1"], ["ip-10-1-0-2"], ["ip-10-1-0-3"])  # type: ignore[attr-defined]
+    states = slurm.node_states(["ip-10-1-0-1", "ip-10-1-0-2"])
+    assert not states["ip-10-1-0-1"].drained_or_draining
+    assert states["ip-10-1-0-2"].reason == "ops: DIMM swap"
+
+
+def test_another_incidents_drain_is_not_ours_to_resume(slurm: SlurmCli) -> None:
+    run(slurm, DrainNodes(nodes=["ip-10-1-0-4"], reason="hyperpod-recovery:inc-2 unhealthy"))
+    result = run(slurm, ResumeNodes(nodes=["ip-10-1-0-4"], owner_tag=TAG))
+    assert result.not_ours == ["ip-10-1-0-4"]  # type: ignore[attr-defined]
+
+
+def test_an_unknown_node_is_node_not_found(slurm: SlurmCli) -> None:
+    with pytest.raises(NodeNotFound, match="ip-10-9-9-9"):
+        run(slurm, DrainNodes(nodes=["ip-10-1-0-1", "ip-10-9-9-9"], reason=f"{TAG} x"))
+    assert not slurm.node_states(["ip-10-1-0-1"])["ip-10-1-0-1"].drained_or_draining  # nothing half-done
+
+
+# --- jobs ---------------------------------------------------------------------------------------
+def test_jobs_on_a_node_come_with_everything_needed_to_resubmit_them(slurm: SlurmCli, slurm_env: dict[str, str], job_dir: Path) -> None:
+    job_id = start_training(slurm_env, job_dir)
+    result = run(slurm, JobsOnNodes(nodes=["ip-10-1-0-1"]))
+    [job] = result.jobs  # type: ignore[attr-defined]
+    assert (job.job_id, job.name, job.partition, job.num_nodes, job.state) == (job_id, "llama", "dev", 2, "RUNNING")
+    assert (job.nodes, job.time_limit, job.work_dir) == (["ip-10-1-0-1", "ip-10-1-0-2"], "30", str(job_dir))
+    assert job.checkpoint_uri == "s3://llm-train-checkpoints/llama"  # from the comment
+    assert job.batch_script == TRAIN and not job.auto_resume
+    assert run(slurm, JobsOnNodes(nodes=["ip-10-1-0-4"])).jobs == []  # type: ignore[attr-defined]
+
+
+def test_checkpoint_location_is_read_from_the_submission_environment(slurm: SlurmCli, slurm_env: dict[str, str], job_dir: Path) -> None:
+    script = TRAIN.replace("#SBATCH --comment=checkpoint=s3://llm-train-checkpoints/llama\n", "")
+    job_id = sbatch(
+        slurm_env,
+        "-J",
+        "env",
+        "-N",
+        "1",
+        "-D",
+        str(job_dir),
+        "--export=ALL,HYPERPOD_RECOVERY_CHECKPOINT_URI=s3://ckpt/env-job",
+        script=script,
+    )
+    wait_for(lambda: job_state(slurm_env, job_id) == "RUNNING", "job running")
+    job = slurm.job(job_id)
+    assert job is not None and job.checkpoint_uri == "s3://ckpt/env-job"
+
+
+def test_resubmission_sees_the_resume_checkpoint_avoids_the_drained_node_and_happens_once(
+    slurm: SlurmCli, slurm_env: dict[str, str], job_dir: Path
+) -> None:
+    # Given a running 2-node job, its first node drained by us, the spec captured, the old job cancelled
+    job_id = start_training(slurm_env, job_dir)
+    [spec] = slurm.jobs_on(["ip-10-1-0-1"])
+    run(slurm, DrainNodes(nodes=["ip-10-1-0-1"], reason=f"{TAG} unhealthy"))
+    subprocess.run(["scancel", job_id], env=slurm_env, check=True)
+    command = ResubmitJob(job=spec, checkpoint=CheckpointRef(uri="s3://llm-train-checkpoints/llama/step-000002000/", step=2000))
+    # When resubmitting, twice (a redelivered message)
+    first = run(slurm, command)
+    again = run(slurm, command)
+    # Then one new job runs, off the drained node, with the checkpoint in its environment
+    new_id = first.new_job_id  # type: ignore[attr-defined]
+    assert (again.new_job_id, again.already_submitted) == (new_id, True)  # type: ignore[attr-defined]
+    wait_for(lambda: (job_dir / f"out-{new_id}.txt").exists(), "the resubmitted job's output")
+    output = (job_dir / f"out-{new_id}.txt").read_text()
+    assert "from=s3://llm-train-checkpoints/llama/step-000002000/ step=2000" in output
+    assert "ip-10-1-0-1" not in output.split("nodes=")[1]
+    resubmitted = slurm.job(new_id)
+    assert resubmitted is not None and resubmitted.name == "llama" and resubmitted.num_nodes == 2
+
+
+def test_requeue_puts_a_running_job_back_in_the_queue_once(slurm: SlurmCli, slurm_env: dict[str, str], job_dir: Path) -> None:
+    job_id = start_training(slurm_env, job_dir)
+    assert slurm.requeue(job_id) is True
+    wait_for(lambda: job_state(slurm_env, job_id) == "PENDING", "job pending after requeue")
+    assert slurm.requeue(job_id) is False  # already pending: nothing to do
+
+
+# --- bad input and faults ----------------------------------------------------------------------
+@pytest.mark.parametrize("nodes", [["ip-10-1-0-1;reboot"], ["$(id)"], ["-rf"], []])
+def test_node_names_that_a_shell_would_expand_never_reach_slurm(nodes: list[str]) -> None:
+    with pytest.raises(InvalidCommand, match="nodes"):
+        validate_nodes(nodes)
+
+
+@pytest.mark.parametrize("job_id", ["1;scancel -u root", "abc", "-1", ""])
+def test_job_ids_are_validated(job_id: str) -> None:
+    with pytest.raises(InvalidCommand, match="job_id"):
+        validate_job_id(job_id)
+
+
+def test_an_unreachable_slurmctld_is_reported_as_such(slurm_env: dict[str, str], tmp_path: Path) -> None:
+    # Given a configuration pointing at a port nobody listens on, with a short message timeout
+    conf = Path(slurm_env["SLURM_CONF"]).read_text().replace("SlurmctldPort=6817", "SlurmctldPort=6999")
+    (tmp_path / "slurm.conf").write_text(conf + "MessageTimeout=1\n")
+    dead = SlurmCli(env={**slurm_env, "SLURM_CONF": str(tmp_path / "slurm.conf")})
+    with pytest.raises(SlurmUnreachable):
+        dead.node_states(["ip-10-1-0-1"])

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# A real single-host Slurm (Debian's slurmctld + one slurmd per fake node) for the agent's tests and
+# `make drill SLURM=real`. Root, no systemd; all state under $BASE. Prints `export SLURM_CONF=...`.
+# Adapted from ../shared/reference/examples/slurm_ci_up.sh (accounting left out: the agent needs none).
+set -euo pipefail
+BASE=${BASE:-${TMPDIR:-/tmp}/hyperpod-recovery-slurm}; NODES=${NODES:-4}; HOST=$(hostname -s)
+EPILOG=${EPILOG:-}   # optional EpilogSlurmctld program (the agent's job-ended hook)
+pkgs="slurmctld slurmd slurm-client munge"
+dpkg -s $pkgs >/dev/null 2>&1 || { apt-get update -qq; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $pkgs >/dev/null; }
+mkdir -p "$BASE"/{state,spool,log,jobs}
+[ -f /etc/munge/munge.key ] || { /usr/sbin/mungekey --create --keyfile=/etc/munge/munge.key 2>/dev/null || dd if=/dev/urandom bs=1 count=1024 of=/etc/munge/munge.key 2>/dev/null; chown munge:munge /etc/munge/munge.key; chmod 400 /etc/munge/munge.key; }
+mkdir -p /run/munge /var/log/munge /var/lib/munge && chown munge:munge /run/munge /var/log/munge /var/lib/munge
+munge -n >/dev/null 2>&1 || runuser -u munge -- /usr/sbin/munged
+cat > "$BASE/slurm.conf" <<CONF
+ClusterName=ci
+SlurmctldHost=$HOST(127.0.0.1)
+AuthType=auth/munge
+CredType=cred/munge
+SlurmUser=root
+SlurmdUser=root
+SlurmctldPort=6817
+StateSaveLocation=$BASE/state
+SlurmdSpoolDir=$BASE/spool/%n
+SlurmctldPidFile=$BASE/slurmctld.pid
+SlurmdPidFile=$BASE/slurmd-%n.pid
+SlurmctldLogFile=$BASE/log/slurmctld.log
+SlurmdLogFile=$BASE/log/slurmd-%n.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+MpiDefault=none
+SchedulerType=sched/backfill
+SchedulerParameters=sched_interval=1
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+ReturnToService=2
+SlurmdTimeout=30
+AccountingStorageType=accounting_storage/none
+JobAcctGatherType=jobacct_gather/none
+${EPILOG:+EpilogSlurmctld=$EPILOG}
+NodeName=ip-10-1-0-[1-$NODES] NodeHostname=$HOST NodeAddr=127.0.0.1 Port=[17001-$((17000+NODES))] CPUs=1 RealMemory=1000 State=UNKNOWN
+PartitionName=dev Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+CONF
+export SLURM_CONF=$BASE/slurm.conf
+slurmctld -f "$SLURM_CONF"
+for n in $(seq 1 "$NODES"); do slurmd -f "$SLURM_CONF" -N "ip-10-1-0-$n"; done
+for _ in $(seq 1 60); do [ "$(timeout 2 sinfo -h -t idle -o '%D' 2>/dev/null)" = "$NODES" ] && break; sleep 0.5; done
+[ "$(timeout 2 sinfo -h -t idle -o '%D' 2>/dev/null)" = "$NODES" ] || { echo "slurm did not come up; see $BASE/log" >&2; exit 1; }
+echo "export SLURM_CONF=$SLURM_CONF"
