@@ -13,6 +13,7 @@ import re
 import subprocess
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -269,10 +270,13 @@ class SlurmCli:
         return {k: v for k, v in pairs if k in self.checkpoint_env}
 
     def _config_value(self, key: str) -> str | None:
-        if not hasattr(self, "_config"):
-            lines = self._run(["scontrol", "show", "config"]).stdout.splitlines()
-            self._config = {k.strip(): v.strip() for k, sep, v in (line.partition("=") for line in lines) if sep}
         return self._config.get(key)
+
+    @cached_property
+    def _config(self) -> dict[str, str]:
+        """``scontrol show config``, read once per agent process."""
+        lines = self._run(["scontrol", "show", "config"]).stdout.splitlines()
+        return {k.strip(): v.strip() for k, sep, v in (line.partition("=") for line in lines) if sep}
 
     def _checkpoint_uri(self, comment: str, environment: dict[str, str], script: str) -> str | None:
         """Checkpoint location: ``checkpoint=s3://…`` in the comment, else the first configured env var

@@ -372,3 +372,18 @@ def test_dead_letters_keep_the_body_and_the_reason(aws: None) -> None:
     DeadLetters(url, sqs=sqs).send("{bad", "body: not JSON", "m-1")
     message = sqs.receive_message(QueueUrl=url, MessageAttributeNames=["All"])["Messages"][0]
     assert message["Body"] == "{bad" and message["MessageAttributes"]["rejection_reason"]["StringValue"] == "body: not JSON"
+
+
+def test_checkpoint_store_reads_an_empty_object_that_s3_refuses_to_range() -> None:
+    # S3 answers 416 InvalidRange to a ranged GET of a zero-byte object (moto does not); the store retries whole.
+    from io import BytesIO
+
+    from botocore.response import StreamingBody
+    from botocore.stub import Stubber
+
+    s3 = boto3.client("s3", region_name=REGION)
+    stubber = Stubber(s3)
+    stubber.add_client_error("get_object", service_error_code="InvalidRange", http_status_code=416)
+    stubber.add_response("get_object", {"Body": StreamingBody(BytesIO(b""), 0), "ETag": '"e"'}, {"Bucket": "b", "Key": "k"})
+    with stubber:
+        assert S3CheckpointStore(s3=s3).get_with_etag("b", "k", 100) == (b"", '"e"')

@@ -16,6 +16,7 @@ from hyperpod_recovery.errors import CheckpointStoreUnavailable, CheckpointUnrea
 _MISSING = ("NoSuchKey", "404", "NotFound")
 # 412: the If-Match/If-None-Match condition failed; 409: a concurrent conditional write won.
 _CONFLICT = ("PreconditionFailed", "412", "ConditionalRequestConflict", "409")
+_EMPTY_OBJECT: dict[str, Any] = {}  # sentinel: a ranged GET of a zero-byte object
 
 
 class S3CheckpointStore:
@@ -30,12 +31,10 @@ class S3CheckpointStore:
         return None if found is None else found[0]
 
     def get_with_etag(self, bucket: str, key: str, max_bytes: int) -> tuple[bytes, str] | None:
-        try:
-            response = self._call(f"s3://{bucket}/{key}", self.s3.get_object, Bucket=bucket, Key=key, Range=f"bytes=0-{max_bytes - 1}")
-        except CheckpointUnreadable as exc:
-            if "InvalidRange" not in str(exc):
-                raise
-            response = self._call(f"s3://{bucket}/{key}", self.s3.get_object, Bucket=bucket, Key=key)  # S3 answers 416 for an empty object
+        where = f"s3://{bucket}/{key}"
+        response = self._call(where, self.s3.get_object, Bucket=bucket, Key=key, Range=f"bytes=0-{max_bytes - 1}", _empty_ok=True)
+        if response is _EMPTY_OBJECT:  # S3 answers 416 InvalidRange to any range of an empty object
+            response = self._call(where, self.s3.get_object, Bucket=bucket, Key=key)
         return None if response is None else (response["Body"].read(), response["ETag"])
 
     def size(self, bucket: str, key: str) -> int | None:
@@ -99,13 +98,15 @@ class S3CheckpointStore:
             raise CheckpointStoreUnavailable(f"{where}: {exc}") from exc
         return f"sha256:{digest.hexdigest()}"
 
-    def _call(self, where: str, method: Any, **kwargs: Any) -> dict[str, Any] | None:
+    def _call(self, where: str, method: Any, _empty_ok: bool = False, **kwargs: Any) -> dict[str, Any] | None:
         """One SDK call; None when the key does not exist, errors.py classes for everything else."""
         try:
             return method(**kwargs)  # type: ignore[no-any-return]
         except ClientError as exc:
             if error_code(exc) in _MISSING:
                 return None
+            if _empty_ok and error_code(exc) == "InvalidRange":
+                return _EMPTY_OBJECT
             raise self._translate(exc, where) from exc
         except BotoCoreError as exc:
             raise CheckpointStoreUnavailable(f"{where}: {exc}") from exc
