@@ -7,7 +7,10 @@ VENV         := .venv
 SAM_VENV     := .venv-sam
 PY           := $(VENV)/bin/python
 SAM          := $(SAM_VENV)/bin/sam
-SCENARIO     ?= events/drills/default.json
+SLURM        ?= simulated
+SLURM_BASE   ?= /tmp/hyperpod-recovery-slurm
+SLURM_NODES  ?= 4
+SCENARIO     ?= $(if $(filter real,$(SLURM)),events/drills/real-slurm.json,events/drills/default.json)
 OUT          ?= out
 # sam validate/build need a region but never credentials; deploy uses your real profile and region.
 DUMMY_REGION := AWS_DEFAULT_REGION=$${AWS_DEFAULT_REGION:-us-west-2}
@@ -45,8 +48,13 @@ test: setup lint validate  ## lint, validate, and run the whole test suite
 unit: $(VENV)/.installed  ## fast tests only (no drills)
 	$(PY) -m pytest -m "not sandbox and not slurm" -q
 
-drill: $(VENV)/.installed  ## run a recovery drill on an in-memory AWS (SCENARIO=path.json)
+drill: $(VENV)/.installed  ## run a recovery drill on an in-memory AWS (SCENARIO=path.json; SLURM=real: real slurmctld + agent process)
+ifeq ($(SLURM),real)
+	BASE=$(SLURM_BASE) NODES=$(SLURM_NODES) tools/slurm_up.sh >/dev/null
+	SLURM_CONF=$(SLURM_BASE)/slurm.conf $(PY) -m sandbox run --scenario $(SCENARIO) --out $(OUT) --slurm real
+else
 	$(PY) -m sandbox run --scenario $(SCENARIO) --out $(OUT)
+endif
 
 lint: $(VENV)/.installed  ## ruff (lint + format check) and mypy
 	$(VENV)/bin/ruff check .

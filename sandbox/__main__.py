@@ -25,12 +25,19 @@ def main(argv: list[str] | None = None) -> int:
     run = commands.add_parser("run", help="run one scenario")
     run.add_argument("--scenario", type=Path, default=DEFAULT_SCENARIO, help="scenario JSON file (default: events/drills/default.json)")
     run.add_argument("--out", type=Path, default=Path("out"), help="directory for the report and the Lambda log")
+    run.add_argument(
+        "--slurm",
+        choices=("simulated", "real"),
+        default="simulated",
+        help="real: the agent as its own process against the slurmctld SLURM_CONF names (make drill SLURM=real)",
+    )
     args = parser.parse_args(argv)
 
     try:
         scenario = load_scenario(args.scenario)
         args.out.mkdir(parents=True, exist_ok=True)
-        report = DrillRunner(scenario, log_path=args.out / f"drill-{scenario.name}-lambda.log").run()
+        runner = DrillRunner(scenario, log_path=args.out / f"drill-{scenario.name}-lambda.log", real_slurm=args.slurm == "real")
+        report = runner.run()
     except ScenarioError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

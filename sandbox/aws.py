@@ -150,6 +150,21 @@ class SandboxAWS:
         self.clock.close()
         self._stack.close()
 
+    def enter(self, context: Any) -> Any:
+        """Keep a patch (or any context) for the life of the sandbox."""
+        return self._stack.enter_context(context)
+
+    def serve_http(self) -> str:
+        """Serve this same moto state over HTTP (moto's server mode) for another process: the
+        endpoint URL to give it as AWS_ENDPOINT_URL. Stopped when the sandbox closes."""
+        from moto.server import ThreadedMotoServer  # needs moto[server]; only real-Slurm drills use it
+
+        server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        server.start()
+        self._stack.callback(server.stop)
+        host, port = server.get_host_and_port()
+        return f"http://{host}:{port}"
+
     def client(self, service: str) -> Any:
         """One client per service for the runner (building one loads the service's model: slow)."""
         if service not in self._clients:

@@ -93,6 +93,8 @@ class HyperPodDouble:
     region: str
     epoch: datetime
     now: Callable[[], float]  # the caller's virtual time, in seconds since the epoch
+    # "workers:0" -> "ip-10-1-0-1": the real Slurm's node names, for drills against a real slurmctld.
+    hostnames: dict[str, str] = field(default_factory=dict)
     nodes: list[SimNode] = field(default_factory=list)
     replacements: list[ReplacementRecord] = field(default_factory=list)
     _lock: threading.RLock = field(default_factory=threading.RLock)
@@ -105,13 +107,14 @@ class HyperPodDouble:
         for group_no, group in self._groups.values():
             for index in range(group.count):
                 ip = f"10.{group_no}.{index // 250}.{index % 250 + 4}"
+                short = self.hostnames.get(f"{group.name}:{index}", f"ip-{ip.replace('.', '-')}")
                 self.nodes.append(
                     SimNode(
                         node_id=self._instance_id(group.name, index, 0),
                         group=group.name,
                         index=index,
                         ip=ip,
-                        hostname=f"ip-{ip.replace('.', '-')}.{self.region}.compute.internal",
+                        hostname=f"{short}.{self.region}.compute.internal",
                         instance_type=group.instance_type,
                         created_at=-86_400.0,
                         transitions=[(-86_400.0, "Running")],

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from hyperpod_recovery.adapters.ledger import DynamoLedger
 from hyperpod_recovery.models.records import IncidentRecord
 from sandbox.clock import EPOCH
+from sandbox.real_slurm import RealController
 
 if TYPE_CHECKING:
     from sandbox.runner import DrillRunner
@@ -25,8 +26,8 @@ if TYPE_CHECKING:
 REPORT_VERSION = 1
 
 
-def _seconds(moment: datetime | None) -> float | None:
-    return None if moment is None else round((moment - EPOCH).total_seconds(), 3)
+def _seconds(moment: datetime | None, epoch: datetime = EPOCH) -> float | None:
+    return None if moment is None else round((moment - epoch).total_seconds(), 3)
 
 
 def build_report(runner: DrillRunner, wall_seconds: float) -> dict[str, Any]:
@@ -83,8 +84,9 @@ def build_report(runner: DrillRunner, wall_seconds: float) -> dict[str, Any]:
         ],
         "slurm": {
             "submissions": [s.__dict__ for s in runner.slurm.submissions],
-            "drained_nodes": {n.name: n.reason for n in runner.slurm.nodes.values() if n.state == "drained"},
+            "drained_nodes": runner.slurm.drained_nodes(),
             "commands": runner.slurm.commands,
+            **({"mode": "real", "queue": runner.slurm.queue()} if isinstance(runner.slurm, RealController) else {"mode": "simulated"}),
         },
         "notifications": notifications,
     }
@@ -113,7 +115,7 @@ def _incident(runner: DrillRunner, name: str, execution: dict[str, Any], record:
             "workflow_seconds": None,
             "pipeline_overhead_seconds": None,
         }
-    phases = [{"name": p.name, "start": _seconds(p.start), "end": _seconds(p.end)} for p in record.phases]
+    phases = [{"name": p.name, "start": _seconds(p.start, runner.epoch), "end": _seconds(p.end, runner.epoch)} for p in record.phases]
     started = next((e.at for e in record.timeline if e.event == "event received"), None)
     workflow = (record.recorded_at - started).total_seconds() if started else None
     provisioning = _provisioning_wait(runner, record, phases)
@@ -137,7 +139,7 @@ def _incident(runner: DrillRunner, name: str, execution: dict[str, Any], record:
             }
             for r in record.resubmissions
         ],
-        "timeline": [{"at": _seconds(e.at), "event": e.event, "detail": e.detail} for e in record.timeline],
+        "timeline": [{"at": _seconds(e.at, runner.epoch), "event": e.event, "detail": e.detail} for e in record.timeline],
         "provisioning_seconds": round(provisioning, 3),
         "agent_seconds": round(record.agent_seconds, 3),
         "workflow_seconds": None if workflow is None else round(workflow, 3),
@@ -228,4 +230,10 @@ def format_report(report: dict[str, Any]) -> str:
         f"virtual time: {format_duration(report['virtual_seconds'])}   pipeline overhead: "
         f"{format_duration(report['pipeline_overhead_seconds'])}   wall time: {report['wall_seconds']:.1f}s",
     ]
+    if report["slurm"].get("mode") == "real":
+        lines += ["", "real Slurm queue (squeue), answered by the agent process:"]
+        lines += [
+            f"  {job['job_id']:>6}  {job['state']:<10} {job['name']:<24} {job['nodes'] or '-':<18} {job['comment'] or ''}"
+            for job in report["slurm"]["queue"]
+        ] or ["  (empty)"]
     return "\n".join(lines)

@@ -14,7 +14,7 @@ import math
 import sys
 import time
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -26,9 +26,10 @@ from sandbox.aws import REGION, SandboxAWS
 from sandbox.checkpoints import write_checkpoints
 from sandbox.clock import EPOCH, VirtualClock
 from sandbox.hyperpod import HyperPodDouble
+from sandbox.real_slurm import RealController
 from sandbox.report import build_report
 from sandbox.scenario import FaultSpec, Scenario, ScenarioError, expand_range
-from sandbox.slurm import SimulatedSlurm, SlurmJob
+from sandbox.slurm import SimulatedController, SlurmJob
 
 ESM_BATCH_SIZE = 100  # template.yaml IntakeFunction BatchSize
 FINISH_TIMEOUT_SECONDS = 300.0  # real seconds; a drill normally takes one or two
@@ -43,12 +44,22 @@ class Delivery:
 
 
 class DrillRunner:
-    def __init__(self, scenario: Scenario, log_path: Path) -> None:
+    def __init__(self, scenario: Scenario, log_path: Path, *, real_slurm: bool = False) -> None:
         self.scenario = scenario
         self.log_path = log_path
         self.clock = VirtualClock()
-        self.double = HyperPodDouble(scenario.cluster, scenario.behaviour, REGION, EPOCH, now=self.clock.now)
-        self.slurm = SimulatedSlurm(self.clock, EPOCH, scenario.behaviour.agent_seconds, scenario.behaviour.agent_down)
+        # Virtual second 0. A real Slurm remembers earlier drills' jobs (their comments carry the
+        # incident id, which carries the fault's time): real drills start at the present instead.
+        self.epoch = datetime.now(UTC).replace(microsecond=0) if real_slurm else EPOCH
+        self.slurm: SimulatedController | RealController
+        if real_slurm:
+            # The agent as its own process against the slurmctld SLURM_CONF names (sandbox/real_slurm.py).
+            self.slurm = RealController(scenario, log_path.parent, self.clock, self.epoch)
+            hostnames = self.slurm.hostnames
+        else:
+            self.slurm = SimulatedController(self.clock, self.epoch, scenario.behaviour.agent_seconds, scenario.behaviour.agent_down)
+            hostnames = {}
+        self.double = HyperPodDouble(scenario.cluster, scenario.behaviour, REGION, self.epoch, now=self.clock.now, hostnames=hostnames)
         self.intake_responses: list[dict[str, Any]] = []
         self.events_put = 0
         self.drill_count = 0
@@ -71,7 +82,7 @@ class DrillRunner:
             "LoginGroups": ",".join(settings.login_groups),
         }
         started = time.perf_counter()
-        install_clock(lambda: EPOCH + timedelta(seconds=self.clock.now()))
+        install_clock(lambda: self.epoch + timedelta(seconds=self.clock.now()))
         try:
             with (
                 self.log_path.open("w") as log,
@@ -88,9 +99,11 @@ class DrillRunner:
                     self._deliver(delivery)
                 self.clock.set_horizon(math.inf)
                 self._wait_for_executions()
+                self.slurm.close()  # before the report: a real agent's journal is read when it stops
                 return build_report(self, wall_seconds=time.perf_counter() - started)
         finally:
             install_clock(None)
+            self.slurm.close()
 
     def _refuse_unsupported(self) -> None:
         if any(f.kind == "job_failed" for f in self.scenario.faults):
@@ -105,16 +118,16 @@ class DrillRunner:
 
     # --- setup --------------------------------------------------------------------------
     def _populate(self, aws: SandboxAWS) -> None:
-        self.slurm.connect(aws.queue_urls["CommandQueue"], aws.client("sqs"), aws.client("stepfunctions"), aws.api_calls.record)
+        self.slurm.connect(aws)
         missing = set(self.scenario.behaviour.missing_in_slurm)
         for group in self.scenario.cluster.instance_groups:
             if group.type == "Compute":
                 for index in range(group.count):
                     if f"{group.name}:{index}" not in missing:
-                        self.slurm.add_node(self.double.slurm_name(f"{group.name}:{index}"))
+                        self.slurm.slurm.add_node(self.double.slurm_name(f"{group.name}:{index}"))
         for job in self.scenario.jobs:
             names = [self.double.slurm_name(f"{g}:{i}") for g, i in expand_range(job.nodes) if f"{g}:{i}" not in missing]
-            self.slurm.add_job(
+            self.slurm.slurm.add_job(
                 SlurmJob(
                     job_id=job.id,
                     name=job.name,
@@ -124,7 +137,7 @@ class DrillRunner:
                     auto_resume=job.auto_resume,
                 )
             )
-            write_checkpoints(aws.client("s3"), job, EPOCH)
+            write_checkpoints(aws.client("s3"), job, self.epoch)
 
     def _deliveries(self) -> list[Delivery]:
         """Group event faults the way an SQS event source with a batching window does; drills
@@ -180,7 +193,7 @@ class DrillRunner:
 
     def _put_event(self, fault: FaultSpec, ref: str) -> None:
         node = self.double.current(ref, t=fault.at)
-        when = EPOCH + timedelta(seconds=fault.at)
+        when = self.epoch + timedelta(seconds=fault.at)
         cluster, arn = self.scenario.cluster.name, self.double.arn
         if fault.foreign_cluster:
             cluster, arn = "other-cluster", arn[:-12] + "zzzzzzzzzzzz"

@@ -7,6 +7,11 @@ BASE=${BASE:-${TMPDIR:-/tmp}/hyperpod-recovery-slurm}; NODES=${NODES:-4}; HOST=$
 EPILOG=${EPILOG:-}   # optional EpilogSlurmctld program (the agent's job-ended hook)
 pkgs="slurmctld slurmd slurm-client munge"
 dpkg -s $pkgs >/dev/null 2>&1 || { apt-get update -qq; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $pkgs >/dev/null; }
+# Already up (make drill SLURM=real run twice): say where, change nothing.
+if [ -f "$BASE/slurmctld.pid" ] && kill -0 "$(cat "$BASE/slurmctld.pid")" 2>/dev/null \
+   && SLURM_CONF=$BASE/slurm.conf timeout 5 scontrol ping 2>/dev/null | grep -q UP; then
+  echo "export SLURM_CONF=$BASE/slurm.conf"; exit 0
+fi
 mkdir -p "$BASE"/{state,spool,log,jobs}
 [ -f /etc/munge/munge.key ] || { /usr/sbin/mungekey --create --keyfile=/etc/munge/munge.key 2>/dev/null || dd if=/dev/urandom bs=1 count=1024 of=/etc/munge/munge.key 2>/dev/null; chown munge:munge /etc/munge/munge.key; chmod 400 /etc/munge/munge.key; }
 mkdir -p /run/munge /var/log/munge /var/lib/munge && chown munge:munge /run/munge /var/log/munge /var/lib/munge

@@ -7,34 +7,60 @@ is found again by the comment it carries (Slurm itself keeps the idempotency key
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from hyperpod_recovery.errors import InvalidCommand
 from hyperpod_recovery.models.commands import (
     OWNER_TAG_PREFIX,
+    CaptureJobSpec,
     CommandEnvelope,
     CommandReply,
     DrainNodes,
     DrainResult,
     JobsOnNodes,
     JobsOnNodesResult,
+    JobSpec,
+    JobSpecResult,
+    NodeStates,
+    NodeStatesResult,
+    NodeStatus,
+    RequeueJob,
+    RequeueResult,
     ResubmitJob,
     ResubmitResult,
     ResumeNodes,
     ResumeResult,
 )
 from hyperpod_recovery.models.manifest import RESUME_FROM_ENV, RESUME_STEP_ENV
-from hyperpod_recovery_agent.slurm import RESUBMISSION_MARK, SlurmCli, Submission
+from hyperpod_recovery_agent.slurm import RESUBMISSION_MARK, NodeState, Submission
+
+# The old job's state at resubmission time: restarting on its own, or still holding an allocation.
+RESTARTED_BY_SLURM = frozenset({"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "CONFIGURING"})
+STILL_ALIVE = frozenset({"RUNNING", "COMPLETING", "SUSPENDED", "STOPPED", "RESIZING", "SIGNALING"})
 
 
 def _utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+class Slurm(Protocol):
+    """What the executor needs from Slurm: SlurmCli on a controller, the sandbox's simulation in drills."""
+
+    def node_states(self, nodes: Iterable[str]) -> dict[str, NodeState]: ...
+    def drain(self, nodes: Sequence[str], reason: str) -> None: ...
+    def resume(self, nodes: Sequence[str]) -> None: ...
+    def jobs_on(self, nodes: Iterable[str]) -> list[JobSpec]: ...
+    def job(self, job_id: str) -> JobSpec | None: ...
+    def resubmission_of(self, job_id: str, incident_id: str) -> str | None: ...
+    def submit(self, submission: Submission) -> str: ...
+    def cancel(self, job_id: str) -> None: ...
+    def requeue(self, job_id: str) -> bool: ...
+
+
 class CommandExecutor:
-    def __init__(self, slurm: SlurmCli, *, now: Callable[[], datetime] = _utcnow) -> None:
+    def __init__(self, slurm: Slurm, *, now: Callable[[], datetime] = _utcnow) -> None:
         self.slurm = slurm
         self.now = now
 
@@ -50,6 +76,15 @@ class CommandExecutor:
             result = JobsOnNodesResult(jobs=self.slurm.jobs_on(command.nodes))
         elif isinstance(command, ResubmitJob):
             result = self.resubmit(command, envelope.incident_id)
+        elif isinstance(command, NodeStates):
+            states = self.slurm.node_states(command.nodes)
+            result = NodeStatesResult(
+                nodes=[NodeStatus(name=s.name, state=s.state, flags=list(s.flags), reason=s.reason) for s in states.values()]
+            )
+        elif isinstance(command, CaptureJobSpec):
+            result = JobSpecResult(job=self.slurm.job(command.job_id))
+        elif isinstance(command, RequeueJob):
+            result = RequeueResult(job_id=command.job_id, requeued=self.slurm.requeue(command.job_id))
         else:  # pragma: no cover - the envelope's discriminated union admits nothing else
             raise InvalidCommand(f"command: unknown type {type(command).__name__}")
         return CommandReply(
@@ -93,6 +128,16 @@ class CommandExecutor:
             return ResubmitResult(old_job_id=old.job_id, new_job_id=existing, already_submitted=True)
         if not old.batch_script:
             raise InvalidCommand(f"job.batch_script: job {old.job_id} has no captured batch script to resubmit")
+        current = self.slurm.job(old.job_id)
+        if current is not None and current.state in RESTARTED_BY_SLURM:
+            # Slurm requeued it after the node failure: it is restarting already. A second copy
+            # would train twice on the same data and race it for checkpoints.
+            return ResubmitResult(old_job_id=old.job_id, new_job_id=old.job_id, already_submitted=True, restarted_by_slurm=True)
+        cancelled = False
+        if current is not None and current.state in STILL_ALIVE:
+            # Still holding nodes we replaced (or hung on them): never two copies of a training run.
+            self.slurm.cancel(old.job_id)
+            cancelled = True
         minutes = int(old.time_limit) if old.time_limit and old.time_limit.isdigit() else None
         new_id = self.slurm.submit(
             Submission(
@@ -107,4 +152,4 @@ class CommandExecutor:
                 exclude_nodes=tuple(command.exclude_nodes),
             )
         )
-        return ResubmitResult(old_job_id=old.job_id, new_job_id=new_id)
+        return ResubmitResult(old_job_id=old.job_id, new_job_id=new_id, cancelled_old=cancelled)

@@ -167,6 +167,11 @@ class SlurmCli:
 
     def job(self, job_id: str) -> JobSpec | None:
         """The job if slurmctld still knows it (active or recently finished), else None."""
+        record = self.job_record(job_id)
+        return self._job_spec(record) if record else None
+
+    def job_record(self, job_id: str) -> dict[str, Any] | None:
+        """squeue's JSON for one job (state, reason, comment, restart count...), or None."""
         try:
             data = self._json(["squeue", "--json", "--jobs", validate_job_id(job_id)])
         except SlurmCommandFailed as exc:
@@ -174,7 +179,11 @@ class SlurmCli:
                 return None
             raise
         jobs = [j for j in data.get("jobs", []) if str(j.get("job_id")) == job_id]
-        return self._job_spec(jobs[0]) if jobs else None
+        return jobs[0] if jobs else None
+
+    def job_spec_of(self, record: dict[str, Any]) -> JobSpec:
+        """The spec of a job from its squeue record (batch script and checkpoint location included)."""
+        return self._job_spec(record)
 
     def resubmission_of(self, job_id: str, incident_id: str) -> str | None:
         """The id of the job we already submitted for (job_id, incident), found by its comment."""
@@ -217,6 +226,14 @@ class SlurmCli:
         new_id = self._run(argv, stdin=submission.script).stdout.strip().split(";", 1)[0]
         return validate_job_id(new_id)
 
+    def cancel(self, job_id: str) -> None:
+        """scancel; a job that already ended is left as is (scancel says so and exits non-zero)."""
+        try:
+            self._run(["scancel", validate_job_id(job_id)])
+        except SlurmCommandFailed as exc:
+            if "already completing or completed" not in exc.output and "Invalid job id" not in exc.output:
+                raise
+
     def requeue(self, job_id: str) -> bool:
         """Requeue a running job; False when it is already pending (Slurm: "Job is pending execution")."""
         try:
@@ -230,7 +247,7 @@ class SlurmCli:
     def _job_spec(self, job: dict[str, Any]) -> JobSpec:
         job_id = str(job["job_id"])
         script = self.batch_script(job_id) if job.get("batch_flag") else None
-        environment = self._submit_environment(job_id)
+        environment = self.submission_environment(job_id)
         time_limit = job.get("time_limit")
         return JobSpec(
             job_id=job_id,
@@ -255,8 +272,9 @@ class SlurmCli:
             raise InvalidCommand(f"nodelist {nodelist!r} from slurmctld is not a node list")
         return self._run(["scontrol", "show", "hostnames", nodelist]).stdout.split()
 
-    def _submit_environment(self, job_id: str) -> dict[str, str]:
-        """The job's submission environment, from slurmctld's state directory (root on the controller)."""
+    def submission_environment(self, job_id: str) -> dict[str, str]:
+        """The job's submission environment (the ``checkpoint_env`` variables only), from
+        slurmctld's state directory (root on the controller)."""
         state_dir = self._config_value("StateSaveLocation")
         if not state_dir:
             return {}

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -19,6 +20,14 @@ from hyperpod_recovery_agent.slurm import SlurmCli
 from tests.conftest import ROOT
 
 NODES = [f"ip-10-1-0-{n}" for n in range(1, 5)]
+PYTHONPATH = [ROOT / "layers" / "recovery_core", ROOT / "agent"]
+# slurmctld's EpilogSlurmctld: the agent's job-ended hook, once a test has configured it (epilog.env).
+# slurmctld gives it no environment beyond SLURM_JOB_*, so everything else is set here.
+EPILOG_WRAPPER = """#!/bin/sh
+[ -f %(base)s/epilog.env ] || exit 0
+. %(base)s/epilog.env
+PYTHONPATH=%(pythonpath)s exec %(python)s -m hyperpod_recovery_agent --config %(base)s/agent.toml job-ended 2>> %(base)s/epilog.log
+"""
 DEADLINE_SECONDS = 60  # a real scheduler: poll its state, never sleep a fixed time
 
 
@@ -35,7 +44,10 @@ def slurm_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, st
     if not (shutil.which("slurmctld") or os.environ.get("HYPERPOD_RECOVERY_REQUIRE_SLURM") == "1"):
         _unavailable("slurmctld is not installed (apt-get install slurmctld slurmd slurm-client munge)")
     base = tmp_path_factory.mktemp("slurm")
-    env = {**os.environ, "BASE": str(base), "NODES": str(len(NODES))}
+    epilog = base / "epilog.sh"
+    epilog.write_text(EPILOG_WRAPPER % {"base": base, "python": sys.executable, "pythonpath": os.pathsep.join(map(str, PYTHONPATH))})
+    epilog.chmod(0o755)
+    env = {**os.environ, "BASE": str(base), "NODES": str(len(NODES)), "EPILOG": str(epilog)}
     subprocess.run([str(ROOT / "tools" / "slurm_down.sh")], env={**env, "BASE": "/tmp/hyperpod-recovery-slurm"}, check=False)
     up = subprocess.run([str(ROOT / "tools" / "slurm_up.sh")], env=env, capture_output=True, text=True, check=False)
     if up.returncode != 0:

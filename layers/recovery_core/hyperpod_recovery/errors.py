@@ -88,6 +88,11 @@ class InvalidCommand(RecoveryError):
     """The controller agent rejected a malformed command (sent by the agent via SendTaskFailure)."""
 
 
+class ControllerAgentError(RecoveryError):
+    """The controller agent hit something it did not expect (a bug, or Slurm output it cannot read);
+    sent by the agent via SendTaskFailure so the workflow escalates instead of waiting."""
+
+
 # --- notifications ------------------------------------------------------------------------
 class NotifierUnavailable(RecoveryError):
     """SNS refused or failed a publish; the record is already saved, so retrying is safe."""

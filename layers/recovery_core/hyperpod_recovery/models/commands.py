@@ -82,8 +82,38 @@ class ResubmitJob(BaseModel):
     exclude_nodes: list[SlurmNodeName] = Field(default_factory=list)
 
 
-ControllerCommand = Annotated[DrainNodes | ResumeNodes | JobsOnNodes | ResubmitJob, Field(discriminator="type")]
-MUTATING_COMMANDS = frozenset({"drain_nodes", "resume_nodes", "resubmit_job"})
+class NodeStates(BaseModel):
+    """Slurm's view of nodes: state, flags and drain reason (read-only)."""
+
+    model_config = ConfigDict(extra="forbid")
+    type: Literal["node_states"] = "node_states"
+    nodes: NodeList
+
+
+class CaptureJobSpec(BaseModel):
+    """One job's spec (script, name, partition, nodes, time limit, work dir, checkpoint) (read-only)."""
+
+    model_config = ConfigDict(extra="forbid")
+    type: Literal["capture_job_spec"] = "capture_job_spec"
+    job_id: SlurmJobId
+
+
+class RequeueJob(BaseModel):
+    """``scontrol requeue``: Slurm restarts the same job id (a job already pending is left as is)."""
+
+    model_config = ConfigDict(extra="forbid")
+    type: Literal["requeue_job"] = "requeue_job"
+    job_id: SlurmJobId
+
+
+ControllerCommand = Annotated[
+    DrainNodes | ResumeNodes | JobsOnNodes | ResubmitJob | NodeStates | CaptureJobSpec | RequeueJob,
+    Field(discriminator="type"),
+]
+COMMAND_TYPES = frozenset(
+    {"drain_nodes", "resume_nodes", "jobs_on_nodes", "resubmit_job", "node_states", "capture_job_spec", "requeue_job"}
+)
+MUTATING_COMMANDS = frozenset({"drain_nodes", "resume_nodes", "resubmit_job", "requeue_job"})
 
 
 class CommandEnvelope(BaseModel):
@@ -120,9 +150,33 @@ class ResubmitResult(BaseModel):
     old_job_id: SlurmJobId
     new_job_id: SlurmJobId | None = None  # None only in a dry run
     already_submitted: bool = False
+    # Slurm had requeued the old job itself (new_job_id is then the old id): nothing submitted.
+    restarted_by_slurm: bool = False
+    # The old job still ran (on the replaced nodes, or hung) and was cancelled before resubmitting.
+    cancelled_old: bool = False
 
 
-ResultT = TypeVar("ResultT", DrainResult, ResumeResult, JobsOnNodesResult, ResubmitResult)
+class NodeStatus(BaseModel):
+    name: SlurmNodeName
+    state: str  # idle, allocated, mixed, down, ...
+    flags: list[str] = Field(default_factory=list)  # DRAIN, NOT_RESPONDING, ...
+    reason: str = ""
+
+
+class NodeStatesResult(BaseModel):
+    nodes: list[NodeStatus] = Field(default_factory=list)
+
+
+class JobSpecResult(BaseModel):
+    job: JobSpec | None = None  # None: slurmctld no longer knows the job
+
+
+class RequeueResult(BaseModel):
+    job_id: SlurmJobId
+    requeued: bool  # False: the job was already pending (requeued before), nothing done
+
+
+ResultT = TypeVar("ResultT", DrainResult, ResumeResult, JobsOnNodesResult, ResubmitResult, NodeStatesResult, JobSpecResult, RequeueResult)
 
 
 class CommandReply(BaseModel, Generic[ResultT]):

@@ -1,0 +1,5 @@
+import sys
+
+from hyperpod_recovery_agent.cli import main
+
+sys.exit(main())

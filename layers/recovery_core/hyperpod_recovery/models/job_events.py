@@ -1,0 +1,45 @@
+"""The "job failed" event the controller agent puts on EventBridge when a Slurm job ends badly.
+
+Sent by ``hyperpod-recovery-agent job-ended`` (run by slurmctld as EpilogSlurmctld), once per job
+end, for jobs that end FAILED or NODE_FAIL, and TIMEOUT when the agent is configured to. The
+JobRecovery workflow consumes it; events/agent/job-failed.json is a sample.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from hyperpod_recovery.models.common import CLUSTER_NAME_PATTERN, SlurmJobId, SlurmNodeName, Timestamp
+
+JOB_EVENT_SOURCE = "hyperpod-recovery.agent"
+JOB_FAILED_DETAIL_TYPE = "HyperPod Recovery Slurm Job Failed"
+FAILED_STATES = ("FAILED", "NODE_FAIL", "TIMEOUT")
+JobEndState = Literal["FAILED", "NODE_FAIL", "TIMEOUT"]
+
+
+class JobFailedDetail(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: Literal[1] = 1
+    cluster_name: str = Field(pattern=CLUSTER_NAME_PATTERN)
+    job_id: SlurmJobId
+    name: str = Field(max_length=256)
+    user: str | None = Field(default=None, max_length=64)
+    partition: str | None = Field(default=None, max_length=128)
+    nodes: list[SlurmNodeName] = Field(max_length=10_000)
+    state: JobEndState
+    # Slurm's reason for the end (NonZeroExitCode, NodeDown, TimeLimit, RaisedSignal:9(Killed)...).
+    reason: str = Field(default="", max_length=256)
+    exit_code: int = Field(ge=0, le=255)
+    signal: int = Field(default=0, ge=0, le=255)
+    restart_count: int = Field(default=0, ge=0)
+    ended_at: Timestamp
+    checkpoint_uri: str | None = Field(default=None, pattern=r"^s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/.*)?$")
+    # `srun --auto-resume=1`: HyperPod restarts the job itself; the workflow must not restart it too.
+    auto_resume: bool = False
+    # Set when the job was itself our resubmission of an earlier job (crash-loop detection).
+    resubmission_of: SlurmJobId | None = None
+    # Unique per job end: the same job id ends again after a requeue, with a new end time.
+    event_key: str = Field(min_length=1, max_length=160)

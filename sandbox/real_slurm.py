@@ -1,0 +1,241 @@
+"""``make drill SLURM=real``: the real agent, as its own process, against a real slurmctld.
+
+The sandbox's AWS stays in-process (moto, virtual time, the HyperPod double); it is also served
+over HTTP (moto's server mode, same state) so that the agent process reaches the command queue
+and Step Functions exactly as it reaches AWS from a controller node: through boto3, with
+AWS_ENDPOINT_URL pointing at the sandbox. Slurm is whatever SLURM_CONF names
+(tools/slurm_up.sh starts one): the scenario's compute nodes are mapped onto its nodes in order,
+its jobs are submitted with sbatch, and the report shows Slurm's real queue at the end.
+
+What is not real: the replaced node. The double gives it a new instance id under the same name,
+but the slurmd behind that name keeps running, so the old job is still RUNNING when the workflow
+resubmits; the agent cancels it first, as it would a job hung on a replaced node.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+from moto.stepfunctions.parser.models import StepFunctionsParserBackend
+
+from hyperpod_recovery.models.manifest import RESUME_FROM_ENV, RESUME_STEP_ENV
+from hyperpod_recovery_agent.agent import ReplyJournal
+from hyperpod_recovery_agent.slurm import RESUBMISSION_MARK, SlurmCli
+from sandbox.aws import FAKE_CREDENTIALS, REGION, SandboxAWS
+from sandbox.clock import VirtualClock
+from sandbox.scenario import Scenario, ScenarioError
+from sandbox.slurm import SlurmJob, Submission
+
+ROOT = Path(__file__).resolve().parent.parent
+DRILL_MARK = "hyperpod-recovery-drill"  # in the comment of the jobs a drill submits, to clean them up next time
+START_SECONDS = 60.0  # real seconds for a seeded job to start, or for the agent to stop
+# The seeded job: records what it was started with, then "trains".
+JOB_SCRIPT = """#!/bin/bash
+echo "job=$SLURM_JOB_ID resume_from=${HYPERPOD_RECOVERY_RESUME_FROM:-none}" \\
+  "step=${HYPERPOD_RECOVERY_RESUME_STEP:-none} nodes=$SLURM_JOB_NODELIST" > "%(out)s/job-$SLURM_JOB_ID.txt"
+sleep 100000
+"""
+
+
+def _natural(name: str) -> list[Any]:
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
+
+
+class RealSlurmUnavailable(ScenarioError):
+    """No reachable Slurm, or too few nodes for the scenario."""
+
+
+class _Seeder:
+    """What the runner calls to set the scenario's Slurm up: here, real nodes and sbatch."""
+
+    def __init__(self, controller: RealController) -> None:
+        self.controller = controller
+
+    def add_node(self, name: str) -> None:
+        if name not in self.controller.node_names:
+            raise RealSlurmUnavailable(f"node {name} is not in the real Slurm")
+
+    def add_job(self, job: SlurmJob) -> None:
+        self.controller.submit_seed_job(job)
+
+
+class RealController:
+    def __init__(
+        self, scenario: Scenario, out_dir: Path, clock: VirtualClock, epoch: datetime, environ: dict[str, str] | None = None
+    ) -> None:
+        self.clock, self.epoch = clock, epoch
+        self.env = dict(os.environ if environ is None else environ)
+        if not self.env.get("SLURM_CONF"):
+            raise RealSlurmUnavailable("SLURM_CONF is not set: start one with tools/slurm_up.sh (make drill SLURM=real does)")
+        self.out_dir = out_dir.resolve()
+        self.cli = SlurmCli(env=self.env, checkpoint_env=(RESUME_FROM_ENV, RESUME_STEP_ENV))
+        try:
+            self.node_names = sorted((n["name"] for n in self.cli._json(["sinfo", "--json"]).get("nodes", [])), key=_natural)
+        except Exception as exc:
+            raise RealSlurmUnavailable(f"Slurm at {self.env['SLURM_CONF']} does not answer: {exc}") from exc
+        compute = [f"{g.name}:{i}" for g in scenario.cluster.instance_groups if g.type == "Compute" for i in range(g.count)]
+        if len(compute) > len(self.node_names):
+            raise RealSlurmUnavailable(
+                f"the scenario has {len(compute)} compute nodes, the real Slurm {len(self.node_names)}: start it with NODES={len(compute)}"
+            )
+        self.hostnames = dict(zip(compute, self.node_names, strict=False))
+        self.slurm = _Seeder(self)
+        self.seeded: dict[str, str] = {}  # scenario job id -> Slurm job id
+        self.commands: list[dict[str, Any]] = []
+        self.state_dir = self.out_dir / "agent-state"
+        self.agent_log = self.out_dir / f"drill-{scenario.name}-agent.log"
+        self.cluster_name = scenario.cluster.name
+        shutil.rmtree(self.state_dir, ignore_errors=True)  # a new agent per drill: no replies from the last one
+        self._agent: subprocess.Popen[bytes] | None = None
+        self._clean_previous_drill()
+
+    # --- setup ----------------------------------------------------------------------------
+    def _clean_previous_drill(self) -> None:
+        for job in self.cli._json(["squeue", "--json"]).get("jobs", []):
+            comment = job.get("comment") or ""
+            if DRILL_MARK in comment or comment.startswith(RESUBMISSION_MARK):
+                self.cli.cancel(str(job["job_id"]))
+        ours = [name for name, state in self.cli.node_states(self.node_names).items() if state.drained_by_us]
+        if ours:
+            self.cli.resume(ours)
+
+    def submit_seed_job(self, job: SlurmJob) -> None:
+        argv = [
+            "sbatch",
+            "--parsable",
+            f"--job-name={job.name}",
+            f"--nodes={len(job.nodes)}",
+            f"--nodelist={','.join(job.nodes)}",
+            f"--chdir={self.out_dir}",
+            "--output=/dev/null",
+            f"--comment={DRILL_MARK}" + (f" checkpoint={job.checkpoint_uri}" if job.checkpoint_uri else ""),
+        ]
+        done = subprocess.run(argv, input=JOB_SCRIPT % {"out": self.out_dir}, env=self.env, capture_output=True, text=True, check=False)  # noqa: S603
+        if done.returncode != 0:
+            raise RealSlurmUnavailable(f"sbatch refused the scenario's job {job.job_id}: {done.stderr.strip()}")
+        slurm_id = done.stdout.strip().split(";", 1)[0]
+        self.seeded[job.job_id] = slurm_id
+        deadline = time.monotonic() + START_SECONDS
+        while (record := self.cli.job_record(slurm_id)) is None or record.get("job_state") != "RUNNING":
+            if time.monotonic() > deadline:
+                raise RealSlurmUnavailable(f"job {slurm_id} did not start within {START_SECONDS:.0f} s (see squeue)")
+            time.sleep(0.2)  # real time: a real scheduler starting a real job
+
+    # --- the agent process -------------------------------------------------------------------
+    def connect(self, aws: SandboxAWS) -> None:
+        aws.enter(
+            mock.patch.object(
+                StepFunctionsParserBackend, "send_task_success", self._on_virtual_time(StepFunctionsParserBackend.send_task_success)
+            )
+        )
+        logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one line per agent request otherwise
+        endpoint = aws.serve_http()
+        config = self.out_dir / "agent.toml"
+        config.write_text(
+            f'cluster_name = "{self.cluster_name}"\n'
+            f'command_queue_url = "{aws.queue_urls["CommandQueue"]}"\n'
+            f'region = "{REGION}"\n'
+            f'state_dir = "{self.state_dir}"\n'
+            "poll_wait_seconds = 1\nheartbeat_seconds = 20\nvisibility_seconds = 60\n"
+        )
+        environ = {
+            **self.env,
+            **FAKE_CREDENTIALS,
+            "AWS_ENDPOINT_URL": endpoint,
+            "PYTHONPATH": os.pathsep.join([str(ROOT / "layers" / "recovery_core"), str(ROOT / "agent")]),
+        }
+        with self.agent_log.open("wb") as log:
+            self._agent = subprocess.Popen(  # noqa: S603 - our own program, an argument list
+                [sys.executable, "-m", "hyperpod_recovery_agent", "--config", str(config), "run"],
+                env=environ,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+
+    def _on_virtual_time(self, send_task_success: Any) -> Any:
+        """The agent stamps its replies with the wall clock; the drill's timeline is virtual. Move
+        each reply onto its execution's timeline as it arrives (same durations, virtual end)."""
+        clock, epoch = self.clock, self.epoch
+
+        def on_virtual_time(backend: Any, task_token: str, outcome: str) -> Any:
+            try:
+                reply = json.loads(outcome)
+                completed = datetime.fromisoformat(reply["completed_at"])
+                started = datetime.fromisoformat(reply["started_at"])
+                timeline = str(reply["command_id"]).split(":", 1)[0]
+            except (ValueError, KeyError, TypeError):
+                return send_task_success(backend, task_token, outcome)
+            virtual_end = epoch + timedelta(seconds=clock.now(timeline))
+            reply["completed_at"] = virtual_end.isoformat()
+            reply["started_at"] = (virtual_end - (completed - started)).isoformat()
+            return send_task_success(backend, task_token, json.dumps(reply))
+
+        return on_virtual_time
+
+    def pump(self) -> None:
+        """Nothing to do in-process: the agent process answers on its own."""
+
+    def close(self) -> None:
+        if self._agent is None or self._agent.poll() is not None:
+            return
+        self._agent.send_signal(signal.SIGTERM)
+        try:
+            self._agent.wait(timeout=START_SECONDS)
+        except subprocess.TimeoutExpired:
+            self._agent.kill()
+        self._collect_commands()
+
+    def _collect_commands(self) -> None:
+        journal = self.state_dir / "replies"
+        if not journal.exists():
+            return
+        for reply in sorted(ReplyJournal(journal).replies(), key=lambda r: r["completed_at"]):
+            self.commands.append(
+                {"type": reply["type"], "status": "succeeded", "command_id": reply["command_id"], "result": reply["result"]}
+            )
+
+    # --- the report's view of Slurm --------------------------------------------------------------
+    @property
+    def submissions(self) -> list[Submission]:
+        found = []
+        for job in self.cli._json(["squeue", "--json"]).get("jobs", []):
+            comment = job.get("comment") or ""
+            if not comment.startswith(RESUBMISSION_MARK):
+                continue
+            old_id = comment.removeprefix(RESUBMISSION_MARK).split(" ", 1)[0]
+            incident = comment.rsplit("incident=", 1)[-1]
+            environment = self.cli.submission_environment(str(job["job_id"]))
+            step = environment.get(RESUME_STEP_ENV, "")
+            found.append(
+                Submission(incident, old_id, str(job["job_id"]), environment.get(RESUME_FROM_ENV, ""), int(step) if step.isdigit() else -1)
+            )
+        return found
+
+    def drained_nodes(self) -> dict[str, str]:
+        return {name: state.reason for name, state in self.cli.node_states(self.node_names).items() if state.drained_or_draining}
+
+    def queue(self) -> list[dict[str, Any]]:
+        """Slurm's queue as squeue shows it, for the report and the printed summary."""
+        return [
+            {
+                "job_id": str(job["job_id"]),
+                "name": job.get("name"),
+                "state": job.get("job_state"),
+                "nodes": job.get("nodes"),
+                "comment": job.get("comment"),
+            }
+            for job in self.cli._json(["squeue", "--json"]).get("jobs", [])
+            if job.get("job_state") in ("RUNNING", "PENDING", "CONFIGURING", "COMPLETING")
+        ]

@@ -1,0 +1,41 @@
+"""`make drill SLURM=real` in CI: the sandbox's AWS served over HTTP, the agent as its own process,
+the session's real slurmctld (tests/slurm/conftest.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hyperpod_recovery_agent.slurm import RESUBMISSION_MARK, SlurmCli
+from sandbox.runner import DrillRunner
+from sandbox.scenario import load_scenario
+from tests.conftest import ROOT
+from tests.slurm.conftest import wait_for
+
+pytestmark = [pytest.mark.slurm, pytest.mark.sandbox]
+
+
+def test_a_real_slurm_drill_recovers_and_the_resubmitted_job_runs_from_the_checkpoint(
+    slurm: SlurmCli, slurm_env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given the real-slurm drill and a running slurmctld
+    monkeypatch.setenv("SLURM_CONF", slurm_env["SLURM_CONF"])
+    tmp_path.chmod(0o777)
+    scenario = load_scenario(ROOT / "events" / "drills" / "real-slurm.json")
+    # When it runs with the agent as a separate process
+    report = DrillRunner(scenario, log_path=tmp_path / "drill-lambda.log", real_slurm=True).run()
+    # Then the incident is recovered and Slurm runs the resubmitted job, resumed from step 2000
+    [incident] = report["incidents"]
+    assert incident["outcome"] == "recovered", incident
+    [resubmitted] = [job for job in report["slurm"]["queue"] if (job["comment"] or "").startswith(RESUBMISSION_MARK)]
+    assert resubmitted["state"] in ("RUNNING", "PENDING")
+    [submission] = report["slurm"]["submissions"]
+    assert (submission["new_job_id"], submission["checkpoint_step"]) == (resubmitted["job_id"], 2000)
+    # The agent process answered every command (its journal), and the drained node was resumed
+    assert sorted(c["type"] for c in report["slurm"]["commands"]) == ["drain_nodes", "jobs_on_nodes", "resubmit_job", "resume_nodes"]
+    assert report["slurm"]["drained_nodes"] == {}
+    # What the resubmitted job itself saw when Slurm started it
+    output = tmp_path / f"job-{resubmitted['job_id']}.txt"
+    wait_for(output.exists, "the resubmitted job to start")
+    assert "resume_from=s3://llm-train-checkpoints/llama-8b-pretrain/step-000002000/ step=2000" in output.read_text()

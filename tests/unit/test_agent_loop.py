@@ -1,0 +1,343 @@
+"""The agent's loop: command queue on moto's SQS, Slurm simulated (sandbox/slurm.py), and the
+three Step Functions task calls recorded by a double that can refuse them like the service does."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError
+from moto import mock_aws
+
+from hyperpod_recovery.models.commands import CheckpointRef, CommandEnvelope, DrainNodes, ResubmitJob
+from hyperpod_recovery_agent.agent import Agent, ReplyJournal
+from hyperpod_recovery_agent.config import RetryPolicy
+from hyperpod_recovery_agent.executor import CommandExecutor
+from hyperpod_recovery_agent.slurm import SlurmUnreachable
+from sandbox.slurm import SimulatedSlurm, SlurmJob
+from tests.fakes import T0
+
+TAG = "hyperpod-recovery:inc-1"
+NODES = ["ip-10-3-0-4", "ip-10-3-0-5"]
+
+
+class StepFunctionsDouble:
+    """SendTaskSuccess/Failure/Heartbeat, recorded; ``refuse`` makes the next answer fail with a code."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+        self.refuse: str | None = None
+        self.heartbeat_seen = threading.Event()
+
+    def _call(self, name: str, **kwargs: Any) -> dict[str, Any]:
+        if self.refuse and name != "heartbeat":
+            code, self.refuse = self.refuse, None
+            raise ClientError({"Error": {"Code": code, "Message": code}}, name)
+        self.calls.append((name, kwargs))
+        return {}
+
+    def send_task_success(self, **kwargs: Any) -> dict[str, Any]:
+        return self._call("success", **kwargs)
+
+    def send_task_failure(self, **kwargs: Any) -> dict[str, Any]:
+        return self._call("failure", **kwargs)
+
+    def send_task_heartbeat(self, **kwargs: Any) -> dict[str, Any]:
+        result = self._call("heartbeat", **kwargs)
+        if sum(1 for name, _ in self.calls if name == "heartbeat") >= 2:
+            self.heartbeat_seen.set()
+        return result
+
+    def answers(self) -> list[tuple[str, dict[str, Any]]]:
+        return [(name, kwargs) for name, kwargs in self.calls if name != "heartbeat"]
+
+
+class CountingSlurm(SimulatedSlurm):
+    """Simulated slurmctld that counts mutating calls and can be unreachable for a while."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.drains = 0
+        self.submits = 0
+        self.unreachable_for = 0
+        for name in NODES:
+            self.add_node(name)
+        self.add_job(SlurmJob(job_id="1001", name="llama", nodes=list(NODES), state="RUNNING", checkpoint_uri="s3://ckpt/llama"))
+
+    def node_states(self, nodes: Any) -> Any:
+        if self.unreachable_for:
+            self.unreachable_for -= 1
+            raise SlurmUnreachable("squeue: Unable to contact slurm controller (connect failure)")
+        return super().node_states(nodes)
+
+    def drain(self, nodes: Any, reason: str) -> None:
+        self.drains += 1
+        super().drain(nodes, reason)
+
+    def submit(self, submission: Any) -> str:
+        self.submits += 1
+        return super().submit(submission)
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Any:
+    with mock_aws():
+        sqs = boto3.client("sqs", region_name="us-west-2")
+        url = sqs.create_queue(QueueName="commands", Attributes={"VisibilityTimeout": "900"})["QueueUrl"]
+        slurm = CountingSlurm()
+        sleeps: list[float] = []
+        sfn = StepFunctionsDouble()
+
+        received: list[dict[str, Any]] = []
+
+        def make_agent() -> Agent:  # a fresh process: same state dir, nothing in memory
+            agent = Agent(
+                executor=CommandExecutor(slurm, now=lambda: T0),
+                sqs=sqs,
+                stepfunctions=sfn,
+                queue_url=url,
+                journal=ReplyJournal(tmp_path / "replies"),
+                retry=RetryPolicy(),
+                sleep=sleeps.append,
+                keepalive_wait=lambda stop, seconds: stop.is_set(),
+            )
+            receive = agent.receive
+
+            def recording_receive(wait_seconds: int = 20) -> list[dict[str, Any]]:
+                messages = receive(wait_seconds)
+                received.extend(messages)  # the receipt handles, to play the visibility timeout
+                return messages
+
+            agent.receive = recording_receive  # type: ignore[method-assign]
+            return agent
+
+        yield type(
+            "World",
+            (),
+            {
+                "sqs": sqs,
+                "url": url,
+                "slurm": slurm,
+                "sleeps": sleeps,
+                "sfn": sfn,
+                "make_agent": staticmethod(make_agent),
+                "received": received,
+            },
+        )
+
+
+def put(world: Any, body: str) -> None:
+    world.sqs.send_message(QueueUrl=world.url, MessageBody=body)
+
+
+def drain_envelope(
+    token: str = "token-1",  # noqa: S107 - a task token, not a secret
+    command_id: str = "inc-1:drain",
+) -> str:
+    return CommandEnvelope(
+        command_id=command_id,
+        incident_id="inc-1",
+        execution_name="inc-1",
+        task_token=token,
+        requested_at=T0,
+        command=DrainNodes(nodes=[NODES[0]], reason=f"{TAG} NvidiaErrorTerminate"),
+    ).model_dump_json()
+
+
+def queue_depth(world: Any) -> int:
+    attributes = world.sqs.get_queue_attributes(
+        QueueUrl=world.url, AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]
+    )["Attributes"]
+    return int(attributes["ApproximateNumberOfMessages"]) + int(attributes["ApproximateNumberOfMessagesNotVisible"])
+
+
+def make_visible_again(world: Any) -> None:
+    """What the visibility timeout does after a crash: the message in flight comes back."""
+    world.sqs.change_message_visibility(QueueUrl=world.url, ReceiptHandle=world.received[-1]["ReceiptHandle"], VisibilityTimeout=0)
+
+
+def test_a_command_is_executed_answered_and_removed(world: Any) -> None:
+    # Given a drain command on the queue
+    put(world, drain_envelope())
+    # When the agent polls
+    [outcome] = world.make_agent().poll_once(0)
+    # Then Slurm drained the node, the workflow got the reply, and the message is gone
+    assert outcome.status == "succeeded" and world.slurm.drains == 1
+    [(name, kwargs)] = world.sfn.answers()
+    assert name == "success" and kwargs["taskToken"] == "token-1"
+    assert json.loads(kwargs["output"])["result"] == {"drained": [NODES[0]], "already_drained": []}
+    assert queue_depth(world) == 0
+
+
+def test_a_redelivered_command_is_answered_from_the_journal_without_running_it_again(world: Any) -> None:
+    # Given a drain already done and answered
+    put(world, drain_envelope("token-1"))
+    world.make_agent().poll_once(0)
+    # When the same command comes again with a new token (the controller Lambda was retried)
+    put(world, drain_envelope("token-2"))
+    [outcome] = world.make_agent().poll_once(0)
+    # Then the new token gets the same reply and Slurm is not touched again
+    assert outcome.status == "replayed" and world.slurm.drains == 1
+    first, second = world.sfn.answers()
+    assert second[1]["taskToken"] == "token-2" and second[1]["output"] == first[1]["output"]
+
+
+def test_an_agent_restarted_mid_command_does_not_do_it_twice(world: Any) -> None:
+    # Given an agent that dies after Slurm drained the node but before it answered
+    put(world, drain_envelope())
+    original = world.slurm.drain
+
+    def drain_then_die(nodes: Any, reason: str) -> None:
+        original(nodes, reason)
+        raise SystemExit("killed")
+
+    world.slurm.drain = drain_then_die
+    with pytest.raises(SystemExit):
+        world.make_agent().poll_once(0)
+    world.slurm.drain = original
+    # When its message comes back and a restarted agent handles it
+    make_visible_again(world)
+    [outcome] = world.make_agent().poll_once(0)
+    # Then the node was drained once and the workflow is answered
+    assert outcome.status == "succeeded" and world.slurm.drains == 1
+    [(_, kwargs)] = world.sfn.answers()
+    assert json.loads(kwargs["output"])["result"] == {"drained": [], "already_drained": [NODES[0]]}
+
+
+def test_a_resubmission_interrupted_after_sbatch_is_not_submitted_twice(world: Any) -> None:
+    # Given an agent that dies right after sbatch
+    spec = world.slurm.job("1001")
+    body = CommandEnvelope(
+        command_id="inc-1:resubmit:1001",
+        incident_id="inc-1",
+        execution_name="inc-1",
+        task_token="tok",
+        requested_at=T0,
+        command=ResubmitJob(job=spec, checkpoint=CheckpointRef(uri="s3://ckpt/llama/step-000002000/", step=2000)),
+    ).model_dump_json()
+    put(world, body)
+    original = world.slurm.submit
+
+    def submit_then_die(submission: Any) -> str:
+        original(submission)
+        raise SystemExit("killed")
+
+    world.slurm.submit = submit_then_die
+    with pytest.raises(SystemExit):
+        world.make_agent().poll_once(0)
+    world.slurm.submit = original
+    # When the restarted agent handles the message again
+    make_visible_again(world)
+    [outcome] = world.make_agent().poll_once(0)
+    # Then there is still one resubmission, and the reply names it
+    assert outcome.status == "succeeded" and world.slurm.submits == 1
+    reply = json.loads(world.sfn.answers()[0][1]["output"])["result"]
+    assert reply["already_submitted"] is True and reply["new_job_id"] == world.slurm.submissions[0].new_job_id
+
+
+@pytest.mark.parametrize(
+    ("mutate", "field"),
+    [
+        (lambda e: e["command"].pop("nodes"), "command.drain_nodes.nodes"),
+        (lambda e: e["command"].update(nodes=["ip-1;reboot"]), "command.drain_nodes.nodes.0"),
+        (lambda e: e["command"].update(type="format_disks"), "command"),
+        (lambda e: e.pop("command_id"), "command_id"),
+    ],
+)
+def test_a_malformed_command_fails_its_task_naming_the_field_and_is_removed(world: Any, mutate: Any, field: str) -> None:
+    envelope = json.loads(drain_envelope())
+    mutate(envelope)
+    put(world, json.dumps(envelope))
+    [outcome] = world.make_agent().poll_once(0)
+    assert outcome.status == "invalid" and world.slurm.drains == 0
+    [(name, kwargs)] = world.sfn.answers()
+    assert name == "failure" and kwargs["error"] == "InvalidCommand" and kwargs["cause"].startswith(field)
+    assert queue_depth(world) == 0
+
+
+def test_a_message_without_a_token_is_removed_unanswered(world: Any) -> None:
+    put(world, "not json at all")
+    [outcome] = world.make_agent().poll_once(0)
+    assert outcome.status == "invalid" and world.sfn.answers() == [] and queue_depth(world) == 0
+
+
+def test_an_unknown_node_is_answered_node_not_found(world: Any) -> None:
+    envelope = json.loads(drain_envelope())
+    envelope["command"]["nodes"] = ["ip-10-9-9-9"]
+    put(world, json.dumps(envelope))
+    [outcome] = world.make_agent().poll_once(0)
+    assert (outcome.status, outcome.error) == ("failed", "NodeNotFound")
+    assert world.sfn.answers()[0][1]["error"] == "NodeNotFound" and "ip-10-9-9-9" in world.sfn.answers()[0][1]["cause"]
+
+
+def test_a_briefly_unreachable_slurmctld_is_retried_with_backoff(world: Any) -> None:
+    world.slurm.unreachable_for = 2
+    put(world, drain_envelope())
+    [outcome] = world.make_agent().poll_once(0)
+    assert outcome.status == "succeeded" and world.sleeps == [2.0, 4.0]
+
+
+def test_a_slurmctld_that_stays_down_is_answered_controller_unavailable(world: Any) -> None:
+    world.slurm.unreachable_for = 100
+    put(world, drain_envelope())
+    [outcome] = world.make_agent().poll_once(0)
+    assert (outcome.status, outcome.error) == ("failed", "ControllerUnavailable")
+    assert world.sleeps == [2.0, 4.0, 8.0, 16.0, 30.0]
+    assert "after 6 attempts" in world.sfn.answers()[0][1]["cause"] and queue_depth(world) == 0
+
+
+def test_an_answer_the_workflow_no_longer_waits_for_is_dropped(world: Any) -> None:
+    world.sfn.refuse = "TaskTimedOut"
+    put(world, drain_envelope())
+    [outcome] = world.make_agent().poll_once(0)
+    assert outcome.status == "dropped" and queue_depth(world) == 0
+
+
+def test_an_answer_that_fails_for_another_reason_comes_back_and_is_replayed(world: Any) -> None:
+    # Given Step Functions throttles the first answer
+    world.sfn.refuse = "ThrottlingException"
+    put(world, drain_envelope())
+    [outcome] = world.make_agent().poll_once(0)
+    assert outcome.status == "unanswered" and queue_depth(world) == 1
+    # When the message comes back
+    make_visible_again(world)
+    [outcome] = world.make_agent().poll_once(0)
+    # Then it is answered from the journal, Slurm untouched
+    assert outcome.status == "replayed" and world.slurm.drains == 1 and queue_depth(world) == 0
+
+
+def test_a_long_command_heartbeats_and_keeps_its_message_invisible(world: Any) -> None:
+    # Given a drain that takes until two heartbeats were sent
+    original = world.slurm.drain
+
+    def slow_drain(nodes: Any, reason: str) -> None:
+        assert world.sfn.heartbeat_seen.wait(timeout=10), "no heartbeats while the command ran"
+        original(nodes, reason)
+
+    world.slurm.drain = slow_drain
+    put(world, drain_envelope("tok-long"))
+    [outcome] = world.make_agent().poll_once(0)
+    assert outcome.status == "succeeded"
+    beats = [kwargs for name, kwargs in world.sfn.calls if name == "heartbeat"]
+    assert len(beats) >= 2 and all(b == {"taskToken": "tok-long"} for b in beats)
+
+
+def test_an_unexpected_error_is_answered_not_retried_forever(world: Any) -> None:
+    def broken(nodes: Any, reason: str) -> None:
+        raise KeyError("state_flags")
+
+    world.slurm.drain = broken
+    put(world, drain_envelope())
+    [outcome] = world.make_agent().poll_once(0)
+    assert (outcome.status, outcome.error) == ("failed", "ControllerAgentError") and queue_depth(world) == 0
+
+
+def test_the_run_loop_stops_when_asked(world: Any) -> None:
+    put(world, drain_envelope())
+    stop = threading.Event()
+    world.make_agent().run(stop, wait_seconds=0, between_polls=stop.set)
+    assert world.slurm.drains == 1
