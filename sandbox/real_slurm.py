@@ -215,6 +215,8 @@ class RealController:
             if not comment.startswith(RESUBMISSION_MARK):
                 continue
             old_id = comment.removeprefix(RESUBMISSION_MARK).split(" ", 1)[0]
+            if old_id not in self.seeded.values():
+                continue  # an earlier drill's, still in slurmctld's memory
             incident = comment.rsplit("incident=", 1)[-1]
             environment = self.cli.submission_environment(str(job["job_id"]))
             step = environment.get(RESUME_STEP_ENV, "")

@@ -10,7 +10,7 @@ import pytest
 from aws_lambda_powertools.utilities.parser.models import SqsModel
 from pydantic import ValidationError
 
-from hyperpod_recovery.models.events import CloudWatchAlarmEvent, HyperPodNodeHealthEvent
+from hyperpod_recovery.models.events import CloudWatchAlarmEvent, HyperPodNodeHealthEvent, JobFailedEvent
 from hyperpod_recovery.models.requests import ManualRecoveryRequest
 from sandbox.scenario import Scenario
 from tests.conftest import EVENTS
@@ -21,6 +21,7 @@ MODELS = {
     "manual": ManualRecoveryRequest,
     "sqs": SqsModel,
     "drills": Scenario,
+    "agent": JobFailedEvent,
 }
 ALL_FILES = sorted(EVENTS.rglob("*.json"))
 

@@ -105,7 +105,33 @@ def _statements() -> list[tuple[str, dict[str, Any]]]:
         for policy in resource.get("Properties", {}).get("Policies", []):
             if isinstance(policy, dict) and "Statement" in policy:
                 found += [(logical, s) for s in policy["Statement"]]
+        if resource["Type"] == "AWS::IAM::ManagedPolicy":
+            found += [(logical, s) for s in resource["Properties"]["PolicyDocument"]["Statement"]]
     return found
+
+
+def test_the_controller_agent_policy_is_exactly_what_the_agent_calls() -> None:
+    # Given the managed policy operators attach to the controller group's role
+    statements = [s for logical, s in _statements() if logical == "ControllerAgentPolicy"]
+    granted = {a for s in statements for a in (s["Action"] if isinstance(s["Action"], list) else [s["Action"]])}
+    # Then it grants the calls agent/ makes, and nothing else
+    calls = set()
+    for source in (ROOT / "agent" / "hyperpod_recovery_agent").glob("*.py"):
+        text = source.read_text()
+        calls |= {f"sqs:{_camel(m)}" for m in re.findall(r"self\.sqs\.(\w+)\(", text)}
+        calls |= {f"states:{_camel(m)}" for m in re.findall(r"self\.stepfunctions\.(\w+)\(", text)}
+        calls |= {f"events:{_camel(m)}" for m in re.findall(r"self\.events\.(\w+)\(", text)}
+        calls |= {f"{svc}:{_camel(m)}" for svc, m in re.findall(r'_client\("(sqs|events)", config\)\.(\w+)\(', text)}
+    assert granted == calls
+    # And each statement names one resource of this stack (the queue, the state machine, the default bus)
+    assert all(isinstance(s["Resource"], dict) for s in statements)
+    put_events = next(s for s in statements if s["Action"] == "events:PutEvents")
+    assert put_events["Condition"] == {"StringEquals": {"events:source": "hyperpod-recovery.agent"}}
+    assert "AgentPolicyArn" in TEMPLATE["Outputs"]
+
+
+def _camel(snake: str) -> str:
+    return "".join(part.capitalize() for part in snake.split("_"))
 
 
 def test_no_iam_statement_uses_a_wildcard_action() -> None:

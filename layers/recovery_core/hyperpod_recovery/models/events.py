@@ -12,6 +12,8 @@ from typing import Literal
 from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
 from pydantic import BaseModel, ConfigDict, Field
 
+from hyperpod_recovery.models.job_events import JobFailedDetail
+
 HEALTH_EVENT_DETAIL_TYPE = "SageMaker HyperPod Cluster Node Health Event"
 ALARM_EVENT_DETAIL_TYPE = "CloudWatch Alarm State Change"
 
@@ -117,3 +119,12 @@ class CloudWatchAlarmEvent(EventBridgeModel):
     source: Literal["aws.cloudwatch"]
     detail_type: Literal["CloudWatch Alarm State Change"] = Field(alias="detail-type")
     detail: AlarmDetail
+
+
+class JobFailedEvent(EventBridgeModel):
+    """The controller agent's "job failed" event (source hyperpod-recovery.agent), put by its
+    EpilogSlurmctld hook; the detail is ``models/job_events.py``. Sample: events/agent/job-failed.json."""
+
+    source: Literal["hyperpod-recovery.agent"]
+    detail_type: Literal["HyperPod Recovery Slurm Job Failed"] = Field(alias="detail-type")
+    detail: JobFailedDetail
