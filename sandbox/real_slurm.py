@@ -32,7 +32,8 @@ from moto.stepfunctions.parser.models import StepFunctionsParserBackend
 
 from hyperpod_recovery.models.manifest import RESUME_FROM_ENV, RESUME_STEP_ENV
 from hyperpod_recovery_agent.agent import ReplyJournal
-from hyperpod_recovery_agent.slurm import RESUBMISSION_MARK, SlurmCli
+from hyperpod_recovery_agent.slurm import RESUBMISSION_MARK, SlurmCli, SlurmCommandFailed
+from hyperpod_recovery_agent.slurm import Submission as SbatchRequest
 from sandbox.aws import FAKE_CREDENTIALS, REGION, SandboxAWS
 from sandbox.clock import VirtualClock
 from sandbox.scenario import Scenario, ScenarioError
@@ -82,7 +83,7 @@ class RealController:
         self.out_dir = out_dir.resolve()
         self.cli = SlurmCli(env=self.env, checkpoint_env=(RESUME_FROM_ENV, RESUME_STEP_ENV))
         try:
-            self.node_names = sorted((n["name"] for n in self.cli._json(["sinfo", "--json"]).get("nodes", [])), key=_natural)
+            self.node_names = sorted((n["name"] for n in self.cli.nodes()), key=_natural)
         except Exception as exc:
             raise RealSlurmUnavailable(f"Slurm at {self.env['SLURM_CONF']} does not answer: {exc}") from exc
         compute = [f"{g.name}:{i}" for g in scenario.cluster.instance_groups if g.type == "Compute" for i in range(g.count)]
@@ -103,7 +104,7 @@ class RealController:
 
     # --- setup ----------------------------------------------------------------------------
     def _clean_previous_drill(self) -> None:
-        for job in self.cli._json(["squeue", "--json"]).get("jobs", []):
+        for job in self.cli.queue():
             comment = job.get("comment") or ""
             if DRILL_MARK in comment or comment.startswith(RESUBMISSION_MARK):
                 self.cli.cancel(str(job["job_id"]))
@@ -112,20 +113,20 @@ class RealController:
             self.cli.resume(ours)
 
     def submit_seed_job(self, job: SlurmJob) -> None:
-        argv = [
-            "sbatch",
-            "--parsable",
-            f"--job-name={job.name}",
-            f"--nodes={len(job.nodes)}",
-            f"--nodelist={','.join(job.nodes)}",
-            f"--chdir={self.out_dir}",
-            "--output=/dev/null",
-            f"--comment={DRILL_MARK}" + (f" checkpoint={job.checkpoint_uri}" if job.checkpoint_uri else ""),
-        ]
-        done = subprocess.run(argv, input=JOB_SCRIPT % {"out": self.out_dir}, env=self.env, capture_output=True, text=True, check=False)  # noqa: S603
-        if done.returncode != 0:
-            raise RealSlurmUnavailable(f"sbatch refused the scenario's job {job.job_id}: {done.stderr.strip()}")
-        slurm_id = done.stdout.strip().split(";", 1)[0]
+        try:
+            slurm_id = self.cli.submit(
+                SbatchRequest(
+                    script=JOB_SCRIPT % {"out": self.out_dir},
+                    name=job.name,
+                    num_nodes=len(job.nodes),
+                    comment=f"{DRILL_MARK}" + (f" checkpoint={job.checkpoint_uri}" if job.checkpoint_uri else ""),
+                    work_dir=str(self.out_dir),
+                    nodelist=tuple(job.nodes),
+                    output="/dev/null",
+                )
+            )
+        except SlurmCommandFailed as exc:
+            raise RealSlurmUnavailable(f"sbatch refused the scenario's job {job.job_id}: {exc.output}") from exc
         self.seeded[job.job_id] = slurm_id
         deadline = time.monotonic() + START_SECONDS
         while (record := self.cli.job_record(slurm_id)) is None or record.get("job_state") != "RUNNING":
@@ -210,7 +211,7 @@ class RealController:
     @property
     def submissions(self) -> list[Submission]:
         found = []
-        for job in self.cli._json(["squeue", "--json"]).get("jobs", []):
+        for job in self.cli.queue():
             comment = job.get("comment") or ""
             if not comment.startswith(RESUBMISSION_MARK):
                 continue
@@ -238,6 +239,6 @@ class RealController:
                 "nodes": job.get("nodes"),
                 "comment": job.get("comment"),
             }
-            for job in self.cli._json(["squeue", "--json"]).get("jobs", [])
+            for job in self.cli.queue()
             if job.get("job_state") in ("RUNNING", "PENDING", "CONFIGURING", "COMPLETING")
         ]

@@ -104,6 +104,7 @@ def run(config: AgentConfig, *, once: bool = False) -> int:
     def housekeeping() -> None:
         events.flush()  # job-failed events the epilog could not send
         journal.prune()
+        events.prune(journal.keep_seconds)
 
     log.info("hyperpod-recovery-agent %s polling %s", __version__, config.command_queue_url)
     housekeeping()
@@ -141,7 +142,7 @@ def check(config: AgentConfig) -> int:
         print(f"{'ok  ' if ok else 'FAIL'} {name}: {detail}")
 
     try:
-        nodes = _slurm(config)._json(["sinfo", "--json"]).get("nodes", [])
+        nodes = _slurm(config).nodes()
         report("slurm", True, f"slurmctld answers, {len(nodes)} nodes")
     except Exception as exc:
         report("slurm", False, str(exc))

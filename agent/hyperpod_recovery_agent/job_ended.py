@@ -18,6 +18,7 @@ import hashlib
 import json
 import logging
 import os
+import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -133,6 +134,14 @@ class JobEventSender:
             handle.flush()
             os.fsync(handle.fileno())
         return "sent" if self._put(name) else "spooled"
+
+    def prune(self, keep_seconds: float, now: float | None = None) -> int:
+        """Forget sent markers older than ``keep_seconds`` (a job end is never re-reported that late)."""
+        cutoff = (now if now is not None else time.time()) - keep_seconds
+        old = [p for p in self.sent.glob("*.json") if p.stat().st_mtime < cutoff]
+        for path in old:
+            path.unlink(missing_ok=True)
+        return len(old)
 
     def flush(self) -> int:
         """Send what earlier runs could not; the number sent."""

@@ -67,6 +67,8 @@ class Submission:
     time_limit_minutes: int | None = None
     work_dir: str | None = None
     exclude_nodes: tuple[str, ...] = ()
+    nodelist: tuple[str, ...] = ()  # run on exactly these nodes (drills pin their jobs)
+    output: str | None = None  # --output; Slurm's default slurm-<id>.out in the work dir otherwise
 
 
 def validate_nodes(nodes: Iterable[str]) -> list[str]:
@@ -135,13 +137,21 @@ class SlurmCli:
             raise SlurmCommandFailed(argv, 0, json.dumps(errors)[:500])
         return data
 
+    def nodes(self) -> list[dict[str, Any]]:
+        """Every node as ``sinfo --json`` shows it."""
+        return list(self._json(["sinfo", "--json"]).get("nodes", []))
+
+    def queue(self) -> list[dict[str, Any]]:
+        """Every job slurmctld remembers, as ``squeue --json`` shows it (22.05 ignores its filters)."""
+        return list(self._json(["squeue", "--json"]).get("jobs", []))
+
     # --- nodes ------------------------------------------------------------------------------
     def node_states(self, nodes: Iterable[str]) -> dict[str, NodeState]:
         """State of each node; NodeNotFound names the ones slurmctld does not know."""
         wanted = validate_nodes(nodes)
         known = {
             n["name"]: NodeState(n["name"], n.get("state", ""), tuple(n.get("state_flags") or ()), n.get("reason") or "")
-            for n in self._json(["sinfo", "--json"]).get("nodes", [])
+            for n in self.nodes()
         }
         missing = [n for n in wanted if n not in known]
         if missing:
@@ -162,7 +172,7 @@ class SlurmCli:
         """Active jobs with an allocation on any of ``nodes``, with their captured batch script."""
         wanted = set(validate_nodes(nodes))
         # squeue --json in Slurm 22.05 ignores --nodelist/--jobs/--states: filter here.
-        jobs = [job for job in self._json(["squeue", "--json"]).get("jobs", []) if job.get("job_state") in AFFECTED_JOB_STATES]
+        jobs = [job for job in self.queue() if job.get("job_state") in AFFECTED_JOB_STATES]
         return [self._job_spec(job) for job in jobs if wanted & set(self.hostnames(job.get("nodes") or ""))]
 
     def job(self, job_id: str) -> JobSpec | None:
@@ -188,7 +198,7 @@ class SlurmCli:
     def resubmission_of(self, job_id: str, incident_id: str) -> str | None:
         """The id of the job we already submitted for (job_id, incident), found by its comment."""
         mark = f"{RESUBMISSION_MARK}{validate_job_id(job_id)} incident={incident_id}"
-        for job in self._json(["squeue", "--json"]).get("jobs", []):
+        for job in self.queue():
             if job.get("comment") == mark:
                 return str(job["job_id"])
         return None
@@ -218,6 +228,10 @@ class SlurmCli:
             argv.append(f"--chdir={submission.work_dir}")
         if submission.exclude_nodes:
             argv.append(f"--exclude={','.join(validate_nodes(submission.exclude_nodes))}")
+        if submission.nodelist:
+            argv.append(f"--nodelist={','.join(validate_nodes(submission.nodelist))}")
+        if submission.output:
+            argv.append(f"--output={submission.output}")
         for key, value in submission.environment.items():
             if not _ENV_NAME.match(key) or "," in value or "\n" in value:
                 raise InvalidCommand(f"environment: {key!r} cannot be exported safely")

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -154,6 +155,14 @@ def test_an_event_eventbridge_refused_is_spooled_and_sent_by_the_loop_later(bus:
     # Then the event arrives once, and a rerun of the hook does not send it again
     assert [d["event_key"] for d in bus.inbox()] == ["llm-train:1001:1773478961"]
     assert sender.send(sample_detail()) == "duplicate" and sender.flush() == 0
+
+
+def test_sent_markers_are_forgotten_after_the_journal_period(bus: Any) -> None:
+    sender = JobEventSender(bus.events, "default", bus.state_dir)
+    sender.send(sample_detail())
+    assert sender.prune(keep_seconds=86_400) == 0  # fresh: kept, still a duplicate
+    assert sender.send(sample_detail()) == "duplicate"
+    assert sender.prune(keep_seconds=86_400, now=time.time() + 2 * 86_400) == 1
 
 
 # --- configuration ------------------------------------------------------------------------------

@@ -160,6 +160,20 @@ def make_visible_again(world: Any) -> None:
     world.sqs.change_message_visibility(QueueUrl=world.url, ReceiptHandle=world.received[-1]["ReceiptHandle"], VisibilityTimeout=0)
 
 
+def kill_agent_after(world: Any, slurm_call: str) -> None:
+    """Run one agent that dies right after Slurm did ``slurm_call`` (before it could answer)."""
+    original = getattr(world.slurm, slurm_call)
+
+    def then_die(*args: Any) -> Any:
+        original(*args)
+        raise SystemExit("killed")
+
+    setattr(world.slurm, slurm_call, then_die)
+    with pytest.raises(SystemExit):
+        world.make_agent().poll_once(0)
+    setattr(world.slurm, slurm_call, original)
+
+
 def test_a_command_is_executed_answered_and_removed(world: Any) -> None:
     # Given a drain command on the queue
     put(world, drain_envelope())
@@ -189,16 +203,7 @@ def test_a_redelivered_command_is_answered_from_the_journal_without_running_it_a
 def test_an_agent_restarted_mid_command_does_not_do_it_twice(world: Any) -> None:
     # Given an agent that dies after Slurm drained the node but before it answered
     put(world, drain_envelope())
-    original = world.slurm.drain
-
-    def drain_then_die(nodes: Any, reason: str) -> None:
-        original(nodes, reason)
-        raise SystemExit("killed")
-
-    world.slurm.drain = drain_then_die
-    with pytest.raises(SystemExit):
-        world.make_agent().poll_once(0)
-    world.slurm.drain = original
+    kill_agent_after(world, "drain")
     # When its message comes back and a restarted agent handles it
     make_visible_again(world)
     [outcome] = world.make_agent().poll_once(0)
@@ -220,16 +225,7 @@ def test_a_resubmission_interrupted_after_sbatch_is_not_submitted_twice(world: A
         command=ResubmitJob(job=spec, checkpoint=CheckpointRef(uri="s3://ckpt/llama/step-000002000/", step=2000)),
     ).model_dump_json()
     put(world, body)
-    original = world.slurm.submit
-
-    def submit_then_die(submission: Any) -> str:
-        original(submission)
-        raise SystemExit("killed")
-
-    world.slurm.submit = submit_then_die
-    with pytest.raises(SystemExit):
-        world.make_agent().poll_once(0)
-    world.slurm.submit = original
+    kill_agent_after(world, "submit")
     # When the restarted agent handles the message again
     make_visible_again(world)
     [outcome] = world.make_agent().poll_once(0)
