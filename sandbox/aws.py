@@ -5,6 +5,10 @@ What is patched, and why (see ../shared/reference/local-testing-toolchain.md):
 * Lambda invocations are dispatched to the real handlers in functions/*/app.py, in-process;
 * Wait states, Retry backoffs and botocore's own retry sleeps move the execution's virtual
   timeline (sandbox/clock.py) instead of sleeping;
+* a nested execution (states:startExecution.sync:2) starts on its parent's timeline, and the
+  parent moves on to the child's end when it finishes (moto polls the child every 0.5 s of real
+  time; here every 20 ms, and those DescribeExecution polls are not counted: AWS follows a .sync
+  child through events, not through calls of ours);
 * SageMaker's cluster-node calls are served by the HyperPod double (sandbox/hyperpod.py);
 * every AWS call the pipeline makes is counted (the report's api_calls).
 """
@@ -16,6 +20,7 @@ import io
 import json
 import os
 import threading
+import time
 import types
 import uuid
 import warnings
@@ -33,6 +38,7 @@ from moto.awslambda_simple.models import LambdaSimpleBackend
 from moto.core.botocore_stubber import BotocoreStubber
 from moto.events.utils import EventTemplateParser
 from moto.stepfunctions.parser.asl.component.common.retry import retrier_decl
+from moto.stepfunctions.parser.asl.component.state.exec.state_task.service import state_task_service_callback, state_task_service_sfn
 from moto.stepfunctions.parser.asl.component.state.wait.wait_function import wait_function
 
 from sandbox.clock import VirtualClock
@@ -212,19 +218,78 @@ class SandboxAWS:
         stack.enter_context(mock.patch.object(BotocoreStubber, "__call__", counted_send))
         stack.enter_context(mock.patch.object(LambdaSimpleBackend, "invoke", invoke))
         stack.enter_context(mock.patch.object(wait_function.WaitFunction, "_wait_interval", wait_interval))
+        self._patch_nested_executions(stack)
         stack.enter_context(mock.patch.object(retrier_decl.RetrierDecl, "_eval_body", retrier_body))
         virtual_sleep = types.SimpleNamespace(sleep=lambda seconds: self.clock.sleep(seconds))
         stack.enter_context(mock.patch.object(retrier_decl, "time", virtual_sleep))
         # botocore's own retries (standard mode) sleep in endpoint.py: virtual too.
         import botocore.endpoint
 
-        stack.enter_context(
-            mock.patch.object(botocore.endpoint, "time", types.SimpleNamespace(sleep=virtual_sleep.sleep, time=__import__("time").time))
-        )
+        stack.enter_context(mock.patch.object(botocore.endpoint, "time", types.SimpleNamespace(sleep=virtual_sleep.sleep, time=time.time)))
         # moto's default EventBridge->SQS template drops "account", which real EventBridge delivers
         # (and our event models require): restore the full envelope.
         stack.enter_context(mock.patch.object(EventTemplateParser, "DEFAULT_EVENT_INPUT_TEMPLATE", _FULL_EVENT_TEMPLATE))
         stack.enter_context(serve(self.double))
+
+    def _patch_nested_executions(self, stack: ExitStack) -> None:
+        sandbox = self
+        service = state_task_service_sfn.StateTaskServiceSfn
+        original_start = service._eval_service_task
+        original_sync2 = service._build_sync2_resolver
+
+        def start(task: Any, env: Any, **kwargs: Any) -> None:
+            name = kwargs["normalised_parameters"].get("name")
+            if name:
+                sandbox.clock.start_timeline(str(name), parent=_execution_name(env))
+            original_start(task, env=env, **kwargs)
+
+        def build_sync2(task: Any, env: Any, **kwargs: Any) -> Callable[[], Any]:
+            parent = _execution_name(env)
+            child = str(env.stack[-1]["ExecutionArn"]).rsplit(":", 1)[-1]
+            resolve = original_sync2(task, env=env, **kwargs)
+
+            def resolver() -> Any:
+                try:
+                    with ApiCalls.counting(False):
+                        result = resolve()
+                except Exception:  # the child failed: the parent resumes at its end to handle it
+                    sandbox.clock.child_finished(parent, child)
+                    raise
+                if result is None:
+                    sandbox.clock.wait_on(parent, child)
+                else:
+                    sandbox.clock.child_finished(parent, child)
+                return result
+
+            return resolver
+
+        # moto keeps LocalStack's Step Functions integration but not its parameter/response
+        # normalisation (a no-op in moto): the state's PascalCase parameters must become boto3's
+        # camelCase, and the response PascalCase again, as Step Functions returns it
+        # (ExecutionArn, Output, StartDate in epoch milliseconds).
+        original_parameters = service._normalise_parameters
+
+        def normalise_parameters(task: Any, parameters: dict[str, Any], *args: Any, **kwargs: Any) -> None:
+            original_parameters(task, parameters, *args, **kwargs)
+            for key in list(parameters):
+                parameters[key[0].lower() + key[1:]] = parameters.pop(key)
+
+        def normalise_response(task: Any, response: Any, *args: Any, **kwargs: Any) -> None:
+            if isinstance(response, dict):
+                for key in list(response):
+                    value = response.pop(key)
+                    response[key[0].upper() + key[1:]] = int(value.timestamp() * 1000) if hasattr(value, "timestamp") else value
+
+        real_sleep = time.sleep
+        stack.enter_context(mock.patch.object(service, "_normalise_parameters", normalise_parameters))
+        stack.enter_context(mock.patch.object(service, "_normalise_response", normalise_response))
+        stack.enter_context(mock.patch.object(service, "_eval_service_task", start))
+        stack.enter_context(mock.patch.object(service, "_build_sync2_resolver", build_sync2))
+        stack.enter_context(
+            mock.patch.object(
+                state_task_service_callback, "time", types.SimpleNamespace(sleep=lambda seconds: real_sleep(min(seconds, 0.02)))
+            )
+        )
 
     # --- resources from template.yaml ---------------------------------------------------
     def _build_from_template(self) -> None:

@@ -26,6 +26,13 @@ def write_checkpoints(s3: Any, job: JobSpec, epoch: datetime) -> None:
         _write_one(s3, bucket, prefix, job, checkpoint, epoch - timedelta(minutes=30 * (len(job.checkpoints) - index)))
 
 
+def write_checkpoint_step(s3: Any, job: JobSpec, step: int, created: datetime) -> None:
+    """A job's progress during the drill: one more complete checkpoint, committed by the real writer."""
+    assert job.checkpoint_uri, f"job {job.id} has no checkpoint_uri"
+    bucket, prefix = split_s3_uri(job.checkpoint_uri)
+    _write_one(s3, bucket, prefix, job, CheckpointSpec(step=step), created)
+
+
 def _write_one(s3: Any, bucket: str, prefix: str, job: JobSpec, checkpoint: CheckpointSpec, created: datetime) -> None:
     """Shards, then the real writer's commit (manifest, then the ``latest`` pointer), then the damage."""
     folder = f"{prefix}{step_dir(checkpoint.step)}/"

@@ -6,7 +6,9 @@ api_calls, state_transitions, executions, virtual_seconds, pipeline_overhead_sec
 
 pipeline_overhead_seconds is the workflow's time (execution start -> outcome recorded) not spent
 waiting on HyperPod provisioning a replacement or on the controller agent: handler work, state
-transitions and the lag between a node coming back and the workflow noticing it.
+transitions and the lag between a node coming back and the workflow noticing it. A JobRecovery
+incident's time spent waiting on its nested NodeRecovery (counted there), on another incident, or
+in its deliberate restart backoff is not overhead either.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ if TYPE_CHECKING:
     from sandbox.runner import DrillRunner
 
 REPORT_VERSION = 1
+# JobRecovery phases that wait on something else (a node recovery, another incident, the backoff).
+JOB_WAIT_PHASES = ("recover_nodes", "wait_other_recovery", "backoff")
 
 
 def _seconds(moment: datetime | None, epoch: datetime = EPOCH) -> float | None:
@@ -103,6 +107,8 @@ def _incident(runner: DrillRunner, name: str, execution: dict[str, Any], record:
         # The execution ended before Record Outcome could run (e.g. the ledger itself failed).
         return {
             **base,
+            "workflow": "job" if execution["stateMachineArn"].endswith("-job-recovery") else "node",
+            "job": None,
             "trigger": [],
             "nodes": [],
             "outcome": "escalated" if execution["status"] != "SUCCEEDED" else "unknown",
@@ -119,9 +125,12 @@ def _incident(runner: DrillRunner, name: str, execution: dict[str, Any], record:
     started = next((e.at for e in record.timeline if e.event == "event received"), None)
     workflow = (record.recorded_at - started).total_seconds() if started else None
     provisioning = _provisioning_wait(runner, record, phases)
-    overhead = None if workflow is None else max(0.0, workflow - provisioning - record.agent_seconds)
+    waited = sum(p["end"] - p["start"] for p in phases if p["name"] in JOB_WAIT_PHASES) if record.workflow == "job" else 0.0
+    overhead = None if workflow is None else max(0.0, workflow - provisioning - record.agent_seconds - waited)
     return {
         **base,
+        "workflow": record.workflow,
+        "job": record.job_id,
         "trigger": record.trigger,
         "nodes": record.nodes,
         "outcome": record.outcome,
@@ -204,7 +213,10 @@ def format_report(report: dict[str, Any]) -> str:
     if not report["incidents"]:
         lines.append("no incident was started (see intake below)")
     for incident in report["incidents"]:
-        lines.append(f"incident {incident['id']}   trigger {','.join(incident['trigger']) or '-'}   outcome {incident['outcome'].upper()}")
+        job = f" (job {incident['job']})" if incident.get("job") else ""
+        lines.append(
+            f"incident {incident['id']}{job}   trigger {','.join(incident['trigger']) or '-'}   outcome {incident['outcome'].upper()}"
+        )
         for entry in incident["timeline"]:
             lines.append(f"  T+{format_duration(entry['at']):>9}  {entry['event']:<20} {entry['detail']}")
         if incident["error"]:

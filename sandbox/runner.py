@@ -1,9 +1,11 @@
 """Run one scenario end to end: build the world, inject the faults, let the pipeline work, report.
 
-Faults reach the pipeline the way they do in AWS: HyperPod events and alarms are put on
-EventBridge, whose rules (from template.yaml) route them to the intake queue; the intake Lambda is
-invoked with an SQS batch after the batching window, like Lambda's event source mapping does.
-Drills are started with StartExecution, like an operator does.
+Faults reach the pipeline the way they do in AWS: HyperPod events, alarms and the controller
+agent's "job failed" events are put on EventBridge, whose rules (from template.yaml) route them to
+the intake queue; the intake Lambda is invoked with an SQS batch after the batching window, like
+Lambda's event source mapping does. Drills are started with StartExecution, like an operator does.
+A job_failed fault first changes Slurm (the job ends, its bad nodes go DOWN, maybe it wrote a
+newer checkpoint first), then sends the event the agent's epilog would send.
 """
 
 from __future__ import annotations
@@ -20,10 +22,11 @@ from typing import Any
 
 from hyperpod_recovery.clock import install_clock
 from hyperpod_recovery.config import get_settings
+from hyperpod_recovery.models.job_events import JOB_EVENT_SOURCE, JOB_FAILED_DETAIL_TYPE, JobFailedDetail
 from hyperpod_recovery.observability import logger as pipeline_logger
 from hyperpod_recovery.runtime import default_dependencies
 from sandbox.aws import REGION, SandboxAWS
-from sandbox.checkpoints import write_checkpoints
+from sandbox.checkpoints import write_checkpoint_step, write_checkpoints
 from sandbox.clock import EPOCH, VirtualClock
 from sandbox.hyperpod import HyperPodDouble
 from sandbox.real_slurm import RealController
@@ -80,6 +83,11 @@ class DrillRunner:
             "IntakeBatchWindowSeconds": str(settings.intake_batch_window_seconds),
             "ControllerGroups": ",".join(settings.controller_groups),
             "LoginGroups": ",".join(settings.login_groups),
+            "JobRestartBudget": str(settings.job_restarts.budget),
+            "JobRestartWindowSeconds": str(settings.job_restarts.window_seconds),
+            "JobRestartBackoffSeconds": str(settings.job_restarts.backoff_seconds),
+            "JobRestartMaxBackoffSeconds": str(settings.job_restarts.max_backoff_seconds),
+            "CrashLoopRepeats": str(settings.job_restarts.crash_loop_repeats),
         }
         started = time.perf_counter()
         install_clock(lambda: self.epoch + timedelta(seconds=self.clock.now()))
@@ -97,7 +105,6 @@ class DrillRunner:
                 for delivery in self._deliveries():
                     self._advance_to(delivery.at)
                     self._deliver(delivery)
-                self.clock.set_horizon(math.inf)
                 self._wait_for_executions()
                 self.slurm.close()  # before the report: a real agent's journal is read when it stops
                 return build_report(self, wall_seconds=time.perf_counter() - started)
@@ -106,8 +113,11 @@ class DrillRunner:
             self.slurm.close()
 
     def _refuse_unsupported(self) -> None:
-        if any(f.kind == "job_failed" for f in self.scenario.faults):
-            raise ScenarioError("faults: kind 'job_failed' needs the JobRecovery workflow, which this release does not have yet")
+        if isinstance(self.slurm, RealController) and any(f.kind == "job_failed" for f in self.scenario.faults):
+            raise ScenarioError(
+                "faults: kind 'job_failed' runs on the simulated Slurm only; on a real slurmctld the agent's epilog "
+                "reports real job failures (tests/slurm/test_job_failed_events.py)"
+            )
         if self.scenario.behaviour.agent_down:
             raise ScenarioError("behaviour.agent_down: this sandbox release cannot time out a task on virtual time yet")
         settings = self.scenario.settings
@@ -167,9 +177,8 @@ class DrillRunner:
         return names
 
     def _advance_to(self, moment: float) -> None:
-        """Let every running execution reach ``moment``, then put the driver there."""
-        self.clock.set_horizon(moment)
-        self.clock.wait_until_parked(self._running)
+        """Let every running execution reach ``moment`` (in wake-up order), then put the driver there."""
+        self.clock.run_until(moment, self._running)
         self.clock.set_driver_time(moment)
 
     def _wait_for_executions(self) -> None:
@@ -177,13 +186,17 @@ class DrillRunner:
         while self._running():
             if time.monotonic() > deadline:
                 raise RuntimeError(f"executions still running after {FINISH_TIMEOUT_SECONDS:.0f}s of real time: {sorted(self._running())}")
-            time.sleep(0.01)  # real-time poll of moto's worker threads, not a modelled wait
+            self.clock.run_until(math.inf, self._running)
 
     # --- faults -------------------------------------------------------------------------
     def _deliver(self, delivery: Delivery) -> None:
         for fault in delivery.faults:
             if fault.kind == "drill":
                 self._start_drill(fault)
+            elif fault.kind == "job_failed":
+                event = self._fail_job(fault)
+                for _ in range(fault.repeat + 1):
+                    self._put(JOB_EVENT_SOURCE, JOB_FAILED_DETAIL_TYPE, event, [], fault.at)
             else:
                 for _ in range(fault.repeat + 1):
                     for ref in fault.node_refs:
@@ -245,10 +258,47 @@ class DrillRunner:
                 "CloudWatch Alarm State Change",
                 [f"arn:aws:cloudwatch:{REGION}:123456789012:alarm:{alarm}"],
             )
+        self._put(source, detail_type, detail, resources, fault.at)
+
+    def _put(self, source: str, detail_type: str, detail: dict[str, Any], resources: list[str], at: float) -> None:
+        when = self.epoch + timedelta(seconds=at)
         self.aws.client("events").put_events(
             Entries=[{"Source": source, "DetailType": detail_type, "Detail": json.dumps(detail), "Resources": resources, "Time": when}]
         )
         self.events_put += 1
+
+    def _fail_job(self, fault: FaultSpec) -> dict[str, Any]:
+        """End the job's current incarnation in Slurm, and build the event the agent's epilog sends."""
+        assert fault.job is not None and isinstance(self.slurm, SimulatedController)
+        slurm = self.slurm.slurm
+        job = slurm.current_incarnation(fault.job)
+        spec = next(j for j in self.scenario.jobs if j.id == fault.job)
+        when = self.epoch + timedelta(seconds=fault.at)
+        if fault.checkpoint_step is not None:
+            write_checkpoint_step(self.aws.client("s3"), spec, fault.checkpoint_step, when - timedelta(minutes=1))
+        down = [self.double.slurm_name(ref) for ref in fault.node_refs]
+        nodes = list(job.nodes)
+        slurm.fail_job(job.job_id, fault.job_state, down, fault.requeued_by_slurm)
+        exit_code = fault.exit_code if fault.exit_code is not None else (1 if fault.job_state == "FAILED" else 0)
+        cluster = "other-cluster" if fault.foreign_cluster else self.scenario.cluster.name
+        detail = JobFailedDetail(
+            cluster_name=cluster,
+            job_id=job.job_id,
+            name=job.name,
+            user="trainer",
+            partition="gpu",
+            nodes=nodes,
+            state=fault.job_state,
+            reason=fault.reason or {"FAILED": "NonZeroExitCode", "NODE_FAIL": "NodeDown", "TIMEOUT": "TimeLimit"}[fault.job_state],
+            exit_code=exit_code,
+            restart_count=1 if fault.requeued_by_slurm else 0,
+            ended_at=when,
+            checkpoint_uri=job.checkpoint_uri,
+            auto_resume=job.auto_resume,
+            resubmission_of=job.resubmission_of,
+            event_key=f"{cluster}:{job.job_id}:{int(when.timestamp())}",
+        )
+        return detail.model_dump(mode="json", exclude_none=True)
 
     def _run_event_source_mapping(self) -> None:
         sqs = self.aws.client("sqs")
@@ -276,6 +326,9 @@ class DrillRunner:
 
     def _start_drill(self, fault: FaultSpec) -> None:
         self.drill_count += 1
+        if fault.job:
+            self._start_job_drill(fault)
+            return
         request: dict[str, Any] = {
             "cluster": self.scenario.cluster.name,
             "node_ids": [self.double.current(ref, t=fault.at).node_id for ref in fault.node_refs],
@@ -289,6 +342,23 @@ class DrillRunner:
         sfn = self.aws.client("stepfunctions")
         sfn.start_execution(
             stateMachineArn=self.aws.state_machines["NodeRecoveryStateMachine"],
+            name=f"drill-{self.scenario.name}-{self.drill_count}",
+            input=json.dumps(request),
+        )
+
+    def _start_job_drill(self, fault: FaultSpec) -> None:
+        """An operator asking JobRecovery to recover one job (its current incarnation)."""
+        assert fault.job is not None and isinstance(self.slurm, SimulatedController)
+        request: dict[str, Any] = {
+            "cluster": "other-cluster" if fault.foreign_cluster else self.scenario.cluster.name,
+            "job_id": self.slurm.slurm.current_incarnation(fault.job).job_id,
+            "reason": fault.reason or f"job recovery drill {self.scenario.name}",
+        }
+        if fault.dry_run is not None:
+            request["dry_run"] = fault.dry_run
+        request.update(fault.request_overrides or {})
+        self.aws.client("stepfunctions").start_execution(
+            stateMachineArn=self.aws.state_machines["JobRecoveryStateMachine"],
             name=f"drill-{self.scenario.name}-{self.drill_count}",
             input=json.dumps(request),
         )

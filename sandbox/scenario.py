@@ -83,12 +83,25 @@ class FaultSpec(_Strict):
     # (e.g. {"node_ids": ["node-7"]} must end as InvalidRecoveryRequest).
     request_overrides: dict[str, Any] | None = None
     foreign_cluster: bool = False  # the event names another cluster (must be ignored)
+    # job_failed (and job drills): the scenario job whose current incarnation fails (after a
+    # resubmission, the resubmitted job). ``node``/``nodes`` are then the nodes that went DOWN.
+    job: str | None = Field(default=None, pattern=r"^[0-9]{1,10}$")
+    job_state: Literal["FAILED", "NODE_FAIL", "TIMEOUT"] = "FAILED"
+    exit_code: int | None = Field(default=None, ge=0, le=255)  # default: 1 for FAILED, 0 otherwise
+    requeued_by_slurm: bool = False  # Slurm requeued the job itself (the event still arrives)
+    # Progress before the failure: the job wrote this (complete) checkpoint first.
+    checkpoint_step: int | None = Field(default=None, ge=0)
 
     @model_validator(mode="after")
     def _has_nodes(self) -> FaultSpec:
         refs = self.node_refs
-        if not refs:
+        if self.kind == "job_failed" or (self.kind == "drill" and self.job):
+            if not self.job:
+                raise ValueError("a job_failed fault needs 'job' (a job id from 'jobs')")
+        elif not refs:
             raise ValueError("a fault needs 'node' or 'nodes'")
+        elif self.job or self.requeued_by_slurm or self.checkpoint_step is not None or self.exit_code is not None:
+            raise ValueError("job, exit_code, requeued_by_slurm and checkpoint_step apply to kind 'job_failed' only")
         for ref in refs:
             if not _NODE_REF.match(ref):
                 raise ValueError(f"node {ref!r} must look like 'workers:3'")
@@ -130,6 +143,16 @@ class BreakerSpec(_Strict):
     max_failures: int | None = Field(default=None, ge=1)
 
 
+class JobRestartSpec(_Strict):
+    """template.yaml's JobRestart* and CrashLoopRepeats parameters."""
+
+    budget: int = Field(default=3, ge=0, le=100)
+    window_seconds: int = Field(default=86_400, ge=60)
+    backoff_seconds: int = Field(default=60, ge=0)
+    max_backoff_seconds: int = Field(default=900, ge=0)
+    crash_loop_repeats: int = Field(default=2, ge=2, le=100)
+
+
 class SettingsSpec(_Strict):
     dry_run: bool = False
     caps: CapsSpec = Field(default_factory=CapsSpec)
@@ -141,6 +164,7 @@ class SettingsSpec(_Strict):
     intake_batch_window_seconds: int = Field(default=5, ge=1, le=300)  # template.yaml: IntakeBatchWindowSeconds
     controller_groups: list[str] = Field(default_factory=list)
     login_groups: list[str] = Field(default_factory=list)
+    job_restarts: JobRestartSpec = Field(default_factory=JobRestartSpec)
 
 
 class Scenario(_Strict):
@@ -172,6 +196,8 @@ class Scenario(_Strict):
         for i, fault in enumerate(self.faults):
             for ref in fault.node_refs:
                 check(ref, f"faults.{i}")
+            if fault.job and fault.job not in {j.id for j in self.jobs}:
+                raise ValueError(f"faults.{i}.job: no job {fault.job!r} in jobs")
         for ref in self.behaviour.never_rejoin:
             check(ref, "behaviour.never_rejoin")
         for ref in self.behaviour.missing_in_slurm:

@@ -99,7 +99,10 @@ class SimulatedSlurm:
 
     def resume(self, nodes: Sequence[str]) -> None:
         for name in nodes:
-            self.nodes[name].drained, self.nodes[name].reason = False, ""
+            node = self.nodes[name]
+            node.drained, node.reason = False, ""
+            if node.state == "down":  # a replaced node's new instance registered: resume makes it usable
+                node.state = "idle"
 
     def jobs_on(self, nodes: Iterable[str]) -> list[JobSpec]:
         wanted = set(self.node_states(nodes))
@@ -119,7 +122,7 @@ class SimulatedSlurm:
         old_id = submission.comment.removeprefix(RESUBMISSION_MARK).split(" ", 1)[0]
         old = self.jobs[old_id]
         new_id = str(max(int(j) for j in self.jobs) + 1)
-        usable = [n for n in old.nodes if not self.nodes[n].drained and n not in submission.exclude_nodes]
+        usable = [n for n in old.nodes if not self.nodes[n].drained and self.nodes[n].state != "down" and n not in submission.exclude_nodes]
         state = "RUNNING" if len(usable) == len(old.nodes) else "PENDING"
         self.jobs[new_id] = SlurmJob(
             job_id=new_id,
@@ -132,11 +135,37 @@ class SimulatedSlurm:
             comment=submission.comment,
             resubmission_of=old.job_id,
         )
+        for name in self.jobs[new_id].nodes:
+            self.nodes[name].state = "allocated"
         incident = submission.comment.rsplit("incident=", 1)[-1]
         self.submissions.append(
             Submission(incident, old.job_id, new_id, submission.environment[RESUME_FROM_ENV], int(submission.environment[RESUME_STEP_ENV]))
         )
         return new_id
+
+    # --- what a drill does to Slurm ------------------------------------------------------------
+    def current_incarnation(self, job_id: str) -> SlurmJob:
+        """The newest resubmission of ``job_id`` (or the job itself): what a job_failed fault hits."""
+        current = self.jobs[job_id]
+        while True:
+            newer = [j for j in self.jobs.values() if j.resubmission_of == current.job_id]
+            if not newer:
+                return current
+            current = max(newer, key=lambda j: int(j.job_id))
+
+    def fail_job(self, job_id: str, state: str, down_nodes: Sequence[str], requeued: bool) -> SlurmJob:
+        """The job ends ``state``; ``down_nodes`` stop responding. A requeued job is pending again."""
+        job = self.jobs[job_id]
+        for name in job.nodes:
+            node = self.nodes[name]
+            if name in down_nodes:
+                node.state = "down"
+                if not node.drained:
+                    node.reason = "Not responding"
+            elif node.state == "allocated":
+                node.state = "idle"
+        job.state = "PENDING" if requeued else state
+        return job
 
     def cancel(self, job_id: str) -> None:
         job = self.jobs[job_id]

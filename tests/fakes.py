@@ -20,6 +20,7 @@ from hyperpod_recovery.domain.replace import chunked
 from hyperpod_recovery.errors import CheckpointWriteConflict
 from hyperpod_recovery.models.cluster import BatchOutcome, ClusterInfo, ClusterNode, InstanceGroupInfo
 from hyperpod_recovery.models.commands import CommandEnvelope, CommandReply
+from hyperpod_recovery.models.job_recovery import RestartEntry
 from hyperpod_recovery.models.records import IncidentRecord, LockOutcome, ResubmissionClaim
 from hyperpod_recovery.models.workflow import ReplaceFailure
 from hyperpod_recovery.runtime import Dependencies
@@ -37,6 +38,7 @@ def settings_env(**overrides: str) -> dict[str, str]:
         "COMMAND_QUEUE_URL": "https://sqs.us-west-2.amazonaws.com/123456789012/commands",
         "NOTIFICATION_TOPIC_ARN": "arn:aws:sns:us-west-2:123456789012:notifications",
         "STATE_MACHINE_ARN": "arn:aws:states:us-west-2:123456789012:stateMachine:hpr-node-recovery",
+        "JOB_STATE_MACHINE_ARN": "arn:aws:states:us-west-2:123456789012:stateMachine:hpr-job-recovery",
         "INTAKE_DLQ_URL": "https://sqs.us-west-2.amazonaws.com/123456789012/intake-dlq",
         "DRY_RUN": "false",
         "REJOIN_POLL_SECONDS": "30",
@@ -45,6 +47,11 @@ def settings_env(**overrides: str) -> dict[str, str]:
         "EPISODE_WINDOW_SECONDS": "600",
         "LOCK_TTL_SECONDS": "21600",
         "ESCALATION_HOLD_SECONDS": "86400",
+        "JOB_RESTART_BUDGET": "3",
+        "JOB_RESTART_WINDOW_SECONDS": "86400",
+        "JOB_RESTART_BACKOFF_SECONDS": "60",
+        "JOB_RESTART_MAX_BACKOFF_SECONDS": "900",
+        "CRASH_LOOP_REPEATS": "2",
         "CONTROLLER_GROUPS": "",
         "LOGIN_GROUPS": "",
     }
@@ -113,6 +120,8 @@ class FakeLedger:
         self.replacements: dict[str, set[str]] = {}
         self.claims: dict[tuple[str, str], dict[str, Any]] = {}
         self.incidents: dict[str, IncidentRecord] = {}
+        self.lineages: dict[tuple[str, str], str] = {}
+        self.restarts: dict[tuple[str, str], list[RestartEntry]] = {}
 
     def acquire_locks(self, incident_id: str, cluster: str, node_ids: list[str], now: datetime, ttl: timedelta) -> LockOutcome:
         acquired, held = [], {}
@@ -155,6 +164,24 @@ class FakeLedger:
         claim = self.claims.get((cluster, job_id))
         if claim and claim["incident"] == incident_id:
             claim["new_job_id"] = new_job_id
+
+    def resubmission_claim(self, cluster: str, job_id: str) -> ResubmissionClaim | None:
+        claim = self.claims.get((cluster, job_id))
+        if claim is None:
+            return None
+        return ResubmissionClaim(job_id=job_id, incident_id=claim["incident"], claimed=False, new_job_id=claim["new_job_id"])
+
+    def lineage_root(self, cluster: str, job_id: str) -> str | None:
+        return self.lineages.get((cluster, job_id))
+
+    def restart_history(self, cluster: str, root: str) -> list[RestartEntry]:
+        return list(self.restarts.get((cluster, root), []))
+
+    def record_restart(self, cluster: str, root: str, entry: RestartEntry) -> None:
+        history = self.restarts.setdefault((cluster, root), [])
+        if all(e.new_job_id != entry.new_job_id for e in history):
+            history.append(entry)
+        self.lineages[(cluster, entry.new_job_id)] = root
 
     def save_incident(self, record: IncidentRecord) -> None:
         self.incidents[record.incident_id] = copy.deepcopy(record)
@@ -271,12 +298,15 @@ class FakeStarter:
     started: dict[str, str] = field(default_factory=dict)
     fail_with: Exception | None = None
 
-    def start(self, name: str, payload: str) -> Literal["started", "already_exists"]:
+    workflows: dict[str, str] = field(default_factory=dict)
+
+    def start(self, name: str, payload: str, workflow: Literal["node", "job"] = "node") -> Literal["started", "already_exists"]:
         if self.fail_with is not None:
             raise self.fail_with
         if name in self.started:
             return "already_exists"
         self.started[name] = payload
+        self.workflows[name] = workflow
         return "started"
 
 

@@ -19,6 +19,7 @@ COUNT_METRICS = {
     "foreign": "IntakeForeignCluster",
     "ignored": "IntakeIgnored",
     "started": "ExecutionsStarted",
+    "jobs_started": "JobRecoveriesStarted",
     "duplicates": "IntakeDuplicates",
 }
 

@@ -108,6 +108,28 @@ def test_ledger_job_is_claimed_once(ledger: Any) -> None:
     assert ledger.claim_resubmission("c", "1001", "b", T0).new_job_id == "1002"
 
 
+def test_ledger_keeps_a_job_lineages_restarts(ledger: Any) -> None:
+    from hyperpod_recovery.models.job_recovery import RestartEntry
+
+    # Given no restart yet: no lineage, no history, no claim
+    assert ledger.lineage_root("c", "9") is None and ledger.restart_history("c", "8") == []
+    assert ledger.resubmission_claim("c", "8") is None
+    # When job 8 is restarted as 9, then 9 as 10
+    first = RestartEntry(failed_job_id="8", new_job_id="9", kind="application", checkpoint_step=2000, restarted_at=T0, incident="a")
+    second = first.model_copy(update={"failed_job_id": "9", "new_job_id": "10", "checkpoint_step": 3000, "incident": "b"})
+    ledger.record_restart("c", "8", first)
+    ledger.record_restart("c", "8", second)
+    ledger.record_restart("c", "8", second)  # a retried Record Job Outcome
+    # Then both jobs point at the lineage, whose history has each restart once, in order
+    assert ledger.lineage_root("c", "9") == "8" and ledger.lineage_root("c", "10") == "8"
+    assert [(e.new_job_id, e.checkpoint_step) for e in ledger.restart_history("c", "8")] == [("9", 2000), ("10", 3000)]
+    # And a claim can be looked at without taking it
+    ledger.claim_resubmission("c", "8", "a", T0)
+    ledger.complete_resubmission("c", "8", "a", "9")
+    claim = ledger.resubmission_claim("c", "8")
+    assert (claim.incident_id, claim.new_job_id, claim.claimed) == ("a", "9", False)
+
+
 def test_ledger_keeps_incident_records(ledger: Any) -> None:
     record = IncidentRecord(
         incident_id="a", cluster="c", outcome="recovered", dry_run=False, trigger=["manual"], nodes=["n1"], summary="ok", recorded_at=T0
@@ -358,12 +380,14 @@ def test_notifier_publishes_with_an_outcome_attribute(aws: None) -> None:
 def test_starter_turns_a_reused_execution_name_into_already_exists(aws: None) -> None:
     sfn = boto3.client("stepfunctions", region_name=REGION)
     role = boto3.client("iam", region_name=REGION).create_role(RoleName="r", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
-    arn = sfn.create_state_machine(name="m", definition=json.dumps({"StartAt": "S", "States": {"S": {"Type": "Succeed"}}}), roleArn=role)[
-        "stateMachineArn"
-    ]
-    starter = RecoveryStarter(arn, stepfunctions=sfn)
+    definition = json.dumps({"StartAt": "S", "States": {"S": {"Type": "Succeed"}}})
+    node, job = (sfn.create_state_machine(name=n, definition=definition, roleArn=role)["stateMachineArn"] for n in ("node", "job"))
+    starter = RecoveryStarter(node, job, stepfunctions=sfn)
     assert starter.start("hpr-1", "{}") == "started"
     assert starter.start("hpr-1", '{"again": true}') == "already_exists"
+    # And a job recovery starts on the other state machine
+    assert starter.start("hpj-1", "{}", "job") == "started"
+    assert [e["name"] for e in sfn.list_executions(stateMachineArn=job)["executions"]] == ["hpj-1"]
 
 
 def test_dead_letters_keep_the_body_and_the_reason(aws: None) -> None:

@@ -11,7 +11,7 @@ from aws_lambda_powertools.utilities.parser.models import SqsModel
 from pydantic import ValidationError
 
 from hyperpod_recovery.models.events import CloudWatchAlarmEvent, HyperPodNodeHealthEvent, JobFailedEvent
-from hyperpod_recovery.models.requests import ManualRecoveryRequest
+from hyperpod_recovery.models.requests import ManualJobRecoveryRequest, ManualRecoveryRequest
 from sandbox.scenario import Scenario
 from tests.conftest import EVENTS
 
@@ -22,6 +22,7 @@ MODELS = {
     "sqs": SqsModel,
     "drills": Scenario,
     "agent": JobFailedEvent,
+    "manual-job": ManualJobRecoveryRequest,
 }
 ALL_FILES = sorted(EVENTS.rglob("*.json"))
 

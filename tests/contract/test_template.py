@@ -40,7 +40,7 @@ def test_every_custom_error_name_in_the_workflow_is_an_exception_class(asl: dict
     for name, state in _states(asl):
         for clause in state.get("Retry", []) + state.get("Catch", []):
             for error in clause["ErrorEquals"]:
-                if not error.startswith(("States.", "Lambda.")):
+                if not error.startswith(("States.", "Lambda.", "StepFunctions.")):
                     assert error in ERROR_CLASSES, f"{name}: {error} is not a class in errors.py"
 
 
@@ -49,7 +49,10 @@ def test_retries_are_named_bounded_and_jittered(asl: dict[str, Any]) -> None:
         if state["Type"] != "Task":
             continue
         retries = state.get("Retry", [])
-        assert any(set(r["ErrorEquals"]) == LAMBDA_TRANSIENT for r in retries), f"{name} must retry Lambda's transient errors"
+        if "lambda" in state["Resource"] or state["Resource"].endswith("FunctionArn}"):
+            assert any(set(r["ErrorEquals"]) == LAMBDA_TRANSIENT for r in retries), f"{name} must retry Lambda's transient errors"
+        else:
+            assert retries, f"{name} must retry its service's throttling"
         for retry in retries:
             assert "States.ALL" not in retry["ErrorEquals"] and "States.TaskFailed" not in retry["ErrorEquals"], name
             assert retry["MaxAttempts"] <= 5 and retry["MaxDelaySeconds"] <= 60 and retry["JitterStrategy"] == "FULL", name
@@ -123,8 +126,9 @@ def test_the_controller_agent_policy_is_exactly_what_the_agent_calls() -> None:
         calls |= {f"events:{_camel(m)}" for m in re.findall(r"self\.events\.(\w+)\(", text)}
         calls |= {f"{svc}:{_camel(m)}" for svc, m in re.findall(r'_client\("(sqs|events)", config\)\.(\w+)\(', text)}
     assert granted == calls
-    # And each statement names one resource of this stack (the queue, the state machine, the default bus)
-    assert all(isinstance(s["Resource"], dict) for s in statements)
+    # And each statement names resources of this stack (the queue, the two state machines, the default bus)
+    resources = [r for s in statements for r in (s["Resource"] if isinstance(s["Resource"], list) else [s["Resource"]])]
+    assert all(isinstance(r, dict) for r in resources)
     put_events = next(s for s in statements if s["Action"] == "events:PutEvents")
     assert put_events["Condition"] == {"StringEquals": {"events:source": "hyperpod-recovery.agent"}}
     assert "AgentPolicyArn" in TEMPLATE["Outputs"]
@@ -181,10 +185,30 @@ def _pattern(rule: str) -> EventPattern:
         ("AlarmRule", "cloudwatch/alarm_state_change_alarm.json", True),
         ("AlarmRule", "cloudwatch/alarm_state_change_ok.json", False),
         ("AlarmRule", "hyperpod/node_health_unhealthy.json", False),
+        ("JobFailedRule", "agent/job-failed.json", True),
+        ("JobFailedRule", "hyperpod/node_health_unhealthy.json", False),
+        ("HealthEventRule", "agent/job-failed.json", False),
     ],
 )
 def test_eventbridge_rules_forward_only_actionable_events_of_this_cluster(rule: str, sample: str, matches: bool) -> None:
     assert _pattern(rule).matches_event(load_event(sample)) is matches
+
+
+def test_job_failed_rule_ignores_other_clusters_jobs_and_the_queue_accepts_it() -> None:
+    event = load_event("agent/job-failed.json")
+    event["detail"]["cluster_name"] = "other-cluster"
+    assert not _pattern("JobFailedRule").matches_event(event)
+    sources = RESOURCES["IntakeQueuePolicy"]["Properties"]["PolicyDocument"]["Statement"][0]["Condition"]["ArnEquals"]["aws:SourceArn"]
+    rules = {logical for logical, r in RESOURCES.items() if r["Type"] == "AWS::Events::Rule"}
+    assert {s["Fn::GetAtt"][0] for s in sources} == rules
+
+
+def test_job_recovery_may_run_node_recovery_nested_and_nothing_else() -> None:
+    statements = [s for logical, s in _statements() if logical == "JobRecoveryStateMachine"]
+    start = next(s for s in statements if s["Action"] == "states:StartExecution")
+    assert start["Resource"] == {"Ref": "NodeRecoveryStateMachine"}
+    follow = next(s for s in statements if "states:DescribeExecution" in s["Action"])
+    assert follow["Resource"]["Fn::Sub"].endswith(":execution:${AWS::StackName}-node-recovery:*")
 
 
 def test_alarm_rule_ignores_alarms_not_named_for_this_cluster() -> None:

@@ -68,8 +68,15 @@ def test_missing_scenario_file_is_exit_code_2(tmp_path: Path, capsys: pytest.Cap
     assert "no such scenario file" in capsys.readouterr().err
 
 
-def test_scenario_needing_a_later_workflow_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_scenario_needing_a_later_release_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     scenario = json.loads((EVENTS / "drills" / "default.json").read_text())
-    scenario["faults"] = [{"at": 1, "kind": "job_failed", "node": "workers:1"}]
+    scenario["behaviour"]["agent_down"] = True
     assert main(["run", "--scenario", str(_write(tmp_path, json.dumps(scenario))), "--out", str(tmp_path)]) == 2
-    assert "JobRecovery" in capsys.readouterr().err
+    assert "agent_down" in capsys.readouterr().err
+
+
+def test_job_failed_fault_must_name_a_job_of_the_scenario(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    scenario = json.loads((EVENTS / "drills" / "default.json").read_text())
+    scenario["faults"] = [{"at": 1, "kind": "job_failed", "job": "9999"}]
+    assert main(["run", "--scenario", str(_write(tmp_path, json.dumps(scenario))), "--out", str(tmp_path)]) == 2
+    assert "faults.0.job: no job '9999'" in capsys.readouterr().err

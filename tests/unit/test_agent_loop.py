@@ -103,7 +103,8 @@ def world(tmp_path: Path) -> Any:
                 journal=ReplyJournal(tmp_path / "replies"),
                 retry=RetryPolicy(),
                 sleep=sleeps.append,
-                keepalive_wait=lambda stop, seconds: stop.is_set(),
+                # Beat every 10 ms of real time, not in a tight loop: commands here take milliseconds.
+                keepalive_wait=lambda stop, seconds: stop.wait(0.01),
             )
             receive = agent.receive
 

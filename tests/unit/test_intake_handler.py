@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+from datetime import datetime
 from typing import Any
 
 from hyperpod_recovery.errors import StartExecutionFailed
@@ -84,3 +85,37 @@ def test_failed_start_reports_only_its_records_for_retry(lambda_context) -> None
     records = [_record("m1", _health("i-0391f86fa0fe0d465", "e1")), _record("bad", "[]")]
     response = handler({"Records": records}, lambda_context, deps=deps)
     assert response == {"batchItemFailures": [{"itemIdentifier": "m1"}]}
+
+
+def _job_failed(cluster: str = "llm-train") -> dict[str, Any]:
+    event = load_event("agent/job-failed.json")
+    event["detail"]["cluster_name"] = cluster
+    return event
+
+
+def test_a_job_failed_event_starts_a_job_recovery_named_by_the_job_end(lambda_context) -> None:  # type: ignore[no-untyped-def]
+    # Given the agent's job-failed event and a health event in the same batch
+    deps = fake_dependencies()
+    event = {"Records": [_record("job", _job_failed()), _record("node", _health("i-0391f86fa0fe0d465", "e1"))]}
+    response = handler(event, lambda_context, deps=deps)
+    # Then a JobRecovery starts for the job, after the NodeRecovery for the node (which takes the locks first)
+    assert response == {"batchItemFailures": []}
+    started = deps.starter.workflows  # type: ignore[attr-defined]
+    detail = _job_failed()["detail"]
+    name = f"hpj-{detail['job_id']}-{int(datetime.fromisoformat(detail['ended_at']).timestamp())}"
+    assert list(started.items()) == [(next(iter(started)), "node"), (name, "job")]
+    request = json.loads(deps.starter.started[name])  # type: ignore[attr-defined]
+    assert request["source"] == "slurm_job_failed" and request["failure"]["state"] == detail["state"]
+
+
+def test_a_redelivered_job_failed_event_is_a_duplicate(lambda_context) -> None:  # type: ignore[no-untyped-def]
+    deps = fake_dependencies()
+    handler({"Records": [_record("a", _job_failed())]}, lambda_context, deps=deps)
+    handler({"Records": [_record("b", _job_failed())]}, lambda_context, deps=deps)
+    assert len(deps.starter.started) == 1  # type: ignore[attr-defined]
+
+
+def test_a_job_failed_event_of_another_cluster_starts_nothing(lambda_context) -> None:  # type: ignore[no-untyped-def]
+    deps = fake_dependencies()
+    assert handler({"Records": [_record("a", _job_failed("other-cluster"))]}, lambda_context, deps=deps) == {"batchItemFailures": []}
+    assert deps.starter.started == {} and deps.dead_letters.sent == []  # type: ignore[attr-defined]

@@ -286,7 +286,6 @@ def test_each_job_gets_a_checkpoint_or_a_reason_why_not() -> None:
     import json as _json
 
     from hyperpod_recovery.errors import CheckpointUnreadable
-    from hyperpod_recovery.models.commands import JobsOnNodesResult
     from hyperpod_recovery.models.manifest import MANIFEST_SCHEMA
     from hyperpod_recovery.models.workflow import FindNewestCheckpointInput
     from hyperpod_recovery.steps.checkpoints import find_newest_checkpoints
@@ -322,13 +321,7 @@ def test_each_job_gets_a_checkpoint_or_a_reason_why_not() -> None:
         JobSpec(job_id="5", name="empty", num_nodes=2, state="RUNNING", checkpoint_uri="s3://ckpt/empty"),
         JobSpec(job_id="6", name="climber", num_nodes=2, state="RUNNING", checkpoint_uri="s3://ckpt/a/../b"),
     ]
-    reply = CommandReply(
-        command_id="c", type="jobs_on_nodes", requested_at=T0, started_at=T0, completed_at=T0, result=JobsOnNodesResult(jobs=jobs)
-    )
-
-    plan = find_newest_checkpoints(
-        FindNewestCheckpointInput(execution_name="inc-1", request=_request(1), jobs=reply), reader=reader, now=T0
-    )
+    plan = find_newest_checkpoints(FindNewestCheckpointInput(execution_name="inc-1", jobs=jobs), reader=reader, now=T0)
 
     assert [(p.job.job_id, p.checkpoint.step) for p in plan.resumable] == [("1", 100)]
     assert plan.resumable[0].rejected[0].startswith("step 200: no manifest.json")

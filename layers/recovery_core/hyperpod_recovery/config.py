@@ -48,6 +48,7 @@ class Settings(BaseModel):
     command_queue_url: str = Field(min_length=1)
     notification_topic_arn: str = Field(min_length=1)
     state_machine_arn: str = Field(min_length=1)
+    job_state_machine_arn: str = Field(min_length=1)
     intake_dlq_url: str = Field(min_length=1)
     dry_run: EnvBool
     rejoin_poll_seconds: int = Field(ge=5, le=3600)
@@ -56,6 +57,11 @@ class Settings(BaseModel):
     episode_window_seconds: int = Field(ge=60, le=86_400)
     lock_ttl_seconds: int = Field(ge=300, le=7 * 86_400)
     escalation_hold_seconds: int = Field(ge=0, le=30 * 86_400)
+    job_restart_budget: int = Field(ge=0, le=100)
+    job_restart_window_seconds: int = Field(ge=60, le=30 * 86_400)
+    job_restart_backoff_seconds: int = Field(ge=0, le=86_400)
+    job_restart_max_backoff_seconds: int = Field(ge=0, le=86_400)
+    crash_loop_repeats: int = Field(ge=2, le=100)
     controller_groups: CsvList = Field(default_factory=list)
     login_groups: CsvList = Field(default_factory=list)
 
@@ -63,6 +69,8 @@ class Settings(BaseModel):
     def _poll_bounds_are_ordered(self) -> Settings:
         if self.rejoin_max_poll_seconds < self.rejoin_poll_seconds:
             raise ValueError("REJOIN_MAX_POLL_SECONDS must be >= REJOIN_POLL_SECONDS")
+        if self.job_restart_max_backoff_seconds < self.job_restart_backoff_seconds:
+            raise ValueError("JOB_RESTART_MAX_BACKOFF_SECONDS must be >= JOB_RESTART_BACKOFF_SECONDS")
         return self
 
     @property

@@ -121,6 +121,27 @@ class CheckpointWriteConflict(RecoveryError):
     another writer changed the object first. The writer re-reads and decides again."""
 
 
+# --- job recovery -------------------------------------------------------------------------
+class JobSpecUnavailable(RecoveryError):
+    """slurmctld no longer knows the failed job, so there is no batch script to resubmit it with."""
+
+
+class RestartBudgetExhausted(RecoveryError):
+    """The job lineage used its restart budget (count within the window); a human looks before more."""
+
+
+class CrashLoopDetected(RecoveryError):
+    """The job failed again without its newest checkpoint moving forward: restarting would loop."""
+
+
+class NodeRecoveryEscalated(RecoveryError):
+    """The node recovery the failed job waited on (nested, or another incident's) escalated."""
+
+
+class NodeRecoveryNotFinished(RecoveryError):
+    """Another incident holding the job's nodes did not finish before the wait deadline."""
+
+
 # --- outcomes that need a human without any step having raised ----------------------------
 class ProtectedNodeUnhealthy(RecoveryError):
     """A controller or login node is unhealthy: the pipeline never acts on those."""

@@ -26,6 +26,7 @@ from hyperpod_recovery.adapters.notifier import SnsNotifier
 from hyperpod_recovery.clock import current_clock
 from hyperpod_recovery.config import Settings, get_settings
 from hyperpod_recovery.domain.checkpoints import CheckpointReader
+from hyperpod_recovery.domain.job_failure import RestartPolicy
 from hyperpod_recovery.domain.normalize import GuardedCluster
 from hyperpod_recovery.errors import InvalidStepInput
 from hyperpod_recovery.models.common import format_validation_error
@@ -60,8 +61,20 @@ class Dependencies:
     def escalation_hold(self) -> timedelta:
         return timedelta(seconds=self.settings.escalation_hold_seconds)
 
-    def execution_url(self, execution_name: str) -> str:
-        execution_arn = self.settings.state_machine_arn.replace(":stateMachine:", ":execution:") + f":{execution_name}"
+    @property
+    def restart_policy(self) -> RestartPolicy:
+        s = self.settings
+        return RestartPolicy(
+            budget=s.job_restart_budget,
+            window_seconds=s.job_restart_window_seconds,
+            backoff_seconds=s.job_restart_backoff_seconds,
+            max_backoff_seconds=s.job_restart_max_backoff_seconds,
+            crash_loop_repeats=s.crash_loop_repeats,
+        )
+
+    def execution_url(self, execution_name: str, workflow: str = "node") -> str:
+        machine = self.settings.state_machine_arn if workflow == "node" else self.settings.job_state_machine_arn
+        execution_arn = machine.replace(":stateMachine:", ":execution:") + f":{execution_name}"
         region = self.settings.region
         return f"https://{region}.console.aws.amazon.com/states/home?region={region}#/v2/executions/details/{execution_arn}"
 
@@ -74,7 +87,7 @@ def build_dependencies(settings: Settings) -> Dependencies:
         controller=ControllerChannel(settings.command_queue_url),
         notifier=SnsNotifier(settings.notification_topic_arn),
         checkpoints=S3CheckpointStore(),
-        starter=RecoveryStarter(settings.state_machine_arn),
+        starter=RecoveryStarter(settings.state_machine_arn, settings.job_state_machine_arn),
         dead_letters=DeadLetters(settings.intake_dlq_url),
     )
 

@@ -13,15 +13,15 @@ from hyperpod_recovery.errors import StartExecutionFailed
 class RecoveryStarter:
     stepfunctions = LazyClient("stepfunctions")
 
-    def __init__(self, state_machine_arn: str, stepfunctions: Any = None) -> None:
-        self.state_machine_arn = state_machine_arn
+    def __init__(self, state_machine_arn: str, job_state_machine_arn: str, stepfunctions: Any = None) -> None:
+        self.state_machine_arns = {"node": state_machine_arn, "job": job_state_machine_arn}
         self._stepfunctions = stepfunctions
 
-    def start(self, name: str, payload: str) -> Literal["started", "already_exists"]:
-        """Start one execution named ``name``. Step Functions refuses a reused name, which is how a
-        duplicate event in the same fault episode is turned away."""
+    def start(self, name: str, payload: str, workflow: Literal["node", "job"] = "node") -> Literal["started", "already_exists"]:
+        """Start one NodeRecovery (or JobRecovery) execution named ``name``. Step Functions refuses
+        a reused name, which is how a duplicate event in the same fault episode is turned away."""
         try:
-            self.stepfunctions.start_execution(stateMachineArn=self.state_machine_arn, name=name, input=payload)
+            self.stepfunctions.start_execution(stateMachineArn=self.state_machine_arns[workflow], name=name, input=payload)
         except ClientError as exc:
             if error_code(exc) == "ExecutionAlreadyExists":
                 return "already_exists"

@@ -5,6 +5,8 @@ Items:
     INCIDENT#<incident id>     / RECORD        the incident record (outcome, timeline, phases, jobs)
     INCIDENT#<incident id>     / REPLACEMENTS  nodes whose replacement this incident already initiated
     JOB#<cluster>#<job id>     / RESUBMISSION  which incident resubmits a job, and the new job id
+    JOB#<cluster>#<job id>     / LINEAGE       the first job of the lineage this resubmission belongs to
+    LINEAGE#<cluster>#<job id> / RESTARTS      every restart of that lineage (restart budget, crash loops)
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from hyperpod_recovery.adapters.aws import LazyClient, error_code, is_transient
 from hyperpod_recovery.errors import LedgerError, LedgerUnavailable
+from hyperpod_recovery.models.job_recovery import RestartEntry
 from hyperpod_recovery.models.records import IncidentRecord, LockOutcome, ResubmissionClaim
 
 JOB_CLAIM_TTL = timedelta(days=30)
@@ -155,6 +158,50 @@ class DynamoLedger:
         except ClientError as exc:
             if error_code(exc) != "ConditionalCheckFailedException":
                 raise self._unavailable(exc) from exc
+
+    def resubmission_claim(self, cluster: str, job_id: str) -> ResubmissionClaim | None:
+        """Who, if anyone, has claimed a job's resubmission (read-only)."""
+        item = self._get(f"JOB#{cluster}#{job_id}", "RESUBMISSION")
+        if not item:
+            return None
+        return ResubmissionClaim(
+            job_id=job_id, incident_id=item["incident"]["S"], claimed=False, new_job_id=item.get("new_job_id", {}).get("S")
+        )
+
+    # --- job lineages (restart budget, crash loops) ---------------------------------------
+    def lineage_root(self, cluster: str, job_id: str) -> str | None:
+        item = self._get(f"JOB#{cluster}#{job_id}", "LINEAGE")
+        return str(item["root"]["S"]) if item else None
+
+    def restart_history(self, cluster: str, root: str) -> list[RestartEntry]:
+        item = self._get(f"LINEAGE#{cluster}#{root}", "RESTARTS")
+        if not item:
+            return []
+        return [RestartEntry.model_validate_json(entry["S"]) for entry in item.get("restarts", {}).get("L", [])]
+
+    def record_restart(self, cluster: str, root: str, entry: RestartEntry) -> None:
+        """Append a restart to the lineage and point the new job at its root. Idempotent: a retried
+        Record Job Outcome finds its entry (same new job id) already there."""
+        if any(e.new_job_id == entry.new_job_id for e in self.restart_history(cluster, root)):
+            return
+        expires = {":exp": {"N": _epoch(entry.restarted_at + JOB_CLAIM_TTL)}}
+        self._call(
+            self.dynamodb.update_item,
+            TableName=self.table_name,
+            Key={"pk": {"S": f"LINEAGE#{cluster}#{root}"}, "sk": {"S": "RESTARTS"}},
+            UpdateExpression="SET restarts = list_append(if_not_exists(restarts, :empty), :entry), expires_at = :exp",
+            ExpressionAttributeValues={":empty": {"L": []}, ":entry": {"L": [{"S": entry.model_dump_json()}]}, **expires},
+        )
+        self._call(
+            self.dynamodb.put_item,
+            TableName=self.table_name,
+            Item={
+                "pk": {"S": f"JOB#{cluster}#{entry.new_job_id}"},
+                "sk": {"S": "LINEAGE"},
+                "root": {"S": root},
+                "expires_at": expires[":exp"],
+            },
+        )
 
     # --- incidents ----------------------------------------------------------------------
     def save_incident(self, record: IncidentRecord) -> None:

@@ -19,8 +19,16 @@ from hyperpod_recovery.models.events import (
     HEALTH_EVENT_DETAIL_TYPE,
     CloudWatchAlarmEvent,
     HyperPodNodeHealthEvent,
+    JobFailedEvent,
 )
-from hyperpod_recovery.models.requests import ManualRecoveryRequest, RecoveryRequest, Trigger
+from hyperpod_recovery.models.job_events import JOB_EVENT_SOURCE, JOB_FAILED_DETAIL_TYPE
+from hyperpod_recovery.models.requests import (
+    JobRecoveryRequest,
+    ManualJobRecoveryRequest,
+    ManualRecoveryRequest,
+    RecoveryRequest,
+    Trigger,
+)
 
 ALARM_NAME_PREFIX = "hyperpod-recovery-"
 _INSTANCE_ID_IN_TEXT = re.compile(r"i-[a-f0-9]{17}\b|i-[a-f0-9]{8}\b")
@@ -113,8 +121,33 @@ def translate_manual(request: ManualRecoveryRequest, now: datetime) -> RecoveryR
     )
 
 
-def parse_intake_event(body: str, guarded: GuardedCluster) -> Trigger | Ignored:
-    """An SQS message body from the intake queue (an EventBridge event) -> a trigger.
+def translate_job_failed(event: JobFailedEvent, guarded: GuardedCluster) -> JobRecoveryRequest:
+    """The controller agent's "job failed" event -> a JobRecovery request."""
+    detail = event.detail
+    if not guarded.owns(detail.cluster_name):
+        raise ForeignClusterEvent(f"job event from cluster {detail.cluster_name!r} is not for this stack ({guarded.name!r})")
+    reason = f"job {detail.job_id} ({detail.name}) ended {detail.state}: {detail.reason or 'no reason'}, exit code {detail.exit_code}"
+    if detail.signal:
+        reason += f", signal {detail.signal}"
+    return JobRecoveryRequest(
+        cluster=guarded.name,
+        job_id=detail.job_id,
+        source="slurm_job_failed",
+        reason=reason,
+        event_id=event.id,
+        detected_at=_aware(detail.ended_at),
+        failure=detail,
+    )
+
+
+def translate_manual_job(request: ManualJobRecoveryRequest, now: datetime) -> JobRecoveryRequest:
+    return JobRecoveryRequest(
+        cluster=request.cluster, job_id=request.job_id, source="manual", reason=request.reason, detected_at=now, dry_run=request.dry_run
+    )
+
+
+def parse_intake_event(body: str, guarded: GuardedCluster) -> Trigger | JobRecoveryRequest | Ignored:
+    """An SQS message body from the intake queue (an EventBridge event) -> a node trigger or a job request.
 
     Raises InvalidRecoveryRequest for anything that will never parse (sent to the DLQ) and
     ForeignClusterEvent for another cluster's event (dropped and counted).
@@ -131,6 +164,8 @@ def parse_intake_event(body: str, guarded: GuardedCluster) -> Trigger | Ignored:
             return translate_node_health(HyperPodNodeHealthEvent.model_validate(raw), guarded)
         if raw.get("source") == "aws.cloudwatch" and detail_type == ALARM_EVENT_DETAIL_TYPE:
             return translate_alarm(CloudWatchAlarmEvent.model_validate(raw), guarded)
+        if raw.get("source") == JOB_EVENT_SOURCE and detail_type == JOB_FAILED_DETAIL_TYPE:
+            return translate_job_failed(JobFailedEvent.model_validate(raw), guarded)
     except ValidationError as exc:
         raise InvalidRecoveryRequest(format_validation_error(exc)) from exc
     raise InvalidRecoveryRequest(f"source/detail-type: unsupported event {raw.get('source')!r} / {detail_type!r}")

@@ -239,11 +239,12 @@ def build_incident_record(step: RecordOutcomeInput, result: OutcomeResult, clust
 def notification(record: IncidentRecord, execution_url: str) -> tuple[str, str]:
     """(subject <= 100 characters, plain-text body)."""
     nodes = ", ".join(record.nodes[:3]) + (f" +{len(record.nodes) - 3}" if len(record.nodes) > 3 else "")
-    subject = f"[hyperpod-recovery] {record.cluster}: {record.outcome} {nodes}"[:100]
+    job = f" job {record.job_id}" if record.job_id else ""
+    subject = f"[hyperpod-recovery] {record.cluster}: {record.outcome}{job} {nodes}".rstrip()[:100]
     action = {
         "recovered": "No action needed.",
         "dry_run": "Dry run: nothing was changed. Review what would have happened below.",
-        "duplicate": "No action needed: another recovery already handles these nodes.",
+        "duplicate": "No action needed: this fault is already handled (another incident, HyperPod auto-resume or a Slurm requeue).",
         "rejected": "Nothing was changed. Check the request or event if this was unexpected.",
         "escalated": (
             "A human is needed: see the error and the timeline below. The nodes stay locked so the automation does not act on them again."

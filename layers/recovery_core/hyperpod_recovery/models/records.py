@@ -3,7 +3,7 @@ resubmission claim per job. The incident record is the audit trail an operator r
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -39,6 +39,8 @@ class IncidentRecord(BaseModel):
 
     incident_id: str
     cluster: str
+    workflow: Literal["node", "job"] = "node"
+    job_id: str | None = None  # JobRecovery: the failed job
     outcome: Outcome
     dry_run: bool
     trigger: list[str]

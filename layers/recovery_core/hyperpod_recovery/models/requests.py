@@ -1,5 +1,6 @@
-"""What starts a recovery: the manual/drill request a human sends, and the internal
-RecoveryRequest every source is translated into (domain/normalize.py)."""
+"""What starts a recovery: the manual/drill requests a human sends, and the internal requests
+every source is translated into (domain/normalize.py): RecoveryRequest for NodeRecovery,
+JobRecoveryRequest for JobRecovery."""
 
 from __future__ import annotations
 
@@ -7,9 +8,12 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
-from hyperpod_recovery.models.common import NodeId, Timestamp
+from hyperpod_recovery.models.common import NodeId, SlurmJobId, Timestamp
+from hyperpod_recovery.models.job_events import JobFailedDetail
 
-TriggerSource = Literal["hyperpod_node_health", "cloudwatch_alarm", "manual"]
+# job_failed: NodeRecovery started by JobRecovery for the nodes a failed job ran on.
+TriggerSource = Literal["hyperpod_node_health", "cloudwatch_alarm", "manual", "job_failed"]
+JobTriggerSource = Literal["slurm_job_failed", "manual"]
 MAX_NODES_PER_REQUEST = 100
 
 
@@ -72,4 +76,49 @@ def _request_kind(value: Any) -> str:
 StartExecutionInput = Annotated[
     Annotated[ManualRecoveryRequest, Tag("manual")] | Annotated[RecoveryRequest, Tag("recovery")],
     Discriminator(_request_kind),
+]
+
+
+class ManualJobRecoveryRequest(BaseModel):
+    """A human asks for one job to be recovered (or drilled), with ``aws stepfunctions start-execution``
+    on the job-recovery state machine::
+
+        {"cluster": "llm-train", "job_id": "1234", "reason": "NCCL timeout at 03:10", "dry_run": true}
+
+    ``dry_run`` omitted means the stack's default; a dry-run stack cannot be made to act by a request.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    cluster: str = Field(min_length=1, max_length=256)
+    job_id: SlurmJobId
+    reason: str = Field(default="manual job recovery request", min_length=1, max_length=1024)
+    dry_run: bool | None = None
+
+
+class JobRecoveryRequest(BaseModel):
+    """The one internal job request. Intake starts executions with this shape (``failure`` is the
+    agent's event detail); Validate Job Request turns a manual request into it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    cluster: str = Field(min_length=1, max_length=256)
+    job_id: SlurmJobId
+    source: JobTriggerSource
+    reason: str = Field(max_length=2048)
+    event_id: str | None = Field(default=None, max_length=256)
+    detected_at: Timestamp
+    failure: JobFailedDetail | None = None  # None for a manual request: the workflow asks Slurm
+    dry_run: bool | None = None
+    incident_id: str | None = Field(default=None, max_length=80)
+    received_at: Timestamp | None = None
+
+
+def _job_request_kind(value: Any) -> str:
+    return "job" if isinstance(value, dict) and "source" in value else "manual"
+
+
+JobStartInput = Annotated[
+    Annotated[ManualJobRecoveryRequest, Tag("manual")] | Annotated[JobRecoveryRequest, Tag("job")],
+    Discriminator(_job_request_kind),
 ]

@@ -19,7 +19,7 @@ from hyperpod_recovery.models.commands import (
     ResumeResult,
 )
 from hyperpod_recovery.models.common import NodeId, SlurmNodeName, Timestamp
-from hyperpod_recovery.models.requests import RecoveryRequest
+from hyperpod_recovery.models.requests import JobRecoveryRequest, RecoveryRequest
 
 Outcome = Literal["recovered", "escalated", "duplicate", "rejected", "capped", "dry_run"]
 
@@ -208,11 +208,14 @@ class ResumeNodesInput(ControllerStepInput):
 
 
 class FindNewestCheckpointInput(StepInput):
-    request: RecoveryRequest
-    jobs: CommandReply[JobsOnNodesResult]
+    jobs: list[JobSpec]
 
 
-class ResubmitJobInput(ControllerStepInput):
+class ResubmitJobInput(StepInput):
+    """Shared by NodeRecovery (a job on a replaced node) and JobRecovery (the failed job)."""
+
+    task_token: str = Field(min_length=1)
+    request: RecoveryRequest | JobRecoveryRequest
     plan: ResumePlan
 
 

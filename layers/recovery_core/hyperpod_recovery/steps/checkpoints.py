@@ -12,7 +12,7 @@ from hyperpod_recovery.observability import logger
 
 def find_newest_checkpoints(step: FindNewestCheckpointInput, *, reader: CheckpointReader, now: datetime) -> CheckpointPlan:
     plan = CheckpointPlan(at=now)
-    for job in step.jobs.result.jobs:
+    for job in step.jobs:
         if job.auto_resume:
             plan.left_alone.append(
                 UnresumableJob(job_id=job.job_id, name=job.name, reason="uses srun --auto-resume=1: HyperPod restarts it itself")

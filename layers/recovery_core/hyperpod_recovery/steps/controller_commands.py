@@ -1,4 +1,5 @@
-"""The controller steps: Cordon Nodes, Find Affected Jobs, Resume Nodes, Resubmit Job.
+"""The controller steps: Cordon Nodes, Find Affected Jobs, Resume Nodes, Resubmit Job, and
+JobRecovery's Capture Job Spec and Check Job Nodes.
 
 Each Lambda queues one typed command with its task token and returns; the state completes when
 the agent answers. Mutating commands in a dry run are answered here ("would drain ...") and never
@@ -12,19 +13,23 @@ from typing import Any
 
 from hyperpod_recovery.models.commands import (
     MUTATING_COMMANDS,
+    CaptureJobSpec,
     CommandEnvelope,
     CommandReply,
     ControllerCommand,
     DrainNodes,
     DrainResult,
     JobsOnNodes,
+    NodeStates,
+    NodeStatesResult,
     ResubmitJob,
     ResubmitResult,
     ResumeNodes,
     ResumeResult,
     owner_tag,
 )
-from hyperpod_recovery.models.requests import RecoveryRequest
+from hyperpod_recovery.models.job_recovery import CaptureJobSpecInput, CheckJobNodesInput
+from hyperpod_recovery.models.requests import JobRecoveryRequest, RecoveryRequest
 from hyperpod_recovery.models.workflow import (
     CordonNodesInput,
     FindAffectedJobsInput,
@@ -37,7 +42,7 @@ from hyperpod_recovery.steps.ports import Controller, Ledger
 def _dispatch(
     *,
     controller: Controller,
-    request: RecoveryRequest,
+    request: RecoveryRequest | JobRecoveryRequest,
     execution_name: str,
     task_token: str,
     command: ControllerCommand,
@@ -143,4 +148,44 @@ def resubmit_job(step: ResubmitJobInput, *, controller: Controller, ledger: Ledg
         command_id=command_id,
         now=now,
         dry_run_result=ResubmitResult(old_job_id=job_id),
+    )
+
+
+def capture_job_spec(step: CaptureJobSpecInput, *, controller: Controller, now: datetime) -> dict[str, Any]:
+    """The failed job as slurmctld knows it now: state (requeued already?), nodes, batch script."""
+    return _dispatch(
+        controller=controller,
+        request=step.request,
+        execution_name=step.execution_name,
+        task_token=step.task_token,
+        command=CaptureJobSpec(job_id=step.request.job_id),
+        command_id=f"{step.execution_name}:job-spec",
+        now=now,
+        dry_run_result=None,
+    )
+
+
+def check_job_nodes(step: CheckJobNodesInput, *, controller: Controller, now: datetime) -> dict[str, Any]:
+    """Slurm's state of the nodes the job ran on (the event's list: squeue forgets an ended job's)."""
+    failure, job = step.request.failure, step.inspection.result.job
+    nodes = list(dict.fromkeys((failure.nodes if failure and failure.nodes else None) or (job.nodes if job else [])))
+    command_id = f"{step.execution_name}:job-nodes"
+    if not nodes:
+        # Nothing to ask (the job never got nodes, or slurmctld forgot it): answer at once.
+        controller.answer(
+            step.task_token,
+            CommandReply(
+                command_id=command_id, type="node_states", requested_at=now, started_at=now, completed_at=now, result=NodeStatesResult()
+            ),
+        )
+        return {"command_id": command_id, "sent": False, "dry_run": False}
+    return _dispatch(
+        controller=controller,
+        request=step.request,
+        execution_name=step.execution_name,
+        task_token=step.task_token,
+        command=NodeStates(nodes=nodes),
+        command_id=command_id,
+        now=now,
+        dry_run_result=None,
     )

@@ -1,9 +1,12 @@
-"""Intake: SQS batch of EventBridge events -> grouped RecoveryRequests -> executions.
+"""Intake: SQS batch of EventBridge events -> grouped RecoveryRequests and JobRecoveryRequests -> executions.
 
 Per record: parse and translate. A record that can never parse goes to the DLQ with the reason
 and is *not* retried; a foreign-cluster or no-action event is dropped and counted. Then the
-accepted triggers are grouped (a rack failure becomes one execution) and each group starts an
-execution named by its incident id; a reused name means a duplicate of an incident in progress.
+accepted node triggers are grouped (a rack failure becomes one execution) and each group starts a
+NodeRecovery execution named by its incident id; each failed job starts a JobRecovery execution
+named by the job's end. A reused name means a duplicate of an incident in progress. Node
+recoveries start first: when a health event and a job failure arrive together, the node recovery
+takes the node locks and the job recovery waits for it instead of racing it.
 """
 
 from __future__ import annotations
@@ -13,9 +16,10 @@ from dataclasses import dataclass, field
 
 from botocore.exceptions import ClientError
 
+from hyperpod_recovery.domain.job_failure import job_execution_name
 from hyperpod_recovery.domain.normalize import GuardedCluster, Ignored, group_triggers, incident_id_for, parse_intake_event
 from hyperpod_recovery.errors import ForeignClusterEvent, InvalidRecoveryRequest, StartExecutionFailed
-from hyperpod_recovery.models.requests import MAX_NODES_PER_REQUEST, Trigger
+from hyperpod_recovery.models.requests import MAX_NODES_PER_REQUEST, JobRecoveryRequest, Trigger
 from hyperpod_recovery.observability import logger
 from hyperpod_recovery.steps.ports import DeadLetterSink, Starter
 
@@ -25,6 +29,7 @@ class Intake:
     guarded: GuardedCluster
     dead_letters: DeadLetterSink
     accepted: dict[str, Trigger] = field(default_factory=dict)  # SQS message id -> trigger
+    accepted_jobs: dict[str, JobRecoveryRequest] = field(default_factory=dict)  # SQS message id -> job request
     counts: Counter[str] = field(default_factory=Counter)
 
     def accept(self, message_id: str, body: str) -> None:
@@ -44,6 +49,9 @@ class Intake:
         if isinstance(result, Ignored):
             logger.info("event needs no action", extra={"message_id": message_id, "reason": result.reason})
             self.counts["ignored"] += 1
+            return
+        if isinstance(result, JobRecoveryRequest):
+            self.accepted_jobs[message_id] = result
             return
         self.accepted[message_id] = result
 
@@ -65,5 +73,23 @@ class Intake:
             logger.info(
                 "recovery started" if started == "started" else "duplicate of an incident already started",
                 extra={"incident": name, "nodes": request.node_ids, "events": len(messages)},
+            )
+        return failed + self._start_job_recoveries(starter)
+
+    def _start_job_recoveries(self, starter: Starter) -> list[str]:
+        failed: list[str] = []
+        for message_id, job in self.accepted_jobs.items():
+            assert job.failure is not None  # intake only makes job requests from the agent's events
+            name = job_execution_name(job.job_id, job.failure.ended_at)
+            try:
+                started = starter.start(name, job.model_dump_json(exclude_none=True), "job")
+            except (StartExecutionFailed, ClientError):
+                logger.exception("could not start job recovery; record will be retried", extra={"incident": name})
+                failed.append(message_id)
+                continue
+            self.counts["jobs_started" if started == "started" else "duplicates"] += 1
+            logger.info(
+                "job recovery started" if started == "started" else "duplicate of a job recovery already started",
+                extra={"incident": name, "job_id": job.job_id, "state": job.failure.state},
             )
         return failed

@@ -1,0 +1,10 @@
+"""Classify Failure: node-caused, application, or left alone (ListClusterNodes + Slurm's node states)."""
+
+from hyperpod_recovery.models.job_recovery import ClassifyJobFailureInput
+from hyperpod_recovery.runtime import Dependencies, workflow_step
+from hyperpod_recovery.steps.job_recovery import classify_job_failure
+
+
+@workflow_step(ClassifyJobFailureInput)
+def lambda_handler(step: ClassifyJobFailureInput, deps: Dependencies):
+    return classify_job_failure(step, cluster=deps.cluster, now=deps.now())

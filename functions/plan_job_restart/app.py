@@ -1,0 +1,10 @@
+"""Plan Job Restart: once per job, within the lineage's restart budget, not in a crash loop."""
+
+from hyperpod_recovery.models.job_recovery import PlanJobRestartInput
+from hyperpod_recovery.runtime import Dependencies, workflow_step
+from hyperpod_recovery.steps.job_recovery import plan_job_restart
+
+
+@workflow_step(PlanJobRestartInput)
+def lambda_handler(step: PlanJobRestartInput, deps: Dependencies):
+    return plan_job_restart(step, ledger=deps.ledger, policy=deps.restart_policy, now=deps.now())

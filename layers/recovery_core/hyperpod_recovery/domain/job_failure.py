@@ -1,0 +1,268 @@
+"""JobRecovery's decisions, pure: why did the job fail, and may it be restarted (and when).
+
+* ``classify_failure``: node-caused (NODE_FAIL, or a node of the job unhealthy in HyperPod or
+  DOWN/FAIL in Slurm) versus application failure (all nodes healthy); or left alone because
+  something else already restarts it (HyperPod auto-resume, a Slurm requeue).
+* ``plan_restart``: once per job (the resubmission claim), from the newest verified checkpoint,
+  within the lineage's restart budget, with backoff; a failure at the same checkpoint step as the
+  previous one is a crash loop and goes to a human instead.
+* ``watch_other_recovery``: wait for the incident that already holds the job's nodes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from hyperpod_recovery.errors import (
+    CrashLoopDetected,
+    JobSpecUnavailable,
+    NodeRecoveryEscalated,
+    NodeRecoveryNotFinished,
+    NoVerifiedCheckpoint,
+    RestartBudgetExhausted,
+)
+from hyperpod_recovery.models.cluster import ClusterNode
+from hyperpod_recovery.models.commands import OWNER_TAG_PREFIX, JobSpec, NodeStatus
+from hyperpod_recovery.models.common import slurm_node_name
+from hyperpod_recovery.models.job_recovery import (
+    FailureClassification,
+    FaultyNode,
+    OtherRecoveryWatch,
+    RestartDecision,
+    RestartEntry,
+)
+from hyperpod_recovery.models.records import IncidentRecord, ResubmissionClaim
+from hyperpod_recovery.models.requests import JobRecoveryRequest, RecoveryRequest, Trigger
+from hyperpod_recovery.models.workflow import CheckpointPlan
+
+# Slurm restarted the job itself (requeue after a node failure): the same job id is queued again.
+REQUEUED_STATES = frozenset({"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "CONFIGURING"})
+# Seen after a failure event, these mean the requeued job already runs again.
+RUNNING_AGAIN_STATES = frozenset({"RUNNING", "SUSPENDED", "RESIZING", "STOPPED"})
+UNHEALTHY_SLURM_STATES = frozenset({"down", "fail", "failing", "unknown"})
+UNHEALTHY_SLURM_FLAGS = frozenset({"NOT_RESPONDING", "FAIL", "FAILING"})
+# Drain reasons that mean "this node is being repaired": ours, and HyperPod's own health agent's.
+REPAIR_REASON_PREFIXES = (f"{OWNER_TAG_PREFIX}:", "Action:Replace", "Action:Reboot")
+# ClusterInstanceStatus values of a node that is not (or no longer) a healthy member.
+UNHEALTHY_HYPERPOD_STATUSES = frozenset({"Failure", "ShuttingDown", "Pending", "NotFound"})
+CHILD_SUFFIX = "-nodes"
+
+
+@dataclass(frozen=True)
+class RestartPolicy:
+    """The per-lineage restart budget for application failures (template parameters JobRestart*)."""
+
+    budget: int
+    window_seconds: int
+    backoff_seconds: int
+    max_backoff_seconds: int
+    crash_loop_repeats: int
+
+
+def job_execution_name(job_id: str, ended_at: datetime) -> str:
+    """One execution per job end: a redelivered event cannot start a second one."""
+    return f"hpj-{job_id}-{int(ended_at.timestamp())}"
+
+
+def node_execution_name(execution_name: str) -> str:
+    """The nested NodeRecovery's name: derived, so a retried start finds the same execution."""
+    return f"{execution_name[: 80 - len(CHILD_SUFFIX)]}{CHILD_SUFFIX}"
+
+
+def faulty_nodes(nodes: Iterable[str], slurm: list[NodeStatus], cluster: list[ClusterNode]) -> list[FaultyNode]:
+    """The job's nodes that are unhealthy in HyperPod or DOWN/FAIL (or under repair) in Slurm.
+
+    A drain with someone else's reason is not a fault: a human drained it, and replacing a node
+    because an operator is doing maintenance would be the automation making things worse.
+    """
+    by_name = {s.name: s for s in slurm}
+    by_host = {slurm_node_name(n.private_dns_hostname): n for n in cluster if n.private_dns_hostname}
+    found = []
+    for name in dict.fromkeys(nodes):
+        why = []
+        state = by_name.get(name)
+        if state is not None:
+            base = state.state.lower().split("+", 1)[0]
+            if base in UNHEALTHY_SLURM_STATES or UNHEALTHY_SLURM_FLAGS & set(state.flags):
+                why.append(f"Slurm state {state.state}{'+' + '+'.join(state.flags) if state.flags else ''}")
+            elif state.reason.startswith(REPAIR_REASON_PREFIXES):
+                why.append(f"drained for repair ({state.reason[:80]})")
+        node = by_host.get(name)
+        if node is not None and node.status in UNHEALTHY_HYPERPOD_STATUSES:
+            why.append(f"HyperPod status {node.status}")
+        if why:
+            found.append(FaultyNode(slurm_node=name, node_id=node.node_id if node else None, why="; ".join(why)))
+    return found
+
+
+def classify_failure(
+    request: JobRecoveryRequest,
+    job: JobSpec | None,
+    slurm: list[NodeStatus],
+    cluster: list[ClusterNode],
+    execution_name: str,
+    now: datetime,
+) -> FailureClassification:
+    failure = request.failure
+    label = f"job {request.job_id}" + (f" ({job.name})" if job else f" ({failure.name})" if failure else "")
+    if (job is not None and job.auto_resume) or (failure is not None and failure.auto_resume):
+        return FailureClassification(
+            at=now, kind="left_alone", job=job, reason=f"{label} uses srun --auto-resume=1: HyperPod restarts it itself"
+        )
+    if job is None:
+        raise JobSpecUnavailable(
+            f"{label}: slurmctld no longer knows the job (MinJobAge passed?), so there is no batch script to resubmit it with"
+        )
+    if job.state in REQUEUED_STATES or (request.source == "slurm_job_failed" and job.state in RUNNING_AGAIN_STATES):
+        return FailureClassification(
+            at=now, kind="left_alone", job=job, reason=f"{label} was already restarted by Slurm (requeued; now {job.state})"
+        )
+    # squeue forgets the nodes of an ended job; the epilog's SLURM_JOB_NODELIST does not.
+    nodes = (failure.nodes if failure and failure.nodes else None) or job.nodes
+    faulty = faulty_nodes(nodes, slurm, cluster)
+    ended = f"ended {failure.state} ({failure.reason or 'no reason'}, exit {failure.exit_code})" if failure else f"is {job.state}"
+    if not faulty and not (failure is not None and failure.state == "NODE_FAIL"):
+        return FailureClassification(
+            at=now,
+            kind="application",
+            job=job,
+            jobs=[job],
+            reason=f"{label} {ended} with every node healthy ({', '.join(nodes) or 'no node known'}): an application failure",
+        )
+    replaceable = [f for f in faulty if f.node_id]
+    reason = f"{label} {ended}: " + (
+        "; ".join(f"{f.slurm_node}: {f.why}" for f in faulty)
+        if faulty
+        else "Slurm reported a node failure but every node looks healthy now"
+    )
+    node_request = None
+    if replaceable:
+        node_request = RecoveryRequest(
+            cluster=request.cluster,
+            node_ids=sorted({f.node_id for f in replaceable if f.node_id}),
+            triggers=[
+                Trigger(
+                    source="job_failed",
+                    node_id=f.node_id,
+                    reason=f"{label} {ended} on {f.slurm_node}: {f.why}"[:2048],
+                    event_id=request.event_id,
+                    detected_at=request.detected_at,
+                )
+                for f in replaceable
+                if f.node_id
+            ],
+            detected_at=request.detected_at,
+            dry_run=request.dry_run,
+        )
+    return FailureClassification(
+        at=now,
+        kind="node_caused",
+        job=job,
+        jobs=[job],
+        reason=reason[:2048],
+        faulty_nodes=faulty,
+        recover_nodes=node_request is not None,
+        node_request=node_request,
+        node_execution_name=node_execution_name(execution_name) if node_request else None,
+    )
+
+
+def plan_restart(
+    request: JobRecoveryRequest,
+    classification: FailureClassification,
+    checkpoints: CheckpointPlan,
+    *,
+    claim: ResubmissionClaim | None,
+    lineage_root: str,
+    history: list[RestartEntry],
+    policy: RestartPolicy,
+    execution_name: str,
+    now: datetime,
+) -> RestartDecision:
+    """Resubmit, or leave alone because someone already did; raises when a human must decide."""
+    job = classification.job
+    assert job is not None, "only classifications with a job reach Plan Job Restart"
+    label = f"job {job.job_id} ({job.name})"
+    if claim is not None and claim.incident_id != execution_name:
+        by_child = claim.incident_id == classification.node_execution_name
+        return RestartDecision(
+            at=now,
+            action="resubmitted_by_node_recovery" if by_child else "left_alone",
+            reason=f"{label} was already resubmitted by incident {claim.incident_id}"
+            + (f" as job {claim.new_job_id}" if claim.new_job_id else ""),
+            lineage_root=lineage_root,
+            resubmitted_as=claim.new_job_id,
+            resubmitted_by=claim.incident_id,
+        )
+    if checkpoints.unresumable:
+        raise NoVerifiedCheckpoint("; ".join(f"job {j.job_id} ({j.name}): {j.reason}" for j in checkpoints.unresumable))
+    if not checkpoints.resumable:
+        return RestartDecision(at=now, action="left_alone", reason=f"{label}: nothing to resume", lineage_root=lineage_root)
+    plan = checkpoints.resumable[0]
+    step = plan.checkpoint.step
+    in_window = [e for e in history if e.kind == "application" and e.restarted_at >= now - timedelta(seconds=policy.window_seconds)]
+    # Every earlier restart from this same step has failed again (we are handling the latest
+    # failure of the lineage): with the failure that led to the first of them, that many failures here.
+    failures_at_step = 1 + sum(1 for e in history if e.checkpoint_step == step)
+    backoff = 0
+    if classification.kind == "application":
+        if failures_at_step >= policy.crash_loop_repeats:
+            raise CrashLoopDetected(
+                f"{label} failed {failures_at_step} times with its newest verified checkpoint still at step {step} "
+                f"({plan.checkpoint.uri}): restarting again would loop. Fix the job, then resubmit it by hand."
+            )
+        if len(in_window) >= policy.budget:
+            raise RestartBudgetExhausted(
+                f"{label}: {len(in_window)} restarts after application failures in the last {policy.window_seconds} s "
+                f"(budget {policy.budget}); last from step {step}"
+            )
+        backoff = min(policy.max_backoff_seconds, policy.backoff_seconds * 2 ** len(in_window))
+    return RestartDecision(
+        at=now,
+        action="resubmit",
+        reason=f"{label}: resubmit from step {step} ({plan.checkpoint.uri})"
+        + (f" after {backoff} s backoff ({len(in_window)} restart(s) in the window)" if backoff else ""),
+        lineage_root=lineage_root,
+        plan=plan,
+        backoff_seconds=0 if request.dry_run else backoff,
+        restarts_in_window=len(in_window),
+        failures_at_step=failures_at_step,
+    )
+
+
+def watch_other_recovery(
+    watch: OtherRecoveryWatch,
+    records: dict[str, IncidentRecord | None],
+    *,
+    poll_seconds: int,
+    max_poll_seconds: int,
+    deadline_seconds: int,
+    now: datetime,
+) -> OtherRecoveryWatch:
+    """Done when every incident holding the job's nodes has recorded its outcome."""
+    started = watch.started_at or now
+    deadline = watch.deadline or started + timedelta(seconds=deadline_seconds)
+    outcomes = {incident: record.outcome for incident, record in records.items() if record is not None}
+    escalated = {i: records[i] for i, o in outcomes.items() if o == "escalated"}
+    if escalated:
+        incident, record = next(iter(escalated.items()))
+        detail = f"{record.error}: {record.cause}" if record and record.error else "see that incident"
+        raise NodeRecoveryEscalated(f"incident {incident}, which holds the job's nodes, escalated ({detail}); the job is not resubmitted")
+    done = len(outcomes) == len(records)
+    if not done and now >= deadline:
+        waiting = sorted(set(records) - set(outcomes))
+        raise NodeRecoveryNotFinished(f"incidents {waiting} hold the job's nodes and had not finished by {deadline.isoformat()}")
+    wait = 0 if done else min(max_poll_seconds, poll_seconds * 2 ** min(watch.checks, 10))
+    return watch.model_copy(
+        update={
+            "checks": watch.checks + 1,
+            "started_at": started,
+            "deadline": deadline,
+            "at": now,
+            "done": done,
+            "outcomes": outcomes,
+            "next_wait_seconds": wait,
+        }
+    )

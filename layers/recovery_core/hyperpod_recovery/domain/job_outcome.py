@@ -1,0 +1,226 @@
+"""How a JobRecovery incident ended: outcome, incident record (timeline, phases) and summary.
+The notification text is shared with NodeRecovery (domain/outcome.py)."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+
+from hyperpod_recovery.domain.outcome import CAUSE_LIMIT, error_message
+from hyperpod_recovery.models.job_recovery import JobWorkflowState, RecordJobOutcomeInput
+from hyperpod_recovery.models.records import IncidentRecord, Phase, Resubmission, TimelineEntry
+from hyperpod_recovery.models.workflow import Outcome, OutcomeResult
+
+
+def _child_failure(cause: str | None) -> tuple[str, str] | None:
+    """The nested NodeRecovery's own error, from the States.TaskFailed cause (its DescribeExecution)."""
+    try:
+        described = json.loads(cause or "")
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(described, dict):
+        return None
+    error = described.get("Error") or described.get("error")
+    if not error:
+        return None
+    arn = str(described.get("ExecutionArn") or described.get("executionArn") or "")
+    child_cause = str(described.get("Cause") or described.get("cause") or "")
+    return str(error), f"node recovery {arn.rsplit(':', 1)[-1] or '(nested)'} ended {error}: {child_cause}"
+
+
+def decide_job_outcome(step: RecordJobOutcomeInput) -> tuple[Outcome, str | None, str | None]:
+    state = step.state
+    if step.disposition in ("rejected", "escalated"):
+        error = step.error.Error if step.error else "Unknown"
+        cause = error_message(step.error.Cause) if step.error else ""
+        if error == "States.TaskFailed" and step.error is not None:
+            child = _child_failure(step.error.Cause)
+            if child is not None:
+                return "escalated", "NodeRecoveryEscalated", child[1][:CAUSE_LIMIT]
+        if error == "States.Timeout":
+            cause = f"no answer from the controller agent before the timeout. {cause}".strip()
+        return step.disposition, error, cause
+    if state.request is not None and state.request.dry_run:
+        return "dry_run", None, None
+    if state.classification is not None and state.classification.kind == "left_alone":
+        return "duplicate", None, None
+    restart = state.restart
+    if restart is not None and restart.action == "left_alone":
+        return "duplicate", None, None
+    if restart is not None and restart.action == "resubmitted_by_node_recovery":
+        return "recovered", None, None
+    reply = state.resubmission
+    if reply is not None:
+        if reply.result.restarted_by_slurm or (reply.result.already_submitted and not reply.result.new_job_id):
+            return "duplicate", None, None
+        if reply.result.new_job_id:
+            return "recovered", None, None
+    return "escalated", "JobNotResubmitted", "the workflow ended without resubmitting the job or finding it restarted"
+
+
+def summarize_job(state: JobWorkflowState, outcome: Outcome, cause: str | None, job_id: str) -> str:
+    classification, restart, reply = state.classification, state.restart, state.resubmission
+    kind = {"node_caused": "node failure", "application": "application failure"}.get(classification.kind if classification else "", "")
+    label = f"job {job_id}" + (f" ({classification.job.name})" if classification and classification.job else "")
+    if outcome == "rejected":
+        return f"Rejected, nothing was changed: {cause}"
+    if outcome == "escalated":
+        return f"Escalated to a human: {label}" + (f", {kind}" if kind else "") + f": {cause or 'see the incident timeline'}."
+    if outcome == "duplicate":
+        why = restart.reason if restart is not None else classification.reason if classification else "already handled"
+        if reply is not None and reply.result.restarted_by_slurm:
+            why = f"{label} was requeued by Slurm before we resubmitted it"
+        return f"Left alone: {why}."
+    step = restart.plan.checkpoint.step if restart and restart.plan else None
+    if outcome == "dry_run":
+        would = f"would resubmit it from step {step}" if step is not None else (restart.reason if restart else "would do nothing")
+        return f"Dry run for {label}, {kind or 'not classified'}: every step ran, nothing was changed; {would}."
+    if restart is not None and restart.action == "resubmitted_by_node_recovery":
+        return (
+            f"Recovered {label}, {kind}: node recovery {restart.resubmitted_by} replaced its node(s) and resubmitted it "
+            f"as job {restart.resubmitted_as or '?'}."
+        )
+    new = reply.result.new_job_id if reply else "?"
+    return f"Recovered {label}, {kind}: resubmitted as job {new} from step {step}."
+
+
+def _node_recovery_end(state: JobWorkflowState) -> datetime | None:
+    if state.node_recovery is None:
+        return None
+    at = state.node_recovery.outcome.get("at")
+    return datetime.fromisoformat(at) if isinstance(at, str) else None
+
+
+def build_job_timeline(state: JobWorkflowState, outcome: Outcome, recorded_at: datetime, summary: str) -> list[TimelineEntry]:
+    entries: list[TimelineEntry] = []
+    request = state.request
+    if request is not None:
+        failure = request.failure
+        if failure is not None:
+            detail = f"job {failure.job_id} ({failure.name}) ended {failure.state} on {', '.join(failure.nodes) or 'no node'}"
+            detail += f": {failure.reason or 'no reason'}, exit code {failure.exit_code}"
+            entries.append(TimelineEntry(at=failure.ended_at, event="job failed", detail=detail))
+        else:
+            entries.append(
+                TimelineEntry(at=request.detected_at, event="recovery requested", detail=f"job {request.job_id}: {request.reason}")
+            )
+        if request.received_at:
+            mode = " (dry run)" if request.dry_run else ""
+            entries.append(TimelineEntry(at=request.received_at, event="event received", detail=f"incident {request.incident_id}{mode}"))
+    if state.inspection is not None:
+        job = state.inspection.result.job
+        detail = "slurmctld no longer knows the job"
+        if job is not None:
+            detail = f"state {job.state}, {job.num_nodes} node(s), checkpoint {job.checkpoint_uri or 'none'}"
+            detail += ", srun --auto-resume=1" if job.auto_resume else ""
+        entries.append(TimelineEntry(at=state.inspection.completed_at, event="job inspected", detail=detail))
+    if state.node_states is not None and state.node_states.result.nodes:
+        states = ", ".join(f"{n.name} {n.state}{'+' + '+'.join(n.flags) if n.flags else ''}" for n in state.node_states.result.nodes)
+        entries.append(TimelineEntry(at=state.node_states.completed_at, event="job nodes checked", detail=states))
+    if state.classification is not None:
+        c = state.classification
+        entries.append(TimelineEntry(at=c.at, event=f"classified: {c.kind.replace('_', ' ')}", detail=c.reason))
+    end = _node_recovery_end(state)
+    if state.node_recovery is not None and end is not None:
+        run = state.node_recovery
+        child = run.execution_arn.rsplit(":", 1)[-1]
+        held = f"; nodes held by {', '.join(sorted(set(run.held_elsewhere.values())))}" if run.held_elsewhere else ""
+        entries.append(
+            TimelineEntry(
+                at=end, event="node recovery ended", detail=f"{child}: {run.outcome_name}: {run.outcome.get('summary', '')}{held}"
+            )
+        )
+    if state.other_recovery is not None and state.other_recovery.at is not None:
+        other = state.other_recovery
+        outcomes = ", ".join(f"{i}: {o}" for i, o in other.outcomes.items()) or "none finished"
+        entries.append(TimelineEntry(at=other.at, event="other recovery ended", detail=f"{outcomes} after {other.checks} check(s)"))
+    if state.checkpoints is not None:
+        plan = state.checkpoints
+        chosen = [f"step {p.checkpoint.step} ({p.checkpoint.uri})" for p in plan.resumable]
+        chosen += [f"{j.reason}" for j in plan.unresumable + plan.left_alone]
+        entries.append(TimelineEntry(at=plan.at, event="checkpoint chosen", detail="; ".join(chosen) or "no checkpoint"))
+    if state.restart is not None:
+        entries.append(
+            TimelineEntry(at=state.restart.at, event=f"restart: {state.restart.action.replace('_', ' ')}", detail=state.restart.reason)
+        )
+    if state.resubmission is not None:
+        reply = state.resubmission
+        verb = "would resubmit job" if reply.dry_run else "job resubmitted"
+        if reply.result.restarted_by_slurm:
+            verb = "requeued by Slurm"
+        elif reply.result.already_submitted:
+            verb = "already resubmitted"
+        detail = f"{reply.result.old_job_id} -> {reply.result.new_job_id or '-'}"
+        detail += " (old job cancelled first)" if reply.result.cancelled_old else ""
+        entries.append(TimelineEntry(at=reply.completed_at, event=verb, detail=detail))
+    entries.append(TimelineEntry(at=recorded_at, event=f"outcome: {outcome}", detail=summary))
+    return sorted(entries, key=lambda e: e.at)
+
+
+def build_job_phases(state: JobWorkflowState, recorded_at: datetime) -> list[Phase]:
+    """detect, inspect, recover_nodes, wait_other_recovery, find_checkpoint, backoff, resubmit, record."""
+    phases: list[Phase] = []
+    cursor: datetime | None = None
+
+    def add(name: str, end: datetime | None) -> None:
+        nonlocal cursor
+        if cursor is not None and end is not None and end >= cursor:
+            phases.append(Phase(name=name, start=cursor, end=end))
+            cursor = end
+
+    request = state.request
+    if request is not None and request.received_at is not None:
+        cursor = request.detected_at
+        add("detect", request.received_at)
+        add("inspect", state.classification.at if state.classification else None)
+    add("recover_nodes", _node_recovery_end(state))
+    add("wait_other_recovery", state.other_recovery.at if state.other_recovery else None)
+    add("find_checkpoint", state.restart.at if state.restart else state.checkpoints.at if state.checkpoints else None)
+    if state.resubmission is not None:
+        add("backoff", state.resubmission.requested_at)
+        add("resubmit", state.resubmission.completed_at)
+    add("record", recorded_at)
+    return phases
+
+
+def build_job_incident_record(step: RecordJobOutcomeInput, result: OutcomeResult, cluster: str) -> IncidentRecord:
+    state = step.state
+    request = state.request
+    classification = state.classification
+    reply = state.resubmission
+    resubmissions = []
+    if reply is not None and state.restart is not None and state.restart.plan is not None:
+        plan = state.restart.plan
+        if not reply.dry_run and not reply.result.already_submitted and reply.result.new_job_id:
+            resubmissions.append(
+                Resubmission(
+                    job=plan.job.job_id,
+                    job_name=plan.job.name,
+                    new_job_id=reply.result.new_job_id,
+                    checkpoint_step=plan.checkpoint.step,
+                    checkpoint_uri=plan.checkpoint.uri,
+                )
+            )
+    job = classification.job if classification else state.inspection.result.job if state.inspection else None
+    nodes = (request.failure.nodes if request and request.failure else []) or (job.nodes if job else [])
+    replies = [r for r in (state.inspection, state.node_states, reply) if r is not None and not r.dry_run]
+    return IncidentRecord(
+        incident_id=result.incident_id,
+        cluster=cluster,
+        workflow="job",
+        job_id=request.job_id if request else None,
+        outcome=result.outcome,
+        dry_run=bool(request and request.dry_run),
+        trigger=[request.source] if request else [],
+        nodes=list(nodes),
+        error=result.error,
+        cause=result.cause,
+        summary=result.summary,
+        detected_at=request.detected_at if request else None,
+        recorded_at=result.at,
+        timeline=build_job_timeline(state, result.outcome, result.at, result.summary),
+        phases=build_job_phases(state, result.at),
+        resubmissions=resubmissions,
+        jobs=[job.model_dump(mode="json", exclude={"batch_script"})] if job else [],
+        agent_seconds=round(sum((r.completed_at - r.requested_at).total_seconds() for r in replies), 3),
+    )

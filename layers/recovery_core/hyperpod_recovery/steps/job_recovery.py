@@ -1,0 +1,175 @@
+"""JobRecovery's own steps: Validate Job Request, Classify Failure, Check Other Recovery,
+Plan Job Restart, Record Job Outcome. (Capture Job Spec and Check Job Nodes are controller
+commands: steps/controller_commands.py. Find Newest Checkpoint and Resubmit Job are shared with
+NodeRecovery.)"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import TypeAdapter, ValidationError
+
+from hyperpod_recovery.domain.job_failure import RestartPolicy, classify_failure, plan_restart, watch_other_recovery
+from hyperpod_recovery.domain.job_outcome import build_job_incident_record, decide_job_outcome, summarize_job
+from hyperpod_recovery.domain.normalize import GuardedCluster, translate_manual_job
+from hyperpod_recovery.domain.outcome import notification
+from hyperpod_recovery.errors import InvalidRecoveryRequest
+from hyperpod_recovery.models.common import format_validation_error
+from hyperpod_recovery.models.job_recovery import (
+    CheckOtherRecoveryInput,
+    ClassifyJobFailureInput,
+    FailureClassification,
+    OtherRecoveryWatch,
+    PlanJobRestartInput,
+    RecordJobOutcomeInput,
+    RestartDecision,
+    RestartEntry,
+    ValidateJobRequestInput,
+)
+from hyperpod_recovery.models.requests import JobRecoveryRequest, JobStartInput, ManualJobRecoveryRequest
+from hyperpod_recovery.models.workflow import OutcomeResult
+from hyperpod_recovery.observability import logger
+from hyperpod_recovery.steps.ports import Cluster, Ledger, Notifier
+
+_UNION_TAGS = ("manual", "job")
+_START_INPUT: TypeAdapter[ManualJobRecoveryRequest | JobRecoveryRequest] = TypeAdapter(JobStartInput)
+
+
+def validate_job_request(
+    step: ValidateJobRequestInput, *, guarded: GuardedCluster, stack_dry_run: bool, now: datetime
+) -> JobRecoveryRequest:
+    try:
+        parsed = _START_INPUT.validate_python(step.request)
+    except ValidationError as exc:
+        raise InvalidRecoveryRequest(format_validation_error(exc, drop_prefix=_UNION_TAGS)) from exc
+    request = translate_manual_job(parsed, now) if isinstance(parsed, ManualJobRecoveryRequest) else parsed
+    if not guarded.owns(request.cluster):
+        raise InvalidRecoveryRequest(f"cluster: {request.cluster!r} is not the cluster this stack guards ({guarded.name!r})")
+    return request.model_copy(
+        update={
+            "cluster": guarded.name,
+            "incident_id": step.execution_name,
+            "received_at": now,
+            "dry_run": stack_dry_run or bool(request.dry_run),  # a request can ask for a dry run, never for a live one
+        }
+    )
+
+
+def classify_job_failure(step: ClassifyJobFailureInput, *, cluster: Cluster, now: datetime) -> FailureClassification:
+    classification = classify_failure(
+        step.request,
+        step.inspection.result.job,
+        step.node_states.result.nodes,
+        cluster.list_nodes(),
+        step.execution_name,
+        now,
+    )
+    logger.info(
+        "job failure classified",
+        extra={"job_id": step.request.job_id, "kind": classification.kind, "reason": classification.reason},
+    )
+    return classification
+
+
+def check_other_recovery(
+    step: CheckOtherRecoveryInput, *, ledger: Ledger, poll_seconds: int, max_poll_seconds: int, deadline_seconds: int, now: datetime
+) -> OtherRecoveryWatch:
+    incidents = sorted(set(step.other_recovery.held_elsewhere.values()))
+    records = {incident: ledger.get_incident(incident) for incident in incidents}
+    return watch_other_recovery(
+        step.other_recovery,
+        records,
+        poll_seconds=poll_seconds,
+        max_poll_seconds=max_poll_seconds,
+        deadline_seconds=deadline_seconds,
+        now=now,
+    )
+
+
+def lineage_root_of(ledger: Ledger, cluster: str, job_id: str, resubmission_of: str | None) -> str:
+    """The first job of the lineage: our ledger knows the jobs we resubmitted; a resubmission made
+    some other way still names its predecessor in its comment (the event's resubmission_of)."""
+    for candidate in (job_id, resubmission_of):
+        if candidate:
+            root = ledger.lineage_root(cluster, candidate)
+            if root:
+                return root
+    return resubmission_of or job_id
+
+
+def plan_job_restart(step: PlanJobRestartInput, *, ledger: Ledger, policy: RestartPolicy, now: datetime) -> RestartDecision:
+    request, job = step.request, step.classification.job
+    assert job is not None, "Plan Job Restart runs only for classified jobs"
+    failure = request.failure
+    root = lineage_root_of(ledger, request.cluster, job.job_id, failure.resubmission_of if failure else None)
+    decision = plan_restart(
+        request,
+        step.classification,
+        step.checkpoints,
+        claim=ledger.resubmission_claim(request.cluster, job.job_id),
+        lineage_root=root,
+        history=ledger.restart_history(request.cluster, root),
+        policy=policy,
+        execution_name=step.execution_name,
+        now=now,
+    )
+    logger.info("restart planned", extra={"job_id": job.job_id, "action": decision.action, "reason": decision.reason})
+    return decision
+
+
+def record_job_outcome(
+    step: RecordJobOutcomeInput, *, ledger: Ledger, notifier: Notifier, cluster: str, execution_url: str, now: datetime
+) -> OutcomeResult:
+    outcome, error, cause = decide_job_outcome(step)
+    state = step.state
+    job_id = state.request.job_id if state.request else "?"
+    result = OutcomeResult(
+        at=now,
+        incident_id=step.execution_name,
+        outcome=outcome,
+        error=error,
+        cause=cause,
+        summary=summarize_job(state, outcome, cause, job_id),
+    )
+    record = build_job_incident_record(step, result, cluster)
+    ledger.save_incident(record)
+    reply, restart, classification = state.resubmission, state.restart, state.classification
+    if (
+        reply is not None
+        and not reply.dry_run
+        and not reply.result.already_submitted
+        and reply.result.new_job_id
+        and restart
+        and restart.plan
+    ):
+        ledger.complete_resubmission(cluster, reply.result.old_job_id, step.execution_name, reply.result.new_job_id)
+        ledger.record_restart(
+            cluster,
+            restart.lineage_root or reply.result.old_job_id,
+            RestartEntry(
+                failed_job_id=reply.result.old_job_id,
+                new_job_id=reply.result.new_job_id,
+                kind="node_caused" if classification and classification.kind == "node_caused" else "application",
+                checkpoint_step=restart.plan.checkpoint.step,
+                restarted_at=reply.completed_at,
+                incident=step.execution_name,
+            ),
+        )
+    elif restart is not None and restart.action == "resubmitted_by_node_recovery" and restart.resubmitted_as and state.checkpoints:
+        # Our nested NodeRecovery resubmitted the job: still one restart of this lineage.
+        chosen = state.checkpoints.resumable[0].checkpoint.step if state.checkpoints.resumable else 0
+        ledger.record_restart(
+            cluster,
+            restart.lineage_root or job_id,
+            RestartEntry(
+                failed_job_id=job_id,
+                new_job_id=restart.resubmitted_as,
+                kind="node_caused",
+                checkpoint_step=chosen,
+                restarted_at=now,
+                incident=restart.resubmitted_by or step.execution_name,
+            ),
+        )
+    subject, body = notification(record, execution_url)
+    notifier.publish(subject, body, {"outcome": outcome, "cluster": cluster, "workflow": "job"})
+    return result
