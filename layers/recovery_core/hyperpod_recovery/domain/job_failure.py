@@ -61,6 +61,12 @@ class RestartPolicy:
     crash_loop_repeats: int
 
 
+def nodes_text(nodes: list[str], limit: int = 4) -> str:
+    """A node list short enough for a timeline line: ``a, b, c, d +12``."""
+    shown = ", ".join(nodes[:limit]) or "no node known"
+    return shown + (f" +{len(nodes) - limit}" if len(nodes) > limit else "")
+
+
 def job_execution_name(job_id: str, ended_at: datetime) -> str:
     """One execution per job end: a redelivered event cannot start a second one."""
     return f"hpj-{job_id}-{int(ended_at.timestamp())}"
@@ -129,7 +135,7 @@ def classify_failure(
             kind="application",
             job=job,
             jobs=[job],
-            reason=f"{label} {ended} with every node healthy ({', '.join(nodes) or 'no node known'}): an application failure",
+            reason=f"{label} {ended} with every node healthy ({nodes_text(nodes)}): an application failure",
         )
     replaceable = [f for f in faulty if f.node_id]
     reason = f"{label} {ended}: " + (
@@ -219,11 +225,15 @@ def plan_restart(
                 f"(budget {policy.budget}); last from step {step}"
             )
         backoff = min(policy.max_backoff_seconds, policy.backoff_seconds * 2 ** len(in_window))
+    budget_text = (
+        f", restart {len(in_window) + 1} of {policy.budget} in {policy.window_seconds} s" if classification.kind == "application" else ""
+    )
     return RestartDecision(
         at=now,
         action="resubmit",
         reason=f"{label}: resubmit from step {step} ({plan.checkpoint.uri})"
-        + (f" after {backoff} s backoff ({len(in_window)} restart(s) in the window)" if backoff else ""),
+        + (f" after a {backoff} s backoff" if backoff else "")
+        + budget_text,
         lineage_root=lineage_root,
         plan=plan,
         backoff_seconds=0 if request.dry_run else backoff,

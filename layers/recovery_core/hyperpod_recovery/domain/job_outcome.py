@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
+from hyperpod_recovery.domain.job_failure import nodes_text
 from hyperpod_recovery.domain.outcome import CAUSE_LIMIT, error_message
 from hyperpod_recovery.models.job_recovery import JobWorkflowState, RecordJobOutcomeInput
 from hyperpod_recovery.models.records import IncidentRecord, Phase, Resubmission, TimelineEntry
@@ -65,7 +66,9 @@ def summarize_job(state: JobWorkflowState, outcome: Outcome, cause: str | None, 
     if outcome == "rejected":
         return f"Rejected, nothing was changed: {cause}"
     if outcome == "escalated":
-        return f"Escalated to a human: {label}" + (f", {kind}" if kind else "") + f": {cause or 'see the incident timeline'}."
+        reason = (cause or "see the incident timeline").rstrip(".")
+        about = "" if f"job {job_id}" in reason else f"{label}" + (f", {kind}" if kind else "") + ": "
+        return f"Escalated to a human: {about}{reason}."
     if outcome == "duplicate":
         why = restart.reason if restart is not None else classification.reason if classification else "already handled"
         if reply is not None and reply.result.restarted_by_slurm:
@@ -97,7 +100,7 @@ def build_job_timeline(state: JobWorkflowState, outcome: Outcome, recorded_at: d
     if request is not None:
         failure = request.failure
         if failure is not None:
-            detail = f"job {failure.job_id} ({failure.name}) ended {failure.state} on {', '.join(failure.nodes) or 'no node'}"
+            detail = f"job {failure.job_id} ({failure.name}) ended {failure.state} on {nodes_text(failure.nodes)}"
             detail += f": {failure.reason or 'no reason'}, exit code {failure.exit_code}"
             entries.append(TimelineEntry(at=failure.ended_at, event="job failed", detail=detail))
         else:
@@ -115,7 +118,9 @@ def build_job_timeline(state: JobWorkflowState, outcome: Outcome, recorded_at: d
             detail += ", srun --auto-resume=1" if job.auto_resume else ""
         entries.append(TimelineEntry(at=state.inspection.completed_at, event="job inspected", detail=detail))
     if state.node_states is not None and state.node_states.result.nodes:
-        states = ", ".join(f"{n.name} {n.state}{'+' + '+'.join(n.flags) if n.flags else ''}" for n in state.node_states.result.nodes)
+        # The unusual states first: what an operator needs is which node was not idle or allocated.
+        ordered = sorted(state.node_states.result.nodes, key=lambda n: (n.state in ("idle", "allocated", "mixed") and not n.flags, n.name))
+        states = nodes_text([f"{n.name} {n.state}{'+' + '+'.join(n.flags) if n.flags else ''}" for n in ordered])
         entries.append(TimelineEntry(at=state.node_states.completed_at, event="job nodes checked", detail=states))
     if state.classification is not None:
         c = state.classification

@@ -7,14 +7,12 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import TypeAdapter
 
 from hyperpod_recovery.domain.job_failure import RestartPolicy, classify_failure, plan_restart, watch_other_recovery
 from hyperpod_recovery.domain.job_outcome import build_job_incident_record, decide_job_outcome, summarize_job
 from hyperpod_recovery.domain.normalize import GuardedCluster, translate_manual_job
 from hyperpod_recovery.domain.outcome import notification
-from hyperpod_recovery.errors import InvalidRecoveryRequest
-from hyperpod_recovery.models.common import format_validation_error
 from hyperpod_recovery.models.job_recovery import (
     CheckOtherRecoveryInput,
     ClassifyJobFailureInput,
@@ -30,29 +28,17 @@ from hyperpod_recovery.models.requests import JobRecoveryRequest, JobStartInput,
 from hyperpod_recovery.models.workflow import OutcomeResult
 from hyperpod_recovery.observability import logger
 from hyperpod_recovery.steps.ports import Cluster, Ledger, Notifier
+from hyperpod_recovery.steps.validate import admit, parse_start_input
 
-_UNION_TAGS = ("manual", "job")
 _START_INPUT: TypeAdapter[ManualJobRecoveryRequest | JobRecoveryRequest] = TypeAdapter(JobStartInput)
 
 
 def validate_job_request(
     step: ValidateJobRequestInput, *, guarded: GuardedCluster, stack_dry_run: bool, now: datetime
 ) -> JobRecoveryRequest:
-    try:
-        parsed = _START_INPUT.validate_python(step.request)
-    except ValidationError as exc:
-        raise InvalidRecoveryRequest(format_validation_error(exc, drop_prefix=_UNION_TAGS)) from exc
+    parsed = parse_start_input(_START_INPUT, step.request)
     request = translate_manual_job(parsed, now) if isinstance(parsed, ManualJobRecoveryRequest) else parsed
-    if not guarded.owns(request.cluster):
-        raise InvalidRecoveryRequest(f"cluster: {request.cluster!r} is not the cluster this stack guards ({guarded.name!r})")
-    return request.model_copy(
-        update={
-            "cluster": guarded.name,
-            "incident_id": step.execution_name,
-            "received_at": now,
-            "dry_run": stack_dry_run or bool(request.dry_run),  # a request can ask for a dry run, never for a live one
-        }
-    )
+    return admit(request, guarded=guarded, execution_name=step.execution_name, stack_dry_run=stack_dry_run, now=now)
 
 
 def classify_job_failure(step: ClassifyJobFailureInput, *, cluster: Cluster, now: datetime) -> FailureClassification:

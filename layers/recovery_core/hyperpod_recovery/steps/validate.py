@@ -1,36 +1,48 @@
-"""Validate Request: any start input -> the one RecoveryRequest, or InvalidRecoveryRequest."""
+"""Validate Request (and JobRecovery's Validate Job Request): any start input -> the internal
+request, or InvalidRecoveryRequest naming the field."""
 
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any, TypeVar
 
 from pydantic import TypeAdapter, ValidationError
 
 from hyperpod_recovery.domain.normalize import GuardedCluster, translate_manual
 from hyperpod_recovery.errors import InvalidRecoveryRequest
 from hyperpod_recovery.models.common import format_validation_error
-from hyperpod_recovery.models.requests import ManualRecoveryRequest, RecoveryRequest, StartExecutionInput
+from hyperpod_recovery.models.requests import JobRecoveryRequest, ManualRecoveryRequest, RecoveryRequest, StartExecutionInput
 from hyperpod_recovery.models.workflow import ValidateRequestInput
 
-_UNION_TAGS = ("manual", "recovery")  # pydantic prefixes union errors with the tag; the user never wrote it
+_UNION_TAGS = ("manual", "recovery", "job")  # pydantic prefixes union errors with the tag; the user never wrote it
 _START_INPUT: TypeAdapter[ManualRecoveryRequest | RecoveryRequest] = TypeAdapter(StartExecutionInput)
+RequestT = TypeVar("RequestT", RecoveryRequest, JobRecoveryRequest)
 
 
-def validate_request(step: ValidateRequestInput, *, guarded: GuardedCluster, stack_dry_run: bool, now: datetime) -> RecoveryRequest:
+def parse_start_input(adapter: TypeAdapter[Any], raw: dict[str, Any]) -> Any:
     try:
-        parsed = _START_INPUT.validate_python(step.request)
+        return adapter.validate_python(raw)
     except ValidationError as exc:
         raise InvalidRecoveryRequest(format_validation_error(exc, drop_prefix=_UNION_TAGS)) from exc
-    request = translate_manual(parsed, now) if isinstance(parsed, ManualRecoveryRequest) else parsed
+
+
+def admit(request: RequestT, *, guarded: GuardedCluster, execution_name: str, stack_dry_run: bool, now: datetime) -> RequestT:
+    """The request as this execution runs it: our cluster only, named by the execution, and the
+    stack's dry-run setting wins (a request can ask for a dry run, never for a live one on a
+    dry-run stack)."""
     if not guarded.owns(request.cluster):
         raise InvalidRecoveryRequest(f"cluster: {request.cluster!r} is not the cluster this stack guards ({guarded.name!r})")
     return request.model_copy(
         update={
             "cluster": guarded.name,
-            "incident_id": step.execution_name,
+            "incident_id": execution_name,
             "received_at": now,
-            # The stack's dry-run setting wins: a request can ask for a dry run, never for a live one
-            # on a dry-run stack.
             "dry_run": stack_dry_run or bool(request.dry_run),
         }
     )
+
+
+def validate_request(step: ValidateRequestInput, *, guarded: GuardedCluster, stack_dry_run: bool, now: datetime) -> RecoveryRequest:
+    parsed = parse_start_input(_START_INPUT, step.request)
+    request = translate_manual(parsed, now) if isinstance(parsed, ManualRecoveryRequest) else parsed
+    return admit(request, guarded=guarded, execution_name=step.execution_name, stack_dry_run=stack_dry_run, now=now)
