@@ -148,10 +148,12 @@ def test_an_unhealthy_node_makes_it_node_caused_and_only_that_node_is_recovered(
     assert result.node_execution_name == "hpj-8-nodes"
 
 
-def test_a_node_drained_by_a_human_is_not_a_fault() -> None:
-    # Replacing a node because an operator drained it for maintenance would make things worse.
+def test_a_node_drained_by_a_human_makes_it_node_caused_but_is_never_replaced_by_us() -> None:
+    # Replacing a node an operator drained for maintenance would make things worse; the job is
+    # still restarted once (outside the application budget), and Slurm keeps it off that node.
     result = _classify(_request(_failure()), _job(), _slurm("idle", ("DRAIN",), "maintenance: swap NIC"))
-    assert result.kind == "application"
+    assert result.kind == "node_caused" and "drained by someone else (maintenance: swap NIC)" in result.reason
+    assert not result.recover_nodes and result.faulty_nodes[0].ours_to_repair is False
 
 
 def test_node_fail_with_every_node_healthy_again_is_node_caused_without_a_node_recovery() -> None:

@@ -78,16 +78,18 @@ def node_execution_name(execution_name: str) -> str:
 
 
 def faulty_nodes(nodes: Iterable[str], slurm: list[NodeStatus], cluster: list[ClusterNode]) -> list[FaultyNode]:
-    """The job's nodes that are unhealthy in HyperPod or DOWN/FAIL (or under repair) in Slurm.
+    """The job's nodes that are unhealthy in HyperPod, or DOWN/FAIL/DRAIN in Slurm.
 
-    A drain with someone else's reason is not a fault: a human drained it, and replacing a node
-    because an operator is doing maintenance would be the automation making things worse.
+    A node drained by someone else (a reason without our tag or HyperPod's ``Action:``) counts as a
+    fault of the job but is not ours to repair: replacing a node an operator drained for
+    maintenance would be the automation making things worse.
     """
     by_name = {s.name: s for s in slurm}
     by_host = {slurm_node_name(n.private_dns_hostname): n for n in cluster if n.private_dns_hostname}
     found = []
     for name in dict.fromkeys(nodes):
         why = []
+        ours = True
         state = by_name.get(name)
         if state is not None:
             base = state.state.lower().split("+", 1)[0]
@@ -95,11 +97,15 @@ def faulty_nodes(nodes: Iterable[str], slurm: list[NodeStatus], cluster: list[Cl
                 why.append(f"Slurm state {state.state}{'+' + '+'.join(state.flags) if state.flags else ''}")
             elif state.reason.startswith(REPAIR_REASON_PREFIXES):
                 why.append(f"drained for repair ({state.reason[:80]})")
+            elif "DRAIN" in state.flags or base in ("drained", "draining"):
+                why.append(f"drained by someone else ({state.reason[:80] or 'no reason'}): left to them")
+                ours = False
         node = by_host.get(name)
         if node is not None and node.status in UNHEALTHY_HYPERPOD_STATUSES:
             why.append(f"HyperPod status {node.status}")
+            ours = True  # HyperPod itself says the instance is bad
         if why:
-            found.append(FaultyNode(slurm_node=name, node_id=node.node_id if node else None, why="; ".join(why)))
+            found.append(FaultyNode(slurm_node=name, node_id=node.node_id if node else None, why="; ".join(why), ours_to_repair=ours))
     return found
 
 
@@ -137,7 +143,7 @@ def classify_failure(
             jobs=[job],
             reason=f"{label} {ended} with every node healthy ({nodes_text(nodes)}): an application failure",
         )
-    replaceable = [f for f in faulty if f.node_id]
+    replaceable = [f for f in faulty if f.node_id and f.ours_to_repair]
     reason = f"{label} {ended}: " + (
         "; ".join(f"{f.slurm_node}: {f.why}" for f in faulty)
         if faulty

@@ -30,6 +30,8 @@ class FaultyNode(BaseModel):
     slurm_node: SlurmNodeName
     node_id: NodeId | None = None  # None: HyperPod does not list it (cannot be replaced by us)
     why: str
+    # False for a node someone else drained: a fault, but theirs to handle; we never replace it.
+    ours_to_repair: bool = True
 
 
 class FailureClassification(_Result):
