@@ -89,6 +89,17 @@ class DrillRunner:
             "JobRestartMaxBackoffSeconds": str(settings.job_restarts.max_backoff_seconds),
             "CrashLoopRepeats": str(settings.job_restarts.crash_loop_repeats),
         }
+        # Safety limits the scenario sets; the others keep template.yaml's defaults.
+        safety = {
+            "MaxNodesInRecoveryPercent": settings.caps.max_percent,
+            "MaxNodesInRecovery": settings.caps.max_nodes,
+            "BreakerMaxRecoveries": settings.breaker.max_recoveries,
+            "BreakerMaxFailures": settings.breaker.max_failures,
+            "BreakerWindowSeconds": settings.breaker.window_seconds,
+            "RepeatOffenderMaxRecoveries": settings.repeat_offender.max_recoveries,
+            "RepeatOffenderWindowSeconds": settings.repeat_offender.window_seconds,
+        }
+        parameters.update({name: f"{value:g}" for name, value in safety.items() if value is not None})
         started = time.perf_counter()
         install_clock(lambda: self.epoch + timedelta(seconds=self.clock.now()))
         try:
@@ -120,11 +131,6 @@ class DrillRunner:
             )
         if self.scenario.behaviour.agent_down:
             raise ScenarioError("behaviour.agent_down: this sandbox release cannot time out a task on virtual time yet")
-        settings = self.scenario.settings
-        if settings.caps.model_dump(exclude_none=True) or settings.breaker.model_dump(exclude_none=True):
-            print(
-                "warning: settings.caps and settings.breaker are not enforced by this release; the drill runs without them", file=sys.stderr
-            )
 
     # --- setup --------------------------------------------------------------------------
     def _populate(self, aws: SandboxAWS) -> None:

@@ -143,6 +143,11 @@ class BreakerSpec(_Strict):
     max_failures: int | None = Field(default=None, ge=1)
 
 
+class RepeatOffenderSpec(_Strict):
+    max_recoveries: int | None = Field(default=None, ge=1)
+    window_seconds: int | None = Field(default=None, ge=60)
+
+
 class JobRestartSpec(_Strict):
     """template.yaml's JobRestart* and CrashLoopRepeats parameters."""
 
@@ -157,6 +162,7 @@ class SettingsSpec(_Strict):
     dry_run: bool = False
     caps: CapsSpec = Field(default_factory=CapsSpec)
     breaker: BreakerSpec = Field(default_factory=BreakerSpec)
+    repeat_offender: RepeatOffenderSpec = Field(default_factory=RepeatOffenderSpec)  # unset fields: the template's defaults
     poll_seconds: int = Field(default=30, ge=5)
     max_poll_seconds: int = Field(default=60, ge=5)
     rejoin_deadline_seconds: int = Field(default=2700, ge=60)

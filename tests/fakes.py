@@ -21,7 +21,7 @@ from hyperpod_recovery.errors import CheckpointWriteConflict
 from hyperpod_recovery.models.cluster import BatchOutcome, ClusterInfo, ClusterNode, InstanceGroupInfo
 from hyperpod_recovery.models.commands import CommandEnvelope, CommandReply
 from hyperpod_recovery.models.job_recovery import RestartEntry
-from hyperpod_recovery.models.records import IncidentRecord, LockOutcome, ResubmissionClaim
+from hyperpod_recovery.models.records import BreakerState, IncidentRecord, LockOutcome, RecoveryLogEntry, ResubmissionClaim
 from hyperpod_recovery.models.workflow import ReplaceFailure
 from hyperpod_recovery.runtime import Dependencies
 
@@ -52,6 +52,13 @@ def settings_env(**overrides: str) -> dict[str, str]:
         "JOB_RESTART_BACKOFF_SECONDS": "60",
         "JOB_RESTART_MAX_BACKOFF_SECONDS": "900",
         "CRASH_LOOP_REPEATS": "2",
+        "MAX_NODES_IN_RECOVERY_PERCENT": "20",
+        "MAX_NODES_IN_RECOVERY": "64",
+        "BREAKER_MAX_RECOVERIES": "20",
+        "BREAKER_MAX_FAILURES": "3",
+        "BREAKER_WINDOW_SECONDS": "3600",
+        "REPEAT_OFFENDER_MAX_RECOVERIES": "2",
+        "REPEAT_OFFENDER_WINDOW_SECONDS": "604800",
         "CONTROLLER_GROUPS": "",
         "LOGIN_GROUPS": "",
     }
@@ -122,6 +129,9 @@ class FakeLedger:
         self.incidents: dict[str, IncidentRecord] = {}
         self.lineages: dict[tuple[str, str], str] = {}
         self.restarts: dict[tuple[str, str], list[RestartEntry]] = {}
+        self.in_recovery: dict[str, set[str]] = {}
+        self.breakers: dict[str, BreakerState] = {}
+        self.recoveries: dict[str, list[RecoveryLogEntry]] = {}
 
     def acquire_locks(self, incident_id: str, cluster: str, node_ids: list[str], now: datetime, ttl: timedelta) -> LockOutcome:
         acquired, held = [], {}
@@ -182,6 +192,36 @@ class FakeLedger:
         if all(e.new_job_id != entry.new_job_id for e in history):
             history.append(entry)
         self.lineages[(cluster, entry.new_job_id)] = root
+
+    def nodes_in_recovery(self, cluster: str) -> set[str]:
+        return set(self.in_recovery.get(cluster, set()))
+
+    def reserve_capacity(self, cluster: str, node_ids: list[str], limit: int) -> bool:
+        current = self.in_recovery.setdefault(cluster, set())
+        if len(current | set(node_ids)) > limit and not set(node_ids) <= current:
+            return False
+        current.update(node_ids)
+        return True
+
+    def release_capacity(self, cluster: str, node_ids: list[str]) -> None:
+        self.in_recovery.get(cluster, set()).difference_update(node_ids)
+
+    def breaker(self, cluster: str) -> BreakerState:
+        return self.breakers.get(cluster, BreakerState()).model_copy(deep=True)
+
+    def save_breaker(self, cluster: str, breaker: BreakerState) -> None:
+        self.breakers[cluster] = breaker.model_copy(deep=True)
+
+    def recovery_log(self, cluster: str) -> list[RecoveryLogEntry]:
+        return list(self.recoveries.get(cluster, []))
+
+    def log_recovery(self, cluster: str, entry: RecoveryLogEntry, keep_seconds: int) -> None:
+        kept = [
+            e
+            for e in self.recoveries.get(cluster, [])
+            if e.incident != entry.incident and e.at >= entry.at - timedelta(seconds=keep_seconds)
+        ]
+        self.recoveries[cluster] = sorted([*kept, entry], key=lambda e: e.at)
 
     def save_incident(self, record: IncidentRecord) -> None:
         self.incidents[record.incident_id] = copy.deepcopy(record)

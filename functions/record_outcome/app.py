@@ -28,6 +28,7 @@ def lambda_handler(step: RecordOutcomeInput, deps: Dependencies):
         escalation_hold=deps.escalation_hold,
         execution_url=deps.execution_url(step.execution_name),
         now=deps.now(),
+        log_seconds=deps.safety_policy.log_seconds,
     )
     metrics.add_metric(name=OUTCOME_METRICS[result.outcome], unit=MetricUnit.Count, value=1)
     logger.info("incident recorded", extra={"outcome": result.outcome, "error": result.error, "summary": result.summary})

@@ -130,6 +130,35 @@ def test_ledger_keeps_a_job_lineages_restarts(ledger: Any) -> None:
     assert (claim.incident_id, claim.new_job_id, claim.claimed) == ("a", "9", False)
 
 
+def test_ledger_counts_nodes_against_the_cap_atomically(ledger: Any) -> None:
+    # Given a cap of 3 nodes in recovery
+    assert ledger.reserve_capacity("c", ["n1", "n2"], 3) is True
+    # Then a third fits, a fourth does not, and a retried reservation of counted nodes is fine
+    assert ledger.reserve_capacity("c", ["n3", "n4"], 3) is False
+    assert ledger.reserve_capacity("c", ["n3"], 3) is True and ledger.reserve_capacity("c", ["n1", "n2"], 3) is True
+    assert ledger.nodes_in_recovery("c") == {"n1", "n2", "n3"}
+    # And releasing frees the room
+    ledger.release_capacity("c", ["n1", "n3"])
+    assert ledger.nodes_in_recovery("c") == {"n2"} and ledger.reserve_capacity("c", ["n4", "n5"], 3) is True
+
+
+def test_ledger_keeps_the_breaker_and_the_recovery_log(ledger: Any) -> None:
+    from hyperpod_recovery.models.records import BreakerState, RecoveryLogEntry
+
+    assert ledger.breaker("c").state == "closed" and ledger.recovery_log("c") == []
+    ledger.save_breaker("c", BreakerState(state="open", reason="r", changed_at=T0, changed_by="i", history=["x"]))
+    assert (
+        ledger.breaker("c").model_dump()
+        == BreakerState(state="open", reason="r", changed_at=T0, changed_by="i", history=["x"]).model_dump()
+    )
+    old = RecoveryLogEntry(incident="a", at=T0, hostnames=["h1"], outcome="recovered")
+    new = RecoveryLogEntry(incident="b", at=T0 + timedelta(days=2), hostnames=["h2"], outcome="escalated")
+    ledger.log_recovery("c", old, 86_400)
+    ledger.log_recovery("c", new, 86_400)  # a is older than the window: dropped
+    ledger.log_recovery("c", new, 86_400)  # a retried Record Outcome
+    assert [e.incident for e in ledger.recovery_log("c")] == ["b"]
+
+
 def test_ledger_keeps_incident_records(ledger: Any) -> None:
     record = IncidentRecord(
         incident_id="a", cluster="c", outcome="recovered", dry_run=False, trigger=["manual"], nodes=["n1"], summary="ok", recorded_at=T0

@@ -217,9 +217,10 @@ def test_throttled_replace_is_retried_and_recovers(drill: Drill) -> None:
     assert len(report["replacements"]) == 1
 
 
-def test_rack_failure_is_one_execution_with_few_replace_calls(drill: Drill) -> None:
+def _rack_failure(drill: Drill, **settings: object) -> dict[str, object]:
+    """16 of 64 workers (25%) fail within 4 s, each reported twice."""
     nodes = [f"workers:{n}" for n in range(0, 16)]
-    report = drill(
+    return drill(
         "default",
         cluster={
             "instance_groups": [
@@ -228,8 +229,49 @@ def test_rack_failure_is_one_execution_with_few_replace_calls(drill: Drill) -> N
             ]
         },
         faults=[{"at": 100 + n % 4, "kind": "node_health", "node": node} for n, node in enumerate(nodes * 2)],
+        settings=settings,
     )
+
+
+def test_rack_failure_is_one_execution_with_few_replace_calls(drill: Drill) -> None:
+    # Given a cap that allows a quarter of the cluster in recovery
+    report = _rack_failure(drill, caps={"max_percent": 25})
     incident = only_incident(report)
     assert incident["outcome"] == "recovered" and len(incident["nodes"]) == 16
     assert report["api_calls"]["sagemaker.BatchReplaceClusterNodes"] == 1
+    assert len(report["slurm"]["submissions"]) == 1
+
+
+def test_rack_failure_past_the_default_cap_changes_nothing_and_pages(drill: Drill) -> None:
+    # Given the default cap (20% of 64 compute nodes = 12) and 16 nodes failing at once
+    report = _rack_failure(drill)
+    incident = only_incident(report)
+    # Then nothing is cordoned, replaced or resubmitted; a human is paged with the reason
+    assert incident["outcome"] == "capped" and incident["error"] == "ClusterCapReached"
+    assert incident["execution_status"] == "FAILED" and "cap of 12" in incident["cause"]
+    assert "sagemaker.BatchReplaceClusterNodes" not in report["api_calls"]  # type: ignore[operator]
+    assert mutating_slurm_commands(report) == [] and report["slurm"]["submissions"] == []  # type: ignore[index]
+    assert [n["subject"].split(":")[1].split()[0] for n in report["notifications"]] == ["capped"]  # type: ignore[attr-defined,index]
+
+
+def test_failed_recoveries_open_the_breaker_and_nothing_more_is_done(drill: Drill) -> None:
+    # Given a breaker that trips on one failed recovery an hour, and a replacement that never rejoins
+    report = drill("breaker-open")
+    first, second = report["incidents"]
+    assert first["outcome"] == "escalated" and first["error"] == "RejoinDeadlineExceeded"
+    # Then the next fault is not acted on: capped by the breaker, paged, nothing cordoned or replaced
+    assert second["outcome"] == "capped" and second["error"] == "CircuitBreakerOpen" and second["execution_status"] == "FAILED"
+    assert report["api_calls"]["sagemaker.BatchReplaceClusterNodes"] == 1
+    assert [c["type"] for c in report["slurm"]["commands"] if c["incident"] == second["id"]] == []
+    assert "breaker reset" in report["notifications"][-1]["message"]
+
+
+def test_a_node_recovered_too_often_is_escalated_not_replaced_again(drill: Drill) -> None:
+    # Given one recovery per node per week, and the same hostname failing again two hours later
+    report = drill("repeat-offender")
+    first, second = report["incidents"]
+    assert first["outcome"] == "recovered"
+    assert second["outcome"] == "escalated" and second["error"] == "RepeatOffender" and "ip-10-3-0-11" in second["cause"]
+    # Then it was replaced once only, and its second incident keeps it locked for the human
+    assert len(report["replacements"]) == 1 and report["api_calls"]["sagemaker.BatchReplaceClusterNodes"] == 1
     assert len(report["slurm"]["submissions"]) == 1

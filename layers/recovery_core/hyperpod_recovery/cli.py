@@ -3,24 +3,39 @@
     hyperpod-recovery checkpoint commit s3://bucket/prefix --step 12000 [--job NAME] [--checksums]
     hyperpod-recovery checkpoint latest s3://bucket/prefix [--json]
     hyperpod-recovery checkpoint verify s3://bucket/prefix/step-000012000/ [--deep] [--json]
+    hyperpod-recovery breaker status --cluster NAME [--table LEDGER] [--json]
+    hyperpod-recovery breaker reset  --cluster NAME [--table LEDGER] --reason TEXT [--by WHO]
 
-Exit codes: 0 done / found / verified; 1 the answer is no (nothing verified, commit refused);
-2 bad usage or input; 3 S3 could not be read or written (credentials, bucket, throttling).
-Uses the standard AWS credential chain and region.
+Exit codes: 0 done / found / verified / breaker closed; 1 the answer is no (nothing verified,
+commit refused, breaker open); 2 bad usage or input; 3 AWS could not be read or written
+(credentials, bucket, table, throttling). Uses the standard AWS credential chain and region.
+The ledger table is the stack's LedgerTableName output (or $LEDGER_TABLE).
 """
 
 from __future__ import annotations
 
 import argparse
+import getpass
 import json
+import os
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict
+from datetime import UTC, datetime
 from typing import Any, TextIO
 
+from hyperpod_recovery.adapters.ledger import DynamoLedger
 from hyperpod_recovery.checkpointing import Checkpoints
-from hyperpod_recovery.errors import CheckpointCommitRefused, CheckpointStoreUnavailable, CheckpointUnreadable, CheckpointWriteConflict
+from hyperpod_recovery.errors import (
+    CheckpointCommitRefused,
+    CheckpointStoreUnavailable,
+    CheckpointUnreadable,
+    CheckpointWriteConflict,
+    LedgerError,
+    LedgerUnavailable,
+)
 from hyperpod_recovery.models.manifest import MAX_STEP, step_of_folder
+from hyperpod_recovery.models.records import BreakerState
 
 EXIT_OK, EXIT_NO, EXIT_USAGE, EXIT_S3 = 0, 1, 2, 3
 
@@ -53,12 +68,31 @@ def _parser() -> argparse.ArgumentParser:
     verify.add_argument("--step", type=_step)
     verify.add_argument("--deep", action="store_true", help="also hash every shard that has a checksum (reads every byte)")
     verify.add_argument("--json", action="store_true")
+
+    breaker = groups.add_parser("breaker", help="the cluster's circuit breaker (docs/runbook.md)")
+    actions = breaker.add_subparsers(dest="command", required=True)
+    for name, text in (
+        ("status", "show whether automation is stopped, why and since when"),
+        ("reset", "close the breaker (a human's call)"),
+    ):
+        action = actions.add_parser(name, help=text)
+        action.add_argument("--cluster", required=True, help="the guarded cluster's name (the stack's ClusterName)")
+        action.add_argument("--table", default=os.environ.get("LEDGER_TABLE"), help="the ledger table (default: $LEDGER_TABLE)")
+        if name == "status":
+            action.add_argument("--json", action="store_true")
+        else:
+            action.add_argument("--reason", required=True, help="what was checked or fixed (kept in the breaker's history)")
+            action.add_argument("--by", default=None, help="who resets it (default: the login name)")
     return parser
 
 
-def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, stderr: TextIO | None = None, s3: Any = None) -> int:
+def main(
+    argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, stderr: TextIO | None = None, s3: Any = None, dynamodb: Any = None
+) -> int:
     out, err = stdout or sys.stdout, stderr or sys.stderr
     args = _parser().parse_args(argv)
+    if args.group == "breaker":
+        return _breaker(args, out, err, dynamodb)
     try:
         if args.command == "commit":
             return _commit(args, out, s3)
@@ -116,6 +150,42 @@ def _verify(args: argparse.Namespace, out: TextIO, s3: Any) -> int:
         state = "verified" if verdict.verified else "NOT verified"
         print(f"{checkpoints.step_uri(step)}: {state}: {verdict.reason}", file=out)
     return EXIT_OK if verdict.verified else EXIT_NO
+
+
+def _breaker(args: argparse.Namespace, out: TextIO, err: TextIO, dynamodb: Any) -> int:
+    if not args.table:
+        print("hyperpod-recovery: --table (or $LEDGER_TABLE) is required: the stack's LedgerTableName output", file=err)
+        return EXIT_USAGE
+    ledger = DynamoLedger(args.table, dynamodb=dynamodb)
+    try:
+        state = ledger.breaker(args.cluster)
+        if args.command == "status":
+            if args.json:
+                print(state.model_dump_json(indent=2), file=out)
+            else:
+                since = f" since {state.changed_at.isoformat()} by {state.changed_by}" if state.changed_at else ""
+                print(f"{args.cluster}: breaker {state.state.upper()}{since}" + (f": {state.reason}" if state.reason else ""), file=out)
+            return EXIT_NO if state.state == "open" else EXIT_OK
+        who = args.by or getpass.getuser()
+        now = datetime.now(UTC)
+        if state.state == "closed":
+            print(f"{args.cluster}: breaker already closed; nothing changed", file=out)
+            return EXIT_OK
+        ledger.save_breaker(
+            args.cluster,
+            BreakerState(
+                state="closed",
+                reason=args.reason,
+                changed_at=now,
+                changed_by=who,
+                history=[*state.history, f"{now.isoformat()} closed by {who}: {args.reason}"][-50:],
+            ),
+        )
+        print(f"{args.cluster}: breaker closed by {who} (was open since {state.changed_at}: {state.reason})", file=out)
+        return EXIT_OK
+    except (LedgerError, LedgerUnavailable) as exc:
+        print(f"hyperpod-recovery: ledger error: {exc}", file=err)
+        return EXIT_S3
 
 
 if __name__ == "__main__":

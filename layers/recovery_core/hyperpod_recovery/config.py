@@ -62,6 +62,13 @@ class Settings(BaseModel):
     job_restart_backoff_seconds: int = Field(ge=0, le=86_400)
     job_restart_max_backoff_seconds: int = Field(ge=0, le=86_400)
     crash_loop_repeats: int = Field(ge=2, le=100)
+    max_nodes_in_recovery_percent: float = Field(gt=0, le=100)
+    max_nodes_in_recovery: int = Field(ge=1, le=10_000)
+    breaker_max_recoveries: int = Field(ge=1, le=10_000)
+    breaker_max_failures: int = Field(ge=1, le=1000)
+    breaker_window_seconds: int = Field(ge=60, le=30 * 86_400)
+    repeat_offender_max_recoveries: int = Field(ge=1, le=100)
+    repeat_offender_window_seconds: int = Field(ge=60, le=90 * 86_400)
     controller_groups: CsvList = Field(default_factory=list)
     login_groups: CsvList = Field(default_factory=list)
 

@@ -147,5 +147,18 @@ class ProtectedNodeUnhealthy(RecoveryError):
     """A controller or login node is unhealthy: the pipeline never acts on those."""
 
 
+class CircuitBreakerOpen(RecoveryError):
+    """The cluster's circuit breaker is open (too many recoveries, or failed ones, in its window):
+    nothing destructive happens until a human resets it (``hyperpod-recovery breaker reset``)."""
+
+
+class ClusterCapReached(RecoveryError):
+    """Recovering these nodes would put more of the cluster in recovery at once than the cap allows."""
+
+
+class RepeatOffender(RecoveryError):
+    """A node was recovered too often in its window; it goes to a human instead of being replaced again."""
+
+
 class NoActionableNodes(RecoveryError):
     """No requested node can be acted on (not in the cluster, or already replaced)."""

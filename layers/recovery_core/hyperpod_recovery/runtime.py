@@ -28,6 +28,7 @@ from hyperpod_recovery.config import Settings, get_settings
 from hyperpod_recovery.domain.checkpoints import CheckpointReader
 from hyperpod_recovery.domain.job_failure import RestartPolicy
 from hyperpod_recovery.domain.normalize import GuardedCluster
+from hyperpod_recovery.domain.safety import SafetyPolicy
 from hyperpod_recovery.errors import InvalidStepInput
 from hyperpod_recovery.models.common import format_validation_error
 from hyperpod_recovery.observability import logger, metrics
@@ -60,6 +61,19 @@ class Dependencies:
     @property
     def escalation_hold(self) -> timedelta:
         return timedelta(seconds=self.settings.escalation_hold_seconds)
+
+    @property
+    def safety_policy(self) -> SafetyPolicy:
+        s = self.settings
+        return SafetyPolicy(
+            max_percent=s.max_nodes_in_recovery_percent,
+            max_nodes=s.max_nodes_in_recovery,
+            breaker_max_recoveries=s.breaker_max_recoveries,
+            breaker_max_failures=s.breaker_max_failures,
+            breaker_window_seconds=s.breaker_window_seconds,
+            offender_max_recoveries=s.repeat_offender_max_recoveries,
+            offender_window_seconds=s.repeat_offender_window_seconds,
+        )
 
     @property
     def restart_policy(self) -> RestartPolicy:

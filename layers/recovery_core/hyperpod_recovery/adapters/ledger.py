@@ -7,6 +7,9 @@ Items:
     JOB#<cluster>#<job id>     / RESUBMISSION  which incident resubmits a job, and the new job id
     JOB#<cluster>#<job id>     / LINEAGE       the first job of the lineage this resubmission belongs to
     LINEAGE#<cluster>#<job id> / RESTARTS      every restart of that lineage (restart budget, crash loops)
+    CLUSTER#<cluster>          / IN_RECOVERY   node ids counted against the cluster cap right now
+    CLUSTER#<cluster>          / BREAKER       the circuit breaker (open/closed, why, by whom, history)
+    CLUSTER#<cluster>          / RECOVERIES    recent recoveries that acted (breaker and repeat-offender windows)
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from hyperpod_recovery.adapters.aws import LazyClient, error_code, is_transient
 from hyperpod_recovery.errors import LedgerError, LedgerUnavailable
 from hyperpod_recovery.models.job_recovery import RestartEntry
-from hyperpod_recovery.models.records import IncidentRecord, LockOutcome, ResubmissionClaim
+from hyperpod_recovery.models.records import BreakerState, IncidentRecord, LockOutcome, RecoveryLogEntry, ResubmissionClaim
 
 JOB_CLAIM_TTL = timedelta(days=30)
 INCIDENT_TTL = timedelta(days=400)
@@ -200,6 +203,73 @@ class DynamoLedger:
                 "sk": {"S": "LINEAGE"},
                 "root": {"S": root},
                 "expires_at": expires[":exp"],
+            },
+        )
+
+    # --- the safety policy's state ---------------------------------------------------------
+    def nodes_in_recovery(self, cluster: str) -> set[str]:
+        item = self._get(f"CLUSTER#{cluster}", "IN_RECOVERY")
+        return set(item.get("nodes", {}).get("SS", [])) if item else set()
+
+    def reserve_capacity(self, cluster: str, node_ids: list[str], limit: int) -> bool:
+        """Count ``node_ids`` against the cap, atomically: False if that would pass ``limit``.
+        Nodes already counted (a retried step) are not counted twice."""
+        new = sorted(set(node_ids) - self.nodes_in_recovery(cluster))
+        if not new:
+            return True
+        try:
+            self._call(
+                self.dynamodb.update_item,
+                TableName=self.table_name,
+                Key={"pk": {"S": f"CLUSTER#{cluster}"}, "sk": {"S": "IN_RECOVERY"}},
+                UpdateExpression="ADD nodes :new",
+                ConditionExpression="attribute_not_exists(nodes) OR size(nodes) <= :room",
+                ExpressionAttributeValues={":new": {"SS": new}, ":room": {"N": str(limit - len(new))}},
+            )
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise self._unavailable(exc) from exc
+            return False
+        return True
+
+    def release_capacity(self, cluster: str, node_ids: list[str]) -> None:
+        if node_ids:
+            self._call(
+                self.dynamodb.update_item,
+                TableName=self.table_name,
+                Key={"pk": {"S": f"CLUSTER#{cluster}"}, "sk": {"S": "IN_RECOVERY"}},
+                UpdateExpression="DELETE nodes :ids",
+                ExpressionAttributeValues={":ids": {"SS": sorted(set(node_ids))}},
+            )
+
+    def breaker(self, cluster: str) -> BreakerState:
+        item = self._get(f"CLUSTER#{cluster}", "BREAKER")
+        return BreakerState.model_validate_json(item["state"]["S"]) if item else BreakerState()
+
+    def save_breaker(self, cluster: str, breaker: BreakerState) -> None:
+        self._call(
+            self.dynamodb.put_item,
+            TableName=self.table_name,
+            Item={"pk": {"S": f"CLUSTER#{cluster}"}, "sk": {"S": "BREAKER"}, "state": {"S": breaker.model_dump_json()}},
+        )
+
+    def recovery_log(self, cluster: str) -> list[RecoveryLogEntry]:
+        item = self._get(f"CLUSTER#{cluster}", "RECOVERIES")
+        return [RecoveryLogEntry.model_validate_json(e["S"]) for e in item.get("entries", {}).get("L", [])] if item else []
+
+    def log_recovery(self, cluster: str, entry: RecoveryLogEntry, keep_seconds: int) -> None:
+        """Append a recovery, dropping entries older than ``keep_seconds``. Idempotent per incident."""
+        entries = [
+            e for e in self.recovery_log(cluster) if e.incident != entry.incident and e.at >= entry.at - timedelta(seconds=keep_seconds)
+        ]
+        entries.append(entry)
+        self._call(
+            self.dynamodb.put_item,
+            TableName=self.table_name,
+            Item={
+                "pk": {"S": f"CLUSTER#{cluster}"},
+                "sk": {"S": "RECOVERIES"},
+                "entries": {"L": [{"S": e.model_dump_json()} for e in sorted(entries, key=lambda e: e.at)]},
             },
         )
 

@@ -72,8 +72,11 @@ def assess_nodes(
                 launch_time=node.launch_time,
             )
         )
+    compute_groups = {g for g in cluster.groups if node_role(g, cluster, controller_groups, login_groups) == "Compute"}
+    compute_nodes = sum(1 for n in nodes if n.instance_group in compute_groups)
     return Assessment(
         at=now,
+        compute_nodes=compute_nodes,
         orchestrator=cluster.orchestrator,
         node_recovery=cluster.node_recovery,
         targets=targets,

@@ -47,9 +47,14 @@ def decide_outcome(step: RecordOutcomeInput) -> tuple[Outcome, str | None, str |
         return "dry_run", None, None
     problems: list[tuple[str, str]] = []
     if state.assessment is not None:
+        safety = state.assessment.safety
+        if safety is not None and safety.capped:
+            return "capped", safety.error, safety.reason
         protected = [s for s in state.assessment.skipped if s.reason in ("controller", "login")]
+        offenders = [s for s in state.assessment.skipped if s.reason == "repeat_offender"]
         problems += [("ProtectedNodeUnhealthy", f"{s.node_id}: {s.detail}") for s in protected]
-        if not state.assessment.proceed and not protected:
+        problems += [("RepeatOffender", f"{s.node_id}: {s.detail}") for s in offenders]
+        if not state.assessment.proceed and not protected and not offenders:
             reasons = "; ".join(f"{s.node_id}: {s.detail}" for s in state.assessment.skipped)
             return "rejected", "NoActionableNodes", f"nothing to recover: {reasons}"
     if state.replacement is not None:
@@ -182,6 +187,8 @@ def summarize(state: WorkflowState, outcome: Outcome, cause: str | None) -> str:
         return f"Duplicate: {', '.join(f'{n} is already in recovery by {i}' for n, i in held.items()) or 'already handled'}."
     if outcome == "rejected":
         return f"Rejected, nothing was changed: {cause}"
+    if outcome == "capped":
+        return f"Capped, nothing was changed for {nodes}: {cause}"
     steps = {p.job.job_id: p.checkpoint.step for p in state.checkpoints.resumable} if state.checkpoints else {}
     jobs = [
         f"{r.result.old_job_id} -> {r.result.new_job_id or '(dry run)'} from step {steps.get(r.result.old_job_id, '?')}"
@@ -249,7 +256,11 @@ def notification(record: IncidentRecord, execution_url: str) -> tuple[str, str]:
         "escalated": (
             "A human is needed: see the error and the timeline below. The nodes stay locked so the automation does not act on them again."
         ),
-        "capped": "A human is needed: the cluster's recovery cap was reached.",
+        "capped": (
+            "A human is needed: a safety limit stopped this recovery and nothing was changed (see the error). "
+            "ClusterCapReached: too much of the cluster is in recovery at once; CircuitBreakerOpen: after checking the "
+            "cluster, `hyperpod-recovery breaker reset --cluster <name>` re-enables automation."
+        ),
     }[record.outcome]
     lines = [record.summary, "", action, ""]
     if record.error:

@@ -70,3 +70,24 @@ class ResubmissionClaim(BaseModel):
     incident_id: str
     claimed: bool  # True when this incident holds the claim
     new_job_id: str | None = None
+
+
+class RecoveryLogEntry(BaseModel):
+    """One recovery that acted on nodes, in the cluster's log (breaker and repeat-offender windows)."""
+
+    model_config = ConfigDict(extra="forbid")
+    incident: str
+    at: Timestamp
+    hostnames: list[str]  # Slurm node names: the logical node, the same across replacements
+    outcome: Outcome
+
+
+class BreakerState(BaseModel):
+    """The cluster's circuit breaker. Opened by the pipeline, closed only by a human (the CLI)."""
+
+    model_config = ConfigDict(extra="forbid")
+    state: Literal["closed", "open"] = "closed"
+    reason: str = ""
+    changed_at: Timestamp | None = None
+    changed_by: str = ""  # the incident that opened it, or the human who reset it
+    history: list[str] = Field(default_factory=list)  # "<time> <state> by <who>: <reason>", newest last

@@ -48,8 +48,22 @@ class NodeTarget(BaseModel):
 class SkippedNode(BaseModel):
     model_config = ConfigDict(extra="forbid")
     node_id: NodeId
-    reason: Literal["controller", "login", "not_found", "locked_elsewhere"]
+    reason: Literal["controller", "login", "not_found", "locked_elsewhere", "repeat_offender"]
     detail: str = ""
+
+
+class SafetyDecision(BaseModel):
+    """Apply Safety Policy's verdict: the circuit breaker, the cluster cap, repeat offenders."""
+
+    model_config = ConfigDict(extra="forbid")
+    at: Timestamp
+    capped: bool = False
+    error: Literal["CircuitBreakerOpen", "ClusterCapReached"] | None = None
+    reason: str = ""
+    in_recovery_before: int = 0  # nodes other incidents had in recovery
+    limit: int = 0  # at most this many nodes in recovery at once (min of the percent and the count)
+    reserved: list[NodeId] = Field(default_factory=list)  # nodes counted against the cap until Record Outcome
+    breaker_tripped_now: bool = False
 
 
 class Assessment(_Result):
@@ -58,6 +72,8 @@ class Assessment(_Result):
     targets: list[NodeTarget]
     skipped: list[SkippedNode] = Field(default_factory=list)
     proceed: bool
+    compute_nodes: int = 0  # the cluster's compute nodes (the cap's percent is of these)
+    safety: SafetyDecision | None = None
 
 
 Initiation = Literal["initiated", "already_in_progress", "vanished", "dry_run"]
@@ -190,6 +206,11 @@ class CordonNodesInput(ControllerStepInput):
 
 
 class FindAffectedJobsInput(ControllerStepInput):
+    assessment: Assessment
+
+
+class ApplySafetyPolicyInput(StepInput):
+    request: RecoveryRequest
     assessment: Assessment
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from hyperpod_recovery.domain.outcome import build_incident_record, decide_outcome, notification, summarize
+from hyperpod_recovery.models.records import RecoveryLogEntry
 from hyperpod_recovery.models.workflow import OutcomeResult, RecordOutcomeInput
 from hyperpod_recovery.steps.ports import Ledger, Notifier
 
@@ -19,6 +20,7 @@ def record_outcome(
     escalation_hold: timedelta,
     execution_url: str,
     now: datetime,
+    log_seconds: int = 7 * 86_400,
 ) -> OutcomeResult:
     outcome, error, cause = decide_outcome(step)
     result = OutcomeResult(
@@ -38,6 +40,15 @@ def record_outcome(
         # human is looking at; everything else is released at once.
         hold_until = now + escalation_hold if outcome == "escalated" else None
         ledger.release_locks(step.execution_name, cluster, state.lock.locked, hold_until)
+    safety = state.assessment.safety if state.assessment else None
+    if safety is not None and safety.reserved and not (state.request and state.request.dry_run):
+        ledger.release_capacity(cluster, safety.reserved)
+        if outcome in ("recovered", "escalated") and state.assessment:
+            # It acted on these nodes: the breaker and repeat-offender windows count it.
+            hostnames = [t.slurm_node for t in state.assessment.targets]
+            ledger.log_recovery(
+                cluster, RecoveryLogEntry(incident=step.execution_name, at=now, hostnames=hostnames, outcome=outcome), log_seconds
+            )
     for reply in state.resubmissions:
         if not reply.dry_run and not reply.result.already_submitted and reply.result.new_job_id:
             ledger.complete_resubmission(cluster, reply.result.old_job_id, step.execution_name, reply.result.new_job_id)

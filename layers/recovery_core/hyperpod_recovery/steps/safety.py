@@ -1,0 +1,51 @@
+"""Apply Safety Policy: breaker, repeat offenders, cluster cap; then count the nodes against the cap."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from hyperpod_recovery.domain.safety import SafetyPolicy, apply_safety_policy
+from hyperpod_recovery.models.records import BreakerState
+from hyperpod_recovery.models.workflow import ApplySafetyPolicyInput, Assessment
+from hyperpod_recovery.observability import logger
+from hyperpod_recovery.steps.ports import Ledger
+
+
+def apply_safety(step: ApplySafetyPolicyInput, *, ledger: Ledger, policy: SafetyPolicy, now: datetime) -> Assessment:
+    request = step.request
+    breaker = ledger.breaker(request.cluster)
+    assessment = apply_safety_policy(
+        step.assessment,
+        policy,
+        breaker=breaker,
+        log=ledger.recovery_log(request.cluster),
+        in_recovery=ledger.nodes_in_recovery(request.cluster),
+        now=now,
+    )
+    safety = assessment.safety
+    assert safety is not None
+    if request.dry_run:
+        # A drill says what the policy would decide and changes none of its state.
+        return assessment.model_copy(update={"safety": safety.model_copy(update={"reserved": [], "breaker_tripped_now": False})})
+    if safety.breaker_tripped_now:
+        stamp = now.isoformat()
+        ledger.save_breaker(
+            request.cluster,
+            BreakerState(
+                state="open",
+                reason=safety.reason,
+                changed_at=now,
+                changed_by=step.execution_name,
+                history=[*breaker.history, f"{stamp} open by {step.execution_name}: {safety.reason}"][-50:],
+            ),
+        )
+        logger.warning("circuit breaker opened", extra={"reason": safety.reason})
+    if safety.reserved and not ledger.reserve_capacity(request.cluster, safety.reserved, safety.limit):
+        # Another incident took the last room between our read and our write.
+        capped = safety.model_copy(
+            update={"capped": True, "error": "ClusterCapReached", "reason": f"the cap of {safety.limit} nodes filled up", "reserved": []}
+        )
+        return assessment.model_copy(update={"safety": capped, "proceed": False})
+    if safety.capped:
+        logger.warning("recovery capped", extra={"error": safety.error, "reason": safety.reason})
+    return assessment
