@@ -5,6 +5,7 @@ SHELL := /bin/bash
 PYTHON       ?= python3
 VENV         := .venv
 SAM_VENV     := .venv-sam
+CHECKOV_VENV := .venv-checkov
 PY           := $(VENV)/bin/python
 SAM          := $(SAM_VENV)/bin/sam
 SLURM        ?= simulated
@@ -20,7 +21,7 @@ export SAM_CLI_TELEMETRY := 0
 # select every installed 3.11-3.13 so the build finds the one it needs.
 PYENV_VERSIONS := $(shell ls $${PYENV_ROOT:-$$HOME/.pyenv}/versions 2>/dev/null | grep -E '^3\.1[123]\.[0-9]+$$' | sort -V | paste -sd: -)
 
-.PHONY: help setup test unit drill lint format validate build bench deploy clean
+.PHONY: help setup test unit drill lint format validate security build bench deploy clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-9s %s\n", $$1, $$2}'
@@ -34,6 +35,13 @@ $(VENV)/.installed: requirements-dev.txt layers/recovery_core/requirements.txt p
 	rm -rf layers/recovery_core/*.egg-info  # a build leftover that would otherwise ship in the Lambda layer
 	touch $@
 
+# checkov in its own venv: its dependency pins must not move the project's.
+$(CHECKOV_VENV)/.installed:
+	$(PYTHON) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/pip install --quiet --upgrade pip
+	$(CHECKOV_VENV)/bin/pip install --quiet "checkov==3.3.30"
+	touch $@
+
 $(SAM_VENV)/.installed:
 	$(PYTHON) -m venv $(SAM_VENV)
 	$(SAM_VENV)/bin/pip install --quiet --upgrade pip
@@ -42,7 +50,7 @@ $(SAM_VENV)/.installed:
 
 setup: $(VENV)/.installed $(SAM_VENV)/.installed  ## create .venv (project) and .venv-sam (SAM CLI)
 
-test: setup lint validate  ## lint, validate, and run the whole test suite
+test: setup lint validate security  ## lint, validate, security checks, and the whole test suite
 	$(PY) -m pytest --cov --cov-report=term:skip-covered --cov-report=html:$(OUT)/coverage
 
 unit: $(VENV)/.installed  ## fast tests only (no drills)
@@ -69,6 +77,9 @@ validate: setup  ## sam validate --lint, the state machines (statelint + cfn-lin
 	$(DUMMY_REGION) $(SAM) validate --lint --template template.yaml
 	$(PY) tools/validate_asl.py
 	$(VENV)/bin/ruff check .
+
+security: $(CHECKOV_VENV)/.installed  ## checkov over template.yaml; skipped checks are explained in docs/security.md
+	$(CHECKOV_VENV)/bin/checkov --config-file .checkov.yaml -f template.yaml
 
 build: $(SAM_VENV)/.installed  ## sam build (python3.13, arm64) without Docker
 	@if [ -z "$(PYENV_VERSIONS)" ] && ! command -v python3.13 >/dev/null; then \

@@ -153,6 +153,34 @@ def test_dry_run_changes_nothing_in_the_cluster_but_runs_every_step(drill: Drill
     ]
 
 
+# Every AWS call that changes the cluster or the pipeline's own safety state (locks, the cap, the
+# breaker, the recovery log, resubmission claims). A dry run may only read, and record its incident.
+READ_ONLY_PREFIXES = (
+    "dynamodb.GetItem",
+    "lambda.Invoke",
+    "s3.Get",
+    "s3.List",
+    "sagemaker.Describe",
+    "sagemaker.List",
+    "sqs.ReceiveMessage",
+)
+ALLOWED_DRY_RUN_WRITES = {
+    "dynamodb.PutItem": 1,  # the incident record: what it would have done
+    "sns.Publish": 1,  # the notification saying so
+    "sqs.SendMessage": 1,  # the read-only jobs_on_nodes command
+    "sqs.DeleteMessage": 1,  # the agent taking that command off the queue
+    "stepfunctions.SendTaskSuccess": 4,  # the agent's answer, and the three mutating steps answering themselves
+    "stepfunctions.StartExecution": 1,  # intake starting the execution
+}
+
+
+def test_dry_run_makes_no_mutating_call_counted_call_by_call(drill: Drill) -> None:
+    report = drill("dry-run")
+    writes = {call: n for call, n in report["api_calls"].items() if not call.startswith(READ_ONLY_PREFIXES)}
+    assert writes == ALLOWED_DRY_RUN_WRITES
+    assert [c["type"] for c in report["slurm"]["commands"]] == ["jobs_on_nodes"]
+
+
 def test_dry_run_drill_on_a_live_stack_changes_nothing(drill: Drill) -> None:
     report = drill("default", faults=[{"at": 60, "kind": "drill", "node": "workers:7", "dry_run": True}])
     assert only_incident(report)["outcome"] == "dry_run"
