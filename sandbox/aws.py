@@ -5,6 +5,8 @@ What is patched, and why (see ../shared/reference/local-testing-toolchain.md):
 * Lambda invocations are dispatched to the real handlers in functions/*/app.py, in-process;
 * Wait states, Retry backoffs and botocore's own retry sleeps move the execution's virtual
   timeline (sandbox/clock.py) instead of sleeping;
+* with the simulated agent down, a task waiting for its token (waitForTaskToken) runs out its
+  TimeoutSeconds on virtual time (a step that answers its own token still completes);
 * a nested execution (states:startExecution.sync:2) starts on its parent's timeline, and the
   parent moves on to the child's end when it finishes (moto polls the child every 0.5 s of real
   time; here every 20 ms, and those DescribeExecution polls are not counted: AWS follows a .sync
@@ -40,6 +42,7 @@ from moto.events.utils import EventTemplateParser
 from moto.stepfunctions.parser.asl.component.common.retry import retrier_decl
 from moto.stepfunctions.parser.asl.component.state.exec.state_task.service import state_task_service_callback, state_task_service_sfn
 from moto.stepfunctions.parser.asl.component.state.wait.wait_function import wait_function
+from moto.stepfunctions.parser.asl.eval.callback.callback import CallbackOutcomeTimedOut
 
 from sandbox.clock import VirtualClock
 from sandbox.hyperpod import ACCOUNT, HyperPodDouble, serve
@@ -138,6 +141,9 @@ class SandboxAWS:
         self.parameters = parameters
         self.after_invoke = after_invoke
         self.api_calls = ApiCalls()
+        # The simulated agent is down (behaviour.agent_down): no task token is ever answered, so a
+        # waiting task runs out its TimeoutSeconds on virtual time instead of blocking in real time.
+        self.agent_down = False
         self.handlers: dict[str, Callable[..., Any]] = {}
         self.function_arns: dict[str, str] = {}
         self._clients: dict[str, Any] = {}
@@ -219,6 +225,7 @@ class SandboxAWS:
         stack.enter_context(mock.patch.object(LambdaSimpleBackend, "invoke", invoke))
         stack.enter_context(mock.patch.object(wait_function.WaitFunction, "_wait_interval", wait_interval))
         self._patch_nested_executions(stack)
+        self._patch_task_token_timeouts(stack)
         stack.enter_context(mock.patch.object(retrier_decl.RetrierDecl, "_eval_body", retrier_body))
         virtual_sleep = types.SimpleNamespace(sleep=lambda seconds: self.clock.sleep(seconds))
         stack.enter_context(mock.patch.object(retrier_decl, "time", virtual_sleep))
@@ -230,6 +237,20 @@ class SandboxAWS:
         # (and our event models require): restore the full envelope.
         stack.enter_context(mock.patch.object(EventTemplateParser, "DEFAULT_EVENT_INPUT_TEMPLATE", _FULL_EVENT_TEMPLATE))
         stack.enter_context(serve(self.double))
+
+    def _patch_task_token_timeouts(self, stack: ExitStack) -> None:
+        sandbox = self
+        callback = state_task_service_callback.StateTaskServiceCallback
+        original = callback._eval_wait_for_task_token
+
+        def wait_for_token(task: Any, env: Any, timeout_seconds: int, callback_endpoint: Any, heartbeat_endpoint: Any) -> Any:
+            if not sandbox.agent_down or heartbeat_endpoint is not None:  # no state sets HeartbeatSeconds yet
+                return original(task, env, timeout_seconds, callback_endpoint, heartbeat_endpoint)
+            sandbox.clock.sleep(timeout_seconds, timeline=_execution_name(env))
+            outcome = callback_endpoint.wait(timeout=0)  # dry-run steps answer their own token
+            return outcome if outcome is not None else CallbackOutcomeTimedOut(callback_id=callback_endpoint.callback_id)
+
+        stack.enter_context(mock.patch.object(callback, "_eval_wait_for_task_token", wait_for_token))
 
     def _patch_nested_executions(self, stack: ExitStack) -> None:
         sandbox = self

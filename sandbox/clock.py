@@ -36,8 +36,9 @@ class VirtualClock:
     def __init__(self) -> None:
         self._lock = threading.Condition()
         self._anchor: dict[str, tuple[float, float]] = {DRIVER: (0.0, time.perf_counter())}
-        self._parked: set[str] = set()
-        self._wake_at: dict[str, float] = {}  # parked timeline -> the time it wants to jump to
+        # Parked sleepers, by (timeline, thread): a Map state runs several threads of one execution.
+        self._parked: set[tuple[str, int]] = set()
+        self._wake_at: dict[tuple[str, int], float] = {}  # parked sleeper -> the time it wants to jump to
         self._waiting_on: dict[str, str] = {}  # parent timeline -> the nested execution it waits for
         self._horizon = math.inf
         self._closed = False
@@ -77,12 +78,12 @@ class VirtualClock:
         with self._lock:
             while target > self._horizon and not self._closed:
                 self._anchor[name] = (max(self._now_locked(name), self._horizon), time.perf_counter())
-                self._parked.add(name)
-                self._wake_at[name] = target
+                self._parked.add((name, threading.get_ident()))
+                self._wake_at[(name, threading.get_ident())] = target
                 self._lock.notify_all()
                 self._lock.wait()
-            self._parked.discard(name)
-            self._wake_at.pop(name, None)
+            self._parked.discard((name, threading.get_ident()))
+            self._wake_at.pop((name, threading.get_ident()), None)
             # Real time spent parked is the runner's, not the pipeline's: restart the real anchor.
             self._anchor[name] = (target, time.perf_counter())
 
@@ -118,15 +119,15 @@ class VirtualClock:
             self._horizon = moment
             # Timelines whose wake-up time is now reachable are awake from this moment on, even
             # before their thread runs: the runner must wait for them to park again.
-            for name, wake in self._wake_at.items():
+            for sleeper, wake in self._wake_at.items():
                 if wake <= moment:
-                    self._parked.discard(name)
+                    self._parked.discard(sleeper)
             self._lock.notify_all()
 
     def next_wake(self) -> float:
         """The earliest time a parked timeline wants to jump to (inf when none is parked)."""
         with self._lock:
-            return min((w for n, w in self._wake_at.items() if n in self._parked), default=math.inf)
+            return min((w for s, w in self._wake_at.items() if s in self._parked), default=math.inf)
 
     def run_until(self, moment: float, running: Callable[[], set[str]]) -> None:
         """Let every live timeline reach ``moment`` in wake-up order, one wake-up time at a time.
@@ -165,7 +166,7 @@ class VirtualClock:
 
     def _effectively_parked(self) -> set[str]:
         """Parked timelines, plus parents whose nested execution is (transitively) parked."""
-        parked = set(self._parked)
+        parked = {name for name, _ in self._parked}
         grew = True
         while grew:
             grew = False

@@ -109,6 +109,7 @@ class DrillRunner:
                 SandboxAWS(self.clock, self.double, parameters, self.slurm.pump) as aws,
             ):
                 self.aws = aws
+                aws.agent_down = self.scenario.behaviour.agent_down
                 # Settings and adapters are cached per "cold start": start cold for every drill.
                 get_settings.cache_clear()
                 default_dependencies.cache_clear()
@@ -129,8 +130,8 @@ class DrillRunner:
                 "faults: kind 'job_failed' runs on the simulated Slurm only; on a real slurmctld the agent's epilog "
                 "reports real job failures (tests/slurm/test_job_failed_events.py)"
             )
-        if self.scenario.behaviour.agent_down:
-            raise ScenarioError("behaviour.agent_down: this sandbox release cannot time out a task on virtual time yet")
+        if isinstance(self.slurm, RealController) and self.scenario.behaviour.agent_down:
+            raise ScenarioError("behaviour.agent_down: with --slurm real, stop the agent process instead (the simulated Slurm models it)")
 
     # --- setup --------------------------------------------------------------------------
     def _populate(self, aws: SandboxAWS) -> None:

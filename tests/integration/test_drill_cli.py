@@ -68,13 +68,6 @@ def test_missing_scenario_file_is_exit_code_2(tmp_path: Path, capsys: pytest.Cap
     assert "no such scenario file" in capsys.readouterr().err
 
 
-def test_scenario_needing_a_later_release_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    scenario = json.loads((EVENTS / "drills" / "default.json").read_text())
-    scenario["behaviour"]["agent_down"] = True
-    assert main(["run", "--scenario", str(_write(tmp_path, json.dumps(scenario))), "--out", str(tmp_path)]) == 2
-    assert "agent_down" in capsys.readouterr().err
-
-
 def test_job_failed_fault_must_name_a_job_of_the_scenario(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     scenario = json.loads((EVENTS / "drills" / "default.json").read_text())
     scenario["faults"] = [{"at": 1, "kind": "job_failed", "job": "9999"}]

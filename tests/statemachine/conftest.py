@@ -7,16 +7,10 @@ from typing import Any
 
 import pytest
 
+from sandbox.fault_suite import merge_changes
 from sandbox.runner import DrillRunner
 from sandbox.scenario import Scenario, load_scenario
 from tests.conftest import EVENTS
-
-
-def _merge(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
-    merged = dict(base)
-    for key, value in changes.items():
-        merged[key] = _merge(base[key], value) if isinstance(value, dict) and isinstance(base.get(key), dict) else value
-    return merged
 
 
 @pytest.fixture
@@ -26,7 +20,7 @@ def drill(tmp_path: Path) -> Callable[..., dict[str, Any]]:
     def run(name: str, **changes: Any) -> dict[str, Any]:
         scenario = load_scenario(EVENTS / "drills" / f"{name}.json")
         if changes:
-            scenario = Scenario.model_validate(_merge(json.loads(scenario.model_dump_json()), changes))
+            scenario = Scenario.model_validate(merge_changes(json.loads(scenario.model_dump_json()), changes))
         return DrillRunner(scenario, log_path=tmp_path / f"{name}-lambda.log").run()
 
     return run

@@ -303,3 +303,14 @@ def test_a_node_recovered_too_often_is_escalated_not_replaced_again(drill: Drill
     # Then it was replaced once only, and its second incident keeps it locked for the human
     assert len(report["replacements"]) == 1 and report["api_calls"]["sagemaker.BatchReplaceClusterNodes"] == 1
     assert len(report["slurm"]["submissions"]) == 1
+
+
+def test_a_rack_storm_is_one_execution_three_replace_calls_and_one_resubmission_per_job(drill: Drill) -> None:
+    # Given 64 of 512 nodes failing within 5 s under two of eight 64-node jobs (events/drills/rack-storm.json)
+    report = drill("rack-storm")
+    incident = only_incident(report)
+    # Then intake batches them into one execution that replaces them in 25-node calls
+    assert incident["outcome"] == "recovered" and len(incident["nodes"]) == 64
+    assert report["api_calls"]["sagemaker.BatchReplaceClusterNodes"] == 3 and len(report["replacements"]) == 64
+    # And each affected job is resubmitted exactly once; the other six are untouched
+    assert sorted(s["old_job_id"] for s in report["slurm"]["submissions"]) == ["7002", "7003"]

@@ -200,7 +200,7 @@ def summarize(state: WorkflowState, outcome: Outcome, cause: str | None) -> str:
     job_text = f"; resubmitted {len(jobs)} job(s): {', '.join(jobs)}" if jobs else "; no job to resubmit"
     if outcome == "recovered":
         return f"Recovered {nodes}{job_text}."
-    return f"Escalated to a human: {cause or 'see the incident timeline'}{job_text if jobs else ''}."
+    return f"Escalated to a human: {(cause or 'see the incident timeline').rstrip('.')}{job_text if jobs else ''}."
 
 
 def build_incident_record(step: RecordOutcomeInput, result: OutcomeResult, cluster: str) -> IncidentRecord:

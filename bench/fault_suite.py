@@ -1,0 +1,37 @@
+"""The fault-injection suite (sandbox/fault_suite.py) as a table: per fault, the incidents'
+outcomes, BatchReplaceClusterNodes calls, nodes replaced, resubmissions (and the most of one job),
+nodes acted on past the cluster cap (must be 0) and the virtual time.
+
+    python bench/fault_suite.py
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "layers" / "recovery_core"), str(ROOT / "agent")]
+
+from sandbox.fault_suite import SUITE, scenario_of, summary  # noqa: E402
+from sandbox.runner import DrillRunner  # noqa: E402
+
+
+def main() -> None:
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for fault in SUITE:
+            scenario = scenario_of(fault)
+            rows.append(summary(fault, scenario, DrillRunner(scenario, log_path=Path(tmp) / f"{fault.name}.log").run()))
+    print("| fault | outcomes | replace calls | nodes replaced | resubmissions | most of one job | past the cap | virtual s |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(
+            f"| {r['fault']} | {', '.join(r['outcomes'])} | {r['replace calls']} | {r['nodes replaced']} | {r['resubmissions']} "
+            f"| {r['max per job']} | {r['past the cap']} | {r['virtual s']:.0f} |"
+        )
+
+
+if __name__ == "__main__":
+    main()

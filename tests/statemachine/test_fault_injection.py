@@ -1,0 +1,42 @@
+"""The fault-injection suite (sandbox/fault_suite.py): every fault ends in a named terminal outcome,
+no job is resubmitted twice, nothing is done past the cluster cap, and no job on a replaced node is
+lost (it is resubmitted, or its incident escalated to a human who has its spec)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sandbox.fault_suite import NAMED_OUTCOMES, SUITE, Fault, scenario_of, summary
+from sandbox.runner import DrillRunner
+
+pytestmark = pytest.mark.sandbox
+
+
+@pytest.mark.parametrize("fault", SUITE, ids=[f.name for f in SUITE])
+def test_every_fault_ends_named_with_no_double_restart_and_nothing_past_the_cap(fault: Fault, tmp_path: Path) -> None:
+    scenario = scenario_of(fault)
+    report = DrillRunner(scenario, log_path=tmp_path / "lambda.log").run()
+    figures = summary(fault, scenario, report)
+    # A named terminal outcome for each incident, the one expected
+    assert all(i["outcome"] in NAMED_OUTCOMES and i["execution_status"] != "RUNNING" for i in report["incidents"])
+    assert tuple(figures["outcomes"]) == fault.expect
+    assert all(i["error"] for i in report["incidents"] if i["outcome"] in ("escalated", "capped"))
+    # No job resubmitted twice, nothing past the cap
+    assert figures["max per job"] <= 1 and figures["past the cap"] == 0
+    # No job lost: a job on a replaced node was resubmitted, unless a human has its incident
+    replaced = {r["hostname"] for r in report["replacements"]}
+    resubmitted = {s["old_job_id"] for s in report["slurm"]["submissions"]}
+    escalated = any(i["outcome"] == "escalated" for i in report["incidents"])
+    for job in scenario.jobs:
+        if _hostnames(report, job.nodes) & replaced and not escalated:
+            assert job.id in resubmitted, f"job {job.id} on a replaced node was not resubmitted"
+
+
+def _hostnames(report: dict[str, object], nodes: str) -> set[str]:
+    from sandbox.scenario import expand_range
+
+    group_no = {name: i + 1 for i, name in enumerate(report["cluster"]["instance_groups"])}  # type: ignore[index]
+    # The double's addressing: 10.<group>.<index // 250>.<index % 250 + 4>
+    return {f"ip-10-{group_no[g]}-{i // 250}-{i % 250 + 4}" for g, i in expand_range(nodes)}
