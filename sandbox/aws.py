@@ -35,14 +35,21 @@ from typing import Any
 from unittest import mock
 
 import boto3
+from botocore.exceptions import ClientError
 from moto import mock_aws
 from moto.awslambda_simple.models import LambdaSimpleBackend
 from moto.core.botocore_stubber import BotocoreStubber
+from moto.core.exceptions import JsonRESTError
 from moto.events.utils import EventTemplateParser
+from moto.stepfunctions.parser.api import HistoryEventType, LambdaFunctionFailedEventDetails
+from moto.stepfunctions.parser.asl.component.common.error_name.custom_error_name import CustomErrorName
+from moto.stepfunctions.parser.asl.component.common.error_name.failure_event import FailureEvent
 from moto.stepfunctions.parser.asl.component.common.retry import retrier_decl
+from moto.stepfunctions.parser.asl.component.state.exec.state_task import state_task_lambda
 from moto.stepfunctions.parser.asl.component.state.exec.state_task.service import state_task_service_callback, state_task_service_sfn
 from moto.stepfunctions.parser.asl.component.state.wait.wait_function import wait_function
 from moto.stepfunctions.parser.asl.eval.callback.callback import CallbackOutcomeTimedOut
+from moto.stepfunctions.parser.asl.eval.event.event_detail import EventDetails
 
 from sandbox.clock import VirtualClock
 from sandbox.hyperpod import ACCOUNT, HyperPodDouble, serve
@@ -144,6 +151,8 @@ class SandboxAWS:
         # The simulated agent is down (behaviour.agent_down): no task token is ever answered, so a
         # waiting task runs out its TimeoutSeconds on virtual time instead of blocking in real time.
         self.agent_down = False
+        # Function logical id -> how many more of its answers are lost after it ran (lost_responses).
+        self.lost_responses: Counter[str] = Counter()
         self.handlers: dict[str, Callable[..., Any]] = {}
         self.function_arns: dict[str, str] = {}
         self._clients: dict[str, Any] = {}
@@ -210,6 +219,10 @@ class SandboxAWS:
                     return json.dumps({"errorType": type(exc).__name__, "errorMessage": str(exc), "stackTrace": []}).encode()
                 finally:
                     sandbox.after_invoke()
+            if sandbox.lost_responses[fn.function_name] > 0:
+                # It ran (and did whatever it does), but its answer is lost on the way back.
+                sandbox.lost_responses[fn.function_name] -= 1
+                raise JsonRESTError("ServiceException", f"injected: the response of {fn.function_name} was lost")
             return json.dumps(result).encode()
 
         def wait_interval(self: Any, env: Any, wait_seconds: float) -> None:
@@ -226,6 +239,7 @@ class SandboxAWS:
         stack.enter_context(mock.patch.object(wait_function.WaitFunction, "_wait_interval", wait_interval))
         self._patch_nested_executions(stack)
         self._patch_task_token_timeouts(stack)
+        self._patch_lambda_service_errors(stack)
         stack.enter_context(mock.patch.object(retrier_decl.RetrierDecl, "_eval_body", retrier_body))
         virtual_sleep = types.SimpleNamespace(sleep=lambda seconds: self.clock.sleep(seconds))
         stack.enter_context(mock.patch.object(retrier_decl, "time", virtual_sleep))
@@ -237,6 +251,28 @@ class SandboxAWS:
         # (and our event models require): restore the full envelope.
         stack.enter_context(mock.patch.object(EventTemplateParser, "DEFAULT_EVENT_INPUT_TEMPLATE", _FULL_EVENT_TEMPLATE))
         stack.enter_context(serve(self.double))
+
+    @staticmethod
+    def _patch_lambda_service_errors(stack: ExitStack) -> None:
+        """A Lambda service error on a plain Lambda Task is ``Lambda.<code>`` in Step Functions
+        (what the ASL's Retry names), as moto's lambda:invoke integration already reports it; moto's
+        plain Lambda task calls every one of them "Exception"."""
+        task_class = state_task_lambda.StateTaskLambda
+        original = task_class._from_error
+
+        def from_error(task: Any, env: Any, ex: Exception) -> Any:
+            if not isinstance(ex, ClientError):
+                return original(task, env, ex)
+            name = f"Lambda.{ex.response['Error']['Code']}"
+            details = LambdaFunctionFailedEventDetails(error=name, cause=ex.response["Error"].get("Message", ""))
+            return FailureEvent(
+                env=env,
+                error_name=CustomErrorName(name),
+                event_type=HistoryEventType.LambdaFunctionFailed,
+                event_details=EventDetails(lambdaFunctionFailedEventDetails=details),
+            )
+
+        stack.enter_context(mock.patch.object(task_class, "_from_error", from_error))
 
     def _patch_task_token_timeouts(self, stack: ExitStack) -> None:
         sandbox = self

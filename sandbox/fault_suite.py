@@ -50,6 +50,21 @@ SUITE = [
         ("recovered", "duplicate"),
     ),
     Fault(
+        "lost-responses-then-retries",
+        "default",
+        {
+            "behaviour": {
+                "lost_responses": [
+                    {"function": "LockNodesFunction"},
+                    {"function": "CordonNodesFunction"},
+                    {"function": "ReplaceNodesFunction"},
+                    {"function": "ResubmitJobFunction"},
+                ]
+            }
+        },
+        ("recovered",),
+    ),
+    Fault(
         "100-duplicates-of-one-event",
         "default",
         {"faults": [{"at": 120, "kind": "node_health", "node": "workers:7", "repeat": 99}]},

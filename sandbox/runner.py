@@ -110,6 +110,10 @@ class DrillRunner:
             ):
                 self.aws = aws
                 aws.agent_down = self.scenario.behaviour.agent_down
+                for lost in self.scenario.behaviour.lost_responses:
+                    if lost.function not in aws.handlers:
+                        raise ScenarioError(f"behaviour.lost_responses: no function {lost.function!r} in template.yaml")
+                    aws.lost_responses[lost.function] += lost.times
                 # Settings and adapters are cached per "cold start": start cold for every drill.
                 get_settings.cache_clear()
                 default_dependencies.cache_clear()

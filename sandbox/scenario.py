@@ -121,6 +121,14 @@ class ApiErrorSpec(_Strict):
     times: int = Field(default=1, ge=1, le=1000)
 
 
+class LostResponseSpec(_Strict):
+    """The function ran, but Step Functions never got its answer (Lambda.ServiceException): the
+    state's Retry runs it again. Mutating steps must not act twice."""
+
+    function: str = Field(pattern=r"^[A-Z][A-Za-z]+Function$")  # template.yaml logical id, e.g. ReplaceNodesFunction
+    times: int = Field(default=1, ge=1, le=10)
+
+
 class BehaviourSpec(_Strict):
     replacement_seconds: float = Field(default=600, gt=0)
     shutdown_seconds: float = Field(default=45, ge=0)
@@ -130,6 +138,7 @@ class BehaviourSpec(_Strict):
     # Nodes missing from Slurm's configuration: the agent answers NodeNotFound for them.
     missing_in_slurm: list[str] = Field(default_factory=list)
     agent_down: bool = False
+    lost_responses: list[LostResponseSpec] = Field(default_factory=list)
 
 
 class CapsSpec(_Strict):
