@@ -35,7 +35,6 @@ from hyperpod_recovery.errors import (
     LedgerUnavailable,
 )
 from hyperpod_recovery.models.manifest import MAX_STEP, step_of_folder
-from hyperpod_recovery.models.records import BreakerState
 
 EXIT_OK, EXIT_NO, EXIT_USAGE, EXIT_S3 = 0, 1, 2, 3
 
@@ -171,16 +170,7 @@ def _breaker(args: argparse.Namespace, out: TextIO, err: TextIO, dynamodb: Any) 
         if state.state == "closed":
             print(f"{args.cluster}: breaker already closed; nothing changed", file=out)
             return EXIT_OK
-        ledger.save_breaker(
-            args.cluster,
-            BreakerState(
-                state="closed",
-                reason=args.reason,
-                changed_at=now,
-                changed_by=who,
-                history=[*state.history, f"{now.isoformat()} closed by {who}: {args.reason}"][-50:],
-            ),
-        )
+        ledger.save_breaker(args.cluster, state.changed_to("closed", reason=args.reason, by=who, at=now))
         print(f"{args.cluster}: breaker closed by {who} (was open since {state.changed_at}: {state.reason})", file=out)
         return EXIT_OK
     except (LedgerError, LedgerUnavailable) as exc:

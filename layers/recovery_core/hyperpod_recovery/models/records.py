@@ -3,6 +3,7 @@ resubmission claim per job. The incident record is the audit trail an operator r
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -91,3 +92,8 @@ class BreakerState(BaseModel):
     changed_at: Timestamp | None = None
     changed_by: str = ""  # the incident that opened it, or the human who reset it
     history: list[str] = Field(default_factory=list)  # "<time> <state> by <who>: <reason>", newest last
+
+    def changed_to(self, state: Literal["closed", "open"], *, reason: str, by: str, at: datetime) -> BreakerState:
+        """The breaker after a change, with the change kept in its (bounded) history."""
+        entry = f"{at.isoformat()} {state} by {by}: {reason}"
+        return BreakerState(state=state, reason=reason, changed_at=at, changed_by=by, history=[*self.history, entry][-50:])

@@ -5,7 +5,6 @@ from __future__ import annotations
 from datetime import datetime
 
 from hyperpod_recovery.domain.safety import SafetyPolicy, apply_safety_policy
-from hyperpod_recovery.models.records import BreakerState
 from hyperpod_recovery.models.workflow import ApplySafetyPolicyInput, Assessment
 from hyperpod_recovery.observability import logger
 from hyperpod_recovery.steps.ports import Ledger
@@ -28,17 +27,7 @@ def apply_safety(step: ApplySafetyPolicyInput, *, ledger: Ledger, policy: Safety
         # A drill says what the policy would decide and changes none of its state.
         return assessment.model_copy(update={"safety": safety.model_copy(update={"reserved": [], "breaker_tripped_now": False})})
     if safety.breaker_tripped_now:
-        stamp = now.isoformat()
-        ledger.save_breaker(
-            request.cluster,
-            BreakerState(
-                state="open",
-                reason=safety.reason,
-                changed_at=now,
-                changed_by=step.execution_name,
-                history=[*breaker.history, f"{stamp} open by {step.execution_name}: {safety.reason}"][-50:],
-            ),
-        )
+        ledger.save_breaker(request.cluster, breaker.changed_to("open", reason=safety.reason, by=step.execution_name, at=now))
         logger.warning("circuit breaker opened", extra={"reason": safety.reason})
     if safety.reserved and not ledger.reserve_capacity(request.cluster, safety.reserved, safety.limit):
         # Another incident took the last room between our read and our write.
