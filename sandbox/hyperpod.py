@@ -121,6 +121,7 @@ class HyperPodDouble:
                     )
                 )
         self._never_rejoin = {ref for r in self.behaviour.never_rejoin for ref in expand_range(r)}
+        self._reboot_fails = {ref for r in self.behaviour.reboot_fails for ref in expand_range(r)}
         self._errors = [_InjectedError(e.operation, e.code, e.node, e.times) for e in self.behaviour.api_errors]
 
     # --- helpers the runner uses ---------------------------------------------------------
@@ -309,7 +310,9 @@ class HyperPodDouble:
                 if injected:
                     failed.append({"NodeId": node_id, "ErrorCode": injected, "Message": f"injected {injected}"})
                     continue
-                if node.status_at(t) != "Running":
+                # ASSUMED: a node mid-operation (restarting, shutting down, updating) refuses another; a node
+                # in Failure can be rebooted or replaced (that is what the Batch calls are for).
+                if node.status_at(t) not in ("Running", "Failure"):
                     failed.append(
                         {
                             "NodeId": node_id,
@@ -362,7 +365,11 @@ class HyperPodDouble:
 
     def _reboot(self, node: SimNode, t: float) -> None:
         # A reboot keeps the instance id; the node is Pending while it restarts (ASSUMED duration).
-        node.transitions += [(t, "Pending"), (t + 120.0, "Running")]
+        # A node in behaviour.reboot_fails does not come back from it.
+        if (node.group, node.index) in self._reboot_fails:
+            node.transitions += [(t, "Pending"), (t + 120.0, "Failure")]
+        else:
+            node.transitions += [(t, "Pending"), (t + 120.0, "Running")]
 
 
 SERVED_OPERATIONS = (

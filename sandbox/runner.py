@@ -79,6 +79,7 @@ class DrillRunner:
             "RejoinPollSeconds": str(settings.poll_seconds),
             "RejoinMaxPollSeconds": str(settings.max_poll_seconds),
             "RejoinDeadlineSeconds": str(settings.rejoin_deadline_seconds),
+            "RebootDeadlineSeconds": str(settings.reboot_deadline_seconds),
             "EpisodeWindowSeconds": str(settings.episode_window_seconds),
             "IntakeBatchWindowSeconds": str(settings.intake_batch_window_seconds),
             "ControllerGroups": ",".join(settings.controller_groups),
@@ -232,7 +233,10 @@ class DrillRunner:
                     "HealthStatusReason": fault.reason
                     or "HyperPod Health Monitoring Agent (HMA) has detected fault type NvidiaErrorTerminate on this node and is unhealthy.",
                     "RepairAction": "None",
-                    "Recommendation": "Please Replace the Faulty Node.",
+                    # HMA recommends what the fault needs: a reboot for NvidiaErrorReboot-like faults.
+                    "Recommendation": "Please Reboot the Faulty Node."
+                    if "Reboot" in (fault.reason or "")
+                    else "Please Replace the Faulty Node.",
                 },
             }
             source, detail_type, resources = "aws.sagemaker", "SageMaker HyperPod Cluster Node Health Event", [arn]

@@ -133,6 +133,7 @@ class BehaviourSpec(_Strict):
     replacement_seconds: float = Field(default=600, gt=0)
     shutdown_seconds: float = Field(default=45, ge=0)
     never_rejoin: list[str] = Field(default_factory=list)
+    reboot_fails: list[str] = Field(default_factory=list)  # a reboot leaves these down (the ladder replaces them)
     api_errors: list[ApiErrorSpec] = Field(default_factory=list)
     agent_seconds: float = Field(default=2.0, ge=0)
     # Nodes missing from Slurm's configuration: the agent answers NodeNotFound for them.
@@ -175,6 +176,7 @@ class SettingsSpec(_Strict):
     poll_seconds: int = Field(default=30, ge=5)
     max_poll_seconds: int = Field(default=60, ge=5)
     rejoin_deadline_seconds: int = Field(default=2700, ge=60)
+    reboot_deadline_seconds: int = Field(default=900, ge=60)
     episode_window_seconds: int = Field(default=600, ge=60)
     intake_batch_window_seconds: int = Field(default=5, ge=1, le=300)  # template.yaml: IntakeBatchWindowSeconds
     controller_groups: list[str] = Field(default_factory=list)
@@ -215,6 +217,8 @@ class Scenario(_Strict):
                 raise ValueError(f"faults.{i}.job: no job {fault.job!r} in jobs")
         for ref in self.behaviour.never_rejoin:
             check(ref, "behaviour.never_rejoin")
+        for ref in self.behaviour.reboot_fails:
+            check(ref, "behaviour.reboot_fails")
         for ref in self.behaviour.missing_in_slurm:
             check(ref, "behaviour.missing_in_slurm")
         for i, err in enumerate(self.behaviour.api_errors):

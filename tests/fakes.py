@@ -44,6 +44,7 @@ def settings_env(**overrides: str) -> dict[str, str]:
         "REJOIN_POLL_SECONDS": "30",
         "REJOIN_MAX_POLL_SECONDS": "60",
         "REJOIN_DEADLINE_SECONDS": "2700",
+        "REBOOT_DEADLINE_SECONDS": "900",
         "EPISODE_WINDOW_SECONDS": "600",
         "LOCK_TTL_SECONDS": "21600",
         "ESCALATION_HOLD_SECONDS": "86400",
@@ -89,6 +90,7 @@ class FakeCluster:
 
     def __init__(self, nodes: list[ClusterNode], groups: dict[str, str | None] | None = None, orchestrator: str = "slurm") -> None:
         self.nodes = nodes
+        self.rebooted: list[str] = []
         groups = groups if groups is not None else {"controller": "Controller", "login": "Login", "workers": "Compute"}
         self.info = ClusterInfo(
             name=CLUSTER,
@@ -106,6 +108,10 @@ class FakeCluster:
 
     def list_nodes(self) -> list[ClusterNode]:
         return list(self.nodes)
+
+    def reboot_nodes(self, node_ids: list[str]) -> BatchOutcome:
+        self.rebooted += node_ids
+        return BatchOutcome(successful=list(node_ids), calls=1)
 
     def replace_nodes(self, node_ids: list[str]) -> BatchOutcome:
         outcome = BatchOutcome()

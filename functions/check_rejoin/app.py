@@ -1,4 +1,4 @@
-"""Check Rejoin: ListClusterNodes; have the replaced nodes come back Running? (bounded by a deadline)"""
+"""Check Rejoin: ListClusterNodes; have the nodes come back Running? A reboot that did not help is replaced."""
 
 from hyperpod_recovery.models.workflow import CheckRejoinInput
 from hyperpod_recovery.runtime import Dependencies, workflow_step
@@ -11,6 +11,7 @@ def lambda_handler(step: CheckRejoinInput, deps: Dependencies):
     return check_rejoin(
         step,
         cluster=deps.cluster,
+        ledger=deps.ledger,
         poll_seconds=settings.rejoin_poll_seconds,
         max_poll_seconds=settings.rejoin_max_poll_seconds,
         now=deps.now(),

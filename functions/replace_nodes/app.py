@@ -1,4 +1,4 @@
-"""Replace Nodes: BatchReplaceClusterNodes (25 per call), per-node failures classified."""
+"""Replace Nodes: BatchRebootClusterNodes or BatchReplaceClusterNodes per node (the ladder), 25 per call."""
 
 from aws_lambda_powertools.metrics import MetricUnit
 
@@ -17,6 +17,7 @@ def lambda_handler(step: ReplaceNodesInput, deps: Dependencies):
         ledger=deps.ledger,
         first_check_after_seconds=settings.rejoin_poll_seconds,
         deadline_seconds=settings.rejoin_deadline_seconds,
+        reboot_deadline_seconds=settings.reboot_deadline_seconds,
         now=deps.now(),
     )
     metrics.add_metric(name="NodesReplaceInitiated", unit=MetricUnit.Count, value=len(replacement.replaced))

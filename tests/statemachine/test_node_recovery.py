@@ -314,3 +314,20 @@ def test_a_rack_storm_is_one_execution_three_replace_calls_and_one_resubmission_
     assert report["api_calls"]["sagemaker.BatchReplaceClusterNodes"] == 3 and len(report["replacements"]) == 64
     # And each affected job is resubmitted exactly once; the other six are untouched
     assert sorted(s["old_job_id"] for s in report["slurm"]["submissions"]) == ["7002", "7003"]
+
+
+def test_the_ladder_reboots_first_and_replaces_a_node_the_reboot_did_not_fix(drill: Drill) -> None:
+    # Given two faults whose HyperPod recommendation is a reboot; workers:3 does not come back from it
+    report = drill("reboot-ladder")
+    rebooted, replaced = report["incidents"]
+    # Then workers:7 is rebooted and back, with no replacement
+    assert rebooted["outcome"] == "recovered"
+    assert any(e["event"] == "reboot initiated" for e in rebooted["timeline"])
+    # And workers:3 is replaced after the reboot deadline, and back
+    assert replaced["outcome"] == "recovered"
+    events = [e["event"] for e in replaced["timeline"]]
+    assert events.index("reboot initiated") < events.index("reboot did not help") < events.index("node rejoined")
+    assert report["api_calls"]["sagemaker.BatchRebootClusterNodes"] == 2 and report["api_calls"]["sagemaker.BatchReplaceClusterNodes"] == 1
+    assert [r["hostname"] for r in report["replacements"]] == ["ip-10-3-0-7"]
+    # And each incident resubmitted the job running on its node once
+    assert [s["old_job_id"] for s in report["slurm"]["submissions"]] == ["1001", "1002"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
@@ -12,7 +13,8 @@ from hyperpod_recovery.domain.replace import chunked, classify_replacements
 from hyperpod_recovery.errors import RejoinDeadlineExceeded, UnsupportedOrchestrator
 from hyperpod_recovery.models.cluster import BatchOutcome, ClusterNode
 from hyperpod_recovery.models.workflow import NodeTarget, ReplaceFailure
-from tests.fakes import T0, FakeCluster, compute_node, node_id
+from tests.fakes import T0, FakeCluster, FakeLedger, compute_node, node_id
+from tests.unit.test_steps import _request
 
 
 def _assess(nodes: list[ClusterNode], requested: list[str], locked: list[str] | None = None, **kwargs):  # type: ignore[no-untyped-def]
@@ -163,3 +165,61 @@ def test_deadline_passed_with_a_node_missing_raises_naming_the_node() -> None:
 def test_backoff_doubles_up_to_the_maximum_and_never_overshoots_the_deadline() -> None:
     assert [next_wait_seconds(n, 30, 120, 10_000) for n in range(1, 6)] == [60, 120, 120, 120, 120]
     assert next_wait_seconds(3, 30, 120, seconds_to_deadline=45) == 46
+
+
+# --- the escalation ladder: reboot first when the fault asks for it, replace when that does not help ---
+def _trigger(node: str, reason: str) -> Any:
+    from hyperpod_recovery.models.requests import Trigger
+
+    return Trigger(source="hyperpod_node_health", node_id=node, reason=reason, detected_at=T0)
+
+
+@pytest.mark.parametrize(
+    ("reasons", "repair"),
+    [
+        (["HMA has detected fault type NvidiaErrorReboot on this node. Recommendation: Please Reboot the Faulty Node."], "reboot"),
+        (["HMA has detected fault type NvidiaErrorTerminate on this node. Recommendation: Please Replace the Faulty Node."], "replace"),
+        (["CloudWatch alarm hyperpod-recovery-llm-train-reboot-xid-i-0391f86fa0fe0d465: Threshold Crossed"], "reboot"),
+        (["NvidiaErrorReboot ...", "NvidiaErrorTerminate ..."], "replace"),  # the stronger repair wins
+        (["quarterly recovery drill"], "replace"),
+    ],
+    ids=["hma-reboot", "hma-replace", "alarm-opts-in-by-name", "mixed-signals", "manual"],
+)
+def test_the_first_repair_follows_what_the_fault_asks_for(reasons: list[str], repair: str) -> None:
+    from hyperpod_recovery.domain.ladder import first_repair
+
+    assert first_repair(node_id(1), [_trigger(node_id(1), r) for r in reasons]) == repair
+
+
+def test_a_reboot_that_does_not_bring_the_node_back_is_replaced_once() -> None:
+    from hyperpod_recovery.models.workflow import CheckRejoinInput, RejoinWatch, WatchedNode
+    from hyperpod_recovery.steps.replace import check_rejoin
+
+    # Given node 1 rebooted at T0 and still in Failure at the reboot deadline
+    cluster = FakeCluster([compute_node(1, status="Failure"), compute_node(2)])
+    ledger = FakeLedger()
+    watch = RejoinWatch(
+        at=T0,
+        started_at=T0,
+        deadline=T0 + timedelta(minutes=45),
+        reboot_deadline=T0 + timedelta(minutes=15),
+        nodes=[WatchedNode(node_id=node_id(1), slurm_node="ip-10-1-0-1", initiation="initiated", action="reboot")],
+        next_wait_seconds=30,
+    )
+    request = _request(1)
+    before = check_rejoin(
+        CheckRejoinInput(execution_name="inc-1", request=request, rejoin=watch),
+        cluster=cluster,
+        ledger=ledger,
+        poll_seconds=30,
+        max_poll_seconds=60,
+        now=T0 + timedelta(minutes=10),
+    )
+    assert before.nodes[0].action == "reboot" and cluster.replace_calls == []
+    # When Check Rejoin runs after the reboot deadline (twice: a retried Lambda)
+    step = CheckRejoinInput(execution_name="inc-1", request=request, rejoin=watch)
+    after = check_rejoin(step, cluster=cluster, ledger=ledger, poll_seconds=30, max_poll_seconds=60, now=T0 + timedelta(minutes=16))
+    check_rejoin(step, cluster=cluster, ledger=ledger, poll_seconds=30, max_poll_seconds=60, now=T0 + timedelta(minutes=16))
+    # Then it is replaced, once, and the watch now waits for the replacement
+    assert cluster.replace_calls == [[node_id(1)]]
+    assert after.nodes[0].action == "replace" and after.nodes[0].escalated_to_replace_at == T0 + timedelta(minutes=16) and not after.done

@@ -54,6 +54,7 @@ class Settings(BaseModel):
     rejoin_poll_seconds: int = Field(ge=5, le=3600)
     rejoin_max_poll_seconds: int = Field(ge=5, le=3600)
     rejoin_deadline_seconds: int = Field(ge=60, le=86_400)
+    reboot_deadline_seconds: int = Field(ge=60, le=86_400)
     episode_window_seconds: int = Field(ge=60, le=86_400)
     lock_ttl_seconds: int = Field(ge=300, le=7 * 86_400)
     escalation_hold_seconds: int = Field(ge=0, le=30 * 86_400)

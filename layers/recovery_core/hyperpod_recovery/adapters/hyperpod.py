@@ -68,11 +68,16 @@ class HyperPodCluster:
             kwargs["NextToken"] = token
 
     def replace_nodes(self, node_ids: list[str]) -> BatchOutcome:
+        return self._batch("BatchReplaceClusterNodes", self.sagemaker.batch_replace_cluster_nodes, node_ids)
+
+    def reboot_nodes(self, node_ids: list[str]) -> BatchOutcome:
+        return self._batch("BatchRebootClusterNodes", self.sagemaker.batch_reboot_cluster_nodes, node_ids)
+
+    def _batch(self, operation: str, method: Any, node_ids: list[str]) -> BatchOutcome:
+        """Batch*ClusterNodes, 25 ids per call; ``Successful`` is omitted when nothing succeeded."""
         outcome = BatchOutcome()
         for chunk in chunked(node_ids):
-            raw = self._call(
-                "BatchReplaceClusterNodes", self.sagemaker.batch_replace_cluster_nodes, ClusterName=self.cluster_name, NodeIds=chunk
-            )
+            raw = self._call(operation, method, ClusterName=self.cluster_name, NodeIds=chunk)
             outcome.calls += 1
             outcome.successful += raw.get("Successful", [])
             outcome.failed += [

@@ -110,12 +110,24 @@ def build_timeline(state: WorkflowState, outcome: Outcome, recorded_at: datetime
         jobs = ", ".join(f"{j.job_id} ({j.name}, {j.num_nodes} nodes)" for j in state.jobs.result.jobs)
         entries.append(TimelineEntry(at=state.jobs.completed_at, event="affected jobs found", detail=jobs or "no job on these nodes"))
     if state.replacement is not None:
-        verb = "would replace" if state.replacement.dry_run else "replace initiated"
-        parts = [f"{r.slurm_node} ({r.node_id}: {r.initiation})" for r in state.replacement.replaced]
+        kinds = {r.action for r in state.replacement.replaced}
+        what = "reboot" if kinds == {"reboot"} else "repair" if len(kinds) > 1 else "replace"
+        verb = f"would {what}" if state.replacement.dry_run else f"{what} initiated"
+        parts = [f"{r.slurm_node} ({r.node_id}: {r.action} {r.initiation})" for r in state.replacement.replaced]
         parts += [f"{f.node_id} FAILED {f.error_code}" for f in state.replacement.failed]
         entries.append(
             TimelineEntry(at=state.replacement.at, event=verb, detail=f"{', '.join(parts)} in {state.replacement.calls} call(s)")
         )
+    if state.rejoin is not None:
+        for node in state.rejoin.nodes:
+            if node.escalated_to_replace_at is not None:
+                entries.append(
+                    TimelineEntry(
+                        at=node.escalated_to_replace_at,
+                        event="reboot did not help",
+                        detail=f"{node.slurm_node} not back by the reboot deadline: replace initiated",
+                    )
+                )
     if state.rejoin is not None and state.rejoin.done and not state.rejoin.dry_run:
         back = ", ".join(f"{n.slurm_node} as {n.replacement_node_id or n.node_id}" for n in state.rejoin.nodes)
         entries.append(TimelineEntry(at=state.rejoin.at, event="node rejoined", detail=f"{back} after {state.rejoin.checks} check(s)"))

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from hyperpod_recovery.domain.replace import ALREADY_IN_PROGRESS_CODES
 from hyperpod_recovery.errors import RejoinDeadlineExceeded
-from hyperpod_recovery.models.cluster import ClusterNode
+from hyperpod_recovery.models.cluster import BatchOutcome, ClusterNode
 from hyperpod_recovery.models.common import slurm_node_name
 from hyperpod_recovery.models.workflow import RejoinWatch, WatchedNode
 
@@ -82,3 +83,22 @@ def observe_rejoin(
             "next_wait_seconds": 0 if done else next_wait_seconds(checks, poll_seconds, max_poll_seconds, remaining),
         }
     )
+
+
+def reboots_past_deadline(watch: RejoinWatch, now: datetime) -> list[WatchedNode]:
+    """Rebooted nodes still not back at the reboot deadline: the ladder's next rung is a replace."""
+    if watch.dry_run or watch.reboot_deadline is None or now < watch.reboot_deadline:
+        return []
+    return [n for n in watch.nodes if n.action == "reboot" and not n.rejoined]
+
+
+def escalate_to_replace(watch: RejoinWatch, outcome: BatchOutcome, node_ids: list[str], now: datetime) -> RejoinWatch:
+    """The watch after replacing rebooted nodes that did not come back. A node whose replacement
+    could not even start keeps waiting as it is, and the overall deadline escalates it."""
+    failed = {f.node_id: f.error_code for f in outcome.failed}
+    updated = []
+    for node in watch.nodes:
+        if node.node_id in node_ids and (node.node_id not in failed or failed[node.node_id] in ALREADY_IN_PROGRESS_CODES):
+            node = node.model_copy(update={"action": "replace", "escalated_to_replace_at": now, "seen_not_running": False})
+        updated.append(node)
+    return watch.model_copy(update={"nodes": updated, "done": False})

@@ -10,6 +10,7 @@ under a new instance id, HyperPod replaced it. Anything else failed to start.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Literal
 
 from hyperpod_recovery.models.cluster import BatchOutcome
 from hyperpod_recovery.models.workflow import (
@@ -27,6 +28,14 @@ ALREADY_IN_PROGRESS_CODES = frozenset({"InstanceIdInUse", "InvalidInstanceStatus
 GONE_CODES = frozenset({"InstanceIdNotFound"})
 
 
+def merge_outcomes(*outcomes: BatchOutcome) -> BatchOutcome:
+    return BatchOutcome(
+        successful=[n for o in outcomes for n in o.successful],
+        failed=[f for o in outcomes for f in o.failed],
+        calls=sum(o.calls for o in outcomes),
+    )
+
+
 def chunked(items: list[str], size: int = MAX_NODES_PER_BATCH_CALL) -> list[list[str]]:
     return [items[i : i + size] for i in range(0, len(items), size)]
 
@@ -39,7 +48,12 @@ def classify_replacements(
     first_check_after_seconds: int,
     deadline_seconds: int,
     dry_run: bool,
+    actions: dict[str, Literal["reboot", "replace"]] | None = None,
+    reboot_deadline_seconds: int | None = None,
 ) -> Replacement:
+    """``actions``: the ladder's first repair per node (default replace); rebooted nodes not back
+    ``reboot_deadline_seconds`` after now are replaced by Check Rejoin."""
+    actions = actions or {}
     failed_by_id = {f.node_id: f for f in outcome.failed}
     successful = set(outcome.successful)
     replaced: list[NodeReplacement] = []
@@ -67,13 +81,17 @@ def classify_replacements(
                     slurm_node=target.slurm_node,
                     instance_group=target.instance_group,
                     initiation=initiation,
+                    action=actions.get(target.node_id, "replace"),
                 )
             )
     watch = RejoinWatch(
         at=now,
         started_at=now,
         deadline=now + timedelta(seconds=deadline_seconds),
-        nodes=[WatchedNode(node_id=r.node_id, slurm_node=r.slurm_node, initiation=r.initiation) for r in replaced],
+        nodes=[WatchedNode(node_id=r.node_id, slurm_node=r.slurm_node, initiation=r.initiation, action=r.action) for r in replaced],
+        reboot_deadline=now + timedelta(seconds=reboot_deadline_seconds)
+        if reboot_deadline_seconds is not None and any(r.action == "reboot" for r in replaced)
+        else None,
         next_wait_seconds=0 if dry_run else first_check_after_seconds,
         dry_run=dry_run,
     )

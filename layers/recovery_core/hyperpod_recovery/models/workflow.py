@@ -85,6 +85,7 @@ class NodeReplacement(BaseModel):
     slurm_node: SlurmNodeName
     instance_group: str
     initiation: Initiation
+    action: Literal["reboot", "replace"] = "replace"  # the first rung of the escalation ladder
 
 
 class ReplaceFailure(BaseModel):
@@ -103,11 +104,15 @@ class WatchedNode(BaseModel):
     status: str | None = None
     replacement_node_id: NodeId | None = None
     rejoined: bool = False
+    action: Literal["reboot", "replace"] = "replace"
+    # Set when a reboot did not bring the node back in time and it was replaced instead.
+    escalated_to_replace_at: Timestamp | None = None
 
 
 class RejoinWatch(_Result):
     started_at: Timestamp
     deadline: Timestamp
+    reboot_deadline: Timestamp | None = None  # rebooted nodes not back by then are replaced
     checks: int = 0
     nodes: list[WatchedNode]
     done: bool = False
