@@ -35,10 +35,11 @@ from typing import Any
 from unittest import mock
 
 import boto3
+from botocore.awsrequest import AWSResponse
 from botocore.exceptions import ClientError
 from moto import mock_aws
 from moto.awslambda_simple.models import LambdaSimpleBackend
-from moto.core.botocore_stubber import BotocoreStubber
+from moto.core.botocore_stubber import BotocoreStubber, MockRawResponse
 from moto.core.exceptions import JsonRESTError
 from moto.events.utils import EventTemplateParser
 from moto.stepfunctions.parser.api import HistoryEventType, LambdaFunctionFailedEventDetails
@@ -151,6 +152,8 @@ class SandboxAWS:
         # The simulated agent is down (behaviour.agent_down): no task token is ever answered, so a
         # waiting task runs out its TimeoutSeconds on virtual time instead of blocking in real time.
         self.agent_down = False
+        # "dynamodb:<Operation>" -> [error code, remaining]: ledger errors the pipeline's calls receive.
+        self.ledger_errors: dict[str, list[Any]] = {}
         # Function logical id -> how many more of its answers are lost after it ran (lost_responses).
         self.lost_responses: Counter[str] = Counter()
         self.handlers: dict[str, Callable[..., Any]] = {}
@@ -174,6 +177,17 @@ class SandboxAWS:
     def enter(self, context: Any) -> Any:
         """Keep a patch (or any context) for the life of the sandbox."""
         return self._stack.enter_context(context)
+
+    def take_ledger_error(self, service: str, operation: str) -> str | None:
+        """The injected DynamoDB error for this call, if one is left (behaviour.api_errors)."""
+        if service != "dynamodb":
+            return None
+        with self.api_calls._lock:
+            entry = self.ledger_errors.get(f"dynamodb:{operation}")
+            if not entry or entry[1] <= 0:
+                return None
+            entry[1] -= 1
+            return str(entry[0])
 
     def serve_http(self) -> str:
         """Serve this same moto state over HTTP (moto's server mode) for another process: the
@@ -203,6 +217,10 @@ class SandboxAWS:
             if ApiCalls.active():
                 _, service, operation = event_name.split(".", 2)
                 sandbox.api_calls.record(service, operation)
+                injected = sandbox.take_ledger_error(service, operation)
+                if injected:
+                    body = json.dumps({"__type": f"com.amazonaws.dynamodb.v20120810#{injected}", "message": f"injected {injected}"})
+                    return AWSResponse(request.url, 400, {"x-amzn-requestid": str(uuid.uuid4())}, MockRawResponse(body))
             return original_stubber_call(stubber, event_name, request, **kwargs)
 
         def invoke(

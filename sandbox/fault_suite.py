@@ -65,6 +65,19 @@ SUITE = [
         ("recovered",),
     ),
     Fault(
+        "ledger-throttling",
+        "default",
+        {
+            "behaviour": {
+                "api_errors": [
+                    {"operation": "dynamodb:PutItem", "code": "ProvisionedThroughputExceededException", "times": 6},
+                    {"operation": "dynamodb:UpdateItem", "code": "ProvisionedThroughputExceededException", "times": 6},
+                ]
+            }
+        },
+        ("recovered",),
+    ),
+    Fault(
         "100-duplicates-of-one-event",
         "default",
         {"faults": [{"at": 120, "kind": "node_health", "node": "workers:7", "repeat": 99}]},

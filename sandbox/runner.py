@@ -111,6 +111,9 @@ class DrillRunner:
             ):
                 self.aws = aws
                 aws.agent_down = self.scenario.behaviour.agent_down
+                for error in self.scenario.behaviour.api_errors:
+                    if error.operation.startswith("dynamodb:"):
+                        aws.ledger_errors[error.operation] = [error.code, error.times]
                 for lost in self.scenario.behaviour.lost_responses:
                     if lost.function not in aws.handlers:
                         raise ScenarioError(f"behaviour.lost_responses: no function {lost.function!r} in template.yaml")

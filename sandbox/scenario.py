@@ -115,10 +115,26 @@ class FaultSpec(_Strict):
 
 
 class ApiErrorSpec(_Strict):
-    operation: Literal["BatchReplaceClusterNodes", "ListClusterNodes", "DescribeCluster"]
+    operation: Literal[
+        "BatchReplaceClusterNodes",
+        "BatchRebootClusterNodes",
+        "ListClusterNodes",
+        "DescribeCluster",
+        # The ledger (DynamoDB): whole-call errors only, e.g. ProvisionedThroughputExceededException
+        "dynamodb:GetItem",
+        "dynamodb:PutItem",
+        "dynamodb:UpdateItem",
+        "dynamodb:DeleteItem",
+    ]
     code: str  # whole-call error (ThrottlingException, ...) or, with node, a per-node ErrorCode
     node: str | None = None
     times: int = Field(default=1, ge=1, le=1000)
+
+    @model_validator(mode="after")
+    def _ledger_errors_are_whole_call(self) -> ApiErrorSpec:
+        if self.operation.startswith("dynamodb:") and self.node:
+            raise ValueError("a dynamodb error applies to the whole call: no 'node'")
+        return self
 
 
 class LostResponseSpec(_Strict):
