@@ -426,3 +426,23 @@ def test_a_failed_nested_node_recovery_is_escalated_under_its_own_error() -> Non
     assert (outcome, error) == ("escalated", "NodeRecoveryEscalated") and "hpj-8-nodes ended RejoinDeadlineExceeded: not back" in (
         text or ""
     )
+
+
+def test_an_open_breaker_stops_job_restarts_too() -> None:
+    from hyperpod_recovery.models.job_recovery import PlanJobRestartInput
+    from hyperpod_recovery.models.records import BreakerState
+    from hyperpod_recovery.steps.job_recovery import plan_job_restart
+
+    ledger = FakeLedger()
+    ledger.save_breaker(CLUSTER, BreakerState(state="open", reason="3 failed recoveries", changed_at=T0, changed_by="hpr-x"))
+    step = PlanJobRestartInput(
+        execution_name="hpj-8", request=_request(_failure()), classification=_classification(), checkpoints=_checkpoints()
+    )
+    decision = plan_job_restart(step, ledger=ledger, policy=POLICY, now=T0)
+    assert decision.action == "capped" and "3 failed recoveries" in decision.reason
+    outcome, error, _ = decide_job_outcome(
+        RecordJobOutcomeInput(
+            execution_name="hpj-8", disposition="completed", state=JobWorkflowState(request=_request(_failure()), restart=decision)
+        )
+    )
+    assert (outcome, error) == ("capped", "CircuitBreakerOpen")

@@ -46,6 +46,8 @@ def decide_job_outcome(step: RecordJobOutcomeInput) -> tuple[Outcome, str | None
     if state.classification is not None and state.classification.kind == "left_alone":
         return "duplicate", None, None
     restart = state.restart
+    if restart is not None and restart.action == "capped":
+        return "capped", "CircuitBreakerOpen", restart.reason
     if restart is not None and restart.action == "left_alone":
         return "duplicate", None, None
     if restart is not None and restart.action == "resubmitted_by_node_recovery":
@@ -65,6 +67,8 @@ def summarize_job(state: JobWorkflowState, outcome: Outcome, cause: str | None, 
     label = f"job {job_id}" + (f" ({classification.job.name})" if classification and classification.job else "")
     if outcome == "rejected":
         return f"Rejected, nothing was changed: {cause}"
+    if outcome == "capped":
+        return f"Capped, {label} was not restarted: {cause}"
     if outcome == "escalated":
         reason = (cause or "see the incident timeline").rstrip(".")
         about = "" if f"job {job_id}" in reason else f"{label}" + (f", {kind}" if kind else "") + ": "

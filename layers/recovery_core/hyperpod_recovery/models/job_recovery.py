@@ -91,7 +91,7 @@ class RestartEntry(BaseModel):
     incident: str
 
 
-RestartAction = Literal["resubmit", "left_alone", "resubmitted_by_node_recovery"]
+RestartAction = Literal["resubmit", "left_alone", "resubmitted_by_node_recovery", "capped"]
 
 
 class RestartDecision(_Result):

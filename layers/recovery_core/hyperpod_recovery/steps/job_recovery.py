@@ -88,6 +88,15 @@ def plan_job_restart(step: PlanJobRestartInput, *, ledger: Ledger, policy: Resta
     assert job is not None, "Plan Job Restart runs only for classified jobs"
     failure = request.failure
     root = lineage_root_of(ledger, request.cluster, job.job_id, failure.resubmission_of if failure else None)
+    breaker = ledger.breaker(request.cluster)
+    if breaker.state == "open" and not request.dry_run:
+        # The breaker stops every automatic restart too: a human is already looking at the cluster.
+        return RestartDecision(
+            at=now,
+            action="capped",
+            reason=f"the circuit breaker is open since {breaker.changed_at}: {breaker.reason}",
+            lineage_root=root,
+        )
     decision = plan_restart(
         request,
         step.classification,
