@@ -212,3 +212,19 @@ def test_the_breaker_cli_says_which_table_it_needs(monkeypatch: pytest.MonkeyPat
     monkeypatch.delenv("LEDGER_TABLE", raising=False)
     code, _, err = _cli("breaker", "status", "--cluster", CLUSTER, dynamodb=None)
     assert code == 2 and "LedgerTableName" in err
+
+
+def test_a_dry_run_past_the_cap_says_it_would_be_capped() -> None:
+    from hyperpod_recovery.domain.outcome import summarize
+
+    ledger = FakeLedger()
+    ledger.in_recovery[CLUSTER] = {node_id(n) for n in range(100, 120)}
+    assessment = apply_safety(
+        ApplySafetyPolicyInput(execution_name="d", request=_request(1, dry_run=True), assessment=_assessment(1)),
+        ledger=ledger,
+        policy=POLICY,
+        now=T0,
+    )
+    state = WorkflowState(request=_request(1, dry_run=True), assessment=assessment)
+    assert decide_outcome(RecordOutcomeInput(execution_name="d", disposition="completed", state=state))[0] == "dry_run"
+    assert "would be capped (ClusterCapReached" in summarize(state, "dry_run", None)

@@ -207,6 +207,9 @@ def summarize(state: WorkflowState, outcome: Outcome, cause: str | None) -> str:
         for r in state.resubmissions
     ]
     if outcome == "dry_run":
+        safety = state.assessment.safety if state.assessment else None
+        if safety is not None and safety.capped:
+            return f"Dry run for {nodes}: would be capped ({safety.error}: {safety.reason}); nothing was changed."
         would = f"; would resubmit {len(jobs)} job(s): {', '.join(jobs)}" if jobs else ""
         return f"Dry run for {nodes}: every step ran, nothing was changed{would}."
     job_text = f"; resubmitted {len(jobs)} job(s): {', '.join(jobs)}" if jobs else "; no job to resubmit"
