@@ -21,17 +21,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "layers" / "recovery_core"), str(ROOT / "agent")]
 
+from sandbox.fault_suite import cap_limit  # noqa: E402
 from sandbox.runner import DrillRunner  # noqa: E402
 from sandbox.scenario import Scenario  # noqa: E402
 
-CAP_NODES = 64  # template.yaml MaxNodesInRecovery default (20% of 512 = 102 is larger)
 FIRST_NODE = 96  # the rack starts inside the second job
 
 
 def storm(size: int, log_dir: Path) -> dict[str, object]:
     raw = json.loads((ROOT / "events" / "drills" / "rack-storm.json").read_text())
     raw["faults"] = [{"at": 100 + (n % size) * 5 / size, "kind": "node_health", "node": f"workers:{FIRST_NODE + n}"} for n in range(size)]
-    report = DrillRunner(Scenario.model_validate(raw), log_path=log_dir / f"storm-{size}.log").run()
+    scenario = Scenario.model_validate(raw)
+    report = DrillRunner(scenario, log_path=log_dir / f"storm-{size}.log").run()
     per_job = Counter(s["old_job_id"] for s in report["slurm"]["submissions"])
     outcomes = Counter(i["outcome"] for i in report["incidents"])
     replaced = len(report["replacements"])
@@ -41,7 +42,7 @@ def storm(size: int, log_dir: Path) -> dict[str, object]:
         "outcomes": " + ".join(f"{n} {o}" for o, n in sorted(outcomes.items())),
         "replace calls": report["api_calls"].get("sagemaker.BatchReplaceClusterNodes", 0),
         "nodes replaced": replaced,
-        "past the cap": max(0, replaced - CAP_NODES),
+        "past the cap": max(0, replaced - cap_limit(scenario)),
         "state transitions": report["state_transitions"],
         "virtual seconds to recover all": report["virtual_seconds"],
         "jobs resubmitted": len(per_job),

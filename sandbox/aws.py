@@ -154,6 +154,7 @@ class SandboxAWS:
         self.agent_down = False
         # "dynamodb:<Operation>" -> [error code, remaining]: ledger errors the pipeline's calls receive.
         self.ledger_errors: dict[str, list[Any]] = {}
+        self._ledger_errors_lock = threading.Lock()
         # Function logical id -> how many more of its answers are lost after it ran (lost_responses).
         self.lost_responses: Counter[str] = Counter()
         self.handlers: dict[str, Callable[..., Any]] = {}
@@ -182,7 +183,7 @@ class SandboxAWS:
         """The injected DynamoDB error for this call, if one is left (behaviour.api_errors)."""
         if service != "dynamodb":
             return None
-        with self.api_calls._lock:
+        with self._ledger_errors_lock:
             entry = self.ledger_errors.get(f"dynamodb:{operation}")
             if not entry or entry[1] <= 0:
                 return None

@@ -10,7 +10,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hyperpod_recovery.domain.safety import SafetyPolicy
 from sandbox.scenario import Scenario, load_scenario
+from sandbox.template import load_template
 
 DRILLS = Path(__file__).resolve().parent.parent / "events" / "drills"
 NAMED_OUTCOMES = {"recovered", "escalated", "duplicate", "rejected", "capped", "dry_run"}
@@ -109,10 +111,19 @@ def scenario_of(fault: Fault) -> Scenario:
 
 
 def cap_limit(scenario: Scenario) -> int:
-    """The cluster cap the drill ran with (template defaults 20% / 64 unless the scenario sets them)."""
-    compute = sum(g.count for g in scenario.cluster.instance_groups if g.type == "Compute")
-    percent = scenario.settings.caps.max_percent or 20
-    return max(1, min(scenario.settings.caps.max_nodes or 64, int(compute * percent / 100)))
+    """The cluster cap the drill ran with: the scenario's caps, else template.yaml's defaults,
+    computed by the pipeline's own rule (SafetyPolicy.limit)."""
+    defaults = load_template(DRILLS.parent.parent / "template.yaml")["Parameters"]
+    policy = SafetyPolicy(
+        max_percent=scenario.settings.caps.max_percent or float(defaults["MaxNodesInRecoveryPercent"]["Default"]),
+        max_nodes=scenario.settings.caps.max_nodes or int(defaults["MaxNodesInRecovery"]["Default"]),
+        breaker_max_recoveries=1,  # the cap does not depend on the rest
+        breaker_max_failures=1,
+        breaker_window_seconds=60,
+        offender_max_recoveries=1,
+        offender_window_seconds=60,
+    )
+    return policy.limit(sum(g.count for g in scenario.cluster.instance_groups if g.type == "Compute"))
 
 
 def summary(fault: Fault, scenario: Scenario, report: dict[str, Any]) -> dict[str, Any]:

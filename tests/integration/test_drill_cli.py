@@ -73,3 +73,10 @@ def test_job_failed_fault_must_name_a_job_of_the_scenario(tmp_path: Path, capsys
     scenario["faults"] = [{"at": 1, "kind": "job_failed", "job": "9999"}]
     assert main(["run", "--scenario", str(_write(tmp_path, json.dumps(scenario))), "--out", str(tmp_path)]) == 2
     assert "faults.0.job: no job '9999'" in capsys.readouterr().err
+
+
+def test_a_lost_response_for_a_function_the_template_lacks_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    scenario = json.loads((EVENTS / "drills" / "default.json").read_text())
+    scenario["behaviour"]["lost_responses"] = [{"function": "NoSuchFunction"}]
+    assert main(["run", "--scenario", str(_write(tmp_path, json.dumps(scenario))), "--out", str(tmp_path)]) == 2
+    assert "no function 'NoSuchFunction' in template.yaml" in capsys.readouterr().err

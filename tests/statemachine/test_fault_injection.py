@@ -8,8 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from sandbox.aws import REGION
+from sandbox.clock import EPOCH
 from sandbox.fault_suite import NAMED_OUTCOMES, SUITE, Fault, scenario_of, summary
+from sandbox.hyperpod import HyperPodDouble
 from sandbox.runner import DrillRunner
+from sandbox.scenario import Scenario, expand_range
 
 pytestmark = pytest.mark.sandbox
 
@@ -30,13 +34,11 @@ def test_every_fault_ends_named_with_no_double_restart_and_nothing_past_the_cap(
     resubmitted = {s["old_job_id"] for s in report["slurm"]["submissions"]}
     escalated = any(i["outcome"] == "escalated" for i in report["incidents"])
     for job in scenario.jobs:
-        if _hostnames(report, job.nodes) & replaced and not escalated:
+        if _hostnames(scenario, job.nodes) & replaced and not escalated:
             assert job.id in resubmitted, f"job {job.id} on a replaced node was not resubmitted"
 
 
-def _hostnames(report: dict[str, object], nodes: str) -> set[str]:
-    from sandbox.scenario import expand_range
-
-    group_no = {name: i + 1 for i, name in enumerate(report["cluster"]["instance_groups"])}  # type: ignore[index]
-    # The double's addressing: 10.<group>.<index // 250>.<index % 250 + 4>
-    return {f"ip-10-{group_no[g]}-{i // 250}-{i % 250 + 4}" for g, i in expand_range(nodes)}
+def _hostnames(scenario: Scenario, nodes: str) -> set[str]:
+    """A job's Slurm node names, as the drill's HyperPod double names them."""
+    double = HyperPodDouble(scenario.cluster, scenario.behaviour, REGION, EPOCH, now=lambda: 0.0)
+    return {double.slurm_name(f"{group}:{index}") for group, index in expand_range(nodes)}

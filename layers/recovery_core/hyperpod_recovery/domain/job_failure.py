@@ -67,6 +67,14 @@ def nodes_text(nodes: list[str], limit: int = 4) -> str:
     return shown + (f" +{len(nodes) - limit}" if len(nodes) > limit else "")
 
 
+def job_nodes(request: JobRecoveryRequest, job: JobSpec | None) -> list[str]:
+    """The nodes the job ran on: the epilog's SLURM_JOB_NODELIST first (squeue forgets an ended
+    job's nodes), else what slurmctld says now."""
+    failure = request.failure
+    nodes = (failure.nodes if failure else []) or (job.nodes if job else [])
+    return list(dict.fromkeys(nodes))
+
+
 def job_execution_name(job_id: str, ended_at: datetime) -> str:
     """One execution per job end: a redelivered event cannot start a second one."""
     return f"hpj-{job_id}-{int(ended_at.timestamp())}"
@@ -131,8 +139,7 @@ def classify_failure(
         return FailureClassification(
             at=now, kind="left_alone", job=job, reason=f"{label} was already restarted by Slurm (requeued; now {job.state})"
         )
-    # squeue forgets the nodes of an ended job; the epilog's SLURM_JOB_NODELIST does not.
-    nodes = (failure.nodes if failure and failure.nodes else None) or job.nodes
+    nodes = job_nodes(request, job)
     faulty = faulty_nodes(nodes, slurm, cluster)
     ended = f"ended {failure.state} ({failure.reason or 'no reason'}, exit {failure.exit_code})" if failure else f"is {job.state}"
     if not faulty and not (failure is not None and failure.state == "NODE_FAIL"):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
-from hyperpod_recovery.domain.job_failure import nodes_text
+from hyperpod_recovery.domain.job_failure import job_nodes, nodes_text
 from hyperpod_recovery.domain.outcome import CAUSE_LIMIT, error_message
 from hyperpod_recovery.models.job_recovery import JobWorkflowState, RecordJobOutcomeInput
 from hyperpod_recovery.models.records import IncidentRecord, Phase, Resubmission, TimelineEntry
@@ -211,7 +211,7 @@ def build_job_incident_record(step: RecordJobOutcomeInput, result: OutcomeResult
                 )
             )
     job = classification.job if classification else state.inspection.result.job if state.inspection else None
-    nodes = (request.failure.nodes if request and request.failure else []) or (job.nodes if job else [])
+    nodes = job_nodes(request, job) if request else []
     replies = [r for r in (state.inspection, state.node_states, reply) if r is not None and not r.dry_run]
     return IncidentRecord(
         incident_id=result.incident_id,

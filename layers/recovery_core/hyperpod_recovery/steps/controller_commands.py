@@ -11,6 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from hyperpod_recovery.domain.job_failure import job_nodes
 from hyperpod_recovery.models.commands import (
     MUTATING_COMMANDS,
     CaptureJobSpec,
@@ -39,6 +40,16 @@ from hyperpod_recovery.models.workflow import (
 from hyperpod_recovery.steps.ports import Controller, Ledger
 
 
+def _answer_here(
+    controller: Controller, task_token: str, command_id: str, command_type: str, result: Any, now: datetime, *, dry_run: bool = False
+) -> None:
+    """Complete the waiting task without the agent (a dry run, a claim that says it is done, nothing to ask)."""
+    reply: CommandReply[Any] = CommandReply(
+        command_id=command_id, type=command_type, requested_at=now, started_at=now, completed_at=now, dry_run=dry_run, result=result
+    )
+    controller.answer(task_token, reply)
+
+
 def _dispatch(
     *,
     controller: Controller,
@@ -51,16 +62,7 @@ def _dispatch(
     dry_run_result: Any,
 ) -> dict[str, Any]:
     if request.dry_run and command.type in MUTATING_COMMANDS:
-        reply: CommandReply[Any] = CommandReply(
-            command_id=command_id,
-            type=command.type,
-            requested_at=now,
-            started_at=now,
-            completed_at=now,
-            dry_run=True,
-            result=dry_run_result,
-        )
-        controller.answer(task_token, reply)
+        _answer_here(controller, task_token, command_id, command.type, dry_run_result, now, dry_run=True)
         return {"command_id": command_id, "sent": False, "dry_run": True}
     controller.send(
         CommandEnvelope(
@@ -129,15 +131,8 @@ def resubmit_job(step: ResubmitJobInput, *, controller: Controller, ledger: Ledg
         if not claim.claimed or claim.new_job_id:
             # Another incident restarted this job, or this incident already did (a retried step):
             # answer from the claim instead of submitting the job a second time.
-            reply = CommandReply(
-                command_id=command_id,
-                type="resubmit_job",
-                requested_at=now,
-                started_at=now,
-                completed_at=now,
-                result=ResubmitResult(old_job_id=job_id, new_job_id=claim.new_job_id, already_submitted=not claim.claimed),
-            )
-            controller.answer(step.task_token, reply)
+            result = ResubmitResult(old_job_id=job_id, new_job_id=claim.new_job_id, already_submitted=not claim.claimed)
+            _answer_here(controller, step.task_token, command_id, "resubmit_job", result, now)
             return {"command_id": command_id, "sent": False, "already_resubmitted_by": claim.incident_id}
     return _dispatch(
         controller=controller,
@@ -167,17 +162,11 @@ def capture_job_spec(step: CaptureJobSpecInput, *, controller: Controller, now: 
 
 def check_job_nodes(step: CheckJobNodesInput, *, controller: Controller, now: datetime) -> dict[str, Any]:
     """Slurm's state of the nodes the job ran on (the event's list: squeue forgets an ended job's)."""
-    failure, job = step.request.failure, step.inspection.result.job
-    nodes = list(dict.fromkeys((failure.nodes if failure and failure.nodes else None) or (job.nodes if job else [])))
+    nodes = job_nodes(step.request, step.inspection.result.job)
     command_id = f"{step.execution_name}:job-nodes"
     if not nodes:
         # Nothing to ask (the job never got nodes, or slurmctld forgot it): answer at once.
-        controller.answer(
-            step.task_token,
-            CommandReply(
-                command_id=command_id, type="node_states", requested_at=now, started_at=now, completed_at=now, result=NodeStatesResult()
-            ),
-        )
+        _answer_here(controller, step.task_token, command_id, "node_states", NodeStatesResult(), now)
         return {"command_id": command_id, "sent": False, "dry_run": False}
     return _dispatch(
         controller=controller,
