@@ -21,10 +21,12 @@ export SAM_CLI_TELEMETRY := 0
 # select every installed 3.11-3.13 so the build finds the one it needs.
 PYENV_VERSIONS := $(shell ls $${PYENV_ROOT:-$$HOME/.pyenv}/versions 2>/dev/null | grep -E '^3\.1[123]\.[0-9]+$$' | sort -V | paste -sd: -)
 
-.PHONY: help setup test unit drill lint format validate security build bench deploy clean
+STACK        ?=
+
+.PHONY: help setup test unit drill drill-aws lint format validate security build bench deploy clean
 
 help:  ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-9s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
 
 $(VENV)/.installed: requirements-dev.txt layers/recovery_core/requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -63,6 +65,10 @@ ifeq ($(SLURM),real)
 else
 	$(PY) -m sandbox run --scenario $(SCENARIO) --out $(OUT)
 endif
+
+drill-aws: $(VENV)/.installed  ## drill the deployed stack: STACK=name [SCENARIO=events/drills/x.json] [LIVE=1]; dry run unless LIVE=1
+	@if [ -z "$(STACK)" ]; then echo "make drill-aws needs STACK=<your stack name> (and AWS credentials for its account)"; exit 2; fi
+	$(VENV)/bin/hyperpod-recovery drill --stack $(STACK) --scenario $(SCENARIO) $(if $(LIVE),--live --yes)
 
 lint: $(VENV)/.installed  ## ruff (lint + format check) and mypy
 	$(VENV)/bin/ruff check .

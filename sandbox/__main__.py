@@ -1,4 +1,5 @@
-"""``python -m sandbox run [--scenario FILE] [--out DIR]``: run a drill, print its timeline, write the report.
+"""``python -m sandbox run [--scenario FILE] [--out DIR]``: run a drill, print its timeline, write the report
+(JSON, and HTML with a timeline picture).
 
 Exit codes: 0 the drill ran (whatever the incidents' outcomes), 2 the scenario file is unusable,
 1 the sandbox itself failed.
@@ -12,6 +13,7 @@ import sys
 from pathlib import Path
 
 import sandbox  # noqa: F401  (puts the layer's package on sys.path)
+from sandbox.html_report import render_html
 from sandbox.report import format_report
 from sandbox.runner import DrillRunner
 from sandbox.scenario import ScenarioError, load_scenario
@@ -43,8 +45,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     report_path = args.out / f"drill-{scenario.name}.json"
     report_path.write_text(json.dumps(report, indent=2, default=str) + "\n")
+    html_path = report_path.with_suffix(".html")
+    html_path.write_text(render_html(report))
     print(format_report(report))
-    print(f"\nreport: {report_path}")
+    print(f"\nreport: {report_path}\n        {html_path} (timeline picture; opens offline)")
     return 0
 
 

@@ -26,10 +26,12 @@ import time
 import types
 import uuid
 import warnings
+import weakref
 import zipfile
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -51,8 +53,10 @@ from moto.stepfunctions.parser.asl.component.state.exec.state_task.service impor
 from moto.stepfunctions.parser.asl.component.state.wait.wait_function import wait_function
 from moto.stepfunctions.parser.asl.eval.callback.callback import CallbackOutcomeTimedOut
 from moto.stepfunctions.parser.asl.eval.event.event_detail import EventDetails
+from moto.stepfunctions.parser.asl.eval.event.event_manager import EventManager
+from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
 
-from sandbox.clock import VirtualClock
+from sandbox.clock import EPOCH, VirtualClock
 from sandbox.hyperpod import ACCOUNT, HyperPodDouble, serve
 from sandbox.template import Resolver, load_template
 
@@ -143,8 +147,16 @@ def _execution_name(env: Any) -> str:
 class SandboxAWS:
     """Enter to get a moto world built from template.yaml; attributes give the physical names."""
 
-    def __init__(self, clock: VirtualClock, double: HyperPodDouble, parameters: dict[str, str], after_invoke: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        clock: VirtualClock,
+        double: HyperPodDouble,
+        parameters: dict[str, str],
+        after_invoke: Callable[[], None],
+        epoch: datetime = EPOCH,
+    ) -> None:
         self.clock = clock
+        self.epoch = epoch  # virtual second 0 as a date: execution history timestamps are virtual too
         self.double = double
         self.parameters = parameters
         self.after_invoke = after_invoke
@@ -257,6 +269,7 @@ class SandboxAWS:
         stack.enter_context(mock.patch.object(LambdaSimpleBackend, "invoke", invoke))
         stack.enter_context(mock.patch.object(wait_function.WaitFunction, "_wait_interval", wait_interval))
         self._patch_nested_executions(stack)
+        self._patch_history_timestamps(stack)
         self._patch_task_token_timeouts(stack)
         self._patch_lambda_service_errors(stack)
         stack.enter_context(mock.patch.object(retrier_decl.RetrierDecl, "_eval_body", retrier_body))
@@ -270,6 +283,31 @@ class SandboxAWS:
         # (and our event models require): restore the full envelope.
         stack.enter_context(mock.patch.object(EventTemplateParser, "DEFAULT_EVENT_INPUT_TEMPLATE", _FULL_EVENT_TEMPLATE))
         stack.enter_context(serve(self.double))
+
+    def _patch_history_timestamps(self, stack: ExitStack) -> None:
+        """Execution history events carry the execution's virtual time, as on AWS they carry real
+        time: a timeline built from GetExecutionHistory (``hyperpod-recovery drill``) then shows the
+        ten virtual minutes of a replacement, not the milliseconds the sandbox took."""
+        sandbox = self
+        timelines: weakref.WeakKeyDictionary[EventManager, str] = weakref.WeakKeyDictionary()
+        original_environment = ExecutionWorker._get_evaluation_environment
+        original_add_event = EventManager.add_event
+
+        def evaluation_environment(worker: ExecutionWorker) -> Any:
+            env = original_environment(worker)
+            timelines[env.event_manager] = str(worker._evaluation_details.execution_details.name)
+            return env
+
+        def add_event(
+            manager: EventManager, context: Any, event_type: Any, event_details: Any = None, timestamp: Any = None, **kwargs: Any
+        ) -> int:
+            name = timelines.get(manager)
+            if timestamp is None and name is not None:
+                timestamp = sandbox.epoch + timedelta(seconds=sandbox.clock.now(name))
+            return original_add_event(manager, context, event_type, event_details, timestamp, **kwargs)
+
+        stack.enter_context(mock.patch.object(ExecutionWorker, "_get_evaluation_environment", evaluation_environment))
+        stack.enter_context(mock.patch.object(EventManager, "add_event", add_event))
 
     @staticmethod
     def _patch_lambda_service_errors(stack: ExitStack) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hyperpod_recovery.adapters.ledger import DynamoLedger
@@ -93,7 +94,25 @@ def build_report(runner: DrillRunner, wall_seconds: float) -> dict[str, Any]:
             **({"mode": "real", "queue": runner.slurm.queue()} if isinstance(runner.slurm, RealController) else {"mode": "simulated"}),
         },
         "notifications": notifications,
+        "metrics": emitted_metrics(runner.log_path),
     }
+
+
+def emitted_metrics(log_path: Path) -> dict[str, dict[str, Any]]:
+    """The CloudWatch metrics the handlers emitted (Powertools EMF lines in the drill's Lambda log):
+    {name: {"unit", "dimensions", "values"}}, one value per emission, in order."""
+    found: dict[str, dict[str, Any]] = {}
+    for line in log_path.read_text().splitlines():
+        if not line.startswith('{"_aws"'):
+            continue
+        blob = json.loads(line)
+        for directive in blob["_aws"]["CloudWatchMetrics"]:
+            dimensions = {name: blob[name] for group in directive["Dimensions"] for name in group}
+            for metric in directive["Metrics"]:
+                values = blob[metric["Name"]]
+                entry = found.setdefault(metric["Name"], {"unit": metric["Unit"], "dimensions": dimensions, "values": []})
+                entry["values"] += values if isinstance(values, list) else [values]
+    return dict(sorted(found.items()))
 
 
 def _incident(runner: DrillRunner, name: str, execution: dict[str, Any], record: IncidentRecord | None) -> dict[str, Any]:

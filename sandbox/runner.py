@@ -15,6 +15,8 @@ import logging
 import math
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -27,7 +29,7 @@ from hyperpod_recovery.observability import logger as pipeline_logger
 from hyperpod_recovery.runtime import default_dependencies
 from sandbox.aws import REGION, SandboxAWS
 from sandbox.checkpoints import write_checkpoint_step, write_checkpoints
-from sandbox.clock import EPOCH, VirtualClock
+from sandbox.clock import DRIVER, EPOCH, VirtualClock
 from sandbox.hyperpod import HyperPodDouble
 from sandbox.real_slurm import RealController
 from sandbox.report import build_report
@@ -67,8 +69,27 @@ class DrillRunner:
         self.events_put = 0
         self.drill_count = 0
 
-    # --- entry point --------------------------------------------------------------------
+    # --- entry points -------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
+        """Deliver the scenario's faults, let every execution finish, and return the report."""
+        started = time.perf_counter()
+        with self.deployed():
+            for delivery in self._deliveries():
+                self._advance_to(delivery.at)
+                self._deliver(delivery)
+            self._wait_for_executions()
+            self.slurm.close()  # before the report: a real agent's journal is read when it stops
+            self._log.flush()  # the report reads the handlers' EMF metrics back from this log
+            return build_report(self, wall_seconds=time.perf_counter() - started)
+
+    def advance(self, seconds: float) -> None:
+        """Let ``seconds`` of virtual time pass for every running execution (a poller's sleep)."""
+        self._advance_to(self.clock.now(DRIVER) + seconds)
+
+    @contextmanager
+    def deployed(self) -> Iterator[SandboxAWS]:
+        """The stack in moto, with the scenario's cluster, Slurm, jobs and checkpoints, and no fault
+        delivered yet: what a client of the deployed stack (``hyperpod-recovery drill``) talks to."""
         self._refuse_unsupported()
         settings = self.scenario.settings
         parameters = {
@@ -101,13 +122,12 @@ class DrillRunner:
             "RepeatOffenderWindowSeconds": settings.repeat_offender.window_seconds,
         }
         parameters.update({name: f"{value:g}" for name, value in safety.items() if value is not None})
-        started = time.perf_counter()
         install_clock(lambda: self.epoch + timedelta(seconds=self.clock.now()))
         try:
             with (
-                self.log_path.open("w") as log,
-                _pipeline_output_to(log),
-                SandboxAWS(self.clock, self.double, parameters, self.slurm.pump) as aws,
+                self.log_path.open("w") as self._log,
+                _pipeline_output_to(self._log),
+                SandboxAWS(self.clock, self.double, parameters, self.slurm.pump, epoch=self.epoch) as aws,
             ):
                 self.aws = aws
                 aws.agent_down = self.scenario.behaviour.agent_down
@@ -122,12 +142,7 @@ class DrillRunner:
                 get_settings.cache_clear()
                 default_dependencies.cache_clear()
                 self._populate(aws)
-                for delivery in self._deliveries():
-                    self._advance_to(delivery.at)
-                    self._deliver(delivery)
-                self._wait_for_executions()
-                self.slurm.close()  # before the report: a real agent's journal is read when it stops
-                return build_report(self, wall_seconds=time.perf_counter() - started)
+                yield aws
         finally:
             install_clock(None)
             self.slurm.close()

@@ -8,20 +8,12 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
+from hyperpod_recovery.metric_names import INTAKE_COUNTS
 from hyperpod_recovery.observability import logger, metrics
 from hyperpod_recovery.runtime import Dependencies, default_dependencies
 from hyperpod_recovery.steps.intake import Intake
 
 processor = BatchProcessor(event_type=EventType.SQS)
-COUNT_METRICS = {
-    "received": "IntakeEvents",
-    "dead_lettered": "IntakeDeadLettered",
-    "foreign": "IntakeForeignCluster",
-    "ignored": "IntakeIgnored",
-    "started": "ExecutionsStarted",
-    "jobs_started": "JobRecoveriesStarted",
-    "duplicates": "IntakeDuplicates",
-}
 
 
 @logger.inject_lambda_context(clear_state=True)
@@ -37,6 +29,6 @@ def lambda_handler(event: dict, context, deps: Dependencies | None = None):
     response = process_partial_response(event=event, record_handler=record_handler, processor=processor, context=context)
     failed = intake.start_recoveries(deps.starter, deps.settings.episode_window_seconds)
     response["batchItemFailures"] = response.get("batchItemFailures", []) + [{"itemIdentifier": m} for m in failed]
-    for name, metric in COUNT_METRICS.items():
+    for name, metric in INTAKE_COUNTS.items():
         metrics.add_metric(name=metric, unit=MetricUnit.Count, value=intake.counts[name])
     return response

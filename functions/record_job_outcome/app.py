@@ -2,19 +2,11 @@
 
 from aws_lambda_powertools.metrics import MetricUnit
 
+from hyperpod_recovery.metric_names import JOB_OUTCOMES
 from hyperpod_recovery.models.job_recovery import RecordJobOutcomeInput
 from hyperpod_recovery.observability import logger, metrics
 from hyperpod_recovery.runtime import Dependencies, workflow_step
 from hyperpod_recovery.steps.job_recovery import record_job_outcome
-
-OUTCOME_METRICS = {
-    "recovered": "JobsRecovered",
-    "escalated": "JobsEscalated",
-    "duplicate": "JobsLeftAlone",
-    "rejected": "JobRequestsRejected",
-    "capped": "JobsCapped",
-    "dry_run": "JobDryRuns",
-}
 
 
 @workflow_step(RecordJobOutcomeInput)
@@ -27,6 +19,11 @@ def lambda_handler(step: RecordJobOutcomeInput, deps: Dependencies):
         execution_url=deps.execution_url(step.execution_name, workflow="job"),
         now=deps.now(),
     )
-    metrics.add_metric(name=OUTCOME_METRICS[result.outcome], unit=MetricUnit.Count, value=1)
-    logger.info("job incident recorded", extra={"outcome": result.outcome, "error": result.error, "summary": result.summary})
+    metrics.add_metric(name=JOB_OUTCOMES[result.outcome], unit=MetricUnit.Count, value=1)
+    for name, seconds in result.durations.items():
+        metrics.add_metric(name=name, unit=MetricUnit.Seconds, value=seconds)
+    logger.info(
+        "job incident recorded",
+        extra={"outcome": result.outcome, "error": result.error, "summary": result.summary, "durations": result.durations},
+    )
     return result

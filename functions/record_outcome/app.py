@@ -2,19 +2,11 @@
 
 from aws_lambda_powertools.metrics import MetricUnit
 
+from hyperpod_recovery.metric_names import NODE_OUTCOMES
 from hyperpod_recovery.models.workflow import RecordOutcomeInput
 from hyperpod_recovery.observability import logger, metrics
 from hyperpod_recovery.runtime import Dependencies, workflow_step
 from hyperpod_recovery.steps.record import record_outcome
-
-OUTCOME_METRICS = {
-    "recovered": "Recovered",
-    "escalated": "Escalated",
-    "duplicate": "Duplicates",
-    "rejected": "Rejected",
-    "capped": "Capped",
-    "dry_run": "DryRuns",
-}
 
 
 @workflow_step(RecordOutcomeInput)
@@ -30,6 +22,11 @@ def lambda_handler(step: RecordOutcomeInput, deps: Dependencies):
         now=deps.now(),
         log_seconds=deps.safety_policy.log_seconds,
     )
-    metrics.add_metric(name=OUTCOME_METRICS[result.outcome], unit=MetricUnit.Count, value=1)
-    logger.info("incident recorded", extra={"outcome": result.outcome, "error": result.error, "summary": result.summary})
+    metrics.add_metric(name=NODE_OUTCOMES[result.outcome], unit=MetricUnit.Count, value=1)
+    for name, seconds in result.durations.items():
+        metrics.add_metric(name=name, unit=MetricUnit.Seconds, value=seconds)
+    logger.info(
+        "incident recorded",
+        extra={"outcome": result.outcome, "error": result.error, "summary": result.summary, "durations": result.durations},
+    )
     return result

@@ -2,6 +2,7 @@
 
 from aws_lambda_powertools.metrics import MetricUnit
 
+from hyperpod_recovery.metric_names import NODES_REPLACE_FAILED, NODES_REPLACE_INITIATED
 from hyperpod_recovery.models.workflow import ReplaceNodesInput
 from hyperpod_recovery.observability import metrics
 from hyperpod_recovery.runtime import Dependencies, workflow_step
@@ -20,6 +21,6 @@ def lambda_handler(step: ReplaceNodesInput, deps: Dependencies):
         reboot_deadline_seconds=settings.reboot_deadline_seconds,
         now=deps.now(),
     )
-    metrics.add_metric(name="NodesReplaceInitiated", unit=MetricUnit.Count, value=len(replacement.replaced))
-    metrics.add_metric(name="NodesReplaceFailed", unit=MetricUnit.Count, value=len(replacement.failed))
+    metrics.add_metric(name=NODES_REPLACE_INITIATED, unit=MetricUnit.Count, value=len(replacement.replaced))
+    metrics.add_metric(name=NODES_REPLACE_FAILED, unit=MetricUnit.Count, value=len(replacement.failed))
     return replacement

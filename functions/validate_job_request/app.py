@@ -2,6 +2,7 @@
 
 from aws_lambda_powertools.metrics import MetricUnit
 
+from hyperpod_recovery.metric_names import JOB_RECOVERIES_STARTED
 from hyperpod_recovery.models.job_recovery import ValidateJobRequestInput
 from hyperpod_recovery.observability import metrics
 from hyperpod_recovery.runtime import Dependencies, workflow_step
@@ -11,5 +12,5 @@ from hyperpod_recovery.steps.job_recovery import validate_job_request
 @workflow_step(ValidateJobRequestInput)
 def lambda_handler(step: ValidateJobRequestInput, deps: Dependencies):
     request = validate_job_request(step, guarded=deps.guarded, stack_dry_run=deps.settings.dry_run, now=deps.now())
-    metrics.add_metric(name="JobRecoveriesStarted", unit=MetricUnit.Count, value=1)
+    metrics.add_metric(name=JOB_RECOVERIES_STARTED, unit=MetricUnit.Count, value=1)
     return request

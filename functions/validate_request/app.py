@@ -2,6 +2,7 @@
 
 from aws_lambda_powertools.metrics import MetricUnit
 
+from hyperpod_recovery.metric_names import RECOVERIES_STARTED
 from hyperpod_recovery.models.workflow import ValidateRequestInput
 from hyperpod_recovery.observability import metrics
 from hyperpod_recovery.runtime import Dependencies, workflow_step
@@ -11,5 +12,5 @@ from hyperpod_recovery.steps.validate import validate_request
 @workflow_step(ValidateRequestInput)
 def lambda_handler(step: ValidateRequestInput, deps: Dependencies):
     request = validate_request(step, guarded=deps.guarded, stack_dry_run=deps.settings.dry_run, now=deps.now())
-    metrics.add_metric(name="RecoveriesStarted", unit=MetricUnit.Count, value=1)
+    metrics.add_metric(name=RECOVERIES_STARTED, unit=MetricUnit.Count, value=1)
     return request

@@ -42,7 +42,8 @@ def test_failed_gpu_node_is_replaced_and_its_job_resumed_from_the_newest_checkpo
     assert 600 <= wait["end"] - wait["start"] <= 600 + 60
     assert report["virtual_seconds"] > 600 and report["wall_seconds"] < 60
     assert 0 < incident["pipeline_overhead_seconds"] < 90
-    assert [n["subject"] for n in report["notifications"]] == [f"[hyperpod-recovery] llm-train: recovered {incident['nodes'][0]}"]
+    # And the page names the node as Slurm and a human know it (its hostname), not its instance id
+    assert [n["subject"] for n in report["notifications"]] == [f"[hyperpod-recovery] llm-train: recovered {replacement['hostname']}"]
 
 
 def test_runner_calls_are_not_counted_as_pipeline_calls(drill: Drill) -> None:
@@ -279,7 +280,7 @@ def test_rack_failure_past_the_default_cap_changes_nothing_and_pages(drill: Dril
     assert incident["execution_status"] == "FAILED" and "cap of 12" in incident["cause"]
     assert "sagemaker.BatchReplaceClusterNodes" not in report["api_calls"]  # type: ignore[operator]
     assert mutating_slurm_commands(report) == [] and report["slurm"]["submissions"] == []  # type: ignore[index]
-    assert [n["subject"].split(":")[1].split()[0] for n in report["notifications"]] == ["capped"]  # type: ignore[attr-defined,index]
+    assert [n["subject"].split(":")[1].split()[:2] for n in report["notifications"]] == [["CAPPED", "ClusterCapReached"]]  # type: ignore[attr-defined,index]
 
 
 def test_failed_recoveries_open_the_breaker_and_nothing_more_is_done(drill: Drill) -> None:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from hyperpod_recovery.domain.outcome import build_incident_record, decide_outcome, notification, summarize
+from hyperpod_recovery.domain.notification import notification
+from hyperpod_recovery.domain.outcome import build_incident_record, decide_outcome, summarize
 from hyperpod_recovery.models.commands import CheckpointRef, CommandReply, DrainResult, JobsOnNodesResult, JobSpec
 from hyperpod_recovery.models.requests import RecoveryRequest, Trigger
 from hyperpod_recovery.models.workflow import (
@@ -153,7 +154,7 @@ def test_notification_subject_fits_sns_and_names_cluster_outcome_and_nodes() -> 
         at=T0, incident_id="inc-1", outcome="escalated", error="RejoinDeadlineExceeded", cause="node not back", summary="s"
     )
     record = build_incident_record(RecordOutcomeInput(execution_name="inc-1", disposition="escalated", state=state), result, "llm-train")
-    record.nodes = [node_id(n) for n in range(1, 40)]
+    record.hostnames = [f"ip-10-3-0-{n}" for n in range(1, 40)]
     subject, body = notification(record, "https://console/exec")
-    assert len(subject) <= 100 and subject.startswith("[hyperpod-recovery] llm-train: escalated i-")
-    assert "A human is needed" in body and "Error: RejoinDeadlineExceeded" in body and body.endswith("https://console/exec")
+    assert len(subject) <= 100 and subject.startswith("[hyperpod-recovery] llm-train: ESCALATED RejoinDeadlineExceeded ip-10-3-0-1, ")
+    assert "ACTION NEEDED" in body and "Error: RejoinDeadlineExceeded" in body and body.endswith("https://console/exec")

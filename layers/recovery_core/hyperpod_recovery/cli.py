@@ -5,9 +5,11 @@
     hyperpod-recovery checkpoint verify s3://bucket/prefix/step-000012000/ [--deep] [--json]
     hyperpod-recovery breaker status --cluster NAME [--table LEDGER] [--json]
     hyperpod-recovery breaker reset  --cluster NAME [--table LEDGER] --reason TEXT [--by WHO]
+    hyperpod-recovery drill --stack NAME (--scenario FILE | --input FILE | --node ID | --job ID) [--live --yes]
 
-Exit codes: 0 done / found / verified / breaker closed; 1 the answer is no (nothing verified,
-commit refused, breaker open); 2 bad usage or input; 3 AWS could not be read or written
+Exit codes: 0 done / found / verified / breaker closed / drill execution succeeded; 1 the answer is
+no (nothing verified, commit refused, breaker open, drill execution failed: escalated or capped);
+2 bad usage or input; 3 AWS could not be read or written
 (credentials, bucket, table, throttling). Uses the standard AWS credential chain and region.
 The ledger table is the stack's LedgerTableName output (or $LEDGER_TABLE).
 """
@@ -26,6 +28,8 @@ from typing import Any, TextIO
 
 from hyperpod_recovery.adapters.ledger import DynamoLedger
 from hyperpod_recovery.checkpointing import Checkpoints
+from hyperpod_recovery.drill import add_arguments as add_drill_arguments
+from hyperpod_recovery.drill import run_drill
 from hyperpod_recovery.errors import (
     CheckpointCommitRefused,
     CheckpointStoreUnavailable,
@@ -82,14 +86,24 @@ def _parser() -> argparse.ArgumentParser:
         else:
             action.add_argument("--reason", required=True, help="what was checked or fixed (kept in the breaker's history)")
             action.add_argument("--by", default=None, help="who resets it (default: the login name)")
+    drill = groups.add_parser("drill", help="a recovery drill on the deployed stack, dry-run by default (hyperpod_recovery/drill.py)")
+    add_drill_arguments(drill)
     return parser
 
 
 def main(
-    argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, stderr: TextIO | None = None, s3: Any = None, dynamodb: Any = None
+    argv: Sequence[str] | None = None,
+    *,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
+    s3: Any = None,
+    dynamodb: Any = None,
+    drill_clients: dict[str, Any] | None = None,
 ) -> int:
     out, err = stdout or sys.stdout, stderr or sys.stderr
     args = _parser().parse_args(argv)
+    if args.group == "drill":
+        return run_drill(args, out=out, err=err, **(drill_clients or _drill_clients()))
     if args.group == "breaker":
         return _breaker(args, out, err, dynamodb)
     try:
@@ -107,6 +121,12 @@ def main(
     except (CheckpointUnreadable, CheckpointStoreUnavailable) as exc:
         print(f"hyperpod-recovery: S3 error: {exc}", file=err)
         return EXIT_S3
+
+
+def _drill_clients() -> dict[str, Any]:
+    import boto3
+
+    return {"sfn": boto3.client("stepfunctions"), "sagemaker": boto3.client("sagemaker"), "cloudformation": boto3.client("cloudformation")}
 
 
 def _commit(args: argparse.Namespace, out: TextIO, s3: Any) -> int:

@@ -222,6 +222,7 @@ def build_job_incident_record(step: RecordJobOutcomeInput, result: OutcomeResult
         dry_run=bool(request and request.dry_run),
         trigger=[request.source] if request else [],
         nodes=list(nodes),
+        hostnames=list(nodes),  # the job's nodes are Slurm names already
         error=result.error,
         cause=result.cause,
         summary=result.summary,

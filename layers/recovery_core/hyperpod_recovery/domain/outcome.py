@@ -1,6 +1,6 @@
-"""How an incident ended, told three ways: the outcome (for Step Functions and metrics), the
-incident record with its timeline and phases (for the ledger and the drill report), and the
-notification a human reads."""
+"""How an incident ended, told two ways: the outcome (for Step Functions and metrics) and the
+incident record with its timeline and phases (for the ledger, the drill report and the
+notification a human reads, domain/notification.py)."""
 
 from __future__ import annotations
 
@@ -245,6 +245,7 @@ def build_incident_record(step: RecordOutcomeInput, result: OutcomeResult, clust
         dry_run=bool(request and request.dry_run),
         trigger=request.trigger_sources if request else [],
         nodes=request.node_ids if request else [],
+        hostnames=[t.slurm_node for t in state.assessment.targets] if state.assessment else [],
         error=result.error,
         cause=result.cause,
         summary=result.summary,
@@ -256,31 +257,3 @@ def build_incident_record(step: RecordOutcomeInput, result: OutcomeResult, clust
         jobs=[j.model_dump(mode="json", exclude={"batch_script"}) for j in (state.jobs.result.jobs if state.jobs else [])],
         agent_seconds=round(agent_seconds, 3),
     )
-
-
-def notification(record: IncidentRecord, execution_url: str) -> tuple[str, str]:
-    """(subject <= 100 characters, plain-text body)."""
-    nodes = ", ".join(record.nodes[:3]) + (f" +{len(record.nodes) - 3}" if len(record.nodes) > 3 else "")
-    job = f" job {record.job_id}" if record.job_id else ""
-    subject = f"[hyperpod-recovery] {record.cluster}: {record.outcome}{job} {nodes}".rstrip()[:100]
-    action = {
-        "recovered": "No action needed.",
-        "dry_run": "Dry run: nothing was changed. Review what would have happened below.",
-        "duplicate": "No action needed: this fault is already handled (another incident, HyperPod auto-resume or a Slurm requeue).",
-        "rejected": "Nothing was changed. Check the request or event if this was unexpected.",
-        "escalated": (
-            "A human is needed: see the error and the timeline below. The nodes stay locked so the automation does not act on them again."
-        ),
-        "capped": (
-            "A human is needed: a safety limit stopped this recovery and nothing was changed (see the error). "
-            "ClusterCapReached: too much of the cluster is in recovery at once; CircuitBreakerOpen: after checking the "
-            "cluster, `hyperpod-recovery breaker reset --cluster <name>` re-enables automation."
-        ),
-    }[record.outcome]
-    lines = [record.summary, "", action, ""]
-    if record.error:
-        lines += [f"Error: {record.error}", f"Cause: {record.cause}", ""]
-    lines.append("Timeline (UTC):")
-    lines += [f"  {e.at.strftime('%H:%M:%S')}  {e.event}: {e.detail}" for e in record.timeline]
-    lines += ["", f"Execution: {execution_url}"]
-    return subject, "\n".join(lines)

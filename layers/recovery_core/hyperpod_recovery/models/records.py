@@ -46,6 +46,7 @@ class IncidentRecord(BaseModel):
     dry_run: bool
     trigger: list[str]
     nodes: list[str]
+    hostnames: list[str] = Field(default_factory=list)  # the nodes' Slurm names, what a human knows them by
     error: str | None = None
     cause: str | None = None
     summary: str

@@ -174,12 +174,23 @@ class WorkflowState(BaseModel):
     resubmissions: list[CommandReply[ResubmitResult]] = Field(default_factory=list)
 
 
+class SafetyState(BaseModel):
+    """What Report Safety State publishes: the breaker and how many nodes are in recovery now."""
+
+    cluster: str
+    breaker_open: bool
+    breaker_reason: str | None = None
+    breaker_changed_at: Timestamp | None = None
+    nodes_in_recovery: int
+
+
 class OutcomeResult(_Result):
     incident_id: str
     outcome: Outcome
     error: str | None = None
     cause: str | None = None
     summary: str
+    durations: dict[str, float] = Field(default_factory=dict)  # phase durations (metric name -> seconds)
 
 
 # --- step inputs: what each Lambda receives (the ASL builds these from the state) -------------

@@ -9,10 +9,11 @@ from datetime import datetime
 
 from pydantic import TypeAdapter
 
+from hyperpod_recovery.domain.durations import phase_durations
 from hyperpod_recovery.domain.job_failure import RestartPolicy, classify_failure, plan_restart, watch_other_recovery
 from hyperpod_recovery.domain.job_outcome import build_job_incident_record, decide_job_outcome, summarize_job
 from hyperpod_recovery.domain.normalize import GuardedCluster, translate_manual_job
-from hyperpod_recovery.domain.outcome import notification
+from hyperpod_recovery.domain.notification import notification
 from hyperpod_recovery.models.job_recovery import (
     CheckOtherRecoveryInput,
     ClassifyJobFailureInput,
@@ -128,6 +129,7 @@ def record_job_outcome(
     )
     record = build_job_incident_record(step, result, cluster)
     ledger.save_incident(record)
+    result = result.model_copy(update={"durations": phase_durations(record)})
     reply, restart, classification = state.resubmission, state.restart, state.classification
     if (
         reply is not None

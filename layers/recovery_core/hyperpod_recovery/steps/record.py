@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from hyperpod_recovery.domain.outcome import build_incident_record, decide_outcome, notification, summarize
+from hyperpod_recovery.domain.durations import phase_durations
+from hyperpod_recovery.domain.notification import notification
+from hyperpod_recovery.domain.outcome import build_incident_record, decide_outcome, summarize
 from hyperpod_recovery.models.records import RecoveryLogEntry
 from hyperpod_recovery.models.workflow import OutcomeResult, RecordOutcomeInput
 from hyperpod_recovery.steps.ports import Ledger, Notifier
@@ -33,8 +35,10 @@ def record_outcome(
     )
     record = build_incident_record(step, result, cluster)
     ledger.save_incident(record)
+    result = result.model_copy(update={"durations": phase_durations(record)})
 
     state = step.state
+    hold_until = None
     if state.lock is not None and state.lock.locked and not state.lock.dry_run:
         # Escalated nodes stay locked for a while so the automation does not loop on a node a
         # human is looking at; everything else is released at once.
@@ -53,6 +57,6 @@ def record_outcome(
         if not reply.dry_run and not reply.result.already_submitted and reply.result.new_job_id:
             ledger.complete_resubmission(cluster, reply.result.old_job_id, step.execution_name, reply.result.new_job_id)
 
-    subject, body = notification(record, execution_url)
+    subject, body = notification(record, execution_url, hold_until=hold_until)
     notifier.publish(subject, body, {"outcome": outcome, "cluster": cluster})
     return result

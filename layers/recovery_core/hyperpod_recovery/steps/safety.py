@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from hyperpod_recovery.domain.safety import SafetyPolicy, apply_safety_policy
-from hyperpod_recovery.models.workflow import ApplySafetyPolicyInput, Assessment
+from hyperpod_recovery.models.workflow import ApplySafetyPolicyInput, Assessment, SafetyState
 from hyperpod_recovery.observability import logger
 from hyperpod_recovery.steps.ports import Ledger
 
@@ -38,3 +38,16 @@ def apply_safety(step: ApplySafetyPolicyInput, *, ledger: Ledger, policy: Safety
     if safety.capped:
         logger.warning("recovery capped", extra={"error": safety.error, "reason": safety.reason})
     return assessment
+
+
+def report_safety_state(*, ledger: Ledger, cluster: str) -> SafetyState:
+    """Report Safety State (every 5 minutes): the breaker and the cap's use, as gauges for the
+    dashboard and the BreakerOpen alarm, which then stays red until a human resets the breaker."""
+    breaker = ledger.breaker(cluster)
+    return SafetyState(
+        cluster=cluster,
+        breaker_open=breaker.state == "open",
+        breaker_reason=breaker.reason if breaker.state == "open" else None,
+        breaker_changed_at=breaker.changed_at,
+        nodes_in_recovery=len(ledger.nodes_in_recovery(cluster)),
+    )

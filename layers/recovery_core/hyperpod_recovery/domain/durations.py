@@ -1,0 +1,37 @@
+"""Phase durations of an incident, as the figures the dashboard and the recovery-time alarm read.
+
+Computed from the incident record (the same phases the drill report draws), so the metric, the
+ledger and the report cannot disagree. Dry runs report nothing: their "waits" are not waits.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from hyperpod_recovery import metric_names as m
+from hyperpod_recovery.models.records import IncidentRecord
+
+
+def _seconds(start: datetime | None, end: datetime | None) -> float | None:
+    if start is None or end is None or end < start:
+        return None
+    return round((end - start).total_seconds(), 3)
+
+
+def phase_durations(record: IncidentRecord) -> dict[str, float]:
+    """{metric name: seconds} for the phases this incident went through."""
+    if record.dry_run:
+        return {}
+    ends = {p.name: p.end for p in record.phases}
+    starts = {p.name: p.start for p in record.phases}
+    figures: dict[str, float | None] = {}
+    if record.workflow == "node":
+        figures[m.DETECT_TO_CORDON] = _seconds(record.detected_at, ends.get("cordon"))
+        figures[m.REPLACE_TO_REJOIN] = _seconds(starts.get("wait_for_rejoin"), ends.get("wait_for_rejoin"))
+        figures[m.REJOIN_TO_RESUBMIT] = _seconds(ends.get("wait_for_rejoin"), ends.get("resubmit"))
+    total = _seconds(record.detected_at, record.recorded_at)
+    if record.outcome == "recovered":
+        figures[m.TIME_TO_RECOVER if record.workflow == "node" else m.JOB_TIME_TO_RECOVER] = total
+    elif record.outcome == "escalated":
+        figures[m.TIME_TO_ESCALATE if record.workflow == "node" else m.JOB_TIME_TO_ESCALATE] = total
+    return {name: value for name, value in figures.items() if value is not None}

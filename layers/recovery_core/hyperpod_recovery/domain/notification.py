@@ -1,0 +1,155 @@
+"""The message a human reads at 2 a.m.: subject says cluster, outcome and nodes; the body says what
+failed, what was done (with times), what happens next or what the human must do, and where the
+execution is. Plain text: SNS e-mail, Slack and PagerDuty integrations all show it as-is.
+
+NEXT_STEPS is the "what to do" of docs/runbook.md's escalation table, said once here;
+tests/contract/test_runbook.py keeps the two in step.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from hyperpod_recovery.models.records import IncidentRecord, TimelineEntry
+
+SUBJECT_LIMIT = 100  # SNS: at most 100 printable ASCII characters
+FAULT_EVENTS = ("fault detected", "job failed", "recovery requested")
+
+HEADLINES = {
+    "recovered": "RECOVERED - no action needed.",
+    "dry_run": "DRY RUN - nothing was changed.",
+    "duplicate": "ALREADY HANDLED - no action needed.",
+    "rejected": "REJECTED - nothing was changed.",
+    "escalated": "ACTION NEEDED - the pipeline stopped and a human must decide.",
+    "capped": "ACTION NEEDED - a safety limit stopped this recovery; nothing was changed.",
+}
+
+# What the human does, per error name (the ASL error = our exception class name).
+NEXT_STEPS = {
+    "ProtectedNodeUnhealthy": (
+        "A controller or login node is unhealthy; the pipeline never replaces those. Handle it yourself "
+        "(HyperPod cannot replace a Slurm controller). Worker nodes in the same incident were recovered."
+    ),
+    "ReplaceNotInitiated": (
+        "HyperPod did not start a replacement (the cause gives its error code). Fix that (capacity, quota, instance "
+        "state), then replace the node by hand or start a recovery with `hyperpod-recovery drill --live`. The node stays drained."
+    ),
+    "RejoinDeadlineExceeded": (
+        "The replacement did not come back before the deadline. Check the node in the HyperPod console "
+        "(ListClusterNodes) and the cluster's events; jobs were not resubmitted. When the node is back, resume it "
+        "(`scontrol update nodename=<node> state=resume`) and resubmit the job from `hyperpod-recovery checkpoint latest`."
+    ),
+    "NoVerifiedCheckpoint": (
+        "The job has no checkpoint that verifies complete, so it was not resubmitted. Run "
+        "`hyperpod-recovery checkpoint latest s3://... --json` to see why each step was rejected, then restart the job "
+        "yourself (its spec is in the incident record)."
+    ),
+    "States.Timeout": (
+        "The controller agent on the head node did not answer in time. Check it: `systemctl status "
+        "hyperpod-recovery-agent` and `hyperpod-recovery-agent check`; the CommandQueueBacklog alarm says whether "
+        "commands are piling up."
+    ),
+    "CrashLoopDetected": (
+        "The job failed again without its checkpoint moving forward. Fix the job (code, data, or a poisoned checkpoint: "
+        "`hyperpod-recovery checkpoint verify`), then resubmit it."
+    ),
+    "RestartBudgetExhausted": (
+        "The job used its restart budget on application failures. Read its logs; resubmit it by hand, or raise "
+        "JobRestartBudget if the failures are expected."
+    ),
+    "NodeRecoveryEscalated": (
+        "The recovery of the job's nodes escalated; its own notification says why. Handle that first, then resubmit the job."
+    ),
+    "NodeRecoveryNotFinished": (
+        "The incident holding the job's nodes did not finish in time. Look at it; resubmit the job when its nodes are back."
+    ),
+    "JobSpecUnavailable": "slurmctld no longer knows the job, so there is no batch script to resubmit. Resubmit it yourself.",
+    "RepeatOffender": (
+        "This host was recovered too often this week and was not replaced again: replacing it would loop. Look at its "
+        "hardware history (rack, cable, switch port); release its lock when handled."
+    ),
+    "ClusterCapReached": (
+        "Too much of the cluster is in recovery at once. Wait for the running recoveries, or treat this as a wider "
+        "outage (rack, network, AZ) and recover by hand."
+    ),
+    "CircuitBreakerOpen": (
+        "Automation is paused for this cluster after too many recoveries or failures. Find out why, then "
+        "`hyperpod-recovery breaker reset --cluster <cluster> --table <ledger table> --reason '...'` re-enables it."
+    ),
+    "UnsupportedOrchestrator": "This release recovers Slurm-orchestrated clusters only; recover this node by hand.",
+}
+GENERIC_NEXT_STEP = "Read the error and the timeline below; docs/runbook.md (Escalations) says what each error means."
+
+
+def _clock(moment: datetime) -> str:
+    return moment.strftime("%H:%M:%S")
+
+
+def _since(start: datetime | None, moment: datetime) -> str:
+    if start is None:
+        return ""
+    seconds = max(0, int((moment - start).total_seconds()))
+    minutes, secs = divmod(seconds, 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"+{hours}:{minutes:02d}:{secs:02d}" if hours else f"+{minutes}:{secs:02d}"
+
+
+def duration_text(seconds: float) -> str:
+    minutes, secs = divmod(round(seconds), 60)
+    return f"{minutes} min {secs} s" if minutes else f"{secs} s"
+
+
+def subject(record: IncidentRecord) -> str:
+    """``[hyperpod-recovery] <cluster>: <OUTCOME>[ error][ job N] <nodes>``, cut to 100 characters."""
+    names = record.hostnames or record.nodes
+    nodes = ", ".join(names[:3]) + (f" +{len(names) - 3}" if len(names) > 3 else "")
+    outcome = record.outcome.upper() if record.outcome in ("escalated", "capped") else record.outcome
+    error = f" {record.error}" if record.error and record.outcome in ("escalated", "capped") else ""
+    job = f" job {record.job_id}" if record.job_id else ""
+    text = f"[hyperpod-recovery] {record.cluster}: {outcome}{error}{job} {nodes}".rstrip()
+    # SNS refuses a subject with characters outside printable ASCII.
+    text = "".join(c if 32 <= ord(c) < 127 else "?" for c in text)
+    return text if len(text) <= SUBJECT_LIMIT else text[: SUBJECT_LIMIT - 3] + "..."
+
+
+def next_step(record: IncidentRecord, hold_until: datetime | None) -> str:
+    if record.outcome == "recovered":
+        restarted = [f"job {r.job} runs again as job {r.new_job_id} from step {r.checkpoint_step}" for r in record.resubmissions]
+        if restarted:
+            return f"Nothing to do: {'; '.join(restarted)}. Check that it passes that step at its next checkpoint."
+        return "Nothing to do: the node(s) are back in service."
+    if record.outcome == "dry_run":
+        return "Nothing to do: this was a drill. The steps above are what a real run would have done."
+    if record.outcome == "duplicate":
+        return "Nothing to do: someone else is already handling this (see the summary)."
+    if record.outcome == "rejected":
+        return "Nothing to do unless this was unexpected: the cause says what was wrong with the event or request."
+    advice = NEXT_STEPS.get(record.error or "", GENERIC_NEXT_STEP).replace("<cluster>", record.cluster)
+    if record.hostnames:  # a command the human can paste: Slurm takes a comma-separated node list
+        advice = advice.replace("<node>", ",".join(record.hostnames))
+    if hold_until is not None:
+        advice += f" The nodes stay locked until {hold_until.strftime('%Y-%m-%d %H:%M')} UTC so the automation leaves them alone."
+    return advice
+
+
+def _line(entry: TimelineEntry, start: datetime | None) -> str:
+    return f"  {_clock(entry.at)}  {_since(start, entry.at):>8}  {entry.event}: {entry.detail}"
+
+
+def notification(record: IncidentRecord, execution_url: str, *, hold_until: datetime | None = None) -> tuple[str, str]:
+    """(subject, plain-text body)."""
+    start = record.detected_at
+    failed = [e for e in record.timeline if e.event in FAULT_EVENTS]
+    done = [e for e in record.timeline if e.event not in FAULT_EVENTS and not e.event.startswith("outcome:")]
+    lines = [HEADLINES[record.outcome], record.summary, ""]
+    lines.append("WHAT FAILED")
+    lines += [f"  {_clock(e.at)}  {e.detail}" for e in failed] or [f"  {', '.join(record.hostnames or record.nodes) or 'nothing named'}"]
+    lines += ["", "WHAT WAS DONE (UTC, time since the fault)"]
+    lines += [_line(e, start) for e in done] or ["  nothing"]
+    lines += ["", "WHAT HAPPENS NEXT", f"  {next_step(record, hold_until)}", ""]
+    if record.error:
+        lines += [f"Error: {record.error}", f"Cause: {record.cause or '-'}", ""]
+    if start is not None:
+        lines.append(f"Fault to this message: {duration_text((record.recorded_at - start).total_seconds())}.")
+    lines += [f"Incident: {record.incident_id} ({record.workflow} recovery, cluster {record.cluster})", f"Execution: {execution_url}"]
+    return subject(record), "\n".join(lines)

@@ -1,0 +1,371 @@
+"""``hyperpod-recovery drill``: a recovery drill on a deployed stack, dry-run unless told otherwise.
+
+It starts the workflow with StartExecution (what ``aws stepfunctions start-execution`` does), prints
+each state as the execution enters it, and when it ends prints the outcome and the phase timeline
+built from the execution history: the same phases the sandbox's drill report draws.
+
+What to recover comes from one of:
+  --scenario FILE   a sandbox drill scenario (events/drills/*.json): its faults' node references
+                    (``workers:7``) are resolved against the real cluster's instance groups
+                    (ListClusterNodes: the 8th node of group "workers", in launch order)
+  --input FILE      a start input as is (events/manual/*.json, events/manual-job/*.json)
+  --node ID ...     instance ids (``i-...``) of the cluster
+  --job ID          a Slurm job id (JobRecovery)
+
+Without ``--live`` the request is a dry run whatever the input says: every step runs, nothing on the
+cluster changes. ``--live`` also needs ``--yes``, so a pasted command cannot replace nodes by accident.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TextIO
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_AWS = 0, 1, 2, 3
+NODE_REF = re.compile(r"^(?P<group>[A-Za-z0-9-]+):(?P<index>[0-9]+)$")
+
+# Which phase of the drill report each state belongs to (docs/runbook.md, Running a drill).
+# tests/contract/test_observability.py checks every state of both workflows is named here.
+PHASE_OF_STATE = {
+    # NodeRecovery
+    "Validate Request": "assess",
+    "Lock Nodes": "assess",
+    "Check Lock": "assess",
+    "Assess Nodes": "assess",
+    "Check Targets": "assess",
+    "Apply Safety Policy": "assess",
+    "Check Safety": "assess",
+    "Cordon Nodes": "cordon",
+    "Find Affected Jobs": "find_jobs",
+    "Replace Nodes": "replace",
+    "Check Replacement": "replace",
+    "Start Rejoin Watch": "wait_for_rejoin",
+    "Wait For Rejoin": "wait_for_rejoin",
+    "Check Rejoin": "wait_for_rejoin",
+    "Check Rejoined": "wait_for_rejoin",
+    "Resume Nodes": "resume",
+    "Find Newest Checkpoint": "find_checkpoint",
+    "Resubmit Jobs": "resubmit",
+    "Resubmit Job": "resubmit",
+    "Record Outcome": "record",
+    "Check Outcome": "record",
+    "Record Duplicate": "record",
+    "Escalate Incident": "record",
+    "Record Rejection": "record",
+    "Recovery Complete": "record",
+    "Nothing To Recover": "record",
+    "Duplicate Incident": "record",
+    "Recovery Escalated": "record",
+    "Request Rejected": "record",
+    "Recovery Capped": "record",
+    # JobRecovery
+    "Validate Job Request": "inspect",
+    "Capture Job Spec": "inspect",
+    "Check Job Nodes": "inspect",
+    "Classify Failure": "inspect",
+    "Check Failure Kind": "inspect",
+    "Recover Nodes": "recover_nodes",
+    "Check Node Recovery": "recover_nodes",
+    "Start Recovery Watch": "wait_other_recovery",
+    "Check Other Recovery": "wait_other_recovery",
+    "Check Other Finished": "wait_other_recovery",
+    "Wait For Other Recovery": "wait_other_recovery",
+    "Plan Job Restart": "find_checkpoint",
+    "Check Restart Plan": "find_checkpoint",
+    "Wait Restart Backoff": "backoff",
+    "Record Job Outcome": "record",
+    "Check Job Outcome": "record",
+    "Escalate Job Incident": "record",
+    "Record Job Rejection": "record",
+    "Job Recovered": "record",
+    "Job Left Alone": "record",
+    "Job Recovery Escalated": "record",
+    "Job Recovery Capped": "record",
+}
+RECORD_STATES = (
+    "Record Outcome",
+    "Record Duplicate",
+    "Escalate Incident",
+    "Record Rejection",
+    "Record Job Outcome",
+    "Escalate Job Incident",
+    "Record Job Rejection",
+)
+
+
+class DrillUsageError(Exception):
+    """The drill cannot be built from what was given (exit code 2)."""
+
+
+@dataclass
+class Targets:
+    cluster: str
+    node_state_machine: str
+    job_state_machine: str | None
+
+
+@dataclass
+class Phase:
+    name: str
+    start: float  # seconds since the execution started
+    end: float
+
+
+def resolve_stack(cloudformation: Any, stack: str) -> Targets:
+    (description,) = cloudformation.describe_stacks(StackName=stack)["Stacks"]
+    outputs = {o["OutputKey"]: o["OutputValue"] for o in description.get("Outputs", [])}
+    parameters = {p["ParameterKey"]: p.get("ParameterValue", "") for p in description.get("Parameters", [])}
+    if "StateMachineArn" not in outputs or "ClusterName" not in parameters:
+        raise DrillUsageError(f"stack {stack!r} is not a hyperpod-recovery stack (no StateMachineArn output / ClusterName parameter)")
+    return Targets(parameters["ClusterName"], outputs["StateMachineArn"], outputs.get("JobStateMachineArn"))
+
+
+def _cluster_nodes_by_group(sagemaker: Any, cluster: str) -> dict[str, list[str]]:
+    nodes: list[dict[str, Any]] = []
+    for page in sagemaker.get_paginator("list_cluster_nodes").paginate(ClusterName=cluster):
+        nodes += page["ClusterNodeSummaries"]
+    groups: dict[str, list[str]] = {}
+    for node in sorted(nodes, key=lambda n: (str(n.get("LaunchTime", "")), n["InstanceId"])):
+        groups.setdefault(node["InstanceGroupName"], []).append(node["InstanceId"])
+    return groups
+
+
+def resolve_node_refs(refs: list[str], groups: dict[str, list[str]]) -> list[str]:
+    """``workers:7`` -> the instance id of the 8th node (launch order) of instance group workers."""
+    ids = []
+    for ref in refs:
+        match = NODE_REF.match(ref)
+        if match is None:
+            raise DrillUsageError(f"node reference {ref!r} must look like 'workers:7'")
+        members = groups.get(match["group"])
+        if not members:
+            raise DrillUsageError(f"{ref}: the cluster has no instance group {match['group']!r} (groups: {', '.join(sorted(groups))})")
+        index = int(match["index"])
+        if index >= len(members):
+            raise DrillUsageError(f"{ref}: group {match['group']!r} has {len(members)} node(s) (0-{len(members) - 1})")
+        ids.append(members[index])
+    return list(dict.fromkeys(ids))
+
+
+def build_request(args: argparse.Namespace, targets: Targets, sagemaker: Any) -> tuple[str, dict[str, Any], list[str]]:
+    """(workflow "node" | "job", start input, notes for the operator)."""
+    notes: list[str] = []
+    reason = args.reason
+    if args.input:
+        payload = json.loads(Path(args.input).read_text())
+        if not isinstance(payload, dict):
+            raise DrillUsageError(f"{args.input}: a start input is a JSON object")
+        workflow = "job" if "job_id" in payload else "node"
+    elif args.job:
+        workflow, payload = "job", {"cluster": targets.cluster, "job_id": args.job}
+    elif args.node:
+        workflow, payload = "node", {"cluster": targets.cluster, "node_ids": list(dict.fromkeys(args.node))}
+    else:
+        scenario = json.loads(Path(args.scenario).read_text())
+        faults = scenario.get("faults", [])
+        if any(f.get("job") for f in faults):
+            raise DrillUsageError("this scenario fails a job: its job ids are the sandbox's, so name the real one with --job")
+        refs = [ref for f in faults for ref in ([f["node"]] if f.get("node") else []) + list(f.get("nodes") or [])]
+        if not refs:
+            raise DrillUsageError(f"{args.scenario}: no fault names a node")
+        workflow = "node"
+        payload = {"cluster": targets.cluster, "node_ids": resolve_node_refs(refs, _cluster_nodes_by_group(sagemaker, targets.cluster))}
+        reason = reason or f"drill {scenario.get('name', Path(args.scenario).stem)}"
+        notes.append(f"scenario nodes {', '.join(refs)} are {', '.join(payload['node_ids'])} on {targets.cluster}")
+    payload.setdefault("cluster", targets.cluster)
+    payload["reason"] = reason or payload.get("reason") or "recovery drill"
+    if not args.live and payload.get("dry_run") is False:
+        notes.append("the input asked for a real run; without --live this is a dry run")
+    payload["dry_run"] = not args.live
+    if workflow == "job" and not targets.job_state_machine:
+        raise DrillUsageError("no JobRecovery state machine: give --job-state-machine-arn or --stack")
+    return workflow, payload, notes
+
+
+def _history(sfn: Any, execution_arn: str) -> list[dict[str, Any]]:
+    events: list[dict[str, Any]] = []
+    for page in sfn.get_paginator("get_execution_history").paginate(executionArn=execution_arn):
+        events += page["events"]
+    return events
+
+
+def _entered(event: dict[str, Any]) -> str | None:
+    details = event.get("stateEnteredEventDetails")
+    return str(details["name"]) if event["type"].endswith("StateEntered") and details else None
+
+
+def _clock(seconds: float) -> str:
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"T+{hours}:{minutes:02d}:{secs:02d}" if hours else f"T+{minutes}:{secs:02d}"
+
+
+def _took(seconds: float) -> str:
+    minutes, secs = divmod(seconds, 60)
+    return f"{int(minutes)}m {secs:04.1f}s" if minutes else f"{secs:.1f}s"
+
+
+def phases_from_history(events: list[dict[str, Any]]) -> list[Phase]:
+    """Consecutive states of one phase make one phase: from its first state entered to the moment
+    the next phase starts (or the execution ends)."""
+    if not events:
+        return []
+    started = events[0]["timestamp"]
+    phases: list[Phase] = []
+    for event in events:
+        at = (event["timestamp"] - started).total_seconds()
+        name = _entered(event)
+        phase = PHASE_OF_STATE.get(name or "", "other") if name else None
+        if phases:
+            phases[-1].end = max(phases[-1].end, at)
+        if phase is not None and (not phases or phases[-1].name != phase):
+            phases.append(Phase(phase, at, at))
+    return phases
+
+
+def phase_chart(phases: list[Phase], width: int = 48) -> list[str]:
+    """The phases as text bars on one time scale (a terminal's version of the report's picture)."""
+    if not phases:
+        return []
+    total = max(p.end for p in phases) or 1.0
+    lines = []
+    for phase in phases:
+        left = int(phase.start / total * width)
+        size = max(1, round((phase.end - phase.start) / total * width))
+        bar = (" " * left + "#" * size)[:width].ljust(width)
+        lines.append(f"  {phase.name:<20} {_clock(phase.start):>10}  {_took(phase.end - phase.start):>10}  |{bar}|")
+    return lines
+
+
+def _recorded_outcome(events: list[dict[str, Any]]) -> dict[str, Any] | None:
+    current = None
+    for event in events:
+        name = _entered(event)
+        if name is not None:
+            current = name
+        details = event.get("stateExitedEventDetails")
+        if details and current in RECORD_STATES:
+            output = json.loads(details.get("output") or "{}")
+            outcome = output.get("outcome") if isinstance(output, dict) else None
+            if isinstance(outcome, dict) and "outcome" in outcome:
+                return outcome
+    return None
+
+
+def follow(
+    sfn: Any, execution_arn: str, out: TextIO, sleep: Callable[[float], None], poll_seconds: float, timeout_seconds: float
+) -> dict[str, Any]:
+    """Print each state as the execution enters it; return DescribeExecution once it has ended."""
+    seen = 0
+    waited = 0.0
+    while True:
+        description = sfn.describe_execution(executionArn=execution_arn)
+        events = _history(sfn, execution_arn)
+        started = events[0]["timestamp"] if events else None
+        for event in events[seen:]:
+            at = (event["timestamp"] - started).total_seconds() if started else 0.0
+            name = _entered(event)
+            if name is not None:
+                print(f"  {_clock(at):>10}  {name}", file=out, flush=True)
+            elif event["type"].endswith("Failed") and event["type"] != "ExecutionFailed":
+                failure = next((v for k, v in event.items() if k.endswith("EventDetails")), {})
+                print(f"  {_clock(at):>10}    ! {event['type']}: {failure.get('error', '')}", file=out, flush=True)
+        seen = len(events)
+        if description["status"] != "RUNNING":
+            return description
+        if waited >= timeout_seconds:
+            print(f"  still running after {timeout_seconds:.0f}s: stopped following (the execution goes on)", file=out)
+            return description
+        sleep(poll_seconds)
+        waited += poll_seconds
+
+
+def run_drill(
+    args: argparse.Namespace,
+    *,
+    out: TextIO,
+    err: TextIO,
+    sfn: Any,
+    sagemaker: Any,
+    cloudformation: Any,
+    sleep: Callable[[float], None] = time.sleep,
+    now: Callable[[], datetime] = lambda: datetime.now(UTC),
+) -> int:
+    try:
+        if args.stack:
+            targets = resolve_stack(cloudformation, args.stack)
+        elif args.state_machine_arn and args.cluster:
+            targets = Targets(args.cluster, args.state_machine_arn, args.job_state_machine_arn)
+        else:
+            raise DrillUsageError("give --stack, or --state-machine-arn with --cluster")
+        if args.live and not args.yes:
+            raise DrillUsageError("--live changes the cluster (drains, replaces nodes, resubmits jobs): add --yes to confirm")
+        workflow, payload, notes = build_request(args, targets, sagemaker)
+    except DrillUsageError as exc:
+        print(f"hyperpod-recovery drill: {exc}", file=err)
+        return EXIT_USAGE
+    except (OSError, json.JSONDecodeError) as exc:
+        print(f"hyperpod-recovery drill: cannot read the drill: {exc}", file=err)
+        return EXIT_USAGE
+    except (ClientError, BotoCoreError) as exc:
+        print(f"hyperpod-recovery drill: AWS error: {exc}", file=err)
+        return EXIT_AWS
+
+    machine = targets.node_state_machine if workflow == "node" else targets.job_state_machine
+    name = args.name or f"drill-{now().strftime('%Y%m%dT%H%M%S')}"
+    mode = "LIVE: the cluster will be changed" if args.live else "dry run: nothing on the cluster changes"
+    for note in notes:
+        print(f"note: {note}", file=out)
+    print(f"{workflow} recovery drill {name} on {targets.cluster} ({mode})", file=out)
+    print(f"input: {json.dumps(payload)}", file=out, flush=True)
+    try:
+        execution_arn = sfn.start_execution(stateMachineArn=machine, name=name, input=json.dumps(payload))["executionArn"]
+        print(f"execution: {execution_arn}", file=out, flush=True)
+        description = follow(sfn, execution_arn, out, sleep, args.poll_seconds, args.timeout_seconds)
+        events = _history(sfn, execution_arn)
+    except (ClientError, BotoCoreError) as exc:
+        print(f"hyperpod-recovery drill: AWS error: {exc}", file=err)
+        return EXIT_AWS
+
+    outcome = _recorded_outcome(events)
+    print("", file=out)
+    print(f"status: {description['status']}", file=out)
+    if outcome is not None:
+        print(f"outcome: {outcome['outcome']}" + (f" ({outcome['error']})" if outcome.get("error") else ""), file=out)
+        print(f"summary: {outcome.get('summary', '')}", file=out)
+        for metric, seconds in (outcome.get("durations") or {}).items():
+            print(f"  {metric}: {seconds:g}", file=out)
+    elif description.get("error"):
+        print(f"error: {description['error']}: {description.get('cause', '')}", file=out)
+    print("\ntimeline (from the execution history):", file=out)
+    for line in phase_chart(phases_from_history(events)):
+        print(line, file=out)
+    return EXIT_OK if description["status"] == "SUCCEEDED" else EXIT_FAILED
+
+
+def add_arguments(drill: argparse.ArgumentParser) -> None:
+    where = drill.add_argument_group("where")
+    where.add_argument("--stack", help="the deployed stack's name (reads its outputs and ClusterName)")
+    where.add_argument("--state-machine-arn", help="NodeRecovery's ARN, instead of --stack")
+    where.add_argument("--job-state-machine-arn", help="JobRecovery's ARN, instead of --stack")
+    where.add_argument("--cluster", help="the cluster's name, with --state-machine-arn")
+    what = drill.add_mutually_exclusive_group(required=True)
+    what.add_argument("--scenario", help="a drill scenario (events/drills/*.json); node refs resolve against the real cluster")
+    what.add_argument("--input", help="a start input file as is (events/manual/*.json, events/manual-job/*.json)")
+    what.add_argument("--node", action="append", help="an instance id (i-...) to recover; repeat for several")
+    what.add_argument("--job", help="a Slurm job id to recover (JobRecovery)")
+    drill.add_argument("--reason", help="why (kept in the incident record)")
+    drill.add_argument("--name", help="the execution's name (default drill-<UTC time>)")
+    drill.add_argument("--live", action="store_true", help="a real recovery instead of a dry run (needs --yes)")
+    drill.add_argument("--yes", action="store_true", help="confirm --live")
+    drill.add_argument("--poll-seconds", type=float, default=5.0, help="how often to read the execution's progress (default 5)")
+    drill.add_argument("--timeout-seconds", type=float, default=4 * 3600, help="stop following after this long (default 4 h)")

@@ -1,0 +1,80 @@
+"""Every CloudWatch metric the pipeline emits (namespace HyperPodRecovery, dimensions cluster and
+service), in one place: the handlers emit these names and template.yaml's dashboard and alarms
+read them. tests/contract/test_template.py fails on a dashboard or alarm metric not listed here."""
+
+from __future__ import annotations
+
+# Counts, per workflow execution.
+RECOVERIES_STARTED = "RecoveriesStarted"
+JOB_RECOVERIES_STARTED = "JobRecoveriesStarted"
+NODES_REPLACE_INITIATED = "NodesReplaceInitiated"
+NODES_REPLACE_FAILED = "NodesReplaceFailed"
+BREAKER_TRIPPED = "BreakerTripped"
+
+# One per NodeRecovery outcome (Record Outcome) and per JobRecovery outcome (Record Job Outcome).
+NODE_OUTCOMES = {
+    "recovered": "Recovered",
+    "escalated": "Escalated",
+    "duplicate": "Duplicates",
+    "rejected": "Rejected",
+    "capped": "Capped",
+    "dry_run": "DryRuns",
+}
+JOB_OUTCOMES = {
+    "recovered": "JobsRecovered",
+    "escalated": "JobsEscalated",
+    "duplicate": "JobsLeftAlone",
+    "rejected": "JobRequestsRejected",
+    "capped": "JobsCapped",
+    "dry_run": "JobDryRuns",
+}
+
+# Phase durations in seconds (domain/durations.py), emitted by the Record steps; never for dry runs.
+DETECT_TO_CORDON = "DetectToCordonSeconds"
+REPLACE_TO_REJOIN = "ReplaceToRejoinSeconds"
+REJOIN_TO_RESUBMIT = "RejoinToResubmitSeconds"
+TIME_TO_RECOVER = "TimeToRecoverSeconds"  # MTTR: fault detected -> outcome recorded, recovered incidents
+TIME_TO_ESCALATE = "TimeToEscalateSeconds"  # fault detected -> a human paged, escalated incidents
+JOB_TIME_TO_RECOVER = "JobTimeToRecoverSeconds"
+JOB_TIME_TO_ESCALATE = "JobTimeToEscalateSeconds"
+
+# Intake (one set per SQS batch). Its "started" counts only what events started; RecoveriesStarted
+# and JobRecoveriesStarted (from the workflows) also count drills and manual starts.
+INTAKE_COUNTS = {
+    "received": "IntakeEvents",
+    "dead_lettered": "IntakeDeadLettered",
+    "foreign": "IntakeForeignCluster",
+    "ignored": "IntakeIgnored",
+    "started": "ExecutionsStarted",
+    "jobs_started": "JobExecutionsStarted",
+    "duplicates": "IntakeDuplicates",
+}
+
+# Gauges from Report Safety State (every 5 minutes): the breaker alarm stays red while it is open.
+BREAKER_OPEN = "BreakerOpen"
+NODES_IN_RECOVERY = "NodesInRecovery"
+
+DURATIONS = (
+    DETECT_TO_CORDON,
+    REPLACE_TO_REJOIN,
+    REJOIN_TO_RESUBMIT,
+    TIME_TO_RECOVER,
+    TIME_TO_ESCALATE,
+    JOB_TIME_TO_RECOVER,
+    JOB_TIME_TO_ESCALATE,
+)
+ALL = frozenset(
+    {
+        RECOVERIES_STARTED,
+        JOB_RECOVERIES_STARTED,
+        NODES_REPLACE_INITIATED,
+        NODES_REPLACE_FAILED,
+        BREAKER_TRIPPED,
+        BREAKER_OPEN,
+        NODES_IN_RECOVERY,
+        *NODE_OUTCOMES.values(),
+        *JOB_OUTCOMES.values(),
+        *INTAKE_COUNTS.values(),
+        *DURATIONS,
+    }
+)

@@ -1,0 +1,80 @@
+"""Render a drill report in headless Chromium (Debian's ``chromium`` package): a PNG screenshot,
+and the page's DOM after layout with each timeline bar's drawn box measured.
+
+``python -m sandbox.browser out/drill-default.html [out.png]`` writes the screenshot.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+# Without the background-networking flags Chromium tries to reach Google's hosts on a machine
+# with no internet, and as root it needs --no-sandbox.
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--hide-scrollbars",
+]
+# Appended to a copy of the page: after layout, write every bar's drawn box into the DOM.
+MEASURE = """<script>
+window.addEventListener('load', () => {
+  const boxes = [...document.querySelectorAll('svg.timeline rect.phase')].map(r => {
+    const b = r.getBoundingClientRect();
+    return {incident: r.closest('svg').dataset.incident, phase: r.dataset.phase,
+            start: +r.dataset.start, end: +r.dataset.end, x: b.x, width: b.width, height: b.height,
+            fill: getComputedStyle(r).fill};
+  });
+  const out = document.createElement('pre'); out.id = 'measured'; out.textContent = JSON.stringify(boxes);
+  document.body.appendChild(out);
+});
+</script>"""
+
+
+def find_chromium() -> str | None:
+    return shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+
+
+def _run(args: list[str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    chromium = find_chromium()
+    if chromium is None:
+        raise FileNotFoundError("chromium not found: apt-get install chromium")
+    with tempfile.TemporaryDirectory(prefix="hpr-chromium-") as profile:
+        return subprocess.run(  # noqa: S603 - an argument list of our own, never a shell
+            [chromium, *FLAGS, f"--user-data-dir={profile}", *args], capture_output=True, text=True, timeout=timeout, check=True
+        )
+
+
+def screenshot(html: Path, png: Path, width: int = 1100, height: int = 1600) -> Path:
+    _run([f"--screenshot={png.resolve()}", f"--window-size={width},{height}", html.resolve().as_uri()])
+    if not png.exists():
+        raise RuntimeError(f"chromium wrote no screenshot to {png}")
+    return png
+
+
+def measure_timeline(html: Path) -> list[dict[str, Any]]:
+    """The drawn box (CSS pixels) of every phase bar, as the browser laid it out."""
+    with tempfile.TemporaryDirectory(prefix="hpr-measure-") as folder:
+        page = Path(folder) / "page.html"
+        page.write_text(html.read_text().replace("</body>", MEASURE + "</body>"))
+        dom = _run(["--virtual-time-budget=5000", "--dump-dom", page.as_uri()]).stdout
+    start = dom.index('<pre id="measured">') + len('<pre id="measured">')
+    raw = dom[start : dom.index("</pre>", start)]
+    return list(json.loads(raw.replace("&quot;", '"').replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">")))
+
+
+if __name__ == "__main__":
+    source = Path(sys.argv[1])
+    target = Path(sys.argv[2]) if len(sys.argv) > 2 else source.with_suffix(".png")
+    print(screenshot(source, target))

@@ -1,0 +1,251 @@
+"""The drill report as one self-contained HTML page: a timeline picture (inline SVG) of every
+incident's phases, the incidents' timelines, the metrics emitted, the notifications sent and the
+api_calls table. No script, font or stylesheet is fetched: it opens offline, from a file.
+
+The SVG's bars carry class "phase" and data-phase / data-start / data-end attributes (virtual
+seconds), so a test can check in a real browser that each one is drawn where it belongs.
+"""
+
+from __future__ import annotations
+
+import math
+from html import escape
+from typing import Any
+
+from sandbox.report import format_duration
+
+PHASE_COLORS = {
+    "detect": "#9467bd",
+    "assess": "#8c564b",
+    "inspect": "#8c564b",
+    "cordon": "#ff7f0e",
+    "find_jobs": "#bcbd22",
+    "replace": "#d62728",
+    "wait_for_rejoin": "#1f77b4",
+    "recover_nodes": "#1f77b4",
+    "wait_other_recovery": "#aec7e8",
+    "resume": "#2ca02c",
+    "find_checkpoint": "#17becf",
+    "backoff": "#c7c7c7",
+    "resubmit": "#e377c2",
+    "record": "#7f7f7f",
+}
+OUTCOME_COLORS = {
+    "recovered": "#2ca02c",
+    "escalated": "#d62728",
+    "capped": "#ff7f0e",
+    "duplicate": "#7f7f7f",
+    "rejected": "#bcbd22",
+    "dry_run": "#17becf",
+}
+WIDTH, LABEL, MARGIN, ROW, GAP = 960, 170, 90, 20, 6
+NICE_STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 14400, 43200, 86400)
+
+
+def _scale(start: float, end: float):  # type: ignore[no-untyped-def]
+    span = max(end - start, 1e-6)
+    plot = WIDTH - LABEL - MARGIN
+    return lambda t: LABEL + (t - start) / span * plot
+
+
+def _tick_text(seconds: float) -> str:
+    minutes, secs = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"T+{hours}:{minutes:02d}:{secs:02d}" if hours else f"T+{minutes}:{secs:02d}"
+
+
+def _axis(start: float, end: float, y: float) -> list[str]:
+    x = _scale(start, end)
+    step = next((s for s in NICE_STEPS if (end - start) / s <= 8), NICE_STEPS[-1])
+    parts = [f'<line class="axis" x1="{LABEL}" y1="{y}" x2="{WIDTH - MARGIN}" y2="{y}" stroke="#444"/>']
+    tick = math.floor(start / step) * step
+    while tick <= end + 1e-9:
+        if tick >= start - 1e-9:
+            parts.append(f'<line x1="{x(tick):.1f}" y1="{y}" x2="{x(tick):.1f}" y2="{y + 4}" stroke="#444"/>')
+            parts.append(f'<text x="{x(tick):.1f}" y="{y + 16}" text-anchor="middle" class="tick">{_tick_text(tick)}</text>')
+        tick += step
+    return parts
+
+
+def phase_chart(incident: dict[str, Any]) -> str:
+    """A Gantt chart of one incident's phases (one row each) with its timeline events as dots."""
+    phases = incident["phases"]
+    if not phases:
+        return '<p class="empty">No phases: the execution ended before its outcome was recorded.</p>'
+    start = min(p["start"] for p in phases)
+    end = max(p["end"] for p in phases)
+    x = _scale(start, end)
+    height = (len(phases) + 1) * (ROW + GAP) + 30
+    parts = [
+        f'<svg class="timeline" data-incident="{escape(incident["id"])}" width="{WIDTH}" height="{height}" '
+        f'viewBox="0 0 {WIDTH} {height}" xmlns="http://www.w3.org/2000/svg" role="img" '
+        f'aria-label="phases of incident {escape(incident["id"])}">'
+    ]
+    for row, phase in enumerate(phases):
+        y = row * (ROW + GAP) + 4
+        left, right = x(phase["start"]), x(phase["end"])
+        width = max(right - left, 2.0)  # a 20 ms step is still visible
+        duration = phase["end"] - phase["start"]
+        color = PHASE_COLORS.get(phase["name"], "#999999")
+        parts.append(f'<text x="{LABEL - 8}" y="{y + ROW - 5}" text-anchor="end" class="label">{escape(phase["name"])}</text>')
+        parts.append(
+            f'<rect class="phase" data-phase="{escape(phase["name"])}" data-start="{phase["start"]}" data-end="{phase["end"]}" '
+            f'x="{left:.1f}" y="{y}" width="{width:.1f}" height="{ROW}" rx="3" fill="{color}">'
+            f"<title>{escape(phase['name'])}: T+{escape(format_duration(phase['start']))} to "
+            f"T+{escape(format_duration(phase['end']))} ({escape(format_duration(duration))})</title></rect>"
+        )
+        parts.append(f'<text x="{left + width + 4:.1f}" y="{y + ROW - 5}" class="duration">{escape(format_duration(duration))}</text>')
+    y = len(phases) * (ROW + GAP) + 4
+    parts.append(f'<text x="{LABEL - 8}" y="{y + ROW - 5}" text-anchor="end" class="label">events</text>')
+    for entry in incident["timeline"]:
+        if start <= entry["at"] <= end:
+            parts.append(
+                f'<circle class="event" cx="{x(entry["at"]):.1f}" cy="{y + ROW / 2}" r="4" fill="#333">'
+                f"<title>T+{escape(format_duration(entry['at']))} {escape(entry['event'])}: {escape(entry['detail'])}</title></circle>"
+            )
+    parts += _axis(start, end, y + ROW + 6)
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def overview_chart(incidents: list[dict[str, Any]]) -> str:
+    """Every incident of the drill on one time axis, coloured by outcome."""
+    spans = [(i, min(p["start"] for p in i["phases"]), max(p["end"] for p in i["phases"])) for i in incidents if i["phases"]]
+    if not spans:
+        return ""
+    start, end = min(s for _, s, _ in spans), max(e for _, _, e in spans)
+    x = _scale(start, end)
+    height = len(spans) * (ROW + GAP) + 30
+    parts = [f'<svg class="overview" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" xmlns="http://www.w3.org/2000/svg">']
+    for row, (incident, first, last) in enumerate(spans):
+        y = row * (ROW + GAP) + 4
+        label = incident["id"] if len(incident["id"]) <= 24 else incident["id"][:23] + "…"
+        color = OUTCOME_COLORS.get(incident["outcome"], "#999999")
+        parts.append(f'<text x="{LABEL - 8}" y="{y + ROW - 5}" text-anchor="end" class="label">{escape(label)}</text>')
+        parts.append(
+            f'<rect class="incident" data-outcome="{escape(incident["outcome"])}" x="{x(first):.1f}" y="{y}" '
+            f'width="{max(x(last) - x(first), 2.0):.1f}" height="{ROW}" rx="3" fill="{color}">'
+            f"<title>{escape(incident['id'])}: {escape(incident['outcome'])}</title></rect>"
+        )
+        parts.append(
+            f'<text x="{max(x(last), x(first) + 2) + 4:.1f}" y="{y + ROW - 5}" class="duration">{escape(incident["outcome"])}</text>'
+        )
+    parts += _axis(start, end, len(spans) * (ROW + GAP) + 4)
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _legend() -> str:
+    items = "".join(
+        f'<span class="swatch" style="background:{color}"></span>{escape(name)} '
+        for name, color in PHASE_COLORS.items()
+        if name != "inspect"
+    )
+    return f'<p class="legend">{items}</p>'
+
+
+def _table(headers: list[str], rows: list[list[Any]], css: str = "") -> str:
+    head = "".join(f"<th>{escape(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{escape(str(c))}</td>" for c in row) + "</tr>" for row in rows)
+    return f'<table class="{css}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def _incident_section(incident: dict[str, Any]) -> str:
+    outcome = incident["outcome"]
+    job = f" · job {escape(str(incident['job']))}" if incident.get("job") else ""
+    error = f'<p class="error">{escape(str(incident["error"]))}: {escape(str(incident["cause"]))}</p>' if incident["error"] else ""
+    resubmissions = "".join(
+        f"<li>job {escape(r['job'])} → {escape(str(r['new_job_id']))} from step {r['checkpoint_step']} "
+        f"(<code>{escape(r['checkpoint_uri'])}</code>)</li>"
+        for r in incident["resubmissions"]
+    )
+    timeline = _table(
+        ["at", "event", "detail"], [[f"T+{format_duration(e['at'])}", e["event"], e["detail"]] for e in incident["timeline"]], "timeline"
+    )
+    split = (
+        f"workflow {format_duration(incident['workflow_seconds'])} = provisioning {format_duration(incident['provisioning_seconds'])}"
+        f" + agent {format_duration(incident['agent_seconds'])}"
+        f" + pipeline overhead {format_duration(incident['pipeline_overhead_seconds'])}"
+    )
+    return (
+        f'<section class="incident" id="{escape(incident["id"])}">'
+        f'<h2><span class="badge" style="background:{OUTCOME_COLORS.get(outcome, "#999")}">{escape(outcome)}</span> '
+        f"{escape(incident['id'])}</h2>"
+        f"<p>{escape(incident['workflow'])} recovery{job} · trigger {escape(', '.join(incident['trigger']) or '-')} · "
+        f"nodes {escape(', '.join(incident['nodes']) or '-')}</p>"
+        f'<p class="summary">{escape(incident["summary"])}</p>{error}'
+        f"{phase_chart(incident)}"
+        f'<p class="split">{escape(split)}</p>'
+        + (f"<ul>{resubmissions}</ul>" if resubmissions else "")
+        + f"<details><summary>timeline ({len(incident['timeline'])} entries)</summary>{timeline}</details></section>"
+    )
+
+
+STYLE = """
+body { font: 14px/1.4 -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; margin: 24px; color: #222; max-width: 1100px; }
+h1 { font-size: 20px; margin-bottom: 4px; } h2 { font-size: 16px; margin: 24px 0 4px; }
+.badge { color: #fff; border-radius: 4px; padding: 1px 8px; text-transform: uppercase; font-size: 12px; }
+.summary { font-weight: 600; } .error { color: #b00; } .split, .legend { color: #555; font-size: 12px; }
+.swatch { display: inline-block; width: 10px; height: 10px; margin: 0 4px 0 10px; border-radius: 2px; }
+svg text { font: 11px Helvetica, Arial, sans-serif; fill: #222; } svg .tick { fill: #555; }
+table { border-collapse: collapse; margin: 8px 0; }
+th, td { border: 1px solid #ddd; padding: 3px 8px; text-align: left; vertical-align: top; }
+th { background: #f4f4f4; } td.num, table.calls td:nth-child(2) { text-align: right; }
+pre { background: #f7f7f7; padding: 8px; white-space: pre-wrap; font-size: 12px; }
+"""
+
+
+def render_html(report: dict[str, Any]) -> str:
+    cluster = report["cluster"]
+    groups = ", ".join(f"{name} {count}" for name, count in cluster["instance_groups"].items())
+    incidents = report["incidents"]
+    summary_rows = [
+        [
+            i["id"],
+            i["workflow"],
+            i["outcome"],
+            i.get("job") or "",
+            ", ".join(i["nodes"][:4]) + (" …" if len(i["nodes"]) > 4 else ""),
+            format_duration(i["workflow_seconds"]),
+            i["error"] or "",
+        ]
+        for i in incidents
+    ]
+    calls = _table(
+        ["call", "count"], [[name, count] for name, count in report["api_calls"].items()] + [["total", report["api_calls_total"]]], "calls"
+    )
+    metrics = _table(
+        ["metric", "unit", "values"],
+        [[name, m["unit"], ", ".join(f"{v:g}" for v in m["values"])] for name, m in report.get("metrics", {}).items()],
+        "metrics",
+    )
+    notifications = "".join(
+        f"<details><summary>{escape(n['subject'])}</summary><pre>{escape(n['message'])}</pre></details>" for n in report["notifications"]
+    )
+    figures = (
+        f"{report['executions']} execution(s) · {report['state_transitions']} state transitions · {report['api_calls_total']} API calls · "
+        f"virtual time {format_duration(report['virtual_seconds'])} · "
+        f"pipeline overhead {format_duration(report['pipeline_overhead_seconds'])} · "
+        f"wall time {report['wall_seconds']:.1f}s"
+    )
+    title = f"hyperpod-recovery drill: {report['scenario']}"
+    return (
+        f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title><style>{STYLE}</style></head><body>'
+        f"<h1>{escape(title)}{' <span class=badge style=background:#17becf>dry run</span>' if report['dry_run'] else ''}</h1>"
+        f"<p>{escape(report['description'] or '')}</p>"
+        f"<p>cluster <b>{escape(cluster['name'])}</b> ({escape(cluster['orchestrator'])}, "
+        f"NodeRecovery={escape(cluster['node_recovery'])}): {escape(groups)}</p>"
+        f"<p>{escape(figures)}</p>"
+        + (
+            _table(["incident", "workflow", "outcome", "job", "nodes", "workflow time", "error"], summary_rows, "incidents")
+            + overview_chart(incidents)
+            if incidents
+            else "<p>No incident was started (see intake below).</p>"
+        )
+        + _legend()
+        + "".join(_incident_section(i) for i in incidents)
+        + f"<h2>API calls</h2>{calls}"
+        + f"<h2>Metrics emitted (CloudWatch EMF)</h2>{metrics}"
+        + f"<h2>Notifications ({len(report['notifications'])})</h2>{notifications or '<p>none</p>'}"
+        + "</body></html>\n"
+    )

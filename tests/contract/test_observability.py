@@ -1,0 +1,147 @@
+"""The dashboard and alarms in template.yaml read exactly the metrics the handlers emit
+(metric_names.py), every alarm reaches the notification topic, and the runbook's escalation table
+and the notification's next steps name the same errors."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import pytest
+
+from hyperpod_recovery import errors, metric_names
+from hyperpod_recovery.domain.notification import NEXT_STEPS
+from sandbox.template import Resolver, load_template
+from tests.conftest import ROOT
+
+TEMPLATE = load_template(ROOT / "template.yaml")
+RESOURCES = TEMPLATE["Resources"]
+ALARMS = {name: r["Properties"] for name, r in RESOURCES.items() if r["Type"] == "AWS::CloudWatch::Alarm"}
+OUR_DIMENSIONS = {"cluster", "service"}
+
+
+def _resolver() -> Resolver:
+    resolver = Resolver(TEMPLATE, {"ClusterName": "llm-train", "ClusterArn": "arn:aws:sagemaker:us-west-2:1:cluster/x"}, pseudo={})
+    resolver.pseudo = {"AWS::Region": "us-west-2", "AWS::StackName": "hpr", "AWS::AccountId": "1", "AWS::Partition": "aws"}
+    for logical, resource in RESOURCES.items():
+        resolver.refs[logical] = f"ref:{logical}"
+        resolver.attrs[(logical, "Arn")] = f"arn:{logical}"
+        if resource["Type"] == "AWS::SQS::Queue":
+            resolver.attrs[(logical, "QueueName")] = f"queue-{logical}"
+    return resolver
+
+
+@pytest.fixture(scope="module")
+def dashboard() -> dict[str, Any]:
+    body = _resolver().resolve(RESOURCES["Dashboard"]["Properties"]["DashboardBody"])
+    return json.loads(body)
+
+
+def _dashboard_metrics(dashboard: dict[str, Any]) -> list[list[Any]]:
+    return [m for w in dashboard["widgets"] if w["type"] == "metric" for m in w["properties"]["metrics"]]
+
+
+def _alarm_metrics(alarm: dict[str, Any]) -> list[dict[str, Any]]:
+    if "MetricName" in alarm:
+        return [{"Namespace": alarm["Namespace"], "MetricName": alarm["MetricName"], "Dimensions": alarm.get("Dimensions", [])}]
+    return [q["MetricStat"]["Metric"] for q in alarm["Metrics"] if "MetricStat" in q]
+
+
+def test_given_the_dashboard_body_when_resolved_then_it_is_json_whose_metrics_the_handlers_emit(dashboard: dict[str, Any]) -> None:
+    ours = [m for m in _dashboard_metrics(dashboard) if m[0] == "HyperPodRecovery"]
+    names = {m[1] for m in ours}
+    assert names <= metric_names.ALL, f"dashboard reads metrics nobody emits: {sorted(names - metric_names.ALL)}"
+    # Every metric we emit is on the dashboard: an emitted figure nobody can see is a wasted one.
+    assert names >= metric_names.ALL, f"emitted but not on the dashboard: {sorted(metric_names.ALL - names)}"
+    for metric in ours:
+        dimensions = {metric[i] for i in range(2, len(metric) - 1, 2) if isinstance(metric[i], str)}
+        assert dimensions == OUR_DIMENSIONS, metric  # Powertools publishes cluster + service; anything else reads nothing
+
+
+def test_given_the_alarm_widget_then_it_shows_every_alarm(dashboard: dict[str, Any]) -> None:
+    widget = next(w for w in dashboard["widgets"] if w["type"] == "alarm")
+    assert set(widget["properties"]["alarms"]) == {f"arn:{name}" for name in ALARMS}
+
+
+@pytest.mark.parametrize(
+    ("alarm", "namespace", "metric"),
+    [
+        ("IntakeDeadLetterAlarm", "AWS/SQS", "ApproximateNumberOfMessagesVisible"),
+        ("CommandDeadLetterAlarm", "AWS/SQS", "ApproximateNumberOfMessagesVisible"),
+        ("CommandQueueBacklogAlarm", "AWS/SQS", "ApproximateAgeOfOldestMessage"),
+        ("ExecutionsFailedAlarm", "AWS/States", "ExecutionsFailed"),
+        ("ExecutionsFailedAlarm", "AWS/States", "ExecutionsTimedOut"),
+        ("BreakerOpenAlarm", "HyperPodRecovery", metric_names.BREAKER_OPEN),
+        ("RecoveryTimeAlarm", "HyperPodRecovery", metric_names.TIME_TO_RECOVER),
+    ],
+)
+def test_given_each_operator_alarm_then_it_watches_its_metric_and_pages_the_topic(alarm: str, namespace: str, metric: str) -> None:
+    properties = ALARMS[alarm]
+    assert any(m["Namespace"] == namespace and m["MetricName"] == metric for m in _alarm_metrics(properties))
+    assert properties["AlarmActions"] == [{"Ref": "NotificationTopic"}]
+    assert len(str(_resolver().resolve(properties["AlarmDescription"]))) > 80  # says what it means and what to do
+
+
+def test_given_every_alarm_then_its_own_metrics_carry_our_dimensions_and_names() -> None:
+    for name, alarm in ALARMS.items():
+        for metric in _alarm_metrics(alarm):
+            if metric["Namespace"] == "HyperPodRecovery":
+                assert metric["MetricName"] in metric_names.ALL, name
+                assert {d["Name"] for d in metric["Dimensions"]} == OUR_DIMENSIONS, name
+
+
+def test_given_the_failed_executions_alarm_then_it_subtracts_exactly_the_outcomes_that_end_in_a_fail_state() -> None:
+    """Escalated, capped and rejected incidents end as Failed executions by design and were notified."""
+    alarm = ALARMS["ExecutionsFailedAlarm"]
+    subtracted = {
+        q["MetricStat"]["Metric"]["MetricName"]
+        for q in alarm["Metrics"]
+        if q.get("MetricStat", {}).get("Metric", {}).get("Namespace") == "HyperPodRecovery"
+    }
+    fail_outcomes = ("escalated", "capped", "rejected")
+    assert subtracted == {metric_names.NODE_OUTCOMES[o] for o in fail_outcomes} | {metric_names.JOB_OUTCOMES[o] for o in fail_outcomes}
+    for workflow in ("node_recovery", "job_recovery"):
+        states = json.loads((ROOT / "statemachines" / f"{workflow}.asl.json").read_text())["States"]
+        fail_states = {name for name, s in states.items() if s["Type"] == "Fail"}
+        outcome_choice = next(s for n, s in states.items() if s["Type"] == "Choice" and "Outcome" in n)
+        failing = {c["StringEquals"] for c in outcome_choice["Choices"] if c["Next"] in fail_states}
+        assert failing <= set(fail_outcomes), workflow
+
+
+def test_no_handler_names_a_metric_outside_metric_names() -> None:
+    literal = re.compile(r"add_metric\(name=\"")
+    offenders = [str(p.relative_to(ROOT)) for p in (ROOT / "functions").glob("*/app.py") if literal.search(p.read_text())]
+    assert offenders == []
+
+
+def test_the_safety_gauges_are_reported_on_a_schedule() -> None:
+    function = RESOURCES["ReportSafetyStateFunction"]["Properties"]
+    (event,) = function["Events"].values()
+    assert event == {"Type": "Schedule", "Properties": {"Schedule": "rate(5 minutes)", "Description": event["Properties"]["Description"]}}
+
+
+def _runbook_escalation_errors() -> set[str]:
+    text = (ROOT / "docs" / "runbook.md").read_text()
+    section = text.split("## Escalations", 1)[1].split("\n## ", 1)[0]
+    names: set[str] = set()
+    for row in section.splitlines():
+        if row.startswith("| `"):
+            names |= set(re.findall(r"`([A-Za-z.]+)`", row.split("|")[1]))
+    return names
+
+
+def test_every_escalation_in_the_runbook_has_a_next_step_in_the_notification_and_back() -> None:
+    runbook = _runbook_escalation_errors()
+    generic = {
+        "NodeNotFound",
+        "ControllerUnavailable",
+        "InvalidCommand",
+        "HyperPodApiError",
+        "ClusterNotFound",
+        "LedgerError",
+        "ConfigurationError",
+    }
+    assert set(NEXT_STEPS) == runbook - generic
+    known = {name for name in dir(errors) if not name.startswith("_")} | {"States.Timeout"}
+    assert set(NEXT_STEPS) <= known

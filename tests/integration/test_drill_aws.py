@@ -1,0 +1,159 @@
+"""``hyperpod-recovery drill`` against a deployed stack: here the sandbox's stack in moto (the real
+ASL, handlers and HyperPod double), with the poller's sleep moving virtual time."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hyperpod_recovery.cli import main
+from hyperpod_recovery.drill import PHASE_OF_STATE, DrillUsageError, Targets, resolve_node_refs, resolve_stack
+from sandbox.runner import DrillRunner
+from sandbox.scenario import load_scenario
+from tests.conftest import EVENTS, ROOT
+
+pytestmark = pytest.mark.sandbox
+DEFAULT = EVENTS / "drills" / "default.json"
+
+
+def _drill(runner: DrillRunner, *args: str) -> tuple[int, str, str]:
+    aws = runner.aws
+    out, err = io.StringIO(), io.StringIO()
+    clients = {"sfn": aws.client("stepfunctions"), "sagemaker": aws.client("sagemaker"), "cloudformation": None, "sleep": runner.advance}
+    machines = ["--state-machine-arn", aws.state_machines["NodeRecoveryStateMachine"]]
+    machines += ["--job-state-machine-arn", aws.state_machines["JobRecoveryStateMachine"], "--cluster", "llm-train"]
+    code = main(["drill", *machines, "--poll-seconds", "30", "--name", "drill-test", *args], stdout=out, stderr=err, drill_clients=clients)
+    return code, out.getvalue(), err.getvalue()
+
+
+def _phase_rows(printed: str) -> dict[str, float]:
+    """{phase: seconds} from the printed timeline."""
+    rows = {}
+    for line in printed.split("timeline (from the execution history):", 1)[1].splitlines():
+        match = re.match(r"^\s+(\S+)\s+T\+\S+\s+(?:(\d+)m )?([\d.]+)s\s+\|", line)
+        if match:
+            rows[match[1]] = float(match[2] or 0) * 60 + float(match[3])
+    return rows
+
+
+def test_given_a_scenario_then_the_drill_is_a_dry_run_that_prints_progress_outcome_and_timeline(tmp_path: Path) -> None:
+    runner = DrillRunner(load_scenario(DEFAULT), log_path=tmp_path / "lambda.log")
+    with runner.deployed() as aws:
+        # When the operator drills the default scenario without --live
+        code, printed, _ = _drill(runner, "--scenario", str(DEFAULT))
+        # Then the scenario's node ref was resolved on the cluster and the request was a dry run
+        request = json.loads(printed.split("input: ", 1)[1].splitlines()[0])
+        assert request["dry_run"] is True and request["cluster"] == "llm-train" and len(request["node_ids"]) == 1
+        assert "dry run: nothing on the cluster changes" in printed
+        # And progress named each state as the execution entered it, in workflow order
+        states = [line.split(maxsplit=1)[1] for line in printed.splitlines() if line.strip().startswith("T+") and "!" not in line]
+        assert states[:4] == ["Validate Request", "Lock Nodes", "Check Lock", "Assess Nodes"]
+        assert "Cordon Nodes" in states and "Record Outcome" in states
+        # And it ended with the outcome, then the timeline from the execution history
+        assert code == 0 and "status: SUCCEEDED" in printed and "outcome: dry_run" in printed
+        assert {"assess", "cordon", "replace", "record"} <= set(_phase_rows(printed))
+        # And nothing on the cluster changed
+        assert aws.api_calls.counts.get("sagemaker.BatchReplaceClusterNodes", 0) == 0
+        assert not [c for c in runner.slurm.commands if c["type"] in ("drain_nodes", "resume_nodes", "resubmit_job")]
+
+
+def test_given_live_then_the_history_timeline_matches_the_incident_record(tmp_path: Path) -> None:
+    runner = DrillRunner(load_scenario(DEFAULT), log_path=tmp_path / "lambda.log")
+    with runner.deployed() as aws:
+        node = runner.double.current("workers:3", t=0).node_id
+        code, printed, _ = _drill(runner, "--node", node, "--live", "--yes")
+        assert code == 0 and "outcome: recovered" in printed and "LIVE" in printed
+        assert aws.api_calls.counts["sagemaker.BatchReplaceClusterNodes"] == 1
+        # The phases read from GetExecutionHistory are the ones the ledger's incident record holds
+        from hyperpod_recovery.adapters.ledger import DynamoLedger
+
+        record = DynamoLedger(aws.ledger_table, dynamodb=aws.client("dynamodb")).get_incident("drill-test")
+        assert record is not None and record.outcome == "recovered"
+        recorded = {p.name: (p.end - p.start).total_seconds() for p in record.phases}
+        printed_phases = _phase_rows(printed)
+        assert printed_phases["wait_for_rejoin"] == pytest.approx(recorded["wait_for_rejoin"], abs=5)
+        assert printed_phases["wait_for_rejoin"] > 600  # ten virtual minutes of replacement, seconds of wall time
+        # And the figures the dashboard gets are printed too
+        assert "TimeToRecoverSeconds" in printed
+
+
+def test_given_a_job_then_job_recovery_runs_as_a_dry_run(tmp_path: Path) -> None:
+    runner = DrillRunner(load_scenario(EVENTS / "drills" / "job-application-failure.json"), log_path=tmp_path / "lambda.log")
+    with runner.deployed():
+        code, printed, _ = _drill(runner, "--job", runner.scenario.jobs[0].id, "--reason", "quarterly")
+    assert "Validate Job Request" in printed and "Classify Failure" in printed
+    assert "outcome: dry_run" in printed and code == 0
+    assert {"inspect", "record"} <= set(_phase_rows(printed))
+
+
+def test_given_a_start_input_for_a_job_slurm_forgot_then_it_escalates_and_exits_1(tmp_path: Path) -> None:
+    # The sample input names job 1001, which this scenario's Slurm never ran
+    runner = DrillRunner(load_scenario(EVENTS / "drills" / "job-application-failure.json"), log_path=tmp_path / "lambda.log")
+    with runner.deployed():
+        code, printed, _ = _drill(runner, "--input", str(EVENTS / "manual-job" / "job_drill_dry_run.json"))
+    assert code == 1 and "status: FAILED" in printed and "outcome: escalated (JobSpecUnavailable)" in printed
+    assert "! LambdaFunctionFailed: JobSpecUnavailable" in printed
+
+
+def test_given_live_without_yes_then_nothing_is_started(tmp_path: Path) -> None:
+    runner = DrillRunner(load_scenario(DEFAULT), log_path=tmp_path / "lambda.log")
+    with runner.deployed() as aws:
+        code, printed, err = _drill(runner, "--scenario", str(DEFAULT), "--live")
+        assert code == 2 and "add --yes" in err and printed == ""
+        assert aws.api_calls.counts.get("stepfunctions.StartExecution", 0) == 0
+
+
+@pytest.mark.parametrize(
+    ("scenario", "message"),
+    [
+        ("job-crash-loop.json", "name the real one with --job"),
+    ],
+)
+def test_given_a_scenario_that_cannot_map_to_the_cluster_then_usage_error(tmp_path: Path, scenario: str, message: str) -> None:
+    runner = DrillRunner(load_scenario(DEFAULT), log_path=tmp_path / "lambda.log")
+    with runner.deployed():
+        code, _, err = _drill(runner, "--scenario", str(EVENTS / "drills" / scenario))
+    assert code == 2 and message in err
+
+
+def test_node_refs_resolve_in_launch_order_and_bad_refs_say_why() -> None:
+    groups = {"workers": ["i-a", "i-b", "i-c"]}
+    assert resolve_node_refs(["workers:2", "workers:0", "workers:2"], groups) == ["i-c", "i-a"]
+    with pytest.raises(DrillUsageError, match="has 3 node"):
+        resolve_node_refs(["workers:3"], groups)
+    with pytest.raises(DrillUsageError, match="no instance group 'gpu'"):
+        resolve_node_refs(["gpu:0"], groups)
+    with pytest.raises(DrillUsageError, match="must look like"):
+        resolve_node_refs(["workers"], groups)
+
+
+class _CloudFormation:
+    def __init__(self, stack: dict[str, Any]) -> None:
+        self.stack = stack
+
+    def describe_stacks(self, StackName: str) -> dict[str, Any]:  # noqa: N803 - boto3's name
+        return {"Stacks": [self.stack]}
+
+
+def test_a_stack_is_read_from_its_outputs_and_cluster_parameter() -> None:
+    stack = {
+        "Outputs": [{"OutputKey": "StateMachineArn", "OutputValue": "arn:n"}, {"OutputKey": "JobStateMachineArn", "OutputValue": "arn:j"}],
+        "Parameters": [{"ParameterKey": "ClusterName", "ParameterValue": "llm-train"}],
+    }
+    assert resolve_stack(_CloudFormation(stack), "hpr") == Targets("llm-train", "arn:n", "arn:j")
+    with pytest.raises(DrillUsageError, match="not a hyperpod-recovery stack"):
+        resolve_stack(_CloudFormation({"Outputs": [], "Parameters": []}), "other")
+
+
+def test_every_state_of_both_workflows_has_a_phase() -> None:
+    for path in (ROOT / "statemachines").glob("*.asl.json"):
+        definition = json.loads(path.read_text())
+        names = set(definition["States"])
+        for state in definition["States"].values():
+            names |= set(state.get("ItemProcessor", {}).get("States", {}))
+        assert names <= set(PHASE_OF_STATE), (path.name, sorted(names - set(PHASE_OF_STATE)))
