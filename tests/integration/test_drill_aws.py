@@ -136,7 +136,7 @@ class _CloudFormation:
     def __init__(self, stack: dict[str, Any]) -> None:
         self.stack = stack
 
-    def describe_stacks(self, StackName: str) -> dict[str, Any]:  # noqa: N803 - boto3's name
+    def describe_stacks(self, StackName: str) -> dict[str, Any]:
         return {"Stacks": [self.stack]}
 
 

@@ -268,7 +268,7 @@ def follow(
     seen = 0
     waited = 0.0
     while True:
-        description = sfn.describe_execution(executionArn=execution_arn)
+        description: dict[str, Any] = sfn.describe_execution(executionArn=execution_arn)
         events = _history(sfn, execution_arn)
         started = events[0]["timestamp"] if events else None
         for event in events[seen:]:
@@ -277,7 +277,7 @@ def follow(
             if name is not None:
                 print(f"  {_clock(at):>10}  {name}", file=out, flush=True)
             elif event["type"].endswith("Failed") and event["type"] != "ExecutionFailed":
-                failure = next((v for k, v in event.items() if k.endswith("EventDetails")), {})
+                failure: dict[str, Any] = next((v for k, v in event.items() if k.endswith("EventDetails")), {})
                 print(f"  {_clock(at):>10}    ! {event['type']}: {failure.get('error', '')}", file=out, flush=True)
         seen = len(events)
         if description["status"] != "RUNNING":
