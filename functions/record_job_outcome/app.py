@@ -1,10 +1,8 @@
 """Record Job Outcome / Escalate Job Incident / Record Job Rejection: ledger (incident, lineage) + SNS."""
 
-from aws_lambda_powertools.metrics import MetricUnit
-
 from hyperpod_recovery.metric_names import JOB_OUTCOMES
 from hyperpod_recovery.models.job_recovery import RecordJobOutcomeInput
-from hyperpod_recovery.observability import logger, metrics
+from hyperpod_recovery.observability import publish_outcome
 from hyperpod_recovery.runtime import Dependencies, workflow_step
 from hyperpod_recovery.steps.job_recovery import record_job_outcome
 
@@ -19,11 +17,5 @@ def lambda_handler(step: RecordJobOutcomeInput, deps: Dependencies):
         execution_url=deps.execution_url(step.execution_name, workflow="job"),
         now=deps.now(),
     )
-    metrics.add_metric(name=JOB_OUTCOMES[result.outcome], unit=MetricUnit.Count, value=1)
-    for name, seconds in result.durations.items():
-        metrics.add_metric(name=name, unit=MetricUnit.Seconds, value=seconds)
-    logger.info(
-        "job incident recorded",
-        extra={"outcome": result.outcome, "error": result.error, "summary": result.summary, "durations": result.durations},
-    )
+    publish_outcome(result, JOB_OUTCOMES, "job incident recorded")
     return result
