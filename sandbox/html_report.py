@@ -12,7 +12,7 @@ import math
 from html import escape
 from typing import Any
 
-from sandbox.report import format_duration
+from hyperpod_recovery.domain.durations import format_duration, offset_text
 
 PHASE_COLORS = {
     "detect": "#9467bd",
@@ -48,12 +48,6 @@ def _scale(start: float, end: float):  # type: ignore[no-untyped-def]
     return lambda t: LABEL + (t - start) / span * plot
 
 
-def _tick_text(seconds: float) -> str:
-    minutes, secs = divmod(round(seconds), 60)
-    hours, minutes = divmod(minutes, 60)
-    return f"T+{hours}:{minutes:02d}:{secs:02d}" if hours else f"T+{minutes}:{secs:02d}"
-
-
 def _axis(start: float, end: float, y: float) -> list[str]:
     x = _scale(start, end)
     step = next((s for s in NICE_STEPS if (end - start) / s <= 8), NICE_STEPS[-1])
@@ -62,7 +56,7 @@ def _axis(start: float, end: float, y: float) -> list[str]:
     while tick <= end + 1e-9:
         if tick >= start - 1e-9:
             parts.append(f'<line x1="{x(tick):.1f}" y1="{y}" x2="{x(tick):.1f}" y2="{y + 4}" stroke="#444"/>')
-            parts.append(f'<text x="{x(tick):.1f}" y="{y + 16}" text-anchor="middle" class="tick">{_tick_text(tick)}</text>')
+            parts.append(f'<text x="{x(tick):.1f}" y="{y + 16}" text-anchor="middle" class="tick">T+{offset_text(tick)}</text>')
         tick += step
     return parts
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hyperpod_recovery.adapters.ledger import DynamoLedger
+from hyperpod_recovery.domain.durations import format_duration
 from hyperpod_recovery.models.records import IncidentRecord
 from sandbox.clock import EPOCH
 from sandbox.real_slurm import RealController
@@ -99,10 +100,15 @@ def build_report(runner: DrillRunner, wall_seconds: float) -> dict[str, Any]:
 
 
 def emitted_metrics(log_path: Path) -> dict[str, dict[str, Any]]:
-    """The CloudWatch metrics the handlers emitted (Powertools EMF lines in the drill's Lambda log):
-    {name: {"unit", "dimensions", "values"}}, one value per emission, in order."""
+    """The CloudWatch metrics the handlers emitted during the drill (their Lambda log)."""
+    return parse_emf(log_path.read_text())
+
+
+def parse_emf(text: str) -> dict[str, dict[str, Any]]:
+    """Powertools EMF lines, read as CloudWatch reads them: {name: {"unit", "namespace",
+    "dimensions", "values"}}, one value per emission, in order. Other lines are ignored."""
     found: dict[str, dict[str, Any]] = {}
-    for line in log_path.read_text().splitlines():
+    for line in text.splitlines():
         if not line.startswith('{"_aws"'):
             continue
         blob = json.loads(line)
@@ -110,7 +116,9 @@ def emitted_metrics(log_path: Path) -> dict[str, dict[str, Any]]:
             dimensions = {name: blob[name] for group in directive["Dimensions"] for name in group}
             for metric in directive["Metrics"]:
                 values = blob[metric["Name"]]
-                entry = found.setdefault(metric["Name"], {"unit": metric["Unit"], "dimensions": dimensions, "values": []})
+                entry = found.setdefault(
+                    metric["Name"], {"unit": metric["Unit"], "namespace": directive["Namespace"], "dimensions": dimensions, "values": []}
+                )
                 entry["values"] += values if isinstance(values, list) else [values]
     return dict(sorted(found.items()))
 
@@ -211,13 +219,6 @@ def _notifications(aws: Any) -> list[dict[str, str]]:
             envelope = json.loads(message["Body"])
             found.append({"subject": envelope.get("Subject", ""), "message": envelope.get("Message", "")})
             sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
-
-
-def format_duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    minutes, secs = divmod(seconds, 60)
-    return f"{int(minutes)}m {secs:04.1f}s" if minutes else f"{secs:.1f}s"
 
 
 def format_report(report: dict[str, Any]) -> str:

@@ -157,3 +157,36 @@ def test_every_state_of_both_workflows_has_a_phase() -> None:
         for state in definition["States"].values():
             names |= set(state.get("ItemProcessor", {}).get("States", {}))
         assert names <= set(PHASE_OF_STATE), (path.name, sorted(names - set(PHASE_OF_STATE)))
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (None, "cannot read the drill"),  # no such file
+        ("{not json", "cannot read the drill"),
+        ('["cluster"]', "a start input is a JSON object"),
+    ],
+)
+def test_given_an_unreadable_start_input_then_exit_2_and_nothing_started(tmp_path: Path, content: str | None, message: str) -> None:
+    path = tmp_path / "input.json"
+    if content is not None:
+        path.write_text(content)
+    runner = DrillRunner(load_scenario(DEFAULT), log_path=tmp_path / "lambda.log")
+    with runner.deployed() as aws:
+        code, printed, err = _drill(runner, "--input", str(path))
+        assert code == 2 and message in err and printed == ""
+        assert aws.api_calls.counts.get("stepfunctions.StartExecution", 0) == 0
+
+
+class _MissingStack:
+    def describe_stacks(self, StackName: str) -> dict[str, Any]:
+        from botocore.exceptions import ClientError
+
+        raise ClientError({"Error": {"Code": "ValidationError", "Message": f"Stack with id {StackName} does not exist"}}, "DescribeStacks")
+
+
+def test_given_a_stack_that_does_not_exist_then_exit_3_with_the_aws_message() -> None:
+    out, err = io.StringIO(), io.StringIO()
+    clients = {"sfn": None, "sagemaker": None, "cloudformation": _MissingStack()}
+    code = main(["drill", "--stack", "nope", "--node", "i-0123456789abcdef0"], stdout=out, stderr=err, drill_clients=clients)
+    assert code == 3 and "Stack with id nope does not exist" in err.getvalue() and out.getvalue() == ""

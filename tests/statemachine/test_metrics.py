@@ -17,6 +17,8 @@ DURATIONS = set(m.DURATIONS)
 
 
 def _values(report: dict[str, Any], name: str) -> list[float]:
+    # Whatever a drill emitted must be a name the dashboard and alarms know (metric_names.ALL).
+    assert set(report["metrics"]) <= m.ALL, sorted(set(report["metrics"]) - m.ALL)
     return report["metrics"].get(name, {}).get("values", [])
 
 

@@ -3,27 +3,24 @@ read it: Report Safety State's gauges, and the per-outcome counts and durations 
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
 
 from hyperpod_recovery.models.records import BreakerState
 from sandbox.aws import load_handler
+from sandbox.report import parse_emf
 from tests.fakes import CLUSTER, T0, fake_dependencies
 
 report_safety_state = load_handler("functions/report_safety_state/")
 
 
 def _emf(printed: str) -> dict[str, Any]:
-    """{metric name: value} of the one EMF document printed, plus its dimensions under "_dimensions"."""
-    (blob,) = [json.loads(line) for line in printed.splitlines() if line.startswith('{"_aws"')]
-    (directive,) = blob["_aws"]["CloudWatchMetrics"]
-    # Powertools writes each value as a list (one entry per add_metric call with that name).
-    found: dict[str, Any] = {m["Name"]: blob[m["Name"]] for m in directive["Metrics"]}
-    found["_dimensions"] = {name: blob[name] for group in directive["Dimensions"] for name in group}
-    found["_namespace"] = directive["Namespace"]
-    return found
+    """{metric name: values} of what the handler printed, as CloudWatch would read it."""
+    metrics = parse_emf(printed)
+    assert {m["namespace"] for m in metrics.values()} == {"HyperPodRecovery"}
+    assert all(m["dimensions"] == {"cluster": CLUSTER, "service": "hyperpod-recovery"} for m in metrics.values())
+    return {name: m["values"] for name, m in metrics.items()}
 
 
 def test_given_an_open_breaker_then_the_gauge_reads_1_with_the_nodes_in_recovery(
@@ -38,8 +35,6 @@ def test_given_an_open_breaker_then_the_gauge_reads_1_with_the_nodes_in_recovery
     # Then it publishes BreakerOpen=1 and NodesInRecovery=3 for this cluster
     metrics = _emf(capsys.readouterr().out)
     assert (metrics["BreakerOpen"], metrics["NodesInRecovery"]) == ([1.0], [3.0])
-    assert metrics["_dimensions"] == {"cluster": CLUSTER, "service": "hyperpod-recovery"}
-    assert metrics["_namespace"] == "HyperPodRecovery"
     assert state["breaker_open"] is True and state["breaker_reason"] == "3 failed recoveries in 1 h"
 
 

@@ -30,6 +30,8 @@ from typing import Any, TextIO
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from hyperpod_recovery.domain.durations import format_duration, offset_text
+
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_AWS = 0, 1, 2, 3
 NODE_REF = re.compile(r"^(?P<group>[A-Za-z0-9-]+):(?P<index>[0-9]+)$")
 
@@ -203,15 +205,8 @@ def _entered(event: dict[str, Any]) -> str | None:
     return str(details["name"]) if event["type"].endswith("StateEntered") and details else None
 
 
-def _clock(seconds: float) -> str:
-    minutes, secs = divmod(int(seconds), 60)
-    hours, minutes = divmod(minutes, 60)
-    return f"T+{hours}:{minutes:02d}:{secs:02d}" if hours else f"T+{minutes}:{secs:02d}"
-
-
-def _took(seconds: float) -> str:
-    minutes, secs = divmod(seconds, 60)
-    return f"{int(minutes)}m {secs:04.1f}s" if minutes else f"{secs:.1f}s"
+def _at(seconds: float) -> str:
+    return f"T+{offset_text(seconds)}"
 
 
 def phases_from_history(events: list[dict[str, Any]]) -> list[Phase]:
@@ -242,7 +237,7 @@ def phase_chart(phases: list[Phase], width: int = 48) -> list[str]:
         left = int(phase.start / total * width)
         size = max(1, round((phase.end - phase.start) / total * width))
         bar = (" " * left + "#" * size)[:width].ljust(width)
-        lines.append(f"  {phase.name:<20} {_clock(phase.start):>10}  {_took(phase.end - phase.start):>10}  |{bar}|")
+        lines.append(f"  {phase.name:<20} {_at(phase.start):>10}  {format_duration(phase.end - phase.start):>10}  |{bar}|")
     return lines
 
 
@@ -275,10 +270,10 @@ def follow(
             at = (event["timestamp"] - started).total_seconds() if started else 0.0
             name = _entered(event)
             if name is not None:
-                print(f"  {_clock(at):>10}  {name}", file=out, flush=True)
+                print(f"  {_at(at):>10}  {name}", file=out, flush=True)
             elif event["type"].endswith("Failed") and event["type"] != "ExecutionFailed":
                 failure: dict[str, Any] = next((v for k, v in event.items() if k.endswith("EventDetails")), {})
-                print(f"  {_clock(at):>10}    ! {event['type']}: {failure.get('error', '')}", file=out, flush=True)
+                print(f"  {_at(at):>10}    ! {event['type']}: {failure.get('error', '')}", file=out, flush=True)
         seen = len(events)
         if description["status"] != "RUNNING":
             return description

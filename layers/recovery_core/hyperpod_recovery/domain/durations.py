@@ -35,3 +35,19 @@ def phase_durations(record: IncidentRecord) -> dict[str, float]:
     elif record.outcome == "escalated":
         figures[m.TIME_TO_ESCALATE if record.workflow == "node" else m.JOB_TIME_TO_ESCALATE] = total
     return {name: value for name, value in figures.items() if value is not None}
+
+
+# --- how durations are written for people (drill report, drill CLI, notifications) -----------
+def format_duration(seconds: float | None) -> str:
+    """``10m 30.2s``, ``2.2s``; ``-`` for unknown."""
+    if seconds is None:
+        return "-"
+    minutes, secs = divmod(seconds, 60)
+    return f"{int(minutes)}m {secs:04.1f}s" if minutes else f"{secs:.1f}s"
+
+
+def offset_text(seconds: float) -> str:
+    """A point on a timeline, as a clock offset: ``10:35``, ``1:02:03``."""
+    minutes, secs = divmod(max(0, int(seconds)), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from hyperpod_recovery.domain.durations import offset_text
 from hyperpod_recovery.models.records import IncidentRecord, TimelineEntry
 
 SUBJECT_LIMIT = 100  # SNS: at most 100 printable ASCII characters
@@ -32,7 +33,8 @@ NEXT_STEPS = {
     ),
     "ReplaceNotInitiated": (
         "HyperPod did not start a replacement (the cause gives its error code). Fix that (capacity, quota, instance "
-        "state), then replace the node by hand or start a recovery with `hyperpod-recovery drill --live`. The node stays drained."
+        "state), then replace the node by hand or start a recovery with "
+        "`hyperpod-recovery drill --stack <stack> --node <id> --live --yes`. The node stays drained."
     ),
     "RejoinDeadlineExceeded": (
         "The replacement did not come back before the deadline. Check the node in the HyperPod console "
@@ -86,12 +88,7 @@ def _clock(moment: datetime) -> str:
 
 
 def _since(start: datetime | None, moment: datetime) -> str:
-    if start is None:
-        return ""
-    seconds = max(0, int((moment - start).total_seconds()))
-    minutes, secs = divmod(seconds, 60)
-    hours, minutes = divmod(minutes, 60)
-    return f"+{hours}:{minutes:02d}:{secs:02d}" if hours else f"+{minutes}:{secs:02d}"
+    return "" if start is None else "+" + offset_text((moment - start).total_seconds())
 
 
 def duration_text(seconds: float) -> str:

@@ -71,7 +71,8 @@ def observe_rejoin(
     if not done and now >= watch.deadline:
         pending = ", ".join(f"{n.slurm_node} ({n.node_id}: {n.status})" for n in updated if not n.rejoined)
         raise RejoinDeadlineExceeded(
-            f"{sum(not n.rejoined for n in updated)} node(s) not back by {watch.deadline.strftime('%Y-%m-%d %H:%M:%S')} UTC after {checks} checks: {pending}"
+            f"{sum(not n.rejoined for n in updated)} node(s) not back by {watch.deadline.strftime('%Y-%m-%d %H:%M:%S')} UTC "
+            f"after {checks} checks: {pending}"
         )
     remaining = (watch.deadline - now).total_seconds()
     return watch.model_copy(
