@@ -6,13 +6,17 @@ checkpoints, on moto's S3, for the cases docs/checkpoint-manifest.md describes:
     no pointer      no `latest` object
     newest torn     `latest` names the newest step, whose last shard was truncated after the commit
 
+and, at the end, the verification of one step with 100,000 shards when its manifest is sound and when
+it lists one key twice (rejected, and the older step chosen: the cost of rejecting must not grow with
+the square of the shard count).
+
 Requests are counted on the client (one per API call; the same code runs in the Find Newest Checkpoint
 Lambda). Wall time on moto is dominated by moto itself, whose every listing walks the whole bucket
 (O(N) per request); on real S3 a request costs about the same at any N, so the request count is the
 figure to read. Checkpoints are placed straight into moto's backend (writing 200,000 objects through
 HTTP would take minutes); every one is a committed manifest-v1 step.
 
-    python bench/checkpoint_discovery.py [--sizes 10,1000,100000]
+    python bench/checkpoint_discovery.py [--sizes 10,1000,100000] [--shards 100000]
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from moto.core import DEFAULT_ACCOUNT_ID  # noqa: E402
 from moto.s3.models import s3_backends  # noqa: E402
 
 from hyperpod_recovery.adapters.checkpoints import S3CheckpointStore  # noqa: E402
-from hyperpod_recovery.domain.checkpoints import find_newest_verified  # noqa: E402
+from hyperpod_recovery.domain.checkpoints import find_newest_verified, parse_manifest  # noqa: E402
 from hyperpod_recovery.models.manifest import MANIFEST_SCHEMA, POINTER_SCHEMA, step_dir  # noqa: E402
 
 BUCKET = "bench-checkpoints"
@@ -95,6 +99,11 @@ def arrange(case: str, steps: list[int]) -> None:
 
 
 def discover(s3: Any) -> tuple[int | None, Counter[str], float]:
+    chosen, _, requests, elapsed = discover_with_reasons(s3)
+    return chosen, requests, elapsed
+
+
+def discover_with_reasons(s3: Any) -> tuple[int | None, list[str], Counter[str], float]:
     requests: Counter[str] = Counter()
 
     def count(model: Any, **_: Any) -> None:
@@ -103,14 +112,14 @@ def discover(s3: Any) -> tuple[int | None, Counter[str], float]:
     s3.meta.events.register("before-call.s3", count)
     try:
         started = time.perf_counter()
-        discovery = find_newest_verified(S3CheckpointStore(s3=s3), URI)
+        discovery = find_newest_verified(S3CheckpointStore(s3=s3), URI, job="llama-70b")
         elapsed = time.perf_counter() - started
     finally:
         s3.meta.events.unregister("before-call.s3", count)
-    return (discovery.checkpoint.step if discovery.checkpoint else None), requests, elapsed
+    return (discovery.checkpoint.step if discovery.checkpoint else None), discovery.rejected, requests, elapsed
 
 
-def run(sizes: list[int]) -> int:
+def run(sizes: list[int], shard_count: int) -> int:
     rows, failures = [], []
     for count in sizes:
         with mock_aws():
@@ -147,6 +156,7 @@ def run(sizes: list[int]) -> int:
     print(f"targets: fresh pointer <= {TARGET_FRESH} requests at every N; other cases <= {TARGET_SEARCH_AT_100K} at N = 100,000")
     print("and growing with log N; a torn newest checkpoint never chosen.")
     big_shards(sys.stdout)
+    failures += many_shards(sys.stdout, shard_count)
     for failure in failures:
         print(f"TARGET MISSED: {failure}")
     return 1 if failures else 0
@@ -168,11 +178,57 @@ def big_shards(out: Any) -> None:
             print(f"| {shards:,} | {sum(requests.values())} |", file=out)
 
 
+def many_shards(out: Any, count: int) -> list[str]:
+    """Discovery when the pointer names a step of ``count`` shards, its manifest sound or listing a key twice."""
+    print(file=out)
+    print(
+        f"| step with {count:,} shards (pointer at it, one older step) | S3 requests | chosen step | wall time (moto) "
+        "| parse + check of manifest.json alone |",
+        file=out,
+    )
+    print("|---|---:|---:|---:|---:|", file=out)
+    failures = []
+    for duplicate in (False, True):
+        with mock_aws():
+            s3 = boto3.client("s3", region_name="us-west-2")
+            s3.create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": "us-west-2"})
+            backend = s3_backends[DEFAULT_ACCOUNT_ID]["aws"]
+            older, newest = STEP_EVERY, 2 * STEP_EVERY
+            backend.put_object(BUCKET, f"{PREFIX}{step_dir(older)}/__0_0.distcp", b"\0" * SHARD_BYTES, disable_notification=True)
+            backend.put_object(BUCKET, f"{PREFIX}{step_dir(older)}/manifest.json", _manifest(older, 1), disable_notification=True)
+            folder = f"{PREFIX}{step_dir(newest)}/"
+            keys = [f"__{rank}_0.distcp" for rank in range(count)]
+            for key in keys:
+                backend.put_object(BUCKET, folder + key, b"\0" * SHARD_BYTES, disable_notification=True)
+            listed = keys + keys[count // 2 : count // 2 + 1] if duplicate else keys  # the middle key twice
+            body = json.loads(_manifest(newest, 1)) | {"shards": [{"key": key, "size": SHARD_BYTES} for key in listed]}
+            manifest = json.dumps(body).encode()
+            backend.put_object(BUCKET, folder + "manifest.json", manifest, disable_notification=True)
+            backend.put_object(BUCKET, PREFIX + "latest", _pointer(newest), disable_notification=True)
+            started = time.perf_counter()
+            _, problem = parse_manifest(newest, manifest, "llama-70b")
+            parsed = time.perf_counter() - started
+            chosen, rejected, requests, elapsed = discover_with_reasons(s3)
+            expected = older if duplicate else newest
+            case = "one key listed twice" if duplicate else "sound manifest"
+            print(
+                f"| {case} | {sum(requests.values())} ({requests['GetObject']} GET, {requests['ListObjectsV2']} LIST) "
+                f"| {chosen} | {elapsed * 1000:.0f} ms | {parsed * 1000:.0f} ms |",
+                file=out,
+            )
+            if duplicate:
+                print(f"\nrejected: {rejected[0] if rejected else '(nothing)'}", file=out)
+            if chosen != expected or bool(problem) != duplicate:
+                failures.append(f"{count:,} shards, {case}: chose {chosen}, expected {expected} ({problem or 'manifest accepted'})")
+    return failures
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--sizes", default="10,1000,100000", help="comma-separated checkpoint counts")
+    parser.add_argument("--shards", type=int, default=100_000, help="shards of the step whose manifest lists a key twice")
     args = parser.parse_args()
-    return run([int(size) for size in args.sizes.split(",")])
+    return run([int(size) for size in args.sizes.split(",")], args.shards)
 
 
 if __name__ == "__main__":

@@ -4,9 +4,13 @@ What is patched, and why (see ../shared/reference/local-testing-toolchain.md):
 * moto's Step Functions interpreter runs the real statemachines/*.asl.json (execute_state_machine);
 * Lambda invocations are dispatched to the real handlers in functions/*/app.py, in-process;
 * Wait states, Retry backoffs and botocore's own retry sleeps move the execution's virtual
-  timeline (sandbox/clock.py) instead of sleeping;
-* with the simulated agent down, a task waiting for its token (waitForTaskToken) runs out its
-  TimeoutSeconds on virtual time (a step that answers its own token still completes);
+  timeline (sandbox/clock.py) instead of sleeping; their jitter is drawn from a generator seeded by
+  the execution's name, so a drill waits the same on every run;
+* a Map state runs its iterations one at a time, in item order: they wait on the one controller
+  agent, which answers one command at a time anyway, and a fixed order keeps drills repeatable;
+* a task waiting for its token (waitForTaskToken) that the simulated agent did not answer (agent
+  down, or a command it would not run) runs out its TimeoutSeconds on virtual time (a step that
+  answers its own token still completes);
 * a nested execution (states:startExecution.sync:2) starts on its parent's timeline, and the
   parent moves on to the child's end when it finishes (moto polls the child every 0.5 s of real
   time; here every 20 ms, and those DescribeExecution polls are not counted: AWS follows a .sync
@@ -21,6 +25,7 @@ import importlib.util
 import io
 import json
 import os
+import random
 import threading
 import time
 import types
@@ -44,17 +49,25 @@ from moto.awslambda_simple.models import LambdaSimpleBackend
 from moto.core.botocore_stubber import BotocoreStubber, MockRawResponse
 from moto.core.exceptions import JsonRESTError
 from moto.events.utils import EventTemplateParser
-from moto.stepfunctions.parser.api import HistoryEventType, LambdaFunctionFailedEventDetails
+from moto.stepfunctions.parser.api import ExecutionStatus, HistoryEventType, LambdaFunctionFailedEventDetails
 from moto.stepfunctions.parser.asl.component.common.error_name.custom_error_name import CustomErrorName
 from moto.stepfunctions.parser.asl.component.common.error_name.failure_event import FailureEvent
-from moto.stepfunctions.parser.asl.component.common.retry import retrier_decl
+from moto.stepfunctions.parser.asl.component.common.retry import jitter_strategy_decl, retrier_decl
+from moto.stepfunctions.parser.asl.component.state.exec.state_map.iteration.inline_iteration_component import InlineIterationComponent
 from moto.stepfunctions.parser.asl.component.state.exec.state_task import state_task_lambda
 from moto.stepfunctions.parser.asl.component.state.exec.state_task.service import state_task_service_callback, state_task_service_sfn
+from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.resource import ResourceCondition
 from moto.stepfunctions.parser.asl.component.state.wait.wait_function import wait_function
-from moto.stepfunctions.parser.asl.eval.callback.callback import CallbackOutcomeTimedOut
+from moto.stepfunctions.parser.asl.eval.callback.callback import (
+    CallbackConsumerLeft,
+    CallbackNotifyConsumerError,
+    CallbackOutcomeTimedOut,
+    CallbackPoolManager,
+)
 from moto.stepfunctions.parser.asl.eval.event.event_detail import EventDetails
 from moto.stepfunctions.parser.asl.eval.event.event_manager import EventManager
 from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
+from moto.stepfunctions.responses import get_backend
 
 from sandbox.clock import EPOCH, VirtualClock
 from sandbox.hyperpod import ACCOUNT, HyperPodDouble, serve
@@ -71,6 +84,7 @@ FAKE_CREDENTIALS = {
     "AWS_DEFAULT_REGION": REGION,
     "AWS_REGION": REGION,
 }
+RETRY_BACKOFF = "retry backoff"  # the clock's name for Retry and SDK retry waits (the report's wait category)
 _local = threading.local()
 # Injected Throttling/AccessDenied are generic AWS errors that SageMaker's model does not list; moto
 # warns on each one, but real AWS sends them all the same.
@@ -115,6 +129,27 @@ class ApiCalls:
             self.counts[f"{SERVICE_NAMES.get(service, service)}.{action}"] += 1
 
 
+class TimelineRandom:
+    """``random.uniform``/``random.random`` for retry jitter, one generator per timeline seeded by
+    its name: the same drill draws the same backoffs on every run, whichever thread runs first."""
+
+    def __init__(self, clock: VirtualClock) -> None:
+        self._clock = clock
+        self._generators: dict[str, random.Random] = {}
+        self._lock = threading.Lock()
+
+    def _generator(self) -> random.Random:
+        name = self._clock.current()
+        with self._lock:
+            return self._generators.setdefault(name, random.Random(name))  # noqa: S311 - jitter, not security
+
+    def uniform(self, low: float, high: float) -> float:
+        return self._generator().uniform(low, high)
+
+    def random(self) -> float:
+        return self._generator().random()
+
+
 class FakeContext:
     def __init__(self, function_name: str, function_arn: str) -> None:
         self.function_name = function_name
@@ -152,18 +187,20 @@ class SandboxAWS:
         clock: VirtualClock,
         double: HyperPodDouble,
         parameters: dict[str, str],
-        after_invoke: Callable[[], None],
+        after_invoke: Callable[[str | None], None],
         epoch: datetime = EPOCH,
     ) -> None:
         self.clock = clock
         self.epoch = epoch  # virtual second 0 as a date: execution history timestamps are virtual too
         self.double = double
         self.parameters = parameters
-        self.after_invoke = after_invoke
+        self.after_invoke = after_invoke  # given the invocation's task token: the controller answers its command
         self.api_calls = ApiCalls()
-        # The simulated agent is down (behaviour.agent_down): no task token is ever answered, so a
-        # waiting task runs out its TimeoutSeconds on virtual time instead of blocking in real time.
-        self.agent_down = False
+        # The simulated controller answers a command inside the Lambda invocation that sent it, so a
+        # task whose token is not answered by the time it waits never will be (the agent is down, or
+        # would not run the command): it runs out its TimeoutSeconds on virtual time instead of
+        # blocking in real time, where it would never park. A real agent process answers in real time.
+        self.answers_in_process = True
         # "dynamodb:<Operation>" -> [error code, remaining]: ledger errors the pipeline's calls receive.
         self.ledger_errors: dict[str, list[Any]] = {}
         self._ledger_errors_lock = threading.Lock()
@@ -213,6 +250,18 @@ class SandboxAWS:
         host, port = server.get_host_and_port()
         return f"http://{host}:{port}"
 
+    def running_executions(self) -> set[str]:
+        """The names of the executions still running, read from moto's backend: the runner asks
+        every time a timeline parks, and a ListExecutions round trip through boto3 for each question
+        was a quarter of a drill's CPU time. One with no status yet is being started: running."""
+        backend = get_backend(ACCOUNT, REGION)
+        return {
+            execution.name
+            for machine in list(backend.state_machines)
+            for execution in list(machine.executions)
+            if execution.exec_status in (None, ExecutionStatus.RUNNING)
+        }
+
     def client(self, service: str) -> Any:
         """One client per service for the runner (building one loads the service's model: slow)."""
         if service not in self._clients:
@@ -242,6 +291,7 @@ class SandboxAWS:
             fn = backend.get_function(function_name, qualifier)
             event = json.loads(body) if body else {}
             timeline = event.get("execution_name") if isinstance(event, dict) else None
+            task_token = event.get("task_token") if isinstance(event, dict) else None
             with sandbox.clock.on(timeline or sandbox.clock.current()):
                 try:
                     result = sandbox.handlers[fn.function_name](event, FakeContext(fn.function_name, fn.function_arn))
@@ -249,7 +299,7 @@ class SandboxAWS:
                     response_headers["x-amz-function-error"] = "Unhandled"
                     return json.dumps({"errorType": type(exc).__name__, "errorMessage": str(exc), "stackTrace": []}).encode()
                 finally:
-                    sandbox.after_invoke()
+                    sandbox.after_invoke(task_token if isinstance(task_token, str) else None)
             if sandbox.lost_responses[fn.function_name] > 0:
                 # It ran (and did whatever it does), but its answer is lost on the way back.
                 sandbox.lost_responses[fn.function_name] -= 1
@@ -272,13 +322,31 @@ class SandboxAWS:
         self._patch_history_timestamps(stack)
         self._patch_task_token_timeouts(stack)
         self._patch_lambda_service_errors(stack)
+        self._patch_task_heartbeats(stack)
         stack.enter_context(mock.patch.object(retrier_decl.RetrierDecl, "_eval_body", retrier_body))
-        virtual_sleep = types.SimpleNamespace(sleep=lambda seconds: self.clock.sleep(seconds))
+        virtual_sleep = types.SimpleNamespace(sleep=lambda seconds: self.clock.sleep(seconds, reason=RETRY_BACKOFF))
         stack.enter_context(mock.patch.object(retrier_decl, "time", virtual_sleep))
         # botocore's own retries (standard mode) sleep in endpoint.py: virtual too.
         import botocore.endpoint
+        import botocore.retries.standard
 
         stack.enter_context(mock.patch.object(botocore.endpoint, "time", types.SimpleNamespace(sleep=virtual_sleep.sleep, time=time.time)))
+        jitter = TimelineRandom(self.clock)
+        stack.enter_context(mock.patch.object(jitter_strategy_decl, "random", jitter))
+        original_backoff_init = botocore.retries.standard.ExponentialBackoff.__init__
+
+        def backoff_init(backoff: Any, *args: Any, **kwargs: Any) -> None:
+            original_backoff_init(backoff, *args, **kwargs)
+            backoff._random = jitter.random
+
+        stack.enter_context(mock.patch.object(botocore.retries.standard.ExponentialBackoff, "__init__", backoff_init))
+        original_map_body = InlineIterationComponent._eval_body
+
+        def map_one_at_a_time(component: Any, env: Any) -> None:
+            env.stack[-1].max_concurrency = 1
+            original_map_body(component, env)
+
+        stack.enter_context(mock.patch.object(InlineIterationComponent, "_eval_body", map_one_at_a_time))
         # moto's default EventBridge->SQS template drops "account", which real EventBridge delivers
         # (and our event models require): restore the full envelope.
         stack.enter_context(mock.patch.object(EventTemplateParser, "DEFAULT_EVENT_INPUT_TEMPLATE", _FULL_EVENT_TEMPLATE))
@@ -302,12 +370,35 @@ class SandboxAWS:
             manager: EventManager, context: Any, event_type: Any, event_details: Any = None, timestamp: Any = None, **kwargs: Any
         ) -> int:
             name = timelines.get(manager)
+            if event_type == HistoryEventType.ExecutionStarted and name is not None:
+                # Every execution waits for its turn before its first state (sandbox/clock.py); here,
+                # once its environment is set up: moto looks through every running one for a task token.
+                sandbox.clock.hold(name)
             if timestamp is None and name is not None:
                 timestamp = sandbox.epoch + timedelta(seconds=sandbox.clock.now(name))
             return original_add_event(manager, context, event_type, event_details, timestamp, **kwargs)
 
         stack.enter_context(mock.patch.object(ExecutionWorker, "_get_evaluation_environment", evaluation_environment))
         stack.enter_context(mock.patch.object(EventManager, "add_event", add_event))
+
+    @staticmethod
+    def _patch_task_heartbeats(stack: ExitStack) -> None:
+        """SendTaskHeartbeat as Step Functions answers it: accepted for any task still waiting for its
+        token, whether or not its state sets HeartbeatSeconds; TaskTimedOut for one that timed out;
+        TaskDoesNotExist for one already answered. moto answers InvalidToken for every task without
+        HeartbeatSeconds, which would make the agent take a live task for a dead one."""
+        original = CallbackPoolManager.heartbeat
+
+        def heartbeat(manager: CallbackPoolManager, callback_id: str) -> bool:
+            endpoint = manager.get(callback_id)
+            if endpoint is None or endpoint.consumer_error is not None:
+                return original(manager, callback_id)
+            if endpoint._outcome is not None:  # answered already: the task is over
+                raise CallbackNotifyConsumerError(callback_consumer_error=CallbackConsumerLeft())
+            endpoint.notify_heartbeat()
+            return True
+
+        stack.enter_context(mock.patch.object(CallbackPoolManager, "heartbeat", heartbeat))
 
     @staticmethod
     def _patch_lambda_service_errors(stack: ExitStack) -> None:
@@ -337,10 +428,15 @@ class SandboxAWS:
         original = callback._eval_wait_for_task_token
 
         def wait_for_token(task: Any, env: Any, timeout_seconds: int, callback_endpoint: Any, heartbeat_endpoint: Any) -> Any:
-            if not sandbox.agent_down or heartbeat_endpoint is not None:  # no state sets HeartbeatSeconds yet
+            # Not for a .sync task: moto listens for a token there too, on a thread of its own, alongside
+            # the child execution it follows; a virtual timeout would move the parent's time on by hours.
+            waits_for_token = task.resource.condition == ResourceCondition.WaitForTaskToken
+            if not sandbox.answers_in_process or not waits_for_token or heartbeat_endpoint is not None:  # no HeartbeatSeconds yet
                 return original(task, env, timeout_seconds, callback_endpoint, heartbeat_endpoint)
-            sandbox.clock.sleep(timeout_seconds, timeline=_execution_name(env))
-            outcome = callback_endpoint.wait(timeout=0)  # dry-run steps answer their own token
+            outcome = callback_endpoint.wait(timeout=0)  # answered already (by the agent, or a dry-run step itself)
+            if outcome is None:
+                sandbox.clock.sleep(timeout_seconds, timeline=_execution_name(env))
+                outcome = callback_endpoint.wait(timeout=0)
             return outcome if outcome is not None else CallbackOutcomeTimedOut(callback_id=callback_endpoint.callback_id)
 
         stack.enter_context(mock.patch.object(callback, "_eval_wait_for_task_token", wait_for_token))

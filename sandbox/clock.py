@@ -1,16 +1,21 @@
 """Virtual time for drills: one timeline per execution, advanced by Wait and Retry instead of sleeping.
 
 Each execution lives on its own timeline, which starts when the execution is started. Time on a
-timeline moves two ways: real elapsed time while code runs (so handler work counts as pipeline
-time), and jumps when the workflow waits (a Wait state, a Retry backoff, the agent's modelled
-latency). A jump never sleeps.
+timeline moves only by jumps: a Wait state, a Retry backoff, the agent's modelled latency. A jump
+never sleeps. Handler work and state transitions take no virtual time: real elapsed time on a
+shared machine is load, not Lambda's duration, and counting it made a drill's report depend on how
+busy the machine was (a step timed on a loaded machine could move a poll past a deadline). A drill
+against a real Slurm (``counts_real_time``) does count it: its agent is a process working in real time.
 
 The *horizon* keeps cause before effect, between faults and between executions: no timeline may
-jump past it. A timeline that wants to jump further parks with its wake-up time. Once every live
-timeline is parked (or finished), the runner moves the horizon to the earliest wake-up time, or to
-the next fault if that comes first (a conservative discrete-event schedule). So an incident at
-t=300 sees what the incident started at t=0 had done by t=300, and an execution that polls the
-ledger for another's outcome at t=700 sees exactly what that one had recorded by t=700.
+jump past it. A timeline that wants to jump further parks with its wake-up time, and a new
+execution parks at its start. Once every live timeline is parked (or finished), the runner lets
+the parked sleeper with the earliest wake-up time go (ties by timeline name), alone, and moves the
+horizon there; the next fault is delivered once every sleeper left wants to wake after it (a
+discrete-event schedule that runs one execution at a time). So an incident at t=300 sees what the
+incident started at t=0 had done by t=300, an execution that polls the ledger for another's
+outcome at t=700 sees exactly what that one had recorded by t=700, and two executions at the same
+moment act in the same order on every run, however busy the machine is.
 
 A *nested* execution (JobRecovery's Recover Nodes starts NodeRecovery and waits for it) starts at
 its parent's present; while the parent waits, it counts as parked whenever its child is, and when
@@ -33,15 +38,18 @@ _local = threading.local()
 
 
 class VirtualClock:
-    def __init__(self) -> None:
+    def __init__(self, *, counts_real_time: bool = False) -> None:
         self._lock = threading.Condition()
+        self._counts_real_time = counts_real_time
         self._anchor: dict[str, tuple[float, float]] = {DRIVER: (0.0, time.perf_counter())}
-        # Parked sleepers, by (timeline, thread): a Map state runs several threads of one execution.
-        self._parked: set[tuple[str, int]] = set()
-        self._wake_at: dict[tuple[str, int], float] = {}  # parked sleeper -> the time it wants to jump to
+        # Parked sleepers, by (timeline, thread), with the time each wants to jump to.
+        self._parked: dict[tuple[str, int], float] = {}
+        self._released: set[tuple[str, int]] = set()  # sleepers the runner has let go, not yet running
         self._waiting_on: dict[str, str] = {}  # parent timeline -> the nested execution it waits for
-        self._horizon = math.inf
+        self._horizon = 0.0
         self._closed = False
+        # (timeline, reason, start, end) of the jumps made with a reason: the report names these waits.
+        self.waits: list[tuple[str, str, float, float]] = []
 
     # --- which timeline is the current thread on ------------------------------------------
     @staticmethod
@@ -62,33 +70,52 @@ class VirtualClock:
     def now(self, timeline: str | None = None) -> float:
         name = timeline or self.current()
         with self._lock:
-            if name not in self._anchor:
-                # A new execution starts at the driver's present (the moment it was started).
-                self._anchor[name] = (self._now_locked(DRIVER), time.perf_counter())
-            return self._now_locked(name)
+            return self._now_locked(self._anchored(name))
+
+    def _anchored(self, name: str) -> str:
+        if name not in self._anchor:
+            # A new execution starts at the driver's present (the moment it was started).
+            self._anchor[name] = (self._now_locked(DRIVER), time.perf_counter())
+        return name
 
     def _now_locked(self, name: str) -> float:
         virtual, real = self._anchor[name]
-        return virtual + (time.perf_counter() - real)
+        return virtual + (time.perf_counter() - real if self._counts_real_time else 0.0)
 
-    def sleep(self, seconds: float, timeline: str | None = None) -> None:
-        """Jump ``seconds`` ahead on a timeline, parking at the horizon if it is nearer."""
+    def sleep(self, seconds: float, timeline: str | None = None, reason: str | None = None) -> None:
+        """Jump ``seconds`` ahead on a timeline, parking at the horizon if it is nearer. A ``reason``
+        records the jump in ``waits`` (e.g. a retry backoff, which the report must not call overhead)."""
         name = timeline or self.current()
-        target = self.now(name) + max(0.0, seconds)
         with self._lock:
-            while target > self._horizon and not self._closed:
-                self._anchor[name] = (max(self._now_locked(name), self._horizon), time.perf_counter())
-                self._parked.add((name, threading.get_ident()))
-                self._wake_at[(name, threading.get_ident())] = target
-                self._lock.notify_all()
-                self._lock.wait()
-            self._parked.discard((name, threading.get_ident()))
-            self._wake_at.pop((name, threading.get_ident()), None)
+            start = self._now_locked(self._anchored(name))
+            target = start + max(0.0, seconds)
+            if reason is not None and target > start:
+                self.waits.append((name, reason, start, target))
+            # The driver is the runner's own thread: it moves the horizon, it never waits for it.
+            if target > self._horizon and name != DRIVER:
+                self._anchor[name] = (max(start, self._horizon), time.perf_counter())
+                self._park(name, target)
             # Real time spent parked is the runner's, not the pipeline's: restart the real anchor.
             self._anchor[name] = (target, time.perf_counter())
 
     def sleep_until(self, moment: float, timeline: str | None = None) -> None:
         self.sleep(moment - self.now(timeline), timeline)
+
+    def hold(self, timeline: str) -> None:
+        """Park a new execution at its start until the runner gives it its turn, as if it had slept
+        until then: executions started at the same moment then run one after the other, in the
+        runner's order, instead of racing each other in real time."""
+        with self._lock:
+            self._park(timeline, self._now_locked(self._anchored(timeline)))
+
+    def _park(self, name: str, wake: float) -> None:
+        sleeper = (name, threading.get_ident())
+        self._parked[sleeper] = wake
+        self._lock.notify_all()
+        while sleeper not in self._released and not self._closed:
+            self._lock.wait()
+        self._released.discard(sleeper)
+        self._parked.pop(sleeper, None)
 
     # --- nested executions ------------------------------------------------------------------
     def start_timeline(self, name: str, parent: str) -> None:
@@ -114,39 +141,28 @@ class VirtualClock:
         with self._lock:
             self._anchor[DRIVER] = (moment, time.perf_counter())
 
-    def set_horizon(self, moment: float) -> None:
-        with self._lock:
-            self._horizon = moment
-            # Timelines whose wake-up time is now reachable are awake from this moment on, even
-            # before their thread runs: the runner must wait for them to park again.
-            for sleeper, wake in self._wake_at.items():
-                if wake <= moment:
-                    self._parked.discard(sleeper)
-            self._lock.notify_all()
-
-    def next_wake(self) -> float:
-        """The earliest time a parked timeline wants to jump to (inf when none is parked)."""
-        with self._lock:
-            return min((w for s, w in self._wake_at.items() if s in self._parked), default=math.inf)
-
     def run_until(self, moment: float, running: Callable[[], set[str]]) -> None:
-        """Let every live timeline reach ``moment`` in wake-up order, one wake-up time at a time.
+        """Let every live timeline reach ``moment``, one parked sleeper at a time.
 
-        ``moment`` may be inf: run until no execution is left.
+        The next to go is the earliest wake-up time, ties broken by timeline name; it runs alone
+        until it parks again (or ends). One at a time is what makes a drill repeatable: two
+        executions waking at the same virtual moment (a replacement starting while another
+        execution classifies the job on that node) would otherwise race in real time, and which
+        one a loaded machine ran first decided what the other saw. ``moment`` may be inf: run
+        until no execution is left.
         """
         while True:
             self.wait_until_parked(running)
-            wake = self.next_wake()
-            if wake >= moment or (wake == math.inf and not running()):
-                break
-            self.set_horizon(max(self._horizon_now(), wake))
+            with self._lock:
+                sleeper = min(self._parked, key=lambda s: (self._parked[s], s[0]), default=None)
+                if sleeper is None or self._parked[sleeper] > moment:
+                    break
+                self._horizon = max(self._horizon, self._parked.pop(sleeper))
+                self._released.add(sleeper)
+                self._lock.notify_all()
         if moment != math.inf:
-            self.set_horizon(moment)
-            self.wait_until_parked(running)
-
-    def _horizon_now(self) -> float:
-        with self._lock:
-            return self._horizon
+            with self._lock:
+                self._horizon = max(self._horizon, moment)
 
     def wait_until_parked(self, running: Callable[[], set[str]], timeout: float = 120.0) -> None:
         """Block (real time) until every running execution is parked at the horizon.

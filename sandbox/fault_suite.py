@@ -15,7 +15,7 @@ from sandbox.scenario import Scenario, load_scenario
 from sandbox.template import load_template
 
 DRILLS = Path(__file__).resolve().parent.parent / "events" / "drills"
-NAMED_OUTCOMES = {"recovered", "escalated", "duplicate", "rejected", "capped", "dry_run"}
+NAMED_OUTCOMES = {"recovered", "escalated", "duplicate", "rejected", "capped", "dry_run", "stale", "aborted", "failed"}
 
 
 @dataclass(frozen=True)
@@ -131,12 +131,17 @@ def summary(fault: Fault, scenario: Scenario, report: dict[str, Any]) -> dict[st
     return {
         "fault": fault.name,
         "outcomes": [
-            f"{i['outcome']}:{i['error']}" if i["outcome"] in ("escalated", "capped") else i["outcome"] for i in report["incidents"]
+            f"{i['outcome']}:{i['error']}" if i["outcome"] in ("escalated", "capped", "stale", "failed") else i["outcome"]
+            for i in report["incidents"]
         ],
         "replace calls": report["api_calls"].get("sagemaker.BatchReplaceClusterNodes", 0),
         "nodes replaced": len(report["replacements"]),
         "resubmissions": sum(per_job.values()),
         "max per job": max(per_job.values(), default=0),
         "past the cap": max(0, len(report["replacements"]) - cap_limit(scenario)),
+        # What is still held when the drill ends: every end settles what its incident held.
+        "left reserved": len(report["ledger_at_end"]["nodes_reserved"]),
+        "open claims": len(report["ledger_at_end"]["open_claims"]),
+        "max state KiB": round(report["max_state_bytes"] / 1024, 1),
         "virtual s": report["virtual_seconds"],
     }

@@ -13,6 +13,7 @@ from html import escape
 from typing import Any
 
 from hyperpod_recovery.domain.durations import format_duration, offset_text
+from sandbox.report import format_time_split
 
 PHASE_COLORS = {
     "detect": "#9467bd",
@@ -156,11 +157,7 @@ def _incident_section(incident: dict[str, Any]) -> str:
     timeline = _table(
         ["at", "event", "detail"], [[f"T+{format_duration(e['at'])}", e["event"], e["detail"]] for e in incident["timeline"]], "timeline"
     )
-    split = (
-        f"workflow {format_duration(incident['workflow_seconds'])} = provisioning {format_duration(incident['provisioning_seconds'])}"
-        f" + agent {format_duration(incident['agent_seconds'])}"
-        f" + pipeline overhead {format_duration(incident['pipeline_overhead_seconds'])}"
-    )
+    split = format_time_split(incident)
     return (
         f'<section class="incident" id="{escape(incident["id"])}">'
         f'<h2><span class="badge" style="background:{OUTCOME_COLORS.get(outcome, "#999")}">{escape(outcome)}</span> '

@@ -79,6 +79,14 @@ class ReplacementRecord:
 
 
 @dataclass
+class RebootRecord:
+    node_id: str  # a reboot keeps the instance
+    hostname: str
+    initiated_at: float
+    running_at: float | None  # None: the reboot left it in Failure
+
+
+@dataclass
 class _InjectedError:
     operation: str
     code: str
@@ -97,6 +105,7 @@ class HyperPodDouble:
     hostnames: dict[str, str] = field(default_factory=dict)
     nodes: list[SimNode] = field(default_factory=list)
     replacements: list[ReplacementRecord] = field(default_factory=list)
+    reboots: list[RebootRecord] = field(default_factory=list)
     _lock: threading.RLock = field(default_factory=threading.RLock)
 
     def __post_init__(self) -> None:
@@ -368,8 +377,10 @@ class HyperPodDouble:
         # A node in behaviour.reboot_fails does not come back from it.
         if (node.group, node.index) in self._reboot_fails:
             node.transitions += [(t, "Pending"), (t + 120.0, "Failure")]
+            self.reboots.append(RebootRecord(node.node_id, node.hostname, t, None))
         else:
             node.transitions += [(t, "Pending"), (t + 120.0, "Running")]
+            self.reboots.append(RebootRecord(node.node_id, node.hostname, t, t + 120.0))
 
 
 SERVED_OPERATIONS = (

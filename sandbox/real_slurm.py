@@ -32,8 +32,7 @@ from moto.stepfunctions.parser.models import StepFunctionsParserBackend
 
 from hyperpod_recovery.models.manifest import RESUME_FROM_ENV, RESUME_STEP_ENV
 from hyperpod_recovery_agent.agent import ReplyJournal
-from hyperpod_recovery_agent.slurm import RESUBMISSION_MARK, SlurmCli, SlurmCommandFailed
-from hyperpod_recovery_agent.slurm import Submission as SbatchRequest
+from hyperpod_recovery_agent.slurm import RESUBMISSION_MARK, SlurmCli, SlurmCommandFailed, validate_job_id, validate_nodes
 from sandbox.aws import FAKE_CREDENTIALS, REGION, SandboxAWS
 from sandbox.clock import VirtualClock
 from sandbox.scenario import Scenario, ScenarioError
@@ -113,18 +112,20 @@ class RealController:
             self.cli.resume(ours)
 
     def submit_seed_job(self, job: SlurmJob) -> None:
+        # The drill's own job, submitted by the drill (as the user running it): the agent never runs
+        # sbatch as itself, only as a captured job's owner.
+        argv = [
+            "sbatch",
+            "--parsable",
+            f"--job-name={job.name}",
+            f"--nodes={len(job.nodes)}",
+            f"--nodelist={','.join(validate_nodes(job.nodes))}",
+            f"--comment={DRILL_MARK}" + (f" checkpoint={job.checkpoint_uri}" if job.checkpoint_uri else ""),
+            f"--chdir={self.out_dir}",
+            "--output=/dev/null",
+        ]
         try:
-            slurm_id = self.cli.submit(
-                SbatchRequest(
-                    script=JOB_SCRIPT % {"out": self.out_dir},
-                    name=job.name,
-                    num_nodes=len(job.nodes),
-                    comment=f"{DRILL_MARK}" + (f" checkpoint={job.checkpoint_uri}" if job.checkpoint_uri else ""),
-                    work_dir=str(self.out_dir),
-                    nodelist=tuple(job.nodes),
-                    output="/dev/null",
-                )
-            )
+            slurm_id = validate_job_id(self.cli._run(argv, stdin=JOB_SCRIPT % {"out": self.out_dir}).stdout.strip().split(";", 1)[0])
         except SlurmCommandFailed as exc:
             raise RealSlurmUnavailable(f"sbatch refused the scenario's job {job.job_id}: {exc.output}") from exc
         self.seeded[job.job_id] = slurm_id
@@ -185,7 +186,7 @@ class RealController:
 
         return on_virtual_time
 
-    def pump(self) -> None:
+    def pump(self, task_token: str | None = None) -> None:
         """Nothing to do in-process: the agent process answers on its own."""
 
     def close(self) -> None:
@@ -218,7 +219,8 @@ class RealController:
             old_id = comment.removeprefix(RESUBMISSION_MARK).split(" ", 1)[0]
             if old_id not in self.seeded.values():
                 continue  # an earlier drill's, still in slurmctld's memory
-            incident = comment.rsplit("incident=", 1)[-1]
+            # Our mark, then the owner's own comment: "...resubmission-of=<old> incident=<id> <theirs>"
+            incident = comment.split(" incident=", 1)[-1].split(" ", 1)[0]
             environment = self.cli.submission_environment(str(job["job_id"]))
             step = environment.get(RESUME_STEP_ENV, "")
             found.append(

@@ -1,35 +1,41 @@
 """The drill report (JSON, fields named in architecture.md) and its printed timeline.
 
 Per incident: id, trigger, nodes, outcome, phases (virtual start/end), resubmissions, plus the
-ledger's timeline and the time split (provisioning, agent, pipeline overhead). Top level:
-api_calls, state_transitions, executions, virtual_seconds, pipeline_overhead_seconds.
+ledger's timeline and the time split. Top level: api_calls, state_transitions, executions,
+virtual_seconds, pipeline_overhead_seconds.
 
-pipeline_overhead_seconds is the workflow's time (execution start -> outcome recorded) not spent
-waiting on HyperPod provisioning a replacement or on the controller agent: handler work, state
-transitions and the lag between a node coming back and the workflow noticing it. A JobRecovery
-incident's time spent waiting on its nested NodeRecovery (counted there), on another incident, or
-in its deliberate restart backoff is not overhead either.
+The time split cuts the workflow's time (event received -> outcome recorded) into parts that add
+up to it exactly: agent (the controller agent's commands, answered or not), a Retry or SDK retry
+backoff, provisioning (HyperPod bringing a replaced or rebooted node back), the other named waits
+(a job's restart backoff, its nested node recovery, another incident it waited for) and pipeline
+overhead: what is left, i.e. our handler work and state transitions (no virtual time in a drill)
+and the polling lag between a node coming back and the workflow noticing it. Where two overlap,
+the first of that list counts.
 """
 
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hyperpod_recovery.adapters.ledger import DynamoLedger
 from hyperpod_recovery.domain.durations import format_duration
 from hyperpod_recovery.models.records import IncidentRecord
+from sandbox.aws import RETRY_BACKOFF
 from sandbox.clock import EPOCH
 from sandbox.real_slurm import RealController
 
 if TYPE_CHECKING:
     from sandbox.runner import DrillRunner
 
-REPORT_VERSION = 1
-# JobRecovery phases that wait on something else (a node recovery, another incident, the backoff).
-JOB_WAIT_PHASES = ("recover_nodes", "wait_other_recovery", "backoff")
+# 2: virtual time no longer counts handler work, and the time split has named waits: version 1's
+# pipeline overhead is not comparable.
+REPORT_VERSION = 2
+# Phases spent waiting on the controller agent: its commands (a job's inspect is Capture Job Spec
+# and Check Job Nodes; the Lambda steps around them take no virtual time in a drill).
+AGENT_PHASES = ("cordon", "find_jobs", "resume", "resubmit", "inspect")
 
 
 def _seconds(moment: datetime | None, epoch: datetime = EPOCH) -> float | None:
@@ -40,18 +46,25 @@ def build_report(runner: DrillRunner, wall_seconds: float) -> dict[str, Any]:
     aws = runner.aws
     sfn = aws.client("stepfunctions")
     ledger = DynamoLedger(aws.ledger_table, dynamodb=aws.client("dynamodb"))
-    incidents: list[dict[str, Any]] = []
+    found: list[tuple[str, dict[str, Any], IncidentRecord | None]] = []
     transitions = 0
     executions = 0
+    largest: tuple[int, str] = (0, "")
     for arn in aws.state_machines.values():
         for page in sfn.get_paginator("list_executions").paginate(stateMachineArn=arn):
             for summary in sorted(page["executions"], key=lambda e: e["startDate"]):
                 executions += 1
                 detail = sfn.describe_execution(executionArn=summary["executionArn"])
-                history = sfn.get_execution_history(executionArn=summary["executionArn"], maxResults=1000)["events"]
+                history = [
+                    e
+                    for p in sfn.get_paginator("get_execution_history").paginate(executionArn=summary["executionArn"])
+                    for e in p["events"]
+                ]
                 transitions += sum(1 for event in history if event["type"].endswith("StateEntered"))
-                record = ledger.get_incident(summary["name"])
-                incidents.append(_incident(runner, summary["name"], detail, record))
+                largest = max(largest, largest_payload(history, summary["name"]))
+                found.append((summary["name"], detail, ledger.get_incident(summary["name"])))
+    records = [record for _, _, record in found if record is not None]
+    incidents = [_incident(runner, name, detail, record, records) for name, detail, record in found]
     api_calls = dict(sorted(aws.api_calls.counts.items()))
     notifications = _notifications(aws)
     return {
@@ -70,6 +83,9 @@ def build_report(runner: DrillRunner, wall_seconds: float) -> dict[str, Any]:
         "api_calls": api_calls,
         "api_calls_total": sum(api_calls.values()),
         "state_transitions": transitions,
+        # Step Functions fails an execution whose state input/output passes 256 KiB (States.DataLimitExceeded).
+        "max_state_bytes": largest[0],
+        "max_state_at": largest[1],
         "executions": executions,
         "virtual_seconds": round(
             max([0.0] + [p["end"] for i in incidents for p in i["phases"]] + [f.at for f in runner.scenario.faults]), 3
@@ -88,6 +104,15 @@ def build_report(runner: DrillRunner, wall_seconds: float) -> dict[str, Any]:
             }
             for r in runner.double.replacements
         ],
+        "reboots": [
+            {
+                "node_id": r.node_id,
+                "hostname": r.hostname.split(".", 1)[0],
+                "initiated_at": round(r.initiated_at, 3),
+                "running_at": None if r.running_at is None else round(r.running_at, 3),
+            }
+            for r in runner.double.reboots
+        ],
         "slurm": {
             "submissions": [s.__dict__ for s in runner.slurm.submissions],
             "drained_nodes": runner.slurm.drained_nodes(),
@@ -95,7 +120,74 @@ def build_report(runner: DrillRunner, wall_seconds: float) -> dict[str, Any]:
             **({"mode": "real", "queue": runner.slurm.queue()} if isinstance(runner.slurm, RealController) else {"mode": "simulated"}),
         },
         "notifications": notifications,
+        "ledger_at_end": ledger_at_end(aws.client("dynamodb"), aws.ledger_table, runner.epoch + timedelta(seconds=max_virtual(incidents))),
         "metrics": emitted_metrics(runner.log_path),
+    }
+
+
+# The history fields that carry a state's data: what entered and left each state, task parameters
+# and results, and the execution's own input and output.
+_PAYLOAD_FIELDS = ("input", "output", "parameters")
+
+
+def compact_size(text: str) -> int:
+    """Bytes of a payload as Step Functions serializes it (compact JSON, UTF-8); moto's history
+    writes some with spaces after separators."""
+    try:
+        return len(json.dumps(json.loads(text), separators=(",", ":"), ensure_ascii=False).encode())
+    except ValueError:
+        return len(text.encode())
+
+
+def largest_payload(history: list[dict[str, Any]], execution: str) -> tuple[int, str]:
+    """(bytes, "<execution>: <event type> <state>") of the largest state input/output in a history.
+
+    Step Functions measures payloads as UTF-8; the limit (256 KiB) applies to each of them."""
+    largest = (0, "")
+    entered = ""
+    for event in history:
+        for key, details in event.items():
+            if not key.endswith("EventDetails") or not isinstance(details, dict):
+                continue
+            entered = details.get("name", entered)
+            for field in _PAYLOAD_FIELDS:
+                value = details.get(field)
+                if isinstance(value, str):
+                    size = compact_size(value)
+                    if size > largest[0]:
+                        largest = (size, f"{execution}: {event['type']} {entered}".strip())
+    return largest
+
+
+def max_virtual(incidents: list[dict[str, Any]]) -> float:
+    return max([0.0] + [p["end"] for i in incidents for p in i["phases"]] + [e["at"] for i in incidents for e in i["timeline"]])
+
+
+def ledger_at_end(dynamodb: Any, table: str, end: datetime) -> dict[str, Any]:
+    """What is still held in the ledger when the drill ends: places under the cluster cap, open
+    (never completed) resubmission claims, incidents that still hold something, node locks. Every
+    end settles what its incident held, so the first three must be empty after any scenario."""
+    reserved: list[str] = []
+    claims: list[str] = []
+    holding: list[str] = []
+    locks: list[str] = []
+    for page in dynamodb.get_paginator("scan").paginate(TableName=table):
+        for item in page["Items"]:
+            pk, sk = item["pk"]["S"], item["sk"]["S"]
+            if sk == "IN_RECOVERY":
+                entries = json.loads(item.get("reservations", {}).get("S", "{}"))
+                reserved += [n for n, (_, expires) in entries.items() if expires >= end.timestamp()]
+            elif sk == "RESUBMISSION" and "new_job_id" not in item:
+                claims.append(pk.split("#")[-1])
+            elif sk == "HOLDINGS" and any(item.get(k, {}).get("SS") for k in ("locks", "reserved", "claims")):
+                holding.append(pk.removeprefix("INCIDENT#"))
+            elif sk == "LOCK" and int(item["expires_at"]["N"]) >= end.timestamp():
+                locks.append(pk.split("#")[-1])  # escalated nodes stay locked on purpose, for a while
+    return {
+        "nodes_reserved": sorted(reserved),
+        "open_claims": sorted(claims),
+        "incidents_holding": sorted(holding),
+        "locks_held": sorted(locks),
     }
 
 
@@ -123,7 +215,9 @@ def parse_emf(text: str) -> dict[str, dict[str, Any]]:
     return dict(sorted(found.items()))
 
 
-def _incident(runner: DrillRunner, name: str, execution: dict[str, Any], record: IncidentRecord | None) -> dict[str, Any]:
+def _incident(
+    runner: DrillRunner, name: str, execution: dict[str, Any], record: IncidentRecord | None, records: list[IncidentRecord]
+) -> dict[str, Any]:
     base: dict[str, Any] = {
         "id": name,
         "execution_status": execution["status"],
@@ -143,17 +237,11 @@ def _incident(runner: DrillRunner, name: str, execution: dict[str, Any], record:
             "resubmissions": [],
             "timeline": [],
             "summary": "no incident record",
-            "provisioning_seconds": None,
-            "agent_seconds": None,
-            "workflow_seconds": None,
-            "pipeline_overhead_seconds": None,
+            **_no_split(),
         }
     phases = [{"name": p.name, "start": _seconds(p.start, runner.epoch), "end": _seconds(p.end, runner.epoch)} for p in record.phases]
     started = next((e.at for e in record.timeline if e.event == "event received"), None)
-    workflow = (record.recorded_at - started).total_seconds() if started else None
-    provisioning = _provisioning_wait(runner, record, phases)
-    waited = sum(p["end"] - p["start"] for p in phases if p["name"] in JOB_WAIT_PHASES) if record.workflow == "job" else 0.0
-    overhead = None if workflow is None else max(0.0, workflow - provisioning - record.agent_seconds - waited)
+    split = _time_split(runner, name, record, started, records)
     return {
         **base,
         "workflow": record.workflow,
@@ -176,21 +264,140 @@ def _incident(runner: DrillRunner, name: str, execution: dict[str, Any], record:
             for r in record.resubmissions
         ],
         "timeline": [{"at": _seconds(e.at, runner.epoch), "event": e.event, "detail": e.detail} for e in record.timeline],
-        "provisioning_seconds": round(provisioning, 3),
-        "agent_seconds": round(record.agent_seconds, 3),
-        "workflow_seconds": None if workflow is None else round(workflow, 3),
-        "pipeline_overhead_seconds": None if overhead is None else round(overhead, 3),
+        **split,
     }
 
 
-def _provisioning_wait(runner: DrillRunner, record: IncidentRecord, phases: list[dict[str, Any]]) -> float:
-    """Time the workflow spent waiting while HyperPod had not yet brought a replacement up."""
-    wait = next((p for p in phases if p["name"] == "wait_for_rejoin"), None)
-    if wait is None:
-        return 0.0
-    ours = [r for r in runner.double.replacements if r.old_node_id in record.nodes and r.initiated_at <= wait["end"]]
-    ready = max((r.running_at if r.running_at is not None else wait["end"]) for r in ours) if ours else wait["start"]
-    return max(0.0, min(ready, wait["end"]) - wait["start"])
+Intervals = list[tuple[int, int]]  # [start, end) in virtual milliseconds: exact sums, no float drift
+Phases = list[tuple[str, int, int]]  # (name, start, end), in virtual milliseconds
+
+
+def _time_split(
+    runner: DrillRunner, execution: str, record: IncidentRecord, started: datetime | None, records: list[IncidentRecord]
+) -> dict[str, Any]:
+    """workflow_seconds = provisioning_seconds + agent_seconds + sum(waits) + pipeline_overhead_seconds,
+    exactly (in milliseconds), from the incident's phases and what the sandbox saw happen."""
+    if started is None:  # the request never became an incident (it was rejected as unreadable)
+        return _no_split()
+    epoch = runner.epoch
+    window = (_ms((started - epoch).total_seconds()), _ms((record.recorded_at - epoch).total_seconds()))
+    phases = [(p.name, _ms((p.start - epoch).total_seconds()), _ms((p.end - epoch).total_seconds())) for p in record.phases]
+    retries = [(_ms(start), _ms(end)) for timeline, why, start, end in runner.clock.waits if timeline == execution and why == RETRY_BACKOFF]
+    categories: list[tuple[str, Intervals]] = [
+        ("agent", [(start, end) for name, start, end in phases if name in AGENT_PHASES]),
+        ("retry_backoff", retries),
+        ("provisioning", _provisioning(runner, record, phases)),
+        ("restart_backoff", [(start, end) for name, start, end in phases if name == "backoff"]),
+        ("node_recovery", [(start, end) for name, start, end in phases if name == "recover_nodes"]),
+        ("other_incident", _other_incident(epoch, record, phases, records)),
+    ]
+    booked: Intervals = []
+    parts: dict[str, int] = {}
+    for category, intervals in categories:
+        new = _minus(_clip(_union(intervals), window), booked)
+        parts[category] = sum(end - start for start, end in new)
+        booked = _union(booked + new)
+    workflow = window[1] - window[0]
+    waits = {category: ms / 1000 for category, ms in parts.items() if category not in ("provisioning", "agent") and ms}
+    return {
+        "provisioning_seconds": parts["provisioning"] / 1000,
+        "agent_seconds": parts["agent"] / 1000,
+        "waits": waits,
+        "workflow_seconds": workflow / 1000,
+        "pipeline_overhead_seconds": (workflow - sum(parts.values())) / 1000,
+    }
+
+
+def _no_split() -> dict[str, Any]:
+    return {"provisioning_seconds": None, "agent_seconds": None, "waits": {}, "workflow_seconds": None, "pipeline_overhead_seconds": None}
+
+
+def _provisioning(runner: DrillRunner, record: IncidentRecord, phases: Phases) -> Intervals:
+    """The part of each wait for rejoin during which HyperPod had not yet brought the incident's
+    nodes back (a replacement or a reboot, ground truth from the double); the rest of the wait is
+    the workflow's polling lag. A node that never came back keeps the whole wait."""
+    repairs = [(r.old_node_id, r.initiated_at, r.running_at) for r in runner.double.replacements]
+    repairs += [(r.node_id, r.initiated_at, r.running_at) for r in runner.double.reboots]
+    found: Intervals = []
+    for name, start, end in phases:
+        if name != "wait_for_rejoin":
+            continue
+        ready = start
+        for node in record.nodes:
+            ours = [(at, running) for node_id, at, running in repairs if node_id == node and _ms(at) <= end]
+            if ours:
+                # The node's newest repair by then: a replacement after a reboot that did not help supersedes it.
+                running = max(ours, key=lambda repair: repair[0])[1]
+                ready = max(ready, end if running is None else _ms(running))
+        found.append((start, min(ready, end)))
+    return found
+
+
+def _other_incident(epoch: datetime, record: IncidentRecord, phases: Phases, records: list[IncidentRecord]) -> Intervals:
+    """The part of a job's wait for another incident (a node incident on its nodes, begun by the
+    wait's end) until that incident recorded its outcome; the rest of the wait is the job's polling lag."""
+    holders: Intervals = []
+    for other in records:
+        if other.workflow == "node" and other.incident_id != f"{record.incident_id}-nodes" and set(other.hostnames) & set(record.nodes):
+            began = next((e.at for e in other.timeline if e.event == "event received"), other.recorded_at)
+            holders.append((_ms((began - epoch).total_seconds()), _ms((other.recorded_at - epoch).total_seconds())))
+    found: Intervals = []
+    for name, start, end in phases:
+        if name == "wait_other_recovery":
+            done = max((stop for began, stop in holders if began <= end), default=end)
+            found.append((start, min(end, max(start, done))))
+    return found
+
+
+def _ms(seconds: float) -> int:
+    return round(seconds * 1000)
+
+
+def _union(intervals: Intervals) -> Intervals:
+    merged: Intervals = []
+    for start, end in sorted(i for i in intervals if i[1] > i[0]):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def _clip(intervals: Intervals, window: tuple[int, int]) -> Intervals:
+    return [(max(start, window[0]), min(end, window[1])) for start, end in intervals if min(end, window[1]) > max(start, window[0])]
+
+
+def _minus(intervals: Intervals, taken: Intervals) -> Intervals:
+    """``intervals`` (disjoint, sorted) without what ``taken`` (disjoint, sorted) covers."""
+    left: Intervals = []
+    for start, end in intervals:
+        for taken_start, taken_end in taken:
+            if taken_end <= start or taken_start >= end:
+                continue
+            if taken_start > start:
+                left.append((start, taken_start))
+            start = max(start, taken_end)
+        if end > start:
+            left.append((start, end))
+    return left
+
+
+def format_time_split(incident: dict[str, Any]) -> str:
+    """``workflow 1m 07.7s = provisioning 0.0s + agent 6.7s + restart backoff 1m 00.0s + pipeline
+    overhead 1.0s``: the parts are rounded to tenths together (largest remainder), so the printed
+    sum adds up to the printed total, not just the exact one."""
+    if incident["workflow_seconds"] is None:
+        return "workflow -"
+    parts = [("provisioning", incident["provisioning_seconds"]), ("agent", incident["agent_seconds"])]
+    parts += [(category.replace("_", " "), seconds) for category, seconds in incident.get("waits", {}).items()]
+    parts += [("pipeline overhead", incident["pipeline_overhead_seconds"])]
+    millis = [_ms(seconds) for _, seconds in parts]
+    tenths = [ms // 100 for ms in millis]
+    short = (_ms(incident["workflow_seconds"]) + 50) // 100 - sum(tenths)
+    for index in sorted(range(len(parts)), key=lambda i: -(millis[i] % 100))[:short]:
+        tenths[index] += 1
+    total = format_duration((_ms(incident["workflow_seconds"]) + 50) // 100 / 10)
+    return f"workflow {total} = " + " + ".join(f"{label} {format_duration(t / 10)}" for (label, _), t in zip(parts, tenths, strict=True))
 
 
 def _intake(runner: DrillRunner) -> dict[str, Any]:
@@ -246,11 +453,7 @@ def format_report(report: dict[str, Any]) -> str:
                 f"  resubmitted job {resubmission['job']} as {resubmission['new_job_id']} from step "
                 f"{resubmission['checkpoint_step']} ({resubmission['checkpoint_uri']})"
             )
-        lines.append(
-            f"  time: workflow {format_duration(incident['workflow_seconds'])} = provisioning "
-            f"{format_duration(incident['provisioning_seconds'])} + agent {format_duration(incident['agent_seconds'])} "
-            f"+ pipeline overhead {format_duration(incident['pipeline_overhead_seconds'])}"
-        )
+        lines.append(f"  time: {format_time_split(incident)}")
         lines.append("")
     calls = ", ".join(f"{name} {count}" for name, count in report["api_calls"].items())
     intake = report["intake"]

@@ -52,7 +52,8 @@ class DrillRunner:
     def __init__(self, scenario: Scenario, log_path: Path, *, real_slurm: bool = False) -> None:
         self.scenario = scenario
         self.log_path = log_path
-        self.clock = VirtualClock()
+        # A real Slurm's agent works in real time, so its drills count real time; simulated ones do not.
+        self.clock = VirtualClock(counts_real_time=real_slurm)
         # Virtual second 0. A real Slurm remembers earlier drills' jobs (their comments carry the
         # incident id, which carries the fault's time): real drills start at the present instead.
         self.epoch = datetime.now(UTC).replace(microsecond=0) if real_slurm else EPOCH
@@ -121,6 +122,7 @@ class DrillRunner:
             "RepeatOffenderMaxRecoveries": settings.repeat_offender.max_recoveries,
             "RepeatOffenderWindowSeconds": settings.repeat_offender.window_seconds,
         }
+        safety |= {"MaxEventAgeSeconds": settings.max_event_age_seconds, "MaxClockSkewSeconds": settings.max_clock_skew_seconds}
         parameters.update({name: f"{value:g}" for name, value in safety.items() if value is not None})
         install_clock(lambda: self.epoch + timedelta(seconds=self.clock.now()))
         try:
@@ -130,7 +132,7 @@ class DrillRunner:
                 SandboxAWS(self.clock, self.double, parameters, self.slurm.pump, epoch=self.epoch) as aws,
             ):
                 self.aws = aws
-                aws.agent_down = self.scenario.behaviour.agent_down
+                aws.answers_in_process = isinstance(self.slurm, SimulatedController)
                 for error in self.scenario.behaviour.api_errors:
                     if error.operation.startswith("dynamodb:"):
                         aws.ledger_errors[error.operation] = [error.code, error.times]
@@ -175,6 +177,8 @@ class DrillRunner:
                     state="RUNNING",
                     checkpoint_uri=job.checkpoint_uri,
                     auto_resume=job.auto_resume,
+                    script_bytes=job.script_bytes,
+                    batch=job.batch,
                 )
             )
             write_checkpoints(aws.client("s3"), job, self.epoch)
@@ -199,12 +203,7 @@ class DrillRunner:
 
     # --- time ---------------------------------------------------------------------------
     def _running(self) -> set[str]:
-        sfn = self.aws.client("stepfunctions")
-        names: set[str] = set()
-        for arn in self.aws.state_machines.values():
-            for page in sfn.get_paginator("list_executions").paginate(stateMachineArn=arn, statusFilter="RUNNING"):
-                names |= {e["name"] for e in page["executions"]}
-        return names
+        return self.aws.running_executions()
 
     def _advance_to(self, moment: float) -> None:
         """Let every running execution reach ``moment`` (in wake-up order), then put the driver there."""
@@ -236,7 +235,7 @@ class DrillRunner:
 
     def _put_event(self, fault: FaultSpec, ref: str) -> None:
         node = self.double.current(ref, t=fault.at)
-        when = self.epoch + timedelta(seconds=fault.at)
+        when = self.epoch + timedelta(seconds=fault.at - fault.event_age_seconds)
         cluster, arn = self.scenario.cluster.name, self.double.arn
         if fault.foreign_cluster:
             cluster, arn = "other-cluster", arn[:-12] + "zzzzzzzzzzzz"
@@ -291,7 +290,7 @@ class DrillRunner:
                 "CloudWatch Alarm State Change",
                 [f"arn:aws:cloudwatch:{REGION}:123456789012:alarm:{alarm}"],
             )
-        self._put(source, detail_type, detail, resources, fault.at)
+        self._put(source, detail_type, detail, resources, fault.at - fault.event_age_seconds)
 
     def _put(self, source: str, detail_type: str, detail: dict[str, Any], resources: list[str], at: float) -> None:
         when = self.epoch + timedelta(seconds=at)
@@ -306,7 +305,7 @@ class DrillRunner:
         slurm = self.slurm.slurm
         job = slurm.current_incarnation(fault.job)
         spec = next(j for j in self.scenario.jobs if j.id == fault.job)
-        when = self.epoch + timedelta(seconds=fault.at)
+        when = self.epoch + timedelta(seconds=fault.at - fault.event_age_seconds)
         if fault.checkpoint_step is not None:
             write_checkpoint_step(self.aws.client("s3"), spec, fault.checkpoint_step, when - timedelta(minutes=1))
         down = [self.double.slurm_name(ref) for ref in fault.node_refs]
@@ -376,7 +375,7 @@ class DrillRunner:
         sfn.start_execution(
             stateMachineArn=self.aws.state_machines["NodeRecoveryStateMachine"],
             name=f"drill-{self.scenario.name}-{self.drill_count}",
-            input=json.dumps(request),
+            input=json.dumps(request if fault.raw_input is None else fault.raw_input),
         )
 
     def _start_job_drill(self, fault: FaultSpec) -> None:

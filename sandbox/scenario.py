@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, model_validator
 
 _NODE_REF = re.compile(r"^(?P<group>[A-Za-z0-9][A-Za-z0-9\-]*):(?P<index>\d+)$")
 _NODE_RANGE = re.compile(r"^(?P<group>[A-Za-z0-9][A-Za-z0-9\-]*):(?P<start>\d+)(?:-(?P<end>\d+))?$")
@@ -37,7 +37,7 @@ class ClusterSpec(_Strict):
     orchestrator: Literal["slurm", "eks"] = "slurm"
     node_recovery: Literal["Automatic", "None"] = "None"
     # Older Slurm clusters do not report SlurmConfig.NodeType; the stack then needs ControllerGroups.
-    reports_node_types: bool = True
+    reports_node_types: StrictBool = True
     instance_groups: list[InstanceGroupSpec] = Field(min_length=1)
 
     @model_validator(mode="after")
@@ -60,7 +60,11 @@ class JobSpec(_Strict):
     nodes: str  # "workers:0-15"
     checkpoint_uri: str | None = Field(default=None, pattern=r"^s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/.*)?$")
     checkpoints: list[CheckpointSpec] = Field(default_factory=list)
-    auto_resume: bool = False
+    auto_resume: StrictBool = False
+    # The size of the job's batch script (the agent keeps it on the controller; it never travels in state).
+    script_bytes: int = Field(default=0, ge=0, le=4 * 1024 * 1024)
+    # False: an salloc/srun allocation without a batch script, which cannot be submitted again (unresumable).
+    batch: StrictBool = True
 
     @model_validator(mode="after")
     def _nodes_syntax(self) -> JobSpec:
@@ -78,19 +82,25 @@ class FaultSpec(_Strict):
     nodes: list[str] | None = None
     repeat: int = Field(default=0, ge=0, le=1000)  # extra copies of the same event (HyperPod may send several)
     reason: str | None = None
-    dry_run: bool | None = None  # drills only: the request's dry_run field
+    dry_run: StrictBool | None = None  # drills only: the request's dry_run field
     # Drills only: fields merged into the manual request as sent, to drill validation
     # (e.g. {"node_ids": ["node-7"]} must end as InvalidRecoveryRequest).
     request_overrides: dict[str, Any] | None = None
-    foreign_cluster: bool = False  # the event names another cluster (must be ignored)
+    # Drills only: the start input exactly as given, instead of a request built from ``node``
+    # (a string, a list, a number: what a malformed start-execution sends).
+    raw_input: Any = None
+    foreign_cluster: StrictBool = False  # the event names another cluster (must be ignored)
     # job_failed (and job drills): the scenario job whose current incarnation fails (after a
     # resubmission, the resubmitted job). ``node``/``nodes`` are then the nodes that went DOWN.
     job: str | None = Field(default=None, pattern=r"^[0-9]{1,10}$")
     job_state: Literal["FAILED", "NODE_FAIL", "TIMEOUT"] = "FAILED"
     exit_code: int | None = Field(default=None, ge=0, le=255)  # default: 1 for FAILED, 0 otherwise
-    requeued_by_slurm: bool = False  # Slurm requeued the job itself (the event still arrives)
+    requeued_by_slurm: StrictBool = False  # Slurm requeued the job itself (the event still arrives)
     # Progress before the failure: the job wrote this (complete) checkpoint first.
     checkpoint_step: int | None = Field(default=None, ge=0)
+    # The event's own time stamp is this many seconds before it is delivered at ``at``: a replay,
+    # a redrive or a backlog (negative: stamped in the future, a wrong clock). Events only.
+    event_age_seconds: float = 0.0
 
     @model_validator(mode="after")
     def _has_nodes(self) -> FaultSpec:
@@ -98,14 +108,16 @@ class FaultSpec(_Strict):
         if self.kind == "job_failed" or (self.kind == "drill" and self.job):
             if not self.job:
                 raise ValueError("a job_failed fault needs 'job' (a job id from 'jobs')")
-        elif not refs:
+        elif not refs and self.raw_input is None:
             raise ValueError("a fault needs 'node' or 'nodes'")
         elif self.job or self.requeued_by_slurm or self.checkpoint_step is not None or self.exit_code is not None:
             raise ValueError("job, exit_code, requeued_by_slurm and checkpoint_step apply to kind 'job_failed' only")
         for ref in refs:
             if not _NODE_REF.match(ref):
                 raise ValueError(f"node {ref!r} must look like 'workers:3'")
-        if self.kind != "drill" and (self.dry_run is not None or self.request_overrides is not None):
+        if self.kind == "drill" and self.event_age_seconds:
+            raise ValueError("event_age_seconds applies to events, not drills (a drill is stamped when it starts)")
+        if self.kind != "drill" and (self.dry_run is not None or self.request_overrides is not None or self.raw_input is not None):
             raise ValueError("dry_run and request_overrides apply to kind 'drill' only (events follow settings.dry_run)")
         return self
 
@@ -154,7 +166,7 @@ class BehaviourSpec(_Strict):
     agent_seconds: float = Field(default=2.0, ge=0)
     # Nodes missing from Slurm's configuration: the agent answers NodeNotFound for them.
     missing_in_slurm: list[str] = Field(default_factory=list)
-    agent_down: bool = False
+    agent_down: StrictBool = False
     lost_responses: list[LostResponseSpec] = Field(default_factory=list)
 
 
@@ -185,7 +197,7 @@ class JobRestartSpec(_Strict):
 
 
 class SettingsSpec(_Strict):
-    dry_run: bool = False
+    dry_run: StrictBool = False
     caps: CapsSpec = Field(default_factory=CapsSpec)
     breaker: BreakerSpec = Field(default_factory=BreakerSpec)
     repeat_offender: RepeatOffenderSpec = Field(default_factory=RepeatOffenderSpec)  # unset fields: the template's defaults
@@ -194,6 +206,8 @@ class SettingsSpec(_Strict):
     rejoin_deadline_seconds: int = Field(default=2700, ge=60)
     reboot_deadline_seconds: int = Field(default=900, ge=60)
     episode_window_seconds: int = Field(default=600, ge=60)
+    max_event_age_seconds: int | None = Field(default=None, ge=60)  # None: template.yaml's default
+    max_clock_skew_seconds: int | None = Field(default=None, ge=0)
     intake_batch_window_seconds: int = Field(default=5, ge=1, le=300)  # template.yaml: IntakeBatchWindowSeconds
     controller_groups: list[str] = Field(default_factory=list)
     login_groups: list[str] = Field(default_factory=list)

@@ -5,7 +5,8 @@ their nodes and state) and implements the agent's ``Slurm`` port, so the command
 answered by the real ``Agent`` and ``CommandExecutor`` (agent/hyperpod_recovery_agent/): the
 drain/resume/resubmit rules drilled here are the ones that run on a controller. What is modelled
 is only Slurm itself, and the agent's latency on the execution's virtual timeline. Commands are
-answered synchronously after each Lambda invocation (``pump``), so drills need no polling thread.
+answered synchronously after the Lambda invocation that sent them (``pump``), on the thread of the
+task that waits for the answer, so drills need no polling thread.
 
 ``make drill SLURM=real`` replaces all of this with the agent as a separate process against a real
 slurmctld (sandbox/real_slurm.py).
@@ -16,23 +17,27 @@ from __future__ import annotations
 import json
 import tempfile
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from hyperpod_recovery.errors import InvalidCommand, NodeNotFound
-from hyperpod_recovery.models.commands import CommandEnvelope, CommandReply, JobSpec
+from hyperpod_recovery.models.commands import CommandEnvelope, CommandReply, JobSpec, job_display_name
 from hyperpod_recovery.models.manifest import RESUME_FROM_ENV, RESUME_STEP_ENV
 from hyperpod_recovery_agent.agent import Agent, ReplyJournal
+from hyperpod_recovery_agent.capture import JobCapture, SbatchOptions
 from hyperpod_recovery_agent.executor import CommandExecutor
 from hyperpod_recovery_agent.slurm import RESUBMISSION_MARK, NodeState
-from hyperpod_recovery_agent.slurm import Submission as SbatchRequest
 from sandbox.aws import ApiCalls, SandboxAWS
 from sandbox.clock import VirtualClock
 
 QUEUE_LAG_SECONDS = 0.2  # a long-polling agent picks a message up almost at once
+# SQS visibility runs on real time while a command's handling waits on virtual time (it may park at
+# the horizon for as long as other executions take): keep a received message invisible for the
+# queue's maximum, so it never comes back to be received, counted and answered a second time.
+VISIBILITY_SECONDS = 43_200
 TRAINING_SCRIPT = "#!/bin/bash\n#SBATCH --exclusive\nsrun python train.py --resume-from-env\n"
 
 
@@ -42,6 +47,10 @@ class SlurmNode:
     state: str = "idle"  # idle | allocated
     drained: bool = False
     reason: str = ""
+
+
+# The simulated jobs' owner (the agent runs as root; every job is someone else's).
+OWNER = {"user": "trainer", "uid": 1000, "group": "trainer", "gid": 1000}
 
 
 @dataclass
@@ -55,6 +64,14 @@ class SlurmJob:
     environment: dict[str, str] = field(default_factory=dict)
     comment: str = ""
     resubmission_of: str | None = None
+    script_bytes: int = 0  # pad the batch script to this size (a real training script can be long)
+    batch: bool = True  # False: an salloc/srun allocation, with no batch script to submit again
+    submitted_by: str | None = None  # the user a resubmission ran sbatch as
+
+    @property
+    def script(self) -> str:
+        script = TRAINING_SCRIPT.replace("--resume-from-env", "--auto-resume=1") if self.auto_resume else TRAINING_SCRIPT
+        return script + "#" * max(0, self.script_bytes - len(script) - 1) + "\n" if self.script_bytes > len(script) else script
 
 
 @dataclass
@@ -114,32 +131,64 @@ class SimulatedSlurm:
         job = self.jobs.get(job_id)
         return self._spec(job) if job else None
 
-    def resubmission_of(self, job_id: str, incident_id: str) -> str | None:
-        mark = f"{RESUBMISSION_MARK}{job_id} incident={incident_id}"
-        return next((j.job_id for j in self.jobs.values() if j.comment == mark), None)
+    def resubmission_of(self, job_id: str) -> tuple[str, str] | None:
+        prefix = f"{RESUBMISSION_MARK}{job_id} incident="
+        found = next((j for j in self.jobs.values() if j.comment.startswith(prefix)), None)
+        return None if found is None else (found.job_id, found.comment[len(prefix) :].split(" ", 1)[0])
 
-    def submit(self, submission: SbatchRequest) -> str:
-        old_id = submission.comment.removeprefix(RESUBMISSION_MARK).split(" ", 1)[0]
-        old = self.jobs[old_id]
+    def capture(self, job_id: str) -> JobCapture | None:
+        """What the real agent captures (capture.py), for a simulated job owned by ``trainer``."""
+        job = self.jobs.get(job_id)
+        if job is None:
+            return None
+        unresumable = None if job.batch else "it has no batch script: an salloc or srun allocation cannot be submitted again"
+        return JobCapture(
+            job_id=job.job_id,
+            name=job.name,
+            state=job.state,
+            work_dir=f"/fsx/{job.name}",
+            script=job.script if job.batch else None,
+            environment={**job.environment, "SLURM_SUBMIT_DIR": f"/fsx/{job.name}"},
+            comment=job.comment,
+            options=SbatchOptions(partition="gpu", nodes=str(max(1, len(job.nodes)))),
+            unresumable=unresumable,
+            **OWNER,  # type: ignore[arg-type]
+        )
+
+    def submit_as_owner(
+        self,
+        capture: JobCapture,
+        *,
+        comment: str,
+        extra_environment: Mapping[str, str],
+        exclude_nodes: Sequence[str] = (),
+        nodelist: Sequence[str] = (),
+        output: str | None = None,
+    ) -> str:
+        if capture.unresumable or capture.script is None:
+            raise InvalidCommand(f"job {capture.job_id} cannot be resubmitted as it was: {capture.unresumable or 'no batch script'}")
+        old = self.jobs[capture.job_id]
         new_id = str(max(int(j) for j in self.jobs) + 1)
-        usable = [n for n in old.nodes if not self.nodes[n].drained and self.nodes[n].state != "down" and n not in submission.exclude_nodes]
+        usable = [n for n in old.nodes if not self.nodes[n].drained and self.nodes[n].state != "down" and n not in exclude_nodes]
         state = "RUNNING" if len(usable) == len(old.nodes) else "PENDING"
         self.jobs[new_id] = SlurmJob(
             job_id=new_id,
-            name=submission.name,
+            name=capture.name,
             nodes=old.nodes if state == "RUNNING" else [],
             state=state,
             checkpoint_uri=old.checkpoint_uri,
             auto_resume=old.auto_resume,
-            environment=dict(submission.environment),
-            comment=submission.comment,
+            environment={**capture.environment, **extra_environment},
+            comment=" ".join(part for part in (comment, capture.comment) if part),
             resubmission_of=old.job_id,
+            script_bytes=old.script_bytes,
+            submitted_by=capture.user,
         )
         for name in self.jobs[new_id].nodes:
             self.nodes[name].state = "allocated"
-        incident = submission.comment.rsplit("incident=", 1)[-1]
+        incident = comment.rsplit("incident=", 1)[-1]
         self.submissions.append(
-            Submission(incident, old.job_id, new_id, submission.environment[RESUME_FROM_ENV], int(submission.environment[RESUME_STEP_ENV]))
+            Submission(incident, old.job_id, new_id, extra_environment[RESUME_FROM_ENV], int(extra_environment[RESUME_STEP_ENV]))
         )
         return new_id
 
@@ -184,17 +233,14 @@ class SimulatedSlurm:
     def _spec(self, job: SlurmJob) -> JobSpec:
         return JobSpec(
             job_id=job.job_id,
-            name=job.name,
-            user="trainer",
+            name=job_display_name(job.name),
+            user=OWNER["user"],  # type: ignore[arg-type]
             partition="gpu",
             num_nodes=max(1, len(job.nodes)),
             nodes=job.nodes,
             state=job.state,
-            time_limit=None,
-            work_dir=f"/fsx/{job.name}",
             checkpoint_uri=job.checkpoint_uri,
             auto_resume=job.auto_resume,
-            batch_script=TRAINING_SCRIPT.replace("--resume-from-env", "--auto-resume=1") if job.auto_resume else TRAINING_SCRIPT,
         )
 
 
@@ -232,6 +278,9 @@ class SimulatedController:
         self.journal = ReplyJournal(Path(self._journal_dir.name))
         self.agent: Agent | None = None
         self.count_call: Callable[[str, str], None] = lambda service, action: None
+        # Received commands by task token, until the thread of the task waiting for each takes it.
+        self._inbox: dict[str | None, list[dict[str, Any]]] = {}
+        self._receiving = threading.Lock()
 
     def connect(self, aws: SandboxAWS) -> None:
         self.agent = Agent(
@@ -240,6 +289,10 @@ class SimulatedController:
             stepfunctions=aws.client("stepfunctions"),
             queue_url=aws.queue_urls["CommandQueue"],
             journal=self.journal,
+            visibility_seconds=VISIBILITY_SECONDS,
+            # No heartbeat on real time: a command's wait is a virtual jump, and a beat sent because
+            # a loaded machine kept a parked command waiting 20 real seconds is not the pipeline's.
+            keepalive_wait=lambda stop, seconds: stop.wait(),
         )
         self.count_call = aws.api_calls.record
 
@@ -255,35 +308,62 @@ class SimulatedController:
     def drained_nodes(self) -> dict[str, str]:
         return self.slurm.drained_nodes()
 
-    def pump(self) -> None:
-        """Answer every command waiting on the queue (called after each Lambda invocation).
+    def pump(self, task_token: str | None = None) -> None:
+        """Answer the command the Lambda just invoked sent (called after each Lambda invocation,
+        with the task token it was given).
+
+        The answer's modelled latency is a jump on the waiting execution's timeline, which may park
+        the answering thread at the horizon; so a command is answered only on the thread of the
+        task that waits for it. A thread that answered another execution's command would park
+        under that execution's name while its own execution, waiting for the horizon to move,
+        never counted as parked: the runner waited for it forever (a lost wake-up, when two
+        executions' Lambdas finished at once and one pump took the other's message). Commands of
+        other tasks go to their own inbox, under a lock held only while the queue is read (never
+        across a wait), so the task that sent one finds it there or on the queue.
 
         A real agent long-polls all the time; only the polls that return work are the pipeline's
         cost, so the empty look at the queue is made uncounted and the useful receive counted.
         """
-        if self.agent_down or self.agent is None:
+        agent = self.agent
+        if self.agent_down or agent is None:
             return
-        while True:
-            with ApiCalls.counting(False):
-                messages = self.agent.receive(wait_seconds=0)
-            if not messages:
-                return
-            self.count_call("sqs", "ReceiveMessage")
-            for message in messages:
-                outcome = self.agent.handle(message)
-                entry: dict[str, Any] = {
-                    "type": outcome.command_type or "invalid",
-                    "incident": _incident_of(message),
-                    "status": outcome.status,
-                }
-                if outcome.error:
-                    entry["error"] = outcome.error
-                reply = self.journal.get(outcome.command_id) if outcome.command_id else None
-                if reply is not None and outcome.status == "succeeded":
-                    parsed = CommandReply[Any].model_validate_json(reply)
-                    entry["at"] = (parsed.completed_at - self.epoch).total_seconds()
-                    entry["result"] = parsed.model_dump(mode="json")["result"]
-                self.commands.append(entry)
+        with self._receiving:
+            while True:
+                with ApiCalls.counting(False):
+                    messages = agent.receive(wait_seconds=0)
+                if not messages:
+                    break
+                self.count_call("sqs", "ReceiveMessage")
+                for message in messages:
+                    self._inbox.setdefault(_token_of(message), []).append(message)
+            # A message without a readable token is rejected without waiting: anyone may answer it.
+            mine = self._inbox.pop(None, []) + (self._inbox.pop(task_token, []) if task_token else [])
+        for message in mine:
+            self._answer(agent, message)
+
+    def _answer(self, agent: Agent, message: dict[str, Any]) -> None:
+        outcome = agent.handle(message)
+        entry: dict[str, Any] = {
+            "type": outcome.command_type or "invalid",
+            "incident": _incident_of(message),
+            "status": outcome.status,
+        }
+        if outcome.error:
+            entry["error"] = outcome.error
+        reply = self.journal.get(outcome.command_id) if outcome.command_id else None
+        if reply is not None and outcome.status == "succeeded":
+            parsed = CommandReply[Any].model_validate_json(reply)
+            entry["at"] = (parsed.completed_at - self.epoch).total_seconds()
+            entry["result"] = parsed.model_dump(mode="json")["result"]
+        self.commands.append(entry)
+
+
+def _token_of(message: dict[str, Any]) -> str | None:
+    try:
+        token = json.loads(message.get("Body", "")).get("task_token")
+    except (ValueError, AttributeError):
+        return None
+    return token if isinstance(token, str) and token else None
 
 
 def _incident_of(message: dict[str, Any]) -> str | None:

@@ -16,16 +16,19 @@ from typing import Any, Literal
 
 from hyperpod_recovery.config import Settings
 from hyperpod_recovery.domain.checkpoints import Listing
+from hyperpod_recovery.domain.freshness import EventAgeLimits
 from hyperpod_recovery.domain.replace import chunked
 from hyperpod_recovery.errors import CheckpointWriteConflict
 from hyperpod_recovery.models.cluster import BatchOutcome, ClusterInfo, ClusterNode, InstanceGroupInfo
-from hyperpod_recovery.models.commands import CommandEnvelope, CommandReply
+from hyperpod_recovery.models.commands import CommandEnvelope, CommandReply, JobSpec
 from hyperpod_recovery.models.job_recovery import RestartEntry
-from hyperpod_recovery.models.records import BreakerState, IncidentRecord, LockOutcome, RecoveryLogEntry, ResubmissionClaim
+from hyperpod_recovery.models.records import BreakerState, Holdings, IncidentRecord, LockOutcome, RecoveryLogEntry, ResubmissionClaim
 from hyperpod_recovery.models.workflow import ReplaceFailure
 from hyperpod_recovery.runtime import Dependencies
 
 T0 = datetime(2026, 3, 14, 9, 0, tzinfo=UTC)
+# template.yaml's defaults: MaxEventAgeSeconds 3600, MaxClockSkewSeconds 300.
+LIMITS = EventAgeLimits(max_age_seconds=3600, max_skew_seconds=300)
 CLUSTER = "llm-train"
 CLUSTER_ARN = "arn:aws:sagemaker:us-west-2:123456789012:cluster/a1b2c3d4e5f6"
 
@@ -46,6 +49,8 @@ def settings_env(**overrides: str) -> dict[str, str]:
         "REJOIN_DEADLINE_SECONDS": "2700",
         "REBOOT_DEADLINE_SECONDS": "900",
         "EPISODE_WINDOW_SECONDS": "600",
+        "MAX_EVENT_AGE_SECONDS": "3600",
+        "MAX_CLOCK_SKEW_SECONDS": "300",
         "LOCK_TTL_SECONDS": "21600",
         "ESCALATION_HOLD_SECONDS": "86400",
         "JOB_RESTART_BUDGET": "3",
@@ -135,7 +140,9 @@ class FakeLedger:
         self.incidents: dict[str, IncidentRecord] = {}
         self.lineages: dict[tuple[str, str], str] = {}
         self.restarts: dict[tuple[str, str], list[RestartEntry]] = {}
-        self.in_recovery: dict[str, set[str]] = {}
+        self.reservations: dict[str, dict[str, tuple[str, datetime]]] = {}  # cluster -> node -> (incident, expires)
+        self.held: dict[str, Holdings] = {}
+        self.jobs: dict[str, list[JobSpec]] = {}
         self.breakers: dict[str, BreakerState] = {}
         self.recoveries: dict[str, list[RecoveryLogEntry]] = {}
 
@@ -148,6 +155,7 @@ class FakeLedger:
                 acquired.append(nid)
             else:
                 held[nid] = current[0]
+        self._hold(incident_id, cluster, "locks", acquired)
         return LockOutcome(acquired=acquired, held_elsewhere=held)
 
     def lock_holders(self, cluster: str, node_ids: list[str], now: datetime) -> dict[str, str]:
@@ -162,6 +170,7 @@ class FakeLedger:
                 del self.locks[(cluster, nid)]
             else:
                 self.locks[(cluster, nid)] = (incident_id, hold_until)
+        self._unhold(incident_id, "locks", node_ids)
 
     def replacements_initiated(self, incident_id: str) -> set[str]:
         return set(self.replacements.get(incident_id, set()))
@@ -170,16 +179,26 @@ class FakeLedger:
         if node_ids:
             self.replacements.setdefault(incident_id, set()).update(node_ids)
 
-    def claim_resubmission(self, cluster: str, job_id: str, incident_id: str, now: datetime) -> ResubmissionClaim:
-        claim = self.claims.setdefault((cluster, job_id), {"incident": incident_id, "new_job_id": None})
-        return ResubmissionClaim(
-            job_id=job_id, incident_id=claim["incident"], claimed=claim["incident"] == incident_id, new_job_id=claim["new_job_id"]
-        )
+    def claim_resubmission(self, cluster: str, job_id: str, incident_id: str, now: datetime, ttl: timedelta) -> ResubmissionClaim:
+        current = self.claims.get((cluster, job_id))
+        if current is None or (current["new_job_id"] is None and current["expires"] < now):
+            current = self.claims[(cluster, job_id)] = {"incident": incident_id, "new_job_id": None, "expires": now + ttl}
+        claimed = current["incident"] == incident_id
+        if claimed and current["new_job_id"] is None:
+            self._hold(incident_id, cluster, "claims", [job_id])
+        return ResubmissionClaim(job_id=job_id, incident_id=current["incident"], claimed=claimed, new_job_id=current["new_job_id"])
 
     def complete_resubmission(self, cluster: str, job_id: str, incident_id: str, new_job_id: str) -> None:
         claim = self.claims.get((cluster, job_id))
         if claim and claim["incident"] == incident_id:
             claim["new_job_id"] = new_job_id
+        self._unhold(incident_id, "claims", [job_id])
+
+    def release_resubmission(self, cluster: str, job_id: str, incident_id: str) -> None:
+        claim = self.claims.get((cluster, job_id))
+        if claim and claim["incident"] == incident_id and claim["new_job_id"] is None:
+            del self.claims[(cluster, job_id)]
+        self._unhold(incident_id, "claims", [job_id])
 
     def resubmission_claim(self, cluster: str, job_id: str) -> ResubmissionClaim | None:
         claim = self.claims.get((cluster, job_id))
@@ -199,18 +218,48 @@ class FakeLedger:
             history.append(entry)
         self.lineages[(cluster, entry.new_job_id)] = root
 
-    def nodes_in_recovery(self, cluster: str) -> set[str]:
-        return set(self.in_recovery.get(cluster, set()))
+    def nodes_in_recovery(self, cluster: str, now: datetime) -> set[str]:
+        return {n for n, (_, expires) in self.reservations.get(cluster, {}).items() if expires >= now}
 
-    def reserve_capacity(self, cluster: str, node_ids: list[str], limit: int) -> bool:
-        current = self.in_recovery.setdefault(cluster, set())
-        if len(current | set(node_ids)) > limit and not set(node_ids) <= current:
+    def reserve_capacity(
+        self, cluster: str, incident_id: str, node_ids: list[str], limit: int, now: datetime, ttl: timedelta, hostnames: Any = ()
+    ) -> bool:
+        live = {n: e for n, e in self.reservations.get(cluster, {}).items() if e[1] >= now}
+        new = sorted(set(node_ids) - set(live))
+        if not new:
+            return True
+        if len(live) + len(new) > limit:
             return False
-        current.update(node_ids)
+        self.reservations[cluster] = {**live, **dict.fromkeys(new, (incident_id, now + ttl))}
+        self._hold(incident_id, cluster, "reserved", new)
+        self._hold(incident_id, cluster, "hostnames", list(hostnames))
         return True
 
-    def release_capacity(self, cluster: str, node_ids: list[str]) -> None:
-        self.in_recovery.get(cluster, set()).difference_update(node_ids)
+    def release_capacity(self, cluster: str, incident_id: str, node_ids: list[str], now: datetime) -> None:
+        mine = self.reservations.get(cluster, {})
+        for n in node_ids:
+            if n in mine and mine[n][0] == incident_id:
+                del mine[n]
+        self._unhold(incident_id, "reserved", node_ids)
+
+    def save_jobs(self, incident_id: str, jobs: list[JobSpec], now: datetime) -> None:
+        self.jobs[incident_id] = [j.model_copy(deep=True) for j in jobs]
+
+    def jobs_of(self, incident_id: str) -> list[JobSpec] | None:
+        return self.jobs.get(incident_id)
+
+    def holdings(self, incident_id: str) -> Holdings | None:
+        held = self.held.get(incident_id)
+        return None if held is None else held.model_copy(deep=True)
+
+    def _hold(self, incident_id: str, cluster: str, kind: str, ids: list[str]) -> None:
+        if ids:
+            held = self.held.setdefault(incident_id, Holdings(incident=incident_id, cluster=cluster))
+            getattr(held, kind).update(ids)
+
+    def _unhold(self, incident_id: str, kind: str, ids: list[str]) -> None:
+        if incident_id in self.held:
+            getattr(self.held[incident_id], kind).difference_update(ids)
 
     def breaker(self, cluster: str) -> BreakerState:
         return self.breakers.get(cluster, BreakerState()).model_copy(deep=True)

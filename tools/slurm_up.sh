@@ -42,9 +42,15 @@ SlurmdTimeout=30
 AccountingStorageType=accounting_storage/none
 JobAcctGatherType=jobacct_gather/none
 ${EPILOG:+EpilogSlurmctld=$EPILOG}
-NodeName=ip-10-1-0-[1-$NODES] NodeHostname=$HOST NodeAddr=127.0.0.1 Port=[17001-$((17000+NODES))] CPUs=1 RealMemory=1000 State=UNKNOWN
+GresTypes=gpu
+Licenses=fluent:4
+NodeName=ip-10-1-0-[1-$NODES] NodeHostname=$HOST NodeAddr=127.0.0.1 Port=[17001-$((17000+NODES))] CPUs=1 RealMemory=1000 Gres=gpu:1 Features=fast,ib State=UNKNOWN
 PartitionName=dev Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 CONF
+# One "GPU" per node so that jobs can ask for GRES/GPUs, licenses and features like a training job does
+# (tests/slurm/test_resubmit_as_owner.py). The gpu plugin wants a device file; /dev/null is one, and
+# nothing uses it (task/none, no cgroups).
+echo "NodeName=ip-10-1-0-[1-$NODES] Name=gpu File=/dev/null" > "$BASE/gres.conf"
 export SLURM_CONF=$BASE/slurm.conf
 slurmctld -f "$SLURM_CONF"
 for n in $(seq 1 "$NODES"); do slurmd -f "$SLURM_CONF" -N "ip-10-1-0-$n"; done

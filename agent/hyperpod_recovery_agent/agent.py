@@ -10,6 +10,11 @@ What keeps it safe when things go wrong:
   ``visibility_seconds`` and the restarted agent executes it again, which is safe: every command
   is idempotent against Slurm's own state, and a finished one is answered from the reply journal
   (so the answer is the same, and a retried controller Lambda's new task token gets it too).
+* Nothing is executed for a task the workflow no longer waits for: before acting, the agent
+  heartbeats the command's task token. A dead token (the state timed out, the execution ended or
+  escalated, or the token was never issued, as in a forged message) means the command is dropped
+  and deleted, never executed and never redelivered. This is also what makes a message on the queue
+  trustworthy: only a running execution of this stack holds a live token the agent may answer.
 * An answer the workflow no longer waits for (TaskTimedOut, an expired token) is dropped with a
   log line; any other failure to answer leaves the message to come back and be answered again.
 """
@@ -30,7 +35,7 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import ValidationError
 
-from hyperpod_recovery.errors import ControllerUnavailable, InvalidCommand, NodeNotFound
+from hyperpod_recovery.errors import ControllerUnavailable, InvalidCommand, JobSpecUnavailable, NodeNotFound
 from hyperpod_recovery.models.commands import CommandEnvelope
 from hyperpod_recovery.models.common import format_validation_error
 from hyperpod_recovery_agent.config import RetryPolicy
@@ -43,7 +48,7 @@ log = logging.getLogger("hyperpod_recovery_agent")
 _TOKEN_GONE = frozenset({"TaskTimedOut", "TaskDoesNotExist", "InvalidToken"})
 _CAUSE_LIMIT = 32_768  # SendTaskFailure cause
 # Errors the agent answers with, by the exception that raised them (names = ASL error names).
-_ANSWERED_ERRORS = (InvalidCommand, NodeNotFound, ControllerUnavailable, SlurmCommandFailed)
+_ANSWERED_ERRORS = (InvalidCommand, NodeNotFound, ControllerUnavailable, JobSpecUnavailable, SlurmCommandFailed)
 
 
 @dataclass(frozen=True)
@@ -52,7 +57,7 @@ class Outcome:
 
     command_id: str | None
     command_type: str | None
-    status: str  # succeeded | failed | replayed | invalid | dropped | unanswered
+    status: str  # succeeded | failed | replayed | invalid | expired | dropped | unanswered | unverified
     error: str | None = None
     cause: str | None = None
 
@@ -167,6 +172,9 @@ class Agent:
             log.info("command %s already done; answering from the journal", envelope.command_id)
             return self._finish(envelope, receipt, Outcome(envelope.command_id, command_type, "replayed"), output=replayed)
 
+        not_alive = self._task_not_alive(envelope, receipt)
+        if not_alive is not None:
+            return not_alive
         log.info("executing %s %s for %s", command_type, envelope.command_id, envelope.incident_id)
         with self._keepalive(envelope.task_token, receipt):
             try:
@@ -181,6 +189,28 @@ class Agent:
         output = reply.model_dump_json()
         self.journal.put(envelope.command_id, output)
         return self._finish(envelope, receipt, Outcome(envelope.command_id, command_type, "succeeded"), output=output)
+
+    def _task_not_alive(self, envelope: CommandEnvelope, receipt: str) -> Outcome | None:
+        """None when the workflow still waits for this command; otherwise what happened to it.
+
+        An agent back after an outage finds commands whose states timed out long ago (the workflow
+        escalated, a human may have restarted the job by hand): executing them now would be the
+        automation acting behind the human's back."""
+        command_id, command_type = envelope.command_id, envelope.command.type
+        try:
+            self.stepfunctions.send_task_heartbeat(taskToken=envelope.task_token)
+        except ClientError as exc:
+            code = exc.response.get("Error", {}).get("Code", "")
+            if code in _TOKEN_GONE:
+                log.warning("command %s (%s) not executed: its task is no longer waiting (%s)", command_id, command_type, code)
+                self._delete(receipt)
+                return Outcome(command_id, command_type, "expired", code, str(exc))
+            log.warning("could not check that %s is still awaited (%s); it comes back on the queue", command_id, code)
+            return Outcome(command_id, command_type, "unverified", code, str(exc))
+        except BotoCoreError as exc:
+            log.warning("could not check that %s is still awaited: %s; it comes back on the queue", command_id, exc)
+            return Outcome(command_id, command_type, "unverified", type(exc).__name__, str(exc))
+        return None
 
     def _execute_with_retries(self, envelope: CommandEnvelope) -> Any:
         delays = self.retry.delays()
@@ -277,7 +307,7 @@ def _salvage(body: str) -> tuple[str | None, str | None, str | None]:
     """Task token, command id and type from a message that failed validation, when readable."""
     try:
         data = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):  # a deeply nested body must not crash the agent's loop
         return None, None, None
     if not isinstance(data, dict):
         return None, None, None

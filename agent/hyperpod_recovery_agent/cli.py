@@ -28,7 +28,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from hyperpod_recovery_agent import __version__
 from hyperpod_recovery_agent.agent import Agent, ReplyJournal
 from hyperpod_recovery_agent.config import AgentConfig, AgentConfigError, load_config
-from hyperpod_recovery_agent.executor import CommandExecutor
+from hyperpod_recovery_agent.executor import CaptureStore, CommandExecutor
 from hyperpod_recovery_agent.job_ended import JobEventSender, failed_job_detail
 from hyperpod_recovery_agent.slurm import SlurmCli
 
@@ -83,8 +83,10 @@ def run(config: AgentConfig, *, once: bool = False) -> int:
     if not config.command_queue_url:
         raise AgentConfigError("command_queue_url: required to run the agent (the stack's CommandQueueUrl output)")
     journal = ReplyJournal(config.state_dir / "replies", keep_days=config.journal_days)
+    # Job captures hold owners' submission environments: root-only, on the controller's own disk.
+    captures = CaptureStore(config.state_dir / "captures", keep_days=config.journal_days)
     agent = Agent(
-        executor=CommandExecutor(_slurm(config)),
+        executor=CommandExecutor(_slurm(config), captures=captures),
         sqs=_client("sqs", config),
         stepfunctions=_client("stepfunctions", config),
         queue_url=config.command_queue_url,
@@ -104,6 +106,7 @@ def run(config: AgentConfig, *, once: bool = False) -> int:
     def housekeeping() -> None:
         events.flush()  # job-failed events the epilog could not send
         journal.prune()
+        captures.prune()
         events.prune(journal.keep_seconds)
 
     log.info("hyperpod-recovery-agent %s polling %s", __version__, config.command_queue_url)

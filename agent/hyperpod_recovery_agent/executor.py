@@ -3,15 +3,23 @@
 Idempotent by construction, so a redelivered message or an agent restarted mid-command never does
 anything twice: draining a drained node and resuming a resumed one are no-ops, and a resubmission
 is found again by the comment it carries (Slurm itself keeps the idempotency key).
+
+A job is captured (script, owner, submission environment, sbatch options: capture.py) when the
+workflow first asks about it, while slurmctld still has it, and kept on the controller's disk. A
+resubmission names only the job id: what runs, and as whom, comes from that capture, never from
+the message.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+import os
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, Protocol
 
-from hyperpod_recovery.errors import InvalidCommand
+from hyperpod_recovery.errors import InvalidCommand, JobSpecUnavailable
 from hyperpod_recovery.models.commands import (
     OWNER_TAG_PREFIX,
     CaptureJobSpec,
@@ -32,9 +40,12 @@ from hyperpod_recovery.models.commands import (
     ResubmitResult,
     ResumeNodes,
     ResumeResult,
+    carries_owner_tag,
 )
+from hyperpod_recovery.models.common import MAX_JOBS_PER_INCIDENT, SLURM_JOB_ID_PATTERN, matches
 from hyperpod_recovery.models.manifest import RESUME_FROM_ENV, RESUME_STEP_ENV
-from hyperpod_recovery_agent.slurm import RESUBMISSION_MARK, NodeState, Submission
+from hyperpod_recovery_agent.capture import JobCapture
+from hyperpod_recovery_agent.slurm import RESUBMISSION_MARK, NodeState
 
 # The old job's state at resubmission time: restarting on its own, or still holding an allocation.
 RESTARTED_BY_SLURM = frozenset({"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "CONFIGURING"})
@@ -45,6 +56,55 @@ def _utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+class CaptureStore:
+    """Job captures, one file per job id, in a root-only directory on the controller (they hold the
+    owner's submission environment, which may hold secrets). ``None``: in memory, for tests."""
+
+    def __init__(self, directory: Path | None = None, keep_days: int = 7) -> None:
+        self.directory = directory
+        self.keep_seconds = keep_days * 86_400
+        self._memory: dict[str, str] = {}
+        if directory is not None:
+            directory.mkdir(parents=True, exist_ok=True)
+            directory.chmod(0o700)
+
+    def _path(self, job_id: str) -> Path:
+        if self.directory is None or not matches(SLURM_JOB_ID_PATTERN, job_id):
+            raise InvalidCommand(f"job_id: {job_id!r} is not a Slurm job id")
+        return self.directory / f"{job_id}.json"
+
+    def put(self, capture: JobCapture) -> None:
+        if self.directory is None:
+            self._memory[capture.job_id] = capture.to_json()
+            return
+        path = self._path(capture.job_id)
+        partial = path.with_suffix(".partial")
+        descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(descriptor, "w") as handle:
+            handle.write(capture.to_json())
+            handle.flush()
+            os.fsync(handle.fileno())
+        partial.replace(path)  # atomic: a crash leaves the old capture or the whole new one
+
+    def get(self, job_id: str) -> JobCapture | None:
+        if self.directory is None:
+            text = self._memory.get(job_id)
+            return None if text is None else JobCapture.from_json(text)
+        try:
+            return JobCapture.from_json(self._path(job_id).read_text())
+        except FileNotFoundError:
+            return None
+
+    def prune(self, now: float | None = None) -> int:
+        if self.directory is None:
+            return 0
+        cutoff = (now if now is not None else time.time()) - self.keep_seconds
+        old = [p for p in self.directory.glob("*.json") if p.stat().st_mtime < cutoff]
+        for path in old:
+            path.unlink(missing_ok=True)
+        return len(old)
+
+
 class Slurm(Protocol):
     """What the executor needs from Slurm: SlurmCli on a controller, the sandbox's simulation in drills."""
 
@@ -53,15 +113,26 @@ class Slurm(Protocol):
     def resume(self, nodes: Sequence[str]) -> None: ...
     def jobs_on(self, nodes: Iterable[str]) -> list[JobSpec]: ...
     def job(self, job_id: str) -> JobSpec | None: ...
-    def resubmission_of(self, job_id: str, incident_id: str) -> str | None: ...
-    def submit(self, submission: Submission) -> str: ...
+    def capture(self, job_id: str) -> JobCapture | None: ...
+    def resubmission_of(self, job_id: str) -> tuple[str, str] | None: ...
+    def submit_as_owner(
+        self,
+        capture: JobCapture,
+        *,
+        comment: str,
+        extra_environment: Mapping[str, str],
+        exclude_nodes: Sequence[str] = (),
+        nodelist: Sequence[str] = (),
+        output: str | None = None,
+    ) -> str: ...
     def cancel(self, job_id: str) -> None: ...
     def requeue(self, job_id: str) -> bool: ...
 
 
 class CommandExecutor:
-    def __init__(self, slurm: Slurm, *, now: Callable[[], datetime] = _utcnow) -> None:
+    def __init__(self, slurm: Slurm, *, captures: CaptureStore | None = None, now: Callable[[], datetime] = _utcnow) -> None:
         self.slurm = slurm
+        self.captures = captures or CaptureStore()
         self.now = now
 
     def execute(self, envelope: CommandEnvelope) -> CommandReply[Any]:
@@ -73,7 +144,7 @@ class CommandExecutor:
         elif isinstance(command, ResumeNodes):
             result = self.resume(command)
         elif isinstance(command, JobsOnNodes):
-            result = JobsOnNodesResult(jobs=self.slurm.jobs_on(command.nodes))
+            result = self.jobs_on(command.nodes)
         elif isinstance(command, ResubmitJob):
             result = self.resubmit(command, envelope.incident_id)
         elif isinstance(command, NodeStates):
@@ -82,7 +153,8 @@ class CommandExecutor:
                 nodes=[NodeStatus(name=s.name, state=s.state, flags=list(s.flags), reason=s.reason) for s in states.values()]
             )
         elif isinstance(command, CaptureJobSpec):
-            result = JobSpecResult(job=self.slurm.job(command.job_id))
+            spec = self.slurm.job(command.job_id)
+            result = JobSpecResult(job=self.captured(spec) if spec else None)
         elif isinstance(command, RequeueJob):
             result = RequeueResult(job_id=command.job_id, requeued=self.slurm.requeue(command.job_id))
         else:  # pragma: no cover - the envelope's discriminated union admits nothing else
@@ -113,7 +185,7 @@ class CommandExecutor:
         for name, state in self.slurm.node_states(command.nodes).items():
             if not state.drained_or_draining:
                 result.not_drained.append(name)
-            elif not state.reason.startswith(command.owner_tag):
+            elif not carries_owner_tag(state.reason, command.owner_tag):
                 result.not_ours.append(name)  # someone else's drain (or another incident's): never undone by us
             else:
                 result.resumed.append(name)
@@ -121,35 +193,56 @@ class CommandExecutor:
             self.slurm.resume(result.resumed)
         return result
 
+    def jobs_on(self, nodes: Sequence[str]) -> JobsOnNodesResult:
+        """The jobs holding any of ``nodes``, each captured now. Their node lists stay here: the
+        workflow needs the jobs, not where else they run (a 1,000-node job on a failed node would
+        otherwise carry 1,000 names through the state)."""
+        found = self.slurm.jobs_on(nodes)
+        # One incident carries at most MAX_JOBS_PER_INCIDENT jobs through the workflow (Step Functions'
+        # 256 KiB per state); any beyond are counted, and the incident escalates naming how many.
+        return JobsOnNodesResult(
+            jobs=[self.captured(spec).model_copy(update={"nodes": []}) for spec in found[:MAX_JOBS_PER_INCIDENT]],
+            omitted=max(0, len(found) - MAX_JOBS_PER_INCIDENT),
+        )
+
+    def captured(self, spec: JobSpec) -> JobSpec:
+        """Capture the job while slurmctld still has its script and environment (it forgets both
+        MinJobAge after the job ends, long before a replacement is back), keep the capture on this
+        controller, and say in the spec when the job cannot be resubmitted as it was."""
+        capture = self.slurm.capture(spec.job_id)
+        if capture is None:
+            return spec.model_copy(update={"unresumable": "slurmctld no longer knows the job: there is nothing to resubmit it with"})
+        self.captures.put(capture)
+        return spec.model_copy(update={"unresumable": capture.unresumable[:512] if capture.unresumable else None})
+
     def resubmit(self, command: ResubmitJob, incident_id: str) -> ResubmitResult:
-        old = command.job
-        existing = self.slurm.resubmission_of(old.job_id, incident_id)
+        job_id = command.job_id
+        existing = self.slurm.resubmission_of(job_id)
         if existing is not None:
-            return ResubmitResult(old_job_id=old.job_id, new_job_id=existing, already_submitted=True)
-        if not old.batch_script:
-            raise InvalidCommand(f"job.batch_script: job {old.job_id} has no captured batch script to resubmit")
-        current = self.slurm.job(old.job_id)
+            new_id, by = existing
+            if by == incident_id:  # ours, submitted before a crash or a lost answer
+                return ResubmitResult(old_job_id=job_id, new_job_id=new_id)
+            # Another incident's copy is in Slurm (its ledger claim may have been given back): never two copies.
+            return ResubmitResult(old_job_id=job_id, new_job_id=new_id, already_submitted=True, submitted_by=by)
+        capture = self.captures.get(job_id) or self.slurm.capture(job_id)
+        if capture is None:
+            raise JobSpecUnavailable(f"job {job_id} was never captured on this controller and slurmctld no longer knows it")
+        if capture.unresumable:
+            raise InvalidCommand(f"job {job_id} cannot be resubmitted as it was: {capture.unresumable}")
+        current = self.slurm.job(job_id)
         if current is not None and current.state in RESTARTED_BY_SLURM:
             # Slurm requeued it after the node failure: it is restarting already. A second copy
             # would train twice on the same data and race it for checkpoints.
-            return ResubmitResult(old_job_id=old.job_id, new_job_id=old.job_id, already_submitted=True, restarted_by_slurm=True)
+            return ResubmitResult(old_job_id=job_id, new_job_id=job_id, already_submitted=True, restarted_by_slurm=True)
         cancelled = False
         if current is not None and current.state in STILL_ALIVE:
             # Still holding nodes we replaced (or hung on them): never two copies of a training run.
-            self.slurm.cancel(old.job_id)
+            self.slurm.cancel(job_id)
             cancelled = True
-        minutes = int(old.time_limit) if old.time_limit and old.time_limit.isdigit() else None
-        new_id = self.slurm.submit(
-            Submission(
-                script=old.batch_script,
-                name=old.name,
-                num_nodes=old.num_nodes,
-                comment=f"{RESUBMISSION_MARK}{old.job_id} incident={incident_id}",
-                environment={RESUME_FROM_ENV: command.checkpoint.uri, RESUME_STEP_ENV: str(command.checkpoint.step)},
-                partition=old.partition,
-                time_limit_minutes=minutes,
-                work_dir=old.work_dir,
-                exclude_nodes=tuple(command.exclude_nodes),
-            )
+        new_id = self.slurm.submit_as_owner(
+            capture,
+            comment=f"{RESUBMISSION_MARK}{job_id} incident={incident_id}",
+            extra_environment={RESUME_FROM_ENV: command.checkpoint.uri, RESUME_STEP_ENV: str(command.checkpoint.step)},
+            exclude_nodes=tuple(command.exclude_nodes),
         )
-        return ResubmitResult(old_job_id=old.job_id, new_job_id=new_id, cancelled_old=cancelled)
+        return ResubmitResult(old_job_id=job_id, new_job_id=new_id, cancelled_old=cancelled)

@@ -26,6 +26,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from hyperpod_recovery.models.commands import job_display_name
 from hyperpod_recovery.models.job_events import FAILED_STATES, JOB_EVENT_SOURCE, JOB_FAILED_DETAIL_TYPE, JobFailedDetail
 from hyperpod_recovery_agent.slurm import RESUBMISSION_MARK, SlurmCli, validate_job_id
 
@@ -88,7 +89,9 @@ def failed_job_detail(
     return JobFailedDetail(
         cluster_name=cluster_name,
         job_id=job_id,
-        name=environ.get("SLURM_JOB_NAME") or (spec.name if spec else f"job-{job_id}"),
+        # Slurm takes names up to 1024 bytes; the event carries the first 256 characters (what a
+        # checkpoint manifest records too). A long name must never silence the hook.
+        name=job_display_name(environ.get("SLURM_JOB_NAME") or (spec.name if spec else f"job-{job_id}")),
         user=environ.get("SLURM_JOB_USER") or (spec.user if spec else None),
         partition=environ.get("SLURM_JOB_PARTITION") or (spec.partition if spec else None),
         nodes=nodes,

@@ -2,33 +2,52 @@
 
 Every call is an argument list run without a shell, node names and job ids are validated against
 the protocol's patterns before they reach a command line, and outputs are read from Slurm's JSON
-(squeue/sinfo --json, OpenAPI v0.0.38 in Slurm 22.05) rather than scraped from text.
+(squeue/sinfo --json, OpenAPI v0.0.38 in Slurm 22.05) rather than scraped from text. A job is
+resubmitted by its owner's own sbatch (``submit_as_owner``), never by root's.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import pwd
 import re
+import resource
+import shutil
 import subprocess
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+import tempfile
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from hyperpod_recovery.errors import ControllerUnavailable, InvalidCommand, NodeNotFound
-from hyperpod_recovery.models.commands import OWNER_TAG_PREFIX, JobSpec
+from hyperpod_recovery.models.commands import OWNER_TAG_PREFIX, JobSpec, job_display_name
 from hyperpod_recovery.models.common import SLURM_JOB_ID_PATTERN, SLURM_NODE_PATTERN
+from hyperpod_recovery_agent.capture import (
+    SLURM_MAX_STRING_BYTES,
+    JobCapture,
+    Unresumable,
+    build_capture,
+    has_control_character,
+    owner_problem,
+    parse_environment,
+    refusal,
+)
 
 _NODE = re.compile(SLURM_NODE_PATTERN)
 _JOB_ID = re.compile(SLURM_JOB_ID_PATTERN)
 _S3_URI = re.compile(r"s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](?:/[^\s'\"]*)?")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# Where the agent finds prlimit (util-linux) and, without slurm_bin_dir, sbatch: never the job owner's PATH.
+_SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # What slurmctld prints when it cannot be reached: retried, then ControllerUnavailable.
 _UNREACHABLE = ("Unable to contact slurm controller", "Connection refused", "Socket timed out", "Zero Bytes were transmitted")
 # The job comment that links a resubmission to its original: also the idempotency key Slurm keeps for us.
 RESUBMISSION_MARK = f"{OWNER_TAG_PREFIX}:resubmission-of="
+MAX_CHECKPOINT_URI = 1024  # JobSpec.checkpoint_uri
 DEFAULT_CHECKPOINT_ENV = ("HYPERPOD_RECOVERY_CHECKPOINT_URI", "CHECKPOINT_URI")
 # Jobs that hold (or held, until a node failed under them) an allocation on a node.
 AFFECTED_JOB_STATES = ("RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED", "RESIZING", "NODE_FAIL")
@@ -54,33 +73,16 @@ class NodeState:
         return self.drained_or_draining and self.reason.startswith(OWNER_TAG_PREFIX + ":")
 
 
-@dataclass(frozen=True)
-class Submission:
-    """What resubmission needs: sbatch options from the old job, plus what to add."""
-
-    script: str
-    name: str
-    num_nodes: int
-    comment: str
-    environment: dict[str, str] = field(default_factory=dict)
-    partition: str | None = None
-    time_limit_minutes: int | None = None
-    work_dir: str | None = None
-    exclude_nodes: tuple[str, ...] = ()
-    nodelist: tuple[str, ...] = ()  # run on exactly these nodes (drills pin their jobs)
-    output: str | None = None  # --output; Slurm's default slurm-<id>.out in the work dir otherwise
-
-
 def validate_nodes(nodes: Iterable[str]) -> list[str]:
     names = list(nodes)
-    bad = [n for n in names if not _NODE.match(n)]
+    bad = [n for n in names if not _NODE.fullmatch(n)]  # re.match would let a trailing newline through
     if bad or not names:
         raise InvalidCommand(f"nodes: not Slurm node names: {bad[:5] or 'none given'}")
     return names
 
 
 def validate_job_id(job_id: str) -> str:
-    if not _JOB_ID.match(job_id):
+    if not _JOB_ID.fullmatch(job_id):
         raise InvalidCommand(f"job_id: {job_id!r} is not a Slurm job id")
     return job_id
 
@@ -102,8 +104,15 @@ class SlurmCli:
         self.env = env  # None: inherit (SLURM_CONF included)
 
     # --- plumbing ---------------------------------------------------------------------------
-    def _run(self, argv: list[str], *, stdin: str | None = None, ok_codes: tuple[int, ...] = (0,)) -> subprocess.CompletedProcess[str]:
-        program = os.path.join(self.bin_dir, argv[0]) if self.bin_dir else argv[0]
+    def _run(
+        self,
+        argv: list[str],
+        *,
+        stdin: str | None = None,
+        ok_codes: tuple[int, ...] = (0,),
+        owner: _Owner | None = None,
+    ) -> subprocess.CompletedProcess[str]:
+        program = argv[0] if os.path.isabs(argv[0]) else os.path.join(self.bin_dir, argv[0]) if self.bin_dir else argv[0]
         try:
             done = subprocess.run(  # noqa: S603 - an argument list, never a shell; inputs validated above
                 [program, *argv[1:]],
@@ -112,7 +121,10 @@ class SlurmCli:
                 text=True,
                 timeout=self.timeout_seconds,
                 check=False,
-                env=self.env,
+                env=self.env if owner is None else owner.environment,
+                # The owner's identity is taken in the child before exec: no process of the owner's
+                # environment (LD_PRELOAD, PATH...) ever runs as root.
+                **(owner.popen_arguments() if owner else {}),
             )
         except subprocess.TimeoutExpired as exc:
             raise SlurmUnreachable(f"{argv[0]} timed out after {self.timeout_seconds} s") from exc
@@ -195,12 +207,14 @@ class SlurmCli:
         """The spec of a job from its squeue record (batch script and checkpoint location included)."""
         return self._job_spec(record)
 
-    def resubmission_of(self, job_id: str, incident_id: str) -> str | None:
-        """The id of the job we already submitted for (job_id, incident), found by its comment."""
-        mark = f"{RESUBMISSION_MARK}{validate_job_id(job_id)} incident={incident_id}"
+    def resubmission_of(self, job_id: str) -> tuple[str, str] | None:
+        """The copy of ``job_id`` we already submitted, whichever incident did (its comment starts with
+        our mark, then the owner's own comment): (new job id, incident), or None."""
+        prefix = f"{RESUBMISSION_MARK}{validate_job_id(job_id)} incident="
         for job in self.queue():
-            if job.get("comment") == mark:
-                return str(job["job_id"])
+            comment = job.get("comment") or ""
+            if comment.startswith(prefix):
+                return str(job["job_id"]), comment[len(prefix) :].split(" ", 1)[0]
         return None
 
     def batch_script(self, job_id: str) -> str | None:
@@ -211,34 +225,125 @@ class SlurmCli:
                 return None
             raise
 
-    def submit(self, submission: Submission) -> str:
-        """sbatch the script with the given options; the new job id."""
-        argv = [
-            "sbatch",
-            "--parsable",
-            f"--job-name={submission.name}",
-            f"--nodes={submission.num_nodes}",
-            f"--comment={submission.comment}",
-        ]
-        if submission.partition:
-            argv.append(f"--partition={submission.partition}")
-        if submission.time_limit_minutes:
-            argv.append(f"--time={submission.time_limit_minutes}")
-        if submission.work_dir:
-            argv.append(f"--chdir={submission.work_dir}")
-        if submission.exclude_nodes:
-            argv.append(f"--exclude={','.join(validate_nodes(submission.exclude_nodes))}")
-        if submission.nodelist:
-            argv.append(f"--nodelist={','.join(validate_nodes(submission.nodelist))}")
-        if submission.output:
-            argv.append(f"--output={submission.output}")
-        for key, value in submission.environment.items():
-            if not _ENV_NAME.match(key) or "," in value or "\n" in value:
-                raise InvalidCommand(f"environment: {key!r} cannot be exported safely")
-        exports = ",".join(f"{k}={v}" for k, v in submission.environment.items())
-        argv.append(f"--export=ALL{',' + exports if exports else ''}")
-        new_id = self._run(argv, stdin=submission.script).stdout.strip().split(";", 1)[0]
+    # --- resubmission as the job's owner ----------------------------------------------------------
+    def capture(self, job_id: str) -> JobCapture | None:
+        """Everything needed to resubmit the job as it was (see capture.py), or None when slurmctld no
+        longer knows it. Take it while the job is known: its script and environment go with it."""
+        record = self.job_record(job_id)
+        return self.capture_of(record) if record else None
+
+    def capture_of(self, record: dict[str, Any]) -> JobCapture | None:
+        """The capture of a job from its squeue record (``queue()``/``job_record()``)."""
+        job_id = validate_job_id(str(record["job_id"]))
+        if refusal(record):
+            return build_capture(record, script=None, environment_raw=None, scontrol_text="")
+        try:
+            text = self._run(["scontrol", "show", "job", job_id]).stdout
+        except SlurmCommandFailed as exc:
+            if "Invalid job id" in exc.output:
+                return None
+            raise
+        return build_capture(record, script=self.batch_script(job_id), environment_raw=self._environment_file(job_id), scontrol_text=text)
+
+    def submit_as_owner(
+        self,
+        capture: JobCapture,
+        *,
+        comment: str,
+        extra_environment: Mapping[str, str],
+        exclude_nodes: Sequence[str] = (),
+        nodelist: Sequence[str] = (),
+        output: str | None = None,
+    ) -> str:
+        """sbatch the captured job again, run by its owner (uid, gid, groups, umask, limits), with its
+        submission environment plus ``extra_environment`` (and SLURM_CONF, so that sbatch finds this
+        cluster), and its options; the new job id. The job's comment is ``comment`` (our mark) followed
+        by the owner's own. InvalidCommand when it would not be the job that was captured."""
+        if capture.unresumable or capture.script is None:
+            raise InvalidCommand(f"job {capture.job_id} cannot be resubmitted as it was: {capture.unresumable or 'no batch script'}")
+        problem = owner_problem(capture.user, capture.uid, capture.gid)
+        if problem:
+            raise InvalidCommand(f"job {capture.job_id} cannot be resubmitted as its owner: {problem}")
+        full_comment = " ".join(part for part in (comment, capture.comment) if part)
+        if has_control_character(full_comment) or len(full_comment.encode()) > SLURM_MAX_STRING_BYTES:
+            raise InvalidCommand(f"comment: {full_comment[:80]!r}... is not one line within Slurm's {SLURM_MAX_STRING_BYTES} bytes")
+        try:
+            options = capture.options.arguments(
+                exclude_nodes=tuple(validate_nodes(exclude_nodes)) if exclude_nodes else (),
+                nodelist=tuple(validate_nodes(nodelist)) if nodelist else (),
+                output=output,
+                now=time.time(),
+            )
+        except Unresumable as exc:
+            raise InvalidCommand(f"job {capture.job_id} cannot be resubmitted as it was: {exc}") from exc
+        argv = [self._program("sbatch"), "--parsable", "--export=ALL", f"--job-name={capture.name}", f"--comment={full_comment}"]
+        if capture.work_dir:
+            argv.append(f"--chdir={capture.work_dir}")
+        argv += options
+        if capture.propagate:
+            argv.append(f"--propagate={capture.propagate}")
+        owner = _Owner.of(capture, self._owner_environment(capture, extra_environment))
+        script: str | None = capture.script
+        script_file: str | None = None
+        try:
+            if capture.script_args:
+                # sbatch takes script arguments only after a script file (a pipe's /dev/stdin is root's).
+                script_file, script = self._script_file(capture), None
+                argv += [script_file, *capture.script_args]
+            if capture.rlimits:
+                argv = [*self._limits_prefix(capture.rlimits), *argv]
+            new_id = self._run(argv, stdin=script, owner=owner).stdout.strip().split(";", 1)[0]
+        finally:
+            if script_file:
+                Path(script_file).unlink(missing_ok=True)
         return validate_job_id(new_id)
+
+    def _owner_environment(self, capture: JobCapture, extra: Mapping[str, str]) -> dict[str, str]:
+        for key, value in extra.items():
+            if not _ENV_NAME.fullmatch(key) or "\0" in value:
+                raise InvalidCommand(f"environment: {key!r} cannot be set for the job")
+        environment = {**capture.environment, **extra}
+        # The only thing taken from the agent: where this cluster's slurm.conf is.
+        conf = (self.env if self.env is not None else os.environ).get("SLURM_CONF")
+        if conf:
+            environment["SLURM_CONF"] = conf
+        return environment
+
+    def _program(self, name: str) -> str:
+        """An absolute path, so that the owner's PATH never chooses what runs."""
+        if self.bin_dir and name != "prlimit":
+            return os.path.join(self.bin_dir, name)
+        path = shutil.which(name, path=_SYSTEM_PATH if name == "prlimit" else (self.env or os.environ).get("PATH", _SYSTEM_PATH))
+        if not path:
+            raise ControllerUnavailable(f"{name} is not installed on this host")
+        return os.path.abspath(path)
+
+    def _limits_prefix(self, limits: Mapping[str, str]) -> list[str]:
+        """prlimit, run as the owner, sets the soft limits the job propagated (sbatch records its own
+        process's, which would otherwise be the agent's); the agent's hard limits are raised first where
+        an owner's soft limit is above them, since the owner cannot raise a hard limit."""
+        for name, value in limits.items():
+            which = getattr(resource, f"RLIMIT_{name}")
+            wanted = resource.RLIM_INFINITY if value == "unlimited" else int(value)
+            soft, hard = resource.getrlimit(which)
+            if hard != resource.RLIM_INFINITY and (wanted == resource.RLIM_INFINITY or wanted > hard):
+                try:
+                    resource.setrlimit(which, (soft, wanted))
+                except (OSError, ValueError) as exc:
+                    raise InvalidCommand(
+                        f"the job's {name} limit {value} is above the agent's hard limit {hard}, which it may not raise ({exc}): "
+                        "raise the agent service's limit"
+                    ) from exc
+        return [self._program("prlimit"), *(f"--{name.lower()}={value}:" for name, value in limits.items()), "--"]
+
+    @staticmethod
+    def _script_file(capture: JobCapture) -> str:
+        """The script in a file (0600) of the owner's, for sbatch to read as the owner; removed after."""
+        fd, path = tempfile.mkstemp(prefix=f"hyperpod-recovery-{capture.job_id}-", suffix=".sbatch")
+        with os.fdopen(fd, "w", encoding="utf-8") as file:
+            os.fchown(file.fileno(), capture.uid, capture.gid)
+            file.write(capture.script or "")
+        return path
 
     def cancel(self, job_id: str) -> None:
         """scancel; a job that already ended is left as is (scancel says so and exits non-zero)."""
@@ -262,20 +367,16 @@ class SlurmCli:
         job_id = str(job["job_id"])
         script = self.batch_script(job_id) if job.get("batch_flag") else None
         environment = self.submission_environment(job_id)
-        time_limit = job.get("time_limit")
         return JobSpec(
             job_id=job_id,
-            name=job.get("name") or f"job-{job_id}",
+            name=job_display_name(job.get("name") or f"job-{job_id}"),  # Slurm allows 1024 bytes; the capture keeps all
             user=job.get("user_name") or None,
             partition=job.get("partition") or None,
             num_nodes=max(1, int(job.get("node_count") or 1)),
             nodes=self.hostnames(job.get("nodes") or ""),
             state=job.get("job_state") or "UNKNOWN",
-            time_limit=str(time_limit) if isinstance(time_limit, int) and time_limit > 0 else None,
-            work_dir=job.get("current_working_directory") or None,
             checkpoint_uri=self._checkpoint_uri(job.get("comment") or "", environment, script or ""),
             auto_resume="--auto-resume=1" in (script or ""),
-            batch_script=script,
         )
 
     def hostnames(self, nodelist: str) -> list[str]:
@@ -289,17 +390,24 @@ class SlurmCli:
     def submission_environment(self, job_id: str) -> dict[str, str]:
         """The job's submission environment (the ``checkpoint_env`` variables only), from
         slurmctld's state directory (root on the controller)."""
+        raw = self._environment_file(job_id)
+        try:
+            environment = parse_environment(raw) if raw is not None else {}
+        except Unresumable:
+            return {}
+        return {k: v for k, v in environment.items() if k in self.checkpoint_env}
+
+    def _environment_file(self, job_id: str) -> bytes | None:
+        """The ``environment`` file slurmctld keeps for a job while it remembers it (MinJobAge after it
+        ends); readable by root only."""
         state_dir = self._config_value("StateSaveLocation")
         if not state_dir:
-            return {}
+            return None
         number = int(job_id.split("_", 1)[0])
-        path = Path(state_dir) / f"hash.{number % 10}" / f"job.{number}" / "environment"
         try:
-            raw = path.read_bytes()
+            return (Path(state_dir) / f"hash.{number % 10}" / f"job.{number}" / "environment").read_bytes()
         except OSError:
-            return {}
-        pairs = (item.split("=", 1) for item in raw.decode("utf-8", "replace").split("\0") if "=" in item)
-        return {k: v for k, v in pairs if k in self.checkpoint_env}
+            return None
 
     def _config_value(self, key: str) -> str | None:
         return self._config.get(key)
@@ -312,7 +420,12 @@ class SlurmCli:
 
     def _checkpoint_uri(self, comment: str, environment: dict[str, str], script: str) -> str | None:
         """Checkpoint location: ``checkpoint=s3://…`` in the comment, else the first configured env var
-        (submission environment, or an ``export NAME=s3://…`` line of the batch script)."""
+        (submission environment, or an ``export NAME=s3://…`` line of the batch script). A location
+        longer than the protocol carries counts as none (the job is then unresumable, and says why)."""
+        uri = self._checkpoint_uri_anywhere(comment, environment, script)
+        return uri if uri is not None and len(uri) <= MAX_CHECKPOINT_URI else None
+
+    def _checkpoint_uri_anywhere(self, comment: str, environment: dict[str, str], script: str) -> str | None:
         for token in comment.split():
             if token.startswith("checkpoint=") and _S3_URI.fullmatch(token.removeprefix("checkpoint=")):
                 return token.removeprefix("checkpoint=")
@@ -324,6 +437,30 @@ class SlurmCli:
             if match:
                 return match.group(1)
         return None
+
+
+@dataclass(frozen=True)
+class _Owner:
+    """Who a resubmission's sbatch runs as, and with what."""
+
+    uid: int
+    gid: int
+    groups: tuple[int, ...]
+    umask: int
+    cwd: str
+    environment: dict[str, str]
+
+    @classmethod
+    def of(cls, capture: JobCapture, environment: dict[str, str]) -> _Owner:
+        entry = pwd.getpwuid(capture.uid)
+        # initgroups' groups (the passwd group and /etc/group memberships) plus the job's own group.
+        groups = tuple(sorted({*os.getgrouplist(entry.pw_name, entry.pw_gid), capture.gid}))
+        # sbatch records its working directory as SLURM_SUBMIT_DIR: the original one when it still exists.
+        cwd = next((d for d in (capture.submit_dir, capture.work_dir) if d and os.path.isdir(d)), "/")
+        return cls(capture.uid, capture.gid, groups, -1 if capture.umask is None else capture.umask, cwd, environment)
+
+    def popen_arguments(self) -> dict[str, Any]:
+        return {"user": self.uid, "group": self.gid, "extra_groups": list(self.groups), "umask": self.umask, "cwd": self.cwd}
 
 
 class SlurmCommandFailed(Exception):

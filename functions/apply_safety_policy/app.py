@@ -11,7 +11,7 @@ from hyperpod_recovery.steps.safety import apply_safety
 
 @workflow_step(ApplySafetyPolicyInput)
 def lambda_handler(step: ApplySafetyPolicyInput, deps: Dependencies):
-    assessment = apply_safety(step, ledger=deps.ledger, policy=deps.safety_policy, now=deps.now())
+    assessment = apply_safety(step, ledger=deps.ledger, policy=deps.safety_policy, reservation_ttl=deps.lock_ttl, now=deps.now())
     if assessment.safety is not None and assessment.safety.breaker_tripped_now:
         metrics.add_metric(name=BREAKER_TRIPPED, unit=MetricUnit.Count, value=1)
     return assessment

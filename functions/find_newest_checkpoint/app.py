@@ -7,4 +7,4 @@ from hyperpod_recovery.steps.checkpoints import find_newest_checkpoints
 
 @workflow_step(FindNewestCheckpointInput)
 def lambda_handler(step: FindNewestCheckpointInput, deps: Dependencies):
-    return find_newest_checkpoints(step, reader=deps.checkpoints, now=deps.now())
+    return find_newest_checkpoints(step, reader=deps.checkpoints, ledger=deps.ledger, now=deps.now())

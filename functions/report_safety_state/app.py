@@ -17,7 +17,7 @@ from hyperpod_recovery.steps.safety import report_safety_state
 def lambda_handler(event: dict, context, deps: Dependencies | None = None):
     deps = deps or default_dependencies()
     metrics.add_dimension(name="cluster", value=deps.settings.cluster_name)
-    state = report_safety_state(ledger=deps.ledger, cluster=deps.settings.cluster_name)
+    state = report_safety_state(ledger=deps.ledger, cluster=deps.settings.cluster_name, now=deps.now())
     metrics.add_metric(name=BREAKER_OPEN, unit=MetricUnit.Count, value=1 if state.breaker_open else 0)
     metrics.add_metric(name=NODES_IN_RECOVERY, unit=MetricUnit.Count, value=state.nodes_in_recovery)
     if state.breaker_open:

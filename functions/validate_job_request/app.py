@@ -11,6 +11,8 @@ from hyperpod_recovery.steps.job_recovery import validate_job_request
 
 @workflow_step(ValidateJobRequestInput)
 def lambda_handler(step: ValidateJobRequestInput, deps: Dependencies):
-    request = validate_job_request(step, guarded=deps.guarded, stack_dry_run=deps.settings.dry_run, now=deps.now())
+    request = validate_job_request(
+        step, guarded=deps.guarded, stack_dry_run=deps.settings.dry_run, limits=deps.event_age_limits, now=deps.now()
+    )
     metrics.add_metric(name=JOB_RECOVERIES_STARTED, unit=MetricUnit.Count, value=1)
     return request

@@ -11,6 +11,8 @@ from hyperpod_recovery.steps.validate import validate_request
 
 @workflow_step(ValidateRequestInput)
 def lambda_handler(step: ValidateRequestInput, deps: Dependencies):
-    request = validate_request(step, guarded=deps.guarded, stack_dry_run=deps.settings.dry_run, now=deps.now())
+    request = validate_request(
+        step, guarded=deps.guarded, stack_dry_run=deps.settings.dry_run, limits=deps.event_age_limits, now=deps.now()
+    )
     metrics.add_metric(name=RECOVERIES_STARTED, unit=MetricUnit.Count, value=1)
     return request

@@ -100,12 +100,58 @@ def test_ledger_remembers_started_replacements(ledger: Any) -> None:
 
 
 def test_ledger_job_is_claimed_once(ledger: Any) -> None:
-    assert ledger.claim_resubmission("c", "1001", "a", T0).claimed
-    other = ledger.claim_resubmission("c", "1001", "b", T0)
+    assert ledger.claim_resubmission("c", "1001", "a", T0, TTL).claimed
+    other = ledger.claim_resubmission("c", "1001", "b", T0, TTL)
     assert not other.claimed and other.incident_id == "a" and other.new_job_id is None
     ledger.complete_resubmission("c", "1001", "b", "9999")  # not the claimant: ignored
     ledger.complete_resubmission("c", "1001", "a", "1002")
-    assert ledger.claim_resubmission("c", "1001", "b", T0).new_job_id == "1002"
+    assert ledger.claim_resubmission("c", "1001", "b", T0, TTL).new_job_id == "1002"
+    # A completed claim does not expire with the claim's TTL: the job was resubmitted
+    assert ledger.claim_resubmission("c", "1001", "b", T0 + TTL * 2, TTL).incident_id == "a"
+
+
+def test_ledger_claim_released_or_expired_frees_the_job(ledger: Any) -> None:
+    # Given a claim that a released (nothing submitted) and one that b never settled (it died)
+    ledger.claim_resubmission("c", "1", "a", T0, TTL)
+    ledger.claim_resubmission("c", "2", "b", T0, TTL)
+    ledger.release_resubmission("c", "1", "intruder")  # not the claimant: no effect
+    assert ledger.resubmission_claim("c", "1").incident_id == "a"
+    ledger.release_resubmission("c", "1", "a")
+    # Then job 1 is free at once, job 2 only after its claim's TTL
+    assert ledger.resubmission_claim("c", "1") is None and ledger.claim_resubmission("c", "1", "x", T0, TTL).claimed
+    assert not ledger.claim_resubmission("c", "2", "x", T0 + TTL - timedelta(seconds=1), TTL).claimed
+    assert ledger.claim_resubmission("c", "2", "x", T0 + TTL + timedelta(seconds=1), TTL).claimed
+    # And a completed claim cannot be released
+    ledger.complete_resubmission("c", "1", "x", "9")
+    ledger.release_resubmission("c", "1", "x")
+    assert ledger.resubmission_claim("c", "1").new_job_id == "9"
+
+
+def test_ledger_holdings_follow_what_an_incident_takes_and_gives_back(ledger: Any) -> None:
+    # Given an incident that locks two nodes, reserves them under the cap and claims a job
+    assert ledger.holdings("a") is None
+    ledger.acquire_locks("a", "c", ["n1", "n2"], T0, TTL)
+    assert ledger.reserve_capacity("c", "a", ["n1", "n2"], 10, T0, TTL, ["ip-1", "ip-2"])
+    ledger.claim_resubmission("c", "1001", "a", T0, TTL)
+    held = ledger.holdings("a")
+    assert (held.cluster, held.locks, held.reserved, held.claims, held.hostnames) == (
+        "c",
+        {"n1", "n2"},
+        {"n1", "n2"},
+        {"1001"},
+        {"ip-1", "ip-2"},
+    )
+    # When it gives each back (a lock kept until a later time is no longer an open holding)
+    ledger.release_locks("a", "c", ["n1"], None)
+    ledger.release_locks("a", "c", ["n2"], T0 + timedelta(days=1))
+    ledger.release_capacity("c", "a", ["n1", "n2"], T0)
+    ledger.complete_resubmission("c", "1001", "a", "1002")
+    # Then nothing is held any more
+    assert ledger.holdings("a").empty
+    # And giving back what was never taken creates nothing
+    ledger.release_capacity("c", "ghost", ["n9"], T0)
+    ledger.release_locks("ghost", "c", ["n9"], None)
+    assert ledger.holdings("ghost") is None
 
 
 def test_ledger_keeps_a_job_lineages_restarts(ledger: Any) -> None:
@@ -124,7 +170,7 @@ def test_ledger_keeps_a_job_lineages_restarts(ledger: Any) -> None:
     assert ledger.lineage_root("c", "9") == "8" and ledger.lineage_root("c", "10") == "8"
     assert [(e.new_job_id, e.checkpoint_step) for e in ledger.restart_history("c", "8")] == [("9", 2000), ("10", 3000)]
     # And a claim can be looked at without taking it
-    ledger.claim_resubmission("c", "8", "a", T0)
+    ledger.claim_resubmission("c", "8", "a", T0, TTL)
     ledger.complete_resubmission("c", "8", "a", "9")
     claim = ledger.resubmission_claim("c", "8")
     assert (claim.incident_id, claim.new_job_id, claim.claimed) == ("a", "9", False)
@@ -132,14 +178,27 @@ def test_ledger_keeps_a_job_lineages_restarts(ledger: Any) -> None:
 
 def test_ledger_counts_nodes_against_the_cap_atomically(ledger: Any) -> None:
     # Given a cap of 3 nodes in recovery
-    assert ledger.reserve_capacity("c", ["n1", "n2"], 3) is True
+    assert ledger.reserve_capacity("c", "a", ["n1", "n2"], 3, T0, TTL) is True
     # Then a third fits, a fourth does not, and a retried reservation of counted nodes is fine
-    assert ledger.reserve_capacity("c", ["n3", "n4"], 3) is False
-    assert ledger.reserve_capacity("c", ["n3"], 3) is True and ledger.reserve_capacity("c", ["n1", "n2"], 3) is True
-    assert ledger.nodes_in_recovery("c") == {"n1", "n2", "n3"}
-    # And releasing frees the room
-    ledger.release_capacity("c", ["n1", "n3"])
-    assert ledger.nodes_in_recovery("c") == {"n2"} and ledger.reserve_capacity("c", ["n4", "n5"], 3) is True
+    assert ledger.reserve_capacity("c", "b", ["n3", "n4"], 3, T0, TTL) is False
+    assert ledger.reserve_capacity("c", "b", ["n3"], 3, T0, TTL) is True
+    assert ledger.reserve_capacity("c", "a", ["n1", "n2"], 3, T0, TTL) is True
+    assert ledger.nodes_in_recovery("c", T0) == {"n1", "n2", "n3"}
+    # And releasing frees the room, but only the releasing incident's own places
+    ledger.release_capacity("c", "a", ["n1", "n3"], T0)
+    assert ledger.nodes_in_recovery("c", T0) == {"n2", "n3"}
+    ledger.release_capacity("c", "b", ["n3"], T0)
+    assert ledger.nodes_in_recovery("c", T0) == {"n2"} and ledger.reserve_capacity("c", "d", ["n4", "n5"], 3, T0, TTL) is True
+
+
+def test_ledger_reservations_expire_so_a_lost_end_heals_itself(ledger: Any) -> None:
+    # Given an incident that reserved the whole cap and then died without settling
+    assert ledger.reserve_capacity("c", "dead", ["n1", "n2"], 2, T0, TTL)
+    assert ledger.reserve_capacity("c", "next", ["n3"], 2, T0 + TTL - timedelta(seconds=1), TTL) is False
+    # Then once its reservations expire they no longer count, and the room is free again
+    later = T0 + TTL + timedelta(seconds=1)
+    assert ledger.nodes_in_recovery("c", later) == set()
+    assert ledger.reserve_capacity("c", "next", ["n3", "n4"], 2, later, TTL) is True
 
 
 def test_ledger_keeps_the_breaker_and_the_recovery_log(ledger: Any) -> None:

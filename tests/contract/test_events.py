@@ -10,7 +10,7 @@ import pytest
 from aws_lambda_powertools.utilities.parser.models import SqsModel
 from pydantic import ValidationError
 
-from hyperpod_recovery.models.events import CloudWatchAlarmEvent, HyperPodNodeHealthEvent, JobFailedEvent
+from hyperpod_recovery.models.events import CloudWatchAlarmEvent, ExecutionStatusChangeEvent, HyperPodNodeHealthEvent, JobFailedEvent
 from hyperpod_recovery.models.requests import ManualJobRecoveryRequest, ManualRecoveryRequest
 from sandbox.scenario import Scenario
 from tests.conftest import EVENTS
@@ -23,6 +23,7 @@ MODELS = {
     "drills": Scenario,
     "agent": JobFailedEvent,
     "manual-job": ManualJobRecoveryRequest,
+    "stepfunctions": ExecutionStatusChangeEvent,
 }
 ALL_FILES = sorted(EVENTS.rglob("*.json"))
 

@@ -199,8 +199,10 @@ def test_job_failed_rule_ignores_other_clusters_jobs_and_the_queue_accepts_it() 
     event["detail"]["cluster_name"] = "other-cluster"
     assert not _pattern("JobFailedRule").matches_event(event)
     sources = RESOURCES["IntakeQueuePolicy"]["Properties"]["PolicyDocument"]["Statement"][0]["Condition"]["ArnEquals"]["aws:SourceArn"]
-    rules = {logical for logical, r in RESOURCES.items() if r["Type"] == "AWS::Events::Rule"}
-    assert {s["Fn::GetAtt"][0] for s in sources} == rules
+    intake_rules = {
+        logical for logical, r in RESOURCES.items() if r["Type"] == "AWS::Events::Rule" and r["Properties"]["Targets"][0]["Id"] == "intake"
+    }
+    assert {s["Fn::GetAtt"][0] for s in sources} == intake_rules == {"HealthEventRule", "AlarmRule", "JobFailedRule"}
 
 
 def test_job_recovery_may_run_node_recovery_nested_and_nothing_else() -> None:
@@ -223,3 +225,26 @@ def test_every_skipped_security_check_is_explained() -> None:
     explained = set(re.findall(r"^\| (CKV_[A-Z0-9_]+) \|", (ROOT / "docs" / "security.md").read_text(), re.MULTILINE))
     # Then each skip has its reason, and the page explains nothing that is not skipped
     assert skipped and skipped == explained
+
+
+def test_only_the_functions_that_send_commands_may_put_one_on_the_command_queue() -> None:
+    # Given the functions whose own policy lets them send to the command queue
+    senders = {
+        logical
+        for logical, statement in _statements()
+        if statement["Action"] == "sqs:SendMessage" and statement["Resource"] == {"Fn::GetAtt": ["CommandQueue", "Arn"]}
+    }
+    assert senders == {
+        "CordonNodesFunction",
+        "FindAffectedJobsFunction",
+        "ResumeNodesFunction",
+        "ResubmitJobFunction",
+        "CaptureJobSpecFunction",
+        "CheckJobNodesFunction",
+    }
+    # Then the queue's policy denies sending to every principal but their roles
+    (statement,) = RESOURCES["CommandQueuePolicy"]["Properties"]["PolicyDocument"]["Statement"]
+    assert (statement["Effect"], statement["Principal"], statement["Action"]) == ("Deny", "*", "sqs:SendMessage")
+    allowed = statement["Condition"]["ArnNotEquals"]["aws:PrincipalArn"]
+    assert {a["Fn::GetAtt"][0].removesuffix("Role") for a in allowed} == senders
+    assert all(a["Fn::GetAtt"][1] == "Arn" for a in allowed)

@@ -20,7 +20,8 @@ URI = f"s3://{BUCKET}/llama-70b"
 
 
 @pytest.fixture
-def s3() -> Iterator[Any]:
+def s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    monkeypatch.delenv("SLURM_JOB_NAME", raising=False)  # the commands default --job to it
     with mock_aws():
         client = boto3.client("s3", region_name="us-west-2")
         client.create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": "us-west-2"})
@@ -88,6 +89,45 @@ def test_deep_verify_reads_the_checksums_commit_recorded(s3: Any) -> None:
     assert run("checkpoint", "verify", URI, "--step", "1000")[0] == EXIT_OK
     code, out, _ = run("checkpoint", "verify", URI, "--step", "1000", "--deep")
     assert code == EXIT_NO and "shard __0_0.distcp hashes to sha256:" in out
+
+
+def test_latest_in_a_job_script_passes_over_a_newer_checkpoint_another_job_wrote(s3: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Given llama-70b's step 1000, then a step 2000 that mistral committed into the same prefix
+    for step, job in ((1000, "llama-70b"), (2000, "mistral")):
+        write_shards(s3, step)
+        assert run("checkpoint", "commit", URI, "--step", str(step), "--job", job)[0] == EXIT_OK
+    # When llama-70b's job script asks for the latest (Slurm sets $SLURM_JOB_NAME)
+    monkeypatch.setenv("SLURM_JOB_NAME", "llama-70b")
+    code, out, err = run("checkpoint", "latest", URI)
+    # Then it gets its own step, and stderr says why not the newer one
+    assert (code, out) == (EXIT_OK, f"{URI}/step-000001000/\n")
+    why = "manifest.json was written by job 'mistral', not 'llama-70b': another job's checkpoint"
+    assert err == f"rejected: step 2000: {why} (named by the latest pointer)\n"
+    assert run("checkpoint", "latest", URI, "--job", "mistral")[1] == f"{URI}/step-000002000/\n"
+
+
+def test_verify_without_a_job_name_names_the_writer_and_with_one_rejects_another_jobs_checkpoint(s3: Any) -> None:
+    write_shards(s3, 1000)
+    run("checkpoint", "commit", URI, "--step", "1000", "--job", "mistral")
+    # Without --job (and outside Slurm): verified, and whose it is
+    code, out, _ = run("checkpoint", "verify", f"{URI}/step-000001000/")
+    assert (code, out) == (
+        EXIT_OK,
+        f"{URI}/step-000001000/: verified: manifest v1, 4 shards, written by job 'mistral' (not compared with a job name: none given)\n",
+    )
+    assert json.loads(run("checkpoint", "verify", URI, "--step", "1000", "--json")[1])["job"] == "mistral"
+    # With --job of another job: not verified, both names given
+    code, out, _ = run("checkpoint", "verify", f"{URI}/step-000001000/", "--job", "llama-70b")
+    assert code == EXIT_NO
+    assert out.endswith("NOT verified: manifest.json was written by job 'mistral', not 'llama-70b': another job's checkpoint\n")
+
+
+def test_commit_records_the_slurm_job_name_by_default(s3: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SLURM_JOB_NAME", "llama-70b")
+    write_shards(s3, 1000)
+    assert run("checkpoint", "commit", URI, "--step", "1000")[0] == EXIT_OK
+    body = s3.get_object(Bucket=BUCKET, Key="llama-70b/step-000001000/manifest.json")["Body"].read()
+    assert json.loads(body)["job"] == "llama-70b"
 
 
 def test_commit_of_an_empty_step_is_refused(s3: Any) -> None:

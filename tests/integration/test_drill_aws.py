@@ -52,7 +52,7 @@ def test_given_a_scenario_then_the_drill_is_a_dry_run_that_prints_progress_outco
         assert "dry run: nothing on the cluster changes" in printed
         # And progress named each state as the execution entered it, in workflow order
         states = [line.split(maxsplit=1)[1] for line in printed.splitlines() if line.strip().startswith("T+") and "!" not in line]
-        assert states[:4] == ["Validate Request", "Lock Nodes", "Check Lock", "Assess Nodes"]
+        assert states[:5] == ["Receive Request", "Validate Request", "Lock Nodes", "Check Lock", "Assess Nodes"]
         assert "Cordon Nodes" in states and "Record Outcome" in states
         # And it ended with the outcome, then the timeline from the execution history
         assert code == 0 and "status: SUCCEEDED" in printed and "outcome: dry_run" in printed

@@ -44,6 +44,11 @@ def slurm_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, st
     if not (shutil.which("slurmctld") or os.environ.get("HYPERPOD_RECOVERY_REQUIRE_SLURM") == "1"):
         _unavailable("slurmctld is not installed (apt-get install slurmctld slurmd slurm-client munge)")
     base = tmp_path_factory.mktemp("slurm")
+    # Every user's sbatch reads slurm.conf (test_resubmit_as_owner.py submits as a non-root user), and
+    # pytest's temporary directories are root's alone: let others through to it, as on a real cluster.
+    for directory in (base.parent.parent, base.parent):
+        directory.chmod(directory.stat().st_mode | 0o111)
+    base.chmod(0o755)
     epilog = base / "epilog.sh"
     epilog.write_text(EPILOG_WRAPPER % {"base": base, "python": sys.executable, "pythonpath": os.pathsep.join(map(str, PYTHONPATH))})
     epilog.chmod(0o755)

@@ -9,7 +9,7 @@ import pytest
 
 from hyperpod_recovery.errors import InvalidCommand, NodeNotFound
 from hyperpod_recovery.models.commands import CheckpointRef, CommandEnvelope, DrainNodes, JobsOnNodes, ResubmitJob, ResumeNodes
-from hyperpod_recovery_agent.executor import CommandExecutor
+from hyperpod_recovery_agent.executor import CaptureStore, CommandExecutor
 from hyperpod_recovery_agent.slurm import SlurmCli, SlurmUnreachable, validate_job_id, validate_nodes
 from tests.fakes import T0
 from tests.slurm.conftest import job_state, sbatch, wait_for
@@ -29,8 +29,8 @@ def envelope(command: object, command_id: str = "inc-1:cmd") -> CommandEnvelope:
     )
 
 
-def run(slurm: SlurmCli, command: object) -> object:
-    return CommandExecutor(slurm).execute(envelope(command)).result
+def run(slurm: SlurmCli, command: object, captures: CaptureStore | None = None) -> object:
+    return CommandExecutor(slurm, captures=captures).execute(envelope(command)).result
 
 
 def start_training(slurm_env: dict[str, str], job_dir: Path, *extra: str) -> str:
@@ -41,7 +41,8 @@ def start_training(slurm_env: dict[str, str], job_dir: Path, *extra: str) -> str
 
 # --- drain / resume ---------------------------------------------------------------------------
 def test_drain_tags_the_reason_and_repeating_it_changes_nothing(slurm: SlurmCli) -> None:
-    first = run(slurm, DrainNodes(nodes=["ip-10-1-0-1"], reason=f"{TAG} HMA: NvidiaErrorTerminate\nreplace"))
+    # (a reason with a newline never gets this far: the command model refuses control characters)
+    first = run(slurm, DrainNodes(nodes=["ip-10-1-0-1"], reason=f"{TAG} HMA: NvidiaErrorTerminate   replace"))
     again = run(slurm, DrainNodes(nodes=["ip-10-1-0-1"], reason=f"{TAG} HMA: NvidiaErrorTerminate"))
     state = slurm.node_states(["ip-10-1-0-1"])["ip-10-1-0-1"]
     assert (first.drained, again.drained, again.already_drained) == (["ip-10-1-0-1"], [], ["ip-10-1-0-1"])  # type: ignore[attr-defined]
@@ -74,15 +75,26 @@ def test_an_unknown_node_is_node_not_found(slurm: SlurmCli) -> None:
 
 
 # --- jobs ---------------------------------------------------------------------------------------
-def test_jobs_on_a_node_come_with_everything_needed_to_resubmit_them(slurm: SlurmCli, slurm_env: dict[str, str], job_dir: Path) -> None:
+def test_jobs_on_a_node_are_captured_on_the_controller_and_answered_without_their_script(
+    slurm: SlurmCli, slurm_env: dict[str, str], job_dir: Path, tmp_path: Path
+) -> None:
+    # Given a running 2-node job
     job_id = start_training(slurm_env, job_dir)
-    result = run(slurm, JobsOnNodes(nodes=["ip-10-1-0-1"]))
+    captures = CaptureStore(tmp_path / "captures")
+    # When the workflow asks which jobs run on one of its nodes
+    result = run(slurm, JobsOnNodes(nodes=["ip-10-1-0-1"]), captures)
+    # Then the answer says who the job is and where its checkpoints are, and nothing to run
     [job] = result.jobs  # type: ignore[attr-defined]
     assert (job.job_id, job.name, job.partition, job.num_nodes, job.state) == (job_id, "llama", "dev", 2, "RUNNING")
-    assert (job.nodes, job.time_limit, job.work_dir) == (["ip-10-1-0-1", "ip-10-1-0-2"], "30", str(job_dir))
-    assert job.checkpoint_uri == "s3://llm-train-checkpoints/llama"  # from the comment
-    assert job.batch_script == TRAIN and not job.auto_resume
-    assert run(slurm, JobsOnNodes(nodes=["ip-10-1-0-4"])).jobs == []  # type: ignore[attr-defined]
+    assert job.checkpoint_uri == "s3://llm-train-checkpoints/llama" and not job.auto_resume and job.unresumable is None
+    assert "sleep 600" not in result.model_dump_json()  # type: ignore[attr-defined]
+    # And the agent kept everything needed to resubmit it, root-only, on the controller
+    capture = captures.get(job_id)
+    assert capture is not None and capture.script == TRAIN and capture.work_dir == str(job_dir)
+    assert (capture.options.nodes, capture.options.time_minutes) == ("2", 30)
+    assert (tmp_path / "captures").stat().st_mode & 0o777 == 0o700
+    assert (tmp_path / "captures" / f"{job_id}.json").stat().st_mode & 0o777 == 0o600
+    assert run(slurm, JobsOnNodes(nodes=["ip-10-1-0-4"]), captures).jobs == []  # type: ignore[attr-defined]
 
 
 def test_checkpoint_location_is_read_from_the_submission_environment(slurm: SlurmCli, slurm_env: dict[str, str], job_dir: Path) -> None:
@@ -106,18 +118,21 @@ def test_checkpoint_location_is_read_from_the_submission_environment(slurm: Slur
 def test_resubmission_sees_the_resume_checkpoint_avoids_the_drained_node_and_happens_once(
     slurm: SlurmCli, slurm_env: dict[str, str], job_dir: Path
 ) -> None:
-    # Given a running 2-node job, its first node drained by us, the spec captured, the old job cancelled
+    # Given a running 2-node job, captured when the workflow asked about it, its first node drained
+    # by us, the old job cancelled
     job_id = start_training(slurm_env, job_dir)
-    [spec] = slurm.jobs_on(["ip-10-1-0-1"])
+    captures = CaptureStore()
+    run(slurm, JobsOnNodes(nodes=["ip-10-1-0-1"]), captures)
     run(slurm, DrainNodes(nodes=["ip-10-1-0-1"], reason=f"{TAG} unhealthy"))
     subprocess.run(["scancel", job_id], env=slurm_env, check=True)
-    command = ResubmitJob(job=spec, checkpoint=CheckpointRef(uri="s3://llm-train-checkpoints/llama/step-000002000/", step=2000))
+    command = ResubmitJob(job_id=job_id, checkpoint=CheckpointRef(uri="s3://llm-train-checkpoints/llama/step-000002000/", step=2000))
     # When resubmitting, twice (a redelivered message)
-    first = run(slurm, command)
-    again = run(slurm, command)
-    # Then one new job runs, off the drained node, with the checkpoint in its environment
+    first = run(slurm, command, captures)
+    again = run(slurm, command, captures)
+    # Then one new job runs, off the drained node, with the checkpoint in its environment; the second
+    # answer finds this incident's own copy by its comment
     new_id = first.new_job_id  # type: ignore[attr-defined]
-    assert (again.new_job_id, again.already_submitted) == (new_id, True)  # type: ignore[attr-defined]
+    assert (again.new_job_id, again.already_submitted) == (new_id, False)  # type: ignore[attr-defined]
     wait_for(lambda: (job_dir / f"out-{new_id}.txt").exists(), "the resubmitted job's output")
     output = (job_dir / f"out-{new_id}.txt").read_text()
     assert "from=s3://llm-train-checkpoints/llama/step-000002000/ step=2000" in output

@@ -29,6 +29,11 @@ def test_every_fault_ends_named_with_no_double_restart_and_nothing_past_the_cap(
     assert all(i["error"] for i in report["incidents"] if i["outcome"] in ("escalated", "capped"))
     # No job resubmitted twice, nothing past the cap
     assert figures["max per job"] <= 1 and figures["past the cap"] == 0
+    # Every end settled what its incident held: no place under the cap, no claim, nothing held
+    ledger = report["ledger_at_end"]
+    assert (ledger["nodes_reserved"], ledger["open_claims"], ledger["incidents_holding"]) == ([], [], [])
+    # And no state came near Step Functions' 256 KiB
+    assert report["max_state_bytes"] < 64 * 1024, report["max_state_at"]
     # No job lost: a job on a replaced node was resubmitted, unless a human has its incident
     replaced = {r["hostname"] for r in report["replacements"]}
     resubmitted = {s["old_job_id"] for s in report["slurm"]["submissions"]}

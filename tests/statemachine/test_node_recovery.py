@@ -166,12 +166,13 @@ READ_ONLY_PREFIXES = (
     "sqs.ReceiveMessage",
 )
 ALLOWED_DRY_RUN_WRITES = {
-    "dynamodb.PutItem": 1,  # the incident record: what it would have done
+    "dynamodb.PutItem": 2,  # the incident record (what it would have done) and the affected jobs' descriptions
     "sns.Publish": 1,  # the notification saying so
     "sqs.SendMessage": 1,  # the read-only jobs_on_nodes command
     "sqs.DeleteMessage": 1,  # the agent taking that command off the queue
     "stepfunctions.SendTaskSuccess": 4,  # the agent's answer, and the three mutating steps answering themselves
     "stepfunctions.StartExecution": 1,  # intake starting the execution
+    "stepfunctions.SendTaskHeartbeat": 1,  # the agent checking that the jobs_on_nodes task still waits
 }
 
 

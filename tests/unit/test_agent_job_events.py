@@ -50,11 +50,11 @@ class SlurmDouble:
         return self.record if str(self.record["job_id"]) == job_id else None
 
     def job_spec_of(self, record: dict[str, Any]) -> Any:
-        from hyperpod_recovery.models.commands import JobSpec
+        from hyperpod_recovery.models.commands import JobSpec, job_display_name
 
         return JobSpec(
             job_id=str(record["job_id"]),
-            name=record["name"],
+            name=job_display_name(record["name"]),  # as SlurmCli does
             num_nodes=1,
             state=record["job_state"],
             checkpoint_uri="s3://ckpt/llama",
@@ -95,6 +95,16 @@ def test_a_node_failure_becomes_a_job_failed_detail_with_the_nodes_from_the_envi
     assert detail is not None
     assert (detail.state, detail.nodes, detail.signal, detail.resubmission_of) == ("NODE_FAIL", ["ip-10-1-0-3", "ip-10-1-0-4"], 15, "41")
     assert detail.event_key == "llm-train:42:1773478961" and detail.checkpoint_uri == "s3://ckpt/llama"
+
+
+@pytest.mark.parametrize("length", [256, 257, 300, 1024])
+def test_a_job_name_as_long_as_slurm_allows_never_silences_the_hook(length: int) -> None:
+    # Given a job whose name is as long as Slurm takes (1024 bytes)
+    long_name = "n" * length
+    env = EPILOG_ENV | {"SLURM_JOB_NAME": long_name}
+    detail = failed_job_detail(env, SlurmDouble(record(name=long_name)), cluster_name="llm-train", report_timeout=False)  # type: ignore[arg-type]
+    # Then the failure is still reported, carrying the name's first 256 characters
+    assert detail is not None and detail.name == long_name[:256]
 
 
 def test_timeouts_are_reported_only_when_configured() -> None:

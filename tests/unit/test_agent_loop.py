@@ -31,9 +31,18 @@ class StepFunctionsDouble:
     def __init__(self) -> None:
         self.calls: list[tuple[str, dict[str, Any]]] = []
         self.refuse: str | None = None
+        self.refuse_heartbeat: str | None = None
+        # Tokens Step Functions no longer waits for (or never issued), and the error it answers.
+        self.dead: dict[str, str] = {}
         self.heartbeat_seen = threading.Event()
 
     def _call(self, name: str, **kwargs: Any) -> dict[str, Any]:
+        if kwargs.get("taskToken") in self.dead:
+            code = self.dead[kwargs["taskToken"]]
+            raise ClientError({"Error": {"Code": code, "Message": code}}, name)
+        if name == "heartbeat" and self.refuse_heartbeat:
+            code, self.refuse_heartbeat = self.refuse_heartbeat, None
+            raise ClientError({"Error": {"Code": code, "Message": code}}, name)
         if self.refuse and name != "heartbeat":
             code, self.refuse = self.refuse, None
             raise ClientError({"Error": {"Code": code, "Message": code}}, name)
@@ -78,9 +87,9 @@ class CountingSlurm(SimulatedSlurm):
         self.drains += 1
         super().drain(nodes, reason)
 
-    def submit(self, submission: Any) -> str:
+    def submit_as_owner(self, capture: Any, **kwargs: Any) -> str:
         self.submits += 1
-        return super().submit(submission)
+        return super().submit_as_owner(capture, **kwargs)
 
 
 @pytest.fixture
@@ -165,8 +174,8 @@ def kill_agent_after(world: Any, slurm_call: str) -> None:
     """Run one agent that dies right after Slurm did ``slurm_call`` (before it could answer)."""
     original = getattr(world.slurm, slurm_call)
 
-    def then_die(*args: Any) -> Any:
-        original(*args)
+    def then_die(*args: Any, **kwargs: Any) -> Any:
+        original(*args, **kwargs)
         raise SystemExit("killed")
 
     setattr(world.slurm, slurm_call, then_die)
@@ -223,17 +232,18 @@ def test_a_resubmission_interrupted_after_sbatch_is_not_submitted_twice(world: A
         execution_name="inc-1",
         task_token="tok",
         requested_at=T0,
-        command=ResubmitJob(job=spec, checkpoint=CheckpointRef(uri="s3://ckpt/llama/step-000002000/", step=2000)),
+        command=ResubmitJob(job_id=spec.job_id, checkpoint=CheckpointRef(uri="s3://ckpt/llama/step-000002000/", step=2000)),
     ).model_dump_json()
     put(world, body)
-    kill_agent_after(world, "submit")
+    kill_agent_after(world, "submit_as_owner")
     # When the restarted agent handles the message again
     make_visible_again(world)
     [outcome] = world.make_agent().poll_once(0)
     # Then there is still one resubmission, and the reply names it
     assert outcome.status == "succeeded" and world.slurm.submits == 1
     reply = json.loads(world.sfn.answers()[0][1]["output"])["result"]
-    assert reply["already_submitted"] is True and reply["new_job_id"] == world.slurm.submissions[0].new_job_id
+    # (it is this incident's own copy, found by its comment: not "already submitted" by someone else)
+    assert "already_submitted" not in reply and reply["new_job_id"] == world.slurm.submissions[0].new_job_id
 
 
 @pytest.mark.parametrize(
@@ -338,3 +348,47 @@ def test_the_run_loop_stops_when_asked(world: Any) -> None:
     stop = threading.Event()
     world.make_agent().run(stop, wait_seconds=0, between_polls=stop.set)
     assert world.slurm.drains == 1
+
+
+@pytest.mark.parametrize("code", ["TaskTimedOut", "TaskDoesNotExist", "InvalidToken"])
+def test_a_command_whose_task_is_no_longer_awaited_is_never_executed(world: Any, code: str) -> None:
+    # Given a drain whose state timed out while the agent was down (or a token nobody issued)
+    world.sfn.dead["token-1"] = code
+    put(world, drain_envelope())
+    # When the agent comes back and polls
+    [outcome] = world.make_agent().poll_once(0)
+    # Then Slurm is not touched, nothing is answered, and the message is gone for good (not redelivered)
+    assert (outcome.status, outcome.error) == ("expired", code)
+    assert world.slurm.drains == 0 and world.sfn.answers() == [] and queue_depth(world) == 0
+
+
+def test_a_forged_resubmission_runs_nothing(world: Any) -> None:
+    # Given a resubmit command put on the queue by someone who is not a running execution of the stack
+    spec = world.slurm.job("1001")
+    forged = CommandEnvelope(
+        command_id="x:resubmit:1001",
+        incident_id="x",
+        execution_name="x",
+        task_token="made-up",
+        requested_at=T0,
+        command=ResubmitJob(job_id=spec.job_id, checkpoint=CheckpointRef(uri="s3://ckpt/llama/step-000002000/", step=2000)),
+    ).model_dump_json()
+    world.sfn.dead["made-up"] = "InvalidToken"
+    put(world, forged)
+    # When the agent polls
+    [outcome] = world.make_agent().poll_once(0)
+    # Then nothing is submitted or cancelled, and the message is dropped
+    assert outcome.status == "expired" and world.slurm.submits == 0 and world.slurm.job("1001").state == "RUNNING"
+    assert queue_depth(world) == 0
+
+
+def test_a_command_whose_task_cannot_be_checked_comes_back_later(world: Any) -> None:
+    # Given Step Functions throttles the liveness check
+    world.sfn.refuse_heartbeat = "ThrottlingException"
+    put(world, drain_envelope())
+    [outcome] = world.make_agent().poll_once(0)
+    # Then nothing ran, and the message stays for another try
+    assert outcome.status == "unverified" and world.slurm.drains == 0 and queue_depth(world) == 1
+    make_visible_again(world)
+    [outcome] = world.make_agent().poll_once(0)
+    assert outcome.status == "succeeded" and world.slurm.drains == 1

@@ -8,9 +8,10 @@ from typing import Any
 import pytest
 
 from hyperpod_recovery.domain.assess import assess_nodes
+from hyperpod_recovery.domain.ladder import recommended_repair
 from hyperpod_recovery.domain.rejoin import next_wait_seconds, observe_rejoin
 from hyperpod_recovery.domain.replace import chunked, classify_replacements
-from hyperpod_recovery.errors import RejoinDeadlineExceeded, UnsupportedOrchestrator
+from hyperpod_recovery.errors import NodeRoleUnknown, RejoinDeadlineExceeded, UnsupportedOrchestrator
 from hyperpod_recovery.models.cluster import BatchOutcome, ClusterNode
 from hyperpod_recovery.models.workflow import NodeTarget, ReplaceFailure
 from tests.fakes import T0, FakeCluster, FakeLedger, compute_node, node_id
@@ -171,7 +172,7 @@ def test_backoff_doubles_up_to_the_maximum_and_never_overshoots_the_deadline() -
 def _trigger(node: str, reason: str) -> Any:
     from hyperpod_recovery.models.requests import Trigger
 
-    return Trigger(source="hyperpod_node_health", node_id=node, reason=reason, detected_at=T0)
+    return Trigger(source="hyperpod_node_health", node_ids=[node], reason=reason, detected_at=T0, recommends=recommended_repair(reason))
 
 
 @pytest.mark.parametrize(
@@ -223,3 +224,52 @@ def test_a_reboot_that_does_not_bring_the_node_back_is_replaced_once() -> None:
     # Then it is replaced, once, and the watch now waits for the replacement
     assert cluster.replace_calls == [[node_id(1)]]
     assert after.nodes[0].action == "replace" and after.nodes[0].escalated_to_replace_at == T0 + timedelta(minutes=16) and not after.done
+
+
+# --- node roles: a node of unknown role is never replaceable --------------------------------------
+def _assess_groups(groups: dict[str, str | None], controller_groups: list[str], login_groups: list[str] = []):  # type: ignore[no-untyped-def]  # noqa: B006
+    nodes = [compute_node(1, group="head"), compute_node(2, group="entry"), compute_node(3)]
+    cluster = FakeCluster(nodes, groups=groups)
+    ids = [n.node_id for n in nodes]
+    return assess_nodes(ids, ids, cluster.describe(), cluster.list_nodes(), controller_groups, login_groups, T0)
+
+
+def test_an_older_cluster_without_node_types_and_without_controller_groups_is_not_touched() -> None:
+    # Given a cluster that does not report SlurmConfig.NodeType, and a stack left at ControllerGroups=""
+    # When its nodes are assessed
+    with pytest.raises(NodeRoleUnknown, match="ControllerGroups is empty"):
+        _assess_groups({"head": None, "entry": None, "workers": None}, [])
+    # Then nothing is assessed as compute: no drain, no replace can follow
+
+
+@pytest.mark.parametrize(
+    ("groups", "controller_groups", "login_groups", "problem"),
+    [
+        # DescribeCluster says head is the controller, the stack says it is compute (another group listed)
+        ({"head": "Controller", "entry": "Login", "workers": "Compute"}, ["entry"], [], "head.*Controller in DescribeCluster"),
+        # the stack names a group the cluster does not have
+        ({"head": None, "entry": None, "workers": None}, ["controller"], [], "no such group"),
+        # some groups report, some do not, and nothing names the controller
+        ({"head": None, "entry": "Login", "workers": "Compute"}, [], [], "ControllerGroups is empty"),
+        # every group reports, none is the controller
+        ({"head": "Compute", "entry": "Login", "workers": "Compute"}, [], [], "no instance group is the Slurm controller"),
+    ],
+)
+def test_node_roles_that_disagree_or_cannot_be_decided_escalate(
+    groups: dict[str, str | None], controller_groups: list[str], login_groups: list[str], problem: str
+) -> None:
+    with pytest.raises(NodeRoleUnknown, match=problem):
+        _assess_groups(groups, controller_groups, login_groups)
+
+
+def test_reported_and_configured_roles_that_agree_are_used() -> None:
+    assessment = _assess_groups({"head": "Controller", "entry": "Login", "workers": "Compute"}, ["head"], ["entry"])
+    assert [s.reason for s in assessment.skipped] == ["controller", "login"] and [t.node_id for t in assessment.targets] == [node_id(3)]
+
+
+def test_a_node_of_a_group_describe_cluster_does_not_list_is_never_a_target() -> None:
+    nodes = [compute_node(1), compute_node(2, group="mystery")]
+    cluster = FakeCluster(nodes)
+    assessment = assess_nodes([node_id(1), node_id(2)], [node_id(1), node_id(2)], cluster.describe(), nodes, [], [], T0)
+    assert [t.node_id for t in assessment.targets] == [node_id(1)]
+    assert [(s.node_id, s.reason) for s in assessment.skipped] == [(node_id(2), "unknown_role")]

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from hyperpod_recovery.domain.normalize import GuardedCluster, Ignored, parse_intake_event
-from hyperpod_recovery.errors import ForeignClusterEvent, InvalidRecoveryRequest
+from hyperpod_recovery.errors import ForeignClusterEvent, InvalidRecoveryRequest, StaleEvent
 from hyperpod_recovery.models.commands import CommandEnvelope
 from hyperpod_recovery.models.job_recovery import ValidateJobRequestInput
 from hyperpod_recovery.models.requests import JobRecoveryRequest, RecoveryRequest, Trigger
@@ -22,7 +22,7 @@ from hyperpod_recovery.steps.intake import Intake
 from hyperpod_recovery.steps.job_recovery import validate_job_request
 from hyperpod_recovery.steps.validate import validate_request
 from tests.conftest import load_event
-from tests.fakes import CLUSTER, CLUSTER_ARN, T0, FakeDeadLetters, FakeStarter
+from tests.fakes import CLUSTER, CLUSTER_ARN, LIMITS, T0, FakeDeadLetters, FakeStarter
 
 GUARDED = GuardedCluster(name=CLUSTER, arn=CLUSTER_ARN)
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -160,8 +160,8 @@ def test_any_start_input_is_validated_or_rejected_naming_a_field(payload: dict[s
         (validate_job_request, ValidateJobRequestInput(execution_name="fuzz", request=payload)),
     ):
         try:
-            request = validate(step, guarded=GUARDED, stack_dry_run=False, now=T0)  # type: ignore[operator]
-        except InvalidRecoveryRequest as exc:
+            request = validate(step, guarded=GUARDED, stack_dry_run=False, limits=LIMITS, now=T0)  # type: ignore[operator]
+        except (InvalidRecoveryRequest, StaleEvent) as exc:
             assert str(exc), "a rejection must say what is wrong"
             continue
         assert request.cluster == CLUSTER and request.incident_id == "fuzz"

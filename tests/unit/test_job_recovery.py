@@ -29,7 +29,7 @@ from hyperpod_recovery.errors import (
     RestartBudgetExhausted,
 )
 from hyperpod_recovery.models.cluster import ClusterNode
-from hyperpod_recovery.models.commands import CheckpointRef, CommandReply, JobSpec, JobSpecResult, NodeStatus, ResubmitResult
+from hyperpod_recovery.models.commands import CheckpointRef, CommandReply, JobRef, JobSpec, JobSpecResult, NodeStatus, ResubmitResult
 from hyperpod_recovery.models.job_events import JobFailedDetail
 from hyperpod_recovery.models.job_recovery import (
     CheckJobNodesInput,
@@ -46,7 +46,7 @@ from hyperpod_recovery.models.requests import JobRecoveryRequest
 from hyperpod_recovery.models.workflow import CheckpointPlan, ResumePlan, StepError, UnresumableJob
 from hyperpod_recovery.steps.controller_commands import check_job_nodes
 from hyperpod_recovery.steps.job_recovery import lineage_root_of, record_job_outcome, validate_job_request
-from tests.fakes import CLUSTER, CLUSTER_ARN, T0, FakeController, FakeLedger, FakeNotifier, node_id
+from tests.fakes import CLUSTER, CLUSTER_ARN, LIMITS, T0, FakeController, FakeLedger, FakeNotifier, node_id
 
 POLICY = RestartPolicy(budget=3, window_seconds=86_400, backoff_seconds=60, max_backoff_seconds=900, crash_loop_repeats=2)
 NODES = ["ip-10-1-0-1", "ip-10-1-0-2"]
@@ -92,7 +92,6 @@ def _job(state: str = "FAILED", **changes: Any) -> JobSpec:
             "nodes": NODES,
             "state": state,
             "checkpoint_uri": URI,
-            "batch_script": "#!/bin/bash",
             **changes,
         }
     )
@@ -209,7 +208,10 @@ def _classification(kind: str = "application") -> FailureClassification:
 
 
 def _checkpoints(step: int = 2000) -> CheckpointPlan:
-    return CheckpointPlan(at=T0, resumable=[ResumePlan(job=_job(), checkpoint=CheckpointRef(uri=f"{URI}step-{step:09d}/", step=step))])
+    return CheckpointPlan(
+        at=T0,
+        resumable=[ResumePlan(job=JobRef(job_id="8", name="llama"), checkpoint=CheckpointRef(uri=f"{URI}step-{step:09d}/", step=step))],
+    )
 
 
 def _entry(step: int, hours_ago: float, kind: str = "application", new: str = "9") -> RestartEntry:
@@ -348,7 +350,11 @@ def test_the_job_escalates_when_the_other_incident_escalated_or_never_finishes()
 def _validate(payload: dict[str, Any], stack_dry_run: bool = False) -> JobRecoveryRequest:
     guarded = GuardedCluster(name=CLUSTER, arn=CLUSTER_ARN)
     return validate_job_request(
-        ValidateJobRequestInput(execution_name="drill-1", request=payload), guarded=guarded, stack_dry_run=stack_dry_run, now=T0
+        ValidateJobRequestInput(execution_name="drill-1", request=payload),
+        guarded=guarded,
+        stack_dry_run=stack_dry_run,
+        limits=LIMITS,
+        now=T0,
     )
 
 
@@ -405,7 +411,7 @@ def _completed_state(new_job: str = "9") -> JobWorkflowState:
 
 def test_recording_a_resubmission_extends_the_lineage_and_notifies_with_the_job() -> None:
     ledger, notifier = FakeLedger(), FakeNotifier()
-    ledger.claim_resubmission(CLUSTER, "8", "hpj-8", T0)
+    ledger.claim_resubmission(CLUSTER, "8", "hpj-8", T0, timedelta(hours=6))
     step = RecordJobOutcomeInput(execution_name="hpj-8", disposition="completed", state=_completed_state())
     result = record_job_outcome(step, ledger=ledger, notifier=notifier, cluster=CLUSTER, execution_url="https://x", now=T0)
     assert result.outcome == "recovered" and "resubmitted as job 9 from step 2000" in result.summary

@@ -3,6 +3,7 @@ read it: Report Safety State's gauges, and the per-outcome counts and durations 
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -29,7 +30,7 @@ def test_given_an_open_breaker_then_the_gauge_reads_1_with_the_nodes_in_recovery
     # Given a cluster whose breaker a recovery opened, with 3 nodes still counted against the cap
     deps = fake_dependencies()
     deps.ledger.save_breaker(CLUSTER, BreakerState().changed_to("open", reason="3 failed recoveries in 1 h", by="hpr-x", at=T0))
-    deps.ledger.reserve_capacity(CLUSTER, ["i-1", "i-2", "i-3"], limit=10)
+    deps.ledger.reserve_capacity(CLUSTER, "hpr-1", ["i-1", "i-2", "i-3"], 10, deps.now(), timedelta(hours=6))
     # When the scheduled Report Safety State runs
     state = report_safety_state({"source": "aws.events", "detail-type": "Scheduled Event"}, lambda_context, deps=deps)
     # Then it publishes BreakerOpen=1 and NodesInRecovery=3 for this cluster

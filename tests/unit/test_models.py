@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from hyperpod_recovery.config import Settings
 from hyperpod_recovery.errors import ConfigurationError
-from hyperpod_recovery.models.commands import CommandEnvelope, JobSpec, ResubmitJob
+from hyperpod_recovery.models.commands import CommandEnvelope, CommandReply, JobSpec, ResubmitJob, ResubmitResult
 from hyperpod_recovery.models.common import format_validation_error, slurm_node_name
+from hyperpod_recovery.models.job_events import JobFailedDetail
 from hyperpod_recovery.models.manifest import CheckpointManifest, step_dir
-from hyperpod_recovery.models.requests import ManualRecoveryRequest
+from hyperpod_recovery.models.requests import JobRecoveryRequest, ManualJobRecoveryRequest, ManualRecoveryRequest, RecoveryRequest
+from sandbox.scenario import Scenario
 from tests.conftest import load_event
 from tests.fakes import settings_env
 
@@ -61,14 +64,13 @@ def test_job_ids_are_numeric_slurm_ids() -> None:
 
 
 def test_resubmit_command_round_trips_through_the_envelope() -> None:
-    job = JobSpec(job_id="1001", name="llama", num_nodes=16, state="RUNNING", checkpoint_uri="s3://ckpt/llama")
     envelope = CommandEnvelope(
         command_id="e:resubmit:1001",
         incident_id="e",
         execution_name="e",
         task_token="tok",
         requested_at="2026-03-14T09:00:00Z",
-        command=ResubmitJob(job=job, checkpoint={"uri": "s3://ckpt/llama/step-000003000/", "step": 3000}),
+        command=ResubmitJob(job_id="1001", checkpoint={"uri": "s3://ckpt/llama/step-000003000/", "step": 3000}),
     )
     again = CommandEnvelope.model_validate_json(envelope.model_dump_json())
     assert isinstance(again.command, ResubmitJob) and again.command.checkpoint.step == 3000
@@ -140,3 +142,49 @@ def test_manifest_shards_are_checked_one_by_one(shards: list[dict[str, object]],
 def test_step_folders_exist_only_for_nine_digit_steps(step: int) -> None:
     with pytest.raises(ValueError, match=re.escape("outside 0..999999999")):
         step_dir(step)
+
+
+# --- safety flags are strict booleans, in every model that comes from outside ------------------
+def _bool_schemas(node: Any, path: str = "") -> list[tuple[str, bool]]:
+    """(where, strict?) for every boolean in a pydantic core schema, nested models included."""
+    found: list[tuple[str, bool]] = []
+    if isinstance(node, dict):
+        if node.get("type") == "bool":
+            found.append((path, bool(node.get("strict"))))
+        for key, value in node.items():
+            found += _bool_schemas(value, f"{path}/{key}")
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            found += _bool_schemas(value, f"{path}/{index}")
+    return found
+
+
+# Requests and events from outside, the agent's answers (job specs, resubmission results), drills.
+INBOUND_MODELS = [
+    ManualRecoveryRequest,
+    RecoveryRequest,
+    ManualJobRecoveryRequest,
+    JobRecoveryRequest,
+    JobFailedDetail,
+    JobSpec,
+    CommandReply[ResubmitResult],
+    Scenario,
+]
+
+
+@pytest.mark.parametrize("model", INBOUND_MODELS, ids=lambda m: m.__name__)
+def test_every_flag_that_comes_from_outside_is_a_strict_boolean(model: type[BaseModel]) -> None:
+    # "dry_run": "false" (a string) must be refused, never read as false: it would arm a recovery
+    flags = _bool_schemas(model.__pydantic_core_schema__)
+    assert flags, f"{model.__name__} has no boolean at all: the test would prove nothing"
+    assert [where for where, strict in flags if not strict] == []
+
+
+@pytest.mark.parametrize("value", ["false", "False", "0", 0, "no", "", None])
+def test_a_drill_asking_for_a_live_run_with_a_string_is_refused(value: Any) -> None:
+    request = {"cluster": "llm-train", "node_ids": ["i-0391f86fa0fe0d465"], "dry_run": value}
+    if value is None:  # null is "the stack's default", which is allowed
+        assert ManualRecoveryRequest.model_validate(request).dry_run is None
+        return
+    with pytest.raises(ValidationError, match="dry_run"):
+        ManualRecoveryRequest.model_validate(request)

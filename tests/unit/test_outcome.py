@@ -30,7 +30,7 @@ def _state(**parts) -> WorkflowState:  # type: ignore[no-untyped-def]
         detected_at=T0,
         received_at=T0 + timedelta(seconds=5),
         incident_id="inc-1",
-        triggers=[Trigger(source="hyperpod_node_health", node_id=node_id(1), reason="XID 79", detected_at=T0)],
+        triggers=[Trigger(source="hyperpod_node_health", node_ids=[node_id(1)], reason="XID 79", detected_at=T0)],
         dry_run=parts.pop("dry_run", False),
     )
     return WorkflowState(request=request, **parts)
@@ -85,7 +85,6 @@ def test_every_problem_is_listed_and_the_most_severe_names_the_error() -> None:
     replacement = Replacement.model_validate(
         {
             "at": T0,
-            "replaced": [],
             "failed": [ReplaceFailure(node_id=node_id(2), error_code="InternalServerError").model_dump()],
             "calls": 1,
             "proceed": False,
@@ -121,7 +120,12 @@ def _full_state() -> WorkflowState:
         ),
         checkpoints=CheckpointPlan(
             at=at + timedelta(seconds=5),
-            resumable=[{"job": job, "checkpoint": CheckpointRef(uri="s3://ckpt/llama/step-000003000/", step=3000)}],
+            resumable=[
+                {
+                    "job": {"job_id": job.job_id, "name": job.name},
+                    "checkpoint": CheckpointRef(uri="s3://ckpt/llama/step-000003000/", step=3000),
+                }
+            ],
         ),  # type: ignore[list-item]
     )
 

@@ -20,6 +20,8 @@ from hyperpod_recovery.steps.safety import apply_safety
 from tests.fakes import CLUSTER, T0, FakeLedger, FakeNotifier, node_id
 from tests.unit.test_steps import _request
 
+TTL = timedelta(hours=6)
+
 POLICY = SafetyPolicy(
     max_percent=20,
     max_nodes=64,
@@ -123,11 +125,16 @@ def test_tripping_opens_the_breaker_in_the_ledger_and_a_dry_run_changes_nothing(
         ApplySafetyPolicyInput(execution_name="d", request=_request(1, dry_run=True), assessment=_assessment(1)),
         ledger=ledger,
         policy=POLICY,
+        reservation_ttl=TTL,
         now=T0,
     )
     assert dry.safety is not None and dry.safety.capped and ledger.breaker(CLUSTER).state == "closed"
     live = apply_safety(
-        ApplySafetyPolicyInput(execution_name="hpr-1", request=_request(1), assessment=_assessment(1)), ledger=ledger, policy=POLICY, now=T0
+        ApplySafetyPolicyInput(execution_name="hpr-1", request=_request(1), assessment=_assessment(1)),
+        ledger=ledger,
+        policy=POLICY,
+        reservation_ttl=TTL,
+        now=T0,
     )
     breaker = ledger.breaker(CLUSTER)
     assert live.safety is not None and live.safety.capped and breaker.state == "open" and breaker.changed_by == "hpr-1"
@@ -136,9 +143,13 @@ def test_tripping_opens_the_breaker_in_the_ledger_and_a_dry_run_changes_nothing(
 
 def test_a_reservation_lost_to_a_race_caps_the_incident() -> None:
     ledger = FakeLedger()
-    ledger.reserve_capacity = lambda cluster, node_ids, limit: False  # type: ignore[method-assign]
+    ledger.reserve_capacity = lambda *args, **kwargs: False  # type: ignore[method-assign]
     result = apply_safety(
-        ApplySafetyPolicyInput(execution_name="hpr-1", request=_request(1), assessment=_assessment(1)), ledger=ledger, policy=POLICY, now=T0
+        ApplySafetyPolicyInput(execution_name="hpr-1", request=_request(1), assessment=_assessment(1)),
+        ledger=ledger,
+        policy=POLICY,
+        reservation_ttl=TTL,
+        now=T0,
     )
     assert not result.proceed and result.safety is not None and result.safety.error == "ClusterCapReached"
 
@@ -146,16 +157,20 @@ def test_a_reservation_lost_to_a_race_caps_the_incident() -> None:
 def test_record_outcome_frees_the_cap_and_logs_what_it_acted_on() -> None:
     ledger = FakeLedger()
     assessment = apply_safety(
-        ApplySafetyPolicyInput(execution_name="hpr-1", request=_request(1), assessment=_assessment(1)), ledger=ledger, policy=POLICY, now=T0
+        ApplySafetyPolicyInput(execution_name="hpr-1", request=_request(1), assessment=_assessment(1)),
+        ledger=ledger,
+        policy=POLICY,
+        reservation_ttl=TTL,
+        now=T0,
     )
-    assert ledger.nodes_in_recovery(CLUSTER) == {node_id(1)}
+    assert ledger.nodes_in_recovery(CLUSTER, T0) == {node_id(1)}
     step = RecordOutcomeInput(
         execution_name="hpr-1", disposition="escalated", state=WorkflowState(request=_request(1), assessment=assessment)
     )
     record_outcome(
         step, ledger=ledger, notifier=FakeNotifier(), cluster=CLUSTER, escalation_hold=timedelta(hours=1), execution_url="u", now=T0
     )
-    assert ledger.nodes_in_recovery(CLUSTER) == set()
+    assert ledger.nodes_in_recovery(CLUSTER, T0) == set()
     assert [(e.incident, e.hostnames, e.outcome) for e in ledger.recovery_log(CLUSTER)] == [("hpr-1", ["ip-10-1-0-1"], "escalated")]
 
 
@@ -218,11 +233,12 @@ def test_a_dry_run_past_the_cap_says_it_would_be_capped() -> None:
     from hyperpod_recovery.domain.outcome import summarize
 
     ledger = FakeLedger()
-    ledger.in_recovery[CLUSTER] = {node_id(n) for n in range(100, 120)}
+    ledger.reserve_capacity(CLUSTER, "other", [node_id(n) for n in range(100, 120)], 100, T0, TTL)
     assessment = apply_safety(
         ApplySafetyPolicyInput(execution_name="d", request=_request(1, dry_run=True), assessment=_assessment(1)),
         ledger=ledger,
         policy=POLICY,
+        reservation_ttl=TTL,
         now=T0,
     )
     state = WorkflowState(request=_request(1, dry_run=True), assessment=assessment)

@@ -9,7 +9,7 @@ import pytest
 
 from hyperpod_recovery.domain.normalize import GuardedCluster
 from hyperpod_recovery.errors import InvalidRecoveryRequest
-from hyperpod_recovery.models.commands import CommandReply, DrainNodes, JobSpec, ResubmitResult
+from hyperpod_recovery.models.commands import CommandReply, DrainNodes, JobRef, JobSpec, ResubmitResult
 from hyperpod_recovery.models.requests import RecoveryRequest, Trigger
 from hyperpod_recovery.models.workflow import (
     Assessment,
@@ -28,7 +28,7 @@ from hyperpod_recovery.steps.lock import lock_nodes
 from hyperpod_recovery.steps.record import record_outcome
 from hyperpod_recovery.steps.replace import replace_nodes
 from hyperpod_recovery.steps.validate import validate_request
-from tests.fakes import CLUSTER, CLUSTER_ARN, T0, FakeCluster, FakeController, FakeLedger, FakeNotifier, compute_node, node_id
+from tests.fakes import CLUSTER, CLUSTER_ARN, LIMITS, T0, FakeCluster, FakeController, FakeLedger, FakeNotifier, compute_node, node_id
 
 GUARDED = GuardedCluster(CLUSTER, CLUSTER_ARN)
 TTL = timedelta(hours=6)
@@ -43,13 +43,13 @@ def _request(*numbers: int, dry_run: bool = False, incident: str = "inc-1") -> R
         detected_at=T0,
         incident_id=incident,
         received_at=T0,
-        triggers=[Trigger(source="hyperpod_node_health", node_id=n, reason="fault", detected_at=T0) for n in nodes],
+        triggers=[Trigger(source="hyperpod_node_health", node_ids=list(nodes), reason="fault", detected_at=T0)],
     )
 
 
 def _validate(payload: dict[str, Any], stack_dry_run: bool = False) -> RecoveryRequest:
     return validate_request(
-        ValidateRequestInput(execution_name="exec-1", request=payload), guarded=GUARDED, stack_dry_run=stack_dry_run, now=T0
+        ValidateRequestInput(execution_name="exec-1", request=payload), guarded=GUARDED, stack_dry_run=stack_dry_run, limits=LIMITS, now=T0
     )
 
 
@@ -172,7 +172,7 @@ def test_dry_run_cordon_answers_its_own_token_and_sends_nothing() -> None:
 
 
 def _plan(job_id: str = "1001") -> ResumePlan:
-    job = JobSpec(job_id=job_id, name="llama", num_nodes=16, state="RUNNING", checkpoint_uri="s3://ckpt/llama")
+    job = JobRef(job_id=job_id, name="llama")
     return ResumePlan(job=job, checkpoint={"uri": "s3://ckpt/llama/step-000003000/", "step": 3000})  # type: ignore[arg-type]
 
 
@@ -184,6 +184,7 @@ def test_a_job_is_resubmitted_once_even_when_two_incidents_touch_it() -> None:
         ResubmitJobInput(execution_name="inc-1", task_token="t1", request=_request(1), plan=_plan()),
         controller=first,
         ledger=ledger,
+        claim_ttl=TTL,
         now=T0,
     )
     # When a second incident (another node of the same job) wants to resubmit it
@@ -191,6 +192,7 @@ def test_a_job_is_resubmitted_once_even_when_two_incidents_touch_it() -> None:
         ResubmitJobInput(execution_name="inc-2", task_token="t2", request=_request(2, incident="inc-2"), plan=_plan()),
         controller=second,
         ledger=ledger,
+        claim_ttl=TTL,
         now=T0,
     )
     # Then only the first sends a resubmit command; the second answers its own token as already done
@@ -200,13 +202,14 @@ def test_a_job_is_resubmitted_once_even_when_two_incidents_touch_it() -> None:
 
 def test_retried_resubmission_after_the_job_was_submitted_reports_our_own_new_job() -> None:
     ledger = FakeLedger()
-    ledger.claim_resubmission(CLUSTER, "1001", "inc-1", T0)
+    ledger.claim_resubmission(CLUSTER, "1001", "inc-1", T0, TTL)
     ledger.complete_resubmission(CLUSTER, "1001", "inc-1", "1002")
     controller = FakeController()
     resubmit_job(
         ResubmitJobInput(execution_name="inc-1", task_token="t", request=_request(1), plan=_plan()),
         controller=controller,
         ledger=ledger,
+        claim_ttl=TTL,
         now=T0,
     )
     ((_, reply),) = controller.answered
@@ -269,7 +272,7 @@ def test_completed_resubmission_is_recorded_on_the_job_claim() -> None:
     state = _state_after_lock()
     state.resubmissions = [_reply()]
     ledger = FakeLedger()
-    ledger.claim_resubmission(CLUSTER, "1001", "inc-1", T0)
+    ledger.claim_resubmission(CLUSTER, "1001", "inc-1", T0, TTL)
     record_outcome(
         RecordOutcomeInput(execution_name="inc-1", disposition="completed", state=state),
         ledger=ledger,
@@ -279,7 +282,7 @@ def test_completed_resubmission_is_recorded_on_the_job_claim() -> None:
         execution_url="u",
         now=T0,
     )
-    assert ledger.claim_resubmission(CLUSTER, "1001", "inc-2", T0).new_job_id == "1002"
+    assert ledger.claim_resubmission(CLUSTER, "1001", "inc-2", T0, TTL).new_job_id == "1002"
 
 
 def test_each_job_gets_a_checkpoint_or_a_reason_why_not() -> None:

@@ -9,6 +9,9 @@
     if rank == 0:
         checkpoints.commit(step)                 # manifest.json, then the `latest` pointer
 
+``job`` defaults to ``$SLURM_JOB_NAME``. It is recorded in every manifest committed, and checkpoints
+another job committed are not resumed from; without either, any job's checkpoint is accepted.
+
 Needs only boto3 and pydantic (``pip install hyperpod-recovery``); the shell equivalent is
 ``hyperpod-recovery checkpoint commit|latest|verify``.
 """
@@ -24,9 +27,12 @@ from hyperpod_recovery.adapters.checkpoints import S3CheckpointStore
 from hyperpod_recovery.domain.checkpoint_commit import CheckpointWriter, CommitResult, commit_checkpoint, verify_checksums
 from hyperpod_recovery.domain.checkpoints import Discovery, Verdict, find_newest_verified, split_s3_uri, verify_checkpoint
 from hyperpod_recovery.models.commands import CheckpointRef
-from hyperpod_recovery.models.manifest import RESUME_FROM_ENV, RESUME_STEP_ENV, step_dir
+from hyperpod_recovery.models.manifest import MAX_STEP, RESUME_FROM_ENV, RESUME_STEP_ENV, step_dir
 
 __all__ = ["CheckpointRef", "Checkpoints", "CommitResult", "Discovery", "Verdict"]
+
+# Recorded by a commit outside Slurm without a job name: the manifest's `job` may not be empty.
+UNNAMED_JOB = "unnamed-job"
 
 
 class Checkpoints:
@@ -35,7 +41,8 @@ class Checkpoints:
     def __init__(self, uri: str, *, job: str | None = None, s3: Any = None, store: CheckpointWriter | None = None) -> None:
         self.bucket, self.prefix = split_s3_uri(uri)
         self.uri = f"s3://{self.bucket}/{self.prefix}"
-        self.job = job or os.environ.get("SLURM_JOB_NAME") or "unnamed-job"
+        # The Slurm job name; None (outside Slurm, none given): checkpoints of any job are read.
+        self.job: str | None = job or os.environ.get("SLURM_JOB_NAME") or None
         self.store: CheckpointWriter = store or S3CheckpointStore(s3=s3)
 
     def step_uri(self, step: int) -> str:
@@ -59,7 +66,7 @@ class Checkpoints:
             self.store,
             self.uri,
             step,
-            job=self.job,
+            job=self.job or UNNAMED_JOB,
             now=datetime.now(UTC),
             framework=framework,
             checksums=checksums,
@@ -67,25 +74,26 @@ class Checkpoints:
         )
 
     def latest(self) -> CheckpointRef | None:
-        """The newest checkpoint that verifies complete, or None."""
+        """The newest checkpoint of this job that verifies complete, or None."""
         return self.discover().checkpoint
 
     def discover(self) -> Discovery:
         """``latest()`` with the reasons newer checkpoints were rejected."""
-        return find_newest_verified(self.store, self.uri)
+        return find_newest_verified(self.store, self.uri, job=self.job)
 
     def verify(self, step: int, *, deep: bool = False) -> Verdict:
-        """Is ``step`` complete? ``deep`` also hashes every shard that has a checksum."""
+        """Is ``step`` complete and this job's? ``deep`` also hashes every shard that has a checksum."""
         if deep:
-            return verify_checksums(self.store, self.uri, step)
-        return verify_checkpoint(self.store, self.uri, step)
+            return verify_checksums(self.store, self.uri, step, job=self.job)
+        return verify_checkpoint(self.store, self.uri, step, job=self.job)
 
     def resume_point(self) -> CheckpointRef | None:
         """Where this run starts: the checkpoint the recovery pipeline resubmitted it from (verified
         again, and only if it lies under this prefix), else the newest verified one, else None."""
         given = os.environ.get(RESUME_FROM_ENV, "")
-        step = os.environ.get(RESUME_STEP_ENV, "")
-        named_here = bool(given) and step.isdigit() and given.rstrip("/") + "/" == self.step_uri(int(step))
-        if named_here and self.verify(int(step)).verified:
-            return CheckpointRef(uri=self.step_uri(int(step)), step=int(step))
+        text = os.environ.get(RESUME_STEP_ENV, "")
+        # Anything but a step of the manifest's range ("²", ten digits) names no checkpoint: look for one.
+        step = int(text) if text.isascii() and text.isdigit() and int(text) <= MAX_STEP else None
+        if step is not None and given.rstrip("/") + "/" == self.step_uri(step) and self.verify(step).verified:
+            return CheckpointRef(uri=self.step_uri(step), step=step)
         return self.latest()

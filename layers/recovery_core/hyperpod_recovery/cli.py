@@ -1,8 +1,8 @@
 """``hyperpod-recovery``: the command line for people and job scripts.
 
     hyperpod-recovery checkpoint commit s3://bucket/prefix --step 12000 [--job NAME] [--checksums]
-    hyperpod-recovery checkpoint latest s3://bucket/prefix [--json]
-    hyperpod-recovery checkpoint verify s3://bucket/prefix/step-000012000/ [--deep] [--json]
+    hyperpod-recovery checkpoint latest s3://bucket/prefix [--job NAME] [--json]
+    hyperpod-recovery checkpoint verify s3://bucket/prefix/step-000012000/ [--job NAME] [--deep] [--json]
     hyperpod-recovery breaker status --cluster NAME [--table LEDGER] [--json]
     hyperpod-recovery breaker reset  --cluster NAME [--table LEDGER] --reason TEXT [--by WHO]
     hyperpod-recovery drill --stack NAME (--scenario FILE | --input FILE | --node ID | --job ID) [--live --yes]
@@ -41,6 +41,7 @@ from hyperpod_recovery.errors import (
 from hyperpod_recovery.models.manifest import MAX_STEP, step_of_folder
 
 EXIT_OK, EXIT_NO, EXIT_USAGE, EXIT_S3 = 0, 1, 2, 3
+_ANY_JOB = "default: $SLURM_JOB_NAME; without either, any job's, and the writer is named"
 
 
 def _step(text: str) -> int:
@@ -64,11 +65,13 @@ def _parser() -> argparse.ArgumentParser:
 
     latest = commands.add_parser("latest", help="print the newest verified checkpoint of a prefix")
     latest.add_argument("uri", help="the job's checkpoint prefix, s3://bucket/prefix")
+    latest.add_argument("--job", help=f"only this job's checkpoints ({_ANY_JOB})")
     latest.add_argument("--json", action="store_true", help="print the whole discovery as JSON")
 
     verify = commands.add_parser("verify", help="check one step and explain what is wrong")
     verify.add_argument("uri", help="a step folder (s3://bucket/prefix/step-000012000/) or a prefix with --step")
     verify.add_argument("--step", type=_step)
+    verify.add_argument("--job", help=f"the job that must have written it ({_ANY_JOB})")
     verify.add_argument("--deep", action="store_true", help="also hash every shard that has a checksum (reads every byte)")
     verify.add_argument("--json", action="store_true")
 
@@ -137,7 +140,7 @@ def _commit(args: argparse.Namespace, out: TextIO, s3: Any) -> int:
 
 
 def _latest(args: argparse.Namespace, out: TextIO, err: TextIO, s3: Any) -> int:
-    discovery = Checkpoints(args.uri, s3=s3).discover()
+    discovery = Checkpoints(args.uri, job=args.job, s3=s3).discover()
     if args.json:
         print(
             json.dumps(asdict(discovery) | {"checkpoint": discovery.checkpoint and discovery.checkpoint.model_dump()}, indent=2), file=out
@@ -161,7 +164,7 @@ def _verify(args: argparse.Namespace, out: TextIO, s3: Any) -> int:
         if step is None or not head.startswith("s3://"):
             raise ValueError(f"{uri!r} is not a step folder (…/step-<9 digits>/); give the prefix and --step")
         uri = head
-    checkpoints = Checkpoints(uri, s3=s3)
+    checkpoints = Checkpoints(uri, job=args.job, s3=s3)
     verdict = checkpoints.verify(step, deep=args.deep)
     if args.json:
         print(json.dumps({"uri": checkpoints.step_uri(step), "step": step} | asdict(verdict), indent=2), file=out)

@@ -56,6 +56,8 @@ class Settings(BaseModel):
     rejoin_deadline_seconds: int = Field(ge=60, le=86_400)
     reboot_deadline_seconds: int = Field(ge=60, le=86_400)
     episode_window_seconds: int = Field(ge=60, le=86_400)
+    max_event_age_seconds: int = Field(ge=60, le=30 * 86_400)
+    max_clock_skew_seconds: int = Field(ge=0, le=3600)
     lock_ttl_seconds: int = Field(ge=300, le=7 * 86_400)
     escalation_hold_seconds: int = Field(ge=0, le=30 * 86_400)
     job_restart_budget: int = Field(ge=0, le=100)

@@ -39,6 +39,7 @@ NODE_REF = re.compile(r"^(?P<group>[A-Za-z0-9-]+):(?P<index>[0-9]+)$")
 # tests/contract/test_observability.py checks every state of both workflows is named here.
 PHASE_OF_STATE = {
     # NodeRecovery
+    "Receive Request": "assess",
     "Validate Request": "assess",
     "Lock Nodes": "assess",
     "Check Lock": "assess",
@@ -50,19 +51,22 @@ PHASE_OF_STATE = {
     "Find Affected Jobs": "find_jobs",
     "Replace Nodes": "replace",
     "Check Replacement": "replace",
-    "Start Rejoin Watch": "wait_for_rejoin",
     "Wait For Rejoin": "wait_for_rejoin",
     "Check Rejoin": "wait_for_rejoin",
     "Check Rejoined": "wait_for_rejoin",
     "Resume Nodes": "resume",
     "Find Newest Checkpoint": "find_checkpoint",
+    "Forget Job Details": "find_checkpoint",
     "Resubmit Jobs": "resubmit",
     "Resubmit Job": "resubmit",
+    "Note Resubmit Failure": "resubmit",
     "Record Outcome": "record",
     "Check Outcome": "record",
     "Record Duplicate": "record",
     "Escalate Incident": "record",
     "Record Rejection": "record",
+    "Record Stale Event": "record",
+    "Event Too Old": "record",
     "Recovery Complete": "record",
     "Nothing To Recover": "record",
     "Duplicate Incident": "record",
@@ -70,6 +74,7 @@ PHASE_OF_STATE = {
     "Request Rejected": "record",
     "Recovery Capped": "record",
     # JobRecovery
+    "Receive Job Request": "inspect",
     "Validate Job Request": "inspect",
     "Capture Job Spec": "inspect",
     "Check Job Nodes": "inspect",
@@ -88,6 +93,8 @@ PHASE_OF_STATE = {
     "Check Job Outcome": "record",
     "Escalate Job Incident": "record",
     "Record Job Rejection": "record",
+    "Record Stale Job Event": "record",
+    "Job Event Too Old": "record",
     "Job Recovered": "record",
     "Job Left Alone": "record",
     "Job Recovery Escalated": "record",
@@ -98,9 +105,11 @@ RECORD_STATES = (
     "Record Duplicate",
     "Escalate Incident",
     "Record Rejection",
+    "Record Stale Event",
     "Record Job Outcome",
     "Escalate Job Incident",
     "Record Job Rejection",
+    "Record Stale Job Event",
 )
 
 

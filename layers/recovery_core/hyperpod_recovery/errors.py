@@ -16,6 +16,11 @@ class InvalidRecoveryRequest(RecoveryError):
     """A request or event failed validation; the message names the offending field."""
 
 
+class StaleEvent(RecoveryError):
+    """Every signal of a request is older than MaxEventAgeSeconds (a replay, a redrive, a backlog)
+    or stamped further in the future than MaxClockSkewSeconds: not acted on without a human."""
+
+
 class ForeignClusterEvent(RecoveryError):
     """An event or request names a cluster this stack does not guard."""
 
@@ -48,6 +53,11 @@ class HyperPodApiError(RecoveryError):
 
 class ClusterNotFound(RecoveryError):
     """The guarded cluster does not exist (deleted, or a wrong ClusterName parameter)."""
+
+
+class NodeRoleUnknown(RecoveryError):
+    """Which instance groups hold the Slurm controller and login nodes cannot be decided safely
+    (no SlurmConfig.NodeType and no ControllerGroups, or the two disagree): nothing is touched."""
 
 
 class UnsupportedOrchestrator(RecoveryError):
@@ -158,6 +168,25 @@ class ClusterCapReached(RecoveryError):
 
 class RepeatOffender(RecoveryError):
     """A node was recovered too often in its window; it goes to a human instead of being replaced again."""
+
+
+class TooManyJobs(RecoveryError):
+    """More jobs ran on the incident's nodes than one incident carries (MAX_JOBS_PER_INCIDENT): the
+    ones past it were counted but not resubmitted."""
+
+
+class ResubmitFailed(RecoveryError):
+    """Some affected jobs could not be resubmitted (each job's error is in the cause); the others were."""
+
+
+# --- ends recorded by Reconcile Execution (the execution itself never reached Record Outcome) --
+class ExecutionAborted(RecoveryError):
+    """Someone stopped the execution (StopExecution) before it recorded an outcome."""
+
+
+class ExecutionFailed(RecoveryError):
+    """The execution failed or timed out before it recorded an outcome (an error past its retries,
+    States.Runtime, States.DataLimitExceeded, the execution timeout)."""
 
 
 class NoActionableNodes(RecoveryError):

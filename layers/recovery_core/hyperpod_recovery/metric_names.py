@@ -19,6 +19,7 @@ NODE_OUTCOMES = {
     "rejected": "Rejected",
     "capped": "Capped",
     "dry_run": "DryRuns",
+    "stale": "Stale",
 }
 JOB_OUTCOMES = {
     "recovered": "JobsRecovered",
@@ -27,6 +28,13 @@ JOB_OUTCOMES = {
     "rejected": "JobRequestsRejected",
     "capped": "JobsCapped",
     "dry_run": "JobDryRuns",
+    "stale": "JobsStale",
+}
+# Executions that ended without recording an outcome (stopped, timed out, crashed), recorded by
+# Reconcile Execution: every one of them is an incident a human was told about.
+RECONCILED = {
+    "aborted": "ExecutionsAborted",
+    "failed": "ExecutionsFailedUnrecorded",
 }
 
 # Phase durations in seconds (domain/durations.py), emitted by the Record steps; never for dry runs.
@@ -74,6 +82,7 @@ ALL = frozenset(
         NODES_IN_RECOVERY,
         *NODE_OUTCOMES.values(),
         *JOB_OUTCOMES.values(),
+        *RECONCILED.values(),
         *INTAKE_COUNTS.values(),
         *DURATIONS,
     }

@@ -26,6 +26,7 @@ from hyperpod_recovery.adapters.notifier import SnsNotifier
 from hyperpod_recovery.clock import current_clock
 from hyperpod_recovery.config import Settings, get_settings
 from hyperpod_recovery.domain.checkpoints import CheckpointReader
+from hyperpod_recovery.domain.freshness import EventAgeLimits
 from hyperpod_recovery.domain.job_failure import RestartPolicy
 from hyperpod_recovery.domain.normalize import GuardedCluster
 from hyperpod_recovery.domain.safety import SafetyPolicy
@@ -61,6 +62,10 @@ class Dependencies:
     @property
     def escalation_hold(self) -> timedelta:
         return timedelta(seconds=self.settings.escalation_hold_seconds)
+
+    @property
+    def event_age_limits(self) -> EventAgeLimits:
+        return EventAgeLimits(max_age_seconds=self.settings.max_event_age_seconds, max_skew_seconds=self.settings.max_clock_skew_seconds)
 
     @property
     def safety_policy(self) -> SafetyPolicy:

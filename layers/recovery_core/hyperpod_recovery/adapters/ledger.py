@@ -4,16 +4,20 @@ Items:
     NODE#<cluster>#<node id>   / LOCK          which incident holds a node (conditional writes)
     INCIDENT#<incident id>     / RECORD        the incident record (outcome, timeline, phases, jobs)
     INCIDENT#<incident id>     / REPLACEMENTS  nodes whose replacement this incident already initiated
+    INCIDENT#<incident id>     / HOLDINGS      what the incident holds (locks, cap places, claims) until it ends
+    INCIDENT#<incident id>     / JOBS          the affected jobs as the agent described them (kept out of the workflow's state)
     JOB#<cluster>#<job id>     / RESUBMISSION  which incident resubmits a job, and the new job id
     JOB#<cluster>#<job id>     / LINEAGE       the first job of the lineage this resubmission belongs to
     LINEAGE#<cluster>#<job id> / RESTARTS      every restart of that lineage (restart budget, crash loops)
-    CLUSTER#<cluster>          / IN_RECOVERY   node ids counted against the cluster cap right now
+    CLUSTER#<cluster>          / IN_RECOVERY   nodes counted against the cluster cap: who holds each, until when
     CLUSTER#<cluster>          / BREAKER       the circuit breaker (open/closed, why, by whom, history)
     CLUSTER#<cluster>          / RECOVERIES    recent recoveries that acted (breaker and repeat-offender windows)
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -21,11 +25,15 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from hyperpod_recovery.adapters.aws import LazyClient, error_code, is_transient
 from hyperpod_recovery.errors import LedgerError, LedgerUnavailable
+from hyperpod_recovery.models.commands import JobSpec
 from hyperpod_recovery.models.job_recovery import RestartEntry
-from hyperpod_recovery.models.records import BreakerState, IncidentRecord, LockOutcome, RecoveryLogEntry, ResubmissionClaim
+from hyperpod_recovery.models.records import BreakerState, Holdings, IncidentRecord, LockOutcome, RecoveryLogEntry, ResubmissionClaim
 
 JOB_CLAIM_TTL = timedelta(days=30)
 INCIDENT_TTL = timedelta(days=400)
+# Optimistic writes of the cluster's reservation item: a conflict means another incident wrote it
+# between our read and our write; read again and decide again, a bounded number of times.
+RESERVATION_ATTEMPTS = 8
 
 
 def _epoch(moment: datetime) -> str:
@@ -65,6 +73,7 @@ class DynamoLedger:
                 if error_code(exc) != "ConditionalCheckFailedException":
                     raise self._unavailable(exc) from exc
                 held[node_id] = self._lock_holder(cluster, node_id, now) or "unknown"
+        self._hold(incident_id, cluster, "ADD", locks=acquired)
         return LockOutcome(acquired=acquired, held_elsewhere=held)
 
     def lock_holders(self, cluster: str, node_ids: list[str], now: datetime) -> dict[str, str]:
@@ -103,6 +112,8 @@ class DynamoLedger:
             except ClientError as exc:
                 if error_code(exc) != "ConditionalCheckFailedException":  # not ours any more: leave it
                     raise self._unavailable(exc) from exc
+        # A lock kept until hold_until is no longer an open holding: it expires on its own.
+        self._hold(incident_id, cluster, "DELETE", locks=node_ids)
 
     # --- replacements -------------------------------------------------------------------
     def replacements_initiated(self, incident_id: str) -> set[str]:
@@ -121,7 +132,10 @@ class DynamoLedger:
         )
 
     # --- job resubmission claims --------------------------------------------------------
-    def claim_resubmission(self, cluster: str, job_id: str, incident_id: str, now: datetime) -> ResubmissionClaim:
+    def claim_resubmission(self, cluster: str, job_id: str, incident_id: str, now: datetime, ttl: timedelta) -> ResubmissionClaim:
+        """Claim the job's resubmission for this incident. A claim that was never completed expires
+        after ``ttl`` (its incident died without settling it), so it cannot block the job for good;
+        a completed claim (the job was resubmitted) is kept for JOB_CLAIM_TTL."""
         key = {"pk": {"S": f"JOB#{cluster}#{job_id}"}, "sk": {"S": "RESUBMISSION"}}
         try:
             self._call(
@@ -131,22 +145,27 @@ class DynamoLedger:
                     **key,
                     "incident": {"S": incident_id},
                     "claimed_at": {"S": now.isoformat()},
+                    "claim_expires_at": {"N": _epoch(now + ttl)},
                     "expires_at": {"N": _epoch(now + JOB_CLAIM_TTL)},
                 },
-                ConditionExpression="attribute_not_exists(pk) OR incident = :me",
-                ExpressionAttributeValues={":me": {"S": incident_id}},
+                ConditionExpression="attribute_not_exists(pk) OR incident = :me "
+                "OR (attribute_not_exists(new_job_id) AND claim_expires_at < :now)",
+                ExpressionAttributeValues={":me": {"S": incident_id}, ":now": {"N": _epoch(now)}},
             )
         except ClientError as exc:
             if error_code(exc) != "ConditionalCheckFailedException":
                 raise self._unavailable(exc) from exc
         item = self._get(key["pk"]["S"], "RESUBMISSION") or {}
         holder = item.get("incident", {}).get("S", "unknown")
-        return ResubmissionClaim(
+        claim = ResubmissionClaim(
             job_id=job_id,
             incident_id=holder,
             claimed=holder == incident_id,
             new_job_id=item.get("new_job_id", {}).get("S"),
         )
+        if claim.claimed and not claim.new_job_id:
+            self._hold(incident_id, cluster, "ADD", claims=[job_id])
+        return claim
 
     def complete_resubmission(self, cluster: str, job_id: str, incident_id: str, new_job_id: str) -> None:
         try:
@@ -154,13 +173,30 @@ class DynamoLedger:
                 self.dynamodb.update_item,
                 TableName=self.table_name,
                 Key={"pk": {"S": f"JOB#{cluster}#{job_id}"}, "sk": {"S": "RESUBMISSION"}},
-                UpdateExpression="SET new_job_id = :new",
+                UpdateExpression="SET new_job_id = :new REMOVE claim_expires_at",
                 ConditionExpression="incident = :me",
                 ExpressionAttributeValues={":new": {"S": new_job_id}, ":me": {"S": incident_id}},
             )
         except ClientError as exc:
             if error_code(exc) != "ConditionalCheckFailedException":
                 raise self._unavailable(exc) from exc
+        self._hold(incident_id, cluster, "DELETE", claims=[job_id])
+
+    def release_resubmission(self, cluster: str, job_id: str, incident_id: str) -> None:
+        """Give up a claim this incident took but did not complete (nothing was submitted, or Slurm
+        requeued the job itself): a later failure of the same job id is a new episode."""
+        try:
+            self._call(
+                self.dynamodb.delete_item,
+                TableName=self.table_name,
+                Key={"pk": {"S": f"JOB#{cluster}#{job_id}"}, "sk": {"S": "RESUBMISSION"}},
+                ConditionExpression="incident = :me AND attribute_not_exists(new_job_id)",
+                ExpressionAttributeValues={":me": {"S": incident_id}},
+            )
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":  # another incident's, or completed: keep it
+                raise self._unavailable(exc) from exc
+        self._hold(incident_id, cluster, "DELETE", claims=[job_id])
 
     def resubmission_claim(self, cluster: str, job_id: str) -> ResubmissionClaim | None:
         """Who, if anyone, has claimed a job's resubmission (read-only)."""
@@ -207,24 +243,66 @@ class DynamoLedger:
         )
 
     # --- the safety policy's state ---------------------------------------------------------
-    def nodes_in_recovery(self, cluster: str) -> set[str]:
-        item = self._get(f"CLUSTER#{cluster}", "IN_RECOVERY")
-        return set(item.get("nodes", {}).get("SS", [])) if item else set()
+    def nodes_in_recovery(self, cluster: str, now: datetime) -> set[str]:
+        """Nodes counted against the cap now: reservations that have not expired."""
+        return set(self._reservations(cluster, now)[0])
 
-    def reserve_capacity(self, cluster: str, node_ids: list[str], limit: int) -> bool:
-        """Count ``node_ids`` against the cap, atomically: False if that would pass ``limit``.
-        Nodes already counted (a retried step) are not counted twice."""
-        new = sorted(set(node_ids) - self.nodes_in_recovery(cluster))
-        if not new:
-            return True
+    def reserve_capacity(
+        self, cluster: str, incident_id: str, node_ids: list[str], limit: int, now: datetime, ttl: timedelta, hostnames: Sequence[str] = ()
+    ) -> bool:
+        """Count ``node_ids`` against the cap for this incident until ``now + ttl``, atomically:
+        False if that would pass ``limit``. Nodes already counted (a retried step) are not counted
+        twice; expired reservations (an incident that died unreconciled) no longer count."""
+        for _ in range(RESERVATION_ATTEMPTS):
+            live, version = self._reservations(cluster, now)
+            new = sorted(set(node_ids) - set(live))
+            if not new:
+                return True
+            if len(live) + len(new) > limit:
+                return False
+            live.update({n: (incident_id, int((now + ttl).timestamp())) for n in new})
+            if self._write_reservations(cluster, live, version):
+                self._hold(incident_id, cluster, "ADD", reserved=new, hostnames=list(hostnames))
+                return True
+        raise LedgerUnavailable(
+            f"ledger {self.table_name!r}: the cluster cap of {cluster} changed {RESERVATION_ATTEMPTS} times while reserving"
+        )
+
+    def release_capacity(self, cluster: str, incident_id: str, node_ids: list[str], now: datetime) -> None:
+        """Give back this incident's places under the cap (another incident's are left alone)."""
+        wanted = set(node_ids)
+        for _ in range(RESERVATION_ATTEMPTS):
+            live, version = self._reservations(cluster, now)
+            kept = {n: entry for n, entry in live.items() if not (n in wanted and entry[0] == incident_id)}
+            if len(kept) == len(live) or self._write_reservations(cluster, kept, version):
+                self._hold(incident_id, cluster, "DELETE", reserved=node_ids)
+                return
+        raise LedgerUnavailable(
+            f"ledger {self.table_name!r}: the cluster cap of {cluster} changed {RESERVATION_ATTEMPTS} times while releasing"
+        )
+
+    def _reservations(self, cluster: str, now: datetime) -> tuple[dict[str, tuple[str, int]], int]:
+        """Live reservations {node id: (incident, expires epoch)} and the item's version."""
+        item = self._get(f"CLUSTER#{cluster}", "IN_RECOVERY")
+        if not item:
+            return {}, 0
+        entries = json.loads(item.get("reservations", {}).get("S", "{}"))
+        live = {n: (str(e[0]), int(e[1])) for n, e in entries.items() if int(e[1]) >= int(now.timestamp())}
+        return live, int(item.get("version", {}).get("N", "0"))
+
+    def _write_reservations(self, cluster: str, entries: dict[str, tuple[str, int]], version: int) -> bool:
         try:
             self._call(
-                self.dynamodb.update_item,
+                self.dynamodb.put_item,
                 TableName=self.table_name,
-                Key={"pk": {"S": f"CLUSTER#{cluster}"}, "sk": {"S": "IN_RECOVERY"}},
-                UpdateExpression="ADD nodes :new",
-                ConditionExpression="attribute_not_exists(nodes) OR size(nodes) <= :room",
-                ExpressionAttributeValues={":new": {"SS": new}, ":room": {"N": str(limit - len(new))}},
+                Item={
+                    "pk": {"S": f"CLUSTER#{cluster}"},
+                    "sk": {"S": "IN_RECOVERY"},
+                    "reservations": {"S": json.dumps({n: list(e) for n, e in sorted(entries.items())})},
+                    "version": {"N": str(version + 1)},
+                },
+                ConditionExpression="attribute_not_exists(pk) OR version = :v",
+                ExpressionAttributeValues={":v": {"N": str(version)}},
             )
         except ClientError as exc:
             if error_code(exc) != "ConditionalCheckFailedException":
@@ -232,15 +310,60 @@ class DynamoLedger:
             return False
         return True
 
-    def release_capacity(self, cluster: str, node_ids: list[str]) -> None:
-        if node_ids:
+    # --- the affected jobs of an incident ------------------------------------------------------
+    def save_jobs(self, incident_id: str, jobs: list[JobSpec], now: datetime) -> None:
+        self._call(
+            self.dynamodb.put_item,
+            TableName=self.table_name,
+            Item={
+                "pk": {"S": f"INCIDENT#{incident_id}"},
+                "sk": {"S": "JOBS"},
+                "jobs": {"S": json.dumps([j.model_dump(mode="json") for j in jobs], separators=(",", ":"))},
+                "expires_at": {"N": _epoch(now + INCIDENT_TTL)},
+            },
+        )
+
+    def jobs_of(self, incident_id: str) -> list[JobSpec] | None:
+        item = self._get(f"INCIDENT#{incident_id}", "JOBS")
+        return None if item is None else [JobSpec.model_validate(j) for j in json.loads(item["jobs"]["S"])]
+
+    # --- what an incident holds ---------------------------------------------------------------
+    def holdings(self, incident_id: str) -> Holdings | None:
+        item = self._get(f"INCIDENT#{incident_id}", "HOLDINGS")
+        if not item:
+            return None
+        return Holdings(
+            incident=incident_id,
+            cluster=item["cluster"]["S"],
+            **{name: set(item.get(name, {}).get("SS", [])) for name in ("locks", "reserved", "claims", "hostnames")},
+        )
+
+    def _hold(self, incident_id: str, cluster: str, action: str, **sets: Sequence[str]) -> None:
+        """ADD to or DELETE from the incident's holdings (string sets; DynamoDB refuses empty ones)."""
+        present = {name: sorted(set(values)) for name, values in sets.items() if values}
+        if not present:
+            return
+        names = {f"#{name}": name for name in present}
+        values: dict[str, Any] = {f":{name}": {"SS": ids} for name, ids in present.items()}
+        clause = f"{action} " + ", ".join(f"#{name} :{name}" for name in present)
+        update = f"SET #cluster = :cluster, expires_at = if_not_exists(expires_at, :exp) {clause}" if action == "ADD" else clause
+        if action == "ADD":
+            names["#cluster"] = "cluster"
+            values |= {":cluster": {"S": cluster}, ":exp": {"N": _epoch(datetime.now().astimezone() + INCIDENT_TTL)}}
+        condition = {} if action == "ADD" else {"ConditionExpression": "attribute_exists(pk)"}  # never create an empty one
+        try:
             self._call(
                 self.dynamodb.update_item,
                 TableName=self.table_name,
-                Key={"pk": {"S": f"CLUSTER#{cluster}"}, "sk": {"S": "IN_RECOVERY"}},
-                UpdateExpression="DELETE nodes :ids",
-                ExpressionAttributeValues={":ids": {"SS": sorted(set(node_ids))}},
+                Key={"pk": {"S": f"INCIDENT#{incident_id}"}, "sk": {"S": "HOLDINGS"}},
+                UpdateExpression=update,
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=values,
+                **condition,
             )
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise self._unavailable(exc) from exc
 
     def breaker(self, cluster: str) -> BreakerState:
         item = self._get(f"CLUSTER#{cluster}", "BREAKER")

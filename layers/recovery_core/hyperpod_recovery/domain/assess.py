@@ -4,23 +4,45 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from hyperpod_recovery.errors import UnsupportedOrchestrator
+from hyperpod_recovery.errors import NodeRoleUnknown, UnsupportedOrchestrator
 from hyperpod_recovery.models.cluster import ClusterInfo, ClusterNode
 from hyperpod_recovery.models.common import slurm_node_name
 from hyperpod_recovery.models.workflow import Assessment, NodeTarget, SkippedNode
 
 
-def node_role(group: str, cluster: ClusterInfo, controller_groups: list[str], login_groups: list[str]) -> str:
-    """Controller, Login or Compute. SlurmConfig.NodeType wins; older clusters that do not report
-    it rely on the stack's ControllerGroups/LoginGroups parameters."""
-    info = cluster.groups.get(group)
-    if info is not None and info.node_type is not None:
-        return info.node_type
-    if group in controller_groups:
-        return "Controller"
-    if group in login_groups:
-        return "Login"
-    return "Compute"
+def group_roles(cluster: ClusterInfo, controller_groups: list[str], login_groups: list[str]) -> dict[str, str]:
+    """Controller, Login or Compute for every instance group, or NodeRoleUnknown.
+
+    A node is never taken for a compute node by default: SlurmConfig.NodeType (newer clusters) and
+    the stack's ControllerGroups/LoginGroups (older clusters, which do not report it) must agree
+    where both speak, every group without a NodeType needs the configured lists, and the cluster
+    must have a controller group we can name. Otherwise a human fixes the parameters first.
+    """
+    configured = dict.fromkeys(controller_groups, "Controller") | dict.fromkeys(login_groups, "Login")
+    problems = [
+        f"{g!r} is listed in ControllerGroups/LoginGroups but the cluster has no such group" for g in configured if g not in cluster.groups
+    ]
+    unreported = sorted(g for g, info in cluster.groups.items() if info.node_type is None)
+    if unreported and "Controller" not in configured.values():
+        problems.append(
+            f"groups {unreported} do not report SlurmConfig.NodeType and ControllerGroups is empty: "
+            "which nodes run slurmctld cannot be told apart from compute nodes"
+        )
+    roles: dict[str, str] = {}
+    for name, info in cluster.groups.items():
+        listed = configured.get(name)
+        if info.node_type is not None and configured and (listed or "Compute") != info.node_type:
+            problems.append(
+                f"group {name!r} is {info.node_type} in DescribeCluster but {listed or 'Compute'} by ControllerGroups/LoginGroups"
+            )
+        roles[name] = info.node_type or listed or "Compute"
+    if "Controller" not in roles.values():
+        problems.append("no instance group is the Slurm controller (neither SlurmConfig.NodeType nor ControllerGroups names one)")
+    if problems:
+        raise NodeRoleUnknown(
+            f"cluster {cluster.name!r}: " + "; ".join(problems) + ". Set the stack's ControllerGroups/LoginGroups to match."
+        )
+    return roles
 
 
 def assess_nodes(
@@ -36,6 +58,7 @@ def assess_nodes(
         raise UnsupportedOrchestrator(
             f"cluster {cluster.name!r} is orchestrated by {cluster.orchestrator}; this release recovers Slurm clusters only"
         )
+    roles = group_roles(cluster, controller_groups, login_groups)
     by_id = {n.node_id: n for n in nodes}
     targets: list[NodeTarget] = []
     skipped: list[SkippedNode] = []
@@ -49,13 +72,14 @@ def assess_nodes(
                 SkippedNode(node_id=node_id, reason="not_found", detail=f"not in cluster {cluster.name!r} (already replaced or removed)")
             )
             continue
-        role = node_role(node.instance_group, cluster, controller_groups, login_groups)
-        if role in ("Controller", "Login"):
+        # A node of a group DescribeCluster did not list has no known role: never a target.
+        role = roles.get(node.instance_group, "Unknown")
+        if role in ("Controller", "Login", "Unknown"):
             # Never act on the nodes Slurm itself runs on; HyperPod cannot replace controllers anyway.
             skipped.append(
                 SkippedNode(
                     node_id=node_id,
-                    reason="controller" if role == "Controller" else "login",
+                    reason="controller" if role == "Controller" else "login" if role == "Login" else "unknown_role",
                     detail=f"{role.lower()} node in group {node.instance_group!r}: a human must handle it",
                 )
             )
@@ -69,10 +93,9 @@ def assess_nodes(
                 instance_group=node.instance_group,
                 slurm_node=slurm_node_name(node.private_dns_hostname),
                 status=node.status,
-                launch_time=node.launch_time,
             )
         )
-    compute_groups = {g for g in cluster.groups if node_role(g, cluster, controller_groups, login_groups) == "Compute"}
+    compute_groups = {g for g, role in roles.items() if role == "Compute"}
     compute_nodes = sum(1 for n in nodes if n.instance_group in compute_groups)
     return Assessment(
         at=now,

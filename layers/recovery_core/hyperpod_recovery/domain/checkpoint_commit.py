@@ -2,12 +2,12 @@
 the step folder, write ``manifest.json`` once, then move ``<prefix>/latest`` forward only.
 
 Both writes are conditional, so two writers (a retried rank 0, a zombie from before a restart) can
-neither overwrite a committed manifest nor move the pointer backwards.
+neither overwrite a committed manifest nor move the pointer backwards. Nothing is written that
+discovery would not read: the writer's limits are the reader's (the same model and constants).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -15,9 +15,17 @@ from typing import Literal, Protocol
 
 from pydantic import ValidationError
 
-from hyperpod_recovery.domain.checkpoints import CheckpointReader, Verdict, check_shards, folder_sizes, parse_manifest, split_s3_uri
+from hyperpod_recovery.domain.checkpoints import (
+    CheckpointReader,
+    Verdict,
+    check_shards,
+    folder_sizes,
+    parse_manifest,
+    schema_problem,
+    split_s3_uri,
+    verified_by_manifest,
+)
 from hyperpod_recovery.errors import CheckpointCommitRefused, CheckpointWriteConflict
-from hyperpod_recovery.models.common import format_validation_error
 from hyperpod_recovery.models.manifest import (
     MANIFEST_NAME,
     MAX_MANIFEST_BYTES,
@@ -26,6 +34,9 @@ from hyperpod_recovery.models.manifest import (
     CheckpointManifest,
     CheckpointPointer,
     Shard,
+    load_json,
+    manifest_job,
+    manifest_size_problem,
     step_dir,
 )
 
@@ -68,11 +79,14 @@ def commit_checkpoint(
     """Write the manifest of ``step`` from what is under its folder, then move the pointer forward.
 
     Call it after every shard is durable (e.g. after ``torch.distributed.checkpoint.save`` returned on
-    every rank). Safe to repeat: an identical manifest is left as it is.
+    every rank). Safe to repeat: an identical manifest is left as it is. ``job`` is the Slurm job name;
+    the manifest records ``manifest_job(job)``, what discovery compares the resumed job's name with.
     """
     bucket, base = split_s3_uri(uri)
     folder = f"{base}{step_dir(step)}/"
-    sizes = {key: size for key, size in folder_sizes(store, bucket, folder).items() if key != MANIFEST_NAME}
+    sizes = {
+        key: size for key, size in folder_sizes(store, bucket, folder).items() if key != MANIFEST_NAME and not _folder_marker(key, size)
+    }
     if not sizes:
         raise CheckpointCommitRefused(f"nothing under s3://{bucket}/{folder}: write the shards first, then commit")
     given = dict(checksums or {})
@@ -83,16 +97,23 @@ def commit_checkpoint(
         given = {key: given.get(key) or store.sha256(bucket, folder + key) or "" for key in sizes}
     try:
         manifest = CheckpointManifest(
-            job=job,
+            job=manifest_job(job),
             step=step,
             created_at=now,
             framework=framework,
             shards=[Shard(key=key, size=size, checksum=given.get(key) or None) for key, size in sorted(sizes.items())],
         )
     except ValidationError as exc:
-        raise CheckpointCommitRefused(f"cannot describe s3://{bucket}/{folder}: {format_validation_error(exc)}") from exc
+        raise CheckpointCommitRefused(f"cannot describe s3://{bucket}/{folder}: {schema_problem(exc)}") from exc
+    body = encode_manifest(manifest)
+    too_large = manifest_size_problem(len(body))
+    if too_large:
+        raise CheckpointCommitRefused(
+            f"cannot commit s3://{bucket}/{folder}: {too_large} ({len(body):,} bytes for {len(manifest.shards):,} objects), "
+            "so discovery would never read it; write fewer, larger shards"
+        )
 
-    written = _write_manifest_once(store, bucket, folder, manifest)
+    written = _write_manifest_once(store, bucket, folder, manifest, body)
     pointer, pointer_step = advance_pointer(store, bucket, base, step, now)
     return CommitResult(
         uri=f"s3://{bucket}/{folder}",
@@ -105,17 +126,28 @@ def commit_checkpoint(
     )
 
 
+def _folder_marker(key: str, size: int) -> bool:
+    # A zero-byte "folder/" object (the S3 console's "Create folder", s3fs) holds no data and cannot be a
+    # shard (a shard key names an object); discovery ignores it like any object the manifest does not list.
+    return size == 0 and (key == "" or key.endswith("/"))
+
+
+def encode_manifest(manifest: CheckpointManifest) -> bytes:
+    """The bytes the writer puts in ``manifest.json``."""
+    return manifest.model_dump_json(by_alias=True, exclude_none=True, indent=1).encode()
+
+
 def _write_manifest_once(
-    store: CheckpointWriter, bucket: str, folder: str, manifest: CheckpointManifest
+    store: CheckpointWriter, bucket: str, folder: str, manifest: CheckpointManifest, body: bytes
 ) -> Literal["written", "already committed"]:
-    body = manifest.model_dump_json(by_alias=True, exclude_none=True, indent=1).encode()
     key = folder + MANIFEST_NAME
     try:
         store.put(bucket, key, body, if_none_match=True)
         return "written"
     except CheckpointWriteConflict:
         existing = store.get(bucket, key, MAX_MANIFEST_BYTES + 1)
-    committed, problem = parse_manifest(manifest.step, existing or b"")
+    # Another job's manifest with the same shards is not "already committed": its discovery rejects it.
+    committed, problem = parse_manifest(manifest.step, existing or b"", manifest.job)
     if committed is not None and _same_shards(committed, manifest):
         return "already committed"
     why = problem or "its shards differ from what is in the folder now"
@@ -150,29 +182,28 @@ def advance_pointer(store: CheckpointWriter, bucket: str, base: str, step: int, 
 
 def _pointer_step(body: bytes) -> int | None:
     try:
-        return CheckpointPointer.model_validate(json.loads(body)).step
+        return CheckpointPointer.model_validate(load_json(body)).step
     except (ValueError, ValidationError):
         return None
 
 
-def verify_checksums(store: CheckpointWriter, uri: str, step: int) -> Verdict:
-    """Deep verification: the manifest checks out AND every shard with a checksum hashes to it (reads every byte)."""
+def verify_checksums(store: CheckpointWriter, uri: str, step: int, *, job: str | None = None) -> Verdict:
+    """Deep verification: the manifest checks out (written by ``job``, any when None) AND every shard with a
+    checksum hashes to it (reads every byte)."""
     bucket, base = split_s3_uri(uri)
     folder = f"{base}{step_dir(step)}/"
     body = store.get(bucket, folder + MANIFEST_NAME, MAX_MANIFEST_BYTES + 1)
     if body is None:
         return Verdict(False, reason="no manifest.json (checkpoint incomplete or still being written)")
-    manifest, problem = parse_manifest(step, body)
+    manifest, problem = parse_manifest(step, body, job)
     if manifest is None:
         return Verdict(False, reason=problem)
     problem = check_shards(manifest, folder_sizes(store, bucket, folder))
     if problem:
-        return Verdict(False, reason=problem)
+        return Verdict(False, reason=problem, job=manifest.job)
     with_checksum = [s for s in manifest.shards if s.checksum]
     for shard in with_checksum:
         actual = store.sha256(bucket, folder + shard.key)
         if actual != shard.checksum:
-            return Verdict(False, reason=f"shard {shard.key} hashes to {actual}, manifest says {shard.checksum}")
-    return Verdict(
-        True, framework=manifest.framework, reason=f"manifest v1, {len(manifest.shards)} shards, {len(with_checksum)} checksums match"
-    )
+            return Verdict(False, reason=f"shard {shard.key} hashes to {actual}, manifest says {shard.checksum}", job=manifest.job)
+    return verified_by_manifest(manifest, job, checked=f", {len(with_checksum)} checksums match")

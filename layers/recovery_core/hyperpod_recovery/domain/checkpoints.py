@@ -15,13 +15,15 @@ docs/checkpoint-manifest.md is the spec. The order of attempts:
    full (one request per 1,000) because unpadded names do not sort by step, and a folder counts only
    with its framework's completion marker.
 
+A manifest names the job that wrote it; given the name of the job being resumed, another job's
+manifest is rejected like a torn one (``manifest_job`` cuts both names the same way).
+
 Every key followed comes from our own listing or from a pointer/manifest checked by
 ``relative_key_problem``: nothing outside the job's prefix is ever read.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -30,7 +32,6 @@ from typing import Protocol
 from pydantic import ValidationError
 
 from hyperpod_recovery.models.commands import CheckpointRef
-from hyperpod_recovery.models.common import format_validation_error
 from hyperpod_recovery.models.manifest import (
     MANIFEST_NAME,
     MAX_MANIFEST_BYTES,
@@ -38,14 +39,21 @@ from hyperpod_recovery.models.manifest import (
     POINTER_NAME,
     CheckpointManifest,
     CheckpointPointer,
+    UnreadableJson,
+    load_json,
+    manifest_job,
+    manifest_size_problem,
 )
 
 PAGE = 1000  # ListObjectsV2's largest page
 # Verifying costs requests; a prefix whose newest 32 checkpoints are all torn needs a human anyway.
 MAX_VERIFICATIONS = 32
+# A manifest with 100,000 bad shards has 100,000 validation errors; its reason still has to fit in a
+# Step Functions payload (256 KB) and be readable in a notification.
+MAX_REASON_ERRORS = 3
 
 _S3_URI = re.compile(r"^s3://(?P<bucket>[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9])(?:/(?P<prefix>.*))?$")
-_TRAILING_NUMBER = re.compile(r"(\d{1,18})/$")
+_TRAILING_NUMBER = re.compile(r"([0-9]{1,18})/$")
 
 MEGATRON_TRACKER = "latest_checkpointed_iteration.txt"
 DCP_MARKER = ".metadata"  # torch.distributed.checkpoint: written last, by the coordinator
@@ -96,6 +104,7 @@ class Verdict:
     verified: bool
     framework: str | None = None
     reason: str = ""  # why not, or how it was verified
+    job: str | None = None  # the job that wrote the manifest, when one was read
 
 
 @dataclass
@@ -128,19 +137,43 @@ def list_all(reader: CheckpointReader, bucket: str, prefix: str, *, delimiter: s
 
 
 # --- verification -----------------------------------------------------------------------------
-def parse_manifest(step: int, body: bytes) -> tuple[CheckpointManifest | None, str]:
-    """(manifest, "") when ``body`` is a valid v1 manifest for ``step``, else (None, reason)."""
-    if len(body) > MAX_MANIFEST_BYTES:
-        return None, f"manifest.json is larger than {MAX_MANIFEST_BYTES // (1024 * 1024)} MiB"
+def schema_problem(exc: ValidationError) -> str:
+    """The first few validation errors, ``field.path: message``, and how many more there are."""
+    errors = exc.errors(include_url=False)
+    shown = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" if e["loc"] else e["msg"] for e in errors[:MAX_REASON_ERRORS])
+    return shown + (f" (and {len(errors) - MAX_REASON_ERRORS} more)" if len(errors) > MAX_REASON_ERRORS else "")
+
+
+def foreign_job_problem(manifest: CheckpointManifest, job: str | None) -> str:
+    """ "" when ``job`` (a Slurm job name; None = not known) wrote ``manifest``, else why it is another job's."""
+    if job is None or manifest.job == manifest_job(job):
+        return ""
+    return f"manifest.json was written by job {manifest.job!r}, not {manifest_job(job)!r}: another job's checkpoint"
+
+
+def parse_manifest(step: int, body: bytes, job: str | None = None) -> tuple[CheckpointManifest | None, str]:
+    """(manifest, "") when ``body`` is a valid v1 manifest for ``step`` written by ``job`` (any job when
+    None), else (None, reason)."""
+    problem = manifest_size_problem(len(body))
+    if problem:
+        return None, problem
     try:
-        manifest = CheckpointManifest.model_validate(json.loads(body))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        return None, f"manifest.json is not valid JSON ({getattr(exc, 'msg', None) or exc})"
+        manifest = CheckpointManifest.model_validate(load_json(body))
+    except UnreadableJson as exc:
+        return None, f"manifest.json {exc}"
     except ValidationError as exc:
-        return None, f"manifest.json does not match schema v1: {format_validation_error(exc)}"
+        return None, f"manifest.json does not match schema v1: {schema_problem(exc)}"
     if manifest.step != step:
         return None, f"manifest says step {manifest.step} but lives in the folder of step {step}"
-    return manifest, ""
+    problem = foreign_job_problem(manifest, job)
+    return (None, problem) if problem else (manifest, "")
+
+
+def verified_by_manifest(manifest: CheckpointManifest, job: str | None, *, checked: str = "") -> Verdict:
+    # Without the resumed job's name nothing was compared: say whose checkpoint it is instead.
+    compared = "" if job is not None else " (not compared with a job name: none given)"
+    reason = f"manifest v1, {len(manifest.shards)} shards{checked}, written by job {manifest.job!r}{compared}"
+    return Verdict(True, framework=manifest.framework, reason=reason, job=manifest.job)
 
 
 def check_shards(manifest: CheckpointManifest, sizes: dict[str, int]) -> str:
@@ -159,21 +192,24 @@ def folder_sizes(reader: CheckpointReader, bucket: str, folder: str) -> dict[str
     return {key[len(folder) :]: size for page in list_all(reader, bucket, folder) for key, size in page.objects}
 
 
-def verify_folder(reader: CheckpointReader, bucket: str, folder: str, step: int, *, committed_by_tracker: bool = False) -> Verdict:
-    """Is the checkpoint in ``folder`` complete? Our manifest if it has one, else its framework's marker.
+def verify_folder(
+    reader: CheckpointReader, bucket: str, folder: str, step: int, *, job: str | None = None, committed_by_tracker: bool = False
+) -> Verdict:
+    """Is the checkpoint in ``folder`` complete, and (with our manifest) written by ``job``? Our manifest
+    if it has one, else its framework's marker (which names no job).
 
     ``committed_by_tracker``: Megatron's tracker names this iteration or a later one, which for the
     legacy (non-DCP) format is the only proof of completeness Megatron writes.
     """
     body = reader.get(bucket, folder + MANIFEST_NAME, MAX_MANIFEST_BYTES + 1)
     if body is not None:
-        manifest, problem = parse_manifest(step, body)
+        manifest, problem = parse_manifest(step, body, job)
         if manifest is None:
             return Verdict(False, reason=problem)
         problem = check_shards(manifest, folder_sizes(reader, bucket, folder))
         if problem:
-            return Verdict(False, reason=problem)
-        return Verdict(True, framework=manifest.framework, reason=f"manifest v1, {len(manifest.shards)} shards")
+            return Verdict(False, reason=problem, job=manifest.job)
+        return verified_by_manifest(manifest, job)
     return _verify_by_marker(reader, bucket, folder, committed_by_tracker)
 
 
@@ -214,7 +250,9 @@ class PaddedLayout:
     def position(self, name: str) -> int | None:
         """Where ``name`` sorts among the steps: the number in its first ``digits`` characters after the prefix."""
         digits = name[len(self.folder_prefix) : len(self.folder_prefix) + self.digits]
-        if not name.startswith(self.folder_prefix) or len(digits) != self.digits or not digits.isdigit():
+        # ASCII digits only: str.isdigit() also takes other scripts' digits ("٠٠٠٠٠١٠٠٠"), which sort after
+        # every step, so positions would go backwards in key order and the search would never end.
+        if not name.startswith(self.folder_prefix) or len(digits) != self.digits or not (digits.isascii() and digits.isdigit()):
             return None
         return int(digits)
 
@@ -231,6 +269,16 @@ MANIFEST_LAYOUT = PaddedLayout("manifest v1", "step-", 9)
 MEGATRON_LAYOUT = PaddedLayout("megatron", "iter_", 7)
 
 
+@dataclass(frozen=True)
+class _Page:
+    """What one probe saw: (position, step or None for a look-alike) per folder, in key order."""
+
+    found: list[tuple[int, int | None]]
+    complete: bool  # nothing after it: the listing ended, or it reached a folder at or past the range's end
+    last_folder: str | None  # the last folder key listed, where a contiguous probe goes on from
+    size: int  # entries (folders and objects) per listing page, as S3 returned them
+
+
 class _Search:
     """Newest folders of one padded layout under one prefix, without listing them all."""
 
@@ -238,10 +286,27 @@ class _Search:
         self.reader, self.bucket, self.base, self.layout = reader, bucket, base, layout
         self.listed_whole_range = False  # the last newest() returned every folder of its range, not only the newest
 
-    def _probe(self, position: int) -> Listing:
-        """Up to a page of folders at ``position`` or after: the keys of folder ``p`` sort after ``<prefix><p>``."""
-        start = f"{self.base}{self.layout.folder_prefix}{position:0{self.layout.digits}d}"
-        return self.reader.list(self.bucket, self.base + self.layout.folder_prefix, delimiter="/", start_after=start)
+    def _probe(self, position: int, hi: int, after: str | None) -> _Page:
+        """Folders at ``position`` or after (the keys of folder ``p`` sort after ``<prefix><p>``), or right
+        after the folder key ``after``; continued while every folder listed is a look-alike.
+
+        A page of look-alikes alone (``step-000001000.tmp/``, ``step-00000100x/``, objects) says nothing
+        about where the newest step is, so it never becomes a bound of the search.
+        """
+        prefix = self.base + self.layout.folder_prefix
+        # Every key inside folder "x/" sorts before "x0" ("/" + 1); a folder "x0/" still sorts after it.
+        start = after[:-1] + "0" if after else f"{prefix}{position:0{self.layout.digits}d}"
+        page = self.reader.list(self.bucket, prefix, delimiter="/", start_after=start)
+        found: list[tuple[int, int | None]] = []
+        last_folder, size = after, 0
+        while True:
+            found += self._positions(page)
+            last_folder = page.folders[-1] if page.folders else last_folder
+            size = max(size, len(page.folders) + len(page.objects))
+            ended = not page.truncated or not page.next_token or any(p >= hi for p, _ in found)
+            if ended or any(s is not None for _, s in found):
+                return _Page(found, ended, last_folder, size)
+            page = self.reader.list(self.bucket, prefix, delimiter="/", token=page.next_token)
 
     def _positions(self, page: Listing) -> list[tuple[int, int | None]]:
         """(position, step or None for a look-alike such as ``step-000001000.tmp/``) per folder of the page."""
@@ -256,61 +321,52 @@ class _Search:
     def newest(self, above: int = -1, below: int | None = None) -> list[int]:
         """Steps of the newest checkpoint folders with ``above < step < below``, newest first.
 
-        A probe lists up to a page of folders from a position on. Invariants: no folder in range sits
-        at a position ``>= hi``; ``tail`` holds the in-range steps of the last full page, which ended
-        at position ``lo``. From the first full page the search learns the spacing of the steps, then
+        A probe lists up to a page of folders from a position on. Invariants: no step in range sits at
+        a position ``>= hi``; ``tail`` holds the in-range steps of the last full page, which holds at
+        least one step, ended at position ``lo`` with the folder key ``after`` (look-alikes of step
+        ``lo`` may sort on both sides of ``step-<lo>/``, so a contiguous probe goes on from that key, not
+        from ``lo + 1``). From the first full page the search learns the spacing of the steps, then
         gallops (doubling jumps) until a probe overshoots the newest folder, then bisects until the
         folders left between ``lo`` and ``hi`` should fit in one page, which it lists: O(log N) requests.
         """
         hi = self.layout.end if below is None else min(below, self.layout.end)
-        lo, tail = above, list[int]()
+        lo, tail, after = above, list[int](), None
         self.listed_whole_range = False
         spacing: int | None = None  # positions per folder, learned from full pages
-        page_size = PAGE  # folders per full page, learned too (S3 may return fewer than MaxKeys)
+        page_size = PAGE  # entries per full page, learned too (S3 may return fewer than MaxKeys)
         jump = 0  # gallop distance; 0 once bisecting
-        while lo + 1 < hi:
-            if spacing is None or (hi - lo) // spacing <= page_size:
+        while lo + 1 < hi or after is not None:
+            if spacing is None or lo + 1 >= hi or (hi - lo) // spacing <= page_size:
                 position = lo + 1
             elif jump and lo + jump < hi:
                 position = lo + jump
             else:
                 jump, position = 0, (lo + 1 + hi) // 2
-            page = self._probe(position)
-            found = self._positions(page)
-            in_range = [(p, s) for p, s in found if p < hi]
-            if not page.truncated or len(in_range) < len(found):  # this page reaches the end of the range
-                steps = sorted((s for _, s in in_range if s is not None and s > above), reverse=True)
-                if position == lo + 1:  # contiguous with the last full page: together, the newest folders
+            contiguous = position == lo + 1
+            page = self._probe(position, hi, after if contiguous else None)
+            in_range = [(p, s) for p, s in page.found if p < hi]
+            steps = sorted((s for _, s in in_range if s is not None), reverse=True)
+            if page.complete:
+                if contiguous:  # together with the last full page, the newest folders
                     self.listed_whole_range = lo == above
                     return steps + sorted(tail, reverse=True)
                 if steps:
                     return steps
                 hi = position
                 continue
-            if not in_range:  # a full page of look-alikes that do not parse: list the rest of the range instead
-                return self._newest_by_paging(above, lo, hi, tail)
-            first_jump, page_size = spacing is None, len(found)
-            spacing = max(1, (in_range[-1][0] - in_range[0][0]) // max(1, len(in_range) - 1))
+            first_jump, page_size = spacing is None, page.size
+            # Positions per folder: within the page, or (one folder) from the probe's start to it.
+            first, gaps = (in_range[0][0], len(in_range) - 1) if len(in_range) > 1 else (position - 1, 1)
+            spacing = max(1, (in_range[-1][0] - first) // gaps)
             jump = spacing * page_size if first_jump else jump * 2
-            lo = in_range[-1][0]
-            tail = [s for _, s in in_range if s is not None and s > above]
+            lo, tail, after = in_range[-1][0], steps, page.last_folder
         return sorted(tail, reverse=True)
-
-    def _newest_by_paging(self, above: int, lo: int, hi: int, tail: list[int]) -> list[int]:
-        """The slow, always-right way: every page from ``lo`` to the end of the range (look-alike names)."""
-        newest, page = tail, self._probe(lo + 1)
-        while True:
-            found = self._positions(page)
-            newest = (newest + [s for p, s in found if s is not None and above < s < hi])[-PAGE:]
-            if not page.truncated or not page.next_token or any(p >= hi for p, _ in found):
-                return sorted(newest, reverse=True)
-            page = self.reader.list(self.bucket, self.base + self.layout.folder_prefix, delimiter="/", token=page.next_token)
 
 
 # --- discovery --------------------------------------------------------------------------------
 class _Discoverer:
-    def __init__(self, reader: CheckpointReader, uri: str) -> None:
-        self.reader = reader
+    def __init__(self, reader: CheckpointReader, uri: str, job: str | None) -> None:
+        self.reader, self.job = reader, job
         self.bucket, self.base = split_s3_uri(uri)
         self.discovery = Discovery(checkpoint=None)
         self.verifications_left = MAX_VERIFICATIONS
@@ -351,11 +407,11 @@ class _Discoverer:
             self.discovery.rejected.append(f"{where}: larger than {MAX_POINTER_BYTES} bytes, ignored")
             return None
         try:
-            return CheckpointPointer.model_validate(json.loads(body))
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            self.discovery.rejected.append(f"{where}: not valid JSON, ignored")
+            return CheckpointPointer.model_validate(load_json(body))
+        except UnreadableJson as exc:
+            self.discovery.rejected.append(f"{where}: {exc}, ignored")
         except ValidationError as exc:
-            self.discovery.rejected.append(f"{where}: rejected, never followed: {format_validation_error(exc)}")
+            self.discovery.rejected.append(f"{where}: rejected, never followed: {schema_problem(exc)}")
         return None
 
     def _verify_pointed(self, folder: str, step: int) -> tuple[Verdict, bool]:
@@ -364,7 +420,7 @@ class _Discoverer:
         body = self.reader.get(self.bucket, folder + MANIFEST_NAME, MAX_MANIFEST_BYTES + 1)
         if body is None:
             return Verdict(False, reason="no manifest.json"), True
-        manifest, problem = parse_manifest(step, body)
+        manifest, problem = parse_manifest(step, body, self.job)
         if manifest is None:
             return Verdict(False, reason=problem), True
         # Keys of the folder come first from here; the first key past them belongs to a newer folder.
@@ -385,8 +441,8 @@ class _Discoverer:
             token = page.next_token
         problem = check_shards(manifest, sizes)
         if problem:
-            return Verdict(False, reason=problem), True
-        return Verdict(True, framework=manifest.framework, reason=f"manifest v1, {len(manifest.shards)} shards"), newer_exists
+            return Verdict(False, reason=problem, job=manifest.job), True
+        return verified_by_manifest(manifest, self.job), newer_exists
 
     def _megatron_layout(self) -> bool:
         layout, search = MEGATRON_LAYOUT, _Search(self.reader, self.bucket, self.base, MEGATRON_LAYOUT)
@@ -400,7 +456,7 @@ class _Discoverer:
         iteration = int(tracker)
         folder = self.base + layout.folder(iteration)
         self.verifications_left -= 1
-        verdict = verify_folder(self.reader, self.bucket, folder, iteration, committed_by_tracker=True)
+        verdict = verify_folder(self.reader, self.bucket, folder, iteration, job=self.job, committed_by_tracker=True)
         if not verdict.verified:
             self._reject(layout, iteration, f"{verdict.reason} (named by {MEGATRON_TRACKER})")
             return self._search(search, layout, found_by="search (tracker target torn)", skip={iteration}, tracker=iteration)
@@ -434,7 +490,8 @@ class _Discoverer:
                     return False
                 self.verifications_left -= 1
                 committed = tracker is not None and step <= tracker
-                verdict = verify_folder(self.reader, self.bucket, self.base + layout.folder(step), step, committed_by_tracker=committed)
+                folder = self.base + layout.folder(step)
+                verdict = verify_folder(self.reader, self.bucket, folder, step, job=self.job, committed_by_tracker=committed)
                 if verdict.verified:
                     return self._choose(layout, step, verdict, found_by=found_by)
                 self._reject(layout, step, verdict.reason)
@@ -458,7 +515,7 @@ class _Discoverer:
                 self.discovery.rejected.append(f"gave up after {MAX_VERIFICATIONS} checkpoints that do not verify")
                 return False
             self.verifications_left -= 1
-            verdict = verify_folder(self.reader, self.bucket, folder, step)
+            verdict = verify_folder(self.reader, self.bucket, folder, step, job=self.job)
             name = folder[len(self.base) :]
             if verdict.verified:
                 self.discovery.checkpoint = CheckpointRef(uri=f"s3://{self.bucket}/{folder}", step=step, framework=verdict.framework)
@@ -479,12 +536,16 @@ class _Discoverer:
         self.discovery.rejected.append(f"{label}: {reason}")
 
 
-def find_newest_verified(reader: CheckpointReader, uri: str) -> Discovery:
-    """The newest checkpoint under ``uri`` that verifies complete, and why newer ones were rejected."""
-    return _Discoverer(reader, uri).run()
+def find_newest_verified(reader: CheckpointReader, uri: str, *, job: str | None = None) -> Discovery:
+    """The newest checkpoint under ``uri`` that verifies complete, and why newer ones were rejected.
+
+    ``job``: the Slurm job name of the job being resumed; a manifest another job wrote is rejected.
+    None when it is not known: any job's manifest is accepted.
+    """
+    return _Discoverer(reader, uri, job).run()
 
 
-def verify_checkpoint(reader: CheckpointReader, uri: str, step: int) -> Verdict:
-    """Verify one step of a manifest-v1 prefix (``hyperpod-recovery checkpoint verify``)."""
+def verify_checkpoint(reader: CheckpointReader, uri: str, step: int, *, job: str | None = None) -> Verdict:
+    """Verify one step of a manifest-v1 prefix (``hyperpod-recovery checkpoint verify``), for ``job`` as above."""
     bucket, base = split_s3_uri(uri)
-    return verify_folder(reader, bucket, base + MANIFEST_LAYOUT.folder(step), step)
+    return verify_folder(reader, bucket, base + MANIFEST_LAYOUT.folder(step), step, job=job)

@@ -22,7 +22,10 @@ def phase_durations(record: IncidentRecord) -> dict[str, float]:
     """{metric name: seconds} for the phases this incident went through."""
     if record.dry_run:
         return {}
-    ends = {p.name: p.end for p in record.phases}
+    # The step the workflow ended in (a cordon never answered, a replacement that never rejoined) is
+    # a phase too, ending with the outcome: no figure for it. A cordon or a wait for rejoin that did
+    # finish had another step after it, so it ended before; resubmit is the last step either way.
+    ends = {p.name: p.end for p in record.phases if p.end < record.recorded_at or p.name == "resubmit"}
     starts = {p.name: p.start for p in record.phases}
     figures: dict[str, float | None] = {}
     if record.workflow == "node":

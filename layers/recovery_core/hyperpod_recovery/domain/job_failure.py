@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from hyperpod_recovery.domain.normalize import within_reason_budget
 from hyperpod_recovery.errors import (
     CrashLoopDetected,
     JobSpecUnavailable,
@@ -25,7 +26,7 @@ from hyperpod_recovery.errors import (
 )
 from hyperpod_recovery.models.cluster import ClusterNode
 from hyperpod_recovery.models.commands import OWNER_TAG_PREFIX, JobSpec, NodeStatus
-from hyperpod_recovery.models.common import slurm_node_name
+from hyperpod_recovery.models.common import one_line, slurm_node_name
 from hyperpod_recovery.models.job_recovery import (
     FailureClassification,
     FaultyNode,
@@ -34,7 +35,7 @@ from hyperpod_recovery.models.job_recovery import (
     RestartEntry,
 )
 from hyperpod_recovery.models.records import IncidentRecord, ResubmissionClaim
-from hyperpod_recovery.models.requests import JobRecoveryRequest, RecoveryRequest, Trigger
+from hyperpod_recovery.models.requests import TRIGGER_REASON_LIMIT, JobRecoveryRequest, RecoveryRequest, Trigger
 from hyperpod_recovery.models.workflow import CheckpointPlan
 
 # Slurm restarted the job itself (requeue after a node failure): the same job id is queued again.
@@ -161,17 +162,19 @@ def classify_failure(
         node_request = RecoveryRequest(
             cluster=request.cluster,
             node_ids=sorted({f.node_id for f in replaceable if f.node_id}),
-            triggers=[
-                Trigger(
-                    source="job_failed",
-                    node_id=f.node_id,
-                    reason=f"{label} {ended} on {f.slurm_node}: {f.why}"[:2048],
-                    event_id=request.event_id,
-                    detected_at=request.detected_at,
-                )
-                for f in replaceable
-                if f.node_id
-            ],
+            triggers=within_reason_budget(
+                [
+                    Trigger(
+                        source="job_failed",
+                        node_ids=[f.node_id],
+                        reason=one_line(f"{label} {ended} on {f.slurm_node}: {f.why}", TRIGGER_REASON_LIMIT),
+                        event_id=request.event_id,
+                        detected_at=request.detected_at,
+                    )
+                    for f in replaceable
+                    if f.node_id
+                ]
+            ),
             detected_at=request.detected_at,
             dry_run=request.dry_run,
         )

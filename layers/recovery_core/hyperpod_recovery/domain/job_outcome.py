@@ -31,7 +31,7 @@ def _child_failure(cause: str | None) -> tuple[str, str] | None:
 
 def decide_job_outcome(step: RecordJobOutcomeInput) -> tuple[Outcome, str | None, str | None]:
     state = step.state
-    if step.disposition in ("rejected", "escalated"):
+    if step.disposition in ("rejected", "escalated", "stale"):
         error = step.error.Error if step.error else "Unknown"
         cause = error_message(step.error.Cause) if step.error else ""
         if error == "States.TaskFailed" and step.error is not None:
@@ -69,6 +69,8 @@ def summarize_job(state: JobWorkflowState, outcome: Outcome, cause: str | None, 
         return f"Rejected, nothing was changed: {cause}"
     if outcome == "capped":
         return f"Capped, {label} was not restarted: {cause}"
+    if outcome == "stale":
+        return f"Not acted on, nothing was changed: {cause}"
     if outcome == "escalated":
         reason = (cause or "see the incident timeline").rstrip(".")
         about = "" if f"job {job_id}" in reason else f"{label}" + (f", {kind}" if kind else "") + ": "
@@ -167,7 +169,13 @@ def build_job_timeline(state: JobWorkflowState, outcome: Outcome, recorded_at: d
 
 
 def build_job_phases(state: JobWorkflowState, recorded_at: datetime) -> list[Phase]:
-    """detect, inspect, recover_nodes, wait_other_recovery, find_checkpoint, backoff, resubmit, record."""
+    """detect, inspect, recover_nodes, wait_other_recovery, find_checkpoint, backoff, resubmit,
+    record: the steps the incident went through, one after the other, whatever its outcome.
+
+    The step the workflow was in when it ended (a command the agent never answered, a node
+    recovery that escalated, a watch past its deadline) is a phase too, ending at the escalation:
+    ``record`` is only Record Job Outcome's own time, never a wait it did not do.
+    """
     phases: list[Phase] = []
     cursor: datetime | None = None
 
@@ -177,17 +185,30 @@ def build_job_phases(state: JobWorkflowState, recorded_at: datetime) -> list[Pha
             phases.append(Phase(name=name, start=cursor, end=end))
             cursor = end
 
-    request = state.request
-    if request is not None and request.received_at is not None:
-        cursor = request.detected_at
-        add("detect", request.received_at)
-        add("inspect", state.classification.at if state.classification else None)
-    add("recover_nodes", _node_recovery_end(state))
-    add("wait_other_recovery", state.other_recovery.at if state.other_recovery else None)
-    add("find_checkpoint", state.restart.at if state.restart else state.checkpoints.at if state.checkpoints else None)
-    if state.resubmission is not None:
-        add("backoff", state.resubmission.requested_at)
-        add("resubmit", state.resubmission.completed_at)
+    def step(name: str, end: datetime | None) -> bool:
+        """The step's phase; False when it had not ended when the workflow did (it ends there)."""
+        add(name, recorded_at if end is None else end)
+        return end is not None
+
+    request, classification, restart = state.request, state.classification, state.restart
+    if request is None or request.received_at is None:
+        return phases
+    cursor = request.detected_at
+    add("detect", request.received_at)
+    cursor = request.received_at
+    if step("inspect", classification.at if classification else None) and classification and classification.kind != "left_alone":
+        recovered = True
+        if classification.recover_nodes:
+            recovered = step("recover_nodes", _node_recovery_end(state))
+            if recovered and state.node_recovery is not None and state.node_recovery.outcome_name == "duplicate":
+                other = state.other_recovery
+                recovered = step("wait_other_recovery", other.at if other is not None and other.done else None)
+        if recovered and step("find_checkpoint", restart.at if restart else None) and restart and restart.action == "resubmit":
+            reply = state.resubmission
+            # Without an answer, the Wait still ended after its backoff, and Resubmit Job ran from there.
+            waited = datetime.fromtimestamp(restart.at.timestamp() + restart.backoff_seconds, restart.at.tzinfo)
+            add("backoff", reply.requested_at if reply else min(waited, recorded_at))
+            step("resubmit", reply.completed_at if reply else None)
     add("record", recorded_at)
     return phases
 
@@ -231,6 +252,6 @@ def build_job_incident_record(step: RecordJobOutcomeInput, result: OutcomeResult
         timeline=build_job_timeline(state, result.outcome, result.at, result.summary),
         phases=build_job_phases(state, result.at),
         resubmissions=resubmissions,
-        jobs=[job.model_dump(mode="json", exclude={"batch_script"})] if job else [],
+        jobs=[job.model_dump(mode="json")] if job else [],
         agent_seconds=round(sum((r.completed_at - r.requested_at).total_seconds() for r in replies), 3),
     )

@@ -21,8 +21,16 @@ _REBOOT = re.compile(r"NvidiaErrorReboot|Please Reboot|Action:\s*Reboot|hyperpod
 _REPLACE = re.compile(r"NvidiaErrorTerminate|Please Replace|Action:\s*Replace", re.IGNORECASE)
 
 
-def first_repair(node_id: str, triggers: list[Trigger]) -> Repair:
-    reasons = [t.reason for t in triggers if t.node_id == node_id]
-    if reasons and any(_REBOOT.search(r) for r in reasons) and not any(_REPLACE.search(r) for r in reasons):
+def recommended_repair(text: str) -> Repair | None:
+    """What a signal's text asks for, read when the signal arrives (before its reason is shortened)."""
+    if _REPLACE.search(text):
+        return "replace"
+    if _REBOOT.search(text):
         return "reboot"
-    return "replace"
+    return None
+
+
+def first_repair(node_id: str, triggers: list[Trigger]) -> Repair:
+    """Reboot only when some signal for the node asks for a reboot and none asks for a replacement."""
+    asked = {t.recommends for t in triggers if node_id in t.node_ids}
+    return "reboot" if "reboot" in asked and "replace" not in asked else "replace"

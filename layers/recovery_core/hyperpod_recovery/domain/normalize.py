@@ -12,8 +12,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from hyperpod_recovery.domain.ladder import recommended_repair
 from hyperpod_recovery.errors import ForeignClusterEvent, InvalidRecoveryRequest
-from hyperpod_recovery.models.common import NODE_ID_PATTERN, format_validation_error
+from hyperpod_recovery.models.common import NODE_ID_PATTERN, format_validation_error, matches, one_line
 from hyperpod_recovery.models.events import (
     ALARM_EVENT_DETAIL_TYPE,
     HEALTH_EVENT_DETAIL_TYPE,
@@ -23,6 +24,7 @@ from hyperpod_recovery.models.events import (
 )
 from hyperpod_recovery.models.job_events import JOB_EVENT_SOURCE, JOB_FAILED_DETAIL_TYPE
 from hyperpod_recovery.models.requests import (
+    TRIGGER_REASON_LIMIT,
     JobRecoveryRequest,
     ManualJobRecoveryRequest,
     ManualRecoveryRequest,
@@ -31,8 +33,14 @@ from hyperpod_recovery.models.requests import (
 )
 
 ALARM_NAME_PREFIX = "hyperpod-recovery-"
-_INSTANCE_ID_IN_TEXT = re.compile(r"i-[a-f0-9]{17}\b|i-[a-f0-9]{8}\b")
-_NODE_ID = re.compile(NODE_ID_PATTERN)
+_INSTANCE_ID_IN_TEXT = re.compile(r"(?<![A-Za-z0-9])i-(?:[a-f0-9]{17}|[a-f0-9]{8})(?![A-Za-z0-9])")
+# An event body deeper than this is not an event from AWS or from our agent; refused before parsing.
+MAX_EVENT_BYTES = 256 * 1024  # EventBridge's own event size limit
+# Events with the same source and reason this close together are one signal (a rack failing).
+SAME_SIGNAL_SECONDS = 60
+# The reasons of one request share this many characters: a storm's request stays far below Step
+# Functions' 256 KiB state limit whatever its events say (each reason keeps at least 80).
+REQUEST_REASON_BUDGET = 16 * 1024
 
 
 @dataclass(frozen=True)
@@ -64,7 +72,7 @@ def translate_node_health(event: HyperPodNodeHealthEvent, guarded: GuardedCluste
     status = detail.HealthSummary.HealthStatus
     if status != "Unhealthy":
         return Ignored(f"HealthStatus is {status!r}, not 'Unhealthy'")
-    if not _NODE_ID.match(detail.InstanceId):
+    if not matches(NODE_ID_PATTERN, detail.InstanceId):
         raise InvalidRecoveryRequest(f"detail.InstanceId: {detail.InstanceId!r} is not a HyperPod node id")
     summary = detail.HealthSummary
     reason = summary.HealthStatusReason or "HyperPod reported the node Unhealthy"
@@ -72,8 +80,9 @@ def translate_node_health(event: HyperPodNodeHealthEvent, guarded: GuardedCluste
         reason = f"{reason} Recommendation: {summary.Recommendation}"
     return Trigger(
         source="hyperpod_node_health",
-        node_id=detail.InstanceId,
-        reason=reason[:2048],
+        node_ids=[detail.InstanceId],
+        reason=one_line(reason, TRIGGER_REASON_LIMIT),
+        recommends=recommended_repair(reason),
         event_id=event.id,
         detected_at=_aware(event.time),
     )
@@ -92,19 +101,23 @@ def translate_alarm(event: CloudWatchAlarmEvent, guarded: GuardedCluster) -> Tri
         )
     node_ids = {d["InstanceId"] for d in dimensions if "InstanceId" in d}
     if not node_ids:
-        node_ids = set(_INSTANCE_ID_IN_TEXT.findall(detail.alarmName))
+        # Only the part after "hyperpod-recovery-<cluster>-" names the instance: a cluster whose own
+        # name looks like an instance id must not be taken for one.
+        node_ids = set(_INSTANCE_ID_IN_TEXT.findall(detail.alarmName.removeprefix(guarded.alarm_prefix)))
     if len(node_ids) != 1:
         raise InvalidRecoveryRequest(
             f"detail.configuration.metrics: alarm {detail.alarmName!r} must name exactly one instance "
-            f"(InstanceId dimension or i-... in the name), found {sorted(node_ids) or 'none'}"
+            f"(InstanceId dimension or i-... after {guarded.alarm_prefix!r}), found {sorted(node_ids) or 'none'}"
         )
     node_id = node_ids.pop()
-    if not _NODE_ID.match(node_id):
+    if not matches(NODE_ID_PATTERN, node_id):
         raise InvalidRecoveryRequest(f"InstanceId: {node_id!r} is not a HyperPod node id")
     return Trigger(
         source="cloudwatch_alarm",
-        node_id=node_id,
-        reason=f"CloudWatch alarm {detail.alarmName}: {detail.state.reason}"[:2048],
+        node_ids=[node_id],
+        reason=one_line(f"CloudWatch alarm {detail.alarmName}: {detail.state.reason}", TRIGGER_REASON_LIMIT),
+        # Only the alarm's name opts in to a reboot (its reason text is CloudWatch's, not a recommendation).
+        recommends=recommended_repair(detail.alarmName),
         event_id=event.id,
         detected_at=_aware(detail.state.timestamp),
     )
@@ -115,7 +128,7 @@ def translate_manual(request: ManualRecoveryRequest, now: datetime) -> RecoveryR
     return RecoveryRequest(
         cluster=request.cluster,
         node_ids=node_ids,
-        triggers=[Trigger(source="manual", node_id=n, reason=request.reason, detected_at=now) for n in node_ids],
+        triggers=[Trigger(source="manual", node_ids=node_ids, reason=one_line(request.reason, TRIGGER_REASON_LIMIT), detected_at=now)],
         dry_run=request.dry_run,
         detected_at=now,
     )
@@ -152,10 +165,15 @@ def parse_intake_event(body: str, guarded: GuardedCluster) -> Trigger | JobRecov
     Raises InvalidRecoveryRequest for anything that will never parse (sent to the DLQ) and
     ForeignClusterEvent for another cluster's event (dropped and counted).
     """
+    if len(body.encode()) > MAX_EVENT_BYTES:
+        raise InvalidRecoveryRequest(f"body: {len(body.encode())} bytes, more than an EventBridge event can hold ({MAX_EVENT_BYTES})")
     try:
         raw: Any = json.loads(body)
     except json.JSONDecodeError as exc:
         raise InvalidRecoveryRequest(f"body: not JSON ({exc.msg} at position {exc.pos})") from exc
+    except RecursionError as exc:
+        # Thousands of nested brackets: no event is shaped like that. A rejection, not a retry.
+        raise InvalidRecoveryRequest("body: JSON nested too deeply to be an event") from exc
     if not isinstance(raw, dict):
         raise InvalidRecoveryRequest("body: expected an EventBridge event object")
     detail_type = raw.get("detail-type")
@@ -168,32 +186,95 @@ def parse_intake_event(body: str, guarded: GuardedCluster) -> Trigger | JobRecov
             return translate_job_failed(JobFailedEvent.model_validate(raw), guarded)
     except ValidationError as exc:
         raise InvalidRecoveryRequest(format_validation_error(exc)) from exc
+    except RecursionError as exc:
+        raise InvalidRecoveryRequest("body: an event field is nested too deeply") from exc
     raise InvalidRecoveryRequest(f"source/detail-type: unsupported event {raw.get('source')!r} / {detail_type!r}")
 
 
 def group_triggers(triggers: list[Trigger], cluster: str, max_nodes: int) -> list[RecoveryRequest]:
-    """A batch of triggers -> requests of at most ``max_nodes`` nodes each.
+    """A batch of triggers -> requests of at most ``max_nodes`` nodes each, every request bounded.
 
     A rack failure arrives as many events within seconds; grouping them lets one execution
-    replace many nodes in few BatchReplaceClusterNodes calls.
+    replace many nodes in few BatchReplaceClusterNodes calls. Per node, one trigger per source is
+    kept (the earliest; the others are counted in its ``events``), and the nodes' triggers that
+    say the same thing within SAME_SIGNAL_SECONDS become one trigger naming all of them.
     """
-    by_node: dict[str, list[Trigger]] = {}
-    for trigger in sorted(triggers, key=lambda t: (t.detected_at, t.node_id)):
-        by_node.setdefault(trigger.node_id, []).append(trigger)
-    node_ids = sorted(by_node)
+    first: dict[tuple[str, str], Trigger] = {}  # (node, source) -> its earliest trigger
+    for trigger in sorted(triggers, key=lambda t: (t.detected_at, t.node_ids)):
+        for node in trigger.node_ids:
+            key = (node, trigger.source)
+            if key in first:
+                first[key] = first[key].model_copy(update={"events": first[key].events + trigger.events})
+            else:
+                first[key] = trigger.model_copy(update={"node_ids": [node]})
+    node_ids = sorted({node for node, _ in first})
     requests = []
     for start in range(0, len(node_ids), max_nodes):
-        chunk = node_ids[start : start + max_nodes]
-        chunk_triggers = [t for n in chunk for t in by_node[n]]
-        requests.append(
-            RecoveryRequest(
-                cluster=cluster,
-                node_ids=chunk,
-                triggers=chunk_triggers,
-                detected_at=min(t.detected_at for t in chunk_triggers),
+        chunk = set(node_ids[start : start + max_nodes])
+        merged = merge_triggers([t for (node, _), t in sorted(first.items()) if node in chunk])
+        requests.append(fit_request(cluster, sorted(chunk), within_reason_budget(merged)))
+    return requests
+
+
+def fit_request(cluster: str, node_ids: list[str], triggers: list[Trigger]) -> RecoveryRequest:
+    """The request, within MAX_REQUEST_BYTES whatever its events said: when many distinct signals
+    would not fit, each source's signals become one trigger naming all its nodes (the earliest
+    time, the first reason, how many others; a reboot only if every one of them asked for it)."""
+    detected = min(t.detected_at for t in triggers)
+    try:
+        return RecoveryRequest(cluster=cluster, node_ids=node_ids, triggers=triggers, detected_at=detected)
+    except ValidationError:
+        pass
+    collapsed = []
+    for source in sorted({t.source for t in triggers}):
+        group = [t for t in triggers if t.source == source]
+        asked = {t.recommends for t in group}
+        recommends = "replace" if "replace" in asked else "reboot" if asked == {"reboot"} else None
+        others = f" (and {len(group) - 1} other reasons)" if len(group) > 1 else ""
+        collapsed.append(
+            Trigger(
+                source=source,
+                node_ids=sorted({n for t in group for n in t.node_ids}),
+                reason=group[0].reason[:200] + others,
+                recommends=recommends,
+                event_id=group[0].event_id,
+                detected_at=min(t.detected_at for t in group),
+                events=sum(t.events for t in group),
             )
         )
-    return requests
+    return RecoveryRequest(cluster=cluster, node_ids=node_ids, triggers=collapsed, detected_at=detected)
+
+
+def merge_triggers(triggers: list[Trigger]) -> list[Trigger]:
+    """Triggers with the same source and reason, close in time, become one naming all their nodes."""
+    merged: list[Trigger] = []
+    for trigger in sorted(triggers, key=lambda t: (t.detected_at, t.node_ids)):
+        same = next(
+            (
+                m
+                for m in merged
+                if (m.source, m.reason, m.recommends) == (trigger.source, trigger.reason, trigger.recommends)
+                and (trigger.detected_at - m.detected_at).total_seconds() <= SAME_SIGNAL_SECONDS
+            ),
+            None,
+        )
+        if same is None:
+            merged.append(trigger)
+            continue
+        index = merged.index(same)
+        merged[index] = same.model_copy(
+            update={"node_ids": sorted({*same.node_ids, *trigger.node_ids}), "events": same.events + trigger.events}
+        )
+    return merged
+
+
+def within_reason_budget(triggers: list[Trigger]) -> list[Trigger]:
+    """Reasons shortened so that together they fit REQUEST_REASON_BUDGET (each keeps at least 80
+    characters; what a reason recommends was read before, so nothing is decided on the cut text)."""
+    if sum(len(t.reason) for t in triggers) <= REQUEST_REASON_BUDGET:
+        return triggers
+    each = max(80, REQUEST_REASON_BUDGET // len(triggers))
+    return [t if len(t.reason) <= each else t.model_copy(update={"reason": t.reason[: each - 1] + "…"}) for t in triggers]
 
 
 def incident_id_for(request: RecoveryRequest, episode_window_seconds: int) -> str:

@@ -23,6 +23,9 @@ HEADLINES = {
     "rejected": "REJECTED - nothing was changed.",
     "escalated": "ACTION NEEDED - the pipeline stopped and a human must decide.",
     "capped": "ACTION NEEDED - a safety limit stopped this recovery; nothing was changed.",
+    "stale": "ACTION NEEDED - the signal was too old (or from the future) to act on; nothing was changed.",
+    "aborted": "ACTION NEEDED - the recovery was stopped before it finished; what it held was released.",
+    "failed": "ACTION NEEDED - the recovery died before it finished; what it held was released.",
 }
 
 # What the human does, per error name (the ASL error = our exception class name).
@@ -79,6 +82,31 @@ NEXT_STEPS = {
         "`hyperpod-recovery breaker reset --cluster <cluster> --table <ledger table> --reason '...'` re-enables it."
     ),
     "UnsupportedOrchestrator": "This release recovers Slurm-orchestrated clusters only; recover this node by hand.",
+    "StaleEvent": (
+        "The event was replayed, redriven or held in a backlog (or a clock is wrong). Check whether the node is "
+        "still unhealthy (HyperPod console, `sinfo -R`); if it is, start a recovery by hand with "
+        "`hyperpod-recovery drill --stack <stack> --node <id> --live --yes`."
+    ),
+    "ResubmitFailed": (
+        "Some jobs were resubmitted and some were not: the summary names both. Do not restart the resubmitted ones again; "
+        "resubmit the others by hand from `hyperpod-recovery checkpoint latest`."
+    ),
+    "TooManyJobs": (
+        "More jobs ran on these nodes than one incident carries; the ones past the limit were not resubmitted. "
+        "`squeue -w <node>` lists them; restart them by hand from `hyperpod-recovery checkpoint latest`."
+    ),
+    "NodeRoleUnknown": (
+        "The pipeline cannot tell controller and login nodes from compute nodes on this cluster. Set the stack's "
+        "ControllerGroups and LoginGroups parameters to match DescribeCluster, then start a recovery by hand."
+    ),
+    "ExecutionAborted": (
+        "Someone stopped the recovery (StopExecution). Its cap places and job claims were released; check the node and "
+        "the jobs in the timeline, and finish by hand what the recovery had started."
+    ),
+    "ExecutionFailed": (
+        "The recovery died (an error past its retries, a timeout, a state too large). Its cap places and job claims were "
+        "released; the timeline shows how far it got. Finish by hand, and report the error."
+    ),
 }
 GENERIC_NEXT_STEP = "Read the error and the timeline below; docs/runbook.md (Escalations) says what each error means."
 
@@ -121,6 +149,8 @@ def next_step(record: IncidentRecord, hold_until: datetime | None) -> str:
         return "Nothing to do: someone else is already handling this (see the summary)."
     if record.outcome == "rejected":
         return "Nothing to do unless this was unexpected: the cause says what was wrong with the event or request."
+    if record.outcome in ("aborted", "failed") and (record.error or "") not in NEXT_STEPS:
+        record = record.model_copy(update={"error": "ExecutionAborted" if record.outcome == "aborted" else "ExecutionFailed"})
     advice = NEXT_STEPS.get(record.error or "", GENERIC_NEXT_STEP).replace("<cluster>", record.cluster)
     if record.hostnames:  # a command the human can paste: Slurm takes a comma-separated node list
         advice = advice.replace("<node>", ",".join(record.hostnames))

@@ -7,10 +7,20 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
+from hyperpod_recovery.domain.job_failure import nodes_text
+from hyperpod_recovery.models.commands import CommandReply, ResubmitResult
+from hyperpod_recovery.models.common import MAX_JOBS_PER_INCIDENT
 from hyperpod_recovery.models.records import IncidentRecord, Phase, Resubmission, TimelineEntry
+from hyperpod_recovery.models.requests import Trigger
 from hyperpod_recovery.models.workflow import Outcome, OutcomeResult, RecordOutcomeInput, WorkflowState
 
 CAUSE_LIMIT = 4000
+
+
+def trigger_text(trigger: Trigger) -> str:
+    """``i-0a.. via hyperpod_node_health: <reason>``; a storm's trigger names its first nodes and how many."""
+    events = f" ({trigger.events} events)" if trigger.events > 1 else ""
+    return f"{nodes_text(trigger.node_ids)} via {trigger.source}{events}: {trigger.reason}"
 
 
 def error_message(cause: str | None) -> str:
@@ -37,7 +47,7 @@ def decide_outcome(step: RecordOutcomeInput) -> tuple[Outcome, str | None, str |
     state = step.state
     if step.disposition == "duplicate":
         return "duplicate", None, None
-    if step.disposition in ("rejected", "escalated"):
+    if step.disposition in ("rejected", "escalated", "stale"):
         error = step.error.Error if step.error else "Unknown"
         cause = error_message(step.error.Cause) if step.error else ""
         if error == "States.Timeout":
@@ -50,11 +60,13 @@ def decide_outcome(step: RecordOutcomeInput) -> tuple[Outcome, str | None, str |
         safety = state.assessment.safety
         if safety is not None and safety.capped:
             return "capped", safety.error, safety.reason
-        protected = [s for s in state.assessment.skipped if s.reason in ("controller", "login")]
+        protected = [s for s in state.assessment.skipped if s.reason in ("controller", "login", "unknown_role")]
         offenders = [s for s in state.assessment.skipped if s.reason == "repeat_offender"]
         problems += [("ProtectedNodeUnhealthy", f"{s.node_id}: {s.detail}") for s in protected]
         problems += [("RepeatOffender", f"{s.node_id}: {s.detail}") for s in offenders]
         if not state.assessment.proceed and not protected and not offenders:
+            if state.assessment.skipped and all(s.reason == "locked_elsewhere" for s in state.assessment.skipped):
+                return "duplicate", None, None  # every node joins a recovery already under way
             reasons = "; ".join(f"{s.node_id}: {s.detail}" for s in state.assessment.skipped)
             return "rejected", "NoActionableNodes", f"nothing to recover: {reasons}"
     if state.replacement is not None:
@@ -63,13 +75,25 @@ def decide_outcome(step: RecordOutcomeInput) -> tuple[Outcome, str | None, str |
         ]
     if state.checkpoints is not None:
         problems += [("NoVerifiedCheckpoint", f"job {j.job_id} ({j.name}): {j.reason}") for j in state.checkpoints.unresumable]
+    if state.checkpoints is not None and state.checkpoints.jobs_omitted:
+        problems.append(
+            (
+                "TooManyJobs",
+                f"{state.checkpoints.jobs_omitted} more job(s) ran on these nodes than one incident carries "
+                f"({MAX_JOBS_PER_INCIDENT}): they were not resubmitted",
+            )
+        )
+    problems += [
+        ("ResubmitFailed", f"job {f.job_id} was not resubmitted ({f.failure.Error}: {error_message(f.failure.Cause)[:300]})")
+        for f in state.resubmit_failures
+    ]
     if problems:
         return "escalated", problems[0][0], "; ".join(text for _, text in problems)[:CAUSE_LIMIT]
     return "recovered", None, None
 
 
 def _replies(state: WorkflowState):  # type: ignore[no-untyped-def]
-    replies = [state.cordon, state.jobs, state.resume, *state.resubmissions]
+    replies = [state.cordon, state.jobs, state.resume, *state.replies]
     return [r for r in replies if r is not None]
 
 
@@ -78,11 +102,7 @@ def build_timeline(state: WorkflowState, outcome: Outcome, recorded_at: datetime
     request = state.request
     if request is not None:
         for trigger in request.triggers:
-            entries.append(
-                TimelineEntry(
-                    at=trigger.detected_at, event="fault detected", detail=f"{trigger.node_id} via {trigger.source}: {trigger.reason}"
-                )
-            )
+            entries.append(TimelineEntry(at=trigger.detected_at, event="fault detected", detail=trigger_text(trigger)))
         if request.received_at:
             mode = " (dry run)" if request.dry_run else ""
             entries.append(
@@ -110,10 +130,10 @@ def build_timeline(state: WorkflowState, outcome: Outcome, recorded_at: datetime
         jobs = ", ".join(f"{j.job_id} ({j.name}, {j.num_nodes} nodes)" for j in state.jobs.result.jobs)
         entries.append(TimelineEntry(at=state.jobs.completed_at, event="affected jobs found", detail=jobs or "no job on these nodes"))
     if state.replacement is not None:
-        kinds = {r.action for r in state.replacement.replaced}
+        kinds = {r.first_action for r in state.replacement.replaced}
         what = "reboot" if kinds == {"reboot"} else "repair" if len(kinds) > 1 else "replace"
         verb = f"would {what}" if state.replacement.dry_run else f"{what} initiated"
-        parts = [f"{r.slurm_node} ({r.node_id}: {r.action} {r.initiation})" for r in state.replacement.replaced]
+        parts = [f"{r.slurm_node} ({r.node_id}: {r.first_action} {r.initiation})" for r in state.replacement.replaced]
         parts += [f"{f.node_id} FAILED {f.error_code}" for f in state.replacement.failed]
         entries.append(
             TimelineEntry(at=state.replacement.at, event=verb, detail=f"{', '.join(parts)} in {state.replacement.calls} call(s)")
@@ -129,7 +149,11 @@ def build_timeline(state: WorkflowState, outcome: Outcome, recorded_at: datetime
                     )
                 )
     if state.rejoin is not None and state.rejoin.done and not state.rejoin.dry_run:
-        back = ", ".join(f"{n.slurm_node} as {n.replacement_node_id or n.node_id}" for n in state.rejoin.nodes)
+        back = ", ".join(
+            f"{n.slurm_node} as {n.replacement_node_id or n.node_id}"
+            + (" (replaced by HyperPod, not by us)" if n.initiation in ("already_in_progress", "vanished") else "")
+            for n in state.rejoin.nodes
+        )
         entries.append(TimelineEntry(at=state.rejoin.at, event="node rejoined", detail=f"{back} after {state.rejoin.checks} check(s)"))
     if state.resume is not None:
         verb = "would resume" if state.resume.dry_run else "nodes resumed"
@@ -146,48 +170,118 @@ def build_timeline(state: WorkflowState, outcome: Outcome, recorded_at: datetime
         ]
         chosen += [f"job {j.job_id}: {j.reason}" for j in state.checkpoints.unresumable + state.checkpoints.left_alone]
         entries.append(TimelineEntry(at=state.checkpoints.at, event="checkpoint chosen", detail="; ".join(chosen) or "no job to resume"))
-    for reply in state.resubmissions:
-        verb = "would resubmit job" if reply.dry_run else "job resubmitted"
-        new = reply.result.new_job_id or "-"
-        entries.append(TimelineEntry(at=reply.completed_at, event=verb, detail=f"{reply.result.old_job_id} -> {new}"))
+    for reply in state.replies:
+        entries.append(TimelineEntry(at=reply.completed_at, event=_resubmit_event(reply), detail=_resubmit_text(reply)))
+    for failure in state.resubmit_failures:
+        entries.append(
+            TimelineEntry(
+                at=recorded_at,
+                event="resubmit failed",
+                detail=f"job {failure.job_id}: {failure.failure.Error}: {error_message(failure.failure.Cause)[:300]}",
+            )
+        )
     entries.append(TimelineEntry(at=recorded_at, event=f"outcome: {outcome}", detail=summary))
     return sorted(entries, key=lambda e: e.at)
 
 
 def build_phases(state: WorkflowState, recorded_at: datetime) -> list[Phase]:
+    """detect, assess, cordon, find_jobs, replace, wait_for_rejoin, resume, find_checkpoint,
+    resubmit, record: the steps the incident went through, whatever its outcome.
+
+    A controller command's phase runs from the command sent to its answer. The step the workflow
+    was in when it ended (a command the agent never answered, the rejoin deadline, a Lambda that
+    failed) is a phase too, ending at the escalation: ``record`` is only Record Outcome's own
+    time, never a wait it did not do.
+    """
     phases: list[Phase] = []
 
     def add(name: str, start: datetime | None, end: datetime | None) -> None:
         if start is not None and end is not None and end >= start:
             phases.append(Phase(name=name, start=start, end=end))
 
-    request = state.request
-    if request is not None and request.received_at is not None:
-        add("detect", request.detected_at, request.received_at)
-        add("assess", request.received_at, state.assessment.at if state.assessment else None)
+    def last_end() -> datetime | None:
+        return max((p.end for p in phases), default=None)
+
+    request, lock, assessment, replacement = state.request, state.lock, state.assessment, state.replacement
+    if request is None or request.received_at is None:
+        return phases
+    add("detect", request.detected_at, request.received_at)
+    safety = assessment.safety if assessment else None
+    add("assess", request.received_at, max((r.at for r in (lock, assessment, safety) if r is not None), default=None))
     if state.cordon is not None:
         add("cordon", state.cordon.requested_at, state.cordon.completed_at)
     if state.jobs is not None:
         add("find_jobs", state.jobs.requested_at, state.jobs.completed_at)
-    if state.replacement is not None:
-        previous = state.jobs.completed_at if state.jobs else state.replacement.at
-        add("replace", previous, state.replacement.at)
+    if replacement is not None:
+        add("replace", state.jobs.completed_at if state.jobs else replacement.at, replacement.at)
         if state.rejoin is not None and state.rejoin.done:
-            add("wait_for_rejoin", state.replacement.at, state.rejoin.at)
+            add("wait_for_rejoin", replacement.at, state.rejoin.at)
     if state.resume is not None:
         add("resume", state.resume.requested_at, state.resume.completed_at)
     if state.checkpoints is not None:
-        start = state.resume.completed_at if state.resume else state.checkpoints.at
-        add("find_checkpoint", start, state.checkpoints.at)
-    if state.resubmissions:
-        add(
-            "resubmit",
-            min(r.requested_at for r in state.resubmissions),
-            max(r.completed_at for r in state.resubmissions),
-        )
-    last = max((p.end for p in phases), default=None)
-    add("record", last, recorded_at)
+        add("find_checkpoint", state.resume.completed_at if state.resume else state.checkpoints.at, state.checkpoints.at)
+    if state.resubmit_failures:
+        # A job whose resubmission failed (its command unanswered, say) kept the Map busy until the end.
+        add("resubmit", min((r.requested_at for r in state.replies), default=last_end()), recorded_at)
+    elif state.replies:
+        add("resubmit", min(r.requested_at for r in state.replies), max(r.completed_at for r in state.replies))
+    # The step still running when the workflow ended: the first one its results called for and did not get.
+    in_flight: str | None = None
+    if lock is None or (lock.proceed and (assessment is None or (assessment.proceed and safety is None))):
+        in_flight = "assess"
+    elif not lock.proceed or assessment is None or not assessment.proceed:
+        in_flight = None
+    elif state.cordon is None:
+        in_flight = "cordon"
+    elif state.jobs is None:
+        in_flight = "find_jobs"
+    elif replacement is None:
+        in_flight = "replace"
+    elif replacement.proceed and (state.rejoin is None or not state.rejoin.done):
+        in_flight = "wait_for_rejoin"
+    elif replacement.proceed and state.resume is None:
+        in_flight = "resume"
+    elif replacement.proceed and state.checkpoints is None:
+        in_flight = "find_checkpoint"
+    elif replacement.proceed and state.checkpoints is not None and state.checkpoints.resumable and not state.resubmissions:
+        in_flight = "resubmit"
+    if in_flight is not None:
+        add(in_flight, last_end(), recorded_at)
+    add("record", last_end(), recorded_at)
     return phases
+
+
+def _resubmit_event(reply: CommandReply[ResubmitResult]) -> str:
+    result = reply.result
+    if reply.dry_run:
+        return "would resubmit job"
+    if result.restarted_by_slurm:
+        return "requeued by Slurm"
+    if result.already_submitted:
+        return "already resubmitted"
+    return "job resubmitted"
+
+
+def _resubmit_text(reply: CommandReply[ResubmitResult], step: int | str | None = None) -> str:
+    """``1001 -> 1002``, told by what happened, never "(dry run)" on a live stack."""
+    result = reply.result
+    if reply.dry_run:
+        new = "(dry run)"
+    elif result.restarted_by_slurm:
+        new = f"{result.old_job_id} (requeued by Slurm, nothing submitted)"
+    elif result.already_submitted:
+        new = f"{result.new_job_id} (by an earlier incident)" if result.new_job_id else "(resubmitted by another incident)"
+    else:
+        new = result.new_job_id or "(no job id returned)"
+    return f"{result.old_job_id} -> {new}" + (f" from step {step}" if step is not None else "")
+
+
+def _not_replaced_by_us(state: WorkflowState) -> str:
+    """Nodes this incident watched come back but did not replace itself: never claimed as ours."""
+    if state.replacement is None:
+        return ""
+    theirs = [r.slurm_node for r in state.replacement.replaced if r.initiation in ("already_in_progress", "vanished")]
+    return f" ({', '.join(theirs)}: already being replaced by HyperPod, not by this incident, which waited for it)" if theirs else ""
 
 
 def summarize(state: WorkflowState, outcome: Outcome, cause: str | None) -> str:
@@ -196,16 +290,19 @@ def summarize(state: WorkflowState, outcome: Outcome, cause: str | None) -> str:
     nodes = nodes or (", ".join(request.node_ids) if request else "no node")
     if outcome == "duplicate":
         held = state.lock.held_elsewhere if state.lock else {}
-        return f"Duplicate: {', '.join(f'{n} is already in recovery by {i}' for n, i in held.items()) or 'already handled'}."
+        joined = [f"{n} is already in recovery by {i}" for n, i in held.items()]
+        if state.assessment is not None:
+            joined += [f"{s.node_id}: {s.detail}" for s in state.assessment.skipped if s.reason == "locked_elsewhere"]
+        return f"Duplicate, nothing was changed: {'; '.join(dict.fromkeys(joined)) or 'already handled'}."
     if outcome == "rejected":
         return f"Rejected, nothing was changed: {cause}"
     if outcome == "capped":
         return f"Capped, nothing was changed for {nodes}: {cause}"
+    if outcome == "stale":
+        return f"Not acted on, nothing was changed: {cause}"
     steps = {p.job.job_id: p.checkpoint.step for p in state.checkpoints.resumable} if state.checkpoints else {}
-    jobs = [
-        f"{r.result.old_job_id} -> {r.result.new_job_id or '(dry run)'} from step {steps.get(r.result.old_job_id, '?')}"
-        for r in state.resubmissions
-    ]
+    jobs = [_resubmit_text(r, steps.get(r.result.old_job_id, "?")) for r in state.replies]
+    failed = [f.job_id for f in state.resubmit_failures]
     if outcome == "dry_run":
         safety = state.assessment.safety if state.assessment else None
         if safety is not None and safety.capped:
@@ -213,9 +310,12 @@ def summarize(state: WorkflowState, outcome: Outcome, cause: str | None) -> str:
         would = f"; would resubmit {len(jobs)} job(s): {', '.join(jobs)}" if jobs else ""
         return f"Dry run for {nodes}: every step ran, nothing was changed{would}."
     job_text = f"; resubmitted {len(jobs)} job(s): {', '.join(jobs)}" if jobs else "; no job to resubmit"
+    if failed:
+        job_text += f"; NOT resubmitted: job(s) {', '.join(failed)}"
+    stale = f" ({len(request.stale)} node(s) left out: their signals were stale)" if request is not None and request.stale else ""
     if outcome == "recovered":
-        return f"Recovered {nodes}{job_text}."
-    return f"Escalated to a human: {(cause or 'see the incident timeline').rstrip('.')}{job_text if jobs else ''}."
+        return f"Recovered {nodes}{_not_replaced_by_us(state)}{stale}{job_text}."
+    return f"Escalated to a human: {(cause or 'see the incident timeline').rstrip('.')}{job_text if jobs or failed else ''}{stale}."
 
 
 def build_incident_record(step: RecordOutcomeInput, result: OutcomeResult, cluster: str) -> IncidentRecord:
@@ -224,10 +324,10 @@ def build_incident_record(step: RecordOutcomeInput, result: OutcomeResult, clust
     resubmissions = []
     if state.checkpoints:
         by_job = {p.job.job_id: p for p in state.checkpoints.resumable}
-        for reply in state.resubmissions:
+        for reply in state.replies:
             plan = by_job.get(reply.result.old_job_id)
             # Only what this incident actually submitted: not dry runs, not jobs another incident restarted.
-            if plan is not None and not reply.dry_run and not reply.result.already_submitted:
+            if plan is not None and not reply.dry_run and not reply.result.already_submitted and not reply.result.restarted_by_slurm:
                 resubmissions.append(
                     Resubmission(
                         job=plan.job.job_id,
@@ -254,6 +354,6 @@ def build_incident_record(step: RecordOutcomeInput, result: OutcomeResult, clust
         timeline=build_timeline(state, result.outcome, result.at, result.summary),
         phases=build_phases(state, result.at),
         resubmissions=resubmissions,
-        jobs=[j.model_dump(mode="json", exclude={"batch_script"}) for j in (state.jobs.result.jobs if state.jobs else [])],
+        jobs=[j.model_dump(mode="json") for j in (state.jobs.result.jobs if state.jobs else [])],
         agent_seconds=round(agent_seconds, 3),
     )

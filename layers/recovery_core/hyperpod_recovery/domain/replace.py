@@ -15,7 +15,6 @@ from typing import Literal
 from hyperpod_recovery.models.cluster import BatchOutcome
 from hyperpod_recovery.models.workflow import (
     Initiation,
-    NodeReplacement,
     NodeTarget,
     RejoinWatch,
     ReplaceFailure,
@@ -56,7 +55,7 @@ def classify_replacements(
     actions = actions or {}
     failed_by_id = {f.node_id: f for f in outcome.failed}
     successful = set(outcome.successful)
-    replaced: list[NodeReplacement] = []
+    replaced: list[WatchedNode] = []
     failed: list[ReplaceFailure] = []
     for target in targets:
         initiation: Initiation | None
@@ -76,10 +75,9 @@ def classify_replacements(
             failed.append(ReplaceFailure(node_id=target.node_id, error_code="NotAccountedFor", message="absent from the response"))
         if initiation is not None:
             replaced.append(
-                NodeReplacement(
+                WatchedNode(
                     node_id=target.node_id,
                     slurm_node=target.slurm_node,
-                    instance_group=target.instance_group,
                     initiation=initiation,
                     action=actions.get(target.node_id, "replace"),
                 )
@@ -88,7 +86,7 @@ def classify_replacements(
         at=now,
         started_at=now,
         deadline=now + timedelta(seconds=deadline_seconds),
-        nodes=[WatchedNode(node_id=r.node_id, slurm_node=r.slurm_node, initiation=r.initiation, action=r.action) for r in replaced],
+        nodes=replaced,
         reboot_deadline=now + timedelta(seconds=reboot_deadline_seconds)
         if reboot_deadline_seconds is not None and any(r.action == "reboot" for r in replaced)
         else None,
@@ -97,7 +95,6 @@ def classify_replacements(
     )
     return Replacement(
         at=now,
-        replaced=replaced,
         failed=failed,
         calls=outcome.calls,
         dry_run=dry_run,

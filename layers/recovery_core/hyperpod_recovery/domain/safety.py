@@ -15,7 +15,10 @@ from datetime import datetime, timedelta
 from hyperpod_recovery.models.records import BreakerState, RecoveryLogEntry
 from hyperpod_recovery.models.workflow import Assessment, SafetyDecision, SkippedNode
 
-ACTED_OUTCOMES = ("recovered", "escalated")
+# Ends of recoveries that acted on their nodes (aborted and failed ones may have: Reconcile Execution
+# logs them when they had passed the safety policy), and the ones the breaker counts as failures.
+ACTED_OUTCOMES = ("recovered", "escalated", "aborted", "failed")
+FAILED_OUTCOMES = ("escalated", "failed")
 
 
 @dataclass(frozen=True)
@@ -41,7 +44,7 @@ class SafetyPolicy:
 
 def breaker_trip_reason(policy: SafetyPolicy, log: list[RecoveryLogEntry], now: datetime) -> str | None:
     recent = [e for e in log if e.at >= now - timedelta(seconds=policy.breaker_window_seconds)]
-    failed = [e for e in recent if e.outcome == "escalated"]
+    failed = [e for e in recent if e.outcome in FAILED_OUTCOMES]
     window = f"in the last {policy.breaker_window_seconds} s"
     if len(recent) >= policy.breaker_max_recoveries:
         return f"{len(recent)} recoveries {window} (limit {policy.breaker_max_recoveries}): a wider problem than single nodes"

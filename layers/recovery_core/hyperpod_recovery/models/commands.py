@@ -12,7 +12,19 @@ from typing import Annotated, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from hyperpod_recovery.models.common import SlurmJobId, SlurmNodeName, Timestamp
+from hyperpod_recovery.models.common import (
+    MAX_JOB_NODES_CARRIED,
+    MAX_JOBS_PER_INCIDENT,
+    MAX_NODES_PER_REQUEST,
+    JobNameText,
+    ShortText,
+    SlurmJobId,
+    SlurmNodeName,
+    SlurmText,
+    StrictFlag,
+    Timestamp,
+)
+from hyperpod_recovery.models.manifest import MAX_JOB_CHARS, manifest_job
 
 OWNER_TAG_PREFIX = "hyperpod-recovery"
 
@@ -22,49 +34,99 @@ def owner_tag(incident_id: str) -> str:
     return f"{OWNER_TAG_PREFIX}:{incident_id}"
 
 
+JOB_NAME_LIMIT = MAX_JOB_CHARS  # one rule with the checkpoint manifest
+
+
+def job_display_name(name: str) -> str:
+    """A Slurm job name as the workflow carries it: its first 256 characters (Slurm allows 1024
+    bytes), the same rule the checkpoint manifest's ``job`` follows (``manifest_job``). The full name
+    stays in the agent's capture and is what a resubmission is given."""
+    return manifest_job(name)
+
+
+def carries_owner_tag(reason: str, tag: str) -> bool:
+    """Whether a drain reason was written by the incident ``tag`` names: the reason's first word is
+    the tag itself. A prefix test would let drill-1's resume undo drill-10's drain."""
+    return reason.split(maxsplit=1)[:1] == [tag]
+
+
+MAX_JOB_NODES = 10_000
+
+
+# Fields at their default are left out of what the agent answers and what the workflow carries:
+# a storm's 64 jobs pass through the state three times (found, planned, resubmitted).
+def _is_none(value: object) -> bool:
+    return value is None
+
+
+def _is_false(value: object) -> bool:
+    return value is False
+
+
+# A checkpoint prefix longer than this is not carried (the job is unresumable, and says why).
+MAX_CHECKPOINT_URI = 256
+CHECKPOINT_URI_PATTERN = r"^s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/.*)?$"
+
+
 class JobSpec(BaseModel):
-    """What the controller knows about a job, enough to resubmit it after its nodes are replaced."""
+    """What the workflow knows about a job: who it is, where its checkpoints are, whether it can be
+    resubmitted. Everything needed to resubmit it (script, owner, submission environment, sbatch
+    options) is captured and kept on the controller by the agent, referenced by the job id: it never
+    travels through the queue or the workflow's state."""
 
     model_config = ConfigDict(extra="forbid")
 
     job_id: SlurmJobId
-    name: str = Field(max_length=256)
-    user: str | None = Field(default=None, max_length=64)
-    partition: str | None = Field(default=None, max_length=128)
-    num_nodes: int = Field(ge=1, le=10_000)
-    nodes: list[SlurmNodeName] = Field(default_factory=list)
+    name: str = Field(max_length=JOB_NAME_LIMIT)  # job_display_name(): the first 256 characters
+    user: str | None = Field(default=None, max_length=64, exclude_if=_is_none)
+    partition: str | None = Field(default=None, max_length=128, exclude_if=_is_none)
+    num_nodes: int = Field(ge=1, le=MAX_JOB_NODES)
+    # The job's nodes (Capture Job Spec; a jobs-on-nodes answer leaves them out).
+    nodes: list[SlurmNodeName] = Field(default_factory=list, max_length=MAX_JOB_NODES_CARRIED, exclude_if=lambda v: not v)
     state: str = Field(max_length=32)
-    time_limit: str | None = Field(default=None, max_length=32)
-    work_dir: str | None = Field(default=None, max_length=4096)
-    checkpoint_uri: str | None = Field(default=None, pattern=r"^s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/.*)?$")
+    checkpoint_uri: str | None = Field(default=None, max_length=MAX_CHECKPOINT_URI, pattern=CHECKPOINT_URI_PATTERN, exclude_if=_is_none)
     # Jobs launched with `srun --auto-resume=1` are restarted by HyperPod itself: never resubmit them.
-    auto_resume: bool = False
-    batch_script: str | None = Field(default=None, max_length=1_000_000)
+    auto_resume: StrictFlag = Field(default=False, exclude_if=_is_false)
+    # Why the agent could not capture the job faithfully (an array or heterogeneous job, an salloc
+    # allocation, an unknown owner...): decided before anything is sent, never resubmitted.
+    unresumable: ShortText | None = Field(default=None, exclude_if=_is_none)
+
+
+class JobRef(BaseModel):
+    """A job as a plan names it: the agent holds the rest, the ledger its description."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    job_id: SlurmJobId
+    name: JobNameText  # for people: the first 64 characters
 
 
 class CheckpointRef(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    uri: str  # s3://bucket/prefix/step-000012000/
+    uri: str = Field(max_length=MAX_CHECKPOINT_URI + 32)  # s3://bucket/prefix/step-000012000/
     step: int = Field(ge=0)
-    framework: str | None = None
+    framework: str | None = Field(default=None, max_length=32, exclude_if=_is_none)
 
 
-NodeList = Annotated[list[SlurmNodeName], Field(min_length=1, max_length=1000)]
+# The nodes of one incident (drain, resume, jobs on them), and of one failed job (node states).
+NodeList = Annotated[list[SlurmNodeName], Field(min_length=1, max_length=MAX_NODES_PER_REQUEST)]
+JobNodeList = Annotated[list[SlurmNodeName], Field(min_length=1, max_length=MAX_JOB_NODES_CARRIED)]
+NodeNames = Annotated[list[SlurmNodeName], Field(max_length=MAX_NODES_PER_REQUEST)]
 
 
 class DrainNodes(BaseModel):
     model_config = ConfigDict(extra="forbid")
     type: Literal["drain_nodes"] = "drain_nodes"
     nodes: NodeList
-    reason: str = Field(min_length=1, max_length=256)
+    reason: SlurmText = Field(min_length=1, max_length=256)
 
 
 class ResumeNodes(BaseModel):
     model_config = ConfigDict(extra="forbid")
     type: Literal["resume_nodes"] = "resume_nodes"
     nodes: NodeList
-    owner_tag: str = Field(min_length=1, max_length=128)
+    owner_tag: SlurmText = Field(min_length=1, max_length=128, pattern=rf"^{OWNER_TAG_PREFIX}:\S+$")
 
 
 class JobsOnNodes(BaseModel):
@@ -74,12 +136,15 @@ class JobsOnNodes(BaseModel):
 
 
 class ResubmitJob(BaseModel):
+    """Resubmit the job the agent captured as ``job_id``, as its owner, from ``checkpoint``. The
+    script, owner and options come from the agent's capture, never from this message."""
+
     model_config = ConfigDict(extra="forbid")
     type: Literal["resubmit_job"] = "resubmit_job"
-    job: JobSpec
+    job_id: SlurmJobId
     checkpoint: CheckpointRef
     # The replaced nodes come back under the same names; excluding nothing lets Slurm use them.
-    exclude_nodes: list[SlurmNodeName] = Field(default_factory=list)
+    exclude_nodes: NodeNames = Field(default_factory=list)
 
 
 class NodeStates(BaseModel):
@@ -87,7 +152,7 @@ class NodeStates(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     type: Literal["node_states"] = "node_states"
-    nodes: NodeList
+    nodes: JobNodeList
 
 
 class CaptureJobSpec(BaseModel):
@@ -131,40 +196,46 @@ class CommandEnvelope(BaseModel):
 
 
 class DrainResult(BaseModel):
-    drained: list[SlurmNodeName] = Field(default_factory=list)
-    already_drained: list[SlurmNodeName] = Field(default_factory=list)
+    drained: NodeNames = Field(default_factory=list)
+    already_drained: NodeNames = Field(default_factory=list)
 
 
 class ResumeResult(BaseModel):
-    resumed: list[SlurmNodeName] = Field(default_factory=list)
-    not_drained: list[SlurmNodeName] = Field(default_factory=list)
+    resumed: NodeNames = Field(default_factory=list)
+    not_drained: NodeNames = Field(default_factory=list)
     # Drained by someone else (reason without our tag): left alone on purpose.
-    not_ours: list[SlurmNodeName] = Field(default_factory=list)
+    not_ours: NodeNames = Field(default_factory=list)
 
 
 class JobsOnNodesResult(BaseModel):
-    jobs: list[JobSpec] = Field(default_factory=list)
+    jobs: list[JobSpec] = Field(default_factory=list, max_length=MAX_JOBS_PER_INCIDENT)
+    # Jobs past MAX_JOBS_PER_INCIDENT, counted but not described (the incident escalates for them).
+    omitted: int = Field(default=0, ge=0)
+    # Set when Forget Job Details replaced ``jobs`` (kept in the ledger) with their number.
+    count: int | None = None
 
 
 class ResubmitResult(BaseModel):
     old_job_id: SlurmJobId
-    new_job_id: SlurmJobId | None = None  # None only in a dry run
-    already_submitted: bool = False
+    new_job_id: SlurmJobId | None = None  # None only in a dry run, or when another incident has not finished yet
+    # Another incident resubmitted the job (its claim in the ledger, or its copy in Slurm): nothing submitted now.
+    already_submitted: StrictFlag = Field(default=False, exclude_if=_is_false)
+    submitted_by: str | None = Field(default=None, max_length=80, exclude_if=_is_none)
     # Slurm had requeued the old job itself (new_job_id is then the old id): nothing submitted.
-    restarted_by_slurm: bool = False
+    restarted_by_slurm: StrictFlag = Field(default=False, exclude_if=_is_false)
     # The old job still ran (on the replaced nodes, or hung) and was cancelled before resubmitting.
-    cancelled_old: bool = False
+    cancelled_old: StrictFlag = Field(default=False, exclude_if=_is_false)
 
 
 class NodeStatus(BaseModel):
     name: SlurmNodeName
-    state: str  # idle, allocated, mixed, down, ...
-    flags: list[str] = Field(default_factory=list)  # DRAIN, NOT_RESPONDING, ...
-    reason: str = ""
+    state: str = Field(max_length=32)  # idle, allocated, mixed, down, ...
+    flags: list[Annotated[str, Field(max_length=32)]] = Field(default_factory=list, max_length=16)  # DRAIN, NOT_RESPONDING, ...
+    reason: str = Field(default="", max_length=256)
 
 
 class NodeStatesResult(BaseModel):
-    nodes: list[NodeStatus] = Field(default_factory=list)
+    nodes: list[NodeStatus] = Field(default_factory=list, max_length=MAX_JOB_NODES_CARRIED)
 
 
 class JobSpecResult(BaseModel):
@@ -180,12 +251,14 @@ ResultT = TypeVar("ResultT", DrainResult, ResumeResult, JobsOnNodesResult, Resub
 
 
 class CommandReply(BaseModel, Generic[ResultT]):
-    """The SendTaskSuccess output: the agent echoes the envelope's id and times its work."""
+    """The SendTaskSuccess output: the agent echoes the envelope's id and times its work. (Resubmit
+    Jobs keeps only the times, dry_run and the result of each answer in the state: the rest may be
+    absent.)"""
 
-    command_id: str
-    type: str
+    command_id: str = Field(default="", max_length=256)
+    type: str = Field(default="", max_length=32)
     requested_at: Timestamp
-    started_at: Timestamp
+    started_at: Timestamp | None = None
     completed_at: Timestamp
-    dry_run: bool = False
+    dry_run: StrictFlag = False
     result: ResultT

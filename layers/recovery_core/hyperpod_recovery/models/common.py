@@ -3,9 +3,10 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+import re
+from typing import Annotated, Any
 
-from pydantic import AwareDatetime, StringConstraints
+from pydantic import AfterValidator, AwareDatetime, BeforeValidator, StrictBool, StringConstraints
 
 CLUSTER_NAME_PATTERN = r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$"
 CLUSTER_ARN_PATTERN = r"^arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:cluster/[a-z0-9]{12}$"
@@ -15,10 +16,63 @@ NODE_ID_PATTERN = r"^i-[a-f0-9]{8}(?:[a-f0-9]{9})?$"
 SLURM_NODE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
 SLURM_JOB_ID_PATTERN = r"^[0-9]{1,10}(_[0-9]{1,10})?$"
 
+# Python's re.match accepts "name\n" for a pattern ending in "$"; pydantic's (Rust) regex does not.
+# Every Python-side check of these patterns goes through fullmatch so both sides agree.
+_CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f]")
+
+# Bounds of what travels in a workflow's state (Step Functions refuses a state over 256 KiB, with
+# States.DataLimitExceeded, which no Catch of States.ALL catches): every list and string carried
+# there has one, and tests/contract/test_state_bounds.py adds them up for the worst case.
+MAX_NODES_PER_REQUEST = 100
+MAX_JOBS_PER_INCIDENT = 100
+MAX_JOB_NODES_CARRIED = 1000  # a failed job's node list (JobRecovery)
+
 NodeId = Annotated[str, StringConstraints(pattern=NODE_ID_PATTERN)]
 SlurmNodeName = Annotated[str, StringConstraints(pattern=SLURM_NODE_PATTERN)]
 SlurmJobId = Annotated[str, StringConstraints(pattern=SLURM_JOB_ID_PATTERN)]
 Timestamp = AwareDatetime
+# A flag that changes what the pipeline does (dry_run above all) accepts only a JSON boolean:
+# "false" as a string must never arm a recovery.
+StrictFlag = StrictBool
+
+
+def matches(pattern: str, value: str) -> bool:
+    """The whole of ``value`` matches ``pattern``, as pydantic's pattern constraint decides it."""
+    return re.fullmatch(pattern, value) is not None
+
+
+def one_line(text: str, limit: int) -> str:
+    """``text`` as one printable line of at most ``limit`` characters: control characters (NUL,
+    newlines, escapes) become spaces and runs of blanks collapse. For text that reaches a command
+    line or a Slurm field (drain reasons, comments) from an outside event."""
+    return " ".join(_CONTROL_CHARACTERS.sub(" ", text).split())[:limit]
+
+
+def _no_control_characters(value: str) -> str:
+    if _CONTROL_CHARACTERS.search(value):
+        raise ValueError("must not contain control characters (NUL, newline, escape ...)")
+    return value
+
+
+# Text that is passed to Slurm as an argument: one printable line. The agent enforces the same rule.
+SlurmText = Annotated[str, AfterValidator(_no_control_characters)]
+
+
+def _cut(limit: int) -> Any:
+    def cut(value: object) -> object:
+        return value[: limit - 1] + "…" if isinstance(value, str) and len(value) > limit else value
+
+    return BeforeValidator(cut)
+
+
+# Text we write for people (a reason, a summary) and carry in a workflow's state: cut to its limit
+# where it is made, so that a long job name or cause can never make a step fail on its own
+# explanation (and the state stays bounded).
+ShortText = Annotated[str, _cut(300), StringConstraints(max_length=300)]
+LongText = Annotated[str, _cut(2048), StringConstraints(max_length=2048)]
+CauseText = Annotated[str, _cut(4000), StringConstraints(max_length=4000)]
+SummaryText = Annotated[str, _cut(8000), StringConstraints(max_length=8000)]
+JobNameText = Annotated[str, _cut(64), StringConstraints(max_length=64)]
 
 
 def slurm_node_name(private_dns_hostname: str) -> str:

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from hyperpod_recovery.models.job_events import JobFailedDetail
 
 HEALTH_EVENT_DETAIL_TYPE = "SageMaker HyperPod Cluster Node Health Event"
+EXECUTION_STATUS_DETAIL_TYPE = "Step Functions Execution Status Change"
 ALARM_EVENT_DETAIL_TYPE = "CloudWatch Alarm State Change"
 
 
@@ -128,3 +129,42 @@ class JobFailedEvent(EventBridgeModel):
     source: Literal["hyperpod-recovery.agent"]
     detail_type: Literal["HyperPod Recovery Slurm Job Failed"] = Field(alias="detail-type")
     detail: JobFailedDetail
+
+
+class ExecutionStatusDetail(BaseModel):
+    """The detail of Step Functions' own status-change event. Dates are epoch milliseconds; ``input``
+    is the execution's input as a string (null when it was too large to include)."""
+
+    model_config = ConfigDict(extra="ignore")  # Step Functions adds fields (redriveCount, ...) over time
+
+    executionArn: str = Field(max_length=2048)
+    stateMachineArn: str = Field(max_length=2048)
+    name: str = Field(min_length=1, max_length=80)
+    status: Literal["RUNNING", "SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED", "PENDING_REDRIVE"]
+    startDate: int | None = None
+    stopDate: int | None = None
+    input: str | None = None
+    error: str | None = Field(default=None, max_length=256)
+    cause: str | None = None
+
+
+class ExecutionStatusChangeEvent(EventBridgeModel):
+    """ "Step Functions Execution Status Change" (source aws.states), sent for every status change of
+    a Standard workflow execution. The stack's rule forwards FAILED, TIMED_OUT and ABORTED ends of its
+    own two state machines to Reconcile Execution. Example (AWS docs)::
+
+        {"version": "0", "id": "315c1398-40ff-a850-213b-158f73e60175",
+         "detail-type": "Step Functions Execution Status Change", "source": "aws.states",
+         "account": "111122223333", "time": "2026-03-14T09:42:21Z", "region": "us-west-2",
+         "resources": ["arn:aws:states:us-west-2:111122223333:execution:hpr-node-recovery:hpr-i-0391f86fa0fe0d465-20260314T0920"],
+         "detail": {"executionArn": "arn:aws:states:...:execution:hpr-node-recovery:hpr-i-0391f86fa0fe0d465-20260314T0920",
+                    "stateMachineArn": "arn:aws:states:us-west-2:111122223333:stateMachine:hpr-node-recovery",
+                    "name": "hpr-i-0391f86fa0fe0d465-20260314T0920", "status": "ABORTED",
+                    "startDate": 1773480000000, "stopDate": 1773481341881, "input": "{...}",
+                    "inputDetails": {"included": true}, "output": null, "outputDetails": null,
+                    "error": null, "cause": null}}
+    """
+
+    source: Literal["aws.states"]
+    detail_type: Literal["Step Functions Execution Status Change"] = Field(alias="detail-type")
+    detail: ExecutionStatusDetail

@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from hyperpod_recovery.models.common import CLUSTER_NAME_PATTERN, SlurmJobId, SlurmNodeName, Timestamp
+from hyperpod_recovery.models.common import CLUSTER_NAME_PATTERN, SlurmJobId, SlurmNodeName, StrictFlag, Timestamp
 
 JOB_EVENT_SOURCE = "hyperpod-recovery.agent"
 JOB_FAILED_DETAIL_TYPE = "HyperPod Recovery Slurm Job Failed"
@@ -38,7 +38,7 @@ class JobFailedDetail(BaseModel):
     ended_at: Timestamp
     checkpoint_uri: str | None = Field(default=None, pattern=r"^s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/.*)?$")
     # `srun --auto-resume=1`: HyperPod restarts the job itself; the workflow must not restart it too.
-    auto_resume: bool = False
+    auto_resume: StrictFlag = False
     # Set when the job was itself our resubmission of an earlier job (crash-loop detection).
     resubmission_of: SlurmJobId | None = None
     # Unique per job end: the same job id ends again after a requeue, with a new end time.

@@ -7,14 +7,23 @@ Checkpoint / Resubmit Job steps for the job, so those keep their own models (mod
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from hyperpod_recovery.models.commands import CommandReply, JobSpec, JobSpecResult, NodeStatesResult, ResubmitResult
-from hyperpod_recovery.models.common import NodeId, SlurmJobId, SlurmNodeName, Timestamp
+from hyperpod_recovery.models.common import (
+    MAX_JOB_NODES_CARRIED,
+    MAX_NODES_PER_REQUEST,
+    LongText,
+    NodeId,
+    ShortText,
+    SlurmJobId,
+    SlurmNodeName,
+    Timestamp,
+)
 from hyperpod_recovery.models.requests import JobRecoveryRequest, RecoveryRequest
-from hyperpod_recovery.models.workflow import CheckpointPlan, ResumePlan, StepError, StepInput
+from hyperpod_recovery.models.workflow import CheckpointPlan, ResumePlan, StepError, StepInput, lenient_state
 
 FailureKind = Literal["node_caused", "application", "left_alone"]
 RestartKind = Literal["node_caused", "application"]
@@ -29,7 +38,7 @@ class FaultyNode(BaseModel):
     model_config = ConfigDict(extra="forbid")
     slurm_node: SlurmNodeName
     node_id: NodeId | None = None  # None: HyperPod does not list it (cannot be replaced by us)
-    why: str
+    why: ShortText
     # False for a node someone else drained: a fault, but theirs to handle; we never replace it.
     ours_to_repair: bool = True
 
@@ -38,11 +47,11 @@ class FailureClassification(_Result):
     """Why the job failed, and what JobRecovery does about it."""
 
     kind: FailureKind
-    reason: str
+    reason: LongText
     job: JobSpec | None = None
     # The job as a list (0 or 1), the shape Find Newest Checkpoint takes.
-    jobs: list[JobSpec] = Field(default_factory=list)
-    faulty_nodes: list[FaultyNode] = Field(default_factory=list)
+    jobs: list[JobSpec] = Field(default_factory=list, max_length=1)
+    faulty_nodes: list[FaultyNode] = Field(default_factory=list, max_length=MAX_JOB_NODES_CARRIED)
     recover_nodes: bool = False
     node_request: RecoveryRequest | None = None
     node_execution_name: str | None = Field(default=None, max_length=80)
@@ -52,9 +61,10 @@ class NodeRecoveryRun(BaseModel):
     """What the nested NodeRecovery execution ended with (its $.outcome and $.lock)."""
 
     model_config = ConfigDict(extra="ignore")
-    execution_arn: str
-    outcome: dict[str, Any]
-    lock: dict[str, Any] = Field(default_factory=dict)
+    execution_arn: str = Field(max_length=2048)
+    # The child's $.outcome (an OutcomeResult) and $.lock (a LockResult), each bounded by its own model.
+    outcome: dict[Annotated[str, Field(max_length=64)], Any] = Field(max_length=20)
+    lock: dict[Annotated[str, Field(max_length=64)], Any] = Field(default_factory=dict, max_length=20)
 
     @property
     def outcome_name(self) -> str:
@@ -69,13 +79,19 @@ class OtherRecoveryWatch(BaseModel):
     """Waiting for another incident that holds the job's nodes (a health event got there first)."""
 
     model_config = ConfigDict(extra="forbid")
-    held_elsewhere: dict[str, str]  # node id -> incident
+    # node id -> incident
+    held_elsewhere: dict[Annotated[str, Field(max_length=32)], Annotated[str, Field(max_length=80)]] = Field(
+        max_length=MAX_NODES_PER_REQUEST
+    )
     checks: int = 0
     started_at: Timestamp | None = None
     deadline: Timestamp | None = None
     at: Timestamp | None = None
     done: bool = False
-    outcomes: dict[str, str] = Field(default_factory=dict)  # incident -> outcome, once recorded
+    # incident -> outcome, once recorded
+    outcomes: dict[Annotated[str, Field(max_length=80)], Annotated[str, Field(max_length=16)]] = Field(
+        default_factory=dict, max_length=MAX_NODES_PER_REQUEST
+    )
     next_wait_seconds: int = Field(default=0, ge=0)
 
 
@@ -96,14 +112,14 @@ RestartAction = Literal["resubmit", "left_alone", "resubmitted_by_node_recovery"
 
 class RestartDecision(_Result):
     action: RestartAction
-    reason: str
+    reason: LongText
     lineage_root: SlurmJobId | None = None
     plan: ResumePlan | None = None
     backoff_seconds: int = Field(default=0, ge=0)
     restarts_in_window: int = 0
     failures_at_step: int = 0
     resubmitted_as: SlurmJobId | None = None
-    resubmitted_by: str | None = None
+    resubmitted_by: str | None = Field(default=None, max_length=80)
 
 
 class JobWorkflowState(BaseModel):
@@ -120,11 +136,17 @@ class JobWorkflowState(BaseModel):
     checkpoints: CheckpointPlan | None = None
     restart: RestartDecision | None = None
     resubmission: CommandReply[ResubmitResult] | None = None
+    # Parts of the state that did not parse (a crash or a hand-made input): named in the record.
+    unreadable: list[Annotated[str, Field(max_length=500)]] = Field(default_factory=list, max_length=20)
+
+    @classmethod
+    def lenient(cls, raw: Any) -> JobWorkflowState:
+        return lenient_state(cls, raw)
 
 
 # --- step inputs ---------------------------------------------------------------------------
 class ValidateJobRequestInput(StepInput):
-    request: dict[str, Any]
+    request: Any  # whatever start-execution was given; Validate Job Request says what is wrong with it
 
 
 class JobControllerStepInput(StepInput):
@@ -158,6 +180,11 @@ class PlanJobRestartInput(StepInput):
 
 
 class RecordJobOutcomeInput(StepInput):
-    disposition: Literal["completed", "rejected", "escalated"]
+    disposition: Literal["completed", "rejected", "escalated", "stale"]
     state: JobWorkflowState = Field(default_factory=JobWorkflowState)
     error: StepError | None = None
+
+    @field_validator("state", mode="before")
+    @classmethod
+    def _state_never_blocks_the_record(cls, value: Any) -> Any:
+        return value if isinstance(value, JobWorkflowState) else JobWorkflowState.lenient(value)

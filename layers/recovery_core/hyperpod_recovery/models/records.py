@@ -59,6 +59,24 @@ class IncidentRecord(BaseModel):
     agent_seconds: float = 0.0  # time spent waiting on the controller agent
 
 
+class Holdings(BaseModel):
+    """What an incident holds in the ledger right now: node locks, places under the cluster cap,
+    resubmission claims (and the hostnames it was about to act on, for the breaker's log). Every
+    end of the incident (Record Outcome, or Reconcile Execution after an abort, timeout or crash)
+    settles them."""
+
+    incident: str
+    cluster: str
+    locks: set[str] = Field(default_factory=set)
+    reserved: set[str] = Field(default_factory=set)
+    claims: set[str] = Field(default_factory=set)
+    hostnames: set[str] = Field(default_factory=set)
+
+    @property
+    def empty(self) -> bool:
+        return not (self.locks or self.reserved or self.claims)
+
+
 class LockOutcome(BaseModel):
     acquired: list[str]
     held_elsewhere: dict[str, str]

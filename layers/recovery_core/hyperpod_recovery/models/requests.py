@@ -6,15 +6,20 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
 
-from hyperpod_recovery.models.common import NodeId, SlurmJobId, Timestamp
+from hyperpod_recovery.models.common import MAX_NODES_PER_REQUEST, NodeId, ShortText, SlurmJobId, StrictFlag, Timestamp
 from hyperpod_recovery.models.job_events import JobFailedDetail
 
 # job_failed: NodeRecovery started by JobRecovery for the nodes a failed job ran on.
 TriggerSource = Literal["hyperpod_node_health", "cloudwatch_alarm", "manual", "job_failed"]
 JobTriggerSource = Literal["slurm_job_failed", "manual"]
-MAX_NODES_PER_REQUEST = 100
+TRIGGER_REASON_LIMIT = 1024
+# At most one trigger per node and source: the largest request a storm can make is bounded.
+MAX_TRIGGERS_PER_REQUEST = 4 * MAX_NODES_PER_REQUEST
+# A request's whole size: intake's grouping keeps a storm's request below it (domain/normalize.py);
+# a hand-made request over it is refused, naming the size.
+MAX_REQUEST_BYTES = 32 * 1024
 
 
 class ManualRecoveryRequest(BaseModel):
@@ -32,19 +37,24 @@ class ManualRecoveryRequest(BaseModel):
     cluster: str = Field(min_length=1, max_length=256)
     node_ids: list[NodeId] = Field(min_length=1, max_length=MAX_NODES_PER_REQUEST)
     reason: str = Field(default="manual recovery request", min_length=1, max_length=1024)
-    dry_run: bool | None = None
+    dry_run: StrictFlag | None = None
 
 
 class Trigger(BaseModel):
-    """One outside signal that contributed to a request (an event, an alarm, a human)."""
+    """One kind of signal with one reason, for the nodes it named: an event, an alarm, a human's
+    request. The events of a rack failure (same source, same reason, within a minute) are one
+    trigger for all their nodes, so a storm's request stays small (domain/normalize.py)."""
 
     model_config = ConfigDict(extra="forbid")
 
     source: TriggerSource
-    node_id: NodeId
-    reason: str = Field(max_length=2048)
-    event_id: str | None = Field(default=None, max_length=256)
-    detected_at: Timestamp
+    node_ids: list[NodeId] = Field(min_length=1, max_length=MAX_NODES_PER_REQUEST)
+    reason: str = Field(max_length=TRIGGER_REASON_LIMIT)
+    # The repair the signal asks for, read from its full text before the reason was shortened.
+    recommends: Literal["reboot", "replace"] | None = None
+    event_id: str | None = Field(default=None, max_length=128)  # the first event's
+    detected_at: Timestamp  # the earliest event's
+    events: int = Field(default=1, ge=1)  # how many events (duplicates included) this trigger stands for
 
 
 class RecoveryRequest(BaseModel):
@@ -55,15 +65,27 @@ class RecoveryRequest(BaseModel):
 
     cluster: str = Field(min_length=1, max_length=256)
     node_ids: list[NodeId] = Field(min_length=1, max_length=MAX_NODES_PER_REQUEST)
-    triggers: list[Trigger] = Field(min_length=1, max_length=10 * MAX_NODES_PER_REQUEST)
-    dry_run: bool | None = None
+    triggers: list[Trigger] = Field(min_length=1, max_length=MAX_TRIGGERS_PER_REQUEST)
+    dry_run: StrictFlag | None = None
     detected_at: Timestamp
     incident_id: str | None = Field(default=None, max_length=80)
     received_at: Timestamp | None = None
+    # Nodes left out because their every signal was stale (node id -> why); set by Validate Request.
+    stale: dict[NodeId, ShortText] = Field(default_factory=dict, max_length=MAX_NODES_PER_REQUEST)
+
+    @model_validator(mode="after")
+    def _fits_the_state(self) -> RecoveryRequest:
+        size = len(self.model_dump_json())
+        if size > MAX_REQUEST_BYTES:
+            raise ValueError(f"the request is {size} bytes; at most {MAX_REQUEST_BYTES} travel through the workflow")
+        return self
 
     @property
     def trigger_sources(self) -> list[str]:
         return sorted({t.source for t in self.triggers})
+
+    def triggers_of(self, node_id: str) -> list[Trigger]:
+        return [t for t in self.triggers if node_id in t.node_ids]
 
 
 def _request_kind(value: Any) -> str:
@@ -93,7 +115,7 @@ class ManualJobRecoveryRequest(BaseModel):
     cluster: str = Field(min_length=1, max_length=256)
     job_id: SlurmJobId
     reason: str = Field(default="manual job recovery request", min_length=1, max_length=1024)
-    dry_run: bool | None = None
+    dry_run: StrictFlag | None = None
 
 
 class JobRecoveryRequest(BaseModel):
@@ -109,7 +131,7 @@ class JobRecoveryRequest(BaseModel):
     event_id: str | None = Field(default=None, max_length=256)
     detected_at: Timestamp
     failure: JobFailedDetail | None = None  # None for a manual request: the workflow asks Slurm
-    dry_run: bool | None = None
+    dry_run: StrictFlag | None = None
     incident_id: str | None = Field(default=None, max_length=80)
     received_at: Timestamp | None = None
 

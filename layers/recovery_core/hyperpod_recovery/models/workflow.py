@@ -4,24 +4,38 @@ every earlier step did, with the time it did it."""
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from hyperpod_recovery.models.commands import (
     CheckpointRef,
     CommandReply,
     DrainResult,
+    JobRef,
     JobsOnNodesResult,
     JobSpec,
     ResubmitResult,
     ResumeResult,
 )
-from hyperpod_recovery.models.common import NodeId, SlurmNodeName, Timestamp
+from hyperpod_recovery.models.common import (
+    MAX_JOBS_PER_INCIDENT,
+    MAX_NODES_PER_REQUEST,
+    CauseText,
+    JobNameText,
+    NodeId,
+    ShortText,
+    SlurmNodeName,
+    SummaryText,
+    Timestamp,
+    format_validation_error,
+)
 from hyperpod_recovery.models.requests import JobRecoveryRequest, RecoveryRequest
 
-Outcome = Literal["recovered", "escalated", "duplicate", "rejected", "capped", "dry_run"]
+# How an incident ended. stale: its signals were too old (or from the future) to act on without a
+# human; aborted / failed: the execution was stopped, timed out or crashed before Record Outcome,
+# and Reconcile Execution recorded it.
+Outcome = Literal["recovered", "escalated", "duplicate", "rejected", "capped", "dry_run", "stale", "aborted", "failed"]
 
 
 class _Result(BaseModel):
@@ -30,8 +44,9 @@ class _Result(BaseModel):
 
 
 class LockResult(_Result):
-    locked: list[NodeId]
-    held_elsewhere: dict[str, str] = Field(default_factory=dict)  # node id -> incident holding it
+    locked: list[NodeId] = Field(max_length=MAX_NODES_PER_REQUEST)
+    # node id -> incident holding it
+    held_elsewhere: dict[NodeId, Annotated[str, Field(max_length=80)]] = Field(default_factory=dict, max_length=MAX_NODES_PER_REQUEST)
     dry_run: bool = False
     proceed: bool
 
@@ -39,17 +54,16 @@ class LockResult(_Result):
 class NodeTarget(BaseModel):
     model_config = ConfigDict(extra="forbid")
     node_id: NodeId
-    instance_group: str
+    instance_group: str = Field(max_length=63)
     slurm_node: SlurmNodeName
-    status: str
-    launch_time: datetime | None = None
+    status: str = Field(max_length=32)
 
 
 class SkippedNode(BaseModel):
     model_config = ConfigDict(extra="forbid")
     node_id: NodeId
-    reason: Literal["controller", "login", "not_found", "locked_elsewhere", "repeat_offender"]
-    detail: str = ""
+    reason: Literal["controller", "login", "unknown_role", "not_found", "locked_elsewhere", "repeat_offender", "stale"]
+    detail: ShortText = ""
 
 
 class SafetyDecision(BaseModel):
@@ -59,18 +73,19 @@ class SafetyDecision(BaseModel):
     at: Timestamp
     capped: bool = False
     error: Literal["CircuitBreakerOpen", "ClusterCapReached"] | None = None
-    reason: str = ""
+    reason: ShortText = ""
     in_recovery_before: int = 0  # nodes other incidents had in recovery
     limit: int = 0  # at most this many nodes in recovery at once (min of the percent and the count)
-    reserved: list[NodeId] = Field(default_factory=list)  # nodes counted against the cap until Record Outcome
+    # nodes counted against the cap until Record Outcome
+    reserved: list[NodeId] = Field(default_factory=list, max_length=MAX_NODES_PER_REQUEST)
     breaker_tripped_now: bool = False
 
 
 class Assessment(_Result):
     orchestrator: Literal["slurm", "eks"]
-    node_recovery: str
-    targets: list[NodeTarget]
-    skipped: list[SkippedNode] = Field(default_factory=list)
+    node_recovery: str = Field(max_length=32)
+    targets: list[NodeTarget] = Field(max_length=MAX_NODES_PER_REQUEST)
+    skipped: list[SkippedNode] = Field(default_factory=list, max_length=MAX_NODES_PER_REQUEST)
     proceed: bool
     compute_nodes: int = 0  # the cluster's compute nodes (the cap's percent is of these)
     safety: SafetyDecision | None = None
@@ -79,34 +94,34 @@ class Assessment(_Result):
 Initiation = Literal["initiated", "already_in_progress", "vanished", "dry_run"]
 
 
-class NodeReplacement(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    node_id: NodeId
-    slurm_node: SlurmNodeName
-    instance_group: str
-    initiation: Initiation
-    action: Literal["reboot", "replace"] = "replace"  # the first rung of the escalation ladder
-
-
 class ReplaceFailure(BaseModel):
     model_config = ConfigDict(extra="forbid")
     node_id: NodeId
-    error_code: str
-    message: str = ""
+    error_code: str = Field(max_length=64)
+    message: ShortText = ""
 
 
 class WatchedNode(BaseModel):
+    """One node of a replacement, from the call that started its repair to its rejoin. A field at
+    its default value is left out of the state: a 100-node storm carries 100 of these, twice
+    over its life, and the state must stay far below Step Functions' 256 KiB."""
+
     model_config = ConfigDict(extra="forbid")
     node_id: NodeId  # the instance that failed
     slurm_node: SlurmNodeName
-    initiation: Initiation
-    seen_not_running: bool = False
-    status: str | None = None
-    replacement_node_id: NodeId | None = None
-    rejoined: bool = False
-    action: Literal["reboot", "replace"] = "replace"
+    initiation: Initiation = Field(default="initiated", exclude_if=lambda v: v == "initiated")
+    seen_not_running: bool = Field(default=False, exclude_if=lambda v: not v)
+    status: str | None = Field(default=None, max_length=32, exclude_if=lambda v: v is None)
+    replacement_node_id: NodeId | None = Field(default=None, exclude_if=lambda v: v is None)
+    rejoined: bool = Field(default=False, exclude_if=lambda v: not v)
+    action: Literal["reboot", "replace"] = Field(default="replace", exclude_if=lambda v: v == "replace")  # the ladder's first rung
     # Set when a reboot did not bring the node back in time and it was replaced instead.
-    escalated_to_replace_at: Timestamp | None = None
+    escalated_to_replace_at: Timestamp | None = Field(default=None, exclude_if=lambda v: v is None)
+
+    @property
+    def first_action(self) -> Literal["reboot", "replace"]:
+        """The ladder's first rung for this node (``action`` is its current one)."""
+        return "reboot" if self.escalated_to_replace_at is not None else self.action
 
 
 class RejoinWatch(_Result):
@@ -114,47 +129,75 @@ class RejoinWatch(_Result):
     deadline: Timestamp
     reboot_deadline: Timestamp | None = None  # rebooted nodes not back by then are replaced
     checks: int = 0
-    nodes: list[WatchedNode]
+    nodes: list[WatchedNode] = Field(max_length=MAX_NODES_PER_REQUEST)
     done: bool = False
     next_wait_seconds: int = Field(ge=0)
     dry_run: bool = False
 
 
 class Replacement(_Result):
-    replaced: list[NodeReplacement]
-    failed: list[ReplaceFailure] = Field(default_factory=list)
+    """Replace Nodes' result, which Check Rejoin then keeps up to date in place ($.replacement.watch):
+    one record of each node from its repair call to its rejoin, never a second copy of it."""
+
+    failed: list[ReplaceFailure] = Field(default_factory=list, max_length=MAX_NODES_PER_REQUEST)
     calls: int = Field(ge=0)
     dry_run: bool = False
     proceed: bool
     watch: RejoinWatch
 
+    @property
+    def replaced(self) -> list[WatchedNode]:
+        """The nodes whose repair started (or was under way already): the ones watched."""
+        return self.watch.nodes
+
 
 class UnresumableJob(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    job_id: str
-    name: str
-    reason: str
+    job_id: str = Field(max_length=32)
+    name: JobNameText
+    reason: ShortText
 
 
 class ResumePlan(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    job: JobSpec
+    job: JobRef
     checkpoint: CheckpointRef
-    # Newer checkpoints that did not verify, with why ("step 3000: shard rank3.distcp is missing").
-    rejected: list[str] = Field(default_factory=list, max_length=10)
+    # The newest checkpoint that did not verify, with why ("step 3000: shard rank3.distcp is missing").
+    rejected: list[ShortText] = Field(default_factory=list, max_length=1, exclude_if=lambda v: not v)
 
 
 class CheckpointPlan(_Result):
-    resumable: list[ResumePlan] = Field(default_factory=list)
-    unresumable: list[UnresumableJob] = Field(default_factory=list)
-    left_alone: list[UnresumableJob] = Field(default_factory=list)
+    """Per affected job, what will happen to it. The jobs' descriptions themselves are kept in the
+    ledger (INCIDENT#<id>/JOBS): the state carries only these decisions."""
+
+    jobs_found: int = Field(default=0, ge=0)
+    jobs_omitted: int = Field(default=0, ge=0)  # more jobs ran on the nodes than one incident carries
+    resumable: list[ResumePlan] = Field(default_factory=list, max_length=MAX_JOBS_PER_INCIDENT)
+    unresumable: list[UnresumableJob] = Field(default_factory=list, max_length=MAX_JOBS_PER_INCIDENT)
+    left_alone: list[UnresumableJob] = Field(default_factory=list, max_length=MAX_JOBS_PER_INCIDENT)
+
+    @model_validator(mode="after")
+    def _each_job_once(self) -> CheckpointPlan:
+        if len(self.resumable) + len(self.unresumable) + len(self.left_alone) > MAX_JOBS_PER_INCIDENT:
+            raise ValueError(f"at most {MAX_JOBS_PER_INCIDENT} jobs are planned in one incident")
+        return self
 
 
 class StepError(BaseModel):
-    """What a Catch puts at $.errors: Step Functions' own {Error, Cause}."""
+    """What a Catch puts at $.errors: Step Functions' own {Error, Cause} (each at most 256 / 32,768
+    characters in AWS; a resubmission's failure keeps the first 1,000 of its cause in the state)."""
 
-    Error: str
-    Cause: str | None = None
+    Error: str = Field(max_length=256)
+    Cause: str | None = Field(default=None, max_length=32_768)
+
+
+class ResubmitFailure(BaseModel):
+    """One job's resubmission failed (Resubmit Jobs' Note Resubmit Failure): the other jobs'
+    results are kept, so the record says exactly which jobs were resubmitted and which were not."""
+
+    model_config = ConfigDict(extra="forbid")
+    job_id: str = Field(max_length=32)
+    failure: StepError
 
 
 class WorkflowState(BaseModel):
@@ -168,10 +211,48 @@ class WorkflowState(BaseModel):
     cordon: CommandReply[DrainResult] | None = None
     jobs: CommandReply[JobsOnNodesResult] | None = None
     replacement: Replacement | None = None
-    rejoin: RejoinWatch | None = None
     resume: CommandReply[ResumeResult] | None = None
     checkpoints: CheckpointPlan | None = None
-    resubmissions: list[CommandReply[ResubmitResult]] = Field(default_factory=list)
+    resubmissions: list[CommandReply[ResubmitResult] | ResubmitFailure] = Field(default_factory=list, max_length=MAX_JOBS_PER_INCIDENT)
+    # Parts of the state that did not parse (a crash or a hand-made input): named in the record.
+    unreadable: list[Annotated[str, Field(max_length=500)]] = Field(default_factory=list, max_length=20)
+
+    @classmethod
+    def lenient(cls, raw: Any) -> WorkflowState:
+        """The state, key by key: a part that does not parse is left out and named, so recording an
+        incident's end never fails because of what the execution carried."""
+        return lenient_state(cls, raw)
+
+    @property
+    def rejoin(self) -> RejoinWatch | None:
+        """The rejoin watch as Check Rejoin last left it."""
+        return self.replacement.watch if self.replacement is not None else None
+
+    @property
+    def replies(self) -> list[CommandReply[ResubmitResult]]:
+        return [r for r in self.resubmissions if isinstance(r, CommandReply)]
+
+    @property
+    def resubmit_failures(self) -> list[ResubmitFailure]:
+        return [r for r in self.resubmissions if isinstance(r, ResubmitFailure)]
+
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+
+def lenient_state(model: type[ModelT], raw: Any) -> ModelT:
+    if not isinstance(raw, dict):
+        return model.model_validate({"unreadable": [f"state: not an object ({type(raw).__name__})"]})
+    kept: dict[str, Any] = {}
+    unreadable: list[str] = []
+    for name in model.model_fields:
+        if name in raw and name != "unreadable":
+            try:
+                model.model_validate({name: raw[name]})
+                kept[name] = raw[name]
+            except ValidationError as exc:
+                unreadable.append(f"{name}: {format_validation_error(exc)}"[:500])
+    return model.model_validate({**kept, "unreadable": unreadable})
 
 
 class SafetyState(BaseModel):
@@ -185,12 +266,13 @@ class SafetyState(BaseModel):
 
 
 class OutcomeResult(_Result):
-    incident_id: str
+    incident_id: str = Field(max_length=80)
     outcome: Outcome
-    error: str | None = None
-    cause: str | None = None
-    summary: str
-    durations: dict[str, float] = Field(default_factory=dict)  # phase durations (metric name -> seconds)
+    error: str | None = Field(default=None, max_length=256)
+    cause: CauseText | None = None
+    summary: SummaryText
+    # phase durations (metric name -> seconds)
+    durations: dict[Annotated[str, Field(max_length=64)], float] = Field(default_factory=dict, max_length=20)
 
 
 # --- step inputs: what each Lambda receives (the ASL builds these from the state) -------------
@@ -200,7 +282,7 @@ class StepInput(BaseModel):
 
 
 class ValidateRequestInput(StepInput):
-    request: dict[str, Any]
+    request: Any  # whatever start-execution was given; Validate Request says what is wrong with it
 
 
 class LockNodesInput(StepInput):
@@ -245,7 +327,8 @@ class ResumeNodesInput(ControllerStepInput):
 
 
 class FindNewestCheckpointInput(StepInput):
-    jobs: list[JobSpec]
+    jobs: list[JobSpec] = Field(max_length=MAX_JOBS_PER_INCIDENT)
+    omitted: int = Field(default=0, ge=0)  # jobs the agent counted past MAX_JOBS_PER_INCIDENT
 
 
 class ResubmitJobInput(StepInput):
@@ -257,6 +340,11 @@ class ResubmitJobInput(StepInput):
 
 
 class RecordOutcomeInput(StepInput):
-    disposition: Literal["completed", "duplicate", "rejected", "escalated"]
+    disposition: Literal["completed", "duplicate", "rejected", "escalated", "stale"]
     state: WorkflowState = Field(default_factory=WorkflowState)
     error: StepError | None = None
+
+    @field_validator("state", mode="before")
+    @classmethod
+    def _state_never_blocks_the_record(cls, value: Any) -> Any:
+        return value if isinstance(value, WorkflowState) else WorkflowState.lenient(value)

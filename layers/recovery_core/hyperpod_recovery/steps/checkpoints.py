@@ -6,13 +6,27 @@ from datetime import datetime
 
 from hyperpod_recovery.domain.checkpoints import CheckpointReader, find_newest_verified
 from hyperpod_recovery.errors import CheckpointUnreadable
+from hyperpod_recovery.models.commands import JobRef
 from hyperpod_recovery.models.workflow import CheckpointPlan, FindNewestCheckpointInput, ResumePlan, UnresumableJob
 from hyperpod_recovery.observability import logger
+from hyperpod_recovery.steps.ports import Ledger
 
 
-def find_newest_checkpoints(step: FindNewestCheckpointInput, *, reader: CheckpointReader, now: datetime) -> CheckpointPlan:
-    plan = CheckpointPlan(at=now)
+def find_newest_checkpoints(
+    step: FindNewestCheckpointInput, *, reader: CheckpointReader, ledger: Ledger | None = None, now: datetime
+) -> CheckpointPlan:
+    """Every job ends in exactly one list; a job the agent could not capture faithfully is
+    unresumable here, before any resubmission is sent. The jobs' descriptions go to the ledger,
+    where Record Outcome finds them; the workflow then forgets them (Forget Job Details)."""
+    if ledger is not None:
+        ledger.save_jobs(step.execution_name, step.jobs, now)
+    plan = CheckpointPlan(at=now, jobs_found=len(step.jobs) + step.omitted, jobs_omitted=step.omitted)
     for job in step.jobs:
+        if job.unresumable and not job.auto_resume:
+            plan.unresumable.append(
+                UnresumableJob(job_id=job.job_id, name=job.name, reason=f"cannot be resubmitted as it was: {job.unresumable}")
+            )
+            continue
         if job.auto_resume:
             plan.left_alone.append(
                 UnresumableJob(job_id=job.job_id, name=job.name, reason="uses srun --auto-resume=1: HyperPod restarts it itself")
@@ -24,17 +38,21 @@ def find_newest_checkpoints(step: FindNewestCheckpointInput, *, reader: Checkpoi
             )
             continue
         try:
-            discovery = find_newest_verified(reader, job.checkpoint_uri)
+            discovery = find_newest_verified(reader, job.checkpoint_uri, job=job.name or None)
         except CheckpointUnreadable as exc:
-            plan.unresumable.append(UnresumableJob(job_id=job.job_id, name=job.name, reason=f"cannot read {job.checkpoint_uri}: {exc}"))
+            plan.unresumable.append(
+                UnresumableJob(job_id=job.job_id, name=job.name, reason=f"cannot read {job.checkpoint_uri}: {exc}"[:1024])
+            )
             continue
         except ValueError as exc:  # a location with '..' or empty segments: never guessed at
-            plan.unresumable.append(UnresumableJob(job_id=job.job_id, name=job.name, reason=f"unusable checkpoint location: {exc}"))
+            plan.unresumable.append(UnresumableJob(job_id=job.job_id, name=job.name, reason=f"unusable checkpoint location: {exc}"[:1024]))
             continue
         if discovery.checkpoint is None:
             rejected = f" (rejected: {'; '.join(discovery.rejected[:5])})" if discovery.rejected else ""
             plan.unresumable.append(
-                UnresumableJob(job_id=job.job_id, name=job.name, reason=f"no verified checkpoint under {job.checkpoint_uri}{rejected}")
+                UnresumableJob(
+                    job_id=job.job_id, name=job.name, reason=f"no verified checkpoint under {job.checkpoint_uri}{rejected}"[:1024]
+                )
             )
             continue
         logger.info(
@@ -46,5 +64,9 @@ def find_newest_checkpoints(step: FindNewestCheckpointInput, *, reader: Checkpoi
                 "rejected": discovery.rejected,
             },
         )
-        plan.resumable.append(ResumePlan(job=job, checkpoint=discovery.checkpoint, rejected=discovery.rejected[:10]))
+        # Every rejected step is in the log line above; the plan keeps them newest first, in one line of 300 characters.
+        newest_rejected = ["; ".join(discovery.rejected)] if discovery.rejected else []
+        plan.resumable.append(
+            ResumePlan(job=JobRef(job_id=job.job_id, name=job.name), checkpoint=discovery.checkpoint, rejected=newest_rejected)
+        )
     return plan

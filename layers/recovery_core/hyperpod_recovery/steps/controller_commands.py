@@ -8,7 +8,7 @@ reach the cluster; read-only ones (jobs on nodes) still go to the agent so a dri
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from hyperpod_recovery.domain.job_failure import job_nodes
@@ -29,6 +29,7 @@ from hyperpod_recovery.models.commands import (
     ResumeResult,
     owner_tag,
 )
+from hyperpod_recovery.models.common import one_line
 from hyperpod_recovery.models.job_recovery import CaptureJobSpecInput, CheckJobNodesInput
 from hyperpod_recovery.models.requests import JobRecoveryRequest, RecoveryRequest
 from hyperpod_recovery.models.workflow import (
@@ -79,7 +80,8 @@ def _dispatch(
 
 def cordon_nodes(step: CordonNodesInput, *, controller: Controller, now: datetime) -> dict[str, Any]:
     nodes = [t.slurm_node for t in step.assessment.targets]
-    reason = f"{owner_tag(step.execution_name)} {step.request.triggers[0].reason}"[:256]
+    # The trigger's text comes from an outside event: one printable line before it reaches Slurm.
+    reason = one_line(f"{owner_tag(step.execution_name)} {step.request.triggers[0].reason}", 256)
     return _dispatch(
         controller=controller,
         request=step.request,
@@ -120,18 +122,23 @@ def resume_nodes(step: ResumeNodesInput, *, controller: Controller, now: datetim
     )
 
 
-def resubmit_job(step: ResubmitJobInput, *, controller: Controller, ledger: Ledger, now: datetime) -> dict[str, Any]:
+def resubmit_job(step: ResubmitJobInput, *, controller: Controller, ledger: Ledger, claim_ttl: timedelta, now: datetime) -> dict[str, Any]:
     """Once per job: the ledger claim stops a second incident (or a retried Lambda) from
     restarting a job that was already resubmitted."""
     request, plan = step.request, step.plan
     job_id = plan.job.job_id
     command_id = f"{step.execution_name}:resubmit:{job_id}"
     if not request.dry_run:
-        claim = ledger.claim_resubmission(request.cluster, job_id, step.execution_name, now)
+        claim = ledger.claim_resubmission(request.cluster, job_id, step.execution_name, now, claim_ttl)
         if not claim.claimed or claim.new_job_id:
             # Another incident restarted this job, or this incident already did (a retried step):
             # answer from the claim instead of submitting the job a second time.
-            result = ResubmitResult(old_job_id=job_id, new_job_id=claim.new_job_id, already_submitted=not claim.claimed)
+            result = ResubmitResult(
+                old_job_id=job_id,
+                new_job_id=claim.new_job_id,
+                already_submitted=not claim.claimed,
+                submitted_by=None if claim.claimed else claim.incident_id,
+            )
             _answer_here(controller, step.task_token, command_id, "resubmit_job", result, now)
             return {"command_id": command_id, "sent": False, "already_resubmitted_by": claim.incident_id}
     return _dispatch(
@@ -139,7 +146,7 @@ def resubmit_job(step: ResubmitJobInput, *, controller: Controller, ledger: Ledg
         request=request,
         execution_name=step.execution_name,
         task_token=step.task_token,
-        command=ResubmitJob(job=plan.job, checkpoint=plan.checkpoint),
+        command=ResubmitJob(job_id=job_id, checkpoint=plan.checkpoint),
         command_id=command_id,
         now=now,
         dry_run_result=ResubmitResult(old_job_id=job_id),

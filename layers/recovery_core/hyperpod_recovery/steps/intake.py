@@ -19,7 +19,8 @@ from botocore.exceptions import ClientError
 from hyperpod_recovery.domain.job_failure import job_execution_name
 from hyperpod_recovery.domain.normalize import GuardedCluster, Ignored, group_triggers, incident_id_for, parse_intake_event
 from hyperpod_recovery.errors import ForeignClusterEvent, InvalidRecoveryRequest, StartExecutionFailed
-from hyperpod_recovery.models.requests import MAX_NODES_PER_REQUEST, JobRecoveryRequest, Trigger
+from hyperpod_recovery.models.common import MAX_NODES_PER_REQUEST
+from hyperpod_recovery.models.requests import JobRecoveryRequest, Trigger
 from hyperpod_recovery.observability import logger
 from hyperpod_recovery.steps.ports import DeadLetterSink, Starter
 
@@ -61,7 +62,7 @@ class Intake:
         requests = group_triggers(list(self.accepted.values()), self.guarded.name, MAX_NODES_PER_REQUEST)
         for request in requests:
             name = incident_id_for(request, episode_window_seconds)
-            messages = [m for m, t in self.accepted.items() if t.node_id in request.node_ids]
+            messages = [m for m, t in self.accepted.items() if set(t.node_ids) & set(request.node_ids)]
             try:
                 started = starter.start(name, request.model_dump_json(exclude_none=True))
             except (StartExecutionFailed, ClientError):

@@ -10,6 +10,7 @@ from datetime import datetime
 from pydantic import TypeAdapter
 
 from hyperpod_recovery.domain.durations import phase_durations
+from hyperpod_recovery.domain.freshness import EventAgeLimits
 from hyperpod_recovery.domain.job_failure import RestartPolicy, classify_failure, plan_restart, watch_other_recovery
 from hyperpod_recovery.domain.job_outcome import build_job_incident_record, decide_job_outcome, summarize_job
 from hyperpod_recovery.domain.normalize import GuardedCluster, translate_manual_job
@@ -29,17 +30,18 @@ from hyperpod_recovery.models.requests import JobRecoveryRequest, JobStartInput,
 from hyperpod_recovery.models.workflow import OutcomeResult
 from hyperpod_recovery.observability import logger
 from hyperpod_recovery.steps.ports import Cluster, Ledger, Notifier
+from hyperpod_recovery.steps.settle import settle_holdings
 from hyperpod_recovery.steps.validate import admit, parse_start_input
 
 _START_INPUT: TypeAdapter[ManualJobRecoveryRequest | JobRecoveryRequest] = TypeAdapter(JobStartInput)
 
 
 def validate_job_request(
-    step: ValidateJobRequestInput, *, guarded: GuardedCluster, stack_dry_run: bool, now: datetime
+    step: ValidateJobRequestInput, *, guarded: GuardedCluster, stack_dry_run: bool, limits: EventAgeLimits, now: datetime
 ) -> JobRecoveryRequest:
     parsed = parse_start_input(_START_INPUT, step.request)
     request = translate_manual_job(parsed, now) if isinstance(parsed, ManualJobRecoveryRequest) else parsed
-    return admit(request, guarded=guarded, execution_name=step.execution_name, stack_dry_run=stack_dry_run, now=now)
+    return admit(request, guarded=guarded, execution_name=step.execution_name, stack_dry_run=stack_dry_run, limits=limits, now=now)
 
 
 def classify_job_failure(step: ClassifyJobFailureInput, *, cluster: Cluster, now: datetime) -> FailureClassification:
@@ -131,15 +133,14 @@ def record_job_outcome(
     ledger.save_incident(record)
     result = result.model_copy(update={"durations": phase_durations(record)})
     reply, restart, classification = state.resubmission, state.restart, state.classification
-    if (
+    resubmitted = (
         reply is not None
         and not reply.dry_run
         and not reply.result.already_submitted
-        and reply.result.new_job_id
-        and restart
-        and restart.plan
-    ):
-        ledger.complete_resubmission(cluster, reply.result.old_job_id, step.execution_name, reply.result.new_job_id)
+        and not reply.result.restarted_by_slurm
+        and reply.result.new_job_id is not None
+    )
+    if resubmitted and reply is not None and reply.result.new_job_id and restart and restart.plan:
         ledger.record_restart(
             cluster,
             restart.lineage_root or reply.result.old_job_id,
@@ -167,6 +168,10 @@ def record_job_outcome(
                 incident=restart.resubmitted_by or step.execution_name,
             ),
         )
+    # The claim taken by Resubmit Job is completed (resubmitted) or given back (Slurm requeued the
+    # job, or nothing was sent): never left to block the job's next failure.
+    done = {reply.result.old_job_id: reply.result.new_job_id} if resubmitted and reply and reply.result.new_job_id else {}
+    settle_holdings(ledger, step.execution_name, resubmitted=done, hold_locks_until=None, now=now)
     subject, body = notification(record, execution_url)
     notifier.publish(subject, body, {"outcome": outcome, "cluster": cluster, "workflow": "job"})
     return result

@@ -11,6 +11,18 @@ from hyperpod_recovery.domain.outcome import build_incident_record, decide_outco
 from hyperpod_recovery.models.records import RecoveryLogEntry
 from hyperpod_recovery.models.workflow import OutcomeResult, RecordOutcomeInput
 from hyperpod_recovery.steps.ports import Ledger, Notifier
+from hyperpod_recovery.steps.settle import settle_holdings
+
+
+def with_jobs_from_ledger(step: RecordOutcomeInput, ledger: Ledger) -> RecordOutcomeInput:
+    """The step with the affected jobs' descriptions the workflow forgot (Forget Job Details) back
+    from the ledger, where Find Newest Checkpoint put them."""
+    jobs = step.state.jobs
+    if jobs is None or jobs.result.jobs or not jobs.result.count:
+        return step
+    found = ledger.jobs_of(step.execution_name) or []
+    restored = jobs.model_copy(update={"result": jobs.result.model_copy(update={"jobs": found})})
+    return step.model_copy(update={"state": step.state.model_copy(update={"jobs": restored})})
 
 
 def record_outcome(
@@ -24,6 +36,7 @@ def record_outcome(
     now: datetime,
     log_seconds: int = 7 * 86_400,
 ) -> OutcomeResult:
+    step = with_jobs_from_ledger(step, ledger)
     outcome, error, cause = decide_outcome(step)
     result = OutcomeResult(
         at=now,
@@ -38,24 +51,25 @@ def record_outcome(
     result = result.model_copy(update={"durations": phase_durations(record)})
 
     state = step.state
-    hold_until = None
-    if state.lock is not None and state.lock.locked and not state.lock.dry_run:
-        # Escalated nodes stay locked for a while so the automation does not loop on a node a
-        # human is looking at; everything else is released at once.
-        hold_until = now + escalation_hold if outcome == "escalated" else None
-        ledger.release_locks(step.execution_name, cluster, state.lock.locked, hold_until)
     safety = state.assessment.safety if state.assessment else None
-    if safety is not None and safety.reserved and not (state.request and state.request.dry_run):
-        ledger.release_capacity(cluster, safety.reserved)
-        if outcome in ("recovered", "escalated") and state.assessment:
-            # It acted on these nodes: the breaker and repeat-offender windows count it.
-            hostnames = [t.slurm_node for t in state.assessment.targets]
-            ledger.log_recovery(
-                cluster, RecoveryLogEntry(incident=step.execution_name, at=now, hostnames=hostnames, outcome=outcome), log_seconds
-            )
-    for reply in state.resubmissions:
-        if not reply.dry_run and not reply.result.already_submitted and reply.result.new_job_id:
-            ledger.complete_resubmission(cluster, reply.result.old_job_id, step.execution_name, reply.result.new_job_id)
+    if safety is not None and safety.reserved and outcome in ("recovered", "escalated") and state.assessment:
+        # It acted on these nodes: the breaker and repeat-offender windows count it (idempotent per
+        # incident, and written before settling so a retried step cannot skip it).
+        hostnames = [t.slurm_node for t in state.assessment.targets]
+        ledger.log_recovery(
+            cluster, RecoveryLogEntry(incident=step.execution_name, at=now, hostnames=hostnames, outcome=outcome), log_seconds
+        )
+    # Escalated nodes stay locked for a while so the automation does not loop on a node a human is
+    # looking at; everything else is released at once.
+    hold_until = now + escalation_hold if outcome == "escalated" else None
+    resubmitted = {
+        r.result.old_job_id: r.result.new_job_id
+        for r in state.replies
+        if not r.dry_run and r.result.new_job_id and not r.result.already_submitted and not r.result.restarted_by_slurm
+    }
+    settle_holdings(ledger, step.execution_name, resubmitted=resubmitted, hold_locks_until=hold_until, now=now)
+    if state.lock is None or not state.lock.locked or state.lock.dry_run:
+        hold_until = None  # nothing was locked: the notification promises no hold
 
     subject, body = notification(record, execution_url, hold_until=hold_until)
     notifier.publish(subject, body, {"outcome": outcome, "cluster": cluster})

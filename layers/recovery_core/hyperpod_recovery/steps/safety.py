@@ -1,24 +1,28 @@
-"""Apply Safety Policy: breaker, repeat offenders, cluster cap; then count the nodes against the cap."""
+"""Apply Safety Policy: one recovery per logical node, breaker, repeat offenders, cluster cap; then
+count the nodes against the cap."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from hyperpod_recovery.domain.safety import SafetyPolicy, apply_safety_policy
-from hyperpod_recovery.models.workflow import ApplySafetyPolicyInput, Assessment, SafetyState
+from hyperpod_recovery.models.workflow import ApplySafetyPolicyInput, Assessment, SafetyState, SkippedNode
 from hyperpod_recovery.observability import logger
 from hyperpod_recovery.steps.ports import Ledger
 
 
-def apply_safety(step: ApplySafetyPolicyInput, *, ledger: Ledger, policy: SafetyPolicy, now: datetime) -> Assessment:
+def apply_safety(
+    step: ApplySafetyPolicyInput, *, ledger: Ledger, policy: SafetyPolicy, reservation_ttl: timedelta, now: datetime
+) -> Assessment:
     request = step.request
+    logical = lock_logical_nodes(step, ledger=ledger, lock_ttl=reservation_ttl, now=now)
     breaker = ledger.breaker(request.cluster)
     assessment = apply_safety_policy(
-        step.assessment,
+        logical,
         policy,
         breaker=breaker,
         log=ledger.recovery_log(request.cluster),
-        in_recovery=ledger.nodes_in_recovery(request.cluster),
+        in_recovery=ledger.nodes_in_recovery(request.cluster, now),
         now=now,
     )
     safety = assessment.safety
@@ -29,7 +33,11 @@ def apply_safety(step: ApplySafetyPolicyInput, *, ledger: Ledger, policy: Safety
     if safety.breaker_tripped_now:
         ledger.save_breaker(request.cluster, breaker.changed_to("open", reason=safety.reason, by=step.execution_name, at=now))
         logger.warning("circuit breaker opened", extra={"reason": safety.reason})
-    if safety.reserved and not ledger.reserve_capacity(request.cluster, safety.reserved, safety.limit):
+    hostnames = [t.slurm_node for t in assessment.targets]
+    reserved = safety.reserved and ledger.reserve_capacity(
+        request.cluster, step.execution_name, safety.reserved, safety.limit, now, reservation_ttl, hostnames
+    )
+    if safety.reserved and not reserved:
         # Another incident took the last room between our read and our write.
         capped = safety.model_copy(
             update={"capped": True, "error": "ClusterCapReached", "reason": f"the cap of {safety.limit} nodes filled up", "reserved": []}
@@ -40,7 +48,42 @@ def apply_safety(step: ApplySafetyPolicyInput, *, ledger: Ledger, policy: Safety
     return assessment
 
 
-def report_safety_state(*, ledger: Ledger, cluster: str) -> SafetyState:
+HOST_LOCK_PREFIX = "host:"
+
+
+def lock_logical_nodes(step: ApplySafetyPolicyInput, *, ledger: Ledger, lock_ttl: timedelta, now: datetime) -> Assessment:
+    """One recovery per logical node (hostname), whatever its instance id.
+
+    A replacement comes up under the old node's hostname with a new instance id while the first
+    incident still waits for it. A fault reported for that new instance (HyperPod's health agent
+    checks it while it provisions) names an id no incident holds; without this lock a second
+    incident would replace the replacement. Targets whose hostname another live incident holds are
+    skipped as ``locked_elsewhere``: they join that recovery.
+    """
+    assessment, request = step.assessment, step.request
+    by_lock = {f"{HOST_LOCK_PREFIX}{t.slurm_node}": t for t in assessment.targets}
+    if not by_lock:
+        return assessment
+    if request.dry_run:
+        holders = {k: i for k, i in ledger.lock_holders(request.cluster, list(by_lock), now).items() if i != step.execution_name}
+    else:
+        holders = ledger.acquire_locks(step.execution_name, request.cluster, list(by_lock), now, lock_ttl).held_elsewhere
+    if not holders:
+        return assessment
+    skipped = [
+        SkippedNode(
+            node_id=by_lock[key].node_id,
+            reason="locked_elsewhere",
+            detail=f"{by_lock[key].slurm_node} is being recovered by incident {incident} (this instance may be its replacement)",
+        )
+        for key, incident in sorted(holders.items())
+    ]
+    kept = [t for key, t in by_lock.items() if key not in holders]
+    logger.info("nodes already in recovery by another incident", extra={"skipped": [s.detail for s in skipped]})
+    return assessment.model_copy(update={"targets": kept, "skipped": [*assessment.skipped, *skipped], "proceed": bool(kept)})
+
+
+def report_safety_state(*, ledger: Ledger, cluster: str, now: datetime) -> SafetyState:
     """Report Safety State (every 5 minutes): the breaker and the cap's use, as gauges for the
     dashboard and the BreakerOpen alarm, which then stays red until a human resets the breaker."""
     breaker = ledger.breaker(cluster)
@@ -49,5 +92,5 @@ def report_safety_state(*, ledger: Ledger, cluster: str) -> SafetyState:
         breaker_open=breaker.state == "open",
         breaker_reason=breaker.reason if breaker.state == "open" else None,
         breaker_changed_at=breaker.changed_at,
-        nodes_in_recovery=len(ledger.nodes_in_recovery(cluster)),
+        nodes_in_recovery=len(ledger.nodes_in_recovery(cluster, now)),
     )

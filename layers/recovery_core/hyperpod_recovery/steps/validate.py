@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 
 from pydantic import TypeAdapter, ValidationError
 
+from hyperpod_recovery.domain.freshness import EventAgeLimits, check_job_event_fresh, drop_stale_nodes
 from hyperpod_recovery.domain.normalize import GuardedCluster, translate_manual
 from hyperpod_recovery.errors import InvalidRecoveryRequest
 from hyperpod_recovery.models.common import format_validation_error
@@ -19,19 +20,30 @@ _START_INPUT: TypeAdapter[ManualRecoveryRequest | RecoveryRequest] = TypeAdapter
 RequestT = TypeVar("RequestT", RecoveryRequest, JobRecoveryRequest)
 
 
-def parse_start_input(adapter: TypeAdapter[Any], raw: dict[str, Any]) -> Any:
+def parse_start_input(adapter: TypeAdapter[Any], raw: Any) -> Any:
+    if not isinstance(raw, dict):
+        # aws stepfunctions start-execution --input '"i-0123..."' (or a list, a number): say so by name.
+        raise InvalidRecoveryRequest(f"request: expected a JSON object, got {type(raw).__name__} ({str(raw)[:80]!r})")
     try:
         return adapter.validate_python(raw)
     except ValidationError as exc:
         raise InvalidRecoveryRequest(format_validation_error(exc, drop_prefix=_UNION_TAGS)) from exc
+    except RecursionError as exc:
+        raise InvalidRecoveryRequest("request: nested too deeply") from exc
 
 
-def admit(request: RequestT, *, guarded: GuardedCluster, execution_name: str, stack_dry_run: bool, now: datetime) -> RequestT:
-    """The request as this execution runs it: our cluster only, named by the execution, and the
-    stack's dry-run setting wins (a request can ask for a dry run, never for a live one on a
-    dry-run stack)."""
+def admit(
+    request: RequestT, *, guarded: GuardedCluster, execution_name: str, stack_dry_run: bool, limits: EventAgeLimits, now: datetime
+) -> RequestT:
+    """The request as this execution runs it: our cluster only, fresh signals only, named by the
+    execution, and the stack's dry-run setting wins (a request can ask for a dry run, never for a
+    live one on a dry-run stack)."""
     if not guarded.owns(request.cluster):
         raise InvalidRecoveryRequest(f"cluster: {request.cluster!r} is not the cluster this stack guards ({guarded.name!r})")
+    if isinstance(request, RecoveryRequest):
+        request = drop_stale_nodes(request, limits, now)
+    else:
+        check_job_event_fresh(request, limits, now)
     return request.model_copy(
         update={
             "cluster": guarded.name,
@@ -42,7 +54,9 @@ def admit(request: RequestT, *, guarded: GuardedCluster, execution_name: str, st
     )
 
 
-def validate_request(step: ValidateRequestInput, *, guarded: GuardedCluster, stack_dry_run: bool, now: datetime) -> RecoveryRequest:
+def validate_request(
+    step: ValidateRequestInput, *, guarded: GuardedCluster, stack_dry_run: bool, limits: EventAgeLimits, now: datetime
+) -> RecoveryRequest:
     parsed = parse_start_input(_START_INPUT, step.request)
     request = translate_manual(parsed, now) if isinstance(parsed, ManualRecoveryRequest) else parsed
-    return admit(request, guarded=guarded, execution_name=step.execution_name, stack_dry_run=stack_dry_run, now=now)
+    return admit(request, guarded=guarded, execution_name=step.execution_name, stack_dry_run=stack_dry_run, limits=limits, now=now)

@@ -1,0 +1,133 @@
+"""The record of an execution that ended without recording its own outcome.
+
+Step Functions tells us about every end (its "Execution Status Change" event): a human's
+StopExecution, the execution timeout, States.Runtime, States.DataLimitExceeded, a Lambda that
+failed past its retries, Record Outcome itself failing. For those the incident record is written
+here, from what the event and the ledger say, so that every incident ends recorded and notified.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Literal
+
+from pydantic import ValidationError
+
+from hyperpod_recovery.domain.outcome import CAUSE_LIMIT, error_message, trigger_text
+from hyperpod_recovery.models.events import ExecutionStatusDetail
+from hyperpod_recovery.models.records import Holdings, IncidentRecord, Phase, TimelineEntry
+from hyperpod_recovery.models.requests import JobRecoveryRequest, RecoveryRequest
+
+UNRECORDED_ENDS = ("FAILED", "TIMED_OUT", "ABORTED")
+
+
+@dataclass(frozen=True)
+class EndedExecution:
+    """One execution's end, as its status-change event tells it."""
+
+    name: str
+    workflow: Literal["node", "job"]
+    status: str
+    error: str | None
+    cause: str | None
+    started_at: datetime | None
+    stopped_at: datetime | None
+    request: RecoveryRequest | JobRecoveryRequest | None
+
+    @property
+    def outcome(self) -> Literal["aborted", "failed"]:
+        return "aborted" if self.status == "ABORTED" else "failed"
+
+    @classmethod
+    def from_event(cls, detail: ExecutionStatusDetail, job_state_machine_arn: str) -> EndedExecution:
+        return cls(
+            name=detail.name,
+            workflow="job" if detail.stateMachineArn == job_state_machine_arn else "node",
+            status=detail.status,
+            error=detail.error,
+            cause=detail.cause,
+            started_at=_from_millis(detail.startDate),
+            stopped_at=_from_millis(detail.stopDate),
+            request=_request_from(detail.input),
+        )
+
+
+def _from_millis(value: int | None) -> datetime | None:
+    return None if value is None else datetime.fromtimestamp(value / 1000, UTC)
+
+
+def _request_from(raw: str | None) -> RecoveryRequest | JobRecoveryRequest | None:
+    """The request the execution was started with, when it was one intake sends (a manual
+    request's nodes are in the ledger's holdings instead)."""
+    try:
+        data = json.loads(raw or "null")
+    except (ValueError, RecursionError):
+        return None
+    for model in (RecoveryRequest, JobRecoveryRequest):
+        try:
+            return model.model_validate(data)
+        except (ValidationError, RecursionError):
+            continue
+    return None
+
+
+def unrecorded_end_record(
+    end: EndedExecution, cluster: str, held: Holdings | None, *, hold_until: datetime | None, dry_run: bool, now: datetime
+) -> IncidentRecord:
+    """The incident record of an execution that ended ``aborted``/``failed`` before recording."""
+    request = end.request
+    error = end.error or ("ExecutionAborted" if end.outcome == "aborted" else "ExecutionFailed")
+    how = {"ABORTED": "was stopped", "TIMED_OUT": "timed out", "FAILED": "failed"}[end.status]
+    when = f" at {end.stopped_at:%H:%M:%S} UTC" if end.stopped_at else ""
+    cause = f"the execution {how}{when} before it recorded an outcome"
+    if end.error:
+        cause += f": {end.error}: {error_message(end.cause)}"
+    released = []
+    if held is not None:
+        if held.reserved:
+            released.append(f"{len(held.reserved)} place(s) under the cluster cap")
+        if held.claims:
+            released.append(f"the resubmission claim(s) of job(s) {', '.join(sorted(held.claims))}")
+    summary = f"{'Stopped' if end.outcome == 'aborted' else 'Failed'} before it finished ({error}); " + (
+        f"released {' and '.join(released)}" if released else "it held nothing"
+    )
+    if hold_until is not None and held is not None and held.locks:
+        summary += f"; node(s) {', '.join(sorted(held.locks))} stay locked until {hold_until:%Y-%m-%d %H:%M} UTC"
+    summary += ". A human finishes what it started."
+    nodes = sorted(held.locks | held.reserved) if held else []
+    if isinstance(request, RecoveryRequest):
+        nodes = request.node_ids
+    timeline: list[TimelineEntry] = []
+    phases: list[Phase] = []
+    detected = request.detected_at if request else None
+    if isinstance(request, RecoveryRequest):
+        timeline += [TimelineEntry(at=t.detected_at, event="fault detected", detail=trigger_text(t)) for t in request.triggers]
+    elif isinstance(request, JobRecoveryRequest):
+        timeline.append(TimelineEntry(at=request.detected_at, event="job failed", detail=request.reason))
+    if end.started_at is not None:
+        timeline.append(TimelineEntry(at=end.started_at, event="event received", detail=f"incident {end.name}"))
+        if detected is not None and end.started_at >= detected:
+            phases.append(Phase(name="detect", start=detected, end=end.started_at))
+    if end.stopped_at is not None:
+        timeline.append(TimelineEntry(at=end.stopped_at, event=f"execution {end.status.lower()}", detail=cause))
+    timeline.append(TimelineEntry(at=now, event=f"outcome: {end.outcome}", detail=summary))
+    return IncidentRecord(
+        incident_id=end.name,
+        cluster=cluster,
+        workflow=end.workflow,
+        job_id=request.job_id if isinstance(request, JobRecoveryRequest) else None,
+        outcome=end.outcome,
+        dry_run=dry_run,
+        trigger=request.trigger_sources if isinstance(request, RecoveryRequest) else [request.source] if request else [],
+        nodes=nodes,
+        hostnames=sorted(held.hostnames) if held else [],
+        error=error,
+        cause=cause[:CAUSE_LIMIT],
+        summary=summary,
+        detected_at=detected,
+        recorded_at=now,
+        timeline=sorted(timeline, key=lambda e: e.at),
+        phases=phases,
+    )

@@ -1,0 +1,73 @@
+"""Reconcile Execution: every end of an execution is recorded and releases what it held.
+
+Run for each FAILED, TIMED_OUT or ABORTED execution of the stack's two state machines (Step
+Functions' status-change event, through EventBridge and a queue). An execution that recorded its
+outcome (escalated, capped, rejected and stale ones end in a Fail state by design) only has
+whatever it still holds settled, in case Record Outcome died half-way; one that never recorded gets
+its record (outcome ``aborted`` or ``failed``), its holdings settled, and a notification.
+Idempotent: a redelivered event finds the record and nothing left to settle.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Literal
+
+from hyperpod_recovery.domain.notification import notification
+from hyperpod_recovery.domain.reconcile import UNRECORDED_ENDS, EndedExecution, unrecorded_end_record
+from hyperpod_recovery.models.events import ExecutionStatusDetail
+from hyperpod_recovery.models.records import RecoveryLogEntry
+from hyperpod_recovery.observability import logger
+from hyperpod_recovery.steps.ports import Ledger, Notifier
+from hyperpod_recovery.steps.settle import settle_holdings
+
+
+@dataclass(frozen=True)
+class Reconciled:
+    incident: str
+    action: Literal["recorded", "settled", "ignored"]
+    outcome: str | None = None
+
+
+def reconcile_execution(
+    detail: ExecutionStatusDetail,
+    *,
+    ledger: Ledger,
+    notifier: Notifier,
+    cluster: str,
+    job_state_machine_arn: str,
+    stack_dry_run: bool,
+    escalation_hold: timedelta,
+    execution_url: str,
+    now: datetime,
+    log_seconds: int,
+) -> Reconciled:
+    if detail.status not in UNRECORDED_ENDS:
+        return Reconciled(detail.name, "ignored")
+    record = ledger.get_incident(detail.name)
+    if record is not None:
+        # It recorded its end; settle what a Record step that died half-way may have left.
+        resubmitted = {r.job: r.new_job_id for r in record.resubmissions if r.new_job_id}
+        hold = now + escalation_hold if record.outcome == "escalated" else None
+        settle_holdings(ledger, detail.name, resubmitted=resubmitted, hold_locks_until=hold, now=now)
+        return Reconciled(detail.name, "settled", record.outcome)
+
+    end = EndedExecution.from_event(detail, job_state_machine_arn)
+    held = ledger.holdings(detail.name)
+    # Its nodes are in an unknown state (half drained, half replaced): locked for a human, for a
+    # bounded time, like an escalation.
+    hold_until = now + escalation_hold if held is not None and held.locks else None
+    if held is not None and held.reserved:
+        # It passed the safety policy and was acting: the breaker and repeat-offender windows count it.
+        ledger.log_recovery(
+            cluster, RecoveryLogEntry(incident=end.name, at=now, hostnames=sorted(held.hostnames), outcome=end.outcome), log_seconds
+        )
+    dry_run = stack_dry_run or bool(end.request is not None and end.request.dry_run)
+    record = unrecorded_end_record(end, cluster, held, hold_until=hold_until, dry_run=dry_run, now=now)
+    ledger.save_incident(record)
+    settle_holdings(ledger, end.name, resubmitted={}, hold_locks_until=hold_until, now=now)
+    subject, body = notification(record, execution_url, hold_until=hold_until)
+    notifier.publish(subject, body, {"outcome": record.outcome, "cluster": cluster, "workflow": record.workflow})
+    logger.warning("execution ended without recording an outcome", extra={"incident": end.name, "status": end.status, "error": end.error})
+    return Reconciled(detail.name, "recorded", record.outcome)

@@ -1,0 +1,36 @@
+"""Every end of an incident settles what it holds: node locks, places under the cluster cap and
+resubmission claims. Record Outcome (and Record Job Outcome) call this at a normal end; Reconcile
+Execution calls it when the execution was aborted, timed out or crashed before recording.
+
+One path for both, so an end that skips Record Outcome cannot leave the cap shrunk or a job
+blocked. Idempotent: what is already settled is no longer in the holdings.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from hyperpod_recovery.models.records import Holdings
+from hyperpod_recovery.steps.ports import Ledger
+
+
+def settle_holdings(
+    ledger: Ledger, incident_id: str, *, resubmitted: dict[str, str], hold_locks_until: datetime | None, now: datetime
+) -> Holdings | None:
+    """Complete the claims of the jobs this incident resubmitted (old job id -> new job id), give
+    back every other claim (nothing was submitted, or Slurm requeued the job itself), give back
+    the cap places, and release the node locks or keep them until ``hold_locks_until``.
+
+    Returns what was held (None when the incident never held anything: a dry run, a rejection)."""
+    held = ledger.holdings(incident_id)
+    if held is None:
+        return None
+    for job_id, new_job_id in sorted(resubmitted.items()):
+        ledger.complete_resubmission(held.cluster, job_id, incident_id, new_job_id)
+    for job_id in sorted(held.claims - set(resubmitted)):
+        ledger.release_resubmission(held.cluster, job_id, incident_id)
+    if held.reserved:
+        ledger.release_capacity(held.cluster, incident_id, sorted(held.reserved), now)
+    if held.locks:
+        ledger.release_locks(incident_id, held.cluster, sorted(held.locks), hold_locks_until)
+    return held

@@ -1,0 +1,176 @@
+"""Nothing unbounded travels in a workflow's state.
+
+Step Functions fails an execution whose state passes 256 KiB with States.DataLimitExceeded, which
+no Catch of States.ALL catches: the execution dies without its record (Reconcile Execution then
+records it, but the recovery is lost). So every list and string the state models carry has a
+limit, checked here over the whole model tree, and a state built at realistic maxima (a 100-node
+storm, 100 jobs with long names and checkpoint prefixes, every reason at its budget) stays far
+below 256 KiB. Batch scripts, job specs and submission environments never travel in state: the
+agent keeps them on the controller, the ledger keeps the job descriptions.
+"""
+
+from __future__ import annotations
+
+import types
+import typing
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+from pydantic.fields import FieldInfo
+
+from hyperpod_recovery.domain.normalize import REQUEST_REASON_BUDGET, group_triggers
+from hyperpod_recovery.models.commands import (
+    CheckpointRef,
+    CommandReply,
+    DrainResult,
+    JobRef,
+    JobsOnNodesResult,
+    ResubmitResult,
+    ResumeResult,
+)
+from hyperpod_recovery.models.common import MAX_JOBS_PER_INCIDENT, MAX_NODES_PER_REQUEST
+from hyperpod_recovery.models.job_recovery import JobWorkflowState
+from hyperpod_recovery.models.requests import MAX_REQUEST_BYTES, Trigger
+from hyperpod_recovery.models.workflow import (
+    Assessment,
+    CheckpointPlan,
+    LockResult,
+    NodeTarget,
+    OutcomeResult,
+    RejoinWatch,
+    Replacement,
+    ResumePlan,
+    SafetyDecision,
+    WatchedNode,
+    WorkflowState,
+)
+from tests.fakes import T0
+
+STATE_LIMIT = 256 * 1024
+
+
+def _limit(metadata: list[Any]) -> int | None:
+    for item in metadata:
+        if isinstance(item, FieldInfo):
+            found = _limit(list(item.metadata))
+            if found is not None:
+                return found
+        value = getattr(item, "max_length", None)
+        if value is not None:
+            return int(value)
+    return None
+
+
+def unbounded_fields(annotation: Any, metadata: list[Any], path: str, seen: set[type]) -> list[str]:
+    """Every list, dict or string under ``annotation`` that has no maximum length."""
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Annotated:
+        return unbounded_fields(args[0], [*metadata, *args[1:]], path, seen)
+    if origin in (typing.Union, types.UnionType):
+        return [p for a in args if a is not type(None) for p in unbounded_fields(a, metadata, path, seen)]
+    if origin in (list, set, tuple, frozenset, dict):
+        own = [] if _limit(metadata) is not None else [path]
+        return own + [p for a in args for p in unbounded_fields(a, [], f"{path}[]", seen)]
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        if annotation in seen:
+            return []
+        seen.add(annotation)
+        return [
+            p
+            for name, field in annotation.model_fields.items()
+            for p in unbounded_fields(field.annotation, list(field.metadata), f"{path}.{name}", seen)
+        ]
+    if annotation is str:
+        patterned = any(getattr(m, "pattern", None) for m in metadata) or any(
+            isinstance(m, FieldInfo) and any(getattr(x, "pattern", None) for x in m.metadata) for m in metadata
+        )
+        return [] if _limit(metadata) is not None or patterned else [path]
+    return []
+
+
+@pytest.mark.parametrize("model", [WorkflowState, JobWorkflowState], ids=lambda m: m.__name__)
+def test_every_list_and_string_a_workflow_carries_has_a_limit(model: type[BaseModel]) -> None:
+    assert unbounded_fields(model, [], model.__name__, set()) == []
+
+
+def _node(n: int) -> tuple[str, str]:
+    return f"i-{n:017x}", f"ip-10-{n // 250}-{n % 250}-{n % 200}"
+
+
+def largest_realistic_state() -> WorkflowState:
+    """A 100-node storm under 100 jobs, every free text at its budget: the state Record Outcome gets."""
+    nodes = [_node(n) for n in range(MAX_NODES_PER_REQUEST)]
+    # Every node reported by a health event and an alarm, each with its own long reason.
+    triggers = [
+        Trigger(source=source, node_ids=[node_id], reason=(f"{source} {node_id} " + "x" * 1024)[:1024], detected_at=T0, event_id="e" * 36)
+        for node_id, _ in nodes
+        for source in ("hyperpod_node_health", "cloudwatch_alarm")
+    ]
+    (request,) = group_triggers(triggers, "c" * 63, MAX_NODES_PER_REQUEST)
+    request = request.model_copy(update={"incident_id": "hpr-100n-0123456789-20260314T0900", "received_at": T0})
+    now = T0 + timedelta(hours=1)
+    reply: dict[str, Any] = {"command_id": "x" * 80, "type": "drain_nodes", "requested_at": T0, "started_at": T0, "completed_at": now}
+    targets = [NodeTarget(node_id=i, instance_group="g" * 63, slurm_node=h, status="Running") for i, h in nodes]
+    safety = SafetyDecision(at=T0, reason="r" * 600, reserved=[i for i, _ in nodes], limit=100)
+    watch = RejoinWatch(
+        at=now,
+        started_at=T0,
+        deadline=now,
+        reboot_deadline=now,
+        checks=40,
+        nodes=[
+            WatchedNode(
+                node_id=i, slurm_node=h, initiation="initiated", status="Running", replacement_node_id=f"i-{n + 1000:017x}", rejoined=True
+            )
+            for n, (i, h) in enumerate(nodes)
+        ],
+        done=True,
+        next_wait_seconds=0,
+    )
+    long_uri = "s3://" + "b" * 63 + "/" + "p" * 180
+    plan = CheckpointPlan(
+        at=now,
+        jobs_found=MAX_JOBS_PER_INCIDENT,
+        resumable=[
+            ResumePlan(
+                job=JobRef(job_id=str(10_000_000 + j), name="n" * 64),
+                checkpoint=CheckpointRef(uri=f"{long_uri}/step-000012000/", step=12000, framework="torch-dcp"),
+                rejected=["r" * 200],
+            )
+            for j in range(MAX_JOBS_PER_INCIDENT)
+        ],
+    )
+    answers = [
+        # Resubmit Jobs keeps times, dry_run and the result of each answer (its ResultSelector)
+        CommandReply[ResubmitResult](
+            requested_at=now, completed_at=now, result=ResubmitResult(old_job_id=str(10_000_000 + j), new_job_id=str(20_000_000 + j))
+        )
+        for j in range(MAX_JOBS_PER_INCIDENT)
+    ]
+    return WorkflowState(
+        request=request,
+        lock=LockResult(at=T0, locked=[i for i, _ in nodes], proceed=True),
+        assessment=Assessment(at=T0, orchestrator="slurm", node_recovery="Automatic", targets=targets, proceed=True, safety=safety),
+        cordon=CommandReply[DrainResult].model_validate({**reply, "result": {"drained": [h for _, h in nodes]}}),
+        jobs=CommandReply[JobsOnNodesResult].model_validate({**reply, "type": "jobs_on_nodes", "result": {"count": 100}}),
+        replacement=Replacement(at=T0, calls=4, proceed=True, watch=watch),
+        resume=CommandReply[ResumeResult].model_validate({**reply, "type": "resume_nodes", "result": {"resumed": [h for _, h in nodes]}}),
+        checkpoints=plan,
+        resubmissions=answers,
+    )
+
+
+def test_the_largest_realistic_node_recovery_state_stays_far_below_the_limit() -> None:
+    state = largest_realistic_state()
+    outcome = OutcomeResult(at=T0, incident_id="x" * 80, outcome="escalated", error="E" * 64, cause="c" * 4000, summary="s" * 8000)
+    size = len(state.model_dump_json()) + len(outcome.model_dump_json())
+    assert size < STATE_LIMIT * 0.75, f"{size} bytes"
+
+
+def test_a_storm_request_fits_its_budget_whatever_its_events_say() -> None:
+    request = largest_realistic_state().request
+    assert request is not None
+    assert len(request.model_dump_json()) <= MAX_REQUEST_BYTES
+    assert sum(len(t.reason) for t in request.triggers) <= REQUEST_REASON_BUDGET + 400 * 40

@@ -1,0 +1,156 @@
+"""Every end is an end: an execution stopped, timed out or crashed before Record Outcome is
+recorded (aborted / failed), gives back what it held, and a human is told (Reconcile Execution)."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from hyperpod_recovery.models.events import ExecutionStatusChangeEvent, ExecutionStatusDetail
+from hyperpod_recovery.models.records import IncidentRecord, Resubmission
+from hyperpod_recovery.steps.reconcile import reconcile_execution
+from hyperpod_recovery.steps.settle import settle_holdings
+from tests.conftest import load_event
+from tests.fakes import CLUSTER, T0, FakeLedger, FakeNotifier, node_id
+
+TTL = timedelta(hours=6)
+HOLD = timedelta(hours=24)
+JOB_MACHINE = "arn:aws:states:us-west-2:111122223333:stateMachine:hyperpod-recovery-llm-train-job-recovery"
+INCIDENT = "hpr-i-0391f86fa0fe0d465-20260314T0920"
+
+
+def _detail(sample: str = "stepfunctions/execution_aborted.json", **changes: Any) -> ExecutionStatusDetail:
+    event = ExecutionStatusChangeEvent.model_validate(load_event(sample))
+    return event.detail.model_copy(update=changes)
+
+
+def _holding_incident(ledger: FakeLedger, incident: str = INCIDENT) -> None:
+    """An incident that locked its node, took a place under the cap and claimed a job, then died."""
+    node = "i-0391f86fa0fe0d465"
+    ledger.acquire_locks(incident, CLUSTER, [node], T0, TTL)
+    ledger.reserve_capacity(CLUSTER, incident, [node], 1, T0, TTL, ["ip-10-1-0-7"])
+    ledger.claim_resubmission(CLUSTER, "1001", incident, T0, TTL)
+
+
+def _reconcile(detail: ExecutionStatusDetail, ledger: FakeLedger, notifier: FakeNotifier, now: Any = None) -> Any:
+    return reconcile_execution(
+        detail,
+        ledger=ledger,
+        notifier=notifier,
+        cluster=CLUSTER,
+        job_state_machine_arn=JOB_MACHINE,
+        stack_dry_run=False,
+        escalation_hold=HOLD,
+        execution_url="https://console/x",
+        now=now or T0 + timedelta(minutes=50),
+        log_seconds=86_400,
+    )
+
+
+@pytest.mark.parametrize(
+    ("sample", "status", "outcome", "error"),
+    [
+        ("stepfunctions/execution_aborted.json", "ABORTED", "aborted", "ExecutionAborted"),
+        ("stepfunctions/execution_failed.json", "FAILED", "failed", "States.DataLimitExceeded"),
+        ("stepfunctions/execution_failed.json", "TIMED_OUT", "failed", "States.DataLimitExceeded"),
+    ],
+)
+def test_an_end_without_an_outcome_is_recorded_released_and_notified(sample: str, status: str, outcome: str, error: str) -> None:
+    # Given an incident that held a node, a place under the cap and a job claim when it ended
+    ledger, notifier = FakeLedger(), FakeNotifier()
+    _holding_incident(ledger)
+    # When its end reaches Reconcile Execution
+    result = _reconcile(_detail(sample, status=status), ledger, notifier)
+    # Then it is recorded with that outcome and the error that ended it
+    record = ledger.incidents[INCIDENT]
+    assert (result.action, record.outcome, record.error) == ("recorded", outcome, error)
+    assert record.nodes == ["i-0391f86fa0fe0d465"] and record.hostnames == ["ip-10-1-0-7"]
+    # And the cap place and the job claim are given back at once; the node stays locked for a human, for a bounded time
+    now = T0 + timedelta(minutes=50)
+    assert ledger.nodes_in_recovery(CLUSTER, now) == set() and ledger.resubmission_claim(CLUSTER, "1001") is None
+    assert ledger.locks[(CLUSTER, "i-0391f86fa0fe0d465")] == (INCIDENT, now + HOLD)
+    assert ledger.holdings(INCIDENT).empty
+    # And a human is told what happened and what was released
+    subject, body, attributes = notifier.published[0]
+    assert outcome in subject and attributes["outcome"] == outcome and "ACTION NEEDED" in body and "place(s) under the cluster cap" in body
+    # And the breaker's window counts it (it had passed the safety policy and was acting)
+    assert [(e.incident, e.outcome) for e in ledger.recovery_log(CLUSTER)] == [(INCIDENT, outcome)]
+
+
+def test_an_aborted_recovery_no_longer_shrinks_the_cap_for_the_next_fault() -> None:
+    # Given a cap of one node, taken by a recovery a human then stopped mid-rejoin
+    ledger = FakeLedger()
+    _holding_incident(ledger)
+    assert not ledger.reserve_capacity(CLUSTER, "next", [node_id(9)], 1, T0 + timedelta(minutes=50), TTL)
+    # When its end is reconciled
+    _reconcile(_detail(), ledger, FakeNotifier())
+    # Then an unrelated fault 50 minutes later fits under the cap again
+    assert ledger.reserve_capacity(CLUSTER, "next", [node_id(9)], 1, T0 + timedelta(minutes=50), TTL)
+
+
+def test_a_redelivered_end_changes_nothing_and_notifies_once() -> None:
+    ledger, notifier = FakeLedger(), FakeNotifier()
+    _holding_incident(ledger)
+    _reconcile(_detail(), ledger, notifier)
+    again = _reconcile(_detail(), ledger, notifier)
+    assert again.action == "settled" and len(notifier.published) == 1
+
+
+def test_an_incident_that_recorded_its_end_is_only_settled() -> None:
+    # Given an escalated incident whose Record Outcome saved the record and then died before releasing
+    ledger, notifier = FakeLedger(), FakeNotifier()
+    _holding_incident(ledger)
+    record = IncidentRecord(
+        incident_id=INCIDENT,
+        cluster=CLUSTER,
+        outcome="escalated",
+        dry_run=False,
+        trigger=["hyperpod_node_health"],
+        nodes=["i-0391f86fa0fe0d465"],
+        summary="Escalated",
+        recorded_at=T0,
+        resubmissions=[Resubmission(job="1001", job_name="llama", new_job_id="1002", checkpoint_step=3000, checkpoint_uri="s3://b/p/")],
+    )
+    ledger.save_incident(record)
+    # When the execution's failed end arrives (escalations end in a Fail state by design)
+    result = _reconcile(_detail("stepfunctions/execution_failed.json", error="RejoinDeadlineExceeded"), ledger, notifier)
+    # Then the record stays as it was, nobody is paged twice, and what it held is settled:
+    # the job it did resubmit keeps its completed claim, the cap place is given back
+    assert result.action == "settled" and ledger.incidents[INCIDENT] == record and notifier.published == []
+    assert ledger.resubmission_claim(CLUSTER, "1001").new_job_id == "1002"
+    assert ledger.nodes_in_recovery(CLUSTER, T0) == set() and ledger.holdings(INCIDENT).empty
+
+
+def test_an_end_that_held_nothing_is_recorded_as_holding_nothing() -> None:
+    ledger, notifier = FakeLedger(), FakeNotifier()
+    result = _reconcile(_detail(input="not json"), ledger, notifier)
+    record = ledger.incidents[INCIDENT]
+    assert result.action == "recorded" and "it held nothing" in record.summary and record.nodes == []
+
+
+def test_a_running_or_succeeded_execution_is_not_reconciled() -> None:
+    ledger, notifier = FakeLedger(), FakeNotifier()
+    assert _reconcile(_detail(status="SUCCEEDED"), ledger, notifier).action == "ignored"
+    assert ledger.incidents == {} and notifier.published == []
+
+
+def test_a_job_recovery_end_is_recorded_as_a_job_incident() -> None:
+    ledger, notifier = FakeLedger(), FakeNotifier()
+    job_request = {"cluster": CLUSTER, "job_id": "1001", "source": "manual", "reason": "drill", "detected_at": T0.isoformat()}
+    _reconcile(_detail(stateMachineArn=JOB_MACHINE, input=json.dumps(job_request)), ledger, notifier)
+    record = ledger.incidents[INCIDENT]
+    assert (record.workflow, record.job_id, record.trigger) == ("job", "1001", ["manual"])
+
+
+def test_settling_completes_what_was_resubmitted_and_gives_back_every_other_claim() -> None:
+    # Given an incident that claimed two jobs and resubmitted one of them
+    ledger = FakeLedger()
+    ledger.claim_resubmission(CLUSTER, "1", "inc", T0, TTL)
+    ledger.claim_resubmission(CLUSTER, "2", "inc", T0, TTL)
+    # When it settles
+    settle_holdings(ledger, "inc", resubmitted={"1": "11"}, hold_locks_until=None, now=T0)
+    # Then job 1's claim names its resubmission, and job 2 is free for the next failure
+    assert ledger.resubmission_claim(CLUSTER, "1").new_job_id == "11" and ledger.resubmission_claim(CLUSTER, "2") is None
