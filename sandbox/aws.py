@@ -48,6 +48,7 @@ from moto import mock_aws
 from moto.awslambda_simple.models import LambdaSimpleBackend
 from moto.core.botocore_stubber import BotocoreStubber, MockRawResponse
 from moto.core.exceptions import JsonRESTError
+from moto.core.responses import ActionResult
 from moto.events.utils import EventTemplateParser
 from moto.stepfunctions.parser.api import ExecutionStatus, HistoryEventType, LambdaFunctionFailedEventDetails
 from moto.stepfunctions.parser.asl.component.common.error_name.custom_error_name import CustomErrorName
@@ -60,6 +61,7 @@ from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.resou
 from moto.stepfunctions.parser.asl.component.state.wait.wait_function import wait_function
 from moto.stepfunctions.parser.asl.eval.callback.callback import (
     CallbackConsumerLeft,
+    CallbackConsumerTimeout,
     CallbackNotifyConsumerError,
     CallbackOutcomeTimedOut,
     CallbackPoolManager,
@@ -67,7 +69,7 @@ from moto.stepfunctions.parser.asl.eval.callback.callback import (
 from moto.stepfunctions.parser.asl.eval.event.event_detail import EventDetails
 from moto.stepfunctions.parser.asl.eval.event.event_manager import EventManager
 from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
-from moto.stepfunctions.responses import get_backend
+from moto.stepfunctions.responses import StepFunctionResponse, get_backend
 
 from sandbox.clock import EPOCH, VirtualClock
 from sandbox.hyperpod import ACCOUNT, HyperPodDouble, serve
@@ -105,6 +107,8 @@ class ApiCalls:
     def __init__(self) -> None:
         self.counts: Counter[str] = Counter()
         self._lock = threading.Lock()
+        # Lambda function logical id -> the (botocore service id, operation) pairs its handler called.
+        self.by_function: dict[str, set[tuple[str, str]]] = {}
 
     @staticmethod
     def active() -> bool:
@@ -127,6 +131,25 @@ class ApiCalls:
     def record(self, service: str, action: str) -> None:
         with self._lock:
             self.counts[f"{SERVICE_NAMES.get(service, service)}.{action}"] += 1
+
+    # --- which function made a call (the IAM contract test compares them with its policy) ---
+    @contextmanager
+    def inside(self, function: str) -> Iterator[None]:
+        """Calls made in this block are ``function``'s (a Lambda handler running)."""
+        previous = getattr(_local, "function", None)
+        _local.function = function
+        with self._lock:
+            self.by_function.setdefault(function, set())  # it ran, with or without AWS calls
+        try:
+            yield
+        finally:
+            _local.function = previous
+
+    def record_by_function(self, service: str, action: str) -> None:
+        function = getattr(_local, "function", None)
+        if function is not None:
+            with self._lock:
+                self.by_function.setdefault(function, set()).add((service, action))
 
 
 class TimelineRandom:
@@ -262,6 +285,13 @@ class SandboxAWS:
             if execution.exec_status in (None, ExecutionStatus.RUNNING)
         }
 
+    def executions(self) -> list[Any]:
+        """Every execution of the drill, nested ones included, in the order they were started
+        (moto's backend objects: name, execution_arn, state_machine_arn, exec_status, ...)."""
+        backend = get_backend(ACCOUNT, REGION)
+        found = [execution for machine in list(backend.state_machines) for execution in list(machine.executions)]
+        return sorted(found, key=lambda execution: execution.start_date)
+
     def client(self, service: str) -> Any:
         """One client per service for the runner (building one loads the service's model: slow)."""
         if service not in self._clients:
@@ -276,8 +306,9 @@ class SandboxAWS:
         def counted_send(stubber: BotocoreStubber, event_name: str, request: Any, **kwargs: Any) -> Any:
             # Every HTTP attempt of every client passes here as "before-send.<service id>.<Operation>",
             # S3's included (moto's S3 does not dispatch through BaseResponse.call_action).
+            _, service, operation = event_name.split(".", 2)
+            sandbox.api_calls.record_by_function(service, operation)
             if ApiCalls.active():
-                _, service, operation = event_name.split(".", 2)
                 sandbox.api_calls.record(service, operation)
                 injected = sandbox.take_ledger_error(service, operation)
                 if injected:
@@ -294,7 +325,8 @@ class SandboxAWS:
             task_token = event.get("task_token") if isinstance(event, dict) else None
             with sandbox.clock.on(timeline or sandbox.clock.current()):
                 try:
-                    result = sandbox.handlers[fn.function_name](event, FakeContext(fn.function_name, fn.function_arn))
+                    with sandbox.api_calls.inside(fn.function_name):
+                        result = sandbox.handlers[fn.function_name](event, FakeContext(fn.function_name, fn.function_arn))
                 except Exception as exc:  # what Lambda does with an unhandled exception
                     response_headers["x-amz-function-error"] = "Unhandled"
                     return json.dumps({"errorType": type(exc).__name__, "errorMessage": str(exc), "stackTrace": []}).encode()
@@ -323,6 +355,7 @@ class SandboxAWS:
         self._patch_task_token_timeouts(stack)
         self._patch_lambda_service_errors(stack)
         self._patch_task_heartbeats(stack)
+        self._patch_history_paging(stack)
         stack.enter_context(mock.patch.object(retrier_decl.RetrierDecl, "_eval_body", retrier_body))
         virtual_sleep = types.SimpleNamespace(sleep=lambda seconds: self.clock.sleep(seconds, reason=RETRY_BACKOFF))
         stack.enter_context(mock.patch.object(retrier_decl, "time", virtual_sleep))
@@ -382,6 +415,26 @@ class SandboxAWS:
         stack.enter_context(mock.patch.object(EventManager, "add_event", add_event))
 
     @staticmethod
+    def _patch_history_paging(stack: ExitStack) -> None:
+        """GetExecutionHistory as Step Functions pages it: ``reverseOrder`` (newest first),
+        ``maxResults`` (default 100, at most 1000) and ``nextToken``. moto returns every event,
+        oldest first, whatever is asked, which would hide a reader that pages wrongly."""
+        original = StepFunctionResponse.get_execution_history
+
+        def get_execution_history(response: StepFunctionResponse) -> Any:
+            events = list(original(response).result["events"])
+            if response._get_param("reverseOrder"):
+                events.reverse()
+            size = min(int(response._get_param("maxResults") or 100), 1000)
+            offset = int(response._get_param("nextToken") or 0)
+            page: dict[str, Any] = {"events": events[offset : offset + size]}
+            if offset + size < len(events):
+                page["nextToken"] = str(offset + size)
+            return ActionResult(page)
+
+        stack.enter_context(mock.patch.object(StepFunctionResponse, "get_execution_history", get_execution_history))
+
+    @staticmethod
     def _patch_task_heartbeats(stack: ExitStack) -> None:
         """SendTaskHeartbeat as Step Functions answers it: accepted for any task still waiting for its
         token, whether or not its state sets HeartbeatSeconds; TaskTimedOut for one that timed out;
@@ -437,7 +490,12 @@ class SandboxAWS:
             if outcome is None:
                 sandbox.clock.sleep(timeout_seconds, timeline=_execution_name(env))
                 outcome = callback_endpoint.wait(timeout=0)
-            return outcome if outcome is not None else CallbackOutcomeTimedOut(callback_id=callback_endpoint.callback_id)
+            if outcome is not None:
+                return outcome
+            # The task timed out: from now on its token is dead (SendTaskHeartbeat/Success answer
+            # TaskTimedOut), even while the rest of the execution runs on, as on AWS.
+            callback_endpoint.report(CallbackConsumerTimeout())
+            return CallbackOutcomeTimedOut(callback_id=callback_endpoint.callback_id)
 
         stack.enter_context(mock.patch.object(callback, "_eval_wait_for_task_token", wait_for_token))
 

@@ -46,6 +46,9 @@ class VirtualClock:
         self._parked: dict[tuple[str, int], float] = {}
         self._released: set[tuple[str, int]] = set()  # sleepers the runner has let go, not yet running
         self._waiting_on: dict[str, str] = {}  # parent timeline -> the nested execution it waits for
+        self._stopped: set[str] = set()  # timelines of executions stopped from outside: they never wait again
+        self._started: dict[str, float] = {}  # when each timeline began
+        self._woken: set[str] = set()  # timelines let go before their wake-up time (their wait was answered)
         self._horizon = 0.0
         self._closed = False
         # (timeline, reason, start, end) of the jumps made with a reason: the report names these waits.
@@ -76,7 +79,13 @@ class VirtualClock:
         if name not in self._anchor:
             # A new execution starts at the driver's present (the moment it was started).
             self._anchor[name] = (self._now_locked(DRIVER), time.perf_counter())
+            self._started[name] = self._anchor[name][0]
         return name
+
+    def started_at(self, timeline: str) -> float:
+        """When a timeline began (an execution's start), in virtual seconds."""
+        with self._lock:
+            return self._started.get(timeline, self._now_locked(self._anchored(timeline)))
 
     def _now_locked(self, name: str) -> float:
         virtual, real = self._anchor[name]
@@ -88,6 +97,8 @@ class VirtualClock:
         name = timeline or self.current()
         with self._lock:
             start = self._now_locked(self._anchored(name))
+            if name in self._stopped:
+                return  # a stopped execution's thread winds down at once, as StopExecution ends it at once
             target = start + max(0.0, seconds)
             if reason is not None and target > start:
                 self.waits.append((name, reason, start, target))
@@ -95,6 +106,9 @@ class VirtualClock:
             if target > self._horizon and name != DRIVER:
                 self._anchor[name] = (max(start, self._horizon), time.perf_counter())
                 self._park(name, target)
+                if name in self._stopped or name in self._woken:
+                    self._woken.discard(name)
+                    return  # woken early: its time stays where the wake found it
             # Real time spent parked is the runner's, not the pipeline's: restart the real anchor.
             self._anchor[name] = (target, time.perf_counter())
 
@@ -107,6 +121,7 @@ class VirtualClock:
         runner's order, instead of racing each other in real time."""
         with self._lock:
             self._park(timeline, self._now_locked(self._anchored(timeline)))
+            self._woken.discard(timeline)
 
     def _park(self, name: str, wake: float) -> None:
         sleeper = (name, threading.get_ident())
@@ -123,6 +138,7 @@ class VirtualClock:
         with self._lock:
             if name not in self._anchor:
                 self._anchor[name] = (self._now_locked(parent) if parent in self._anchor else self._now_locked(DRIVER), time.perf_counter())
+                self._started[name] = self._anchor[name][0]
 
     def wait_on(self, parent: str, child: str) -> None:
         with self._lock:
@@ -137,11 +153,42 @@ class VirtualClock:
             self._anchor[parent] = (max(self._now_locked(parent), end), time.perf_counter())
 
     # --- the runner's side ----------------------------------------------------------------
+    def stop(self, timeline: str) -> None:
+        """An execution was stopped (StopExecution): let its parked thread go now, without the
+        jump it waited for, and never park it again, so the interpreter sees the stop and ends."""
+        with self._lock:
+            self._stopped.add(timeline)
+            self._anchor[timeline] = (max(self._now_locked(self._anchored(timeline)), self._horizon), time.perf_counter())
+        # Let go at once, not in turn: a stopped execution only winds down (no Lambda runs after
+        # StopExecution), and the runner waits for it to end before anything else moves.
+        self._release_stopped(timeline)
+
+    def wake(self, timeline: str) -> bool:
+        """Make a timeline's parked thread due now, at the horizon, instead of at the wake-up time
+        it asked for: what it waited for (a task token's answer) came early. It still goes in
+        ``run_until``'s order, one at a time. False if none was parked."""
+        with self._lock:
+            sleepers = [s for s in self._parked if s[0] == timeline]
+            for sleeper in sleepers:
+                self._parked[sleeper] = self._horizon
+            if sleepers:
+                self._woken.add(timeline)
+                # It goes on from the present (the horizon), where what woke it happened.
+                self._anchor[timeline] = (max(self._now_locked(timeline), self._horizon), time.perf_counter())
+            return bool(sleepers)
+
+    def _release_stopped(self, timeline: str) -> None:
+        with self._lock:
+            for sleeper in [s for s in self._parked if s[0] == timeline]:
+                self._parked.pop(sleeper)
+                self._released.add(sleeper)
+            self._lock.notify_all()
+
     def set_driver_time(self, moment: float) -> None:
         with self._lock:
             self._anchor[DRIVER] = (moment, time.perf_counter())
 
-    def run_until(self, moment: float, running: Callable[[], set[str]]) -> None:
+    def run_until(self, moment: float, running: Callable[[], set[str]], between: Callable[[], None] | None = None) -> None:
         """Let every live timeline reach ``moment``, one parked sleeper at a time.
 
         The next to go is the earliest wake-up time, ties broken by timeline name; it runs alone
@@ -149,10 +196,15 @@ class VirtualClock:
         executions waking at the same virtual moment (a replacement starting while another
         execution classifies the job on that node) would otherwise race in real time, and which
         one a loaded machine ran first decided what the other saw. ``moment`` may be inf: run
-        until no execution is left.
+        until no execution is left. ``between`` runs each time every execution is parked, before
+        the next one goes: the runner delivers there what AWS would deliver on its own (the
+        status-change events of executions that ended).
         """
         while True:
             self.wait_until_parked(running)
+            if between is not None:
+                between()
+                self.wait_until_parked(running)
             with self._lock:
                 sleeper = min(self._parked, key=lambda s: (self._parked[s], s[0]), default=None)
                 if sleeper is None or self._parked[sleeper] > moment:

@@ -225,14 +225,16 @@ def _incident(
         "cause": execution.get("cause"),
     }
     if record is None:
-        # The execution ended before Record Outcome could run (e.g. the ledger itself failed).
+        # No record at all: neither Record Outcome nor Reconcile Execution wrote one (a defect:
+        # every end is recorded), or a dry run's execution that records nothing.
         return {
             **base,
             "workflow": "job" if execution["stateMachineArn"].endswith("-job-recovery") else "node",
             "job": None,
             "trigger": [],
             "nodes": [],
-            "outcome": "escalated" if execution["status"] != "SUCCEEDED" else "unknown",
+            "hostnames": [],
+            "outcome": "unrecorded",
             "phases": [],
             "resubmissions": [],
             "timeline": [],
@@ -248,6 +250,7 @@ def _incident(
         "job": record.job_id,
         "trigger": record.trigger,
         "nodes": record.nodes,
+        "hostnames": [h.split(".", 1)[0] for h in record.hostnames],
         "outcome": record.outcome,
         "error": record.error or base["error"],
         "cause": record.cause or base["cause"],
@@ -408,6 +411,15 @@ def _intake(runner: DrillRunner) -> dict[str, Any]:
     return {
         "events_put": runner.events_put,
         "intake_invocations": len(runner.intake_responses),
+        # Executions that ended failed, timed out or aborted: their status-change event went to
+        # Reconcile Execution (which records those that never recorded themselves).
+        "ends_reconciled": sorted(runner.ends_published),
+        "reconcile_invocations": len(runner.reconcile_responses),
+        # Invocations that failed or reported records they could not process (left on the queue).
+        "reconcile_failures": sum(
+            1 for r in runner.reconcile_responses if not isinstance(r, dict) or "errorType" in r or r.get("batchItemFailures")
+        ),
+        "aborted_by_operator": list(runner.aborted),
         "record_failures": failures,
         "dead_lettered": int(dlq),
         "drills_started": runner.drill_count,

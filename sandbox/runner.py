@@ -37,6 +37,9 @@ from sandbox.scenario import FaultSpec, Scenario, ScenarioError, expand_range
 from sandbox.slurm import SimulatedController, SlurmJob
 
 ESM_BATCH_SIZE = 100  # template.yaml IntakeFunction BatchSize
+RECONCILE_BATCH_SIZE = 10  # template.yaml ReconcileExecutionFunction BatchSize
+# What Step Functions sends to EventBridge for every status change; the stack's rule keeps these.
+UNRECORDED_END_STATUSES = ("FAILED", "TIMED_OUT", "ABORTED")
 FINISH_TIMEOUT_SECONDS = 300.0  # real seconds; a drill normally takes one or two
 
 
@@ -46,6 +49,7 @@ class Delivery:
 
     at: float
     faults: list[FaultSpec]
+    agent_back: bool = False  # the controller agent comes back and works through its backlog
 
 
 class DrillRunner:
@@ -63,12 +67,16 @@ class DrillRunner:
             self.slurm = RealController(scenario, log_path.parent, self.clock, self.epoch)
             hostnames = self.slurm.hostnames
         else:
-            self.slurm = SimulatedController(self.clock, self.epoch, scenario.behaviour.agent_seconds, scenario.behaviour.agent_down)
+            behaviour = scenario.behaviour
+            self.slurm = SimulatedController(self.clock, self.epoch, behaviour.agent_seconds, behaviour.agent_down, behaviour.agent_back_at)
             hostnames = {}
         self.double = HyperPodDouble(scenario.cluster, scenario.behaviour, REGION, self.epoch, now=self.clock.now, hostnames=hostnames)
         self.intake_responses: list[dict[str, Any]] = []
         self.events_put = 0
         self.drill_count = 0
+        self.ends_published: set[str] = set()  # executions whose status-change event went out
+        self.reconcile_responses: list[Any] = []
+        self.aborted: dict[str, tuple[str, str]] = {}  # executions an abort fault stopped: (error, cause) given
 
     # --- entry points -------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
@@ -155,8 +163,10 @@ class DrillRunner:
                 "faults: kind 'job_failed' runs on the simulated Slurm only; on a real slurmctld the agent's epilog "
                 "reports real job failures (tests/slurm/test_job_failed_events.py)"
             )
-        if isinstance(self.slurm, RealController) and self.scenario.behaviour.agent_down:
-            raise ScenarioError("behaviour.agent_down: with --slurm real, stop the agent process instead (the simulated Slurm models it)")
+        if isinstance(self.slurm, RealController) and (self.scenario.behaviour.agent_down or self.scenario.behaviour.agent_back_at):
+            raise ScenarioError(
+                "behaviour.agent_down and agent_back_at: with --slurm real, stop the agent process instead (the simulated Slurm models it)"
+            )
 
     # --- setup --------------------------------------------------------------------------
     def _populate(self, aws: SandboxAWS) -> None:
@@ -190,7 +200,7 @@ class DrillRunner:
         deliveries: list[Delivery] = []
         pending: list[FaultSpec] = []
         for fault in sorted(self.scenario.faults, key=lambda f: f.at):
-            if fault.kind == "drill":
+            if fault.kind in ("drill", "abort"):
                 deliveries.append(Delivery(fault.at, [fault]))
                 continue
             if pending and fault.at > pending[0].at + window:
@@ -199,6 +209,8 @@ class DrillRunner:
             pending.append(fault)
         if pending:
             deliveries.append(Delivery(pending[0].at + window, pending))
+        if self.scenario.behaviour.agent_back_at is not None:
+            deliveries.append(Delivery(self.scenario.behaviour.agent_back_at, [], agent_back=True))
         return sorted(deliveries, key=lambda d: d.at)
 
     # --- time ---------------------------------------------------------------------------
@@ -207,7 +219,7 @@ class DrillRunner:
 
     def _advance_to(self, moment: float) -> None:
         """Let every running execution reach ``moment`` (in wake-up order), then put the driver there."""
-        self.clock.run_until(moment, self._running)
+        self.clock.run_until(moment, self._running, between=self._publish_execution_ends)
         self.clock.set_driver_time(moment)
 
     def _wait_for_executions(self) -> None:
@@ -215,12 +227,77 @@ class DrillRunner:
         while self._running():
             if time.monotonic() > deadline:
                 raise RuntimeError(f"executions still running after {FINISH_TIMEOUT_SECONDS:.0f}s of real time: {sorted(self._running())}")
-            self.clock.run_until(math.inf, self._running)
+            self.clock.run_until(math.inf, self._running, between=self._publish_execution_ends)
+        self._publish_execution_ends()
+
+    # --- what AWS delivers on its own -----------------------------------------------------
+    def _publish_execution_ends(self) -> None:
+        """Step Functions sends a status-change event to EventBridge for every execution that ends;
+        the stack's rule forwards the failed, timed-out and aborted ones to the reconcile queue,
+        whose event source mapping invokes Reconcile Execution. Run whenever every execution is
+        parked, so an end is reconciled before anything later happens; at the virtual moment the
+        execution ended (the driver's clock is put there while the reconcile runs)."""
+        for execution in self.aws.executions():
+            status = execution.exec_status.value if execution.exec_status is not None else "RUNNING"
+            if status not in UNRECORDED_END_STATUSES or execution.name in self.ends_published:
+                continue
+            self.ends_published.add(execution.name)
+            ended_at = self.clock.now(execution.name)
+            started_at = self.clock.started_at(execution.name)
+            detail = {
+                "executionArn": execution.execution_arn,
+                "stateMachineArn": execution.state_machine_arn,
+                "name": execution.name,
+                "status": status,
+                "startDate": int((self.epoch + timedelta(seconds=started_at)).timestamp() * 1000),
+                "stopDate": int((self.epoch + timedelta(seconds=ended_at)).timestamp() * 1000),
+                "input": execution.execution_input,
+                "inputDetails": {"included": True},
+                "output": None,
+                "outputDetails": None,
+                # moto drops StopExecution's error and cause; Step Functions keeps them.
+                "error": execution.error or self.aborted.get(execution.name, (None, None))[0],
+                "cause": execution.cause or self.aborted.get(execution.name, (None, None))[1],
+            }
+            present = self.clock.now(DRIVER)
+            self.clock.set_driver_time(max(present, ended_at))
+            try:
+                self._put("aws.states", "Step Functions Execution Status Change", detail, [execution.execution_arn], ended_at, fault=False)
+                self._run_reconcile_mapping()
+            finally:
+                self.clock.set_driver_time(present)
+
+    def _run_reconcile_mapping(self) -> None:
+        sqs = self.aws.client("sqs")
+        url = self.aws.queue_urls["ReconcileQueue"]
+        while True:
+            messages = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=RECONCILE_BATCH_SIZE, AttributeNames=["All"]).get(
+                "Messages", []
+            )
+            if not messages:
+                return
+            event = {"Records": [_sqs_record(m, url) for m in messages]}
+            with self.aws.api_calls.counting():
+                response = self.aws.client("lambda").invoke(FunctionName="ReconcileExecutionFunction", Payload=json.dumps(event))
+            result = json.loads(response["Payload"].read())
+            self.reconcile_responses.append(result)
+            failed = _failed_items(response, result, messages)
+            for message in messages:
+                if message["MessageId"] not in failed:
+                    sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+            if failed:
+                return  # left for SQS to redeliver (after its visibility timeout: not within this drill)
 
     # --- faults -------------------------------------------------------------------------
     def _deliver(self, delivery: Delivery) -> None:
+        if delivery.agent_back:
+            assert isinstance(self.slurm, SimulatedController)
+            for execution in self.slurm.catch_up():
+                self.clock.wake(execution)  # its task had been waiting for this answer: it goes on now
         for fault in delivery.faults:
-            if fault.kind == "drill":
+            if fault.kind == "abort":
+                self._abort(fault)
+            elif fault.kind == "drill":
                 self._start_drill(fault)
             elif fault.kind == "job_failed":
                 event = self._fail_job(fault)
@@ -230,8 +307,25 @@ class DrillRunner:
                 for _ in range(fault.repeat + 1):
                     for ref in fault.node_refs:
                         self._put_event(fault, ref)
-        if any(f.kind != "drill" for f in delivery.faults):
+        if any(f.kind not in ("drill", "abort") for f in delivery.faults):
             self._run_event_source_mapping()
+
+    def _abort(self, fault: FaultSpec) -> None:
+        """An operator's StopExecution of the drill's n-th execution. Step Functions ends it at
+        once: its thread, parked in a wait, is let go without the jump and the interpreter stops."""
+        assert fault.execution is not None
+        started = self.aws.executions()
+        if fault.execution > len(started):
+            raise ScenarioError(f"abort at {fault.at:g}: execution {fault.execution} was never started ({len(started)} were)")
+        execution = started[fault.execution - 1]
+        if execution.exec_status is not None and execution.exec_status.value != "RUNNING":
+            return  # it had already ended: StopExecution changes nothing (the report shows its own end)
+        with self.aws.api_calls.counting(False):  # the operator's call, not the pipeline's
+            self.aws.client("stepfunctions").stop_execution(
+                executionArn=execution.execution_arn, error="Drill.Abort", cause=f"stopped by the scenario's abort fault at {fault.at:g} s"
+            )
+        self.aborted[execution.name] = ("Drill.Abort", f"stopped by the scenario's abort fault at {fault.at:g} s")
+        self.clock.stop(execution.name)
 
     def _put_event(self, fault: FaultSpec, ref: str) -> None:
         node = self.double.current(ref, t=fault.at)
@@ -292,12 +386,12 @@ class DrillRunner:
             )
         self._put(source, detail_type, detail, resources, fault.at - fault.event_age_seconds)
 
-    def _put(self, source: str, detail_type: str, detail: dict[str, Any], resources: list[str], at: float) -> None:
+    def _put(self, source: str, detail_type: str, detail: dict[str, Any], resources: list[str], at: float, *, fault: bool = True) -> None:
         when = self.epoch + timedelta(seconds=at)
         self.aws.client("events").put_events(
             Entries=[{"Source": source, "DetailType": detail_type, "Detail": json.dumps(detail), "Resources": resources, "Time": when}]
         )
-        self.events_put += 1
+        self.events_put += fault
 
     def _fail_job(self, fault: FaultSpec) -> dict[str, Any]:
         """End the job's current incarnation in Slurm, and build the event the agent's epilog sends."""
@@ -349,7 +443,7 @@ class DrillRunner:
                 response = self.aws.client("lambda").invoke(FunctionName="IntakeFunction", Payload=json.dumps(event))
             result = json.loads(response["Payload"].read())
             self.intake_responses.append(result)
-            failed = {f["itemIdentifier"] for f in result.get("batchItemFailures", [])} if isinstance(result, dict) else set()
+            failed = _failed_items(response, result, messages)
             for message in messages:
                 if message["MessageId"] not in failed:
                     sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
@@ -394,6 +488,14 @@ class DrillRunner:
             name=f"drill-{self.scenario.name}-{self.drill_count}",
             input=json.dumps(request),
         )
+
+
+def _failed_items(response: dict[str, Any], result: Any, messages: list[dict[str, Any]]) -> set[str]:
+    """The messages an SQS event source mapping leaves on the queue after an invocation: the
+    partial-batch failures it reported, or every message of a batch whose invocation failed."""
+    if response.get("FunctionError"):
+        return {m["MessageId"] for m in messages}
+    return {f["itemIdentifier"] for f in result.get("batchItemFailures", [])} if isinstance(result, dict) else set()
 
 
 def _sqs_record(message: dict[str, Any], queue_url: str) -> dict[str, Any]:

@@ -77,7 +77,7 @@ class JobSpec(_Strict):
 
 class FaultSpec(_Strict):
     at: float = Field(ge=0)
-    kind: Literal["node_health", "alarm", "job_failed", "drill"]
+    kind: Literal["node_health", "alarm", "job_failed", "drill", "abort"]
     node: str | None = None
     nodes: list[str] | None = None
     repeat: int = Field(default=0, ge=0, le=1000)  # extra copies of the same event (HyperPod may send several)
@@ -101,10 +101,19 @@ class FaultSpec(_Strict):
     # The event's own time stamp is this many seconds before it is delivered at ``at``: a replay,
     # a redrive or a backlog (negative: stamped in the future, a wrong clock). Events only.
     event_age_seconds: float = 0.0
+    # abort: an operator's StopExecution of the n-th execution the drill started (1 = the first,
+    # in start order, nested ones included), wherever it is.
+    execution: int | None = Field(default=None, ge=1)
 
     @model_validator(mode="after")
     def _has_nodes(self) -> FaultSpec:
         refs = self.node_refs
+        if (self.kind == "abort") != (self.execution is not None):
+            raise ValueError("'execution' (which execution to stop, 1 = the first started) goes with kind 'abort', and only there")
+        if self.kind == "abort":
+            if refs or self.job or self.repeat or self.event_age_seconds:
+                raise ValueError("an abort names only 'execution'")
+            return self
         if self.kind == "job_failed" or (self.kind == "drill" and self.job):
             if not self.job:
                 raise ValueError("a job_failed fault needs 'job' (a job id from 'jobs')")
@@ -167,7 +176,16 @@ class BehaviourSpec(_Strict):
     # Nodes missing from Slurm's configuration: the agent answers NodeNotFound for them.
     missing_in_slurm: list[str] = Field(default_factory=list)
     agent_down: StrictBool = False
+    # The agent is down until this virtual second, then comes back and works through what queued
+    # up meanwhile (a command whose task already timed out must not be executed).
+    agent_back_at: float | None = Field(default=None, gt=0)
     lost_responses: list[LostResponseSpec] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _agent_down_or_back(self) -> BehaviourSpec:
+        if self.agent_down and self.agent_back_at is not None:
+            raise ValueError("agent_down (never answers) and agent_back_at (comes back) exclude each other")
+        return self
 
 
 class CapsSpec(_Strict):

@@ -254,8 +254,15 @@ class _TimedExecutor(CommandExecutor):
         self.clock = clock
         self.agent_seconds = agent_seconds
         self.lock = threading.RLock()
+        # Working through a backlog on the runner's thread (an agent back after an outage): at the
+        # runner's present, without the modelled latency (a jump there would park the runner itself).
+        self.catching_up = False
 
     def execute(self, envelope: CommandEnvelope) -> CommandReply[Any]:
+        if self.catching_up:
+            with self.lock:
+                reply = super().execute(envelope)
+            return reply.model_copy(update={"completed_at": self.now()})
         with self.clock.on(envelope.execution_name):
             self.clock.sleep(QUEUE_LAG_SECONDS)
             with self.lock:
@@ -267,10 +274,13 @@ class _TimedExecutor(CommandExecutor):
 class SimulatedController:
     """The controller node of a drill: simulated Slurm, real agent code, in-process."""
 
-    def __init__(self, clock: VirtualClock, epoch: datetime, agent_seconds: float, agent_down: bool) -> None:
+    def __init__(
+        self, clock: VirtualClock, epoch: datetime, agent_seconds: float, agent_down: bool, agent_back_at: float | None = None
+    ) -> None:
         self.clock = clock
         self.epoch = epoch
         self.agent_down = agent_down
+        self.agent_back_at = agent_back_at
         self.slurm = SimulatedSlurm()
         self.executor = _TimedExecutor(self.slurm, clock, epoch, agent_seconds)
         self.commands: list[dict[str, Any]] = []  # what the agent did, for the report
@@ -325,7 +335,7 @@ class SimulatedController:
         cost, so the empty look at the queue is made uncounted and the useful receive counted.
         """
         agent = self.agent
-        if self.agent_down or agent is None:
+        if self.agent_down or agent is None or self._away():
             return
         with self._receiving:
             while True:
@@ -341,7 +351,38 @@ class SimulatedController:
         for message in mine:
             self._answer(agent, message)
 
-    def _answer(self, agent: Agent, message: dict[str, Any]) -> None:
+    def _away(self) -> bool:
+        return self.agent_back_at is not None and self.clock.now() < self.agent_back_at
+
+    def catch_up(self) -> list[str]:
+        """The agent is back (``agent_back_at``): it works through every command that queued up
+        while it was away, as the real agent's first polls would, on the runner's thread. Returns
+        the tasks it answered, so the runner can wake those still waiting for their answer."""
+        agent = self.agent
+        if agent is None:
+            return []
+        with self._receiving:
+            while True:
+                messages = agent.receive(wait_seconds=0)
+                if not messages:
+                    break
+                self.count_call("sqs", "ReceiveMessage")  # only the polls that return work, as in pump
+                for message in messages:
+                    self._inbox.setdefault(_token_of(message), []).append(message)
+            backlog = [m for queued in self._inbox.values() for m in queued]
+            self._inbox.clear()
+        answered: list[str] = []
+        self.executor.catching_up = True
+        try:
+            with ApiCalls.counting():  # the agent's work, on the runner's thread: the pipeline's calls
+                for message in backlog:
+                    if self._answer(agent, message) not in _NOT_ANSWERED:
+                        answered.append(str(json.loads(message["Body"]).get("execution_name", "")))
+        finally:
+            self.executor.catching_up = False
+        return [name for name in answered if name]
+
+    def _answer(self, agent: Agent, message: dict[str, Any]) -> str:
         outcome = agent.handle(message)
         entry: dict[str, Any] = {
             "type": outcome.command_type or "invalid",
@@ -356,6 +397,11 @@ class SimulatedController:
             entry["at"] = (parsed.completed_at - self.epoch).total_seconds()
             entry["result"] = parsed.model_dump(mode="json")["result"]
         self.commands.append(entry)
+        return outcome.status
+
+
+# Agent outcomes after which the waiting task got no answer (agent.Outcome.status).
+_NOT_ANSWERED = frozenset({"expired", "unverified", "unanswered", "dropped"})
 
 
 def _token_of(message: dict[str, Any]) -> str | None:

@@ -242,6 +242,13 @@ class FakeLedger:
                 del mine[n]
         self._unhold(incident_id, "reserved", node_ids)
 
+    def hold_capacity_until(self, cluster: str, incident_id: str, node_ids: list[str], until: datetime, now: datetime) -> None:
+        mine = self.reservations.get(cluster, {})
+        for n in node_ids:
+            if n in mine and mine[n][0] == incident_id:
+                mine[n] = (incident_id, min(mine[n][1], until))
+        self._unhold(incident_id, "reserved", node_ids)
+
     def save_jobs(self, incident_id: str, jobs: list[JobSpec], now: datetime) -> None:
         self.jobs[incident_id] = [j.model_copy(deep=True) for j in jobs]
 
@@ -413,6 +420,17 @@ class FakeDeadLetters:
         self.sent.append((body, reason, message_id))
 
 
+@dataclass
+class FakeExecutionHistory:
+    """States entered by execution ARN; an ARN missing reads as unreadable (None), like a
+    GetExecutionHistory that failed."""
+
+    entered: dict[str, list[tuple[str, datetime]]] = field(default_factory=dict)
+
+    def states_entered(self, execution_arn: str) -> list[tuple[str, datetime]] | None:
+        return self.entered.get(execution_arn)
+
+
 def fake_dependencies(cluster: FakeCluster | None = None, **settings_overrides: str) -> Dependencies:
     return Dependencies(
         settings=make_settings(**settings_overrides),
@@ -423,4 +441,5 @@ def fake_dependencies(cluster: FakeCluster | None = None, **settings_overrides: 
         checkpoints=FakeCheckpointStore(),
         starter=FakeStarter(),
         dead_letters=FakeDeadLetters(),
+        history=FakeExecutionHistory(),
     )

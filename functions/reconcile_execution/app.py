@@ -6,6 +6,8 @@ batch processing retries only the records whose ledger or SNS call failed transi
 is not a status-change event is logged and dropped (retrying it cannot help).
 """
 
+from datetime import timedelta
+
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
@@ -46,6 +48,8 @@ def lambda_handler(event: dict, context, deps: Dependencies | None = None):
             execution_url=deps.execution_url(detail.name, workflow),
             now=deps.now(),
             log_seconds=deps.safety_policy.log_seconds,
+            rejoin_deadline=timedelta(seconds=settings.rejoin_deadline_seconds),
+            history=deps.history,
         )
         if result.action == "recorded":
             metrics.add_metric(name=RECONCILED[result.outcome or "failed"], unit=MetricUnit.Count, value=1)

@@ -201,6 +201,73 @@ def test_ledger_reservations_expire_so_a_lost_end_heals_itself(ledger: Any) -> N
     assert ledger.reserve_capacity("c", "next", ["n3", "n4"], 2, later, TTL) is True
 
 
+def test_ledger_holds_an_in_flight_place_until_a_deadline_and_no_longer_counts_it_as_held(ledger: Any) -> None:
+    # Given an incident holding two places, one node of which is still being replaced when it ends
+    assert ledger.reserve_capacity("c", "ended", ["n1", "n2"], 2, T0, TTL)
+    deadline = T0 + timedelta(minutes=45)
+    # When the place of the node in flight is kept until a deadline (another incident's are untouched)
+    ledger.hold_capacity_until("c", "ended", ["n1"], deadline, T0)
+    ledger.hold_capacity_until("c", "other", ["n2"], deadline, T0)
+    ledger.release_capacity("c", "ended", ["n2"], T0)
+    # Then it still counts until the deadline, and not after; the incident holds nothing any more
+    assert ledger.nodes_in_recovery("c", deadline) == {"n1"} and ledger.nodes_in_recovery("c", deadline + timedelta(seconds=1)) == set()
+    assert ledger.holdings("ended").empty
+    # And a deadline later than the reservation's own expiry never lengthens it
+    assert ledger.reserve_capacity("c", "x", ["n3"], 2, T0, timedelta(minutes=5))
+    ledger.hold_capacity_until("c", "x", ["n3"], T0 + timedelta(hours=1), T0)
+    assert "n3" not in ledger.nodes_in_recovery("c", T0 + timedelta(minutes=6))
+
+
+def test_execution_history_reads_newest_first_in_pages_and_returns_oldest_first() -> None:
+    # Given an execution history of 2,500 events, read through botocore's own model of
+    # GetExecutionHistory (a Stubber checks every parameter against it)
+    from botocore.stub import Stubber
+
+    from hyperpod_recovery.adapters import execution_history
+    from hyperpod_recovery.adapters.execution_history import StepFunctionsHistory
+
+    sfn = boto3.client("stepfunctions", region_name=REGION)
+    arn = f"arn:aws:states:{REGION}:111122223333:execution:stack-node-recovery:inc-1"
+    events = [
+        {"id": i, "timestamp": T0 + timedelta(seconds=i), "type": "TaskStateEntered", "stateEnteredEventDetails": {"name": f"S{i}"}}
+        if i % 2
+        else {"id": i, "timestamp": T0 + timedelta(seconds=i), "type": "TaskStateExited"}
+        for i in range(1, 2501)
+    ]
+    newest_first = events[::-1]
+    with Stubber(sfn) as stub:
+        for page, start in enumerate(range(0, 2500, 1000)):
+            params: dict[str, Any] = {"executionArn": arn, "reverseOrder": True, "maxResults": 1000, "includeExecutionData": False}
+            if page:
+                params["nextToken"] = f"t{page}"
+            response: dict[str, Any] = {"events": newest_first[start : start + 1000]}
+            if start + 1000 < 2500:
+                response["nextToken"] = f"t{page + 1}"
+            stub.add_response("get_execution_history", response, params)
+        entered = StepFunctionsHistory(stepfunctions=sfn).states_entered(arn)
+    # Then every state entered is there, oldest first
+    assert entered is not None and [name for name, _ in entered] == [f"S{i}" for i in range(1, 2501, 2)]
+    # And a history longer than the bound is read only that far, keeping the newest (where it stopped)
+    with Stubber(sfn) as stub, pytest.MonkeyPatch.context() as patch:
+        patch.setattr(execution_history, "MAX_EVENTS_READ", 1000)
+        params = {"executionArn": arn, "reverseOrder": True, "maxResults": 1000, "includeExecutionData": False}
+        stub.add_response("get_execution_history", {"events": newest_first[:1000], "nextToken": "t1"}, params)
+        entered = StepFunctionsHistory(stepfunctions=sfn).states_entered(arn)
+        stub.assert_no_pending_responses()
+    assert entered is not None and entered[-1][0] == "S2499" and len(entered) == 500
+
+
+def test_execution_history_that_cannot_be_read_is_none_not_an_error() -> None:
+    from botocore.stub import Stubber
+
+    from hyperpod_recovery.adapters.execution_history import StepFunctionsHistory
+
+    sfn = boto3.client("stepfunctions", region_name=REGION)
+    with Stubber(sfn) as stub:
+        stub.add_client_error("get_execution_history", "AccessDeniedException", "not allowed")
+        assert StepFunctionsHistory(stepfunctions=sfn).states_entered("arn:aws:states:us-west-2:1:execution:m:e") is None
+
+
 def test_ledger_keeps_the_breaker_and_the_recovery_log(ledger: Any) -> None:
     from hyperpod_recovery.models.records import BreakerState, RecoveryLogEntry
 

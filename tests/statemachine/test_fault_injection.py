@@ -37,10 +37,42 @@ def test_every_fault_ends_named_with_no_double_restart_and_nothing_past_the_cap(
     # No job lost: a job on a replaced node was resubmitted, unless a human has its incident
     replaced = {r["hostname"] for r in report["replacements"]}
     resubmitted = {s["old_job_id"] for s in report["slurm"]["submissions"]}
-    escalated = any(i["outcome"] == "escalated" for i in report["incidents"])
+    # (an escalated, aborted or failed incident hands its jobs to a human, with its nodes locked)
+    handed_over = set().union(*[i["hostnames"] for i in report["incidents"] if i["outcome"] in ("escalated", "aborted", "failed")])
     for job in scenario.jobs:
-        if _hostnames(scenario, job.nodes) & replaced and not escalated:
+        if _hostnames(scenario, job.nodes) & replaced - handed_over:
             assert job.id in resubmitted, f"job {job.id} on a replaced node was not resubmitted"
+    # Every execution that ended failed, timed out or aborted reached Reconcile Execution, which
+    # processed every end it was given
+    assert set(report["intake"]["ends_reconciled"]) == {i["id"] for i in report["incidents"] if i["execution_status"] != "SUCCEEDED"}
+    assert report["intake"]["reconcile_failures"] == 0
+    # The agent never ran a command whose task was already dead (it would have found no one to answer: dropped)
+    assert not [c for c in report["slurm"]["commands"] if c["status"] == "dropped"]
+
+
+def test_an_agent_back_after_its_commands_timed_out_does_not_run_them(tmp_path: Path) -> None:
+    # Given the controller agent is away until long after Cordon Nodes timed out and the incident escalated
+    fault = next(f for f in SUITE if f.name == "agent-back-after-timeout")
+    report = DrillRunner(scenario_of(fault), log_path=tmp_path / "lambda.log").run()
+    # When it comes back and finds the drain command on its queue
+    # Then it does not drain: the command is expired, and no node is drained in Slurm
+    assert [(c["type"], c["status"]) for c in report["slurm"]["commands"]] == [("drain_nodes", "expired")]
+    assert report["slurm"]["drained_nodes"] == {}
+
+
+def test_an_aborted_incident_keeps_its_in_flight_place_only_until_the_rejoin_deadline(tmp_path: Path) -> None:
+    # Given an incident stopped by an operator while its replacement provisions, on a cap of one node
+    fault = next(f for f in SUITE if f.name == "aborted-mid-rejoin-then-new-faults")
+    report = DrillRunner(scenario_of(fault), log_path=tmp_path / "lambda.log").run()
+    aborted, capped, recovered = report["incidents"]
+    # Then it ends aborted, recorded with where it stopped and what it had started, and a human is told
+    assert aborted["outcome"] == "aborted" and "in Wait For Rejoin" in aborted["cause"]
+    assert "replacement of" in aborted["summary"] and "still being replaced" in aborted["summary"]
+    assert any("aborted" in n["subject"] for n in report["notifications"])
+    # And its phases come from its history (the rejoin wait is provisioning, not overhead)
+    assert [p["name"] for p in aborted["phases"]][:2] == ["detect", "assess"] and aborted["provisioning_seconds"] > 0
+    # And a fault within the rejoin deadline is capped (the place is kept), one after it recovers
+    assert (capped["outcome"], recovered["outcome"]) == ("capped", "recovered")
 
 
 def _hostnames(scenario: Scenario, nodes: str) -> set[str]:

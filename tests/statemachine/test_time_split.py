@@ -76,7 +76,9 @@ def test_every_incident_split_adds_up_and_record_swallows_no_wait(report_of: Dri
         assert [_term(t)[0] for t in terms.split(" + ")] == labels, line
         assert sum(_term(t)[1] for t in terms.split(" + ")) == _term(total)[1], line
         # And Record Outcome is only its own work, which takes no virtual time: it never holds a wait
-        assert [_length(p) for p in incident["phases"] if p["name"] == "record"] == [0.0], incident["id"]
+        # (an execution stopped or crashed before it is recorded by Reconcile Execution: no record phase)
+        records = [] if incident["outcome"] in ("aborted", "failed") else [0.0]
+        assert [_length(p) for p in incident["phases"] if p["name"] == "record"] == records, incident["id"]
         # And the phases run in order, the last one ending when the outcome was recorded
         assert incident["phases"] == sorted(incident["phases"], key=lambda p: (p["start"], p["end"]))
         assert incident["phases"][-1]["end"] == incident["timeline"][-1]["at"]

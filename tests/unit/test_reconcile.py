@@ -4,17 +4,18 @@ recorded (aborted / failed), gives back what it held, and a human is told (Recon
 from __future__ import annotations
 
 import json
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
+from hyperpod_recovery.errors import LedgerUnavailable
 from hyperpod_recovery.models.events import ExecutionStatusChangeEvent, ExecutionStatusDetail
 from hyperpod_recovery.models.records import IncidentRecord, Resubmission
 from hyperpod_recovery.steps.reconcile import reconcile_execution
 from hyperpod_recovery.steps.settle import settle_holdings
 from tests.conftest import load_event
-from tests.fakes import CLUSTER, T0, FakeLedger, FakeNotifier, node_id
+from tests.fakes import CLUSTER, T0, FakeExecutionHistory, FakeLedger, FakeNotifier, node_id
 
 TTL = timedelta(hours=6)
 HOLD = timedelta(hours=24)
@@ -35,7 +36,7 @@ def _holding_incident(ledger: FakeLedger, incident: str = INCIDENT) -> None:
     ledger.claim_resubmission(CLUSTER, "1001", incident, T0, TTL)
 
 
-def _reconcile(detail: ExecutionStatusDetail, ledger: FakeLedger, notifier: FakeNotifier, now: Any = None) -> Any:
+def _reconcile(detail: ExecutionStatusDetail, ledger: FakeLedger, notifier: FakeNotifier, now: Any = None, history: Any = None) -> Any:
     return reconcile_execution(
         detail,
         ledger=ledger,
@@ -47,6 +48,8 @@ def _reconcile(detail: ExecutionStatusDetail, ledger: FakeLedger, notifier: Fake
         execution_url="https://console/x",
         now=now or T0 + timedelta(minutes=50),
         log_seconds=86_400,
+        rejoin_deadline=timedelta(minutes=45),
+        history=history,
     )
 
 
@@ -91,6 +94,87 @@ def test_an_aborted_recovery_no_longer_shrinks_the_cap_for_the_next_fault() -> N
     assert ledger.reserve_capacity(CLUSTER, "next", [node_id(9)], 1, T0 + timedelta(minutes=50), TTL)
 
 
+def test_an_aborted_recovery_keeps_the_place_of_a_replacement_in_flight_until_the_rejoin_deadline() -> None:
+    # Given a cap of one node, taken by a recovery stopped while the replacement it initiated provisions
+    ledger = FakeLedger()
+    _holding_incident(ledger)
+    ledger.mark_replacements_initiated(INCIDENT, ["i-0391f86fa0fe0d465"], T0)
+    history = FakeExecutionHistory({_detail().executionArn: [("Replace Nodes", T0), ("Wait For Rejoin", T0 + timedelta(minutes=1))]})
+    now = T0 + timedelta(minutes=5)
+    # When its end is reconciled
+    _reconcile(_detail(), ledger, FakeNotifier(), now=now, history=history)
+    # Then that node still counts against the cap until the rejoin deadline from the end (it is still out), then expires
+    deadline = _stopped_at() + timedelta(minutes=45)
+    assert ledger.nodes_in_recovery(CLUSTER, deadline) == {"i-0391f86fa0fe0d465"}
+    assert ledger.nodes_in_recovery(CLUSTER, deadline + timedelta(seconds=1)) == set()
+    # And the incident holds nothing (nobody has to give it back), and the record says so
+    record = ledger.incidents[INCIDENT]
+    assert ledger.holdings(INCIDENT).empty and "still being replaced" in record.summary and "in Wait For Rejoin" in record.cause
+    # And its phases are read from its history
+    assert [p.name for p in record.phases] == ["replace", "wait_for_rejoin"]
+
+
+def _stopped_at() -> datetime:
+    stop = _detail().stopDate
+    assert stop is not None
+    return datetime.fromtimestamp(stop / 1000, UTC)
+
+
+def test_a_reboot_in_flight_keeps_its_place_and_is_named_a_reboot() -> None:
+    ledger = FakeLedger()
+    _holding_incident(ledger)
+    ledger.mark_replacements_initiated(INCIDENT, ["reboot:i-0391f86fa0fe0d465"], T0)
+    _reconcile(_detail(), ledger, FakeNotifier())
+    record = ledger.incidents[INCIDENT]
+    assert "reboot of i-0391f86fa0fe0d465 had been initiated" in record.summary and "reboot:" not in record.summary
+    assert ledger.nodes_in_recovery(CLUSTER, _stopped_at() + timedelta(minutes=45)) == {"i-0391f86fa0fe0d465"}
+
+
+@pytest.mark.parametrize("fails", ["hold_capacity_until", "release_locks", "publish"])
+def test_a_delivery_that_failed_half_way_is_finished_by_the_redelivery(fails: str) -> None:
+    # Given an aborted incident with a replacement in flight, whose first reconcile fails half-way
+    ledger, notifier = FakeLedger(), FakeNotifier()
+    _holding_incident(ledger)
+    ledger.mark_replacements_initiated(INCIDENT, ["i-0391f86fa0fe0d465"], T0)
+    target = notifier if fails == "publish" else ledger
+    original = getattr(target, fails)
+
+    def broken(*args: Any, **kwargs: Any) -> None:
+        raise LedgerUnavailable("injected")
+
+    setattr(target, fails, broken)
+    with pytest.raises(LedgerUnavailable):
+        _reconcile(_detail(), ledger, notifier)
+    setattr(target, fails, original)
+    # When SQS delivers the same end again, later
+    result = _reconcile(_detail(), ledger, notifier, now=T0 + timedelta(hours=1))
+    # Then it finishes the same way the first would have: the in-flight place kept (not released),
+    # the node lock held for a human from the first attempt's time, and exactly one notification
+    assert result.action == "settled" and ledger.incidents[INCIDENT].outcome == "aborted"
+    assert ledger.nodes_in_recovery(CLUSTER, _stopped_at() + timedelta(minutes=45)) == {"i-0391f86fa0fe0d465"}
+    assert ledger.locks[(CLUSTER, "i-0391f86fa0fe0d465")] == (INCIDENT, T0 + timedelta(minutes=50) + HOLD)
+    assert ledger.holdings(INCIDENT).empty and len(notifier.published) == 1
+
+
+def test_an_aborted_recovery_that_saw_its_nodes_back_gives_every_place_back() -> None:
+    ledger = FakeLedger()
+    _holding_incident(ledger)
+    ledger.mark_replacements_initiated(INCIDENT, ["i-0391f86fa0fe0d465"], T0)
+    history = FakeExecutionHistory({_detail().executionArn: [("Wait For Rejoin", T0), ("Resume Nodes", T0 + timedelta(minutes=12))]})
+    _reconcile(_detail(), ledger, FakeNotifier(), history=history)
+    assert ledger.nodes_in_recovery(CLUSTER, T0 + timedelta(minutes=50)) == set()
+
+
+def test_an_unreadable_history_still_records_and_releases() -> None:
+    # Given the history cannot be read (FakeExecutionHistory without the execution answers None)
+    ledger = FakeLedger()
+    _holding_incident(ledger)
+    result = _reconcile(_detail(), ledger, FakeNotifier(), history=FakeExecutionHistory())
+    # Then the end is recorded all the same, with no phases beyond detection
+    assert result.action == "recorded" and ledger.holdings(INCIDENT).empty
+    assert [p.name for p in ledger.incidents[INCIDENT].phases] in ([], ["detect"])
+
+
 def test_a_redelivered_end_changes_nothing_and_notifies_once() -> None:
     ledger, notifier = FakeLedger(), FakeNotifier()
     _holding_incident(ledger)
@@ -128,7 +212,7 @@ def test_an_end_that_held_nothing_is_recorded_as_holding_nothing() -> None:
     ledger, notifier = FakeLedger(), FakeNotifier()
     result = _reconcile(_detail(input="not json"), ledger, notifier)
     record = ledger.incidents[INCIDENT]
-    assert result.action == "recorded" and "it held nothing" in record.summary and record.nodes == []
+    assert result.action == "recorded" and "released nothing" in record.summary and record.nodes == []
 
 
 def test_a_running_or_succeeded_execution_is_not_reconciled() -> None:

@@ -31,75 +31,11 @@ from typing import Any, TextIO
 from botocore.exceptions import BotoCoreError, ClientError
 
 from hyperpod_recovery.domain.durations import format_duration, offset_text
+from hyperpod_recovery.domain.phases import PHASE_OF_STATE
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_AWS = 0, 1, 2, 3
 NODE_REF = re.compile(r"^(?P<group>[A-Za-z0-9-]+):(?P<index>[0-9]+)$")
 
-# Which phase of the drill report each state belongs to (docs/runbook.md, Running a drill).
-# tests/contract/test_observability.py checks every state of both workflows is named here.
-PHASE_OF_STATE = {
-    # NodeRecovery
-    "Receive Request": "assess",
-    "Validate Request": "assess",
-    "Lock Nodes": "assess",
-    "Check Lock": "assess",
-    "Assess Nodes": "assess",
-    "Check Targets": "assess",
-    "Apply Safety Policy": "assess",
-    "Check Safety": "assess",
-    "Cordon Nodes": "cordon",
-    "Find Affected Jobs": "find_jobs",
-    "Replace Nodes": "replace",
-    "Check Replacement": "replace",
-    "Wait For Rejoin": "wait_for_rejoin",
-    "Check Rejoin": "wait_for_rejoin",
-    "Check Rejoined": "wait_for_rejoin",
-    "Resume Nodes": "resume",
-    "Find Newest Checkpoint": "find_checkpoint",
-    "Forget Job Details": "find_checkpoint",
-    "Resubmit Jobs": "resubmit",
-    "Resubmit Job": "resubmit",
-    "Note Resubmit Failure": "resubmit",
-    "Record Outcome": "record",
-    "Check Outcome": "record",
-    "Record Duplicate": "record",
-    "Escalate Incident": "record",
-    "Record Rejection": "record",
-    "Record Stale Event": "record",
-    "Event Too Old": "record",
-    "Recovery Complete": "record",
-    "Nothing To Recover": "record",
-    "Duplicate Incident": "record",
-    "Recovery Escalated": "record",
-    "Request Rejected": "record",
-    "Recovery Capped": "record",
-    # JobRecovery
-    "Receive Job Request": "inspect",
-    "Validate Job Request": "inspect",
-    "Capture Job Spec": "inspect",
-    "Check Job Nodes": "inspect",
-    "Classify Failure": "inspect",
-    "Check Failure Kind": "inspect",
-    "Recover Nodes": "recover_nodes",
-    "Check Node Recovery": "recover_nodes",
-    "Start Recovery Watch": "wait_other_recovery",
-    "Check Other Recovery": "wait_other_recovery",
-    "Check Other Finished": "wait_other_recovery",
-    "Wait For Other Recovery": "wait_other_recovery",
-    "Plan Job Restart": "find_checkpoint",
-    "Check Restart Plan": "find_checkpoint",
-    "Wait Restart Backoff": "backoff",
-    "Record Job Outcome": "record",
-    "Check Job Outcome": "record",
-    "Escalate Job Incident": "record",
-    "Record Job Rejection": "record",
-    "Record Stale Job Event": "record",
-    "Job Event Too Old": "record",
-    "Job Recovered": "record",
-    "Job Left Alone": "record",
-    "Job Recovery Escalated": "record",
-    "Job Recovery Capped": "record",
-}
 RECORD_STATES = (
     "Record Outcome",
     "Record Duplicate",

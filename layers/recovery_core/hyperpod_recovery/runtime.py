@@ -19,6 +19,7 @@ from pydantic import BaseModel, ValidationError
 
 from hyperpod_recovery.adapters.checkpoints import S3CheckpointStore
 from hyperpod_recovery.adapters.controller import ControllerChannel
+from hyperpod_recovery.adapters.execution_history import StepFunctionsHistory
 from hyperpod_recovery.adapters.hyperpod import HyperPodCluster
 from hyperpod_recovery.adapters.intake import DeadLetters, RecoveryStarter
 from hyperpod_recovery.adapters.ledger import DynamoLedger
@@ -33,7 +34,7 @@ from hyperpod_recovery.domain.safety import SafetyPolicy
 from hyperpod_recovery.errors import InvalidStepInput
 from hyperpod_recovery.models.common import format_validation_error
 from hyperpod_recovery.observability import logger, metrics
-from hyperpod_recovery.steps.ports import Cluster, Controller, DeadLetterSink, Ledger, Notifier, Starter
+from hyperpod_recovery.steps.ports import Cluster, Controller, DeadLetterSink, ExecutionHistory, Ledger, Notifier, Starter
 
 
 @dataclass
@@ -46,6 +47,7 @@ class Dependencies:
     checkpoints: CheckpointReader
     starter: Starter
     dead_letters: DeadLetterSink
+    history: ExecutionHistory
 
     @staticmethod
     def now() -> datetime:
@@ -108,6 +110,7 @@ def build_dependencies(settings: Settings) -> Dependencies:
         checkpoints=S3CheckpointStore(),
         starter=RecoveryStarter(settings.state_machine_arn, settings.job_state_machine_arn),
         dead_letters=DeadLetters(settings.intake_dlq_url),
+        history=StepFunctionsHistory(),
     )
 
 

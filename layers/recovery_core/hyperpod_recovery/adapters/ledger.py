@@ -281,6 +281,23 @@ class DynamoLedger:
             f"ledger {self.table_name!r}: the cluster cap of {cluster} changed {RESERVATION_ATTEMPTS} times while releasing"
         )
 
+    def hold_capacity_until(self, cluster: str, incident_id: str, node_ids: list[str], until: datetime, now: datetime) -> None:
+        """Keep this incident's places for ``node_ids`` only until ``until`` (never longer than they
+        already had), and stop counting them among what the incident holds: nobody will give them
+        back, they expire. For nodes an ended incident left out of service (a replacement in flight)."""
+        wanted, deadline = set(node_ids), int(until.timestamp())
+        for _ in range(RESERVATION_ATTEMPTS):
+            live, version = self._reservations(cluster, now)
+            kept = {
+                n: (entry[0], min(entry[1], deadline)) if n in wanted and entry[0] == incident_id else entry for n, entry in live.items()
+            }
+            if kept == live or self._write_reservations(cluster, kept, version):
+                self._hold(incident_id, cluster, "DELETE", reserved=node_ids)
+                return
+        raise LedgerUnavailable(
+            f"ledger {self.table_name!r}: the cluster cap of {cluster} changed {RESERVATION_ATTEMPTS} times while holding"
+        )
+
     def _reservations(self, cluster: str, now: datetime) -> tuple[dict[str, tuple[str, int]], int]:
         """Live reservations {node id: (incident, expires epoch)} and the item's version."""
         item = self._get(f"CLUSTER#{cluster}", "IN_RECOVERY")

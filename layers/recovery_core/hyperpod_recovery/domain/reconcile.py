@@ -9,6 +9,7 @@ here, from what the event and the ledger say, so that every incident ends record
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal
@@ -16,11 +17,15 @@ from typing import Literal
 from pydantic import ValidationError
 
 from hyperpod_recovery.domain.outcome import CAUSE_LIMIT, error_message, trigger_text
+from hyperpod_recovery.domain.phases import phases_from_states
 from hyperpod_recovery.models.events import ExecutionStatusDetail
 from hyperpod_recovery.models.records import Holdings, IncidentRecord, Phase, TimelineEntry
 from hyperpod_recovery.models.requests import JobRecoveryRequest, RecoveryRequest
 
 UNRECORDED_ENDS = ("FAILED", "TIMED_OUT", "ABORTED")
+UNRECORDED_OUTCOMES = ("aborted", "failed")  # the outcomes only Reconcile Execution records
+# NodeRecovery states entered only once the replaced or rebooted nodes were back.
+NODES_BACK_STATES = frozenset({"Resume Nodes", "Find Newest Checkpoint", "Forget Job Details", "Resubmit Jobs"})
 
 
 @dataclass(frozen=True)
@@ -35,13 +40,27 @@ class EndedExecution:
     started_at: datetime | None
     stopped_at: datetime | None
     request: RecoveryRequest | JobRecoveryRequest | None
+    # (state, entered at) from its history, oldest first; None when the history could not be read.
+    states_entered: tuple[tuple[str, datetime], ...] | None = None
+
+    @property
+    def last_state(self) -> str | None:
+        return self.states_entered[-1][0] if self.states_entered else None
+
+    @property
+    def saw_nodes_back(self) -> bool:
+        """Its history shows it went past the rejoin wait (Resume Nodes comes after every node is
+        back); unknown history counts as not."""
+        return any(name in NODES_BACK_STATES for name, _ in self.states_entered or ())
 
     @property
     def outcome(self) -> Literal["aborted", "failed"]:
         return "aborted" if self.status == "ABORTED" else "failed"
 
     @classmethod
-    def from_event(cls, detail: ExecutionStatusDetail, job_state_machine_arn: str) -> EndedExecution:
+    def from_event(
+        cls, detail: ExecutionStatusDetail, job_state_machine_arn: str, states_entered: Sequence[tuple[str, datetime]] | None = None
+    ) -> EndedExecution:
         return cls(
             name=detail.name,
             workflow="job" if detail.stateMachineArn == job_state_machine_arn else "node",
@@ -51,6 +70,7 @@ class EndedExecution:
             started_at=_from_millis(detail.startDate),
             stopped_at=_from_millis(detail.stopDate),
             request=_request_from(detail.input),
+            states_entered=tuple(states_entered) if states_entered is not None else None,
         )
 
 
@@ -74,24 +94,46 @@ def _request_from(raw: str | None) -> RecoveryRequest | JobRecoveryRequest | Non
 
 
 def unrecorded_end_record(
-    end: EndedExecution, cluster: str, held: Holdings | None, *, hold_until: datetime | None, dry_run: bool, now: datetime
+    end: EndedExecution,
+    cluster: str,
+    held: Holdings | None,
+    *,
+    hold_until: datetime | None,
+    dry_run: bool,
+    now: datetime,
+    replaced: Sequence[str] = (),
+    rebooted: Sequence[str] = (),
+    in_flight: Sequence[str] = (),
+    in_flight_until: datetime | None = None,
 ) -> IncidentRecord:
     """The incident record of an execution that ended ``aborted``/``failed`` before recording."""
     request = end.request
     error = end.error or ("ExecutionAborted" if end.outcome == "aborted" else "ExecutionFailed")
     how = {"ABORTED": "was stopped", "TIMED_OUT": "timed out", "FAILED": "failed"}[end.status]
     when = f" at {end.stopped_at:%H:%M:%S} UTC" if end.stopped_at else ""
-    cause = f"the execution {how}{when} before it recorded an outcome"
+    where = f" in {end.last_state}" if end.last_state else ""
+    cause = f"the execution {how}{when}{where} before it recorded an outcome"
     if end.error:
         cause += f": {end.error}: {error_message(end.cause)}"
     released = []
+    kept = (
+        f"; kept {len(in_flight)} place(s) under the cluster cap until {in_flight_until:%H:%M} UTC"
+        " for node(s) still being replaced or rebooted"
+        if in_flight and in_flight_until
+        else ""
+    )
     if held is not None:
-        if held.reserved:
-            released.append(f"{len(held.reserved)} place(s) under the cluster cap")
+        if len(held.reserved) > len(in_flight):
+            released.append(f"{len(held.reserved) - len(in_flight)} place(s) under the cluster cap")
         if held.claims:
             released.append(f"the resubmission claim(s) of job(s) {', '.join(sorted(held.claims))}")
-    summary = f"{'Stopped' if end.outcome == 'aborted' else 'Failed'} before it finished ({error}); " + (
-        f"released {' and '.join(released)}" if released else "it held nothing"
+    started = [f"replacement of {', '.join(replaced)}"] * bool(replaced) + [f"reboot of {', '.join(rebooted)}"] * bool(rebooted)
+    done = f"{' and '.join(started)} had been initiated; " if started else ""
+    summary = (
+        f"{'Stopped' if end.outcome == 'aborted' else 'Failed'}{where} before it finished ({error}); "
+        + done
+        + (f"released {' and '.join(released)}" if released else "released nothing")
+        + kept
     )
     if hold_until is not None and held is not None and held.locks:
         summary += f"; node(s) {', '.join(sorted(held.locks))} stay locked until {hold_until:%Y-%m-%d %H:%M} UTC"
@@ -110,6 +152,9 @@ def unrecorded_end_record(
         timeline.append(TimelineEntry(at=end.started_at, event="event received", detail=f"incident {end.name}"))
         if detected is not None and end.started_at >= detected:
             phases.append(Phase(name="detect", start=detected, end=end.started_at))
+    if end.states_entered and end.stopped_at is not None:
+        # What it did, as its history tells: the same phases Record Outcome would have written.
+        phases += phases_from_states(end.states_entered, end.stopped_at)
     if end.stopped_at is not None:
         timeline.append(TimelineEntry(at=end.stopped_at, event=f"execution {end.status.lower()}", detail=cause))
     timeline.append(TimelineEntry(at=now, event=f"outcome: {end.outcome}", detail=summary))

@@ -57,6 +57,9 @@ class IncidentRecord(BaseModel):
     resubmissions: list[Resubmission] = Field(default_factory=list)
     jobs: list[dict[str, Any]] = Field(default_factory=list)  # captured job specs, kept for a human
     agent_seconds: float = 0.0  # time spent waiting on the controller agent
+    # When Reconcile Execution's notification went out (the records it writes only): a redelivered
+    # end notifies only if the first delivery failed before it did.
+    notified_at: Timestamp | None = None
 
 
 class Holdings(BaseModel):

@@ -5,7 +5,8 @@ Functions' status-change event, through EventBridge and a queue). An execution t
 outcome (escalated, capped, rejected and stale ones end in a Fail state by design) only has
 whatever it still holds settled, in case Record Outcome died half-way; one that never recorded gets
 its record (outcome ``aborted`` or ``failed``), its holdings settled, and a notification.
-Idempotent: a redelivered event finds the record and nothing left to settle.
+Idempotent: a redelivered event finds the record, settles what is left and notifies only if the
+first delivery did not get that far.
 """
 
 from __future__ import annotations
@@ -15,11 +16,12 @@ from datetime import datetime, timedelta
 from typing import Literal
 
 from hyperpod_recovery.domain.notification import notification
-from hyperpod_recovery.domain.reconcile import UNRECORDED_ENDS, EndedExecution, unrecorded_end_record
+from hyperpod_recovery.domain.reconcile import UNRECORDED_ENDS, UNRECORDED_OUTCOMES, EndedExecution, unrecorded_end_record
 from hyperpod_recovery.models.events import ExecutionStatusDetail
 from hyperpod_recovery.models.records import RecoveryLogEntry
 from hyperpod_recovery.observability import logger
-from hyperpod_recovery.steps.ports import Ledger, Notifier
+from hyperpod_recovery.steps.ports import ExecutionHistory, Ledger, Notifier
+from hyperpod_recovery.steps.replace import REBOOT_MARK
 from hyperpod_recovery.steps.settle import settle_holdings
 
 
@@ -42,32 +44,66 @@ def reconcile_execution(
     execution_url: str,
     now: datetime,
     log_seconds: int,
+    rejoin_deadline: timedelta,
+    history: ExecutionHistory | None = None,
 ) -> Reconciled:
     if detail.status not in UNRECORDED_ENDS:
         return Reconciled(detail.name, "ignored")
     record = ledger.get_incident(detail.name)
-    if record is not None:
+    if record is not None and record.outcome not in UNRECORDED_OUTCOMES:
         # It recorded its end; settle what a Record step that died half-way may have left.
         resubmitted = {r.job: r.new_job_id for r in record.resubmissions if r.new_job_id}
         hold = now + escalation_hold if record.outcome == "escalated" else None
         settle_holdings(ledger, detail.name, resubmitted=resubmitted, hold_locks_until=hold, now=now)
         return Reconciled(detail.name, "settled", record.outcome)
 
-    end = EndedExecution.from_event(detail, job_state_machine_arn)
+    # Where it stopped and what each phase took, from its history (best effort: None if unreadable).
+    entered = history.states_entered(detail.executionArn) if history is not None else None
+    end = EndedExecution.from_event(detail, job_state_machine_arn, states_entered=entered)
     held = ledger.holdings(detail.name)
+    marks = ledger.replacements_initiated(end.name)
+    replaced = sorted(m for m in marks if not m.startswith(REBOOT_MARK))
+    rebooted = sorted(m.removeprefix(REBOOT_MARK) for m in marks if m.startswith(REBOOT_MARK))
+    # Nodes it replaced or rebooted and never saw back are still out of service: their places under
+    # the cap stay counted for the rejoin deadline from its end, then expire (nobody watches them).
+    in_flight = [] if end.saw_nodes_back else sorted(n for n in {*replaced, *rebooted} if held is not None and n in held.reserved)
+    in_flight_until = (end.stopped_at or now) + rejoin_deadline
+    # First delivery: the record is written before anything is settled, so a delivery that fails
+    # half-way is finished by the next one from the record (which keeps when it was written).
+    first = record is None
+    recorded_at = now if record is None else record.recorded_at
     # Its nodes are in an unknown state (half drained, half replaced): locked for a human, for a
     # bounded time, like an escalation.
-    hold_until = now + escalation_hold if held is not None and held.locks else None
-    if held is not None and held.reserved:
-        # It passed the safety policy and was acting: the breaker and repeat-offender windows count it.
-        ledger.log_recovery(
-            cluster, RecoveryLogEntry(incident=end.name, at=now, hostnames=sorted(held.hostnames), outcome=end.outcome), log_seconds
+    hold_until = recorded_at + escalation_hold if held is not None and held.locks else None
+    if record is None:
+        if held is not None and held.reserved:
+            # It passed the safety policy and was acting: the breaker and repeat-offender windows count it.
+            ledger.log_recovery(
+                cluster, RecoveryLogEntry(incident=end.name, at=now, hostnames=sorted(held.hostnames), outcome=end.outcome), log_seconds
+            )
+        dry_run = stack_dry_run or bool(end.request is not None and end.request.dry_run)
+        record = unrecorded_end_record(
+            end,
+            cluster,
+            held,
+            hold_until=hold_until,
+            dry_run=dry_run,
+            now=now,
+            replaced=replaced,
+            rebooted=rebooted,
+            in_flight=in_flight,
+            in_flight_until=in_flight_until,
         )
-    dry_run = stack_dry_run or bool(end.request is not None and end.request.dry_run)
-    record = unrecorded_end_record(end, cluster, held, hold_until=hold_until, dry_run=dry_run, now=now)
-    ledger.save_incident(record)
-    settle_holdings(ledger, end.name, resubmitted={}, hold_locks_until=hold_until, now=now)
-    subject, body = notification(record, execution_url, hold_until=hold_until)
-    notifier.publish(subject, body, {"outcome": record.outcome, "cluster": cluster, "workflow": record.workflow})
-    logger.warning("execution ended without recording an outcome", extra={"incident": end.name, "status": end.status, "error": end.error})
-    return Reconciled(detail.name, "recorded", record.outcome)
+        ledger.save_incident(record)
+    settle_holdings(
+        ledger, end.name, resubmitted={}, hold_locks_until=hold_until, now=now, in_flight=in_flight, in_flight_until=in_flight_until
+    )
+    if record.notified_at is None:
+        subject, body = notification(record, execution_url, hold_until=hold_until)
+        notifier.publish(subject, body, {"outcome": record.outcome, "cluster": cluster, "workflow": record.workflow})
+        ledger.save_incident(record.model_copy(update={"notified_at": now}))
+    if first:
+        logger.warning(
+            "execution ended without recording an outcome", extra={"incident": end.name, "status": end.status, "error": end.error}
+        )
+    return Reconciled(detail.name, "recorded" if first else "settled", record.outcome)

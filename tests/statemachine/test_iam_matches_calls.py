@@ -1,0 +1,80 @@
+"""Moto does not enforce IAM: a call a function's policy does not allow works in every drill and
+fails on AWS with AccessDenied. Here every AWS call each Lambda made across drills that reach every
+function is checked against the actions its template.yaml policy allows (IAM service authorization
+reference names: Step Functions' API is ``states:``, S3's ListObjectsV2 is ``s3:ListBucket``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from sandbox.runner import DrillRunner
+from sandbox.scenario import load_scenario
+from sandbox.template import load_template
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.sandbox
+
+# Drills that, together, run every function of the stack but the scheduled one.
+DRILLS = (
+    "default",
+    "reboot-ladder",
+    "job-node-failure",
+    "job-crash-loop",
+    "abort-mid-rejoin",
+    "stale-event",
+    "invalid-start-input",
+    "controller-node",
+    "dry-run",
+    "job-and-health-event",
+)
+NOT_RUN_BY_DRILLS = {"ReportSafetyStateFunction"}  # runs on a schedule; tests/unit cover it
+IAM_PREFIX = {"sfn": "states", "eventbridge": "events"}  # botocore service id -> IAM service prefix
+IAM_ACTION = {("s3", "ListObjectsV2"): "s3:ListBucket", ("s3", "HeadObject"): "s3:GetObject"}
+
+
+def _iam_action(service: str, operation: str) -> str:
+    return IAM_ACTION.get((service, operation), f"{IAM_PREFIX.get(service, service)}:{operation}")
+
+
+def _allowed(function: dict[str, Any]) -> set[str]:
+    allowed: set[str] = set()
+    for policy in function["Properties"].get("Policies", []):
+        for statement in policy.get("Statement", []) if isinstance(policy, dict) else []:
+            if statement.get("Effect") == "Allow":
+                actions = statement["Action"]
+                allowed.update([actions] if isinstance(actions, str) else actions)
+    return allowed
+
+
+@pytest.fixture(scope="module")
+def calls_by_function(tmp_path_factory: pytest.TempPathFactory) -> dict[str, set[tuple[str, str]]]:
+    found: dict[str, set[tuple[str, str]]] = {}
+    for name in DRILLS:
+        runner = DrillRunner(
+            load_scenario(ROOT / "events" / "drills" / f"{name}.json"), log_path=tmp_path_factory.mktemp(name) / "lambda.log"
+        )
+        runner.run()
+        for function, calls in runner.aws.api_calls.by_function.items():
+            found.setdefault(function, set()).update(calls)
+    return found
+
+
+def test_every_function_of_the_stack_ran_in_these_drills(calls_by_function: dict[str, set[tuple[str, str]]]) -> None:
+    functions = {k for k, v in load_template(ROOT / "template.yaml")["Resources"].items() if v["Type"] == "AWS::Serverless::Function"}
+    assert functions - NOT_RUN_BY_DRILLS <= set(calls_by_function)
+
+
+def test_every_call_a_function_makes_is_allowed_by_its_policy(calls_by_function: dict[str, set[tuple[str, str]]]) -> None:
+    template = load_template(ROOT / "template.yaml")["Resources"]
+    missing = {
+        function: sorted(_iam_action(s, o) for s, o in calls if _iam_action(s, o) not in _allowed(template[function]))
+        for function, calls in calls_by_function.items()
+    }
+    assert {f: m for f, m in missing.items() if m} == {}
+
+
+def test_the_mapping_from_calls_to_iam_actions_follows_the_authorization_reference() -> None:
+    assert _iam_action("sfn", "GetExecutionHistory") == "states:GetExecutionHistory"
+    assert _iam_action("s3", "ListObjectsV2") == "s3:ListBucket" and _iam_action("dynamodb", "PutItem") == "dynamodb:PutItem"
