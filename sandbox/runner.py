@@ -268,25 +268,7 @@ class DrillRunner:
                 self.clock.set_driver_time(present)
 
     def _run_reconcile_mapping(self) -> None:
-        sqs = self.aws.client("sqs")
-        url = self.aws.queue_urls["ReconcileQueue"]
-        while True:
-            messages = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=RECONCILE_BATCH_SIZE, AttributeNames=["All"]).get(
-                "Messages", []
-            )
-            if not messages:
-                return
-            event = {"Records": [_sqs_record(m, url) for m in messages]}
-            with self.aws.api_calls.counting():
-                response = self.aws.client("lambda").invoke(FunctionName="ReconcileExecutionFunction", Payload=json.dumps(event))
-            result = json.loads(response["Payload"].read())
-            self.reconcile_responses.append(result)
-            failed = _failed_items(response, result, messages)
-            for message in messages:
-                if message["MessageId"] not in failed:
-                    sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
-            if failed:
-                return  # left for SQS to redeliver (after its visibility timeout: not within this drill)
+        self._run_mapping("ReconcileQueue", "ReconcileExecutionFunction", RECONCILE_BATCH_SIZE, self.reconcile_responses)
 
     # --- faults -------------------------------------------------------------------------
     def _deliver(self, delivery: Delivery) -> None:
@@ -427,12 +409,19 @@ class DrillRunner:
         return detail.model_dump(mode="json", exclude_none=True)
 
     def _run_event_source_mapping(self) -> None:
+        self._run_mapping("IntakeQueue", "IntakeFunction", ESM_BATCH_SIZE, self.intake_responses)
+
+    def _run_mapping(self, queue: str, function: str, batch_size: int, responses: list[Any]) -> None:
+        """What Lambda's SQS event source mapping does: invoke ``function`` with batches of up to
+        ``batch_size`` messages, delete what it processed, leave the rest on the queue (for SQS
+        to redeliver after its visibility timeout: not within this drill; the report shows them)."""
         sqs = self.aws.client("sqs")
-        url = self.aws.queue_urls["IntakeQueue"]
+        url = self.aws.queue_urls[queue]
         while True:
             messages: list[dict[str, Any]] = []
-            while len(messages) < ESM_BATCH_SIZE:
-                page = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, AttributeNames=["All"]).get("Messages", [])
+            while len(messages) < batch_size:
+                wanted = min(10, batch_size - len(messages))
+                page = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=wanted, AttributeNames=["All"]).get("Messages", [])
                 if not page:
                     break
                 messages += page
@@ -440,15 +429,15 @@ class DrillRunner:
                 return
             event = {"Records": [_sqs_record(m, url) for m in messages]}
             with self.aws.api_calls.counting():
-                response = self.aws.client("lambda").invoke(FunctionName="IntakeFunction", Payload=json.dumps(event))
+                response = self.aws.client("lambda").invoke(FunctionName=function, Payload=json.dumps(event))
             result = json.loads(response["Payload"].read())
-            self.intake_responses.append(result)
+            responses.append(result)
             failed = _failed_items(response, result, messages)
             for message in messages:
                 if message["MessageId"] not in failed:
                     sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
             if failed:
-                return  # left for SQS to redeliver; the report shows them as undelivered
+                return
 
     def _start_drill(self, fault: FaultSpec) -> None:
         self.drill_count += 1
