@@ -22,11 +22,15 @@ export SAM_CLI_TELEMETRY := 0
 PYENV_VERSIONS := $(shell ls $${PYENV_ROOT:-$$HOME/.pyenv}/versions 2>/dev/null | grep -E '^3\.1[123]\.[0-9]+$$' | sort -V | paste -sd: -)
 
 STACK        ?=
+SLURM_PACKAGES := slurmctld slurmd slurm-client munge
+# The stack `sam deploy --guided` just saved in samconfig.toml (deploy's answer, else the global default).
+export DEPLOYED_STACK_NAME := import tomllib; d = tomllib.load(open("samconfig.toml", "rb")).get("default", {}); \
+  print(d.get("deploy", {}).get("parameters", {}).get("stack_name") or d.get("global", {}).get("parameters", {}).get("stack_name", ""))
 
-.PHONY: help setup test unit drill drill-aws lint format validate security build bench deploy clean
+.PHONY: help setup test unit drill drill-down drill-aws lint format validate security build bench deploy readme-sample clean
 
 help:  ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
 
 $(VENV)/.installed: requirements-dev.txt layers/recovery_core/requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -60,15 +64,25 @@ unit: $(VENV)/.installed  ## fast tests only (no drills)
 
 drill: $(VENV)/.installed  ## run a recovery drill on an in-memory AWS (SCENARIO=path.json; SLURM=real: real slurmctld + agent process)
 ifeq ($(SLURM),real)
+	@echo "make drill SLURM=real sets up a real Slurm on this host (root) and leaves it running for you to inspect:"
+	@echo "  - installs Debian's $(SLURM_PACKAGES) with apt-get if they are missing (they stay installed)"
+	@echo "  - starts munged (unless it runs already), slurmctld and $(SLURM_NODES) slurmd; state and logs in $(SLURM_BASE)"
+	@echo "  - submits the scenario's training job (a 'sleep' under Slurm); the drill resubmits it and that job keeps running"
+	@echo "  make drill-down stops all of it and removes $(SLURM_BASE)"
 	BASE=$(SLURM_BASE) NODES=$(SLURM_NODES) tools/slurm_up.sh >/dev/null
-	SLURM_CONF=$(SLURM_BASE)/slurm.conf $(PY) -m sandbox run --scenario $(SCENARIO) --out $(OUT) --slurm real
+	@SLURM_CONF=$(SLURM_BASE)/slurm.conf $(PY) -m sandbox run --scenario $(SCENARIO) --out $(OUT) --slurm real; status=$$?; \
+	  echo "still running: munged, slurmctld, $(SLURM_NODES) slurmd and the drill's jobs (SLURM_CONF=$(SLURM_BASE)/slurm.conf squeue)"; \
+	  echo "make drill-down stops them and removes $(SLURM_BASE)"; exit $$status
 else
 	$(PY) -m sandbox run --scenario $(SCENARIO) --out $(OUT)
 endif
 
-drill-aws: $(VENV)/.installed  ## drill the deployed stack: STACK=name [SCENARIO=events/drills/x.json] [LIVE=1]; dry run unless LIVE=1
+drill-down:  ## undo make drill SLURM=real: cancel its jobs, stop slurmd, slurmctld and the munged it started, remove SLURM_BASE
+	@BASE=$(SLURM_BASE) tools/slurm_down.sh --purge
+
+drill-aws: $(VENV)/.installed  ## drill the deployed stack: STACK=name [SCENARIO=events/drills/x.json] [REGION=r] [LIVE=1]; dry run unless LIVE=1
 	@if [ -z "$(STACK)" ]; then echo "make drill-aws needs STACK=<your stack name> (and AWS credentials for its account)"; exit 2; fi
-	$(VENV)/bin/hyperpod-recovery drill --stack $(STACK) --scenario $(SCENARIO) $(if $(LIVE),--live --yes)
+	$(VENV)/bin/hyperpod-recovery drill --stack $(STACK) --scenario $(SCENARIO) $(if $(REGION),--region $(REGION)) $(if $(LIVE),--live --yes)
 
 lint: $(VENV)/.installed  ## ruff (lint + format check) and mypy
 	$(VENV)/bin/ruff check .
@@ -85,7 +99,7 @@ validate: setup  ## sam validate --lint, the state machines (statelint + cfn-lin
 	$(VENV)/bin/ruff check .
 
 security: $(CHECKOV_VENV)/.installed  ## checkov over template.yaml; skipped checks are explained in docs/security.md
-	$(CHECKOV_VENV)/bin/checkov --config-file .checkov.yaml -f template.yaml
+	CKV_SKIP_PACKAGE_UPDATE_CHECK=true $(CHECKOV_VENV)/bin/checkov --config-file .checkov.yaml -f template.yaml
 
 build: $(SAM_VENV)/.installed  ## sam build (python3.13, arm64) without Docker
 	@if [ -z "$(PYENV_VERSIONS)" ] && ! command -v python3.13 >/dev/null; then \
@@ -98,8 +112,13 @@ bench: $(VENV)/.installed  ## benchmarks that print figures (cold import; checkp
 	$(PY) bench/storm.py
 	$(PY) bench/fault_suite.py
 
-deploy: build  ## sam deploy --guided to your AWS account (one stack per cluster)
-	$(SAM) deploy --guided
+deploy: build  ## sam deploy --guided to your AWS account (one stack per cluster) [STACK=name]
+	$(SAM) deploy --guided $(if $(STACK),--stack-name $(STACK))
+	@stack="$(STACK)"; [ -n "$$stack" ] || stack=$$($(PYTHON) -c "$$DEPLOYED_STACK_NAME"); \
+	  echo; echo "next: drill the stack (a dry run: nothing changes) before arming it:"; echo "  hyperpod-recovery drill --stack $${stack:-<STACK>} --node <compute-group>:0"
+
+readme-sample: $(VENV)/.installed  ## run the default drill; write its output into README.md and re-render docs/images/drill-report-default.png
+	$(PY) -m tools.readme_sample
 
 clean:  ## remove build output and reports (keeps the venvs)
 	rm -rf .aws-sam $(OUT) .pytest_cache .ruff_cache .mypy_cache .coverage

@@ -73,7 +73,7 @@ from moto.stepfunctions.responses import StepFunctionResponse, get_backend
 
 from sandbox.clock import EPOCH, VirtualClock
 from sandbox.hyperpod import ACCOUNT, HyperPodDouble, serve
-from sandbox.template import Resolver, load_template
+from sandbox.template import Resolver, UnsupportedIntrinsic, load_template
 
 ROOT = Path(__file__).resolve().parent.parent
 REGION = "us-west-2"
@@ -571,10 +571,35 @@ class SandboxAWS:
         self.queue_urls: dict[str, str] = {}
         self._create_queues()
         self._create_tables()
+        self._create_keys()
         self._create_topics()
         self._create_rules()
         self._create_functions(role)
         self._create_state_machines(role)
+        self._register_stack()
+
+    def _register_stack(self) -> None:
+        """The stack as CloudFormation describes it (its parameters and outputs), so the operator
+        tools that start from ``--stack`` (drill, preflight) find this deployment as they would a
+        real one. moto's CloudFormation builds none of it: the resources are the ones made above."""
+        outputs = {}
+        for name, output in self.template.get("Outputs", {}).items():
+            try:
+                outputs[name] = {"Value": str(self.resolver.resolve(output["Value"]))}
+            except (UnsupportedIntrinsic, KeyError):
+                continue  # (the dashboard: not modelled in the sandbox)
+        body = {
+            "Parameters": {name: {"Type": "String"} for name in self.resolver.parameters},
+            "Resources": {"Deployed": {"Type": "AWS::CloudFormation::WaitConditionHandle"}},
+            "Outputs": outputs,
+        }
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # moto does not model the placeholder resource, which is the point
+            self.client("cloudformation").create_stack(
+                StackName=STACK,
+                TemplateBody=json.dumps(body),
+                Parameters=[{"ParameterKey": k, "ParameterValue": v} for k, v in self.resolver.parameters.items()],
+            )
 
     def _of_type(self, kind: str) -> list[tuple[str, dict[str, Any]]]:
         return [(logical, resource) for logical, resource in self.template["Resources"].items() if resource["Type"] == kind]
@@ -614,10 +639,20 @@ class SandboxAWS:
             self.resolver.attrs[(logical, "Arn")] = f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/{name}"
             self.ledger_table = name
 
+    def _create_keys(self) -> None:
+        kms = self.client("kms")
+        for logical, resource in self._of_type("AWS::KMS::Key"):
+            props = self.resolver.resolve(resource["Properties"])
+            key = kms.create_key(Description=props.get("Description", ""), Policy=json.dumps(props["KeyPolicy"]))["KeyMetadata"]
+            self.resolver.refs[logical] = key["KeyId"]
+            self.resolver.attrs[(logical, "Arn")] = key["Arn"]
+
     def _create_topics(self) -> None:
         sns = self.client("sns")
-        for logical, _ in self._of_type("AWS::SNS::Topic"):
-            self.topic_arn = sns.create_topic(Name=f"{STACK}-{logical}")["TopicArn"]
+        for logical, resource in self._of_type("AWS::SNS::Topic"):
+            props = self.resolver.resolve(resource["Properties"])
+            attributes = {"KmsMasterKeyId": props["KmsMasterKeyId"]} if props.get("KmsMasterKeyId") else {}
+            self.topic_arn = sns.create_topic(Name=f"{STACK}-{logical}", Attributes=attributes)["TopicArn"]
             self.resolver.refs[logical] = self.topic_arn
         # A queue that receives every notification, so the report can show what a human would read.
         inbox = self.client("sqs").create_queue(QueueName=f"{STACK}-notifications")["QueueUrl"]
@@ -631,6 +666,7 @@ class SandboxAWS:
             name = f"{STACK}-{logical}"
             arn = events.put_rule(Name=name, EventPattern=json.dumps(props["EventPattern"]))["RuleArn"]
             events.put_targets(Rule=name, Targets=[{"Id": t["Id"], "Arn": t["Arn"]} for t in props["Targets"]])
+            self.resolver.refs[logical] = name
             self.resolver.attrs[(logical, "Arn")] = arn
 
     def _create_functions(self, role: str) -> None:

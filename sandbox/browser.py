@@ -1,11 +1,14 @@
 """Render a drill report in headless Chromium (Debian's ``chromium`` package): a PNG screenshot,
 and the page's DOM after layout with each timeline bar's drawn box measured.
 
-``python -m sandbox.browser out/drill-default.html [out.png]`` writes the screenshot.
+``python -m sandbox.browser out/drill-default.html [out.png]`` writes the screenshot. Exit codes:
+0 written; 1 Chromium ran but wrote no screenshot (crashed, timed out); 2 bad usage (no such HTML
+file); 3 Chromium is not installed (``apt-get install chromium``). A failure is one line on stderr.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import shutil
 import subprocess
@@ -42,14 +45,22 @@ window.addEventListener('load', () => {
 </script>"""
 
 
+BROWSERS = ("chromium", "chromium-browser", "google-chrome")
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NO_CHROMIUM = 0, 1, 2, 3
+
+
+class ChromiumNotFound(FileNotFoundError):
+    """No Chromium on PATH."""
+
+
 def find_chromium() -> str | None:
-    return shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+    return next((found for name in BROWSERS if (found := shutil.which(name))), None)
 
 
 def _run(args: list[str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
     chromium = find_chromium()
     if chromium is None:
-        raise FileNotFoundError("chromium not found: apt-get install chromium")
+        raise ChromiumNotFound(f"chromium not found on PATH (looked for {', '.join(BROWSERS)}): apt-get install chromium")
     with tempfile.TemporaryDirectory(prefix="hpr-chromium-") as profile:
         return subprocess.run(  # noqa: S603 - an argument list of our own, never a shell
             [chromium, *FLAGS, f"--user-data-dir={profile}", *args], capture_output=True, text=True, timeout=timeout, check=True
@@ -74,7 +85,25 @@ def measure_timeline(html: Path) -> list[dict[str, Any]]:
     return list(json.loads(raw.replace("&quot;", '"').replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">")))
 
 
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m sandbox.browser", description="Screenshot a drill report in headless Chromium.")
+    parser.add_argument("html", type=Path, help="the report page, e.g. out/drill-default.html")
+    parser.add_argument("png", type=Path, nargs="?", help="where to write the screenshot (default: beside the page, .png)")
+    args = parser.parse_args(argv)
+    if not args.html.is_file():
+        print(f"sandbox.browser: no such report page: {args.html} (make drill writes out/drill-<name>.html)", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        print(screenshot(args.html, args.png or args.html.with_suffix(".png")))
+    except ChromiumNotFound as exc:
+        print(f"sandbox.browser: {exc}", file=sys.stderr)
+        return EXIT_NO_CHROMIUM
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired, RuntimeError) as exc:
+        detail = exc.stderr.strip().splitlines()[-1:] if isinstance(exc, subprocess.CalledProcessError) and exc.stderr else []
+        print(f"sandbox.browser: chromium failed: {exc}" + (f": {detail[0]}" if detail else ""), file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_OK
+
+
 if __name__ == "__main__":
-    source = Path(sys.argv[1])
-    target = Path(sys.argv[2]) if len(sys.argv) > 2 else source.with_suffix(".png")
-    print(screenshot(source, target))
+    sys.exit(main())

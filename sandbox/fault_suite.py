@@ -132,6 +132,19 @@ SUITE = [
     ),
     # Time sanity: a replayed 3-day-old event and one from a clock an hour ahead.
     Fault("replayed-and-future-events", "stale-event", {}, ("stale:StaleEvent", "stale:StaleEvent")),
+    # A reboot is judged by slurmctld's boot time, whatever HyperPod's status shows: one that came
+    # back is never replaced, one that did not is, though HyperPod said Running all along.
+    Fault("reboot-hyperpod-stays-running", "reboot-stays-running", {}, ("recovered", "recovered")),
+    # A replacement under a new hostname is found by its NodeLogicalId, or (new logical id too) as the
+    # only new node of its group; two such at once in one group are never guessed at.
+    Fault("replacement-new-hostname-same-logical-id", "replacement-new-hostname", {}, ("recovered",)),
+    Fault("replacement-new-hostname-new-logical-id", "replacement-new-identity", {}, ("recovered",)),
+    Fault(
+        "two-replacements-new-hostnames-new-logical-ids",
+        "replacement-new-identity",
+        {"faults": [{"at": 120, "kind": "node_health", "node": "workers:7"}, {"at": 121, "kind": "node_health", "node": "workers:3"}]},
+        ("escalated:RejoinDeadlineExceeded",),
+    ),
 ]
 
 

@@ -5,9 +5,18 @@ PrivateDnsHostname and a fixed Running status, and lacks BatchReplace/BatchReboo
 entirely (../shared/reference/local-testing-toolchain.md §1a). This double serves all of them
 from one model of the cluster so the shapes are consistent:
 
-* node ids are EC2 instance ids; hostnames are ``ip-10-x-y-z.<region>.compute.internal``;
+* node ids are EC2 instance ids; hostnames are ``ip-10-x-y-z.<region>.compute.internal``; every
+  node has a NodeLogicalId, listed when ListClusterNodes is asked ``IncludeNodeLogicalIds``;
 * a replacement terminates the instance (ShuttingDown, then gone) and brings a *new instance id*
-  up under the *same hostname* (Pending, then Running after ``replacement_seconds``);
+  up under the *same hostname* (Pending, then Running after ``replacement_seconds``), keeping the
+  node's logical id (ASSUMED, undocumented); ``behaviour.replacement_hostname: new`` gives it a new
+  hostname instead, ``behaviour.replacement_logical_id: new`` a new logical id;
+* a reboot keeps the instance; HyperPod shows it Pending while it restarts (ASSUMED), or, with
+  ``behaviour.reboot_status: Running``, keeps reporting Running all through it (ASSUMED possible);
+* what slurmctld knows of each host (``slurm_view``): the boot time its slurmd last registered
+  with, and whether it responds. A reboot or a termination stops slurmd at once; a rebooted host
+  boots 30 s after the request and its slurmd registers when the reboot is done (ASSUMED
+  durations); a replacement's registers when it is Running;
 * Batch* calls take 1-25 ids, report per-node ``Failed`` entries (InstanceIdNotFound,
   InstanceIdInUse, ...), and omit ``Successful`` when nothing succeeded (the model's min 1);
 * the Slurm controller cannot be replaced (ValidationException, as the API documents);
@@ -44,6 +53,11 @@ class HyperPodApiError(ServiceException):
         super().__init__(code, message)
 
 
+REBOOT_SECONDS = 120.0  # ASSUMED: request to slurmd registered again (HyperPod Running again in Pending mode)
+BOOT_AFTER_SECONDS = 30.0  # ASSUMED: the host's new boot, this long after the reboot request
+REPLACEMENT_BOOT_SECONDS = 60.0  # ASSUMED: a replacement boots this long before its slurmd registers
+
+
 @dataclass
 class SimNode:
     node_id: str
@@ -54,8 +68,13 @@ class SimNode:
     instance_type: str
     created_at: float
     transitions: list[tuple[float, str]]
+    logical_id: str = ""
     removed_at: float | None = None
     generation: int = 0
+    # slurmd on this instance: (moment, responding from then on)
+    slurmd: list[tuple[float, bool]] = field(default_factory=list)
+    # (moment slurmd registered, the host's boot time it registered with)
+    boots: list[tuple[float, float]] = field(default_factory=list)
 
     def exists_at(self, t: float) -> bool:
         return self.created_at <= t and (self.removed_at is None or t < self.removed_at)
@@ -76,6 +95,7 @@ class ReplacementRecord:
     initiated_at: float
     running_at: float | None  # None: never rejoins
     initiated_by: str  # "api" or "hyperpod" (its own NodeRecovery)
+    new_hostname: str = ""  # the replacement's (the same unless behaviour.replacement_hostname is new)
 
 
 @dataclass
@@ -103,6 +123,8 @@ class HyperPodDouble:
     now: Callable[[], float]  # the caller's virtual time, in seconds since the epoch
     # "workers:0" -> "ip-10-1-0-1": the real Slurm's node names, for drills against a real slurmctld.
     hostnames: dict[str, str] = field(default_factory=dict)
+    # Told the short hostname of a replacement that came up under a new one (HyperPod would add it to Slurm).
+    on_new_host: Callable[[str], None] | None = None
     nodes: list[SimNode] = field(default_factory=list)
     replacements: list[ReplacementRecord] = field(default_factory=list)
     reboots: list[RebootRecord] = field(default_factory=list)
@@ -127,6 +149,9 @@ class HyperPodDouble:
                         instance_type=group.instance_type,
                         created_at=-86_400.0,
                         transitions=[(-86_400.0, "Running")],
+                        logical_id=self._logical_id(group.name, index, 0),
+                        slurmd=[(-86_400.0, True)],
+                        boots=[(-86_400.0, -86_400.0)],
                     )
                 )
         self._never_rejoin = {ref for r in self.behaviour.never_rejoin for ref in expand_range(r)}
@@ -136,6 +161,11 @@ class HyperPodDouble:
     # --- helpers the runner uses ---------------------------------------------------------
     def _instance_id(self, group: str, index: int, generation: int) -> str:
         return "i-" + hashlib.sha256(f"{self.spec.name}/{group}/{index}/{generation}".encode()).hexdigest()[:17]
+
+    def _logical_id(self, group: str, index: int, generation: int) -> str:
+        """UUID-shaped, as the AWS events reference shows one."""
+        digest = hashlib.sha256(f"logical/{self.spec.name}/{group}/{index}/{generation}".encode()).hexdigest()
+        return f"{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:32]}"
 
     def current(self, ref: str, t: float | None = None) -> SimNode:
         """The live instance behind ``group:index`` at time t (default: now)."""
@@ -150,6 +180,22 @@ class HyperPodDouble:
 
     def node_type(self, group: str) -> str:
         return self._groups[group][1].type
+
+    def slurm_view(self, name: str) -> tuple[datetime | None, bool]:
+        """What slurmctld knows of the host ``name`` (its short hostname, the Slurm node name) at the
+        caller's time: the boot time its slurmd last registered with, and whether slurmd responds.
+        slurmctld keeps a node's last boot time across instances: a replacement's replaces it only
+        when the new slurmd registers."""
+        t = self.now()
+        with self._lock:
+            holders = [n for n in self.nodes if n.hostname.split(".", 1)[0] == name and n.created_at <= t]
+        if not holders:
+            return None, False
+        registered = [(at, boot) for n in holders for at, boot in n.boots if at <= t]
+        boot = self.epoch + timedelta(seconds=max(registered)[1]) if registered else None
+        newest = max(holders, key=lambda n: n.created_at)
+        states = [up for at, up in sorted(newest.slurmd) if at <= t]
+        return boot, bool(states) and states[-1]
 
     def start_own_repair(self, node: SimNode, t: float) -> ReplacementRecord:
         """HyperPod's own NodeRecovery acting on a node (what InstanceIdInUse tells a caller)."""
@@ -207,7 +253,8 @@ class HyperPodDouble:
         if params.get("SortOrder") == "Descending":
             live.reverse()
         page = live[start : start + max_results]
-        response: dict[str, Any] = {"ClusterNodeSummaries": [self._summary(n, t) for n in page]}
+        logical = bool(params.get("IncludeNodeLogicalIds"))
+        response: dict[str, Any] = {"ClusterNodeSummaries": [self._summary(n, t, logical) for n in page]}
         if start + max_results < len(live):
             response["NextToken"] = str(start + max_results)
         return response
@@ -215,12 +262,15 @@ class HyperPodDouble:
     def describe_cluster_node(self, params: dict[str, Any]) -> dict[str, Any]:
         self._check_cluster(params)
         t = self.now()
-        node_id = params.get("NodeId")
+        node_id, logical_id = params.get("NodeId"), params.get("NodeLogicalId")
+        if bool(node_id) == bool(logical_id):
+            raise HyperPodApiError("ValidationException", "Specify either NodeId or NodeLogicalId, but not both")
         with self._lock:
-            node = next((n for n in self.nodes if n.node_id == node_id and n.exists_at(t)), None)
+            live = [n for n in self.nodes if n.exists_at(t)]
+            node = next((n for n in reversed(live) if (n.node_id == node_id if node_id else n.logical_id == logical_id)), None)
         if node is None:
-            raise HyperPodApiError("ResourceNotFound", f"Node {node_id} not found in cluster {self.spec.name}")
-        details = self._summary(node, t)
+            raise HyperPodApiError("ResourceNotFound", f"Node {node_id or logical_id} not found in cluster {self.spec.name}")
+        details = self._summary(node, t, logical=True)
         details["PrivatePrimaryIp"] = node.ip
         details["Placement"] = {"AvailabilityZone": f"{self.region}a", "AvailabilityZoneId": "usw2-az1"}
         return {"NodeDetails": details}
@@ -251,9 +301,9 @@ class HyperPodDouble:
         return self._batch_response(successful, failed)
 
     # --- internals ----------------------------------------------------------------------
-    def _summary(self, node: SimNode, t: float) -> dict[str, Any]:
+    def _summary(self, node: SimNode, t: float, logical: bool = False) -> dict[str, Any]:
         status = node.status_at(t)
-        return {
+        summary = {
             "InstanceGroupName": node.group,
             "InstanceId": node.node_id,
             "InstanceType": node.instance_type,
@@ -261,6 +311,9 @@ class HyperPodDouble:
             "InstanceStatus": {"Status": status, "Message": "" if status == "Running" else f"Instance is {status}"},
             "PrivateDnsHostname": node.hostname,
         }
+        if logical:  # only when asked (IncludeNodeLogicalIds), as the API does
+            summary["NodeLogicalId"] = node.logical_id
+        return summary
 
     def _check_cluster(self, params: dict[str, Any]) -> None:
         name = params.get("ClusterName")
@@ -345,6 +398,7 @@ class HyperPodDouble:
 
     def _replace(self, node: SimNode, t: float, initiated_by: str = "api") -> ReplacementRecord:
         node.transitions.append((t, "ShuttingDown"))
+        node.slurmd.append((t, False))
         node.removed_at = t + self.behaviour.shutdown_seconds
         generation = max(n.generation for n in self.nodes if n.group == node.group and n.index == node.index) + 1
         appears = node.removed_at
@@ -356,31 +410,48 @@ class HyperPodDouble:
         transitions = [(appears, "Pending")]
         if running_at is not None:
             transitions.append((running_at, "Running"))
+        ip, hostname = node.ip, node.hostname
+        if self.behaviour.replacement_hostname == "new":
+            group_no = self._groups[node.group][0]
+            ip = f"10.{group_no}.{128 + generation % 120}.{node.index % 250 + 4}"
+            hostname = f"ip-{ip.replace('.', '-')}.{self.region}.compute.internal"
         new = SimNode(
             node_id=self._instance_id(node.group, node.index, generation),
             group=node.group,
             index=node.index,
-            ip=node.ip,
-            hostname=node.hostname,
+            ip=ip,
+            hostname=hostname,
             instance_type=node.instance_type,
             created_at=appears,
             transitions=transitions,
+            logical_id=node.logical_id
+            if self.behaviour.replacement_logical_id == "kept"
+            else self._logical_id(node.group, node.index, generation),
             generation=generation,
+            slurmd=[(running_at, True)] if running_at is not None else [],
+            boots=[(running_at, max(appears, running_at - REPLACEMENT_BOOT_SECONDS))] if running_at is not None else [],
         )
         self.nodes.append(new)
-        record = ReplacementRecord(node.node_id, new.node_id, node.hostname, t, running_at, initiated_by)
+        if hostname != node.hostname and self.on_new_host is not None:
+            self.on_new_host(hostname.split(".", 1)[0])
+        record = ReplacementRecord(node.node_id, new.node_id, node.hostname, t, running_at, initiated_by, new_hostname=hostname)
         self.replacements.append(record)
         return record
 
     def _reboot(self, node: SimNode, t: float) -> None:
-        # A reboot keeps the instance id; the node is Pending while it restarts (ASSUMED duration).
-        # A node in behaviour.reboot_fails does not come back from it.
-        if (node.group, node.index) in self._reboot_fails:
-            node.transitions += [(t, "Pending"), (t + 120.0, "Failure")]
-            self.reboots.append(RebootRecord(node.node_id, node.hostname, t, None))
-        else:
-            node.transitions += [(t, "Pending"), (t + 120.0, "Running")]
-            self.reboots.append(RebootRecord(node.node_id, node.hostname, t, t + 120.0))
+        # A reboot keeps the instance id. HyperPod shows the node Pending while it restarts, or
+        # (reboot_status Running) keeps reporting Running all through it. A node in
+        # behaviour.reboot_fails does not come back: Failure, or still "Running" in HyperPod's eyes
+        # while slurmctld never hears from it again.
+        fails = (node.group, node.index) in self._reboot_fails
+        back = t + REBOOT_SECONDS
+        if self.behaviour.reboot_status == "Pending":
+            node.transitions += [(t, "Pending"), (back, "Failure" if fails else "Running")]
+        node.slurmd.append((t, False))
+        if not fails:
+            node.slurmd.append((back, True))
+            node.boots.append((back, t + BOOT_AFTER_SECONDS))
+        self.reboots.append(RebootRecord(node.node_id, node.hostname, t, None if fails else back))
 
 
 SERVED_OPERATIONS = (

@@ -101,6 +101,8 @@ def build_report(runner: DrillRunner, wall_seconds: float) -> dict[str, Any]:
                 "initiated_at": round(r.initiated_at, 3),
                 "running_at": None if r.running_at is None else round(r.running_at, 3),
                 "initiated_by": r.initiated_by,
+                # The replacement came up under another hostname (behaviour.replacement_hostname: new).
+                **({"new_hostname": r.new_hostname.split(".", 1)[0]} if r.new_hostname and r.new_hostname != r.hostname else {}),
             }
             for r in runner.double.replacements
         ],

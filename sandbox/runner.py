@@ -71,6 +71,10 @@ class DrillRunner:
             self.slurm = SimulatedController(self.clock, self.epoch, behaviour.agent_seconds, behaviour.agent_down, behaviour.agent_back_at)
             hostnames = {}
         self.double = HyperPodDouble(scenario.cluster, scenario.behaviour, REGION, self.epoch, now=self.clock.now, hostnames=hostnames)
+        if isinstance(self.slurm, SimulatedController):
+            # The simulated slurmctld hears from the double's hosts: their boot times, whether they answer.
+            self.slurm.slurm.host_view = self.double.slurm_view
+            self.double.on_new_host = self.slurm.slurm.add_node
         self.intake_responses: list[dict[str, Any]] = []
         self.events_put = 0
         self.drill_count = 0
@@ -162,6 +166,11 @@ class DrillRunner:
             raise ScenarioError(
                 "faults: kind 'job_failed' runs on the simulated Slurm only; on a real slurmctld the agent's epilog "
                 "reports real job failures (tests/slurm/test_job_failed_events.py)"
+            )
+        if isinstance(self.slurm, RealController) and self.scenario.behaviour.replacement_hostname == "new":
+            raise ScenarioError(
+                "behaviour.replacement_hostname 'new': with --slurm real there is no Slurm node for a new hostname "
+                "(the simulated Slurm models it)"
             )
         if isinstance(self.slurm, RealController) and (self.scenario.behaviour.agent_down or self.scenario.behaviour.agent_back_at):
             raise ScenarioError(
@@ -334,7 +343,7 @@ class DrillRunner:
             }
             source, detail_type, resources = "aws.sagemaker", "SageMaker HyperPod Cluster Node Health Event", [arn]
         else:
-            alarm = f"hyperpod-recovery-{cluster}-gpu-xid-{node.node_id}"
+            alarm = f"hyperpod-recovery:{cluster}:gpu-xid-{node.node_id}"
             detail = {
                 "alarmName": alarm,
                 "configuration": {

@@ -171,6 +171,13 @@ class BehaviourSpec(_Strict):
     shutdown_seconds: float = Field(default=45, ge=0)
     never_rejoin: list[str] = Field(default_factory=list)
     reboot_fails: list[str] = Field(default_factory=list)  # a reboot leaves these down (the ladder replaces them)
+    # What HyperPod's ListClusterNodes shows during a reboot: Pending, or Running all through it
+    # (either is possible: nothing documents it). Slurm sees the reboot either way.
+    reboot_status: Literal["Pending", "Running"] = "Pending"
+    # A replacement's hostname (= Slurm node name) and NodeLogicalId: the node's own (as documented
+    # for the hostname; assumed for the logical id), or new ones.
+    replacement_hostname: Literal["same", "new"] = "same"
+    replacement_logical_id: Literal["kept", "new"] = "kept"
     api_errors: list[ApiErrorSpec] = Field(default_factory=list)
     agent_seconds: float = Field(default=2.0, ge=0)
     # Nodes missing from Slurm's configuration: the agent answers NodeNotFound for them.

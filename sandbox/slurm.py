@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from hyperpod_recovery.errors import InvalidCommand, NodeNotFound
-from hyperpod_recovery.models.commands import CommandEnvelope, CommandReply, JobSpec, job_display_name
+from hyperpod_recovery.models.commands import CommandEnvelope, CommandReply, JobSpec, NodeBoot, job_display_name
 from hyperpod_recovery.models.manifest import RESUME_FROM_ENV, RESUME_STEP_ENV
 from hyperpod_recovery_agent.agent import Agent, ReplyJournal
 from hyperpod_recovery_agent.capture import JobCapture, SbatchOptions
@@ -47,6 +47,7 @@ class SlurmNode:
     state: str = "idle"  # idle | allocated
     drained: bool = False
     reason: str = ""
+    boot_time: datetime | None = None  # without a host view: slurmd registered with this, and responds
 
 
 # The simulated jobs' owner (the agent runs as root; every job is someone else's).
@@ -86,10 +87,13 @@ class Submission:
 class SimulatedSlurm:
     """slurmctld's state, behind the same port SlurmCli gives the executor."""
 
-    def __init__(self) -> None:
+    def __init__(self, host_view: Callable[[str], tuple[datetime | None, bool]] | None = None) -> None:
         self.nodes: dict[str, SlurmNode] = {}
         self.jobs: dict[str, SlurmJob] = {}
         self.submissions: list[Submission] = []
+        # What slurmd on each host tells slurmctld (boot time, responding): the HyperPod double's
+        # model of the hosts in a drill (HyperPodDouble.slurm_view).
+        self.host_view = host_view
 
     def add_node(self, name: str) -> None:
         self.nodes[name] = SlurmNode(name)
@@ -109,6 +113,19 @@ class SimulatedSlurm:
         if unknown:
             raise NodeNotFound(f"unknown to slurmctld: {', '.join(unknown)}")
         return {n: NodeState(n, self.nodes[n].state, ("DRAIN",) if self.nodes[n].drained else (), self.nodes[n].reason) for n in names}
+
+    def boot_times(self, nodes: Iterable[str]) -> list[NodeBoot]:
+        """As ``scontrol show node`` reports them: BootTime, and State with its flags."""
+        boots = []
+        for name in nodes:
+            node = self.nodes.get(name)
+            if node is None:
+                boots.append(NodeBoot(name=name))
+                continue
+            boot, responding = self.host_view(name) if self.host_view is not None else (node.boot_time, True)
+            state = node.state.upper() + ("+DRAIN" if node.drained else "") + ("" if responding else "+NOT_RESPONDING")
+            boots.append(NodeBoot(name=name, boot_time=boot, state=state))
+        return boots
 
     def drain(self, nodes: Sequence[str], reason: str) -> None:
         for name in nodes:

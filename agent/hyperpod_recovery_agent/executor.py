@@ -22,6 +22,8 @@ from typing import Any, Protocol
 from hyperpod_recovery.errors import InvalidCommand, JobSpecUnavailable
 from hyperpod_recovery.models.commands import (
     OWNER_TAG_PREFIX,
+    BootTimes,
+    BootTimesResult,
     CaptureJobSpec,
     CommandEnvelope,
     CommandReply,
@@ -31,6 +33,7 @@ from hyperpod_recovery.models.commands import (
     JobsOnNodesResult,
     JobSpec,
     JobSpecResult,
+    NodeBoot,
     NodeStates,
     NodeStatesResult,
     NodeStatus,
@@ -109,6 +112,7 @@ class Slurm(Protocol):
     """What the executor needs from Slurm: SlurmCli on a controller, the sandbox's simulation in drills."""
 
     def node_states(self, nodes: Iterable[str]) -> dict[str, NodeState]: ...
+    def boot_times(self, nodes: Iterable[str]) -> list[NodeBoot]: ...
     def drain(self, nodes: Sequence[str], reason: str) -> None: ...
     def resume(self, nodes: Sequence[str]) -> None: ...
     def jobs_on(self, nodes: Iterable[str]) -> list[JobSpec]: ...
@@ -157,6 +161,8 @@ class CommandExecutor:
             result = JobSpecResult(job=self.captured(spec) if spec else None)
         elif isinstance(command, RequeueJob):
             result = RequeueResult(job_id=command.job_id, requeued=self.slurm.requeue(command.job_id))
+        elif isinstance(command, BootTimes):
+            result = BootTimesResult(nodes=self.slurm.boot_times(command.nodes))
         else:  # pragma: no cover - the envelope's discriminated union admits nothing else
             raise InvalidCommand(f"command: unknown type {type(command).__name__}")
         return CommandReply(

@@ -19,12 +19,13 @@ import tempfile
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from hyperpod_recovery.errors import ControllerUnavailable, InvalidCommand, NodeNotFound
-from hyperpod_recovery.models.commands import OWNER_TAG_PREFIX, JobSpec, job_display_name
+from hyperpod_recovery.models.commands import OWNER_TAG_PREFIX, JobSpec, NodeBoot, job_display_name
 from hyperpod_recovery.models.common import SLURM_JOB_ID_PATTERN, SLURM_NODE_PATTERN
 from hyperpod_recovery_agent.capture import (
     SLURM_MAX_STRING_BYTES,
@@ -51,6 +52,37 @@ MAX_CHECKPOINT_URI = 1024  # JobSpec.checkpoint_uri
 DEFAULT_CHECKPOINT_ENV = ("HYPERPOD_RECOVERY_CHECKPOINT_URI", "CHECKPOINT_URI")
 # Jobs that hold (or held, until a node failed under them) an allocation on a node.
 AFFECTED_JOB_STATES = ("RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED", "RESIZING", "NODE_FAIL")
+
+
+# scontrol prints times in the local zone of its process, in the format SLURM_TIME_FORMAT asks for.
+_UTC_TIMES = {"TZ": "UTC", "SLURM_TIME_FORMAT": "standard"}
+# `scontrol show node -o`: one node per line, Key=Value fields separated by spaces. Reason (free text,
+# from whoever drained the node: it may contain anything) comes last, so each field is read from its
+# first occurrence, which is never inside the reason.
+_NODE_FIELD = r"(?:^|\s){}=(\S*)"
+
+
+def parse_node_boots(text: str) -> list[NodeBoot]:
+    """NodeName, BootTime (UTC, as ``boot_times`` asks for it; "None" or unparsable: no boot time)
+    and State of each node in ``scontrol show node -o`` output."""
+    boots = []
+    for line in text.splitlines():
+        reason_at = line.find(" Reason=")
+        fields = line if reason_at < 0 else line[:reason_at]
+        name = re.search(_NODE_FIELD.format("NodeName"), fields)
+        if name is None or not _NODE.fullmatch(name[1]):
+            continue
+        boot = re.search(_NODE_FIELD.format("BootTime"), fields)
+        state = re.search(_NODE_FIELD.format("State"), fields)
+        boots.append(NodeBoot(name=name[1], boot_time=_utc(boot[1]) if boot else None, state=state[1][:64] if state else ""))
+    return boots
+
+
+def _utc(text: str) -> datetime | None:
+    try:
+        return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=UTC)
+    except ValueError:
+        return None  # "None", "Unknown": slurmctld has no boot time for the node
 
 
 class SlurmUnreachable(Exception):
@@ -111,6 +143,7 @@ class SlurmCli:
         stdin: str | None = None,
         ok_codes: tuple[int, ...] = (0,),
         owner: _Owner | None = None,
+        env_overrides: Mapping[str, str] | None = None,
     ) -> subprocess.CompletedProcess[str]:
         program = argv[0] if os.path.isabs(argv[0]) else os.path.join(self.bin_dir, argv[0]) if self.bin_dir else argv[0]
         try:
@@ -121,7 +154,7 @@ class SlurmCli:
                 text=True,
                 timeout=self.timeout_seconds,
                 check=False,
-                env=self.env if owner is None else owner.environment,
+                env=owner.environment if owner is not None else self._environment(env_overrides),
                 # The owner's identity is taken in the child before exec: no process of the owner's
                 # environment (LD_PRELOAD, PATH...) ever runs as root.
                 **(owner.popen_arguments() if owner else {}),
@@ -136,6 +169,11 @@ class SlurmCli:
                 raise SlurmUnreachable(f"{' '.join(argv[:2])}: {text}")
             raise SlurmCommandFailed(argv, done.returncode, text)
         return done
+
+    def _environment(self, overrides: Mapping[str, str] | None) -> dict[str, str] | None:
+        if not overrides:
+            return self.env  # None: inherit (SLURM_CONF included)
+        return {**(self.env if self.env is not None else os.environ), **overrides}
 
     def _json(self, argv: list[str]) -> dict[str, Any]:
         done = self._run(argv)
@@ -169,6 +207,18 @@ class SlurmCli:
         if missing:
             raise NodeNotFound(f"unknown to slurmctld: {', '.join(missing)}")
         return {n: known[n] for n in wanted}
+
+    def boot_times(self, nodes: Iterable[str]) -> list[NodeBoot]:
+        """Each node's BootTime and State as slurmctld reports them (``scontrol show node -o``, every
+        node: one that slurmctld does not know is answered with no boot time and no state, not an error).
+
+        BootTime is the host's boot as slurmd computed it from its uptime when it registered: it
+        changes on every boot and on nothing else. scontrol prints it in its own local time with no
+        zone, so it runs with TZ=UTC and Slurm's standard time format."""
+        wanted = validate_nodes(nodes)
+        text = self._run(["scontrol", "show", "node", "-o"], env_overrides=_UTC_TIMES).stdout
+        known = {boot.name: boot for boot in parse_node_boots(text)}
+        return [known.get(name, NodeBoot(name=name)) for name in wanted]
 
     def drain(self, nodes: Sequence[str], reason: str) -> None:
         one_line = " ".join(reason.split())  # a health event's reason may span lines; Slurm's may not

@@ -12,7 +12,7 @@ def lambda_handler(step: CheckRejoinInput, deps: Dependencies):
         step,
         cluster=deps.cluster,
         ledger=deps.ledger,
-        poll_seconds=settings.rejoin_poll_seconds,
-        max_poll_seconds=settings.rejoin_max_poll_seconds,
+        poll_seconds=settings.rejoin_waits[0],  # derived: within the history budget (domain/limits.py)
+        max_poll_seconds=settings.rejoin_waits[1],
         now=deps.now(),
     )

@@ -1,5 +1,6 @@
 """Classify Failure: node-caused, application, or left alone (ListClusterNodes + Slurm's node states)."""
 
+from hyperpod_recovery.domain.limits import node_recovery_time_bound_seconds
 from hyperpod_recovery.models.job_recovery import ClassifyJobFailureInput
 from hyperpod_recovery.runtime import Dependencies, workflow_step
 from hyperpod_recovery.steps.job_recovery import classify_job_failure
@@ -7,4 +8,10 @@ from hyperpod_recovery.steps.job_recovery import classify_job_failure
 
 @workflow_step(ClassifyJobFailureInput)
 def lambda_handler(step: ClassifyJobFailureInput, deps: Dependencies):
-    return classify_job_failure(step, cluster=deps.cluster, now=deps.now())
+    settings = deps.settings
+    return classify_job_failure(
+        step,
+        cluster=deps.cluster,
+        now=deps.now(),
+        node_timeout_seconds=node_recovery_time_bound_seconds(settings.reboot_deadline_seconds, settings.rejoin_deadline_seconds),
+    )

@@ -16,7 +16,7 @@ def lambda_handler(step: ReplaceNodesInput, deps: Dependencies):
         step,
         cluster=deps.cluster,
         ledger=deps.ledger,
-        first_check_after_seconds=settings.rejoin_poll_seconds,
+        first_check_after_seconds=settings.rejoin_waits[0],  # derived: within the history budget (domain/limits.py)
         deadline_seconds=settings.rejoin_deadline_seconds,
         reboot_deadline_seconds=settings.reboot_deadline_seconds,
         now=deps.now(),

@@ -402,6 +402,79 @@ def test_double_reboot_keeps_the_id_describe_details_a_node_and_delete_reports_c
         assert deleted["Successful"] == [node_id_] and deleted["Failed"][0]["Code"] == "NodeIdNotFound"
 
 
+def test_the_adapter_asks_for_logical_ids_and_carries_them_leaving_out_nodes_without_an_instance() -> None:
+    # Given ListClusterNodes as the botocore model shapes it (a Stubber checks every parameter against it)
+    from botocore.stub import Stubber
+
+    sagemaker = boto3.client("sagemaker", region_name=REGION)
+    summary = {
+        "InstanceGroupName": "workers",
+        "InstanceId": node_id(1),
+        "NodeLogicalId": "df268d19-f035-4f28-9b80-b956b92ae21e",
+        "InstanceType": "ml.p5.48xlarge",
+        "LaunchTime": T0,
+        "InstanceStatus": {"Status": "Running"},
+        "PrivateDnsHostname": "ip-10-1-0-1.us-west-2.compute.internal",
+    }
+    provisioning = {
+        **summary,
+        "InstanceId": "",
+        "NodeLogicalId": "0a1b2c3d-0000-4000-8000-000000000000",
+        "InstanceStatus": {"Status": "Pending"},
+    }
+    with Stubber(sagemaker) as stub:
+        stub.add_response(
+            "list_cluster_nodes",
+            {"ClusterNodeSummaries": [summary, provisioning]},
+            {"ClusterName": "llm-train", "MaxResults": 100, "IncludeNodeLogicalIds": True},
+        )
+        # When the adapter lists the nodes
+        nodes = HyperPodCluster("llm-train", sagemaker=sagemaker).list_nodes()
+    # Then it asked for logical ids, carries each node's, and leaves out a node with no instance yet
+    assert [(n.node_id, n.logical_id) for n in nodes] == [(node_id(1), "df268d19-f035-4f28-9b80-b956b92ae21e")]
+
+
+@pytest.mark.parametrize("kept", [True, False], ids=["logical-id-kept", "logical-id-new"])
+def test_double_lists_logical_ids_only_when_asked_and_gives_a_replacement_a_new_hostname_when_told(aws: None, kept: bool) -> None:
+    clock = {"t": 0.0}
+    behaviour = BehaviourSpec(replacement_hostname="new", replacement_logical_id="kept" if kept else "new")
+    double = HyperPodDouble(_double(2).spec, behaviour, REGION, T0, now=lambda: clock["t"])
+    with serve(double):
+        sagemaker = boto3.client("sagemaker", region_name=REGION)
+        assert all("NodeLogicalId" not in n for n in sagemaker.list_cluster_nodes(ClusterName="llm-train")["ClusterNodeSummaries"])
+        cluster = HyperPodCluster("llm-train", sagemaker=sagemaker)
+        old = next(n for n in cluster.list_nodes() if n.instance_group == "workers")
+        assert old.logical_id and cluster.replace_nodes([old.node_id]).successful == [old.node_id]
+        clock["t"] = 700.0
+        (new,) = [n for n in cluster.list_nodes() if n.instance_group == "workers" and n.launch_time and n.launch_time > T0]
+        assert new.status == "Running" and new.private_dns_hostname != old.private_dns_hostname
+        assert (new.logical_id == old.logical_id) is kept
+        by_logical_id = sagemaker.describe_cluster_node(ClusterName="llm-train", NodeLogicalId=new.logical_id)["NodeDetails"]
+        assert by_logical_id["InstanceId"] == new.node_id
+
+
+@pytest.mark.parametrize("reboot_status", ["Pending", "Running"])
+def test_double_models_what_slurmctld_sees_of_a_reboot_whatever_hyperpod_shows(aws: None, reboot_status: str) -> None:
+    clock = {"t": 0.0}
+    double = HyperPodDouble(_double(2).spec, BehaviourSpec(reboot_status=reboot_status), REGION, T0, now=lambda: clock["t"])  # type: ignore[arg-type]
+    with serve(double):
+        cluster = HyperPodCluster("llm-train", sagemaker=boto3.client("sagemaker", region_name=REGION))
+        node = next(n for n in cluster.list_nodes() if n.instance_group == "workers")
+        name = node.private_dns_hostname.split(".", 1)[0]  # type: ignore[union-attr]
+        booted_before, responding = double.slurm_view(name)
+        assert booted_before is not None and booted_before < T0 and responding
+        cluster.reboot_nodes([node.node_id])
+        # While it reboots: HyperPod shows Pending, or Running all through; slurmd does not answer
+        clock["t"] = 60.0
+        assert [n.status for n in cluster.list_nodes() if n.node_id == node.node_id] == [reboot_status]
+        assert double.slurm_view(name) == (booted_before, False)
+        # Once back: a boot time after the request, from a responding slurmd
+        clock["t"] = 200.0
+        booted_after, responding = double.slurm_view(name)
+        assert booted_after is not None and booted_after > T0 and responding
+        assert [n.status for n in cluster.list_nodes() if n.node_id == node.node_id] == ["Running"]
+
+
 def test_hyperpod_errors_are_translated(aws: None) -> None:
     double = _double(
         2,

@@ -97,7 +97,7 @@ def test_every_end_of_both_workflows_reaches_reconcile_and_its_failures_page() -
     rule = RESOURCES["ExecutionEndedRule"]["Properties"]
     assert rule["EventPattern"]["detail"]["status"] == ["FAILED", "TIMED_OUT", "ABORTED"]
     machines = [m["Fn::Sub"].rsplit(":stateMachine:", 1)[-1] for m in rule["EventPattern"]["detail"]["stateMachineArn"]]
-    assert machines == ["${AWS::StackName}-node-recovery", "${AWS::StackName}-job-recovery"]
+    assert machines == ["${ClusterName}-node-recovery", "${ClusterName}-job-recovery"]
     assert rule["Targets"] == [{"Id": "reconcile", "Arn": {"Fn::GetAtt": ["ReconcileQueue", "Arn"]}}]
     redrive = RESOURCES["ReconcileQueue"]["Properties"]["RedrivePolicy"]
     assert redrive["deadLetterTargetArn"] == {"Fn::GetAtt": ["ReconcileDeadLetterQueue", "Arn"]}

@@ -21,12 +21,15 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from hyperpod_recovery.domain.normalize import REQUEST_REASON_BUDGET, group_triggers
+from hyperpod_recovery.domain.rejoin import MAX_BOOT_READINGS
 from hyperpod_recovery.models.commands import (
+    BootTimesResult,
     CheckpointRef,
     CommandReply,
     DrainResult,
     JobRef,
     JobsOnNodesResult,
+    NodeBoot,
     ResubmitResult,
     ResumeResult,
 )
@@ -114,6 +117,9 @@ def largest_realistic_state() -> WorkflowState:
     reply: dict[str, Any] = {"command_id": "x" * 80, "type": "drain_nodes", "requested_at": T0, "started_at": T0, "completed_at": now}
     targets = [NodeTarget(node_id=i, instance_group="g" * 63, slurm_node=h, status="Running") for i, h in nodes]
     safety = SafetyDecision(at=T0, reason="r" * 600, reserved=[i for i, _ in nodes], limit=100)
+    # Every node rebooted first, replaced at the reboot deadline, and found by its group under a new
+    # name (the longest a watched node gets: a node back from its reboot carries a boot time instead
+    # of the replacement's id and name). Logical ids are UUIDs, as HyperPod shows them.
     watch = RejoinWatch(
         at=now,
         started_at=T0,
@@ -122,12 +128,23 @@ def largest_realistic_state() -> WorkflowState:
         checks=40,
         nodes=[
             WatchedNode(
-                node_id=i, slurm_node=h, initiation="initiated", status="Running", replacement_node_id=f"i-{n + 1000:017x}", rejoined=True
+                node_id=i,
+                slurm_node=h,
+                instance_group="g" * 63,
+                logical_id=f"{n:08x}-f035-4f28-9b80-b956b92ae21e",
+                initiation="already_in_progress",
+                status="DeepHealthCheckInProgress",
+                replacement_node_id=f"i-{n + 1000:017x}",
+                matched_by="instance_group",
+                replacement_slurm_node=f"ip-10-{n // 250}-{n % 250 + 128}-{n % 200}",
+                rejoined=True,
+                escalated_to_replace_at=now,
             )
             for n, (i, h) in enumerate(nodes)
         ],
         done=True,
         next_wait_seconds=0,
+        boot_readings=MAX_BOOT_READINGS,
     )
     long_uri = "s3://" + "b" * 63 + "/" + "p" * 180
     plan = CheckpointPlan(
@@ -166,6 +183,35 @@ def test_the_largest_realistic_node_recovery_state_stays_far_below_the_limit() -
     state = largest_realistic_state()
     outcome = OutcomeResult(at=T0, incident_id="x" * 80, outcome="escalated", error="E" * 64, cause="c" * 4000, summary="s" * 8000)
     size = len(state.model_dump_json()) + len(outcome.model_dump_json())
+    assert size < STATE_LIMIT * 0.75, f"{size} bytes"
+
+
+def test_the_largest_state_while_waiting_for_rejoin_with_a_boot_reading_in_flight_stays_far_below_the_limit() -> None:
+    # Given the state between Read Boot Times and the Check Rejoin that consumes its answer: nothing
+    # resumed, planned or resubmitted yet, and a reading of every node (Escalate Incident gets this
+    # state if that Check Rejoin fails)
+    state = largest_realistic_state()
+    assert state.replacement is not None
+    names = [n.slurm_node for n in state.replacement.watch.nodes]
+    reading = CommandReply[BootTimesResult](
+        command_id="x" * 256,
+        type="boot_times",
+        requested_at=T0,
+        started_at=T0,
+        completed_at=T0,
+        result=BootTimesResult(nodes=[NodeBoot(name=name, boot_time=T0, state="s" * 64) for name in names]),
+    )
+    watch = state.replacement.watch.model_copy(update={"boot_check": names, "boot_reading": reading, "done": False})
+    waiting = state.model_copy(
+        update={
+            "replacement": state.replacement.model_copy(update={"watch": watch}),
+            "resume": None,
+            "checkpoints": None,
+            "resubmissions": [],
+        }
+    )
+    outcome = OutcomeResult(at=T0, incident_id="x" * 80, outcome="escalated", error="E" * 64, cause="c" * 4000, summary="s" * 8000)
+    size = len(waiting.model_dump_json()) + len(outcome.model_dump_json())
     assert size < STATE_LIMIT * 0.75, f"{size} bytes"
 
 

@@ -8,11 +8,21 @@ from pathlib import Path
 import pytest
 
 from hyperpod_recovery.errors import InvalidCommand, NodeNotFound
-from hyperpod_recovery.models.commands import CheckpointRef, CommandEnvelope, DrainNodes, JobsOnNodes, ResubmitJob, ResumeNodes
+from hyperpod_recovery.models.commands import (
+    BootTimes,
+    BootTimesResult,
+    CheckpointRef,
+    CommandEnvelope,
+    DrainNodes,
+    JobsOnNodes,
+    NodeBoot,
+    ResubmitJob,
+    ResumeNodes,
+)
 from hyperpod_recovery_agent.executor import CaptureStore, CommandExecutor
 from hyperpod_recovery_agent.slurm import SlurmCli, SlurmUnreachable, validate_job_id, validate_nodes
 from tests.fakes import T0
-from tests.slurm.conftest import job_state, sbatch, wait_for
+from tests.slurm.conftest import NODES, job_state, sbatch, wait_for
 
 pytestmark = pytest.mark.slurm
 TAG = "hyperpod-recovery:inc-1"
@@ -37,6 +47,28 @@ def start_training(slurm_env: dict[str, str], job_dir: Path, *extra: str) -> str
     job_id = sbatch(slurm_env, "-J", "llama", "-N", "2", "-t", "30", "-D", str(job_dir), *extra, script=TRAIN)
     wait_for(lambda: job_state(slurm_env, job_id) == "RUNNING", f"job {job_id} running")
     return job_id
+
+
+# --- boot times --------------------------------------------------------------------------------
+def test_boot_times_are_the_hosts_boot_as_slurmctld_reports_it_in_utc_whatever_the_agents_zone(
+    slurm: SlurmCli, slurm_env: dict[str, str]
+) -> None:
+    # Given the four slurmd of this host (one of them drained by us), and an agent whose zone is not UTC
+    # (the `slurm` fixture puts every node back to idle afterwards)
+    slurm = SlurmCli(env={**slurm_env, "TZ": "Asia/Tokyo"})
+    run(slurm, DrainNodes(nodes=[NODES[0]], reason=f"{TAG} reboot"))
+    host_boot = next(int(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines() if line.startswith("btime "))
+    # When the agent answers a boot_times command, for them and a node slurmctld does not know
+    result = run(slurm, BootTimes(nodes=[*NODES, "ip-10-9-9-9"]))
+    assert isinstance(result, BootTimesResult)
+    *known, unknown = result.nodes
+    # Then each node's boot time is this host's boot (slurmd computes it from the uptime: to the second), in UTC
+    assert [b.name for b in known] == NODES
+    assert all(b.boot_time is not None and abs(b.boot_time.timestamp() - host_boot) <= 2 for b in known), known
+    # And each responds, with its state as scontrol shows it (our drain included)
+    assert all(b.responding for b in known) and "DRAIN" in known[0].state.split("+")
+    # And the unknown node is answered without a boot time, not an error
+    assert unknown == NodeBoot(name="ip-10-9-9-9")
 
 
 # --- drain / resume ---------------------------------------------------------------------------

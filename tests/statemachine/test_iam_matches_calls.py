@@ -20,6 +20,7 @@ pytestmark = pytest.mark.sandbox
 DRILLS = (
     "default",
     "reboot-ladder",
+    "replacement-new-identity",  # Check Rejoin's DescribeCluster (a match by instance group)
     "job-node-failure",
     "job-crash-loop",
     "abort-mid-rejoin",

@@ -333,3 +333,37 @@ def test_the_ladder_reboots_first_and_replaces_a_node_the_reboot_did_not_fix(dri
     assert [r["hostname"] for r in report["replacements"]] == ["ip-10-3-0-7"]
     # And each incident resubmitted the job running on its node once
     assert [s["old_job_id"] for s in report["slurm"]["submissions"]] == ["1001", "1002"]
+
+
+def test_a_reboot_hyperpod_reports_running_throughout_is_judged_by_slurmctlds_boot_time(drill: Drill) -> None:
+    # Given HyperPod keeps reporting Running all through a reboot; workers:7 comes back, workers:3 does not
+    report = drill("reboot-stays-running")
+    back, stuck = report["incidents"]
+    # Then workers:7 is back from its reboot on slurmctld's boot time, and never replaced
+    assert back["outcome"] == "recovered"
+    (rejoined,) = [e["detail"] for e in back["timeline"] if e["event"] == "node rejoined"]
+    assert "back from reboot" in rejoined and "slurmctld BootTime" in rejoined
+    assert [r["hostname"] for r in report["replacements"]] == [stuck["hostnames"][0]]
+    # And workers:3, though HyperPod said Running, is replaced at the reboot deadline once slurmctld showed
+    # it never booted again, and recovers
+    events = [e["event"] for e in stuck["timeline"]]
+    assert stuck["outcome"] == "recovered" and events.index("reboot did not help") < events.index("node rejoined")
+    # And the evidence came from the controller agent
+    assert {c["type"] for c in report["slurm"]["commands"]} >= {"boot_times"}
+
+
+def test_a_replacement_under_a_new_hostname_is_found_by_its_logical_id_and_its_old_name_left_drained(drill: Drill) -> None:
+    # Given the replacement comes back under a new hostname, with the node's NodeLogicalId
+    report = drill("replacement-new-hostname")
+    incident = only_incident(report)
+    (replacement,) = report["replacements"]
+    # Then the incident recovers, saying which identity matched and what the node is called now
+    assert incident["outcome"] == "recovered"
+    (rejoined,) = [e["detail"] for e in incident["timeline"] if e["event"] == "node rejoined"]
+    assert "same NodeLogicalId" in rejoined and f"it is {replacement['new_hostname']} in Slurm now" in rejoined
+    assert replacement["new_hostname"] in incident["summary"]
+    # And no resume reaches the agent for the old name (that instance is gone; the new one was never drained by us)
+    assert "resume_nodes" not in mutating_slurm_commands(report)
+    assert replacement["hostname"] in report["slurm"]["drained_nodes"]
+    # And the job is resubmitted
+    assert [s["old_job_id"] for s in report["slurm"]["submissions"]] == ["1001"]

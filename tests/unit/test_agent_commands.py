@@ -1,18 +1,31 @@
 """What the agent will and will not do to Slurm, whatever the command says: a resume undoes only
-the drains of the incident that asks, and no text reaches Slurm with a control character in it."""
+the drains of the incident that asks, no text reaches Slurm with a control character in it, and a
+node's boot time is read as slurmctld reports it, whatever else its line says."""
 
 from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from hyperpod_recovery.models.commands import CommandEnvelope, DrainNodes, ResumeNodes, carries_owner_tag, owner_tag
+from hyperpod_recovery.models.commands import (
+    BootTimes,
+    BootTimesResult,
+    CommandEnvelope,
+    DrainNodes,
+    ResumeNodes,
+    carries_owner_tag,
+    owner_tag,
+)
 from hyperpod_recovery.models.common import one_line
 from hyperpod_recovery.models.workflow import CordonNodesInput
 from hyperpod_recovery.steps.controller_commands import cordon_nodes
 from hyperpod_recovery_agent.executor import CommandExecutor
+from hyperpod_recovery_agent.slurm import SlurmCli, parse_node_boots
 from sandbox.slurm import SimulatedSlurm
 from tests.fakes import T0, FakeController
 from tests.unit.test_safety import _assessment
@@ -68,3 +81,86 @@ def test_cordon_turns_any_fault_text_into_a_drain_reason_slurm_accepts(text: str
     CommandEnvelope.model_validate_json(envelope.model_dump_json())
     assert envelope.command.reason == one_line(envelope.command.reason, 256)
     assert carries_owner_tag(envelope.command.reason, owner_tag("inc-1"))
+
+
+# --- boot times: the evidence that a rebooted node came back ---------------------------------------
+# `scontrol show node -o` lines as Slurm 22.05 prints them (tests/slurm checks the real thing).
+SCONTROL_NODES = (
+    "NodeName=ip-10-1-0-1 Arch=x86_64 CoresPerSocket=1  CPUAlloc=0 CPUEfctv=1 CPUTot=1 CPULoad=1.37 AvailableFeatures=fast,ib "
+    "ActiveFeatures=fast,ib Gres=gpu:1 NodeAddr=127.0.0.1 NodeHostName=vm Port=17001 Version=22.05.8 OS=Linux 6.1.0-18-amd64 #1 SMP "
+    "PREEMPT_DYNAMIC Debian 6.1.76-1 (2024-02-01)  RealMemory=1000 AllocMem=0 FreeMem=21779 Sockets=1 Boards=1 State=IDLE "
+    "ThreadsPerCore=1 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A Partitions=dev  BootTime=2026-11-23T07:56:24 "
+    "SlurmdStartTime=2026-11-23T13:27:48 LastBusyTime=2026-11-23T13:27:48 CfgTRES=cpu=1,mem=1000M,billing=1 AllocTRES= CapWatts=n/a "
+    "CurrentWatts=0 AveWatts=0 ExtSensorsJoules=n/s ExtSensorsWatts=0 ExtSensorsTemp=n/s\n"
+    "NodeName=ip-10-1-0-2 Arch=x86_64 CoresPerSocket=1  CPUAlloc=0 CPUEfctv=1 CPUTot=1 CPULoad=1.37 NodeAddr=127.0.0.1 NodeHostName=vm "
+    "Port=17002 Version=22.05.8 OS=Linux 6.1.0-18-amd64 #1 SMP  RealMemory=1000 AllocMem=0 State=DOWN+DRAIN+NOT_RESPONDING "
+    "ThreadsPerCore=1 Partitions=dev  BootTime=2026-11-20T01:02:03 SlurmdStartTime=2026-11-20T01:03:00 LastBusyTime=2026-11-23T13:27:48 "
+    "CfgTRES=cpu=1,mem=1000M,billing=1 AllocTRES= CapWatts=n/a Reason=hyperpod-recovery:inc-1 HMA: BootTime=2099-01-01T00:00:00 "
+    "State=IDLE [root@2026-11-23T13:27:51]\n"
+    "NodeName=ip-10-1-0-3 Arch=x86_64 CoresPerSocket=1  CPUAlloc=0 State=UNKNOWN+NOT_RESPONDING Partitions=dev  BootTime=None "
+    "SlurmdStartTime=None LastBusyTime=Unknown CfgTRES=cpu=1 AllocTRES=\n"
+)
+
+
+def test_given_scontrol_output_then_each_nodes_boot_time_and_state_are_read_and_never_from_its_reason() -> None:
+    boots = {b.name: b for b in parse_node_boots(SCONTROL_NODES)}
+    assert boots["ip-10-1-0-1"].boot_time == datetime(2026, 11, 23, 7, 56, 24, tzinfo=UTC) and boots["ip-10-1-0-1"].state == "IDLE"
+    # A drain reason (free text, from an outside event) that mentions BootTime= or State= changes nothing
+    assert boots["ip-10-1-0-2"].boot_time == datetime(2026, 11, 20, 1, 2, 3, tzinfo=UTC)
+    assert boots["ip-10-1-0-2"].state == "DOWN+DRAIN+NOT_RESPONDING" and not boots["ip-10-1-0-2"].responding
+    # A node that never registered has no boot time
+    assert boots["ip-10-1-0-3"].boot_time is None and not boots["ip-10-1-0-3"].responding
+
+
+@settings(max_examples=200, deadline=None)
+@given(reason=st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=126), max_size=200))
+def test_whatever_a_drain_reason_says_the_boot_time_read_is_the_nodes_own(reason: str) -> None:
+    line = SCONTROL_NODES.splitlines()[0] + f" Reason={reason} [root@2026-11-23T13:27:51]"
+    (boot,) = parse_node_boots(line)
+    (clean,) = parse_node_boots(SCONTROL_NODES.splitlines()[0])
+    assert boot == clean
+
+
+def test_boot_times_ask_scontrol_for_utc_times_and_answer_unknown_nodes_without_failing(tmp_path: Path) -> None:
+    # Given an scontrol that prints a local time only when asked for UTC (otherwise it fails)
+    scontrol = tmp_path / "scontrol"
+    scontrol.write_text(
+        '#!/bin/sh\n[ "$TZ" = UTC ] && [ "$SLURM_TIME_FORMAT" = standard ] || exit 3\n'
+        'echo "NodeName=ip-10-1-0-1 State=IDLE+DRAIN BootTime=2026-11-23T07:56:24 SlurmdStartTime=2026-11-23T07:57:00"\n'
+    )
+    scontrol.chmod(0o755)
+    cli = SlurmCli(bin_dir=str(tmp_path), env={"PATH": "/usr/bin:/bin", "TZ": "Asia/Tokyo", "SLURM_TIME_FORMAT": "relative"})
+    # When asked about a known and an unknown node
+    boots = cli.boot_times(["ip-10-1-0-1", "ip-10-1-0-9"])
+    # Then the known one has its boot time in UTC, and the unknown one none (not an error)
+    assert [(b.name, b.boot_time, b.state) for b in boots] == [
+        ("ip-10-1-0-1", datetime(2026, 11, 23, 7, 56, 24, tzinfo=UTC), "IDLE+DRAIN"),
+        ("ip-10-1-0-9", None, ""),
+    ]
+
+
+def test_the_boot_times_command_answers_what_slurmctld_knows_of_each_host() -> None:
+    # Given a simulated slurmctld whose host a is back from a reboot and b is not answering
+    views = {"a": (T0 + timedelta(minutes=2), True), "b": (T0 - timedelta(days=2), False)}
+    slurm = SimulatedSlurm(host_view=lambda name: views[name])
+    slurm.add_node("a")
+    slurm.add_node("b")
+    executor = CommandExecutor(slurm, now=lambda: T0)
+    executor.drain(DrainNodes(nodes=["a", "b"], reason=f"{owner_tag('inc-1')} fault"))
+    # When the agent executes a boot_times command (one node slurmctld does not know)
+    envelope = CommandEnvelope(
+        command_id="inc-1:boot-times:1:0",
+        incident_id="inc-1",
+        execution_name="inc-1",
+        task_token="t",
+        requested_at=T0,
+        command=BootTimes(nodes=["a", "b", "c"]),
+    )
+    result = executor.execute(envelope).result
+    # Then each node's boot time and state are answered as scontrol would show them
+    assert isinstance(result, BootTimesResult)
+    assert [(b.name, b.boot_time, b.state, b.responding) for b in result.nodes] == [
+        ("a", T0 + timedelta(minutes=2), "IDLE+DRAIN", True),
+        ("b", T0 - timedelta(days=2), "IDLE+DRAIN+NOT_RESPONDING", False),
+        ("c", None, "", False),
+    ]

@@ -147,15 +147,24 @@ def test_pending_replacement_is_not_back_yet() -> None:
     assert not watch.done and watch.nodes[0].status == "Pending" and watch.checks == 1
 
 
-def test_node_hyperpod_was_repairing_counts_only_after_it_was_seen_down() -> None:
-    # Given HyperPod was already repairing the node (InstanceIdInUse), and it still shows Running
-    watch = observe_rejoin(_watch("already_in_progress"), [compute_node(7, status="Running")], T0 + timedelta(seconds=30), 30, 60)
-    assert not watch.done
-    # When it goes down and comes back under the same id (a reboot)
-    watch = observe_rejoin(watch, [compute_node(7, status="Pending")], T0 + timedelta(seconds=90), 30, 60)
+def test_node_hyperpod_was_repairing_counts_only_once_slurm_shows_it_booted() -> None:
+    from hyperpod_recovery.models.commands import BootTimesResult, CommandReply, NodeBoot
+
+    # Given HyperPod was already repairing the node (InstanceIdInUse), and it went down and is Running again under the same id
+    watch = observe_rejoin(_watch("already_in_progress"), [compute_node(7, status="Pending")], T0 + timedelta(seconds=90), 30, 60)
     watch = observe_rejoin(watch, [compute_node(7, status="Running")], T0 + timedelta(seconds=150), 30, 60)
-    # Then it has rejoined
-    assert watch.done
+    # Then HyperPod's word is not enough: slurmctld is asked for the node's boot time first
+    assert not watch.done and watch.boot_check == ["ip-10-1-0-7"]
+    # When slurmctld shows a boot after the repair began
+    booted = T0 + timedelta(seconds=100)
+    reading = CommandReply[BootTimesResult](
+        requested_at=T0, completed_at=T0, result=BootTimesResult(nodes=[NodeBoot(name="ip-10-1-0-7", boot_time=booted, state="IDLE+DRAIN")])
+    )
+    watch = observe_rejoin(
+        watch.model_copy(update={"boot_reading": reading}), [compute_node(7, status="Running")], T0 + timedelta(seconds=152), 30, 60
+    )
+    # Then it has rejoined as itself, with the boot time as its evidence
+    assert watch.done and watch.nodes[0].matched_by == "instance_id" and watch.nodes[0].booted_at == booted
 
 
 def test_deadline_passed_with_a_node_missing_raises_naming_the_node() -> None:
@@ -180,7 +189,7 @@ def _trigger(node: str, reason: str) -> Any:
     [
         (["HMA has detected fault type NvidiaErrorReboot on this node. Recommendation: Please Reboot the Faulty Node."], "reboot"),
         (["HMA has detected fault type NvidiaErrorTerminate on this node. Recommendation: Please Replace the Faulty Node."], "replace"),
-        (["CloudWatch alarm hyperpod-recovery-llm-train-reboot-xid-i-0391f86fa0fe0d465: Threshold Crossed"], "reboot"),
+        (["CloudWatch alarm hyperpod-recovery:llm-train:reboot-xid-i-0391f86fa0fe0d465: Threshold Crossed"], "reboot"),
         (["NvidiaErrorReboot ...", "NvidiaErrorTerminate ..."], "replace"),  # the stronger repair wins
         (["quarterly recovery drill"], "replace"),
     ],
@@ -217,8 +226,22 @@ def test_a_reboot_that_does_not_bring_the_node_back_is_replaced_once() -> None:
         now=T0 + timedelta(minutes=10),
     )
     assert before.nodes[0].action == "reboot" and cluster.replace_calls == []
-    # When Check Rejoin runs after the reboot deadline (twice: a retried Lambda)
-    step = CheckRejoinInput(execution_name="inc-1", request=request, rejoin=watch)
+    # When Check Rejoin runs after the reboot deadline, it first asks slurmctld (nothing replaced yet)
+    asked = check_rejoin(
+        CheckRejoinInput(execution_name="inc-1", request=request, rejoin=watch),
+        cluster=cluster,
+        ledger=ledger,
+        poll_seconds=30,
+        max_poll_seconds=60,
+        now=T0 + timedelta(minutes=16),
+    )
+    assert asked.boot_check == ["ip-10-1-0-1"] and cluster.replace_calls == []
+    # And with slurmctld's answer (no boot since the reboot), twice: a retried Lambda
+    from hyperpod_recovery.models.commands import BootTimesResult, CommandReply, NodeBoot
+
+    stale_boot = NodeBoot(name="ip-10-1-0-1", boot_time=T0 - timedelta(days=3), state="DOWN+DRAIN+NOT_RESPONDING")
+    reading = CommandReply[BootTimesResult](requested_at=T0, completed_at=T0, result=BootTimesResult(nodes=[stale_boot]))
+    step = CheckRejoinInput(execution_name="inc-1", request=request, rejoin=asked.model_copy(update={"boot_reading": reading}))
     after = check_rejoin(step, cluster=cluster, ledger=ledger, poll_seconds=30, max_poll_seconds=60, now=T0 + timedelta(minutes=16))
     check_rejoin(step, cluster=cluster, ledger=ledger, poll_seconds=30, max_poll_seconds=60, now=T0 + timedelta(minutes=16))
     # Then it is replaced, once, and the watch now waits for the replacement

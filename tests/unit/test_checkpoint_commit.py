@@ -17,6 +17,7 @@ from hyperpod_recovery.domain.checkpoint_commit import advance_pointer, commit_c
 from hyperpod_recovery.domain.checkpoints import find_newest_verified, verify_checkpoint
 from hyperpod_recovery.errors import CheckpointCommitRefused, CheckpointWriteConflict
 from hyperpod_recovery.models.manifest import (
+    MAX_FRAMEWORK_CHARS,
     MAX_JOB_CHARS,
     MAX_MANIFEST_BYTES,
     MAX_POINTER_BYTES,
@@ -271,6 +272,19 @@ def test_whatever_the_writer_commits_the_reader_verifies_for_the_same_job(
     assert verify_checkpoint(store, URI, step, job=job).verified
     discovery = find_newest_verified(store, URI, job=job)
     assert discovery.checkpoint is not None and discovery.checkpoint.step == step
+
+
+def test_given_a_manifest_naming_the_longest_framework_allowed_then_discovery_carries_it() -> None:
+    # Given a commit whose framework is as long as a manifest allows (it once crashed discovery:
+    # the workflow's CheckpointRef allowed only 32 characters)
+    store = FakeCheckpointStore()
+    store.put_object(BUCKET, f"{BASE}{step_dir(7)}/shard-0", b"x")
+    framework = "f" * MAX_FRAMEWORK_CHARS
+    commit_checkpoint(store, URI, 7, job="train", now=T0, framework=framework)
+    # When discovery chooses it
+    discovery = find_newest_verified(store, URI, job="train")
+    # Then the checkpoint carries the framework whole
+    assert discovery.checkpoint is not None and discovery.checkpoint.framework == framework
 
 
 # --- checksums ------------------------------------------------------------------------------

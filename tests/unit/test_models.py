@@ -106,12 +106,23 @@ def test_settings_read_from_the_environment() -> None:
         ({"CLUSTER_ARN": "not-an-arn"}, "CLUSTER_ARN"),
         ({"DRY_RUN": "perhaps"}, "DRY_RUN"),
         ({"REJOIN_POLL_SECONDS": "1"}, "REJOIN_POLL_SECONDS"),
-        ({"REJOIN_POLL_SECONDS": "120", "REJOIN_MAX_POLL_SECONDS": "60"}, "REJOIN_MAX_POLL_SECONDS"),
     ],
 )
 def test_bad_environment_fails_loudly_naming_the_variable(overrides: dict[str, str], named: str) -> None:
     with pytest.raises(ConfigurationError, match=named):
         Settings.from_environ(settings_env(**overrides))
+
+
+def test_given_dependent_parameters_out_of_order_then_the_effective_values_are_derived_not_refused() -> None:
+    # Given a maximum below its first value (CloudFormation cannot compare two parameters)
+    settings = Settings.from_environ(
+        settings_env(
+            REJOIN_POLL_SECONDS="120", REJOIN_MAX_POLL_SECONDS="60", JOB_RESTART_BACKOFF_SECONDS="300", JOB_RESTART_MAX_BACKOFF_SECONDS="0"
+        )
+    )
+    # Then every function still starts, and the maximum is the first value
+    assert settings.rejoin_waits == (120, 120)
+    assert settings.job_restart_backoffs == (300, 300)
 
 
 def test_missing_variable_is_named() -> None:

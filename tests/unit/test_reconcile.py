@@ -19,7 +19,7 @@ from tests.fakes import CLUSTER, T0, FakeExecutionHistory, FakeLedger, FakeNotif
 
 TTL = timedelta(hours=6)
 HOLD = timedelta(hours=24)
-JOB_MACHINE = "arn:aws:states:us-west-2:111122223333:stateMachine:hyperpod-recovery-llm-train-job-recovery"
+JOB_MACHINE = "arn:aws:states:us-west-2:111122223333:stateMachine:llm-train-job-recovery"
 INCIDENT = "hpr-i-0391f86fa0fe0d465-20260314T0920"
 
 

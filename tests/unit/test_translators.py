@@ -107,7 +107,7 @@ def test_alarm_returning_to_ok_needs_no_action() -> None:
 def test_alarm_not_opted_in_by_name_is_foreign() -> None:
     event = load_event("cloudwatch/alarm_state_change_alarm.json")
     event["detail"]["alarmName"] = "gpu-xid-i-0391f86fa0fe0d465"
-    with pytest.raises(ForeignClusterEvent, match="hyperpod-recovery-llm-train-"):
+    with pytest.raises(ForeignClusterEvent, match="hyperpod-recovery:llm-train:"):
         parse_intake_event(json.dumps(event), GUARDED)
 
 
@@ -120,7 +120,7 @@ def test_alarm_whose_dimension_names_another_cluster_is_foreign() -> None:
 
 def test_alarm_naming_no_instance_is_invalid() -> None:
     event = load_event("cloudwatch/alarm_state_change_alarm.json")
-    event["detail"]["alarmName"] = "hyperpod-recovery-llm-train-cluster-wide"
+    event["detail"]["alarmName"] = "hyperpod-recovery:llm-train:cluster-wide"
     event["detail"]["configuration"]["metrics"][0]["metricStat"]["metric"]["dimensions"].pop("InstanceId")
     with pytest.raises(InvalidRecoveryRequest, match="exactly one instance"):
         parse_intake_event(json.dumps(event), GUARDED)
@@ -181,7 +181,7 @@ def test_an_alarm_names_its_instance_after_the_cluster_prefix_never_inside_the_c
     # Given an alarm without dimensions, for a cluster whose own name may look like an instance id
     guarded = GuardedCluster(name=cluster, arn="arn:aws:sagemaker:us-west-2:111122223333:cluster/a1b2c3d4e5f6")
     event = load_event("cloudwatch/alarm_state_change_alarm.json")
-    event["detail"]["alarmName"] = f"hyperpod-recovery-{cluster}-{middle}{node}"
+    event["detail"]["alarmName"] = f"hyperpod-recovery:{cluster}:{middle}{node}"
     event["detail"]["configuration"]["metrics"] = []
     # When intake translates it
     trigger = parse_intake_event(json.dumps(event), guarded)
@@ -192,7 +192,7 @@ def test_an_alarm_names_its_instance_after_the_cluster_prefix_never_inside_the_c
 def test_a_cluster_named_like_an_instance_is_not_taken_for_the_instance() -> None:
     guarded = GuardedCluster(name="team-i-deadbeef", arn=GUARDED.arn)
     event = load_event("cloudwatch/alarm_state_change_alarm.json")
-    event["detail"]["alarmName"] = "hyperpod-recovery-team-i-deadbeef-xid-i-0391f86fa0fe0d465"
+    event["detail"]["alarmName"] = "hyperpod-recovery:team-i-deadbeef:xid-i-0391f86fa0fe0d465"
     event["detail"]["configuration"]["metrics"] = []
     trigger = parse_intake_event(json.dumps(event), guarded)
     assert isinstance(trigger, Trigger) and trigger.node_ids == ["i-0391f86fa0fe0d465"]

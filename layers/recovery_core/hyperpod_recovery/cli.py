@@ -6,26 +6,49 @@
     hyperpod-recovery breaker status --cluster NAME [--table LEDGER] [--json]
     hyperpod-recovery breaker reset  --cluster NAME [--table LEDGER] --reason TEXT [--by WHO]
     hyperpod-recovery drill --stack NAME (--scenario FILE | --input FILE | --node ID | --job ID) [--live --yes]
+    hyperpod-recovery --version
 
-Exit codes: 0 done / found / verified / breaker closed / drill execution succeeded; 1 the answer is
-no (nothing verified, commit refused, breaker open, drill execution failed: escalated or capped);
-2 bad usage or input; 3 AWS could not be read or written
-(credentials, bucket, table, throttling). Uses the standard AWS credential chain and region.
-The ledger table is the stack's LedgerTableName output (or $LEDGER_TABLE).
+Every command takes ``--region REGION`` (before or after the command's name). AWS credentials come
+from the standard chain (environment, profile, SSO, instance role); the region from ``--region``,
+else $AWS_REGION / $AWS_DEFAULT_REGION, else the profile's. The ledger table is the stack's
+LedgerTableName output (or $LEDGER_TABLE).
+
+Exit codes, for every command:
+  0    done / found / verified / breaker closed / drill execution succeeded; --help, --version
+  1    the answer is no: nothing verified, commit refused, breaker open, drill execution failed
+       (escalated or capped)
+  2    bad usage or input: no command, an unknown option, a missing or malformed argument, an
+       unreadable file; no AWS region configured; an AWS profile that does not exist
+  3    AWS could not be read or written: no credentials, access denied, no such bucket, table or
+       stack, throttling, no connection
+  130  interrupted (Ctrl-C)
+Every failure is one line on stderr, never a traceback.
+
+A command is a function ``(Invocation) -> int`` registered on its parser with
+``set_defaults(run=...)``. It makes its AWS clients with ``invocation.client("service")`` when it
+needs them, so a missing region or credentials reach main()'s one error handler; its arguments are
+checked first, without AWS.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import getpass
 import json
 import os
 import sys
-from collections.abc import Sequence
-from dataclasses import asdict
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
+from importlib import metadata
 from typing import Any, TextIO
 
+from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, NoRegionError, ProfileNotFound
+
+import hyperpod_recovery
+from hyperpod_recovery.adapters.aws import CLIENT_CONFIG
 from hyperpod_recovery.adapters.ledger import DynamoLedger
 from hyperpod_recovery.checkpointing import Checkpoints
 from hyperpod_recovery.drill import add_arguments as add_drill_arguments
@@ -40,8 +63,60 @@ from hyperpod_recovery.errors import (
 )
 from hyperpod_recovery.models.manifest import MAX_STEP, step_of_folder
 
-EXIT_OK, EXIT_NO, EXIT_USAGE, EXIT_S3 = 0, 1, 2, 3
+PROG = "hyperpod-recovery"
+EXIT_OK, EXIT_NO, EXIT_USAGE, EXIT_AWS, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+EXIT_S3 = EXIT_AWS  # the checkpoint commands' name for it
 _ANY_JOB = "default: $SLURM_JOB_NAME; without either, any job's, and the writer is named"
+NO_REGION = (
+    "no AWS region configured: give --region REGION, or set AWS_REGION (or AWS_DEFAULT_REGION), "
+    "or a region in your AWS profile (aws configure set region REGION)"
+)
+NO_CREDENTIALS = (
+    "no AWS credentials found: run `aws configure` or `aws sso login`, or set AWS_PROFILE (or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)"
+)
+
+
+class UsageError(Exception):
+    """The command cannot run with what it was given (exit code 2)."""
+
+
+class AwsClients:
+    """boto3 clients made on first use, in the region the command line or the environment names.
+
+    Made inside main()'s error handling: no region (NoRegionError) or an unknown profile
+    (ProfileNotFound) is the operator's one-line message, not a traceback."""
+
+    def __init__(self, region: str | None, given: Mapping[str, Any] | None = None) -> None:
+        self.region = region
+        self._made = {service: made for service, made in (given or {}).items() if made is not None}
+        self._session: Any = None
+
+    def __call__(self, service: str) -> Any:
+        if service not in self._made:
+            import boto3  # only commands that reach AWS pay for it
+
+            if self._session is None:
+                self._session = boto3.session.Session(region_name=self.region)
+            self._made[service] = self._session.client(service, config=CLIENT_CONFIG)
+        return self._made[service]
+
+
+@dataclass
+class Invocation:
+    """What a command runs with: its parsed arguments, where to print, and AWS."""
+
+    args: argparse.Namespace
+    out: TextIO
+    err: TextIO
+    client: Callable[[str], Any] = field(default_factory=lambda: AwsClients(None))
+    sleep: Callable[[float], None] = time.sleep
+
+
+def version() -> str:
+    try:
+        return metadata.version("hyperpod-recovery")
+    except metadata.PackageNotFoundError:  # the Lambda layer ships the package without its metadata
+        return hyperpod_recovery.__version__
 
 
 def _step(text: str) -> int:
@@ -51,37 +126,58 @@ def _step(text: str) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="hyperpod-recovery", description="HyperPod recovery tools.")
-    groups = parser.add_subparsers(dest="group", required=True)
-    checkpoint = groups.add_parser("checkpoint", help="checkpoint manifests (docs/checkpoint-manifest.md)")
-    commands = checkpoint.add_subparsers(dest="command", required=True)
+    # --region is accepted before or after the command's name; SUPPRESS keeps a subcommand's unset
+    # default from overwriting a value given before it.
+    region = argparse.ArgumentParser(add_help=False)
+    region.add_argument(
+        "--region", default=argparse.SUPPRESS, help="AWS region (default: $AWS_REGION, $AWS_DEFAULT_REGION, or the profile's)"
+    )
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="HyperPod recovery tools: checkpoints, the circuit breaker, drills on a deployed stack.",
+        epilog="Exit codes: 0 done, 1 the answer is no, 2 bad usage or no AWS region, 3 AWS error (incl. no credentials).",
+        parents=[region],
+    )
+    parser.add_argument("--version", action="version", version=f"{PROG} {version()}")
+    parser.set_defaults(usage=parser)
+    groups = parser.add_subparsers(dest="group", title="commands", metavar="COMMAND")
 
-    commit = commands.add_parser("commit", help="write the manifest of a step's folder, then move the latest pointer forward")
+    checkpoint = groups.add_parser("checkpoint", help="checkpoint manifests (docs/checkpoint-manifest.md)")
+    checkpoint.set_defaults(usage=checkpoint)
+    commands = checkpoint.add_subparsers(dest="command", title="commands", metavar="COMMAND")
+
+    commit = commands.add_parser(
+        "commit", parents=[region], help="write the manifest of a step's folder, then move the latest pointer forward"
+    )
     commit.add_argument("uri", help="the job's checkpoint prefix, s3://bucket/prefix")
     commit.add_argument("--step", type=_step, required=True)
     commit.add_argument("--job", help="job name recorded in the manifest (default: $SLURM_JOB_NAME)")
     commit.add_argument("--framework", default=None, help="e.g. pytorch-dcp; recorded in the manifest")
     commit.add_argument("--checksums", action="store_true", help="read every shard back and record its sha256 (slow)")
+    commit.set_defaults(run=_commit)
 
-    latest = commands.add_parser("latest", help="print the newest verified checkpoint of a prefix")
+    latest = commands.add_parser("latest", parents=[region], help="print the newest verified checkpoint of a prefix")
     latest.add_argument("uri", help="the job's checkpoint prefix, s3://bucket/prefix")
     latest.add_argument("--job", help=f"only this job's checkpoints ({_ANY_JOB})")
     latest.add_argument("--json", action="store_true", help="print the whole discovery as JSON")
+    latest.set_defaults(run=_latest)
 
-    verify = commands.add_parser("verify", help="check one step and explain what is wrong")
+    verify = commands.add_parser("verify", parents=[region], help="check one step and explain what is wrong")
     verify.add_argument("uri", help="a step folder (s3://bucket/prefix/step-000012000/) or a prefix with --step")
     verify.add_argument("--step", type=_step)
     verify.add_argument("--job", help=f"the job that must have written it ({_ANY_JOB})")
     verify.add_argument("--deep", action="store_true", help="also hash every shard that has a checksum (reads every byte)")
     verify.add_argument("--json", action="store_true")
+    verify.set_defaults(run=_verify)
 
     breaker = groups.add_parser("breaker", help="the cluster's circuit breaker (docs/runbook.md)")
-    actions = breaker.add_subparsers(dest="command", required=True)
-    for name, text in (
-        ("status", "show whether automation is stopped, why and since when"),
-        ("reset", "close the breaker (a human's call)"),
+    breaker.set_defaults(usage=breaker)
+    actions = breaker.add_subparsers(dest="command", title="commands", metavar="COMMAND")
+    for name, text, run in (
+        ("status", "show whether automation is stopped, why and since when", _breaker_status),
+        ("reset", "close the breaker (a human's call)", _breaker_reset),
     ):
-        action = actions.add_parser(name, help=text)
+        action = actions.add_parser(name, parents=[region], help=text)
         action.add_argument("--cluster", required=True, help="the guarded cluster's name (the stack's ClusterName)")
         action.add_argument("--table", default=os.environ.get("LEDGER_TABLE"), help="the ledger table (default: $LEDGER_TABLE)")
         if name == "status":
@@ -89,8 +185,13 @@ def _parser() -> argparse.ArgumentParser:
         else:
             action.add_argument("--reason", required=True, help="what was checked or fixed (kept in the breaker's history)")
             action.add_argument("--by", default=None, help="who resets it (default: the login name)")
-    drill = groups.add_parser("drill", help="a recovery drill on the deployed stack, dry-run by default (hyperpod_recovery/drill.py)")
+        action.set_defaults(run=run)
+
+    drill = groups.add_parser(
+        "drill", parents=[region], help="a recovery drill on the deployed stack, dry-run by default (hyperpod_recovery/drill.py)"
+    )
     add_drill_arguments(drill)
+    drill.set_defaults(run=_drill)
     return parser
 
 
@@ -103,44 +204,103 @@ def main(
     dynamodb: Any = None,
     drill_clients: dict[str, Any] | None = None,
 ) -> int:
+    """The console script. Clients passed in (tests) are used instead of boto3's; ``drill_clients``
+    holds ``sfn``, ``sagemaker``, ``cloudformation`` and optionally the poller's ``sleep``."""
     out, err = stdout or sys.stdout, stderr or sys.stderr
-    args = _parser().parse_args(argv)
-    if args.group == "drill":
-        return run_drill(args, out=out, err=err, **(drill_clients or _drill_clients()))
-    if args.group == "breaker":
-        return _breaker(args, out, err, dynamodb)
-    try:
-        if args.command == "commit":
-            return _commit(args, out, s3)
-        if args.command == "latest":
-            return _latest(args, out, err, s3)
-        return _verify(args, out, s3)
-    except ValueError as exc:  # a malformed s3:// URI or step
-        print(f"hyperpod-recovery: {exc}", file=err)
+    args = _parser().parse_args(argv)  # bad usage: argparse prints the usage and the error, exits 2
+    run: Callable[[Invocation], int] | None = getattr(args, "run", None)
+    if run is None:  # a command group without its command, or nothing at all: show what there is
+        args.usage.print_help(err)
         return EXIT_USAGE
-    except (CheckpointCommitRefused, CheckpointWriteConflict) as exc:
-        print(f"hyperpod-recovery: commit refused: {exc}", file=err)
-        return EXIT_NO
-    except (CheckpointUnreadable, CheckpointStoreUnavailable) as exc:
-        print(f"hyperpod-recovery: S3 error: {exc}", file=err)
-        return EXIT_S3
+    drill = dict(drill_clients or {})
+    given = {
+        "s3": s3,
+        "dynamodb": dynamodb,
+        "stepfunctions": drill.get("sfn"),
+        "sagemaker": drill.get("sagemaker"),
+        "cloudformation": drill.get("cloudformation"),
+    }
+    invocation = Invocation(args, out, err, AwsClients(getattr(args, "region", None), given), drill.get("sleep", time.sleep))
+    try:
+        return run(invocation)
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=err)
+        return EXIT_INTERRUPTED
+    except Exception as exc:
+        failure = _failure(exc)
+        if failure is None:
+            raise  # a bug: its traceback is what a bug report needs
+        code, message = failure
+        print(f"{PROG}: {message}", file=err)
+        return code
 
 
-def _drill_clients() -> dict[str, Any]:
-    import boto3
+def _causes(exc: BaseException) -> Iterator[BaseException]:
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
 
-    return {"sfn": boto3.client("stepfunctions"), "sagemaker": boto3.client("sagemaker"), "cloudformation": boto3.client("cloudformation")}
+
+def _failure(exc: Exception) -> tuple[int, str] | None:
+    """(exit code, one line) for what a command can meet; None for a bug."""
+    chain = list(_causes(exc))
+    # The AWS setup comes first: adapters wrap SDK errors in their own, and "no credentials" inside a
+    # LedgerUnavailable is still the operator's to fix, not the table's.
+    if any(isinstance(e, NoRegionError) for e in chain):
+        return EXIT_USAGE, NO_REGION
+    if any(isinstance(e, NoCredentialsError) for e in chain):
+        return EXIT_AWS, NO_CREDENTIALS
+    profile = next((e for e in chain if isinstance(e, ProfileNotFound)), None)
+    if profile is not None:
+        return EXIT_USAGE, f"{profile} (check AWS_PROFILE and ~/.aws/config)"
+    for kinds, code, what in _FAILURES:
+        if isinstance(exc, kinds):
+            return code, f"{what}{exc}"
+    return None
 
 
-def _commit(args: argparse.Namespace, out: TextIO, s3: Any) -> int:
-    result = Checkpoints(args.uri, job=args.job, s3=s3).commit(args.step, framework=args.framework, compute_checksums=args.checksums)
+_FAILURES: tuple[tuple[type[Exception] | tuple[type[Exception], ...], int, str], ...] = (
+    (UsageError, EXIT_USAGE, ""),
+    ((CheckpointCommitRefused, CheckpointWriteConflict), EXIT_NO, "commit refused: "),
+    ((CheckpointUnreadable, CheckpointStoreUnavailable), EXIT_AWS, "S3 error: "),
+    ((LedgerError, LedgerUnavailable), EXIT_AWS, "ledger error: "),
+    ((ClientError, BotoCoreError), EXIT_AWS, "AWS error: "),
+)
+
+
+def _malformed_is_usage(command: Callable[[Invocation], int]) -> Callable[[Invocation], int]:
+    """A malformed s3:// URI or step folder (ValueError) is bad usage."""
+
+    @functools.wraps(command)
+    def run(invocation: Invocation) -> int:
+        try:
+            return command(invocation)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from exc
+
+    return run
+
+
+def _checkpoints(invocation: Invocation, uri: str) -> Checkpoints:
+    return Checkpoints(uri, job=invocation.args.job, s3=invocation.client("s3"))
+
+
+@_malformed_is_usage
+def _commit(invocation: Invocation) -> int:
+    args, out = invocation.args, invocation.out
+    result = _checkpoints(invocation, args.uri).commit(args.step, framework=args.framework, compute_checksums=args.checksums)
     pointer = "moved to this step" if result.pointer == "moved" else f"kept at step {result.pointer_step}"
     print(f"{result.uri}: {result.manifest}, {result.shards} shards, {result.total_bytes} bytes; latest pointer {pointer}", file=out)
     return EXIT_OK
 
 
-def _latest(args: argparse.Namespace, out: TextIO, err: TextIO, s3: Any) -> int:
-    discovery = Checkpoints(args.uri, job=args.job, s3=s3).discover()
+@_malformed_is_usage
+def _latest(invocation: Invocation) -> int:
+    args, out, err = invocation.args, invocation.out, invocation.err
+    discovery = _checkpoints(invocation, args.uri).discover()
     if args.json:
         print(
             json.dumps(asdict(discovery) | {"checkpoint": discovery.checkpoint and discovery.checkpoint.model_dump()}, indent=2), file=out
@@ -156,7 +316,9 @@ def _latest(args: argparse.Namespace, out: TextIO, err: TextIO, s3: Any) -> int:
     return EXIT_OK
 
 
-def _verify(args: argparse.Namespace, out: TextIO, s3: Any) -> int:
+@_malformed_is_usage
+def _verify(invocation: Invocation) -> int:
+    args, out = invocation.args, invocation.out
     uri, step = args.uri, args.step
     if step is None:
         head, _, folder = uri.rstrip("/").rpartition("/")
@@ -164,7 +326,7 @@ def _verify(args: argparse.Namespace, out: TextIO, s3: Any) -> int:
         if step is None or not head.startswith("s3://"):
             raise ValueError(f"{uri!r} is not a step folder (…/step-<9 digits>/); give the prefix and --step")
         uri = head
-    checkpoints = Checkpoints(uri, job=args.job, s3=s3)
+    checkpoints = _checkpoints(invocation, uri)
     verdict = checkpoints.verify(step, deep=args.deep)
     if args.json:
         print(json.dumps({"uri": checkpoints.step_uri(step), "step": step} | asdict(verdict), indent=2), file=out)
@@ -174,31 +336,38 @@ def _verify(args: argparse.Namespace, out: TextIO, s3: Any) -> int:
     return EXIT_OK if verdict.verified else EXIT_NO
 
 
-def _breaker(args: argparse.Namespace, out: TextIO, err: TextIO, dynamodb: Any) -> int:
-    if not args.table:
-        print("hyperpod-recovery: --table (or $LEDGER_TABLE) is required: the stack's LedgerTableName output", file=err)
-        return EXIT_USAGE
-    ledger = DynamoLedger(args.table, dynamodb=dynamodb)
-    try:
-        state = ledger.breaker(args.cluster)
-        if args.command == "status":
-            if args.json:
-                print(state.model_dump_json(indent=2), file=out)
-            else:
-                since = f" since {state.changed_at.isoformat()} by {state.changed_by}" if state.changed_at else ""
-                print(f"{args.cluster}: breaker {state.state.upper()}{since}" + (f": {state.reason}" if state.reason else ""), file=out)
-            return EXIT_NO if state.state == "open" else EXIT_OK
-        who = args.by or getpass.getuser()
-        now = datetime.now(UTC)
-        if state.state == "closed":
-            print(f"{args.cluster}: breaker already closed; nothing changed", file=out)
-            return EXIT_OK
-        ledger.save_breaker(args.cluster, state.changed_to("closed", reason=args.reason, by=who, at=now))
-        print(f"{args.cluster}: breaker closed by {who} (was open since {state.changed_at}: {state.reason})", file=out)
+def _ledger(invocation: Invocation) -> DynamoLedger:
+    if not invocation.args.table:
+        raise UsageError("--table (or $LEDGER_TABLE) is required: the stack's LedgerTableName output")
+    return DynamoLedger(invocation.args.table, dynamodb=invocation.client("dynamodb"))
+
+
+def _breaker_status(invocation: Invocation) -> int:
+    args, out = invocation.args, invocation.out
+    state = _ledger(invocation).breaker(args.cluster)
+    if args.json:
+        print(state.model_dump_json(indent=2), file=out)
+    else:
+        since = f" since {state.changed_at.isoformat()} by {state.changed_by}" if state.changed_at else ""
+        print(f"{args.cluster}: breaker {state.state.upper()}{since}" + (f": {state.reason}" if state.reason else ""), file=out)
+    return EXIT_NO if state.state == "open" else EXIT_OK
+
+
+def _breaker_reset(invocation: Invocation) -> int:
+    args, out = invocation.args, invocation.out
+    ledger = _ledger(invocation)
+    state = ledger.breaker(args.cluster)
+    if state.state == "closed":
+        print(f"{args.cluster}: breaker already closed; nothing changed", file=out)
         return EXIT_OK
-    except (LedgerError, LedgerUnavailable) as exc:
-        print(f"hyperpod-recovery: ledger error: {exc}", file=err)
-        return EXIT_S3
+    who = args.by or getpass.getuser()
+    ledger.save_breaker(args.cluster, state.changed_to("closed", reason=args.reason, by=who, at=datetime.now(UTC)))
+    print(f"{args.cluster}: breaker closed by {who} (was open since {state.changed_at}: {state.reason})", file=out)
+    return EXIT_OK
+
+
+def _drill(invocation: Invocation) -> int:
+    return run_drill(invocation.args, out=invocation.out, err=invocation.err, client=invocation.client, sleep=invocation.sleep)
 
 
 if __name__ == "__main__":

@@ -11,10 +11,11 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import Annotated
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
+from hyperpod_recovery.domain.limits import rejoin_wait_bounds
 from hyperpod_recovery.errors import ConfigurationError
-from hyperpod_recovery.models.common import CLUSTER_ARN_PATTERN, CLUSTER_NAME_PATTERN
+from hyperpod_recovery.models.common import CLUSTER_ARN_PATTERN, CLUSTER_NAME_MAX_LENGTH, CLUSTER_NAME_PATTERN
 
 
 def _split_csv(value: object) -> object:
@@ -42,7 +43,7 @@ class Settings(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="ignore")
 
-    cluster_name: str = Field(pattern=CLUSTER_NAME_PATTERN)
+    cluster_name: str = Field(pattern=CLUSTER_NAME_PATTERN, max_length=CLUSTER_NAME_MAX_LENGTH)
     cluster_arn: str = Field(pattern=CLUSTER_ARN_PATTERN)
     ledger_table: str = Field(min_length=3)
     command_queue_url: str = Field(min_length=1)
@@ -75,13 +76,27 @@ class Settings(BaseModel):
     controller_groups: CsvList = Field(default_factory=list)
     login_groups: CsvList = Field(default_factory=list)
 
-    @model_validator(mode="after")
-    def _poll_bounds_are_ordered(self) -> Settings:
-        if self.rejoin_max_poll_seconds < self.rejoin_poll_seconds:
-            raise ValueError("REJOIN_MAX_POLL_SECONDS must be >= REJOIN_POLL_SECONDS")
-        if self.job_restart_max_backoff_seconds < self.job_restart_backoff_seconds:
-            raise ValueError("JOB_RESTART_MAX_BACKOFF_SECONDS must be >= JOB_RESTART_BACKOFF_SECONDS")
-        return self
+    # Every combination the template's parameters accept must work: where two parameters depend on
+    # each other, the effective value is derived here rather than refused at every cold start
+    # (tests/contract/test_aws_limits.py walks the parameter space).
+    @property
+    def rejoin_waits(self) -> tuple[int, int]:
+        """(first wait, longest wait) between rejoin checks: the parameters, raised where needed so
+        that the longest possible wait for rejoin stays within the execution-history budget."""
+        return rejoin_wait_bounds(
+            self.rejoin_poll_seconds, self.rejoin_max_poll_seconds, self.reboot_deadline_seconds + self.rejoin_deadline_seconds
+        )
+
+    @property
+    def job_restart_backoffs(self) -> tuple[int, int]:
+        """(first backoff, longest backoff): a maximum below the first backoff is the first backoff."""
+        return self.job_restart_backoff_seconds, max(self.job_restart_backoff_seconds, self.job_restart_max_backoff_seconds)
+
+    @property
+    def cluster_arn_forms(self) -> frozenset[str]:
+        """The guarded cluster's ARN as configured and in its name form (cluster/<name>): HyperPod's
+        events and AWS's samples show either."""
+        return frozenset({self.cluster_arn, self.cluster_arn.split("cluster/", 1)[0] + "cluster/" + self.cluster_name})
 
     @property
     def region(self) -> str:

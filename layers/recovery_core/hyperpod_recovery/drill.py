@@ -28,12 +28,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
-from botocore.exceptions import BotoCoreError, ClientError
-
 from hyperpod_recovery.domain.durations import format_duration, offset_text
 from hyperpod_recovery.domain.phases import PHASE_OF_STATE
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_AWS = 0, 1, 2, 3
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 NODE_REF = re.compile(r"^(?P<group>[A-Za-z0-9-]+):(?P<index>[0-9]+)$")
 
 RECORD_STATES = (
@@ -103,29 +101,46 @@ def resolve_node_refs(refs: list[str], groups: dict[str, list[str]]) -> list[str
     return list(dict.fromkeys(ids))
 
 
-def build_request(args: argparse.Namespace, targets: Targets, sagemaker: Any) -> tuple[str, dict[str, Any], list[str]]:
-    """(workflow "node" | "job", start input, notes for the operator)."""
+def read_drill_file(args: argparse.Namespace) -> dict[str, Any] | None:
+    """The --input or --scenario file, read and checked before anything reaches AWS."""
+    path = args.input or args.scenario
+    if not path:
+        return None
+    document = json.loads(Path(path).read_text())
+    if not isinstance(document, dict):
+        raise DrillUsageError(f"{path}: a start input is a JSON object" if args.input else f"{path}: a scenario is a JSON object")
+    if args.scenario:
+        faults = document.get("faults", [])
+        if any(f.get("job") for f in faults):
+            raise DrillUsageError("this scenario fails a job: its job ids are the sandbox's, so name the real one with --job")
+        if not _node_refs(faults):
+            raise DrillUsageError(f"{path}: no fault names a node")
+    return document
+
+
+def _node_refs(faults: list[dict[str, Any]]) -> list[str]:
+    return [ref for f in faults for ref in ([f["node"]] if f.get("node") else []) + list(f.get("nodes") or [])]
+
+
+def build_request(
+    args: argparse.Namespace, document: dict[str, Any] | None, targets: Targets, sagemaker: Callable[[], Any]
+) -> tuple[str, dict[str, Any], list[str]]:
+    """(workflow "node" | "job", start input, notes for the operator). ``document`` is what
+    read_drill_file() read; ``sagemaker`` makes the client, needed only to resolve a scenario's nodes."""
     notes: list[str] = []
     reason = args.reason
     if args.input:
-        payload = json.loads(Path(args.input).read_text())
-        if not isinstance(payload, dict):
-            raise DrillUsageError(f"{args.input}: a start input is a JSON object")
+        payload = dict(document or {})
         workflow = "job" if "job_id" in payload else "node"
     elif args.job:
         workflow, payload = "job", {"cluster": targets.cluster, "job_id": args.job}
     elif args.node:
         workflow, payload = "node", {"cluster": targets.cluster, "node_ids": list(dict.fromkeys(args.node))}
     else:
-        scenario = json.loads(Path(args.scenario).read_text())
-        faults = scenario.get("faults", [])
-        if any(f.get("job") for f in faults):
-            raise DrillUsageError("this scenario fails a job: its job ids are the sandbox's, so name the real one with --job")
-        refs = [ref for f in faults for ref in ([f["node"]] if f.get("node") else []) + list(f.get("nodes") or [])]
-        if not refs:
-            raise DrillUsageError(f"{args.scenario}: no fault names a node")
+        scenario = document or {}
+        refs = _node_refs(scenario.get("faults", []))
         workflow = "node"
-        payload = {"cluster": targets.cluster, "node_ids": resolve_node_refs(refs, _cluster_nodes_by_group(sagemaker, targets.cluster))}
+        payload = {"cluster": targets.cluster, "node_ids": resolve_node_refs(refs, _cluster_nodes_by_group(sagemaker(), targets.cluster))}
         reason = reason or f"drill {scenario.get('name', Path(args.scenario).stem)}"
         notes.append(f"scenario nodes {', '.join(refs)} are {', '.join(payload['node_ids'])} on {targets.cluster}")
     payload.setdefault("cluster", targets.cluster)
@@ -229,36 +244,40 @@ def follow(
         waited += poll_seconds
 
 
+def check_arguments(args: argparse.Namespace) -> None:
+    """What the command line alone can tell is wrong (exit code 2, before any AWS call)."""
+    if not args.stack and not (args.state_machine_arn and args.cluster):
+        raise DrillUsageError("give --stack, or --state-machine-arn with --cluster")
+    if args.live and not args.yes:
+        raise DrillUsageError("--live changes the cluster (drains, replaces nodes, resubmits jobs): add --yes to confirm")
+
+
 def run_drill(
     args: argparse.Namespace,
     *,
     out: TextIO,
     err: TextIO,
-    sfn: Any,
-    sagemaker: Any,
-    cloudformation: Any,
+    client: Callable[[str], Any],
     sleep: Callable[[float], None] = time.sleep,
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
 ) -> int:
+    """The ``drill`` command. ``client(service)`` makes each AWS client when it is first needed; AWS
+    errors (ClientError, BotoCoreError: no region, no credentials, no such stack) propagate to the
+    CLI's handler, which prints one line and exits 2 or 3."""
     try:
+        check_arguments(args)
+        document = read_drill_file(args)
         if args.stack:
-            targets = resolve_stack(cloudformation, args.stack)
-        elif args.state_machine_arn and args.cluster:
-            targets = Targets(args.cluster, args.state_machine_arn, args.job_state_machine_arn)
+            targets = resolve_stack(client("cloudformation"), args.stack)
         else:
-            raise DrillUsageError("give --stack, or --state-machine-arn with --cluster")
-        if args.live and not args.yes:
-            raise DrillUsageError("--live changes the cluster (drains, replaces nodes, resubmits jobs): add --yes to confirm")
-        workflow, payload, notes = build_request(args, targets, sagemaker)
+            targets = Targets(args.cluster, args.state_machine_arn, args.job_state_machine_arn)
+        workflow, payload, notes = build_request(args, document, targets, lambda: client("sagemaker"))
     except DrillUsageError as exc:
         print(f"hyperpod-recovery drill: {exc}", file=err)
         return EXIT_USAGE
     except (OSError, json.JSONDecodeError) as exc:
         print(f"hyperpod-recovery drill: cannot read the drill: {exc}", file=err)
         return EXIT_USAGE
-    except (ClientError, BotoCoreError) as exc:
-        print(f"hyperpod-recovery drill: AWS error: {exc}", file=err)
-        return EXIT_AWS
 
     machine = targets.node_state_machine if workflow == "node" else targets.job_state_machine
     name = args.name or f"drill-{now().strftime('%Y%m%dT%H%M%S')}"
@@ -267,14 +286,15 @@ def run_drill(
         print(f"note: {note}", file=out)
     print(f"{workflow} recovery drill {name} on {targets.cluster} ({mode})", file=out)
     print(f"input: {json.dumps(payload)}", file=out, flush=True)
+    sfn = client("stepfunctions")
+    execution_arn = sfn.start_execution(stateMachineArn=machine, name=name, input=json.dumps(payload))["executionArn"]
+    print(f"execution: {execution_arn}", file=out, flush=True)
     try:
-        execution_arn = sfn.start_execution(stateMachineArn=machine, name=name, input=json.dumps(payload))["executionArn"]
-        print(f"execution: {execution_arn}", file=out, flush=True)
         description = follow(sfn, execution_arn, out, sleep, args.poll_seconds, args.timeout_seconds)
-        events = _history(sfn, execution_arn)
-    except (ClientError, BotoCoreError) as exc:
-        print(f"hyperpod-recovery drill: AWS error: {exc}", file=err)
-        return EXIT_AWS
+    except KeyboardInterrupt:
+        print(f"hyperpod-recovery drill: stopped following; the execution goes on: {execution_arn}", file=err)
+        return EXIT_INTERRUPTED
+    events = _history(sfn, execution_arn)
 
     outcome = _recorded_outcome(events)
     print("", file=out)

@@ -34,6 +34,11 @@ class ConfigurationError(RecoveryError):
     """The function's environment is missing or malformed (a deployment bug, never retried)."""
 
 
+class SdkTooOld(RecoveryError):
+    """The AWS SDK the function runs with lacks an operation or response field the code needs (an
+    old runtime SDK instead of the layer's): nothing is called, and the incident escalates."""
+
+
 class InvalidStepInput(RecoveryError):
     """A Lambda received input that does not match its model: a state machine/handler contract bug."""
 

@@ -34,6 +34,7 @@ from hyperpod_recovery.domain.safety import SafetyPolicy
 from hyperpod_recovery.errors import InvalidStepInput
 from hyperpod_recovery.models.common import format_validation_error
 from hyperpod_recovery.observability import logger, metrics
+from hyperpod_recovery.sdk_contract import check_sdk_version
 from hyperpod_recovery.steps.ports import Cluster, Controller, DeadLetterSink, ExecutionHistory, Ledger, Notifier, Starter
 
 
@@ -88,8 +89,8 @@ class Dependencies:
         return RestartPolicy(
             budget=s.job_restart_budget,
             window_seconds=s.job_restart_window_seconds,
-            backoff_seconds=s.job_restart_backoff_seconds,
-            max_backoff_seconds=s.job_restart_max_backoff_seconds,
+            backoff_seconds=s.job_restart_backoffs[0],
+            max_backoff_seconds=s.job_restart_backoffs[1],
             crash_loop_repeats=s.crash_loop_repeats,
         )
 
@@ -116,6 +117,8 @@ def build_dependencies(settings: Settings) -> Dependencies:
 
 @lru_cache(maxsize=1)
 def default_dependencies() -> Dependencies:
+    """Once per cold start: refuse to run with an SDK older than the code needs (sdk_contract.py)."""
+    check_sdk_version()
     return build_dependencies(get_settings())
 
 

@@ -8,6 +8,8 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
+from hyperpod_recovery.sdk_contract import check_client
+
 # Standard retry mode already retries throttling and 5xx a few times with backoff; the state
 # machine retries our named transient errors on top, with its own bounded backoff.
 CLIENT_CONFIG = Config(retries={"max_attempts": 4, "mode": "standard"}, connect_timeout=5, read_timeout=30)
@@ -26,7 +28,10 @@ THROTTLING_CODES = frozenset(
 
 
 def client(service: str) -> Any:
-    return boto3.client(service, config=CLIENT_CONFIG)
+    """A boto3 client, checked against what the code needs from its SDK (sdk_contract.py)."""
+    made = boto3.client(service, config=CLIENT_CONFIG)
+    check_client(service, made)
+    return made
 
 
 class LazyClient:

@@ -49,10 +49,16 @@ class HyperPodCluster:
 
     def list_nodes(self) -> list[ClusterNode]:
         nodes: list[ClusterNode] = []
-        kwargs: dict[str, Any] = {"ClusterName": self.cluster_name, "MaxResults": 100}
+        # IncludeNodeLogicalIds: each node's NodeLogicalId, the identity HyperPod says "persists
+        # throughout its lifecycle" (domain/rejoin.py finds a replacement by it first).
+        kwargs: dict[str, Any] = {"ClusterName": self.cluster_name, "MaxResults": 100, "IncludeNodeLogicalIds": True}
         while True:
             page = self._call("ListClusterNodes", self.sagemaker.list_cluster_nodes, **kwargs)
             for summary in page.get("ClusterNodeSummaries", []):
+                if not summary.get("InstanceId"):
+                    # With IncludeNodeLogicalIds, a node still being provisioned may have no instance
+                    # yet: nothing can be done to it or seen of it until it has one.
+                    continue
                 nodes.append(
                     ClusterNode(
                         node_id=summary["InstanceId"],
@@ -60,6 +66,7 @@ class HyperPodCluster:
                         status=(summary.get("InstanceStatus") or {}).get("Status", "Unknown"),
                         private_dns_hostname=summary.get("PrivateDnsHostname"),
                         launch_time=summary.get("LaunchTime"),
+                        logical_id=summary.get("NodeLogicalId"),
                     )
                 )
             token = page.get("NextToken")

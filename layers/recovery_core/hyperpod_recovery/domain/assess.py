@@ -6,7 +6,7 @@ from datetime import datetime
 
 from hyperpod_recovery.errors import NodeRoleUnknown, UnsupportedOrchestrator
 from hyperpod_recovery.models.cluster import ClusterInfo, ClusterNode
-from hyperpod_recovery.models.common import slurm_node_name
+from hyperpod_recovery.models.common import NODE_LOGICAL_ID_PATTERN, matches, slurm_node_name
 from hyperpod_recovery.models.workflow import Assessment, NodeTarget, SkippedNode
 
 
@@ -93,6 +93,7 @@ def assess_nodes(
                 instance_group=node.instance_group,
                 slurm_node=slurm_node_name(node.private_dns_hostname),
                 status=node.status,
+                logical_id=node.logical_id if node.logical_id and matches(NODE_LOGICAL_ID_PATTERN, node.logical_id) else None,
             )
         )
     compute_groups = {g for g, role in roles.items() if role == "Compute"}

@@ -2,7 +2,7 @@
 
 HyperPod's health agent names the fault and recommends a repair ("fault type NvidiaErrorReboot ...
 Recommendation: Please Reboot ..."; NvidiaErrorTerminate recommends a replacement). An alarm opts
-in to a reboot by its name (``hyperpod-recovery-<cluster>-reboot-...``). A reboot is cheaper and
+in to a reboot by its name (``hyperpod-recovery:<cluster>:reboot-...``). A reboot is cheaper and
 keeps the instance; a node that does not come back from it by RebootDeadlineSeconds is replaced,
 and one that does not come back from the replacement escalates (RejoinDeadlineExceeded).
 Anything that does not clearly ask for a reboot (a manual request, a failed job, an unknown
@@ -17,7 +17,7 @@ from typing import Literal
 from hyperpod_recovery.models.requests import Trigger
 
 Repair = Literal["reboot", "replace"]
-_REBOOT = re.compile(r"NvidiaErrorReboot|Please Reboot|Action:\s*Reboot|hyperpod-recovery-.+-reboot-", re.IGNORECASE)
+_REBOOT = re.compile(r"NvidiaErrorReboot|Please Reboot|Action:\s*Reboot|hyperpod-recovery:.+:reboot-", re.IGNORECASE)
 _REPLACE = re.compile(r"NvidiaErrorTerminate|Please Replace|Action:\s*Replace", re.IGNORECASE)
 
 

@@ -32,7 +32,9 @@ from hyperpod_recovery.models.requests import (
     Trigger,
 )
 
-ALARM_NAME_PREFIX = "hyperpod-recovery-"
+# Alarms opt in by name: hyperpod-recovery:<ClusterName>:... The colons cannot occur in a
+# CloudFormation stack name, so none of the stack's own alarms (named <stack>-...) can ever match.
+ALARM_NAME_PREFIX = "hyperpod-recovery:"
 _INSTANCE_ID_IN_TEXT = re.compile(r"(?<![A-Za-z0-9])i-(?:[a-f0-9]{17}|[a-f0-9]{8})(?![A-Za-z0-9])")
 # An event body deeper than this is not an event from AWS or from our agent; refused before parsing.
 MAX_EVENT_BYTES = 256 * 1024  # EventBridge's own event size limit
@@ -51,11 +53,16 @@ class GuardedCluster:
     arn: str
 
     def owns(self, name_or_arn: str | None) -> bool:
-        return name_or_arn in (self.name, self.arn)
+        """The cluster's name, its ARN as configured, or its ARN in the other form (id or name)."""
+        return name_or_arn is not None and name_or_arn in (self.name, self.arn, self.name_form_arn)
+
+    @property
+    def name_form_arn(self) -> str:
+        return self.arn.split("cluster/", 1)[0] + "cluster/" + self.name
 
     @property
     def alarm_prefix(self) -> str:
-        return f"{ALARM_NAME_PREFIX}{self.name}-"
+        return f"{ALARM_NAME_PREFIX}{self.name}:"
 
 
 @dataclass(frozen=True)
@@ -94,14 +101,14 @@ def translate_alarm(event: CloudWatchAlarmEvent, guarded: GuardedCluster) -> Tri
         return Ignored(f"alarm state is {detail.state.value!r}, not 'ALARM'")
     dimensions = [q.metricStat.metric.dimensions for q in detail.configuration.metrics if q.metricStat]
     named_clusters = {d["ClusterName"] for d in dimensions if "ClusterName" in d}
-    if not detail.alarmName.startswith(guarded.alarm_prefix) or (named_clusters - {guarded.name, guarded.arn}):
+    if not detail.alarmName.startswith(guarded.alarm_prefix) or {c for c in named_clusters if not guarded.owns(c)}:
         raise ForeignClusterEvent(
             f"alarm {detail.alarmName!r} does not name cluster {guarded.name!r} "
             f"(expected prefix {guarded.alarm_prefix!r} and no other ClusterName dimension)"
         )
     node_ids = {d["InstanceId"] for d in dimensions if "InstanceId" in d}
     if not node_ids:
-        # Only the part after "hyperpod-recovery-<cluster>-" names the instance: a cluster whose own
+        # Only the part after "hyperpod-recovery:<cluster>:" names the instance: a cluster whose own
         # name looks like an instance id must not be taken for one.
         node_ids = set(_INSTANCE_ID_IN_TEXT.findall(detail.alarmName.removeprefix(guarded.alarm_prefix)))
     if len(node_ids) != 1:

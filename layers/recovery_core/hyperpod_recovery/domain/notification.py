@@ -40,7 +40,8 @@ NEXT_STEPS = {
         "`hyperpod-recovery drill --stack <stack> --node <id> --live --yes`. The node stays drained."
     ),
     "RejoinDeadlineExceeded": (
-        "The replacement did not come back before the deadline. Check the node in the HyperPod console "
+        "The replacement did not come back before the deadline, or could not be told apart from other new nodes (the "
+        "cause lists the new nodes seen in its instance group). Check the node in the HyperPod console "
         "(ListClusterNodes) and the cluster's events; jobs were not resubmitted. When the node is back, resume it "
         "(`scontrol update nodename=<node> state=resume`) and resubmit the job from `hyperpod-recovery checkpoint latest`."
     ),

@@ -8,6 +8,7 @@ import json
 from datetime import datetime
 
 from hyperpod_recovery.domain.job_failure import nodes_text
+from hyperpod_recovery.domain.rejoin import rejoin_text, renamed_text
 from hyperpod_recovery.models.commands import CommandReply, ResubmitResult
 from hyperpod_recovery.models.common import MAX_JOBS_PER_INCIDENT
 from hyperpod_recovery.models.records import IncidentRecord, Phase, Resubmission, TimelineEntry
@@ -145,13 +146,12 @@ def build_timeline(state: WorkflowState, outcome: Outcome, recorded_at: datetime
                     TimelineEntry(
                         at=node.escalated_to_replace_at,
                         event="reboot did not help",
-                        detail=f"{node.slurm_node} not back by the reboot deadline: replace initiated",
+                        detail=f"{node.slurm_node}: slurmctld showed no boot since the reboot at the reboot deadline: replace initiated",
                     )
                 )
     if state.rejoin is not None and state.rejoin.done and not state.rejoin.dry_run:
         back = ", ".join(
-            f"{n.slurm_node} as {n.replacement_node_id or n.node_id}"
-            + (" (replaced by HyperPod, not by us)" if n.initiation in ("already_in_progress", "vanished") else "")
+            rejoin_text(n) + (" (replaced by HyperPod, not by us)" if n.initiation in ("already_in_progress", "vanished") else "")
             for n in state.rejoin.nodes
         )
         entries.append(TimelineEntry(at=state.rejoin.at, event="node rejoined", detail=f"{back} after {state.rejoin.checks} check(s)"))
@@ -284,6 +284,18 @@ def _not_replaced_by_us(state: WorkflowState) -> str:
     return f" ({', '.join(theirs)}: already being replaced by HyperPod, not by this incident, which waited for it)" if theirs else ""
 
 
+def _found_otherwise(state: WorkflowState) -> str:
+    """Replacements that did not come back under the node's hostname: said in the summary, since
+    a human expects the same Slurm node name back."""
+    if state.rejoin is None:
+        return ""
+    other = [n for n in state.rejoin.nodes if n.rejoined and n.replacement_slurm_node]
+    if not other:
+        return ""
+    shown = "; ".join(renamed_text(n) for n in other[:3]) + (f"; and {len(other) - 3} more" if len(other) > 3 else "")
+    return f" (came back under another hostname: {shown})"
+
+
 def summarize(state: WorkflowState, outcome: Outcome, cause: str | None) -> str:
     request = state.request
     nodes = ", ".join(t.slurm_node for t in state.assessment.targets) if state.assessment else ""
@@ -314,7 +326,7 @@ def summarize(state: WorkflowState, outcome: Outcome, cause: str | None) -> str:
         job_text += f"; NOT resubmitted: job(s) {', '.join(failed)}"
     stale = f" ({len(request.stale)} node(s) left out: their signals were stale)" if request is not None and request.stale else ""
     if outcome == "recovered":
-        return f"Recovered {nodes}{_not_replaced_by_us(state)}{stale}{job_text}."
+        return f"Recovered {nodes}{_not_replaced_by_us(state)}{_found_otherwise(state)}{stale}{job_text}."
     return f"Escalated to a human: {(cause or 'see the incident timeline').rstrip('.')}{job_text if jobs or failed else ''}{stale}."
 
 

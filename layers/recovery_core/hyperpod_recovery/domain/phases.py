@@ -32,6 +32,7 @@ PHASE_OF_STATE = {
     "Wait For Rejoin": "wait_for_rejoin",
     "Check Rejoin": "wait_for_rejoin",
     "Check Rejoined": "wait_for_rejoin",
+    "Read Boot Times": "wait_for_rejoin",
     "Resume Nodes": "resume",
     "Find Newest Checkpoint": "find_checkpoint",
     "Forget Job Details": "find_checkpoint",

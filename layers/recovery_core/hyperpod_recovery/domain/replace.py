@@ -4,7 +4,7 @@
 InstanceIdInUse and InvalidInstanceStatus mean HyperPod is already working on the node (its own
 NodeRecovery=Automatic, or our earlier call whose response was lost): we wait for the rejoin
 instead of fighting it. InstanceIdNotFound means the instance is gone: if the hostname comes back
-under a new instance id, HyperPod replaced it. Anything else failed to start.
+under a new instance id (or its logical id does), HyperPod replaced it. Anything else failed to start.
 """
 
 from __future__ import annotations
@@ -78,6 +78,8 @@ def classify_replacements(
                 WatchedNode(
                     node_id=target.node_id,
                     slurm_node=target.slurm_node,
+                    instance_group=target.instance_group,
+                    logical_id=target.logical_id,
                     initiation=initiation,
                     action=actions.get(target.node_id, "replace"),
                 )

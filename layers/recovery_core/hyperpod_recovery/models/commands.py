@@ -24,7 +24,7 @@ from hyperpod_recovery.models.common import (
     StrictFlag,
     Timestamp,
 )
-from hyperpod_recovery.models.manifest import MAX_JOB_CHARS, manifest_job
+from hyperpod_recovery.models.manifest import MAX_FRAMEWORK_CHARS, MAX_JOB_CHARS, manifest_job
 
 OWNER_TAG_PREFIX = "hyperpod-recovery"
 
@@ -106,7 +106,8 @@ class CheckpointRef(BaseModel):
 
     uri: str = Field(max_length=MAX_CHECKPOINT_URI + 32)  # s3://bucket/prefix/step-000012000/
     step: int = Field(ge=0)
-    framework: str | None = Field(default=None, max_length=32, exclude_if=_is_none)
+    # As long as a manifest may name it: a longer limit here made a valid checkpoint crash discovery.
+    framework: str | None = Field(default=None, max_length=MAX_FRAMEWORK_CHARS, exclude_if=_is_none)
 
 
 # The nodes of one incident (drain, resume, jobs on them), and of one failed job (node states).
@@ -171,12 +172,21 @@ class RequeueJob(BaseModel):
     job_id: SlurmJobId
 
 
+class BootTimes(BaseModel):
+    """Each node's boot time and state as slurmctld knows them (read-only): slurmd reports the host's
+    boot time when it registers, so a boot time later than a reboot request proves the reboot."""
+
+    model_config = ConfigDict(extra="forbid")
+    type: Literal["boot_times"] = "boot_times"
+    nodes: NodeList
+
+
 ControllerCommand = Annotated[
-    DrainNodes | ResumeNodes | JobsOnNodes | ResubmitJob | NodeStates | CaptureJobSpec | RequeueJob,
+    DrainNodes | ResumeNodes | JobsOnNodes | ResubmitJob | NodeStates | CaptureJobSpec | RequeueJob | BootTimes,
     Field(discriminator="type"),
 ]
 COMMAND_TYPES = frozenset(
-    {"drain_nodes", "resume_nodes", "jobs_on_nodes", "resubmit_job", "node_states", "capture_job_spec", "requeue_job"}
+    {"drain_nodes", "resume_nodes", "jobs_on_nodes", "resubmit_job", "node_states", "capture_job_spec", "requeue_job", "boot_times"}
 )
 MUTATING_COMMANDS = frozenset({"drain_nodes", "resume_nodes", "resubmit_job", "requeue_job"})
 
@@ -247,7 +257,34 @@ class RequeueResult(BaseModel):
     requeued: bool  # False: the job was already pending (requeued before), nothing done
 
 
-ResultT = TypeVar("ResultT", DrainResult, ResumeResult, JobsOnNodesResult, ResubmitResult, NodeStatesResult, JobSpecResult, RequeueResult)
+# Slurm node state flags (scontrol's State=, e.g. DOWN+DRAIN+NOT_RESPONDING) that say slurmd is not
+# there to answer. DOWN alone is not one of them: slurmctld sets a node that rebooted without
+# `scontrol reboot` DOWN ("Node unexpectedly rebooted") although its slurmd has just registered.
+NOT_RESPONDING_FLAGS = frozenset({"NOT_RESPONDING", "UNKNOWN", "FUTURE", "POWERED_DOWN", "POWERING_UP", "POWERING_DOWN"})
+
+
+class NodeBoot(BaseModel):
+    """One node as slurmctld knows it: when its host last booted (the BootTime its slurmd registered
+    with; None when slurmctld has none or does not know the node) and its state."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: SlurmNodeName
+    boot_time: Timestamp | None = Field(default=None, exclude_if=_is_none)
+    state: str = Field(default="", max_length=64, exclude_if=lambda v: v == "")  # "" : unknown to slurmctld
+
+    @property
+    def responding(self) -> bool:
+        flags = set(self.state.upper().split("+"))
+        return bool(self.state) and not flags & NOT_RESPONDING_FLAGS
+
+
+class BootTimesResult(BaseModel):
+    nodes: list[NodeBoot] = Field(default_factory=list, max_length=MAX_NODES_PER_REQUEST)
+
+
+ResultT = TypeVar(
+    "ResultT", DrainResult, ResumeResult, JobsOnNodesResult, ResubmitResult, NodeStatesResult, JobSpecResult, RequeueResult, BootTimesResult
+)
 
 
 class CommandReply(BaseModel, Generic[ResultT]):

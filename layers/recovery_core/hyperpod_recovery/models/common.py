@@ -9,8 +9,13 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, AwareDatetime, BeforeValidator, StrictBool, StringConstraints
 
 CLUSTER_NAME_PATTERN = r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$"
-CLUSTER_ARN_PATTERN = r"^arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:cluster/[a-z0-9]{12}$"
+# The service model's ClusterArn ends in the 12-character cluster id; AWS's own event samples show
+# the name form (cluster/<name>). Both are accepted, and events are matched on either.
+CLUSTER_ARN_PATTERN = r"^arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:cluster/([a-z0-9]{12}|[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62})$"
+CLUSTER_NAME_MAX_LENGTH = 63
 NODE_ID_PATTERN = r"^i-[a-f0-9]{8}(?:[a-f0-9]{9})?$"
+# ClusterNodeLogicalId (botocore model): 1-128 characters, alphanumeric at both ends.
+NODE_LOGICAL_ID_PATTERN = r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-]{0,126}[a-zA-Z0-9])?$"
 # Slurm node names on HyperPod are the short private hostname (ip-10-1-2-3); allow any
 # conservative hostname so a renamed partition never breaks us, but nothing a shell would expand.
 SLURM_NODE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
@@ -28,6 +33,7 @@ MAX_JOBS_PER_INCIDENT = 100
 MAX_JOB_NODES_CARRIED = 1000  # a failed job's node list (JobRecovery)
 
 NodeId = Annotated[str, StringConstraints(pattern=NODE_ID_PATTERN)]
+NodeLogicalId = Annotated[str, StringConstraints(pattern=NODE_LOGICAL_ID_PATTERN)]
 SlurmNodeName = Annotated[str, StringConstraints(pattern=SLURM_NODE_PATTERN)]
 SlurmJobId = Annotated[str, StringConstraints(pattern=SLURM_JOB_ID_PATTERN)]
 Timestamp = AwareDatetime

@@ -104,8 +104,8 @@ class CloudWatchAlarmEvent(EventBridgeModel):
         {"version": "0", "id": "c4c1c1c9-6542-e61b-6ef0-8c4d36933a92",
          "detail-type": "CloudWatch Alarm State Change", "source": "aws.cloudwatch",
          "account": "111122223333", "time": "2026-03-14T09:22:40Z", "region": "us-west-2",
-         "resources": ["arn:aws:cloudwatch:us-west-2:111122223333:alarm:hyperpod-recovery-llm-train-xid-i-0391f86fa0fe0d465"],
-         "detail": {"alarmName": "hyperpod-recovery-llm-train-xid-i-0391f86fa0fe0d465",
+         "resources": ["arn:aws:cloudwatch:us-west-2:111122223333:alarm:hyperpod-recovery:llm-train:xid-i-0391f86fa0fe0d465"],
+         "detail": {"alarmName": "hyperpod-recovery:llm-train:xid-i-0391f86fa0fe0d465",
                     "configuration": {"metrics": [{"id": "m1", "metricStat": {"metric": {
                         "namespace": "HyperPod/Slurm", "name": "gpu_xid_errors",
                         "dimensions": {"ClusterName": "llm-train", "InstanceId": "i-0391f86fa0fe0d465"}},
@@ -113,7 +113,7 @@ class CloudWatchAlarmEvent(EventBridgeModel):
                     "state": {"value": "ALARM", "reason": "Threshold Crossed: ...",
                               "timestamp": "2026-03-14T09:22:40.125+0000"}}}
 
-    The stack's rule only forwards alarms named ``hyperpod-recovery-<ClusterName>-...``: the
+    The stack's rule only forwards alarms named ``hyperpod-recovery:<ClusterName>:...``: the
     name prefix is the operator's explicit opt-in (see docs/decisions.md).
     """
 

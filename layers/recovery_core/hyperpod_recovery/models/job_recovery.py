@@ -55,6 +55,9 @@ class FailureClassification(_Result):
     recover_nodes: bool = False
     node_request: RecoveryRequest | None = None
     node_execution_name: str | None = Field(default=None, max_length=80)
+    # Recover Nodes' TimeoutSecondsPath: the longest the nested NodeRecovery can run under this
+    # stack's deadlines (domain/limits.py), so the parent never gives up on a child mid-recovery.
+    node_timeout_seconds: int | None = Field(default=None, ge=1, le=31_536_000)
 
 
 class NodeRecoveryRun(BaseModel):

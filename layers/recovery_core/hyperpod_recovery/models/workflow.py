@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from hyperpod_recovery.models.commands import (
+    BootTimesResult,
     CheckpointRef,
     CommandReply,
     DrainResult,
@@ -24,6 +25,7 @@ from hyperpod_recovery.models.common import (
     CauseText,
     JobNameText,
     NodeId,
+    NodeLogicalId,
     ShortText,
     SlurmNodeName,
     SummaryText,
@@ -57,6 +59,7 @@ class NodeTarget(BaseModel):
     instance_group: str = Field(max_length=63)
     slurm_node: SlurmNodeName
     status: str = Field(max_length=32)
+    logical_id: NodeLogicalId | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class SkippedNode(BaseModel):
@@ -101,6 +104,12 @@ class ReplaceFailure(BaseModel):
     message: ShortText = ""
 
 
+# How a watched node was found again: its own instance back from a reboot (instance_id), or a new
+# instance that carries its NodeLogicalId, its hostname (= its Slurm name), or that is the only new
+# node of its instance group where only it is missing (instance_group).
+IdentityMatch = Literal["instance_id", "logical_id", "hostname", "instance_group"]
+
+
 class WatchedNode(BaseModel):
     """One node of a replacement, from the call that started its repair to its rejoin. A field at
     its default value is left out of the state: a 100-node storm carries 100 of these, twice
@@ -109,10 +118,17 @@ class WatchedNode(BaseModel):
     model_config = ConfigDict(extra="forbid")
     node_id: NodeId  # the instance that failed
     slurm_node: SlurmNodeName
+    instance_group: str | None = Field(default=None, max_length=63, exclude_if=lambda v: v is None)
+    logical_id: NodeLogicalId | None = Field(default=None, exclude_if=lambda v: v is None)
     initiation: Initiation = Field(default="initiated", exclude_if=lambda v: v == "initiated")
-    seen_not_running: bool = Field(default=False, exclude_if=lambda v: not v)
     status: str | None = Field(default=None, max_length=32, exclude_if=lambda v: v is None)
     replacement_node_id: NodeId | None = Field(default=None, exclude_if=lambda v: v is None)
+    matched_by: IdentityMatch | None = Field(default=None, exclude_if=lambda v: v is None)
+    # The replacement's Slurm name when it is not the node's own (found by logical id or group).
+    replacement_slurm_node: SlurmNodeName | None = Field(default=None, exclude_if=lambda v: v is None)
+    # The boot time slurmctld reported for the node after its reboot was requested: the evidence
+    # that its own instance is back from the reboot.
+    booted_at: Timestamp | None = Field(default=None, exclude_if=lambda v: v is None)
     rejoined: bool = Field(default=False, exclude_if=lambda v: not v)
     action: Literal["reboot", "replace"] = Field(default="replace", exclude_if=lambda v: v == "replace")  # the ladder's first rung
     # Set when a reboot did not bring the node back in time and it was replaced instead.
@@ -122,6 +138,12 @@ class WatchedNode(BaseModel):
     def first_action(self) -> Literal["reboot", "replace"]:
         """The ladder's first rung for this node (``action`` is its current one)."""
         return "reboot" if self.escalated_to_replace_at is not None else self.action
+
+    @property
+    def may_return_as_itself(self) -> bool:
+        """Its own instance counts if it comes back from a reboot: ours, or HyperPod's own repair
+        (which may be one). Never once we replaced it."""
+        return self.action == "reboot" or (self.initiation == "already_in_progress" and self.escalated_to_replace_at is None)
 
 
 class RejoinWatch(_Result):
@@ -133,6 +155,11 @@ class RejoinWatch(_Result):
     done: bool = False
     next_wait_seconds: int = Field(ge=0)
     dry_run: bool = False
+    # Nodes whose boot time Check Rejoin wants from slurmctld before it decides (Read Boot Times).
+    boot_check: list[SlurmNodeName] = Field(default_factory=list, max_length=MAX_NODES_PER_REQUEST, exclude_if=lambda v: not v)
+    # Read Boot Times' answer, put here for the Check Rejoin that follows it, which consumes it.
+    boot_reading: CommandReply[BootTimesResult] | None = Field(default=None, exclude_if=lambda v: v is None)
+    boot_readings: int = Field(default=0, ge=0, exclude_if=lambda v: v == 0)  # taken so far (they are budgeted)
 
 
 class Replacement(_Result):
@@ -323,6 +350,10 @@ class CheckRejoinInput(StepInput):
 
 
 class ResumeNodesInput(ControllerStepInput):
+    rejoin: RejoinWatch
+
+
+class ReadBootTimesInput(ControllerStepInput):
     rejoin: RejoinWatch
 
 

@@ -1,5 +1,5 @@
-"""The controller steps: Cordon Nodes, Find Affected Jobs, Resume Nodes, Resubmit Job, and
-JobRecovery's Capture Job Spec and Check Job Nodes.
+"""The controller steps: Cordon Nodes, Find Affected Jobs, Read Boot Times, Resume Nodes, Resubmit
+Job, and JobRecovery's Capture Job Spec and Check Job Nodes.
 
 Each Lambda queues one typed command with its task token and returns; the state completes when
 the agent answers. Mutating commands in a dry run are answered here ("would drain ...") and never
@@ -14,6 +14,7 @@ from typing import Any
 from hyperpod_recovery.domain.job_failure import job_nodes
 from hyperpod_recovery.models.commands import (
     MUTATING_COMMANDS,
+    BootTimes,
     CaptureJobSpec,
     CommandEnvelope,
     CommandReply,
@@ -35,6 +36,7 @@ from hyperpod_recovery.models.requests import JobRecoveryRequest, RecoveryReques
 from hyperpod_recovery.models.workflow import (
     CordonNodesInput,
     FindAffectedJobsInput,
+    ReadBootTimesInput,
     ResubmitJobInput,
     ResumeNodesInput,
 )
@@ -108,15 +110,37 @@ def find_affected_jobs(step: FindAffectedJobsInput, *, controller: Controller, n
     )
 
 
+def read_boot_times(step: ReadBootTimesInput, *, controller: Controller, now: datetime) -> dict[str, Any]:
+    """slurmctld's boot time and state of the nodes Check Rejoin asked about (read-only): the
+    evidence that a rebooted node came back, whatever HyperPod's status showed meanwhile."""
+    return _dispatch(
+        controller=controller,
+        request=step.request,
+        execution_name=step.execution_name,
+        task_token=step.task_token,
+        command=BootTimes(nodes=step.rejoin.boot_check),
+        # One reading per check (the agent answers a command id it has seen from its journal).
+        command_id=f"{step.execution_name}:boot-times:{step.rejoin.checks}:{step.rejoin.boot_readings}",
+        now=now,
+        dry_run_result=None,
+    )
+
+
 def resume_nodes(step: ResumeNodesInput, *, controller: Controller, now: datetime) -> dict[str, Any]:
-    nodes = [n.slurm_node for n in step.rejoin.nodes if n.rejoined or step.rejoin.dry_run]
+    # A node whose replacement came back under another name left its own name drained: that name is
+    # the old instance's, and the new one was never drained by us. Only names that came back are resumed.
+    nodes = [n.slurm_node for n in step.rejoin.nodes if (n.rejoined and n.replacement_slurm_node is None) or step.rejoin.dry_run]
+    command_id = f"{step.execution_name}:resume"
+    if not nodes:
+        _answer_here(controller, step.task_token, command_id, "resume_nodes", ResumeResult(), now, dry_run=bool(step.request.dry_run))
+        return {"command_id": command_id, "sent": False, "dry_run": bool(step.request.dry_run)}
     return _dispatch(
         controller=controller,
         request=step.request,
         execution_name=step.execution_name,
         task_token=step.task_token,
         command=ResumeNodes(nodes=nodes, owner_tag=owner_tag(step.execution_name)),
-        command_id=f"{step.execution_name}:resume",
+        command_id=command_id,
         now=now,
         dry_run_result=ResumeResult(resumed=nodes),
     )

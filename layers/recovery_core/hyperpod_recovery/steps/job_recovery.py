@@ -44,7 +44,9 @@ def validate_job_request(
     return admit(request, guarded=guarded, execution_name=step.execution_name, stack_dry_run=stack_dry_run, limits=limits, now=now)
 
 
-def classify_job_failure(step: ClassifyJobFailureInput, *, cluster: Cluster, now: datetime) -> FailureClassification:
+def classify_job_failure(
+    step: ClassifyJobFailureInput, *, cluster: Cluster, now: datetime, node_timeout_seconds: int
+) -> FailureClassification:
     classification = classify_failure(
         step.request,
         step.inspection.result.job,
@@ -53,6 +55,8 @@ def classify_job_failure(step: ClassifyJobFailureInput, *, cluster: Cluster, now
         step.execution_name,
         now,
     )
+    if classification.node_request is not None:
+        classification = classification.model_copy(update={"node_timeout_seconds": node_timeout_seconds})
     logger.info(
         "job failure classified",
         extra={"job_id": step.request.job_id, "kind": classification.kind, "reason": classification.reason},

@@ -1,5 +1,5 @@
 """Replace Nodes (the ladder's first rung: reboot or replace) and Check Rejoin (which replaces a
-rebooted node that did not come back in time)."""
+rebooted node that slurmctld shows did not come back in time)."""
 
 from __future__ import annotations
 
@@ -56,8 +56,17 @@ def replace_nodes(
 def check_rejoin(
     step: CheckRejoinInput, *, cluster: Cluster, ledger: Ledger | None = None, poll_seconds: int, max_poll_seconds: int, now: datetime
 ) -> RejoinWatch:
-    watch = observe_rejoin(step.rejoin, cluster.list_nodes(), now, poll_seconds, max_poll_seconds)
-    stuck = reboots_past_deadline(watch, now)
+    reading = step.rejoin.boot_reading
+    watch = observe_rejoin(
+        step.rejoin,
+        cluster.list_nodes(),
+        now,
+        poll_seconds,
+        max_poll_seconds,
+        target_counts=lambda: target_counts(cluster),
+        repairs_since=step.request.detected_at,
+    )
+    stuck = reboots_past_deadline(watch, now, read={b.name for b in reading.result.nodes} if reading is not None else set())
     if not stuck or ledger is None:
         return watch
     ids = [n.node_id for n in stuck]
@@ -66,6 +75,14 @@ def check_rejoin(
     todo = [i for i in ids if i not in started]
     outcome = cluster.replace_nodes(todo) if todo else BatchOutcome()
     ledger.mark_replacements_initiated(step.execution_name, outcome.successful, now)
-    logger.warning("rebooted nodes did not come back: replacing them", extra={"nodes": [n.slurm_node for n in stuck]})
+    logger.warning(
+        "rebooted nodes did not come back (slurmctld shows no boot since the reboot): replacing them",
+        extra={"nodes": [n.slurm_node for n in stuck]},
+    )
     watch = escalate_to_replace(watch, outcome, ids, now)
     return watch.model_copy(update={"next_wait_seconds": poll_seconds})
+
+
+def target_counts(cluster: Cluster) -> dict[str, int]:
+    """Each instance group's TargetCount (DescribeCluster), for a match by instance group."""
+    return {name: group.target_count for name, group in cluster.describe().groups.items() if group.target_count is not None}

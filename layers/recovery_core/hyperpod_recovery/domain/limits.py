@@ -1,0 +1,55 @@
+"""AWS's hard limits, and how the pipeline's parameters are derived so that no accepted combination
+of them can cross one.
+
+Step Functions ends a Standard execution whose history passes 25,000 events (States.Runtime: the
+execution fails, holding what it held until Reconcile Execution releases it). The only unbounded
+loop in our workflows is the wait for rejoin, so its number of checks is bounded here: a long
+deadline with a short poll interval gets longer waits, never more checks.
+
+JobRecovery runs NodeRecovery as a nested execution and must not give up on it mid-recovery: its
+timeout is derived from the same deadlines (``node_recovery_time_bound_seconds``).
+
+tests/contract/test_aws_limits.py counts the worst-case history of both workflows from the ASL and
+checks these constants against it, over the whole parameter space the template accepts.
+"""
+
+from __future__ import annotations
+
+import math
+
+# Step Functions quotas (https://docs.aws.amazon.com/step-functions/latest/dg/service-quotas.html).
+EXECUTION_HISTORY_EVENTS = 25_000
+STATE_MACHINE_NAME_LENGTH = 80
+EXECUTION_NAME_LENGTH = 80
+PAYLOAD_BYTES = 256 * 1024
+
+# Checks of one wait for rejoin, over the reboot and the replacement windows together.
+MAX_REJOIN_CHECKS = 500
+
+# What NodeRecovery spends besides its deadlines, at worst (12 h): the controller steps' own timeouts
+# (Cordon Nodes 600 s, Find Affected Jobs 300 s, Resume Nodes 600 s, and Resubmit Job 900 s for each
+# of 25 waves of four when 100 jobs meet an agent that never answers), every Lambda step at its
+# timeout on every retry, and one last check past the deadline: 41,970 s today. The contract test
+# recomputes it from the ASL and the template and fails if it grows past this. A parent waiting too
+# long costs nothing (the child's own end ends the wait); a parent giving up too soon stops a
+# recovery in the middle.
+NODE_RECOVERY_OVERHEAD_SECONDS = 43_200
+
+
+def rejoin_wait_bounds(poll_seconds: int, max_poll_seconds: int, window_seconds: int) -> tuple[int, int]:
+    """(first wait, longest wait) between rejoin checks.
+
+    The longest wait is never below the first (a maximum set below the first wait is the first
+    wait), and neither is below ``window / MAX_REJOIN_CHECKS``: waits only grow, so a window of
+    ``window_seconds`` is covered by at most MAX_REJOIN_CHECKS checks (plus the one at the deadline)."""
+    floor = math.ceil(window_seconds / MAX_REJOIN_CHECKS)
+    first = max(poll_seconds, floor)
+    return first, max(first, max_poll_seconds)
+
+
+def node_recovery_time_bound_seconds(reboot_deadline_seconds: int, rejoin_deadline_seconds: int) -> int:
+    """The longest a NodeRecovery execution can run: JobRecovery's timeout for its nested run.
+
+    A rebooted node that does not come back is replaced at the reboot deadline and the replacement
+    then has the whole rejoin deadline, so both windows add up."""
+    return reboot_deadline_seconds + rejoin_deadline_seconds + NODE_RECOVERY_OVERHEAD_SECONDS

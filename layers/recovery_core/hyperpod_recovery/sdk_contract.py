@@ -1,0 +1,190 @@
+"""What the code needs from the AWS SDK, and the check that the SDK it runs with has it.
+
+An SDK older than the API it calls fails in two ways. A missing operation fails loudly (the client
+has no such method). A missing response *field* fails silently: botocore's parser drops members its
+model does not know, so ``SlurmConfig.NodeType`` would read as absent and a controller group would
+look like compute. The layer therefore ships its own boto3/botocore (layers/recovery_core/
+requirements.txt), and each client is checked against this list when it is created, once per
+container: a function running with an SDK that lacks any of it stops with ``SdkTooOld`` before it
+calls anything.
+
+tests/contract/test_sdk_contract.py checks that every operation the adapters call and every
+response key adapters/hyperpod.py reads is listed here, and that the pinned botocore has all of it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from hyperpod_recovery.errors import SdkTooOld
+
+# The oldest botocore whose SageMaker model has everything below (tests/contract/test_sdk_contract.py
+# checks the shipped pin against REQUIRED; docs/decisions.md 2026-11-23 has the bisect).
+MINIMUM_BOTOCORE = "1.42.49"
+
+
+@dataclass(frozen=True)
+class Call:
+    """One operation, with the request members we send and the response members we read.
+
+    Paths are dotted; ``[]`` steps into a list's members and ``{}`` into a map's values:
+    ``InstanceGroups[].SlurmConfig.NodeType``."""
+
+    operation: str
+    request: tuple[str, ...] = ()
+    response: tuple[str, ...] = ()
+
+
+REQUIRED: dict[str, tuple[Call, ...]] = {
+    "sagemaker": (
+        Call(
+            "DescribeCluster",
+            request=("ClusterName",),
+            response=(
+                "ClusterArn",
+                "ClusterName",
+                "ClusterStatus",
+                "NodeRecovery",
+                "Orchestrator.Eks",
+                "Orchestrator.Slurm",
+                "InstanceGroups[].InstanceGroupName",
+                "InstanceGroups[].SlurmConfig.NodeType",
+                "InstanceGroups[].CurrentCount",
+                "InstanceGroups[].TargetCount",
+            ),
+        ),
+        Call(
+            "ListClusterNodes",
+            request=("ClusterName", "MaxResults", "NextToken", "IncludeNodeLogicalIds"),
+            response=(
+                "NextToken",
+                "ClusterNodeSummaries[].InstanceId",
+                "ClusterNodeSummaries[].InstanceGroupName",
+                "ClusterNodeSummaries[].InstanceStatus.Status",
+                "ClusterNodeSummaries[].PrivateDnsHostname",
+                "ClusterNodeSummaries[].LaunchTime",
+                "ClusterNodeSummaries[].NodeLogicalId",
+            ),
+        ),
+        Call(
+            "BatchReplaceClusterNodes",
+            request=("ClusterName", "NodeIds"),
+            response=("Successful", "Failed[].NodeId", "Failed[].ErrorCode", "Failed[].Message"),
+        ),
+        Call(
+            "BatchRebootClusterNodes",
+            request=("ClusterName", "NodeIds"),
+            response=("Successful", "Failed[].NodeId", "Failed[].ErrorCode", "Failed[].Message"),
+        ),
+    ),
+    "stepfunctions": (
+        Call("StartExecution", request=("stateMachineArn", "name", "input"), response=("executionArn",)),
+        Call("SendTaskSuccess", request=("taskToken", "output")),
+        Call(
+            "GetExecutionHistory",
+            request=("executionArn", "reverseOrder", "maxResults", "nextToken", "includeExecutionData"),
+            response=("events[].type", "events[].timestamp", "nextToken"),
+        ),
+    ),
+    "sqs": (Call("SendMessage", request=("QueueUrl", "MessageBody", "MessageAttributes")),),
+    "sns": (Call("Publish", request=("TopicArn", "Subject", "Message")),),
+    "dynamodb": (
+        Call("GetItem", request=("TableName", "Key", "ConsistentRead")),
+        Call("PutItem", request=("TableName", "Item", "ConditionExpression")),
+        Call("UpdateItem", request=("TableName", "Key", "UpdateExpression", "ConditionExpression")),
+        Call("DeleteItem", request=("TableName", "Key")),
+    ),
+    "s3": (
+        Call("ListObjectsV2", request=("Bucket", "Prefix", "Delimiter", "ContinuationToken")),
+        Call("GetObject", request=("Bucket", "Key")),
+        Call("HeadObject", request=("Bucket", "Key")),
+        Call("PutObject", request=("Bucket", "Key", "Body")),
+    ),
+}
+
+
+def _member_missing(shape: Any, path: str) -> str | None:
+    """The first step of ``path`` that ``shape`` (a botocore Shape) does not have, or None."""
+    for step in path.split("."):
+        into_list, into_map = step.endswith("[]"), step.endswith("{}")
+        name = step.removesuffix("[]").removesuffix("{}")
+        members = getattr(shape, "members", None)
+        if members is None or name not in members:
+            return name
+        shape = members[name]
+        if into_list:
+            shape = shape.member
+        if into_map:
+            shape = shape.value
+    return None
+
+
+def missing_from(service: str, service_model: Any) -> list[str]:
+    """What of REQUIRED[service] the given botocore ServiceModel lacks (``Op``, ``Op.response:Path``)."""
+    problems: list[str] = []
+    known = set(service_model.operation_names)
+    for call in REQUIRED.get(service, ()):
+        if call.operation not in known:
+            problems.append(call.operation)
+            continue
+        operation = service_model.operation_model(call.operation)
+        for side, shape, paths in (("request", operation.input_shape, call.request), ("response", operation.output_shape, call.response)):
+            for path in paths:
+                if shape is None or _member_missing(shape, path) is not None:
+                    problems.append(f"{call.operation}.{side}:{path}")
+    return problems
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split(".")[:3] if part.isdigit())
+
+
+def check_sdk_version(installed: str | None = None) -> None:
+    """Raise SdkTooOld if the botocore in use is older than MINIMUM_BOTOCORE (a cheap first check at
+    cold start; check_client then checks each service's model itself)."""
+    if installed is None:
+        import botocore
+
+        installed = botocore.__version__
+    if _version(installed) < _version(MINIMUM_BOTOCORE):
+        raise SdkTooOld(
+            f"botocore {installed} is older than {MINIMUM_BOTOCORE}, the oldest that knows every HyperPod call and field this "
+            "code uses: the function is running with the Lambda runtime's SDK instead of the RecoveryCoreLayer's. "
+            "Redeploy with `make deploy` so the layer is built from layers/recovery_core/requirements.txt"
+        )
+
+
+def installed_sdk() -> dict[str, Any]:
+    """What this function's SDK is and lacks (for an operator's preflight check): every service of
+    REQUIRED checked against the models botocore loads (the same ones its clients would use)."""
+    import boto3
+    import botocore
+    import botocore.session
+
+    session = botocore.session.get_session()
+    missing = [f"{service}:{problem}" for service in REQUIRED for problem in missing_from(service, session.get_service_model(service))]
+    return {"botocore": botocore.__version__, "boto3": boto3.__version__, "minimum": MINIMUM_BOTOCORE, "missing": missing}
+
+
+_CHECKED: set[str] = set()
+
+
+def check_client(service: str, client: Any) -> None:
+    """Raise SdkTooOld if ``client``'s model lacks anything the code uses; once per service and
+    container (the model is already loaded with the client, so this costs no extra I/O)."""
+    if service in _CHECKED or service not in REQUIRED:
+        return
+    model = getattr(getattr(client, "meta", None), "service_model", None)
+    if model is None:  # an injected test double, not a botocore client
+        return
+    problems = missing_from(service, model)
+    if problems:
+        import botocore
+
+        raise SdkTooOld(
+            f"botocore {botocore.__version__} does not know {', '.join(problems)} ({service}); this code needs botocore "
+            f">= {MINIMUM_BOTOCORE}, which the RecoveryCoreLayer ships: redeploy with `make deploy` so the layer is built "
+            "from layers/recovery_core/requirements.txt"
+        )
+    _CHECKED.add(service)

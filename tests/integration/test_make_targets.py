@@ -1,0 +1,168 @@
+"""What the make targets an operator meets first say and leave behind: `make drill SLURM=real` says
+what it sets up, `make drill-down` undoes it, `make deploy` says what to run next."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+
+def _make(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["make", "-s", "-f", str(ROOT / "Makefile"), *args], cwd=cwd, capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+# --- make drill SLURM=real / make drill-down -------------------------------------------------------
+def test_a_real_slurm_drill_says_what_it_installs_starts_and_leaves_before_doing_it() -> None:
+    # When make shows what `make drill SLURM=real` would run
+    recipe = _make("-n", "drill", "SLURM=real").stdout
+    # Then the explanation comes before the script that installs packages and starts daemons
+    plan, _, rest = recipe.partition("tools/slurm_up.sh")
+    assert rest, recipe
+    for promise in ("apt-get", "slurmctld slurmd slurm-client munge", "munged", "slurmd", "sleep", "make drill-down"):
+        assert promise in plan, promise
+    # And after the drill it says again what is still running
+    assert "still running: munged, slurmctld" in rest and "make drill-down stops them" in rest
+
+
+@pytest.fixture
+def fake_daemons(tmp_path: Path) -> Iterator[dict[str, subprocess.Popen[bytes]]]:
+    """Stand-ins named like Slurm's daemons (a copy of `sleep` under each name): what slurm_down.sh
+    sees of a real slurmctld, slurmd or munged is its name and pid."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    sleep = shutil.which("sleep")
+    assert sleep is not None
+    started: dict[str, subprocess.Popen[bytes]] = {}
+    for name in ("slurmctld", "slurmd", "munged", "bystander"):
+        binary = bin_dir / name
+        shutil.copy(sleep, binary)
+        started[name] = subprocess.Popen([str(binary), "600"])
+    yield started
+    for process in started.values():
+        process.kill()
+        process.wait()
+
+
+def _slurm_base(tmp_path: Path, pids: dict[str, int]) -> Path:
+    """A SLURM_BASE as tools/slurm_up.sh lays it out, naming the given pids."""
+    base = tmp_path / "slurm"
+    for folder in ("state", "spool", "log", "jobs"):
+        (base / folder).mkdir(parents=True)
+    for file, pid in pids.items():
+        (base / file).write_text(f"{pid}\n")
+    return base
+
+
+def _stopped(process: subprocess.Popen[bytes]) -> bool:
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        return False
+    return True
+
+
+def test_drill_down_stops_the_daemons_and_the_munged_slurm_up_started_and_removes_the_base(
+    tmp_path: Path, fake_daemons: dict[str, subprocess.Popen[bytes]]
+) -> None:
+    # Given the daemons tools/slurm_up.sh started, munged among them (its pid copied into the base)
+    pids = {name: fake_daemons[name].pid for name in ("slurmctld", "slurmd", "munged")}
+    base = _slurm_base(
+        tmp_path, {"slurmctld.pid": pids["slurmctld"], "slurmd-ip-10-1-0-1.pid": pids["slurmd"], "munged.pid": pids["munged"]}
+    )
+    (base / "installed-packages").write_text("slurmctld slurmd slurm-client munge\n")
+    # When the operator undoes the drill
+    done = _make("drill-down", f"SLURM_BASE={base}")
+    # Then every daemon is stopped, the base is gone, and it said so, and that the packages stay
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert all(_stopped(fake_daemons[name]) for name in ("slurmctld", "slurmd", "munged"))
+    assert not base.exists()
+    for line in (
+        f"stopped slurmd (pid {pids['slurmd']})",
+        f"stopped slurmctld (pid {pids['slurmctld']})",
+        f"stopped munged (pid {pids['munged']})",
+    ):
+        assert f"slurm_down: {line}\n" in done.stdout
+    assert "left installed: slurmctld slurmd slurm-client munge (tools/slurm_up.sh installed them; apt-get purge" in done.stdout
+    assert f"slurm_down: removed {base}\n" in done.stdout
+
+
+def test_drill_down_leaves_a_munged_it_did_not_start_and_a_process_that_reused_a_pid(
+    tmp_path: Path, fake_daemons: dict[str, subprocess.Popen[bytes]]
+) -> None:
+    # Given munged running before slurm_up.sh (no munged.pid in the base), and a slurmctld.pid whose
+    # process died and whose pid now belongs to another program
+    base = _slurm_base(tmp_path, {"slurmctld.pid": fake_daemons["bystander"].pid})
+    # When the operator undoes the drill
+    done = _make("drill-down", f"SLURM_BASE={base}")
+    # Then neither is touched, and it says why
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert fake_daemons["munged"].poll() is None and fake_daemons["bystander"].poll() is None
+    assert "slurm_down: slurmctld: not running (stale slurmctld.pid)" in done.stdout
+    assert "left running, it was running before tools/slurm_up.sh" in done.stdout
+    assert not base.exists()
+
+
+def test_drill_down_with_nothing_started_says_so(tmp_path: Path) -> None:
+    done = _make("drill-down", f"SLURM_BASE={tmp_path / 'never-started'}")
+    assert done.returncode == 0 and "nothing under" in done.stdout
+
+
+def test_drill_down_never_removes_a_directory_slurm_up_did_not_lay_out(tmp_path: Path) -> None:
+    # Given SLURM_BASE pointing at somebody's directory by mistake
+    precious = tmp_path / "home"
+    precious.mkdir()
+    (precious / "notes.txt").write_text("keep me")
+    done = _make("drill-down", f"SLURM_BASE={precious}")
+    assert done.returncode == 0 and (precious / "notes.txt").exists() and "not a tools/slurm_up.sh directory" in done.stdout
+
+
+# --- make deploy ----------------------------------------------------------------------------------
+@pytest.fixture
+def fake_sam(tmp_path: Path) -> Path:
+    sam = tmp_path / "sam"
+    sam.write_text('#!/bin/sh\necho "sam $*"\n')
+    sam.chmod(0o755)
+    return sam
+
+
+def _deploy(cwd: Path, sam: Path | str, *args: str) -> subprocess.CompletedProcess[str]:
+    # -o build: the SAM build is not what is tested here
+    return _make("-o", "build", "deploy", f"SAM={sam}", *args, cwd=cwd)
+
+
+def test_deploy_prints_the_next_command_for_the_stack_it_deployed(tmp_path: Path, fake_sam: Path) -> None:
+    # Given the stack name sam deploy --guided saved in samconfig.toml
+    (tmp_path / "samconfig.toml").write_text(
+        'version = 0.1\n[default.global.parameters]\nstack_name = "hyperpod-recovery"\n'
+        '[default.deploy.parameters]\nstack_name = "hpr-llm-train"\n'
+    )
+    done = _deploy(tmp_path, fake_sam)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("sam deploy --guided\n")
+    assert done.stdout.endswith("hyperpod-recovery drill --stack hpr-llm-train --node <compute-group>:0\n")
+
+
+def test_deploy_with_a_stack_name_deploys_it_and_names_it_next(tmp_path: Path, fake_sam: Path) -> None:
+    shutil.copy(ROOT / "samconfig.toml", tmp_path / "samconfig.toml")
+    done = _deploy(tmp_path, fake_sam, "STACK=hpr-prod")
+    assert done.stdout.startswith("sam deploy --guided --stack-name hpr-prod\n")
+    assert done.stdout.endswith("hyperpod-recovery drill --stack hpr-prod --node <compute-group>:0\n")
+
+
+def test_a_failed_deploy_suggests_nothing(tmp_path: Path) -> None:
+    shutil.copy(ROOT / "samconfig.toml", tmp_path / "samconfig.toml")
+    done = _deploy(tmp_path, "false")
+    assert done.returncode != 0 and "next:" not in done.stdout
+
+
+def test_make_help_lists_the_new_targets() -> None:
+    listed = _make("help").stdout
+    assert "make drill-down " in listed and "make readme-sample " in listed
