@@ -190,3 +190,15 @@ def test_given_a_stack_that_does_not_exist_then_exit_3_with_the_aws_message() ->
     clients = {"sfn": None, "sagemaker": None, "cloudformation": _MissingStack()}
     code = main(["drill", "--stack", "nope", "--node", "i-0123456789abcdef0"], stdout=out, stderr=err, drill_clients=clients)
     assert code == 3 and "Stack with id nope does not exist" in err.getvalue() and out.getvalue() == ""
+
+
+def test_given_the_sandbox_stack_then_cloudformation_describes_it_as_a_deployed_one(tmp_path: Path) -> None:
+    # Given the sandbox deployed from template.yaml
+    runner = DrillRunner(load_scenario(DEFAULT), log_path=tmp_path / "lambda.log")
+    with runner.deployed() as aws:
+        # When the operator tools resolve it by stack name, as they do a real deployment
+        targets = resolve_stack(aws.client("cloudformation"), "sandbox")
+        # Then its parameters and outputs are the ones the sandbox built
+        assert targets.cluster == "llm-train"
+        assert targets.node_state_machine == aws.state_machines["NodeRecoveryStateMachine"]
+        assert targets.job_state_machine == aws.state_machines["JobRecoveryStateMachine"]

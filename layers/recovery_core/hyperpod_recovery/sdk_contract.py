@@ -155,18 +155,6 @@ def check_sdk_version(installed: str | None = None) -> None:
         )
 
 
-def installed_sdk() -> dict[str, Any]:
-    """What this function's SDK is and lacks (for an operator's preflight check): every service of
-    REQUIRED checked against the models botocore loads (the same ones its clients would use)."""
-    import boto3
-    import botocore
-    import botocore.session
-
-    session = botocore.session.get_session()
-    missing = [f"{service}:{problem}" for service in REQUIRED for problem in missing_from(service, session.get_service_model(service))]
-    return {"botocore": botocore.__version__, "boto3": boto3.__version__, "minimum": MINIMUM_BOTOCORE, "missing": missing}
-
-
 _CHECKED: set[str] = set()
 
 
