@@ -27,7 +27,7 @@ SLURM_PACKAGES := slurmctld slurmd slurm-client munge
 export DEPLOYED_STACK_NAME := import tomllib; d = tomllib.load(open("samconfig.toml", "rb")).get("default", {}); \
   print(d.get("deploy", {}).get("parameters", {}).get("stack_name") or d.get("global", {}).get("parameters", {}).get("stack_name", ""))
 
-.PHONY: help setup test unit drill drill-down drill-aws lint format validate security build bench deploy readme-sample clean
+.PHONY: help setup test unit drill drill-down preflight drill-aws lint format validate security build bench deploy readme-sample clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -80,6 +80,10 @@ endif
 drill-down:  ## undo make drill SLURM=real: cancel its jobs, stop slurmd, slurmctld and the munged it started, remove SLURM_BASE
 	@BASE=$(SLURM_BASE) tools/slurm_down.sh --purge
 
+preflight: $(VENV)/.installed  ## read-only checks of a deployed stack before arming it: STACK=name [REGION=r]
+	@if [ -z "$(STACK)" ]; then echo "make preflight needs STACK=<your stack name> (and AWS credentials for its account)"; exit 2; fi
+	$(VENV)/bin/hyperpod-recovery preflight --stack $(STACK) $(if $(REGION),--region $(REGION))
+
 drill-aws: $(VENV)/.installed  ## drill the deployed stack: STACK=name [SCENARIO=events/drills/x.json] [REGION=r] [LIVE=1]; dry run unless LIVE=1
 	@if [ -z "$(STACK)" ]; then echo "make drill-aws needs STACK=<your stack name> (and AWS credentials for its account)"; exit 2; fi
 	$(VENV)/bin/hyperpod-recovery drill --stack $(STACK) --scenario $(SCENARIO) $(if $(REGION),--region $(REGION)) $(if $(LIVE),--live --yes)
@@ -115,7 +119,9 @@ bench: $(VENV)/.installed  ## benchmarks that print figures (cold import; checkp
 deploy: build  ## sam deploy --guided to your AWS account (one stack per cluster) [STACK=name]
 	$(SAM) deploy --guided $(if $(STACK),--stack-name $(STACK))
 	@stack="$(STACK)"; [ -n "$$stack" ] || stack=$$($(PYTHON) -c "$$DEPLOYED_STACK_NAME"); \
-	  echo; echo "next: drill the stack (a dry run: nothing changes) before arming it:"; echo "  hyperpod-recovery drill --stack $${stack:-<STACK>} --node <compute-group>:0"
+	  echo; echo "next, before arming the stack (it deploys with DryRun=true: nothing changes):"; \
+	  echo "  hyperpod-recovery preflight --stack $${stack:-<STACK>}                   # read-only checks of the stack, cluster and agent"; \
+	  echo "  hyperpod-recovery drill --stack $${stack:-<STACK>} --node <compute-group>:0   # a dry-run recovery of one node"
 
 readme-sample: $(VENV)/.installed  ## run the default drill; write its output into README.md and re-render docs/images/drill-report-default.png
 	$(PY) -m tools.readme_sample

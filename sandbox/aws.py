@@ -16,6 +16,8 @@ What is patched, and why (see ../shared/reference/local-testing-toolchain.md):
   time; here every 20 ms, and those DescribeExecution polls are not counted: AWS follows a .sync
   child through events, not through calls of ours);
 * SageMaker's cluster-node calls are served by the HyperPod double (sandbox/hyperpod.py);
+* EventBridge's TestEventPattern, which moto leaves empty, answers with the pattern matcher moto
+  routes the sandbox's events with, after AWS's documented check of the event's mandatory fields;
 * every AWS call the pipeline makes is counted (the report's api_calls).
 """
 
@@ -49,6 +51,8 @@ from moto.awslambda_simple.models import LambdaSimpleBackend
 from moto.core.botocore_stubber import BotocoreStubber, MockRawResponse
 from moto.core.exceptions import JsonRESTError
 from moto.core.responses import ActionResult
+from moto.events.models import EventPattern
+from moto.events.responses import EventsHandler
 from moto.events.utils import EventTemplateParser
 from moto.stepfunctions.parser.api import ExecutionStatus, HistoryEventType, LambdaFunctionFailedEventDetails
 from moto.stepfunctions.parser.asl.component.common.error_name.custom_error_name import CustomErrorName
@@ -198,6 +202,23 @@ def load_handler(code_uri: str) -> Callable[..., Any]:
     return module.lambda_handler  # type: ignore[no-any-return]
 
 
+# TestEventPattern: "the following fields are mandatory: id, account, source, time, region,
+# resources, detail-type" (EventBridge API reference).
+_TEST_EVENT_FIELDS = ("id", "account", "source", "time", "region", "resources", "detail-type")
+
+
+def _test_event_pattern(handler: EventsHandler) -> tuple[str, dict[str, Any]]:
+    try:
+        pattern = EventPattern.load(handler._get_param("EventPattern"))
+        event = json.loads(handler._get_param("Event") or "")
+    except (ValueError, TypeError) as exc:
+        return handler.error("InvalidEventPatternException", str(exc))
+    missing = [name for name in _TEST_EVENT_FIELDS if not isinstance(event, dict) or name not in event]
+    if missing:
+        return handler.error("ValidationException", f"Event is missing mandatory fields: {', '.join(missing)}")
+    return handler._create_response({"Result": pattern.matches_event(event)})
+
+
 def _execution_name(env: Any) -> str:
     return str(env.states.context_object.context_object_data["Execution"]["Name"])
 
@@ -238,9 +259,16 @@ class SandboxAWS:
     def __enter__(self) -> SandboxAWS:
         stack = self._stack
         stack.enter_context(mock.patch.dict(os.environ, FAKE_CREDENTIALS))
-        stack.enter_context(mock_aws(config={"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}))
-        self._patch_moto(stack)
-        self._build_from_template()
+        try:
+            stack.enter_context(mock_aws(config={"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}))
+            self._patch_moto(stack)
+            self._build_from_template()
+        except BaseException:
+            # A world half built must not outlive its failure: moto's state would make every later
+            # sandbox in this process fail with "already exists".
+            self.clock.close()
+            stack.close()
+            raise
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -356,6 +384,7 @@ class SandboxAWS:
         self._patch_lambda_service_errors(stack)
         self._patch_task_heartbeats(stack)
         self._patch_history_paging(stack)
+        stack.enter_context(mock.patch.object(EventsHandler, "test_event_pattern", _test_event_pattern))
         stack.enter_context(mock.patch.object(retrier_decl.RetrierDecl, "_eval_body", retrier_body))
         virtual_sleep = types.SimpleNamespace(sleep=lambda seconds: self.clock.sleep(seconds, reason=RETRY_BACKOFF))
         stack.enter_context(mock.patch.object(retrier_decl, "time", virtual_sleep))

@@ -303,17 +303,24 @@ class HyperPodDouble:
     # --- internals ----------------------------------------------------------------------
     def _summary(self, node: SimNode, t: float, logical: bool = False) -> dict[str, Any]:
         status = node.status_at(t)
-        summary = {
+        summary: dict[str, Any] = {
             "InstanceGroupName": node.group,
             "InstanceId": node.node_id,
             "InstanceType": node.instance_type,
-            "LaunchTime": self.epoch + timedelta(seconds=max(node.created_at, -86_400.0)),
+            "LaunchTime": self._launch_time(node),
             "InstanceStatus": {"Status": status, "Message": "" if status == "Running" else f"Instance is {status}"},
             "PrivateDnsHostname": node.hostname,
         }
+        if node.generation == 0 and self.spec.software_updated_at is not None:
+            summary["LastSoftwareUpdateTime"] = self.spec.software_updated_at  # a replacement starts on current software
         if logical:  # only when asked (IncludeNodeLogicalIds), as the API does
             summary["NodeLogicalId"] = node.logical_id
         return summary
+
+    def _launch_time(self, node: SimNode) -> datetime:
+        if node.generation == 0 and self.spec.launched_at is not None:
+            return self.spec.launched_at
+        return self.epoch + timedelta(seconds=max(node.created_at, -86_400.0))
 
     def _check_cluster(self, params: dict[str, Any]) -> None:
         name = params.get("ClusterName")

@@ -15,7 +15,7 @@ import logging
 import math
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -100,9 +100,11 @@ class DrillRunner:
         self._advance_to(self.clock.now(DRIVER) + seconds)
 
     @contextmanager
-    def deployed(self) -> Iterator[SandboxAWS]:
+    def deployed(self, overrides: Mapping[str, str] | None = None) -> Iterator[SandboxAWS]:
         """The stack in moto, with the scenario's cluster, Slurm, jobs and checkpoints, and no fault
-        delivered yet: what a client of the deployed stack (``hyperpod-recovery drill``) talks to."""
+        delivered yet: what a client of the deployed stack (``hyperpod-recovery drill``,
+        ``preflight``) talks to. ``overrides``: template parameters deployed as given (a stack
+        configured wrong, for the preflight to find)."""
         self._refuse_unsupported()
         settings = self.scenario.settings
         parameters = {
@@ -136,6 +138,7 @@ class DrillRunner:
         }
         safety |= {"MaxEventAgeSeconds": settings.max_event_age_seconds, "MaxClockSkewSeconds": settings.max_clock_skew_seconds}
         parameters.update({name: f"{value:g}" for name, value in safety.items() if value is not None})
+        parameters.update(overrides or {})
         install_clock(lambda: self.epoch + timedelta(seconds=self.clock.now()))
         try:
             with (

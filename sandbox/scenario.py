@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, model_validator
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictBool, ValidationError, model_validator
 
 _NODE_REF = re.compile(r"^(?P<group>[A-Za-z0-9][A-Za-z0-9\-]*):(?P<index>\d+)$")
 _NODE_RANGE = re.compile(r"^(?P<group>[A-Za-z0-9][A-Za-z0-9\-]*):(?P<start>\d+)(?:-(?P<end>\d+))?$")
@@ -38,6 +38,12 @@ class ClusterSpec(_Strict):
     node_recovery: Literal["Automatic", "None"] = "None"
     # Older Slurm clusters do not report SlurmConfig.NodeType; the stack then needs ControllerGroups.
     reports_node_types: StrictBool = True
+    # When the nodes were launched (default: a day before the drill starts) and when the cluster's
+    # platform software was last updated (UpdateClusterSoftware; ListClusterNodes' LastSoftwareUpdateTime,
+    # default: never). hyperpod-recovery preflight reads both to tell whether the cluster was patched
+    # for BatchReplaceClusterNodes.
+    launched_at: AwareDatetime | None = None
+    software_updated_at: AwareDatetime | None = None
     instance_groups: list[InstanceGroupSpec] = Field(min_length=1)
 
     @model_validator(mode="after")

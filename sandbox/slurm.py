@@ -144,6 +144,12 @@ class SimulatedSlurm:
             self._spec(job) for job in self.jobs.values() if job.state in ("RUNNING", "COMPLETING", "NODE_FAIL") and wanted & set(job.nodes)
         ]
 
+    def node_count(self) -> int:
+        return len(self.nodes)
+
+    def running_jobs(self) -> list[JobSpec]:
+        return [self._spec(job) for job in self.jobs.values() if job.state == "RUNNING"]
+
     def job(self, job_id: str) -> JobSpec | None:
         job = self.jobs.get(job_id)
         return self._spec(job) if job else None

@@ -1,13 +1,16 @@
-"""``make readme-sample``: the README's sample drill output and its report picture, from a real run.
+"""``make readme-sample``: the README's sample drill output and its report picture, and its sample
+preflight output, from real runs.
 
 Runs the default drill (events/drills/default.json, what ``make drill`` runs), writes what it printed
 between the README's drill-sample markers, and renders its HTML report to
 docs/images/drill-report-default.png in headless Chromium, stamped with the digest of the page it
-was rendered from. tests/integration/test_readme_sample.py runs the drill again and fails when the
-README's block or the picture's page differs from today's, beyond what varies from run to run: the
-wall-clock seconds and the output folder.
+was rendered from. Runs ``hyperpod-recovery preflight`` against the default drill's stack in the
+sandbox and writes what it printed between the preflight-sample markers.
+tests/integration/test_readme_sample.py runs both again and fails when the README's blocks or the
+picture's page differ from today's, beyond what varies from run to run: the wall-clock seconds, the
+output folder, the KMS key's id and the Python version.
 
-Exit codes: 0 both written; 1 the drill failed; 3 the README was written but Chromium is not
+Exit codes: 0 all written; 1 the drill or the preflight failed; 3 the README was written but Chromium is not
 installed, so the picture was not (apt-get install chromium).
 """
 
@@ -29,9 +32,14 @@ README = ROOT / "README.md"
 PICTURE = ROOT / "docs" / "images" / "drill-report-default.png"
 BEGIN = "<!-- drill-sample:begin: `make readme-sample` writes this block, a test compares it with the drill's output -->"
 END = "<!-- drill-sample:end -->"
+PREFLIGHT_BEGIN = "<!-- preflight-sample:begin: `make readme-sample` writes this block, a test compares it with the preflight's output -->"
+PREFLIGHT_END = "<!-- preflight-sample:end -->"
 OUT = "out"  # the report folder as `make drill` names it
-# The only figure that varies between two runs of the same drill: seconds of real time.
+# The only figure that varies between two runs of the same drill: seconds of real time. In the
+# preflight: the notification key's id (moto makes a new one each time) and this machine's Python.
 WALL_TIME = re.compile(r"(wall time:? )\d+(?:\.\d+)?s")
+KEY_ID = re.compile(r"(its key )[0-9a-f-]{36}")
+PYTHON = re.compile(r"(Python )3\.\d+\.\d+")
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 DIGEST_KEY = b"hyperpod-recovery-report-sha256"
 
@@ -53,28 +61,45 @@ def run_default_drill(out: Path) -> DrillRun:
     return DrillRun(printed.getvalue().replace(str(out), OUT), (out / "drill-default.html").read_text())
 
 
+def run_preflight_sample() -> str:
+    """``hyperpod-recovery preflight --stack sandbox`` against the default drill's stack in the sandbox."""
+    from hyperpod_recovery.cli import main as cli_main
+    from sandbox.runner import DrillRunner
+    from sandbox.scenario import load_scenario
+
+    with tempfile.TemporaryDirectory(prefix="hpr-preflight-sample-") as folder:
+        runner = DrillRunner(load_scenario(ROOT / "events" / "drills" / "default.json"), log_path=Path(folder) / "lambda.log")
+        printed, errors = io.StringIO(), io.StringIO()
+        with runner.deployed():
+            code = cli_main(["preflight", "--stack", "sandbox"], stdout=printed, stderr=errors, sleep=runner.advance)
+    if code != 0:
+        raise RuntimeError(f"the preflight of the sandbox's stack failed (exit code {code}): {printed.getvalue()}{errors.getvalue()}")
+    return printed.getvalue()
+
+
 def normalise(text: str) -> str:
-    return WALL_TIME.sub(r"\1<seconds>s", text)
+    text = KEY_ID.sub(r"\1<key id>", text)
+    return PYTHON.sub(r"\1<version>", WALL_TIME.sub(r"\1<seconds>s", text))
 
 
-def _block(readme: str) -> tuple[int, int]:
-    start, end = readme.find(BEGIN), readme.find(END)
+def _block(readme: str, begin: str = BEGIN, end_marker: str = END) -> tuple[int, int]:
+    start, end = readme.find(begin), readme.find(end_marker)
     if start < 0 or end < start:
-        raise ValueError(f"README.md has no drill sample between {BEGIN!r} and {END!r}")
-    return start + len(BEGIN), end
+        raise ValueError(f"README.md has no sample between {begin!r} and {end_marker!r}")
+    return start + len(begin), end
 
 
-def readme_sample(readme: str) -> str:
-    """The printed output the README shows (without its code fence)."""
-    start, end = _block(readme)
+def readme_sample(readme: str, begin: str = BEGIN, end_marker: str = END) -> str:
+    """The printed output the README shows between the markers (without its code fence)."""
+    start, end = _block(readme, begin, end_marker)
     block = readme[start:end].strip("\n")
     if not (block.startswith("```\n") and block.endswith("\n```")):
-        raise ValueError("the README's drill sample is not one ``` code block")
+        raise ValueError(f"the README's sample after {begin!r} is not one ``` code block")
     return block[len("```\n") : -len("```")]
 
 
-def with_sample(readme: str, printed: str) -> str:
-    start, end = _block(readme)
+def with_sample(readme: str, printed: str, begin: str = BEGIN, end_marker: str = END) -> str:
+    start, end = _block(readme, begin, end_marker)
     return f"{readme[:start]}\n```\n{printed.rstrip()}\n```\n{readme[end:]}"
 
 
@@ -120,8 +145,14 @@ def main() -> int:
         except RuntimeError as exc:
             print(f"readme-sample: {exc}", file=sys.stderr)
             return 1
-        README.write_text(with_sample(README.read_text(), run.printed))
-        print(f"{README.relative_to(ROOT)}: drill sample written")
+        try:
+            preflight = run_preflight_sample()
+        except RuntimeError as exc:
+            print(f"readme-sample: {exc}", file=sys.stderr)
+            return 1
+        readme = with_sample(README.read_text(), run.printed)
+        README.write_text(with_sample(readme, preflight, PREFLIGHT_BEGIN, PREFLIGHT_END))
+        print(f"{README.relative_to(ROOT)}: drill and preflight samples written")
         try:
             screenshot(out / "drill-default.html", PICTURE)
         except ChromiumNotFound as exc:

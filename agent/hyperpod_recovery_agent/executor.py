@@ -21,10 +21,13 @@ from typing import Any, Protocol
 
 from hyperpod_recovery.errors import InvalidCommand, JobSpecUnavailable
 from hyperpod_recovery.models.commands import (
+    MAX_JOBS_CHECKED,
     OWNER_TAG_PREFIX,
+    AgentCheckResult,
     BootTimes,
     BootTimesResult,
     CaptureJobSpec,
+    CheckAgent,
     CommandEnvelope,
     CommandReply,
     DrainNodes,
@@ -43,12 +46,14 @@ from hyperpod_recovery.models.commands import (
     ResubmitResult,
     ResumeNodes,
     ResumeResult,
+    RunningJob,
     carries_owner_tag,
 )
 from hyperpod_recovery.models.common import MAX_JOBS_PER_INCIDENT, SLURM_JOB_ID_PATTERN, matches
 from hyperpod_recovery.models.manifest import RESUME_FROM_ENV, RESUME_STEP_ENV
+from hyperpod_recovery_agent import __version__
 from hyperpod_recovery_agent.capture import JobCapture
-from hyperpod_recovery_agent.slurm import RESUBMISSION_MARK, NodeState
+from hyperpod_recovery_agent.slurm import RESUBMISSION_MARK, NodeState, SlurmCommandFailed, SlurmUnreachable
 
 # The old job's state at resubmission time: restarting on its own, or still holding an allocation.
 RESTARTED_BY_SLURM = frozenset({"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "CONFIGURING"})
@@ -131,6 +136,8 @@ class Slurm(Protocol):
     ) -> str: ...
     def cancel(self, job_id: str) -> None: ...
     def requeue(self, job_id: str) -> bool: ...
+    def node_count(self) -> int: ...
+    def running_jobs(self) -> list[JobSpec]: ...
 
 
 class CommandExecutor:
@@ -163,6 +170,8 @@ class CommandExecutor:
             result = RequeueResult(job_id=command.job_id, requeued=self.slurm.requeue(command.job_id))
         elif isinstance(command, BootTimes):
             result = BootTimesResult(nodes=self.slurm.boot_times(command.nodes))
+        elif isinstance(command, CheckAgent):
+            result = self.check()
         else:  # pragma: no cover - the envelope's discriminated union admits nothing else
             raise InvalidCommand(f"command: unknown type {type(command).__name__}")
         return CommandReply(
@@ -172,6 +181,24 @@ class CommandExecutor:
             started_at=started,
             completed_at=self.now(),
             result=result,
+        )
+
+    def check(self) -> AgentCheckResult:
+        """Who answers, and what slurmctld says: its node count and the running jobs with their
+        checkpoint location. slurmctld not answering is the check's answer, not a retried error:
+        the operator asking wants to know now."""
+        try:
+            nodes = self.slurm.node_count()
+            running = self.slurm.running_jobs()
+        except (SlurmUnreachable, SlurmCommandFailed, OSError) as exc:
+            return AgentCheckResult(agent_version=__version__, slurm_reachable=False, slurm_detail=str(exc)[:512])
+        jobs = [RunningJob(job_id=j.job_id, name=j.name, checkpoint_uri=j.checkpoint_uri) for j in running[:MAX_JOBS_CHECKED]]
+        return AgentCheckResult(
+            agent_version=__version__,
+            slurm_reachable=True,
+            slurm_detail=f"slurmctld answers: {nodes} node(s), {len(running)} running job(s)",
+            running_jobs=jobs,
+            running_jobs_omitted=max(0, len(running) - MAX_JOBS_CHECKED),
         )
 
     def drain(self, command: DrainNodes) -> DrainResult:

@@ -195,6 +195,13 @@ class SlurmCli:
         """Every job slurmctld remembers, as ``squeue --json`` shows it (22.05 ignores its filters)."""
         return list(self._json(["squeue", "--json"]).get("jobs", []))
 
+    def node_count(self) -> int:
+        return len(self.nodes())
+
+    def running_jobs(self) -> list[JobSpec]:
+        """Every RUNNING job, with its checkpoint location (what a check reports)."""
+        return [self._job_spec(job) for job in self.queue() if job.get("job_state") == "RUNNING"]
+
     # --- nodes ------------------------------------------------------------------------------
     def node_states(self, nodes: Iterable[str]) -> dict[str, NodeState]:
         """State of each node; NodeNotFound names the ones slurmctld does not know."""

@@ -150,14 +150,16 @@ def test_given_the_cluster_name_parameter_then_its_length_is_bounded_by_hyperpod
 
 
 def test_given_every_arn_the_stack_builds_for_its_workflows_then_it_names_the_machines_it_creates() -> None:
-    # Given the names the two state machines are created with
+    # Given the names the state machines are created with
     resolver = _resolver("my-stack", {"ClusterName": "llm-train"})
     names = {resolver.resolve(m["Properties"]["Name"]) for _, m in _of_type("AWS::Serverless::StateMachine")}
     # When every state machine or execution ARN written elsewhere in the template is resolved
     text = json.dumps(resolver.resolve({k: v for k, v in TEMPLATE.items() if k in ("Globals", "Resources")}))
     referenced = set(re.findall(r":(?:stateMachine|execution):([A-Za-z0-9_-]+)", text))
     # Then each one names one of them (an ARN built from another name would match nothing)
-    assert referenced == names == {"llm-train-node-recovery", "llm-train-job-recovery"}
+    assert referenced <= names == {"llm-train-node-recovery", "llm-train-job-recovery", "llm-train-agent-check"}
+    # And both recovery workflows are referenced (intake starts them, Reconcile watches them)
+    assert referenced == {"llm-train-node-recovery", "llm-train-job-recovery"}
 
 
 # --- Step Functions: history and time bounds ---------------------------------------------------
@@ -258,7 +260,8 @@ def test_given_the_workflows_then_their_only_loops_are_the_bounded_waits() -> No
         workflow: {name for loop in found for name in loop if ASL[workflow]["States"][name]["Type"] == "Wait"}
         for workflow, found in loops.items()
     }
-    assert waits == {"node_recovery": {"Wait For Rejoin"}, "job_recovery": {"Wait For Other Recovery"}}, loops
+    assert waits == {"node_recovery": {"Wait For Rejoin"}, "job_recovery": {"Wait For Other Recovery"}, "agent_check": set()}, loops
+    assert loops["agent_check"] == []
 
 
 def _parameter_space() -> st.SearchStrategy[dict[str, int]]:

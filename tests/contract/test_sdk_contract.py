@@ -20,7 +20,7 @@ from botocore.model import ServiceModel
 
 from hyperpod_recovery import sdk_contract
 from hyperpod_recovery.errors import SdkTooOld
-from hyperpod_recovery.sdk_contract import MINIMUM_BOTOCORE, REQUIRED, check_client, check_sdk_version, missing_from
+from hyperpod_recovery.sdk_contract import MINIMUM_BOTOCORE, OPERATOR_REQUIRED, REQUIRED, check_client, check_sdk_version, missing_from
 from tests.conftest import ROOT
 
 PACKAGE = ROOT / "layers" / "recovery_core" / "hyperpod_recovery"
@@ -155,3 +155,30 @@ def test_the_real_clients_are_checked_when_the_adapters_create_them(monkeypatch:
     aws.client("sagemaker")
     # Then the client is checked against the contract
     assert checked == ["sagemaker"]
+
+
+# --- the operator's tools: drill and preflight, with the operator's SDK -------------------------------
+OPERATOR_TOOLS = (PACKAGE / "preflight.py", PACKAGE / "drill.py", PACKAGE / "stack.py")
+
+
+@pytest.mark.parametrize("service", sorted(OPERATOR_REQUIRED))
+def test_given_the_oldest_sdk_the_preflight_accepts_then_the_tools_calls_and_fields_exist(service: str) -> None:
+    # The pinned botocore here; the preflight refuses one older than MINIMUM_BOTOCORE (checked above to be older or equal)
+    model = boto3.client(service, region_name="us-west-2").meta.service_model
+    assert missing_from(service, model, OPERATOR_REQUIRED) == []
+
+
+def test_given_the_operator_tools_then_every_client_method_they_call_is_in_their_contract() -> None:
+    # Given every `.method(` and `get_paginator("method")` in the tools' code
+    text = "\n".join(path.read_text() for path in OPERATOR_TOOLS)
+    called = set(re.findall(r"\.(\w+)\(", text)) | set(re.findall(r"get_paginator\(\"(\w+)\"\)", text))
+    listed = {(service, call.operation) for service, calls in OPERATOR_REQUIRED.items() for call in calls}
+    # When the names are read as the SDK methods of the services the tools use
+    found = set()
+    for service in OPERATOR_REQUIRED:
+        mapping = boto3.client(service, region_name="us-west-2").meta.method_to_api_mapping
+        found |= {(service, mapping[method]) for method in called if method in mapping and method != "get_paginator"}
+    # Then every operation the tools call is listed (a name shared by two services counts for the one listed)
+    unlisted = {(s, op) for s, op in found if not any(op == other for _, other in listed)}
+    assert unlisted == set()
+    assert {("events", "TestEventPattern"), ("lambda", "Invoke"), ("kms", "GetKeyPolicy"), ("cloudformation", "DescribeStacks")} <= found

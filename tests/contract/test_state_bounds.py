@@ -220,3 +220,26 @@ def test_a_storm_request_fits_its_budget_whatever_its_events_say() -> None:
     assert request is not None
     assert len(request.model_dump_json()) <= MAX_REQUEST_BYTES
     assert sum(len(t.reason) for t in request.triggers) <= REQUEST_REASON_BUDGET + 400 * 40
+
+
+def test_the_agents_largest_check_answer_fits_what_step_functions_and_lambda_accept() -> None:
+    # Given a check answer at its limits: 50 running jobs, each name and checkpoint prefix at its longest
+    from hyperpod_recovery.models.commands import MAX_CHECKPOINT_URI, MAX_JOBS_CHECKED, AgentCheckResult, RunningJob
+    from hyperpod_recovery.models.preflight import CheckDeploymentInput
+
+    assert unbounded_fields(AgentCheckResult, [], "AgentCheckResult", set()) == []
+    uri = ("s3://" + "b" * 63 + "/" + "p" * 300)[:MAX_CHECKPOINT_URI]
+    jobs = [RunningJob(job_id=str(10_000_000 + j), name="n" * 256, checkpoint_uri=uri) for j in range(MAX_JOBS_CHECKED)]
+    answer = CommandReply[AgentCheckResult](
+        command_id="x" * 256,
+        type="check",
+        requested_at=T0,
+        completed_at=T0,
+        result=AgentCheckResult(
+            agent_version="v" * 64, slurm_reachable=True, slurm_detail="d" * 512, running_jobs=jobs, running_jobs_omitted=9
+        ),
+    )
+    # Then SendTaskSuccess's output (256 KiB, the execution's output) takes it with room to spare
+    assert len(answer.model_dump_json()) < STATE_LIMIT * 0.25
+    # And so does the Check Deployment request built from it (a synchronous Invoke takes 6 MB)
+    assert len(CheckDeploymentInput(jobs=jobs).model_dump_json()) < STATE_LIMIT * 0.25

@@ -244,6 +244,7 @@ def test_only_the_functions_that_send_commands_may_put_one_on_the_command_queue(
         "ResubmitJobFunction",
         "CaptureJobSpecFunction",
         "CheckJobNodesFunction",
+        "CheckControllerAgentFunction",  # the preflight's read-only check command
     }
     # Then the queue's policy denies sending to every principal but their roles
     (statement,) = RESOURCES["CommandQueuePolicy"]["Properties"]["PolicyDocument"]["Statement"]
@@ -251,3 +252,30 @@ def test_only_the_functions_that_send_commands_may_put_one_on_the_command_queue(
     allowed = statement["Condition"]["ArnNotEquals"]["aws:PrincipalArn"]
     assert {a["Fn::GetAtt"][0].removesuffix("Role") for a in allowed} == senders
     assert all(a["Fn::GetAtt"][1] == "Arn" for a in allowed)
+
+
+def _s3_statements(logical: str) -> list[dict[str, Any]]:
+    return [
+        s
+        for p in RESOURCES[logical]["Properties"]["Policies"]
+        if isinstance(p, dict)
+        for s in p.get("Statement", [])
+        if str(s["Action"]).startswith("s3:")
+    ]
+
+
+def test_the_preflight_reads_checkpoints_with_exactly_the_pipelines_s3_permissions() -> None:
+    # Given the function that finds checkpoints in a recovery, and the one the preflight reads them with
+    recovery, preflight = _s3_statements("FindNewestCheckpointFunction"), _s3_statements("CheckDeploymentFunction")
+    # Then they read the same buckets with the same actions: "readable" in the preflight is readable in a recovery
+    assert recovery and preflight == recovery
+    # And the preflight's function can do nothing else
+    others = [s for p in RESOURCES["CheckDeploymentFunction"]["Properties"]["Policies"] for s in p["Statement"] if s not in preflight]
+    assert others == []
+
+
+def test_the_agent_check_workflow_is_watched_by_nothing_that_pages_or_reconciles() -> None:
+    # A preflight against a stack whose agent is not installed yet fails its check on purpose:
+    # that must neither page (executions-failed alarm) nor be reconciled as an incident.
+    text = json.dumps({k: v for k, v in RESOURCES.items() if k not in ("AgentCheckStateMachine", "AgentCheckLogGroup")})
+    assert "AgentCheckStateMachine" not in text and "agent-check" not in text

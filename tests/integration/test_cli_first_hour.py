@@ -25,6 +25,7 @@ AWS_COMMANDS = [
     ("drill", "--stack", "hyperpod-recovery", "--scenario", str(EVENTS / "drills" / "default.json")),
     ("breaker", "status", "--cluster", "llm-train", "--table", "ledger"),
     ("breaker", "reset", "--cluster", "llm-train", "--table", "ledger", "--reason", "checked"),
+    ("preflight", "--stack", "hyperpod-recovery"),
 ]
 CHECKPOINT_COMMANDS = [
     ("checkpoint", "latest", "s3://llm-train-checkpoints/llama-70b"),
@@ -145,7 +146,11 @@ def test_given_no_command_then_the_help_lists_the_commands_and_exit_2(argv: tupl
     code, out, err = _run(*argv)
     assert code == EXIT_USAGE and out == ""
     assert err.startswith(f"usage: hyperpod-recovery {' '.join(argv)}".rstrip() + " ")
-    expected = {(): ("checkpoint", "breaker", "drill"), ("checkpoint",): ("commit", "latest", "verify"), ("breaker",): ("status", "reset")}
+    expected = {
+        (): ("checkpoint", "breaker", "drill", "preflight"),
+        ("checkpoint",): ("commit", "latest", "verify"),
+        ("breaker",): ("status", "reset"),
+    }
     for command in expected[argv]:
         assert f"\n    {command} " in err
     assert "the following arguments are required" not in err
@@ -168,6 +173,7 @@ def test_version_prints_the_package_version() -> None:
     [
         ("drill", "--stack", "hyperpod-recovery"),  # nothing to recover
         ("breaker", "status"),  # no --cluster
+        ("preflight",),  # no --stack
         ("checkpoint", "commit", "s3://llm-train-checkpoints/x", "--step", "-1"),
         ("no-such-command",),
         ("--no-such-option",),

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from hyperpod_recovery.cli import main
-from hyperpod_recovery.drill import PHASE_OF_STATE, DrillUsageError, Targets, resolve_node_refs, resolve_stack
+from hyperpod_recovery.drill import PHASE_OF_STATE, DrillUsageError, Targets, cluster_nodes_by_group, resolve_node_refs, resolve_stack
 from sandbox.runner import DrillRunner
 from sandbox.scenario import load_scenario
 from tests.conftest import EVENTS, ROOT
@@ -151,7 +151,8 @@ def test_a_stack_is_read_from_its_outputs_and_cluster_parameter() -> None:
 
 
 def test_every_state_of_both_workflows_has_a_phase() -> None:
-    for path in (ROOT / "statemachines").glob("*.asl.json"):
+    # The recovery workflows (agent_check.asl.json is the preflight's, not an incident's)
+    for path in (ROOT / "statemachines").glob("*_recovery.asl.json"):
         definition = json.loads(path.read_text())
         names = set(definition["States"])
         for state in definition["States"].values():
@@ -202,3 +203,24 @@ def test_given_the_sandbox_stack_then_cloudformation_describes_it_as_a_deployed_
         assert targets.cluster == "llm-train"
         assert targets.node_state_machine == aws.state_machines["NodeRecoveryStateMachine"]
         assert targets.job_state_machine == aws.state_machines["JobRecoveryStateMachine"]
+
+
+def test_given_a_node_as_group_and_index_then_it_is_resolved_on_the_cluster(tmp_path: Path) -> None:
+    # Given `make deploy`'s suggestion, a node named as <compute-group>:<index>, beside an instance id
+    runner = DrillRunner(load_scenario(DEFAULT), log_path=tmp_path / "lambda.log")
+    with runner.deployed() as aws:
+        other = runner.double.current("workers:5", t=0).node_id
+        code, printed, _ = _drill(runner, "--node", "workers:3", "--node", other, "--node", "workers:3")
+        # (the 4th of group workers in launch order, as ListClusterNodes reports them)
+        expected = cluster_nodes_by_group(aws.client("sagemaker"), "llm-train")["workers"][3]
+    # Then the request names the instances, each once, and says what the reference was
+    request = json.loads(printed.split("input: ", 1)[1].splitlines()[0])
+    assert request["node_ids"] == [expected, other] and f"nodes workers:3 are {expected}" in printed
+    assert code == 0 and "outcome: dry_run" in printed
+
+
+def test_given_a_group_the_cluster_does_not_have_then_exit_2(tmp_path: Path) -> None:
+    runner = DrillRunner(load_scenario(DEFAULT), log_path=tmp_path / "lambda.log")
+    with runner.deployed():
+        code, _, err = _drill(runner, "--node", "gpu:0")
+    assert code == 2 and "no instance group 'gpu'" in err

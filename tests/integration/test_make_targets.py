@@ -147,14 +147,20 @@ def test_deploy_prints_the_next_command_for_the_stack_it_deployed(tmp_path: Path
     done = _deploy(tmp_path, fake_sam)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("sam deploy --guided\n")
-    assert done.stdout.endswith("hyperpod-recovery drill --stack hpr-llm-train --node <compute-group>:0\n")
+    # Then the preflight comes first, then a dry-run drill, both for the stack just deployed
+    lines = [line.split("#")[0].strip() for line in done.stdout.splitlines()]
+    assert lines[-2:] == [
+        "hyperpod-recovery preflight --stack hpr-llm-train",
+        "hyperpod-recovery drill --stack hpr-llm-train --node <compute-group>:0",
+    ]
 
 
 def test_deploy_with_a_stack_name_deploys_it_and_names_it_next(tmp_path: Path, fake_sam: Path) -> None:
     shutil.copy(ROOT / "samconfig.toml", tmp_path / "samconfig.toml")
     done = _deploy(tmp_path, fake_sam, "STACK=hpr-prod")
     assert done.stdout.startswith("sam deploy --guided --stack-name hpr-prod\n")
-    assert done.stdout.endswith("hyperpod-recovery drill --stack hpr-prod --node <compute-group>:0\n")
+    assert "hyperpod-recovery preflight --stack hpr-prod " in done.stdout
+    assert "hyperpod-recovery drill --stack hpr-prod --node <compute-group>:0 " in done.stdout
 
 
 def test_a_failed_deploy_suggests_nothing(tmp_path: Path) -> None:
@@ -165,4 +171,4 @@ def test_a_failed_deploy_suggests_nothing(tmp_path: Path) -> None:
 
 def test_make_help_lists_the_new_targets() -> None:
     listed = _make("help").stdout
-    assert "make drill-down " in listed and "make readme-sample " in listed
+    assert "make drill-down " in listed and "make readme-sample " in listed and "make preflight " in listed

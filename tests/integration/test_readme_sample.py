@@ -9,6 +9,8 @@ import pytest
 from tests.conftest import ROOT
 from tools.readme_sample import (
     PICTURE,
+    PREFLIGHT_BEGIN,
+    PREFLIGHT_END,
     README,
     DrillRun,
     normalise,
@@ -16,6 +18,7 @@ from tools.readme_sample import (
     readme_sample,
     report_digest,
     run_default_drill,
+    run_preflight_sample,
     stamp,
     with_sample,
 )
@@ -37,6 +40,12 @@ def test_the_readme_shows_exactly_what_the_default_drill_prints(default_drill: D
 
 
 @pytest.mark.sandbox
+def test_the_readme_shows_exactly_what_the_preflight_prints_for_the_default_drills_stack() -> None:
+    shown = readme_sample(README.read_text(), PREFLIGHT_BEGIN, PREFLIGHT_END)
+    assert normalise(shown).splitlines() == normalise(run_preflight_sample()).splitlines(), REGENERATE
+
+
+@pytest.mark.sandbox
 def test_the_report_picture_was_rendered_from_the_default_drills_report(default_drill: DrillRun) -> None:
     # Given the picture the README links, stamped with the digest of the page it was rendered from
     stamped = picture_digest(PICTURE.read_bytes())
@@ -50,6 +59,11 @@ def test_normalising_forgives_the_wall_clock_and_nothing_else() -> None:
     assert normalise(printed) == normalise(printed.replace("wall time: 4.8s", "wall time: 12.3s"))
     assert normalise(printed) != normalise(printed.replace("transitions: 53", "transitions: 54"))
     assert normalise(printed) != normalise(printed.replace("virtual time: 12m 43.8s", "virtual time: 12m 44.8s"))
+    line = "  PASS   sdk   the functions run botocore 1.44.5 (boto3 1.44.5, Python 3.11.7): every call"
+    assert normalise(line) == normalise(line.replace("3.11.7", "3.13.0"))
+    assert normalise(line) != normalise(line.replace("1.44.5 (", "1.44.6 ("))
+    key = "topic arn:t: CloudWatch alarms may use its key 4fa3b9b3-ace4-40b9-9001-0b6dac314b6f"
+    assert normalise(key) == normalise(key.replace("4fa3b9b3", "0000aaaa"))
     page = "<p>91 API calls · wall time 2.5s</p>"
     assert report_digest(page) == report_digest(page.replace("2.5s", "7.0s"))
     assert report_digest(page) != report_digest(page.replace("91 API", "74 API"))

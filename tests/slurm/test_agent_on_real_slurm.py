@@ -9,8 +9,10 @@ import pytest
 
 from hyperpod_recovery.errors import InvalidCommand, NodeNotFound
 from hyperpod_recovery.models.commands import (
+    AgentCheckResult,
     BootTimes,
     BootTimesResult,
+    CheckAgent,
     CheckpointRef,
     CommandEnvelope,
     DrainNodes,
@@ -200,3 +202,24 @@ def test_an_unreachable_slurmctld_is_reported_as_such(slurm_env: dict[str, str],
     dead = SlurmCli(env={**slurm_env, "SLURM_CONF": str(tmp_path / "slurm.conf")})
     with pytest.raises(SlurmUnreachable):
         dead.node_states(["ip-10-1-0-1"])
+
+
+# --- the preflight's check -----------------------------------------------------------------------
+def test_a_check_names_the_running_jobs_and_their_checkpoint_location(slurm: SlurmCli, slurm_env: dict[str, str], job_dir: Path) -> None:
+    # Given a training job running under slurmctld
+    job_id = start_training(slurm_env, job_dir)
+    # When the preflight's check command is executed
+    result = run(slurm, CheckAgent())
+    # Then slurmctld answered, and the job is named with the checkpoint prefix its comment gives
+    assert isinstance(result, AgentCheckResult) and result.slurm_reachable
+    assert f"{len(NODES)} node(s)" in result.slurm_detail
+    running = {job.job_id: job for job in result.running_jobs}
+    assert running[job_id].name == "llama" and running[job_id].checkpoint_uri == "s3://llm-train-checkpoints/llama"
+
+
+def test_a_check_reports_an_unreachable_slurmctld_instead_of_retrying(slurm_env: dict[str, str], tmp_path: Path) -> None:
+    conf = Path(slurm_env["SLURM_CONF"]).read_text().replace("SlurmctldPort=6817", "SlurmctldPort=6999")
+    (tmp_path / "slurm.conf").write_text(conf + "MessageTimeout=1\n")
+    dead = SlurmCli(env={**slurm_env, "SLURM_CONF": str(tmp_path / "slurm.conf")})
+    result = run(dead, CheckAgent())
+    assert isinstance(result, AgentCheckResult) and not result.slurm_reachable and result.slurm_detail

@@ -5,10 +5,12 @@ reference names: Step Functions' API is ``states:``, S3's ListObjectsV2 is ``s3:
 
 from __future__ import annotations
 
+import io
 from typing import Any
 
 import pytest
 
+from hyperpod_recovery.cli import main
 from sandbox.runner import DrillRunner
 from sandbox.scenario import load_scenario
 from sandbox.template import load_template
@@ -16,7 +18,7 @@ from tests.conftest import ROOT
 
 pytestmark = pytest.mark.sandbox
 
-# Drills that, together, run every function of the stack but the scheduled one.
+# Drills that, together, run every recovery function of the stack but the scheduled one.
 DRILLS = (
     "default",
     "reboot-ladder",
@@ -58,6 +60,13 @@ def calls_by_function(tmp_path_factory: pytest.TempPathFactory) -> dict[str, set
         )
         runner.run()
         for function, calls in runner.aws.api_calls.by_function.items():
+            found.setdefault(function, set()).update(calls)
+    # The preflight's functions (Check Controller Agent, Check Deployment) run in a preflight, not a drill.
+    runner = DrillRunner(load_scenario(ROOT / "events" / "drills" / "default.json"), log_path=tmp_path_factory.mktemp("pf") / "lambda.log")
+    with runner.deployed() as aws:
+        code = main(["preflight", "--stack", "sandbox"], stdout=io.StringIO(), stderr=io.StringIO(), sleep=runner.advance)
+        assert code == 0
+        for function, calls in aws.api_calls.by_function.items():
             found.setdefault(function, set()).update(calls)
     return found
 

@@ -6,6 +6,7 @@
     hyperpod-recovery breaker status --cluster NAME [--table LEDGER] [--json]
     hyperpod-recovery breaker reset  --cluster NAME [--table LEDGER] --reason TEXT [--by WHO]
     hyperpod-recovery drill --stack NAME (--scenario FILE | --input FILE | --node ID | --job ID) [--live --yes]
+    hyperpod-recovery preflight --stack NAME [--json]
     hyperpod-recovery --version
 
 Every command takes ``--region REGION`` (before or after the command's name). AWS credentials come
@@ -14,11 +15,13 @@ else $AWS_REGION / $AWS_DEFAULT_REGION, else the profile's. The ledger table is 
 LedgerTableName output (or $LEDGER_TABLE).
 
 Exit codes, for every command:
-  0    done / found / verified / breaker closed / drill execution succeeded; --help, --version
+  0    done / found / verified / breaker closed / drill execution succeeded / preflight ready;
+       --help, --version
   1    the answer is no: nothing verified, commit refused, breaker open, drill execution failed
-       (escalated or capped)
+       (escalated or capped), a preflight check failed or could not be made
   2    bad usage or input: no command, an unknown option, a missing or malformed argument, an
-       unreadable file; no AWS region configured; an AWS profile that does not exist
+       unreadable file, a stack that is not ours; no AWS region configured; an AWS profile that
+       does not exist; an SDK too old for the preflight
   3    AWS could not be read or written: no credentials, access denied, no such bucket, table or
        stack, throttling, no connection
   130  interrupted (Ctrl-C)
@@ -62,6 +65,9 @@ from hyperpod_recovery.errors import (
     LedgerUnavailable,
 )
 from hyperpod_recovery.models.manifest import MAX_STEP, step_of_folder
+from hyperpod_recovery.preflight import PreflightUsageError, run_preflight
+from hyperpod_recovery.preflight import add_arguments as add_preflight_arguments
+from hyperpod_recovery.stack import NotOurStack
 
 PROG = "hyperpod-recovery"
 EXIT_OK, EXIT_NO, EXIT_USAGE, EXIT_AWS, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -134,7 +140,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser = argparse.ArgumentParser(
         prog=PROG,
-        description="HyperPod recovery tools: checkpoints, the circuit breaker, drills on a deployed stack.",
+        description="HyperPod recovery tools: checkpoints, the circuit breaker, drills and the preflight of a deployed stack.",
         epilog="Exit codes: 0 done, 1 the answer is no, 2 bad usage or no AWS region, 3 AWS error (incl. no credentials).",
         parents=[region],
     )
@@ -192,6 +198,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     add_drill_arguments(drill)
     drill.set_defaults(run=_drill)
+
+    preflight = groups.add_parser(
+        "preflight",
+        parents=[region],
+        help="read-only checks of a deployed stack and its cluster before arming it (hyperpod_recovery/preflight.py)",
+    )
+    add_preflight_arguments(preflight)
+    preflight.set_defaults(run=_preflight)
     return parser
 
 
@@ -203,9 +217,11 @@ def main(
     s3: Any = None,
     dynamodb: Any = None,
     drill_clients: dict[str, Any] | None = None,
+    sleep: Callable[[float], None] | None = None,
 ) -> int:
     """The console script. Clients passed in (tests) are used instead of boto3's; ``drill_clients``
-    holds ``sfn``, ``sagemaker``, ``cloudformation`` and optionally the poller's ``sleep``."""
+    holds ``sfn``, ``sagemaker``, ``cloudformation`` and optionally the poller's ``sleep``; ``sleep``
+    is every poller's (drill, preflight)."""
     out, err = stdout or sys.stdout, stderr or sys.stderr
     args = _parser().parse_args(argv)  # bad usage: argparse prints the usage and the error, exits 2
     run: Callable[[Invocation], int] | None = getattr(args, "run", None)
@@ -220,7 +236,7 @@ def main(
         "sagemaker": drill.get("sagemaker"),
         "cloudformation": drill.get("cloudformation"),
     }
-    invocation = Invocation(args, out, err, AwsClients(getattr(args, "region", None), given), drill.get("sleep", time.sleep))
+    invocation = Invocation(args, out, err, AwsClients(getattr(args, "region", None), given), sleep or drill.get("sleep", time.sleep))
     try:
         return run(invocation)
     except KeyboardInterrupt:
@@ -263,7 +279,7 @@ def _failure(exc: Exception) -> tuple[int, str] | None:
 
 
 _FAILURES: tuple[tuple[type[Exception] | tuple[type[Exception], ...], int, str], ...] = (
-    (UsageError, EXIT_USAGE, ""),
+    ((UsageError, PreflightUsageError, NotOurStack), EXIT_USAGE, ""),
     ((CheckpointCommitRefused, CheckpointWriteConflict), EXIT_NO, "commit refused: "),
     ((CheckpointUnreadable, CheckpointStoreUnavailable), EXIT_AWS, "S3 error: "),
     ((LedgerError, LedgerUnavailable), EXIT_AWS, "ledger error: "),
@@ -368,6 +384,10 @@ def _breaker_reset(invocation: Invocation) -> int:
 
 def _drill(invocation: Invocation) -> int:
     return run_drill(invocation.args, out=invocation.out, err=invocation.err, client=invocation.client, sleep=invocation.sleep)
+
+
+def _preflight(invocation: Invocation) -> int:
+    return run_preflight(invocation.args, out=invocation.out, client=invocation.client, sleep=invocation.sleep)
 
 
 if __name__ == "__main__":

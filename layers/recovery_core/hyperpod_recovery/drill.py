@@ -9,7 +9,7 @@ What to recover comes from one of:
                     (``workers:7``) are resolved against the real cluster's instance groups
                     (ListClusterNodes: the 8th node of group "workers", in launch order)
   --input FILE      a start input as is (events/manual/*.json, events/manual-job/*.json)
-  --node ID ...     instance ids (``i-...``) of the cluster
+  --node ID ...     instance ids (``i-...``) of the cluster, or ``group:index`` as in a scenario
   --job ID          a Slurm job id (JobRecovery)
 
 Without ``--live`` the request is a dry run whatever the input says: every step runs, nothing on the
@@ -30,6 +30,7 @@ from typing import Any, TextIO
 
 from hyperpod_recovery.domain.durations import format_duration, offset_text
 from hyperpod_recovery.domain.phases import PHASE_OF_STATE
+from hyperpod_recovery.stack import NotOurStack, read_stack
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 NODE_REF = re.compile(r"^(?P<group>[A-Za-z0-9-]+):(?P<index>[0-9]+)$")
@@ -66,15 +67,14 @@ class Phase:
 
 
 def resolve_stack(cloudformation: Any, stack: str) -> Targets:
-    (description,) = cloudformation.describe_stacks(StackName=stack)["Stacks"]
-    outputs = {o["OutputKey"]: o["OutputValue"] for o in description.get("Outputs", [])}
-    parameters = {p["ParameterKey"]: p.get("ParameterValue", "") for p in description.get("Parameters", [])}
-    if "StateMachineArn" not in outputs or "ClusterName" not in parameters:
-        raise DrillUsageError(f"stack {stack!r} is not a hyperpod-recovery stack (no StateMachineArn output / ClusterName parameter)")
-    return Targets(parameters["ClusterName"], outputs["StateMachineArn"], outputs.get("JobStateMachineArn"))
+    try:
+        found = read_stack(cloudformation, stack)
+    except NotOurStack as exc:
+        raise DrillUsageError(str(exc)) from exc
+    return Targets(found.cluster, found.outputs["StateMachineArn"], found.outputs.get("JobStateMachineArn"))
 
 
-def _cluster_nodes_by_group(sagemaker: Any, cluster: str) -> dict[str, list[str]]:
+def cluster_nodes_by_group(sagemaker: Any, cluster: str) -> dict[str, list[str]]:
     nodes: list[dict[str, Any]] = []
     for page in sagemaker.get_paginator("list_cluster_nodes").paginate(ClusterName=cluster):
         nodes += page["ClusterNodeSummaries"]
@@ -135,12 +135,19 @@ def build_request(
     elif args.job:
         workflow, payload = "job", {"cluster": targets.cluster, "job_id": args.job}
     elif args.node:
-        workflow, payload = "node", {"cluster": targets.cluster, "node_ids": list(dict.fromkeys(args.node))}
+        # ``workers:0`` (what `make deploy` suggests) is resolved like a scenario's node reference.
+        refs = list(dict.fromkeys(node for node in args.node if NODE_REF.match(node)))
+        groups = cluster_nodes_by_group(sagemaker(), targets.cluster) if refs else {}
+        resolved = {ref: resolve_node_refs([ref], groups)[0] for ref in refs}
+        node_ids = [resolved.get(node, node) for node in args.node]
+        workflow, payload = "node", {"cluster": targets.cluster, "node_ids": list(dict.fromkeys(node_ids))}
+        if refs:
+            notes.append(f"nodes {', '.join(refs)} are {', '.join(resolved[r] for r in refs)} on {targets.cluster}")
     else:
         scenario = document or {}
         refs = _node_refs(scenario.get("faults", []))
         workflow = "node"
-        payload = {"cluster": targets.cluster, "node_ids": resolve_node_refs(refs, _cluster_nodes_by_group(sagemaker(), targets.cluster))}
+        payload = {"cluster": targets.cluster, "node_ids": resolve_node_refs(refs, cluster_nodes_by_group(sagemaker(), targets.cluster))}
         reason = reason or f"drill {scenario.get('name', Path(args.scenario).stem)}"
         notes.append(f"scenario nodes {', '.join(refs)} are {', '.join(payload['node_ids'])} on {targets.cluster}")
     payload.setdefault("cluster", targets.cluster)
@@ -321,7 +328,7 @@ def add_arguments(drill: argparse.ArgumentParser) -> None:
     what = drill.add_mutually_exclusive_group(required=True)
     what.add_argument("--scenario", help="a drill scenario (events/drills/*.json); node refs resolve against the real cluster")
     what.add_argument("--input", help="a start input file as is (events/manual/*.json, events/manual-job/*.json)")
-    what.add_argument("--node", action="append", help="an instance id (i-...) to recover; repeat for several")
+    what.add_argument("--node", action="append", help="an instance id (i-...), or group:index (workers:0), to recover; repeat for several")
     what.add_argument("--job", help="a Slurm job id to recover (JobRecovery)")
     drill.add_argument("--reason", help="why (kept in the incident record)")
     drill.add_argument("--name", help="the execution's name (default drill-<UTC time>)")

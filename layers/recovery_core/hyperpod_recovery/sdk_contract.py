@@ -64,6 +64,7 @@ REQUIRED: dict[str, tuple[Call, ...]] = {
                 "ClusterNodeSummaries[].InstanceStatus.Status",
                 "ClusterNodeSummaries[].PrivateDnsHostname",
                 "ClusterNodeSummaries[].LaunchTime",
+                "ClusterNodeSummaries[].LastSoftwareUpdateTime",
                 "ClusterNodeSummaries[].NodeLogicalId",
             ),
         ),
@@ -104,6 +105,50 @@ REQUIRED: dict[str, tuple[Call, ...]] = {
 }
 
 
+# What the operator's tools (``hyperpod-recovery drill`` and ``preflight``) call with the operator's
+# own SDK. The preflight refuses a botocore older than MINIMUM_BOTOCORE, whose models have all of it;
+# tests/contract/test_sdk_contract.py checks the list against those tools' code and the pinned models.
+OPERATOR_REQUIRED: dict[str, tuple[Call, ...]] = {
+    "cloudformation": (
+        Call(
+            "DescribeStacks",
+            request=("StackName",),
+            response=(
+                "Stacks[].Outputs[].OutputKey",
+                "Stacks[].Outputs[].OutputValue",
+                "Stacks[].Parameters[].ParameterKey",
+                "Stacks[].Parameters[].ParameterValue",
+            ),
+        ),
+    ),
+    "sagemaker": tuple(call for call in REQUIRED["sagemaker"] if call.operation in ("DescribeCluster", "ListClusterNodes")),
+    "stepfunctions": (
+        Call("StartExecution", request=("stateMachineArn", "name", "input"), response=("executionArn",)),
+        Call("DescribeExecution", request=("executionArn",), response=("status", "error", "cause", "output")),
+        Call(
+            "GetExecutionHistory",
+            request=("executionArn",),
+            response=(
+                "events[].type",
+                "events[].timestamp",
+                "events[].stateEnteredEventDetails.name",
+                "events[].stateExitedEventDetails.output",
+            ),
+        ),
+    ),
+    "lambda": (Call("Invoke", request=("FunctionName", "Payload"), response=("Payload", "FunctionError")),),
+    "events": (
+        Call("DescribeRule", request=("Name",), response=("EventPattern",)),
+        Call("TestEventPattern", request=("EventPattern", "Event"), response=("Result",)),
+    ),
+    "sns": (Call("GetTopicAttributes", request=("TopicArn",), response=("Attributes",)),),
+    "kms": (
+        Call("DescribeKey", request=("KeyId",), response=("KeyMetadata.KeyId", "KeyMetadata.KeyManager", "KeyMetadata.KeyState")),
+        Call("GetKeyPolicy", request=("KeyId", "PolicyName"), response=("Policy",)),
+    ),
+}
+
+
 def _member_missing(shape: Any, path: str) -> str | None:
     """The first step of ``path`` that ``shape`` (a botocore Shape) does not have, or None."""
     for step in path.split("."):
@@ -120,11 +165,12 @@ def _member_missing(shape: Any, path: str) -> str | None:
     return None
 
 
-def missing_from(service: str, service_model: Any) -> list[str]:
-    """What of REQUIRED[service] the given botocore ServiceModel lacks (``Op``, ``Op.response:Path``)."""
+def missing_from(service: str, service_model: Any, required: dict[str, tuple[Call, ...]] | None = None) -> list[str]:
+    """What of REQUIRED[service] (or ``required``'s) the given botocore ServiceModel lacks
+    (``Op``, ``Op.response:Path``)."""
     problems: list[str] = []
     known = set(service_model.operation_names)
-    for call in REQUIRED.get(service, ()):
+    for call in (REQUIRED if required is None else required).get(service, ()):
         if call.operation not in known:
             problems.append(call.operation)
             continue
@@ -153,6 +199,16 @@ def check_sdk_version(installed: str | None = None) -> None:
             "code uses: the function is running with the Lambda runtime's SDK instead of the RecoveryCoreLayer's. "
             "Redeploy with `make deploy` so the layer is built from layers/recovery_core/requirements.txt"
         )
+
+
+def missing_in_installed_sdk() -> list[str]:
+    """Everything REQUIRED that the botocore this process runs with lacks, every service at once
+    (``sagemaker:BatchReplaceClusterNodes``): what Check Deployment reports to the preflight, which
+    must see all of it rather than stop at the first service, as check_client does."""
+    import botocore.session
+
+    session = botocore.session.get_session()
+    return [f"{service}:{problem}" for service in REQUIRED for problem in missing_from(service, session.get_service_model(service))]
 
 
 _CHECKED: set[str] = set()

@@ -66,6 +66,7 @@ class HyperPodCluster:
                         status=(summary.get("InstanceStatus") or {}).get("Status", "Unknown"),
                         private_dns_hostname=summary.get("PrivateDnsHostname"),
                         launch_time=summary.get("LaunchTime"),
+                        software_updated_at=summary.get("LastSoftwareUpdateTime"),
                         logical_id=summary.get("NodeLogicalId"),
                     )
                 )

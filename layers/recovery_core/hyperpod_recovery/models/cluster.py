@@ -34,6 +34,8 @@ class ClusterNode(BaseModel):
     status: str  # ClusterInstanceStatus; unknown values are kept as they come
     private_dns_hostname: str | None = None
     launch_time: datetime | None = None
+    # LastSoftwareUpdateTime: the node's last UpdateClusterSoftware (None: as launched).
+    software_updated_at: datetime | None = None
     # NodeLogicalId (ListClusterNodes with IncludeNodeLogicalIds): "persists throughout its lifecycle".
     logical_id: str | None = None
 

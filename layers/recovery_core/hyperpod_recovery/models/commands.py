@@ -181,12 +181,30 @@ class BootTimes(BaseModel):
     nodes: NodeList
 
 
+class CheckAgent(BaseModel):
+    """Is the agent there, which version, does slurmctld answer, and which jobs run with which
+    checkpoint location (read-only): what ``hyperpod-recovery preflight`` asks before a stack is armed."""
+
+    model_config = ConfigDict(extra="forbid")
+    type: Literal["check"] = "check"
+
+
 ControllerCommand = Annotated[
-    DrainNodes | ResumeNodes | JobsOnNodes | ResubmitJob | NodeStates | CaptureJobSpec | RequeueJob | BootTimes,
+    DrainNodes | ResumeNodes | JobsOnNodes | ResubmitJob | NodeStates | CaptureJobSpec | RequeueJob | BootTimes | CheckAgent,
     Field(discriminator="type"),
 ]
 COMMAND_TYPES = frozenset(
-    {"drain_nodes", "resume_nodes", "jobs_on_nodes", "resubmit_job", "node_states", "capture_job_spec", "requeue_job", "boot_times"}
+    {
+        "drain_nodes",
+        "resume_nodes",
+        "jobs_on_nodes",
+        "resubmit_job",
+        "node_states",
+        "capture_job_spec",
+        "requeue_job",
+        "boot_times",
+        "check",
+    }
 )
 MUTATING_COMMANDS = frozenset({"drain_nodes", "resume_nodes", "resubmit_job", "requeue_job"})
 
@@ -282,8 +300,39 @@ class BootTimesResult(BaseModel):
     nodes: list[NodeBoot] = Field(default_factory=list, max_length=MAX_NODES_PER_REQUEST)
 
 
+# A check names at most this many running jobs (the preflight probes each one's checkpoints).
+MAX_JOBS_CHECKED = 50
+
+
+class RunningJob(BaseModel):
+    """A running job as a check reports it: enough to find its checkpoints."""
+
+    model_config = ConfigDict(extra="forbid")
+    job_id: SlurmJobId
+    name: str = Field(max_length=JOB_NAME_LIMIT)
+    checkpoint_uri: str | None = Field(default=None, max_length=MAX_CHECKPOINT_URI, pattern=CHECKPOINT_URI_PATTERN)
+
+
+class AgentCheckResult(BaseModel):
+    agent_version: str = Field(max_length=64)
+    slurm_reachable: bool
+    # Why slurmctld did not answer, or what it said (its node count).
+    slurm_detail: str = Field(default="", max_length=512)
+    running_jobs: list[RunningJob] = Field(default_factory=list, max_length=MAX_JOBS_CHECKED)
+    running_jobs_omitted: int = Field(default=0, ge=0)
+
+
 ResultT = TypeVar(
-    "ResultT", DrainResult, ResumeResult, JobsOnNodesResult, ResubmitResult, NodeStatesResult, JobSpecResult, RequeueResult, BootTimesResult
+    "ResultT",
+    DrainResult,
+    ResumeResult,
+    JobsOnNodesResult,
+    ResubmitResult,
+    NodeStatesResult,
+    JobSpecResult,
+    RequeueResult,
+    BootTimesResult,
+    AgentCheckResult,
 )
 
 

@@ -1,5 +1,6 @@
 """The controller steps: Cordon Nodes, Find Affected Jobs, Read Boot Times, Resume Nodes, Resubmit
-Job, and JobRecovery's Capture Job Spec and Check Job Nodes.
+Job, JobRecovery's Capture Job Spec and Check Job Nodes, and the agent-check workflow's Check
+Controller Agent.
 
 Each Lambda queues one typed command with its task token and returns; the state completes when
 the agent answers. Mutating commands in a dry run are answered here ("would drain ...") and never
@@ -16,6 +17,7 @@ from hyperpod_recovery.models.commands import (
     MUTATING_COMMANDS,
     BootTimes,
     CaptureJobSpec,
+    CheckAgent,
     CommandEnvelope,
     CommandReply,
     ControllerCommand,
@@ -32,6 +34,7 @@ from hyperpod_recovery.models.commands import (
 )
 from hyperpod_recovery.models.common import one_line
 from hyperpod_recovery.models.job_recovery import CaptureJobSpecInput, CheckJobNodesInput
+from hyperpod_recovery.models.preflight import CheckControllerAgentInput
 from hyperpod_recovery.models.requests import JobRecoveryRequest, RecoveryRequest
 from hyperpod_recovery.models.workflow import (
     CordonNodesInput,
@@ -209,3 +212,20 @@ def check_job_nodes(step: CheckJobNodesInput, *, controller: Controller, now: da
         now=now,
         dry_run_result=None,
     )
+
+
+def check_controller_agent(step: CheckControllerAgentInput, *, controller: Controller, now: datetime) -> dict[str, Any]:
+    """Ask the agent to check in (hyperpod-recovery preflight). Read-only, so it goes to the agent
+    whatever the stack's DryRun: the point is to see the agent answer."""
+    command_id = f"{step.execution_name}:check"
+    controller.send(
+        CommandEnvelope(
+            command_id=command_id,
+            incident_id=step.execution_name,
+            execution_name=step.execution_name,
+            task_token=step.task_token,
+            requested_at=now,
+            command=CheckAgent(),
+        )
+    )
+    return {"command_id": command_id, "sent": True, "dry_run": False}
