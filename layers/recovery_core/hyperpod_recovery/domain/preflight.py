@@ -161,7 +161,7 @@ def check_node_roles(cluster: ClusterInfo, nodes: Sequence[ClusterNode], control
         return Finding(
             "node-roles",
             "fail",
-            f"{exc}: every recovery on this cluster would escalate (NodeRoleUnknown)",
+            f"{exc} Until then every recovery on this cluster escalates (NodeRoleUnknown).",
             "redeploy with ControllerGroups=<the controller group> (and LoginGroups) as the lifecycle scripts' "
             "provisioning_parameters.json names them",
         )
