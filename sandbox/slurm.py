@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from hyperpod_recovery.errors import InvalidCommand, NodeNotFound
-from hyperpod_recovery.models.commands import CommandEnvelope, CommandReply, JobSpec, NodeBoot, job_display_name
+from hyperpod_recovery.models.commands import CommandEnvelope, CommandReply, JobSpec, NodeBoot, RunningJob, job_display_name
 from hyperpod_recovery.models.manifest import RESUME_FROM_ENV, RESUME_STEP_ENV
 from hyperpod_recovery_agent.agent import Agent, ReplyJournal
 from hyperpod_recovery_agent.capture import JobCapture, SbatchOptions
@@ -147,8 +147,12 @@ class SimulatedSlurm:
     def node_count(self) -> int:
         return len(self.nodes)
 
-    def running_jobs(self) -> list[JobSpec]:
-        return [self._spec(job) for job in self.jobs.values() if job.state == "RUNNING"]
+    def running_jobs(self, limit: int) -> tuple[list[RunningJob], int]:
+        running = [job for job in self.jobs.values() if job.state == "RUNNING"]
+        listed = [
+            RunningJob(job_id=job.job_id, name=job_display_name(job.name), checkpoint_uri=job.checkpoint_uri) for job in running[:limit]
+        ]
+        return listed, max(0, len(running) - limit)
 
     def job(self, job_id: str) -> JobSpec | None:
         job = self.jobs.get(job_id)

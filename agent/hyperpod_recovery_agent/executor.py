@@ -137,7 +137,7 @@ class Slurm(Protocol):
     def cancel(self, job_id: str) -> None: ...
     def requeue(self, job_id: str) -> bool: ...
     def node_count(self) -> int: ...
-    def running_jobs(self) -> list[JobSpec]: ...
+    def running_jobs(self, limit: int) -> tuple[list[RunningJob], int]: ...
 
 
 class CommandExecutor:
@@ -189,16 +189,15 @@ class CommandExecutor:
         the operator asking wants to know now."""
         try:
             nodes = self.slurm.node_count()
-            running = self.slurm.running_jobs()
+            jobs, omitted = self.slurm.running_jobs(MAX_JOBS_CHECKED)
         except (SlurmUnreachable, SlurmCommandFailed, OSError) as exc:
             return AgentCheckResult(agent_version=__version__, slurm_reachable=False, slurm_detail=str(exc)[:512])
-        jobs = [RunningJob(job_id=j.job_id, name=j.name, checkpoint_uri=j.checkpoint_uri) for j in running[:MAX_JOBS_CHECKED]]
         return AgentCheckResult(
             agent_version=__version__,
             slurm_reachable=True,
-            slurm_detail=f"slurmctld answers: {nodes} node(s), {len(running)} running job(s)",
+            slurm_detail=f"slurmctld answers: {nodes} node(s), {len(jobs) + omitted} running job(s)",
             running_jobs=jobs,
-            running_jobs_omitted=max(0, len(running) - MAX_JOBS_CHECKED),
+            running_jobs_omitted=omitted,
         )
 
     def drain(self, command: DrainNodes) -> DrainResult:

@@ -24,8 +24,10 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from hyperpod_recovery.errors import ControllerUnavailable, InvalidCommand, NodeNotFound
-from hyperpod_recovery.models.commands import OWNER_TAG_PREFIX, JobSpec, NodeBoot, job_display_name
+from hyperpod_recovery.models.commands import OWNER_TAG_PREFIX, JobSpec, NodeBoot, RunningJob, job_display_name
 from hyperpod_recovery.models.common import SLURM_JOB_ID_PATTERN, SLURM_NODE_PATTERN
 from hyperpod_recovery_agent.capture import (
     SLURM_MAX_STRING_BYTES,
@@ -198,9 +200,28 @@ class SlurmCli:
     def node_count(self) -> int:
         return len(self.nodes())
 
-    def running_jobs(self) -> list[JobSpec]:
-        """Every RUNNING job, with its checkpoint location (what a check reports)."""
-        return [self._job_spec(job) for job in self.queue() if job.get("job_state") == "RUNNING"]
+    def running_jobs(self, limit: int) -> tuple[list[RunningJob], int]:
+        """The first ``limit`` RUNNING jobs with their checkpoint location, and how many more run.
+
+        A check must answer within a minute on a busy cluster: only the jobs it reports are read,
+        and only what finds their checkpoints (comment, submission environment, batch script), never
+        their hostnames or a whole JobSpec. A job that ends while it is read is left out."""
+        running = [job for job in self.queue() if job.get("job_state") == "RUNNING"]
+        listed = [found for job in running[:limit] if (found := self._running_job(job)) is not None]
+        return listed, max(0, len(running) - limit)
+
+    def _running_job(self, job: dict[str, Any]) -> RunningJob | None:
+        job_id = str(job["job_id"])
+        try:
+            script = self.batch_script(job_id) if job.get("batch_flag") else None
+        except SlurmCommandFailed:
+            return None  # gone between squeue and scontrol; SlurmUnreachable is the whole check's answer
+        uri = self._checkpoint_uri(job.get("comment") or "", self.submission_environment(job_id), script or "")
+        name = job_display_name(job.get("name") or f"job-{job_id}")
+        try:
+            return RunningJob(job_id=job_id, name=name, checkpoint_uri=uri)
+        except ValidationError:  # a location the protocol cannot carry is none, as for a resubmission
+            return RunningJob(job_id=job_id, name=name)
 
     # --- nodes ------------------------------------------------------------------------------
     def node_states(self, nodes: Iterable[str]) -> dict[str, NodeState]:

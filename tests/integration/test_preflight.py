@@ -15,14 +15,17 @@ from typing import Any
 
 import botocore.session
 import pytest
-from botocore.exceptions import ClientError
+from botocore.exceptions import ClientError, ReadTimeoutError
 from botocore.model import ServiceModel
 
 from hyperpod_recovery.cli import main
+from hyperpod_recovery_agent.slurm import SlurmUnreachable
 from sandbox.aws import SandboxAWS
 from sandbox.runner import DrillRunner
 from sandbox.scenario import Scenario, load_scenario
-from tests.conftest import EVENTS
+from sandbox.slurm import SimulatedSlurm
+from sandbox.template import load_template
+from tests.conftest import EVENTS, ROOT
 
 pytestmark = pytest.mark.sandbox
 DEFAULT = EVENTS / "drills" / "default.json"
@@ -260,6 +263,20 @@ def test_given_no_agent_then_the_check_fails_within_its_minute_and_checkpoints_a
     assert run.code == 1
 
 
+def test_given_an_agent_whose_slurmctld_does_not_answer_then_checkpoints_are_skipped_not_passed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given an agent that answers while slurmctld does not
+    def unreachable(self: SimulatedSlurm) -> int:
+        raise SlurmUnreachable("sinfo: Unable to contact slurm controller")
+
+    monkeypatch.setattr(SimulatedSlurm, "node_count", unreachable)
+    run = _preflight(tmp_path)
+    # Then the agent check fails on slurmctld, and "no running jobs" is not taken for an answer
+    assert run.row("agent")[0] == "FAIL" and "slurmctld did not" in run.row("agent")[1]
+    assert run.row("checkpoints") == ("SKIP", "needs the controller agent's list of running jobs (see agent)")
+
+
 def test_given_a_bucket_outside_the_checkpoint_pattern_then_checkpoints_fail(tmp_path: Path) -> None:
     run = _preflight(tmp_path, overrides={"CheckpointBucketPattern": "other-*"})
     status, detail = run.row("checkpoints")
@@ -354,3 +371,85 @@ def test_given_everything_wrong_at_once_then_each_check_reports_its_own_finding(
     assert (run.row("node-recovery")[0], run.row("checkpoints")[0], run.row("dry-run")[0]) == ("WARN", "SKIP", "WARN")
     assert all(run.fix(check) for check in statuses)
     assert run.code == 1 and "7 fail" in run.out
+
+
+class _Lambda:
+    """A Lambda client whose invoke of Check Deployment ends as ``answer`` says."""
+
+    def __init__(self, answer: Callable[[], dict[str, Any]]) -> None:
+        self.answer, self.invocations = answer, 0
+
+    def invoke(self, **kwargs: Any) -> dict[str, Any]:
+        self.invocations += 1
+        return self.answer()
+
+
+def _crashed(payload: bytes) -> Callable[[], dict[str, Any]]:
+    return lambda: {"StatusCode": 200, "FunctionError": "Unhandled", "Payload": io.BytesIO(payload)}
+
+
+def _timed_out() -> dict[str, Any]:
+    raise ReadTimeoutError(endpoint_url="https://lambda.us-east-1.amazonaws.com/2015-03-31/functions/x/invocations")
+
+
+@pytest.mark.parametrize(
+    ("answer", "says", "fix"),
+    [
+        (
+            _crashed(b'{"errorType": "Runtime.ExitError", "errorMessage": "signal: killed"}'),
+            "Runtime.ExitError: signal: killed",
+            "lambda:InvokeFunction",
+        ),
+        (_crashed(b"Runtime exited without providing a reason"), "Runtime exited without providing a reason", "lambda:InvokeFunction"),
+        (_crashed(b'["not", "an", "object"]'), '["not", "an", "object"]', "lambda:InvokeFunction"),
+        (lambda: {"StatusCode": 200, "Payload": io.BytesIO(b'{"sdk": "?"}')}, "validation error", "lambda:InvokeFunction"),
+        (_timed_out, "no answer from AWS in time", "/aws/lambda/"),
+    ],
+)
+def test_given_check_deployment_ending_badly_then_sdk_is_an_error_that_says_how(
+    tmp_path: Path, answer: Callable[[], dict[str, Any]], says: str, fix: str
+) -> None:
+    # Given Check Deployment crashing, answering what is not a report, or not answering in time
+    functions = _Lambda(answer)
+    run = _preflight(tmp_path, clients={"lambda": functions})
+    # Then sdk (and the checkpoints it would have read) could not be checked: an error, no traceback
+    status, detail = run.row("sdk")
+    assert status == "ERROR" and says in detail and fix in run.fix("sdk"), run.out
+    assert run.row("checkpoints")[0] == "ERROR"
+    assert run.code == 1 and "Traceback" not in run.err
+    # And the function was invoked once: a slow check is not run again
+    assert functions.invocations == 1
+
+
+def test_the_cli_waits_for_check_deployment_longer_than_it_may_run_and_never_invokes_it_twice() -> None:
+    from hyperpod_recovery.cli import AwsClients
+
+    template = load_template(ROOT / "template.yaml")
+    timeout = template["Resources"]["CheckDeploymentFunction"]["Properties"]["Timeout"]
+    made = AwsClients("us-east-1")("lambda")
+    assert made.meta.config.read_timeout > timeout
+    assert made.meta.config.retries["total_max_attempts"] == 1
+
+
+class _UnreadableCluster:
+    """DescribeCluster answers a status our models do not know."""
+
+    def describe_cluster(self, **kwargs: Any) -> dict[str, Any]:
+        return {"ClusterName": "llm-train", "ClusterArn": "arn:aws:sagemaker:us-east-1:123456789012:cluster/abc", "ClusterStatus": 7}
+
+    def list_cluster_nodes(self, **kwargs: Any) -> dict[str, Any]:
+        return {"ClusterNodeSummaries": []}
+
+
+def test_given_a_cluster_description_our_models_cannot_read_then_cluster_is_an_error(tmp_path: Path) -> None:
+    run = _preflight(tmp_path, clients={"sagemaker": _UnreadableCluster()})
+    assert run.row("cluster")[0] == "ERROR" and "validation error" in run.row("cluster")[1]
+    assert run.code == 1 and "Traceback" not in run.err
+
+
+@pytest.mark.parametrize("seconds", ["0", "-1", "0.1", "nan", "soon", "3600"])
+def test_given_a_poll_interval_out_of_range_then_exit_2_with_a_message(capsys: pytest.CaptureFixture[str], seconds: str) -> None:
+    with pytest.raises(SystemExit) as exited:  # argparse's own usage error, before anything is read
+        main(["preflight", "--stack", "sandbox", "--poll-seconds", seconds])
+    err = capsys.readouterr().err
+    assert exited.value.code == 2 and "--poll-seconds: seconds between 0.5 and 60" in err and "Traceback" not in err

@@ -107,29 +107,53 @@ def _policy(*statements: dict[str, Any]) -> str:
 CW = {"Service": "cloudwatch.amazonaws.com"}
 
 
+ACCOUNT = "111122223333"
+OWN_ALARMS = f"arn:aws:cloudwatch:us-east-1:{ACCOUNT}:alarm:*"
+
+
+def _cw(action: Any = "kms:*", **condition: Any) -> dict[str, Any]:
+    statement = {"Effect": "Allow", "Principal": CW, "Action": action, "Resource": "*"}
+    return statement | ({"Condition": condition} if condition else {})
+
+
 @pytest.mark.parametrize(
-    ("statements", "allowed"),
+    ("statements", "grant"),
     [
-        ([{"Effect": "Allow", "Principal": CW, "Action": ["kms:Decrypt", "kms:GenerateDataKey"], "Resource": "*"}], True),
-        ([{"Effect": "Allow", "Principal": CW, "Action": ["kms:Decrypt", "kms:GenerateDataKey*"], "Resource": "*"}], True),
-        ([{"Effect": "Allow", "Principal": {"Service": ["events.amazonaws.com", "cloudwatch.amazonaws.com"]}, "Action": "kms:*"}], True),
-        ([{"Effect": "Allow", "Principal": CW, "Action": "kms:Decrypt"}], False),  # no data key
-        ([{"Effect": "Allow", "Principal": {"Service": "events.amazonaws.com"}, "Action": "kms:*"}], False),  # another service
-        ([{"Effect": "Allow", "Principal": {"AWS": "arn:aws:iam::111122223333:root"}, "Action": "kms:*"}], False),  # the account only
+        ([_cw(["kms:Decrypt", "kms:GenerateDataKey"])], "yes"),
+        ([_cw(["kms:Decrypt", "kms:GenerateDataKey*"])], "yes"),
+        ([{"Effect": "Allow", "Principal": {"Service": ["events.amazonaws.com", "cloudwatch.amazonaws.com"]}, "Action": "kms:*"}], "yes"),
+        ([_cw("kms:Decrypt")], "no"),  # no data key
+        ([{"Effect": "Allow", "Principal": {"Service": "events.amazonaws.com"}, "Action": "kms:*"}], "no"),  # another service
+        ([{"Effect": "Allow", "Principal": {"AWS": f"arn:aws:iam::{ACCOUNT}:root"}, "Action": "kms:*"}], "no"),  # the account only
+        ([_cw(), {"Effect": "Deny", "Principal": "*", "Action": "kms:Decrypt"}], "no"),
+        # The confused-deputy guards AWS recommends hold for this account's alarms: evaluated, granted
+        ([_cw(StringEquals={"aws:SourceAccount": ACCOUNT})], "yes"),
+        ([_cw(ArnLike={"aws:SourceArn": OWN_ALARMS})], "yes"),
         (
-            [
-                {"Effect": "Allow", "Principal": CW, "Action": "kms:*"},
-                {"Effect": "Deny", "Principal": "*", "Action": "kms:Decrypt"},
-            ],
-            False,
+            [_cw(StringEquals={"aws:SourceAccount": ACCOUNT}, ArnLike={"aws:SourceArn": [OWN_ALARMS, "arn:aws:cloudwatch:*:9:alarm:*"]})],
+            "yes",
         ),
-        ([{"Effect": "Allow", "Principal": CW, "Action": "kms:*", "Condition": {"StringEquals": {"aws:SourceAccount": "1"}}}], False),
-        ({"Effect": "Allow", "Principal": CW, "Action": "kms:*"}, True),  # a lone statement, not a list
+        # ... and refused when they name another account or service
+        ([_cw(StringEquals={"aws:SourceAccount": "999999999999"})], "no"),
+        ([_cw(ArnLike={"aws:SourceArn": f"arn:aws:events:us-east-1:{ACCOUNT}:rule/*"})], "no"),
+        # Other conditions are not evaluated: neither a pass nor a failure
+        ([_cw(StringEquals={"kms:EncryptionContext:aws:sns:topicArn": "arn:t"})], "conditional"),
+        (
+            [_cw(), {"Effect": "Deny", "Principal": "*", "Action": "kms:*", "Condition": {"Bool": {"aws:SecureTransport": "false"}}}],
+            "conditional",
+        ),
+        ({"Effect": "Allow", "Principal": CW, "Action": "kms:*"}, "yes"),  # a lone statement, not a list
     ],
 )
-def test_a_key_policy_lets_cloudwatch_publish_only_with_both_grants_and_no_deny(statements: Any, allowed: bool) -> None:
+def test_a_key_policy_lets_cloudwatch_publish_only_with_both_grants_and_no_deny(statements: Any, grant: str) -> None:
     policy = json.dumps({"Statement": statements}) if isinstance(statements, dict) else _policy(*statements)
-    assert key_lets_service_publish(policy) is allowed
+    assert key_lets_service_publish(policy, ACCOUNT) == grant
+
+
+def test_a_key_policy_with_conditions_preflight_cannot_evaluate_is_a_warning() -> None:
+    policy = _policy(_cw(StringEquals={"kms:CallerAccount": ACCOUNT}))
+    finding = check_topic(f"arn:aws:sns:us-east-1:{ACCOUNT}:t", "k-1", "CUSTOMER", "Enabled", policy)
+    assert finding.status == "warn" and "conditions" in finding.detail and "set-alarm-state" in finding.fix
 
 
 def test_the_aws_managed_sns_key_fails_whatever_its_policy() -> None:
@@ -175,6 +199,16 @@ def test_without_the_agents_list_or_jobs_checkpoints_are_skipped() -> None:
     assert check_checkpoints("*", [_job("1")], 0, None, probe_error="denied").status == "error"
 
 
+def test_s3_not_answering_is_an_error_to_retry_and_a_refusal_is_a_failure() -> None:
+    def probe(**fields: Any) -> CheckpointProbe:
+        return CheckpointProbe(job_id="1", name="job-1", checkpoint_uri="s3://ckpt/llama", readable=False, **fields)
+
+    throttled = check_checkpoints("ckpt", [_job("1")], 0, [probe(store_unavailable=True, detail="SlowDown")])
+    assert throttled.status == "error" and "S3 did not answer" in throttled.detail and "again" in throttled.fix
+    refused = check_checkpoints("ckpt", [_job("1")], 0, [probe(detail="AccessDenied")])
+    assert refused.status == "fail" and "CheckpointBucketPattern" in refused.fix
+
+
 # --- the agent -----------------------------------------------------------------------------------
 def _answer(**result: Any) -> AgentAnswer:
     fields = {"agent_version": "0.1.0", "slurm_reachable": True, "slurm_detail": "slurmctld answers"} | result
@@ -188,7 +222,21 @@ def _answer(**result: Any) -> AgentAnswer:
         (_answer(), "0.2.0", "warn", "the stack is 0.2.0"),
         (_answer(slurm_reachable=False, slurm_detail="Connection refused"), "0.1.0", "fail", "slurmctld did not"),
         (AgentAnswer("p", error="States.Timeout"), "0.1.0", "fail", "no answer within 60 s"),
-        (AgentAnswer("p", error="InvalidCommand", cause="command: unknown type 'check'"), "0.1.0", "fail", "older than the stack"),
+        (
+            AgentAnswer(
+                "p", error="InvalidCommand", cause="command: Input tag 'check' found using 'type' does not match any of the expected tags"
+            ),
+            "0.1.0",
+            "fail",
+            "older than the stack",
+        ),
+        # InvalidCommand for anything else is not blamed on the agent's age
+        (
+            AgentAnswer("p", error="InvalidCommand", cause="nodelist 'x y' from slurmctld is not a node list"),
+            "0.1.0",
+            "fail",
+            "ended in InvalidCommand",
+        ),
         (AgentAnswer("p", error="Running"), None, "fail", "had not ended"),
         (AgentAnswer("p", error="SdkTooOld", cause="botocore 1.40"), None, "fail", "SdkTooOld: botocore 1.40"),
     ],
@@ -236,11 +284,24 @@ def test_a_check_names_at_most_fifty_jobs_and_counts_the_rest() -> None:
 
 
 # --- the functions' SDK, and Check Deployment's reads ---------------------------------------------
-def test_an_sdk_that_lacks_anything_fails_and_names_it() -> None:
-    report = SdkReport(python="3.13.0", boto3="1.40.0", botocore="1.40.0", minimum_botocore="1.42.49", missing=[], package_version="0.1.0")
-    assert check_sdk(report).status == "pass"
-    failing = check_sdk(report.model_copy(update={"missing": ["sagemaker:BatchReplaceClusterNodes"]}))
-    assert failing.status == "fail" and "sagemaker:BatchReplaceClusterNodes" in failing.detail and "make deploy" in failing.fix
+@pytest.mark.parametrize(
+    ("botocore", "missing", "status", "says"),
+    [
+        ("1.42.49", [], "pass", "every call and field"),
+        ("1.42.60", [], "pass", "every call and field"),
+        ("1.42.49", ["sagemaker:BatchReplaceClusterNodes"], "fail", "sagemaker:BatchReplaceClusterNodes"),
+        # Older than the minimum fails even if no modelled call is missing: the cold-start check refuses it.
+        ("1.40.0", [], "fail", "older than 1.42.49"),
+        ("1.42.48", [], "fail", "older than 1.42.49"),
+    ],
+)
+def test_an_sdk_that_is_too_old_or_lacks_anything_fails_and_says_why(botocore: str, missing: list[str], status: str, says: str) -> None:
+    report = SdkReport(
+        python="3.13.0", boto3="1.x", botocore=botocore, minimum_botocore="1.42.49", missing=missing, package_version="0.1.0"
+    )
+    finding = check_sdk(report)
+    assert finding.status == status and says in finding.detail
+    assert status == "pass" or "make deploy" in finding.fix
 
 
 class _Reader:

@@ -51,7 +51,7 @@ from typing import Any, TextIO
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, NoRegionError, ProfileNotFound
 
 import hyperpod_recovery
-from hyperpod_recovery.adapters.aws import CLIENT_CONFIG
+from hyperpod_recovery.adapters.aws import CLIENT_CONFIG, INVOKE_CONFIG
 from hyperpod_recovery.adapters.ledger import DynamoLedger
 from hyperpod_recovery.checkpointing import Checkpoints
 from hyperpod_recovery.drill import add_arguments as add_drill_arguments
@@ -103,7 +103,8 @@ class AwsClients:
 
             if self._session is None:
                 self._session = boto3.session.Session(region_name=self.region)
-            self._made[service] = self._session.client(service, config=CLIENT_CONFIG)
+            config = INVOKE_CONFIG if service == "lambda" else CLIENT_CONFIG  # the CLI only invokes, and waits
+            self._made[service] = self._session.client(service, config=config)
         return self._made[service]
 
 
@@ -220,7 +221,7 @@ def main(
     sleep: Callable[[float], None] | None = None,
 ) -> int:
     """The console script. Clients passed in (tests) are used instead of boto3's; ``drill_clients``
-    holds ``sfn``, ``sagemaker``, ``cloudformation`` and optionally the poller's ``sleep``; ``sleep``
+    holds ``sfn``, ``sagemaker``, ``cloudformation``, ``lambda`` and optionally the poller's ``sleep``; ``sleep``
     is every poller's (drill, preflight)."""
     out, err = stdout or sys.stdout, stderr or sys.stderr
     args = _parser().parse_args(argv)  # bad usage: argparse prints the usage and the error, exits 2
@@ -235,6 +236,7 @@ def main(
         "stepfunctions": drill.get("sfn"),
         "sagemaker": drill.get("sagemaker"),
         "cloudformation": drill.get("cloudformation"),
+        "lambda": drill.get("lambda"),
     }
     invocation = Invocation(args, out, err, AwsClients(getattr(args, "region", None), given), sleep or drill.get("sleep", time.sleep))
     try:

@@ -18,7 +18,8 @@ Read-only. It reads (DescribeStacks, DescribeCluster, ListClusterNodes, Describe
 TestEventPattern, GetTopicAttributes, DescribeKey, GetKeyPolicy), invokes the stack's Check
 Deployment function (it reads the functions' SDK models and the jobs' checkpoints), and starts one
 execution of the stack's ``<cluster>-agent-check`` workflow, whose one command the agent answers
-from ``sinfo``/``squeue``. Nothing in the cluster, the ledger or the stack changes.
+from ``sinfo``/``squeue`` and each running job's comment, batch script and submission environment
+(its checkpoint prefix). Nothing in the cluster, the ledger or the stack changes.
 
 Exit codes: 0 ready (passes and warnings), 1 a check failed or could not be made, 2 bad usage (not
 a hyperpod-recovery stack, an SDK too old to check with, no region), 3 the stack could not be read.
@@ -35,9 +36,10 @@ from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
-from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, NoRegionError
+from botocore.exceptions import BotoCoreError, ClientError, ConnectTimeoutError, NoCredentialsError, NoRegionError, ReadTimeoutError
 from pydantic import ValidationError
 
+from hyperpod_recovery.adapters.aws import INVOKE_WAIT_SECONDS
 from hyperpod_recovery.adapters.hyperpod import HyperPodCluster
 from hyperpod_recovery.domain.preflight import (
     AGENT_CHECK_TIMEOUT_SECONDS,
@@ -84,6 +86,15 @@ class PreflightUsageError(Exception):
 def _could_not(check: str, exc: BaseException) -> Finding:
     if isinstance(exc, StackTooOld):
         return Finding(check, "error", str(exc), "redeploy with `make deploy`")
+    if isinstance(exc, ReadTimeoutError | ConnectTimeoutError):
+        # Slow or unreachable is not a permission problem: say which, and where to look.
+        return Finding(
+            check,
+            "error",
+            f"could not check: no answer from AWS in time ({exc})",
+            "retry; if it persists, look at the function's or service's logs (Check Deployment: its CloudWatch log group, "
+            f"/aws/lambda/<CheckDeploymentFunctionName>; preflight waits {INVOKE_WAIT_SECONDS} s for it)",
+        )
     return Finding(check, "error", f"could not check: {exc}", f"your credentials need {PERMISSIONS.get(check, 'read access')}")
 
 
@@ -91,7 +102,8 @@ class _FunctionFailed(Exception):
     """The stack's Check Deployment function ended in an error."""
 
 
-_CHECK_ERRORS = (ClientError, BotoCoreError, RecoveryError, StackTooOld, _FunctionFailed)
+# ValidationError: an answer (DescribeCluster's, Check Deployment's) our models cannot read.
+_CHECK_ERRORS = (ClientError, BotoCoreError, RecoveryError, StackTooOld, _FunctionFailed, ValidationError)
 
 
 def _guarded(check: str, make: Callable[[], Finding]) -> Finding:
@@ -140,9 +152,20 @@ def check_deployment(lambda_client: Any, stack: Stack, answer: AgentAnswer | Non
     response = lambda_client.invoke(FunctionName=stack.output("CheckDeploymentFunctionName"), Payload=json.dumps({"jobs": jobs}).encode())
     payload = response["Payload"].read()
     if response.get("FunctionError"):
-        error = json.loads(payload or b"{}")
-        raise _FunctionFailed(f"Check Deployment failed: {error.get('errorType', 'Error')}: {error.get('errorMessage', '')[:300]}")
+        raise _FunctionFailed(f"Check Deployment failed: {_function_error(payload)}")
     return DeploymentReport.model_validate_json(payload)
+
+
+def _function_error(payload: bytes) -> str:
+    """Lambda's ``{"errorType", "errorMessage"}``; a runtime crash (out of memory, a timeout) may
+    answer with anything else, which is shown as it came."""
+    try:
+        error = json.loads(payload or b"{}")
+    except ValueError:
+        error = None
+    if not isinstance(error, dict):
+        return payload.decode("utf-8", "replace")[:300] or "no error payload"
+    return f"{error.get('errorType', 'Error')}: {str(error.get('errorMessage', ''))[:300]}"
 
 
 # --- the cluster and the rule -----------------------------------------------------------------
@@ -210,11 +233,12 @@ def preflight(
         except _CHECK_ERRORS as exc:
             findings["agent"] = _could_not("agent", exc)
     running = answer.result if answer else None
-    jobs, omitted = (running.running_jobs, running.running_jobs_omitted) if running else (None, 0)
+    # No list when slurmctld did not answer the agent: "no running jobs" would be a false pass.
+    jobs, omitted = (running.running_jobs, running.running_jobs_omitted) if running and running.slurm_reachable else (None, 0)
     pattern = stack.parameters.get("CheckpointBucketPattern", "")
     try:
         report = check_deployment(client("lambda"), stack, answer)
-    except (*_CHECK_ERRORS, ValidationError) as exc:
+    except _CHECK_ERRORS as exc:
         findings["sdk"] = _could_not("sdk", exc)
         findings["checkpoints"] = check_checkpoints(pattern, jobs, omitted, None, probe_error=f"Check Deployment: {exc}")
         stack_version = None
@@ -249,7 +273,17 @@ def print_table(stack: Stack, region: str | None, findings: Sequence[Finding], o
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--stack", required=True, help="the deployed stack's name")
     parser.add_argument("--json", action="store_true", help="print the findings as JSON")
-    parser.add_argument("--poll-seconds", type=float, default=2.0, help="how often to look for the agent's answer (default 2)")
+    parser.add_argument("--poll-seconds", type=_poll_seconds, default=2.0, help="how often to look for the agent's answer (default 2)")
+
+
+def _poll_seconds(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = float("nan")
+    if not 0.5 <= seconds <= AGENT_CHECK_TIMEOUT_SECONDS:  # NaN fails too
+        raise argparse.ArgumentTypeError(f"seconds between 0.5 and {AGENT_CHECK_TIMEOUT_SECONDS}, not {text!r}")
+    return seconds
 
 
 def run_preflight(

@@ -182,7 +182,7 @@ def missing_from(service: str, service_model: Any, required: dict[str, tuple[Cal
     return problems
 
 
-def _version(text: str) -> tuple[int, ...]:
+def version_tuple(text: str) -> tuple[int, ...]:
     return tuple(int(part) for part in text.split(".")[:3] if part.isdigit())
 
 
@@ -193,7 +193,7 @@ def check_sdk_version(installed: str | None = None) -> None:
         import botocore
 
         installed = botocore.__version__
-    if _version(installed) < _version(MINIMUM_BOTOCORE):
+    if version_tuple(installed) < version_tuple(MINIMUM_BOTOCORE):
         raise SdkTooOld(
             f"botocore {installed} is older than {MINIMUM_BOTOCORE}, the oldest that knows every HyperPod call and field this "
             "code uses: the function is running with the Lambda runtime's SDK instead of the RecoveryCoreLayer's. "

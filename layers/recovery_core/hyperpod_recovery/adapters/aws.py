@@ -13,6 +13,11 @@ from hyperpod_recovery.sdk_contract import check_client
 # Standard retry mode already retries throttling and 5xx a few times with backoff; the state
 # machine retries our named transient errors on top, with its own bounded backoff.
 CLIENT_CONFIG = Config(retries={"max_attempts": 4, "mode": "standard"}, connect_timeout=5, read_timeout=30)
+# The preflight invokes the stack's Check Deployment function (Timeout 120 s in template.yaml) and
+# waits for its answer: a read timeout must outlast the function, and a retry would only run the
+# whole check again (tests/contract/test_template.py holds the two together).
+INVOKE_WAIT_SECONDS = 150
+INVOKE_CONFIG = Config(retries={"total_max_attempts": 1, "mode": "standard"}, connect_timeout=5, read_timeout=INVOKE_WAIT_SECONDS)
 
 THROTTLING_CODES = frozenset(
     {

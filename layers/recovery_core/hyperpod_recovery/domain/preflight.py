@@ -8,6 +8,7 @@ wrong: fix it before arming); ``error`` (could not be checked: usually the opera
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import re
 from collections.abc import Iterable, Sequence
@@ -20,6 +21,7 @@ from hyperpod_recovery.errors import NodeRoleUnknown
 from hyperpod_recovery.models.cluster import ClusterInfo, ClusterNode
 from hyperpod_recovery.models.commands import AgentCheckResult, RunningJob
 from hyperpod_recovery.models.preflight import CheckpointProbe, SdkReport
+from hyperpod_recovery.sdk_contract import version_tuple
 
 Status = Literal["pass", "warn", "fail", "error", "skip", "info"]
 NOT_READY: frozenset[str] = frozenset({"fail", "error"})
@@ -63,11 +65,15 @@ def _utc(moment: datetime) -> datetime:
 # --- the functions' SDK ---------------------------------------------------------------------
 def check_sdk(report: SdkReport) -> Finding:
     runs = f"the functions run botocore {report.botocore} (boto3 {report.boto3}, Python {report.python})"
-    if report.missing:
+    too_old = version_tuple(report.botocore) < version_tuple(report.minimum_botocore)
+    if report.missing or too_old:
+        # Older than the minimum fails even when every modelled call is present: the cold-start
+        # check (sdk_contract.check_sdk_version) refuses it before any model is looked at.
+        lacks = f"which does not know {_names(report.missing)}" if report.missing else f"older than {report.minimum_botocore}"
         return Finding(
             "sdk",
             "fail",
-            f"{runs}, which does not know {_names(report.missing)}: every function refuses to start (SdkTooOld)",
+            f"{runs}, {lacks}: every function refuses to start (SdkTooOld)",
             "redeploy with `make deploy`: the RecoveryCoreLayer ships the SDK the code needs (layers/recovery_core/requirements.txt); "
             "a layer built without it, or a function without the layer, runs the Lambda runtime's older SDK",
         )
@@ -240,25 +246,73 @@ def _service_principals(statement: dict[str, Any]) -> list[str]:
     return _listed(principal.get("Service")) + _listed(principal.get("AWS")) if isinstance(principal, dict) else []
 
 
-def key_lets_service_publish(policy_text: str, service: str = CLOUDWATCH) -> bool:
+Grant = Literal["yes", "no", "conditional"]
+# Condition keys AWS recommends against the confused deputy: they hold for this account's alarms.
+_SOURCE_ACCOUNT_KEYS = ("aws:sourceaccount", "aws:sourceowner")
+
+
+def _condition_holds_for_own_alarms(condition: dict[str, Any], account: str) -> bool | None:
+    """Whether an Allow's condition holds for this account's CloudWatch alarms: True or False when
+    every key is a source guard (aws:SourceAccount/SourceOwner, aws:SourceArn), None when any other
+    key or operator is in it (not evaluated here)."""
+    holds = True
+    for operator, tests in condition.items():
+        if not isinstance(tests, dict):
+            return None
+        for key, values in tests.items():
+            wanted = _listed(values)
+            if key.lower() in _SOURCE_ACCOUNT_KEYS and operator in ("StringEquals", "StringLike"):
+                holds &= any(fnmatch.fnmatchcase(account, v) for v in wanted)
+            elif key.lower() == "aws:sourcearn" and operator in ("ArnLike", "ArnEquals", "StringLike", "StringEquals"):
+                parts = [v.split(":", 5) for v in wanted]
+                holds &= any(
+                    len(p) == 6
+                    and p[2] in ("cloudwatch", "*")
+                    and fnmatch.fnmatchcase(account, p[4])
+                    and fnmatch.fnmatchcase("alarm:x", p[5])
+                    for p in parts
+                )
+            else:
+                return None
+    return holds
+
+
+def key_lets_service_publish(policy_text: str, account: str, service: str = CLOUDWATCH) -> Grant:
     """Whether a key policy lets ``service`` encrypt messages for the topic (kms:Decrypt and
     kms:GenerateDataKey*, which SNS needs from every publisher) with no Deny against it.
-    Conditions are not evaluated: an Allow with conditions counts only if AWS documents none
-    (we never write one)."""
+
+    "conditional": it does only under conditions this check does not evaluate. The source guards
+    AWS recommends (aws:SourceAccount, aws:SourceArn for this account's alarms) are evaluated."""
     statements = json.loads(policy_text).get("Statement", [])
     statements = [statements] if isinstance(statements, dict) else statements
     decrypt = data_key = False
+    conditional: set[str] = set()
     for statement in statements:
         applies = service in _service_principals(statement) or "*" in _service_principals(statement)
         actions = _listed(statement.get("Action"))
         if not applies:
             continue
+        condition = statement.get("Condition") or {}
         if statement.get("Effect") == "Deny" and any(_DECRYPT.match(a) or _DATA_KEY.match(a) for a in actions):
-            return False
-        if statement.get("Effect") == "Allow" and not statement.get("Condition"):
+            if not condition:
+                return "no"
+            conditional.add("a Deny")
+        if statement.get("Effect") == "Allow":
+            holds = _condition_holds_for_own_alarms(condition, account) if condition else True
+            if holds is None:
+                conditional.add("an Allow")
+            if not holds:
+                continue
             decrypt |= any(_DECRYPT.match(a) for a in actions)
             data_key |= any(_DATA_KEY.match(a) for a in actions)
-    return decrypt and data_key
+    if decrypt and data_key:
+        return "conditional" if "a Deny" in conditional else "yes"
+    return "conditional" if conditional else "no"
+
+
+def _account_of(arn: str) -> str:
+    parts = arn.split(":")
+    return parts[4] if len(parts) > 5 else ""
 
 
 def check_topic(topic_arn: str, key_id: str | None, key_manager: str | None, key_state: str | None, key_policy: str | None) -> Finding:
@@ -276,7 +330,17 @@ def check_topic(topic_arn: str, key_id: str | None, key_manager: str | None, key
         return Finding(
             "notifications", "fail", f"topic {topic_arn}: its key {key_id} is {key_state}: nothing can publish", "enable the key"
         )
-    if key_policy is None or not key_lets_service_publish(key_policy):
+    grant = key_lets_service_publish(key_policy, _account_of(topic_arn)) if key_policy is not None else "no"
+    if grant == "conditional":
+        return Finding(
+            "notifications",
+            "warn",
+            f"topic {topic_arn}: the policy of its key {key_id} lets {CLOUDWATCH} use it only under conditions preflight "
+            "does not evaluate: alarm notifications are dropped unless CloudWatch's requests meet them",
+            "trigger a test alarm (`aws cloudwatch set-alarm-state --state-value ALARM ...`) and see it arrive, "
+            "or compare with template.yaml's NotificationKey",
+        )
+    if grant == "no":
         return Finding(
             "notifications",
             "fail",
@@ -299,6 +363,12 @@ class AgentAnswer:
     cause: str = ""
 
 
+def _unknown_command(cause: str) -> bool:
+    """The agent rejected ``check`` as a command type it does not know (pydantic's words for a
+    discriminator outside the union), not for something it found while answering."""
+    return "Input tag 'check'" in cause or "unknown type 'check'" in cause
+
+
 def check_agent(answer: AgentAnswer, stack_version: str | None) -> Finding:
     install = (
         "is the agent installed and running on the controller (`systemctl status hyperpod-recovery-agent`), with the stack's "
@@ -310,7 +380,7 @@ def check_agent(answer: AgentAnswer, stack_version: str | None) -> Finding:
         if answer.error == "States.Timeout":
             silent = f"no answer within {AGENT_CHECK_TIMEOUT_SECONDS} s (execution {answer.execution}): Cordon Nodes would time out"
             return Finding("agent", "fail", silent, install)
-        if answer.error == "InvalidCommand":
+        if answer.error == "InvalidCommand" and _unknown_command(answer.cause):
             return Finding(
                 "agent",
                 "fail",
@@ -370,6 +440,8 @@ def check_checkpoints(
             rows.append(("fail", f"{label}: bucket {_bucket(job.checkpoint_uri)} is outside CheckpointBucketPattern {bucket_pattern}"))
         elif probe is None:
             rows.append(("error", f"{label}: not read ({probe_error or 'no answer from Check Deployment'})"))
+        elif probe.store_unavailable:
+            rows.append(("error", f"{label}: S3 did not answer ({probe.detail})"))
         elif not probe.readable:
             rows.append(("fail", f"{label}: {probe.detail}"))
         elif probe.step is None:
@@ -385,7 +457,8 @@ def check_checkpoints(
         "(bucket policy, and kms:Decrypt where the bucket uses a KMS key)",
         "warn": "name each job's checkpoint prefix (`#SBATCH --comment=checkpoint=s3://...` or HYPERPOD_RECOVERY_CHECKPOINT_URI) "
         "and commit manifests (docs/checkpoint-manifest.md): a job without a verified checkpoint is not resubmitted",
-        "error": "run preflight again; your credentials need lambda:InvokeFunction on the stack's CheckDeploymentFunctionName",
+        "error": "run preflight again (S3 may have been throttled); if Check Deployment could not be invoked, your credentials "
+        "need lambda:InvokeFunction on the stack's CheckDeploymentFunctionName",
     }
     return Finding("checkpoints", status, detail, fixes.get(status, ""))
 

@@ -10,7 +10,8 @@ from pydantic import AfterValidator, AwareDatetime, BeforeValidator, StrictBool,
 
 CLUSTER_NAME_PATTERN = r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$"
 # The service model's ClusterArn ends in the 12-character cluster id; AWS's own event samples show
-# the name form (cluster/<name>). Both are accepted, and events are matched on either.
+# the name form (cluster/<name>). Both parse (events are matched on either), but the stack's
+# ClusterArn must be the id form: IAM authorizes HyperPod calls on it (preflight fails the name form).
 CLUSTER_ARN_PATTERN = r"^arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:cluster/([a-z0-9]{12}|[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62})$"
 CLUSTER_NAME_MAX_LENGTH = 63
 NODE_ID_PATTERN = r"^i-[a-f0-9]{8}(?:[a-f0-9]{9})?$"

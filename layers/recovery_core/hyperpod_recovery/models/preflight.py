@@ -45,6 +45,9 @@ class CheckpointProbe(BaseModel):
     name: str
     checkpoint_uri: str | None = Field(default=None, max_length=MAX_CHECKPOINT_URI)
     readable: bool  # S3 answered (with or without a verified checkpoint)
+    # S3 did not answer at all (throttled, 5xx, timed out): the check could not be made, which is
+    # not the same as being refused (readable False, store_unavailable False).
+    store_unavailable: bool = False
     step: int | None = None  # the newest verified step; None: none verifies (or unreadable)
     detail: str = Field(default="", max_length=1024)
 

@@ -46,6 +46,7 @@ def probe_checkpoints(step: CheckDeploymentInput, *, reader: CheckpointReader) -
             discovery = find_newest_verified(reader, job.checkpoint_uri, job=job.name or None)
         except (CheckpointUnreadable, CheckpointStoreUnavailable, ValueError) as exc:
             probe.detail = str(exc)[:1024]
+            probe.store_unavailable = isinstance(exc, CheckpointStoreUnavailable)
             probes.append(probe)
             continue
         probe.readable = True
