@@ -2,7 +2,15 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
-PYTHON       ?= python3
+# The project venv runs the Lambda runtime's Python (3.13) where one is installed (pyenv machines hold
+# it, inactive): the functions are tested on the version they run on, and coverage's sys.monitoring
+# core (3.12+) measures the suite at almost no cost. Any python3 >= 3.11 works; PYTHON=... picks one.
+PYENV_DIR    := $(or $(PYENV_ROOT),$(HOME)/.pyenv)
+RUNTIME_PYTHON := $(firstword $(foreach candidate,$(lastword $(sort $(wildcard $(PYENV_DIR)/versions/3.13.*/bin/python3.13))) \
+  $(shell command -v python3.13 2>/dev/null),$(shell $(candidate) -c '' 2>/dev/null && echo $(candidate))))
+PYTHON       ?= $(or $(RUNTIME_PYTHON),python3)
+# SAM CLI and checkov live in venvs of their own, on the machine's python3 their pins were checked on.
+TOOLS_PYTHON ?= python3
 VENV         := .venv
 SAM_VENV     := .venv-sam
 CHECKOV_VENV := .venv-checkov
@@ -43,24 +51,30 @@ $(VENV)/.installed: requirements-dev.txt layers/recovery_core/requirements.txt p
 
 # checkov in its own venv: its dependency pins must not move the project's.
 $(CHECKOV_VENV)/.installed:
-	$(PYTHON) -m venv $(CHECKOV_VENV)
+	$(TOOLS_PYTHON) -m venv $(CHECKOV_VENV)
 	$(CHECKOV_VENV)/bin/pip install --quiet --upgrade pip
 	$(CHECKOV_VENV)/bin/pip install --quiet "checkov==3.3.30"
 	touch $@
 
 $(SAM_VENV)/.installed:
-	$(PYTHON) -m venv $(SAM_VENV)
+	$(TOOLS_PYTHON) -m venv $(SAM_VENV)
 	$(SAM_VENV)/bin/pip install --quiet --upgrade pip
 	$(SAM_VENV)/bin/pip install --quiet "aws-sam-cli==1.170.0"
 	touch $@
 
 setup: $(VENV)/.installed $(SAM_VENV)/.installed  ## create .venv (project) and .venv-sam (SAM CLI)
 
+# The suite runs on every core (pytest-xdist), except the real-Slurm tests: they share one slurmctld on
+# fixed ports (tests/slurm/conftest.py) and run after, in one process, adding to the same coverage.
+# (xdist's --dist loadgroup would keep them on one worker, but it cannot rename test ids on pytest 9.2.)
+# (sysmon where the venv's Python has sys.monitoring; coverage's default tracer, twice as slow, before.)
+COVERAGE_CORE_OF_VENV = $(shell $(PY) -c 'import sys; print("sysmon" if sys.version_info >= (3, 12) else "ctrace")')
 test: setup lint validate security  ## lint, validate, security checks, and the whole test suite
-	$(PY) -m pytest --cov --cov-report=term:skip-covered --cov-report=html:$(OUT)/coverage
+	COVERAGE_CORE=$(COVERAGE_CORE_OF_VENV) $(PY) -m pytest -n auto -m "not slurm" --cov --cov-report=
+	COVERAGE_CORE=$(COVERAGE_CORE_OF_VENV) $(PY) -m pytest -m slurm --cov --cov-append --cov-report=term:skip-covered --cov-report=html:$(OUT)/coverage
 
 unit: $(VENV)/.installed  ## fast tests only (no drills)
-	$(PY) -m pytest -m "not sandbox and not slurm" -q
+	$(PY) -m pytest -n auto -m "not sandbox and not slurm" -q
 
 drill: $(VENV)/.installed  ## run a recovery drill on an in-memory AWS (SCENARIO=path.json; SLURM=real: real slurmctld + agent process)
 ifeq ($(SLURM),real)

@@ -15,6 +15,10 @@ What is patched, and why (see ../shared/reference/local-testing-toolchain.md):
   parent moves on to the child's end when it finishes (moto polls the child every 0.5 s of real
   time; here every 20 ms, and those DescribeExecution polls are not counted: AWS follows a .sync
   child through events, not through calls of ours);
+* an ASL definition is parsed once per process (the parse tree is kept; moto's program is built
+  from it afresh for every execution), and botocore's data files are read once per process;
+  moto's Lambda tasks share one client per sandbox, and the RSA keys moto makes for symmetric KMS
+  keys and SNS signatures (never used by a drill) are made once per process;
 * SageMaker's cluster-node calls are served by the HyperPod double (sandbox/hyperpod.py);
 * EventBridge's TestEventPattern, which moto leaves empty, answers with the pattern matcher moto
   routes the sandbox's events with, after AWS's documented check of the event's mandatory fields;
@@ -23,6 +27,7 @@ What is patched, and why (see ../shared/reference/local-testing-toolchain.md):
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import io
 import json
@@ -46,6 +51,7 @@ from unittest import mock
 import boto3
 from botocore.awsrequest import AWSResponse
 from botocore.exceptions import ClientError
+from cryptography.hazmat.primitives.asymmetric import rsa
 from moto import mock_aws
 from moto.awslambda_simple.models import LambdaSimpleBackend
 from moto.core.botocore_stubber import BotocoreStubber, MockRawResponse
@@ -54,12 +60,14 @@ from moto.core.responses import ActionResult
 from moto.events.models import EventPattern
 from moto.events.responses import EventsHandler
 from moto.events.utils import EventTemplateParser
+from moto.kms import models as moto_kms_models
+from moto.sns.models import Subscription as SnsSubscription
 from moto.stepfunctions.parser.api import ExecutionStatus, HistoryEventType, LambdaFunctionFailedEventDetails
 from moto.stepfunctions.parser.asl.component.common.error_name.custom_error_name import CustomErrorName
 from moto.stepfunctions.parser.asl.component.common.error_name.failure_event import FailureEvent
 from moto.stepfunctions.parser.asl.component.common.retry import jitter_strategy_decl, retrier_decl
 from moto.stepfunctions.parser.asl.component.state.exec.state_map.iteration.inline_iteration_component import InlineIterationComponent
-from moto.stepfunctions.parser.asl.component.state.exec.state_task import state_task_lambda
+from moto.stepfunctions.parser.asl.component.state.exec.state_task import lambda_eval_utils, state_task_lambda
 from moto.stepfunctions.parser.asl.component.state.exec.state_task.service import state_task_service_callback, state_task_service_sfn
 from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.resource import ResourceCondition
 from moto.stepfunctions.parser.asl.component.state.wait.wait_function import wait_function
@@ -72,7 +80,10 @@ from moto.stepfunctions.parser.asl.eval.callback.callback import (
 )
 from moto.stepfunctions.parser.asl.eval.event.event_detail import EventDetails
 from moto.stepfunctions.parser.asl.eval.event.event_manager import EventManager
+from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser
+from moto.stepfunctions.parser.asl.parse.preprocessor import Preprocessor
 from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
+from moto.stepfunctions.parser.models import StepFunctionsParserBackend
 from moto.stepfunctions.responses import StepFunctionResponse, get_backend
 
 from sandbox.clock import EPOCH, VirtualClock
@@ -219,6 +230,74 @@ def _test_event_pattern(handler: EventsHandler) -> tuple[str, dict[str, Any]]:
     return handler._create_response({"Result": pattern.matches_event(event)})
 
 
+# Every sandbox in a process reads the same botocore data files (service models, endpoint rules,
+# partitions: a megabyte of JSON per client otherwise), so the runner's sessions share one loader.
+# Only the data is shared: each sandbox gets its own session, credentials and clients.
+_SHARED_LOADER: Any = None
+_SHARED_LOADER_LOCK = threading.Lock()
+
+
+def _session() -> boto3.session.Session:
+    global _SHARED_LOADER
+    session = boto3.session.Session(region_name=REGION)
+    with _SHARED_LOADER_LOCK:
+        if _SHARED_LOADER is None:
+            _SHARED_LOADER = session._session.get_component("data_loader")
+        else:
+            session._session.register_component("data_loader", _SHARED_LOADER)
+    return session
+
+
+# moto parses a state machine's ASL with its ANTLR grammar at CreateStateMachine and again at every
+# StartExecution (a fifth of a second each: most of a drill's set-up). The parse tree of one
+# definition never changes; the program built from it does (it holds the execution's state), so
+# the tree is kept and the program is built afresh from it every time, as moto would.
+_ASL_TREES: dict[str, Any] = {}
+_moto_asl_parse = AmazonStateLanguageParser.parse
+
+
+def _parse_asl_once(definition: str) -> tuple[Any, Any]:
+    tree = _ASL_TREES.get(definition)
+    if tree is None:
+        _, tree = _moto_asl_parse(definition)  # a syntax error raises here, and is not kept
+        if len(_ASL_TREES) >= 64:  # definitions differ by the stack's names: a few per process
+            _ASL_TREES.clear()
+        _ASL_TREES[definition] = tree
+    return Preprocessor().visit(tree), tree
+
+
+_moto_validate_definition = StepFunctionsParserBackend._validate_definition
+
+
+@functools.lru_cache(maxsize=1)
+def _sns_signing_key() -> Any:
+    """moto signs each SNS delivery with a fresh 2048-bit RSA key per subscription (a tenth of a
+    second per drill, for a signature no drill checks): one key per process signs them all."""
+    return rsa.generate_private_key(public_exponent=65537, key_size=2048)
+
+
+_moto_kms_private_key = moto_kms_models.generate_private_key
+
+
+@functools.lru_cache(maxsize=1)
+def _kms_unused_private_key() -> Any:
+    return _moto_kms_private_key("SYMMETRIC_DEFAULT")
+
+
+def _kms_private_key(key_spec: str) -> Any:
+    """moto gives every KMS key an RSA private key, a symmetric one too, where it is never used
+    (the stack's keys are all symmetric): those share one. Asymmetric keys get their own, as in moto."""
+    if key_spec == "SYMMETRIC_DEFAULT":
+        return _kms_unused_private_key()
+    return _moto_kms_private_key(key_spec)
+
+
+def _validate_definition_once(definition: str) -> None:
+    """CreateStateMachine's check: a definition that parsed and built before is valid."""
+    if definition not in _ASL_TREES:
+        _moto_validate_definition(definition)
+
+
 def _execution_name(env: Any) -> str:
     return str(env.states.context_object.context_object_data["Execution"]["Name"])
 
@@ -253,6 +332,8 @@ class SandboxAWS:
         self.handlers: dict[str, Callable[..., Any]] = {}
         self.function_arns: dict[str, str] = {}
         self._clients: dict[str, Any] = {}
+        self._clients_lock = threading.Lock()
+        self._session: boto3.session.Session | None = None
         self._stack = ExitStack()
 
     # --- lifecycle ----------------------------------------------------------------------
@@ -261,6 +342,10 @@ class SandboxAWS:
         stack.enter_context(mock.patch.dict(os.environ, FAKE_CREDENTIALS))
         try:
             stack.enter_context(mock_aws(config={"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}))
+            # mock_aws empties boto3's default session, so the first boto3.client() of every drill
+            # (the adapters', moto's own) would read every service model again: share the loader.
+            # moto restores the default session when the sandbox closes.
+            boto3.DEFAULT_SESSION = _session()
             self._patch_moto(stack)
             self._build_from_template()
         except BaseException:
@@ -323,7 +408,9 @@ class SandboxAWS:
     def client(self, service: str) -> Any:
         """One client per service for the runner (building one loads the service's model: slow)."""
         if service not in self._clients:
-            self._clients[service] = boto3.client(service, region_name=REGION)
+            if self._session is None:
+                self._session = _session()
+            self._clients[service] = self._session.client(service, region_name=REGION)
         return self._clients[service]
 
     # --- patches ------------------------------------------------------------------------
@@ -375,6 +462,23 @@ class SandboxAWS:
             with sandbox.clock.on(_execution_name(env)):
                 original_retrier_body(self, env)
 
+        # moto builds a new Lambda client for every Lambda task it runs; one per sandbox does the same
+        # calls (moto's own settings: no retries, no validation) without a client build per state.
+        lambda_clients: dict[tuple[str, str], Any] = {}
+        moto_lambda_client = lambda_eval_utils.boto_client_for
+
+        def lambda_client_once(region: str, service: str, state_credentials: Any = None) -> Any:
+            # moto's boto_client_for ignores state_credentials (fixed keys "ak"/"sk"): so may the cache.
+            with self._clients_lock:
+                if (region, service) not in lambda_clients:
+                    lambda_clients[region, service] = moto_lambda_client(region=region, service=service)
+                return lambda_clients[region, service]
+
+        stack.enter_context(mock.patch.object(lambda_eval_utils, "boto_client_for", lambda_client_once))
+        stack.enter_context(mock.patch.object(SnsSubscription, "private_key", lambda subscription: _sns_signing_key()))
+        stack.enter_context(mock.patch.object(moto_kms_models, "generate_private_key", _kms_private_key))
+        stack.enter_context(mock.patch.object(AmazonStateLanguageParser, "parse", staticmethod(_parse_asl_once)))
+        stack.enter_context(mock.patch.object(StepFunctionsParserBackend, "_validate_definition", staticmethod(_validate_definition_once)))
         stack.enter_context(mock.patch.object(BotocoreStubber, "__call__", counted_send))
         stack.enter_context(mock.patch.object(LambdaSimpleBackend, "invoke", invoke))
         stack.enter_context(mock.patch.object(wait_function.WaitFunction, "_wait_interval", wait_interval))

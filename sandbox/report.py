@@ -57,7 +57,9 @@ def build_report(runner: DrillRunner, wall_seconds: float) -> dict[str, Any]:
                 detail = sfn.describe_execution(executionArn=summary["executionArn"])
                 history = [
                     e
-                    for p in sfn.get_paginator("get_execution_history").paginate(executionArn=summary["executionArn"])
+                    for p in sfn.get_paginator("get_execution_history").paginate(
+                        executionArn=summary["executionArn"], PaginationConfig={"PageSize": 1000}
+                    )
                     for e in p["events"]
                 ]
                 transitions += sum(1 for event in history if event["type"].endswith("StateEntered"))

@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -45,8 +46,11 @@ def slurm_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, st
         _unavailable("slurmctld is not installed (apt-get install slurmctld slurmd slurm-client munge)")
     base = tmp_path_factory.mktemp("slurm")
     # Every user's sbatch reads slurm.conf (test_resubmit_as_owner.py submits as a non-root user), and
-    # pytest's temporary directories are root's alone: let others through to it, as on a real cluster.
-    for directory in (base.parent.parent, base.parent):
+    # pytest's temporary directories are root's alone: let others through to it, as on a real cluster
+    # (every level up to the system's temporary directory: pytest-xdist adds one per worker).
+    for directory in base.parents:
+        if directory == Path(tempfile.gettempdir()) or directory == directory.parent:
+            break
         directory.chmod(directory.stat().st_mode | 0o111)
     base.chmod(0o755)
     epilog = base / "epilog.sh"

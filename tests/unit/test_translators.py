@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hyperpod_recovery.domain.normalize import (
+    MAX_EVENT_NESTING,
     TRIGGER_REASON_LIMIT,
     GuardedCluster,
     Ignored,
@@ -209,6 +210,28 @@ def test_deeply_nested_json_is_a_rejection_with_a_reason_not_a_crash(depth: int,
         return
     with pytest.raises(InvalidRecoveryRequest, match=r"nested|expected an EventBridge event"):
         parse_intake_event(body, GUARDED)
+
+
+@settings(max_examples=60, deadline=None)
+@given(depth=st.integers(min_value=MAX_EVENT_NESTING + 1, max_value=3_000), shape=st.sampled_from(["[]", "{}"]))
+def test_an_event_nested_past_the_limit_is_refused_for_its_nesting_on_every_python(depth: int, shape: str) -> None:
+    # Given a real health event with one field nested past the limit (however deep json.loads can go:
+    # 3.11 gives up near 1000 levels, the Lambda runtime's 3.13 does not)
+    event = load_event("hyperpod/node_health_unhealthy.json")
+    opening, closing = ("[", "]") if shape == "[]" else ('{"a":', "}")
+    body = json.dumps(event).replace('"Tags": {}', '"Tags": ' + opening * depth + "1" + closing * depth)
+    # When it arrives, Then it is refused, and the reason says why
+    with pytest.raises(InvalidRecoveryRequest, match="nested"):
+        parse_intake_event(body, GUARDED)
+
+
+def test_an_event_nested_up_to_the_limit_is_read() -> None:
+    # Given a real health event carrying an extra field nested exactly to the limit (the event itself
+    # is 1 level, the field's containers the rest)
+    event = load_event("hyperpod/node_health_unhealthy.json")
+    event["detail"]["Extra"] = json.loads("[" * (MAX_EVENT_NESTING - 2) + "1" + "]" * (MAX_EVENT_NESTING - 2))
+    # When it arrives, Then it is read as the health event it is
+    assert isinstance(parse_intake_event(json.dumps(event), GUARDED), Trigger)
 
 
 def test_a_deeply_nested_field_of_a_real_event_is_a_rejection() -> None:

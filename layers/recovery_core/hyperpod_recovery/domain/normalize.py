@@ -36,8 +36,12 @@ from hyperpod_recovery.models.requests import (
 # CloudFormation stack name, so none of the stack's own alarms (named <stack>-...) can ever match.
 ALARM_NAME_PREFIX = "hyperpod-recovery:"
 _INSTANCE_ID_IN_TEXT = re.compile(r"(?<![A-Za-z0-9])i-(?:[a-f0-9]{17}|[a-f0-9]{8})(?![A-Za-z0-9])")
-# An event body deeper than this is not an event from AWS or from our agent; refused before parsing.
+# An event body larger than this is not an event from AWS or from our agent; refused before parsing.
 MAX_EVENT_BYTES = 256 * 1024  # EventBridge's own event size limit
+# Nor is one nested deeper than this (the deepest we read, an alarm's metric dimensions, is 7 levels).
+# Checked after parsing, not left to the parser: how deep json.loads goes before a RecursionError
+# depends on the Python version (3.11 refuses 1000 levels, the Lambda runtime's 3.13 parses them).
+MAX_EVENT_NESTING = 32
 # Events with the same source and reason this close together are one signal (a rack failing).
 SAME_SIGNAL_SECONDS = 60
 # The reasons of one request share this many characters: a storm's request stays far below Step
@@ -183,6 +187,8 @@ def parse_intake_event(body: str, guarded: GuardedCluster) -> Trigger | JobRecov
         raise InvalidRecoveryRequest("body: JSON nested too deeply to be an event") from exc
     if not isinstance(raw, dict):
         raise InvalidRecoveryRequest("body: expected an EventBridge event object")
+    if _nested_deeper_than(raw, MAX_EVENT_NESTING):
+        raise InvalidRecoveryRequest(f"body: JSON nested more than {MAX_EVENT_NESTING} levels deep, deeper than any event")
     detail_type = raw.get("detail-type")
     try:
         if raw.get("source") == "aws.sagemaker" and detail_type == HEALTH_EVENT_DETAIL_TYPE:
@@ -196,6 +202,17 @@ def parse_intake_event(body: str, guarded: GuardedCluster) -> Trigger | JobRecov
     except RecursionError as exc:
         raise InvalidRecoveryRequest("body: an event field is nested too deeply") from exc
     raise InvalidRecoveryRequest(f"source/detail-type: unsupported event {raw.get('source')!r} / {detail_type!r}")
+
+
+def _nested_deeper_than(value: Any, limit: int) -> bool:
+    """Whether parsed JSON has containers more than ``limit`` levels deep (iterative: no recursion)."""
+    level: list[Any] = [value]  # the containers at one depth, starting with the event (depth 1)
+    for _ in range(limit):
+        level = [child for item in level for child in (item.values() if isinstance(item, dict) else item if isinstance(item, list) else ())]
+        level = [item for item in level if isinstance(item, dict | list)]
+        if not level:
+            return False
+    return True
 
 
 def group_triggers(triggers: list[Trigger], cluster: str, max_nodes: int) -> list[RecoveryRequest]:
