@@ -3,8 +3,8 @@ handler, measured in the same run.
 
 Every sample is a fresh interpreter that imports ``app`` the way the Lambda runtime does (the
 function's folder and the layer on sys.path), timing only the import. Prints the median of
---samples runs per handler. Run with the project venv (Python 3.11 here; Lambda runs 3.13 on
-arm64, so read the figures as relative: the bare boto3 handler is the yardstick).
+--samples runs per handler. Run with the project venv (Python 3.13 where installed, as on Lambda,
+but x86_64 here and arm64 there: read the figures as relative, the bare boto3 handler is the yardstick).
 
     python bench/cold_import.py [--samples 9]
 """
