@@ -35,7 +35,7 @@ SLURM_PACKAGES := slurmctld slurmd slurm-client munge
 export DEPLOYED_STACK_NAME := import tomllib; d = tomllib.load(open("samconfig.toml", "rb")).get("default", {}); \
   print(d.get("deploy", {}).get("parameters", {}).get("stack_name") or d.get("global", {}).get("parameters", {}).get("stack_name", ""))
 
-.PHONY: help setup test unit drill drill-down preflight drill-aws lint format validate security build bench deploy readme-sample clean
+.PHONY: help setup test unit drill drill-down preflight drill-aws lint format validate security build bench deploy readme-sample golden clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -139,6 +139,9 @@ deploy: build  ## sam deploy --guided to your AWS account (one stack per cluster
 
 readme-sample: $(VENV)/.installed  ## run the default drill; write its output into README.md and re-render docs/images/drill-report-default.png
 	$(PY) -m tools.readme_sample
+
+golden: $(VENV)/.installed  ## rewrite tests/golden/drills/ from the drills as they run now (read the diff: it is what changed)
+	$(PY) tools/golden_reports.py
 
 clean:  ## remove build output and reports (keeps the venvs)
 	rm -rf .aws-sam $(OUT) .pytest_cache .ruff_cache .mypy_cache .coverage

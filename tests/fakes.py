@@ -1,4 +1,4 @@
-"""In-memory fakes with the same interface as the adapters (hyperpod_recovery/steps/ports.py).
+"""In-memory fakes with the same interface as the adapters (hyperpod_recovery/ports.py).
 
 tests/contract/test_adapter_contracts.py runs the same expectations against each fake and its
 real adapter on moto (or the sandbox's HyperPod double), so a fake cannot drift from reality
@@ -15,7 +15,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from hyperpod_recovery.config import Settings
-from hyperpod_recovery.domain.checkpoints import Listing
 from hyperpod_recovery.domain.freshness import EventAgeLimits
 from hyperpod_recovery.domain.replace import chunked
 from hyperpod_recovery.errors import CheckpointWriteConflict
@@ -24,6 +23,7 @@ from hyperpod_recovery.models.commands import CommandEnvelope, CommandReply, Job
 from hyperpod_recovery.models.job_recovery import RestartEntry
 from hyperpod_recovery.models.records import BreakerState, Holdings, IncidentRecord, LockOutcome, RecoveryLogEntry, ResubmissionClaim
 from hyperpod_recovery.models.workflow import ReplaceFailure
+from hyperpod_recovery.ports import Listing
 from hyperpod_recovery.runtime import Dependencies
 
 T0 = datetime(2026, 3, 14, 9, 0, tzinfo=UTC)
@@ -293,12 +293,12 @@ class FakeLedger:
 
 
 @dataclass
-class FakeController:
-    sent: list[CommandEnvelope] = field(default_factory=list)
+class FakeOrchestrator:
+    dispatched: list[CommandEnvelope] = field(default_factory=list)
     answered: list[tuple[str, CommandReply[Any]]] = field(default_factory=list)
 
-    def send(self, envelope: CommandEnvelope) -> None:
-        self.sent.append(envelope)
+    def dispatch(self, envelope: CommandEnvelope) -> None:
+        self.dispatched.append(envelope)
 
     def answer(self, task_token: str, reply: CommandReply[Any]) -> None:
         self.answered.append((task_token, reply))
@@ -396,11 +396,11 @@ class FakeCheckpointStore:
 
 
 @dataclass
-class FakeStarter:
+class FakeWorkflows:
     started: dict[str, str] = field(default_factory=dict)
     fail_with: Exception | None = None
 
-    workflows: dict[str, str] = field(default_factory=dict)
+    workflow_of: dict[str, str] = field(default_factory=dict)
 
     def start(self, name: str, payload: str, workflow: Literal["node", "job"] = "node") -> Literal["started", "already_exists"]:
         if self.fail_with is not None:
@@ -408,7 +408,7 @@ class FakeStarter:
         if name in self.started:
             return "already_exists"
         self.started[name] = payload
-        self.workflows[name] = workflow
+        self.workflow_of[name] = workflow
         return "started"
 
 
@@ -436,10 +436,10 @@ def fake_dependencies(cluster: FakeCluster | None = None, **settings_overrides: 
         settings=make_settings(**settings_overrides),
         cluster=cluster or FakeCluster([compute_node(n) for n in range(1, 5)]),
         ledger=FakeLedger(),
-        controller=FakeController(),
+        orchestrator=FakeOrchestrator(),
         notifier=FakeNotifier(),
         checkpoints=FakeCheckpointStore(),
-        starter=FakeStarter(),
+        workflows=FakeWorkflows(),
         dead_letters=FakeDeadLetters(),
         history=FakeExecutionHistory(),
     )

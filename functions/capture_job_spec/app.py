@@ -7,4 +7,4 @@ from hyperpod_recovery.steps.controller_commands import capture_job_spec
 
 @workflow_step(CaptureJobSpecInput)
 def lambda_handler(step: CaptureJobSpecInput, deps: Dependencies):
-    return capture_job_spec(step, controller=deps.controller, now=deps.now())
+    return capture_job_spec(step, orchestrator=deps.orchestrator, now=deps.now())

@@ -7,4 +7,4 @@ from hyperpod_recovery.steps.controller_commands import check_controller_agent
 
 @workflow_step(CheckControllerAgentInput)
 def lambda_handler(step: CheckControllerAgentInput, deps: Dependencies):
-    return check_controller_agent(step, controller=deps.controller, now=deps.now())
+    return check_controller_agent(step, orchestrator=deps.orchestrator, now=deps.now())

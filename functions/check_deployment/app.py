@@ -2,9 +2,9 @@
 pipeline's S3 permissions (invoked by hyperpod-recovery preflight; read-only)."""
 
 from hyperpod_recovery.adapters.checkpoints import S3CheckpointStore
-from hyperpod_recovery.domain.checkpoints import CheckpointReader
 from hyperpod_recovery.models.preflight import CheckDeploymentInput
 from hyperpod_recovery.observability import logger
+from hyperpod_recovery.ports import CheckpointReader
 from hyperpod_recovery.runtime import parse_input
 from hyperpod_recovery.steps.check_deployment import check_deployment
 

@@ -7,4 +7,4 @@ from hyperpod_recovery.steps.controller_commands import check_job_nodes
 
 @workflow_step(CheckJobNodesInput)
 def lambda_handler(step: CheckJobNodesInput, deps: Dependencies):
-    return check_job_nodes(step, controller=deps.controller, now=deps.now())
+    return check_job_nodes(step, orchestrator=deps.orchestrator, now=deps.now())

@@ -7,4 +7,4 @@ from hyperpod_recovery.steps.controller_commands import cordon_nodes
 
 @workflow_step(CordonNodesInput)
 def lambda_handler(step: CordonNodesInput, deps: Dependencies):
-    return cordon_nodes(step, controller=deps.controller, now=deps.now())
+    return cordon_nodes(step, orchestrator=deps.orchestrator, now=deps.now())

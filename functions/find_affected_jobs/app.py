@@ -7,4 +7,4 @@ from hyperpod_recovery.steps.controller_commands import find_affected_jobs
 
 @workflow_step(FindAffectedJobsInput)
 def lambda_handler(step: FindAffectedJobsInput, deps: Dependencies):
-    return find_affected_jobs(step, controller=deps.controller, now=deps.now())
+    return find_affected_jobs(step, orchestrator=deps.orchestrator, now=deps.now())

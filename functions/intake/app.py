@@ -27,7 +27,7 @@ def lambda_handler(event: dict, context, deps: Dependencies | None = None):
         intake.accept(record.message_id, record.body)
 
     response = process_partial_response(event=event, record_handler=record_handler, processor=processor, context=context)
-    failed = intake.start_recoveries(deps.starter, deps.settings.episode_window_seconds)
+    failed = intake.start_recoveries(deps.workflows, deps.settings.episode_window_seconds)
     response["batchItemFailures"] = response.get("batchItemFailures", []) + [{"itemIdentifier": m} for m in failed]
     for name, metric in INTAKE_COUNTS.items():
         metrics.add_metric(name=metric, unit=MetricUnit.Count, value=intake.counts[name])

@@ -7,4 +7,4 @@ from hyperpod_recovery.steps.controller_commands import read_boot_times
 
 @workflow_step(ReadBootTimesInput)
 def lambda_handler(step: ReadBootTimesInput, deps: Dependencies):
-    return read_boot_times(step, controller=deps.controller, now=deps.now())
+    return read_boot_times(step, orchestrator=deps.orchestrator, now=deps.now())

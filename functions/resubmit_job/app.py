@@ -7,4 +7,4 @@ from hyperpod_recovery.steps.controller_commands import resubmit_job
 
 @workflow_step(ResubmitJobInput)
 def lambda_handler(step: ResubmitJobInput, deps: Dependencies):
-    return resubmit_job(step, controller=deps.controller, ledger=deps.ledger, claim_ttl=deps.lock_ttl, now=deps.now())
+    return resubmit_job(step, orchestrator=deps.orchestrator, ledger=deps.ledger, claim_ttl=deps.lock_ttl, now=deps.now())

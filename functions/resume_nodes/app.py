@@ -7,4 +7,4 @@ from hyperpod_recovery.steps.controller_commands import resume_nodes
 
 @workflow_step(ResumeNodesInput)
 def lambda_handler(step: ResumeNodesInput, deps: Dependencies):
-    return resume_nodes(step, controller=deps.controller, now=deps.now())
+    return resume_nodes(step, orchestrator=deps.orchestrator, now=deps.now())

@@ -15,24 +15,29 @@ from typing import Any
 import boto3
 import pytest
 from botocore.config import Config
+from botocore.stub import Stubber
 from moto import mock_aws
 
 from hyperpod_recovery.adapters.checkpoints import S3CheckpointStore
-from hyperpod_recovery.adapters.controller import ControllerChannel
 from hyperpod_recovery.adapters.hyperpod import HyperPodCluster
-from hyperpod_recovery.adapters.intake import DeadLetters, RecoveryStarter
 from hyperpod_recovery.adapters.ledger import DynamoLedger
 from hyperpod_recovery.adapters.notifier import SnsNotifier
+from hyperpod_recovery.adapters.slurm_agent import SlurmAgentOrchestrator
+from hyperpod_recovery.adapters.sqs import DeadLetterQueue, SqsQueue
+from hyperpod_recovery.adapters.stepfunctions import StepFunctions
 from hyperpod_recovery.domain.checkpoints import list_all
 from hyperpod_recovery.errors import (
     CheckpointUnreadable,
     CheckpointWriteConflict,
     ClusterNotFound,
+    ControllerChannelError,
     HyperPodApiError,
     HyperPodThrottled,
     LedgerError,
+    QueueUnavailable,
+    StartExecutionFailed,
 )
-from hyperpod_recovery.models.commands import CommandEnvelope, JobsOnNodes
+from hyperpod_recovery.models.commands import CommandEnvelope, CommandReply, DrainResult, JobsOnNodes
 from hyperpod_recovery.models.records import IncidentRecord
 from sandbox.hyperpod import HyperPodDouble, serve
 from sandbox.scenario import ApiErrorSpec, BehaviourSpec, ClusterSpec, InstanceGroupSpec
@@ -221,10 +226,8 @@ def test_ledger_holds_an_in_flight_place_until_a_deadline_and_no_longer_counts_i
 def test_execution_history_reads_newest_first_in_pages_and_returns_oldest_first() -> None:
     # Given an execution history of 2,500 events, read through botocore's own model of
     # GetExecutionHistory (a Stubber checks every parameter against it)
-    from botocore.stub import Stubber
 
-    from hyperpod_recovery.adapters import execution_history
-    from hyperpod_recovery.adapters.execution_history import StepFunctionsHistory
+    from hyperpod_recovery.adapters import stepfunctions
 
     sfn = boto3.client("stepfunctions", region_name=REGION)
     arn = f"arn:aws:states:{REGION}:111122223333:execution:stack-node-recovery:inc-1"
@@ -244,28 +247,25 @@ def test_execution_history_reads_newest_first_in_pages_and_returns_oldest_first(
             if start + 1000 < 2500:
                 response["nextToken"] = f"t{page + 1}"
             stub.add_response("get_execution_history", response, params)
-        entered = StepFunctionsHistory(stepfunctions=sfn).states_entered(arn)
+        entered = StepFunctions(stepfunctions=sfn).states_entered(arn)
     # Then every state entered is there, oldest first
     assert entered is not None and [name for name, _ in entered] == [f"S{i}" for i in range(1, 2501, 2)]
     # And a history longer than the bound is read only that far, keeping the newest (where it stopped)
     with Stubber(sfn) as stub, pytest.MonkeyPatch.context() as patch:
-        patch.setattr(execution_history, "MAX_EVENTS_READ", 1000)
+        patch.setattr(stepfunctions, "MAX_EVENTS_READ", 1000)
         params = {"executionArn": arn, "reverseOrder": True, "maxResults": 1000, "includeExecutionData": False}
         stub.add_response("get_execution_history", {"events": newest_first[:1000], "nextToken": "t1"}, params)
-        entered = StepFunctionsHistory(stepfunctions=sfn).states_entered(arn)
+        entered = StepFunctions(stepfunctions=sfn).states_entered(arn)
         stub.assert_no_pending_responses()
     assert entered is not None and entered[-1][0] == "S2499" and len(entered) == 500
 
 
 def test_execution_history_that_cannot_be_read_is_none_not_an_error() -> None:
-    from botocore.stub import Stubber
-
-    from hyperpod_recovery.adapters.execution_history import StepFunctionsHistory
 
     sfn = boto3.client("stepfunctions", region_name=REGION)
     with Stubber(sfn) as stub:
         stub.add_client_error("get_execution_history", "AccessDeniedException", "not allowed")
-        assert StepFunctionsHistory(stepfunctions=sfn).states_entered("arn:aws:states:us-west-2:1:execution:m:e") is None
+        assert StepFunctions(stepfunctions=sfn).states_entered("arn:aws:states:us-west-2:1:execution:m:e") is None
 
 
 def test_ledger_keeps_the_breaker_and_the_recovery_log(ledger: Any) -> None:
@@ -404,7 +404,6 @@ def test_double_reboot_keeps_the_id_describe_details_a_node_and_delete_reports_c
 
 def test_the_adapter_asks_for_logical_ids_and_carries_them_leaving_out_nodes_without_an_instance() -> None:
     # Given ListClusterNodes as the botocore model shapes it (a Stubber checks every parameter against it)
-    from botocore.stub import Stubber
 
     sagemaker = boto3.client("sagemaker", region_name=REGION)
     summary = {
@@ -574,10 +573,8 @@ def test_checkpoint_store_translates_a_missing_bucket(aws: None) -> None:
 
 
 # --- the other channels -------------------------------------------------------------------
-def test_controller_channel_puts_a_typed_command_on_the_queue(aws: None) -> None:
-    sqs = boto3.client("sqs", region_name=REGION)
-    url = sqs.create_queue(QueueName="commands")["QueueUrl"]
-    envelope = CommandEnvelope(
+def _envelope() -> CommandEnvelope:
+    return CommandEnvelope(
         command_id="inc:jobs",
         incident_id="inc",
         execution_name="inc",
@@ -585,10 +582,37 @@ def test_controller_channel_puts_a_typed_command_on_the_queue(aws: None) -> None
         requested_at=datetime(2026, 3, 14, tzinfo=UTC),
         command=JobsOnNodes(nodes=["ip-10-1-0-7"]),
     )
-    ControllerChannel(url, sqs=sqs).send(envelope)
+
+
+def test_the_slurm_orchestrator_puts_a_typed_command_on_the_agents_queue(aws: None) -> None:
+    sqs = boto3.client("sqs", region_name=REGION)
+    url = sqs.create_queue(QueueName="commands")["QueueUrl"]
+    envelope = _envelope()
+    SlurmAgentOrchestrator(SqsQueue(url, sqs=sqs), StepFunctions()).dispatch(envelope)
     message = sqs.receive_message(QueueUrl=url, MessageAttributeNames=["All"])["Messages"][0]
     assert CommandEnvelope.model_validate_json(message["Body"]) == envelope
     assert message["MessageAttributes"]["command"]["StringValue"] == "jobs_on_nodes"
+    assert message["MessageAttributes"]["incident"]["StringValue"] == "inc"
+
+
+@pytest.mark.parametrize("answer_error", ["TaskTimedOut", "InvalidToken", "TaskDoesNotExist", "ThrottlingException"])
+def test_the_slurm_orchestrator_names_its_failures_as_the_state_machines_retry_them(aws: None, answer_error: str) -> None:
+    # Given a command queue that does not exist, and Step Functions refusing an answer (moto accepts
+    # any token, so its refusals are stubbed with SendTaskSuccess's documented error codes)
+    sqs = boto3.client("sqs", region_name=REGION)
+    sfn = boto3.client("stepfunctions", region_name=REGION)
+    orchestrator = SlurmAgentOrchestrator(
+        SqsQueue(f"https://sqs.{REGION}.amazonaws.com/123456789012/gone", sqs=sqs), StepFunctions(stepfunctions=sfn)
+    )
+    # When a command is dispatched, or a task answered, Then each is ControllerChannelError (never a botocore error)
+    with pytest.raises(ControllerChannelError, match="could not queue jobs_on_nodes for inc"):
+        orchestrator.dispatch(_envelope())
+    reply: CommandReply[Any] = CommandReply(
+        command_id="inc:drain", type="drain_nodes", requested_at=T0, started_at=T0, completed_at=T0, result=DrainResult(drained=[])
+    )
+    with Stubber(sfn) as stub, pytest.raises(ControllerChannelError, match=f"could not answer task for inc:drain.*{answer_error}"):
+        stub.add_client_error("send_task_success", answer_error, "no", http_status_code=400)
+        orchestrator.answer("token", reply)
 
 
 def test_notifier_publishes_with_an_outcome_attribute(aws: None) -> None:
@@ -605,25 +629,43 @@ def test_notifier_publishes_with_an_outcome_attribute(aws: None) -> None:
     assert delivered["Subject"] == "subject" and delivered["MessageAttributes"]["outcome"]["Value"] == "escalated"
 
 
-def test_starter_turns_a_reused_execution_name_into_already_exists(aws: None) -> None:
+def test_step_functions_turns_a_reused_execution_name_into_already_exists(aws: None) -> None:
     sfn = boto3.client("stepfunctions", region_name=REGION)
     role = boto3.client("iam", region_name=REGION).create_role(RoleName="r", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
     definition = json.dumps({"StartAt": "S", "States": {"S": {"Type": "Succeed"}}})
     node, job = (sfn.create_state_machine(name=n, definition=definition, roleArn=role)["stateMachineArn"] for n in ("node", "job"))
-    starter = RecoveryStarter(node, job, stepfunctions=sfn)
-    assert starter.start("hpr-1", "{}") == "started"
-    assert starter.start("hpr-1", '{"again": true}') == "already_exists"
+    workflows = StepFunctions({"node": node, "job": job}, stepfunctions=sfn)
+    assert workflows.start("hpr-1", "{}") == "started"
+    assert workflows.start("hpr-1", '{"again": true}') == "already_exists"
     # And a job recovery starts on the other state machine
-    assert starter.start("hpj-1", "{}", "job") == "started"
+    assert workflows.start("hpj-1", "{}", "job") == "started"
     assert [e["name"] for e in sfn.list_executions(stateMachineArn=job)["executions"]] == ["hpj-1"]
+
+
+@pytest.mark.parametrize("code", ["ThrottlingException", "StateMachineDoesNotExist", "InvalidName", "AccessDeniedException"])
+def test_a_start_that_step_functions_refuses_is_start_execution_failed_whatever_the_code(code: str) -> None:
+    # Given Step Functions refusing a start, transiently or for good
+    sfn = boto3.client("stepfunctions", region_name=REGION)
+    with Stubber(sfn) as stub:
+        stub.add_client_error("start_execution", code, "no", http_status_code=400)
+        # When intake starts a recovery, Then the error is ours, named with AWS's code (no botocore error escapes)
+        with pytest.raises(StartExecutionFailed, match=code):
+            StepFunctions({"node": "arn:aws:states:us-west-2:123456789012:stateMachine:n"}, stepfunctions=sfn).start("hpr-1", "{}")
 
 
 def test_dead_letters_keep_the_body_and_the_reason(aws: None) -> None:
     sqs = boto3.client("sqs", region_name=REGION)
     url = sqs.create_queue(QueueName="dlq")["QueueUrl"]
-    DeadLetters(url, sqs=sqs).send("{bad", "body: not JSON", "m-1")
+    DeadLetterQueue(SqsQueue(url, sqs=sqs)).send("{bad", "body: not JSON", "m-1")
     message = sqs.receive_message(QueueUrl=url, MessageAttributeNames=["All"])["Messages"][0]
     assert message["Body"] == "{bad" and message["MessageAttributes"]["rejection_reason"]["StringValue"] == "body: not JSON"
+    assert message["MessageAttributes"]["original_message_id"]["StringValue"] == "m-1"
+
+
+def test_a_queue_that_does_not_take_the_message_is_queue_unavailable(aws: None) -> None:
+    sqs = boto3.client("sqs", region_name=REGION)
+    with pytest.raises(QueueUnavailable, match="SendMessage"):
+        DeadLetterQueue(SqsQueue(f"https://sqs.{REGION}.amazonaws.com/123456789012/gone", sqs=sqs)).send("{bad", "", "")
 
 
 def test_checkpoint_store_reads_an_empty_object_that_s3_refuses_to_range() -> None:
@@ -631,7 +673,6 @@ def test_checkpoint_store_reads_an_empty_object_that_s3_refuses_to_range() -> No
     from io import BytesIO
 
     from botocore.response import StreamingBody
-    from botocore.stub import Stubber
 
     s3 = boto3.client("s3", region_name=REGION)
     stubber = Stubber(s3)

@@ -27,7 +27,7 @@ from hyperpod_recovery.steps.controller_commands import cordon_nodes
 from hyperpod_recovery_agent.executor import CommandExecutor
 from hyperpod_recovery_agent.slurm import SlurmCli, parse_node_boots
 from sandbox.slurm import SimulatedSlurm
-from tests.fakes import T0, FakeController
+from tests.fakes import T0, FakeOrchestrator
 from tests.unit.test_safety import _assessment
 from tests.unit.test_steps import _request
 
@@ -70,13 +70,15 @@ def test_cordon_turns_any_fault_text_into_a_drain_reason_slurm_accepts(text: str
     # Given a trigger whose reason came from an outside event with anything in it
     request = _request(1)
     request = request.model_copy(update={"triggers": [request.triggers[0].model_copy(update={"reason": text})]})
-    controller = FakeController()
+    orchestrator = FakeOrchestrator()
     # When Cordon Nodes builds its command
     cordon_nodes(
-        CordonNodesInput(execution_name="inc-1", task_token="t", request=request, assessment=_assessment(1)), controller=controller, now=T0
+        CordonNodesInput(execution_name="inc-1", task_token="t", request=request, assessment=_assessment(1)),
+        orchestrator=orchestrator,
+        now=T0,
     )
     # Then the command is valid on both sides of the queue: one printable line, our tag first
-    (envelope,) = controller.sent
+    (envelope,) = orchestrator.dispatched
     assert isinstance(envelope.command, DrainNodes)
     CommandEnvelope.model_validate_json(envelope.model_dump_json())
     assert envelope.command.reason == one_line(envelope.command.reason, 256)

@@ -22,7 +22,7 @@ from hyperpod_recovery.steps.intake import Intake
 from hyperpod_recovery.steps.job_recovery import validate_job_request
 from hyperpod_recovery.steps.validate import validate_request
 from tests.conftest import load_event
-from tests.fakes import CLUSTER, CLUSTER_ARN, LIMITS, T0, FakeDeadLetters, FakeStarter
+from tests.fakes import CLUSTER, CLUSTER_ARN, LIMITS, T0, FakeDeadLetters, FakeWorkflows
 
 GUARDED = GuardedCluster(name=CLUSTER, arn=CLUSTER_ARN)
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -124,15 +124,15 @@ def test_any_intake_body_is_translated_or_rejected_by_name(body: str) -> None:
 @given(bodies=st.lists(st.one_of(mutated_events(), hostile_text), min_size=1, max_size=20))
 def test_a_batch_of_garbage_never_crashes_intake_and_starts_only_valid_recoveries(bodies: list[str]) -> None:
     # Given a batch of mostly malformed events
-    starter, dead = FakeStarter(), FakeDeadLetters()
+    workflows, dead = FakeWorkflows(), FakeDeadLetters()
     intake = Intake(guarded=GUARDED, dead_letters=dead)
     for n, body in enumerate(bodies):
         intake.accept(f"m{n}", body)
     # When intake starts what it accepted
-    assert intake.start_recoveries(starter, 600) == []
+    assert intake.start_recoveries(workflows, 600) == []
     # Then every started execution carries a valid request for our cluster, and every record is accounted for
-    for name, payload in starter.started.items():
-        model = JobRecoveryRequest if starter.workflows[name] == "job" else RecoveryRequest
+    for name, payload in workflows.started.items():
+        model = JobRecoveryRequest if workflows.workflow_of[name] == "job" else RecoveryRequest
         assert model.model_validate_json(payload).cluster == CLUSTER
     counted = intake.counts["dead_lettered"] + intake.counts["foreign"] + intake.counts["ignored"]
     assert counted + len(intake.accepted) + len(intake.accepted_jobs) == len(bodies) == intake.counts["received"]

@@ -37,7 +37,7 @@ def test_sample_batch_starts_one_recovery_for_its_node(lambda_context) -> None: 
     response = handler(load_event("sqs/intake_batch.json"), lambda_context, deps=deps)
     # Then one execution covers both signals and nothing failed
     assert response == {"batchItemFailures": []}
-    ((name, payload),) = deps.starter.started.items()  # type: ignore[attr-defined]
+    ((name, payload),) = deps.workflows.started.items()  # type: ignore[attr-defined]
     request = json.loads(payload)
     assert name == "hpr-i-0391f86fa0fe0d465-20260314T0920"
     assert sorted(t["source"] for t in request["triggers"]) == ["cloudwatch_alarm", "hyperpod_node_health"]
@@ -51,7 +51,7 @@ def test_unparseable_record_goes_to_the_dlq_and_the_rest_proceed(lambda_context)
     assert response == {"batchItemFailures": []}
     body, reason, message_id = deps.dead_letters.sent[0]  # type: ignore[attr-defined]
     assert (body, message_id) == ("{not json", "bad") and reason.startswith("body: not JSON")
-    assert len(deps.starter.started) == 1  # type: ignore[attr-defined]
+    assert len(deps.workflows.started) == 1  # type: ignore[attr-defined]
 
 
 def test_foreign_and_healthy_events_start_nothing(lambda_context) -> None:  # type: ignore[no-untyped-def]
@@ -61,14 +61,14 @@ def test_foreign_and_healthy_events_start_nothing(lambda_context) -> None:  # ty
     foreign = load_event("hyperpod/node_health_foreign_cluster.json")
     response = handler({"Records": [_record("a", healthy), _record("b", foreign)]}, lambda_context, deps=deps)
     assert response == {"batchItemFailures": []}
-    assert deps.starter.started == {} and deps.dead_letters.sent == []  # type: ignore[attr-defined]
+    assert deps.workflows.started == {} and deps.dead_letters.sent == []  # type: ignore[attr-defined]
 
 
 def test_rack_failure_in_one_batch_becomes_one_execution(lambda_context) -> None:  # type: ignore[no-untyped-def]
     deps = fake_dependencies()
     records = [_record(f"m{n}", _health(f"i-{n:017x}", f"e{n}")) for n in range(40)]
     handler({"Records": records}, lambda_context, deps=deps)
-    (payload,) = deps.starter.started.values()  # type: ignore[attr-defined]
+    (payload,) = deps.workflows.started.values()  # type: ignore[attr-defined]
     assert len(json.loads(payload)["node_ids"]) == 40
 
 
@@ -76,12 +76,12 @@ def test_duplicate_events_for_a_started_incident_start_nothing_new(lambda_contex
     deps = fake_dependencies()
     handler({"Records": [_record("m1", _health("i-0391f86fa0fe0d465", "e1"))]}, lambda_context, deps=deps)
     handler({"Records": [_record("m2", _health("i-0391f86fa0fe0d465", "e2"))]}, lambda_context, deps=deps)
-    assert len(deps.starter.started) == 1  # type: ignore[attr-defined]
+    assert len(deps.workflows.started) == 1  # type: ignore[attr-defined]
 
 
 def test_failed_start_reports_only_its_records_for_retry(lambda_context) -> None:  # type: ignore[no-untyped-def]
     deps = fake_dependencies()
-    deps.starter.fail_with = StartExecutionFailed("throttled")  # type: ignore[attr-defined]
+    deps.workflows.fail_with = StartExecutionFailed("throttled")  # type: ignore[attr-defined]
     records = [_record("m1", _health("i-0391f86fa0fe0d465", "e1")), _record("bad", "[]")]
     response = handler({"Records": records}, lambda_context, deps=deps)
     assert response == {"batchItemFailures": [{"itemIdentifier": "m1"}]}
@@ -100,11 +100,11 @@ def test_a_job_failed_event_starts_a_job_recovery_named_by_the_job_end(lambda_co
     response = handler(event, lambda_context, deps=deps)
     # Then a JobRecovery starts for the job, after the NodeRecovery for the node (which takes the locks first)
     assert response == {"batchItemFailures": []}
-    started = deps.starter.workflows  # type: ignore[attr-defined]
+    started = deps.workflows.workflow_of  # type: ignore[attr-defined]
     detail = _job_failed()["detail"]
     name = f"hpj-{detail['job_id']}-{int(datetime.fromisoformat(detail['ended_at']).timestamp())}"
     assert list(started.items()) == [(next(iter(started)), "node"), (name, "job")]
-    request = json.loads(deps.starter.started[name])  # type: ignore[attr-defined]
+    request = json.loads(deps.workflows.started[name])  # type: ignore[attr-defined]
     assert request["source"] == "slurm_job_failed" and request["failure"]["state"] == detail["state"]
 
 
@@ -112,10 +112,10 @@ def test_a_redelivered_job_failed_event_is_a_duplicate(lambda_context) -> None: 
     deps = fake_dependencies()
     handler({"Records": [_record("a", _job_failed())]}, lambda_context, deps=deps)
     handler({"Records": [_record("b", _job_failed())]}, lambda_context, deps=deps)
-    assert len(deps.starter.started) == 1  # type: ignore[attr-defined]
+    assert len(deps.workflows.started) == 1  # type: ignore[attr-defined]
 
 
 def test_a_job_failed_event_of_another_cluster_starts_nothing(lambda_context) -> None:  # type: ignore[no-untyped-def]
     deps = fake_dependencies()
     assert handler({"Records": [_record("a", _job_failed("other-cluster"))]}, lambda_context, deps=deps) == {"batchItemFailures": []}
-    assert deps.starter.started == {} and deps.dead_letters.sent == []  # type: ignore[attr-defined]
+    assert deps.workflows.started == {} and deps.dead_letters.sent == []  # type: ignore[attr-defined]

@@ -46,7 +46,7 @@ from hyperpod_recovery.models.requests import JobRecoveryRequest
 from hyperpod_recovery.models.workflow import CheckpointPlan, ResumePlan, StepError, UnresumableJob
 from hyperpod_recovery.steps.controller_commands import check_job_nodes
 from hyperpod_recovery.steps.job_recovery import lineage_root_of, record_job_outcome, validate_job_request
-from tests.fakes import CLUSTER, CLUSTER_ARN, LIMITS, T0, FakeController, FakeLedger, FakeNotifier, node_id
+from tests.fakes import CLUSTER, CLUSTER_ARN, LIMITS, T0, FakeLedger, FakeNotifier, FakeOrchestrator, node_id
 
 POLICY = RestartPolicy(budget=3, window_seconds=86_400, backoff_seconds=60, max_backoff_seconds=900, crash_loop_repeats=2)
 NODES = ["ip-10-1-0-1", "ip-10-1-0-2"]
@@ -381,13 +381,13 @@ def test_a_dry_run_stack_cannot_be_armed_by_a_job_request() -> None:
 
 
 def test_checking_the_nodes_of_a_job_without_nodes_answers_at_once() -> None:
-    controller = FakeController()
+    orchestrator = FakeOrchestrator()
     reply = CommandReply(
         command_id="c", type="capture_job_spec", requested_at=T0, started_at=T0, completed_at=T0, result=JobSpecResult(job=None)
     )
     step = CheckJobNodesInput(execution_name="hpj-8", task_token="t", request=_request(None, source="manual"), inspection=reply)
-    assert check_job_nodes(step, controller=controller, now=T0)["sent"] is False
-    assert controller.sent == [] and controller.answered[0][1].result.nodes == []
+    assert check_job_nodes(step, orchestrator=orchestrator, now=T0)["sent"] is False
+    assert orchestrator.dispatched == [] and orchestrator.answered[0][1].result.nodes == []
 
 
 def _completed_state(new_job: str = "9") -> JobWorkflowState:

@@ -326,7 +326,7 @@ class _Reader:
         return None if body is None else len(body)
 
     def list(self, bucket: str, prefix: str, **kwargs: Any) -> Any:
-        from hyperpod_recovery.domain.checkpoints import Listing
+        from hyperpod_recovery.ports import Listing
 
         self._check(bucket)
         return Listing(objects=[], folders=[], truncated=False, next_token=None)

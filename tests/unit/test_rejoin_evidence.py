@@ -29,7 +29,7 @@ from hyperpod_recovery.models.workflow import (
 )
 from hyperpod_recovery.steps.controller_commands import read_boot_times, resume_nodes
 from hyperpod_recovery.steps.replace import check_rejoin
-from tests.fakes import T0, FakeCluster, FakeController, FakeLedger, compute_node, node_id
+from tests.fakes import T0, FakeCluster, FakeLedger, FakeOrchestrator, compute_node, node_id
 from tests.unit.test_steps import _request
 
 NAME = "ip-10-1-0-7"  # compute_node(7)'s Slurm name
@@ -231,16 +231,16 @@ def test_a_node_responds_unless_slurm_flags_it_otherwise(state: str, responding:
 
 def test_read_boot_times_asks_the_agent_about_the_nodes_check_rejoin_named_once_per_check() -> None:
     # Given a watch that asks for NAME's boot time, at two successive checks
-    controller = FakeController()
+    orchestrator = FakeOrchestrator()
     for checks in (3, 4):
         watch = _watch(_node("reboot")).model_copy(update={"boot_check": [NAME], "checks": checks})
         read_boot_times(
-            ReadBootTimesInput(execution_name="inc-1", task_token="t", request=_request(7), rejoin=watch), controller=controller, now=T0
+            ReadBootTimesInput(execution_name="inc-1", task_token="t", request=_request(7), rejoin=watch), orchestrator=orchestrator, now=T0
         )
     # Then each sends a read-only BootTimes command for that node, under its own command id (the agent
     # answers a command id it has seen from its journal)
-    assert [e.command for e in controller.sent] == [BootTimes(nodes=[NAME])] * 2
-    assert len({e.command_id for e in controller.sent}) == 2
+    assert [e.command for e in orchestrator.dispatched] == [BootTimes(nodes=[NAME])] * 2
+    assert len({e.command_id for e in orchestrator.dispatched}) == 2
 
 
 # --- finding 5: the replacement is identified by every identity HyperPod gives ----------------------
@@ -340,17 +340,17 @@ def test_resume_leaves_a_name_whose_replacement_came_back_under_another_one_drai
     # Given two nodes back: one under its own name, one under a new name
     same = WatchedNode(node_id=node_id(3), slurm_node="ip-10-1-0-3", rejoined=True, replacement_node_id=node_id(0xA), matched_by="hostname")
     renamed = same.model_copy(update={"node_id": node_id(7), "slurm_node": NAME, "replacement_slurm_node": "ip-10-1-0-99"})
-    controller = FakeController()
+    orchestrator = FakeOrchestrator()
     watch = _watch(same, renamed).model_copy(update={"done": True})
     resume_nodes(
-        ResumeNodesInput(execution_name="inc-1", task_token="t", request=_request(3, 7), rejoin=watch), controller=controller, now=T0
+        ResumeNodesInput(execution_name="inc-1", task_token="t", request=_request(3, 7), rejoin=watch), orchestrator=orchestrator, now=T0
     )
     # Then only the name that came back is resumed
-    assert [e.command for e in controller.sent] == [ResumeNodes(nodes=["ip-10-1-0-3"], owner_tag="hyperpod-recovery:inc-1")]
+    assert [e.command for e in orchestrator.dispatched] == [ResumeNodes(nodes=["ip-10-1-0-3"], owner_tag="hyperpod-recovery:inc-1")]
     # And with no such name, nothing is sent: the task is answered at once
-    only_renamed = FakeController()
+    only_renamed = FakeOrchestrator()
     watch = _watch(renamed).model_copy(update={"done": True})
     resume_nodes(
-        ResumeNodesInput(execution_name="inc-1", task_token="t", request=_request(7), rejoin=watch), controller=only_renamed, now=T0
+        ResumeNodesInput(execution_name="inc-1", task_token="t", request=_request(7), rejoin=watch), orchestrator=only_renamed, now=T0
     )
-    assert only_renamed.sent == [] and [r.result for _, r in only_renamed.answered] == [ResumeResult()]
+    assert only_renamed.dispatched == [] and [r.result for _, r in only_renamed.answered] == [ResumeResult()]

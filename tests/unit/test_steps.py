@@ -28,7 +28,7 @@ from hyperpod_recovery.steps.lock import lock_nodes
 from hyperpod_recovery.steps.record import record_outcome
 from hyperpod_recovery.steps.replace import replace_nodes
 from hyperpod_recovery.steps.validate import validate_request
-from tests.fakes import CLUSTER, CLUSTER_ARN, LIMITS, T0, FakeCluster, FakeController, FakeLedger, FakeNotifier, compute_node, node_id
+from tests.fakes import CLUSTER, CLUSTER_ARN, LIMITS, T0, FakeCluster, FakeLedger, FakeNotifier, FakeOrchestrator, compute_node, node_id
 
 GUARDED = GuardedCluster(CLUSTER, CLUSTER_ARN)
 TTL = timedelta(hours=6)
@@ -145,29 +145,29 @@ def test_dry_run_never_calls_batch_replace() -> None:
 def test_cordon_sends_a_typed_drain_tagged_with_the_incident() -> None:
     from hyperpod_recovery.models.workflow import CordonNodesInput
 
-    controller = FakeController()
+    orchestrator = FakeOrchestrator()
     cordon_nodes(
         CordonNodesInput(execution_name="inc-1", task_token="tok", request=_request(7), assessment=_assessment(7)),
-        controller=controller,
+        orchestrator=orchestrator,
         now=T0,
     )
-    command = controller.sent[0].command
+    command = orchestrator.dispatched[0].command
     assert isinstance(command, DrainNodes) and command.nodes == ["ip-10-1-0-7"]
     assert command.reason.startswith("hyperpod-recovery:inc-1 ")
-    assert controller.sent[0].task_token == "tok" and controller.answered == []
+    assert orchestrator.dispatched[0].task_token == "tok" and orchestrator.answered == []
 
 
 def test_dry_run_cordon_answers_its_own_token_and_sends_nothing() -> None:
     from hyperpod_recovery.models.workflow import CordonNodesInput
 
-    controller = FakeController()
+    orchestrator = FakeOrchestrator()
     cordon_nodes(
         CordonNodesInput(execution_name="inc-1", task_token="tok", request=_request(7, dry_run=True), assessment=_assessment(7)),
-        controller=controller,
+        orchestrator=orchestrator,
         now=T0,
     )
-    assert controller.sent == []
-    token, reply = controller.answered[0]
+    assert orchestrator.dispatched == []
+    token, reply = orchestrator.answered[0]
     assert token == "tok" and reply.dry_run and reply.result.drained == ["ip-10-1-0-7"]
 
 
@@ -179,10 +179,10 @@ def _plan(job_id: str = "1001") -> ResumePlan:
 def test_a_job_is_resubmitted_once_even_when_two_incidents_touch_it() -> None:
     # Given the job already claimed for resubmission by incident inc-1
     ledger = FakeLedger()
-    first, second = FakeController(), FakeController()
+    first, second = FakeOrchestrator(), FakeOrchestrator()
     resubmit_job(
         ResubmitJobInput(execution_name="inc-1", task_token="t1", request=_request(1), plan=_plan()),
-        controller=first,
+        orchestrator=first,
         ledger=ledger,
         claim_ttl=TTL,
         now=T0,
@@ -190,13 +190,13 @@ def test_a_job_is_resubmitted_once_even_when_two_incidents_touch_it() -> None:
     # When a second incident (another node of the same job) wants to resubmit it
     resubmit_job(
         ResubmitJobInput(execution_name="inc-2", task_token="t2", request=_request(2, incident="inc-2"), plan=_plan()),
-        controller=second,
+        orchestrator=second,
         ledger=ledger,
         claim_ttl=TTL,
         now=T0,
     )
     # Then only the first sends a resubmit command; the second answers its own token as already done
-    assert len(first.sent) == 1 and second.sent == []
+    assert len(first.dispatched) == 1 and second.dispatched == []
     assert second.answered[0][1].result.already_submitted
 
 
@@ -204,16 +204,16 @@ def test_retried_resubmission_after_the_job_was_submitted_reports_our_own_new_jo
     ledger = FakeLedger()
     ledger.claim_resubmission(CLUSTER, "1001", "inc-1", T0, TTL)
     ledger.complete_resubmission(CLUSTER, "1001", "inc-1", "1002")
-    controller = FakeController()
+    orchestrator = FakeOrchestrator()
     resubmit_job(
         ResubmitJobInput(execution_name="inc-1", task_token="t", request=_request(1), plan=_plan()),
-        controller=controller,
+        orchestrator=orchestrator,
         ledger=ledger,
         claim_ttl=TTL,
         now=T0,
     )
-    ((_, reply),) = controller.answered
-    assert controller.sent == [] and reply.result.new_job_id == "1002" and not reply.result.already_submitted
+    ((_, reply),) = orchestrator.answered
+    assert orchestrator.dispatched == [] and reply.result.new_job_id == "1002" and not reply.result.already_submitted
 
 
 def _reply(new_job_id: str | None = "1002") -> CommandReply[ResubmitResult]:

@@ -24,10 +24,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from hyperpod_recovery.adapters.checkpoints import S3CheckpointStore
-from hyperpod_recovery.domain.checkpoint_commit import CheckpointWriter, CommitResult, commit_checkpoint, verify_checksums
+from hyperpod_recovery.domain.checkpoint_commit import CommitResult, commit_checkpoint, verify_checksums
 from hyperpod_recovery.domain.checkpoints import Discovery, Verdict, find_newest_verified, split_s3_uri, verify_checkpoint
 from hyperpod_recovery.models.commands import CheckpointRef
 from hyperpod_recovery.models.manifest import MAX_STEP, RESUME_FROM_ENV, RESUME_STEP_ENV, step_dir
+from hyperpod_recovery.ports import CheckpointWriter
 
 __all__ = ["CheckpointRef", "Checkpoints", "CommitResult", "Discovery", "Verdict"]
 

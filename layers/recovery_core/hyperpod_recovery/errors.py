@@ -1,7 +1,7 @@
 """The error taxonomy. Class names ARE the error names Step Functions sees.
 
 Lambda reports an unhandled exception as ``errorType = type(exc).__name__``; the state machine's
-Retry and Catch clauses match on those names. tests/contract/test_error_contract.py checks that
+Retry and Catch clauses match on those names. tests/contract/test_template.py checks that
 every custom name used in statemachines/ exists here, so renaming a class cannot silently break
 a Retry or Catch.
 """
@@ -26,7 +26,16 @@ class ForeignClusterEvent(RecoveryError):
 
 
 class StartExecutionFailed(RecoveryError):
-    """StartExecution failed transiently; intake reports the records for SQS to redeliver."""
+    """StartExecution failed (not for a reused name); intake reports the records for SQS to redeliver,
+    and the queue's maxReceiveCount bounds a refusal that retrying will not fix."""
+
+
+class QueueUnavailable(RecoveryError):
+    """SQS did not take a message (adapters/sqs.py); the caller decides what that means for its step."""
+
+
+class TaskAnswerFailed(RecoveryError):
+    """Step Functions did not take an answer to a waiting task (SendTaskSuccess)."""
 
 
 # --- configuration and contracts ----------------------------------------------------------
@@ -88,7 +97,8 @@ class LedgerError(RecoveryError):
 
 # --- the controller agent -----------------------------------------------------------------
 class ControllerChannelError(RecoveryError):
-    """A command could not be put on the controller command queue."""
+    """A command could not be handed to the orchestrator (on Slurm: queued for the controller agent),
+    or its waiting task could not be answered (adapters/slurm_agent.py)."""
 
 
 class ControllerUnavailable(RecoveryError):

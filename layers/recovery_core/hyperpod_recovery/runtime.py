@@ -18,15 +18,14 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from hyperpod_recovery.adapters.checkpoints import S3CheckpointStore
-from hyperpod_recovery.adapters.controller import ControllerChannel
-from hyperpod_recovery.adapters.execution_history import StepFunctionsHistory
 from hyperpod_recovery.adapters.hyperpod import HyperPodCluster
-from hyperpod_recovery.adapters.intake import DeadLetters, RecoveryStarter
 from hyperpod_recovery.adapters.ledger import DynamoLedger
 from hyperpod_recovery.adapters.notifier import SnsNotifier
+from hyperpod_recovery.adapters.slurm_agent import SlurmAgentOrchestrator
+from hyperpod_recovery.adapters.sqs import DeadLetterQueue, SqsQueue
+from hyperpod_recovery.adapters.stepfunctions import StepFunctions
 from hyperpod_recovery.clock import current_clock
 from hyperpod_recovery.config import Settings, get_settings
-from hyperpod_recovery.domain.checkpoints import CheckpointReader
 from hyperpod_recovery.domain.freshness import EventAgeLimits
 from hyperpod_recovery.domain.job_failure import RestartPolicy
 from hyperpod_recovery.domain.normalize import GuardedCluster
@@ -34,8 +33,8 @@ from hyperpod_recovery.domain.safety import SafetyPolicy
 from hyperpod_recovery.errors import InvalidStepInput
 from hyperpod_recovery.models.common import format_validation_error
 from hyperpod_recovery.observability import logger, metrics
+from hyperpod_recovery.ports import CheckpointReader, Cluster, DeadLetterSink, ExecutionHistory, Ledger, Notifier, Orchestrator, Workflows
 from hyperpod_recovery.sdk_contract import check_sdk_version
-from hyperpod_recovery.steps.ports import Cluster, Controller, DeadLetterSink, ExecutionHistory, Ledger, Notifier, Starter
 
 
 @dataclass
@@ -43,10 +42,10 @@ class Dependencies:
     settings: Settings
     cluster: Cluster
     ledger: Ledger
-    controller: Controller
+    orchestrator: Orchestrator
     notifier: Notifier
     checkpoints: CheckpointReader
-    starter: Starter
+    workflows: Workflows
     dead_letters: DeadLetterSink
     history: ExecutionHistory
 
@@ -102,16 +101,18 @@ class Dependencies:
 
 
 def build_dependencies(settings: Settings) -> Dependencies:
+    # One Step Functions adapter serves three ports: starting recoveries, answering tasks, histories.
+    stepfunctions = StepFunctions({"node": settings.state_machine_arn, "job": settings.job_state_machine_arn})
     return Dependencies(
         settings=settings,
         cluster=HyperPodCluster(settings.cluster_name),
         ledger=DynamoLedger(settings.ledger_table),
-        controller=ControllerChannel(settings.command_queue_url),
+        orchestrator=SlurmAgentOrchestrator(SqsQueue(settings.command_queue_url), stepfunctions),
         notifier=SnsNotifier(settings.notification_topic_arn),
         checkpoints=S3CheckpointStore(),
-        starter=RecoveryStarter(settings.state_machine_arn, settings.job_state_machine_arn),
-        dead_letters=DeadLetters(settings.intake_dlq_url),
-        history=StepFunctionsHistory(),
+        workflows=stepfunctions,
+        dead_letters=DeadLetterQueue(SqsQueue(settings.intake_dlq_url)),
+        history=stepfunctions,
     )
 
 

@@ -10,8 +10,8 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from hyperpod_recovery.adapters.aws import LazyClient, error_code, is_transient
-from hyperpod_recovery.domain.checkpoints import PAGE, Listing
 from hyperpod_recovery.errors import CheckpointStoreUnavailable, CheckpointUnreadable, CheckpointWriteConflict
+from hyperpod_recovery.ports import LIST_PAGE_MAX, Listing
 
 _MISSING = ("NoSuchKey", "404", "NotFound")
 # 412: the If-Match/If-None-Match condition failed; 409: a concurrent conditional write won.
@@ -49,7 +49,7 @@ class S3CheckpointStore:
         delimiter: str | None = None,
         start_after: str | None = None,
         token: str | None = None,
-        max_keys: int = PAGE,
+        max_keys: int = LIST_PAGE_MAX,
     ) -> Listing:
         kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix, "MaxKeys": max_keys}
         if delimiter:

@@ -11,12 +11,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal, Protocol
+from typing import Literal
 
 from pydantic import ValidationError
 
 from hyperpod_recovery.domain.checkpoints import (
-    CheckpointReader,
     Verdict,
     check_shards,
     folder_sizes,
@@ -39,19 +38,10 @@ from hyperpod_recovery.models.manifest import (
     manifest_size_problem,
     step_dir,
 )
+from hyperpod_recovery.ports import CheckpointWriter
 
 # Each lost race means another writer moved the pointer; a handful of rounds settles any real contention.
 POINTER_ATTEMPTS = 5
-
-
-class CheckpointWriter(CheckpointReader, Protocol):
-    def get_with_etag(self, bucket: str, key: str, max_bytes: int) -> tuple[bytes, str] | None: ...
-
-    def put(self, bucket: str, key: str, body: bytes, *, if_match: str | None = None, if_none_match: bool = False) -> None:
-        """Raises CheckpointWriteConflict when the condition fails."""
-        ...
-
-    def sha256(self, bucket: str, key: str) -> str | None: ...
 
 
 @dataclass(frozen=True)

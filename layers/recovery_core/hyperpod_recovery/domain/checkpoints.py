@@ -27,7 +27,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from pydantic import ValidationError
 
@@ -44,8 +43,9 @@ from hyperpod_recovery.models.manifest import (
     manifest_job,
     manifest_size_problem,
 )
+from hyperpod_recovery.ports import LIST_PAGE_MAX, CheckpointReader, Listing
 
-PAGE = 1000  # ListObjectsV2's largest page
+PAGE = LIST_PAGE_MAX
 # Verifying costs requests; a prefix whose newest 32 checkpoints are all torn needs a human anyway.
 MAX_VERIFICATIONS = 32
 # A manifest with 100,000 bad shards has 100,000 validation errors; its reason still has to fit in a
@@ -62,40 +62,6 @@ TORCHSNAPSHOT_MARKER = ".snapshot_metadata"
 ORBAX_TMP = "orbax-checkpoint-tmp"
 _MARKERS = ((DCP_MARKER, "pytorch-dcp"), (ORBAX_MARKER, "orbax"), (TORCHSNAPSHOT_MARKER, "torchsnapshot"))
 INCOMPLETE = f"no manifest.json and no completion marker ({', '.join(m for m, _ in _MARKERS)}): incomplete or still being written"
-
-
-# --- the S3 calls discovery makes (adapters/checkpoints.py; tests/fakes.py) -------------------
-@dataclass(frozen=True)
-class Listing:
-    """One ListObjectsV2 page: full keys with sizes, and common prefixes (folders), each in key order."""
-
-    objects: list[tuple[str, int]]
-    folders: list[str]
-    truncated: bool
-    next_token: str | None = None
-
-
-class CheckpointReader(Protocol):
-    def get(self, bucket: str, key: str, max_bytes: int) -> bytes | None:
-        """One GetObject of at most the first ``max_bytes``; None when the key does not exist."""
-        ...
-
-    def size(self, bucket: str, key: str) -> int | None:
-        """One HeadObject: the object's size, or None when it does not exist."""
-        ...
-
-    def list(
-        self,
-        bucket: str,
-        prefix: str,
-        *,
-        delimiter: str | None = None,
-        start_after: str | None = None,
-        token: str | None = None,
-        max_keys: int = PAGE,
-    ) -> Listing:
-        """One ListObjectsV2 call."""
-        ...
 
 
 # --- results --------------------------------------------------------------------------------

@@ -6,7 +6,7 @@ from datetime import datetime
 
 from hyperpod_recovery.domain.assess import assess_nodes as decide
 from hyperpod_recovery.models.workflow import Assessment, AssessNodesInput
-from hyperpod_recovery.steps.ports import Cluster
+from hyperpod_recovery.ports import Cluster
 
 
 def assess_nodes(

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from hyperpod_recovery.domain.checkpoints import CheckpointReader, find_newest_verified
+from hyperpod_recovery.domain.checkpoints import find_newest_verified
 from hyperpod_recovery.errors import CheckpointUnreadable
 from hyperpod_recovery.models.commands import JobRef
 from hyperpod_recovery.models.workflow import CheckpointPlan, FindNewestCheckpointInput, ResumePlan, UnresumableJob
 from hyperpod_recovery.observability import logger
-from hyperpod_recovery.steps.ports import Ledger
+from hyperpod_recovery.ports import CheckpointReader, Ledger
 
 
 def find_newest_checkpoints(

@@ -1,9 +1,10 @@
-"""The controller steps: Cordon Nodes, Find Affected Jobs, Read Boot Times, Resume Nodes, Resubmit
+"""The orchestrator steps: Cordon Nodes, Find Affected Jobs, Read Boot Times, Resume Nodes, Resubmit
 Job, JobRecovery's Capture Job Spec and Check Job Nodes, and the agent-check workflow's Check
 Controller Agent.
 
-Each Lambda queues one typed command with its task token and returns; the state completes when
-the agent answers. Mutating commands in a dry run are answered here ("would drain ...") and never
+Each Lambda dispatches one typed command with its task token to the orchestrator (ports.py; on
+Slurm the controller agent carries it out) and returns; the state completes when the token is
+answered. Mutating commands in a dry run are answered here ("would drain ...") and never
 reach the cluster; read-only ones (jobs on nodes) still go to the agent so a drill shows real jobs.
 """
 
@@ -43,22 +44,22 @@ from hyperpod_recovery.models.workflow import (
     ResubmitJobInput,
     ResumeNodesInput,
 )
-from hyperpod_recovery.steps.ports import Controller, Ledger
+from hyperpod_recovery.ports import Ledger, Orchestrator
 
 
 def _answer_here(
-    controller: Controller, task_token: str, command_id: str, command_type: str, result: Any, now: datetime, *, dry_run: bool = False
+    orchestrator: Orchestrator, task_token: str, command_id: str, command_type: str, result: Any, now: datetime, *, dry_run: bool = False
 ) -> None:
     """Complete the waiting task without the agent (a dry run, a claim that says it is done, nothing to ask)."""
     reply: CommandReply[Any] = CommandReply(
         command_id=command_id, type=command_type, requested_at=now, started_at=now, completed_at=now, dry_run=dry_run, result=result
     )
-    controller.answer(task_token, reply)
+    orchestrator.answer(task_token, reply)
 
 
 def _dispatch(
     *,
-    controller: Controller,
+    orchestrator: Orchestrator,
     request: RecoveryRequest | JobRecoveryRequest,
     execution_name: str,
     task_token: str,
@@ -68,9 +69,9 @@ def _dispatch(
     dry_run_result: Any,
 ) -> dict[str, Any]:
     if request.dry_run and command.type in MUTATING_COMMANDS:
-        _answer_here(controller, task_token, command_id, command.type, dry_run_result, now, dry_run=True)
+        _answer_here(orchestrator, task_token, command_id, command.type, dry_run_result, now, dry_run=True)
         return {"command_id": command_id, "sent": False, "dry_run": True}
-    controller.send(
+    orchestrator.dispatch(
         CommandEnvelope(
             command_id=command_id,
             incident_id=request.incident_id or execution_name,
@@ -83,12 +84,12 @@ def _dispatch(
     return {"command_id": command_id, "sent": True, "dry_run": False}
 
 
-def cordon_nodes(step: CordonNodesInput, *, controller: Controller, now: datetime) -> dict[str, Any]:
+def cordon_nodes(step: CordonNodesInput, *, orchestrator: Orchestrator, now: datetime) -> dict[str, Any]:
     nodes = [t.slurm_node for t in step.assessment.targets]
     # The trigger's text comes from an outside event: one printable line before it reaches Slurm.
     reason = one_line(f"{owner_tag(step.execution_name)} {step.request.triggers[0].reason}", 256)
     return _dispatch(
-        controller=controller,
+        orchestrator=orchestrator,
         request=step.request,
         execution_name=step.execution_name,
         task_token=step.task_token,
@@ -99,10 +100,10 @@ def cordon_nodes(step: CordonNodesInput, *, controller: Controller, now: datetim
     )
 
 
-def find_affected_jobs(step: FindAffectedJobsInput, *, controller: Controller, now: datetime) -> dict[str, Any]:
+def find_affected_jobs(step: FindAffectedJobsInput, *, orchestrator: Orchestrator, now: datetime) -> dict[str, Any]:
     nodes = [t.slurm_node for t in step.assessment.targets]
     return _dispatch(
-        controller=controller,
+        orchestrator=orchestrator,
         request=step.request,
         execution_name=step.execution_name,
         task_token=step.task_token,
@@ -113,11 +114,11 @@ def find_affected_jobs(step: FindAffectedJobsInput, *, controller: Controller, n
     )
 
 
-def read_boot_times(step: ReadBootTimesInput, *, controller: Controller, now: datetime) -> dict[str, Any]:
+def read_boot_times(step: ReadBootTimesInput, *, orchestrator: Orchestrator, now: datetime) -> dict[str, Any]:
     """slurmctld's boot time and state of the nodes Check Rejoin asked about (read-only): the
     evidence that a rebooted node came back, whatever HyperPod's status showed meanwhile."""
     return _dispatch(
-        controller=controller,
+        orchestrator=orchestrator,
         request=step.request,
         execution_name=step.execution_name,
         task_token=step.task_token,
@@ -129,16 +130,16 @@ def read_boot_times(step: ReadBootTimesInput, *, controller: Controller, now: da
     )
 
 
-def resume_nodes(step: ResumeNodesInput, *, controller: Controller, now: datetime) -> dict[str, Any]:
+def resume_nodes(step: ResumeNodesInput, *, orchestrator: Orchestrator, now: datetime) -> dict[str, Any]:
     # A node whose replacement came back under another name left its own name drained: that name is
     # the old instance's, and the new one was never drained by us. Only names that came back are resumed.
     nodes = [n.slurm_node for n in step.rejoin.nodes if (n.rejoined and n.replacement_slurm_node is None) or step.rejoin.dry_run]
     command_id = f"{step.execution_name}:resume"
     if not nodes:
-        _answer_here(controller, step.task_token, command_id, "resume_nodes", ResumeResult(), now, dry_run=bool(step.request.dry_run))
+        _answer_here(orchestrator, step.task_token, command_id, "resume_nodes", ResumeResult(), now, dry_run=bool(step.request.dry_run))
         return {"command_id": command_id, "sent": False, "dry_run": bool(step.request.dry_run)}
     return _dispatch(
-        controller=controller,
+        orchestrator=orchestrator,
         request=step.request,
         execution_name=step.execution_name,
         task_token=step.task_token,
@@ -149,7 +150,9 @@ def resume_nodes(step: ResumeNodesInput, *, controller: Controller, now: datetim
     )
 
 
-def resubmit_job(step: ResubmitJobInput, *, controller: Controller, ledger: Ledger, claim_ttl: timedelta, now: datetime) -> dict[str, Any]:
+def resubmit_job(
+    step: ResubmitJobInput, *, orchestrator: Orchestrator, ledger: Ledger, claim_ttl: timedelta, now: datetime
+) -> dict[str, Any]:
     """Once per job: the ledger claim stops a second incident (or a retried Lambda) from
     restarting a job that was already resubmitted."""
     request, plan = step.request, step.plan
@@ -166,10 +169,10 @@ def resubmit_job(step: ResubmitJobInput, *, controller: Controller, ledger: Ledg
                 already_submitted=not claim.claimed,
                 submitted_by=None if claim.claimed else claim.incident_id,
             )
-            _answer_here(controller, step.task_token, command_id, "resubmit_job", result, now)
+            _answer_here(orchestrator, step.task_token, command_id, "resubmit_job", result, now)
             return {"command_id": command_id, "sent": False, "already_resubmitted_by": claim.incident_id}
     return _dispatch(
-        controller=controller,
+        orchestrator=orchestrator,
         request=request,
         execution_name=step.execution_name,
         task_token=step.task_token,
@@ -180,10 +183,10 @@ def resubmit_job(step: ResubmitJobInput, *, controller: Controller, ledger: Ledg
     )
 
 
-def capture_job_spec(step: CaptureJobSpecInput, *, controller: Controller, now: datetime) -> dict[str, Any]:
+def capture_job_spec(step: CaptureJobSpecInput, *, orchestrator: Orchestrator, now: datetime) -> dict[str, Any]:
     """The failed job as slurmctld knows it now: state (requeued already?), nodes, batch script."""
     return _dispatch(
-        controller=controller,
+        orchestrator=orchestrator,
         request=step.request,
         execution_name=step.execution_name,
         task_token=step.task_token,
@@ -194,16 +197,16 @@ def capture_job_spec(step: CaptureJobSpecInput, *, controller: Controller, now: 
     )
 
 
-def check_job_nodes(step: CheckJobNodesInput, *, controller: Controller, now: datetime) -> dict[str, Any]:
+def check_job_nodes(step: CheckJobNodesInput, *, orchestrator: Orchestrator, now: datetime) -> dict[str, Any]:
     """Slurm's state of the nodes the job ran on (the event's list: squeue forgets an ended job's)."""
     nodes = job_nodes(step.request, step.inspection.result.job)
     command_id = f"{step.execution_name}:job-nodes"
     if not nodes:
         # Nothing to ask (the job never got nodes, or slurmctld forgot it): answer at once.
-        _answer_here(controller, step.task_token, command_id, "node_states", NodeStatesResult(), now)
+        _answer_here(orchestrator, step.task_token, command_id, "node_states", NodeStatesResult(), now)
         return {"command_id": command_id, "sent": False, "dry_run": False}
     return _dispatch(
-        controller=controller,
+        orchestrator=orchestrator,
         request=step.request,
         execution_name=step.execution_name,
         task_token=step.task_token,
@@ -214,11 +217,11 @@ def check_job_nodes(step: CheckJobNodesInput, *, controller: Controller, now: da
     )
 
 
-def check_controller_agent(step: CheckControllerAgentInput, *, controller: Controller, now: datetime) -> dict[str, Any]:
+def check_controller_agent(step: CheckControllerAgentInput, *, orchestrator: Orchestrator, now: datetime) -> dict[str, Any]:
     """Ask the agent to check in (hyperpod-recovery preflight). Read-only, so it goes to the agent
     whatever the stack's DryRun: the point is to see the agent answer."""
     command_id = f"{step.execution_name}:check"
-    controller.send(
+    orchestrator.dispatch(
         CommandEnvelope(
             command_id=command_id,
             incident_id=step.execution_name,

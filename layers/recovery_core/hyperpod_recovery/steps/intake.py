@@ -14,15 +14,13 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from botocore.exceptions import ClientError
-
 from hyperpod_recovery.domain.job_failure import job_execution_name
 from hyperpod_recovery.domain.normalize import GuardedCluster, Ignored, group_triggers, incident_id_for, parse_intake_event
 from hyperpod_recovery.errors import ForeignClusterEvent, InvalidRecoveryRequest, StartExecutionFailed
 from hyperpod_recovery.models.common import MAX_NODES_PER_REQUEST
 from hyperpod_recovery.models.requests import JobRecoveryRequest, Trigger
 from hyperpod_recovery.observability import logger
-from hyperpod_recovery.steps.ports import DeadLetterSink, Starter
+from hyperpod_recovery.ports import DeadLetterSink, Workflows
 
 
 @dataclass
@@ -56,7 +54,7 @@ class Intake:
             return
         self.accepted[message_id] = result
 
-    def start_recoveries(self, starter: Starter, episode_window_seconds: int) -> list[str]:
+    def start_recoveries(self, workflows: Workflows, episode_window_seconds: int) -> list[str]:
         """Start one execution per group; returns the message ids whose start failed transiently."""
         failed: list[str] = []
         requests = group_triggers(list(self.accepted.values()), self.guarded.name, MAX_NODES_PER_REQUEST)
@@ -64,8 +62,8 @@ class Intake:
             name = incident_id_for(request, episode_window_seconds)
             messages = [m for m, t in self.accepted.items() if set(t.node_ids) & set(request.node_ids)]
             try:
-                started = starter.start(name, request.model_dump_json(exclude_none=True))
-            except (StartExecutionFailed, ClientError):
+                started = workflows.start(name, request.model_dump_json(exclude_none=True))
+            except StartExecutionFailed:
                 # Transient, or a permanent refusal SQS's redrive (maxReceiveCount) will bound.
                 logger.exception("could not start recovery; records will be retried", extra={"incident": name})
                 failed += messages
@@ -75,16 +73,16 @@ class Intake:
                 "recovery started" if started == "started" else "duplicate of an incident already started",
                 extra={"incident": name, "nodes": request.node_ids, "events": len(messages)},
             )
-        return failed + self._start_job_recoveries(starter)
+        return failed + self._start_job_recoveries(workflows)
 
-    def _start_job_recoveries(self, starter: Starter) -> list[str]:
+    def _start_job_recoveries(self, workflows: Workflows) -> list[str]:
         failed: list[str] = []
         for message_id, job in self.accepted_jobs.items():
             assert job.failure is not None  # intake only makes job requests from the agent's events
             name = job_execution_name(job.job_id, job.failure.ended_at)
             try:
-                started = starter.start(name, job.model_dump_json(exclude_none=True), "job")
-            except (StartExecutionFailed, ClientError):
+                started = workflows.start(name, job.model_dump_json(exclude_none=True), "job")
+            except StartExecutionFailed:
                 logger.exception("could not start job recovery; record will be retried", extra={"incident": name})
                 failed.append(message_id)
                 continue

@@ -29,7 +29,7 @@ from hyperpod_recovery.models.job_recovery import (
 from hyperpod_recovery.models.requests import JobRecoveryRequest, JobStartInput, ManualJobRecoveryRequest
 from hyperpod_recovery.models.workflow import OutcomeResult
 from hyperpod_recovery.observability import logger
-from hyperpod_recovery.steps.ports import Cluster, Ledger, Notifier
+from hyperpod_recovery.ports import Cluster, Ledger, Notifier
 from hyperpod_recovery.steps.settle import settle_holdings
 from hyperpod_recovery.steps.validate import admit, parse_start_input
 

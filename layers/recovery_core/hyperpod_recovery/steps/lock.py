@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from hyperpod_recovery.models.workflow import LockNodesInput, LockResult
-from hyperpod_recovery.steps.ports import Ledger
+from hyperpod_recovery.ports import Ledger
 
 
 def lock_nodes(step: LockNodesInput, *, ledger: Ledger, lock_ttl: timedelta, now: datetime) -> LockResult:

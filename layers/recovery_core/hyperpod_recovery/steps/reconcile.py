@@ -20,7 +20,7 @@ from hyperpod_recovery.domain.reconcile import UNRECORDED_ENDS, UNRECORDED_OUTCO
 from hyperpod_recovery.models.events import ExecutionStatusDetail
 from hyperpod_recovery.models.records import RecoveryLogEntry
 from hyperpod_recovery.observability import logger
-from hyperpod_recovery.steps.ports import ExecutionHistory, Ledger, Notifier
+from hyperpod_recovery.ports import ExecutionHistory, Ledger, Notifier
 from hyperpod_recovery.steps.replace import REBOOT_MARK
 from hyperpod_recovery.steps.settle import settle_holdings
 

@@ -10,7 +10,7 @@ from hyperpod_recovery.domain.notification import notification
 from hyperpod_recovery.domain.outcome import build_incident_record, decide_outcome, summarize
 from hyperpod_recovery.models.records import RecoveryLogEntry
 from hyperpod_recovery.models.workflow import OutcomeResult, RecordOutcomeInput
-from hyperpod_recovery.steps.ports import Ledger, Notifier
+from hyperpod_recovery.ports import Ledger, Notifier
 from hyperpod_recovery.steps.settle import settle_holdings
 
 

@@ -11,7 +11,7 @@ from hyperpod_recovery.domain.replace import classify_replacements, merge_outcom
 from hyperpod_recovery.models.cluster import BatchOutcome
 from hyperpod_recovery.models.workflow import CheckRejoinInput, RejoinWatch, Replacement, ReplaceNodesInput
 from hyperpod_recovery.observability import logger
-from hyperpod_recovery.steps.ports import Cluster, Ledger
+from hyperpod_recovery.ports import Cluster, Ledger
 
 REBOOT_MARK = "reboot:"  # ledger marks: "<id>" replace started, "reboot:<id>" reboot started
 

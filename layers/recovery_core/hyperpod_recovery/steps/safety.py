@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from hyperpod_recovery.domain.safety import SafetyPolicy, apply_safety_policy
 from hyperpod_recovery.models.workflow import ApplySafetyPolicyInput, Assessment, SafetyState, SkippedNode
 from hyperpod_recovery.observability import logger
-from hyperpod_recovery.steps.ports import Ledger
+from hyperpod_recovery.ports import Ledger
 
 
 def apply_safety(

@@ -12,7 +12,7 @@ from collections.abc import Collection
 from datetime import datetime
 
 from hyperpod_recovery.models.records import Holdings
-from hyperpod_recovery.steps.ports import Ledger
+from hyperpod_recovery.ports import Ledger
 
 
 def settle_holdings(

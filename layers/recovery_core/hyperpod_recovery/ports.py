@@ -1,0 +1,153 @@
+"""Every port: what the steps and the domain need from the world outside, one Protocol per system.
+
+Real adapters live in adapters/ (one module per AWS service or outside system, each turning its SDK's
+errors into ours, errors.py); in-memory fakes with the same interface live in tests/fakes.py, and
+tests/contract/ holds both to the same expectations.
+
+| port            | outside system                         | adapter                                     |
+|-----------------|----------------------------------------|---------------------------------------------|
+| Cluster         | SageMaker HyperPod                     | adapters/hyperpod.py HyperPodCluster        |
+| Ledger          | DynamoDB                               | adapters/ledger.py DynamoLedger             |
+| Orchestrator    | the cluster's scheduler (Slurm today)  | adapters/slurm_agent.py SlurmAgentOrchestrator |
+| Notifier        | SNS                                    | adapters/notifier.py SnsNotifier            |
+| Workflows       | Step Functions                         | adapters/stepfunctions.py StepFunctions     |
+| ExecutionHistory| Step Functions                         | adapters/stepfunctions.py StepFunctions     |
+| DeadLetterSink  | SQS                                    | adapters/sqs.py DeadLetterQueue             |
+| CheckpointReader, CheckpointWriter | S3                  | adapters/checkpoints.py S3CheckpointStore   |
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Literal, Protocol
+
+from hyperpod_recovery.models.cluster import BatchOutcome, ClusterInfo, ClusterNode
+from hyperpod_recovery.models.commands import CommandEnvelope, CommandReply, JobSpec
+from hyperpod_recovery.models.job_recovery import RestartEntry
+from hyperpod_recovery.models.records import BreakerState, Holdings, IncidentRecord, LockOutcome, RecoveryLogEntry, ResubmissionClaim
+
+
+class Cluster(Protocol):
+    """The HyperPod cluster the stack guards (control plane: nodes, replace, reboot)."""
+
+    def describe(self) -> ClusterInfo: ...
+    def list_nodes(self) -> list[ClusterNode]: ...
+    def replace_nodes(self, node_ids: list[str]) -> BatchOutcome: ...
+    def reboot_nodes(self, node_ids: list[str]) -> BatchOutcome: ...
+
+
+class Ledger(Protocol):
+    """What recoveries hold and remember: locks, claims, capacity, breaker, records (one table)."""
+
+    def acquire_locks(self, incident_id: str, cluster: str, node_ids: list[str], now: datetime, ttl: timedelta) -> LockOutcome: ...
+    def lock_holders(self, cluster: str, node_ids: list[str], now: datetime) -> dict[str, str]: ...
+    def release_locks(self, incident_id: str, cluster: str, node_ids: list[str], hold_until: datetime | None) -> None: ...
+    def replacements_initiated(self, incident_id: str) -> set[str]: ...
+    def mark_replacements_initiated(self, incident_id: str, node_ids: list[str], now: datetime) -> None: ...
+    def claim_resubmission(self, cluster: str, job_id: str, incident_id: str, now: datetime, ttl: timedelta) -> ResubmissionClaim: ...
+    def complete_resubmission(self, cluster: str, job_id: str, incident_id: str, new_job_id: str) -> None: ...
+    def release_resubmission(self, cluster: str, job_id: str, incident_id: str) -> None: ...
+    def resubmission_claim(self, cluster: str, job_id: str) -> ResubmissionClaim | None: ...
+    def lineage_root(self, cluster: str, job_id: str) -> str | None: ...
+    def restart_history(self, cluster: str, root: str) -> list[RestartEntry]: ...
+    def record_restart(self, cluster: str, root: str, entry: RestartEntry) -> None: ...
+    def nodes_in_recovery(self, cluster: str, now: datetime) -> set[str]: ...
+    def reserve_capacity(
+        self, cluster: str, incident_id: str, node_ids: list[str], limit: int, now: datetime, ttl: timedelta, hostnames: Sequence[str] = ()
+    ) -> bool: ...
+    def release_capacity(self, cluster: str, incident_id: str, node_ids: list[str], now: datetime) -> None: ...
+    def hold_capacity_until(self, cluster: str, incident_id: str, node_ids: list[str], until: datetime, now: datetime) -> None: ...
+    def holdings(self, incident_id: str) -> Holdings | None: ...
+    def save_jobs(self, incident_id: str, jobs: list[JobSpec], now: datetime) -> None: ...
+    def jobs_of(self, incident_id: str) -> list[JobSpec] | None: ...
+    def breaker(self, cluster: str) -> BreakerState: ...
+    def save_breaker(self, cluster: str, breaker: BreakerState) -> None: ...
+    def recovery_log(self, cluster: str) -> list[RecoveryLogEntry]: ...
+    def log_recovery(self, cluster: str, entry: RecoveryLogEntry, keep_seconds: int) -> None: ...
+    def save_incident(self, record: IncidentRecord) -> None: ...
+    def get_incident(self, incident_id: str) -> IncidentRecord | None: ...
+
+
+class Orchestrator(Protocol):
+    """The cluster's scheduler: cordon, list jobs on nodes, resume, resubmit, read node states.
+
+    A command is typed (models/commands.py) and carries the waiting Step Functions task's token;
+    the state completes when someone answers that token. ``dispatch`` hands the command to whoever
+    carries it out (on Slurm, the controller agent, which answers itself); ``answer`` completes a
+    task here, with no command carried out (a dry run, a command already done, nothing to ask).
+    Another orchestrator implements the same two calls (and may carry a command out and answer at
+    once), so the state machines never change with it.
+    """
+
+    def dispatch(self, envelope: CommandEnvelope) -> None: ...
+    def answer(self, task_token: str, reply: CommandReply[Any]) -> None: ...
+
+
+class Notifier(Protocol):
+    def publish(self, subject: str, body: str, attributes: dict[str, str]) -> None: ...
+
+
+Workflow = Literal["node", "job"]
+
+
+class Workflows(Protocol):
+    """The stack's state machines: start one recovery, named so that a duplicate is turned away."""
+
+    def start(self, name: str, payload: str, workflow: Workflow = "node") -> Literal["started", "already_exists"]: ...
+
+
+class ExecutionHistory(Protocol):
+    def states_entered(self, execution_arn: str) -> list[tuple[str, datetime]] | None: ...
+
+
+class DeadLetterSink(Protocol):
+    def send(self, body: str, reason: str, message_id: str) -> None: ...
+
+
+# --- S3, for checkpoint discovery (domain/checkpoints.py) and commit (domain/checkpoint_commit.py) ---
+LIST_PAGE_MAX = 1000  # ListObjectsV2's largest page
+
+
+@dataclass(frozen=True)
+class Listing:
+    """One ListObjectsV2 page: full keys with sizes, and common prefixes (folders), each in key order."""
+
+    objects: list[tuple[str, int]]
+    folders: list[str]
+    truncated: bool
+    next_token: str | None = None
+
+
+class CheckpointReader(Protocol):
+    def get(self, bucket: str, key: str, max_bytes: int) -> bytes | None:
+        """One GetObject of at most the first ``max_bytes``; None when the key does not exist."""
+        ...
+
+    def size(self, bucket: str, key: str) -> int | None:
+        """One HeadObject: the object's size, or None when it does not exist."""
+        ...
+
+    def list(
+        self,
+        bucket: str,
+        prefix: str,
+        *,
+        delimiter: str | None = None,
+        start_after: str | None = None,
+        token: str | None = None,
+        max_keys: int = LIST_PAGE_MAX,
+    ) -> Listing:
+        """One ListObjectsV2 call."""
+        ...
+
+
+class CheckpointWriter(CheckpointReader, Protocol):
+    def get_with_etag(self, bucket: str, key: str, max_bytes: int) -> tuple[bytes, str] | None: ...
+
+    def put(self, bucket: str, key: str, body: bytes, *, if_match: str | None = None, if_none_match: bool = False) -> None:
+        """Raises CheckpointWriteConflict when the condition fails."""
+        ...
+
+    def sha256(self, bucket: str, key: str) -> str | None: ...

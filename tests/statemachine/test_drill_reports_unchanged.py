@@ -1,0 +1,36 @@
+"""Every simulated drill reports what its golden report says (tests/golden/drills/, sandbox/golden.py).
+
+A change meant to keep behaviour (a refactor, a speed-up) must leave every drill's outcome, timeline,
+resubmissions, notifications, metrics and API calls as they were. A change meant to alter them
+rewrites the golden reports (`make golden`) and shows the difference in review.
+"""
+
+from __future__ import annotations
+
+import difflib
+
+import pytest
+
+from sandbox.golden import comparable_report, golden_report, golden_text, scenarios
+
+pytestmark = pytest.mark.sandbox
+
+
+@pytest.mark.parametrize("scenario", scenarios())
+def test_the_drill_reports_what_its_golden_report_says(scenario: str) -> None:
+    # Given the drill's golden report
+    expected = golden_report(scenario)
+    assert expected is not None, f"no golden report for {scenario}: make golden (python tools/golden_reports.py {scenario})"
+    # When the drill runs now
+    actual = comparable_report(scenario)
+    # Then every field is as it was
+    changed = sorted(field for field in expected.keys() | actual.keys() if expected.get(field) != actual.get(field))
+    if changed:
+        diff = difflib.unified_diff(golden_text(expected).splitlines(), golden_text(actual).splitlines(), "golden", "now", lineterm="", n=2)
+        pytest.fail(f"{scenario}: fields changed: {', '.join(changed)}\n" + "\n".join(list(diff)[:80]))
+
+
+def test_every_golden_report_belongs_to_a_drill() -> None:
+    from sandbox.golden import GOLDEN
+
+    assert sorted(path.stem for path in GOLDEN.glob("*.json")) == scenarios()
