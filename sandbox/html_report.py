@@ -13,9 +13,10 @@ from html import escape
 from typing import Any
 
 from hyperpod_recovery.domain.durations import format_duration, offset_text
+from hyperpod_recovery.vocabulary import Outcome, PhaseName
 from sandbox.report import format_time_split
 
-PHASE_COLORS = {
+PHASE_COLORS: dict[PhaseName, str] = {
     "detect": "#9467bd",
     "assess": "#8c564b",
     "inspect": "#8c564b",
@@ -30,14 +31,17 @@ PHASE_COLORS = {
     "backoff": "#c7c7c7",
     "resubmit": "#e377c2",
     "record": "#7f7f7f",
-}
-OUTCOME_COLORS = {
+}  # "other" (a state no phase names) is drawn grey and left out of the legend
+OUTCOME_COLORS: dict[Outcome, str] = {
     "recovered": "#2ca02c",
     "escalated": "#d62728",
     "capped": "#ff7f0e",
     "duplicate": "#7f7f7f",
     "rejected": "#bcbd22",
     "dry_run": "#17becf",
+    "stale": "#bcbd22",
+    "aborted": "#d62728",
+    "failed": "#d62728",
 }
 WIDTH, LABEL, MARGIN, ROW, GAP = 960, 170, 90, 20, 6
 NICE_STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 14400, 43200, 86400)

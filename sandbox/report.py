@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from hyperpod_recovery.adapters.ledger import DynamoLedger
 from hyperpod_recovery.domain.durations import format_duration
 from hyperpod_recovery.models.records import IncidentRecord
+from hyperpod_recovery.vocabulary import ORCHESTRATOR_PHASES
 from sandbox.aws import RETRY_BACKOFF
 from sandbox.clock import EPOCH
 from sandbox.real_slurm import RealController
@@ -33,9 +34,9 @@ if TYPE_CHECKING:
 # 2: virtual time no longer counts handler work, and the time split has named waits: version 1's
 # pipeline overhead is not comparable.
 REPORT_VERSION = 2
-# Phases spent waiting on the controller agent: its commands (a job's inspect is Capture Job Spec
-# and Check Job Nodes; the Lambda steps around them take no virtual time in a drill).
-AGENT_PHASES = ("cordon", "find_jobs", "resume", "resubmit", "inspect")
+# Phases spent waiting on the controller agent: its commands (the Lambda steps around them take no
+# virtual time in a drill).
+AGENT_PHASES = ORCHESTRATOR_PHASES
 
 
 def _seconds(moment: datetime | None, epoch: datetime = EPOCH) -> float | None:

@@ -35,7 +35,7 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import ValidationError
 
-from hyperpod_recovery.errors import ControllerUnavailable, InvalidCommand, JobSpecUnavailable, NodeNotFound
+from hyperpod_recovery.errors import ControllerAgentError, ControllerUnavailable, InvalidCommand, JobSpecUnavailable, NodeNotFound
 from hyperpod_recovery.models.commands import CommandEnvelope
 from hyperpod_recovery.models.common import format_validation_error
 from hyperpod_recovery_agent.config import RetryPolicy
@@ -184,7 +184,9 @@ class Agent:
                 return self._finish(envelope, receipt, outcome)
             except Exception as exc:  # a bug or a Slurm output we do not understand: answer, never loop on it
                 log.exception("command %s failed unexpectedly", envelope.command_id)
-                outcome = Outcome(envelope.command_id, command_type, "failed", "ControllerAgentError", f"{type(exc).__name__}: {exc}")
+                outcome = Outcome(
+                    envelope.command_id, command_type, "failed", ControllerAgentError.__name__, f"{type(exc).__name__}: {exc}"
+                )
                 return self._finish(envelope, receipt, outcome)
         output = reply.model_dump_json()
         self.journal.put(envelope.command_id, output)

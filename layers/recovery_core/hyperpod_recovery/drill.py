@@ -31,6 +31,7 @@ from typing import Any, TextIO
 from hyperpod_recovery.domain.durations import format_duration, offset_text
 from hyperpod_recovery.domain.phases import PHASE_OF_STATE
 from hyperpod_recovery.stack import NotOurStack, read_stack
+from hyperpod_recovery.vocabulary import PhaseName
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 NODE_REF = re.compile(r"^(?P<group>[A-Za-z0-9-]+):(?P<index>[0-9]+)$")
@@ -61,7 +62,7 @@ class Targets:
 
 @dataclass
 class Phase:
-    name: str
+    name: PhaseName
     start: float  # seconds since the execution started
     end: float
 

@@ -6,11 +6,13 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
+from hyperpod_recovery import errors
 from hyperpod_recovery.domain.job_failure import job_nodes, nodes_text
 from hyperpod_recovery.domain.outcome import CAUSE_LIMIT, error_message
 from hyperpod_recovery.models.job_recovery import JobWorkflowState, RecordJobOutcomeInput
 from hyperpod_recovery.models.records import IncidentRecord, Phase, Resubmission, TimelineEntry
-from hyperpod_recovery.models.workflow import Outcome, OutcomeResult
+from hyperpod_recovery.models.workflow import OutcomeResult
+from hyperpod_recovery.vocabulary import Outcome, PhaseName, error_name
 
 
 def _child_failure(cause: str | None) -> tuple[str, str] | None:
@@ -37,7 +39,7 @@ def decide_job_outcome(step: RecordJobOutcomeInput) -> tuple[Outcome, str | None
         if error == "States.TaskFailed" and step.error is not None:
             child = _child_failure(step.error.Cause)
             if child is not None:
-                return "escalated", "NodeRecoveryEscalated", child[1][:CAUSE_LIMIT]
+                return "escalated", error_name(errors.NodeRecoveryEscalated), child[1][:CAUSE_LIMIT]
         if error == "States.Timeout":
             cause = f"no answer from the controller agent before the timeout. {cause}".strip()
         return step.disposition, error, cause
@@ -47,7 +49,7 @@ def decide_job_outcome(step: RecordJobOutcomeInput) -> tuple[Outcome, str | None
         return "duplicate", None, None
     restart = state.restart
     if restart is not None and restart.action == "capped":
-        return "capped", "CircuitBreakerOpen", restart.reason
+        return "capped", error_name(errors.CircuitBreakerOpen), restart.reason
     if restart is not None and restart.action == "left_alone":
         return "duplicate", None, None
     if restart is not None and restart.action == "resubmitted_by_node_recovery":
@@ -179,13 +181,13 @@ def build_job_phases(state: JobWorkflowState, recorded_at: datetime) -> list[Pha
     phases: list[Phase] = []
     cursor: datetime | None = None
 
-    def add(name: str, end: datetime | None) -> None:
+    def add(name: PhaseName, end: datetime | None) -> None:
         nonlocal cursor
         if cursor is not None and end is not None and end >= cursor:
             phases.append(Phase(name=name, start=cursor, end=end))
             cursor = end
 
-    def step(name: str, end: datetime | None) -> bool:
+    def step(name: PhaseName, end: datetime | None) -> bool:
         """The step's phase; False when it had not ended when the workflow did (it ends there)."""
         add(name, recorded_at if end is None else end)
         return end is not None

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from hyperpod_recovery import errors
 from hyperpod_recovery.domain.durations import offset_text
 from hyperpod_recovery.models.records import IncidentRecord, TimelineEntry
+from hyperpod_recovery.vocabulary import Outcome, error_name
 
 SUBJECT_LIMIT = 100  # SNS: at most 100 printable ASCII characters
 FAULT_EVENTS = ("fault detected", "job failed", "recovery requested")
 
-HEADLINES = {
+HEADLINES: dict[Outcome, str] = {
     "recovered": "RECOVERED - no action needed.",
     "dry_run": "DRY RUN - nothing was changed.",
     "duplicate": "ALREADY HANDLED - no action needed.",
@@ -29,86 +31,90 @@ HEADLINES = {
 }
 
 # What the human does, per error name (the ASL error = our exception class name).
-NEXT_STEPS = {
-    "ProtectedNodeUnhealthy": (
+_NEXT_STEP_OF: dict[type[errors.RecoveryError], str] = {
+    errors.ProtectedNodeUnhealthy: (
         "A controller or login node is unhealthy; the pipeline never replaces those. Handle it yourself "
         "(HyperPod cannot replace a Slurm controller). Worker nodes in the same incident were recovered."
     ),
-    "ReplaceNotInitiated": (
+    errors.ReplaceNotInitiated: (
         "HyperPod did not start a replacement (the cause gives its error code). Fix that (capacity, quota, instance "
         "state), then replace the node by hand or start a recovery with "
         "`hyperpod-recovery drill --stack <stack> --node <id> --live --yes`. The node stays drained."
     ),
-    "RejoinDeadlineExceeded": (
+    errors.RejoinDeadlineExceeded: (
         "The replacement did not come back before the deadline, or could not be told apart from other new nodes (the "
         "cause lists the new nodes seen in its instance group). Check the node in the HyperPod console "
         "(ListClusterNodes) and the cluster's events; jobs were not resubmitted. When the node is back, resume it "
         "(`scontrol update nodename=<node> state=resume`) and resubmit the job from `hyperpod-recovery checkpoint latest`."
     ),
-    "NoVerifiedCheckpoint": (
+    errors.NoVerifiedCheckpoint: (
         "The job has no checkpoint that verifies complete, so it was not resubmitted. Run "
         "`hyperpod-recovery checkpoint latest s3://... --json` to see why each step was rejected, then restart the job "
         "yourself (its spec is in the incident record)."
     ),
+    errors.CrashLoopDetected: (
+        "The job failed again without its checkpoint moving forward. Fix the job (code, data, or a poisoned checkpoint: "
+        "`hyperpod-recovery checkpoint verify`), then resubmit it."
+    ),
+    errors.RestartBudgetExhausted: (
+        "The job used its restart budget on application failures. Read its logs; resubmit it by hand, or raise "
+        "JobRestartBudget if the failures are expected."
+    ),
+    errors.NodeRecoveryEscalated: (
+        "The recovery of the job's nodes escalated; its own notification says why. Handle that first, then resubmit the job."
+    ),
+    errors.NodeRecoveryNotFinished: (
+        "The incident holding the job's nodes did not finish in time. Look at it; resubmit the job when its nodes are back."
+    ),
+    errors.JobSpecUnavailable: "slurmctld no longer knows the job, so there is no batch script to resubmit. Resubmit it yourself.",
+    errors.RepeatOffender: (
+        "This host was recovered too often this week and was not replaced again: replacing it would loop. Look at its "
+        "hardware history (rack, cable, switch port); release its lock when handled."
+    ),
+    errors.ClusterCapReached: (
+        "Too much of the cluster is in recovery at once. Wait for the running recoveries, or treat this as a wider "
+        "outage (rack, network, AZ) and recover by hand."
+    ),
+    errors.CircuitBreakerOpen: (
+        "Automation is paused for this cluster after too many recoveries or failures. Find out why, then "
+        "`hyperpod-recovery breaker reset --cluster <cluster> --table <ledger table> --reason '...'` re-enables it."
+    ),
+    errors.UnsupportedOrchestrator: "This release recovers Slurm-orchestrated clusters only; recover this node by hand.",
+    errors.StaleEvent: (
+        "The event was replayed, redriven or held in a backlog (or a clock is wrong). Check whether the node is "
+        "still unhealthy (HyperPod console, `sinfo -R`); if it is, start a recovery by hand with "
+        "`hyperpod-recovery drill --stack <stack> --node <id> --live --yes`."
+    ),
+    errors.ResubmitFailed: (
+        "Some jobs were resubmitted and some were not: the summary names both. Do not restart the resubmitted ones again; "
+        "resubmit the others by hand from `hyperpod-recovery checkpoint latest`."
+    ),
+    errors.TooManyJobs: (
+        "More jobs ran on these nodes than one incident carries; the ones past the limit were not resubmitted. "
+        "`squeue -w <node>` lists them; restart them by hand from `hyperpod-recovery checkpoint latest`."
+    ),
+    errors.NodeRoleUnknown: (
+        "The pipeline cannot tell controller and login nodes from compute nodes on this cluster. Set the stack's "
+        "ControllerGroups and LoginGroups parameters to match DescribeCluster, then start a recovery by hand."
+    ),
+    errors.ExecutionAborted: (
+        "Someone stopped the recovery (StopExecution). Its cap places and job claims were released; check the node and "
+        "the jobs in the timeline, and finish by hand what the recovery had started."
+    ),
+    errors.ExecutionFailed: (
+        "The recovery died (an error past its retries, a timeout, a state too large). Its cap places and job claims were "
+        "released; the timeline shows how far it got. Finish by hand, and report the error."
+    ),
+}
+# Step Functions' own error names (a task's TimeoutSeconds), which no class of ours stands for.
+_NEXT_STEP_OF_STATES_ERROR = {
     "States.Timeout": (
         "The controller agent on the head node did not answer in time. Check it: `systemctl status "
         "hyperpod-recovery-agent` and `hyperpod-recovery-agent check`; the CommandQueueBacklog alarm says whether "
         "commands are piling up."
     ),
-    "CrashLoopDetected": (
-        "The job failed again without its checkpoint moving forward. Fix the job (code, data, or a poisoned checkpoint: "
-        "`hyperpod-recovery checkpoint verify`), then resubmit it."
-    ),
-    "RestartBudgetExhausted": (
-        "The job used its restart budget on application failures. Read its logs; resubmit it by hand, or raise "
-        "JobRestartBudget if the failures are expected."
-    ),
-    "NodeRecoveryEscalated": (
-        "The recovery of the job's nodes escalated; its own notification says why. Handle that first, then resubmit the job."
-    ),
-    "NodeRecoveryNotFinished": (
-        "The incident holding the job's nodes did not finish in time. Look at it; resubmit the job when its nodes are back."
-    ),
-    "JobSpecUnavailable": "slurmctld no longer knows the job, so there is no batch script to resubmit. Resubmit it yourself.",
-    "RepeatOffender": (
-        "This host was recovered too often this week and was not replaced again: replacing it would loop. Look at its "
-        "hardware history (rack, cable, switch port); release its lock when handled."
-    ),
-    "ClusterCapReached": (
-        "Too much of the cluster is in recovery at once. Wait for the running recoveries, or treat this as a wider "
-        "outage (rack, network, AZ) and recover by hand."
-    ),
-    "CircuitBreakerOpen": (
-        "Automation is paused for this cluster after too many recoveries or failures. Find out why, then "
-        "`hyperpod-recovery breaker reset --cluster <cluster> --table <ledger table> --reason '...'` re-enables it."
-    ),
-    "UnsupportedOrchestrator": "This release recovers Slurm-orchestrated clusters only; recover this node by hand.",
-    "StaleEvent": (
-        "The event was replayed, redriven or held in a backlog (or a clock is wrong). Check whether the node is "
-        "still unhealthy (HyperPod console, `sinfo -R`); if it is, start a recovery by hand with "
-        "`hyperpod-recovery drill --stack <stack> --node <id> --live --yes`."
-    ),
-    "ResubmitFailed": (
-        "Some jobs were resubmitted and some were not: the summary names both. Do not restart the resubmitted ones again; "
-        "resubmit the others by hand from `hyperpod-recovery checkpoint latest`."
-    ),
-    "TooManyJobs": (
-        "More jobs ran on these nodes than one incident carries; the ones past the limit were not resubmitted. "
-        "`squeue -w <node>` lists them; restart them by hand from `hyperpod-recovery checkpoint latest`."
-    ),
-    "NodeRoleUnknown": (
-        "The pipeline cannot tell controller and login nodes from compute nodes on this cluster. Set the stack's "
-        "ControllerGroups and LoginGroups parameters to match DescribeCluster, then start a recovery by hand."
-    ),
-    "ExecutionAborted": (
-        "Someone stopped the recovery (StopExecution). Its cap places and job claims were released; check the node and "
-        "the jobs in the timeline, and finish by hand what the recovery had started."
-    ),
-    "ExecutionFailed": (
-        "The recovery died (an error past its retries, a timeout, a state too large). Its cap places and job claims were "
-        "released; the timeline shows how far it got. Finish by hand, and report the error."
-    ),
 }
+NEXT_STEPS = {error_name(error): text for error, text in _NEXT_STEP_OF.items()} | _NEXT_STEP_OF_STATES_ERROR
 GENERIC_NEXT_STEP = "Read the error and the timeline below; docs/runbook.md (Escalations) says what each error means."
 
 
@@ -151,7 +157,8 @@ def next_step(record: IncidentRecord, hold_until: datetime | None) -> str:
     if record.outcome == "rejected":
         return "Nothing to do unless this was unexpected: the cause says what was wrong with the event or request."
     if record.outcome in ("aborted", "failed") and (record.error or "") not in NEXT_STEPS:
-        record = record.model_copy(update={"error": "ExecutionAborted" if record.outcome == "aborted" else "ExecutionFailed"})
+        ended = errors.ExecutionAborted if record.outcome == "aborted" else errors.ExecutionFailed
+        record = record.model_copy(update={"error": error_name(ended)})
     advice = NEXT_STEPS.get(record.error or "", GENERIC_NEXT_STEP).replace("<cluster>", record.cluster)
     if record.hostnames:  # a command the human can paste: Slurm takes a comma-separated node list
         advice = advice.replace("<node>", ",".join(record.hostnames))

@@ -7,13 +7,15 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
+from hyperpod_recovery import errors
 from hyperpod_recovery.domain.job_failure import nodes_text
 from hyperpod_recovery.domain.rejoin import rejoin_text, renamed_text
 from hyperpod_recovery.models.commands import CommandReply, ResubmitResult
 from hyperpod_recovery.models.common import MAX_JOBS_PER_INCIDENT
 from hyperpod_recovery.models.records import IncidentRecord, Phase, Resubmission, TimelineEntry
 from hyperpod_recovery.models.requests import Trigger
-from hyperpod_recovery.models.workflow import Outcome, OutcomeResult, RecordOutcomeInput, WorkflowState
+from hyperpod_recovery.models.workflow import OutcomeResult, RecordOutcomeInput, WorkflowState
+from hyperpod_recovery.vocabulary import Outcome, PhaseName, error_name
 
 CAUSE_LIMIT = 4000
 
@@ -63,29 +65,35 @@ def decide_outcome(step: RecordOutcomeInput) -> tuple[Outcome, str | None, str |
             return "capped", safety.error, safety.reason
         protected = [s for s in state.assessment.skipped if s.reason in ("controller", "login", "unknown_role")]
         offenders = [s for s in state.assessment.skipped if s.reason == "repeat_offender"]
-        problems += [("ProtectedNodeUnhealthy", f"{s.node_id}: {s.detail}") for s in protected]
-        problems += [("RepeatOffender", f"{s.node_id}: {s.detail}") for s in offenders]
+        problems += [(error_name(errors.ProtectedNodeUnhealthy), f"{s.node_id}: {s.detail}") for s in protected]
+        problems += [(error_name(errors.RepeatOffender), f"{s.node_id}: {s.detail}") for s in offenders]
         if not state.assessment.proceed and not protected and not offenders:
             if state.assessment.skipped and all(s.reason == "locked_elsewhere" for s in state.assessment.skipped):
                 return "duplicate", None, None  # every node joins a recovery already under way
             reasons = "; ".join(f"{s.node_id}: {s.detail}" for s in state.assessment.skipped)
-            return "rejected", "NoActionableNodes", f"nothing to recover: {reasons}"
+            return "rejected", error_name(errors.NoActionableNodes), f"nothing to recover: {reasons}"
     if state.replacement is not None:
         problems += [
-            ("ReplaceNotInitiated", f"{f.node_id}: replace failed ({f.error_code}: {f.message})") for f in state.replacement.failed
+            (error_name(errors.ReplaceNotInitiated), f"{f.node_id}: replace failed ({f.error_code}: {f.message})")
+            for f in state.replacement.failed
         ]
     if state.checkpoints is not None:
-        problems += [("NoVerifiedCheckpoint", f"job {j.job_id} ({j.name}): {j.reason}") for j in state.checkpoints.unresumable]
+        problems += [
+            (error_name(errors.NoVerifiedCheckpoint), f"job {j.job_id} ({j.name}): {j.reason}") for j in state.checkpoints.unresumable
+        ]
     if state.checkpoints is not None and state.checkpoints.jobs_omitted:
         problems.append(
             (
-                "TooManyJobs",
+                error_name(errors.TooManyJobs),
                 f"{state.checkpoints.jobs_omitted} more job(s) ran on these nodes than one incident carries "
                 f"({MAX_JOBS_PER_INCIDENT}): they were not resubmitted",
             )
         )
     problems += [
-        ("ResubmitFailed", f"job {f.job_id} was not resubmitted ({f.failure.Error}: {error_message(f.failure.Cause)[:300]})")
+        (
+            error_name(errors.ResubmitFailed),
+            f"job {f.job_id} was not resubmitted ({f.failure.Error}: {error_message(f.failure.Cause)[:300]})",
+        )
         for f in state.resubmit_failures
     ]
     if problems:
@@ -195,7 +203,7 @@ def build_phases(state: WorkflowState, recorded_at: datetime) -> list[Phase]:
     """
     phases: list[Phase] = []
 
-    def add(name: str, start: datetime | None, end: datetime | None) -> None:
+    def add(name: PhaseName, start: datetime | None, end: datetime | None) -> None:
         if start is not None and end is not None and end >= start:
             phases.append(Phase(name=name, start=start, end=end))
 
@@ -226,7 +234,7 @@ def build_phases(state: WorkflowState, recorded_at: datetime) -> list[Phase]:
     elif state.replies:
         add("resubmit", min(r.requested_at for r in state.replies), max(r.completed_at for r in state.replies))
     # The step still running when the workflow ended: the first one its results called for and did not get.
-    in_flight: str | None = None
+    in_flight: PhaseName | None = None
     if lock is None or (lock.proceed and (assessment is None or (assessment.proceed and safety is None))):
         in_flight = "assess"
     elif not lock.proceed or assessment is None or not assessment.proceed:

@@ -11,11 +11,12 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from hyperpod_recovery.models.records import Phase
+from hyperpod_recovery.vocabulary import PhaseName
 
 # Which phase of an incident each state belongs to: the drill report's phases (docs/runbook.md,
 # Running a drill) and the phases Reconcile Execution reads back from an execution's history.
 # tests/contract/test_observability.py checks every state of both workflows is named here.
-PHASE_OF_STATE = {
+PHASE_OF_STATE: dict[str, PhaseName] = {
     # NodeRecovery
     "Receive Request": "assess",
     "Validate Request": "assess",

@@ -16,11 +16,13 @@ from typing import Literal
 
 from pydantic import ValidationError
 
+from hyperpod_recovery import errors
 from hyperpod_recovery.domain.outcome import CAUSE_LIMIT, error_message, trigger_text
 from hyperpod_recovery.domain.phases import phases_from_states
 from hyperpod_recovery.models.events import ExecutionStatusDetail
 from hyperpod_recovery.models.records import Holdings, IncidentRecord, Phase, TimelineEntry
 from hyperpod_recovery.models.requests import JobRecoveryRequest, RecoveryRequest
+from hyperpod_recovery.vocabulary import error_name
 
 UNRECORDED_ENDS = ("FAILED", "TIMED_OUT", "ABORTED")
 UNRECORDED_OUTCOMES = ("aborted", "failed")  # the outcomes only Reconcile Execution records
@@ -108,7 +110,7 @@ def unrecorded_end_record(
 ) -> IncidentRecord:
     """The incident record of an execution that ended ``aborted``/``failed`` before recording."""
     request = end.request
-    error = end.error or ("ExecutionAborted" if end.outcome == "aborted" else "ExecutionFailed")
+    error = end.error or error_name(errors.ExecutionAborted if end.outcome == "aborted" else errors.ExecutionFailed)
     how = {"ABORTED": "was stopped", "TIMED_OUT": "timed out", "FAILED": "failed"}[end.status]
     when = f" at {end.stopped_at:%H:%M:%S} UTC" if end.stopped_at else ""
     where = f" in {end.last_state}" if end.last_state else ""

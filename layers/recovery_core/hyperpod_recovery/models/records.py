@@ -9,7 +9,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from hyperpod_recovery.models.common import Timestamp
-from hyperpod_recovery.models.workflow import Outcome
+from hyperpod_recovery.vocabulary import Outcome, PhaseName
 
 
 class TimelineEntry(BaseModel):
@@ -21,7 +21,7 @@ class TimelineEntry(BaseModel):
 
 class Phase(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    name: str  # detect, lock, assess, cordon, find_jobs, replace, wait_for_rejoin, ...
+    name: PhaseName
     start: Timestamp
     end: Timestamp
 

@@ -33,11 +33,7 @@ from hyperpod_recovery.models.common import (
     format_validation_error,
 )
 from hyperpod_recovery.models.requests import JobRecoveryRequest, RecoveryRequest
-
-# How an incident ended. stale: its signals were too old (or from the future) to act on without a
-# human; aborted / failed: the execution was stopped, timed out or crashed before Record Outcome,
-# and Reconcile Execution recorded it.
-Outcome = Literal["recovered", "escalated", "duplicate", "rejected", "capped", "dry_run", "stale", "aborted", "failed"]
+from hyperpod_recovery.vocabulary import Outcome
 
 
 class _Result(BaseModel):

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from hyperpod_recovery import errors
 from hyperpod_recovery.domain.safety import SafetyPolicy, apply_safety_policy
 from hyperpod_recovery.models.workflow import ApplySafetyPolicyInput, Assessment, SafetyState, SkippedNode
 from hyperpod_recovery.observability import logger
 from hyperpod_recovery.ports import Ledger
+from hyperpod_recovery.vocabulary import error_name
 
 
 def apply_safety(
@@ -40,7 +42,12 @@ def apply_safety(
     if safety.reserved and not reserved:
         # Another incident took the last room between our read and our write.
         capped = safety.model_copy(
-            update={"capped": True, "error": "ClusterCapReached", "reason": f"the cap of {safety.limit} nodes filled up", "reserved": []}
+            update={
+                "capped": True,
+                "error": error_name(errors.ClusterCapReached),
+                "reason": f"the cap of {safety.limit} nodes filled up",
+                "reserved": [],
+            }
         )
         return assessment.model_copy(update={"safety": capped, "proceed": False})
     if safety.capped:

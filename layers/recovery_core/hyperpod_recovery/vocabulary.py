@@ -1,0 +1,51 @@
+"""The incident vocabulary, defined once: outcomes, phases and the error names records carry.
+
+The record (domain/outcome.py, domain/job_outcome.py), the phases read back from an execution's
+history (domain/phases.py), the metrics (domain/durations.py), the drill CLI (drill.py), the sandbox
+report and its HTML page all use these types, so a misspelt phase or outcome fails mypy (and
+pydantic, for a record read back), and tests/contract/test_vocabulary.py checks that every reader
+knows every value (a colour for each phase and outcome in the HTML report, for instance).
+"""
+
+from __future__ import annotations
+
+from typing import Literal, get_args
+
+from hyperpod_recovery import errors
+
+# How an incident ended. stale: its signals were too old (or from the future) to act on without a
+# human; aborted / failed: the execution was stopped, timed out or crashed before Record Outcome,
+# and Reconcile Execution recorded it.
+Outcome = Literal["recovered", "escalated", "duplicate", "rejected", "capped", "dry_run", "stale", "aborted", "failed"]
+OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
+
+# The phases of an incident, in the order they happen. NodeRecovery: detect, assess, cordon,
+# find_jobs, replace, wait_for_rejoin, resume, find_checkpoint, resubmit, record. JobRecovery:
+# detect, inspect, recover_nodes or wait_other_recovery, find_checkpoint, backoff, resubmit,
+# record. ``other``: a state no phase names (read back from a history; never recorded by a step).
+PhaseName = Literal[
+    "detect",
+    "assess",
+    "inspect",
+    "cordon",
+    "find_jobs",
+    "replace",
+    "wait_for_rejoin",
+    "recover_nodes",
+    "wait_other_recovery",
+    "resume",
+    "find_checkpoint",
+    "backoff",
+    "resubmit",
+    "record",
+    "other",
+]
+PHASES: tuple[PhaseName, ...] = get_args(PhaseName)
+# Phases spent waiting on the orchestrator's commands (on Slurm, the controller agent): a job's
+# inspect is Capture Job Spec and Check Job Nodes.
+ORCHESTRATOR_PHASES: tuple[PhaseName, ...] = ("cordon", "find_jobs", "resume", "resubmit", "inspect")
+
+
+def error_name(error: type[errors.RecoveryError]) -> str:
+    """The name an incident record, a notification and Step Functions give an error: its class's."""
+    return error.__name__
