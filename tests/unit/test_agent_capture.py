@@ -1,5 +1,5 @@
 """How the agent reads what a job was submitted with and turns it back into sbatch arguments (the pure
-parts of agent/capture.py; against a real slurmctld in tests/slurm/test_resubmit_as_owner.py)."""
+parts of agent/hyperpod_recovery_agent/capture.py; against a real slurmctld in tests/slurm/test_resubmit_as_owner.py)."""
 
 from __future__ import annotations
 

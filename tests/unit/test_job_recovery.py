@@ -9,11 +9,10 @@ from typing import Any
 
 import pytest
 
+from hyperpod_recovery.domain.execution_names import job_execution_name, node_execution_name
 from hyperpod_recovery.domain.job_failure import (
     RestartPolicy,
     classify_failure,
-    job_execution_name,
-    node_execution_name,
     plan_restart,
     watch_other_recovery,
 )

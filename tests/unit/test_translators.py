@@ -10,13 +10,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from hyperpod_recovery.domain.execution_names import incident_id_for
 from hyperpod_recovery.domain.normalize import (
     MAX_EVENT_NESTING,
     TRIGGER_REASON_LIMIT,
     GuardedCluster,
     Ignored,
     group_triggers,
-    incident_id_for,
     parse_intake_event,
     translate_manual,
 )

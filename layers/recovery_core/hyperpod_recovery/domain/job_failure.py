@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from hyperpod_recovery.domain.execution_names import node_execution_name
 from hyperpod_recovery.domain.normalize import within_reason_budget
 from hyperpod_recovery.errors import (
     CrashLoopDetected,
@@ -48,7 +49,6 @@ UNHEALTHY_SLURM_FLAGS = frozenset({"NOT_RESPONDING", "FAIL", "FAILING"})
 REPAIR_REASON_PREFIXES = (f"{OWNER_TAG_PREFIX}:", "Action:Replace", "Action:Reboot")
 # ClusterInstanceStatus values of a node that is not (or no longer) a healthy member.
 UNHEALTHY_HYPERPOD_STATUSES = frozenset({"Failure", "ShuttingDown", "Pending", "NotFound"})
-CHILD_SUFFIX = "-nodes"
 
 
 @dataclass(frozen=True)
@@ -74,16 +74,6 @@ def job_nodes(request: JobRecoveryRequest, job: JobSpec | None) -> list[str]:
     failure = request.failure
     nodes = (failure.nodes if failure else []) or (job.nodes if job else [])
     return list(dict.fromkeys(nodes))
-
-
-def job_execution_name(job_id: str, ended_at: datetime) -> str:
-    """One execution per job end: a redelivered event cannot start a second one."""
-    return f"hpj-{job_id}-{int(ended_at.timestamp())}"
-
-
-def node_execution_name(execution_name: str) -> str:
-    """The nested NodeRecovery's name: derived, so a retried start finds the same execution."""
-    return f"{execution_name[: 80 - len(CHILD_SUFFIX)]}{CHILD_SUFFIX}"
 
 
 def faulty_nodes(nodes: Iterable[str], slurm: list[NodeStatus], cluster: list[ClusterNode]) -> list[FaultyNode]:

@@ -3,7 +3,6 @@ one place per event source, with a real sample beside it in models/events.py and
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from dataclasses import dataclass
@@ -299,17 +298,6 @@ def within_reason_budget(triggers: list[Trigger]) -> list[Trigger]:
         return triggers
     each = max(80, REQUEST_REASON_BUDGET // len(triggers))
     return [t if len(t.reason) <= each else t.model_copy(update={"reason": t.reason[: each - 1] + "…"}) for t in triggers]
-
-
-def incident_id_for(request: RecoveryRequest, episode_window_seconds: int) -> str:
-    """Deterministic execution name: the same nodes in the same fault episode give the same name,
-    so a duplicate event cannot start a second execution (Step Functions refuses the name)."""
-    episode_start = int(request.detected_at.timestamp()) // episode_window_seconds * episode_window_seconds
-    stamp = datetime.fromtimestamp(episode_start, UTC).strftime("%Y%m%dT%H%M")
-    if len(request.node_ids) == 1:
-        return f"hpr-{request.node_ids[0]}-{stamp}"
-    digest = hashlib.sha256("|".join([request.cluster, *request.node_ids]).encode()).hexdigest()[:10]
-    return f"hpr-{len(request.node_ids)}n-{digest}-{stamp}"
 
 
 def _aware(moment: datetime) -> datetime:

@@ -3,7 +3,7 @@ failed, what was done (with times), what happens next or what the human must do,
 execution is. Plain text: SNS e-mail, Slack and PagerDuty integrations all show it as-is.
 
 NEXT_STEPS is the "what to do" of docs/runbook.md's escalation table, said once here;
-tests/contract/test_runbook.py keeps the two in step.
+tests/contract/test_observability.py keeps the two in step.
 """
 
 from __future__ import annotations

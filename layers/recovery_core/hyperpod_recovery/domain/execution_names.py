@@ -1,0 +1,35 @@
+"""The names of the executions the pipeline starts. Each is derived from what started it, so a
+duplicate event (or a retried start) arrives at a name Step Functions already holds and is turned
+away: the name is the exactly-once key of a recovery. Step Functions allows 80 characters.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import UTC, datetime
+
+from hyperpod_recovery.models.requests import RecoveryRequest
+
+NAME_LIMIT = 80  # Step Functions' longest execution name
+CHILD_SUFFIX = "-nodes"
+
+
+def incident_id_for(request: RecoveryRequest, episode_window_seconds: int) -> str:
+    """NodeRecovery: the same nodes in the same fault episode give the same name, so a duplicate
+    event cannot start a second execution (Step Functions refuses the name)."""
+    episode_start = int(request.detected_at.timestamp()) // episode_window_seconds * episode_window_seconds
+    stamp = datetime.fromtimestamp(episode_start, UTC).strftime("%Y%m%dT%H%M")
+    if len(request.node_ids) == 1:
+        return f"hpr-{request.node_ids[0]}-{stamp}"
+    digest = hashlib.sha256("|".join([request.cluster, *request.node_ids]).encode()).hexdigest()[:10]
+    return f"hpr-{len(request.node_ids)}n-{digest}-{stamp}"
+
+
+def job_execution_name(job_id: str, ended_at: datetime) -> str:
+    """JobRecovery: one execution per job end, so a redelivered event cannot start a second one."""
+    return f"hpj-{job_id}-{int(ended_at.timestamp())}"
+
+
+def node_execution_name(execution_name: str) -> str:
+    """The NodeRecovery a JobRecovery nests: derived, so a retried start finds the same execution."""
+    return f"{execution_name[: NAME_LIMIT - len(CHILD_SUFFIX)]}{CHILD_SUFFIX}"
