@@ -5,9 +5,10 @@ SHELL := /bin/bash
 # The project venv runs the Lambda runtime's Python (3.13) where one is installed (pyenv machines hold
 # it, inactive): the functions are tested on the version they run on, and coverage's sys.monitoring
 # core (3.12+) measures the suite at almost no cost. Any python3 >= 3.11 works; PYTHON=... picks one.
+# A candidate counts only if it can make a venv (a python3.13 without its venv package cannot).
 PYENV_DIR    := $(or $(PYENV_ROOT),$(HOME)/.pyenv)
-RUNTIME_PYTHON := $(firstword $(foreach candidate,$(lastword $(sort $(wildcard $(PYENV_DIR)/versions/3.13.*/bin/python3.13))) \
-  $(shell command -v python3.13 2>/dev/null),$(shell $(candidate) -c '' 2>/dev/null && echo $(candidate))))
+RUNTIME_PYTHON := $(firstword $(foreach candidate,$(shell ls -d $(PYENV_DIR)/versions/3.13.* 2>/dev/null | sort -V | tail -n 1 | sed 's|$$|/bin/python3.13|') \
+  $(shell command -v python3.13 2>/dev/null),$(shell $(candidate) -c 'import ensurepip, venv' 2>/dev/null && echo $(candidate))))
 PYTHON       ?= $(or $(RUNTIME_PYTHON),python3)
 # SAM CLI and checkov live in venvs of their own, on the machine's python3 their pins were checked on.
 TOOLS_PYTHON ?= python3
@@ -35,13 +36,18 @@ SLURM_PACKAGES := slurmctld slurmd slurm-client munge
 export DEPLOYED_STACK_NAME := import tomllib; d = tomllib.load(open("samconfig.toml", "rb")).get("default", {}); \
   print(d.get("deploy", {}).get("parameters", {}).get("stack_name") or d.get("global", {}).get("parameters", {}).get("stack_name", ""))
 
-.PHONY: help setup test unit drill drill-down preflight drill-aws lint format validate security build bench deploy readme-sample golden clean
+.PHONY: help setup test unit drill drill-down preflight drill-aws lint format validate security build bench deploy readme-sample golden clean FORCE
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
 
-$(VENV)/.installed: requirements-dev.txt layers/recovery_core/requirements.txt pyproject.toml
-	$(PYTHON) -m venv $(VENV)
+# A venv made by another Python (a checkout's older 3.11 one) is made again from scratch: venv cannot
+# re-point an existing one, and it would go on testing on the old Python.
+VENV_STALE := $(shell test -x $(PY) && test "$$($(PY) -c 'import sys; print(sys.version_info[:2])' 2>/dev/null)" = \
+  "$$($(PYTHON) -c 'import sys; print(sys.version_info[:2])' 2>/dev/null)" || echo stale)
+
+$(VENV)/.installed: requirements-dev.txt layers/recovery_core/requirements.txt pyproject.toml $(if $(VENV_STALE),FORCE)
+	$(PYTHON) -m venv --clear $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements-dev.txt
 	# the package itself, editable: puts the `hyperpod-recovery` command on the venv's PATH
@@ -145,3 +151,5 @@ golden: $(VENV)/.installed  ## rewrite tests/golden/drills/ from the drills as t
 
 clean:  ## remove build output and reports (keeps the venvs)
 	rm -rf .aws-sam $(OUT) .pytest_cache .ruff_cache .mypy_cache .coverage
+
+FORCE:

@@ -47,10 +47,10 @@ def slurm_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, st
     base = tmp_path_factory.mktemp("slurm")
     # Every user's sbatch reads slurm.conf (test_resubmit_as_owner.py submits as a non-root user), and
     # pytest's temporary directories are root's alone: let others through to it, as on a real cluster
-    # (every level up to the system's temporary directory: pytest-xdist adds one per worker).
-    for directory in base.parents:
-        if directory == Path(tempfile.gettempdir()) or directory == directory.parent:
-            break
+    # (every level below the system's temporary directory; pytest's own two when --basetemp is elsewhere).
+    temp_root, resolved = Path(tempfile.gettempdir()).resolve(), base.resolve()
+    below_temp_root = [directory for directory in resolved.parents if temp_root in directory.parents]
+    for directory in below_temp_root or [resolved.parent, resolved.parent.parent]:
         directory.chmod(directory.stat().st_mode | 0o111)
     base.chmod(0o755)
     epilog = base / "epilog.sh"

@@ -25,7 +25,7 @@ class S3CheckpointStore:
     def __init__(self, s3: Any = None) -> None:
         self._s3 = s3
 
-    # --- reads (domain.checkpoints.CheckpointReader) ------------------------------------------
+    # --- reads (ports.CheckpointReader) -------------------------------------------------------
     def get(self, bucket: str, key: str, max_bytes: int) -> bytes | None:
         found = self.get_with_etag(bucket, key, max_bytes)
         return None if found is None else found[0]
@@ -66,7 +66,7 @@ class S3CheckpointStore:
             next_token=page.get("NextContinuationToken"),
         )
 
-    # --- writes (domain.checkpoint_commit.CheckpointWriter) ------------------------------------
+    # --- writes (ports.CheckpointWriter) ------------------------------------------------------
     def put(self, bucket: str, key: str, body: bytes, *, if_match: str | None = None, if_none_match: bool = False) -> None:
         """PutObject; ``if_match`` = compare-and-swap on the ETag, ``if_none_match`` = create only."""
         kwargs: dict[str, Any] = {"Bucket": bucket, "Key": key, "Body": body, "ContentType": "application/json"}
