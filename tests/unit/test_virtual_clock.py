@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 from datetime import timedelta
+from typing import Any
 
 from hyperpod_recovery.domain.phases import phases_from_states
 from sandbox.clock import VirtualClock
@@ -84,3 +85,31 @@ def test_phases_from_states_merge_consecutive_states_of_one_phase_and_end_at_the
         ("wait_for_rejoin", 20, 900),
     ]
     assert phases_from_states([], T0) == [] and phases_from_states([("Unknown", T0)], T0)[0].name == "other"
+
+
+def test_the_drill_cli_reads_the_same_phases_from_a_history_in_seconds_since_the_start() -> None:
+    # Given an execution's history as GetExecutionHistory gives it (other events between the states)
+    from hyperpod_recovery.drill import Phase as DrillPhase
+    from hyperpod_recovery.drill import phases_from_history
+
+    def entered(name: str, seconds: int) -> dict[str, Any]:
+        return {"type": "TaskStateEntered", "timestamp": T0 + timedelta(seconds=seconds), "stateEnteredEventDetails": {"name": name}}
+
+    events = [
+        {"type": "ExecutionStarted", "timestamp": T0},
+        entered("Lock Nodes", 0),
+        entered("Cordon Nodes", 5),
+        {"type": "TaskScheduled", "timestamp": T0 + timedelta(seconds=6)},
+        entered("A State From A Newer Stack", 9),
+        entered("Replace Nodes", 10),
+        {"type": "ExecutionSucceeded", "timestamp": T0 + timedelta(seconds=30)},
+    ]
+    # When the drill CLI turns it into phases, Then they are the record's phases (domain/phases.py),
+    # an unknown state is "other", and the last phase runs to the history's last event
+    assert phases_from_history(events) == [
+        DrillPhase("assess", 0, 5),
+        DrillPhase("cordon", 5, 9),
+        DrillPhase("other", 9, 10),
+        DrillPhase("replace", 10, 30),
+    ]
+    assert phases_from_history([]) == []

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from hyperpod_recovery.domain.durations import format_duration, offset_text
-from hyperpod_recovery.domain.phases import PHASE_OF_STATE
+from hyperpod_recovery.domain.phases import phases_from_states
 from hyperpod_recovery.stack import NotOurStack, read_stack
 from hyperpod_recovery.vocabulary import PhaseName
 
@@ -62,6 +62,8 @@ class Targets:
 
 @dataclass
 class Phase:
+    """A phase as the drill prints it: seconds since the execution started."""
+
     name: PhaseName
     start: float  # seconds since the execution started
     end: float
@@ -178,21 +180,17 @@ def _at(seconds: float) -> str:
 
 
 def phases_from_history(events: list[dict[str, Any]]) -> list[Phase]:
-    """Consecutive states of one phase make one phase: from its first state entered to the moment
-    the next phase starts (or the execution ends)."""
+    """The execution's phases so far, in seconds since it started: the phases Reconcile Execution
+    reads back from a history (domain/phases.py), so the drill and the incident record agree."""
     if not events:
         return []
     started = events[0]["timestamp"]
-    phases: list[Phase] = []
-    for event in events:
-        at = (event["timestamp"] - started).total_seconds()
-        name = _entered(event)
-        phase = PHASE_OF_STATE.get(name or "", "other") if name else None
-        if phases:
-            phases[-1].end = max(phases[-1].end, at)
-        if phase is not None and (not phases or phases[-1].name != phase):
-            phases.append(Phase(phase, at, at))
-    return phases
+    entered = [(name, event["timestamp"]) for event in events if (name := _entered(event)) is not None]
+    last = max(event["timestamp"] for event in events)
+    return [
+        Phase(phase.name, (phase.start - started).total_seconds(), (phase.end - started).total_seconds())
+        for phase in phases_from_states(entered, last)
+    ]
 
 
 def phase_chart(phases: list[Phase], width: int = 48) -> list[str]:
