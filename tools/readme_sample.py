@@ -63,7 +63,7 @@ def run_default_drill(out: Path) -> DrillRun:
 
 def run_preflight_sample() -> str:
     """``hyperpod-recovery preflight --stack sandbox`` against the default drill's stack in the sandbox."""
-    from hyperpod_recovery.cli import main as cli_main
+    from hyperpod_recovery_cli.main import main as cli_main
     from sandbox.runner import DrillRunner
     from sandbox.scenario import load_scenario
 

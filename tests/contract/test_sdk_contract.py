@@ -158,7 +158,8 @@ def test_the_real_clients_are_checked_when_the_adapters_create_them(monkeypatch:
 
 
 # --- the operator's tools: drill and preflight, with the operator's SDK -------------------------------
-OPERATOR_TOOLS = (PACKAGE / "preflight.py", PACKAGE / "drill.py", PACKAGE / "stack.py")
+TOOLS = ROOT / "cli" / "hyperpod_recovery_cli"  # outside the layer: the operator's machine
+OPERATOR_TOOLS = (TOOLS / "preflight.py", TOOLS / "drill.py", TOOLS / "stack.py")
 
 
 @pytest.mark.parametrize("service", sorted(OPERATOR_REQUIRED))

@@ -13,7 +13,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from hyperpod_recovery.cli import EXIT_NO, EXIT_OK, EXIT_S3, EXIT_USAGE, main
+from hyperpod_recovery_cli.main import EXIT_NO, EXIT_OK, EXIT_S3, EXIT_USAGE, main
 
 BUCKET = "llm-train-checkpoints"
 URI = f"s3://{BUCKET}/llama-70b"
@@ -163,6 +163,6 @@ def test_a_missing_bucket_is_an_s3_error(s3: Any) -> None:
 def test_the_module_runs_as_a_program() -> None:
     # The console script `hyperpod-recovery` (pyproject.toml) calls the same main().
     done = subprocess.run(
-        [sys.executable, "-m", "hyperpod_recovery.cli", "checkpoint", "--help"], capture_output=True, text=True, check=False
+        [sys.executable, "-m", "hyperpod_recovery_cli.main", "checkpoint", "--help"], capture_output=True, text=True, check=False
     )
     assert done.returncode == 0 and "commit" in done.stdout and "latest" in done.stdout and "verify" in done.stdout

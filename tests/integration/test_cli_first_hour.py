@@ -14,7 +14,7 @@ import pytest
 from moto import mock_aws
 
 from hyperpod_recovery import __version__
-from hyperpod_recovery.cli import EXIT_AWS, EXIT_OK, EXIT_USAGE, main
+from hyperpod_recovery_cli.main import EXIT_AWS, EXIT_OK, EXIT_USAGE, main
 from tests.conftest import EVENTS, ROOT
 
 CONSOLE_SCRIPT = Path(sys.executable).parent / "hyperpod-recovery"
@@ -187,7 +187,7 @@ def test_given_bad_arguments_when_the_console_script_runs_then_usage_and_exit_2(
 
 def test_a_bug_in_a_command_keeps_its_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
     """The shared handler explains what an operator can fix; it does not hide a bug behind an exit code."""
-    import hyperpod_recovery.cli as cli
+    import hyperpod_recovery_cli.main as cli
 
     def broken(invocation: cli.Invocation) -> int:
         raise KeyError("a bug")

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from hyperpod_recovery.cli import main
 from hyperpod_recovery.domain.phases import PHASE_OF_STATE
-from hyperpod_recovery.drill import DrillUsageError, Targets, cluster_nodes_by_group, resolve_node_refs, resolve_stack
+from hyperpod_recovery_cli.drill import DrillUsageError, Targets, cluster_nodes_by_group, resolve_node_refs, resolve_stack
+from hyperpod_recovery_cli.main import main
 from sandbox.runner import DrillRunner
 from sandbox.scenario import load_scenario
 from tests.conftest import EVENTS, ROOT

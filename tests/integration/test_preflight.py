@@ -18,8 +18,8 @@ import pytest
 from botocore.exceptions import ClientError, ReadTimeoutError
 from botocore.model import ServiceModel
 
-from hyperpod_recovery.cli import main
 from hyperpod_recovery_agent.slurm import SlurmUnreachable
+from hyperpod_recovery_cli.main import main
 from sandbox.aws import SandboxAWS
 from sandbox.runner import DrillRunner
 from sandbox.scenario import Scenario, load_scenario
@@ -422,7 +422,7 @@ def test_given_check_deployment_ending_badly_then_sdk_is_an_error_that_says_how(
 
 
 def test_the_cli_waits_for_check_deployment_longer_than_it_may_run_and_never_invokes_it_twice() -> None:
-    from hyperpod_recovery.cli import AwsClients
+    from hyperpod_recovery_cli.main import AwsClients
 
     template = load_template(ROOT / "template.yaml")
     timeout = template["Resources"]["CheckDeploymentFunction"]["Properties"]["Timeout"]

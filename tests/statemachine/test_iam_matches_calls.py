@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from hyperpod_recovery.cli import main
+from hyperpod_recovery_cli.main import main
 from sandbox.runner import DrillRunner
 from sandbox.scenario import load_scenario
 from sandbox.template import load_template

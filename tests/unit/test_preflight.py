@@ -12,7 +12,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hyperpod_recovery.domain.preflight import (
+from hyperpod_recovery.models.cluster import ClusterInfo, ClusterNode, InstanceGroupInfo
+from hyperpod_recovery.models.commands import AgentCheckResult, CheckAgent, CommandEnvelope, RunningJob
+from hyperpod_recovery.models.preflight import CheckDeploymentInput, CheckpointProbe, SdkReport
+from hyperpod_recovery.steps.check_deployment import probe_checkpoints
+from hyperpod_recovery_agent.executor import CommandExecutor
+from hyperpod_recovery_agent.slurm import SlurmUnreachable
+from hyperpod_recovery_cli.preflight_checks import (
     REPLACEMENT_API_RELEASED,
     AgentAnswer,
     Finding,
@@ -28,12 +34,6 @@ from hyperpod_recovery.domain.preflight import (
     key_lets_service_publish,
     worst,
 )
-from hyperpod_recovery.models.cluster import ClusterInfo, ClusterNode, InstanceGroupInfo
-from hyperpod_recovery.models.commands import AgentCheckResult, CheckAgent, CommandEnvelope, RunningJob
-from hyperpod_recovery.models.preflight import CheckDeploymentInput, CheckpointProbe, SdkReport
-from hyperpod_recovery.steps.check_deployment import probe_checkpoints
-from hyperpod_recovery_agent.executor import CommandExecutor
-from hyperpod_recovery_agent.slurm import SlurmUnreachable
 from sandbox.slurm import SimulatedSlurm, SlurmJob
 from tests.fakes import T0
 

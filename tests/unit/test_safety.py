@@ -10,13 +10,13 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from hyperpod_recovery.cli import main
 from hyperpod_recovery.domain.outcome import decide_outcome
 from hyperpod_recovery.domain.safety import SafetyPolicy, apply_safety_policy
 from hyperpod_recovery.models.records import BreakerState, RecoveryLogEntry
 from hyperpod_recovery.models.workflow import ApplySafetyPolicyInput, Assessment, NodeTarget, RecordOutcomeInput, WorkflowState
 from hyperpod_recovery.steps.record import record_outcome
 from hyperpod_recovery.steps.safety import apply_safety
+from hyperpod_recovery_cli.main import main
 from tests.fakes import CLUSTER, T0, FakeLedger, FakeNotifier, node_id
 from tests.unit.test_steps import _request
 

@@ -89,8 +89,8 @@ def test_phases_from_states_merge_consecutive_states_of_one_phase_and_end_at_the
 
 def test_the_drill_cli_reads_the_same_phases_from_a_history_in_seconds_since_the_start() -> None:
     # Given an execution's history as GetExecutionHistory gives it (other events between the states)
-    from hyperpod_recovery.drill import Phase as DrillPhase
-    from hyperpod_recovery.drill import phases_from_history
+    from hyperpod_recovery_cli.drill import Phase as DrillPhase
+    from hyperpod_recovery_cli.drill import phases_from_history
 
     def entered(name: str, seconds: int) -> dict[str, Any]:
         return {"type": "TaskStateEntered", "timestamp": T0 + timedelta(seconds=seconds), "stateEnteredEventDetails": {"name": name}}

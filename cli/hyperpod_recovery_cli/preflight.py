@@ -41,7 +41,12 @@ from pydantic import ValidationError
 
 from hyperpod_recovery.adapters.aws import INVOKE_WAIT_SECONDS
 from hyperpod_recovery.adapters.hyperpod import HyperPodCluster
-from hyperpod_recovery.domain.preflight import (
+from hyperpod_recovery.errors import RecoveryError, SdkTooOld
+from hyperpod_recovery.models.cluster import ClusterInfo, ClusterNode
+from hyperpod_recovery.models.commands import AgentCheckResult, CommandReply
+from hyperpod_recovery.models.preflight import DeploymentReport
+from hyperpod_recovery.sdk_contract import MINIMUM_BOTOCORE, check_sdk_version
+from hyperpod_recovery_cli.preflight_checks import (
     AGENT_CHECK_TIMEOUT_SECONDS,
     NOT_READY,
     AgentAnswer,
@@ -59,12 +64,7 @@ from hyperpod_recovery.domain.preflight import (
     health_event,
     name_form,
 )
-from hyperpod_recovery.errors import RecoveryError, SdkTooOld
-from hyperpod_recovery.models.cluster import ClusterInfo, ClusterNode
-from hyperpod_recovery.models.commands import AgentCheckResult, CommandReply
-from hyperpod_recovery.models.preflight import DeploymentReport
-from hyperpod_recovery.sdk_contract import MINIMUM_BOTOCORE, check_sdk_version
-from hyperpod_recovery.stack import Stack, StackTooOld, read_stack
+from hyperpod_recovery_cli.stack import Stack, StackTooOld, read_stack
 
 EXIT_READY, EXIT_NOT_READY, EXIT_USAGE = 0, 1, 2
 # What the preflight's own credentials need, by check (said when a check could not be made).

@@ -30,8 +30,8 @@ from typing import Any, TextIO
 
 from hyperpod_recovery.domain.durations import format_duration, offset_text
 from hyperpod_recovery.domain.phases import phases_from_states
-from hyperpod_recovery.stack import NotOurStack, read_stack
 from hyperpod_recovery.vocabulary import PhaseName
+from hyperpod_recovery_cli.stack import NotOurStack, read_stack
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 NODE_REF = re.compile(r"^(?P<group>[A-Za-z0-9-]+):(?P<index>[0-9]+)$")

@@ -54,8 +54,6 @@ import hyperpod_recovery
 from hyperpod_recovery.adapters.aws import CLIENT_CONFIG, INVOKE_CONFIG
 from hyperpod_recovery.adapters.ledger import DynamoLedger
 from hyperpod_recovery.checkpointing import Checkpoints
-from hyperpod_recovery.drill import add_arguments as add_drill_arguments
-from hyperpod_recovery.drill import run_drill
 from hyperpod_recovery.errors import (
     CheckpointCommitRefused,
     CheckpointStoreUnavailable,
@@ -65,9 +63,11 @@ from hyperpod_recovery.errors import (
     LedgerUnavailable,
 )
 from hyperpod_recovery.models.manifest import MAX_STEP, step_of_folder
-from hyperpod_recovery.preflight import PreflightUsageError, run_preflight
-from hyperpod_recovery.preflight import add_arguments as add_preflight_arguments
-from hyperpod_recovery.stack import NotOurStack
+from hyperpod_recovery_cli.drill import add_arguments as add_drill_arguments
+from hyperpod_recovery_cli.drill import run_drill
+from hyperpod_recovery_cli.preflight import PreflightUsageError, run_preflight
+from hyperpod_recovery_cli.preflight import add_arguments as add_preflight_arguments
+from hyperpod_recovery_cli.stack import NotOurStack
 
 PROG = "hyperpod-recovery"
 EXIT_OK, EXIT_NO, EXIT_USAGE, EXIT_AWS, EXIT_INTERRUPTED = 0, 1, 2, 3, 130

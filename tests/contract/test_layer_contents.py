@@ -1,0 +1,48 @@
+"""The Lambda layer ships what the functions run, and the operator's tools stay out of it.
+
+Every module of the layer's package must be imported by some function (its handler, transitively),
+except the training scripts' checkpoint library, which still lives in the package (docs/decisions.md).
+Run in a fresh interpreter: what this test process has imported says nothing about the functions.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from tests.conftest import ROOT
+
+LAYER = ROOT / "layers" / "recovery_core"
+# The training scripts' API (hyperpod_recovery.checkpointing and the commit it makes): no function
+# commits a checkpoint. It moves to a package of its own in a later step of issue 17.
+NOT_FOR_FUNCTIONS = {"hyperpod_recovery.checkpointing", "hyperpod_recovery.domain.checkpoint_commit"}
+PROBE = """
+import importlib.util, json, pathlib, sys
+sys.path[:0] = [{layer!r}]
+for app in sorted(pathlib.Path({functions!r}).glob("*/app.py")):
+    spec = importlib.util.spec_from_file_location("handler_" + app.parent.name, app)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+print(json.dumps(sorted(name for name in sys.modules if name.split(".")[0] in ("hyperpod_recovery", "hyperpod_recovery_cli"))))
+"""
+
+
+def _layer_modules() -> set[str]:
+    modules = set()
+    for path in (LAYER / "hyperpod_recovery").rglob("*.py"):
+        parts = path.relative_to(LAYER).with_suffix("").parts
+        modules.add(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    return modules
+
+
+def test_every_module_in_the_layer_is_one_a_function_runs_and_no_operator_tool_is_among_them() -> None:
+    # Given every handler imported the way Lambda imports it (the function's folder and the layer)
+    env = {"AWS_DEFAULT_REGION": "us-west-2", "POWERTOOLS_SERVICE_NAME": "x", "POWERTOOLS_METRICS_NAMESPACE": "y", "PATH": "/usr/bin:/bin"}
+    probe = PROBE.format(layer=str(LAYER), functions=str(ROOT / "functions"))
+    imported = set(json.loads(subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, check=True).stdout))
+    # Then the functions import every module the layer ships (but the training scripts' library) ...
+    assert sorted(_layer_modules() - imported - NOT_FOR_FUNCTIONS) == []
+    # ... and none of the operator's tools, which are not in the layer to import
+    assert not any(name.startswith("hyperpod_recovery_cli") for name in imported)
+    assert not (LAYER / "hyperpod_recovery_cli").exists()
