@@ -2,9 +2,10 @@
 
 The record (domain/outcome.py, domain/job_outcome.py), the phases read back from an execution's
 history (domain/phases.py), the metrics (domain/durations.py), the drill CLI
-(cli/hyperpod_recovery_cli/drill.py), the sandbox report and its HTML page all use these types, so a misspelt phase or outcome fails mypy (and
-pydantic, for a record read back), and tests/contract/test_vocabulary.py checks that every reader
-knows every value (a colour for each phase and outcome in the HTML report, for instance).
+(cli/hyperpod_recovery_cli/drill.py), the sandbox report and its HTML page all use these types, so
+a misspelt phase or outcome fails mypy (and pydantic, for a record read back), and
+tests/contract/test_vocabulary.py checks that every reader knows every value (a colour for each
+phase and outcome in the HTML report, for instance).
 """
 
 from __future__ import annotations
