@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, AwareDatetime, BeforeValidator, StrictBool, StringConstraints
+from pydantic import AfterValidator, AwareDatetime, BaseModel, BeforeValidator, ConfigDict, StrictBool, StringConstraints
 
 CLUSTER_NAME_PATTERN = r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$"
 # The service model's ClusterArn ends in the 12-character cluster id; AWS's own event samples show
@@ -41,6 +41,13 @@ Timestamp = AwareDatetime
 # A flag that changes what the pipeline does (dry_run above all) accepts only a JSON boolean:
 # "false" as a string must never arm a recovery.
 StrictFlag = StrictBool
+
+
+class StepResult(BaseModel):
+    """What a step of either workflow returns into the execution's state: stamped with when it did."""
+
+    model_config = ConfigDict(extra="forbid")
+    at: Timestamp
 
 
 def matches(pattern: str, value: str) -> bool:

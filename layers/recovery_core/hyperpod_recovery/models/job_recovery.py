@@ -20,6 +20,7 @@ from hyperpod_recovery.models.common import (
     ShortText,
     SlurmJobId,
     SlurmNodeName,
+    StepResult,
     Timestamp,
 )
 from hyperpod_recovery.models.requests import JobRecoveryRequest, RecoveryRequest
@@ -27,11 +28,6 @@ from hyperpod_recovery.models.workflow import CheckpointPlan, ResumePlan, StepEr
 
 FailureKind = Literal["node_caused", "application", "left_alone"]
 RestartKind = Literal["node_caused", "application"]
-
-
-class _Result(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    at: Timestamp
 
 
 class FaultyNode(BaseModel):
@@ -43,7 +39,7 @@ class FaultyNode(BaseModel):
     ours_to_repair: bool = True
 
 
-class FailureClassification(_Result):
+class FailureClassification(StepResult):
     """Why the job failed, and what JobRecovery does about it."""
 
     kind: FailureKind
@@ -113,7 +109,7 @@ class RestartEntry(BaseModel):
 RestartAction = Literal["resubmit", "left_alone", "resubmitted_by_node_recovery", "capped"]
 
 
-class RestartDecision(_Result):
+class RestartDecision(StepResult):
     action: RestartAction
     reason: LongText
     lineage_root: SlurmJobId | None = None

@@ -28,6 +28,7 @@ from hyperpod_recovery.models.common import (
     NodeLogicalId,
     ShortText,
     SlurmNodeName,
+    StepResult,
     SummaryText,
     Timestamp,
     format_validation_error,
@@ -36,12 +37,7 @@ from hyperpod_recovery.models.requests import JobRecoveryRequest, RecoveryReques
 from hyperpod_recovery.vocabulary import Outcome
 
 
-class _Result(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    at: Timestamp
-
-
-class LockResult(_Result):
+class LockResult(StepResult):
     locked: list[NodeId] = Field(max_length=MAX_NODES_PER_REQUEST)
     # node id -> incident holding it
     held_elsewhere: dict[NodeId, Annotated[str, Field(max_length=80)]] = Field(default_factory=dict, max_length=MAX_NODES_PER_REQUEST)
@@ -80,7 +76,7 @@ class SafetyDecision(BaseModel):
     breaker_tripped_now: bool = False
 
 
-class Assessment(_Result):
+class Assessment(StepResult):
     orchestrator: Literal["slurm", "eks"]
     node_recovery: str = Field(max_length=32)
     targets: list[NodeTarget] = Field(max_length=MAX_NODES_PER_REQUEST)
@@ -142,7 +138,7 @@ class WatchedNode(BaseModel):
         return self.action == "reboot" or (self.initiation == "already_in_progress" and self.escalated_to_replace_at is None)
 
 
-class RejoinWatch(_Result):
+class RejoinWatch(StepResult):
     started_at: Timestamp
     deadline: Timestamp
     reboot_deadline: Timestamp | None = None  # rebooted nodes not back by then are replaced
@@ -158,7 +154,7 @@ class RejoinWatch(_Result):
     boot_readings: int = Field(default=0, ge=0, exclude_if=lambda v: v == 0)  # taken so far (they are budgeted)
 
 
-class Replacement(_Result):
+class Replacement(StepResult):
     """Replace Nodes' result, which Check Rejoin then keeps up to date in place ($.replacement.watch):
     one record of each node from its repair call to its rejoin, never a second copy of it."""
 
@@ -189,7 +185,7 @@ class ResumePlan(BaseModel):
     rejected: list[ShortText] = Field(default_factory=list, max_length=1, exclude_if=lambda v: not v)
 
 
-class CheckpointPlan(_Result):
+class CheckpointPlan(StepResult):
     """Per affected job, what will happen to it. The jobs' descriptions themselves are kept in the
     ledger (INCIDENT#<id>/JOBS): the state carries only these decisions."""
 
@@ -288,7 +284,7 @@ class SafetyState(BaseModel):
     nodes_in_recovery: int
 
 
-class OutcomeResult(_Result):
+class OutcomeResult(StepResult):
     incident_id: str = Field(max_length=80)
     outcome: Outcome
     error: str | None = Field(default=None, max_length=256)
