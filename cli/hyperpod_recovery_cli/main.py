@@ -122,7 +122,7 @@ class Invocation:
 def version() -> str:
     try:
         return metadata.version("hyperpod-recovery")
-    except metadata.PackageNotFoundError:  # the Lambda layer ships the package without its metadata
+    except metadata.PackageNotFoundError:  # run from a checkout (PYTHONPATH), not an installed package
         return hyperpod_recovery.__version__
 
 

@@ -1,4 +1,4 @@
-"""The preflight's verdicts (domain/preflight.py), the agent's check command and the Check Deployment
+"""The preflight's verdicts (cli/hyperpod_recovery_cli/preflight_checks.py), the agent's check command and the Check Deployment
 step, without AWS. The end-to-end runs against the sandbox's stack are tests/integration/test_preflight.py."""
 
 from __future__ import annotations

@@ -4,12 +4,12 @@ resubmission claim per job. The incident record is the audit trail an operator r
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from hyperpod_recovery.models.common import Timestamp
-from hyperpod_recovery.vocabulary import Outcome, PhaseName
+from hyperpod_recovery.vocabulary import PHASES, Outcome, PhaseName
 
 
 class TimelineEntry(BaseModel):
@@ -19,9 +19,16 @@ class TimelineEntry(BaseModel):
     detail: str = ""
 
 
+def _known_phase(name: Any) -> Any:
+    """A record stored by another version may name a phase this one does not know (a newer one,
+    rolled back): it reads as ``other`` rather than making the incident unreadable. Code that writes
+    a phase is held to the vocabulary by mypy."""
+    return name if not isinstance(name, str) or name in PHASES else "other"
+
+
 class Phase(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    name: PhaseName
+    name: Annotated[PhaseName, BeforeValidator(_known_phase)]
     start: Timestamp
     end: Timestamp
 
