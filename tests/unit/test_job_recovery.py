@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from hyperpod_recovery.domain.execution_names import job_execution_name, node_execution_name
+from hyperpod_recovery.domain.incident import submitted_here
 from hyperpod_recovery.domain.job_failure import (
     RestartPolicy,
     classify_failure,
@@ -420,6 +421,35 @@ def test_recording_a_resubmission_extends_the_lineage_and_notifies_with_the_job(
     assert record is not None and record.workflow == "job" and [r.checkpoint_step for r in record.resubmissions] == [2000]
     subject = notifier.published[0][0]  # type: ignore[attr-defined]
     assert subject.startswith(f"[hyperpod-recovery] {CLUSTER}: recovered job 8")
+
+
+@pytest.mark.parametrize("dry_run", [False, True])
+@pytest.mark.parametrize("already_submitted", [False, True])
+@pytest.mark.parametrize("restarted_by_slurm", [False, True])
+@pytest.mark.parametrize("new_job", ["9", "8", None])
+def test_the_record_lists_a_resubmission_only_when_this_incident_submitted_the_job(
+    dry_run: bool, already_submitted: bool, restarted_by_slurm: bool, new_job: str | None
+) -> None:
+    # Given a JobRecovery whose Resubmit Job answered with any combination of what the agent can say
+    # (Slurm requeued the job itself: the "new" id is the old one, 8, and nothing was submitted)
+    state = _completed_state()
+    assert state.resubmission is not None
+    result = state.resubmission.result.model_copy(
+        update={"new_job_id": new_job, "already_submitted": already_submitted, "restarted_by_slurm": restarted_by_slurm}
+    )
+    state = state.model_copy(update={"resubmission": state.resubmission.model_copy(update={"dry_run": dry_run, "result": result})})
+    ledger, notifier = FakeLedger(), FakeNotifier()
+    step = RecordJobOutcomeInput(execution_name="hpj-8", disposition="completed", state=state)
+    # When the outcome is recorded
+    record_job_outcome(step, ledger=ledger, notifier=notifier, cluster=CLUSTER, execution_url="https://x", now=T0)
+    record = ledger.get_incident("hpj-8")
+    assert record is not None
+    # Then the record, the lineage and the shared rule (domain/incident.py) agree: a resubmission only
+    # when it was submitted here, not in a drill, not by another incident, not Slurm's own requeue
+    submitted = not dry_run and not already_submitted and not restarted_by_slurm and new_job is not None
+    assert submitted_here(state.resubmission) is submitted
+    assert [r.new_job_id for r in record.resubmissions] == ([new_job] if submitted else [])
+    assert [e.new_job_id for e in ledger.restart_history(CLUSTER, "8")] == ([new_job] if submitted else [])
 
 
 def test_a_failed_nested_node_recovery_is_escalated_under_its_own_error() -> None:

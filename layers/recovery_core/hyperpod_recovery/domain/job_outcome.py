@@ -7,10 +7,11 @@ import json
 from datetime import datetime
 
 from hyperpod_recovery import errors
+from hyperpod_recovery.domain.incident import orchestrator_seconds, resubmission
 from hyperpod_recovery.domain.job_failure import job_nodes, nodes_text
 from hyperpod_recovery.domain.outcome import CAUSE_LIMIT, error_message
 from hyperpod_recovery.models.job_recovery import JobWorkflowState, RecordJobOutcomeInput
-from hyperpod_recovery.models.records import IncidentRecord, Phase, Resubmission, TimelineEntry
+from hyperpod_recovery.models.records import IncidentRecord, Phase, TimelineEntry
 from hyperpod_recovery.models.workflow import OutcomeResult
 from hyperpod_recovery.vocabulary import Outcome, PhaseName, error_name
 
@@ -220,22 +221,11 @@ def build_job_incident_record(step: RecordJobOutcomeInput, result: OutcomeResult
     request = state.request
     classification = state.classification
     reply = state.resubmission
-    resubmissions = []
-    if reply is not None and state.restart is not None and state.restart.plan is not None:
-        plan = state.restart.plan
-        if not reply.dry_run and not reply.result.already_submitted and reply.result.new_job_id:
-            resubmissions.append(
-                Resubmission(
-                    job=plan.job.job_id,
-                    job_name=plan.job.name,
-                    new_job_id=reply.result.new_job_id,
-                    checkpoint_step=plan.checkpoint.step,
-                    checkpoint_uri=plan.checkpoint.uri,
-                )
-            )
+    plan = state.restart.plan if state.restart is not None else None
+    entry = resubmission(plan, reply) if reply is not None and plan is not None else None
+    resubmissions = [entry] if entry is not None else []
     job = classification.job if classification else state.inspection.result.job if state.inspection else None
     nodes = job_nodes(request, job) if request else []
-    replies = [r for r in (state.inspection, state.node_states, reply) if r is not None and not r.dry_run]
     return IncidentRecord(
         incident_id=result.incident_id,
         cluster=cluster,
@@ -255,5 +245,5 @@ def build_job_incident_record(step: RecordJobOutcomeInput, result: OutcomeResult
         phases=build_job_phases(state, result.at),
         resubmissions=resubmissions,
         jobs=[job.model_dump(mode="json")] if job else [],
-        agent_seconds=round(sum((r.completed_at - r.requested_at).total_seconds() for r in replies), 3),
+        agent_seconds=orchestrator_seconds((state.inspection, state.node_states, reply)),
     )

@@ -8,11 +8,12 @@ import json
 from datetime import datetime
 
 from hyperpod_recovery import errors
+from hyperpod_recovery.domain.incident import orchestrator_seconds, resubmission
 from hyperpod_recovery.domain.job_failure import nodes_text
 from hyperpod_recovery.domain.rejoin import rejoin_text, renamed_text
 from hyperpod_recovery.models.commands import CommandReply, ResubmitResult
 from hyperpod_recovery.models.common import MAX_JOBS_PER_INCIDENT
-from hyperpod_recovery.models.records import IncidentRecord, Phase, Resubmission, TimelineEntry
+from hyperpod_recovery.models.records import IncidentRecord, Phase, TimelineEntry
 from hyperpod_recovery.models.requests import Trigger
 from hyperpod_recovery.models.workflow import OutcomeResult, RecordOutcomeInput, WorkflowState
 from hyperpod_recovery.vocabulary import Outcome, PhaseName, error_name
@@ -341,23 +342,9 @@ def summarize(state: WorkflowState, outcome: Outcome, cause: str | None) -> str:
 def build_incident_record(step: RecordOutcomeInput, result: OutcomeResult, cluster: str) -> IncidentRecord:
     state = step.state
     request = state.request
-    resubmissions = []
-    if state.checkpoints:
-        by_job = {p.job.job_id: p for p in state.checkpoints.resumable}
-        for reply in state.replies:
-            plan = by_job.get(reply.result.old_job_id)
-            # Only what this incident actually submitted: not dry runs, not jobs another incident restarted.
-            if plan is not None and not reply.dry_run and not reply.result.already_submitted and not reply.result.restarted_by_slurm:
-                resubmissions.append(
-                    Resubmission(
-                        job=plan.job.job_id,
-                        job_name=plan.job.name,
-                        new_job_id=reply.result.new_job_id,
-                        checkpoint_step=plan.checkpoint.step,
-                        checkpoint_uri=plan.checkpoint.uri,
-                    )
-                )
-    agent_seconds = sum((r.completed_at - r.requested_at).total_seconds() for r in _replies(state) if not r.dry_run)
+    by_job = {p.job.job_id: p for p in state.checkpoints.resumable} if state.checkpoints else {}
+    planned = [(by_job[reply.result.old_job_id], reply) for reply in state.replies if reply.result.old_job_id in by_job]
+    resubmissions = [entry for plan, reply in planned if (entry := resubmission(plan, reply)) is not None]
     return IncidentRecord(
         incident_id=result.incident_id,
         cluster=cluster,
@@ -375,5 +362,5 @@ def build_incident_record(step: RecordOutcomeInput, result: OutcomeResult, clust
         phases=build_phases(state, result.at),
         resubmissions=resubmissions,
         jobs=[j.model_dump(mode="json") for j in (state.jobs.result.jobs if state.jobs else [])],
-        agent_seconds=round(agent_seconds, 3),
+        agent_seconds=orchestrator_seconds(_replies(state)),
     )

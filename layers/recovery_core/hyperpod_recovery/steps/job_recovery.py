@@ -11,6 +11,7 @@ from pydantic import TypeAdapter
 
 from hyperpod_recovery.domain.durations import phase_durations
 from hyperpod_recovery.domain.freshness import EventAgeLimits
+from hyperpod_recovery.domain.incident import submitted_here
 from hyperpod_recovery.domain.job_failure import RestartPolicy, classify_failure, plan_restart, watch_other_recovery
 from hyperpod_recovery.domain.job_outcome import build_job_incident_record, decide_job_outcome, summarize_job
 from hyperpod_recovery.domain.normalize import GuardedCluster, translate_manual_job
@@ -137,13 +138,7 @@ def record_job_outcome(
     ledger.save_incident(record)
     result = result.model_copy(update={"durations": phase_durations(record)})
     reply, restart, classification = state.resubmission, state.restart, state.classification
-    resubmitted = (
-        reply is not None
-        and not reply.dry_run
-        and not reply.result.already_submitted
-        and not reply.result.restarted_by_slurm
-        and reply.result.new_job_id is not None
-    )
+    resubmitted = reply is not None and submitted_here(reply)
     if resubmitted and reply is not None and reply.result.new_job_id and restart and restart.plan:
         ledger.record_restart(
             cluster,

@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from hyperpod_recovery.domain.durations import phase_durations
+from hyperpod_recovery.domain.incident import submitted_here
 from hyperpod_recovery.domain.notification import notification
 from hyperpod_recovery.domain.outcome import build_incident_record, decide_outcome, summarize
 from hyperpod_recovery.models.records import RecoveryLogEntry
@@ -62,11 +63,7 @@ def record_outcome(
     # Escalated nodes stay locked for a while so the automation does not loop on a node a human is
     # looking at; everything else is released at once.
     hold_until = now + escalation_hold if outcome == "escalated" else None
-    resubmitted = {
-        r.result.old_job_id: r.result.new_job_id
-        for r in state.replies
-        if not r.dry_run and r.result.new_job_id and not r.result.already_submitted and not r.result.restarted_by_slurm
-    }
+    resubmitted = {r.result.old_job_id: r.result.new_job_id for r in state.replies if r.result.new_job_id and submitted_here(r)}
     settle_holdings(ledger, step.execution_name, resubmitted=resubmitted, hold_locks_until=hold_until, now=now)
     if state.lock is None or not state.lock.locked or state.lock.dry_run:
         hold_until = None  # nothing was locked: the notification promises no hold
