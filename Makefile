@@ -73,7 +73,7 @@ setup: $(VENV)/.installed $(SAM_VENV)/.installed  ## create .venv (project) and 
 # The suite runs on every core (pytest-xdist), except the real-Slurm tests: they share one slurmctld on
 # fixed ports (tests/slurm/conftest.py) and run after, in one process, adding to the same coverage.
 # (xdist's --dist loadgroup would keep them on one worker, but it cannot rename test ids on pytest 9.2.)
-# (sysmon where the venv's Python has sys.monitoring; coverage's default tracer, twice as slow, before.)
+# Coverage measures with sys.monitoring where the venv's Python has it (3.12+); its tracer is twice as slow.
 COVERAGE_CORE_OF_VENV = $(shell $(PY) -c 'import sys; print("sysmon" if sys.version_info >= (3, 12) else "ctrace")')
 test: setup lint validate security  ## lint, validate, security checks, and the whole test suite
 	COVERAGE_CORE=$(COVERAGE_CORE_OF_VENV) $(PY) -m pytest -n auto -m "not slurm" --cov --cov-report=

@@ -333,7 +333,6 @@ class SandboxAWS:
         self.function_arns: dict[str, str] = {}
         self._clients: dict[str, Any] = {}
         self._clients_lock = threading.Lock()
-        self._session: boto3.session.Session | None = None
         self._stack = ExitStack()
 
     # --- lifecycle ----------------------------------------------------------------------
@@ -407,10 +406,8 @@ class SandboxAWS:
 
     def client(self, service: str) -> Any:
         """One client per service for the runner (building one loads the service's model: slow)."""
-        if service not in self._clients:
-            if self._session is None:
-                self._session = _session()
-            self._clients[service] = self._session.client(service, region_name=REGION)
+        if service not in self._clients:  # boto3's default session is the sandbox's (shared models)
+            self._clients[service] = boto3.client(service, region_name=REGION)
         return self._clients[service]
 
     # --- patches ------------------------------------------------------------------------

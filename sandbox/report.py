@@ -34,9 +34,6 @@ if TYPE_CHECKING:
 # 2: virtual time no longer counts handler work, and the time split has named waits: version 1's
 # pipeline overhead is not comparable.
 REPORT_VERSION = 2
-# Phases spent waiting on the controller agent: its commands (the Lambda steps around them take no
-# virtual time in a drill).
-AGENT_PHASES = ORCHESTRATOR_PHASES
 
 
 def _seconds(moment: datetime | None, epoch: datetime = EPOCH) -> float | None:
@@ -292,7 +289,7 @@ def _time_split(
     phases = [(p.name, _ms((p.start - epoch).total_seconds()), _ms((p.end - epoch).total_seconds())) for p in record.phases]
     retries = [(_ms(start), _ms(end)) for timeline, why, start, end in runner.clock.waits if timeline == execution and why == RETRY_BACKOFF]
     categories: list[tuple[str, Intervals]] = [
-        ("agent", [(start, end) for name, start, end in phases if name in AGENT_PHASES]),
+        ("agent", [(start, end) for name, start, end in phases if name in ORCHESTRATOR_PHASES]),
         ("retry_backoff", retries),
         ("provisioning", _provisioning(runner, record, phases)),
         ("restart_backoff", [(start, end) for name, start, end in phases if name == "backoff"]),

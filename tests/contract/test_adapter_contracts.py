@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import boto3
+import botocore.session
 import pytest
 from botocore.config import Config
 from botocore.stub import Stubber
@@ -595,7 +596,14 @@ def test_the_slurm_orchestrator_puts_a_typed_command_on_the_agents_queue(aws: No
     assert message["MessageAttributes"]["incident"]["StringValue"] == "inc"
 
 
-@pytest.mark.parametrize("answer_error", ["TaskTimedOut", "InvalidToken", "TaskDoesNotExist", "ThrottlingException"])
+def _modeled_errors(operation: str) -> list[str]:
+    """The error codes botocore's Step Functions model lists for an operation (what AWS documents)."""
+    model = botocore.session.get_session().get_service_model("stepfunctions")
+    return sorted(shape.name for shape in model.operation_model(operation).error_shapes)
+
+
+# Every documented SendTaskSuccess error, and the generic ones AWS sends any call (not in the model).
+@pytest.mark.parametrize("answer_error", [*_modeled_errors("SendTaskSuccess"), "ThrottlingException", "AccessDeniedException"])
 def test_the_slurm_orchestrator_names_its_failures_as_the_state_machines_retry_them(aws: None, answer_error: str) -> None:
     # Given a command queue that does not exist, and Step Functions refusing an answer (moto accepts
     # any token, so its refusals are stubbed with SendTaskSuccess's documented error codes)
@@ -642,7 +650,11 @@ def test_step_functions_turns_a_reused_execution_name_into_already_exists(aws: N
     assert [e["name"] for e in sfn.list_executions(stateMachineArn=job)["executions"]] == ["hpj-1"]
 
 
-@pytest.mark.parametrize("code", ["ThrottlingException", "StateMachineDoesNotExist", "InvalidName", "AccessDeniedException"])
+# Every documented StartExecution error but the reused name (that one is "already_exists"), and the generic ones.
+@pytest.mark.parametrize(
+    "code",
+    [c for c in _modeled_errors("StartExecution") if c != "ExecutionAlreadyExists"] + ["ThrottlingException", "AccessDeniedException"],
+)
 def test_a_start_that_step_functions_refuses_is_start_execution_failed_whatever_the_code(code: str) -> None:
     # Given Step Functions refusing a start, transiently or for good
     sfn = boto3.client("stepfunctions", region_name=REGION)

@@ -207,8 +207,8 @@ def _nested_deeper_than(value: Any, limit: int) -> bool:
     """Whether parsed JSON has containers more than ``limit`` levels deep (iterative: no recursion)."""
     level: list[Any] = [value]  # the containers at one depth, starting with the event (depth 1)
     for _ in range(limit):
-        level = [child for item in level for child in (item.values() if isinstance(item, dict) else item if isinstance(item, list) else ())]
-        level = [item for item in level if isinstance(item, dict | list)]
+        children = (container.values() if isinstance(container, dict) else container for container in level)
+        level = [child for group in children for child in group if isinstance(child, dict | list)]
         if not level:
             return False
     return True

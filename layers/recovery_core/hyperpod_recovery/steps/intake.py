@@ -55,7 +55,8 @@ class Intake:
         self.accepted[message_id] = result
 
     def start_recoveries(self, workflows: Workflows, episode_window_seconds: int) -> list[str]:
-        """Start one execution per group; returns the message ids whose start failed transiently."""
+        """Start one execution per group; returns the message ids whose start failed (SQS redelivers them,
+        and the queue's maxReceiveCount bounds a refusal retrying will not fix)."""
         failed: list[str] = []
         requests = group_triggers(list(self.accepted.values()), self.guarded.name, MAX_NODES_PER_REQUEST)
         for request in requests:
