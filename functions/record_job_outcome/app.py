@@ -4,16 +4,17 @@ from hyperpod_recovery.metric_names import JOB_OUTCOMES
 from hyperpod_recovery.models.job_recovery import RecordJobOutcomeInput
 from hyperpod_recovery.observability import publish_outcome
 from hyperpod_recovery.runtime import Dependencies, workflow_step
-from hyperpod_recovery.steps.job_recovery import record_job_outcome
+from hyperpod_recovery.steps.record import record_incident
 
 
 @workflow_step(RecordJobOutcomeInput)
 def lambda_handler(step: RecordJobOutcomeInput, deps: Dependencies):
-    result = record_job_outcome(
+    result = record_incident(
         step,
         ledger=deps.ledger,
         notifier=deps.notifier,
         cluster=deps.settings.cluster_name,
+        escalation_hold=deps.escalation_hold,
         execution_url=deps.execution_url(step.execution_name, workflow="job"),
         now=deps.now(),
     )

@@ -4,17 +4,16 @@ from hyperpod_recovery.metric_names import NODE_OUTCOMES
 from hyperpod_recovery.models.workflow import RecordOutcomeInput
 from hyperpod_recovery.observability import publish_outcome
 from hyperpod_recovery.runtime import Dependencies, workflow_step
-from hyperpod_recovery.steps.record import record_outcome
+from hyperpod_recovery.steps.record import record_incident
 
 
 @workflow_step(RecordOutcomeInput)
 def lambda_handler(step: RecordOutcomeInput, deps: Dependencies):
-    settings = deps.settings
-    result = record_outcome(
+    result = record_incident(
         step,
         ledger=deps.ledger,
         notifier=deps.notifier,
-        cluster=settings.cluster_name,
+        cluster=deps.settings.cluster_name,
         escalation_hold=deps.escalation_hold,
         execution_url=deps.execution_url(step.execution_name),
         now=deps.now(),

@@ -7,7 +7,8 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from hyperpod_recovery.domain.outcome import decide_outcome, summarize
+from hyperpod_recovery.domain.incident import decide_outcome
+from hyperpod_recovery.domain.node_incident import NODE_INCIDENT, summarize
 from hyperpod_recovery.models.commands import CheckpointRef, CommandReply, JobRef, ResubmitResult
 from hyperpod_recovery.models.workflow import (
     ApplySafetyPolicyInput,
@@ -18,7 +19,7 @@ from hyperpod_recovery.models.workflow import (
     StepError,
     WorkflowState,
 )
-from hyperpod_recovery.steps.record import record_outcome
+from hyperpod_recovery.steps.record import record_incident
 from hyperpod_recovery.steps.safety import apply_safety
 from tests.fakes import CLUSTER, T0, FakeLedger, FakeNotifier
 from tests.unit.test_safety import POLICY, _assessment
@@ -53,7 +54,7 @@ def _plan(*jobs: str) -> CheckpointPlan:
 
 def _record(state: WorkflowState, ledger: FakeLedger, disposition: str = "completed") -> Any:
     notifier = FakeNotifier()
-    result = record_outcome(
+    result = record_incident(
         RecordOutcomeInput(execution_name="inc-1", disposition=disposition, state=state),  # type: ignore[arg-type]
         ledger=ledger,
         notifier=notifier,
@@ -112,7 +113,7 @@ def test_a_live_summary_never_says_dry_run() -> None:
             ],
         }
     )
-    outcome, _, cause = decide_outcome(RecordOutcomeInput(execution_name="inc-1", disposition="completed", state=state))
+    outcome, _, cause = decide_outcome(NODE_INCIDENT, RecordOutcomeInput(execution_name="inc-1", disposition="completed", state=state))
     text = summarize(state, outcome, cause)
     assert "dry run" not in text.lower()
     assert "1001 -> (resubmitted by another incident)" in text and "requeued by Slurm" in text and "3001 -> 3002" in text
@@ -143,7 +144,7 @@ def test_a_fault_on_a_replacement_still_provisioning_joins_the_recovery_of_its_n
     # Then incident B does nothing to it and ends as a duplicate of A, saying so
     assert not second.proceed and [s.reason for s in second.skipped] == ["locked_elsewhere"]
     state = WorkflowState(request=_request(1, incident="inc-b"), assessment=second)
-    outcome, _, _ = decide_outcome(RecordOutcomeInput(execution_name="inc-b", disposition="completed", state=state))
+    outcome, _, _ = decide_outcome(NODE_INCIDENT, RecordOutcomeInput(execution_name="inc-b", disposition="completed", state=state))
     assert outcome == "duplicate" and "being recovered by incident inc-a" in summarize(state, outcome, None)
     assert ledger.nodes_in_recovery(CLUSTER, T0 + timedelta(minutes=5)) == {_assessment(1).targets[0].node_id}
 

@@ -10,14 +10,14 @@ from typing import Any
 import pytest
 
 from hyperpod_recovery.domain.execution_names import job_execution_name, node_execution_name
-from hyperpod_recovery.domain.incident import submitted_here
+from hyperpod_recovery.domain.incident import decide_outcome, submitted_here
 from hyperpod_recovery.domain.job_failure import (
     RestartPolicy,
     classify_failure,
     plan_restart,
     watch_other_recovery,
 )
-from hyperpod_recovery.domain.job_outcome import decide_job_outcome
+from hyperpod_recovery.domain.job_incident import JOB_INCIDENT
 from hyperpod_recovery.domain.normalize import GuardedCluster
 from hyperpod_recovery.errors import (
     CrashLoopDetected,
@@ -45,7 +45,8 @@ from hyperpod_recovery.models.records import IncidentRecord, ResubmissionClaim
 from hyperpod_recovery.models.requests import JobRecoveryRequest
 from hyperpod_recovery.models.workflow import CheckpointPlan, ResumePlan, StepError, UnresumableJob
 from hyperpod_recovery.steps.controller_commands import check_job_nodes
-from hyperpod_recovery.steps.job_recovery import lineage_root_of, record_job_outcome, validate_job_request
+from hyperpod_recovery.steps.job_recovery import lineage_root_of, validate_job_request
+from hyperpod_recovery.steps.record import record_incident
 from tests.fakes import CLUSTER, CLUSTER_ARN, LIMITS, T0, FakeLedger, FakeNotifier, FakeOrchestrator, node_id
 
 POLICY = RestartPolicy(budget=3, window_seconds=86_400, backoff_seconds=60, max_backoff_seconds=900, crash_loop_repeats=2)
@@ -413,7 +414,7 @@ def test_recording_a_resubmission_extends_the_lineage_and_notifies_with_the_job(
     ledger, notifier = FakeLedger(), FakeNotifier()
     ledger.claim_resubmission(CLUSTER, "8", "hpj-8", T0, timedelta(hours=6))
     step = RecordJobOutcomeInput(execution_name="hpj-8", disposition="completed", state=_completed_state())
-    result = record_job_outcome(step, ledger=ledger, notifier=notifier, cluster=CLUSTER, execution_url="https://x", now=T0)
+    result = record_incident(step, ledger=ledger, notifier=notifier, cluster=CLUSTER, execution_url="https://x", now=T0)
     assert result.outcome == "recovered" and "resubmitted as job 9 from step 2000" in result.summary
     assert [(e.failed_job_id, e.new_job_id, e.checkpoint_step) for e in ledger.restart_history(CLUSTER, "8")] == [("8", "9", 2000)]
     assert ledger.lineage_root(CLUSTER, "9") == "8" and ledger.claims[(CLUSTER, "8")]["new_job_id"] == "9"
@@ -441,7 +442,7 @@ def test_the_record_lists_a_resubmission_only_when_this_incident_submitted_the_j
     ledger, notifier = FakeLedger(), FakeNotifier()
     step = RecordJobOutcomeInput(execution_name="hpj-8", disposition="completed", state=state)
     # When the outcome is recorded
-    record_job_outcome(step, ledger=ledger, notifier=notifier, cluster=CLUSTER, execution_url="https://x", now=T0)
+    record_incident(step, ledger=ledger, notifier=notifier, cluster=CLUSTER, execution_url="https://x", now=T0)
     record = ledger.get_incident("hpj-8")
     assert record is not None
     # Then the record, the lineage and the shared rule (domain/incident.py) agree: a resubmission only
@@ -457,7 +458,7 @@ def test_a_failed_nested_node_recovery_is_escalated_under_its_own_error() -> Non
         {"ExecutionArn": "arn:aws:states:us-west-2:1:execution:m:hpj-8-nodes", "Error": "RejoinDeadlineExceeded", "Cause": "not back"}
     )
     step = RecordJobOutcomeInput(execution_name="hpj-8", disposition="escalated", error=StepError(Error="States.TaskFailed", Cause=cause))
-    outcome, error, text = decide_job_outcome(step)
+    outcome, error, text = decide_outcome(JOB_INCIDENT, step)
     assert (outcome, error) == ("escalated", "NodeRecoveryEscalated") and "hpj-8-nodes ended RejoinDeadlineExceeded: not back" in (
         text or ""
     )
@@ -475,9 +476,10 @@ def test_an_open_breaker_stops_job_restarts_too() -> None:
     )
     decision = plan_job_restart(step, ledger=ledger, policy=POLICY, now=T0)
     assert decision.action == "capped" and "3 failed recoveries" in decision.reason
-    outcome, error, _ = decide_job_outcome(
+    outcome, error, _ = decide_outcome(
+        JOB_INCIDENT,
         RecordJobOutcomeInput(
             execution_name="hpj-8", disposition="completed", state=JobWorkflowState(request=_request(_failure()), restart=decision)
-        )
+        ),
     )
     assert (outcome, error) == ("capped", "CircuitBreakerOpen")

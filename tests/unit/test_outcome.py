@@ -1,18 +1,19 @@
-"""How an incident ended: outcome, timeline, phases, notification (domain/outcome.py)."""
+"""How a NodeRecovery incident ended: outcome, timeline, phases, notification (domain/incident.py
+with domain/node_incident.py's table)."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 
+from hyperpod_recovery.domain.incident import conclude, decide_outcome
+from hyperpod_recovery.domain.node_incident import NODE_INCIDENT
 from hyperpod_recovery.domain.notification import notification
-from hyperpod_recovery.domain.outcome import build_incident_record, decide_outcome, summarize
 from hyperpod_recovery.models.commands import CheckpointRef, CommandReply, DrainResult, JobsOnNodesResult, JobSpec
 from hyperpod_recovery.models.requests import RecoveryRequest, Trigger
 from hyperpod_recovery.models.workflow import (
     Assessment,
     CheckpointPlan,
     NodeTarget,
-    OutcomeResult,
     RecordOutcomeInput,
     ReplaceFailure,
     SkippedNode,
@@ -37,7 +38,8 @@ def _state(**parts) -> WorkflowState:  # type: ignore[no-untyped-def]
 
 
 def _decide(disposition: str = "completed", error: StepError | None = None, **parts):  # type: ignore[no-untyped-def]
-    return decide_outcome(RecordOutcomeInput(execution_name="inc-1", disposition=disposition, state=_state(**parts), error=error))  # type: ignore[arg-type]
+    step = RecordOutcomeInput(execution_name="inc-1", disposition=disposition, state=_state(**parts), error=error)  # type: ignore[arg-type]
+    return decide_outcome(NODE_INCIDENT, step)
 
 
 def _assessment(skipped: list[SkippedNode] | None = None, targets: int = 1) -> Assessment:
@@ -132,10 +134,9 @@ def _full_state() -> WorkflowState:
 
 def test_incident_record_has_an_ordered_timeline_and_phases() -> None:
     state = _full_state()
-    result = OutcomeResult(
-        at=T0 + timedelta(seconds=20), incident_id="inc-1", outcome="recovered", summary=summarize(state, "recovered", None)
-    )
-    record = build_incident_record(RecordOutcomeInput(execution_name="inc-1", disposition="completed", state=state), result, "llm-train")
+    step = RecordOutcomeInput(execution_name="inc-1", disposition="completed", state=state)
+    result, record, _ = conclude(NODE_INCIDENT, step, cluster="llm-train", now=T0 + timedelta(seconds=20))
+    assert result.outcome == record.outcome == "recovered" and result.summary == record.summary
     events = [e.event for e in record.timeline]
     assert events == [
         "fault detected",
@@ -154,10 +155,9 @@ def test_incident_record_has_an_ordered_timeline_and_phases() -> None:
 
 def test_notification_subject_fits_sns_and_names_cluster_outcome_and_nodes() -> None:
     state = _full_state()
-    result = OutcomeResult(
-        at=T0, incident_id="inc-1", outcome="escalated", error="RejoinDeadlineExceeded", cause="node not back", summary="s"
-    )
-    record = build_incident_record(RecordOutcomeInput(execution_name="inc-1", disposition="escalated", state=state), result, "llm-train")
+    error = StepError(Error="RejoinDeadlineExceeded", Cause="node not back")
+    step = RecordOutcomeInput(execution_name="inc-1", disposition="escalated", state=state, error=error)
+    _, record, _ = conclude(NODE_INCIDENT, step, cluster="llm-train", now=T0)
     record.hostnames = [f"ip-10-3-0-{n}" for n in range(1, 40)]
     subject, body = notification(record, "https://console/exec")
     assert len(subject) <= 100 and subject.startswith("[hyperpod-recovery] llm-train: ESCALATED RejoinDeadlineExceeded ip-10-3-0-1, ")

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hyperpod_recovery.domain.outcome import build_timeline, summarize
+from hyperpod_recovery.domain.node_incident import build_timeline, summarize
 from hyperpod_recovery.domain.rejoin import MAX_BOOT_READINGS, observe_rejoin, rejoin_text
 from hyperpod_recovery.errors import RejoinDeadlineExceeded
 from hyperpod_recovery.models.cluster import ClusterNode
@@ -331,7 +331,7 @@ def test_the_timeline_and_summary_say_which_identity_matched() -> None:
     watch = _observe(_watch(), [_instance(0xBEEF, host=99, logical=LOGICAL)], 600)
     state = WorkflowState(request=_request(7), replacement=Replacement(at=T0, calls=1, proceed=True, watch=watch))
     # Then the timeline's rejoin entry says so, and the summary tells the human the node has a new name
-    (rejoined,) = [e for e in build_timeline(state, "recovered", T0, "") if e.event == "node rejoined"]
+    (rejoined,) = [e for e in build_timeline(state, T0) if e.event == "node rejoined"]
     assert "same NodeLogicalId" in rejoined.detail and NAME in rejoined.detail
     assert "ip-10-1-0-7 is ip-10-1-0-99 now (same NodeLogicalId; ip-10-1-0-7 is left drained)" in summarize(state, "recovered", None)
 

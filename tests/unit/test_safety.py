@@ -10,11 +10,12 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from hyperpod_recovery.domain.outcome import decide_outcome
+from hyperpod_recovery.domain.incident import decide_outcome
+from hyperpod_recovery.domain.node_incident import NODE_INCIDENT
 from hyperpod_recovery.domain.safety import SafetyPolicy, apply_safety_policy
 from hyperpod_recovery.models.records import BreakerState, RecoveryLogEntry
 from hyperpod_recovery.models.workflow import ApplySafetyPolicyInput, Assessment, NodeTarget, RecordOutcomeInput, WorkflowState
-from hyperpod_recovery.steps.record import record_outcome
+from hyperpod_recovery.steps.record import record_incident
 from hyperpod_recovery.steps.safety import apply_safety
 from hyperpod_recovery_cli.main import main
 from tests.fakes import CLUSTER, T0, FakeLedger, FakeNotifier, node_id
@@ -103,7 +104,8 @@ def test_a_repeat_offender_is_escalated_not_replaced_and_the_others_proceed() ->
     assert [(s.node_id, s.reason) for s in result.skipped] == [(node_id(1), "repeat_offender")]
     # And the outcome names it, after the other node was recovered
     outcome, error, cause = decide_outcome(
-        RecordOutcomeInput(execution_name="hpr-1", disposition="completed", state=WorkflowState(request=_request(1, 2), assessment=result))
+        NODE_INCIDENT,
+        RecordOutcomeInput(execution_name="hpr-1", disposition="completed", state=WorkflowState(request=_request(1, 2), assessment=result)),
     )
     assert (outcome, error) == ("escalated", "RepeatOffender") and "recovered 2 times" in (cause or "")
 
@@ -111,7 +113,7 @@ def test_a_repeat_offender_is_escalated_not_replaced_and_the_others_proceed() ->
 def test_a_capped_incident_ends_capped_with_the_reason() -> None:
     capped = _apply(_assessment(1), breaker=BreakerState(state="open", reason="r", changed_at=T0))
     state = WorkflowState(request=_request(1), assessment=capped)
-    assert decide_outcome(RecordOutcomeInput(execution_name="hpr-1", disposition="completed", state=state))[:2] == (
+    assert decide_outcome(NODE_INCIDENT, RecordOutcomeInput(execution_name="hpr-1", disposition="completed", state=state))[:2] == (
         "capped",
         "CircuitBreakerOpen",
     )
@@ -167,7 +169,7 @@ def test_record_outcome_frees_the_cap_and_logs_what_it_acted_on() -> None:
     step = RecordOutcomeInput(
         execution_name="hpr-1", disposition="escalated", state=WorkflowState(request=_request(1), assessment=assessment)
     )
-    record_outcome(
+    record_incident(
         step, ledger=ledger, notifier=FakeNotifier(), cluster=CLUSTER, escalation_hold=timedelta(hours=1), execution_url="u", now=T0
     )
     assert ledger.nodes_in_recovery(CLUSTER, T0) == set()
@@ -230,7 +232,7 @@ def test_the_breaker_cli_says_which_table_it_needs(monkeypatch: pytest.MonkeyPat
 
 
 def test_a_dry_run_past_the_cap_says_it_would_be_capped() -> None:
-    from hyperpod_recovery.domain.outcome import summarize
+    from hyperpod_recovery.domain.node_incident import summarize
 
     ledger = FakeLedger()
     ledger.reserve_capacity(CLUSTER, "other", [node_id(n) for n in range(100, 120)], 100, T0, TTL)
@@ -242,5 +244,5 @@ def test_a_dry_run_past_the_cap_says_it_would_be_capped() -> None:
         now=T0,
     )
     state = WorkflowState(request=_request(1, dry_run=True), assessment=assessment)
-    assert decide_outcome(RecordOutcomeInput(execution_name="d", disposition="completed", state=state))[0] == "dry_run"
+    assert decide_outcome(NODE_INCIDENT, RecordOutcomeInput(execution_name="d", disposition="completed", state=state))[0] == "dry_run"
     assert "would be capped (ClusterCapReached" in summarize(state, "dry_run", None)

@@ -25,7 +25,7 @@ from hyperpod_recovery.models.workflow import (
 )
 from hyperpod_recovery.steps.controller_commands import cordon_nodes, resubmit_job
 from hyperpod_recovery.steps.lock import lock_nodes
-from hyperpod_recovery.steps.record import record_outcome
+from hyperpod_recovery.steps.record import record_incident
 from hyperpod_recovery.steps.replace import replace_nodes
 from hyperpod_recovery.steps.validate import validate_request
 from tests.fakes import CLUSTER, CLUSTER_ARN, LIMITS, T0, FakeCluster, FakeLedger, FakeNotifier, FakeOrchestrator, compute_node, node_id
@@ -230,7 +230,7 @@ def _reply(new_job_id: str | None = "1002") -> CommandReply[ResubmitResult]:
 def _record(disposition: str, state: WorkflowState, error: StepError | None = None) -> tuple[FakeLedger, FakeNotifier, Any]:
     ledger, notifier = FakeLedger(), FakeNotifier()
     ledger.acquire_locks("inc-1", CLUSTER, [node_id(1)], T0, TTL)
-    result = record_outcome(
+    result = record_incident(
         RecordOutcomeInput(execution_name="inc-1", disposition=disposition, state=state, error=error),  # type: ignore[arg-type]
         ledger=ledger,
         notifier=notifier,
@@ -273,7 +273,7 @@ def test_completed_resubmission_is_recorded_on_the_job_claim() -> None:
     state.resubmissions = [_reply()]
     ledger = FakeLedger()
     ledger.claim_resubmission(CLUSTER, "1001", "inc-1", T0, TTL)
-    record_outcome(
+    record_incident(
         RecordOutcomeInput(execution_name="inc-1", disposition="completed", state=state),
         ledger=ledger,
         notifier=FakeNotifier(),

@@ -163,6 +163,11 @@ class NodeRecoveryEscalated(RecoveryError):
     """The node recovery the failed job waited on (nested, or another incident's) escalated."""
 
 
+class JobNotResubmitted(RecoveryError):
+    """A JobRecovery run ended without resubmitting the job and without finding it restarted by
+    anyone else (recorded by Record Job Outcome, never raised)."""
+
+
 class NodeRecoveryNotFinished(RecoveryError):
     """Another incident holding the job's nodes did not finish before the wait deadline."""
 

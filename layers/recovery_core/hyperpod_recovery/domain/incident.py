@@ -1,16 +1,63 @@
-"""What both workflows' incident records share: which resubmissions an incident made, and how long
-it waited on the orchestrator. Record Outcome (domain/outcome.py) and Record Job Outcome
-(domain/job_outcome.py) build their records with these, so the two cannot count differently.
+"""How an incident ends, for both workflows: the outcome, the summary, the incident record with its
+timeline and phases, and the phase durations the metrics publish.
+
+One spine, one small table per workflow. What every incident shares is decided here: how a step
+that failed ends it, that a dry run is a dry run, which resubmissions count as this incident's,
+how long it waited on the orchestrator, how the record is put together. What differs per workflow
+(what a completed run decided, the words of its summary, its own timeline events and phases) is
+its table: ``NODE_INCIDENT`` in domain/node_incident.py (NodeRecovery) and ``JOB_INCIDENT`` in
+domain/job_incident.py (JobRecovery). Record Outcome (steps/record.py) is the one step that
+records either; Reconcile Execution (domain/reconcile.py) records the ends no step saw.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Generic, Literal, Protocol, TypeVar
 
+from hyperpod_recovery.domain.durations import phase_durations
 from hyperpod_recovery.models.commands import CommandReply, ResubmitResult
-from hyperpod_recovery.models.records import Resubmission
-from hyperpod_recovery.models.workflow import ResumePlan
+from hyperpod_recovery.models.records import IncidentRecord, Phase, Resubmission, TimelineEntry
+from hyperpod_recovery.models.workflow import OutcomeResult, ResumePlan, StepError
+from hyperpod_recovery.vocabulary import Outcome, PhaseName
+
+CAUSE_LIMIT = 4000
+
+StateT = TypeVar("StateT")
+StateT_co = TypeVar("StateT_co", covariant=True)
+Decision = tuple[Outcome, str | None, str | None]  # (outcome, error name, cause)
+Disposition = Literal["completed", "duplicate", "rejected", "escalated", "stale"]
+
+
+class RecordStep(Protocol[StateT_co]):
+    """What a Record step receives (RecordOutcomeInput, RecordJobOutcomeInput): how the workflow
+    got there (the ASL's Catch, or its end), its state, and the error that ended it."""
+
+    @property
+    def execution_name(self) -> str: ...
+    @property
+    def disposition(self) -> Disposition: ...
+    @property
+    def state(self) -> StateT_co: ...
+    @property
+    def error(self) -> StepError | None: ...
+
+
+# --- rules both workflows' records follow ---------------------------------------------------
+def error_message(cause: str | None) -> str:
+    """A Lambda failure's Cause is a JSON document; a human wants its errorMessage."""
+    if not cause:
+        return ""
+    try:
+        parsed = json.loads(cause)
+    except json.JSONDecodeError:
+        return cause[:CAUSE_LIMIT]
+    if isinstance(parsed, dict) and "errorMessage" in parsed:
+        return str(parsed["errorMessage"])[:CAUSE_LIMIT]
+    return cause[:CAUSE_LIMIT]
 
 
 def submitted_here(reply: CommandReply[ResubmitResult]) -> bool:
@@ -36,3 +83,128 @@ def resubmission(plan: ResumePlan, reply: CommandReply[ResubmitResult]) -> Resub
 def orchestrator_seconds(replies: Iterable[CommandReply[Any] | None]) -> float:
     """How long the incident waited on the orchestrator's commands (dry-run answers took none)."""
     return round(sum((r.completed_at - r.requested_at).total_seconds() for r in replies if r is not None and not r.dry_run), 3)
+
+
+class PhaseLog:
+    """The phases an incident went through, each kept only when it has a start and an end in order.
+
+    ``add`` takes both ends; ``then`` starts where the cursor is (the last phase's end, or where it
+    was set) and moves it on, for a workflow whose steps run one after the other."""
+
+    def __init__(self) -> None:
+        self.phases: list[Phase] = []
+        self.cursor: datetime | None = None
+
+    def add(self, name: PhaseName, start: datetime | None, end: datetime | None) -> None:
+        if start is not None and end is not None and end >= start:
+            self.phases.append(Phase(name=name, start=start, end=end))
+            self.cursor = end
+
+    def then(self, name: PhaseName, end: datetime | None) -> None:
+        self.add(name, self.cursor, end)
+
+    @property
+    def last_end(self) -> datetime | None:
+        return max((p.end for p in self.phases), default=None)
+
+
+# --- what differs per workflow ---------------------------------------------------------------
+@dataclass(frozen=True)
+class IncidentFacts:
+    """What a workflow's state says about its incident, in the record's terms."""
+
+    dry_run: bool
+    detected_at: datetime | None
+    trigger: list[str]
+    nodes: list[str]
+    hostnames: list[str]
+    jobs: list[dict[str, Any]]
+    resubmissions: list[Resubmission]
+    # old job id -> new job id for the jobs this incident submitted: their claims are completed
+    resubmitted: dict[str, str]
+    orchestrator_replies: list[CommandReply[Any] | None]
+    job_id: str | None = None
+    # Nodes this incident locked (not in a dry run): an escalation keeps them locked a while.
+    locked_nodes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class IncidentTable(Generic[StateT]):
+    """One workflow's part of the record: what its completed run decided and how its incident reads."""
+
+    workflow: Literal["node", "job"]
+    dry_run: Callable[[StateT], bool]
+    decide: Callable[[StateT], Decision]  # a run that completed, not a dry run
+    summarize: Callable[[StateT, Outcome, str | None], str]
+    timeline: Callable[[StateT, datetime], list[TimelineEntry]]  # its own events, without the outcome
+    phases: Callable[[StateT, datetime], list[Phase]]
+    facts: Callable[[StateT], IncidentFacts]
+    # A failure this workflow reads better than its Error and Cause say (JobRecovery: the nested
+    # NodeRecovery's own error); None when it has nothing to add.
+    read_failure: Callable[[StepError], Decision | None] = lambda _error: None
+
+
+# --- the spine --------------------------------------------------------------------------------
+def decide_outcome(table: IncidentTable[StateT], step: RecordStep[StateT]) -> Decision:
+    """(outcome, error name, cause) for the end of an execution.
+
+    A step that raised ends the incident ``escalated`` (``rejected`` for a bad request, ``stale``
+    for a signal too old to act on) with its error; a controller command nobody answered says so.
+    A dry run that ran to its end is ``dry_run``. Anything else is the workflow's own decision."""
+    disposition, state, error = step.disposition, step.state, step.error
+    if disposition == "duplicate":
+        return "duplicate", None, None
+    if disposition in ("rejected", "escalated", "stale"):
+        if error is not None and (read := table.read_failure(error)) is not None:
+            return read
+        name = error.Error if error else "Unknown"
+        cause = error_message(error.Cause) if error else ""
+        if name == "States.Timeout":
+            cause = f"no answer from the controller agent before the timeout. {cause}".strip()
+        return disposition, name, cause
+    if table.dry_run(state):
+        return "dry_run", None, None
+    return table.decide(state)
+
+
+def conclude(
+    table: IncidentTable[StateT], step: RecordStep[StateT], *, cluster: str, now: datetime
+) -> tuple[OutcomeResult, IncidentRecord, IncidentFacts]:
+    """The outcome (with the durations the metrics publish), the incident record and the facts
+    the Record step settles the incident's holdings with."""
+    state, incident_id = step.state, step.execution_name
+    outcome, error_code, cause = decide_outcome(table, step)
+    summary = table.summarize(state, outcome, cause)
+    facts = table.facts(state)
+    timeline = [*table.timeline(state, now), TimelineEntry(at=now, event=f"outcome: {outcome}", detail=summary)]
+    record = IncidentRecord(
+        incident_id=incident_id,
+        cluster=cluster,
+        workflow=table.workflow,
+        job_id=facts.job_id,
+        outcome=outcome,
+        dry_run=facts.dry_run,
+        trigger=facts.trigger,
+        nodes=facts.nodes,
+        hostnames=facts.hostnames,
+        error=error_code,
+        cause=cause,
+        summary=summary,
+        detected_at=facts.detected_at,
+        recorded_at=now,
+        timeline=sorted(timeline, key=lambda e: e.at),
+        phases=table.phases(state, now),
+        resubmissions=facts.resubmissions,
+        jobs=facts.jobs,
+        agent_seconds=orchestrator_seconds(facts.orchestrator_replies),
+    )
+    result = OutcomeResult(
+        at=now,
+        incident_id=incident_id,
+        outcome=outcome,
+        error=error_code,
+        cause=cause,
+        summary=summary,
+        durations=phase_durations(record),
+    )
+    return result, record, facts

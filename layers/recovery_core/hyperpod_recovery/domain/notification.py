@@ -66,6 +66,10 @@ _NEXT_STEP_OF: dict[type[errors.RecoveryError], str] = {
     errors.NodeRecoveryNotFinished: (
         "The incident holding the job's nodes did not finish in time. Look at it; resubmit the job when its nodes are back."
     ),
+    errors.JobNotResubmitted: (
+        "The job recovery ended without resubmitting the job, and nobody else restarted it. Read the incident's "
+        "timeline for the last step it reached; resubmit the job by hand."
+    ),
     errors.JobSpecUnavailable: "slurmctld no longer knows the job, so there is no batch script to resubmit. Resubmit it yourself.",
     errors.RepeatOffender: (
         "This host was recovered too often this week and was not replaced again: replacing it would loop. Look at its "

@@ -17,7 +17,8 @@ from typing import Literal
 from pydantic import ValidationError
 
 from hyperpod_recovery import errors
-from hyperpod_recovery.domain.outcome import CAUSE_LIMIT, error_message, trigger_text
+from hyperpod_recovery.domain.incident import CAUSE_LIMIT, error_message
+from hyperpod_recovery.domain.node_incident import trigger_text
 from hyperpod_recovery.domain.phases import phases_from_states
 from hyperpod_recovery.models.events import ExecutionStatusDetail
 from hyperpod_recovery.models.records import Holdings, IncidentRecord, Phase, TimelineEntry

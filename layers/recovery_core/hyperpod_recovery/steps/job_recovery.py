@@ -1,7 +1,7 @@
 """JobRecovery's own steps: Validate Job Request, Classify Failure, Check Other Recovery,
-Plan Job Restart, Record Job Outcome. (Capture Job Spec and Check Job Nodes are controller
-commands: steps/controller_commands.py. Find Newest Checkpoint and Resubmit Job are shared with
-NodeRecovery.)"""
+Plan Job Restart. (Capture Job Spec and Check Job Nodes are controller commands:
+steps/controller_commands.py; Record Job Outcome is steps/record.py's, for both workflows. Find
+Newest Checkpoint and Resubmit Job are shared with NodeRecovery.)"""
 
 from __future__ import annotations
 
@@ -9,29 +9,21 @@ from datetime import datetime
 
 from pydantic import TypeAdapter
 
-from hyperpod_recovery.domain.durations import phase_durations
 from hyperpod_recovery.domain.freshness import EventAgeLimits
-from hyperpod_recovery.domain.incident import submitted_here
 from hyperpod_recovery.domain.job_failure import RestartPolicy, classify_failure, plan_restart, watch_other_recovery
-from hyperpod_recovery.domain.job_outcome import build_job_incident_record, decide_job_outcome, summarize_job
 from hyperpod_recovery.domain.normalize import GuardedCluster, translate_manual_job
-from hyperpod_recovery.domain.notification import notification
 from hyperpod_recovery.models.job_recovery import (
     CheckOtherRecoveryInput,
     ClassifyJobFailureInput,
     FailureClassification,
     OtherRecoveryWatch,
     PlanJobRestartInput,
-    RecordJobOutcomeInput,
     RestartDecision,
-    RestartEntry,
     ValidateJobRequestInput,
 )
 from hyperpod_recovery.models.requests import JobRecoveryRequest, JobStartInput, ManualJobRecoveryRequest
-from hyperpod_recovery.models.workflow import OutcomeResult
 from hyperpod_recovery.observability import logger
-from hyperpod_recovery.ports import Cluster, Ledger, Notifier
-from hyperpod_recovery.steps.settle import settle_holdings
+from hyperpod_recovery.ports import Cluster, Ledger
 from hyperpod_recovery.steps.validate import admit, parse_start_input
 
 _START_INPUT: TypeAdapter[ManualJobRecoveryRequest | JobRecoveryRequest] = TypeAdapter(JobStartInput)
@@ -118,59 +110,3 @@ def plan_job_restart(step: PlanJobRestartInput, *, ledger: Ledger, policy: Resta
     )
     logger.info("restart planned", extra={"job_id": job.job_id, "action": decision.action, "reason": decision.reason})
     return decision
-
-
-def record_job_outcome(
-    step: RecordJobOutcomeInput, *, ledger: Ledger, notifier: Notifier, cluster: str, execution_url: str, now: datetime
-) -> OutcomeResult:
-    outcome, error, cause = decide_job_outcome(step)
-    state = step.state
-    job_id = state.request.job_id if state.request else "?"
-    result = OutcomeResult(
-        at=now,
-        incident_id=step.execution_name,
-        outcome=outcome,
-        error=error,
-        cause=cause,
-        summary=summarize_job(state, outcome, cause, job_id),
-    )
-    record = build_job_incident_record(step, result, cluster)
-    ledger.save_incident(record)
-    result = result.model_copy(update={"durations": phase_durations(record)})
-    reply, restart, classification = state.resubmission, state.restart, state.classification
-    resubmitted = reply is not None and submitted_here(reply)
-    if resubmitted and reply is not None and reply.result.new_job_id and restart and restart.plan:
-        ledger.record_restart(
-            cluster,
-            restart.lineage_root or reply.result.old_job_id,
-            RestartEntry(
-                failed_job_id=reply.result.old_job_id,
-                new_job_id=reply.result.new_job_id,
-                kind="node_caused" if classification and classification.kind == "node_caused" else "application",
-                checkpoint_step=restart.plan.checkpoint.step,
-                restarted_at=reply.completed_at,
-                incident=step.execution_name,
-            ),
-        )
-    elif restart is not None and restart.action == "resubmitted_by_node_recovery" and restart.resubmitted_as and state.checkpoints:
-        # Our nested NodeRecovery resubmitted the job: still one restart of this lineage.
-        chosen = state.checkpoints.resumable[0].checkpoint.step if state.checkpoints.resumable else 0
-        ledger.record_restart(
-            cluster,
-            restart.lineage_root or job_id,
-            RestartEntry(
-                failed_job_id=job_id,
-                new_job_id=restart.resubmitted_as,
-                kind="node_caused",
-                checkpoint_step=chosen,
-                restarted_at=now,
-                incident=restart.resubmitted_by or step.execution_name,
-            ),
-        )
-    # The claim taken by Resubmit Job is completed (resubmitted) or given back (Slurm requeued the
-    # job, or nothing was sent): never left to block the job's next failure.
-    done = {reply.result.old_job_id: reply.result.new_job_id} if resubmitted and reply and reply.result.new_job_id else {}
-    settle_holdings(ledger, step.execution_name, resubmitted=done, hold_locks_until=None, now=now)
-    subject, body = notification(record, execution_url)
-    notifier.publish(subject, body, {"outcome": outcome, "cluster": cluster, "workflow": "job"})
-    return result

@@ -1,18 +1,58 @@
-"""Record Outcome (also Escalate Incident, Record Duplicate, Record Rejection): decide the outcome,
-save the incident record, release or hold the node locks, notify."""
+"""Record Outcome, for both workflows (NodeRecovery's Record Outcome, Escalate Incident, Record
+Duplicate, Record Rejection; JobRecovery's Record Job Outcome, Escalate Job Incident, Record Job
+Rejection): decide the outcome, save the incident record, count the incident where the safety rules
+look, settle what it holds, notify."""
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any
 
-from hyperpod_recovery.domain.durations import phase_durations
-from hyperpod_recovery.domain.incident import submitted_here
+from hyperpod_recovery.domain.incident import IncidentTable, conclude, submitted_here
+from hyperpod_recovery.domain.job_incident import JOB_INCIDENT
+from hyperpod_recovery.domain.node_incident import NODE_INCIDENT
 from hyperpod_recovery.domain.notification import notification
-from hyperpod_recovery.domain.outcome import build_incident_record, decide_outcome, summarize
-from hyperpod_recovery.models.records import RecoveryLogEntry
+from hyperpod_recovery.models.job_recovery import RecordJobOutcomeInput, RestartEntry
+from hyperpod_recovery.models.records import IncidentRecord, RecoveryLogEntry
 from hyperpod_recovery.models.workflow import OutcomeResult, RecordOutcomeInput
 from hyperpod_recovery.ports import Ledger, Notifier
 from hyperpod_recovery.steps.settle import settle_holdings
+
+
+def record_incident(
+    step: RecordOutcomeInput | RecordJobOutcomeInput,
+    *,
+    ledger: Ledger,
+    notifier: Notifier,
+    cluster: str,
+    execution_url: str,
+    now: datetime,
+    escalation_hold: timedelta = timedelta(0),
+    log_seconds: int = 7 * 86_400,
+) -> OutcomeResult:
+    table: IncidentTable[Any] = JOB_INCIDENT
+    if isinstance(step, RecordOutcomeInput):
+        step, table = with_jobs_from_ledger(step, ledger), NODE_INCIDENT
+    result, record, facts = conclude(table, step, cluster=cluster, now=now)
+    ledger.save_incident(record)
+    # Written before settling, so a retried step cannot skip them (each is idempotent per incident).
+    if isinstance(step, RecordOutcomeInput):
+        count_node_repairs(step, record, ledger=ledger, cluster=cluster, now=now, log_seconds=log_seconds)
+    else:
+        count_job_restart(step, record, ledger=ledger, cluster=cluster, now=now)
+    # Escalated nodes stay locked for a while so the automation does not loop on a node a human is
+    # looking at; everything else is released at once.
+    hold_until = now + escalation_hold if record.outcome == "escalated" else None
+    settle_holdings(ledger, step.execution_name, resubmitted=facts.resubmitted, hold_locks_until=hold_until, now=now)
+    subject, body = notification(record, execution_url, hold_until=hold_until if facts.locked_nodes else None)
+    notifier.publish(subject, body, _attributes(record, cluster))
+    return result
+
+
+def _attributes(record: IncidentRecord, cluster: str) -> dict[str, str]:
+    """SNS message attributes subscribers filter on (docs/runbook.md): JobRecovery's say so."""
+    attributes = {"outcome": record.outcome, "cluster": cluster}
+    return attributes if record.workflow == "node" else {**attributes, "workflow": record.workflow}
 
 
 def with_jobs_from_ledger(step: RecordOutcomeInput, ledger: Ledger) -> RecordOutcomeInput:
@@ -26,48 +66,45 @@ def with_jobs_from_ledger(step: RecordOutcomeInput, ledger: Ledger) -> RecordOut
     return step.model_copy(update={"state": step.state.model_copy(update={"jobs": restored})})
 
 
-def record_outcome(
-    step: RecordOutcomeInput,
-    *,
-    ledger: Ledger,
-    notifier: Notifier,
-    cluster: str,
-    escalation_hold: timedelta,
-    execution_url: str,
-    now: datetime,
-    log_seconds: int = 7 * 86_400,
-) -> OutcomeResult:
-    step = with_jobs_from_ledger(step, ledger)
-    outcome, error, cause = decide_outcome(step)
-    result = OutcomeResult(
-        at=now,
-        incident_id=step.execution_name,
-        outcome=outcome,
-        error=error,
-        cause=cause,
-        summary=summarize(step.state, outcome, cause),
+def count_node_repairs(
+    step: RecordOutcomeInput, record: IncidentRecord, *, ledger: Ledger, cluster: str, now: datetime, log_seconds: int
+) -> None:
+    """An incident that acted on nodes counts in the breaker's and the repeat offenders' windows."""
+    assessment = step.state.assessment
+    safety = assessment.safety if assessment else None
+    if assessment is None or safety is None or not safety.reserved or record.outcome not in ("recovered", "escalated"):
+        return
+    hostnames = [t.slurm_node for t in assessment.targets]
+    ledger.log_recovery(
+        cluster, RecoveryLogEntry(incident=step.execution_name, at=now, hostnames=hostnames, outcome=record.outcome), log_seconds
     )
-    record = build_incident_record(step, result, cluster)
-    ledger.save_incident(record)
-    result = result.model_copy(update={"durations": phase_durations(record)})
 
+
+def count_job_restart(step: RecordJobOutcomeInput, record: IncidentRecord, *, ledger: Ledger, cluster: str, now: datetime) -> None:
+    """A restart of the job, by this incident or by the node recovery it started, is one restart of
+    the job's lineage: the restart budget and the crash-loop rule count it."""
     state = step.state
-    safety = state.assessment.safety if state.assessment else None
-    if safety is not None and safety.reserved and outcome in ("recovered", "escalated") and state.assessment:
-        # It acted on these nodes: the breaker and repeat-offender windows count it (idempotent per
-        # incident, and written before settling so a retried step cannot skip it).
-        hostnames = [t.slurm_node for t in state.assessment.targets]
-        ledger.log_recovery(
-            cluster, RecoveryLogEntry(incident=step.execution_name, at=now, hostnames=hostnames, outcome=outcome), log_seconds
+    reply, restart, classification = state.resubmission, state.restart, state.classification
+    job_id = state.request.job_id if state.request else "?"
+    if reply is not None and submitted_here(reply) and reply.result.new_job_id and restart and restart.plan:
+        entry = RestartEntry(
+            failed_job_id=reply.result.old_job_id,
+            new_job_id=reply.result.new_job_id,
+            kind="node_caused" if classification and classification.kind == "node_caused" else "application",
+            checkpoint_step=restart.plan.checkpoint.step,
+            restarted_at=reply.completed_at,
+            incident=step.execution_name,
         )
-    # Escalated nodes stay locked for a while so the automation does not loop on a node a human is
-    # looking at; everything else is released at once.
-    hold_until = now + escalation_hold if outcome == "escalated" else None
-    resubmitted = {r.result.old_job_id: r.result.new_job_id for r in state.replies if r.result.new_job_id and submitted_here(r)}
-    settle_holdings(ledger, step.execution_name, resubmitted=resubmitted, hold_locks_until=hold_until, now=now)
-    if state.lock is None or not state.lock.locked or state.lock.dry_run:
-        hold_until = None  # nothing was locked: the notification promises no hold
-
-    subject, body = notification(record, execution_url, hold_until=hold_until)
-    notifier.publish(subject, body, {"outcome": outcome, "cluster": cluster})
-    return result
+        ledger.record_restart(cluster, restart.lineage_root or reply.result.old_job_id, entry)
+    elif restart is not None and restart.action == "resubmitted_by_node_recovery" and restart.resubmitted_as and state.checkpoints:
+        # Our nested NodeRecovery resubmitted the job: still one restart of this lineage.
+        chosen = state.checkpoints.resumable[0].checkpoint.step if state.checkpoints.resumable else 0
+        entry = RestartEntry(
+            failed_job_id=job_id,
+            new_job_id=restart.resubmitted_as,
+            kind="node_caused",
+            checkpoint_step=chosen,
+            restarted_at=now,
+            incident=restart.resubmitted_by or step.execution_name,
+        )
+        ledger.record_restart(cluster, restart.lineage_root or job_id, entry)

@@ -1,5 +1,5 @@
-"""How a JobRecovery incident ended: outcome, incident record (timeline, phases) and summary.
-The notification text is shared with NodeRecovery (domain/outcome.py)."""
+"""JobRecovery's part of an incident's record (the spine is domain/incident.py): what a completed
+run decided, the summary a human reads, the timeline of what it did and its phases."""
 
 from __future__ import annotations
 
@@ -7,12 +7,11 @@ import json
 from datetime import datetime
 
 from hyperpod_recovery import errors
-from hyperpod_recovery.domain.incident import orchestrator_seconds, resubmission
+from hyperpod_recovery.domain.incident import CAUSE_LIMIT, Decision, IncidentFacts, IncidentTable, PhaseLog, resubmission, submitted_here
 from hyperpod_recovery.domain.job_failure import job_nodes, nodes_text
-from hyperpod_recovery.domain.outcome import CAUSE_LIMIT, error_message
-from hyperpod_recovery.models.job_recovery import JobWorkflowState, RecordJobOutcomeInput
-from hyperpod_recovery.models.records import IncidentRecord, Phase, TimelineEntry
-from hyperpod_recovery.models.workflow import OutcomeResult
+from hyperpod_recovery.models.job_recovery import JobWorkflowState
+from hyperpod_recovery.models.records import Phase, TimelineEntry
+from hyperpod_recovery.models.workflow import StepError
 from hyperpod_recovery.vocabulary import Outcome, PhaseName, error_name
 
 
@@ -32,20 +31,19 @@ def _child_failure(cause: str | None) -> tuple[str, str] | None:
     return str(error), f"node recovery {arn.rsplit(':', 1)[-1] or '(nested)'} ended {error}: {child_cause}"
 
 
-def decide_job_outcome(step: RecordJobOutcomeInput) -> tuple[Outcome, str | None, str | None]:
-    state = step.state
-    if step.disposition in ("rejected", "escalated", "stale"):
-        error = step.error.Error if step.error else "Unknown"
-        cause = error_message(step.error.Cause) if step.error else ""
-        if error == "States.TaskFailed" and step.error is not None:
-            child = _child_failure(step.error.Cause)
-            if child is not None:
-                return "escalated", error_name(errors.NodeRecoveryEscalated), child[1][:CAUSE_LIMIT]
-        if error == "States.Timeout":
-            cause = f"no answer from the controller agent before the timeout. {cause}".strip()
-        return step.disposition, error, cause
-    if state.request is not None and state.request.dry_run:
-        return "dry_run", None, None
+def read_failure(error: StepError) -> Decision | None:
+    """A nested NodeRecovery that failed ends this incident with its own error, not States.TaskFailed."""
+    if error.Error != "States.TaskFailed":
+        return None
+    child = _child_failure(error.Cause)
+    if child is None:
+        return None
+    return "escalated", error_name(errors.NodeRecoveryEscalated), child[1][:CAUSE_LIMIT]
+
+
+def decide_completed(state: JobWorkflowState) -> Decision:
+    """Recovered when the job was resubmitted (by us or by the nested node recovery); left alone
+    (``duplicate``) when someone else restarts it; escalated when the run ended with neither."""
     if state.classification is not None and state.classification.kind == "left_alone":
         return "duplicate", None, None
     restart = state.restart
@@ -61,10 +59,11 @@ def decide_job_outcome(step: RecordJobOutcomeInput) -> tuple[Outcome, str | None
             return "duplicate", None, None
         if reply.result.new_job_id:
             return "recovered", None, None
-    return "escalated", "JobNotResubmitted", "the workflow ended without resubmitting the job or finding it restarted"
+    return "escalated", error_name(errors.JobNotResubmitted), "the workflow ended without resubmitting the job or finding it restarted"
 
 
-def summarize_job(state: JobWorkflowState, outcome: Outcome, cause: str | None, job_id: str) -> str:
+def summarize_job(state: JobWorkflowState, outcome: Outcome, cause: str | None) -> str:
+    job_id = state.request.job_id if state.request else "?"
     classification, restart, reply = state.classification, state.restart, state.resubmission
     kind = {"node_caused": "node failure", "application": "application failure"}.get(classification.kind if classification else "", "")
     label = f"job {job_id}" + (f" ({classification.job.name})" if classification and classification.job else "")
@@ -103,7 +102,8 @@ def _node_recovery_end(state: JobWorkflowState) -> datetime | None:
     return datetime.fromisoformat(at) if isinstance(at, str) else None
 
 
-def build_job_timeline(state: JobWorkflowState, outcome: Outcome, recorded_at: datetime, summary: str) -> list[TimelineEntry]:
+def build_job_timeline(state: JobWorkflowState, recorded_at: datetime) -> list[TimelineEntry]:
+    """What the incident did, in the order it did it (the spine adds the outcome)."""
     entries: list[TimelineEntry] = []
     request = state.request
     if request is not None:
@@ -167,8 +167,7 @@ def build_job_timeline(state: JobWorkflowState, outcome: Outcome, recorded_at: d
         detail = f"{reply.result.old_job_id} -> {reply.result.new_job_id or '-'}"
         detail += " (old job cancelled first)" if reply.result.cancelled_old else ""
         entries.append(TimelineEntry(at=reply.completed_at, event=verb, detail=detail))
-    entries.append(TimelineEntry(at=recorded_at, event=f"outcome: {outcome}", detail=summary))
-    return sorted(entries, key=lambda e: e.at)
+    return entries
 
 
 def build_job_phases(state: JobWorkflowState, recorded_at: datetime) -> list[Phase]:
@@ -179,14 +178,8 @@ def build_job_phases(state: JobWorkflowState, recorded_at: datetime) -> list[Pha
     recovery that escalated, a watch past its deadline) is a phase too, ending at the escalation:
     ``record`` is only Record Job Outcome's own time, never a wait it did not do.
     """
-    phases: list[Phase] = []
-    cursor: datetime | None = None
-
-    def add(name: PhaseName, end: datetime | None) -> None:
-        nonlocal cursor
-        if cursor is not None and end is not None and end >= cursor:
-            phases.append(Phase(name=name, start=cursor, end=end))
-            cursor = end
+    log = PhaseLog()
+    add = log.then
 
     def step(name: PhaseName, end: datetime | None) -> bool:
         """The step's phase; False when it had not ended when the workflow did (it ends there)."""
@@ -195,10 +188,9 @@ def build_job_phases(state: JobWorkflowState, recorded_at: datetime) -> list[Pha
 
     request, classification, restart = state.request, state.classification, state.restart
     if request is None or request.received_at is None:
-        return phases
-    cursor = request.detected_at
-    add("detect", request.received_at)
-    cursor = request.received_at
+        return log.phases
+    log.add("detect", request.detected_at, request.received_at)
+    log.cursor = request.received_at
     if step("inspect", classification.at if classification else None) and classification and classification.kind != "left_alone":
         recovered = True
         if classification.recover_nodes:
@@ -213,37 +205,37 @@ def build_job_phases(state: JobWorkflowState, recorded_at: datetime) -> list[Pha
             add("backoff", reply.requested_at if reply else min(waited, recorded_at))
             step("resubmit", reply.completed_at if reply else None)
     add("record", recorded_at)
-    return phases
+    return log.phases
 
 
-def build_job_incident_record(step: RecordJobOutcomeInput, result: OutcomeResult, cluster: str) -> IncidentRecord:
-    state = step.state
-    request = state.request
-    classification = state.classification
-    reply = state.resubmission
+def incident_facts(state: JobWorkflowState) -> IncidentFacts:
+    request, classification, reply = state.request, state.classification, state.resubmission
     plan = state.restart.plan if state.restart is not None else None
     entry = resubmission(plan, reply) if reply is not None and plan is not None else None
-    resubmissions = [entry] if entry is not None else []
     job = classification.job if classification else state.inspection.result.job if state.inspection else None
-    nodes = job_nodes(request, job) if request else []
-    return IncidentRecord(
-        incident_id=result.incident_id,
-        cluster=cluster,
-        workflow="job",
-        job_id=request.job_id if request else None,
-        outcome=result.outcome,
+    nodes = list(job_nodes(request, job)) if request else []
+    done = reply is not None and submitted_here(reply) and bool(reply.result.new_job_id)
+    return IncidentFacts(
         dry_run=bool(request and request.dry_run),
-        trigger=[request.source] if request else [],
-        nodes=list(nodes),
-        hostnames=list(nodes),  # the job's nodes are Slurm names already
-        error=result.error,
-        cause=result.cause,
-        summary=result.summary,
         detected_at=request.detected_at if request else None,
-        recorded_at=result.at,
-        timeline=build_job_timeline(state, result.outcome, result.at, result.summary),
-        phases=build_job_phases(state, result.at),
-        resubmissions=resubmissions,
+        job_id=request.job_id if request else None,
+        trigger=[request.source] if request else [],
+        nodes=nodes,
+        hostnames=list(nodes),  # the job's nodes are Slurm names already
         jobs=[job.model_dump(mode="json")] if job else [],
-        agent_seconds=orchestrator_seconds((state.inspection, state.node_states, reply)),
+        resubmissions=[entry] if entry is not None else [],
+        resubmitted={reply.result.old_job_id: reply.result.new_job_id} if done and reply and reply.result.new_job_id else {},
+        orchestrator_replies=[state.inspection, state.node_states, reply],
     )
+
+
+JOB_INCIDENT: IncidentTable[JobWorkflowState] = IncidentTable(
+    workflow="job",
+    dry_run=lambda state: bool(state.request is not None and state.request.dry_run),
+    decide=decide_completed,
+    summarize=summarize_job,
+    timeline=build_job_timeline,
+    phases=build_job_phases,
+    facts=incident_facts,
+    read_failure=read_failure,
+)

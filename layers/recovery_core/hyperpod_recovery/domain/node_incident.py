@@ -1,24 +1,29 @@
-"""How an incident ended, told two ways: the outcome (for Step Functions and metrics) and the
-incident record with its timeline and phases (for the ledger, the drill report and the
-notification a human reads, domain/notification.py)."""
+"""NodeRecovery's part of an incident's record (the spine is domain/incident.py): what a completed
+run decided, the summary a human reads, the timeline of what it did and its phases."""
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 
 from hyperpod_recovery import errors
-from hyperpod_recovery.domain.incident import orchestrator_seconds, resubmission
+from hyperpod_recovery.domain.incident import (
+    CAUSE_LIMIT,
+    Decision,
+    IncidentFacts,
+    IncidentTable,
+    PhaseLog,
+    error_message,
+    resubmission,
+    submitted_here,
+)
 from hyperpod_recovery.domain.job_failure import nodes_text
 from hyperpod_recovery.domain.rejoin import rejoin_text, renamed_text
 from hyperpod_recovery.models.commands import CommandReply, ResubmitResult
 from hyperpod_recovery.models.common import MAX_JOBS_PER_INCIDENT
-from hyperpod_recovery.models.records import IncidentRecord, Phase, TimelineEntry
+from hyperpod_recovery.models.records import Phase, TimelineEntry
 from hyperpod_recovery.models.requests import Trigger
-from hyperpod_recovery.models.workflow import OutcomeResult, RecordOutcomeInput, WorkflowState
+from hyperpod_recovery.models.workflow import WorkflowState
 from hyperpod_recovery.vocabulary import Outcome, PhaseName, error_name
-
-CAUSE_LIMIT = 4000
 
 
 def trigger_text(trigger: Trigger) -> str:
@@ -27,38 +32,10 @@ def trigger_text(trigger: Trigger) -> str:
     return f"{nodes_text(trigger.node_ids)} via {trigger.source}{events}: {trigger.reason}"
 
 
-def error_message(cause: str | None) -> str:
-    """A Lambda failure's Cause is a JSON document; a human wants its errorMessage."""
-    if not cause:
-        return ""
-    try:
-        parsed = json.loads(cause)
-    except json.JSONDecodeError:
-        return cause[:CAUSE_LIMIT]
-    if isinstance(parsed, dict) and "errorMessage" in parsed:
-        return str(parsed["errorMessage"])[:CAUSE_LIMIT]
-    return cause[:CAUSE_LIMIT]
-
-
-def decide_outcome(step: RecordOutcomeInput) -> tuple[Outcome, str | None, str | None]:
-    """(outcome, error name, cause) for the end of an execution.
-
-    A step that raised ends here as ``escalated`` (or ``rejected`` for a bad request) with its
-    error. A run that completed can still need a human: a protected node was unhealthy, a
-    replacement did not start, or a job has no verified checkpoint. Those escalate too, named by
-    the first (most severe) kind of problem; the cause lists every problem.
-    """
-    state = step.state
-    if step.disposition == "duplicate":
-        return "duplicate", None, None
-    if step.disposition in ("rejected", "escalated", "stale"):
-        error = step.error.Error if step.error else "Unknown"
-        cause = error_message(step.error.Cause) if step.error else ""
-        if error == "States.Timeout":
-            cause = f"no answer from the controller agent before the timeout. {cause}".strip()
-        return step.disposition, error, cause
-    if state.request is not None and state.request.dry_run:
-        return "dry_run", None, None
+def decide_completed(state: WorkflowState) -> Decision:
+    """A run that completed can still need a human: a protected node was unhealthy, a replacement
+    did not start, or a job has no verified checkpoint. Those escalate, named by the first (most
+    severe) kind of problem; the cause lists every problem."""
     problems: list[tuple[str, str]] = []
     if state.assessment is not None:
         safety = state.assessment.safety
@@ -102,12 +79,8 @@ def decide_outcome(step: RecordOutcomeInput) -> tuple[Outcome, str | None, str |
     return "recovered", None, None
 
 
-def _replies(state: WorkflowState):  # type: ignore[no-untyped-def]
-    replies = [state.cordon, state.jobs, state.resume, *state.replies]
-    return [r for r in replies if r is not None]
-
-
-def build_timeline(state: WorkflowState, outcome: Outcome, recorded_at: datetime, summary: str) -> list[TimelineEntry]:
+def build_timeline(state: WorkflowState, recorded_at: datetime) -> list[TimelineEntry]:
+    """What the incident did, in the order it did it (the spine adds the outcome)."""
     entries: list[TimelineEntry] = []
     request = state.request
     if request is not None:
@@ -189,8 +162,7 @@ def build_timeline(state: WorkflowState, outcome: Outcome, recorded_at: datetime
                 detail=f"job {failure.job_id}: {failure.failure.Error}: {error_message(failure.failure.Cause)[:300]}",
             )
         )
-    entries.append(TimelineEntry(at=recorded_at, event=f"outcome: {outcome}", detail=summary))
-    return sorted(entries, key=lambda e: e.at)
+    return entries
 
 
 def build_phases(state: WorkflowState, recorded_at: datetime) -> list[Phase]:
@@ -202,18 +174,11 @@ def build_phases(state: WorkflowState, recorded_at: datetime) -> list[Phase]:
     failed) is a phase too, ending at the escalation: ``record`` is only Record Outcome's own
     time, never a wait it did not do.
     """
-    phases: list[Phase] = []
-
-    def add(name: PhaseName, start: datetime | None, end: datetime | None) -> None:
-        if start is not None and end is not None and end >= start:
-            phases.append(Phase(name=name, start=start, end=end))
-
-    def last_end() -> datetime | None:
-        return max((p.end for p in phases), default=None)
-
+    log = PhaseLog()
+    add = log.add
     request, lock, assessment, replacement = state.request, state.lock, state.assessment, state.replacement
     if request is None or request.received_at is None:
-        return phases
+        return log.phases
     add("detect", request.detected_at, request.received_at)
     safety = assessment.safety if assessment else None
     add("assess", request.received_at, max((r.at for r in (lock, assessment, safety) if r is not None), default=None))
@@ -231,7 +196,7 @@ def build_phases(state: WorkflowState, recorded_at: datetime) -> list[Phase]:
         add("find_checkpoint", state.resume.completed_at if state.resume else state.checkpoints.at, state.checkpoints.at)
     if state.resubmit_failures:
         # A job whose resubmission failed (its command unanswered, say) kept the Map busy until the end.
-        add("resubmit", min((r.requested_at for r in state.replies), default=last_end()), recorded_at)
+        add("resubmit", min((r.requested_at for r in state.replies), default=log.last_end), recorded_at)
     elif state.replies:
         add("resubmit", min(r.requested_at for r in state.replies), max(r.completed_at for r in state.replies))
     # The step still running when the workflow ended: the first one its results called for and did not get.
@@ -255,9 +220,9 @@ def build_phases(state: WorkflowState, recorded_at: datetime) -> list[Phase]:
     elif replacement.proceed and state.checkpoints is not None and state.checkpoints.resumable and not state.resubmissions:
         in_flight = "resubmit"
     if in_flight is not None:
-        add(in_flight, last_end(), recorded_at)
-    add("record", last_end(), recorded_at)
-    return phases
+        add(in_flight, log.last_end, recorded_at)
+    add("record", log.last_end, recorded_at)
+    return log.phases
 
 
 def _resubmit_event(reply: CommandReply[ResubmitResult]) -> str:
@@ -339,28 +304,31 @@ def summarize(state: WorkflowState, outcome: Outcome, cause: str | None) -> str:
     return f"Escalated to a human: {(cause or 'see the incident timeline').rstrip('.')}{job_text if jobs or failed else ''}{stale}."
 
 
-def build_incident_record(step: RecordOutcomeInput, result: OutcomeResult, cluster: str) -> IncidentRecord:
-    state = step.state
+def incident_facts(state: WorkflowState) -> IncidentFacts:
     request = state.request
     by_job = {p.job.job_id: p for p in state.checkpoints.resumable} if state.checkpoints else {}
     planned = [(by_job[reply.result.old_job_id], reply) for reply in state.replies if reply.result.old_job_id in by_job]
-    resubmissions = [entry for plan, reply in planned if (entry := resubmission(plan, reply)) is not None]
-    return IncidentRecord(
-        incident_id=result.incident_id,
-        cluster=cluster,
-        outcome=result.outcome,
+    lock = state.lock
+    return IncidentFacts(
         dry_run=bool(request and request.dry_run),
+        detected_at=request.detected_at if request else None,
         trigger=request.trigger_sources if request else [],
         nodes=request.node_ids if request else [],
         hostnames=[t.slurm_node for t in state.assessment.targets] if state.assessment else [],
-        error=result.error,
-        cause=result.cause,
-        summary=result.summary,
-        detected_at=request.detected_at if request else None,
-        recorded_at=result.at,
-        timeline=build_timeline(state, result.outcome, result.at, result.summary),
-        phases=build_phases(state, result.at),
-        resubmissions=resubmissions,
         jobs=[j.model_dump(mode="json") for j in (state.jobs.result.jobs if state.jobs else [])],
-        agent_seconds=orchestrator_seconds(_replies(state)),
+        resubmissions=[entry for plan, reply in planned if (entry := resubmission(plan, reply)) is not None],
+        resubmitted={r.result.old_job_id: r.result.new_job_id for r in state.replies if r.result.new_job_id and submitted_here(r)},
+        orchestrator_replies=[state.cordon, state.jobs, state.resume, *state.replies],
+        locked_nodes=list(lock.locked) if lock is not None and not lock.dry_run else [],
     )
+
+
+NODE_INCIDENT: IncidentTable[WorkflowState] = IncidentTable(
+    workflow="node",
+    dry_run=lambda state: bool(state.request is not None and state.request.dry_run),
+    decide=decide_completed,
+    summarize=summarize,
+    timeline=build_timeline,
+    phases=build_phases,
+    facts=incident_facts,
+)
