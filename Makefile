@@ -36,7 +36,7 @@ SLURM_PACKAGES := slurmctld slurmd slurm-client munge
 export DEPLOYED_STACK_NAME := import tomllib; d = tomllib.load(open("samconfig.toml", "rb")).get("default", {}); \
   print(d.get("deploy", {}).get("parameters", {}).get("stack_name") or d.get("global", {}).get("parameters", {}).get("stack_name", ""))
 
-.PHONY: help setup test unit drill drill-down preflight drill-aws lint format validate security build bench deploy readme-sample golden clean FORCE
+.PHONY: help setup test unit drill drill-down preflight drill-aws lint format validate security build bench deploy dists readme-sample golden clean FORCE
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -143,6 +143,9 @@ deploy: build  ## sam deploy --guided to your AWS account (one stack per cluster
 	  echo "  hyperpod-recovery preflight --stack $${stack:-<STACK>}                   # read-only checks of the stack, cluster and agent"; \
 	  echo "  hyperpod-recovery drill --stack $${stack:-<STACK>} --node <compute-group>:0   # a dry-run recovery of one node"
 
+dists: $(VENV)/.installed  ## wheels by who runs them, into dist/: the training scripts' checkpoint library, the controller agent
+	$(PY) tools/build_dists.py checkpoints agent --out dist
+
 readme-sample: $(VENV)/.installed  ## run the default drill; write its output into README.md and re-render docs/images/drill-report-default.png
 	$(PY) -m tools.readme_sample
 
@@ -150,6 +153,6 @@ golden: $(VENV)/.installed  ## rewrite tests/golden/drills/ from the drills as t
 	$(PY) tools/golden_reports.py
 
 clean:  ## remove build output and reports (keeps the venvs)
-	rm -rf .aws-sam $(OUT) .pytest_cache .ruff_cache .mypy_cache .coverage
+	rm -rf .aws-sam $(OUT) dist .pytest_cache .ruff_cache .mypy_cache .coverage
 
 FORCE:

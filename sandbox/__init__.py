@@ -12,7 +12,9 @@ from pathlib import Path
 os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "hyperpod-recovery")
 os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "HyperPodRecovery")
 
-# The handlers import the shared package the Lambda layer ships; make it importable here too.
-_LAYER = str(Path(__file__).resolve().parent.parent / "layers" / "recovery_core")
-if _LAYER not in sys.path:
-    sys.path.insert(0, _LAYER)
+# The handlers import the shared package the Lambda layer ships; make it importable here too, with
+# the training scripts' checkpoint library (training/), which the sandbox's jobs commit with.
+_ROOT = Path(__file__).resolve().parent.parent
+for _source_root in (str(_ROOT / "training"), str(_ROOT / "layers" / "recovery_core")):
+    if _source_root not in sys.path:
+        sys.path.insert(0, _source_root)

@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from hyperpod_recovery.adapters.checkpoints import S3CheckpointStore
-from hyperpod_recovery.domain.checkpoint_commit import commit_checkpoint
+from hyperpod_recovery.checkpointing.commit import commit_checkpoint
 from hyperpod_recovery.domain.checkpoints import split_s3_uri
 from hyperpod_recovery.models.manifest import MANIFEST_NAME, step_dir
 from sandbox.scenario import CheckpointSpec, JobSpec

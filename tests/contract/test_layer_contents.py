@@ -1,8 +1,9 @@
 """The Lambda layer ships what the functions run, and the operator's tools stay out of it.
 
 Every module of the layer's package must be imported by some function (its handler, transitively),
-except the training scripts' checkpoint library, which still lives in the package (docs/decisions.md).
-Run in a fresh interpreter: what this test process has imported says nothing about the functions.
+without exception: the training scripts' checkpoint library lives in training/, the operator's tools
+in cli/ (docs/decisions.md). Run in a fresh interpreter: what this test process has imported says
+nothing about the functions.
 """
 
 from __future__ import annotations
@@ -14,9 +15,6 @@ import sys
 from tests.conftest import ROOT
 
 LAYER = ROOT / "layers" / "recovery_core"
-# The training scripts' API (hyperpod_recovery.checkpointing and the commit it makes): no function
-# commits a checkpoint. It moves to a package of its own in a later step of issue 17.
-NOT_FOR_FUNCTIONS = {"hyperpod_recovery.checkpointing", "hyperpod_recovery.domain.checkpoint_commit"}
 PROBE = """
 import importlib.util, json, pathlib, sys
 sys.path[:0] = [{layer!r}]
@@ -41,8 +39,9 @@ def test_every_module_in_the_layer_is_one_a_function_runs_and_no_operator_tool_i
     env = {"AWS_DEFAULT_REGION": "us-west-2", "POWERTOOLS_SERVICE_NAME": "x", "POWERTOOLS_METRICS_NAMESPACE": "y", "PATH": "/usr/bin:/bin"}
     probe = PROBE.format(layer=str(LAYER), functions=str(ROOT / "functions"))
     imported = set(json.loads(subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, check=True).stdout))
-    # Then the functions import every module the layer ships (but the training scripts' library) ...
-    assert sorted(_layer_modules() - imported - NOT_FOR_FUNCTIONS) == []
-    # ... and none of the operator's tools, which are not in the layer to import
-    assert not any(name.startswith("hyperpod_recovery_cli") for name in imported)
+    # Then the functions import every module the layer ships ...
+    assert sorted(_layer_modules() - imported) == []
+    # ... and neither the operator's tools nor the training scripts' library, which are not in the layer to import
+    assert not any(name.startswith(("hyperpod_recovery_cli", "hyperpod_recovery.checkpointing")) for name in imported)
     assert not (LAYER / "hyperpod_recovery_cli").exists()
+    assert not list((LAYER / "hyperpod_recovery").glob("checkpointing*"))

@@ -1,4 +1,4 @@
-"""The checkpoint writer (domain/checkpoint_commit.py, hyperpod_recovery.checkpointing): manifest from
+"""The checkpoint writer (hyperpod_recovery.checkpointing and its commit.py): manifest from
 what is in the folder, written once; the pointer moves forward only, and never loses a race backwards;
 and nothing is written that discovery would not read (the writer's limits are the reader's)."""
 
@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hyperpod_recovery.checkpointing import UNNAMED_JOB, Checkpoints
-from hyperpod_recovery.domain.checkpoint_commit import advance_pointer, commit_checkpoint, encode_manifest
+from hyperpod_recovery.checkpointing.commit import advance_pointer, commit_checkpoint, encode_manifest
 from hyperpod_recovery.domain.checkpoints import find_newest_verified, verify_checkpoint
 from hyperpod_recovery.errors import CheckpointCommitRefused, CheckpointWriteConflict
 from hyperpod_recovery.models.manifest import (

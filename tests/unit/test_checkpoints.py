@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from hyperpod_recovery.domain.checkpoint_commit import commit_checkpoint
+from hyperpod_recovery.checkpointing.commit import commit_checkpoint
 from hyperpod_recovery.domain.checkpoints import (
     INCOMPLETE,
     MAX_VERIFICATIONS,

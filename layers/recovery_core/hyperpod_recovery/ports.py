@@ -21,12 +21,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from hyperpod_recovery.models.cluster import BatchOutcome, ClusterInfo, ClusterNode
-from hyperpod_recovery.models.commands import CommandEnvelope, CommandReply, JobSpec
-from hyperpod_recovery.models.job_recovery import RestartEntry
-from hyperpod_recovery.models.records import BreakerState, Holdings, IncidentRecord, LockOutcome, RecoveryLogEntry, ResubmissionClaim
+# Only annotations name the models: the checkpoint library imports this module for its S3 port and
+# must not load the ledger's and the cluster's models (tests/contract/test_distributions.py).
+if TYPE_CHECKING:
+    from hyperpod_recovery.models.cluster import BatchOutcome, ClusterInfo, ClusterNode
+    from hyperpod_recovery.models.commands import CommandEnvelope, CommandReply, JobSpec
+    from hyperpod_recovery.models.job_recovery import RestartEntry
+    from hyperpod_recovery.models.records import BreakerState, Holdings, IncidentRecord, LockOutcome, RecoveryLogEntry, ResubmissionClaim
 
 
 class Cluster(Protocol):
@@ -106,7 +109,7 @@ class DeadLetterSink(Protocol):
     def send(self, body: str, reason: str, message_id: str) -> None: ...
 
 
-# --- S3, for checkpoint discovery (domain/checkpoints.py) and commit (domain/checkpoint_commit.py) ---
+# --- S3, for checkpoint discovery (domain/checkpoints.py) and commit (hyperpod_recovery.checkpointing) ---
 LIST_PAGE_MAX = 1000  # ListObjectsV2's largest page
 
 

@@ -12,7 +12,10 @@
 ``job`` defaults to ``$SLURM_JOB_NAME``. It is recorded in every manifest committed, and checkpoints
 another job committed are not resumed from; without either, any job's checkpoint is accepted.
 
-Needs only boto3 and pydantic (``pip install hyperpod-recovery``); the shell equivalent is
+Installed on its own as the ``hyperpod-recovery-checkpoints`` wheel (``python tools/build_dists.py
+checkpoints``): this library and the few modules of the core it reads with (manifest model,
+discovery, the S3 store), boto3 and pydantic; none of the Lambda functions' code. Lives outside the
+Lambda layer (no function commits a checkpoint). The shell equivalent is
 ``hyperpod-recovery checkpoint commit|latest|verify``.
 """
 
@@ -24,7 +27,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from hyperpod_recovery.adapters.checkpoints import S3CheckpointStore
-from hyperpod_recovery.domain.checkpoint_commit import CommitResult, commit_checkpoint, verify_checksums
+from hyperpod_recovery.checkpointing.commit import CommitResult, commit_checkpoint, verify_checksums
 from hyperpod_recovery.domain.checkpoints import Discovery, Verdict, find_newest_verified, split_s3_uri, verify_checkpoint
 from hyperpod_recovery.models.commands import CheckpointRef
 from hyperpod_recovery.models.manifest import MAX_STEP, RESUME_FROM_ENV, RESUME_STEP_ENV, step_dir

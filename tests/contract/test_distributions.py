@@ -1,0 +1,120 @@
+"""Packages by who runs them (issue 17): the agent and the training scripts' checkpoint library load
+nothing of the Lambda functions' code, and their wheels (tools/build_dists.py) ship exactly what
+they import.
+
+Every import is checked in a fresh interpreter started with -I -S: no PYTHONPATH, no .pth files (the
+venv's editable install would otherwise answer for a module a wheel lacks), only the paths given
+and the venv's site-packages for boto3 and pydantic.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import sysconfig
+import tomllib
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+from tools.build_dists import CHECKPOINT_MODULES, CONTRACT_MODULES, build
+
+SITE_PACKAGES = sysconfig.get_paths()["purelib"]
+# The functions' code: none of it may reach a training script or the controller node.
+LAMBDA_ONLY = ("steps/", "runtime.py", "config.py", "observability.py", "adapters/ledger.py", "adapters/hyperpod.py", "models/records.py")
+PROBE = """
+import importlib, json, pkgutil, sys
+sys.path[:0] = {front!r}
+sys.path.append({site!r})
+for name in {modules!r}:
+    importlib.import_module(name)
+for name in {walk!r}:
+    for found in pkgutil.walk_packages(importlib.import_module(name).__path__, name + "."):
+        if not found.name.endswith("__main__"):  # runs the command
+            importlib.import_module(found.name)
+ours = {{name: getattr(module, "__file__", None) for name, module in sys.modules.items() if name.split(".")[0] == "hyperpod_recovery"}}
+print(json.dumps(ours))
+"""
+
+
+def _loaded(front: list[Path], modules: tuple[str, ...] = (), walk: tuple[str, ...] = ()) -> dict[str, str]:
+    """hyperpod_recovery's modules (name → file) a fresh interpreter loads importing ``modules`` and
+    every module of the packages in ``walk``, with only ``front`` and site-packages to import from."""
+    probe = PROBE.format(front=[str(path) for path in front], site=SITE_PACKAGES, modules=list(modules), walk=list(walk))
+    env = {"AWS_DEFAULT_REGION": "us-west-2", "PATH": "/usr/bin:/bin"}
+    result = subprocess.run([sys.executable, "-I", "-S", "-c", probe], capture_output=True, text=True, env=env, cwd=front[0], check=False)
+    assert result.returncode == 0, result.stderr
+    loaded: dict[str, str] = json.loads(result.stdout)
+    return loaded
+
+
+def _install(kind: str, tmp_path: Path) -> tuple[set[str], Path]:
+    """Build the ``kind`` wheel and install it alone; returns the files it ships and where it went."""
+    wheel = build(kind, tmp_path / "dist")
+    with zipfile.ZipFile(wheel) as archive:
+        shipped = {name for name in archive.namelist() if ".dist-info/" not in name}
+    target = tmp_path / "site"
+    pip = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", "--disable-pip-version-check"]
+    subprocess.run([*pip, "--target", str(target), str(wheel)], check=True, capture_output=True)
+    return shipped, target
+
+
+def _module_name(path: str) -> str:
+    parts = path.removesuffix(".py").split("/")
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def test_the_agent_loads_only_the_contract_modules_of_the_core() -> None:
+    # Given the agent's source and the layer's, as in a checkout
+    # When every module of the agent is imported
+    loaded = _loaded([ROOT / "agent", ROOT / "layers" / "recovery_core"], walk=("hyperpod_recovery_agent",))
+    # Then of the core it loads the contract only (no steps, adapters, domain, runtime)
+    assert sorted(set(loaded) - CONTRACT_MODULES) == []
+
+
+def test_the_contract_modules_load_nothing_outside_the_contract() -> None:
+    # Given the layer's source
+    # When every contract module is imported
+    loaded = _loaded([ROOT / "layers" / "recovery_core"], modules=tuple(sorted(CONTRACT_MODULES)))
+    # Then they need nothing else of the core: the contract can be shipped on its own
+    assert set(loaded) == CONTRACT_MODULES
+
+
+def test_the_checkpoint_library_loads_only_its_own_modules_of_the_core() -> None:
+    # Given the layer's source and training/, as in a checkout
+    # When a training script imports the library
+    loaded = _loaded([ROOT / "training", ROOT / "layers" / "recovery_core"], modules=("hyperpod_recovery.checkpointing",))
+    # Then it loads the modules its wheel ships, and every one of them
+    assert set(loaded) == CHECKPOINT_MODULES
+
+
+@pytest.mark.parametrize("kind", ["checkpoints", "agent"])
+def test_a_wheel_installed_alone_imports_exactly_what_it_ships(kind: str, tmp_path: Path) -> None:
+    # Given the wheel built and installed with nothing of the checkout beside it
+    shipped, target = _install(kind, tmp_path)
+    # Then it carries none of the functions' code
+    assert [path for path in shipped if path.removeprefix("hyperpod_recovery/").startswith(LAMBDA_ONLY)] == []
+    # When its users' imports run: a training script's, or every module of the agent
+    if kind == "checkpoints":
+        loaded = _loaded([target], modules=("hyperpod_recovery.checkpointing",))
+    else:
+        loaded = _loaded([target], walk=("hyperpod_recovery_agent",))
+        assert (target / "bin" / "hyperpod-recovery-agent").exists()
+    # Then every module of the core it loads comes from the wheel, and it ships none it does not load
+    assert {name for name, file in loaded.items() if not str(file).startswith(str(target))} == set()
+    assert set(loaded) == {_module_name(path) for path in shipped if path.startswith("hyperpod_recovery/")}
+
+
+def test_the_root_distribution_lists_every_package_in_its_folders() -> None:
+    # Given the packages pyproject.toml lists (not found: hyperpod_recovery spans two folders)
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    # When every folder with an __init__.py under the mapped folders is named as a package
+    found = set()
+    for package, folder in setuptools["package-dir"].items():
+        for init in (ROOT / folder).rglob("__init__.py"):
+            found.add(".".join((package, *init.parent.relative_to(ROOT / folder).parts)))
+    # Then the list holds them all, and nothing else
+    assert sorted(setuptools["packages"]) == sorted(found)

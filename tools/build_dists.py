@@ -1,0 +1,197 @@
+"""Wheels by who runs them (issue 17): each ships an explicit list of modules, so that a training
+script's or a controller node's ``pip install`` brings what it runs and none of the Lambda functions'
+code (steps, runtime, the DynamoDB and SageMaker adapters, Powertools).
+
+    python tools/build_dists.py checkpoints [--out dist]   # hyperpod-recovery-checkpoints: training scripts
+    python tools/build_dists.py agent [--out dist]         # hyperpod-recovery-agent: the controller node
+
+The wheel is written here (PEP 427: a zip of the modules and a .dist-info folder) rather than by a
+build backend: the modules come from several source roots (the layer's, training/, agent/), the
+project's venv has no setuptools, and the build must run offline. Install the wheel with
+``pip install <wheel>`` (its dependencies are boto3 and pydantic). One of these wheels per environment:
+both carry the contract modules, so installing both into one environment would share files between
+two distributions (docs/decisions.md, 2026-11-26).
+
+tests/contract/test_distributions.py builds each wheel, installs it alone, and checks that what it
+imports is exactly what it ships.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import hashlib
+import io
+import tomllib
+import zipfile
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+# Where the modules live in a checkout: the layer's package, the training scripts' library, the agent.
+SOURCE_ROOTS = (ROOT / "layers" / "recovery_core", ROOT / "training", ROOT / "agent", ROOT / "cli")
+
+# The contract: what the controller agent and the operator's tools may import from hyperpod_recovery.
+# The commands and their replies, the job events the agent sends, the error taxonomy, and the
+# vocabulary they are written in (common fields, the manifest's job-name rule). Modules stay where
+# they are for now (the layer's functions import them too); this list is what holds them apart.
+CONTRACT_MODULES = frozenset(
+    {
+        "hyperpod_recovery",
+        "hyperpod_recovery.errors",
+        "hyperpod_recovery.models",
+        "hyperpod_recovery.models.commands",
+        "hyperpod_recovery.models.common",
+        "hyperpod_recovery.models.job_events",
+        "hyperpod_recovery.models.manifest",
+    }
+)
+
+# The training scripts' checkpoint library and what it reads and writes with: the manifest model,
+# discovery's verification (the writer's limits are the reader's), the S3 store and its port.
+CHECKPOINT_MODULES = frozenset(
+    {
+        "hyperpod_recovery.checkpointing",
+        "hyperpod_recovery.checkpointing.commit",
+        "hyperpod_recovery",
+        "hyperpod_recovery.errors",
+        "hyperpod_recovery.ports",
+        "hyperpod_recovery.sdk_contract",
+        "hyperpod_recovery.models",
+        "hyperpod_recovery.models.commands",
+        "hyperpod_recovery.models.common",
+        "hyperpod_recovery.models.manifest",
+        "hyperpod_recovery.domain",
+        "hyperpod_recovery.domain.checkpoints",
+        "hyperpod_recovery.adapters",
+        "hyperpod_recovery.adapters.aws",
+        "hyperpod_recovery.adapters.checkpoints",
+    }
+)
+DEPENDENCIES = ("boto3>=1.35", "pydantic>=2.7,<3")
+
+
+@dataclass(frozen=True)
+class Distribution:
+    name: str
+    summary: str
+    modules: frozenset[str]
+    packages: tuple[str, ...] = ()  # shipped whole: every module under them
+    scripts: dict[str, str] = field(default_factory=dict)
+
+
+DISTRIBUTIONS = {
+    "checkpoints": Distribution(
+        name="hyperpod-recovery-checkpoints",
+        summary="Checkpoint manifests for training scripts the HyperPod recovery pipeline resumes (hyperpod_recovery.checkpointing)",
+        modules=CHECKPOINT_MODULES,
+    ),
+    "agent": Distribution(
+        name="hyperpod-recovery-agent",
+        summary="The HyperPod recovery pipeline's controller agent (Slurm commands, job events)",
+        modules=CONTRACT_MODULES,
+        packages=("hyperpod_recovery_agent",),
+        scripts={"hyperpod-recovery-agent": "hyperpod_recovery_agent.cli:main"},
+    ),
+}
+
+
+def version() -> str:
+    """The project's version (pyproject.toml): every wheel of one checkout carries the same."""
+    return str(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"])
+
+
+def source_of(module: str) -> Path:
+    """The file of ``module`` in the checkout: ``a/b.py`` or ``a/b/__init__.py`` under a source root."""
+    parts = module.split(".")
+    for root in SOURCE_ROOTS:
+        for candidate in (root.joinpath(*parts).with_suffix(".py"), root.joinpath(*parts, "__init__.py")):
+            if candidate.is_file():
+                return candidate
+    raise ValueError(f"{module}: no such module under {', '.join(str(r.relative_to(ROOT)) for r in SOURCE_ROOTS)}")
+
+
+def modules_of(dist: Distribution) -> set[str]:
+    """Every module the wheel ships; refuses a module whose package would be missing from it."""
+    names = set(dist.modules)
+    for package in dist.packages:
+        folder = source_of(package).parent
+        for path in folder.rglob("*.py"):
+            parts = path.relative_to(folder).with_suffix("").parts
+            names.add(".".join((package, *parts[:-1])) if parts[-1] == "__init__" else ".".join((package, *parts)))
+    orphans = sorted(name for name in names if "." in name and name.rpartition(".")[0] not in names)
+    if orphans:
+        raise ValueError(f"{dist.name}: modules without their package: {', '.join(orphans)}")
+    return names
+
+
+def archive_path(module: str) -> str:
+    source = source_of(module)
+    return "/".join(module.split(".")) + ("/__init__.py" if source.name == "__init__.py" else ".py")
+
+
+def _record_line(path: str, data: bytes) -> str:
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return f"{path},sha256={digest},{len(data)}"
+
+
+def _metadata(dist: Distribution, release: str) -> str:
+    lines = [
+        "Metadata-Version: 2.1",
+        f"Name: {dist.name}",
+        f"Version: {release}",
+        f"Summary: {dist.summary}",
+        "Requires-Python: >=3.11",
+        *(f"Requires-Dist: {requirement}" for requirement in DEPENDENCIES),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _write(archive: zipfile.ZipFile, files: Iterable[tuple[str, bytes]]) -> None:
+    for path, data in files:
+        # A fixed timestamp: the same checkout builds the same bytes.
+        info = zipfile.ZipInfo(path, date_time=(1980, 1, 1, 0, 0, 0))
+        info.external_attr = 0o644 << 16
+        info.compress_type = zipfile.ZIP_DEFLATED
+        archive.writestr(info, data)
+
+
+def build(kind: str, out: Path) -> Path:
+    """Write the ``kind`` wheel (a key of DISTRIBUTIONS) into ``out``; returns its path."""
+    dist = DISTRIBUTIONS[kind]
+    release = version()
+    stem = f"{dist.name.replace('-', '_')}-{release}"
+    info = f"{stem}.dist-info"
+    files = [(archive_path(module), source_of(module).read_bytes()) for module in sorted(modules_of(dist))]
+    files.append((f"{info}/METADATA", _metadata(dist, release).encode()))
+    files.append((f"{info}/WHEEL", b"Wheel-Version: 1.0\nGenerator: tools/build_dists.py\nRoot-Is-Purelib: true\nTag: py3-none-any\n"))
+    if dist.scripts:
+        entry_points = "[console_scripts]\n" + "".join(f"{name} = {target}\n" for name, target in sorted(dist.scripts.items()))
+        files.append((f"{info}/entry_points.txt", entry_points.encode()))
+    record = "".join(_record_line(path, data) + "\n" for path, data in files) + f"{info}/RECORD,,\n"
+    files.append((f"{info}/RECORD", record.encode()))
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        _write(archive, files)
+    out.mkdir(parents=True, exist_ok=True)
+    wheel = out / f"{stem}-py3-none-any.whl"
+    wheel.write_bytes(buffer.getvalue())
+    return wheel
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("kinds", nargs="+", choices=sorted(DISTRIBUTIONS))
+    parser.add_argument("--out", type=Path, default=ROOT / "dist")
+    args = parser.parse_args(argv)
+    for kind in args.kinds:
+        wheel = build(kind, args.out)
+        with zipfile.ZipFile(wheel) as archive:
+            count = sum(1 for name in archive.namelist() if name.endswith(".py"))
+        print(f"{wheel} ({count} modules, {wheel.stat().st_size:,} bytes)")
+
+
+if __name__ == "__main__":
+    main()
