@@ -1,10 +1,7 @@
 """Replace Nodes: BatchRebootClusterNodes or BatchReplaceClusterNodes per node (the ladder), 25 per call."""
 
-from aws_lambda_powertools.metrics import MetricUnit
-
 from hyperpod_recovery.metric_names import NODES_REPLACE_FAILED, NODES_REPLACE_INITIATED
 from hyperpod_recovery.models.workflow import ReplaceNodesInput
-from hyperpod_recovery.observability import metrics
 from hyperpod_recovery.runtime import Dependencies, workflow_step
 from hyperpod_recovery.steps.replace import replace_nodes
 
@@ -21,6 +18,6 @@ def lambda_handler(step: ReplaceNodesInput, deps: Dependencies):
         reboot_deadline_seconds=settings.reboot_deadline_seconds,
         now=deps.now(),
     )
-    metrics.add_metric(name=NODES_REPLACE_INITIATED, unit=MetricUnit.Count, value=len(replacement.replaced))
-    metrics.add_metric(name=NODES_REPLACE_FAILED, unit=MetricUnit.Count, value=len(replacement.failed))
+    deps.count_done(NODES_REPLACE_INITIATED, len(replacement.replaced))
+    deps.count_done(NODES_REPLACE_FAILED, len(replacement.failed))
     return replacement

@@ -483,3 +483,23 @@ def test_an_open_breaker_stops_job_restarts_too() -> None:
         ),
     )
     assert (outcome, error) == ("capped", "CircuitBreakerOpen")
+
+
+def test_a_dry_run_with_the_breaker_open_says_the_restart_would_be_capped() -> None:
+    from hyperpod_recovery.domain.job_incident import summarize_job
+    from hyperpod_recovery.models.job_recovery import PlanJobRestartInput
+    from hyperpod_recovery.models.records import BreakerState
+    from hyperpod_recovery.steps.job_recovery import plan_job_restart
+
+    # Given the breaker open, and a drill of a job's failure
+    ledger = FakeLedger()
+    ledger.save_breaker(CLUSTER, BreakerState(state="open", reason="3 failed recoveries", changed_at=T0, changed_by="hpr-x"))
+    request = _request(_failure(), dry_run=True)
+    step = PlanJobRestartInput(execution_name="hpj-8", request=request, classification=_classification(), checkpoints=_checkpoints())
+    # When it plans the restart
+    decision = plan_job_restart(step, ledger=ledger, policy=POLICY, now=T0)
+    # Then it ends as a dry run that says the breaker would have stopped the restart
+    state = JobWorkflowState(request=request, restart=decision)
+    outcome, _, cause = decide_outcome(JOB_INCIDENT, RecordJobOutcomeInput(execution_name="hpj-8", disposition="completed", state=state))
+    assert decision.action == "capped" and outcome == "dry_run"
+    assert "the circuit breaker is open" in summarize_job(state, outcome, cause)

@@ -120,17 +120,10 @@ def test_a_capped_incident_ends_capped_with_the_reason() -> None:
 
 
 # --- the step: what it writes ------------------------------------------------------------------
-def test_tripping_opens_the_breaker_in_the_ledger_and_a_dry_run_changes_nothing() -> None:
+def test_tripping_opens_the_breaker_in_the_ledger() -> None:
+    # (A dry run that would trip it leaves it closed: tests/unit/test_dry_run_gate.py.)
     ledger = FakeLedger()
     ledger.recoveries[CLUSTER] = _log((10, "escalated", [7]), (20, "escalated", [8]))
-    dry = apply_safety(
-        ApplySafetyPolicyInput(execution_name="d", request=_request(1, dry_run=True), assessment=_assessment(1)),
-        ledger=ledger,
-        policy=POLICY,
-        reservation_ttl=TTL,
-        now=T0,
-    )
-    assert dry.safety is not None and dry.safety.capped and ledger.breaker(CLUSTER).state == "closed"
     live = apply_safety(
         ApplySafetyPolicyInput(execution_name="hpr-1", request=_request(1), assessment=_assessment(1)),
         ledger=ledger,

@@ -112,12 +112,6 @@ def test_expired_lock_is_taken_over() -> None:
     assert later.proceed
 
 
-def test_dry_run_takes_no_lock_so_it_never_blocks_a_real_recovery() -> None:
-    ledger = FakeLedger()
-    dry = lock_nodes(LockNodesInput(execution_name="drill", request=_request(1, dry_run=True)), ledger=ledger, lock_ttl=TTL, now=T0)
-    assert dry.proceed and dry.dry_run and ledger.locks == {}
-
-
 def _assessment(*numbers: int) -> Assessment:
     targets = [NodeTarget(node_id=node_id(n), instance_group="workers", slurm_node=f"ip-10-1-0-{n}", status="Running") for n in numbers]
     return Assessment(at=T0, orchestrator="slurm", node_recovery="None", targets=targets, proceed=True)
@@ -135,13 +129,6 @@ def test_retried_replace_does_not_call_batch_replace_again_for_started_nodes() -
     assert [r.initiation for r in again.replaced] == ["initiated", "initiated"]
 
 
-def test_dry_run_never_calls_batch_replace() -> None:
-    cluster = FakeCluster([compute_node(1)])
-    step = ReplaceNodesInput(execution_name="inc-1", request=_request(1, dry_run=True), assessment=_assessment(1))
-    replacement = replace_nodes(step, cluster=cluster, ledger=FakeLedger(), first_check_after_seconds=30, deadline_seconds=2700, now=T0)
-    assert cluster.replace_calls == [] and replacement.dry_run
-
-
 def test_cordon_sends_a_typed_drain_tagged_with_the_incident() -> None:
     from hyperpod_recovery.models.workflow import CordonNodesInput
 
@@ -155,20 +142,6 @@ def test_cordon_sends_a_typed_drain_tagged_with_the_incident() -> None:
     assert isinstance(command, DrainNodes) and command.nodes == ["ip-10-1-0-7"]
     assert command.reason.startswith("hyperpod-recovery:inc-1 ")
     assert orchestrator.dispatched[0].task_token == "tok" and orchestrator.answered == []
-
-
-def test_dry_run_cordon_answers_its_own_token_and_sends_nothing() -> None:
-    from hyperpod_recovery.models.workflow import CordonNodesInput
-
-    orchestrator = FakeOrchestrator()
-    cordon_nodes(
-        CordonNodesInput(execution_name="inc-1", task_token="tok", request=_request(7, dry_run=True), assessment=_assessment(7)),
-        orchestrator=orchestrator,
-        now=T0,
-    )
-    assert orchestrator.dispatched == []
-    token, reply = orchestrator.answered[0]
-    assert token == "tok" and reply.dry_run and reply.result.drained == ["ip-10-1-0-7"]
 
 
 def _plan(job_id: str = "1001") -> ResumePlan:

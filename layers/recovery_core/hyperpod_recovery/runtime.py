@@ -8,6 +8,7 @@ once per cold start, and each adapter creates its boto3 client on first use.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -15,9 +16,11 @@ from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import Any, TypeVar
 
+from aws_lambda_powertools.metrics import MetricUnit
 from pydantic import BaseModel, ValidationError
 
 from hyperpod_recovery.adapters.checkpoints import S3CheckpointStore
+from hyperpod_recovery.adapters.dry_run import DryRunCluster, DryRunLedger, DryRunOrchestrator
 from hyperpod_recovery.adapters.hyperpod import HyperPodCluster
 from hyperpod_recovery.adapters.ledger import DynamoLedger
 from hyperpod_recovery.adapters.notifier import SnsNotifier
@@ -32,6 +35,7 @@ from hyperpod_recovery.domain.normalize import GuardedCluster
 from hyperpod_recovery.domain.safety import SafetyPolicy
 from hyperpod_recovery.errors import InvalidStepInput
 from hyperpod_recovery.models.common import format_validation_error
+from hyperpod_recovery.models.requests import JobRecoveryRequest, RecoveryRequest
 from hyperpod_recovery.observability import logger, metrics
 from hyperpod_recovery.ports import CheckpointReader, Cluster, DeadLetterSink, ExecutionHistory, Ledger, Notifier, Orchestrator, Workflows
 from hyperpod_recovery.sdk_contract import check_sdk_version
@@ -48,10 +52,29 @@ class Dependencies:
     workflows: Workflows
     dead_letters: DeadLetterSink
     history: ExecutionHistory
+    dry_run: bool = False  # the mutating ports are behind the dry-run gate (for_dry_run)
 
     @staticmethod
     def now() -> datetime:
         return current_clock()()
+
+    def for_dry_run(self) -> Dependencies:
+        """The same dependencies with the cluster, the ledger and the orchestrator behind the one
+        dry-run gate (adapters/dry_run.py): reads go through, changes are held back and answered."""
+        if self.dry_run:
+            return self
+        return dataclasses.replace(
+            self,
+            cluster=DryRunCluster(self.cluster),
+            ledger=DryRunLedger(self.ledger),
+            orchestrator=DryRunOrchestrator(self.orchestrator),
+            dry_run=True,
+        )
+
+    def count_done(self, name: str, value: float) -> None:
+        """A count of what a step did to the cluster or the safety state (nodes replaced, the breaker
+        opened): 0 in a dry run, which did none of it."""
+        metrics.add_metric(name=name, unit=MetricUnit.Count, value=0 if self.dry_run else value)
 
     @property
     def guarded(self) -> GuardedCluster:
@@ -133,8 +156,18 @@ def parse_input(model: type[ModelT], event: Any) -> ModelT:
         raise InvalidStepInput(f"{model.__name__}: {format_validation_error(exc)}") from exc
 
 
+def requests_dry_run(step: BaseModel) -> bool:
+    """The step belongs to a dry run: its request (or its state's, for the Record steps) says so.
+    Validate Request folds the stack's DryRun into the request, so every later step sees it there."""
+    request = getattr(step, "request", None)
+    if request is None:
+        request = getattr(getattr(step, "state", None), "request", None)
+    return isinstance(request, RecoveryRequest | JobRecoveryRequest) and bool(request.dry_run)
+
+
 def workflow_step(model: type[ModelT]) -> Callable[[Callable[[ModelT, Dependencies], Any]], Callable[..., Any]]:
-    """Turn ``fn(step_input, deps) -> model | dict`` into a Lambda handler for one Task state."""
+    """Turn ``fn(step_input, deps) -> model | dict`` into a Lambda handler for one Task state. A
+    step of a dry run gets its dependencies behind the dry-run gate: the one place that decides."""
 
     def decorate(fn: Callable[[ModelT, Dependencies], Any]) -> Callable[..., Any]:
         @logger.inject_lambda_context(correlation_id_path="execution_name", clear_state=True)
@@ -143,7 +176,8 @@ def workflow_step(model: type[ModelT]) -> Callable[[Callable[[ModelT, Dependenci
         def handler(event: dict[str, Any], context: Any, deps: Dependencies | None = None) -> Any:
             deps = deps or default_dependencies()
             metrics.add_dimension(name="cluster", value=deps.settings.cluster_name)
-            result = fn(parse_input(model, event), deps)
+            step = parse_input(model, event)
+            result = fn(step, deps.for_dry_run() if requests_dry_run(step) else deps)
             return result.model_dump(mode="json") if isinstance(result, BaseModel) else result
 
         return handler

@@ -71,7 +71,8 @@ class SafetyDecision(BaseModel):
     reason: ShortText = ""
     in_recovery_before: int = 0  # nodes other incidents had in recovery
     limit: int = 0  # at most this many nodes in recovery at once (min of the percent and the count)
-    # nodes counted against the cap until Record Outcome
+    # nodes counted against the cap until Record Outcome (in a dry run: the nodes it would count;
+    # the dry-run gate, adapters/dry_run.py, writes nothing)
     reserved: list[NodeId] = Field(default_factory=list, max_length=MAX_NODES_PER_REQUEST)
     breaker_tripped_now: bool = False
 

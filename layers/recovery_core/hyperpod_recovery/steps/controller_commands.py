@@ -4,8 +4,9 @@ Controller Agent.
 
 Each Lambda dispatches one typed command with its task token to the orchestrator (ports.py; on
 Slurm the controller agent carries it out) and returns; the state completes when the token is
-answered. Mutating commands in a dry run are answered here ("would drain ...") and never
-reach the cluster; read-only ones (jobs on nodes) still go to the agent so a drill shows real jobs.
+answered. In a dry run the orchestrator is behind the gate (adapters/dry_run.py): mutating commands
+are answered there ("would drain ...") and never reach the cluster; read-only ones (jobs on nodes)
+still go to the agent so a drill shows real jobs.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from typing import Any
 
 from hyperpod_recovery.domain.job_failure import job_nodes
 from hyperpod_recovery.models.commands import (
-    MUTATING_COMMANDS,
     BootTimes,
     CaptureJobSpec,
     CheckAgent,
@@ -23,7 +23,6 @@ from hyperpod_recovery.models.commands import (
     CommandReply,
     ControllerCommand,
     DrainNodes,
-    DrainResult,
     JobsOnNodes,
     NodeStates,
     NodeStatesResult,
@@ -66,11 +65,7 @@ def _dispatch(
     command: ControllerCommand,
     command_id: str,
     now: datetime,
-    dry_run_result: Any,
 ) -> dict[str, Any]:
-    if request.dry_run and command.type in MUTATING_COMMANDS:
-        _answer_here(orchestrator, task_token, command_id, command.type, dry_run_result, now, dry_run=True)
-        return {"command_id": command_id, "sent": False, "dry_run": True}
     orchestrator.dispatch(
         CommandEnvelope(
             command_id=command_id,
@@ -81,7 +76,7 @@ def _dispatch(
             command=command,
         )
     )
-    return {"command_id": command_id, "sent": True, "dry_run": False}
+    return {"command_id": command_id, "sent": True, "dry_run": bool(request.dry_run)}
 
 
 def cordon_nodes(step: CordonNodesInput, *, orchestrator: Orchestrator, now: datetime) -> dict[str, Any]:
@@ -96,7 +91,6 @@ def cordon_nodes(step: CordonNodesInput, *, orchestrator: Orchestrator, now: dat
         command=DrainNodes(nodes=nodes, reason=reason),
         command_id=f"{step.execution_name}:drain",
         now=now,
-        dry_run_result=DrainResult(drained=nodes),
     )
 
 
@@ -110,7 +104,6 @@ def find_affected_jobs(step: FindAffectedJobsInput, *, orchestrator: Orchestrato
         command=JobsOnNodes(nodes=nodes),
         command_id=f"{step.execution_name}:jobs",
         now=now,
-        dry_run_result=None,
     )
 
 
@@ -126,7 +119,6 @@ def read_boot_times(step: ReadBootTimesInput, *, orchestrator: Orchestrator, now
         # One reading per check (the agent answers a command id it has seen from its journal).
         command_id=f"{step.execution_name}:boot-times:{step.rejoin.checks}:{step.rejoin.boot_readings}",
         now=now,
-        dry_run_result=None,
     )
 
 
@@ -146,7 +138,6 @@ def resume_nodes(step: ResumeNodesInput, *, orchestrator: Orchestrator, now: dat
         command=ResumeNodes(nodes=nodes, owner_tag=owner_tag(step.execution_name)),
         command_id=command_id,
         now=now,
-        dry_run_result=ResumeResult(resumed=nodes),
     )
 
 
@@ -158,19 +149,18 @@ def resubmit_job(
     request, plan = step.request, step.plan
     job_id = plan.job.job_id
     command_id = f"{step.execution_name}:resubmit:{job_id}"
-    if not request.dry_run:
-        claim = ledger.claim_resubmission(request.cluster, job_id, step.execution_name, now, claim_ttl)
-        if not claim.claimed or claim.new_job_id:
-            # Another incident restarted this job, or this incident already did (a retried step):
-            # answer from the claim instead of submitting the job a second time.
-            result = ResubmitResult(
-                old_job_id=job_id,
-                new_job_id=claim.new_job_id,
-                already_submitted=not claim.claimed,
-                submitted_by=None if claim.claimed else claim.incident_id,
-            )
-            _answer_here(orchestrator, step.task_token, command_id, "resubmit_job", result, now)
-            return {"command_id": command_id, "sent": False, "already_resubmitted_by": claim.incident_id}
+    claim = ledger.claim_resubmission(request.cluster, job_id, step.execution_name, now, claim_ttl)
+    if not claim.claimed or claim.new_job_id:
+        # Another incident restarted this job, or this incident already did (a retried step):
+        # answer from the claim instead of submitting the job a second time.
+        result = ResubmitResult(
+            old_job_id=job_id,
+            new_job_id=claim.new_job_id,
+            already_submitted=not claim.claimed,
+            submitted_by=None if claim.claimed else claim.incident_id,
+        )
+        _answer_here(orchestrator, step.task_token, command_id, "resubmit_job", result, now)
+        return {"command_id": command_id, "sent": False, "already_resubmitted_by": claim.incident_id}
     return _dispatch(
         orchestrator=orchestrator,
         request=request,
@@ -179,7 +169,6 @@ def resubmit_job(
         command=ResubmitJob(job_id=job_id, checkpoint=plan.checkpoint),
         command_id=command_id,
         now=now,
-        dry_run_result=ResubmitResult(old_job_id=job_id),
     )
 
 
@@ -193,7 +182,6 @@ def capture_job_spec(step: CaptureJobSpecInput, *, orchestrator: Orchestrator, n
         command=CaptureJobSpec(job_id=step.request.job_id),
         command_id=f"{step.execution_name}:job-spec",
         now=now,
-        dry_run_result=None,
     )
 
 
@@ -213,7 +201,6 @@ def check_job_nodes(step: CheckJobNodesInput, *, orchestrator: Orchestrator, now
         command=NodeStates(nodes=nodes),
         command_id=command_id,
         now=now,
-        dry_run_result=None,
     )
 
 

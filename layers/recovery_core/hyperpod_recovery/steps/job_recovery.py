@@ -89,8 +89,9 @@ def plan_job_restart(step: PlanJobRestartInput, *, ledger: Ledger, policy: Resta
     failure = request.failure
     root = lineage_root_of(ledger, request.cluster, job.job_id, failure.resubmission_of if failure else None)
     breaker = ledger.breaker(request.cluster)
-    if breaker.state == "open" and not request.dry_run:
+    if breaker.state == "open":
         # The breaker stops every automatic restart too: a human is already looking at the cluster.
+        # (A dry run says so: it would be capped, as a NodeRecovery drill says.)
         return RestartDecision(
             at=now,
             action="capped",

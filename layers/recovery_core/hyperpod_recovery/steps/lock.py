@@ -9,13 +9,14 @@ from hyperpod_recovery.ports import Ledger
 
 
 def lock_nodes(step: LockNodesInput, *, ledger: Ledger, lock_ttl: timedelta, now: datetime) -> LockResult:
+    """In a dry run the ledger is behind the gate (adapters/dry_run.py): it answers with the locks
+    as they are and takes none, so a drill never blocks a real recovery."""
     request = step.request
-    incident = step.execution_name
-    if request.dry_run:
-        # A drill must not block a real recovery: look at the locks, take none.
-        holders = ledger.lock_holders(request.cluster, request.node_ids, now)
-        held = {n: i for n, i in holders.items() if i != incident}
-        locked = [n for n in request.node_ids if n not in held]
-        return LockResult(at=now, locked=locked, held_elsewhere=held, dry_run=True, proceed=bool(locked))
-    outcome = ledger.acquire_locks(incident, request.cluster, request.node_ids, now, lock_ttl)
-    return LockResult(at=now, locked=outcome.acquired, held_elsewhere=outcome.held_elsewhere, proceed=bool(outcome.acquired))
+    outcome = ledger.acquire_locks(step.execution_name, request.cluster, request.node_ids, now, lock_ttl)
+    return LockResult(
+        at=now,
+        locked=outcome.acquired,
+        held_elsewhere=outcome.held_elsewhere,
+        dry_run=bool(request.dry_run),
+        proceed=bool(outcome.acquired),
+    )

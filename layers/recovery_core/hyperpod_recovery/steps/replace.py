@@ -29,17 +29,16 @@ def replace_nodes(
     targets = step.assessment.targets
     dry_run = bool(step.request.dry_run)
     actions = {t.node_id: first_repair(t.node_id, step.request.triggers) if reboot_deadline_seconds else "replace" for t in targets}
-    already: set[str] = set()
     outcomes: list[BatchOutcome] = []
-    if not dry_run:
-        # A retried Lambda must not call BatchReplace/BatchReboot again for nodes it already started.
-        already = {mark.removeprefix(REBOOT_MARK) for mark in ledger.replacements_initiated(step.execution_name)}
-        for action, call, mark in (("reboot", cluster.reboot_nodes, REBOOT_MARK), ("replace", cluster.replace_nodes, "")):
-            todo = [t.node_id for t in targets if actions[t.node_id] == action and t.node_id not in already]
-            if todo:
-                outcome = call(todo)
-                ledger.mark_replacements_initiated(step.execution_name, [mark + n for n in outcome.successful], now)
-                outcomes.append(outcome)
+    # A retried Lambda must not call BatchReplace/BatchReboot again for nodes it already started. (In a
+    # dry run the cluster and the ledger are behind the gate, adapters/dry_run.py: nothing is started.)
+    already = {mark.removeprefix(REBOOT_MARK) for mark in ledger.replacements_initiated(step.execution_name)}
+    for action, call, mark in (("reboot", cluster.reboot_nodes, REBOOT_MARK), ("replace", cluster.replace_nodes, "")):
+        todo = [t.node_id for t in targets if actions[t.node_id] == action and t.node_id not in already]
+        if todo:
+            outcome = call(todo)
+            ledger.mark_replacements_initiated(step.execution_name, [mark + n for n in outcome.successful], now)
+            outcomes.append(outcome)
     return classify_replacements(
         targets,
         merge_outcomes(*outcomes),

@@ -29,9 +29,8 @@ def apply_safety(
     )
     safety = assessment.safety
     assert safety is not None
-    if request.dry_run:
-        # A drill says what the policy would decide and changes none of its state.
-        return assessment.model_copy(update={"safety": safety.model_copy(update={"reserved": [], "breaker_tripped_now": False})})
+    # In a dry run the ledger is behind the gate (adapters/dry_run.py): the verdict is the policy's,
+    # and the breaker and the cap's places are left as they were.
     if safety.breaker_tripped_now:
         ledger.save_breaker(request.cluster, breaker.changed_to("open", reason=safety.reason, by=step.execution_name, at=now))
         logger.warning("circuit breaker opened", extra={"reason": safety.reason})
@@ -71,10 +70,7 @@ def lock_logical_nodes(step: ApplySafetyPolicyInput, *, ledger: Ledger, lock_ttl
     by_lock = {f"{HOST_LOCK_PREFIX}{t.slurm_node}": t for t in assessment.targets}
     if not by_lock:
         return assessment
-    if request.dry_run:
-        holders = {k: i for k, i in ledger.lock_holders(request.cluster, list(by_lock), now).items() if i != step.execution_name}
-    else:
-        holders = ledger.acquire_locks(step.execution_name, request.cluster, list(by_lock), now, lock_ttl).held_elsewhere
+    holders = ledger.acquire_locks(step.execution_name, request.cluster, list(by_lock), now, lock_ttl).held_elsewhere
     if not holders:
         return assessment
     skipped = [

@@ -1,0 +1,215 @@
+"""The one dry-run gate: in a dry run, every call that would change the cluster, the scheduler or
+the pipeline's safety state stops here.
+
+A drill (``dry_run: true``, or the stack's DryRun) runs every step for real: it reads the cluster,
+the ledger, the jobs and the checkpoints, and decides exactly as a recovery would. Only the calls
+that would change something are held back. Each is logged ("dry run: held back") and answered the
+way the real system answers when the call succeeds, so each step goes on to what it would do next
+and says it in its result ("would cordon", "would replace", "would resubmit"). The steps do not
+check for a dry run themselves. The runtime wraps the ports in these gates when the step's request
+is a dry run (runtime.py ``Dependencies.for_request``), so a mutating call added later is held
+back with the others.
+
+Per port:
+- Cluster: BatchReplace/BatchRebootClusterNodes are held back and answered as all initiated, in 0 calls.
+- Ledger: locks, cap places, claims, the breaker, the repeat-offender log, replacement marks and
+  restart lineage are held back. A lock is answered with what the locks hold now (read), so a
+  drill shows a node another incident holds. The incident's own record and the jobs it found are
+  written: they are what a drill is for.
+- Orchestrator: a mutating command (drain, resume, resubmit, requeue) is answered here with the
+  result it would have had; read-only commands (jobs on nodes, node states, boot times, job spec)
+  still go to the scheduler, so a drill shows the real jobs.
+
+tests/contract/test_dry_run_gate.py checks that the gate treats every port method one way or the
+other, and that no held-back call reaches the adapter behind it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from hyperpod_recovery.models.cluster import BatchOutcome, ClusterInfo, ClusterNode
+from hyperpod_recovery.models.commands import (
+    MUTATING_COMMANDS,
+    CommandEnvelope,
+    CommandReply,
+    ControllerCommand,
+    DrainNodes,
+    DrainResult,
+    JobSpec,
+    RequeueJob,
+    RequeueResult,
+    ResubmitJob,
+    ResubmitResult,
+    ResumeNodes,
+    ResumeResult,
+)
+from hyperpod_recovery.models.job_recovery import RestartEntry
+from hyperpod_recovery.models.records import BreakerState, Holdings, IncidentRecord, LockOutcome, RecoveryLogEntry, ResubmissionClaim
+from hyperpod_recovery.observability import logger
+from hyperpod_recovery.ports import Cluster, Ledger, Orchestrator
+
+
+def held_back(port: str, call: str, **detail: Any) -> None:
+    """Record what a dry run would have done (the execution's log, correlated by its name)."""
+    logger.info("dry run: held back", extra={"port": port, "call": call, **{k: v for k, v in detail.items() if v is not None}})
+
+
+class DryRunCluster:
+    """HyperPod with its Batch calls held back; DescribeCluster and ListClusterNodes are read."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self._cluster = cluster
+
+    def describe(self) -> ClusterInfo:
+        return self._cluster.describe()
+
+    def list_nodes(self) -> list[ClusterNode]:
+        return self._cluster.list_nodes()
+
+    def replace_nodes(self, node_ids: list[str]) -> BatchOutcome:
+        held_back("cluster", "BatchReplaceClusterNodes", nodes=node_ids)
+        return BatchOutcome(successful=list(node_ids), calls=0)
+
+    def reboot_nodes(self, node_ids: list[str]) -> BatchOutcome:
+        held_back("cluster", "BatchRebootClusterNodes", nodes=node_ids)
+        return BatchOutcome(successful=list(node_ids), calls=0)
+
+
+class DryRunLedger:
+    """The ledger with what would hold or count against the safety rules held back."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        self._ledger = ledger
+
+    # --- held back ---------------------------------------------------------------------------
+    def acquire_locks(self, incident_id: str, cluster: str, node_ids: list[str], now: datetime, ttl: timedelta) -> LockOutcome:
+        """Answered from the locks as they are: a drill must not block a real recovery, and it shows
+        which nodes another incident holds."""
+        holders = self._ledger.lock_holders(cluster, node_ids, now)
+        held = {node: incident for node, incident in holders.items() if incident != incident_id}
+        acquired = [node for node in node_ids if node not in held]
+        held_back("ledger", "acquire_locks", nodes=acquired)
+        return LockOutcome(acquired=acquired, held_elsewhere=held)
+
+    def release_locks(self, incident_id: str, cluster: str, node_ids: list[str], hold_until: datetime | None) -> None:
+        held_back("ledger", "release_locks", nodes=node_ids)
+
+    def replacements_initiated(self, incident_id: str) -> set[str]:
+        return set()  # a dry run initiates none: nothing to read
+
+    def mark_replacements_initiated(self, incident_id: str, node_ids: list[str], now: datetime) -> None:
+        held_back("ledger", "mark_replacements_initiated", nodes=node_ids)
+
+    def claim_resubmission(self, cluster: str, job_id: str, incident_id: str, now: datetime, ttl: timedelta) -> ResubmissionClaim:
+        held_back("ledger", "claim_resubmission", job_id=job_id)
+        return ResubmissionClaim(job_id=job_id, incident_id=incident_id, claimed=True)
+
+    def complete_resubmission(self, cluster: str, job_id: str, incident_id: str, new_job_id: str) -> None:
+        held_back("ledger", "complete_resubmission", job_id=job_id)
+
+    def release_resubmission(self, cluster: str, job_id: str, incident_id: str) -> None:
+        held_back("ledger", "release_resubmission", job_id=job_id)
+
+    def record_restart(self, cluster: str, root: str, entry: RestartEntry) -> None:
+        held_back("ledger", "record_restart", job_id=entry.failed_job_id)
+
+    def reserve_capacity(
+        self, cluster: str, incident_id: str, node_ids: list[str], limit: int, now: datetime, ttl: timedelta, hostnames: Sequence[str] = ()
+    ) -> bool:
+        held_back("ledger", "reserve_capacity", nodes=node_ids, limit=limit)
+        return True
+
+    def release_capacity(self, cluster: str, incident_id: str, node_ids: list[str], now: datetime) -> None:
+        held_back("ledger", "release_capacity", nodes=node_ids)
+
+    def hold_capacity_until(self, cluster: str, incident_id: str, node_ids: list[str], until: datetime, now: datetime) -> None:
+        held_back("ledger", "hold_capacity_until", nodes=node_ids)
+
+    def save_breaker(self, cluster: str, breaker: BreakerState) -> None:
+        held_back("ledger", "save_breaker", state=breaker.state, reason=breaker.reason)
+
+    def log_recovery(self, cluster: str, entry: RecoveryLogEntry, keep_seconds: int) -> None:
+        held_back("ledger", "log_recovery", hostnames=entry.hostnames)
+
+    # --- written: the drill's own record -------------------------------------------------------
+    def save_jobs(self, incident_id: str, jobs: list[JobSpec], now: datetime) -> None:
+        self._ledger.save_jobs(incident_id, jobs, now)
+
+    def save_incident(self, record: IncidentRecord) -> None:
+        self._ledger.save_incident(record)
+
+    # --- read ----------------------------------------------------------------------------------
+    def lock_holders(self, cluster: str, node_ids: list[str], now: datetime) -> dict[str, str]:
+        return self._ledger.lock_holders(cluster, node_ids, now)
+
+    def resubmission_claim(self, cluster: str, job_id: str) -> ResubmissionClaim | None:
+        return self._ledger.resubmission_claim(cluster, job_id)
+
+    def lineage_root(self, cluster: str, job_id: str) -> str | None:
+        return self._ledger.lineage_root(cluster, job_id)
+
+    def restart_history(self, cluster: str, root: str) -> list[RestartEntry]:
+        return self._ledger.restart_history(cluster, root)
+
+    def nodes_in_recovery(self, cluster: str, now: datetime) -> set[str]:
+        return self._ledger.nodes_in_recovery(cluster, now)
+
+    def holdings(self, incident_id: str) -> Holdings | None:
+        return self._ledger.holdings(incident_id)
+
+    def jobs_of(self, incident_id: str) -> list[JobSpec] | None:
+        return self._ledger.jobs_of(incident_id)
+
+    def breaker(self, cluster: str) -> BreakerState:
+        return self._ledger.breaker(cluster)
+
+    def recovery_log(self, cluster: str) -> list[RecoveryLogEntry]:
+        return self._ledger.recovery_log(cluster)
+
+    def get_incident(self, incident_id: str) -> IncidentRecord | None:
+        return self._ledger.get_incident(incident_id)
+
+
+def would_result(command: ControllerCommand) -> Any:
+    """What a mutating command's reply says when it succeeds: the nodes drained or resumed, the job
+    resubmitted (no new id: nothing ran) or requeued."""
+    if isinstance(command, DrainNodes):
+        return DrainResult(drained=command.nodes)
+    if isinstance(command, ResumeNodes):
+        return ResumeResult(resumed=command.nodes)
+    if isinstance(command, ResubmitJob):
+        return ResubmitResult(old_job_id=command.job_id)
+    if isinstance(command, RequeueJob):
+        return RequeueResult(job_id=command.job_id, requeued=True)
+    raise TypeError(f"{command.type} is not a mutating command")
+
+
+class DryRunOrchestrator:
+    """The scheduler with its mutating commands answered here; read-only ones are carried out."""
+
+    def __init__(self, orchestrator: Orchestrator) -> None:
+        self._orchestrator = orchestrator
+
+    def dispatch(self, envelope: CommandEnvelope) -> None:
+        command = envelope.command
+        if command.type not in MUTATING_COMMANDS:
+            self._orchestrator.dispatch(envelope)
+            return
+        held_back("orchestrator", command.type, command_id=envelope.command_id)
+        at = envelope.requested_at
+        reply: CommandReply[Any] = CommandReply(
+            command_id=envelope.command_id,
+            type=command.type,
+            requested_at=at,
+            started_at=at,
+            completed_at=at,
+            dry_run=True,
+            result=would_result(command),
+        )
+        self._orchestrator.answer(envelope.task_token, reply)
+
+    def answer(self, task_token: str, reply: CommandReply[Any]) -> None:
+        self._orchestrator.answer(task_token, reply)
