@@ -2,7 +2,7 @@
 
 from hyperpod_recovery.models.workflow import AssessNodesInput
 from hyperpod_recovery.runtime import Dependencies, workflow_step
-from hyperpod_recovery.steps.assess import assess_nodes
+from hyperpod_recovery.steps.assess_nodes import assess_nodes
 
 
 @workflow_step(AssessNodesInput)

@@ -2,7 +2,7 @@
 
 from hyperpod_recovery.models.job_recovery import CaptureJobSpecInput
 from hyperpod_recovery.runtime import Dependencies, workflow_step
-from hyperpod_recovery.steps.controller_commands import capture_job_spec
+from hyperpod_recovery.steps.capture_job_spec import capture_job_spec
 
 
 @workflow_step(CaptureJobSpecInput)

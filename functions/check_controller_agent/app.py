@@ -2,7 +2,7 @@
 
 from hyperpod_recovery.models.preflight import CheckControllerAgentInput
 from hyperpod_recovery.runtime import Dependencies, workflow_step
-from hyperpod_recovery.steps.controller_commands import check_controller_agent
+from hyperpod_recovery.steps.check_controller_agent import check_controller_agent
 
 
 @workflow_step(CheckControllerAgentInput)

@@ -2,7 +2,7 @@
 
 from hyperpod_recovery.models.job_recovery import CheckJobNodesInput
 from hyperpod_recovery.runtime import Dependencies, workflow_step
-from hyperpod_recovery.steps.controller_commands import check_job_nodes
+from hyperpod_recovery.steps.check_job_nodes import check_job_nodes
 
 
 @workflow_step(CheckJobNodesInput)

@@ -3,7 +3,7 @@
 from hyperpod_recovery.domain.limits import rejoin_wait_bounds
 from hyperpod_recovery.models.job_recovery import CheckOtherRecoveryInput
 from hyperpod_recovery.runtime import Dependencies, workflow_step
-from hyperpod_recovery.steps.job_recovery import check_other_recovery
+from hyperpod_recovery.steps.check_other_recovery import check_other_recovery
 
 # The other incident may itself reboot, then replace and wait: allow both deadlines, plus margin.
 MARGIN_SECONDS = 1800

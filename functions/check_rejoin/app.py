@@ -2,7 +2,7 @@
 
 from hyperpod_recovery.models.workflow import CheckRejoinInput
 from hyperpod_recovery.runtime import Dependencies, workflow_step
-from hyperpod_recovery.steps.replace import check_rejoin
+from hyperpod_recovery.steps.check_rejoin import check_rejoin
 
 
 @workflow_step(CheckRejoinInput)

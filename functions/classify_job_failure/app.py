@@ -3,7 +3,7 @@
 from hyperpod_recovery.domain.limits import node_recovery_time_bound_seconds
 from hyperpod_recovery.models.job_recovery import ClassifyJobFailureInput
 from hyperpod_recovery.runtime import Dependencies, workflow_step
-from hyperpod_recovery.steps.job_recovery import classify_job_failure
+from hyperpod_recovery.steps.classify_job_failure import classify_job_failure
 
 
 @workflow_step(ClassifyJobFailureInput)

@@ -2,7 +2,7 @@
 
 from hyperpod_recovery.models.workflow import CordonNodesInput
 from hyperpod_recovery.runtime import Dependencies, workflow_step
-from hyperpod_recovery.steps.controller_commands import cordon_nodes
+from hyperpod_recovery.steps.cordon_nodes import cordon_nodes
 
 
 @workflow_step(CordonNodesInput)

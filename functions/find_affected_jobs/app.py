@@ -2,7 +2,7 @@
 
 from hyperpod_recovery.models.workflow import FindAffectedJobsInput
 from hyperpod_recovery.runtime import Dependencies, workflow_step
-from hyperpod_recovery.steps.controller_commands import find_affected_jobs
+from hyperpod_recovery.steps.find_affected_jobs import find_affected_jobs
 
 
 @workflow_step(FindAffectedJobsInput)

@@ -2,9 +2,9 @@
 
 from hyperpod_recovery.models.workflow import FindNewestCheckpointInput
 from hyperpod_recovery.runtime import Dependencies, workflow_step
-from hyperpod_recovery.steps.checkpoints import find_newest_checkpoints
+from hyperpod_recovery.steps.find_newest_checkpoint import find_newest_checkpoint
 
 
 @workflow_step(FindNewestCheckpointInput)
 def lambda_handler(step: FindNewestCheckpointInput, deps: Dependencies):
-    return find_newest_checkpoints(step, reader=deps.checkpoints, ledger=deps.ledger, now=deps.now())
+    return find_newest_checkpoint(step, reader=deps.checkpoints, ledger=deps.ledger, now=deps.now())

@@ -2,7 +2,7 @@
 
 from hyperpod_recovery.models.workflow import LockNodesInput
 from hyperpod_recovery.runtime import Dependencies, workflow_step
-from hyperpod_recovery.steps.lock import lock_nodes
+from hyperpod_recovery.steps.lock_nodes import lock_nodes
 
 
 @workflow_step(LockNodesInput)

@@ -2,7 +2,7 @@
 
 from hyperpod_recovery.models.job_recovery import PlanJobRestartInput
 from hyperpod_recovery.runtime import Dependencies, workflow_step
-from hyperpod_recovery.steps.job_recovery import plan_job_restart
+from hyperpod_recovery.steps.plan_job_restart import plan_job_restart
 
 
 @workflow_step(PlanJobRestartInput)

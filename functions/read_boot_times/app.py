@@ -2,7 +2,7 @@
 
 from hyperpod_recovery.models.workflow import ReadBootTimesInput
 from hyperpod_recovery.runtime import Dependencies, workflow_step
-from hyperpod_recovery.steps.controller_commands import read_boot_times
+from hyperpod_recovery.steps.read_boot_times import read_boot_times
 
 
 @workflow_step(ReadBootTimesInput)

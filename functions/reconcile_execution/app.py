@@ -18,7 +18,7 @@ from hyperpod_recovery.models.common import format_validation_error
 from hyperpod_recovery.models.events import ExecutionStatusChangeEvent
 from hyperpod_recovery.observability import logger, metrics
 from hyperpod_recovery.runtime import Dependencies, default_dependencies
-from hyperpod_recovery.steps.reconcile import reconcile_execution
+from hyperpod_recovery.steps.reconcile_execution import reconcile_execution
 
 processor = BatchProcessor(event_type=EventType.SQS)
 

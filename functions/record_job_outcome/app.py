@@ -4,12 +4,12 @@ from hyperpod_recovery.metric_names import JOB_OUTCOMES
 from hyperpod_recovery.models.job_recovery import RecordJobOutcomeInput
 from hyperpod_recovery.observability import publish_outcome
 from hyperpod_recovery.runtime import Dependencies, workflow_step
-from hyperpod_recovery.steps.record import record_incident
+from hyperpod_recovery.steps.record_outcome import record_outcome
 
 
 @workflow_step(RecordJobOutcomeInput)
 def lambda_handler(step: RecordJobOutcomeInput, deps: Dependencies):
-    result = record_incident(
+    result = record_outcome(
         step,
         ledger=deps.ledger,
         notifier=deps.notifier,

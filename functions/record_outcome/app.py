@@ -4,12 +4,12 @@ from hyperpod_recovery.metric_names import NODE_OUTCOMES
 from hyperpod_recovery.models.workflow import RecordOutcomeInput
 from hyperpod_recovery.observability import publish_outcome
 from hyperpod_recovery.runtime import Dependencies, workflow_step
-from hyperpod_recovery.steps.record import record_incident
+from hyperpod_recovery.steps.record_outcome import record_outcome
 
 
 @workflow_step(RecordOutcomeInput)
 def lambda_handler(step: RecordOutcomeInput, deps: Dependencies):
-    result = record_incident(
+    result = record_outcome(
         step,
         ledger=deps.ledger,
         notifier=deps.notifier,

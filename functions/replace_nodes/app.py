@@ -3,7 +3,7 @@
 from hyperpod_recovery.metric_names import NODES_REPLACE_FAILED, NODES_REPLACE_INITIATED
 from hyperpod_recovery.models.workflow import ReplaceNodesInput
 from hyperpod_recovery.runtime import Dependencies, workflow_step
-from hyperpod_recovery.steps.replace import replace_nodes
+from hyperpod_recovery.steps.replace_nodes import replace_nodes
 
 
 @workflow_step(ReplaceNodesInput)

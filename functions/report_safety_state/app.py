@@ -9,7 +9,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from hyperpod_recovery.metric_names import BREAKER_OPEN, NODES_IN_RECOVERY
 from hyperpod_recovery.observability import logger, metrics
 from hyperpod_recovery.runtime import Dependencies, default_dependencies
-from hyperpod_recovery.steps.safety import report_safety_state
+from hyperpod_recovery.steps.report_safety_state import report_safety_state
 
 
 @logger.inject_lambda_context(clear_state=True)

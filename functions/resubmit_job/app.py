@@ -2,7 +2,7 @@
 
 from hyperpod_recovery.models.workflow import ResubmitJobInput
 from hyperpod_recovery.runtime import Dependencies, workflow_step
-from hyperpod_recovery.steps.controller_commands import resubmit_job
+from hyperpod_recovery.steps.resubmit_job import resubmit_job
 
 
 @workflow_step(ResubmitJobInput)

@@ -2,7 +2,7 @@
 
 from hyperpod_recovery.models.workflow import ResumeNodesInput
 from hyperpod_recovery.runtime import Dependencies, workflow_step
-from hyperpod_recovery.steps.controller_commands import resume_nodes
+from hyperpod_recovery.steps.resume_nodes import resume_nodes
 
 
 @workflow_step(ResumeNodesInput)

@@ -6,7 +6,7 @@ from hyperpod_recovery.metric_names import JOB_RECOVERIES_STARTED
 from hyperpod_recovery.models.job_recovery import ValidateJobRequestInput
 from hyperpod_recovery.observability import metrics
 from hyperpod_recovery.runtime import Dependencies, workflow_step
-from hyperpod_recovery.steps.job_recovery import validate_job_request
+from hyperpod_recovery.steps.validate_job_request import validate_job_request
 
 
 @workflow_step(ValidateJobRequestInput)

@@ -6,7 +6,7 @@ from hyperpod_recovery.metric_names import RECOVERIES_STARTED
 from hyperpod_recovery.models.workflow import ValidateRequestInput
 from hyperpod_recovery.observability import metrics
 from hyperpod_recovery.runtime import Dependencies, workflow_step
-from hyperpod_recovery.steps.validate import validate_request
+from hyperpod_recovery.steps.validate_request import validate_request
 
 
 @workflow_step(ValidateRequestInput)

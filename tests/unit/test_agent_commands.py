@@ -23,7 +23,7 @@ from hyperpod_recovery.models.commands import (
 )
 from hyperpod_recovery.models.common import one_line
 from hyperpod_recovery.models.workflow import CordonNodesInput
-from hyperpod_recovery.steps.controller_commands import cordon_nodes
+from hyperpod_recovery.steps.cordon_nodes import cordon_nodes
 from hyperpod_recovery_agent.executor import CommandExecutor
 from hyperpod_recovery_agent.slurm import SlurmCli, parse_node_boots
 from sandbox.slurm import SimulatedSlurm

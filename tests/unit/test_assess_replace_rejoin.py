@@ -203,7 +203,7 @@ def test_the_first_repair_follows_what_the_fault_asks_for(reasons: list[str], re
 
 def test_a_reboot_that_does_not_bring_the_node_back_is_replaced_once() -> None:
     from hyperpod_recovery.models.workflow import CheckRejoinInput, RejoinWatch, WatchedNode
-    from hyperpod_recovery.steps.replace import check_rejoin
+    from hyperpod_recovery.steps.check_rejoin import check_rejoin
 
     # Given node 1 rebooted at T0 and still in Failure at the reboot deadline
     cluster = FakeCluster([compute_node(1, status="Failure"), compute_node(2)])

@@ -19,8 +19,8 @@ from hyperpod_recovery.models.workflow import (
     StepError,
     WorkflowState,
 )
-from hyperpod_recovery.steps.record import record_incident
-from hyperpod_recovery.steps.safety import apply_safety
+from hyperpod_recovery.steps.apply_safety_policy import apply_safety_policy
+from hyperpod_recovery.steps.record_outcome import record_outcome
 from tests.fakes import CLUSTER, T0, FakeLedger, FakeNotifier
 from tests.unit.test_safety import POLICY, _assessment
 from tests.unit.test_steps import _request, _state_after_lock
@@ -54,7 +54,7 @@ def _plan(*jobs: str) -> CheckpointPlan:
 
 def _record(state: WorkflowState, ledger: FakeLedger, disposition: str = "completed") -> Any:
     notifier = FakeNotifier()
-    result = record_incident(
+    result = record_outcome(
         RecordOutcomeInput(execution_name="inc-1", disposition=disposition, state=state),  # type: ignore[arg-type]
         ledger=ledger,
         notifier=notifier,
@@ -122,7 +122,7 @@ def test_a_live_summary_never_says_dry_run() -> None:
 def test_a_fault_on_a_replacement_still_provisioning_joins_the_recovery_of_its_node() -> None:
     # Given incident A replacing the node named ip-10-1-0-1 (it holds the logical node)
     ledger = FakeLedger()
-    first = apply_safety(
+    first = apply_safety_policy(
         ApplySafetyPolicyInput(execution_name="inc-a", request=_request(1), assessment=_assessment(1)),
         ledger=ledger,
         policy=POLICY,
@@ -134,7 +134,7 @@ def test_a_fault_on_a_replacement_still_provisioning_joins_the_recovery_of_its_n
     replacement = _assessment(1).model_copy(
         update={"targets": [_assessment(1).targets[0].model_copy(update={"node_id": "i-0fffffffffffffff1", "status": "Pending"})]}
     )
-    second = apply_safety(
+    second = apply_safety_policy(
         ApplySafetyPolicyInput(execution_name="inc-b", request=_request(1, incident="inc-b"), assessment=replacement),
         ledger=ledger,
         policy=POLICY,

@@ -13,8 +13,8 @@ from hyperpod_recovery.domain.freshness import EventAgeLimits, check_job_event_f
 from hyperpod_recovery.errors import StaleEvent
 from hyperpod_recovery.models.requests import JobRecoveryRequest, RecoveryRequest, Trigger
 from hyperpod_recovery.models.workflow import RecordOutcomeInput, StepError, ValidateRequestInput, WorkflowState
-from hyperpod_recovery.steps.record import record_incident
-from hyperpod_recovery.steps.validate import validate_request
+from hyperpod_recovery.steps.record_outcome import record_outcome
+from hyperpod_recovery.steps.validate_request import validate_request
 from tests.fakes import CLUSTER, LIMITS, T0, FakeLedger, FakeNotifier, node_id
 from tests.unit.test_steps import GUARDED
 
@@ -90,7 +90,7 @@ def test_validate_request_refuses_a_three_day_old_event_and_record_outcome_says_
         )
     # Then the workflow records it as stale (Record Stale Event), notifies, and changes nothing
     ledger, notifier = FakeLedger(), FakeNotifier()
-    result = record_incident(
+    result = record_outcome(
         RecordOutcomeInput(
             execution_name="hpr-old",
             disposition="stale",

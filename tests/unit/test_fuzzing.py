@@ -19,8 +19,8 @@ from hyperpod_recovery.models.job_recovery import ValidateJobRequestInput
 from hyperpod_recovery.models.requests import JobRecoveryRequest, RecoveryRequest, Trigger
 from hyperpod_recovery.models.workflow import ValidateRequestInput
 from hyperpod_recovery.steps.intake import Intake
-from hyperpod_recovery.steps.job_recovery import validate_job_request
-from hyperpod_recovery.steps.validate import validate_request
+from hyperpod_recovery.steps.validate_job_request import validate_job_request
+from hyperpod_recovery.steps.validate_request import validate_request
 from tests.conftest import load_event
 from tests.fakes import CLUSTER, CLUSTER_ARN, LIMITS, T0, FakeDeadLetters, FakeWorkflows
 

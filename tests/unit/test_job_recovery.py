@@ -44,9 +44,10 @@ from hyperpod_recovery.models.job_recovery import (
 from hyperpod_recovery.models.records import IncidentRecord, ResubmissionClaim
 from hyperpod_recovery.models.requests import JobRecoveryRequest
 from hyperpod_recovery.models.workflow import CheckpointPlan, ResumePlan, StepError, UnresumableJob
-from hyperpod_recovery.steps.controller_commands import check_job_nodes
-from hyperpod_recovery.steps.job_recovery import lineage_root_of, validate_job_request
-from hyperpod_recovery.steps.record import record_incident
+from hyperpod_recovery.steps.check_job_nodes import check_job_nodes
+from hyperpod_recovery.steps.plan_job_restart import lineage_root_of
+from hyperpod_recovery.steps.record_outcome import record_outcome
+from hyperpod_recovery.steps.validate_job_request import validate_job_request
 from tests.fakes import CLUSTER, CLUSTER_ARN, LIMITS, T0, FakeLedger, FakeNotifier, FakeOrchestrator, node_id
 
 POLICY = RestartPolicy(budget=3, window_seconds=86_400, backoff_seconds=60, max_backoff_seconds=900, crash_loop_repeats=2)
@@ -414,7 +415,7 @@ def test_recording_a_resubmission_extends_the_lineage_and_notifies_with_the_job(
     ledger, notifier = FakeLedger(), FakeNotifier()
     ledger.claim_resubmission(CLUSTER, "8", "hpj-8", T0, timedelta(hours=6))
     step = RecordJobOutcomeInput(execution_name="hpj-8", disposition="completed", state=_completed_state())
-    result = record_incident(step, ledger=ledger, notifier=notifier, cluster=CLUSTER, execution_url="https://x", now=T0)
+    result = record_outcome(step, ledger=ledger, notifier=notifier, cluster=CLUSTER, execution_url="https://x", now=T0)
     assert result.outcome == "recovered" and "resubmitted as job 9 from step 2000" in result.summary
     assert [(e.failed_job_id, e.new_job_id, e.checkpoint_step) for e in ledger.restart_history(CLUSTER, "8")] == [("8", "9", 2000)]
     assert ledger.lineage_root(CLUSTER, "9") == "8" and ledger.claims[(CLUSTER, "8")]["new_job_id"] == "9"
@@ -442,7 +443,7 @@ def test_the_record_lists_a_resubmission_only_when_this_incident_submitted_the_j
     ledger, notifier = FakeLedger(), FakeNotifier()
     step = RecordJobOutcomeInput(execution_name="hpj-8", disposition="completed", state=state)
     # When the outcome is recorded
-    record_incident(step, ledger=ledger, notifier=notifier, cluster=CLUSTER, execution_url="https://x", now=T0)
+    record_outcome(step, ledger=ledger, notifier=notifier, cluster=CLUSTER, execution_url="https://x", now=T0)
     record = ledger.get_incident("hpj-8")
     assert record is not None
     # Then the record, the lineage and the shared rule (domain/incident.py) agree: a resubmission only
@@ -467,7 +468,7 @@ def test_a_failed_nested_node_recovery_is_escalated_under_its_own_error() -> Non
 def test_an_open_breaker_stops_job_restarts_too() -> None:
     from hyperpod_recovery.models.job_recovery import PlanJobRestartInput
     from hyperpod_recovery.models.records import BreakerState
-    from hyperpod_recovery.steps.job_recovery import plan_job_restart
+    from hyperpod_recovery.steps.plan_job_restart import plan_job_restart
 
     ledger = FakeLedger()
     ledger.save_breaker(CLUSTER, BreakerState(state="open", reason="3 failed recoveries", changed_at=T0, changed_by="hpr-x"))
@@ -489,7 +490,7 @@ def test_a_dry_run_with_the_breaker_open_says_the_restart_would_be_capped() -> N
     from hyperpod_recovery.domain.job_incident import summarize_job
     from hyperpod_recovery.models.job_recovery import PlanJobRestartInput
     from hyperpod_recovery.models.records import BreakerState
-    from hyperpod_recovery.steps.job_recovery import plan_job_restart
+    from hyperpod_recovery.steps.plan_job_restart import plan_job_restart
 
     # Given the breaker open, and a drill of a job's failure
     ledger = FakeLedger()

@@ -12,7 +12,7 @@ import pytest
 from hyperpod_recovery.errors import LedgerUnavailable
 from hyperpod_recovery.models.events import ExecutionStatusChangeEvent, ExecutionStatusDetail
 from hyperpod_recovery.models.records import IncidentRecord, Resubmission
-from hyperpod_recovery.steps.reconcile import reconcile_execution
+from hyperpod_recovery.steps.reconcile_execution import reconcile_execution
 from hyperpod_recovery.steps.settle import settle_holdings
 from tests.conftest import load_event
 from tests.fakes import CLUSTER, T0, FakeExecutionHistory, FakeLedger, FakeNotifier, node_id

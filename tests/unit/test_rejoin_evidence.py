@@ -27,8 +27,9 @@ from hyperpod_recovery.models.workflow import (
     WatchedNode,
     WorkflowState,
 )
-from hyperpod_recovery.steps.controller_commands import read_boot_times, resume_nodes
-from hyperpod_recovery.steps.replace import check_rejoin
+from hyperpod_recovery.steps.check_rejoin import check_rejoin
+from hyperpod_recovery.steps.read_boot_times import read_boot_times
+from hyperpod_recovery.steps.resume_nodes import resume_nodes
 from tests.fakes import T0, FakeCluster, FakeLedger, FakeOrchestrator, compute_node, node_id
 from tests.unit.test_steps import _request
 

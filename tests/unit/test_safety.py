@@ -12,11 +12,12 @@ from moto import mock_aws
 
 from hyperpod_recovery.domain.incident import decide_outcome
 from hyperpod_recovery.domain.node_incident import NODE_INCIDENT
-from hyperpod_recovery.domain.safety import SafetyPolicy, apply_safety_policy
+from hyperpod_recovery.domain.safety import SafetyPolicy
+from hyperpod_recovery.domain.safety import apply_safety_policy as decide_safety
 from hyperpod_recovery.models.records import BreakerState, RecoveryLogEntry
 from hyperpod_recovery.models.workflow import ApplySafetyPolicyInput, Assessment, NodeTarget, RecordOutcomeInput, WorkflowState
-from hyperpod_recovery.steps.record import record_incident
-from hyperpod_recovery.steps.safety import apply_safety
+from hyperpod_recovery.steps.apply_safety_policy import apply_safety_policy
+from hyperpod_recovery.steps.record_outcome import record_outcome
 from hyperpod_recovery_cli.main import main
 from tests.fakes import CLUSTER, T0, FakeLedger, FakeNotifier, node_id
 from tests.unit.test_steps import _request
@@ -54,9 +55,7 @@ def _apply(
     in_recovery: set[str] | None = None,
     breaker: BreakerState | None = None,
 ) -> Assessment:
-    return apply_safety_policy(
-        assessment, POLICY, breaker=breaker or BreakerState(), log=log or [], in_recovery=in_recovery or set(), now=T0
-    )
+    return decide_safety(assessment, POLICY, breaker=breaker or BreakerState(), log=log or [], in_recovery=in_recovery or set(), now=T0)
 
 
 def test_a_recovery_within_every_limit_proceeds_and_reserves_its_nodes() -> None:
@@ -124,7 +123,7 @@ def test_tripping_opens_the_breaker_in_the_ledger() -> None:
     # (A dry run that would trip it leaves it closed: tests/unit/test_dry_run_gate.py.)
     ledger = FakeLedger()
     ledger.recoveries[CLUSTER] = _log((10, "escalated", [7]), (20, "escalated", [8]))
-    live = apply_safety(
+    live = apply_safety_policy(
         ApplySafetyPolicyInput(execution_name="hpr-1", request=_request(1), assessment=_assessment(1)),
         ledger=ledger,
         policy=POLICY,
@@ -139,7 +138,7 @@ def test_tripping_opens_the_breaker_in_the_ledger() -> None:
 def test_a_reservation_lost_to_a_race_caps_the_incident() -> None:
     ledger = FakeLedger()
     ledger.reserve_capacity = lambda *args, **kwargs: False  # type: ignore[method-assign]
-    result = apply_safety(
+    result = apply_safety_policy(
         ApplySafetyPolicyInput(execution_name="hpr-1", request=_request(1), assessment=_assessment(1)),
         ledger=ledger,
         policy=POLICY,
@@ -151,7 +150,7 @@ def test_a_reservation_lost_to_a_race_caps_the_incident() -> None:
 
 def test_record_outcome_frees_the_cap_and_logs_what_it_acted_on() -> None:
     ledger = FakeLedger()
-    assessment = apply_safety(
+    assessment = apply_safety_policy(
         ApplySafetyPolicyInput(execution_name="hpr-1", request=_request(1), assessment=_assessment(1)),
         ledger=ledger,
         policy=POLICY,
@@ -162,7 +161,7 @@ def test_record_outcome_frees_the_cap_and_logs_what_it_acted_on() -> None:
     step = RecordOutcomeInput(
         execution_name="hpr-1", disposition="escalated", state=WorkflowState(request=_request(1), assessment=assessment)
     )
-    record_incident(
+    record_outcome(
         step, ledger=ledger, notifier=FakeNotifier(), cluster=CLUSTER, escalation_hold=timedelta(hours=1), execution_url="u", now=T0
     )
     assert ledger.nodes_in_recovery(CLUSTER, T0) == set()
@@ -229,7 +228,7 @@ def test_a_dry_run_past_the_cap_says_it_would_be_capped() -> None:
 
     ledger = FakeLedger()
     ledger.reserve_capacity(CLUSTER, "other", [node_id(n) for n in range(100, 120)], 100, T0, TTL)
-    assessment = apply_safety(
+    assessment = apply_safety_policy(
         ApplySafetyPolicyInput(execution_name="d", request=_request(1, dry_run=True), assessment=_assessment(1)),
         ledger=ledger,
         policy=POLICY,

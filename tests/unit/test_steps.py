@@ -23,11 +23,12 @@ from hyperpod_recovery.models.workflow import (
     ValidateRequestInput,
     WorkflowState,
 )
-from hyperpod_recovery.steps.controller_commands import cordon_nodes, resubmit_job
-from hyperpod_recovery.steps.lock import lock_nodes
-from hyperpod_recovery.steps.record import record_incident
-from hyperpod_recovery.steps.replace import replace_nodes
-from hyperpod_recovery.steps.validate import validate_request
+from hyperpod_recovery.steps.cordon_nodes import cordon_nodes
+from hyperpod_recovery.steps.lock_nodes import lock_nodes
+from hyperpod_recovery.steps.record_outcome import record_outcome
+from hyperpod_recovery.steps.replace_nodes import replace_nodes
+from hyperpod_recovery.steps.resubmit_job import resubmit_job
+from hyperpod_recovery.steps.validate_request import validate_request
 from tests.fakes import CLUSTER, CLUSTER_ARN, LIMITS, T0, FakeCluster, FakeLedger, FakeNotifier, FakeOrchestrator, compute_node, node_id
 
 GUARDED = GuardedCluster(CLUSTER, CLUSTER_ARN)
@@ -203,7 +204,7 @@ def _reply(new_job_id: str | None = "1002") -> CommandReply[ResubmitResult]:
 def _record(disposition: str, state: WorkflowState, error: StepError | None = None) -> tuple[FakeLedger, FakeNotifier, Any]:
     ledger, notifier = FakeLedger(), FakeNotifier()
     ledger.acquire_locks("inc-1", CLUSTER, [node_id(1)], T0, TTL)
-    result = record_incident(
+    result = record_outcome(
         RecordOutcomeInput(execution_name="inc-1", disposition=disposition, state=state, error=error),  # type: ignore[arg-type]
         ledger=ledger,
         notifier=notifier,
@@ -246,7 +247,7 @@ def test_completed_resubmission_is_recorded_on_the_job_claim() -> None:
     state.resubmissions = [_reply()]
     ledger = FakeLedger()
     ledger.claim_resubmission(CLUSTER, "1001", "inc-1", T0, TTL)
-    record_incident(
+    record_outcome(
         RecordOutcomeInput(execution_name="inc-1", disposition="completed", state=state),
         ledger=ledger,
         notifier=FakeNotifier(),
@@ -264,7 +265,7 @@ def test_each_job_gets_a_checkpoint_or_a_reason_why_not() -> None:
     from hyperpod_recovery.errors import CheckpointUnreadable
     from hyperpod_recovery.models.manifest import MANIFEST_SCHEMA
     from hyperpod_recovery.models.workflow import FindNewestCheckpointInput
-    from hyperpod_recovery.steps.checkpoints import find_newest_checkpoints
+    from hyperpod_recovery.steps.find_newest_checkpoint import find_newest_checkpoint
     from tests.fakes import FakeCheckpointStore
 
     class Unreadable(FakeCheckpointStore):
@@ -297,7 +298,7 @@ def test_each_job_gets_a_checkpoint_or_a_reason_why_not() -> None:
         JobSpec(job_id="5", name="empty", num_nodes=2, state="RUNNING", checkpoint_uri="s3://ckpt/empty"),
         JobSpec(job_id="6", name="climber", num_nodes=2, state="RUNNING", checkpoint_uri="s3://ckpt/a/../b"),
     ]
-    plan = find_newest_checkpoints(FindNewestCheckpointInput(execution_name="inc-1", jobs=jobs), reader=reader, now=T0)
+    plan = find_newest_checkpoint(FindNewestCheckpointInput(execution_name="inc-1", jobs=jobs), reader=reader, now=T0)
 
     assert [(p.job.job_id, p.checkpoint.step) for p in plan.resumable] == [("1", 100)]
     assert plan.resumable[0].rejected[0].startswith("step 200: no manifest.json")

@@ -6,7 +6,7 @@ that failed ends it, that a dry run is a dry run, which resubmissions count as t
 how long it waited on the orchestrator, how the record is put together. What differs per workflow
 (what a completed run decided, the words of its summary, its own timeline events and phases) is
 its table: ``NODE_INCIDENT`` in domain/node_incident.py (NodeRecovery) and ``JOB_INCIDENT`` in
-domain/job_incident.py (JobRecovery). Record Outcome (steps/record.py) is the one step that
+domain/job_incident.py (JobRecovery). Record Outcome (steps/record_outcome.py) is the one step that
 records either; Reconcile Execution (domain/reconcile.py) records the ends no step saw.
 """
 

@@ -6,20 +6,21 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from hyperpod_recovery import errors
-from hyperpod_recovery.domain.safety import SafetyPolicy, apply_safety_policy
-from hyperpod_recovery.models.workflow import ApplySafetyPolicyInput, Assessment, SafetyState, SkippedNode
+from hyperpod_recovery.domain.safety import SafetyPolicy
+from hyperpod_recovery.domain.safety import apply_safety_policy as decide_safety
+from hyperpod_recovery.models.workflow import ApplySafetyPolicyInput, Assessment, SkippedNode
 from hyperpod_recovery.observability import logger
 from hyperpod_recovery.ports import Ledger
 from hyperpod_recovery.vocabulary import error_name
 
 
-def apply_safety(
+def apply_safety_policy(
     step: ApplySafetyPolicyInput, *, ledger: Ledger, policy: SafetyPolicy, reservation_ttl: timedelta, now: datetime
 ) -> Assessment:
     request = step.request
     logical = lock_logical_nodes(step, ledger=ledger, lock_ttl=reservation_ttl, now=now)
     breaker = ledger.breaker(request.cluster)
-    assessment = apply_safety_policy(
+    assessment = decide_safety(
         logical,
         policy,
         breaker=breaker,
@@ -84,16 +85,3 @@ def lock_logical_nodes(step: ApplySafetyPolicyInput, *, ledger: Ledger, lock_ttl
     kept = [t for key, t in by_lock.items() if key not in holders]
     logger.info("nodes already in recovery by another incident", extra={"skipped": [s.detail for s in skipped]})
     return assessment.model_copy(update={"targets": kept, "skipped": [*assessment.skipped, *skipped], "proceed": bool(kept)})
-
-
-def report_safety_state(*, ledger: Ledger, cluster: str, now: datetime) -> SafetyState:
-    """Report Safety State (every 5 minutes): the breaker and the cap's use, as gauges for the
-    dashboard and the BreakerOpen alarm, which then stays red until a human resets the breaker."""
-    breaker = ledger.breaker(cluster)
-    return SafetyState(
-        cluster=cluster,
-        breaker_open=breaker.state == "open",
-        breaker_reason=breaker.reason if breaker.state == "open" else None,
-        breaker_changed_at=breaker.changed_at,
-        nodes_in_recovery=len(ledger.nodes_in_recovery(cluster, now)),
-    )

@@ -21,7 +21,7 @@ from hyperpod_recovery.models.events import ExecutionStatusDetail
 from hyperpod_recovery.models.records import RecoveryLogEntry
 from hyperpod_recovery.observability import logger
 from hyperpod_recovery.ports import ExecutionHistory, Ledger, Notifier
-from hyperpod_recovery.steps.replace import REBOOT_MARK
+from hyperpod_recovery.steps.replace_nodes import REBOOT_MARK
 from hyperpod_recovery.steps.settle import settle_holdings
 
 

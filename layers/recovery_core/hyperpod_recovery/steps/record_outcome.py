@@ -19,7 +19,7 @@ from hyperpod_recovery.ports import Ledger, Notifier
 from hyperpod_recovery.steps.settle import settle_holdings
 
 
-def record_incident(
+def record_outcome(
     step: RecordOutcomeInput | RecordJobOutcomeInput,
     *,
     ledger: Ledger,

@@ -12,7 +12,7 @@ from hyperpod_recovery.observability import logger
 from hyperpod_recovery.ports import CheckpointReader, Ledger
 
 
-def find_newest_checkpoints(
+def find_newest_checkpoint(
     step: FindNewestCheckpointInput, *, reader: CheckpointReader, ledger: Ledger | None = None, now: datetime
 ) -> CheckpointPlan:
     """Every job ends in exactly one list; a job the agent could not capture faithfully is

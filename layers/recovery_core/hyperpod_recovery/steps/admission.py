@@ -1,5 +1,6 @@
-"""Validate Request (and JobRecovery's Validate Job Request): any start input -> the internal
-request, or InvalidRecoveryRequest naming the field."""
+"""What both Validate steps share (Validate Request, Validate Job Request): any start input -> the
+internal request, or InvalidRecoveryRequest naming the field; then admitted or not (our cluster,
+fresh signals, the stack's DryRun folded in)."""
 
 from __future__ import annotations
 
@@ -9,14 +10,12 @@ from typing import Any, TypeVar
 from pydantic import TypeAdapter, ValidationError
 
 from hyperpod_recovery.domain.freshness import EventAgeLimits, check_job_event_fresh, drop_stale_nodes
-from hyperpod_recovery.domain.normalize import GuardedCluster, translate_manual
+from hyperpod_recovery.domain.normalize import GuardedCluster
 from hyperpod_recovery.errors import InvalidRecoveryRequest
 from hyperpod_recovery.models.common import format_validation_error
-from hyperpod_recovery.models.requests import JobRecoveryRequest, ManualRecoveryRequest, RecoveryRequest, StartExecutionInput
-from hyperpod_recovery.models.workflow import ValidateRequestInput
+from hyperpod_recovery.models.requests import JobRecoveryRequest, RecoveryRequest
 
 _UNION_TAGS = ("manual", "recovery", "job")  # pydantic prefixes union errors with the tag; the user never wrote it
-_START_INPUT: TypeAdapter[ManualRecoveryRequest | RecoveryRequest] = TypeAdapter(StartExecutionInput)
 RequestT = TypeVar("RequestT", RecoveryRequest, JobRecoveryRequest)
 
 
@@ -52,11 +51,3 @@ def admit(
             "dry_run": stack_dry_run or bool(request.dry_run),
         }
     )
-
-
-def validate_request(
-    step: ValidateRequestInput, *, guarded: GuardedCluster, stack_dry_run: bool, limits: EventAgeLimits, now: datetime
-) -> RecoveryRequest:
-    parsed = parse_start_input(_START_INPUT, step.request)
-    request = translate_manual(parsed, now) if isinstance(parsed, ManualRecoveryRequest) else parsed
-    return admit(request, guarded=guarded, execution_name=step.execution_name, stack_dry_run=stack_dry_run, limits=limits, now=now)

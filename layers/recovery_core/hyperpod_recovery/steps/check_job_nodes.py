@@ -1,0 +1,31 @@
+"""Check Job Nodes (JobRecovery): the scheduler's state of the nodes the job ran on."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from hyperpod_recovery.domain.job_failure import job_nodes
+from hyperpod_recovery.models.commands import NodeStates, NodeStatesResult
+from hyperpod_recovery.models.job_recovery import CheckJobNodesInput
+from hyperpod_recovery.ports import Orchestrator
+from hyperpod_recovery.steps.commands import answer_here, dispatch_command
+
+
+def check_job_nodes(step: CheckJobNodesInput, *, orchestrator: Orchestrator, now: datetime) -> dict[str, Any]:
+    """Slurm's state of the nodes the job ran on (the event's list: squeue forgets an ended job's)."""
+    nodes = job_nodes(step.request, step.inspection.result.job)
+    command_id = f"{step.execution_name}:job-nodes"
+    if not nodes:
+        # Nothing to ask (the job never got nodes, or slurmctld forgot it): answer at once.
+        answer_here(orchestrator, step.task_token, command_id, "node_states", NodeStatesResult(), now)
+        return {"command_id": command_id, "sent": False, "dry_run": False}
+    return dispatch_command(
+        orchestrator=orchestrator,
+        request=step.request,
+        execution_name=step.execution_name,
+        task_token=step.task_token,
+        command=NodeStates(nodes=nodes),
+        command_id=command_id,
+        now=now,
+    )

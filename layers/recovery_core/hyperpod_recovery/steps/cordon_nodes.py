@@ -1,0 +1,27 @@
+"""Cordon Nodes: drain the target nodes in the scheduler, tagged with the incident."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from hyperpod_recovery.models.commands import DrainNodes, owner_tag
+from hyperpod_recovery.models.common import one_line
+from hyperpod_recovery.models.workflow import CordonNodesInput
+from hyperpod_recovery.ports import Orchestrator
+from hyperpod_recovery.steps.commands import dispatch_command
+
+
+def cordon_nodes(step: CordonNodesInput, *, orchestrator: Orchestrator, now: datetime) -> dict[str, Any]:
+    nodes = [t.slurm_node for t in step.assessment.targets]
+    # The trigger's text comes from an outside event: one printable line before it reaches Slurm.
+    reason = one_line(f"{owner_tag(step.execution_name)} {step.request.triggers[0].reason}", 256)
+    return dispatch_command(
+        orchestrator=orchestrator,
+        request=step.request,
+        execution_name=step.execution_name,
+        task_token=step.task_token,
+        command=DrainNodes(nodes=nodes, reason=reason),
+        command_id=f"{step.execution_name}:drain",
+        now=now,
+    )

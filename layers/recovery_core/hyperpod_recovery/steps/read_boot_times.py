@@ -1,0 +1,26 @@
+"""Read Boot Times: slurmctld's boot time and state of the nodes Check Rejoin asked about."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from hyperpod_recovery.models.commands import BootTimes
+from hyperpod_recovery.models.workflow import ReadBootTimesInput
+from hyperpod_recovery.ports import Orchestrator
+from hyperpod_recovery.steps.commands import dispatch_command
+
+
+def read_boot_times(step: ReadBootTimesInput, *, orchestrator: Orchestrator, now: datetime) -> dict[str, Any]:
+    """slurmctld's boot time and state of the nodes Check Rejoin asked about (read-only): the
+    evidence that a rebooted node came back, whatever HyperPod's status showed meanwhile."""
+    return dispatch_command(
+        orchestrator=orchestrator,
+        request=step.request,
+        execution_name=step.execution_name,
+        task_token=step.task_token,
+        command=BootTimes(nodes=step.rejoin.boot_check),
+        # One reading per check (the agent answers a command id it has seen from its journal).
+        command_id=f"{step.execution_name}:boot-times:{step.rejoin.checks}:{step.rejoin.boot_readings}",
+        now=now,
+    )

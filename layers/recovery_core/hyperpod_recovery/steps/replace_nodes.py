@@ -1,0 +1,51 @@
+"""Replace Nodes: the ladder's first rung, a reboot or a replacement per node (BatchRebootClusterNodes,
+BatchReplaceClusterNodes, 25 per call), once per node even when the Lambda is retried. (A reboot
+that does not come back in time is replaced by Check Rejoin: steps/check_rejoin.py.)"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from hyperpod_recovery.domain.ladder import first_repair
+from hyperpod_recovery.domain.replace import classify_replacements, merge_outcomes
+from hyperpod_recovery.models.cluster import BatchOutcome
+from hyperpod_recovery.models.workflow import Replacement, ReplaceNodesInput
+from hyperpod_recovery.ports import Cluster, Ledger
+
+REBOOT_MARK = "reboot:"  # ledger marks: "<id>" replace started, "reboot:<id>" reboot started
+
+
+def replace_nodes(
+    step: ReplaceNodesInput,
+    *,
+    cluster: Cluster,
+    ledger: Ledger,
+    first_check_after_seconds: int,
+    deadline_seconds: int,
+    reboot_deadline_seconds: int | None = None,
+    now: datetime,
+) -> Replacement:
+    targets = step.assessment.targets
+    dry_run = bool(step.request.dry_run)
+    actions = {t.node_id: first_repair(t.node_id, step.request.triggers) if reboot_deadline_seconds else "replace" for t in targets}
+    outcomes: list[BatchOutcome] = []
+    # A retried Lambda must not call BatchReplace/BatchReboot again for nodes it already started. (In a
+    # dry run the cluster and the ledger are behind the gate, adapters/dry_run.py: nothing is started.)
+    already = {mark.removeprefix(REBOOT_MARK) for mark in ledger.replacements_initiated(step.execution_name)}
+    for action, call, mark in (("reboot", cluster.reboot_nodes, REBOOT_MARK), ("replace", cluster.replace_nodes, "")):
+        todo = [t.node_id for t in targets if actions[t.node_id] == action and t.node_id not in already]
+        if todo:
+            outcome = call(todo)
+            ledger.mark_replacements_initiated(step.execution_name, [mark + n for n in outcome.successful], now)
+            outcomes.append(outcome)
+    return classify_replacements(
+        targets,
+        merge_outcomes(*outcomes),
+        already,
+        now,
+        first_check_after_seconds,
+        deadline_seconds,
+        dry_run,
+        actions=actions,
+        reboot_deadline_seconds=reboot_deadline_seconds,
+    )

@@ -1,0 +1,42 @@
+"""Resubmit Job (both workflows): claim the job in the ledger, once per job, then ask the scheduler to resubmit it."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from hyperpod_recovery.models.commands import ResubmitJob, ResubmitResult
+from hyperpod_recovery.models.workflow import ResubmitJobInput
+from hyperpod_recovery.ports import Ledger, Orchestrator
+from hyperpod_recovery.steps.commands import answer_here, dispatch_command
+
+
+def resubmit_job(
+    step: ResubmitJobInput, *, orchestrator: Orchestrator, ledger: Ledger, claim_ttl: timedelta, now: datetime
+) -> dict[str, Any]:
+    """Once per job: the ledger claim stops a second incident (or a retried Lambda) from
+    restarting a job that was already resubmitted."""
+    request, plan = step.request, step.plan
+    job_id = plan.job.job_id
+    command_id = f"{step.execution_name}:resubmit:{job_id}"
+    claim = ledger.claim_resubmission(request.cluster, job_id, step.execution_name, now, claim_ttl)
+    if not claim.claimed or claim.new_job_id:
+        # Another incident restarted this job, or this incident already did (a retried step):
+        # answer from the claim instead of submitting the job a second time.
+        result = ResubmitResult(
+            old_job_id=job_id,
+            new_job_id=claim.new_job_id,
+            already_submitted=not claim.claimed,
+            submitted_by=None if claim.claimed else claim.incident_id,
+        )
+        answer_here(orchestrator, step.task_token, command_id, "resubmit_job", result, now)
+        return {"command_id": command_id, "sent": False, "already_resubmitted_by": claim.incident_id}
+    return dispatch_command(
+        orchestrator=orchestrator,
+        request=request,
+        execution_name=step.execution_name,
+        task_token=step.task_token,
+        command=ResubmitJob(job_id=job_id, checkpoint=plan.checkpoint),
+        command_id=command_id,
+        now=now,
+    )

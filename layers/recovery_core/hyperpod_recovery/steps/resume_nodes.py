@@ -1,0 +1,30 @@
+"""Resume Nodes: return the nodes that came back to service (only the ones we drained)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from hyperpod_recovery.models.commands import ResumeNodes, ResumeResult, owner_tag
+from hyperpod_recovery.models.workflow import ResumeNodesInput
+from hyperpod_recovery.ports import Orchestrator
+from hyperpod_recovery.steps.commands import answer_here, dispatch_command
+
+
+def resume_nodes(step: ResumeNodesInput, *, orchestrator: Orchestrator, now: datetime) -> dict[str, Any]:
+    # A node whose replacement came back under another name left its own name drained: that name is
+    # the old instance's, and the new one was never drained by us. Only names that came back are resumed.
+    nodes = [n.slurm_node for n in step.rejoin.nodes if (n.rejoined and n.replacement_slurm_node is None) or step.rejoin.dry_run]
+    command_id = f"{step.execution_name}:resume"
+    if not nodes:
+        answer_here(orchestrator, step.task_token, command_id, "resume_nodes", ResumeResult(), now, dry_run=bool(step.request.dry_run))
+        return {"command_id": command_id, "sent": False, "dry_run": bool(step.request.dry_run)}
+    return dispatch_command(
+        orchestrator=orchestrator,
+        request=step.request,
+        execution_name=step.execution_name,
+        task_token=step.task_token,
+        command=ResumeNodes(nodes=nodes, owner_tag=owner_tag(step.execution_name)),
+        command_id=command_id,
+        now=now,
+    )
