@@ -74,7 +74,7 @@ def test_no_node_is_acted_on_on_a_stale_signal_alone(ages: list[float]) -> None:
 
 
 def test_a_replayed_job_failure_is_stale_but_a_manual_request_never_is() -> None:
-    old = JobRecoveryRequest(cluster=CLUSTER, job_id="7", source="slurm_job_failed", reason="r", detected_at=T0 - timedelta(days=2))
+    old = JobRecoveryRequest(cluster=CLUSTER, job_id="7", source="job_failed", reason="r", detected_at=T0 - timedelta(days=2))
     with pytest.raises(StaleEvent, match="job 7"):
         check_job_event_fresh(old, LIMITS, T0)
     check_job_event_fresh(old.model_copy(update={"source": "manual"}), LIMITS, T0)

@@ -105,7 +105,7 @@ def test_a_job_failed_event_starts_a_job_recovery_named_by_the_job_end(lambda_co
     name = f"hpj-{detail['job_id']}-{int(datetime.fromisoformat(detail['ended_at']).timestamp())}"
     assert list(started.items()) == [(next(iter(started)), "node"), (name, "job")]
     request = json.loads(deps.workflows.started[name])  # type: ignore[attr-defined]
-    assert request["source"] == "slurm_job_failed" and request["failure"]["state"] == detail["state"]
+    assert request["source"] == "job_failed" and request["failure"]["state"] == detail["state"]
 
 
 def test_a_redelivered_job_failed_event_is_a_duplicate(lambda_context) -> None:  # type: ignore[no-untyped-def]

@@ -8,6 +8,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from hyperpod_recovery.domain.execution_names import job_execution_name, node_execution_name
 from hyperpod_recovery.domain.incident import decide_outcome, submitted_here
@@ -71,7 +72,7 @@ def _failure(state: str = "FAILED", **changes: Any) -> JobFailedDetail:
     return JobFailedDetail(**{**values, **changes})
 
 
-def _request(failure: JobFailedDetail | None = None, *, dry_run: bool = False, source: str = "slurm_job_failed") -> JobRecoveryRequest:
+def _request(failure: JobFailedDetail | None = None, *, dry_run: bool = False, source: str = "job_failed") -> JobRecoveryRequest:
     return JobRecoveryRequest(
         cluster=CLUSTER,
         job_id="8",
@@ -504,3 +505,12 @@ def test_a_dry_run_with_the_breaker_open_says_the_restart_would_be_capped() -> N
     outcome, _, cause = decide_outcome(JOB_INCIDENT, RecordJobOutcomeInput(execution_name="hpj-8", disposition="completed", state=state))
     assert decision.action == "capped" and outcome == "dry_run"
     assert "the circuit breaker is open" in summarize_job(state, outcome, cause)
+
+
+def test_a_job_request_from_before_the_rename_reads_under_todays_source_name() -> None:
+    # Given the input of an execution the older version started ("slurm_job_failed"), in flight through an upgrade
+    old = _request(_failure()).model_dump(mode="json") | {"source": "slurm_job_failed"}
+    # Then it validates, as the one name the signal has now; a source nobody ever wrote is still refused
+    assert JobRecoveryRequest.model_validate(old).source == "job_failed"
+    with pytest.raises(ValidationError):
+        JobRecoveryRequest.model_validate(old | {"source": "slurm_job_exploded"})

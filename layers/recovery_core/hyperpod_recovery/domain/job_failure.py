@@ -126,7 +126,7 @@ def classify_failure(
         raise JobSpecUnavailable(
             f"{label}: slurmctld no longer knows the job (MinJobAge passed?), so there is no batch script to resubmit it with"
         )
-    if job.state in REQUEUED_STATES or (request.source == "slurm_job_failed" and job.state in RUNNING_AGAIN_STATES):
+    if job.state in REQUEUED_STATES or (request.source == "job_failed" and job.state in RUNNING_AGAIN_STATES):
         return FailureClassification(
             at=now, kind="left_alone", job=job, reason=f"{label} was already restarted by Slurm (requeued; now {job.state})"
         )

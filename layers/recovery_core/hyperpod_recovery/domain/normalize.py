@@ -155,7 +155,7 @@ def translate_job_failed(event: JobFailedEvent, guarded: GuardedCluster) -> JobR
     return JobRecoveryRequest(
         cluster=guarded.name,
         job_id=detail.job_id,
-        source="slurm_job_failed",
+        source="job_failed",
         reason=reason,
         event_id=event.id,
         detected_at=_aware(detail.ended_at),

@@ -6,14 +6,21 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, Tag, model_validator
 
 from hyperpod_recovery.models.common import MAX_NODES_PER_REQUEST, NodeId, ShortText, SlurmJobId, StrictFlag, Timestamp
 from hyperpod_recovery.models.job_events import JobFailedDetail
 
-# job_failed: NodeRecovery started by JobRecovery for the nodes a failed job ran on.
+# job_failed: a training job failed. One name for the one signal, whichever workflow it starts:
+# JobRecovery for the job, and the NodeRecovery JobRecovery starts for the nodes the job ran on.
 TriggerSource = Literal["hyperpod_node_health", "cloudwatch_alarm", "manual", "job_failed"]
-JobTriggerSource = Literal["slurm_job_failed", "manual"]
+# Before 2026-11-26 JobRecovery called it "slurm_job_failed": an execution started by the older
+# version (in flight through an upgrade) still validates, and reads under today's name.
+LEGACY_JOB_SOURCES = {"slurm_job_failed": "job_failed"}
+JobTriggerSource = Annotated[
+    Literal["job_failed", "manual"],
+    BeforeValidator(lambda value: LEGACY_JOB_SOURCES.get(value, value) if isinstance(value, str) else value),
+]
 TRIGGER_REASON_LIMIT = 1024
 # At most one trigger per node and source: the largest request a storm can make is bounded.
 MAX_TRIGGERS_PER_REQUEST = 4 * MAX_NODES_PER_REQUEST
