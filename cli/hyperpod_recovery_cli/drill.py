@@ -1,8 +1,10 @@
 """``hyperpod-recovery drill``: a recovery drill on a deployed stack, dry-run unless told otherwise.
 
 It starts the workflow with StartExecution (what ``aws stepfunctions start-execution`` does), prints
-each state as the execution enters it, and when it ends prints the outcome and the phase timeline
-built from the execution history: the same phases the sandbox's drill report draws.
+each state as the execution enters it, and when it ends prints the outcome and the phase timeline:
+the incident record's phases (read from the ledger, as the metrics and the sandbox's drill report
+read them), or, when there is no record to read (no ledger given, no access to it, an execution that
+ended before recording), the phases read back from the execution history.
 
 What to recover comes from one of:
   --scenario FILE   a sandbox drill scenario (events/drills/*.json): its faults' node references
@@ -28,8 +30,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
+from hyperpod_recovery.adapters.ledger import DynamoLedger
 from hyperpod_recovery.domain.durations import format_duration, offset_text
 from hyperpod_recovery.domain.phases import phases_from_states
+from hyperpod_recovery.errors import RecoveryError
+from hyperpod_recovery.models.records import IncidentRecord
 from hyperpod_recovery.vocabulary import PhaseName
 from hyperpod_recovery_cli.stack import NotOurStack, read_stack
 
@@ -58,6 +63,7 @@ class Targets:
     cluster: str
     node_state_machine: str
     job_state_machine: str | None
+    ledger_table: str | None = None  # where the incident record is (the stack's LedgerTableName)
 
 
 @dataclass
@@ -74,7 +80,8 @@ def resolve_stack(cloudformation: Any, stack: str) -> Targets:
         found = read_stack(cloudformation, stack)
     except NotOurStack as exc:
         raise DrillUsageError(str(exc)) from exc
-    return Targets(found.cluster, found.outputs["StateMachineArn"], found.outputs.get("JobStateMachineArn"))
+    outputs = found.outputs
+    return Targets(found.cluster, outputs["StateMachineArn"], outputs.get("JobStateMachineArn"), outputs.get("LedgerTableName"))
 
 
 def cluster_nodes_by_group(sagemaker: Any, cluster: str) -> dict[str, list[str]]:
@@ -193,6 +200,27 @@ def phases_from_history(events: list[dict[str, Any]]) -> list[Phase]:
     ]
 
 
+def phases_from_record(record: IncidentRecord) -> list[Phase]:
+    """The incident record's phases (the ones Record Outcome wrote, the metrics and the report
+    read), in seconds since the fault was detected."""
+    if not record.phases:
+        return []
+    origin = min(p.start for p in record.phases)
+    return [Phase(p.name, (p.start - origin).total_seconds(), (p.end - origin).total_seconds()) for p in record.phases]
+
+
+def read_record(client: Callable[[str], Any], table: str | None, incident_id: str, err: TextIO) -> IncidentRecord | None:
+    """The incident record from the ledger; None when there is no ledger to read (no --stack or
+    --ledger-table), the execution ended before recording, or the ledger cannot be read (said on err)."""
+    if not table:
+        return None
+    try:
+        return DynamoLedger(table, dynamodb=client("dynamodb")).get_incident(incident_id)
+    except RecoveryError as exc:
+        print(f"note: the incident record could not be read ({exc}); the timeline is the execution history's", file=err)
+        return None
+
+
 def phase_chart(phases: list[Phase], width: int = 48) -> list[str]:
     """The phases as text bars on one time scale (a terminal's version of the report's picture)."""
     if not phases:
@@ -200,8 +228,9 @@ def phase_chart(phases: list[Phase], width: int = 48) -> list[str]:
     total = max(p.end for p in phases) or 1.0
     lines = []
     for phase in phases:
-        left = int(phase.start / total * width)
         size = max(1, round((phase.end - phase.start) / total * width))
+        # A phase at the very end (the record, a few ms) still shows: its bar ends at the right edge.
+        left = min(int(phase.start / total * width), width - size)
         bar = (" " * left + "#" * size)[:width].ljust(width)
         lines.append(f"  {phase.name:<20} {_at(phase.start):>10}  {format_duration(phase.end - phase.start):>10}  |{bar}|")
     return lines
@@ -276,7 +305,7 @@ def run_drill(
         if args.stack:
             targets = resolve_stack(client("cloudformation"), args.stack)
         else:
-            targets = Targets(args.cluster, args.state_machine_arn, args.job_state_machine_arn)
+            targets = Targets(args.cluster, args.state_machine_arn, args.job_state_machine_arn, args.ledger_table)
         workflow, payload, notes = build_request(args, document, targets, lambda: client("sagemaker"))
     except DrillUsageError as exc:
         print(f"hyperpod-recovery drill: {exc}", file=err)
@@ -312,8 +341,16 @@ def run_drill(
             print(f"  {metric}: {seconds:g}", file=out)
     elif description.get("error"):
         print(f"error: {description['error']}: {description.get('cause', '')}", file=out)
-    print("\ntimeline (from the execution history):", file=out)
-    for line in phase_chart(phases_from_history(events)):
+    # The record's phases when it was written (the same the metrics and the drill report read); an
+    # execution that ended before recording (stopped, crashed) has only its history to tell.
+    record = read_record(client, targets.ledger_table, name, err)
+    if record is not None:
+        print("\ntimeline (from the incident record):", file=out)
+        phases = phases_from_record(record)
+    else:
+        print("\ntimeline (from the execution history):", file=out)
+        phases = phases_from_history(events)
+    for line in phase_chart(phases):
         print(line, file=out)
     return EXIT_OK if description["status"] == "SUCCEEDED" else EXIT_FAILED
 
@@ -324,6 +361,9 @@ def add_arguments(drill: argparse.ArgumentParser) -> None:
     where.add_argument("--state-machine-arn", help="NodeRecovery's ARN, instead of --stack")
     where.add_argument("--job-state-machine-arn", help="JobRecovery's ARN, instead of --stack")
     where.add_argument("--cluster", help="the cluster's name, with --state-machine-arn")
+    where.add_argument(
+        "--ledger-table", help="the ledger's table name, with --state-machine-arn (the timeline is then the incident record's)"
+    )
     what = drill.add_mutually_exclusive_group(required=True)
     what.add_argument("--scenario", help="a drill scenario (events/drills/*.json); node refs resolve against the real cluster")
     what.add_argument("--input", help="a start input file as is (events/manual/*.json, events/manual-job/*.json)")

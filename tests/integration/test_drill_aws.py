@@ -12,7 +12,15 @@ from typing import Any
 import pytest
 
 from hyperpod_recovery.domain.phases import PHASE_OF_STATE
-from hyperpod_recovery_cli.drill import DrillUsageError, Targets, cluster_nodes_by_group, resolve_node_refs, resolve_stack
+from hyperpod_recovery_cli.drill import (
+    DrillUsageError,
+    Targets,
+    _history,
+    cluster_nodes_by_group,
+    phases_from_history,
+    resolve_node_refs,
+    resolve_stack,
+)
 from hyperpod_recovery_cli.main import main
 from sandbox.runner import DrillRunner
 from sandbox.scenario import load_scenario
@@ -22,20 +30,25 @@ pytestmark = pytest.mark.sandbox
 DEFAULT = EVENTS / "drills" / "default.json"
 
 
-def _drill(runner: DrillRunner, *args: str) -> tuple[int, str, str]:
+def _drill(runner: DrillRunner, *args: str, ledger_table: str | None = "") -> tuple[int, str, str]:
+    """The drill command on the sandbox's stack; ``ledger_table``: the stack's (default), another
+    name, or None for none (the timeline is then the execution history's)."""
     aws = runner.aws
     out, err = io.StringIO(), io.StringIO()
     clients = {"sfn": aws.client("stepfunctions"), "sagemaker": aws.client("sagemaker"), "cloudformation": None, "sleep": runner.advance}
     machines = ["--state-machine-arn", aws.state_machines["NodeRecoveryStateMachine"]]
     machines += ["--job-state-machine-arn", aws.state_machines["JobRecoveryStateMachine"], "--cluster", "llm-train"]
-    code = main(["drill", *machines, "--poll-seconds", "30", "--name", "drill-test", *args], stdout=out, stderr=err, drill_clients=clients)
+    if ledger_table is not None:
+        machines += ["--ledger-table", ledger_table or aws.ledger_table]
+    argv = ["drill", *machines, "--poll-seconds", "30", "--name", "drill-test", *args]
+    code = main(argv, stdout=out, stderr=err, drill_clients=clients, dynamodb=aws.client("dynamodb"))
     return code, out.getvalue(), err.getvalue()
 
 
-def _phase_rows(printed: str) -> dict[str, float]:
+def _phase_rows(printed: str, source: str = "the incident record") -> dict[str, float]:
     """{phase: seconds} from the printed timeline."""
     rows = {}
-    for line in printed.split("timeline (from the execution history):", 1)[1].splitlines():
+    for line in printed.split(f"timeline (from {source}):", 1)[1].splitlines():
         match = re.match(r"^\s+(\S+)\s+T\+\S+\s+(?:(\d+)m )?([\d.]+)s\s+\|", line)
         if match:
             rows[match[1]] = float(match[2] or 0) * 60 + float(match[3])
@@ -63,24 +76,40 @@ def test_given_a_scenario_then_the_drill_is_a_dry_run_that_prints_progress_outco
         assert not [c for c in runner.slurm.commands if c["type"] in ("drain_nodes", "resume_nodes", "resubmit_job")]
 
 
-def test_given_live_then_the_history_timeline_matches_the_incident_record(tmp_path: Path) -> None:
+def test_given_live_then_the_timeline_is_the_incident_records_and_the_history_agrees(tmp_path: Path) -> None:
     runner = DrillRunner(load_scenario(DEFAULT), log_path=tmp_path / "lambda.log")
     with runner.deployed() as aws:
         node = runner.double.current("workers:3", t=0).node_id
         code, printed, _ = _drill(runner, "--node", node, "--live", "--yes")
         assert code == 0 and "outcome: recovered" in printed and "LIVE" in printed
         assert aws.api_calls.counts["sagemaker.BatchReplaceClusterNodes"] == 1
-        # The phases read from GetExecutionHistory are the ones the ledger's incident record holds
+        # The printed phases are the ones the ledger's incident record holds, to the tenth of a second
         from hyperpod_recovery.adapters.ledger import DynamoLedger
 
         record = DynamoLedger(aws.ledger_table, dynamodb=aws.client("dynamodb")).get_incident("drill-test")
         assert record is not None and record.outcome == "recovered"
         recorded = {p.name: (p.end - p.start).total_seconds() for p in record.phases}
         printed_phases = _phase_rows(printed)
-        assert printed_phases["wait_for_rejoin"] == pytest.approx(recorded["wait_for_rejoin"], abs=5)
+        assert printed_phases == {name: pytest.approx(seconds, abs=0.1) for name, seconds in recorded.items()}
         assert printed_phases["wait_for_rejoin"] > 600  # ten virtual minutes of replacement, seconds of wall time
+        # And the phases read back from GetExecutionHistory (what an execution that never recorded shows) agree
+        execution_arn = printed.split("execution: ", 1)[1].split()[0]
+        history = phases_from_history(_history(aws.client("stepfunctions"), execution_arn))
+        by_name = {p.name: p.end - p.start for p in history}
+        assert by_name["wait_for_rejoin"] == pytest.approx(recorded["wait_for_rejoin"], abs=5)
         # And the figures the dashboard gets are printed too
         assert "TimeToRecoverSeconds" in printed
+
+
+def test_given_no_readable_ledger_then_the_timeline_is_the_execution_historys(tmp_path: Path) -> None:
+    runner = DrillRunner(load_scenario(DEFAULT), log_path=tmp_path / "lambda.log")
+    with runner.deployed():
+        # Given a ledger table name that does not exist (a wrong --ledger-table, or no access to it)
+        code, printed, err = _drill(runner, "--scenario", str(DEFAULT), ledger_table="no-such-table")
+    # Then the drill still ends with its outcome, says why, and draws the execution history's phases
+    assert code == 0 and "outcome: dry_run" in printed
+    assert "note: the incident record could not be read" in err and "ResourceNotFoundException" in err
+    assert {"assess", "cordon", "replace", "record"} <= set(_phase_rows(printed, "the execution history"))
 
 
 def test_given_a_job_then_job_recovery_runs_as_a_dry_run(tmp_path: Path) -> None:
@@ -147,6 +176,8 @@ def test_a_stack_is_read_from_its_outputs_and_cluster_parameter() -> None:
         "Parameters": [{"ParameterKey": "ClusterName", "ParameterValue": "llm-train"}],
     }
     assert resolve_stack(_CloudFormation(stack), "hpr") == Targets("llm-train", "arn:n", "arn:j")
+    stack["Outputs"].append({"OutputKey": "LedgerTableName", "OutputValue": "hpr-ledger"})
+    assert resolve_stack(_CloudFormation(stack), "hpr").ledger_table == "hpr-ledger"
     with pytest.raises(DrillUsageError, match="not a hyperpod-recovery stack"):
         resolve_stack(_CloudFormation({"Outputs": [], "Parameters": []}), "other")
 
