@@ -195,7 +195,7 @@ def _parser() -> argparse.ArgumentParser:
         action.set_defaults(run=run)
 
     drill = groups.add_parser(
-        "drill", parents=[region], help="a recovery drill on the deployed stack, dry-run by default (hyperpod_recovery/drill.py)"
+        "drill", parents=[region], help="a recovery drill on the deployed stack, dry-run by default"
     )
     add_drill_arguments(drill)
     drill.set_defaults(run=_drill)
@@ -203,7 +203,7 @@ def _parser() -> argparse.ArgumentParser:
     preflight = groups.add_parser(
         "preflight",
         parents=[region],
-        help="read-only checks of a deployed stack and its cluster before arming it (hyperpod_recovery/preflight.py)",
+        help="read-only checks of a deployed stack and its cluster before arming it",
     )
     add_preflight_arguments(preflight)
     preflight.set_defaults(run=_preflight)

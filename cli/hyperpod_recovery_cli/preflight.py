@@ -1,7 +1,7 @@
 """``hyperpod-recovery preflight --stack NAME``: is this stack ready to be armed on this cluster?
 
 Before ``DryRun=false``, it reads the account and the cluster the way the pipeline will meet them
-and prints a pass/fail table with what to do for each failure (the verdicts: domain/preflight.py):
+and prints a pass/fail table with what to do for each failure (the verdicts: preflight_checks.py):
 
   sdk                the SDK the stack's functions run with knows every call and field the code uses
   cluster            the stack's ClusterArn is the cluster's, in the form IAM authorizes; Slurm; InService

@@ -1,5 +1,5 @@
 """The preflight's verdicts: what was seen of the deployed stack and its cluster -> pass, warn or fail,
-each with what to do. Pure: hyperpod_recovery/preflight.py reads the account and calls these.
+each with what to do. Pure: preflight.py reads the account and calls these.
 
 Statuses: ``pass``; ``warn`` (works, but worth knowing before arming); ``fail`` (a recovery would go
 wrong: fix it before arming); ``error`` (could not be checked: usually the operator's own permissions);

@@ -1,4 +1,4 @@
-"""How the agent reads a job's checkpoint location and auto-resume flag (pure parts of agent/slurm.py;
+"""How the agent reads a job's checkpoint location and auto-resume flag (pure parts of agent/hyperpod_recovery_agent/slurm.py;
 the Slurm calls themselves are tested against a real slurmctld in tests/slurm)."""
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ Per port:
   result it would have had; read-only commands (jobs on nodes, node states, boot times, job spec)
   still go to the scheduler, so a drill shows the real jobs.
 
-tests/contract/test_dry_run_gate.py checks that the gate treats every port method one way or the
+tests/unit/test_dry_run_gate.py checks that the gate treats every port method one way or the
 other, and that no held-back call reaches the adapter behind it.
 """
 
