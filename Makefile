@@ -144,7 +144,7 @@ deploy: build  ## sam deploy --guided to your AWS account (one stack per cluster
 	  echo "  hyperpod-recovery drill --stack $${stack:-<STACK>} --node <compute-group>:0   # a dry-run recovery of one node"
 
 dists: $(VENV)/.installed  ## wheels by who runs them, into dist/: the training scripts' checkpoint library, the controller agent
-	$(PY) tools/build_dists.py checkpoints agent --out dist
+	$(PY) tools/build_dists.py contract checkpoints agent --out dist
 
 readme-sample: $(VENV)/.installed  ## run the default drill; write its output into README.md and re-render docs/images/drill-report-default.png
 	$(PY) -m tools.readme_sample

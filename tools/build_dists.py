@@ -2,15 +2,17 @@
 script's or a controller node's ``pip install`` brings what it runs and none of the Lambda functions'
 code (steps, runtime, the DynamoDB and SageMaker adapters, Powertools).
 
+    python tools/build_dists.py contract [--out dist]      # hyperpod-recovery-contract: what the others share
     python tools/build_dists.py checkpoints [--out dist]   # hyperpod-recovery-checkpoints: training scripts
     python tools/build_dists.py agent [--out dist]         # hyperpod-recovery-agent: the controller node
 
 The wheel is written here (PEP 427: a zip of the modules and a .dist-info folder) rather than by a
 build backend: the modules come from several source roots (the layer's, training/, agent/), the
 project's venv has no setuptools, and the build must run offline. Install the wheel with
-``pip install <wheel>`` (its dependencies are boto3 and pydantic). One of these wheels per environment:
-both carry the contract modules, so installing both into one environment would share files between
-two distributions (docs/decisions.md, 2026-11-26).
+``pip install <wheel> <the contract wheel>`` (their other dependencies are boto3 and pydantic). The
+contract (the package's ``__init__``, errors, commands, common fields, job events, the manifest) is a
+wheel of its own that the other two require, so no file belongs to two distributions and both can
+go into one environment (docs/decisions.md, 2026-11-26).
 
 tests/contract/test_distributions.py builds each wheel, installs it alone, and checks that what it
 imports is exactly what it ships.
@@ -79,20 +81,28 @@ class Distribution:
     modules: frozenset[str]
     packages: tuple[str, ...] = ()  # shipped whole: every module under them
     scripts: dict[str, str] = field(default_factory=dict)
+    needs: tuple[str, ...] = ()  # other distributions of this checkout (keys of DISTRIBUTIONS) it requires
 
 
 DISTRIBUTIONS = {
+    "contract": Distribution(
+        name="hyperpod-recovery-contract",
+        summary="What the HyperPod recovery pipeline's parts share: commands, job events, errors, the manifest model",
+        modules=CONTRACT_MODULES,
+    ),
     "checkpoints": Distribution(
         name="hyperpod-recovery-checkpoints",
         summary="Checkpoint manifests for training scripts the HyperPod recovery pipeline resumes (hyperpod_recovery.checkpointing)",
-        modules=CHECKPOINT_MODULES,
+        modules=CHECKPOINT_MODULES - CONTRACT_MODULES,
+        needs=("contract",),
     ),
     "agent": Distribution(
         name="hyperpod-recovery-agent",
         summary="The HyperPod recovery pipeline's controller agent (Slurm commands, job events)",
-        modules=CONTRACT_MODULES,
+        modules=frozenset(),
         packages=("hyperpod_recovery_agent",),
         scripts={"hyperpod-recovery-agent": "hyperpod_recovery_agent.cli:main"},
+        needs=("contract",),
     ),
 }
 
@@ -120,7 +130,8 @@ def modules_of(dist: Distribution) -> set[str]:
         for path in folder.rglob("*.py"):
             parts = path.relative_to(folder).with_suffix("").parts
             names.add(".".join((package, *parts[:-1])) if parts[-1] == "__init__" else ".".join((package, *parts)))
-    orphans = sorted(name for name in names if "." in name and name.rpartition(".")[0] not in names)
+    provided = names | {module for kind in dist.needs for module in modules_of(DISTRIBUTIONS[kind])}
+    orphans = sorted(name for name in names if "." in name and name.rpartition(".")[0] not in provided)
     if orphans:
         raise ValueError(f"{dist.name}: modules without their package: {', '.join(orphans)}")
     return names
@@ -144,6 +155,7 @@ def _metadata(dist: Distribution, release: str) -> str:
         f"Summary: {dist.summary}",
         "Requires-Python: >=3.11",
         *(f"Requires-Dist: {requirement}" for requirement in DEPENDENCIES),
+        *(f"Requires-Dist: {DISTRIBUTIONS[kind].name}=={release}" for kind in dist.needs),
     ]
     return "\n".join(lines) + "\n"
 

@@ -3,11 +3,13 @@
 #
 # Call it from your on_create.sh (after setup_slurm / the Slurm configuration step) on every node;
 # it does nothing except on the Slurm controller. Arguments:
-#   install_agent.sh <CommandQueueUrl> <ClusterName> [<wheel or pip spec>]
+#   install_agent.sh <CommandQueueUrl> <ClusterName> [<wheel or pip spec> ...]
+# (the agent's wheel and the contract wheel it requires, both from `make dists`; default: the
+# hyperpod-recovery distribution, which carries both)
 # The controller instance group's execution role needs the stack's AgentPolicyArn output attached.
 set -euo pipefail
 QUEUE_URL=${1:?CommandQueueUrl (stack output)}; CLUSTER=${2:?cluster name}
-PACKAGE=${3:-hyperpod-recovery}
+PACKAGES=("${@:3}"); [ ${#PACKAGES[@]} -gt 0 ] || PACKAGES=(hyperpod-recovery)
 SLURM_CONF=${SLURM_CONF:-/opt/slurm/etc/slurm.conf}
 PREFIX=/opt/hyperpod-recovery-agent
 
@@ -26,7 +28,7 @@ if [ -z "$PY" ]; then
   uv python install 3.12 && PY=$(uv python find 3.12)
 fi
 "$PY" -m venv "$PREFIX/venv"
-"$PREFIX/venv/bin/pip" install --quiet --upgrade pip "$PACKAGE"
+"$PREFIX/venv/bin/pip" install --quiet --upgrade pip "${PACKAGES[@]}"
 
 install -d -m 0755 /etc/hyperpod-recovery
 HERE=$(cd "$(dirname "$0")" && pwd)

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
-from tools.build_dists import CHECKPOINT_MODULES, CONTRACT_MODULES, build
+from tools.build_dists import CHECKPOINT_MODULES, CONTRACT_MODULES, DISTRIBUTIONS, build
 
 SITE_PACKAGES = sysconfig.get_paths()["purelib"]
 # The functions' code: none of it may reach a training script or the controller node.
@@ -51,15 +51,19 @@ def _loaded(front: list[Path], modules: tuple[str, ...] = (), walk: tuple[str, .
     return loaded
 
 
-def _install(kind: str, tmp_path: Path) -> tuple[set[str], Path]:
-    """Build the ``kind`` wheel and install it alone; returns the files it ships and where it went."""
-    wheel = build(kind, tmp_path / "dist")
+def _shipped(wheel: Path) -> set[str]:
     with zipfile.ZipFile(wheel) as archive:
-        shipped = {name for name in archive.namelist() if ".dist-info/" not in name}
+        return {name for name in archive.namelist() if ".dist-info/" not in name}
+
+
+def _install(kind: str, tmp_path: Path) -> tuple[set[str], set[str], Path]:
+    """Build the ``kind`` wheel and the ones it needs, install them alone; returns the files it
+    ships, the files all of them ship, and where they went."""
+    wheels = [build(name, tmp_path / "dist") for name in (kind, *DISTRIBUTIONS[kind].needs)]
     target = tmp_path / "site"
     pip = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", "--disable-pip-version-check"]
-    subprocess.run([*pip, "--target", str(target), str(wheel)], check=True, capture_output=True)
-    return shipped, target
+    subprocess.run([*pip, "--target", str(target), *map(str, wheels)], check=True, capture_output=True)
+    return _shipped(wheels[0]), set().union(*map(_shipped, wheels)), target
 
 
 def _module_name(path: str) -> str:
@@ -93,9 +97,9 @@ def test_the_checkpoint_library_loads_only_its_own_modules_of_the_core() -> None
 
 @pytest.mark.parametrize("kind", ["checkpoints", "agent"])
 def test_a_wheel_installed_alone_imports_exactly_what_it_ships(kind: str, tmp_path: Path) -> None:
-    # Given the wheel built and installed with nothing of the checkout beside it
-    shipped, target = _install(kind, tmp_path)
-    # Then it carries none of the functions' code
+    # Given the wheel built and installed with the contract's and nothing of the checkout beside them
+    own, shipped, target = _install(kind, tmp_path)
+    # Then they carry none of the functions' code
     assert [path for path in shipped if path.removeprefix("hyperpod_recovery/").startswith(LAMBDA_ONLY)] == []
     # When its users' imports run: a training script's, or every module of the agent
     if kind == "checkpoints":
@@ -103,9 +107,10 @@ def test_a_wheel_installed_alone_imports_exactly_what_it_ships(kind: str, tmp_pa
     else:
         loaded = _loaded([target], walk=("hyperpod_recovery_agent",))
         assert (target / "bin" / "hyperpod-recovery-agent").exists()
-    # Then every module of the core it loads comes from the wheel, and it ships none it does not load
+    # Then every module of the core it loads comes from the wheels, and it ships none it does not load
     assert {name for name, file in loaded.items() if not str(file).startswith(str(target))} == set()
-    assert set(loaded) == {_module_name(path) for path in shipped if path.startswith("hyperpod_recovery/")}
+    assert set(loaded) <= {_module_name(path) for path in shipped if path.startswith("hyperpod_recovery/")}
+    assert {_module_name(path) for path in own if path.startswith("hyperpod_recovery/")} <= set(loaded)
 
 
 def test_the_root_distribution_lists_every_package_in_its_folders() -> None:
@@ -118,3 +123,19 @@ def test_the_root_distribution_lists_every_package_in_its_folders() -> None:
             found.add(".".join((package, *init.parent.relative_to(ROOT / folder).parts)))
     # Then the list holds them all, and nothing else
     assert sorted(setuptools["packages"]) == sorted(found)
+
+
+def test_no_file_belongs_to_two_wheels_and_each_wheel_names_the_ones_it_needs(tmp_path: Path) -> None:
+    # Given every wheel built from this checkout
+    wheels = {kind: build(kind, tmp_path) for kind in DISTRIBUTIONS}
+    shipped = {kind: _shipped(wheel) for kind, wheel in wheels.items()}
+    # Then no two ship the same file (both can go into one environment, and one's removal leaves the other whole)
+    for kind, files in shipped.items():
+        for other, other_files in shipped.items():
+            assert kind == other or not files & other_files, (kind, other, sorted(files & other_files))
+    # And a wheel that needs the contract says so, at this checkout's version
+    for kind, wheel in wheels.items():
+        with zipfile.ZipFile(wheel) as archive:
+            metadata = archive.read(next(n for n in archive.namelist() if n.endswith("METADATA"))).decode()
+        needed = {line.split(": ", 1)[1] for line in metadata.splitlines() if line.startswith("Requires-Dist: hyperpod-recovery")}
+        assert needed == {f"{DISTRIBUTIONS[n].name}=={wheel.name.split('-')[1]}" for n in DISTRIBUTIONS[kind].needs}
