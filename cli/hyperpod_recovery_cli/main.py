@@ -194,9 +194,7 @@ def _parser() -> argparse.ArgumentParser:
             action.add_argument("--by", default=None, help="who resets it (default: the login name)")
         action.set_defaults(run=run)
 
-    drill = groups.add_parser(
-        "drill", parents=[region], help="a recovery drill on the deployed stack, dry-run by default"
-    )
+    drill = groups.add_parser("drill", parents=[region], help="a recovery drill on the deployed stack, dry-run by default")
     add_drill_arguments(drill)
     drill.set_defaults(run=_drill)
 
