@@ -133,7 +133,6 @@ class IncidentTable(Generic[StateT]):
     """One workflow's part of the record: what its completed run decided and how its incident reads."""
 
     workflow: Literal["node", "job"]
-    dry_run: Callable[[StateT], bool]
     decide: Callable[[StateT], Decision]  # a run that completed, not a dry run
     summarize: Callable[[StateT, Outcome, str | None], str]
     timeline: Callable[[StateT, datetime], list[TimelineEntry]]  # its own events, without the outcome
@@ -162,9 +161,15 @@ def decide_outcome(table: IncidentTable[StateT], step: RecordStep[StateT]) -> De
         if name == "States.Timeout":
             cause = f"no answer from the controller agent before the timeout. {cause}".strip()
         return disposition, name, cause
-    if table.dry_run(state):
+    if _requested_dry_run(state):
         return "dry_run", None, None
     return table.decide(state)
+
+
+def _requested_dry_run(state: Any) -> bool:
+    """Both workflows' states carry their validated request (None before Validate ran)."""
+    request = getattr(state, "request", None)
+    return bool(request is not None and request.dry_run)
 
 
 def conclude(
@@ -198,13 +203,7 @@ def conclude(
         jobs=facts.jobs,
         agent_seconds=orchestrator_seconds(facts.orchestrator_replies),
     )
-    result = OutcomeResult(
-        at=now,
-        incident_id=incident_id,
-        outcome=outcome,
-        error=error_code,
-        cause=cause,
-        summary=summary,
-        durations=phase_durations(record),
-    )
+    # What Step Functions and the metrics get: the record's verdict, with the phase durations
+    told = record.model_dump(include={"incident_id", "outcome", "error", "cause", "summary"})
+    result = OutcomeResult(at=now, durations=phase_durations(record), **told)
     return result, record, facts

@@ -231,7 +231,6 @@ def incident_facts(state: JobWorkflowState) -> IncidentFacts:
 
 JOB_INCIDENT: IncidentTable[JobWorkflowState] = IncidentTable(
     workflow="job",
-    dry_run=lambda state: bool(state.request is not None and state.request.dry_run),
     decide=decide_completed,
     summarize=summarize_job,
     timeline=build_job_timeline,

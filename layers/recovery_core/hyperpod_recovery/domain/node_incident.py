@@ -325,7 +325,6 @@ def incident_facts(state: WorkflowState) -> IncidentFacts:
 
 NODE_INCIDENT: IncidentTable[WorkflowState] = IncidentTable(
     workflow="node",
-    dry_run=lambda state: bool(state.request is not None and state.request.dry_run),
     decide=decide_completed,
     summarize=summarize,
     timeline=build_timeline,

@@ -14,11 +14,9 @@ from hyperpod_recovery.steps.commands import dispatch_command
 def capture_job_spec(step: CaptureJobSpecInput, *, orchestrator: Orchestrator, now: datetime) -> dict[str, Any]:
     """The failed job as slurmctld knows it now: state (requeued already?), nodes, batch script."""
     return dispatch_command(
-        orchestrator=orchestrator,
-        request=step.request,
-        execution_name=step.execution_name,
-        task_token=step.task_token,
-        command=CaptureJobSpec(job_id=step.request.job_id),
+        orchestrator,
+        step,
+        CaptureJobSpec(job_id=step.request.job_id),
         command_id=f"{step.execution_name}:job-spec",
         now=now,
     )

@@ -21,11 +21,9 @@ def check_job_nodes(step: CheckJobNodesInput, *, orchestrator: Orchestrator, now
         answer_here(orchestrator, step.task_token, command_id, "node_states", NodeStatesResult(), now)
         return {"command_id": command_id, "sent": False, "dry_run": False}
     return dispatch_command(
-        orchestrator=orchestrator,
-        request=step.request,
-        execution_name=step.execution_name,
-        task_token=step.task_token,
-        command=NodeStates(nodes=nodes),
+        orchestrator,
+        step,
+        NodeStates(nodes=nodes),
         command_id=command_id,
         now=now,
     )

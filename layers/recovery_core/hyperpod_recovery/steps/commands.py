@@ -6,7 +6,7 @@ here when there is nothing to ask. In a dry run the orchestrator is behind the g
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from hyperpod_recovery.models.commands import CommandEnvelope, CommandReply, ControllerCommand
 from hyperpod_recovery.models.requests import JobRecoveryRequest, RecoveryRequest
@@ -23,16 +23,22 @@ def answer_here(
     orchestrator.answer(task_token, reply)
 
 
+class CommandStep(Protocol):
+    """A step whose state waits for a task token: which incident, which token, which request."""
+
+    @property
+    def execution_name(self) -> str: ...
+    @property
+    def task_token(self) -> str: ...
+    @property
+    def request(self) -> RecoveryRequest | JobRecoveryRequest: ...
+
+
 def dispatch_command(
-    *,
-    orchestrator: Orchestrator,
-    request: RecoveryRequest | JobRecoveryRequest,
-    execution_name: str,
-    task_token: str,
-    command: ControllerCommand,
-    command_id: str,
-    now: datetime,
+    orchestrator: Orchestrator, step: CommandStep, command: ControllerCommand, *, command_id: str, now: datetime
 ) -> dict[str, Any]:
+    """Hand ``command`` to the orchestrator with the step's task token: the state completes when it is answered."""
+    request, execution_name, task_token = step.request, step.execution_name, step.task_token
     orchestrator.dispatch(
         CommandEnvelope(
             command_id=command_id,

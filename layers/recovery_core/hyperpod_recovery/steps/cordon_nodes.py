@@ -17,11 +17,9 @@ def cordon_nodes(step: CordonNodesInput, *, orchestrator: Orchestrator, now: dat
     # The trigger's text comes from an outside event: one printable line before it reaches Slurm.
     reason = one_line(f"{owner_tag(step.execution_name)} {step.request.triggers[0].reason}", 256)
     return dispatch_command(
-        orchestrator=orchestrator,
-        request=step.request,
-        execution_name=step.execution_name,
-        task_token=step.task_token,
-        command=DrainNodes(nodes=nodes, reason=reason),
+        orchestrator,
+        step,
+        DrainNodes(nodes=nodes, reason=reason),
         command_id=f"{step.execution_name}:drain",
         now=now,
     )

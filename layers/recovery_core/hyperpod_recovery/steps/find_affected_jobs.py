@@ -14,11 +14,9 @@ from hyperpod_recovery.steps.commands import dispatch_command
 def find_affected_jobs(step: FindAffectedJobsInput, *, orchestrator: Orchestrator, now: datetime) -> dict[str, Any]:
     nodes = [t.slurm_node for t in step.assessment.targets]
     return dispatch_command(
-        orchestrator=orchestrator,
-        request=step.request,
-        execution_name=step.execution_name,
-        task_token=step.task_token,
-        command=JobsOnNodes(nodes=nodes),
+        orchestrator,
+        step,
+        JobsOnNodes(nodes=nodes),
         command_id=f"{step.execution_name}:jobs",
         now=now,
     )

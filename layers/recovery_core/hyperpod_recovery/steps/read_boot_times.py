@@ -15,11 +15,9 @@ def read_boot_times(step: ReadBootTimesInput, *, orchestrator: Orchestrator, now
     """slurmctld's boot time and state of the nodes Check Rejoin asked about (read-only): the
     evidence that a rebooted node came back, whatever HyperPod's status showed meanwhile."""
     return dispatch_command(
-        orchestrator=orchestrator,
-        request=step.request,
-        execution_name=step.execution_name,
-        task_token=step.task_token,
-        command=BootTimes(nodes=step.rejoin.boot_check),
+        orchestrator,
+        step,
+        BootTimes(nodes=step.rejoin.boot_check),
         # One reading per check (the agent answers a command id it has seen from its journal).
         command_id=f"{step.execution_name}:boot-times:{step.rejoin.checks}:{step.rejoin.boot_readings}",
         now=now,

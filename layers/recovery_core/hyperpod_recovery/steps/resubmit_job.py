@@ -32,11 +32,9 @@ def resubmit_job(
         answer_here(orchestrator, step.task_token, command_id, "resubmit_job", result, now)
         return {"command_id": command_id, "sent": False, "already_resubmitted_by": claim.incident_id}
     return dispatch_command(
-        orchestrator=orchestrator,
-        request=request,
-        execution_name=step.execution_name,
-        task_token=step.task_token,
-        command=ResubmitJob(job_id=job_id, checkpoint=plan.checkpoint),
+        orchestrator,
+        step,
+        ResubmitJob(job_id=job_id, checkpoint=plan.checkpoint),
         command_id=command_id,
         now=now,
     )

@@ -20,11 +20,9 @@ def resume_nodes(step: ResumeNodesInput, *, orchestrator: Orchestrator, now: dat
         answer_here(orchestrator, step.task_token, command_id, "resume_nodes", ResumeResult(), now, dry_run=bool(step.request.dry_run))
         return {"command_id": command_id, "sent": False, "dry_run": bool(step.request.dry_run)}
     return dispatch_command(
-        orchestrator=orchestrator,
-        request=step.request,
-        execution_name=step.execution_name,
-        task_token=step.task_token,
-        command=ResumeNodes(nodes=nodes, owner_tag=owner_tag(step.execution_name)),
+        orchestrator,
+        step,
+        ResumeNodes(nodes=nodes, owner_tag=owner_tag(step.execution_name)),
         command_id=command_id,
         now=now,
     )
