@@ -130,11 +130,12 @@ build: $(SAM_VENV)/.installed  ## sam build (python3.13, arm64) without Docker
 	  echo "sam build needs python3.13 on PATH (pyenv install 3.13, or a python3.13 binary)"; exit 1; fi
 	PYENV_VERSION=$(PYENV_VERSIONS) $(DUMMY_REGION) $(SAM) build --template template.yaml
 
-bench: $(VENV)/.installed  ## benchmarks that print figures (cold import; checkpoint discovery; rack storm; fault suite)
+bench: $(VENV)/.installed  ## benchmarks that print figures (cold import; checkpoint discovery; rack storm; fault suite; time to resume)
 	$(PY) bench/cold_import.py
 	$(PY) bench/checkpoint_discovery.py
 	$(PY) bench/storm.py
 	$(PY) bench/fault_suite.py
+	$(PY) bench/time_to_resume.py
 
 deploy: build  ## sam deploy --guided to your AWS account (one stack per cluster) [STACK=name]
 	$(SAM) deploy --guided $(if $(STACK),--stack-name $(STACK))

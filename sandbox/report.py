@@ -93,6 +93,7 @@ def build_report(runner: DrillRunner, wall_seconds: float) -> dict[str, Any]:
         "pipeline_overhead_seconds": round(sum(i["pipeline_overhead_seconds"] or 0.0 for i in incidents), 3),
         "wall_seconds": round(wall_seconds, 3),
         "intake": _intake(runner),
+        "jobs": _job_downtime(runner),
         "replacements": [
             {
                 "old_node_id": r.old_node_id,
@@ -405,6 +406,41 @@ def format_time_split(incident: dict[str, Any]) -> str:
     return f"workflow {total} = " + " + ".join(f"{label} {format_duration(t / 10)}" for (label, _), t in zip(parts, tenths, strict=True))
 
 
+def _job_downtime(runner: DrillRunner) -> list[dict[str, Any]]:
+    """Per scenario job, what its users measure: from the first fault that hit it (a fault on one of
+    its nodes, or its own failure) to its newest incarnation running again in Slurm (virtual
+    seconds). ``downtime_seconds`` is None when it was never hit, or is not running again by the
+    drill's end (left pending, never resubmitted, restarted by Slurm itself). Simulated Slurm only."""
+    if isinstance(runner.slurm, RealController):
+        return []
+    slurm = runner.slurm.slurm
+    jobs = []
+    for spec in runner.scenario.jobs:
+        original = slurm.jobs.get(spec.id)
+        if original is None:
+            continue
+        names = set(original.nodes)
+        hit = [
+            fault.at
+            for fault in runner.scenario.faults
+            if fault.job == spec.id or (fault.kind != "abort" and names & {runner.double.slurm_name(ref) for ref in fault.node_refs})
+        ]
+        current = slurm.current_incarnation(spec.id)
+        running_again = _seconds(current.started_at, runner.epoch) if current is not original and current.state == "RUNNING" else None
+        fault_at = min(hit) if hit else None
+        jobs.append(
+            {
+                "job": spec.id,
+                "fault_at": fault_at,
+                "running_as": current.job_id if current is not original else None,
+                "state": current.state,
+                "running_again_at": running_again,
+                "downtime_seconds": None if fault_at is None or running_again is None else round(running_again - fault_at, 3),
+            }
+        )
+    return jobs
+
+
 def _intake(runner: DrillRunner) -> dict[str, Any]:
     failures = sum(len(r.get("batchItemFailures", [])) for r in runner.intake_responses if isinstance(r, dict))
     dlq = runner.aws.client("sqs").get_queue_attributes(
@@ -479,6 +515,17 @@ def format_report(report: dict[str, Any]) -> str:
         f"virtual time: {format_duration(report['virtual_seconds'])}   pipeline overhead: "
         f"{format_duration(report['pipeline_overhead_seconds'])}   wall time: {report['wall_seconds']:.1f}s",
     ]
+    for job in report.get("jobs", []):
+        if job["fault_at"] is None:
+            continue
+        if job["downtime_seconds"] is not None:
+            down = format_duration(job["downtime_seconds"])
+        elif job["running_as"] is None and job["state"] == "RUNNING":
+            down = "still the same job in Slurm (not resubmitted)"
+        else:
+            down = f"not running again ({job['state']})"
+        again = f" as job {job['running_as']}" if job["running_as"] else ""
+        lines.append(f"job {job['job']} down from T+{format_duration(job['fault_at'])}: {down}{again}")
     if report["slurm"].get("mode") == "real":
         lines += ["", "real Slurm queue (squeue), answered by the agent process:"]
         lines += [

@@ -68,6 +68,12 @@ class SlurmJob:
     script_bytes: int = 0  # pad the batch script to this size (a real training script can be long)
     batch: bool = True  # False: an salloc/srun allocation, with no batch script to submit again
     submitted_by: str | None = None  # the user a resubmission ran sbatch as
+    # A pending resubmission waits for this many nodes (its old job's count), preferring ``preferred``
+    # and never on ``excluded``; ``started_at`` is when the scheduler started it (virtual time).
+    node_count: int = 0
+    preferred: list[str] = field(default_factory=list)
+    excluded: list[str] = field(default_factory=list)
+    started_at: datetime | None = None
 
     @property
     def script(self) -> str:
@@ -87,8 +93,11 @@ class Submission:
 class SimulatedSlurm:
     """slurmctld's state, behind the same port SlurmCli gives the executor."""
 
-    def __init__(self, host_view: Callable[[str], tuple[datetime | None, bool]] | None = None) -> None:
+    def __init__(
+        self, host_view: Callable[[str], tuple[datetime | None, bool]] | None = None, now: Callable[[], datetime] | None = None
+    ) -> None:
         self.nodes: dict[str, SlurmNode] = {}
+        self.now = now  # the drill's virtual clock, for when a pending job starts
         self.jobs: dict[str, SlurmJob] = {}
         self.submissions: list[Submission] = []
         # What slurmd on each host tells slurmctld (boot time, responding): the HyperPod double's
@@ -131,12 +140,37 @@ class SimulatedSlurm:
         for name in nodes:
             self.nodes[name].drained, self.nodes[name].reason = True, " ".join(reason.split())
 
+    def schedule(self) -> None:
+        """slurmctld's scheduler, as far as a drill needs it: a pending resubmission starts as soon as
+                enough nodes are free (not drained, not down, not running another job), on its old nodes
+                first, then on any other (spares). Pending jobs are tried in submission order, and each that fits
+        starts (a later, smaller job may start before a larger one that does not fit yet, as Slurm's
+        backfill would let it)."""
+        busy = {name for job in self.jobs.values() if job.state in ("RUNNING", "COMPLETING") for name in job.nodes}
+        for job in sorted(self.jobs.values(), key=lambda j: int(j.job_id)):
+            if job.state != "PENDING" or not job.node_count or job.nodes:
+                continue
+            free = [
+                name
+                for name, node in self.nodes.items()
+                if not node.drained and node.state != "down" and name not in busy and name not in job.excluded
+            ]
+            ordered = [n for n in job.preferred if n in free] + sorted(n for n in free if n not in job.preferred)
+            if len(ordered) < job.node_count:
+                continue
+            job.nodes, job.state = ordered[: job.node_count], "RUNNING"
+            job.started_at = self.now() if self.now is not None else None
+            busy.update(job.nodes)
+            for name in job.nodes:
+                self.nodes[name].state = "allocated"
+
     def resume(self, nodes: Sequence[str]) -> None:
         for name in nodes:
             node = self.nodes[name]
             node.drained, node.reason = False, ""
             if node.state == "down":  # a replaced node's new instance registered: resume makes it usable
                 node.state = "idle"
+        self.schedule()
 
     def jobs_on(self, nodes: Iterable[str]) -> list[JobSpec]:
         wanted = set(self.node_states(nodes))
@@ -196,13 +230,14 @@ class SimulatedSlurm:
             raise InvalidCommand(f"job {capture.job_id} cannot be resubmitted as it was: {capture.unresumable or 'no batch script'}")
         old = self.jobs[capture.job_id]
         new_id = str(max(int(j) for j in self.jobs) + 1)
-        usable = [n for n in old.nodes if not self.nodes[n].drained and self.nodes[n].state != "down" and n not in exclude_nodes]
-        state = "RUNNING" if len(usable) == len(old.nodes) else "PENDING"
         self.jobs[new_id] = SlurmJob(
             job_id=new_id,
             name=capture.name,
-            nodes=old.nodes if state == "RUNNING" else [],
-            state=state,
+            nodes=[],
+            state="PENDING",
+            node_count=len(old.nodes),
+            preferred=list(old.nodes),
+            excluded=list(exclude_nodes),
             checkpoint_uri=old.checkpoint_uri,
             auto_resume=old.auto_resume,
             environment={**capture.environment, **extra_environment},
@@ -211,8 +246,7 @@ class SimulatedSlurm:
             script_bytes=old.script_bytes,
             submitted_by=capture.user,
         )
-        for name in self.jobs[new_id].nodes:
-            self.nodes[name].state = "allocated"
+        self.schedule()
         incident = comment.rsplit("incident=", 1)[-1]
         self.submissions.append(
             Submission(incident, old.job_id, new_id, extra_environment[RESUME_FROM_ENV], int(extra_environment[RESUME_STEP_ENV]))
@@ -241,12 +275,16 @@ class SimulatedSlurm:
             elif node.state == "allocated":
                 node.state = "idle"
         job.state = "PENDING" if requeued else state
+        self.schedule()  # its nodes are free: a pending resubmission may start on them
         return job
 
     def cancel(self, job_id: str) -> None:
         job = self.jobs[job_id]
         if job.state in ("RUNNING", "COMPLETING", "PENDING"):
             job.state = "CANCELLED"
+            for name in job.nodes:
+                if self.nodes[name].state == "allocated":
+                    self.nodes[name].state = "idle"
 
     def requeue(self, job_id: str) -> bool:
         job = self.jobs.get(job_id)
@@ -308,7 +346,7 @@ class SimulatedController:
         self.epoch = epoch
         self.agent_down = agent_down
         self.agent_back_at = agent_back_at
-        self.slurm = SimulatedSlurm()
+        self.slurm = SimulatedSlurm(now=lambda: epoch + timedelta(seconds=clock.now()))
         self.executor = _TimedExecutor(self.slurm, clock, epoch, agent_seconds)
         self.commands: list[dict[str, Any]] = []  # what the agent did, for the report
         self._journal_dir = tempfile.TemporaryDirectory(prefix="sandbox-agent-")
