@@ -153,7 +153,7 @@ class SimulatedSlurm:
             free = [
                 name
                 for name, node in self.nodes.items()
-                if not node.drained and node.state != "down" and name not in busy and name not in job.excluded
+                if not node.drained and node.state != "down" and name not in busy and name not in job.excluded and self._responding(name)
             ]
             ordered = [n for n in job.preferred if n in free] + sorted(n for n in free if n not in job.preferred)
             if len(ordered) < job.node_count:
@@ -163,6 +163,10 @@ class SimulatedSlurm:
             busy.update(job.nodes)
             for name in job.nodes:
                 self.nodes[name].state = "allocated"
+
+    def _responding(self, name: str) -> bool:
+        """slurmd on the host answers slurmctld (the HyperPod double's view, when there is one)."""
+        return self.host_view is None or self.host_view(name)[1]
 
     def resume(self, nodes: Sequence[str]) -> None:
         for name in nodes:
@@ -211,7 +215,7 @@ class SimulatedSlurm:
             script=job.script if job.batch else None,
             environment={**job.environment, "SLURM_SUBMIT_DIR": f"/fsx/{job.name}"},
             comment=job.comment,
-            options=SbatchOptions(partition="gpu", nodes=str(max(1, len(job.nodes)))),
+            options=SbatchOptions(partition="gpu", nodes=str(max(1, len(job.nodes) or job.node_count))),
             unresumable=unresumable,
             **OWNER,  # type: ignore[arg-type]
         )
@@ -235,7 +239,7 @@ class SimulatedSlurm:
             name=capture.name,
             nodes=[],
             state="PENDING",
-            node_count=len(old.nodes),
+            node_count=old.node_count or len(old.nodes),
             preferred=list(old.nodes),
             excluded=list(exclude_nodes),
             checkpoint_uri=old.checkpoint_uri,
@@ -301,7 +305,7 @@ class SimulatedSlurm:
             name=job_display_name(job.name),
             user=OWNER["user"],  # type: ignore[arg-type]
             partition="gpu",
-            num_nodes=max(1, len(job.nodes)),
+            num_nodes=max(1, len(job.nodes) or job.node_count),
             nodes=job.nodes,
             state=job.state,
             checkpoint_uri=job.checkpoint_uri,

@@ -10,6 +10,15 @@
 set -euo pipefail
 QUEUE_URL=${1:?CommandQueueUrl (stack output)}; CLUSTER=${2:?cluster name}
 PACKAGES=("${@:3}"); [ ${#PACKAGES[@]} -gt 0 ] || PACKAGES=(hyperpod-recovery)
+# The agent's wheel requires hyperpod-recovery-contract: give its wheel too, or pip would look for
+# that name on the package index, where it is not ours (anyone may publish under it).
+case " ${PACKAGES[*]} " in
+  *hyperpod[-_]recovery[-_]agent*)
+    case " ${PACKAGES[*]} " in
+      *hyperpod[-_]recovery[-_]contract*) ;;
+      *) echo "hyperpod-recovery: the agent's wheel needs the contract wheel beside it (make dists builds both)" >&2; exit 2 ;;
+    esac ;;
+esac
 SLURM_CONF=${SLURM_CONF:-/opt/slurm/etc/slurm.conf}
 PREFIX=/opt/hyperpod-recovery-agent
 

@@ -30,6 +30,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
+from pydantic import ValidationError
+
 from hyperpod_recovery.adapters.ledger import DynamoLedger
 from hyperpod_recovery.domain.durations import format_duration, offset_text
 from hyperpod_recovery.domain.phases import phases_from_states
@@ -216,7 +218,7 @@ def read_record(client: Callable[[str], Any], table: str | None, incident_id: st
         return None
     try:
         return DynamoLedger(table, dynamodb=client("dynamodb")).get_incident(incident_id)
-    except RecoveryError as exc:
+    except (RecoveryError, ValidationError) as exc:  # ValidationError: a record this version cannot read
         print(f"note: the incident record could not be read ({exc}); the timeline is the execution history's", file=err)
         return None
 

@@ -19,7 +19,7 @@ from hyperpod_recovery.adapters.dry_run import DryRunCluster, DryRunLedger, DryR
 from hyperpod_recovery.clock import install_clock
 from hyperpod_recovery.models.commands import MUTATING_COMMANDS, JobRef
 from hyperpod_recovery.models.records import BreakerState, RecoveryLogEntry
-from hyperpod_recovery.models.requests import RecoveryRequest, Trigger
+from hyperpod_recovery.models.requests import JobRecoveryRequest, RecoveryRequest, Trigger
 from hyperpod_recovery.models.workflow import Assessment, NodeTarget, RejoinWatch, ResumePlan, WatchedNode
 from sandbox.aws import load_handler
 from tests.fakes import CLUSTER, T0, FakeCluster, FakeOrchestrator, compute_node, fake_dependencies, node_id
@@ -217,3 +217,63 @@ def test_read_only_commands_still_reach_the_scheduler() -> None:
 def test_a_dry_run_is_gated_once() -> None:
     gated = fake_dependencies().for_dry_run()
     assert gated.dry_run and gated.for_dry_run() is gated and isinstance(gated.ledger, DryRunLedger)
+
+
+# --- the Record steps: a drill's end settles nothing real and counts nowhere -------------------
+def _record_step(dry: bool, *, readable_request: bool = True) -> dict[str, Any]:
+    from hyperpod_recovery.models.workflow import LockResult, SafetyDecision
+
+    assessment = Assessment.model_validate(_assessment())
+    assessment = assessment.model_copy(update={"safety": SafetyDecision(at=T0, reserved=[node_id(1)], limit=10)})
+    state = {
+        "request": _request(dry) if readable_request else {"cluster": CLUSTER, "not": "a request"},
+        "lock": LockResult(at=T0, locked=[node_id(1)], dry_run=dry, proceed=True).model_dump(mode="json"),
+        "assessment": assessment.model_dump(mode="json"),
+    }
+    error = {"Error": "ClusterUnavailable", "Cause": "SageMaker throttled"}
+    return {"execution_name": "inc-1", "disposition": "escalated", "error": error, "state": state}
+
+
+@pytest.mark.parametrize("readable_request", [True, False], ids=["request", "request-unreadable"])
+def test_given_a_drill_that_escalates_then_recording_it_counts_it_nowhere(readable_request: bool, lambda_context: Any) -> None:
+    handler = load_handler("functions/record_outcome/")
+    dry_deps, live_deps = fake_dependencies(), fake_dependencies()
+    before = _what_changed(dry_deps)
+    # When a drill's end is recorded (its request readable or not: its lock says it was a drill)
+    handler(_record_step(True, readable_request=readable_request), lambda_context, deps=dry_deps)
+    handler(_record_step(False), lambda_context, deps=live_deps)
+    # Then the breaker's and the repeat offenders' log are as they were, and the live end counted
+    assert _what_changed(dry_deps) == before
+    assert live_deps.ledger.recovery_log(CLUSTER) and not dry_deps.ledger.recovery_log(CLUSTER)
+    # And the drill's record says it was one (escalated: a step failed, as it would have live)
+    record = dry_deps.ledger.get_incident("inc-1")
+    assert record is not None and record.dry_run and record.outcome == "escalated"
+
+
+# Steps whose input carries no request: never gated, and they change nothing (a new one must be looked at)
+UNGATED = {"ValidateRequestInput", "ValidateJobRequestInput", "FindNewestCheckpointInput", "CheckControllerAgentInput"}
+
+
+def test_every_workflow_step_either_carries_its_request_or_is_known_to_change_nothing() -> None:
+    import re
+
+    from hyperpod_recovery.models import job_recovery, preflight, workflow
+    from hyperpod_recovery.models.job_recovery import JobWorkflowState
+    from hyperpod_recovery.models.workflow import WorkflowState
+    from tests.conftest import ROOT
+
+    gated_by = (RecoveryRequest, JobRecoveryRequest, WorkflowState, JobWorkflowState)
+    for app in sorted((ROOT / "functions").glob("*/app.py")):
+        match = re.search(r"@workflow_step\((\w+)\)", app.read_text())
+        if match is None:
+            continue
+        name = match[1]
+        model = next(getattr(m, name) for m in (workflow, job_recovery, preflight) if hasattr(m, name))
+        fields = {key: field.annotation for key, field in model.model_fields.items()}
+        carries = any(
+            (isinstance(annotation, type) and issubclass(annotation, gated_by))
+            or any(t in gated_by for t in getattr(annotation, "__args__", ()))
+            for key, annotation in fields.items()
+            if key in ("request", "state")
+        )
+        assert carries or name in UNGATED, f"{app.parent.name}: {name} carries no request the dry-run gate can read"

@@ -101,3 +101,13 @@ def test_given_any_end_then_the_record_the_outcome_and_the_durations_agree(table
     # ... and the durations the metrics publish are read from that record
     assert result.durations == phase_durations(record) and result.durations
     assert facts.dry_run is False and facts.resubmitted == {}
+
+
+@pytest.mark.parametrize(("table", "make_step"), WORKFLOWS, ids=IDS)
+def test_given_a_huge_cause_then_the_record_and_the_outcome_carry_the_same_bounded_text(table, make_step) -> None:  # type: ignore[no-untyped-def]
+    # Given a step that failed with a 20,000-character message (an agent's Slurm error, say), unanswered too
+    step = make_step("escalated", error=StepError(Error="States.Timeout", Cause="x" * 20_000))
+    result, record, _ = conclude(table, step, cluster=CLUSTER, now=NOW)
+    # Then the record (stored, notified) says exactly what the outcome says, within its bounds
+    assert record.cause == result.cause and len(record.cause or "") <= 4000
+    assert record.summary == result.summary == record.timeline[-1].detail and len(record.summary) <= 8000

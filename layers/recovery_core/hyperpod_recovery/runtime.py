@@ -35,7 +35,9 @@ from hyperpod_recovery.domain.normalize import GuardedCluster
 from hyperpod_recovery.domain.safety import SafetyPolicy
 from hyperpod_recovery.errors import InvalidStepInput
 from hyperpod_recovery.models.common import format_validation_error
+from hyperpod_recovery.models.job_recovery import JobWorkflowState
 from hyperpod_recovery.models.requests import JobRecoveryRequest, RecoveryRequest
+from hyperpod_recovery.models.workflow import WorkflowState
 from hyperpod_recovery.observability import logger, metrics
 from hyperpod_recovery.ports import CheckpointReader, Cluster, DeadLetterSink, ExecutionHistory, Ledger, Notifier, Orchestrator, Workflows
 from hyperpod_recovery.sdk_contract import check_sdk_version
@@ -157,12 +159,14 @@ def parse_input(model: type[ModelT], event: Any) -> ModelT:
 
 
 def requests_dry_run(step: BaseModel) -> bool:
-    """The step belongs to a dry run: its request (or its state's, for the Record steps) says so.
-    Validate Request folds the stack's DryRun into the request, so every later step sees it there."""
+    """The step belongs to a dry run: its request says so (Validate Request folds the stack's
+    DryRun into it, so every later step sees it there); for the Record steps, their state does
+    (its request, or what its steps said they did when the request did not parse)."""
     request = getattr(step, "request", None)
-    if request is None:
-        request = getattr(getattr(step, "state", None), "request", None)
-    return isinstance(request, RecoveryRequest | JobRecoveryRequest) and bool(request.dry_run)
+    if isinstance(request, RecoveryRequest | JobRecoveryRequest):
+        return bool(request.dry_run)
+    state = getattr(step, "state", None)
+    return isinstance(state, WorkflowState | JobWorkflowState) and state.dry_run
 
 
 def workflow_step(model: type[ModelT]) -> Callable[[Callable[[ModelT, Dependencies], Any]], Callable[..., Any]]:

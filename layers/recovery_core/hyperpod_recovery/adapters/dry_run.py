@@ -7,8 +7,10 @@ that would change something are held back. Each is logged ("dry run: held back")
 way the real system answers when the call succeeds, so each step goes on to what it would do next
 and says it in its result ("would cordon", "would replace", "would resubmit"). The steps do not
 check for a dry run themselves. The runtime wraps the ports in these gates when the step's request
-is a dry run (runtime.py ``Dependencies.for_request``), so a mutating call added later is held
-back with the others.
+is a dry run (runtime.py ``Dependencies.for_dry_run``, from ``requests_dry_run``), so a mutating
+call added later is held back with the others. Steps whose input carries no request (Validate,
+Find Newest Checkpoint, the preflight's checks) are never gated: they change nothing
+(tests/unit/test_dry_run_gate.py lists them and fails on a new one).
 
 Per port:
 - Cluster: BatchReplace/BatchRebootClusterNodes are held back and answered as all initiated, in 0 calls.

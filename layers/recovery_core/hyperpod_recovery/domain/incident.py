@@ -167,9 +167,8 @@ def decide_outcome(table: IncidentTable[StateT], step: RecordStep[StateT]) -> De
 
 
 def _requested_dry_run(state: Any) -> bool:
-    """Both workflows' states carry their validated request (None before Validate ran)."""
-    request = getattr(state, "request", None)
-    return bool(request is not None and request.dry_run)
+    """Both workflows' states say whether they are a dry run (models: ``WorkflowState.dry_run``)."""
+    return bool(getattr(state, "dry_run", False))
 
 
 def conclude(
@@ -179,9 +178,13 @@ def conclude(
     the Record step settles the incident's holdings with."""
     state, incident_id = step.state, step.execution_name
     outcome, error_code, cause = decide_outcome(table, step)
-    summary = table.summarize(state, outcome, cause)
+    # The verdict as Step Functions and the metrics get it, its cause and summary cut to their
+    # bounds (models/common.py): the record, its timeline and the notification carry the same text.
+    verdict = OutcomeResult(
+        at=now, incident_id=incident_id, outcome=outcome, error=error_code, cause=cause, summary=table.summarize(state, outcome, cause)
+    )
     facts = table.facts(state)
-    timeline = [*table.timeline(state, now), TimelineEntry(at=now, event=f"outcome: {outcome}", detail=summary)]
+    timeline = [*table.timeline(state, now), TimelineEntry(at=now, event=f"outcome: {outcome}", detail=verdict.summary)]
     record = IncidentRecord(
         incident_id=incident_id,
         cluster=cluster,
@@ -193,8 +196,8 @@ def conclude(
         nodes=facts.nodes,
         hostnames=facts.hostnames,
         error=error_code,
-        cause=cause,
-        summary=summary,
+        cause=verdict.cause,
+        summary=verdict.summary,
         detected_at=facts.detected_at,
         recorded_at=now,
         timeline=sorted(timeline, key=lambda e: e.at),
@@ -203,7 +206,5 @@ def conclude(
         jobs=facts.jobs,
         agent_seconds=orchestrator_seconds(facts.orchestrator_replies),
     )
-    # What Step Functions and the metrics get: the record's verdict, with the phase durations
-    told = record.model_dump(include={"incident_id", "outcome", "error", "cause", "summary"})
-    result = OutcomeResult(at=now, durations=phase_durations(record), **told)
+    result = verdict.model_copy(update={"durations": phase_durations(record)})
     return result, record, facts

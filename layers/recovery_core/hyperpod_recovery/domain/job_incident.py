@@ -216,7 +216,7 @@ def incident_facts(state: JobWorkflowState) -> IncidentFacts:
     nodes = list(job_nodes(request, job)) if request else []
     done = reply is not None and submitted_here(reply) and bool(reply.result.new_job_id)
     return IncidentFacts(
-        dry_run=bool(request and request.dry_run),
+        dry_run=state.dry_run,
         detected_at=request.detected_at if request else None,
         job_id=request.job_id if request else None,
         trigger=[request.source] if request else [],

@@ -310,7 +310,7 @@ def incident_facts(state: WorkflowState) -> IncidentFacts:
     planned = [(by_job[reply.result.old_job_id], reply) for reply in state.replies if reply.result.old_job_id in by_job]
     lock = state.lock
     return IncidentFacts(
-        dry_run=bool(request and request.dry_run),
+        dry_run=state.dry_run,
         detected_at=request.detected_at if request else None,
         trigger=request.trigger_sources if request else [],
         nodes=request.node_ids if request else [],

@@ -138,6 +138,13 @@ class JobWorkflowState(BaseModel):
     # Parts of the state that did not parse (a crash or a hand-made input): named in the record.
     unreadable: list[Annotated[str, Field(max_length=500)]] = Field(default_factory=list, max_length=20)
 
+    @property
+    def dry_run(self) -> bool:
+        """A dry run, by its request; when the request did not parse, by its resubmission's label."""
+        if self.request is not None:
+            return bool(self.request.dry_run)
+        return bool(self.resubmission is not None and self.resubmission.dry_run)
+
     @classmethod
     def lenient(cls, raw: Any) -> JobWorkflowState:
         return lenient_state(cls, raw)

@@ -256,6 +256,16 @@ class WorkflowState(BaseModel):
     def resubmit_failures(self) -> list[ResubmitFailure]:
         return [r for r in self.resubmissions if isinstance(r, ResubmitFailure)]
 
+    @property
+    def dry_run(self) -> bool:
+        """A dry run, by its request; when the request did not parse, by what its steps said they
+        did (a dry run's lock, drain, replacement, resume and resubmissions are labelled so): the
+        Record step must not act for real on a drill whose request it cannot read."""
+        if self.request is not None:
+            return bool(self.request.dry_run)
+        results = [self.lock, self.cordon, self.replacement, self.resume, *self.replies]
+        return any(result.dry_run for result in results if result is not None)
+
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
