@@ -183,3 +183,6 @@ def test_given_the_operator_tools_then_every_client_method_they_call_is_in_their
     unlisted = {(s, op) for s, op in found if not any(op == other for _, other in listed)}
     assert unlisted == set()
     assert {("events", "TestEventPattern"), ("lambda", "Invoke"), ("kms", "GetKeyPolicy"), ("cloudformation", "DescribeStacks")} <= found
+    # And what they call through an adapter of the layer: the drill reads the incident record (one GetItem)
+    if "DynamoLedger" in text:
+        assert ("dynamodb", "GetItem") in listed

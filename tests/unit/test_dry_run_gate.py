@@ -277,3 +277,17 @@ def test_every_workflow_step_either_carries_its_request_or_is_known_to_change_no
             if key in ("request", "state")
         )
         assert carries or name in UNGATED, f"{app.parent.name}: {name} carries no request the dry-run gate can read"
+
+
+@pytest.mark.parametrize(("dry", "counted"), [(True, 0), (False, 3)])
+def test_what_a_step_did_is_counted_only_when_it_did_it(dry: bool, counted: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Given the metrics a handler emits for what it did to the cluster (nodes replaced, the breaker opened)
+    from hyperpod_recovery import runtime
+
+    emitted: list[tuple[str, float]] = []
+    monkeypatch.setattr(runtime.metrics, "add_metric", lambda name, unit, value: emitted.append((name, value)))
+    deps = fake_dependencies().for_dry_run() if dry else fake_dependencies()
+    # When a step reports 3 of them
+    deps.count_done("NodesReplaceInitiated", 3)
+    # Then a dry run, which did none of it, counts 0
+    assert emitted == [("NodesReplaceInitiated", counted)]

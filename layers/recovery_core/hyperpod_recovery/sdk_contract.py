@@ -137,6 +137,8 @@ OPERATOR_REQUIRED: dict[str, tuple[Call, ...]] = {
         ),
     ),
     "lambda": (Call("Invoke", request=("FunctionName", "Payload"), response=("Payload", "FunctionError")),),
+    # The drill reads the incident record from the ledger (DynamoLedger.get_incident: one GetItem).
+    "dynamodb": tuple(call for call in REQUIRED["dynamodb"] if call.operation == "GetItem"),
     "events": (
         Call("DescribeRule", request=("Name",), response=("EventPattern",)),
         Call("TestEventPattern", request=("EventPattern", "Event"), response=("Result",)),
