@@ -197,6 +197,24 @@ class HyperPodDouble:
         states = [up for at, up in sorted(newest.slurmd) if at <= t]
         return boot, bool(states) and states[-1]
 
+    def slurm_up_since(self, name: str) -> datetime | None:
+        """Since when slurmd on the host ``name`` has answered slurmctld without a break, at the
+        caller's time (None: it does not answer now, or no host has that name)."""
+        t = self.now()
+        with self._lock:
+            holders = [n for n in self.nodes if n.hostname.split(".", 1)[0] == name and n.created_at <= t]
+        if not holders:
+            return None
+        states = [(at, up) for at, up in sorted(max(holders, key=lambda n: n.created_at).slurmd) if at <= t]
+        if not states or not states[-1][1]:
+            return None
+        since = states[-1][0]
+        for at, up in reversed(states):
+            if not up:
+                break
+            since = at
+        return self.epoch + timedelta(seconds=since)
+
     def start_own_repair(self, node: SimNode, t: float) -> ReplacementRecord:
         """HyperPod's own NodeRecovery acting on a node (what InstanceIdInUse tells a caller)."""
         return self._replace(node, t, initiated_by="hyperpod")

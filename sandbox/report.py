@@ -5,12 +5,13 @@ ledger's timeline and the time split. Top level: api_calls, state_transitions, e
 virtual_seconds, pipeline_overhead_seconds.
 
 The time split cuts the workflow's time (event received -> outcome recorded) into parts that add
-up to it exactly: agent (the controller agent's commands, answered or not), a Retry or SDK retry
-backoff, provisioning (HyperPod bringing a replaced or rebooted node back), the other named waits
+up to it exactly: provisioning (HyperPod bringing a replaced or rebooted node back), agent (the
+controller agent's commands, answered or not), a Retry or SDK retry backoff, the other named waits
 (a job's restart backoff, its nested node recovery, another incident it waited for) and pipeline
 overhead: what is left, i.e. our handler work and state transitions (no virtual time in a drill)
 and the polling lag between a node coming back and the workflow noticing it. Where two overlap,
-the first of that list counts.
+the first of that list counts: a job resubmitted while the replacement provisions is work done
+in the shadow of provisioning, not time the pipeline added.
 """
 
 from __future__ import annotations
@@ -290,9 +291,9 @@ def _time_split(
     phases = [(p.name, _ms((p.start - epoch).total_seconds()), _ms((p.end - epoch).total_seconds())) for p in record.phases]
     retries = [(_ms(start), _ms(end)) for timeline, why, start, end in runner.clock.waits if timeline == execution and why == RETRY_BACKOFF]
     categories: list[tuple[str, Intervals]] = [
+        ("provisioning", _provisioning(runner, record, phases)),
         ("agent", [(start, end) for name, start, end in phases if name in ORCHESTRATOR_PHASES]),
         ("retry_backoff", retries),
-        ("provisioning", _provisioning(runner, record, phases)),
         ("restart_backoff", [(start, end) for name, start, end in phases if name == "backoff"]),
         ("node_recovery", [(start, end) for name, start, end in phases if name == "recover_nodes"]),
         ("other_incident", _other_incident(epoch, record, phases, records)),

@@ -74,7 +74,8 @@ class DrillRunner:
         if isinstance(self.slurm, SimulatedController):
             # The simulated slurmctld hears from the double's hosts: their boot times, whether they answer.
             self.slurm.slurm.host_view = self.double.slurm_view
-            self.double.on_new_host = self.slurm.slurm.add_node
+            self.slurm.slurm.host_up_since = self.double.slurm_up_since
+            self.double.on_new_host = self.slurm.slurm.register_node
         self.intake_responses: list[dict[str, Any]] = []
         self.events_put = 0
         self.drill_count = 0
@@ -112,6 +113,7 @@ class DrillRunner:
             "ClusterArn": self.double.arn,
             "CheckpointBucketPattern": "*",
             "DryRun": "true" if settings.dry_run else "false",
+            "ResumePolicy": settings.resume_policy,
             "RejoinPollSeconds": str(settings.poll_seconds),
             "RejoinMaxPollSeconds": str(settings.max_poll_seconds),
             "RejoinDeadlineSeconds": str(settings.rejoin_deadline_seconds),
@@ -201,6 +203,7 @@ class DrillRunner:
                     auto_resume=job.auto_resume,
                     script_bytes=job.script_bytes,
                     batch=job.batch,
+                    comment=job.comment,
                 )
             )
             write_checkpoints(aws.client("s3"), job, self.epoch)

@@ -71,6 +71,8 @@ class JobSpec(_Strict):
     script_bytes: int = Field(default=0, ge=0, le=4 * 1024 * 1024)
     # False: an salloc/srun allocation without a batch script, which cannot be submitted again (unresumable).
     batch: StrictBool = True
+    # The job's Slurm comment as its owner wrote it (e.g. "resume=after_rejoin": its own resume choice).
+    comment: str = Field(default="", max_length=500)
 
     @model_validator(mode="after")
     def _nodes_syntax(self) -> JobSpec:
@@ -229,6 +231,7 @@ class JobRestartSpec(_Strict):
 
 class SettingsSpec(_Strict):
     dry_run: StrictBool = False
+    resume_policy: Literal["immediate", "after_rejoin"] = "immediate"  # template.yaml: ResumePolicy
     caps: CapsSpec = Field(default_factory=CapsSpec)
     breaker: BreakerSpec = Field(default_factory=BreakerSpec)
     repeat_offender: RepeatOffenderSpec = Field(default_factory=RepeatOffenderSpec)  # unset fields: the template's defaults

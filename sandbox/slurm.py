@@ -24,7 +24,15 @@ from pathlib import Path
 from typing import Any
 
 from hyperpod_recovery.errors import InvalidCommand, NodeNotFound
-from hyperpod_recovery.models.commands import CommandEnvelope, CommandReply, JobSpec, NodeBoot, RunningJob, job_display_name
+from hyperpod_recovery.models.commands import (
+    CommandEnvelope,
+    CommandReply,
+    JobSpec,
+    NodeBoot,
+    RunningJob,
+    job_display_name,
+    resume_choice_in_comment,
+)
 from hyperpod_recovery.models.manifest import RESUME_FROM_ENV, RESUME_STEP_ENV
 from hyperpod_recovery_agent.agent import Agent, ReplyJournal
 from hyperpod_recovery_agent.capture import JobCapture, SbatchOptions
@@ -48,6 +56,7 @@ class SlurmNode:
     drained: bool = False
     reason: str = ""
     boot_time: datetime | None = None  # without a host view: slurmd registered with this, and responds
+    free_since: datetime | None = None  # when its last job ended or its drain was lifted (None: from the start)
 
 
 # The simulated jobs' owner (the agent runs as root; every job is someone else's).
@@ -74,6 +83,7 @@ class SlurmJob:
     preferred: list[str] = field(default_factory=list)
     excluded: list[str] = field(default_factory=list)
     started_at: datetime | None = None
+    submitted_at: datetime | None = None
 
     @property
     def script(self) -> str:
@@ -101,11 +111,18 @@ class SimulatedSlurm:
         self.jobs: dict[str, SlurmJob] = {}
         self.submissions: list[Submission] = []
         # What slurmd on each host tells slurmctld (boot time, responding): the HyperPod double's
-        # model of the hosts in a drill (HyperPodDouble.slurm_view).
+        # model of the hosts in a drill (HyperPodDouble.slurm_view), and since when it answers.
         self.host_view = host_view
+        self.host_up_since: Callable[[str], datetime | None] | None = None
 
     def add_node(self, name: str) -> None:
         self.nodes[name] = SlurmNode(name)
+
+    def register_node(self, name: str) -> None:
+        """A new host's slurmd registered (a replacement under a new hostname): slurmctld's next
+        scheduling pass may start a pending job on it."""
+        self.add_node(name)
+        self.schedule()
 
     def add_job(self, job: SlurmJob) -> None:
         self.jobs[job.job_id] = job
@@ -142,10 +159,15 @@ class SimulatedSlurm:
 
     def schedule(self) -> None:
         """slurmctld's scheduler, as far as a drill needs it: a pending resubmission starts as soon as
-                enough nodes are free (not drained, not down, not running another job), on its old nodes
-                first, then on any other (spares). Pending jobs are tried in submission order, and each that fits
+        enough nodes are free (not drained, not down, not running another job), on its old nodes
+        first, then on any other (spares). Pending jobs are tried in submission order, and each that fits
         starts (a later, smaller job may start before a larger one that does not fit yet, as Slurm's
-        backfill would let it)."""
+        backfill would let it).
+
+        slurmctld schedules all the time; the drill calls this at each of its moments (and after
+        each change), and a job that could start earlier, on nodes free since then, is given that
+        start: the latest of its submission and its nodes' becoming free and answering."""
+        now = self.now() if self.now is not None else None
         busy = {name for job in self.jobs.values() if job.state in ("RUNNING", "COMPLETING") for name in job.nodes}
         for job in sorted(self.jobs.values(), key=lambda j: int(j.job_id)):
             if job.state != "PENDING" or not job.node_count or job.nodes:
@@ -159,10 +181,18 @@ class SimulatedSlurm:
             if len(ordered) < job.node_count:
                 continue
             job.nodes, job.state = ordered[: job.node_count], "RUNNING"
-            job.started_at = self.now() if self.now is not None else None
+            job.started_at = self._could_start(job, now) if now is not None else None
             busy.update(job.nodes)
             for name in job.nodes:
                 self.nodes[name].state = "allocated"
+
+    def _could_start(self, job: SlurmJob, now: datetime) -> datetime:
+        moments = [job.submitted_at] + [self.nodes[name].free_since for name in job.nodes]
+        moments += [self.host_up_since(name) for name in job.nodes] if self.host_up_since is not None else []
+        return min(now, max((m for m in moments if m is not None), default=now))
+
+    def _freed(self, name: str) -> None:
+        self.nodes[name].free_since = self.now() if self.now is not None else None
 
     def _responding(self, name: str) -> bool:
         """slurmd on the host answers slurmctld (the HyperPod double's view, when there is one)."""
@@ -174,6 +204,7 @@ class SimulatedSlurm:
             node.drained, node.reason = False, ""
             if node.state == "down":  # a replaced node's new instance registered: resume makes it usable
                 node.state = "idle"
+            self._freed(name)
         self.schedule()
 
     def jobs_on(self, nodes: Iterable[str]) -> list[JobSpec]:
@@ -249,6 +280,7 @@ class SimulatedSlurm:
             resubmission_of=old.job_id,
             script_bytes=old.script_bytes,
             submitted_by=capture.user,
+            submitted_at=self.now() if self.now is not None else None,
         )
         self.schedule()
         incident = comment.rsplit("incident=", 1)[-1]
@@ -278,6 +310,7 @@ class SimulatedSlurm:
                     node.reason = "Not responding"
             elif node.state == "allocated":
                 node.state = "idle"
+            self._freed(name)
         job.state = "PENDING" if requeued else state
         self.schedule()  # its nodes are free: a pending resubmission may start on them
         return job
@@ -289,6 +322,7 @@ class SimulatedSlurm:
             for name in job.nodes:
                 if self.nodes[name].state == "allocated":
                     self.nodes[name].state = "idle"
+                self._freed(name)
 
     def requeue(self, job_id: str) -> bool:
         job = self.jobs.get(job_id)
@@ -310,6 +344,7 @@ class SimulatedSlurm:
             state=job.state,
             checkpoint_uri=job.checkpoint_uri,
             auto_resume=job.auto_resume,
+            resume=resume_choice_in_comment(job.comment),
         )
 
 
@@ -403,6 +438,9 @@ class SimulatedController:
         A real agent long-polls all the time; only the polls that return work are the pipeline's
         cost, so the empty look at the queue is made uncounted and the useful receive counted.
         """
+        # slurmctld schedules whether or not anyone asks: each Lambda invocation is a moment of the
+        # drill at which a pending job may have become startable (a new host that registered).
+        self.slurm.schedule()
         agent = self.agent
         if self.agent_down or agent is None or self._away():
             return

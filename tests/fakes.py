@@ -23,7 +23,7 @@ from hyperpod_recovery.models.commands import CommandEnvelope, CommandReply, Job
 from hyperpod_recovery.models.job_recovery import RestartEntry
 from hyperpod_recovery.models.records import BreakerState, Holdings, IncidentRecord, LockOutcome, RecoveryLogEntry, ResubmissionClaim
 from hyperpod_recovery.models.workflow import ReplaceFailure
-from hyperpod_recovery.ports import Listing
+from hyperpod_recovery.ports import Listing, ResubmissionSeen
 from hyperpod_recovery.runtime import Dependencies
 
 T0 = datetime(2026, 3, 14, 9, 0, tzinfo=UTC)
@@ -44,6 +44,7 @@ def settings_env(**overrides: str) -> dict[str, str]:
         "JOB_STATE_MACHINE_ARN": "arn:aws:states:us-west-2:123456789012:stateMachine:hpr-job-recovery",
         "INTAKE_DLQ_URL": "https://sqs.us-west-2.amazonaws.com/123456789012/intake-dlq",
         "DRY_RUN": "false",
+        "RESUME_POLICY": "immediate",
         "REJOIN_POLL_SECONDS": "30",
         "REJOIN_MAX_POLL_SECONDS": "60",
         "REJOIN_DEADLINE_SECONDS": "2700",
@@ -426,9 +427,13 @@ class FakeExecutionHistory:
     GetExecutionHistory that failed."""
 
     entered: dict[str, list[tuple[str, datetime]]] = field(default_factory=dict)
+    resubmitted: dict[str, list[ResubmissionSeen]] = field(default_factory=dict)
 
     def states_entered(self, execution_arn: str) -> list[tuple[str, datetime]] | None:
         return self.entered.get(execution_arn)
+
+    def resubmissions(self, execution_arn: str) -> list[ResubmissionSeen] | None:
+        return self.resubmitted.get(execution_arn, []) if execution_arn in self.entered else None
 
 
 def fake_dependencies(cluster: FakeCluster | None = None, **settings_overrides: str) -> Dependencies:

@@ -27,7 +27,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from hyperpod_recovery.errors import ControllerUnavailable, InvalidCommand, NodeNotFound
-from hyperpod_recovery.models.commands import OWNER_TAG_PREFIX, JobSpec, NodeBoot, RunningJob, job_display_name
+from hyperpod_recovery.models.commands import OWNER_TAG_PREFIX, JobSpec, NodeBoot, RunningJob, job_display_name, resume_choice_in_comment
 from hyperpod_recovery.models.common import SLURM_JOB_ID_PATTERN, SLURM_NODE_PATTERN
 from hyperpod_recovery_agent.capture import (
     SLURM_MAX_STRING_BYTES,
@@ -455,6 +455,7 @@ class SlurmCli:
             state=job.get("job_state") or "UNKNOWN",
             checkpoint_uri=self._checkpoint_uri(job.get("comment") or "", environment, script or ""),
             auto_resume="--auto-resume=1" in (script or ""),
+            resume=resume_choice_in_comment(job.get("comment") or ""),
         )
 
     def hostnames(self, nodelist: str) -> list[str]:

@@ -7,4 +7,4 @@ from hyperpod_recovery.steps.find_newest_checkpoint import find_newest_checkpoin
 
 @workflow_step(FindNewestCheckpointInput)
 def lambda_handler(step: FindNewestCheckpointInput, deps: Dependencies):
-    return find_newest_checkpoint(step, reader=deps.checkpoints, ledger=deps.ledger, now=deps.now())
+    return find_newest_checkpoint(step, reader=deps.checkpoints, ledger=deps.ledger, policy=deps.settings.resume_policy, now=deps.now())

@@ -261,6 +261,61 @@ def test_execution_history_reads_newest_first_in_pages_and_returns_oldest_first(
     assert entered is not None and entered[-1][0] == "S2499" and len(entered) == 500
 
 
+def _history_event(n: int, kind: str, name: str, data: Any, truncated: bool = False) -> dict[str, Any]:
+    key, field = ("stateEnteredEventDetails", "input") if kind.endswith("Entered") else ("stateExitedEventDetails", "output")
+    text = data if isinstance(data, str) else json.dumps(data)
+    return {
+        "id": n,
+        "timestamp": T0 + timedelta(seconds=n),
+        "type": kind,
+        key: {"name": name, field: text, f"{field}Details": {"truncated": truncated}},
+    }
+
+
+def test_execution_history_resubmissions_pair_each_answer_with_its_plan_across_concurrent_iterations() -> None:
+    # Given a history, read oldest first in pages of 100 with the events' data (botocore's model checks
+    # every parameter), where two Map iterations interleave, one answer is truncated, and other
+    # states' events carry payloads that look alike
+    sfn = boto3.client("stepfunctions", region_name=REGION)
+    arn = f"arn:aws:states:{REGION}:111122223333:execution:stack-node-recovery:inc-1"
+
+    def plan(job: str, step: int) -> dict[str, Any]:
+        return {"job": {"job_id": job, "name": f"j{job}"}, "checkpoint": {"uri": f"s3://ckpt/j{job}/step-{step:09d}/", "step": step}}
+
+    def reply(job: str, new: str) -> dict[str, Any]:
+        at = T0.isoformat()
+        return {"requested_at": at, "completed_at": at, "dry_run": False, "result": {"old_job_id": job, "new_job_id": new}}
+
+    filler = [_history_event(n, "TaskStateEntered", "Check Rejoin", {"rejoin": {}}) for n in range(1, 101)]
+    events = [
+        *filler,
+        _history_event(101, "TaskStateEntered", "Resubmit Job Now", {"execution_name": "inc-1", "plan": plan("1", 100)}),
+        _history_event(102, "TaskStateEntered", "Resubmit Job Now", {"execution_name": "inc-1", "plan": plan("2", 200)}),
+        _history_event(103, "TaskStateExited", "Resubmit Job Now", reply("2", "12")),
+        _history_event(104, "TaskStateExited", "Resubmit Job Now", reply("1", "11")),
+        _history_event(105, "TaskStateEntered", "Resubmit Job", {"execution_name": "inc-1", "plan": plan("3", 300)}),
+        _history_event(106, "TaskStateExited", "Resubmit Job", '{"requested_at": "2026-03', truncated=True),
+        _history_event(107, "TaskStateExited", "Find Affected Jobs", reply("9", "99")),
+    ]
+    with Stubber(sfn) as stub:
+        base = {"executionArn": arn, "reverseOrder": False, "maxResults": 100, "includeExecutionData": True}
+        stub.add_response("get_execution_history", {"events": events[:100], "nextToken": "t1"}, base)
+        stub.add_response("get_execution_history", {"events": events[100:]}, {**base, "nextToken": "t1"})
+        seen = StepFunctions(stepfunctions=sfn).resubmissions(arn)
+        stub.assert_no_pending_responses()
+    # Then each answer is paired with its own job's plan, in the order answered; the truncated answer
+    # and the other state's payload are not taken for resubmissions
+    assert seen is not None
+    assert [(s.reply.result.old_job_id, s.reply.result.new_job_id, s.plan.checkpoint.step if s.plan else None) for s in seen] == [
+        ("2", "12", 200),
+        ("1", "11", 100),
+    ]
+    # And a history that cannot be read is None
+    with Stubber(sfn) as stub:
+        stub.add_client_error("get_execution_history", "AccessDeniedException", "not allowed")
+        assert StepFunctions(stepfunctions=sfn).resubmissions(arn) is None
+
+
 def test_execution_history_that_cannot_be_read_is_none_not_an_error() -> None:
 
     sfn = boto3.client("stepfunctions", region_name=REGION)

@@ -26,6 +26,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from moto.events.models import EventPattern
+from pydantic import ValidationError
 
 from hyperpod_recovery.config import Settings
 from hyperpod_recovery.domain.limits import (
@@ -39,6 +40,7 @@ from hyperpod_recovery.domain.limits import (
 from hyperpod_recovery.domain.normalize import GuardedCluster
 from hyperpod_recovery.domain.rejoin import MAX_BOOT_READINGS, next_wait_seconds
 from hyperpod_recovery.models.common import MAX_JOBS_PER_INCIDENT
+from hyperpod_recovery.models.workflow import CheckpointPlan
 from sandbox.template import Resolver, load_template
 from tests.conftest import ROOT, load_event
 
@@ -216,10 +218,33 @@ def _visit_events(state: dict[str, Any]) -> int:
         per_attempt = 4 if integration else 3
         return 2 + per_attempt + per_attempt * _retries(state)
     if kind == "Map":
-        inner = state["ItemProcessor"]["States"]
-        per_item = 2 + sum(_visit_events(s) for s in inner.values())
-        return 4 + MAX_JOBS_PER_INCIDENT * per_item
+        return 4 + MAX_JOBS_PER_INCIDENT * _item_events(state)
     return 2
+
+
+def _item_events(state: dict[str, Any]) -> int:
+    return 2 + sum(_visit_events(s) for s in state["ItemProcessor"]["States"].values())
+
+
+# Maps over the lists of one CheckpointPlan (Resubmit Jobs Now, Resubmit Jobs): each job is in one
+# list, and the plan holds at most MAX_JOBS_PER_INCIDENT jobs in all, so they share that many items.
+SHARED_ITEMS_PREFIX = "$.checkpoints."
+
+
+def _sharing_maps(states: dict[str, Any]) -> set[str]:
+    return {name for name, s in states.items() if s["Type"] == "Map" and s["ItemsPath"].startswith(SHARED_ITEMS_PREFIX)}
+
+
+def test_given_the_maps_over_a_checkpoint_plan_then_the_plan_bounds_their_items_together() -> None:
+    # Given the NodeRecovery Maps that share the item budget
+    maps = _sharing_maps(ASL["node_recovery"]["States"])
+    lists = {ASL["node_recovery"]["States"][name]["ItemsPath"].removeprefix(SHARED_ITEMS_PREFIX) for name in maps}
+    assert maps == {"Resubmit Jobs Now", "Resubmit Jobs"} and lists == {"resume_now", "resumable"}
+    # Then a plan with more jobs in those lists together than one incident carries does not validate
+    plan = {"job": {"job_id": "1", "name": "j"}, "checkpoint": {"uri": "s3://bucket/p/step-000000001/", "step": 1}}
+    half = MAX_JOBS_PER_INCIDENT // 2
+    with pytest.raises(ValidationError):
+        CheckpointPlan.model_validate({"at": "2026-01-01T00:00:00Z", "resume_now": [plan] * (half + 1), "resumable": [plan] * half})
 
 
 # States of a loop that do not run on every pass but a bounded number of times per execution: Read
@@ -242,7 +267,9 @@ def _worst_case_events(definition: dict[str, Any]) -> int:
         extra_pass = sum(_visit_events(states[name]) for name in every_pass if states[name]["Type"] != "Wait")
         total += sum(BOUNDED_LOOP_STATES[name] * (_visit_events(states[name]) + extra_pass) for name in bounded)
         in_loop |= loop
-    return total + sum(_visit_events(s) for name, s in states.items() if name not in in_loop)
+    sharing = _sharing_maps(states) - in_loop
+    total += sum(4 for _ in sharing) + MAX_JOBS_PER_INCIDENT * max((_item_events(states[name]) for name in sharing), default=0)
+    return total + sum(_visit_events(s) for name, s in states.items() if name not in in_loop | sharing)
 
 
 @pytest.mark.parametrize("workflow", sorted(ASL))
@@ -310,10 +337,10 @@ def _worst_case_seconds(definition: dict[str, Any], loops: set[str]) -> int:
     """The longest the non-waiting part of a workflow can take: every Task at its timeout on every
     attempt, plus each retry's longest backoff; Map items in waves of MaxConcurrency."""
 
-    def task_seconds(state: dict[str, Any]) -> int:
+    def task_seconds(state: dict[str, Any], items: int = MAX_JOBS_PER_INCIDENT) -> int:
         if state["Type"] == "Map":
             inner = sum(task_seconds(s) for s in state["ItemProcessor"]["States"].values())
-            return math.ceil(MAX_JOBS_PER_INCIDENT / state.get("MaxConcurrency", 1)) * inner
+            return math.ceil(items / state.get("MaxConcurrency", 1)) * inner
         if state["Type"] != "Task":
             return 0
         # A Lambda step's attempt lasts at most its function's timeout. A callback step's retried
@@ -329,7 +356,13 @@ def _worst_case_seconds(definition: dict[str, Any], loops: set[str]) -> int:
         backoff = sum(r.get("MaxAttempts", 3) * r.get("MaxDelaySeconds", 0) for r in retries)
         return waited + attempt * (1 + _retries(state)) + backoff
 
-    return sum(task_seconds(s) for name, s in definition["States"].items() if name not in loops)
+    states = definition["States"]
+    sharing = _sharing_maps(states) - loops
+    # Maps sharing the plan's jobs: all of them in the slowest, plus one more wave in each other
+    # (a part-filled wave in each Map takes as long as a full one).
+    shared = [(task_seconds(states[name]), task_seconds(states[name], items=1)) for name in sharing]
+    slowest_shared = max((whole for whole, _ in shared), default=0) + sum(wave for _, wave in shared) if shared else 0
+    return slowest_shared + sum(task_seconds(s) for name, s in states.items() if name not in loops | sharing)
 
 
 def test_given_the_node_workflow_then_the_nested_timeout_covers_its_longest_run() -> None:

@@ -41,13 +41,14 @@ def test_node_caused_failure_recovers_exactly_that_node_then_resubmits_once(dril
     assert nested["trigger"] == ["job_failed"] and nested["outcome"] == "recovered"
     assert [r["hostname"] for r in report["replacements"]] == ["ip-10-2-0-6"]
     assert report["api_calls"]["sagemaker.BatchReplaceClusterNodes"] == 1
-    # And the job is resubmitted once, from the newest verified checkpoint, after the node came back
+    # And the job is resubmitted once, from the newest verified checkpoint, at once (ResumePolicy
+    # immediate): while the replacement provisions, not after it
     assert _resubmissions(report) == [("2001", 2000)]
     assert [(r["job"], r["checkpoint_step"]) for r in nested["resubmissions"]] == [("2001", 2000)]
     assert job["resubmissions"] == []  # the nested recovery did it; the job incident records who
     rejoined = next(e["at"] for e in nested["timeline"] if e["event"] == "node rejoined")
     resubmitted = next(e["at"] for e in nested["timeline"] if e["event"] == "job resubmitted")
-    assert rejoined < resubmitted
+    assert resubmitted < rejoined
     # And the node is back in service, and the nested execution started at the parent's time
     assert report["slurm"]["drained_nodes"] == {}
     assert job["phases"][0]["start"] == 60 and any(p["name"] == "recover_nodes" for p in job["phases"])

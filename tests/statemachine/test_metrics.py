@@ -38,12 +38,28 @@ def test_given_a_recovered_node_then_counts_and_every_phase_duration_are_emitted
     rejoin = _phase(incident, "wait_for_rejoin")
     assert _values(report, m.DETECT_TO_CORDON) == [pytest.approx(_phase(incident, "cordon")["end"] - detected, abs=0.01)]
     assert _values(report, m.REPLACE_TO_REJOIN) == [pytest.approx(rejoin["end"] - rejoin["start"], abs=0.01)]
-    assert _values(report, m.REJOIN_TO_RESUBMIT) == [pytest.approx(_phase(incident, "resubmit")["end"] - rejoin["end"], abs=0.01)]
+    # The job was resubmitted at once (ResumePolicy immediate): fault -> resubmitted, and no
+    # "rejoined -> resubmitted" figure for a job that did not wait for the rejoin
+    assert _values(report, m.DETECT_TO_RESUBMIT) == [pytest.approx(_phase(incident, "resubmit")["end"] - detected, abs=0.01)]
+    assert _phase(incident, "resubmit")["end"] < rejoin["end"] and _values(report, m.REJOIN_TO_RESUBMIT) == []
     assert _values(report, m.TIME_TO_RECOVER) == [pytest.approx(_phase(incident, "record")["end"] - detected, abs=0.01)]
     assert report["metrics"][m.TIME_TO_RECOVER]["unit"] == "Seconds"
     # And nothing that did not happen is reported
     assert _values(report, m.TIME_TO_ESCALATE) == [] and _values(report, m.NODE_OUTCOMES["escalated"]) == []
     assert _values(report, m.NODES_REPLACE_INITIATED) == [1.0]
+
+
+def test_given_jobs_resubmitted_now_and_after_the_rejoin_then_each_point_has_its_figure(drill: Drill) -> None:
+    # Given one job that waits for the rejoin (its comment says so) and one resubmitted at once
+    report = drill("resume-per-job")
+    incident = only_incident(report)
+    detected = _phase(incident, "detect")["start"]
+    rejoined = _phase(incident, "wait_for_rejoin")["end"]
+    first, second = sorted((p for p in incident["phases"] if p["name"] == "resubmit"), key=lambda p: p["end"])
+    # Then fault -> first resubmission, and rejoined -> the resubmission that waited for it
+    assert _values(report, m.DETECT_TO_RESUBMIT) == [pytest.approx(first["end"] - detected, abs=0.01)]
+    assert _values(report, m.REJOIN_TO_RESUBMIT) == [pytest.approx(second["end"] - rejoined, abs=0.01)]
+    assert first["end"] < rejoined <= second["start"]
 
 
 def test_given_a_replacement_that_never_rejoins_then_time_to_escalate_not_time_to_recover(drill: Drill) -> None:

@@ -87,3 +87,22 @@ def test_a_job_that_ends_while_the_check_reads_it_is_left_out() -> None:
 
     jobs, omitted = EndsMidway().running_jobs(3)
     assert [j.job_id for j in jobs] == ["1", "3"] and omitted == 127
+
+
+class _OneJob(_BusySlurmctld):
+    def hostnames(self, nodelist: str) -> list[str]:
+        return ["gpu-1", "gpu-2"]
+
+
+@pytest.mark.parametrize(
+    ("comment", "resume"),
+    [("checkpoint=s3://ckpt/a resume=after_rejoin", "after_rejoin"), ("resume=immediate", "immediate"), ("resume=soon", None), ("", None)],
+)
+def test_a_jobs_own_resume_choice_is_read_from_its_comment(comment: str, resume: str | None) -> None:
+    # Given a running job whose owner wrote a resume= word (or none, or a wrong one) in its comment
+    job = {"job_id": 7, "name": "train", "job_state": "RUNNING", "batch_flag": False, "nodes": "gpu-[1-2]", "node_count": 2}
+    job["comment"] = comment
+    # When the agent describes it for the workflow
+    spec = _OneJob()._job_spec(job)
+    # Then the spec carries the owner's choice; an unknown word is no choice (the stack's policy applies)
+    assert spec.resume == resume

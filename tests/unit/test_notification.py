@@ -125,16 +125,37 @@ def test_given_an_unknown_error_then_the_next_step_points_at_the_runbook() -> No
         (
             "recovered",
             "node",
-            {"DetectToCordonSeconds": 8.0, "ReplaceToRejoinSeconds": 630.0, "RejoinToResubmitSeconds": 4.0, "TimeToRecoverSeconds": 645.0},
+            {
+                "DetectToCordonSeconds": 8.0,
+                "ReplaceToRejoinSeconds": 630.0,
+                "RejoinToResubmitSeconds": 4.0,
+                "DetectToResubmitSeconds": 644.0,
+                "TimeToRecoverSeconds": 645.0,
+            },
         ),
         (
             "escalated",
             "node",
-            {"DetectToCordonSeconds": 8.0, "ReplaceToRejoinSeconds": 630.0, "RejoinToResubmitSeconds": 4.0, "TimeToEscalateSeconds": 645.0},
+            {
+                "DetectToCordonSeconds": 8.0,
+                "ReplaceToRejoinSeconds": 630.0,
+                "RejoinToResubmitSeconds": 4.0,
+                "DetectToResubmitSeconds": 644.0,
+                "TimeToEscalateSeconds": 645.0,
+            },
         ),
         ("recovered", "job", {"JobTimeToRecoverSeconds": 645.0}),
         ("dry_run", "node", {}),
-        ("duplicate", "node", {"DetectToCordonSeconds": 8.0, "ReplaceToRejoinSeconds": 630.0, "RejoinToResubmitSeconds": 4.0}),
+        (
+            "duplicate",
+            "node",
+            {
+                "DetectToCordonSeconds": 8.0,
+                "ReplaceToRejoinSeconds": 630.0,
+                "RejoinToResubmitSeconds": 4.0,
+                "DetectToResubmitSeconds": 644.0,
+            },
+        ),
     ],
 )
 def test_phase_durations_come_from_the_incident_phases(outcome: str, workflow: str, expected: dict[str, float]) -> None:
@@ -146,3 +167,24 @@ def test_phase_durations_come_from_the_incident_phases(outcome: str, workflow: s
     ]
     record = _record(outcome, error="E" if outcome == "escalated" else None, workflow=workflow, phases=phases)
     assert phase_durations(record) == expected
+
+
+@pytest.mark.parametrize(
+    ("resubmits", "expected"),
+    [
+        # a job resubmitted at once, while the replacement provisions: no "rejoined -> resubmitted"
+        ([(12, 14)], {"DetectToResubmitSeconds": 14.0}),
+        # one job at once, one after the rejoin
+        ([(12, 14), (642, 644)], {"DetectToResubmitSeconds": 14.0, "RejoinToResubmitSeconds": 4.0}),
+        ([], {}),
+    ],
+)
+def test_resubmit_durations_follow_when_each_job_was_resubmitted(resubmits: list[tuple[int, int]], expected: dict[str, float]) -> None:
+    phases = [
+        Phase(name="detect", start=_at(0), end=_at(5)),
+        Phase(name="cordon", start=_at(6), end=_at(8)),
+        *[Phase(name="resubmit", start=_at(start), end=_at(end)) for start, end in resubmits],
+        Phase(name="wait_for_rejoin", start=_at(10), end=_at(640)),
+    ]
+    figures = phase_durations(_record("recovered", workflow="node", phases=phases))
+    assert {k: v for k, v in figures.items() if "Resubmit" in k} == expected

@@ -238,3 +238,59 @@ def test_settling_completes_what_was_resubmitted_and_gives_back_every_other_clai
     settle_holdings(ledger, "inc", resubmitted={"1": "11"}, hold_locks_until=None, now=T0)
     # Then job 1's claim names its resubmission, and job 2 is free for the next failure
     assert ledger.resubmission_claim(CLUSTER, "1").new_job_id == "11" and ledger.resubmission_claim(CLUSTER, "2") is None
+
+
+def _seen(job: str, new_job_id: str | None, *, step: int = 2000, dry_run: bool = False, **result: Any) -> Any:
+    from hyperpod_recovery.models.commands import CommandReply, ResubmitResult
+    from hyperpod_recovery.models.workflow import ResumePlan
+    from hyperpod_recovery.ports import ResubmissionSeen
+
+    plan = ResumePlan.model_validate(
+        {"job": {"job_id": job, "name": "llama"}, "checkpoint": {"uri": f"s3://ckpt/llama/step-{step:09d}/", "step": step}}
+    )
+    reply = CommandReply[ResubmitResult].model_validate(
+        {
+            "command_id": f"{INCIDENT}:resubmit:{job}",
+            "type": "resubmit_job",
+            "requested_at": T0 + timedelta(seconds=10),
+            "completed_at": T0 + timedelta(seconds=12),
+            "dry_run": dry_run,
+            "result": {"old_job_id": job, "new_job_id": new_job_id, **result},
+        }
+    )
+    return ResubmissionSeen(plan=plan, reply=reply)
+
+
+@pytest.mark.parametrize(
+    ("seen", "completed"),
+    [
+        ([_seen("1001", "1003")], {"1001": "1003"}),  # resubmitted at once, then stopped in the wait
+        ([], {}),  # stopped before any resubmission
+        ([_seen("1001", None)], {}),  # the agent answered without a job id
+        ([_seen("1001", "1003", dry_run=True)], {}),
+        ([_seen("1001", "1001", restarted_by_slurm=True)], {}),  # Slurm requeued it itself: nothing of ours
+        ([_seen("1001", "0999", already_submitted=True, submitted_by="another")], {}),
+    ],
+)
+def test_a_job_resubmitted_before_the_end_keeps_its_claim_and_is_named_in_the_record(seen: list[Any], completed: dict[str, str]) -> None:
+    # Given an incident that claimed job 1001, maybe resubmitted it at once, and was stopped in the wait
+    ledger, notifier = FakeLedger(), FakeNotifier()
+    _holding_incident(ledger)
+    arn = _detail().executionArn
+    history = FakeExecutionHistory({arn: [("Resubmit Jobs Now", T0), ("Wait For Rejoin", T0 + timedelta(minutes=1))]}, {arn: seen})
+    # When its end is reconciled
+    _reconcile(_detail(), ledger, notifier, history=history)
+    record = ledger.incidents[INCIDENT]
+    claim = ledger.resubmission_claim(CLUSTER, "1001")
+    if completed:
+        # Then the claim is completed with the new job (a second incident will not restart the job again)
+        assert claim is not None and claim.new_job_id == "1003" and ledger.holdings(INCIDENT).empty
+        # And the record and the notification say the job runs again as its copy, not to resubmit it by hand
+        assert [(r.job, r.new_job_id, r.checkpoint_step) for r in record.resubmissions] == [("1001", "1003", 2000)]
+        assert "resubmitted 1 job(s): 1001 -> 1003 from step 2000 (do not resubmit them again)" in record.summary
+        assert "resubmission claim" not in record.summary
+        assert any(e.event == "job resubmitted" and e.at == T0 + timedelta(seconds=12) for e in record.timeline)
+        assert "1001 -> 1003" in notifier.published[0][1]
+    else:
+        # Then the claim is given back, as for an end before any resubmission
+        assert claim is None and record.resubmissions == [] and "the resubmission claim(s) of job(s) 1001" in record.summary

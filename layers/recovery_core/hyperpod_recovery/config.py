@@ -15,6 +15,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 
 from hyperpod_recovery.domain.limits import rejoin_wait_bounds
 from hyperpod_recovery.errors import ConfigurationError
+from hyperpod_recovery.models.commands import ResumePolicy
 from hyperpod_recovery.models.common import CLUSTER_ARN_PATTERN, CLUSTER_NAME_MAX_LENGTH, CLUSTER_NAME_PATTERN
 
 
@@ -52,6 +53,7 @@ class Settings(BaseModel):
     job_state_machine_arn: str = Field(min_length=1)
     intake_dlq_url: str = Field(min_length=1)
     dry_run: EnvBool
+    resume_policy: ResumePolicy  # when a job on a failed node is resubmitted, unless it chose itself
     rejoin_poll_seconds: int = Field(ge=5, le=3600)
     rejoin_max_poll_seconds: int = Field(ge=5, le=3600)
     rejoin_deadline_seconds: int = Field(ge=60, le=86_400)

@@ -40,7 +40,8 @@ RECONCILED = {
 # Phase durations in seconds (domain/durations.py), emitted by the Record steps; never for dry runs.
 DETECT_TO_CORDON = "DetectToCordonSeconds"
 REPLACE_TO_REJOIN = "ReplaceToRejoinSeconds"
-REJOIN_TO_RESUBMIT = "RejoinToResubmitSeconds"
+REJOIN_TO_RESUBMIT = "RejoinToResubmitSeconds"  # jobs resubmitted after the rejoin (ResumePolicy after_rejoin)
+DETECT_TO_RESUBMIT = "DetectToResubmitSeconds"  # fault detected -> first job resubmitted (at once, or after the rejoin)
 TIME_TO_RECOVER = "TimeToRecoverSeconds"  # MTTR: fault detected -> outcome recorded, recovered incidents
 TIME_TO_ESCALATE = "TimeToEscalateSeconds"  # fault detected -> a human paged, escalated incidents
 JOB_TIME_TO_RECOVER = "JobTimeToRecoverSeconds"
@@ -66,6 +67,7 @@ DURATIONS = (
     DETECT_TO_CORDON,
     REPLACE_TO_REJOIN,
     REJOIN_TO_RESUBMIT,
+    DETECT_TO_RESUBMIT,
     TIME_TO_RECOVER,
     TIME_TO_ESCALATE,
     JOB_TIME_TO_RECOVER,

@@ -27,9 +27,10 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 # must not load the ledger's and the cluster's models (tests/contract/test_distributions.py).
 if TYPE_CHECKING:
     from hyperpod_recovery.models.cluster import BatchOutcome, ClusterInfo, ClusterNode
-    from hyperpod_recovery.models.commands import CommandEnvelope, CommandReply, JobSpec
+    from hyperpod_recovery.models.commands import CommandEnvelope, CommandReply, JobSpec, ResubmitResult
     from hyperpod_recovery.models.job_recovery import RestartEntry
     from hyperpod_recovery.models.records import BreakerState, Holdings, IncidentRecord, LockOutcome, RecoveryLogEntry, ResubmissionClaim
+    from hyperpod_recovery.models.workflow import ResumePlan
 
 
 class Cluster(Protocol):
@@ -101,8 +102,18 @@ class Workflows(Protocol):
     def start(self, name: str, payload: str, workflow: Workflow = "node") -> Literal["started", "already_exists"]: ...
 
 
+@dataclass(frozen=True)
+class ResubmissionSeen:
+    """A resubmission an execution's history shows: the agent's answer, and the plan it was given
+    (None when its input could not be read)."""
+
+    plan: ResumePlan | None
+    reply: CommandReply[ResubmitResult]
+
+
 class ExecutionHistory(Protocol):
     def states_entered(self, execution_arn: str) -> list[tuple[str, datetime]] | None: ...
+    def resubmissions(self, execution_arn: str) -> list[ResubmissionSeen] | None: ...
 
 
 class DeadLetterSink(Protocol):

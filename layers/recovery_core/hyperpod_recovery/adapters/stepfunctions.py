@@ -6,21 +6,30 @@ TaskAnswerFailed; a history that cannot be read is None (best effort, see ``stat
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, Literal
 
 from botocore.exceptions import BotoCoreError, ClientError
+from pydantic import ValidationError
 
 from hyperpod_recovery.adapters.aws import LazyClient, error_code, is_transient
 from hyperpod_recovery.errors import StartExecutionFailed, TaskAnswerFailed
+from hyperpod_recovery.models.commands import CommandReply, ResubmitResult
+from hyperpod_recovery.models.workflow import ResumePlan
 from hyperpod_recovery.observability import logger
-from hyperpod_recovery.ports import Workflow
+from hyperpod_recovery.ports import ResubmissionSeen, Workflow
 
 # GetExecutionHistory returns at most 1,000 events a page and a history holds up to 25,000; the
 # newest events say where the execution stopped, so read newest first and stop after this many.
 PAGE_SIZE = 1000
 MAX_EVENTS_READ = 5000
+# Reading the resubmissions needs the events' data (each event's input or output, up to 256 KB):
+# smaller pages keep one page's memory bounded.
+DATA_PAGE_SIZE = 100
+# The states whose answer is a resubmission: both workflows' Resubmit Job, and Resubmit Job Now.
+RESUBMIT_STATES = frozenset({"Resubmit Job", "Resubmit Job Now"})
 
 
 class StepFunctions:
@@ -85,3 +94,53 @@ class StepFunctions:
             return None
         # Event ids grow through the history: oldest first, however the pages came.
         return [(name, at) for _, name, at in sorted(entered)]
+
+    def resubmissions(self, execution_arn: str) -> list[ResubmissionSeen] | None:
+        """The resubmissions the agent answered in this execution, oldest first, each with the plan
+        its step was given when that can be read: what an execution that ended before recording did
+        to its jobs (a job resubmitted at once, then the execution stopped during the wait).
+
+        Read oldest first, with the events' data, up to MAX_EVENTS_READ events: the jobs resubmitted
+        at once are near the start of a history, whose end may be hundreds of rejoin checks later.
+        None when the history cannot be read (the claims are then given back, as before)."""
+        plans: dict[str, ResumePlan] = {}
+        seen: list[ResubmissionSeen] = []
+        read = 0
+        kwargs: dict[str, Any] = {
+            "executionArn": execution_arn,
+            "reverseOrder": False,
+            "maxResults": DATA_PAGE_SIZE,
+            "includeExecutionData": True,
+        }
+        try:
+            while read < MAX_EVENTS_READ:
+                page = self.stepfunctions.get_execution_history(**kwargs)
+                for event in page.get("events", []):
+                    _read_resubmit_event(event, plans, seen)
+                read += len(page.get("events", []))
+                if not page.get("nextToken"):
+                    break
+                kwargs["nextToken"] = page["nextToken"]
+        except (ClientError, BotoCoreError) as exc:
+            logger.warning("could not read the execution's resubmissions", extra={"execution_arn": execution_arn, "reason": str(exc)})
+            return None
+        return seen
+
+
+def _read_resubmit_event(event: dict[str, Any], plans: dict[str, ResumePlan], seen: list[ResubmissionSeen]) -> None:
+    """A Resubmit Job's input names its plan (entered); its output is the agent's answer (exited).
+    Map iterations run concurrently, so an answer is matched to its plan by the job id."""
+    entered, exited = event.get("stateEnteredEventDetails"), event.get("stateExitedEventDetails")
+    details = entered or exited
+    if not details or details.get("name") not in RESUBMIT_STATES:
+        return
+    try:
+        data = json.loads((entered or {}).get("input") or (exited or {}).get("output") or "null")
+        if entered is not None and isinstance(data, dict) and "plan" in data:
+            plan = ResumePlan.model_validate(data["plan"])
+            plans[plan.job.job_id] = plan
+        elif exited is not None:
+            reply = CommandReply[ResubmitResult].model_validate(data)
+            seen.append(ResubmissionSeen(plan=plans.get(reply.result.old_job_id), reply=reply))
+    except (ValueError, ValidationError, RecursionError):
+        return  # a truncated or foreign payload: not evidence of a resubmission

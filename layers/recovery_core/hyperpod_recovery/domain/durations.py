@@ -27,11 +27,16 @@ def phase_durations(record: IncidentRecord) -> dict[str, float]:
     # finish had another step after it, so it ended before; resubmit is the last step either way.
     ends = {p.name: p.end for p in record.phases if p.end < record.recorded_at or p.name == "resubmit"}
     starts = {p.name: p.start for p in record.phases}
+    # Jobs resubmitted at once and jobs resubmitted after the rejoin are two resubmit phases.
+    resubmitted = sorted(p.end for p in record.phases if p.name == "resubmit")
+    rejoined = ends.get("wait_for_rejoin")
     figures: dict[str, float | None] = {}
     if record.workflow == "node":
         figures[m.DETECT_TO_CORDON] = _seconds(record.detected_at, ends.get("cordon"))
-        figures[m.REPLACE_TO_REJOIN] = _seconds(starts.get("wait_for_rejoin"), ends.get("wait_for_rejoin"))
-        figures[m.REJOIN_TO_RESUBMIT] = _seconds(ends.get("wait_for_rejoin"), ends.get("resubmit"))
+        figures[m.REPLACE_TO_REJOIN] = _seconds(starts.get("wait_for_rejoin"), rejoined)
+        figures[m.DETECT_TO_RESUBMIT] = _seconds(record.detected_at, resubmitted[0] if resubmitted else None)
+        after_rejoin = [end for end in resubmitted if rejoined is not None and end >= rejoined]
+        figures[m.REJOIN_TO_RESUBMIT] = _seconds(rejoined, after_rejoin[-1] if after_rejoin else None)
     total = _seconds(record.detected_at, record.recorded_at)
     if record.outcome == "recovered":
         figures[m.TIME_TO_RECOVER if record.workflow == "node" else m.JOB_TIME_TO_RECOVER] = total

@@ -22,7 +22,7 @@ from hyperpod_recovery.models.commands import CommandReply, ResubmitResult
 from hyperpod_recovery.models.common import MAX_JOBS_PER_INCIDENT
 from hyperpod_recovery.models.records import Phase, TimelineEntry
 from hyperpod_recovery.models.requests import Trigger
-from hyperpod_recovery.models.workflow import WorkflowState
+from hyperpod_recovery.models.workflow import ResubmitFailure, WorkflowState
 from hyperpod_recovery.vocabulary import Outcome, PhaseName, error_name
 
 
@@ -147,8 +147,9 @@ def build_timeline(state: WorkflowState, recorded_at: datetime) -> list[Timeline
     if state.checkpoints is not None:
         chosen = [
             f"job {p.job.job_id} -> step {p.checkpoint.step} ({p.checkpoint.uri})"
+            + (", resubmitted at once" if p in state.checkpoints.resume_now else "")
             + (f", newer rejected: {'; '.join(p.rejected)}" if p.rejected else "")
-            for p in state.checkpoints.resumable
+            for p in state.checkpoints.planned
         ]
         chosen += [f"job {j.job_id}: {j.reason}" for j in state.checkpoints.unresumable + state.checkpoints.left_alone]
         entries.append(TimelineEntry(at=state.checkpoints.at, event="checkpoint chosen", detail="; ".join(chosen) or "no job to resume"))
@@ -166,8 +167,10 @@ def build_timeline(state: WorkflowState, recorded_at: datetime) -> list[Timeline
 
 
 def build_phases(state: WorkflowState, recorded_at: datetime) -> list[Phase]:
-    """detect, assess, cordon, find_jobs, replace, wait_for_rejoin, resume, find_checkpoint,
-    resubmit, record: the steps the incident went through, whatever its outcome.
+    """detect, assess, cordon, find_jobs, replace, find_checkpoint, resubmit (the jobs resubmitted
+    at once), wait_for_rejoin, resume, resubmit (the jobs resubmitted after the rejoin), record: the
+    steps the incident went through, whatever its outcome. The wait for the replacement starts at
+    the replacement and so spans the resubmissions made meanwhile.
 
     A controller command's phase runs from the command sent to its answer. The step the workflow
     was in when it ended (a command the agent never answered, the rejoin deadline, a Lambda that
@@ -176,7 +179,7 @@ def build_phases(state: WorkflowState, recorded_at: datetime) -> list[Phase]:
     """
     log = PhaseLog()
     add = log.add
-    request, lock, assessment, replacement = state.request, state.lock, state.assessment, state.replacement
+    request, lock, assessment, replacement, plan = state.request, state.lock, state.assessment, state.replacement, state.checkpoints
     if request is None or request.received_at is None:
         return log.phases
     add("detect", request.detected_at, request.received_at)
@@ -188,41 +191,71 @@ def build_phases(state: WorkflowState, recorded_at: datetime) -> list[Phase]:
         add("find_jobs", state.jobs.requested_at, state.jobs.completed_at)
     if replacement is not None:
         add("replace", state.jobs.completed_at if state.jobs else replacement.at, replacement.at)
-        if state.rejoin is not None and state.rejoin.done:
-            add("wait_for_rejoin", replacement.at, state.rejoin.at)
+    # Before the wait (this version), or after the resume (an execution started by an earlier one).
+    checkpoint_first = plan is not None and (state.resume is None or plan.at <= state.resume.requested_at)
+    if plan is not None and checkpoint_first:
+        add("find_checkpoint", replacement.at if replacement else plan.at, plan.at)
+        _add_resubmit_phase(log, state.resubmissions_now, recorded_at)
+    if replacement is not None and state.rejoin is not None and state.rejoin.done:
+        add("wait_for_rejoin", replacement.at, state.rejoin.at)
     if state.resume is not None:
         add("resume", state.resume.requested_at, state.resume.completed_at)
-    if state.checkpoints is not None:
-        add("find_checkpoint", state.resume.completed_at if state.resume else state.checkpoints.at, state.checkpoints.at)
-    if state.resubmit_failures:
-        # A job whose resubmission failed (its command unanswered, say) kept the Map busy until the end.
-        add("resubmit", min((r.requested_at for r in state.replies), default=log.last_end), recorded_at)
-    elif state.replies:
-        add("resubmit", min(r.requested_at for r in state.replies), max(r.completed_at for r in state.replies))
-    # The step still running when the workflow ended: the first one its results called for and did not get.
-    in_flight: PhaseName | None = None
-    if lock is None or (lock.proceed and (assessment is None or (assessment.proceed and safety is None))):
-        in_flight = "assess"
-    elif not lock.proceed or assessment is None or not assessment.proceed:
-        in_flight = None
-    elif state.cordon is None:
-        in_flight = "cordon"
-    elif state.jobs is None:
-        in_flight = "find_jobs"
-    elif replacement is None:
-        in_flight = "replace"
-    elif replacement.proceed and (state.rejoin is None or not state.rejoin.done):
-        in_flight = "wait_for_rejoin"
-    elif replacement.proceed and state.resume is None:
-        in_flight = "resume"
-    elif replacement.proceed and state.checkpoints is None:
-        in_flight = "find_checkpoint"
-    elif replacement.proceed and state.checkpoints is not None and state.checkpoints.resumable and not state.resubmissions:
-        in_flight = "resubmit"
-    if in_flight is not None:
+    if plan is not None and not checkpoint_first:
+        add("find_checkpoint", state.resume.completed_at if state.resume else plan.at, plan.at)
+    _add_resubmit_phase(log, state.resubmissions, recorded_at)
+    in_flight = _step_in_flight(state)
+    if in_flight == "wait_for_rejoin" and replacement is not None:
+        add(in_flight, replacement.at, recorded_at)  # it waited from the replacement, resubmissions meanwhile
+    elif in_flight is not None:
         add(in_flight, log.last_end, recorded_at)
     add("record", log.last_end, recorded_at)
     return log.phases
+
+
+def _add_resubmit_phase(log: PhaseLog, results: list[CommandReply[ResubmitResult] | ResubmitFailure], recorded_at: datetime) -> None:
+    replies = [r for r in results if isinstance(r, CommandReply)]
+    if any(isinstance(r, ResubmitFailure) for r in results):
+        # A job whose resubmission failed (its command unanswered, say) kept the Map busy until the end.
+        log.add("resubmit", min((r.requested_at for r in replies), default=log.last_end), recorded_at)
+    elif replies:
+        log.add("resubmit", min(r.requested_at for r in replies), max(r.completed_at for r in replies))
+
+
+def _step_in_flight(state: WorkflowState) -> PhaseName | None:
+    """The step still running when the workflow ended: the first one its results called for and did not get."""
+    lock, assessment, replacement, plan = state.lock, state.assessment, state.replacement, state.checkpoints
+    safety = assessment.safety if assessment else None
+    if lock is None or (lock.proceed and (assessment is None or (assessment.proceed and safety is None))):
+        return "assess"
+    if not lock.proceed or assessment is None or not assessment.proceed:
+        return None
+    if state.cordon is None:
+        return "cordon"
+    if state.jobs is None:
+        return "find_jobs"
+    if replacement is None:
+        return "replace"
+    if not replacement.proceed:
+        return None
+    rejoined = state.rejoin is not None and state.rejoin.done
+    if plan is None:
+        # Find Newest Checkpoint runs before the wait; an execution that polled already is an
+        # earlier version's, which looked for checkpoints after the resume.
+        polled = state.rejoin is not None and state.rejoin.checks > 0
+        if polled and not rejoined:
+            return "wait_for_rejoin"
+        if polled and state.resume is None:
+            return "resume"
+        return "find_checkpoint"
+    if plan.resume_now and not state.resubmissions_now:
+        return "resubmit"
+    if not rejoined:
+        return "wait_for_rejoin"
+    if state.resume is None:
+        return "resume"
+    if plan.resumable and not state.resubmissions:
+        return "resubmit"
+    return None
 
 
 def _resubmit_event(reply: CommandReply[ResubmitResult]) -> str:
@@ -286,7 +319,7 @@ def summarize(state: WorkflowState, outcome: Outcome, cause: str | None) -> str:
         return f"Capped, nothing was changed for {nodes}: {cause}"
     if outcome == "stale":
         return f"Not acted on, nothing was changed: {cause}"
-    steps = {p.job.job_id: p.checkpoint.step for p in state.checkpoints.resumable} if state.checkpoints else {}
+    steps = {p.job.job_id: p.checkpoint.step for p in state.checkpoints.planned} if state.checkpoints else {}
     jobs = [_resubmit_text(r, steps.get(r.result.old_job_id, "?")) for r in state.replies]
     failed = [f.job_id for f in state.resubmit_failures]
     if outcome == "dry_run":
@@ -306,7 +339,7 @@ def summarize(state: WorkflowState, outcome: Outcome, cause: str | None) -> str:
 
 def incident_facts(state: WorkflowState) -> IncidentFacts:
     request = state.request
-    by_job = {p.job.job_id: p for p in state.checkpoints.resumable} if state.checkpoints else {}
+    by_job = {p.job.job_id: p for p in state.checkpoints.planned} if state.checkpoints else {}
     planned = [(by_job[reply.result.old_job_id], reply) for reply in state.replies if reply.result.old_job_id in by_job]
     lock = state.lock
     return IncidentFacts(

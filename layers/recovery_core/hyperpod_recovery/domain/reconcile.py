@@ -21,14 +21,15 @@ from hyperpod_recovery.domain.incident import CAUSE_LIMIT, error_message
 from hyperpod_recovery.domain.node_incident import trigger_text
 from hyperpod_recovery.domain.phases import phases_from_states
 from hyperpod_recovery.models.events import ExecutionStatusDetail
-from hyperpod_recovery.models.records import Holdings, IncidentRecord, Phase, TimelineEntry
+from hyperpod_recovery.models.records import Holdings, IncidentRecord, Phase, Resubmission, TimelineEntry
 from hyperpod_recovery.models.requests import JobRecoveryRequest, RecoveryRequest
 from hyperpod_recovery.vocabulary import error_name
 
 UNRECORDED_ENDS = ("FAILED", "TIMED_OUT", "ABORTED")
 UNRECORDED_OUTCOMES = ("aborted", "failed")  # the outcomes only Reconcile Execution records
-# NodeRecovery states entered only once the replaced or rebooted nodes were back.
-NODES_BACK_STATES = frozenset({"Resume Nodes", "Find Newest Checkpoint", "Forget Job Details", "Resubmit Jobs"})
+# NodeRecovery states entered only once the replaced or rebooted nodes were back. Find Newest
+# Checkpoint and Resubmit Jobs Now run before the wait for the replacement: not evidence.
+NODES_BACK_STATES = frozenset({"Resume Nodes", "Resubmit Jobs"})
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,8 @@ class EndedExecution:
     request: RecoveryRequest | JobRecoveryRequest | None
     # (state, entered at) from its history, oldest first; None when the history could not be read.
     states_entered: tuple[tuple[str, datetime], ...] | None = None
+    # The jobs it resubmitted before it ended, and when, as its history shows them.
+    resubmissions: tuple[tuple[Resubmission, datetime], ...] = ()
 
     @property
     def last_state(self) -> str | None:
@@ -62,7 +65,11 @@ class EndedExecution:
 
     @classmethod
     def from_event(
-        cls, detail: ExecutionStatusDetail, job_state_machine_arn: str, states_entered: Sequence[tuple[str, datetime]] | None = None
+        cls,
+        detail: ExecutionStatusDetail,
+        job_state_machine_arn: str,
+        states_entered: Sequence[tuple[str, datetime]] | None = None,
+        resubmissions: Sequence[tuple[Resubmission, datetime]] = (),
     ) -> EndedExecution:
         return cls(
             name=detail.name,
@@ -74,6 +81,7 @@ class EndedExecution:
             stopped_at=_from_millis(detail.stopDate),
             request=_request_from(detail.input),
             states_entered=tuple(states_entered) if states_entered is not None else None,
+            resubmissions=tuple(resubmissions),
         )
 
 
@@ -128,13 +136,22 @@ def unrecorded_end_record(
     if held is not None:
         if len(held.reserved) > len(in_flight):
             released.append(f"{len(held.reserved) - len(in_flight)} place(s) under the cluster cap")
-        if held.claims:
-            released.append(f"the resubmission claim(s) of job(s) {', '.join(sorted(held.claims))}")
+        given_back = held.claims - {r.job for r, _ in end.resubmissions}
+        if given_back:
+            released.append(f"the resubmission claim(s) of job(s) {', '.join(sorted(given_back))}")
     started = [f"replacement of {', '.join(replaced)}"] * bool(replaced) + [f"reboot of {', '.join(rebooted)}"] * bool(rebooted)
     done = f"{' and '.join(started)} had been initiated; " if started else ""
+    jobs = (
+        f"resubmitted {len(end.resubmissions)} job(s): "
+        + ", ".join(f"{r.job} -> {r.new_job_id} from step {r.checkpoint_step}" for r, _ in end.resubmissions)
+        + " (do not resubmit them again); "
+        if end.resubmissions
+        else ""
+    )
     summary = (
         f"{'Stopped' if end.outcome == 'aborted' else 'Failed'}{where} before it finished ({error}); "
         + done
+        + jobs
         + (f"released {' and '.join(released)}" if released else "released nothing")
         + kept
     )
@@ -160,6 +177,10 @@ def unrecorded_end_record(
         phases += phases_from_states(end.states_entered, end.stopped_at)
     if end.stopped_at is not None:
         timeline.append(TimelineEntry(at=end.stopped_at, event=f"execution {end.status.lower()}", detail=cause))
+    timeline += [
+        TimelineEntry(at=at, event="job resubmitted", detail=f"{r.job} -> {r.new_job_id} from step {r.checkpoint_step}")
+        for r, at in end.resubmissions
+    ]
     timeline.append(TimelineEntry(at=now, event=f"outcome: {end.outcome}", detail=summary))
     return IncidentRecord(
         incident_id=end.name,
@@ -178,4 +199,5 @@ def unrecorded_end_record(
         recorded_at=now,
         timeline=sorted(timeline, key=lambda e: e.at),
         phases=phases,
+        resubmissions=[r for r, _ in end.resubmissions],
     )

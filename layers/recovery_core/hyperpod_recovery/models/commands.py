@@ -52,6 +52,25 @@ def carries_owner_tag(reason: str, tag: str) -> bool:
 
 MAX_JOB_NODES = 10_000
 
+# When a job on a failed node is resubmitted (the stack's ResumePolicy, a job's own choice):
+# "immediate": as soon as its nodes are cordoned and its checkpoint is known, so the scheduler can
+# start it on idle healthy nodes at once, or on the replacement when it is back (the cordon keeps
+# it off the failed node); "after_rejoin": once the replacement is back and resumed.
+ResumePolicy = Literal["immediate", "after_rejoin"]
+RESUME_POLICIES: tuple[ResumePolicy, ...] = ("immediate", "after_rejoin")
+RESUME_COMMENT_KEY = "resume="
+
+
+def resume_choice_in_comment(comment: str) -> ResumePolicy | None:
+    """A job's own resume choice, ``resume=immediate`` or ``resume=after_rejoin`` as one word of its
+    comment (beside ``checkpoint=s3://...``); None when the comment makes none, or an unknown one
+    (the stack's policy then applies: a typo must not hold a job back)."""
+    for token in comment.split():
+        if token.startswith(RESUME_COMMENT_KEY):
+            value = token.removeprefix(RESUME_COMMENT_KEY)
+            return next((policy for policy in RESUME_POLICIES if policy == value), None)
+    return None
+
 
 # Fields at their default are left out of what the agent answers and what the workflow carries:
 # a storm's 64 jobs pass through the state three times (found, planned, resubmitted).
@@ -87,6 +106,8 @@ class JobSpec(BaseModel):
     checkpoint_uri: str | None = Field(default=None, max_length=MAX_CHECKPOINT_URI, pattern=CHECKPOINT_URI_PATTERN, exclude_if=_is_none)
     # Jobs launched with `srun --auto-resume=1` are restarted by HyperPod itself: never resubmit them.
     auto_resume: StrictFlag = Field(default=False, exclude_if=_is_false)
+    # The owner's own choice of when to resubmit it (its comment's resume=...); None: the stack's.
+    resume: ResumePolicy | None = Field(default=None, exclude_if=_is_none)
     # Why the agent could not capture the job faithfully (an array or heterogeneous job, an salloc
     # allocation, an unknown owner...): decided before anything is sent, never resubmitted.
     unresumable: ShortText | None = Field(default=None, exclude_if=_is_none)

@@ -188,19 +188,29 @@ class ResumePlan(BaseModel):
 
 class CheckpointPlan(StepResult):
     """Per affected job, what will happen to it. The jobs' descriptions themselves are kept in the
-    ledger (INCIDENT#<id>/JOBS): the state carries only these decisions."""
+    ledger (INCIDENT#<id>/JOBS): the state carries only these decisions.
+
+    A resumable job is in one of two lists: ``resume_now`` (NodeRecovery resubmits it before the
+    wait for the replacement: Resubmit Jobs Now) or ``resumable`` (resubmitted at the workflow's
+    usual point: after the nodes are back in NodeRecovery, after the node recovery in JobRecovery)."""
 
     jobs_found: int = Field(default=0, ge=0)
     jobs_omitted: int = Field(default=0, ge=0)  # more jobs ran on the nodes than one incident carries
+    resume_now: list[ResumePlan] = Field(default_factory=list, max_length=MAX_JOBS_PER_INCIDENT)
     resumable: list[ResumePlan] = Field(default_factory=list, max_length=MAX_JOBS_PER_INCIDENT)
     unresumable: list[UnresumableJob] = Field(default_factory=list, max_length=MAX_JOBS_PER_INCIDENT)
     left_alone: list[UnresumableJob] = Field(default_factory=list, max_length=MAX_JOBS_PER_INCIDENT)
 
     @model_validator(mode="after")
     def _each_job_once(self) -> CheckpointPlan:
-        if len(self.resumable) + len(self.unresumable) + len(self.left_alone) > MAX_JOBS_PER_INCIDENT:
+        if len(self.resume_now) + len(self.resumable) + len(self.unresumable) + len(self.left_alone) > MAX_JOBS_PER_INCIDENT:
             raise ValueError(f"at most {MAX_JOBS_PER_INCIDENT} jobs are planned in one incident")
         return self
+
+    @property
+    def planned(self) -> list[ResumePlan]:
+        """Every job that will be resubmitted, whenever."""
+        return [*self.resume_now, *self.resumable]
 
 
 class StepError(BaseModel):
@@ -233,6 +243,8 @@ class WorkflowState(BaseModel):
     replacement: Replacement | None = None
     resume: CommandReply[ResumeResult] | None = None
     checkpoints: CheckpointPlan | None = None
+    # Resubmit Jobs Now (before the wait for the replacement) and Resubmit Jobs (after it).
+    resubmissions_now: list[CommandReply[ResubmitResult] | ResubmitFailure] = Field(default_factory=list, max_length=MAX_JOBS_PER_INCIDENT)
     resubmissions: list[CommandReply[ResubmitResult] | ResubmitFailure] = Field(default_factory=list, max_length=MAX_JOBS_PER_INCIDENT)
     # Parts of the state that did not parse (a crash or a hand-made input): named in the record.
     unreadable: list[Annotated[str, Field(max_length=500)]] = Field(default_factory=list, max_length=20)
@@ -250,11 +262,11 @@ class WorkflowState(BaseModel):
 
     @property
     def replies(self) -> list[CommandReply[ResubmitResult]]:
-        return [r for r in self.resubmissions if isinstance(r, CommandReply)]
+        return [r for r in (*self.resubmissions_now, *self.resubmissions) if isinstance(r, CommandReply)]
 
     @property
     def resubmit_failures(self) -> list[ResubmitFailure]:
-        return [r for r in self.resubmissions if isinstance(r, ResubmitFailure)]
+        return [r for r in (*self.resubmissions_now, *self.resubmissions) if isinstance(r, ResubmitFailure)]
 
     @property
     def dry_run(self) -> bool:
@@ -363,6 +375,10 @@ class ReadBootTimesInput(ControllerStepInput):
 class FindNewestCheckpointInput(StepInput):
     jobs: list[JobSpec] = Field(max_length=MAX_JOBS_PER_INCIDENT)
     omitted: int = Field(default=0, ge=0)  # jobs the agent counted past MAX_JOBS_PER_INCIDENT
+    # The workflow can resubmit before the wait for the replacement (NodeRecovery's Resubmit Jobs
+    # Now). An execution started before that state existed, or JobRecovery, leaves it out: every
+    # job is then planned for the workflow's one resubmission point, whatever the policy says.
+    resume_now_allowed: bool = False
 
 
 class ResubmitJobInput(StepInput):

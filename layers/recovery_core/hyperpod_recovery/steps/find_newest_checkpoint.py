@@ -6,18 +6,31 @@ from datetime import datetime
 
 from hyperpod_recovery.domain.checkpoints import find_newest_verified
 from hyperpod_recovery.errors import CheckpointUnreadable
-from hyperpod_recovery.models.commands import JobRef
+from hyperpod_recovery.models.commands import JobRef, JobSpec, ResumePolicy
 from hyperpod_recovery.models.workflow import CheckpointPlan, FindNewestCheckpointInput, ResumePlan, UnresumableJob
 from hyperpod_recovery.observability import logger
 from hyperpod_recovery.ports import CheckpointReader, Ledger
 
 
+def resume_now(job: JobSpec, policy: ResumePolicy, *, allowed: bool) -> bool:
+    """Whether ``job`` is resubmitted before the wait for its failed nodes' replacement: its own
+    choice, else the stack's policy, where the workflow can (``allowed``)."""
+    return allowed and (job.resume or policy) == "immediate"
+
+
 def find_newest_checkpoint(
-    step: FindNewestCheckpointInput, *, reader: CheckpointReader, ledger: Ledger | None = None, now: datetime
+    step: FindNewestCheckpointInput,
+    *,
+    reader: CheckpointReader,
+    ledger: Ledger | None = None,
+    policy: ResumePolicy = "after_rejoin",
+    now: datetime,
 ) -> CheckpointPlan:
     """Every job ends in exactly one list; a job the agent could not capture faithfully is
     unresumable here, before any resubmission is sent. The jobs' descriptions go to the ledger,
-    where Record Outcome finds them; the workflow then forgets them (Forget Job Details)."""
+    where Record Outcome finds them; the workflow then forgets them (Forget Job Details).
+
+    A resumable job is planned for now or for after the rejoin by ``resume_now``."""
     if ledger is not None:
         ledger.save_jobs(step.execution_name, step.jobs, now)
     plan = CheckpointPlan(at=now, jobs_found=len(step.jobs) + step.omitted, jobs_omitted=step.omitted)
@@ -55,6 +68,7 @@ def find_newest_checkpoint(
                 )
             )
             continue
+        now_or_later = resume_now(job, policy, allowed=step.resume_now_allowed)
         logger.info(
             "checkpoint chosen",
             extra={
@@ -62,11 +76,12 @@ def find_newest_checkpoint(
                 "checkpoint": discovery.checkpoint.uri,
                 "found_by": discovery.found_by,
                 "rejected": discovery.rejected,
+                "resume": "immediate" if now_or_later else "after_rejoin",
+                "resume_chosen_by": "job" if job.resume else "stack",
             },
         )
         # Every rejected step is in the log line above; the plan keeps them newest first, in one line of 300 characters.
         newest_rejected = ["; ".join(discovery.rejected)] if discovery.rejected else []
-        plan.resumable.append(
-            ResumePlan(job=JobRef(job_id=job.job_id, name=job.name), checkpoint=discovery.checkpoint, rejected=newest_rejected)
-        )
+        chosen = ResumePlan(job=JobRef(job_id=job.job_id, name=job.name), checkpoint=discovery.checkpoint, rejected=newest_rejected)
+        (plan.resume_now if now_or_later else plan.resumable).append(chosen)
     return plan

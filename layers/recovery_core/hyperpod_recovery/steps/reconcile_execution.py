@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
 
+from hyperpod_recovery.domain.incident import resubmission, submitted_here
 from hyperpod_recovery.domain.notification import notification
 from hyperpod_recovery.domain.reconcile import UNRECORDED_ENDS, UNRECORDED_OUTCOMES, EndedExecution, unrecorded_end_record
 from hyperpod_recovery.models.events import ExecutionStatusDetail
@@ -59,7 +60,19 @@ def reconcile_execution(
 
     # Where it stopped and what each phase took, from its history (best effort: None if unreadable).
     entered = history.states_entered(detail.executionArn) if history is not None else None
-    end = EndedExecution.from_event(detail, job_state_machine_arn, states_entered=entered)
+    # The jobs it resubmitted before it ended (at once, while its replacement provisioned): their
+    # claims are completed, not given back, and the record names them for the human.
+    seen = (history.resubmissions(detail.executionArn) if history is not None else None) or []
+    done = [(s.plan, s.reply) for s in seen if submitted_here(s.reply)]
+    resubmitted = {reply.result.old_job_id: reply.result.new_job_id for _, reply in done if reply.result.new_job_id}
+    end = EndedExecution.from_event(
+        detail,
+        job_state_machine_arn,
+        states_entered=entered,
+        resubmissions=[
+            (entry, reply.completed_at) for plan, reply in done if plan is not None and (entry := resubmission(plan, reply)) is not None
+        ],
+    )
     held = ledger.holdings(detail.name)
     marks = ledger.replacements_initiated(end.name)
     replaced = sorted(m for m in marks if not m.startswith(REBOOT_MARK))
@@ -96,7 +109,13 @@ def reconcile_execution(
         )
         ledger.save_incident(record)
     settle_holdings(
-        ledger, end.name, resubmitted={}, hold_locks_until=hold_until, now=now, in_flight=in_flight, in_flight_until=in_flight_until
+        ledger,
+        end.name,
+        resubmitted=resubmitted,
+        hold_locks_until=hold_until,
+        now=now,
+        in_flight=in_flight,
+        in_flight_until=in_flight_until,
     )
     if record.notified_at is None:
         subject, body = notification(record, execution_url, hold_until=hold_until)

@@ -1,0 +1,73 @@
+"""NodeRecovery resubmits a job at one of two points (ResumePolicy): right after the replacement
+starts (Resubmit Jobs Now) or once the nodes are back (Resubmit Jobs). These tests hold the two
+points to one behaviour and keep what depends on "the nodes are back" after the wait."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+from hyperpod_recovery.domain.reconcile import NODES_BACK_STATES
+from tests.conftest import ROOT
+
+NODE = json.loads((ROOT / "statemachines" / "node_recovery.asl.json").read_text())
+STATES: dict[str, Any] = NODE["States"]
+RENAMED = {"Resubmit Job Now": "Resubmit Job", "Note Resubmit Now Failure": "Note Resubmit Failure"}
+
+
+def _successors(name: str) -> set[str]:
+    state = STATES[name]
+    targets = {state.get("Next"), state.get("Default")}
+    targets |= {c.get("Next") for c in state.get("Choices", [])} | {c.get("Next") for c in state.get("Catch", [])}
+    return {t for t in targets if t}
+
+
+def _reachable(start: str, avoiding: set[str]) -> set[str]:
+    seen, todo = set(), [start]
+    while todo:
+        name = todo.pop()
+        if name in seen or name in avoiding:
+            continue
+        seen.add(name)
+        todo += _successors(name)
+    return seen
+
+
+def test_given_the_two_resubmit_points_then_they_resubmit_alike() -> None:
+    # Given Resubmit Jobs Now with its inner states named as Resubmit Jobs names them
+    now = copy.deepcopy(STATES["Resubmit Jobs Now"])
+    later = copy.deepcopy(STATES["Resubmit Jobs"])
+    inner = now["ItemProcessor"]
+    inner["StartAt"] = RENAMED[inner["StartAt"]]
+    inner["States"] = {RENAMED[name]: state for name, state in inner["States"].items()}
+    for state in inner["States"].values():
+        for catch in state.get("Catch", []):
+            catch["Next"] = RENAMED[catch["Next"]]
+    # Then they differ only in which jobs they take, where their results go, what follows and their words
+    for state in (now, later):
+        for key in ("ItemsPath", "ResultPath", "Next", "Comment"):
+            state.pop(key)
+    assert now == later
+    assert (STATES["Resubmit Jobs Now"]["ItemsPath"], STATES["Resubmit Jobs Now"]["ResultPath"]) == (
+        "$.checkpoints.resume_now",
+        "$.resubmissions_now",
+    )
+    assert (STATES["Resubmit Jobs"]["ItemsPath"], STATES["Resubmit Jobs"]["ResultPath"]) == ("$.checkpoints.resumable", "$.resubmissions")
+
+
+def test_given_the_workflow_then_jobs_resubmitted_now_come_before_the_wait_and_the_rest_after_the_resume() -> None:
+    before_wait = _reachable("Check Replacement", avoiding={"Wait For Rejoin"})
+    assert {"Find Newest Checkpoint", "Resubmit Jobs Now"} <= before_wait
+    assert "Resubmit Jobs" not in before_wait and "Resume Nodes" not in before_wait
+    # And Find Newest Checkpoint tells the step this workflow can resubmit now
+    assert STATES["Find Newest Checkpoint"]["Parameters"]["resume_now_allowed"] is True
+    assert STATES["Resume Nodes"]["Next"] == "Resubmit Jobs"
+
+
+def test_given_the_states_that_prove_the_nodes_are_back_then_none_is_reachable_without_the_rejoin_check() -> None:
+    # Reconcile Execution keeps an aborted incident's replaced nodes reserved unless its history
+    # entered one of these: each must lie past Check Rejoined's "done" branch.
+    without_rejoin = _reachable(NODE["StartAt"], avoiding={"Check Rejoined"})
+    assert NODES_BACK_STATES and not (NODES_BACK_STATES & without_rejoin)
+    assert _reachable("Check Rejoined", avoiding=set()) >= NODES_BACK_STATES
