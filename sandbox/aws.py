@@ -62,12 +62,14 @@ from moto.events.responses import EventsHandler
 from moto.events.utils import EventTemplateParser
 from moto.kms import models as moto_kms_models
 from moto.sns.models import Subscription as SnsSubscription
-from moto.stepfunctions.parser.api import ExecutionStatus, HistoryEventType, LambdaFunctionFailedEventDetails
+from moto.stepfunctions.parser.api import ExecutionStatus, HistoryEventType, LambdaFunctionFailedEventDetails, TaskTimedOutEventDetails
 from moto.stepfunctions.parser.asl.component.common.error_name.custom_error_name import CustomErrorName
 from moto.stepfunctions.parser.asl.component.common.error_name.failure_event import FailureEvent
+from moto.stepfunctions.parser.asl.component.common.error_name.states_error_name import StatesErrorName
+from moto.stepfunctions.parser.asl.component.common.error_name.states_error_name_type import StatesErrorNameType
 from moto.stepfunctions.parser.asl.component.common.retry import jitter_strategy_decl, retrier_decl
 from moto.stepfunctions.parser.asl.component.state.exec.state_map.iteration.inline_iteration_component import InlineIterationComponent
-from moto.stepfunctions.parser.asl.component.state.exec.state_task import lambda_eval_utils, state_task_lambda
+from moto.stepfunctions.parser.asl.component.state.exec.state_task import lambda_eval_utils, state_task, state_task_lambda
 from moto.stepfunctions.parser.asl.component.state.exec.state_task.service import state_task_service_callback, state_task_service_sfn
 from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.resource import ResourceCondition
 from moto.stepfunctions.parser.asl.component.state.wait.wait_function import wait_function
@@ -77,6 +79,8 @@ from moto.stepfunctions.parser.asl.eval.callback.callback import (
     CallbackNotifyConsumerError,
     CallbackOutcomeTimedOut,
     CallbackPoolManager,
+    HeartbeatTimedOut,
+    HeartbeatTimeoutError,
 )
 from moto.stepfunctions.parser.asl.eval.event.event_detail import EventDetails
 from moto.stepfunctions.parser.asl.eval.event.event_manager import EventManager
@@ -614,20 +618,44 @@ class SandboxAWS:
             # Not for a .sync task: moto listens for a token there too, on a thread of its own, alongside
             # the child execution it follows; a virtual timeout would move the parent's time on by hours.
             waits_for_token = task.resource.condition == ResourceCondition.WaitForTaskToken
-            if not sandbox.answers_in_process or not waits_for_token or heartbeat_endpoint is not None:  # no HeartbeatSeconds yet
+            if not sandbox.answers_in_process or not waits_for_token:
                 return original(task, env, timeout_seconds, callback_endpoint, heartbeat_endpoint)
+            # The simulated agent answers a command as soon as it is sent, or (away, then back) all
+            # at once when it returns: it never beats while a command waits. So a task with
+            # HeartbeatSeconds that has no answer by then has had no heartbeat either.
+            heartbeat = heartbeat_endpoint._heartbeat_seconds if heartbeat_endpoint is not None else None
+            deadline = min(timeout_seconds, heartbeat) if heartbeat is not None else timeout_seconds
             outcome = callback_endpoint.wait(timeout=0)  # answered already (by the agent, or a dry-run step itself)
             if outcome is None:
-                sandbox.clock.sleep(timeout_seconds, timeline=_execution_name(env))
+                sandbox.clock.sleep(deadline, timeline=_execution_name(env))
                 outcome = callback_endpoint.wait(timeout=0)
             if outcome is not None:
                 return outcome
             # The task timed out: from now on its token is dead (SendTaskHeartbeat/Success answer
             # TaskTimedOut), even while the rest of the execution runs on, as on AWS.
             callback_endpoint.report(CallbackConsumerTimeout())
+            if heartbeat is not None and heartbeat < timeout_seconds:
+                return HeartbeatTimedOut()
             return CallbackOutcomeTimedOut(callback_id=callback_endpoint.callback_id)
 
         stack.enter_context(mock.patch.object(callback, "_eval_wait_for_task_token", wait_for_token))
+
+        # Step Functions names a missed heartbeat States.HeartbeatTimeout (the error a Catch sees and
+        # the TaskTimedOut event carries); moto calls every timeout States.Timeout.
+        original_from_error = state_task.StateTask._from_error
+
+        def from_error(task: Any, env: Any, ex: Exception) -> Any:
+            if not isinstance(ex, HeartbeatTimeoutError):
+                return original_from_error(task, env, ex)
+            name = StatesErrorNameType.StatesHeartbeatTimeout.to_name()
+            return FailureEvent(
+                env=env,
+                error_name=StatesErrorName(typ=StatesErrorNameType.StatesHeartbeatTimeout),
+                event_type=HistoryEventType.TaskTimedOut,
+                event_details=EventDetails(taskTimedOutEventDetails=TaskTimedOutEventDetails(error=name)),
+            )
+
+        stack.enter_context(mock.patch.object(state_task.StateTask, "_from_error", from_error))
 
     def _patch_nested_executions(self, stack: ExitStack) -> None:
         sandbox = self

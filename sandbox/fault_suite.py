@@ -42,7 +42,9 @@ SUITE = [
     ),
     Fault("partial-batch-failure", "replace-partial-failure", {}, ("escalated:ReplaceNotInitiated",)),
     Fault("replace-never-rejoins", "rejoin-deadline", {}, ("escalated:RejoinDeadlineExceeded",)),
-    Fault("agent-down", "agent-down", {}, ("escalated:States.Timeout",)),
+    Fault("agent-down", "agent-down", {}, ("escalated:States.HeartbeatTimeout",)),
+    # An agent restarted within the heartbeat deadline (systemd's restart) answers the command waiting for it.
+    Fault("agent-restarts-within-a-minute", "agent-down", {"behaviour": {"agent_down": False, "agent_back_at": 160}}, ("recovered",)),
     Fault("agent-slow", "default", {"behaviour": {"agent_seconds": 240}}, ("recovered",)),
     Fault("corrupt-newest-checkpoint", "torn-newest-checkpoint", {}, ("recovered",)),
     Fault(
@@ -115,7 +117,7 @@ SUITE = [
         "agent-back-after-timeout",
         "agent-down",
         {"behaviour": {"agent_down": False, "agent_back_at": 1800}},
-        ("escalated:States.Timeout",),
+        ("escalated:States.HeartbeatTimeout",),
     ),
     Fault(
         "slurm-requeued-then-failed-again",

@@ -5,8 +5,10 @@ What keeps it safe when things go wrong:
   field, and deleted: it is never retried forever. Without a readable token it is only deleted.
 * slurmctld unreachable: retried with backoff (RetryPolicy), heartbeating meanwhile, then
   answered ControllerUnavailable.
-* A command is received with a short visibility timeout that a keep-alive thread renews (with a
-  task heartbeat) while it runs. If the agent dies mid-command the message reappears within
+* Commands are received with a short visibility timeout, and every one the agent holds (the one it
+  runs and those waiting their turn, all it could receive) has it renewed, with a task heartbeat, by
+  a keep-alive thread while a command runs: the workflow's HeartbeatSeconds then tells a dead agent
+  from a busy one within a minute. If the agent dies mid-command the message reappears within
   ``visibility_seconds`` and the restarted agent executes it again, which is safe: every command
   is idempotent against Slurm's own state, and a finished one is answered from the reply journal
   (so the answer is the same, and a retried controller Lambda's new task token gets it too).
@@ -27,6 +29,7 @@ import logging
 import os
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +49,10 @@ log = logging.getLogger("hyperpod_recovery_agent")
 
 # The workflow stopped waiting for this token: answering again can never succeed.
 _TOKEN_GONE = frozenset({"TaskTimedOut", "TaskDoesNotExist", "InvalidToken"})
+# Commands held at once (received, waiting their turn, each heartbeated): more than a storm sends
+# (64 jobs' captures, four resubmissions per incident) and far below SQS's in-flight limit.
+MAX_IN_HAND = 256
+RECEIVE_BATCH = 10  # SQS ReceiveMessage's most
 _CAUSE_LIMIT = 32_768  # SendTaskFailure cause
 # Errors the agent answers with, by the exception that raised them (names = ASL error names).
 _ANSWERED_ERRORS = (InvalidCommand, NodeNotFound, ControllerUnavailable, JobSpecUnavailable, SlurmCommandFailed)
@@ -125,6 +132,9 @@ class Agent:
         self.sleep = sleep
         # How the keep-alive thread waits between beats; tests pass one that does not sleep.
         self.keepalive_wait = keepalive_wait or (lambda stop, seconds: stop.wait(seconds))
+        # Commands received and waiting their turn, oldest first (the keep-alive thread adds to it).
+        self.waiting: deque[dict[str, Any]] = deque()
+        self._waiting_lock = threading.Lock()
 
     # --- the loop ---------------------------------------------------------------------------
     def run(self, stop: threading.Event, wait_seconds: int = 20, between_polls: Callable[[], None] | None = None) -> None:
@@ -143,18 +153,60 @@ class Agent:
                 between_polls()
 
     def poll_once(self, wait_seconds: int = 20) -> list[Outcome]:
-        return [self.handle(message) for message in self.receive(wait_seconds)]
+        """Take every command on the queue into hand (long-polling for the first), then execute
+        them one at a time, oldest first; the ones waiting are heartbeated meanwhile."""
+        self._hold(self.receive(wait_seconds))
+        self.take_waiting()
+        outcomes = []
+        while (message := self._next_waiting()) is not None:
+            outcomes.append(self.handle(message))
+        return outcomes
 
     def receive(self, wait_seconds: int = 20) -> list[dict[str, Any]]:
-        # One message at a time: the others stay visible on the queue instead of waiting here
-        # invisible, with no keep-alive, behind a command that may take a minute.
         messages: list[dict[str, Any]] = self.sqs.receive_message(
             QueueUrl=self.queue_url,
-            MaxNumberOfMessages=1,
+            MaxNumberOfMessages=RECEIVE_BATCH,
             WaitTimeSeconds=wait_seconds,
             VisibilityTimeout=self.visibility_seconds,
         ).get("Messages", [])
         return messages
+
+    def take_waiting(self) -> None:
+        """Receive, without waiting, every command on the queue, up to MAX_IN_HAND held: a command
+        left on the queue behind a long one would get no heartbeat and time out while we live."""
+        while len(self.waiting) < MAX_IN_HAND:
+            messages = self.receive(wait_seconds=0)
+            if not messages:
+                return
+            self._hold(messages)
+
+    def _hold(self, messages: list[dict[str, Any]]) -> None:
+        with self._waiting_lock:
+            self.waiting.extend(messages)
+
+    def _next_waiting(self) -> dict[str, Any] | None:
+        with self._waiting_lock:
+            return self.waiting.popleft() if self.waiting else None
+
+    def beat_waiting(self) -> None:
+        """Heartbeat every command waiting its turn and keep it invisible; one whose task no longer
+        waits (timed out, its execution ended) is dropped and deleted, never executed."""
+        try:
+            self.take_waiting()
+        except (ClientError, BotoCoreError) as exc:
+            log.warning("could not look for more commands: %s", exc)
+        with self._waiting_lock:
+            held = list(self.waiting)
+        for message in held:
+            token, command_id, command_type = _salvage(message.get("Body", ""))
+            if token is None:
+                continue  # rejected when its turn comes
+            if not self.beat(token, message["ReceiptHandle"]):
+                log.warning("command %s (%s) not executed: its task is no longer waiting", command_id, command_type)
+                self._delete(message["ReceiptHandle"])
+                with self._waiting_lock:
+                    if message in self.waiting:
+                        self.waiting.remove(message)
 
     # --- one message --------------------------------------------------------------------------
     def handle(self, message: dict[str, Any]) -> Outcome:
@@ -293,9 +345,10 @@ class _KeepAlive:
         self.thread = threading.Thread(target=self._beat, name="keepalive", daemon=True)
 
     def _beat(self) -> None:
+        running = True  # the command being run still has a live task
         while not self.agent.keepalive_wait(self.stop, self.agent.heartbeat_seconds):
-            if not self.agent.beat(self.token, self.receipt):
-                return
+            running = running and self.agent.beat(self.token, self.receipt)
+            self.agent.beat_waiting()
 
     def __enter__(self) -> None:
         self.thread.start()

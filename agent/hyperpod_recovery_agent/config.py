@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from hyperpod_recovery.models.commands import AGENT_HEARTBEAT_DEADLINE_SECONDS
 from hyperpod_recovery.models.common import CLUSTER_NAME_PATTERN, format_validation_error
 from hyperpod_recovery_agent.slurm import DEFAULT_CHECKPOINT_ENV
 
@@ -66,6 +67,11 @@ class AgentConfig(BaseModel):
     def _heartbeat_inside_visibility(self) -> AgentConfig:
         if self.heartbeat_seconds >= self.visibility_seconds:
             raise ValueError("heartbeat_seconds must be below visibility_seconds, or a running command reappears on the queue")
+        if self.heartbeat_seconds > AGENT_HEARTBEAT_DEADLINE_SECONDS / 2:
+            raise ValueError(
+                f"heartbeat_seconds must be at most {AGENT_HEARTBEAT_DEADLINE_SECONDS / 2:g}: the workflow gives up on a command "
+                f"without a heartbeat for {AGENT_HEARTBEAT_DEADLINE_SECONDS} s (a slow beat would fail live commands)"
+            )
         return self
 
     @property

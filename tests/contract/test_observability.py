@@ -141,5 +141,5 @@ def test_every_escalation_in_the_runbook_has_a_next_step_in_the_notification_and
         "ConfigurationError",
     }
     assert set(NEXT_STEPS) == runbook - generic
-    known = {name for name in dir(errors) if not name.startswith("_")} | {"States.Timeout"}
+    known = {name for name in dir(errors) if not name.startswith("_")} | {"States.Timeout", "States.HeartbeatTimeout"}
     assert set(NEXT_STEPS) <= known

@@ -99,10 +99,11 @@ def test_a_replacement_that_never_rejoins_is_waited_on_as_provisioning_until_the
 def test_a_command_the_agent_never_answers_is_a_cordon_phase_booked_to_the_agent(report_of: Drill) -> None:
     report = report_of("agent-down")
     incident = only_incident(report)
-    assert incident["error"] == "States.Timeout"
-    # Cordon Nodes waited its 600 s timeout: a cordon phase that ended without an answer, the agent's time
-    assert _length(_phase(incident, "cordon")) == 600
-    assert incident["agent_seconds"] == 600 and incident["pipeline_overhead_seconds"] == 0
+    assert incident["error"] == "States.HeartbeatTimeout"
+    # Cordon Nodes waited for a heartbeat for 60 s (not its 600 s timeout): a cordon phase that
+    # ended without an answer, the agent's time
+    assert _length(_phase(incident, "cordon")) == 60
+    assert incident["agent_seconds"] == 60 and incident["pipeline_overhead_seconds"] == 0
     # And no "detect -> cordoned" figure is emitted for nodes that were never cordoned
     assert "DetectToCordonSeconds" not in report["metrics"]
 

@@ -333,6 +333,54 @@ def test_a_long_command_heartbeats_and_keeps_its_message_invisible(world: Any) -
     assert len(beats) >= 2 and all(b == {"taskToken": "tok-long"} for b in beats)
 
 
+def test_commands_waiting_behind_a_long_one_are_heartbeated_and_a_dead_ones_is_never_run(world: Any) -> None:
+    # Given a long drain, a command queued behind it, and one whose task no longer waits (its
+    # execution escalated); and a third that arrives only while the drain runs
+    original = world.slurm.drain
+    beats: dict[str, int] = {}
+
+    def slow_drain(nodes: Any, reason: str) -> None:
+        put(world, drain_envelope("tok-later", command_id="inc-4:drain"))  # arrives mid-command
+        deadline = threading.Event()
+        while not deadline.wait(0.01):  # until both live waiting commands were beaten twice
+            counts = [kwargs["taskToken"] for name, kwargs in world.sfn.calls if name == "heartbeat"]
+            beats.update({t: counts.count(t) for t in set(counts)})
+            if beats.get("tok-queued", 0) >= 2 and beats.get("tok-later", 0) >= 2:
+                break
+        original(nodes, reason)
+
+    world.slurm.drain = slow_drain
+    put(world, drain_envelope("tok-long", command_id="inc-1:drain"))
+    put(world, drain_envelope("tok-queued", command_id="inc-2:drain"))
+    put(world, drain_envelope("tok-dead", command_id="inc-3:drain"))
+    world.sfn.dead["tok-dead"] = "TaskTimedOut"
+    # When the agent takes them
+    outcomes = world.make_agent().poll_once(0)
+    # Then every live one waiting its turn was heartbeated while the drain ran (the workflow's
+    # HeartbeatSeconds would otherwise fail a command of a living agent), the dead one was dropped
+    # without running, and the live ones were executed oldest first
+    assert beats["tok-queued"] >= 2 and beats["tok-later"] >= 2
+    assert [(o.command_id, o.status) for o in outcomes] == [
+        ("inc-1:drain", "succeeded"),
+        ("inc-2:drain", "succeeded"),
+        ("inc-4:drain", "succeeded"),
+    ]
+    assert not any(kwargs.get("taskToken") == "tok-dead" for _, kwargs in world.sfn.answers())
+    assert queue_depth(world) == 0
+
+
+def test_the_agent_refuses_a_heartbeat_slower_than_half_the_workflows_deadline() -> None:
+    from pydantic import ValidationError
+
+    from hyperpod_recovery.models.commands import AGENT_HEARTBEAT_DEADLINE_SECONDS
+    from hyperpod_recovery_agent.config import AgentConfig
+
+    base = {"command_queue_url": "https://sqs.us-west-2.amazonaws.com/111122223333/q", "cluster_name": "c", "visibility_seconds": 900}
+    assert AgentConfig.model_validate({**base, "heartbeat_seconds": AGENT_HEARTBEAT_DEADLINE_SECONDS / 2})
+    with pytest.raises(ValidationError, match="heartbeat_seconds must be at most"):
+        AgentConfig.model_validate({**base, "heartbeat_seconds": AGENT_HEARTBEAT_DEADLINE_SECONDS / 2 + 1})
+
+
 def test_an_unexpected_error_is_answered_not_retried_forever(world: Any) -> None:
     def broken(nodes: Any, reason: str) -> None:
         raise KeyError("state_flags")

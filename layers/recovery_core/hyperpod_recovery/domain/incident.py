@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
 from hyperpod_recovery.domain.durations import phase_durations
-from hyperpod_recovery.models.commands import CommandReply, ResubmitResult
+from hyperpod_recovery.models.commands import AGENT_HEARTBEAT_DEADLINE_SECONDS, AGENT_HEARTBEAT_TIMEOUT, CommandReply, ResubmitResult
 from hyperpod_recovery.models.records import IncidentRecord, Phase, Resubmission, TimelineEntry
 from hyperpod_recovery.models.workflow import OutcomeResult, ResumePlan, StepError
 from hyperpod_recovery.vocabulary import Outcome, PhaseName
@@ -158,7 +158,9 @@ def decide_outcome(table: IncidentTable[StateT], step: RecordStep[StateT]) -> De
             return read
         name = error.Error if error else "Unknown"
         cause = error_message(error.Cause) if error else ""
-        if name == "States.Timeout":
+        if name == AGENT_HEARTBEAT_TIMEOUT:
+            cause = f"no heartbeat from the controller agent for {AGENT_HEARTBEAT_DEADLINE_SECONDS} s: it is down or stuck. {cause}".strip()
+        elif name == "States.Timeout":
             cause = f"no answer from the controller agent before the timeout. {cause}".strip()
         return disposition, name, cause
     if _requested_dry_run(state):

@@ -12,6 +12,7 @@ from datetime import datetime
 
 from hyperpod_recovery import errors
 from hyperpod_recovery.domain.durations import offset_text
+from hyperpod_recovery.models.commands import AGENT_HEARTBEAT_TIMEOUT
 from hyperpod_recovery.models.records import IncidentRecord, TimelineEntry
 from hyperpod_recovery.vocabulary import Outcome, error_name
 
@@ -112,6 +113,11 @@ _NEXT_STEP_OF: dict[type[errors.RecoveryError], str] = {
 }
 # Step Functions' own error names (a task's TimeoutSeconds), which no class of ours stands for.
 _NEXT_STEP_OF_STATES_ERROR = {
+    AGENT_HEARTBEAT_TIMEOUT: (
+        "The controller agent on the head node sent no heartbeat for a minute: it is down, stuck, or cannot reach "
+        "Step Functions. Check it: `systemctl status hyperpod-recovery-agent` and `hyperpod-recovery-agent check`; the "
+        "CommandQueueBacklog alarm says whether commands are piling up."
+    ),
     "States.Timeout": (
         "The controller agent on the head node did not answer in time. Check it: `systemctl status "
         "hyperpod-recovery-agent` and `hyperpod-recovery-agent check`; the CommandQueueBacklog alarm says whether "

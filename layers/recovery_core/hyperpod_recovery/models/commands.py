@@ -28,6 +28,14 @@ from hyperpod_recovery.models.manifest import MAX_FRAMEWORK_CHARS, MAX_JOB_CHARS
 
 OWNER_TAG_PREFIX = "hyperpod-recovery"
 
+# Every state the controller agent answers has this HeartbeatSeconds: an agent that is down (or a
+# command nobody took) is noticed within it, instead of at the state's TimeoutSeconds. The agent
+# heartbeats every command it holds, the one it runs and those waiting their turn, at most every
+# half of it (agent config heartbeat_seconds).
+AGENT_HEARTBEAT_DEADLINE_SECONDS = 60
+# The error Step Functions gives such a state when the deadline passes without a heartbeat.
+AGENT_HEARTBEAT_TIMEOUT = "States.HeartbeatTimeout"
+
 
 def owner_tag(incident_id: str) -> str:
     """The drain reason marker; the agent only ever resumes nodes whose reason carries our prefix."""

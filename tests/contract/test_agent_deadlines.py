@@ -1,0 +1,50 @@
+"""A dead controller agent is noticed within AGENT_HEARTBEAT_DEADLINE_SECONDS, not at a state's
+timeout: every state the agent answers carries that HeartbeatSeconds, and the agent beats faster."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from hyperpod_recovery.models.commands import AGENT_HEARTBEAT_DEADLINE_SECONDS
+from hyperpod_recovery_agent.config import AgentConfig
+from tests.conftest import ROOT
+
+WORKFLOWS = ("node_recovery", "job_recovery")
+
+
+def _agent_states(workflow: str) -> dict[str, dict[str, Any]]:
+    """Every Lambda step that waits for a task token: each puts a command for the agent on the queue."""
+    found: dict[str, dict[str, Any]] = {}
+
+    def walk(states: dict[str, Any]) -> None:
+        for name, state in states.items():
+            if state["Type"] == "Task" and state["Resource"] == "arn:aws:states:::lambda:invoke.waitForTaskToken":
+                found[name] = state
+            if state["Type"] == "Map":
+                walk(state["ItemProcessor"]["States"])
+
+    walk(json.loads((ROOT / "statemachines" / f"{workflow}.asl.json").read_text())["States"])
+    return found
+
+
+@pytest.mark.parametrize("workflow", WORKFLOWS)
+def test_every_state_the_agent_answers_gives_up_after_a_minute_without_a_heartbeat(workflow: str) -> None:
+    states = _agent_states(workflow)
+    assert states
+    for name, state in states.items():
+        # A heartbeat deadline shorter than the state's own timeout, and every end of it escalates
+        assert state.get("HeartbeatSeconds") == AGENT_HEARTBEAT_DEADLINE_SECONDS < state["TimeoutSeconds"], name
+        assert any("States.ALL" in c["ErrorEquals"] for c in state.get("Catch", [])), name
+        # And no Retry runs the command again after a timeout (a dead agent is a human's)
+        retried = {e for r in state.get("Retry", []) for e in r["ErrorEquals"]}
+        assert not retried & {"States.ALL", "States.Timeout", "States.HeartbeatTimeout", "States.TaskFailed"}, name
+
+
+def test_the_agent_beats_at_least_twice_within_the_deadline() -> None:
+    # The largest heartbeat interval the agent's configuration accepts
+    limit = AgentConfig.model_fields["heartbeat_seconds"]
+    default = limit.default
+    assert default * 2 <= AGENT_HEARTBEAT_DEADLINE_SECONDS
