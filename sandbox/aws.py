@@ -77,6 +77,7 @@ from moto.stepfunctions.parser.asl.eval.callback.callback import (
     CallbackConsumerLeft,
     CallbackConsumerTimeout,
     CallbackNotifyConsumerError,
+    CallbackOutcomeSuccess,
     CallbackOutcomeTimedOut,
     CallbackPoolManager,
     HeartbeatTimedOut,
@@ -302,6 +303,14 @@ def _validate_definition_once(definition: str) -> None:
         _moto_validate_definition(definition)
 
 
+# Task states whose token the pipeline itself answers (Notice Cluster Event), not the agent.
+ANSWERED_BY_THE_PIPELINE = frozenset({"Wait For Rejoin"})
+
+
+def _state_name(env: Any) -> str:
+    return str(env.states.context_object.context_object_data.get("State", {}).get("Name", ""))
+
+
 def _execution_name(env: Any) -> str:
     return str(env.states.context_object.context_object_data["Execution"]["Name"])
 
@@ -328,6 +337,8 @@ class SandboxAWS:
         # would not run the command): it runs out its TimeoutSeconds on virtual time instead of
         # blocking in real time, where it would never park. A real agent process answers in real time.
         self.answers_in_process = True
+        # Executions waiting for a task token, by name: Wait For Rejoin, which a Cluster Event may answer.
+        self.token_waits: dict[str, Any] = {}
         # "dynamodb:<Operation>" -> [error code, remaining]: ledger errors the pipeline's calls receive.
         self.ledger_errors: dict[str, list[Any]] = {}
         self._ledger_errors_lock = threading.Lock()
@@ -609,6 +620,11 @@ class SandboxAWS:
 
         stack.enter_context(mock.patch.object(task_class, "_from_error", from_error))
 
+    def answered_waits(self) -> list[str]:
+        """Executions parked on a task token someone has answered meanwhile (a Cluster Event's
+        wake-up): the runner wakes them, as Step Functions would go on at once."""
+        return sorted(name for name, endpoint in list(self.token_waits.items()) if endpoint.get_outcome() is not None)
+
     def _patch_task_token_timeouts(self, stack: ExitStack) -> None:
         sandbox = self
         callback = state_task_service_callback.StateTaskServiceCallback
@@ -618,7 +634,10 @@ class SandboxAWS:
             # Not for a .sync task: moto listens for a token there too, on a thread of its own, alongside
             # the child execution it follows; a virtual timeout would move the parent's time on by hours.
             waits_for_token = task.resource.condition == ResourceCondition.WaitForTaskToken
-            if not sandbox.answers_in_process or not waits_for_token:
+            # Wait For Rejoin is answered by a Cluster Event or by its timeout, never by the agent:
+            # on virtual time even when a real agent answers the other tasks in real time.
+            answered_by_us = _state_name(env) in ANSWERED_BY_THE_PIPELINE
+            if not (sandbox.answers_in_process or answered_by_us) or not waits_for_token:
                 return original(task, env, timeout_seconds, callback_endpoint, heartbeat_endpoint)
             # The simulated agent answers a command as soon as it is sent, or (away, then back) all
             # at once when it returns: it never beats while a command waits. So a task with
@@ -627,8 +646,17 @@ class SandboxAWS:
             deadline = min(timeout_seconds, heartbeat) if heartbeat is not None else timeout_seconds
             outcome = callback_endpoint.wait(timeout=0)  # answered already (by the agent, or a dry-run step itself)
             if outcome is None:
-                sandbox.clock.sleep(deadline, timeline=_execution_name(env))
+                execution = _execution_name(env)
+                sandbox.token_waits[execution] = callback_endpoint  # for an answer from outside: answered_waits()
+                try:
+                    sandbox.clock.sleep(deadline, timeline=execution)
+                finally:
+                    sandbox.token_waits.pop(execution, None)
                 outcome = callback_endpoint.wait(timeout=0)
+                if outcome is None and sandbox.clock.stopped(execution):
+                    # StopExecution ended the execution while it waited: the task ends with it (as a
+                    # Wait state does), not with a timeout the stopped execution would be failed by.
+                    return CallbackOutcomeSuccess(callback_id=callback_endpoint.callback_id, output="{}")
             if outcome is not None:
                 return outcome
             # The task timed out: from now on its token is dead (SendTaskHeartbeat/Success answer

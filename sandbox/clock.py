@@ -184,6 +184,27 @@ class VirtualClock:
                 self._released.add(sleeper)
             self._lock.notify_all()
 
+    def stopped(self, timeline: str) -> bool:
+        with self._lock:
+            return timeline in self._stopped
+
+    @property
+    def horizon(self) -> float:
+        with self._lock:
+            return self._horizon
+
+    def next_wake(self) -> float:
+        """The earliest a parked timeline asked to wake (inf: none is parked)."""
+        with self._lock:
+            return min(self._parked.values(), default=math.inf)
+
+    def advance_horizon(self, moment: float) -> None:
+        """Move the present on to ``moment``, before any parked timeline's wake-up (the runner
+        delivers there something that happens between two of them: a Cluster Event)."""
+        with self._lock:
+            assert moment <= min(self._parked.values(), default=math.inf), "a timeline would be left in the past"
+            self._horizon = max(self._horizon, moment)
+
     def set_driver_time(self, moment: float) -> None:
         with self._lock:
             self._anchor[DRIVER] = (moment, time.perf_counter())

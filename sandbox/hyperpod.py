@@ -31,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -129,6 +130,7 @@ class HyperPodDouble:
     replacements: list[ReplacementRecord] = field(default_factory=list)
     reboots: list[RebootRecord] = field(default_factory=list)
     _lock: threading.RLock = field(default_factory=threading.RLock)
+    _announced: set[tuple[str, float]] = field(default_factory=set)  # replacements whose Cluster Event was handed out
 
     def __post_init__(self) -> None:
         digest = hashlib.sha256(self.spec.name.encode()).hexdigest()
@@ -215,6 +217,45 @@ class HyperPodDouble:
             since = at
         return self.epoch + timedelta(seconds=since)
 
+    def cluster_events_until(self, moment: float) -> list[tuple[float, dict[str, Any]]]:
+        """The "SageMaker HyperPod Cluster Event"s (their ``detail``) a Continuous-mode cluster
+        publishes up to ``moment`` and not handed out yet, oldest first: each replacement's end, at
+        the moment its new instance is Running. The Description follows AWS's documented template
+        ("Instance replacement"); the events are the double's model of the reference's constructed
+        example. ASSUMPTION: one event per replacement, at Running, with the node's NodeLogicalId;
+        a reboot's end is announced by none (AWS documents only "Reboot ... in progress")."""
+        if self.spec.node_provisioning_mode != "Continuous":
+            return []
+        due: list[tuple[float, dict[str, Any]]] = []
+        with self._lock:
+            for record in self.replacements:
+                key = (record.new_node_id, record.running_at)
+                if record.running_at is None or record.running_at > moment or key in self._announced:
+                    continue
+                self._announced.add(key)
+                if self.behaviour.cluster_events_lost:
+                    continue
+                new = next(n for n in self.nodes if n.node_id == record.new_node_id)
+                due.append((record.running_at, self._replacement_event(new, record.running_at)))
+        return sorted(due, key=lambda e: e[0])
+
+    def _replacement_event(self, node: SimNode, at: float) -> dict[str, Any]:
+        return {
+            "EventDetails": {
+                "EventId": str(uuid.UUID(hashlib.sha256(f"{node.node_id}@{at}".encode()).hexdigest()[:32])),
+                "ClusterArn": self.arn,
+                "ClusterName": self.spec.name,
+                "InstanceGroupName": node.group,
+                "InstanceId": node.node_id,
+                "ResourceType": "Instance",
+                "EventTime": int((self.epoch + timedelta(seconds=at)).timestamp() * 1000),
+                "EventLevel": "Info",
+                "Description": f"Instance {node.node_id} creation completed successfully as part of instance replacement "
+                f"in Cluster {self.spec.name} and IG {node.group}",
+                "EventDetails": {"EventMetadata": {"Instance": {"NodeLogicalId": node.logical_id}}},
+            }
+        }
+
     def start_own_repair(self, node: SimNode, t: float) -> ReplacementRecord:
         """HyperPod's own NodeRecovery acting on a node (what InstanceIdInUse tells a caller)."""
         return self._replace(node, t, initiated_by="hyperpod")
@@ -252,6 +293,7 @@ class HyperPodDouble:
             "CreationTime": self.epoch - timedelta(days=30),
             "InstanceGroups": groups,
             "NodeRecovery": self.spec.node_recovery,
+            **({"NodeProvisioningMode": self.spec.node_provisioning_mode} if self.spec.node_provisioning_mode else {}),
             "Orchestrator": orchestrator,
             "VpcConfig": {"SecurityGroupIds": ["sg-0a1b2c3d4e5f60718"], "Subnets": ["subnet-0a1b2c3d4e5f60718"]},
         }

@@ -38,6 +38,7 @@ from sandbox.slurm import SimulatedController, SlurmJob
 
 ESM_BATCH_SIZE = 100  # template.yaml IntakeFunction BatchSize
 RECONCILE_BATCH_SIZE = 10  # template.yaml ReconcileExecutionFunction BatchSize
+CLUSTER_EVENT_BATCH_SIZE = 10  # template.yaml NoticeClusterEventFunction BatchSize
 # What Step Functions sends to EventBridge for every status change; the stack's rule keeps these.
 UNRECORDED_END_STATUSES = ("FAILED", "TIMED_OUT", "ABORTED")
 FINISH_TIMEOUT_SECONDS = 300.0  # real seconds; a drill normally takes one or two
@@ -81,6 +82,8 @@ class DrillRunner:
         self.drill_count = 0
         self.ends_published: set[str] = set()  # executions whose status-change event went out
         self.reconcile_responses: list[Any] = []
+        self.cluster_event_responses: list[Any] = []
+        self._until = math.inf  # the moment the runner is letting the executions reach
         self.aborted: dict[str, tuple[str, str]] = {}  # executions an abort fault stopped: (error, cause) given
 
     # --- entry points -------------------------------------------------------------------
@@ -234,18 +237,46 @@ class DrillRunner:
 
     def _advance_to(self, moment: float) -> None:
         """Let every running execution reach ``moment`` (in wake-up order), then put the driver there."""
-        self.clock.run_until(moment, self._running, between=self._publish_execution_ends)
+        self._until = moment
+        self.clock.run_until(moment, self._running, between=self._between)
         self.clock.set_driver_time(moment)
 
     def _wait_for_executions(self) -> None:
         deadline = time.monotonic() + FINISH_TIMEOUT_SECONDS
+        self._until = math.inf
         while self._running():
             if time.monotonic() > deadline:
                 raise RuntimeError(f"executions still running after {FINISH_TIMEOUT_SECONDS:.0f}s of real time: {sorted(self._running())}")
-            self.clock.run_until(math.inf, self._running, between=self._publish_execution_ends)
+            self.clock.run_until(math.inf, self._running, between=self._between)
         self._publish_execution_ends()
 
     # --- what AWS delivers on its own -----------------------------------------------------
+    def _between(self) -> None:
+        """Every execution is parked: deliver what happened before the next one wakes."""
+        self._publish_cluster_events()
+        self._publish_execution_ends()
+
+    def _publish_cluster_events(self) -> None:
+        """HyperPod publishes a Cluster Event when a replacement ends (Continuous mode only): the
+        stack's rule puts it on the cluster-event queue, whose mapping invokes Notice Cluster Event,
+        which answers the waits it concerns. Delivered at the moment it happened, before the next
+        execution wakes: the present moves there, and a wait it answered goes on from there."""
+        if not isinstance(self.slurm, SimulatedController):
+            return  # a real Slurm's drill counts real time: no moment to deliver it at
+        bound = min(self.clock.next_wake(), self._until)
+        for at, detail in self.double.cluster_events_until(bound):
+            moment = max(at, self.clock.horizon)
+            self.clock.advance_horizon(moment)
+            present = self.clock.now(DRIVER)
+            self.clock.set_driver_time(moment)
+            try:
+                self._put("aws.sagemaker", "SageMaker HyperPod Cluster Event", detail, [self.double.arn], moment, fault=False)
+                self._run_mapping("ClusterEventQueue", "NoticeClusterEventFunction", CLUSTER_EVENT_BATCH_SIZE, self.cluster_event_responses)
+            finally:
+                self.clock.set_driver_time(present)
+            for execution in self.aws.answered_waits():
+                self.clock.wake(execution)  # its wait was answered: it goes on now
+
     def _publish_execution_ends(self) -> None:
         """Step Functions sends a status-change event to EventBridge for every execution that ends;
         the stack's rule forwards the failed, timed-out and aborted ones to the reconcile queue,

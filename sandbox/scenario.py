@@ -44,6 +44,9 @@ class ClusterSpec(_Strict):
     # for BatchReplaceClusterNodes.
     launched_at: AwareDatetime | None = None
     software_updated_at: AwareDatetime | None = None
+    # "Continuous": DescribeCluster says so, and the double publishes "SageMaker HyperPod Cluster
+    # Event"s (a replacement's end); None: the default mode, which publishes none.
+    node_provisioning_mode: Literal["Continuous"] | None = None
     instance_groups: list[InstanceGroupSpec] = Field(min_length=1)
 
     @model_validator(mode="after")
@@ -195,6 +198,9 @@ class BehaviourSpec(_Strict):
     # up meanwhile (a command whose task already timed out must not be executed).
     agent_back_at: float | None = Field(default=None, gt=0)
     lost_responses: list[LostResponseSpec] = Field(default_factory=list)
+    # A Continuous-mode cluster's Cluster Events never reach the stack (a rule disabled, an event
+    # lost): the fallback check finds the replacement.
+    cluster_events_lost: StrictBool = False
 
     @model_validator(mode="after")
     def _agent_down_or_back(self) -> BehaviourSpec:

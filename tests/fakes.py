@@ -21,7 +21,15 @@ from hyperpod_recovery.errors import CheckpointWriteConflict
 from hyperpod_recovery.models.cluster import BatchOutcome, ClusterInfo, ClusterNode, InstanceGroupInfo
 from hyperpod_recovery.models.commands import CommandEnvelope, CommandReply, JobSpec
 from hyperpod_recovery.models.job_recovery import RestartEntry
-from hyperpod_recovery.models.records import BreakerState, Holdings, IncidentRecord, LockOutcome, RecoveryLogEntry, ResubmissionClaim
+from hyperpod_recovery.models.records import (
+    BreakerState,
+    Holdings,
+    IncidentRecord,
+    LockOutcome,
+    RecoveryLogEntry,
+    RejoinWait,
+    ResubmissionClaim,
+)
 from hyperpod_recovery.models.workflow import ReplaceFailure
 from hyperpod_recovery.ports import Listing, ResubmissionSeen
 from hyperpod_recovery.runtime import Dependencies
@@ -48,6 +56,7 @@ def settings_env(**overrides: str) -> dict[str, str]:
         "REJOIN_POLL_SECONDS": "30",
         "REJOIN_MAX_POLL_SECONDS": "60",
         "REJOIN_DEADLINE_SECONDS": "2700",
+        "EXPECTED_REPLACEMENT_SECONDS": "600",
         "REBOOT_DEADLINE_SECONDS": "900",
         "EPISODE_WINDOW_SECONDS": "600",
         "MAX_EVENT_AGE_SECONDS": "3600",
@@ -146,6 +155,7 @@ class FakeLedger:
         self.jobs: dict[str, list[JobSpec]] = {}
         self.breakers: dict[str, BreakerState] = {}
         self.recoveries: dict[str, list[RecoveryLogEntry]] = {}
+        self.waits: dict[str, dict[str, RejoinWait]] = {}
 
     def acquire_locks(self, incident_id: str, cluster: str, node_ids: list[str], now: datetime, ttl: timedelta) -> LockOutcome:
         acquired, held = [], {}
@@ -292,6 +302,17 @@ class FakeLedger:
     def get_incident(self, incident_id: str) -> IncidentRecord | None:
         return self.incidents.get(incident_id)
 
+    def await_rejoin(self, cluster: str, wait: RejoinWait, now: datetime) -> None:
+        self.waits.setdefault(cluster, {})[wait.execution] = wait
+
+    def rejoin_waits(self, cluster: str) -> list[RejoinWait]:
+        return [self.waits[cluster][e] for e in sorted(self.waits.get(cluster, {}))]
+
+    def end_rejoin_wait(self, cluster: str, execution: str, task_token: str) -> None:
+        waits = self.waits.get(cluster, {})
+        if execution in waits and waits[execution].task_token == task_token:
+            del waits[execution]
+
 
 @dataclass
 class FakeOrchestrator:
@@ -402,6 +423,8 @@ class FakeWorkflows:
     fail_with: Exception | None = None
 
     workflow_of: dict[str, str] = field(default_factory=dict)
+    woken: list[tuple[str, str]] = field(default_factory=list)
+    gone_tokens: set[str] = field(default_factory=set)  # tasks that no longer wait (timed out, execution ended)
 
     def start(self, name: str, payload: str, workflow: Literal["node", "job"] = "node") -> Literal["started", "already_exists"]:
         if self.fail_with is not None:
@@ -411,6 +434,12 @@ class FakeWorkflows:
         self.started[name] = payload
         self.workflow_of[name] = workflow
         return "started"
+
+    def wake(self, task_token: str, output: str) -> bool:
+        if task_token in self.gone_tokens:
+            return False
+        self.woken.append((task_token, output))
+        return True
 
 
 @dataclass

@@ -16,6 +16,7 @@ def lambda_handler(step: ReplaceNodesInput, deps: Dependencies):
         first_check_after_seconds=settings.rejoin_waits[0],  # derived: within the history budget (domain/limits.py)
         deadline_seconds=settings.rejoin_deadline_seconds,
         reboot_deadline_seconds=settings.reboot_deadline_seconds,
+        expected_replacement_seconds=settings.expected_replacement_seconds,
         now=deps.now(),
     )
     deps.count_done(NODES_REPLACE_INITIATED, len(replacement.replaced))

@@ -37,6 +37,7 @@ from hyperpod_recovery.errors import (
     LedgerError,
     QueueUnavailable,
     StartExecutionFailed,
+    TaskAnswerFailed,
 )
 from hyperpod_recovery.models.commands import CommandEnvelope, CommandReply, DrainResult, JobsOnNodes
 from hyperpod_recovery.models.records import IncidentRecord
@@ -322,6 +323,38 @@ def test_execution_history_that_cannot_be_read_is_none_not_an_error() -> None:
     with Stubber(sfn) as stub:
         stub.add_client_error("get_execution_history", "AccessDeniedException", "not allowed")
         assert StepFunctions(stepfunctions=sfn).states_entered("arn:aws:states:us-west-2:1:execution:m:e") is None
+
+
+def test_ledger_keeps_each_executions_latest_wait_until_it_ends(ledger: Any) -> None:
+    from hyperpod_recovery.models.records import RejoinWait
+
+    # Given two recoveries of one cluster waiting for their nodes, and one of another cluster
+    first = RejoinWait(execution="inc-1", task_token="tok-a", until=T0 + timedelta(minutes=10), logical_ids=["lid-1"], instance_ids=["i-1"])
+    ledger.await_rejoin("c", first, T0)
+    ledger.await_rejoin("c", RejoinWait(execution="inc-2", task_token="tok-b", until=T0 + timedelta(minutes=1)), T0)
+    ledger.await_rejoin("other", RejoinWait(execution="inc-9", task_token="tok-z", until=T0), T0)
+    # When inc-1 waits again (a new task token), and an old token's end arrives late
+    ledger.await_rejoin("c", first.model_copy(update={"task_token": "tok-a2"}), T0)
+    ledger.end_rejoin_wait("c", "inc-1", "tok-a")
+    # Then each execution's latest wait is kept, whole, and only its own token ends it
+    waits = {w.execution: w for w in ledger.rejoin_waits("c")}
+    assert sorted(waits) == ["inc-1", "inc-2"] and waits["inc-1"].task_token == "tok-a2" and waits["inc-1"].logical_ids == ["lid-1"]
+    ledger.end_rejoin_wait("c", "inc-1", "tok-a2")
+    ledger.end_rejoin_wait("c", "inc-3", "tok-x")  # never waited: nothing happens
+    assert [w.execution for w in ledger.rejoin_waits("c")] == ["inc-2"] and ledger.rejoin_waits("none") == []
+
+
+def test_waking_a_task_that_no_longer_waits_is_false_not_an_error() -> None:
+    sfn = boto3.client("stepfunctions", region_name=REGION)
+    with Stubber(sfn) as stub:
+        stub.add_response("send_task_success", {}, {"taskToken": "t1", "output": "{}"})
+        stub.add_client_error("send_task_success", "TaskTimedOut", "timed out")
+        stub.add_client_error("send_task_success", "ThrottlingException", "slow down")
+        adapter = StepFunctions(stepfunctions=sfn)
+        assert adapter.wake("t1", "{}") is True
+        assert adapter.wake("t2", "{}") is False
+        with pytest.raises(TaskAnswerFailed):
+            adapter.wake("t3", "{}")
 
 
 def test_ledger_keeps_the_breaker_and_the_recovery_log(ledger: Any) -> None:

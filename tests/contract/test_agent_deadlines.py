@@ -4,24 +4,36 @@ timeout: every state the agent answers carries that HeartbeatSeconds, and the ag
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
 
 from hyperpod_recovery.models.commands import AGENT_HEARTBEAT_DEADLINE_SECONDS
 from hyperpod_recovery_agent.config import AgentConfig
+from sandbox.template import load_template
 from tests.conftest import ROOT
 
 WORKFLOWS = ("node_recovery", "job_recovery")
+RESOURCES = load_template(ROOT / "template.yaml")["Resources"]
+
+
+def _sends_commands(logical: str) -> bool:
+    """The function may put a command on the agent's queue (its policy says so)."""
+    statements = [s for p in RESOURCES[logical]["Properties"].get("Policies", []) if isinstance(p, dict) for s in p.get("Statement", [])]
+    return any(s["Action"] == "sqs:SendMessage" and s["Resource"] == {"Fn::GetAtt": ["CommandQueue", "Arn"]} for s in statements)
 
 
 def _agent_states(workflow: str) -> dict[str, dict[str, Any]]:
-    """Every Lambda step that waits for a task token: each puts a command for the agent on the queue."""
+    """Every step that waits for a task token the controller agent answers: its function puts a
+    command on the agent's queue (Wait For Rejoin also waits for a token, which an event answers)."""
     found: dict[str, dict[str, Any]] = {}
 
     def walk(states: dict[str, Any]) -> None:
         for name, state in states.items():
-            if state["Type"] == "Task" and state["Resource"] == "arn:aws:states:::lambda:invoke.waitForTaskToken":
+            if state["Type"] != "Task" or state["Resource"] != "arn:aws:states:::lambda:invoke.waitForTaskToken":
+                pass
+            elif _sends_commands(re.fullmatch(r"\$\{(\w+)Arn\}", state["Parameters"]["FunctionName"])[1]):  # type: ignore[index]
                 found[name] = state
             if state["Type"] == "Map":
                 walk(state["ItemProcessor"]["States"])

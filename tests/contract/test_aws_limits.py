@@ -31,6 +31,7 @@ from pydantic import ValidationError
 from hyperpod_recovery.config import Settings
 from hyperpod_recovery.domain.limits import (
     EXECUTION_HISTORY_EVENTS,
+    MAX_EVENT_WAKES,
     MAX_REJOIN_CHECKS,
     NODE_RECOVERY_OVERHEAD_SECONDS,
     STATE_MACHINE_NAME_LENGTH,
@@ -253,18 +254,27 @@ def test_given_the_maps_over_a_checkpoint_plan_then_the_plan_bounds_their_items_
 BOUNDED_LOOP_STATES = {"Read Boot Times": MAX_BOOT_READINGS}
 
 
+def _is_wait(state: dict[str, Any]) -> bool:
+    """A Wait state, or a task that waits for its token at most its TimeoutSecondsPath (Wait For
+    Rejoin: a Cluster Event may complete it early, its timeout is the fallback)."""
+    return state["Type"] == "Wait" or (
+        state["Type"] == "Task" and "TimeoutSecondsPath" in state and state["Resource"].endswith(".waitForTaskToken")
+    )
+
+
 def _worst_case_events(definition: dict[str, Any]) -> int:
-    """Every state visited once, each loop MAX_REJOIN_CHECKS + 1 times (its bounded states as often as
-    their bound, with the extra pass each adds), plus the execution's own start and end: an upper
-    bound of any execution's history."""
+    """Every state visited once, each loop MAX_REJOIN_CHECKS + 1 times, plus MAX_EVENT_WAKES passes
+    a Cluster Event cut short (its bounded states as often as their bound, with the extra pass each
+    adds), plus the execution's own start and end: an upper bound of any execution's history."""
     states = definition["States"]
     total = 2
     in_loop: set[str] = set()
     for loop in _loops(states):
         bounded = loop & set(BOUNDED_LOOP_STATES)
         every_pass = loop - bounded
-        total += (MAX_REJOIN_CHECKS + 1) * sum(_visit_events(states[name]) for name in every_pass)
-        extra_pass = sum(_visit_events(states[name]) for name in every_pass if states[name]["Type"] != "Wait")
+        woken = MAX_EVENT_WAKES if any(_is_wait(states[name]) and states[name]["Type"] == "Task" for name in loop) else 0
+        total += (MAX_REJOIN_CHECKS + 1 + woken) * sum(_visit_events(states[name]) for name in every_pass)
+        extra_pass = sum(_visit_events(states[name]) for name in every_pass if not _is_wait(states[name]))
         total += sum(BOUNDED_LOOP_STATES[name] * (_visit_events(states[name]) + extra_pass) for name in bounded)
         in_loop |= loop
     sharing = _sharing_maps(states) - in_loop
@@ -284,8 +294,7 @@ def test_given_the_workflows_then_their_only_loops_are_the_bounded_waits() -> No
     # The bound above holds only for loops whose checks are counted by rejoin_wait_bounds.
     loops = {workflow: [sorted(loop) for loop in _loops(d["States"])] for workflow, d in ASL.items()}
     waits = {
-        workflow: {name for loop in found for name in loop if ASL[workflow]["States"][name]["Type"] == "Wait"}
-        for workflow, found in loops.items()
+        workflow: {name for loop in found for name in loop if _is_wait(ASL[workflow]["States"][name])} for workflow, found in loops.items()
     }
     assert waits == {"node_recovery": {"Wait For Rejoin"}, "job_recovery": {"Wait For Other Recovery"}, "agent_check": set()}, loops
     assert loops["agent_check"] == []

@@ -10,13 +10,20 @@ import pytest
 from aws_lambda_powertools.utilities.parser.models import SqsModel
 from pydantic import ValidationError
 
-from hyperpod_recovery.models.events import CloudWatchAlarmEvent, ExecutionStatusChangeEvent, HyperPodNodeHealthEvent, JobFailedEvent
+from hyperpod_recovery.models.events import (
+    CloudWatchAlarmEvent,
+    ExecutionStatusChangeEvent,
+    HyperPodClusterEvent,
+    HyperPodNodeHealthEvent,
+    JobFailedEvent,
+)
 from hyperpod_recovery.models.requests import ManualJobRecoveryRequest, ManualRecoveryRequest
 from sandbox.scenario import Scenario
 from tests.conftest import EVENTS
 
 MODELS = {
     "hyperpod": HyperPodNodeHealthEvent,
+    "hyperpod-cluster": HyperPodClusterEvent,
     "cloudwatch": CloudWatchAlarmEvent,
     "manual": ManualRecoveryRequest,
     "sqs": SqsModel,

@@ -31,6 +31,7 @@ DRILLS = (
     "controller-node",
     "dry-run",
     "job-and-health-event",
+    "rejoin-event",  # Notice Cluster Event: a Cluster Event wakes the wait
 )
 NOT_RUN_BY_DRILLS = {"ReportSafetyStateFunction"}  # runs on a schedule; tests/unit cover it
 IAM_PREFIX = {"sfn": "states", "eventbridge": "events"}  # botocore service id -> IAM service prefix

@@ -173,7 +173,7 @@ ALLOWED_DRY_RUN_WRITES = {
     "sns.Publish": 1,  # the notification saying so
     "sqs.SendMessage": 1,  # the read-only jobs_on_nodes command
     "sqs.DeleteMessage": 1,  # the agent taking that command off the queue
-    "stepfunctions.SendTaskSuccess": 4,  # the agent's answer, and the three mutating steps answering themselves
+    "stepfunctions.SendTaskSuccess": 5,  # the agent's answer, the three mutating steps answering themselves, and the wait for nothing
     "stepfunctions.StartExecution": 1,  # intake starting the execution
     "stepfunctions.SendTaskHeartbeat": 1,  # the agent checking that the jobs_on_nodes task still waits
 }

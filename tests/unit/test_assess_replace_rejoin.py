@@ -106,8 +106,41 @@ def test_nodes_started_by_an_earlier_attempt_count_as_initiated() -> None:
 
 
 def test_dry_run_replaces_nothing_and_waits_for_nothing() -> None:
-    replacement = classify_replacements(_targets(1), BatchOutcome(), set(), T0, 30, 2700, dry_run=True)
-    assert [r.initiation for r in replacement.replaced] == ["dry_run"] and replacement.watch.next_wait_seconds == 0
+    # (Wait For Rejoin answers a dry run's wait at once; its timeout is the least a task may have)
+    replacement = classify_replacements(_targets(1), BatchOutcome(), set(), T0, 30, 2700, dry_run=True, expected_seconds=600)
+    assert [r.initiation for r in replacement.replaced] == ["dry_run"] and replacement.watch.next_wait_seconds == 1
+    assert replacement.watch.expected_at is None
+
+
+@pytest.mark.parametrize(
+    ("actions", "expected", "first_wait", "expected_at"),
+    [
+        ({}, 600, 600, T0 + timedelta(seconds=600)),  # announced replacement: the first check near its typical end
+        ({}, None, 30, None),  # a cluster without Cluster Events: the usual backoff
+        ({node_id(1): "reboot"}, 600, 30, None),  # a reboot is not announced: polled as before
+    ],
+)
+def test_a_replacement_a_cluster_announces_is_first_checked_near_its_typical_duration(
+    actions: dict[str, str], expected: int | None, first_wait: int, expected_at: Any
+) -> None:
+    replacement = classify_replacements(_targets(1), BatchOutcome(successful=[node_id(1)], calls=1), set(), T0, 30, 2700, dry_run=False,
+                                        actions=actions, expected_seconds=expected)  # fmt: skip
+    assert replacement.watch.next_wait_seconds == first_wait and replacement.watch.expected_at == expected_at
+
+
+@pytest.mark.parametrize(
+    ("checks", "to_deadline", "to_expected", "wait"),
+    [
+        (0, 2700, 570, 570),  # before the typical end: wait for it (an event wakes the wait earlier)
+        (3, 2700, 10, 60),  # almost there: the usual backoff (never shorter)
+        (3, 2700, None, 60),  # past it, or no events: the usual backoff
+        (0, 100, 570, 101),  # never past the deadline
+    ],
+)
+def test_the_fallback_cadence_waits_for_the_expected_end_but_never_past_the_deadline(
+    checks: int, to_deadline: float, to_expected: float | None, wait: int
+) -> None:
+    assert next_wait_seconds(checks, 30, 60, to_deadline, to_expected) == wait
 
 
 def test_batches_hold_at_most_25_nodes() -> None:

@@ -18,7 +18,7 @@ from hyperpod_recovery import ports
 from hyperpod_recovery.adapters.dry_run import DryRunCluster, DryRunLedger, DryRunOrchestrator
 from hyperpod_recovery.clock import install_clock
 from hyperpod_recovery.models.commands import MUTATING_COMMANDS, JobRef
-from hyperpod_recovery.models.records import BreakerState, RecoveryLogEntry
+from hyperpod_recovery.models.records import BreakerState, RecoveryLogEntry, RejoinWait
 from hyperpod_recovery.models.requests import JobRecoveryRequest, RecoveryRequest, Trigger
 from hyperpod_recovery.models.workflow import Assessment, NodeTarget, RejoinWatch, ResumePlan, WatchedNode
 from sandbox.aws import load_handler
@@ -162,6 +162,8 @@ HELD_BACK_LEDGER_CALLS: dict[str, tuple[Any, ...]] = {
     "hold_capacity_until": (CLUSTER, "inc-1", [node_id(1)], T0, T0),
     "save_breaker": (CLUSTER, BreakerState(state="open", reason="r", changed_at=T0)),
     "log_recovery": (CLUSTER, RecoveryLogEntry(incident="inc-1", at=T0, hostnames=["h"], outcome="escalated"), 60),
+    "await_rejoin": (CLUSTER, RejoinWait(execution="inc-1", task_token="t", until=T0), T0),
+    "end_rejoin_wait": (CLUSTER, "inc-1", "t"),
 }
 
 
@@ -187,7 +189,7 @@ def test_every_ledger_method_is_either_held_back_or_passed_through() -> None:
     # The reads, and the incident's own record (what a drill is for)
     assert passed_through == {
         "lock_holders", "resubmission_claim", "lineage_root", "restart_history", "nodes_in_recovery", "holdings",
-        "jobs_of", "breaker", "recovery_log", "get_incident", "save_incident", "save_jobs",
+        "jobs_of", "breaker", "recovery_log", "get_incident", "save_incident", "save_jobs", "rejoin_waits",
     }  # fmt: skip
 
 

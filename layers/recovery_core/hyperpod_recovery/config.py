@@ -57,6 +57,7 @@ class Settings(BaseModel):
     rejoin_poll_seconds: int = Field(ge=5, le=3600)
     rejoin_max_poll_seconds: int = Field(ge=5, le=3600)
     rejoin_deadline_seconds: int = Field(ge=60, le=86_400)
+    expected_replacement_seconds: int = Field(ge=60, le=86_400)  # a replacement's typical duration
     reboot_deadline_seconds: int = Field(ge=60, le=86_400)
     episode_window_seconds: int = Field(ge=60, le=86_400)
     max_event_age_seconds: int = Field(ge=60, le=30 * 86_400)

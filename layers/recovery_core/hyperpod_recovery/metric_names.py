@@ -32,6 +32,9 @@ JOB_OUTCOMES = {
 }
 # Executions that ended without recording an outcome (stopped, timed out, crashed), recorded by
 # Reconcile Execution: every one of them is an incident a human was told about.
+# Notice Cluster Event: recoveries whose wait for their replaced nodes a Cluster Event cut short.
+REJOIN_WAITS_WOKEN = "RejoinWaitsWoken"
+
 RECONCILED = {
     "aborted": "ExecutionsAborted",
     "failed": "ExecutionsFailedUnrecorded",
@@ -85,6 +88,7 @@ ALL = frozenset(
         *NODE_OUTCOMES.values(),
         *JOB_OUTCOMES.values(),
         *RECONCILED.values(),
+        REJOIN_WAITS_WOKEN,
         *INTAKE_COUNTS.values(),
         *DURATIONS,
     }

@@ -29,7 +29,15 @@ if TYPE_CHECKING:
     from hyperpod_recovery.models.cluster import BatchOutcome, ClusterInfo, ClusterNode
     from hyperpod_recovery.models.commands import CommandEnvelope, CommandReply, JobSpec, ResubmitResult
     from hyperpod_recovery.models.job_recovery import RestartEntry
-    from hyperpod_recovery.models.records import BreakerState, Holdings, IncidentRecord, LockOutcome, RecoveryLogEntry, ResubmissionClaim
+    from hyperpod_recovery.models.records import (
+        BreakerState,
+        Holdings,
+        IncidentRecord,
+        LockOutcome,
+        RecoveryLogEntry,
+        RejoinWait,
+        ResubmissionClaim,
+    )
     from hyperpod_recovery.models.workflow import ResumePlan
 
 
@@ -72,6 +80,9 @@ class Ledger(Protocol):
     def log_recovery(self, cluster: str, entry: RecoveryLogEntry, keep_seconds: int) -> None: ...
     def save_incident(self, record: IncidentRecord) -> None: ...
     def get_incident(self, incident_id: str) -> IncidentRecord | None: ...
+    def await_rejoin(self, cluster: str, wait: RejoinWait, now: datetime) -> None: ...
+    def rejoin_waits(self, cluster: str) -> list[RejoinWait]: ...
+    def end_rejoin_wait(self, cluster: str, execution: str, task_token: str) -> None: ...
 
 
 class Orchestrator(Protocol):
@@ -97,9 +108,12 @@ Workflow = Literal["node", "job"]
 
 
 class Workflows(Protocol):
-    """The stack's state machines: start one recovery, named so that a duplicate is turned away."""
+    """The stack's state machines: start one recovery, named so that a duplicate is turned away;
+    ``wake`` completes a task that waits on the pipeline itself (Wait For Rejoin), False when the
+    task no longer waits (timed out, its execution ended)."""
 
     def start(self, name: str, payload: str, workflow: Workflow = "node") -> Literal["started", "already_exists"]: ...
+    def wake(self, task_token: str, output: str) -> bool: ...
 
 
 @dataclass(frozen=True)

@@ -49,7 +49,15 @@ from hyperpod_recovery.models.commands import (
     ResumeResult,
 )
 from hyperpod_recovery.models.job_recovery import RestartEntry
-from hyperpod_recovery.models.records import BreakerState, Holdings, IncidentRecord, LockOutcome, RecoveryLogEntry, ResubmissionClaim
+from hyperpod_recovery.models.records import (
+    BreakerState,
+    Holdings,
+    IncidentRecord,
+    LockOutcome,
+    RecoveryLogEntry,
+    RejoinWait,
+    ResubmissionClaim,
+)
 from hyperpod_recovery.observability import logger
 from hyperpod_recovery.ports import Cluster, Ledger, Orchestrator
 
@@ -136,6 +144,12 @@ class DryRunLedger:
     def log_recovery(self, cluster: str, entry: RecoveryLogEntry, keep_seconds: int) -> None:
         held_back("ledger", "log_recovery", hostnames=entry.hostnames)
 
+    def await_rejoin(self, cluster: str, wait: RejoinWait, now: datetime) -> None:
+        held_back("ledger", "await_rejoin", execution=wait.execution)
+
+    def end_rejoin_wait(self, cluster: str, execution: str, task_token: str) -> None:
+        held_back("ledger", "end_rejoin_wait", execution=execution)
+
     # --- written: the drill's own record -------------------------------------------------------
     def save_jobs(self, incident_id: str, jobs: list[JobSpec], now: datetime) -> None:
         self._ledger.save_jobs(incident_id, jobs, now)
@@ -173,6 +187,9 @@ class DryRunLedger:
 
     def get_incident(self, incident_id: str) -> IncidentRecord | None:
         return self._ledger.get_incident(incident_id)
+
+    def rejoin_waits(self, cluster: str) -> list[RejoinWait]:
+        return self._ledger.rejoin_waits(cluster)
 
 
 def would_result(command: ControllerCommand) -> Any:

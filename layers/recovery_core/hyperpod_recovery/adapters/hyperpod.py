@@ -45,6 +45,7 @@ class HyperPodCluster:
             orchestrator=orchestrator,
             node_recovery=raw.get("NodeRecovery", "Automatic"),
             groups=groups,
+            provisioning_mode=raw.get("NodeProvisioningMode"),
         )
 
     def list_nodes(self) -> list[ClusterNode]:

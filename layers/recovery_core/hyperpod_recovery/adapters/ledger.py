@@ -27,9 +27,20 @@ from hyperpod_recovery.adapters.aws import LazyClient, error_code, is_transient
 from hyperpod_recovery.errors import LedgerError, LedgerUnavailable
 from hyperpod_recovery.models.commands import JobSpec
 from hyperpod_recovery.models.job_recovery import RestartEntry
-from hyperpod_recovery.models.records import BreakerState, Holdings, IncidentRecord, LockOutcome, RecoveryLogEntry, ResubmissionClaim
+from hyperpod_recovery.models.records import (
+    BreakerState,
+    Holdings,
+    IncidentRecord,
+    LockOutcome,
+    RecoveryLogEntry,
+    RejoinWait,
+    ResubmissionClaim,
+)
 
 JOB_CLAIM_TTL = timedelta(days=30)
+# The waits of a cluster's recoveries: a wait lasts at most the reboot and rejoin deadlines (2 days at most).
+REJOIN_WAITS_TTL = timedelta(days=3)
+WAIT_PREFIX = "wait:"
 INCIDENT_TTL = timedelta(days=400)
 # Optimistic writes of the cluster's reservation item: a conflict means another incident wrote it
 # between our read and our write; read again and decide again, a bounded number of times.
@@ -432,6 +443,39 @@ class DynamoLedger:
     def get_incident(self, incident_id: str) -> IncidentRecord | None:
         item = self._get(f"INCIDENT#{incident_id}", "RECORD")
         return IncidentRecord.model_validate_json(item["record"]["S"]) if item else None
+
+    # --- recoveries waiting for their replaced nodes (Wait For Rejoin, Notice Cluster Event) ---
+    # One item per cluster, one attribute per waiting execution ("wait:<execution>", the wait as
+    # JSON): a Cluster Event reads every wait of its cluster with one GetItem.
+    def await_rejoin(self, cluster: str, wait: RejoinWait, now: datetime) -> None:
+        self._call(
+            self.dynamodb.update_item,
+            TableName=self.table_name,
+            Key={"pk": {"S": f"REJOIN#{cluster}"}, "sk": {"S": "WAITS"}},
+            UpdateExpression="SET #wait = :wait, expires_at = :exp",
+            ExpressionAttributeNames={"#wait": f"{WAIT_PREFIX}{wait.execution}"},
+            ExpressionAttributeValues={":wait": {"S": wait.model_dump_json()}, ":exp": {"N": _epoch(now + REJOIN_WAITS_TTL)}},
+        )
+
+    def rejoin_waits(self, cluster: str) -> list[RejoinWait]:
+        item = self._get(f"REJOIN#{cluster}", "WAITS") or {}
+        return [RejoinWait.model_validate_json(value["S"]) for name, value in sorted(item.items()) if name.startswith(WAIT_PREFIX)]
+
+    def end_rejoin_wait(self, cluster: str, execution: str, task_token: str) -> None:
+        """Remove the wait, unless the execution registered a newer one (another token) since."""
+        try:
+            self._call(
+                self.dynamodb.update_item,
+                TableName=self.table_name,
+                Key={"pk": {"S": f"REJOIN#{cluster}"}, "sk": {"S": "WAITS"}},
+                UpdateExpression="REMOVE #wait",
+                ConditionExpression="contains(#wait, :token)",
+                ExpressionAttributeNames={"#wait": f"{WAIT_PREFIX}{execution}"},
+                ExpressionAttributeValues={":token": {"S": json.dumps(task_token)}},
+            )
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise self._unavailable(exc) from exc
 
     # --- helpers ------------------------------------------------------------------------
     @staticmethod

@@ -25,6 +25,8 @@ from hyperpod_recovery.ports import ResubmissionSeen, Workflow
 # newest events say where the execution stopped, so read newest first and stop after this many.
 PAGE_SIZE = 1000
 MAX_EVENTS_READ = 5000
+# SendTaskSuccess's answers for a task that no longer waits.
+TOKEN_GONE = frozenset({"TaskTimedOut", "TaskDoesNotExist", "InvalidToken"})
 # Reading the resubmissions needs the events' data (each event's input or output, up to 256 KB):
 # smaller pages keep one page's memory bounded.
 DATA_PAGE_SIZE = 100
@@ -55,6 +57,18 @@ class StepFunctions:
         return "started"
 
     # --- task tokens ----------------------------------------------------------------------
+    def wake(self, task_token: str, output: str) -> bool:
+        """SendTaskSuccess on a task that waits on us; False when it waits no more."""
+        try:
+            self.stepfunctions.send_task_success(taskToken=task_token, output=output)
+        except ClientError as exc:
+            if error_code(exc) in TOKEN_GONE:
+                return False
+            raise TaskAnswerFailed(f"SendTaskSuccess: {exc}") from exc
+        except BotoCoreError as exc:
+            raise TaskAnswerFailed(f"SendTaskSuccess: {exc}") from exc
+        return True
+
     def send_task_success(self, task_token: str, output: str) -> None:
         try:
             self.stepfunctions.send_task_success(taskToken=task_token, output=output)

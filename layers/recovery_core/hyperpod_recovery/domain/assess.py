@@ -106,4 +106,5 @@ def assess_nodes(
         targets=targets,
         skipped=skipped,
         proceed=bool(targets),
+        cluster_events=cluster.publishes_cluster_events,
     )

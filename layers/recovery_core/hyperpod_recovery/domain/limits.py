@@ -24,7 +24,11 @@ EXECUTION_NAME_LENGTH = 80
 PAYLOAD_BYTES = 256 * 1024
 
 # Checks of one wait for rejoin, over the reboot and the replacement windows together.
-MAX_REJOIN_CHECKS = 500
+MAX_REJOIN_CHECKS = 300
+# Waits a Cluster Event may cut short, per watch (Wait For Rejoin registers for events only for the
+# first this many checks): a burst of events about one node cannot drive more passes than this
+# through the loop than its waits' lengths allow.
+MAX_EVENT_WAKES = 20
 
 # What NodeRecovery spends besides its deadlines, at worst (13 h): the controller steps' own timeouts
 # (Cordon Nodes 600 s, Find Affected Jobs 300 s, Resume Nodes 600 s, and Resubmit Job 900 s for each

@@ -24,6 +24,7 @@ node is replaced at the reboot deadline only after a reading taken then shows it
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -44,11 +45,23 @@ MAX_BOOT_READINGS = 30
 NEW_NODES_NAMED = 5  # new instances a deadline cause lists per instance group
 
 
-def next_wait_seconds(checks_done: int, initial: int, maximum: int, seconds_to_deadline: float) -> int:
+def next_wait_seconds(
+    checks_done: int, initial: int, maximum: int, seconds_to_deadline: float, seconds_to_expected: float | None = None
+) -> int:
     """Exponential backoff (x2 per check) from ``initial`` capped at ``maximum``, and never past
-    the deadline, so the last check happens at the deadline rather than after it."""
+    the deadline, so the last check happens at the deadline rather than after it.
+
+    ``seconds_to_expected``: on a cluster whose Cluster Events wake the wait when a replacement
+    ends, the fallback check is not needed before the replacement's typical duration: wait until
+    then (a replacement back early is announced; only a lost event is seen late)."""
     wait: int = min(maximum, initial * 2 ** min(checks_done, 16))
+    if seconds_to_expected is not None:
+        wait = max(wait, math.ceil(seconds_to_expected))
     return max(1, min(wait, int(seconds_to_deadline) + 1))
+
+
+def seconds_to_expected(watch: RejoinWatch, now: datetime) -> float | None:
+    return (watch.expected_at - now).total_seconds() if watch.expected_at is not None and now < watch.expected_at else None
 
 
 def back_from_reboot(boot: NodeBoot | None, since: datetime) -> bool:
@@ -217,7 +230,9 @@ def observe_rejoin(
             "checks": checks,
             "nodes": updated,
             "done": done,
-            "next_wait_seconds": 0 if done else next_wait_seconds(checks, poll_seconds, max_poll_seconds, remaining),
+            "next_wait_seconds": 0
+            if done
+            else next_wait_seconds(checks, poll_seconds, max_poll_seconds, remaining, seconds_to_expected(watch, now)),
             "boot_check": boot_check,
             "boot_reading": None,
             "boot_readings": watch.boot_readings + (1 if reading is not None else 0),

@@ -9,6 +9,7 @@ under a new instance id (or its logical id does), HyperPod replaced it. Anything
 
 from __future__ import annotations
 
+import math
 from datetime import datetime, timedelta
 from typing import Literal
 
@@ -49,9 +50,12 @@ def classify_replacements(
     dry_run: bool,
     actions: dict[str, Literal["reboot", "replace"]] | None = None,
     reboot_deadline_seconds: int | None = None,
+    expected_seconds: int | None = None,
 ) -> Replacement:
     """``actions``: the ladder's first repair per node (default replace); rebooted nodes not back
-    ``reboot_deadline_seconds`` after now are replaced by Check Rejoin."""
+    ``reboot_deadline_seconds`` after now are replaced by Check Rejoin. ``expected_seconds``: how
+    long a replacement typically takes, on a cluster that announces its end (Cluster Events): the
+    fallback checks wait for it. Reboots are not announced, so a watch with one polls as before."""
     actions = actions or {}
     failed_by_id = {f.node_id: f for f in outcome.failed}
     successful = set(outcome.successful)
@@ -84,6 +88,8 @@ def classify_replacements(
                     action=actions.get(target.node_id, "replace"),
                 )
             )
+    announced = expected_seconds is not None and not dry_run and replaced and all(r.action == "replace" for r in replaced)
+    expected_at = now + timedelta(seconds=expected_seconds) if announced and expected_seconds is not None else None
     watch = RejoinWatch(
         at=now,
         started_at=now,
@@ -92,8 +98,12 @@ def classify_replacements(
         reboot_deadline=now + timedelta(seconds=reboot_deadline_seconds)
         if reboot_deadline_seconds is not None and any(r.action == "reboot" for r in replaced)
         else None,
-        next_wait_seconds=0 if dry_run else first_check_after_seconds,
+        # A dry run's wait is answered at once (Wait For Rejoin); a task's timeout is at least 1 s.
+        next_wait_seconds=1
+        if dry_run
+        else max(first_check_after_seconds, math.ceil(expected_seconds or 0) if expected_at is not None else 0),
         dry_run=dry_run,
+        expected_at=expected_at,
     )
     return Replacement(
         at=now,

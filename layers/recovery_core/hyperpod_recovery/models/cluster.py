@@ -26,6 +26,13 @@ class ClusterInfo(BaseModel):
     orchestrator: Literal["slurm", "eks"]
     node_recovery: str  # "Automatic" | "None"
     groups: dict[str, InstanceGroupInfo] = Field(default_factory=dict)
+    # NodeProvisioningMode: "Continuous" clusters publish "SageMaker HyperPod Cluster Event"s (None: default mode).
+    provisioning_mode: str | None = None
+
+    @property
+    def publishes_cluster_events(self) -> bool:
+        """AWS: "Cluster events are available for HyperPod clusters with NodeProvisioningMode set to Continuous"."""
+        return self.provisioning_mode == "Continuous"
 
 
 class ClusterNode(BaseModel):

@@ -16,6 +16,7 @@ from hyperpod_recovery.models.job_events import JobFailedDetail
 
 HEALTH_EVENT_DETAIL_TYPE = "SageMaker HyperPod Cluster Node Health Event"
 EXECUTION_STATUS_DETAIL_TYPE = "Step Functions Execution Status Change"
+CLUSTER_EVENT_DETAIL_TYPE = "SageMaker HyperPod Cluster Event"
 ALARM_EVENT_DETAIL_TYPE = "CloudWatch Alarm State Change"
 
 
@@ -168,3 +169,73 @@ class ExecutionStatusChangeEvent(EventBridgeModel):
     source: Literal["aws.states"]
     detail_type: Literal["Step Functions Execution Status Change"] = Field(alias="detail-type")
     detail: ExecutionStatusDetail
+
+
+class ClusterEventInstance(BaseModel):
+    model_config = ConfigDict(extra="ignore")  # CustomerEni, CapacityReservation, LcsExecutionState, ...
+
+    NodeLogicalId: str | None = Field(default=None, max_length=256)
+    FailureMessage: str | None = None
+
+
+class ClusterEventMetadata(BaseModel):
+    model_config = ConfigDict(extra="ignore")  # Cluster, InstanceGroup, InstanceGroupScaling, SlurmHealth, ...
+
+    Instance: ClusterEventInstance | None = None
+
+
+class ClusterEventInner(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    EventMetadata: ClusterEventMetadata | None = None
+
+
+class ClusterEventDetails(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    EventId: str = Field(max_length=128)
+    ClusterArn: str | None = Field(default=None, max_length=2048)
+    ClusterName: str | None = Field(default=None, max_length=128)
+    InstanceGroupName: str | None = Field(default=None, max_length=128)
+    InstanceId: str | None = Field(default=None, max_length=64)
+    ResourceType: str | None = Field(default=None, max_length=32)  # Cluster | InstanceGroup | Instance
+    EventTime: int | None = None  # epoch milliseconds
+    EventLevel: str | None = Field(default=None, max_length=16)  # Info | Warn | Error (absent in older samples)
+    Description: str = Field(default="", max_length=4096)
+    EventDetails: ClusterEventInner | None = None
+
+    @property
+    def node_logical_id(self) -> str | None:
+        metadata = self.EventDetails.EventMetadata if self.EventDetails else None
+        return metadata.Instance.NodeLogicalId if metadata and metadata.Instance else None
+
+
+class ClusterEventDetail(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    EventDetails: ClusterEventDetails
+
+
+class HyperPodClusterEvent(EventBridgeModel):
+    """ "SageMaker HyperPod Cluster Event" (source aws.sagemaker): operational events of clusters
+    with NodeProvisioningMode Continuous (provisioning, scaling, replacement, patching). The stack's
+    rule forwards the guarded cluster's Instance events; one that announces a watched node's
+    replacement ended wakes the recovery waiting for it (Notice Cluster Event), which then checks
+    ListClusterNodes itself. Example (AWS docs, cluster events reference; Description per its
+    "Instance replacement" templates)::
+
+        {"version": "0", "id": "5d2b7a10-8e4c-4f5e-9d77-0c1e9a3b6f20",
+         "detail-type": "SageMaker HyperPod Cluster Event", "source": "aws.sagemaker",
+         "account": "111122223333", "time": "2026-03-14T09:48:55Z", "region": "us-west-2",
+         "resources": ["arn:aws:sagemaker:us-west-2:111122223333:cluster/a1b2c3d4e5f6"],
+         "detail": {"EventDetails": {"EventId": "2f6c1d9e-7a4b-4c3d-8e21-9b0a5c7d3e14",
+            "ClusterArn": "arn:aws:sagemaker:us-west-2:111122223333:cluster/a1b2c3d4e5f6",
+            "ClusterName": "llm-train", "InstanceGroupName": "p5-workers", "InstanceId": "i-0a7e3c9d1b5f24680",
+            "ResourceType": "Instance", "EventTime": 1773481735000, "EventLevel": "Info",
+            "Description": "Instance i-0a7e3c9d1b5f24680 creation completed successfully as part of instance replacement ...",
+            "EventDetails": {"EventMetadata": {"Instance": {"NodeLogicalId": "df268d19-f035-4f28-9b80-b956b92ae21e"}}}}}}
+    """
+
+    source: Literal["aws.sagemaker"]
+    detail_type: Literal["SageMaker HyperPod Cluster Event"] = Field(alias="detail-type")
+    detail: ClusterEventDetail

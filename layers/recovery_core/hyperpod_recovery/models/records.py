@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
-from hyperpod_recovery.models.common import Timestamp
+from hyperpod_recovery.models.common import MAX_NODES_PER_REQUEST, Timestamp
 from hyperpod_recovery.vocabulary import PHASES, Outcome, PhaseName
 
 
@@ -126,3 +126,17 @@ class BreakerState(BaseModel):
         """The breaker after a change, with the change kept in its (bounded) history."""
         entry = f"{at.isoformat()} {state} by {by}: {reason}"
         return BreakerState(state=state, reason=reason, changed_at=at, changed_by=by, history=[*self.history, entry][-50:])
+
+
+class RejoinWait(BaseModel):
+    """A recovery waiting for its replaced nodes (Wait For Rejoin): the task token a Cluster Event
+    about one of them completes (Notice Cluster Event), until the wait's own timeout."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    execution: str = Field(min_length=1, max_length=80)
+    task_token: str = Field(min_length=1, max_length=8192)
+    until: datetime
+    logical_ids: list[str] = Field(default_factory=list, max_length=MAX_NODES_PER_REQUEST)
+    instance_ids: list[str] = Field(default_factory=list, max_length=MAX_NODES_PER_REQUEST)
+    instance_groups: list[str] = Field(default_factory=list, max_length=MAX_NODES_PER_REQUEST)

@@ -85,6 +85,8 @@ class Assessment(StepResult):
     proceed: bool
     compute_nodes: int = 0  # the cluster's compute nodes (the cap's percent is of these)
     safety: SafetyDecision | None = None
+    # The cluster publishes Cluster Events (NodeProvisioningMode Continuous): a replacement's end is announced.
+    cluster_events: bool = Field(default=False, exclude_if=lambda v: not v)
 
 
 Initiation = Literal["initiated", "already_in_progress", "vanished", "dry_run"]
@@ -148,6 +150,9 @@ class RejoinWatch(StepResult):
     done: bool = False
     next_wait_seconds: int = Field(ge=0)
     dry_run: bool = False
+    # When the replacements are expected back, on a cluster that announces them (a Cluster Event
+    # wakes the wait): the polling fallback waits until then rather than checking every minute.
+    expected_at: Timestamp | None = Field(default=None, exclude_if=lambda v: v is None)
     # Nodes whose boot time Check Rejoin wants from slurmctld before it decides (Read Boot Times).
     boot_check: list[SlurmNodeName] = Field(default_factory=list, max_length=MAX_NODES_PER_REQUEST, exclude_if=lambda v: not v)
     # Read Boot Times' answer, put here for the Check Rejoin that follows it, which consumes it.
@@ -379,6 +384,14 @@ class FindNewestCheckpointInput(StepInput):
     # Now). An execution started before that state existed, or JobRecovery, leaves it out: every
     # job is then planned for the workflow's one resubmission point, whatever the policy says.
     resume_now_allowed: bool = False
+
+
+class WaitForRejoinInput(StepInput):
+    """Wait For Rejoin: register the task token where a Cluster Event finds it."""
+
+    task_token: str = Field(min_length=1)
+    request: RecoveryRequest
+    rejoin: RejoinWatch
 
 
 class ResubmitJobInput(StepInput):

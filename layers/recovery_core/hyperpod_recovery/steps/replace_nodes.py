@@ -23,6 +23,7 @@ def replace_nodes(
     first_check_after_seconds: int,
     deadline_seconds: int,
     reboot_deadline_seconds: int | None = None,
+    expected_replacement_seconds: int | None = None,
     now: datetime,
 ) -> Replacement:
     targets = step.assessment.targets
@@ -48,4 +49,6 @@ def replace_nodes(
         dry_run,
         actions=actions,
         reboot_deadline_seconds=reboot_deadline_seconds,
+        # A cluster that announces a replacement's end (Cluster Events) is checked near its typical duration.
+        expected_seconds=expected_replacement_seconds if step.assessment.cluster_events else None,
     )
