@@ -31,7 +31,7 @@ from hyperpod_recovery.models.records import (
     ResubmissionClaim,
 )
 from hyperpod_recovery.models.workflow import ReplaceFailure
-from hyperpod_recovery.ports import Listing, ResubmissionSeen
+from hyperpod_recovery.ports import Listing, ResubmissionSeen, ResubmissionsRead
 from hyperpod_recovery.runtime import Dependencies
 
 T0 = datetime(2026, 3, 14, 9, 0, tzinfo=UTC)
@@ -308,6 +308,9 @@ class FakeLedger:
     def rejoin_waits(self, cluster: str) -> list[RejoinWait]:
         return [self.waits[cluster][e] for e in sorted(self.waits.get(cluster, {}))]
 
+    def keep_resubmission(self, cluster: str, job_id: str, incident_id: str) -> None:
+        self._unhold(incident_id, "claims", [job_id])
+
     def end_rejoin_wait(self, cluster: str, execution: str, task_token: str) -> None:
         waits = self.waits.get(cluster, {})
         if execution in waits and waits[execution].task_token == task_token:
@@ -457,12 +460,17 @@ class FakeExecutionHistory:
 
     entered: dict[str, list[tuple[str, datetime]]] = field(default_factory=dict)
     resubmitted: dict[str, list[ResubmissionSeen]] = field(default_factory=dict)
+    asked: dict[str, set[str]] = field(default_factory=dict)  # resubmissions asked for, no answer seen
 
     def states_entered(self, execution_arn: str) -> list[tuple[str, datetime]] | None:
         return self.entered.get(execution_arn)
 
-    def resubmissions(self, execution_arn: str) -> list[ResubmissionSeen] | None:
-        return self.resubmitted.get(execution_arn, []) if execution_arn in self.entered else None
+    def resubmissions(self, execution_arn: str) -> ResubmissionsRead:
+        """What tests give in ``resubmitted`` (asked: those jobs, plus ``asked``); incomplete for an
+        execution whose history is unreadable (not in ``entered``)."""
+        seen = self.resubmitted.get(execution_arn, [])
+        asked = {s.reply.result.old_job_id for s in seen} | self.asked.get(execution_arn, set())
+        return ResubmissionsRead(seen=seen, asked=asked, complete=execution_arn in self.entered)
 
 
 def fake_dependencies(cluster: FakeCluster | None = None, **settings_overrides: str) -> Dependencies:

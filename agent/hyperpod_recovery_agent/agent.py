@@ -156,10 +156,16 @@ class Agent:
         """Take every command on the queue into hand (long-polling for the first), then execute
         them one at a time, oldest first; the ones waiting are heartbeated meanwhile."""
         self._hold(self.receive(wait_seconds))
-        self.take_waiting()
+        try:
+            self.take_waiting()
+        except (ClientError, BotoCoreError) as exc:  # what is held is run; the rest comes on the next poll
+            log.warning("could not look for more commands: %s", exc)
         outcomes = []
-        while (message := self._next_waiting()) is not None:
-            outcomes.append(self.handle(message))
+        # One keep-alive for the commands waiting their turn, on its own timer: a run of short
+        # commands (each with its own keep-alive, first beat after heartbeat_seconds) never beats them.
+        with _WaitingKeepAlive(self):
+            while (message := self._next_waiting()) is not None:
+                outcomes.append(self.handle(message))
         return outcomes
 
     def receive(self, wait_seconds: int = 20) -> list[dict[str, Any]]:
@@ -325,9 +331,13 @@ class Agent:
         return _KeepAlive(self, token, receipt)
 
     def beat(self, token: str, receipt: str) -> bool:
-        """One heartbeat: tell the workflow we are working, keep the message invisible. False: stop."""
+        """One heartbeat: keep the message invisible, tell the workflow we are working (each on its
+        own: an expired receipt must not cost the task its heartbeat). False: the task is gone."""
         try:
             self.sqs.change_message_visibility(QueueUrl=self.queue_url, ReceiptHandle=receipt, VisibilityTimeout=self.visibility_seconds)
+        except (ClientError, BotoCoreError) as exc:
+            log.warning("could not keep a command invisible: %s", exc)
+        try:
             self.stepfunctions.send_task_heartbeat(taskToken=token)
         except ClientError as exc:
             code = exc.response.get("Error", {}).get("Code", "")
@@ -345,9 +355,29 @@ class _KeepAlive:
         self.thread = threading.Thread(target=self._beat, name="keepalive", daemon=True)
 
     def _beat(self) -> None:
-        running = True  # the command being run still has a live task
         while not self.agent.keepalive_wait(self.stop, self.agent.heartbeat_seconds):
-            running = running and self.agent.beat(self.token, self.receipt)
+            if not self.agent.beat(self.token, self.receipt):
+                return
+
+    def __enter__(self) -> None:
+        self.thread.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join()
+
+
+class _WaitingKeepAlive:
+    """Heartbeats the commands held and waiting their turn (Agent.beat_waiting) every
+    heartbeat_seconds, for as long as a batch of commands is worked through."""
+
+    def __init__(self, agent: Agent) -> None:
+        self.agent = agent
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._beat, name="keepalive-waiting", daemon=True)
+
+    def _beat(self) -> None:
+        while not self.agent.keepalive_wait(self.stop, self.agent.heartbeat_seconds):
             self.agent.beat_waiting()
 
     def __enter__(self) -> None:

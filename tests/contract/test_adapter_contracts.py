@@ -32,6 +32,7 @@ from hyperpod_recovery.errors import (
     CheckpointWriteConflict,
     ClusterNotFound,
     ControllerChannelError,
+    HistoryUnavailable,
     HyperPodApiError,
     HyperPodThrottled,
     LedgerError,
@@ -262,59 +263,69 @@ def test_execution_history_reads_newest_first_in_pages_and_returns_oldest_first(
     assert entered is not None and entered[-1][0] == "S2499" and len(entered) == 500
 
 
-def _history_event(n: int, kind: str, name: str, data: Any, truncated: bool = False) -> dict[str, Any]:
-    key, field = ("stateEnteredEventDetails", "input") if kind.endswith("Entered") else ("stateExitedEventDetails", "output")
+def _history_event(n: int, kind: str, data: Any) -> dict[str, Any]:
     text = data if isinstance(data, str) else json.dumps(data)
-    return {
-        "id": n,
-        "timestamp": T0 + timedelta(seconds=n),
-        "type": kind,
-        key: {"name": name, field: text, f"{field}Details": {"truncated": truncated}},
-    }
+    if kind == "TaskScheduled":
+        details = {"taskScheduledEventDetails": {"resourceType": "lambda", "resource": "invoke.waitForTaskToken", "region": REGION,
+                                                 "parameters": text}}  # fmt: skip
+    elif kind == "TaskSucceeded":
+        details = {"taskSucceededEventDetails": {"resourceType": "lambda", "resource": "invoke.waitForTaskToken", "output": text}}
+    else:
+        details = {"stateEnteredEventDetails": {"name": "Check Rejoin", "input": text}}
+    return {"id": n, "timestamp": T0 + timedelta(seconds=n), "type": kind, **details}
 
 
 def test_execution_history_resubmissions_pair_each_answer_with_its_plan_across_concurrent_iterations() -> None:
     # Given a history, read oldest first in pages of 100 with the events' data (botocore's model checks
-    # every parameter), where two Map iterations interleave, one answer is truncated, and other
-    # states' events carry payloads that look alike
+    # every parameter), where two Map iterations interleave, one job's answer never came, one answer
+    # is truncated, and another command's answer looks alike
     sfn = boto3.client("stepfunctions", region_name=REGION)
     arn = f"arn:aws:states:{REGION}:111122223333:execution:stack-node-recovery:inc-1"
 
-    def plan(job: str, step: int) -> dict[str, Any]:
-        return {"job": {"job_id": job, "name": f"j{job}"}, "checkpoint": {"uri": f"s3://ckpt/j{job}/step-{step:09d}/", "step": step}}
+    def scheduled(n: int, job: str, step: int) -> dict[str, Any]:
+        plan = {"job": {"job_id": job, "name": f"j{job}"}, "checkpoint": {"uri": f"s3://ckpt/j{job}/step-{step:09d}/", "step": step}}
+        return _history_event(
+            n, "TaskScheduled", {"FunctionName": "arn:...:ResubmitJobFunction", "Payload": {"task_token": "t", "plan": plan}}
+        )
 
-    def reply(job: str, new: str) -> dict[str, Any]:
+    def answered(n: int, job: str, new: str, kind: str = "resubmit_job") -> dict[str, Any]:
         at = T0.isoformat()
-        return {"requested_at": at, "completed_at": at, "dry_run": False, "result": {"old_job_id": job, "new_job_id": new}}
+        reply = {"command_id": f"inc-1:resubmit:{job}", "type": kind, "requested_at": at, "completed_at": at, "dry_run": False}
+        return _history_event(n, "TaskSucceeded", {**reply, "result": {"old_job_id": job, "new_job_id": new}})
 
-    filler = [_history_event(n, "TaskStateEntered", "Check Rejoin", {"rejoin": {}}) for n in range(1, 101)]
+    filler = [_history_event(n, "TaskStateEntered", {"rejoin": {}}) for n in range(1, 101)]
     events = [
         *filler,
-        _history_event(101, "TaskStateEntered", "Resubmit Job Now", {"execution_name": "inc-1", "plan": plan("1", 100)}),
-        _history_event(102, "TaskStateEntered", "Resubmit Job Now", {"execution_name": "inc-1", "plan": plan("2", 200)}),
-        _history_event(103, "TaskStateExited", "Resubmit Job Now", reply("2", "12")),
-        _history_event(104, "TaskStateExited", "Resubmit Job Now", reply("1", "11")),
-        _history_event(105, "TaskStateEntered", "Resubmit Job", {"execution_name": "inc-1", "plan": plan("3", 300)}),
-        _history_event(106, "TaskStateExited", "Resubmit Job", '{"requested_at": "2026-03', truncated=True),
-        _history_event(107, "TaskStateExited", "Find Affected Jobs", reply("9", "99")),
+        scheduled(101, "1", 100),
+        scheduled(102, "2", 200),
+        scheduled(103, "4", 400),  # asked for, never answered
+        answered(104, "2", "12"),
+        answered(105, "1", "11"),
+        scheduled(106, "3", 300),
+        _history_event(107, "TaskSucceeded", '{"type": "resubmit_job", "requested_at": "2026-03'),  # truncated
+        answered(108, "9", "99", kind="jobs_on_nodes"),
     ]
     with Stubber(sfn) as stub:
         base = {"executionArn": arn, "reverseOrder": False, "maxResults": 100, "includeExecutionData": True}
         stub.add_response("get_execution_history", {"events": events[:100], "nextToken": "t1"}, base)
         stub.add_response("get_execution_history", {"events": events[100:]}, {**base, "nextToken": "t1"})
-        seen = StepFunctions(stepfunctions=sfn).resubmissions(arn)
+        read = StepFunctions(stepfunctions=sfn).resubmissions(arn)
         stub.assert_no_pending_responses()
-    # Then each answer is paired with its own job's plan, in the order answered; the truncated answer
-    # and the other state's payload are not taken for resubmissions
-    assert seen is not None
-    assert [(s.reply.result.old_job_id, s.reply.result.new_job_id, s.plan.checkpoint.step if s.plan else None) for s in seen] == [
+    # Then each answer is paired with its own job's plan, in the order answered; every job asked for
+    # is named; the truncated answer and the other command's are not taken for resubmissions
+    assert read.complete and read.asked == {"1", "2", "3", "4"}
+    assert [(s.reply.result.old_job_id, s.reply.result.new_job_id, s.plan.checkpoint.step if s.plan else None) for s in read.seen] == [
         ("2", "12", 200),
         ("1", "11", 100),
     ]
-    # And a history that cannot be read is None
+    # And a history denied is read as incomplete; one throttled raises, for the end to come back later
     with Stubber(sfn) as stub:
         stub.add_client_error("get_execution_history", "AccessDeniedException", "not allowed")
-        assert StepFunctions(stepfunctions=sfn).resubmissions(arn) is None
+        assert not StepFunctions(stepfunctions=sfn).resubmissions(arn).complete
+    with Stubber(sfn) as stub:
+        stub.add_client_error("get_execution_history", "ThrottlingException", "slow down")
+        with pytest.raises(HistoryUnavailable):
+            StepFunctions(stepfunctions=sfn).resubmissions(arn)
 
 
 def test_execution_history_that_cannot_be_read_is_none_not_an_error() -> None:

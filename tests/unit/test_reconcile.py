@@ -37,6 +37,8 @@ def _holding_incident(ledger: FakeLedger, incident: str = INCIDENT) -> None:
 
 
 def _reconcile(detail: ExecutionStatusDetail, ledger: FakeLedger, notifier: FakeNotifier, now: Any = None, history: Any = None) -> Any:
+    # By default its history reads whole and shows no resubmission (so no claim's outcome is unknown).
+    history = history if history is not None else FakeExecutionHistory({detail.executionArn: []})
     return reconcile_execution(
         detail,
         ledger=ledger,
@@ -165,7 +167,7 @@ def test_an_aborted_recovery_that_saw_its_nodes_back_gives_every_place_back() ->
     assert ledger.nodes_in_recovery(CLUSTER, T0 + timedelta(minutes=50)) == set()
 
 
-def test_an_unreadable_history_still_records_and_releases() -> None:
+def test_an_unreadable_history_still_records_and_settles_but_keeps_the_claims() -> None:
     # Given the history cannot be read (FakeExecutionHistory without the execution answers None)
     ledger = FakeLedger()
     _holding_incident(ledger)
@@ -173,6 +175,39 @@ def test_an_unreadable_history_still_records_and_releases() -> None:
     # Then the end is recorded all the same, with no phases beyond detection
     assert result.action == "recorded" and ledger.holdings(INCIDENT).empty
     assert [p.name for p in ledger.incidents[INCIDENT].phases] in ([], ["detect"])
+    # And a job it claimed may have been resubmitted: its claim is kept (until it expires), not given back
+    claim = ledger.resubmission_claim(CLUSTER, "1001")
+    assert (
+        claim is not None
+        and claim.incident_id == INCIDENT
+        and "kept the resubmission claim(s) of job(s) 1001" in ledger.incidents[INCIDENT].summary
+    )
+
+
+def test_a_resubmission_asked_for_and_never_answered_keeps_its_claim() -> None:
+    # Given the history shows Resubmit Job scheduled for job 1001 and no answer (the execution stopped meanwhile)
+    ledger = FakeLedger()
+    _holding_incident(ledger)
+    arn = _detail().executionArn
+    _reconcile(_detail(), ledger, FakeNotifier(), history=FakeExecutionHistory({arn: []}, asked={arn: {"1001"}}))
+    # Then its claim stays (the agent may have run sbatch), and the human is told to look before restarting
+    assert ledger.resubmission_claim(CLUSTER, "1001") is not None and ledger.holdings(INCIDENT).empty
+    assert "check squeue for a copy" in ledger.incidents[INCIDENT].summary
+
+
+def test_a_history_that_is_throttled_makes_the_end_come_back_later() -> None:
+    from hyperpod_recovery.errors import HistoryUnavailable
+
+    class Throttled(FakeExecutionHistory):
+        def resubmissions(self, execution_arn: str) -> Any:
+            raise HistoryUnavailable("ThrottlingException")
+
+    ledger = FakeLedger()
+    _holding_incident(ledger)
+    with pytest.raises(HistoryUnavailable):
+        _reconcile(_detail(), ledger, FakeNotifier(), history=Throttled({_detail().executionArn: []}))
+    # Nothing was settled blind: the claim and the holdings wait for the redelivery
+    assert ledger.resubmission_claim(CLUSTER, "1001") is not None and not ledger.holdings(INCIDENT).empty
 
 
 def test_a_redelivered_end_changes_nothing_and_notifies_once() -> None:

@@ -61,7 +61,9 @@ def _wait(**changes: Any) -> RejoinWait:
     [
         (_event(), True),  # the watched node's replacement ended
         (_event(Description="Instance creation in Cluster llm-train and InstanceGroup workers failed", EventLevel="Error"), True),
-        (_event(EventDetails={"EventMetadata": {"Instance": {"NodeLogicalId": "another-node"}}}), False),  # someone else's node
+        # another logical id in the same group: woken (a replacement's logical id is not documented to persist)
+        (_event(EventDetails={"EventMetadata": {"Instance": {"NodeLogicalId": "another-node"}}}), True),
+        (_event(EventDetails={"EventMetadata": {"Instance": {"NodeLogicalId": "another-node"}}}, InstanceGroupName="other"), False),
         (
             _event(Description="Instance lifecycle script execution for EC2InstanceId i-0f1e2d3c4b5a69788 has Started", EventLevel=None),
             False,
@@ -97,7 +99,8 @@ def test_every_cluster_event_sample_parses_and_the_replacement_sample_wakes_its_
 
 def _watch(**changes: Any) -> RejoinWatch:
     node = WatchedNode(node_id="i-0a1b2c3d4e5f60718", slurm_node="ip-10-3-0-11", instance_group="workers", logical_id=LOGICAL)
-    base: dict[str, Any] = {"at": T0, "started_at": T0, "deadline": T0 + timedelta(minutes=45), "nodes": [node], "next_wait_seconds": 600}
+    base: dict[str, Any] = {"at": T0, "started_at": T0, "deadline": T0 + timedelta(minutes=45), "nodes": [node], "next_wait_seconds": 600,
+                            "expected_at": T0 + timedelta(seconds=600)}  # fmt: skip
     return RejoinWatch.model_validate({**base, **changes})
 
 
@@ -111,6 +114,13 @@ def test_a_wait_is_registered_until_its_timeout_with_the_nodes_it_watches() -> N
     (wait,) = ledger.rejoin_waits(CLUSTER)
     assert wait == rejoin_wait("inc-1", "tok-1", _watch(), T0 + timedelta(seconds=600)) and wait.logical_ids == [LOGICAL]
     assert workflows.woken == []
+
+
+def test_a_wait_no_event_announces_is_not_registered() -> None:
+    # A cluster without Cluster Events, or a reboot: the watch expects no announcement
+    ledger, workflows = FakeLedger(), FakeWorkflows()
+    result = wait_for_rejoin(_wait_step(_watch(expected_at=None)), ledger=ledger, workflows=workflows, cluster=CLUSTER, now=T0)
+    assert not result["registered"] and ledger.rejoin_waits(CLUSTER) == [] and workflows.woken == []
 
 
 @pytest.mark.parametrize("watch", [_watch(dry_run=True), _watch(done=True)], ids=["dry run", "done"])
@@ -136,7 +146,9 @@ def test_an_event_wakes_its_wait_once_and_leaves_the_others() -> None:
     # Given two waits, one for the node the event is about, and a stale one nobody answers any more
     ledger, workflows = FakeLedger(), FakeWorkflows()
     ledger.await_rejoin(CLUSTER, _wait(), T0)
-    ledger.await_rejoin(CLUSTER, _wait(execution="inc-2", task_token="tok-2", logical_ids=["other"]), T0)
+    ledger.await_rejoin(
+        CLUSTER, _wait(execution="inc-2", task_token="tok-2", logical_ids=["other"], instance_ids=[], instance_groups=["other-group"]), T0
+    )
     ledger.await_rejoin(CLUSTER, _wait(execution="inc-3", task_token="tok-3", until=T0 - STALE_AFTER - timedelta(seconds=1)), T0)
     # When the event arrives, twice (EventBridge delivers at least once)
     first = notice_cluster_event(_event(), ledger=ledger, workflows=workflows, cluster=CLUSTER, cluster_arn=CLUSTER_ARN, now=T0)

@@ -38,6 +38,11 @@ class TaskAnswerFailed(RecoveryError):
     """Step Functions did not take an answer to a waiting task (SendTaskSuccess)."""
 
 
+class HistoryUnavailable(RecoveryError):
+    """An ended execution's history could not be read for now (throttled, unreachable): Reconcile
+    Execution's queue delivers the end again rather than settle it blind."""
+
+
 # --- configuration and contracts ----------------------------------------------------------
 class ConfigurationError(RecoveryError):
     """The function's environment is missing or malformed (a deployment bug, never retried)."""

@@ -123,6 +123,9 @@ class DryRunLedger:
     def release_resubmission(self, cluster: str, job_id: str, incident_id: str) -> None:
         held_back("ledger", "release_resubmission", job_id=job_id)
 
+    def keep_resubmission(self, cluster: str, job_id: str, incident_id: str) -> None:
+        held_back("ledger", "keep_resubmission", job_id=job_id)
+
     def record_restart(self, cluster: str, root: str, entry: RestartEntry) -> None:
         held_back("ledger", "record_restart", job_id=entry.failed_job_id)
 

@@ -193,6 +193,12 @@ class DynamoLedger:
                 raise self._unavailable(exc) from exc
         self._hold(incident_id, cluster, "DELETE", claims=[job_id])
 
+    def keep_resubmission(self, cluster: str, job_id: str, incident_id: str) -> None:
+        """Leave a claim whose outcome is unknown (the resubmission was asked for, its answer not
+        seen) in place until it expires, and stop holding it: no other incident restarts the job
+        meanwhile, and the incident's end is settled."""
+        self._hold(incident_id, cluster, "DELETE", claims=[job_id])
+
     def release_resubmission(self, cluster: str, job_id: str, incident_id: str) -> None:
         """Give up a claim this incident took but did not complete (nothing was submitted, or Slurm
         requeued the job itself): a later failure of the same job id is a new episode."""

@@ -15,11 +15,11 @@ from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import ValidationError
 
 from hyperpod_recovery.adapters.aws import LazyClient, error_code, is_transient
-from hyperpod_recovery.errors import StartExecutionFailed, TaskAnswerFailed
+from hyperpod_recovery.errors import HistoryUnavailable, StartExecutionFailed, TaskAnswerFailed
 from hyperpod_recovery.models.commands import CommandReply, ResubmitResult
 from hyperpod_recovery.models.workflow import ResumePlan
 from hyperpod_recovery.observability import logger
-from hyperpod_recovery.ports import ResubmissionSeen, Workflow
+from hyperpod_recovery.ports import ResubmissionSeen, ResubmissionsRead, Workflow
 
 # GetExecutionHistory returns at most 1,000 events a page and a history holds up to 25,000; the
 # newest events say where the execution stopped, so read newest first and stop after this many.
@@ -30,8 +30,7 @@ TOKEN_GONE = frozenset({"TaskTimedOut", "TaskDoesNotExist", "InvalidToken"})
 # Reading the resubmissions needs the events' data (each event's input or output, up to 256 KB):
 # smaller pages keep one page's memory bounded.
 DATA_PAGE_SIZE = 100
-# The states whose answer is a resubmission: both workflows' Resubmit Job, and Resubmit Job Now.
-RESUBMIT_STATES = frozenset({"Resubmit Job", "Resubmit Job Now"})
+RESUBMIT_REPLY = "resubmit_job"  # the agent's reply type (models/commands.py ResubmitJob)
 
 
 class StepFunctions:
@@ -109,14 +108,15 @@ class StepFunctions:
         # Event ids grow through the history: oldest first, however the pages came.
         return [(name, at) for _, name, at in sorted(entered)]
 
-    def resubmissions(self, execution_arn: str) -> list[ResubmissionSeen] | None:
-        """The resubmissions the agent answered in this execution, oldest first, each with the plan
-        its step was given when that can be read: what an execution that ended before recording did
-        to its jobs (a job resubmitted at once, then the execution stopped during the wait).
+    def resubmissions(self, execution_arn: str) -> ResubmissionsRead:
+        """What the execution did to its jobs, as its history shows it: every resubmission the agent
+        answered (with the plan its step was given), and every job a resubmission was asked for
+        (TaskScheduled with a plan), answered or not: an execution that ended before recording
+        (stopped during the wait, after resubmitting at once) is settled from this.
 
-        Read oldest first, with the events' data, up to MAX_EVENTS_READ events: the jobs resubmitted
-        at once are near the start of a history, whose end may be hundreds of rejoin checks later.
-        None when the history cannot be read (the claims are then given back, as before)."""
+        Read oldest first, with the events' data, up to MAX_EVENTS_READ events; ``complete`` says
+        whether the whole history was read. A transient error raises (Reconcile Execution's queue
+        delivers the end again); any other leaves the read incomplete."""
         plans: dict[str, ResumePlan] = {}
         seen: list[ResubmissionSeen] = []
         read = 0
@@ -133,28 +133,36 @@ class StepFunctions:
                     _read_resubmit_event(event, plans, seen)
                 read += len(page.get("events", []))
                 if not page.get("nextToken"):
-                    break
+                    return ResubmissionsRead(seen=seen, asked=set(plans), complete=True)
                 kwargs["nextToken"] = page["nextToken"]
-        except (ClientError, BotoCoreError) as exc:
+        except ClientError as exc:
+            if is_transient(exc):
+                raise HistoryUnavailable(f"GetExecutionHistory {execution_arn}: {error_code(exc)}") from exc
             logger.warning("could not read the execution's resubmissions", extra={"execution_arn": execution_arn, "reason": str(exc)})
-            return None
-        return seen
+        except BotoCoreError as exc:
+            raise HistoryUnavailable(f"GetExecutionHistory {execution_arn}: {exc}") from exc
+        return ResubmissionsRead(seen=seen, asked=set(plans), complete=False)
 
 
 def _read_resubmit_event(event: dict[str, Any], plans: dict[str, ResumePlan], seen: list[ResubmissionSeen]) -> None:
-    """A Resubmit Job's input names its plan (entered); its output is the agent's answer (exited).
-    Map iterations run concurrently, so an answer is matched to its plan by the job id."""
-    entered, exited = event.get("stateEnteredEventDetails"), event.get("stateExitedEventDetails")
-    details = entered or exited
-    if not details or details.get("name") not in RESUBMIT_STATES:
-        return
+    """A resubmission's task is scheduled with its plan (TaskScheduled parameters: the Payload's
+    ``plan``) and succeeds with the agent's answer (TaskSucceeded output, a ``resubmit_job``
+    reply): both whatever the state's ResultSelector or ResultPath, in either workflow. Map
+    iterations run concurrently, so an answer is matched to its plan by the job id."""
+    scheduled, succeeded = event.get("taskScheduledEventDetails"), event.get("taskSucceededEventDetails")
     try:
-        data = json.loads((entered or {}).get("input") or (exited or {}).get("output") or "null")
-        if entered is not None and isinstance(data, dict) and "plan" in data:
-            plan = ResumePlan.model_validate(data["plan"])
-            plans[plan.job.job_id] = plan
-        elif exited is not None:
-            reply = CommandReply[ResubmitResult].model_validate(data)
-            seen.append(ResubmissionSeen(plan=plans.get(reply.result.old_job_id), reply=reply))
+        if scheduled is not None:
+            payload = json.loads(scheduled.get("parameters") or "null")
+            plan = (
+                payload.get("Payload", {}).get("plan") if isinstance(payload, dict) and isinstance(payload.get("Payload"), dict) else None
+            )
+            if plan is not None:
+                found = ResumePlan.model_validate(plan)
+                plans[found.job.job_id] = found
+        elif succeeded is not None:
+            data = json.loads(succeeded.get("output") or "null")
+            if isinstance(data, dict) and data.get("type") == RESUBMIT_REPLY:
+                reply = CommandReply[ResubmitResult].model_validate(data)
+                seen.append(ResubmissionSeen(plan=plans.get(reply.result.old_job_id), reply=reply))
     except (ValueError, ValidationError, RecursionError):
         return  # a truncated or foreign payload: not evidence of a resubmission

@@ -9,7 +9,7 @@ here, from what the event and the ledger say, so that every incident ends record
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal
@@ -116,6 +116,7 @@ def unrecorded_end_record(
     rebooted: Sequence[str] = (),
     in_flight: Sequence[str] = (),
     in_flight_until: datetime | None = None,
+    kept_claims: Collection[str] = (),
 ) -> IncidentRecord:
     """The incident record of an execution that ended ``aborted``/``failed`` before recording."""
     request = end.request
@@ -136,11 +137,17 @@ def unrecorded_end_record(
     if held is not None:
         if len(held.reserved) > len(in_flight):
             released.append(f"{len(held.reserved) - len(in_flight)} place(s) under the cluster cap")
-        given_back = held.claims - {r.job for r, _ in end.resubmissions}
+        given_back = held.claims - {r.job for r, _ in end.resubmissions} - set(kept_claims)
         if given_back:
             released.append(f"the resubmission claim(s) of job(s) {', '.join(sorted(given_back))}")
     started = [f"replacement of {', '.join(replaced)}"] * bool(replaced) + [f"reboot of {', '.join(rebooted)}"] * bool(rebooted)
     done = f"{' and '.join(started)} had been initiated; " if started else ""
+    unknown = (
+        f"kept the resubmission claim(s) of job(s) {', '.join(sorted(kept_claims))} (a resubmission was asked for and no answer "
+        "is known: check squeue for a copy before restarting them; no incident restarts them until the claim expires); "
+        if kept_claims
+        else ""
+    )
     jobs = (
         f"resubmitted {len(end.resubmissions)} job(s): "
         + ", ".join(f"{r.job} -> {r.new_job_id} from step {r.checkpoint_step}" for r, _ in end.resubmissions)
@@ -152,6 +159,7 @@ def unrecorded_end_record(
         f"{'Stopped' if end.outcome == 'aborted' else 'Failed'}{where} before it finished ({error}); "
         + done
         + jobs
+        + unknown
         + (f"released {' and '.join(released)}" if released else "released nothing")
         + kept
     )

@@ -28,16 +28,17 @@ def announces_an_end(event: ClusterEventDetails) -> bool:
 
 
 def wakes(event: ClusterEventDetails, wait: RejoinWait, now: datetime) -> bool:
-    """Whether ``event`` is news about a node ``wait`` watches: by NodeLogicalId (which persists
-    through a replacement), else by the old instance id, else (no logical id in the event) by the
-    node's instance group."""
+    """Whether ``event`` may be news about a node ``wait`` watches: its NodeLogicalId, its old
+    instance id, or its instance group. The group is enough: whether a replacement keeps the
+    node's logical id is not documented, a wake-up costs one check, and a watch is woken at most
+    MAX_EVENT_WAKES times (Wait For Rejoin)."""
     if event.ResourceType != "Instance" or wait.until <= now or not announces_an_end(event):
         return False
-    if event.node_logical_id:
-        return event.node_logical_id in wait.logical_ids
-    if event.InstanceId and event.InstanceId in wait.instance_ids:
-        return True
-    return bool(event.InstanceGroupName) and event.InstanceGroupName in wait.instance_groups
+    return (
+        (event.node_logical_id is not None and event.node_logical_id in wait.logical_ids)
+        or (event.InstanceId is not None and event.InstanceId in wait.instance_ids)
+        or (event.InstanceGroupName is not None and event.InstanceGroupName in wait.instance_groups)
+    )
 
 
 def rejoin_wait(execution: str, task_token: str, watch: RejoinWatch, until: datetime) -> RejoinWait:

@@ -362,6 +362,9 @@ class ApplySafetyPolicyInput(StepInput):
 class ReplaceNodesInput(StepInput):
     request: RecoveryRequest
     assessment: Assessment
+    # The workflow's Wait For Rejoin can be answered by a Cluster Event, so a long first wait is
+    # safe. An execution started before it could (a plain Wait state) leaves it out: it polls.
+    announced_wait: bool = False
 
 
 class CheckRejoinInput(StepInput):

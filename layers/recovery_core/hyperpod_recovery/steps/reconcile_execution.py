@@ -21,7 +21,7 @@ from hyperpod_recovery.domain.reconcile import UNRECORDED_ENDS, UNRECORDED_OUTCO
 from hyperpod_recovery.models.events import ExecutionStatusDetail
 from hyperpod_recovery.models.records import RecoveryLogEntry
 from hyperpod_recovery.observability import logger
-from hyperpod_recovery.ports import ExecutionHistory, Ledger, Notifier
+from hyperpod_recovery.ports import ExecutionHistory, Ledger, Notifier, ResubmissionsRead
 from hyperpod_recovery.steps.replace_nodes import REBOOT_MARK
 from hyperpod_recovery.steps.settle import settle_holdings
 
@@ -62,8 +62,8 @@ def reconcile_execution(
     entered = history.states_entered(detail.executionArn) if history is not None else None
     # The jobs it resubmitted before it ended (at once, while its replacement provisioned): their
     # claims are completed, not given back, and the record names them for the human.
-    seen = (history.resubmissions(detail.executionArn) if history is not None else None) or []
-    done = [(s.plan, s.reply) for s in seen if submitted_here(s.reply)]
+    read = history.resubmissions(detail.executionArn) if history is not None else ResubmissionsRead(seen=[], asked=set(), complete=False)
+    done = [(s.plan, s.reply) for s in read.seen if submitted_here(s.reply)]
     resubmitted = {reply.result.old_job_id: reply.result.new_job_id for _, reply in done if reply.result.new_job_id}
     end = EndedExecution.from_event(
         detail,
@@ -74,6 +74,12 @@ def reconcile_execution(
         ],
     )
     held = ledger.holdings(detail.name)
+    # A claim whose resubmission was asked for and never seen answered may have been carried out
+    # (the agent ran sbatch, the answer was lost with the execution): kept until it expires, never
+    # given to a second restart. Without the whole history, every claim not known done is kept.
+    answered = {s.reply.result.old_job_id for s in read.seen}
+    claims = held.claims if held is not None else set()
+    kept_claims = (claims & (read.asked - answered) if read.complete else claims) - set(resubmitted)
     marks = ledger.replacements_initiated(end.name)
     replaced = sorted(m for m in marks if not m.startswith(REBOOT_MARK))
     rebooted = sorted(m.removeprefix(REBOOT_MARK) for m in marks if m.startswith(REBOOT_MARK))
@@ -106,6 +112,7 @@ def reconcile_execution(
             rebooted=rebooted,
             in_flight=in_flight,
             in_flight_until=in_flight_until,
+            kept_claims=kept_claims,
         )
         ledger.save_incident(record)
     settle_holdings(
@@ -116,6 +123,7 @@ def reconcile_execution(
         now=now,
         in_flight=in_flight,
         in_flight_until=in_flight_until,
+        keep_claims=kept_claims,
     )
     if record.notified_at is None:
         subject, body = notification(record, execution_url, hold_until=hold_until)

@@ -50,5 +50,5 @@ def replace_nodes(
         actions=actions,
         reboot_deadline_seconds=reboot_deadline_seconds,
         # A cluster that announces a replacement's end (Cluster Events) is checked near its typical duration.
-        expected_seconds=expected_replacement_seconds if step.assessment.cluster_events else None,
+        expected_seconds=expected_replacement_seconds if step.assessment.cluster_events and step.announced_wait else None,
     )

@@ -24,6 +24,7 @@ def settle_holdings(
     now: datetime,
     in_flight: Collection[str] = (),
     in_flight_until: datetime | None = None,
+    keep_claims: Collection[str] = (),
 ) -> Holdings | None:
     """Complete the claims of the jobs this incident resubmitted (old job id -> new job id), give
     back every other claim (nothing was submitted, or Slurm requeued the job itself), give back
@@ -34,13 +35,18 @@ def settle_holdings(
     ``in_flight_until`` (then expire on their own) instead of given back, so an ended incident
     never lets the cap count fewer nodes than are out.
 
+    ``keep_claims``: claims whose outcome is unknown (a resubmission asked for, no answer seen):
+    left in place until they expire, never given back to a second restart.
+
     Returns what was held (None when the incident never held anything: a dry run, a rejection)."""
     held = ledger.holdings(incident_id)
     if held is None:
         return None
     for job_id, new_job_id in sorted(resubmitted.items()):
         ledger.complete_resubmission(held.cluster, job_id, incident_id, new_job_id)
-    for job_id in sorted(held.claims - set(resubmitted)):
+    for job_id in sorted((held.claims & set(keep_claims)) - set(resubmitted)):
+        ledger.keep_resubmission(held.cluster, job_id, incident_id)
+    for job_id in sorted(held.claims - set(resubmitted) - set(keep_claims)):
         ledger.release_resubmission(held.cluster, job_id, incident_id)
     kept = sorted(held.reserved & set(in_flight)) if in_flight_until is not None else []
     if kept:
