@@ -50,6 +50,7 @@ SCENARIOS: list[tuple[str, str, dict[str, Any], str, str]] = [
     ("resume-per-job", "resume-per-job", {}, "two jobs: one resume=after_rejoin, one at once", "-"),
     ("job-node-failure", "job-node-failure", {}, "the job failed first (JobRecovery, nested node recovery)", "-"),
     ("rack-storm", "rack-storm", {}, "a rack of 8 nodes under 2 jobs", "-"),
+    ("health-gate-fails", "health-gate-fails", {}, "the replacement fails its health check: time to escalation", "-"),
     ("agent-down", "agent-down", {}, "the controller agent is down: time to escalation", "escalation <= 120 s"),
 ]
 

@@ -43,6 +43,13 @@ SUITE = [
     Fault("partial-batch-failure", "replace-partial-failure", {}, ("escalated:ReplaceNotInitiated",)),
     Fault("replace-never-rejoins", "rejoin-deadline", {}, ("escalated:RejoinDeadlineExceeded",)),
     Fault("agent-down", "agent-down", {}, ("escalated:States.HeartbeatTimeout",)),
+    # The replacement comes back sick: its health check fails, it stays drained, no job lands on it.
+    Fault(
+        "replacement-fails-health-check",
+        "default",
+        {"behaviour": {"unhealthy_replacements": ["workers:7"]}},
+        ("escalated:ReplacementUnhealthy",),
+    ),
     # An agent restarted within the heartbeat deadline (systemd's restart) answers the command waiting for it.
     Fault("agent-restarts-within-a-minute", "agent-down", {"behaviour": {"agent_down": False, "agent_back_at": 160}}, ("recovered",)),
     Fault("agent-slow", "default", {"behaviour": {"agent_seconds": 240}}, ("recovered",)),

@@ -158,6 +158,7 @@ class HyperPodDouble:
                 )
         self._never_rejoin = {ref for r in self.behaviour.never_rejoin for ref in expand_range(r)}
         self._reboot_fails = {ref for r in self.behaviour.reboot_fails for ref in expand_range(r)}
+        self._unhealthy = {f"{g}:{i}" for r in self.behaviour.unhealthy_replacements for g, i in expand_range(r)}
         self._errors = [_InjectedError(e.operation, e.code, e.node, e.times) for e in self.behaviour.api_errors]
 
     # --- helpers the runner uses ---------------------------------------------------------
@@ -198,6 +199,16 @@ class HyperPodDouble:
         newest = max(holders, key=lambda n: n.created_at)
         states = [up for at, up in sorted(newest.slurmd) if at <= t]
         return boot, bool(states) and states[-1]
+
+    def unhealthy_host(self, name: str) -> bool:
+        """The host ``name`` is a replacement of a node the scenario says comes back sick."""
+        t = self.now()
+        with self._lock:
+            holders = [n for n in self.nodes if n.hostname.split(".", 1)[0] == name and n.created_at <= t]
+        if not holders:
+            return False
+        newest = max(holders, key=lambda n: n.created_at)
+        return newest.generation > 0 and f"{newest.group}:{newest.index}" in self._unhealthy
 
     def slurm_up_since(self, name: str) -> datetime | None:
         """Since when slurmd on the host ``name`` has answered slurmctld without a break, at the

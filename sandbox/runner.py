@@ -69,13 +69,21 @@ class DrillRunner:
             hostnames = self.slurm.hostnames
         else:
             behaviour = scenario.behaviour
-            self.slurm = SimulatedController(self.clock, self.epoch, behaviour.agent_seconds, behaviour.agent_down, behaviour.agent_back_at)
+            self.slurm = SimulatedController(
+                self.clock,
+                self.epoch,
+                behaviour.agent_seconds,
+                behaviour.agent_down,
+                behaviour.agent_back_at,
+                health_check_seconds=behaviour.health_check_seconds,
+            )
             hostnames = {}
         self.double = HyperPodDouble(scenario.cluster, scenario.behaviour, REGION, self.epoch, now=self.clock.now, hostnames=hostnames)
         if isinstance(self.slurm, SimulatedController):
             # The simulated slurmctld hears from the double's hosts: their boot times, whether they answer.
             self.slurm.slurm.host_view = self.double.slurm_view
             self.slurm.slurm.host_up_since = self.double.slurm_up_since
+            self.slurm.slurm.host_unhealthy = self.double.unhealthy_host
             self.double.on_new_host = self.slurm.slurm.register_node
         self.intake_responses: list[dict[str, Any]] = []
         self.events_put = 0
@@ -117,6 +125,7 @@ class DrillRunner:
             "CheckpointBucketPattern": "*",
             "DryRun": "true" if settings.dry_run else "false",
             "ResumePolicy": settings.resume_policy,
+            **({"ReplacementHealthCheck": settings.replacement_health_check} if settings.replacement_health_check is not None else {}),
             "RejoinPollSeconds": str(settings.poll_seconds),
             "RejoinMaxPollSeconds": str(settings.max_poll_seconds),
             "RejoinDeadlineSeconds": str(settings.rejoin_deadline_seconds),

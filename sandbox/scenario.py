@@ -201,6 +201,10 @@ class BehaviourSpec(_Strict):
     # A Continuous-mode cluster's Cluster Events never reach the stack (a rule disabled, an event
     # lost): the fallback check finds the replacement.
     cluster_events_lost: StrictBool = False
+    # Replacements of these nodes come back sick: the health check fails on them (every time).
+    unhealthy_replacements: list[str] = Field(default_factory=list)
+    # How long the gate's check runs: ASSUMPTION, an nvidia-smi query plus the step's launch (about 2 s).
+    health_check_seconds: float = Field(default=2.0, ge=0)
 
     @model_validator(mode="after")
     def _agent_down_or_back(self) -> BehaviourSpec:
@@ -238,6 +242,7 @@ class JobRestartSpec(_Strict):
 class SettingsSpec(_Strict):
     dry_run: StrictBool = False
     resume_policy: Literal["immediate", "after_rejoin"] = "immediate"  # template.yaml: ResumePolicy
+    replacement_health_check: str | None = None  # template.yaml: ReplacementHealthCheck (None: its default)
     caps: CapsSpec = Field(default_factory=CapsSpec)
     breaker: BreakerSpec = Field(default_factory=BreakerSpec)
     repeat_offender: RepeatOffenderSpec = Field(default_factory=RepeatOffenderSpec)  # unset fields: the template's defaults

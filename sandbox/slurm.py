@@ -29,6 +29,7 @@ from hyperpod_recovery.models.commands import (
     CommandReply,
     JobSpec,
     NodeBoot,
+    ResumeNodes,
     RunningJob,
     job_display_name,
     resume_choice_in_comment,
@@ -114,6 +115,8 @@ class SimulatedSlurm:
         # model of the hosts in a drill (HyperPodDouble.slurm_view), and since when it answers.
         self.host_view = host_view
         self.host_up_since: Callable[[str], datetime | None] | None = None
+        self.host_unhealthy: Callable[[str], bool] | None = None  # the host fails a GPU check
+        self.reserved: dict[str, str] = {}  # node -> reservation (root only: no user job starts there)
 
     def add_node(self, name: str) -> None:
         self.nodes[name] = SlurmNode(name)
@@ -175,7 +178,12 @@ class SimulatedSlurm:
             free = [
                 name
                 for name, node in self.nodes.items()
-                if not node.drained and node.state != "down" and name not in busy and name not in job.excluded and self._responding(name)
+                if not node.drained
+                and node.state != "down"
+                and name not in busy
+                and name not in job.excluded
+                and name not in self.reserved
+                and self._responding(name)
             ]
             ordered = [n for n in job.preferred if n in free] + sorted(n for n in free if n not in job.preferred)
             if len(ordered) < job.node_count:
@@ -197,6 +205,24 @@ class SimulatedSlurm:
     def _responding(self, name: str) -> bool:
         """slurmd on the host answers slurmctld (the HyperPod double's view, when there is one)."""
         return self.host_view is None or self.host_view(name)[1]
+
+    # --- the health gate: a root-only reservation, and the check as a step in it ---------------
+    def reserve(self, name: str, node: str, minutes: int) -> None:
+        self.reserved[node] = name
+
+    def unreserve(self, name: str) -> None:
+        for node in [n for n, r in self.reserved.items() if r == name]:
+            del self.reserved[node]
+        self.schedule()
+
+    def run_check(self, name: str, node: str, argv: Sequence[str], timeout_seconds: int) -> tuple[int | None, str]:
+        """The check's answer on this host: the double says whether its GPUs are sick (ASSUMPTION:
+        a sick replacement fails any GPU check; a healthy one passes it)."""
+        if self.reserved.get(node) != name:
+            raise InvalidCommand(f"srun: node {node} is not in reservation {name}")
+        if self.host_unhealthy is not None and self.host_unhealthy(node):
+            return 1, "Unable to determine the device handle for GPU0000:9A:00.0: Unknown Error (GPU has fallen off the bus)"
+        return 0, "0, NVIDIA H100 80GB HBM3, 00000000:53:00.0"
 
     def resume(self, nodes: Sequence[str]) -> None:
         for name in nodes:
@@ -353,10 +379,13 @@ class _TimedExecutor(CommandExecutor):
     latency after, Slurm's state locked only while the command runs (a wait may park at the
     horizon and must not hold up other executions' commands)."""
 
-    def __init__(self, slurm: SimulatedSlurm, clock: VirtualClock, epoch: datetime, agent_seconds: float) -> None:
-        super().__init__(slurm, now=lambda: epoch + timedelta(seconds=clock.now()))
+    def __init__(
+        self, slurm: SimulatedSlurm, clock: VirtualClock, epoch: datetime, agent_seconds: float, health_check_seconds: float = 0.0
+    ) -> None:
+        super().__init__(slurm, now=lambda: epoch + timedelta(seconds=clock.now()), parallel_checks=False)
         self.clock = clock
         self.agent_seconds = agent_seconds
+        self.health_check_seconds = health_check_seconds
         self.lock = threading.RLock()
         # Working through a backlog on the runner's thread (an agent back after an outage): at the
         # runner's present, without the modelled latency (a jump there would park the runner itself).
@@ -369,6 +398,11 @@ class _TimedExecutor(CommandExecutor):
             return reply.model_copy(update={"completed_at": self.now()})
         with self.clock.on(envelope.execution_name):
             self.clock.sleep(QUEUE_LAG_SECONDS)
+            command = envelope.command
+            if isinstance(command, ResumeNodes) and command.health_check is not None:
+                # The checks run on all nodes at once and take their (modelled) time before any node
+                # is released into service: Slurm's state changes at their end.
+                self.clock.sleep(self.health_check_seconds)
             with self.lock:
                 reply = super().execute(envelope)
             self.clock.sleep(self.agent_seconds)
@@ -379,14 +413,20 @@ class SimulatedController:
     """The controller node of a drill: simulated Slurm, real agent code, in-process."""
 
     def __init__(
-        self, clock: VirtualClock, epoch: datetime, agent_seconds: float, agent_down: bool, agent_back_at: float | None = None
+        self,
+        clock: VirtualClock,
+        epoch: datetime,
+        agent_seconds: float,
+        agent_down: bool,
+        agent_back_at: float | None = None,
+        health_check_seconds: float = 0.0,
     ) -> None:
         self.clock = clock
         self.epoch = epoch
         self.agent_down = agent_down
         self.agent_back_at = agent_back_at
         self.slurm = SimulatedSlurm(now=lambda: epoch + timedelta(seconds=clock.now()))
-        self.executor = _TimedExecutor(self.slurm, clock, epoch, agent_seconds)
+        self.executor = _TimedExecutor(self.slurm, clock, epoch, agent_seconds, health_check_seconds)
         self.commands: list[dict[str, Any]] = []  # what the agent did, for the report
         self._journal_dir = tempfile.TemporaryDirectory(prefix="sandbox-agent-")
         self.journal = ReplyJournal(Path(self._journal_dir.name))

@@ -57,6 +57,8 @@ def settings_env(**overrides: str) -> dict[str, str]:
         "REJOIN_MAX_POLL_SECONDS": "60",
         "REJOIN_DEADLINE_SECONDS": "2700",
         "EXPECTED_REPLACEMENT_SECONDS": "600",
+        "REPLACEMENT_HEALTH_CHECK": "",
+        "REPLACEMENT_HEALTH_CHECK_SECONDS": "120",
         "REBOOT_DEADLINE_SECONDS": "900",
         "EPISODE_WINDOW_SECONDS": "600",
         "MAX_EVENT_AGE_SECONDS": "3600",

@@ -12,9 +12,11 @@ the message.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
@@ -47,6 +49,7 @@ from hyperpod_recovery.models.commands import (
     ResumeNodes,
     ResumeResult,
     RunningJob,
+    UnhealthyNode,
     carries_owner_tag,
 )
 from hyperpod_recovery.models.common import MAX_JOBS_PER_INCIDENT, SLURM_JOB_ID_PATTERN, matches
@@ -120,6 +123,9 @@ class Slurm(Protocol):
     def boot_times(self, nodes: Iterable[str]) -> list[NodeBoot]: ...
     def drain(self, nodes: Sequence[str], reason: str) -> None: ...
     def resume(self, nodes: Sequence[str]) -> None: ...
+    def reserve(self, name: str, node: str, minutes: int) -> None: ...
+    def unreserve(self, name: str) -> None: ...
+    def run_check(self, name: str, node: str, argv: Sequence[str], timeout_seconds: int) -> tuple[int | None, str]: ...
     def jobs_on(self, nodes: Iterable[str]) -> list[JobSpec]: ...
     def job(self, job_id: str) -> JobSpec | None: ...
     def capture(self, job_id: str) -> JobCapture | None: ...
@@ -141,8 +147,12 @@ class Slurm(Protocol):
 
 
 class CommandExecutor:
-    def __init__(self, slurm: Slurm, *, captures: CaptureStore | None = None, now: Callable[[], datetime] = _utcnow) -> None:
+    def __init__(
+        self, slurm: Slurm, *, captures: CaptureStore | None = None, now: Callable[[], datetime] = _utcnow, parallel_checks: bool = True
+    ) -> None:
         self.slurm = slurm
+        # Health checks of a replacement's nodes run at once (the sandbox's virtual clock runs them one by one).
+        self.parallel_checks = parallel_checks
         self.captures = captures or CaptureStore()
         self.now = now
 
@@ -221,9 +231,47 @@ class CommandExecutor:
                 result.not_ours.append(name)  # someone else's drain (or another incident's): never undone by us
             else:
                 result.resumed.append(name)
+        if result.resumed and command.health_check is not None:
+            return self._gated_resume(command, result)
         if result.resumed:
             self.slurm.resume(result.resumed)
         return result
+
+    def _gated_resume(self, command: ResumeNodes, result: ResumeResult) -> ResumeResult:
+        """Each node runs the check before it takes a job: reserved for root, its drain lifted, the
+        check run as a Slurm step in the reservation; then into service (the reservation ends), or,
+        failed, drained again under the incident's tag with what the check said. All nodes at once:
+        a 25-node replacement is checked in one check's time."""
+        check = command.health_check
+        assert check is not None
+        tag = command.owner_tag
+        name = f"hpr-{hashlib.sha256(tag.encode()).hexdigest()[:12]}"
+
+        def gate(node: str) -> tuple[str, int | None, str]:
+            reservation = f"{name}-{node}"
+            self.slurm.reserve(reservation, node, minutes=-(-check.timeout_seconds // 60) + 2)
+            try:
+                self.slurm.resume([node])
+                code, output = self.slurm.run_check(reservation, node, check.argv, check.timeout_seconds)
+                if code != 0:
+                    said = f"exit {code}" if code is not None else f"no answer in {check.timeout_seconds} s"
+                    self.slurm.drain([node], f"{tag} health check failed ({said}): {output}"[:256])
+                return node, code, output
+            finally:
+                self.slurm.unreserve(reservation)
+
+        if self.parallel_checks and len(result.resumed) > 1:
+            with ThreadPoolExecutor(max_workers=min(len(result.resumed), 25)) as pool:
+                outcomes = list(pool.map(gate, result.resumed))
+        else:
+            outcomes = [gate(node) for node in result.resumed]
+        passed = [node for node, code, _ in outcomes if code == 0]
+        unhealthy = [
+            UnhealthyNode(node=node, detail=(f"exit {code}: " if code is not None else "no answer in time: ") + output)
+            for node, code, output in outcomes
+            if code != 0
+        ]
+        return result.model_copy(update={"resumed": passed, "unhealthy": unhealthy})
 
     def jobs_on(self, nodes: Sequence[str]) -> JobsOnNodesResult:
         """The jobs holding any of ``nodes``, each captured now. Their node lists stay here: the

@@ -107,6 +107,17 @@ class NodeState:
         return self.drained_or_draining and self.reason.startswith(OWNER_TAG_PREFIX + ":")
 
 
+# The health check may wait this long for its allocation (the node just resumed) beyond its own deadline.
+CHECK_ALLOCATION_SLACK_SECONDS = 30
+CHECK_OUTPUT_CHARS = 400
+
+
+def _reservation(name: str) -> str:
+    if not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", name):
+        raise InvalidCommand(f"reservation name {name!r} is not one Slurm accepts")
+    return name
+
+
 def validate_nodes(nodes: Iterable[str]) -> list[str]:
     names = list(nodes)
     bad = [n for n in names if not _NODE.fullmatch(n)]  # re.match would let a trailing newline through
@@ -146,6 +157,7 @@ class SlurmCli:
         ok_codes: tuple[int, ...] = (0,),
         owner: _Owner | None = None,
         env_overrides: Mapping[str, str] | None = None,
+        timeout: float | None = None,
     ) -> subprocess.CompletedProcess[str]:
         program = argv[0] if os.path.isabs(argv[0]) else os.path.join(self.bin_dir, argv[0]) if self.bin_dir else argv[0]
         try:
@@ -154,7 +166,7 @@ class SlurmCli:
                 input=stdin,
                 capture_output=True,
                 text=True,
-                timeout=self.timeout_seconds,
+                timeout=timeout or self.timeout_seconds,
                 check=False,
                 env=owner.environment if owner is not None else self._environment(env_overrides),
                 # The owner's identity is taken in the child before exec: no process of the owner's
@@ -162,7 +174,7 @@ class SlurmCli:
                 **(owner.popen_arguments() if owner else {}),
             )
         except subprocess.TimeoutExpired as exc:
-            raise SlurmUnreachable(f"{argv[0]} timed out after {self.timeout_seconds} s") from exc
+            raise SlurmUnreachable(f"{argv[0]} timed out after {timeout or self.timeout_seconds} s") from exc
         except FileNotFoundError as exc:
             raise ControllerUnavailable(f"{argv[0]} is not installed on this host") from exc
         if done.returncode not in ok_codes:
@@ -256,6 +268,37 @@ class SlurmCli:
 
     def resume(self, nodes: Sequence[str]) -> None:
         self._run(["scontrol", "update", f"NodeName={','.join(validate_nodes(nodes))}", "State=RESUME"])
+
+    # --- the replacement's health gate ----------------------------------------------------
+    def reserve(self, name: str, node: str, minutes: int) -> None:
+        """A maintenance reservation of ``node`` for root alone: once its drain is lifted, it runs
+        no user's job, only the check run in the reservation (an existing one is reused: a retry)."""
+        try:
+            self._run(["scontrol", "create", "reservation", f"ReservationName={_reservation(name)}",
+                       f"Nodes={validate_nodes([node])[0]}", "StartTime=now", f"Duration={max(1, minutes)}",
+                       "Users=root", "Flags=MAINT,IGNORE_JOBS"])  # fmt: skip
+        except SlurmCommandFailed as exc:
+            if "Duplicate reservation name" not in exc.output and "already exists" not in exc.output:
+                raise
+
+    def unreserve(self, name: str) -> None:
+        try:
+            self._run(["scontrol", "delete", f"ReservationName={_reservation(name)}"])
+        except SlurmCommandFailed as exc:
+            if "not found" not in exc.output.lower() and "invalid reservation" not in exc.output.lower():
+                raise
+
+    def run_check(self, name: str, node: str, argv: Sequence[str], timeout_seconds: int) -> tuple[int | None, str]:
+        """``argv`` on ``node`` as a one-task Slurm step in the reservation, within ``timeout_seconds``:
+        (exit code, or None when it did not end in time; the end of its output)."""
+        minutes = max(1, -(-timeout_seconds // 60))
+        step = ["srun", f"--reservation={_reservation(name)}", f"--nodelist={validate_nodes([node])[0]}", "--nodes=1", "--ntasks=1",
+                f"--time={minutes}", "--job-name=hyperpod-recovery-health-check", "--", *argv]  # fmt: skip
+        try:
+            done = self._run(step, ok_codes=tuple(range(256)), timeout=timeout_seconds + CHECK_ALLOCATION_SLACK_SECONDS)
+        except SlurmUnreachable as exc:
+            return None, str(exc)[-CHECK_OUTPUT_CHARS:]
+        return done.returncode, " ".join(f"{done.stdout} {done.stderr}".split())[-CHECK_OUTPUT_CHARS:]
 
     # --- jobs -------------------------------------------------------------------------------
     def jobs_on(self, nodes: Iterable[str]) -> list[JobSpec]:

@@ -7,4 +7,4 @@ from hyperpod_recovery.steps.resume_nodes import resume_nodes
 
 @workflow_step(ResumeNodesInput)
 def lambda_handler(step: ResumeNodesInput, deps: Dependencies):
-    return resume_nodes(step, orchestrator=deps.orchestrator, now=deps.now())
+    return resume_nodes(step, orchestrator=deps.orchestrator, health_check=deps.settings.health_check, now=deps.now())

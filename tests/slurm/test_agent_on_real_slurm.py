@@ -16,6 +16,7 @@ from hyperpod_recovery.models.commands import (
     CheckpointRef,
     CommandEnvelope,
     DrainNodes,
+    HealthCheck,
     JobsOnNodes,
     NodeBoot,
     ResubmitJob,
@@ -94,6 +95,53 @@ def test_resume_undoes_only_our_own_drain(slurm: SlurmCli, slurm_env: dict[str, 
     states = slurm.node_states(["ip-10-1-0-1", "ip-10-1-0-2"])
     assert not states["ip-10-1-0-1"].drained_or_draining
     assert states["ip-10-1-0-2"].reason == "ops: DIMM swap"
+
+
+@pytest.mark.parametrize(("check", "healthy"), [(["true"], True), (["sh", "-c", "echo GPU 3 has fallen off the bus; exit 3"], False)])
+def test_a_replacement_runs_the_health_check_before_any_job_and_stays_drained_if_it_fails(
+    slurm: SlurmCli, slurm_env: dict[str, str], check: list[str], healthy: bool
+) -> None:
+    # Given a node drained by us, and a user's job waiting for exactly that node
+    run(slurm, DrainNodes(nodes=["ip-10-1-0-3"], reason=f"{TAG} unhealthy"))
+    waiting = subprocess.run(["sbatch", "--parsable", "-w", "ip-10-1-0-3", "-N1", "--wrap", "sleep 600"], env=slurm_env,
+                             capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    try:
+        # When it is resumed through the gate
+        gate = HealthCheck(argv=check, timeout_seconds=30)
+        result = run(slurm, ResumeNodes(nodes=["ip-10-1-0-3"], owner_tag=TAG, health_check=gate))
+        state = slurm.node_states(["ip-10-1-0-3"])["ip-10-1-0-3"]
+        reservations = subprocess.run(["scontrol", "show", "reservation"], env=slurm_env, capture_output=True, text=True).stdout
+        # Then the check ran on it in a root-only reservation that is gone afterwards
+        assert "hpr-" not in reservations
+        if healthy:
+            # passed: in service, and the user's job may now start there
+            assert result.resumed == ["ip-10-1-0-3"] and result.unhealthy == []  # type: ignore[attr-defined]
+            assert not state.drained_or_draining
+            wait_for(lambda: job_state(slurm_env, waiting) == "RUNNING", "the waiting job to start on the checked node")
+        else:
+            # failed: drained again under our tag with what the check said; the user's job never ran there
+            (unhealthy,) = result.unhealthy  # type: ignore[attr-defined]
+            assert result.resumed == [] and unhealthy.node == "ip-10-1-0-3" and "exit 3" in unhealthy.detail  # type: ignore[attr-defined]
+            assert "fallen off the bus" in unhealthy.detail
+            assert state.drained_by_us and state.reason.startswith(f"{TAG} health check failed (exit 3)")
+            assert job_state(slurm_env, waiting) == "PENDING"
+    finally:
+        subprocess.run(["scancel", waiting], env=slurm_env, check=False)
+        subprocess.run(["scontrol", "update", "NodeName=ip-10-1-0-3", "State=RESUME"], env=slurm_env, check=False)
+
+
+def test_several_replacements_are_checked_at_once_and_each_is_resumed_on_its_own_result(slurm: SlurmCli) -> None:
+    # Given two nodes drained by us, one whose check fails (the check reads the node's own name)
+    nodes = ["ip-10-1-0-3", "ip-10-1-0-4"]
+    run(slurm, DrainNodes(nodes=nodes, reason=f"{TAG} unhealthy"))
+    check = HealthCheck(argv=["sh", "-c", 'test "$SLURMD_NODENAME" != ip-10-1-0-4 || { echo ECC errors; exit 2; }'], timeout_seconds=30)
+    # When both are resumed through the gate (in parallel: the agent's executor)
+    result = run(slurm, ResumeNodes(nodes=nodes, owner_tag=TAG, health_check=check))
+    # Then the healthy one is in service and the other drained again, with its own output
+    assert result.resumed == ["ip-10-1-0-3"] and [u.node for u in result.unhealthy] == ["ip-10-1-0-4"]  # type: ignore[attr-defined]
+    assert "ECC errors" in result.unhealthy[0].detail  # type: ignore[attr-defined]
+    states = slurm.node_states(nodes)
+    assert not states["ip-10-1-0-3"].drained_or_draining and states["ip-10-1-0-4"].drained_by_us
 
 
 def test_another_incidents_drain_is_not_ours_to_resume(slurm: SlurmCli) -> None:

@@ -49,8 +49,10 @@ def test_given_a_cluster_that_announces_the_replacement_then_the_event_ends_the_
     rejoined = next(e for e in incident["timeline"] if e["event"] == "node rejoined")
     assert "after 1 check(s)" in rejoined["detail"] and rejoined["at"] == report["replacements"][0]["running_at"]
     assert report["metrics"]["RejoinWaitsWoken"]["values"] == [1.0]
-    # And the job is down no more than provisioning + 10 s, with at most 5 s of pipeline overhead
-    assert job["downtime_seconds"] <= _provisioning(report) + 10
+    # And the job is down no more than provisioning + 10 s, plus the replacement's health check (on
+    # the critical path by design: no job lands on an unchecked node), with at most 5 s of overhead
+    check = 2.0  # the scenario's behaviour.health_check_seconds (its default)
+    assert job["downtime_seconds"] <= _provisioning(report) + 10 + check
     assert incident["pipeline_overhead_seconds"] <= 5
     # And the recovery takes fewer state transitions than a polled one
     assert report["state_transitions"] < drill("no-spare-capacity")["state_transitions"]
@@ -67,3 +69,18 @@ def test_given_a_lost_cluster_event_then_the_fallback_check_finds_the_replacemen
     rejoined = next(e for e in incident["timeline"] if e["event"] == "node rejoined")
     assert replaced_at + 600 <= rejoined["at"] <= replaced_at + 605 and "after 1 check(s)" in rejoined["detail"]
     assert _job(report)["downtime_seconds"] <= 600 + 10 + (report["replacements"][0]["initiated_at"] - 120)
+
+
+def test_given_a_replacement_that_fails_its_health_check_then_it_stays_drained_and_no_job_lands_on_it(drill: Drill) -> None:
+    # Given a replacement that comes back with a GPU fallen off the bus
+    report = drill("health-gate-fails")
+    incident = only_incident(report)
+    # Then the incident escalates naming the check's output, and the node stays drained under our tag
+    assert (incident["outcome"], incident["error"]) == ("escalated", "ReplacementUnhealthy")
+    assert "fallen off the bus" in incident["cause"]
+    ((node, reason),) = report["slurm"]["drained_nodes"].items()
+    assert node == "ip-10-3-0-11" and reason.startswith(f"hyperpod-recovery:{incident['id']} health check failed (exit 1)")
+    # And the job, resubmitted at once, runs on the idle nodes, never on the sick one
+    job = _job(report)
+    assert job["state"] == "RUNNING" and job["downtime_seconds"] <= 30
+    assert [e["event"] for e in incident["timeline"]].count("health check failed") == 1

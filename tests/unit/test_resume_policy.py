@@ -85,3 +85,27 @@ def test_given_any_comment_then_the_choice_is_a_policy_or_none_and_a_job_spec_ca
     assert choice is None or choice in RESUME_POLICIES
     assert choice is None or f"resume={choice}" in comment.split()
     assert _job("1", choice).resume == choice
+
+
+@pytest.mark.parametrize(
+    ("configured", "argv"),
+    [
+        ("", None),
+        ("   ", None),
+        ("dcgmi diag -r 1", ["dcgmi", "diag", "-r", "1"]),
+        ('sh -c "nvidia-smi -L | grep -q GPU"', ["sh", "-c", "nvidia-smi -L | grep -q GPU"]),
+    ],
+)
+def test_given_a_health_check_setting_then_it_is_the_argument_list_the_agent_runs(configured: str, argv: list[str] | None) -> None:
+    from tests.fakes import make_settings
+
+    settings = make_settings(REPLACEMENT_HEALTH_CHECK=configured)
+    assert (settings.health_check.argv if settings.health_check else None) == argv
+
+
+def test_given_a_health_check_that_does_not_parse_then_the_function_refuses_to_start() -> None:
+    from hyperpod_recovery.errors import ConfigurationError
+    from tests.fakes import make_settings
+
+    with pytest.raises(ConfigurationError, match="REPLACEMENT_HEALTH_CHECK"):
+        make_settings(REPLACEMENT_HEALTH_CHECK='sh -c "unterminated')

@@ -7,15 +7,16 @@ missing or malformed variable fails loudly (ConfigurationError) instead of defau
 from __future__ import annotations
 
 import os
+import shlex
 from collections.abc import Mapping
 from functools import lru_cache
 from typing import Annotated
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 from hyperpod_recovery.domain.limits import rejoin_wait_bounds
 from hyperpod_recovery.errors import ConfigurationError
-from hyperpod_recovery.models.commands import ResumePolicy
+from hyperpod_recovery.models.commands import HealthCheck, ResumePolicy
 from hyperpod_recovery.models.common import CLUSTER_ARN_PATTERN, CLUSTER_NAME_MAX_LENGTH, CLUSTER_NAME_PATTERN
 
 
@@ -58,6 +59,9 @@ class Settings(BaseModel):
     rejoin_max_poll_seconds: int = Field(ge=5, le=3600)
     rejoin_deadline_seconds: int = Field(ge=60, le=86_400)
     expected_replacement_seconds: int = Field(ge=60, le=86_400)  # a replacement's typical duration
+    # Run on a replaced node before it takes jobs (shell-like words; empty: no gate), and its deadline.
+    replacement_health_check: str = Field(default="", max_length=2048)
+    replacement_health_check_seconds: int = Field(default=120, ge=10, le=420)
     reboot_deadline_seconds: int = Field(ge=60, le=86_400)
     episode_window_seconds: int = Field(ge=60, le=86_400)
     max_event_age_seconds: int = Field(ge=60, le=30 * 86_400)
@@ -82,6 +86,21 @@ class Settings(BaseModel):
     # Every combination the template's parameters accept must work: where two parameters depend on
     # each other, the effective value is derived here rather than refused at every cold start
     # (tests/contract/test_aws_limits.py walks the parameter space).
+    @model_validator(mode="after")
+    def _health_check_parses(self) -> Settings:
+        try:
+            self.health_check  # noqa: B018 - a check that does not parse must fail the cold start, not a recovery
+        except (ValueError, ValidationError) as exc:
+            raise ValueError(f"REPLACEMENT_HEALTH_CHECK: {exc}") from exc
+        return self
+
+    @property
+    def health_check(self) -> HealthCheck | None:
+        """ReplacementHealthCheck as the agent runs it (an argument list), or None: no gate."""
+        if not self.replacement_health_check.strip():
+            return None
+        return HealthCheck(argv=shlex.split(self.replacement_health_check), timeout_seconds=self.replacement_health_check_seconds)
+
     @property
     def rejoin_waits(self) -> tuple[int, int]:
         """(first wait, longest wait) between rejoin checks: the parameters, raised where needed so

@@ -91,6 +91,11 @@ class RejoinDeadlineExceeded(RecoveryError):
     """Replacement nodes did not come back Running before the deadline."""
 
 
+class ReplacementUnhealthy(RecoveryError):
+    """A replacement came back but failed the health check (ReplacementHealthCheck) run on it
+    before it took jobs: it stays drained, never resumed into the job."""
+
+
 # --- our own state ------------------------------------------------------------------------
 class LedgerUnavailable(RecoveryError):
     """DynamoDB (the ledger) throttled or failed; safe to retry."""

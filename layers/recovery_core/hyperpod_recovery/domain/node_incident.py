@@ -55,6 +55,11 @@ def decide_completed(state: WorkflowState) -> Decision:
             (error_name(errors.ReplaceNotInitiated), f"{f.node_id}: replace failed ({f.error_code}: {f.message})")
             for f in state.replacement.failed
         ]
+    if state.resume is not None:
+        problems += [
+            (error_name(errors.ReplacementUnhealthy), f"{u.node}: failed the health check ({u.detail}); left drained")
+            for u in state.resume.result.unhealthy
+        ]
     if state.checkpoints is not None:
         problems += [
             (error_name(errors.NoVerifiedCheckpoint), f"job {j.job_id} ({j.name}): {j.reason}") for j in state.checkpoints.unresumable
@@ -144,6 +149,10 @@ def build_timeline(state: WorkflowState, recorded_at: datetime) -> list[Timeline
         if result.not_ours:
             detail += f"; left drained by someone else: {', '.join(result.not_ours)}"
         entries.append(TimelineEntry(at=state.resume.completed_at, event=verb, detail=detail))
+        for unhealthy in result.unhealthy:
+            entries.append(
+                TimelineEntry(at=state.resume.completed_at, event="health check failed", detail=f"{unhealthy.node}: {unhealthy.detail}")
+            )
     if state.checkpoints is not None:
         chosen = [
             f"job {p.job.job_id} -> step {p.checkpoint.step} ({p.checkpoint.uri})"

@@ -42,6 +42,12 @@ _NEXT_STEP_OF: dict[type[errors.RecoveryError], str] = {
         "state), then replace the node by hand or start a recovery with "
         "`hyperpod-recovery drill --stack <stack> --node <id> --live --yes`. The node stays drained."
     ),
+    errors.ReplacementUnhealthy: (
+        "A replacement came back but failed its health check (the cause has the check's output); it stays drained and "
+        "no job uses it. Look at the node (`scontrol show node <node>`), then replace it again "
+        "(`aws sagemaker batch-replace-cluster-nodes`) or, if the check was wrong, resume it "
+        "(`scontrol update nodename=<node> state=resume`). Jobs resubmitted at once run on other nodes meanwhile."
+    ),
     errors.RejoinDeadlineExceeded: (
         "The replacement did not come back before the deadline, or could not be told apart from other new nodes (the "
         "cause lists the new nodes seen in its instance group). Check the node in the HyperPod console "

@@ -152,11 +152,27 @@ class DrainNodes(BaseModel):
     reason: SlurmText = Field(min_length=1, max_length=256)
 
 
+# A replacement's health gate: a program run on the node as a Slurm step before it takes jobs.
+HealthCheckArg = Annotated[str, Field(min_length=1, max_length=2048, pattern=r"^[^\x00-\x1f\x7f]+$")]
+
+
+class HealthCheck(BaseModel):
+    """The program (an argument list, never a shell string) the agent runs on each node before it
+    resumes it, and how long it may take; a non-zero exit, or no exit in time, fails the gate."""
+
+    model_config = ConfigDict(extra="forbid")
+    argv: list[HealthCheckArg] = Field(min_length=1, max_length=32)
+    timeout_seconds: int = Field(ge=10, le=3600)
+
+
 class ResumeNodes(BaseModel):
     model_config = ConfigDict(extra="forbid")
     type: Literal["resume_nodes"] = "resume_nodes"
     nodes: NodeList
     owner_tag: SlurmText = Field(min_length=1, max_length=128, pattern=rf"^{OWNER_TAG_PREFIX}:\S+$")
+    # Run on each node before it takes jobs (left out when none is configured, so an agent older
+    # than the gate still reads the command).
+    health_check: HealthCheck | None = Field(default=None, exclude_if=_is_none)
 
 
 class JobsOnNodes(BaseModel):
@@ -257,11 +273,18 @@ class DrainResult(BaseModel):
     already_drained: NodeNames = Field(default_factory=list)
 
 
+class UnhealthyNode(BaseModel):
+    node: SlurmNodeName
+    detail: ShortText  # the check's exit and the end of its output
+
+
 class ResumeResult(BaseModel):
     resumed: NodeNames = Field(default_factory=list)
     not_drained: NodeNames = Field(default_factory=list)
     # Drained by someone else (reason without our tag): left alone on purpose.
     not_ours: NodeNames = Field(default_factory=list)
+    # Failed the health check: drained again under our tag, never resumed.
+    unhealthy: list[UnhealthyNode] = Field(default_factory=list, max_length=MAX_NODES_PER_REQUEST, exclude_if=lambda v: not v)
 
 
 class JobsOnNodesResult(BaseModel):

@@ -5,13 +5,17 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from hyperpod_recovery.models.commands import ResumeNodes, ResumeResult, owner_tag
+from hyperpod_recovery.models.commands import HealthCheck, ResumeNodes, ResumeResult, owner_tag
 from hyperpod_recovery.models.workflow import ResumeNodesInput
 from hyperpod_recovery.ports import Orchestrator
 from hyperpod_recovery.steps.commands import answer_here, dispatch_command
 
 
-def resume_nodes(step: ResumeNodesInput, *, orchestrator: Orchestrator, now: datetime) -> dict[str, Any]:
+def resume_nodes(
+    step: ResumeNodesInput, *, orchestrator: Orchestrator, health_check: HealthCheck | None = None, now: datetime
+) -> dict[str, Any]:
+    """``health_check``: run on each node before it takes jobs (the agent keeps a node that fails it
+    drained). A replacement found under another hostname was never drained by us and is not checked."""
     # A node whose replacement came back under another name left its own name drained: that name is
     # the old instance's, and the new one was never drained by us. Only names that came back are resumed.
     nodes = [n.slurm_node for n in step.rejoin.nodes if (n.rejoined and n.replacement_slurm_node is None) or step.rejoin.dry_run]
@@ -22,7 +26,7 @@ def resume_nodes(step: ResumeNodesInput, *, orchestrator: Orchestrator, now: dat
     return dispatch_command(
         orchestrator,
         step,
-        ResumeNodes(nodes=nodes, owner_tag=owner_tag(step.execution_name)),
+        ResumeNodes(nodes=nodes, owner_tag=owner_tag(step.execution_name), health_check=health_check),
         command_id=command_id,
         now=now,
     )
