@@ -207,8 +207,14 @@ class SimulatedSlurm:
         return self.host_view is None or self.host_view(name)[1]
 
     # --- the health gate: a root-only reservation, and the check as a step in it ---------------
-    def reserve(self, name: str, node: str, minutes: int) -> None:
+    def reserve(self, name: str, node: str) -> None:
         self.reserved[node] = name
+
+    def has_reservation(self, name: str) -> bool:
+        return name in self.reserved.values()
+
+    def cancel_reserved(self, name: str) -> None:
+        return None  # the simulated check never outlives its step
 
     def unreserve(self, name: str) -> None:
         for node in [n for n, r in self.reserved.items() if r == name]:

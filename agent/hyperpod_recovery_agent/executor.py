@@ -123,7 +123,9 @@ class Slurm(Protocol):
     def boot_times(self, nodes: Iterable[str]) -> list[NodeBoot]: ...
     def drain(self, nodes: Sequence[str], reason: str) -> None: ...
     def resume(self, nodes: Sequence[str]) -> None: ...
-    def reserve(self, name: str, node: str, minutes: int) -> None: ...
+    def reserve(self, name: str, node: str) -> None: ...
+    def has_reservation(self, name: str) -> bool: ...
+    def cancel_reserved(self, name: str) -> None: ...
     def unreserve(self, name: str) -> None: ...
     def run_check(self, name: str, node: str, argv: Sequence[str], timeout_seconds: int) -> tuple[int | None, str]: ...
     def jobs_on(self, nodes: Iterable[str]) -> list[JobSpec]: ...
@@ -231,47 +233,74 @@ class CommandExecutor:
                 result.not_ours.append(name)  # someone else's drain (or another incident's): never undone by us
             else:
                 result.resumed.append(name)
-        if result.resumed and command.health_check is not None:
+        if command.health_check is not None and (result.resumed or result.not_drained):
             return self._gated_resume(command, result)
         if result.resumed:
             self.slurm.resume(result.resumed)
         return result
 
     def _gated_resume(self, command: ResumeNodes, result: ResumeResult) -> ResumeResult:
-        """Each node runs the check before it takes a job: reserved for root, its drain lifted, the
-        check run as a Slurm step in the reservation; then into service (the reservation ends), or,
-        failed, drained again under the incident's tag with what the check said. All nodes at once:
-        a 25-node replacement is checked in one check's time."""
+        """Each node runs the check before it takes a job: reserved for root (a reservation with no
+        end), its drain lifted, the check run as a Slurm step in the reservation; the reservation is
+        deleted only once the node passed, or once it is drained again under the incident's tag with
+        what the check said. Anything else (an error, a crash) leaves the node reserved: closed to
+        jobs until a retry or a human. All nodes at once: a replacement is checked in one check's time.
+
+        A retried command (a crash, a redelivery) finds the nodes it already resumed in our
+        reservation and checks them again; they are not "not drained"."""
         check = command.health_check
         assert check is not None
         tag = command.owner_tag
-        name = f"hpr-{hashlib.sha256(tag.encode()).hexdigest()[:12]}"
+        prefix = f"hpr-{hashlib.sha256(tag.encode()).hexdigest()[:12]}"
 
-        def gate(node: str) -> tuple[str, int | None, str]:
-            reservation = f"{name}-{node}"
-            self.slurm.reserve(reservation, node, minutes=-(-check.timeout_seconds // 60) + 2)
+        def reservation(node: str) -> str:
+            return f"{prefix}-{hashlib.sha256(node.encode()).hexdigest()[:12]}"
+
+        resumed_before = [n for n in result.not_drained if self.slurm.has_reservation(reservation(n))]
+        to_check = [*result.resumed, *resumed_before]
+
+        def gate(node: str) -> tuple[str, bool, str]:
+            name = reservation(node)
             try:
+                self.slurm.reserve(name, node)
                 self.slurm.resume([node])
-                code, output = self.slurm.run_check(reservation, node, check.argv, check.timeout_seconds)
-                if code != 0:
-                    said = f"exit {code}" if code is not None else f"no answer in {check.timeout_seconds} s"
-                    self.slurm.drain([node], f"{tag} health check failed ({said}): {output}"[:256])
-                return node, code, output
-            finally:
-                self.slurm.unreserve(reservation)
+                code, output = self.slurm.run_check(name, node, check.argv, check.timeout_seconds)
+            except (SlurmCommandFailed, SlurmUnreachable, InvalidCommand) as exc:
+                # The check could not run: the node stays drained (or reserved), never in service.
+                self._keep_out(node, name, f"{tag} health check could not run: {exc}")
+                return node, False, f"the check could not run: {exc}"[:400]
+            if code == 0:
+                self.slurm.unreserve(name)
+                return node, True, output
+            said = f"exit {code}" if code is not None else f"no answer in {check.timeout_seconds} s"
+            self._keep_out(node, name, f"{tag} health check failed ({said}): {output}")
+            return node, False, f"{said}: {output}"
 
-        if self.parallel_checks and len(result.resumed) > 1:
-            with ThreadPoolExecutor(max_workers=min(len(result.resumed), 25)) as pool:
-                outcomes = list(pool.map(gate, result.resumed))
+        if self.parallel_checks and len(to_check) > 1:
+            with ThreadPoolExecutor(max_workers=len(to_check)) as pool:
+                outcomes = list(pool.map(gate, to_check))
         else:
-            outcomes = [gate(node) for node in result.resumed]
-        passed = [node for node, code, _ in outcomes if code == 0]
-        unhealthy = [
-            UnhealthyNode(node=node, detail=(f"exit {code}: " if code is not None else "no answer in time: ") + output)
-            for node, code, output in outcomes
-            if code != 0
-        ]
-        return result.model_copy(update={"resumed": passed, "unhealthy": unhealthy})
+            outcomes = [gate(node) for node in to_check]
+        return result.model_copy(
+            update={
+                "resumed": [node for node, ok, _ in outcomes if ok],
+                "not_drained": [n for n in result.not_drained if n not in resumed_before],
+                "unhealthy": [UnhealthyNode(node=node, detail=detail[:1000]) for node, ok, detail in outcomes if not ok],
+            }
+        )
+
+    def _keep_out(self, node: str, reservation: str, reason: str) -> None:
+        """Drain the node again under our tag; only once that held is its reservation deleted (a
+        step still running in it is cancelled first). If the drain fails, the reservation stays."""
+        try:
+            self.slurm.drain([node], reason[:256])
+        except (SlurmCommandFailed, SlurmUnreachable):
+            return  # still reserved for root: no job lands on it
+        try:
+            self.slurm.cancel_reserved(reservation)
+            self.slurm.unreserve(reservation)
+        except (SlurmCommandFailed, SlurmUnreachable):
+            return  # drained, and still reserved: doubly closed
 
     def jobs_on(self, nodes: Sequence[str]) -> JobsOnNodesResult:
         """The jobs holding any of ``nodes``, each captured now. Their node lists stay here: the

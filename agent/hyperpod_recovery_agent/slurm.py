@@ -107,6 +107,11 @@ class NodeState:
         return self.drained_or_draining and self.reason.startswith(OWNER_TAG_PREFIX + ":")
 
 
+# scontrol's answer about a reservation that does not exist (ESLURM_RESERVATION_INVALID).
+_RESERVATION_GONE = "Requested reservation is invalid"
+# srun's own errors: the step never started, so the node was not checked (not a failed check).
+_STEP_NOT_STARTED = ("srun: error: Unable to allocate resources", "srun: error: Unable to contact slurm controller",
+                     "Requested node configuration is not available", "Invalid reservation")  # fmt: skip
 # The health check may wait this long for its allocation (the node just resumed) beyond its own deadline.
 CHECK_ALLOCATION_SLACK_SECONDS = 30
 CHECK_OUTPUT_CHARS = 400
@@ -270,22 +275,38 @@ class SlurmCli:
         self._run(["scontrol", "update", f"NodeName={','.join(validate_nodes(nodes))}", "State=RESUME"])
 
     # --- the replacement's health gate ----------------------------------------------------
-    def reserve(self, name: str, node: str, minutes: int) -> None:
-        """A maintenance reservation of ``node`` for root alone: once its drain is lifted, it runs
-        no user's job, only the check run in the reservation (an existing one is reused: a retry)."""
+    def reserve(self, name: str, node: str) -> None:
+        """A maintenance reservation of ``node`` for root alone, with no end: once its drain is
+        lifted the node runs no user's job, only the check run in the reservation, until the gate
+        deletes it (an agent that dies mid-gate leaves the node closed, not open). An existing one
+        is reused (a retry)."""
         try:
             self._run(["scontrol", "create", "reservation", f"ReservationName={_reservation(name)}",
-                       f"Nodes={validate_nodes([node])[0]}", "StartTime=now", f"Duration={max(1, minutes)}",
+                       f"Nodes={validate_nodes([node])[0]}", "StartTime=now", "Duration=UNLIMITED",
                        "Users=root", "Flags=MAINT,IGNORE_JOBS"])  # fmt: skip
         except SlurmCommandFailed as exc:
-            if "Duplicate reservation name" not in exc.output and "already exists" not in exc.output:
+            if "Duplicate reservation name" not in exc.output:
                 raise
+
+    def has_reservation(self, name: str) -> bool:
+        try:
+            self._run(["scontrol", "show", f"ReservationName={_reservation(name)}"])
+        except SlurmCommandFailed as exc:
+            if _RESERVATION_GONE in exc.output or "not found" in exc.output.lower():
+                return False
+            raise
+        return True
+
+    def cancel_reserved(self, name: str) -> None:
+        """Cancel a check still running in the reservation (its srun timed out): Slurm refuses to
+        delete a reservation in use."""
+        self._run(["scancel", f"--reservation={_reservation(name)}"], ok_codes=(0, 1))
 
     def unreserve(self, name: str) -> None:
         try:
             self._run(["scontrol", "delete", f"ReservationName={_reservation(name)}"])
         except SlurmCommandFailed as exc:
-            if "not found" not in exc.output.lower() and "invalid reservation" not in exc.output.lower():
+            if _RESERVATION_GONE not in exc.output and "not found" not in exc.output.lower():
                 raise
 
     def run_check(self, name: str, node: str, argv: Sequence[str], timeout_seconds: int) -> tuple[int | None, str]:
@@ -295,9 +316,14 @@ class SlurmCli:
         step = ["srun", f"--reservation={_reservation(name)}", f"--nodelist={validate_nodes([node])[0]}", "--nodes=1", "--ntasks=1",
                 f"--time={minutes}", "--job-name=hyperpod-recovery-health-check", "--", *argv]  # fmt: skip
         try:
-            done = self._run(step, ok_codes=tuple(range(256)), timeout=timeout_seconds + CHECK_ALLOCATION_SLACK_SECONDS)
+            done = self._run(step, ok_codes=tuple(range(-64, 256)), timeout=timeout_seconds + CHECK_ALLOCATION_SLACK_SECONDS)
         except SlurmUnreachable as exc:
-            return None, str(exc)[-CHECK_OUTPUT_CHARS:]
+            if "timed out" in str(exc):
+                return None, str(exc)[-CHECK_OUTPUT_CHARS:]
+            raise
+        if done.returncode != 0 and any(marker in done.stderr for marker in _STEP_NOT_STARTED):
+            # srun's own failure (no allocation, slurmctld away): the check never ran on the node.
+            raise SlurmCommandFailed(step, done.returncode, done.stderr.strip()[-CHECK_OUTPUT_CHARS:])
         return done.returncode, " ".join(f"{done.stdout} {done.stderr}".split())[-CHECK_OUTPUT_CHARS:]
 
     # --- jobs -------------------------------------------------------------------------------

@@ -103,8 +103,8 @@ def test_a_replacement_runs_the_health_check_before_any_job_and_stays_drained_if
 ) -> None:
     # Given a node drained by us, and a user's job waiting for exactly that node
     run(slurm, DrainNodes(nodes=["ip-10-1-0-3"], reason=f"{TAG} unhealthy"))
-    waiting = subprocess.run(["sbatch", "--parsable", "-w", "ip-10-1-0-3", "-N1", "--wrap", "sleep 600"], env=slurm_env,
-                             capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    submit = ["sbatch", "--parsable", "--output=/dev/null", "-w", "ip-10-1-0-3", "-N1", "--wrap", "sleep 600"]
+    waiting = subprocess.run(submit, env=slurm_env, capture_output=True, text=True, check=True).stdout.strip()
     try:
         # When it is resumed through the gate
         gate = HealthCheck(argv=check, timeout_seconds=30)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -25,7 +26,7 @@ from hyperpod_recovery.models.common import one_line
 from hyperpod_recovery.models.workflow import CordonNodesInput
 from hyperpod_recovery.steps.cordon_nodes import cordon_nodes
 from hyperpod_recovery_agent.executor import CommandExecutor
-from hyperpod_recovery_agent.slurm import SlurmCli, parse_node_boots
+from hyperpod_recovery_agent.slurm import SlurmCli, SlurmUnreachable, parse_node_boots
 from sandbox.slurm import SimulatedSlurm
 from tests.fakes import T0, FakeOrchestrator
 from tests.unit.test_safety import _assessment
@@ -166,3 +167,90 @@ def test_the_boot_times_command_answers_what_slurmctld_knows_of_each_host() -> N
         ("b", T0 - timedelta(days=2), "IDLE+DRAIN+NOT_RESPONDING", False),
         ("c", None, "", False),
     ]
+
+
+# --- the replacement's health gate: every way it can go wrong keeps the node out of service -----
+GATE_TAG = "hyperpod-recovery:inc-1"
+
+
+class _GateSlurm(SimulatedSlurm):
+    """Simulated slurmctld whose gate calls can fail the way a real one does."""
+
+    def __init__(self, *, check: tuple[int | None, str] = (0, "ok"), failing: str | None = None) -> None:
+        super().__init__()
+        self.check, self.failing = check, failing
+        for name in ("n1", "n2"):
+            self.add_node(name)
+
+    def _maybe_fail(self, call: str) -> None:
+        if self.failing == call:
+            raise SlurmUnreachable(f"{call}: Unable to contact slurm controller")
+
+    def resume(self, nodes: Any) -> None:
+        self._maybe_fail("resume")
+        super().resume(nodes)
+
+    def drain(self, nodes: Any, reason: str) -> None:
+        self._maybe_fail("drain")
+        super().drain(nodes, reason)
+
+    def run_check(self, name: str, node: str, argv: Any, timeout_seconds: int) -> tuple[int | None, str]:
+        self._maybe_fail("run_check")
+        return self.check
+
+
+def _gate(slurm: _GateSlurm, nodes: list[str]) -> Any:
+    from hyperpod_recovery.models.commands import HealthCheck, ResumeNodes
+
+    command = ResumeNodes(nodes=nodes, owner_tag=GATE_TAG, health_check=HealthCheck(argv=["true"], timeout_seconds=30))
+    envelope = CommandEnvelope(
+        command_id="c", incident_id="inc-1", execution_name="inc-1", task_token="t", requested_at=T0, command=command
+    )
+    return CommandExecutor(slurm, parallel_checks=False).execute(envelope).result
+
+
+@pytest.mark.parametrize(
+    ("check", "failing", "in_service", "drained", "reserved"),
+    [
+        ((0, "ok"), None, True, False, False),  # passed: in service, reservation gone
+        ((1, "GPU fell off the bus"), None, False, True, False),  # failed: drained again, then unreserved
+        ((None, "timed out"), None, False, True, False),  # no answer in time: the same
+        ((1, "GPU fell off the bus"), "drain", False, False, True),  # failed, and the drain failed: stays reserved
+        ((0, "ok"), "run_check", False, True, False),  # the check could not run: kept out
+        ((0, "ok"), "resume", False, True, False),  # the drain could not be lifted: still drained
+    ],
+)
+def test_a_node_enters_service_only_after_its_check_passed(
+    check: tuple[int | None, str], failing: str | None, in_service: bool, drained: bool, reserved: bool
+) -> None:
+    # Given a replaced node drained by this incident
+    slurm = _GateSlurm(check=check, failing=failing)
+    SimulatedSlurm.drain(slurm, ["n1"], f"{GATE_TAG} unhealthy")
+    # When it is resumed through the gate and something goes as the row says
+    result = _gate(slurm, ["n1"])
+    node = slurm.nodes["n1"]
+    # Then it is in service only if the check passed; otherwise it is drained (under our tag) or still reserved for root
+    assert (result.resumed == ["n1"]) is in_service and bool(result.unhealthy) is not in_service
+    assert node.drained is (drained or (not in_service and not reserved and failing != "drain"))
+    assert ("n1" in slurm.reserved) is reserved
+    if not in_service:
+        assert node.drained or "n1" in slurm.reserved, "a node that did not pass must be closed to jobs"
+        assert node.reason.startswith(GATE_TAG) or "n1" in slurm.reserved
+
+
+def test_a_retried_gate_checks_again_a_node_it_already_resumed() -> None:
+    # Given a gate that died after lifting the drain (the node still in our reservation)
+    class DiesAfterResume(_GateSlurm):
+        def run_check(self, *args: Any) -> tuple[int | None, str]:
+            raise SystemExit("agent killed")
+
+    dying = DiesAfterResume()
+    dying.drain(["n1"], f"{GATE_TAG} unhealthy")
+    with pytest.raises(SystemExit):
+        _gate(dying, ["n1"])
+    assert not dying.nodes["n1"].drained and "n1" in dying.reserved  # resumed, but closed: still reserved
+    # When the command comes again (SQS redelivery), the check works this time
+    dying.__class__ = _GateSlurm
+    result = _gate(dying, ["n1"])
+    # Then the node is checked, not reported "not drained" and left unchecked
+    assert result.resumed == ["n1"] and result.not_drained == [] and "n1" not in dying.reserved

@@ -61,7 +61,7 @@ class Settings(BaseModel):
     expected_replacement_seconds: int = Field(ge=60, le=86_400)  # a replacement's typical duration
     # Run on a replaced node before it takes jobs (shell-like words; empty: no gate), and its deadline.
     replacement_health_check: str = Field(default="", max_length=2048)
-    replacement_health_check_seconds: int = Field(default=120, ge=10, le=420)
+    replacement_health_check_seconds: int = Field(default=120, ge=10, le=300)
     reboot_deadline_seconds: int = Field(ge=60, le=86_400)
     episode_window_seconds: int = Field(ge=60, le=86_400)
     max_event_age_seconds: int = Field(ge=60, le=30 * 86_400)
