@@ -318,6 +318,13 @@ def test_execution_history_resubmissions_pair_each_answer_with_its_plan_across_c
         ("2", "12", 200),
         ("1", "11", 100),
     ]
+    # And a history longer than the bound is read only that far, and says it is not whole
+    from hyperpod_recovery.adapters import stepfunctions
+
+    with Stubber(sfn) as stub, pytest.MonkeyPatch.context() as patch:
+        patch.setattr(stepfunctions, "MAX_EVENTS_READ", 100)
+        stub.add_response("get_execution_history", {"events": events[:100], "nextToken": "t1"}, base)
+        assert not StepFunctions(stepfunctions=sfn).resubmissions(arn).complete
     # And a history denied is read as incomplete; one throttled raises, for the end to come back later
     with Stubber(sfn) as stub:
         stub.add_client_error("get_execution_history", "AccessDeniedException", "not allowed")

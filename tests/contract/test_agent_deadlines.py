@@ -8,6 +8,8 @@ import re
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hyperpod_recovery.models.commands import AGENT_HEARTBEAT_DEADLINE_SECONDS
 from hyperpod_recovery_agent.config import AgentConfig
@@ -60,3 +62,32 @@ def test_the_agent_beats_at_least_twice_within_the_deadline() -> None:
     limit = AgentConfig.model_fields["heartbeat_seconds"]
     default = limit.default
     assert default * 2 <= AGENT_HEARTBEAT_DEADLINE_SECONDS
+
+
+def test_the_longest_health_check_fits_in_the_resume_nodes_wait() -> None:
+    # Given the longest check the template accepts, with srun's allocation slack and the Slurm calls
+    # around it (reserve, resume, drain or unreserve, cancel: each bounded by the agent's Slurm timeout)
+    from hyperpod_recovery.config import Settings
+    from hyperpod_recovery_agent.slurm import CHECK_ALLOCATION_SLACK_SECONDS
+
+    parameter = load_template(ROOT / "template.yaml")["Parameters"]["ReplacementHealthCheckSeconds"]
+    longest = int(parameter["MaxValue"])
+    assert longest == Settings.model_fields["replacement_health_check_seconds"].metadata[1].le  # one bound, two places
+    slurm_calls = 5 * AgentConfig.model_fields["slurm_timeout_seconds"].default
+    resume = json.loads((ROOT / "statemachines" / "node_recovery.asl.json").read_text())["States"]["Resume Nodes"]
+    # Then Resume Nodes waits for all of it (the checks run at once), so a slow check is a failed
+    # gate the agent reports, never a state that timed out with the node half done
+    assert longest + CHECK_ALLOCATION_SLACK_SECONDS + slurm_calls <= resume["TimeoutSeconds"]
+
+
+_CHECK_PATTERN = load_template(ROOT / "template.yaml")["Parameters"]["ReplacementHealthCheck"]["AllowedPattern"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(check=st.from_regex(_CHECK_PATTERN, fullmatch=True).filter(lambda c: len(c) <= 2048))
+def test_every_health_check_the_template_accepts_lets_every_function_start(check: str) -> None:
+    # A check CloudFormation accepts but the functions refuse would stop every cold start of the stack
+    from tests.fakes import make_settings
+
+    configured = make_settings(REPLACEMENT_HEALTH_CHECK=check)
+    assert configured.health_check is None or configured.health_check.argv

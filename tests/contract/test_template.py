@@ -197,6 +197,11 @@ def _pattern(rule: str) -> EventPattern:
         ("JobFailedRule", "agent/job-failed.json", True),
         ("JobFailedRule", "hyperpod/node_health_unhealthy.json", False),
         ("HealthEventRule", "agent/job-failed.json", False),
+        ("ClusterEventRule", "hyperpod-cluster/instance_replacement_completed.json", True),
+        ("ClusterEventRule", "hyperpod-cluster/lifecycle_script_started.json", True),  # an Instance event: Notice judges it
+        ("ClusterEventRule", "hyperpod-cluster/instance_creation_failed.json", False),  # another cluster's
+        ("ClusterEventRule", "hyperpod/node_health_unhealthy.json", False),
+        ("HealthEventRule", "hyperpod-cluster/instance_replacement_completed.json", False),
     ],
 )
 def test_eventbridge_rules_forward_only_actionable_events_of_this_cluster(rule: str, sample: str, matches: bool) -> None:

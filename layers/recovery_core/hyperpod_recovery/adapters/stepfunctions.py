@@ -7,7 +7,7 @@ TaskAnswerFailed; a history that cannot be read is None (best effort, see ``stat
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from datetime import datetime
 from typing import Any, Literal
 
@@ -75,6 +75,9 @@ class StepFunctions:
             raise TaskAnswerFailed(f"SendTaskSuccess: {exc}") from exc
 
     # --- ExecutionHistory -----------------------------------------------------------------
+    def _history(self, execution_arn: str, *, newest_first: bool, with_data: bool, page_size: int) -> _HistoryPages:
+        return _HistoryPages(self.stepfunctions, execution_arn, newest_first=newest_first, with_data=with_data, page_size=page_size)
+
     def states_entered(self, execution_arn: str) -> list[tuple[str, datetime]] | None:
         """(state name, time entered), oldest first; the oldest are missing when the history is
         longer than MAX_EVENTS_READ events.
@@ -84,24 +87,11 @@ class StepFunctions:
         the release of what the execution held never wait on it (None when it cannot be read).
         """
         entered: list[tuple[int, str, datetime]] = []
-        read = 0
-        kwargs: dict[str, Any] = {
-            "executionArn": execution_arn,
-            "reverseOrder": True,
-            "maxResults": PAGE_SIZE,
-            "includeExecutionData": False,
-        }
         try:
-            while read < MAX_EVENTS_READ:
-                page = self.stepfunctions.get_execution_history(**kwargs)
-                for event in page.get("events", []):
-                    details = event.get("stateEnteredEventDetails")
-                    if str(event.get("type", "")).endswith("StateEntered") and details:
-                        entered.append((int(event["id"]), str(details["name"]), event["timestamp"]))
-                read += len(page.get("events", []))
-                if not page.get("nextToken"):
-                    break
-                kwargs["nextToken"] = page["nextToken"]
+            for event in self._history(execution_arn, newest_first=True, with_data=False, page_size=PAGE_SIZE):
+                details = event.get("stateEnteredEventDetails")
+                if str(event.get("type", "")).endswith("StateEntered") and details:
+                    entered.append((int(event["id"]), str(details["name"]), event["timestamp"]))
         except (ClientError, BotoCoreError) as exc:
             logger.warning("could not read the execution's history", extra={"execution_arn": execution_arn, "reason": str(exc)})
             return None
@@ -119,22 +109,11 @@ class StepFunctions:
         delivers the end again); any other leaves the read incomplete."""
         plans: dict[str, ResumePlan] = {}
         seen: list[ResubmissionSeen] = []
-        read = 0
-        kwargs: dict[str, Any] = {
-            "executionArn": execution_arn,
-            "reverseOrder": False,
-            "maxResults": DATA_PAGE_SIZE,
-            "includeExecutionData": True,
-        }
+        history = self._history(execution_arn, newest_first=False, with_data=True, page_size=DATA_PAGE_SIZE)
         try:
-            while read < MAX_EVENTS_READ:
-                page = self.stepfunctions.get_execution_history(**kwargs)
-                for event in page.get("events", []):
-                    _read_resubmit_event(event, plans, seen)
-                read += len(page.get("events", []))
-                if not page.get("nextToken"):
-                    return ResubmissionsRead(seen=seen, asked=set(plans), complete=True)
-                kwargs["nextToken"] = page["nextToken"]
+            for event in history:
+                _read_resubmit_event(event, plans, seen)
+            return ResubmissionsRead(seen=seen, asked=set(plans), complete=history.whole)
         except ClientError as exc:
             if is_transient(exc):
                 raise HistoryUnavailable(f"GetExecutionHistory {execution_arn}: {error_code(exc)}") from exc
@@ -142,6 +121,33 @@ class StepFunctions:
         except BotoCoreError as exc:
             raise HistoryUnavailable(f"GetExecutionHistory {execution_arn}: {exc}") from exc
         return ResubmissionsRead(seen=seen, asked=set(plans), complete=False)
+
+
+class _HistoryPages:
+    """GetExecutionHistory's events, page by page, up to MAX_EVENTS_READ of them; ``whole`` says,
+    once iterated, whether the history ended before that bound."""
+
+    def __init__(self, stepfunctions: Any, execution_arn: str, *, newest_first: bool, with_data: bool, page_size: int) -> None:
+        self.stepfunctions = stepfunctions
+        self.kwargs: dict[str, Any] = {
+            "executionArn": execution_arn,
+            "reverseOrder": newest_first,
+            "maxResults": page_size,
+            "includeExecutionData": with_data,
+        }
+        self.whole = False
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        read = 0
+        while read < MAX_EVENTS_READ:
+            page = self.stepfunctions.get_execution_history(**self.kwargs)
+            events = page.get("events", [])
+            yield from events
+            read += len(events)
+            if not page.get("nextToken"):
+                self.whole = True
+                return
+            self.kwargs["nextToken"] = page["nextToken"]
 
 
 def _read_resubmit_event(event: dict[str, Any], plans: dict[str, ResumePlan], seen: list[ResubmissionSeen]) -> None:

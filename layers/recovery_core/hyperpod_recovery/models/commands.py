@@ -153,7 +153,7 @@ class DrainNodes(BaseModel):
 
 
 # A replacement's health gate: a program run on the node as a Slurm step before it takes jobs.
-HealthCheckArg = Annotated[str, Field(min_length=1, max_length=2048, pattern=r"^[^\x00-\x1f\x7f]+$")]
+HealthCheckArg = Annotated[str, Field(max_length=2048, pattern=r"^[^\x00-\x1f]*$")]
 
 
 class HealthCheck(BaseModel):
@@ -161,7 +161,7 @@ class HealthCheck(BaseModel):
     resumes it, and how long it may take; a non-zero exit, or no exit in time, fails the gate."""
 
     model_config = ConfigDict(extra="forbid")
-    argv: list[HealthCheckArg] = Field(min_length=1, max_length=32)
+    argv: list[HealthCheckArg] = Field(min_length=1, max_length=1024)
     timeout_seconds: int = Field(ge=10, le=3600)
 
 
