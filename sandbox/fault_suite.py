@@ -50,6 +50,38 @@ SUITE = [
         {"behaviour": {"unhealthy_replacements": ["workers:7"]}},
         ("escalated:ReplacementUnhealthy",),
     ),
+    # Its first replacement comes back sick, the second healthy: replaced once more, recovered.
+    Fault(
+        "first-replacement-fails-health-check",
+        "default",
+        {"behaviour": {"unhealthy_replacements": ["workers:7"], "unhealthy_replacement_count": 1}},
+        ("recovered",),
+    ),
+    # The replacement of a sick replacement cannot start: the node stays drained, a human decides.
+    Fault(
+        "second-replacement-cannot-start",
+        "default",
+        {
+            "behaviour": {
+                "unhealthy_replacements": ["workers:7"],
+                "api_errors": [{"operation": "BatchReplaceClusterNodes", "node": "workers:7", "code": "InternalServerError", "after": 1}],
+            }
+        },
+        ("escalated:ReplacementUnhealthy",),
+    ),
+    # Replace Unhealthy Nodes ran but its answer was lost: the retry replaces nothing twice.
+    Fault(
+        "replace-again-answer-lost",
+        "default",
+        {
+            "behaviour": {
+                "unhealthy_replacements": ["workers:7"],
+                "unhealthy_replacement_count": 1,
+                "lost_responses": [{"function": "ReplaceUnhealthyNodesFunction", "times": 1}],
+            }
+        },
+        ("recovered",),
+    ),
     # An agent restarted within the heartbeat deadline (systemd's restart) answers the command waiting for it.
     Fault("agent-restarts-within-a-minute", "agent-down", {"behaviour": {"agent_down": False, "agent_back_at": 160}}, ("recovered",)),
     Fault("agent-slow", "default", {"behaviour": {"agent_seconds": 240}}, ("recovered",)),

@@ -113,6 +113,17 @@ class _InjectedError:
     code: str
     node: str | None
     remaining: int
+    spared: int = 0  # matching calls still to let through before failing (ApiErrorSpec.after)
+
+    def fires(self) -> bool:
+        """This matching call fails (and is counted): the spared ones first pass."""
+        if self.spared > 0:
+            self.spared -= 1
+            return False
+        if self.remaining <= 0:
+            return False
+        self.remaining -= 1
+        return True
 
 
 @dataclass
@@ -159,7 +170,7 @@ class HyperPodDouble:
         self._never_rejoin = {ref for r in self.behaviour.never_rejoin for ref in expand_range(r)}
         self._reboot_fails = {ref for r in self.behaviour.reboot_fails for ref in expand_range(r)}
         self._unhealthy = {f"{g}:{i}" for r in self.behaviour.unhealthy_replacements for g, i in expand_range(r)}
-        self._errors = [_InjectedError(e.operation, e.code, e.node, e.times) for e in self.behaviour.api_errors]
+        self._errors = [_InjectedError(e.operation, e.code, e.node, e.times, e.after) for e in self.behaviour.api_errors]
 
     # --- helpers the runner uses ---------------------------------------------------------
     def _instance_id(self, group: str, index: int, generation: int) -> str:
@@ -208,7 +219,9 @@ class HyperPodDouble:
         if not holders:
             return False
         newest = max(holders, key=lambda n: n.created_at)
-        return newest.generation > 0 and f"{newest.group}:{newest.index}" in self._unhealthy
+        count = self.behaviour.unhealthy_replacement_count
+        sick = newest.generation > 0 and f"{newest.group}:{newest.index}" in self._unhealthy
+        return sick and (count is None or newest.generation <= count)
 
     def slurm_up_since(self, name: str) -> datetime | None:
         """Since when slurmd on the host ``name`` has answered slurmctld without a break, at the
@@ -401,16 +414,14 @@ class HyperPodDouble:
     def _maybe_fail(self, operation: str) -> None:
         with self._lock:
             for error in self._errors:
-                if error.operation == operation and error.node is None and error.remaining > 0:
-                    error.remaining -= 1
+                if error.operation == operation and error.node is None and error.fires():
                     raise HyperPodApiError(error.code, f"injected {error.code} for {operation}")
 
     def _node_error(self, operation: str, node: SimNode) -> str | None:
         for error in self._errors:
-            if error.operation == operation and error.node and error.remaining > 0:
+            if error.operation == operation and error.node:
                 group, index = parse_ref(error.node)
-                if (group, index) == (node.group, node.index):
-                    error.remaining -= 1
+                if (group, index) == (node.group, node.index) and error.fires():
                     return error.code
         return None
 

@@ -325,13 +325,19 @@ def _provisioning(runner: DrillRunner, record: IncidentRecord, phases: Phases) -
     the workflow's polling lag. A node that never came back keeps the whole wait."""
     repairs = [(r.old_node_id, r.initiated_at, r.running_at) for r in runner.double.replacements]
     repairs += [(r.node_id, r.initiated_at, r.running_at) for r in runner.double.reboots]
+    # A node's line of instances: a replacement that failed the health gate is replaced in turn.
+    successor = {r.old_node_id: r.new_node_id for r in runner.double.replacements}
     found: Intervals = []
     for name, start, end in phases:
         if name != "wait_for_rejoin":
             continue
         ready = start
         for node in record.nodes:
-            ours = [(at, running) for node_id, at, running in repairs if node_id == node and _ms(at) <= end]
+            line = {node}
+            while successor.get(node) and successor[node] not in line:
+                node = successor[node]
+                line.add(node)
+            ours = [(at, running) for node_id, at, running in repairs if node_id in line and _ms(at) <= end]
             if ours:
                 # The node's newest repair by then: a replacement after a reboot that did not help supersedes it.
                 running = max(ours, key=lambda repair: repair[0])[1]

@@ -161,11 +161,13 @@ class ApiErrorSpec(_Strict):
     code: str  # whole-call error (ThrottlingException, ...) or, with node, a per-node ErrorCode
     node: str | None = None
     times: int = Field(default=1, ge=1, le=1000)
+    # The first this many matching calls (or calls naming the node) succeed: a later call fails.
+    after: int = Field(default=0, ge=0, le=1000)
 
     @model_validator(mode="after")
     def _ledger_errors_are_whole_call(self) -> ApiErrorSpec:
-        if self.operation.startswith("dynamodb:") and self.node:
-            raise ValueError("a dynamodb error applies to the whole call: no 'node'")
+        if self.operation.startswith("dynamodb:") and (self.node or self.after):
+            raise ValueError("a dynamodb error applies to the whole call, from the first: no 'node', no 'after'")
         return self
 
 
@@ -201,8 +203,10 @@ class BehaviourSpec(_Strict):
     # A Continuous-mode cluster's Cluster Events never reach the stack (a rule disabled, an event
     # lost): the fallback check finds the replacement.
     cluster_events_lost: StrictBool = False
-    # Replacements of these nodes come back sick: the health check fails on them (every time).
+    # Replacements of these nodes come back sick: the health check fails on them.
     unhealthy_replacements: list[str] = Field(default_factory=list)
+    # How many of such a node's replacements come back sick, the first ones (None: every one).
+    unhealthy_replacement_count: int | None = Field(default=None, ge=1)
     # How long the gate's check runs: ASSUMPTION, an nvidia-smi query plus the step's launch (about 2 s).
     health_check_seconds: float = Field(default=2.0, ge=0)
 

@@ -1,18 +1,18 @@
 """Check Other Recovery: has the incident holding the job's nodes recorded its outcome? (bounded wait)"""
 
-from hyperpod_recovery.domain.limits import rejoin_wait_bounds
+from hyperpod_recovery.domain.limits import rejoin_wait_bounds, rejoin_window_seconds
 from hyperpod_recovery.models.job_recovery import CheckOtherRecoveryInput
 from hyperpod_recovery.runtime import Dependencies, workflow_step
 from hyperpod_recovery.steps.check_other_recovery import check_other_recovery
 
-# The other incident may itself reboot, then replace and wait: allow both deadlines, plus margin.
+# The other incident may itself reboot, then replace, replace again and wait: allow all its windows, plus margin.
 MARGIN_SECONDS = 1800
 
 
 @workflow_step(CheckOtherRecoveryInput)
 def lambda_handler(step: CheckOtherRecoveryInput, deps: Dependencies):
     settings = deps.settings
-    deadline_seconds = settings.reboot_deadline_seconds + settings.rejoin_deadline_seconds + MARGIN_SECONDS
+    deadline_seconds = rejoin_window_seconds(settings.reboot_deadline_seconds, settings.rejoin_deadline_seconds) + MARGIN_SECONDS
     first_wait, longest_wait = rejoin_wait_bounds(settings.rejoin_poll_seconds, settings.rejoin_max_poll_seconds, deadline_seconds)
     return check_other_recovery(
         step,

@@ -29,17 +29,20 @@ from moto.events.models import EventPattern
 from pydantic import ValidationError
 
 from hyperpod_recovery.config import Settings
+from hyperpod_recovery.domain.cadence import next_wait_seconds
 from hyperpod_recovery.domain.limits import (
     EXECUTION_HISTORY_EVENTS,
     MAX_EVENT_WAKES,
+    MAX_GATE_REPLACEMENTS,
     MAX_REJOIN_CHECKS,
     NODE_RECOVERY_OVERHEAD_SECONDS,
     STATE_MACHINE_NAME_LENGTH,
     node_recovery_time_bound_seconds,
     rejoin_wait_bounds,
+    rejoin_window_seconds,
 )
 from hyperpod_recovery.domain.normalize import GuardedCluster
-from hyperpod_recovery.domain.rejoin import MAX_BOOT_READINGS, next_wait_seconds
+from hyperpod_recovery.domain.rejoin import MAX_BOOT_READINGS
 from hyperpod_recovery.models.common import MAX_JOBS_PER_INCIDENT
 from hyperpod_recovery.models.workflow import CheckpointPlan
 from sandbox.template import Resolver, load_template
@@ -251,7 +254,15 @@ def test_given_the_maps_over_a_checkpoint_plan_then_the_plan_bounds_their_items_
 # States of a loop that do not run on every pass but a bounded number of times per execution: Read
 # Boot Times runs at most MAX_BOOT_READINGS times (observe_rejoin budgets them), and each reading is
 # followed by one more pass through the loop's other states but its wait (Check Rejoin, Check Rejoined).
-BOUNDED_LOOP_STATES = {"Read Boot Times": MAX_BOOT_READINGS}
+# Resume Nodes and its Check Health Gate run once per rejoin, and a failed health gate leads to at
+# most MAX_GATE_REPLACEMENTS more (Replace Unhealthy Nodes, Check Unhealthy Replaced).
+BOUNDED_LOOP_STATES = {
+    "Read Boot Times": MAX_BOOT_READINGS,
+    "Resume Nodes": 1 + MAX_GATE_REPLACEMENTS,
+    "Check Health Gate": 1 + MAX_GATE_REPLACEMENTS,
+    "Replace Unhealthy Nodes": MAX_GATE_REPLACEMENTS,
+    "Check Unhealthy Replaced": MAX_GATE_REPLACEMENTS,
+}
 
 
 def _is_wait(state: dict[str, Any]) -> bool:
@@ -315,16 +326,21 @@ def _settings(values: dict[str, Any]) -> Settings:
 
 
 @settings(max_examples=300, deadline=None)
-@given(values=_parameter_space())
-def test_given_any_accepted_parameters_then_every_function_starts_and_the_waits_stay_within_budget(values: dict[str, int]) -> None:
+@given(values=_parameter_space(), paced=st.booleans(), announced=st.booleans())
+def test_given_any_accepted_parameters_then_every_function_starts_and_the_waits_stay_within_budget(
+    values: dict[str, int], paced: bool, announced: bool
+) -> None:
     # Given any combination of numbers the template's parameters accept
     configured = _settings(values)
-    # When the rejoin checks run as often as the derived waits allow, over the longest window
-    window = configured.reboot_deadline_seconds + configured.rejoin_deadline_seconds
+    # When the rejoin checks run as often as the derived waits allow, over the longest window (all
+    # its passes), paced by the replacements' typical duration or not, announced by events or not
+    window = rejoin_window_seconds(configured.reboot_deadline_seconds, configured.rejoin_deadline_seconds)
     first, longest = configured.rejoin_waits
+    expected = configured.expected_replacement_seconds if paced else None
     elapsed, checks = 0, 0
     while elapsed < window:
-        elapsed += next_wait_seconds(checks, first, longest, window - elapsed)
+        expected_in = expected - elapsed if expected is not None else None
+        elapsed += next_wait_seconds(checks, first, longest, window - elapsed, expected_in, announced=announced)
         checks += 1
     # Then the functions' settings are valid (no cold start refuses them) and the checks stay counted
     assert checks <= MAX_REJOIN_CHECKS + 1, (checks, first, longest, window)
@@ -380,6 +396,10 @@ def test_given_the_node_workflow_then_the_nested_timeout_covers_its_longest_run(
     node = ASL["node_recovery"]
     loop = set().union(*_loops(node["States"]))
     slowest = _worst_case_seconds(node, loop) + sum(_worst_case_seconds({"States": {n: node["States"][n]}}, set()) for n in loop)
+    # And the Resume Nodes of each failed health gate, outside every deadline (the replacement's
+    # own deadline starts at Replace Unhealthy Nodes, counted above once per execution)
+    slowest += MAX_GATE_REPLACEMENTS * _worst_case_seconds({"States": {"Resume Nodes": node["States"]["Resume Nodes"]}}, set())
+    assert BOUNDED_LOOP_STATES["Replace Unhealthy Nodes"] == MAX_GATE_REPLACEMENTS == 1
     # Then the overhead JobRecovery allows on top of the deadlines covers it
     print(f"NodeRecovery outside its deadlines, at worst: {slowest} s")
     assert slowest <= NODE_RECOVERY_OVERHEAD_SECONDS, slowest
@@ -387,7 +407,7 @@ def test_given_the_node_workflow_then_the_nested_timeout_covers_its_longest_run(
     recover = ASL["job_recovery"]["States"]["Recover Nodes"]
     assert recover["TimeoutSecondsPath"] == "$.classification.node_timeout_seconds" and "TimeoutSeconds" not in recover
     for reboot, rejoin in ((60, 60), (900, 2700), (86_400, 86_400)):
-        assert node_recovery_time_bound_seconds(reboot, rejoin) >= reboot + rejoin + slowest
+        assert node_recovery_time_bound_seconds(reboot, rejoin) >= reboot + (1 + MAX_GATE_REPLACEMENTS) * rejoin + slowest
 
 
 # --- SNS and KMS ----------------------------------------------------------------------------

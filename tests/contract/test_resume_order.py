@@ -8,7 +8,7 @@ import copy
 import json
 from typing import Any
 
-from hyperpod_recovery.domain.reconcile import NODES_BACK_STATES
+from hyperpod_recovery.domain.reconcile import NODES_BACK_STATES, NODES_OUT_AGAIN_STATES
 from tests.conftest import ROOT
 
 NODE = json.loads((ROOT / "statemachines" / "node_recovery.asl.json").read_text())
@@ -62,7 +62,27 @@ def test_given_the_workflow_then_jobs_resubmitted_now_come_before_the_wait_and_t
     assert "Resubmit Jobs" not in before_wait and "Resume Nodes" not in before_wait
     # And Find Newest Checkpoint tells the step this workflow can resubmit now
     assert STATES["Find Newest Checkpoint"]["Parameters"]["resume_now_allowed"] is True
-    assert STATES["Resume Nodes"]["Next"] == "Resubmit Jobs"
+    # And the jobs planned for after the rejoin wait for the health gate: once it passed, or once
+    # a failed gate's second replacement was tried and checked in turn
+    after_resume = _reachable("Resume Nodes", avoiding={"Wait For Rejoin", "Resubmit Jobs", "Escalate Incident"})
+    assert after_resume == {"Resume Nodes", "Check Health Gate", "Replace Unhealthy Nodes", "Check Unhealthy Replaced"}
+    assert {STATES["Check Health Gate"]["Default"], STATES["Check Unhealthy Replaced"]["Default"]} == {"Resubmit Jobs"}
+    assert STATES["Check Unhealthy Replaced"]["Choices"][0]["Next"] == "Wait For Rejoin"
+
+
+def test_given_a_failed_health_gate_then_a_node_is_replaced_again_at_most_once() -> None:
+    # Given the choice after Resume Nodes
+    (rule,) = STATES["Check Health Gate"]["Choices"]
+    # Then it replaces again only when a node failed the gate and no node was replaced again yet
+    # (Replace Unhealthy Nodes sets the watch's first_gate, whatever it did)
+    assert rule == {
+        "And": [
+            {"Variable": "$.resume.result.unhealthy", "IsPresent": True},
+            {"Variable": "$.replacement.watch.first_gate", "IsPresent": False},
+        ],
+        "Next": "Replace Unhealthy Nodes",
+    }
+    assert STATES["Replace Unhealthy Nodes"]["ResultPath"] == "$.replacement.watch"
 
 
 def test_given_the_states_that_prove_the_nodes_are_back_then_none_is_reachable_without_the_rejoin_check() -> None:
@@ -71,3 +91,7 @@ def test_given_the_states_that_prove_the_nodes_are_back_then_none_is_reachable_w
     without_rejoin = _reachable(NODE["StartAt"], avoiding={"Check Rejoined"})
     assert NODES_BACK_STATES and not (NODES_BACK_STATES & without_rejoin)
     assert _reachable("Check Rejoined", avoiding=set()) >= NODES_BACK_STATES
+    # And a node replaced again is out of service until the next rejoin check: the state that does
+    # it is named for Reconcile Execution, and leads back to the wait
+    assert {"Replace Unhealthy Nodes"} == NODES_OUT_AGAIN_STATES
+    assert "Wait For Rejoin" in _reachable("Replace Unhealthy Nodes", avoiding={"Check Rejoined"})

@@ -23,6 +23,7 @@ from pydantic.fields import FieldInfo
 from hyperpod_recovery.domain.normalize import REQUEST_REASON_BUDGET, group_triggers
 from hyperpod_recovery.domain.rejoin import MAX_BOOT_READINGS
 from hyperpod_recovery.models.commands import (
+    UNHEALTHY_DETAILS_KEPT,
     BootTimesResult,
     CheckpointRef,
     CommandReply,
@@ -39,6 +40,8 @@ from hyperpod_recovery.models.requests import MAX_REQUEST_BYTES, Trigger
 from hyperpod_recovery.models.workflow import (
     Assessment,
     CheckpointPlan,
+    FirstGate,
+    GateFailure,
     LockResult,
     NodeTarget,
     OutcomeResult,
@@ -139,12 +142,21 @@ def largest_realistic_state() -> WorkflowState:
                 replacement_slurm_node=f"ip-10-{n // 250}-{n % 250 + 128}-{n % 200}",
                 rejoined=True,
                 escalated_to_replace_at=now,
+                # and its first replacement failed the health gate and was not replaced again
+                gate_failure=GateFailure(instance=f"i-{n + 2000:017x}", error="E" * 40),
             )
             for n, (i, h) in enumerate(nodes)
         ],
         done=True,
         next_wait_seconds=0,
         boot_readings=MAX_BOOT_READINGS,
+        first_gate=FirstGate(
+            requested_at=now,
+            completed_at=now,
+            replaced_at=now,
+            said={h: "d" * 1000 for _, h in nodes[:UNHEALTHY_DETAILS_KEPT]},
+            refused="r" * 1000,
+        ),
     )
     long_uri = "s3://" + "b" * 63 + "/" + "p" * 180
     plan = CheckpointPlan(
@@ -173,7 +185,10 @@ def largest_realistic_state() -> WorkflowState:
         cordon=CommandReply[DrainResult].model_validate({**reply, "result": {"drained": [h for _, h in nodes]}}),
         jobs=CommandReply[JobsOnNodesResult].model_validate({**reply, "type": "jobs_on_nodes", "result": {"count": 100}}),
         replacement=Replacement(at=T0, calls=4, proceed=True, watch=watch),
-        resume=CommandReply[ResumeResult].model_validate({**reply, "type": "resume_nodes", "result": {"resumed": [h for _, h in nodes]}}),
+        # the second health gate failed every node, each with the longest answer
+        resume=CommandReply[ResumeResult].model_validate(
+            {**reply, "type": "resume_nodes", "result": {"unhealthy": [{"node": h, "detail": "u" * 1000} for _, h in nodes]}}
+        ),
         checkpoints=plan,
         resubmissions=answers,
     )
@@ -183,6 +198,7 @@ def test_the_largest_realistic_node_recovery_state_stays_far_below_the_limit() -
     state = largest_realistic_state()
     outcome = OutcomeResult(at=T0, incident_id="x" * 80, outcome="escalated", error="E" * 64, cause="c" * 4000, summary="s" * 8000)
     size = len(state.model_dump_json()) + len(outcome.model_dump_json())
+    print(f"largest NodeRecovery state and outcome: {size} bytes")
     assert size < STATE_LIMIT * 0.75, f"{size} bytes"
 
 

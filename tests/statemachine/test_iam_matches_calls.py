@@ -32,6 +32,7 @@ DRILLS = (
     "dry-run",
     "job-and-health-event",
     "rejoin-event",  # Notice Cluster Event: a Cluster Event wakes the wait
+    "health-gate-replaced-again",  # Replace Unhealthy Nodes: a replacement failed the health gate
 )
 NOT_RUN_BY_DRILLS = {"ReportSafetyStateFunction"}  # runs on a schedule; tests/unit cover it
 IAM_PREFIX = {"sfn": "states", "eventbridge": "events"}  # botocore service id -> IAM service prefix

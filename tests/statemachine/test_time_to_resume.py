@@ -71,16 +71,36 @@ def test_given_a_lost_cluster_event_then_the_fallback_check_finds_the_replacemen
     assert _job(report)["downtime_seconds"] <= 600 + 10 + (report["replacements"][0]["initiated_at"] - 120)
 
 
-def test_given_a_replacement_that_fails_its_health_check_then_it_stays_drained_and_no_job_lands_on_it(drill: Drill) -> None:
-    # Given a replacement that comes back with a GPU fallen off the bus
+def test_given_every_replacement_failing_its_health_check_then_one_more_is_tried_and_the_node_stays_drained(drill: Drill) -> None:
+    # Given a node whose every replacement comes back with a GPU fallen off the bus
     report = drill("health-gate-fails")
     incident = only_incident(report)
-    # Then the incident escalates naming the check's output, and the node stays drained under our tag
+    # Then its first replacement is replaced once more, and no third time
+    first, second = report["replacements"]
+    assert second["old_node_id"] == first["new_node_id"] and second["initiated_at"] >= first["running_at"]
+    assert report["api_calls"]["sagemaker.BatchReplaceClusterNodes"] == 2
+    # And after the second failed check the incident escalates naming both, the node drained under our tag
     assert (incident["outcome"], incident["error"]) == ("escalated", "ReplacementUnhealthy")
-    assert "fallen off the bus" in incident["cause"]
+    assert "second replacement failed the health check too" in incident["cause"] and first["new_node_id"] in incident["cause"]
     ((node, reason),) = report["slurm"]["drained_nodes"].items()
     assert node == "ip-10-3-0-11" and reason.startswith(f"hyperpod-recovery:{incident['id']} health check failed (exit 1)")
-    # And the job, resubmitted at once, runs on the idle nodes, never on the sick one
+    # And the job, resubmitted at once, runs on the idle nodes, never on a sick one
     job = _job(report)
     assert job["state"] == "RUNNING" and job["downtime_seconds"] <= 30
-    assert [e["event"] for e in incident["timeline"]].count("health check failed") == 1
+    assert [e["event"] for e in incident["timeline"]].count("health check failed") == 2
+
+
+def test_given_a_first_replacement_failing_its_health_check_then_the_second_goes_into_service(drill: Drill) -> None:
+    # Given a node whose first replacement is sick and whose second is healthy
+    report = drill("health-gate-replaced-again")
+    incident = only_incident(report)
+    first, second = report["replacements"]
+    # Then the incident recovers on the second replacement, which is in service (no drain left)
+    assert incident["outcome"] == "recovered" and report["slurm"]["drained_nodes"] == {}
+    assert first["new_node_id"] in incident["summary"] and "replaced again" in incident["summary"]
+    # And the second replacement starts within a minute of the first one's return (the polling lag,
+    # one health check, one Lambda)
+    assert second["initiated_at"] <= first["running_at"] + 60
+    # And the time split books both provisionings as provisioning, not as our overhead
+    both = (first["running_at"] - first["initiated_at"]) + (second["running_at"] - second["initiated_at"])
+    assert incident["provisioning_seconds"] == both

@@ -6,10 +6,13 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hyperpod_recovery.domain.assess import assess_nodes
+from hyperpod_recovery.domain.cadence import next_wait_seconds
 from hyperpod_recovery.domain.ladder import recommended_repair
-from hyperpod_recovery.domain.rejoin import next_wait_seconds, observe_rejoin
+from hyperpod_recovery.domain.rejoin import observe_rejoin
 from hyperpod_recovery.domain.replace import chunked, classify_replacements
 from hyperpod_recovery.errors import NodeRoleUnknown, RejoinDeadlineExceeded, UnsupportedOrchestrator
 from hyperpod_recovery.models.cluster import BatchOutcome, ClusterNode
@@ -113,34 +116,62 @@ def test_dry_run_replaces_nothing_and_waits_for_nothing() -> None:
 
 
 @pytest.mark.parametrize(
-    ("actions", "expected", "first_wait", "expected_at"),
+    ("actions", "expected", "announced", "first_wait", "expected_at"),
     [
-        ({}, 600, 600, T0 + timedelta(seconds=600)),  # announced replacement: the first check near its typical end
-        ({}, None, 30, None),  # a cluster without Cluster Events: the usual backoff
-        ({node_id(1): "reboot"}, 600, 30, None),  # a reboot is not announced: polled as before
+        ({}, 600, True, 600, T0 + timedelta(seconds=600)),  # announced: no check before the typical end
+        ({}, 600, False, 300, T0 + timedelta(seconds=600)),  # not announced: halfway there, then thicker
+        ({}, None, False, 30, None),  # no typical duration known: the usual backoff
+        ({node_id(1): "reboot"}, 600, True, 30, None),  # a reboot is neither announced nor paced: the backoff
     ],
 )
-def test_a_replacement_a_cluster_announces_is_first_checked_near_its_typical_duration(
-    actions: dict[str, str], expected: int | None, first_wait: int, expected_at: Any
+def test_a_replacement_is_first_checked_by_its_typical_duration(
+    actions: dict[str, str], expected: int | None, announced: bool, first_wait: int, expected_at: Any
 ) -> None:
     replacement = classify_replacements(_targets(1), BatchOutcome(successful=[node_id(1)], calls=1), set(), T0, 30, 2700, dry_run=False,
-                                        actions=actions, expected_seconds=expected)  # fmt: skip
-    assert replacement.watch.next_wait_seconds == first_wait and replacement.watch.expected_at == expected_at
+                                        actions=actions, expected_seconds=expected, announced=announced)  # fmt: skip
+    watch = replacement.watch
+    assert watch.next_wait_seconds == first_wait and watch.expected_at == expected_at
+    assert watch.announced == (announced and expected_at is not None)
 
 
 @pytest.mark.parametrize(
-    ("checks", "to_deadline", "to_expected", "wait"),
+    ("checks", "to_deadline", "expected_in", "announced", "wait"),
     [
-        (0, 2700, 570, 570),  # before the typical end: wait for it (an event wakes the wait earlier)
-        (3, 2700, 10, 60),  # almost there: the usual backoff (never shorter)
-        (3, 2700, None, 60),  # past it, or no events: the usual backoff
-        (0, 100, 570, 101),  # never past the deadline
+        (0, 2700, 570, True, 570),  # announced, before the typical end: wait for it (an event wakes the wait earlier)
+        (0, 2700, 570, False, 285),  # not announced: half the time left
+        (4, 2700, 50, False, 30),  # near the end: never below the first wait
+        (4, 2700, -10, True, 30),  # just overdue: soon again
+        (4, 2700, -45, False, 45),  # overdue: as long as it is overdue...
+        (4, 2700, -500, False, 60),  # ...up to the longest wait
+        (3, 2700, None, False, 60),  # no typical duration: the usual backoff
+        (0, 100, 570, True, 101),  # never past the deadline
     ],
 )
-def test_the_fallback_cadence_waits_for_the_expected_end_but_never_past_the_deadline(
-    checks: int, to_deadline: float, to_expected: float | None, wait: int
+def test_the_check_cadence_follows_the_typical_duration_but_never_passes_the_deadline(
+    checks: int, to_deadline: float, expected_in: float | None, announced: bool, wait: int
 ) -> None:
-    assert next_wait_seconds(checks, 30, 60, to_deadline, to_expected) == wait
+    assert next_wait_seconds(checks, 30, 60, to_deadline, expected_in, announced=announced) == wait
+
+
+@settings(max_examples=200, deadline=None)
+@given(back_at=st.integers(1, 2000), expected=st.integers(60, 1800), first=st.integers(5, 120), announced=st.booleans())
+def test_a_replacement_back_before_its_typical_end_is_seen_within_half_its_earliness(
+    back_at: int, expected: int, first: int, announced: bool
+) -> None:
+    # Given a replacement back at back_at, a cluster without Cluster Events (announced: the event is lost)
+    elapsed, checks = 0, 0
+    while elapsed < back_at:
+        elapsed += next_wait_seconds(checks, first, max(first, 60), 100_000, expected - elapsed, announced=announced)
+        checks += 1
+    lag = elapsed - back_at
+    # Then, polled, it is seen within half of how early it came, or one first wait; past the typical
+    # end within its lateness or the longest wait; announced but the event lost, at the typical end
+    early = max(0, expected - back_at)
+    if back_at < expected:
+        bound = early + 1 if announced else max(early / 2 + 1, first)
+    else:
+        bound = max(first, min(max(first, 60), back_at - expected)) + 1
+    assert lag <= bound, (lag, bound, elapsed, checks)
 
 
 def test_batches_hold_at_most_25_nodes() -> None:

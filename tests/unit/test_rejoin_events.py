@@ -100,7 +100,7 @@ def test_every_cluster_event_sample_parses_and_the_replacement_sample_wakes_its_
 def _watch(**changes: Any) -> RejoinWatch:
     node = WatchedNode(node_id="i-0a1b2c3d4e5f60718", slurm_node="ip-10-3-0-11", instance_group="workers", logical_id=LOGICAL)
     base: dict[str, Any] = {"at": T0, "started_at": T0, "deadline": T0 + timedelta(minutes=45), "nodes": [node], "next_wait_seconds": 600,
-                            "expected_at": T0 + timedelta(seconds=600)}  # fmt: skip
+                            "expected_at": T0 + timedelta(seconds=600), "announced": True}  # fmt: skip
     return RejoinWatch.model_validate({**base, **changes})
 
 
@@ -117,10 +117,12 @@ def test_a_wait_is_registered_until_its_timeout_with_the_nodes_it_watches() -> N
 
 
 def test_a_wait_no_event_announces_is_not_registered() -> None:
-    # A cluster without Cluster Events, or a reboot: the watch expects no announcement
-    ledger, workflows = FakeLedger(), FakeWorkflows()
-    result = wait_for_rejoin(_wait_step(_watch(expected_at=None)), ledger=ledger, workflows=workflows, cluster=CLUSTER, now=T0)
-    assert not result["registered"] and ledger.rejoin_waits(CLUSTER) == [] and workflows.woken == []
+    # A cluster without Cluster Events (its watch still expects the replacement at its typical
+    # duration), or a reboot: the watch expects no announcement
+    for watch in (_watch(announced=False), _watch(expected_at=None, announced=False)):
+        ledger, workflows = FakeLedger(), FakeWorkflows()
+        result = wait_for_rejoin(_wait_step(watch), ledger=ledger, workflows=workflows, cluster=CLUSTER, now=T0)
+        assert not result["registered"] and ledger.rejoin_waits(CLUSTER) == [] and workflows.woken == []
 
 
 @pytest.mark.parametrize("watch", [_watch(dry_run=True), _watch(done=True)], ids=["dry run", "done"])

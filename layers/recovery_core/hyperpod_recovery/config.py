@@ -14,7 +14,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
-from hyperpod_recovery.domain.limits import rejoin_wait_bounds
+from hyperpod_recovery.domain.limits import rejoin_wait_bounds, rejoin_window_seconds
 from hyperpod_recovery.errors import ConfigurationError
 from hyperpod_recovery.models.commands import HealthCheck, ResumePolicy
 from hyperpod_recovery.models.common import CLUSTER_ARN_PATTERN, CLUSTER_NAME_MAX_LENGTH, CLUSTER_NAME_PATTERN
@@ -105,9 +105,8 @@ class Settings(BaseModel):
     def rejoin_waits(self) -> tuple[int, int]:
         """(first wait, longest wait) between rejoin checks: the parameters, raised where needed so
         that the longest possible wait for rejoin stays within the execution-history budget."""
-        return rejoin_wait_bounds(
-            self.rejoin_poll_seconds, self.rejoin_max_poll_seconds, self.reboot_deadline_seconds + self.rejoin_deadline_seconds
-        )
+        window = rejoin_window_seconds(self.reboot_deadline_seconds, self.rejoin_deadline_seconds)
+        return rejoin_wait_bounds(self.rejoin_poll_seconds, self.rejoin_max_poll_seconds, window)
 
     @property
     def job_restart_backoffs(self) -> tuple[int, int]:

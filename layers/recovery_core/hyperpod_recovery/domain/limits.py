@@ -23,21 +23,24 @@ STATE_MACHINE_NAME_LENGTH = 80
 EXECUTION_NAME_LENGTH = 80
 PAYLOAD_BYTES = 256 * 1024
 
-# Checks of one wait for rejoin, over the reboot and the replacement windows together.
+# Checks of one wait for rejoin, over all its windows together (rejoin_window_seconds).
 MAX_REJOIN_CHECKS = 300
+# Replacements a node gets after its repair failed the health gate (domain/health_gate.py): each
+# brings a rejoin window of its own, and a second Resume Nodes.
+MAX_GATE_REPLACEMENTS = 1
 # Waits a Cluster Event may cut short, per watch (Wait For Rejoin registers for events only for the
 # first this many checks): a burst of events about one node cannot drive more passes than this
 # through the loop than its waits' lengths allow.
 MAX_EVENT_WAKES = 20
 
-# What NodeRecovery spends besides its deadlines, at worst (13 h): the controller steps' own timeouts
-# (Cordon Nodes 600 s, Find Affected Jobs 300 s, Resume Nodes 600 s, and Resubmit Job 900 s for each
-# wave of four of the 64 jobs an incident carries, split between Resubmit Jobs Now and Resubmit Jobs,
-# when the agent never answers), every Lambda step at its timeout on every retry, and one last check
-# past the deadline: 45,420 s today. The contract test recomputes it from the ASL and the template
-# and fails if it grows past this. A parent waiting too long costs nothing (the child's own end ends
-# the wait); a parent giving up too soon stops a recovery in the middle.
-NODE_RECOVERY_OVERHEAD_SECONDS = 46_800
+# What NodeRecovery spends besides its deadlines, at worst (13.5 h): the controller steps' own timeouts
+# (Cordon Nodes 600 s, Find Affected Jobs 300 s, Resume Nodes 600 s once per rejoin, and Resubmit Job
+# 900 s for each wave of four of the 64 jobs an incident carries, split between Resubmit Jobs Now
+# and Resubmit Jobs, when the agent never answers), every Lambda step at its timeout on every retry,
+# and one last check past the deadline: 47,030 s today. The contract test recomputes it from the ASL
+# and the template and fails if it grows past this. A parent waiting too long costs nothing (the
+# child's own end ends the wait); a parent giving up too soon stops a recovery in the middle.
+NODE_RECOVERY_OVERHEAD_SECONDS = 48_600
 
 
 def rejoin_wait_bounds(poll_seconds: int, max_poll_seconds: int, window_seconds: int) -> tuple[int, int]:
@@ -51,9 +54,14 @@ def rejoin_wait_bounds(poll_seconds: int, max_poll_seconds: int, window_seconds:
     return first, max(first, max_poll_seconds)
 
 
-def node_recovery_time_bound_seconds(reboot_deadline_seconds: int, rejoin_deadline_seconds: int) -> int:
-    """The longest a NodeRecovery execution can run: JobRecovery's timeout for its nested run.
+def rejoin_window_seconds(reboot_deadline_seconds: int, rejoin_deadline_seconds: int) -> int:
+    """The longest one execution waits for its nodes, all windows together: a rebooted node that
+    does not come back is replaced at the reboot deadline and the replacement then has the whole
+    rejoin deadline; a replacement that fails the health gate is replaced again, with a rejoin
+    deadline of its own, at most MAX_GATE_REPLACEMENTS times."""
+    return reboot_deadline_seconds + (1 + MAX_GATE_REPLACEMENTS) * rejoin_deadline_seconds
 
-    A rebooted node that does not come back is replaced at the reboot deadline and the replacement
-    then has the whole rejoin deadline, so both windows add up."""
-    return reboot_deadline_seconds + rejoin_deadline_seconds + NODE_RECOVERY_OVERHEAD_SECONDS
+
+def node_recovery_time_bound_seconds(reboot_deadline_seconds: int, rejoin_deadline_seconds: int) -> int:
+    """The longest a NodeRecovery execution can run: JobRecovery's timeout for its nested run."""
+    return rejoin_window_seconds(reboot_deadline_seconds, rejoin_deadline_seconds) + NODE_RECOVERY_OVERHEAD_SECONDS

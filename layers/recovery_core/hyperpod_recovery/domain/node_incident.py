@@ -22,7 +22,7 @@ from hyperpod_recovery.models.commands import CommandReply, ResubmitResult
 from hyperpod_recovery.models.common import MAX_JOBS_PER_INCIDENT
 from hyperpod_recovery.models.records import Phase, TimelineEntry
 from hyperpod_recovery.models.requests import Trigger
-from hyperpod_recovery.models.workflow import ResubmitFailure, WorkflowState
+from hyperpod_recovery.models.workflow import FirstGate, GateFailure, ResubmitFailure, WorkflowState
 from hyperpod_recovery.vocabulary import Outcome, PhaseName, error_name
 
 
@@ -55,11 +55,7 @@ def decide_completed(state: WorkflowState) -> Decision:
             (error_name(errors.ReplaceNotInitiated), f"{f.node_id}: replace failed ({f.error_code}: {f.message})")
             for f in state.replacement.failed
         ]
-    if state.resume is not None:
-        problems += [
-            (error_name(errors.ReplacementUnhealthy), f"{u.node}: failed the health check ({u.detail}); left drained")
-            for u in state.resume.result.unhealthy
-        ]
+    problems += [(error_name(errors.ReplacementUnhealthy), text) for text in _unhealthy_texts(state)]
     if state.checkpoints is not None:
         problems += [
             (error_name(errors.NoVerifiedCheckpoint), f"job {j.job_id} ({j.name}): {j.reason}") for j in state.checkpoints.unresumable
@@ -82,6 +78,78 @@ def decide_completed(state: WorkflowState) -> Decision:
     if problems:
         return "escalated", problems[0][0], "; ".join(text for _, text in problems)[:CAUSE_LIMIT]
     return "recovered", None, None
+
+
+def _said(detail: str) -> str:
+    return detail or "its output is in its drain reason, sinfo -R"
+
+
+def _not_replaced_why(gate: FirstGate, failure: GateFailure) -> str:
+    if failure.error == "NotAsked" and gate.refused:
+        return gate.refused
+    if failure.error == "NotAccountedFor":
+        return "BatchReplaceClusterNodes did not account for it"
+    return f"BatchReplaceClusterNodes failed for it: {failure.error}"
+
+
+def _unhealthy_texts(state: WorkflowState) -> list[str]:
+    """Each node a failed health gate left drained: its second replacement failed too, it was not
+    replaced again (why), or it failed the only gate there was."""
+    watch = state.rejoin
+    watched = {n.slurm_node: n for n in watch.nodes} if watch is not None else {}
+    gate = watch.first_gate if watch is not None else None
+    first_said = gate.said if gate is not None else {}
+    texts = [
+        f"{n.slurm_node}: its repair {n.gate_failure.instance} failed the health check ({_said(first_said.get(n.slurm_node, ''))}); "
+        f"not replaced again ({_not_replaced_why(gate, n.gate_failure)}); left drained"
+        for n in watched.values()
+        if gate is not None and n.left_unhealthy and n.gate_failure is not None
+    ]
+    resume = state.last_resume
+    for u in resume.result.unhealthy if resume is not None else []:
+        node = watched.get(u.node)
+        first = node.gate_failure if node is not None and node.replaced_again else None
+        if first is not None:
+            before = first_said.get(u.node, "")
+            said = "the same" if before and before == u.detail else _said(before)
+            texts.append(
+                f"{u.node}: its second replacement failed the health check too ({_said(u.detail)}; the first, {first.instance}: {said}); "
+                "left drained"
+            )
+        else:
+            texts.append(f"{u.node}: failed the health check ({_said(u.detail)}); left drained")
+    return texts
+
+
+def _first_gate_timeline(state: WorkflowState) -> list[TimelineEntry]:
+    """The first rejoin, resume and health gate of a run whose gate failed a node that was then
+    replaced again: the watch keeps them (the second Resume Nodes' answer took the first one's place)."""
+    watch = state.rejoin
+    gate = watch.first_gate if watch is not None else None
+    if watch is None or gate is None:
+        return []
+    first_pass = [n for n in watch.nodes if n.resumed_at is not None or n.gate_failure is not None]
+    back = [rejoin_text(n) if n.gate_failure is None else f"{n.slurm_node} as {n.gate_failure.instance}" for n in first_pass]
+    resumed = ", ".join(n.slurm_node for n in first_pass if n.resumed_at) or "none"
+    entries = [
+        TimelineEntry(at=gate.requested_at, event="node rejoined", detail=", ".join(back)),
+        TimelineEntry(at=gate.completed_at, event="nodes resumed", detail=resumed),
+    ]
+    said = gate.said
+    what = {"initiated": "replace initiated", "already_in_progress": "HyperPod already replacing it", "vanished": "already gone"}
+    for node in watch.nodes:
+        failure = node.gate_failure
+        if failure is None:
+            continue
+        detail = f"{node.slurm_node} ({failure.instance}): {_said(said.get(node.slurm_node, ''))}"
+        entries.append(TimelineEntry(at=gate.completed_at, event="health check failed", detail=detail))
+        if failure.replaced_again:
+            detail = f"{node.slurm_node}: {failure.instance} failed the health check: {what[node.initiation]}"
+            entries.append(TimelineEntry(at=gate.replaced_at, event="replaced again", detail=detail))
+        else:
+            detail = f"{node.slurm_node}: {_not_replaced_why(gate, failure)}"
+            entries.append(TimelineEntry(at=gate.replaced_at, event="not replaced again", detail=detail))
+    return entries
 
 
 def build_timeline(state: WorkflowState, recorded_at: datetime) -> list[TimelineEntry]:
@@ -136,22 +204,27 @@ def build_timeline(state: WorkflowState, recorded_at: datetime) -> list[Timeline
                         detail=f"{node.slurm_node}: slurmctld showed no boot since the reboot at the reboot deadline: replace initiated",
                     )
                 )
+    entries += _first_gate_timeline(state)
     if state.rejoin is not None and state.rejoin.done and not state.rejoin.dry_run:
+        second = state.rejoin.first_gate is not None
         back = ", ".join(
             rejoin_text(n) + (" (replaced by HyperPod, not by us)" if n.initiation in ("already_in_progress", "vanished") else "")
             for n in state.rejoin.nodes
+            if n.replaced_again or not second
         )
-        entries.append(TimelineEntry(at=state.rejoin.at, event="node rejoined", detail=f"{back} after {state.rejoin.checks} check(s)"))
-    if state.resume is not None:
-        verb = "would resume" if state.resume.dry_run else "nodes resumed"
-        result = state.resume.result
+        if back:
+            entries.append(TimelineEntry(at=state.rejoin.at, event="node rejoined", detail=f"{back} after {state.rejoin.checks} check(s)"))
+    resume = state.last_resume
+    if resume is not None:
+        verb = "would resume" if resume.dry_run else "nodes resumed"
+        result = resume.result
         detail = ", ".join(result.resumed) or "none"
         if result.not_ours:
             detail += f"; left drained by someone else: {', '.join(result.not_ours)}"
-        entries.append(TimelineEntry(at=state.resume.completed_at, event=verb, detail=detail))
+        entries.append(TimelineEntry(at=resume.completed_at, event=verb, detail=detail))
         for unhealthy in result.unhealthy:
             entries.append(
-                TimelineEntry(at=state.resume.completed_at, event="health check failed", detail=f"{unhealthy.node}: {unhealthy.detail}")
+                TimelineEntry(at=resume.completed_at, event="health check failed", detail=f"{unhealthy.node}: {unhealthy.detail}")
             )
     if state.checkpoints is not None:
         chosen = [
@@ -205,16 +278,23 @@ def build_phases(state: WorkflowState, recorded_at: datetime) -> list[Phase]:
     if plan is not None and checkpoint_first:
         add("find_checkpoint", replacement.at if replacement else plan.at, plan.at)
         _add_resubmit_phase(log, state.resubmissions_now, recorded_at)
-    if replacement is not None and state.rejoin is not None and state.rejoin.done:
-        add("wait_for_rejoin", replacement.at, state.rejoin.at)
-    if state.resume is not None:
-        add("resume", state.resume.requested_at, state.resume.completed_at)
+    gate = state.rejoin.first_gate if state.rejoin is not None else None
+    if replacement is not None and gate is not None:
+        # A repair failed the health gate and was replaced again: wait, resume, replace, wait again.
+        add("wait_for_rejoin", replacement.at, gate.requested_at)
+        add("resume", gate.requested_at, gate.completed_at)
+        add("replace", gate.completed_at, gate.replaced_at)
+    waited_since = gate.replaced_at if gate is not None else replacement.at if replacement is not None else None
+    if state.rejoin is not None and state.rejoin.done and (gate is None or state.rejoin.replacing_again):
+        add("wait_for_rejoin", waited_since, state.rejoin.at)
+    if state.last_resume is not None:
+        add("resume", state.last_resume.requested_at, state.last_resume.completed_at)
     if plan is not None and not checkpoint_first:
         add("find_checkpoint", state.resume.completed_at if state.resume else plan.at, plan.at)
     _add_resubmit_phase(log, state.resubmissions, recorded_at)
     in_flight = _step_in_flight(state)
-    if in_flight == "wait_for_rejoin" and replacement is not None:
-        add(in_flight, replacement.at, recorded_at)  # it waited from the replacement, resubmissions meanwhile
+    if in_flight == "wait_for_rejoin" and waited_since is not None:
+        add(in_flight, waited_since, recorded_at)  # it waited from the replacement, resubmissions meanwhile
     elif in_flight is not None:
         add(in_flight, log.last_end, recorded_at)
     add("record", log.last_end, recorded_at)
@@ -260,7 +340,8 @@ def _step_in_flight(state: WorkflowState) -> PhaseName | None:
         return "resubmit"
     if not rejoined:
         return "wait_for_rejoin"
-    if state.resume is None:
+    gate_ended = state.rejoin is not None and state.rejoin.first_gate is not None and not state.rejoin.replacing_again
+    if state.last_resume is None and not gate_ended:
         return "resume"
     if plan.resumable and not state.resubmissions:
         return "resubmit"
@@ -298,6 +379,16 @@ def _not_replaced_by_us(state: WorkflowState) -> str:
         return ""
     theirs = [r.slurm_node for r in state.replacement.replaced if r.initiation in ("already_in_progress", "vanished")]
     return f" ({', '.join(theirs)}: already being replaced by HyperPod, not by this incident, which waited for it)" if theirs else ""
+
+
+def _replaced_again(state: WorkflowState) -> str:
+    """Repairs that failed the health gate and were replaced once more: a recovery a human may want
+    to know of (a sick instance HyperPod handed out)."""
+    if state.rejoin is None:
+        return ""
+    again = [n for n in state.rejoin.nodes if n.replaced_again and n.gate_failure is not None]
+    shown = "; ".join(f"{n.slurm_node}'s first replacement, {n.gate_failure.instance}" for n in again if n.gate_failure)
+    return f" (failed the health check and replaced again: {shown})" if again else ""
 
 
 def _found_otherwise(state: WorkflowState) -> str:
@@ -342,7 +433,7 @@ def summarize(state: WorkflowState, outcome: Outcome, cause: str | None) -> str:
         job_text += f"; NOT resubmitted: job(s) {', '.join(failed)}"
     stale = f" ({len(request.stale)} node(s) left out: their signals were stale)" if request is not None and request.stale else ""
     if outcome == "recovered":
-        return f"Recovered {nodes}{_not_replaced_by_us(state)}{_found_otherwise(state)}{stale}{job_text}."
+        return f"Recovered {nodes}{_not_replaced_by_us(state)}{_replaced_again(state)}{_found_otherwise(state)}{stale}{job_text}."
     return f"Escalated to a human: {(cause or 'see the incident timeline').rstrip('.')}{job_text if jobs or failed else ''}{stale}."
 
 

@@ -30,6 +30,8 @@ UNRECORDED_OUTCOMES = ("aborted", "failed")  # the outcomes only Reconcile Execu
 # NodeRecovery states entered only once the replaced or rebooted nodes were back. Find Newest
 # Checkpoint and Resubmit Jobs Now run before the wait for the replacement: not evidence.
 NODES_BACK_STATES = frozenset({"Resume Nodes", "Resubmit Jobs"})
+# Entered when a repair failed the health gate: its node is out of service again, being replaced.
+NODES_OUT_AGAIN_STATES = frozenset({"Replace Unhealthy Nodes"})
 
 
 @dataclass(frozen=True)
@@ -56,8 +58,13 @@ class EndedExecution:
     @property
     def saw_nodes_back(self) -> bool:
         """Its history shows it went past the rejoin wait (Resume Nodes comes after every node is
-        back); unknown history counts as not."""
-        return any(name in NODES_BACK_STATES for name, _ in self.states_entered or ())
+        back) and did not replace a node again since (a failed health gate); unknown history
+        counts as not."""
+        last = None
+        for name, _ in self.states_entered or ():
+            if name in NODES_BACK_STATES or name in NODES_OUT_AGAIN_STATES:
+                last = name
+        return last in NODES_BACK_STATES
 
     @property
     def outcome(self) -> Literal["aborted", "failed"]:

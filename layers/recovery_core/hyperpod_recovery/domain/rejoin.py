@@ -24,11 +24,11 @@ node is replaced at the reboot deadline only after a reading taken then shows it
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
+from hyperpod_recovery.domain.cadence import expected_in, next_wait_seconds
 from hyperpod_recovery.domain.replace import ALREADY_IN_PROGRESS_CODES
 from hyperpod_recovery.errors import RejoinDeadlineExceeded
 from hyperpod_recovery.models.cluster import BatchOutcome, ClusterNode
@@ -43,25 +43,6 @@ GONE_STATUSES = frozenset({"ShuttingDown", "NotFound"})
 # last is kept for the reboot deadline, so that no rebooted node is replaced without one.
 MAX_BOOT_READINGS = 30
 NEW_NODES_NAMED = 5  # new instances a deadline cause lists per instance group
-
-
-def next_wait_seconds(
-    checks_done: int, initial: int, maximum: int, seconds_to_deadline: float, seconds_to_expected: float | None = None
-) -> int:
-    """Exponential backoff (x2 per check) from ``initial`` capped at ``maximum``, and never past
-    the deadline, so the last check happens at the deadline rather than after it.
-
-    ``seconds_to_expected``: on a cluster whose Cluster Events wake the wait when a replacement
-    ends, the fallback check is not needed before the replacement's typical duration: wait until
-    then (a replacement back early is announced; only a lost event is seen late)."""
-    wait: int = min(maximum, initial * 2 ** min(checks_done, 16))
-    if seconds_to_expected is not None:
-        wait = max(wait, math.ceil(seconds_to_expected))
-    return max(1, min(wait, int(seconds_to_deadline) + 1))
-
-
-def seconds_to_expected(watch: RejoinWatch, now: datetime) -> float | None:
-    return (watch.expected_at - now).total_seconds() if watch.expected_at is not None and now < watch.expected_at else None
 
 
 def back_from_reboot(boot: NodeBoot | None, since: datetime) -> bool:
@@ -93,13 +74,13 @@ def _pick(candidates: list[ClusterNode]) -> ClusterNode | None:
 
 def _identify(watch: RejoinWatch, nodes: list[ClusterNode]) -> dict[str, _Found]:
     """Each waiting node's replacement by logical id or hostname, or its own instance."""
-    watched = {w.node_id for w in watch.nodes}
+    excluded = watch.excluded_instances
     by_id = {n.node_id: n for n in nodes}
     by_logical: dict[str, list[ClusterNode]] = {}
     by_host: dict[str, list[ClusterNode]] = {}
     for node in nodes:
-        if node.node_id in watched:
-            continue  # a watched node's own instance is nobody's replacement
+        if node.node_id in excluded:
+            continue  # a watched node's own instance, or a repair that failed its health gate, is nobody's replacement
         if node.logical_id:
             by_logical.setdefault(node.logical_id, []).append(node)
         if node.private_dns_hostname:
@@ -132,7 +113,7 @@ def _match_by_group(
     """The only new instance of a group for the only node of that group still unaccounted for, when
     the group's TargetCount says nothing else is missing from it. Conservative by construction: a
     scale-up, HyperPod's own repair of another node, or two of ours missing make it ambiguous."""
-    watched = {w.node_id for w in watch.nodes}
+    excluded = watch.excluded_instances
     claimed = {f.node.node_id for f in found.values() if f.node is not None} | {
         w.replacement_node_id for w in watch.nodes if w.rejoined and w.replacement_node_id
     }
@@ -148,7 +129,7 @@ def _match_by_group(
             if n.instance_group == group
             and _live(n)
             and _is_new(n, watch.started_at)
-            and n.node_id not in watched
+            and n.node_id not in excluded
             and n.node_id not in claimed
         ]
         if len(waiting) != 1 or len(new) != 1 or new[0].status != RUNNING:
@@ -232,7 +213,7 @@ def observe_rejoin(
             "done": done,
             "next_wait_seconds": 0
             if done
-            else next_wait_seconds(checks, poll_seconds, max_poll_seconds, remaining, seconds_to_expected(watch, now)),
+            else next_wait_seconds(checks, poll_seconds, max_poll_seconds, remaining, expected_in(watch, now), announced=watch.announced),
             "boot_check": boot_check,
             "boot_reading": None,
             "boot_readings": watch.boot_readings + (1 if reading is not None else 0),

@@ -9,10 +9,10 @@ under a new instance id (or its logical id does), HyperPod replaced it. Anything
 
 from __future__ import annotations
 
-import math
 from datetime import datetime, timedelta
 from typing import Literal
 
+from hyperpod_recovery.domain.cadence import next_wait_seconds
 from hyperpod_recovery.models.cluster import BatchOutcome
 from hyperpod_recovery.models.workflow import (
     Initiation,
@@ -51,11 +51,14 @@ def classify_replacements(
     actions: dict[str, Literal["reboot", "replace"]] | None = None,
     reboot_deadline_seconds: int | None = None,
     expected_seconds: int | None = None,
+    announced: bool = False,
 ) -> Replacement:
     """``actions``: the ladder's first repair per node (default replace); rebooted nodes not back
     ``reboot_deadline_seconds`` after now are replaced by Check Rejoin. ``expected_seconds``: how
-    long a replacement typically takes, on a cluster that announces its end (Cluster Events): the
-    fallback checks wait for it. Reboots are not announced, so a watch with one polls as before."""
+    long a replacement typically takes: the checks are paced by it (domain/rejoin.py). ``announced``:
+    the cluster announces a replacement's end (Cluster Events), so no check is made before it. A
+    watch with a reboot is paced by the backoff alone: a reboot's duration is not a replacement's,
+    and it is never announced."""
     actions = actions or {}
     failed_by_id = {f.node_id: f for f in outcome.failed}
     successful = set(outcome.successful)
@@ -88,8 +91,8 @@ def classify_replacements(
                     action=actions.get(target.node_id, "replace"),
                 )
             )
-    announced = expected_seconds is not None and not dry_run and replaced and all(r.action == "replace" for r in replaced)
-    expected_at = now + timedelta(seconds=expected_seconds) if announced and expected_seconds is not None else None
+    paced = expected_seconds is not None and not dry_run and replaced and all(r.action == "replace" for r in replaced)
+    expected_at = now + timedelta(seconds=expected_seconds) if paced and expected_seconds is not None else None
     watch = RejoinWatch(
         at=now,
         started_at=now,
@@ -101,9 +104,17 @@ def classify_replacements(
         # A dry run's wait is answered at once (Wait For Rejoin); a task's timeout is at least 1 s.
         next_wait_seconds=1
         if dry_run
-        else max(first_check_after_seconds, math.ceil(expected_seconds or 0) if expected_at is not None else 0),
+        else next_wait_seconds(
+            0,
+            first_check_after_seconds,
+            first_check_after_seconds,
+            deadline_seconds,
+            expected_seconds if expected_at is not None else None,
+            announced=announced,
+        ),
         dry_run=dry_run,
         expected_at=expected_at,
+        announced=announced and expected_at is not None,
     )
     return Replacement(
         at=now,

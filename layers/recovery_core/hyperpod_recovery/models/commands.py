@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from typing import Annotated, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from hyperpod_recovery.models.common import (
     MAX_JOB_NODES_CARRIED,
     MAX_JOBS_PER_INCIDENT,
     MAX_NODES_PER_REQUEST,
+    GateDetailText,
     JobNameText,
     ShortText,
     SlurmJobId,
@@ -273,9 +274,15 @@ class DrainResult(BaseModel):
     already_drained: NodeNames = Field(default_factory=list)
 
 
+# Unhealthy nodes whose check output a ResumeResult carries: a 100-node storm whose replacements
+# all fail must not carry 100 outputs through the state (each node's is in its drain reason, sinfo -R).
+UNHEALTHY_DETAILS_KEPT = 10
+
+
 class UnhealthyNode(BaseModel):
     node: SlurmNodeName
-    detail: ShortText  # the check's exit and the end of its output
+    # The check's exit and the end of its output ("" past UNHEALTHY_DETAILS_KEPT).
+    detail: GateDetailText = Field(default="", exclude_if=lambda v: not v)
 
 
 class ResumeResult(BaseModel):
@@ -285,6 +292,11 @@ class ResumeResult(BaseModel):
     not_ours: NodeNames = Field(default_factory=list)
     # Failed the health check: drained again under our tag, never resumed.
     unhealthy: list[UnhealthyNode] = Field(default_factory=list, max_length=MAX_NODES_PER_REQUEST, exclude_if=lambda v: not v)
+
+    @field_validator("unhealthy", mode="after")
+    @classmethod
+    def _bounded_details(cls, value: list[UnhealthyNode]) -> list[UnhealthyNode]:
+        return [u if i < UNHEALTHY_DETAILS_KEPT else u.model_copy(update={"detail": ""}) for i, u in enumerate(value)]
 
 
 class JobsOnNodesResult(BaseModel):

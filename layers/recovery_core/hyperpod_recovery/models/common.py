@@ -87,6 +87,8 @@ LongText = Annotated[str, _cut(2048), StringConstraints(max_length=2048)]
 CauseText = Annotated[str, _cut(4000), StringConstraints(max_length=4000)]
 SummaryText = Annotated[str, _cut(8000), StringConstraints(max_length=8000)]
 JobNameText = Annotated[str, _cut(64), StringConstraints(max_length=64)]
+# What a health check said on one node (its exit and the end of its output), as the state keeps it.
+GateDetailText = Annotated[str, _cut(160), StringConstraints(max_length=160)]
 
 
 def slurm_node_name(private_dns_hostname: str) -> str:

@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from hyperpod_recovery.models.commands import (
+    UNHEALTHY_DETAILS_KEPT,
     BootTimesResult,
     CheckpointRef,
     CommandReply,
@@ -23,6 +24,7 @@ from hyperpod_recovery.models.common import (
     MAX_JOBS_PER_INCIDENT,
     MAX_NODES_PER_REQUEST,
     CauseText,
+    GateDetailText,
     JobNameText,
     NodeId,
     NodeLogicalId,
@@ -105,6 +107,19 @@ class ReplaceFailure(BaseModel):
 IdentityMatch = Literal["instance_id", "logical_id", "hostname", "instance_group"]
 
 
+class GateFailure(BaseModel):
+    """A node's repair that failed the health gate (Resume Nodes), and whether Replace Unhealthy
+    Nodes replaced it again. What the check said is in the watch's ``first_gate`` (and in the
+    node's drain reason); this stays small, a 100-node watch carries 100 of them."""
+
+    model_config = ConfigDict(extra="forbid")
+    instance: NodeId  # the instance that failed the check: never anyone's replacement again
+    replaced_again: bool = Field(default=False, exclude_if=lambda v: not v)
+    # Why it was not replaced again: a BatchReplaceClusterNodes error code for it, or the watch's
+    # first_gate.refused reason when none was asked for.
+    error: Annotated[str, Field(max_length=40)] = Field(default="", exclude_if=lambda v: not v)
+
+
 class WatchedNode(BaseModel):
     """One node of a replacement, from the call that started its repair to its rejoin. A field at
     its default value is left out of the state: a 100-node storm carries 100 of these, twice
@@ -128,6 +143,11 @@ class WatchedNode(BaseModel):
     action: Literal["reboot", "replace"] = Field(default="replace", exclude_if=lambda v: v == "replace")  # the ladder's first rung
     # Set when a reboot did not bring the node back in time and it was replaced instead.
     escalated_to_replace_at: Timestamp | None = Field(default=None, exclude_if=lambda v: v is None)
+    # Set when its repair failed the health gate: replaced once more, or left drained for a human.
+    gate_failure: GateFailure | None = Field(default=None, exclude_if=lambda v: v is None)
+    # Set when Resume Nodes put it in service before another node of the watch was replaced again:
+    # the second Resume Nodes leaves it alone (it may be running jobs by then).
+    resumed_at: Timestamp | None = Field(default=None, exclude_if=lambda v: v is None)
 
     @property
     def first_action(self) -> Literal["reboot", "replace"]:
@@ -138,7 +158,40 @@ class WatchedNode(BaseModel):
     def may_return_as_itself(self) -> bool:
         """Its own instance counts if it comes back from a reboot: ours, or HyperPod's own repair
         (which may be one). Never once we replaced it."""
+        if self.replaced_again:
+            return False
         return self.action == "reboot" or (self.initiation == "already_in_progress" and self.escalated_to_replace_at is None)
+
+    @property
+    def replaced_again(self) -> bool:
+        """Its repair failed the health gate and was replaced once more: watched for that replacement."""
+        return self.gate_failure is not None and self.gate_failure.replaced_again
+
+    @property
+    def left_unhealthy(self) -> bool:
+        """Its repair failed the health gate and was not replaced again: drained, for a human."""
+        return self.gate_failure is not None and not self.gate_failure.replaced_again
+
+    @property
+    def to_resume(self) -> bool:
+        """Resume Nodes asks the agent for it: back under its own name, not in service already, and
+        not left drained after a failed gate."""
+        return self.rejoined and self.replacement_slurm_node is None and self.resumed_at is None and not self.left_unhealthy
+
+
+class FirstGate(BaseModel):
+    """The first Resume Nodes, when its health gate failed a node and Replace Unhealthy Nodes ran:
+    when (its phase in the record), what the check said, and why nothing was replaced if so. The
+    second Resume Nodes' answer takes the first one's place ($.resume): this keeps the first."""
+
+    model_config = ConfigDict(extra="forbid")
+    requested_at: Timestamp
+    completed_at: Timestamp
+    replaced_at: Timestamp
+    # What the check said, on the first UNHEALTHY_DETAILS_KEPT nodes that failed it (every node's
+    # output is also in its drain reason, sinfo -R).
+    said: dict[SlurmNodeName, GateDetailText] = Field(default_factory=dict, max_length=UNHEALTHY_DETAILS_KEPT)
+    refused: ShortText = Field(default="", exclude_if=lambda v: not v)  # no replacement was asked for: why
 
 
 class RejoinWatch(StepResult):
@@ -150,14 +203,31 @@ class RejoinWatch(StepResult):
     done: bool = False
     next_wait_seconds: int = Field(ge=0)
     dry_run: bool = False
-    # When the replacements are expected back, on a cluster that announces them (a Cluster Event
-    # wakes the wait): the polling fallback waits until then rather than checking every minute.
+    # When the replacements are typically back (ExpectedReplacementSeconds after the call), for a
+    # watch of replacements: the checks are paced by it (domain/rejoin.py next_wait_seconds).
     expected_at: Timestamp | None = Field(default=None, exclude_if=lambda v: v is None)
+    # The cluster announces a replacement's end (Continuous mode: a Cluster Event wakes the wait):
+    # Wait For Rejoin registers for it, and no check is made before expected_at.
+    announced: bool = Field(default=False, exclude_if=lambda v: not v)
     # Nodes whose boot time Check Rejoin wants from slurmctld before it decides (Read Boot Times).
     boot_check: list[SlurmNodeName] = Field(default_factory=list, max_length=MAX_NODES_PER_REQUEST, exclude_if=lambda v: not v)
     # Read Boot Times' answer, put here for the Check Rejoin that follows it, which consumes it.
     boot_reading: CommandReply[BootTimesResult] | None = Field(default=None, exclude_if=lambda v: v is None)
     boot_readings: int = Field(default=0, ge=0, exclude_if=lambda v: v == 0)  # taken so far (they are budgeted)
+    # The first Resume Nodes, when its health gate failed a node and Replace Unhealthy Nodes ran:
+    # set once, so a second failed gate escalates (the workflow's Check Health Gate reads it).
+    first_gate: FirstGate | None = Field(default=None, exclude_if=lambda v: v is None)
+
+    @property
+    def replacing_again(self) -> bool:
+        """A repair failed the health gate and was replaced once more: the watch is on its second pass."""
+        return any(n.replaced_again for n in self.nodes)
+
+    @property
+    def excluded_instances(self) -> set[str]:
+        """Instances that are nobody's replacement: the watched nodes' own, and every repair that
+        failed the health gate (it may still show Running for a while after it is replaced)."""
+        return {w.node_id for w in self.nodes} | {w.gate_failure.instance for w in self.nodes if w.gate_failure is not None}
 
 
 class Replacement(StepResult):
@@ -264,6 +334,15 @@ class WorkflowState(BaseModel):
     def rejoin(self) -> RejoinWatch | None:
         """The rejoin watch as Check Rejoin last left it."""
         return self.replacement.watch if self.replacement is not None else None
+
+    @property
+    def last_resume(self) -> CommandReply[ResumeResult] | None:
+        """Resume Nodes' answer for the nodes as they are now: None when it is the first one and a
+        node it found unhealthy was replaced since (its verdicts are in the watch, domain/health_gate.py)."""
+        gate = self.rejoin.first_gate if self.rejoin is not None else None
+        if self.resume is None or (gate is not None and self.resume.requested_at <= gate.requested_at):
+            return None
+        return self.resume
 
     @property
     def replies(self) -> list[CommandReply[ResubmitResult]]:
@@ -374,6 +453,12 @@ class CheckRejoinInput(StepInput):
 
 class ResumeNodesInput(ControllerStepInput):
     rejoin: RejoinWatch
+
+
+class ReplaceUnhealthyNodesInput(StepInput):
+    request: RecoveryRequest
+    rejoin: RejoinWatch
+    resume: CommandReply[ResumeResult]
 
 
 class ReadBootTimesInput(ControllerStepInput):

@@ -49,6 +49,7 @@ def replace_nodes(
         dry_run,
         actions=actions,
         reboot_deadline_seconds=reboot_deadline_seconds,
-        # A cluster that announces a replacement's end (Cluster Events) is checked near its typical duration.
-        expected_seconds=expected_replacement_seconds if step.assessment.cluster_events and step.announced_wait else None,
+        expected_seconds=expected_replacement_seconds,
+        # A cluster that announces a replacement's end (Cluster Events) is not checked before it is expected.
+        announced=step.assessment.cluster_events and step.announced_wait,
     )

@@ -17,9 +17,12 @@ def resume_nodes(
     """``health_check``: run on each node before it takes jobs (the agent keeps a node that fails it
     drained). A replacement found under another hostname was never drained by us and is not checked."""
     # A node whose replacement came back under another name left its own name drained: that name is
-    # the old instance's, and the new one was never drained by us. Only names that came back are resumed.
-    nodes = [n.slurm_node for n in step.rejoin.nodes if (n.rejoined and n.replacement_slurm_node is None) or step.rejoin.dry_run]
-    command_id = f"{step.execution_name}:resume"
+    # the old instance's, and the new one was never drained by us. Only names that came back are
+    # resumed; after a second replacement (domain/health_gate.py), only the nodes it replaced.
+    nodes = [n.slurm_node for n in step.rejoin.nodes if n.to_resume or step.rejoin.dry_run]
+    # One command per pass: the agent answers a command id it has seen with its first answer, and
+    # the second replacement's nodes must be checked afresh (domain/health_gate.py).
+    command_id = f"{step.execution_name}:resume" + (":again" if step.rejoin.first_gate is not None else "")
     if not nodes:
         answer_here(orchestrator, step.task_token, command_id, "resume_nodes", ResumeResult(), now, dry_run=bool(step.request.dry_run))
         return {"command_id": command_id, "sent": False, "dry_run": bool(step.request.dry_run)}

@@ -24,7 +24,7 @@ def wait_for_rejoin(step: WaitForRejoinInput, *, ledger: Ledger, workflows: Work
     if watch.dry_run or watch.done:
         workflows.wake(step.task_token, json.dumps({"woken_by": "nothing to wait for", "at": now.isoformat()}))
         return {"registered": False}
-    if watch.expected_at is None:
+    if not watch.announced:
         # The cluster announces no replacement's end (not Continuous, or a reboot): nothing would
         # answer the token early, so nothing is registered.
         return {"registered": False, "reason": "no Cluster Event announces these nodes' return"}

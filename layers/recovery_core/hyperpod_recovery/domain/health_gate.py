@@ -1,0 +1,133 @@
+"""A repair that fails the health gate is a failed repair: the ladder's next rung is one more
+replacement of it, and the rung after that a human.
+
+Resume Nodes runs ReplacementHealthCheck on each node back under its own name (the agent keeps a
+node that fails it drained). When one fails, Replace Unhealthy Nodes calls BatchReplaceClusterNodes
+on the instance that failed, and the workflow goes back to waiting for the rejoin: once per
+execution (MAX_GATE_REPLACEMENTS in domain/limits.py, which counts it in the history bound and in
+JobRecovery's timeout; Check Health Gate goes on only while the watch has no ``first_gate``). A
+second failed gate, or a second replacement that cannot start, escalates ReplacementUnhealthy with
+the node left drained.
+
+The instance that failed is remembered in the watch (``GateFailure.instance``) and is never taken
+for anyone's replacement: HyperPod may show it Running, under the node's hostname, for a while
+after the call.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from hyperpod_recovery.domain.cadence import next_wait_seconds
+from hyperpod_recovery.domain.replace import ALREADY_IN_PROGRESS_CODES, GONE_CODES
+from hyperpod_recovery.models.cluster import BatchOutcome
+from hyperpod_recovery.models.commands import CommandReply, ResumeResult
+from hyperpod_recovery.models.workflow import FirstGate, GateFailure, Initiation, RejoinWatch, ReplaceFailure, WatchedNode
+
+
+def failed_instance(node: WatchedNode) -> str:
+    """The instance that ran the check: the node's replacement, or its own instance back from a reboot."""
+    return node.replacement_node_id or node.node_id
+
+
+def to_replace_again(watch: RejoinWatch, resume: CommandReply[ResumeResult]) -> list[WatchedNode]:
+    """The watched nodes the health gate failed (the ones Resume Nodes asked about, by their name)."""
+    unhealthy = {u.node for u in resume.result.unhealthy}
+    return [n for n in watch.nodes if n.to_resume and n.slurm_node in unhealthy]
+
+
+def after_failed_gate(
+    watch: RejoinWatch,
+    resume: CommandReply[ResumeResult],
+    outcome: BatchOutcome,
+    already: set[str],
+    *,
+    refused: str,
+    now: datetime,
+    deadline_seconds: int,
+    first_check_after_seconds: int,
+    expected_seconds: int | None,
+) -> RejoinWatch:
+    """The watch after Replace Unhealthy Nodes: each node whose repair failed the gate watched for
+    its new replacement, or left drained (``refused``: why none was asked for; or the call's Failed
+    entry for it); each node that passed marked in service, so that the next Resume Nodes leaves it
+    alone. ``already``: instances this execution's calls started earlier (a retried Lambda).
+
+    The new replacements get a rejoin deadline of their own (``deadline_seconds`` from now)."""
+    unhealthy = {u.node for u in resume.result.unhealthy}
+    failed_by_id = {f.node_id: f for f in outcome.failed}
+    started = set(outcome.successful) | already
+    resumed = set(resume.result.resumed)
+    nodes: list[WatchedNode] = []
+    for node in watch.nodes:
+        if not node.to_resume:
+            nodes.append(node)
+        elif node.slurm_node in resumed:
+            nodes.append(node.model_copy(update={"resumed_at": resume.completed_at}))
+        elif node.slurm_node in unhealthy:
+            nodes.append(_replaced_again(node, started, failed_by_id, refused))
+        else:
+            nodes.append(node)  # neither resumed nor unhealthy (someone else's drain): as Resume Nodes left it
+    again = [n for n in nodes if n.replaced_again and not n.rejoined]
+    expected_at = now + timedelta(seconds=expected_seconds) if again and expected_seconds is not None else None
+    first_gate = FirstGate(
+        requested_at=resume.requested_at,
+        completed_at=resume.completed_at,
+        replaced_at=now,
+        said={u.node: u.detail for u in resume.result.unhealthy if u.detail},
+        refused=refused,
+    )
+    return watch.model_copy(
+        update={
+            "at": now,
+            "nodes": nodes,
+            "done": not again,
+            "deadline": now + timedelta(seconds=deadline_seconds) if again else watch.deadline,
+            "expected_at": expected_at,
+            "announced": watch.announced and expected_at is not None,
+            "boot_check": [],
+            "next_wait_seconds": next_wait_seconds(
+                0,
+                first_check_after_seconds,
+                first_check_after_seconds,
+                deadline_seconds,
+                expected_seconds if expected_at is not None else None,
+                announced=watch.announced,
+            )
+            if again
+            else 0,
+            "first_gate": first_gate,
+        }
+    )
+
+
+def _replaced_again(node: WatchedNode, started: set[str], failed_by_id: dict[str, ReplaceFailure], refused: str) -> WatchedNode:
+    instance = failed_instance(node)
+    initiation: Initiation | None = None
+    error = ""
+    if refused:
+        error = "NotAsked"
+    elif instance in started:
+        initiation = "initiated"
+    elif instance in failed_by_id:
+        error = failed_by_id[instance].error_code
+        initiation = "already_in_progress" if error in ALREADY_IN_PROGRESS_CODES else "vanished" if error in GONE_CODES else None
+    else:
+        error = "NotAccountedFor"  # neither Successful nor Failed: treated as not started
+    if initiation is None:
+        return node.model_copy(update={"gate_failure": GateFailure(instance=instance, error=error[:40])})
+    # Watched afresh for the new replacement: what was found of the failed one is forgotten (its
+    # instance is in the failure, which keeps it from being taken for the new one).
+    return node.model_copy(
+        update={
+            "gate_failure": GateFailure(instance=instance, replaced_again=True),
+            "initiation": initiation,
+            "action": "replace",
+            "status": None,
+            "replacement_node_id": None,
+            "matched_by": None,
+            "replacement_slurm_node": None,
+            "booted_at": None,
+            "rejoined": False,
+        }
+    )
