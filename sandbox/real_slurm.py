@@ -204,9 +204,8 @@ class RealController:
         if not journal.exists():
             return
         for reply in sorted(ReplyJournal(journal).replies(), key=lambda r: r["completed_at"]):
-            self.commands.append(
-                {"type": reply["type"], "status": "succeeded", "command_id": reply["command_id"], "result": reply["result"]}
-            )
+            entry = {"type": reply["type"], "status": "succeeded", "command_id": reply["command_id"], "result": reply["result"]}
+            self.commands.append({**entry, "dry_run": True} if reply.get("dry_run") else entry)
 
     # --- the report's view of Slurm --------------------------------------------------------------
     @property

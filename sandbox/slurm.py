@@ -549,6 +549,8 @@ class SimulatedController:
             parsed = CommandReply[Any].model_validate_json(reply)
             entry["at"] = (parsed.completed_at - self.epoch).total_seconds()
             entry["result"] = parsed.model_dump(mode="json")["result"]
+            if parsed.dry_run:
+                entry["dry_run"] = True  # a dry run's cordon: the agent read, and drained nothing
         self.commands.append(entry)
         return outcome.status
 

@@ -32,6 +32,8 @@ from hyperpod_recovery.models.commands import (
     CheckAgent,
     CommandEnvelope,
     CommandReply,
+    CordonNodes,
+    CordonResult,
     DrainNodes,
     DrainResult,
     JobsOnNodes,
@@ -164,6 +166,8 @@ class CommandExecutor:
         result: Any
         if isinstance(command, DrainNodes):
             result = self.drain(command)
+        elif isinstance(command, CordonNodes):
+            result = self.cordon(command)
         elif isinstance(command, ResumeNodes):
             result = self.resume(command)
         elif isinstance(command, JobsOnNodes):
@@ -192,6 +196,8 @@ class CommandExecutor:
             requested_at=envelope.requested_at,
             started_at=started,
             completed_at=self.now(),
+            # A dry run's cordon drained nothing: its answer says what would have been drained.
+            dry_run=isinstance(command, CordonNodes) and not command.drain,
             result=result,
         )
 
@@ -221,6 +227,20 @@ class CommandExecutor:
         if to_drain:
             self.slurm.drain(to_drain, command.reason)
         return DrainResult(drained=to_drain, already_drained=already)
+
+    def cordon(self, command: CordonNodes) -> CordonResult:
+        """Drain (or, with ``drain`` false, only say what would be drained), then capture the jobs
+        on the nodes: after the drain, so no job can start on them in between."""
+        if command.drain:
+            drained = self.drain(DrainNodes(nodes=command.nodes, reason=command.reason))
+        else:
+            if not command.reason.startswith(OWNER_TAG_PREFIX + ":"):
+                raise InvalidCommand(f"reason: must start with {OWNER_TAG_PREFIX}: so that only our drains are ever resumed")
+            states = self.slurm.node_states(command.nodes)
+            already = [n for n, s in states.items() if s.drained_or_draining]
+            drained = DrainResult(drained=[n for n in command.nodes if n not in already], already_drained=already)
+        jobs = self.jobs_on(command.nodes)
+        return CordonResult(drained=drained.drained, already_drained=drained.already_drained, jobs=jobs.jobs, omitted=jobs.omitted)
 
     def resume(self, command: ResumeNodes) -> ResumeResult:
         if not command.owner_tag.startswith(OWNER_TAG_PREFIX + ":"):

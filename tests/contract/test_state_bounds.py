@@ -27,9 +27,8 @@ from hyperpod_recovery.models.commands import (
     BootTimesResult,
     CheckpointRef,
     CommandReply,
-    DrainResult,
+    CordonResult,
     JobRef,
-    JobsOnNodesResult,
     NodeBoot,
     ResubmitResult,
     ResumeResult,
@@ -182,8 +181,10 @@ def largest_realistic_state() -> WorkflowState:
         request=request,
         lock=LockResult(at=T0, locked=[i for i, _ in nodes], proceed=True),
         assessment=Assessment(at=T0, orchestrator="slurm", node_recovery="Automatic", targets=targets, proceed=True, safety=safety),
-        cordon=CommandReply[DrainResult].model_validate({**reply, "result": {"drained": [h for _, h in nodes]}}),
-        jobs=CommandReply[JobsOnNodesResult].model_validate({**reply, "type": "jobs_on_nodes", "result": {"count": 100}}),
+        # Cordon Nodes' answer once Forget Job Details left only the jobs' number in it
+        cordon=CommandReply[CordonResult].model_validate(
+            {**reply, "type": "cordon_nodes", "result": {"drained": [h for _, h in nodes], "count": 100, "omitted": 7}}
+        ),
         replacement=Replacement(at=T0, calls=4, proceed=True, watch=watch),
         # the second health gate failed every node, each with the longest answer
         resume=CommandReply[ResumeResult].model_validate(

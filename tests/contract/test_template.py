@@ -250,7 +250,6 @@ def test_only_the_functions_that_send_commands_may_put_one_on_the_command_queue(
     }
     assert senders == {
         "CordonNodesFunction",
-        "FindAffectedJobsFunction",
         "ResumeNodesFunction",
         "ReadBootTimesFunction",
         "ResubmitJobFunction",

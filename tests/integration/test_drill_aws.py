@@ -73,7 +73,8 @@ def test_given_a_scenario_then_the_drill_is_a_dry_run_that_prints_progress_outco
         assert {"assess", "cordon", "replace", "record"} <= set(_phase_rows(printed))
         # And nothing on the cluster changed
         assert aws.api_calls.counts.get("sagemaker.BatchReplaceClusterNodes", 0) == 0
-        assert not [c for c in runner.slurm.commands if c["type"] in ("drain_nodes", "resume_nodes", "resubmit_job")]
+        mutating = ("drain_nodes", "cordon_nodes", "resume_nodes", "resubmit_job")
+        assert not [c for c in runner.slurm.commands if c["type"] in mutating and not c.get("dry_run")]
 
 
 def test_given_live_then_the_timeline_is_the_incident_records_and_the_history_agrees(tmp_path: Path) -> None:

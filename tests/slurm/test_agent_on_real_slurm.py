@@ -15,12 +15,14 @@ from hyperpod_recovery.models.commands import (
     CheckAgent,
     CheckpointRef,
     CommandEnvelope,
+    CordonNodes,
     DrainNodes,
     HealthCheck,
     JobsOnNodes,
     NodeBoot,
     ResubmitJob,
     ResumeNodes,
+    carries_owner_tag,
 )
 from hyperpod_recovery_agent.executor import CaptureStore, CommandExecutor
 from hyperpod_recovery_agent.slurm import SlurmCli, SlurmUnreachable, validate_job_id, validate_nodes
@@ -177,6 +179,25 @@ def test_jobs_on_a_node_are_captured_on_the_controller_and_answered_without_thei
     assert (tmp_path / "captures").stat().st_mode & 0o777 == 0o700
     assert (tmp_path / "captures" / f"{job_id}.json").stat().st_mode & 0o777 == 0o600
     assert run(slurm, JobsOnNodes(nodes=["ip-10-1-0-4"]), captures).jobs == []  # type: ignore[attr-defined]
+
+
+def test_a_cordon_drains_the_node_then_captures_the_job_still_running_on_it_in_one_command(
+    slurm: SlurmCli, slurm_env: dict[str, str], job_dir: Path, tmp_path: Path
+) -> None:
+    # Given a running 2-node job
+    job_id = start_training(slurm_env, job_dir)
+    captures = CaptureStore(tmp_path / "captures")
+    # When a dry run's cordon (no drain) and then Cordon Nodes run on its first node
+    dry = run(slurm, CordonNodes(nodes=["ip-10-1-0-1"], reason=f"{TAG} unhealthy", drain=False), captures)
+    assert not slurm.node_states(["ip-10-1-0-1"])["ip-10-1-0-1"].drained_or_draining
+    result = run(slurm, CordonNodes(nodes=["ip-10-1-0-1"], reason=f"{TAG} unhealthy"), captures)
+    # Then the dry run only said what it would drain, and the cordon drained it under our tag
+    assert dry.drained == result.drained == ["ip-10-1-0-1"]  # type: ignore[attr-defined]
+    state = slurm.node_states(["ip-10-1-0-1"])["ip-10-1-0-1"]
+    assert state.drained_or_draining and carries_owner_tag(state.reason, TAG)
+    # And the job, still running on the draining node, is captured in the same answer, both times
+    assert [j.job_id for j in result.jobs] == [j.job_id for j in dry.jobs] == [job_id]  # type: ignore[attr-defined]
+    assert captures.get(job_id) is not None
 
 
 def test_checkpoint_location_is_read_from_the_submission_environment(slurm: SlurmCli, slurm_env: dict[str, str], job_dir: Path) -> None:

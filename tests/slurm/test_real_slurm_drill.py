@@ -33,7 +33,7 @@ def test_a_real_slurm_drill_recovers_and_the_resubmitted_job_runs_from_the_check
     [submission] = report["slurm"]["submissions"]
     assert (submission["new_job_id"], submission["checkpoint_step"]) == (resubmitted["job_id"], 2000)
     # The agent process answered every command (its journal), and the drained node was resumed
-    assert sorted(c["type"] for c in report["slurm"]["commands"]) == ["drain_nodes", "jobs_on_nodes", "resubmit_job", "resume_nodes"]
+    assert sorted(c["type"] for c in report["slurm"]["commands"]) == ["cordon_nodes", "resubmit_job", "resume_nodes"]
     assert report["slurm"]["drained_nodes"] == {}
     # What the resubmitted job itself saw when Slurm started it
     output = tmp_path / f"job-{resubmitted['job_id']}.txt"

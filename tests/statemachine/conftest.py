@@ -32,4 +32,5 @@ def only_incident(report: dict[str, Any]) -> dict[str, Any]:
 
 
 def mutating_slurm_commands(report: dict[str, Any]) -> list[str]:
-    return [c["type"] for c in report["slurm"]["commands"] if c["type"] in ("drain_nodes", "resume_nodes", "resubmit_job")]
+    mutating = ("drain_nodes", "cordon_nodes", "resume_nodes", "resubmit_job")
+    return [c["type"] for c in report["slurm"]["commands"] if c["type"] in mutating and not c.get("dry_run")]

@@ -54,9 +54,9 @@ def test_an_agent_back_after_its_commands_timed_out_does_not_run_them(tmp_path: 
     # Given the controller agent is away until long after Cordon Nodes timed out and the incident escalated
     fault = next(f for f in SUITE if f.name == "agent-back-after-timeout")
     report = DrillRunner(scenario_of(fault), log_path=tmp_path / "lambda.log").run()
-    # When it comes back and finds the drain command on its queue
+    # When it comes back and finds the cordon command on its queue
     # Then it does not drain: the command is expired, and no node is drained in Slurm
-    assert [(c["type"], c["status"]) for c in report["slurm"]["commands"]] == [("drain_nodes", "expired")]
+    assert [(c["type"], c["status"]) for c in report["slurm"]["commands"]] == [("cordon_nodes", "expired")]
     assert report["slurm"]["drained_nodes"] == {}
 
 

@@ -171,11 +171,11 @@ READ_ONLY_PREFIXES = (
 ALLOWED_DRY_RUN_WRITES = {
     "dynamodb.PutItem": 2,  # the incident record (what it would have done) and the affected jobs' descriptions
     "sns.Publish": 1,  # the notification saying so
-    "sqs.SendMessage": 1,  # the read-only jobs_on_nodes command
+    "sqs.SendMessage": 1,  # the cordon without its drain (read-only: it lists the jobs)
     "sqs.DeleteMessage": 1,  # the agent taking that command off the queue
-    "stepfunctions.SendTaskSuccess": 5,  # the agent's answer, the three mutating steps answering themselves, and the wait for nothing
+    "stepfunctions.SendTaskSuccess": 4,  # the agent's answer, the two mutating steps answering themselves, and the wait for nothing
     "stepfunctions.StartExecution": 1,  # intake starting the execution
-    "stepfunctions.SendTaskHeartbeat": 1,  # the agent checking that the jobs_on_nodes task still waits
+    "stepfunctions.SendTaskHeartbeat": 1,  # the agent checking that the cordon's task still waits
 }
 
 
@@ -183,7 +183,7 @@ def test_dry_run_makes_no_mutating_call_counted_call_by_call(drill: Drill) -> No
     report = drill("dry-run")
     writes = {call: n for call, n in report["api_calls"].items() if not call.startswith(READ_ONLY_PREFIXES)}
     assert writes == ALLOWED_DRY_RUN_WRITES
-    assert [c["type"] for c in report["slurm"]["commands"]] == ["jobs_on_nodes"]
+    assert [c["type"] for c in report["slurm"]["commands"]] == ["cordon_nodes"] and report["slurm"]["drained_nodes"] == {}
 
 
 def test_dry_run_drill_on_a_live_stack_changes_nothing(drill: Drill) -> None:

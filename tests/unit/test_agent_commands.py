@@ -13,10 +13,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from hyperpod_recovery.errors import InvalidCommand
 from hyperpod_recovery.models.commands import (
     BootTimes,
     BootTimesResult,
     CommandEnvelope,
+    CordonNodes,
+    CordonResult,
     DrainNodes,
     ResumeNodes,
     carries_owner_tag,
@@ -27,7 +30,7 @@ from hyperpod_recovery.models.workflow import CordonNodesInput
 from hyperpod_recovery.steps.cordon_nodes import cordon_nodes
 from hyperpod_recovery_agent.executor import CommandExecutor
 from hyperpod_recovery_agent.slurm import SlurmCli, SlurmUnreachable, parse_node_boots
-from sandbox.slurm import SimulatedSlurm
+from sandbox.slurm import SimulatedSlurm, SlurmJob
 from tests.fakes import T0, FakeOrchestrator
 from tests.unit.test_safety import _assessment
 from tests.unit.test_steps import _request
@@ -80,10 +83,62 @@ def test_cordon_turns_any_fault_text_into_a_drain_reason_slurm_accepts(text: str
     )
     # Then the command is valid on both sides of the queue: one printable line, our tag first
     (envelope,) = orchestrator.dispatched
-    assert isinstance(envelope.command, DrainNodes)
+    assert isinstance(envelope.command, CordonNodes) and envelope.command.drain
     CommandEnvelope.model_validate_json(envelope.model_dump_json())
     assert envelope.command.reason == one_line(envelope.command.reason, 256)
     assert carries_owner_tag(envelope.command.reason, owner_tag("inc-1"))
+
+
+# --- cordon: drain, then the jobs on the nodes, in one command ------------------------------------
+def _cordon_slurm() -> SimulatedSlurm:
+    slurm = SimulatedSlurm()
+    for name in ("a", "b", "c"):
+        slurm.add_node(name)
+    slurm.add_job(SlurmJob(job_id="1001", name="llama", nodes=["a", "b"], state="RUNNING", checkpoint_uri="s3://ckpt/llama"))
+    slurm.drain(["b"], "someone else's maintenance")
+    return slurm
+
+
+def _cordon(executor: CommandExecutor, command: CordonNodes) -> tuple[bool, CordonResult]:
+    envelope = CommandEnvelope(
+        command_id="inc-1:cordon", incident_id="inc-1", execution_name="inc-1", task_token="t", requested_at=T0, command=command
+    )
+    reply = executor.execute(envelope)
+    assert isinstance(reply.result, CordonResult)
+    return reply.dry_run, reply.result
+
+
+def test_a_cordon_drains_under_our_tag_keeps_other_drains_and_answers_the_jobs_on_the_nodes() -> None:
+    slurm = _cordon_slurm()
+    dry_run, result = _cordon(CommandExecutor(slurm, now=lambda: T0), CordonNodes(nodes=["a", "b"], reason=f"{owner_tag('inc-1')} fault"))
+    # Then a is drained under our tag, b's drain is someone else's and stays theirs
+    assert not dry_run and (result.drained, result.already_drained) == (["a"], ["b"])
+    assert carries_owner_tag(slurm.nodes["a"].reason, owner_tag("inc-1")) and slurm.nodes["b"].reason == "someone else's maintenance"
+    # And the job holding them is captured in the same answer
+    assert [j.job_id for j in result.jobs] == ["1001"] and result.omitted == 0
+
+
+def test_a_dry_run_cordon_drains_nothing_and_says_what_it_would_drain() -> None:
+    slurm = _cordon_slurm()
+    command = CordonNodes(nodes=["a", "b"], reason=f"{owner_tag('inc-1')} fault", drain=False)
+    dry_run, result = _cordon(CommandExecutor(slurm, now=lambda: T0), command)
+    assert dry_run and (result.drained, result.already_drained) == (["a"], ["b"]) and not slurm.nodes["a"].drained
+    assert [j.job_id for j in result.jobs] == ["1001"]
+
+
+@pytest.mark.parametrize("drain", [True, False])
+def test_a_cordon_without_our_tag_is_refused_before_anything_is_read_or_drained(drain: bool) -> None:
+    slurm = _cordon_slurm()
+    with pytest.raises(InvalidCommand, match="must start with"):
+        _cordon(CommandExecutor(slurm, now=lambda: T0), CordonNodes(nodes=["a"], reason="maintenance", drain=drain))
+    assert not slurm.nodes["a"].drained
+
+
+def test_a_cordon_goes_on_the_wire_without_its_default_drain_and_an_older_agent_cannot_read_it() -> None:
+    # The live command leaves drain out; a dry run's says drain false. An agent without the type
+    # refuses the whole command (a discriminated union), never lists without draining.
+    live = CordonNodes(nodes=["a"], reason=f"{owner_tag('inc-1')} fault")
+    assert "drain" not in live.model_dump() and CordonNodes(nodes=["a"], reason=live.reason, drain=False).model_dump()["drain"] is False
 
 
 # --- boot times: the evidence that a rebooted node came back ---------------------------------------

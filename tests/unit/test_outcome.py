@@ -8,7 +8,7 @@ from datetime import timedelta
 from hyperpod_recovery.domain.incident import conclude, decide_outcome
 from hyperpod_recovery.domain.node_incident import NODE_INCIDENT
 from hyperpod_recovery.domain.notification import notification
-from hyperpod_recovery.models.commands import CheckpointRef, CommandReply, DrainResult, JobsOnNodesResult, JobSpec
+from hyperpod_recovery.models.commands import CheckpointRef, CommandReply, CordonResult, JobsOnNodesResult, JobSpec
 from hyperpod_recovery.models.requests import RecoveryRequest, Trigger
 from hyperpod_recovery.models.workflow import (
     Assessment,
@@ -110,7 +110,7 @@ def _full_state() -> WorkflowState:
             requested_at=at,
             started_at=at,
             completed_at=at + timedelta(seconds=2),
-            result=DrainResult(drained=["ip-10-1-0-1"]),
+            result=CordonResult(drained=["ip-10-1-0-1"]),  # an earlier version's drain, its jobs found apart
         ),
         jobs=CommandReply(
             command_id="j",
@@ -151,6 +151,28 @@ def test_incident_record_has_an_ordered_timeline_and_phases() -> None:
     assert {p.name for p in record.phases} >= {"detect", "assess", "cordon", "find_jobs", "record"}
     assert record.agent_seconds == 4.0
     assert record.jobs[0]["job_id"] == "1001"
+
+
+def test_given_the_jobs_found_by_the_cordon_then_the_record_tells_both_from_one_answer() -> None:
+    # Given this version's Cordon Nodes answer (drain and jobs), as Forget Job Details left it raw
+    at = T0 + timedelta(seconds=10)
+    job = JobSpec(job_id="1001", name="llama", num_nodes=16, state="RUNNING", checkpoint_uri="s3://ckpt/llama")
+    raw = {
+        "cordon": {
+            "command_id": "inc-1:cordon", "type": "cordon_nodes", "requested_at": at.isoformat(),
+            "completed_at": (at + timedelta(seconds=2)).isoformat(),
+            "result": {"drained": ["ip-10-1-0-1"], "already_drained": [], "jobs": [job.model_dump(mode="json")], "omitted": 0},
+        },
+    }  # fmt: skip
+    state = WorkflowState.lenient(raw).model_copy(update={"request": _state().request, "assessment": _assessment()})
+    # Then the jobs are where every reader looks, from the same answer, and no separate phase is invented
+    assert state.jobs is not None and state.jobs_found_by_cordon and [j.job_id for j in state.jobs.result.jobs] == ["1001"]
+    step = RecordOutcomeInput(execution_name="inc-1", disposition="completed", state=state)
+    _, record, _ = conclude(NODE_INCIDENT, step, cluster="llm-train", now=T0 + timedelta(seconds=20))
+    events = [e.event for e in record.timeline]
+    assert events.index("nodes cordoned") < events.index("affected jobs found")
+    assert "find_jobs" not in {p.name for p in record.phases} and "cordon" in {p.name for p in record.phases}
+    assert record.agent_seconds == 2.0 and record.jobs[0]["job_id"] == "1001"
 
 
 def test_notification_subject_fits_sns_and_names_cluster_outcome_and_nodes() -> None:

@@ -9,7 +9,7 @@ import pytest
 
 from hyperpod_recovery.domain.normalize import GuardedCluster
 from hyperpod_recovery.errors import InvalidRecoveryRequest
-from hyperpod_recovery.models.commands import CommandReply, DrainNodes, JobRef, JobSpec, ResubmitResult
+from hyperpod_recovery.models.commands import CommandReply, CordonNodes, JobRef, JobSpec, ResubmitResult
 from hyperpod_recovery.models.requests import RecoveryRequest, Trigger
 from hyperpod_recovery.models.workflow import (
     Assessment,
@@ -130,7 +130,7 @@ def test_retried_replace_does_not_call_batch_replace_again_for_started_nodes() -
     assert [r.initiation for r in again.replaced] == ["initiated", "initiated"]
 
 
-def test_cordon_sends_a_typed_drain_tagged_with_the_incident() -> None:
+def test_cordon_sends_one_typed_command_that_drains_tagged_with_the_incident_and_finds_the_jobs() -> None:
     from hyperpod_recovery.models.workflow import CordonNodesInput
 
     orchestrator = FakeOrchestrator()
@@ -140,7 +140,9 @@ def test_cordon_sends_a_typed_drain_tagged_with_the_incident() -> None:
         now=T0,
     )
     command = orchestrator.dispatched[0].command
-    assert isinstance(command, DrainNodes) and command.nodes == ["ip-10-1-0-7"]
+    assert isinstance(command, CordonNodes) and command.drain and command.nodes == ["ip-10-1-0-7"]
+    # (its own id: an agent answers an id it has seen with its first answer, and an earlier version drained under ":drain")
+    assert orchestrator.dispatched[0].command_id == "inc-1:cordon"
     assert command.reason.startswith("hyperpod-recovery:inc-1 ")
     assert orchestrator.dispatched[0].task_token == "tok" and orchestrator.answered == []
 

@@ -20,7 +20,8 @@ Per port:
   written: they are what a drill is for.
 - Orchestrator: a mutating command (drain, resume, resubmit, requeue) is answered here with the
   result it would have had; read-only commands (jobs on nodes, node states, boot times, job spec)
-  still go to the scheduler, so a drill shows the real jobs.
+  still go to the scheduler, so a drill shows the real jobs. A cordon (drain, then list the jobs)
+  goes with its drain turned off: the agent only reads, and answers what it would have drained.
 
 tests/unit/test_dry_run_gate.py checks that the gate treats every port method one way or the
 other, and that no held-back call reaches the adapter behind it.
@@ -38,6 +39,8 @@ from hyperpod_recovery.models.commands import (
     CommandEnvelope,
     CommandReply,
     ControllerCommand,
+    CordonNodes,
+    CordonResult,
     DrainNodes,
     DrainResult,
     JobSpec,
@@ -200,6 +203,8 @@ def would_result(command: ControllerCommand) -> Any:
     resubmitted (no new id: nothing ran) or requeued."""
     if isinstance(command, DrainNodes):
         return DrainResult(drained=command.nodes)
+    if isinstance(command, CordonNodes):  # (not answered here: dispatch sends it without its drain)
+        return CordonResult(drained=command.nodes)
     if isinstance(command, ResumeNodes):
         return ResumeResult(resumed=command.nodes)
     if isinstance(command, ResubmitJob):
@@ -221,6 +226,11 @@ class DryRunOrchestrator:
             self._orchestrator.dispatch(envelope)
             return
         held_back("orchestrator", command.type, command_id=envelope.command_id)
+        if isinstance(command, CordonNodes):
+            # Its drain is held back, its listing is not (a drill shows the real jobs): the agent
+            # drains nothing and answers what it would have drained, marked dry_run.
+            self._orchestrator.dispatch(envelope.model_copy(update={"command": command.model_copy(update={"drain": False})}))
+            return
         at = envelope.requested_at
         reply: CommandReply[Any] = CommandReply(
             command_id=envelope.command_id,

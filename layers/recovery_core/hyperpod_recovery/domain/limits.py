@@ -34,7 +34,7 @@ MAX_GATE_REPLACEMENTS = 1
 MAX_EVENT_WAKES = 20
 
 # What NodeRecovery spends besides its deadlines, at worst (13.5 h): the controller steps' own timeouts
-# (Cordon Nodes 600 s, Find Affected Jobs 300 s, Resume Nodes 600 s once per rejoin, and Resubmit Job
+# (Cordon Nodes 600 s, Resume Nodes 600 s once per rejoin, and Resubmit Job
 # 900 s for each wave of four of the 64 jobs an incident carries, split between Resubmit Jobs Now
 # and Resubmit Jobs, when the agent never answers), every Lambda step at its timeout on every retry,
 # and one last check past the deadline: 47,030 s today. The contract test recomputes it from the ASL

@@ -269,8 +269,8 @@ def build_phases(state: WorkflowState, recorded_at: datetime) -> list[Phase]:
     add("assess", request.received_at, max((r.at for r in (lock, assessment, safety) if r is not None), default=None))
     if state.cordon is not None:
         add("cordon", state.cordon.requested_at, state.cordon.completed_at)
-    if state.jobs is not None:
-        add("find_jobs", state.jobs.requested_at, state.jobs.completed_at)
+    if state.jobs is not None and not state.jobs_found_by_cordon:
+        add("find_jobs", state.jobs.requested_at, state.jobs.completed_at)  # an earlier version's step of its own
     if replacement is not None:
         add("replace", state.jobs.completed_at if state.jobs else replacement.at, replacement.at)
     # Before the wait (this version), or after the resume (an execution started by an earlier one).
@@ -451,7 +451,7 @@ def incident_facts(state: WorkflowState) -> IncidentFacts:
         jobs=[j.model_dump(mode="json") for j in (state.jobs.result.jobs if state.jobs else [])],
         resubmissions=[entry for plan, reply in planned if (entry := resubmission(plan, reply)) is not None],
         resubmitted={r.result.old_job_id: r.result.new_job_id for r in state.replies if r.result.new_job_id and submitted_here(r)},
-        orchestrator_replies=[state.cordon, state.jobs, state.resume, *state.replies],
+        orchestrator_replies=[state.cordon, None if state.jobs_found_by_cordon else state.jobs, state.resume, *state.replies],
         locked_nodes=list(lock.locked) if lock is not None and not lock.dry_run else [],
     )
 

@@ -153,6 +153,22 @@ class DrainNodes(BaseModel):
     reason: SlurmText = Field(min_length=1, max_length=256)
 
 
+class CordonNodes(BaseModel):
+    """Cordon Nodes: drain the nodes under ``reason`` (our tag first), then capture the jobs holding
+    them (as ``jobs_on_nodes`` does): one round trip to the controller, and no job can start on them
+    between the drain and the listing.
+
+    ``drain`` false is a dry run's cordon (the gate, adapters/dry_run.py, sends it so): nothing is
+    drained, the answer says what would be (and is marked dry_run), the jobs are real. An agent
+    older than this command refuses it (an unknown type): never a listing without the drain."""
+
+    model_config = ConfigDict(extra="forbid")
+    type: Literal["cordon_nodes"] = "cordon_nodes"
+    nodes: NodeList
+    reason: SlurmText = Field(min_length=1, max_length=256)
+    drain: StrictFlag = Field(default=True, exclude_if=lambda v: v is True)
+
+
 # A replacement's health gate: a program run on the node as a Slurm step before it takes jobs.
 HealthCheckArg = Annotated[str, Field(max_length=2048, pattern=r"^[^\x00-\x1f]*$")]
 
@@ -236,12 +252,13 @@ class CheckAgent(BaseModel):
 
 
 ControllerCommand = Annotated[
-    DrainNodes | ResumeNodes | JobsOnNodes | ResubmitJob | NodeStates | CaptureJobSpec | RequeueJob | BootTimes | CheckAgent,
+    DrainNodes | CordonNodes | ResumeNodes | JobsOnNodes | ResubmitJob | NodeStates | CaptureJobSpec | RequeueJob | BootTimes | CheckAgent,
     Field(discriminator="type"),
 ]
 COMMAND_TYPES = frozenset(
     {
         "drain_nodes",
+        "cordon_nodes",
         "resume_nodes",
         "jobs_on_nodes",
         "resubmit_job",
@@ -252,7 +269,8 @@ COMMAND_TYPES = frozenset(
         "check",
     }
 )
-MUTATING_COMMANDS = frozenset({"drain_nodes", "resume_nodes", "resubmit_job", "requeue_job"})
+# (cordon_nodes: its drain; a dry run sends it with drain false, which only reads.)
+MUTATING_COMMANDS = frozenset({"drain_nodes", "cordon_nodes", "resume_nodes", "resubmit_job", "requeue_job"})
 
 
 class CommandEnvelope(BaseModel):
@@ -305,6 +323,15 @@ class JobsOnNodesResult(BaseModel):
     omitted: int = Field(default=0, ge=0)
     # Set when Forget Job Details replaced ``jobs`` (kept in the ledger) with their number.
     count: int | None = None
+
+
+class CordonResult(JobsOnNodesResult):
+    """Cordon Nodes' answer: the nodes drained (or, in a dry run, that would be), those already
+    drained (ours from a retry, or someone else's: kept as they are), and the jobs on them.
+    Every field is always present: the workflow's paths read them (Forget Job Details)."""
+
+    drained: NodeNames = Field(default_factory=list)
+    already_drained: NodeNames = Field(default_factory=list)
 
 
 class ResubmitResult(BaseModel):
@@ -389,6 +416,7 @@ class AgentCheckResult(BaseModel):
 ResultT = TypeVar(
     "ResultT",
     DrainResult,
+    CordonResult,
     ResumeResult,
     JobsOnNodesResult,
     ResubmitResult,

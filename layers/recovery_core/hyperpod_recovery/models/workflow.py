@@ -13,7 +13,7 @@ from hyperpod_recovery.models.commands import (
     BootTimesResult,
     CheckpointRef,
     CommandReply,
-    DrainResult,
+    CordonResult,
     JobRef,
     JobsOnNodesResult,
     JobSpec,
@@ -305,6 +305,9 @@ class ResubmitFailure(BaseModel):
     failure: StepError
 
 
+CORDON_NODES = "cordon_nodes"  # the command type of Cordon Nodes' answer (models/commands.py CordonNodes)
+
+
 class WorkflowState(BaseModel):
     """The execution state as Record Outcome sees it: whatever steps ran before the end."""
 
@@ -313,7 +316,9 @@ class WorkflowState(BaseModel):
     request: RecoveryRequest | None = None
     lock: LockResult | None = None
     assessment: Assessment | None = None
-    cordon: CommandReply[DrainResult] | None = None
+    # Cordon Nodes' answer: the drain and the jobs on the nodes (an execution started by an earlier
+    # version drained here, and found the jobs in a step of their own, at ``jobs``).
+    cordon: CommandReply[CordonResult] | None = None
     jobs: CommandReply[JobsOnNodesResult] | None = None
     replacement: Replacement | None = None
     resume: CommandReply[ResumeResult] | None = None
@@ -323,6 +328,19 @@ class WorkflowState(BaseModel):
     resubmissions: list[CommandReply[ResubmitResult] | ResubmitFailure] = Field(default_factory=list, max_length=MAX_JOBS_PER_INCIDENT)
     # Parts of the state that did not parse (a crash or a hand-made input): named in the record.
     unreadable: list[Annotated[str, Field(max_length=500)]] = Field(default_factory=list, max_length=20)
+
+    @model_validator(mode="after")
+    def _jobs_from_the_cordon(self) -> WorkflowState:
+        """The jobs Cordon Nodes found, where every reader looks for them (``jobs``): the same answer."""
+        if self.jobs is None and self.cordon is not None and self.cordon.type == CORDON_NODES:
+            found = JobsOnNodesResult(jobs=self.cordon.result.jobs, omitted=self.cordon.result.omitted, count=self.cordon.result.count)
+            self.jobs = CommandReply[JobsOnNodesResult](**{**self.cordon.model_dump(exclude={"result"}), "result": found})
+        return self
+
+    @property
+    def jobs_found_by_cordon(self) -> bool:
+        """The jobs came in Cordon Nodes' answer (this version), not from a step of their own."""
+        return self.jobs is not None and self.jobs.type == CORDON_NODES
 
     @classmethod
     def lenient(cls, raw: Any) -> WorkflowState:
@@ -426,10 +444,6 @@ class ControllerStepInput(StepInput):
 
 
 class CordonNodesInput(ControllerStepInput):
-    assessment: Assessment
-
-
-class FindAffectedJobsInput(ControllerStepInput):
     assessment: Assessment
 
 

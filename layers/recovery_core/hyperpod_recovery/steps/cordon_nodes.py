@@ -1,11 +1,12 @@
-"""Cordon Nodes: drain the target nodes in the scheduler, tagged with the incident."""
+"""Cordon Nodes: drain the target nodes in the scheduler, tagged with the incident, and find the
+jobs on them (one command: no job can start on them in between)."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Any
 
-from hyperpod_recovery.models.commands import DrainNodes, owner_tag
+from hyperpod_recovery.models.commands import CordonNodes, owner_tag
 from hyperpod_recovery.models.common import one_line
 from hyperpod_recovery.models.workflow import CordonNodesInput
 from hyperpod_recovery.ports import Orchestrator
@@ -19,7 +20,7 @@ def cordon_nodes(step: CordonNodesInput, *, orchestrator: Orchestrator, now: dat
     return dispatch_command(
         orchestrator,
         step,
-        DrainNodes(nodes=nodes, reason=reason),
-        command_id=f"{step.execution_name}:drain",
+        CordonNodes(nodes=nodes, reason=reason),
+        command_id=f"{step.execution_name}:cordon",
         now=now,
     )
