@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from hyperpod_recovery.errors import InvalidCommand, JobSpecUnavailable
 from hyperpod_recovery.models.commands import (
@@ -279,7 +279,7 @@ class CommandExecutor:
         resumed_before = [n for n in result.not_drained if self.slurm.has_reservation(reservation(n))]
         to_check = [*result.resumed, *resumed_before]
 
-        def gate(node: str) -> tuple[str, bool, str]:
+        def gate(node: str) -> tuple[str, bool, str, Literal["failed", "could_not_run"]]:
             name = reservation(node)
             try:
                 self.slurm.reserve(name, node)
@@ -288,25 +288,25 @@ class CommandExecutor:
             except (SlurmCommandFailed, SlurmUnreachable, InvalidCommand) as exc:
                 # The check could not run: the node stays drained (or reserved), never in service.
                 self._keep_out(node, name, f"{tag} health check could not run: {exc}")
-                return node, False, f"the check could not run: {exc}"[:400]
+                return node, False, f"the check could not run: {exc}"[:400], "could_not_run"
             if code == 0:
                 self.slurm.unreserve(name)
-                return node, True, output
+                return node, True, output, "failed"
             said = f"exit {code}" if code is not None else f"no answer in {check.timeout_seconds} s"
             self._keep_out(node, name, f"{tag} health check failed ({said}): {output}")
-            return node, False, f"{said}: {output}"
+            return node, False, f"{said}: {output}", "failed"
 
         if self.parallel_checks and len(to_check) > 1:
             with ThreadPoolExecutor(max_workers=len(to_check)) as pool:
                 outcomes = list(pool.map(gate, to_check))
         else:
             outcomes = [gate(node) for node in to_check]
-        return result.model_copy(
-            update={
-                "resumed": [node for node, ok, _ in outcomes if ok],
-                "not_drained": [n for n in result.not_drained if n not in resumed_before],
-                "unhealthy": [UnhealthyNode(node=node, detail=detail[:1000]) for node, ok, detail in outcomes if not ok],
-            }
+        # Built, not copied: the model keeps the check's output of the first nodes only (the state's bound).
+        return ResumeResult(
+            resumed=[node for node, ok, _, _ in outcomes if ok],
+            not_drained=[n for n in result.not_drained if n not in resumed_before],
+            not_ours=result.not_ours,
+            unhealthy=[UnhealthyNode(node=node, detail=detail[:1000], verdict=verdict) for node, ok, detail, verdict in outcomes if not ok],
         )
 
     def _keep_out(self, node: str, reservation: str, reason: str) -> None:

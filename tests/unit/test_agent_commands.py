@@ -15,12 +15,14 @@ from pydantic import ValidationError
 
 from hyperpod_recovery.errors import InvalidCommand
 from hyperpod_recovery.models.commands import (
+    UNHEALTHY_DETAILS_KEPT,
     BootTimes,
     BootTimesResult,
     CommandEnvelope,
     CordonNodes,
     CordonResult,
     DrainNodes,
+    HealthCheck,
     ResumeNodes,
     carries_owner_tag,
     owner_tag,
@@ -309,3 +311,27 @@ def test_a_retried_gate_checks_again_a_node_it_already_resumed() -> None:
     result = _gate(dying, ["n1"])
     # Then the node is checked, not reported "not drained" and left unchecked
     assert result.resumed == ["n1"] and result.not_drained == [] and "n1" not in dying.reserved
+
+
+def test_a_gate_failing_on_a_storm_keeps_the_check_output_of_the_first_nodes_only_and_says_which_ran() -> None:
+    # Given 30 nodes drained by us whose check fails, and the check that cannot run on one of them
+    slurm = SimulatedSlurm()
+    names = [f"n{i}" for i in range(30)]
+    for name in names:
+        slurm.add_node(name)
+    executor = CommandExecutor(slurm, now=lambda: T0, parallel_checks=False)
+    executor.drain(DrainNodes(nodes=names, reason=f"{GATE_TAG} fault"))
+
+    def run_check(name: str, node: str, argv: object, timeout: int) -> tuple[int | None, str]:
+        if node == "n0":
+            raise SlurmUnreachable("slurmctld away")
+        return 1, "x" * 5000
+
+    slurm.run_check = run_check  # type: ignore[method-assign]
+    result = executor.resume(ResumeNodes(nodes=names, owner_tag=GATE_TAG, health_check=HealthCheck(argv=["true"], timeout_seconds=10)))
+    # Then every node stays out, the state carries ten outputs at most, each within its limit
+    assert result.resumed == [] and len(result.unhealthy) == 30
+    assert sum(1 for u in result.unhealthy if u.detail) <= UNHEALTHY_DETAILS_KEPT and all(len(u.detail) <= 160 for u in result.unhealthy)
+    # And only the checks that ran are verdicts on the instance
+    assert {u.node: u.verdict for u in result.unhealthy}["n0"] == "could_not_run"
+    assert {u.verdict for u in result.unhealthy if u.node != "n0"} == {"failed"}

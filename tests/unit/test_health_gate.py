@@ -11,14 +11,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from hyperpod_recovery.domain.health_gate import CHECK_DID_NOT_RUN, NOT_ASKED
 from hyperpod_recovery.domain.node_incident import NODE_INCIDENT, decide_completed
 from hyperpod_recovery.domain.reconcile import EndedExecution
 from hyperpod_recovery.domain.rejoin import observe_rejoin
 from hyperpod_recovery.domain.replace import classify_replacements
+from hyperpod_recovery.errors import RejoinDeadlineExceeded
 from hyperpod_recovery.models.cluster import BatchOutcome, ClusterNode
 from hyperpod_recovery.models.commands import CommandReply, ResumeResult
 from hyperpod_recovery.models.records import BreakerState
 from hyperpod_recovery.models.workflow import (
+    FirstGate,
+    GateFailure,
     NodeTarget,
     RejoinWatch,
     Replacement,
@@ -54,8 +58,8 @@ def _back(*numbers: int, expected: int | None = 600) -> RejoinWatch:
     return watch
 
 
-def _gate(unhealthy: list[str], resumed: list[str], at: int = 610) -> CommandReply[ResumeResult]:
-    result = ResumeResult(resumed=resumed, unhealthy=[{"node": n, "detail": GPU_GONE} for n in unhealthy])  # type: ignore[misc]
+def _gate(unhealthy: list[str], resumed: list[str], at: int = 610, verdict: str = "failed") -> CommandReply[ResumeResult]:
+    result = ResumeResult(resumed=resumed, unhealthy=[{"node": n, "detail": GPU_GONE, "verdict": verdict} for n in unhealthy])  # type: ignore[misc]
     return CommandReply[ResumeResult](
         command_id="inc-1:resume", type="resume_nodes", requested_at=T0 + timedelta(seconds=at - 4),
         completed_at=T0 + timedelta(seconds=at), result=result,
@@ -144,10 +148,15 @@ def test_given_a_second_replacement_that_cannot_start_then_the_node_stays_draine
         assert cluster.replace_calls == []
     if not replaced:
         # Then Record Outcome escalates it, saying why, and nothing is resumed for it
-        state = WorkflowState(replacement=_replacement(after), resume=_gate(["ip-10-1-0-7"], []))
+        state = WorkflowState(request=_request(7), replacement=_replacement(after), resume=_gate(["ip-10-1-0-7"], []))
         outcome, error, cause = decide_completed(state)
         assert (outcome, error) == ("escalated", "ReplacementUnhealthy") and cause and why in cause and "left drained" in cause
         assert not after.nodes[0].to_resume
+        # And the whole record builds (timeline, phases): no second rejoin to tell
+        record_at = T0 + timedelta(seconds=612)
+        events = [e.event for e in NODE_INCIDENT.timeline(state, record_at)]
+        assert events.count("node rejoined") == 1 and "not replaced again" in events
+        assert [p.name for p in NODE_INCIDENT.phases(state, record_at)].count("wait_for_rejoin") == 1
 
 
 def _replacement(watch: RejoinWatch) -> Replacement:
@@ -197,3 +206,86 @@ def test_given_an_execution_stopped_while_its_node_is_replaced_again_then_its_no
     assert not ended(*first_pass).saw_nodes_back
     # And once the second pass resumed them, they are back
     assert ended(*first_pass, "Check Rejoined", "Resume Nodes", "Resubmit Jobs").saw_nodes_back
+
+
+def test_given_a_check_that_could_not_run_then_the_node_is_not_replaced_again_but_left_drained() -> None:
+    # Given node 7's check never ran (slurmctld away, srun's own error): nothing is known of the instance
+    cluster = FakeCluster([_instance(7, FIRST)])
+    after = _replace_again(_back(7), _gate(["ip-10-1-0-7"], [], verdict="could_not_run"), cluster, FakeLedger())
+    # Then nothing is replaced, and the incident escalates saying the check could not run
+    assert cluster.replace_calls == [] and after.done and after.nodes[0].left_unhealthy
+    _, error, cause = decide_completed(WorkflowState(replacement=_replacement(after), resume=_gate(["ip-10-1-0-7"], [])))
+    assert error == "ReplacementUnhealthy" and cause and "could not be checked" in cause and "nothing is known" in cause
+
+
+def test_given_every_checked_replacement_failing_then_none_is_replaced_again() -> None:
+    # Given nodes 7 and 8 both failing the check: more likely the check or the capacity
+    cluster = FakeCluster([_instance(7, FIRST), _instance(8, node_id(0xC8))])
+    after = _replace_again(_back(7, 8), _gate(["ip-10-1-0-7", "ip-10-1-0-8"], []), cluster, FakeLedger())
+    # Then nothing is replaced again: the storm would double for nothing
+    assert cluster.replace_calls == [] and after.done and all(n.left_unhealthy for n in after.nodes)
+    assert after.first_gate is not None and "every one of the 2 replacements" in after.first_gate.refused
+
+
+def test_given_a_retry_after_the_breaker_opened_then_a_replacement_already_started_is_still_watched() -> None:
+    # Given the first attempt replaced FIRST (its answer lost), and the breaker opened before the retry
+    watch, gate = _back(7), _gate(["ip-10-1-0-7"], [])
+    cluster, ledger = FakeCluster([_instance(7, FIRST)]), FakeLedger()
+    _replace_again(watch, gate, cluster, ledger)
+    ledger.save_breaker("llm-train", BreakerState(state="open", reason="storm"))
+    retried = _replace_again(watch, gate, cluster, ledger)
+    # Then the node is watched for the replacement under way, not reported as never replaced
+    assert cluster.replace_calls == [[FIRST]] and retried.nodes[0].replaced_again and not retried.done
+
+
+def test_given_the_second_replacement_late_then_the_deadline_never_offers_the_failed_instance() -> None:
+    watch = _replace_again(_back(7), _gate(["ip-10-1-0-7"], []), FakeCluster([_instance(7, FIRST)]), FakeLedger())
+    # When the deadline comes with FIRST still listed Running and no successor
+    with pytest.raises(RejoinDeadlineExceeded) as raised:
+        observe_rejoin(watch, [_instance(7, FIRST)], watch.deadline, 30, 60)
+    # Then the cause names it as the failed first replacement, and never as a candidate seen
+    assert f"its first replacement {FIRST} failed the health check" in str(raised.value)
+    assert "Seen: new in group workers since" in str(raised.value) and f"{FIRST} (" not in str(raised.value)
+
+
+def test_the_second_pass_counts_its_own_checks_in_the_timeline() -> None:
+    watch = _replace_again(_back(7), _gate(["ip-10-1-0-7"], []), FakeCluster([_instance(7, FIRST)]), FakeLedger())
+    back = observe_rejoin(watch, [_instance(7, SECOND, launched=900)], T0 + timedelta(seconds=1300), 30, 60)
+    state = WorkflowState(request=_request(7), replacement=_replacement(back), resume=_gate([], ["ip-10-1-0-7"], at=1310))
+    timeline = NODE_INCIDENT.timeline(state, T0 + timedelta(seconds=1311))
+    (rejoined,) = [e for e in timeline if e.event == "node rejoined" and SECOND in e.detail]
+    assert rejoined.detail.endswith("after 1 check(s)")
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    shapes=st.lists(st.tuples(st.booleans(), st.sampled_from([None, "again", "left", "not_run"]), st.booleans()), min_size=1, max_size=4),
+    first_gate=st.booleans(),
+    done=st.booleans(),
+    resume=st.sampled_from([None, "first", "second"]),
+)
+def test_whatever_a_run_with_a_health_gate_left_in_its_state_its_record_builds(
+    shapes: list[tuple[bool, str | None, bool]], first_gate: bool, done: bool, resume: str | None
+) -> None:
+    # Given any mix of watched nodes (rejoined or not; failed the gate and replaced again, left, or
+    # its check not run; in service), with or without the first gate's record, at any step's end
+    watch = _back(*range(7, 7 + len(shapes)))
+    nodes = []
+    for node, (rejoined, failure, in_service) in zip(watch.nodes, shapes, strict=True):
+        update: dict[str, Any] = {"rejoined": rejoined, "resumed_at": T0 if in_service else None}
+        if failure is not None:
+            error = {"again": "", "left": NOT_ASKED, "not_run": CHECK_DID_NOT_RUN}[failure]
+            update["gate_failure"] = GateFailure(instance=FIRST, replaced_again=failure == "again", error=error)
+        nodes.append(node.model_copy(update=update))
+    gate = FirstGate(requested_at=T0 + timedelta(seconds=606), completed_at=T0 + timedelta(seconds=610),
+                     replaced_at=T0 + timedelta(seconds=611), refused="", checks=3) if first_gate else None  # fmt: skip
+    watch = watch.model_copy(update={"nodes": nodes, "first_gate": gate, "done": done, "checks": 5})
+    answer = {None: None, "first": _gate(["ip-10-1-0-7"], []), "second": _gate(["ip-10-1-0-7"], [], at=1310)}[resume]
+    state = WorkflowState(request=_request(7), replacement=_replacement(watch), resume=answer)
+    # Then the record's every part builds, whatever the outcome
+    at = T0 + timedelta(seconds=1400)
+    outcome, _, _ = decide_completed(state)
+    assert outcome in ("recovered", "escalated")
+    NODE_INCIDENT.timeline(state, at)
+    NODE_INCIDENT.phases(state, at)
+    NODE_INCIDENT.summarize(state, outcome, None)

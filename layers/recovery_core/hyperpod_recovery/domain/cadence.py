@@ -45,6 +45,12 @@ def next_wait_seconds(
     return max(1, min(wait, int(seconds_to_deadline) + 1))
 
 
+def expected_within(expected_seconds: int, deadline_seconds: int) -> int:
+    """The typical duration the checks are paced by, at most half the deadline: an expectation at
+    or past the deadline would leave a single check, at the deadline, to see an early return."""
+    return max(1, min(expected_seconds, deadline_seconds // 2))
+
+
 def expected_in(watch: RejoinWatch, now: datetime) -> float | None:
     """Seconds until the watch's replacements are typically back (negative past it), if it expects them."""
     return (watch.expected_at - now).total_seconds() if watch.expected_at is not None else None

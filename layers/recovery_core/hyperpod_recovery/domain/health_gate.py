@@ -18,11 +18,14 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from hyperpod_recovery.domain.cadence import next_wait_seconds
+from hyperpod_recovery.domain.cadence import expected_within, next_wait_seconds
 from hyperpod_recovery.domain.replace import ALREADY_IN_PROGRESS_CODES, GONE_CODES
 from hyperpod_recovery.models.cluster import BatchOutcome
 from hyperpod_recovery.models.commands import CommandReply, ResumeResult
 from hyperpod_recovery.models.workflow import FirstGate, GateFailure, Initiation, RejoinWatch, ReplaceFailure, WatchedNode
+
+NOT_ASKED = "NotAsked"  # no replacement was asked for: the watch's first_gate.refused says why
+CHECK_DID_NOT_RUN = "CheckDidNotRun"  # the check never ran on it: nothing is known of the instance
 
 
 def failed_instance(node: WatchedNode) -> str:
@@ -31,9 +34,25 @@ def failed_instance(node: WatchedNode) -> str:
 
 
 def to_replace_again(watch: RejoinWatch, resume: CommandReply[ResumeResult]) -> list[WatchedNode]:
-    """The watched nodes the health gate failed (the ones Resume Nodes asked about, by their name)."""
-    unhealthy = {u.node for u in resume.result.unhealthy}
-    return [n for n in watch.nodes if n.to_resume and n.slurm_node in unhealthy]
+    """The watched nodes whose check ran and failed (Resume Nodes asked about them by name). A check
+    that could not run says nothing of the instance: replacing it would be a guess."""
+    failed = {u.node for u in resume.result.unhealthy if u.verdict == "failed"}
+    return [n for n in watch.nodes if n.to_resume and n.slurm_node in failed]
+
+
+def systematic_failure(resume: CommandReply[ResumeResult]) -> str:
+    """Why nothing should be replaced again when every one of several checked replacements failed:
+    several sick instances at once are less likely than a check that fails everywhere (a wrong
+    ReplacementHealthCheck) or a bad capacity pool, and replacing them all again would double a
+    storm for nothing. "" when the failures are some of the nodes, or one node alone."""
+    failed = [u for u in resume.result.unhealthy if u.verdict == "failed"]
+    checked = len(resume.result.resumed) + len(resume.result.unhealthy)
+    if len(failed) > 1 and len(failed) == checked:
+        return (
+            f"every one of the {checked} replacements checked failed the health check: more likely the check "
+            "or the capacity than that many sick instances"
+        )
+    return ""
 
 
 def after_failed_gate(
@@ -54,7 +73,7 @@ def after_failed_gate(
     alone. ``already``: instances this execution's calls started earlier (a retried Lambda).
 
     The new replacements get a rejoin deadline of their own (``deadline_seconds`` from now)."""
-    unhealthy = {u.node for u in resume.result.unhealthy}
+    verdicts = {u.node: u.verdict for u in resume.result.unhealthy}
     failed_by_id = {f.node_id: f for f in outcome.failed}
     started = set(outcome.successful) | already
     resumed = set(resume.result.resumed)
@@ -64,11 +83,14 @@ def after_failed_gate(
             nodes.append(node)
         elif node.slurm_node in resumed:
             nodes.append(node.model_copy(update={"resumed_at": resume.completed_at}))
-        elif node.slurm_node in unhealthy:
+        elif verdicts.get(node.slurm_node) == "could_not_run":
+            nodes.append(node.model_copy(update={"gate_failure": GateFailure(instance=failed_instance(node), error=CHECK_DID_NOT_RUN)}))
+        elif node.slurm_node in verdicts:
             nodes.append(_replaced_again(node, started, failed_by_id, refused))
         else:
             nodes.append(node)  # neither resumed nor unhealthy (someone else's drain): as Resume Nodes left it
     again = [n for n in nodes if n.replaced_again and not n.rejoined]
+    expected_seconds = expected_within(expected_seconds, deadline_seconds) if expected_seconds is not None else None
     expected_at = now + timedelta(seconds=expected_seconds) if again and expected_seconds is not None else None
     first_gate = FirstGate(
         requested_at=resume.requested_at,
@@ -76,6 +98,7 @@ def after_failed_gate(
         replaced_at=now,
         said={u.node: u.detail for u in resume.result.unhealthy if u.detail},
         refused=refused,
+        checks=watch.checks,
     )
     return watch.model_copy(
         update={
@@ -105,10 +128,10 @@ def _replaced_again(node: WatchedNode, started: set[str], failed_by_id: dict[str
     instance = failed_instance(node)
     initiation: Initiation | None = None
     error = ""
-    if refused:
-        error = "NotAsked"
-    elif instance in started:
-        initiation = "initiated"
+    if instance in started:
+        initiation = "initiated"  # (an earlier attempt's call, even if a refusal came up since: it is under way)
+    elif refused:
+        error = NOT_ASKED
     elif instance in failed_by_id:
         error = failed_by_id[instance].error_code
         initiation = "already_in_progress" if error in ALREADY_IN_PROGRESS_CODES else "vanished" if error in GONE_CODES else None

@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from hyperpod_recovery import errors
+from hyperpod_recovery.domain.health_gate import CHECK_DID_NOT_RUN, NOT_ASKED
 from hyperpod_recovery.domain.incident import (
     CAUSE_LIMIT,
     Decision,
@@ -85,8 +86,10 @@ def _said(detail: str) -> str:
 
 
 def _not_replaced_why(gate: FirstGate, failure: GateFailure) -> str:
-    if failure.error == "NotAsked" and gate.refused:
+    if failure.error == NOT_ASKED and gate.refused:
         return gate.refused
+    if failure.error == CHECK_DID_NOT_RUN:
+        return "the check could not run on it, so nothing is known of the instance"
     if failure.error == "NotAccountedFor":
         return "BatchReplaceClusterNodes did not account for it"
     return f"BatchReplaceClusterNodes failed for it: {failure.error}"
@@ -100,8 +103,9 @@ def _unhealthy_texts(state: WorkflowState) -> list[str]:
     gate = watch.first_gate if watch is not None else None
     first_said = gate.said if gate is not None else {}
     texts = [
-        f"{n.slurm_node}: its repair {n.gate_failure.instance} failed the health check ({_said(first_said.get(n.slurm_node, ''))}); "
-        f"not replaced again ({_not_replaced_why(gate, n.gate_failure)}); left drained"
+        f"{n.slurm_node}: its repair {n.gate_failure.instance} "
+        + ("could not be checked" if n.gate_failure.error == CHECK_DID_NOT_RUN else "failed the health check")
+        + f" ({_said(first_said.get(n.slurm_node, ''))}); not replaced again ({_not_replaced_why(gate, n.gate_failure)}); left drained"
         for n in watched.values()
         if gate is not None and n.left_unhealthy and n.gate_failure is not None
     ]
@@ -213,7 +217,8 @@ def build_timeline(state: WorkflowState, recorded_at: datetime) -> list[Timeline
             if n.replaced_again or not second
         )
         if back:
-            entries.append(TimelineEntry(at=state.rejoin.at, event="node rejoined", detail=f"{back} after {state.rejoin.checks} check(s)"))
+            checks = state.rejoin.checks - (state.rejoin.first_gate.checks if second and state.rejoin.first_gate else 0)
+            entries.append(TimelineEntry(at=state.rejoin.at, event="node rejoined", detail=f"{back} after {checks} check(s)"))
     resume = state.last_resume
     if resume is not None:
         verb = "would resume" if resume.dry_run else "nodes resumed"

@@ -43,9 +43,10 @@ _NEXT_STEP_OF: dict[type[errors.RecoveryError], str] = {
         "`hyperpod-recovery drill --stack <stack> --node <id> --live --yes`. The node stays drained."
     ),
     errors.ReplacementUnhealthy: (
-        "A replacement came back but failed its health check and was replaced once more, and that one failed too (or "
-        "could not be started: the cause says which, with the checks' output). The node stays drained and no job uses "
-        "it. Two sick replacements in a row point at the check or the capacity, not one instance: run the check on the "
+        "A replacement came back but failed its health check and was replaced once more, and that one failed too; or it "
+        "was not replaced again (the check could not run, every replacement failed it, the second could not start, or the "
+        "breaker was open: the cause says which, with the checks' output). The node stays drained and no job uses it. "
+        "Two sick replacements in a row point at the check or the capacity, not one instance: run the check on the "
         "node by hand (`scontrol show node <node>`, `sinfo -R`), then replace it again "
         "(`aws sagemaker batch-replace-cluster-nodes`) or, if the check was wrong, resume it "
         "(`scontrol update nodename=<node> state=resume`). Jobs resubmitted at once run on other nodes meanwhile."

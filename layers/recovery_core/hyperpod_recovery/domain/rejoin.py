@@ -310,6 +310,8 @@ def _waiting_text(node: WatchedNode, f: _Found) -> str:
         slurm = f"slurmctld BootTime {node.booted_at:%Y-%m-%d %H:%M:%S} UTC" if node.booted_at else "not seen booted since by slurmctld"
         return f"{who}: its instance is {node.status}, {slurm}"
     own = f"its instance is {f.own.status}" if f.own is not None else "its instance is no longer listed"
+    if node.replaced_again and node.gate_failure is not None:
+        own = f"its first replacement {node.gate_failure.instance} failed the health check and was replaced again"
     return f"{who}: {own}; no new instance carries its NodeLogicalId or hostname"
 
 
@@ -320,7 +322,8 @@ def _not_back_text(watch: RejoinWatch, updated: list[WatchedNode], nodes: list[C
     )
     seen = []
     for group in sorted({n.instance_group for n in pending if n.instance_group}):
-        new = [n for n in nodes if n.instance_group == group and _is_new(n, watch.started_at)]
+        # (a repair that failed the health gate is nobody's replacement: never offered as one)
+        new = [n for n in nodes if n.instance_group == group and _is_new(n, watch.started_at) and n.node_id not in watch.excluded_instances]
         listed = ", ".join(_describe(n) for n in new[:NEW_NODES_NAMED])
         listed += f" and {len(new) - NEW_NODES_NAMED} more" if len(new) > NEW_NODES_NAMED else ""
         seen.append(f"new in group {group} since {watch.started_at:%H:%M:%S} UTC: {listed or 'none'}")

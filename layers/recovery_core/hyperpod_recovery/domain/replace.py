@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Literal
 
-from hyperpod_recovery.domain.cadence import next_wait_seconds
+from hyperpod_recovery.domain.cadence import expected_within, next_wait_seconds
 from hyperpod_recovery.models.cluster import BatchOutcome
 from hyperpod_recovery.models.workflow import (
     Initiation,
@@ -92,6 +92,7 @@ def classify_replacements(
                 )
             )
     paced = expected_seconds is not None and not dry_run and replaced and all(r.action == "replace" for r in replaced)
+    expected_seconds = expected_within(expected_seconds, deadline_seconds) if expected_seconds is not None else None
     expected_at = now + timedelta(seconds=expected_seconds) if paced and expected_seconds is not None else None
     watch = RejoinWatch(
         at=now,

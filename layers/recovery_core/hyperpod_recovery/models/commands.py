@@ -299,6 +299,11 @@ UNHEALTHY_DETAILS_KEPT = 10
 
 class UnhealthyNode(BaseModel):
     node: SlurmNodeName
+    # "failed": the check ran and said no (an exit other than 0, or none in time): the instance is
+    # sick. "could_not_run": the check never ran (srun's own error, slurmctld away, a reservation
+    # refused): nothing is known of the instance. Only a failed check replaces it again; the
+    # default is the careful one (an agent older than this field says nothing of it).
+    verdict: Literal["failed", "could_not_run"] = "could_not_run"
     # The check's exit and the end of its output ("" past UNHEALTHY_DETAILS_KEPT).
     detail: GateDetailText = Field(default="", exclude_if=lambda v: not v)
 

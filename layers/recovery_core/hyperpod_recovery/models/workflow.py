@@ -192,6 +192,7 @@ class FirstGate(BaseModel):
     # output is also in its drain reason, sinfo -R).
     said: dict[SlurmNodeName, GateDetailText] = Field(default_factory=dict, max_length=UNHEALTHY_DETAILS_KEPT)
     refused: ShortText = Field(default="", exclude_if=lambda v: not v)  # no replacement was asked for: why
+    checks: int = Field(default=0, ge=0)  # the watch's checks by then (the second pass counts on from it)
 
 
 class RejoinWatch(StepResult):

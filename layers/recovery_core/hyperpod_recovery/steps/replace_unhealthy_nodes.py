@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from hyperpod_recovery.domain.health_gate import after_failed_gate, failed_instance, to_replace_again
+from hyperpod_recovery.domain.health_gate import after_failed_gate, failed_instance, systematic_failure, to_replace_again
 from hyperpod_recovery.models.cluster import BatchOutcome
 from hyperpod_recovery.models.workflow import RejoinWatch, ReplaceUnhealthyNodesInput
 from hyperpod_recovery.observability import logger
@@ -32,11 +32,13 @@ def replace_unhealthy_nodes(
     elif breaker.state == "open":
         # The breaker stops every destructive call, a second replacement too: a human decides.
         refused = f"the circuit breaker is open: {breaker.reason}"
+    else:
+        refused = systematic_failure(step.resume)
     # A retried Lambda must not replace again what its first attempt already did.
     already = ledger.replacements_initiated(step.execution_name) & set(instances)
     todo = [i for i in instances if i not in already]
     outcome = BatchOutcome()
-    if todo and not refused:
+    if todo and not refused:  # (a retry finds what an earlier attempt started in ``already``, refusal or not)
         outcome = cluster.replace_nodes(todo)
         ledger.mark_replacements_initiated(step.execution_name, outcome.successful, now)
     logger.warning(
