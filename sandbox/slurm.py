@@ -545,12 +545,12 @@ class SimulatedController:
         if outcome.error:
             entry["error"] = outcome.error
         reply = self.journal.get(outcome.command_id) if outcome.command_id else None
-        if reply is not None and outcome.status == "succeeded":
-            parsed = CommandReply[Any].model_validate_json(reply)
+        parsed = CommandReply[Any].model_validate_json(reply) if reply is not None else None
+        if parsed is not None and outcome.status == "succeeded":
             entry["at"] = (parsed.completed_at - self.epoch).total_seconds()
             entry["result"] = parsed.model_dump(mode="json")["result"]
-            if parsed.dry_run:
-                entry["dry_run"] = True  # a dry run's cordon: the agent read, and drained nothing
+        if parsed is not None and parsed.dry_run:
+            entry["dry_run"] = True  # a dry run's cordon (answered, or replayed): the agent read, and drained nothing
         self.commands.append(entry)
         return outcome.status
 

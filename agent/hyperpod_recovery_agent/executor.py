@@ -23,6 +23,7 @@ from typing import Any, Literal, Protocol
 
 from hyperpod_recovery.errors import InvalidCommand, JobSpecUnavailable
 from hyperpod_recovery.models.commands import (
+    COMMAND_TYPES,
     MAX_JOBS_CHECKED,
     OWNER_TAG_PREFIX,
     AgentCheckResult,
@@ -209,8 +210,10 @@ class CommandExecutor:
             nodes = self.slurm.node_count()
             jobs, omitted = self.slurm.running_jobs(MAX_JOBS_CHECKED)
         except (SlurmUnreachable, SlurmCommandFailed, OSError) as exc:
-            return AgentCheckResult(agent_version=__version__, slurm_reachable=False, slurm_detail=str(exc)[:512])
+            known = sorted(COMMAND_TYPES)
+            return AgentCheckResult(agent_version=__version__, slurm_reachable=False, slurm_detail=str(exc)[:512], commands=known)
         return AgentCheckResult(
+            commands=sorted(COMMAND_TYPES),
             agent_version=__version__,
             slurm_reachable=True,
             slurm_detail=f"slurmctld answers: {nodes} node(s), {len(jobs) + omitted} running job(s)",

@@ -39,6 +39,9 @@ UPGRADE_AGENT = (
     "upgrade the agent with the stack (docs/runbook.md, Installing the controller agent, upgrading): "
     "the command protocol changes between releases"
 )
+# The command types the workflows send to the agent: an agent that does not list one in its check
+# answer cannot serve the stack.
+STACK_COMMANDS = frozenset({"cordon_nodes", "resume_nodes", "resubmit_job", "boot_times", "capture_job_spec", "node_states"})
 
 
 @dataclass(frozen=True)
@@ -392,6 +395,15 @@ def check_agent(answer: AgentAnswer, stack_version: str | None) -> Finding:
         return Finding("agent", "fail", f"the check ended in {answer.error}: {answer.cause[:300]}", install)
     took = f" in {answer.answered_in_seconds:.0f} s" if answer.answered_in_seconds is not None else ""
     seen = f"agent {result.agent_version} answered{took}"
+    unknown = sorted(STACK_COMMANDS - set(result.commands))
+    if unknown:
+        return Finding(
+            "agent",
+            "fail",
+            f"{seen}, but it does not execute {', '.join(unknown)}, which the stack sends: it is older than the stack, and every "
+            "recovery would escalate at that step (InvalidCommand)",
+            UPGRADE_AGENT,
+        )
     if not result.slurm_reachable:
         return Finding(
             "agent",

@@ -1,4 +1,4 @@
-"""Cordon Nodes: queue a drain command for the controller agent (task token; answered by the agent)."""
+"""Cordon Nodes: queue the cordon (drain, then the jobs on the nodes) for the controller agent (task token; answered by the agent)."""
 
 from hyperpod_recovery.models.workflow import CordonNodesInput
 from hyperpod_recovery.runtime import Dependencies, workflow_step

@@ -95,3 +95,26 @@ def test_given_the_states_that_prove_the_nodes_are_back_then_none_is_reachable_w
     # it is named for Reconcile Execution, and leads back to the wait
     assert {"Replace Unhealthy Nodes"} == NODES_OUT_AGAIN_STATES
     assert "Wait For Rejoin" in _reachable("Replace Unhealthy Nodes", avoiding={"Check Rejoined"})
+
+
+def _paths(value: Any) -> list[str]:
+    if isinstance(value, dict):
+        return [p for k, v in value.items() for p in ([v] if k.endswith(".$") and isinstance(v, str) else _paths(v))]
+    if isinstance(value, list):
+        return [p for v in value for p in _paths(v)]
+    return []
+
+
+def test_given_every_path_the_workflow_reads_from_the_cordons_answer_then_every_answer_has_it() -> None:
+    # Given the fields of Cordon Nodes' answer the workflow reads (Find Newest Checkpoint, Forget Job
+    # Details: a Pass state, which cannot catch a missing path: the execution would fail unrecorded)
+    prefix = "$.cordon.result."
+    read = {p.removeprefix(prefix) for s in STATES.values() for p in _paths(s.get("Parameters", {})) if p.startswith(prefix)}
+    assert read == {"jobs", "omitted", "drained", "already_drained"}
+    # Then an answer always carries them, as the agent sends it (live or a dry run's), empty or not
+    from hyperpod_recovery.models.commands import CommandReply, CordonResult
+
+    for result in (CordonResult(), CordonResult(drained=["ip-10-1-0-7"], jobs=[], omitted=0)):
+        reply = CommandReply[CordonResult](requested_at="2026-01-01T00:00:00Z", completed_at="2026-01-01T00:00:00Z", result=result)
+        sent = json.loads(reply.model_dump_json())["result"]
+        assert read <= set(sent), sorted(read - set(sent))

@@ -48,6 +48,13 @@ def run(slurm: SlurmCli, command: object, captures: CaptureStore | None = None) 
     return CommandExecutor(slurm, captures=captures).execute(envelope(command)).result
 
 
+def nodes_of(slurm: SlurmCli, job_id: str) -> list[str]:
+    """Where Slurm put the job (a previous test's job may still be completing on the first nodes)."""
+    spec = slurm.job(job_id)
+    assert spec is not None and spec.nodes, job_id
+    return list(spec.nodes)
+
+
 def start_training(slurm_env: dict[str, str], job_dir: Path, *extra: str) -> str:
     job_id = sbatch(slurm_env, "-J", "llama", "-N", "2", "-t", "30", "-D", str(job_dir), *extra, script=TRAIN)
     wait_for(lambda: job_state(slurm_env, job_id) == "RUNNING", f"job {job_id} running")
@@ -166,7 +173,8 @@ def test_jobs_on_a_node_are_captured_on_the_controller_and_answered_without_thei
     job_id = start_training(slurm_env, job_dir)
     captures = CaptureStore(tmp_path / "captures")
     # When the workflow asks which jobs run on one of its nodes
-    result = run(slurm, JobsOnNodes(nodes=["ip-10-1-0-1"]), captures)
+    mine = nodes_of(slurm, job_id)
+    result = run(slurm, JobsOnNodes(nodes=mine[:1]), captures)
     # Then the answer says who the job is and where its checkpoints are, and nothing to run
     [job] = result.jobs  # type: ignore[attr-defined]
     assert (job.job_id, job.name, job.partition, job.num_nodes, job.state) == (job_id, "llama", "dev", 2, "RUNNING")
@@ -178,7 +186,8 @@ def test_jobs_on_a_node_are_captured_on_the_controller_and_answered_without_thei
     assert (capture.options.nodes, capture.options.time_minutes) == ("2", 30)
     assert (tmp_path / "captures").stat().st_mode & 0o777 == 0o700
     assert (tmp_path / "captures" / f"{job_id}.json").stat().st_mode & 0o777 == 0o600
-    assert run(slurm, JobsOnNodes(nodes=["ip-10-1-0-4"]), captures).jobs == []  # type: ignore[attr-defined]
+    other = next(n for n in NODES if n not in mine)
+    assert run(slurm, JobsOnNodes(nodes=[other]), captures).jobs == []  # type: ignore[attr-defined]
 
 
 def test_a_cordon_drains_the_node_then_captures_the_job_still_running_on_it_in_one_command(
@@ -188,12 +197,13 @@ def test_a_cordon_drains_the_node_then_captures_the_job_still_running_on_it_in_o
     job_id = start_training(slurm_env, job_dir)
     captures = CaptureStore(tmp_path / "captures")
     # When a dry run's cordon (no drain) and then Cordon Nodes run on its first node
-    dry = run(slurm, CordonNodes(nodes=["ip-10-1-0-1"], reason=f"{TAG} unhealthy", drain=False), captures)
-    assert not slurm.node_states(["ip-10-1-0-1"])["ip-10-1-0-1"].drained_or_draining
-    result = run(slurm, CordonNodes(nodes=["ip-10-1-0-1"], reason=f"{TAG} unhealthy"), captures)
+    (node, *_) = nodes_of(slurm, job_id)
+    dry = run(slurm, CordonNodes(nodes=[node], reason=f"{TAG} unhealthy", drain=False), captures)
+    assert not slurm.node_states([node])[node].drained_or_draining
+    result = run(slurm, CordonNodes(nodes=[node], reason=f"{TAG} unhealthy"), captures)
     # Then the dry run only said what it would drain, and the cordon drained it under our tag
-    assert dry.drained == result.drained == ["ip-10-1-0-1"]  # type: ignore[attr-defined]
-    state = slurm.node_states(["ip-10-1-0-1"])["ip-10-1-0-1"]
+    assert dry.drained == result.drained == [node]  # type: ignore[attr-defined]
+    state = slurm.node_states([node])[node]
     assert state.drained_or_draining and carries_owner_tag(state.reason, TAG)
     # And the job, still running on the draining node, is captured in the same answer, both times
     assert [j.job_id for j in result.jobs] == [j.job_id for j in dry.jobs] == [job_id]  # type: ignore[attr-defined]
@@ -224,9 +234,11 @@ def test_resubmission_sees_the_resume_checkpoint_avoids_the_drained_node_and_hap
     # Given a running 2-node job, captured when the workflow asked about it, its first node drained
     # by us, the old job cancelled
     job_id = start_training(slurm_env, job_dir)
+    # (its first node, wherever Slurm put it: a previous test's job may still be completing on one)
+    failed = nodes_of(slurm, job_id)[0]
     captures = CaptureStore()
-    run(slurm, JobsOnNodes(nodes=["ip-10-1-0-1"]), captures)
-    run(slurm, DrainNodes(nodes=["ip-10-1-0-1"], reason=f"{TAG} unhealthy"))
+    run(slurm, JobsOnNodes(nodes=[failed]), captures)
+    run(slurm, DrainNodes(nodes=[failed], reason=f"{TAG} unhealthy"))
     subprocess.run(["scancel", job_id], env=slurm_env, check=True)
     command = ResubmitJob(job_id=job_id, checkpoint=CheckpointRef(uri="s3://llm-train-checkpoints/llama/step-000002000/", step=2000))
     # When resubmitting, twice (a redelivered message)
@@ -239,7 +251,7 @@ def test_resubmission_sees_the_resume_checkpoint_avoids_the_drained_node_and_hap
     wait_for(lambda: (job_dir / f"out-{new_id}.txt").exists(), "the resubmitted job's output")
     output = (job_dir / f"out-{new_id}.txt").read_text()
     assert "from=s3://llm-train-checkpoints/llama/step-000002000/ step=2000" in output
-    assert "ip-10-1-0-1" not in output.split("nodes=")[1]
+    assert failed not in output.split("nodes=")[1]
     resubmitted = slurm.job(new_id)
     assert resubmitted is not None and resubmitted.name == "llama" and resubmitted.num_nodes == 2
 

@@ -11,15 +11,17 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import BaseModel
 
 from hyperpod_recovery.models.cluster import ClusterInfo, ClusterNode, InstanceGroupInfo
-from hyperpod_recovery.models.commands import AgentCheckResult, CheckAgent, CommandEnvelope, RunningJob
+from hyperpod_recovery.models.commands import COMMAND_TYPES, AgentCheckResult, CheckAgent, CommandEnvelope, RunningJob
 from hyperpod_recovery.models.preflight import CheckDeploymentInput, CheckpointProbe, SdkReport
 from hyperpod_recovery.steps.check_deployment import probe_checkpoints
 from hyperpod_recovery_agent.executor import CommandExecutor
 from hyperpod_recovery_agent.slurm import SlurmUnreachable
 from hyperpod_recovery_cli.preflight_checks import (
     REPLACEMENT_API_RELEASED,
+    STACK_COMMANDS,
     AgentAnswer,
     Finding,
     bucket_matches,
@@ -35,6 +37,7 @@ from hyperpod_recovery_cli.preflight_checks import (
     worst,
 )
 from sandbox.slurm import SimulatedSlurm, SlurmJob
+from tests.conftest import ROOT
 from tests.fakes import T0
 
 ARN = "arn:aws:sagemaker:us-west-2:111122223333:cluster/a1b2c3d4e5f6"
@@ -211,7 +214,8 @@ def test_s3_not_answering_is_an_error_to_retry_and_a_refusal_is_a_failure() -> N
 
 # --- the agent -----------------------------------------------------------------------------------
 def _answer(**result: Any) -> AgentAnswer:
-    fields = {"agent_version": "0.1.0", "slurm_reachable": True, "slurm_detail": "slurmctld answers"} | result
+    fields = {"agent_version": "0.1.0", "slurm_reachable": True, "slurm_detail": "slurmctld answers"}
+    fields = fields | {"commands": sorted(COMMAND_TYPES)} | result
     return AgentAnswer("preflight-1", result=AgentCheckResult(**fields), answered_in_seconds=3)
 
 
@@ -237,6 +241,9 @@ def _answer(**result: Any) -> AgentAnswer:
             "fail",
             "ended in InvalidCommand",
         ),
+        # An agent that answers the check but not a command the stack sends (older than Cordon Nodes' command)
+        (_answer(commands=sorted(COMMAND_TYPES - {"cordon_nodes"})), "0.1.0", "fail", "does not execute cordon_nodes"),
+        (_answer(commands=[]), "0.1.0", "fail", "older than the stack"),
         (AgentAnswer("p", error="Running"), None, "fail", "had not ended"),
         (AgentAnswer("p", error="SdkTooOld", cause="botocore 1.40"), None, "fail", "SdkTooOld: botocore 1.40"),
     ],
@@ -263,6 +270,22 @@ def test_the_agent_executes_a_check_with_slurms_view_of_running_jobs() -> None:
     assert reply.type == "check" and isinstance(result, AgentCheckResult)
     assert result.slurm_reachable and "4 node(s), 1 running job(s)" in result.slurm_detail
     assert [(j.job_id, j.checkpoint_uri) for j in result.running_jobs] == [("7", "s3://ckpt/llama")]
+    # And every command type it executes, among them every one the stack's steps send
+    assert set(result.commands) == COMMAND_TYPES and STACK_COMMANDS <= COMMAND_TYPES
+
+
+def test_the_commands_the_preflight_requires_are_the_ones_the_steps_send() -> None:
+    # Given the command classes the workflow steps construct (layers/.../steps/*.py)
+    import re
+
+    from hyperpod_recovery.models import commands
+
+    sources = " ".join(p.read_text() for p in (ROOT / "layers" / "recovery_core" / "hyperpod_recovery" / "steps").glob("*.py"))
+    classes = [getattr(commands, name, None) for name in set(re.findall(r"\b([A-Z][A-Za-z]+)\(", sources))]
+    models = [c for c in classes if isinstance(c, type) and issubclass(c, BaseModel) and "type" in c.model_fields]
+    sent = {c.model_fields["type"].default for c in models} & COMMAND_TYPES  # (a reply's type field is not a command)
+    # Then the preflight requires each of them but its own check
+    assert sent - {"check"} == STACK_COMMANDS
 
 
 def test_an_unreachable_slurmctld_is_the_checks_answer_not_an_error() -> None:

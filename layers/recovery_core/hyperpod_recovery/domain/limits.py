@@ -37,7 +37,7 @@ MAX_EVENT_WAKES = 20
 # (Cordon Nodes 600 s, Resume Nodes 600 s once per rejoin, and Resubmit Job
 # 900 s for each wave of four of the 64 jobs an incident carries, split between Resubmit Jobs Now
 # and Resubmit Jobs, when the agent never answers), every Lambda step at its timeout on every retry,
-# and one last check past the deadline: 47,030 s today. The contract test recomputes it from the ASL
+# and one last check past the deadline: 46,580 s today. The contract test recomputes it from the ASL
 # and the template and fails if it grows past this. A parent waiting too long costs nothing (the
 # child's own end ends the wait); a parent giving up too soon stops a recovery in the middle.
 NODE_RECOVERY_OVERHEAD_SECONDS = 48_600

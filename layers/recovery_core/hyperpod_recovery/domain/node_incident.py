@@ -19,7 +19,7 @@ from hyperpod_recovery.domain.incident import (
 )
 from hyperpod_recovery.domain.job_failure import nodes_text
 from hyperpod_recovery.domain.rejoin import rejoin_text, renamed_text
-from hyperpod_recovery.models.commands import CommandReply, ResubmitResult
+from hyperpod_recovery.models.commands import CommandReply, ResubmitResult, owner_tag
 from hyperpod_recovery.models.common import MAX_JOBS_PER_INCIDENT
 from hyperpod_recovery.models.records import Phase, TimelineEntry
 from hyperpod_recovery.models.requests import Trigger
@@ -396,6 +396,15 @@ def _replaced_again(state: WorkflowState) -> str:
     return f" (failed the health check and replaced again: {shown})" if again else ""
 
 
+def _cordon_unanswered(state: WorkflowState) -> str:
+    """Cordon Nodes drains, then captures the jobs: when it ended without an answer, the drain may
+    have happened (our tag, which no other incident resumes). Said, so a human looks."""
+    if _step_in_flight(state) != "cordon" or state.request is None:
+        return ""
+    tag = owner_tag(state.request.incident_id or "")
+    return f" (Cordon Nodes did not answer: its nodes may be drained under {tag}; `sinfo -R` shows it)"
+
+
 def _found_otherwise(state: WorkflowState) -> str:
     """Replacements that did not come back under the node's hostname: said in the summary, since
     a human expects the same Slurm node name back."""
@@ -439,7 +448,8 @@ def summarize(state: WorkflowState, outcome: Outcome, cause: str | None) -> str:
     stale = f" ({len(request.stale)} node(s) left out: their signals were stale)" if request is not None and request.stale else ""
     if outcome == "recovered":
         return f"Recovered {nodes}{_not_replaced_by_us(state)}{_replaced_again(state)}{_found_otherwise(state)}{stale}{job_text}."
-    return f"Escalated to a human: {(cause or 'see the incident timeline').rstrip('.')}{job_text if jobs or failed else ''}{stale}."
+    escalated = (cause or "see the incident timeline").rstrip(".")
+    return f"Escalated to a human: {escalated}{job_text if jobs or failed else ''}{stale}{_cordon_unanswered(state)}."
 
 
 def incident_facts(state: WorkflowState) -> IncidentFacts:

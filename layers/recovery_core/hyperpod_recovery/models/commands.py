@@ -416,6 +416,9 @@ class AgentCheckResult(BaseModel):
     slurm_detail: str = Field(default="", max_length=512)
     running_jobs: list[RunningJob] = Field(default_factory=list, max_length=MAX_JOBS_CHECKED)
     running_jobs_omitted: int = Field(default=0, ge=0)
+    # The command types this agent executes (empty: an agent older than this field). The preflight
+    # fails when the stack sends one it does not know: every recovery would escalate at that step.
+    commands: list[Annotated[str, Field(max_length=32)]] = Field(default_factory=list, max_length=32)
 
 
 ResultT = TypeVar(
