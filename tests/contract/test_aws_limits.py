@@ -346,6 +346,9 @@ def test_given_any_accepted_parameters_then_every_function_starts_and_the_waits_
     assert checks <= MAX_REJOIN_CHECKS + 1, (checks, first, longest, window)
     backoff, max_backoff = configured.job_restart_backoffs
     assert 0 <= backoff <= max_backoff
+    # And no lock, cap place or claim can lapse under a NodeRecovery still running
+    bound = node_recovery_time_bound_seconds(configured.reboot_deadline_seconds, configured.rejoin_deadline_seconds)
+    assert configured.lock_ttl_seconds_in_effect >= bound
 
 
 @settings(max_examples=300, deadline=None)

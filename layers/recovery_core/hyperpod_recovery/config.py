@@ -14,7 +14,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
-from hyperpod_recovery.domain.limits import rejoin_wait_bounds, rejoin_window_seconds
+from hyperpod_recovery.domain.limits import node_recovery_time_bound_seconds, rejoin_wait_bounds, rejoin_window_seconds
 from hyperpod_recovery.errors import ConfigurationError
 from hyperpod_recovery.models.commands import HealthCheck, ResumePolicy
 from hyperpod_recovery.models.common import CLUSTER_ARN_PATTERN, CLUSTER_NAME_MAX_LENGTH, CLUSTER_NAME_PATTERN
@@ -100,6 +100,14 @@ class Settings(BaseModel):
         if not self.replacement_health_check.strip():
             return None
         return HealthCheck(argv=shlex.split(self.replacement_health_check), timeout_seconds=self.replacement_health_check_seconds)
+
+    @property
+    def lock_ttl_seconds_in_effect(self) -> int:
+        """LockTtlSeconds, raised to the longest a NodeRecovery can run: a lock (or a cap place, a
+        resubmission claim) must never lapse under a recovery still in progress, or a second
+        incident could act on the same node. Only a crashed execution that was never reconciled
+        holds it that long."""
+        return max(self.lock_ttl_seconds, node_recovery_time_bound_seconds(self.reboot_deadline_seconds, self.rejoin_deadline_seconds))
 
     @property
     def rejoin_waits(self) -> tuple[int, int]:

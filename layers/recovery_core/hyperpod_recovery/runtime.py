@@ -84,7 +84,7 @@ class Dependencies:
 
     @property
     def lock_ttl(self) -> timedelta:
-        return timedelta(seconds=self.settings.lock_ttl_seconds)
+        return timedelta(seconds=self.settings.lock_ttl_seconds_in_effect)
 
     @property
     def escalation_hold(self) -> timedelta:
