@@ -263,16 +263,17 @@ def test_the_second_pass_counts_its_own_checks_in_the_timeline() -> None:
     first_gate=st.booleans(),
     done=st.booleans(),
     resume=st.sampled_from([None, "first", "second"]),
+    initiation=st.sampled_from(["initiated", "already_in_progress", "vanished", "dry_run"]),
 )
 def test_whatever_a_run_with_a_health_gate_left_in_its_state_its_record_builds(
-    shapes: list[tuple[bool, str | None, bool]], first_gate: bool, done: bool, resume: str | None
+    shapes: list[tuple[bool, str | None, bool]], first_gate: bool, done: bool, resume: str | None, initiation: str
 ) -> None:
     # Given any mix of watched nodes (rejoined or not; failed the gate and replaced again, left, or
     # its check not run; in service), with or without the first gate's record, at any step's end
     watch = _back(*range(7, 7 + len(shapes)))
     nodes = []
     for node, (rejoined, failure, in_service) in zip(watch.nodes, shapes, strict=True):
-        update: dict[str, Any] = {"rejoined": rejoined, "resumed_at": T0 if in_service else None}
+        update: dict[str, Any] = {"rejoined": rejoined, "resumed_at": T0 if in_service else None, "initiation": initiation}
         if failure is not None:
             error = {"again": "", "left": NOT_ASKED, "not_run": CHECK_DID_NOT_RUN}[failure]
             update["gate_failure"] = GateFailure(instance=FIRST, replaced_again=failure == "again", error=error)

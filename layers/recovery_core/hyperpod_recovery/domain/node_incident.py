@@ -148,7 +148,7 @@ def _first_gate_timeline(state: WorkflowState) -> list[TimelineEntry]:
         detail = f"{node.slurm_node} ({failure.instance}): {_said(said.get(node.slurm_node, ''))}"
         entries.append(TimelineEntry(at=gate.completed_at, event="health check failed", detail=detail))
         if failure.replaced_again:
-            detail = f"{node.slurm_node}: {failure.instance} failed the health check: {what[node.initiation]}"
+            detail = f"{node.slurm_node}: {failure.instance} failed the health check: {what.get(node.initiation, node.initiation)}"
             entries.append(TimelineEntry(at=gate.replaced_at, event="replaced again", detail=detail))
         else:
             detail = f"{node.slurm_node}: {_not_replaced_why(gate, failure)}"
