@@ -68,6 +68,10 @@ class UnsupportedIntrinsic(Exception):
     pass
 
 
+# What Ref AWS::NoValue resolves to: the list item or property holding it is left out.
+_NO_VALUE = object()
+
+
 class Resolver:
     """Resolves intrinsics against parameter values, pseudo parameters and known resource values.
 
@@ -91,13 +95,13 @@ class Resolver:
 
     def resolve(self, node: Any) -> Any:
         if isinstance(node, list):
-            return [self.resolve(item) for item in node]
+            return [resolved for resolved in map(self.resolve, node) if resolved is not _NO_VALUE]
         if not isinstance(node, dict):
             return node
         if len(node) == 1:
             ((key, value),) = node.items()
             if key == "Ref":
-                return self._ref(value)
+                return _NO_VALUE if value == "AWS::NoValue" else self._ref(value)
             if key == "Fn::GetAtt":
                 return self.attrs[(value[0], value[1])]
             if key == "Fn::Sub":
@@ -113,7 +117,8 @@ class Resolver:
                 return value[0].join(str(v) for v in self.resolve(value[1]))
             if key.startswith("Fn::"):
                 raise UnsupportedIntrinsic(key)
-        return {k: self.resolve(v) for k, v in node.items()}
+        resolved = {k: self.resolve(v) for k, v in node.items()}
+        return {k: v for k, v in resolved.items() if v is not _NO_VALUE}
 
     def _ref(self, name: str) -> str:
         if name in self.parameters:

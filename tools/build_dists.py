@@ -36,7 +36,8 @@ SOURCE_ROOTS = (ROOT / "layers" / "recovery_core", ROOT / "training", ROOT / "ag
 
 # The contract: what the controller agent and the operator's tools may import from hyperpod_recovery.
 # The commands and their replies, the job events the agent sends, the error taxonomy, and the
-# vocabulary they are written in (common fields, the manifest's job-name rule). Modules stay where
+# vocabulary they are written in (common fields, Kubernetes names and marks, the manifest's
+# job-name rule). Modules stay where
 # they are for now (the layer's functions import them too); this list is what holds them apart.
 CONTRACT_MODULES = frozenset(
     {
@@ -46,6 +47,7 @@ CONTRACT_MODULES = frozenset(
         "hyperpod_recovery.models.commands",
         "hyperpod_recovery.models.common",
         "hyperpod_recovery.models.job_events",
+        "hyperpod_recovery.models.kubernetes",
         "hyperpod_recovery.models.manifest",
     }
 )
@@ -63,6 +65,7 @@ CHECKPOINT_MODULES = frozenset(
         "hyperpod_recovery.models",
         "hyperpod_recovery.models.commands",
         "hyperpod_recovery.models.common",
+        "hyperpod_recovery.models.kubernetes",
         "hyperpod_recovery.models.manifest",
         "hyperpod_recovery.domain",
         "hyperpod_recovery.domain.checkpoints",

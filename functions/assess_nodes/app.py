@@ -1,4 +1,4 @@
-"""Assess Nodes: DescribeCluster + ListClusterNodes; skip controller/login nodes; map to Slurm names."""
+"""Assess Nodes: DescribeCluster + ListClusterNodes; skip controller/login nodes; map to the orchestrator's names."""
 
 from hyperpod_recovery.models.workflow import AssessNodesInput
 from hyperpod_recovery.runtime import Dependencies, workflow_step
@@ -9,5 +9,10 @@ from hyperpod_recovery.steps.assess_nodes import assess_nodes
 def lambda_handler(step: AssessNodesInput, deps: Dependencies):
     settings = deps.settings
     return assess_nodes(
-        step, cluster=deps.cluster, controller_groups=settings.controller_groups, login_groups=settings.login_groups, now=deps.now()
+        step,
+        cluster=deps.cluster,
+        controller_groups=settings.controller_groups,
+        login_groups=settings.login_groups,
+        now=deps.now(),
+        orchestrator=settings.orchestrator,
     )

@@ -62,9 +62,27 @@ def test_nothing_actionable_means_do_not_proceed() -> None:
     assert not _assess([compute_node(1, group="controller")], [node_id(1)]).proceed
 
 
-def test_eks_cluster_is_refused_until_its_adapter_exists() -> None:
-    with pytest.raises(UnsupportedOrchestrator, match="Slurm clusters only"):
-        _assess([compute_node(1)], [node_id(1)], orchestrator="eks")
+def test_a_cluster_orchestrated_otherwise_than_the_stack_was_deployed_for_is_never_acted_on() -> None:
+    # Given an EKS-orchestrated cluster and a stack deployed for Slurm (and the other way round)
+    cluster = FakeCluster([compute_node(1)], orchestrator="eks")
+    # Then nothing is assessed: its nodes are named and cordoned another way
+    with pytest.raises(UnsupportedOrchestrator, match="redeploy it with Orchestrator=Eks"):
+        assess_nodes([node_id(1)], [node_id(1)], cluster.describe(), cluster.list_nodes(), [], [], T0)
+    slurm = FakeCluster([compute_node(1)])
+    with pytest.raises(UnsupportedOrchestrator, match="redeploy it with Orchestrator=Slurm"):
+        assess_nodes([node_id(1)], [node_id(1)], slurm.describe(), slurm.list_nodes(), [], [], T0, orchestrator="eks")
+
+
+def test_on_eks_every_group_is_compute_and_a_node_is_named_after_its_instance() -> None:
+    # Given an EKS cluster (no Slurm controller group; HyperPod shows no hostname needed)
+    nodes = [compute_node(1, group="gpu-a"), compute_node(2, group="gpu-b").model_copy(update={"private_dns_hostname": None})]
+    cluster = FakeCluster(nodes, orchestrator="eks", groups={"gpu-a": None, "gpu-b": None})
+    # When its nodes are assessed by an EKS stack
+    ids = [node_id(1), node_id(2)]
+    assessment = assess_nodes(ids, ids, cluster.describe(), cluster.list_nodes(), [], [], T0, "eks")
+    # Then both are targets, under the Kubernetes names HyperPod gives them
+    assert [(t.node_id, t.slurm_node) for t in assessment.targets] == [(node_id(n), f"hyperpod-{node_id(n)}") for n in (1, 2)]
+    assert assessment.orchestrator == "eks" and assessment.compute_nodes == 2
 
 
 def _targets(*numbers: int) -> list[NodeTarget]:

@@ -10,7 +10,7 @@ import os
 import shlex
 from collections.abc import Mapping
 from functools import lru_cache
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
@@ -82,6 +82,16 @@ class Settings(BaseModel):
     repeat_offender_window_seconds: int = Field(ge=60, le=90 * 86_400)
     controller_groups: CsvList = Field(default_factory=list)
     login_groups: CsvList = Field(default_factory=list)
+    # The cluster's orchestrator (the stack's Orchestrator parameter): which Orchestrator carries the
+    # workflow's commands out. EKS needs the EKS cluster's name (the token is bound to it).
+    orchestrator: Literal["slurm", "eks"] = "slurm"
+    eks_cluster_name: str = Field(default="", max_length=100, pattern=r"^$|^[0-9A-Za-z][A-Za-z0-9\-_]*$")
+
+    @model_validator(mode="after")
+    def _eks_has_a_cluster(self) -> Settings:
+        if self.orchestrator == "eks" and not self.eks_cluster_name:
+            raise ValueError("EKS_CLUSTER_NAME: required when ORCHESTRATOR is eks (the Kubernetes token is bound to it)")
+        return self
 
     # Every combination the template's parameters accept must work: where two parameters depend on
     # each other, the effective value is derived here rather than refused at every cold start

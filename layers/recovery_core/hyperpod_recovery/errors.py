@@ -80,7 +80,8 @@ class NodeRoleUnknown(RecoveryError):
 
 
 class UnsupportedOrchestrator(RecoveryError):
-    """The cluster's orchestrator has no adapter yet (EKS is a later milestone)."""
+    """The cluster's orchestrator is not the one the stack was deployed for, or has no complete
+    recovery yet (EKS: issue 19 lands in steps; until its workflow is whole, EKS clusters escalate)."""
 
 
 class ReplaceNotInitiated(RecoveryError):
@@ -94,6 +95,37 @@ class RejoinDeadlineExceeded(RecoveryError):
 class ReplacementUnhealthy(RecoveryError):
     """A replacement came back but failed the health check (ReplacementHealthCheck) run on it
     before it took jobs: it stays drained, never resumed into the job."""
+
+
+# --- Kubernetes (EKS-orchestrated clusters; adapters/kubernetes.py) ---------------------------
+class KubeObjectGone(RecoveryError):
+    """The Kubernetes API has no such object (404): a replaced node's Node object, a deleted job."""
+
+
+class KubeConflict(RecoveryError):
+    """A conditional write lost a race (409, 422, or the 500 a failed JSON-Patch ``test`` gets on
+    older API servers): the object changed since it was read. The caller re-reads and decides again."""
+
+
+class KubeAlreadyExists(RecoveryError):
+    """A create found the name taken (409 AlreadyExists): for a resubmission, it was made already."""
+
+
+class KubeThrottled(RecoveryError):
+    """The API server asked us to slow down (429, or an eviction a PodDisruptionBudget blocks)."""
+
+
+class KubeUnavailable(RecoveryError):
+    """The API server did not answer, or answered 5xx: safe to retry."""
+
+
+class KubeAccessDenied(RecoveryError):
+    """The API server refused who we are (401) or what we asked (403): the stack's access entry or
+    the ClusterRole the operator applies (deploy/kubernetes-rbac.yaml) is missing. Never retried."""
+
+
+class KubeRequestRejected(RecoveryError):
+    """The API server rejected a request as malformed (400 and other 4xx): a bug of ours, never retried."""
 
 
 # --- our own state ------------------------------------------------------------------------

@@ -8,7 +8,9 @@ tests/contract/ holds both to the same expectations.
 |-----------------|----------------------------------------|---------------------------------------------|
 | Cluster         | SageMaker HyperPod                     | adapters/hyperpod.py HyperPodCluster        |
 | Ledger          | DynamoDB                               | adapters/ledger.py DynamoLedger             |
-| Orchestrator    | the cluster's scheduler (Slurm today)  | adapters/slurm_agent.py SlurmAgentOrchestrator |
+| Orchestrator    | the cluster's scheduler                | adapters/slurm_agent.py SlurmAgentOrchestrator, |
+|                 |                                        | adapters/eks_orchestrator.py EksOrchestrator |
+| KubeApi         | an EKS cluster's Kubernetes API        | adapters/kubernetes.py KubernetesApi        |
 | Notifier        | SNS                                    | adapters/notifier.py SnsNotifier            |
 | Workflows       | Step Functions                         | adapters/stepfunctions.py StepFunctions     |
 | ExecutionHistory| Step Functions                         | adapters/stepfunctions.py StepFunctions     |
@@ -29,6 +31,7 @@ if TYPE_CHECKING:
     from hyperpod_recovery.models.cluster import BatchOutcome, ClusterInfo, ClusterNode
     from hyperpod_recovery.models.commands import CommandEnvelope, CommandReply, JobSpec, ResubmitResult
     from hyperpod_recovery.models.job_recovery import RestartEntry
+    from hyperpod_recovery.models.kubernetes import KubeJobRef
     from hyperpod_recovery.models.records import (
         BreakerState,
         Holdings,
@@ -99,6 +102,19 @@ class Orchestrator(Protocol):
 
     def dispatch(self, envelope: CommandEnvelope) -> None: ...
     def answer(self, task_token: str, reply: CommandReply[Any]) -> None: ...
+
+
+class KubeApi(Protocol):
+    """The Kubernetes calls a recovery makes on an EKS-orchestrated cluster (objects as the API
+    returns them; errors as errors.py's Kube* names)."""
+
+    def get_node(self, name: str) -> dict[str, Any]: ...
+    def list_nodes(self, label_selector: str | None = None) -> list[dict[str, Any]]: ...
+    def patch_node(self, name: str, operations: list[dict[str, Any]]) -> dict[str, Any]: ...
+    def list_pods_on_node(self, node_name: str) -> list[dict[str, Any]]: ...
+    def get_job(self, ref: KubeJobRef) -> dict[str, Any]: ...
+    def create_job(self, kind: str, namespace: str, body: dict[str, Any]) -> dict[str, Any]: ...
+    def list_jobs(self, kind: str) -> list[dict[str, Any]]: ...
 
 
 class Notifier(Protocol):

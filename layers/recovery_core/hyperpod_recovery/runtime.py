@@ -16,12 +16,17 @@ from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import Any, TypeVar
 
+import boto3
 from aws_lambda_powertools.metrics import MetricUnit
 from pydantic import BaseModel, ValidationError
 
 from hyperpod_recovery.adapters.checkpoints import S3CheckpointStore
 from hyperpod_recovery.adapters.dry_run import DryRunCluster, DryRunLedger, DryRunOrchestrator
+from hyperpod_recovery.adapters.eks import EksControlPlane
+from hyperpod_recovery.adapters.eks_orchestrator import EksOrchestrator
+from hyperpod_recovery.adapters.eks_token import mint_token
 from hyperpod_recovery.adapters.hyperpod import HyperPodCluster
+from hyperpod_recovery.adapters.kubernetes import KubernetesApi
 from hyperpod_recovery.adapters.ledger import DynamoLedger
 from hyperpod_recovery.adapters.notifier import SnsNotifier
 from hyperpod_recovery.adapters.slurm_agent import SlurmAgentOrchestrator
@@ -125,6 +130,19 @@ class Dependencies:
         return f"https://{region}.console.aws.amazon.com/states/home?region={region}#/v2/executions/details/{execution_arn}"
 
 
+def build_orchestrator(settings: Settings, stepfunctions: StepFunctions) -> Orchestrator:
+    """Slurm: the controller agent, through the command queue. EKS: the commands carried out here,
+    against the cluster's Kubernetes API (endpoint and CA from EKS, a token minted per call site)."""
+    if settings.orchestrator == "slurm":
+        return SlurmAgentOrchestrator(SqsQueue(settings.command_queue_url), stepfunctions)
+    control_plane = EksControlPlane()
+    kube = KubernetesApi(
+        endpoint=lambda: control_plane.endpoint(settings.eks_cluster_name),
+        token=lambda cluster: mint_token(boto3.Session(), cluster, settings.region),
+    )
+    return EksOrchestrator(kube, stepfunctions, current_clock())
+
+
 def build_dependencies(settings: Settings) -> Dependencies:
     # One Step Functions adapter serves three ports: starting recoveries, answering tasks, histories.
     stepfunctions = StepFunctions({"node": settings.state_machine_arn, "job": settings.job_state_machine_arn})
@@ -132,7 +150,7 @@ def build_dependencies(settings: Settings) -> Dependencies:
         settings=settings,
         cluster=HyperPodCluster(settings.cluster_name),
         ledger=DynamoLedger(settings.ledger_table),
-        orchestrator=SlurmAgentOrchestrator(SqsQueue(settings.command_queue_url), stepfunctions),
+        orchestrator=build_orchestrator(settings, stepfunctions),
         notifier=SnsNotifier(settings.notification_topic_arn),
         checkpoints=S3CheckpointStore(),
         workflows=stepfunctions,

@@ -80,6 +80,15 @@ REQUIRED: dict[str, tuple[Call, ...]] = {
             response=("Successful", "Failed[].NodeId", "Failed[].ErrorCode", "Failed[].Message"),
         ),
     ),
+    # EKS-orchestrated clusters (adapters/eks.py): where the cluster's Kubernetes API is and which
+    # CA signs it; the token is presigned STS GetCallerIdentity (no call, adapters/eks_token.py).
+    "eks": (
+        Call(
+            "DescribeCluster",
+            request=("name",),
+            response=("cluster.name", "cluster.arn", "cluster.endpoint", "cluster.certificateAuthority.data", "cluster.status"),
+        ),
+    ),
     "stepfunctions": (
         Call("StartExecution", request=("stateMachineArn", "name", "input"), response=("executionArn",)),
         Call("SendTaskSuccess", request=("taskToken", "output")),

@@ -1,12 +1,13 @@
-"""Which of the requested nodes may the pipeline touch, and what are they called in Slurm."""
+"""Which of the requested nodes may the pipeline touch, and what the orchestrator calls them."""
 
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Literal
 
 from hyperpod_recovery.errors import NodeRoleUnknown, UnsupportedOrchestrator
 from hyperpod_recovery.models.cluster import ClusterInfo, ClusterNode
-from hyperpod_recovery.models.common import NODE_LOGICAL_ID_PATTERN, matches, slurm_node_name
+from hyperpod_recovery.models.common import NODE_LOGICAL_ID_PATTERN, matches
 from hyperpod_recovery.models.workflow import Assessment, NodeTarget, SkippedNode
 
 
@@ -53,12 +54,17 @@ def assess_nodes(
     controller_groups: list[str],
     login_groups: list[str],
     now: datetime,
+    orchestrator: Literal["slurm", "eks"] = "slurm",
 ) -> Assessment:
-    if cluster.orchestrator != "slurm":
+    """``orchestrator``: the one the stack was deployed for (its Orchestrator parameter); a cluster
+    orchestrated otherwise is never acted on (its nodes are named and drained another way)."""
+    if cluster.orchestrator != orchestrator:
         raise UnsupportedOrchestrator(
-            f"cluster {cluster.name!r} is orchestrated by {cluster.orchestrator}; this release recovers Slurm clusters only"
+            f"cluster {cluster.name!r} is orchestrated by {cluster.orchestrator}, but this stack was deployed for "
+            f"{orchestrator} (its Orchestrator parameter): redeploy it with Orchestrator={cluster.orchestrator.capitalize()}"
         )
-    roles = group_roles(cluster, controller_groups, login_groups)
+    # On EKS every instance group is a worker group: the control plane is EKS's own, never a node here.
+    roles = group_roles(cluster, controller_groups, login_groups) if orchestrator == "slurm" else dict.fromkeys(cluster.groups, "Compute")
     by_id = {n.node_id: n for n in nodes}
     targets: list[NodeTarget] = []
     skipped: list[SkippedNode] = []
@@ -84,14 +90,15 @@ def assess_nodes(
                 )
             )
             continue
-        if not node.private_dns_hostname:
+        name = node.name_in(orchestrator)
+        if name is None:
             skipped.append(SkippedNode(node_id=node_id, reason="not_found", detail="node has no PrivateDnsHostname yet"))
             continue
         targets.append(
             NodeTarget(
                 node_id=node_id,
                 instance_group=node.instance_group,
-                slurm_node=slurm_node_name(node.private_dns_hostname),
+                slurm_node=name,
                 status=node.status,
                 logical_id=node.logical_id if node.logical_id and matches(NODE_LOGICAL_ID_PATTERN, node.logical_id) else None,
             )

@@ -37,7 +37,7 @@ def to_replace_again(watch: RejoinWatch, resume: CommandReply[ResumeResult]) -> 
     """The watched nodes whose check ran and failed (Resume Nodes asked about them by name). A check
     that could not run says nothing of the instance: replacing it would be a guess."""
     failed = {u.node for u in resume.result.unhealthy if u.verdict == "failed"}
-    return [n for n in watch.nodes if n.to_resume and n.slurm_node in failed]
+    return [n for n in watch.nodes if n.to_resume and n.service_name in failed]
 
 
 def systematic_failure(resume: CommandReply[ResumeResult]) -> str:
@@ -81,11 +81,11 @@ def after_failed_gate(
     for node in watch.nodes:
         if not node.to_resume:
             nodes.append(node)
-        elif node.slurm_node in resumed:
+        elif node.service_name in resumed:
             nodes.append(node.model_copy(update={"resumed_at": resume.completed_at}))
-        elif verdicts.get(node.slurm_node) == "could_not_run":
+        elif verdicts.get(node.service_name) == "could_not_run":
             nodes.append(node.model_copy(update={"gate_failure": GateFailure(instance=failed_instance(node), error=CHECK_DID_NOT_RUN)}))
-        elif node.slurm_node in verdicts:
+        elif node.service_name in verdicts:
             nodes.append(_replaced_again(node, started, failed_by_id, refused))
         else:
             nodes.append(node)  # neither resumed nor unhealthy (someone else's drain): as Resume Nodes left it
@@ -150,6 +150,7 @@ def _replaced_again(node: WatchedNode, started: set[str], failed_by_id: dict[str
             "replacement_node_id": None,
             "matched_by": None,
             "replacement_slurm_node": None,
+            "renamed_in_service": False,
             "booted_at": None,
             "rejoined": False,
         }

@@ -410,7 +410,8 @@ def _found_otherwise(state: WorkflowState) -> str:
     a human expects the same Slurm node name back."""
     if state.rejoin is None:
         return ""
-    other = [n for n in state.rejoin.nodes if n.rejoined and n.replacement_slurm_node]
+    # (On EKS every replacement has a new node name, its instance's: nothing a human needs told.)
+    other = [n for n in state.rejoin.nodes if n.rejoined and n.replacement_slurm_node and not n.renamed_in_service]
     if not other:
         return ""
     shown = "; ".join(renamed_text(n) for n in other[:3]) + (f"; and {len(other) - 3} more" if len(other) > 3 else "")

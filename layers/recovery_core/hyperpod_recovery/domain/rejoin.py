@@ -27,13 +27,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Literal
 
 from hyperpod_recovery.domain.cadence import expected_in, next_wait_seconds
 from hyperpod_recovery.domain.replace import ALREADY_IN_PROGRESS_CODES
 from hyperpod_recovery.errors import RejoinDeadlineExceeded
 from hyperpod_recovery.models.cluster import BatchOutcome, ClusterNode
 from hyperpod_recovery.models.commands import NodeBoot
-from hyperpod_recovery.models.common import slurm_node_name
 from hyperpod_recovery.models.workflow import IdentityMatch, RejoinWatch, WatchedNode
 
 RUNNING = "Running"
@@ -83,8 +83,9 @@ def _identify(watch: RejoinWatch, nodes: list[ClusterNode]) -> dict[str, _Found]
             continue  # a watched node's own instance, or a repair that failed its health gate, is nobody's replacement
         if node.logical_id:
             by_logical.setdefault(node.logical_id, []).append(node)
-        if node.private_dns_hostname:
-            by_host.setdefault(slurm_node_name(node.private_dns_hostname), []).append(node)
+        name = node.name_in(watch.orchestrator)
+        if name:  # (on EKS a name carries its instance: only the node's own, which is excluded above)
+            by_host.setdefault(name, []).append(node)
     found: dict[str, _Found] = {}
     for w in watch.nodes:
         own = by_id.get(w.node_id)
@@ -181,20 +182,24 @@ def observe_rejoin(
             booted_at = boot.boot_time if boot is not None else None
         follows = f.node
         replacement = follows if f.match in ("logical_id", "hostname", "instance_group") else None
-        new_name = slurm_node_name(replacement.private_dns_hostname) if replacement and replacement.private_dns_hostname else None
+        new_name = replacement.name_in(watch.orchestrator) if replacement else None
         shown = follows or f.own
+        # On EKS a replacement is back when its Kubernetes node is: Ready, with HyperPod's checks settled.
+        settled = watch.orchestrator == "slurm" or (new_name is not None and _settled(boots.get(new_name)))
         updated.append(
             watched.model_copy(
                 update={
                     "status": shown.status if shown else "NotListed",
                     "replacement_node_id": replacement.node_id if replacement else None,
                     "replacement_slurm_node": new_name if new_name != watched.slurm_node else None,
+                    "renamed_in_service": watch.orchestrator == "eks" and new_name is not None and new_name != watched.slurm_node,
                     "matched_by": f.match,
                     "booted_at": booted_at,
-                    # back: Running, and either a replacement whose Slurm name is known or its own instance booted again
+                    # back: Running, and either a replacement whose name is known (on EKS: whose node
+                    # is Ready and settled) or its own instance booted again
                     "rejoined": follows is not None
                     and follows.status == RUNNING
-                    and (new_name is not None if replacement is not None else booted_at is not None),
+                    and (new_name is not None and settled if replacement is not None else booted_at is not None),
                 }
             )
         )
@@ -221,14 +226,21 @@ def observe_rejoin(
     )
 
 
+def _settled(boot: NodeBoot | None) -> bool:
+    """An EKS replacement's node as the orchestrator read it: Ready, and HyperPod's checks done
+    (its verdict, good or bad, is the health gate's to act on: domain/eks_nodes.py)."""
+    return boot is not None and boot.responding
+
+
 def _boot_check(watch: RejoinWatch, nodes: list[WatchedNode], now: datetime) -> list[str]:
-    """Nodes to ask slurmctld about now: those HyperPod shows Running as themselves without boot
-    evidence yet, and at the reboot deadline every rebooted node not back (before any is replaced)."""
+    """Nodes to ask the orchestrator about now: those HyperPod shows Running as themselves without
+    boot evidence yet, at the reboot deadline every rebooted node not back (before any is replaced),
+    and on EKS each replacement HyperPod shows Running whose Kubernetes node is not known Ready yet."""
     at_reboot_deadline = watch.reboot_deadline is not None and now >= watch.reboot_deadline
     budget = MAX_BOOT_READINGS - watch.boot_readings - (0 if at_reboot_deadline else 1)
     if budget <= 0:
         return []
-    return [
+    rebooted = [
         n.slurm_node
         for n in nodes
         if not n.rejoined
@@ -236,6 +248,12 @@ def _boot_check(watch: RejoinWatch, nodes: list[WatchedNode], now: datetime) -> 
         and n.booted_at is None
         and (n.status == RUNNING or (at_reboot_deadline and n.action == "reboot"))
     ]
+    replaced = [
+        n.replacement_slurm_node
+        for n in nodes
+        if watch.orchestrator == "eks" and not n.rejoined and n.status == RUNNING and n.renamed_in_service and n.replacement_slurm_node
+    ]
+    return rebooted + replaced
 
 
 def reboots_past_deadline(watch: RejoinWatch, now: datetime, read: set[str]) -> list[WatchedNode]:
@@ -278,7 +296,9 @@ def rejoin_text(node: WatchedNode) -> str:
         boot = f", slurmctld BootTime {node.booted_at:%Y-%m-%d %H:%M:%S} UTC" if node.booted_at else ""
         return f"{node.slurm_node} back from reboot as {node.node_id} (same instance{boot})"
     how = _MATCHED_BY[node.matched_by or "hostname"]
-    if node.replacement_slurm_node:
+    if node.renamed_in_service:
+        how += f"; Kubernetes node {node.replacement_slurm_node}"
+    elif node.replacement_slurm_node:
         how += f"; it is {node.replacement_slurm_node} in Slurm now, {node.slurm_node} is left drained"
     elif node.matched_by != "hostname":
         how += " and hostname"
@@ -291,8 +311,9 @@ def renamed_text(node: WatchedNode) -> str:
     return f"{node.slurm_node} is {node.replacement_slurm_node} now ({how}; {node.slurm_node} is left drained)"
 
 
-def _describe(node: ClusterNode) -> str:
-    facts = [slurm_node_name(node.private_dns_hostname)] if node.private_dns_hostname else []
+def _describe(node: ClusterNode, orchestrator: Literal["slurm", "eks"]) -> str:
+    name = node.name_in(orchestrator)
+    facts = [name] if name else []
     facts += [f"logical id {node.logical_id}"] if node.logical_id else []
     return f"{node.node_id} ({', '.join([*facts, node.status])})"
 
@@ -324,7 +345,7 @@ def _not_back_text(watch: RejoinWatch, updated: list[WatchedNode], nodes: list[C
     for group in sorted({n.instance_group for n in pending if n.instance_group}):
         # (a repair that failed the health gate is nobody's replacement: never offered as one)
         new = [n for n in nodes if n.instance_group == group and _is_new(n, watch.started_at) and n.node_id not in watch.excluded_instances]
-        listed = ", ".join(_describe(n) for n in new[:NEW_NODES_NAMED])
+        listed = ", ".join(_describe(n, watch.orchestrator) for n in new[:NEW_NODES_NAMED])
         listed += f" and {len(new) - NEW_NODES_NAMED} more" if len(new) > NEW_NODES_NAMED else ""
         seen.append(f"new in group {group} since {watch.started_at:%H:%M:%S} UTC: {listed or 'none'}")
     return text + (". Seen: " + "; ".join(seen) if seen else "")

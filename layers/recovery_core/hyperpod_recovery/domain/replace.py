@@ -52,6 +52,7 @@ def classify_replacements(
     reboot_deadline_seconds: int | None = None,
     expected_seconds: int | None = None,
     announced: bool = False,
+    orchestrator: Literal["slurm", "eks"] = "slurm",
 ) -> Replacement:
     """``actions``: the ladder's first repair per node (default replace); rebooted nodes not back
     ``reboot_deadline_seconds`` after now are replaced by Check Rejoin. ``expected_seconds``: how
@@ -116,6 +117,7 @@ def classify_replacements(
         dry_run=dry_run,
         expected_at=expected_at,
         announced=announced and expected_at is not None,
+        orchestrator=orchestrator,
     )
     return Replacement(
         at=now,

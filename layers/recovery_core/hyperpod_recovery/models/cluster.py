@@ -8,6 +8,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from hyperpod_recovery.models.common import slurm_node_name
+from hyperpod_recovery.models.kubernetes import node_name_for_instance
 from hyperpod_recovery.models.workflow import ReplaceFailure
 
 
@@ -45,6 +47,14 @@ class ClusterNode(BaseModel):
     software_updated_at: datetime | None = None
     # NodeLogicalId (ListClusterNodes with IncludeNodeLogicalIds): "persists throughout its lifecycle".
     logical_id: str | None = None
+
+    def name_in(self, orchestrator: Literal["slurm", "eks"]) -> str | None:
+        """What the orchestrator calls the node: Slurm its short hostname (None until HyperPod shows
+        one), EKS ``hyperpod-<instance id>`` (the EKS orchestrator also finds a node named otherwise
+        by the instance in its providerID: adapters/eks_orchestrator.py)."""
+        if orchestrator == "eks":
+            return node_name_for_instance(self.node_id)
+        return slurm_node_name(self.private_dns_hostname) if self.private_dns_hostname else None
 
 
 class BatchOutcome(BaseModel):

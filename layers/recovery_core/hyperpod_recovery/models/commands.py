@@ -17,6 +17,7 @@ from hyperpod_recovery.models.common import (
     MAX_JOBS_PER_INCIDENT,
     MAX_NODES_PER_REQUEST,
     GateDetailText,
+    JobId,
     JobNameText,
     ShortText,
     SlurmJobId,
@@ -25,6 +26,7 @@ from hyperpod_recovery.models.common import (
     StrictFlag,
     Timestamp,
 )
+from hyperpod_recovery.models.kubernetes import JobKind, KubeNamespace
 from hyperpod_recovery.models.manifest import MAX_FRAMEWORK_CHARS, MAX_JOB_CHARS, manifest_job
 
 OWNER_TAG_PREFIX = "hyperpod-recovery"
@@ -104,7 +106,7 @@ class JobSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    job_id: SlurmJobId
+    job_id: JobId
     name: str = Field(max_length=JOB_NAME_LIMIT)  # job_display_name(): the first 256 characters
     user: str | None = Field(default=None, max_length=64, exclude_if=_is_none)
     partition: str | None = Field(default=None, max_length=128, exclude_if=_is_none)
@@ -113,8 +115,15 @@ class JobSpec(BaseModel):
     nodes: list[SlurmNodeName] = Field(default_factory=list, max_length=MAX_JOB_NODES_CARRIED, exclude_if=lambda v: not v)
     state: str = Field(max_length=32)
     checkpoint_uri: str | None = Field(default=None, max_length=MAX_CHECKPOINT_URI, pattern=CHECKPOINT_URI_PATTERN, exclude_if=_is_none)
-    # Jobs launched with `srun --auto-resume=1` are restarted by HyperPod itself: never resubmit them.
+    # Jobs someone else restarts (Slurm: launched with `srun --auto-resume=1`, HyperPod restarts
+    # them; EKS: see ``restarted_by``): never resubmitted by us.
     auto_resume: StrictFlag = Field(default=False, exclude_if=_is_false)
+    # Who restarts it, when not us (EKS: the HyperPod training operator, HyperPod's job auto-resume,
+    # Kubeflow's own restart policy); None on Slurm, where auto_resume says it.
+    restarted_by: RestartedBy | None = Field(default=None, exclude_if=_is_none)
+    # EKS: the job object's kind and namespace (``name`` is its name; ``job_id`` its uid).
+    kind: JobKind | None = Field(default=None, exclude_if=_is_none)
+    namespace: KubeNamespace | None = Field(default=None, exclude_if=_is_none)
     # The owner's own choice of when to resubmit it (its comment's resume=...); None: the stack's.
     resume: ResumePolicy | None = Field(default=None, exclude_if=_is_none)
     # Why the agent could not capture the job faithfully (an array or heterogeneous job, an salloc
@@ -122,12 +131,28 @@ class JobSpec(BaseModel):
     unresumable: ShortText | None = Field(default=None, exclude_if=_is_none)
 
 
+# Who restarts a job when we do not (JobSpec.restarted_by): never us on top of them.
+RestartedBy = Literal["hyperpod_auto_resume", "hyperpod_training_operator", "kubeflow"]
+RESTARTED_BY_TEXT: dict[str, str] = {
+    "hyperpod_auto_resume": "HyperPod's job auto-resume restarts it",
+    "hyperpod_training_operator": "the HyperPod training operator restarts it",
+    "kubeflow": "the Kubeflow training operator restarts its pods (restartPolicy)",
+}
+
+
+def left_alone_reason(job: JobSpec) -> str:
+    """Why a job someone else restarts is left alone, naming who."""
+    if job.restarted_by is not None:
+        return RESTARTED_BY_TEXT[job.restarted_by]
+    return "uses srun --auto-resume=1: HyperPod restarts it itself"
+
+
 class JobRef(BaseModel):
     """A job as a plan names it: the agent holds the rest, the ledger its description."""
 
     model_config = ConfigDict(extra="forbid")
 
-    job_id: SlurmJobId
+    job_id: JobId
     name: JobNameText  # for people: the first 64 characters
 
 
@@ -204,7 +229,7 @@ class ResubmitJob(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     type: Literal["resubmit_job"] = "resubmit_job"
-    job_id: SlurmJobId
+    job_id: JobId
     checkpoint: CheckpointRef
     # The replaced nodes come back under the same names; excluding nothing lets Slurm use them.
     exclude_nodes: NodeNames = Field(default_factory=list)
@@ -223,7 +248,7 @@ class CaptureJobSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     type: Literal["capture_job_spec"] = "capture_job_spec"
-    job_id: SlurmJobId
+    job_id: JobId
 
 
 class RequeueJob(BaseModel):
@@ -340,8 +365,8 @@ class CordonResult(JobsOnNodesResult):
 
 
 class ResubmitResult(BaseModel):
-    old_job_id: SlurmJobId
-    new_job_id: SlurmJobId | None = None  # None only in a dry run, or when another incident has not finished yet
+    old_job_id: JobId
+    new_job_id: JobId | None = None  # None only in a dry run, or when another incident has not finished yet
     # Another incident resubmitted the job (its claim in the ledger, or its copy in Slurm): nothing submitted now.
     already_submitted: StrictFlag = Field(default=False, exclude_if=_is_false)
     submitted_by: str | None = Field(default=None, max_length=80, exclude_if=_is_none)

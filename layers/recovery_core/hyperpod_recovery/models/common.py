@@ -21,6 +21,9 @@ NODE_LOGICAL_ID_PATTERN = r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-]{0,126}[a-zA-Z0-9])?$"
 # conservative hostname so a renamed partition never breaks us, but nothing a shell would expand.
 SLURM_NODE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
 SLURM_JOB_ID_PATTERN = r"^[0-9]{1,10}(_[0-9]{1,10})?$"
+# A job as the workflow names it: a Slurm job id, or on EKS the job object's metadata.uid (an RFC
+# 4122 UUID, as the API server writes it). Both name one submission: a resubmission is a new one.
+JOB_ID_PATTERN = r"^(?:[0-9]{1,10}(?:_[0-9]{1,10})?|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$"
 
 # Python's re.match accepts "name\n" for a pattern ending in "$"; pydantic's (Rust) regex does not.
 # Every Python-side check of these patterns goes through fullmatch so both sides agree.
@@ -37,6 +40,7 @@ NodeId = Annotated[str, StringConstraints(pattern=NODE_ID_PATTERN)]
 NodeLogicalId = Annotated[str, StringConstraints(pattern=NODE_LOGICAL_ID_PATTERN)]
 SlurmNodeName = Annotated[str, StringConstraints(pattern=SLURM_NODE_PATTERN)]
 SlurmJobId = Annotated[str, StringConstraints(pattern=SLURM_JOB_ID_PATTERN)]
+JobId = Annotated[str, StringConstraints(pattern=JOB_ID_PATTERN)]
 Timestamp = AwareDatetime
 # A flag that changes what the pipeline does (dry_run above all) accepts only a JSON boolean:
 # "false" as a string must never arm a recovery.

@@ -15,10 +15,10 @@ from hyperpod_recovery.models.commands import CommandReply, JobSpec, JobSpecResu
 from hyperpod_recovery.models.common import (
     MAX_JOB_NODES_CARRIED,
     MAX_NODES_PER_REQUEST,
+    JobId,
     LongText,
     NodeId,
     ShortText,
-    SlurmJobId,
     SlurmNodeName,
     StepResult,
     Timestamp,
@@ -98,8 +98,8 @@ class RestartEntry(BaseModel):
     """One restart of a job lineage (the original job and every resubmission of it), in the ledger."""
 
     model_config = ConfigDict(extra="forbid")
-    failed_job_id: SlurmJobId
-    new_job_id: SlurmJobId
+    failed_job_id: JobId
+    new_job_id: JobId
     kind: RestartKind
     checkpoint_step: int = Field(ge=0)
     restarted_at: Timestamp
@@ -112,12 +112,12 @@ RestartAction = Literal["resubmit", "left_alone", "resubmitted_by_node_recovery"
 class RestartDecision(StepResult):
     action: RestartAction
     reason: LongText
-    lineage_root: SlurmJobId | None = None
+    lineage_root: JobId | None = None
     plan: ResumePlan | None = None
     backoff_seconds: int = Field(default=0, ge=0)
     restarts_in_window: int = 0
     failures_at_step: int = 0
-    resubmitted_as: SlurmJobId | None = None
+    resubmitted_as: JobId | None = None
     resubmitted_by: str | None = Field(default=None, max_length=80)
 
 

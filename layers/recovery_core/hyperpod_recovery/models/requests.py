@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, Tag, model_validator
 
-from hyperpod_recovery.models.common import MAX_NODES_PER_REQUEST, NodeId, ShortText, SlurmJobId, StrictFlag, Timestamp
+from hyperpod_recovery.models.common import MAX_NODES_PER_REQUEST, JobId, NodeId, ShortText, StrictFlag, Timestamp
 from hyperpod_recovery.models.job_events import JobFailedDetail
 
 # job_failed: a training job failed. One name for the one signal, whichever workflow it starts:
@@ -120,7 +120,7 @@ class ManualJobRecoveryRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     cluster: str = Field(min_length=1, max_length=256)
-    job_id: SlurmJobId
+    job_id: JobId
     reason: str = Field(default="manual job recovery request", min_length=1, max_length=1024)
     dry_run: StrictFlag | None = None
 
@@ -132,7 +132,7 @@ class JobRecoveryRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     cluster: str = Field(min_length=1, max_length=256)
-    job_id: SlurmJobId
+    job_id: JobId
     source: JobTriggerSource
     reason: str = Field(max_length=2048)
     event_id: str | None = Field(default=None, max_length=256)

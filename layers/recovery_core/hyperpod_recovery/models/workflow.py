@@ -134,8 +134,13 @@ class WatchedNode(BaseModel):
     status: str | None = Field(default=None, max_length=32, exclude_if=lambda v: v is None)
     replacement_node_id: NodeId | None = Field(default=None, exclude_if=lambda v: v is None)
     matched_by: IdentityMatch | None = Field(default=None, exclude_if=lambda v: v is None)
-    # The replacement's Slurm name when it is not the node's own (found by logical id or group).
+    # The replacement's name in the orchestrator when it is not the node's own (Slurm: found by
+    # logical id or group; EKS: always, a Kubernetes node is named after its instance).
     replacement_slurm_node: SlurmNodeName | None = Field(default=None, exclude_if=lambda v: v is None)
+    # EKS: the replacement's new name is the one to check and give back (nothing of ours is left on
+    # the old one: its Node object went with its instance). On Slurm a renamed replacement is left
+    # drained for a human, the old name's drain being ours.
+    renamed_in_service: bool = Field(default=False, exclude_if=lambda v: not v)
     # The boot time slurmctld reported for the node after its reboot was requested: the evidence
     # that its own instance is back from the reboot.
     booted_at: Timestamp | None = Field(default=None, exclude_if=lambda v: v is None)
@@ -174,9 +179,16 @@ class WatchedNode(BaseModel):
 
     @property
     def to_resume(self) -> bool:
-        """Resume Nodes asks the agent for it: back under its own name, not in service already, and
-        not left drained after a failed gate."""
-        return self.rejoined and self.replacement_slurm_node is None and self.resumed_at is None and not self.left_unhealthy
+        """Resume Nodes asks the orchestrator for it: back under its own name (or, on EKS, under the
+        new name its replacement was born with), not in service already, and not left drained after
+        a failed gate."""
+        named = self.replacement_slurm_node is None or self.renamed_in_service
+        return self.rejoined and named and self.resumed_at is None and not self.left_unhealthy
+
+    @property
+    def service_name(self) -> str:
+        """The name Resume Nodes gives back and the health gate checks: the replacement's own on EKS."""
+        return self.replacement_slurm_node if self.renamed_in_service and self.replacement_slurm_node else self.slurm_node
 
 
 class FirstGate(BaseModel):
@@ -218,6 +230,9 @@ class RejoinWatch(StepResult):
     # The first Resume Nodes, when its health gate failed a node and Replace Unhealthy Nodes ran:
     # set once, so a second failed gate escalates (the workflow's Check Health Gate reads it).
     first_gate: FirstGate | None = Field(default=None, exclude_if=lambda v: v is None)
+    # The cluster's orchestrator: how a node is named (Slurm: its hostname; EKS: hyperpod-<instance>)
+    # and what proves a node back (EKS: its Kubernetes node Ready with HyperPod's checks settled).
+    orchestrator: Literal["slurm", "eks"] = Field(default="slurm", exclude_if=lambda v: v == "slurm")
 
     @property
     def replacing_again(self) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Literal
 
 from hyperpod_recovery.domain.assess import assess_nodes as decide
 from hyperpod_recovery.models.workflow import Assessment, AssessNodesInput
@@ -10,8 +11,14 @@ from hyperpod_recovery.ports import Cluster
 
 
 def assess_nodes(
-    step: AssessNodesInput, *, cluster: Cluster, controller_groups: list[str], login_groups: list[str], now: datetime
+    step: AssessNodesInput,
+    *,
+    cluster: Cluster,
+    controller_groups: list[str],
+    login_groups: list[str],
+    now: datetime,
+    orchestrator: Literal["slurm", "eks"] = "slurm",
 ) -> Assessment:
     info = cluster.describe()
     nodes = cluster.list_nodes()
-    return decide(step.request.node_ids, step.lock.locked, info, nodes, controller_groups, login_groups, now)
+    return decide(step.request.node_ids, step.lock.locked, info, nodes, controller_groups, login_groups, now, orchestrator)

@@ -6,7 +6,7 @@ from datetime import datetime
 
 from hyperpod_recovery.domain.checkpoints import find_newest_verified
 from hyperpod_recovery.errors import CheckpointUnreadable
-from hyperpod_recovery.models.commands import JobRef, JobSpec, ResumePolicy
+from hyperpod_recovery.models.commands import JobRef, JobSpec, ResumePolicy, left_alone_reason
 from hyperpod_recovery.models.workflow import CheckpointPlan, FindNewestCheckpointInput, ResumePlan, UnresumableJob
 from hyperpod_recovery.observability import logger
 from hyperpod_recovery.ports import CheckpointReader, Ledger
@@ -41,9 +41,7 @@ def find_newest_checkpoint(
             )
             continue
         if job.auto_resume:
-            plan.left_alone.append(
-                UnresumableJob(job_id=job.job_id, name=job.name, reason="uses srun --auto-resume=1: HyperPod restarts it itself")
-            )
+            plan.left_alone.append(UnresumableJob(job_id=job.job_id, name=job.name, reason=left_alone_reason(job)))
             continue
         if not job.checkpoint_uri:
             plan.unresumable.append(

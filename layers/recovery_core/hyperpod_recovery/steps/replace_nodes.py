@@ -52,4 +52,5 @@ def replace_nodes(
         expected_seconds=expected_replacement_seconds,
         # A cluster that announces a replacement's end (Cluster Events) is not checked before it is expected.
         announced=step.assessment.cluster_events and step.announced_wait,
+        orchestrator=step.assessment.orchestrator,
     )

@@ -19,7 +19,8 @@ def resume_nodes(
     # A node whose replacement came back under another name left its own name drained: that name is
     # the old instance's, and the new one was never drained by us. Only names that came back are
     # resumed; after a second replacement (domain/health_gate.py), only the nodes it replaced.
-    nodes = [n.slurm_node for n in step.rejoin.nodes if n.to_resume or step.rejoin.dry_run]
+    # (On EKS a replacement is given back under the name it was born with: WatchedNode.service_name.)
+    nodes = [n.service_name for n in step.rejoin.nodes if n.to_resume or step.rejoin.dry_run]
     # One command per pass: the agent answers a command id it has seen with its first answer, and
     # the second replacement's nodes must be checked afresh (domain/health_gate.py).
     command_id = f"{step.execution_name}:resume" + (":again" if step.rejoin.first_gate is not None else "")

@@ -1,0 +1,275 @@
+"""The EKS orchestrator: the workflow's typed commands carried out here, against the Kubernetes API.
+
+No in-cluster agent: ``dispatch`` executes the command in the Lambda that sends it and answers the
+waiting task itself (SendTaskSuccess), the way the Slurm agent answers from the controller. The
+state machines are the same for both orchestrators; only this class and the Slurm one differ.
+
+What a command means here (the node rules are domain/eks_nodes.py's, the job rules domain/eks_jobs.py's):
+
+| command       | on EKS                                                                                 |
+|---------------|----------------------------------------------------------------------------------------|
+| cordon_nodes  | each node cordoned and marked in one conflict-checked patch; then the jobs of its pods |
+| resume_nodes  | each node through HyperPod's health gate (Ready, Schedulable, deep checks passed where  |
+|               | run); a node that passes loses our marks (and our cordon), one that fails is marked     |
+| boot_times    | a node whose kernel boot id differs from the one our cordon recorded is back from a     |
+|               | reboot once Ready: its Ready time is its boot time                                     |
+| jobs_on_nodes | the jobs of the pods on the nodes (read-only)                                           |
+| check         | the API server answers (a node list), and which commands this orchestrator executes   |
+
+A conflict (the node changed between read and write) is re-read and decided again, up to
+CONFLICT_RETRIES times. What the API server cannot do now (5xx, 429, conflicts past that) leaves as
+ControllerChannelError, the name the workflow retries on every orchestrator state; access refused
+(KubeAccessDenied) and malformed requests (KubeRequestRejected) leave under their own names and
+escalate: retrying will not fix them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from hyperpod_recovery.adapters.stepfunctions import StepFunctions
+from hyperpod_recovery.domain.eks_jobs import job_spec_of, jobs_of_pods
+from hyperpod_recovery.domain.eks_nodes import NodeView, cordon_plan, give_back_plan, health_gate, rebooted_since_cordon
+from hyperpod_recovery.errors import (
+    ControllerChannelError,
+    InvalidCommand,
+    KubeConflict,
+    KubeObjectGone,
+    KubeThrottled,
+    KubeUnavailable,
+    TaskAnswerFailed,
+)
+from hyperpod_recovery.models.commands import (
+    OWNER_TAG_PREFIX,
+    AgentCheckResult,
+    BootTimes,
+    BootTimesResult,
+    CheckAgent,
+    CommandEnvelope,
+    CommandReply,
+    CordonNodes,
+    CordonResult,
+    DrainNodes,
+    DrainResult,
+    JobsOnNodes,
+    JobsOnNodesResult,
+    JobSpec,
+    NodeBoot,
+    ResumeNodes,
+    ResumeResult,
+    UnhealthyNode,
+)
+from hyperpod_recovery.models.common import MAX_JOBS_PER_INCIDENT
+from hyperpod_recovery.models.kubernetes import instance_of_node_name
+from hyperpod_recovery.ports import KubeApi
+
+ORCHESTRATOR_VERSION = "eks-1"
+CONFLICT_RETRIES = 3
+# The commands this orchestrator carries out (the preflight compares them with what the stack sends).
+EKS_COMMANDS = ("boot_times", "check", "cordon_nodes", "drain_nodes", "jobs_on_nodes", "resume_nodes")
+
+
+def _node_state(node: dict[str, Any]) -> str:
+    """A Kubernetes node's state in the words NodeBoot reads (its ``responding``): "Ready" once Ready
+    with HyperPod's checks settled (whatever their verdict: the health gate acts on it); Ready while
+    HyperPod still checks it is UNKNOWN, and a node not Ready is NOT_RESPONDING."""
+    verdict, _ = health_gate(node)
+    if not NodeView.of(node).ready:
+        return "NotReady+NOT_RESPONDING"
+    return "Ready" if verdict != "not_ready" else "Ready+UNKNOWN"
+
+
+def incident_of(tag: str) -> str:
+    """``hyperpod-recovery:<incident> ...`` -> ``<incident>`` (the cordon's reason, the resume's owner tag)."""
+    first = tag.split(maxsplit=1)[0] if tag.strip() else ""
+    if not first.startswith(OWNER_TAG_PREFIX + ":") or first == OWNER_TAG_PREFIX + ":":
+        raise InvalidCommand(f"{tag[:80]!r} does not start with {OWNER_TAG_PREFIX}:<incident>: only our own marks are ever undone")
+    return first.removeprefix(OWNER_TAG_PREFIX + ":")
+
+
+class EksOrchestrator:
+    def __init__(self, kube: KubeApi, tasks: StepFunctions, now: Callable[[], datetime]) -> None:
+        self.kube = kube
+        self.tasks = tasks
+        self.now = now
+
+    # --- the port ------------------------------------------------------------------------------------
+    def dispatch(self, envelope: CommandEnvelope) -> None:
+        command = envelope.command
+        started = self.now()
+        try:
+            result = self.execute(command)
+        except (KubeUnavailable, KubeThrottled, KubeConflict) as exc:
+            raise ControllerChannelError(
+                f"{command.type} for {envelope.incident_id}: the Kubernetes API could not do it now: {exc}"
+            ) from exc
+        reply: CommandReply[Any] = CommandReply(
+            command_id=envelope.command_id,
+            type=command.type,
+            requested_at=envelope.requested_at,
+            started_at=started,
+            completed_at=self.now(),
+            dry_run=isinstance(command, CordonNodes) and not command.drain,
+            result=result,
+        )
+        self.answer(envelope.task_token, reply)
+
+    def answer(self, task_token: str, reply: CommandReply[Any]) -> None:
+        try:
+            self.tasks.send_task_success(task_token, reply.model_dump_json())
+        except TaskAnswerFailed as exc:
+            raise ControllerChannelError(f"could not answer task for {reply.command_id}: {exc}") from exc
+
+    def execute(self, command: Any) -> Any:
+        if isinstance(command, CordonNodes):
+            return self.cordon(command)
+        if isinstance(command, DrainNodes):
+            cordoned = self.cordon(CordonNodes(nodes=command.nodes, reason=command.reason), with_jobs=False)
+            return DrainResult(drained=cordoned.drained, already_drained=cordoned.already_drained)
+        if isinstance(command, ResumeNodes):
+            return self.resume(command)
+        if isinstance(command, BootTimes):
+            return self.boot_times(command)
+        if isinstance(command, JobsOnNodes):
+            return self.jobs_on(command.nodes)
+        if isinstance(command, CheckAgent):
+            return self.check()
+        raise InvalidCommand(f"{command.type} is not carried out on EKS-orchestrated clusters (it executes {', '.join(EKS_COMMANDS)})")
+
+    # --- nodes ----------------------------------------------------------------------------------------
+    def find_node(self, name: str) -> dict[str, Any] | None:
+        """The node by its name; on a cluster that names nodes otherwise, the node whose providerID
+        ends in the instance id the name carries. None: Kubernetes has no such node (replaced, gone)."""
+        try:
+            return self.kube.get_node(name)
+        except KubeObjectGone:
+            pass
+        instance = instance_of_node_name(name)
+        if instance is None:
+            return None
+        for node in self.kube.list_nodes():
+            if str((node.get("spec") or {}).get("providerID") or "").endswith("/" + instance):
+                return node
+        return None
+
+    def _patch_until_settled(self, name: str, decide: Callable[[dict[str, Any]], Any]) -> tuple[dict[str, Any] | None, Any]:
+        """Read the node, decide, write: again from a fresh read when the node changed in between."""
+        for attempt in range(1, CONFLICT_RETRIES + 1):
+            node = self.find_node(name)
+            if node is None:
+                return None, None
+            plan = decide(node)
+            if not plan.operations:
+                return node, plan
+            try:
+                return self.kube.patch_node(NodeView.of(node).name, plan.operations), plan
+            except (KubeConflict, KubeObjectGone):
+                if attempt == CONFLICT_RETRIES:
+                    raise KubeConflict(f"node {name} changed under each of {CONFLICT_RETRIES} writes") from None
+        raise AssertionError("unreachable")
+
+    def cordon(self, command: CordonNodes, *, with_jobs: bool = True) -> CordonResult:
+        """Cordon and mark each node, then list the jobs of the pods on them: after the cordon, so
+        no pod can be placed on them in between."""
+        incident = incident_of(command.reason)
+        at = self.now()
+        result = CordonResult()
+        found: list[str] = []
+        for name in command.nodes:
+            if command.drain:
+                node, plan = self._patch_until_settled(name, lambda n: cordon_plan(n, incident, at))
+            else:  # a dry run: what would be done, nothing written
+                node = self.find_node(name)
+                plan = cordon_plan(node, incident, at) if node is not None else None
+            if node is not None:
+                found.append(NodeView.of(node).name)
+            # A node Kubernetes no longer has (HyperPod replacing it already) takes no pod: out of service.
+            outcome = plan.outcome if plan is not None else "already_drained"
+            (result.drained if outcome == "drained" else result.already_drained).append(name)
+        if with_jobs:
+            jobs = self._jobs_on_found(found)
+            result.jobs, result.omitted = jobs.jobs, jobs.omitted
+        return result
+
+    def resume(self, command: ResumeNodes) -> ResumeResult:
+        """Each node through the health gate first: only a node that passes is given back."""
+        incident = incident_of(command.owner_tag)
+        at = self.now()
+        resumed: list[str] = []
+        not_drained: list[str] = []
+        not_ours: list[str] = []
+        unhealthy: list[UnhealthyNode] = []
+        for name in command.nodes:
+            node = self.find_node(name)
+            if node is None:
+                unhealthy.append(
+                    UnhealthyNode(node=name, verdict="could_not_run", detail="Kubernetes has no such node (not registered yet)")
+                )
+                continue
+            verdict, said = health_gate(node)
+            if verdict != "passed":
+                # Kept out of service under our marks (a new node is cordoned now): never given a job.
+                self._patch_until_settled(name, lambda n: cordon_plan(n, incident, at))
+                unhealthy.append(UnhealthyNode(node=name, verdict="failed" if verdict == "failed" else "could_not_run", detail=said))
+                continue
+            _, plan = self._patch_until_settled(name, lambda n: give_back_plan(n, incident))
+            outcome = plan.outcome if plan is not None else "not_drained"
+            {"resumed": resumed, "not_drained": not_drained, "not_ours": not_ours}[outcome].append(name)
+        return ResumeResult(resumed=resumed, not_drained=not_drained, not_ours=not_ours, unhealthy=unhealthy)
+
+    def boot_times(self, command: BootTimes) -> BootTimesResult:
+        """A boot is proved by a boot id other than the one our cordon recorded, and dated by the
+        Ready transition that followed it. ASSUMPTION: a reboot makes the node NotReady for longer
+        than the node controller's grace period (40 s) so that Ready moves; where it does not, the
+        node reads as not back and the reboot deadline replaces it (the safe direction)."""
+        readings: list[NodeBoot] = []
+        for name in command.nodes:
+            node = self.find_node(name)
+            if node is None:
+                readings.append(NodeBoot(name=name))
+                continue
+            view = NodeView.of(node)
+            rebooted = rebooted_since_cordon(node) is True
+            boot_time = view.ready_since if rebooted and view.ready else None
+            readings.append(NodeBoot(name=name, boot_time=boot_time, state=_node_state(node)))
+        return BootTimesResult(nodes=readings)
+
+    # --- jobs ------------------------------------------------------------------------------------------
+    def jobs_on(self, nodes: list[str]) -> JobsOnNodesResult:
+        found = [NodeView.of(node).name for node in map(self.find_node, nodes) if node is not None]
+        return self._jobs_on_found(found)
+
+    def _jobs_on_found(self, node_names: list[str]) -> JobsOnNodesResult:
+        refs = [ref for name in node_names for ref in jobs_of_pods(self.kube.list_pods_on_node(name))]
+        jobs: list[JobSpec] = []
+        seen: set[str] = set()
+        omitted = 0
+        for ref in dict.fromkeys(refs):
+            try:
+                spec = job_spec_of(self.kube.get_job(ref), ref)
+            except KubeObjectGone:
+                continue  # deleted since its pod was listed: nothing to restart
+            if spec is None or spec.job_id in seen:
+                continue
+            seen.add(spec.job_id)
+            if len(jobs) < MAX_JOBS_PER_INCIDENT:
+                jobs.append(spec)
+            else:
+                omitted += 1
+        return JobsOnNodesResult(jobs=jobs, omitted=omitted)
+
+    def check(self) -> AgentCheckResult:
+        try:
+            count = len(self.kube.list_nodes())
+        except (KubeUnavailable, KubeThrottled) as exc:
+            return AgentCheckResult(
+                agent_version=ORCHESTRATOR_VERSION, slurm_reachable=False, slurm_detail=str(exc)[:512], commands=list(EKS_COMMANDS)
+            )
+        return AgentCheckResult(
+            agent_version=ORCHESTRATOR_VERSION,
+            slurm_reachable=True,
+            slurm_detail=f"the Kubernetes API answers: {count} node(s)",
+            commands=list(EKS_COMMANDS),
+        )

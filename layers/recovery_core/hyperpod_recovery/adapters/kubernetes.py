@@ -1,0 +1,222 @@
+"""The Kubernetes API of an EKS-orchestrated HyperPod cluster: the few calls a recovery makes.
+
+A thin REST adapter over urllib3 (which botocore already brings, so the layer grows by this file
+only; the ``kubernetes`` client would add 16-126 MB: bench/eks_footprint.py). Every request is
+explicit about its path, query and content type, which tests/contract/test_kube_api.py checks on
+the wire against a local TLS server:
+
+| call                 | request                                                                 |
+|----------------------|-------------------------------------------------------------------------|
+| get_node             | GET   /api/v1/nodes/{name}                                               |
+| list_nodes           | GET   /api/v1/nodes?labelSelector=...&limit=500[&continue=...]           |
+| patch_node           | PATCH /api/v1/nodes/{name}   (application/json-patch+json)              |
+| list_pods_on_node    | GET   /api/v1/pods?fieldSelector=spec.nodeName%3D{name}&limit=500        |
+| get_job              | GET   /apis/{group}/{version}/namespaces/{ns}/{plural}/{name}            |
+| create_job           | POST  /apis/{group}/{version}/namespaces/{ns}/{plural}                  |
+| list_jobs            | GET   /apis/{group}/{version}/{plural}?limit=500                         |
+
+Status codes become our named errors (errors.py): 404 KubeObjectGone; 409 KubeAlreadyExists on a
+create, KubeConflict otherwise; a JSON Patch that no longer applies (a failed ``test``: 422 with the
+patch library's error as its cause today, 500 on older API servers, kubernetes/kubernetes#68202)
+KubeConflict; 429 KubeThrottled; 401/403 KubeAccessDenied; other 4xx (a 422 that names invalid
+fields among them) KubeRequestRejected; 5xx and no answer KubeUnavailable. Nothing here retries: a conflict is the
+caller's to re-read, and the workflow's Retry paces the rest.
+
+Every name is validated before it is put in a path (models/kubernetes.py), and quoted besides.
+"""
+
+from __future__ import annotations
+
+import json
+import ssl
+import time
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import quote, urlencode
+
+import urllib3
+
+from hyperpod_recovery.adapters.eks import KubeEndpoint
+from hyperpod_recovery.errors import (
+    KubeAccessDenied,
+    KubeAlreadyExists,
+    KubeConflict,
+    KubeObjectGone,
+    KubeRequestRejected,
+    KubeThrottled,
+    KubeUnavailable,
+)
+from hyperpod_recovery.models.kubernetes import JOB_KINDS, KubeJobRef, is_dns1123_label, is_dns1123_subdomain
+
+JSON_PATCH = "application/json-patch+json"
+PAGE_LIMIT = 500
+# A token is good for about 15 minutes (aws eks get-token says 14): minted again after 10.
+TOKEN_REUSE_SECONDS = 600
+# A list larger than this many pages is not read to its end (a runaway continue token).
+MAX_PAGES = 200
+_TIMEOUT = urllib3.Timeout(connect=5.0, read=20.0)
+_TEST_FAILED = "testing value"  # the message of a failed JSON-Patch test op, before 422 was used
+
+
+def _checked_subdomain(kind: str, value: str) -> str:
+    if not is_dns1123_subdomain(value):
+        raise KubeRequestRejected(f"{kind} {value!r} is not a valid Kubernetes name (DNS-1123 subdomain)")
+    return quote(value, safe="")
+
+
+def _checked_namespace(value: str) -> str:
+    if not is_dns1123_label(value):
+        raise KubeRequestRejected(f"namespace {value!r} is not a valid Kubernetes namespace (DNS-1123 label)")
+    return quote(value, safe="")
+
+
+class KubernetesApi:
+    """The calls, against one cluster's API server. ``endpoint``: where it is (resolved on the first
+    call, so a handler that never calls Kubernetes never asks EKS); ``token``: a bearer token for a
+    cluster name (adapters/eks_token.py mint_token); ``monotonic``: when to mint again."""
+
+    def __init__(
+        self,
+        endpoint: Callable[[], KubeEndpoint],
+        token: Callable[[str], str],
+        *,
+        pool: urllib3.PoolManager | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._endpoint_source = endpoint
+        self._token_source = token
+        self._pool = pool
+        self._monotonic = monotonic
+        self._endpoint: KubeEndpoint | None = None
+        self._token: tuple[str, float] | None = None
+        self.calls: list[tuple[str, str]] = []  # (verb, resource) of every request, for the drill report
+
+    # --- nodes ---------------------------------------------------------------------------------------
+    def get_node(self, name: str) -> dict[str, Any]:
+        return self._request("GET", f"/api/v1/nodes/{_checked_subdomain('node', name)}", resource="nodes", verb="get")
+
+    def list_nodes(self, label_selector: str | None = None) -> list[dict[str, Any]]:
+        query = {"labelSelector": label_selector} if label_selector else {}
+        return self._list("/api/v1/nodes", query, resource="nodes")
+
+    def patch_node(self, name: str, operations: list[dict[str, Any]]) -> dict[str, Any]:
+        """A JSON Patch (RFC 6902): its ``test`` operations make it conditional on what was read."""
+        path = f"/api/v1/nodes/{_checked_subdomain('node', name)}"
+        return self._request("PATCH", path, body=operations, content_type=JSON_PATCH, resource="nodes", verb="patch")
+
+    # --- pods ------------------------------------------------------------------------------------
+    def list_pods_on_node(self, node_name: str) -> list[dict[str, Any]]:
+        _checked_subdomain("node", node_name)
+        return self._list("/api/v1/pods", {"fieldSelector": f"spec.nodeName={node_name}"}, resource="pods")
+
+    # --- training jobs ---------------------------------------------------------------------------
+    def get_job(self, ref: KubeJobRef) -> dict[str, Any]:
+        info = JOB_KINDS[ref.kind]
+        namespace, name = _checked_namespace(ref.namespace), _checked_subdomain("job", ref.name)
+        path = f"/apis/{info.group}/{info.version}/namespaces/{namespace}/{info.plural}/{name}"
+        return self._request("GET", path, resource=info.plural, verb="get")
+
+    def create_job(self, kind: str, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        info = JOB_KINDS[kind]
+        path = f"/apis/{info.group}/{info.version}/namespaces/{_checked_namespace(namespace)}/{info.plural}"
+        return self._request("POST", path, body=body, content_type="application/json", resource=info.plural, verb="create")
+
+    def list_jobs(self, kind: str) -> list[dict[str, Any]]:
+        info = JOB_KINDS[kind]
+        return self._list(f"/apis/{info.group}/{info.version}/{info.plural}", {}, resource=info.plural)
+
+    # --- the wire --------------------------------------------------------------------------------
+    def _list(self, path: str, query: dict[str, str], *, resource: str) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = []
+        token = ""
+        for _ in range(MAX_PAGES):
+            page_query = {**query, "limit": str(PAGE_LIMIT)} | ({"continue": token} if token else {})
+            page = self._request("GET", f"{path}?{urlencode(page_query, quote_via=quote)}", resource=resource, verb="list")
+            items.extend(page.get("items") or [])
+            token = (page.get("metadata") or {}).get("continue") or ""
+            if not token:
+                return items
+        raise KubeUnavailable(f"listing {resource} did not end after {MAX_PAGES} pages of {PAGE_LIMIT}")
+
+    def _connection(self) -> tuple[KubeEndpoint, urllib3.PoolManager]:
+        if self._endpoint is None:
+            self._endpoint = self._endpoint_source()
+        if self._pool is None:
+            context = ssl.create_default_context(cadata=self._endpoint.ca_pem)
+            self._pool = urllib3.PoolManager(ssl_context=context, timeout=_TIMEOUT, retries=False, maxsize=4)
+        return self._endpoint, self._pool
+
+    def _bearer(self, endpoint: KubeEndpoint, *, fresh: bool = False) -> str:
+        now = self._monotonic()
+        if fresh or self._token is None or now - self._token[1] >= TOKEN_REUSE_SECONDS:
+            self._token = (self._token_source(endpoint.cluster_name), now)
+        return self._token[0]
+
+    def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        resource: str,
+        verb: str,
+        body: Any = None,
+        content_type: str | None = None,
+    ) -> dict[str, Any]:
+        endpoint, pool = self._connection()
+        payload = None if body is None else json.dumps(body).encode()
+        self.calls.append((verb, resource))
+        response = None
+        for attempt in (1, 2):
+            headers = {"Accept": "application/json", "Authorization": f"Bearer {self._bearer(endpoint, fresh=attempt == 2)}"}
+            if content_type:
+                headers["Content-Type"] = content_type
+            try:
+                response = pool.request(method, endpoint.url + path, body=payload, headers=headers, redirect=False)
+            except urllib3.exceptions.HTTPError as exc:
+                raise KubeUnavailable(f"{method} {path.split('?')[0]}: no answer from the API server ({type(exc).__name__})") from exc
+            # A 401 may be a token minted just before a clock step or a credential rotation: once more.
+            if response.status != 401:
+                break
+        assert response is not None
+        if 200 <= response.status < 300:
+            answer = json.loads(response.data or b"{}")
+            if not isinstance(answer, dict):
+                raise KubeUnavailable(f"{method} {path.split('?')[0]}: the API server answered {type(answer).__name__}, not an object")
+            return answer
+        raise _error_for(method, path.split("?")[0], response.status, response.data)
+
+
+def _error_for(method: str, path: str, status: int, data: bytes) -> Exception:
+    try:
+        detail = json.loads(data or b"{}")
+    except ValueError:
+        detail = {}
+    detail = detail if isinstance(detail, dict) else {}
+    reason = str(detail.get("reason") or "")
+    message = str(detail.get("message") or "")[:300]
+    causes = [c for c in (detail.get("details") or {}).get("causes") or [] if isinstance(c, dict)]
+    said = f"{method} {path}: {status} {reason} {message}".rstrip()
+    if causes:
+        said += " (" + "; ".join(str(c.get("message") or "")[:200] for c in causes[:3]) + ")"
+    if status == 404:
+        return KubeObjectGone(said)
+    if status == 409:
+        return KubeAlreadyExists(said) if reason == "AlreadyExists" or method == "POST" else KubeConflict(said)
+    if status in (422, 500) and _patch_did_not_apply(message, causes):
+        return KubeConflict(said)
+    if status == 429:
+        return KubeThrottled(said)
+    if status in (401, 403):
+        return KubeAccessDenied(said)
+    if 400 <= status < 500:
+        return KubeRequestRejected(said)
+    return KubeUnavailable(said)
+
+
+def _patch_did_not_apply(message: str, causes: list[dict[str, Any]]) -> bool:
+    """A JSON Patch that does not apply to the object as it is now (a ``test`` that failed, a path
+    that is gone): the API server answers 422 with the patch library's error as an unexpected-response
+    cause (apiserver handlers/patch.go applyJSPatch), older ones 500 with it as the message. Either
+    means the object changed since it was read. A 422 for an invalid object (field causes) is ours."""
+    texts = [message.lower()] + [str(c.get("message") or "").lower() for c in causes]
+    return any(_TEST_FAILED in t or "test failed" in t for t in texts) or any(c.get("type") == "UnexpectedServerResponse" for c in causes)

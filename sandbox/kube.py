@@ -1,0 +1,490 @@
+"""An in-memory Kubernetes API server: the calls the EKS orchestrator makes, with the semantics
+the pipeline relies on, every stored object checked against Kubernetes' own schema.
+
+There is no way to run a kube-apiserver here (no Docker, no envtest binaries): this is the faithful
+double. It implements the KubeApi port (hyperpod_recovery/ports.py) and raises the same named
+errors as the real adapter (adapters/kubernetes.py); tests/contract/test_kube_api.py holds both to
+the same expectations, the real adapter through a local TLS server that serves this object
+(``serve`` below), so the requests are checked on the wire too.
+
+What it models:
+* resourceVersion: bumped on every write; JSON Patch (RFC 6902, the ``jsonpatch`` library the API
+  server's own behaviour was checked against) applied whole or not at all; a failed ``test`` or a
+  missing path is a 422 whose cause is the patch library's error, as the API server answers
+  (apiserver handlers/patch.go applyJSPatch), which the adapter reads as a conflict;
+* strict schemas: every Node, Pod and PodTemplate validated with kubernetes-validate (the OpenAPI
+  of the pinned Kubernetes minor, unknown fields refused) after each write, a PyTorchJob with its
+  CRD's schema (tests/kube_schemas, from AWS's Helm chart) and its pod templates as PodTemplates;
+  an object that fails is refused (422 Invalid) and nothing is stored;
+* pods by ``spec.nodeName``, nodes by equality label selectors, create -> 409 AlreadyExists;
+* HyperPod's side (``hyperpod_*`` methods): health labels and taint, a reboot (new boot id, Ready
+  again), a replacement (the Node object deleted with its pods, a new one under a new name).
+
+ASSUMPTION (not in AWS's docs, hyperpod-eks.md §8): that HyperPod neither strips our taint nor our
+annotations while the node lives, and that a rebooted node keeps its name and annotations.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import jsonpatch
+import jsonschema
+import kubernetes_validate
+
+from hyperpod_recovery.errors import (
+    KubeAlreadyExists,
+    KubeConflict,
+    KubeObjectGone,
+    KubeRequestRejected,
+    KubeThrottled,
+    KubeUnavailable,
+)
+from hyperpod_recovery.models.kubernetes import (
+    DEEP_HEALTH_LABEL,
+    HEALTH_STATUS_LABEL,
+    INSTANCE_GROUP_LABEL,
+    JOB_KINDS,
+    KubeJobRef,
+    node_name_for_instance,
+)
+
+KUBERNETES_VERSION = "1.33"  # the newest minor the HyperPod EKS prerequisites list
+SCHEMAS = Path(__file__).resolve().parent.parent / "tests" / "kube_schemas"
+HYPERPOD_TAINT_KEY = HEALTH_STATUS_LABEL  # HyperPod's taint: <label key>=Unschedulable:NoSchedule
+
+
+class Invalid(KubeRequestRejected):
+    """422 Invalid: the object a write would store fails the schema (nothing is stored)."""
+
+
+class PatchDidNotApply(KubeConflict):
+    """422: the JSON Patch does not apply to the object as it is (a failed test, a missing path)."""
+
+
+def _stamp(at: datetime) -> str:
+    return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class FakeKube:
+    def __init__(self, *, now: Callable[[], datetime] | None = None, version: str = KUBERNETES_VERSION) -> None:
+        self.version = version
+        self.now = now or (lambda: datetime(2026, 3, 14, 9, 0, tzinfo=UTC))
+        self.nodes: dict[str, dict[str, Any]] = {}
+        self.pods: dict[tuple[str, str], dict[str, Any]] = {}
+        self.jobs: dict[tuple[str, str, str], dict[str, Any]] = {}
+        self._version = 1000
+        self.calls: list[tuple[str, str]] = []
+        # Injected faults: (verb, resource) -> errors raised by the next calls, in order.
+        self.faults: dict[tuple[str, str], list[Exception]] = {}
+        # Called after a node is read and before a patch is applied (a concurrent writer in a test).
+        self.before_patch: Callable[[str], None] | None = None
+        self._job_schemas: dict[str, dict[str, Any]] = {}
+
+    # --- the KubeApi port --------------------------------------------------------------------------
+    def get_node(self, name: str) -> dict[str, Any]:
+        self._call("get", "nodes")
+        if name not in self.nodes:
+            raise KubeObjectGone(f"GET /api/v1/nodes/{name}: 404 NotFound")
+        return copy.deepcopy(self.nodes[name])
+
+    def list_nodes(self, label_selector: str | None = None) -> list[dict[str, Any]]:
+        self._call("list", "nodes")
+        wanted = _selector(label_selector)
+        return [copy.deepcopy(n) for n in self.nodes.values() if _selected(n, wanted)]
+
+    def patch_node(self, name: str, operations: list[dict[str, Any]]) -> dict[str, Any]:
+        self._call("patch", "nodes")
+        if self.before_patch is not None:
+            hook, self.before_patch = self.before_patch, None
+            hook(name)
+        if name not in self.nodes:
+            raise KubeObjectGone(f"PATCH /api/v1/nodes/{name}: 404 NotFound")
+        try:
+            patched = jsonpatch.apply_patch(self.nodes[name], operations)
+        except (jsonpatch.JsonPatchConflict, jsonpatch.JsonPatchTestFailed, jsonpatch.JsonPointerException) as exc:
+            raise PatchDidNotApply(f"PATCH /api/v1/nodes/{name}: 422 Invalid (the patch did not apply: {exc})") from exc
+        except jsonpatch.InvalidJsonPatch as exc:
+            raise KubeRequestRejected(f"PATCH /api/v1/nodes/{name}: 400 BadRequest ({exc})") from exc
+        if patched.get("metadata", {}).get("name") != name:
+            raise Invalid(f"PATCH /api/v1/nodes/{name}: 422 Invalid (metadata.name may not change)")
+        self._store_node(patched)
+        return copy.deepcopy(self.nodes[name])
+
+    def list_pods_on_node(self, node_name: str) -> list[dict[str, Any]]:
+        self._call("list", "pods")
+        return [copy.deepcopy(p) for p in self.pods.values() if (p.get("spec") or {}).get("nodeName") == node_name]
+
+    def get_job(self, ref: KubeJobRef) -> dict[str, Any]:
+        info = JOB_KINDS[ref.kind]
+        self._call("get", info.plural)
+        key = (ref.kind, ref.namespace, ref.name)
+        if key not in self.jobs:
+            raise KubeObjectGone(f"GET {info.plural} {ref.namespace}/{ref.name}: 404 NotFound")
+        return copy.deepcopy(self.jobs[key])
+
+    def create_job(self, kind: str, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        info = JOB_KINDS[kind]
+        self._call("create", info.plural)
+        obj = copy.deepcopy(body)
+        metadata = obj.setdefault("metadata", {})
+        if obj.get("kind") != kind or obj.get("apiVersion") != info.api_version:
+            raise KubeRequestRejected(f"POST {info.plural}: 400 BadRequest (kind/apiVersion {obj.get('kind')}/{obj.get('apiVersion')})")
+        if metadata.get("namespace", namespace) != namespace:
+            raise KubeRequestRejected(f"POST {info.plural}: 400 BadRequest (the namespace of the body does not match the request)")
+        for system in ("uid", "resourceVersion", "creationTimestamp"):
+            if system in metadata:
+                raise KubeRequestRejected(f"POST {info.plural}: 400 BadRequest (metadata.{system} may not be set on create)")
+        if "status" in obj:
+            raise KubeRequestRejected(f"POST {info.plural}: 400 BadRequest (status may not be set on create)")
+        key = (kind, namespace, str(metadata.get("name") or ""))
+        if key in self.jobs:
+            raise KubeAlreadyExists(f"POST {info.plural}: 409 AlreadyExists ({namespace}/{key[2]})")
+        metadata.update(namespace=namespace, uid=str(uuid.UUID(int=len(self.jobs) + 1 + 0x1000)), creationTimestamp=_stamp(self.now()))
+        self._validate_job(obj)
+        metadata["resourceVersion"] = self._next_version()
+        self.jobs[key] = obj
+        return copy.deepcopy(obj)
+
+    def list_jobs(self, kind: str) -> list[dict[str, Any]]:
+        info = JOB_KINDS[kind]
+        self._call("list", info.plural)
+        return [copy.deepcopy(j) for (k, _, _), j in self.jobs.items() if k == kind]
+
+    # --- seeding a cluster ---------------------------------------------------------------------------
+    def add_node(
+        self,
+        name: str,
+        *,
+        group: str = "workers",
+        ready: bool = True,
+        health: str | None = "Schedulable",
+        deep_health: str | None = None,
+        unschedulable: bool = False,
+        instance_id: str | None = None,
+        boot_id: str | None = None,
+    ) -> dict[str, Any]:
+        labels = {"sagemaker.amazonaws.com/compute-type": "hyperpod", INSTANCE_GROUP_LABEL: group}
+        if health is not None:
+            labels[HEALTH_STATUS_LABEL] = health
+        if deep_health is not None:
+            labels[DEEP_HEALTH_LABEL] = deep_health
+        node: dict[str, Any] = {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": name, "labels": labels, "uid": str(uuid.uuid5(uuid.NAMESPACE_DNS, name + str(len(self.nodes))))},
+            "spec": {"providerID": f"aws:///us-west-2a/{instance_id}" if instance_id else f"aws:///us-west-2a/{name}"},
+            "status": {
+                "conditions": [_ready_condition(ready, self.now())],
+                "nodeInfo": _node_info(boot_id or str(uuid.uuid4())),
+            },
+        }
+        if unschedulable:
+            node["spec"]["unschedulable"] = True
+        if health is not None and health != "Schedulable":
+            node["spec"]["taints"] = [{"key": HYPERPOD_TAINT_KEY, "value": "Unschedulable", "effect": "NoSchedule"}]
+        self._store_node(node)
+        return self.nodes[name]
+
+    def add_hyperpod_node(self, instance_id: str, **kwargs: Any) -> dict[str, Any]:
+        return self.add_node(node_name_for_instance(instance_id), instance_id=instance_id, **kwargs)
+
+    def add_job(
+        self,
+        kind: str,
+        namespace: str,
+        name: str,
+        *,
+        nodes: list[str],
+        annotations: dict[str, str] | None = None,
+        restart_policy: str = "Never",
+        replicas: int | None = None,
+        env: dict[str, str] | None = None,
+        args: list[str] | None = None,
+        condition: str = "Running",
+    ) -> dict[str, Any]:
+        """A training job whose pods run one on each of ``nodes`` (created through the API, as a user would)."""
+        count = replicas or len(nodes)
+        container = {"name": "pytorch", "image": "123456789012.dkr.ecr.us-west-2.amazonaws.com/train:1", "command": ["torchrun"]}
+        if args:
+            container["args"] = list(args)
+        if env:
+            container["env"] = [{"name": k, "value": v} for k, v in env.items()]
+        template = {"metadata": {"labels": {"app": name}}, "spec": {"containers": [container], "restartPolicy": "Never"}}
+        if kind == "PyTorchJob":
+            spec: dict[str, Any] = {
+                "runPolicy": {"cleanPodPolicy": "None"},
+                "pytorchReplicaSpecs": {"Worker": {"replicas": count, "restartPolicy": restart_policy, "template": template}},
+            }
+        else:
+            spec = {"replicaSpecs": [{"name": "pods", "replicas": count, "template": template}], "runPolicy": {"jobMaxRetryCount": 3}}
+        body = {
+            "apiVersion": JOB_KINDS[kind].api_version,
+            "kind": kind,
+            "metadata": {"name": name, "namespace": namespace, "annotations": dict(annotations or {})},
+            "spec": spec,
+        }
+        job = self.create_job(kind, namespace, body)
+        self.calls.pop()  # seeding is not a call the pipeline made
+        stored = self.jobs[(kind, namespace, name)]
+        stored["status"] = {"conditions": [{"type": "Created", "status": "True"}, {"type": condition, "status": "True"}]}
+        self._validate_job(stored)
+        for index, node in enumerate(nodes):
+            self.add_pod(namespace, f"{name}-worker-{index}", node, owner=(kind, name, job["metadata"]["uid"]))
+        return stored
+
+    def add_pod(
+        self, namespace: str, name: str, node: str, *, owner: tuple[str, str, str] | None = None, labels: dict[str, str] | None = None
+    ) -> None:
+        metadata: dict[str, Any] = {
+            "name": name,
+            "namespace": namespace,
+            "uid": str(uuid.uuid5(uuid.NAMESPACE_DNS, namespace + "/" + name)),
+        }
+        metadata["labels"] = dict(labels or {})
+        if owner is not None:
+            kind, job_name, uid = owner
+            metadata["ownerReferences"] = [
+                {
+                    "apiVersion": JOB_KINDS[kind].api_version,
+                    "kind": kind,
+                    "name": job_name,
+                    "uid": uid,
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ]
+            metadata["labels"]["training.kubeflow.org/job-name" if kind == "PyTorchJob" else "HPJob"] = job_name
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": metadata,
+            "spec": {"nodeName": node, "containers": [{"name": "main", "image": "train:1"}]},
+            "status": {"phase": "Running"},
+        }
+        metadata["resourceVersion"] = self._next_version()
+        self._validate(pod)
+        self.pods[(namespace, name)] = pod
+
+    # --- HyperPod's side -----------------------------------------------------------------------------
+    def hyperpod_marks_unhealthy(self, name: str, status: str = "UnschedulablePendingReplacement") -> None:
+        """HyperPod's health agent: label, taint (value Unschedulable whatever the label), NotReady if asked."""
+        node = copy.deepcopy(self.nodes[name])
+        node["metadata"]["labels"][HEALTH_STATUS_LABEL] = status
+        taints = node["spec"].setdefault("taints", [])
+        if not any(t.get("key") == HYPERPOD_TAINT_KEY for t in taints):
+            taints.append({"key": HYPERPOD_TAINT_KEY, "value": "Unschedulable", "effect": "NoSchedule"})
+        self._store_node(node)
+
+    def hyperpod_reboots(self, name: str, *, healthy: bool = True) -> None:
+        """The same node back from a reboot: a new boot id, Ready since now, HyperPod's label and taint cleared if healthy."""
+        node = copy.deepcopy(self.nodes[name])
+        node["status"]["nodeInfo"]["bootID"] = str(uuid.uuid4())
+        node["status"]["conditions"] = [_ready_condition(True, self.now())]
+        if healthy:
+            node["metadata"]["labels"][HEALTH_STATUS_LABEL] = "Schedulable"
+            node["spec"]["taints"] = [t for t in node["spec"].get("taints", []) if t.get("key") != HYPERPOD_TAINT_KEY]
+            if not node["spec"]["taints"]:
+                del node["spec"]["taints"]
+        self._store_node(node)
+
+    def hyperpod_goes_not_ready(self, name: str) -> None:
+        node = copy.deepcopy(self.nodes[name])
+        node["status"]["conditions"] = [_ready_condition(False, self.now())]
+        self._store_node(node)
+
+    def hyperpod_removes(self, name: str) -> None:
+        """A replaced instance: its Node object is deleted, and its pods with it (pod GC)."""
+        self.nodes.pop(name, None)
+        for key in [k for k, p in self.pods.items() if p["spec"].get("nodeName") == name]:
+            del self.pods[key]
+
+    # --- internals ---------------------------------------------------------------------------------
+    def _call(self, verb: str, resource: str) -> None:
+        self.calls.append((verb, resource))
+        queued = self.faults.get((verb, resource))
+        if queued:
+            raise queued.pop(0)
+
+    def _next_version(self) -> str:
+        self._version += 1
+        return str(self._version)
+
+    def _store_node(self, node: dict[str, Any]) -> None:
+        node = copy.deepcopy(node)
+        node["metadata"]["resourceVersion"] = self._next_version()
+        self._validate(node)
+        self.nodes[node["metadata"]["name"]] = node
+
+    def _validate(self, obj: dict[str, Any]) -> None:
+        try:
+            kubernetes_validate.validate(obj, self.version, strict=True)
+        except kubernetes_validate.ValidationError as exc:
+            where = "/".join(str(p) for p in exc.path)
+            raise Invalid(f"{obj.get('kind')} {obj['metadata'].get('name')}: 422 Invalid at {where or '/'}: {exc.message}") from exc
+
+    def _validate_job(self, job: dict[str, Any]) -> None:
+        kind = job["kind"]
+        schema = self._job_schema(kind)
+        if schema is not None:
+            errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(job), key=lambda e: list(e.path))
+            if errors:
+                where = "/".join(str(p) for p in errors[0].path)
+                raise Invalid(f"{kind} {job['metadata'].get('name')}: 422 Invalid at {where or '/'}: {errors[0].message}")
+        self._validate(_meta_probe(job))
+        for index, template in enumerate(_pod_templates(job, kind)):
+            self._validate({"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": f"template-{index}"}, "template": template})
+
+    def _job_schema(self, kind: str) -> dict[str, Any] | None:
+        # No CRD schema of HyperPodPyTorchJob is published (tests/kube_schemas/README.md): its pod
+        # templates and metadata are still checked.
+        if kind not in self._job_schemas:
+            path = SCHEMAS / f"{JOB_KINDS[kind].plural[:-1]}-{JOB_KINDS[kind].group}-{JOB_KINDS[kind].version}.json"
+            self._job_schemas[kind] = json.loads(path.read_text()) if path.exists() else {}
+        return self._job_schemas[kind] or None
+
+
+def _meta_probe(job: dict[str, Any]) -> dict[str, Any]:
+    """The job's metadata checked as ObjectMeta, on a ConfigMap that carries nothing else."""
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": job.get("metadata") or {}}
+
+
+def _pod_templates(job: dict[str, Any], kind: str) -> list[dict[str, Any]]:
+    spec = job.get("spec") or {}
+    if kind == "PyTorchJob":
+        return [r.get("template") or {} for r in (spec.get("pytorchReplicaSpecs") or {}).values()]
+    return [r.get("template") or {} for r in spec.get("replicaSpecs") or []]
+
+
+def _ready_condition(ready: bool, at: datetime) -> dict[str, Any]:
+    return {
+        "type": "Ready",
+        "status": "True" if ready else "Unknown",
+        "reason": "KubeletReady" if ready else "NodeStatusUnknown",
+        "lastHeartbeatTime": _stamp(at),
+        "lastTransitionTime": _stamp(at),
+    }
+
+
+def _node_info(boot_id: str) -> dict[str, str]:
+    return {
+        "architecture": "amd64",
+        "bootID": boot_id,
+        "containerRuntimeVersion": "containerd://1.7.27",
+        "kernelVersion": "6.1.141-155.222.amzn2023.x86_64",
+        "kubeProxyVersion": "",
+        "kubeletVersion": "v1.33.1-eks-b9364f6",
+        "machineID": "ec2" + boot_id.replace("-", "")[:29],
+        "operatingSystem": "linux",
+        "osImage": "Amazon Linux 2023",
+        "systemUUID": "ec2" + boot_id.replace("-", "")[3:32],
+    }
+
+
+def _selector(text: str | None) -> dict[str, str | None]:
+    """Equality selectors only (``a=b,c``): what the adapter sends."""
+    wanted: dict[str, str | None] = {}
+    for part in (text or "").split(","):
+        if part.strip():
+            key, _, value = part.partition("=")
+            wanted[key.strip()] = value.strip() if _ else None
+    return wanted
+
+
+def _selected(obj: dict[str, Any], wanted: dict[str, str | None]) -> bool:
+    labels = obj.get("metadata", {}).get("labels") or {}
+    return all(k in labels and (v is None or labels[k] == v) for k, v in wanted.items())
+
+
+# --- the same object on the wire, for the real adapter (tests/contract/test_kube_api.py) ------------
+_PATHS = [
+    (re.compile(r"^/api/v1/nodes/(?P<name>[^/]+)$"), "node"),
+    (re.compile(r"^/api/v1/nodes$"), "nodes"),
+    (re.compile(r"^/api/v1/pods$"), "pods"),
+    (re.compile(r"^/apis/(?P<group>[^/]+)/(?P<version>[^/]+)/namespaces/(?P<ns>[^/]+)/(?P<plural>[^/]+)/(?P<name>[^/]+)$"), "job"),
+    (re.compile(r"^/apis/(?P<group>[^/]+)/(?P<version>[^/]+)/namespaces/(?P<ns>[^/]+)/(?P<plural>[^/]+)$"), "jobs-ns"),
+    (re.compile(r"^/apis/(?P<group>[^/]+)/(?P<version>[^/]+)/(?P<plural>[^/]+)$"), "jobs"),
+]
+_STATUS_OF: list[tuple[type[Exception], int, str]] = [
+    (KubeObjectGone, 404, "NotFound"),
+    (KubeAlreadyExists, 409, "AlreadyExists"),
+    (PatchDidNotApply, 422, "Invalid"),
+    (Invalid, 422, "Invalid"),
+    (KubeConflict, 409, "Conflict"),
+    (KubeThrottled, 429, "TooManyRequests"),
+    (KubeRequestRejected, 400, "BadRequest"),
+    (KubeUnavailable, 503, "ServiceUnavailable"),
+]
+
+
+def status_body(exc: Exception) -> tuple[int, dict[str, Any]]:
+    """The Status object the API server answers an error with (the cause of a patch that did not
+    apply is the patch library's message, as apiserver's applyJSPatch reports it)."""
+    code, reason = next(((c, r) for t, c, r in _STATUS_OF if isinstance(exc, t)), (500, "InternalError"))
+    body: dict[str, Any] = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": str(exc), "reason": reason, "code": code}
+    if isinstance(exc, PatchDidNotApply):
+        body["message"] = "the server rejected our request due to an error in our request"
+        body["details"] = {
+            "causes": [{"reason": "UnexpectedServerResponse", "type": "UnexpectedServerResponse", "message": str(exc.__cause__ or exc)}]
+        }
+    elif isinstance(exc, Invalid):
+        body["details"] = {"causes": [{"type": "FieldValueInvalid", "message": str(exc)}]}
+    return code, body
+
+
+def kind_of_plural(group: str, version: str, plural: str) -> str | None:
+    return next((k for k, i in JOB_KINDS.items() if (i.group, i.version, i.plural) == (group, version, plural)), None)
+
+
+def serve(fake: FakeKube, method: str, path: str, query: dict[str, str], body: Any) -> tuple[int, Any]:
+    """One HTTP request against ``fake``: (status, JSON body). Lists are paged by ``limit`` (with a
+    ``continue`` token), as the API server pages them."""
+    try:
+        for pattern, what in _PATHS:
+            m = pattern.match(path)
+            if m is None:
+                continue
+            g = m.groupdict()
+            if what == "node" and method == "GET":
+                return 200, fake.get_node(g["name"])
+            if what == "node" and method == "PATCH":
+                return 200, fake.patch_node(g["name"], body)
+            if what == "nodes" and method == "GET":
+                return 200, _page(fake.list_nodes(query.get("labelSelector")), query, "NodeList")
+            if what == "pods" and method == "GET":
+                selector = query.get("fieldSelector", "")
+                if not selector.startswith("spec.nodeName="):
+                    return 400, {
+                        "kind": "Status",
+                        "reason": "BadRequest",
+                        "message": f"unsupported fieldSelector {selector!r}",
+                        "code": 400,
+                    }
+                return 200, _page(fake.list_pods_on_node(selector.removeprefix("spec.nodeName=")), query, "PodList")
+            kind = kind_of_plural(g.get("group", ""), g.get("version", ""), g.get("plural", ""))
+            if kind is None:
+                break
+            if what == "job" and method == "GET":
+                return 200, fake.get_job(KubeJobRef(kind=kind, namespace=g["ns"], name=g["name"]))  # type: ignore[arg-type]
+            if what == "jobs-ns" and method == "POST":
+                return 201, fake.create_job(kind, g["ns"], body)
+            if what == "jobs" and method == "GET":
+                return 200, _page(fake.list_jobs(kind), query, f"{kind}List")
+        return 404, {"kind": "Status", "reason": "NotFound", "message": f"{method} {path}: no such route", "code": 404}
+    except Exception as exc:
+        return status_body(exc)
+
+
+def _page(items: list[dict[str, Any]], query: dict[str, str], kind: str) -> dict[str, Any]:
+    limit = int(query.get("limit") or 0) or len(items) or 1
+    start = int(query.get("continue") or 0)
+    chunk = items[start : start + limit]
+    more = start + limit < len(items)
+    return {"kind": kind, "apiVersion": "v1", "metadata": {"continue": str(start + limit)} if more else {}, "items": chunk}

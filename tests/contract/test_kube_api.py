@@ -1,0 +1,431 @@
+"""The Kubernetes API port: the in-memory API server (sandbox/kube.py FakeKube) and the real adapter
+(adapters/kubernetes.py KubernetesApi) meet the same expectations.
+
+The real adapter talks HTTPS to a local server (pytest-httpserver, with a CA made here, so the CA
+handling is the production one) that serves the same FakeKube; the wire tests then check what only
+the wire shows: paths, query strings, content types, the bearer token, status codes to our errors.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import ipaddress
+import json
+import ssl
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, urlparse
+
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+from pytest_httpserver import HTTPServer
+from werkzeug import Request, Response
+
+from hyperpod_recovery.adapters.eks import KubeEndpoint
+from hyperpod_recovery.adapters.kubernetes import JSON_PATCH, PAGE_LIMIT, TOKEN_REUSE_SECONDS, KubernetesApi
+from hyperpod_recovery.errors import (
+    KubeAccessDenied,
+    KubeAlreadyExists,
+    KubeConflict,
+    KubeObjectGone,
+    KubeRequestRejected,
+    KubeThrottled,
+    KubeUnavailable,
+)
+from hyperpod_recovery.models.kubernetes import KubeJobRef
+from sandbox.kube import FakeKube, serve
+
+NODE = "hyperpod-i-0123456789abcdef0"
+
+
+# --- a local TLS API server ---------------------------------------------------------------------------
+def _tls_material(directory: Path) -> tuple[str, ssl.SSLContext]:
+    """A CA and a server certificate for 127.0.0.1 signed by it: (CA PEM, the server's SSL context)."""
+    now = dt.datetime.now(dt.UTC)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kubernetes")])
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(days=1))
+        .not_valid_after(now + dt.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
+        .add_extension(x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True)  # keyCertSign, cRLSign
+        .sign(ca_key, hashes.SHA256())
+    )
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")]))
+        .issuer_name(ca_name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(days=1))
+        .not_valid_after(now + dt.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+        # (Python 3.13 verifies strictly: an issued certificate must name its issuer's key)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    (directory / "server.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    (directory / "server.key").write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(directory / "server.pem", directory / "server.key")
+    return ca.public_bytes(serialization.Encoding.PEM).decode(), context
+
+
+@pytest.fixture(scope="module")
+def tls(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, ssl.SSLContext]:
+    return _tls_material(tmp_path_factory.mktemp("tls"))
+
+
+@pytest.fixture(scope="module")
+def _running_server(tls: tuple[str, ssl.SSLContext]) -> Iterator[HTTPServer]:
+    httpserver = HTTPServer(host="127.0.0.1", port=0, ssl_context=tls[1])
+    httpserver.start()
+    yield httpserver
+    if httpserver.is_running():
+        httpserver.stop()
+
+
+@pytest.fixture
+def server(_running_server: HTTPServer) -> Iterator[HTTPServer]:
+    yield _running_server
+    _running_server.clear()
+
+
+class Wire:
+    """What reached the server: each request's method, path, query, headers and body."""
+
+    def __init__(self) -> None:
+        self.requests: list[dict[str, Any]] = []
+        self.status_override: list[tuple[int, dict[str, Any]]] = []
+
+    def handler(self, fake: FakeKube):  # type: ignore[no-untyped-def]
+        def handle(request: Request) -> Response:
+            body = json.loads(request.get_data() or b"null")
+            self.requests.append(
+                {
+                    "method": request.method,
+                    "path": request.path,
+                    "query": dict(parse_qsl(urlparse(request.url).query)),
+                    "headers": dict(request.headers),
+                    "body": body,
+                }
+            )
+            if self.status_override:
+                status, answer = self.status_override.pop(0)
+            else:
+                status, answer = serve(fake, request.method, request.path, dict(parse_qsl(urlparse(request.url).query)), body)
+            return Response(json.dumps(answer), status=status, content_type="application/json")
+
+        return handle
+
+
+class Api:
+    """One implementation of the port under test, with its FakeKube (the state behind it)."""
+
+    def __init__(self, fake: FakeKube, port: Any, wire: Wire | None = None) -> None:
+        self.fake, self.port, self.wire = fake, port, wire
+
+
+def _real(server: HTTPServer, ca_pem: str, fake: FakeKube, tokens: list[str] | None = None, clock: list[float] | None = None) -> Api:
+    wire = Wire()
+    server.expect_request(__import__("re").compile(".*")).respond_with_handler(wire.handler(fake))
+    minted = tokens if tokens is not None else []
+    ticks = clock if clock is not None else [0.0]
+
+    def token(cluster: str) -> str:
+        minted.append(cluster)
+        return f"k8s-aws-v1.token-{len(minted)}"
+
+    endpoint = KubeEndpoint(cluster_name="llm-eks", url=server.url_for("").rstrip("/"), ca_pem=ca_pem)
+    return Api(fake, KubernetesApi(endpoint=lambda: endpoint, token=token, monotonic=lambda: ticks[0]), wire)
+
+
+@pytest.fixture(params=["fake", "real"])
+def api(request: pytest.FixtureRequest, tls: tuple[str, ssl.SSLContext]) -> Iterator[Api]:
+    fake = FakeKube()
+    if request.param == "fake":
+        yield Api(fake, fake)
+        return
+    server = request.getfixturevalue("server")
+    yield _real(server, tls[0], fake)
+
+
+def _seeded(api: Api) -> Api:
+    api.fake.add_hyperpod_node("i-0123456789abcdef0")
+    api.fake.add_hyperpod_node("i-0123456789abcdef1", group="spares")
+    api.fake.add_job("PyTorchJob", "kubeflow", "llama", nodes=[NODE])
+    return api
+
+
+# --- the same expectations of both ------------------------------------------------------------------
+def test_a_node_is_read_and_listed_by_label(api: Api) -> None:
+    _seeded(api)
+    assert api.port.get_node(NODE)["metadata"]["name"] == NODE
+    names = [n["metadata"]["name"] for n in api.port.list_nodes("sagemaker.amazonaws.com/instance-group-name=spares")]
+    assert names == ["hyperpod-i-0123456789abcdef1"]
+    assert len(api.port.list_nodes()) == 2
+
+
+def test_a_node_that_is_gone_is_kube_object_gone(api: Api) -> None:
+    with pytest.raises(KubeObjectGone):
+        api.port.get_node("hyperpod-i-00000000")
+    with pytest.raises(KubeObjectGone):
+        api.port.patch_node("hyperpod-i-00000000", [{"op": "add", "path": "/spec/unschedulable", "value": True}])
+
+
+def test_a_patch_conditional_on_the_version_read_applies_once_and_then_conflicts(api: Api) -> None:
+    # Given a node read at some resourceVersion
+    _seeded(api)
+    version = api.port.get_node(NODE)["metadata"]["resourceVersion"]
+    guarded = [
+        {"op": "test", "path": "/metadata/resourceVersion", "value": version},
+        {"op": "add", "path": "/spec/unschedulable", "value": True},
+    ]
+    # When the patch tests that version, it applies, and the version moves on
+    patched = api.port.patch_node(NODE, guarded)
+    assert patched["spec"]["unschedulable"] is True and patched["metadata"]["resourceVersion"] != version
+    # Then the same patch again (the node changed since that read) is a conflict, and nothing is written
+    with pytest.raises(KubeConflict):
+        api.port.patch_node(NODE, guarded)
+    assert api.port.get_node(NODE)["metadata"]["resourceVersion"] == patched["metadata"]["resourceVersion"]
+
+
+def test_a_patch_below_a_missing_map_is_a_conflict_not_a_half_write(api: Api) -> None:
+    _seeded(api)
+    with pytest.raises(KubeConflict):
+        api.port.patch_node(NODE, [{"op": "add", "path": "/metadata/annotations/a~1b", "value": "x"}])
+
+
+def test_a_patch_that_would_store_an_invalid_node_is_rejected_and_nothing_is_stored(api: Api) -> None:
+    _seeded(api)
+    before = api.port.get_node(NODE)
+    with pytest.raises(KubeRequestRejected):
+        api.port.patch_node(NODE, [{"op": "add", "path": "/spec/taints", "value": [{"key": "k", "effect": "NoSchedule", "bogus": 1}]}])
+    assert api.port.get_node(NODE) == before
+
+
+def test_pods_are_listed_by_the_node_they_run_on(api: Api) -> None:
+    _seeded(api)
+    pods = api.port.list_pods_on_node(NODE)
+    assert [p["metadata"]["name"] for p in pods] == ["llama-worker-0"]
+    assert api.port.list_pods_on_node("hyperpod-i-0123456789abcdef1") == []
+
+
+def test_a_job_is_read_created_once_and_listed(api: Api) -> None:
+    _seeded(api)
+    job = api.port.get_job(KubeJobRef(kind="PyTorchJob", namespace="kubeflow", name="llama"))
+    body = {
+        "apiVersion": job["apiVersion"],
+        "kind": "PyTorchJob",
+        "metadata": {"name": "llama-r1", "namespace": "kubeflow"},
+        "spec": job["spec"],
+    }
+    created = api.port.create_job("PyTorchJob", "kubeflow", body)
+    assert created["metadata"]["uid"] and created["metadata"]["uid"] != job["metadata"]["uid"]
+    with pytest.raises(KubeAlreadyExists):
+        api.port.create_job("PyTorchJob", "kubeflow", body)
+    assert sorted(j["metadata"]["name"] for j in api.port.list_jobs("PyTorchJob")) == ["llama", "llama-r1"]
+    with pytest.raises(KubeObjectGone):
+        api.port.get_job(KubeJobRef(kind="HyperPodPyTorchJob", namespace="kubeflow", name="llama"))
+
+
+def test_a_job_the_crd_schema_refuses_is_not_created(api: Api) -> None:
+    _seeded(api)
+    body = {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": "bad", "namespace": "kubeflow"},
+        "spec": {
+            "pytorchReplicaSpecs": {"Worker": {"replicas": 1, "template": {"spec": {"containers": [{"name": "c", "image": "i"}]}}}},
+            "runPolicy": {"bogus": 1},
+        },
+    }
+    with pytest.raises(KubeRequestRejected):
+        api.port.create_job("PyTorchJob", "kubeflow", body)
+    body["spec"]["runPolicy"] = {}
+    body["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["bogus"] = (
+        1  # a pod template field Kubernetes does not have
+    )
+    with pytest.raises(KubeRequestRejected):
+        api.port.create_job("PyTorchJob", "kubeflow", body)
+    assert [j["metadata"]["name"] for j in api.port.list_jobs("PyTorchJob")] == ["llama"]
+
+
+@pytest.mark.parametrize("bad", ["../kube-system", "Upper", "a/b", "ns?watch=1", ""])
+def test_a_name_kubernetes_would_refuse_never_reaches_a_path(bad: str) -> None:
+    # (the real adapter refuses before it sends; the fake has no path to protect)
+    never = KubernetesApi(endpoint=lambda: pytest.fail("no request may be made"), token=lambda _: "t")  # type: ignore[arg-type,return-value]
+    with pytest.raises(KubeRequestRejected):
+        never.get_node(bad)
+    with pytest.raises(KubeRequestRejected):
+        never.get_job(KubeJobRef.model_construct(kind="PyTorchJob", namespace=bad, name="job"))
+    with pytest.raises(KubeRequestRejected):
+        never.list_pods_on_node(bad)
+
+
+# --- what only the wire shows -----------------------------------------------------------------------
+def test_requests_carry_the_token_the_content_types_and_exact_paths(server: HTTPServer, tls: tuple[str, ssl.SSLContext]) -> None:
+    # Given the real adapter against the local API server
+    api = _seeded(_real(server, tls[0], FakeKube()))
+    assert api.wire is not None
+    # When it reads, patches, lists pods and creates a job
+    node = api.port.get_node(NODE)
+    api.port.patch_node(NODE, [{"op": "test", "path": "/metadata/resourceVersion", "value": node["metadata"]["resourceVersion"]}])
+    api.port.list_pods_on_node(NODE)
+    job = api.port.get_job(KubeJobRef(kind="PyTorchJob", namespace="kubeflow", name="llama"))
+    api.port.create_job(
+        "PyTorchJob", "kubeflow", {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "r1"}, "spec": job["spec"]}
+    )
+    seen = [(r["method"], r["path"], r["query"], r["headers"].get("Content-Type")) for r in api.wire.requests]
+    # Then each request is the one the Kubernetes API documents
+    assert seen == [
+        ("GET", f"/api/v1/nodes/{NODE}", {}, None),
+        ("PATCH", f"/api/v1/nodes/{NODE}", {}, JSON_PATCH),
+        ("GET", "/api/v1/pods", {"fieldSelector": f"spec.nodeName={NODE}", "limit": str(PAGE_LIMIT)}, None),
+        ("GET", "/apis/kubeflow.org/v1/namespaces/kubeflow/pytorchjobs/llama", {}, None),
+        ("POST", "/apis/kubeflow.org/v1/namespaces/kubeflow/pytorchjobs", {}, "application/json"),
+    ]
+    # And every one carries the bearer token of the cluster, minted once for all of them
+    assert {r["headers"]["Authorization"] for r in api.wire.requests} == {"Bearer k8s-aws-v1.token-1"}
+    assert api.port.calls == [("get", "nodes"), ("patch", "nodes"), ("list", "pods"), ("get", "pytorchjobs"), ("create", "pytorchjobs")]
+
+
+def test_a_long_list_is_read_to_its_end_page_by_page(
+    server: HTTPServer, tls: tuple[str, ssl.SSLContext], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("hyperpod_recovery.adapters.kubernetes.PAGE_LIMIT", 3)
+    fake = FakeKube()
+    for n in range(7):
+        fake.add_node(f"node-{n:04d}")
+    api = _real(server, tls[0], fake)
+    assert [n["metadata"]["name"] for n in api.port.list_nodes()] == [f"node-{n:04d}" for n in range(7)]
+    assert api.wire is not None and [(r["query"]["limit"], r["query"].get("continue")) for r in api.wire.requests] == [
+        ("3", None),
+        ("3", "3"),
+        ("3", "6"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "method", "error"),
+    [
+        (404, {"kind": "Status", "reason": "NotFound"}, "get", KubeObjectGone),
+        (409, {"kind": "Status", "reason": "Conflict"}, "patch", KubeConflict),
+        (409, {"kind": "Status", "reason": "AlreadyExists"}, "create", KubeAlreadyExists),
+        # a failed JSON-Patch test as the API server reports it today, and as older ones did
+        (
+            422,
+            {
+                "kind": "Status",
+                "reason": "Invalid",
+                "details": {
+                    "causes": [
+                        {"type": "UnexpectedServerResponse", "message": "testing value /metadata/resourceVersion failed: test failed"}
+                    ]
+                },
+            },
+            "patch",
+            KubeConflict,
+        ),
+        (
+            500,
+            {"kind": "Status", "reason": "InternalError", "message": "Testing value /metadata/resourceVersion failed"},
+            "patch",
+            KubeConflict,
+        ),
+        (
+            422,
+            {
+                "kind": "Status",
+                "reason": "Invalid",
+                "details": {"causes": [{"type": "FieldValueInvalid", "field": "spec.taints[0].effect"}]},
+            },
+            "patch",
+            KubeRequestRejected,
+        ),
+        (429, {"kind": "Status", "reason": "TooManyRequests"}, "get", KubeThrottled),
+        (
+            403,
+            {"kind": "Status", "reason": "Forbidden", "message": 'nodes is forbidden: User "x" cannot patch resource "nodes"'},
+            "patch",
+            KubeAccessDenied,
+        ),
+        (400, {"kind": "Status", "reason": "BadRequest"}, "get", KubeRequestRejected),
+        (500, {"kind": "Status", "reason": "InternalError"}, "get", KubeUnavailable),
+        (503, {}, "get", KubeUnavailable),
+    ],
+)
+def test_status_codes_become_our_named_errors(
+    server: HTTPServer, tls: tuple[str, ssl.SSLContext], status: int, body: dict[str, Any], method: str, error: type[Exception]
+) -> None:
+    api = _seeded(_real(server, tls[0], FakeKube()))
+    assert api.wire is not None
+    api.wire.status_override.append((status, body))
+    calls = {
+        "get": lambda: api.port.get_node(NODE),
+        "patch": lambda: api.port.patch_node(NODE, []),
+        "create": lambda: api.port.create_job(
+            "PyTorchJob", "kubeflow", {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "x"}}
+        ),
+    }
+    with pytest.raises(error):
+        calls[method]()
+
+
+def test_a_401_mints_a_fresh_token_once_and_a_second_401_is_access_denied(server: HTTPServer, tls: tuple[str, ssl.SSLContext]) -> None:
+    tokens: list[str] = []
+    api = _seeded(_real(server, tls[0], FakeKube(), tokens=tokens))
+    assert api.wire is not None
+    api.wire.status_override.append((401, {"kind": "Status", "reason": "Unauthorized"}))
+    assert api.port.get_node(NODE)["metadata"]["name"] == NODE
+    assert [r["headers"]["Authorization"] for r in api.wire.requests] == ["Bearer k8s-aws-v1.token-1", "Bearer k8s-aws-v1.token-2"]
+    api.wire.status_override += [(401, {"kind": "Status", "reason": "Unauthorized"})] * 2
+    with pytest.raises(KubeAccessDenied):
+        api.port.get_node(NODE)
+    assert tokens == ["llm-eks"] * 3  # the first, the fresh one after the 401, and one more after the next 401
+
+
+def test_a_token_is_minted_again_before_it_expires(server: HTTPServer, tls: tuple[str, ssl.SSLContext]) -> None:
+    clock = [0.0]
+    api = _seeded(_real(server, tls[0], FakeKube(), clock=clock))
+    assert api.wire is not None
+    api.port.get_node(NODE)
+    clock[0] = TOKEN_REUSE_SECONDS - 1
+    api.port.get_node(NODE)
+    clock[0] = TOKEN_REUSE_SECONDS + 1
+    api.port.get_node(NODE)
+    assert [r["headers"]["Authorization"][-1] for r in api.wire.requests] == ["1", "1", "2"]
+
+
+def test_a_server_whose_certificate_the_cluster_ca_did_not_sign_is_never_talked_to(server: HTTPServer, tmp_path: Path) -> None:
+    other_ca, _ = _tls_material(tmp_path)  # a CA that did not sign the server's certificate
+    api = _real(server, other_ca, FakeKube())
+    with pytest.raises(KubeUnavailable, match="no answer"):
+        api.port.get_node(NODE)
+    assert api.wire is not None and api.wire.requests == []
+
+
+def test_an_api_server_that_does_not_answer_is_kube_unavailable() -> None:
+    endpoint = KubeEndpoint(cluster_name="llm-eks", url="https://127.0.0.1:9", ca_pem=_tls_material_ca_only())
+    with pytest.raises(KubeUnavailable):
+        KubernetesApi(endpoint=lambda: endpoint, token=lambda _: "t").get_node(NODE)
+
+
+def _tls_material_ca_only() -> str:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as directory:
+        return _tls_material(Path(directory))[0]

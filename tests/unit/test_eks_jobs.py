@@ -1,0 +1,108 @@
+"""Who restarts a Kubernetes training job (domain/eks_jobs.py): never us on top of someone else."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hyperpod_recovery.domain.eks_jobs import (
+    CHECKPOINT_ANNOTATION,
+    JOB_NAME_ANNOTATION,
+    RESUME_ANNOTATION,
+    job_spec_of,
+    jobs_of_pods,
+    owning_job,
+)
+from hyperpod_recovery.models.commands import left_alone_reason
+from hyperpod_recovery.models.kubernetes import AUTO_RESUME_ANNOTATION, OPT_IN_ANNOTATION, KubeJobRef
+from sandbox.kube import FakeKube
+
+NODE = "hyperpod-i-0123456789abcdef0"
+OPT_IN = {OPT_IN_ANNOTATION: "true", CHECKPOINT_ANNOTATION: "s3://ckpt-bucket/llama/"}
+
+
+def _spec(kind: str, *, annotations: dict[str, str] | None = None, restart_policy: str = "Never") -> Any:
+    fake = FakeKube()
+    fake.add_hyperpod_node("i-0123456789abcdef0")
+    job = fake.add_job(kind, "kubeflow", "llama", nodes=[NODE], annotations=annotations, restart_policy=restart_policy)
+    return job_spec_of(job, KubeJobRef(kind=kind, namespace="kubeflow", name="llama"))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("kind", "annotations", "restart_policy", "restarted_by", "unresumable"),
+    [
+        ("HyperPodPyTorchJob", OPT_IN, "Never", "hyperpod_training_operator", False),
+        ("PyTorchJob", {AUTO_RESUME_ANNOTATION: "true", **OPT_IN}, "Never", "hyperpod_auto_resume", False),
+        ("PyTorchJob", {AUTO_RESUME_ANNOTATION: "True"}, "OnFailure", "hyperpod_auto_resume", False),
+        ("PyTorchJob", OPT_IN, "OnFailure", "kubeflow", False),
+        ("PyTorchJob", OPT_IN, "ExitCode", "kubeflow", False),
+        ("PyTorchJob", {}, "Always", "kubeflow", False),
+        ("PyTorchJob", OPT_IN, "Never", None, False),  # ours: re-created from its checkpoint
+        ("PyTorchJob", {}, "Never", None, True),  # nobody's: a human decides
+        ("PyTorchJob", {OPT_IN_ANNOTATION: "yes"}, "Never", None, True),
+    ],
+)
+def test_who_restarts_a_job_and_we_never_on_top_of_them(
+    kind: str, annotations: dict[str, str], restart_policy: str, restarted_by: str | None, unresumable: bool
+) -> None:
+    spec = _spec(kind, annotations=annotations, restart_policy=restart_policy)
+    assert spec.restarted_by == restarted_by
+    assert spec.auto_resume is (restarted_by is not None)
+    assert (spec.unresumable is not None) is unresumable
+    assert (spec.kind, spec.namespace, spec.name) == (kind, "kubeflow", "llama")
+    if restarted_by is not None:
+        assert "restart" in left_alone_reason(spec)
+
+
+def test_a_job_carries_its_checkpoint_its_resume_choice_and_its_lineage_name() -> None:
+    spec = _spec("PyTorchJob", annotations={**OPT_IN, RESUME_ANNOTATION: "after_rejoin", JOB_NAME_ANNOTATION: "llama-first"})
+    assert spec.checkpoint_uri == "s3://ckpt-bucket/llama/"
+    assert spec.resume == "after_rejoin"
+    assert spec.name == "llama-first"  # the name its checkpoints' manifests were written under
+    assert spec.state == "Running" and spec.num_nodes == 1
+
+
+@pytest.mark.parametrize("bad", ["gs://bucket/x", "s3://B/upper", "s3://" + "a" * 300, "not a uri"])
+def test_a_checkpoint_location_we_cannot_use_makes_the_job_unresumable_with_its_reason(bad: str) -> None:
+    spec = _spec("PyTorchJob", annotations={OPT_IN_ANNOTATION: "true", CHECKPOINT_ANNOTATION: bad})
+    assert spec.checkpoint_uri is None and CHECKPOINT_ANNOTATION in (spec.unresumable or "")
+
+
+def _pod(namespace: str = "kubeflow", **metadata: Any) -> dict[str, Any]:
+    return {"metadata": {"name": "p", "namespace": namespace, **metadata}, "status": {"phase": "Running"}}
+
+
+def test_a_pod_belongs_to_the_job_its_controller_names_then_its_operators_label() -> None:
+    owner = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": "llama", "uid": "u", "controller": True}
+    assert owning_job(_pod(ownerReferences=[owner])) == KubeJobRef(kind="PyTorchJob", namespace="kubeflow", name="llama")
+    assert owning_job(_pod(labels={"HPJob": "hp"})) == KubeJobRef(kind="HyperPodPyTorchJob", namespace="kubeflow", name="hp")
+    assert owning_job(_pod(labels={"training.kubeflow.org/job-name": "llama"})).kind == "PyTorchJob"  # type: ignore[union-attr]
+    # not training jobs of ours: a DaemonSet's pod, an owner that is not the controller, another group's kind
+    daemon = {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "health-monitoring-agent", "uid": "u", "controller": True}
+    assert owning_job(_pod(ownerReferences=[daemon])) is None
+    assert owning_job(_pod(ownerReferences=[{**owner, "controller": False}])) is None
+    assert owning_job(_pod(ownerReferences=[{**owner, "apiVersion": "example.com/v1"}])) is None
+    # a finished pod is no job's on this node any more
+    assert owning_job({**_pod(ownerReferences=[owner]), "status": {"phase": "Succeeded"}}) is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(namespace=st.text(max_size=70), name=st.text(max_size=70))
+def test_a_pod_naming_a_job_kubernetes_could_not_hold_never_names_one(namespace: str, name: str) -> None:
+    owner = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": name, "uid": "u", "controller": True}
+    ref = owning_job(_pod(namespace, ownerReferences=[owner]))
+    if ref is not None:  # then both are names the API could hold, and the model accepts them
+        assert KubeJobRef.model_validate(ref.model_dump()) == ref
+
+
+def test_each_job_is_listed_once_in_the_order_first_seen() -> None:
+    pods = [_pod(labels={"HPJob": "b"}), _pod(labels={"HPJob": "a"}), _pod(labels={"HPJob": "b"})]
+    assert [r.name for r in jobs_of_pods(pods)] == ["b", "a"]
+
+
+def test_a_job_object_without_a_uid_is_not_named() -> None:
+    job = {"metadata": {"name": "x", "namespace": "kubeflow"}, "spec": {}}
+    assert job_spec_of(job, KubeJobRef(kind="PyTorchJob", namespace="kubeflow", name="x")) is None
