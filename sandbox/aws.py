@@ -91,7 +91,7 @@ from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
 from moto.stepfunctions.parser.models import StepFunctionsParserBackend
 from moto.stepfunctions.responses import StepFunctionResponse, get_backend
 
-from sandbox.clock import EPOCH, VirtualClock
+from sandbox.clock import DRIVER, EPOCH, VirtualClock
 from sandbox.hyperpod import ACCOUNT, HyperPodDouble, serve
 from sandbox.template import Resolver, UnsupportedIntrinsic, load_template
 
@@ -345,6 +345,8 @@ class SandboxAWS:
         # Function logical id -> how many more of its answers are lost after it ran (lost_responses).
         self.lost_responses: Counter[str] = Counter()
         self.handlers: dict[str, Callable[..., Any]] = {}
+        # The timeline of the function running now (drills run one execution at a time).
+        self.invoking = DRIVER
         self.function_arns: dict[str, str] = {}
         self._clients: dict[str, Any] = {}
         self._clients_lock = threading.Lock()
@@ -451,6 +453,8 @@ class SandboxAWS:
             timeline = event.get("execution_name") if isinstance(event, dict) else None
             task_token = event.get("task_token") if isinstance(event, dict) else None
             with sandbox.clock.on(timeline or sandbox.clock.current()):
+                # (the timeline another thread serving this call works on: the EKS API server's, sandbox/eks.py)
+                previous, sandbox.invoking = sandbox.invoking, sandbox.clock.current()
                 try:
                     with sandbox.api_calls.inside(fn.function_name):
                         result = sandbox.handlers[fn.function_name](event, FakeContext(fn.function_name, fn.function_arn))
@@ -458,6 +462,7 @@ class SandboxAWS:
                     response_headers["x-amz-function-error"] = "Unhandled"
                     return json.dumps({"errorType": type(exc).__name__, "errorMessage": str(exc), "stackTrace": []}).encode()
                 finally:
+                    sandbox.invoking = previous
                     sandbox.after_invoke(task_token if isinstance(task_token, str) else None)
             if sandbox.lost_responses[fn.function_name] > 0:
                 # It ran (and did whatever it does), but its answer is lost on the way back.

@@ -189,6 +189,46 @@ SUITE = [
 ]
 
 
+EKS_SUITE = [
+    # The Kubernetes API server unavailable twice while Cordon Nodes patches: retried, recovered.
+    Fault(
+        "eks-api-unavailable-at-cordon",
+        "eks-default",
+        {"behaviour": {"kubernetes_errors": [{"call": "patch nodes", "status": 503, "times": 2}]}},
+        ("recovered",),
+    ),
+    # Throttled while reading the job: retried, the job re-created once.
+    Fault(
+        "eks-api-throttled-at-jobs",
+        "eks-default",
+        {"behaviour": {"kubernetes_errors": [{"call": "get pytorchjobs", "status": 429, "times": 2}]}},
+        ("recovered",),
+    ),
+    # Someone writes the node between our read and our patch, again and again: re-read, then retried.
+    Fault(
+        "eks-node-conflicts",
+        "eks-default",
+        {"behaviour": {"kubernetes_errors": [{"call": "patch nodes", "status": 409, "times": 4}]}},
+        ("recovered",),
+    ),
+    # The RBAC manifest was never applied: refused, never retried, nothing replaced.
+    Fault(
+        "eks-access-refused",
+        "eks-default",
+        {"behaviour": {"kubernetes_errors": [{"call": "patch nodes", "status": 403, "times": 1}]}},
+        ("escalated:KubeAccessDenied",),
+    ),
+    # The job's re-creation refused once (503): Resubmit Job is retried and makes it, one job.
+    Fault(
+        "eks-job-create-unavailable",
+        "eks-default",
+        {"behaviour": {"kubernetes_errors": [{"call": "create pytorchjobs", "status": 503, "times": 1}]}},
+        ("recovered",),
+    ),
+]
+SUITE += EKS_SUITE
+
+
 def merge_changes(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
     """``base`` with ``changes`` merged in, dictionaries key by key (lists are replaced whole)."""
     merged = dict(base)
@@ -245,7 +285,9 @@ def most_out_at_once(report: dict[str, Any]) -> int:
 
 
 def summary(fault: Fault, scenario: Scenario, report: dict[str, Any]) -> dict[str, Any]:
-    per_job = Counter(s["old_job_id"] for s in report["slurm"]["submissions"])
+    # (EKS: a resubmission is a job object re-created from another; Slurm: a job submitted again)
+    made = [j["resubmitted_from"] for j in report.get("kubernetes_jobs", []) if "resubmitted_from" in j]
+    per_job = Counter(made) if "kubernetes_jobs" in report else Counter(s["old_job_id"] for s in report["slurm"]["submissions"])
     return {
         "fault": fault.name,
         "outcomes": [

@@ -209,6 +209,11 @@ def render_html(report: dict[str, Any]) -> str:
     calls = _table(
         ["call", "count"], [[name, count] for name, count in report["api_calls"].items()] + [["total", report["api_calls_total"]]], "calls"
     )
+    if "kubernetes_calls" in report:  # an EKS cluster's: verb and resource, as the API server served them
+        kube = report["kubernetes_calls"]
+        calls += _table(
+            ["Kubernetes call", "count"], [[name, count] for name, count in kube.items()] + [["total", sum(kube.values())]], "kube-calls"
+        )
     metrics = _table(
         ["metric", "unit", "values"],
         [[name, m["unit"], ", ".join(f"{v:g}" for v in m["values"])] for name, m in report.get("metrics", {}).items()],

@@ -40,6 +40,7 @@ import jsonschema
 import kubernetes_validate
 
 from hyperpod_recovery.errors import (
+    KubeAccessDenied,
     KubeAlreadyExists,
     KubeConflict,
     KubeObjectGone,
@@ -66,7 +67,11 @@ class Invalid(KubeRequestRejected):
 
 
 class PatchDidNotApply(KubeConflict):
-    """422: the JSON Patch does not apply to the object as it is (a failed test, a missing path)."""
+    """422: a ``test`` of the JSON Patch failed: the object is not as the patch's author read it."""
+
+
+class PatchPathMissing(KubeRequestRejected):
+    """422: the JSON Patch names a path the object does not have (an ``add`` below a missing map)."""
 
 
 def _stamp(at: datetime) -> str:
@@ -107,12 +112,7 @@ class FakeKube:
             hook(name)
         if name not in self.nodes:
             raise KubeObjectGone(f"PATCH /api/v1/nodes/{name}: 404 NotFound")
-        try:
-            patched = jsonpatch.apply_patch(self.nodes[name], operations)
-        except (jsonpatch.JsonPatchConflict, jsonpatch.JsonPatchTestFailed, jsonpatch.JsonPointerException) as exc:
-            raise PatchDidNotApply(f"PATCH /api/v1/nodes/{name}: 422 Invalid (the patch did not apply: {exc})") from exc
-        except jsonpatch.InvalidJsonPatch as exc:
-            raise KubeRequestRejected(f"PATCH /api/v1/nodes/{name}: 400 BadRequest ({exc})") from exc
+        patched = _applied(self.nodes[name], operations, f"PATCH /api/v1/nodes/{name}")
         if patched.get("metadata", {}).get("name") != name:
             raise Invalid(f"PATCH /api/v1/nodes/{name}: 422 Invalid (metadata.name may not change)")
         self._store_node(patched)
@@ -147,11 +147,29 @@ class FakeKube:
         key = (kind, namespace, str(metadata.get("name") or ""))
         if key in self.jobs:
             raise KubeAlreadyExists(f"POST {info.plural}: 409 AlreadyExists ({namespace}/{key[2]})")
-        metadata.update(namespace=namespace, uid=str(uuid.UUID(int=len(self.jobs) + 1 + 0x1000)), creationTimestamp=_stamp(self.now()))
+        # (a uid as the API server writes one; derived, so a drill's report is the same on every run)
+        uid = str(uuid.uuid5(uuid.NAMESPACE_URL, f"{kind}/{namespace}/{key[2]}/{len(self.jobs)}"))
+        metadata.update(namespace=namespace, uid=uid, creationTimestamp=_stamp(self.now()))
         self._validate_job(obj)
         metadata["resourceVersion"] = self._next_version()
         self.jobs[key] = obj
         return copy.deepcopy(obj)
+
+    def patch_job(self, ref: KubeJobRef, operations: list[dict[str, Any]]) -> dict[str, Any]:
+        info = JOB_KINDS[ref.kind]
+        self._call("patch", info.plural)
+        key = (ref.kind, ref.namespace, ref.name)
+        if key not in self.jobs:
+            raise KubeObjectGone(f"PATCH {info.plural} {ref.namespace}/{ref.name}: 404 NotFound")
+        patched = _applied(self.jobs[key], operations, f"PATCH {info.plural} {ref.namespace}/{ref.name}")
+        self._validate_job(patched)
+        patched["metadata"]["resourceVersion"] = self._next_version()
+        if ((patched.get("spec") or {}).get("runPolicy") or {}).get("suspend") is True:
+            # Kubeflow's operator deletes a suspended job's pods (runPolicy.suspend, v1.7+).
+            for pod_key in [k for k, p in self.pods.items() if _owned_by(p, patched)]:
+                del self.pods[pod_key]
+        self.jobs[key] = patched
+        return copy.deepcopy(patched)
 
     def list_jobs(self, kind: str) -> list[dict[str, Any]]:
         info = JOB_KINDS[kind]
@@ -283,16 +301,22 @@ class FakeKube:
             taints.append({"key": HYPERPOD_TAINT_KEY, "value": "Unschedulable", "effect": "NoSchedule"})
         self._store_node(node)
 
-    def hyperpod_reboots(self, name: str, *, healthy: bool = True) -> None:
+    def hyperpod_reboots(self, name: str, *, healthy: bool = True, boot_id: str | None = None) -> None:
         """The same node back from a reboot: a new boot id, Ready since now, HyperPod's label and taint cleared if healthy."""
         node = copy.deepcopy(self.nodes[name])
-        node["status"]["nodeInfo"]["bootID"] = str(uuid.uuid4())
+        node["status"]["nodeInfo"]["bootID"] = boot_id or str(uuid.uuid4())
         node["status"]["conditions"] = [_ready_condition(True, self.now())]
         if healthy:
             node["metadata"]["labels"][HEALTH_STATUS_LABEL] = "Schedulable"
             node["spec"]["taints"] = [t for t in node["spec"].get("taints", []) if t.get("key") != HYPERPOD_TAINT_KEY]
             if not node["spec"]["taints"]:
                 del node["spec"]["taints"]
+        self._store_node(node)
+
+    def hyperpod_goes_ready(self, name: str) -> None:
+        """Its kubelet answers again (the same boot): Ready since now."""
+        node = copy.deepcopy(self.nodes[name])
+        node["status"]["conditions"] = [_ready_condition(True, self.now())]
         self._store_node(node)
 
     def hyperpod_goes_not_ready(self, name: str) -> None:
@@ -349,6 +373,31 @@ class FakeKube:
             path = SCHEMAS / f"{JOB_KINDS[kind].plural[:-1]}-{JOB_KINDS[kind].group}-{JOB_KINDS[kind].version}.json"
             self._job_schemas[kind] = json.loads(path.read_text()) if path.exists() else {}
         return self._job_schemas[kind] or None
+
+
+def _applied(obj: dict[str, Any], operations: list[dict[str, Any]], request: str) -> dict[str, Any]:
+    """``operations`` applied whole, or an error as the API server words it: a failed ``test`` is
+    "testing value <path> failed" (evanphx/json-patch, which the API server uses)."""
+    try:
+        return dict(jsonpatch.apply_patch(obj, operations))
+    except jsonpatch.JsonPatchTestFailed as exc:
+        failed = next((o["path"] for o in operations if o.get("op") == "test" and not _holds(obj, o)), "?")
+        raise PatchDidNotApply(f"{request}: 422 Invalid (testing value {failed} failed: test failed)") from exc
+    except (jsonpatch.JsonPatchConflict, jsonpatch.JsonPointerException) as exc:
+        raise PatchPathMissing(f"{request}: 422 Invalid (the patch does not apply: {exc})") from exc
+    except jsonpatch.InvalidJsonPatch as exc:
+        raise KubeRequestRejected(f"{request}: 400 BadRequest ({exc})") from exc
+
+
+def _holds(obj: dict[str, Any], test: dict[str, Any]) -> bool:
+    try:
+        return bool(jsonpatch.JsonPointer(test["path"]).resolve(obj) == test.get("value"))
+    except jsonpatch.JsonPointerException:
+        return False
+
+
+def _owned_by(pod: dict[str, Any], job: dict[str, Any]) -> bool:
+    return any(o.get("uid") == job["metadata"].get("uid") for o in pod["metadata"].get("ownerReferences") or [])
 
 
 def _meta_probe(job: dict[str, Any]) -> dict[str, Any]:
@@ -416,9 +465,11 @@ _STATUS_OF: list[tuple[type[Exception], int, str]] = [
     (KubeObjectGone, 404, "NotFound"),
     (KubeAlreadyExists, 409, "AlreadyExists"),
     (PatchDidNotApply, 422, "Invalid"),
+    (PatchPathMissing, 422, "Invalid"),
     (Invalid, 422, "Invalid"),
     (KubeConflict, 409, "Conflict"),
     (KubeThrottled, 429, "TooManyRequests"),
+    (KubeAccessDenied, 403, "Forbidden"),
     (KubeRequestRejected, 400, "BadRequest"),
     (KubeUnavailable, 503, "ServiceUnavailable"),
 ]
@@ -429,11 +480,10 @@ def status_body(exc: Exception) -> tuple[int, dict[str, Any]]:
     apply is the patch library's message, as apiserver's applyJSPatch reports it)."""
     code, reason = next(((c, r) for t, c, r in _STATUS_OF if isinstance(exc, t)), (500, "InternalError"))
     body: dict[str, Any] = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": str(exc), "reason": reason, "code": code}
-    if isinstance(exc, PatchDidNotApply):
+    if isinstance(exc, PatchDidNotApply | PatchPathMissing):
         body["message"] = "the server rejected our request due to an error in our request"
-        body["details"] = {
-            "causes": [{"reason": "UnexpectedServerResponse", "type": "UnexpectedServerResponse", "message": str(exc.__cause__ or exc)}]
-        }
+        said = str(exc).split("(", 1)[-1].rstrip(")")
+        body["details"] = {"causes": [{"reason": "UnexpectedServerResponse", "type": "UnexpectedServerResponse", "message": said}]}
     elif isinstance(exc, Invalid):
         body["details"] = {"causes": [{"type": "FieldValueInvalid", "message": str(exc)}]}
     return code, body
@@ -473,6 +523,8 @@ def serve(fake: FakeKube, method: str, path: str, query: dict[str, str], body: A
                 break
             if what == "job" and method == "GET":
                 return 200, fake.get_job(KubeJobRef(kind=kind, namespace=g["ns"], name=g["name"]))  # type: ignore[arg-type]
+            if what == "job" and method == "PATCH":
+                return 200, fake.patch_job(KubeJobRef(kind=kind, namespace=g["ns"], name=g["name"]), body)  # type: ignore[arg-type]
             if what == "jobs-ns" and method == "POST":
                 return 201, fake.create_job(kind, g["ns"], body)
             if what == "jobs" and method == "GET":

@@ -17,6 +17,7 @@ in the shadow of provisioning, not time the pipeline added.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -68,6 +69,15 @@ def build_report(runner: DrillRunner, wall_seconds: float) -> dict[str, Any]:
     incidents = [_incident(runner, name, detail, record, records) for name, detail, record in found]
     api_calls = dict(sorted(aws.api_calls.counts.items()))
     notifications = _notifications(aws)
+    # EKS: every request the Kubernetes API server served, by verb and resource (as AWS calls are counted).
+    kubernetes = (
+        {
+            "kubernetes_calls": dict(sorted(Counter(f"{verb} {resource}" for verb, resource in runner.eks.kube.calls).items())),
+            "kubernetes_jobs": runner.eks.jobs_at_end(),
+        }
+        if runner.eks is not None
+        else {}
+    )
     return {
         "report_version": REPORT_VERSION,
         "scenario": runner.scenario.name,
@@ -83,6 +93,7 @@ def build_report(runner: DrillRunner, wall_seconds: float) -> dict[str, Any]:
         "incidents": incidents,
         "api_calls": api_calls,
         "api_calls_total": sum(api_calls.values()),
+        **kubernetes,
         "state_transitions": transitions,
         # Step Functions fails an execution whose state input/output passes 256 KiB (States.DataLimitExceeded).
         "max_state_bytes": largest[0],
@@ -518,6 +529,7 @@ def format_report(report: dict[str, Any]) -> str:
         f"intake: {intake['events_put']} events put, {intake['intake_invocations']} intake invocations, "
         f"{intake['dead_lettered']} dead-lettered, {intake['drills_started']} drills started",
         f"api calls: {report['api_calls_total']} ({calls})",
+        *([_kubernetes_calls_line(report["kubernetes_calls"])] if "kubernetes_calls" in report else []),
         f"executions: {report['executions']}   state transitions: {report['state_transitions']}   "
         f"virtual time: {format_duration(report['virtual_seconds'])}   pipeline overhead: "
         f"{format_duration(report['pipeline_overhead_seconds'])}   wall time: {report['wall_seconds']:.1f}s",
@@ -540,3 +552,7 @@ def format_report(report: dict[str, Any]) -> str:
             for job in report["slurm"]["queue"]
         ] or ["  (empty)"]
     return "\n".join(lines)
+
+
+def _kubernetes_calls_line(calls: dict[str, int]) -> str:
+    return f"kubernetes calls: {sum(calls.values())} ({', '.join(f'{name} {count}' for name, count in calls.items())})"

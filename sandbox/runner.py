@@ -30,6 +30,7 @@ from hyperpod_recovery.runtime import default_dependencies
 from sandbox.aws import REGION, SandboxAWS
 from sandbox.checkpoints import write_checkpoint_step, write_checkpoints
 from sandbox.clock import DRIVER, EPOCH, VirtualClock
+from sandbox.eks import SimulatedEks, point_eks_at
 from sandbox.hyperpod import HyperPodDouble
 from sandbox.real_slurm import RealController
 from sandbox.report import build_report
@@ -85,6 +86,8 @@ class DrillRunner:
             self.slurm.slurm.host_up_since = self.double.slurm_up_since
             self.slurm.slurm.host_unhealthy = self.double.unhealthy_host
             self.double.on_new_host = self.slurm.slurm.register_node
+        # An EKS cluster's Kubernetes side (sandbox/eks.py), made with the sandbox: its API server lives with it.
+        self.eks: SimulatedEks | None = None
         self.intake_responses: list[dict[str, Any]] = []
         self.events_put = 0
         self.drill_count = 0
@@ -152,6 +155,8 @@ class DrillRunner:
         }
         safety |= {"MaxEventAgeSeconds": settings.max_event_age_seconds, "MaxClockSkewSeconds": settings.max_clock_skew_seconds}
         parameters.update({name: f"{value:g}" for name, value in safety.items() if value is not None})
+        if self.scenario.cluster.orchestrator == "eks":
+            parameters |= {"Orchestrator": "Eks", "EksClusterName": f"{self.scenario.cluster.name}-eks"}
         parameters.update(overrides or {})
         install_clock(lambda: self.epoch + timedelta(seconds=self.clock.now()))
         try:
@@ -177,6 +182,8 @@ class DrillRunner:
         finally:
             install_clock(None)
             self.slurm.close()
+            if self.eks is not None:
+                self.eks.close()
 
     def _refuse_unsupported(self) -> None:
         if isinstance(self.slurm, RealController) and any(f.kind == "job_failed" for f in self.scenario.faults):
@@ -197,6 +204,9 @@ class DrillRunner:
     # --- setup --------------------------------------------------------------------------
     def _populate(self, aws: SandboxAWS) -> None:
         self.slurm.connect(aws)
+        if self.scenario.cluster.orchestrator == "eks":
+            self._populate_eks(aws)
+            return
         missing = set(self.scenario.behaviour.missing_in_slurm)
         for group in self.scenario.cluster.instance_groups:
             if group.type == "Compute":
@@ -218,6 +228,14 @@ class DrillRunner:
                     comment=job.comment,
                 )
             )
+            write_checkpoints(aws.client("s3"), job, self.epoch)
+
+    def _populate_eks(self, aws: SandboxAWS) -> None:
+        """The EKS cluster HyperPod's DescribeCluster names, its API server, its nodes and jobs."""
+        self.eks = SimulatedEks(self.scenario, self.double, self.epoch, self.log_path.parent, scope=lambda: self.clock.on(aws.invoking))
+        point_eks_at(aws.client("eks"), self.eks)
+        self.eks.populate()
+        for job in self.scenario.jobs:
             write_checkpoints(aws.client("s3"), job, self.epoch)
 
     def _deliveries(self) -> list[Delivery]:
@@ -366,6 +384,8 @@ class DrillRunner:
 
     def _put_event(self, fault: FaultSpec, ref: str) -> None:
         node = self.double.current(ref, t=fault.at)
+        if self.eks is not None and fault.kind == "node_health" and not fault.foreign_cluster:
+            self.eks.report_unhealthy(node.node_id, fault.at)  # HyperPod's health agent labels its node as it reports it
         when = self.epoch + timedelta(seconds=fault.at - fault.event_age_seconds)
         cluster, arn = self.scenario.cluster.name, self.double.arn
         if fault.foreign_cluster:

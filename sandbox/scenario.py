@@ -63,6 +63,25 @@ class CheckpointSpec(_Strict):
     shards: int = Field(default=4, ge=1, le=64)
 
 
+class KubernetesErrorSpec(_Strict):
+    """``call``: "<verb> <resource>" as the report counts it ("patch nodes"); ``status``: 503 (the
+    API server unavailable), 429 (throttled), 409 (a conflict), 403 (access refused)."""
+
+    call: str = Field(pattern=r"^(get|list|patch|create) (nodes|pods|pytorchjobs|hyperpodpytorchjobs)$")
+    status: Literal[403, 409, 429, 503]
+    times: int = Field(default=1, ge=1, le=100)
+
+
+class KubernetesJobSpec(_Strict):
+    """On an EKS cluster, the job's object: its kind, namespace, how its replicas restart, and
+    whether it opted in to our recovery (annotation hyperpod-recovery.io/recover: "true")."""
+
+    kind: Literal["PyTorchJob", "HyperPodPyTorchJob"] = "PyTorchJob"
+    namespace: str = Field(default="kubeflow", max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    restart_policy: Literal["Never", "OnFailure", "Always", "ExitCode"] = "Never"
+    recover: StrictBool = True
+
+
 class JobSpec(_Strict):
     id: str = Field(pattern=r"^[0-9]{1,10}$")
     name: str = Field(min_length=1, max_length=128)
@@ -76,6 +95,8 @@ class JobSpec(_Strict):
     batch: StrictBool = True
     # The job's Slurm comment as its owner wrote it (e.g. "resume=after_rejoin": its own resume choice).
     comment: str = Field(default="", max_length=500)
+    # EKS clusters: the job's Kubernetes object (its name is ``name``: a DNS-1123 name of at most 63).
+    kubernetes: KubernetesJobSpec = Field(default_factory=KubernetesJobSpec)
 
     @model_validator(mode="after")
     def _nodes_syntax(self) -> JobSpec:
@@ -209,6 +230,10 @@ class BehaviourSpec(_Strict):
     unhealthy_replacement_count: int | None = Field(default=None, ge=1)
     # How long the gate's check runs: ASSUMPTION, an nvidia-smi query plus the step's launch (about 2 s).
     health_check_seconds: float = Field(default=2.0, ge=0)
+    # EKS: nodes someone cordoned before the drill (kubectl cordon): never uncordoned by us.
+    cordoned_before: list[str] = Field(default_factory=list)
+    # EKS: errors the Kubernetes API server answers the pipeline's calls with, the next ``times`` calls.
+    kubernetes_errors: list[KubernetesErrorSpec] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _agent_down_or_back(self) -> BehaviourSpec:
@@ -300,13 +325,36 @@ class Scenario(_Strict):
             check(ref, "behaviour.reboot_fails")
         for ref in self.behaviour.missing_in_slurm:
             check(ref, "behaviour.missing_in_slurm")
+        for ref in self.behaviour.cordoned_before:
+            check(ref, "behaviour.cordoned_before")
+        if self.behaviour.cordoned_before and self.cluster.orchestrator != "eks":
+            raise ValueError("behaviour.cordoned_before: EKS only (on Slurm, a drain reason says whose it is)")
+        if self.behaviour.kubernetes_errors and self.cluster.orchestrator != "eks":
+            raise ValueError("behaviour.kubernetes_errors: EKS only")
         for i, err in enumerate(self.behaviour.api_errors):
             if err.node:
                 check(err.node, f"behaviour.api_errors.{i}.node")
         ids = [j.id for j in self.jobs]
         if len(ids) != len(set(ids)):
             raise ValueError(f"job ids must be unique: {ids}")
+        if self.cluster.orchestrator == "eks":
+            self._eks_fits()
         return self
+
+    def _eks_fits(self) -> None:
+        """What an EKS drill models: worker groups only, jobs named as Kubernetes names them, no Slurm."""
+        for group in self.cluster.instance_groups:
+            if group.type != "Compute":
+                raise ValueError(f"cluster.instance_groups: {group.name!r} is {group.type}; an EKS cluster has worker groups only")
+        for i, job in enumerate(self.jobs):
+            if not re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", job.name) or len(job.name) > 55:
+                raise ValueError(
+                    f"jobs.{i}.name: {job.name!r} is no Kubernetes job name (lowercase DNS-1123, at most 55 to leave room for -r<n>)"
+                )
+        slurm_only = [f"faults.{i}" for i, f in enumerate(self.faults) if f.kind == "job_failed"]
+        slurm_only += ["behaviour.missing_in_slurm"] if self.behaviour.missing_in_slurm else []
+        if slurm_only:
+            raise ValueError(f"{', '.join(slurm_only)}: Slurm only (EKS job failures come from the job poller, not modelled yet)")
 
 
 def expand_range(ref: str) -> list[tuple[str, int]]:

@@ -171,7 +171,12 @@ def _function_error(payload: bytes) -> str:
 # --- the cluster and the rule -----------------------------------------------------------------
 def _cluster_findings(stack: Stack, cluster: ClusterInfo, nodes: list[ClusterNode], events: Callable[[], Any]) -> list[Finding]:
     findings = [
-        check_cluster(stack.parameters.get("ClusterArn", ""), cluster),
+        check_cluster(
+            stack.parameters.get("ClusterArn", ""),
+            cluster,
+            stack.parameters.get("Orchestrator", "Slurm"),
+            stack.parameters.get("EksClusterName", ""),
+        ),
         check_replacement_patch(cluster.name, nodes),
         check_node_recovery(cluster),
         check_node_roles(cluster, nodes, stack.groups("ControllerGroups"), stack.groups("LoginGroups")),

@@ -88,8 +88,9 @@ def _arn_tail(arn: str) -> str:
     return arn.rsplit("/", 1)[-1]
 
 
-def check_cluster(configured_arn: str, cluster: ClusterInfo) -> Finding:
-    """The stack guards the cluster DescribeCluster names, by the ARN IAM authorizes it with."""
+def check_cluster(configured_arn: str, cluster: ClusterInfo, orchestrator: str = "Slurm", eks_cluster_name: str = "") -> Finding:
+    """The stack guards the cluster DescribeCluster names, by the ARN IAM authorizes it with, for
+    the orchestrator it runs (the stack's Orchestrator and EksClusterName parameters)."""
     seen = f"{cluster.name} ({cluster.status}, {'EKS' if cluster.orchestrator == 'eks' else 'Slurm'}) is {cluster.arn}"
     redeploy = f"redeploy with `sam deploy --parameter-overrides ClusterArn={cluster.arn}`"
     if configured_arn != cluster.arn:
@@ -105,12 +106,21 @@ def check_cluster(configured_arn: str, cluster: ClusterInfo) -> Finding:
             )
         elsewhere = f"{seen}, but the stack guards {configured_arn}: another cluster, or this one recreated"
         return Finding("cluster", "fail", elsewhere, redeploy)
-    if cluster.orchestrator != "slurm":
+    if cluster.orchestrator != orchestrator.lower():
         return Finding(
             "cluster",
             "fail",
-            f"{seen}: this release recovers Slurm clusters only; every incident would escalate (UnsupportedOrchestrator)",
-            "remove the stack, or keep it in DryRun until EKS support ships",
+            f"{seen}, but the stack was deployed with Orchestrator={orchestrator}: every incident would escalate (UnsupportedOrchestrator)",
+            f"redeploy with `sam deploy --parameter-overrides Orchestrator={cluster.orchestrator.capitalize()}`"
+            + (f" EksClusterName={cluster.eks_cluster_name}" if cluster.eks_cluster_name else ""),
+        )
+    if cluster.orchestrator == "eks" and cluster.eks_cluster_name and cluster.eks_cluster_name != eks_cluster_name:
+        return Finding(
+            "cluster",
+            "fail",
+            f"{seen} in EKS cluster {cluster.eks_cluster_name}, but the stack's EksClusterName is {eks_cluster_name or '(empty)'}: "
+            "its access entries are on another cluster, and every incident would escalate (UnsupportedOrchestrator)",
+            f"redeploy with `sam deploy --parameter-overrides EksClusterName={cluster.eks_cluster_name}`",
         )
     if cluster.status != "InService":
         return Finding("cluster", "warn", f"{seen}: not InService", "run preflight again once the cluster is InService")
@@ -164,6 +174,9 @@ def check_node_recovery(cluster: ClusterInfo) -> Finding:
 
 def check_node_roles(cluster: ClusterInfo, nodes: Sequence[ClusterNode], controller_groups: list[str], login_groups: list[str]) -> Finding:
     """The roles the pipeline will give each instance group (domain.assess.group_roles, the same call)."""
+    if cluster.orchestrator == "eks":  # (EKS runs the control plane: every instance group is a worker group)
+        groups = ", ".join(f"{g} ({sum(1 for n in nodes if n.instance_group == g)} node(s))" for g in sorted(cluster.groups)) or "none"
+        return Finding("node-roles", "pass", f"EKS worker groups: {groups}; the control plane is EKS's own, never a node here")
     try:
         roles = group_roles(cluster, controller_groups, login_groups)
     except NodeRoleUnknown as exc:
@@ -394,6 +407,8 @@ def check_agent(answer: AgentAnswer, stack_version: str | None) -> Finding:
             return Finding("agent", "fail", f"execution {answer.execution} had not ended when preflight stopped waiting", install)
         return Finding("agent", "fail", f"the check ended in {answer.error}: {answer.cause[:300]}", install)
     took = f" in {answer.answered_in_seconds:.0f} s" if answer.answered_in_seconds is not None else ""
+    if result.agent_version.startswith("eks-"):
+        return _check_eks_orchestrator(result, took)
     seen = f"agent {result.agent_version} answered{took}"
     unknown = sorted(STACK_COMMANDS - set(result.commands))
     if unknown:
@@ -417,6 +432,38 @@ def check_agent(answer: AgentAnswer, stack_version: str | None) -> Finding:
             "warn",
             f"{seen} ({result.slurm_detail}), but the stack is {stack_version}",
             UPGRADE_AGENT,
+        )
+    return Finding("agent", "pass", f"{seen}; {result.slurm_detail}")
+
+
+# The commands of a node recovery (EKS carries them out in the functions; a failed job's own
+# recovery, JobRecovery, asks for capture_job_spec and node_states too).
+NODE_RECOVERY_COMMANDS = frozenset({"cordon_nodes", "resume_nodes", "resubmit_job", "boot_times"})
+
+
+def _check_eks_orchestrator(result: AgentCheckResult, took: str) -> Finding:
+    """On EKS the check is answered by Check Controller Agent itself, through the Kubernetes API: it
+    proves the access entry, the RBAC manifest's read rules and the network path to the API server."""
+    seen = f"the EKS orchestrator ({result.agent_version}) answered{took}"
+    if not result.slurm_reachable:
+        return Finding(
+            "agent",
+            "fail",
+            f"{seen}, but the Kubernetes API did not: {result.slurm_detail}",
+            "check the stack's access entries, `kubectl apply -f deploy/kubernetes-rbac.yaml`, and (private endpoint) the "
+            "KubernetesSubnetIds/KubernetesSecurityGroupIds (docs/runbook.md, EKS)",
+        )
+    missing = sorted(NODE_RECOVERY_COMMANDS - set(result.commands))
+    if missing:
+        return Finding("agent", "fail", f"{seen}, but it does not carry out {', '.join(missing)}", "redeploy the stack (`make deploy`)")
+    job_only = sorted(STACK_COMMANDS - set(result.commands))
+    if job_only:
+        return Finding(
+            "agent",
+            "warn",
+            f"{seen} ({result.slurm_detail}); node recoveries run, but a job that fails on its own is not recovered on EKS yet "
+            f"({', '.join(job_only)} are not carried out there): it is left to its operator",
+            "docs/runbook.md, EKS: what is recovered",
         )
     return Finding("agent", "pass", f"{seen}; {result.slurm_detail}")
 

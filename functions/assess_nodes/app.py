@@ -15,4 +15,5 @@ def lambda_handler(step: AssessNodesInput, deps: Dependencies):
         login_groups=settings.login_groups,
         now=deps.now(),
         orchestrator=settings.orchestrator,
+        eks_cluster_name=settings.eks_cluster_name,
     )

@@ -203,10 +203,19 @@ def test_a_patch_conditional_on_the_version_read_applies_once_and_then_conflicts
     assert api.port.get_node(NODE)["metadata"]["resourceVersion"] == patched["metadata"]["resourceVersion"]
 
 
-def test_a_patch_below_a_missing_map_is_a_conflict_not_a_half_write(api: Api) -> None:
+def test_a_patch_below_a_missing_map_is_refused_whole_not_half_written(api: Api) -> None:
+    # (every patch of ours tests the version it read first: a path missing on that version is our bug, not a race)
     _seeded(api)
-    with pytest.raises(KubeConflict):
-        api.port.patch_node(NODE, [{"op": "add", "path": "/metadata/annotations/a~1b", "value": "x"}])
+    before = api.port.get_node(NODE)
+    with pytest.raises(KubeRequestRejected):
+        api.port.patch_node(
+            NODE,
+            [
+                {"op": "add", "path": "/spec/unschedulable", "value": True},
+                {"op": "add", "path": "/metadata/annotations/a~1b", "value": "x"},
+            ],
+        )
+    assert api.port.get_node(NODE) == before
 
 
 def test_a_patch_that_would_store_an_invalid_node_is_rejected_and_nothing_is_stored(api: Api) -> None:
@@ -429,3 +438,30 @@ def _tls_material_ca_only() -> str:
 
     with tempfile.TemporaryDirectory() as directory:
         return _tls_material(Path(directory))[0]
+
+
+def test_a_list_whose_continue_token_expired_is_read_again_from_its_start_once(
+    server: HTTPServer, tls: tuple[str, ssl.SSLContext], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("hyperpod_recovery.adapters.kubernetes.PAGE_LIMIT", 3)
+    fake = FakeKube()
+    for n in range(5):
+        fake.add_node(f"node-{n:04d}")
+    api = _real(server, tls[0], fake)
+    assert api.wire is not None
+    # the second page's token expired (410): the list is read again, whole, and nothing is counted twice
+    expired = (410, {"kind": "Status", "reason": "Expired", "message": "The provided continue parameter is too old"})
+    original = api.wire.handler(fake)
+    pages = iter([None, expired])
+
+    def handle(request: Request) -> Response:
+        answer = next(pages, None)
+        if answer is None:
+            return original(request)
+        api.wire.requests.append({"query": dict(parse_qsl(urlparse(request.url).query))})
+        return Response(json.dumps(answer[1]), status=answer[0], content_type="application/json")
+
+    server.clear()
+    server.expect_request(__import__("re").compile(".*")).respond_with_handler(handle)
+    assert [n["metadata"]["name"] for n in api.port.list_nodes()] == [f"node-{n:04d}" for n in range(5)]
+    assert [r["query"].get("continue") for r in api.wire.requests] == [None, "3", None, "3"]

@@ -37,6 +37,10 @@ def test_every_fault_ends_named_with_no_double_restart_and_nothing_past_the_cap(
     # No job lost: a job on a replaced node was resubmitted, unless a human has its incident
     replaced = {r["hostname"] for r in report["replacements"]}
     resubmitted = {s["old_job_id"] for s in report["slurm"]["submissions"]}
+    if "kubernetes_jobs" in report:  # EKS: a job object re-created from the scenario job's (by its name)
+        names = {j["uid"]: j["name"] for j in report["kubernetes_jobs"]}
+        made_from = {names.get(j["resubmitted_from"]) for j in report["kubernetes_jobs"] if "resubmitted_from" in j}
+        resubmitted = {job.id for job in scenario.jobs if job.name in made_from}
     # (an escalated, aborted or failed incident hands its jobs to a human, with its nodes locked)
     handed_over = set().union(*[i["hostnames"] for i in report["incidents"] if i["outcome"] in ("escalated", "aborted", "failed")])
     for job in scenario.jobs:

@@ -43,9 +43,21 @@ def _iam_action(service: str, operation: str) -> str:
     return IAM_ACTION.get((service, operation), f"{IAM_PREFIX.get(service, service)}:{operation}")
 
 
-def _allowed(function: dict[str, Any]) -> set[str]:
+# The template's conditions that hold on a stack deployed with Orchestrator=Eks (and an EksClusterName).
+EKS_CONDITIONS = frozenset({"IsEks", "HasEksCluster"})
+
+
+def _chosen(node: Any, eks: bool) -> Any:
+    """A policy with its Fn::If resolved as the stack would on that orchestrator (None: AWS::NoValue)."""
+    if isinstance(node, dict) and "Fn::If" in node:
+        condition, when_true, when_false = node["Fn::If"]
+        return _chosen(when_true if eks and condition in EKS_CONDITIONS else when_false, eks)
+    return None if node == {"Ref": "AWS::NoValue"} else node
+
+
+def _allowed(function: dict[str, Any], *, eks: bool = False) -> set[str]:
     allowed: set[str] = set()
-    for policy in function["Properties"].get("Policies", []):
+    for policy in (_chosen(p, eks) for p in function["Properties"].get("Policies", [])):
         for statement in policy.get("Statement", []) if isinstance(policy, dict) else []:
             if statement.get("Effect") == "Allow":
                 actions = statement["Action"]
@@ -90,3 +102,38 @@ def test_every_call_a_function_makes_is_allowed_by_its_policy(calls_by_function:
 def test_the_mapping_from_calls_to_iam_actions_follows_the_authorization_reference() -> None:
     assert _iam_action("sfn", "GetExecutionHistory") == "states:GetExecutionHistory"
     assert _iam_action("s3", "ListObjectsV2") == "s3:ListBucket" and _iam_action("dynamodb", "PutItem") == "dynamodb:PutItem"
+
+
+# EKS: each Kubernetes-calling function carries its command out and answers its task itself.
+EKS_DRILLS = ("eks-default", "eks-reboot-ladder", "eks-dry-run", "eks-training-operator")
+
+
+@pytest.fixture(scope="module")
+def eks_calls_by_function(tmp_path_factory: pytest.TempPathFactory) -> dict[str, set[tuple[str, str]]]:
+    found: dict[str, set[tuple[str, str]]] = {}
+    for name in EKS_DRILLS:
+        runner = DrillRunner(
+            load_scenario(ROOT / "events" / "drills" / f"{name}.json"), log_path=tmp_path_factory.mktemp(name) / "lambda.log"
+        )
+        runner.run()
+        for function, calls in runner.aws.api_calls.by_function.items():
+            found.setdefault(function, set()).update(calls)
+    return found
+
+
+def test_on_eks_every_call_a_function_makes_is_allowed_by_its_policy(eks_calls_by_function: dict[str, set[tuple[str, str]]]) -> None:
+    template = load_template(ROOT / "template.yaml")["Resources"]
+    missing = {
+        function: sorted(_iam_action(s, o) for s, o in calls if _iam_action(s, o) not in _allowed(template[function], eks=True))
+        for function, calls in eks_calls_by_function.items()
+    }
+    assert {f: m for f, m in missing.items() if m} == {}
+    # (and the EKS drills did reach the functions that answer their own tasks)
+    assert {"CordonNodesFunction", "ReadBootTimesFunction", "ResumeNodesFunction", "ResubmitJobFunction"} <= set(eks_calls_by_function)
+
+
+def test_the_eks_grants_are_given_on_eks_only() -> None:
+    template = load_template(ROOT / "template.yaml")["Resources"]
+    cordon = template["CordonNodesFunction"]
+    assert "eks:DescribeCluster" in _allowed(cordon, eks=True) and "eks:DescribeCluster" not in _allowed(cordon)
+    assert "states:SendTaskSuccess" in _allowed(cordon, eks=True) and "states:SendTaskSuccess" not in _allowed(cordon)

@@ -4,10 +4,14 @@ handlers, the HyperPod double and the simulated Slurm controller (sandbox/)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from sandbox.runner import DrillRunner
+from sandbox.scenario import load_scenario
+from tests.conftest import EVENTS
 from tests.statemachine.conftest import mutating_slurm_commands, only_incident
 
 pytestmark = pytest.mark.sandbox
@@ -215,11 +219,21 @@ def test_another_clusters_events_never_reach_the_workflow(drill: Drill) -> None:
     assert report["replacements"] == [] and mutating_slurm_commands(report) == []
 
 
-def test_eks_cluster_is_escalated_without_any_action(drill: Drill) -> None:
-    report = drill("default", cluster={"orchestrator": "eks"})
+class _SlurmStack(DrillRunner):
+    """A stack deployed for Slurm (its Orchestrator parameter) in front of the drill's EKS cluster."""
+
+    def deployed(self, overrides: Any = None) -> Any:
+        return super().deployed({"Orchestrator": "Slurm", "EksClusterName": "", **(overrides or {})})
+
+
+def test_a_cluster_orchestrated_otherwise_than_the_stack_is_escalated_without_any_action(tmp_path: Path) -> None:
+    # Given an EKS-orchestrated cluster, guarded by a stack deployed for Slurm
+    report = _SlurmStack(load_scenario(EVENTS / "drills" / "eks-default.json"), log_path=tmp_path / "lambda.log").run()
     incident = only_incident(report)
+    # Then the incident escalates, naming the parameter, and nothing is touched
     assert (incident["outcome"], incident["error"]) == ("escalated", "UnsupportedOrchestrator")
-    assert report["replacements"] == [] and mutating_slurm_commands(report) == []
+    assert "Orchestrator=Eks" in incident["cause"]
+    assert report["replacements"] == [] and mutating_slurm_commands(report) == [] and report["kubernetes_calls"] == {}
 
 
 def test_older_cluster_without_node_types_protects_the_configured_controller_group(drill: Drill) -> None:

@@ -16,6 +16,7 @@ from hyperpod_recovery.domain.rejoin import observe_rejoin
 from hyperpod_recovery.domain.replace import chunked, classify_replacements
 from hyperpod_recovery.errors import NodeRoleUnknown, RejoinDeadlineExceeded, UnsupportedOrchestrator
 from hyperpod_recovery.models.cluster import BatchOutcome, ClusterNode
+from hyperpod_recovery.models.commands import BootTimesResult, CommandReply, NodeBoot
 from hyperpod_recovery.models.workflow import NodeTarget, ReplaceFailure
 from tests.fakes import T0, FakeCluster, FakeLedger, compute_node, node_id
 from tests.unit.test_steps import _request
@@ -378,3 +379,60 @@ def test_a_node_of_a_group_describe_cluster_does_not_list_is_never_a_target() ->
     assessment = assess_nodes([node_id(1), node_id(2)], [node_id(1), node_id(2)], cluster.describe(), nodes, [], [], T0)
     assert [t.node_id for t in assessment.targets] == [node_id(1)]
     assert [(s.node_id, s.reason) for s in assessment.skipped] == [(node_id(2), "unknown_role")]
+
+
+def test_an_eks_stack_pointed_at_another_eks_cluster_touches_nothing() -> None:
+    # Given an EKS-orchestrated cluster whose nodes are in EKS cluster "llm-eks", and a stack whose EksClusterName is "staging"
+    cluster = FakeCluster([compute_node(1)], orchestrator="eks", groups={"workers": None})
+    cluster.info = cluster.info.model_copy(update={"eks_cluster_arn": "arn:aws:eks:us-west-2:123456789012:cluster/llm-eks"})
+    # Then nothing is assessed: every node would be unknown there, and nothing cordoned while replaced
+    with pytest.raises(UnsupportedOrchestrator, match="EksClusterName=llm-eks"):
+        assess_nodes([node_id(1)], [node_id(1)], cluster.describe(), cluster.list_nodes(), [], [], T0, "eks", "staging")
+    assert assess_nodes([node_id(1)], [node_id(1)], cluster.describe(), cluster.list_nodes(), [], [], T0, "eks", "llm-eks").proceed
+
+
+def _eks_watch(*logical_ids: str):  # type: ignore[no-untyped-def]
+    targets = [
+        NodeTarget(node_id=node_id(n), instance_group="workers", slurm_node=f"hyperpod-{node_id(n)}", status="Running", logical_id=logical)
+        for n, logical in enumerate(logical_ids, start=1)
+    ]
+    outcome = BatchOutcome(successful=[t.node_id for t in targets], calls=1)
+    return classify_replacements(targets, outcome, set(), T0, 30, 2700, dry_run=False, orchestrator="eks").watch
+
+
+def _replacement(n: int, logical: str, status: str = "Running") -> ClusterNode:
+    return ClusterNode(
+        node_id=node_id(100 + n), instance_group="workers", status=status, logical_id=logical, launch_time=T0 + timedelta(seconds=60)
+    )
+
+
+def test_on_eks_a_replacement_is_back_only_when_its_kubernetes_node_is_ready_and_settled() -> None:
+    # Given an EKS watch of one replaced node, and HyperPod showing its replacement Running
+    watch = _eks_watch("lg-1")
+    seen = observe_rejoin(watch, [_replacement(1, "lg-1")], T0 + timedelta(minutes=10), 30, 60)
+    new_name = f"hyperpod-{node_id(101)}"
+    # Then it is not back yet: the orchestrator is asked about its new Kubernetes node first
+    assert not seen.nodes[0].rejoined and seen.boot_check == [new_name]
+    assert (seen.nodes[0].replacement_slurm_node, seen.nodes[0].renamed_in_service, seen.nodes[0].service_name) == (
+        new_name,
+        True,
+        new_name,
+    )
+    # When the reading says it is not Ready (or HyperPod still checks it), it waits; when Ready and settled, it is back
+    for state, back in (("NotReady+NOT_RESPONDING", False), ("Ready+UNKNOWN", False), ("Ready", True)):
+        reading = CommandReply[BootTimesResult](
+            completed_at=T0, requested_at=T0, result=BootTimesResult(nodes=[NodeBoot(name=new_name, state=state)])
+        )
+        after = observe_rejoin(
+            seen.model_copy(update={"boot_reading": reading}), [_replacement(1, "lg-1")], T0 + timedelta(minutes=11), 30, 60
+        )
+        assert after.nodes[0].rejoined is back and (after.nodes[0].to_resume is back)
+
+
+def test_on_slurm_nothing_changed_a_replacement_under_its_hostname_is_back_when_running() -> None:
+    targets = [NodeTarget(node_id=node_id(1), instance_group="workers", slurm_node="ip-10-1-0-1", status="Running", logical_id="lg-1")]
+    watch = classify_replacements(targets, BatchOutcome(successful=[node_id(1)], calls=1), set(), T0, 30, 2700, dry_run=False).watch
+    replacement = _replacement(1, "lg-1").model_copy(update={"private_dns_hostname": "ip-10-1-0-1.us-west-2.compute.internal"})
+    seen = observe_rejoin(watch, [replacement], T0 + timedelta(minutes=10), 30, 60)
+    assert seen.nodes[0].rejoined and seen.boot_check == [] and not seen.nodes[0].renamed_in_service
+    assert "orchestrator" not in seen.model_dump(mode="json")  # the Slurm state is as it was

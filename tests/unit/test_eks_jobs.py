@@ -52,7 +52,7 @@ def test_who_restarts_a_job_and_we_never_on_top_of_them(
     assert spec.restarted_by == restarted_by
     assert spec.auto_resume is (restarted_by is not None)
     assert (spec.unresumable is not None) is unresumable
-    assert (spec.kind, spec.namespace, spec.name) == (kind, "kubeflow", "llama")
+    assert spec.kube == KubeJobRef(kind=kind, namespace="kubeflow", name="llama") and spec.name == "llama"
     if restarted_by is not None:
         assert "restart" in left_alone_reason(spec)
 
@@ -106,3 +106,49 @@ def test_each_job_is_listed_once_in_the_order_first_seen() -> None:
 def test_a_job_object_without_a_uid_is_not_named() -> None:
     job = {"metadata": {"name": "x", "namespace": "kubeflow"}, "spec": {}}
     assert job_spec_of(job, KubeJobRef(kind="PyTorchJob", namespace="kubeflow", name="x")) is None
+
+
+def test_a_replica_without_a_restart_policy_restarts_as_kubeflow_defaults_it() -> None:
+    # (Kubeflow's default is OnFailure, applied in memory: the stored spec has none)
+    fake = FakeKube()
+    fake.add_hyperpod_node("i-0123456789abcdef0")
+    job = fake.add_job("PyTorchJob", "kubeflow", "llama", nodes=[NODE], annotations=OPT_IN)
+    del job["spec"]["pytorchReplicaSpecs"]["Worker"]["restartPolicy"]
+    spec = job_spec_of(job, KubeJobRef(kind="PyTorchJob", namespace="kubeflow", name="llama"))
+    assert spec is not None and spec.restarted_by == "kubeflow"
+
+
+@pytest.mark.parametrize("kind", ["MPIJob", "TFJob", "Deployment"])
+def test_a_pod_another_controller_owns_is_no_pytorchjob_whatever_its_labels(kind: str) -> None:
+    owner = {"apiVersion": "kubeflow.org/v1", "kind": kind, "name": "llama", "uid": "u", "controller": True}
+    assert owning_job(_pod(ownerReferences=[owner], labels={"training.kubeflow.org/job-name": "llama"})) is None
+
+
+def test_a_job_another_controller_made_or_its_owner_suspended_is_not_ours_to_re_create() -> None:
+    fake = FakeKube()
+    fake.add_hyperpod_node("i-0123456789abcdef0")
+    job = fake.add_job("PyTorchJob", "kubeflow", "llama", nodes=[NODE], annotations=OPT_IN)
+    ref = KubeJobRef(kind="PyTorchJob", namespace="kubeflow", name="llama")
+    owned = {
+        **job,
+        "metadata": {
+            **job["metadata"],
+            "ownerReferences": [{"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow", "name": "w", "uid": "u"}],
+        },
+    }
+    assert "Workflow w" in (job_spec_of(owned, ref).unresumable or "")  # type: ignore[union-attr]
+    suspended = {**job, "spec": {**job["spec"], "runPolicy": {"suspend": True}}}
+    assert job_spec_of(suspended, ref).unresumable == "suspended by its owner"  # type: ignore[union-attr]
+
+
+labels_ = st.from_regex(r"\A[a-z0-9]([-a-z0-9]{0,20}[a-z0-9])?\Z")
+
+
+@settings(max_examples=200, deadline=None)
+@given(namespace=labels_, name=st.lists(labels_, min_size=1, max_size=3).map(".".join))
+def test_any_name_kubernetes_gives_a_job_is_named_as_it_is(namespace: str, name: str) -> None:
+    owner = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": name, "uid": "u", "controller": True}
+    ref = owning_job(_pod(namespace, ownerReferences=[owner]))
+    assert (ref is not None) == (len(name) <= 63)
+    if ref is not None:
+        assert (ref.namespace, ref.name) == (namespace, name)

@@ -111,3 +111,11 @@ def test_a_token_for_another_cluster_is_another_signature() -> None:
 def test_a_token_without_a_cluster_name_is_refused() -> None:
     with pytest.raises(ValueError, match="cluster name"):
         mint_token(boto3.Session(region_name="us-west-2"), "", "us-west-2")
+
+
+@pytest.mark.parametrize(
+    ("region", "host"), [("us-west-2", "sts.us-west-2.amazonaws.com"), ("cn-north-1", "sts.cn-north-1.amazonaws.com.cn")]
+)
+def test_the_token_is_signed_for_the_regional_sts_of_the_regions_partition(region: str, host: str) -> None:
+    url = urlparse(_url_of(mint_token(boto3.Session(region_name=region), "llm-train-eks", region)))
+    assert url.netloc == host and f"/{region}/sts/aws4_request" in parse_qs(url.query)["X-Amz-Credential"][0]

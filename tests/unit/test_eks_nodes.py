@@ -164,3 +164,26 @@ def test_a_reboot_is_proved_by_a_new_boot_id_only() -> None:
 def test_json_pointers_escape_slashes_and_tildes() -> None:
     assert pointer("metadata", "annotations", "hyperpod-recovery.io/incident") == "/metadata/annotations/hyperpod-recovery.io~1incident"
     assert pointer("a~b") == "/a~0b"
+
+
+@pytest.mark.parametrize(
+    "holder", ["aws-node-termination-handler/scheduled-maintenance", "medik8s.io/drain", "node.kubernetes.io/out-of-service"]
+)
+def test_a_node_another_party_holds_now_is_not_uncordoned(holder: str) -> None:
+    # Given a node we cordoned, which a termination handler or a remediation operator then took too
+    fake = FakeKube()
+    node = _node(fake, unschedulable=False, taints=[], annotations={})
+    marked = _apply(fake, cordon_plan(node, "hpr-a", AT).operations)
+    held = fake.patch_node(NAME, [{"op": "add", "path": "/spec/taints/-", "value": {"key": holder, "effect": "NoSchedule"}}])
+    # When we give it back: our marks go, the cordon stays theirs
+    back = give_back_plan(held, "hpr-a")
+    after = _apply(fake, back.operations)
+    assert back.outcome == "not_ours" and not back.uncordoned and after["spec"]["unschedulable"] is True
+    assert _ours_on_node(after) == [] and marked["spec"]["unschedulable"] is True
+
+
+def _ours_on_node(node: dict[str, Any]) -> list[str]:
+    annotations = node["metadata"].get("annotations") or {}
+    return [k for k in OUR_ANNOTATIONS if k in annotations] + [
+        t["key"] for t in node["spec"].get("taints", []) if t["key"] == QUARANTINE_TAINT_KEY
+    ]

@@ -3,6 +3,7 @@ schema-checked API server (sandbox/kube.py) and answers the waiting task itself.
 
 from __future__ import annotations
 
+import copy
 import json
 from datetime import UTC, datetime
 from typing import Any
@@ -11,17 +12,26 @@ import pytest
 
 from hyperpod_recovery.adapters.dry_run import DryRunOrchestrator
 from hyperpod_recovery.adapters.eks_orchestrator import EKS_COMMANDS, EksOrchestrator, incident_of
-from hyperpod_recovery.errors import ControllerChannelError, InvalidCommand, KubeAccessDenied, KubeConflict, KubeUnavailable
+from hyperpod_recovery.errors import (
+    ControllerChannelError,
+    InvalidCommand,
+    JobSpecUnavailable,
+    KubeAccessDenied,
+    KubeConflict,
+    KubeUnavailable,
+)
 from hyperpod_recovery.models.commands import (
     COMMAND_TYPES,
     BootTimes,
     CheckAgent,
+    CheckpointRef,
     CommandEnvelope,
     CordonNodes,
     RequeueJob,
+    ResubmitJob,
     ResumeNodes,
 )
-from hyperpod_recovery.models.kubernetes import INCIDENT_ANNOTATION, OPT_IN_ANNOTATION, QUARANTINE_TAINT_KEY
+from hyperpod_recovery.models.kubernetes import INCIDENT_ANNOTATION, OPT_IN_ANNOTATION, QUARANTINE_TAINT_KEY, KubeJobRef
 from sandbox.kube import FakeKube
 
 AT = datetime(2026, 3, 14, 9, 5, tzinfo=UTC)
@@ -84,11 +94,36 @@ def test_a_dry_run_cordon_writes_nothing_and_says_what_it_would_do() -> None:
     assert {n: fake.nodes[n] for n in (A, B)} == before
 
 
-def test_a_node_kubernetes_no_longer_has_is_out_of_service_and_has_no_jobs() -> None:
+def test_a_node_kubernetes_does_not_have_is_said_absent_never_cordoned() -> None:
     fake, _, orchestrator = _cluster()
-    fake.hyperpod_removes(A)  # HyperPod replacing it already
+    fake.hyperpod_removes(A)  # HyperPod replacing it already (or a stack pointed at another cluster)
     result = orchestrator.cordon(CordonNodes(nodes=[A], reason=TAG))
-    assert result.already_drained == [A] and result.jobs == []
+    assert (result.absent, result.drained, result.already_drained, result.jobs) == ([A], [], [], [])
+
+
+def test_resume_never_touches_a_node_another_incident_marked() -> None:
+    # Given a replacement node another incident (which holds its lock) has cordoned and marked
+    fake, _, orchestrator = _cluster()
+    new = fake.add_hyperpod_node("i-0fedcba9876543210", health="UnschedulablePendingReplacement")["metadata"]["name"]
+    orchestrator.cordon(CordonNodes(nodes=[new], reason="hyperpod-recovery:hpr-other"), with_jobs=False)
+    before = copy.deepcopy(fake.nodes[new])
+    # When this incident's Resume Nodes checks it (its gate would fail)
+    result = orchestrator.resume(ResumeNodes(nodes=[new], owner_tag=TAG))
+    # Then it is the other incident's: reported not ours, and nothing on it changed
+    assert result.not_ours == [new] and result.unhealthy == []
+    assert fake.nodes[new] == before
+
+
+def test_resume_decides_on_the_node_as_it_is_when_it_writes() -> None:
+    # Given a node ours to give back, which HyperPod marks for replacement between our read and our write
+    fake, _, orchestrator = _cluster()
+    orchestrator.cordon(CordonNodes(nodes=[A], reason=TAG), with_jobs=False)
+    fake.before_patch = lambda name: fake.hyperpod_marks_unhealthy(name)
+    # When Resume Nodes runs
+    result = orchestrator.resume(ResumeNodes(nodes=[A], owner_tag=TAG))
+    # Then the conflict makes it read again, and the node is kept out, not given back
+    assert [(u.node, u.verdict) for u in result.unhealthy] == [(A, "failed")]
+    assert fake.nodes[A]["spec"]["unschedulable"] is True
 
 
 def test_a_node_named_otherwise_is_found_by_its_instance_in_the_provider_id() -> None:
@@ -191,3 +226,84 @@ def test_the_check_says_the_api_answers_and_what_it_executes() -> None:
     assert result.slurm_reachable and "2 node(s)" in result.slurm_detail and result.commands == list(EKS_COMMANDS)
     fake.faults[("list", "nodes")] = [KubeUnavailable("503")]
     assert not orchestrator.execute(CheckAgent()).slurm_reachable
+
+
+# --- re-creating an opted-in job ------------------------------------------------------------------
+CHECKPOINT = CheckpointRef(uri="s3://ckpt-bucket/llama/step-000001200/", step=1200)
+LLAMA = KubeJobRef(kind="PyTorchJob", namespace="kubeflow", name="llama")
+
+
+def _resubmit(fake: FakeKube, orchestrator: EksOrchestrator, uid: str | None = None) -> Any:
+    uid = uid or fake.jobs[("PyTorchJob", "kubeflow", "llama")]["metadata"]["uid"]
+    return orchestrator.execute(ResubmitJob(job_id=uid, checkpoint=CHECKPOINT, kube=LLAMA), "hpr-a")
+
+
+def test_an_opted_in_job_is_re_created_from_the_checkpoint_once_and_the_old_one_suspended() -> None:
+    # Given the opt-in job running on two nodes
+    fake, _, orchestrator = _cluster()
+    old = copy.deepcopy(fake.jobs[("PyTorchJob", "kubeflow", "llama")])
+    # When Resubmit Job runs, and runs again (a retried Lambda)
+    first = _resubmit(fake, orchestrator)
+    again = _resubmit(fake, orchestrator)
+    # Then one new job exists, llama-r1, stored valid (the CRD's schema), the same one both times
+    new = fake.jobs[("PyTorchJob", "kubeflow", "llama-r1")]
+    assert first.new_job_id == again.new_job_id == new["metadata"]["uid"] and first.old_job_id == old["metadata"]["uid"]
+    assert sorted(k[2] for k in fake.jobs if k[0] == "PyTorchJob") == ["llama", "llama-r1"]
+    # And every container of every replica is told where to resume, and under which lineage name
+    for replica in new["spec"]["pytorchReplicaSpecs"].values():
+        for container in replica["template"]["spec"]["containers"]:
+            env = {e["name"]: e["value"] for e in container["env"]}
+            assert env == {
+                "HYPERPOD_RECOVERY_RESUME_FROM": CHECKPOINT.uri,
+                "HYPERPOD_RECOVERY_RESUME_STEP": "1200",
+                "HYPERPOD_RECOVERY_JOB_NAME": "llama",
+            }
+    # And the spec is the owner's otherwise: same replicas, image, command, restart policy, opt-in
+    assert new["spec"]["runPolicy"] == old["spec"]["runPolicy"] and new["metadata"]["annotations"][OPT_IN_ANNOTATION] == "true"
+    worker, old_worker = new["spec"]["pytorchReplicaSpecs"]["Worker"], old["spec"]["pytorchReplicaSpecs"]["Worker"]
+    assert (worker["replicas"], worker["restartPolicy"]) == (old_worker["replicas"], old_worker["restartPolicy"])
+    assert {k: v for k, v in worker["template"]["spec"]["containers"][0].items() if k != "env"} == {
+        k: v for k, v in old_worker["template"]["spec"]["containers"][0].items() if k != "env"
+    }
+    # And the old job, still running, is suspended (its pods gone), not deleted
+    assert first.cancelled_old and fake.jobs[("PyTorchJob", "kubeflow", "llama")]["spec"]["runPolicy"]["suspend"] is True
+    assert not [p for p in fake.pods.values() if p["metadata"]["labels"].get("training.kubeflow.org/job-name") == "llama"]
+
+
+def test_a_second_generation_is_named_after_the_lineage() -> None:
+    fake, _, orchestrator = _cluster()
+    first = _resubmit(fake, orchestrator)
+    second = orchestrator.execute(
+        ResubmitJob(
+            job_id=first.new_job_id, checkpoint=CHECKPOINT, kube=KubeJobRef(kind="PyTorchJob", namespace="kubeflow", name="llama-r1")
+        ),
+        "hpr-b",
+    )
+    r2 = fake.jobs[("PyTorchJob", "kubeflow", "llama-r2")]
+    assert second.new_job_id == r2["metadata"]["uid"] and r2["metadata"]["annotations"]["hyperpod-recovery.io/job-name"] == "llama"
+
+
+def test_a_job_that_is_another_job_now_or_gone_is_never_re_created_in_its_stead() -> None:
+    fake, _, orchestrator = _cluster()
+    with pytest.raises(JobSpecUnavailable, match="another job now"):
+        _resubmit(fake, orchestrator, uid="00000000-0000-0000-0000-00000000beef")
+    del fake.jobs[("PyTorchJob", "kubeflow", "llama")]
+    with pytest.raises(JobSpecUnavailable, match="no longer exists"):
+        _resubmit(fake, orchestrator, uid="00000000-0000-0000-0000-00000000beef")
+    assert ("PyTorchJob", "kubeflow", "llama-r1") not in fake.jobs
+
+
+def test_a_name_taken_by_someone_elses_job_is_not_taken_for_our_resubmission() -> None:
+    fake, _, orchestrator = _cluster()
+    fake.add_job("PyTorchJob", "kubeflow", "llama-r1", nodes=[])  # a user's job that happens to have the name
+    with pytest.raises(JobSpecUnavailable, match="not our re-creation"):
+        _resubmit(fake, orchestrator)
+    assert "suspend" not in fake.jobs[("PyTorchJob", "kubeflow", "llama")]["spec"]["runPolicy"]  # the old job left running
+
+
+def test_a_job_already_failed_is_re_created_and_not_patched() -> None:
+    fake, _, orchestrator = _cluster()
+    fake.jobs[("PyTorchJob", "kubeflow", "llama")]["status"]["conditions"].append({"type": "Failed", "status": "True"})
+    fake.calls.clear()
+    result = _resubmit(fake, orchestrator)
+    assert not result.cancelled_old and ("patch", "pytorchjobs") not in fake.calls

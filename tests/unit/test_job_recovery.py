@@ -350,8 +350,8 @@ def test_the_job_escalates_when_the_other_incident_escalated_or_never_finishes()
 
 
 # --- steps ---------------------------------------------------------------------------------------------
-def _validate(payload: dict[str, Any], stack_dry_run: bool = False) -> JobRecoveryRequest:
-    guarded = GuardedCluster(name=CLUSTER, arn=CLUSTER_ARN)
+def _validate(payload: dict[str, Any], stack_dry_run: bool = False, orchestrator: str = "slurm") -> JobRecoveryRequest:
+    guarded = GuardedCluster(name=CLUSTER, arn=CLUSTER_ARN, orchestrator=orchestrator)  # type: ignore[arg-type]
     return validate_job_request(
         ValidateJobRequestInput(execution_name="drill-1", request=payload),
         guarded=guarded,
@@ -514,3 +514,13 @@ def test_a_job_request_from_before_the_rename_reads_under_todays_source_name() -
     assert JobRecoveryRequest.model_validate(old).source == "job_failed"
     with pytest.raises(ValidationError):
         JobRecoveryRequest.model_validate(old | {"source": "slurm_job_exploded"})
+
+
+def test_a_job_id_has_the_form_of_the_stacks_orchestrator() -> None:
+    uid = "aa28155a-644d-5c16-9403-54b8756caf50"
+    # A Slurm stack takes Slurm job ids only, an EKS stack a job object's uid only
+    with pytest.raises(InvalidRecoveryRequest, match="not a Slurm job id"):
+        _validate({"cluster": CLUSTER, "job_id": uid})
+    with pytest.raises(InvalidRecoveryRequest, match="not a job object's uid"):
+        _validate({"cluster": CLUSTER, "job_id": "1234"}, orchestrator="eks")
+    assert _validate({"cluster": CLUSTER, "job_id": uid}, orchestrator="eks").job_id == uid

@@ -63,7 +63,7 @@ def _cluster(**changes: Any) -> ClusterInfo:
         ("arn:aws:sagemaker:us-west-2:111122223333:cluster/llm-train", {}, "fail", "name form"),
         ("arn:aws:sagemaker:us-west-2:111122223333:cluster/zzzzzzzzzzzz", {}, "fail", "another cluster"),
         ("arn:aws:sagemaker:eu-west-1:111122223333:cluster/llm-train", {}, "fail", "another cluster"),  # name, other region
-        (ARN, {"orchestrator": "eks"}, "fail", "Slurm clusters only"),
+        (ARN, {"orchestrator": "eks"}, "fail", "deployed with Orchestrator=Slurm"),
         (ARN, {"status": "Updating"}, "warn", "not InService"),
     ],
 )

@@ -190,7 +190,8 @@ class CheckpointWriteConflict(RecoveryError):
 
 # --- job recovery -------------------------------------------------------------------------
 class JobSpecUnavailable(RecoveryError):
-    """slurmctld no longer knows the failed job, so there is no batch script to resubmit it with."""
+    """slurmctld no longer knows the failed job, so there is no batch script to resubmit it with; on
+    EKS, the job object is gone or is another job now, or its re-creation's name is someone else's."""
 
 
 class RestartBudgetExhausted(RecoveryError):

@@ -85,7 +85,7 @@ class Dependencies:
 
     @property
     def guarded(self) -> GuardedCluster:
-        return GuardedCluster(name=self.settings.cluster_name, arn=self.settings.cluster_arn)
+        return GuardedCluster(name=self.settings.cluster_name, arn=self.settings.cluster_arn, orchestrator=self.settings.orchestrator)
 
     @property
     def lock_ttl(self) -> timedelta:

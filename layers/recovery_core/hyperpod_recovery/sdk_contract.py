@@ -47,7 +47,7 @@ REQUIRED: dict[str, tuple[Call, ...]] = {
                 "ClusterStatus",
                 "NodeRecovery",
                 "NodeProvisioningMode",
-                "Orchestrator.Eks",
+                "Orchestrator.Eks.ClusterArn",
                 "Orchestrator.Slurm",
                 "InstanceGroups[].InstanceGroupName",
                 "InstanceGroups[].SlurmConfig.NodeType",

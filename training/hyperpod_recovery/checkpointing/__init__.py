@@ -30,7 +30,7 @@ from hyperpod_recovery.adapters.checkpoints import S3CheckpointStore
 from hyperpod_recovery.checkpointing.commit import CommitResult, commit_checkpoint, verify_checksums
 from hyperpod_recovery.domain.checkpoints import Discovery, Verdict, find_newest_verified, split_s3_uri, verify_checkpoint
 from hyperpod_recovery.models.commands import CheckpointRef
-from hyperpod_recovery.models.manifest import MAX_STEP, RESUME_FROM_ENV, RESUME_STEP_ENV, step_dir
+from hyperpod_recovery.models.manifest import JOB_NAME_ENV, MAX_STEP, RESUME_FROM_ENV, RESUME_STEP_ENV, step_dir
 from hyperpod_recovery.ports import CheckpointWriter
 
 __all__ = ["CheckpointRef", "Checkpoints", "CommitResult", "Discovery", "Verdict"]
@@ -46,7 +46,8 @@ class Checkpoints:
         self.bucket, self.prefix = split_s3_uri(uri)
         self.uri = f"s3://{self.bucket}/{self.prefix}"
         # The Slurm job name; None (outside Slurm, none given): checkpoints of any job are read.
-        self.job: str | None = job or os.environ.get("SLURM_JOB_NAME") or None
+        # (On EKS, HYPERPOD_RECOVERY_JOB_NAME: a re-created job gets its lineage's name in it.)
+        self.job: str | None = job or os.environ.get("SLURM_JOB_NAME") or os.environ.get(JOB_NAME_ENV) or None
         self.store: CheckpointWriter = store or S3CheckpointStore(s3=s3)
 
     def step_uri(self, step: int) -> str:

@@ -14,6 +14,7 @@ What a command means here (the node rules are domain/eks_nodes.py's, the job rul
 | boot_times    | a node whose kernel boot id differs from the one our cordon recorded is back from a     |
 |               | reboot once Ready: its Ready time is its boot time                                     |
 | jobs_on_nodes | the jobs of the pods on the nodes (read-only)                                           |
+| resubmit_job  | the job re-created from the checkpoint under <lineage>-r<n>, once; the old one suspended|
 | check         | the API server answers (a node list), and which commands this orchestrator executes   |
 
 A conflict (the node changed between read and write) is re-read and decided again, up to
@@ -26,15 +27,18 @@ escalate: retrying will not fix them.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from hyperpod_recovery.adapters.stepfunctions import StepFunctions
-from hyperpod_recovery.domain.eks_jobs import job_spec_of, jobs_of_pods
+from hyperpod_recovery.domain.eks_jobs import finished, is_recreation_of, job_spec_of, jobs_of_pods, recreated_job
 from hyperpod_recovery.domain.eks_nodes import NodeView, cordon_plan, give_back_plan, health_gate, rebooted_since_cordon
 from hyperpod_recovery.errors import (
     ControllerChannelError,
     InvalidCommand,
+    JobSpecUnavailable,
+    KubeAlreadyExists,
     KubeConflict,
     KubeObjectGone,
     KubeThrottled,
@@ -57,18 +61,20 @@ from hyperpod_recovery.models.commands import (
     JobsOnNodesResult,
     JobSpec,
     NodeBoot,
+    ResubmitJob,
+    ResubmitResult,
     ResumeNodes,
     ResumeResult,
     UnhealthyNode,
 )
 from hyperpod_recovery.models.common import MAX_JOBS_PER_INCIDENT
-from hyperpod_recovery.models.kubernetes import instance_of_node_name
+from hyperpod_recovery.models.kubernetes import COMPUTE_TYPE_LABEL, KubeJobRef, instance_of_node_name
 from hyperpod_recovery.ports import KubeApi
 
 ORCHESTRATOR_VERSION = "eks-1"
 CONFLICT_RETRIES = 3
 # The commands this orchestrator carries out (the preflight compares them with what the stack sends).
-EKS_COMMANDS = ("boot_times", "check", "cordon_nodes", "drain_nodes", "jobs_on_nodes", "resume_nodes")
+EKS_COMMANDS = ("boot_times", "check", "cordon_nodes", "drain_nodes", "jobs_on_nodes", "resubmit_job", "resume_nodes")
 
 
 def _node_state(node: dict[str, Any]) -> str:
@@ -79,6 +85,28 @@ def _node_state(node: dict[str, Any]) -> str:
     if not NodeView.of(node).ready:
         return "NotReady+NOT_RESPONDING"
     return "Ready" if verdict != "not_ready" else "Ready+UNKNOWN"
+
+
+@dataclass(frozen=True)
+class _ResumeDecision:
+    outcome: Literal["resumed", "not_drained", "not_ours"]
+    operations: list[dict[str, Any]]
+    verdict: str = "passed"
+    said: str = ""
+
+
+def _resume_decision(node: dict[str, Any], incident: str, at: datetime) -> _ResumeDecision:
+    """What Resume Nodes writes on one node, from one read of it."""
+    marked_by = NodeView.of(node).marked_by
+    if marked_by not in (None, incident):
+        return _ResumeDecision("not_ours", [])
+    verdict, said = health_gate(node)
+    if verdict != "passed":
+        # Kept out of service under our marks (a replacement's new node is cordoned now): never given a job.
+        return _ResumeDecision("not_drained", cordon_plan(node, incident, at).operations, verdict, said)
+    back = give_back_plan(node, incident)
+    # Through the gate and carrying nothing of ours (a replacement's new node): in service, resumed.
+    return _ResumeDecision("resumed" if back.outcome == "not_drained" else back.outcome, back.operations)
 
 
 def incident_of(tag: str) -> str:
@@ -94,13 +122,14 @@ class EksOrchestrator:
         self.kube = kube
         self.tasks = tasks
         self.now = now
+        self._hyperpod_nodes: list[dict[str, Any]] | None = None
 
     # --- the port ------------------------------------------------------------------------------------
     def dispatch(self, envelope: CommandEnvelope) -> None:
         command = envelope.command
         started = self.now()
         try:
-            result = self.execute(command)
+            result = self.execute(command, envelope.incident_id)
         except (KubeUnavailable, KubeThrottled, KubeConflict) as exc:
             raise ControllerChannelError(
                 f"{command.type} for {envelope.incident_id}: the Kubernetes API could not do it now: {exc}"
@@ -122,7 +151,8 @@ class EksOrchestrator:
         except TaskAnswerFailed as exc:
             raise ControllerChannelError(f"could not answer task for {reply.command_id}: {exc}") from exc
 
-    def execute(self, command: Any) -> Any:
+    def execute(self, command: Any, incident_id: str = "") -> Any:
+        self._hyperpod_nodes = None
         if isinstance(command, CordonNodes):
             return self.cordon(command)
         if isinstance(command, DrainNodes):
@@ -136,6 +166,8 @@ class EksOrchestrator:
             return self.jobs_on(command.nodes)
         if isinstance(command, CheckAgent):
             return self.check()
+        if isinstance(command, ResubmitJob):
+            return self.resubmit(command, incident_id)
         raise InvalidCommand(f"{command.type} is not carried out on EKS-orchestrated clusters (it executes {', '.join(EKS_COMMANDS)})")
 
     # --- nodes ----------------------------------------------------------------------------------------
@@ -149,9 +181,14 @@ class EksOrchestrator:
         instance = instance_of_node_name(name)
         if instance is None:
             return None
-        for node in self.kube.list_nodes():
+        if self._hyperpod_nodes is None:  # listed once per command: every missing node reads the same list
+            self._hyperpod_nodes = self.kube.list_nodes(f"{COMPUTE_TYPE_LABEL}=hyperpod")
+        for node in self._hyperpod_nodes:
             if str((node.get("spec") or {}).get("providerID") or "").endswith("/" + instance):
-                return node
+                try:
+                    return self.kube.get_node(NodeView.of(node).name)  # (read fresh: the list may be older)
+                except KubeObjectGone:
+                    return None
         return None
 
     def _patch_until_settled(self, name: str, decide: Callable[[dict[str, Any]], Any]) -> tuple[dict[str, Any] | None, Any]:
@@ -183,41 +220,43 @@ class EksOrchestrator:
             else:  # a dry run: what would be done, nothing written
                 node = self.find_node(name)
                 plan = cordon_plan(node, incident, at) if node is not None else None
-            if node is not None:
-                found.append(NodeView.of(node).name)
-            # A node Kubernetes no longer has (HyperPod replacing it already) takes no pod: out of service.
-            outcome = plan.outcome if plan is not None else "already_drained"
-            (result.drained if outcome == "drained" else result.already_drained).append(name)
+            if node is None:
+                # Kubernetes has no such node (HyperPod replacing it already, or a stack pointed at
+                # another cluster): no pod can run there, but nothing was cordoned: said as it is.
+                result.absent.append(name)
+                continue
+            found.append(NodeView.of(node).name)
+            assert plan is not None
+            (result.drained if plan.outcome == "drained" else result.already_drained).append(name)
         if with_jobs:
             jobs = self._jobs_on_found(found)
             result.jobs, result.omitted = jobs.jobs, jobs.omitted
         return result
 
     def resume(self, command: ResumeNodes) -> ResumeResult:
-        """Each node through the health gate first: only a node that passes is given back."""
+        """Each node through the health gate first, read in the same read as the write it decides
+        (a node HyperPod marks between two reads is never given back): only a node that passes is
+        given back; one that fails is kept out under our marks. A node another incident marked is
+        that incident's (it holds its lock): reported not ours, never touched."""
         incident = incident_of(command.owner_tag)
         at = self.now()
-        resumed: list[str] = []
-        not_drained: list[str] = []
-        not_ours: list[str] = []
+        outcomes: dict[str, list[str]] = {"resumed": [], "not_drained": [], "not_ours": []}
         unhealthy: list[UnhealthyNode] = []
         for name in command.nodes:
-            node = self.find_node(name)
-            if node is None:
+            node, decision = self._patch_until_settled(name, lambda n: _resume_decision(n, incident, at))
+            if node is None or decision is None:
                 unhealthy.append(
                     UnhealthyNode(node=name, verdict="could_not_run", detail="Kubernetes has no such node (not registered yet)")
                 )
-                continue
-            verdict, said = health_gate(node)
-            if verdict != "passed":
-                # Kept out of service under our marks (a new node is cordoned now): never given a job.
-                self._patch_until_settled(name, lambda n: cordon_plan(n, incident, at))
-                unhealthy.append(UnhealthyNode(node=name, verdict="failed" if verdict == "failed" else "could_not_run", detail=said))
-                continue
-            _, plan = self._patch_until_settled(name, lambda n: give_back_plan(n, incident))
-            outcome = plan.outcome if plan is not None else "not_drained"
-            {"resumed": resumed, "not_drained": not_drained, "not_ours": not_ours}[outcome].append(name)
-        return ResumeResult(resumed=resumed, not_drained=not_drained, not_ours=not_ours, unhealthy=unhealthy)
+            elif decision.verdict != "passed" and decision.outcome != "not_ours":
+                unhealthy.append(
+                    UnhealthyNode(node=name, verdict="failed" if decision.verdict == "failed" else "could_not_run", detail=decision.said)
+                )
+            else:
+                outcomes[decision.outcome].append(name)
+        return ResumeResult(
+            resumed=outcomes["resumed"], not_drained=outcomes["not_drained"], not_ours=outcomes["not_ours"], unhealthy=unhealthy
+        )
 
     def boot_times(self, command: BootTimes) -> BootTimesResult:
         """A boot is proved by a boot id other than the one our cordon recorded, and dated by the
@@ -259,6 +298,48 @@ class EksOrchestrator:
             else:
                 omitted += 1
         return JobsOnNodesResult(jobs=jobs, omitted=omitted)
+
+    def resubmit(self, command: ResubmitJob, incident_id: str) -> ResubmitResult:
+        """Re-create the job from ``command.checkpoint`` (domain/eks_jobs.py recreated_job), once: a
+        retry finds its own re-creation under the same name (409) instead of making a second. The old
+        job, if anything of it still runs, is suspended only once the new one exists."""
+        ref = command.kube
+        if ref is None:
+            raise InvalidCommand("resubmit_job on EKS names the job object to re-create (kube): none given")
+        try:
+            old = self.kube.get_job(ref)
+        except KubeObjectGone:
+            raise JobSpecUnavailable(
+                f"{ref.kind} {ref.namespace}/{ref.name} no longer exists: there is nothing to re-create it from"
+            ) from None
+        uid = str((old.get("metadata") or {}).get("uid") or "")
+        if uid != command.job_id:
+            raise JobSpecUnavailable(
+                f"{ref.kind} {ref.namespace}/{ref.name} is another job now (uid {uid}, not {command.job_id}): never re-created in its stead"
+            )
+        body = recreated_job(old, ref.kind, resume_from=command.checkpoint.uri, step=command.checkpoint.step, incident=incident_id)
+        name = body["metadata"]["name"]
+        try:
+            new = self.kube.create_job(ref.kind, ref.namespace, body)
+        except KubeAlreadyExists:
+            new = self.kube.get_job(KubeJobRef(kind=ref.kind, namespace=ref.namespace, name=name))
+            if not is_recreation_of(new, uid):
+                raise JobSpecUnavailable(
+                    f"{ref.kind} {ref.namespace}/{name} exists and is not our re-creation of {ref.name}: nothing created"
+                ) from None
+        suspended = False
+        if not finished(old):
+            # Its pods on healthy nodes would hold GPUs the new job needs: suspended (Kubeflow deletes
+            # the pods of a suspended job), never deleted: its owner may want its logs and status.
+            run_policy = (old.get("spec") or {}).get("runPolicy")
+            set_suspend = (
+                {"op": "add", "path": "/spec/runPolicy/suspend", "value": True}
+                if isinstance(run_policy, dict)
+                else {"op": "add", "path": "/spec/runPolicy", "value": {"suspend": True}}
+            )
+            self.kube.patch_job(ref, [{"op": "test", "path": "/metadata/uid", "value": uid}, set_suspend])
+            suspended = True
+        return ResubmitResult(old_job_id=uid, new_job_id=str(new["metadata"]["uid"]), cancelled_old=suspended)
 
     def check(self) -> AgentCheckResult:
         try:

@@ -7,7 +7,8 @@ so learns who signed it, for this cluster only. The URL is valid 60 s for the fi
 token about 15 minutes: one is minted per invocation, never cached across executions.
 
 Nothing is sent here: signing is local (botocore's signer), so it is tested offline. Source of
-the recipe: aws/aws-cli awscli/customizations/eks/get_token.py (TokenGenerator, STSClientFactory).
+the recipe: https://github.com/aws/aws-cli/blob/develop/awscli/customizations/eks/get_token.py
+(TokenGenerator, STSClientFactory).
 """
 
 from __future__ import annotations
@@ -25,7 +26,9 @@ def mint_token(session: Any, cluster_name: str, region: str) -> str:
     cluster's name (the last part of HyperPod's Orchestrator.Eks.ClusterArn)."""
     if not cluster_name:
         raise ValueError("an EKS cluster name is required: the token is bound to it")
-    sts = session.client("sts", region_name=region, endpoint_url=f"https://sts.{region}.amazonaws.com")
+    # The regional endpoint of the region's partition, as botocore resolves it (regional is its
+    # default for STS; a fixed amazonaws.com domain would be wrong in the cn and iso partitions).
+    sts = session.client("sts", region_name=region)
     sts.meta.events.register("provide-client-params.sts.GetCallerIdentity", _keep_cluster_id)
     sts.meta.events.register("before-sign.sts.GetCallerIdentity", _sign_cluster_id)
     url: str = sts.generate_presigned_url(

@@ -46,6 +46,7 @@ class HyperPodCluster:
             node_recovery=raw.get("NodeRecovery", "Automatic"),
             groups=groups,
             provisioning_mode=raw.get("NodeProvisioningMode"),
+            eks_cluster_arn=((raw.get("Orchestrator") or {}).get("Eks") or {}).get("ClusterArn"),
         )
 
     def list_nodes(self) -> list[ClusterNode]:

@@ -13,13 +13,15 @@ the wire against a local TLS server:
 | list_pods_on_node    | GET   /api/v1/pods?fieldSelector=spec.nodeName%3D{name}&limit=500        |
 | get_job              | GET   /apis/{group}/{version}/namespaces/{ns}/{plural}/{name}            |
 | create_job           | POST  /apis/{group}/{version}/namespaces/{ns}/{plural}                  |
+| patch_job            | PATCH /apis/{group}/{version}/namespaces/{ns}/{plural}/{name} (json-patch) |
 | list_jobs            | GET   /apis/{group}/{version}/{plural}?limit=500                         |
 
-Status codes become our named errors (errors.py): 404 KubeObjectGone; 409 KubeAlreadyExists on a
-create, KubeConflict otherwise; a JSON Patch that no longer applies (a failed ``test``: 422 with the
-patch library's error as its cause today, 500 on older API servers, kubernetes/kubernetes#68202)
-KubeConflict; 429 KubeThrottled; 401/403 KubeAccessDenied; other 4xx (a 422 that names invalid
-fields among them) KubeRequestRejected; 5xx and no answer KubeUnavailable. Nothing here retries: a conflict is the
+Status codes become our named errors (errors.py): 404 KubeObjectGone; 409 AlreadyExists
+KubeAlreadyExists, other 409s KubeConflict; a JSON Patch whose ``test`` failed (422 with the patch
+library's error as its cause today, 500 on older API servers, kubernetes/kubernetes#68202)
+KubeConflict; 429 KubeThrottled; 401/403 KubeAccessDenied; a list's expired continue token (410)
+reads the list again once; other 4xx (any other 422 among them) KubeRequestRejected; 5xx, no
+answer, an answer that is not JSON KubeUnavailable. Nothing here retries: a conflict is the
 caller's to re-read, and the workflow's Retry paces the rest.
 
 Every name is validated before it is put in a path (models/kubernetes.py), and quoted besides.
@@ -55,6 +57,12 @@ TOKEN_REUSE_SECONDS = 600
 # A list larger than this many pages is not read to its end (a runaway continue token).
 MAX_PAGES = 200
 _TIMEOUT = urllib3.Timeout(connect=5.0, read=20.0)
+
+
+class KubeExpired(KubeUnavailable):
+    """410 Gone: a list's continue token expired (the list is read again from its start)."""
+
+
 _TEST_FAILED = "testing value"  # the message of a failed JSON-Patch test op, before 422 was used
 
 
@@ -121,6 +129,13 @@ class KubernetesApi:
         path = f"/apis/{info.group}/{info.version}/namespaces/{_checked_namespace(namespace)}/{info.plural}"
         return self._request("POST", path, body=body, content_type="application/json", resource=info.plural, verb="create")
 
+    def patch_job(self, ref: KubeJobRef, operations: list[dict[str, Any]]) -> dict[str, Any]:
+        """A JSON Patch of a job (custom resources take no strategic merge; JSON Patch is exact)."""
+        info = JOB_KINDS[ref.kind]
+        namespace, name = _checked_namespace(ref.namespace), _checked_subdomain("job", ref.name)
+        path = f"/apis/{info.group}/{info.version}/namespaces/{namespace}/{info.plural}/{name}"
+        return self._request("PATCH", path, body=operations, content_type=JSON_PATCH, resource=info.plural, verb="patch")
+
     def list_jobs(self, kind: str) -> list[dict[str, Any]]:
         info = JOB_KINDS[kind]
         return self._list(f"/apis/{info.group}/{info.version}/{info.plural}", {}, resource=info.plural)
@@ -129,9 +144,16 @@ class KubernetesApi:
     def _list(self, path: str, query: dict[str, str], *, resource: str) -> list[dict[str, Any]]:
         items: list[dict[str, Any]] = []
         token = ""
+        restarted = False
         for _ in range(MAX_PAGES):
             page_query = {**query, "limit": str(PAGE_LIMIT)} | ({"continue": token} if token else {})
-            page = self._request("GET", f"{path}?{urlencode(page_query, quote_via=quote)}", resource=resource, verb="list")
+            try:
+                page = self._request("GET", f"{path}?{urlencode(page_query, quote_via=quote)}", resource=resource, verb="list")
+            except KubeExpired:
+                if restarted or not token:
+                    raise KubeUnavailable(f"listing {resource}: its continue token expired twice") from None
+                items, token, restarted = [], "", True  # (410: the list changed too much to go on: read it again, once)
+                continue
             items.extend(page.get("items") or [])
             token = (page.get("metadata") or {}).get("continue") or ""
             if not token:
@@ -142,7 +164,10 @@ class KubernetesApi:
         if self._endpoint is None:
             self._endpoint = self._endpoint_source()
         if self._pool is None:
-            context = ssl.create_default_context(cadata=self._endpoint.ca_pem)
+            try:
+                context = ssl.create_default_context(cadata=self._endpoint.ca_pem)
+            except (ssl.SSLError, ValueError) as exc:
+                raise KubeUnavailable(f"the EKS cluster's certificate authority does not load: {exc}") from exc
             self._pool = urllib3.PoolManager(ssl_context=context, timeout=_TIMEOUT, retries=False, maxsize=4)
         return self._endpoint, self._pool
 
@@ -179,7 +204,10 @@ class KubernetesApi:
                 break
         assert response is not None
         if 200 <= response.status < 300:
-            answer = json.loads(response.data or b"{}")
+            try:
+                answer = json.loads(response.data or b"{}")
+            except ValueError as exc:
+                raise KubeUnavailable(f"{method} {path.split('?')[0]}: the API server's answer is not JSON") from exc
             if not isinstance(answer, dict):
                 raise KubeUnavailable(f"{method} {path.split('?')[0]}: the API server answered {type(answer).__name__}, not an object")
             return answer
@@ -200,8 +228,10 @@ def _error_for(method: str, path: str, status: int, data: bytes) -> Exception:
         said += " (" + "; ".join(str(c.get("message") or "")[:200] for c in causes[:3]) + ")"
     if status == 404:
         return KubeObjectGone(said)
+    if status == 410:
+        return KubeExpired(said)
     if status == 409:
-        return KubeAlreadyExists(said) if reason == "AlreadyExists" or method == "POST" else KubeConflict(said)
+        return KubeAlreadyExists(said) if reason == "AlreadyExists" else KubeConflict(said)
     if status in (422, 500) and _patch_did_not_apply(message, causes):
         return KubeConflict(said)
     if status == 429:
@@ -214,9 +244,9 @@ def _error_for(method: str, path: str, status: int, data: bytes) -> Exception:
 
 
 def _patch_did_not_apply(message: str, causes: list[dict[str, Any]]) -> bool:
-    """A JSON Patch that does not apply to the object as it is now (a ``test`` that failed, a path
-    that is gone): the API server answers 422 with the patch library's error as an unexpected-response
-    cause (apiserver handlers/patch.go applyJSPatch), older ones 500 with it as the message. Either
-    means the object changed since it was read. A 422 for an invalid object (field causes) is ours."""
+    """A JSON Patch whose ``test`` failed: the object changed since it was read. The API server
+    answers 422 with the patch library's error as a cause (apiserver handlers/patch.go applyJSPatch),
+    older ones 500 with it as the message. Every patch of ours tests the resourceVersion first, so any
+    other error of a patch (a path that is not there) is ours, on a node as it was read: not a conflict."""
     texts = [message.lower()] + [str(c.get("message") or "").lower() for c in causes]
-    return any(_TEST_FAILED in t or "test failed" in t for t in texts) or any(c.get("type") == "UnexpectedServerResponse" for c in causes)
+    return any(_TEST_FAILED in t or "test failed" in t for t in texts)

@@ -55,13 +55,22 @@ def assess_nodes(
     login_groups: list[str],
     now: datetime,
     orchestrator: Literal["slurm", "eks"] = "slurm",
+    eks_cluster_name: str = "",
 ) -> Assessment:
     """``orchestrator``: the one the stack was deployed for (its Orchestrator parameter); a cluster
-    orchestrated otherwise is never acted on (its nodes are named and drained another way)."""
+    orchestrated otherwise is never acted on (its nodes are named and drained another way). On EKS,
+    ``eks_cluster_name`` (EksClusterName) must be the EKS cluster HyperPod names."""
     if cluster.orchestrator != orchestrator:
         raise UnsupportedOrchestrator(
             f"cluster {cluster.name!r} is orchestrated by {cluster.orchestrator}, but this stack was deployed for "
             f"{orchestrator} (its Orchestrator parameter): redeploy it with Orchestrator={cluster.orchestrator.capitalize()}"
+        )
+    if orchestrator == "eks" and eks_cluster_name and cluster.eks_cluster_name and cluster.eks_cluster_name != eks_cluster_name:
+        # Its Kubernetes nodes are in another EKS cluster than the one the stack may reach: every
+        # node would be "not found" there and nothing cordoned while HyperPod replaced them.
+        raise UnsupportedOrchestrator(
+            f"cluster {cluster.name!r} runs in EKS cluster {cluster.eks_cluster_name!r}, but this stack's EksClusterName is "
+            f"{eks_cluster_name!r}: redeploy it with EksClusterName={cluster.eks_cluster_name}"
         )
     # On EKS every instance group is a worker group: the control plane is EKS's own, never a node here.
     roles = group_roles(cluster, controller_groups, login_groups) if orchestrator == "slurm" else dict.fromkeys(cluster.groups, "Compute")

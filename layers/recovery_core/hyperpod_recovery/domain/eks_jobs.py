@@ -19,6 +19,7 @@ Who restarts a job (../shared/reference/hyperpod-eks.md §3.3), first match wins
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from hyperpod_recovery.models.commands import CHECKPOINT_URI_PATTERN, MAX_CHECKPOINT_URI, JobSpec, RestartedBy, resume_choice_in_comment
@@ -27,6 +28,7 @@ from hyperpod_recovery.models.kubernetes import (
     AUTO_RESUME_ANNOTATION,
     HPTO_JOB_LABEL,
     JOB_KINDS,
+    KUBE_JOB_NAME_MAX,
     KUBE_UID_PATTERN,
     KUBEFLOW_JOB_NAME_LABEL,
     MARK_DOMAIN,
@@ -35,6 +37,7 @@ from hyperpod_recovery.models.kubernetes import (
     is_dns1123_label,
     is_dns1123_subdomain,
 )
+from hyperpod_recovery.models.manifest import JOB_NAME_ENV, RESUME_FROM_ENV, RESUME_STEP_ENV
 
 CHECKPOINT_ANNOTATION = f"{MARK_DOMAIN}/checkpoint"  # s3://bucket/prefix/ of the job's manifest-v1 checkpoints
 RESUME_ANNOTATION = f"{MARK_DOMAIN}/resume"  # immediate | after_rejoin (the job's own choice)
@@ -42,6 +45,7 @@ RESUME_ANNOTATION = f"{MARK_DOMAIN}/resume"  # immediate | after_rejoin (the job
 # new object name, so it carries its lineage's first name here.
 JOB_NAME_ANNOTATION = f"{MARK_DOMAIN}/job-name"
 RESTARTING_POLICIES = frozenset({"OnFailure", "Always", "ExitCode"})
+DEFAULT_RESTART_POLICY = "OnFailure"  # Kubeflow's PytorchJobDefaultRestartPolicy
 FINISHED_POD_PHASES = frozenset({"Succeeded"})
 
 
@@ -51,18 +55,26 @@ def owning_job(pod: dict[str, Any]) -> KubeJobRef | None:
     namespace = str(metadata.get("namespace") or "")
     if (pod.get("status") or {}).get("phase") in FINISHED_POD_PHASES or not is_dns1123_label(namespace):
         return None
-    for owner in metadata.get("ownerReferences") or []:
-        kind = owner.get("kind")
-        info = JOB_KINDS.get(str(kind))
-        if owner.get("controller") and info is not None and owner.get("apiVersion") == info.api_version:
-            name = str(owner.get("name") or "")
-            return KubeJobRef(kind=kind, namespace=namespace, name=name) if is_dns1123_subdomain(name) else None
+    controller = next((o for o in metadata.get("ownerReferences") or [] if o.get("controller")), None)
+    if controller is not None:
+        # The controller owner says what the pod is; an MPIJob's or TFJob's pod carries Kubeflow's
+        # job-name label too, and is no PyTorchJob of that name.
+        kind = str(controller.get("kind") or "")
+        info = JOB_KINDS.get(kind)
+        name = str(controller.get("name") or "")
+        if info is None or controller.get("apiVersion") != info.api_version or not _job_name(name):
+            return None
+        return KubeJobRef(kind=kind, namespace=namespace, name=name)
     labels = metadata.get("labels") or {}
     for label, kind in ((KUBEFLOW_JOB_NAME_LABEL, "PyTorchJob"), (HPTO_JOB_LABEL, "HyperPodPyTorchJob")):
         name = str(labels.get(label) or "")
         if name:
-            return KubeJobRef(kind=kind, namespace=namespace, name=name) if is_dns1123_subdomain(name) else None
+            return KubeJobRef(kind=kind, namespace=namespace, name=name) if _job_name(name) else None
     return None
+
+
+def _job_name(name: str) -> bool:
+    return len(name) <= KUBE_JOB_NAME_MAX and is_dns1123_subdomain(name)
 
 
 def jobs_of_pods(pods: list[dict[str, Any]]) -> list[KubeJobRef]:
@@ -95,7 +107,8 @@ def restarted_by(job: dict[str, Any], kind: str) -> RestartedBy | None:
         return "hyperpod_training_operator"
     if str(annotations.get(AUTO_RESUME_ANNOTATION, "")).lower() == "true":
         return "hyperpod_auto_resume"
-    if any(r.get("restartPolicy") in RESTARTING_POLICIES for r in _replica_specs(job, kind)):
+    # (an absent restartPolicy is Kubeflow's default, OnFailure: applied by the operator, never stored)
+    if any(r.get("restartPolicy", DEFAULT_RESTART_POLICY) in RESTARTING_POLICIES for r in _replica_specs(job, kind)):
         return "kubeflow"
     return None
 
@@ -110,9 +123,15 @@ def job_spec_of(job: dict[str, Any], ref: KubeJobRef) -> JobSpec | None:
     by = restarted_by(job, ref.kind)
     replicas = sum(max(int(r.get("replicas") or 1), 0) for r in _replica_specs(job, ref.kind)) or 1
     checkpoint = str(annotations.get(CHECKPOINT_ANNOTATION) or "").strip() or None
+    owners = metadata.get("ownerReferences") or []
     unresumable = None
     if by is None and str(annotations.get(OPT_IN_ANNOTATION, "")).lower() != "true":
         unresumable = f'not opted in to recovery (annotation {OPT_IN_ANNOTATION}: "true") and nobody else restarts it'
+    elif by is None and owners:
+        # A job another controller made (a pipeline, a queue): a copy made by us would be unknown to it.
+        unresumable = f"created by {owners[0].get('kind')} {owners[0].get('name')}: its owner, not us, would have to make it again"
+    elif by is None and ((job.get("spec") or {}).get("runPolicy") or {}).get("suspend") is True:
+        unresumable = "suspended by its owner"
     elif checkpoint is not None and (len(checkpoint) > MAX_CHECKPOINT_URI or not matches(CHECKPOINT_URI_PATTERN, checkpoint)):
         unresumable = f"its {CHECKPOINT_ANNOTATION} annotation is not an s3:// location of at most {MAX_CHECKPOINT_URI} characters"
         checkpoint = None
@@ -127,6 +146,67 @@ def job_spec_of(job: dict[str, Any], ref: KubeJobRef) -> JobSpec | None:
         restarted_by=by,
         resume=resume_choice_in_comment(f"resume={annotations.get(RESUME_ANNOTATION, '')}"),
         unresumable=unresumable,
-        kind=ref.kind,
-        namespace=ref.namespace,
+        kube=ref,
     )
+
+
+# --- re-creating a job from its checkpoint (Resubmit Job on EKS) --------------------------------------
+GENERATION_ANNOTATION = f"{MARK_DOMAIN}/generation"  # 1 for the first re-creation of a lineage
+RESUBMITTED_FROM_ANNOTATION = f"{MARK_DOMAIN}/resubmitted-from"  # the uid of the job it replaces
+INCIDENT_OF_JOB_ANNOTATION = f"{MARK_DOMAIN}/incident"
+# Not carried over: kubectl's record of the old object would make `kubectl apply` diff against it.
+DROPPED_ANNOTATIONS = frozenset({"kubectl.kubernetes.io/last-applied-configuration"})
+
+
+def lineage_name(job: dict[str, Any]) -> str:
+    """The name the job's lineage writes its checkpoints under: its first job's name."""
+    metadata = job.get("metadata") or {}
+    name = str((metadata.get("annotations") or {}).get(JOB_NAME_ANNOTATION) or "")
+    return name if _job_name(name) else str(metadata.get("name") or "")
+
+
+def recreated_name(job: dict[str, Any]) -> str:
+    """``<lineage>-r<generation>``: decided by the old job alone, so a retry names the same job
+    (and finds it, 409) instead of making a second one. At most 63 characters (a label value)."""
+    annotations = (job.get("metadata") or {}).get("annotations") or {}
+    text = str(annotations.get(GENERATION_ANNOTATION) or "0")
+    generation = (int(text) if text.isdigit() and len(text) < 6 else 0) + 1
+    suffix = f"-r{generation}"
+    return lineage_name(job)[: KUBE_JOB_NAME_MAX - len(suffix)].rstrip("-.") + suffix
+
+
+def recreated_job(job: dict[str, Any], kind: str, *, resume_from: str, step: int, incident: str) -> dict[str, Any]:
+    """The job as its owner wrote it (spec, labels, annotations), under a new name, with where to
+    resume given to every container of every replica the way the Slurm side gives it to a batch
+    script (HYPERPOD_RECOVERY_RESUME_FROM/_STEP, and the lineage's name for the manifests)."""
+    metadata = job.get("metadata") or {}
+    name = recreated_name(job)
+    annotations = {k: v for k, v in (metadata.get("annotations") or {}).items() if k not in DROPPED_ANNOTATIONS}
+    annotations |= {
+        JOB_NAME_ANNOTATION: lineage_name(job),
+        GENERATION_ANNOTATION: name.rsplit("-r", 1)[1],
+        RESUBMITTED_FROM_ANNOTATION: str(metadata.get("uid") or ""),
+        INCIDENT_OF_JOB_ANNOTATION: incident,
+    }
+    new_metadata: dict[str, Any] = {"name": name, "namespace": metadata.get("namespace"), "annotations": annotations}
+    if metadata.get("labels"):
+        new_metadata["labels"] = dict(metadata["labels"])
+    spec = copy.deepcopy(job.get("spec") or {})
+    env = {RESUME_FROM_ENV: resume_from, RESUME_STEP_ENV: str(step), JOB_NAME_ENV: lineage_name(job)}
+    for replica in _replica_specs({"spec": spec}, kind):
+        for container in ((replica.get("template") or {}).get("spec") or {}).get("containers") or []:
+            kept = [e for e in container.get("env") or [] if e.get("name") not in env]
+            container["env"] = kept + [{"name": key, "value": value} for key, value in env.items()]
+    return {"apiVersion": JOB_KINDS[kind].api_version, "kind": kind, "metadata": new_metadata, "spec": spec}
+
+
+def is_recreation_of(candidate: dict[str, Any], old_uid: str) -> bool:
+    """Whether a job found under the new name is our re-creation of ``old_uid`` (and not someone
+    else's job that happens to have the name)."""
+    annotations = (candidate.get("metadata") or {}).get("annotations") or {}
+    return bool(old_uid) and annotations.get(RESUBMITTED_FROM_ANNOTATION) == old_uid
+
+
+def finished(job: dict[str, Any]) -> bool:
+    """Failed or Succeeded: nothing of it runs any more."""
+    return _state(job) in ("Failed", "Succeeded")

@@ -40,6 +40,14 @@ from hyperpod_recovery.models.kubernetes import (
 )
 
 Operation = dict[str, Any]
+# Taints of others who cordon nodes (aws-node-termination-handler, medik8s' maintenance and
+# remediation operators, Kubernetes' non-graceful shutdown): while one is on a node, we do not uncordon it.
+OTHER_HOLDERS_TAINT_PREFIXES = (
+    "aws-node-termination-handler/",
+    "medik8s.io/",
+    "remediation.medik8s.io/",
+    "node.kubernetes.io/out-of-service",
+)
 
 
 def pointer(*parts: str) -> str:
@@ -178,11 +186,14 @@ def give_back_plan(node: dict[str, Any], incident: str) -> GiveBackPlan:
             {"op": "remove", "path": f"/spec/taints/{index}"},
         ]
     ours = view.annotations.get(CORDON_PRE_EXISTING_ANNOTATION) == "false"
-    uncordon = ours and view.unschedulable
+    # Another party holding the node now (a termination handler's maintenance, a remediation
+    # operator's drain) keeps it cordoned: it is theirs to lift.
+    held = [t.get("key", "") for t in view.taints if str(t.get("key", "")).startswith(OTHER_HOLDERS_TAINT_PREFIXES)]
+    uncordon = ours and view.unschedulable and not held
     if uncordon:
         operations.append({"op": "replace", "path": "/spec/unschedulable", "value": False})
     # A cordon that was there before us stays: the node is given back to whoever holds it.
-    return GiveBackPlan("resumed" if ours else "not_ours", operations, uncordoned=uncordon)
+    return GiveBackPlan("resumed" if ours and not held else "not_ours", operations, uncordoned=uncordon)
 
 
 GateVerdict = Literal["passed", "failed", "not_ready"]

@@ -19,7 +19,7 @@ from hyperpod_recovery.domain.incident import (
 )
 from hyperpod_recovery.domain.job_failure import nodes_text
 from hyperpod_recovery.domain.rejoin import rejoin_text, renamed_text
-from hyperpod_recovery.models.commands import CommandReply, ResubmitResult, owner_tag
+from hyperpod_recovery.models.commands import RESTARTED_BY_TEXT, CommandReply, JobSpec, ResubmitResult, owner_tag
 from hyperpod_recovery.models.common import MAX_JOBS_PER_INCIDENT
 from hyperpod_recovery.models.records import Phase, TimelineEntry
 from hyperpod_recovery.models.requests import Trigger
@@ -133,8 +133,10 @@ def _first_gate_timeline(state: WorkflowState) -> list[TimelineEntry]:
     if watch is None or gate is None:
         return []
     first_pass = [n for n in watch.nodes if n.resumed_at is not None or n.gate_failure is not None]
-    back = [rejoin_text(n) if n.gate_failure is None else f"{n.slurm_node} as {n.gate_failure.instance}" for n in first_pass]
-    resumed = ", ".join(n.slurm_node for n in first_pass if n.resumed_at) or "none"
+    back = [
+        rejoin_text(n, watch.orchestrator) if n.gate_failure is None else f"{n.slurm_node} as {n.gate_failure.instance}" for n in first_pass
+    ]
+    resumed = ", ".join(n.service_name for n in first_pass if n.resumed_at) or "none"
     entries = [
         TimelineEntry(at=gate.requested_at, event="node rejoined", detail=", ".join(back)),
         TimelineEntry(at=gate.completed_at, event="nodes resumed", detail=resumed),
@@ -185,9 +187,17 @@ def build_timeline(state: WorkflowState, recorded_at: datetime) -> list[Timeline
     if state.cordon is not None:
         verb = "would cordon" if state.cordon.dry_run else "nodes cordoned"
         nodes = state.cordon.result.drained + state.cordon.result.already_drained
-        entries.append(TimelineEntry(at=state.cordon.completed_at, event=verb, detail=", ".join(nodes) or "none"))
+        detail = ", ".join(nodes) or "none"
+        if state.cordon.result.absent:
+            detail += f"; not known to the orchestrator (nothing to cordon): {', '.join(state.cordon.result.absent)}"
+        entries.append(TimelineEntry(at=state.cordon.completed_at, event=verb, detail=detail))
     if state.jobs is not None:
-        jobs = ", ".join(f"{j.job_id} ({j.name}, {j.num_nodes} nodes)" for j in state.jobs.result.jobs)
+        jobs = ", ".join(
+            f"{j.kube.kind} {j.kube.namespace}/{j.kube.name} (uid {j.job_id}, {j.num_nodes} replicas{_restarted_by(j)})"
+            if j.kube
+            else f"{j.job_id} ({j.name}, {j.num_nodes} nodes)"
+            for j in state.jobs.result.jobs
+        )
         entries.append(TimelineEntry(at=state.jobs.completed_at, event="affected jobs found", detail=jobs or "no job on these nodes"))
     if state.replacement is not None:
         kinds = {r.first_action for r in state.replacement.replaced}
@@ -212,7 +222,8 @@ def build_timeline(state: WorkflowState, recorded_at: datetime) -> list[Timeline
     if state.rejoin is not None and state.rejoin.done and not state.rejoin.dry_run:
         second = state.rejoin.first_gate is not None
         back = ", ".join(
-            rejoin_text(n) + (" (replaced by HyperPod, not by us)" if n.initiation in ("already_in_progress", "vanished") else "")
+            rejoin_text(n, state.rejoin.orchestrator)
+            + (" (replaced by HyperPod, not by us)" if n.initiation in ("already_in_progress", "vanished") else "")
             for n in state.rejoin.nodes
             if n.replaced_again or not second
         )
@@ -225,7 +236,8 @@ def build_timeline(state: WorkflowState, recorded_at: datetime) -> list[Timeline
         result = resume.result
         detail = ", ".join(result.resumed) or "none"
         if result.not_ours:
-            detail += f"; left drained by someone else: {', '.join(result.not_ours)}"
+            kept = "cordoned" if state.rejoin is not None and state.rejoin.orchestrator == "eks" else "drained"
+            detail += f"; left {kept} by someone else: {', '.join(result.not_ours)}"
         entries.append(TimelineEntry(at=resume.completed_at, event=verb, detail=detail))
         for unhealthy in result.unhealthy:
             entries.append(
@@ -405,6 +417,10 @@ def _cordon_unanswered(state: WorkflowState) -> str:
     return f" (Cordon Nodes did not answer: its nodes may be drained under {tag}; `sinfo -R` shows it)"
 
 
+def _restarted_by(job: JobSpec) -> str:
+    return f"; {RESTARTED_BY_TEXT[job.restarted_by]}" if job.restarted_by else ""
+
+
 def _found_otherwise(state: WorkflowState) -> str:
     """Replacements that did not come back under the node's hostname: said in the summary, since
     a human expects the same Slurm node name back."""
@@ -444,6 +460,9 @@ def summarize(state: WorkflowState, outcome: Outcome, cause: str | None) -> str:
         would = f"; would resubmit {len(jobs)} job(s): {', '.join(jobs)}" if jobs else ""
         return f"Dry run for {nodes}: every step ran, nothing was changed{would}."
     job_text = f"; resubmitted {len(jobs)} job(s): {', '.join(jobs)}" if jobs else "; no job to resubmit"
+    alone = state.checkpoints.left_alone if state.checkpoints else []
+    if alone:  # never restarted by us as well: said, so nobody wonders why they were not
+        job_text += f"; left {len(alone)} job(s) to what restarts them: " + "; ".join(f"{j.name} ({j.reason})" for j in alone[:3])
     if failed:
         job_text += f"; NOT resubmitted: job(s) {', '.join(failed)}"
     stale = f" ({len(request.stale)} node(s) left out: their signals were stale)" if request is not None and request.stale else ""

@@ -7,7 +7,7 @@ import json
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import ValidationError
 
@@ -54,6 +54,8 @@ class GuardedCluster:
 
     name: str
     arn: str
+    # Which jobs it runs: a job is a Slurm job id there, or (EKS) a job object's uid.
+    orchestrator: Literal["slurm", "eks"] = "slurm"
 
     def owns(self, name_or_arn: str | None) -> bool:
         """The cluster's name, its ARN as configured, or its ARN in the other form (id or name)."""

@@ -290,10 +290,20 @@ _MATCHED_BY = {
 }
 
 
-def rejoin_text(node: WatchedNode) -> str:
+def _boot_evidence(node: WatchedNode, orchestrator: Literal["slurm", "eks"]) -> str:
+    if orchestrator == "eks":
+        return (
+            f"Ready with a new boot id since {node.booted_at:%Y-%m-%d %H:%M:%S} UTC"
+            if node.booted_at
+            else "not seen Ready with a new boot id"
+        )
+    return f"slurmctld BootTime {node.booted_at:%Y-%m-%d %H:%M:%S} UTC" if node.booted_at else "not seen booted since by slurmctld"
+
+
+def rejoin_text(node: WatchedNode, orchestrator: Literal["slurm", "eks"] = "slurm") -> str:
     """How a node came back, and by which identity it was recognised."""
     if node.matched_by == "instance_id" or (node.replacement_node_id is None and node.matched_by is None):
-        boot = f", slurmctld BootTime {node.booted_at:%Y-%m-%d %H:%M:%S} UTC" if node.booted_at else ""
+        boot = f", {_boot_evidence(node, orchestrator)}" if node.booted_at else ""
         return f"{node.slurm_node} back from reboot as {node.node_id} (same instance{boot})"
     how = _MATCHED_BY[node.matched_by or "hostname"]
     if node.renamed_in_service:
@@ -318,7 +328,7 @@ def _describe(node: ClusterNode, orchestrator: Literal["slurm", "eks"]) -> str:
     return f"{node.node_id} ({', '.join([*facts, node.status])})"
 
 
-def _waiting_text(node: WatchedNode, f: _Found) -> str:
+def _waiting_text(node: WatchedNode, f: _Found, orchestrator: Literal["slurm", "eks"]) -> str:
     who = f"{node.slurm_node} ({node.node_id}"
     who += f", group {node.instance_group}" if node.instance_group else ""
     who += f", logical id {node.logical_id}" if node.logical_id else ""
@@ -328,8 +338,7 @@ def _waiting_text(node: WatchedNode, f: _Found) -> str:
     if node.replacement_node_id:
         return f"{who}: replacement {node.replacement_node_id} ({_MATCHED_BY[node.matched_by or 'hostname']}) is {node.status}"
     if node.matched_by == "instance_id":
-        slurm = f"slurmctld BootTime {node.booted_at:%Y-%m-%d %H:%M:%S} UTC" if node.booted_at else "not seen booted since by slurmctld"
-        return f"{who}: its instance is {node.status}, {slurm}"
+        return f"{who}: its instance is {node.status}, {_boot_evidence(node, orchestrator)}"
     own = f"its instance is {f.own.status}" if f.own is not None else "its instance is no longer listed"
     if node.replaced_again and node.gate_failure is not None:
         own = f"its first replacement {node.gate_failure.instance} failed the health check and was replaced again"
@@ -339,7 +348,7 @@ def _waiting_text(node: WatchedNode, f: _Found) -> str:
 def _not_back_text(watch: RejoinWatch, updated: list[WatchedNode], nodes: list[ClusterNode], found: dict[str, _Found], checks: int) -> str:
     pending = [n for n in updated if not n.rejoined]
     text = f"{len(pending)} node(s) not back by {watch.deadline.strftime('%Y-%m-%d %H:%M:%S')} UTC after {checks} checks: " + "; ".join(
-        _waiting_text(n, found[n.node_id]) for n in pending
+        _waiting_text(n, found[n.node_id], watch.orchestrator) for n in pending
     )
     seen = []
     for group in sorted({n.instance_group for n in pending if n.instance_group}):

@@ -30,6 +30,12 @@ class ClusterInfo(BaseModel):
     groups: dict[str, InstanceGroupInfo] = Field(default_factory=dict)
     # NodeProvisioningMode: "Continuous" clusters publish "SageMaker HyperPod Cluster Event"s (None: default mode).
     provisioning_mode: str | None = None
+    # Orchestrator.Eks.ClusterArn: the EKS cluster an EKS-orchestrated HyperPod cluster runs in.
+    eks_cluster_arn: str | None = None
+
+    @property
+    def eks_cluster_name(self) -> str | None:
+        return self.eks_cluster_arn.rsplit("/", 1)[-1] if self.eks_cluster_arn and ":cluster/" in self.eks_cluster_arn else None
 
     @property
     def publishes_cluster_events(self) -> bool:

@@ -26,7 +26,7 @@ from hyperpod_recovery.models.common import (
     StrictFlag,
     Timestamp,
 )
-from hyperpod_recovery.models.kubernetes import JobKind, KubeNamespace
+from hyperpod_recovery.models.kubernetes import KubeJobRef
 from hyperpod_recovery.models.manifest import MAX_FRAMEWORK_CHARS, MAX_JOB_CHARS, manifest_job
 
 OWNER_TAG_PREFIX = "hyperpod-recovery"
@@ -121,9 +121,8 @@ class JobSpec(BaseModel):
     # Who restarts it, when not us (EKS: the HyperPod training operator, HyperPod's job auto-resume,
     # Kubeflow's own restart policy); None on Slurm, where auto_resume says it.
     restarted_by: RestartedBy | None = Field(default=None, exclude_if=_is_none)
-    # EKS: the job object's kind and namespace (``name`` is its name; ``job_id`` its uid).
-    kind: JobKind | None = Field(default=None, exclude_if=_is_none)
-    namespace: KubeNamespace | None = Field(default=None, exclude_if=_is_none)
+    # EKS: the job object (``job_id`` is its uid; ``name`` the name its checkpoints are written under).
+    kube: KubeJobRef | None = Field(default=None, exclude_if=_is_none)
     # The owner's own choice of when to resubmit it (its comment's resume=...); None: the stack's.
     resume: ResumePolicy | None = Field(default=None, exclude_if=_is_none)
     # Why the agent could not capture the job faithfully (an array or heterogeneous job, an salloc
@@ -154,6 +153,8 @@ class JobRef(BaseModel):
 
     job_id: JobId
     name: JobNameText  # for people: the first 64 characters
+    # EKS: the job object to re-create (Resubmit Job reads it from here; the agent keeps Slurm's).
+    kube: KubeJobRef | None = Field(default=None, exclude_if=_is_none)
 
 
 class CheckpointRef(BaseModel):
@@ -233,6 +234,8 @@ class ResubmitJob(BaseModel):
     checkpoint: CheckpointRef
     # The replaced nodes come back under the same names; excluding nothing lets Slurm use them.
     exclude_nodes: NodeNames = Field(default_factory=list)
+    # EKS: the job object to re-create (left out on Slurm, where the agent holds the capture).
+    kube: KubeJobRef | None = Field(default=None, exclude_if=_is_none)
 
 
 class NodeStates(BaseModel):
@@ -362,6 +365,9 @@ class CordonResult(JobsOnNodesResult):
 
     drained: NodeNames = Field(default_factory=list)
     already_drained: NodeNames = Field(default_factory=list)
+    # Nodes the orchestrator has no record of (EKS: no Node object, as when HyperPod is replacing
+    # the instance already): nothing cordoned, nothing can run there.
+    absent: NodeNames = Field(default_factory=list, exclude_if=lambda v: not v)
 
 
 class ResubmitResult(BaseModel):

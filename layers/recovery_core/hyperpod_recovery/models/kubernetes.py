@@ -109,10 +109,16 @@ HPTO_JOB_LABEL = "HPJob"
 OPT_IN_ANNOTATION = f"{MARK_DOMAIN}/recover"
 
 
+# A training job's name is also a label value on each of its pods (training.kubeflow.org/job-name,
+# HPJob), which Kubernetes bounds to 63 characters: no longer name can have running pods.
+KUBE_JOB_NAME_MAX = 63
+KubeJobName = Annotated[str, StringConstraints(max_length=KUBE_JOB_NAME_MAX, pattern=DNS1123_SUBDOMAIN_PATTERN)]
+
+
 class KubeJobRef(BaseModel):
     """A training job as the Kubernetes API names it."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     kind: JobKind
     namespace: KubeNamespace
-    name: KubeObjectName
+    name: KubeJobName

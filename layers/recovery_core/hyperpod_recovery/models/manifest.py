@@ -35,6 +35,9 @@ MAX_FRAMEWORK_CHARS = 64
 # What a resubmitted job finds in its environment (exported by the controller agent's sbatch).
 RESUME_FROM_ENV = "HYPERPOD_RECOVERY_RESUME_FROM"  # s3://bucket/prefix/step-000012000/
 RESUME_STEP_ENV = "HYPERPOD_RECOVERY_RESUME_STEP"  # 12000
+# The job name a checkpoint's manifest records where there is no SLURM_JOB_NAME (EKS: a re-created
+# job carries its lineage's first name in it, so its manifests are its lineage's).
+JOB_NAME_ENV = "HYPERPOD_RECOVERY_JOB_NAME"
 # sha256:<64 hex>, what `hyperpod-recovery checkpoint commit --checksums` writes and `verify --deep` checks.
 CHECKSUM_PATTERN = r"^sha256:[0-9a-f]{64}$"
 

@@ -25,6 +25,7 @@ from hyperpod_recovery.models.common import (
     MAX_NODES_PER_REQUEST,
     CauseText,
     GateDetailText,
+    JobId,
     JobNameText,
     NodeId,
     NodeLogicalId,
@@ -264,7 +265,7 @@ class Replacement(StepResult):
 
 class UnresumableJob(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    job_id: str = Field(max_length=32)
+    job_id: JobId
     name: JobNameText
     reason: ShortText
 

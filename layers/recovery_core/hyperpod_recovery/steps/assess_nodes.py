@@ -18,7 +18,10 @@ def assess_nodes(
     login_groups: list[str],
     now: datetime,
     orchestrator: Literal["slurm", "eks"] = "slurm",
+    eks_cluster_name: str = "",
 ) -> Assessment:
     info = cluster.describe()
     nodes = cluster.list_nodes()
-    return decide(step.request.node_ids, step.lock.locked, info, nodes, controller_groups, login_groups, now, orchestrator)
+    return decide(
+        step.request.node_ids, step.lock.locked, info, nodes, controller_groups, login_groups, now, orchestrator, eks_cluster_name
+    )

@@ -80,6 +80,8 @@ def find_newest_checkpoint(
         )
         # Every rejected step is in the log line above; the plan keeps them newest first, in one line of 300 characters.
         newest_rejected = ["; ".join(discovery.rejected)] if discovery.rejected else []
-        chosen = ResumePlan(job=JobRef(job_id=job.job_id, name=job.name), checkpoint=discovery.checkpoint, rejected=newest_rejected)
+        chosen = ResumePlan(
+            job=JobRef(job_id=job.job_id, name=job.name, kube=job.kube), checkpoint=discovery.checkpoint, rejected=newest_rejected
+        )
         (plan.resume_now if now_or_later else plan.resumable).append(chosen)
     return plan

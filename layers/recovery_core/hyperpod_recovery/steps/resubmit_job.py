@@ -34,7 +34,7 @@ def resubmit_job(
     return dispatch_command(
         orchestrator,
         step,
-        ResubmitJob(job_id=job_id, checkpoint=plan.checkpoint),
+        ResubmitJob(job_id=job_id, checkpoint=plan.checkpoint, kube=plan.job.kube),
         command_id=command_id,
         now=now,
     )

@@ -1,0 +1,312 @@
+"""The Kubernetes side of an EKS-orchestrated HyperPod cluster in a drill.
+
+The drill's functions use the real Kubernetes adapter (adapters/kubernetes.py): a token minted from
+the sandbox's credentials, the endpoint and CA read from EKS (moto's DescribeCluster, pointed here),
+HTTPS to a local API server with its own CA. That server serves the schema-checked in-memory API
+server (sandbox/kube.py FakeKube), kept in step with the HyperPod double (sandbox/hyperpod.py) at the
+caller's virtual time, the way HyperPod keeps a real cluster's Node objects:
+
+* each instance HyperPod shows Running has a Node ``hyperpod-<instance id>`` (a replacement's appears
+  when HyperPod shows it Running: ASSUMPTION, HyperPod's docs do not say when kubelet registers);
+* Ready while its host agent answers (the double's slurmd timeline stands for the kubelet), with a
+  new boot id after each boot;
+* HyperPod's health label and taint: UnschedulablePendingReplacement on a node a health event
+  reported, and on a replacement the scenario says comes back sick; Schedulable otherwise;
+* a replaced instance's Node goes with it, its pods too (pod garbage collection).
+Our marks (cordon, taint, annotations) are left as the pipeline wrote them: HyperPod reconciles
+only what it declares (ASSUMPTION, hyperpod-eks.md §8).
+
+Jobs: each scenario job is a PyTorchJob (or HyperPodPyTorchJob) with one pod per node.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import ipaddress
+import json
+import ssl
+import threading
+import uuid
+from collections.abc import Callable
+from contextlib import AbstractContextManager, ExitStack, nullcontext
+from datetime import datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+from hyperpod_recovery.domain.eks_jobs import CHECKPOINT_ANNOTATION, RESUBMITTED_FROM_ANNOTATION
+from hyperpod_recovery.errors import KubeAccessDenied, KubeConflict, KubeThrottled, KubeUnavailable
+from hyperpod_recovery.models.kubernetes import HEALTH_STATUS_LABEL, OPT_IN_ANNOTATION, node_name_for_instance
+from sandbox.hyperpod import ACCOUNT, HyperPodDouble, SimNode
+from sandbox.kube import HYPERPOD_TAINT_KEY, FakeKube, serve
+from sandbox.scenario import Scenario, expand_range
+
+PENDING_REPLACEMENT = "UnschedulablePendingReplacement"
+
+
+def tls_material(directory: Path) -> tuple[str, ssl.SSLContext]:
+    """A CA, and a certificate for 127.0.0.1 it signed: (the CA in PEM, the server's TLS context)."""
+    now = dt.datetime.now(dt.UTC)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kubernetes")])
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(days=1))
+        .not_valid_after(now + dt.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
+        .add_extension(x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")]))
+        .issuer_name(ca_name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(days=1))
+        .not_valid_after(now + dt.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+        # (Python 3.13 verifies strictly: an issued certificate must name its issuer's key)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    (directory / "server.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    (directory / "server.key").write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(directory / "server.pem", directory / "server.key")
+    return ca.public_bytes(serialization.Encoding.PEM).decode(), context
+
+
+class KubeApiServer:
+    """FakeKube over HTTPS on 127.0.0.1 (a thread): what the real adapter talks to in a drill.
+    ``before``: called before each request (the simulated cluster catches up with the drill's time)."""
+
+    def __init__(
+        self,
+        fake: FakeKube,
+        directory: Path,
+        before: Callable[[], None] | None = None,
+        scope: Callable[[], AbstractContextManager[Any]] = nullcontext,
+    ) -> None:
+        self.fake = fake
+        self.ca_pem, context = tls_material(directory)
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def _answer(self) -> None:
+                parts = urlsplit(self.path)
+                length = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(length) or b"null")
+                if not str(self.headers.get("Authorization", "")).startswith("Bearer k8s-aws-v1."):
+                    status, answer = 401, {"kind": "Status", "reason": "Unauthorized", "code": 401}
+                else:
+                    # (on the caller's virtual time: the request is served on this server's thread)
+                    with server.lock, scope():
+                        if before is not None:
+                            before()
+                        status, answer = serve(fake, self.command, parts.path, dict(parse_qsl(parts.query)), body)
+                data = json.dumps(answer).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_PATCH = do_POST = _answer
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return
+
+        self.lock = threading.RLock()
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.httpd.socket = context.wrap_socket(self.httpd.socket, server_side=True)
+        self.url = f"https://127.0.0.1:{self.httpd.server_address[1]}"
+        self._thread = threading.Thread(target=self.httpd.serve_forever, name="kube-apiserver", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+class SimulatedEks:
+    """The EKS cluster of a drill: the API server, HyperPod's hand on its nodes, and the jobs."""
+
+    def __init__(
+        self,
+        scenario: Scenario,
+        double: HyperPodDouble,
+        epoch: datetime,
+        directory: Path,
+        scope: Callable[[], AbstractContextManager[Any]] = nullcontext,
+    ) -> None:
+        """``scope``: puts the server's thread on the virtual timeline of the Lambda calling it."""
+        self.scenario = scenario
+        self.double = double
+        self.epoch = epoch
+        self.name = f"{scenario.cluster.name}-eks"  # the EKS cluster the double's DescribeCluster names
+        self.kube = FakeKube(now=lambda: self.epoch + timedelta(seconds=self._synced))
+        self.reported: dict[str, float] = {}  # instance id -> when a health event reported it
+        self._synced = -86_400.0
+        self._boots: dict[str, float] = {}  # instance id -> the boot its Node shows
+        self._stack = ExitStack()
+        self.server = KubeApiServer(self.kube, directory, before=self.sync, scope=scope)
+        self._stack.callback(self.server.close)
+
+    def close(self) -> None:
+        self._stack.close()
+
+    # --- the drill's cluster ---------------------------------------------------------------------
+    def populate(self) -> None:
+        self.sync()
+        for ref in self.scenario.behaviour.cordoned_before:
+            for group, index in expand_range(ref):
+                name = node_name_for_instance(self.double.current(f"{group}:{index}", t=0).node_id)
+                self.kube.patch_node(name, [{"op": "add", "path": "/spec/unschedulable", "value": True}])  # kubectl cordon
+        for job in self.scenario.jobs:
+            spec = job.kubernetes
+            nodes = [node_name_for_instance(self.double.current(f"{g}:{i}", t=0).node_id) for g, i in expand_range(job.nodes)]
+            annotations = {CHECKPOINT_ANNOTATION: job.checkpoint_uri} if job.checkpoint_uri else {}
+            if spec.recover:
+                annotations[OPT_IN_ANNOTATION] = "true"
+            if job.auto_resume:
+                annotations["sagemaker.amazonaws.com/enable-job-auto-resume"] = "true"
+            self.kube.add_job(spec.kind, spec.namespace, job.name, nodes=nodes, annotations=annotations, restart_policy=spec.restart_policy)
+        self.kube.calls.clear()
+        self.inject_errors()
+
+    def inject_errors(self) -> None:
+        """behaviour.kubernetes_errors: the next calls of each kind answered with that status."""
+        for spec in self.scenario.behaviour.kubernetes_errors:
+            verb, resource = spec.call.split(" ", 1)
+            said = f"injected {spec.status} for {spec.call}"
+            error = {403: KubeAccessDenied, 409: KubeConflict, 429: KubeThrottled, 503: KubeUnavailable}[spec.status](said)
+            self.kube.faults.setdefault((verb, resource), []).extend([error] * spec.times)
+
+    def jobs_at_end(self) -> list[dict[str, Any]]:
+        """Every training job object, as the report lists them (who re-created which, which is suspended)."""
+        listed = []
+        for (kind, namespace, name), job in sorted(self.kube.jobs.items()):
+            annotations = job["metadata"].get("annotations") or {}
+            entry = {"kind": kind, "namespace": namespace, "name": name, "uid": job["metadata"]["uid"]}
+            if annotations.get(RESUBMITTED_FROM_ANNOTATION):
+                entry["resubmitted_from"] = annotations[RESUBMITTED_FROM_ANNOTATION]
+            if ((job.get("spec") or {}).get("runPolicy") or {}).get("suspend"):
+                entry["suspended"] = True
+            listed.append(entry)
+        return listed
+
+    def report_unhealthy(self, instance_id: str, at: float) -> None:
+        """A health event for the instance: HyperPod's health agent labels and taints its node too."""
+        self.reported.setdefault(instance_id, at)
+
+    def job_uid(self, name: str, namespace: str) -> str | None:
+        for (_, ns, job_name), job in self.kube.jobs.items():
+            if (ns, job_name) == (namespace, name):
+                return str(job["metadata"]["uid"])
+        return None
+
+    # --- HyperPod keeping the Node objects -------------------------------------------------------
+    def sync(self) -> None:
+        """Bring the Node objects to what HyperPod shows at the caller's time (never backwards: the
+        API server has one present, the drill's timelines each their own)."""
+        t = max(self.double.now(), self._synced)  # (the caller's time: the server runs in its scope)
+        self._synced = t
+        with self.double._lock:
+            instances = {n.node_id: n for n in self.double.nodes if n.exists_at(t)}
+        for name in list(self.kube.nodes):
+            instance = name.removeprefix("hyperpod-")
+            if instance not in instances:
+                self.kube.hyperpod_removes(name)
+        for instance, node in instances.items():
+            name = node_name_for_instance(instance)
+            running = node.status_at(t) == "Running" or any(at <= t for at, _ in node.boots)
+            if name not in self.kube.nodes:
+                if not running:
+                    continue
+                self.kube.add_hyperpod_node(instance, group=node.group, boot_id=self._boot_id(node, t))
+                self._boots[instance] = self._last_boot(node, t)
+            self._keep(name, node, t)
+
+    def _keep(self, name: str, node: SimNode, t: float) -> None:
+        answering = self._answering(node, t)
+        boot = self._last_boot(node, t)
+        ready = next(c for c in self.kube.nodes[name]["status"]["conditions"] if c["type"] == "Ready")["status"] == "True"
+        if boot != self._boots.get(node.node_id) and answering:
+            self._boots[node.node_id] = boot
+            self.kube.hyperpod_reboots(name, healthy=False, boot_id=self._boot_id(node, t))  # a new boot id, Ready since now
+        elif answering and not ready:
+            self.kube.hyperpod_goes_ready(name)
+        elif ready and not answering:
+            self.kube.hyperpod_goes_not_ready(name)
+        status = PENDING_REPLACEMENT if self._sick(node, t) else "Schedulable"
+        if self.kube.nodes[name]["metadata"]["labels"].get(HEALTH_STATUS_LABEL) != status:
+            if status == "Schedulable":
+                self._mark_healthy(name)
+            else:
+                self.kube.hyperpod_marks_unhealthy(name, status)
+
+    def _mark_healthy(self, name: str) -> None:
+        node = json.loads(json.dumps(self.kube.nodes[name]))
+        node["metadata"]["labels"][HEALTH_STATUS_LABEL] = "Schedulable"
+        taints = [t for t in node["spec"].get("taints", []) if t.get("key") != HYPERPOD_TAINT_KEY]
+        if taints:
+            node["spec"]["taints"] = taints
+        else:
+            node["spec"].pop("taints", None)
+        self.kube._store_node(node)
+
+    def _sick(self, node: SimNode, t: float) -> bool:
+        """Reported by a health event and not booted since (a reboot that helped clears HyperPod's
+        label), or a replacement the scenario says comes back sick."""
+        reported_at = self.reported.get(node.node_id)
+        reported = reported_at is not None and not any(reported_at < at <= t for at, _ in node.boots)
+        unhealthy_replacement = node.generation > 0 and self.double.unhealthy_host(node.hostname.split(".", 1)[0])
+        return reported or unhealthy_replacement
+
+    @staticmethod
+    def _answering(node: SimNode, t: float) -> bool:
+        states = [up for at, up in sorted(node.slurmd) if at <= t]
+        return bool(states) and states[-1]
+
+    @staticmethod
+    def _last_boot(node: SimNode, t: float) -> float:
+        registered = [boot for at, boot in node.boots if at <= t]
+        return max(registered) if registered else node.created_at
+
+    def _boot_id(self, node: SimNode, t: float) -> str:
+        return str(uuid.uuid5(uuid.NAMESPACE_OID, f"{node.node_id}/{self._last_boot(node, t)}"))
+
+    def ca_data(self) -> str:
+        return base64.b64encode(self.server.ca_pem.encode()).decode()
+
+
+def point_eks_at(eks: Any, cluster: SimulatedEks) -> None:
+    """The EKS cluster in moto, its DescribeCluster answering with the local API server and its CA
+    (moto makes up both; the adapter reads them as it reads EKS's)."""
+    from moto.eks.models import eks_backends
+
+    eks.create_cluster(
+        name=cluster.name,
+        roleArn=f"arn:aws:iam::{ACCOUNT}:role/eks-cluster",
+        resourcesVpcConfig={"subnetIds": [], "endpointPublicAccess": True, "endpointPrivateAccess": False},
+    )
+    stored = eks_backends[ACCOUNT][eks.meta.region_name].clusters[cluster.name]
+    stored.endpoint = cluster.server.url
+    stored.certificate_authority = {"data": cluster.ca_data()}

@@ -1,0 +1,139 @@
+"""The Kubernetes access the stack asks for is the access its functions use, and no more.
+
+Each Kubernetes-calling function's role is put in Kubernetes groups by its EKS access entry
+(template.yaml); deploy/kubernetes-rbac.yaml binds those groups to ClusterRoles. Each command the EKS
+orchestrator carries out is run here against the in-memory API server, which records every call
+(verb, resource): every one must be granted to the groups of the function that sends that command,
+and every write the manifest grants must be one some function makes.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from hyperpod_recovery.adapters.eks_orchestrator import EKS_COMMANDS, EksOrchestrator
+from hyperpod_recovery.models.commands import BootTimes, CheckAgent, CheckpointRef, CordonNodes, JobsOnNodes, ResubmitJob, ResumeNodes
+from hyperpod_recovery.models.kubernetes import OPT_IN_ANNOTATION, KubeJobRef
+from sandbox.kube import FakeKube
+from sandbox.template import load_template
+from tests.conftest import ROOT
+
+AT = datetime(2026, 3, 14, 9, 5, tzinfo=UTC)
+A = "hyperpod-i-0123456789abcdef0"
+TAG = "hyperpod-recovery:hpr-a"
+# Which function sends which command (the steps in functions/*/app.py).
+SENT_BY = {
+    "cordon_nodes": "CordonNodesFunction",
+    "drain_nodes": "CordonNodesFunction",
+    "resume_nodes": "ResumeNodesFunction",
+    "boot_times": "ReadBootTimesFunction",
+    "resubmit_job": "ResubmitJobFunction",
+    "check": "CheckControllerAgentFunction",
+    "jobs_on_nodes": "CordonNodesFunction",
+}
+# (core resources have the group "")
+GROUP_OF = {"nodes": "", "pods": "", "pytorchjobs": "kubeflow.org", "hyperpodpytorchjobs": "sagemaker.amazonaws.com"}
+
+
+def _manifest() -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all((ROOT / "deploy" / "kubernetes-rbac.yaml").read_text()) if d]
+
+
+def _granted(groups: list[str]) -> set[tuple[str, str, str]]:
+    """(api group, resource, verb) the manifest grants to any of ``groups``."""
+    documents = _manifest()
+    roles = {d["metadata"]["name"]: d for d in documents if d["kind"] == "ClusterRole"}
+    granted = set()
+    # (a RoleBinding grants its ClusterRole in its namespace only; the drills' jobs run in "kubeflow")
+    bindings = [
+        d
+        for d in documents
+        if d["kind"] == "ClusterRoleBinding" or (d["kind"] == "RoleBinding" and d["metadata"]["namespace"] == "kubeflow")
+    ]
+    for binding in bindings:
+        if any(s["kind"] == "Group" and s["name"] in groups for s in binding["subjects"]):
+            for rule in roles[binding["roleRef"]["name"]]["rules"]:
+                granted |= {(g, r, v) for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
+    return granted
+
+
+def _groups_of(function: str) -> list[str]:
+    resources = load_template(ROOT / "template.yaml")["Resources"]
+    entries = [
+        r
+        for r in resources.values()
+        if r["Type"] == "AWS::EKS::AccessEntry" and r["Properties"]["PrincipalArn"] == {"Fn::GetAtt": [f"{function}Role", "Arn"]}
+    ]
+    assert len(entries) == 1, f"{function}: one access entry expected"
+    return entries[0]["Properties"]["KubernetesGroups"]
+
+
+def _calls_of(command_type: str) -> set[tuple[str, str]]:
+    """Every Kubernetes call carrying ``command_type`` out makes, on a cluster where each path runs."""
+    fake = FakeKube(now=lambda: AT)
+    fake.add_hyperpod_node("i-0123456789abcdef0")
+    job = fake.add_job("PyTorchJob", "kubeflow", "llama", nodes=[A], annotations={OPT_IN_ANNOTATION: "true"})
+    orchestrator = EksOrchestrator(fake, None, lambda: AT)  # type: ignore[arg-type]
+    commands: dict[str, list[Any]] = {
+        "cordon_nodes": [CordonNodes(nodes=[A], reason=TAG), CordonNodes(nodes=["hyperpod-i-0aaaaaaaaaaaaaaaa"], reason=TAG)],
+        "drain_nodes": [],
+        "resume_nodes": [ResumeNodes(nodes=[A], owner_tag=TAG)],
+        "boot_times": [BootTimes(nodes=[A, "hyperpod-i-0aaaaaaaaaaaaaaaa"])],
+        "jobs_on_nodes": [JobsOnNodes(nodes=[A])],
+        "check": [CheckAgent()],
+        "resubmit_job": [
+            ResubmitJob(
+                job_id=job["metadata"]["uid"],
+                checkpoint=CheckpointRef(uri="s3://ckpt-bucket/llama/step-000000100/", step=100),
+                kube=KubeJobRef(kind="PyTorchJob", namespace="kubeflow", name="llama"),
+            )
+        ],
+    }
+    fake.calls.clear()
+    for command in commands[command_type]:
+        orchestrator.execute(command, "hpr-a")
+    return set(fake.calls)
+
+
+@pytest.mark.parametrize("command_type", sorted(EKS_COMMANDS))
+def test_every_kubernetes_call_of_a_command_is_granted_to_the_function_that_sends_it(command_type: str) -> None:
+    groups = _groups_of(SENT_BY[command_type])
+    granted = _granted(groups)
+    missing = sorted((verb, resource) for verb, resource in _calls_of(command_type) if (GROUP_OF[resource], resource, verb) not in granted)
+    assert missing == [], f"{SENT_BY[command_type]} (groups {groups}) makes calls deploy/kubernetes-rbac.yaml does not grant"
+
+
+def test_every_write_the_manifest_grants_is_one_a_function_makes() -> None:
+    made = set().union(*(_calls_of(t) for t in EKS_COMMANDS))
+    writes = {
+        (r, v)
+        for bound in _manifest()
+        if bound["kind"] == "ClusterRole"
+        for rule in bound["rules"]
+        for r in rule["resources"]
+        for v in rule["verbs"]
+        if v not in ("get", "list", "watch")
+    }
+    assert {(r, v) for r, v in writes if (v, r) not in made} == set()
+
+
+def test_the_manifest_is_valid_kubernetes_and_grants_no_secrets_no_wildcards_no_escalation() -> None:
+    for document in _manifest():
+        kubernetes_validate.validate(document, "1.33", strict=True)
+        for rule in document.get("rules", []):
+            assert "*" not in rule["verbs"] + rule["resources"] + rule["apiGroups"]
+            assert not {"secrets", "clusterroles", "clusterrolebindings", "roles", "rolebindings"} & set(rule["resources"])
+            assert not {"escalate", "bind", "impersonate", "delete", "deletecollection"} & set(rule["verbs"])
+
+
+def test_job_writes_are_bound_per_namespace_never_cluster_wide() -> None:
+    documents = _manifest()
+    writers = [d for d in documents if d["kind"].endswith("Binding") and d["roleRef"]["name"] == "hyperpod-recovery-job-writers"]
+    assert writers and all(
+        d["kind"] == "RoleBinding" and d["metadata"]["namespace"] not in ("kube-system", "aws-hyperpod") for d in writers
+    )

@@ -1,0 +1,123 @@
+"""The EKS drills (events/drills/eks-*.json), each a test: the real state machines and handlers, the
+real Kubernetes adapter over TLS to the schema-checked API server, and HyperPod's double labelling,
+tainting and replacing the Kubernetes nodes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hyperpod_recovery.models.kubernetes import OUR_ANNOTATIONS, QUARANTINE_TAINT_KEY, node_name_for_instance
+from sandbox.kube import FakeKube
+from sandbox.runner import DrillRunner
+from sandbox.scenario import load_scenario
+from tests.conftest import EVENTS
+from tests.statemachine.conftest import only_incident
+
+
+def _run(name: str, tmp_path: Path) -> tuple[dict[str, Any], DrillRunner]:
+    runner = DrillRunner(load_scenario(EVENTS / "drills" / f"{name}.json"), log_path=tmp_path / f"{name}-lambda.log")
+    return runner.run(), runner
+
+
+def _kube(runner: DrillRunner) -> FakeKube:
+    assert runner.eks is not None
+    return runner.eks.kube
+
+
+def _node(runner: DrillRunner, ref: str) -> str:
+    return node_name_for_instance(runner.double.current(ref, t=0).node_id)
+
+
+def _ours_on(node: dict[str, Any]) -> list[str]:
+    annotations = node["metadata"].get("annotations") or {}
+    return [k for k in OUR_ANNOTATIONS if k in annotations] + [
+        t["key"] for t in node["spec"].get("taints", []) if t["key"] == QUARANTINE_TAINT_KEY
+    ]
+
+
+def test_eks_default_the_node_is_replaced_and_the_opted_in_job_re_created_from_the_newest_verified_step(tmp_path: Path) -> None:
+    # Given one GPU node of a 16-node EKS group failing under an opted-in PyTorchJob
+    report, runner = _run("eks-default", tmp_path)
+    incident = only_incident(report)
+    kube = _kube(runner)
+    # Then the node was recovered and the job re-created once, from step 3000
+    assert incident["outcome"] == "recovered"
+    assert [(r["checkpoint_step"], r["checkpoint_uri"]) for r in incident["resubmissions"]] == [
+        (3000, "s3://llm-train-checkpoints/llama-70b-pretrain/step-000003000/")
+    ]
+    new = kube.jobs[("PyTorchJob", "kubeflow", "llama-70b-pretrain-r1")]
+    env = {e["name"]: e["value"] for e in new["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["HYPERPOD_RECOVERY_RESUME_STEP"] == "3000" and env["HYPERPOD_RECOVERY_RESUME_FROM"].endswith("/step-000003000/")
+    # And the failed node's Node object went with its instance; its replacement is in service, unmarked
+    (replacement,) = report["replacements"]
+    assert _node(runner, "workers:7") not in kube.nodes
+    new_node = kube.nodes[node_name_for_instance(replacement["new_node_id"])]
+    assert not new_node["spec"].get("unschedulable") and _ours_on(new_node) == []
+    # And the Kubernetes calls are counted by verb and resource, the way AWS calls are
+    assert report["kubernetes_calls"] == {
+        "create pytorchjobs": 1,
+        "get nodes": report["kubernetes_calls"]["get nodes"],
+        "get pytorchjobs": 2,
+        "list pods": 1,
+        "patch nodes": 1,
+        "patch pytorchjobs": 1,
+    }
+    assert report["api_calls"]["eks.DescribeCluster"] == 1  # the endpoint and CA, once per cold start
+
+
+@pytest.mark.parametrize(("name", "who"), [("eks-training-operator", "HyperPod training operator"), ("eks-auto-resume", "job auto-resume")])
+def test_a_job_someone_else_restarts_is_left_alone_never_restarted_twice(name: str, who: str, tmp_path: Path) -> None:
+    report, runner = _run(name, tmp_path)
+    incident = only_incident(report)
+    assert incident["outcome"] == "recovered" and incident["resubmissions"] == []
+    assert who in incident["summary"]
+    assert not any(call.startswith(("create ", "patch pytorchjobs", "patch hyperpodpytorchjobs")) for call in report["kubernetes_calls"])
+    assert len(_kube(runner).jobs) == 1
+
+
+def test_eks_dry_run_reads_and_changes_nothing(tmp_path: Path) -> None:
+    report, runner = _run("eks-dry-run", tmp_path)
+    incident = only_incident(report)
+    assert incident["outcome"] == "dry_run" and "would resubmit 1 job(s)" in incident["summary"]
+    assert sorted(report["kubernetes_calls"]) == ["get nodes", "get pytorchjobs", "list pods"]  # reads only
+    assert all(not n["spec"].get("unschedulable") and _ours_on(n) == [] for n in _kube(runner).nodes.values())
+    assert "sagemaker.BatchReplaceClusterNodes" not in report["api_calls"]
+
+
+def test_eks_cap_touches_nothing_past_the_cap(tmp_path: Path) -> None:
+    report, runner = _run("eks-cap", tmp_path)
+    incident = only_incident(report)
+    assert incident["outcome"] == "capped" and incident["error"] == "ClusterCapReached"
+    assert report["kubernetes_calls"] == {}
+    assert all(_ours_on(n) == [] and not n["spec"].get("unschedulable") for n in _kube(runner).nodes.values())
+
+
+def test_eks_node_hyperpod_is_already_replacing_is_watched_not_fought(tmp_path: Path) -> None:
+    report, _ = _run("eks-automatic-already-replacing", tmp_path)
+    incident = only_incident(report)
+    assert incident["outcome"] == "recovered" and "already being replaced by HyperPod" in incident["summary"]
+    assert report["api_calls"]["sagemaker.BatchReplaceClusterNodes"] == 1  # asked once, told InstanceIdInUse, then waited
+
+
+def test_eks_reboot_ladder_same_node_name_back_with_our_marks_removed(tmp_path: Path) -> None:
+    report, runner = _run("eks-reboot-ladder", tmp_path)
+    first, second = report["incidents"]
+    kube = _kube(runner)
+    # The node that came back from its reboot is the same Node, uncordoned, with nothing of ours left
+    assert first["outcome"] == "recovered" and "back from reboot" in " ".join(e["detail"] for e in first["timeline"])
+    rebooted = kube.nodes[_node(runner, "workers:7")]
+    assert not rebooted["spec"].get("unschedulable") and _ours_on(rebooted) == []
+    # The one that did not come back was replaced at the reboot deadline, under a new node name
+    assert second["outcome"] == "recovered" and _node(runner, "workers:3") not in kube.nodes
+
+
+def test_eks_a_cordon_someone_else_made_stays_and_only_our_marks_go(tmp_path: Path) -> None:
+    report, runner = _run("eks-cordoned-before", tmp_path)
+    incident = only_incident(report)
+    node = _kube(runner).nodes[_node(runner, "workers:7")]
+    assert incident["outcome"] == "recovered"
+    assert node["spec"]["unschedulable"] is True and _ours_on(node) == []
+    assert "left cordoned by someone else" in " ".join(e["detail"] for e in incident["timeline"])
