@@ -870,6 +870,8 @@ class SandboxAWS:
         with zipfile.ZipFile(package, "w") as archive:
             archive.writestr("app.py", "# served in-process by the sandbox\n")
         for logical, resource in self._of_type("AWS::Serverless::Function"):
+            if "Condition" in resource and not resolver.condition(resource["Condition"]):
+                continue  # (FindFailedJobsFunction on a Slurm stack: not deployed)
             props = resource["Properties"]
             arn = lambda_client.create_function(
                 FunctionName=logical,

@@ -41,7 +41,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from hyperpod_recovery.domain.eks_jobs import CHECKPOINT_ANNOTATION, RESUBMITTED_FROM_ANNOTATION
+from hyperpod_recovery.domain.eks_jobs import CHECKPOINT_ANNOTATION, JOB_NAME_ANNOTATION, RESUBMITTED_FROM_ANNOTATION
 from hyperpod_recovery.errors import KubeAccessDenied, KubeConflict, KubeThrottled, KubeUnavailable
 from hyperpod_recovery.models.kubernetes import HEALTH_STATUS_LABEL, OPT_IN_ANNOTATION, node_name_for_instance
 from sandbox.hyperpod import ACCOUNT, HyperPodDouble, SimNode
@@ -211,6 +211,17 @@ class SimulatedEks:
                 entry["suspended"] = True
             listed.append(entry)
         return listed
+
+    def job_fails(self, job: Any, *, reason: str | None = None) -> None:
+        """The scenario job's newest incarnation (itself, or its newest re-creation) is Failed now."""
+        namespace = job.kubernetes.namespace
+        lineage = [
+            (k, n)
+            for (k, ns, n), obj in self.kube.jobs.items()
+            if ns == namespace and (n == job.name or (obj["metadata"].get("annotations") or {}).get(JOB_NAME_ANNOTATION) == job.name)
+        ]
+        kind, name = max(lineage, key=lambda kn: int(kn[1].rsplit("-r", 1)[1]) if kn[1] != job.name else 0)
+        self.kube.job_fails(kind, namespace, name, reason=reason or "BackoffLimitExceeded")
 
     def report_unhealthy(self, instance_id: str, at: float) -> None:
         """A health event for the instance: HyperPod's health agent labels and taints its node too."""

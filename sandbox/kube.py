@@ -122,6 +122,11 @@ class FakeKube:
         self._call("list", "pods")
         return [copy.deepcopy(p) for p in self.pods.values() if (p.get("spec") or {}).get("nodeName") == node_name]
 
+    def list_pods(self, namespace: str, label_selector: str) -> list[dict[str, Any]]:
+        self._call("list", "pods")
+        wanted = _selector(label_selector)
+        return [copy.deepcopy(p) for (ns, _), p in self.pods.items() if ns == namespace and _selected(p, wanted)]
+
     def get_job(self, ref: KubeJobRef) -> dict[str, Any]:
         info = JOB_KINDS[ref.kind]
         self._call("get", info.plural)
@@ -291,6 +296,27 @@ class FakeKube:
         self._validate(pod)
         self.pods[(namespace, name)] = pod
 
+    def job_fails(self, kind: str, namespace: str, name: str, *, reason: str = "BackoffLimitExceeded", message: str = "") -> None:
+        """The job's operator gives up on it: condition Failed, its pods Failed (kept, cleanPodPolicy None)."""
+        job = copy.deepcopy(self.jobs[(kind, namespace, name)])
+        stamp = _stamp(self.now())
+        job["status"]["conditions"] = [c | {"status": "False"} if c["type"] == "Running" else c for c in job["status"]["conditions"]]
+        job["status"]["conditions"].append(
+            {
+                "type": "Failed",
+                "status": "True",
+                "reason": reason,
+                "message": message or f"{kind} {name} has failed",
+                "lastTransitionTime": stamp,
+            }
+        )
+        self._validate_job(job)
+        job["metadata"]["resourceVersion"] = self._next_version()
+        self.jobs[(kind, namespace, name)] = job
+        for pod in self.pods.values():
+            if _owned_by(pod, job):
+                pod["status"]["phase"] = "Failed"
+
     # --- HyperPod's side -----------------------------------------------------------------------------
     def hyperpod_marks_unhealthy(self, name: str, status: str = "UnschedulablePendingReplacement") -> None:
         """HyperPod's health agent: label, taint (value Unschedulable whatever the label), NotReady if asked."""
@@ -457,6 +483,7 @@ _PATHS = [
     (re.compile(r"^/api/v1/nodes/(?P<name>[^/]+)$"), "node"),
     (re.compile(r"^/api/v1/nodes$"), "nodes"),
     (re.compile(r"^/api/v1/pods$"), "pods"),
+    (re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/pods$"), "ns-pods"),
     (re.compile(r"^/apis/(?P<group>[^/]+)/(?P<version>[^/]+)/namespaces/(?P<ns>[^/]+)/(?P<plural>[^/]+)/(?P<name>[^/]+)$"), "job"),
     (re.compile(r"^/apis/(?P<group>[^/]+)/(?P<version>[^/]+)/namespaces/(?P<ns>[^/]+)/(?P<plural>[^/]+)$"), "jobs-ns"),
     (re.compile(r"^/apis/(?P<group>[^/]+)/(?P<version>[^/]+)/(?P<plural>[^/]+)$"), "jobs"),
@@ -518,6 +545,8 @@ def serve(fake: FakeKube, method: str, path: str, query: dict[str, str], body: A
                         "code": 400,
                     }
                 return 200, _page(fake.list_pods_on_node(selector.removeprefix("spec.nodeName=")), query, "PodList")
+            if what == "ns-pods" and method == "GET":
+                return 200, _page(fake.list_pods(g["ns"], query.get("labelSelector", "")), query, "PodList")
             kind = kind_of_plural(g.get("group", ""), g.get("version", ""), g.get("plural", ""))
             if kind is None:
                 break

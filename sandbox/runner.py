@@ -354,6 +354,10 @@ class DrillRunner:
                 self._abort(fault)
             elif fault.kind == "drill":
                 self._start_drill(fault)
+            elif fault.kind == "job_failed" and self.eks is not None:
+                self._fail_kubernetes_job(fault)
+                for _ in range(fault.repeat + 1):
+                    self._poll_failed_jobs()  # (EKS sends no event: the scheduled poller finds the failure)
             elif fault.kind == "job_failed":
                 event = self._fail_job(fault)
                 for _ in range(fault.repeat + 1):
@@ -482,6 +486,25 @@ class DrillRunner:
             event_key=f"{cluster}:{job.job_id}:{int(when.timestamp())}",
         )
         return detail.model_dump(mode="json", exclude_none=True)
+
+    def _fail_kubernetes_job(self, fault: FaultSpec) -> None:
+        """EKS: the job's newest incarnation fails (its operator's Failed condition); the nodes the
+        fault names went bad first (HyperPod's health agent labels them)."""
+        assert fault.job is not None and self.eks is not None
+        spec = next(j for j in self.scenario.jobs if j.id == fault.job)
+        if fault.checkpoint_step is not None:
+            when = self.epoch + timedelta(seconds=fault.at - fault.event_age_seconds)
+            write_checkpoint_step(self.aws.client("s3"), spec, fault.checkpoint_step, when - timedelta(minutes=1))
+        for ref in fault.node_refs:
+            self.eks.report_unhealthy(self.double.current(ref, t=fault.at).node_id, fault.at)
+        with self.clock.on(DRIVER):
+            self.eks.sync()
+            self.eks.job_fails(spec, reason=fault.reason)
+
+    def _poll_failed_jobs(self) -> None:
+        """One tick of the EKS job poller's schedule (Find Failed Jobs), as EventBridge Scheduler invokes it."""
+        with self.aws.api_calls.counting():
+            self.aws.client("lambda").invoke(FunctionName="FindFailedJobsFunction", Payload=b"{}")
 
     def _run_event_source_mapping(self) -> None:
         self._run_mapping("IntakeQueue", "IntakeFunction", ESM_BATCH_SIZE, self.intake_responses)

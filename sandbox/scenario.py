@@ -351,10 +351,12 @@ class Scenario(_Strict):
                 raise ValueError(
                     f"jobs.{i}.name: {job.name!r} is no Kubernetes job name (lowercase DNS-1123, at most 55 to leave room for -r<n>)"
                 )
-        slurm_only = [f"faults.{i}" for i, f in enumerate(self.faults) if f.kind == "job_failed"]
+        slurm_only = [
+            f"faults.{i}" for i, f in enumerate(self.faults) if f.kind == "job_failed" and (f.requeued_by_slurm or f.job_state != "FAILED")
+        ]
         slurm_only += ["behaviour.missing_in_slurm"] if self.behaviour.missing_in_slurm else []
         if slurm_only:
-            raise ValueError(f"{', '.join(slurm_only)}: Slurm only (EKS job failures come from the job poller, not modelled yet)")
+            raise ValueError(f"{', '.join(slurm_only)}: Slurm only (a Kubernetes job fails as Failed, and nothing requeues it)")
 
 
 def expand_range(ref: str) -> list[tuple[str, int]]:

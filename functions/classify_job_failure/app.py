@@ -14,4 +14,5 @@ def lambda_handler(step: ClassifyJobFailureInput, deps: Dependencies):
         cluster=deps.cluster,
         now=deps.now(),
         node_timeout_seconds=node_recovery_time_bound_seconds(settings.reboot_deadline_seconds, settings.rejoin_deadline_seconds),
+        orchestrator=settings.orchestrator,
     )

@@ -17,7 +17,17 @@ import pytest
 import yaml
 
 from hyperpod_recovery.adapters.eks_orchestrator import EKS_COMMANDS, EksOrchestrator
-from hyperpod_recovery.models.commands import BootTimes, CheckAgent, CheckpointRef, CordonNodes, JobsOnNodes, ResubmitJob, ResumeNodes
+from hyperpod_recovery.models.commands import (
+    BootTimes,
+    CaptureJobSpec,
+    CheckAgent,
+    CheckpointRef,
+    CordonNodes,
+    JobsOnNodes,
+    NodeStates,
+    ResubmitJob,
+    ResumeNodes,
+)
 from hyperpod_recovery.models.kubernetes import OPT_IN_ANNOTATION, KubeJobRef
 from sandbox.kube import FakeKube
 from sandbox.template import load_template
@@ -35,6 +45,8 @@ SENT_BY = {
     "resubmit_job": "ResubmitJobFunction",
     "check": "CheckControllerAgentFunction",
     "jobs_on_nodes": "CordonNodesFunction",
+    "capture_job_spec": "CaptureJobSpecFunction",
+    "node_states": "CheckJobNodesFunction",
 }
 # (core resources have the group "")
 GROUP_OF = {"nodes": "", "pods": "", "pytorchjobs": "kubeflow.org", "hyperpodpytorchjobs": "sagemaker.amazonaws.com"}
@@ -86,6 +98,8 @@ def _calls_of(command_type: str) -> set[tuple[str, str]]:
         "boot_times": [BootTimes(nodes=[A, "hyperpod-i-0aaaaaaaaaaaaaaaa"])],
         "jobs_on_nodes": [JobsOnNodes(nodes=[A])],
         "check": [CheckAgent()],
+        "capture_job_spec": [CaptureJobSpec(job_id=job["metadata"]["uid"]), CaptureJobSpec(job_id="00000000-0000-0000-0000-00000000beef")],
+        "node_states": [NodeStates(nodes=[A, "hyperpod-i-0aaaaaaaaaaaaaaaa"])],
         "resubmit_job": [
             ResubmitJob(
                 job_id=job["metadata"]["uid"],
@@ -137,3 +151,20 @@ def test_job_writes_are_bound_per_namespace_never_cluster_wide() -> None:
     assert writers and all(
         d["kind"] == "RoleBinding" and d["metadata"]["namespace"] not in ("kube-system", "aws-hyperpod") for d in writers
     )
+
+
+def test_the_job_poller_reads_only_what_its_reader_group_may() -> None:
+    # Given a failed opted-in job, polled as Find Failed Jobs polls
+    from hyperpod_recovery.domain.normalize import GuardedCluster
+    from hyperpod_recovery.steps.find_failed_jobs import find_failed_jobs
+    from tests.fakes import FakeWorkflows
+
+    fake = FakeKube(now=lambda: AT)
+    fake.add_hyperpod_node("i-0123456789abcdef0")
+    fake.add_job("PyTorchJob", "kubeflow", "llama", nodes=[A], annotations={OPT_IN_ANNOTATION: "true"})
+    fake.job_fails("PyTorchJob", "kubeflow", "llama")
+    fake.calls.clear()
+    find_failed_jobs(kube=fake, workflows=FakeWorkflows(), guarded=GuardedCluster(name="c", arn="a"), max_age_seconds=3600, now=AT)
+    granted = _granted(_groups_of("FindFailedJobsFunction"))
+    assert sorted((v, r) for v, r in set(fake.calls) if (GROUP_OF[r], r, v) not in granted) == []
+    assert {v for v, _ in fake.calls} == {"list"}  # it only reads

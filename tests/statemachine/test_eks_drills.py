@@ -121,3 +121,31 @@ def test_eks_a_cordon_someone_else_made_stays_and_only_our_marks_go(tmp_path: Pa
     assert incident["outcome"] == "recovered"
     assert node["spec"]["unschedulable"] is True and _ours_on(node) == []
     assert "left cordoned by someone else" in " ".join(e["detail"] for e in incident["timeline"])
+
+
+def test_eks_job_failed_past_its_restarts_is_found_by_the_poller_and_re_created_once_after_the_backoff(tmp_path: Path) -> None:
+    # Given an opted-in PyTorchJob (restartPolicy OnFailure) that Kubeflow gives up on, every node healthy
+    report, _ = _run("eks-job-failed", tmp_path)
+    incident = only_incident(report)
+    # Then the poller started JobRecovery, which classified an application failure and re-created the job once
+    assert (incident["workflow"], incident["outcome"]) == ("job", "recovered")
+    assert "application failure" in incident["summary"] and [r["checkpoint_step"] for r in incident["resubmissions"]] == [3000]
+    made = [j for j in report["kubernetes_jobs"] if "resubmitted_from" in j]
+    assert [j["name"] for j in made] == ["llama-70b-pretrain-r1"]
+    # (the failed job is left as it is: nothing of it runs any more, nothing to suspend)
+    assert "patch pytorchjobs" not in report["kubernetes_calls"]
+    assert report["api_calls"].get("sagemaker.BatchReplaceClusterNodes") is None
+
+
+def test_eks_job_failed_on_a_node_hyperpod_marked_recovers_that_node_then_re_creates_the_job_once(tmp_path: Path) -> None:
+    # Given the same job failing because workers:7 went bad (HyperPod's health agent labelled it), and the poller ticking twice
+    scenario = load_scenario(EVENTS / "drills" / "eks-job-failed.json")
+    fault = scenario.faults[0].model_copy(update={"node": "workers:7", "repeat": 1})
+    scenario = scenario.model_copy(update={"faults": [fault]})
+    report = DrillRunner(scenario, log_path=tmp_path / "lambda.log").run()
+    # Then one JobRecovery (the second poll names the same execution), node-caused, with its nested node recovery
+    job, nodes = [i for i in report["incidents"] if i["workflow"] == "job"], [i for i in report["incidents"] if i["workflow"] == "node"]
+    assert len(job) == 1 and len(nodes) == 1 and nodes[0]["id"] == job[0]["id"] + "-nodes"
+    assert (job[0]["outcome"], nodes[0]["outcome"]) == ("recovered", "recovered") and "node" in job[0]["summary"]
+    assert len(report["replacements"]) == 1
+    assert [j["name"] for j in report["kubernetes_jobs"] if "resubmitted_from" in j] == ["llama-70b-pretrain-r1"]

@@ -35,6 +35,7 @@ DRILLS = (
     "health-gate-replaced-again",  # Replace Unhealthy Nodes: a replacement failed the health gate
 )
 NOT_RUN_BY_DRILLS = {"ReportSafetyStateFunction"}  # runs on a schedule; tests/unit cover it
+EKS_ONLY = {"FindFailedJobsFunction"}  # deployed on EKS stacks only (its Condition): checked by the EKS drills below
 IAM_PREFIX = {"sfn": "states", "eventbridge": "events"}  # botocore service id -> IAM service prefix
 IAM_ACTION = {("s3", "ListObjectsV2"): "s3:ListBucket", ("s3", "HeadObject"): "s3:GetObject"}
 
@@ -87,7 +88,7 @@ def calls_by_function(tmp_path_factory: pytest.TempPathFactory) -> dict[str, set
 
 def test_every_function_of_the_stack_ran_in_these_drills(calls_by_function: dict[str, set[tuple[str, str]]]) -> None:
     functions = {k for k, v in load_template(ROOT / "template.yaml")["Resources"].items() if v["Type"] == "AWS::Serverless::Function"}
-    assert functions - NOT_RUN_BY_DRILLS <= set(calls_by_function)
+    assert functions - NOT_RUN_BY_DRILLS - EKS_ONLY <= set(calls_by_function)
 
 
 def test_every_call_a_function_makes_is_allowed_by_its_policy(calls_by_function: dict[str, set[tuple[str, str]]]) -> None:
@@ -105,7 +106,7 @@ def test_the_mapping_from_calls_to_iam_actions_follows_the_authorization_referen
 
 
 # EKS: each Kubernetes-calling function carries its command out and answers its task itself.
-EKS_DRILLS = ("eks-default", "eks-reboot-ladder", "eks-dry-run", "eks-training-operator")
+EKS_DRILLS = ("eks-default", "eks-reboot-ladder", "eks-dry-run", "eks-training-operator", "eks-job-failed")
 
 
 @pytest.fixture(scope="module")
@@ -130,6 +131,7 @@ def test_on_eks_every_call_a_function_makes_is_allowed_by_its_policy(eks_calls_b
     assert {f: m for f, m in missing.items() if m} == {}
     # (and the EKS drills did reach the functions that answer their own tasks)
     assert {"CordonNodesFunction", "ReadBootTimesFunction", "ResumeNodesFunction", "ResubmitJobFunction"} <= set(eks_calls_by_function)
+    assert {"FindFailedJobsFunction", "CaptureJobSpecFunction", "CheckJobNodesFunction"} <= set(eks_calls_by_function)
 
 
 def test_the_eks_grants_are_given_on_eks_only() -> None:

@@ -44,7 +44,17 @@ from hyperpod_recovery.models.job_recovery import JobWorkflowState
 from hyperpod_recovery.models.requests import JobRecoveryRequest, RecoveryRequest
 from hyperpod_recovery.models.workflow import WorkflowState
 from hyperpod_recovery.observability import logger, metrics
-from hyperpod_recovery.ports import CheckpointReader, Cluster, DeadLetterSink, ExecutionHistory, Ledger, Notifier, Orchestrator, Workflows
+from hyperpod_recovery.ports import (
+    CheckpointReader,
+    Cluster,
+    DeadLetterSink,
+    ExecutionHistory,
+    KubeApi,
+    Ledger,
+    Notifier,
+    Orchestrator,
+    Workflows,
+)
 from hyperpod_recovery.sdk_contract import check_sdk_version
 
 
@@ -60,6 +70,7 @@ class Dependencies:
     dead_letters: DeadLetterSink
     history: ExecutionHistory
     dry_run: bool = False  # the mutating ports are behind the dry-run gate (for_dry_run)
+    kube: KubeApi | None = None  # EKS: the Kubernetes API (the orchestrator's; the job poller reads it too)
 
     @staticmethod
     def now() -> datetime:
@@ -130,32 +141,41 @@ class Dependencies:
         return f"https://{region}.console.aws.amazon.com/states/home?region={region}#/v2/executions/details/{execution_arn}"
 
 
-def build_orchestrator(settings: Settings, stepfunctions: StepFunctions) -> Orchestrator:
-    """Slurm: the controller agent, through the command queue. EKS: the commands carried out here,
-    against the cluster's Kubernetes API (endpoint and CA from EKS, a token minted per call site)."""
-    if settings.orchestrator == "slurm":
-        return SlurmAgentOrchestrator(SqsQueue(settings.command_queue_url), stepfunctions)
+def build_kube(settings: Settings) -> KubernetesApi | None:
+    """EKS: the cluster's Kubernetes API (endpoint and CA from EKS on first use, a token minted from
+    the function's own credentials). None on Slurm."""
+    if settings.orchestrator != "eks":
+        return None
     control_plane = EksControlPlane()
-    kube = KubernetesApi(
+    return KubernetesApi(
         endpoint=lambda: control_plane.endpoint(settings.eks_cluster_name),
         token=lambda cluster: mint_token(boto3.Session(), cluster, settings.region),
     )
+
+
+def build_orchestrator(settings: Settings, stepfunctions: StepFunctions, kube: KubeApi | None = None) -> Orchestrator:
+    """Slurm: the controller agent, through the command queue. EKS: the commands carried out here,
+    against the cluster's Kubernetes API."""
+    if settings.orchestrator == "slurm" or kube is None:
+        return SlurmAgentOrchestrator(SqsQueue(settings.command_queue_url), stepfunctions)
     return EksOrchestrator(kube, stepfunctions, current_clock())
 
 
 def build_dependencies(settings: Settings) -> Dependencies:
     # One Step Functions adapter serves three ports: starting recoveries, answering tasks, histories.
     stepfunctions = StepFunctions({"node": settings.state_machine_arn, "job": settings.job_state_machine_arn})
+    kube = build_kube(settings)
     return Dependencies(
         settings=settings,
         cluster=HyperPodCluster(settings.cluster_name),
         ledger=DynamoLedger(settings.ledger_table),
-        orchestrator=build_orchestrator(settings, stepfunctions),
+        orchestrator=build_orchestrator(settings, stepfunctions, kube),
         notifier=SnsNotifier(settings.notification_topic_arn),
         checkpoints=S3CheckpointStore(),
         workflows=stepfunctions,
         dead_letters=DeadLetterQueue(SqsQueue(settings.intake_dlq_url)),
         history=stepfunctions,
+        kube=kube,
     )
 
 

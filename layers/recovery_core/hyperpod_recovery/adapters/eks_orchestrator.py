@@ -15,6 +15,8 @@ What a command means here (the node rules are domain/eks_nodes.py's, the job rul
 |               | reboot once Ready: its Ready time is its boot time                                     |
 | jobs_on_nodes | the jobs of the pods on the nodes (read-only)                                           |
 | resubmit_job  | the job re-created from the checkpoint under <lineage>-r<n>, once; the old one suspended|
+| capture_job_spec | the job by its uid (a list of each kind), with the nodes of its pods                |
+| node_states   | each node as the job-failure classifier reads it (down, drained for repair, ours...) |
 | check         | the API server answers (a node list), and which commands this orchestrator executes   |
 
 A conflict (the node changed between read and write) is re-read and decided again, up to
@@ -50,6 +52,7 @@ from hyperpod_recovery.models.commands import (
     AgentCheckResult,
     BootTimes,
     BootTimesResult,
+    CaptureJobSpec,
     CheckAgent,
     CommandEnvelope,
     CommandReply,
@@ -60,21 +63,44 @@ from hyperpod_recovery.models.commands import (
     JobsOnNodes,
     JobsOnNodesResult,
     JobSpec,
+    JobSpecResult,
     NodeBoot,
+    NodeStates,
+    NodeStatesResult,
+    NodeStatus,
     ResubmitJob,
     ResubmitResult,
     ResumeNodes,
     ResumeResult,
     UnhealthyNode,
 )
-from hyperpod_recovery.models.common import MAX_JOBS_PER_INCIDENT
-from hyperpod_recovery.models.kubernetes import COMPUTE_TYPE_LABEL, KubeJobRef, instance_of_node_name
+from hyperpod_recovery.models.common import MAX_JOB_NODES_CARRIED, MAX_JOBS_PER_INCIDENT
+from hyperpod_recovery.models.kubernetes import (
+    COMPUTE_TYPE_LABEL,
+    HEALTH_STATUS_LABEL,
+    HPTO_JOB_LABEL,
+    JOB_KINDS,
+    KUBEFLOW_JOB_NAME_LABEL,
+    PENDING_REPAIR_STATUSES,
+    KubeJobRef,
+    instance_of_node_name,
+)
 from hyperpod_recovery.ports import KubeApi
 
 ORCHESTRATOR_VERSION = "eks-1"
 CONFLICT_RETRIES = 3
 # The commands this orchestrator carries out (the preflight compares them with what the stack sends).
-EKS_COMMANDS = ("boot_times", "check", "cordon_nodes", "drain_nodes", "jobs_on_nodes", "resubmit_job", "resume_nodes")
+EKS_COMMANDS = (
+    "boot_times",
+    "capture_job_spec",
+    "check",
+    "cordon_nodes",
+    "drain_nodes",
+    "jobs_on_nodes",
+    "node_states",
+    "resubmit_job",
+    "resume_nodes",
+)
 
 
 def _node_state(node: dict[str, Any]) -> str:
@@ -107,6 +133,22 @@ def _resume_decision(node: dict[str, Any], incident: str, at: datetime) -> _Resu
     back = give_back_plan(node, incident)
     # Through the gate and carrying nothing of ours (a replacement's new node): in service, resumed.
     return _ResumeDecision("resumed" if back.outcome == "not_drained" else back.outcome, back.operations)
+
+
+def _node_status(name: str, node: dict[str, Any] | None) -> NodeStatus:
+    if node is None:
+        return NodeStatus(name=name, state="down", flags=["NOT_RESPONDING"], reason="Kubernetes has no such node (replaced, or gone)")
+    view = NodeView.of(node)
+    if not view.ready:
+        return NodeStatus(name=name, state="down", flags=["NOT_RESPONDING"], reason="the node is not Ready")
+    if view.health_status in PENDING_REPAIR_STATUSES:
+        action = "Action:Replace" if view.health_status == "UnschedulablePendingReplacement" else "Action:Reboot"
+        return NodeStatus(name=name, state="drained", flags=["DRAIN"], reason=f"{action} ({HEALTH_STATUS_LABEL}={view.health_status})")
+    if view.marked_by is not None:
+        return NodeStatus(name=name, state="drained", flags=["DRAIN"], reason=f"{OWNER_TAG_PREFIX}:{view.marked_by}"[:256])
+    if view.unschedulable:
+        return NodeStatus(name=name, state="drained", flags=["DRAIN"], reason="cordoned (spec.unschedulable) by someone else")
+    return NodeStatus(name=name, state="idle")
 
 
 def incident_of(tag: str) -> str:
@@ -168,6 +210,10 @@ class EksOrchestrator:
             return self.check()
         if isinstance(command, ResubmitJob):
             return self.resubmit(command, incident_id)
+        if isinstance(command, CaptureJobSpec):
+            return self.capture(command)
+        if isinstance(command, NodeStates):
+            return self.node_states(command)
         raise InvalidCommand(f"{command.type} is not carried out on EKS-orchestrated clusters (it executes {', '.join(EKS_COMMANDS)})")
 
     # --- nodes ----------------------------------------------------------------------------------------
@@ -340,6 +386,44 @@ class EksOrchestrator:
             self.kube.patch_job(ref, [{"op": "test", "path": "/metadata/uid", "value": uid}, set_suspend])
             suspended = True
         return ResubmitResult(old_job_id=uid, new_job_id=str(new["metadata"]["uid"]), cancelled_old=suspended)
+
+    def find_job(self, uid: str) -> tuple[KubeJobRef, dict[str, Any]] | None:
+        """The training job whose uid is ``uid`` (a uid is the one thing a failure and a request name it by)."""
+        for kind in JOB_KINDS:
+            for job in self.kube.list_jobs(kind):
+                metadata = job.get("metadata") or {}
+                if metadata.get("uid") == uid:
+                    ref = KubeJobRef.model_validate({"kind": kind, "namespace": metadata.get("namespace"), "name": metadata.get("name")})
+                    return ref, job
+        return None
+
+    def job_nodes(self, ref: KubeJobRef) -> list[str]:
+        """The nodes the job's pods are (or were) on: its operator labels them with its name."""
+        label = KUBEFLOW_JOB_NAME_LABEL if ref.kind == "PyTorchJob" else HPTO_JOB_LABEL
+        pods = self.kube.list_pods(ref.namespace, f"{label}={ref.name}")
+        return list(dict.fromkeys(str((p.get("spec") or {}).get("nodeName")) for p in pods if (p.get("spec") or {}).get("nodeName")))
+
+    def capture(self, command: CaptureJobSpec) -> JobSpecResult:
+        """The job by its uid, as the workflow carries it, with the nodes its pods ran on (None: gone)."""
+        found = self.find_job(command.job_id)
+        if found is None:
+            return JobSpecResult(job=None)
+        ref, job = found
+        spec = job_spec_of(job, ref)
+        if spec is None:
+            return JobSpecResult(job=None)
+        return JobSpecResult(job=spec.model_copy(update={"nodes": self.job_nodes(ref)[:MAX_JOB_NODES_CARRIED]}))
+
+    def node_states(self, command: NodeStates) -> NodeStatesResult:
+        """Each node in the words the job-failure classifier reads (domain/job_failure.py): down when
+        Kubernetes has no such node or it is not Ready; drained for repair (``Action:Replace``/``Reboot``)
+        when HyperPod's health label says so; drained under our tag when we cordoned it; drained by
+        someone else when another cordoned it; idle otherwise."""
+        states = []
+        for name in command.nodes:
+            node = self.find_node(name)
+            states.append(_node_status(name, node))
+        return NodeStatesResult(nodes=states)
 
     def check(self) -> AgentCheckResult:
         try:

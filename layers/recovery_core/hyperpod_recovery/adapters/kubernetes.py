@@ -11,6 +11,7 @@ the wire against a local TLS server:
 | list_nodes           | GET   /api/v1/nodes?labelSelector=...&limit=500[&continue=...]           |
 | patch_node           | PATCH /api/v1/nodes/{name}   (application/json-patch+json)              |
 | list_pods_on_node    | GET   /api/v1/pods?fieldSelector=spec.nodeName%3D{name}&limit=500        |
+| list_pods            | GET   /api/v1/namespaces/{ns}/pods?labelSelector=...&limit=500           |
 | get_job              | GET   /apis/{group}/{version}/namespaces/{ns}/{plural}/{name}            |
 | create_job           | POST  /apis/{group}/{version}/namespaces/{ns}/{plural}                  |
 | patch_job            | PATCH /apis/{group}/{version}/namespaces/{ns}/{plural}/{name} (json-patch) |
@@ -116,6 +117,10 @@ class KubernetesApi:
     def list_pods_on_node(self, node_name: str) -> list[dict[str, Any]]:
         _checked_subdomain("node", node_name)
         return self._list("/api/v1/pods", {"fieldSelector": f"spec.nodeName={node_name}"}, resource="pods")
+
+    def list_pods(self, namespace: str, label_selector: str) -> list[dict[str, Any]]:
+        """A namespace's pods by a label selector (a job's pods: its operator labels them)."""
+        return self._list(f"/api/v1/namespaces/{_checked_namespace(namespace)}/pods", {"labelSelector": label_selector}, resource="pods")
 
     # --- training jobs ---------------------------------------------------------------------------
     def get_job(self, ref: KubeJobRef) -> dict[str, Any]:

@@ -20,10 +20,19 @@ Who restarts a job (../shared/reference/hyperpod-eks.md §3.3), first match wins
 from __future__ import annotations
 
 import copy
+from datetime import datetime
 from typing import Any
 
-from hyperpod_recovery.models.commands import CHECKPOINT_URI_PATTERN, MAX_CHECKPOINT_URI, JobSpec, RestartedBy, resume_choice_in_comment
-from hyperpod_recovery.models.common import matches
+from hyperpod_recovery.models.commands import (
+    CHECKPOINT_URI_PATTERN,
+    MAX_CHECKPOINT_URI,
+    RESTARTED_BY_TEXT,
+    JobSpec,
+    RestartedBy,
+    resume_choice_in_comment,
+)
+from hyperpod_recovery.models.common import matches, one_line
+from hyperpod_recovery.models.job_events import JobFailedDetail
 from hyperpod_recovery.models.kubernetes import (
     AUTO_RESUME_ANNOTATION,
     HPTO_JOB_LABEL,
@@ -120,13 +129,22 @@ def job_spec_of(job: dict[str, Any], ref: KubeJobRef) -> JobSpec | None:
     if not matches(KUBE_UID_PATTERN, uid):
         return None
     annotations = metadata.get("annotations") or {}
-    by = restarted_by(job, ref.kind)
+    # A job that reached Failed is restarted by nobody any more: its restarter gave up (HPTO's
+    # maxFullJobRestarts, auto-resume's job-max-retry-count, Kubeflow's backoffLimit).
+    failed = _state(job) == "Failed"
+    gave_up = restarted_by(job, ref.kind) if failed else None
+    by = None if failed else restarted_by(job, ref.kind)
     replicas = sum(max(int(r.get("replicas") or 1), 0) for r in _replica_specs(job, ref.kind)) or 1
     checkpoint = str(annotations.get(CHECKPOINT_ANNOTATION) or "").strip() or None
     owners = metadata.get("ownerReferences") or []
     unresumable = None
-    if by is None and str(annotations.get(OPT_IN_ANNOTATION, "")).lower() != "true":
-        unresumable = f'not opted in to recovery (annotation {OPT_IN_ANNOTATION}: "true") and nobody else restarts it'
+    if ref.kind == "HyperPodPyTorchJob" and failed:
+        unresumable = (
+            "failed past the HyperPod training operator's restarts; a HyperPodPyTorchJob is never re-created by us: a human decides"
+        )
+    elif by is None and str(annotations.get(OPT_IN_ANNOTATION, "")).lower() != "true":
+        exhausted = f"failed past its restarts ({RESTARTED_BY_TEXT[gave_up]}), " if gave_up else ""
+        unresumable = f'{exhausted}not opted in to recovery (annotation {OPT_IN_ANNOTATION}: "true") and nobody else restarts it'
     elif by is None and owners:
         # A job another controller made (a pipeline, a queue): a copy made by us would be unknown to it.
         unresumable = f"created by {owners[0].get('kind')} {owners[0].get('name')}: its owner, not us, would have to make it again"
@@ -210,3 +228,49 @@ def is_recreation_of(candidate: dict[str, Any], old_uid: str) -> bool:
 def finished(job: dict[str, Any]) -> bool:
     """Failed or Succeeded: nothing of it runs any more."""
     return _state(job) in ("Failed", "Succeeded")
+
+
+# --- a job that failed (the EKS job poller: EKS sends no event for it) --------------------------------
+def failed_at(job: dict[str, Any]) -> datetime | None:
+    """When the job's Failed condition came to hold (None: it has not failed)."""
+    conditions = [c for c in (job.get("status") or {}).get("conditions") or [] if c.get("status") == "True"]
+    if not conditions or conditions[-1].get("type") != "Failed":
+        return None
+    stamp = conditions[-1].get("lastTransitionTime") or conditions[-1].get("lastUpdateTime")
+    return datetime.fromisoformat(str(stamp).replace("Z", "+00:00")) if stamp else None
+
+
+def recovery_wanted(job: dict[str, Any], kind: str) -> bool:
+    """A failed job JobRecovery is for: one that opted in, or whose own restarter gave up (HPTO,
+    HyperPod auto-resume): a human hears of those. A job nobody asked us about is left to its owner."""
+    annotations = (job.get("metadata") or {}).get("annotations") or {}
+    opted_in = str(annotations.get(OPT_IN_ANNOTATION, "")).lower() == "true"
+    gave_up = restarted_by(job, kind) in ("hyperpod_training_operator", "hyperpod_auto_resume")
+    return failed_at(job) is not None and (opted_in or gave_up)
+
+
+def failure_event(job: dict[str, Any], kind: str, cluster_name: str, nodes: list[str]) -> JobFailedDetail | None:
+    """The failed job as the JobRecovery workflow takes a failure (the shape the Slurm agent's epilog
+    event has): its uid, where it ran, when and why it failed, its checkpoint location."""
+    metadata = job.get("metadata") or {}
+    ended = failed_at(job)
+    uid = str(metadata.get("uid") or "")
+    if ended is None or not matches(KUBE_UID_PATTERN, uid):
+        return None
+    annotations = metadata.get("annotations") or {}
+    condition = [c for c in (job.get("status") or {}).get("conditions") or [] if c.get("status") == "True"][-1]
+    checkpoint = str(annotations.get(CHECKPOINT_ANNOTATION) or "").strip()
+    previous = str(annotations.get(RESUBMITTED_FROM_ANNOTATION) or "")
+    return JobFailedDetail(
+        cluster_name=cluster_name,
+        job_id=uid,
+        name=f"{metadata.get('namespace')}/{metadata.get('name')}"[:256],
+        nodes=list(dict.fromkeys(nodes))[:10_000],
+        state="FAILED",
+        reason=one_line(f"{kind} {condition.get('reason') or 'Failed'}: {condition.get('message') or 'no message'}", 256),
+        exit_code=1,  # (Kubernetes keeps each container's exit code, not the job's: 1 stands for "failed")
+        ended_at=ended,
+        checkpoint_uri=checkpoint if len(checkpoint) <= MAX_CHECKPOINT_URI and matches(CHECKPOINT_URI_PATTERN, checkpoint) else None,
+        resubmission_of=previous if matches(KUBE_UID_PATTERN, previous) else None,
+        event_key=f"{uid}:{int(ended.timestamp())}",
+    )

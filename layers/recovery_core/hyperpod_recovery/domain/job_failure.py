@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Literal
 
 from hyperpod_recovery.domain.execution_names import node_execution_name
 from hyperpod_recovery.domain.normalize import within_reason_budget
@@ -27,7 +28,7 @@ from hyperpod_recovery.errors import (
 )
 from hyperpod_recovery.models.cluster import ClusterNode
 from hyperpod_recovery.models.commands import OWNER_TAG_PREFIX, JobSpec, NodeStatus
-from hyperpod_recovery.models.common import one_line, slurm_node_name
+from hyperpod_recovery.models.common import one_line
 from hyperpod_recovery.models.job_recovery import (
     FailureClassification,
     FaultyNode,
@@ -76,7 +77,9 @@ def job_nodes(request: JobRecoveryRequest, job: JobSpec | None) -> list[str]:
     return list(dict.fromkeys(nodes))
 
 
-def faulty_nodes(nodes: Iterable[str], slurm: list[NodeStatus], cluster: list[ClusterNode]) -> list[FaultyNode]:
+def faulty_nodes(
+    nodes: Iterable[str], slurm: list[NodeStatus], cluster: list[ClusterNode], orchestrator: Literal["slurm", "eks"] = "slurm"
+) -> list[FaultyNode]:
     """The job's nodes that are unhealthy in HyperPod, or DOWN/FAIL/DRAIN in Slurm.
 
     A node drained by someone else (a reason without our tag or HyperPod's ``Action:``) counts as a
@@ -84,7 +87,7 @@ def faulty_nodes(nodes: Iterable[str], slurm: list[NodeStatus], cluster: list[Cl
     maintenance would be the automation making things worse.
     """
     by_name = {s.name: s for s in slurm}
-    by_host = {slurm_node_name(n.private_dns_hostname): n for n in cluster if n.private_dns_hostname}
+    by_host = {name: n for n in cluster if (name := n.name_in(orchestrator))}
     found = []
     for name in dict.fromkeys(nodes):
         why = []
@@ -115,6 +118,7 @@ def classify_failure(
     cluster: list[ClusterNode],
     execution_name: str,
     now: datetime,
+    orchestrator: Literal["slurm", "eks"] = "slurm",
 ) -> FailureClassification:
     failure = request.failure
     label = f"job {request.job_id}" + (f" ({job.name})" if job else f" ({failure.name})" if failure else "")
@@ -131,7 +135,7 @@ def classify_failure(
             at=now, kind="left_alone", job=job, reason=f"{label} was already restarted by Slurm (requeued; now {job.state})"
         )
     nodes = job_nodes(request, job)
-    faulty = faulty_nodes(nodes, slurm, cluster)
+    faulty = faulty_nodes(nodes, slurm, cluster, orchestrator)
     ended = f"ended {failure.state} ({failure.reason or 'no reason'}, exit {failure.exit_code})" if failure else f"is {job.state}"
     if not faulty and not (failure is not None and failure.state == "NODE_FAIL"):
         return FailureClassification(

@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from hyperpod_recovery.models.common import CLUSTER_NAME_PATTERN, SlurmJobId, SlurmNodeName, StrictFlag, Timestamp
+from hyperpod_recovery.models.common import CLUSTER_NAME_PATTERN, JobId, SlurmNodeName, StrictFlag, Timestamp
 
 JOB_EVENT_SOURCE = "hyperpod-recovery.agent"
 JOB_FAILED_DETAIL_TYPE = "HyperPod Recovery Slurm Job Failed"
@@ -24,7 +24,7 @@ class JobFailedDetail(BaseModel):
 
     schema_version: Literal[1] = 1
     cluster_name: str = Field(pattern=CLUSTER_NAME_PATTERN)
-    job_id: SlurmJobId
+    job_id: JobId  # a Slurm job id; on EKS the job object's uid (the poller's events)
     name: str = Field(max_length=256)
     user: str | None = Field(default=None, max_length=64)
     partition: str | None = Field(default=None, max_length=128)
@@ -40,6 +40,6 @@ class JobFailedDetail(BaseModel):
     # `srun --auto-resume=1`: HyperPod restarts the job itself; the workflow must not restart it too.
     auto_resume: StrictFlag = False
     # Set when the job was itself our resubmission of an earlier job (crash-loop detection).
-    resubmission_of: SlurmJobId | None = None
+    resubmission_of: JobId | None = None
     # Unique per job end: the same job id ends again after a requeue, with a new end time.
     event_key: str = Field(min_length=1, max_length=160)

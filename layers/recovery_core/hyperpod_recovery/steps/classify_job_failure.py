@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Literal
 
 from hyperpod_recovery.domain.job_failure import classify_failure
 from hyperpod_recovery.models.job_recovery import ClassifyJobFailureInput, FailureClassification
@@ -11,7 +12,12 @@ from hyperpod_recovery.ports import Cluster
 
 
 def classify_job_failure(
-    step: ClassifyJobFailureInput, *, cluster: Cluster, now: datetime, node_timeout_seconds: int
+    step: ClassifyJobFailureInput,
+    *,
+    cluster: Cluster,
+    now: datetime,
+    node_timeout_seconds: int,
+    orchestrator: Literal["slurm", "eks"] = "slurm",
 ) -> FailureClassification:
     classification = classify_failure(
         step.request,
@@ -20,6 +26,7 @@ def classify_job_failure(
         cluster.list_nodes(),
         step.execution_name,
         now,
+        orchestrator,
     )
     if classification.node_request is not None:
         classification = classification.model_copy(update={"node_timeout_seconds": node_timeout_seconds})

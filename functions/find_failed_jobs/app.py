@@ -1,0 +1,25 @@
+"""Find Failed Jobs (EKS only, every minute): start a JobRecovery for each training job that failed
+(EKS sends no event for it; on Slurm the controller agent's epilog does)."""
+
+from hyperpod_recovery.errors import ConfigurationError
+from hyperpod_recovery.observability import logger, metrics
+from hyperpod_recovery.runtime import Dependencies, default_dependencies
+from hyperpod_recovery.steps.find_failed_jobs import find_failed_jobs
+
+
+@logger.inject_lambda_context(clear_state=True)
+@metrics.log_metrics
+def lambda_handler(event: dict, context, deps: Dependencies | None = None):
+    deps = deps or default_dependencies()
+    metrics.add_dimension(name="cluster", value=deps.settings.cluster_name)
+    if deps.kube is None:
+        raise ConfigurationError("Find Failed Jobs runs on an EKS stack (ORCHESTRATOR=eks) only")
+    counts = find_failed_jobs(
+        kube=deps.kube,
+        workflows=deps.workflows,
+        guarded=deps.guarded,
+        max_age_seconds=deps.settings.max_event_age_seconds,
+        now=deps.now(),
+    )
+    logger.info("failed jobs polled", extra=counts)
+    return counts

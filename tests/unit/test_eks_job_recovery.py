@@ -1,0 +1,137 @@
+"""JobRecovery on EKS: the poller that finds failed jobs (EKS sends no event for them), and the
+orchestrator's answers to Capture Job Spec and Check Job Nodes."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from hyperpod_recovery.adapters.eks_orchestrator import EksOrchestrator
+from hyperpod_recovery.domain.eks_jobs import job_spec_of
+from hyperpod_recovery.domain.job_failure import faulty_nodes
+from hyperpod_recovery.domain.normalize import GuardedCluster
+from hyperpod_recovery.errors import StartExecutionFailed
+from hyperpod_recovery.models.cluster import ClusterNode
+from hyperpod_recovery.models.commands import CaptureJobSpec, CordonNodes, NodeStates
+from hyperpod_recovery.models.kubernetes import AUTO_RESUME_ANNOTATION, OPT_IN_ANNOTATION, KubeJobRef
+from hyperpod_recovery.models.requests import JobRecoveryRequest
+from hyperpod_recovery.steps.find_failed_jobs import find_failed_jobs
+from sandbox.kube import FakeKube
+from tests.fakes import FakeWorkflows
+
+AT = datetime(2026, 3, 14, 9, 0, tzinfo=UTC)
+A, B = "hyperpod-i-0123456789abcdef0", "hyperpod-i-0123456789abcdef1"
+GUARDED = GuardedCluster(name="llm-train", arn="arn:aws:sagemaker:us-west-2:123456789012:cluster/a1b2c3d4e5f6", orchestrator="eks")
+
+
+def _cluster(**job: object) -> FakeKube:
+    fake = FakeKube(now=lambda: AT)
+    fake.add_hyperpod_node("i-0123456789abcdef0")
+    fake.add_hyperpod_node("i-0123456789abcdef1")
+    fake.add_job("PyTorchJob", "kubeflow", "llama", nodes=[A, B], **job)  # type: ignore[arg-type]
+    return fake
+
+
+def _poll(fake: FakeKube, workflows: FakeWorkflows | None = None, at: datetime = AT) -> tuple[dict[str, int], FakeWorkflows]:
+    workflows = workflows or FakeWorkflows()
+    return find_failed_jobs(kube=fake, workflows=workflows, guarded=GUARDED, max_age_seconds=3600, now=at), workflows
+
+
+def test_a_failed_opted_in_job_starts_one_job_recovery_however_often_it_is_polled() -> None:
+    # Given an opted-in job that failed, and a poller ticking three times
+    fake = _cluster(annotations={OPT_IN_ANNOTATION: "true", "hyperpod-recovery.io/checkpoint": "s3://ckpt/llama/"})
+    fake.job_fails("PyTorchJob", "kubeflow", "llama")
+    workflows = FakeWorkflows()
+    counts = [_poll(fake, workflows)[0] for _ in range(3)]
+    # Then one execution, named by the job's uid and failure time, carrying where it ran
+    assert counts == [{"started": 1}, {"already_started": 1}, {"already_started": 1}]
+    ((name, payload),) = workflows.started.items()
+    uid = fake.jobs[("PyTorchJob", "kubeflow", "llama")]["metadata"]["uid"]
+    assert name == f"hpj-{uid}-{int(AT.timestamp())}" and workflows.workflow_of[name] == "job"
+    request = JobRecoveryRequest.model_validate(json.loads(payload))
+    assert request.failure is not None and (request.job_id, request.source, sorted(request.failure.nodes)) == (uid, "job_failed", [A, B])
+    assert request.failure.checkpoint_uri == "s3://ckpt/llama/" and request.failure.name == "kubeflow/llama"
+
+
+@pytest.mark.parametrize(
+    ("kind_annotations", "started"),
+    [
+        ({}, False),  # nobody asked us: its owner's
+        ({OPT_IN_ANNOTATION: "true"}, True),
+        ({AUTO_RESUME_ANNOTATION: "true"}, True),  # HyperPod's auto-resume gave up: a human hears of it
+    ],
+)
+def test_which_failed_jobs_are_ours_to_look_at(kind_annotations: dict[str, str], started: bool) -> None:
+    fake = _cluster(annotations=kind_annotations)
+    fake.job_fails("PyTorchJob", "kubeflow", "llama")
+    assert bool(_poll(fake)[1].started) is started
+
+
+def test_a_running_job_and_a_failure_older_than_the_event_age_start_nothing() -> None:
+    fake = _cluster(annotations={OPT_IN_ANNOTATION: "true"})
+    assert _poll(fake)[1].started == {}
+    fake.job_fails("PyTorchJob", "kubeflow", "llama")
+    counts, workflows = _poll(fake, at=AT + timedelta(hours=2))
+    assert counts == {"stale": 1} and workflows.started == {}
+
+
+def test_a_start_that_fails_is_counted_and_tried_again_at_the_next_poll() -> None:
+    fake = _cluster(annotations={OPT_IN_ANNOTATION: "true"})
+    fake.job_fails("PyTorchJob", "kubeflow", "llama")
+    workflows = FakeWorkflows(fail_with=StartExecutionFailed("throttled"))
+    assert _poll(fake, workflows)[0] == {"start_failed": 1}
+    workflows.fail_with = None
+    assert _poll(fake, workflows)[0] == {"started": 1}
+
+
+def test_a_job_that_failed_past_its_restarter_is_nobodys_to_restart_and_ours_only_if_it_opted_in() -> None:
+    fake = _cluster(annotations={OPT_IN_ANNOTATION: "true"}, restart_policy="OnFailure")
+    ref = KubeJobRef(kind="PyTorchJob", namespace="kubeflow", name="llama")
+    assert job_spec_of(fake.jobs[("PyTorchJob", "kubeflow", "llama")], ref).restarted_by == "kubeflow"  # type: ignore[union-attr]
+    fake.job_fails("PyTorchJob", "kubeflow", "llama")
+    failed = job_spec_of(fake.jobs[("PyTorchJob", "kubeflow", "llama")], ref)
+    assert failed is not None and (failed.restarted_by, failed.auto_resume, failed.unresumable, failed.state) == (
+        None,
+        False,
+        None,
+        "Failed",
+    )
+    hp = FakeKube(now=lambda: AT)
+    hp.add_hyperpod_node("i-0123456789abcdef0")
+    hp.add_job("HyperPodPyTorchJob", "team-a", "hp", nodes=[A])
+    hp.job_fails("HyperPodPyTorchJob", "team-a", "hp")
+    spec = job_spec_of(
+        hp.jobs[("HyperPodPyTorchJob", "team-a", "hp")], KubeJobRef(kind="HyperPodPyTorchJob", namespace="team-a", name="hp")
+    )
+    assert spec is not None and "never re-created by us" in (spec.unresumable or "")
+
+
+def test_capture_finds_the_job_by_its_uid_with_the_nodes_its_pods_ran_on() -> None:
+    fake = _cluster(annotations={OPT_IN_ANNOTATION: "true"})
+    uid = fake.jobs[("PyTorchJob", "kubeflow", "llama")]["metadata"]["uid"]
+    orchestrator = EksOrchestrator(fake, None, lambda: AT)  # type: ignore[arg-type]
+    job = orchestrator.execute(CaptureJobSpec(job_id=uid)).job
+    assert job is not None and job.kube == KubeJobRef(kind="PyTorchJob", namespace="kubeflow", name="llama") and job.nodes == [A, B]
+    assert orchestrator.execute(CaptureJobSpec(job_id="00000000-0000-0000-0000-00000000beef")).job is None
+
+
+def test_node_states_read_as_the_job_failure_classifier_reads_slurms() -> None:
+    # Given a healthy node, one HyperPod marked for replacement, one we cordoned, one someone else did, one not Ready, one gone
+    fake = _cluster()
+    for n in range(2, 6):
+        fake.add_hyperpod_node(f"i-012345678{n}abcdef{n}")
+    names = [f"hyperpod-i-012345678{n}abcdef{n}" for n in range(2, 6)]
+    orchestrator = EksOrchestrator(fake, None, lambda: AT)  # type: ignore[arg-type]
+    fake.hyperpod_marks_unhealthy(names[0])
+    orchestrator.cordon(CordonNodes(nodes=[names[1]], reason="hyperpod-recovery:hpr-a"), with_jobs=False)
+    fake.patch_node(names[2], [{"op": "add", "path": "/spec/unschedulable", "value": True}])
+    fake.hyperpod_goes_not_ready(names[3])
+    gone = "hyperpod-i-0aaaaaaaaaaaaaaaa"
+    states = orchestrator.execute(NodeStates(nodes=[A, *names, gone])).nodes
+    cluster = [ClusterNode(node_id=name.removeprefix("hyperpod-"), instance_group="workers", status="Running") for name in [A, *names]]
+    # Then the classifier finds the faults, ours to repair or not, exactly as on Slurm
+    found = {f.slurm_node: f.ours_to_repair for f in faulty_nodes([A, *names, gone], states, cluster, "eks")}
+    assert found == {names[0]: True, names[1]: True, names[2]: False, names[3]: True, gone: True}
+    assert next(f for f in faulty_nodes([names[0]], states, cluster, "eks")).node_id == names[0].removeprefix("hyperpod-")
