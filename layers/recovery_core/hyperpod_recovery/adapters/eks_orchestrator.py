@@ -385,7 +385,9 @@ class EksOrchestrator:
             )
             self.kube.patch_job(ref, [{"op": "test", "path": "/metadata/uid", "value": uid}, set_suspend])
             suspended = True
-        return ResubmitResult(old_job_id=uid, new_job_id=str(new["metadata"]["uid"]), cancelled_old=suspended)
+        return ResubmitResult(
+            old_job_id=uid, new_job_id=str(new["metadata"]["uid"]), cancelled_old=suspended, new_job_name=f"{ref.namespace}/{name}"
+        )
 
     def find_job(self, uid: str) -> tuple[KubeJobRef, dict[str, Any]] | None:
         """The training job whose uid is ``uid`` (a uid is the one thing a failure and a request name it by)."""

@@ -77,6 +77,7 @@ def resubmission(plan: ResumePlan, reply: CommandReply[ResubmitResult]) -> Resub
         new_job_id=reply.result.new_job_id,
         checkpoint_step=plan.checkpoint.step,
         checkpoint_uri=plan.checkpoint.uri,
+        new_job_name=reply.result.new_job_name,
     )
 
 

@@ -387,6 +387,7 @@ def _resubmit_text(reply: CommandReply[ResubmitResult], step: int | str | None =
         new = f"{result.new_job_id} (by an earlier incident)" if result.new_job_id else "(resubmitted by another incident)"
     else:
         new = result.new_job_id or "(no job id returned)"
+        new = f"{result.new_job_name} (uid {new})" if result.new_job_name else new  # (EKS: a new object, by its name)
     return f"{result.old_job_id} -> {new}" + (f" from step {step}" if step is not None else "")
 
 

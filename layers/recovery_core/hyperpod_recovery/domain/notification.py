@@ -165,7 +165,12 @@ def subject(record: IncidentRecord) -> str:
 
 def next_step(record: IncidentRecord, hold_until: datetime | None) -> str:
     if record.outcome == "recovered":
-        restarted = [f"job {r.job} runs again as job {r.new_job_id} from step {r.checkpoint_step}" for r in record.resubmissions]
+        restarted = [
+            f"job {r.job_name} ({r.job}) runs again as {r.new_job_name} ({r.new_job_id}) from step {r.checkpoint_step}"
+            if r.new_job_name
+            else f"job {r.job} runs again as job {r.new_job_id} from step {r.checkpoint_step}"
+            for r in record.resubmissions
+        ]
         if restarted:
             return f"Nothing to do: {'; '.join(restarted)}. Check that it passes that step at its next checkpoint."
         return "Nothing to do: the node(s) are back in service."

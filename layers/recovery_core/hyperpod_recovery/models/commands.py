@@ -380,6 +380,8 @@ class ResubmitResult(BaseModel):
     restarted_by_slurm: StrictFlag = Field(default=False, exclude_if=_is_false)
     # The old job still ran (on the replaced nodes, or hung) and was cancelled before resubmitting.
     cancelled_old: StrictFlag = Field(default=False, exclude_if=_is_false)
+    # EKS: the re-created job object, <namespace>/<name> (its uid is new_job_id), for people to read.
+    new_job_name: str | None = Field(default=None, max_length=128, exclude_if=_is_none)
 
 
 class NodeStatus(BaseModel):

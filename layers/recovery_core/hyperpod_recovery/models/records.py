@@ -40,6 +40,7 @@ class Resubmission(BaseModel):
     new_job_id: str | None
     checkpoint_step: int
     checkpoint_uri: str
+    new_job_name: str | None = Field(default=None, exclude_if=lambda v: v is None)  # EKS: <namespace>/<name> of the new object
 
 
 class IncidentRecord(BaseModel):
