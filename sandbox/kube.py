@@ -79,8 +79,14 @@ def _stamp(at: datetime) -> str:
 
 
 class FakeKube:
-    def __init__(self, *, now: Callable[[], datetime] | None = None, version: str = KUBERNETES_VERSION) -> None:
+    def __init__(
+        self, *, now: Callable[[], datetime] | None = None, version: str = KUBERNETES_VERSION, kinds: tuple[str, ...] = tuple(JOB_KINDS)
+    ) -> None:
         self.version = version
+        # The job kinds whose CRD is installed (the training operator and Kubeflow are add-ons):
+        # listing or reading another kind is 404, as on a cluster without it.
+        self.kinds = kinds
+        self._created = 0  # uids are drawn from a seeded sequence: a job made again under its name gets a new one
         self.now = now or (lambda: datetime(2026, 3, 14, 9, 0, tzinfo=UTC))
         self.nodes: dict[str, dict[str, Any]] = {}
         self.pods: dict[tuple[str, str], dict[str, Any]] = {}
@@ -152,8 +158,9 @@ class FakeKube:
         key = (kind, namespace, str(metadata.get("name") or ""))
         if key in self.jobs:
             raise KubeAlreadyExists(f"POST {info.plural}: 409 AlreadyExists ({namespace}/{key[2]})")
-        # (a uid as the API server writes one; derived, so a drill's report is the same on every run)
-        uid = str(uuid.uuid5(uuid.NAMESPACE_URL, f"{kind}/{namespace}/{key[2]}/{len(self.jobs)}"))
+        # (a uid as the API server writes one: new for every object, the same on every run of a drill)
+        self._created += 1
+        uid = str(uuid.uuid5(uuid.NAMESPACE_URL, f"hyperpod-recovery-sandbox/{self._created}"))
         metadata.update(namespace=namespace, uid=uid, creationTimestamp=_stamp(self.now()))
         self._validate_job(obj)
         metadata["resourceVersion"] = self._next_version()
@@ -179,6 +186,8 @@ class FakeKube:
     def list_jobs(self, kind: str) -> list[dict[str, Any]]:
         info = JOB_KINDS[kind]
         self._call("list", info.plural)
+        if kind not in self.kinds:
+            raise KubeObjectGone(f"GET /apis/{info.group}/{info.version}/{info.plural}: 404 NotFound (no such resource)")
         return [copy.deepcopy(j) for (k, _, _), j in self.jobs.items() if k == kind]
 
     # --- seeding a cluster ---------------------------------------------------------------------------

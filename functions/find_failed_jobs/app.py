@@ -1,7 +1,10 @@
 """Find Failed Jobs (EKS only, every minute): start a JobRecovery for each training job that failed
 (EKS sends no event for it; on Slurm the controller agent's epilog does)."""
 
+from aws_lambda_powertools.metrics import MetricUnit
+
 from hyperpod_recovery.errors import ConfigurationError
+from hyperpod_recovery.metric_names import FAILED_JOBS_POLLED
 from hyperpod_recovery.observability import logger, metrics
 from hyperpod_recovery.runtime import Dependencies, default_dependencies
 from hyperpod_recovery.steps.find_failed_jobs import find_failed_jobs
@@ -21,5 +24,7 @@ def lambda_handler(event: dict, context, deps: Dependencies | None = None):
         max_age_seconds=deps.settings.max_event_age_seconds,
         now=deps.now(),
     )
+    for key, metric in FAILED_JOBS_POLLED.items():  # (every one each poll: an alarm sees a zero, not a gap)
+        metrics.add_metric(name=metric, unit=MetricUnit.Count, value=counts.get(key, 0))
     logger.info("failed jobs polled", extra=counts)
     return counts

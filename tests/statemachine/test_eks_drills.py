@@ -149,3 +149,19 @@ def test_eks_job_failed_on_a_node_hyperpod_marked_recovers_that_node_then_re_cre
     assert (job[0]["outcome"], nodes[0]["outcome"]) == ("recovered", "recovered") and "node" in job[0]["summary"]
     assert len(report["replacements"]) == 1
     assert [j["name"] for j in report["kubernetes_jobs"] if "resubmitted_from" in j] == ["llama-70b-pretrain-r1"]
+
+
+def test_on_eks_a_slot_that_fails_again_after_its_replacement_is_a_repeat_offender(tmp_path: Path) -> None:
+    # Given workers:7 failing, replaced (its Kubernetes node has a new name), and its replacement failing again
+    scenario = load_scenario(EVENTS / "drills" / "eks-default.json")
+    second = scenario.faults[0].model_copy(update={"at": 7200})
+    settings = scenario.settings.model_copy(
+        update={"repeat_offender": scenario.settings.repeat_offender.model_copy(update={"max_recoveries": 1})}
+    )
+    scenario = scenario.model_copy(update={"faults": [scenario.faults[0], second], "settings": settings})
+    report = DrillRunner(scenario, log_path=tmp_path / "lambda.log").run()
+    first, again = report["incidents"]
+    # Then the second is the same slot, under its new name: a human decides, nothing is replaced again
+    assert first["outcome"] == "recovered"
+    assert (again["outcome"], again["error"]) == ("escalated", "RepeatOffender")
+    assert len(report["replacements"]) == 1

@@ -135,3 +135,61 @@ def test_node_states_read_as_the_job_failure_classifier_reads_slurms() -> None:
     found = {f.slurm_node: f.ours_to_repair for f in faulty_nodes([A, *names, gone], states, cluster, "eks")}
     assert found == {names[0]: True, names[1]: True, names[2]: False, names[3]: True, gone: True}
     assert next(f for f in faulty_nodes([names[0]], states, cluster, "eks")).node_id == names[0].removeprefix("hyperpod-")
+
+
+def test_a_kind_whose_crd_is_not_installed_lists_nothing_and_the_other_kind_is_still_polled() -> None:
+    # Given a cluster without the HyperPod training operator (no HyperPodPyTorchJob CRD)
+    fake = FakeKube(now=lambda: AT, kinds=("PyTorchJob",))
+    fake.add_hyperpod_node("i-0123456789abcdef0")
+    fake.add_job("PyTorchJob", "kubeflow", "llama", nodes=[A], annotations={OPT_IN_ANNOTATION: "true"})
+    fake.job_fails("PyTorchJob", "kubeflow", "llama")
+    # Then the failed PyTorchJob starts its recovery all the same
+    assert _poll(fake)[0] == {"started": 1}
+
+
+def test_a_stale_failure_is_never_read_further() -> None:
+    fake = _cluster(annotations={OPT_IN_ANNOTATION: "true"})
+    fake.job_fails("PyTorchJob", "kubeflow", "llama")
+    fake.calls.clear()
+    assert _poll(fake, at=AT + timedelta(hours=2))[0] == {"stale": 1}
+    assert ("list", "pods") not in fake.calls  # no pod list for a failure it will not start
+
+
+def test_the_failed_jobs_nodes_are_its_own_pods_not_another_kinds_of_the_same_name() -> None:
+    # Given a failed PyTorchJob "llama", and a TFJob's pod labelled with the same job name on node B
+    fake = FakeKube(now=lambda: AT)
+    fake.add_hyperpod_node("i-0123456789abcdef0")
+    fake.add_hyperpod_node("i-0123456789abcdef1")
+    fake.add_job("PyTorchJob", "kubeflow", "llama", nodes=[A], annotations={OPT_IN_ANNOTATION: "true"})
+    fake.add_pod("kubeflow", "tf-llama-0", B, labels={"training.kubeflow.org/job-name": "llama"})
+    fake.pods[("kubeflow", "tf-llama-0")]["metadata"]["ownerReferences"] = [
+        {"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "name": "llama", "uid": "u", "controller": True}
+    ]
+    fake.job_fails("PyTorchJob", "kubeflow", "llama")
+    _, workflows = _poll(fake)
+    (payload,) = workflows.started.values()
+    assert JobRecoveryRequest.model_validate(json.loads(payload)).failure.nodes == [A]  # type: ignore[union-attr]
+
+
+def test_a_job_asking_for_auto_resume_and_our_recovery_is_never_re_created_once_failed() -> None:
+    fake = _cluster(annotations={OPT_IN_ANNOTATION: "true", AUTO_RESUME_ANNOTATION: "true"})
+    ref = KubeJobRef(kind="PyTorchJob", namespace="kubeflow", name="llama")
+    assert job_spec_of(fake.jobs[("PyTorchJob", "kubeflow", "llama")], ref).restarted_by == "hyperpod_auto_resume"  # type: ignore[union-attr]
+    fake.job_fails("PyTorchJob", "kubeflow", "llama")
+    failed = job_spec_of(fake.jobs[("PyTorchJob", "kubeflow", "llama")], ref)
+    assert failed is not None and "both" in (failed.unresumable or "")
+
+
+def test_a_node_recovery_never_takes_a_job_that_already_failed_nor_a_pod_of_an_earlier_object() -> None:
+    # Given a failed job with its failed pods still on node A, and a job deleted and applied again under
+    # its name while the old object's pod remains on node B
+    fake = _cluster(annotations={OPT_IN_ANNOTATION: "true"})
+    fake.job_fails("PyTorchJob", "kubeflow", "llama")
+    fake.add_job("PyTorchJob", "team", "again", nodes=[B], annotations={OPT_IN_ANNOTATION: "true"})
+    old_pod = fake.pods[("team", "again-worker-0")]
+    del fake.jobs[("PyTorchJob", "team", "again")]
+    fake.add_job("PyTorchJob", "team", "again", nodes=[], annotations={OPT_IN_ANNOTATION: "true"})
+    assert old_pod["metadata"]["ownerReferences"][0]["uid"] != fake.jobs[("PyTorchJob", "team", "again")]["metadata"]["uid"]
+    # Then a node recovery of A and B finds no job to restart: the failed one is JobRecovery's, the other is not on B
+    result = EksOrchestrator(fake, None, lambda: AT).cordon(CordonNodes(nodes=[A, B], reason="hyperpod-recovery:hpr-a"))  # type: ignore[arg-type]
+    assert result.jobs == []

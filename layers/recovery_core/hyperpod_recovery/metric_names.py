@@ -93,3 +93,12 @@ ALL = frozenset(
         *DURATIONS,
     }
 )
+
+# EKS: the job poller (Find Failed Jobs), each poll: failed jobs it started a JobRecovery for, those
+# too old to start, those it could not read, and starts that failed (tried again at the next poll).
+FAILED_JOBS_POLLED = {
+    "started": "FailedJobsStarted",
+    "stale": "FailedJobsStale",
+    "invalid": "FailedJobsUnreadable",
+    "start_failed": "FailedJobsStartFailed",
+}

@@ -34,15 +34,26 @@ from datetime import datetime
 from typing import Any, Literal
 
 from hyperpod_recovery.adapters.stepfunctions import StepFunctions
-from hyperpod_recovery.domain.eks_jobs import finished, is_recreation_of, job_spec_of, jobs_of_pods, recreated_job
+from hyperpod_recovery.domain.eks_jobs import (
+    finished,
+    is_pod_of,
+    is_recreation_of,
+    job_spec_of,
+    jobs_of_pods,
+    owning_job,
+    owning_job_any,
+    recreated_job,
+)
 from hyperpod_recovery.domain.eks_nodes import NodeView, cordon_plan, give_back_plan, health_gate, rebooted_since_cordon
 from hyperpod_recovery.errors import (
     ControllerChannelError,
     InvalidCommand,
     JobSpecUnavailable,
+    KubeAccessDenied,
     KubeAlreadyExists,
     KubeConflict,
     KubeObjectGone,
+    KubeRequestRejected,
     KubeThrottled,
     KubeUnavailable,
     TaskAnswerFailed,
@@ -133,6 +144,22 @@ def _resume_decision(node: dict[str, Any], incident: str, at: datetime) -> _Resu
     back = give_back_plan(node, incident)
     # Through the gate and carrying nothing of ours (a replacement's new node): in service, resumed.
     return _ResumeDecision("resumed" if back.outcome == "not_drained" else back.outcome, back.operations)
+
+
+def installed_jobs(kube: KubeApi, kind: str) -> list[dict[str, Any]]:
+    """A kind's jobs; none when its CRD is not installed (the training operator, Kubeflow: add-ons; 404)."""
+    try:
+        return kube.list_jobs(kind)
+    except KubeObjectGone:
+        return []
+
+
+def job_pod_nodes(kube: KubeApi, ref: KubeJobRef, job: dict[str, Any]) -> list[str]:
+    """The nodes of the pods of this very job: its operator's label, then its controller's kind,
+    name and uid (pods of a TFJob of the same name, or of an earlier object, are not its)."""
+    label = KUBEFLOW_JOB_NAME_LABEL if ref.kind == "PyTorchJob" else HPTO_JOB_LABEL
+    pods = [p for p in kube.list_pods(ref.namespace, f"{label}={ref.name}") if owning_job_any(p) == ref and is_pod_of(p, job)]
+    return list(dict.fromkeys(str(p["spec"]["nodeName"]) for p in pods if (p.get("spec") or {}).get("nodeName")))
 
 
 def _node_status(name: str, node: dict[str, Any] | None) -> NodeStatus:
@@ -327,15 +354,21 @@ class EksOrchestrator:
         return self._jobs_on_found(found)
 
     def _jobs_on_found(self, node_names: list[str]) -> JobsOnNodesResult:
-        refs = [ref for name in node_names for ref in jobs_of_pods(self.kube.list_pods_on_node(name))]
+        """The running jobs with a pod on the nodes. A job that already ended (Failed, Succeeded) is
+        not a node recovery's: a failed one is JobRecovery's (Find Failed Jobs), with its budget
+        and crash-loop rules; a pod of an earlier object of the same name is that object's."""
+        pods = [pod for name in node_names for pod in self.kube.list_pods_on_node(name)]
         jobs: list[JobSpec] = []
         seen: set[str] = set()
         omitted = 0
-        for ref in dict.fromkeys(refs):
+        for ref in jobs_of_pods(pods):
             try:
-                spec = job_spec_of(self.kube.get_job(ref), ref)
+                job = self.kube.get_job(ref)
             except KubeObjectGone:
                 continue  # deleted since its pod was listed: nothing to restart
+            if finished(job) or not any(owning_job(p) == ref and is_pod_of(p, job) for p in pods):
+                continue
+            spec = job_spec_of(job, ref)
             if spec is None or spec.job_id in seen:
                 continue
             seen.add(spec.job_id)
@@ -383,38 +416,47 @@ class EksOrchestrator:
                 if isinstance(run_policy, dict)
                 else {"op": "add", "path": "/spec/runPolicy", "value": {"suspend": True}}
             )
-            self.kube.patch_job(ref, [{"op": "test", "path": "/metadata/uid", "value": uid}, set_suspend])
+            try:
+                self.kube.patch_job(ref, [{"op": "test", "path": "/metadata/uid", "value": uid}, set_suspend])
+            except (KubeAccessDenied, KubeRequestRejected, KubeObjectGone) as exc:
+                # The new job exists: said, so a human suspends the old one (a retry finds the new
+                # job by its name and tries the suspension again).
+                raise type(exc)(
+                    f"{ref.namespace}/{name} was created from {command.checkpoint.uri}, but {ref.kind} {ref.namespace}/{ref.name} "
+                    f"could not be suspended ({exc}): both may run; suspend the old one by hand (runPolicy.suspend: true)"
+                ) from exc
             suspended = True
         return ResubmitResult(
             old_job_id=uid, new_job_id=str(new["metadata"]["uid"]), cancelled_old=suspended, new_job_name=f"{ref.namespace}/{name}"
         )
 
-    def find_job(self, uid: str) -> tuple[KubeJobRef, dict[str, Any]] | None:
-        """The training job whose uid is ``uid`` (a uid is the one thing a failure and a request name it by)."""
+    def find_job(self, uid: str, ref: KubeJobRef | None = None) -> tuple[KubeJobRef, dict[str, Any]] | None:
+        """The training job whose uid is ``uid``: read by its name when known (the poller's failure
+        names it), else found in the lists of each kind (a manual request names a uid only)."""
+        if ref is not None:
+            try:
+                job = self.kube.get_job(ref)
+            except KubeObjectGone:
+                return None
+            return (ref, job) if (job.get("metadata") or {}).get("uid") == uid else None
         for kind in JOB_KINDS:
-            for job in self.kube.list_jobs(kind):
+            for job in installed_jobs(self.kube, kind):
                 metadata = job.get("metadata") or {}
                 if metadata.get("uid") == uid:
                     ref = KubeJobRef.model_validate({"kind": kind, "namespace": metadata.get("namespace"), "name": metadata.get("name")})
                     return ref, job
         return None
 
-    def job_nodes(self, ref: KubeJobRef) -> list[str]:
-        """The nodes the job's pods are (or were) on: its operator labels them with its name."""
-        label = KUBEFLOW_JOB_NAME_LABEL if ref.kind == "PyTorchJob" else HPTO_JOB_LABEL
-        pods = self.kube.list_pods(ref.namespace, f"{label}={ref.name}")
-        return list(dict.fromkeys(str((p.get("spec") or {}).get("nodeName")) for p in pods if (p.get("spec") or {}).get("nodeName")))
-
     def capture(self, command: CaptureJobSpec) -> JobSpecResult:
         """The job by its uid, as the workflow carries it, with the nodes its pods ran on (None: gone)."""
-        found = self.find_job(command.job_id)
+        found = self.find_job(command.job_id, command.kube)
         if found is None:
             return JobSpecResult(job=None)
         ref, job = found
         spec = job_spec_of(job, ref)
         if spec is None:
             return JobSpecResult(job=None)
-        return JobSpecResult(job=spec.model_copy(update={"nodes": self.job_nodes(ref)[:MAX_JOB_NODES_CARRIED]}))
+        return JobSpecResult(job=spec.model_copy(update={"nodes": job_pod_nodes(self.kube, ref, job)[:MAX_JOB_NODES_CARRIED]}))
 
     def node_states(self, command: NodeStates) -> NodeStatesResult:
         """Each node in the words the job-failure classifier reads (domain/job_failure.py): down when
@@ -430,7 +472,7 @@ class EksOrchestrator:
     def check(self) -> AgentCheckResult:
         try:
             count = len(self.kube.list_nodes())
-        except (KubeUnavailable, KubeThrottled) as exc:
+        except (KubeUnavailable, KubeThrottled, KubeAccessDenied) as exc:
             return AgentCheckResult(
                 agent_version=ORCHESTRATOR_VERSION, slurm_reachable=False, slurm_detail=str(exc)[:512], commands=list(EKS_COMMANDS)
             )

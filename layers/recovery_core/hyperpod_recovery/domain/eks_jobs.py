@@ -55,14 +55,24 @@ RESUME_ANNOTATION = f"{MARK_DOMAIN}/resume"  # immediate | after_rejoin (the job
 JOB_NAME_ANNOTATION = f"{MARK_DOMAIN}/job-name"
 RESTARTING_POLICIES = frozenset({"OnFailure", "Always", "ExitCode"})
 DEFAULT_RESTART_POLICY = "OnFailure"  # Kubeflow's PytorchJobDefaultRestartPolicy
-FINISHED_POD_PHASES = frozenset({"Succeeded"})
+# A pod that ended is no job's on this node any more: a failed job's pods are kept (cleanPodPolicy
+# None), and the job is JobRecovery's (its poller), never a node recovery's.
+FINISHED_POD_PHASES = frozenset({"Succeeded", "Failed"})
 
 
 def owning_job(pod: dict[str, Any]) -> KubeJobRef | None:
-    """The training job a pod belongs to, or None (not a training job's, or a name we cannot trust)."""
+    """The training job a running (or pending) pod belongs to, or None (an ended pod, not a training
+    job's, or a name we cannot trust)."""
+    if (pod.get("status") or {}).get("phase") in FINISHED_POD_PHASES:
+        return None
+    return owning_job_any(pod)
+
+
+def owning_job_any(pod: dict[str, Any]) -> KubeJobRef | None:
+    """The training job a pod belongs to, whatever its phase (a failed job's pods have ended)."""
     metadata = pod.get("metadata") or {}
     namespace = str(metadata.get("namespace") or "")
-    if (pod.get("status") or {}).get("phase") in FINISHED_POD_PHASES or not is_dns1123_label(namespace):
+    if not is_dns1123_label(namespace):
         return None
     controller = next((o for o in metadata.get("ownerReferences") or [] if o.get("controller")), None)
     if controller is not None:
@@ -73,7 +83,7 @@ def owning_job(pod: dict[str, Any]) -> KubeJobRef | None:
         name = str(controller.get("name") or "")
         if info is None or controller.get("apiVersion") != info.api_version or not _job_name(name):
             return None
-        return KubeJobRef(kind=kind, namespace=namespace, name=name)
+        return KubeJobRef(kind=kind, namespace=namespace, name=name)  # (the job's uid: pod_owner_uid)
     labels = metadata.get("labels") or {}
     for label, kind in ((KUBEFLOW_JOB_NAME_LABEL, "PyTorchJob"), (HPTO_JOB_LABEL, "HyperPodPyTorchJob")):
         name = str(labels.get(label) or "")
@@ -84,6 +94,29 @@ def owning_job(pod: dict[str, Any]) -> KubeJobRef | None:
 
 def _job_name(name: str) -> bool:
     return len(name) <= KUBE_JOB_NAME_MAX and is_dns1123_subdomain(name)
+
+
+def pod_owner_uid(pod: dict[str, Any]) -> str | None:
+    """The uid of the job the pod's controller reference names (None: it names none, labels only)."""
+    controller = next((o for o in (pod.get("metadata") or {}).get("ownerReferences") or [] if o.get("controller")), None)
+    return str(controller.get("uid")) if controller and controller.get("uid") else None
+
+
+def is_pod_of(pod: dict[str, Any], job: dict[str, Any]) -> bool:
+    """The pod belongs to this very job object, not to an earlier one of the same name (deleted and
+    applied again while old pods remained): by the owner's uid, or for a label-only pod, by age."""
+    metadata = job.get("metadata") or {}
+    owner = pod_owner_uid(pod)
+    if owner is not None:
+        return owner == metadata.get("uid")
+    created = str(metadata.get("creationTimestamp") or "")
+    pod_created = str((pod.get("metadata") or {}).get("creationTimestamp") or "")
+    return not created or not pod_created or pod_created >= created
+
+
+def finished(job: dict[str, Any]) -> bool:
+    """Failed or Succeeded: nothing of it runs any more."""
+    return _state(job) in ("Failed", "Succeeded")
 
 
 def jobs_of_pods(pods: list[dict[str, Any]]) -> list[KubeJobRef]:
@@ -137,12 +170,17 @@ def job_spec_of(job: dict[str, Any], ref: KubeJobRef) -> JobSpec | None:
     replicas = sum(max(int(r.get("replicas") or 1), 0) for r in _replica_specs(job, ref.kind)) or 1
     checkpoint = str(annotations.get(CHECKPOINT_ANNOTATION) or "").strip() or None
     owners = metadata.get("ownerReferences") or []
-    unresumable = None
-    if ref.kind == "HyperPodPyTorchJob" and failed:
+    unresumable: str | None = None
+    opted_in = str(annotations.get(OPT_IN_ANNOTATION, "")).lower() == "true"
+    if failed and opted_in and str(annotations.get(AUTO_RESUME_ANNOTATION, "")).lower() == "true":
+        # Two restarters asked for: HyperPod's auto-resume may still act on a job it shows Failed
+        # (ASSUMPTION that Failed means it gave up: hyperpod-eks.md does not establish it). Never both.
+        unresumable = f"asks for both HyperPod's job auto-resume and our recovery ({OPT_IN_ANNOTATION}): remove one"
+    elif ref.kind == "HyperPodPyTorchJob" and failed:
         unresumable = (
             "failed past the HyperPod training operator's restarts; a HyperPodPyTorchJob is never re-created by us: a human decides"
         )
-    elif by is None and str(annotations.get(OPT_IN_ANNOTATION, "")).lower() != "true":
+    elif by is None and not opted_in:
         exhausted = f"failed past its restarts ({RESTARTED_BY_TEXT[gave_up]}), " if gave_up else ""
         unresumable = f'{exhausted}not opted in to recovery (annotation {OPT_IN_ANNOTATION}: "true") and nobody else restarts it'
     elif by is None and owners:
@@ -223,11 +261,6 @@ def is_recreation_of(candidate: dict[str, Any], old_uid: str) -> bool:
     else's job that happens to have the name)."""
     annotations = (candidate.get("metadata") or {}).get("annotations") or {}
     return bool(old_uid) and annotations.get(RESUBMITTED_FROM_ANNOTATION) == old_uid
-
-
-def finished(job: dict[str, Any]) -> bool:
-    """Failed or Succeeded: nothing of it runs any more."""
-    return _state(job) in ("Failed", "Succeeded")
 
 
 # --- a job that failed (the EKS job poller: EKS sends no event for it) --------------------------------

@@ -27,7 +27,7 @@ from hyperpod_recovery.errors import (
     RestartBudgetExhausted,
 )
 from hyperpod_recovery.models.cluster import ClusterNode
-from hyperpod_recovery.models.commands import OWNER_TAG_PREFIX, JobSpec, NodeStatus
+from hyperpod_recovery.models.commands import OWNER_TAG_PREFIX, JobSpec, NodeStatus, left_alone_reason
 from hyperpod_recovery.models.common import one_line
 from hyperpod_recovery.models.job_recovery import (
     FailureClassification,
@@ -124,7 +124,12 @@ def classify_failure(
     label = f"job {request.job_id}" + (f" ({job.name})" if job else f" ({failure.name})" if failure else "")
     if (job is not None and job.auto_resume) or (failure is not None and failure.auto_resume):
         return FailureClassification(
-            at=now, kind="left_alone", job=job, reason=f"{label} uses srun --auto-resume=1: HyperPod restarts it itself"
+            at=now,
+            kind="left_alone",
+            job=job,
+            reason=f"{label}: {left_alone_reason(job)}"
+            if job is not None and job.restarted_by
+            else f"{label} uses srun --auto-resume=1: HyperPod restarts it itself",
         )
     if job is None:
         raise JobSpecUnavailable(

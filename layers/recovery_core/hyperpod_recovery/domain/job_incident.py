@@ -165,7 +165,10 @@ def build_job_timeline(state: JobWorkflowState, recorded_at: datetime) -> list[T
         elif reply.result.already_submitted:
             verb = "already resubmitted"
         detail = f"{reply.result.old_job_id} -> {reply.result.new_job_id or '-'}"
-        detail += " (old job cancelled first)" if reply.result.cancelled_old else ""
+        # (Slurm cancels the old job first; EKS suspends it once the new one exists)
+        detail += (
+            (" (old job suspended)" if reply.result.new_job_name else " (old job cancelled first)") if reply.result.cancelled_old else ""
+        )
         entries.append(TimelineEntry(at=reply.completed_at, event=verb, detail=detail))
     return entries
 

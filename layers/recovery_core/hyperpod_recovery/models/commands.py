@@ -252,6 +252,8 @@ class CaptureJobSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
     type: Literal["capture_job_spec"] = "capture_job_spec"
     job_id: JobId
+    # EKS: the job object, when the failure names it (read by name; else found by its uid).
+    kube: KubeJobRef | None = Field(default=None, exclude_if=_is_none)
 
 
 class RequeueJob(BaseModel):

@@ -12,6 +12,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from hyperpod_recovery.models.common import CLUSTER_NAME_PATTERN, JobId, SlurmNodeName, StrictFlag, Timestamp
+from hyperpod_recovery.models.kubernetes import KubeJobRef
 
 JOB_EVENT_SOURCE = "hyperpod-recovery.agent"
 JOB_FAILED_DETAIL_TYPE = "HyperPod Recovery Slurm Job Failed"
@@ -43,3 +44,5 @@ class JobFailedDetail(BaseModel):
     resubmission_of: JobId | None = None
     # Unique per job end: the same job id ends again after a requeue, with a new end time.
     event_key: str = Field(min_length=1, max_length=160)
+    # EKS (the job poller): the job object, so that Capture Job Spec reads it by name.
+    kube: KubeJobRef | None = Field(default=None, exclude_if=lambda v: v is None)

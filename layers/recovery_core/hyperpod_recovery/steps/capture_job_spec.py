@@ -16,7 +16,7 @@ def capture_job_spec(step: CaptureJobSpecInput, *, orchestrator: Orchestrator, n
     return dispatch_command(
         orchestrator,
         step,
-        CaptureJobSpec(job_id=step.request.job_id),
+        CaptureJobSpec(job_id=step.request.job_id, kube=step.request.failure.kube if step.request.failure else None),
         command_id=f"{step.execution_name}:job-spec",
         now=now,
     )

@@ -14,12 +14,17 @@ from __future__ import annotations
 
 from collections import Counter
 from datetime import datetime, timedelta
+from typing import Any
 
-from hyperpod_recovery.domain.eks_jobs import failure_event, recovery_wanted
+from pydantic import ValidationError
+
+from hyperpod_recovery.adapters.eks_orchestrator import installed_jobs, job_pod_nodes
+from hyperpod_recovery.domain.eks_jobs import failed_at, failure_event, recovery_wanted
 from hyperpod_recovery.domain.execution_names import job_execution_name
 from hyperpod_recovery.domain.normalize import GuardedCluster
 from hyperpod_recovery.errors import StartExecutionFailed
-from hyperpod_recovery.models.kubernetes import HPTO_JOB_LABEL, JOB_KINDS, KUBEFLOW_JOB_NAME_LABEL, is_dns1123_label, is_dns1123_subdomain
+from hyperpod_recovery.models.job_events import JobFailedDetail
+from hyperpod_recovery.models.kubernetes import JOB_KINDS, KUBE_JOB_NAME_MAX, KubeJobRef, is_dns1123_label, is_dns1123_subdomain
 from hyperpod_recovery.models.requests import JobRecoveryRequest
 from hyperpod_recovery.observability import logger
 from hyperpod_recovery.ports import KubeApi, Workflows
@@ -30,22 +35,21 @@ def find_failed_jobs(
 ) -> dict[str, int]:
     counts: Counter[str] = Counter()
     for kind in JOB_KINDS:
-        for job in kube.list_jobs(kind):
+        # (a kind whose CRD is not installed lists nothing: the training operator is an add-on)
+        for job in installed_jobs(kube, kind):
             if not recovery_wanted(job, kind):
                 continue
-            metadata = job.get("metadata") or {}
-            namespace, name = str(metadata.get("namespace") or ""), str(metadata.get("name") or "")
-            if not (is_dns1123_label(namespace) and is_dns1123_subdomain(name)):
+            ended = failed_at(job)
+            if ended is None or now - ended > timedelta(seconds=max_age_seconds):
+                counts["stale"] += 1  # (refused as stale at every poll: never started, never listed further)
                 continue
-            label = KUBEFLOW_JOB_NAME_LABEL if kind == "PyTorchJob" else HPTO_JOB_LABEL
-            nodes = [
-                str(p["spec"]["nodeName"]) for p in kube.list_pods(namespace, f"{label}={name}") if (p.get("spec") or {}).get("nodeName")
-            ]
-            detail = failure_event(job, kind, guarded.name, nodes)
+            try:
+                detail = _failure(kube, job, kind, guarded.name)
+            except (ValueError, ValidationError) as exc:  # one object we cannot read never starves the others
+                logger.warning("a failed job could not be read", extra={"kind": kind, "error": str(exc)[:300]})
+                counts["invalid"] += 1
+                continue
             if detail is None:
-                continue
-            if now - detail.ended_at > timedelta(seconds=max_age_seconds):
-                counts["stale"] += 1
                 continue
             request = JobRecoveryRequest(
                 cluster=guarded.name,
@@ -68,3 +72,13 @@ def find_failed_jobs(
             if started == "started":
                 logger.info("job recovery started", extra={"incident": execution, "job": detail.name, "kind": kind})
     return dict(counts)
+
+
+def _failure(kube: KubeApi, job: dict[str, Any], kind: str, cluster: str) -> JobFailedDetail | None:
+    metadata = job.get("metadata") or {}
+    namespace, name = str(metadata.get("namespace") or ""), str(metadata.get("name") or "")
+    if not (is_dns1123_label(namespace) and len(name) <= KUBE_JOB_NAME_MAX and is_dns1123_subdomain(name)):
+        return None
+    ref = KubeJobRef.model_validate({"kind": kind, "namespace": namespace, "name": name})
+    detail = failure_event(job, kind, cluster, job_pod_nodes(kube, ref, job))
+    return detail.model_copy(update={"kube": ref}) if detail is not None else None

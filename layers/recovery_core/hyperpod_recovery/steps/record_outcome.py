@@ -75,6 +75,11 @@ def count_node_repairs(
     if assessment is None or safety is None or not safety.reserved or record.outcome not in ("recovered", "escalated"):
         return
     hostnames = [t.slurm_node for t in assessment.targets]
+    # A replacement under another name (always on EKS: a Kubernetes node is named after its
+    # instance) is the same slot: logged under its new name too, so a slot that fails again after its
+    # replacement counts as the same node for the repeat-offender window.
+    rejoin = step.state.rejoin
+    hostnames += [n.replacement_slurm_node for n in (rejoin.nodes if rejoin else []) if n.replacement_slurm_node]
     ledger.log_recovery(
         cluster, RecoveryLogEntry(incident=step.execution_name, at=now, hostnames=hostnames, outcome=record.outcome), log_seconds
     )
