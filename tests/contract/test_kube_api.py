@@ -8,8 +8,6 @@ the wire shows: paths, query strings, content types, the bearer token, status co
 
 from __future__ import annotations
 
-import datetime as dt
-import ipaddress
 import json
 import ssl
 from collections.abc import Iterator
@@ -18,10 +16,6 @@ from typing import Any
 from urllib.parse import parse_qsl, urlparse
 
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
@@ -37,51 +31,14 @@ from hyperpod_recovery.errors import (
     KubeUnavailable,
 )
 from hyperpod_recovery.models.kubernetes import KubeJobRef
+from sandbox.eks import tls_material
 from sandbox.kube import FakeKube, serve
 
 NODE = "hyperpod-i-0123456789abcdef0"
 
 
-# --- a local TLS API server ---------------------------------------------------------------------------
-def _tls_material(directory: Path) -> tuple[str, ssl.SSLContext]:
-    """A CA and a server certificate for 127.0.0.1 signed by it: (CA PEM, the server's SSL context)."""
-    now = dt.datetime.now(dt.UTC)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kubernetes")])
-    ca = (
-        x509.CertificateBuilder()
-        .subject_name(ca_name)
-        .issuer_name(ca_name)
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(days=1))
-        .not_valid_after(now + dt.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
-        .add_extension(x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True)  # keyCertSign, cRLSign
-        .sign(ca_key, hashes.SHA256())
-    )
-    key = ec.generate_private_key(ec.SECP256R1())
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")]))
-        .issuer_name(ca_name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(days=1))
-        .not_valid_after(now + dt.timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
-        # (Python 3.13 verifies strictly: an issued certificate must name its issuer's key)
-        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
-    (directory / "server.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    (directory / "server.key").write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(directory / "server.pem", directory / "server.key")
-    return ca.public_bytes(serialization.Encoding.PEM).decode(), context
+# --- a local TLS API server (sandbox/eks.py's CA and certificate, as the EKS drills use) -----------
+_tls_material = tls_material
 
 
 @pytest.fixture(scope="module")
