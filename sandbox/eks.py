@@ -109,6 +109,10 @@ class KubeApiServer:
 
         class Handler(BaseHTTPRequestHandler):
             def _answer(self) -> None:
+                if server.drop_next > 0:  # (a test's dropped connection: no answer at all)
+                    server.drop_next -= 1
+                    self.close_connection = True
+                    return
                 parts = urlsplit(self.path)
                 length = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(length) or b"null")
@@ -133,6 +137,7 @@ class KubeApiServer:
                 return
 
         self.lock = threading.RLock()
+        self.drop_next = 0  # requests to answer with a closed connection (tests of the client's retry)
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
         self.httpd.socket = context.wrap_socket(self.httpd.socket, server_side=True)

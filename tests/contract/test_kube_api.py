@@ -422,3 +422,23 @@ def test_a_list_whose_continue_token_expired_is_read_again_from_its_start_once(
     server.expect_request(__import__("re").compile(".*")).respond_with_handler(handle)
     assert [n["metadata"]["name"] for n in api.port.list_nodes()] == [f"node-{n:04d}" for n in range(5)]
     assert [r["query"].get("continue") for r in api.wire.requests] == [None, "3", None, "3"]
+
+
+def test_a_request_that_got_no_answer_is_sent_once_more_on_a_fresh_connection(tmp_path: Path) -> None:
+    # Given the API server dropping the connection of the next request without an answer (a stale one)
+    from sandbox.eks import KubeApiServer
+
+    fake = FakeKube()
+    fake.add_hyperpod_node("i-0123456789abcdef0")
+    server = KubeApiServer(fake, tmp_path)
+    try:
+        endpoint = KubeEndpoint(cluster_name="llm-eks", url=server.url, ca_pem=server.ca_pem)
+        api = KubernetesApi(endpoint=lambda: endpoint, token=lambda _: "k8s-aws-v1.t")
+        server.drop_next = 1
+        # Then the read succeeds on the second try; two dropped in a row are KubeUnavailable
+        assert api.get_node(NODE)["metadata"]["name"] == NODE
+        server.drop_next = 2
+        with pytest.raises(KubeUnavailable):
+            api.get_node(NODE)
+    finally:
+        server.close()

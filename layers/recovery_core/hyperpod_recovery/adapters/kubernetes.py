@@ -22,8 +22,9 @@ KubeAlreadyExists, other 409s KubeConflict; a JSON Patch whose ``test`` failed (
 library's error as its cause today, 500 on older API servers, kubernetes/kubernetes#68202)
 KubeConflict; 429 KubeThrottled; 401/403 KubeAccessDenied; a list's expired continue token (410)
 reads the list again once; other 4xx (any other 422 among them) KubeRequestRejected; 5xx, no
-answer, an answer that is not JSON KubeUnavailable. Nothing here retries: a conflict is the
-caller's to re-read, and the workflow's Retry paces the rest.
+answer, an answer that is not JSON KubeUnavailable. No answer is retried here: a conflict is the
+caller's to re-read, and the workflow's Retry paces the rest; only a request that got no answer (a
+connection gone stale while the Lambda was frozen) is sent once more.
 
 Every name is validated before it is put in a path (models/kubernetes.py), and quoted besides.
 """
@@ -57,7 +58,12 @@ PAGE_LIMIT = 500
 TOKEN_REUSE_SECONDS = 600
 # A list larger than this many pages is not read to its end (a runaway continue token).
 MAX_PAGES = 200
-_TIMEOUT = urllib3.Timeout(connect=5.0, read=20.0)
+# Within the functions' 30 s and the orchestrator states' 60 s heartbeat: a connection that went
+# stale while the Lambda was frozen fails fast and is tried once more on a fresh one. Every request
+# of ours may be sent twice: reads, patches that test the version they read (the second conflicts and
+# is decided again), and a create whose second try finds the first (409, then checked).
+_TIMEOUT = urllib3.Timeout(connect=5.0, read=10.0)
+_ONE_RETRY = urllib3.Retry(total=1, connect=1, read=1, other=1, status=0, redirect=0, allowed_methods=None, raise_on_status=False)
 
 
 class KubeExpired(KubeUnavailable):
@@ -173,7 +179,7 @@ class KubernetesApi:
                 context = ssl.create_default_context(cadata=self._endpoint.ca_pem)
             except (ssl.SSLError, ValueError) as exc:
                 raise KubeUnavailable(f"the EKS cluster's certificate authority does not load: {exc}") from exc
-            self._pool = urllib3.PoolManager(ssl_context=context, timeout=_TIMEOUT, retries=False, maxsize=4)
+            self._pool = urllib3.PoolManager(ssl_context=context, timeout=_TIMEOUT, retries=_ONE_RETRY, maxsize=4)
         return self._endpoint, self._pool
 
     def _bearer(self, endpoint: KubeEndpoint, *, fresh: bool = False) -> str:
