@@ -27,6 +27,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 LAYER = ROOT / "layers" / "recovery_core"
+sys.path[:0] = [str(ROOT), str(LAYER)]
+
+from tests.fakes import settings_env  # noqa: E402
+
 PACKAGE = LAYER / "hyperpod_recovery"
 EKS_MODULES = (
     "adapters/eks.py",
@@ -37,45 +41,15 @@ EKS_MODULES = (
     "domain/eks_jobs.py",
     "models/kubernetes.py",
 )
+# The functions' environment as the tests give it (tests/fakes.py: one copy of what Settings reads).
 ENV = {
+    **settings_env(),
     "AWS_DEFAULT_REGION": "us-west-2",
     "AWS_ACCESS_KEY_ID": "testing",
     "AWS_SECRET_ACCESS_KEY": "testing",
     "POWERTOOLS_SERVICE_NAME": "hyperpod-recovery",
     "POWERTOOLS_METRICS_NAMESPACE": "HyperPodRecovery",
     "PATH": "/usr/bin:/bin",
-    "CLUSTER_NAME": "llm-train",
-    "CLUSTER_ARN": "arn:aws:sagemaker:us-west-2:123456789012:cluster/a1b2c3d4e5f6",
-    "LEDGER_TABLE": "ledger",
-    "COMMAND_QUEUE_URL": "https://sqs.us-west-2.amazonaws.com/123456789012/commands",
-    "NOTIFICATION_TOPIC_ARN": "arn:aws:sns:us-west-2:123456789012:n",
-    "STATE_MACHINE_ARN": "arn:aws:states:us-west-2:123456789012:stateMachine:n",
-    "JOB_STATE_MACHINE_ARN": "arn:aws:states:us-west-2:123456789012:stateMachine:j",
-    "INTAKE_DLQ_URL": "https://sqs.us-west-2.amazonaws.com/123456789012/dlq",
-    "DRY_RUN": "false",
-    "RESUME_POLICY": "immediate",
-    "REJOIN_POLL_SECONDS": "30",
-    "REJOIN_MAX_POLL_SECONDS": "60",
-    "REJOIN_DEADLINE_SECONDS": "2700",
-    "EXPECTED_REPLACEMENT_SECONDS": "600",
-    "REBOOT_DEADLINE_SECONDS": "900",
-    "EPISODE_WINDOW_SECONDS": "600",
-    "MAX_EVENT_AGE_SECONDS": "3600",
-    "MAX_CLOCK_SKEW_SECONDS": "300",
-    "LOCK_TTL_SECONDS": "21600",
-    "ESCALATION_HOLD_SECONDS": "3600",
-    "JOB_RESTART_BUDGET": "3",
-    "JOB_RESTART_WINDOW_SECONDS": "86400",
-    "JOB_RESTART_BACKOFF_SECONDS": "60",
-    "JOB_RESTART_MAX_BACKOFF_SECONDS": "600",
-    "CRASH_LOOP_REPEATS": "3",
-    "MAX_NODES_IN_RECOVERY_PERCENT": "10",
-    "MAX_NODES_IN_RECOVERY": "64",
-    "BREAKER_MAX_RECOVERIES": "20",
-    "BREAKER_MAX_FAILURES": "3",
-    "BREAKER_WINDOW_SECONDS": "3600",
-    "REPEAT_OFFENDER_MAX_RECOVERIES": "2",
-    "REPEAT_OFFENDER_WINDOW_SECONDS": "604800",
 }
 PROBE = """
 import sys, time

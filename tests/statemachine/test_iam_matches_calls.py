@@ -66,16 +66,22 @@ def _allowed(function: dict[str, Any], *, eks: bool = False) -> set[str]:
     return allowed
 
 
-@pytest.fixture(scope="module")
-def calls_by_function(tmp_path_factory: pytest.TempPathFactory) -> dict[str, set[tuple[str, str]]]:
+def _calls_of_drills(names: tuple[str, ...], tmp_path_factory: pytest.TempPathFactory) -> dict[str, set[tuple[str, str]]]:
+    """Every AWS call each function made, over these drills."""
     found: dict[str, set[tuple[str, str]]] = {}
-    for name in DRILLS:
+    for name in names:
         runner = DrillRunner(
             load_scenario(ROOT / "events" / "drills" / f"{name}.json"), log_path=tmp_path_factory.mktemp(name) / "lambda.log"
         )
         runner.run()
         for function, calls in runner.aws.api_calls.by_function.items():
             found.setdefault(function, set()).update(calls)
+    return found
+
+
+@pytest.fixture(scope="module")
+def calls_by_function(tmp_path_factory: pytest.TempPathFactory) -> dict[str, set[tuple[str, str]]]:
+    found = _calls_of_drills(DRILLS, tmp_path_factory)
     # The preflight's functions (Check Controller Agent, Check Deployment) run in a preflight, not a drill.
     runner = DrillRunner(load_scenario(ROOT / "events" / "drills" / "default.json"), log_path=tmp_path_factory.mktemp("pf") / "lambda.log")
     with runner.deployed() as aws:
@@ -111,15 +117,7 @@ EKS_DRILLS = ("eks-default", "eks-reboot-ladder", "eks-dry-run", "eks-training-o
 
 @pytest.fixture(scope="module")
 def eks_calls_by_function(tmp_path_factory: pytest.TempPathFactory) -> dict[str, set[tuple[str, str]]]:
-    found: dict[str, set[tuple[str, str]]] = {}
-    for name in EKS_DRILLS:
-        runner = DrillRunner(
-            load_scenario(ROOT / "events" / "drills" / f"{name}.json"), log_path=tmp_path_factory.mktemp(name) / "lambda.log"
-        )
-        runner.run()
-        for function, calls in runner.aws.api_calls.by_function.items():
-            found.setdefault(function, set()).update(calls)
-    return found
+    return _calls_of_drills(EKS_DRILLS, tmp_path_factory)
 
 
 def test_on_eks_every_call_a_function_makes_is_allowed_by_its_policy(eks_calls_by_function: dict[str, set[tuple[str, str]]]) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -152,3 +154,29 @@ def test_any_name_kubernetes_gives_a_job_is_named_as_it_is(namespace: str, name:
     assert (ref is not None) == (len(name) <= 63)
     if ref is not None:
         assert (ref.namespace, ref.name) == (namespace, name)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    name=st.lists(labels_, min_size=1, max_size=4).map(".".join).filter(lambda n: len(n) <= 63),
+    generation=st.one_of(st.none(), st.integers(min_value=0, max_value=99_999).map(str), st.text(max_size=8)),
+)
+def test_a_re_created_job_name_is_always_a_kubernetes_job_name_of_its_lineage(name: str, generation: str | None) -> None:
+    # (a label value on every pod: at most 63, DNS-1123; decided by the old object alone, so a retry finds it)
+    from hyperpod_recovery.domain.eks_jobs import GENERATION_ANNOTATION, recreated_name
+    from hyperpod_recovery.models.kubernetes import KUBE_JOB_NAME_MAX, is_dns1123_subdomain
+
+    job = {"metadata": {"name": name, "annotations": {GENERATION_ANNOTATION: generation} if generation is not None else {}}}
+    new = recreated_name(job)
+    assert len(new) <= KUBE_JOB_NAME_MAX and is_dns1123_subdomain(new) and new == recreated_name(job)
+    assert new.rsplit("-r", 1)[0] == name[: len(new.rsplit("-r", 1)[0])]
+
+
+@settings(max_examples=200, deadline=None)
+@given(uid=st.uuids().map(str), ended=st.datetimes(min_value=datetime(2000, 1, 1), max_value=datetime(2200, 1, 1), timezones=st.just(UTC)))
+def test_a_job_recovery_of_an_eks_job_is_named_within_step_functions_limits(uid: str, ended: datetime) -> None:
+    # (StartExecution: at most 80 characters of [0-9A-Za-z_-]; the name is the exactly-once key)
+    from hyperpod_recovery.domain.execution_names import NAME_LIMIT, job_execution_name, node_execution_name
+
+    for name in (job_execution_name(uid, ended), node_execution_name(job_execution_name(uid, ended))):
+        assert len(name) <= NAME_LIMIT and re.fullmatch(r"[0-9A-Za-z_-]+", name)
