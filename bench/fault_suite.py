@@ -1,7 +1,9 @@
 """The fault-injection suite (sandbox/fault_suite.py) as a table: per fault, the incidents'
 outcomes, BatchReplaceClusterNodes calls, nodes replaced, resubmissions (and the most of one job),
-nodes acted on past the cluster cap (must be 0), places under the cap and resubmission claims
-still held when the drill ends (must be 0), the largest state in KiB, and the virtual time.
+moments two copies of one job were live (must be 0), nodes acted on past the cluster cap (must be
+0), places under the cap and resubmission claims still held when the drill ends (must be 0),
+messages a human read that their record contradicts (must be 0), the largest state in KiB, and the
+virtual time.
 
     python bench/fault_suite.py
 """
@@ -26,15 +28,15 @@ def main() -> None:
             scenario = scenario_of(fault)
             rows.append(summary(fault, scenario, DrillRunner(scenario, log_path=Path(tmp) / f"{fault.name}.log").run()))
     print(
-        "| fault | outcomes | replace calls | nodes replaced | resubmissions | most of one job | past the cap "
-        "| left reserved | open claims | max state KiB | virtual s |"
+        "| fault | outcomes | replace calls | nodes replaced | resubmissions | most of one job | second copies | past the cap "
+        "| left reserved | open claims | contradicting messages | max state KiB | virtual s |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(
             f"| {r['fault']} | {', '.join(r['outcomes'])} | {r['replace calls']} | {r['nodes replaced']} | {r['resubmissions']} "
-            f"| {r['max per job']} | {r['past the cap']} | {r['left reserved']} | {r['open claims']} | {r['max state KiB']} "
-            f"| {r['virtual s']:.0f} |"
+            f"| {r['max per job']} | {r['second copies']} | {r['past the cap']} | {r['left reserved']} | {r['open claims']} "
+            f"| {r['contradicting messages']} | {r['max state KiB']} | {r['virtual s']:.0f} |"
         )
 
 

@@ -20,6 +20,7 @@ What is patched, and why (see ../shared/reference/local-testing-toolchain.md):
   moto's Lambda tasks share one client per sandbox, and the RSA keys moto makes for symmetric KMS
   keys and SNS signatures (never used by a drill) are made once per process;
 * SageMaker's cluster-node calls are served by the HyperPod double (sandbox/hyperpod.py);
+* SendTaskFailure keeps its cause (moto's handler drops it; Step Functions hands it to the Catch);
 * EventBridge's TestEventPattern, which moto leaves empty, answers with the pattern matcher moto
   routes the sandbox's events with, after AWS's documented check of the event's mandatory fields;
 * every AWS call the pipeline makes is counted (the report's api_calls).
@@ -505,6 +506,7 @@ class SandboxAWS:
         self._patch_lambda_service_errors(stack)
         self._patch_task_heartbeats(stack)
         self._patch_history_paging(stack)
+        self._patch_task_failure_cause(stack)
         stack.enter_context(mock.patch.object(EventsHandler, "test_event_pattern", _test_event_pattern))
         stack.enter_context(mock.patch.object(retrier_decl.RetrierDecl, "_eval_body", retrier_body))
         virtual_sleep = types.SimpleNamespace(sleep=lambda seconds: self.clock.sleep(seconds, reason=RETRY_BACKOFF))
@@ -583,6 +585,21 @@ class SandboxAWS:
             return ActionResult(page)
 
         stack.enter_context(mock.patch.object(StepFunctionResponse, "get_execution_history", get_execution_history))
+
+    @staticmethod
+    def _patch_task_failure_cause(stack: ExitStack) -> None:
+        """SendTaskFailure with its ``cause``, as Step Functions keeps it (the Catch's Cause, the
+        execution's). moto's handler passes the error only and the cause is lost: a drill would show
+        an agent's refusal (sbatch's own message) as an empty cause where AWS shows the text."""
+
+        def send_task_failure(response: StepFunctionResponse) -> Any:
+            backend = response.stepfunction_backend
+            backend.send_task_failure(
+                response._get_param("taskToken"), error=response._get_param("error"), cause=response._get_param("cause")
+            )
+            return ActionResult({})
+
+        stack.enter_context(mock.patch.object(StepFunctionResponse, "send_task_failure", send_task_failure))
 
     @staticmethod
     def _patch_task_heartbeats(stack: ExitStack) -> None:

@@ -304,6 +304,9 @@ def summary(fault: Fault, scenario: Scenario, report: dict[str, Any]) -> dict[st
         "open claims": len(report["ledger_at_end"]["open_claims"]),
         # Commands the agent found dead when it got to them (not executed).
         "expired commands": sum(1 for c in report["slurm"]["commands"] if c["status"] == "expired"),
+        # Never two live copies of one job; never a message a human reads that the record contradicts.
+        "second copies": len(report.get("second_copies", [])),
+        "contradicting messages": len(report.get("message_contradictions", [])),
         "max state KiB": round(report["max_state_bytes"] / 1024, 1),
         "virtual s": report["virtual_seconds"],
     }

@@ -17,6 +17,7 @@ in the shadow of provisioning, not time the pipeline added.
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -28,6 +29,7 @@ from hyperpod_recovery.models.records import IncidentRecord
 from hyperpod_recovery.vocabulary import ORCHESTRATOR_PHASES
 from sandbox.aws import RETRY_BACKOFF
 from sandbox.clock import EPOCH
+from sandbox.message_check import contradictions
 from sandbox.real_slurm import RealController
 
 if TYPE_CHECKING:
@@ -135,6 +137,10 @@ def build_report(runner: DrillRunner, wall_seconds: float) -> dict[str, Any]:
             **({"mode": "real", "queue": runner.slurm.queue()} if isinstance(runner.slurm, RealController) else {"mode": "simulated"}),
         },
         "notifications": notifications,
+        # Two live copies of one job at one moment (pending or running): what the pipeline exists to prevent.
+        "second_copies": _second_copies(runner),
+        # Every notification and record summary checked against its incident's record (sandbox/message_check.py).
+        "message_contradictions": message_contradictions(records, notifications),
         "ledger_at_end": ledger_at_end(aws.client("dynamodb"), aws.ledger_table, runner.epoch + timedelta(seconds=max_virtual(incidents))),
         "metrics": emitted_metrics(runner.log_path),
     }
@@ -480,6 +486,36 @@ def _intake(runner: DrillRunner) -> dict[str, Any]:
         "dead_lettered": int(dlq),
         "drills_started": runner.drill_count,
     }
+
+
+def _second_copies(runner: DrillRunner) -> list[dict[str, Any]]:
+    """Every moment two copies of one training job were live, in the drill's virtual seconds."""
+    if runner.eks is not None:
+        second_copies = getattr(runner.eks.kube, "second_copies", None)  # (the API server's view of job objects)
+        return list(second_copies()) if second_copies is not None else []
+    if isinstance(runner.slurm, RealController):
+        return []  # a real slurmctld's history is not kept by the drill
+    return [{**copy, "at": _seconds(copy["at"], runner.epoch)} for copy in runner.slurm.slurm.second_copies()]
+
+
+def message_contradictions(records: list[IncidentRecord], notifications: list[dict[str, str]]) -> list[dict[str, str]]:
+    """What a human read that its incident's record contradicts: each notification (found by the
+    incident id it names) and each record's summary."""
+    by_id = {r.incident_id: r for r in records}
+    found = [
+        {"incident": r.incident_id, "in": "summary", "problem": problem} for r in records for problem in contradictions(r, "", r.summary)
+    ]
+    for note in notifications:
+        named = re.search(r"^Incident: (\S+)", note["message"], re.MULTILINE)
+        record = by_id.get(named.group(1)) if named else None
+        if record is None:
+            found.append({"incident": named.group(1) if named else "?", "in": "notification", "problem": "names no recorded incident"})
+            continue
+        found += [
+            {"incident": record.incident_id, "in": "notification", "problem": p}
+            for p in contradictions(record, note["subject"], note["message"])
+        ]
+    return found
 
 
 def _notifications(aws: Any) -> list[dict[str, str]]:

@@ -208,6 +208,7 @@ class DrillRunner:
             self._populate_eks(aws)
             return
         missing = set(self.scenario.behaviour.missing_in_slurm)
+        self.slurm.slurm.sbatch_refuses = dict(self.scenario.behaviour.sbatch_refuses)
         for group in self.scenario.cluster.instance_groups:
             if group.type == "Compute":
                 for index in range(group.count):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictBool, ValidationError, model_validator
 
@@ -216,6 +216,8 @@ class BehaviourSpec(_Strict):
     agent_seconds: float = Field(default=2.0, ge=0)
     # Nodes missing from Slurm's configuration: the agent answers NodeNotFound for them.
     missing_in_slurm: list[str] = Field(default_factory=list)
+    # sbatch refuses to submit these jobs again (an account closed, a partition gone): job id -> its stderr.
+    sbatch_refuses: dict[Annotated[str, Field(pattern=r"^[0-9]{1,10}$")], str] = Field(default_factory=dict)
     agent_down: StrictBool = False
     # The agent is down until this virtual second, then comes back and works through what queued
     # up meanwhile (a command whose task already timed out must not be executed).
@@ -355,6 +357,7 @@ class Scenario(_Strict):
             f"faults.{i}" for i, f in enumerate(self.faults) if f.kind == "job_failed" and (f.requeued_by_slurm or f.job_state != "FAILED")
         ]
         slurm_only += ["behaviour.missing_in_slurm"] if self.behaviour.missing_in_slurm else []
+        slurm_only += ["behaviour.sbatch_refuses"] if self.behaviour.sbatch_refuses else []
         if slurm_only:
             raise ValueError(f"{', '.join(slurm_only)}: Slurm only (a Kubernetes job fails as Failed, and nothing requeues it)")
 

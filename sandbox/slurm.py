@@ -14,12 +14,13 @@ slurmctld (sandbox/real_slurm.py).
 
 from __future__ import annotations
 
+import itertools
 import json
 import tempfile
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +39,7 @@ from hyperpod_recovery.models.manifest import RESUME_FROM_ENV, RESUME_STEP_ENV
 from hyperpod_recovery_agent.agent import Agent, ReplyJournal
 from hyperpod_recovery_agent.capture import JobCapture, SbatchOptions
 from hyperpod_recovery_agent.executor import CommandExecutor
-from hyperpod_recovery_agent.slurm import RESUBMISSION_MARK, NodeState
+from hyperpod_recovery_agent.slurm import RESUBMISSION_MARK, NodeState, SlurmCommandFailed
 from sandbox.aws import ApiCalls, SandboxAWS
 from sandbox.clock import VirtualClock
 
@@ -85,6 +86,7 @@ class SlurmJob:
     excluded: list[str] = field(default_factory=list)
     started_at: datetime | None = None
     submitted_at: datetime | None = None
+    ended_at: datetime | None = None  # when it stopped being live (failed, cancelled): None while it is
 
     @property
     def script(self) -> str:
@@ -117,6 +119,7 @@ class SimulatedSlurm:
         self.host_up_since: Callable[[str], datetime | None] | None = None
         self.host_unhealthy: Callable[[str], bool] | None = None  # the host fails a GPU check
         self.reserved: dict[str, str] = {}  # node -> reservation (root only: no user job starts there)
+        self.sbatch_refuses: dict[str, str] = {}  # job id -> what sbatch prints when it refuses to submit it again
 
     def add_node(self, name: str) -> None:
         self.nodes[name] = SlurmNode(name)
@@ -259,6 +262,10 @@ class SimulatedSlurm:
         job = self.jobs.get(job_id)
         return self._spec(job) if job else None
 
+    def job_state(self, job_id: str) -> str | None:
+        job = self.jobs.get(job_id)
+        return job.state if job is not None else None
+
     def resubmission_of(self, job_id: str) -> tuple[str, str] | None:
         prefix = f"{RESUBMISSION_MARK}{job_id} incident="
         found = next((j for j in self.jobs.values() if j.comment.startswith(prefix)), None)
@@ -296,6 +303,12 @@ class SimulatedSlurm:
         if capture.unresumable or capture.script is None:
             raise InvalidCommand(f"job {capture.job_id} cannot be resubmitted as it was: {capture.unresumable or 'no batch script'}")
         old = self.jobs[capture.job_id]
+        root = old
+        while root.resubmission_of is not None:
+            root = self.jobs[root.resubmission_of]
+        refusal = self.sbatch_refuses.get(root.job_id)
+        if refusal is not None:
+            raise SlurmCommandFailed(["sbatch", "--parsable", "--export=ALL"], 1, refusal)
         new_id = str(max(int(j) for j in self.jobs) + 1)
         self.jobs[new_id] = SlurmJob(
             job_id=new_id,
@@ -344,6 +357,8 @@ class SimulatedSlurm:
                 node.state = "idle"
             self._freed(name)
         job.state = "PENDING" if requeued else state
+        if not requeued:
+            job.ended_at = self.now() if self.now is not None else None
         self.schedule()  # its nodes are free: a pending resubmission may start on them
         return job
 
@@ -351,6 +366,7 @@ class SimulatedSlurm:
         job = self.jobs[job_id]
         if job.state in ("RUNNING", "COMPLETING", "PENDING"):
             job.state = "CANCELLED"
+            job.ended_at = self.now() if self.now is not None else None
             for name in job.nodes:
                 if self.nodes[name].state == "allocated":
                     self.nodes[name].state = "idle"
@@ -364,6 +380,27 @@ class SimulatedSlurm:
             return False
         job.state = "PENDING"
         return True
+
+    def second_copies(self) -> list[dict[str, Any]]:
+        """Each time two jobs of one lineage (a job and its resubmissions) were live at once, pending
+        or running: two copies of one training run. What the pipeline exists to prevent; 0 in every drill."""
+
+        def root(job: SlurmJob) -> SlurmJob:
+            while job.resubmission_of is not None:
+                job = self.jobs[job.resubmission_of]
+            return job
+
+        lineages: dict[str, list[SlurmJob]] = {}
+        for job in self.jobs.values():
+            lineages.setdefault(root(job).job_id, []).append(job)
+        never = datetime.max.replace(tzinfo=UTC)
+        found = []
+        for first, jobs in lineages.items():
+            spans = sorted((j.submitted_at or datetime.min.replace(tzinfo=UTC), j.ended_at or never, j.job_id) for j in jobs)
+            for (_, end_a, a), (start_b, _, b) in itertools.pairwise(spans):
+                if start_b < end_a:
+                    found.append({"lineage": first, "copies": [a, b], "at": start_b})
+        return found
 
     def _spec(self, job: SlurmJob) -> JobSpec:
         return JobSpec(

@@ -133,6 +133,7 @@ class Slurm(Protocol):
     def run_check(self, name: str, node: str, argv: Sequence[str], timeout_seconds: int) -> tuple[int | None, str]: ...
     def jobs_on(self, nodes: Iterable[str]) -> list[JobSpec]: ...
     def job(self, job_id: str) -> JobSpec | None: ...
+    def job_state(self, job_id: str) -> str | None: ...
     def capture(self, job_id: str) -> JobCapture | None: ...
     def resubmission_of(self, job_id: str) -> tuple[str, str] | None: ...
     def submit_as_owner(
@@ -353,9 +354,11 @@ class CommandExecutor:
         if existing is not None:
             new_id, by = existing
             if by == incident_id:  # ours, submitted before a crash or a lost answer
-                return ResubmitResult(old_job_id=job_id, new_job_id=new_id)
+                return ResubmitResult(old_job_id=job_id, new_job_id=new_id, new_job_state=self._state_of(new_id))
             # Another incident's copy is in Slurm (its ledger claim may have been given back): never two copies.
-            return ResubmitResult(old_job_id=job_id, new_job_id=new_id, already_submitted=True, submitted_by=by)
+            return ResubmitResult(
+                old_job_id=job_id, new_job_id=new_id, already_submitted=True, submitted_by=by, new_job_state=self._state_of(new_id)
+            )
         capture = self.captures.get(job_id) or self.slurm.capture(job_id)
         if capture is None:
             raise JobSpecUnavailable(f"job {job_id} was never captured on this controller and slurmctld no longer knows it")
@@ -377,4 +380,13 @@ class CommandExecutor:
             extra_environment={RESUME_FROM_ENV: command.checkpoint.uri, RESUME_STEP_ENV: str(command.checkpoint.step)},
             exclude_nodes=tuple(command.exclude_nodes),
         )
-        return ResubmitResult(old_job_id=job_id, new_job_id=new_id, cancelled_old=cancelled)
+        return ResubmitResult(old_job_id=job_id, new_job_id=new_id, cancelled_old=cancelled, new_job_state=self._state_of(new_id))
+
+    def _state_of(self, job_id: str) -> str | None:
+        """A copy's state as squeue shows it now (PENDING, RUNNING...), for the human's message; None
+        when Slurm cannot say: the submission happened, and that must not fail for a read."""
+        try:
+            state = self.slurm.job_state(job_id)
+        except (SlurmCommandFailed, SlurmUnreachable):
+            return None
+        return state[:32] if state else None

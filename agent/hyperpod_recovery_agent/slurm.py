@@ -350,6 +350,16 @@ class SlurmCli:
         jobs = [j for j in data.get("jobs", []) if str(j.get("job_id")) == job_id]
         return jobs[0] if jobs else None
 
+    def job_state(self, job_id: str) -> str | None:
+        """The job's state as squeue shows it (PENDING, RUNNING...), None when slurmctld forgot it."""
+        record = self.job_record(job_id)
+        if record is None:
+            return None
+        state = record.get("job_state")
+        if isinstance(state, list):  # Slurm 23.02 and later list the state with its flags
+            state = state[0] if state else None
+        return str(state) if state else None
+
     def job_spec_of(self, record: dict[str, Any]) -> JobSpec:
         """The spec of a job from its squeue record (batch script and checkpoint location included)."""
         return self._job_spec(record)

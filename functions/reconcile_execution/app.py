@@ -36,6 +36,8 @@ def lambda_handler(event: ExecutionStatusChangeEvent, deps: Dependencies) -> Non
         log_seconds=deps.safety_policy.log_seconds,
         rejoin_deadline=timedelta(seconds=settings.rejoin_deadline_seconds),
         history=deps.history,
+        orchestrator=settings.orchestrator,
+        deployment=deps.deployment,
     )
     if result.action == "recorded":
         metrics.add_metric(name=RECONCILED[result.outcome or "failed"], unit=MetricUnit.Count, value=1)

@@ -17,6 +17,8 @@ def lambda_handler(step: RecordJobOutcomeInput, deps: Dependencies):
         escalation_hold=deps.escalation_hold,
         execution_url=deps.execution_url(step.execution_name, workflow="job"),
         now=deps.now(),
+        orchestrator=deps.settings.orchestrator,
+        deployment=deps.deployment,
     )
     publish_outcome(result, JOB_OUTCOMES, "job incident recorded")
     return result

@@ -17,6 +17,8 @@ def lambda_handler(step: RecordOutcomeInput, deps: Dependencies):
         escalation_hold=deps.escalation_hold,
         execution_url=deps.execution_url(step.execution_name),
         now=deps.now(),
+        orchestrator=deps.settings.orchestrator,
+        deployment=deps.deployment,
         log_seconds=deps.safety_policy.log_seconds,
     )
     publish_outcome(result, NODE_OUTCOMES, "incident recorded")

@@ -11,7 +11,8 @@ import pytest
 from pydantic import ValidationError
 
 from hyperpod_recovery import errors
-from hyperpod_recovery.domain.notification import HEADLINES, NEXT_STEPS
+from hyperpod_recovery.domain.advice import ERROR_MEANING as NEXT_STEPS
+from hyperpod_recovery.domain.notification import HEADLINES
 from hyperpod_recovery.domain.phases import PHASE_OF_STATE
 from hyperpod_recovery.models.records import Phase
 from hyperpod_recovery.models.workflow import SafetyDecision

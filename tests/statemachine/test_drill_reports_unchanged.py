@@ -1,4 +1,5 @@
-"""Every simulated drill reports what its golden report says (tests/golden/drills/, sandbox/golden.py).
+"""Every simulated drill reports what its golden report says (tests/golden/drills/, sandbox/golden.py),
+and no message it sent contradicts its incident's record.
 
 A change meant to keep behaviour (a refactor, a speed-up) must leave every drill's outcome, timeline,
 resubmissions, notifications, metrics and API calls as they were. A change meant to alter them
@@ -23,6 +24,8 @@ def test_the_drill_reports_what_its_golden_report_says(scenario: str) -> None:
     assert expected is not None, f"no golden report for {scenario}: make golden (python tools/golden_reports.py {scenario})"
     # When the drill runs now
     actual = comparable_report(scenario)
+    # Then nothing a human read contradicts its incident's record (sandbox/message_check.py)
+    assert actual.get("message_contradictions", []) == [], actual["message_contradictions"]
     # Then every field is as it was
     changed = sorted(field for field in expected.keys() | actual.keys() if expected.get(field) != actual.get(field))
     if changed:

@@ -81,7 +81,10 @@ def test_a_job_someone_else_restarts_is_left_alone_never_restarted_twice(name: s
 def test_eks_dry_run_reads_and_changes_nothing(tmp_path: Path) -> None:
     report, runner = _run("eks-dry-run", tmp_path)
     incident = only_incident(report)
-    assert incident["outcome"] == "dry_run" and "would resubmit 1 job(s)" in incident["summary"]
+    assert (
+        incident["outcome"] == "dry_run"
+        and "PyTorchJob kubeflow/llama-70b-pretrain would be re-created from step 3000" in incident["summary"]
+    )
     assert sorted(report["kubernetes_calls"]) == ["get nodes", "get pytorchjobs", "list pods"]  # reads only
     assert all(not n["spec"].get("unschedulable") and _ours_on(n) == [] for n in _kube(runner).nodes.values())
     assert "sagemaker.BatchReplaceClusterNodes" not in report["api_calls"]

@@ -29,6 +29,9 @@ def test_every_fault_ends_named_with_no_double_restart_and_nothing_past_the_cap(
     assert all(i["error"] for i in report["incidents"] if i["outcome"] in ("escalated", "capped"))
     # No job resubmitted twice, nothing past the cap
     assert figures["max per job"] <= 1 and figures["past the cap"] == 0
+    # Never two live copies of one job; nothing a human read contradicts the incident's record
+    assert report["second_copies"] == [], report["second_copies"]
+    assert report["message_contradictions"] == [], report["message_contradictions"]
     # Every end settled what its incident held: no place under the cap, no claim, nothing held
     ledger = report["ledger_at_end"]
     assert (ledger["nodes_reserved"], ledger["open_claims"], ledger["incidents_holding"]) == ([], [], [])

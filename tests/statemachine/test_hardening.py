@@ -4,6 +4,7 @@ input edges)."""
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -87,5 +88,5 @@ def test_a_job_that_cannot_be_resubmitted_as_it_was_is_named_and_the_others_are_
     ]
     assert (incident["outcome"], incident["error"]) == ("escalated", "NoVerifiedCheckpoint")
     assert "1002" in incident["cause"] and "salloc" in incident["cause"]
-    assert "1001 -> " in incident["summary"]
+    assert re.search(r"job 1001 \([^)]*\) resubmitted as job \d+", incident["summary"])
     assert report["ledger_at_end"]["open_claims"] == [] and report["ledger_at_end"]["nodes_reserved"] == []

@@ -94,7 +94,7 @@ def test_replacement_that_never_rejoins_escalates_at_the_deadline(drill: Drill) 
     # The job was resubmitted at once (ResumePolicy immediate), once: it waits in the queue for
     # capacity, and the escalation says so
     assert [r["job"] for r in incident["resubmissions"]] == ["1001"] and len(report["slurm"]["submissions"]) == 1
-    assert "resubmitted 1 job(s): 1001 -> 1002" in incident["summary"]
+    assert "job 1001 (llama-70b-pretrain) resubmitted as job 1002 from step 3000 (PENDING at" in incident["summary"]
     replace_at = next(e["at"] for e in incident["timeline"] if e["event"] == "replace initiated")
     escalated_at = incident["timeline"][-1]["at"]
     assert 1200 <= escalated_at - replace_at <= 1200 + 5

@@ -93,13 +93,18 @@ def test_one_failed_resubmission_does_not_hide_the_jobs_that_were_resubmitted() 
     result, notifier = _record(state, ledger)
     # Then it escalates naming exactly what was and was not resubmitted, so nobody restarts 1001 twice
     assert (result.outcome, result.error) == ("escalated", "ResubmitFailed")
-    assert "1001 -> 1002 from step 3000" in result.summary and "NOT resubmitted: job(s) 2001" in result.summary
+    assert (
+        "job 1001 resubmitted as job 1002 from step 3000" in result.summary
+        and "job 2001 NOT resubmitted: its resubmission failed" in result.summary
+    )
     record = ledger.incidents["inc-1"]
     assert [(r.job, r.new_job_id) for r in record.resubmissions] == [("1001", "1002")]
     assert any(e.event == "resubmit failed" and "2001" in e.detail for e in record.timeline)
     # And 1001's claim names its resubmission while 2001's is given back for a human's restart
     assert ledger.resubmission_claim(CLUSTER, "1001").new_job_id == "1002" and ledger.resubmission_claim(CLUSTER, "2001") is None
-    assert "Do not restart the resubmitted ones again" in notifier.published[0][1]
+    body = notifier.published[0][1]
+    assert "job 1001 was resubmitted as job 1002 from step 3000 (its state not read): do not start another copy" in body
+    assert "job 2001 was NOT resubmitted: its resubmission failed: InvalidCommand: job 2001 is unresumable" in body
 
 
 def test_a_live_summary_never_says_dry_run() -> None:
@@ -116,7 +121,8 @@ def test_a_live_summary_never_says_dry_run() -> None:
     outcome, _, cause = decide_outcome(NODE_INCIDENT, RecordOutcomeInput(execution_name="inc-1", disposition="completed", state=state))
     text = summarize(state, outcome, cause)
     assert "dry run" not in text.lower()
-    assert "1001 -> (resubmitted by another incident)" in text and "requeued by Slurm" in text and "3001 -> 3002" in text
+    assert "job 1001 already resubmitted by another incident (its copy's id not recorded yet)" in text
+    assert "job 2001 requeued by Slurm" in text and "job 3001 resubmitted as job 3002" in text
 
 
 def test_a_fault_on_a_replacement_still_provisioning_joins_the_recovery_of_its_node() -> None:

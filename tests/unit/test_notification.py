@@ -6,9 +6,10 @@ from datetime import timedelta
 
 import pytest
 
+from hyperpod_recovery.domain.advice import ERROR_MEANING
 from hyperpod_recovery.domain.durations import phase_durations
-from hyperpod_recovery.domain.notification import NEXT_STEPS, notification, subject
-from hyperpod_recovery.models.records import IncidentRecord, Phase, Resubmission, TimelineEntry
+from hyperpod_recovery.domain.notification import notification, subject
+from hyperpod_recovery.models.records import IncidentRecord, JobFate, NodeFate, Phase, Resubmission, TimelineEntry
 from tests.fakes import T0
 
 URL = "https://us-west-2.console.aws.amazon.com/states/home#/v2/executions/details/arn:exec"
@@ -53,6 +54,29 @@ def _record(outcome: str, *, error: str | None = None, cause: str | None = None,
         ]
         if outcome == "recovered"
         else [],
+        "job_fates": [
+            JobFate(
+                job="1001",
+                name="llama",
+                fate="resubmitted",
+                copy_id="1002",
+                copy_state="RUNNING",
+                copy_seen_at=_at(644),
+                checkpoint_step=3000,
+                checkpoint_uri="s3://b/p/step-000003000/",
+            )
+        ]
+        if outcome == "recovered"
+        else [],
+        "node_fates": [
+            NodeFate(
+                node="ip-10-3-0-11",
+                instance="i-0000000000000000a",
+                fate={"recovered": "in_service", "escalated": "replacing"}.get(outcome, "untouched"),
+                replacement="i-0000000000000000b",
+                replacement_status="Pending",
+            )
+        ],
     }
     base.update(fields)
     return IncidentRecord.model_validate(base)
@@ -61,9 +85,9 @@ def _record(outcome: str, *, error: str | None = None, cause: str | None = None,
 @pytest.mark.parametrize(
     ("outcome", "error", "headline", "next_step"),
     [
-        ("recovered", None, "RECOVERED - no action needed.", "job 1001 runs again as job 1002 from step 3000"),
+        ("recovered", None, "RECOVERED - no action needed.", "job 1001 (llama) was resubmitted as job 1002 from step 3000 (RUNNING"),
         ("dry_run", None, "DRY RUN - nothing was changed.", "this was a drill"),
-        ("duplicate", None, "ALREADY HANDLED - no action needed.", "someone else is already handling this"),
+        ("duplicate", None, "NO ACTION - this incident changed nothing", "someone else handled this"),
         ("rejected", "InvalidRecoveryRequest", "REJECTED - nothing was changed.", "the cause says what was wrong"),
         ("escalated", "RejoinDeadlineExceeded", "ACTION NEEDED", "scontrol update nodename=ip-10-3-0-11 state=resume"),
         ("capped", "CircuitBreakerOpen", "ACTION NEEDED - a safety limit", "breaker reset --cluster llm-train"),
@@ -104,7 +128,7 @@ def test_given_a_job_incident_then_the_subject_names_the_job() -> None:
     record = _record("escalated", error="CrashLoopDetected", cause="c", workflow="job", job_id="3101", hostnames=["ip-10-3-0-1"])
     title, body = notification(record, URL)
     assert title == "[hyperpod-recovery] llm-train: ESCALATED CrashLoopDetected job 3101 ip-10-3-0-1"
-    assert NEXT_STEPS["CrashLoopDetected"] in body and "(job recovery, cluster llm-train)" in body
+    assert ERROR_MEANING["CrashLoopDetected"] in body and "(job recovery, cluster llm-train)" in body
 
 
 def test_given_many_nodes_or_odd_characters_then_the_subject_still_fits_sns() -> None:

@@ -192,7 +192,8 @@ def test_a_resubmission_asked_for_and_never_answered_keeps_its_claim() -> None:
     _reconcile(_detail(), ledger, FakeNotifier(), history=FakeExecutionHistory({arn: []}, asked={arn: {"1001"}}))
     # Then its claim stays (the agent may have run sbatch), and the human is told to look before restarting
     assert ledger.resubmission_claim(CLUSTER, "1001") is not None and ledger.holdings(INCIDENT).empty
-    assert "check squeue for a copy" in ledger.incidents[INCIDENT].summary
+    assert "job 1001: a resubmission was asked for and its answer is lost" in ledger.incidents[INCIDENT].summary
+    assert [(f.job, f.fate) for f in ledger.incidents[INCIDENT].job_fates] == [("1001", "copy_unknown")]
 
 
 def test_a_history_that_is_throttled_makes_the_end_come_back_later() -> None:
@@ -322,7 +323,8 @@ def test_a_job_resubmitted_before_the_end_keeps_its_claim_and_is_named_in_the_re
         assert claim is not None and claim.new_job_id == "1003" and ledger.holdings(INCIDENT).empty
         # And the record and the notification say the job runs again as its copy, not to resubmit it by hand
         assert [(r.job, r.new_job_id, r.checkpoint_step) for r in record.resubmissions] == [("1001", "1003", 2000)]
-        assert "resubmitted 1 job(s): 1001 -> 1003 from step 2000 (do not resubmit them again)" in record.summary
+        assert "job 1001 (llama) resubmitted as job 1003 from step 2000" in record.summary
+        assert "do not start another copy" in notifier.published[0][1]
         assert "resubmission claim" not in record.summary
         assert any(e.event == "job resubmitted" and e.at == T0 + timedelta(seconds=12) for e in record.timeline)
         assert "1001 -> 1003" in notifier.published[0][1]

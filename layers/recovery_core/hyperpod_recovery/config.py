@@ -86,6 +86,8 @@ class Settings(BaseModel):
     # workflow's commands out. EKS needs the EKS cluster's name (the token is bound to it).
     orchestrator: Literal["slurm", "eks"] = "slurm"
     eks_cluster_name: str = Field(default="", max_length=100, pattern=r"^$|^[0-9A-Za-z][A-Za-z0-9\-_]*$")
+    # The stack's own name (AWS::StackName): the commands a message gives a human name it.
+    stack_name: str = Field(default="", max_length=128)
 
     @model_validator(mode="after")
     def _eks_has_a_cluster(self) -> Settings:

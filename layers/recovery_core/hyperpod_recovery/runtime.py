@@ -34,6 +34,7 @@ from hyperpod_recovery.adapters.sqs import DeadLetterQueue, SqsQueue
 from hyperpod_recovery.adapters.stepfunctions import StepFunctions
 from hyperpod_recovery.clock import current_clock
 from hyperpod_recovery.config import Settings, get_settings
+from hyperpod_recovery.domain.advice import Deployment
 from hyperpod_recovery.domain.freshness import EventAgeLimits
 from hyperpod_recovery.domain.job_failure import RestartPolicy
 from hyperpod_recovery.domain.normalize import GuardedCluster
@@ -133,6 +134,11 @@ class Dependencies:
             max_backoff_seconds=s.job_restart_backoffs[1],
             crash_loop_repeats=s.crash_loop_repeats,
         )
+
+    @property
+    def deployment(self) -> Deployment:
+        """What a message's commands name besides the incident: the stack and its ledger."""
+        return Deployment(stack=self.settings.stack_name, ledger_table=self.settings.ledger_table)
 
     def execution_url(self, execution_name: str, workflow: str = "node") -> str:
         machine = self.settings.state_machine_arn if workflow == "node" else self.settings.job_state_machine_arn

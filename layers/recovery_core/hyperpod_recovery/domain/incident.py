@@ -12,19 +12,18 @@ records either; Reconcile Execution (domain/reconcile.py) records the ends no st
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
+from hyperpod_recovery.domain.causes import error_message
 from hyperpod_recovery.domain.durations import phase_durations
+from hyperpod_recovery.domain.fates import acted, with_claims
 from hyperpod_recovery.models.commands import AGENT_HEARTBEAT_DEADLINE_SECONDS, AGENT_HEARTBEAT_TIMEOUT, CommandReply, ResubmitResult
-from hyperpod_recovery.models.records import IncidentRecord, Phase, Resubmission, TimelineEntry
+from hyperpod_recovery.models.records import IncidentRecord, JobFate, NodeFate, Phase, Resubmission, ResubmissionClaim, TimelineEntry
 from hyperpod_recovery.models.workflow import OutcomeResult, ResumePlan, StepError
 from hyperpod_recovery.vocabulary import Outcome, PhaseName
-
-CAUSE_LIMIT = 4000
 
 StateT = TypeVar("StateT")
 StateT_co = TypeVar("StateT_co", covariant=True)
@@ -47,19 +46,6 @@ class RecordStep(Protocol[StateT_co]):
 
 
 # --- rules both workflows' records follow ---------------------------------------------------
-def error_message(cause: str | None) -> str:
-    """A Lambda failure's Cause is a JSON document; a human wants its errorMessage."""
-    if not cause:
-        return ""
-    try:
-        parsed = json.loads(cause)
-    except json.JSONDecodeError:
-        return cause[:CAUSE_LIMIT]
-    if isinstance(parsed, dict) and "errorMessage" in parsed:
-        return str(parsed["errorMessage"])[:CAUSE_LIMIT]
-    return cause[:CAUSE_LIMIT]
-
-
 def submitted_here(reply: CommandReply[ResubmitResult]) -> bool:
     """This incident submitted the job: not a dry run, not a job another incident resubmitted, not
     one Slurm requeued itself (its "new" id is the old one), and a new job id came back."""
@@ -127,6 +113,10 @@ class IncidentFacts:
     job_id: str | None = None
     # Nodes this incident locked (not in a dry run): an escalation keeps them locked a while.
     locked_nodes: list[str] = field(default_factory=list)
+    # What became of each job and node (domain/fates.py): what every message is rendered from.
+    job_fates: list[JobFate] = field(default_factory=list)
+    node_fates: list[NodeFate] = field(default_factory=list)
+    jobs_omitted: int = 0
 
 
 @dataclass(frozen=True)
@@ -135,10 +125,11 @@ class IncidentTable(Generic[StateT]):
 
     workflow: Literal["node", "job"]
     decide: Callable[[StateT], Decision]  # a run that completed, not a dry run
-    summarize: Callable[[StateT, Outcome, str | None], str]
+    # (state, outcome, cause, the jobs' fates as the record has them)
+    summarize: Callable[[StateT, Outcome, str | None, Sequence[JobFate]], str]
     timeline: Callable[[StateT, datetime], list[TimelineEntry]]  # its own events, without the outcome
     phases: Callable[[StateT, datetime], list[Phase]]
-    facts: Callable[[StateT], IncidentFacts]
+    facts: Callable[[StateT, Outcome, str | None], IncidentFacts]
     # A failure this workflow reads better than its Error and Cause say (JobRecovery: the nested
     # NodeRecovery's own error); None when it has nothing to add.
     read_failure: Callable[[StepError], Decision | None] = lambda _error: None
@@ -175,18 +166,38 @@ def _requested_dry_run(state: Any) -> bool:
 
 
 def conclude(
-    table: IncidentTable[StateT], step: RecordStep[StateT], *, cluster: str, now: datetime
+    table: IncidentTable[StateT],
+    step: RecordStep[StateT],
+    *,
+    cluster: str,
+    now: datetime,
+    orchestrator: Literal["slurm", "eks"] = "slurm",
+    claim_of: Callable[[str], ResubmissionClaim | None] = lambda _job: None,
 ) -> tuple[OutcomeResult, IncidentRecord, IncidentFacts]:
     """The outcome (with the durations the metrics publish), the incident record and the facts
-    the Record step settles the incident's holdings with."""
+    the Record step settles the incident's holdings with.
+
+    ``claim_of`` reads a job's resubmission claim in the ledger: a job this incident did not
+    resubmit may have a copy another incident made (the node recovery it started, which escalated
+    after resubmitting it at once), and the human must be told of that copy, never to make another."""
     state, incident_id = step.state, step.execution_name
     outcome, error_code, cause = decide_outcome(table, step)
+    facts = table.facts(state, outcome, cause)
+    job_fates = with_claims(facts.job_fates, claim_of, incident_id) if not facts.dry_run else facts.job_fates
+    if outcome == "recovered" and not acted(job_fates, facts.node_fates):
+        # Nothing of ours changed anything: someone else had done it (or nothing needed doing).
+        outcome = "duplicate"
+    facts = replace(facts, job_fates=job_fates)
     # The verdict as Step Functions and the metrics get it, its cause and summary cut to their
     # bounds (models/common.py): the record, its timeline and the notification carry the same text.
     verdict = OutcomeResult(
-        at=now, incident_id=incident_id, outcome=outcome, error=error_code, cause=cause, summary=table.summarize(state, outcome, cause)
+        at=now,
+        incident_id=incident_id,
+        outcome=outcome,
+        error=error_code,
+        cause=cause,
+        summary=table.summarize(state, outcome, cause, job_fates),
     )
-    facts = table.facts(state)
     timeline = [*table.timeline(state, now), TimelineEntry(at=now, event=f"outcome: {outcome}", detail=verdict.summary)]
     record = IncidentRecord(
         incident_id=incident_id,
@@ -208,6 +219,10 @@ def conclude(
         resubmissions=facts.resubmissions,
         jobs=facts.jobs,
         agent_seconds=orchestrator_seconds(facts.orchestrator_replies),
+        orchestrator=orchestrator,
+        job_fates=job_fates,
+        node_fates=facts.node_fates,
+        jobs_omitted=facts.jobs_omitted,
     )
     result = verdict.model_copy(update={"durations": phase_durations(record)})
     return result, record, facts

@@ -232,7 +232,7 @@ def plan_restart(
         if failures_at_step >= policy.crash_loop_repeats:
             raise CrashLoopDetected(
                 f"{label} failed {failures_at_step} times with its newest verified checkpoint still at step {step} "
-                f"({plan.checkpoint.uri}): restarting again would loop. Fix the job, then resubmit it by hand."
+                f"({plan.checkpoint.uri}): restarting it again would loop"
             )
         if len(in_window) >= policy.budget:
             raise RestartBudgetExhausted(

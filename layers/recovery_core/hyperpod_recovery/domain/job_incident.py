@@ -4,13 +4,16 @@ run decided, the summary a human reads, the timeline of what it did and its phas
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from datetime import datetime
 
 from hyperpod_recovery import errors
-from hyperpod_recovery.domain.incident import CAUSE_LIMIT, Decision, IncidentFacts, IncidentTable, PhaseLog, resubmission, submitted_here
+from hyperpod_recovery.domain.causes import CAUSE_LIMIT
+from hyperpod_recovery.domain.fates import copy_label, copy_state_text, fate_text, job_incident_job_fates, job_label
+from hyperpod_recovery.domain.incident import Decision, IncidentFacts, IncidentTable, PhaseLog, resubmission, submitted_here
 from hyperpod_recovery.domain.job_failure import job_nodes, nodes_text
 from hyperpod_recovery.models.job_recovery import JobWorkflowState
-from hyperpod_recovery.models.records import Phase, TimelineEntry
+from hyperpod_recovery.models.records import JobFate, Phase, TimelineEntry
 from hyperpod_recovery.models.workflow import StepError
 from hyperpod_recovery.vocabulary import Outcome, PhaseName, error_name
 
@@ -62,21 +65,26 @@ def decide_completed(state: JobWorkflowState) -> Decision:
     return "escalated", error_name(errors.JobNotResubmitted), "the workflow ended without resubmitting the job or finding it restarted"
 
 
-def summarize_job(state: JobWorkflowState, outcome: Outcome, cause: str | None) -> str:
+def summarize_job(state: JobWorkflowState, outcome: Outcome, cause: str | None, job_fates: Sequence[JobFate] | None = None) -> str:
     job_id = state.request.job_id if state.request else "?"
+    fates = list(job_fates) if job_fates is not None else job_incident_job_fates(state, outcome, cause)
+    fate = fates[0] if fates else None
     classification, restart, reply = state.classification, state.restart, state.resubmission
     kind = {"node_caused": "node failure", "application": "application failure"}.get(classification.kind if classification else "", "")
-    label = f"job {job_id}" + (f" ({classification.job.name})" if classification and classification.job else "")
+    label = job_label(fate) if fate is not None else f"job {job_id}"
+    copy = f"; {fate_text(fate)}" if fate is not None and fate.live_copy else ""
     if outcome == "rejected":
         return f"Rejected, nothing was changed: {cause}"
     if outcome == "capped":
-        return f"Capped, {label} was not restarted: {cause}"
+        return f"Capped, {label} was not restarted: {cause}{copy}"
     if outcome == "stale":
-        return f"Not acted on, nothing was changed: {cause}"
+        return f"Not acted on, nothing was changed: {cause}{copy}"
     if outcome == "escalated":
         reason = (cause or "see the incident timeline").rstrip(".")
-        about = "" if f"job {job_id}" in reason else f"{label}" + (f", {kind}" if kind else "") + ": "
-        return f"Escalated to a human: {about}{reason}."
+        about = "" if f"job {job_id}" in reason or label in reason else f"{label}" + (f", {kind}" if kind else "") + ": "
+        return f"Escalated to a human: {about}{reason}{copy}."
+    if outcome == "duplicate" and fate is not None and fate.fate == "resubmitted_before":
+        return f"Nothing was done by this incident: {fate_text(fate)}."
     if outcome == "duplicate":
         why = restart.reason if restart is not None else classification.reason if classification else "already handled"
         if reply is not None and reply.result.restarted_by_slurm:
@@ -86,13 +94,11 @@ def summarize_job(state: JobWorkflowState, outcome: Outcome, cause: str | None) 
     if outcome == "dry_run":
         would = f"would resubmit it from step {step}" if step is not None else (restart.reason if restart else "would do nothing")
         return f"Dry run for {label}, {kind or 'not classified'}: every step ran, nothing was changed; {would}."
-    if restart is not None and restart.action == "resubmitted_by_node_recovery":
-        return (
-            f"Recovered {label}, {kind}: node recovery {restart.resubmitted_by} replaced its node(s) and resubmitted it "
-            f"as job {restart.resubmitted_as or '?'}."
-        )
-    new = reply.result.new_job_id if reply else "?"
-    return f"Recovered {label}, {kind}: resubmitted as job {new} from step {step}."
+    if fate is not None and fate.fate == "resubmitted":
+        how = f"node recovery {fate.by} replaced its node(s) and resubmitted it" if fate.by else "resubmitted"
+        where = f" from step {fate.checkpoint_step}" if fate.checkpoint_step is not None else ""
+        return f"Recovered {label}, {kind}: {how} as {copy_label(fate)}{where} ({copy_state_text(fate)})."
+    return f"Recovered {label}, {kind}: {fate_text(fate) if fate is not None else 'resubmitted'}."
 
 
 def _node_recovery_end(state: JobWorkflowState) -> datetime | None:
@@ -211,7 +217,7 @@ def build_job_phases(state: JobWorkflowState, recorded_at: datetime) -> list[Pha
     return log.phases
 
 
-def incident_facts(state: JobWorkflowState) -> IncidentFacts:
+def incident_facts(state: JobWorkflowState, outcome: Outcome = "recovered", cause: str | None = None) -> IncidentFacts:
     request, classification, reply = state.request, state.classification, state.resubmission
     plan = state.restart.plan if state.restart is not None else None
     entry = resubmission(plan, reply) if reply is not None and plan is not None else None
@@ -229,6 +235,7 @@ def incident_facts(state: JobWorkflowState) -> IncidentFacts:
         resubmissions=[entry] if entry is not None else [],
         resubmitted={reply.result.old_job_id: reply.result.new_job_id} if done and reply and reply.result.new_job_id else {},
         orchestrator_replies=[state.inspection, state.node_states, reply],
+        job_fates=job_incident_job_fates(state, outcome, cause),
     )
 
 

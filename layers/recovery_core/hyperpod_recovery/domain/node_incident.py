@@ -3,25 +3,19 @@ run decided, the summary a human reads, the timeline of what it did and its phas
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 
 from hyperpod_recovery import errors
+from hyperpod_recovery.domain.causes import CAUSE_LIMIT, error_message
+from hyperpod_recovery.domain.fates import jobs_sentence, node_incident_job_fates, node_incident_node_fates
 from hyperpod_recovery.domain.health_gate import CHECK_DID_NOT_RUN, NOT_ASKED
-from hyperpod_recovery.domain.incident import (
-    CAUSE_LIMIT,
-    Decision,
-    IncidentFacts,
-    IncidentTable,
-    PhaseLog,
-    error_message,
-    resubmission,
-    submitted_here,
-)
+from hyperpod_recovery.domain.incident import Decision, IncidentFacts, IncidentTable, PhaseLog, resubmission, submitted_here
 from hyperpod_recovery.domain.job_failure import nodes_text
 from hyperpod_recovery.domain.rejoin import rejoin_text, renamed_text
 from hyperpod_recovery.models.commands import RESTARTED_BY_TEXT, CommandReply, JobSpec, ResubmitResult, owner_tag
 from hyperpod_recovery.models.common import MAX_JOBS_PER_INCIDENT
-from hyperpod_recovery.models.records import Phase, TimelineEntry
+from hyperpod_recovery.models.records import JobFate, Phase, TimelineEntry
 from hyperpod_recovery.models.requests import Trigger
 from hyperpod_recovery.models.workflow import FirstGate, GateFailure, ResubmitFailure, WorkflowState
 from hyperpod_recovery.vocabulary import Outcome, PhaseName, error_name
@@ -376,8 +370,8 @@ def _resubmit_event(reply: CommandReply[ResubmitResult]) -> str:
     return "job resubmitted"
 
 
-def _resubmit_text(reply: CommandReply[ResubmitResult], step: int | str | None = None) -> str:
-    """``1001 -> 1002``, told by what happened, never "(dry run)" on a live stack."""
+def _resubmit_text(reply: CommandReply[ResubmitResult]) -> str:
+    """``1001 -> 1002 (PENDING)``, told by what happened, never "(dry run)" on a live stack."""
     result = reply.result
     if reply.dry_run:
         new = "(dry run)"
@@ -388,7 +382,8 @@ def _resubmit_text(reply: CommandReply[ResubmitResult], step: int | str | None =
     else:
         new = result.new_job_id or "(no job id returned)"
         new = f"{result.new_job_name} (uid {new})" if result.new_job_name else new  # (EKS: a new object, by its name)
-    return f"{result.old_job_id} -> {new}" + (f" from step {step}" if step is not None else "")
+        new += f", {result.new_job_state}" if result.new_job_state else ""
+    return f"{result.old_job_id} -> {new}"
 
 
 def _not_replaced_by_us(state: WorkflowState) -> str:
@@ -415,6 +410,9 @@ def _cordon_unanswered(state: WorkflowState) -> str:
     if _step_in_flight(state) != "cordon" or state.request is None:
         return ""
     tag = owner_tag(state.request.incident_id or "")
+    if state.assessment is not None and state.assessment.orchestrator == "eks":
+        names = " ".join(t.slurm_node for t in state.assessment.targets)
+        return f" (Cordon Nodes did not answer: its nodes may be cordoned under {tag}; `kubectl describe nodes {names}` shows it)"
     return f" (Cordon Nodes did not answer: its nodes may be drained under {tag}; `sinfo -R` shows it)"
 
 
@@ -435,11 +433,13 @@ def _found_otherwise(state: WorkflowState) -> str:
     return f" (came back under another hostname: {shown})"
 
 
-def summarize(state: WorkflowState, outcome: Outcome, cause: str | None) -> str:
+def summarize(state: WorkflowState, outcome: Outcome, cause: str | None, job_fates: Sequence[JobFate] | None = None) -> str:
+    """One paragraph, from the state and the jobs' fates: what happened to the nodes, then to each job."""
     request = state.request
+    fates = list(job_fates) if job_fates is not None else node_incident_job_fates(state, outcome, cause)
     nodes = ", ".join(t.slurm_node for t in state.assessment.targets) if state.assessment else ""
     nodes = nodes or (", ".join(request.node_ids) if request else "no node")
-    if outcome == "duplicate":
+    if outcome == "duplicate" and not fates:
         held = state.lock.held_elsewhere if state.lock else {}
         joined = [f"{n} is already in recovery by {i}" for n, i in held.items()]
         if state.assessment is not None:
@@ -451,29 +451,24 @@ def summarize(state: WorkflowState, outcome: Outcome, cause: str | None) -> str:
         return f"Capped, nothing was changed for {nodes}: {cause}"
     if outcome == "stale":
         return f"Not acted on, nothing was changed: {cause}"
-    steps = {p.job.job_id: p.checkpoint.step for p in state.checkpoints.planned} if state.checkpoints else {}
-    jobs = [_resubmit_text(r, steps.get(r.result.old_job_id, "?")) for r in state.replies]
-    failed = [f.job_id for f in state.resubmit_failures]
+    omitted = state.checkpoints.jobs_omitted if state.checkpoints else 0
+    jobs = jobs_sentence(fates, omitted) if state.jobs is not None or fates else ""
+    job_text = f"; {jobs}" if jobs else ""
     if outcome == "dry_run":
         safety = state.assessment.safety if state.assessment else None
         if safety is not None and safety.capped:
             return f"Dry run for {nodes}: would be capped ({safety.error}: {safety.reason}); nothing was changed."
-        would = f"; would resubmit {len(jobs)} job(s): {', '.join(jobs)}" if jobs else ""
-        return f"Dry run for {nodes}: every step ran, nothing was changed{would}."
-    job_text = f"; resubmitted {len(jobs)} job(s): {', '.join(jobs)}" if jobs else "; no job to resubmit"
-    alone = state.checkpoints.left_alone if state.checkpoints else []
-    if alone:  # never restarted by us as well: said, so nobody wonders why they were not
-        job_text += f"; left {len(alone)} job(s) to what restarts them: " + "; ".join(f"{j.name} ({j.reason})" for j in alone[:3])
-    if failed:
-        job_text += f"; NOT resubmitted: job(s) {', '.join(failed)}"
+        return f"Dry run for {nodes}: every step ran, nothing was changed{job_text}."
     stale = f" ({len(request.stale)} node(s) left out: their signals were stale)" if request is not None and request.stale else ""
+    if outcome == "duplicate":
+        return f"Nothing was done by this incident for {nodes}{_not_replaced_by_us(state)}{stale}{job_text}."
     if outcome == "recovered":
         return f"Recovered {nodes}{_not_replaced_by_us(state)}{_replaced_again(state)}{_found_otherwise(state)}{stale}{job_text}."
     escalated = (cause or "see the incident timeline").rstrip(".")
-    return f"Escalated to a human: {escalated}{job_text if jobs or failed else ''}{stale}{_cordon_unanswered(state)}."
+    return f"Escalated to a human: {escalated}{job_text}{stale}{_cordon_unanswered(state)}."
 
 
-def incident_facts(state: WorkflowState) -> IncidentFacts:
+def incident_facts(state: WorkflowState, outcome: Outcome = "recovered", cause: str | None = None) -> IncidentFacts:
     request = state.request
     by_job = {p.job.job_id: p for p in state.checkpoints.planned} if state.checkpoints else {}
     planned = [(by_job[reply.result.old_job_id], reply) for reply in state.replies if reply.result.old_job_id in by_job]
@@ -489,6 +484,9 @@ def incident_facts(state: WorkflowState) -> IncidentFacts:
         resubmitted={r.result.old_job_id: r.result.new_job_id for r in state.replies if r.result.new_job_id and submitted_here(r)},
         orchestrator_replies=[state.cordon, None if state.jobs_found_by_cordon else state.jobs, state.resume, *state.replies],
         locked_nodes=list(lock.locked) if lock is not None and not lock.dry_run else [],
+        job_fates=node_incident_job_fates(state, outcome, cause),
+        node_fates=node_incident_node_fates(state),
+        jobs_omitted=state.checkpoints.jobs_omitted if state.checkpoints else 0,
     )
 
 

@@ -17,11 +17,12 @@ from typing import Literal
 from pydantic import ValidationError
 
 from hyperpod_recovery import errors
-from hyperpod_recovery.domain.incident import CAUSE_LIMIT, error_message
+from hyperpod_recovery.domain.causes import CAUSE_LIMIT, error_message
+from hyperpod_recovery.domain.fates import fate_text
 from hyperpod_recovery.domain.node_incident import trigger_text
 from hyperpod_recovery.domain.phases import phases_from_states
 from hyperpod_recovery.models.events import ExecutionStatusDetail
-from hyperpod_recovery.models.records import Holdings, IncidentRecord, Phase, Resubmission, TimelineEntry
+from hyperpod_recovery.models.records import Holdings, IncidentRecord, JobFate, NodeFate, Phase, Resubmission, TimelineEntry
 from hyperpod_recovery.models.requests import JobRecoveryRequest, RecoveryRequest
 from hyperpod_recovery.vocabulary import error_name
 
@@ -124,9 +125,15 @@ def unrecorded_end_record(
     in_flight: Sequence[str] = (),
     in_flight_until: datetime | None = None,
     kept_claims: Collection[str] = (),
+    orchestrator: Literal["slurm", "eks"] = "slurm",
 ) -> IncidentRecord:
     """The incident record of an execution that ended ``aborted``/``failed`` before recording."""
     request = end.request
+    job_fates = _job_fates(end, held, kept_claims)
+    node_fates = [
+        NodeFate(node=h, fate="out_of_service", detail="the recovery ended half-way: it may be left drained (cordoned) under our tag")
+        for h in sorted(held.hostnames if held else ())
+    ]
     error = end.error or error_name(errors.ExecutionAborted if end.outcome == "aborted" else errors.ExecutionFailed)
     how = {"ABORTED": "was stopped", "TIMED_OUT": "timed out", "FAILED": "failed"}[end.status]
     when = f" at {end.stopped_at:%H:%M:%S} UTC" if end.stopped_at else ""
@@ -150,18 +157,11 @@ def unrecorded_end_record(
     started = [f"replacement of {', '.join(replaced)}"] * bool(replaced) + [f"reboot of {', '.join(rebooted)}"] * bool(rebooted)
     done = f"{' and '.join(started)} had been initiated; " if started else ""
     unknown = (
-        f"kept the resubmission claim(s) of job(s) {', '.join(sorted(kept_claims))} (a resubmission was asked for and no answer "
-        "is known: check squeue for a copy before restarting them; no incident restarts them until the claim expires); "
+        f"kept the resubmission claim(s) of job(s) {', '.join(sorted(kept_claims))} (no incident restarts them until the claim expires); "
         if kept_claims
         else ""
     )
-    jobs = (
-        f"resubmitted {len(end.resubmissions)} job(s): "
-        + ", ".join(f"{r.job} -> {r.new_job_id} from step {r.checkpoint_step}" for r, _ in end.resubmissions)
-        + " (do not resubmit them again); "
-        if end.resubmissions
-        else ""
-    )
+    jobs = "".join(f"{fate_text(f)}; " for f in job_fates if f.fate != "not_resubmitted")
     summary = (
         f"{'Stopped' if end.outcome == 'aborted' else 'Failed'}{where} before it finished ({error}); "
         + done
@@ -215,4 +215,39 @@ def unrecorded_end_record(
         timeline=sorted(timeline, key=lambda e: e.at),
         phases=phases,
         resubmissions=[r for r, _ in end.resubmissions],
+        orchestrator=orchestrator,
+        job_fates=job_fates,
+        node_fates=node_fates,
     )
+
+
+def _job_fates(end: EndedExecution, held: Holdings | None, kept_claims: Collection[str]) -> list[JobFate]:
+    """Its jobs as far as its history and holdings tell: copies it made, resubmissions whose answer
+    was lost (a copy may exist), and claims it gave back (no copy)."""
+    fates: dict[str, JobFate] = {}
+    for r, at in end.resubmissions:
+        namespace, _, name = (r.new_job_name or "").partition("/")
+        # (EKS: only a PyTorchJob is ever re-created; a HyperPodPyTorchJob is its operator's)
+        eks = {"kind": "PyTorchJob", "namespace": namespace, "copy_name": name} if r.new_job_name else {}
+        fates[r.job] = JobFate(
+            job=r.job,
+            name=r.job_name,
+            fate="resubmitted",
+            copy_id=r.new_job_id,
+            copy_seen_at=at,
+            checkpoint_step=r.checkpoint_step,
+            checkpoint_uri=r.checkpoint_uri,
+            **eks,
+        )
+    for job in sorted(kept_claims):
+        fates.setdefault(
+            job, JobFate(job=job, fate="copy_unknown", reason="its resubmission was asked for and the answer was lost with the execution")
+        )
+    for job in sorted(held.claims if held else ()):
+        fates.setdefault(job, JobFate(job=job, fate="not_resubmitted", reason="the recovery ended before it resubmitted it"))
+    if isinstance(end.request, JobRecoveryRequest):
+        fates.setdefault(
+            end.request.job_id,
+            JobFate(job=end.request.job_id, fate="not_resubmitted", reason="the recovery ended before it resubmitted it"),
+        )
+    return list(fates.values())

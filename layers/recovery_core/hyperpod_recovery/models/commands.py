@@ -384,6 +384,10 @@ class ResubmitResult(BaseModel):
     cancelled_old: StrictFlag = Field(default=False, exclude_if=_is_false)
     # EKS: the re-created job object, <namespace>/<name> (its uid is new_job_id), for people to read.
     new_job_name: str | None = Field(default=None, max_length=128, exclude_if=_is_none)
+    # The new copy's state as the orchestrator showed it right after the submission (Slurm: squeue's
+    # PENDING, RUNNING...; EKS: the object's newest condition, or Created): what a human is told,
+    # never "runs again" of a job that waits. None: an older agent, or unknown.
+    new_job_state: str | None = Field(default=None, max_length=32, exclude_if=_is_none)
 
 
 class NodeStatus(BaseModel):

@@ -43,6 +43,64 @@ class Resubmission(BaseModel):
     new_job_name: str | None = Field(default=None, exclude_if=lambda v: v is None)  # EKS: <namespace>/<name> of the new object
 
 
+# What became of a job the incident was about. resubmitted: this incident (or the node recovery it
+# started) made the copy; resubmitted_before: another incident (or an earlier run) had; requeued_by_slurm:
+# Slurm restarts the same job itself; restarted_by_owner: someone else restarts it (auto-resume, a
+# training operator); would_resubmit: a dry run's; copy_unknown: a resubmission was asked for and its
+# answer is lost (a copy may exist); not_resubmitted: no copy, and ``reason`` says why.
+JobFateKind = Literal[
+    "resubmitted", "resubmitted_before", "requeued_by_slurm", "restarted_by_owner", "would_resubmit", "copy_unknown", "not_resubmitted"
+]
+# Fates with a live copy of the job (or one that may be live): a human must never start another.
+LIVE_COPY_FATES: frozenset[str] = frozenset(
+    {"resubmitted", "resubmitted_before", "requeued_by_slurm", "restarted_by_owner", "copy_unknown"}
+)
+
+
+class JobFate(BaseModel):
+    """One job's end of the incident, as the human's next step needs it: its live copy (id or name,
+    and its state when last seen) or why there is none. Messages are rendered from these."""
+
+    model_config = ConfigDict(extra="forbid")
+    job: str = Field(max_length=64)  # Slurm job id, or the EKS job object's uid
+    name: str = Field(default="", max_length=256)  # Slurm: the job's name; EKS: the object's name
+    kind: str | None = Field(default=None, max_length=63, exclude_if=lambda v: v is None)  # EKS: PyTorchJob, ...
+    namespace: str | None = Field(default=None, max_length=63, exclude_if=lambda v: v is None)  # EKS
+    fate: JobFateKind
+    copy_id: str | None = Field(default=None, max_length=64)  # the copy: a Slurm job id, or the new object's uid
+    copy_name: str | None = Field(default=None, max_length=253, exclude_if=lambda v: v is None)  # EKS: the new object's name
+    copy_state: str | None = Field(default=None, max_length=64, exclude_if=lambda v: v is None)  # as last seen
+    copy_seen_at: Timestamp | None = Field(default=None, exclude_if=lambda v: v is None)
+    by: str | None = Field(default=None, max_length=80, exclude_if=lambda v: v is None)  # the incident that made it
+    checkpoint_step: int | None = Field(default=None, exclude_if=lambda v: v is None)
+    checkpoint_uri: str | None = Field(default=None, max_length=1024, exclude_if=lambda v: v is None)
+    checkpoint_prefix: str | None = Field(default=None, max_length=1024, exclude_if=lambda v: v is None)  # where its steps are
+    reason: str = Field(default="", max_length=600)  # why not resubmitted, or who restarts it
+
+    @property
+    def live_copy(self) -> bool:
+        return self.fate in LIVE_COPY_FATES
+
+
+# What became of a node the incident was about. in_service: back in service (under ``replacement_node``
+# when it came back under another name); replacing: its repair was started and had not come back;
+# out_of_service: drained (cordoned) by this incident and left so, ``detail`` says why; not_ours: held
+# out of service by someone else, whom we never override; skipped: never touched (a controller, a
+# repeat offender, another incident's node); untouched: nothing was done to it (a dry run, a cap).
+NodeFateKind = Literal["in_service", "replacing", "out_of_service", "not_ours", "skipped", "untouched"]
+
+
+class NodeFate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    node: str = Field(max_length=253)  # the orchestrator's name: Slurm NodeName, or the Kubernetes node
+    instance: str | None = Field(default=None, max_length=32, exclude_if=lambda v: v is None)
+    fate: NodeFateKind
+    replacement: str | None = Field(default=None, max_length=32, exclude_if=lambda v: v is None)  # its instance
+    replacement_node: str | None = Field(default=None, max_length=253, exclude_if=lambda v: v is None)
+    replacement_status: str | None = Field(default=None, max_length=32, exclude_if=lambda v: v is None)
+    detail: str = Field(default="", max_length=600)
+
+
 class IncidentRecord(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -65,6 +123,13 @@ class IncidentRecord(BaseModel):
     resubmissions: list[Resubmission] = Field(default_factory=list)
     jobs: list[dict[str, Any]] = Field(default_factory=list)  # captured job specs, kept for a human
     agent_seconds: float = 0.0  # time spent waiting on the controller agent
+    # The facts every message is rendered from (domain/fates.py): which orchestrator's commands a
+    # human runs, what became of each job and each node. A record written before they existed reads
+    # with none (its summary still says what happened).
+    orchestrator: Literal["slurm", "eks"] = "slurm"
+    job_fates: list[JobFate] = Field(default_factory=list)
+    node_fates: list[NodeFate] = Field(default_factory=list)
+    jobs_omitted: int = Field(default=0, ge=0)  # jobs past what one incident carries: counted, not named
     # When Reconcile Execution's notification went out (the records it writes only): a redelivered
     # end notifies only if the first delivery failed before it did.
     notified_at: Timestamp | None = None

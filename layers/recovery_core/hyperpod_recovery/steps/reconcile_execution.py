@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
 
+from hyperpod_recovery.domain.advice import Deployment
 from hyperpod_recovery.domain.incident import resubmission, submitted_here
 from hyperpod_recovery.domain.notification import notification
 from hyperpod_recovery.domain.reconcile import UNRECORDED_ENDS, UNRECORDED_OUTCOMES, EndedExecution, unrecorded_end_record
@@ -47,6 +48,8 @@ def reconcile_execution(
     log_seconds: int,
     rejoin_deadline: timedelta,
     history: ExecutionHistory | None = None,
+    orchestrator: Literal["slurm", "eks"] = "slurm",
+    deployment: Deployment | None = None,
 ) -> Reconciled:
     if detail.status not in UNRECORDED_ENDS:
         return Reconciled(detail.name, "ignored")
@@ -113,6 +116,7 @@ def reconcile_execution(
             in_flight=in_flight,
             in_flight_until=in_flight_until,
             kept_claims=kept_claims,
+            orchestrator=orchestrator,
         )
         ledger.save_incident(record)
     settle_holdings(
@@ -126,7 +130,7 @@ def reconcile_execution(
         keep_claims=kept_claims,
     )
     if record.notified_at is None:
-        subject, body = notification(record, execution_url, hold_until=hold_until)
+        subject, body = notification(record, execution_url, hold_until=hold_until, deployment=deployment)
         notifier.publish(subject, body, {"outcome": record.outcome, "cluster": cluster, "workflow": record.workflow})
         ledger.save_incident(record.model_copy(update={"notified_at": now}))
     if first:

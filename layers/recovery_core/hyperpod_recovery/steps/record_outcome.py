@@ -6,8 +6,9 @@ look, settle what it holds, notify."""
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
+from hyperpod_recovery.domain.advice import Deployment
 from hyperpod_recovery.domain.incident import IncidentTable, conclude, submitted_here
 from hyperpod_recovery.domain.job_incident import JOB_INCIDENT
 from hyperpod_recovery.domain.node_incident import NODE_INCIDENT
@@ -29,11 +30,20 @@ def record_outcome(
     now: datetime,
     escalation_hold: timedelta = timedelta(0),
     log_seconds: int = 7 * 86_400,
+    orchestrator: Literal["slurm", "eks"] = "slurm",
+    deployment: Deployment | None = None,
 ) -> OutcomeResult:
     table: IncidentTable[Any] = JOB_INCIDENT
     if isinstance(step, RecordOutcomeInput):
         step, table = with_jobs_from_ledger(step, ledger), NODE_INCIDENT
-    result, record, facts = conclude(table, step, cluster=cluster, now=now)
+    result, record, facts = conclude(
+        table,
+        step,
+        cluster=cluster,
+        now=now,
+        orchestrator=orchestrator,
+        claim_of=lambda job_id: ledger.resubmission_claim(cluster, job_id),
+    )
     ledger.save_incident(record)
     # Written before settling, so a retried step cannot skip them (each is idempotent per incident).
     if isinstance(step, RecordOutcomeInput):
@@ -44,7 +54,7 @@ def record_outcome(
     # looking at; everything else is released at once.
     hold_until = now + escalation_hold if record.outcome == "escalated" else None
     settle_holdings(ledger, step.execution_name, resubmitted=facts.resubmitted, hold_locks_until=hold_until, now=now)
-    subject, body = notification(record, execution_url, hold_until=hold_until if facts.locked_nodes else None)
+    subject, body = notification(record, execution_url, hold_until=hold_until if facts.locked_nodes else None, deployment=deployment)
     notifier.publish(subject, body, _attributes(record, cluster))
     return result
 

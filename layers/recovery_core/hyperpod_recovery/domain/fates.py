@@ -1,0 +1,356 @@
+"""What became of each job and each node of an incident: the facts every message is rendered from.
+
+A human reads an incident's summary, its notification and its WHAT HAPPENS NEXT; each of those is
+written from these facts (domain/advice.py, domain/notification.py), never from prose fixed per error
+name, so that a message cannot tell a human to resubmit a job whose copy is already queued, or to
+run Slurm's commands on a Kubernetes node. A job's fate names its live copy (id or name, and its
+state when last seen) or says why there is none; a node's says whether it is back in service, still
+being repaired, or held out of service, and by whom.
+
+Pure: models in, models out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Literal
+
+from hyperpod_recovery.domain.causes import error_message
+from hyperpod_recovery.domain.execution_names import node_execution_name
+from hyperpod_recovery.models.commands import AGENT_HEARTBEAT_TIMEOUT, CommandReply, JobSpec, ResubmitResult
+from hyperpod_recovery.models.job_recovery import JobWorkflowState
+from hyperpod_recovery.models.kubernetes import node_name_for_instance
+from hyperpod_recovery.models.records import JobFate, NodeFate, ResubmissionClaim
+from hyperpod_recovery.models.workflow import ResumePlan, WorkflowState
+from hyperpod_recovery.vocabulary import Outcome
+
+Orchestrator = Literal["slurm", "eks"]
+REASON_LIMIT = 600
+ACTED_NODE_FATES = frozenset({"in_service", "replacing", "out_of_service"})
+# A resubmission that ended in one of these had no answer: the command may have run.
+UNANSWERED_ERRORS = frozenset({AGENT_HEARTBEAT_TIMEOUT, "States.Timeout", "Lambda.Unknown", "Sandbox.Timedout"})
+
+
+def _cut(text: str, limit: int = REASON_LIMIT) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _fate_of_job(job_id: str, name: str, spec: JobSpec | None) -> JobFate:
+    """A fate with the job's names filled in (EKS: its kind, namespace and object name)."""
+    kube = spec.kube if spec is not None else None
+    prefix = spec.checkpoint_uri if spec is not None else None
+    if kube is not None:
+        return JobFate(
+            job=job_id, name=kube.name, kind=kube.kind, namespace=kube.namespace, fate="not_resubmitted", checkpoint_prefix=prefix
+        )
+    return JobFate(job=job_id, name=name, fate="not_resubmitted", checkpoint_prefix=prefix)
+
+
+def _copy_name(result: ResubmitResult) -> str | None:
+    """EKS: the new object's name (``new_job_name`` is <namespace>/<name>)."""
+    return result.new_job_name.rsplit("/", 1)[-1] if result.new_job_name else None
+
+
+def fate_of_reply(base: JobFate, reply: CommandReply[ResubmitResult], plan: ResumePlan | None) -> JobFate:
+    """What a Resubmit Job answer says became of the job."""
+    result = reply.result
+    step = {"checkpoint_step": plan.checkpoint.step, "checkpoint_uri": plan.checkpoint.uri} if plan is not None else {}
+    copy = {
+        "copy_id": result.new_job_id,
+        "copy_name": _copy_name(result),
+        "copy_state": result.new_job_state,
+        "copy_seen_at": reply.completed_at,
+    }
+    if reply.dry_run:
+        return base.model_copy(update={"fate": "would_resubmit", **step})
+    if result.restarted_by_slurm:
+        return base.model_copy(
+            update={"fate": "requeued_by_slurm", "copy_id": result.old_job_id, "reason": "Slurm requeued it: it restarts by itself"}
+        )
+    if result.already_submitted:
+        who = result.submitted_by or "another incident"
+        return base.model_copy(update={"fate": "resubmitted_before", "by": result.submitted_by, "reason": f"resubmitted by {who}", **copy})
+    if result.new_job_id:
+        return base.model_copy(update={"fate": "resubmitted", **copy, **step})
+    return base.model_copy(update={"reason": "the resubmission returned no new job"})
+
+
+def node_incident_job_fates(state: WorkflowState, outcome: Outcome, cause: str | None) -> list[JobFate]:
+    """Every job NodeRecovery found on its nodes, in the order found, with what became of it."""
+    specs = {j.job_id: j for j in state.jobs.result.jobs} if state.jobs is not None else {}
+    plan = state.checkpoints
+    plans = {p.job.job_id: p for p in plan.planned} if plan is not None else {}
+    now = {p.job.job_id for p in plan.resume_now} if plan is not None else set()
+    fates: dict[str, JobFate] = {}
+
+    def base(job_id: str, name: str) -> JobFate:
+        return fates.get(job_id) or _fate_of_job(job_id, name, specs.get(job_id))
+
+    for reply in state.replies:
+        old = reply.result.old_job_id
+        spec = specs.get(old)
+        fates[old] = fate_of_reply(base(old, spec.name if spec else old), reply, plans.get(old))
+    for failure in state.resubmit_failures:
+        why = error_message(failure.failure.Cause) or "no message"
+        spec = specs.get(failure.job_id)
+        unanswered = failure.failure.Error in UNANSWERED_ERRORS
+        reason = (
+            f"the orchestrator did not answer its resubmission ({failure.failure.Error}): it may have submitted a copy"
+            if unanswered
+            else f"its resubmission failed: {failure.failure.Error}: {why}"
+        )
+        fates[failure.job_id] = base(failure.job_id, spec.name if spec else failure.job_id).model_copy(
+            update={"fate": "copy_unknown" if unanswered else "not_resubmitted", "reason": _cut(reason)}
+        )
+    if plan is not None:
+        for p in plan.planned:
+            if p.job.job_id in fates:
+                continue
+            when = "at once" if p.job.job_id in now else "once its nodes were back"
+            ended = f"the incident ended {outcome}" + (f" ({_cut(cause, 200)})" if cause else "")
+            fates[p.job.job_id] = base(p.job.job_id, p.job.name).model_copy(
+                update={
+                    "reason": f"it was to be resubmitted {when} from step {p.checkpoint.step}; {ended} before that",
+                    "checkpoint_step": p.checkpoint.step,
+                    "checkpoint_uri": p.checkpoint.uri,
+                }
+            )
+        for j in plan.unresumable:
+            fates.setdefault(j.job_id, base(j.job_id, j.name).model_copy(update={"reason": _cut(j.reason)}))
+        for j in plan.left_alone:
+            fates.setdefault(j.job_id, base(j.job_id, j.name).model_copy(update={"fate": "restarted_by_owner", "reason": _cut(j.reason)}))
+    for job_id, spec in specs.items():
+        if job_id not in fates:
+            why = "a dry run" if state.dry_run else f"the incident ended {outcome} before it chose a checkpoint"
+            fates[job_id] = base(job_id, spec.name).model_copy(update={"reason": why})
+    order = [*specs, *(j for j in fates if j not in specs)]
+    return [fates[j] for j in order]
+
+
+def _node_name(orchestrator: Orchestrator, instance: str | None, known: str | None) -> str | None:
+    """The node a replacement is or will be, by the orchestrator's own naming."""
+    if known:
+        return known
+    return node_name_for_instance(instance) if orchestrator == "eks" and instance else None
+
+
+def node_incident_node_fates(state: WorkflowState) -> list[NodeFate]:
+    """Every node NodeRecovery was asked about: its targets, then those it skipped."""
+    assessment = state.assessment
+    if assessment is None:
+        return []
+    orchestrator: Orchestrator = assessment.orchestrator
+    held = "cordoned" if orchestrator == "eks" else "drained"
+    cordon = state.cordon
+    ours = set(cordon.result.drained + cordon.result.already_drained) if cordon is not None and not cordon.dry_run else set()
+    absent = set(cordon.result.absent) if cordon is not None else set()
+    watch = state.rejoin
+    watched = {n.node_id: n for n in watch.nodes} if watch is not None else {}
+    failed = {f.node_id: f for f in state.replacement.failed} if state.replacement is not None else {}
+    resume = state.last_resume
+    resumed = set(resume.result.resumed) if resume is not None and not resume.dry_run else set()
+    not_ours = set(resume.result.not_ours) if resume is not None else set()
+    unhealthy = {u.node: u for u in resume.result.unhealthy} if resume is not None else {}
+    said = watch.first_gate.said if watch is not None and watch.first_gate is not None else {}
+    fates: list[NodeFate] = []
+    for target in assessment.targets:
+        name, node = target.slurm_node, watched.get(target.node_id)
+        fate = NodeFate(node=name, instance=target.node_id, fate="untouched")
+        if node is not None:
+            new = node.gate_failure.instance if node.left_unhealthy and node.gate_failure else node.replacement_node_id
+            fate = fate.model_copy(
+                update={
+                    "replacement": new,
+                    "replacement_node": _node_name(orchestrator, new, node.replacement_slurm_node),
+                    "replacement_status": node.status,
+                }
+            )
+        service = node.service_name if node is not None else name
+        if state.dry_run:
+            fates.append(fate.model_copy(update={"detail": "a dry run: nothing was changed"}))
+        elif service in resumed or name in resumed or (node is not None and node.resumed_at is not None and node.gate_failure is None):
+            fates.append(fate.model_copy(update={"fate": "in_service", "replacement_node": service if service != name else None}))
+        elif node is not None and node.left_unhealthy:
+            detail = f"its repair {fate.replacement} failed the health check ({said.get(name, '') or 'see its drain reason'}); left {held}"
+            fates.append(fate.model_copy(update={"fate": "out_of_service", "detail": _cut(detail)}))
+        elif service in unhealthy:
+            detail = f"its repair failed the health check ({unhealthy[service].detail or 'see its drain reason'}); left {held}"
+            fates.append(fate.model_copy(update={"fate": "out_of_service", "node": service, "detail": _cut(detail)}))
+        elif target.node_id in failed:
+            f = failed[target.node_id]
+            detail = f"HyperPod did not start its replacement ({f.error_code}: {f.message}); left {held}"
+            fates.append(fate.model_copy(update={"fate": "out_of_service", "detail": _cut(detail)}))
+        elif service in not_ours or name in not_ours:
+            fates.append(fate.model_copy(update={"fate": "not_ours", "detail": f"{held} by someone else: left so"}))
+        elif node is not None and not node.rejoined:
+            what = "reboot" if node.action == "reboot" else "replacement"
+            by = " (started by HyperPod itself)" if node.initiation in ("already_in_progress", "vanished") else ""
+            status = f", {node.status}" if node.status else ""
+            detail = f"its {what}{by} had not come back{status}; left {held}"
+            fates.append(fate.model_copy(update={"fate": "replacing", "detail": detail}))
+        elif node is not None and node.replacement_slurm_node and not node.renamed_in_service:
+            detail = f"its replacement came back as {node.replacement_slurm_node}; {name} is left {held} (no host answers to it)"
+            fates.append(fate.model_copy(update={"fate": "in_service", "detail": detail}))
+        elif name in ours:
+            detail = f"{held} by this incident, which ended before it was given back"
+            fates.append(fate.model_copy(update={"fate": "out_of_service", "detail": detail}))
+        elif name in absent:
+            fates.append(fate.model_copy(update={"detail": "the orchestrator has no such node: nothing to cordon"}))
+        else:
+            fates.append(fate)
+    fates += [
+        NodeFate(node=s.node_id, instance=s.node_id, fate="skipped", detail=_cut(f"{s.reason}: {s.detail}")) for s in assessment.skipped
+    ]
+    return fates
+
+
+def job_incident_job_fates(state: JobWorkflowState, outcome: Outcome, cause: str | None) -> list[JobFate]:
+    """The one job JobRecovery is about, with what became of it."""
+    request = state.request
+    if request is None:
+        return []
+    classification, restart, reply = state.classification, state.restart, state.resubmission
+    spec = classification.job if classification is not None else None
+    if spec is None and state.inspection is not None:
+        spec = state.inspection.result.job
+    base = _fate_of_job(request.job_id, spec.name if spec else (request.failure.name if request.failure else request.job_id), spec)
+    plan = restart.plan if restart is not None else None
+    if reply is not None:
+        return [fate_of_reply(base, reply, plan)]
+    if classification is not None and classification.kind == "left_alone":
+        failure = request.failure
+        owner_restarts = (spec is not None and (spec.auto_resume or spec.restarted_by is not None)) or (
+            failure is not None and failure.auto_resume
+        )
+        requeued = not owner_restarts
+        fate: Literal["requeued_by_slurm", "restarted_by_owner"] = "requeued_by_slurm" if requeued else "restarted_by_owner"
+        return [
+            base.model_copy(update={"fate": fate, "copy_id": request.job_id if requeued else None, "reason": _cut(classification.reason)})
+        ]
+    if restart is not None and restart.action in ("resubmitted_by_node_recovery", "left_alone") and restart.resubmitted_by:
+        ours = restart.action == "resubmitted_by_node_recovery"
+        return [
+            base.model_copy(
+                update={
+                    "fate": "resubmitted" if ours else "resubmitted_before",
+                    "copy_id": restart.resubmitted_as,
+                    "by": restart.resubmitted_by,
+                    "reason": "" if ours else _cut(restart.reason),
+                }
+            )
+        ]
+    if state.dry_run:
+        would = plan is not None or (restart is not None and restart.action == "resubmit")
+        return [base.model_copy(update={"fate": "would_resubmit" if would else "not_resubmitted", "reason": "a dry run"})]
+    why = restart.reason if restart is not None and restart.action in ("capped", "left_alone") else cause
+    why = why or f"the incident ended {outcome} before it resubmitted the job"
+    step = {"checkpoint_step": plan.checkpoint.step, "checkpoint_uri": plan.checkpoint.uri} if plan is not None else {}
+    return [base.model_copy(update={"reason": _cut(why), **step})]
+
+
+def with_claims(fates: Sequence[JobFate], claim_of: Callable[[str], ResubmissionClaim | None], incident_id: str) -> list[JobFate]:
+    """The jobs this incident did not resubmit, as the ledger's resubmission claims tell them: one
+    another incident resubmitted has that copy (the node recovery this incident started counts as
+    this incident's own); one whose claim another incident holds without a new job may have a copy."""
+    ours = {incident_id, node_execution_name(incident_id)}
+    corrected: list[JobFate] = []
+    for fate in fates:
+        claim = claim_of(fate.job) if fate.fate == "not_resubmitted" else None
+        if claim is None or (claim.incident_id == incident_id and not claim.new_job_id):
+            corrected.append(fate)
+        elif claim.new_job_id:
+            mine = claim.incident_id in ours
+            corrected.append(
+                fate.model_copy(
+                    update={
+                        "fate": "resubmitted" if mine else "resubmitted_before",
+                        "copy_id": claim.new_job_id,
+                        "copy_state": None,
+                        "by": claim.incident_id,
+                        "reason": "" if mine else f"resubmitted by {claim.incident_id}",
+                    }
+                )
+            )
+        else:
+            why = f"incident {claim.incident_id} holds its resubmission claim and has not recorded a copy"
+            corrected.append(fate.model_copy(update={"fate": "copy_unknown", "by": claim.incident_id, "reason": why}))
+    return corrected
+
+
+def acted(job_fates: Iterable[JobFate], node_fates: Iterable[NodeFate]) -> bool:
+    """The incident (or the node recovery it started) changed something: a copy of a job, or a
+    node taken out of service, repaired or given back. Without that it is not ``recovered``."""
+    return any(f.fate == "resubmitted" for f in job_fates) or any(n.fate in ACTED_NODE_FATES for n in node_fates)
+
+
+# --- the words for them ----------------------------------------------------------------------
+def job_label(fate: JobFate) -> str:
+    """``job 1001 (llama-70b)`` on Slurm; ``PyTorchJob kubeflow/llama-70b`` on EKS."""
+    if fate.kind and fate.namespace:
+        return f"{fate.kind} {fate.namespace}/{fate.name}"
+    return f"job {fate.job}" + (f" ({fate.name})" if fate.name and fate.name != fate.job else "")
+
+
+def copy_label(fate: JobFate) -> str:
+    """The live copy by the name a human finds it under: ``job 1002``, ``PyTorchJob kubeflow/llama-r1``."""
+    if fate.kind and fate.namespace and fate.copy_name:
+        return f"{fate.kind} {fate.namespace}/{fate.copy_name}"
+    return f"job {fate.copy_id}" if fate.copy_id else "a copy not yet known by id"
+
+
+def made_again(fate: JobFate) -> str:
+    """The verb for a copy: a Slurm job is resubmitted, a Kubernetes job object re-created."""
+    return "re-created" if fate.kind else "resubmitted"
+
+
+def copy_state_text(fate: JobFate) -> str:
+    """``PENDING at 09:02:09 UTC``: the copy's state and when it was seen, never more than that."""
+    if not fate.copy_state:
+        return "its state not read"
+    when = f" at {fate.copy_seen_at:%H:%M:%S} UTC" if fate.copy_seen_at else ""
+    return f"{fate.copy_state}{when}"
+
+
+def fate_text(fate: JobFate) -> str:
+    """One job's fate in a sentence's words (for summaries and timelines)."""
+    label = job_label(fate)
+    step = f" from step {fate.checkpoint_step}" if fate.checkpoint_step is not None else ""
+    if fate.fate == "resubmitted":
+        by = f" by node recovery {fate.by}" if fate.by else ""
+        return f"{label} {made_again(fate)}{by} as {copy_label(fate)}{step} ({copy_state_text(fate)})"
+    if fate.fate == "resubmitted_before":
+        copy = f" as {copy_label(fate)}" if fate.copy_id else " (its copy's id not recorded yet)"
+        return f"{label} already {made_again(fate)} by {fate.by or 'another incident'}{copy}"
+    if fate.fate == "requeued_by_slurm":
+        return f"{label} requeued by Slurm (it restarts by itself)"
+    if fate.fate == "restarted_by_owner":
+        return f"{label} left to what restarts it: {fate.reason}"
+    if fate.fate == "would_resubmit":
+        return f"{label} would be {made_again(fate)}{step}"
+    if fate.fate == "copy_unknown":
+        return f"{label}: a resubmission was asked for and its answer is lost ({fate.reason})"
+    return f"{label} NOT {made_again(fate)}: {fate.reason}"
+
+
+# Past this many jobs, a summary names the copies made as ``old -> new`` (a rack's storm carries 100
+# jobs: the summary, in the state and the record, stays the size it always was); every job without
+# a copy is still said in full, with its reason.
+JOBS_SAID_IN_FULL = 5
+
+
+def jobs_sentence(fates: Sequence[JobFate], omitted: int = 0) -> str:
+    """The jobs part of a summary, from the fates: each job once, by what became of it."""
+    if not fates and not omitted:
+        return "no job ran on these nodes"
+    copies = [f for f in fates if f.fate == "resubmitted" and f.copy_id and not f.by]
+    if len(fates) <= JOBS_SAID_IN_FULL or len(copies) < 2:
+        parts = [fate_text(f) for f in fates]
+    else:
+        states = sorted({f.copy_state or "state not read" for f in copies})
+        listed = ", ".join(f"{f.job} -> {f.copy_name or f.copy_id}" for f in copies)
+        parts = [f"{made_again(copies[0])} {len(copies)} job(s) ({', '.join(states)} when submitted): {listed}"]
+        parts += [fate_text(f) for f in fates if f not in copies]
+    if omitted:
+        parts.append(f"{omitted} more job(s) not carried (past what one incident carries): not resubmitted")
+    return "; ".join(parts)

@@ -1,0 +1,190 @@
+"""What a human reads never contradicts the record (issue 30 §1): for every outcome × error ×
+combination of job and node facts × orchestrator, the rendered notification is checked claim by
+claim against the record it came from (sandbox/message_check.py). And the checker itself catches
+each kind of contradiction it exists for, so that a green run means something."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from hyperpod_recovery.domain.advice import ERROR_MEANING, Deployment
+from hyperpod_recovery.domain.fates import acted, jobs_sentence
+from hyperpod_recovery.domain.notification import notification
+from hyperpod_recovery.models.records import IncidentRecord, JobFate, NodeFate, TimelineEntry
+from hyperpod_recovery.vocabulary import OUTCOMES
+from sandbox.message_check import contradictions
+from tests.fakes import T0
+
+URL = "https://console/exec"
+DEPLOYMENT = Deployment(stack="llm-train-recovery", ledger_table="llm-train-recovery-ledger")
+ERRORS = [*ERROR_MEANING, "LedgerError", "SlurmCommandFailed", "KubeAccessDenied", None]
+JOB_FATES = [
+    "resubmitted",
+    "resubmitted_before",
+    "requeued_by_slurm",
+    "restarted_by_owner",
+    "would_resubmit",
+    "copy_unknown",
+    "not_resubmitted",
+]
+NODE_FATES = ["in_service", "replacing", "out_of_service", "not_ours", "skipped", "untouched"]
+REASONS = st.sampled_from(
+    [
+        "its resubmission failed: SlurmCommandFailed: sbatch: error: Batch job submission failed: Invalid account",
+        "no checkpoint verifies: step 3000: shard 2 missing",
+        "the incident ended escalated before it chose a checkpoint",
+        "the Kubernetes API refused: 403 Forbidden",
+    ]
+)
+
+
+@st.composite
+def job_fates(draw: Any, orchestrator: str, index: int) -> JobFate:
+    fate = draw(st.sampled_from(JOB_FATES if orchestrator == "slurm" else [f for f in JOB_FATES if f != "requeued_by_slurm"]))
+    live = fate in ("resubmitted", "resubmitted_before")
+    step = draw(st.one_of(st.none(), st.integers(0, 10**6)))
+    if orchestrator == "eks":
+        uid = f"{index:08x}-aaaa-4bbb-8ccc-{index:012x}"
+        names: dict[str, Any] = {"job": uid, "name": f"llama-{index}", "kind": draw(st.sampled_from(["PyTorchJob", "HyperPodPyTorchJob"]))}
+        names["namespace"] = "team-a"
+        copy = {"copy_id": f"{index:08x}-dddd-4eee-8fff-{index:012x}", "copy_name": f"llama-{index}-r1"} if live else {}
+    else:
+        names = {"job": str(1000 + index), "name": f"llama-{index}"}
+        copy = {"copy_id": str(5000 + index)} if live else {}
+    if fate == "resubmitted_before" and draw(st.booleans()):
+        copy = {}  # another incident has not recorded its copy yet
+    return JobFate(
+        **names,
+        fate=fate,
+        **copy,
+        copy_state=draw(st.sampled_from([None, "PENDING", "RUNNING", "Created"])) if copy else None,
+        copy_seen_at=T0 + timedelta(seconds=9) if copy else None,
+        by=draw(st.one_of(st.none(), st.just("hpr-i-0b-20260314T0900"))) if fate in ("resubmitted", "resubmitted_before") else None,
+        checkpoint_step=step,
+        checkpoint_uri=f"s3://ckpt/llama-{index}/step-{step:09d}/" if step is not None else None,
+        checkpoint_prefix=draw(st.one_of(st.none(), st.just(f"s3://ckpt/llama-{index}"))),
+        reason=draw(REASONS) if fate in ("not_resubmitted", "restarted_by_owner", "copy_unknown") else "",
+    )
+
+
+@st.composite
+def node_fates(draw: Any, orchestrator: str, index: int) -> NodeFate:
+    instance = f"i-{index:017x}"
+    name = f"hyperpod-{instance}" if orchestrator == "eks" else f"ip-10-3-0-{index}"
+    fate = draw(st.sampled_from(NODE_FATES))
+    new = f"i-{index + 100:017x}" if fate in ("replacing", "out_of_service", "in_service") and draw(st.booleans()) else None
+    return NodeFate(
+        node=name,
+        instance=instance,
+        fate=fate,
+        replacement=new,
+        replacement_node=f"hyperpod-{new}" if new and orchestrator == "eks" else None,
+        replacement_status=draw(st.sampled_from([None, "Pending", "Running"])) if new else None,
+        detail=draw(st.sampled_from(["", "HyperPod did not start its replacement (InsufficientCapacity: none)", "left drained"])),
+    )
+
+
+@st.composite
+def records(draw: Any) -> IncidentRecord:
+    orchestrator = draw(st.sampled_from(["slurm", "eks"]))
+    outcome = draw(st.sampled_from(OUTCOMES))
+    jobs = [draw(job_fates(orchestrator, i)) for i in range(draw(st.integers(0, 4)))]
+    nodes = [draw(node_fates(orchestrator, i + 1)) for i in range(draw(st.integers(0, 3)))]
+    if outcome == "dry_run":
+        jobs = [j.model_copy(update={"fate": "would_resubmit"}) for j in jobs]
+        nodes = [n.model_copy(update={"fate": "untouched"}) for n in nodes]
+    if outcome in ("rejected", "capped", "stale"):
+        jobs, nodes = [], [n.model_copy(update={"fate": "untouched"}) for n in nodes]
+    if outcome == "recovered" and not acted(jobs, nodes):
+        outcome = "duplicate"  # as the Record step decides (domain/incident.py: conclude)
+    needs_error = outcome in ("escalated", "capped", "stale", "rejected", "aborted", "failed")
+    error = draw(st.sampled_from([e for e in ERRORS if e])) if needs_error else None
+    cause = draw(st.sampled_from(["1 node(s) not back by 09:45 UTC", "sbatch: error: Invalid account"])) if error else None
+    summary = f"{outcome}: {cause or ''}; {jobs_sentence(jobs)}."
+    return IncidentRecord(
+        incident_id="hpr-i-0a-20260314T0900",
+        cluster="llm-train",
+        workflow=draw(st.sampled_from(["node", "job"])),
+        outcome=outcome,
+        dry_run=outcome == "dry_run",
+        trigger=["hyperpod_node_health"],
+        nodes=[n.instance or n.node for n in nodes],
+        hostnames=[n.node for n in nodes],
+        error=error,
+        cause=cause,
+        summary=summary,
+        detected_at=T0,
+        recorded_at=T0 + timedelta(minutes=20),
+        timeline=[TimelineEntry(at=T0, event="fault detected", detail="NvidiaErrorTerminate")],
+        orchestrator=orchestrator,
+        job_fates=jobs,
+        node_fates=nodes,
+        jobs_omitted=draw(st.sampled_from([0, 0, 3])),
+    )
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(records(), st.booleans())
+def test_no_rendered_message_contradicts_its_record(record: IncidentRecord, held: bool) -> None:
+    # Given any incident record, of any outcome, error, jobs' and nodes' fates and orchestrator
+    # When its notification is rendered
+    subject, body = notification(record, URL, hold_until=record.recorded_at + timedelta(days=1) if held else None, deployment=DEPLOYMENT)
+    # Then no claim of it contradicts the record
+    assert contradictions(record, subject, body) == []
+
+
+def _record(**fields: Any) -> IncidentRecord:
+    base: dict[str, Any] = {
+        "incident_id": "hpr-i-0a-20260314T0900",
+        "cluster": "llm-train",
+        "outcome": "escalated",
+        "dry_run": False,
+        "trigger": ["hyperpod_node_health"],
+        "nodes": ["i-0000000000000000a"],
+        "error": "RejoinDeadlineExceeded",
+        "cause": "not back",
+        "summary": "Escalated to a human: not back.",
+        "recorded_at": T0,
+    }
+    return IncidentRecord.model_validate(base | fields)
+
+
+COPY = JobFate(job="1001", name="llama", fate="resubmitted", copy_id="1002", copy_state="PENDING", checkpoint_step=3000)
+
+
+@pytest.mark.parametrize(
+    ("record", "body", "problem"),
+    [
+        (_record(job_fates=[COPY]), "jobs were not resubmitted. job 1001 (llama) as job 1002", "without naming them"),
+        (_record(job_fates=[COPY]), "job 1001 (llama) failed: resubmit it from step 3000.", "its copy job 1002 is not named"),
+        (_record(job_fates=[COPY]), "job 1001 (llama) is job 1002: resubmit it.", "asks to start another"),
+        (_record(job_fates=[COPY]), "job 1001 (llama) runs again as job 1002.", "said to run again"),
+        (_record(orchestrator="eks"), "run `scontrol update nodename=x state=resume`", "a Slurm command"),
+        (_record(orchestrator="eks"), "run `squeue -j 1002`", "a Slurm command"),
+        (_record(), "run `kubectl get nodes`", "a kubectl command"),
+        (_record(), "run `scontrol show node <node>`", "unfilled placeholder"),
+        (
+            _record(node_fates=[NodeFate(node="ip-10-3-0-11", fate="not_ours")]),
+            "`scontrol update nodename=ip-10-3-0-11 state=resume`",
+            "does not hold out of service",
+        ),
+        (_record(job_fates=[COPY.model_copy(update={"fate": "not_resubmitted"})]), "nothing about it", "does not name it"),
+        (
+            _record(outcome="recovered", error=None, cause=None, node_fates=[NodeFate(node="ip-10-3-0-11", fate="untouched")]),
+            "RECOVERED - no action needed.",
+            "changed nothing",
+        ),
+        (_record(cause=""), "Cause: -", "without its error and cause"),
+    ],
+)
+def test_the_checker_catches_each_kind_of_contradiction(record: IncidentRecord, body: str, problem: str) -> None:
+    # Given a message that makes a claim the record contradicts
+    # When it is checked
+    found = contradictions(record, "", body)
+    # Then the contradiction is named
+    assert any(problem in f for f in found), found
