@@ -148,8 +148,10 @@ deploy: build  ## sam deploy --guided to your AWS account (one stack per cluster
 	  echo "  hyperpod-recovery preflight --stack $${stack:-<STACK>}                   # read-only checks of the stack, cluster and agent"; \
 	  echo "  hyperpod-recovery drill --stack $${stack:-<STACK>} --node <compute-group>:0   # a dry-run recovery of one node"
 
-dists: $(VENV)/.installed  ## wheels by who runs them, into dist/: the training scripts' checkpoint library, the controller agent
-	$(PY) tools/build_dists.py contract checkpoints agent --out dist
+# agent-bundle downloads the agent's dependencies (boto3, pydantic: the Lambda layer's pins) from your
+# package index once, here: the controller installs the folder with no index at all (install_agent.sh).
+dists: $(VENV)/.installed  ## wheels by who runs them, into dist/: the checkpoint library, the agent, and dist/agent-bundle/ for install_agent.sh
+	$(PY) tools/build_dists.py contract checkpoints agent agent-bundle --out dist
 
 readme-sample: $(VENV)/.installed  ## run the default drill; write its output into README.md and re-render docs/images/drill-report-default.png
 	$(PY) -m tools.readme_sample
