@@ -111,7 +111,7 @@ class JobSpec(_Strict):
 
     @model_validator(mode="after")
     def _nodes_syntax(self) -> JobSpec:
-        if not _NODE_RANGE.match(self.nodes):
+        if not _NODE_RANGE.fullmatch(self.nodes):
             raise ValueError(f"nodes {self.nodes!r} must look like 'workers:0-15' or 'workers:3'")
         if self.checkpoints and not self.checkpoint_uri:
             raise ValueError("checkpoints need a checkpoint_uri")
@@ -165,7 +165,7 @@ class FaultSpec(_Strict):
         elif self.job or self.requeued_by_slurm or self.checkpoint_step is not None or self.exit_code is not None:
             raise ValueError("job, exit_code, requeued_by_slurm and checkpoint_step apply to kind 'job_failed' only")
         for ref in refs:
-            if not _NODE_REF.match(ref):
+            if not _NODE_REF.fullmatch(ref):
                 raise ValueError(f"node {ref!r} must look like 'workers:3'")
         if self.kind == "drill" and self.event_age_seconds:
             raise ValueError("event_age_seconds applies to events, not drills (a drill is stamped when it starts)")
@@ -313,7 +313,7 @@ class Scenario(_Strict):
         groups = {g.name: g for g in self.cluster.instance_groups}
 
         def check(ref: str, where: str) -> None:
-            match = _NODE_RANGE.match(ref)
+            match = _NODE_RANGE.fullmatch(ref)
             if not match:
                 raise ValueError(f"{where}: {ref!r} is not a node reference")
             group = groups.get(match.group("group"))
@@ -378,7 +378,7 @@ class Scenario(_Strict):
 
 
 def expand_range(ref: str) -> list[tuple[str, int]]:
-    match = _NODE_RANGE.match(ref)
+    match = _NODE_RANGE.fullmatch(ref)
     assert match, ref
     start = int(match.group("start"))
     end = int(match.group("end") or start)

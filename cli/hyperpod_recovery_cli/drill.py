@@ -106,7 +106,7 @@ def resolve_node_refs(refs: list[str], groups: dict[str, list[str]]) -> list[str
     """``workers:7`` -> the instance id of the 8th node (launch order) of instance group workers."""
     ids = []
     for ref in refs:
-        match = NODE_REF.match(ref)
+        match = NODE_REF.fullmatch(ref)
         if match is None:
             raise DrillUsageError(f"node reference {ref!r} must look like 'workers:7'")
         members = groups.get(match["group"])
@@ -163,12 +163,12 @@ def _scenario_faults(document: dict[str, Any]) -> list[dict[str, Any]]:
         if not isinstance(fault, dict):
             raise DrillUsageError(f"faults.{i}: a fault is a JSON object, not {shown(fault)}")
         node, nodes = fault.get("node"), fault.get("nodes")
-        if node is not None and not (isinstance(node, str) and NODE_REF.match(node)):
+        if node is not None and not (isinstance(node, str) and NODE_REF.fullmatch(node)):
             raise DrillUsageError(f"faults.{i}.node: a node reference like 'workers:7', not {shown(node)}")
         if nodes is not None and not isinstance(nodes, list):
             raise DrillUsageError(f"faults.{i}.nodes: a list of node references like ['workers:7'], not {shown(nodes)}")
         for j, ref in enumerate(nodes or []):
-            if not (isinstance(ref, str) and NODE_REF.match(ref)):
+            if not (isinstance(ref, str) and NODE_REF.fullmatch(ref)):
                 raise DrillUsageError(f"faults.{i}.nodes.{j}: a node reference like 'workers:7', not {shown(ref)}")
     return faults
 
@@ -191,7 +191,7 @@ def build_request(
         workflow, payload = "job", {"cluster": targets.cluster, "job_id": args.job}
     elif args.node:
         # ``workers:0`` (what `make deploy` suggests) is resolved like a scenario's node reference.
-        refs = list(dict.fromkeys(node for node in args.node if NODE_REF.match(node)))
+        refs = list(dict.fromkeys(node for node in args.node if NODE_REF.fullmatch(node)))
         groups = cluster_nodes_by_group(sagemaker(), targets.cluster) if refs else {}
         resolved = {ref: resolve_node_refs([ref], groups)[0] for ref in refs}
         node_ids = [resolved.get(node, node) for node in args.node]
@@ -331,14 +331,14 @@ def check_arguments(args: argparse.Namespace) -> None:
     if args.live and not args.yes:
         raise DrillUsageError("--live changes the cluster (drains, replaces nodes, resubmits jobs): add --yes to confirm")
     for node in args.node or []:
-        if not (re.match(NODE_ID_PATTERN, node) or NODE_REF.match(node)):
+        if not (re.fullmatch(NODE_ID_PATTERN, node) or NODE_REF.fullmatch(node)):
             raise DrillUsageError(f"--node {shown(node)}: an instance id of the cluster (i-0123456789abcdef0) or group:index (workers:0)")
-    if args.job is not None and not re.match(JOB_ID_PATTERN, args.job):
+    if args.job is not None and not re.fullmatch(JOB_ID_PATTERN, args.job):
         raise DrillUsageError(f"--job {shown(args.job)}: a Slurm job id (4711, or 4711_3 for an array task)")
     if args.reason is not None:
         # Kept in the incident record and printed in its notifications: a manual request's reason.
         args.reason = plain_text("--reason", args.reason, limit=REASON_LIMIT, say="say why (or leave --reason out)")
-    if args.name is not None and not EXECUTION_NAME.match(args.name):
+    if args.name is not None and not EXECUTION_NAME.fullmatch(args.name):
         raise DrillUsageError(
             f"--name {shown(args.name)}: an execution name is 1 to 80 letters, digits, '-' or '_' (Step Functions' rule, narrowed)"
         )

@@ -19,9 +19,11 @@ Exit codes, for every command:
        --help, --version
   1    the answer is no: nothing verified, commit refused, breaker open, drill execution failed
        (escalated or capped), a preflight check failed or could not be made
-  2    bad usage or input: no command, an unknown option, a missing or malformed argument, an
-       unreadable file, a stack that is not ours; no AWS region configured; an AWS profile that
-       does not exist; an SDK too old for the preflight
+  2    bad usage or input: no command, an unknown option, a missing or malformed argument (a
+       blank reason, a control character in text kept and printed back), an unreadable file or
+       one whose fields are not what they must be, a stack that is not ours, a breaker reset of a
+       cluster the ledger holds nothing of; no AWS region configured; an AWS profile that does not
+       exist; an SDK too old for the preflight
   3    AWS could not be read or written: no credentials, access denied, no such bucket, table or
        stack, throttling, no connection
   130  interrupted (Ctrl-C)
@@ -366,11 +368,11 @@ BREAKER_BY_LIMIT = 128
 
 def _ledger(invocation: Invocation) -> DynamoLedger:
     args = invocation.args
-    if not re.match(CLUSTER_NAME_PATTERN, args.cluster):
+    if not re.fullmatch(CLUSTER_NAME_PATTERN, args.cluster):
         raise UsageError(f"--cluster {shown(args.cluster)}: not a HyperPod cluster name (letters, digits and hyphens, at most 63)")
     if not args.table:
         raise UsageError("--table (or $LEDGER_TABLE) is required: the stack's LedgerTableName output")
-    if not TABLE_NAME.match(args.table):
+    if not TABLE_NAME.fullmatch(args.table):
         raise UsageError(f"--table {shown(args.table)}: not a DynamoDB table name (3-255 letters, digits, '_', '-', '.')")
     return DynamoLedger(args.table, dynamodb=invocation.client("dynamodb"))
 

@@ -98,12 +98,25 @@ def test_given_a_folder_as_the_drill_file_then_one_line_and_exit_2(tmp_path: Pat
         (("--node", "workers"), "--node"),
         (("--job", "4711\x1b[2J"), "--job"),
         (("--job", ""), "--job"),
+        (("--job", "4711\n"), "--job"),
+        (("--node", "i-0123456789abcdef0\n"), "--node"),
         (("--node", "workers:0", "--reason", "drill\x1b]0;pwned\x07"), "--reason"),
         (("--node", "workers:0", "--reason", "x" * 1025), "--reason"),
         (("--node", "workers:0", "--name", "drill 1"), "--name"),
         (("--node", "workers:0", "--name", "d" * 81), "--name"),
     ],
-    ids=["node injection", "node without index", "job escape", "job empty", "reason escape", "reason long", "name space", "name long"],
+    ids=[
+        "node injection",
+        "node without index",
+        "job escape",
+        "job empty",
+        "job newline",
+        "node newline",
+        "reason escape",
+        "reason long",
+        "name space",
+        "name long",
+    ],
 )
 def test_given_a_malformed_drill_argument_then_one_line_names_it_before_aws(argv: tuple[str, ...], field: str) -> None:
     code, out, err = _run("drill", "--stack", "hyperpod-recovery", "--region", REGION, *argv)
@@ -150,8 +163,21 @@ def _breaker_of(dynamodb: Any, cluster: str = "llm-train") -> str:
         (("--cluster", "llm-train", "--reason", "fixed", "--by", ""), "--by"),
         (("--cluster", "llm train", "--reason", "fixed"), "--cluster"),
         (("--cluster", "llm-train\x1b[2J", "--reason", "fixed"), "--cluster"),
+        (("--cluster", "llm-train\n", "--reason", "fixed"), "--cluster"),
     ],
-    ids=["empty", "blank", "escape codes", "newline", "bidi override", "too long", "by escape", "by empty", "name space", "name escape"],
+    ids=[
+        "empty",
+        "blank",
+        "escape codes",
+        "newline",
+        "bidi override",
+        "too long",
+        "by escape",
+        "by empty",
+        "name space",
+        "name escape",
+        "name newline",
+    ],
 )
 def test_given_a_reset_the_breaker_cannot_keep_then_one_line_names_the_field_and_the_breaker_stays_open(
     ledger: Any, args: tuple[str, ...], field: str

@@ -24,7 +24,7 @@ from moto import mock_aws
 import hyperpod_recovery_cli.main as cli
 from hyperpod_recovery.adapters.ledger import DynamoLedger
 from hyperpod_recovery.models.records import BreakerState
-from hyperpod_recovery.models.requests import ManualRecoveryRequest
+from hyperpod_recovery.models.requests import ManualJobRecoveryRequest, ManualRecoveryRequest
 from hyperpod_recovery_cli.inputs import control_character
 from sandbox.__main__ import main as sandbox_main
 from sandbox.scenario import Scenario, ScenarioError, load_scenario
@@ -39,6 +39,8 @@ SCENARIOS = [json.loads(path.read_text()) for path in sorted((EVENTS / "drills")
 any_text = st.one_of(
     st.text(max_size=40),
     st.sampled_from(["", " ", "\x1b[2J\x1b[H", "a\nb", "\u202eevil", "workers:7", "workers:99", "i-0123456789abcdef0", "7", "x" * 2000]),
+    # a pattern anchored with $ lets a trailing newline through re.match
+    st.sampled_from(["workers:7\n", "i-0123456789abcdef0\n", "4711\n", "llm-train\n", "drill-1\n"]),
 )
 json_scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), any_text)
 json_values = st.recursive(
@@ -210,8 +212,9 @@ def test_any_drill_argument_is_refused_in_one_line_or_sent_as_given(node: str, j
         code, _, err, started = _drill(*argv)
         assert code in CLI_EXITS
         _one_printable_line(err)
-        for request in started:
+        for request in started:  # well formed: what Validate Request / Validate Job Request accept
             assert control_character(request["reason"]) is None
+            (ManualJobRecoveryRequest if "job_id" in request else ManualRecoveryRequest).model_validate(request)
 
 
 # --- hyperpod-recovery breaker reset ---------------------------------------------------------------
