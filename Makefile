@@ -82,7 +82,11 @@ test: setup lint validate security  ## lint, validate, security checks, and the 
 unit: $(VENV)/.installed  ## fast tests only (no drills)
 	$(PY) -m pytest -n auto -m "not sandbox and not slurm" -q
 
+# A drill's arguments are checked before anything runs (SLURM=real would otherwise install and start
+# Slurm first): one line naming what is wrong, and make's exit code 2.
 drill: $(VENV)/.installed  ## run a recovery drill on an in-memory AWS (SCENARIO=path.json; SLURM=real: real slurmctld + agent process)
+	@case '$(SLURM)' in simulated|real) ;; *) echo "error: SLURM=$(SLURM): simulated (the default) or real" >&2; exit 2 ;; esac
+	@$(PY) -m sandbox check --scenario '$(SCENARIO)' --out '$(OUT)'
 ifeq ($(SLURM),real)
 	@echo "make drill SLURM=real sets up a real Slurm on this host (root) and leaves it running for you to inspect:"
 	@echo "  - installs Debian's $(SLURM_PACKAGES) with apt-get if they are missing (they stay installed)"
@@ -90,11 +94,11 @@ ifeq ($(SLURM),real)
 	@echo "  - submits the scenario's training job (a 'sleep' under Slurm); the drill resubmits it and that job keeps running"
 	@echo "  make drill-down stops all of it and removes $(SLURM_BASE)"
 	BASE=$(SLURM_BASE) NODES=$(SLURM_NODES) tools/slurm_up.sh >/dev/null
-	@SLURM_CONF=$(SLURM_BASE)/slurm.conf $(PY) -m sandbox run --scenario $(SCENARIO) --out $(OUT) --slurm real; status=$$?; \
+	@SLURM_CONF=$(SLURM_BASE)/slurm.conf $(PY) -m sandbox run --scenario '$(SCENARIO)' --out '$(OUT)' --slurm real; status=$$?; \
 	  echo "still running: munged, slurmctld, $(SLURM_NODES) slurmd and the drill's jobs (SLURM_CONF=$(SLURM_BASE)/slurm.conf squeue)"; \
 	  echo "make drill-down stops them and removes $(SLURM_BASE)"; exit $$status
 else
-	$(PY) -m sandbox run --scenario $(SCENARIO) --out $(OUT)
+	$(PY) -m sandbox run --scenario '$(SCENARIO)' --out '$(OUT)'
 endif
 
 drill-down:  ## undo make drill SLURM=real: cancel its jobs, stop slurmd, slurmctld and the munged it started, remove SLURM_BASE
@@ -144,8 +148,10 @@ deploy: build  ## sam deploy --guided to your AWS account (one stack per cluster
 	  echo "  hyperpod-recovery preflight --stack $${stack:-<STACK>}                   # read-only checks of the stack, cluster and agent"; \
 	  echo "  hyperpod-recovery drill --stack $${stack:-<STACK>} --node <compute-group>:0   # a dry-run recovery of one node"
 
-dists: $(VENV)/.installed  ## wheels by who runs them, into dist/: the training scripts' checkpoint library, the controller agent
-	$(PY) tools/build_dists.py contract checkpoints agent --out dist
+# agent-bundle downloads the agent's dependencies (boto3, pydantic: the Lambda layer's pins) from your
+# package index once, here: the controller installs the folder with no index at all (install_agent.sh).
+dists: $(VENV)/.installed  ## wheels by who runs them, into dist/: the checkpoint library, the agent, and dist/agent-bundle/ for install_agent.sh
+	$(PY) tools/build_dists.py contract checkpoints agent agent-bundle --out dist
 
 readme-sample: $(VENV)/.installed  ## run the default drill; write its output into README.md and re-render docs/images/drill-report-default.png
 	$(PY) -m tools.readme_sample

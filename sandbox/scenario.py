@@ -17,12 +17,23 @@ _NODE_REF = re.compile(r"^(?P<group>[A-Za-z0-9][A-Za-z0-9\-]*):(?P<index>\d+)$")
 _NODE_RANGE = re.compile(r"^(?P<group>[A-Za-z0-9][A-Za-z0-9\-]*):(?P<start>\d+)(?:-(?P<end>\d+))?$")
 
 
+SLURM_JOB_FIELDS = ("batch", "script_bytes", "comment")
+# What a refusal lists of a scenario's problems (pydantic may find hundreds in a mangled file).
+MAX_PROBLEMS_SHOWN = 5
+
+
 class ScenarioError(Exception):
     """The scenario file cannot be run; the message says which field and why."""
 
 
+# The longest virtual time a scenario may name (a fault's time, an event's age, a replacement's
+# length): far beyond any drill, and far inside what the runner's datetimes can add.
+MAX_VIRTUAL_SECONDS = 30 * 86_400
+
+
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # NaN and infinity are not times: JSON files written by Python may carry them (NaN, Infinity).
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class InstanceGroupSpec(_Strict):
@@ -100,7 +111,7 @@ class JobSpec(_Strict):
 
     @model_validator(mode="after")
     def _nodes_syntax(self) -> JobSpec:
-        if not _NODE_RANGE.match(self.nodes):
+        if not _NODE_RANGE.fullmatch(self.nodes):
             raise ValueError(f"nodes {self.nodes!r} must look like 'workers:0-15' or 'workers:3'")
         if self.checkpoints and not self.checkpoint_uri:
             raise ValueError("checkpoints need a checkpoint_uri")
@@ -108,7 +119,7 @@ class JobSpec(_Strict):
 
 
 class FaultSpec(_Strict):
-    at: float = Field(ge=0)
+    at: float = Field(ge=0, le=MAX_VIRTUAL_SECONDS)
     kind: Literal["node_health", "alarm", "job_failed", "drill", "abort"]
     node: str | None = None
     nodes: list[str] | None = None
@@ -132,7 +143,7 @@ class FaultSpec(_Strict):
     checkpoint_step: int | None = Field(default=None, ge=0)
     # The event's own time stamp is this many seconds before it is delivered at ``at``: a replay,
     # a redrive or a backlog (negative: stamped in the future, a wrong clock). Events only.
-    event_age_seconds: float = 0.0
+    event_age_seconds: float = Field(default=0.0, ge=-MAX_VIRTUAL_SECONDS, le=MAX_VIRTUAL_SECONDS)
     # abort: an operator's StopExecution of the n-th execution the drill started (1 = the first,
     # in start order, nested ones included), wherever it is.
     execution: int | None = Field(default=None, ge=1)
@@ -154,7 +165,7 @@ class FaultSpec(_Strict):
         elif self.job or self.requeued_by_slurm or self.checkpoint_step is not None or self.exit_code is not None:
             raise ValueError("job, exit_code, requeued_by_slurm and checkpoint_step apply to kind 'job_failed' only")
         for ref in refs:
-            if not _NODE_REF.match(ref):
+            if not _NODE_REF.fullmatch(ref):
                 raise ValueError(f"node {ref!r} must look like 'workers:3'")
         if self.kind == "drill" and self.event_age_seconds:
             raise ValueError("event_age_seconds applies to events, not drills (a drill is stamped when it starts)")
@@ -201,8 +212,8 @@ class LostResponseSpec(_Strict):
 
 
 class BehaviourSpec(_Strict):
-    replacement_seconds: float = Field(default=600, gt=0)
-    shutdown_seconds: float = Field(default=45, ge=0)
+    replacement_seconds: float = Field(default=600, gt=0, le=MAX_VIRTUAL_SECONDS)
+    shutdown_seconds: float = Field(default=45, ge=0, le=MAX_VIRTUAL_SECONDS)
     never_rejoin: list[str] = Field(default_factory=list)
     reboot_fails: list[str] = Field(default_factory=list)  # a reboot leaves these down (the ladder replaces them)
     # What HyperPod's ListClusterNodes shows during a reboot: Pending, or Running all through it
@@ -213,7 +224,7 @@ class BehaviourSpec(_Strict):
     replacement_hostname: Literal["same", "new"] = "same"
     replacement_logical_id: Literal["kept", "new"] = "kept"
     api_errors: list[ApiErrorSpec] = Field(default_factory=list)
-    agent_seconds: float = Field(default=2.0, ge=0)
+    agent_seconds: float = Field(default=2.0, ge=0, le=MAX_VIRTUAL_SECONDS)
     # Nodes missing from Slurm's configuration: the agent answers NodeNotFound for them.
     missing_in_slurm: list[str] = Field(default_factory=list)
     # sbatch refuses to submit these jobs again (an account closed, a partition gone): job id -> its stderr.
@@ -221,7 +232,7 @@ class BehaviourSpec(_Strict):
     agent_down: StrictBool = False
     # The agent is down until this virtual second, then comes back and works through what queued
     # up meanwhile (a command whose task already timed out must not be executed).
-    agent_back_at: float | None = Field(default=None, gt=0)
+    agent_back_at: float | None = Field(default=None, gt=0, le=MAX_VIRTUAL_SECONDS)
     lost_responses: list[LostResponseSpec] = Field(default_factory=list)
     # A Continuous-mode cluster's Cluster Events never reach the stack (a rule disabled, an event
     # lost): the fallback check finds the replacement.
@@ -231,7 +242,7 @@ class BehaviourSpec(_Strict):
     # How many of such a node's replacements come back sick, the first ones (None: every one).
     unhealthy_replacement_count: int | None = Field(default=None, ge=1)
     # How long the gate's check runs: ASSUMPTION, an nvidia-smi query plus the step's launch (about 2 s).
-    health_check_seconds: float = Field(default=2.0, ge=0)
+    health_check_seconds: float = Field(default=2.0, ge=0, le=MAX_VIRTUAL_SECONDS)
     # EKS: nodes someone cordoned before the drill (kubectl cordon): never uncordoned by us.
     cordoned_before: list[str] = Field(default_factory=list)
     # EKS: errors the Kubernetes API server answers the pipeline's calls with, the next ``times`` calls.
@@ -304,7 +315,7 @@ class Scenario(_Strict):
         groups = {g.name: g for g in self.cluster.instance_groups}
 
         def check(ref: str, where: str) -> None:
-            match = _NODE_RANGE.match(ref)
+            match = _NODE_RANGE.fullmatch(ref)
             if not match:
                 raise ValueError(f"{where}: {ref!r} is not a node reference")
             group = groups.get(match.group("group"))
@@ -341,6 +352,11 @@ class Scenario(_Strict):
             raise ValueError(f"job ids must be unique: {ids}")
         if self.cluster.orchestrator == "eks":
             self._eks_fits()
+        else:
+            # An EKS job's object in a Slurm scenario would be ignored: nothing on Slurm reads it.
+            eks_only = [f"jobs.{i}.kubernetes" for i, job in enumerate(self.jobs) if "kubernetes" in job.model_fields_set]
+            if eks_only:
+                raise ValueError(f"{', '.join(eks_only)}: EKS only (cluster.orchestrator is {self.cluster.orchestrator!r})")
         return self
 
     def _eks_fits(self) -> None:
@@ -358,12 +374,14 @@ class Scenario(_Strict):
         ]
         slurm_only += ["behaviour.missing_in_slurm"] if self.behaviour.missing_in_slurm else []
         slurm_only += ["behaviour.sbatch_refuses"] if self.behaviour.sbatch_refuses else []
+        # A batch script, its size and the job's Slurm comment: nothing on EKS reads them.
+        slurm_only += [f"jobs.{i}.{name}" for i, job in enumerate(self.jobs) for name in SLURM_JOB_FIELDS if name in job.model_fields_set]
         if slurm_only:
             raise ValueError(f"{', '.join(slurm_only)}: Slurm only (a Kubernetes job fails as Failed, and nothing requeues it)")
 
 
 def expand_range(ref: str) -> list[tuple[str, int]]:
-    match = _NODE_RANGE.match(ref)
+    match = _NODE_RANGE.fullmatch(ref)
     assert match, ref
     start = int(match.group("start"))
     end = int(match.group("end") or start)
@@ -375,14 +393,33 @@ def parse_ref(ref: str) -> tuple[str, int]:
 
 
 def load_scenario(path: Path) -> Scenario:
+    """The scenario in ``path``; a file that cannot be run is a ScenarioError whose message is one
+    printable line naming the file and each field at fault (what `make drill` prints)."""
     try:
-        raw = json.loads(path.read_text())
+        raw = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError as exc:
         raise ScenarioError(f"{path}: no such scenario file") from exc
+    except IsADirectoryError as exc:
+        raise ScenarioError(f"{path} is a directory; give a scenario file in it (e.g. events/drills/default.json)") from exc
+    except OSError as exc:
+        raise ScenarioError(f"{path}: cannot be read: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise ScenarioError(f"{path}: not a UTF-8 text file") from exc
     except json.JSONDecodeError as exc:
         raise ScenarioError(f"{path}: not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from exc
+    except RecursionError as exc:
+        raise ScenarioError(f"{path}: JSON nested too deeply") from exc
     try:
         return Scenario.model_validate(raw)
     except ValidationError as exc:
-        problems = "\n".join(f"  {'.'.join(str(p) for p in err['loc']) or '(top level)'}: {err['msg']}" for err in exc.errors())
-        raise ScenarioError(f"{path}: invalid scenario:\n{problems}") from exc
+        problems = [f"{'.'.join(str(p) for p in err['loc']) or '(top level)'}: {err['msg']}" for err in exc.errors()]
+        more = len(problems) - MAX_PROBLEMS_SHOWN
+        shown = "; ".join(problems[:MAX_PROBLEMS_SHOWN]) + (f"; and {more} more" if more > 0 else "")
+        raise ScenarioError(printable_line(f"{path}: invalid scenario: {shown}")) from exc
+    except RecursionError as exc:
+        raise ScenarioError(f"{path}: nested too deeply to check") from exc
+
+
+def printable_line(text: str) -> str:
+    """Line breaks and other control characters a file's keys or values brought in, escaped."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)

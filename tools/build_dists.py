@@ -5,6 +5,7 @@ code (steps, runtime, the DynamoDB and SageMaker adapters, Powertools).
     python tools/build_dists.py contract [--out dist]      # hyperpod-recovery-contract: what the others share
     python tools/build_dists.py checkpoints [--out dist]   # hyperpod-recovery-checkpoints: training scripts
     python tools/build_dists.py agent [--out dist]         # hyperpod-recovery-agent: the controller node
+    python tools/build_dists.py agent-bundle [--out dist]  # dist/agent-bundle/: what install_agent.sh installs
 
 The wheel is written here (PEP 427: a zip of the modules and a .dist-info folder) rather than by a
 build backend: the modules come from several source roots (the layer's, training/, agent/), the
@@ -24,6 +25,9 @@ import argparse
 import base64
 import hashlib
 import io
+import shutil
+import subprocess
+import sys
 import tomllib
 import zipfile
 from collections.abc import Iterable
@@ -75,6 +79,14 @@ CHECKPOINT_MODULES = frozenset(
     }
 )
 DEPENDENCIES = ("boto3>=1.35", "pydantic>=2.7,<3")
+# The controller agent's bundle (install_agent.sh): the CPython versions and the machine its
+# dependencies' wheels are downloaded for. HyperPod's controller instance types are x86_64
+# (ml.c5/m5/t3/...); pydantic-core is the one compiled wheel, manylinux2014 (glibc 2.17+).
+BUNDLE_PYTHONS = ("3.11", "3.12", "3.13")
+BUNDLE_PLATFORM = "manylinux2014_x86_64"
+BUNDLE_MACHINE = "x86_64"
+# The versions the Lambda functions run and the tests run with: the agent's bundle takes the same.
+LAYER_PINS = ROOT / "layers" / "recovery_core" / "requirements.txt"
 
 
 @dataclass(frozen=True)
@@ -196,12 +208,83 @@ def build(kind: str, out: Path) -> Path:
     return wheel
 
 
+def _pin(wheel: Path) -> tuple[str, str]:
+    """(normalized project name, version) of a wheel file (PEP 427: ``{name}-{version}(-{build})?-…``)."""
+    name, version = wheel.name.split("-")[:2]
+    return name.replace("_", "-").lower(), version
+
+
+def bundle_agent(out: Path, pythons: Iterable[str] = BUNDLE_PYTHONS) -> tuple[Path, str]:
+    """Write ``out/agent-bundle/``: the agent's and the contract's wheels, their dependencies' wheels
+    for CPython ``pythons`` on x86_64 Linux, and ``requirements.txt`` pinning every one of them by
+    version and sha256 (what install_agent.sh gives pip with --require-hashes --no-index). Returns
+    the folder and the requirements file's own sha256, the one value the lifecycle script pins.
+
+    The dependencies are downloaded once, here, by name (boto3, pydantic and what they require) at the
+    versions the Lambda layer pins (its requirements.txt as constraints): the cluster never asks an
+    index for anything, and our own names are never asked of one at all."""
+    pythons = tuple(pythons)
+    folder = out / "agent-bundle"
+    shutil.rmtree(folder, ignore_errors=True)  # a wheel left from an older build would be pinned too
+    folder.mkdir(parents=True)
+    for kind in ("contract", "agent"):
+        build(kind, folder)
+    for python in pythons:
+        target = ["--python-version", python, "--implementation", "cp", "--platform", BUNDLE_PLATFORM]
+        subprocess.run(  # noqa: S603 - an argument list of our own, never a shell
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--quiet",
+                "--dest",
+                str(folder),
+                "--only-binary=:all:",
+                *target,
+                "--constraint",
+                str(LAYER_PINS),
+                *DEPENDENCIES,
+            ],
+            check=True,
+        )
+    pins: dict[tuple[str, str], list[str]] = {}
+    for wheel in sorted(folder.glob("*.whl")):
+        pins.setdefault(_pin(wheel), []).append(hashlib.sha256(wheel.read_bytes()).hexdigest())
+    names = [name for name, _ in pins]
+    if len(names) != len(set(names)):
+        twice = sorted({name for name in names if names.count(name) > 1})
+        raise ValueError(f"the Pythons {', '.join(pythons)} resolved different versions of {', '.join(twice)}: bundle them apart")
+    lines = [
+        "# The controller agent's bundle, written by tools/build_dists.py (make dists): the agent, the contract",
+        "# it requires, and their dependencies' wheels. install_agent.sh installs exactly these files:",
+        "# pip --require-hashes --no-index --only-binary=:all: -r requirements.txt.",
+        f"# python: {' '.join(pythons)}",
+        f"# machine: {BUNDLE_MACHINE}",
+    ]
+    for (name, version), digests in sorted(pins.items()):
+        lines.append(f"{name}=={version} " + " ".join(f"--hash=sha256:{digest}" for digest in sorted(digests)))
+    requirements = folder / "requirements.txt"
+    requirements.write_text("\n".join(lines) + "\n")
+    return folder, hashlib.sha256(requirements.read_bytes()).hexdigest()
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("kinds", nargs="+", choices=sorted(DISTRIBUTIONS))
+    parser.add_argument("kinds", nargs="+", choices=[*sorted(DISTRIBUTIONS), "agent-bundle"])
     parser.add_argument("--out", type=Path, default=ROOT / "dist")
+    parser.add_argument(
+        "--python",
+        action="append",
+        help=f"agent-bundle: a CPython version the controller may run (repeat; default {' '.join(BUNDLE_PYTHONS)})",
+    )
     args = parser.parse_args(argv)
     for kind in args.kinds:
+        if kind == "agent-bundle":
+            folder, digest = bundle_agent(args.out, args.python or BUNDLE_PYTHONS)
+            print(f"{folder}/ ({len(list(folder.glob('*.whl')))} wheels, requirements.txt sha256 {digest})")
+            print(f"  install_agent.sh <CommandQueueUrl> <cluster> <{folder.name}/ or its s3:// copy> {digest}")
+            continue
         wheel = build(kind, args.out)
         with zipfile.ZipFile(wheel) as archive:
             count = sum(1 for name in archive.namelist() if name.endswith(".py"))

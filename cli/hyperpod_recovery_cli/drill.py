@@ -36,12 +36,18 @@ from hyperpod_recovery.adapters.ledger import DynamoLedger
 from hyperpod_recovery.domain.durations import format_duration, offset_text
 from hyperpod_recovery.domain.phases import phases_from_states
 from hyperpod_recovery.errors import RecoveryError
+from hyperpod_recovery.models.common import JOB_ID_PATTERN, NODE_ID_PATTERN
 from hyperpod_recovery.models.records import IncidentRecord
 from hyperpod_recovery.vocabulary import PhaseName
+from hyperpod_recovery_cli.inputs import InputRefused, one_line, plain_text, shown
 from hyperpod_recovery_cli.stack import NotOurStack, read_stack
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 NODE_REF = re.compile(r"^(?P<group>[A-Za-z0-9-]+):(?P<index>[0-9]+)$")
+# StartExecution's name: 1-80 characters without whitespace, brackets, wildcards, control characters
+# or "#%\\^|~`$&,;:/ (its API reference); narrowed to the characters the drill's own names use.
+EXECUTION_NAME = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
+REASON_LIMIT = 1024  # a manual request's reason (models/requests.py)
 
 RECORD_STATES = (
     "Record Outcome",
@@ -100,7 +106,7 @@ def resolve_node_refs(refs: list[str], groups: dict[str, list[str]]) -> list[str
     """``workers:7`` -> the instance id of the 8th node (launch order) of instance group workers."""
     ids = []
     for ref in refs:
-        match = NODE_REF.match(ref)
+        match = NODE_REF.fullmatch(ref)
         if match is None:
             raise DrillUsageError(f"node reference {ref!r} must look like 'workers:7'")
         members = groups.get(match["group"])
@@ -118,16 +124,53 @@ def read_drill_file(args: argparse.Namespace) -> dict[str, Any] | None:
     path = args.input or args.scenario
     if not path:
         return None
-    document = json.loads(Path(path).read_text())
+    document = _read_json(Path(path))
     if not isinstance(document, dict):
         raise DrillUsageError(f"{path}: a start input is a JSON object" if args.input else f"{path}: a scenario is a JSON object")
     if args.scenario:
-        faults = document.get("faults", [])
+        faults = _scenario_faults(document)
         if any(f.get("job") for f in faults):
             raise DrillUsageError("this scenario fails a job: its job ids are the sandbox's, so name the real one with --job")
         if not _node_refs(faults):
             raise DrillUsageError(f"{path}: no fault names a node")
     return document
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise DrillUsageError(f"cannot read the drill: {path}: no such file") from exc
+    except IsADirectoryError as exc:
+        raise DrillUsageError(f"cannot read the drill: {path} is a directory; give a JSON file") from exc
+    except OSError as exc:
+        raise DrillUsageError(f"cannot read the drill: {path}: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise DrillUsageError(f"cannot read the drill: {path}: not a UTF-8 text file") from exc
+    except json.JSONDecodeError as exc:
+        raise DrillUsageError(f"cannot read the drill: {path}: not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from exc
+    except RecursionError as exc:
+        raise DrillUsageError(f"cannot read the drill: {path}: JSON nested too deeply") from exc
+
+
+def _scenario_faults(document: dict[str, Any]) -> list[dict[str, Any]]:
+    """The scenario's faults, each an object whose ``node`` is a node reference and ``nodes`` a list
+    of them: what the drill reads of a scenario (the sandbox checks the rest when it runs one)."""
+    faults = document.get("faults", [])
+    if not isinstance(faults, list):
+        raise DrillUsageError(f"faults: a list of fault objects, not {shown(faults)}")
+    for i, fault in enumerate(faults):
+        if not isinstance(fault, dict):
+            raise DrillUsageError(f"faults.{i}: a fault is a JSON object, not {shown(fault)}")
+        node, nodes = fault.get("node"), fault.get("nodes")
+        if node is not None and not (isinstance(node, str) and NODE_REF.fullmatch(node)):
+            raise DrillUsageError(f"faults.{i}.node: a node reference like 'workers:7', not {shown(node)}")
+        if nodes is not None and not isinstance(nodes, list):
+            raise DrillUsageError(f"faults.{i}.nodes: a list of node references like ['workers:7'], not {shown(nodes)}")
+        for j, ref in enumerate(nodes or []):
+            if not (isinstance(ref, str) and NODE_REF.fullmatch(ref)):
+                raise DrillUsageError(f"faults.{i}.nodes.{j}: a node reference like 'workers:7', not {shown(ref)}")
+    return faults
 
 
 def _node_refs(faults: list[dict[str, Any]]) -> list[str]:
@@ -148,7 +191,7 @@ def build_request(
         workflow, payload = "job", {"cluster": targets.cluster, "job_id": args.job}
     elif args.node:
         # ``workers:0`` (what `make deploy` suggests) is resolved like a scenario's node reference.
-        refs = list(dict.fromkeys(node for node in args.node if NODE_REF.match(node)))
+        refs = list(dict.fromkeys(node for node in args.node if NODE_REF.fullmatch(node)))
         groups = cluster_nodes_by_group(sagemaker(), targets.cluster) if refs else {}
         resolved = {ref: resolve_node_refs([ref], groups)[0] for ref in refs}
         node_ids = [resolved.get(node, node) for node in args.node]
@@ -287,6 +330,18 @@ def check_arguments(args: argparse.Namespace) -> None:
         raise DrillUsageError("give --stack, or --state-machine-arn with --cluster")
     if args.live and not args.yes:
         raise DrillUsageError("--live changes the cluster (drains, replaces nodes, resubmits jobs): add --yes to confirm")
+    for node in args.node or []:
+        if not (re.fullmatch(NODE_ID_PATTERN, node) or NODE_REF.fullmatch(node)):
+            raise DrillUsageError(f"--node {shown(node)}: an instance id of the cluster (i-0123456789abcdef0) or group:index (workers:0)")
+    if args.job is not None and not re.fullmatch(JOB_ID_PATTERN, args.job):
+        raise DrillUsageError(f"--job {shown(args.job)}: a Slurm job id (4711, or 4711_3 for an array task)")
+    if args.reason is not None:
+        # Kept in the incident record and printed in its notifications: a manual request's reason.
+        args.reason = plain_text("--reason", args.reason, limit=REASON_LIMIT, say="say why (or leave --reason out)")
+    if args.name is not None and not EXECUTION_NAME.fullmatch(args.name):
+        raise DrillUsageError(
+            f"--name {shown(args.name)}: an execution name is 1 to 80 letters, digits, '-' or '_' (Step Functions' rule, narrowed)"
+        )
 
 
 def run_drill(
@@ -309,11 +364,8 @@ def run_drill(
         else:
             targets = Targets(args.cluster, args.state_machine_arn, args.job_state_machine_arn, args.ledger_table)
         workflow, payload, notes = build_request(args, document, targets, lambda: client("sagemaker"))
-    except DrillUsageError as exc:
-        print(f"hyperpod-recovery drill: {exc}", file=err)
-        return EXIT_USAGE
-    except (OSError, json.JSONDecodeError) as exc:
-        print(f"hyperpod-recovery drill: cannot read the drill: {exc}", file=err)
+    except (DrillUsageError, InputRefused) as exc:
+        print(f"hyperpod-recovery drill: {one_line(str(exc))}", file=err)
         return EXIT_USAGE
 
     machine = targets.node_state_machine if workflow == "node" else targets.job_state_machine

@@ -19,9 +19,11 @@ Exit codes, for every command:
        --help, --version
   1    the answer is no: nothing verified, commit refused, breaker open, drill execution failed
        (escalated or capped), a preflight check failed or could not be made
-  2    bad usage or input: no command, an unknown option, a missing or malformed argument, an
-       unreadable file, a stack that is not ours; no AWS region configured; an AWS profile that
-       does not exist; an SDK too old for the preflight
+  2    bad usage or input: no command, an unknown option, a missing or malformed argument (a
+       blank reason, a control character in text kept and printed back), an unreadable file or
+       one whose fields are not what they must be, a stack that is not ours, a breaker reset of a
+       cluster the ledger holds nothing of; no AWS region configured; an AWS profile that does not
+       exist; an SDK too old for the preflight
   3    AWS could not be read or written: no credentials, access denied, no such bucket, table or
        stack, throttling, no connection
   130  interrupted (Ctrl-C)
@@ -40,6 +42,7 @@ import functools
 import getpass
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -62,9 +65,12 @@ from hyperpod_recovery.errors import (
     LedgerError,
     LedgerUnavailable,
 )
+from hyperpod_recovery.models.common import CLUSTER_NAME_PATTERN
 from hyperpod_recovery.models.manifest import MAX_STEP, step_of_folder
+from hyperpod_recovery.models.records import BreakerState
 from hyperpod_recovery_cli.drill import add_arguments as add_drill_arguments
 from hyperpod_recovery_cli.drill import run_drill
+from hyperpod_recovery_cli.inputs import InputRefused, OneLineParser, one_line, plain_text, shown
 from hyperpod_recovery_cli.preflight import PreflightUsageError, run_preflight
 from hyperpod_recovery_cli.preflight import add_arguments as add_preflight_arguments
 from hyperpod_recovery_cli.stack import NotOurStack
@@ -135,11 +141,11 @@ def _step(text: str) -> int:
 def _parser() -> argparse.ArgumentParser:
     # --region is accepted before or after the command's name; SUPPRESS keeps a subcommand's unset
     # default from overwriting a value given before it.
-    region = argparse.ArgumentParser(add_help=False)
+    region = OneLineParser(add_help=False)
     region.add_argument(
         "--region", default=argparse.SUPPRESS, help="AWS region (default: $AWS_REGION, $AWS_DEFAULT_REGION, or the profile's)"
     )
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog=PROG,
         description="HyperPod recovery tools: checkpoints, the circuit breaker, drills and the preflight of a deployed stack.",
         epilog="Exit codes: 0 done, 1 the answer is no, 2 bad usage or no AWS region, 3 AWS error (incl. no credentials).",
@@ -247,7 +253,7 @@ def main(
         if failure is None:
             raise  # a bug: its traceback is what a bug report needs
         code, message = failure
-        print(f"{PROG}: {message}", file=err)
+        print(f"{PROG}: {one_line(message)}", file=err)
         return code
 
 
@@ -279,7 +285,7 @@ def _failure(exc: Exception) -> tuple[int, str] | None:
 
 
 _FAILURES: tuple[tuple[type[Exception] | tuple[type[Exception], ...], int, str], ...] = (
-    ((UsageError, PreflightUsageError, NotOurStack), EXIT_USAGE, ""),
+    ((UsageError, InputRefused, PreflightUsageError, NotOurStack), EXIT_USAGE, ""),
     ((CheckpointCommitRefused, CheckpointWriteConflict), EXIT_NO, "commit refused: "),
     ((CheckpointUnreadable, CheckpointStoreUnavailable), EXIT_AWS, "S3 error: "),
     ((LedgerError, LedgerUnavailable), EXIT_AWS, "ledger error: "),
@@ -352,33 +358,75 @@ def _verify(invocation: Invocation) -> int:
     return EXIT_OK if verdict.verified else EXIT_NO
 
 
+# DynamoDB's table names (its API reference: 3-255 of these characters).
+TABLE_NAME = re.compile(r"^[A-Za-z0-9_.-]{3,255}$")
+# A breaker's reason and who changed it are kept in its item's history (the last 50 changes): bounded
+# so that the item stays far below DynamoDB's 400 KB whatever is written (50 x 500 x 4 bytes).
+BREAKER_REASON_LIMIT = 500
+BREAKER_BY_LIMIT = 128
+
+
 def _ledger(invocation: Invocation) -> DynamoLedger:
-    if not invocation.args.table:
+    args = invocation.args
+    if not re.fullmatch(CLUSTER_NAME_PATTERN, args.cluster):
+        raise UsageError(f"--cluster {shown(args.cluster)}: not a HyperPod cluster name (letters, digits and hyphens, at most 63)")
+    if not args.table:
         raise UsageError("--table (or $LEDGER_TABLE) is required: the stack's LedgerTableName output")
-    return DynamoLedger(invocation.args.table, dynamodb=invocation.client("dynamodb"))
+    if not TABLE_NAME.fullmatch(args.table):
+        raise UsageError(f"--table {shown(args.table)}: not a DynamoDB table name (3-255 letters, digits, '_', '-', '.')")
+    return DynamoLedger(args.table, dynamodb=invocation.client("dynamodb"))
+
+
+def _unknown_to(ledger: DynamoLedger, cluster: str, state: BreakerState) -> bool:
+    """True when the ledger holds nothing of ``cluster``: no breaker ever written, no recovery in its
+    window, no node in recovery. A name the stack guards but no recovery has touched yet looks the
+    same: both have nothing to reset, and either may be a typo of the cluster whose breaker is open."""
+    return state.changed_at is None and not ledger.recovery_log(cluster) and not ledger.nodes_in_recovery(cluster, datetime.now(UTC))
+
+
+def _unknown_cluster(invocation: Invocation) -> str:
+    args = invocation.args
+    return (
+        f"the ledger {args.table} holds nothing for cluster {args.cluster!r} (no breaker, no recent recovery, no node in recovery): "
+        "check the name against the stack's ClusterName parameter"
+    )
 
 
 def _breaker_status(invocation: Invocation) -> int:
     args, out = invocation.args, invocation.out
-    state = _ledger(invocation).breaker(args.cluster)
+    ledger = _ledger(invocation)
+    state = ledger.breaker(args.cluster)
+    if _unknown_to(ledger, args.cluster, state):
+        print(f"{PROG}: note: {_unknown_cluster(invocation)}", file=invocation.err)
     if args.json:
         print(state.model_dump_json(indent=2), file=out)
     else:
-        since = f" since {state.changed_at.isoformat()} by {state.changed_by}" if state.changed_at else ""
-        print(f"{args.cluster}: breaker {state.state.upper()}{since}" + (f": {state.reason}" if state.reason else ""), file=out)
+        since = f" since {state.changed_at.isoformat()} by {one_line(state.changed_by)}" if state.changed_at else ""
+        print(f"{args.cluster}: breaker {state.state.upper()}{since}" + (f": {one_line(state.reason)}" if state.reason else ""), file=out)
     return EXIT_NO if state.state == "open" else EXIT_OK
+
+
+def _login() -> str:
+    try:
+        return getpass.getuser()
+    except (OSError, KeyError) as exc:  # no $USER and no passwd entry (a container's uid)
+        raise UsageError("--by is required here: no login name to record as who reset the breaker") from exc
 
 
 def _breaker_reset(invocation: Invocation) -> int:
     args, out = invocation.args, invocation.out
+    # Stored in the breaker's history and printed back in a terminal: checked before the ledger is read.
+    reason = plain_text("--reason", args.reason, limit=BREAKER_REASON_LIMIT, say="say what was checked or fixed")
+    who = plain_text("--by", args.by if args.by is not None else _login(), limit=BREAKER_BY_LIMIT, say="say who resets it")
     ledger = _ledger(invocation)
     state = ledger.breaker(args.cluster)
+    if _unknown_to(ledger, args.cluster, state):
+        raise UsageError(f"--cluster: {_unknown_cluster(invocation)}; nothing was reset")
     if state.state == "closed":
         print(f"{args.cluster}: breaker already closed; nothing changed", file=out)
         return EXIT_OK
-    who = args.by or getpass.getuser()
-    ledger.save_breaker(args.cluster, state.changed_to("closed", reason=args.reason, by=who, at=datetime.now(UTC)))
-    print(f"{args.cluster}: breaker closed by {who} (was open since {state.changed_at}: {state.reason})", file=out)
+    ledger.save_breaker(args.cluster, state.changed_to("closed", reason=reason, by=who, at=datetime.now(UTC)))
+    print(f"{args.cluster}: breaker closed by {who} (was open since {state.changed_at}: {one_line(state.reason)})", file=out)
     return EXIT_OK
 
 

@@ -125,8 +125,8 @@ def test_given_region_on_the_command_line_then_the_command_uses_it(no_region: di
         argv = ["--region", REGION, *command] if position == "before" else [*command, "--region", REGION]
         # When the breaker is read, with --region before or after the command's name
         code, out, err = _run(*argv)
-    # Then it read that region's table
-    assert (code, out, err) == (EXIT_OK, "llm-train: breaker CLOSED\n", "")
+    # Then it read that region's table (where nothing has touched the cluster yet, which it notes)
+    assert (code, out) == (EXIT_OK, "llm-train: breaker CLOSED\n") and "holds nothing for cluster 'llm-train'" in err
 
 
 def test_given_bad_drill_arguments_and_no_region_then_the_arguments_are_what_is_reported(no_region: dict[str, str]) -> None:
@@ -179,10 +179,13 @@ def test_version_prints_the_package_version() -> None:
         ("--no-such-option",),
     ],
 )
-def test_given_bad_arguments_when_the_console_script_runs_then_usage_and_exit_2(no_region: dict[str, str], argv: tuple[str, ...]) -> None:
+def test_given_bad_arguments_when_the_console_script_runs_then_one_line_and_exit_2(
+    no_region: dict[str, str], argv: tuple[str, ...]
+) -> None:
     done = _console(no_region, *argv)
-    assert done.returncode == EXIT_USAGE and "usage: hyperpod-recovery" in done.stderr and "error:" in done.stderr
-    assert "Traceback" not in done.stderr
+    # One line like every other failure: what is wrong, and where the usage is
+    assert done.returncode == EXIT_USAGE and done.stderr.startswith("hyperpod-recovery") and "error:" in done.stderr
+    assert done.stderr.count("\n") == 1 and "--help)" in done.stderr and "Traceback" not in done.stderr
 
 
 def test_a_bug_in_a_command_keeps_its_traceback(monkeypatch: pytest.MonkeyPatch) -> None:

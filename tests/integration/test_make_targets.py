@@ -32,6 +32,38 @@ def test_a_real_slurm_drill_says_what_it_installs_starts_and_leaves_before_doing
     assert "still running: munged, slurmctld" in rest and "make drill-down stops them" in rest
 
 
+# --- make drill's arguments ------------------------------------------------------------------------
+def _refused_by_make(done: subprocess.CompletedProcess[str]) -> str:
+    """make exits 2 when a recipe fails; the tool's own line is the first on stderr and says why."""
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    ours = done.stderr.splitlines()[0]
+    assert ours.startswith("error: ") and all(line.startswith("make") for line in done.stderr.splitlines()[1:]), done.stderr
+    return ours
+
+
+def test_make_drill_with_a_folder_as_scenario_says_so_in_one_line() -> None:
+    ours = _refused_by_make(_make("drill", "SCENARIO=events/drills"))
+    assert "events/drills is a directory" in ours
+
+
+def test_make_drill_with_a_file_as_out_leaves_the_file_alone(tmp_path: Path) -> None:
+    readme = tmp_path / "README.md"
+    readme.write_text("# keep me\n")
+    ours = _refused_by_make(_make("drill", f"OUT={readme}"))
+    assert "--out" in ours and "not a directory" in ours and readme.read_text() == "# keep me\n"
+
+
+def test_make_drill_real_checks_the_scenario_before_setting_up_slurm() -> None:
+    # A bad scenario must not cost an apt-get and three daemons first
+    recipe = _make("-n", "drill", "SLURM=real").stdout
+    assert recipe.index("sandbox check") < recipe.index("tools/slurm_up.sh")
+
+
+def test_make_drill_with_an_unknown_slurm_mode_is_refused() -> None:
+    ours = _refused_by_make(_make("drill", "SLURM=reel"))
+    assert "SLURM=reel" in ours and "simulated" in ours and "real" in ours
+
+
 @pytest.fixture
 def fake_daemons(tmp_path: Path) -> Iterator[dict[str, subprocess.Popen[bytes]]]:
     """Stand-ins named like Slurm's daemons (a copy of `sleep` under each name): what slurm_down.sh
