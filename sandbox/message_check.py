@@ -1,18 +1,22 @@
 """Does a message a human reads contradict the incident's record? The claims a message can make,
-checked against the facts: used by the property test over generated records
-(tests/unit/test_messages_match_record.py) and by every drill of the fault suite
-(sandbox/fault_suite.py), on every notification and record summary it produced.
+checked against the facts: used by the property tests (tests/unit/test_messages_match_record.py)
+and by every drill of the golden test and the fault suite (sandbox/fault_suite.py), on every
+notification and record summary it produced.
 
 The claims checked:
-- commands are the cluster's own orchestrator's (no `scontrol` on EKS, no `kubectl` on Slurm);
-- no command carries a placeholder (`<node>`, `<cluster>`, ...): every name is filled in;
-- a job with a live copy is named with that copy, and nothing asks to resubmit or re-create it;
+- commands are the cluster's own orchestrator's (no `scontrol` on EKS, no `kubectl` on Slurm), and
+  every node a command names is a node of the incident, by the orchestrator's own name for it;
+- no command carries a placeholder (`<node>`, `{cluster}`, `s3://...`): every name is filled in;
+- a job with a live copy is named with that copy, and no line asks to resubmit or re-create it;
+  an instruction to restart names the job it is about, and that job has no copy; a dry run, or a
+  message that says there is nothing to do, asks for no restart at all;
 - no sentence speaks of "the job(s)" being resubmitted or not without naming them (it could not be
   true of every job), and a job that has no copy is named with the reason;
 - a copy "runs again" only if it was seen RUNNING;
 - a node is given back (`state=resume`, `kubectl uncordon`) only if this incident holds it out of
-  service, never one someone else drained, one in service, or one it never touched;
+  service (its own drain or cordon), or with the check first where the record cannot say;
 - "recovered" is said only of an incident that changed something; an escalation has an error and a cause.
+An error's own words (the cause, a job's reason), quoted as facts, are not the message's claims.
 """
 
 from __future__ import annotations
@@ -20,66 +24,115 @@ from __future__ import annotations
 import re
 
 from hyperpod_recovery.domain.fates import acted, copy_label, job_label
+from hyperpod_recovery.models.kubernetes import node_name_for_instance
 from hyperpod_recovery.models.records import IncidentRecord
 
 SLURM_COMMANDS = re.compile(r"\b(scontrol|squeue|sinfo|sbatch|scancel|sacct)\b")
 KUBERNETES_COMMANDS = re.compile(r"\bkubectl\b")
-PLACEHOLDER = re.compile(r"`[^`]*<[a-z][a-z _-]*>[^`]*`")
+PLACEHOLDERS = [re.compile(r"`[^`]*<[a-z][a-z _-]*>[^`]*`"), re.compile(r"\{[a-z_]+\}"), re.compile(r"`[^`]*\.\.\.[^`]*`")]
 # Sentences that speak of jobs without naming any: true of some jobs at best.
 GENERIC_JOB_CLAIMS = re.compile(
     r"\b(jobs? (were|was) not resubmitted|resubmit (the|a|this) job\b|resubmit (it|them) (by hand|yourself)|resubmit the others|"
-    r"restart (it|them) by hand|no job to resubmit|then resubmit (it|the job)|re-?create (the|this) job\b)",
+    r"restart (it|them) by hand|then resubmit (it|the job)|re-?create (the|this) job\b)",
     re.IGNORECASE,
 )
-RESTART_VERBS = re.compile(r"\b(resubmit|re-create|recreate|restart) it\b|\bresubmit(ting)? (job|the job)\b", re.IGNORECASE)
-GIVE_BACK = re.compile(r"scontrol update nodename=(\S+) state=resume|kubectl uncordon (\S+?)[`;\s]")
+RESTART = re.compile(r"\b(resubmit|re-create|recreate|restart)\s+(it|them|the job|job \S+)\b", re.IGNORECASE)
+NEGATED = re.compile(r"\b(not|never|would|don't)\s+(be\s+)?$", re.IGNORECASE)
+# Commands that name nodes, and where the names are.
+NODE_ARGUMENTS = [
+    re.compile(r"sinfo -R -n (\S+)"),
+    re.compile(r"nodename=(\S+)", re.IGNORECASE),
+    re.compile(r"squeue -w (\S+)"),
+    re.compile(r"kubectl describe nodes ((?:[^\s`;&|]+[ \t]?)+)"),
+    re.compile(r"kubectl (?:get|describe|uncordon|cordon|drain) node (\S+)"),
+    re.compile(r"kubectl (?:taint|annotate|label) nodes? (\S+)"),
+    re.compile(r"kubectl uncordon ((?:[^\s`;&|]+[ \t]?)+)"),
+    re.compile(r"spec\.nodeName=(\S+)"),
+]
+GIVE_BACK = [re.compile(r"nodename=(\S+) state=resume", re.IGNORECASE), re.compile(r"kubectl uncordon ((?:[^\s`;&|]+[ \t]?)+)")]
 
 
-def _sentences(text: str) -> list[str]:
-    return [s for s in re.split(r"(?<=[.!?])\s+|\n", text) if s.strip()]
+def _names(found: str) -> list[str]:
+    return [n for n in re.split(r"[,\s]+", found.strip("`;&|, ")) if n and not n.startswith("-")]
+
+
+def _without_quoted_facts(record: IncidentRecord, text: str) -> str:
+    """The message's own words: an error's text (the cause, a job's reason) is a fact it quotes."""
+    for quoted in [record.cause or "", *(f.reason for f in record.job_fates), *(n.detail for n in record.node_fates)]:
+        if len(quoted) > 8:
+            text = text.replace(quoted, " ")
+    return text
+
+
+def _known_nodes(record: IncidentRecord) -> set[str]:
+    names = set(record.hostnames) | set(record.nodes)
+    for n in record.node_fates:
+        names |= {n.node, *(x for x in (n.replacement_node, n.instance, n.replacement) if x)}
+    if record.orchestrator == "eks":
+        names |= {node_name_for_instance(i) for i in list(names) if i.startswith("i-")}
+    return names
 
 
 def contradictions(record: IncidentRecord, subject: str, body: str) -> list[str]:
     """Every claim of (subject, body) that the record contradicts; [] when the message is true to it."""
     found: list[str] = []
     text = f"{subject}\n{body}"
+    own = _without_quoted_facts(record, text)
     # The commands a message gives are in backticks; an error's own text (sbatch's stderr) is a fact.
-    commands = " ".join(re.findall(r"`([^`]*)`", text))
+    quoted = re.findall(r"`([^`]*)`", own)
+    commands = "\n".join(quoted)
     if record.orchestrator == "eks" and (m := SLURM_COMMANDS.search(commands)):
         found.append(f"a Slurm command ({m.group(0)}) in a message about an EKS cluster")
     if record.orchestrator == "slurm" and KUBERNETES_COMMANDS.search(commands):
         found.append("a kubectl command in a message about a Slurm cluster")
-    found += [f"an unfilled placeholder in {m.group(0)}" for m in PLACEHOLDER.finditer(text)]
-    found += [f"says of jobs without naming them: {m.group(0)!r}" for m in GENERIC_JOB_CLAIMS.finditer(text)]
-    sentences = _sentences(body)
+    found += [f"an unfilled placeholder: {m.group(0)}" for pattern in PLACEHOLDERS for m in pattern.finditer(own)]
+    found += [f"says of jobs without naming them: {m.group(0)!r}" for m in GENERIC_JOB_CLAIMS.finditer(own)]
+    if record.job_fates and "no job ran on these nodes" in own:
+        found.append("says no job ran and names jobs")
+    known = _known_nodes(record)
+    for pattern in NODE_ARGUMENTS:
+        for m in pattern.finditer(commands):
+            found += [f"a command names {name}, which is no node of this incident" for name in _names(m.group(1)) if name not in known]
+    giveable = {n.node for n in record.node_fates if n.held or n.fate == "unknown"}
+    for pattern in GIVE_BACK:
+        for m in pattern.finditer(commands):
+            found += [f"gives back {name}, which this incident does not hold" for name in _names(m.group(1)) if name not in giveable]
+    found += _restart_claims(record, own)
     for fate in record.job_fates:
         label = job_label(fate)
-        about = [s for s in sentences if label in s]
-        named = copy_label(fate) in text or re.search(
-            rf"\b{re.escape(fate.job)} -> {re.escape(fate.copy_name or fate.copy_id or '')}\b", text
-        )
+        about = [line for line in own.splitlines() if label in line]
+        short = rf"\b{re.escape(fate.job)} -> {re.escape(fate.copy_name or fate.copy_id or '')}\b"  # a storm's summary: old -> new
+        named = copy_label(fate) in text or re.search(short, text)
         if fate.fate in ("resubmitted", "resubmitted_before") and fate.copy_id and not named:
             found.append(f"{label}: its copy {copy_label(fate)} is not named")
-        if fate.live_copy and any(RESTART_VERBS.search(s) and "not start another" not in s and "only if" not in s for s in about):
-            found.append(f"{label} has a live copy and a sentence asks to start another")
-        if fate.fate == "not_resubmitted" and record.outcome not in ("rejected",) and not about:
+        if fate.fate in ("not_resubmitted", "would_not_resubmit") and record.outcome != "rejected" and not about:
             found.append(f"{label} was not resubmitted and the message does not name it")
-        if fate.copy_state != "RUNNING" and any("runs again" in s for s in about):
+        if fate.copy_state != "RUNNING" and any("runs again" in line for line in about):
             found.append(f"{label}: said to run again, its copy was {fate.copy_state or 'never seen'}")
-    ours = {n.node for n in record.node_fates if n.fate in ("out_of_service", "replacing")}
-    for m in GIVE_BACK.finditer(commands + " "):
-        for node in filter(None, (m.group(1), m.group(2))):
-            for name in node.strip("`;").split(","):
-                if name not in ours:
-                    found.append(f"gives back {name}, which this incident does not hold out of service")
-    said_recovered = record.outcome == "recovered" or "RECOVERED" in body.split("\n", 1)[0]
+    said_recovered = record.outcome == "recovered" or body.startswith("RECOVERED") or record.summary.startswith("Recovered")
     if said_recovered and not acted(record.job_fates, record.node_fates) and (record.job_fates or record.node_fates):
         found.append("says recovered of an incident that changed nothing")
     if record.outcome in ("escalated", "capped") and not (record.error and (record.cause or "").strip()):
         found.append("an escalation without its error and cause")
     if "Cause: -" in body and record.outcome in ("escalated", "capped", "aborted", "failed"):
         found.append("an empty cause")
-    for summary_claim in ("no job ran on these nodes",):
-        if summary_claim in record.summary and record.job_fates:
-            found.append(f"the summary says {summary_claim!r} and names jobs")
+    return found
+
+
+def _restart_claims(record: IncidentRecord, own: str) -> list[str]:
+    """Every instruction to restart a job names one that has no copy; a drill or "nothing to do" gives none."""
+    found: list[str] = []
+    labels = {job_label(f): f for f in record.job_fates}
+    quiet = record.outcome == "dry_run" or "Nothing to do." in own
+    for line in own.splitlines():
+        asks = [m for m in RESTART.finditer(line) if not NEGATED.search(line[: m.start()][-14:])]
+        if not asks:
+            continue
+        if quiet:
+            found.append(f"asks for a restart in a message that says there is nothing to do: {asks[0].group(0)!r}")
+            continue
+        named = [fate for label, fate in labels.items() if label in line]
+        if not named:
+            found.append(f"an instruction to restart that names no job: {asks[0].group(0)!r}")
+        found += [f"asks to start another copy of {job_label(f)}, which has one" for f in named if f.live_copy and f.fate != "copy_unknown"]
     return found

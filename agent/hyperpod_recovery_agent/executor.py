@@ -13,6 +13,7 @@ the message.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -62,6 +63,7 @@ from hyperpod_recovery_agent.capture import JobCapture
 from hyperpod_recovery_agent.slurm import RESUBMISSION_MARK, NodeState, SlurmCommandFailed, SlurmUnreachable
 
 # The old job's state at resubmission time: restarting on its own, or still holding an allocation.
+log = logging.getLogger("hyperpod_recovery_agent")
 RESTARTED_BY_SLURM = frozenset({"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "CONFIGURING"})
 STILL_ALIVE = frozenset({"RUNNING", "COMPLETING", "SUSPENDED", "STOPPED", "RESIZING", "SIGNALING"})
 
@@ -227,10 +229,12 @@ class CommandExecutor:
             raise InvalidCommand(f"reason: must start with {OWNER_TAG_PREFIX}: so that only our drains are ever resumed")
         states = self.slurm.node_states(command.nodes)
         already = [n for n, s in states.items() if s.drained_or_draining]  # ours from a retry, or someone else's: kept as is
+        tag = command.reason.split(maxsplit=1)[0]
         to_drain = [n for n in command.nodes if n not in already]
         if to_drain:
             self.slurm.drain(to_drain, command.reason)
-        return DrainResult(drained=to_drain, already_drained=already)
+        ours = [n for n in already if carries_owner_tag(states[n].reason, tag)]
+        return DrainResult(drained=to_drain, already_drained=already, ours_already=ours)
 
     def cordon(self, command: CordonNodes) -> CordonResult:
         """Drain (or, with ``drain`` false, only say what would be drained), then capture the jobs
@@ -244,7 +248,13 @@ class CommandExecutor:
             already = [n for n, s in states.items() if s.drained_or_draining]
             drained = DrainResult(drained=[n for n in command.nodes if n not in already], already_drained=already)
         jobs = self.jobs_on(command.nodes)
-        return CordonResult(drained=drained.drained, already_drained=drained.already_drained, jobs=jobs.jobs, omitted=jobs.omitted)
+        return CordonResult(
+            drained=drained.drained,
+            already_drained=drained.already_drained,
+            ours_already=drained.ours_already,
+            jobs=jobs.jobs,
+            omitted=jobs.omitted,
+        )
 
     def resume(self, command: ResumeNodes) -> ResumeResult:
         if not command.owner_tag.startswith(OWNER_TAG_PREFIX + ":"):
@@ -387,6 +397,7 @@ class CommandExecutor:
         when Slurm cannot say: the submission happened, and that must not fail for a read."""
         try:
             state = self.slurm.job_state(job_id)
-        except (SlurmCommandFailed, SlurmUnreachable):
+        except Exception:  # anything: the copy was submitted, and its answer must say so
+            log.warning("could not read the state of job %s after submitting it", job_id, exc_info=True)
             return None
         return state[:32] if state else None

@@ -58,6 +58,21 @@ def test_a_resume_never_undoes_a_drain_of_another_incident_whose_name_it_prefixe
     assert slurm.nodes["a"].drained and not slurm.nodes["b"].drained
 
 
+def test_a_drain_found_in_place_is_ours_only_under_this_incidents_own_tag() -> None:
+    # Given node a drained by this incident before (a retried command), b by an admin, c by another incident
+    slurm = SimulatedSlurm()
+    for name in "abc":
+        slurm.add_node(name)
+    executor = CommandExecutor(slurm, now=lambda: T0)
+    executor.drain(DrainNodes(nodes=["a"], reason=f"{owner_tag('inc-1')} fault"))
+    slurm.drain(["b"], "admin: bad cable")
+    executor.drain(DrainNodes(nodes=["c"], reason=f"{owner_tag('inc-10')} fault"))
+    # When this incident drains all three
+    result = executor.drain(DrainNodes(nodes=["a", "b", "c"], reason=f"{owner_tag('inc-1')} fault"))
+    # Then all three were drained already, and only a is this incident's to give back
+    assert (sorted(result.already_drained), result.ours_already) == (["a", "b", "c"], ["a"])
+
+
 @pytest.mark.parametrize("reason", ["hyperpod-recovery:drill-1", "hyperpod-recovery:drill-1 fault", "hyperpod-recovery:drill-1\tx"])
 def test_the_owner_tag_is_the_reasons_first_word(reason: str) -> None:
     assert carries_owner_tag(reason, "hyperpod-recovery:drill-1")

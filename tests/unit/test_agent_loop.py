@@ -217,10 +217,10 @@ def test_an_agent_restarted_mid_command_does_not_do_it_twice(world: Any) -> None
     # When its message comes back and a restarted agent handles it
     make_visible_again(world)
     [outcome] = world.make_agent().poll_once(0)
-    # Then the node was drained once and the workflow is answered
+    # Then the node was drained once and the workflow is answered: drained already, and ours (our tag is on it)
     assert outcome.status == "succeeded" and world.slurm.drains == 1
     [(_, kwargs)] = world.sfn.answers()
-    assert json.loads(kwargs["output"])["result"] == {"drained": [], "already_drained": [NODES[0]]}
+    assert json.loads(kwargs["output"])["result"] == {"drained": [], "already_drained": [NODES[0]], "ours_already": [NODES[0]]}
 
 
 def test_a_resubmission_interrupted_after_sbatch_is_not_submitted_twice(world: Any) -> None:

@@ -48,7 +48,8 @@ def test_an_incident_that_changed_nothing_has_not_acted() -> None:
     untouched = NodeFate(node="ip-10-1-0-1", fate="untouched")
     assert not acted([NOT_RESUBMITTED], [untouched])
     assert acted([NOT_RESUBMITTED.model_copy(update={"fate": "resubmitted", "copy_id": "1002"})], [untouched])
-    assert acted([], [untouched.model_copy(update={"fate": "replacing"})])
+    assert not acted([], [untouched.model_copy(update={"fate": "not_ours"})])
+    assert acted([], [untouched.model_copy(update={"fate": "replacing", "acted": True})])
 
 
 def _job_state(**parts) -> JobWorkflowState:  # type: ignore[no-untyped-def]

@@ -75,6 +75,8 @@ def _record(outcome: str, *, error: str | None = None, cause: str | None = None,
                 fate={"recovered": "in_service", "escalated": "replacing"}.get(outcome, "untouched"),
                 replacement="i-0000000000000000b",
                 replacement_status="Pending",
+                held=outcome == "escalated",
+                acted=outcome in ("recovered", "escalated"),
             )
         ],
     }

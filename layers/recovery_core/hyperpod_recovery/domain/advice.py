@@ -3,10 +3,12 @@ each node by what became of it, in the commands of the cluster's own orchestrato
 names filled in, ready to paste.
 
 No sentence here speaks of "the job" or "the jobs" in general: a job is named with its fate. A job
-with a live copy (resubmitted, requeued, restarted by its owner, or possibly copied: an answer that
-was lost) is named with its copy and its state, and the human is told not to start another; only a
-job with no copy is one to restart, with the checkpoint to restart it from. The per-error text says
-what went wrong and where to look; it never says what became of jobs or nodes (the facts below it do).
+with a live copy (resubmitted, requeued, restarted by its owner) is named with its copy and its
+state, and the human is told not to start another; a job whose copy may exist (an answer that was
+lost) is to be looked for first; only a job with no copy is one to restart, with the checkpoint to
+restart it from. A node is given back only if this incident holds it out of service (its own drain
+or cordon): never one someone else drained. The per-error text says what went wrong and where to
+look; it never says what became of jobs or nodes (the facts below it do).
 
 ERROR_MEANING is the "what happened" of docs/runbook.md's escalation table, said once here;
 tests/contract/test_observability.py keeps the two in step.
@@ -19,12 +21,18 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from hyperpod_recovery import errors
+from hyperpod_recovery.domain.eks_jobs import RESUBMITTED_FROM_ANNOTATION
 from hyperpod_recovery.domain.fates import copy_label, copy_state_text, job_label, made_again
 from hyperpod_recovery.models.commands import AGENT_HEARTBEAT_TIMEOUT, owner_tag
-from hyperpod_recovery.models.kubernetes import OUR_ANNOTATIONS, QUARANTINE_TAINT_EFFECT, QUARANTINE_TAINT_KEY
+from hyperpod_recovery.models.kubernetes import OUR_ANNOTATIONS, QUARANTINE_TAINT_EFFECT, QUARANTINE_TAINT_KEY, node_name_for_instance
 from hyperpod_recovery.models.manifest import RESUME_FROM_ENV, RESUME_STEP_ENV
-from hyperpod_recovery.models.records import IncidentRecord, JobFate
+from hyperpod_recovery.models.records import IncidentRecord, JobFate, NodeFate
 from hyperpod_recovery.vocabulary import error_name
+
+# Where the controller agent keeps what it captured of a job (its batch script, owner, options and
+# submission environment), on the controller, root only: agent/hyperpod_recovery_agent/config.py.
+CAPTURE_STORE = "/var/lib/hyperpod-recovery-agent/captures"
+RESUBMISSION_COMMENT = "hyperpod-recovery:resubmission-of="  # the agent's mark on a copy (its comment's first word)
 
 
 @dataclass(frozen=True)
@@ -42,6 +50,13 @@ class Deployment:
         table = f" --table {self.ledger_table}" if self.ledger_table else ""
         return f"hyperpod-recovery breaker reset --cluster {cluster}{table} --reason 'what you checked'"
 
+    def record(self, incident_id: str) -> str:
+        """The incident's whole record, for what a message had no room for."""
+        if not self.ledger_table:
+            return "the incident's record in the stack's ledger table"
+        key = '{"pk":{"S":"INCIDENT#' + incident_id + '"},"sk":{"S":"RECORD"}}'
+        return f"`aws dynamodb get-item --table-name {self.ledger_table} --key '{key}'`"
+
 
 # --- the orchestrator's own commands ---------------------------------------------------------
 class Commands:
@@ -52,8 +67,16 @@ class Commands:
     def show_job(self, job_id: str, fate: JobFate) -> str:
         return f"squeue -j {job_id}"
 
+    def find_copy(self, fate: JobFate) -> str:
+        """A copy our agent submitted carries our mark, naming the job it copies, first in its comment."""
+        return f"squeue -h -o '%i %T %k' | grep '{RESUBMISSION_COMMENT}{fate.job} '"
+
     def show_nodes(self, names: Sequence[str]) -> str:
         return f"sinfo -R -n {','.join(names)}"
+
+    def show_instances(self, cluster: str, instances: Sequence[str]) -> str:
+        """Nodes known only by their instance (an event that was never assessed)."""
+        return "; ".join(f"aws sagemaker describe-cluster-node --cluster-name {cluster} --node-id {i}" for i in instances)
 
     def give_back(self, names: Sequence[str]) -> str:
         return f"scontrol update nodename={','.join(names)} state=resume"
@@ -63,13 +86,15 @@ class Commands:
 
     def restart(self, fate: JobFate) -> str:
         """How a job with no copy is started again, from its checkpoint when it has one."""
+        kept = (
+            f"what the agent captured of it (batch script, owner, options) is on the controller, root only: {CAPTURE_STORE}/{fate.job}.json"
+        )
         if fate.checkpoint_uri and fate.checkpoint_step is not None:
             return (
-                f"resubmit it from step {fate.checkpoint_step} (`hyperpod-recovery checkpoint verify {fate.checkpoint_uri}` checks "
-                f"that step again; its script and options are in the incident record, and it resumes when {RESUME_FROM_ENV}="
-                f"{fate.checkpoint_uri} is in its environment)"
+                f"resubmit it from step {fate.checkpoint_step} with {RESUME_FROM_ENV}={fate.checkpoint_uri} in its environment "
+                f"(`hyperpod-recovery checkpoint verify {fate.checkpoint_uri}` checks that step again; {kept})"
             )
-        return "resubmit it (its script and options are in the incident record)" + _steps_of(fate)
+        return f"resubmit it ({kept})" + _steps_of(fate)
 
 
 class KubernetesCommands(Commands):
@@ -77,19 +102,36 @@ class KubernetesCommands(Commands):
 
     def show_job(self, job_id: str, fate: JobFate) -> str:
         kind = (fate.kind or "pytorchjob").lower()
-        name = fate.copy_name if fate.copy_name and job_id == fate.copy_id else fate.name
-        return f"kubectl -n {fate.namespace or 'default'} get {kind} {name}"
+        if job_id == fate.job and fate.name:
+            return f"kubectl -n {fate.namespace or 'default'} get {kind} {fate.name}"
+        if job_id == fate.copy_id and fate.copy_name and fate.namespace:
+            return f"kubectl -n {fate.namespace} get {kind} {fate.copy_name}"
+        # Known by its uid only: found by it in every namespace.
+        return (
+            f"kubectl get {kind}s -A -o custom-columns=NAMESPACE:.metadata.namespace,NAME:.metadata.name,UID:.metadata.uid | grep {job_id}"
+        )
+
+    def find_copy(self, fate: JobFate) -> str:
+        kind = (fate.kind or "pytorchjob").lower()
+        annotation = RESUBMITTED_FROM_ANNOTATION.replace(".", "\\.")
+        return (
+            f"kubectl get {kind}s -A -o custom-columns=NAMESPACE:.metadata.namespace,NAME:.metadata.name,FROM:.metadata.annotations."
+            f"{annotation} | grep {fate.job}"
+        )
 
     def show_nodes(self, names: Sequence[str]) -> str:
         return f"kubectl describe nodes {' '.join(names)}"
 
+    def show_instances(self, cluster: str, instances: Sequence[str]) -> str:
+        return self.show_nodes([node_name_for_instance(i) for i in instances])
+
     def give_back(self, names: Sequence[str]) -> str:
-        # Our marks, exactly as Resume Nodes removes them (domain/eks_nodes.py): the taint, the
-        # annotations, then the cordon. (Leave the cordon if someone else had cordoned the node.)
+        # Our marks, as Resume Nodes removes them (domain/eks_nodes.py): the taint, the annotations,
+        # then the cordon; each on its own (kubectl fails on a taint already gone).
         marks = " ".join(f"{a}-" for a in OUR_ANNOTATIONS)
         return "; ".join(
-            f"kubectl taint nodes {n} {QUARANTINE_TAINT_KEY}:{QUARANTINE_TAINT_EFFECT}- && kubectl annotate node {n} {marks} "
-            f"&& kubectl uncordon {n}"
+            f"kubectl taint nodes {n} {QUARANTINE_TAINT_KEY}:{QUARANTINE_TAINT_EFFECT}-; kubectl annotate node {n} {marks}; "
+            f"kubectl uncordon {n}"
             for n in names
         )
 
@@ -98,7 +140,9 @@ class KubernetesCommands(Commands):
 
     def restart(self, fate: JobFate) -> str:
         kind = (fate.kind or "pytorchjob").lower()
-        where = f"kubectl -n {fate.namespace or 'default'} get {kind} {fate.name} -o yaml"
+        where = (
+            f"kubectl -n {fate.namespace} get {kind} {fate.name} -o yaml" if fate.name and fate.namespace else self.show_job(fate.job, fate)
+        )
         if fate.checkpoint_uri and fate.checkpoint_step is not None:
             return (
                 f"re-create it from step {fate.checkpoint_step} (`hyperpod-recovery checkpoint verify {fate.checkpoint_uri}` checks "
@@ -127,7 +171,7 @@ _MEANING: dict[type[errors.RecoveryError], str] = {
     ),
     errors.ReplaceNotInitiated: (
         "HyperPod did not start a replacement (the cause gives its error code). Fix that (capacity, quota, instance state), "
-        "then replace the node by hand (`aws sagemaker batch-replace-cluster-nodes --cluster-name {cluster} --node-ids {instances}`)"
+        "then replace the node by hand (`aws sagemaker batch-replace-cluster-nodes --cluster-name {cluster} --node-ids {refused}`)"
         "{drill_or}."
     ),
     errors.ReplacementUnhealthy: (
@@ -159,7 +203,7 @@ _MEANING: dict[type[errors.RecoveryError], str] = {
         "The job recovery ended without resubmitting the job and without finding it restarted by anyone; the timeline shows "
         "the last step it reached."
     ),
-    errors.JobSpecUnavailable: "The orchestrator no longer knows the job, so there is no spec to resubmit it from.",
+    errors.JobSpecUnavailable: "The orchestrator no longer knows the job: the pipeline has no spec of it to submit again.",
     errors.RepeatOffender: (
         "This host was recovered too often this week and was not replaced again: replacing it would loop. Look at its hardware "
         "history (rack, cable, switch port); release its lock when handled."
@@ -174,7 +218,7 @@ _MEANING: dict[type[errors.RecoveryError], str] = {
     errors.UnsupportedOrchestrator: "This cluster's orchestrator is not one this release recovers; recover the node by hand.",
     errors.StaleEvent: (
         "The event was replayed, redriven or held in a backlog (or a clock is wrong). Check whether the node is still "
-        "unhealthy (`{show_nodes}`, the HyperPod console){drill_then}."
+        "unhealthy (`{show_nodes}`){drill_then}."
     ),
     errors.ResubmitFailed: "A resubmission failed: each job below says what became of it, and why.",
     errors.TooManyJobs: (
@@ -186,14 +230,15 @@ _MEANING: dict[type[errors.RecoveryError], str] = {
         "ControllerGroups and LoginGroups parameters to match DescribeCluster, then start the recovery by hand{drill_with}."
     ),
     errors.ExecutionAborted: (
-        "Someone stopped the recovery (StopExecution). What it held was released; the jobs and nodes below say where it stopped."
+        "Someone stopped the recovery (StopExecution) before it finished; the summary says what it released and what it kept, "
+        "and the jobs and nodes below where it stopped."
     ),
     errors.ExecutionFailed: (
-        "The recovery died (an error past its retries, a timeout, a state too large). What it held was released; the jobs and "
-        "nodes below say where it stopped. Report the error."
+        "The recovery died before it finished (an error past its retries, the execution's timeout, a state too large); the "
+        "summary says what it released and what it kept, and the jobs and nodes below where it stopped. Report the error."
     ),
 }
-# Step Functions' own error names (a task's HeartbeatSeconds / TimeoutSeconds), per orchestrator:
+# Step Functions' own error names for a task's HeartbeatSeconds / TimeoutSeconds, per orchestrator:
 # on Slurm the controller agent answers those tasks, on EKS the functions answer their own.
 _AGENT_SILENT = (
     "The controller agent on the head node {how}: it is down, stuck, or cannot reach Step Functions. Check it: "
@@ -201,8 +246,8 @@ _AGENT_SILENT = (
     "whether commands are piling up."
 )
 _KUBERNETES_SILENT = (
-    "The Kubernetes API did not answer the step in time (a private endpoint unreachable, the API server overloaded): "
-    "`kubectl get --raw /readyz` from where the functions run, and the function's log, say which."
+    "A step that calls the Kubernetes API did not answer in time (a private endpoint unreachable, the API server "
+    "overloaded): `kubectl get --raw /readyz` from where the functions run, and the function's log, say which."
 )
 _TIMEOUTS = {
     AGENT_HEARTBEAT_TIMEOUT: "sent no heartbeat for a minute",
@@ -217,30 +262,38 @@ GENERIC_MEANING = "Read the error and the timeline below; docs/runbook.md (Escal
 def error_meaning(record: IncidentRecord, deployment: Deployment) -> str:
     """What the record's error means, with this incident's names filled in."""
     name = record.error or ""
-    if record.outcome in ("aborted", "failed") and name not in ERROR_MEANING:
+    if record.outcome in ("aborted", "failed"):
+        # The execution's own end (a stop, its timeout, a crash): its error is Step Functions', not a step's.
         name = error_name(errors.ExecutionAborted if record.outcome == "aborted" else errors.ExecutionFailed)
-    if name in _TIMEOUTS and record.orchestrator == "eks":
+    elif name in _TIMEOUTS and record.orchestrator == "eks":
         return _KUBERNETES_SILENT
     text = ERROR_MEANING.get(name, GENERIC_MEANING)
     commands = commands_of(record)
-    nodes = [n.node for n in record.node_fates if n.fate != "skipped"] or record.hostnames or record.nodes
-    instances = [n.instance for n in record.node_fates if n.instance and n.fate != "skipped"] or record.nodes
-    first = instances[0] if instances else ""
+    assessed = [n for n in record.node_fates if n.fate != "skipped"]
+    nodes = [n.node for n in assessed] or record.hostnames
+    instances = [n.instance for n in assessed if n.instance] or record.nodes
+    refused = [n.instance for n in assessed if n.replace_refused and n.instance] or instances
+    first = refused[0] if refused else ""
     drill = deployment.drill(first) if first else ""
+    show = commands.show_nodes(nodes) if nodes else commands.show_instances(record.cluster, record.nodes)
     fills = {
         "{cluster}": record.cluster,
-        "{instances}": " ".join(instances),
-        "{unhealthy}": " ".join(n.replacement or n.instance or n.node for n in record.node_fates if n.fate == "out_of_service")
+        "{refused}": " ".join(refused),
+        "{unhealthy}": " ".join(
+            n.replacement or n.instance or n.node for n in assessed if n.fate == "out_of_service" and not n.replace_refused
+        )
         or " ".join(instances),
         "{breaker_reset}": deployment.breaker_reset(record.cluster),
-        "{show_nodes}": commands.show_nodes(nodes) if nodes else "the HyperPod console",
-        "{jobs_on}": commands.jobs_on(nodes) if nodes else "the orchestrator",
+        "{show_nodes}": show,
+        "{jobs_on}": commands.jobs_on(nodes) if nodes else commands.show_instances(record.cluster, record.nodes),
         "{drill_or}": f" or start a recovery with `{drill}`" if drill else "",
         "{drill_then}": f"; if it is, start a recovery by hand with `{drill}`" if drill else "",
         "{drill_with}": f" (`{drill}`)" if drill else "",
     }
     for key, value in fills.items():
         text = text.replace(key, value)
+    if record.outcome in ("aborted", "failed") and record.error:
+        text += f" (Step Functions' error: {record.error}.)"
     return text
 
 
@@ -265,10 +318,12 @@ def job_step(fate: JobFate, commands: Commands) -> str:
     if fate.fate == "would_resubmit":
         where = f" from step {fate.checkpoint_step}" if fate.checkpoint_step is not None else ""
         return f"{label} would be {made_again(fate)}{where} (dry run)."
+    if fate.fate == "would_not_resubmit":
+        return f"{label} would not be {made_again(fate)} (dry run): {fate.reason}."
     if fate.fate == "copy_unknown":
         return (
-            f"{label}: {fate.reason}. Before anything else, look for its copy (`{commands.show_job(fate.job, fate)}`, and the jobs "
-            f"whose comment or annotation names {fate.job}); start one only if there is none."
+            f"{label}: {fate.reason}. Look for its copy first (`{commands.find_copy(fate)}`); only if there is none, and it is not "
+            f"running (`{commands.show_job(fate.job, fate)}`), {commands.restart(fate)}."
         )
     return (
         f"{label} was NOT {made_again(fate)}: {fate.reason}. First check that it is not running (`{commands.show_job(fate.job, fate)}`); "
@@ -276,62 +331,108 @@ def job_step(fate: JobFate, commands: Commands) -> str:
     )
 
 
+def _names(nodes: Sequence[NodeFate]) -> str:
+    return ", ".join(n.node for n in nodes)
+
+
 def node_steps(record: IncidentRecord, commands: Commands) -> list[str]:
-    """The nodes left out of service (by us) or still being repaired, grouped by what a human does."""
+    """The nodes left out of service or still being repaired, those with one story told together."""
     steps: list[str] = []
     tag = owner_tag(record.incident_id)
+    eks = record.orchestrator == "eks"
+    watch = f"`aws sagemaker list-cluster-nodes --cluster-name {record.cluster}`"
     replacing = [n for n in record.node_fates if n.fate == "replacing"]
-    held = [n for n in record.node_fates if n.fate == "out_of_service"]
-    theirs = [n for n in record.node_fates if n.fate == "not_ours"]
     for node in replacing:
         new = node.replacement_node or node.replacement
         coming = f"its repair {new} ({node.replacement_status or 'not seen yet'})" if new else "its repair"
-        if record.orchestrator == "eks":
+        if eks:
             joins = f" It joins as {node.replacement_node}: `kubectl get node {node.replacement_node}`." if node.replacement_node else ""
+            kept = f" stays {commands.held} ({tag})" if node.held else ""
+            steps.append(f"{node.node}{kept} while {coming} comes up: {watch}.{joins}")
+        elif node.held:
             steps.append(
-                f"{node.node} stays {commands.held} ({tag}) while {coming} comes up: "
-                f"`aws sagemaker list-cluster-nodes --cluster-name {record.cluster}`.{joins}"
+                f"{node.node} stays {commands.held} under {tag} while {coming} comes up: {watch}; when HyperPod shows it "
+                f"Running, give it back: `{commands.give_back([node.node])}`."
             )
         else:
-            steps.append(
-                f"{node.node} stays {commands.held} under {tag} while {coming} comes up: "
-                f"`aws sagemaker list-cluster-nodes --cluster-name {record.cluster}`; when HyperPod shows it Running, "
-                f"give it back: `{commands.give_back([node.node])}`."
-            )
+            steps.append(f"{node.node}: {coming} comes up ({watch}); it was {commands.held} by someone else, and is left so.")
+    held = [n for n in record.node_fates if n.fate == "out_of_service" and n.held]
+    by_detail: dict[str, list[NodeFate]] = {}
     for node in held:
+        by_detail.setdefault(node.detail, []).append(node)
+    for detail, nodes in by_detail.items():
+        names = [n.node for n in nodes]
         steps.append(
-            f"{node.node} stays {commands.held} ({node.detail}): `{commands.show_nodes([node.node])}`; "
-            f"when it is fixed, give it back: `{commands.give_back([node.node])}`."
+            f"{_names(nodes)} {'stays' if len(nodes) == 1 else 'stay'} {commands.held} ({detail}): `{commands.show_nodes(names)}`; "
+            f"when fixed, give {'it' if len(nodes) == 1 else 'them'} back: `{commands.give_back(names)}`."
         )
+    refused_theirs = [n for n in record.node_fates if n.fate == "out_of_service" and not n.held]
+    if refused_theirs:
+        steps.append(f"{_names(refused_theirs)}: {refused_theirs[0].detail}; {commands.held} by someone else, and left so.")
+    unknown = [n for n in record.node_fates if n.fate == "unknown"]
+    if unknown:
+        names = [n.node for n in unknown]
+        steps.append(
+            f"{_names(unknown)} may be left {commands.held} under {tag} (the recovery stopped half-way): `{commands.show_nodes(names)}` "
+            f"shows whose mark is on {'it' if len(unknown) == 1 else 'each'}; give back only a node carrying {tag}, once it is "
+            "healthy (its repair may still be running)."
+        )
+    theirs = [n for n in record.node_fates if n.fate == "not_ours"]
     if theirs:
-        names = [n.node for n in theirs]
-        steps.append(f"{', '.join(names)} {'is' if len(names) == 1 else 'are'} {commands.held} by someone else: left so.")
+        steps.append(f"{_names(theirs)} {'is' if len(theirs) == 1 else 'are'} {commands.held} by someone else: left so.")
     return steps
+
+
+def needs_a_human(record: IncidentRecord) -> bool:
+    """A job of the incident has no copy (or may not have one): whatever the outcome, a human decides."""
+    return any(f.fate in ("not_resubmitted", "copy_unknown") for f in record.job_fates)
+
+
+# SNS takes at most 256 KiB of message: WHAT HAPPENS NEXT keeps to this, the rest is in the record.
+NEXT_STEPS_LIMIT = 160_000
 
 
 def next_steps(record: IncidentRecord, deployment: Deployment, hold_until: datetime | None) -> list[str]:
     """WHAT HAPPENS NEXT, as lines: the verdict or the error's meaning, then each job, then the nodes."""
     commands = commands_of(record)
-    jobs = [job_step(f, commands) for f in record.job_fates if f.fate != "would_resubmit" or record.outcome == "dry_run"]
+    jobs = [job_step(f, commands) for f in record.job_fates]
     if record.jobs_omitted:
         nodes = [n.node for n in record.node_fates if n.fate != "skipped"] or record.hostnames
         jobs.append(
             f"{record.jobs_omitted} more job(s) on these nodes were counted, not named or resubmitted: `{commands.jobs_on(nodes)}`."
         )
     if record.outcome == "dry_run":
-        return ["Nothing to do: this was a drill. The steps above are what a real run would have done.", *jobs]
-    if record.outcome == "rejected":
-        return ["Nothing to do unless this was unexpected: the cause says what was wrong with the event or request."]
-    if record.outcome == "recovered":
+        lines = ["Nothing to do: this was a drill. The steps above are what a real run would have done.", *jobs]
+    elif record.outcome == "rejected":
+        lines = ["Nothing to do unless this was unexpected: the cause says what was wrong with the event or request."]
+    elif record.outcome in ("recovered", "duplicate") and needs_a_human(record):
+        lines = ["Nothing to do for the nodes; a job below has no copy and needs a human.", *jobs]
+    elif record.outcome == "recovered":
         checkpoint = (
-            [" Check that each copy passes its step at its next checkpoint."]
+            " Check that each copy passes its step at its next checkpoint."
             if any(f.fate == "resubmitted" for f in record.job_fates)
-            else []
+            else ""
         )
-        return ["Nothing to do." + "".join(checkpoint), *jobs]
-    if record.outcome == "duplicate":
-        return ["Nothing to do: someone else handled this, or it needed nothing (see the summary).", *jobs]
-    lines = [error_meaning(record, deployment), *jobs, *node_steps(record, commands)]
-    if hold_until is not None:
-        lines.append(f"The nodes stay locked until {hold_until:%Y-%m-%d %H:%M} UTC so the automation leaves them alone.")
-    return lines
+        lines = ["Nothing to do." + checkpoint, *jobs]
+    elif record.outcome == "duplicate":
+        lines = ["Nothing to do: someone else handled this, or it needed nothing (see the summary).", *jobs]
+    else:
+        lines = [error_meaning(record, deployment), *jobs, *node_steps(record, commands)]
+        if hold_until is not None:
+            lines.append(f"The nodes stay locked until {hold_until:%Y-%m-%d %H:%M} UTC so the automation leaves them alone.")
+    return _bounded(lines, record, deployment)
+
+
+def _bounded(lines: list[str], record: IncidentRecord, deployment: Deployment) -> list[str]:
+    """The lines that fit SNS's message limit, and where to read the rest."""
+    kept: list[str] = []
+    size = 0
+    for index, line in enumerate(lines):
+        size += len(line.encode()) + 3
+        if size > NEXT_STEPS_LIMIT:
+            return [
+                *kept,
+                f"... and {len(lines) - index} more line(s) about jobs and nodes: read them in {deployment.record(record.incident_id)}.",
+            ]
+        kept.append(line)
+    return kept

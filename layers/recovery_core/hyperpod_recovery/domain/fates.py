@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Literal
 
+from hyperpod_recovery import errors
 from hyperpod_recovery.domain.causes import error_message
 from hyperpod_recovery.domain.execution_names import node_execution_name
 from hyperpod_recovery.models.commands import AGENT_HEARTBEAT_TIMEOUT, CommandReply, JobSpec, ResubmitResult
@@ -22,13 +23,14 @@ from hyperpod_recovery.models.job_recovery import JobWorkflowState
 from hyperpod_recovery.models.kubernetes import node_name_for_instance
 from hyperpod_recovery.models.records import JobFate, NodeFate, ResubmissionClaim
 from hyperpod_recovery.models.workflow import ResumePlan, WorkflowState
-from hyperpod_recovery.vocabulary import Outcome
+from hyperpod_recovery.vocabulary import Outcome, error_name
 
 Orchestrator = Literal["slurm", "eks"]
-REASON_LIMIT = 600
-ACTED_NODE_FATES = frozenset({"in_service", "replacing", "out_of_service"})
+REASON_LIMIT = 300
 # A resubmission that ended in one of these had no answer: the command may have run.
-UNANSWERED_ERRORS = frozenset({AGENT_HEARTBEAT_TIMEOUT, "States.Timeout", "Lambda.Unknown", "Sandbox.Timedout"})
+UNANSWERED_ERRORS = frozenset(
+    {AGENT_HEARTBEAT_TIMEOUT, "States.Timeout", "Lambda.Unknown", "Sandbox.Timedout", error_name(errors.ControllerAgentError)}
+)
 
 
 def _cut(text: str, limit: int = REASON_LIMIT) -> str:
@@ -36,7 +38,7 @@ def _cut(text: str, limit: int = REASON_LIMIT) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _fate_of_job(job_id: str, name: str, spec: JobSpec | None) -> JobFate:
+def fate_of_job(job_id: str, name: str, spec: JobSpec | None) -> JobFate:
     """A fate with the job's names filled in (EKS: its kind, namespace and object name)."""
     kube = spec.kube if spec is not None else None
     prefix = spec.checkpoint_uri if spec is not None else None
@@ -85,7 +87,7 @@ def node_incident_job_fates(state: WorkflowState, outcome: Outcome, cause: str |
     fates: dict[str, JobFate] = {}
 
     def base(job_id: str, name: str) -> JobFate:
-        return fates.get(job_id) or _fate_of_job(job_id, name, specs.get(job_id))
+        return fates.get(job_id) or fate_of_job(job_id, name, specs.get(job_id))
 
     for reply in state.replies:
         old = reply.result.old_job_id
@@ -111,9 +113,10 @@ def node_incident_job_fates(state: WorkflowState, outcome: Outcome, cause: str |
             ended = f"the incident ended {outcome}" + (f" ({_cut(cause, 200)})" if cause else "")
             fates[p.job.job_id] = base(p.job.job_id, p.job.name).model_copy(
                 update={
-                    "reason": f"it was to be resubmitted {when} from step {p.checkpoint.step}; {ended} before that",
+                    "reason": _cut(f"it was to be resubmitted {when} from step {p.checkpoint.step}; {ended} before that"),
                     "checkpoint_step": p.checkpoint.step,
                     "checkpoint_uri": p.checkpoint.uri,
+                    "unanswered": True,
                 }
             )
         for j in plan.unresumable:
@@ -122,10 +125,18 @@ def node_incident_job_fates(state: WorkflowState, outcome: Outcome, cause: str |
             fates.setdefault(j.job_id, base(j.job_id, j.name).model_copy(update={"fate": "restarted_by_owner", "reason": _cut(j.reason)}))
     for job_id, spec in specs.items():
         if job_id not in fates:
-            why = "a dry run" if state.dry_run else f"the incident ended {outcome} before it chose a checkpoint"
-            fates[job_id] = base(job_id, spec.name).model_copy(update={"reason": why})
+            fates[job_id] = base(job_id, spec.name).model_copy(
+                update={"reason": f"the incident ended {outcome} before it chose a checkpoint"}
+            )
     order = [*specs, *(j for j in fates if j not in specs)]
-    return [fates[j] for j in order]
+    return [_as_dry_run(fates[j]) if state.dry_run else fates[j] for j in order]
+
+
+def _as_dry_run(fate: JobFate) -> JobFate:
+    """A dry run changed nothing: a job it would not have resubmitted says why, and nobody is told to act."""
+    if fate.fate in ("not_resubmitted", "copy_unknown"):
+        return fate.model_copy(update={"fate": "would_not_resubmit"})
+    return fate
 
 
 def _node_name(orchestrator: Orchestrator, instance: str | None, known: str | None) -> str | None:
@@ -136,27 +147,34 @@ def _node_name(orchestrator: Orchestrator, instance: str | None, known: str | No
 
 
 def node_incident_node_fates(state: WorkflowState) -> list[NodeFate]:
-    """Every node NodeRecovery was asked about: its targets, then those it skipped."""
+    """Every node NodeRecovery was asked about: its targets, then those it skipped. A node is held
+    (ours to give back) only if this incident's own drain or cordon is on it: a drain that was there
+    before (an admin's, HyperPod's health agent's) is never ours, whatever else we did to the node."""
     assessment = state.assessment
     if assessment is None:
         return []
     orchestrator: Orchestrator = assessment.orchestrator
-    held = "cordoned" if orchestrator == "eks" else "drained"
+    word = "cordoned" if orchestrator == "eks" else "drained"
     cordon = state.cordon
-    ours = set(cordon.result.drained + cordon.result.already_drained) if cordon is not None and not cordon.dry_run else set()
+    ours = set(cordon.result.drained + cordon.result.ours_already) if cordon is not None and not cordon.dry_run else set()
+    theirs = set(cordon.result.already_drained) - ours if cordon is not None else set()
     absent = set(cordon.result.absent) if cordon is not None else set()
     watch = state.rejoin
     watched = {n.node_id: n for n in watch.nodes} if watch is not None else {}
-    failed = {f.node_id: f for f in state.replacement.failed} if state.replacement is not None else {}
+    failed = {f.node_id: f for f in state.replacement.failed} if state.replacement is not None and not state.replacement.dry_run else {}
     resume = state.last_resume
-    resumed = set(resume.result.resumed) if resume is not None and not resume.dry_run else set()
+    live_resume = resume is not None and not resume.dry_run
+    resumed = set(resume.result.resumed) if live_resume and resume is not None else set()
+    not_drained = set(resume.result.not_drained) if live_resume and resume is not None else set()
     not_ours = set(resume.result.not_ours) if resume is not None else set()
-    unhealthy = {u.node: u for u in resume.result.unhealthy} if resume is not None else {}
+    unhealthy = {u.node: u for u in resume.result.unhealthy} if live_resume and resume is not None else {}
     said = watch.first_gate.said if watch is not None and watch.first_gate is not None else {}
     fates: list[NodeFate] = []
     for target in assessment.targets:
         name, node = target.slurm_node, watched.get(target.node_id)
-        fate = NodeFate(node=name, instance=target.node_id, fate="untouched")
+        repaired = node is not None and node.initiation == "initiated" and not state.dry_run
+        held = name in ours
+        fate = NodeFate(node=name, instance=target.node_id, fate="untouched", held=held, acted=held or repaired)
         if node is not None:
             new = node.gate_failure.instance if node.left_unhealthy and node.gate_failure else node.replacement_node_id
             fate = fate.model_copy(
@@ -168,39 +186,45 @@ def node_incident_node_fates(state: WorkflowState) -> list[NodeFate]:
             )
         service = node.service_name if node is not None else name
         if state.dry_run:
-            fates.append(fate.model_copy(update={"detail": "a dry run: nothing was changed"}))
+            fates.append(fate.model_copy(update={"held": False, "acted": False, "detail": "a dry run: nothing was changed"}))
         elif service in resumed or name in resumed or (node is not None and node.resumed_at is not None and node.gate_failure is None):
-            fates.append(fate.model_copy(update={"fate": "in_service", "replacement_node": service if service != name else None}))
+            back = {"fate": "in_service", "held": False, "acted": True, "replacement_node": service if service != name else None}
+            fates.append(fate.model_copy(update=back))
+        elif service in not_drained:
+            detail = f"not {word} when it was to be given back (someone had given it back already)"
+            fates.append(fate.model_copy(update={"fate": "in_service", "held": False, "detail": detail}))
+        elif service in not_ours or name in not_ours or (name in theirs and not held):
+            fates.append(fate.model_copy(update={"fate": "not_ours", "held": False, "detail": f"{word} by someone else: left so"}))
         elif node is not None and node.left_unhealthy:
-            detail = f"its repair {fate.replacement} failed the health check ({said.get(name, '') or 'see its drain reason'}); left {held}"
-            fates.append(fate.model_copy(update={"fate": "out_of_service", "detail": _cut(detail)}))
+            detail = f"its repair {fate.replacement} failed the health check ({said.get(name, '') or 'see its drain reason'}); left {word}"
+            fates.append(fate.model_copy(update={"fate": "out_of_service", "held": True, "acted": True, "detail": _cut(detail, 300)}))
         elif service in unhealthy:
-            detail = f"its repair failed the health check ({unhealthy[service].detail or 'see its drain reason'}); left {held}"
-            fates.append(fate.model_copy(update={"fate": "out_of_service", "node": service, "detail": _cut(detail)}))
+            detail = f"its repair failed the health check ({unhealthy[service].detail or 'see its drain reason'}); left {word}"
+            update = {"fate": "out_of_service", "node": service, "held": True, "acted": True, "detail": _cut(detail, 300)}
+            fates.append(fate.model_copy(update=update))
         elif target.node_id in failed:
             f = failed[target.node_id]
-            detail = f"HyperPod did not start its replacement ({f.error_code}: {f.message}); left {held}"
-            fates.append(fate.model_copy(update={"fate": "out_of_service", "detail": _cut(detail)}))
-        elif service in not_ours or name in not_ours:
-            fates.append(fate.model_copy(update={"fate": "not_ours", "detail": f"{held} by someone else: left so"}))
+            detail = f"HyperPod did not start its replacement ({f.error_code}: {f.message})" + (f"; left {word}" if held else "")
+            fates.append(fate.model_copy(update={"fate": "out_of_service", "replace_refused": True, "detail": _cut(detail, 300)}))
         elif node is not None and not node.rejoined:
             what = "reboot" if node.action == "reboot" else "replacement"
             by = " (started by HyperPod itself)" if node.initiation in ("already_in_progress", "vanished") else ""
             status = f", {node.status}" if node.status else ""
-            detail = f"its {what}{by} had not come back{status}; left {held}"
+            detail = f"its {what}{by} had not come back{status}" + (f"; left {word}" if held else "")
             fates.append(fate.model_copy(update={"fate": "replacing", "detail": detail}))
         elif node is not None and node.replacement_slurm_node and not node.renamed_in_service:
-            detail = f"its replacement came back as {node.replacement_slurm_node}; {name} is left {held} (no host answers to it)"
-            fates.append(fate.model_copy(update={"fate": "in_service", "detail": detail}))
-        elif name in ours:
-            detail = f"{held} by this incident, which ended before it was given back"
+            detail = f"its replacement came back as {node.replacement_slurm_node}; {name} is left {word} (no host answers to it)"
+            fates.append(fate.model_copy(update={"fate": "in_service", "held": False, "detail": detail}))
+        elif held:
+            detail = f"{word} by this incident, which ended before it was given back"
             fates.append(fate.model_copy(update={"fate": "out_of_service", "detail": detail}))
         elif name in absent:
             fates.append(fate.model_copy(update={"detail": "the orchestrator has no such node: nothing to cordon"}))
         else:
             fates.append(fate)
     fates += [
-        NodeFate(node=s.node_id, instance=s.node_id, fate="skipped", detail=_cut(f"{s.reason}: {s.detail}")) for s in assessment.skipped
+        NodeFate(node=s.node_id, instance=s.node_id, fate="skipped", detail=_cut(f"{s.reason}: {s.detail}", 300))
+        for s in assessment.skipped
     ]
     return fates
 
@@ -214,7 +238,7 @@ def job_incident_job_fates(state: JobWorkflowState, outcome: Outcome, cause: str
     spec = classification.job if classification is not None else None
     if spec is None and state.inspection is not None:
         spec = state.inspection.result.job
-    base = _fate_of_job(request.job_id, spec.name if spec else (request.failure.name if request.failure else request.job_id), spec)
+    base = fate_of_job(request.job_id, spec.name if spec else (request.failure.name if request.failure else request.job_id), spec)
     plan = restart.plan if restart is not None else None
     if reply is not None:
         return [fate_of_reply(base, reply, plan)]
@@ -228,6 +252,9 @@ def job_incident_job_fates(state: JobWorkflowState, outcome: Outcome, cause: str
         return [
             base.model_copy(update={"fate": fate, "copy_id": request.job_id if requeued else None, "reason": _cut(classification.reason)})
         ]
+    owners = state.checkpoints.left_alone if state.checkpoints is not None else []
+    if owners and reply is None:  # someone else restarts it (Find Newest Checkpoint set it aside)
+        return [base.model_copy(update={"fate": "restarted_by_owner", "reason": _cut(owners[0].reason)})]
     if restart is not None and restart.action in ("resubmitted_by_node_recovery", "left_alone") and restart.resubmitted_by:
         ours = restart.action == "resubmitted_by_node_recovery"
         return [
@@ -241,8 +268,11 @@ def job_incident_job_fates(state: JobWorkflowState, outcome: Outcome, cause: str
             )
         ]
     if state.dry_run:
-        would = plan is not None or (restart is not None and restart.action == "resubmit")
-        return [base.model_copy(update={"fate": "would_resubmit" if would else "not_resubmitted", "reason": "a dry run"})]
+        if plan is not None or (restart is not None and restart.action == "resubmit"):
+            step = {"checkpoint_step": plan.checkpoint.step, "checkpoint_uri": plan.checkpoint.uri} if plan is not None else {}
+            return [base.model_copy(update={"fate": "would_resubmit", **step})]
+        would_not = (restart.reason if restart is not None else cause) or f"the drill ended {outcome} before it decided"
+        return [base.model_copy(update={"fate": "would_not_resubmit", "reason": _cut(would_not)})]
     why = restart.reason if restart is not None and restart.action in ("capped", "left_alone") else cause
     why = why or f"the incident ended {outcome} before it resubmitted the job"
     step = {"checkpoint_step": plan.checkpoint.step, "checkpoint_uri": plan.checkpoint.uri} if plan is not None else {}
@@ -257,7 +287,10 @@ def with_claims(fates: Sequence[JobFate], claim_of: Callable[[str], Resubmission
     corrected: list[JobFate] = []
     for fate in fates:
         claim = claim_of(fate.job) if fate.fate == "not_resubmitted" else None
-        if claim is None or (claim.incident_id == incident_id and not claim.new_job_id):
+        if claim is not None and claim.incident_id == incident_id and not claim.new_job_id and fate.unanswered:
+            why = "this incident claimed its resubmission and no answer was recorded: a copy may exist"
+            corrected.append(fate.model_copy(update={"fate": "copy_unknown", "reason": why}))
+        elif claim is None or (claim.incident_id == incident_id and not claim.new_job_id):
             corrected.append(fate)
         elif claim.new_job_id:
             mine = claim.incident_id in ours
@@ -281,14 +314,16 @@ def with_claims(fates: Sequence[JobFate], claim_of: Callable[[str], Resubmission
 def acted(job_fates: Iterable[JobFate], node_fates: Iterable[NodeFate]) -> bool:
     """The incident (or the node recovery it started) changed something: a copy of a job, or a
     node taken out of service, repaired or given back. Without that it is not ``recovered``."""
-    return any(f.fate == "resubmitted" for f in job_fates) or any(n.fate in ACTED_NODE_FATES for n in node_fates)
+    return any(f.fate == "resubmitted" for f in job_fates) or any(n.acted for n in node_fates)
 
 
 # --- the words for them ----------------------------------------------------------------------
 def job_label(fate: JobFate) -> str:
     """``job 1001 (llama-70b)`` on Slurm; ``PyTorchJob kubeflow/llama-70b`` on EKS."""
-    if fate.kind and fate.namespace:
+    if fate.kind and fate.namespace and fate.name:
         return f"{fate.kind} {fate.namespace}/{fate.name}"
+    if fate.kind or fate.namespace:  # an EKS job known by its uid alone
+        return f"{fate.kind or 'job'} with uid {fate.job}" + (f" in {fate.namespace}" if fate.namespace else "")
     return f"job {fate.job}" + (f" ({fate.name})" if fate.name and fate.name != fate.job else "")
 
 
@@ -296,6 +331,8 @@ def copy_label(fate: JobFate) -> str:
     """The live copy by the name a human finds it under: ``job 1002``, ``PyTorchJob kubeflow/llama-r1``."""
     if fate.kind and fate.namespace and fate.copy_name:
         return f"{fate.kind} {fate.namespace}/{fate.copy_name}"
+    if fate.kind or fate.namespace:
+        return f"{fate.kind or 'job'} with uid {fate.copy_id}" if fate.copy_id else "a copy not yet known by id"
     return f"job {fate.copy_id}" if fate.copy_id else "a copy not yet known by id"
 
 
@@ -328,6 +365,8 @@ def fate_text(fate: JobFate) -> str:
         return f"{label} left to what restarts it: {fate.reason}"
     if fate.fate == "would_resubmit":
         return f"{label} would be {made_again(fate)}{step}"
+    if fate.fate == "would_not_resubmit":
+        return f"{label} would not be {made_again(fate)}: {fate.reason}"
     if fate.fate == "copy_unknown":
         return f"{label}: a resubmission was asked for and its answer is lost ({fate.reason})"
     return f"{label} NOT {made_again(fate)}: {fate.reason}"

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from hyperpod_recovery.domain.advice import Deployment, next_steps
+from hyperpod_recovery.domain.advice import Deployment, needs_a_human, next_steps
 from hyperpod_recovery.domain.durations import offset_text
 from hyperpod_recovery.models.records import IncidentRecord, TimelineEntry
 from hyperpod_recovery.vocabulary import Outcome
 
 SUBJECT_LIMIT = 100  # SNS: at most 100 printable ASCII characters
+BODY_LIMIT = 250_000  # SNS: at most 256 KiB of message (UTF-8), with room for its attributes
 FAULT_EVENTS = ("fault detected", "job failed", "recovery requested")
 
 HEADLINES: dict[Outcome, str] = {
@@ -27,6 +28,13 @@ HEADLINES: dict[Outcome, str] = {
     "aborted": "ACTION NEEDED - the recovery was stopped before it finished; what it held was released.",
     "failed": "ACTION NEEDED - the recovery died before it finished; what it held was released.",
 }
+
+
+def headline(record: IncidentRecord) -> str:
+    """Is a human needed: by the outcome, and by the jobs' facts (a job left with no copy needs one)."""
+    if record.outcome in ("recovered", "duplicate") and needs_a_human(record):
+        return f"{record.outcome.upper()} - but a job has no copy: ACTION NEEDED for it (below)."
+    return HEADLINES[record.outcome]
 
 
 def _clock(moment: datetime) -> str:
@@ -66,15 +74,28 @@ def notification(
     start = record.detected_at
     failed = [e for e in record.timeline if e.event in FAULT_EVENTS]
     done = [e for e in record.timeline if e.event not in FAULT_EVENTS and not e.event.startswith("outcome:")]
-    lines = [HEADLINES[record.outcome], record.summary, ""]
+    lines = [headline(record), record.summary, ""]
     lines.append("WHAT FAILED")
     lines += [f"  {_clock(e.at)}  {e.detail}" for e in failed] or [f"  {', '.join(record.hostnames or record.nodes) or 'nothing named'}"]
-    lines += ["", "WHAT WAS DONE (UTC, time since the fault)"]
-    lines += [_line(e, start) for e in done] or ["  nothing"]
-    lines += ["", "WHAT HAPPENS NEXT", *(f"  {step}" for step in next_steps(record, deployment or Deployment(), hold_until)), ""]
+    deployment = deployment or Deployment()
+    tail = ["", "WHAT HAPPENS NEXT", *(f"  {step}" for step in next_steps(record, deployment, hold_until)), ""]
     if record.error:
-        lines += [f"Error: {record.error}", f"Cause: {record.cause or '-'}", ""]
+        tail += [f"Error: {record.error}", f"Cause: {record.cause or '-'}", ""]
     if start is not None:
-        lines.append(f"Fault to this message: {duration_text((record.recorded_at - start).total_seconds())}.")
-    lines += [f"Incident: {record.incident_id} ({record.workflow} recovery, cluster {record.cluster})", f"Execution: {execution_url}"]
-    return subject(record), "\n".join(lines)
+        tail.append(f"Fault to this message: {duration_text((record.recorded_at - start).total_seconds())}.")
+    tail += [f"Incident: {record.incident_id} ({record.workflow} recovery, cluster {record.cluster})", f"Execution: {execution_url}"]
+    # What was done is cut before anything else when a storm's message would pass SNS's limit.
+    room = BODY_LIMIT - sum(len(line.encode()) + 1 for line in [*lines, *tail]) - 200
+    steps = [_line(e, start) for e in done] or ["  nothing"]
+    kept: list[str] = []
+    for step in steps:
+        room -= len(step.encode()) + 1
+        if room < 0:
+            break
+        kept.append(step)
+    if len(kept) < len(steps):
+        kept.append(
+            f"  ... {len(steps) - len(kept)} more step(s): the incident's timeline has them ({deployment.record(record.incident_id)})"
+        )
+    lines += ["", "WHAT WAS DONE (UTC, time since the fault)", *kept]
+    return subject(record), "\n".join([*lines, *tail])

@@ -9,7 +9,7 @@ here, from what the event and the ledger say, so that every incident ends record
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal
@@ -18,11 +18,21 @@ from pydantic import ValidationError
 
 from hyperpod_recovery import errors
 from hyperpod_recovery.domain.causes import CAUSE_LIMIT, error_message
-from hyperpod_recovery.domain.fates import fate_text
+from hyperpod_recovery.domain.fates import fate_of_job, fate_text, with_claims
 from hyperpod_recovery.domain.node_incident import trigger_text
 from hyperpod_recovery.domain.phases import phases_from_states
+from hyperpod_recovery.models.commands import JobSpec
 from hyperpod_recovery.models.events import ExecutionStatusDetail
-from hyperpod_recovery.models.records import Holdings, IncidentRecord, JobFate, NodeFate, Phase, Resubmission, TimelineEntry
+from hyperpod_recovery.models.records import (
+    Holdings,
+    IncidentRecord,
+    JobFate,
+    NodeFate,
+    Phase,
+    Resubmission,
+    ResubmissionClaim,
+    TimelineEntry,
+)
 from hyperpod_recovery.models.requests import JobRecoveryRequest, RecoveryRequest
 from hyperpod_recovery.vocabulary import error_name
 
@@ -33,6 +43,8 @@ UNRECORDED_OUTCOMES = ("aborted", "failed")  # the outcomes only Reconcile Execu
 NODES_BACK_STATES = frozenset({"Resume Nodes", "Resubmit Jobs"})
 # Entered when a repair failed the health gate: its node is out of service again, being replaced.
 NODES_OUT_AGAIN_STATES = frozenset({"Replace Unhealthy Nodes"})
+# Entered once its nodes may carry its drain or cordon (an earlier version drained in a step of its own).
+CORDONING_STATES = frozenset({"Cordon Nodes", "Drain Nodes"})
 
 
 @dataclass(frozen=True)
@@ -126,12 +138,23 @@ def unrecorded_end_record(
     in_flight_until: datetime | None = None,
     kept_claims: Collection[str] = (),
     orchestrator: Literal["slurm", "eks"] = "slurm",
+    specs: Sequence[JobSpec] = (),
+    claim_of: Callable[[str], ResubmissionClaim | None] = lambda _job: None,
 ) -> IncidentRecord:
-    """The incident record of an execution that ended ``aborted``/``failed`` before recording."""
+    """The incident record of an execution that ended ``aborted``/``failed`` before recording.
+
+    ``specs`` are its jobs as Find Newest Checkpoint kept them (their names, on EKS their objects);
+    ``claim_of`` reads a job's resubmission claim: a copy another incident made (the node recovery a
+    JobRecovery started, which resubmitted the job before this one was stopped) is named as such."""
     request = end.request
-    job_fates = _job_fates(end, held, kept_claims)
+    job_fates = with_claims(_job_fates(end, held, kept_claims, specs), claim_of, end.name)
+    # Its nodes: untouched if it never reached the cordon; otherwise they may carry our mark, and a
+    # human looks before giving one back (its repair may still be running).
+    cordoned = any(name in CORDONING_STATES for name, _ in end.states_entered or ()) or end.states_entered is None
     node_fates = [
-        NodeFate(node=h, fate="out_of_service", detail="the recovery ended half-way: it may be left drained (cordoned) under our tag")
+        NodeFate(node=h, fate="unknown", detail=f"the recovery stopped in {end.last_state or 'an unknown state'}")
+        if cordoned
+        else NodeFate(node=h, fate="untouched", detail="the recovery stopped before it cordoned")
         for h in sorted(held.hostnames if held else ())
     ]
     error = end.error or error_name(errors.ExecutionAborted if end.outcome == "aborted" else errors.ExecutionFailed)
@@ -221,33 +244,35 @@ def unrecorded_end_record(
     )
 
 
-def _job_fates(end: EndedExecution, held: Holdings | None, kept_claims: Collection[str]) -> list[JobFate]:
-    """Its jobs as far as its history and holdings tell: copies it made, resubmissions whose answer
-    was lost (a copy may exist), and claims it gave back (no copy)."""
+def _job_fates(end: EndedExecution, held: Holdings | None, kept_claims: Collection[str], specs: Sequence[JobSpec]) -> list[JobFate]:
+    """Its jobs as far as its history, holdings and kept descriptions tell: copies it made,
+    resubmissions whose answer was lost (a copy may exist), and claims it gave back (no copy)."""
+    by_id = {spec.job_id: spec for spec in specs}
+
+    def named(job: str, name: str = "") -> JobFate:
+        spec = by_id.get(job)
+        return fate_of_job(job, spec.name if spec else name, spec)
+
     fates: dict[str, JobFate] = {}
     for r, at in end.resubmissions:
         namespace, _, name = (r.new_job_name or "").partition("/")
-        # (EKS: only a PyTorchJob is ever re-created; a HyperPodPyTorchJob is its operator's)
-        eks = {"kind": "PyTorchJob", "namespace": namespace, "copy_name": name} if r.new_job_name else {}
-        fates[r.job] = JobFate(
-            job=r.job,
-            name=r.job_name,
-            fate="resubmitted",
-            copy_id=r.new_job_id,
-            copy_seen_at=at,
-            checkpoint_step=r.checkpoint_step,
-            checkpoint_uri=r.checkpoint_uri,
-            **eks,
+        copy = {"copy_name": name, "namespace": namespace} if r.new_job_name else {}
+        fates[r.job] = named(r.job, r.job_name).model_copy(
+            update={
+                "fate": "resubmitted",
+                "copy_id": r.new_job_id,
+                "copy_seen_at": at,
+                "checkpoint_step": r.checkpoint_step,
+                "checkpoint_uri": r.checkpoint_uri,
+                **copy,
+            }
         )
     for job in sorted(kept_claims):
-        fates.setdefault(
-            job, JobFate(job=job, fate="copy_unknown", reason="its resubmission was asked for and the answer was lost with the execution")
-        )
+        why = "its resubmission was asked for and the answer was lost with the execution"
+        fates.setdefault(job, named(job).model_copy(update={"fate": "copy_unknown", "reason": why}))
+    ended = "the recovery ended before it resubmitted it"
     for job in sorted(held.claims if held else ()):
-        fates.setdefault(job, JobFate(job=job, fate="not_resubmitted", reason="the recovery ended before it resubmitted it"))
+        fates.setdefault(job, named(job).model_copy(update={"reason": ended}))
     if isinstance(end.request, JobRecoveryRequest):
-        fates.setdefault(
-            end.request.job_id,
-            JobFate(job=end.request.job_id, fate="not_resubmitted", reason="the recovery ended before it resubmitted it"),
-        )
+        fates.setdefault(end.request.job_id, named(end.request.job_id).model_copy(update={"reason": ended}))
     return list(fates.values())

@@ -320,6 +320,10 @@ class CommandEnvelope(BaseModel):
 class DrainResult(BaseModel):
     drained: NodeNames = Field(default_factory=list)
     already_drained: NodeNames = Field(default_factory=list)
+    # Of those, drained under this incident's own tag already (a command retried after a lost
+    # answer): ours to give back. The others were someone else's (an admin, HyperPod's health
+    # agent) and are never given back by us, nor by a human on our word.
+    ours_already: NodeNames = Field(default_factory=list, exclude_if=lambda v: not v)
 
 
 # Unhealthy nodes whose check output a ResumeResult carries: a 100-node storm whose replacements
@@ -367,6 +371,7 @@ class CordonResult(JobsOnNodesResult):
 
     drained: NodeNames = Field(default_factory=list)
     already_drained: NodeNames = Field(default_factory=list)
+    ours_already: NodeNames = Field(default_factory=list, exclude_if=lambda v: not v)  # (as DrainResult's)
     # Nodes the orchestrator has no record of (EKS: no Node object, as when HyperPod is replacing
     # the instance already): nothing cordoned, nothing can run there.
     absent: NodeNames = Field(default_factory=list, exclude_if=lambda v: not v)

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
-from hyperpod_recovery.models.common import MAX_NODES_PER_REQUEST, Timestamp
+from hyperpod_recovery.models.common import MAX_NODES_PER_REQUEST, ShortText, Timestamp
 from hyperpod_recovery.vocabulary import PHASES, Outcome, PhaseName
 
 
@@ -46,10 +46,18 @@ class Resubmission(BaseModel):
 # What became of a job the incident was about. resubmitted: this incident (or the node recovery it
 # started) made the copy; resubmitted_before: another incident (or an earlier run) had; requeued_by_slurm:
 # Slurm restarts the same job itself; restarted_by_owner: someone else restarts it (auto-resume, a
-# training operator); would_resubmit: a dry run's; copy_unknown: a resubmission was asked for and its
-# answer is lost (a copy may exist); not_resubmitted: no copy, and ``reason`` says why.
+# training operator); would_resubmit / would_not_resubmit: a dry run's (``reason`` says why not);
+# copy_unknown: a resubmission was asked for and its answer is lost (a copy may exist);
+# not_resubmitted: no copy, and ``reason`` says why.
 JobFateKind = Literal[
-    "resubmitted", "resubmitted_before", "requeued_by_slurm", "restarted_by_owner", "would_resubmit", "copy_unknown", "not_resubmitted"
+    "resubmitted",
+    "resubmitted_before",
+    "requeued_by_slurm",
+    "restarted_by_owner",
+    "would_resubmit",
+    "would_not_resubmit",
+    "copy_unknown",
+    "not_resubmitted",
 ]
 # Fates with a live copy of the job (or one that may be live): a human must never start another.
 LIVE_COPY_FATES: frozenset[str] = frozenset(
@@ -63,7 +71,7 @@ class JobFate(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     job: str = Field(max_length=64)  # Slurm job id, or the EKS job object's uid
-    name: str = Field(default="", max_length=256)  # Slurm: the job's name; EKS: the object's name
+    name: str = Field(default="", max_length=256)  # Slurm: the job's name (its first 256 characters); EKS: the object's name
     kind: str | None = Field(default=None, max_length=63, exclude_if=lambda v: v is None)  # EKS: PyTorchJob, ...
     namespace: str | None = Field(default=None, max_length=63, exclude_if=lambda v: v is None)  # EKS
     fate: JobFateKind
@@ -73,9 +81,12 @@ class JobFate(BaseModel):
     copy_seen_at: Timestamp | None = Field(default=None, exclude_if=lambda v: v is None)
     by: str | None = Field(default=None, max_length=80, exclude_if=lambda v: v is None)  # the incident that made it
     checkpoint_step: int | None = Field(default=None, exclude_if=lambda v: v is None)
-    checkpoint_uri: str | None = Field(default=None, max_length=1024, exclude_if=lambda v: v is None)
-    checkpoint_prefix: str | None = Field(default=None, max_length=1024, exclude_if=lambda v: v is None)  # where its steps are
-    reason: str = Field(default="", max_length=600)  # why not resubmitted, or who restarts it
+    checkpoint_uri: str | None = Field(default=None, max_length=288, exclude_if=lambda v: v is None)  # (as CheckpointRef's)
+    checkpoint_prefix: str | None = Field(default=None, max_length=256, exclude_if=lambda v: v is None)  # where its steps are
+    reason: ShortText = ""  # why not resubmitted, or who restarts it
+    # Planned for resubmission with no answer in the state (the Map that asked failed as a whole):
+    # with this incident's claim on it in the ledger, the resubmission may have run.
+    unanswered: bool = Field(default=False, exclude_if=lambda v: not v)
 
     @property
     def live_copy(self) -> bool:
@@ -84,10 +95,11 @@ class JobFate(BaseModel):
 
 # What became of a node the incident was about. in_service: back in service (under ``replacement_node``
 # when it came back under another name); replacing: its repair was started and had not come back;
-# out_of_service: drained (cordoned) by this incident and left so, ``detail`` says why; not_ours: held
-# out of service by someone else, whom we never override; skipped: never touched (a controller, a
-# repeat offender, another incident's node); untouched: nothing was done to it (a dry run, a cap).
-NodeFateKind = Literal["in_service", "replacing", "out_of_service", "not_ours", "skipped", "untouched"]
+# out_of_service: left out of service, ``detail`` says why; not_ours: held out of service by someone
+# else, whom we never override; unknown: the recovery ended half-way (Reconcile Execution) and may
+# have left it drained; skipped: never touched (a controller, a repeat offender, another incident's
+# node); untouched: nothing was done to it (a dry run, a cap).
+NodeFateKind = Literal["in_service", "replacing", "out_of_service", "not_ours", "unknown", "skipped", "untouched"]
 
 
 class NodeFate(BaseModel):
@@ -98,7 +110,14 @@ class NodeFate(BaseModel):
     replacement: str | None = Field(default=None, max_length=32, exclude_if=lambda v: v is None)  # its instance
     replacement_node: str | None = Field(default=None, max_length=253, exclude_if=lambda v: v is None)
     replacement_status: str | None = Field(default=None, max_length=32, exclude_if=lambda v: v is None)
-    detail: str = Field(default="", max_length=600)
+    detail: ShortText = ""
+    # This incident drained (cordoned) it and still holds it so: the only nodes a message ever tells a
+    # human to give back. A drain someone else made (an admin, HyperPod's health agent) is never ours.
+    held: bool = Field(default=False, exclude_if=lambda v: not v)
+    # This incident changed it: drained it, started its reboot or replacement, or gave it back.
+    acted: bool = Field(default=False, exclude_if=lambda v: not v)
+    # HyperPod refused to start its replacement (ReplaceNotInitiated names these instances).
+    replace_refused: bool = Field(default=False, exclude_if=lambda v: not v)
 
 
 class IncidentRecord(BaseModel):

@@ -117,6 +117,8 @@ def reconcile_execution(
             in_flight_until=in_flight_until,
             kept_claims=kept_claims,
             orchestrator=orchestrator,
+            specs=ledger.jobs_of(end.name) or [],
+            claim_of=lambda job_id: ledger.resubmission_claim(cluster, job_id),
         )
         ledger.save_incident(record)
     settle_holdings(
