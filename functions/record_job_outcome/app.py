@@ -9,7 +9,7 @@ from hyperpod_recovery.steps.record_outcome import record_outcome
 
 @workflow_step(RecordJobOutcomeInput)
 def lambda_handler(step: RecordJobOutcomeInput, deps: Dependencies):
-    result = record_outcome(
+    return record_outcome(
         step,
         ledger=deps.ledger,
         notifier=deps.notifier,
@@ -17,6 +17,6 @@ def lambda_handler(step: RecordJobOutcomeInput, deps: Dependencies):
         escalation_hold=deps.escalation_hold,
         execution_url=deps.execution_url(step.execution_name, workflow="job"),
         now=deps.now(),
+        # Counted once: a rerun that answers what an earlier run recorded counts nothing again.
+        on_recorded=lambda result: publish_outcome(result, JOB_OUTCOMES, "job incident recorded"),
     )
-    publish_outcome(result, JOB_OUTCOMES, "job incident recorded")
-    return result

@@ -36,6 +36,7 @@ from hyperpod_recovery.errors import (
     HyperPodApiError,
     HyperPodThrottled,
     LedgerError,
+    LedgerUnavailable,
     QueueUnavailable,
     StartExecutionFailed,
     TaskAnswerFailed,
@@ -170,7 +171,9 @@ def test_ledger_keeps_a_job_lineages_restarts(ledger: Any) -> None:
     assert ledger.resubmission_claim("c", "8") is None
     # When job 8 is restarted as 9, then 9 as 10
     first = RestartEntry(failed_job_id="8", new_job_id="9", kind="application", checkpoint_step=2000, restarted_at=T0, incident="a")
-    second = first.model_copy(update={"failed_job_id": "9", "new_job_id": "10", "checkpoint_step": 3000, "incident": "b"})
+    second = first.model_copy(
+        update={"failed_job_id": "9", "new_job_id": "10", "checkpoint_step": 3000, "incident": "b", "restarted_at": T0 + timedelta(hours=1)}
+    )
     ledger.record_restart("c", "8", first)
     ledger.record_restart("c", "8", second)
     ledger.record_restart("c", "8", second)  # a retried Record Job Outcome
@@ -387,9 +390,29 @@ def test_ledger_keeps_the_breaker_and_the_recovery_log(ledger: Any) -> None:
     old = RecoveryLogEntry(incident="a", at=T0, hostnames=["h1"], outcome="recovered")
     new = RecoveryLogEntry(incident="b", at=T0 + timedelta(days=2), hostnames=["h2"], outcome="escalated")
     ledger.log_recovery("c", old, 86_400)
-    ledger.log_recovery("c", new, 86_400)  # a is older than the window: dropped
+    ledger.log_recovery("c", new, 86_400)
     ledger.log_recovery("c", new, 86_400)  # a retried Record Outcome
-    assert [e.incident for e in ledger.recovery_log("c")] == ["b"]
+    ledger.log_recovery("c", new.model_copy(update={"at": new.at + timedelta(seconds=5)}), 86_400)  # retried later: still b once
+    # A window's read has what happened in it, each incident once (a is older than the window)
+    assert [e.incident for e in ledger.recovery_log("c", since=new.at - timedelta(days=1))] == ["b"]
+    assert [e.incident for e in ledger.recovery_log("c", since=T0)] == ["a", "b"]
+
+
+def test_ledger_writes_the_breaker_only_over_the_state_it_was_decided_on(ledger: Any) -> None:
+    from hyperpod_recovery.models.records import BreakerState
+
+    # Given two deciders that read the closed breaker
+    first, second = ledger.breaker("c"), ledger.breaker("c")
+    # When the first opens it, then the second writes what it decided on the old state
+    ledger.save_breaker("c", first.changed_to("open", reason="storm", by="inc-1", at=T0))
+    with pytest.raises(LedgerUnavailable, match="changed since it was read"):
+        ledger.save_breaker("c", second.changed_to("open", reason="storm too", by="inc-2", at=T0))
+    # Then the first's change stands, and a decision on what is read now is written
+    current = ledger.breaker("c")
+    assert (current.state, current.changed_by) == ("open", "inc-1")
+    ledger.save_breaker("c", current.changed_to("closed", reason="rack fixed", by="alice", at=T0 + timedelta(hours=1)))
+    assert ledger.breaker("c").state == "closed" and len(ledger.breaker("c").history) == 2
+    assert BreakerState().version == 0
 
 
 def test_ledger_keeps_incident_records(ledger: Any) -> None:
