@@ -26,15 +26,15 @@ def main() -> None:
             scenario = scenario_of(fault)
             rows.append(summary(fault, scenario, DrillRunner(scenario, log_path=Path(tmp) / f"{fault.name}.log").run()))
     print(
-        "| fault | outcomes | replace calls | nodes replaced | resubmissions | most of one job | past the cap "
-        "| left reserved | open claims | max state KiB | virtual s |"
+        "| fault | outcomes | replace calls | nodes replaced | resubmissions | most of one job | pages of one incident "
+        "| past the cap | left reserved | open claims | max state KiB | virtual s |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(
             f"| {r['fault']} | {', '.join(r['outcomes'])} | {r['replace calls']} | {r['nodes replaced']} | {r['resubmissions']} "
-            f"| {r['max per job']} | {r['past the cap']} | {r['left reserved']} | {r['open claims']} | {r['max state KiB']} "
-            f"| {r['virtual s']:.0f} |"
+            f"| {r['max per job']} | {r['max pages per incident']} | {r['past the cap']} | {r['left reserved']} | {r['open claims']} "
+            f"| {r['max state KiB']} | {r['virtual s']:.0f} |"
         )
 
 
