@@ -286,6 +286,23 @@ ONCE_SUITE = [
     Fault("eks-reboot-answer-lost", "eks-reboot-ladder", _lost("ReplaceNodesFunction"), ("recovered", "recovered")),
 ]
 SUITE += ONCE_SUITE
+SUITE += [
+    # The ledger under a storm: two incidents that end at the same instant are both counted in the
+    # recovery log, so a breaker that trips at two recoveries stops the third.
+    Fault(
+        "two-incidents-end-together-both-counted",
+        "default",
+        {
+            "faults": [
+                {"at": 120, "kind": "drill", "node": "workers:7"},
+                {"at": 120, "kind": "drill", "node": "workers:3"},
+                {"at": 1800, "kind": "node_health", "node": "workers:11"},
+            ],
+            "settings": {"breaker": {"max_recoveries": 2}},
+        },
+        ("recovered", "recovered", "capped:CircuitBreakerOpen"),
+    ),
+]
 
 
 def merge_changes(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:

@@ -301,7 +301,10 @@ class FakeLedger:
             logged.sort(key=lambda e: (e.at, e.incident))
 
     def begin_effect(self, incident_id: str, name: str, now: datetime) -> Effect:
-        return self.effects.setdefault((incident_id, name), Effect(incident=incident_id, name=name, started_at=now)).model_copy()
+        begun = self.effects.get((incident_id, name))
+        if begun is None or begun.started_at < now - timedelta(days=90):  # (an earlier life of the name: DynamoLedger)
+            begun = self.effects[(incident_id, name)] = Effect(incident=incident_id, name=name, started_at=now)
+        return begun.model_copy()
 
     def finish_effect(self, incident_id: str, name: str, now: datetime, result: str | None = None) -> None:
         begun = self.effects.get((incident_id, name)) or Effect(incident=incident_id, name=name, started_at=now)

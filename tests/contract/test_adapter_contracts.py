@@ -415,6 +415,36 @@ def test_ledger_writes_the_breaker_only_over_the_state_it_was_decided_on(ledger:
     assert BreakerState().version == 0
 
 
+def test_ledger_begins_an_effect_once_and_keeps_what_was_answered(ledger: Any) -> None:
+    # Given no effect yet
+    assert ledger.effect_of("a", "notification") is None
+    # When a step begins it, and a rerun begins it again later
+    first = ledger.begin_effect("a", "notification", T0)
+    again = ledger.begin_effect("a", "notification", T0 + timedelta(seconds=30))
+    # Then the rerun gets the first run's: begun at its time, not done
+    assert (first.started_at, again.started_at, again.done) == (T0, T0, False)
+    # And once done, with its answer, every later begin says so
+    ledger.finish_effect("a", "notification", T0 + timedelta(seconds=40), result='{"outcome": "recovered"}')
+    done = ledger.begin_effect("a", "notification", T0 + timedelta(minutes=5))
+    assert done.done and done.started_at == T0 and done.result == '{"outcome": "recovered"}'
+    assert ledger.effect_of("a", "notification") == done and ledger.effect_of("b", "notification") is None
+    # And an effect of the same name more than 90 days old is an earlier execution's (Step Functions
+    # lets a closed execution's name be taken again after 90 days): begun anew
+    reborn = ledger.begin_effect("a", "notification", T0 + timedelta(days=91))
+    assert not reborn.done and reborn.started_at == T0 + timedelta(days=91)
+
+
+def test_ledger_never_reopens_a_claim_its_incident_completed(ledger: Any) -> None:
+    # Given incident a claimed job 8 and completed it (resubmitted as 9)
+    ledger.claim_resubmission("c", "8", "a", T0, TTL)
+    ledger.complete_resubmission("c", "8", "a", "9")
+    # When a retried step of a claims it again
+    again = ledger.claim_resubmission("c", "8", "a", T0 + timedelta(minutes=1), TTL)
+    # Then it is answered as done (resubmitted as 9), never reopened for a second submission
+    assert again.claimed and again.new_job_id == "9"
+    assert ledger.resubmission_claim("c", "8").new_job_id == "9" and not ledger.holdings("a").claims
+
+
 def test_ledger_keeps_incident_records(ledger: Any) -> None:
     record = IncidentRecord(
         incident_id="a", cluster="c", outcome="recovered", dry_run=False, trigger=["manual"], nodes=["n1"], summary="ok", recorded_at=T0

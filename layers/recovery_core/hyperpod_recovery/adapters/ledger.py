@@ -376,7 +376,8 @@ class DynamoLedger:
                 Item={
                     "pk": {"S": f"CLUSTER#{cluster}"},
                     "sk": {"S": "IN_RECOVERY"},
-                    "reservations": {"S": json.dumps({n: list(e) for n, e in sorted(entries.items())})},
+                    # (compact: the item holds up to MaxNodesInRecovery places, tests/contract/test_ledger_item_sizes.py)
+                    "reservations": {"S": json.dumps({n: list(e) for n, e in sorted(entries.items())}, separators=(",", ":"))},
                     "version": {"N": str(version + 1)},
                 },
                 ConditionExpression="attribute_not_exists(pk) OR version = :v",
