@@ -283,7 +283,13 @@ ONCE_SUITE = [
         ("recovered",),
     ),
     Fault("eks-job-answers-lost", "eks-job-failed", _lost("ResubmitJobFunction", "RecordJobOutcomeFunction"), ("recovered",)),
-    Fault("eks-reboot-answer-lost", "eks-reboot-ladder", _lost("ReplaceNodesFunction"), ("recovered", "recovered")),
+    # EKS reboots: BatchReboot, and Resume Nodes giving back the cordon of a node back under its name.
+    Fault(
+        "eks-reboot-answers-lost",
+        "eks-reboot-ladder",
+        _lost("CordonNodesFunction", "ReplaceNodesFunction", "ResumeNodesFunction"),
+        ("recovered", "recovered"),
+    ),
 ]
 SUITE += ONCE_SUITE
 SUITE += [
