@@ -28,15 +28,15 @@ def main() -> None:
             scenario = scenario_of(fault)
             rows.append(summary(fault, scenario, DrillRunner(scenario, log_path=Path(tmp) / f"{fault.name}.log").run()))
     print(
-        "| fault | outcomes | replace calls | nodes replaced | resubmissions | most of one job | second copies | past the cap "
-        "| left reserved | open claims | contradicting messages | max state KiB | virtual s |"
+        "| fault | outcomes | replace calls | nodes replaced | resubmissions | most of one job | second copies "
+        "| pages of one incident | past the cap | left reserved | open claims | contradicting messages | max state KiB | virtual s |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(
             f"| {r['fault']} | {', '.join(r['outcomes'])} | {r['replace calls']} | {r['nodes replaced']} | {r['resubmissions']} "
-            f"| {r['max per job']} | {r['second copies']} | {r['past the cap']} | {r['left reserved']} | {r['open claims']} "
-            f"| {r['contradicting messages']} | {r['max state KiB']} | {r['virtual s']:.0f} |"
+            f"| {r['max per job']} | {r['second copies']} | {r['max pages per incident']} | {r['past the cap']} | {r['left reserved']} "
+            f"| {r['open claims']} | {r['contradicting messages']} | {r['max state KiB']} | {r['virtual s']:.0f} |"
         )
 
 

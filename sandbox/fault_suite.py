@@ -5,6 +5,7 @@ tests/statemachine/test_fault_injection.py (which checks the invariants) and ben
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -229,6 +230,87 @@ EKS_SUITE = [
 SUITE += EKS_SUITE
 
 
+def _lost(*functions: str, times: int = 1) -> dict[str, Any]:
+    return {"behaviour": {"lost_responses": [{"function": f, "times": times} for f in functions]}}
+
+
+# Every step with an outside effect, run again after its first answer was lost (it ran; Lambda's
+# response did not arrive): the effect happens once (tests/statemachine/test_effects_once.py counts
+# pages per incident, replace and reboot calls, jobs submitted or created per lineage, agent commands
+# carried out, Kubernetes writes, against the same drill without the loss).
+ONCE_SUITE = [
+    # The page: Record Outcome retried after a lost answer sends nothing again and answers the same.
+    Fault("record-outcome-answer-lost", "default", _lost("RecordOutcomeFunction"), ("recovered",)),
+    Fault("escalation-answer-lost", "rejoin-deadline", _lost("RecordOutcomeFunction"), ("escalated:RejoinDeadlineExceeded",)),
+    # Every answer lost (all four attempts): the execution ends as Record Outcome decided, read back
+    # from the ledger (Recall Outcome), with its real error, and one page.
+    Fault(
+        "escalation-answers-lost-past-retries",
+        "rejoin-deadline",
+        _lost("RecordOutcomeFunction", times=4),
+        ("escalated:RejoinDeadlineExceeded",),
+    ),
+    # Resume Nodes (resume_nodes: the agent answers from its journal) and a reboot (BatchRebootClusterNodes).
+    Fault("resume-answer-lost", "default", _lost("ResumeNodesFunction"), ("recovered",)),
+    Fault("reboot-answer-lost", "reboot-ladder", _lost("ReplaceNodesFunction"), ("recovered", "recovered")),
+    # JobRecovery: sbatch (and the scancel before it) through Resubmit Job, the lineage's restart and
+    # the page through Record Job Outcome.
+    Fault(
+        "job-answers-lost",
+        "job-application-failure",
+        _lost("ResubmitJobFunction", "RecordJobOutcomeFunction"),
+        ("recovered", "recovered"),
+    ),
+    Fault(
+        "job-node-failure-answers-lost",
+        "job-node-failure",
+        _lost("ReplaceNodesFunction", "ResubmitJobFunction", "RecordOutcomeFunction", "RecordJobOutcomeFunction"),
+        ("recovered", "recovered"),
+    ),
+    # Reconcile Execution's page: its SQS batch answered nothing, so SQS delivers the end again.
+    Fault(
+        "reconcile-answer-lost",
+        "abort-mid-rejoin",
+        _lost("ReconcileExecutionFunction"),
+        ("aborted", "capped:ClusterCapReached", "recovered"),
+    ),
+    # EKS: the node patches (Cordon Nodes, Resume Nodes), the job's re-creation (Resubmit Job),
+    # BatchReplace, the page; and JobRecovery's re-creation and page.
+    Fault(
+        "eks-answers-lost",
+        "eks-default",
+        _lost("CordonNodesFunction", "ReplaceNodesFunction", "ResubmitJobFunction", "ResumeNodesFunction", "RecordOutcomeFunction"),
+        ("recovered",),
+    ),
+    Fault("eks-job-answers-lost", "eks-job-failed", _lost("ResubmitJobFunction", "RecordJobOutcomeFunction"), ("recovered",)),
+    # EKS reboots: BatchReboot, and Resume Nodes giving back the cordon of a node back under its name.
+    Fault(
+        "eks-reboot-answers-lost",
+        "eks-reboot-ladder",
+        _lost("CordonNodesFunction", "ReplaceNodesFunction", "ResumeNodesFunction"),
+        ("recovered", "recovered"),
+    ),
+]
+SUITE += ONCE_SUITE
+SUITE += [
+    # The ledger under a storm: two incidents that end at the same instant are both counted in the
+    # recovery log, so a breaker that trips at two recoveries stops the third.
+    Fault(
+        "two-incidents-end-together-both-counted",
+        "default",
+        {
+            "faults": [
+                {"at": 120, "kind": "drill", "node": "workers:7"},
+                {"at": 120, "kind": "drill", "node": "workers:3"},
+                {"at": 1800, "kind": "node_health", "node": "workers:11"},
+            ],
+            "settings": {"breaker": {"max_recoveries": 2}},
+        },
+        ("recovered", "recovered", "capped:CircuitBreakerOpen"),
+    ),
+]
+
+
 def merge_changes(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
     """``base`` with ``changes`` merged in, dictionaries key by key (lists are replaced whole)."""
     merged = dict(base)
@@ -284,6 +366,14 @@ def most_out_at_once(report: dict[str, Any]) -> int:
     return most
 
 
+def pages_per_incident(report: dict[str, Any]) -> Counter[str]:
+    """Notifications by the incident they are about (a page names its incident on its "Incident:"
+    line, and may mention others: a nested recovery); "?" for one naming none of the drill's."""
+    incidents = {i["id"] for i in report["incidents"]}
+    named = [re.search(r"Incident: (\S+)", n["message"]) for n in report["notifications"]]
+    return Counter(m.group(1) if m and m.group(1) in incidents else "?" for m in named)
+
+
 def summary(fault: Fault, scenario: Scenario, report: dict[str, Any]) -> dict[str, Any]:
     # (EKS: a resubmission is a job object re-created from another; Slurm: a job submitted again)
     made = [j["resubmitted_from"] for j in report.get("kubernetes_jobs", []) if "resubmitted_from" in j]
@@ -298,6 +388,8 @@ def summary(fault: Fault, scenario: Scenario, report: dict[str, Any]) -> dict[st
         "nodes replaced": len(report["replacements"]),
         "resubmissions": sum(per_job.values()),
         "max per job": max(per_job.values(), default=0),
+        # Every incident pages once, however often its Record step or Reconcile Execution ran.
+        "max pages per incident": max(pages_per_incident(report).values(), default=0),
         "past the cap": max(0, most_out_at_once(report) - cap_limit(scenario)),
         # What is still held when the drill ends: every end settles what its incident held.
         "left reserved": len(report["ledger_at_end"]["nodes_reserved"]),

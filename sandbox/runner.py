@@ -22,6 +22,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from botocore.exceptions import ClientError
+
 from hyperpod_recovery.clock import install_clock
 from hyperpod_recovery.config import get_settings
 from hyperpod_recovery.models.job_events import JOB_EVENT_SOURCE, JOB_FAILED_DETAIL_TYPE, JobFailedDetail
@@ -527,8 +529,18 @@ class DrillRunner:
             if not messages:
                 return
             event = {"Records": [_sqs_record(m, url) for m in messages]}
-            with self.aws.api_calls.counting():
-                response = self.aws.client("lambda").invoke(FunctionName=function, Payload=json.dumps(event))
+            try:
+                with self.aws.api_calls.counting():
+                    response = self.aws.client("lambda").invoke(FunctionName=function, Payload=json.dumps(event))
+            except ClientError as exc:
+                if exc.response.get("Error", {}).get("Code") != "ServiceException":
+                    raise
+                # behaviour.lost_responses: the function ran, the mapping never heard back, so the
+                # batch stays on the queue and SQS delivers it again once its visibility timeout ends
+                # (here at once: nothing else happens on the queue meanwhile).
+                for message in messages:
+                    sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0)
+                continue
             result = json.loads(response["Payload"].read())
             responses.append(result)
             failed = _failed_items(response, result, messages)

@@ -17,12 +17,13 @@ from typing import Any, Literal
 from hyperpod_recovery.config import Settings
 from hyperpod_recovery.domain.freshness import EventAgeLimits
 from hyperpod_recovery.domain.replace import chunked
-from hyperpod_recovery.errors import CheckpointWriteConflict
+from hyperpod_recovery.errors import CheckpointWriteConflict, LedgerUnavailable
 from hyperpod_recovery.models.cluster import BatchOutcome, ClusterInfo, ClusterNode, InstanceGroupInfo
 from hyperpod_recovery.models.commands import CommandEnvelope, CommandReply, JobSpec
 from hyperpod_recovery.models.job_recovery import RestartEntry
 from hyperpod_recovery.models.records import (
     BreakerState,
+    Effect,
     Holdings,
     IncidentRecord,
     LockOutcome,
@@ -158,6 +159,7 @@ class FakeLedger:
         self.breakers: dict[str, BreakerState] = {}
         self.recoveries: dict[str, list[RecoveryLogEntry]] = {}
         self.waits: dict[str, dict[str, RejoinWait]] = {}
+        self.effects: dict[tuple[str, str], Effect] = {}
 
     def acquire_locks(self, incident_id: str, cluster: str, node_ids: list[str], now: datetime, ttl: timedelta) -> LockOutcome:
         acquired, held = [], {}
@@ -285,18 +287,32 @@ class FakeLedger:
         return self.breakers.get(cluster, BreakerState()).model_copy(deep=True)
 
     def save_breaker(self, cluster: str, breaker: BreakerState) -> None:
-        self.breakers[cluster] = breaker.model_copy(deep=True)
+        if breaker.version != self.breakers.get(cluster, BreakerState()).version:
+            raise LedgerUnavailable(f"the circuit breaker of {cluster} changed since it was read; decide again")
+        self.breakers[cluster] = breaker.model_copy(update={"version": breaker.version + 1}, deep=True)
 
-    def recovery_log(self, cluster: str) -> list[RecoveryLogEntry]:
-        return list(self.recoveries.get(cluster, []))
+    def recovery_log(self, cluster: str, since: datetime | None = None) -> list[RecoveryLogEntry]:
+        return [e for e in self.recoveries.get(cluster, []) if since is None or e.at >= since]
 
     def log_recovery(self, cluster: str, entry: RecoveryLogEntry, keep_seconds: int) -> None:
-        kept = [
-            e
-            for e in self.recoveries.get(cluster, [])
-            if e.incident != entry.incident and e.at >= entry.at - timedelta(seconds=keep_seconds)
-        ]
-        self.recoveries[cluster] = sorted([*kept, entry], key=lambda e: e.at)
+        logged = self.recoveries.setdefault(cluster, [])
+        if all(e.incident != entry.incident for e in logged):
+            logged.append(entry)
+            logged.sort(key=lambda e: (e.at, e.incident))
+
+    def begin_effect(self, incident_id: str, name: str, now: datetime) -> Effect:
+        begun = self.effects.get((incident_id, name))
+        if begun is None or begun.started_at < now - timedelta(days=90):  # (an earlier life of the name: DynamoLedger)
+            begun = self.effects[(incident_id, name)] = Effect(incident=incident_id, name=name, started_at=now)
+        return begun.model_copy()
+
+    def finish_effect(self, incident_id: str, name: str, now: datetime, result: str | None = None) -> None:
+        begun = self.effects.get((incident_id, name)) or Effect(incident=incident_id, name=name, started_at=now)
+        self.effects[(incident_id, name)] = begun.model_copy(update={"done_at": now, "result": result})
+
+    def effect_of(self, incident_id: str, name: str) -> Effect | None:
+        found = self.effects.get((incident_id, name))
+        return None if found is None else found.model_copy()
 
     def save_incident(self, record: IncidentRecord) -> None:
         self.incidents[record.incident_id] = copy.deepcopy(record)

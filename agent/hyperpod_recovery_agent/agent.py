@@ -2,7 +2,9 @@
 
 What keeps it safe when things go wrong:
 * A malformed command is answered with SendTaskFailure(InvalidCommand), the cause naming the
-  field, and deleted: it is never retried forever. Without a readable token it is only deleted.
+  field, and deleted: it is never retried forever. Without a readable token, or with one whose
+  task no longer waits, it is only deleted (logged); only an answer that could not be sent
+  (throttled, the network) brings it back.
 * slurmctld unreachable: retried with backoff (RetryPolicy), heartbeating meanwhile, then
   answered ControllerUnavailable.
 * Commands are received with a short visibility timeout, and every one the agent holds (the one it
@@ -221,7 +223,8 @@ class Agent:
             envelope = CommandEnvelope.model_validate_json(body)
         except ValidationError as exc:
             outcome = self._reject(body, format_validation_error(exc))
-            self._delete(receipt)
+            if outcome.status != "unanswered":
+                self._delete(receipt)
             return outcome
 
         command_type = envelope.command.type
@@ -287,12 +290,27 @@ class Agent:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _reject(self, body: str, problem: str) -> Outcome:
-        """A message that is not a valid command: fail its task if it names one, never retry it."""
+        """A message that is not a valid command: fail its task if it names one, never retry it.
+        Only an answer that could not be sent (throttled, the network) leaves the message to come
+        back and be rejected again; a task that no longer waits (or a token nobody issued) is
+        dropped with the message, as the runbook promises: it would otherwise return until the
+        command DLQ pages a human about a message nobody can answer."""
         token, command_id, command_type = _salvage(body)
         if token is None:
             log.error("dropped a command message without a usable task token: %s", problem)
             return Outcome(command_id, command_type, "invalid", "InvalidCommand", problem)
-        self._answer_failure(token, "InvalidCommand", problem)
+        try:
+            self._answer_failure(token, "InvalidCommand", problem)
+        except ClientError as exc:
+            code = exc.response.get("Error", {}).get("Code", "")
+            if code not in _TOKEN_GONE:
+                log.warning("could not reject command %s (%s); it comes back on the queue", command_id, code)
+                return Outcome(command_id, command_type, "unanswered", code, str(exc))
+            log.error("dropped command %s: %s; its task no longer waits (%s), nobody to answer", command_id, problem, code)
+            return Outcome(command_id, command_type, "invalid", "InvalidCommand", problem)
+        except BotoCoreError as exc:
+            log.warning("could not reject command %s: %s; it comes back on the queue", command_id, exc)
+            return Outcome(command_id, command_type, "unanswered", type(exc).__name__, str(exc))
         log.error("rejected command %s: %s", command_id, problem)
         return Outcome(command_id, command_type, "invalid", "InvalidCommand", problem)
 

@@ -9,7 +9,7 @@ from hyperpod_recovery.steps.record_outcome import record_outcome
 
 @workflow_step(RecordJobOutcomeInput)
 def lambda_handler(step: RecordJobOutcomeInput, deps: Dependencies):
-    result = record_outcome(
+    return record_outcome(
         step,
         ledger=deps.ledger,
         notifier=deps.notifier,
@@ -19,6 +19,6 @@ def lambda_handler(step: RecordJobOutcomeInput, deps: Dependencies):
         now=deps.now(),
         orchestrator=deps.settings.orchestrator,
         deployment=deps.deployment,
+        # Counted once: a rerun that answers what an earlier run recorded counts nothing again.
+        on_recorded=lambda result: publish_outcome(result, JOB_OUTCOMES, "job incident recorded"),
     )
-    publish_outcome(result, JOB_OUTCOMES, "job incident recorded")
-    return result

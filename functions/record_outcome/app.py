@@ -9,7 +9,7 @@ from hyperpod_recovery.steps.record_outcome import record_outcome
 
 @workflow_step(RecordOutcomeInput)
 def lambda_handler(step: RecordOutcomeInput, deps: Dependencies):
-    result = record_outcome(
+    return record_outcome(
         step,
         ledger=deps.ledger,
         notifier=deps.notifier,
@@ -20,6 +20,6 @@ def lambda_handler(step: RecordOutcomeInput, deps: Dependencies):
         orchestrator=deps.settings.orchestrator,
         deployment=deps.deployment,
         log_seconds=deps.safety_policy.log_seconds,
+        # Counted once: a rerun that answers what an earlier run recorded counts nothing again.
+        on_recorded=lambda result: publish_outcome(result, NODE_OUTCOMES, "incident recorded"),
     )
-    publish_outcome(result, NODE_OUTCOMES, "incident recorded")
-    return result

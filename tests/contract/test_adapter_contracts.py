@@ -36,6 +36,7 @@ from hyperpod_recovery.errors import (
     HyperPodApiError,
     HyperPodThrottled,
     LedgerError,
+    LedgerUnavailable,
     QueueUnavailable,
     StartExecutionFailed,
     TaskAnswerFailed,
@@ -170,7 +171,9 @@ def test_ledger_keeps_a_job_lineages_restarts(ledger: Any) -> None:
     assert ledger.resubmission_claim("c", "8") is None
     # When job 8 is restarted as 9, then 9 as 10
     first = RestartEntry(failed_job_id="8", new_job_id="9", kind="application", checkpoint_step=2000, restarted_at=T0, incident="a")
-    second = first.model_copy(update={"failed_job_id": "9", "new_job_id": "10", "checkpoint_step": 3000, "incident": "b"})
+    second = first.model_copy(
+        update={"failed_job_id": "9", "new_job_id": "10", "checkpoint_step": 3000, "incident": "b", "restarted_at": T0 + timedelta(hours=1)}
+    )
     ledger.record_restart("c", "8", first)
     ledger.record_restart("c", "8", second)
     ledger.record_restart("c", "8", second)  # a retried Record Job Outcome
@@ -387,9 +390,59 @@ def test_ledger_keeps_the_breaker_and_the_recovery_log(ledger: Any) -> None:
     old = RecoveryLogEntry(incident="a", at=T0, hostnames=["h1"], outcome="recovered")
     new = RecoveryLogEntry(incident="b", at=T0 + timedelta(days=2), hostnames=["h2"], outcome="escalated")
     ledger.log_recovery("c", old, 86_400)
-    ledger.log_recovery("c", new, 86_400)  # a is older than the window: dropped
+    ledger.log_recovery("c", new, 86_400)
     ledger.log_recovery("c", new, 86_400)  # a retried Record Outcome
-    assert [e.incident for e in ledger.recovery_log("c")] == ["b"]
+    ledger.log_recovery("c", new.model_copy(update={"at": new.at + timedelta(seconds=5)}), 86_400)  # retried later: still b once
+    # A window's read has what happened in it, each incident once (a is older than the window)
+    assert [e.incident for e in ledger.recovery_log("c", since=new.at - timedelta(days=1))] == ["b"]
+    assert [e.incident for e in ledger.recovery_log("c", since=T0)] == ["a", "b"]
+
+
+def test_ledger_writes_the_breaker_only_over_the_state_it_was_decided_on(ledger: Any) -> None:
+    from hyperpod_recovery.models.records import BreakerState
+
+    # Given two deciders that read the closed breaker
+    first, second = ledger.breaker("c"), ledger.breaker("c")
+    # When the first opens it, then the second writes what it decided on the old state
+    ledger.save_breaker("c", first.changed_to("open", reason="storm", by="inc-1", at=T0))
+    with pytest.raises(LedgerUnavailable, match="changed since it was read"):
+        ledger.save_breaker("c", second.changed_to("open", reason="storm too", by="inc-2", at=T0))
+    # Then the first's change stands, and a decision on what is read now is written
+    current = ledger.breaker("c")
+    assert (current.state, current.changed_by) == ("open", "inc-1")
+    ledger.save_breaker("c", current.changed_to("closed", reason="rack fixed", by="alice", at=T0 + timedelta(hours=1)))
+    assert ledger.breaker("c").state == "closed" and len(ledger.breaker("c").history) == 2
+    assert BreakerState().version == 0
+
+
+def test_ledger_begins_an_effect_once_and_keeps_what_was_answered(ledger: Any) -> None:
+    # Given no effect yet
+    assert ledger.effect_of("a", "notification") is None
+    # When a step begins it, and a rerun begins it again later
+    first = ledger.begin_effect("a", "notification", T0)
+    again = ledger.begin_effect("a", "notification", T0 + timedelta(seconds=30))
+    # Then the rerun gets the first run's: begun at its time, not done
+    assert (first.started_at, again.started_at, again.done) == (T0, T0, False)
+    # And once done, with its answer, every later begin says so
+    ledger.finish_effect("a", "notification", T0 + timedelta(seconds=40), result='{"outcome": "recovered"}')
+    done = ledger.begin_effect("a", "notification", T0 + timedelta(minutes=5))
+    assert done.done and done.started_at == T0 and done.result == '{"outcome": "recovered"}'
+    assert ledger.effect_of("a", "notification") == done and ledger.effect_of("b", "notification") is None
+    # And an effect of the same name more than 90 days old is an earlier execution's (Step Functions
+    # lets a closed execution's name be taken again after 90 days): begun anew
+    reborn = ledger.begin_effect("a", "notification", T0 + timedelta(days=91))
+    assert not reborn.done and reborn.started_at == T0 + timedelta(days=91)
+
+
+def test_ledger_never_reopens_a_claim_its_incident_completed(ledger: Any) -> None:
+    # Given incident a claimed job 8 and completed it (resubmitted as 9)
+    ledger.claim_resubmission("c", "8", "a", T0, TTL)
+    ledger.complete_resubmission("c", "8", "a", "9")
+    # When a retried step of a claims it again
+    again = ledger.claim_resubmission("c", "8", "a", T0 + timedelta(minutes=1), TTL)
+    # Then it is answered as done (resubmitted as 9), never reopened for a second submission
+    assert again.claimed and again.new_job_id == "9"
+    assert ledger.resubmission_claim("c", "8").new_job_id == "9" and not ledger.holdings("a").claims
 
 
 def test_ledger_keeps_incident_records(ledger: Any) -> None:

@@ -374,11 +374,13 @@ def _worst_case_seconds(definition: dict[str, Any], loops: set[str]) -> int:
         # A Lambda step's attempt lasts at most its function's timeout. A callback step's retried
         # errors all come from its Lambda putting the command on the queue (ControllerChannelError,
         # Lambda.*), before the wait for the agent starts: it waits TimeoutSeconds once.
-        function = state.get("Parameters", {}).get("FunctionName", state["Resource"])
-        logical = re.fullmatch(r"\$\{(\w+)Arn\}", function)
-        assert logical, function
-        function_timeout = int(RESOURCES[logical[1]]["Properties"].get("Timeout", TEMPLATE["Globals"]["Function"]["Timeout"]))
-        attempt = function_timeout
+        if state["Resource"].startswith("arn:aws:states:::dynamodb:"):  # a service call of its own (Recall Outcome)
+            attempt = state["TimeoutSeconds"]
+        else:
+            function = state.get("Parameters", {}).get("FunctionName", state["Resource"])
+            logical = re.fullmatch(r"\$\{(\w+)Arn\}", function)
+            assert logical, function
+            attempt = int(RESOURCES[logical[1]]["Properties"].get("Timeout", TEMPLATE["Globals"]["Function"]["Timeout"]))
         waited = state.get("TimeoutSeconds", 0) if state["Resource"].endswith(".waitForTaskToken") else 0
         retries = state.get("Retry", [])
         backoff = sum(r.get("MaxAttempts", 3) * r.get("MaxDelaySeconds", 0) for r in retries)

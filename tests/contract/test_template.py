@@ -40,7 +40,7 @@ def test_every_custom_error_name_in_the_workflow_is_an_exception_class(asl: dict
     for name, state in _states(asl):
         for clause in state.get("Retry", []) + state.get("Catch", []):
             for error in clause["ErrorEquals"]:
-                if not error.startswith(("States.", "Lambda.", "StepFunctions.")):
+                if not error.startswith(("States.", "Lambda.", "StepFunctions.", "DynamoDB.")):
                     assert error in ERROR_CLASSES, f"{name}: {error} is not a class in errors.py"
 
 
@@ -62,12 +62,28 @@ def test_retries_are_named_bounded_and_jittered(asl: dict[str, Any]) -> None:
 TIMEOUT_IS_THE_FALLBACK = {("Wait For Rejoin", "Check Rejoin")}
 
 
+# And the Record steps' lost answers (they ran; Lambda's response did not arrive, past the
+# retries): what they answered is read back from the ledger, else the execution fails named.
+LOST_ANSWER_RECALLED = {
+    ("Record Outcome", "Recall Outcome"),
+    ("Escalate Incident", "Recall Outcome"),
+    ("Record Job Outcome", "Recall Job Outcome"),
+    ("Escalate Job Incident", "Recall Job Outcome"),
+}
+
+
 def test_every_failure_path_ends_in_a_named_fail_state(asl: dict[str, Any]) -> None:
     states = asl["States"]
     for name, state in states.items():
         for catch in state.get("Catch", []):
             if (name, catch["Next"]) in TIMEOUT_IS_THE_FALLBACK:
                 assert catch["ErrorEquals"] == ["States.Timeout"] and catch["ResultPath"] is None, name
+                continue
+            if (name, catch["Next"]) in LOST_ANSWER_RECALLED:
+                assert set(catch["ErrorEquals"]) == LAMBDA_TRANSIENT and catch["ResultPath"] == "$.lost_answer", name
+                check = states[states[catch["Next"]]["Next"]]
+                lost = states[check["Default"]]
+                assert lost["Type"] == "Fail" and lost["ErrorPath"] == "$.lost_answer.Error", name
                 continue
             target = states[catch["Next"]]
             assert target["Type"] == "Task" and catch["ResultPath"] == "$.errors", name

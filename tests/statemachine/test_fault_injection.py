@@ -10,7 +10,7 @@ import pytest
 
 from sandbox.aws import REGION
 from sandbox.clock import EPOCH
-from sandbox.fault_suite import NAMED_OUTCOMES, SUITE, Fault, scenario_of, summary
+from sandbox.fault_suite import NAMED_OUTCOMES, SUITE, Fault, pages_per_incident, scenario_of, summary
 from sandbox.hyperpod import HyperPodDouble
 from sandbox.runner import DrillRunner
 from sandbox.scenario import Scenario, expand_range
@@ -27,11 +27,12 @@ def test_every_fault_ends_named_with_no_double_restart_and_nothing_past_the_cap(
     assert all(i["outcome"] in NAMED_OUTCOMES and i["execution_status"] != "RUNNING" for i in report["incidents"])
     assert tuple(figures["outcomes"]) == fault.expect
     assert all(i["error"] for i in report["incidents"] if i["outcome"] in ("escalated", "capped"))
-    # No job resubmitted twice, nothing past the cap
+    # No job resubmitted twice, nothing past the cap, no incident paged twice
     assert figures["max per job"] <= 1 and figures["past the cap"] == 0
     # Never two live copies of one job; nothing a human read contradicts the incident's record
     assert report["second_copies"] == [], report["second_copies"]
     assert report["message_contradictions"] == [], report["message_contradictions"]
+    assert figures["max pages per incident"] <= 1 and "?" not in pages_per_incident(report)
     # Every end settled what its incident held: no place under the cap, no claim, nothing held
     ledger = report["ledger_at_end"]
     assert (ledger["nodes_reserved"], ledger["open_claims"], ledger["incidents_holding"]) == ([], [], [])

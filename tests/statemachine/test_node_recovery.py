@@ -165,6 +165,7 @@ def test_dry_run_changes_nothing_in_the_cluster_but_runs_every_step(drill: Drill
 # breaker, the recovery log, resubmission claims). A dry run may only read, and record its incident.
 READ_ONLY_PREFIXES = (
     "dynamodb.GetItem",
+    "dynamodb.Query",
     "lambda.Invoke",
     "s3.Get",
     "s3.List",
@@ -173,7 +174,8 @@ READ_ONLY_PREFIXES = (
     "sqs.ReceiveMessage",
 )
 ALLOWED_DRY_RUN_WRITES = {
-    "dynamodb.PutItem": 2,  # the incident record (what it would have done) and the affected jobs' descriptions
+    "dynamodb.PutItem": 3,  # the incident record (what it would have done), the affected jobs' descriptions, its page begun
+    "dynamodb.UpdateItem": 1,  # its page done (sent once, as a live incident's)
     "sns.Publish": 1,  # the notification saying so
     "sqs.SendMessage": 1,  # the cordon without its drain (read-only: it lists the jobs)
     "sqs.DeleteMessage": 1,  # the agent taking that command off the queue

@@ -440,3 +440,51 @@ def test_a_command_whose_task_cannot_be_checked_comes_back_later(world: Any) -> 
     make_visible_again(world)
     [outcome] = world.make_agent().poll_once(0)
     assert outcome.status == "succeeded" and world.slurm.drains == 1
+
+
+def malformed_envelope(token: str = "token-1") -> str:  # noqa: S107 - a task token, not a secret
+    """A drain whose node list is missing: readable token, invalid command."""
+    envelope = json.loads(drain_envelope(token))
+    envelope["command"].pop("nodes")
+    return json.dumps(envelope)
+
+
+@pytest.mark.parametrize("code", ["TaskTimedOut", "TaskDoesNotExist", "InvalidToken"])
+def test_a_malformed_command_whose_task_is_gone_is_removed_not_retried(world: Any, code: str, caplog: pytest.LogCaptureFixture) -> None:
+    # Given a malformed command whose task no longer waits (its state timed out, or the token was never issued)
+    world.sfn.dead["token-1"] = code
+    put(world, malformed_envelope())
+    # When the agent polls (it tries to fail the task InvalidCommand, which Step Functions refuses)
+    [outcome] = world.make_agent().poll_once(0)
+    # Then the message is deleted (never redelivered into the command DLQ), with a log line saying why
+    assert (outcome.status, outcome.error) == ("invalid", "InvalidCommand") and queue_depth(world) == 0
+    assert world.slurm.drains == 0 and world.sfn.answers() == []
+    assert any(code in record.getMessage() for record in caplog.records)
+
+
+@pytest.mark.parametrize("refusal", ["ThrottlingException", "connection"])
+def test_a_malformed_commands_failure_that_could_not_be_sent_comes_back_and_is_sent(world: Any, refusal: str) -> None:
+    # Given Step Functions throttles (or the network drops) the InvalidCommand answer of a malformed command
+    put(world, malformed_envelope())
+    agent = world.make_agent()
+    if refusal == "connection":
+        from botocore.exceptions import EndpointConnectionError
+
+        send = world.sfn.send_task_failure
+
+        def unreachable(**kwargs: Any) -> dict[str, Any]:
+            world.sfn.send_task_failure = send
+            raise EndpointConnectionError(endpoint_url="https://states.us-west-2.amazonaws.com")
+
+        world.sfn.send_task_failure = unreachable
+    else:
+        world.sfn.refuse = refusal
+    # When the agent polls: the loop goes on (no exception out of it), and the message stays
+    [outcome] = agent.poll_once(0)
+    assert outcome.status == "unanswered" and queue_depth(world) == 1
+    # Then when it comes back, the task is failed InvalidCommand and the message removed
+    make_visible_again(world)
+    [outcome] = world.make_agent().poll_once(0)
+    assert outcome.status == "invalid" and queue_depth(world) == 0
+    [(name, kwargs)] = world.sfn.answers()
+    assert name == "failure" and kwargs["error"] == "InvalidCommand"

@@ -74,7 +74,7 @@ class Settings(BaseModel):
     job_restart_max_backoff_seconds: int = Field(ge=0, le=86_400)
     crash_loop_repeats: int = Field(ge=2, le=100)
     max_nodes_in_recovery_percent: float = Field(gt=0, le=100)
-    max_nodes_in_recovery: int = Field(ge=1, le=10_000)
+    max_nodes_in_recovery: int = Field(ge=1, le=2000)  # template.yaml: the cap's places fit one ledger item
     breaker_max_recoveries: int = Field(ge=1, le=10_000)
     breaker_max_failures: int = Field(ge=1, le=1000)
     breaker_window_seconds: int = Field(ge=60, le=30 * 86_400)

@@ -114,6 +114,12 @@ REQUIRED: dict[str, tuple[Call, ...]] = {
         Call("PutItem", request=("TableName", "Item", "ConditionExpression")),
         Call("UpdateItem", request=("TableName", "Key", "UpdateExpression", "ConditionExpression")),
         Call("DeleteItem", request=("TableName", "Key")),
+        # What accumulates (recoveries, restarts, waits) is an item per entry, read a partition at a time.
+        Call(
+            "Query",
+            request=("TableName", "KeyConditionExpression", "ExpressionAttributeValues", "ConsistentRead", "ExclusiveStartKey"),
+            response=("Items", "LastEvaluatedKey"),
+        ),
     ),
     "s3": (
         Call("ListObjectsV2", request=("Bucket", "Prefix", "Delimiter", "ContinuationToken")),

@@ -54,6 +54,7 @@ from hyperpod_recovery.models.commands import (
 from hyperpod_recovery.models.job_recovery import RestartEntry
 from hyperpod_recovery.models.records import (
     BreakerState,
+    Effect,
     Holdings,
     IncidentRecord,
     LockOutcome,
@@ -163,6 +164,15 @@ class DryRunLedger:
     def save_incident(self, record: IncidentRecord) -> None:
         self._ledger.save_incident(record)
 
+    def begin_effect(self, incident_id: str, name: str, now: datetime) -> Effect:
+        return self._ledger.begin_effect(incident_id, name, now)  # the drill's notification, sent once
+
+    def finish_effect(self, incident_id: str, name: str, now: datetime, result: str | None = None) -> None:
+        self._ledger.finish_effect(incident_id, name, now, result)
+
+    def effect_of(self, incident_id: str, name: str) -> Effect | None:
+        return self._ledger.effect_of(incident_id, name)
+
     # --- read ----------------------------------------------------------------------------------
     def lock_holders(self, cluster: str, node_ids: list[str], now: datetime) -> dict[str, str]:
         return self._ledger.lock_holders(cluster, node_ids, now)
@@ -188,8 +198,8 @@ class DryRunLedger:
     def breaker(self, cluster: str) -> BreakerState:
         return self._ledger.breaker(cluster)
 
-    def recovery_log(self, cluster: str) -> list[RecoveryLogEntry]:
-        return self._ledger.recovery_log(cluster)
+    def recovery_log(self, cluster: str, since: datetime | None = None) -> list[RecoveryLogEntry]:
+        return self._ledger.recovery_log(cluster, since)
 
     def get_incident(self, incident_id: str) -> IncidentRecord | None:
         return self._ledger.get_incident(incident_id)

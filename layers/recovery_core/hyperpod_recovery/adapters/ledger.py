@@ -10,8 +10,19 @@ Items:
     JOB#<cluster>#<job id>     / LINEAGE       the first job of the lineage this resubmission belongs to
     LINEAGE#<cluster>#<job id> / RESTARTS      every restart of that lineage (restart budget, crash loops)
     CLUSTER#<cluster>          / IN_RECOVERY   nodes counted against the cluster cap: who holds each, until when
-    CLUSTER#<cluster>          / BREAKER       the circuit breaker (open/closed, why, by whom, history)
-    CLUSTER#<cluster>          / RECOVERIES    recent recoveries that acted (breaker and repeat-offender windows)
+    CLUSTER#<cluster>          / BREAKER       the circuit breaker (open/closed, why, by whom, history), versioned
+    CLUSTER#<cluster>          / RECOVERY#<epoch>#<incident>   one recovery that acted (breaker and repeat-offender windows)
+    LINEAGE#<cluster>#<job id> / RESTART#<new job id>          one restart of that lineage (restart budget, crash loops)
+    REJOIN#<cluster>           / WAIT#<execution>              a recovery waiting for its replaced nodes (Cluster Events)
+    INCIDENT#<incident id>     / EFFECT#<name>                 an outside effect made once per incident (its notification)
+
+No item grows with the cluster's history: what accumulates (recoveries, restarts, waits) is an item
+per entry, read with one Query, and every item stays far below DynamoDB's 400 KB at the largest
+parameters the template accepts (tests/contract/test_ledger_item_sizes.py). Every read-modify-write
+is conditioned on what was read (a version, or the value itself), so two writers never erase each
+other. Items of the previous layout (CLUSTER#/RECOVERIES, LINEAGE#/RESTARTS, REJOIN#/WAITS: one
+item each) are still read, so a deploy loses nothing that was written before it; they are never
+written again.
 """
 
 from __future__ import annotations
@@ -29,6 +40,7 @@ from hyperpod_recovery.models.commands import JobSpec
 from hyperpod_recovery.models.job_recovery import RestartEntry
 from hyperpod_recovery.models.records import (
     BreakerState,
+    Effect,
     Holdings,
     IncidentRecord,
     LockOutcome,
@@ -45,10 +57,29 @@ INCIDENT_TTL = timedelta(days=400)
 # Optimistic writes of the cluster's reservation item: a conflict means another incident wrote it
 # between our read and our write; read again and decide again, a bounded number of times.
 RESERVATION_ATTEMPTS = 8
+RECOVERY_PREFIX = "RECOVERY#"
+RESTART_PREFIX = "RESTART#"
+WAIT_ITEM_PREFIX = "WAIT#"
+EFFECT_PREFIX = "EFFECT#"
+# A log entry outlives its window by this much before DynamoDB's TTL may drop it (TTL deletes
+# within days of the time, never before it; reads filter by time anyway).
+LOG_TTL_MARGIN = timedelta(days=1)
+# Step Functions lets an execution take the name of a closed one after 90 days (StartExecution:
+# "unique for your account, Region, and state machine for 90 days"): an effect begun longer ago
+# than that under an incident id belongs to an earlier life of the name, not to this one.
+NAME_REUSE_AFTER = timedelta(days=90)
+# Sorts after anything that follows a prefix in a sort key (DynamoDB orders strings by their UTF-8
+# bytes; this is the highest code point).
+_HIGHEST = "\U0010ffff"
 
 
 def _epoch(moment: datetime) -> str:
     return str(int(moment.timestamp()))
+
+
+def _sortable_epoch(moment: datetime) -> str:
+    """Seconds since 1970, zero-padded so that sort keys order as times do (until the year 33658)."""
+    return f"{max(0, int(moment.timestamp())):012d}"
 
 
 class DynamoLedger:
@@ -159,8 +190,10 @@ class DynamoLedger:
                     "claim_expires_at": {"N": _epoch(now + ttl)},
                     "expires_at": {"N": _epoch(now + JOB_CLAIM_TTL)},
                 },
-                ConditionExpression="attribute_not_exists(pk) OR incident = :me "
-                "OR (attribute_not_exists(new_job_id) AND claim_expires_at < :now)",
+                # Our own claim is taken again only while open: a completed one (the job was
+                # resubmitted) is never overwritten back to open; it is read and answered as done.
+                ConditionExpression="attribute_not_exists(pk) "
+                "OR (attribute_not_exists(new_job_id) AND (incident = :me OR claim_expires_at < :now))",
                 ExpressionAttributeValues={":me": {"S": incident_id}, ":now": {"N": _epoch(now)}},
             )
         except ClientError as exc:
@@ -230,23 +263,34 @@ class DynamoLedger:
         return str(item["root"]["S"]) if item else None
 
     def restart_history(self, cluster: str, root: str) -> list[RestartEntry]:
-        item = self._get(f"LINEAGE#{cluster}#{root}", "RESTARTS")
-        if not item:
-            return []
-        return [RestartEntry.model_validate_json(entry["S"]) for entry in item.get("restarts", {}).get("L", [])]
+        """Every restart of the lineage, oldest first: an item each (and those of the previous
+        layout's one RESTARTS item, which sorts before them in the same partition)."""
+        entries: dict[str, RestartEntry] = {}
+        for item in self._query(f"LINEAGE#{cluster}#{root}", "RESTART", "RESTART" + _HIGHEST):
+            if item["sk"]["S"] == "RESTARTS":
+                listed = [RestartEntry.model_validate_json(e["S"]) for e in item.get("restarts", {}).get("L", [])]
+            elif item["sk"]["S"].startswith(RESTART_PREFIX):
+                listed = [RestartEntry.model_validate_json(item["entry"]["S"])]
+            else:
+                continue
+            for entry in listed:
+                entries.setdefault(entry.new_job_id, entry)
+        return sorted(entries.values(), key=lambda e: e.restarted_at)
 
     def record_restart(self, cluster: str, root: str, entry: RestartEntry) -> None:
-        """Append a restart to the lineage and point the new job at its root. Idempotent: a retried
-        Record Job Outcome finds its entry (same new job id) already there."""
-        if any(e.new_job_id == entry.new_job_id for e in self.restart_history(cluster, root)):
-            return
-        expires = {":exp": {"N": _epoch(entry.restarted_at + JOB_CLAIM_TTL)}}
+        """Add a restart to the lineage (an item of its own, keyed by the new job: a retried Record
+        Job Outcome writes the same item again) and point the new job at its root. A lineage's
+        restarts are bounded by its restart budget in any window; each expires on its own."""
+        expires = {"N": _epoch(entry.restarted_at + JOB_CLAIM_TTL)}
         self._call(
-            self.dynamodb.update_item,
+            self.dynamodb.put_item,
             TableName=self.table_name,
-            Key={"pk": {"S": f"LINEAGE#{cluster}#{root}"}, "sk": {"S": "RESTARTS"}},
-            UpdateExpression="SET restarts = list_append(if_not_exists(restarts, :empty), :entry), expires_at = :exp",
-            ExpressionAttributeValues={":empty": {"L": []}, ":entry": {"L": [{"S": entry.model_dump_json()}]}, **expires},
+            Item={
+                "pk": {"S": f"LINEAGE#{cluster}#{root}"},
+                "sk": {"S": f"{RESTART_PREFIX}{entry.new_job_id}"},
+                "entry": {"S": entry.model_dump_json()},
+                "expires_at": expires,
+            },
         )
         self._call(
             self.dynamodb.put_item,
@@ -255,7 +299,7 @@ class DynamoLedger:
                 "pk": {"S": f"JOB#{cluster}#{entry.new_job_id}"},
                 "sk": {"S": "LINEAGE"},
                 "root": {"S": root},
-                "expires_at": expires[":exp"],
+                "expires_at": expires,
             },
         )
 
@@ -332,7 +376,8 @@ class DynamoLedger:
                 Item={
                     "pk": {"S": f"CLUSTER#{cluster}"},
                     "sk": {"S": "IN_RECOVERY"},
-                    "reservations": {"S": json.dumps({n: list(e) for n, e in sorted(entries.items())})},
+                    # (compact: the item holds up to MaxNodesInRecovery places, tests/contract/test_ledger_item_sizes.py)
+                    "reservations": {"S": json.dumps({n: list(e) for n, e in sorted(entries.items())}, separators=(",", ":"))},
                     "version": {"N": str(version + 1)},
                 },
                 ConditionExpression="attribute_not_exists(pk) OR version = :v",
@@ -399,36 +444,101 @@ class DynamoLedger:
             if error_code(exc) != "ConditionalCheckFailedException":
                 raise self._unavailable(exc) from exc
 
+    # --- the circuit breaker ---------------------------------------------------------------
     def breaker(self, cluster: str) -> BreakerState:
         item = self._get(f"CLUSTER#{cluster}", "BREAKER")
-        return BreakerState.model_validate_json(item["state"]["S"]) if item else BreakerState()
+        if not item:
+            return BreakerState()
+        state = BreakerState.model_validate_json(item["state"]["S"])
+        return state.model_copy(update={"version": int(item.get("version", {}).get("N", "0"))})
 
     def save_breaker(self, cluster: str, breaker: BreakerState) -> None:
-        self._call(
-            self.dynamodb.put_item,
-            TableName=self.table_name,
-            Item={"pk": {"S": f"CLUSTER#{cluster}"}, "sk": {"S": "BREAKER"}, "state": {"S": breaker.model_dump_json()}},
-        )
+        """Write ``breaker`` over the state it was decided on (its ``version``), never over a change
+        made since (another incident opened it, a human closed it): that raises LedgerUnavailable,
+        and the step that decided is retried and decides again on what it reads then."""
+        condition = "attribute_not_exists(#version)" if breaker.version == 0 else "#version = :read"
+        values = {} if breaker.version == 0 else {":read": {"N": str(breaker.version)}}
+        try:
+            self._call(
+                self.dynamodb.put_item,
+                TableName=self.table_name,
+                Item={
+                    "pk": {"S": f"CLUSTER#{cluster}"},
+                    "sk": {"S": "BREAKER"},
+                    "state": {"S": breaker.model_dump_json()},
+                    "version": {"N": str(breaker.version + 1)},
+                },
+                ConditionExpression=condition,
+                ExpressionAttributeNames={"#version": "version"},
+                **({"ExpressionAttributeValues": values} if values else {}),
+            )
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise self._unavailable(exc) from exc
+            raise LedgerUnavailable(
+                f"ledger {self.table_name!r}: the circuit breaker of {cluster} changed since it was read; decide again"
+            ) from exc
 
-    def recovery_log(self, cluster: str) -> list[RecoveryLogEntry]:
-        item = self._get(f"CLUSTER#{cluster}", "RECOVERIES")
-        return [RecoveryLogEntry.model_validate_json(e["S"]) for e in item.get("entries", {}).get("L", [])] if item else []
+    # --- the recovery log (breaker and repeat-offender windows) ------------------------------
+    def recovery_log(self, cluster: str, since: datetime | None = None) -> list[RecoveryLogEntry]:
+        """The recoveries that acted since ``since`` (all kept, when None), oldest first, one per
+        incident: an item each, read with one Query over the window, plus the previous layout's one
+        RECOVERIES item while it exists."""
+        low = RECOVERY_PREFIX + (_sortable_epoch(since) if since is not None else "")
+        found: dict[str, RecoveryLogEntry] = {}
+        for item in self._query(f"CLUSTER#{cluster}", low, RECOVERY_PREFIX + _HIGHEST):
+            entry = RecoveryLogEntry.model_validate_json(item["entry"]["S"])
+            found.setdefault(entry.incident, entry)  # a retried writer's second entry counts once
+        for entry in self._legacy_recovery_log(cluster):
+            if since is None or entry.at >= since:
+                found.setdefault(entry.incident, entry)
+        return sorted(found.values(), key=lambda e: (e.at, e.incident))
 
     def log_recovery(self, cluster: str, entry: RecoveryLogEntry, keep_seconds: int) -> None:
-        """Append a recovery, dropping entries older than ``keep_seconds``. Idempotent per incident."""
-        entries = [
-            e for e in self.recovery_log(cluster) if e.incident != entry.incident and e.at >= entry.at - timedelta(seconds=keep_seconds)
-        ]
-        entries.append(entry)
+        """Add a recovery to the log: an item of its own (no read, nothing another writer could
+        erase), kept ``keep_seconds`` (the longest window that reads it). Idempotent per incident:
+        the same entry writes the same item; a later one of the same incident is read as one."""
+        self._put_recovery(cluster, entry, keep_seconds)
+        self._retire_legacy_recovery_log(cluster, entry.at - timedelta(seconds=keep_seconds), keep_seconds)
+
+    def _put_recovery(self, cluster: str, entry: RecoveryLogEntry, keep_seconds: int) -> None:
         self._call(
             self.dynamodb.put_item,
             TableName=self.table_name,
             Item={
                 "pk": {"S": f"CLUSTER#{cluster}"},
-                "sk": {"S": "RECOVERIES"},
-                "entries": {"L": [{"S": e.model_dump_json()} for e in sorted(entries, key=lambda e: e.at)]},
+                "sk": {"S": f"{RECOVERY_PREFIX}{_sortable_epoch(entry.at)}#{entry.incident}"},
+                "entry": {"S": entry.model_dump_json()},
+                "expires_at": {"N": _epoch(entry.at + timedelta(seconds=keep_seconds) + LOG_TTL_MARGIN)},
             },
         )
+
+    def _legacy_recovery_log(self, cluster: str) -> list[RecoveryLogEntry]:
+        item = self._get(f"CLUSTER#{cluster}", "RECOVERIES")
+        return [RecoveryLogEntry.model_validate_json(e["S"]) for e in item.get("entries", {}).get("L", [])] if item else []
+
+    def _retire_legacy_recovery_log(self, cluster: str, since: datetime, keep_seconds: int) -> None:
+        """Move the previous layout's entries still in the window to items of their own, then
+        delete its item, only if it is still what was read (a writer of the previous version,
+        during the deploy, may have rewritten it: then the next recovery logged moves it)."""
+        item = self._get(f"CLUSTER#{cluster}", "RECOVERIES")
+        if not item:
+            return
+        for raw in item.get("entries", {}).get("L", []):
+            entry = RecoveryLogEntry.model_validate_json(raw["S"])
+            if entry.at >= since:
+                self._put_recovery(cluster, entry, keep_seconds)
+        try:
+            self._call(
+                self.dynamodb.delete_item,
+                TableName=self.table_name,
+                Key={"pk": {"S": f"CLUSTER#{cluster}"}, "sk": {"S": "RECOVERIES"}},
+                ConditionExpression="attribute_not_exists(entries) OR entries = :read",
+                ExpressionAttributeValues={":read": item.get("entries", {"L": []})},
+            )
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise self._unavailable(exc) from exc
 
     # --- incidents ----------------------------------------------------------------------
     def save_incident(self, record: IncidentRecord) -> None:
@@ -451,24 +561,53 @@ class DynamoLedger:
         return IncidentRecord.model_validate_json(item["record"]["S"]) if item else None
 
     # --- recoveries waiting for their replaced nodes (Wait For Rejoin, Notice Cluster Event) ---
-    # One item per cluster, one attribute per waiting execution ("wait:<execution>", the wait as
-    # JSON): a Cluster Event reads every wait of its cluster with one GetItem.
+    # An item per waiting execution in the cluster's partition: a Cluster Event reads every wait of
+    # its cluster with one Query (which also returns the previous layout's one WAITS item, an
+    # attribute per wait, while it lives: at most REJOIN_WAITS_TTL after the deploy).
     def await_rejoin(self, cluster: str, wait: RejoinWait, now: datetime) -> None:
+        # A wait lasts until its own timeout; the item outlives it by a margin (TTL deletes late,
+        # and Notice Cluster Event removes a stale one it meets).
         self._call(
             self.dynamodb.update_item,
             TableName=self.table_name,
-            Key={"pk": {"S": f"REJOIN#{cluster}"}, "sk": {"S": "WAITS"}},
-            UpdateExpression="SET #wait = :wait, expires_at = :exp",
-            ExpressionAttributeNames={"#wait": f"{WAIT_PREFIX}{wait.execution}"},
-            ExpressionAttributeValues={":wait": {"S": wait.model_dump_json()}, ":exp": {"N": _epoch(now + REJOIN_WAITS_TTL)}},
+            Key={"pk": {"S": f"REJOIN#{cluster}"}, "sk": {"S": f"{WAIT_ITEM_PREFIX}{wait.execution}"}},
+            UpdateExpression="SET #wait = :wait, task_token = :token, expires_at = :exp",
+            ExpressionAttributeNames={"#wait": "wait"},
+            ExpressionAttributeValues={
+                ":wait": {"S": wait.model_dump_json()},
+                ":token": {"S": wait.task_token},
+                ":exp": {"N": _epoch(max(now, wait.until) + REJOIN_WAITS_TTL)},
+            },
         )
 
     def rejoin_waits(self, cluster: str) -> list[RejoinWait]:
-        item = self._get(f"REJOIN#{cluster}", "WAITS") or {}
-        return [RejoinWait.model_validate_json(value["S"]) for name, value in sorted(item.items()) if name.startswith(WAIT_PREFIX)]
+        waits: dict[str, RejoinWait] = {}
+        for item in self._query(f"REJOIN#{cluster}", "WAIT", "WAIT" + _HIGHEST):
+            if item["sk"]["S"].startswith(WAIT_ITEM_PREFIX):
+                wait = RejoinWait.model_validate_json(item["wait"]["S"])
+                waits[wait.execution] = wait
+            elif item["sk"]["S"] == "WAITS":
+                for name, value in item.items():
+                    if name.startswith(WAIT_PREFIX):
+                        legacy = RejoinWait.model_validate_json(value["S"])
+                        waits.setdefault(legacy.execution, legacy)
+        return [waits[name] for name in sorted(waits)]
 
     def end_rejoin_wait(self, cluster: str, execution: str, task_token: str) -> None:
         """Remove the wait, unless the execution registered a newer one (another token) since."""
+        try:
+            self._call(
+                self.dynamodb.delete_item,
+                TableName=self.table_name,
+                Key={"pk": {"S": f"REJOIN#{cluster}"}, "sk": {"S": f"{WAIT_ITEM_PREFIX}{execution}"}},
+                ConditionExpression="task_token = :token",
+                ExpressionAttributeValues={":token": {"S": task_token}},
+            )
+            return
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise self._unavailable(exc) from exc
+        # Not an item of its own with this token: a wait of the previous layout, if any.
         try:
             self._call(
                 self.dynamodb.update_item,
@@ -483,6 +622,69 @@ class DynamoLedger:
             if error_code(exc) != "ConditionalCheckFailedException":
                 raise self._unavailable(exc) from exc
 
+    # --- outside effects made once per incident ------------------------------------------------
+    def begin_effect(self, incident_id: str, name: str, now: datetime) -> Effect:
+        """The effect ``name`` of the incident, begun now unless an earlier run of the step began it
+        (then that one: when it began, whether it was done, what it answered). A conditional write:
+        of two runs, one begins it."""
+        key = {"pk": {"S": f"INCIDENT#{incident_id}"}, "sk": {"S": f"{EFFECT_PREFIX}{name}"}}
+        try:
+            self._call(
+                self.dynamodb.put_item,
+                TableName=self.table_name,
+                Item={
+                    **key,
+                    "started_at": {"S": now.isoformat()},
+                    "started_epoch": {"N": _epoch(now)},
+                    "expires_at": {"N": _epoch(now + INCIDENT_TTL)},
+                },
+                ConditionExpression="attribute_not_exists(pk) OR started_epoch < :reused",
+                ExpressionAttributeValues={":reused": {"N": _epoch(now - NAME_REUSE_AFTER)}},
+            )
+            return Effect(incident=incident_id, name=name, started_at=now)
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise self._unavailable(exc) from exc
+        found = self.effect_of(incident_id, name)
+        if found is None:  # deleted between our write and our read: nothing else deletes it
+            raise LedgerUnavailable(f"ledger {self.table_name!r}: effect {name} of {incident_id} vanished while read")
+        return found
+
+    def finish_effect(self, incident_id: str, name: str, now: datetime, result: str | None = None) -> None:
+        # (an effect finished without having been begun is begun now: the item is whole either way)
+        values: dict[str, Any] = {
+            ":done": {"S": now.isoformat()},
+            ":epoch": {"N": _epoch(now)},
+            ":exp": {"N": _epoch(now + INCIDENT_TTL)},
+        }
+        update = (
+            "SET done_at = :done, started_at = if_not_exists(started_at, :done), "
+            "started_epoch = if_not_exists(started_epoch, :epoch), expires_at = if_not_exists(expires_at, :exp)"
+        )
+        if result is not None:
+            values[":result"] = {"S": result}
+            update += ", #result = :result"
+        self._call(
+            self.dynamodb.update_item,
+            TableName=self.table_name,
+            Key={"pk": {"S": f"INCIDENT#{incident_id}"}, "sk": {"S": f"{EFFECT_PREFIX}{name}"}},
+            UpdateExpression=update,
+            **({"ExpressionAttributeNames": {"#result": "result"}} if result is not None else {}),
+            ExpressionAttributeValues=values,
+        )
+
+    def effect_of(self, incident_id: str, name: str) -> Effect | None:
+        item = self._get(f"INCIDENT#{incident_id}", f"{EFFECT_PREFIX}{name}")
+        if not item:
+            return None
+        return Effect(
+            incident=incident_id,
+            name=name,
+            started_at=datetime.fromisoformat(item["started_at"]["S"]),
+            done_at=datetime.fromisoformat(item["done_at"]["S"]) if "done_at" in item else None,
+            result=item["result"]["S"] if "result" in item else None,
+        )
+
     # --- helpers ------------------------------------------------------------------------
     @staticmethod
     def _node_key(cluster: str, node_id: str) -> str:
@@ -493,6 +695,24 @@ class DynamoLedger:
         if not item or int(item["expires_at"]["N"]) < int(now.timestamp()):
             return None
         return str(item["incident"]["S"])
+
+    def _query(self, pk: str, low: str, high: str) -> list[dict[str, Any]]:
+        """Every item of partition ``pk`` whose sort key is between ``low`` and ``high``, every page."""
+        items: list[dict[str, Any]] = []
+        start: dict[str, Any] | None = None
+        while True:
+            response = self._call(
+                self.dynamodb.query,
+                TableName=self.table_name,
+                KeyConditionExpression="pk = :pk AND sk BETWEEN :low AND :high",
+                ExpressionAttributeValues={":pk": {"S": pk}, ":low": {"S": low}, ":high": {"S": high}},
+                ConsistentRead=True,
+                **({"ExclusiveStartKey": start} if start else {}),
+            )
+            items += response.get("Items", [])
+            start = response.get("LastEvaluatedKey")
+            if not start:
+                return items
 
     def _get(self, pk: str, sk: str) -> dict[str, Any] | None:
         response = self._call(

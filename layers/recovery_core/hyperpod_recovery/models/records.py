@@ -6,9 +6,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
 
-from hyperpod_recovery.models.common import MAX_NODES_PER_REQUEST, ShortText, Timestamp
+from hyperpod_recovery.models.common import MAX_NODES_PER_REQUEST, LongText, ShortText, Timestamp
 from hyperpod_recovery.vocabulary import PHASES, Outcome, PhaseName
 
 
@@ -149,8 +149,9 @@ class IncidentRecord(BaseModel):
     job_fates: list[JobFate] = Field(default_factory=list)
     node_fates: list[NodeFate] = Field(default_factory=list)
     jobs_omitted: int = Field(default=0, ge=0)  # jobs past what one incident carries: counted, not named
-    # When Reconcile Execution's notification went out (the records it writes only): a redelivered
-    # end notifies only if the first delivery failed before it did.
+    # When Reconcile Execution's notification went out, in records an earlier version wrote: read
+    # (such an end is not notified again); the notification is now an effect of the incident
+    # (Effect, steps/record_outcome.py NOTIFICATION).
     notified_at: Timestamp | None = None
 
 
@@ -197,20 +198,38 @@ class RecoveryLogEntry(BaseModel):
     outcome: Outcome
 
 
+BREAKER_HISTORY = 50  # changes kept in the breaker's history, newest last
+# One change in the history: its time, state, who (ShortText) and why (LongText), cut like them.
+HistoryEntry = Annotated[str, BeforeValidator(lambda v: v[:2400] if isinstance(v, str) else v), StringConstraints(max_length=2400)]
+
+
 class BreakerState(BaseModel):
-    """The cluster's circuit breaker. Opened by the pipeline, closed only by a human (the CLI)."""
+    """The cluster's circuit breaker. Opened by the pipeline, closed only by a human (the CLI).
+
+    Its texts are cut to their bounds (a human's reason is free text), so the item stays far below
+    DynamoDB's 400 KB whatever is written into it (tests/contract/test_ledger_item_sizes.py).
+    ``version`` is the item's version when it was read (not part of the stored state): a change is
+    written only over the state it was decided on (DynamoLedger.save_breaker)."""
 
     model_config = ConfigDict(extra="forbid")
     state: Literal["closed", "open"] = "closed"
-    reason: str = ""
+    reason: LongText = ""
     changed_at: Timestamp | None = None
-    changed_by: str = ""  # the incident that opened it, or the human who reset it
-    history: list[str] = Field(default_factory=list)  # "<time> <state> by <who>: <reason>", newest last
+    changed_by: ShortText = ""  # the incident that opened it, or the human who reset it
+    history: list[HistoryEntry] = Field(default_factory=list)  # "<time> <state> by <who>: <reason>", newest last
+    version: int = Field(default=0, ge=0, exclude=True)
 
     def changed_to(self, state: Literal["closed", "open"], *, reason: str, by: str, at: datetime) -> BreakerState:
         """The breaker after a change, with the change kept in its (bounded) history."""
         entry = f"{at.isoformat()} {state} by {by}: {reason}"
-        return BreakerState(state=state, reason=reason, changed_at=at, changed_by=by, history=[*self.history, entry][-50:])
+        return BreakerState(
+            state=state,
+            reason=reason,
+            changed_at=at,
+            changed_by=by,
+            history=[*self.history, entry][-BREAKER_HISTORY:],
+            version=self.version,
+        )
 
 
 class RejoinWait(BaseModel):
@@ -225,3 +244,20 @@ class RejoinWait(BaseModel):
     logical_ids: list[str] = Field(default_factory=list, max_length=MAX_NODES_PER_REQUEST)
     instance_ids: list[str] = Field(default_factory=list, max_length=MAX_NODES_PER_REQUEST)
     instance_groups: list[str] = Field(default_factory=list, max_length=MAX_NODES_PER_REQUEST)
+
+
+class Effect(BaseModel):
+    """An outside effect of an incident that must happen once however often its step runs (the
+    incident's notification): begun before it is made, done after (DynamoLedger.begin_effect).
+    ``result`` is what the step that made it answered, so a rerun answers the same."""
+
+    model_config = ConfigDict(extra="forbid")
+    incident: str
+    name: str
+    started_at: Timestamp
+    done_at: Timestamp | None = None
+    result: str | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.done_at is not None

@@ -24,7 +24,7 @@ def apply_safety_policy(
         logical,
         policy,
         breaker=breaker,
-        log=ledger.recovery_log(request.cluster),
+        log=ledger.recovery_log(request.cluster, since=now - timedelta(seconds=policy.log_seconds)),
         in_recovery=ledger.nodes_in_recovery(request.cluster, now),
         now=now,
     )

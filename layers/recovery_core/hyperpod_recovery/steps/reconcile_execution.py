@@ -23,6 +23,7 @@ from hyperpod_recovery.models.events import ExecutionStatusDetail
 from hyperpod_recovery.models.records import RecoveryLogEntry
 from hyperpod_recovery.observability import logger
 from hyperpod_recovery.ports import ExecutionHistory, Ledger, Notifier, ResubmissionsRead
+from hyperpod_recovery.steps.record_outcome import NOTIFICATION
 from hyperpod_recovery.steps.replace_nodes import REBOOT_MARK
 from hyperpod_recovery.steps.settle import settle_holdings
 
@@ -59,6 +60,13 @@ def reconcile_execution(
         resubmitted = {r.job: r.new_job_id for r in record.resubmissions if r.new_job_id}
         hold = now + escalation_hold if record.outcome == "escalated" else None
         settle_holdings(ledger, detail.name, resubmitted=resubmitted, hold_locks_until=hold, now=now)
+        # Its Record step began the page and stopped before it was done (it may have gone out:
+        # sent, for a page must not be lost); an end recorded by an earlier version began none.
+        begun = ledger.effect_of(detail.name, NOTIFICATION)
+        if begun is not None and not begun.done:
+            subject, body = notification(record, execution_url, hold_until=hold)
+            notifier.publish(subject, body, {"outcome": record.outcome, "cluster": cluster, "workflow": record.workflow})
+            ledger.finish_effect(detail.name, NOTIFICATION, now)
         return Reconciled(detail.name, "settled", record.outcome)
 
     # Where it stopped and what each phase took, from its history (best effort: None if unreadable).
@@ -94,6 +102,8 @@ def reconcile_execution(
     # half-way is finished by the next one from the record (which keeps when it was written).
     first = record is None
     recorded_at = now if record is None else record.recorded_at
+    # Begun before the record is written, as Record Outcome does (its page and this are one effect).
+    page = ledger.begin_effect(end.name, NOTIFICATION, now)
     # Its nodes are in an unknown state (half drained, half replaced): locked for a human, for a
     # bounded time, like an escalation.
     hold_until = recorded_at + escalation_hold if held is not None and held.locks else None
@@ -131,10 +141,11 @@ def reconcile_execution(
         in_flight_until=in_flight_until,
         keep_claims=kept_claims,
     )
-    if record.notified_at is None:
+    # (``notified_at``: an end the previous version reconciled and notified)
+    if not page.done and record.notified_at is None:
         subject, body = notification(record, execution_url, hold_until=hold_until, deployment=deployment)
         notifier.publish(subject, body, {"outcome": record.outcome, "cluster": cluster, "workflow": record.workflow})
-        ledger.save_incident(record.model_copy(update={"notified_at": now}))
+        ledger.finish_effect(end.name, NOTIFICATION, now)
     if first:
         logger.warning(
             "execution ended without recording an outcome", extra={"incident": end.name, "status": end.status, "error": end.error}

@@ -1,10 +1,21 @@
 """Record Outcome, for both workflows (NodeRecovery's Record Outcome, Escalate Incident, Record
 Duplicate, Record Rejection; JobRecovery's Record Job Outcome, Escalate Job Incident, Record Job
 Rejection): decide the outcome, save the incident record, count the incident where the safety rules
-look, settle what it holds, notify."""
+look, settle what it holds, notify.
+
+Once however often it runs: Step Functions retries it when its answer is lost (it ran, Lambda's
+response did not arrive) or it failed half-way. The notification is an effect of the incident in
+the ledger (``NOTIFICATION``), begun before anything is written and done once it went out, with the
+answer: a rerun after it was done answers the same and sends nothing; a rerun after a failure
+half-way decides again at the first run's moment (the same record, log entry and hold) and sends
+it. SNS has no idempotency key for a standard topic, so the one window left is a run that stops
+between the publish and the ledger's write: its rerun sends the page again (a page is never lost
+for it; docs/decisions.md).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
@@ -19,6 +30,9 @@ from hyperpod_recovery.models.workflow import OutcomeResult, RecordOutcomeInput
 from hyperpod_recovery.ports import Ledger, Notifier
 from hyperpod_recovery.steps.settle import settle_holdings
 
+# The incident's page, among its effects in the ledger (Reconcile Execution sends it under the same name).
+NOTIFICATION = "notification"
+
 
 def record_outcome(
     step: RecordOutcomeInput | RecordJobOutcomeInput,
@@ -32,7 +46,15 @@ def record_outcome(
     log_seconds: int = 7 * 86_400,
     orchestrator: Literal["slurm", "eks"] = "slurm",
     deployment: Deployment | None = None,
+    on_recorded: Callable[[OutcomeResult], None] = lambda result: None,
 ) -> OutcomeResult:
+    """``on_recorded`` is called once with the outcome when this run made it (the handler's metrics),
+    not when a rerun answers what an earlier run did."""
+    effect = ledger.begin_effect(step.execution_name, NOTIFICATION, now)
+    if effect.done and effect.result is not None:
+        return OutcomeResult.model_validate_json(effect.result)
+    # A rerun decides at the first run's moment: the same record, log entry and hold as it.
+    at = effect.started_at
     table: IncidentTable[Any] = JOB_INCIDENT
     if isinstance(step, RecordOutcomeInput):
         step, table = with_jobs_from_ledger(step, ledger), NODE_INCIDENT
@@ -40,22 +62,25 @@ def record_outcome(
         table,
         step,
         cluster=cluster,
-        now=now,
+        now=at,
         orchestrator=orchestrator,
         claim_of=lambda job_id: ledger.resubmission_claim(cluster, job_id),
     )
     ledger.save_incident(record)
     # Written before settling, so a retried step cannot skip them (each is idempotent per incident).
     if isinstance(step, RecordOutcomeInput):
-        count_node_repairs(step, record, ledger=ledger, cluster=cluster, now=now, log_seconds=log_seconds)
+        count_node_repairs(step, record, ledger=ledger, cluster=cluster, now=at, log_seconds=log_seconds)
     else:
-        count_job_restart(step, record, ledger=ledger, cluster=cluster, now=now)
+        count_job_restart(step, record, ledger=ledger, cluster=cluster, now=at)
     # Escalated nodes stay locked for a while so the automation does not loop on a node a human is
     # looking at; everything else is released at once.
-    hold_until = now + escalation_hold if record.outcome == "escalated" else None
-    settle_holdings(ledger, step.execution_name, resubmitted=facts.resubmitted, hold_locks_until=hold_until, now=now)
-    subject, body = notification(record, execution_url, hold_until=hold_until if facts.locked_nodes else None, deployment=deployment)
-    notifier.publish(subject, body, _attributes(record, cluster))
+    hold_until = at + escalation_hold if record.outcome == "escalated" else None
+    settle_holdings(ledger, step.execution_name, resubmitted=facts.resubmitted, hold_locks_until=hold_until, now=at)
+    if not effect.done:  # (done without an answer: Reconcile Execution sent it; never sent twice)
+        subject, body = notification(record, execution_url, hold_until=hold_until if facts.locked_nodes else None, deployment=deployment)
+        notifier.publish(subject, body, _attributes(record, cluster))
+        ledger.finish_effect(step.execution_name, NOTIFICATION, now, result=result.model_dump_json())
+    on_recorded(result)
     return result
 
 
