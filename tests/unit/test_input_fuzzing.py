@@ -237,7 +237,9 @@ def test_any_breaker_reset_is_refused_in_one_line_or_stores_plain_text(ledger: A
     # Given llm-train's breaker open
     store = DynamoLedger("ledger", dynamodb=ledger)
     opened = BreakerState().changed_to("open", reason="3 recoveries in 1h", by="incident-7", at=datetime(2026, 11, 26, tzinfo=UTC))
-    store.save_breaker("llm-train", opened)
+    # (written over whatever an earlier example left: the breaker is written over the version read)
+    store.save_breaker("llm-train", opened.model_copy(update={"version": store.breaker("llm-train").version}))
+    opened = store.breaker("llm-train")
     out, err = io.StringIO(), io.StringIO()
     argv = ["breaker", "reset", "--region", "us-west-2", "--table", "ledger", f"--cluster={cluster}", f"--reason={reason}"]
     code = cli.main([*argv, *([f"--by={by}"] if by is not None else [])], stdout=out, stderr=err, dynamodb=ledger)
