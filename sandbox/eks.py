@@ -43,7 +43,7 @@ from cryptography.x509.oid import NameOID
 
 from hyperpod_recovery.domain.eks_jobs import CHECKPOINT_ANNOTATION, JOB_NAME_ANNOTATION, RESUBMITTED_FROM_ANNOTATION
 from hyperpod_recovery.errors import KubeAccessDenied, KubeConflict, KubeThrottled, KubeUnavailable
-from hyperpod_recovery.models.kubernetes import HEALTH_STATUS_LABEL, OPT_IN_ANNOTATION, node_name_for_instance
+from hyperpod_recovery.models.kubernetes import HEALTH_STATUS_LABEL, KUEUE_QUEUE_LABEL, OPT_IN_ANNOTATION, node_name_for_instance
 from sandbox.hyperpod import ACCOUNT, HyperPodDouble, SimNode
 from sandbox.kube import HYPERPOD_TAINT_KEY, FakeKube, serve
 from sandbox.scenario import Scenario, expand_range
@@ -166,9 +166,15 @@ class SimulatedEks:
         self.double = double
         self.epoch = epoch
         self.name = f"{scenario.cluster.name}-eks"  # the EKS cluster the double's DescribeCluster names
-        self.kube = FakeKube(now=lambda: self.epoch + timedelta(seconds=self._synced))
         self.reported: dict[str, float] = {}  # instance id -> when a health event reported it
         self._synced = -86_400.0
+        cluster = scenario.cluster.kubernetes
+        self.kube = FakeKube(
+            now=lambda: self.epoch + timedelta(seconds=self._synced),
+            epoch=epoch,
+            kueue=cluster.kueue,
+            suspend_field=cluster.training_operator != "1.6",
+        )
         self._boots: dict[str, float] = {}  # instance id -> the boot its Node shows
         self._stack = ExitStack()
         self.server = KubeApiServer(self.kube, directory, before=self.sync, scope=scope)
@@ -192,7 +198,10 @@ class SimulatedEks:
                 annotations[OPT_IN_ANNOTATION] = "true"
             if job.auto_resume:
                 annotations["sagemaker.amazonaws.com/enable-job-auto-resume"] = "true"
-            self.kube.add_job(spec.kind, spec.namespace, job.name, nodes=nodes, annotations=annotations, restart_policy=spec.restart_policy)
+            labels = {KUEUE_QUEUE_LABEL: spec.queue} if spec.queue else None
+            self.kube.add_job(
+                spec.kind, spec.namespace, job.name, nodes=nodes, annotations=annotations, restart_policy=spec.restart_policy, labels=labels
+            )
         self.kube.calls.clear()
         self.inject_errors()
 

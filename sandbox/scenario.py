@@ -32,6 +32,15 @@ class InstanceGroupSpec(_Strict):
     instance_type: str = "ml.p5.48xlarge"
 
 
+class KubernetesClusterSpec(_Strict):
+    """``kueue``: HyperPod task governance runs (Kueue admits, suspends and un-suspends the jobs that
+    name a queue); ``training_operator``: Kubeflow's, whose PyTorchJob CRD has runPolicy.suspend from
+    1.7 on (an older one's API server prunes the field and answers 200)."""
+
+    kueue: StrictBool = False
+    training_operator: Literal["1.6", "1.7"] = "1.7"
+
+
 class ClusterSpec(_Strict):
     name: str = Field(default="llm-train", pattern=r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
     orchestrator: Literal["slurm", "eks"] = "slurm"
@@ -48,6 +57,8 @@ class ClusterSpec(_Strict):
     # Event"s (a replacement's end); None: the default mode, which publishes none.
     node_provisioning_mode: Literal["Continuous"] | None = None
     instance_groups: list[InstanceGroupSpec] = Field(min_length=1)
+    # EKS: what else acts on the cluster's training jobs (sandbox/kube.py models both).
+    kubernetes: KubernetesClusterSpec = Field(default_factory=KubernetesClusterSpec)
 
     @model_validator(mode="after")
     def _unique_groups(self) -> ClusterSpec:
@@ -80,6 +91,8 @@ class KubernetesJobSpec(_Strict):
     namespace: str = Field(default="kubeflow", max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
     restart_policy: Literal["Never", "OnFailure", "Always", "ExitCode"] = "Never"
     recover: StrictBool = True
+    # The Kueue LocalQueue it asks to be admitted from (label kueue.x-k8s.io/queue-name; needs cluster.kubernetes.kueue).
+    queue: str | None = Field(default=None, max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
 class JobSpec(_Strict):
@@ -331,6 +344,8 @@ class Scenario(_Strict):
             raise ValueError("behaviour.cordoned_before: EKS only (on Slurm, a drain reason says whose it is)")
         if self.behaviour.kubernetes_errors and self.cluster.orchestrator != "eks":
             raise ValueError("behaviour.kubernetes_errors: EKS only")
+        if self.cluster.kubernetes != KubernetesClusterSpec() and self.cluster.orchestrator != "eks":
+            raise ValueError("cluster.kubernetes: EKS only")
         for i, err in enumerate(self.behaviour.api_errors):
             if err.node:
                 check(err.node, f"behaviour.api_errors.{i}.node")
@@ -351,6 +366,9 @@ class Scenario(_Strict):
                 raise ValueError(
                     f"jobs.{i}.name: {job.name!r} is no Kubernetes job name (lowercase DNS-1123, at most 55 to leave room for -r<n>)"
                 )
+        for i, job in enumerate(self.jobs):
+            if job.kubernetes.queue and not self.cluster.kubernetes.kueue:
+                raise ValueError(f"jobs.{i}.kubernetes.queue: needs cluster.kubernetes.kueue (Kueue admits from queues)")
         slurm_only = [
             f"faults.{i}" for i, f in enumerate(self.faults) if f.kind == "job_failed" and (f.requeued_by_slurm or f.job_state != "FAILED")
         ]

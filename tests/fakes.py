@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -158,6 +159,7 @@ class FakeLedger:
         self.breakers: dict[str, BreakerState] = {}
         self.recoveries: dict[str, list[RecoveryLogEntry]] = {}
         self.waits: dict[str, dict[str, RejoinWait]] = {}
+        self.tokens: dict[tuple[str, str], str] = {}
 
     def acquire_locks(self, incident_id: str, cluster: str, node_ids: list[str], now: datetime, ttl: timedelta) -> LockOutcome:
         acquired, held = [], {}
@@ -218,6 +220,9 @@ class FakeLedger:
         if claim is None:
             return None
         return ResubmissionClaim(job_id=job_id, incident_id=claim["incident"], claimed=False, new_job_id=claim["new_job_id"])
+
+    def recreation_token(self, cluster: str, job_id: str, now: datetime) -> str:
+        return self.tokens.setdefault((cluster, job_id), uuid.uuid4().hex)
 
     def lineage_root(self, cluster: str, job_id: str) -> str | None:
         return self.lineages.get((cluster, job_id))

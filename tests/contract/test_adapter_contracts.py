@@ -7,6 +7,7 @@ cluster-node calls that moto lacks, against the sandbox's HyperPod double.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from datetime import UTC, datetime, timedelta
@@ -116,6 +117,15 @@ def test_ledger_job_is_claimed_once(ledger: Any) -> None:
     assert ledger.claim_resubmission("c", "1001", "b", T0, TTL).new_job_id == "1002"
     # A completed claim does not expire with the claim's TTL: the job was resubmitted
     assert ledger.claim_resubmission("c", "1001", "b", T0 + TTL * 2, TTL).incident_id == "a"
+
+
+def test_ledger_records_one_re_creation_token_per_job_whoever_asks_first(ledger: Any) -> None:
+    # (EKS: recorded before the object is made; every incident and retry re-creating the job uses it)
+    uid = "0b0e8b4a-1b0c-4d5e-8f00-000000000001"
+    token = ledger.recreation_token("c", uid, T0)
+    assert re.fullmatch(r"[0-9a-f]{32}", token)
+    assert ledger.recreation_token("c", uid, T0 + timedelta(minutes=5)) == token
+    assert ledger.recreation_token("c", "0b0e8b4a-1b0c-4d5e-8f00-000000000002", T0) != token
 
 
 def test_ledger_claim_released_or_expired_frees_the_job(ledger: Any) -> None:

@@ -56,15 +56,20 @@ def test_eks_default_the_node_is_replaced_and_the_opted_in_job_re_created_from_t
     assert _node(runner, "workers:7") not in kube.nodes
     new_node = kube.nodes[node_name_for_instance(replacement["new_node_id"])]
     assert not new_node["spec"].get("unschedulable") and _ours_on(new_node) == []
-    # And the Kubernetes calls are counted by verb and resource, the way AWS calls are
+    # And the Kubernetes calls are counted by verb and resource, the way AWS calls are: the re-creation
+    # looks for its own copy (by its token) and for a Workload (Kueue), checks the name free, suspends,
+    # reads the job and its pods back, and only then creates
     assert report["kubernetes_calls"] == {
         "create pytorchjobs": 1,
         "get nodes": report["kubernetes_calls"]["get nodes"],
-        "get pytorchjobs": 2,
-        "list pods": 1,
+        "get pytorchjobs": 4,
+        "list pods": 2,
+        "list pytorchjobs": 1,
+        "list workloads": 1,
         "patch nodes": 1,
         "patch pytorchjobs": 1,
     }
+    assert _kube(runner).second_copies() == []
     assert report["api_calls"]["eks.DescribeCluster"] == 1  # the endpoint and CA, once per cold start
 
 
@@ -165,3 +170,23 @@ def test_on_eks_a_slot_that_fails_again_after_its_replacement_is_a_repeat_offend
     assert first["outcome"] == "recovered"
     assert (again["outcome"], again["error"]) == ("escalated", "RepeatOffender")
     assert len(report["replacements"]) == 1
+
+
+def test_eks_under_kueue_the_old_job_is_stopped_for_real_before_its_copy_runs(tmp_path: Path) -> None:
+    # Given HyperPod task governance (Kueue) admitting an opted-in job from its team's queue, and one of its nodes failing
+    report, runner = _run("eks-kueue", tmp_path)
+    incident = only_incident(report)
+    kube = _kube(runner)
+    old, new = kube.jobs[("PyTorchJob", "kubeflow", "llama-70b-pretrain")], kube.jobs[("PyTorchJob", "kubeflow", "llama-70b-pretrain-r1")]
+    # Then the job is re-created once, from the newest verified step, and Kueue admitted the copy: it runs
+    assert incident["outcome"] == "recovered" and [r["checkpoint_step"] for r in incident["resubmissions"]] == [3000]
+    assert kube._live(new) and new["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
+    # And the old one is stopped for real: its Workload inactive and evicted, the job suspended, no pod of it left
+    (workload,) = [w for w in kube.workloads.values() if w["metadata"]["labels"]["kueue.x-k8s.io/job-uid"] == old["metadata"]["uid"]]
+    assert workload["spec"]["active"] is False and old["spec"]["runPolicy"]["suspend"] is True and not kube._live(old)
+    # And never were two copies of the job live at once
+    assert kube.second_copies() == []
+    # And it is the Workload that keeps it stopped: made active again, Kueue would un-suspend it at once
+    kube.patch_workload("kubeflow", workload["metadata"]["name"], [{"op": "replace", "path": "/spec/active", "value": True}])
+    assert kube.jobs[("PyTorchJob", "kubeflow", "llama-70b-pretrain")]["spec"]["runPolicy"]["suspend"] is False
+    assert kube.second_copies() != []

@@ -168,6 +168,7 @@ HELD_BACK_LEDGER_CALLS: dict[str, tuple[Any, ...]] = {
     "complete_resubmission": (CLUSTER, "1001", "inc-1", "1002"),
     "release_resubmission": (CLUSTER, "1001", "inc-1"),
     "keep_resubmission": (CLUSTER, "1001", "inc-1"),
+    "recreation_token": (CLUSTER, "1001", T0),
     "record_restart": (CLUSTER, "1001", None),
     "reserve_capacity": (CLUSTER, "inc-1", [node_id(1)], 10, T0, timedelta(hours=1)),
     "release_capacity": (CLUSTER, "inc-1", [node_id(1)], T0),

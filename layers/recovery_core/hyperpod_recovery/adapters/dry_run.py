@@ -129,6 +129,10 @@ class DryRunLedger:
     def keep_resubmission(self, cluster: str, job_id: str, incident_id: str) -> None:
         held_back("ledger", "keep_resubmission", job_id=job_id)
 
+    def recreation_token(self, cluster: str, job_id: str, now: datetime) -> str:
+        held_back("ledger", "recreation_token", job_id=job_id)
+        return "0" * 32  # (a dry run re-creates nothing: the orchestrator's answer is held back too)
+
     def record_restart(self, cluster: str, root: str, entry: RestartEntry) -> None:
         held_back("ledger", "record_restart", job_id=entry.failed_job_id)
 

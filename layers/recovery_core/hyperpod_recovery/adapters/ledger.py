@@ -17,6 +17,7 @@ Items:
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -223,6 +224,25 @@ class DynamoLedger:
         return ResubmissionClaim(
             job_id=job_id, incident_id=item["incident"]["S"], claimed=False, new_job_id=item.get("new_job_id", {}).get("S")
         )
+
+    def recreation_token(self, cluster: str, job_id: str, now: datetime) -> str:
+        """EKS: the token of the job's re-creation, recorded here before the object is made (one per
+        job, the first writer's: every incident and retry that re-creates the job uses the same one).
+        The re-created object carries it; nobody else can know it before we make that object, so an
+        object carrying it is ours, whatever its name, and one without it never is."""
+        key = {"pk": {"S": f"JOB#{cluster}#{job_id}"}, "sk": {"S": "RECREATION"}}
+        try:
+            self._call(
+                self.dynamodb.put_item,
+                TableName=self.table_name,
+                Item={**key, "token": {"S": uuid.uuid4().hex}, "expires_at": {"N": _epoch(now + JOB_CLAIM_TTL)}},
+                ConditionExpression="attribute_not_exists(pk)",
+            )
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":  # (recorded before: that one stands)
+                raise self._unavailable(exc) from exc
+        item = self._get(key["pk"]["S"], "RECREATION") or {}
+        return str(item["token"]["S"])
 
     # --- job lineages (restart budget, crash loops) ---------------------------------------
     def lineage_root(self, cluster: str, job_id: str) -> str | None:
