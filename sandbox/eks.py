@@ -324,14 +324,18 @@ class SimulatedEks:
 
 def point_eks_at(eks: Any, cluster: SimulatedEks) -> None:
     """The EKS cluster in moto, its DescribeCluster answering with the local API server and its CA
-    (moto makes up both; the adapter reads them as it reads EKS's)."""
+    (moto makes up both; the adapter reads them as it reads EKS's). A stack whose EksClusterName names
+    another cluster (settings.eks_cluster_name) finds that one in the account too, answering from the
+    same API server: what such a stack would reach, if nothing checked."""
     from moto.eks.models import eks_backends
 
-    eks.create_cluster(
-        name=cluster.name,
-        roleArn=f"arn:aws:iam::{ACCOUNT}:role/eks-cluster",
-        resourcesVpcConfig={"subnetIds": [], "endpointPublicAccess": True, "endpointPrivateAccess": False},
-    )
-    stored = eks_backends[ACCOUNT][eks.meta.region_name].clusters[cluster.name]
-    stored.endpoint = cluster.server.url
-    stored.certificate_authority = {"data": cluster.ca_data()}
+    names = dict.fromkeys([cluster.name, cluster.scenario.settings.eks_cluster_name or cluster.name])
+    for name in names:
+        eks.create_cluster(
+            name=name,
+            roleArn=f"arn:aws:iam::{ACCOUNT}:role/eks-cluster",
+            resourcesVpcConfig={"subnetIds": [], "endpointPublicAccess": True, "endpointPrivateAccess": False},
+        )
+        stored = eks_backends[ACCOUNT][eks.meta.region_name].clusters[name]
+        stored.endpoint = cluster.server.url
+        stored.certificate_authority = {"data": cluster.ca_data()}

@@ -88,6 +88,7 @@ class DrillRunner:
             self.double.on_new_host = self.slurm.slurm.register_node
         # An EKS cluster's Kubernetes side (sandbox/eks.py), made with the sandbox: its API server lives with it.
         self.eks: SimulatedEks | None = None
+        self.polls: list[dict[str, Any]] = []  # each tick of the EKS job poller: what it answered
         self.intake_responses: list[dict[str, Any]] = []
         self.events_put = 0
         self.drill_count = 0
@@ -156,7 +157,8 @@ class DrillRunner:
         safety |= {"MaxEventAgeSeconds": settings.max_event_age_seconds, "MaxClockSkewSeconds": settings.max_clock_skew_seconds}
         parameters.update({name: f"{value:g}" for name, value in safety.items() if value is not None})
         if self.scenario.cluster.orchestrator == "eks":
-            parameters |= {"Orchestrator": "Eks", "EksClusterName": f"{self.scenario.cluster.name}-eks"}
+            stack_eks = settings.eks_cluster_name or f"{self.scenario.cluster.name}-eks"
+            parameters |= {"Orchestrator": "Eks", "EksClusterName": stack_eks}
         parameters.update(overrides or {})
         install_clock(lambda: self.epoch + timedelta(seconds=self.clock.now()))
         try:
@@ -504,7 +506,8 @@ class DrillRunner:
     def _poll_failed_jobs(self) -> None:
         """One tick of the EKS job poller's schedule (Find Failed Jobs), as EventBridge Scheduler invokes it."""
         with self.aws.api_calls.counting():
-            self.aws.client("lambda").invoke(FunctionName="FindFailedJobsFunction", Payload=b"{}")
+            response = self.aws.client("lambda").invoke(FunctionName="FindFailedJobsFunction", Payload=b"{}")
+        self.polls.append(json.loads(response["Payload"].read()))  # (its counts, or Lambda's error answer)
 
     def _run_event_source_mapping(self) -> None:
         self._run_mapping("IntakeQueue", "IntakeFunction", ESM_BATCH_SIZE, self.intake_responses)

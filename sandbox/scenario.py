@@ -299,6 +299,9 @@ class SettingsSpec(_Strict):
     controller_groups: list[str] = Field(default_factory=list)
     login_groups: list[str] = Field(default_factory=list)
     job_restarts: JobRestartSpec = Field(default_factory=JobRestartSpec)
+    # template.yaml: EksClusterName (None: the EKS cluster HyperPod names). Another name is another EKS
+    # cluster of the account, whose API answers too (what a stack pointed at the wrong cluster would reach).
+    eks_cluster_name: str | None = Field(default=None, pattern=r"^[0-9A-Za-z][A-Za-z0-9\-_]{0,99}$")
 
 
 class Scenario(_Strict):
@@ -346,6 +349,8 @@ class Scenario(_Strict):
             raise ValueError("behaviour.kubernetes_errors: EKS only")
         if self.cluster.kubernetes != KubernetesClusterSpec() and self.cluster.orchestrator != "eks":
             raise ValueError("cluster.kubernetes: EKS only")
+        if self.settings.eks_cluster_name and self.cluster.orchestrator != "eks":
+            raise ValueError("settings.eks_cluster_name: EKS only")
         for i, err in enumerate(self.behaviour.api_errors):
             if err.node:
                 check(err.node, f"behaviour.api_errors.{i}.node")

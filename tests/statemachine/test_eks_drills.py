@@ -190,3 +190,15 @@ def test_eks_under_kueue_the_old_job_is_stopped_for_real_before_its_copy_runs(tm
     kube.patch_workload("kubeflow", workload["metadata"]["name"], [{"op": "replace", "path": "/spec/active", "value": True}])
     assert kube.jobs[("PyTorchJob", "kubeflow", "llama-70b-pretrain")]["spec"]["runPolicy"]["suspend"] is False
     assert kube.second_copies() != []
+
+
+def test_a_stack_pointed_at_another_eks_cluster_never_touches_its_jobs(tmp_path: Path) -> None:
+    # Given a stack whose EksClusterName names another EKS cluster of the account (its API answers too),
+    # and an opted-in job failing on the cluster HyperPod guards
+    scenario = load_scenario(EVENTS / "drills" / "eks-job-failed.json")
+    scenario = scenario.model_copy(update={"settings": scenario.settings.model_copy(update={"eks_cluster_name": "other-eks"})})
+    runner = DrillRunner(scenario, log_path=tmp_path / "lambda.log")
+    report = runner.run()
+    # Then the poller refuses before its first Kubernetes call: nothing read, nothing started, nothing written
+    assert report["kubernetes_calls"] == {} and report["incidents"] == []
+    assert runner.polls and all(poll.get("errorType") == "UnsupportedOrchestrator" for poll in runner.polls)
