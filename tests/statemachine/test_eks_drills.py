@@ -12,7 +12,7 @@ import pytest
 from hyperpod_recovery.models.kubernetes import OUR_ANNOTATIONS, QUARANTINE_TAINT_KEY, node_name_for_instance
 from sandbox.kube import FakeKube
 from sandbox.runner import DrillRunner
-from sandbox.scenario import load_scenario
+from sandbox.scenario import KubernetesErrorSpec, load_scenario
 from tests.conftest import EVENTS
 from tests.statemachine.conftest import only_incident
 
@@ -202,3 +202,34 @@ def test_a_stack_pointed_at_another_eks_cluster_never_touches_its_jobs(tmp_path:
     # Then the poller refuses before its first Kubernetes call: nothing read, nothing started, nothing written
     assert report["kubernetes_calls"] == {} and report["incidents"] == []
     assert runner.polls and all(poll.get("errorType") == "UnsupportedOrchestrator" for poll in runner.polls)
+
+
+def _two_jobs_one_refused(status: int, times: int) -> Any:
+    """eks-default with a second opted-in job on the failed node, whose re-creation is refused (the first create)."""
+    scenario = load_scenario(EVENTS / "drills" / "eks-default.json")
+    second = scenario.jobs[0].model_copy(
+        update={
+            "id": "1002",
+            "name": "mistral-7b-sft",
+            "nodes": "workers:6-7",
+            "checkpoint_uri": "s3://llm-train-checkpoints/mistral-7b-sft",
+        }
+    )
+    refused = KubernetesErrorSpec(call="create pytorchjobs", status=status, times=times)  # type: ignore[arg-type]
+    behaviour = scenario.behaviour.model_copy(update={"kubernetes_errors": [refused]})
+    return scenario.model_copy(update={"jobs": [scenario.jobs[0], second], "behaviour": behaviour})
+
+
+@pytest.mark.parametrize(("status", "times"), [(403, 1), (503, 6)], ids=["rbac-403", "persistent-503"])
+def test_a_refused_re_creation_beside_a_successful_one_escalates_and_keeps_both_results(status: int, times: int, tmp_path: Path) -> None:
+    # Given two opted-in jobs on the failed node, the first re-creation refused (RBAC 403, or 503 past the retries)
+    report = DrillRunner(_two_jobs_one_refused(status, times), log_path=tmp_path / "lambda.log").run()
+    incident = only_incident(report)
+    # Then the incident escalates ResubmitFailed, naming the job not re-created (its 36-character uid kept)
+    assert (incident["outcome"], incident["error"]) == ("escalated", "ResubmitFailed")
+    made = [j for j in report["kubernetes_jobs"] if "resubmitted_from" in j]
+    refused = {j["uid"] for j in report["kubernetes_jobs"] if "resubmitted_from" not in j} - {j["resubmitted_from"] for j in made}
+    assert len(made) == 1 and len(refused) == 1 and next(iter(refused)) in incident["cause"]
+    # And the successful one stays in the record, its claim completed, nothing left held
+    assert [r["new_job_id"] for r in incident["resubmissions"]] == [made[0]["uid"]]
+    assert report["ledger_at_end"]["open_claims"] == [] and report["ledger_at_end"]["incidents_holding"] == []

@@ -193,3 +193,25 @@ def test_a_node_recovery_never_takes_a_job_that_already_failed_nor_a_pod_of_an_e
     # Then a node recovery of A and B finds no job to restart: the failed one is JobRecovery's, the other is not on B
     result = EksOrchestrator(fake, None, lambda: AT).cordon(CordonNodes(nodes=[A, B], reason="hyperpod-recovery:hpr-a"))  # type: ignore[arg-type]
     assert result.jobs == []
+
+
+def test_a_job_failed_on_nodes_named_otherwise_names_them_as_the_workflow_knows_them_and_their_repair_is_found() -> None:
+    # Given a cluster whose nodes are named ip-... (found by the instance in their providerID), a job on
+    # two of them, and HyperPod marking one for replacement as the job fails
+    fake = FakeKube(now=lambda: AT)
+    for n, instance in ((1, "i-0123456789abcdef0"), (2, "i-0123456789abcdef1")):
+        fake.add_node(f"ip-10-1-0-{n}.us-west-2.compute.internal", instance_id=instance)
+    nodes = ["ip-10-1-0-1.us-west-2.compute.internal", "ip-10-1-0-2.us-west-2.compute.internal"]
+    fake.add_job("PyTorchJob", "kubeflow", "llama", nodes=nodes, annotations={OPT_IN_ANNOTATION: "true"})
+    fake.hyperpod_marks_unhealthy(nodes[1])
+    fake.job_fails("PyTorchJob", "kubeflow", "llama")
+    # When the poller finds the failure
+    (payload,) = _poll(fake)[1].started.values()
+    failure = JobRecoveryRequest.model_validate(json.loads(payload)).failure
+    # Then the job's nodes are named hyperpod-<instance>, as ListClusterNodes' instances map to them
+    assert failure is not None and failure.nodes == [A, B]
+    # And Check Job Nodes and the classifier find the node HyperPod marked, with its instance: ours to repair
+    states = EksOrchestrator(fake, None, lambda: AT).execute(NodeStates(nodes=failure.nodes)).nodes  # type: ignore[arg-type]
+    cluster = [ClusterNode(node_id=name.removeprefix("hyperpod-"), instance_group="workers", status="Running") for name in (A, B)]
+    (found,) = faulty_nodes(failure.nodes, states, cluster, "eks")
+    assert (found.slurm_node, found.node_id, found.ours_to_repair) == (B, "i-0123456789abcdef1", True)

@@ -51,7 +51,7 @@ from hyperpod_recovery.domain.eks_jobs import (
     suspended,
     workloads_of,
 )
-from hyperpod_recovery.domain.eks_nodes import NodeView, cordon_plan, give_back_plan, health_gate, rebooted_since_cordon
+from hyperpod_recovery.domain.eks_nodes import NodeView, cordon_plan, give_back_plan, health_gate, hyperpod_name, rebooted_since_cordon
 from hyperpod_recovery.errors import (
     ControllerChannelError,
     InvalidCommand,
@@ -174,12 +174,32 @@ def installed_jobs(kube: KubeApi, kind: str) -> list[dict[str, Any]]:
         return []
 
 
-def job_pod_nodes(kube: KubeApi, ref: KubeJobRef, job: dict[str, Any]) -> list[str]:
-    """The nodes of the pods of this very job: its operator's label, then its controller's kind,
-    name and uid (pods of a TFJob of the same name, or of an earlier object, are not its)."""
+def job_pod_nodes(kube: KubeApi, ref: KubeJobRef, job: dict[str, Any], names: NodeNames | None = None) -> list[str]:
+    """The nodes of the pods of this very job (its operator's label narrows the list; its
+    controller's kind, name and uid decide: pods of a TFJob of the same name, or of an earlier
+    object, are not its), by the names the workflow knows them by (``hyperpod-<instance>``:
+    NodeNames; ``names``: one shared by the calls of one poll)."""
     label = KUBEFLOW_JOB_NAME_LABEL if ref.kind == "PyTorchJob" else HPTO_JOB_LABEL
     pods = [p for p in kube.list_pods(ref.namespace, f"{label}={ref.name}") if owning_job_any(p) == ref and is_pod_of(p, job)]
-    return list(dict.fromkeys(str(p["spec"]["nodeName"]) for p in pods if (p.get("spec") or {}).get("nodeName")))
+    placed = list(dict.fromkeys(str(p["spec"]["nodeName"]) for p in pods if (p.get("spec") or {}).get("nodeName")))
+    return list(dict.fromkeys((names or NodeNames(kube)).known_as(node) for node in placed))
+
+
+class NodeNames:
+    """A Kubernetes node's name -> the name the workflow knows it by (domain/eks_nodes.py
+    hyperpod_name): a cluster that names its nodes otherwise (``ip-10-1-2-3...``) is read once, by
+    the instance in each node's providerID, so its nodes are recovered on the job path too."""
+
+    def __init__(self, kube: KubeApi) -> None:
+        self._kube = kube
+        self._by_name: dict[str, str] | None = None
+
+    def known_as(self, name: str) -> str:
+        if instance_of_node_name(name) is not None:
+            return name
+        if self._by_name is None:
+            self._by_name = {NodeView.of(n).name: hyperpod_name(n) for n in self._kube.list_nodes(f"{COMPUTE_TYPE_LABEL}=hyperpod")}
+        return self._by_name.get(name, name)
 
 
 def _node_status(name: str, node: dict[str, Any] | None) -> NodeStatus:

@@ -318,7 +318,7 @@ class ResubmitFailure(BaseModel):
     results are kept, so the record says exactly which jobs were resubmitted and which were not."""
 
     model_config = ConfigDict(extra="forbid")
-    job_id: str = Field(max_length=32)
+    job_id: JobId  # (a Slurm job id, or an EKS job object's 36-character uid)
     failure: StepError
 
 
