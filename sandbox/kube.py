@@ -39,6 +39,7 @@ quota for every Workload: admission is never the fake's bottleneck, so a copy Ku
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import json
 import re
@@ -51,6 +52,8 @@ from typing import Any
 import jsonpatch
 import jsonschema
 import kubernetes_validate
+import kubernetes_validate.utils
+from referencing import Registry, Resource
 
 from hyperpod_recovery.errors import (
     KubeAccessDenied,
@@ -219,7 +222,7 @@ class FakeKube:
         metadata["resourceVersion"] = self._next_version()
         self.jobs[key] = obj
         created = copy.deepcopy(obj)
-        self._settle()
+        self._settle([key])
         return created
 
     def patch_job(self, ref: KubeJobRef, operations: list[dict[str, Any]]) -> dict[str, Any]:
@@ -234,7 +237,7 @@ class FakeKube:
         patched["metadata"]["resourceVersion"] = self._next_version()
         self.jobs[key] = patched
         answer = copy.deepcopy(patched)
-        self._settle()
+        self._settle([key])
         return answer
 
     def list_jobs(self, kind: str) -> list[dict[str, Any]]:
@@ -276,7 +279,8 @@ class FakeKube:
         patched["metadata"]["resourceVersion"] = self._next_version()
         self.workloads[(namespace, name)] = patched
         answer = copy.deepcopy(patched)
-        self._settle()
+        owner = _controller_uid(patched)
+        self._settle([k for k, j in self.jobs.items() if j["metadata"]["uid"] == owner])
         return answer
 
     def _kueue_installed(self, request: str) -> None:
@@ -368,7 +372,7 @@ class FakeKube:
                 pod["status"]["phase"] = "Running"
             else:
                 self.add_pod(namespace, f"{name}-worker-{index}", node, owner=(kind, name, job["metadata"]["uid"]))
-        self._settle()
+        self._settle([(kind, namespace, name)])
         return stored
 
     def add_pod(
@@ -429,7 +433,7 @@ class FakeKube:
         for pod in self.pods.values():
             if _owned_by(pod, job):
                 pod["status"]["phase"] = "Failed"
-        self._settle()
+        self._settle([(kind, namespace, name)])
 
     # --- HyperPod's side -----------------------------------------------------------------------------
     def hyperpod_marks_unhealthy(self, name: str, status: str = "UnschedulablePendingReplacement") -> None:
@@ -478,10 +482,11 @@ class FakeKube:
         with a pod running or pending. ``at``: virtual seconds since ``epoch``."""
         return copy.deepcopy(self._copies)
 
-    def _settle(self) -> None:
-        """What the training operator and Kueue do after a write, in the order they would."""
-        for key in sorted(self.jobs):
-            if key[0] != "PyTorchJob":
+    def _settle(self, keys: list[tuple[str, str, str]] | None = None) -> None:
+        """What the training operator and Kueue do after a write (to the jobs ``keys``, else every
+        job), in the order they would."""
+        for key in sorted(self.jobs if keys is None else keys):
+            if key[0] != "PyTorchJob" or key not in self.jobs:
                 continue  # (the HyperPod training operator is not modelled: its pods are seeded)
             if self.kueue and self._managed(self.jobs[key]):
                 self._kueue_reconciles(key)
@@ -626,9 +631,11 @@ class FakeKube:
 
     def _note_copies(self) -> None:
         lineages: dict[tuple[str, str], list[str]] = {}
+        running = self._running_uids()
+        by_uid = {j["metadata"]["uid"]: j for j in self.jobs.values()}
         for (kind, namespace, name), job in sorted(self.jobs.items()):
-            if kind == "PyTorchJob" and self._live(job):
-                lineages.setdefault((namespace, self._lineage(job)), []).append(name)
+            if kind == "PyTorchJob" and self._live(job, running):
+                lineages.setdefault((namespace, self._lineage(job, by_uid)), []).append(name)
         for key in sorted(set(lineages) | set(self._live_by_lineage)):
             live = lineages.get(key, [])
             if len(live) >= 2 and live != self._live_by_lineage.get(key):
@@ -636,18 +643,21 @@ class FakeKube:
                 self._copies.append({"lineage": key[1], "copies": live, "at": at})
             self._live_by_lineage[key] = live
 
-    def _live(self, job: dict[str, Any]) -> bool:
+    def _running_uids(self) -> set[str | None]:
+        """The controllers of the pods running or waiting to (not being deleted)."""
+        return {
+            _controller_uid(p)
+            for p in self.pods.values()
+            if p["status"].get("phase") in ("Pending", "Running") and "deletionTimestamp" not in p["metadata"]
+        }
+
+    def _live(self, job: dict[str, Any], running: set[str | None] | None = None) -> bool:
         if _job_state(job) in FINISHED or _suspended(job):
             return False
-        uid = job["metadata"]["uid"]
-        return any(
-            _controller_uid(p) == uid and p["status"].get("phase") in ("Pending", "Running") and "deletionTimestamp" not in p["metadata"]
-            for p in self.pods.values()
-        )
+        return job["metadata"]["uid"] in (running if running is not None else self._running_uids())
 
-    def _lineage(self, job: dict[str, Any]) -> str:
+    def _lineage(self, job: dict[str, Any], by_uid: dict[str, dict[str, Any]]) -> str:
         """The first job of a job's lineage: followed through who each was re-created from."""
-        by_uid = {j["metadata"]["uid"]: j for j in self.jobs.values()}
         seen: set[str] = set()
         while True:
             previous = (job["metadata"].get("annotations") or {}).get(RESUBMITTED_FROM)
@@ -681,8 +691,8 @@ class FakeKube:
 
     def _validate(self, obj: dict[str, Any]) -> None:
         try:
-            kubernetes_validate.validate(obj, self.version, strict=True)
-        except kubernetes_validate.ValidationError as exc:
+            _strict_validator(str(obj["kind"]), str(obj["apiVersion"]), self.version).validate(obj)
+        except jsonschema.ValidationError as exc:
             where = "/".join(str(p) for p in exc.path)
             raise Invalid(f"{obj.get('kind')} {obj['metadata'].get('name')}: 422 Invalid at {where or '/'}: {exc.message}") from exc
 
@@ -722,6 +732,20 @@ class FakeKube:
             path = SCHEMAS / f"{plural[:-1]}-{group}-{version}.json"
             self._job_schemas[kind] = json.loads(path.read_text()) if path.exists() else {}
         return self._job_schemas[kind] or None
+
+
+@functools.cache
+def _strict_validator(kind: str, api_version: str, version: str) -> jsonschema.protocols.Validator:
+    """kubernetes-validate's strict check of one kind (its utils.validate, step by step), with its
+    schema files read once per kind rather than at every write (a storm writes thousands)."""
+    utils = kubernetes_validate.utils
+    newest = [v for v in utils.all_versions() if utils.major_minor(v) <= utils.major_minor(version)][-1]
+    directory = f"v{newest}-local-strict"
+    group_version = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", api_version)
+    schema = utils.schema_contents(f"kubernetes-json-schema/{directory}/{kind.lower()}-{group_version}.json", version)
+    definitions = utils.schema_contents(f"kubernetes-json-schema/{directory}/_definitions.json", version)
+    registry = Resource.from_contents(definitions) @ (Resource.from_contents(schema) @ Registry())
+    return jsonschema.Draft202012Validator(schema, registry=registry)
 
 
 def _applied(obj: dict[str, Any], operations: list[dict[str, Any]], request: str) -> dict[str, Any]:

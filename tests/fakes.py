@@ -160,6 +160,7 @@ class FakeLedger:
         self.recoveries: dict[str, list[RecoveryLogEntry]] = {}
         self.waits: dict[str, dict[str, RejoinWait]] = {}
         self.tokens: dict[tuple[str, str], str] = {}
+        self.polled: dict[tuple[str, str], datetime] = {}
 
     def acquire_locks(self, incident_id: str, cluster: str, node_ids: list[str], now: datetime, ttl: timedelta) -> LockOutcome:
         acquired, held = [], {}
@@ -220,6 +221,12 @@ class FakeLedger:
         if claim is None:
             return None
         return ResubmissionClaim(job_id=job_id, incident_id=claim["incident"], claimed=False, new_job_id=claim["new_job_id"])
+
+    def failures_started(self, cluster: str, now: datetime) -> set[str]:
+        return {key for (c, key), until in self.polled.items() if c == cluster and until >= now}
+
+    def note_failure_started(self, cluster: str, event_key: str, until: datetime) -> None:
+        self.polled[(cluster, event_key)] = until
 
     def recreation_token(self, cluster: str, job_id: str, now: datetime) -> str:
         return self.tokens.setdefault((cluster, job_id), uuid.uuid4().hex)

@@ -128,6 +128,15 @@ def test_ledger_records_one_re_creation_token_per_job_whoever_asks_first(ledger:
     assert ledger.recreation_token("c", "0b0e8b4a-1b0c-4d5e-8f00-000000000002", T0) != token
 
 
+def test_ledger_remembers_each_started_failure_until_it_expires(ledger: Any) -> None:
+    # (the EKS poller's memory: one entry per failure, however many polls and clusters)
+    keys = [f"0b0e8b4a-1b0c-4d5e-8f00-{n:012d}:1773478800" for n in range(150)]
+    for key in keys:
+        ledger.note_failure_started("c", key, T0 + TTL)
+    ledger.note_failure_started("other", "x:1", T0 + TTL)
+    assert ledger.failures_started("c", T0) == set(keys) and ledger.failures_started("c", T0 + TTL * 2) == set()
+
+
 def test_ledger_claim_released_or_expired_frees_the_job(ledger: Any) -> None:
     # Given a claim that a released (nothing submitted) and one that b never settled (it died)
     ledger.claim_resubmission("c", "1", "a", T0, TTL)

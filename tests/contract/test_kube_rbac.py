@@ -170,14 +170,22 @@ def test_the_job_poller_reads_only_what_its_reader_group_may() -> None:
     # Given a failed opted-in job, polled as Find Failed Jobs polls
     from hyperpod_recovery.domain.normalize import GuardedCluster
     from hyperpod_recovery.steps.find_failed_jobs import find_failed_jobs
-    from tests.fakes import FakeWorkflows
+    from tests.fakes import FakeLedger, FakeWorkflows
 
     fake = FakeKube(now=lambda: AT)
     fake.add_hyperpod_node("i-0123456789abcdef0")
     fake.add_job("PyTorchJob", "kubeflow", "llama", nodes=[A], annotations={OPT_IN_ANNOTATION: "true"})
     fake.job_fails("PyTorchJob", "kubeflow", "llama")
     fake.calls.clear()
-    find_failed_jobs(kube=fake, workflows=FakeWorkflows(), guarded=GuardedCluster(name="c", arn="a"), max_age_seconds=3600, now=AT)
+    find_failed_jobs(
+        kube=fake,
+        workflows=FakeWorkflows(),
+        ledger=FakeLedger(),
+        guarded=GuardedCluster(name="c", arn="a"),
+        max_age_seconds=3600,
+        now=AT,
+        remaining_ms=lambda: 30_000,
+    )
     granted = _granted(_groups_of("FindFailedJobsFunction"))
     assert sorted((v, r) for v, r in set(fake.calls) if (GROUP_OF[r], r, v) not in granted) == []
     assert {v for v, _ in fake.calls} == {"list"}  # it only reads

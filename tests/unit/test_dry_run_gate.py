@@ -169,6 +169,7 @@ HELD_BACK_LEDGER_CALLS: dict[str, tuple[Any, ...]] = {
     "release_resubmission": (CLUSTER, "1001", "inc-1"),
     "keep_resubmission": (CLUSTER, "1001", "inc-1"),
     "recreation_token": (CLUSTER, "1001", T0),
+    "note_failure_started": (CLUSTER, "u:1", T0),
     "record_restart": (CLUSTER, "1001", None),
     "reserve_capacity": (CLUSTER, "inc-1", [node_id(1)], 10, T0, timedelta(hours=1)),
     "release_capacity": (CLUSTER, "inc-1", [node_id(1)], T0),
@@ -203,6 +204,7 @@ def test_every_ledger_method_is_either_held_back_or_passed_through() -> None:
     assert passed_through == {
         "lock_holders", "resubmission_claim", "lineage_root", "restart_history", "nodes_in_recovery", "holdings",
         "jobs_of", "breaker", "recovery_log", "get_incident", "save_incident", "save_jobs", "rejoin_waits",
+        "failures_started",
     }  # fmt: skip
 
 

@@ -129,6 +129,9 @@ class DryRunLedger:
     def keep_resubmission(self, cluster: str, job_id: str, incident_id: str) -> None:
         held_back("ledger", "keep_resubmission", job_id=job_id)
 
+    def note_failure_started(self, cluster: str, event_key: str, until: datetime) -> None:
+        held_back("ledger", "note_failure_started", event=event_key)
+
     def recreation_token(self, cluster: str, job_id: str, now: datetime) -> str:
         held_back("ledger", "recreation_token", job_id=job_id)
         return "0" * 32  # (a dry run re-creates nothing: the orchestrator's answer is held back too)
@@ -191,6 +194,9 @@ class DryRunLedger:
 
     def breaker(self, cluster: str) -> BreakerState:
         return self._ledger.breaker(cluster)
+
+    def failures_started(self, cluster: str, now: datetime) -> set[str]:
+        return self._ledger.failures_started(cluster, now)
 
     def recovery_log(self, cluster: str) -> list[RecoveryLogEntry]:
         return self._ledger.recovery_log(cluster)

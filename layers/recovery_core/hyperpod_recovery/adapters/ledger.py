@@ -244,6 +244,39 @@ class DynamoLedger:
         item = self._get(key["pk"]["S"], "RECREATION") or {}
         return str(item["token"]["S"])
 
+    # --- the EKS job poller's memory (Find Failed Jobs) -------------------------------------
+    def failures_started(self, cluster: str, now: datetime) -> set[str]:
+        """The job failures whose JobRecovery a poll started (their event keys, ``<uid>:<epoch>``),
+        not yet expired: the poll skips them without asking Kubernetes or Step Functions again.
+        One item per failure (written once, never rewritten), one Query per poll."""
+        keys: set[str] = set()
+        start: dict[str, Any] | None = None
+        while True:
+            page = self._call(
+                self.dynamodb.query,
+                TableName=self.table_name,
+                KeyConditionExpression="pk = :pk",
+                ExpressionAttributeValues={":pk": {"S": f"POLLED#{cluster}"}},
+                ProjectionExpression="sk, expires_at",
+                ConsistentRead=True,
+                **({"ExclusiveStartKey": start} if start else {}),
+            )
+            # (DynamoDB's TTL deletes expired items within days: an expired one is not remembered)
+            keys |= {i["sk"]["S"] for i in page.get("Items", []) if int(i["expires_at"]["N"]) >= int(now.timestamp())}
+            start = page.get("LastEvaluatedKey")
+            if not start:
+                return keys
+
+    def note_failure_started(self, cluster: str, event_key: str, until: datetime) -> None:
+        """Remember that a poll started this failure's JobRecovery until ``until`` (when it would be
+        too old to start anyway). Written after the start: a lost write only costs the next poll
+        one idempotent StartExecution (the execution's name is the failure)."""
+        self._call(
+            self.dynamodb.put_item,
+            TableName=self.table_name,
+            Item={"pk": {"S": f"POLLED#{cluster}"}, "sk": {"S": event_key}, "expires_at": {"N": _epoch(until)}},
+        )
+
     # --- job lineages (restart budget, crash loops) ---------------------------------------
     def lineage_root(self, cluster: str, job_id: str) -> str | None:
         item = self._get(f"JOB#{cluster}#{job_id}", "LINEAGE")

@@ -358,7 +358,8 @@ def recovery_wanted(job: dict[str, Any], kind: str) -> bool:
     annotations = (job.get("metadata") or {}).get("annotations") or {}
     opted_in = str(annotations.get(OPT_IN_ANNOTATION, "")).lower() == "true"
     gave_up = restarted_by(job, kind) in ("hyperpod_training_operator", "hyperpod_auto_resume")
-    return failed_at(job) is not None and (opted_in or gave_up)
+    # (a job nobody asked us about is never read further: its Failed condition's time is its owner's)
+    return (opted_in or gave_up) and failed_at(job) is not None
 
 
 def failure_event(job: dict[str, Any], kind: str, cluster_name: str, nodes: list[str]) -> JobFailedDetail | None:
