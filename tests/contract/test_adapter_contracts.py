@@ -128,6 +128,17 @@ def test_ledger_records_one_re_creation_token_per_job_whoever_asks_first(ledger:
     assert ledger.recreation_token("c", "0b0e8b4a-1b0c-4d5e-8f00-000000000002", T0) != token
 
 
+def test_ledger_counts_job_restarts_in_the_window_up_to_the_limit_once_each(ledger: Any) -> None:
+    # Given a limit of 3 job restarts in a window of an hour
+    window = timedelta(hours=1)
+    assert [ledger.reserve_job_restart("c", f"hpj-{n}", 3, T0, window) for n in range(4)] == [True, True, True, False]
+    # Then a retried step keeps its place, another cluster has its own, and the window frees them as they expire
+    assert ledger.reserve_job_restart("c", "hpj-1", 3, T0, window) and ledger.job_restarts("c", T0) == ["hpj-0", "hpj-1", "hpj-2"]
+    assert ledger.reserve_job_restart("other", "hpj-9", 3, T0, window)
+    assert ledger.reserve_job_restart("c", "hpj-4", 3, T0 + window + timedelta(seconds=1), window)
+    assert ledger.job_restarts("c", T0 + window + timedelta(seconds=1)) == ["hpj-4"]
+
+
 def test_ledger_remembers_each_started_failure_until_it_expires(ledger: Any) -> None:
     # (the EKS poller's memory: one entry per failure, however many polls and clusters)
     keys = [f"0b0e8b4a-1b0c-4d5e-8f00-{n:012d}:1773478800" for n in range(150)]

@@ -129,6 +129,12 @@ class DryRunLedger:
     def keep_resubmission(self, cluster: str, job_id: str, incident_id: str) -> None:
         held_back("ledger", "keep_resubmission", job_id=job_id)
 
+    def reserve_job_restart(self, cluster: str, incident_id: str, limit: int, now: datetime, ttl: timedelta) -> bool:
+        """Answered from the places as they are: the verdict is the policy's, nothing is taken."""
+        held_back("ledger", "reserve_job_restart", limit=limit)
+        taken = self._ledger.job_restarts(cluster, now)
+        return incident_id in taken or len(taken) < limit
+
     def note_failure_started(self, cluster: str, event_key: str, until: datetime) -> None:
         held_back("ledger", "note_failure_started", event=event_key)
 
@@ -197,6 +203,9 @@ class DryRunLedger:
 
     def failures_started(self, cluster: str, now: datetime) -> set[str]:
         return self._ledger.failures_started(cluster, now)
+
+    def job_restarts(self, cluster: str, now: datetime) -> list[str]:
+        return self._ledger.job_restarts(cluster, now)
 
     def recovery_log(self, cluster: str) -> list[RecoveryLogEntry]:
         return self._ledger.recovery_log(cluster)

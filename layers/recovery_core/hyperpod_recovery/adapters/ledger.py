@@ -16,6 +16,7 @@ Items:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import uuid
 from collections.abc import Sequence
@@ -243,6 +244,68 @@ class DynamoLedger:
                 raise self._unavailable(exc) from exc
         item = self._get(key["pk"]["S"], "RECREATION") or {}
         return str(item["token"]["S"])
+
+    # --- job restarts in the breaker's window (Plan Job Restart: the job side of the breaker) ----
+    def job_restarts(self, cluster: str, now: datetime) -> list[str]:
+        """The incidents holding a place for a job restart in the breaker's window (not expired)."""
+        return sorted(incident for incident, _ in self._job_restart_places(cluster, now).values())
+
+    def reserve_job_restart(self, cluster: str, incident_id: str, limit: int, now: datetime, ttl: timedelta) -> bool:
+        """A place for this incident's job restart among at most ``limit`` in the window (each place
+        expires ``ttl`` after it was taken; never given back: it counts a restart that happened).
+        False: the window is full. One small item per place (slot ``0..limit-1``, taken with a
+        condition that it is free or expired): no item grows with the limit, and two incidents
+        taking the last place at once get it once. Idempotent per incident (a retried step)."""
+        digest = int(hashlib.sha256(incident_id.encode()).hexdigest(), 16)
+        for _ in range(RESERVATION_ATTEMPTS):
+            places = self._job_restart_places(cluster, now)
+            if any(incident == incident_id for incident, _ in places.values()):
+                return True
+            if len(places) >= limit:
+                return False
+            free = [slot for slot in range(limit) if slot not in places]
+            slot = free[digest % len(free)]  # (spread: a storm's incidents do not all race for slot 0)
+            try:
+                self._call(
+                    self.dynamodb.put_item,
+                    TableName=self.table_name,
+                    Item={
+                        "pk": {"S": f"JOB_RESTARTS#{cluster}"},
+                        "sk": {"S": f"{slot:05d}"},
+                        "incident": {"S": incident_id},
+                        "expires_at": {"N": _epoch(now + ttl)},
+                    },
+                    ConditionExpression="attribute_not_exists(pk) OR expires_at < :now",
+                    ExpressionAttributeValues={":now": {"N": _epoch(now)}},
+                )
+                return True
+            except ClientError as exc:
+                if error_code(exc) != "ConditionalCheckFailedException":
+                    raise self._unavailable(exc) from exc
+        raise LedgerUnavailable(
+            f"ledger {self.table_name!r}: the job restarts of {cluster} changed {RESERVATION_ATTEMPTS} times while reserving"
+        )
+
+    def _job_restart_places(self, cluster: str, now: datetime) -> dict[int, tuple[str, int]]:
+        """Live places {slot: (incident, expires epoch)}."""
+        places: dict[int, tuple[str, int]] = {}
+        start: dict[str, Any] | None = None
+        while True:
+            page = self._call(
+                self.dynamodb.query,
+                TableName=self.table_name,
+                KeyConditionExpression="pk = :pk",
+                ExpressionAttributeValues={":pk": {"S": f"JOB_RESTARTS#{cluster}"}},
+                ConsistentRead=True,
+                **({"ExclusiveStartKey": start} if start else {}),
+            )
+            for item in page.get("Items", []):
+                expires = int(item["expires_at"]["N"])
+                if expires >= int(now.timestamp()):
+                    places[int(item["sk"]["S"])] = (item["incident"]["S"], expires)
+            start = page.get("LastEvaluatedKey")
+            if not start:
+                return places
 
     # --- the EKS job poller's memory (Find Failed Jobs) -------------------------------------
     def failures_started(self, cluster: str, now: datetime) -> set[str]:
