@@ -202,8 +202,29 @@ class SimulatedEks:
             self.kube.add_job(
                 spec.kind, spec.namespace, job.name, nodes=nodes, annotations=annotations, restart_policy=spec.restart_policy, labels=labels
             )
+        self._tenants_act()
         self.kube.calls.clear()
         self.inject_errors()
+
+    def _tenants_act(self) -> None:
+        """What tenants did before the drill (behaviour.kubernetes_impostors, kubernetes_bare_pods)."""
+        behaviour = self.scenario.behaviour
+        for job in self.scenario.jobs:
+            spec = job.kubernetes
+            victim = self.kube.jobs.get((spec.kind, spec.namespace, job.name))
+            if job.id in behaviour.kubernetes_impostors and victim is not None:
+                # <name>-r1, claiming to be our re-creation of the victim (and nothing runs of it yet)
+                annotations = {
+                    RESUBMITTED_FROM_ANNOTATION: victim["metadata"]["uid"],
+                    JOB_NAME_ANNOTATION: job.name,
+                    OPT_IN_ANNOTATION: "true",
+                }
+                self.kube.add_job(spec.kind, spec.namespace, f"{job.name}-r1", nodes=[], replicas=0, annotations=annotations)
+            for bare in (b for b in behaviour.kubernetes_bare_pods if b.job == job.id):
+                (group, index), *_ = expand_range(bare.node)
+                node = node_name_for_instance(self.double.current(f"{group}:{index}", t=0).node_id)
+                labels = {"training.kubeflow.org/job-name": job.name, "training.kubeflow.org/replica-type": "worker"}
+                self.kube.add_pod(spec.namespace, f"{job.name}-debug-copy", node, labels=labels)
 
     def inject_errors(self) -> None:
         """behaviour.kubernetes_errors: the next calls of each kind answered with that status."""
@@ -236,6 +257,10 @@ class SimulatedEks:
         ]
         kind, name = max(lineage, key=lambda kn: int(kn[1].rsplit("-r", 1)[1]) if kn[1] != job.name else 0)
         self.kube.job_fails(kind, namespace, name, reason=reason or "BackoffLimitExceeded")
+        if job.id in self.scenario.behaviour.unreadable_failure_times:
+            # (its operator wrote a time without a zone: that job's problem, never the poll's)
+            condition = self.kube.jobs[(kind, namespace, name)]["status"]["conditions"][-1]
+            condition["lastTransitionTime"] = condition["lastTransitionTime"].rstrip("Z")
 
     def report_unhealthy(self, instance_id: str, at: float) -> None:
         """A health event for the instance: HyperPod's health agent labels and taints its node too."""

@@ -545,7 +545,7 @@ class FakeKube:
         pod_sets = [
             {
                 "name": replica_type.lower(),
-                "count": int(replica.get("replicas") or 1),
+                "count": _replicas(replica),
                 "template": copy.deepcopy(replica.get("template") or {}),
             }
             for replica_type, replica in sorted((job["spec"].get("pytorchReplicaSpecs") or {}).items())
@@ -605,7 +605,7 @@ class FakeKube:
         names = [
             (replica_type, f"{key[2]}-{replica_type.lower()}-{index}")
             for replica_type, replica in sorted((job["spec"].get("pytorchReplicaSpecs") or {}).items())
-            for index in range(int(replica.get("replicas") or 1))
+            for index in range(_replicas(replica))
         ]
         refused = [n for _, n in names if len(n) > DNS1123_LABEL_MAX or not DNS1035_LABEL.match(n)]
         if refused:
@@ -776,6 +776,12 @@ def _owned_by(pod: dict[str, Any], job: dict[str, Any]) -> bool:
 def _controller_uid(obj: dict[str, Any]) -> str | None:
     controller = next((o for o in obj["metadata"].get("ownerReferences") or [] if o.get("controller")), None)
     return str(controller["uid"]) if controller else None
+
+
+def _replicas(replica: dict[str, Any]) -> int:
+    """A replica set's size: Kubeflow's default is 1 when it is not given (0 is 0)."""
+    count = replica.get("replicas")
+    return 1 if count is None else int(count)
 
 
 def _suspended(job: dict[str, Any]) -> bool:

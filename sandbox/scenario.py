@@ -83,6 +83,13 @@ class KubernetesErrorSpec(_Strict):
     times: int = Field(default=1, ge=1, le=100)
 
 
+class BarePodSpec(_Strict):
+    """A pod made by hand with job ``job``'s labels and no owner, on ``node`` ("workers:3")."""
+
+    job: str = Field(pattern=r"^[0-9]{1,10}$")
+    node: str
+
+
 class KubernetesJobSpec(_Strict):
     """On an EKS cluster, the job's object: its kind, namespace, how its replicas restart, and
     whether it opted in to our recovery (annotation hyperpod-recovery.io/recover: "true")."""
@@ -247,6 +254,12 @@ class BehaviourSpec(_Strict):
     cordoned_before: list[str] = Field(default_factory=list)
     # EKS: errors the Kubernetes API server answers the pipeline's calls with, the next ``times`` calls.
     kubernetes_errors: list[KubernetesErrorSpec] = Field(default_factory=list)
+    # EKS, what tenants do: jobs (by id) whose <name>-r1 a tenant made before the drill, annotated as
+    # our re-creation of them; hand-made pods carrying a job's labels (no owner) on a node (kubectl
+    # debug --copy-to --keep-labels); jobs whose Failed condition will carry a time without a zone.
+    kubernetes_impostors: list[str] = Field(default_factory=list)
+    kubernetes_bare_pods: list[BarePodSpec] = Field(default_factory=list)
+    unreadable_failure_times: list[str] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _agent_down_or_back(self) -> BehaviourSpec:
@@ -351,6 +364,15 @@ class Scenario(_Strict):
             raise ValueError("cluster.kubernetes: EKS only")
         if self.settings.eks_cluster_name and self.cluster.orchestrator != "eks":
             raise ValueError("settings.eks_cluster_name: EKS only")
+        tenants = self.behaviour.kubernetes_impostors + [b.job for b in self.behaviour.kubernetes_bare_pods]
+        tenants += self.behaviour.unreadable_failure_times
+        if tenants and self.cluster.orchestrator != "eks":
+            raise ValueError("behaviour.kubernetes_impostors, kubernetes_bare_pods, unreadable_failure_times: EKS only")
+        for job_id in tenants:
+            if job_id not in {j.id for j in self.jobs}:
+                raise ValueError(f"behaviour: no job {job_id!r} in jobs")
+        for i, bare in enumerate(self.behaviour.kubernetes_bare_pods):
+            check(bare.node, f"behaviour.kubernetes_bare_pods.{i}.node")
         for i, err in enumerate(self.behaviour.api_errors):
             if err.node:
                 check(err.node, f"behaviour.api_errors.{i}.node")

@@ -293,3 +293,15 @@ def test_a_job_nobody_asked_us_about_is_never_read_further_whatever_its_failure_
     del job["metadata"]["annotations"][OPT_IN_ANNOTATION]
     job["status"]["conditions"][-1]["lastTransitionTime"] = "garbage"
     assert _poll(fake)[0] == {}
+
+
+def test_a_poll_whose_memory_cannot_be_read_still_starts_each_failure_once_by_its_name() -> None:
+    from hyperpod_recovery.errors import LedgerUnavailable
+
+    class Forgetful(FakeLedger):
+        def failures_started(self, cluster: str, now: datetime) -> set[str]:
+            raise LedgerUnavailable("ProvisionedThroughputExceededException")
+
+    fake, workflows = _storm(2), FakeWorkflows()
+    assert _poll(fake, workflows, at=AT + timedelta(minutes=1), ledger=Forgetful())[0] == {"started": 2}
+    assert _poll(fake, workflows, at=AT + timedelta(minutes=2), ledger=Forgetful())[0] == {"already_started": 2}

@@ -205,3 +205,30 @@ def test_a_bare_labelled_pod_on_the_failed_node_does_not_make_a_healthy_job_affe
     # When node B fails and is cordoned, then no job is found on it
     result = EksOrchestrator(fake, None, lambda: AT).cordon(CordonNodes(nodes=[B], reason="hyperpod-recovery:hpr-a"))  # type: ignore[arg-type]
     assert result.jobs == []
+
+
+def test_a_copy_refused_after_the_old_one_stopped_says_the_old_one_stays_stopped() -> None:
+    # Given the create refused (RBAC lets us suspend but not create) once the old job is stopped
+    fake = _cluster()
+    fake.faults[("create", "pytorchjobs")] = [KubeAccessDenied("POST pytorchjobs: 403 Forbidden")]
+    # Then the error keeps its name, and says that nothing of the job runs until the copy is made
+    with pytest.raises(KubeAccessDenied, match="stays stopped: nothing of it runs until kubeflow/llama-r1 is created"):
+        _resubmit(fake)
+    assert not fake._live(fake.jobs[("PyTorchJob", "kubeflow", "llama")]) and fake.second_copies() == []
+
+
+def test_a_retry_that_finds_its_copy_and_the_old_job_running_again_says_both_may_run() -> None:
+    # Given our copy made, and then the old job un-suspended by someone and their controller fighting ours
+    fake = _cluster()
+    _resubmit(fake)
+    fake.patch_job(LLAMA, [{"op": "replace", "path": "/spec/runPolicy/suspend", "value": False}])
+    original = fake.patch_job
+
+    def undone(ref: KubeJobRef, operations: list[dict[str, Any]]) -> dict[str, Any]:
+        original(ref, operations)
+        return original(ref, [{"op": "replace", "path": "/spec/runPolicy/suspend", "value": False}])
+
+    fake.patch_job = undone  # type: ignore[method-assign]
+    # When Resubmit Job runs again (its answer was lost), then it says what is true: both may run
+    with pytest.raises(JobSpecUnavailable, match="its copy kubeflow/llama-r1 .* exists: both may run"):
+        _resubmit(fake)

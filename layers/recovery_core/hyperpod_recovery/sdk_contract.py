@@ -114,6 +114,11 @@ REQUIRED: dict[str, tuple[Call, ...]] = {
         Call("PutItem", request=("TableName", "Item", "ConditionExpression")),
         Call("UpdateItem", request=("TableName", "Key", "UpdateExpression", "ConditionExpression")),
         Call("DeleteItem", request=("TableName", "Key")),
+        Call(
+            "Query",
+            request=("TableName", "KeyConditionExpression", "ExpressionAttributeValues", "ConsistentRead", "ExclusiveStartKey"),
+            response=("Items", "LastEvaluatedKey"),
+        ),
     ),
     "s3": (
         Call("ListObjectsV2", request=("Bucket", "Prefix", "Delimiter", "ContinuationToken")),

@@ -60,6 +60,7 @@ from hyperpod_recovery.errors import (
     KubeAlreadyExists,
     KubeConflict,
     KubeObjectGone,
+    KubeRequestRejected,
     KubeThrottled,
     KubeUnavailable,
     TaskAnswerFailed,
@@ -442,7 +443,15 @@ class EksOrchestrator:
             )
         new = self._our_recreation(ref, token)
         name = str(new["metadata"]["name"]) if new is not None else self._free_name(ref, old)
-        stopped = self._stop(ref, old)
+        try:
+            stopped = self._stop(ref, old)
+        except JobSpecUnavailable as exc:
+            if new is None:
+                raise
+            # (stopped before, since restarted by someone: our copy exists too, and both may run)
+            raise JobSpecUnavailable(
+                f"{exc} — and its copy {ref.namespace}/{name} (uid {new['metadata']['uid']}) exists: both may run"
+            ) from exc
         if new is None:
             body = recreated_job(
                 old,
@@ -464,6 +473,14 @@ class EksOrchestrator:
                         f"{ref.kind} {ref.namespace}/{name} was created by someone else while {ref.name} was being stopped: "
                         f"nothing created; {ref.name} stays stopped"
                     ) from None
+            except (KubeAccessDenied, KubeRequestRejected, KubeUnavailable, KubeThrottled) as exc:
+                if not stopped:
+                    raise
+                # (the same error, retried or escalated under its own name, saying what is true now)
+                raise type(exc)(
+                    f"{exc} — {ref.kind} {ref.namespace}/{ref.name} was stopped for its re-creation and stays stopped: "
+                    f"nothing of it runs until {ref.namespace}/{name} is created from {command.checkpoint.uri}"
+                ) from exc
         return ResubmitResult(
             old_job_id=uid,
             new_job_id=str(new["metadata"]["uid"]),

@@ -57,7 +57,12 @@ def find_failed_jobs(
 ) -> dict[str, int]:
     """``remaining_ms``: the function's time left (Lambda's context.get_remaining_time_in_millis)."""
     counts: Counter[str] = Counter()
-    started = ledger.failures_started(guarded.name, now)
+    try:
+        started = ledger.failures_started(guarded.name, now)
+    except (LedgerUnavailable, LedgerError):
+        # (a poll without its memory still starts each failure once: the execution's name is the failure)
+        logger.warning("could not read which failures were started; starting them again, by the same names")
+        started = set()
     due: list[tuple[datetime, str, str, dict[str, Any]]] = []
     for kind in JOB_KINDS:
         # (a kind whose CRD is not installed lists nothing: the training operator is an add-on)
