@@ -230,5 +230,5 @@ def test_a_retry_that_finds_its_copy_and_the_old_job_running_again_says_both_may
 
     fake.patch_job = undone  # type: ignore[method-assign]
     # When Resubmit Job runs again (its answer was lost), then it says what is true: both may run
-    with pytest.raises(JobSpecUnavailable, match="its copy kubeflow/llama-r1 .* exists: both may run"):
+    with pytest.raises(JobSpecUnavailable, match=r"its copy kubeflow/llama-r1 .* exists: both may run"):
         _resubmit(fake)
