@@ -43,6 +43,8 @@ def test_every_fault_ends_named_with_no_double_restart_and_nothing_past_the_cap(
         resubmitted = {job.id for job in scenario.jobs if job.name in made_from}
     # (an escalated, aborted or failed incident hands its jobs to a human, with its nodes locked)
     handed_over = set().union(*[i["hostnames"] for i in report["incidents"] if i["outcome"] in ("escalated", "aborted", "failed")])
+    # (EKS: an incident names its nodes as Kubernetes does, hyperpod-<instance>; a replacement, by the slot's hostname)
+    handed_over |= {r["hostname"] for r in report["replacements"] if f"hyperpod-{r['old_node_id']}" in handed_over}
     for job in scenario.jobs:
         if _hostnames(scenario, job.nodes) & replaced - handed_over:
             assert job.id in resubmitted, f"job {job.id} on a replaced node was not resubmitted"
