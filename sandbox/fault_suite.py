@@ -24,6 +24,9 @@ class Fault:
     scenario: str
     changes: dict[str, Any] = field(default_factory=dict)
     expect: tuple[str, ...] = ()  # the incidents' outcomes, in start order ("outcome" or "outcome:Error")
+    # False: the outcomes are compared as a whole, not in start order (a storm's executions reach the
+    # step that decides, Plan Job Restart, in no order their start fixes).
+    ordered: bool = True
 
 
 SUITE = [
@@ -221,10 +224,9 @@ def _storm_changes(count: int) -> dict[str, Any]:
     return {"jobs": jobs, "faults": faults}
 
 
-# The storm's outcomes in start order (the poller's: oldest failure first, then by uid): the
-# BreakerMaxRecoveries (20, template.yaml's default) started first are re-created, every other is
+# The storm's outcomes: BreakerMaxRecoveries (20, template.yaml's default) re-created, every other
 # capped by the breaker they open. (Measured: three ticks, 221 + 221 + 58 started; 20 re-created, no
-# second copy; about 18 minutes of a loaded 2-core machine: the heaviest row of the suite.)
+# second copy; 8 to 18 minutes of a loaded 2-core machine: the heaviest row of the suite.)
 STORM_OUTCOMES = ("recovered",) * 20 + ("capped:CircuitBreakerOpen",) * (STORM_JOBS - 20)
 
 
@@ -326,7 +328,7 @@ EKS_SUITE = [
     # A shared file system fails STORM_JOBS opted-in jobs at once: the poller starts them over several
     # ticks within its function's time, each once; BreakerMaxRecoveries (20) are re-created, the next
     # opens the breaker, and the rest are capped: never 500 re-creations.
-    Fault("eks-failed-job-storm", "eks-job-failed", _storm_changes(STORM_JOBS), STORM_OUTCOMES),
+    Fault("eks-failed-job-storm", "eks-job-failed", _storm_changes(STORM_JOBS), STORM_OUTCOMES, ordered=False),
 ]
 SUITE += EKS_SUITE
 

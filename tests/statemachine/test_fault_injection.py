@@ -25,7 +25,10 @@ def test_every_fault_ends_named_with_no_double_restart_and_nothing_past_the_cap(
     figures = summary(fault, scenario, report)
     # A named terminal outcome for each incident, the one expected
     assert all(i["outcome"] in NAMED_OUTCOMES and i["execution_status"] != "RUNNING" for i in report["incidents"])
-    assert tuple(figures["outcomes"]) == fault.expect
+    if fault.ordered:
+        assert tuple(figures["outcomes"]) == fault.expect
+    else:
+        assert sorted(figures["outcomes"]) == sorted(fault.expect)
     assert all(i["error"] for i in report["incidents"] if i["outcome"] in ("escalated", "capped"))
     # No job resubmitted twice, nothing past the cap
     assert figures["max per job"] <= 1 and figures["past the cap"] == 0
