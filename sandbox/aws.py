@@ -92,6 +92,7 @@ from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
 from moto.stepfunctions.parser.models import StepFunctionsParserBackend
 from moto.stepfunctions.responses import StepFunctionResponse, get_backend
 
+from hyperpod_recovery.adapters.kubernetes import KubernetesApi
 from sandbox.clock import DRIVER, EPOCH, VirtualClock
 from sandbox.hyperpod import ACCOUNT, HyperPodDouble, serve
 from sandbox.template import Resolver, UnsupportedIntrinsic, load_template
@@ -194,8 +195,23 @@ class TimelineRandom:
         return self._generator().random()
 
 
+# What each call a handler makes costs its function's time (ASSUMPTION: an in-region API call over a
+# kept-alive connection, AWS's or the Kubernetes API's, about 30 ms): the remaining time a handler
+# reads is its timeout less its calls so far. Nothing sleeps: the drill stays as fast and repeatable.
+CALL_MILLIS = 30
+
+
+def calls_made() -> int:
+    """The calls this thread's handler made so far (every HTTP attempt, AWS's and the Kubernetes API's)."""
+    return int(getattr(_local, "calls_made", 0))
+
+
+def _count_call() -> None:
+    _local.calls_made = calls_made() + 1
+
+
 class FakeContext:
-    def __init__(self, function_name: str, function_arn: str) -> None:
+    def __init__(self, function_name: str, function_arn: str, timeout_seconds: int = 30) -> None:
         self.function_name = function_name
         self.function_version = "$LATEST"
         self.invoked_function_arn = function_arn
@@ -203,10 +219,11 @@ class FakeContext:
         self.aws_request_id = str(uuid.uuid4())
         self.log_group_name = f"/aws/lambda/{function_name}"
         self.log_stream_name = "sandbox"
+        self._budget_ms = timeout_seconds * 1000
+        self._calls_at_start = calls_made()
 
-    @staticmethod
-    def get_remaining_time_in_millis() -> int:
-        return 30_000
+    def get_remaining_time_in_millis(self) -> int:
+        return max(0, self._budget_ms - CALL_MILLIS * (calls_made() - self._calls_at_start))
 
 
 def load_handler(code_uri: str) -> Callable[..., Any]:
@@ -437,6 +454,7 @@ class SandboxAWS:
             # Every HTTP attempt of every client passes here as "before-send.<service id>.<Operation>",
             # S3's included (moto's S3 does not dispatch through BaseResponse.call_action).
             _, service, operation = event_name.split(".", 2)
+            _count_call()
             sandbox.api_calls.record_by_function(service, operation)
             if ApiCalls.active():
                 sandbox.api_calls.record(service, operation)
@@ -458,7 +476,8 @@ class SandboxAWS:
                 previous, sandbox.invoking = sandbox.invoking, sandbox.clock.current()
                 try:
                     with sandbox.api_calls.inside(fn.function_name):
-                        result = sandbox.handlers[fn.function_name](event, FakeContext(fn.function_name, fn.function_arn))
+                        context = FakeContext(fn.function_name, fn.function_arn, int(fn.timeout))
+                        result = sandbox.handlers[fn.function_name](event, context)
                 except Exception as exc:  # what Lambda does with an unhandled exception
                     response_headers["x-amz-function-error"] = "Unhandled"
                     return json.dumps({"errorType": type(exc).__name__, "errorMessage": str(exc), "stackTrace": []}).encode()
@@ -499,6 +518,13 @@ class SandboxAWS:
         stack.enter_context(mock.patch.object(StepFunctionsParserBackend, "_validate_definition", staticmethod(_validate_definition_once)))
         stack.enter_context(mock.patch.object(BotocoreStubber, "__call__", counted_send))
         stack.enter_context(mock.patch.object(LambdaSimpleBackend, "invoke", invoke))
+        original_kube_request = KubernetesApi._request
+
+        def counted_kube_request(api: KubernetesApi, *args: Any, **kwargs: Any) -> dict[str, Any]:
+            _count_call()  # (a Kubernetes call costs the handler's time as an AWS call does)
+            return original_kube_request(api, *args, **kwargs)
+
+        stack.enter_context(mock.patch.object(KubernetesApi, "_request", counted_kube_request))
         stack.enter_context(mock.patch.object(wait_function.WaitFunction, "_wait_interval", wait_interval))
         self._patch_nested_executions(stack)
         self._patch_history_timestamps(stack)
@@ -890,11 +916,13 @@ class SandboxAWS:
             if "Condition" in resource and not resolver.condition(resource["Condition"]):
                 continue  # (FindFailedJobsFunction on a Slurm stack: not deployed)
             props = resource["Properties"]
+            timeout = int(props.get("Timeout") or self.template.get("Globals", {}).get("Function", {}).get("Timeout") or 3)
             arn = lambda_client.create_function(
                 FunctionName=logical,
                 Runtime="python3.13",
                 Role=role,
                 Handler=props["Handler"],
+                Timeout=timeout,  # (what a handler's context counts its remaining time from)
                 Code={"ZipFile": package.getvalue()},
                 Environment={"Variables": {k: str(v) for k, v in globals_env.items()}},
             )["FunctionArn"]

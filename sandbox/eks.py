@@ -43,7 +43,7 @@ from cryptography.x509.oid import NameOID
 
 from hyperpod_recovery.domain.eks_jobs import CHECKPOINT_ANNOTATION, JOB_NAME_ANNOTATION, RESUBMITTED_FROM_ANNOTATION
 from hyperpod_recovery.errors import KubeAccessDenied, KubeConflict, KubeThrottled, KubeUnavailable
-from hyperpod_recovery.models.kubernetes import HEALTH_STATUS_LABEL, OPT_IN_ANNOTATION, node_name_for_instance
+from hyperpod_recovery.models.kubernetes import HEALTH_STATUS_LABEL, KUEUE_QUEUE_LABEL, OPT_IN_ANNOTATION, node_name_for_instance
 from sandbox.hyperpod import ACCOUNT, HyperPodDouble, SimNode
 from sandbox.kube import HYPERPOD_TAINT_KEY, FakeKube, serve
 from sandbox.scenario import Scenario, expand_range
@@ -166,9 +166,15 @@ class SimulatedEks:
         self.double = double
         self.epoch = epoch
         self.name = f"{scenario.cluster.name}-eks"  # the EKS cluster the double's DescribeCluster names
-        self.kube = FakeKube(now=lambda: self.epoch + timedelta(seconds=self._synced))
         self.reported: dict[str, float] = {}  # instance id -> when a health event reported it
         self._synced = -86_400.0
+        cluster = scenario.cluster.kubernetes
+        self.kube = FakeKube(
+            now=lambda: self.epoch + timedelta(seconds=self._synced),
+            epoch=epoch,
+            kueue=cluster.kueue,
+            suspend_field=cluster.training_operator != "1.6",
+        )
         self._boots: dict[str, float] = {}  # instance id -> the boot its Node shows
         self._stack = ExitStack()
         self.server = KubeApiServer(self.kube, directory, before=self.sync, scope=scope)
@@ -192,9 +198,33 @@ class SimulatedEks:
                 annotations[OPT_IN_ANNOTATION] = "true"
             if job.auto_resume:
                 annotations["sagemaker.amazonaws.com/enable-job-auto-resume"] = "true"
-            self.kube.add_job(spec.kind, spec.namespace, job.name, nodes=nodes, annotations=annotations, restart_policy=spec.restart_policy)
+            labels = {KUEUE_QUEUE_LABEL: spec.queue} if spec.queue else None
+            self.kube.add_job(
+                spec.kind, spec.namespace, job.name, nodes=nodes, annotations=annotations, restart_policy=spec.restart_policy, labels=labels
+            )
+        self._tenants_act()
         self.kube.calls.clear()
         self.inject_errors()
+
+    def _tenants_act(self) -> None:
+        """What tenants did before the drill (behaviour.kubernetes_impostors, kubernetes_bare_pods)."""
+        behaviour = self.scenario.behaviour
+        for job in self.scenario.jobs:
+            spec = job.kubernetes
+            victim = self.kube.jobs.get((spec.kind, spec.namespace, job.name))
+            if job.id in behaviour.kubernetes_impostors and victim is not None:
+                # <name>-r1, claiming to be our re-creation of the victim (and nothing runs of it yet)
+                annotations = {
+                    RESUBMITTED_FROM_ANNOTATION: victim["metadata"]["uid"],
+                    JOB_NAME_ANNOTATION: job.name,
+                    OPT_IN_ANNOTATION: "true",
+                }
+                self.kube.add_job(spec.kind, spec.namespace, f"{job.name}-r1", nodes=[], replicas=0, annotations=annotations)
+            for bare in (b for b in behaviour.kubernetes_bare_pods if b.job == job.id):
+                (group, index), *_ = expand_range(bare.node)
+                node = node_name_for_instance(self.double.current(f"{group}:{index}", t=0).node_id)
+                labels = {"training.kubeflow.org/job-name": job.name, "training.kubeflow.org/replica-type": "worker"}
+                self.kube.add_pod(spec.namespace, f"{job.name}-debug-copy", node, labels=labels)
 
     def inject_errors(self) -> None:
         """behaviour.kubernetes_errors: the next calls of each kind answered with that status."""
@@ -227,6 +257,10 @@ class SimulatedEks:
         ]
         kind, name = max(lineage, key=lambda kn: int(kn[1].rsplit("-r", 1)[1]) if kn[1] != job.name else 0)
         self.kube.job_fails(kind, namespace, name, reason=reason or "BackoffLimitExceeded")
+        if job.id in self.scenario.behaviour.unreadable_failure_times:
+            # (its operator wrote a time without a zone: that job's problem, never the poll's)
+            condition = self.kube.jobs[(kind, namespace, name)]["status"]["conditions"][-1]
+            condition["lastTransitionTime"] = condition["lastTransitionTime"].rstrip("Z")
 
     def report_unhealthy(self, instance_id: str, at: float) -> None:
         """A health event for the instance: HyperPod's health agent labels and taints its node too."""
@@ -315,14 +349,18 @@ class SimulatedEks:
 
 def point_eks_at(eks: Any, cluster: SimulatedEks) -> None:
     """The EKS cluster in moto, its DescribeCluster answering with the local API server and its CA
-    (moto makes up both; the adapter reads them as it reads EKS's)."""
+    (moto makes up both; the adapter reads them as it reads EKS's). A stack whose EksClusterName names
+    another cluster (settings.eks_cluster_name) finds that one in the account too, answering from the
+    same API server: what such a stack would reach, if nothing checked."""
     from moto.eks.models import eks_backends
 
-    eks.create_cluster(
-        name=cluster.name,
-        roleArn=f"arn:aws:iam::{ACCOUNT}:role/eks-cluster",
-        resourcesVpcConfig={"subnetIds": [], "endpointPublicAccess": True, "endpointPrivateAccess": False},
-    )
-    stored = eks_backends[ACCOUNT][eks.meta.region_name].clusters[cluster.name]
-    stored.endpoint = cluster.server.url
-    stored.certificate_authority = {"data": cluster.ca_data()}
+    names = dict.fromkeys([cluster.name, cluster.scenario.settings.eks_cluster_name or cluster.name])
+    for name in names:
+        eks.create_cluster(
+            name=name,
+            roleArn=f"arn:aws:iam::{ACCOUNT}:role/eks-cluster",
+            resourcesVpcConfig={"subnetIds": [], "endpointPublicAccess": True, "endpointPrivateAccess": False},
+        )
+        stored = eks_backends[ACCOUNT][eks.meta.region_name].clusters[name]
+        stored.endpoint = cluster.server.url
+        stored.certificate_authority = {"data": cluster.ca_data()}

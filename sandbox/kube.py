@@ -18,15 +18,29 @@ What it models:
   an object that fails is refused (422 Invalid) and nothing is stored;
 * pods by ``spec.nodeName``, nodes by equality label selectors, create -> 409 AlreadyExists;
 * HyperPod's side (``hyperpod_*`` methods): health labels and taint, a reboot (new boot id, Ready
-  again), a replacement (the Node object deleted with its pods, a new one under a new name).
+  again), a replacement (the Node object deleted with its pods, a new one under a new name);
+* the controllers that act on a training job after every write (``_settle``), as they would a moment
+  later: Kubeflow's training operator makes a running PyTorchJob's pods and Services
+  (``<job>-<replica type>-<index>``: a name that is no DNS-1035 label of at most 63 characters cannot
+  be made, so the job never starts) and deletes a suspended job's pods (a pod on a node that is not
+  Ready stays Terminating: no kubelet confirms it); Kueue (``kueue=True``, HyperPod task governance)
+  suspends a job it manages as it is created, makes its Workload, admits it, and un-suspends a
+  suspended job whose Workload is admitted, and evicts and suspends one whose Workload is inactive;
+* a PyTorchJob CRD without ``runPolicy.suspend`` (training operator < 1.7, ``suspend_field=False``):
+  the API server prunes the field and answers 200;
+* ``second_copies``: every moment two objects of one job's lineage were live at once.
 
 ASSUMPTION (not in AWS's docs, hyperpod-eks.md §8): that HyperPod neither strips our taint nor our
 annotations while the node lives, and that a rebooted node keeps its name and annotations.
+ASSUMPTION: the controllers act at once (a real one a moment later), and the Kueue ClusterQueue has
+quota for every Workload: admission is never the fake's bottleneck, so a copy Kueue would admit is live.
 """
 
 from __future__ import annotations
 
 import copy
+import functools
+import hashlib
 import json
 import re
 import uuid
@@ -38,6 +52,8 @@ from typing import Any
 import jsonpatch
 import jsonschema
 import kubernetes_validate
+import kubernetes_validate.utils
+from referencing import Registry, Resource
 
 from hyperpod_recovery.errors import (
     KubeAccessDenied,
@@ -50,9 +66,14 @@ from hyperpod_recovery.errors import (
 )
 from hyperpod_recovery.models.kubernetes import (
     DEEP_HEALTH_LABEL,
+    DNS1123_LABEL_MAX,
     HEALTH_STATUS_LABEL,
     INSTANCE_GROUP_LABEL,
     JOB_KINDS,
+    KUEUE_JOB_UID_LABEL,
+    KUEUE_QUEUE_LABEL,
+    MARK_DOMAIN,
+    WORKLOAD_API,
     KubeJobRef,
     node_name_for_instance,
 )
@@ -78,19 +99,50 @@ def _stamp(at: datetime) -> str:
     return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+# Kubeflow's operator names each pod and its headless Service GenGeneralName(job, replica type, index)
+# = "<job>-<replica type lowercased>-<index>" (kubeflow/training-operator pkg/core/utils.go;
+# pkg/controller.v1/common/service.go CreateNewService). A Service's name must be a DNS-1035 label.
+DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+# (sandbox/eks.py's annotations, as a re-creation carries them: who a job was made from)
+RESUBMITTED_FROM = f"{MARK_DOMAIN}/resubmitted-from"
+FINISHED = ("Succeeded", "Failed")
+# Kueue's Workload conditions (kueue.x-k8s.io/v1beta1 workload_types.go) and its eviction reason when
+# spec.active turns false (v0.19.2 pkg/controller/core/workload_controller.go: WorkloadDeactivated).
+ADMITTED, QUOTA_RESERVED, EVICTED, DEACTIVATED = "Admitted", "QuotaReserved", "Evicted", "Deactivated"
+CLUSTER_QUEUE = "hyperpod-cluster-queue"
+
+
 class FakeKube:
     def __init__(
-        self, *, now: Callable[[], datetime] | None = None, version: str = KUBERNETES_VERSION, kinds: tuple[str, ...] = tuple(JOB_KINDS)
+        self,
+        *,
+        now: Callable[[], datetime] | None = None,
+        version: str = KUBERNETES_VERSION,
+        kinds: tuple[str, ...] = tuple(JOB_KINDS),
+        kueue: bool = False,
+        suspend_field: bool = True,
+        epoch: datetime | None = None,
     ) -> None:
+        """``kueue``: Kueue runs (HyperPod task governance: the Workload CRD and its controllers);
+        ``suspend_field``: the PyTorchJob CRD has runPolicy.suspend (training operator 1.7 and later);
+        ``epoch``: what second_copies counts its virtual seconds from (default: now at construction)."""
         self.version = version
+        self.kueue = kueue
+        self.suspend_field = suspend_field
         # The job kinds whose CRD is installed (the training operator and Kubeflow are add-ons):
         # listing or reading another kind is 404, as on a cluster without it.
         self.kinds = kinds
         self._created = 0  # uids are drawn from a seeded sequence: a job made again under its name gets a new one
         self.now = now or (lambda: datetime(2026, 3, 14, 9, 0, tzinfo=UTC))
+        self.epoch = epoch or self.now()
         self.nodes: dict[str, dict[str, Any]] = {}
         self.pods: dict[tuple[str, str], dict[str, Any]] = {}
         self.jobs: dict[tuple[str, str, str], dict[str, Any]] = {}
+        self.workloads: dict[tuple[str, str], dict[str, Any]] = {}
+        # What the training operator could not make (a derived name Kubernetes refuses): the job never starts.
+        self.operator_errors: list[str] = []
+        self._copies: list[dict[str, Any]] = []
+        self._live_by_lineage: dict[tuple[str, str], list[str]] = {}
         self._version = 1000
         self.calls: list[tuple[str, str]] = []
         # Injected faults: (verb, resource) -> errors raised by the next calls, in order.
@@ -162,10 +214,16 @@ class FakeKube:
         self._created += 1
         uid = str(uuid.uuid5(uuid.NAMESPACE_URL, f"hyperpod-recovery-sandbox/{self._created}"))
         metadata.update(namespace=namespace, uid=uid, creationTimestamp=_stamp(self.now()))
+        if self.kueue and kind == "PyTorchJob" and (metadata.get("labels") or {}).get(KUEUE_QUEUE_LABEL):
+            # Kueue's webhook suspends a job it manages as it is created (jobframework ApplyDefaultForSuspend).
+            obj.setdefault("spec", {}).setdefault("runPolicy", {})["suspend"] = True
+        self._prune(obj)
         self._validate_job(obj)
         metadata["resourceVersion"] = self._next_version()
         self.jobs[key] = obj
-        return copy.deepcopy(obj)
+        created = copy.deepcopy(obj)
+        self._settle([key])
+        return created
 
     def patch_job(self, ref: KubeJobRef, operations: list[dict[str, Any]]) -> dict[str, Any]:
         info = JOB_KINDS[ref.kind]
@@ -174,14 +232,13 @@ class FakeKube:
         if key not in self.jobs:
             raise KubeObjectGone(f"PATCH {info.plural} {ref.namespace}/{ref.name}: 404 NotFound")
         patched = _applied(self.jobs[key], operations, f"PATCH {info.plural} {ref.namespace}/{ref.name}")
+        self._prune(patched)  # (what the CRD does not know is dropped, and the write still answers 200)
         self._validate_job(patched)
         patched["metadata"]["resourceVersion"] = self._next_version()
-        if ((patched.get("spec") or {}).get("runPolicy") or {}).get("suspend") is True:
-            # Kubeflow's operator deletes a suspended job's pods (runPolicy.suspend, v1.7+).
-            for pod_key in [k for k, p in self.pods.items() if _owned_by(p, patched)]:
-                del self.pods[pod_key]
         self.jobs[key] = patched
-        return copy.deepcopy(patched)
+        answer = copy.deepcopy(patched)
+        self._settle([key])
+        return answer
 
     def list_jobs(self, kind: str) -> list[dict[str, Any]]:
         info = JOB_KINDS[kind]
@@ -189,6 +246,46 @@ class FakeKube:
         if kind not in self.kinds:
             raise KubeObjectGone(f"GET /apis/{info.group}/{info.version}/{info.plural}: 404 NotFound (no such resource)")
         return [copy.deepcopy(j) for (k, _, _), j in self.jobs.items() if k == kind]
+
+    def list_jobs_in(self, kind: str, namespace: str, label_selector: str) -> list[dict[str, Any]]:
+        info = JOB_KINDS[kind]
+        self._call("list", info.plural)
+        if kind not in self.kinds:
+            raise KubeObjectGone(f"GET /apis/{info.group}/{info.version}/namespaces/{namespace}/{info.plural}: 404 NotFound")
+        wanted = _selector(label_selector)
+        return [copy.deepcopy(j) for (k, ns, _), j in self.jobs.items() if (k, ns) == (kind, namespace) and _selected(j, wanted)]
+
+    # --- Kueue's Workloads (kueue.x-k8s.io/v1beta1) -------------------------------------------------
+    def list_workloads(self, namespace: str, label_selector: str | None = None) -> list[dict[str, Any]]:
+        self._call("list", WORKLOAD_API.plural)
+        self._kueue_installed(f"GET workloads in {namespace}")
+        wanted = _selector(label_selector)
+        return [copy.deepcopy(w) for (ns, _), w in self.workloads.items() if ns == namespace and _selected(w, wanted)]
+
+    def get_workload(self, namespace: str, name: str) -> dict[str, Any]:
+        self._call("get", WORKLOAD_API.plural)
+        self._kueue_installed(f"GET workload {namespace}/{name}")
+        if (namespace, name) not in self.workloads:
+            raise KubeObjectGone(f"GET workloads {namespace}/{name}: 404 NotFound")
+        return copy.deepcopy(self.workloads[(namespace, name)])
+
+    def patch_workload(self, namespace: str, name: str, operations: list[dict[str, Any]]) -> dict[str, Any]:
+        self._call("patch", WORKLOAD_API.plural)
+        self._kueue_installed(f"PATCH workload {namespace}/{name}")
+        if (namespace, name) not in self.workloads:
+            raise KubeObjectGone(f"PATCH workloads {namespace}/{name}: 404 NotFound")
+        patched = _applied(self.workloads[(namespace, name)], operations, f"PATCH workloads {namespace}/{name}")
+        self._validate_workload(patched)
+        patched["metadata"]["resourceVersion"] = self._next_version()
+        self.workloads[(namespace, name)] = patched
+        answer = copy.deepcopy(patched)
+        owner = _controller_uid(patched)
+        self._settle([k for k, j in self.jobs.items() if j["metadata"]["uid"] == owner])
+        return answer
+
+    def _kueue_installed(self, request: str) -> None:
+        if not self.kueue:
+            raise KubeObjectGone(f"{request}: 404 NotFound (no such resource: Kueue is not installed)")
 
     # --- seeding a cluster ---------------------------------------------------------------------------
     def add_node(
@@ -241,9 +338,11 @@ class FakeKube:
         env: dict[str, str] | None = None,
         args: list[str] | None = None,
         condition: str = "Running",
+        labels: dict[str, str] | None = None,
     ) -> dict[str, Any]:
-        """A training job whose pods run one on each of ``nodes`` (created through the API, as a user would)."""
-        count = replicas or len(nodes)
+        """A training job whose pods run one on each of ``nodes`` (created through the API, as a user
+        would; a PyTorchJob's pods are its operator's, bound to the nodes as the scheduler would)."""
+        count = replicas if replicas is not None else len(nodes)
         container = {"name": "pytorch", "image": "123456789012.dkr.ecr.us-west-2.amazonaws.com/train:1", "command": ["torchrun"]}
         if args:
             container["args"] = list(args)
@@ -257,24 +356,36 @@ class FakeKube:
             }
         else:
             spec = {"replicaSpecs": [{"name": "pods", "replicas": count, "template": template}], "runPolicy": {"jobMaxRetryCount": 3}}
-        body = {
-            "apiVersion": JOB_KINDS[kind].api_version,
-            "kind": kind,
-            "metadata": {"name": name, "namespace": namespace, "annotations": dict(annotations or {})},
-            "spec": spec,
-        }
+        metadata: dict[str, Any] = {"name": name, "namespace": namespace, "annotations": dict(annotations or {})}
+        if labels:
+            metadata["labels"] = dict(labels)
+        body = {"apiVersion": JOB_KINDS[kind].api_version, "kind": kind, "metadata": metadata, "spec": spec}
         job = self.create_job(kind, namespace, body)
         self.calls.pop()  # seeding is not a call the pipeline made
         stored = self.jobs[(kind, namespace, name)]
         stored["status"] = {"conditions": [{"type": "Created", "status": "True"}, {"type": condition, "status": "True"}]}
         self._validate_job(stored)
         for index, node in enumerate(nodes):
-            self.add_pod(namespace, f"{name}-worker-{index}", node, owner=(kind, name, job["metadata"]["uid"]))
+            pod = self.pods.get((namespace, f"{name}-worker-{index}"))
+            if pod is not None and _owned_by(pod, stored):  # (the operator made it: scheduled there, running)
+                pod["spec"]["nodeName"] = node
+                pod["status"]["phase"] = "Running"
+            else:
+                self.add_pod(namespace, f"{name}-worker-{index}", node, owner=(kind, name, job["metadata"]["uid"]))
+        self._settle([(kind, namespace, name)])
         return stored
 
     def add_pod(
-        self, namespace: str, name: str, node: str, *, owner: tuple[str, str, str] | None = None, labels: dict[str, str] | None = None
+        self,
+        namespace: str,
+        name: str,
+        node: str | None,
+        *,
+        owner: tuple[str, str, str] | None = None,
+        labels: dict[str, str] | None = None,
+        phase: str = "Running",
     ) -> None:
+        """A pod (``node`` None: not scheduled yet); ``owner``: (kind, name, uid) of its controller."""
         metadata: dict[str, Any] = {
             "name": name,
             "namespace": namespace,
@@ -294,13 +405,10 @@ class FakeKube:
                 }
             ]
             metadata["labels"]["training.kubeflow.org/job-name" if kind == "PyTorchJob" else "HPJob"] = job_name
-        pod = {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": metadata,
-            "spec": {"nodeName": node, "containers": [{"name": "main", "image": "train:1"}]},
-            "status": {"phase": "Running"},
-        }
+        spec: dict[str, Any] = {"containers": [{"name": "main", "image": "train:1"}]}
+        if node is not None:
+            spec["nodeName"] = node
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec, "status": {"phase": phase}}
         metadata["resourceVersion"] = self._next_version()
         self._validate(pod)
         self.pods[(namespace, name)] = pod
@@ -325,6 +433,7 @@ class FakeKube:
         for pod in self.pods.values():
             if _owned_by(pod, job):
                 pod["status"]["phase"] = "Failed"
+        self._settle([(kind, namespace, name)])
 
     # --- HyperPod's side -----------------------------------------------------------------------------
     def hyperpod_marks_unhealthy(self, name: str, status: str = "UnschedulablePendingReplacement") -> None:
@@ -364,6 +473,204 @@ class FakeKube:
         self.nodes.pop(name, None)
         for key in [k for k, p in self.pods.items() if p["spec"].get("nodeName") == name]:
             del self.pods[key]
+        self._settle()
+
+    # --- the cluster's controllers, acting on what was just written --------------------------------
+    def second_copies(self) -> list[dict[str, Any]]:
+        """Each moment two job objects of one lineage (a job and its re-creations, by who each was
+        re-created from) were live at once: not suspended in effect after Kueue acted, not finished,
+        with a pod running or pending. ``at``: virtual seconds since ``epoch``."""
+        return copy.deepcopy(self._copies)
+
+    def _settle(self, keys: list[tuple[str, str, str]] | None = None) -> None:
+        """What the training operator and Kueue do after a write (to the jobs ``keys``, else every
+        job), in the order they would."""
+        for key in sorted(self.jobs if keys is None else keys):
+            if key[0] != "PyTorchJob" or key not in self.jobs:
+                continue  # (the HyperPod training operator is not modelled: its pods are seeded)
+            if self.kueue and self._managed(self.jobs[key]):
+                self._kueue_reconciles(key)
+            self._operator_reconciles(key)
+        self._note_copies()
+
+    def _managed(self, job: dict[str, Any]) -> bool:
+        return bool((job["metadata"].get("labels") or {}).get(KUEUE_QUEUE_LABEL)) or self._workload_of(job) is not None
+
+    def _workload_of(self, job: dict[str, Any]) -> tuple[str, str] | None:
+        """The Workload Kueue made for this very job: its controller reference carries the job's uid."""
+        uid = job["metadata"]["uid"]
+        return next((key for key, w in self.workloads.items() if _controller_uid(w) == uid), None)
+
+    def _kueue_reconciles(self, key: tuple[str, str, str]) -> None:
+        """Kueue's job reconciler (v0.19.2 pkg/controller/jobframework/reconciler.go ReconcileGenericJob),
+        the steps that matter here: a Workload for the job; a finished job finishes it; an inactive one
+        is evicted and its job stopped (suspended); an active one is admitted (quota is never short
+        here); a suspended job whose Workload is admitted is un-suspended ("Job admitted, unsuspending")."""
+        job = self.jobs[key]
+        wl_key = self._workload_of(job) or self._new_workload(job)
+        workload = copy.deepcopy(self.workloads[wl_key])
+        if _job_state(job) in FINISHED:
+            _set_condition(workload, "Finished", "True", "JobFinished", "the job finished", self.now())
+        elif (workload["spec"].get("active", True)) is False:
+            if not _condition_true(workload, EVICTED):
+                _set_condition(workload, EVICTED, "True", DEACTIVATED, "The workload is deactivated", self.now())
+            _set_condition(workload, QUOTA_RESERVED, "False", DEACTIVATED, "The workload is deactivated", self.now())
+            _set_condition(workload, ADMITTED, "False", "NoReservation", "The workload has no reservation", self.now())
+            workload.get("status", {}).pop("admission", None)
+            self._set_suspended(key, True)
+        else:
+            if not _condition_true(workload, ADMITTED):
+                workload.setdefault("status", {})["admission"] = {
+                    "clusterQueue": CLUSTER_QUEUE,
+                    "podSetAssignments": [{"name": p["name"], "count": p["count"], "flavors": {}} for p in workload["spec"]["podSets"]],
+                }
+                _set_condition(
+                    workload, QUOTA_RESERVED, "True", "QuotaReserved", f"Quota reserved in ClusterQueue {CLUSTER_QUEUE}", self.now()
+                )
+                _set_condition(workload, ADMITTED, "True", "Admitted", f"Admitted by ClusterQueue {CLUSTER_QUEUE}", self.now())
+            if _suspended(job):
+                self._set_suspended(key, False)
+        if workload != self.workloads[wl_key]:
+            self._validate_workload(workload)
+            workload["metadata"]["resourceVersion"] = self._next_version()
+            self.workloads[wl_key] = workload
+
+    def _new_workload(self, job: dict[str, Any]) -> tuple[str, str]:
+        """The Workload Kueue constructs for a job: named <kind>-<job>-<hash>, labelled with the job's
+        uid, controlled by the job (jobframework ConstructWorkload, workload_names.go)."""
+        metadata, kind = job["metadata"], job["kind"]
+        hashed = "\n".join([kind, JOB_KINDS[kind].group, metadata["name"], metadata["uid"]])
+        prefix = f"{kind.lower()}-{metadata['name']}"[: DNS1123_LABEL_MAX - 6]
+        name = f"{prefix}-{hashlib.sha1(hashed.encode(), usedforsecurity=False).hexdigest()[:5]}"
+        pod_sets = [
+            {
+                "name": replica_type.lower(),
+                "count": _replicas(replica),
+                "template": copy.deepcopy(replica.get("template") or {}),
+            }
+            for replica_type, replica in sorted((job["spec"].get("pytorchReplicaSpecs") or {}).items())
+        ]
+        workload = {
+            "apiVersion": WORKLOAD_API.api_version,
+            "kind": "Workload",
+            "metadata": {
+                "name": name,
+                "namespace": metadata["namespace"],
+                "uid": str(uuid.uuid5(uuid.NAMESPACE_URL, f"hyperpod-recovery-sandbox/workload/{metadata['uid']}")),
+                "creationTimestamp": _stamp(self.now()),
+                "labels": {KUEUE_JOB_UID_LABEL: metadata["uid"]},
+                "ownerReferences": [
+                    {
+                        "apiVersion": job["apiVersion"],
+                        "kind": job["kind"],
+                        "name": metadata["name"],
+                        "uid": metadata["uid"],
+                        "controller": True,
+                        "blockOwnerDeletion": True,
+                    }
+                ],
+                "resourceVersion": self._next_version(),
+            },
+            "spec": {"active": True, "queueName": (metadata.get("labels") or {}).get(KUEUE_QUEUE_LABEL, ""), "podSets": pod_sets},
+        }
+        self._validate_workload(workload)
+        self.workloads[(metadata["namespace"], name)] = workload
+        return metadata["namespace"], name
+
+    def _set_suspended(self, key: tuple[str, str, str], suspended: bool) -> None:
+        job = copy.deepcopy(self.jobs[key])
+        if _suspended(job) == suspended:
+            return
+        job["spec"].setdefault("runPolicy", {})["suspend"] = suspended
+        self._prune(job)
+        self._validate_job(job)
+        job["metadata"]["resourceVersion"] = self._next_version()
+        self.jobs[key] = job
+
+    def _operator_reconciles(self, key: tuple[str, str, str]) -> None:
+        """Kubeflow's training operator (v1.7+): a suspended job's pods are deleted (ASSUMPTION: at
+        once, except on a node that is not Ready, where they stay Terminating); a running job with no
+        pod gets one per replica, named as its Service is, when every such name can be made."""
+        job = self.jobs[key]
+        namespace = key[1]
+        pods = [k for k, p in self.pods.items() if k[0] == namespace and _controller_uid(p) == job["metadata"]["uid"]]
+        if _job_state(job) in FINISHED:
+            return
+        if _suspended(job):
+            for pod_key in pods:
+                self._terminate(pod_key)
+            return
+        if pods:
+            return
+        names = [
+            (replica_type, f"{key[2]}-{replica_type.lower()}-{index}")
+            for replica_type, replica in sorted((job["spec"].get("pytorchReplicaSpecs") or {}).items())
+            for index in range(_replicas(replica))
+        ]
+        refused = [n for _, n in names if len(n) > DNS1123_LABEL_MAX or not DNS1035_LABEL.match(n)]
+        if refused:
+            self.operator_errors.append(f"{namespace}/{key[2]}: Service {refused[0]!r} is no DNS-1035 label of at most 63 characters")
+            return
+        for replica_type, name in names:
+            self.add_pod(
+                namespace,
+                name,
+                None,
+                owner=("PyTorchJob", key[2], job["metadata"]["uid"]),
+                labels={"training.kubeflow.org/replica-type": replica_type.lower()},
+                phase="Pending",
+            )
+
+    def _terminate(self, pod_key: tuple[str, str]) -> None:
+        pod = self.pods[pod_key]
+        node = self.nodes.get(str(pod["spec"].get("nodeName") or ""))
+        if node is not None and not _ready(node):
+            pod["metadata"].setdefault("deletionTimestamp", _stamp(self.now()))  # no kubelet to confirm it
+        else:
+            del self.pods[pod_key]
+
+    def _note_copies(self) -> None:
+        lineages: dict[tuple[str, str], list[str]] = {}
+        running = self._running_uids()
+        by_uid = {j["metadata"]["uid"]: j for j in self.jobs.values()}
+        for (kind, namespace, name), job in sorted(self.jobs.items()):
+            if kind == "PyTorchJob" and self._live(job, running):
+                lineages.setdefault((namespace, self._lineage(job, by_uid)), []).append(name)
+        for key in sorted(set(lineages) | set(self._live_by_lineage)):
+            live = lineages.get(key, [])
+            if len(live) >= 2 and live != self._live_by_lineage.get(key):
+                at = round((self.now() - self.epoch).total_seconds(), 3)
+                self._copies.append({"lineage": key[1], "copies": live, "at": at})
+            self._live_by_lineage[key] = live
+
+    def _running_uids(self) -> set[str | None]:
+        """The controllers of the pods running or waiting to (not being deleted)."""
+        return {
+            _controller_uid(p)
+            for p in self.pods.values()
+            if p["status"].get("phase") in ("Pending", "Running") and "deletionTimestamp" not in p["metadata"]
+        }
+
+    def _live(self, job: dict[str, Any], running: set[str | None] | None = None) -> bool:
+        if _job_state(job) in FINISHED or _suspended(job):
+            return False
+        return job["metadata"]["uid"] in (running if running is not None else self._running_uids())
+
+    def _lineage(self, job: dict[str, Any], by_uid: dict[str, dict[str, Any]]) -> str:
+        """The first job of a job's lineage: followed through who each was re-created from."""
+        seen: set[str] = set()
+        while True:
+            previous = (job["metadata"].get("annotations") or {}).get(RESUBMITTED_FROM)
+            if not previous or previous not in by_uid or previous in seen:
+                return str(job["metadata"]["name"])
+            seen.add(previous)
+            job = by_uid[previous]
+
+    def _prune(self, job: dict[str, Any]) -> None:
+        """A CRD without runPolicy.suspend (training operator < 1.7): the API server drops the field it
+        does not know (structural schemas prune unknown fields) and answers 200."""
+        if not self.suspend_field and job.get("kind") == "PyTorchJob":
+            ((job.get("spec") or {}).get("runPolicy") or {}).pop("suspend", None)
 
     # --- internals ---------------------------------------------------------------------------------
     def _call(self, verb: str, resource: str) -> None:
@@ -384,8 +691,8 @@ class FakeKube:
 
     def _validate(self, obj: dict[str, Any]) -> None:
         try:
-            kubernetes_validate.validate(obj, self.version, strict=True)
-        except kubernetes_validate.ValidationError as exc:
+            _strict_validator(str(obj["kind"]), str(obj["apiVersion"]), self.version).validate(obj)
+        except jsonschema.ValidationError as exc:
             where = "/".join(str(p) for p in exc.path)
             raise Invalid(f"{obj.get('kind')} {obj['metadata'].get('name')}: 422 Invalid at {where or '/'}: {exc.message}") from exc
 
@@ -401,13 +708,44 @@ class FakeKube:
         for index, template in enumerate(_pod_templates(job, kind)):
             self._validate({"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": f"template-{index}"}, "template": template})
 
+    def _validate_workload(self, workload: dict[str, Any]) -> None:
+        """A Workload against Kueue's CRD schema (tests/kube_schemas), its pod templates as PodTemplates."""
+        schema = self._schema("Workload", WORKLOAD_API.plural, WORKLOAD_API.group, WORKLOAD_API.version)
+        assert schema is not None
+        errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(workload), key=lambda e: list(e.path))
+        if errors:
+            where = "/".join(str(p) for p in errors[0].path)
+            raise Invalid(f"Workload {workload['metadata'].get('name')}: 422 Invalid at {where or '/'}: {errors[0].message}")
+        self._validate(_meta_probe(workload))
+        for index, pod_set in enumerate(workload["spec"]["podSets"]):
+            template = pod_set["template"]
+            self._validate({"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": f"template-{index}"}, "template": template})
+
     def _job_schema(self, kind: str) -> dict[str, Any] | None:
         # No CRD schema of HyperPodPyTorchJob is published (tests/kube_schemas/README.md): its pod
         # templates and metadata are still checked.
+        info = JOB_KINDS[kind]
+        return self._schema(kind, info.plural, info.group, info.version)
+
+    def _schema(self, kind: str, plural: str, group: str, version: str) -> dict[str, Any] | None:
         if kind not in self._job_schemas:
-            path = SCHEMAS / f"{JOB_KINDS[kind].plural[:-1]}-{JOB_KINDS[kind].group}-{JOB_KINDS[kind].version}.json"
+            path = SCHEMAS / f"{plural[:-1]}-{group}-{version}.json"
             self._job_schemas[kind] = json.loads(path.read_text()) if path.exists() else {}
         return self._job_schemas[kind] or None
+
+
+@functools.cache
+def _strict_validator(kind: str, api_version: str, version: str) -> jsonschema.protocols.Validator:
+    """kubernetes-validate's strict check of one kind (its utils.validate, step by step), with its
+    schema files read once per kind rather than at every write (a storm writes thousands)."""
+    utils = kubernetes_validate.utils
+    newest = [v for v in utils.all_versions() if utils.major_minor(v) <= utils.major_minor(version)][-1]
+    directory = f"v{newest}-local-strict"
+    group_version = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", api_version)
+    schema = utils.schema_contents(f"kubernetes-json-schema/{directory}/{kind.lower()}-{group_version}.json", version)
+    definitions = utils.schema_contents(f"kubernetes-json-schema/{directory}/_definitions.json", version)
+    registry = Resource.from_contents(definitions) @ (Resource.from_contents(schema) @ Registry())
+    return jsonschema.Draft202012Validator(schema, registry=registry)
 
 
 def _applied(obj: dict[str, Any], operations: list[dict[str, Any]], request: str) -> dict[str, Any]:
@@ -433,6 +771,43 @@ def _holds(obj: dict[str, Any], test: dict[str, Any]) -> bool:
 
 def _owned_by(pod: dict[str, Any], job: dict[str, Any]) -> bool:
     return any(o.get("uid") == job["metadata"].get("uid") for o in pod["metadata"].get("ownerReferences") or [])
+
+
+def _controller_uid(obj: dict[str, Any]) -> str | None:
+    controller = next((o for o in obj["metadata"].get("ownerReferences") or [] if o.get("controller")), None)
+    return str(controller["uid"]) if controller else None
+
+
+def _replicas(replica: dict[str, Any]) -> int:
+    """A replica set's size: Kubeflow's default is 1 when it is not given (0 is 0)."""
+    count = replica.get("replicas")
+    return 1 if count is None else int(count)
+
+
+def _suspended(job: dict[str, Any]) -> bool:
+    return ((job.get("spec") or {}).get("runPolicy") or {}).get("suspend") is True
+
+
+def _job_state(job: dict[str, Any]) -> str:
+    held = [c for c in (job.get("status") or {}).get("conditions") or [] if c.get("status") == "True"]
+    return str(held[-1].get("type")) if held else "Unknown"
+
+
+def _ready(node: dict[str, Any]) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in node["status"].get("conditions") or [])
+
+
+def _condition_true(obj: dict[str, Any], kind: str) -> bool:
+    return any(c["type"] == kind and c["status"] == "True" for c in (obj.get("status") or {}).get("conditions") or [])
+
+
+def _set_condition(obj: dict[str, Any], kind: str, status: str, reason: str, message: str, at: datetime) -> None:
+    conditions = obj.setdefault("status", {}).setdefault("conditions", [])
+    current = next((c for c in conditions if c["type"] == kind), None)
+    if current is not None and (current["status"], current["reason"]) == (status, reason):
+        return
+    condition = {"type": kind, "status": status, "reason": reason, "message": message, "lastTransitionTime": _stamp(at)}
+    conditions[:] = [c for c in conditions if c["type"] != kind] + [condition]
 
 
 def _meta_probe(job: dict[str, Any]) -> dict[str, Any]:
@@ -556,6 +931,14 @@ def serve(fake: FakeKube, method: str, path: str, query: dict[str, str], body: A
                 return 200, _page(fake.list_pods_on_node(selector.removeprefix("spec.nodeName=")), query, "PodList")
             if what == "ns-pods" and method == "GET":
                 return 200, _page(fake.list_pods(g["ns"], query.get("labelSelector", "")), query, "PodList")
+            if (g.get("group"), g.get("version"), g.get("plural")) == (WORKLOAD_API.group, WORKLOAD_API.version, WORKLOAD_API.plural):
+                if what == "jobs-ns" and method == "GET":
+                    return 200, _page(fake.list_workloads(g["ns"], query.get("labelSelector")), query, "WorkloadList")
+                if what == "job" and method == "GET":
+                    return 200, fake.get_workload(g["ns"], g["name"])
+                if what == "job" and method == "PATCH":
+                    return 200, fake.patch_workload(g["ns"], g["name"], body)
+                break
             kind = kind_of_plural(g.get("group", ""), g.get("version", ""), g.get("plural", ""))
             if kind is None:
                 break
@@ -565,6 +948,8 @@ def serve(fake: FakeKube, method: str, path: str, query: dict[str, str], body: A
                 return 200, fake.patch_job(KubeJobRef(kind=kind, namespace=g["ns"], name=g["name"]), body)  # type: ignore[arg-type]
             if what == "jobs-ns" and method == "POST":
                 return 201, fake.create_job(kind, g["ns"], body)
+            if what == "jobs-ns" and method == "GET":
+                return 200, _page(fake.list_jobs_in(kind, g["ns"], query.get("labelSelector", "")), query, f"{kind}List")
             if what == "jobs" and method == "GET":
                 return 200, _page(fake.list_jobs(kind), query, f"{kind}List")
         return 404, {"kind": "Status", "reason": "NotFound", "message": f"{method} {path}: no such route", "code": 404}

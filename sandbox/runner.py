@@ -45,6 +45,8 @@ CLUSTER_EVENT_BATCH_SIZE = 10  # template.yaml NoticeClusterEventFunction BatchS
 # What Step Functions sends to EventBridge for every status change; the stack's rule keeps these.
 UNRECORDED_END_STATUSES = ("FAILED", "TIMED_OUT", "ABORTED")
 FINISH_TIMEOUT_SECONDS = 300.0  # real seconds; a drill normally takes one or two
+POLL_PERIOD_SECONDS = 60.0  # template.yaml: Find Failed Jobs' schedule, rate(1 minute)
+MAX_POLLS = 60  # (a drill's ticks of the job poller, at most)
 
 
 @dataclass
@@ -54,6 +56,7 @@ class Delivery:
     at: float
     faults: list[FaultSpec]
     agent_back: bool = False  # the controller agent comes back and works through its backlog
+    poll: bool = False  # EKS: the job poller's next tick (the last one left failures for it)
 
 
 class DrillRunner:
@@ -90,6 +93,8 @@ class DrillRunner:
             self.double.on_new_host = self.slurm.slurm.register_node
         # An EKS cluster's Kubernetes side (sandbox/eks.py), made with the sandbox: its API server lives with it.
         self.eks: SimulatedEks | None = None
+        self.polls: list[dict[str, Any]] = []  # each tick of the EKS job poller: what it answered
+        self._poll_again = False
         self.intake_responses: list[dict[str, Any]] = []
         self.events_put = 0
         self.drill_count = 0
@@ -104,9 +109,15 @@ class DrillRunner:
         """Deliver the scenario's faults, let every execution finish, and return the report."""
         started = time.perf_counter()
         with self.deployed():
-            for delivery in self._deliveries():
+            deliveries = self._deliveries()
+            while deliveries:
+                delivery = deliveries.pop(0)
                 self._advance_to(delivery.at)
                 self._deliver(delivery)
+                if self._poll_again and len(self.polls) < MAX_POLLS:
+                    # (the poll left failures for its next tick: the schedule ticks again a minute later)
+                    deliveries = sorted([*deliveries, Delivery(delivery.at + POLL_PERIOD_SECONDS, [], poll=True)], key=lambda d: d.at)
+                self._poll_again = False
             self._wait_for_executions()
             self.slurm.close()  # before the report: a real agent's journal is read when it stops
             self._log.flush()  # the report reads the handlers' EMF metrics back from this log
@@ -158,7 +169,8 @@ class DrillRunner:
         safety |= {"MaxEventAgeSeconds": settings.max_event_age_seconds, "MaxClockSkewSeconds": settings.max_clock_skew_seconds}
         parameters.update({name: f"{value:g}" for name, value in safety.items() if value is not None})
         if self.scenario.cluster.orchestrator == "eks":
-            parameters |= {"Orchestrator": "Eks", "EksClusterName": f"{self.scenario.cluster.name}-eks"}
+            stack_eks = settings.eks_cluster_name or f"{self.scenario.cluster.name}-eks"
+            parameters |= {"Orchestrator": "Eks", "EksClusterName": stack_eks}
         parameters.update(overrides or {})
         install_clock(lambda: self.epoch + timedelta(seconds=self.clock.now()))
         try:
@@ -352,15 +364,20 @@ class DrillRunner:
             assert isinstance(self.slurm, SimulatedController)
             for execution in self.slurm.catch_up():
                 self.clock.wake(execution)  # its task had been waiting for this answer: it goes on now
+        if delivery.poll:
+            self._poll_failed_jobs()
+        kubernetes_failures = [f for f in delivery.faults if f.kind == "job_failed" and self.eks is not None]
+        for fault in kubernetes_failures:
+            self._fail_kubernetes_job(fault)  # (every job that fails at this moment, before the next tick sees them)
+        for _ in range(max((f.repeat + 1 for f in kubernetes_failures), default=0)):
+            self._poll_failed_jobs()  # (EKS sends no event: the scheduled poller finds the failures)
         for fault in delivery.faults:
             if fault.kind == "abort":
                 self._abort(fault)
             elif fault.kind == "drill":
                 self._start_drill(fault)
             elif fault.kind == "job_failed" and self.eks is not None:
-                self._fail_kubernetes_job(fault)
-                for _ in range(fault.repeat + 1):
-                    self._poll_failed_jobs()  # (EKS sends no event: the scheduled poller finds the failure)
+                continue
             elif fault.kind == "job_failed":
                 event = self._fail_job(fault)
                 for _ in range(fault.repeat + 1):
@@ -507,7 +524,10 @@ class DrillRunner:
     def _poll_failed_jobs(self) -> None:
         """One tick of the EKS job poller's schedule (Find Failed Jobs), as EventBridge Scheduler invokes it."""
         with self.aws.api_calls.counting():
-            self.aws.client("lambda").invoke(FunctionName="FindFailedJobsFunction", Payload=b"{}")
+            response = self.aws.client("lambda").invoke(FunctionName="FindFailedJobsFunction", Payload=b"{}")
+        answer = json.loads(response["Payload"].read())  # (its counts, or Lambda's error answer)
+        self.polls.append(answer)
+        self._poll_again = self._poll_again or bool(isinstance(answer, dict) and answer.get("deferred"))
 
     def _run_event_source_mapping(self) -> None:
         self._run_mapping("IntakeQueue", "IntakeFunction", ESM_BATCH_SIZE, self.intake_responses)

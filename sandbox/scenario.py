@@ -43,6 +43,15 @@ class InstanceGroupSpec(_Strict):
     instance_type: str = "ml.p5.48xlarge"
 
 
+class KubernetesClusterSpec(_Strict):
+    """``kueue``: HyperPod task governance runs (Kueue admits, suspends and un-suspends the jobs that
+    name a queue); ``training_operator``: Kubeflow's, whose PyTorchJob CRD has runPolicy.suspend from
+    1.7 on (an older one's API server prunes the field and answers 200)."""
+
+    kueue: StrictBool = False
+    training_operator: Literal["1.6", "1.7"] = "1.7"
+
+
 class ClusterSpec(_Strict):
     name: str = Field(default="llm-train", pattern=r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
     orchestrator: Literal["slurm", "eks"] = "slurm"
@@ -59,6 +68,8 @@ class ClusterSpec(_Strict):
     # Event"s (a replacement's end); None: the default mode, which publishes none.
     node_provisioning_mode: Literal["Continuous"] | None = None
     instance_groups: list[InstanceGroupSpec] = Field(min_length=1)
+    # EKS: what else acts on the cluster's training jobs (sandbox/kube.py models both).
+    kubernetes: KubernetesClusterSpec = Field(default_factory=KubernetesClusterSpec)
 
     @model_validator(mode="after")
     def _unique_groups(self) -> ClusterSpec:
@@ -83,6 +94,13 @@ class KubernetesErrorSpec(_Strict):
     times: int = Field(default=1, ge=1, le=100)
 
 
+class BarePodSpec(_Strict):
+    """A pod made by hand with job ``job``'s labels and no owner, on ``node`` ("workers:3")."""
+
+    job: str = Field(pattern=r"^[0-9]{1,10}$")
+    node: str
+
+
 class KubernetesJobSpec(_Strict):
     """On an EKS cluster, the job's object: its kind, namespace, how its replicas restart, and
     whether it opted in to our recovery (annotation hyperpod-recovery.io/recover: "true")."""
@@ -91,6 +109,8 @@ class KubernetesJobSpec(_Strict):
     namespace: str = Field(default="kubeflow", max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
     restart_policy: Literal["Never", "OnFailure", "Always", "ExitCode"] = "Never"
     recover: StrictBool = True
+    # The Kueue LocalQueue it asks to be admitted from (label kueue.x-k8s.io/queue-name; needs cluster.kubernetes.kueue).
+    queue: str | None = Field(default=None, max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
 class JobSpec(_Strict):
@@ -247,6 +267,12 @@ class BehaviourSpec(_Strict):
     cordoned_before: list[str] = Field(default_factory=list)
     # EKS: errors the Kubernetes API server answers the pipeline's calls with, the next ``times`` calls.
     kubernetes_errors: list[KubernetesErrorSpec] = Field(default_factory=list)
+    # EKS, what tenants do: jobs (by id) whose <name>-r1 a tenant made before the drill, annotated as
+    # our re-creation of them; hand-made pods carrying a job's labels (no owner) on a node (kubectl
+    # debug --copy-to --keep-labels); jobs whose Failed condition will carry a time without a zone.
+    kubernetes_impostors: list[str] = Field(default_factory=list)
+    kubernetes_bare_pods: list[BarePodSpec] = Field(default_factory=list)
+    unreadable_failure_times: list[str] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _agent_down_or_back(self) -> BehaviourSpec:
@@ -299,6 +325,9 @@ class SettingsSpec(_Strict):
     controller_groups: list[str] = Field(default_factory=list)
     login_groups: list[str] = Field(default_factory=list)
     job_restarts: JobRestartSpec = Field(default_factory=JobRestartSpec)
+    # template.yaml: EksClusterName (None: the EKS cluster HyperPod names). Another name is another EKS
+    # cluster of the account, whose API answers too (what a stack pointed at the wrong cluster would reach).
+    eks_cluster_name: str | None = Field(default=None, pattern=r"^[0-9A-Za-z][A-Za-z0-9\-_]{0,99}$")
 
 
 class Scenario(_Strict):
@@ -344,6 +373,19 @@ class Scenario(_Strict):
             raise ValueError("behaviour.cordoned_before: EKS only (on Slurm, a drain reason says whose it is)")
         if self.behaviour.kubernetes_errors and self.cluster.orchestrator != "eks":
             raise ValueError("behaviour.kubernetes_errors: EKS only")
+        if self.cluster.kubernetes != KubernetesClusterSpec() and self.cluster.orchestrator != "eks":
+            raise ValueError("cluster.kubernetes: EKS only")
+        if self.settings.eks_cluster_name and self.cluster.orchestrator != "eks":
+            raise ValueError("settings.eks_cluster_name: EKS only")
+        tenants = self.behaviour.kubernetes_impostors + [b.job for b in self.behaviour.kubernetes_bare_pods]
+        tenants += self.behaviour.unreadable_failure_times
+        if tenants and self.cluster.orchestrator != "eks":
+            raise ValueError("behaviour.kubernetes_impostors, kubernetes_bare_pods, unreadable_failure_times: EKS only")
+        for job_id in tenants:
+            if job_id not in {j.id for j in self.jobs}:
+                raise ValueError(f"behaviour: no job {job_id!r} in jobs")
+        for i, bare in enumerate(self.behaviour.kubernetes_bare_pods):
+            check(bare.node, f"behaviour.kubernetes_bare_pods.{i}.node")
         for i, err in enumerate(self.behaviour.api_errors):
             if err.node:
                 check(err.node, f"behaviour.api_errors.{i}.node")
@@ -369,6 +411,9 @@ class Scenario(_Strict):
                 raise ValueError(
                     f"jobs.{i}.name: {job.name!r} is no Kubernetes job name (lowercase DNS-1123, at most 55 to leave room for -r<n>)"
                 )
+        for i, job in enumerate(self.jobs):
+            if job.kubernetes.queue and not self.cluster.kubernetes.kueue:
+                raise ValueError(f"jobs.{i}.kubernetes.queue: needs cluster.kubernetes.kueue (Kueue admits from queues)")
         slurm_only = [
             f"faults.{i}" for i, f in enumerate(self.faults) if f.kind == "job_failed" and (f.requeued_by_slurm or f.job_state != "FAILED")
         ]

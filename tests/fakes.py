@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -160,6 +161,9 @@ class FakeLedger:
         self.recoveries: dict[str, list[RecoveryLogEntry]] = {}
         self.waits: dict[str, dict[str, RejoinWait]] = {}
         self.effects: dict[tuple[str, str], Effect] = {}
+        self.tokens: dict[tuple[str, str], str] = {}
+        self.polled: dict[tuple[str, str], datetime] = {}
+        self.job_restart_places: dict[tuple[str, str], datetime] = {}
 
     def acquire_locks(self, incident_id: str, cluster: str, node_ids: list[str], now: datetime, ttl: timedelta) -> LockOutcome:
         acquired, held = [], {}
@@ -220,6 +224,27 @@ class FakeLedger:
         if claim is None:
             return None
         return ResubmissionClaim(job_id=job_id, incident_id=claim["incident"], claimed=False, new_job_id=claim["new_job_id"])
+
+    def job_restarts(self, cluster: str, now: datetime) -> list[str]:
+        return sorted(incident for (c, incident), until in self.job_restart_places.items() if c == cluster and until >= now)
+
+    def reserve_job_restart(self, cluster: str, incident_id: str, limit: int, now: datetime, ttl: timedelta) -> bool:
+        taken = self.job_restarts(cluster, now)
+        if incident_id in taken:
+            return True
+        if len(taken) >= limit:
+            return False
+        self.job_restart_places[(cluster, incident_id)] = now + ttl
+        return True
+
+    def failures_started(self, cluster: str, now: datetime) -> set[str]:
+        return {key for (c, key), until in self.polled.items() if c == cluster and until >= now}
+
+    def note_failure_started(self, cluster: str, event_key: str, until: datetime) -> None:
+        self.polled[(cluster, event_key)] = until
+
+    def recreation_token(self, cluster: str, job_id: str, now: datetime) -> str:
+        return self.tokens.setdefault((cluster, job_id), uuid.uuid4().hex)
 
     def lineage_root(self, cluster: str, job_id: str) -> str | None:
         return self.lineages.get((cluster, job_id))

@@ -20,9 +20,11 @@ def lambda_handler(event: dict, context, deps: Dependencies | None = None):
     counts = find_failed_jobs(
         kube=deps.kube,
         workflows=deps.workflows,
+        ledger=deps.ledger,
         guarded=deps.guarded,
         max_age_seconds=deps.settings.max_event_age_seconds,
         now=deps.now(),
+        remaining_ms=context.get_remaining_time_in_millis,  # (the sandbox's context counts its calls' time)
     )
     for key, metric in FAILED_JOBS_POLLED.items():  # (every one each poll: an alarm sees a zero, not a gap)
         metrics.add_metric(name=metric, unit=MetricUnit.Count, value=counts.get(key, 0))

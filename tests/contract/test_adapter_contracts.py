@@ -7,6 +7,7 @@ cluster-node calls that moto lacks, against the sandbox's HyperPod double.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from datetime import UTC, datetime, timedelta
@@ -117,6 +118,35 @@ def test_ledger_job_is_claimed_once(ledger: Any) -> None:
     assert ledger.claim_resubmission("c", "1001", "b", T0, TTL).new_job_id == "1002"
     # A completed claim does not expire with the claim's TTL: the job was resubmitted
     assert ledger.claim_resubmission("c", "1001", "b", T0 + TTL * 2, TTL).incident_id == "a"
+
+
+def test_ledger_records_one_re_creation_token_per_job_whoever_asks_first(ledger: Any) -> None:
+    # (EKS: recorded before the object is made; every incident and retry re-creating the job uses it)
+    uid = "0b0e8b4a-1b0c-4d5e-8f00-000000000001"
+    token = ledger.recreation_token("c", uid, T0)
+    assert re.fullmatch(r"[0-9a-f]{32}", token)
+    assert ledger.recreation_token("c", uid, T0 + timedelta(minutes=5)) == token
+    assert ledger.recreation_token("c", "0b0e8b4a-1b0c-4d5e-8f00-000000000002", T0) != token
+
+
+def test_ledger_counts_job_restarts_in_the_window_up_to_the_limit_once_each(ledger: Any) -> None:
+    # Given a limit of 3 job restarts in a window of an hour
+    window = timedelta(hours=1)
+    assert [ledger.reserve_job_restart("c", f"hpj-{n}", 3, T0, window) for n in range(4)] == [True, True, True, False]
+    # Then a retried step keeps its place, another cluster has its own, and the window frees them as they expire
+    assert ledger.reserve_job_restart("c", "hpj-1", 3, T0, window) and ledger.job_restarts("c", T0) == ["hpj-0", "hpj-1", "hpj-2"]
+    assert ledger.reserve_job_restart("other", "hpj-9", 3, T0, window)
+    assert ledger.reserve_job_restart("c", "hpj-4", 3, T0 + window + timedelta(seconds=1), window)
+    assert ledger.job_restarts("c", T0 + window + timedelta(seconds=1)) == ["hpj-4"]
+
+
+def test_ledger_remembers_each_started_failure_until_it_expires(ledger: Any) -> None:
+    # (the EKS poller's memory: one entry per failure, however many polls and clusters)
+    keys = [f"0b0e8b4a-1b0c-4d5e-8f00-{n:012d}:1773478800" for n in range(150)]
+    for key in keys:
+        ledger.note_failure_started("c", key, T0 + TTL)
+    ledger.note_failure_started("other", "x:1", T0 + TTL)
+    assert ledger.failures_started("c", T0) == set(keys) and ledger.failures_started("c", T0 + TTL * 2) == set()
 
 
 def test_ledger_claim_released_or_expired_frees_the_job(ledger: Any) -> None:

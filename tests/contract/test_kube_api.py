@@ -230,6 +230,44 @@ def test_a_job_the_crd_schema_refuses_is_not_created(api: Api) -> None:
     assert [j["metadata"]["name"] for j in api.port.list_jobs("PyTorchJob")] == ["llama"]
 
 
+def test_a_jobs_kueue_workload_is_found_by_its_job_uid_deactivated_and_read_back(api: Api) -> None:
+    # Given Kueue (HyperPod task governance) managing a job: Kueue made its Workload
+    api.fake.kueue = True
+    api.fake.add_hyperpod_node("i-0123456789abcdef0")
+    job = api.fake.add_job("PyTorchJob", "kubeflow", "llama", nodes=[NODE], labels={"kueue.x-k8s.io/queue-name": "team-a"})
+    uid = job["metadata"]["uid"]
+    # When its Workload is listed by the label Kueue puts on it, then exactly its own is found
+    (workload,) = api.port.list_workloads("kubeflow", f"kueue.x-k8s.io/job-uid={uid}")
+    assert (
+        workload["metadata"]["ownerReferences"][0]["uid"] == uid and api.port.list_workloads("kubeflow", "kueue.x-k8s.io/job-uid=x") == []
+    )
+    # And a patch conditional on its uid deactivates it, stored valid (Kueue's CRD schema), read back inactive
+    name = workload["metadata"]["name"]
+    patch = [
+        {"op": "test", "path": "/metadata/uid", "value": workload["metadata"]["uid"]},
+        {"op": "add", "path": "/spec/active", "value": False},
+    ]
+    api.port.patch_workload("kubeflow", name, patch)
+    assert api.port.get_workload("kubeflow", name)["spec"]["active"] is False
+    with pytest.raises(KubeRequestRejected):  # (a field Kueue's schema does not have is refused whole)
+        api.port.patch_workload("kubeflow", name, [{"op": "add", "path": "/spec/bogus", "value": 1}])
+    with pytest.raises(KubeObjectGone):
+        api.port.get_workload("kubeflow", "nope")
+
+
+def test_without_kueue_the_workload_api_is_not_there(api: Api) -> None:
+    with pytest.raises(KubeObjectGone):
+        api.port.list_workloads("kubeflow")
+
+
+def test_a_namespaces_jobs_are_listed_by_a_label(api: Api) -> None:
+    _seeded(api)
+    api.fake.add_job("PyTorchJob", "kubeflow", "tagged", nodes=[], labels={"hyperpod-recovery.io/recreation-token": "5" * 32})
+    api.fake.add_job("PyTorchJob", "other", "tagged", nodes=[], labels={"hyperpod-recovery.io/recreation-token": "5" * 32})
+    found = api.port.list_jobs_in("PyTorchJob", "kubeflow", f"hyperpod-recovery.io/recreation-token={'5' * 32}")
+    assert [(j["metadata"]["namespace"], j["metadata"]["name"]) for j in found] == [("kubeflow", "tagged")]
+
+
 @pytest.mark.parametrize("bad", ["../kube-system", "Upper", "a/b", "ns?watch=1", ""])
 def test_a_name_kubernetes_would_refuse_never_reaches_a_path(bad: str) -> None:
     # (the real adapter refuses before it sends; the fake has no path to protect)
@@ -240,6 +278,12 @@ def test_a_name_kubernetes_would_refuse_never_reaches_a_path(bad: str) -> None:
         never.get_job(KubeJobRef.model_construct(kind="PyTorchJob", namespace=bad, name="job"))
     with pytest.raises(KubeRequestRejected):
         never.list_pods_on_node(bad)
+    with pytest.raises(KubeRequestRejected):
+        never.patch_workload(bad, "w", [])
+    with pytest.raises(KubeRequestRejected):
+        never.get_workload("kubeflow", bad)
+    with pytest.raises(KubeRequestRejected):
+        never.list_jobs_in("PyTorchJob", bad, "a=b")
 
 
 # --- what only the wire shows -----------------------------------------------------------------------
@@ -264,9 +308,35 @@ def test_requests_carry_the_token_the_content_types_and_exact_paths(server: HTTP
         ("GET", "/apis/kubeflow.org/v1/namespaces/kubeflow/pytorchjobs/llama", {}, None),
         ("POST", "/apis/kubeflow.org/v1/namespaces/kubeflow/pytorchjobs", {}, "application/json"),
     ]
+    # And Kueue's Workloads and a namespace's jobs are where Kueue's and the training operator's APIs put them
+    api.wire.requests.clear()
+    api.fake.kueue = True
+    api.port.list_workloads("kubeflow", "kueue.x-k8s.io/job-uid=u")
+    with pytest.raises(KubeObjectGone):
+        api.port.patch_workload("kubeflow", "w", [{"op": "add", "path": "/spec/active", "value": False}])
+    api.port.list_jobs_in("PyTorchJob", "kubeflow", "a=b")
+    assert [(r["method"], r["path"], r["query"], r["headers"].get("Content-Type")) for r in api.wire.requests] == [
+        (
+            "GET",
+            "/apis/kueue.x-k8s.io/v1beta1/namespaces/kubeflow/workloads",
+            {"labelSelector": "kueue.x-k8s.io/job-uid=u", "limit": "500"},
+            None,
+        ),
+        ("PATCH", "/apis/kueue.x-k8s.io/v1beta1/namespaces/kubeflow/workloads/w", {}, JSON_PATCH),
+        ("GET", "/apis/kubeflow.org/v1/namespaces/kubeflow/pytorchjobs", {"labelSelector": "a=b", "limit": "500"}, None),
+    ]
     # And every one carries the bearer token of the cluster, minted once for all of them
     assert {r["headers"]["Authorization"] for r in api.wire.requests} == {"Bearer k8s-aws-v1.token-1"}
-    assert api.port.calls == [("get", "nodes"), ("patch", "nodes"), ("list", "pods"), ("get", "pytorchjobs"), ("create", "pytorchjobs")]
+    assert api.port.calls == [
+        ("get", "nodes"),
+        ("patch", "nodes"),
+        ("list", "pods"),
+        ("get", "pytorchjobs"),
+        ("create", "pytorchjobs"),
+        ("list", "workloads"),
+        ("patch", "workloads"),
+        ("list", "pytorchjobs"),
+    ]
 
 
 def test_a_long_list_is_read_to_its_end_page_by_page(

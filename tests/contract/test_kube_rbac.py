@@ -28,7 +28,7 @@ from hyperpod_recovery.models.commands import (
     ResubmitJob,
     ResumeNodes,
 )
-from hyperpod_recovery.models.kubernetes import OPT_IN_ANNOTATION, KubeJobRef
+from hyperpod_recovery.models.kubernetes import KUEUE_QUEUE_LABEL, OPT_IN_ANNOTATION, KubeJobRef
 from sandbox.kube import FakeKube
 from sandbox.template import load_template
 from tests.conftest import ROOT
@@ -49,7 +49,13 @@ SENT_BY = {
     "node_states": "CheckJobNodesFunction",
 }
 # (core resources have the group "")
-GROUP_OF = {"nodes": "", "pods": "", "pytorchjobs": "kubeflow.org", "hyperpodpytorchjobs": "sagemaker.amazonaws.com"}
+GROUP_OF = {
+    "nodes": "",
+    "pods": "",
+    "pytorchjobs": "kubeflow.org",
+    "hyperpodpytorchjobs": "sagemaker.amazonaws.com",
+    "workloads": "kueue.x-k8s.io",
+}
 
 
 def _manifest() -> list[dict[str, Any]]:
@@ -86,10 +92,16 @@ def _groups_of(function: str) -> list[str]:
 
 
 def _calls_of(command_type: str) -> set[tuple[str, str]]:
-    """Every Kubernetes call carrying ``command_type`` out makes, on a cluster where each path runs."""
-    fake = FakeKube(now=lambda: AT)
+    """Every Kubernetes call carrying ``command_type`` out makes, on a cluster where each path runs
+    (with Kueue, HyperPod task governance, and without)."""
+    return _calls_on(command_type, kueue=False) | _calls_on(command_type, kueue=True)
+
+
+def _calls_on(command_type: str, *, kueue: bool) -> set[tuple[str, str]]:
+    fake = FakeKube(now=lambda: AT, kueue=kueue)
     fake.add_hyperpod_node("i-0123456789abcdef0")
-    job = fake.add_job("PyTorchJob", "kubeflow", "llama", nodes=[A], annotations={OPT_IN_ANNOTATION: "true"})
+    labels = {KUEUE_QUEUE_LABEL: "team-a"} if kueue else None
+    job = fake.add_job("PyTorchJob", "kubeflow", "llama", nodes=[A], annotations={OPT_IN_ANNOTATION: "true"}, labels=labels)
     orchestrator = EksOrchestrator(fake, None, lambda: AT)  # type: ignore[arg-type]
     commands: dict[str, list[Any]] = {
         "cordon_nodes": [CordonNodes(nodes=[A], reason=TAG), CordonNodes(nodes=["hyperpod-i-0aaaaaaaaaaaaaaaa"], reason=TAG)],
@@ -105,6 +117,7 @@ def _calls_of(command_type: str) -> set[tuple[str, str]]:
                 job_id=job["metadata"]["uid"],
                 checkpoint=CheckpointRef(uri="s3://ckpt-bucket/llama/step-000000100/", step=100),
                 kube=KubeJobRef(kind="PyTorchJob", namespace="kubeflow", name="llama"),
+                recreation_token="5" * 32,
             )
         ],
     }
@@ -157,14 +170,22 @@ def test_the_job_poller_reads_only_what_its_reader_group_may() -> None:
     # Given a failed opted-in job, polled as Find Failed Jobs polls
     from hyperpod_recovery.domain.normalize import GuardedCluster
     from hyperpod_recovery.steps.find_failed_jobs import find_failed_jobs
-    from tests.fakes import FakeWorkflows
+    from tests.fakes import FakeLedger, FakeWorkflows
 
     fake = FakeKube(now=lambda: AT)
     fake.add_hyperpod_node("i-0123456789abcdef0")
     fake.add_job("PyTorchJob", "kubeflow", "llama", nodes=[A], annotations={OPT_IN_ANNOTATION: "true"})
     fake.job_fails("PyTorchJob", "kubeflow", "llama")
     fake.calls.clear()
-    find_failed_jobs(kube=fake, workflows=FakeWorkflows(), guarded=GuardedCluster(name="c", arn="a"), max_age_seconds=3600, now=AT)
+    find_failed_jobs(
+        kube=fake,
+        workflows=FakeWorkflows(),
+        ledger=FakeLedger(),
+        guarded=GuardedCluster(name="c", arn="a"),
+        max_age_seconds=3600,
+        now=AT,
+        remaining_ms=lambda: 30_000,
+    )
     granted = _granted(_groups_of("FindFailedJobsFunction"))
     assert sorted((v, r) for v, r in set(fake.calls) if (GROUP_OF[r], r, v) not in granted) == []
     assert {v for v, _ in fake.calls} == {"list"}  # it only reads

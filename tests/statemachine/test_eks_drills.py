@@ -12,7 +12,7 @@ import pytest
 from hyperpod_recovery.models.kubernetes import OUR_ANNOTATIONS, QUARANTINE_TAINT_KEY, node_name_for_instance
 from sandbox.kube import FakeKube
 from sandbox.runner import DrillRunner
-from sandbox.scenario import load_scenario
+from sandbox.scenario import KubernetesErrorSpec, load_scenario
 from tests.conftest import EVENTS
 from tests.statemachine.conftest import only_incident
 
@@ -56,15 +56,20 @@ def test_eks_default_the_node_is_replaced_and_the_opted_in_job_re_created_from_t
     assert _node(runner, "workers:7") not in kube.nodes
     new_node = kube.nodes[node_name_for_instance(replacement["new_node_id"])]
     assert not new_node["spec"].get("unschedulable") and _ours_on(new_node) == []
-    # And the Kubernetes calls are counted by verb and resource, the way AWS calls are
+    # And the Kubernetes calls are counted by verb and resource, the way AWS calls are: the re-creation
+    # looks for its own copy (by its token) and for a Workload (Kueue), checks the name free, suspends,
+    # reads the job and its pods back, and only then creates
     assert report["kubernetes_calls"] == {
         "create pytorchjobs": 1,
         "get nodes": report["kubernetes_calls"]["get nodes"],
-        "get pytorchjobs": 2,
-        "list pods": 1,
+        "get pytorchjobs": 4,
+        "list pods": 2,
+        "list pytorchjobs": 1,
+        "list workloads": 1,
         "patch nodes": 1,
         "patch pytorchjobs": 1,
     }
+    assert _kube(runner).second_copies() == []
     assert report["api_calls"]["eks.DescribeCluster"] == 1  # the endpoint and CA, once per cold start
 
 
@@ -168,3 +173,66 @@ def test_on_eks_a_slot_that_fails_again_after_its_replacement_is_a_repeat_offend
     assert first["outcome"] == "recovered"
     assert (again["outcome"], again["error"]) == ("escalated", "RepeatOffender")
     assert len(report["replacements"]) == 1
+
+
+def test_eks_under_kueue_the_old_job_is_stopped_for_real_before_its_copy_runs(tmp_path: Path) -> None:
+    # Given HyperPod task governance (Kueue) admitting an opted-in job from its team's queue, and one of its nodes failing
+    report, runner = _run("eks-kueue", tmp_path)
+    incident = only_incident(report)
+    kube = _kube(runner)
+    old, new = kube.jobs[("PyTorchJob", "kubeflow", "llama-70b-pretrain")], kube.jobs[("PyTorchJob", "kubeflow", "llama-70b-pretrain-r1")]
+    # Then the job is re-created once, from the newest verified step, and Kueue admitted the copy: it runs
+    assert incident["outcome"] == "recovered" and [r["checkpoint_step"] for r in incident["resubmissions"]] == [3000]
+    assert kube._live(new) and new["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
+    # And the old one is stopped for real: its Workload inactive and evicted, the job suspended, no pod of it left
+    (workload,) = [w for w in kube.workloads.values() if w["metadata"]["labels"]["kueue.x-k8s.io/job-uid"] == old["metadata"]["uid"]]
+    assert workload["spec"]["active"] is False and old["spec"]["runPolicy"]["suspend"] is True and not kube._live(old)
+    # And never were two copies of the job live at once
+    assert kube.second_copies() == []
+    # And it is the Workload that keeps it stopped: made active again, Kueue would un-suspend it at once
+    kube.patch_workload("kubeflow", workload["metadata"]["name"], [{"op": "replace", "path": "/spec/active", "value": True}])
+    assert kube.jobs[("PyTorchJob", "kubeflow", "llama-70b-pretrain")]["spec"]["runPolicy"]["suspend"] is False
+    assert kube.second_copies() != []
+
+
+def test_a_stack_pointed_at_another_eks_cluster_never_touches_its_jobs(tmp_path: Path) -> None:
+    # Given a stack whose EksClusterName names another EKS cluster of the account (its API answers too),
+    # and an opted-in job failing on the cluster HyperPod guards
+    scenario = load_scenario(EVENTS / "drills" / "eks-job-failed.json")
+    scenario = scenario.model_copy(update={"settings": scenario.settings.model_copy(update={"eks_cluster_name": "other-eks"})})
+    runner = DrillRunner(scenario, log_path=tmp_path / "lambda.log")
+    report = runner.run()
+    # Then the poller refuses before its first Kubernetes call: nothing read, nothing started, nothing written
+    assert report["kubernetes_calls"] == {} and report["incidents"] == []
+    assert runner.polls and all(poll.get("errorType") == "UnsupportedOrchestrator" for poll in runner.polls)
+
+
+def _two_jobs_one_refused(status: int, times: int) -> Any:
+    """eks-default with a second opted-in job on the failed node, whose re-creation is refused (the first create)."""
+    scenario = load_scenario(EVENTS / "drills" / "eks-default.json")
+    second = scenario.jobs[0].model_copy(
+        update={
+            "id": "1002",
+            "name": "mistral-7b-sft",
+            "nodes": "workers:6-7",
+            "checkpoint_uri": "s3://llm-train-checkpoints/mistral-7b-sft",
+        }
+    )
+    refused = KubernetesErrorSpec(call="create pytorchjobs", status=status, times=times)  # type: ignore[arg-type]
+    behaviour = scenario.behaviour.model_copy(update={"kubernetes_errors": [refused]})
+    return scenario.model_copy(update={"jobs": [scenario.jobs[0], second], "behaviour": behaviour})
+
+
+@pytest.mark.parametrize(("status", "times"), [(403, 1), (503, 6)], ids=["rbac-403", "persistent-503"])
+def test_a_refused_re_creation_beside_a_successful_one_escalates_and_keeps_both_results(status: int, times: int, tmp_path: Path) -> None:
+    # Given two opted-in jobs on the failed node, the first re-creation refused (RBAC 403, or 503 past the retries)
+    report = DrillRunner(_two_jobs_one_refused(status, times), log_path=tmp_path / "lambda.log").run()
+    incident = only_incident(report)
+    # Then the incident escalates ResubmitFailed, naming the job not re-created (its 36-character uid kept)
+    assert (incident["outcome"], incident["error"]) == ("escalated", "ResubmitFailed")
+    made = [j for j in report["kubernetes_jobs"] if "resubmitted_from" in j]
+    refused = {j["uid"] for j in report["kubernetes_jobs"] if "resubmitted_from" not in j} - {j["resubmitted_from"] for j in made}
+    assert len(made) == 1 and len(refused) == 1 and next(iter(refused)) in incident["cause"]
+    # And the successful one stays in the record, its claim completed, nothing left held
+    assert [r["new_job_id"] for r in incident["resubmissions"]] == [made[0]["uid"]]
+    assert report["ledger_at_end"]["open_claims"] == [] and report["ledger_at_end"]["incidents_holding"] == []

@@ -25,7 +25,10 @@ def test_every_fault_ends_named_with_no_double_restart_and_nothing_past_the_cap(
     figures = summary(fault, scenario, report)
     # A named terminal outcome for each incident, the one expected
     assert all(i["outcome"] in NAMED_OUTCOMES and i["execution_status"] != "RUNNING" for i in report["incidents"])
-    assert tuple(figures["outcomes"]) == fault.expect
+    if fault.ordered:
+        assert tuple(figures["outcomes"]) == fault.expect
+    else:
+        assert sorted(figures["outcomes"]) == sorted(fault.expect)
     assert all(i["error"] for i in report["incidents"] if i["outcome"] in ("escalated", "capped"))
     # No job resubmitted twice, nothing past the cap, no incident paged twice
     assert figures["max per job"] <= 1 and figures["past the cap"] == 0
@@ -47,6 +50,8 @@ def test_every_fault_ends_named_with_no_double_restart_and_nothing_past_the_cap(
         resubmitted = {job.id for job in scenario.jobs if job.name in made_from}
     # (an escalated, aborted or failed incident hands its jobs to a human, with its nodes locked)
     handed_over = set().union(*[i["hostnames"] for i in report["incidents"] if i["outcome"] in ("escalated", "aborted", "failed")])
+    # (EKS: an incident names its nodes as Kubernetes does, hyperpod-<instance>; a replacement, by the slot's hostname)
+    handed_over |= {r["hostname"] for r in report["replacements"] if f"hyperpod-{r['old_node_id']}" in handed_over}
     for job in scenario.jobs:
         if _hostnames(scenario, job.nodes) & replaced - handed_over:
             assert job.id in resubmitted, f"job {job.id} on a replaced node was not resubmitted"

@@ -155,7 +155,7 @@ class _Spy:
     def __getattr__(self, name: str) -> Any:
         def call(*args: Any, **kwargs: Any) -> Any:
             self.calls.append(name)
-            return {} if name == "lock_holders" else None
+            return {"lock_holders": {}, "job_restarts": []}.get(name)
 
         return call
 
@@ -169,6 +169,9 @@ HELD_BACK_LEDGER_CALLS: dict[str, tuple[Any, ...]] = {
     "complete_resubmission": (CLUSTER, "1001", "inc-1", "1002"),
     "release_resubmission": (CLUSTER, "1001", "inc-1"),
     "keep_resubmission": (CLUSTER, "1001", "inc-1"),
+    "recreation_token": (CLUSTER, "1001", T0),
+    "note_failure_started": (CLUSTER, "u:1", T0),
+    "reserve_job_restart": (CLUSTER, "inc-1", 20, T0, timedelta(hours=1)),
     "record_restart": (CLUSTER, "1001", None),
     "reserve_capacity": (CLUSTER, "inc-1", [node_id(1)], 10, T0, timedelta(hours=1)),
     "release_capacity": (CLUSTER, "inc-1", [node_id(1)], T0),
@@ -193,8 +196,9 @@ def test_a_held_back_ledger_call_never_reaches_the_ledger(method: str) -> None:
             RestartEntry(failed_job_id="1001", new_job_id="1002", kind="application", checkpoint_step=1, restarted_at=T0, incident="inc-1"),
         )
     getattr(DryRunLedger(spy), method)(*args)  # type: ignore[arg-type]
-    # A lock is answered from the locks as they are (a read); nothing else is asked of the ledger
-    assert spy.calls == (["lock_holders"] if method == "acquire_locks" else [])
+    # A lock, a job restart's place, are answered from what is there (a read); nothing else is asked of the ledger
+    reads = {"acquire_locks": ["lock_holders"], "reserve_job_restart": ["job_restarts"]}
+    assert spy.calls == reads.get(method, [])
 
 
 def test_every_ledger_method_is_either_held_back_or_passed_through() -> None:
@@ -203,7 +207,7 @@ def test_every_ledger_method_is_either_held_back_or_passed_through() -> None:
     assert passed_through == {
         "lock_holders", "resubmission_claim", "lineage_root", "restart_history", "nodes_in_recovery", "holdings",
         "jobs_of", "breaker", "recovery_log", "get_incident", "save_incident", "save_jobs", "rejoin_waits",
-        "begin_effect", "finish_effect", "effect_of",
+        "begin_effect", "finish_effect", "effect_of", "failures_started", "job_restarts",
     }  # fmt: skip
 
 

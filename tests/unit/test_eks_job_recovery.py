@@ -4,6 +4,7 @@ orchestrator's answers to Capture Job Spec and Check Job Nodes."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -19,7 +20,7 @@ from hyperpod_recovery.models.kubernetes import AUTO_RESUME_ANNOTATION, OPT_IN_A
 from hyperpod_recovery.models.requests import JobRecoveryRequest
 from hyperpod_recovery.steps.find_failed_jobs import find_failed_jobs
 from sandbox.kube import FakeKube
-from tests.fakes import FakeWorkflows
+from tests.fakes import FakeLedger, FakeWorkflows
 
 AT = datetime(2026, 3, 14, 9, 0, tzinfo=UTC)
 A, B = "hyperpod-i-0123456789abcdef0", "hyperpod-i-0123456789abcdef1"
@@ -34,9 +35,24 @@ def _cluster(**job: object) -> FakeKube:
     return fake
 
 
-def _poll(fake: FakeKube, workflows: FakeWorkflows | None = None, at: datetime = AT) -> tuple[dict[str, int], FakeWorkflows]:
+def _poll(
+    fake: FakeKube,
+    workflows: FakeWorkflows | None = None,
+    at: datetime = AT,
+    ledger: FakeLedger | None = None,
+    remaining_ms: Callable[[], int] = lambda: 30_000,
+) -> tuple[dict[str, int], FakeWorkflows]:
     workflows = workflows or FakeWorkflows()
-    return find_failed_jobs(kube=fake, workflows=workflows, guarded=GUARDED, max_age_seconds=3600, now=at), workflows
+    counts = find_failed_jobs(
+        kube=fake,
+        workflows=workflows,
+        ledger=ledger or FakeLedger(),
+        guarded=GUARDED,
+        max_age_seconds=3600,
+        now=at,
+        remaining_ms=remaining_ms,
+    )
+    return counts, workflows
 
 
 def test_a_failed_opted_in_job_starts_one_job_recovery_however_often_it_is_polled() -> None:
@@ -193,3 +209,99 @@ def test_a_node_recovery_never_takes_a_job_that_already_failed_nor_a_pod_of_an_e
     # Then a node recovery of A and B finds no job to restart: the failed one is JobRecovery's, the other is not on B
     result = EksOrchestrator(fake, None, lambda: AT).cordon(CordonNodes(nodes=[A, B], reason="hyperpod-recovery:hpr-a"))  # type: ignore[arg-type]
     assert result.jobs == []
+
+
+def test_a_job_failed_on_nodes_named_otherwise_names_them_as_the_workflow_knows_them_and_their_repair_is_found() -> None:
+    # Given a cluster whose nodes are named ip-... (found by the instance in their providerID), a job on
+    # two of them, and HyperPod marking one for replacement as the job fails
+    fake = FakeKube(now=lambda: AT)
+    for n, instance in ((1, "i-0123456789abcdef0"), (2, "i-0123456789abcdef1")):
+        fake.add_node(f"ip-10-1-0-{n}.us-west-2.compute.internal", instance_id=instance)
+    nodes = ["ip-10-1-0-1.us-west-2.compute.internal", "ip-10-1-0-2.us-west-2.compute.internal"]
+    fake.add_job("PyTorchJob", "kubeflow", "llama", nodes=nodes, annotations={OPT_IN_ANNOTATION: "true"})
+    fake.hyperpod_marks_unhealthy(nodes[1])
+    fake.job_fails("PyTorchJob", "kubeflow", "llama")
+    # When the poller finds the failure
+    (payload,) = _poll(fake)[1].started.values()
+    failure = JobRecoveryRequest.model_validate(json.loads(payload)).failure
+    # Then the job's nodes are named hyperpod-<instance>, as ListClusterNodes' instances map to them
+    assert failure is not None and failure.nodes == [A, B]
+    # And Check Job Nodes and the classifier find the node HyperPod marked, with its instance: ours to repair
+    states = EksOrchestrator(fake, None, lambda: AT).execute(NodeStates(nodes=failure.nodes)).nodes  # type: ignore[arg-type]
+    cluster = [ClusterNode(node_id=name.removeprefix("hyperpod-"), instance_group="workers", status="Running") for name in (A, B)]
+    (found,) = faulty_nodes(failure.nodes, states, cluster, "eks")
+    assert (found.slurm_node, found.node_id, found.ours_to_repair) == (B, "i-0123456789abcdef1", True)
+
+
+# --- the poller at scale ---------------------------------------------------------------------------
+CALL_MS = 90  # what each call costs the poll's time in these tests (a pod list, a start, a note: ~3 per failure)
+
+
+def _storm(count: int) -> FakeKube:
+    """``count`` opted-in jobs failed one second apart (a shared file system failing under them)."""
+    fake = FakeKube(now=lambda: AT)
+    fake.add_hyperpod_node("i-0123456789abcdef0")
+    for n in range(count):
+        fake.now = lambda n=n: AT + timedelta(seconds=n)  # type: ignore[misc]
+        fake.add_job("PyTorchJob", "kubeflow", f"job-{n:03d}", nodes=[A], annotations={OPT_IN_ANNOTATION: "true"})
+        fake.job_fails("PyTorchJob", "kubeflow", f"job-{n:03d}")
+    return fake
+
+
+def test_a_storm_of_failures_is_started_over_several_ticks_each_once_oldest_first_never_past_the_functions_time() -> None:
+    # Given 500 opted-in jobs failed at once, and a poll whose every call costs it 90 ms of its 30 s
+    fake, ledger, workflows = _storm(500), FakeLedger(), FakeWorkflows()
+    ticks: list[tuple[dict[str, int], int]] = []
+    while len(workflows.started) < 500 and len(ticks) < 10:
+        fake.calls.clear()
+        made_before = len(workflows.started)
+
+        def remaining(made_before: int = made_before) -> int:
+            return 30_000 - CALL_MS * (len(fake.calls) + 2 * (len(workflows.started) - made_before))
+
+        counts, _ = _poll(fake, workflows, at=AT + timedelta(minutes=10 + len(ticks)), ledger=ledger, remaining_ms=remaining)
+        ticks.append((counts, remaining()))
+    # Then each tick stops with time to spare, leaves the rest for the next, which goes on where it stopped
+    assert all(left >= 0 for _, left in ticks) and len(ticks) >= 2
+    assert ticks[0][0]["deferred"] == 500 - ticks[0][0]["started"] and ticks[1][0]["already_started"] == ticks[0][0]["started"]
+    # And every failure is started once, the oldest first
+    assert sum(c.get("started", 0) for c, _ in ticks) == 500 and len(workflows.started) == 500
+    first = ticks[0][0]["started"]
+    oldest = [fake.jobs[("PyTorchJob", "kubeflow", f"job-{n:03d}")]["metadata"]["uid"] for n in range(first)]
+    assert [name.removeprefix("hpj-").rsplit("-", 1)[0] for name in list(workflows.started)[:first]] == oldest
+    # And a failure started once costs no Kubernetes call at the next tick (remembered, not asked again)
+    fake.calls.clear()
+    counts, _ = _poll(fake, workflows, at=AT + timedelta(minutes=30), ledger=ledger)
+    assert counts == {"already_started": 500} and set(fake.calls) == {("list", "pytorchjobs"), ("list", "hyperpodpytorchjobs")}
+
+
+@pytest.mark.parametrize(
+    "stamp", ["2026-03-14T09:00:00", "yesterday", "", None, 1773478800], ids=["zone-less", "garbage", "empty", "none", "a number"]
+)
+def test_a_job_whose_failure_time_cannot_be_read_is_that_jobs_problem_never_the_polls(stamp: object) -> None:
+    # Given two opted-in failed jobs, one with a Failed condition whose time cannot be read
+    fake = _storm(2)
+    fake.jobs[("PyTorchJob", "kubeflow", "job-000")]["status"]["conditions"][-1]["lastTransitionTime"] = stamp
+    # When the poller polls, then that job is counted unreadable (and logged), and the other is started
+    counts, workflows = _poll(fake, at=AT + timedelta(minutes=1))
+    assert counts == {"invalid": 1, "started": 1} and len(workflows.started) == 1
+
+
+def test_a_job_nobody_asked_us_about_is_never_read_further_whatever_its_failure_time() -> None:
+    fake = _storm(1)
+    job = fake.jobs[("PyTorchJob", "kubeflow", "job-000")]
+    del job["metadata"]["annotations"][OPT_IN_ANNOTATION]
+    job["status"]["conditions"][-1]["lastTransitionTime"] = "garbage"
+    assert _poll(fake)[0] == {}
+
+
+def test_a_poll_whose_memory_cannot_be_read_still_starts_each_failure_once_by_its_name() -> None:
+    from hyperpod_recovery.errors import LedgerUnavailable
+
+    class Forgetful(FakeLedger):
+        def failures_started(self, cluster: str, now: datetime) -> set[str]:
+            raise LedgerUnavailable("ProvisionedThroughputExceededException")
+
+    fake, workflows = _storm(2), FakeWorkflows()
+    assert _poll(fake, workflows, at=AT + timedelta(minutes=1), ledger=Forgetful())[0] == {"started": 2}
+    assert _poll(fake, workflows, at=AT + timedelta(minutes=2), ledger=Forgetful())[0] == {"already_started": 2}

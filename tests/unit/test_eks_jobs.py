@@ -77,11 +77,13 @@ def _pod(namespace: str = "kubeflow", **metadata: Any) -> dict[str, Any]:
     return {"metadata": {"name": "p", "namespace": namespace, **metadata}, "status": {"phase": "Running"}}
 
 
-def test_a_pod_belongs_to_the_job_its_controller_names_then_its_operators_label() -> None:
+def test_a_pod_belongs_to_the_job_its_controller_names_never_to_one_a_label_names() -> None:
     owner = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": "llama", "uid": "u", "controller": True}
     assert owning_job(_pod(ownerReferences=[owner])) == KubeJobRef(kind="PyTorchJob", namespace="kubeflow", name="llama")
-    assert owning_job(_pod(labels={"HPJob": "hp"})) == KubeJobRef(kind="HyperPodPyTorchJob", namespace="kubeflow", name="hp")
-    assert owning_job(_pod(labels={"training.kubeflow.org/job-name": "llama"})).kind == "PyTorchJob"  # type: ignore[union-attr]
+    # a bare pod made by hand with a job's labels (kubectl debug --copy-to --keep-labels) is no job's
+    assert owning_job(_pod(labels={"HPJob": "hp"})) is None
+    assert owning_job(_pod(labels={"training.kubeflow.org/job-name": "llama"})) is None
+    assert owning_job(_pod(ownerReferences=[{**owner, "uid": ""}], labels={"training.kubeflow.org/job-name": "llama"})) is None
     # not training jobs of ours: a DaemonSet's pod, an owner that is not the controller, another group's kind
     daemon = {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "health-monitoring-agent", "uid": "u", "controller": True}
     assert owning_job(_pod(ownerReferences=[daemon])) is None
@@ -101,8 +103,11 @@ def test_a_pod_naming_a_job_kubernetes_could_not_hold_never_names_one(namespace:
 
 
 def test_each_job_is_listed_once_in_the_order_first_seen() -> None:
-    pods = [_pod(labels={"HPJob": "b"}), _pod(labels={"HPJob": "a"}), _pod(labels={"HPJob": "b"})]
-    assert [r.name for r in jobs_of_pods(pods)] == ["b", "a"]
+    def owned(name: str) -> dict[str, Any]:
+        owner = {"apiVersion": "sagemaker.amazonaws.com/v1", "kind": "HyperPodPyTorchJob", "name": name, "uid": name, "controller": True}
+        return _pod(ownerReferences=[owner])
+
+    assert [r.name for r in jobs_of_pods([owned("b"), owned("a"), owned("b")])] == ["b", "a"]
 
 
 def test_a_job_object_without_a_uid_is_not_named() -> None:
@@ -156,20 +161,49 @@ def test_any_name_kubernetes_gives_a_job_is_named_as_it_is(namespace: str, name:
         assert (ref.namespace, ref.name) == (namespace, name)
 
 
-@settings(max_examples=300, deadline=None)
-@given(
-    name=st.lists(labels_, min_size=1, max_size=4).map(".".join).filter(lambda n: len(n) <= 63),
-    generation=st.one_of(st.none(), st.integers(min_value=0, max_value=99_999).map(str), st.text(max_size=8)),
-)
-def test_a_re_created_job_name_is_always_a_kubernetes_job_name_of_its_lineage(name: str, generation: str | None) -> None:
-    # (a label value on every pod: at most 63, DNS-1123; decided by the old object alone, so a retry finds it)
-    from hyperpod_recovery.domain.eks_jobs import GENERATION_ANNOTATION, recreated_name
-    from hyperpod_recovery.models.kubernetes import KUBE_JOB_NAME_MAX, is_dns1123_subdomain
+DNS1035 = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 
-    job = {"metadata": {"name": name, "annotations": {GENERATION_ANNOTATION: generation} if generation is not None else {}}}
-    new = recreated_name(job)
-    assert len(new) <= KUBE_JOB_NAME_MAX and is_dns1123_subdomain(new) and new == recreated_name(job)
-    assert new.rsplit("-r", 1)[0] == name[: len(new.rsplit("-r", 1)[0])]
+
+@settings(max_examples=400, deadline=None)
+@given(
+    name=st.lists(labels_, min_size=1, max_size=9).map(".".join).filter(lambda n: len(n) <= 253),
+    generation=st.one_of(st.none(), st.integers(min_value=0, max_value=99_999).map(str), st.text(max_size=8)),
+    replicas=st.dictionaries(st.sampled_from(["Master", "Worker"]), st.integers(min_value=1, max_value=100_000), min_size=1),
+)
+def test_a_re_created_job_name_leaves_room_for_every_name_its_operator_derives(
+    name: str, generation: str | None, replicas: dict[str, int]
+) -> None:
+    # Given any job name Kubernetes holds (a subdomain, up to 253), any generation, any replicas
+    from hyperpod_recovery.domain.eks_jobs import GENERATION_ANNOTATION, recreated_name
+    from hyperpod_recovery.models.kubernetes import KUBE_JOB_NAME_MAX
+
+    annotations = {GENERATION_ANNOTATION: generation} if generation is not None else {}
+    job = {
+        "metadata": {"name": name, "annotations": annotations},
+        "spec": {"pytorchReplicaSpecs": {t: {"replicas": n} for t, n in replicas.items()}},
+    }
+    # When its re-creation is named
+    new = recreated_name(job, "PyTorchJob")
+    # Then the name, and each pod's and Service's <name>-<replica type>-<index>, is a DNS-1035 label of
+    # at most 63 (the operator could make them all), decided by the old object alone (a retry finds it)
+    assert new is not None and new == recreated_name(job, "PyTorchJob") and len(new) <= KUBE_JOB_NAME_MAX
+    for replica_type, count in replicas.items():
+        for index in {0, count - 1}:
+            derived = f"{new}-{replica_type.lower()}-{index}"
+            assert len(derived) <= 63 and DNS1035.fullmatch(derived), derived
+    # And it is of its lineage: its start, or its start and a hash of the whole when it had to be cut
+    stem = new.rsplit("-r", 1)[0]
+    flat = name.replace(".", "-")
+    assert stem == flat or stem == "j-" + flat or re.fullmatch(r"[a-z][-a-z0-9]*-[0-9a-f]{6}", stem)
+
+
+def test_two_long_lineages_that_share_their_start_get_two_names() -> None:
+    from hyperpod_recovery.domain.eks_jobs import recreated_name
+
+    spec = {"pytorchReplicaSpecs": {"Worker": {"replicas": 512}}}
+    first, second = ("llama-3-405b-pretrain-long-context-ablation-a", "llama-3-405b-pretrain-long-context-ablation-b")
+    names = {recreated_name({"metadata": {"name": n}, "spec": spec}, "PyTorchJob") for n in (first, second)}
+    assert len(names) == 2 and all(n is not None and len(n) + len("-worker-511") <= 63 for n in names)
 
 
 @settings(max_examples=200, deadline=None)

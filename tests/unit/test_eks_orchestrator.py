@@ -233,9 +233,12 @@ CHECKPOINT = CheckpointRef(uri="s3://ckpt-bucket/llama/step-000001200/", step=12
 LLAMA = KubeJobRef(kind="PyTorchJob", namespace="kubeflow", name="llama")
 
 
-def _resubmit(fake: FakeKube, orchestrator: EksOrchestrator, uid: str | None = None) -> Any:
+TOKEN = "5" * 32  # (what the ledger recorded for the re-creation before it is made)
+
+
+def _resubmit(fake: FakeKube, orchestrator: EksOrchestrator, uid: str | None = None, token: str = TOKEN) -> Any:
     uid = uid or fake.jobs[("PyTorchJob", "kubeflow", "llama")]["metadata"]["uid"]
-    return orchestrator.execute(ResubmitJob(job_id=uid, checkpoint=CHECKPOINT, kube=LLAMA), "hpr-a")
+    return orchestrator.execute(ResubmitJob(job_id=uid, checkpoint=CHECKPOINT, kube=LLAMA, recreation_token=token), "hpr-a")
 
 
 def test_an_opted_in_job_is_re_created_from_the_checkpoint_once_and_the_old_one_suspended() -> None:
@@ -275,7 +278,10 @@ def test_a_second_generation_is_named_after_the_lineage() -> None:
     first = _resubmit(fake, orchestrator)
     second = orchestrator.execute(
         ResubmitJob(
-            job_id=first.new_job_id, checkpoint=CHECKPOINT, kube=KubeJobRef(kind="PyTorchJob", namespace="kubeflow", name="llama-r1")
+            job_id=first.new_job_id,
+            checkpoint=CHECKPOINT,
+            kube=KubeJobRef(kind="PyTorchJob", namespace="kubeflow", name="llama-r1"),
+            recreation_token="6" * 32,
         ),
         "hpr-b",
     )
@@ -303,7 +309,17 @@ def test_a_name_taken_by_someone_elses_job_is_not_taken_for_our_resubmission() -
 
 def test_a_job_already_failed_is_re_created_and_not_patched() -> None:
     fake, _, orchestrator = _cluster()
-    fake.jobs[("PyTorchJob", "kubeflow", "llama")]["status"]["conditions"].append({"type": "Failed", "status": "True"})
+    fake.job_fails("PyTorchJob", "kubeflow", "llama")  # (its pods ended with it)
     fake.calls.clear()
     result = _resubmit(fake, orchestrator)
     assert not result.cancelled_old and ("patch", "pytorchjobs") not in fake.calls
+
+
+def test_a_failed_job_whose_pods_still_run_is_not_re_created_beside_them() -> None:
+    # Given a job its operator marked Failed while two of its pods still run (cleanPodPolicy None keeps them)
+    fake, _, orchestrator = _cluster()
+    fake.jobs[("PyTorchJob", "kubeflow", "llama")]["status"]["conditions"].append({"type": "Failed", "status": "True"})
+    # When Resubmit Job runs, then nothing is created: the pods are a copy its operator no longer stops
+    with pytest.raises(JobSpecUnavailable, match="2 pod\\(s\\) of it still run"):
+        _resubmit(fake, orchestrator)
+    assert ("PyTorchJob", "kubeflow", "llama-r1") not in fake.jobs

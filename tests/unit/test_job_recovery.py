@@ -20,6 +20,7 @@ from hyperpod_recovery.domain.job_failure import (
 )
 from hyperpod_recovery.domain.job_incident import JOB_INCIDENT
 from hyperpod_recovery.domain.normalize import GuardedCluster
+from hyperpod_recovery.domain.safety import SafetyPolicy
 from hyperpod_recovery.errors import (
     CrashLoopDetected,
     InvalidRecoveryRequest,
@@ -52,6 +53,15 @@ from hyperpod_recovery.steps.validate_job_request import validate_job_request
 from tests.fakes import CLUSTER, CLUSTER_ARN, LIMITS, T0, FakeLedger, FakeNotifier, FakeOrchestrator, node_id
 
 POLICY = RestartPolicy(budget=3, window_seconds=86_400, backoff_seconds=60, max_backoff_seconds=900, crash_loop_repeats=2)
+SAFETY = SafetyPolicy(
+    max_percent=20,
+    max_nodes=64,
+    breaker_max_recoveries=20,
+    breaker_max_failures=3,
+    breaker_window_seconds=3600,
+    offender_max_recoveries=3,
+    offender_window_seconds=86_400,
+)
 NODES = ["ip-10-1-0-1", "ip-10-1-0-2"]
 URI = "s3://ckpt/llama/"
 
@@ -476,7 +486,7 @@ def test_an_open_breaker_stops_job_restarts_too() -> None:
     step = PlanJobRestartInput(
         execution_name="hpj-8", request=_request(_failure()), classification=_classification(), checkpoints=_checkpoints()
     )
-    decision = plan_job_restart(step, ledger=ledger, policy=POLICY, now=T0)
+    decision = plan_job_restart(step, ledger=ledger, policy=POLICY, safety=SAFETY, now=T0)
     assert decision.action == "capped" and "3 failed recoveries" in decision.reason
     outcome, error, _ = decide_outcome(
         JOB_INCIDENT,
@@ -499,7 +509,7 @@ def test_a_dry_run_with_the_breaker_open_says_the_restart_would_be_capped() -> N
     request = _request(_failure(), dry_run=True)
     step = PlanJobRestartInput(execution_name="hpj-8", request=request, classification=_classification(), checkpoints=_checkpoints())
     # When it plans the restart
-    decision = plan_job_restart(step, ledger=ledger, policy=POLICY, now=T0)
+    decision = plan_job_restart(step, ledger=ledger, policy=POLICY, safety=SAFETY, now=T0)
     # Then it ends as a dry run that says the breaker would have stopped the restart
     state = JobWorkflowState(request=request, restart=decision)
     outcome, _, cause = decide_outcome(JOB_INCIDENT, RecordJobOutcomeInput(execution_name="hpj-8", disposition="completed", state=state))

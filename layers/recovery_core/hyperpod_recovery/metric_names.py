@@ -95,10 +95,12 @@ ALL = frozenset(
 )
 
 # EKS: the job poller (Find Failed Jobs), each poll: failed jobs it started a JobRecovery for, those
-# too old to start, those it could not read, and starts that failed (tried again at the next poll).
+# too old to start, those it could not read, starts that failed (tried again at the next poll), and
+# failures it left for the next tick when its time ran low (a storm of failures).
 FAILED_JOBS_POLLED = {
     "started": "FailedJobsStarted",
     "stale": "FailedJobsStale",
     "invalid": "FailedJobsUnreadable",
     "start_failed": "FailedJobsStartFailed",
+    "deferred": "FailedJobsDeferred",
 }

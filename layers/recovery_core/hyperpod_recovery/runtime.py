@@ -22,7 +22,7 @@ from pydantic import BaseModel, ValidationError
 
 from hyperpod_recovery.adapters.checkpoints import S3CheckpointStore
 from hyperpod_recovery.adapters.dry_run import DryRunCluster, DryRunLedger, DryRunOrchestrator
-from hyperpod_recovery.adapters.eks import EksControlPlane
+from hyperpod_recovery.adapters.eks import EksControlPlane, guarded_endpoint
 from hyperpod_recovery.adapters.eks_orchestrator import EksOrchestrator
 from hyperpod_recovery.adapters.eks_token import mint_token
 from hyperpod_recovery.adapters.hyperpod import HyperPodCluster
@@ -148,13 +148,14 @@ class Dependencies:
 
 
 def build_kube(settings: Settings) -> KubernetesApi | None:
-    """EKS: the cluster's Kubernetes API (endpoint and CA from EKS on first use, a token minted from
-    the function's own credentials). None on Slurm."""
+    """EKS: the cluster's Kubernetes API (endpoint and CA from EKS on first use, once EksClusterName is
+    checked to be the HyperPod cluster's own; a token minted from the function's own credentials).
+    None on Slurm."""
     if settings.orchestrator != "eks":
         return None
-    control_plane = EksControlPlane()
+    control_plane, hyperpod = EksControlPlane(), HyperPodCluster(settings.cluster_name)
     return KubernetesApi(
-        endpoint=lambda: control_plane.endpoint(settings.eks_cluster_name),
+        endpoint=lambda: guarded_endpoint(control_plane, settings.eks_cluster_name, hyperpod),
         token=lambda cluster: mint_token(boto3.Session(), cluster, settings.region),
     )
 

@@ -130,6 +130,19 @@ class DryRunLedger:
     def keep_resubmission(self, cluster: str, job_id: str, incident_id: str) -> None:
         held_back("ledger", "keep_resubmission", job_id=job_id)
 
+    def reserve_job_restart(self, cluster: str, incident_id: str, limit: int, now: datetime, ttl: timedelta) -> bool:
+        """Answered from the places as they are: the verdict is the policy's, nothing is taken."""
+        held_back("ledger", "reserve_job_restart", limit=limit)
+        taken = self._ledger.job_restarts(cluster, now)
+        return incident_id in taken or len(taken) < limit
+
+    def note_failure_started(self, cluster: str, event_key: str, until: datetime) -> None:
+        held_back("ledger", "note_failure_started", event=event_key)
+
+    def recreation_token(self, cluster: str, job_id: str, now: datetime) -> str:
+        held_back("ledger", "recreation_token", job_id=job_id)
+        return "0" * 32  # (a dry run re-creates nothing: the orchestrator's answer is held back too)
+
     def record_restart(self, cluster: str, root: str, entry: RestartEntry) -> None:
         held_back("ledger", "record_restart", job_id=entry.failed_job_id)
 
@@ -197,6 +210,12 @@ class DryRunLedger:
 
     def breaker(self, cluster: str) -> BreakerState:
         return self._ledger.breaker(cluster)
+
+    def failures_started(self, cluster: str, now: datetime) -> set[str]:
+        return self._ledger.failures_started(cluster, now)
+
+    def job_restarts(self, cluster: str, now: datetime) -> list[str]:
+        return self._ledger.job_restarts(cluster, now)
 
     def recovery_log(self, cluster: str, since: datetime | None = None) -> list[RecoveryLogEntry]:
         return self._ledger.recovery_log(cluster, since)

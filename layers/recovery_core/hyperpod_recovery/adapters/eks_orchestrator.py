@@ -14,7 +14,8 @@ What a command means here (the node rules are domain/eks_nodes.py's, the job rul
 | boot_times    | a node whose kernel boot id differs from the one our cordon recorded is back from a     |
 |               | reboot once Ready: its Ready time is its boot time                                     |
 | jobs_on_nodes | the jobs of the pods on the nodes (read-only)                                           |
-| resubmit_job  | the job re-created from the checkpoint under <lineage>-r<n>, once; the old one suspended|
+| resubmit_job  | the old job stopped for certain (Kueue: its Workload inactive; else suspended), then    |
+|               | re-created from the checkpoint under <lineage>-r<n>, once (found again by our token)    |
 | capture_job_spec | the job by its uid (a list of each kind), with the nodes of its pods                |
 | node_states   | each node as the job-failure classifier reads it (down, drained for repair, ours...) |
 | check         | the API server answers (a node list), and which commands this orchestrator executes   |
@@ -35,16 +36,22 @@ from typing import Any, Literal
 
 from hyperpod_recovery.adapters.stepfunctions import StepFunctions
 from hyperpod_recovery.domain.eks_jobs import (
+    RECREATION_TOKEN_LABEL,
+    carries_token,
     finished,
     is_pod_of,
-    is_recreation_of,
     job_spec_of,
     jobs_of_pods,
+    kueue_managed,
+    live_pods_of,
     owning_job,
     owning_job_any,
     recreated_job,
+    recreated_name,
+    suspended,
+    workloads_of,
 )
-from hyperpod_recovery.domain.eks_nodes import NodeView, cordon_plan, give_back_plan, health_gate, rebooted_since_cordon
+from hyperpod_recovery.domain.eks_nodes import NodeView, cordon_plan, give_back_plan, health_gate, hyperpod_name, rebooted_since_cordon
 from hyperpod_recovery.errors import (
     ControllerChannelError,
     InvalidCommand,
@@ -88,10 +95,13 @@ from hyperpod_recovery.models.commands import (
 from hyperpod_recovery.models.common import MAX_JOB_NODES_CARRIED, MAX_JOBS_PER_INCIDENT
 from hyperpod_recovery.models.kubernetes import (
     COMPUTE_TYPE_LABEL,
+    DNS1123_LABEL_MAX,
     HEALTH_STATUS_LABEL,
     HPTO_JOB_LABEL,
     JOB_KINDS,
     KUBEFLOW_JOB_NAME_LABEL,
+    KUEUE_JOB_UID_LABEL,
+    KUEUE_QUEUE_LABEL,
     PENDING_REPAIR_STATUSES,
     KubeJobRef,
     instance_of_node_name,
@@ -112,6 +122,17 @@ EKS_COMMANDS = (
     "resubmit_job",
     "resume_nodes",
 )
+
+
+class OldCopyStillStopping(KubeUnavailable):
+    """The old job was told to stop and its controllers have not finished yet (Kueue has not suspended
+    it, its pods are not deleted yet): the workflow retries Resubmit Job, which finds it stopped."""
+
+
+def _suspend_operation(job: dict[str, Any]) -> dict[str, Any]:
+    if isinstance((job.get("spec") or {}).get("runPolicy"), dict):
+        return {"op": "add", "path": "/spec/runPolicy/suspend", "value": True}
+    return {"op": "add", "path": "/spec/runPolicy", "value": {"suspend": True}}
 
 
 def _node_state(node: dict[str, Any]) -> str:
@@ -154,12 +175,32 @@ def installed_jobs(kube: KubeApi, kind: str) -> list[dict[str, Any]]:
         return []
 
 
-def job_pod_nodes(kube: KubeApi, ref: KubeJobRef, job: dict[str, Any]) -> list[str]:
-    """The nodes of the pods of this very job: its operator's label, then its controller's kind,
-    name and uid (pods of a TFJob of the same name, or of an earlier object, are not its)."""
+def job_pod_nodes(kube: KubeApi, ref: KubeJobRef, job: dict[str, Any], names: NodeNames | None = None) -> list[str]:
+    """The nodes of the pods of this very job (its operator's label narrows the list; its
+    controller's kind, name and uid decide: pods of a TFJob of the same name, or of an earlier
+    object, are not its), by the names the workflow knows them by (``hyperpod-<instance>``:
+    NodeNames; ``names``: one shared by the calls of one poll)."""
     label = KUBEFLOW_JOB_NAME_LABEL if ref.kind == "PyTorchJob" else HPTO_JOB_LABEL
     pods = [p for p in kube.list_pods(ref.namespace, f"{label}={ref.name}") if owning_job_any(p) == ref and is_pod_of(p, job)]
-    return list(dict.fromkeys(str(p["spec"]["nodeName"]) for p in pods if (p.get("spec") or {}).get("nodeName")))
+    placed = list(dict.fromkeys(str(p["spec"]["nodeName"]) for p in pods if (p.get("spec") or {}).get("nodeName")))
+    return list(dict.fromkeys((names or NodeNames(kube)).known_as(node) for node in placed))
+
+
+class NodeNames:
+    """A Kubernetes node's name -> the name the workflow knows it by (domain/eks_nodes.py
+    hyperpod_name): a cluster that names its nodes otherwise (``ip-10-1-2-3...``) is read once, by
+    the instance in each node's providerID, so its nodes are recovered on the job path too."""
+
+    def __init__(self, kube: KubeApi) -> None:
+        self._kube = kube
+        self._by_name: dict[str, str] | None = None
+
+    def known_as(self, name: str) -> str:
+        if instance_of_node_name(name) is not None:
+            return name
+        if self._by_name is None:
+            self._by_name = {NodeView.of(n).name: hyperpod_name(n) for n in self._kube.list_nodes(f"{COMPUTE_TYPE_LABEL}=hyperpod")}
+        return self._by_name.get(name, name)
 
 
 def _node_status(name: str, node: dict[str, Any] | None) -> NodeStatus:
@@ -379,12 +420,16 @@ class EksOrchestrator:
         return JobsOnNodesResult(jobs=jobs, omitted=omitted)
 
     def resubmit(self, command: ResubmitJob, incident_id: str) -> ResubmitResult:
-        """Re-create the job from ``command.checkpoint`` (domain/eks_jobs.py recreated_job), once: a
-        retry finds its own re-creation under the same name (409) instead of making a second. The old
-        job, if anything of it still runs, is suspended only once the new one exists."""
-        ref = command.kube
-        if ref is None:
-            raise InvalidCommand("resubmit_job on EKS names the job object to re-create (kube): none given")
+        """Re-create the job from ``command.checkpoint`` (domain/eks_jobs.py recreated_job), with never
+        two copies running: first the name is checked free (or found ours), then the old job is
+        stopped the way the controller that owns it honours and the stop verified by reading back,
+        and only then the new one created. A retry finds its own work at each step: the old job
+        already stopped, and our re-creation by the token the ledger recorded before the create
+        (never by an annotation anyone may write). Where the old copy cannot be stopped for certain,
+        nothing is created (JobSpecUnavailable, with why)."""
+        ref, token = command.kube, command.recreation_token
+        if ref is None or token is None:
+            raise InvalidCommand("resubmit_job on EKS names the job object to re-create (kube) and its re-creation token: missing")
         try:
             old = self.kube.get_job(ref)
         except KubeObjectGone:
@@ -396,38 +441,153 @@ class EksOrchestrator:
             raise JobSpecUnavailable(
                 f"{ref.kind} {ref.namespace}/{ref.name} is another job now (uid {uid}, not {command.job_id}): never re-created in its stead"
             )
-        body = recreated_job(old, ref.kind, resume_from=command.checkpoint.uri, step=command.checkpoint.step, incident=incident_id)
-        name = body["metadata"]["name"]
+        new = self._our_recreation(ref, token)
+        name = str(new["metadata"]["name"]) if new is not None else self._free_name(ref, old)
         try:
-            new = self.kube.create_job(ref.kind, ref.namespace, body)
-        except KubeAlreadyExists:
-            new = self.kube.get_job(KubeJobRef(kind=ref.kind, namespace=ref.namespace, name=name))
-            if not is_recreation_of(new, uid):
-                raise JobSpecUnavailable(
-                    f"{ref.kind} {ref.namespace}/{name} exists and is not our re-creation of {ref.name}: nothing created"
-                ) from None
-        suspended = False
-        if not finished(old):
-            # Its pods on healthy nodes would hold GPUs the new job needs: suspended (Kubeflow deletes
-            # the pods of a suspended job), never deleted: its owner may want its logs and status.
-            run_policy = (old.get("spec") or {}).get("runPolicy")
-            set_suspend = (
-                {"op": "add", "path": "/spec/runPolicy/suspend", "value": True}
-                if isinstance(run_policy, dict)
-                else {"op": "add", "path": "/spec/runPolicy", "value": {"suspend": True}}
+            stopped = self._stop(ref, old)
+        except JobSpecUnavailable as exc:
+            if new is None:
+                raise
+            # (stopped before, since restarted by someone: our copy exists too, and both may run)
+            raise JobSpecUnavailable(
+                f"{exc} — and its copy {ref.namespace}/{name} (uid {new['metadata']['uid']}) exists: both may run"
+            ) from exc
+        if new is None:
+            body = recreated_job(
+                old,
+                ref.kind,
+                name=name,
+                resume_from=command.checkpoint.uri,
+                step=command.checkpoint.step,
+                incident=incident_id,
+                token=token,
             )
             try:
-                self.kube.patch_job(ref, [{"op": "test", "path": "/metadata/uid", "value": uid}, set_suspend])
-            except (KubeAccessDenied, KubeRequestRejected, KubeObjectGone) as exc:
-                # The new job exists: said, so a human suspends the old one (a retry finds the new
-                # job by its name and tries the suspension again).
+                new = self.kube.create_job(ref.kind, ref.namespace, body)
+            except KubeAlreadyExists:
+                # Ours if a first try of this request was created and its answer lost; else someone
+                # took the name since we looked: nothing of ours runs, the old job stays stopped.
+                new = self._our_recreation(ref, token)
+                if new is None:
+                    raise JobSpecUnavailable(
+                        f"{ref.kind} {ref.namespace}/{name} was created by someone else while {ref.name} was being stopped: "
+                        f"nothing created; {ref.name} stays stopped"
+                    ) from None
+            except (KubeAccessDenied, KubeRequestRejected, KubeUnavailable, KubeThrottled) as exc:
+                if not stopped:
+                    raise
+                # (the same error, retried or escalated under its own name, saying what is true now)
                 raise type(exc)(
-                    f"{ref.namespace}/{name} was created from {command.checkpoint.uri}, but {ref.kind} {ref.namespace}/{ref.name} "
-                    f"could not be suspended ({exc}): both may run; suspend the old one by hand (runPolicy.suspend: true)"
+                    f"{exc} — {ref.kind} {ref.namespace}/{ref.name} was stopped for its re-creation and stays stopped: "
+                    f"nothing of it runs until {ref.namespace}/{name} is created from {command.checkpoint.uri}"
                 ) from exc
-            suspended = True
         return ResubmitResult(
-            old_job_id=uid, new_job_id=str(new["metadata"]["uid"]), cancelled_old=suspended, new_job_name=f"{ref.namespace}/{name}"
+            old_job_id=uid,
+            new_job_id=str(new["metadata"]["uid"]),
+            cancelled_old=stopped,
+            new_job_name=f"{ref.namespace}/{new['metadata']['name']}",
+        )
+
+    def _our_recreation(self, ref: KubeJobRef, token: str) -> dict[str, Any] | None:
+        """The job carrying our re-creation token, whatever its name (a retry's, or a first try's whose answer was lost)."""
+        found = [j for j in self.kube.list_jobs_in(ref.kind, ref.namespace, f"{RECREATION_TOKEN_LABEL}={token}") if carries_token(j, token)]
+        return found[0] if found else None
+
+    def _free_name(self, ref: KubeJobRef, old: dict[str, Any]) -> str:
+        """The re-creation's name, checked free before anything is stopped: a name someone else holds
+        (a job that happens to have it, or one made to be taken for ours) is never ours."""
+        name = recreated_name(old, ref.kind)
+        if name is None:
+            raise JobSpecUnavailable(
+                f"{ref.kind} {ref.namespace}/{ref.name}: no name leaves room for the names its operator derives from it "
+                f"(<name>-<replica type>-<index>, at most {DNS1123_LABEL_MAX} characters): nothing re-created"
+            )
+        try:
+            self.kube.get_job(KubeJobRef(kind=ref.kind, namespace=ref.namespace, name=name))
+        except KubeObjectGone:
+            return name
+        raise JobSpecUnavailable(
+            f"{ref.kind} {ref.namespace}/{name} exists and is not our re-creation of {ref.name} (it lacks the token our "
+            f"ledger recorded): nothing created, {ref.name} left as it is"
+        )
+
+    def _stop(self, ref: KubeJobRef, old: dict[str, Any]) -> bool:
+        """Stop the old job for certain, or say why it cannot be: a job Kueue manages by its Workload's
+        spec.active: false (Kueue un-suspends a suspended job whose Workload is admitted); any other
+        by runPolicy.suspend. Then read back: the Workload inactive, the job suspended, no pod of it
+        left running or pending. True: it was running and is stopped now."""
+        if finished(old):
+            self._no_pod_left(ref, old, "it ended, but")
+            return False
+        workloads = self._workloads(ref, old)
+        if workloads:
+            for workload in workloads:
+                self._deactivate(ref, workload)
+        elif kueue_managed(old):
+            raise JobSpecUnavailable(
+                f"{ref.kind} {ref.namespace}/{ref.name} asks Kueue to admit it ({KUEUE_QUEUE_LABEL}) but no Workload of it was "
+                f"found: suspending it would be undone once Kueue admits it, so it cannot be stopped for certain; nothing created"
+            )
+        elif not suspended(old):
+            self.kube.patch_job(ref, [{"op": "test", "path": "/metadata/uid", "value": old["metadata"]["uid"]}, _suspend_operation(old)])
+        now = self.kube.get_job(ref)
+        if now["metadata"].get("uid") != old["metadata"].get("uid"):
+            raise JobSpecUnavailable(
+                f"{ref.kind} {ref.namespace}/{ref.name} was replaced by another object while being stopped: nothing created"
+            )
+        if not suspended(now):
+            if workloads:
+                raise OldCopyStillStopping(f"Kueue has not suspended {ref.namespace}/{ref.name} yet (its Workload is inactive)")
+            if ((now.get("spec") or {}).get("runPolicy") or {}).get("suspend") is False:
+                raise JobSpecUnavailable(
+                    f"{ref.kind} {ref.namespace}/{ref.name} was suspended and something un-suspended it again (a controller "
+                    "we do not know of): it cannot be stopped for certain; nothing created"
+                )
+            raise JobSpecUnavailable(
+                f"{ref.kind} {ref.namespace}/{ref.name} was asked to suspend and the API server accepted it, but "
+                "runPolicy.suspend is not on the job read back: its PyTorchJob CRD has no such field (Kubeflow's training "
+                "operator older than 1.7 prunes it), so it cannot be stopped by us; nothing created. Stop it by hand "
+                f"(kubectl delete pytorchjob -n {ref.namespace} {ref.name}) and re-create it from the checkpoint"
+            )
+        self._no_pod_left(ref, now, "it is suspended, but", waiting=True)
+        return True
+
+    def _workloads(self, ref: KubeJobRef, job: dict[str, Any]) -> list[dict[str, Any]]:
+        """The Kueue Workloads of this very job (none where Kueue is not installed: 404)."""
+        uid = str(job["metadata"]["uid"])
+        try:
+            found = workloads_of(self.kube.list_workloads(ref.namespace, f"{KUEUE_JOB_UID_LABEL}={uid}"), job)
+            if not found and kueue_managed(job):  # (a Workload made before Kueue labelled them: by its owner)
+                found = workloads_of(self.kube.list_workloads(ref.namespace), job)
+        except KubeObjectGone:
+            return []
+        return found
+
+    def _deactivate(self, ref: KubeJobRef, workload: dict[str, Any]) -> None:
+        name = str(workload["metadata"]["name"])
+        if (workload.get("spec") or {}).get("active", True) is not False:
+            operations = [
+                {"op": "test", "path": "/metadata/uid", "value": workload["metadata"]["uid"]},
+                {"op": "add", "path": "/spec/active", "value": False},
+            ]
+            self.kube.patch_workload(ref.namespace, name, operations)
+        if (self.kube.get_workload(ref.namespace, name).get("spec") or {}).get("active", True) is not False:
+            raise JobSpecUnavailable(
+                f"Workload {ref.namespace}/{name} of {ref.name} took spec.active: false and reads back active: "
+                "it cannot be stopped for certain; nothing created"
+            )
+
+    def _no_pod_left(self, ref: KubeJobRef, job: dict[str, Any], said: str, *, waiting: bool = False) -> None:
+        label = KUBEFLOW_JOB_NAME_LABEL if ref.kind == "PyTorchJob" else HPTO_JOB_LABEL
+        live = live_pods_of(self.kube.list_pods(ref.namespace, f"{label}={ref.name}"), job)
+        if not live:
+            return
+        names = ", ".join(str(p["metadata"].get("name")) for p in live[:3]) + (f" +{len(live) - 3}" if len(live) > 3 else "")
+        if waiting:  # (its operator deletes a suspended job's pods: a moment later)
+            raise OldCopyStillStopping(f"{ref.namespace}/{ref.name} {said} {len(live)} pod(s) still run ({names})")
+        raise JobSpecUnavailable(
+            f"{ref.kind} {ref.namespace}/{ref.name}: {said} {len(live)} pod(s) of it still run ({names}) and its operator "
+            f"stops nothing of an ended job: nothing created while they run; delete them (kubectl delete pod -n {ref.namespace} ...)"
         )
 
     def find_job(self, uid: str, ref: KubeJobRef | None = None) -> tuple[KubeJobRef, dict[str, Any]] | None:

@@ -16,6 +16,10 @@ the wire against a local TLS server:
 | create_job           | POST  /apis/{group}/{version}/namespaces/{ns}/{plural}                  |
 | patch_job            | PATCH /apis/{group}/{version}/namespaces/{ns}/{plural}/{name} (json-patch) |
 | list_jobs            | GET   /apis/{group}/{version}/{plural}?limit=500                         |
+| list_jobs_in         | GET   /apis/{group}/{version}/namespaces/{ns}/{plural}?labelSelector=...  |
+| list_workloads       | GET   /apis/kueue.x-k8s.io/v1beta1/namespaces/{ns}/workloads?labelSelector=... |
+| get_workload         | GET   /apis/kueue.x-k8s.io/v1beta1/namespaces/{ns}/workloads/{name}      |
+| patch_workload       | PATCH /apis/kueue.x-k8s.io/v1beta1/namespaces/{ns}/workloads/{name} (json-patch) |
 
 Status codes become our named errors (errors.py): 404 KubeObjectGone; 409 AlreadyExists
 KubeAlreadyExists, other 409s KubeConflict; a JSON Patch whose ``test`` failed (422 with the patch
@@ -50,7 +54,7 @@ from hyperpod_recovery.errors import (
     KubeThrottled,
     KubeUnavailable,
 )
-from hyperpod_recovery.models.kubernetes import JOB_KINDS, KubeJobRef, is_dns1123_label, is_dns1123_subdomain
+from hyperpod_recovery.models.kubernetes import JOB_KINDS, WORKLOAD_API, KubeJobRef, is_dns1123_label, is_dns1123_subdomain
 
 JSON_PATCH = "application/json-patch+json"
 PAGE_LIMIT = 500
@@ -151,6 +155,25 @@ class KubernetesApi:
         info = JOB_KINDS[kind]
         return self._list(f"/apis/{info.group}/{info.version}/{info.plural}", {}, resource=info.plural)
 
+    def list_jobs_in(self, kind: str, namespace: str, label_selector: str) -> list[dict[str, Any]]:
+        """A namespace's jobs of a kind by a label selector (our re-creation, by the token it carries)."""
+        info = JOB_KINDS[kind]
+        path = f"/apis/{info.group}/{info.version}/namespaces/{_checked_namespace(namespace)}/{info.plural}"
+        return self._list(path, {"labelSelector": label_selector}, resource=info.plural)
+
+    # --- Kueue's Workloads (HyperPod task governance) --------------------------------------------
+    def list_workloads(self, namespace: str, label_selector: str | None = None) -> list[dict[str, Any]]:
+        query = {"labelSelector": label_selector} if label_selector else {}
+        return self._list(_workloads_path(namespace), query, resource=WORKLOAD_API.plural)
+
+    def get_workload(self, namespace: str, name: str) -> dict[str, Any]:
+        path = f"{_workloads_path(namespace)}/{_checked_subdomain('workload', name)}"
+        return self._request("GET", path, resource=WORKLOAD_API.plural, verb="get")
+
+    def patch_workload(self, namespace: str, name: str, operations: list[dict[str, Any]]) -> dict[str, Any]:
+        path = f"{_workloads_path(namespace)}/{_checked_subdomain('workload', name)}"
+        return self._request("PATCH", path, body=operations, content_type=JSON_PATCH, resource=WORKLOAD_API.plural, verb="patch")
+
     # --- the wire --------------------------------------------------------------------------------
     def _list(self, path: str, query: dict[str, str], *, resource: str) -> list[dict[str, Any]]:
         items: list[dict[str, Any]] = []
@@ -223,6 +246,10 @@ class KubernetesApi:
                 raise KubeUnavailable(f"{method} {path.split('?')[0]}: the API server answered {type(answer).__name__}, not an object")
             return answer
         raise _error_for(method, path.split("?")[0], response.status, response.data)
+
+
+def _workloads_path(namespace: str) -> str:
+    return f"/apis/{WORKLOAD_API.group}/{WORKLOAD_API.version}/namespaces/{_checked_namespace(namespace)}/{WORKLOAD_API.plural}"
 
 
 def _error_for(method: str, path: str, status: int, data: bytes) -> Exception:

@@ -27,7 +27,9 @@ written again.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import uuid
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -255,6 +257,120 @@ class DynamoLedger:
             return None
         return ResubmissionClaim(
             job_id=job_id, incident_id=item["incident"]["S"], claimed=False, new_job_id=item.get("new_job_id", {}).get("S")
+        )
+
+    def recreation_token(self, cluster: str, job_id: str, now: datetime) -> str:
+        """EKS: the token of the job's re-creation, recorded here before the object is made (one per
+        job, the first writer's: every incident and retry that re-creates the job uses the same one).
+        The re-created object carries it; nobody else can know it before we make that object, so an
+        object carrying it is ours, whatever its name, and one without it never is."""
+        key = {"pk": {"S": f"JOB#{cluster}#{job_id}"}, "sk": {"S": "RECREATION"}}
+        try:
+            self._call(
+                self.dynamodb.put_item,
+                TableName=self.table_name,
+                Item={**key, "token": {"S": uuid.uuid4().hex}, "expires_at": {"N": _epoch(now + JOB_CLAIM_TTL)}},
+                ConditionExpression="attribute_not_exists(pk)",
+            )
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":  # (recorded before: that one stands)
+                raise self._unavailable(exc) from exc
+        item = self._get(key["pk"]["S"], "RECREATION") or {}
+        return str(item["token"]["S"])
+
+    # --- job restarts in the breaker's window (Plan Job Restart: the job side of the breaker) ----
+    def job_restarts(self, cluster: str, now: datetime) -> list[str]:
+        """The incidents holding a place for a job restart in the breaker's window (not expired)."""
+        return sorted(incident for incident, _ in self._job_restart_places(cluster, now).values())
+
+    def reserve_job_restart(self, cluster: str, incident_id: str, limit: int, now: datetime, ttl: timedelta) -> bool:
+        """A place for this incident's job restart among at most ``limit`` in the window (each place
+        expires ``ttl`` after it was taken; never given back: it counts a restart that happened).
+        False: the window is full. One small item per place (slot ``0..limit-1``, taken with a
+        condition that it is free or expired): no item grows with the limit, and two incidents
+        taking the last place at once get it once. Idempotent per incident (a retried step)."""
+        digest = int(hashlib.sha256(incident_id.encode()).hexdigest(), 16)
+        for _ in range(RESERVATION_ATTEMPTS):
+            places = self._job_restart_places(cluster, now)
+            if any(incident == incident_id for incident, _ in places.values()):
+                return True
+            if len(places) >= limit:
+                return False
+            free = [slot for slot in range(limit) if slot not in places]
+            slot = free[digest % len(free)]  # (spread: a storm's incidents do not all race for slot 0)
+            try:
+                self._call(
+                    self.dynamodb.put_item,
+                    TableName=self.table_name,
+                    Item={
+                        "pk": {"S": f"JOB_RESTARTS#{cluster}"},
+                        "sk": {"S": f"{slot:05d}"},
+                        "incident": {"S": incident_id},
+                        "expires_at": {"N": _epoch(now + ttl)},
+                    },
+                    ConditionExpression="attribute_not_exists(pk) OR expires_at < :now",
+                    ExpressionAttributeValues={":now": {"N": _epoch(now)}},
+                )
+                return True
+            except ClientError as exc:
+                if error_code(exc) != "ConditionalCheckFailedException":
+                    raise self._unavailable(exc) from exc
+        raise LedgerUnavailable(
+            f"ledger {self.table_name!r}: the job restarts of {cluster} changed {RESERVATION_ATTEMPTS} times while reserving"
+        )
+
+    def _job_restart_places(self, cluster: str, now: datetime) -> dict[int, tuple[str, int]]:
+        """Live places {slot: (incident, expires epoch)}."""
+        places: dict[int, tuple[str, int]] = {}
+        start: dict[str, Any] | None = None
+        while True:
+            page = self._call(
+                self.dynamodb.query,
+                TableName=self.table_name,
+                KeyConditionExpression="pk = :pk",
+                ExpressionAttributeValues={":pk": {"S": f"JOB_RESTARTS#{cluster}"}},
+                ConsistentRead=True,
+                **({"ExclusiveStartKey": start} if start else {}),
+            )
+            for item in page.get("Items", []):
+                expires = int(item["expires_at"]["N"])
+                if expires >= int(now.timestamp()):
+                    places[int(item["sk"]["S"])] = (item["incident"]["S"], expires)
+            start = page.get("LastEvaluatedKey")
+            if not start:
+                return places
+
+    # --- the EKS job poller's memory (Find Failed Jobs) -------------------------------------
+    def failures_started(self, cluster: str, now: datetime) -> set[str]:
+        """The job failures whose JobRecovery a poll started (their event keys, ``<uid>:<epoch>``),
+        not yet expired: the poll skips them without asking Kubernetes or Step Functions again.
+        One item per failure (written once, never rewritten), one Query per poll."""
+        keys: set[str] = set()
+        start: dict[str, Any] | None = None
+        while True:
+            page = self._call(
+                self.dynamodb.query,
+                TableName=self.table_name,
+                KeyConditionExpression="pk = :pk",
+                ExpressionAttributeValues={":pk": {"S": f"POLLED#{cluster}"}},
+                ProjectionExpression="sk, expires_at",
+                ConsistentRead=True,
+                **({"ExclusiveStartKey": start} if start else {}),
+            )
+            # (DynamoDB's TTL deletes expired items within days: an expired one is not remembered)
+            keys |= {i["sk"]["S"] for i in page.get("Items", []) if int(i["expires_at"]["N"]) >= int(now.timestamp())}
+            start = page.get("LastEvaluatedKey")
+            if not start:
+                return keys
+
+    def note_failure_started(self, cluster: str, event_key: str, until: datetime) -> None:
+        """Remember that a poll started this failure's JobRecovery until ``until`` (when it would be
+        too old to start anyway). Written after the start: a lost write only costs the next poll
+        one idempotent StartExecution (the execution's name is the failure)."""
+        self._call(
+            self.dynamodb.put_item,
+            TableName=self.table_name,
+            Item={"pk": {"S": f"POLLED#{cluster}"}, "sk": {"S": event_key}, "expires_at": {"N": _epoch(until)}},
         )
 
     # --- job lineages (restart budget, crash loops) ---------------------------------------

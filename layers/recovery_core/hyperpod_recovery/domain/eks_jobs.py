@@ -2,9 +2,11 @@
 
 Pure: reads pods and job objects as the API returns them. A pod belongs to the job its controller
 owner reference names (``PyTorchJob`` of kubeflow.org, ``HyperPodPyTorchJob`` of
-sagemaker.amazonaws.com), or failing that the job its operator's label names
-(``training.kubeflow.org/job-name``, ``HPJob``). Other pods (DaemonSets such as HyperPod's health
-agent, plain Deployments) are no training job of ours to think about.
+sagemaker.amazonaws.com), and to that very object only by the reference's uid. A label is never
+proof: anyone may put ``training.kubeflow.org/job-name`` on a pod they made by hand (``kubectl debug
+--copy-to --keep-labels``), and such a bare pod on a failed node must not make a healthy job elsewhere
+"affected". Other pods (DaemonSets such as HyperPod's health agent, plain Deployments) are no
+training job of ours to think about.
 
 Who restarts a job (../shared/reference/hyperpod-eks.md §3.3), first match wins:
 
@@ -20,6 +22,8 @@ Who restarts a job (../shared/reference/hyperpod-eks.md §3.3), first match wins
 from __future__ import annotations
 
 import copy
+import hashlib
+import re
 from datetime import datetime
 from typing import Any
 
@@ -35,11 +39,11 @@ from hyperpod_recovery.models.common import matches, one_line
 from hyperpod_recovery.models.job_events import JobFailedDetail
 from hyperpod_recovery.models.kubernetes import (
     AUTO_RESUME_ANNOTATION,
-    HPTO_JOB_LABEL,
+    DNS1123_LABEL_MAX,
     JOB_KINDS,
     KUBE_JOB_NAME_MAX,
     KUBE_UID_PATTERN,
-    KUBEFLOW_JOB_NAME_LABEL,
+    KUEUE_QUEUE_LABEL,
     MARK_DOMAIN,
     OPT_IN_ANNOTATION,
     KubeJobRef,
@@ -69,27 +73,22 @@ def owning_job(pod: dict[str, Any]) -> KubeJobRef | None:
 
 
 def owning_job_any(pod: dict[str, Any]) -> KubeJobRef | None:
-    """The training job a pod belongs to, whatever its phase (a failed job's pods have ended)."""
+    """The training job a pod belongs to, whatever its phase (a failed job's pods have ended): the one
+    its controller owner reference names. A pod without one (made by hand, whatever its labels) is
+    no job's; an MPIJob's or TFJob's pod carries Kubeflow's job-name label too, and is no PyTorchJob."""
     metadata = pod.get("metadata") or {}
     namespace = str(metadata.get("namespace") or "")
     if not is_dns1123_label(namespace):
         return None
     controller = next((o for o in metadata.get("ownerReferences") or [] if o.get("controller")), None)
-    if controller is not None:
-        # The controller owner says what the pod is; an MPIJob's or TFJob's pod carries Kubeflow's
-        # job-name label too, and is no PyTorchJob of that name.
-        kind = str(controller.get("kind") or "")
-        info = JOB_KINDS.get(kind)
-        name = str(controller.get("name") or "")
-        if info is None or controller.get("apiVersion") != info.api_version or not _job_name(name):
-            return None
-        return KubeJobRef(kind=kind, namespace=namespace, name=name)  # (the job's uid: pod_owner_uid)
-    labels = metadata.get("labels") or {}
-    for label, kind in ((KUBEFLOW_JOB_NAME_LABEL, "PyTorchJob"), (HPTO_JOB_LABEL, "HyperPodPyTorchJob")):
-        name = str(labels.get(label) or "")
-        if name:
-            return KubeJobRef(kind=kind, namespace=namespace, name=name) if _job_name(name) else None
-    return None
+    if controller is None or not controller.get("uid"):
+        return None
+    kind = str(controller.get("kind") or "")
+    info = JOB_KINDS.get(kind)
+    name = str(controller.get("name") or "")
+    if info is None or controller.get("apiVersion") != info.api_version or not _job_name(name):
+        return None
+    return KubeJobRef(kind=kind, namespace=namespace, name=name)  # (which object of that name: pod_owner_uid)
 
 
 def _job_name(name: str) -> bool:
@@ -103,15 +102,42 @@ def pod_owner_uid(pod: dict[str, Any]) -> str | None:
 
 
 def is_pod_of(pod: dict[str, Any], job: dict[str, Any]) -> bool:
-    """The pod belongs to this very job object, not to an earlier one of the same name (deleted and
-    applied again while old pods remained): by the owner's uid, or for a label-only pod, by age."""
-    metadata = job.get("metadata") or {}
-    owner = pod_owner_uid(pod)
-    if owner is not None:
-        return owner == metadata.get("uid")
-    created = str(metadata.get("creationTimestamp") or "")
-    pod_created = str((pod.get("metadata") or {}).get("creationTimestamp") or "")
-    return not created or not pod_created or pod_created >= created
+    """The pod belongs to this very job object (not to an earlier one of the same name, deleted and
+    applied again while old pods remained): its controller reference carries the job's uid."""
+    uid = (job.get("metadata") or {}).get("uid")
+    return bool(uid) and pod_owner_uid(pod) == uid
+
+
+# A pod still holding its GPUs: scheduled or running, and not being deleted (a pod whose deletion
+# was asked is Terminating: it is stopping, whether or not a kubelet has confirmed it yet).
+LIVE_POD_PHASES = frozenset({"Pending", "Running", "Unknown"})
+
+
+def live_pods_of(pods: list[dict[str, Any]], job: dict[str, Any]) -> list[dict[str, Any]]:
+    """The pods of this very job that still run or wait to: a copy of it that is not stopped."""
+    return [
+        p
+        for p in pods
+        if is_pod_of(p, job)
+        and (p.get("status") or {}).get("phase", "Unknown") in LIVE_POD_PHASES
+        and not (p.get("metadata") or {}).get("deletionTimestamp")
+    ]
+
+
+def suspended(job: dict[str, Any]) -> bool:
+    """runPolicy.suspend holds on the object as stored (a CRD without the field has dropped it)."""
+    return ((job.get("spec") or {}).get("runPolicy") or {}).get("suspend") is True
+
+
+def kueue_managed(job: dict[str, Any]) -> bool:
+    """The job asks Kueue to admit it (HyperPod task governance): Kueue, not us, decides its suspend."""
+    return bool(((job.get("metadata") or {}).get("labels") or {}).get(KUEUE_QUEUE_LABEL))
+
+
+def workloads_of(workloads: list[dict[str, Any]], job: dict[str, Any]) -> list[dict[str, Any]]:
+    """The Kueue Workloads of this very job: Kueue makes each with the job as its controller
+    (ConstructWorkload: SetControllerReference); the job-uid label only narrows the list."""
+    return [w for w in workloads if pod_owner_uid(w) == (job.get("metadata") or {}).get("uid")]
 
 
 def finished(job: dict[str, Any]) -> bool:
@@ -208,10 +234,20 @@ def job_spec_of(job: dict[str, Any], ref: KubeJobRef) -> JobSpec | None:
 
 # --- re-creating a job from its checkpoint (Resubmit Job on EKS) --------------------------------------
 GENERATION_ANNOTATION = f"{MARK_DOMAIN}/generation"  # 1 for the first re-creation of a lineage
-RESUBMITTED_FROM_ANNOTATION = f"{MARK_DOMAIN}/resubmitted-from"  # the uid of the job it replaces
+RESUBMITTED_FROM_ANNOTATION = f"{MARK_DOMAIN}/resubmitted-from"  # the uid of the job it replaces (for people)
 INCIDENT_OF_JOB_ANNOTATION = f"{MARK_DOMAIN}/incident"
-# Not carried over: kubectl's record of the old object would make `kubectl apply` diff against it.
+# Our re-creation is the object carrying the token our ledger recorded before the create (a label, so
+# it is found by a selector whatever its name): nobody else can know it before we create the object.
+# resubmitted-from is for people: anyone may pre-create <job>-r1 carrying it.
+RECREATION_TOKEN_LABEL = f"{MARK_DOMAIN}/recreation-token"
+# Not carried over: kubectl's record of the old object would make `kubectl apply` diff against it,
+# and another re-creation's token is not this one's.
 DROPPED_ANNOTATIONS = frozenset({"kubectl.kubernetes.io/last-applied-configuration"})
+DROPPED_LABELS = frozenset({RECREATION_TOKEN_LABEL})
+# What a name must leave for the lineage part when it is shortened: a letter, then "-" and a hash of
+# the whole lineage name (so two long lineages sharing a prefix never share a re-creation name).
+_HASH_CHARS = 6
+_MIN_STEM = 1 + 1 + _HASH_CHARS
 
 
 def lineage_name(job: dict[str, Any]) -> str:
@@ -221,22 +257,53 @@ def lineage_name(job: dict[str, Any]) -> str:
     return name if _job_name(name) else str(metadata.get("name") or "")
 
 
-def recreated_name(job: dict[str, Any]) -> str:
-    """``<lineage>-r<generation>``: decided by the old job alone, so a retry names the same job
-    (and finds it, 409) instead of making a second one. At most 63 characters (a label value)."""
+def derived_suffix_room(job: dict[str, Any], kind: str) -> int:
+    """The longest ``-<replica type>-<index>`` the training operator appends to the job's name for a
+    pod and its headless Service (GenGeneralName, kubeflow/training-operator pkg/core/utils.go)."""
+    spec = job.get("spec") or {}
+    if kind == "PyTorchJob":
+        replicas = [(str(t), r) for t, r in (spec.get("pytorchReplicaSpecs") or {}).items() if isinstance(r, dict)]
+    else:
+        replicas = [(str(r.get("name") or ""), r) for r in spec.get("replicaSpecs") or [] if isinstance(r, dict)]
+    return max((len(f"-{t.lower()}-{max(_replicas(r) - 1, 0)}") for t, r in replicas), default=0)
+
+
+def _replicas(replica: dict[str, Any]) -> int:
+    try:
+        return max(int(replica.get("replicas") or 1), 1)
+    except (TypeError, ValueError):
+        return 1
+
+
+def recreated_name(job: dict[str, Any], kind: str) -> str | None:
+    """``<lineage>-r<generation>``, bounded so that every name the operator derives from it (each
+    pod's and Service's ``<name>-<replica type>-<index>``, a DNS-1035 label of at most 63) fits: a
+    lineage name too long for that keeps its start and a hash of the whole; a dot (a DNS-1123
+    subdomain may have one) becomes "-", and a name must begin with a letter. Decided by the old object
+    alone, so a retry names the same job. None: no name leaves room (a replica type that long)."""
     annotations = (job.get("metadata") or {}).get("annotations") or {}
     text = str(annotations.get(GENERATION_ANNOTATION) or "0")
     generation = (int(text) if text.isdigit() and len(text) < 6 else 0) + 1
     suffix = f"-r{generation}"
-    return lineage_name(job)[: KUBE_JOB_NAME_MAX - len(suffix)].rstrip("-.") + suffix
+    lineage = lineage_name(job)
+    stem = re.sub(r"[^a-z0-9-]", "-", lineage.lower()).strip("-")
+    if not stem[:1].isalpha():
+        stem = "j" + ("-" + stem if stem else "")
+    budget = DNS1123_LABEL_MAX - derived_suffix_room(job, kind) - len(suffix)
+    if budget < _MIN_STEM:
+        return None
+    if len(stem) > budget:
+        digest = hashlib.sha256(lineage.encode()).hexdigest()[:_HASH_CHARS]
+        stem = stem[: budget - 1 - _HASH_CHARS].rstrip("-") + "-" + digest
+    return stem + suffix
 
 
-def recreated_job(job: dict[str, Any], kind: str, *, resume_from: str, step: int, incident: str) -> dict[str, Any]:
-    """The job as its owner wrote it (spec, labels, annotations), under a new name, with where to
-    resume given to every container of every replica the way the Slurm side gives it to a batch
-    script (HYPERPOD_RECOVERY_RESUME_FROM/_STEP, and the lineage's name for the manifests)."""
+def recreated_job(job: dict[str, Any], kind: str, *, name: str, resume_from: str, step: int, incident: str, token: str) -> dict[str, Any]:
+    """The job as its owner wrote it (spec, labels, annotations), under ``name`` (recreated_name),
+    with where to resume given to every container of every replica the way the Slurm side gives it
+    to a batch script (HYPERPOD_RECOVERY_RESUME_FROM/_STEP, and the lineage's name for the manifests),
+    and ``token``: what our ledger recorded before the create, by which a retry finds it."""
     metadata = job.get("metadata") or {}
-    name = recreated_name(job)
     annotations = {k: v for k, v in (metadata.get("annotations") or {}).items() if k not in DROPPED_ANNOTATIONS}
     annotations |= {
         JOB_NAME_ANNOTATION: lineage_name(job),
@@ -244,10 +311,12 @@ def recreated_job(job: dict[str, Any], kind: str, *, resume_from: str, step: int
         RESUBMITTED_FROM_ANNOTATION: str(metadata.get("uid") or ""),
         INCIDENT_OF_JOB_ANNOTATION: incident,
     }
-    new_metadata: dict[str, Any] = {"name": name, "namespace": metadata.get("namespace"), "annotations": annotations}
-    if metadata.get("labels"):
-        new_metadata["labels"] = dict(metadata["labels"])
+    labels = {k: v for k, v in (metadata.get("labels") or {}).items() if k not in DROPPED_LABELS} | {RECREATION_TOKEN_LABEL: token}
+    new_metadata: dict[str, Any] = {"name": name, "namespace": metadata.get("namespace"), "annotations": annotations, "labels": labels}
     spec = copy.deepcopy(job.get("spec") or {})
+    run_policy = spec.get("runPolicy")
+    if isinstance(run_policy, dict):
+        run_policy.pop("suspend", None)  # (we suspended the old one to stop it: the copy is to run)
     env = {RESUME_FROM_ENV: resume_from, RESUME_STEP_ENV: str(step), JOB_NAME_ENV: lineage_name(job)}
     for replica in _replica_specs({"spec": spec}, kind):
         for container in ((replica.get("template") or {}).get("spec") or {}).get("containers") or []:
@@ -256,21 +325,31 @@ def recreated_job(job: dict[str, Any], kind: str, *, resume_from: str, step: int
     return {"apiVersion": JOB_KINDS[kind].api_version, "kind": kind, "metadata": new_metadata, "spec": spec}
 
 
-def is_recreation_of(candidate: dict[str, Any], old_uid: str) -> bool:
-    """Whether a job found under the new name is our re-creation of ``old_uid`` (and not someone
-    else's job that happens to have the name)."""
-    annotations = (candidate.get("metadata") or {}).get("annotations") or {}
-    return bool(old_uid) and annotations.get(RESUBMITTED_FROM_ANNOTATION) == old_uid
+def carries_token(candidate: dict[str, Any], token: str) -> bool:
+    """The object is the re-creation whose token our ledger recorded (and not someone else's job)."""
+    return bool(token) and ((candidate.get("metadata") or {}).get("labels") or {}).get(RECREATION_TOKEN_LABEL) == token
 
 
 # --- a job that failed (the EKS job poller: EKS sends no event for it) --------------------------------
+class UnreadableFailureTime(ValueError):
+    """A Failed condition without a time we can read: no time, garbage, or one without a zone (the
+    API server writes RFC 3339 with one; a time without it would be compared with ours as if UTC)."""
+
+
 def failed_at(job: dict[str, Any]) -> datetime | None:
-    """When the job's Failed condition came to hold (None: it has not failed)."""
-    conditions = [c for c in (job.get("status") or {}).get("conditions") or [] if c.get("status") == "True"]
+    """When the job's Failed condition came to hold (None: it has not failed). A failed job whose
+    time cannot be read raises UnreadableFailureTime: that job's problem, never the poll's."""
+    conditions = [c for c in (job.get("status") or {}).get("conditions") or [] if isinstance(c, dict) and c.get("status") == "True"]
     if not conditions or conditions[-1].get("type") != "Failed":
         return None
     stamp = conditions[-1].get("lastTransitionTime") or conditions[-1].get("lastUpdateTime")
-    return datetime.fromisoformat(str(stamp).replace("Z", "+00:00")) if stamp else None
+    try:
+        when = datetime.fromisoformat(str(stamp).replace("Z", "+00:00")) if isinstance(stamp, str) else None
+    except ValueError:
+        when = None
+    if when is None or when.tzinfo is None or when.utcoffset() is None:
+        raise UnreadableFailureTime(f"its Failed condition's time {str(stamp)[:40]!r} is no RFC 3339 time with a zone")
+    return when
 
 
 def recovery_wanted(job: dict[str, Any], kind: str) -> bool:
@@ -279,7 +358,8 @@ def recovery_wanted(job: dict[str, Any], kind: str) -> bool:
     annotations = (job.get("metadata") or {}).get("annotations") or {}
     opted_in = str(annotations.get(OPT_IN_ANNOTATION, "")).lower() == "true"
     gave_up = restarted_by(job, kind) in ("hyperpod_training_operator", "hyperpod_auto_resume")
-    return failed_at(job) is not None and (opted_in or gave_up)
+    # (a job nobody asked us about is never read further: its Failed condition's time is its owner's)
+    return (opted_in or gave_up) and failed_at(job) is not None
 
 
 def failure_event(job: dict[str, Any], kind: str, cluster_name: str, nodes: list[str]) -> JobFailedDetail | None:

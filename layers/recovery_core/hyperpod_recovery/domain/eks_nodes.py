@@ -37,6 +37,8 @@ from hyperpod_recovery.models.kubernetes import (
     PENDING_REPAIR_STATUSES,
     QUARANTINE_TAINT_EFFECT,
     QUARANTINE_TAINT_KEY,
+    instance_of_node_name,
+    node_name_for_instance,
 )
 
 Operation = dict[str, Any]
@@ -100,6 +102,19 @@ class NodeView:
     @property
     def health_status(self) -> str:
         return self.labels.get(HEALTH_STATUS_LABEL, "")
+
+
+def hyperpod_name(node: dict[str, Any]) -> str:
+    """The name the workflow knows a node by: ``hyperpod-<instance id>`` (what HyperPod's own names
+    are, and what ListClusterNodes' instance ids map to), from the instance its ``spec.providerID``
+    (``aws:///<zone>/<instance id>``) carries when the cluster names its nodes otherwise; its own
+    name when it carries none."""
+    name = str((node.get("metadata") or {}).get("name") or "")
+    if instance_of_node_name(name) is not None:
+        return name
+    provider = str((node.get("spec") or {}).get("providerID") or "")
+    instance = provider.rsplit("/", 1)[-1] if provider.startswith("aws://") else ""
+    return node_name_for_instance(instance) if instance_of_node_name(node_name_for_instance(instance)) else name
 
 
 def _guard(view: NodeView) -> Operation:

@@ -26,7 +26,7 @@ from hyperpod_recovery.models.common import (
     StrictFlag,
     Timestamp,
 )
-from hyperpod_recovery.models.kubernetes import KubeJobRef
+from hyperpod_recovery.models.kubernetes import KubeJobRef, RecreationToken
 from hyperpod_recovery.models.manifest import MAX_FRAMEWORK_CHARS, MAX_JOB_CHARS, manifest_job
 
 OWNER_TAG_PREFIX = "hyperpod-recovery"
@@ -234,8 +234,10 @@ class ResubmitJob(BaseModel):
     checkpoint: CheckpointRef
     # The replaced nodes come back under the same names; excluding nothing lets Slurm use them.
     exclude_nodes: NodeNames = Field(default_factory=list)
-    # EKS: the job object to re-create (left out on Slurm, where the agent holds the capture).
+    # EKS: the job object to re-create (left out on Slurm, where the agent holds the capture), and the
+    # token our ledger recorded for its re-creation before it is made: the re-creation carries it.
     kube: KubeJobRef | None = Field(default=None, exclude_if=_is_none)
+    recreation_token: RecreationToken | None = Field(default=None, exclude_if=_is_none)
 
 
 class NodeStates(BaseModel):

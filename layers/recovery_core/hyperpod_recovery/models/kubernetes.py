@@ -108,11 +108,27 @@ HPTO_JOB_LABEL = "HPJob"
 # A job opts in to our recovery with this annotation ("true"); nobody else restarts it then.
 OPT_IN_ANNOTATION = f"{MARK_DOMAIN}/recover"
 
+# --- Kueue (HyperPod task governance): who admits, suspends and un-suspends a job it manages -------
+# Kueue v0.19.2 (what task governance v1.6 packages): a job carrying the queue-name label is managed;
+# Kueue makes a Workload for it (controller ownerReference = the job; label job-uid = the job's uid:
+# pkg/controller/jobframework/reconciler.go ConstructWorkload) and un-suspends the job whenever that
+# Workload is admitted ("Job admitted, unsuspending"). Only the Workload's spec.active: false stops it
+# for good: Kueue evicts the Workload (reason Deactivated) and suspends the job itself.
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+KUEUE_JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
+WORKLOAD_API = JobKindInfo(group="kueue.x-k8s.io", version="v1beta1", plural="workloads")
+
 
 # A training job's name is also a label value on each of its pods (training.kubeflow.org/job-name,
 # HPJob), which Kubernetes bounds to 63 characters: no longer name can have running pods.
 KUBE_JOB_NAME_MAX = 63
 KubeJobName = Annotated[str, StringConstraints(max_length=KUBE_JOB_NAME_MAX, pattern=DNS1123_SUBDOMAIN_PATTERN)]
+
+
+# The token our ledger records for a job's re-creation before the create (uuid4 hex): the re-created
+# object carries it, and nobody can know it before we create that object.
+RECREATION_TOKEN_PATTERN = r"^[0-9a-f]{32}$"  # noqa: S105 (a pattern, not a secret)
+RecreationToken = Annotated[str, StringConstraints(pattern=RECREATION_TOKEN_PATTERN)]
 
 
 class KubeJobRef(BaseModel):

@@ -8,77 +8,153 @@ same rules, budget, backoff and crash-loop detection as on Slurm. The execution 
 job's uid and the moment it failed (domain/execution_names.py), so a failure seen by many polls
 starts one execution: Step Functions turns the same name away. A failure older than
 MaxEventAgeSeconds is not started (it would be refused as stale at every poll).
+
+At scale (a shared file system failing 500 jobs at once) a poll is bounded by its function's time:
+* it remembers what it started (one ledger entry per failure, read with one query per poll), so a
+  failure costs its pod list and its start once, not at every tick;
+* the failures not started yet go oldest first (the nearest to going stale), and the poll stops
+  starting more while it still has STOP_WITH_MS of its time left; the next tick goes on with the rest
+  (counted ``deferred``);
+* one job it cannot read (a Failed condition without a readable time, a name Kubernetes could not
+  hold) is that job's problem: counted ``invalid`` and logged, never the poll's.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
 from pydantic import ValidationError
 
-from hyperpod_recovery.adapters.eks_orchestrator import installed_jobs, job_pod_nodes
+from hyperpod_recovery.adapters.eks_orchestrator import NodeNames, installed_jobs, job_pod_nodes
 from hyperpod_recovery.domain.eks_jobs import failed_at, failure_event, recovery_wanted
 from hyperpod_recovery.domain.execution_names import job_execution_name
 from hyperpod_recovery.domain.normalize import GuardedCluster
-from hyperpod_recovery.errors import StartExecutionFailed
+from hyperpod_recovery.errors import KubeObjectGone, LedgerError, LedgerUnavailable, StartExecutionFailed
 from hyperpod_recovery.models.job_events import JobFailedDetail
 from hyperpod_recovery.models.kubernetes import JOB_KINDS, KUBE_JOB_NAME_MAX, KubeJobRef, is_dns1123_label, is_dns1123_subdomain
 from hyperpod_recovery.models.requests import JobRecoveryRequest
 from hyperpod_recovery.observability import logger
-from hyperpod_recovery.ports import KubeApi, Workflows
+from hyperpod_recovery.ports import KubeApi, Ledger, Workflows
+
+# A poll starts no more failures once less than this is left of its function's time: one failure's
+# pod list and start (each call well under a second; the adapters' timeouts bound a slow one), the
+# ledger's note, and the metrics flush fit in it. What is left goes to the next tick, a minute later.
+STOP_WITH_MS = 10_000
 
 
 def find_failed_jobs(
-    *, kube: KubeApi, workflows: Workflows, guarded: GuardedCluster, max_age_seconds: int, now: datetime
+    *,
+    kube: KubeApi,
+    workflows: Workflows,
+    ledger: Ledger,
+    guarded: GuardedCluster,
+    max_age_seconds: int,
+    now: datetime,
+    remaining_ms: Callable[[], int],
 ) -> dict[str, int]:
+    """``remaining_ms``: the function's time left (Lambda's context.get_remaining_time_in_millis)."""
     counts: Counter[str] = Counter()
+    try:
+        started = ledger.failures_started(guarded.name, now)
+    except (LedgerUnavailable, LedgerError):
+        # (a poll without its memory still starts each failure once: the execution's name is the failure)
+        logger.warning("could not read which failures were started; starting them again, by the same names")
+        started = set()
+    due: list[tuple[datetime, str, str, dict[str, Any]]] = []
     for kind in JOB_KINDS:
         # (a kind whose CRD is not installed lists nothing: the training operator is an add-on)
         for job in installed_jobs(kube, kind):
-            if not recovery_wanted(job, kind):
+            try:
+                ended = failed_at(job) if recovery_wanted(job, kind) else None
+            except ValueError as exc:  # one object we cannot read never starves the others
+                _unreadable(counts, job, kind, exc)
                 continue
-            ended = failed_at(job)
-            if ended is None or now - ended > timedelta(seconds=max_age_seconds):
+            if ended is None:
+                continue
+            uid = str((job.get("metadata") or {}).get("uid") or "")
+            if now - ended > timedelta(seconds=max_age_seconds):
                 counts["stale"] += 1  # (refused as stale at every poll: never started, never listed further)
-                continue
-            try:
-                detail = _failure(kube, job, kind, guarded.name)
-            except (ValueError, ValidationError) as exc:  # one object we cannot read never starves the others
-                logger.warning("a failed job could not be read", extra={"kind": kind, "error": str(exc)[:300]})
-                counts["invalid"] += 1
-                continue
-            if detail is None:
-                continue
-            request = JobRecoveryRequest(
-                cluster=guarded.name,
-                job_id=detail.job_id,
-                source="job_failed",
-                reason=f"{kind} {detail.name} failed: {detail.reason}"[:2048],
-                event_id=detail.event_key,
-                detected_at=detail.ended_at,
-                failure=detail,
-            )
-            execution = job_execution_name(detail.job_id, detail.ended_at)
-            try:
-                started = workflows.start(execution, request.model_dump_json(exclude_none=True), "job")
-            except StartExecutionFailed:
-                # The next poll tries again (the same name: still at most one execution).
-                logger.exception("could not start job recovery; the next poll tries again", extra={"incident": execution})
-                counts["start_failed"] += 1
-                continue
-            counts["started" if started == "started" else "already_started"] += 1
-            if started == "started":
-                logger.info("job recovery started", extra={"incident": execution, "job": detail.name, "kind": kind})
+            elif f"{uid}:{int(ended.timestamp())}" in started:
+                counts["already_started"] += 1
+            else:
+                due.append((ended, uid, kind, job))
+    names = NodeNames(kube)
+    due.sort(key=lambda d: (d[0], d[1]))
+    for position, (ended, _, kind, job) in enumerate(due):
+        if remaining_ms() < STOP_WITH_MS:
+            counts["deferred"] += len(due) - position
+            logger.warning("poll out of time; the next tick goes on", extra={"deferred": len(due) - position})
+            break
+        _start(kube, workflows, ledger, guarded, job, kind, ended + timedelta(seconds=max_age_seconds), names, counts)
     return dict(counts)
 
 
-def _failure(kube: KubeApi, job: dict[str, Any], kind: str, cluster: str) -> JobFailedDetail | None:
+def _start(
+    kube: KubeApi,
+    workflows: Workflows,
+    ledger: Ledger,
+    guarded: GuardedCluster,
+    job: dict[str, Any],
+    kind: str,
+    stale_at: datetime,
+    names: NodeNames,
+    counts: Counter[str],
+) -> None:
+    try:
+        detail = _failure(kube, job, kind, guarded.name, names)
+    except KubeObjectGone:
+        return  # (deleted since it was listed: nothing to recover)
+    except (ValueError, ValidationError) as exc:
+        _unreadable(counts, job, kind, exc)
+        return
+    if detail is None:
+        _unreadable(counts, job, kind, ValueError("its namespace, name or uid is none Kubernetes could hold"))
+        return
+    request = JobRecoveryRequest(
+        cluster=guarded.name,
+        job_id=detail.job_id,
+        source="job_failed",
+        reason=f"{kind} {detail.name} failed: {detail.reason}"[:2048],
+        event_id=detail.event_key,
+        detected_at=detail.ended_at,
+        failure=detail,
+    )
+    execution = job_execution_name(detail.job_id, detail.ended_at)
+    try:
+        started = workflows.start(execution, request.model_dump_json(exclude_none=True), "job")
+    except StartExecutionFailed:
+        # The next poll tries again (the same name: still at most one execution).
+        logger.exception("could not start job recovery; the next poll tries again", extra={"incident": execution})
+        counts["start_failed"] += 1
+        return
+    counts["started" if started == "started" else "already_started"] += 1
+    if started == "started":
+        logger.info("job recovery started", extra={"incident": execution, "job": detail.name, "kind": kind})
+    try:
+        ledger.note_failure_started(guarded.name, detail.event_key, stale_at)
+    except (LedgerUnavailable, LedgerError):
+        logger.warning(
+            "could not remember a started failure; the next poll starts it again (the same execution)", extra={"incident": execution}
+        )
+
+
+def _unreadable(counts: Counter[str], job: dict[str, Any], kind: str, exc: Exception) -> None:
+    metadata = job.get("metadata") or {}
+    logger.warning(
+        "a failed job could not be read",
+        extra={"kind": kind, "job": f"{metadata.get('namespace')}/{metadata.get('name')}"[:300], "error": str(exc)[:300]},
+    )
+    counts["invalid"] += 1
+
+
+def _failure(kube: KubeApi, job: dict[str, Any], kind: str, cluster: str, names: NodeNames) -> JobFailedDetail | None:
     metadata = job.get("metadata") or {}
     namespace, name = str(metadata.get("namespace") or ""), str(metadata.get("name") or "")
     if not (is_dns1123_label(namespace) and len(name) <= KUBE_JOB_NAME_MAX and is_dns1123_subdomain(name)):
         return None
     ref = KubeJobRef.model_validate({"kind": kind, "namespace": namespace, "name": name})
-    detail = failure_event(job, kind, cluster, job_pod_nodes(kube, ref, job))
+    detail = failure_event(job, kind, cluster, job_pod_nodes(kube, ref, job, names))
     return detail.model_copy(update={"kube": ref}) if detail is not None else None

@@ -1,11 +1,17 @@
-"""Plan Job Restart (JobRecovery): the breaker, the claim, the lineage's restart budget, backoff and crash loops."""
+"""Plan Job Restart (JobRecovery): the breaker, the claim, the lineage's restart budget, backoff and
+crash loops, and the job side of the breaker: every restart planned takes a place among at most
+BreakerMaxRecoveries in BreakerWindowSeconds, and the first one past them opens the breaker (a storm
+of failed jobs, a shared file system gone, is a wider problem than single jobs: a human looks before
+any more are restarted, on either orchestrator)."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from hyperpod_recovery.domain.job_failure import RestartPolicy, plan_restart
+from hyperpod_recovery.domain.safety import SafetyPolicy
 from hyperpod_recovery.models.job_recovery import PlanJobRestartInput, RestartDecision
+from hyperpod_recovery.models.records import BreakerState
 from hyperpod_recovery.observability import logger
 from hyperpod_recovery.ports import Ledger
 
@@ -21,7 +27,9 @@ def lineage_root_of(ledger: Ledger, cluster: str, job_id: str, resubmission_of: 
     return resubmission_of or job_id
 
 
-def plan_job_restart(step: PlanJobRestartInput, *, ledger: Ledger, policy: RestartPolicy, now: datetime) -> RestartDecision:
+def plan_job_restart(
+    step: PlanJobRestartInput, *, ledger: Ledger, policy: RestartPolicy, safety: SafetyPolicy, now: datetime
+) -> RestartDecision:
     request, job = step.request, step.classification.job
     assert job is not None, "Plan Job Restart runs only for classified jobs"
     failure = request.failure
@@ -47,5 +55,25 @@ def plan_job_restart(step: PlanJobRestartInput, *, ledger: Ledger, policy: Resta
         execution_name=step.execution_name,
         now=now,
     )
+    if decision.action == "resubmit":
+        decision = _within_the_breakers_window(decision, step, ledger=ledger, safety=safety, breaker=breaker, now=now)
     logger.info("restart planned", extra={"job_id": job.job_id, "action": decision.action, "reason": decision.reason})
     return decision
+
+
+def _within_the_breakers_window(
+    decision: RestartDecision, step: PlanJobRestartInput, *, ledger: Ledger, safety: SafetyPolicy, breaker: BreakerState, now: datetime
+) -> RestartDecision:
+    """The restart takes its place in the breaker's window (kept on a retry of this step); with none
+    left, the breaker opens and nothing more restarts until a human resets it. In a dry run the ledger
+    is behind the gate: the verdict is the policy's, the breaker is left as it was."""
+    cluster, window = step.request.cluster, safety.breaker_window_seconds
+    if ledger.reserve_job_restart(cluster, step.execution_name, safety.breaker_max_recoveries, now, timedelta(seconds=window)):
+        return decision
+    reason = (
+        f"circuit breaker tripped: {safety.breaker_max_recoveries} job restarts in the last {window} s (limit "
+        f"{safety.breaker_max_recoveries}): a wider problem than single jobs"
+    )
+    ledger.save_breaker(cluster, breaker.changed_to("open", reason=reason, by=step.execution_name, at=now))
+    logger.warning("circuit breaker opened", extra={"reason": reason})
+    return RestartDecision(at=now, action="capped", reason=reason, lineage_root=decision.lineage_root)

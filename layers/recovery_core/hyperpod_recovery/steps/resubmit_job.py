@@ -31,10 +31,13 @@ def resubmit_job(
         )
         answer_here(orchestrator, step.task_token, command_id, "resubmit_job", result, now)
         return {"command_id": command_id, "sent": False, "already_resubmitted_by": claim.incident_id}
+    # EKS: the re-creation's token, in the ledger before the object is made (the object carries it):
+    # what proves which object is ours, and how a retry finds it whatever its name.
+    token = ledger.recreation_token(request.cluster, job_id, now) if plan.job.kube is not None else None
     return dispatch_command(
         orchestrator,
         step,
-        ResubmitJob(job_id=job_id, checkpoint=plan.checkpoint, kube=plan.job.kube),
+        ResubmitJob(job_id=job_id, checkpoint=plan.checkpoint, kube=plan.job.kube, recreation_token=token),
         command_id=command_id,
         now=now,
     )
