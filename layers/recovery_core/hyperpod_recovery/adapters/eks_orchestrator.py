@@ -40,6 +40,7 @@ from hyperpod_recovery.domain.eks_jobs import (
     carries_token,
     finished,
     is_pod_of,
+    job_condition,
     job_spec_of,
     jobs_of_pods,
     kueue_managed,
@@ -486,6 +487,7 @@ class EksOrchestrator:
             new_job_id=str(new["metadata"]["uid"]),
             cancelled_old=stopped,
             new_job_name=f"{ref.namespace}/{new['metadata']['name']}",
+            new_job_state=job_condition(new),
         )
 
     def _our_recreation(self, ref: KubeJobRef, token: str) -> dict[str, Any] | None:

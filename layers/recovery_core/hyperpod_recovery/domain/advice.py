@@ -379,7 +379,19 @@ def node_steps(record: IncidentRecord, commands: Commands) -> list[str]:
         )
     theirs = [n for n in record.node_fates if n.fate == "not_ours"]
     if theirs:
-        steps.append(f"{_names(theirs)} {'is' if len(theirs) == 1 else 'are'} {commands.held} by someone else: left so.")
+        names = [n.node for n in theirs]
+        left = f"{_names(theirs)} {'is' if len(theirs) == 1 else 'are'} {commands.held} by someone else: left so."
+        if eks:  # our taint and marks go on a node cordoned before us too; they come off without its cordon
+            marks = " ".join(f"{a}-" for a in OUR_ANNOTATIONS)
+            left += (
+                f" Our quarantine taint and marks may still be on {'it' if len(names) == 1 else 'them'} (`{commands.show_nodes(names)}`): "
+                + "; ".join(
+                    f"`kubectl taint nodes {n} {QUARANTINE_TAINT_KEY}:{QUARANTINE_TAINT_EFFECT}-; kubectl annotate node {n} {marks}`"
+                    for n in names
+                )
+                + " remove them and leave the cordon."
+            )
+        steps.append(left)
     return steps
 
 

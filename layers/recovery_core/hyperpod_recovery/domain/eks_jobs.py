@@ -168,6 +168,13 @@ def _state(job: dict[str, Any]) -> str:
     return str(conditions[-1].get("type") or "Unknown")[:32] if conditions else "Unknown"
 
 
+def job_condition(job: dict[str, Any]) -> str:
+    """A job object's state as a human is told it: its newest condition that holds, or Created for
+    one its operator has not reconciled yet (just made: no condition, no pod)."""
+    state = _state(job)
+    return "Created" if state == "Unknown" else state
+
+
 def restarted_by(job: dict[str, Any], kind: str) -> RestartedBy | None:
     """Who restarts the job when its pods fail or its node goes (None: nobody but us, if it opted in)."""
     annotations = (job.get("metadata") or {}).get("annotations") or {}
