@@ -863,8 +863,14 @@ class SandboxAWS:
     def _create_functions(self, role: str) -> None:
         resolver = self.resolver
         globals_env = resolver.resolve(self.template.get("Globals", {}).get("Function", {}).get("Environment", {}).get("Variables", {}))
-        # Every function shares the Globals environment; set it once for the in-process handlers.
+        own_env = {
+            logical: resolver.resolve(resource["Properties"].get("Environment", {}).get("Variables", {}))
+            for logical, resource in self._of_type("AWS::Serverless::Function")
+        }
+        # The in-process handlers share one process environment: the Globals, and every function's own
+        # variables (the health check is Resume Nodes' alone on AWS; no other function reads it).
         os.environ.update({k: str(v) for k, v in globals_env.items()})
+        os.environ.update({k: str(v) for variables in own_env.values() for k, v in variables.items()})
         lambda_client = self.client("lambda")
         package = io.BytesIO()
         with zipfile.ZipFile(package, "w") as archive:
@@ -879,7 +885,7 @@ class SandboxAWS:
                 Role=role,
                 Handler=props["Handler"],
                 Code={"ZipFile": package.getvalue()},
-                Environment={"Variables": {k: str(v) for k, v in globals_env.items()}},
+                Environment={"Variables": {k: str(v) for k, v in {**globals_env, **own_env[logical]}.items()}},
             )["FunctionArn"]
             self.handlers[logical] = load_handler(props["CodeUri"])
             self.function_arns[logical] = arn

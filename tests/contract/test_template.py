@@ -98,6 +98,7 @@ def test_every_function_has_a_handler_and_every_handler_a_function() -> None:
 
 def test_function_environment_is_exactly_what_settings_read() -> None:
     variables = set(TEMPLATE["Globals"]["Function"]["Environment"]["Variables"])
+    variables |= {v for r in RESOURCES.values() for v in r.get("Properties", {}).get("Environment", {}).get("Variables", {})}
     powertools = {v for v in variables if v.startswith("POWERTOOLS_")}
     assert {v.lower() for v in variables - powertools} == set(Settings.model_fields)
 
