@@ -75,7 +75,7 @@ RERUN_FINDS_ITS_OWN_WORK = {
     "Plan Job Restart": "reads the ledger",
     # conditional writes keyed by the incident
     "Lock Nodes": "a lock held by this incident is taken again (incident = me)",
-    "Apply Safety Policy": "its host locks are this incident's; nodes it already counts are not counted again; an open breaker is not opened twice",
+    "Apply Safety Policy": "its host locks are this incident's; nodes it counts already are not counted again; no breaker opens twice",
     "Find Newest Checkpoint": "reads S3 and overwrites the incident's job list",
     "Wait For Rejoin": "registers its wait under the execution's name, replacing the earlier one",
     # commands keyed by a command id the agent journals (or, on EKS, Kubernetes writes that find their own)
