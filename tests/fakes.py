@@ -31,7 +31,7 @@ from hyperpod_recovery.models.records import (
     ResubmissionClaim,
 )
 from hyperpod_recovery.models.workflow import ReplaceFailure
-from hyperpod_recovery.ports import Listing, ResubmissionSeen, ResubmissionsRead
+from hyperpod_recovery.ports import Listing, ResubmissionSeen, ResubmissionsRead, StartOutcome
 from hyperpod_recovery.runtime import Dependencies
 
 T0 = datetime(2026, 3, 14, 9, 0, tzinfo=UTC)
@@ -431,11 +431,11 @@ class FakeWorkflows:
     woken: list[tuple[str, str]] = field(default_factory=list)
     gone_tokens: set[str] = field(default_factory=set)  # tasks that no longer wait (timed out, execution ended)
 
-    def start(self, name: str, payload: str, workflow: Literal["node", "job"] = "node") -> Literal["started", "already_exists"]:
+    def start(self, name: str, payload: str, workflow: Literal["node", "job"] = "node") -> StartOutcome:
         if self.fail_with is not None:
             raise self.fail_with
-        if name in self.started:
-            return "already_exists"
+        if name in self.started:  # (the fake's executions never end: the same input finds it running)
+            return "running" if self.started[name] == payload else "already_exists"
         self.started[name] = payload
         self.workflow_of[name] = workflow
         return "started"

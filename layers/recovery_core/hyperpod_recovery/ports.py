@@ -124,6 +124,10 @@ class Notifier(Protocol):
 
 
 Workflow = Literal["node", "job"]
+# What a start did: "started" an execution; found it "running" (the same name and input: Step
+# Functions answers success again); or the name was taken ("already_exists": other input, or ended).
+# Only "started" counts as a recovery started.
+StartOutcome = Literal["started", "running", "already_exists"]
 
 
 class Workflows(Protocol):
@@ -131,7 +135,7 @@ class Workflows(Protocol):
     ``wake`` completes a task that waits on the pipeline itself (Wait For Rejoin), False when the
     task no longer waits (timed out, its execution ended)."""
 
-    def start(self, name: str, payload: str, workflow: Workflow = "node") -> Literal["started", "already_exists"]: ...
+    def start(self, name: str, payload: str, workflow: Workflow = "node") -> StartOutcome: ...
     def wake(self, task_token: str, output: str) -> bool: ...
 
 

@@ -8,18 +8,19 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping
-from datetime import datetime
-from typing import Any, Literal
+from datetime import datetime, timedelta
+from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import ValidationError
 
 from hyperpod_recovery.adapters.aws import LazyClient, error_code, is_transient
+from hyperpod_recovery.clock import current_clock
 from hyperpod_recovery.errors import HistoryUnavailable, StartExecutionFailed, TaskAnswerFailed
 from hyperpod_recovery.models.commands import CommandReply, ResubmitResult
 from hyperpod_recovery.models.workflow import ResumePlan
 from hyperpod_recovery.observability import logger
-from hyperpod_recovery.ports import ResubmissionSeen, ResubmissionsRead, Workflow
+from hyperpod_recovery.ports import ResubmissionSeen, ResubmissionsRead, StartOutcome, Workflow
 
 # GetExecutionHistory returns at most 1,000 events a page and a history holds up to 25,000; the
 # newest events say where the execution stopped, so read newest first and stop after this many.
@@ -31,6 +32,9 @@ TOKEN_GONE = frozenset({"TaskTimedOut", "TaskDoesNotExist", "InvalidToken"})
 # smaller pages keep one page's memory bounded.
 DATA_PAGE_SIZE = 100
 RESUBMIT_REPLY = "resubmit_job"  # the agent's reply type (models/commands.py ResubmitJob)
+# ASSUMPTION: Step Functions' clock and the function's (both NTP-synchronised) differ by less than
+# this. Only counts depend on it (an execution started, or one found running), never an action.
+START_CLOCK_SKEW = timedelta(seconds=2)
 
 
 class StepFunctions:
@@ -41,11 +45,16 @@ class StepFunctions:
         self._stepfunctions = stepfunctions
 
     # --- Workflows ------------------------------------------------------------------------
-    def start(self, name: str, payload: str, workflow: Workflow = "node") -> Literal["started", "already_exists"]:
-        """Start one NodeRecovery (or JobRecovery) execution named ``name``. Step Functions refuses
-        a reused name, which is how a duplicate event in the same fault episode is turned away."""
+    def start(self, name: str, payload: str, workflow: Workflow = "node") -> StartOutcome:
+        """Start one NodeRecovery (or JobRecovery) execution named ``name``: "started" only when this
+        call started it. Step Functions refuses a reused name with other input, or of an execution
+        that ended ("already_exists"), which is how a duplicate event in the same fault episode is
+        turned away; the same name and input while that execution runs succeed again, with "the same
+        response as the original request" (StartExecution API reference): its startDate, older than
+        this call ("running": a poll or a redelivery that found its own execution)."""
+        asked_at = current_clock()()
         try:
-            self.stepfunctions.start_execution(stateMachineArn=self.state_machine_arns[workflow], name=name, input=payload)
+            answer = self.stepfunctions.start_execution(stateMachineArn=self.state_machine_arns[workflow], name=name, input=payload)
         except ClientError as exc:
             if error_code(exc) == "ExecutionAlreadyExists":
                 return "already_exists"
@@ -53,6 +62,11 @@ class StepFunctions:
             raise StartExecutionFailed(f"StartExecution {name}: {error_code(exc)} ({kind})") from exc
         except BotoCoreError as exc:
             raise StartExecutionFailed(f"StartExecution {name}: {exc}") from exc
+        # A lost answer retried by botocore within this call finds the execution its first attempt
+        # started, dated after ``asked_at``: started here, once.
+        started_on = answer.get("startDate")
+        if isinstance(started_on, datetime) and started_on < asked_at - START_CLOCK_SKEW:
+            return "running"
         return "started"
 
     # --- task tokens ----------------------------------------------------------------------
