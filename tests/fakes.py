@@ -20,6 +20,7 @@ from hyperpod_recovery.domain.replace import chunked
 from hyperpod_recovery.errors import CheckpointWriteConflict
 from hyperpod_recovery.models.cluster import BatchOutcome, ClusterInfo, ClusterNode, InstanceGroupInfo
 from hyperpod_recovery.models.commands import CommandEnvelope, CommandReply, JobSpec
+from hyperpod_recovery.models.events import ExecutionStatusDetail
 from hyperpod_recovery.models.job_recovery import RestartEntry
 from hyperpod_recovery.models.records import (
     BreakerState,
@@ -31,7 +32,7 @@ from hyperpod_recovery.models.records import (
     ResubmissionClaim,
 )
 from hyperpod_recovery.models.workflow import ReplaceFailure
-from hyperpod_recovery.ports import Listing, ResubmissionSeen, ResubmissionsRead, StartOutcome
+from hyperpod_recovery.ports import ClosedExecution, Listing, ResubmissionSeen, ResubmissionsRead, StartOutcome
 from hyperpod_recovery.runtime import Dependencies
 
 T0 = datetime(2026, 3, 14, 9, 0, tzinfo=UTC)
@@ -158,6 +159,8 @@ class FakeLedger:
         self.breakers: dict[str, BreakerState] = {}
         self.recoveries: dict[str, list[RecoveryLogEntry]] = {}
         self.waits: dict[str, dict[str, RejoinWait]] = {}
+        self.notices: dict[str, dict[str, datetime]] = {}  # incident -> lease_until, sent_at
+        self.swept: dict[str, datetime] = {}
 
     def acquire_locks(self, incident_id: str, cluster: str, node_ids: list[str], now: datetime, ttl: timedelta) -> LockOutcome:
         acquired, held = [], {}
@@ -318,6 +321,25 @@ class FakeLedger:
         if execution in waits and waits[execution].task_token == task_token:
             del waits[execution]
 
+    def claim_notification(self, incident_id: str, now: datetime, lease: timedelta) -> bool:
+        notice = self.notices.setdefault(incident_id, {})
+        if "sent_at" in notice or ("lease_until" in notice and notice["lease_until"] >= now):
+            return False
+        notice["lease_until"] = now + lease
+        return True
+
+    def notification_sent(self, incident_id: str, now: datetime) -> None:
+        self.notices.setdefault(incident_id, {})["sent_at"] = now
+
+    def notified_at(self, incident_id: str) -> datetime | None:
+        return self.notices.get(incident_id, {}).get("sent_at")
+
+    def ends_swept_until(self, cluster: str) -> datetime | None:
+        return self.swept.get(cluster)
+
+    def save_ends_swept_until(self, cluster: str, moment: datetime) -> None:
+        self.swept[cluster] = moment
+
 
 @dataclass
 class FakeOrchestrator:
@@ -463,6 +485,7 @@ class FakeExecutionHistory:
     entered: dict[str, list[tuple[str, datetime]]] = field(default_factory=dict)
     resubmitted: dict[str, list[ResubmissionSeen]] = field(default_factory=dict)
     asked: dict[str, set[str]] = field(default_factory=dict)  # resubmissions asked for, no answer seen
+    ended: dict[str, ExecutionStatusDetail] = field(default_factory=dict)  # closed executions, by ARN (the sweep's listing)
 
     def states_entered(self, execution_arn: str) -> list[tuple[str, datetime]] | None:
         return self.entered.get(execution_arn)
@@ -473,6 +496,24 @@ class FakeExecutionHistory:
         seen = self.resubmitted.get(execution_arn, [])
         asked = {s.reply.result.old_job_id for s in seen} | self.asked.get(execution_arn, set())
         return ResubmissionsRead(seen=seen, asked=asked, complete=execution_arn in self.entered)
+
+    def closed_since(self, since: datetime, started_after: datetime) -> list[ClosedExecution]:
+        """The ends tests put in ``ended`` (their detail is what describe_end answers), as ListExecutions lists them."""
+        return [
+            ClosedExecution(
+                execution_arn=d.executionArn,
+                state_machine_arn=d.stateMachineArn,
+                name=d.name,
+                status=d.status,
+                started_at=datetime.fromtimestamp((d.startDate or 0) / 1000, UTC),
+                stopped_at=datetime.fromtimestamp((d.stopDate or 0) / 1000, UTC),
+            )
+            for d in self.ended.values()
+            if d.stopDate is not None and d.stopDate >= since.timestamp() * 1000
+        ]
+
+    def describe_end(self, execution_arn: str) -> ExecutionStatusDetail | None:
+        return self.ended.get(execution_arn)
 
 
 def fake_dependencies(cluster: FakeCluster | None = None, **settings_overrides: str) -> Dependencies:

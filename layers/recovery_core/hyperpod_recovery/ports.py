@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 if TYPE_CHECKING:
     from hyperpod_recovery.models.cluster import BatchOutcome, ClusterInfo, ClusterNode
     from hyperpod_recovery.models.commands import CommandEnvelope, CommandReply, JobSpec, ResubmitResult
+    from hyperpod_recovery.models.events import ExecutionStatusDetail
     from hyperpod_recovery.models.job_recovery import RestartEntry
     from hyperpod_recovery.models.kubernetes import KubeJobRef
     from hyperpod_recovery.models.records import (
@@ -87,6 +88,13 @@ class Ledger(Protocol):
     def await_rejoin(self, cluster: str, wait: RejoinWait, now: datetime) -> None: ...
     def rejoin_waits(self, cluster: str) -> list[RejoinWait]: ...
     def end_rejoin_wait(self, cluster: str, execution: str, task_token: str) -> None: ...
+    # Every end recorded, released and notified once, by whichever path sees it first (Reconcile
+    # Execution, the sweep of ended executions): the one notification's right, and the sweep's mark.
+    def claim_notification(self, incident_id: str, now: datetime, lease: timedelta) -> bool: ...
+    def notification_sent(self, incident_id: str, now: datetime) -> None: ...
+    def notified_at(self, incident_id: str) -> datetime | None: ...
+    def ends_swept_until(self, cluster: str) -> datetime | None: ...
+    def save_ends_swept_until(self, cluster: str, moment: datetime) -> None: ...
 
 
 class Orchestrator(Protocol):
@@ -158,9 +166,25 @@ class ResubmissionsRead:
     complete: bool
 
 
+@dataclass(frozen=True)
+class ClosedExecution:
+    """An execution ListExecutions shows closed (FAILED, TIMED_OUT or ABORTED), without its input."""
+
+    execution_arn: str
+    state_machine_arn: str
+    name: str
+    status: str
+    started_at: datetime
+    stopped_at: datetime
+
+
 class ExecutionHistory(Protocol):
+    """What Step Functions tells of the stack's executions: an ended one's history, and which ended."""
+
     def states_entered(self, execution_arn: str) -> list[tuple[str, datetime]] | None: ...
     def resubmissions(self, execution_arn: str) -> ResubmissionsRead: ...
+    def closed_since(self, since: datetime, started_after: datetime) -> list[ClosedExecution]: ...
+    def describe_end(self, execution_arn: str) -> ExecutionStatusDetail | None: ...
 
 
 class DeadLetterSink(Protocol):

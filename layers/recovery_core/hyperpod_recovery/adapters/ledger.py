@@ -12,6 +12,8 @@ Items:
     CLUSTER#<cluster>          / IN_RECOVERY   nodes counted against the cluster cap: who holds each, until when
     CLUSTER#<cluster>          / BREAKER       the circuit breaker (open/closed, why, by whom, history)
     CLUSTER#<cluster>          / RECOVERIES    recent recoveries that acted (breaker and repeat-offender windows)
+    INCIDENT#<incident id>     / NOTICE        the one notification of an end no Record step recorded: who may send it, when it was
+    CLUSTER#<cluster>          / ENDS_SWEPT    until when the sweep of ended executions has recorded every end it found
 """
 
 from __future__ import annotations
@@ -482,6 +484,54 @@ class DynamoLedger:
         except ClientError as exc:
             if error_code(exc) != "ConditionalCheckFailedException":
                 raise self._unavailable(exc) from exc
+
+    # --- every end notified once; the sweep's mark ---------------------------------------------
+    def claim_notification(self, incident_id: str, now: datetime, lease: timedelta) -> bool:
+        """The right to send an end's one notification, for ``lease``: False when it was sent, or
+        while another delivery holds the right (it may send it; after the lease, anyone may)."""
+        try:
+            self._call(
+                self.dynamodb.update_item,
+                TableName=self.table_name,
+                Key={"pk": {"S": f"INCIDENT#{incident_id}"}, "sk": {"S": "NOTICE"}},
+                UpdateExpression="SET lease_until = :until, expires_at = :exp",
+                ConditionExpression="attribute_not_exists(sent_at) AND (attribute_not_exists(lease_until) OR lease_until < :now)",
+                ExpressionAttributeValues={
+                    ":until": {"N": _epoch(now + lease)},
+                    ":now": {"N": _epoch(now)},
+                    ":exp": {"N": _epoch(now + INCIDENT_TTL)},
+                },
+            )
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise self._unavailable(exc) from exc
+            return False
+        return True
+
+    def notification_sent(self, incident_id: str, now: datetime) -> None:
+        self._call(
+            self.dynamodb.update_item,
+            TableName=self.table_name,
+            Key={"pk": {"S": f"INCIDENT#{incident_id}"}, "sk": {"S": "NOTICE"}},
+            UpdateExpression="SET sent_at = :at, expires_at = :exp",
+            ExpressionAttributeValues={":at": {"S": now.isoformat()}, ":exp": {"N": _epoch(now + INCIDENT_TTL)}},
+        )
+
+    def notified_at(self, incident_id: str) -> datetime | None:
+        item = self._get(f"INCIDENT#{incident_id}", "NOTICE")
+        sent = (item or {}).get("sent_at", {}).get("S")
+        return datetime.fromisoformat(sent) if sent else None
+
+    def ends_swept_until(self, cluster: str) -> datetime | None:
+        item = self._get(f"CLUSTER#{cluster}", "ENDS_SWEPT")
+        return datetime.fromisoformat(item["until"]["S"]) if item else None
+
+    def save_ends_swept_until(self, cluster: str, moment: datetime) -> None:
+        self._call(
+            self.dynamodb.put_item,
+            TableName=self.table_name,
+            Item={"pk": {"S": f"CLUSTER#{cluster}"}, "sk": {"S": "ENDS_SWEPT"}, "until": {"S": moment.isoformat()}},
+        )
 
     # --- helpers ------------------------------------------------------------------------
     @staticmethod

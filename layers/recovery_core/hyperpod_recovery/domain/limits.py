@@ -65,3 +65,11 @@ def rejoin_window_seconds(reboot_deadline_seconds: int, rejoin_deadline_seconds:
 def node_recovery_time_bound_seconds(reboot_deadline_seconds: int, rejoin_deadline_seconds: int) -> int:
     """The longest a NodeRecovery execution can run: JobRecovery's timeout for its nested run."""
     return rejoin_window_seconds(reboot_deadline_seconds, rejoin_deadline_seconds) + NODE_RECOVERY_OVERHEAD_SECONDS
+
+
+def execution_time_bound_seconds(reboot_deadline_seconds: int, rejoin_deadline_seconds: int, max_backoff_seconds: int) -> int:
+    """The longest an execution of either workflow can run: NodeRecovery's bound, or JobRecovery's,
+    which runs one NodeRecovery nested (or waits for another incident's, as long), waits out its
+    restart backoff, and takes its own steps (far within a second NodeRecovery's overhead). The
+    sweep of ended executions reads back this far for what may have ended since its last sweep."""
+    return 2 * node_recovery_time_bound_seconds(reboot_deadline_seconds, rejoin_deadline_seconds) + max_backoff_seconds
