@@ -22,6 +22,9 @@ What is patched, and why (see ../shared/reference/local-testing-toolchain.md):
 * SageMaker's cluster-node calls are served by the HyperPod double (sandbox/hyperpod.py);
 * EventBridge's TestEventPattern, which moto leaves empty, answers with the pattern matcher moto
   routes the sandbox's events with, after AWS's documented check of the event's mandatory fields;
+* executions are dated on their virtual timelines (ListExecutions, DescribeExecution, StartExecution's
+  answer), as their history is;
+* an AWS answer may be lost after AWS acted (behaviour.lost_api_answers): botocore retries it;
 * every AWS call the pipeline makes is counted (the report's api_calls).
 """
 
@@ -50,7 +53,7 @@ from unittest import mock
 
 import boto3
 from botocore.awsrequest import AWSResponse
-from botocore.exceptions import ClientError
+from botocore.exceptions import ClientError, ReadTimeoutError
 from cryptography.hazmat.primitives.asymmetric import rsa
 from moto import mock_aws
 from moto.awslambda_simple.models import LambdaSimpleBackend
@@ -87,6 +90,7 @@ from moto.stepfunctions.parser.asl.eval.event.event_detail import EventDetails
 from moto.stepfunctions.parser.asl.eval.event.event_manager import EventManager
 from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser
 from moto.stepfunctions.parser.asl.parse.preprocessor import Preprocessor
+from moto.stepfunctions.parser.backend.execution import BaseExecutionWorkerCommunication
 from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
 from moto.stepfunctions.parser.models import StepFunctionsParserBackend
 from moto.stepfunctions.responses import StepFunctionResponse, get_backend
@@ -194,7 +198,7 @@ class TimelineRandom:
 
 
 class FakeContext:
-    def __init__(self, function_name: str, function_arn: str) -> None:
+    def __init__(self, function_name: str, function_arn: str, timeout_seconds: int = 30) -> None:
         self.function_name = function_name
         self.function_version = "$LATEST"
         self.invoked_function_arn = function_arn
@@ -202,10 +206,11 @@ class FakeContext:
         self.aws_request_id = str(uuid.uuid4())
         self.log_group_name = f"/aws/lambda/{function_name}"
         self.log_stream_name = "sandbox"
+        self._timeout_seconds = timeout_seconds
 
-    @staticmethod
-    def get_remaining_time_in_millis() -> int:
-        return 30_000
+    def get_remaining_time_in_millis(self) -> int:
+        # Handler work takes no virtual time (sandbox/clock.py): the whole Timeout is always left.
+        return self._timeout_seconds * 1000
 
 
 def load_handler(code_uri: str) -> Callable[..., Any]:
@@ -344,6 +349,11 @@ class SandboxAWS:
         self._ledger_errors_lock = threading.Lock()
         # Function logical id -> how many more of its answers are lost after it ran (lost_responses).
         self.lost_responses: Counter[str] = Counter()
+        self.lost_response_errors: dict[str, str] = {}  # function logical id -> how its lost answers end
+        # AWS operation -> how many more of its answers are lost after AWS acted (lost_api_answers):
+        # botocore sees no answer (a read timeout) and sends the request again.
+        self.lost_api_answers: Counter[str] = Counter()
+        self.timeouts: dict[str, int] = {}  # function logical id -> its Timeout (template.yaml)
         self.handlers: dict[str, Callable[..., Any]] = {}
         # The timeline of the function running now (drills run one execution at a time).
         self.invoking = DRIVER
@@ -390,6 +400,14 @@ class SandboxAWS:
                 return None
             entry[1] -= 1
             return str(entry[0])
+
+    def take_lost_answer(self, operation: str) -> bool:
+        """Whether this call's answer is lost (behaviour.lost_api_answers), counting it."""
+        with self._ledger_errors_lock:
+            if self.lost_api_answers[operation] <= 0:
+                return False
+            self.lost_api_answers[operation] -= 1
+            return True
 
     def serve_http(self) -> str:
         """Serve this same moto state over HTTP (moto's server mode) for another process: the
@@ -443,6 +461,9 @@ class SandboxAWS:
                 if injected:
                     body = json.dumps({"__type": f"com.amazonaws.dynamodb.v20120810#{injected}", "message": f"injected {injected}"})
                     return AWSResponse(request.url, 400, {"x-amzn-requestid": str(uuid.uuid4())}, MockRawResponse(body))
+                if sandbox.take_lost_answer(operation):
+                    original_stubber_call(stubber, event_name, request, **kwargs)  # AWS acted...
+                    raise ReadTimeoutError(endpoint_url=request.url)  # ...and its answer never came
             return original_stubber_call(stubber, event_name, request, **kwargs)
 
         def invoke(
@@ -457,7 +478,8 @@ class SandboxAWS:
                 previous, sandbox.invoking = sandbox.invoking, sandbox.clock.current()
                 try:
                     with sandbox.api_calls.inside(fn.function_name):
-                        result = sandbox.handlers[fn.function_name](event, FakeContext(fn.function_name, fn.function_arn))
+                        context = FakeContext(fn.function_name, fn.function_arn, sandbox.timeouts[fn.function_name])
+                        result = sandbox.handlers[fn.function_name](event, context)
                 except Exception as exc:  # what Lambda does with an unhandled exception
                     response_headers["x-amz-function-error"] = "Unhandled"
                     return json.dumps({"errorType": type(exc).__name__, "errorMessage": str(exc), "stackTrace": []}).encode()
@@ -465,8 +487,13 @@ class SandboxAWS:
                     sandbox.invoking = previous
                     sandbox.after_invoke(task_token if isinstance(task_token, str) else None)
             if sandbox.lost_responses[fn.function_name] > 0:
-                # It ran (and did whatever it does), but its answer is lost on the way back.
+                # It ran (and did whatever it does), but its answer is lost on the way back...
                 sandbox.lost_responses[fn.function_name] -= 1
+                if sandbox.lost_response_errors[fn.function_name] == "Sandbox.Timedout":
+                    # ...or Lambda stopped it at its Timeout, as it finished: an unhandled error, as Lambda reports one.
+                    response_headers["x-amz-function-error"] = "Unhandled"
+                    message = f"injected: {fn.function_name} timed out after {sandbox.timeouts[fn.function_name]:.2f} seconds"
+                    return json.dumps({"errorType": "Sandbox.Timedout", "errorMessage": message}).encode()
                 raise JsonRESTError("ServiceException", f"injected: the response of {fn.function_name} was lost")
             return json.dumps(result).encode()
 
@@ -505,6 +532,7 @@ class SandboxAWS:
         self._patch_lambda_service_errors(stack)
         self._patch_task_heartbeats(stack)
         self._patch_history_paging(stack)
+        self._patch_execution_dates(stack)
         stack.enter_context(mock.patch.object(EventsHandler, "test_event_pattern", _test_event_pattern))
         stack.enter_context(mock.patch.object(retrier_decl.RetrierDecl, "_eval_body", retrier_body))
         virtual_sleep = types.SimpleNamespace(sleep=lambda seconds: self.clock.sleep(seconds, reason=RETRY_BACKOFF))
@@ -563,6 +591,44 @@ class SandboxAWS:
 
         stack.enter_context(mock.patch.object(ExecutionWorker, "_get_evaluation_environment", evaluation_environment))
         stack.enter_context(mock.patch.object(EventManager, "add_event", add_event))
+
+    def _patch_execution_dates(self, stack: ExitStack) -> None:
+        """Executions are dated on their virtual timeline, as their history events are: started when
+        their timeline began, stopped where it ended (moto dates both in real time). ListExecutions
+        then orders and dates them as Step Functions would, and StartExecution's answer for the same
+        name and input while the execution runs carries its original start, which is how a real start
+        is told from a repeat. ListExecutions also gives a timed-out execution its stopDate (moto
+        leaves it out; Step Functions gives every closed one)."""
+        sandbox = self
+        original_start = StepFunctionsParserBackend.start_execution
+        original_reflect = BaseExecutionWorkerCommunication._reflect_execution_status
+        original_list = StepFunctionResponse.list_executions
+
+        dated: set[str] = set()
+
+        def start_execution(backend: Any, *args: Any, **kwargs: Any) -> Any:
+            execution = original_start(backend, *args, **kwargs)
+            if execution.exec_arn not in dated:  # (a repeat returns the running execution as it was)
+                execution.start_date = sandbox.epoch + timedelta(seconds=sandbox.clock.started_at(execution.name))
+                dated.add(execution.exec_arn)
+            return execution
+
+        def reflect(communication: Any) -> None:
+            original_reflect(communication)
+            execution = communication.execution
+            execution.stop_date = sandbox.epoch + timedelta(seconds=sandbox.clock.now(execution.name))
+
+        def list_executions(response: StepFunctionResponse) -> Any:
+            result = original_list(response)
+            backend = get_backend(ACCOUNT, REGION)
+            for item in result.result["executions"]:
+                if item["status"] == ExecutionStatus.TIMED_OUT and "stopDate" not in item:
+                    item["stopDate"] = backend.describe_execution(item["executionArn"]).stop_date
+            return result
+
+        stack.enter_context(mock.patch.object(StepFunctionsParserBackend, "start_execution", start_execution))
+        stack.enter_context(mock.patch.object(BaseExecutionWorkerCommunication, "_reflect_execution_status", reflect))
+        stack.enter_context(mock.patch.object(StepFunctionResponse, "list_executions", list_executions))
 
     @staticmethod
     def _patch_history_paging(stack: ExitStack) -> None:
@@ -888,6 +954,7 @@ class SandboxAWS:
                 Environment={"Variables": {k: str(v) for k, v in {**globals_env, **own_env[logical]}.items()}},
             )["FunctionArn"]
             self.handlers[logical] = load_handler(props["CodeUri"])
+            self.timeouts[logical] = int(props.get("Timeout", self.template["Globals"]["Function"]["Timeout"]))
             self.function_arns[logical] = arn
             resolver.refs[logical] = logical
             resolver.attrs[(logical, "Arn")] = arn

@@ -33,6 +33,7 @@ DRILLS = (
     "job-and-health-event",
     "rejoin-event",  # Notice Cluster Event: a Cluster Event wakes the wait
     "health-gate-replaced-again",  # Replace Unhealthy Nodes: a replacement failed the health gate
+    "abort-event-lost",  # Sweep Ended Executions settles an end (every drill sweeps; here it describes and records one)
 )
 NOT_RUN_BY_DRILLS = {"ReportSafetyStateFunction"}  # runs on a schedule; tests/unit cover it
 EKS_ONLY = {"FindFailedJobsFunction"}  # deployed on EKS stacks only (its Condition): checked by the EKS drills below
@@ -104,6 +105,12 @@ def test_every_call_a_function_makes_is_allowed_by_its_policy(calls_by_function:
         for function, calls in calls_by_function.items()
     }
     assert {f: m for f, m in missing.items() if m} == {}
+
+
+def test_the_sweep_of_ended_executions_made_every_call_it_needs_in_these_drills(calls_by_function: dict[str, set[tuple[str, str]]]) -> None:
+    # (so the policy check above covers the calls only an end left to the sweep makes)
+    swept = calls_by_function["SweepEndedExecutionsFunction"]
+    assert {("sfn", "ListExecutions"), ("sfn", "DescribeExecution"), ("sfn", "GetExecutionHistory"), ("sns", "Publish")} <= swept
 
 
 def test_the_mapping_from_calls_to_iam_actions_follows_the_authorization_reference() -> None:
