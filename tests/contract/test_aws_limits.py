@@ -37,6 +37,7 @@ from hyperpod_recovery.domain.limits import (
     MAX_REJOIN_CHECKS,
     NODE_RECOVERY_OVERHEAD_SECONDS,
     STATE_MACHINE_NAME_LENGTH,
+    execution_time_bound_seconds,
     node_recovery_time_bound_seconds,
     rejoin_wait_bounds,
     rejoin_window_seconds,
@@ -632,3 +633,27 @@ def test_given_the_health_check_parameter_then_the_functions_accept_exactly_its_
     carriers = [logical for logical, r in _of_type("AWS::Serverless::Function") if "Environment" in r["Properties"]]
     assert "REPLACEMENT_HEALTH_CHECK" not in TEMPLATE["Globals"]["Function"]["Environment"]["Variables"]
     assert carriers == ["ResumeNodesFunction"]
+
+
+def _check_other_recovery_margin() -> int:
+    """How long past the holder's rejoin window Check Other Recovery waits (its handler's MARGIN_SECONDS)."""
+    found = re.search(r"^MARGIN_SECONDS = (\d+)$", (ROOT / "functions" / "check_other_recovery" / "app.py").read_text(), re.MULTILINE)
+    assert found
+    return int(found[1])
+
+
+def test_given_the_job_workflow_then_the_sweeps_lookback_covers_its_longest_run() -> None:
+    # Given JobRecovery: its own steps at their slowest (Recover Nodes and the waits aside)...
+    job = ASL["job_recovery"]["States"]
+    loop = set().union(*_loops(job))
+    own = _worst_case_seconds({"States": {n: s for n, s in job.items() if n != "Recover Nodes"}}, loop)
+    own += sum(_worst_case_seconds({"States": {n: job[n]}}, set()) for n in loop)
+    print(f"JobRecovery's own steps, at worst: {own} s")
+    for reboot, rejoin, backoff in ((60, 60, 0), (900, 2700, 900), (86_400, 86_400, 86_400)):
+        # ...plus its nested NodeRecovery, the wait for another incident holding its nodes (as long as
+        # that incident's rejoin window, and a margin), and its longest restart backoff
+        node = node_recovery_time_bound_seconds(reboot, rejoin)
+        other = rejoin_window_seconds(reboot, rejoin) + _check_other_recovery_margin()
+        # Then the sweep of ended executions reads back far enough to list any execution that may have just ended
+        assert own + node + other + backoff <= execution_time_bound_seconds(reboot, rejoin, backoff)
+        assert node <= execution_time_bound_seconds(reboot, rejoin, backoff)

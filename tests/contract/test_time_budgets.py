@@ -20,6 +20,8 @@ Figures, from their sources:
 
 from __future__ import annotations
 
+import re
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -30,6 +32,9 @@ from hyperpod_recovery.adapters.aws import CLIENT_CONFIG
 from hyperpod_recovery.adapters.eks import KubeEndpoint
 from hyperpod_recovery.adapters.kubernetes import KubernetesApi
 from hyperpod_recovery.errors import KubeUnavailable
+from hyperpod_recovery.steps.reconcile_execution import NOTICE_LEASE
+from hyperpod_recovery.steps.sweep_ended_executions import OVERLAP as SWEEP_OVERLAP
+from hyperpod_recovery.steps.sweep_ended_executions import RESERVE as SWEEP_RESERVE
 from sandbox.kube import FakeKube
 from sandbox.template import load_template
 from tests.conftest import ROOT
@@ -152,3 +157,52 @@ def test_given_a_state_waiting_for_its_token_then_its_function_stops_before_the_
             if state.get("Type") == "Task" and state["Resource"].endswith(".waitForTaskToken") and "HeartbeatSeconds" in state:
                 logical = state["Parameters"]["FunctionName"].removeprefix("${").removesuffix("Arn}")
                 assert _timeout(logical) < state["HeartbeatSeconds"], (path.name, logical)
+
+
+# --- scheduled functions: Lambda invokes them asynchronously ------------------------------------
+# "By default, Lambda retries an asynchronous invocation twice if the function returns an error. It
+# retains events in a queue for up to six hours" (PutFunctionEventInvokeConfig; MaximumRetryAttempts
+# 0-2, MaximumEventAgeInSeconds 60-21600). A scheduled tick's retry is the next tick: a failed one is
+# dropped, one Lambda could not run at once no later than the schedule's period.
+SCHEDULED = [f for f in FUNCTIONS if any(e["Type"] == "Schedule" for e in RESOURCES[f]["Properties"].get("Events", {}).values())]
+
+
+def _period_seconds(logical: str) -> int:
+    (event,) = RESOURCES[logical]["Properties"]["Events"].values()
+    amount, unit = re.fullmatch(r"rate\((\d+) (minute|minutes|hour|hours)\)", event["Properties"]["Schedule"]).groups()  # type: ignore[union-attr]
+    return int(amount) * (60 if unit.startswith("minute") else 3600)
+
+
+@pytest.mark.parametrize("logical", SCHEDULED)
+def test_given_a_scheduled_function_then_a_failed_or_throttled_tick_is_dropped_not_retried_for_hours(logical: str) -> None:
+    properties = RESOURCES[logical]["Properties"]
+    config = properties.get("EventInvokeConfig", {})
+    # Then Lambda does not run a failed tick again, nor a throttled one after the next tick is due
+    assert config.get("MaximumRetryAttempts") == 0, logical
+    assert 60 <= int(config.get("MaximumEventAgeInSeconds", 21_600)) <= _period_seconds(logical), logical
+    # And one tick stops before the next is due: two never overlap unless Lambda held one back
+    assert _timeout(logical) < _period_seconds(logical), logical
+
+
+def test_no_function_reserves_concurrency() -> None:
+    # A reservation comes out of the account's unreserved concurrency, of which Lambda keeps 100: the
+    # deploy fails in an account where that is low. The poller and the sweep are safe run twice at once
+    # (an execution named by its failure starts once; an end's notification is claimed before it is sent).
+    assert [f for f in FUNCTIONS if "ReservedConcurrentExecutions" in RESOURCES[f]["Properties"]] == []
+    assert {"FindFailedJobsFunction", "SweepEndedExecutionsFunction", "ReportSafetyStateFunction"} <= set(SCHEDULED)
+
+
+# --- every end notified once: the claim's lease against the functions that take it ------------
+def test_the_claim_to_notify_outlives_every_function_that_takes_it_and_lapses_before_its_redelivery() -> None:
+    # A holder that died has stopped by the time its claim lapses (no two notifications)...
+    senders = ("ReconcileExecutionFunction", "SweepEndedExecutionsFunction")
+    assert all(timedelta(seconds=_timeout(f)) <= NOTICE_LEASE for f in senders)
+    # ...and the redelivery of a holder that died finds the claim free (the end is notified without waiting for the sweep)
+    visibility = int(RESOURCES["ReconcileQueue"]["Properties"]["VisibilityTimeout"])
+    assert timedelta(seconds=visibility) > NOTICE_LEASE
+
+
+def test_the_sweep_keeps_time_for_one_more_end_and_looks_back_past_its_mark() -> None:
+    assert timedelta(seconds=_timeout("SweepEndedExecutionsFunction")) > SWEEP_RESERVE and timedelta(0) < SWEEP_OVERLAP
+    # (and it runs every five minutes: an end whose event was lost is settled within about that)
+    assert _period_seconds("SweepEndedExecutionsFunction") == 300

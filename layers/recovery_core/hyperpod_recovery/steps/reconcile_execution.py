@@ -26,7 +26,7 @@ from hyperpod_recovery.domain.notification import notification
 from hyperpod_recovery.domain.reconcile import UNRECORDED_ENDS, UNRECORDED_OUTCOMES, EndedExecution, unrecorded_end_record
 from hyperpod_recovery.errors import NotificationInProgress
 from hyperpod_recovery.models.events import ExecutionStatusDetail
-from hyperpod_recovery.models.records import RecoveryLogEntry
+from hyperpod_recovery.models.records import IncidentRecord, RecoveryLogEntry
 from hyperpod_recovery.observability import logger
 from hyperpod_recovery.ports import ExecutionHistory, Ledger, Notifier, ResubmissionsRead
 from hyperpod_recovery.steps.replace_nodes import REBOOT_MARK
@@ -85,12 +85,16 @@ def end_settled(ledger: Ledger, name: str) -> bool:
     """Nothing is left to do for this end: it is recorded, it holds nothing, and (when it never
     recorded itself) its notification went out. A redelivered event or a sweep then reads no history."""
     record = ledger.get_incident(name)
-    if record is None:
-        return False
+    return record is not None and _nothing_left(ledger, name, record)
+
+
+def _nothing_left(ledger: Ledger, name: str, record: IncidentRecord) -> bool:
     held = ledger.holdings(name)
     if held is not None and not held.empty:
         return False
-    return record.outcome not in UNRECORDED_OUTCOMES or record.notified_at is not None or ledger.notified_at(name) is not None
+    if record.outcome not in UNRECORDED_OUTCOMES or record.notified_at is not None:
+        return True
+    return ledger.notified_at(name) is not None
 
 
 def reconcile_execution(
@@ -110,10 +114,9 @@ def reconcile_execution(
 ) -> Reconciled:
     if detail.status not in UNRECORDED_ENDS:
         return Reconciled(detail.name, "ignored")
-    if end_settled(ledger, detail.name):
-        settled = ledger.get_incident(detail.name)
-        return Reconciled(detail.name, "settled", settled.outcome if settled is not None else None)
     record = ledger.get_incident(detail.name)
+    if record is not None and _nothing_left(ledger, detail.name, record):
+        return Reconciled(detail.name, "settled", record.outcome)
     if record is not None and record.outcome not in UNRECORDED_OUTCOMES:
         # It recorded its end; settle what a Record step that died half-way may have left.
         resubmitted = {r.job: r.new_job_id for r in record.resubmissions if r.new_job_id}
