@@ -56,6 +56,7 @@ class Delivery:
     at: float
     faults: list[FaultSpec]
     agent_back: bool = False  # the controller agent comes back and works through its backlog
+    poll: bool = False  # EKS: a tick of the job poller that finds a failure again (a job_failed fault's repeat)
 
 
 class DrillRunner:
@@ -267,6 +268,16 @@ class DrillRunner:
             deliveries.append(Delivery(pending[0].at + window, pending))
         if self.scenario.behaviour.agent_back_at is not None:
             deliveries.append(Delivery(self.scenario.behaviour.agent_back_at, [], agent_back=True))
+        if self.scenario.cluster.orchestrator == "eks":
+            # The poller's next ticks, a period apart, find the same failure again (EKS sends no event).
+            period = self.schedule_period(POLLER_FUNCTION)
+            deliveries += [
+                Delivery(d.at + k * period, [], poll=True)
+                for d in list(deliveries)
+                for f in d.faults
+                if f.kind == "job_failed"
+                for k in range(1, f.repeat + 1)
+            ]
         return sorted(deliveries, key=lambda d: d.at)
 
     # --- time ---------------------------------------------------------------------------
@@ -403,6 +414,8 @@ class DrillRunner:
 
     # --- faults -------------------------------------------------------------------------
     def _deliver(self, delivery: Delivery) -> None:
+        if delivery.poll:
+            self._poll_failed_jobs()
         if delivery.agent_back:
             assert isinstance(self.slurm, SimulatedController)
             for execution in self.slurm.catch_up():
@@ -414,10 +427,7 @@ class DrillRunner:
                 self._start_drill(fault)
             elif fault.kind == "job_failed" and self.eks is not None:
                 self._fail_kubernetes_job(fault)
-                self._poll_failed_jobs()  # (EKS sends no event: the scheduled poller finds the failure)
-                for _ in range(fault.repeat):  # the poller's next ticks, while the failure is still there
-                    self._advance_to(self.clock.now(DRIVER) + self.schedule_period(POLLER_FUNCTION))
-                    self._poll_failed_jobs()
+                self._poll_failed_jobs()  # (EKS sends no event: the scheduled poller finds the failure; repeats: poll deliveries)
             elif fault.kind == "job_failed":
                 event = self._fail_job(fault)
                 for _ in range(fault.repeat + 1):
