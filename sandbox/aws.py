@@ -598,7 +598,7 @@ class SandboxAWS:
         then orders and dates them as Step Functions would, and StartExecution's answer for the same
         name and input while the execution runs carries its original start, which is how a real start
         is told from a repeat. ListExecutions also gives a timed-out execution its stopDate (moto
-        leaves it out; Step Functions gives every closed one)."""
+        leaves it out; Step Functions gives every closed one), and so does DescribeExecution."""
         sandbox = self
         original_start = StepFunctionsParserBackend.start_execution
         original_reflect = BaseExecutionWorkerCommunication._reflect_execution_status
@@ -618,17 +618,24 @@ class SandboxAWS:
             execution = communication.execution
             execution.stop_date = sandbox.epoch + timedelta(seconds=sandbox.clock.now(execution.name))
 
-        def list_executions(response: StepFunctionResponse) -> Any:
-            result = original_list(response)
-            backend = get_backend(ACCOUNT, REGION)
-            for item in result.result["executions"]:
-                if item["status"] == ExecutionStatus.TIMED_OUT and "stopDate" not in item:
-                    item["stopDate"] = backend.describe_execution(item["executionArn"]).stop_date
-            return result
+        def with_stop_dates(original: Callable[[StepFunctionResponse], Any], items: Callable[[Any], list[dict[str, Any]]]) -> Any:
+            def answer(response: StepFunctionResponse) -> Any:
+                result = original(response)
+                backend = get_backend(ACCOUNT, REGION)
+                for item in items(result.result):
+                    if item["status"] == ExecutionStatus.TIMED_OUT and "stopDate" not in item:
+                        item["stopDate"] = backend.describe_execution(item["executionArn"]).stop_date
+                return result
+
+            return answer
+
+        list_executions = with_stop_dates(original_list, lambda result: result["executions"])
+        describe_execution = with_stop_dates(StepFunctionResponse.describe_execution, lambda result: [result])
 
         stack.enter_context(mock.patch.object(StepFunctionsParserBackend, "start_execution", start_execution))
         stack.enter_context(mock.patch.object(BaseExecutionWorkerCommunication, "_reflect_execution_status", reflect))
         stack.enter_context(mock.patch.object(StepFunctionResponse, "list_executions", list_executions))
+        stack.enter_context(mock.patch.object(StepFunctionResponse, "describe_execution", describe_execution))
 
     @staticmethod
     def _patch_history_paging(stack: ExitStack) -> None:

@@ -29,6 +29,7 @@ from hyperpod_recovery.config import get_settings
 from hyperpod_recovery.models.job_events import JOB_EVENT_SOURCE, JOB_FAILED_DETAIL_TYPE, JobFailedDetail
 from hyperpod_recovery.observability import logger as pipeline_logger
 from hyperpod_recovery.runtime import default_dependencies
+from hyperpod_recovery.steps.sweep_ended_executions import GRACE as SWEEP_GRACE
 from sandbox.aws import REGION, SandboxAWS
 from sandbox.checkpoints import write_checkpoint_step, write_checkpoints
 from sandbox.clock import DRIVER, EPOCH, VirtualClock
@@ -394,7 +395,7 @@ class DrillRunner:
         if not self.ends_lost or not isinstance(self.slurm, SimulatedController):
             return
         last_end = max(self.clock.now(name) for name in self.ends_lost)
-        while self._swept_to < last_end:
+        while self._swept_to < last_end + SWEEP_GRACE.total_seconds():  # (a younger end is left to the next sweep)
             self._sweep_at(self._swept_to + self.sweep_period)
 
     def _sweep_at(self, moment: float) -> None:

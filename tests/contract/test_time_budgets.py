@@ -11,7 +11,7 @@ calls can still exhaust a function: the states whose steps are idempotent retry 
 Figures, from their sources:
 - boto3: adapters/aws.py CLIENT_CONFIG; botocore's standard retry mode waits
   rand(0, 1) * min(base_scale * 2 ** i, 20) s before retry i (1 s for throttling errors), raised by
-  an ``x-amz-retry-after`` header by at most 5 s (botocore/retries/standard.py ExponentialBackoff).
+  an ``x-amz-retry-after`` header by at most 5 s (botocore's standard retry mode, ExponentialBackoff).
 - Kubernetes: adapters/kubernetes.py's timeouts and its sends (a send without an answer is sent
   once more; a 401 gets a fresh token and one last send).
 - Lambda's SQS event source: "set the source queue's visibility timeout to at least six times the

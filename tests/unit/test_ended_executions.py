@@ -17,7 +17,7 @@ from hyperpod_recovery.errors import EndsNotSwept, LedgerUnavailable, Notificati
 from hyperpod_recovery.models.events import ExecutionStatusChangeEvent, ExecutionStatusDetail
 from hyperpod_recovery.ports import ClosedExecution, ResubmissionsRead
 from hyperpod_recovery.steps.reconcile_execution import NOTICE_LEASE, EndContext, reconcile_end
-from hyperpod_recovery.steps.sweep_ended_executions import FIRST_LOOKBACK, OVERLAP, RESERVE, sweep_ended_executions
+from hyperpod_recovery.steps.sweep_ended_executions import FIRST_LOOKBACK, GRACE, OVERLAP, RESERVE, sweep_ended_executions
 from sandbox.aws import load_handler
 from sandbox.report import parse_emf
 from tests.conftest import FakeLambdaContext, load_event
@@ -319,3 +319,18 @@ def test_a_sweep_that_could_not_finish_fails_and_does_not_count_itself_complete(
     finally:
         install_clock(None)
     assert {name: m["values"] for name, m in parse_emf(capsys.readouterr().out).items()}["EndSweepsCompleted"] == [0.0]
+
+
+def test_an_end_younger_than_the_grace_is_left_to_its_event_and_to_the_next_sweep() -> None:
+    # Given an end younger than the grace, whose event has not been handled yet
+    ledger, notifier, end = FakeLedger(), FakeNotifier(), _end(stopped=T0 + timedelta(minutes=50))
+    _holding(ledger, end)
+    history = _CountingHistory([end])
+    context = _context(ledger, notifier, history)
+    # When a sweep runs now, Then it leaves it (its event is due) and keeps its mark before it, complete
+    swept = _sweep(context, T0 + timedelta(minutes=50) + GRACE / 2)
+    assert swept.deferred == [end.name] and swept.recorded == [] and swept.complete and history.described == []
+    assert ledger.ends_swept_until(CLUSTER) == T0 + timedelta(minutes=50)
+    # And the next sweep, the event having never come, settles it
+    assert [r.incident for r in _sweep(context, T0 + timedelta(minutes=55)).recorded] == [end.name]
+    assert _settled_once(ledger, notifier, end)

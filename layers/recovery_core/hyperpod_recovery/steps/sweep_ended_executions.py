@@ -32,6 +32,9 @@ FIRST_LOOKBACK = timedelta(hours=1)
 # Time kept back from the function's timeout before another end is started: a reconcile reads the
 # ledger, the execution's history and SNS, each call within its own budget.
 RESERVE = timedelta(seconds=60)
+# An end younger than this is its event's (delivered within seconds when it is delivered): the next
+# sweep takes it if it is still unsettled, and two paths seldom work on one end at once.
+GRACE = timedelta(minutes=1)
 
 
 @dataclass
@@ -41,6 +44,7 @@ class Swept:
     settled: int = 0  # ends the event path had reached, finished here if it had not
     skipped: int = 0  # ends already settled (nothing read, nothing written), or no longer kept by Step Functions
     unfinished: list[str] = field(default_factory=list)  # failed, or no time left: the next sweep starts at the first of them
+    deferred: list[str] = field(default_factory=list)  # ended less than GRACE ago: left to their event, and to the next sweep
     until: datetime | None = None  # the mark saved: every end before it (less OVERLAP) is settled
 
     @property
@@ -56,9 +60,10 @@ def sweep_ended_executions(
     history, ledger = context.history, context.ledger
     swept, now = Swept(), clock()
     since = (ledger.ends_swept_until(context.cluster) or now - FIRST_LOOKBACK) - OVERLAP
-    ended = sorted(history.closed_since(since, started_after=since - longest_run), key=lambda e: (e.stopped_at, e.name))
-    swept.found = len(ended)
-    unfinished_since: datetime | None = None
+    listed = sorted(history.closed_since(since, started_after=since - longest_run), key=lambda e: (e.stopped_at, e.name))
+    ended = [e for e in listed if e.stopped_at <= now - GRACE]
+    swept.found, swept.deferred = len(listed), [e.name for e in listed if e.stopped_at > now - GRACE]
+    unfinished_since = min((e.stopped_at for e in listed if e.name in swept.deferred), default=None)
     for index, end in enumerate(ended):
         if time_left() < RESERVE:
             swept.unfinished += [e.name for e in ended[index:]]
