@@ -23,6 +23,9 @@ What is patched, and why (see ../shared/reference/local-testing-toolchain.md):
 * SendTaskFailure keeps its cause (moto's handler drops it; Step Functions hands it to the Catch);
 * EventBridge's TestEventPattern, which moto leaves empty, answers with the pattern matcher moto
   routes the sandbox's events with, after AWS's documented check of the event's mandatory fields;
+* executions are dated on their virtual timelines (ListExecutions, DescribeExecution, StartExecution's
+  answer), as their history is;
+* an AWS answer may be lost after AWS acted (behaviour.lost_api_answers): botocore retries it;
 * every AWS call the pipeline makes is counted (the report's api_calls).
 """
 
@@ -51,7 +54,7 @@ from unittest import mock
 
 import boto3
 from botocore.awsrequest import AWSResponse
-from botocore.exceptions import ClientError
+from botocore.exceptions import ClientError, ReadTimeoutError
 from cryptography.hazmat.primitives.asymmetric import rsa
 from moto import mock_aws
 from moto.awslambda_simple.models import LambdaSimpleBackend
@@ -88,6 +91,7 @@ from moto.stepfunctions.parser.asl.eval.event.event_detail import EventDetails
 from moto.stepfunctions.parser.asl.eval.event.event_manager import EventManager
 from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser
 from moto.stepfunctions.parser.asl.parse.preprocessor import Preprocessor
+from moto.stepfunctions.parser.backend.execution import BaseExecutionWorkerCommunication
 from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
 from moto.stepfunctions.parser.models import StepFunctionsParserBackend
 from moto.stepfunctions.responses import StepFunctionResponse, get_backend
@@ -362,6 +366,11 @@ class SandboxAWS:
         self._ledger_errors_lock = threading.Lock()
         # Function logical id -> how many more of its answers are lost after it ran (lost_responses).
         self.lost_responses: Counter[str] = Counter()
+        self.lost_response_errors: dict[str, str] = {}  # function logical id -> how its lost answers end
+        # AWS operation -> how many more of its answers are lost after AWS acted (lost_api_answers):
+        # botocore sees no answer (a read timeout) and sends the request again.
+        self.lost_api_answers: Counter[str] = Counter()
+        self.timeouts: dict[str, int] = {}  # function logical id -> its Timeout (template.yaml)
         self.handlers: dict[str, Callable[..., Any]] = {}
         # The timeline of the function running now (drills run one execution at a time).
         self.invoking = DRIVER
@@ -408,6 +417,14 @@ class SandboxAWS:
                 return None
             entry[1] -= 1
             return str(entry[0])
+
+    def take_lost_answer(self, operation: str) -> bool:
+        """Whether this call's answer is lost (behaviour.lost_api_answers), counting it."""
+        with self._ledger_errors_lock:
+            if self.lost_api_answers[operation] <= 0:
+                return False
+            self.lost_api_answers[operation] -= 1
+            return True
 
     def serve_http(self) -> str:
         """Serve this same moto state over HTTP (moto's server mode) for another process: the
@@ -462,6 +479,9 @@ class SandboxAWS:
                 if injected:
                     body = json.dumps({"__type": f"com.amazonaws.dynamodb.v20120810#{injected}", "message": f"injected {injected}"})
                     return AWSResponse(request.url, 400, {"x-amzn-requestid": str(uuid.uuid4())}, MockRawResponse(body))
+                if sandbox.take_lost_answer(operation):
+                    original_stubber_call(stubber, event_name, request, **kwargs)  # AWS acted...
+                    raise ReadTimeoutError(endpoint_url=request.url)  # ...and its answer never came
             return original_stubber_call(stubber, event_name, request, **kwargs)
 
         def invoke(
@@ -476,7 +496,7 @@ class SandboxAWS:
                 previous, sandbox.invoking = sandbox.invoking, sandbox.clock.current()
                 try:
                     with sandbox.api_calls.inside(fn.function_name):
-                        context = FakeContext(fn.function_name, fn.function_arn, int(fn.timeout))
+                        context = FakeContext(fn.function_name, fn.function_arn, sandbox.timeouts[fn.function_name])
                         result = sandbox.handlers[fn.function_name](event, context)
                 except Exception as exc:  # what Lambda does with an unhandled exception
                     response_headers["x-amz-function-error"] = "Unhandled"
@@ -485,8 +505,13 @@ class SandboxAWS:
                     sandbox.invoking = previous
                     sandbox.after_invoke(task_token if isinstance(task_token, str) else None)
             if sandbox.lost_responses[fn.function_name] > 0:
-                # It ran (and did whatever it does), but its answer is lost on the way back.
+                # It ran (and did whatever it does), but its answer is lost on the way back...
                 sandbox.lost_responses[fn.function_name] -= 1
+                if sandbox.lost_response_errors[fn.function_name] == "Sandbox.Timedout":
+                    # ...or Lambda stopped it at its Timeout, as it finished: an unhandled error, as Lambda reports one.
+                    response_headers["x-amz-function-error"] = "Unhandled"
+                    message = f"injected: {fn.function_name} timed out after {sandbox.timeouts[fn.function_name]:.2f} seconds"
+                    return json.dumps({"errorType": "Sandbox.Timedout", "errorMessage": message}).encode()
                 raise JsonRESTError("ServiceException", f"injected: the response of {fn.function_name} was lost")
             return json.dumps(result).encode()
 
@@ -533,6 +558,7 @@ class SandboxAWS:
         self._patch_task_heartbeats(stack)
         self._patch_history_paging(stack)
         self._patch_task_failure_cause(stack)
+        self._patch_execution_dates(stack)
         stack.enter_context(mock.patch.object(EventsHandler, "test_event_pattern", _test_event_pattern))
         stack.enter_context(mock.patch.object(retrier_decl.RetrierDecl, "_eval_body", retrier_body))
         virtual_sleep = types.SimpleNamespace(sleep=lambda seconds: self.clock.sleep(seconds, reason=RETRY_BACKOFF))
@@ -591,6 +617,51 @@ class SandboxAWS:
 
         stack.enter_context(mock.patch.object(ExecutionWorker, "_get_evaluation_environment", evaluation_environment))
         stack.enter_context(mock.patch.object(EventManager, "add_event", add_event))
+
+    def _patch_execution_dates(self, stack: ExitStack) -> None:
+        """Executions are dated on their virtual timeline, as their history events are: started when
+        their timeline began, stopped where it ended (moto dates both in real time). ListExecutions
+        then orders and dates them as Step Functions would, and StartExecution's answer for the same
+        name and input while the execution runs carries its original start, which is how a real start
+        is told from a repeat. ListExecutions also gives a timed-out execution its stopDate (moto
+        leaves it out; Step Functions gives every closed one), and so does DescribeExecution."""
+        sandbox = self
+        original_start = StepFunctionsParserBackend.start_execution
+        original_reflect = BaseExecutionWorkerCommunication._reflect_execution_status
+        original_list = StepFunctionResponse.list_executions
+
+        dated: set[str] = set()
+
+        def start_execution(backend: Any, *args: Any, **kwargs: Any) -> Any:
+            execution = original_start(backend, *args, **kwargs)
+            if execution.exec_arn not in dated:  # (a repeat returns the running execution as it was)
+                execution.start_date = sandbox.epoch + timedelta(seconds=sandbox.clock.started_at(execution.name))
+                dated.add(execution.exec_arn)
+            return execution
+
+        def reflect(communication: Any) -> None:
+            original_reflect(communication)
+            execution = communication.execution
+            execution.stop_date = sandbox.epoch + timedelta(seconds=sandbox.clock.now(execution.name))
+
+        def with_stop_dates(original: Callable[[StepFunctionResponse], Any], items: Callable[[Any], list[dict[str, Any]]]) -> Any:
+            def answer(response: StepFunctionResponse) -> Any:
+                result = original(response)
+                backend = get_backend(ACCOUNT, REGION)
+                for item in items(result.result):
+                    if item["status"] == ExecutionStatus.TIMED_OUT and "stopDate" not in item:
+                        item["stopDate"] = backend.describe_execution(item["executionArn"]).stop_date
+                return result
+
+            return answer
+
+        list_executions = with_stop_dates(original_list, lambda result: result["executions"])
+        describe_execution = with_stop_dates(StepFunctionResponse.describe_execution, lambda result: [result])
+
+        stack.enter_context(mock.patch.object(StepFunctionsParserBackend, "start_execution", start_execution))
+        stack.enter_context(mock.patch.object(BaseExecutionWorkerCommunication, "_reflect_execution_status", reflect))
+        stack.enter_context(mock.patch.object(StepFunctionResponse, "list_executions", list_executions))
+        stack.enter_context(mock.patch.object(StepFunctionResponse, "describe_execution", describe_execution))
 
     @staticmethod
     def _patch_history_paging(stack: ExitStack) -> None:
@@ -906,8 +977,14 @@ class SandboxAWS:
     def _create_functions(self, role: str) -> None:
         resolver = self.resolver
         globals_env = resolver.resolve(self.template.get("Globals", {}).get("Function", {}).get("Environment", {}).get("Variables", {}))
-        # Every function shares the Globals environment; set it once for the in-process handlers.
+        own_env = {
+            logical: resolver.resolve(resource["Properties"].get("Environment", {}).get("Variables", {}))
+            for logical, resource in self._of_type("AWS::Serverless::Function")
+        }
+        # The in-process handlers share one process environment: the Globals, and every function's own
+        # variables (the health check is Resume Nodes' alone on AWS; no other function reads it).
         os.environ.update({k: str(v) for k, v in globals_env.items()})
+        os.environ.update({k: str(v) for variables in own_env.values() for k, v in variables.items()})
         lambda_client = self.client("lambda")
         package = io.BytesIO()
         with zipfile.ZipFile(package, "w") as archive:
@@ -924,9 +1001,10 @@ class SandboxAWS:
                 Handler=props["Handler"],
                 Timeout=timeout,  # (what a handler's context counts its remaining time from)
                 Code={"ZipFile": package.getvalue()},
-                Environment={"Variables": {k: str(v) for k, v in globals_env.items()}},
+                Environment={"Variables": {k: str(v) for k, v in {**globals_env, **own_env[logical]}.items()}},
             )["FunctionArn"]
             self.handlers[logical] = load_handler(props["CodeUri"])
+            self.timeouts[logical] = int(props.get("Timeout", self.template["Globals"]["Function"]["Timeout"]))
             self.function_arns[logical] = arn
             resolver.refs[logical] = logical
             resolver.attrs[(logical, "Arn")] = arn

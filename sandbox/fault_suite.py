@@ -333,6 +333,65 @@ EKS_SUITE = [
 ]
 SUITE += EKS_SUITE
 
+# Every end is an end, and a start is counted once (docs/decisions.md, 2026-11-26: ends and starts).
+ENDS_SUITE = [
+    # Step Functions' status-change events never arrive (best effort): the sweep records the aborted
+    # incident, releases what it held and notifies; what follows goes as when the event comes.
+    Fault(
+        "status-change-events-lost",
+        "abort-mid-rejoin",
+        {"behaviour": {"execution_end_events_lost": True}},
+        ("aborted", "capped:ClusterCapReached", "recovered"),
+    ),
+    # Record Outcome dies past its retries (the execution fails after recording) and no event comes: settled by the sweep.
+    Fault(
+        "record-outcome-dies-and-its-event-is-lost",
+        "default",
+        {"behaviour": {"lost_responses": [{"function": "RecordOutcomeFunction", "times": 10}], "execution_end_events_lost": True}},
+        ("recovered",),
+    ),
+    # Functions stopped at their Timeout as they finished: the steps whose rerun finds its own work are retried.
+    Fault(
+        "functions-stopped-at-their-timeout",
+        "default",
+        {
+            "behaviour": {
+                "lost_responses": [
+                    {"function": f, "error": "Sandbox.Timedout"}
+                    for f in (
+                        "LockNodesFunction",
+                        "CordonNodesFunction",
+                        "FindNewestCheckpointFunction",
+                        "ResubmitJobFunction",
+                        "ResumeNodesFunction",
+                    )
+                ]
+            }
+        },
+        ("recovered",),
+    ),
+    # Replace Nodes stopped at its Timeout is not run again (a rerun could replace twice): a human finishes it.
+    Fault(
+        "replace-nodes-stopped-at-its-timeout",
+        "default",
+        {"behaviour": {"lost_responses": [{"function": "ReplaceNodesFunction", "error": "Sandbox.Timedout"}]}},
+        ("escalated:Sandbox.Timedout",),
+    ),
+    # StartExecution's answer lost and retried by botocore: one execution, started once.
+    Fault("start-execution-answer-lost", "default", {"behaviour": {"lost_api_answers": [{"operation": "StartExecution"}]}}, ("recovered",)),
+    # EKS: the poller finds the same failure at its next ticks while its recovery runs: started once, counted once.
+    Fault(
+        "eks-failure-polled-while-its-recovery-runs",
+        "eks-job-failed",
+        {
+            "faults": [{"at": 600, "kind": "job_failed", "job": "1001", "reason": "BackoffLimitExceeded", "repeat": 2}],
+            "settings": {"job_restarts": {"backoff_seconds": 600}},
+        },
+        ("recovered",),
+    ),
+]
+SUITE += ENDS_SUITE
+
 
 def _lost(*functions: str, times: int = 1) -> dict[str, Any]:
     return {"behaviour": {"lost_responses": [{"function": f, "times": times} for f in functions]}}

@@ -10,9 +10,11 @@ newer checkpoint first), then sends the event the agent's epilog would send.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import math
+import re
 import sys
 import time
 from collections.abc import Iterator, Mapping
@@ -29,6 +31,7 @@ from hyperpod_recovery.config import get_settings
 from hyperpod_recovery.models.job_events import JOB_EVENT_SOURCE, JOB_FAILED_DETAIL_TYPE, JobFailedDetail
 from hyperpod_recovery.observability import logger as pipeline_logger
 from hyperpod_recovery.runtime import default_dependencies
+from hyperpod_recovery.steps.sweep_ended_executions import GRACE as SWEEP_GRACE
 from sandbox.aws import REGION, SandboxAWS
 from sandbox.checkpoints import write_checkpoint_step, write_checkpoints
 from sandbox.clock import DRIVER, EPOCH, VirtualClock
@@ -40,6 +43,8 @@ from sandbox.scenario import FaultSpec, Scenario, ScenarioError, expand_range
 from sandbox.slurm import SimulatedController, SlurmJob
 
 ESM_BATCH_SIZE = 100  # template.yaml IntakeFunction BatchSize
+SWEEP_FUNCTION = "SweepEndedExecutionsFunction"  # its schedule (template.yaml) is the sweep's period
+POLLER_FUNCTION = "FindFailedJobsFunction"  # EKS: its schedule paces a failure's repeated polls
 RECONCILE_BATCH_SIZE = 10  # template.yaml ReconcileExecutionFunction BatchSize
 CLUSTER_EVENT_BATCH_SIZE = 10  # template.yaml NoticeClusterEventFunction BatchSize
 # What Step Functions sends to EventBridge for every status change; the stack's rule keeps these.
@@ -56,7 +61,7 @@ class Delivery:
     at: float
     faults: list[FaultSpec]
     agent_back: bool = False  # the controller agent comes back and works through its backlog
-    poll: bool = False  # EKS: the job poller's next tick (the last one left failures for it)
+    poll: bool = False  # EKS: a tick of the job poller (a failure's repeated poll, or the next tick after a deferring one)
 
 
 class DrillRunner:
@@ -99,7 +104,10 @@ class DrillRunner:
         self.events_put = 0
         self.drill_count = 0
         self.ends_published: set[str] = set()  # executions whose status-change event went out
+        self.ends_lost: list[str] = []  # ...or was lost on the way (behaviour.execution_end_events_lost)
         self.reconcile_responses: list[Any] = []
+        self.sweep_responses: list[Any] = []  # (virtual second, the sweep's answer or error) of each scheduled sweep
+        self._swept_to = 0.0  # the last scheduled sweep delivered (virtual seconds)
         self.cluster_event_responses: list[Any] = []
         self._until = math.inf  # the moment the runner is letting the executions reach
         self.aborted: dict[str, tuple[str, str]] = {}  # executions an abort fault stopped: (error, cause) given
@@ -119,6 +127,7 @@ class DrillRunner:
                     deliveries = sorted([*deliveries, Delivery(delivery.at + POLL_PERIOD_SECONDS, [], poll=True)], key=lambda d: d.at)
                 self._poll_again = False
             self._wait_for_executions()
+            self._sweep_after_lost_ends()
             self.slurm.close()  # before the report: a real agent's journal is read when it stops
             self._log.flush()  # the report reads the handlers' EMF metrics back from this log
             return build_report(self, wall_seconds=time.perf_counter() - started)
@@ -188,6 +197,9 @@ class DrillRunner:
                     if lost.function not in aws.handlers:
                         raise ScenarioError(f"behaviour.lost_responses: no function {lost.function!r} in template.yaml")
                     aws.lost_responses[lost.function] += lost.times
+                    aws.lost_response_errors[lost.function] = lost.error
+                for answer in self.scenario.behaviour.lost_api_answers:
+                    aws.lost_api_answers[answer.operation] += answer.times
                 # Settings and adapters are cached per "cold start": start cold for every drill.
                 get_settings.cache_clear()
                 default_dependencies.cache_clear()
@@ -271,6 +283,16 @@ class DrillRunner:
             deliveries.append(Delivery(pending[0].at + window, pending))
         if self.scenario.behaviour.agent_back_at is not None:
             deliveries.append(Delivery(self.scenario.behaviour.agent_back_at, [], agent_back=True))
+        if self.scenario.cluster.orchestrator == "eks":
+            # The poller's next ticks, a period apart, find the same failure again (EKS sends no event).
+            period = self.schedule_period(POLLER_FUNCTION)
+            deliveries += [
+                Delivery(d.at + k * period, [], poll=True)
+                for d in list(deliveries)
+                for f in d.faults
+                if f.kind == "job_failed"
+                for k in range(1, f.repeat + 1)
+            ]
         return sorted(deliveries, key=lambda d: d.at)
 
     # --- time ---------------------------------------------------------------------------
@@ -297,6 +319,7 @@ class DrillRunner:
         """Every execution is parked: deliver what happened before the next one wakes."""
         self._publish_cluster_events()
         self._publish_execution_ends()
+        self._run_scheduled_sweeps()
 
     def _publish_cluster_events(self) -> None:
         """HyperPod publishes a Cluster Event when a replacement ends (Continuous mode only): the
@@ -347,6 +370,9 @@ class DrillRunner:
                 "error": execution.error or self.aborted.get(execution.name, (None, None))[0],
                 "cause": execution.cause or self.aborted.get(execution.name, (None, None))[1],
             }
+            if self.scenario.behaviour.execution_end_events_lost:
+                self.ends_lost.append(execution.name)  # (best-effort delivery: this one never arrives)
+                continue
             present = self.clock.now(DRIVER)
             self.clock.set_driver_time(max(present, ended_at))
             try:
@@ -354,6 +380,49 @@ class DrillRunner:
                 self._run_reconcile_mapping()
             finally:
                 self.clock.set_driver_time(present)
+
+    def schedule_period(self, function: str) -> float:
+        """Seconds between two runs of a scheduled function: its rate in template.yaml."""
+        (event,) = self.aws.template["Resources"][function]["Properties"]["Events"].values()
+        rate = re.fullmatch(r"rate\((\d+) (minute|minutes|hour|hours)\)", event["Properties"]["Schedule"])
+        assert rate is not None, event
+        return float(rate[1]) * (60 if rate[2].startswith("minute") else 3600)
+
+    @functools.cached_property
+    def sweep_period(self) -> float:
+        return self.schedule_period(SWEEP_FUNCTION)
+
+    def _run_scheduled_sweeps(self) -> None:
+        """The sweep of ended executions runs on its schedule (every 5 minutes of virtual time from
+        the drill's start), on the driver's timeline, between the executions' wake-ups."""
+        if not isinstance(self.slurm, SimulatedController):
+            return  # a real Slurm's drill counts real time: its schedule has no virtual moments
+        bound = min(self.clock.next_wake(), self._until)
+        if math.isinf(bound):
+            return  # (nothing is left to happen: the last sweep is _sweep_after_lost_ends's)
+        while self._swept_to + self.sweep_period <= bound:
+            self._sweep_at(self._swept_to + self.sweep_period)
+
+    def _sweep_after_lost_ends(self) -> None:
+        """Executions whose status-change event was lost ended unreconciled: the drill goes on to the
+        next scheduled sweep after the last of them, which finds them (nothing else would)."""
+        if not self.ends_lost or not isinstance(self.slurm, SimulatedController):
+            return
+        last_end = max(self.clock.now(name) for name in self.ends_lost)
+        while self._swept_to < last_end + SWEEP_GRACE.total_seconds():  # (a younger end is left to the next sweep)
+            self._sweep_at(self._swept_to + self.sweep_period)
+
+    def _sweep_at(self, moment: float) -> None:
+        self._swept_to = moment
+        self.clock.advance_horizon(max(moment, self.clock.horizon))
+        present = self.clock.now(DRIVER)
+        self.clock.set_driver_time(moment)
+        try:
+            with self.aws.api_calls.counting():
+                response = self.aws.client("lambda").invoke(FunctionName=SWEEP_FUNCTION, Payload=b"{}")
+            self.sweep_responses.append((moment, json.loads(response["Payload"].read())))
+        finally:
+            self.clock.set_driver_time(present)
 
     def _run_reconcile_mapping(self) -> None:
         self._run_mapping("ReconcileQueue", "ReconcileExecutionFunction", RECONCILE_BATCH_SIZE, self.reconcile_responses)
@@ -364,13 +433,13 @@ class DrillRunner:
             assert isinstance(self.slurm, SimulatedController)
             for execution in self.slurm.catch_up():
                 self.clock.wake(execution)  # its task had been waiting for this answer: it goes on now
-        if delivery.poll:
-            self._poll_failed_jobs()
         kubernetes_failures = [f for f in delivery.faults if f.kind == "job_failed" and self.eks is not None]
         for fault in kubernetes_failures:
             self._fail_kubernetes_job(fault)  # (every job that fails at this moment, before the next tick sees them)
-        for _ in range(max((f.repeat + 1 for f in kubernetes_failures), default=0)):
-            self._poll_failed_jobs()  # (EKS sends no event: the scheduled poller finds the failures)
+        if delivery.poll or kubernetes_failures:
+            # (EKS sends no event: the scheduled poller finds the failures; a failure's repeats are
+            # later ticks, a period apart: deliveries of their own)
+            self._poll_failed_jobs()
         for fault in delivery.faults:
             if fault.kind == "abort":
                 self._abort(fault)
@@ -404,6 +473,8 @@ class DrillRunner:
                 executionArn=execution.execution_arn, error="Drill.Abort", cause=f"stopped by the scenario's abort fault at {fault.at:g} s"
             )
         self.aborted[execution.name] = ("Drill.Abort", f"stopped by the scenario's abort fault at {fault.at:g} s")
+        # moto drops StopExecution's error and cause; Step Functions keeps them (DescribeExecution).
+        execution.error, execution.cause = self.aborted[execution.name]
         self.clock.stop(execution.name)
 
     def _put_event(self, fault: FaultSpec, ref: str) -> None:
@@ -524,7 +595,7 @@ class DrillRunner:
     def _poll_failed_jobs(self) -> None:
         """One tick of the EKS job poller's schedule (Find Failed Jobs), as EventBridge Scheduler invokes it."""
         with self.aws.api_calls.counting():
-            response = self.aws.client("lambda").invoke(FunctionName="FindFailedJobsFunction", Payload=b"{}")
+            response = self.aws.client("lambda").invoke(FunctionName=POLLER_FUNCTION, Payload=b"{}")
         answer = json.loads(response["Payload"].read())  # (its counts, or Lambda's error answer)
         self.polls.append(answer)
         self._poll_again = self._poll_again or bool(isinstance(answer, dict) and answer.get("deferred"))

@@ -224,10 +224,20 @@ class ApiErrorSpec(_Strict):
 
 
 class LostResponseSpec(_Strict):
-    """The function ran, but Step Functions never got its answer (Lambda.ServiceException): the
-    state's Retry runs it again. Mutating steps must not act twice."""
+    """The function ran, but Step Functions never got its answer (Lambda.ServiceException), or got
+    its timeout instead (Sandbox.Timedout: stopped at its Timeout, its work done up to the last call):
+    the state's Retry runs it again where a rerun finds its own work. Mutating steps must not act twice."""
 
     function: str = Field(pattern=r"^[A-Z][A-Za-z]+Function$")  # template.yaml logical id, e.g. ReplaceNodesFunction
+    times: int = Field(default=1, ge=1, le=10)
+    error: Literal["Lambda.ServiceException", "Sandbox.Timedout"] = "Lambda.ServiceException"
+
+
+class LostApiAnswerSpec(_Strict):
+    """AWS acted on the pipeline's call, but its answer never came back (a read timeout): botocore
+    sends the request again. A start must still be one execution, counted once."""
+
+    operation: Literal["StartExecution"]
     times: int = Field(default=1, ge=1, le=10)
 
 
@@ -273,6 +283,10 @@ class BehaviourSpec(_Strict):
     kubernetes_impostors: list[str] = Field(default_factory=list)
     kubernetes_bare_pods: list[BarePodSpec] = Field(default_factory=list)
     unreadable_failure_times: list[str] = Field(default_factory=list)
+    # Step Functions' "Execution Status Change" events never reach the stack (EventBridge delivers them
+    # best effort): every end that did not record itself is left to the sweep of ended executions.
+    execution_end_events_lost: StrictBool = False
+    lost_api_answers: list[LostApiAnswerSpec] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _agent_down_or_back(self) -> BehaviourSpec:

@@ -21,6 +21,7 @@ from hyperpod_recovery.domain.replace import chunked
 from hyperpod_recovery.errors import CheckpointWriteConflict, LedgerUnavailable
 from hyperpod_recovery.models.cluster import BatchOutcome, ClusterInfo, ClusterNode, InstanceGroupInfo
 from hyperpod_recovery.models.commands import CommandEnvelope, CommandReply, JobSpec
+from hyperpod_recovery.models.events import ExecutionStatusDetail
 from hyperpod_recovery.models.job_recovery import RestartEntry
 from hyperpod_recovery.models.records import (
     BreakerState,
@@ -33,7 +34,7 @@ from hyperpod_recovery.models.records import (
     ResubmissionClaim,
 )
 from hyperpod_recovery.models.workflow import ReplaceFailure
-from hyperpod_recovery.ports import Listing, ResubmissionSeen, ResubmissionsRead
+from hyperpod_recovery.ports import ClosedExecution, Listing, ResubmissionSeen, ResubmissionsRead, StartOutcome
 from hyperpod_recovery.runtime import Dependencies
 
 T0 = datetime(2026, 3, 14, 9, 0, tzinfo=UTC)
@@ -164,6 +165,8 @@ class FakeLedger:
         self.tokens: dict[tuple[str, str], str] = {}
         self.polled: dict[tuple[str, str], datetime] = {}
         self.job_restart_places: dict[tuple[str, str], datetime] = {}
+        self.notices: dict[str, datetime] = {}  # incident -> the lease on its page until
+        self.swept: dict[str, datetime] = {}
 
     def acquire_locks(self, incident_id: str, cluster: str, node_ids: list[str], now: datetime, ttl: timedelta) -> LockOutcome:
         acquired, held = [], {}
@@ -359,6 +362,20 @@ class FakeLedger:
         if execution in waits and waits[execution].task_token == task_token:
             del waits[execution]
 
+    def claim_notification(self, incident_id: str, now: datetime, lease: timedelta) -> bool:
+        """(DynamoLedger: a lease on the incident's notification effect, begun and not done)"""
+        page = self.effects.get((incident_id, "notification"))
+        if page is None or page.done or self.notices.get(incident_id, now - timedelta(seconds=1)) >= now:
+            return False
+        self.notices[incident_id] = now + lease
+        return True
+
+    def ends_swept_until(self, cluster: str) -> datetime | None:
+        return self.swept.get(cluster)
+
+    def save_ends_swept_until(self, cluster: str, moment: datetime) -> None:
+        self.swept[cluster] = moment
+
 
 @dataclass
 class FakeOrchestrator:
@@ -472,11 +489,11 @@ class FakeWorkflows:
     woken: list[tuple[str, str]] = field(default_factory=list)
     gone_tokens: set[str] = field(default_factory=set)  # tasks that no longer wait (timed out, execution ended)
 
-    def start(self, name: str, payload: str, workflow: Literal["node", "job"] = "node") -> Literal["started", "already_exists"]:
+    def start(self, name: str, payload: str, workflow: Literal["node", "job"] = "node") -> StartOutcome:
         if self.fail_with is not None:
             raise self.fail_with
-        if name in self.started:
-            return "already_exists"
+        if name in self.started:  # (the fake's executions never end: the same input finds it running)
+            return "running" if self.started[name] == payload else "already_exists"
         self.started[name] = payload
         self.workflow_of[name] = workflow
         return "started"
@@ -504,6 +521,7 @@ class FakeExecutionHistory:
     entered: dict[str, list[tuple[str, datetime]]] = field(default_factory=dict)
     resubmitted: dict[str, list[ResubmissionSeen]] = field(default_factory=dict)
     asked: dict[str, set[str]] = field(default_factory=dict)  # resubmissions asked for, no answer seen
+    ended: dict[str, ExecutionStatusDetail] = field(default_factory=dict)  # closed executions, by ARN (the sweep's listing)
 
     def states_entered(self, execution_arn: str) -> list[tuple[str, datetime]] | None:
         return self.entered.get(execution_arn)
@@ -514,6 +532,24 @@ class FakeExecutionHistory:
         seen = self.resubmitted.get(execution_arn, [])
         asked = {s.reply.result.old_job_id for s in seen} | self.asked.get(execution_arn, set())
         return ResubmissionsRead(seen=seen, asked=asked, complete=execution_arn in self.entered)
+
+    def closed_since(self, since: datetime, started_after: datetime) -> list[ClosedExecution]:
+        """The ends tests put in ``ended`` (their detail is what describe_end answers), as ListExecutions lists them."""
+        return [
+            ClosedExecution(
+                execution_arn=d.executionArn,
+                state_machine_arn=d.stateMachineArn,
+                name=d.name,
+                status=d.status,
+                started_at=datetime.fromtimestamp((d.startDate or 0) / 1000, UTC),
+                stopped_at=datetime.fromtimestamp((d.stopDate or 0) / 1000, UTC),
+            )
+            for d in self.ended.values()
+            if d.stopDate is not None and d.stopDate >= since.timestamp() * 1000
+        ]
+
+    def describe_end(self, execution_arn: str) -> ExecutionStatusDetail | None:
+        return self.ended.get(execution_arn)
 
 
 def fake_dependencies(cluster: FakeCluster | None = None, **settings_overrides: str) -> Dependencies:

@@ -80,11 +80,12 @@ def test_the_longest_health_check_fits_in_the_resume_nodes_wait() -> None:
     assert longest + CHECK_ALLOCATION_SLACK_SECONDS + slurm_calls <= resume["TimeoutSeconds"]
 
 
-_CHECK_PATTERN = load_template(ROOT / "template.yaml")["Parameters"]["ReplacementHealthCheck"]["AllowedPattern"]
+_CHECK = load_template(ROOT / "template.yaml")["Parameters"]["ReplacementHealthCheck"]
+_CHECK_PATTERN = _CHECK["AllowedPattern"]
 
 
 @settings(max_examples=300, deadline=None)
-@given(check=st.from_regex(_CHECK_PATTERN, fullmatch=True).filter(lambda c: len(c) <= 2048))
+@given(check=st.from_regex(_CHECK_PATTERN, fullmatch=True).filter(lambda c: len(c) <= _CHECK["MaxLength"]))
 def test_every_health_check_the_template_accepts_lets_every_function_start(check: str) -> None:
     # A check CloudFormation accepts but the functions refuse would stop every cold start of the stack
     from tests.fakes import make_settings

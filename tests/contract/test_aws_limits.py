@@ -37,6 +37,7 @@ from hyperpod_recovery.domain.limits import (
     MAX_REJOIN_CHECKS,
     NODE_RECOVERY_OVERHEAD_SECONDS,
     STATE_MACHINE_NAME_LENGTH,
+    execution_time_bound_seconds,
     node_recovery_time_bound_seconds,
     rejoin_wait_bounds,
     rejoin_window_seconds,
@@ -544,3 +545,117 @@ def test_given_a_name_form_arn_then_the_parameter_pattern_and_settings_accept_it
         assert re.fullmatch(pattern, arn)
     assert not re.fullmatch(pattern, "arn:aws:sagemaker:us-west-2:111122223333:cluster/")
     assert not re.fullmatch(pattern, "arn:aws:sagemaker:us-west-2:111122223333:cluster/bad_name")
+
+
+# --- Lambda: the environment -------------------------------------------------------------------
+# "Function environment variables: 4 KB, for all environment variables associated with the function,
+# in aggregate" (Lambda quotas; not adjustable). Lambda measures the variables as one JSON object:
+# its refusal reads "...exceeded the 4KB limit. String measured: {"KEY":"value",...}", quotes and
+# backslashes escaped. ASSUMPTION: the bytes of that compact JSON, escaped as Python's json.dumps
+# escapes it (non-ASCII as \\uXXXX, the most it can cost), is what is compared with 4,096.
+LAMBDA_ENVIRONMENT_BYTES = 4096
+# The longest values AWS gives what the template refers to (service quotas): a region name, a
+# partition's DNS suffix, and the names CloudFormation generates (never longer than the service allows).
+LONGEST_REGION = "ap-southeast-7"
+LONGEST_PARTITION = "aws-iso-b"
+LONGEST_DNS_SUFFIX = "amazonaws.com.cn"
+DYNAMODB_TABLE_NAME = 255  # CreateTable TableName: 3-255
+SQS_QUEUE_NAME = 80  # CreateQueue QueueName: up to 80 characters
+SNS_TOPIC_NAME = 256  # CreateTopic Name: up to 256 characters
+# Characters whose JSON escape costs the most, one of each kind a pattern may let through.
+_COSTLY_CHARACTERS = ('"', "\\", "\x01", "\u00e9", "\U0001f600", "a")
+
+
+def _escaped_bytes(value: str) -> int:
+    return len(json.dumps(value)) - 2
+
+
+def _costliest_value(parameter: str) -> str:
+    """The value of ``parameter`` whose JSON escape is longest: its MaxLength (or its largest number,
+    its longest allowed value) of the costliest character its AllowedPattern lets through."""
+    spec = PARAMETERS[parameter]
+    if "AllowedValues" in spec:
+        return max(spec["AllowedValues"], key=_escaped_bytes)
+    if spec["Type"] == "Number":
+        assert "MaxValue" in spec and "MinValue" in spec, f"{parameter}: a number the functions read needs MinValue and MaxValue"
+        return max((str(spec["MinValue"]), str(spec["MaxValue"])), key=len)
+    assert "MaxLength" in spec, f"{parameter}: a string the functions read needs a MaxLength"
+    length, pattern = int(spec["MaxLength"]), spec.get("AllowedPattern", ".*")
+    if parameter == "ClusterArn":  # a structure, not one character repeated: the region as long as MaxLength leaves
+        region = "r" * (length - len("arn:aws:sagemaker::111122223333:cluster/") - 63)
+        return f"arn:aws:sagemaker:{region}:111122223333:cluster/" + "a" * 63
+    candidates = [c * length for c in _COSTLY_CHARACTERS] + [c * (length - length % 2) for c in _COSTLY_CHARACTERS]
+    accepted = [v for v in candidates if re.fullmatch(pattern, v, re.DOTALL)]
+    assert accepted, f"{parameter}: no value of {length} characters fits its pattern"
+    return max(accepted, key=_escaped_bytes)
+
+
+def _environment_at_its_longest(logical: str) -> dict[str, str]:
+    variables = {**TEMPLATE["Globals"]["Function"]["Environment"]["Variables"]}
+    variables |= RESOURCES[logical]["Properties"].get("Environment", {}).get("Variables", {})
+    read = set(re.findall(r"[A-Za-z0-9]+", json.dumps(variables))) & set(PARAMETERS)
+    resolver = Resolver(
+        TEMPLATE,
+        {name: _costliest_value(name) for name in read},
+        pseudo={
+            "AWS::Region": LONGEST_REGION,
+            "AWS::AccountId": "111122223333",
+            "AWS::StackName": "s" * STACK_NAME_LENGTH,
+            "AWS::Partition": LONGEST_PARTITION,
+        },
+    )
+    queue_url = f"https://sqs.{LONGEST_REGION}.{LONGEST_DNS_SUFFIX}/111122223333/" + "q" * SQS_QUEUE_NAME
+    resolver.refs = {
+        **{name: queue_url for name, r in RESOURCES.items() if r["Type"] == "AWS::SQS::Queue"},
+        **{name: "t" * DYNAMODB_TABLE_NAME for name, r in RESOURCES.items() if r["Type"] == "AWS::DynamoDB::Table"},
+        **{
+            name: f"arn:{LONGEST_PARTITION}:sns:{LONGEST_REGION}:111122223333:" + "n" * SNS_TOPIC_NAME
+            for name, r in RESOURCES.items()
+            if r["Type"] == "AWS::SNS::Topic"
+        },
+    }
+    return {name: str(value) for name, value in resolver.resolve(variables).items()}
+
+
+@pytest.mark.parametrize("logical", sorted(name for name, r in RESOURCES.items() if r["Type"] == "AWS::Serverless::Function"))
+def test_given_every_parameter_at_its_longest_then_each_functions_environment_fits_lambdas_4_kb(logical: str) -> None:
+    # Given every parameter at its longest, costliest value, and every name AWS generates at its longest
+    environment = _environment_at_its_longest(logical)
+    # When Lambda measures the function's variables as it does, as one compact JSON object
+    measured = len(json.dumps(environment, separators=(",", ":")).encode())
+    # Then they fit its 4 KB: the deploy of any accepted configuration is never refused
+    assert measured <= LAMBDA_ENVIRONMENT_BYTES, f"{logical}: {measured} bytes"
+
+
+def test_given_the_health_check_parameter_then_the_functions_accept_exactly_its_length() -> None:
+    # A check the template accepts and the settings refuse would stop Resume Nodes' every cold start
+    (limit,) = [m.max_length for m in Settings.model_fields["replacement_health_check"].metadata if hasattr(m, "max_length")]
+    assert limit == PARAMETERS["ReplacementHealthCheck"]["MaxLength"]
+    # And only Resume Nodes carries it (in Globals it would weigh on every function's 4 KB)
+    carriers = [logical for logical, r in _of_type("AWS::Serverless::Function") if "Environment" in r["Properties"]]
+    assert "REPLACEMENT_HEALTH_CHECK" not in TEMPLATE["Globals"]["Function"]["Environment"]["Variables"]
+    assert carriers == ["ResumeNodesFunction"]
+
+
+def _check_other_recovery_margin() -> int:
+    """How long past the holder's rejoin window Check Other Recovery waits (its handler's MARGIN_SECONDS)."""
+    found = re.search(r"^MARGIN_SECONDS = (\d+)$", (ROOT / "functions" / "check_other_recovery" / "app.py").read_text(), re.MULTILINE)
+    assert found
+    return int(found[1])
+
+
+def test_given_the_job_workflow_then_the_sweeps_lookback_covers_its_longest_run() -> None:
+    # Given JobRecovery: its own steps at their slowest (Recover Nodes and the waits aside)...
+    job = ASL["job_recovery"]["States"]
+    loop = set().union(*_loops(job))
+    own = _worst_case_seconds({"States": {n: s for n, s in job.items() if n != "Recover Nodes"}}, loop)
+    own += sum(_worst_case_seconds({"States": {n: job[n]}}, set()) for n in loop)
+    print(f"JobRecovery's own steps, at worst: {own} s")
+    for reboot, rejoin, backoff in ((60, 60, 0), (900, 2700, 900), (86_400, 86_400, 86_400)):
+        # ...plus its nested NodeRecovery, the wait for another incident holding its nodes (as long as
+        # that incident's rejoin window, and a margin), and its longest restart backoff
+        node = node_recovery_time_bound_seconds(reboot, rejoin)
+        other = rejoin_window_seconds(reboot, rejoin) + _check_other_recovery_margin()
+        # Then the sweep of ended executions reads back far enough to list any execution that may have just ended
+        assert own + node + other + backoff <= execution_time_bound_seconds(reboot, rejoin, backoff)
+        assert node <= execution_time_bound_seconds(reboot, rejoin, backoff)

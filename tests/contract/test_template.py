@@ -40,7 +40,7 @@ def test_every_custom_error_name_in_the_workflow_is_an_exception_class(asl: dict
     for name, state in _states(asl):
         for clause in state.get("Retry", []) + state.get("Catch", []):
             for error in clause["ErrorEquals"]:
-                if not error.startswith(("States.", "Lambda.", "StepFunctions.", "DynamoDB.")):
+                if not error.startswith(("States.", "Lambda.", "StepFunctions.", "DynamoDB.", "Sandbox.")):
                     assert error in ERROR_CLASSES, f"{name}: {error} is not a class in errors.py"
 
 
@@ -56,6 +56,81 @@ def test_retries_are_named_bounded_and_jittered(asl: dict[str, Any]) -> None:
         for retry in retries:
             assert "States.ALL" not in retry["ErrorEquals"] and "States.TaskFailed" not in retry["ErrorEquals"], name
             assert retry["MaxAttempts"] <= 5 and retry["MaxDelaySeconds"] <= 60 and retry["JitterStrategy"] == "FULL", name
+
+
+# A Lambda function stopped at its Timeout (or out of memory) reaches Step Functions as
+# Sandbox.Timedout or Lambda.Unknown ("Unhandled errors in Lambda are reported as Lambda.Unknown...
+# These include out-of-memory errors and function timeouts": Step Functions, Handle Lambda service
+# exceptions; Lambda, Troubleshoot invocation: Sandbox.Timedout), killed anywhere in its step. Only a
+# step whose rerun finds its own work is retried then (tests/contract/test_time_budgets.py says why
+# one call alone never runs a function out of time):
+LAMBDA_STOPPED = {"Sandbox.Timedout", "Lambda.Unknown"}
+RERUN_FINDS_ITS_OWN_WORK = {
+    # pure, or read-only
+    "Validate Request": "parses its input",
+    "Validate Job Request": "parses its input",
+    "Assess Nodes": "reads the cluster",
+    "Classify Failure": "reads the cluster",
+    "Check Other Recovery": "reads the ledger",
+    "Plan Job Restart": "reads the ledger",
+    # conditional writes keyed by the incident
+    "Lock Nodes": "a lock held by this incident is taken again (incident = me)",
+    "Apply Safety Policy": "its host locks are this incident's; nodes it counts already are not counted again; no breaker opens twice",
+    "Find Newest Checkpoint": "reads S3 and overwrites the incident's job list",
+    "Wait For Rejoin": "registers its wait under the execution's name, replacing the earlier one",
+    # commands keyed by a command id the agent journals (or, on EKS, Kubernetes writes that find their own)
+    "Cordon Nodes": "the same command id: the agent answers from its journal; a cordon finds the node cordoned",
+    "Read Boot Times": "read-only command",
+    "Resume Nodes": "the same command id; a resume finds its own drains lifted",
+    "Capture Job Spec": "read-only command",
+    "Check Job Nodes": "read-only command",
+    "Check Controller Agent": "read-only command",
+    "Resubmit Job Now": "the ledger claim is this incident's; the same command id; a re-created job is found by its name",
+    "Resubmit Job": "the ledger claim is this incident's; the same command id; a re-created job is found by its name",
+}
+# Not retried on a stop: the replacing steps mark a replacement in the ledger after HyperPod's answer
+# (stopped in between, a rerun would replace again); the Record steps publish a notification each run.
+NOT_RERUN_WHEN_STOPPED = {
+    "Replace Nodes",
+    "Replace Unhealthy Nodes",
+    "Check Rejoin",
+    "Record Outcome",
+    "Record Duplicate",
+    "Escalate Incident",
+    "Record Rejection",
+    "Record Stale Event",
+    "Record Job Outcome",
+    "Escalate Job Incident",
+    "Record Job Rejection",
+    "Record Stale Job Event",
+}
+
+
+def _lambda_tasks(definition: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {
+        name: state
+        for name, state in _states(definition)
+        if state["Type"] == "Task" and ("lambda" in state["Resource"] or state["Resource"].endswith("FunctionArn}"))
+    }
+
+
+def test_every_lambda_step_is_classed_as_rerun_or_not_when_its_function_is_stopped() -> None:
+    tasks = {name for path in ASL_FILES for name in _lambda_tasks(json.loads(path.read_text()))}
+    assert tasks == set(RERUN_FINDS_ITS_OWN_WORK) | NOT_RERUN_WHEN_STOPPED
+    assert not set(RERUN_FINDS_ITS_OWN_WORK) & NOT_RERUN_WHEN_STOPPED
+
+
+def test_a_stopped_function_is_retried_exactly_where_a_rerun_finds_its_own_work(asl: dict[str, Any]) -> None:
+    for name, state in _lambda_tasks(asl).items():
+        stopped = [r for r in state.get("Retry", []) if set(r["ErrorEquals"]) & LAMBDA_STOPPED]
+        if name in RERUN_FINDS_ITS_OWN_WORK:
+            # Then its Retry names both ways a stopped function reaches Step Functions, a bounded few times
+            assert len(stopped) == 1 and set(stopped[0]["ErrorEquals"]) == LAMBDA_STOPPED, name
+            assert 1 <= stopped[0]["MaxAttempts"] <= 2, name
+        else:
+            # And a step that would act twice is never rerun: its Catch escalates to a human
+            assert stopped == [], name
+            assert any("States.ALL" in c["ErrorEquals"] for c in state.get("Catch", [])) or name.startswith(("Record", "Escalate")), name
 
 
 # The one Catch that is not a failure: a wait whose timeout is its fallback check (Wait For Rejoin).
@@ -114,6 +189,7 @@ def test_every_function_has_a_handler_and_every_handler_a_function() -> None:
 
 def test_function_environment_is_exactly_what_settings_read() -> None:
     variables = set(TEMPLATE["Globals"]["Function"]["Environment"]["Variables"])
+    variables |= {v for r in RESOURCES.values() for v in r.get("Properties", {}).get("Environment", {}).get("Variables", {})}
     powertools = {v for v in variables if v.startswith("POWERTOOLS_")}
     assert {v.lower() for v in variables - powertools} == set(Settings.model_fields)
 

@@ -6,6 +6,7 @@ reference names: Step Functions' API is ``states:``, S3's ListObjectsV2 is ``s3:
 from __future__ import annotations
 
 import io
+import re
 from typing import Any
 
 import pytest
@@ -33,6 +34,7 @@ DRILLS = (
     "job-and-health-event",
     "rejoin-event",  # Notice Cluster Event: a Cluster Event wakes the wait
     "health-gate-replaced-again",  # Replace Unhealthy Nodes: a replacement failed the health gate
+    "abort-event-lost",  # Sweep Ended Executions settles an end (every drill sweeps; here it describes and records one)
 )
 NOT_RUN_BY_DRILLS = {"ReportSafetyStateFunction"}  # runs on a schedule; tests/unit cover it
 EKS_ONLY = {"FindFailedJobsFunction"}  # deployed on EKS stacks only (its Condition): checked by the EKS drills below
@@ -106,6 +108,12 @@ def test_every_call_a_function_makes_is_allowed_by_its_policy(calls_by_function:
     assert {f: m for f, m in missing.items() if m} == {}
 
 
+def test_the_sweep_of_ended_executions_made_every_call_it_needs_in_these_drills(calls_by_function: dict[str, set[tuple[str, str]]]) -> None:
+    # (so the policy check above covers the calls only an end left to the sweep makes)
+    swept = calls_by_function["SweepEndedExecutionsFunction"]
+    assert {("sfn", "ListExecutions"), ("sfn", "DescribeExecution"), ("sfn", "GetExecutionHistory"), ("sns", "Publish")} <= swept
+
+
 def test_the_mapping_from_calls_to_iam_actions_follows_the_authorization_reference() -> None:
     assert _iam_action("sfn", "GetExecutionHistory") == "states:GetExecutionHistory"
     assert _iam_action("s3", "ListObjectsV2") == "s3:ListBucket" and _iam_action("dynamodb", "PutItem") == "dynamodb:PutItem"
@@ -117,7 +125,14 @@ EKS_DRILLS = ("eks-default", "eks-reboot-ladder", "eks-dry-run", "eks-training-o
 
 @pytest.fixture(scope="module")
 def eks_calls_by_function(tmp_path_factory: pytest.TempPathFactory) -> dict[str, set[tuple[str, str]]]:
-    return _calls_of_drills(EKS_DRILLS, tmp_path_factory)
+    found = _calls_of_drills(EKS_DRILLS, tmp_path_factory)
+    # And the preflight's, on an EKS stack (Check Controller Agent answers through the Kubernetes API)
+    runner = DrillRunner(load_scenario(ROOT / "events" / "drills" / "eks-default.json"), log_path=tmp_path_factory.mktemp("pf") / "l.log")
+    with runner.deployed() as aws:
+        main(["preflight", "--stack", "sandbox"], stdout=io.StringIO(), stderr=io.StringIO(), sleep=runner.advance)
+        for function, calls in aws.api_calls.by_function.items():
+            found.setdefault(function, set()).update(calls)
+    return found
 
 
 def test_on_eks_every_call_a_function_makes_is_allowed_by_its_policy(eks_calls_by_function: dict[str, set[tuple[str, str]]]) -> None:
@@ -137,3 +152,43 @@ def test_the_eks_grants_are_given_on_eks_only() -> None:
     cordon = template["CordonNodesFunction"]
     assert "eks:DescribeCluster" in _allowed(cordon, eks=True) and "eks:DescribeCluster" not in _allowed(cordon)
     assert "states:SendTaskSuccess" in _allowed(cordon, eks=True) and "states:SendTaskSuccess" not in _allowed(cordon)
+
+
+# --- a private EKS endpoint: what the functions in the VPC call, and the VPC endpoints that carries --
+VPC_ENDPOINT = {
+    "eks": "eks",
+    "sfn": "states",
+    "dynamodb": "dynamodb",
+    "sqs": "sqs",
+    "sns": "sns",
+    "sagemaker": "sagemaker.api",
+    "s3": "s3",
+    "sts": "sts",
+}
+
+
+def _runbook_endpoints() -> dict[str, set[str]]:
+    """The runbook's table (EKS: a private API endpoint): function logical id -> VPC endpoints."""
+    section = (ROOT / "docs" / "runbook.md").read_text().split("### EKS: a private API endpoint", 1)[1].split("\n#", 1)[0]
+    rows = [line.split("|") for line in section.splitlines() if line.startswith("| ") and "(`" in line]
+    return {re.search(r"\(`(\w+)`\)", row[1])[1]: {e.strip() for e in row[3].split(",")} for row in rows}  # type: ignore[index]
+
+
+def test_the_runbook_lists_every_vpc_endpoint_each_function_in_the_vpc_calls(
+    eks_calls_by_function: dict[str, set[tuple[str, str]]],
+) -> None:
+    template = load_template(ROOT / "template.yaml")["Resources"]
+    in_vpc = {name for name, r in template.items() if r["Type"] == "AWS::Serverless::Function" and "VpcConfig" in r["Properties"]}
+    kube_callers = {
+        r["Properties"]["PrincipalArn"]["Fn::GetAtt"][0].removesuffix("Role")
+        for r in template.values()
+        if r["Type"] == "AWS::EKS::AccessEntry"
+    }
+    # Given what each function in the VPC calls on an EKS stack (every one resolves the API endpoint
+    # with eks:DescribeCluster on its cold start: the sandbox's one process resolves it once)
+    derived = {f: {VPC_ENDPOINT[s] for s, _ in eks_calls_by_function[f]} | ({"eks"} if f in kube_callers else set()) for f in in_vpc}
+    # Then the runbook names exactly those endpoints for exactly those functions
+    assert _runbook_endpoints() == derived
+    # And the template's parameter says the same, all together
+    description = load_template(ROOT / "template.yaml")["Parameters"]["KubernetesSubnetIds"]["Description"]
+    assert set(re.findall(r"com\.amazonaws\.<region>\.([a-z.]+?)(?=[ ,)]|$)", description)) == set().union(*derived.values())

@@ -59,8 +59,9 @@ class Settings(BaseModel):
     rejoin_max_poll_seconds: int = Field(ge=5, le=3600)
     rejoin_deadline_seconds: int = Field(ge=60, le=86_400)
     expected_replacement_seconds: int = Field(ge=60, le=86_400)  # a replacement's typical duration
-    # Run on a replaced node before it takes jobs (shell-like words; empty: no gate), and its deadline.
-    replacement_health_check: str = Field(default="", max_length=2048)
+    # Run on a replaced node before it takes jobs (shell-like words; empty: no gate), and its deadline:
+    # Resume Nodes' alone (template.yaml sets them on that function only; the others see no gate).
+    replacement_health_check: str = Field(default="", max_length=512)
     replacement_health_check_seconds: int = Field(default=120, ge=10, le=300)
     reboot_deadline_seconds: int = Field(ge=60, le=86_400)
     episode_window_seconds: int = Field(ge=60, le=86_400)

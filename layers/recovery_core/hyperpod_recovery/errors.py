@@ -43,6 +43,16 @@ class HistoryUnavailable(RecoveryError):
     Execution's queue delivers the end again rather than settle it blind."""
 
 
+class NotificationInProgress(RecoveryError):
+    """Another delivery of the same end holds the right to send its one notification and has not
+    sent it yet: this one is tried again later and sends it itself if the other never did."""
+
+
+class EndsNotSwept(RecoveryError):
+    """The sweep of ended executions could not finish every end it found (or list them all): it
+    swept what it could, keeps its mark before the rest, and fails for the alarm to see."""
+
+
 # --- configuration and contracts ----------------------------------------------------------
 class ConfigurationError(RecoveryError):
     """The function's environment is missing or malformed (a deployment bug, never retried)."""

@@ -39,6 +39,12 @@ RECONCILED = {
     "aborted": "ExecutionsAborted",
     "failed": "ExecutionsFailedUnrecorded",
 }
+# Sweep Ended Executions, each sweep: ends it recorded (their status-change event never came, or not
+# yet) and whether it finished (1) or must go on next time (0). The sweep alarm counts completions.
+ENDS_SWEPT = {
+    "recorded": "EndsRecordedBySweep",
+    "completed": "EndSweepsCompleted",
+}
 
 # Phase durations in seconds (domain/durations.py), emitted by the Record steps; never for dry runs.
 DETECT_TO_CORDON = "DetectToCordonSeconds"
@@ -88,6 +94,7 @@ ALL = frozenset(
         *NODE_OUTCOMES.values(),
         *JOB_OUTCOMES.values(),
         *RECONCILED.values(),
+        *ENDS_SWEPT.values(),
         REJOIN_WAITS_WOKEN,
         *INTAKE_COUNTS.values(),
         *DURATIONS,

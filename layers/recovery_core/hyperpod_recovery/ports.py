@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 if TYPE_CHECKING:
     from hyperpod_recovery.models.cluster import BatchOutcome, ClusterInfo, ClusterNode
     from hyperpod_recovery.models.commands import CommandEnvelope, CommandReply, JobSpec, ResubmitResult
+    from hyperpod_recovery.models.events import ExecutionStatusDetail
     from hyperpod_recovery.models.job_recovery import RestartEntry
     from hyperpod_recovery.models.kubernetes import KubeJobRef
     from hyperpod_recovery.models.records import (
@@ -97,6 +98,11 @@ class Ledger(Protocol):
     def begin_effect(self, incident_id: str, name: str, now: datetime) -> Effect: ...
     def finish_effect(self, incident_id: str, name: str, now: datetime, result: str | None = None) -> None: ...
     def effect_of(self, incident_id: str, name: str) -> Effect | None: ...
+    # The lease on the incident's notification effect, for a path where two deliveries may run at
+    # once (Reconcile Execution and the sweep of ended executions); and the sweep's mark.
+    def claim_notification(self, incident_id: str, now: datetime, lease: timedelta) -> bool: ...
+    def ends_swept_until(self, cluster: str) -> datetime | None: ...
+    def save_ends_swept_until(self, cluster: str, moment: datetime) -> None: ...
 
 
 class Orchestrator(Protocol):
@@ -139,6 +145,10 @@ class Notifier(Protocol):
 
 
 Workflow = Literal["node", "job"]
+# What a start did: "started" an execution; found it "running" (the same name and input: Step
+# Functions answers success again); or the name was taken ("already_exists": other input, or ended).
+# Only "started" counts as a recovery started.
+StartOutcome = Literal["started", "running", "already_exists"]
 
 
 class Workflows(Protocol):
@@ -146,7 +156,7 @@ class Workflows(Protocol):
     ``wake`` completes a task that waits on the pipeline itself (Wait For Rejoin), False when the
     task no longer waits (timed out, its execution ended)."""
 
-    def start(self, name: str, payload: str, workflow: Workflow = "node") -> Literal["started", "already_exists"]: ...
+    def start(self, name: str, payload: str, workflow: Workflow = "node") -> StartOutcome: ...
     def wake(self, task_token: str, output: str) -> bool: ...
 
 
@@ -169,9 +179,25 @@ class ResubmissionsRead:
     complete: bool
 
 
+@dataclass(frozen=True)
+class ClosedExecution:
+    """An execution ListExecutions shows closed (FAILED, TIMED_OUT or ABORTED), without its input."""
+
+    execution_arn: str
+    state_machine_arn: str
+    name: str
+    status: str
+    started_at: datetime
+    stopped_at: datetime
+
+
 class ExecutionHistory(Protocol):
+    """What Step Functions tells of the stack's executions: an ended one's history, and which ended."""
+
     def states_entered(self, execution_arn: str) -> list[tuple[str, datetime]] | None: ...
     def resubmissions(self, execution_arn: str) -> ResubmissionsRead: ...
+    def closed_since(self, since: datetime, started_after: datetime) -> list[ClosedExecution]: ...
+    def describe_end(self, execution_arn: str) -> ExecutionStatusDetail | None: ...
 
 
 class DeadLetterSink(Protocol):

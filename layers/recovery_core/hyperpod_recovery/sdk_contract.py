@@ -90,8 +90,27 @@ REQUIRED: dict[str, tuple[Call, ...]] = {
         ),
     ),
     "stepfunctions": (
-        Call("StartExecution", request=("stateMachineArn", "name", "input"), response=("executionArn",)),
+        Call("StartExecution", request=("stateMachineArn", "name", "input"), response=("executionArn", "startDate")),
         Call("SendTaskSuccess", request=("taskToken", "output")),
+        # The sweep of ended executions (steps/sweep_ended_executions.py).
+        Call(
+            "ListExecutions",
+            request=("stateMachineArn", "statusFilter", "maxResults", "nextToken"),
+            response=(
+                "executions[].executionArn",
+                "executions[].stateMachineArn",
+                "executions[].name",
+                "executions[].status",
+                "executions[].startDate",
+                "executions[].stopDate",
+                "nextToken",
+            ),
+        ),
+        Call(
+            "DescribeExecution",
+            request=("executionArn",),
+            response=("executionArn", "stateMachineArn", "name", "status", "startDate", "stopDate", "input", "error", "cause"),
+        ),
         Call(
             "GetExecutionHistory",
             request=("executionArn", "reverseOrder", "maxResults", "nextToken", "includeExecutionData"),

@@ -10,9 +10,11 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from hyperpod_recovery.sdk_contract import check_client
 
-# Standard retry mode already retries throttling and 5xx a few times with backoff; the state
-# machine retries our named transient errors on top, with its own bounded backoff.
-CLIENT_CONFIG = Config(retries={"max_attempts": 4, "mode": "standard"}, connect_timeout=5, read_timeout=30)
+# Standard retry mode retries throttling, 5xx and a call without an answer twice, with backoff; the
+# state machine (or the SQS redelivery) retries our named transient errors on top, with its own bounded
+# backoff. One call at its worst (three attempts timing out, the longest backoffs: 34 s) must leave the
+# functions' 45 s time to fail with our named error before Lambda stops them (tests/contract/test_time_budgets.py).
+CLIENT_CONFIG = Config(retries={"total_max_attempts": 3, "mode": "standard"}, connect_timeout=2, read_timeout=5)
 # The preflight invokes the stack's Check Deployment function (Timeout 120 s in template.yaml) and
 # waits for its answer: a read timeout must outlast the function, and a retry would only run the
 # whole check again (tests/contract/test_template.py holds the two together).

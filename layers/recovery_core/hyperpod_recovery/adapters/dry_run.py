@@ -226,6 +226,16 @@ class DryRunLedger:
     def rejoin_waits(self, cluster: str) -> list[RejoinWait]:
         return self._ledger.rejoin_waits(cluster)
 
+    # --- an end's notification and the sweep's mark: no workflow step writes them, in a drill or not
+    def claim_notification(self, incident_id: str, now: datetime, lease: timedelta) -> bool:
+        return self._ledger.claim_notification(incident_id, now, lease)
+
+    def ends_swept_until(self, cluster: str) -> datetime | None:
+        return self._ledger.ends_swept_until(cluster)
+
+    def save_ends_swept_until(self, cluster: str, moment: datetime) -> None:
+        self._ledger.save_ends_swept_until(cluster, moment)
+
 
 def would_result(command: ControllerCommand) -> Any:
     """What a mutating command's reply says when it succeeds: the nodes drained or resumed, the job

@@ -62,12 +62,18 @@ PAGE_LIMIT = 500
 TOKEN_REUSE_SECONDS = 600
 # A list larger than this many pages is not read to its end (a runaway continue token).
 MAX_PAGES = 200
-# Within the functions' 30 s and the orchestrator states' 60 s heartbeat: a connection that went
-# stale while the Lambda was frozen fails fast and is tried once more on a fresh one. Every request
-# of ours may be sent twice: reads, patches that test the version they read (the second conflicts and
-# is decided again), and a create whose second try finds the first (409, then checked).
-_TIMEOUT = urllib3.Timeout(connect=5.0, read=10.0)
-_ONE_RETRY = urllib3.Retry(total=1, connect=1, read=1, other=1, status=0, redirect=0, allowed_methods=None, raise_on_status=False)
+# The request budget. A connection that went stale while the Lambda was frozen fails fast and is
+# tried once more on a fresh one; a 401 gets a fresh token and one last send, without a retry. So one
+# request takes at most 3 x (connect + read) plus two token mints: 23 s, within the calling
+# functions' 45 s with margin (tests/contract/test_time_budgets.py) and the orchestrator states' 60 s
+# heartbeat. Every request of ours may be sent twice: reads, patches that test the version they read
+# (the second conflicts and is decided again), and a create whose second try finds the first (409,
+# then checked).
+CONNECT_TIMEOUT_SECONDS = 2.0
+READ_TIMEOUT_SECONDS = 5.0
+NO_ANSWER_RETRY = urllib3.Retry(total=1, connect=1, read=1, other=1, status=0, redirect=0, allowed_methods=None, raise_on_status=False)
+SENDS_AFTER_401 = 1
+_TIMEOUT = urllib3.Timeout(connect=CONNECT_TIMEOUT_SECONDS, read=READ_TIMEOUT_SECONDS)
 
 
 class KubeExpired(KubeUnavailable):
@@ -202,7 +208,7 @@ class KubernetesApi:
                 context = ssl.create_default_context(cadata=self._endpoint.ca_pem)
             except (ssl.SSLError, ValueError) as exc:
                 raise KubeUnavailable(f"the EKS cluster's certificate authority does not load: {exc}") from exc
-            self._pool = urllib3.PoolManager(ssl_context=context, timeout=_TIMEOUT, retries=_ONE_RETRY, maxsize=4)
+            self._pool = urllib3.PoolManager(ssl_context=context, timeout=_TIMEOUT, retries=NO_ANSWER_RETRY, maxsize=4)
         return self._endpoint, self._pool
 
     def _bearer(self, endpoint: KubeEndpoint, *, fresh: bool = False) -> str:
@@ -225,12 +231,14 @@ class KubernetesApi:
         payload = None if body is None else json.dumps(body).encode()
         self.calls.append((verb, resource))
         response = None
-        for attempt in (1, 2):
-            headers = {"Accept": "application/json", "Authorization": f"Bearer {self._bearer(endpoint, fresh=attempt == 2)}"}
+        for attempt in range(1 + SENDS_AFTER_401):
+            headers = {"Accept": "application/json", "Authorization": f"Bearer {self._bearer(endpoint, fresh=attempt > 0)}"}
             if content_type:
                 headers["Content-Type"] = content_type
+            # (after a 401 the connection answered: one send, no retry, within the request budget)
+            retries = NO_ANSWER_RETRY if attempt == 0 else False
             try:
-                response = pool.request(method, endpoint.url + path, body=payload, headers=headers, redirect=False)
+                response = pool.request(method, endpoint.url + path, body=payload, headers=headers, redirect=False, retries=retries)
             except urllib3.exceptions.HTTPError as exc:
                 raise KubeUnavailable(f"{method} {path.split('?')[0]}: no answer from the API server ({type(exc).__name__})") from exc
             # A 401 may be a token minted just before a clock step or a credential rotation: once more.

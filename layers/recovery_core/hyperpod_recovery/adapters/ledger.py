@@ -14,7 +14,9 @@ Items:
     CLUSTER#<cluster>          / RECOVERY#<epoch>#<incident>   one recovery that acted (breaker and repeat-offender windows)
     LINEAGE#<cluster>#<job id> / RESTART#<new job id>          one restart of that lineage (restart budget, crash loops)
     REJOIN#<cluster>           / WAIT#<execution>              a recovery waiting for its replaced nodes (Cluster Events)
-    INCIDENT#<incident id>     / EFFECT#<name>                 an outside effect made once per incident (its notification)
+    INCIDENT#<incident id>     / EFFECT#<name>                 an outside effect made once per incident (its notification,
+                                                               with the lease of a delivery that may send it)
+    CLUSTER#<cluster>          / ENDS_SWEPT                    until when the sweep of ended executions recorded every end
 
 No item grows with the cluster's history: what accumulates (recoveries, restarts, waits) is an item
 per entry, read with one Query, and every item stays far below DynamoDB's 400 KB at the largest
@@ -799,6 +801,37 @@ class DynamoLedger:
             started_at=datetime.fromisoformat(item["started_at"]["S"]),
             done_at=datetime.fromisoformat(item["done_at"]["S"]) if "done_at" in item else None,
             result=item["result"]["S"] if "result" in item else None,
+        )
+
+    def claim_notification(self, incident_id: str, now: datetime, lease: timedelta) -> bool:
+        """The right to send the incident's notification (its effect, begun), for ``lease``: False
+        when it was sent, or while another delivery holds the right (it may send it; after the
+        lease, anyone may). For the paths where two deliveries of one end may run at once."""
+        try:
+            self._call(
+                self.dynamodb.update_item,
+                TableName=self.table_name,
+                Key={"pk": {"S": f"INCIDENT#{incident_id}"}, "sk": {"S": f"{EFFECT_PREFIX}notification"}},
+                UpdateExpression="SET lease_until = :until",
+                ConditionExpression="attribute_exists(pk) AND attribute_not_exists(done_at) "
+                "AND (attribute_not_exists(lease_until) OR lease_until < :now)",
+                ExpressionAttributeValues={":until": {"N": _epoch(now + lease)}, ":now": {"N": _epoch(now)}},
+            )
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise self._unavailable(exc) from exc
+            return False
+        return True
+
+    def ends_swept_until(self, cluster: str) -> datetime | None:
+        item = self._get(f"CLUSTER#{cluster}", "ENDS_SWEPT")
+        return datetime.fromisoformat(item["until"]["S"]) if item else None
+
+    def save_ends_swept_until(self, cluster: str, moment: datetime) -> None:
+        self._call(
+            self.dynamodb.put_item,
+            TableName=self.table_name,
+            Item={"pk": {"S": f"CLUSTER#{cluster}"}, "sk": {"S": "ENDS_SWEPT"}, "until": {"S": moment.isoformat()}},
         )
 
     # --- helpers ------------------------------------------------------------------------

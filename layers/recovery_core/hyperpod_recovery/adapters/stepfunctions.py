@@ -1,25 +1,29 @@
-"""Step Functions: start a recovery, answer a waiting task, read an ended execution's history.
+"""Step Functions: start a recovery, answer a waiting task, read an ended execution's history,
+list the executions that ended.
 
 SDK errors leave as ours: StartExecutionFailed (a reused name is not an error: "already_exists"),
-TaskAnswerFailed; a history that cannot be read is None (best effort, see ``states_entered``).
+TaskAnswerFailed; a history that cannot be read is None (best effort, see ``states_entered``); a
+listing that cannot be read is HistoryUnavailable.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping
-from datetime import datetime
-from typing import Any, Literal
+from datetime import datetime, timedelta
+from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import ValidationError
 
 from hyperpod_recovery.adapters.aws import LazyClient, error_code, is_transient
+from hyperpod_recovery.clock import current_clock
 from hyperpod_recovery.errors import HistoryUnavailable, StartExecutionFailed, TaskAnswerFailed
 from hyperpod_recovery.models.commands import CommandReply, ResubmitResult
+from hyperpod_recovery.models.events import ExecutionStatusDetail
 from hyperpod_recovery.models.workflow import ResumePlan
 from hyperpod_recovery.observability import logger
-from hyperpod_recovery.ports import ResubmissionSeen, ResubmissionsRead, Workflow
+from hyperpod_recovery.ports import ClosedExecution, ResubmissionSeen, ResubmissionsRead, StartOutcome, Workflow
 
 # GetExecutionHistory returns at most 1,000 events a page and a history holds up to 25,000; the
 # newest events say where the execution stopped, so read newest first and stop after this many.
@@ -31,6 +35,16 @@ TOKEN_GONE = frozenset({"TaskTimedOut", "TaskDoesNotExist", "InvalidToken"})
 # smaller pages keep one page's memory bounded.
 DATA_PAGE_SIZE = 100
 RESUBMIT_REPLY = "resubmit_job"  # the agent's reply type (models/commands.py ResubmitJob)
+# The ends no Record step records: Reconcile Execution and the sweep look for these.
+CLOSED_UNRECORDED = ("FAILED", "TIMED_OUT", "ABORTED")
+LIST_PAGE_SIZE = 1000  # ListExecutions' largest page
+# ListExecutions is throttled per account and region (a bucket of 100, refilled at 2 a second: Step
+# Functions quotas, API action throttling), shared with every other caller: a sweep reads at most this
+# many pages (six listings, two workflows by three statuses, are its usual all).
+MAX_LIST_CALLS = 30
+# ASSUMPTION: Step Functions' clock and the function's (both NTP-synchronised) differ by less than
+# this. Only counts depend on it (an execution started, or one found running), never an action.
+START_CLOCK_SKEW = timedelta(seconds=2)
 
 
 class StepFunctions:
@@ -41,11 +55,16 @@ class StepFunctions:
         self._stepfunctions = stepfunctions
 
     # --- Workflows ------------------------------------------------------------------------
-    def start(self, name: str, payload: str, workflow: Workflow = "node") -> Literal["started", "already_exists"]:
-        """Start one NodeRecovery (or JobRecovery) execution named ``name``. Step Functions refuses
-        a reused name, which is how a duplicate event in the same fault episode is turned away."""
+    def start(self, name: str, payload: str, workflow: Workflow = "node") -> StartOutcome:
+        """Start one NodeRecovery (or JobRecovery) execution named ``name``: "started" only when this
+        call started it. Step Functions refuses a reused name with other input, or of an execution
+        that ended ("already_exists"), which is how a duplicate event in the same fault episode is
+        turned away; the same name and input while that execution runs succeed again, with "the same
+        response as the original request" (StartExecution API reference): its startDate, older than
+        this call ("running": a poll or a redelivery that found its own execution)."""
+        asked_at = current_clock()()
         try:
-            self.stepfunctions.start_execution(stateMachineArn=self.state_machine_arns[workflow], name=name, input=payload)
+            answer = self.stepfunctions.start_execution(stateMachineArn=self.state_machine_arns[workflow], name=name, input=payload)
         except ClientError as exc:
             if error_code(exc) == "ExecutionAlreadyExists":
                 return "already_exists"
@@ -53,7 +72,64 @@ class StepFunctions:
             raise StartExecutionFailed(f"StartExecution {name}: {error_code(exc)} ({kind})") from exc
         except BotoCoreError as exc:
             raise StartExecutionFailed(f"StartExecution {name}: {exc}") from exc
+        # A lost answer retried by botocore within this call finds the execution its first attempt
+        # started, dated after ``asked_at``: started here, once.
+        started_on = answer.get("startDate")
+        if isinstance(started_on, datetime) and started_on < asked_at - START_CLOCK_SKEW:
+            return "running"
         return "started"
+
+    # --- ended executions (the sweep) ---------------------------------------------------------
+    def closed_since(self, since: datetime, started_after: datetime) -> list[ClosedExecution]:
+        """Every execution of the two workflows that ended FAILED, TIMED_OUT or ABORTED at or after
+        ``since`` (ListExecutions, by status, page by page).
+
+        ListExecutions lists "sorted by time, with the most recent execution first": ASSUMPTION, by
+        start date (the one date every item carries). A listing stops at the first page all of whose
+        executions started before ``started_after``: none of them, or of those after, can have ended
+        since ``since`` if no execution runs longer than ``since - started_after``."""
+        found: list[ClosedExecution] = []
+        calls = 0
+        for _, machine in sorted(self.state_machine_arns.items()):
+            for status in CLOSED_UNRECORDED:
+                request: dict[str, Any] = {"stateMachineArn": machine, "statusFilter": status, "maxResults": LIST_PAGE_SIZE}
+                while True:
+                    if calls == MAX_LIST_CALLS:
+                        raise HistoryUnavailable(f"ListExecutions: more than {MAX_LIST_CALLS} pages of ended executions to read")
+                    calls += 1
+                    try:
+                        page = self.stepfunctions.list_executions(**request)
+                    except (ClientError, BotoCoreError) as exc:
+                        raise HistoryUnavailable(f"ListExecutions {machine} {status}: {exc}") from exc
+                    items = page.get("executions", [])
+                    found += [_closed(item) for item in items if item.get("stopDate") is not None and item["stopDate"] >= since]
+                    if not page.get("nextToken") or all(item["startDate"] < started_after for item in items):
+                        break
+                    request["nextToken"] = page["nextToken"]
+        return found
+
+    def describe_end(self, execution_arn: str) -> ExecutionStatusDetail | None:
+        """An ended execution as its status-change event would have told it (its input, its error
+        and cause); None when Step Functions no longer has it (90 days after its end)."""
+        try:
+            answer = self.stepfunctions.describe_execution(executionArn=execution_arn)
+        except ClientError as exc:
+            if error_code(exc) == "ExecutionDoesNotExist":
+                return None
+            raise HistoryUnavailable(f"DescribeExecution {execution_arn}: {error_code(exc)}") from exc
+        except BotoCoreError as exc:
+            raise HistoryUnavailable(f"DescribeExecution {execution_arn}: {exc}") from exc
+        return ExecutionStatusDetail(
+            executionArn=answer["executionArn"],
+            stateMachineArn=answer["stateMachineArn"],
+            name=answer["name"],
+            status=answer["status"],
+            startDate=_millis(answer.get("startDate")),
+            stopDate=_millis(answer.get("stopDate")),
+            input=answer.get("input"),
+            error=answer.get("error"),
+            cause=answer.get("cause"),
+        )
 
     # --- task tokens ----------------------------------------------------------------------
     def wake(self, task_token: str, output: str) -> bool:
@@ -121,6 +197,21 @@ class StepFunctions:
         except BotoCoreError as exc:
             raise HistoryUnavailable(f"GetExecutionHistory {execution_arn}: {exc}") from exc
         return ResubmissionsRead(seen=seen, asked=set(plans), complete=False)
+
+
+def _closed(item: dict[str, Any]) -> ClosedExecution:
+    return ClosedExecution(
+        execution_arn=item["executionArn"],
+        state_machine_arn=item["stateMachineArn"],
+        name=item["name"],
+        status=item["status"],
+        started_at=item["startDate"],
+        stopped_at=item["stopDate"],
+    )
+
+
+def _millis(moment: datetime | None) -> int | None:
+    return None if moment is None else int(moment.timestamp() * 1000)
 
 
 class _HistoryPages:

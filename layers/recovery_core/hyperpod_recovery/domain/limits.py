@@ -33,14 +33,14 @@ MAX_GATE_REPLACEMENTS = 1
 # through the loop than its waits' lengths allow.
 MAX_EVENT_WAKES = 20
 
-# What NodeRecovery spends besides its deadlines, at worst (13.5 h): the controller steps' own timeouts
-# (Cordon Nodes 600 s, Resume Nodes 600 s once per rejoin, and Resubmit Job
-# 900 s for each wave of four of the 64 jobs an incident carries, split between Resubmit Jobs Now
-# and Resubmit Jobs, when the agent never answers), every Lambda step at its timeout on every retry,
-# and one last check past the deadline: 46,580 s today. The contract test recomputes it from the ASL
-# and the template and fails if it grows past this. A parent waiting too long costs nothing (the
+# What NodeRecovery spends besides its deadlines, at worst (16.25 h): the controller steps' own timeouts
+# (Cordon Nodes 600 s, Resume Nodes 600 s once per rejoin, and Resubmit Job 900 s for each wave of
+# four of the 64 jobs an incident carries, split between Resubmit Jobs Now and Resubmit Jobs, when
+# the agent never answers), every Lambda step at its timeout (45 s) on every retry (a stopped
+# function's retry included), and one last check past the deadline: 56,345 s today. The contract
+# test recomputes it from the ASL and the template and fails if it grows past this. A parent waiting too long costs nothing (the
 # child's own end ends the wait); a parent giving up too soon stops a recovery in the middle.
-NODE_RECOVERY_OVERHEAD_SECONDS = 48_600
+NODE_RECOVERY_OVERHEAD_SECONDS = 58_500
 
 
 def rejoin_wait_bounds(poll_seconds: int, max_poll_seconds: int, window_seconds: int) -> tuple[int, int]:
@@ -65,3 +65,11 @@ def rejoin_window_seconds(reboot_deadline_seconds: int, rejoin_deadline_seconds:
 def node_recovery_time_bound_seconds(reboot_deadline_seconds: int, rejoin_deadline_seconds: int) -> int:
     """The longest a NodeRecovery execution can run: JobRecovery's timeout for its nested run."""
     return rejoin_window_seconds(reboot_deadline_seconds, rejoin_deadline_seconds) + NODE_RECOVERY_OVERHEAD_SECONDS
+
+
+def execution_time_bound_seconds(reboot_deadline_seconds: int, rejoin_deadline_seconds: int, max_backoff_seconds: int) -> int:
+    """The longest an execution of either workflow can run: NodeRecovery's bound, or JobRecovery's,
+    which runs one NodeRecovery nested (or waits for another incident's, as long), waits out its
+    restart backoff, and takes its own steps (far within a second NodeRecovery's overhead). The
+    sweep of ended executions reads back this far for what may have ended since its last sweep."""
+    return 2 * node_recovery_time_bound_seconds(reboot_deadline_seconds, rejoin_deadline_seconds) + max_backoff_seconds

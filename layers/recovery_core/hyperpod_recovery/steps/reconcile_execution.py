@@ -1,16 +1,22 @@
 """Reconcile Execution: every end of an execution is recorded and releases what it held.
 
-Run for each FAILED, TIMED_OUT or ABORTED execution of the stack's two state machines (Step
-Functions' status-change event, through EventBridge and a queue). An execution that recorded its
-outcome (escalated, capped, rejected and stale ones end in a Fail state by design) only has
-whatever it still holds settled, in case Record Outcome died half-way; one that never recorded gets
-its record (outcome ``aborted`` or ``failed``), its holdings settled, and a notification.
-Idempotent: a redelivered event finds the record, settles what is left and notifies only if the
-first delivery did not get that far.
+Run for each FAILED, TIMED_OUT or ABORTED execution of the stack's two state machines, by two
+paths: Step Functions' status-change event (through EventBridge and a queue), which is delivered
+best effort, and the sweep of ended executions (steps/sweep_ended_executions.py), which lists them.
+An execution that recorded its outcome (escalated, capped, rejected and stale ones end in a Fail
+state by design) only has whatever it still holds settled, in case Record Outcome died half-way; one
+that never recorded gets its record (outcome ``aborted`` or ``failed``), its holdings settled, and a
+notification.
+
+Idempotent, across both paths and their redeliveries: an end already settled is left as it is
+without reading its history; a delivery that stopped half-way is finished by the next one from the
+record; and the one notification is claimed in the ledger before it is sent, so two deliveries at
+once never send it twice (the other is tried again, and sends it if the claim's holder never did).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
@@ -19,13 +25,19 @@ from hyperpod_recovery.domain.advice import Deployment
 from hyperpod_recovery.domain.incident import resubmission, submitted_here
 from hyperpod_recovery.domain.notification import notification
 from hyperpod_recovery.domain.reconcile import UNRECORDED_ENDS, UNRECORDED_OUTCOMES, EndedExecution, unrecorded_end_record
+from hyperpod_recovery.errors import NotificationInProgress
 from hyperpod_recovery.models.events import ExecutionStatusDetail
-from hyperpod_recovery.models.records import RecoveryLogEntry
+from hyperpod_recovery.models.records import IncidentRecord, RecoveryLogEntry
 from hyperpod_recovery.observability import logger
 from hyperpod_recovery.ports import ExecutionHistory, Ledger, Notifier, ResubmissionsRead
 from hyperpod_recovery.steps.record_outcome import NOTIFICATION
 from hyperpod_recovery.steps.replace_nodes import REBOOT_MARK
 from hyperpod_recovery.steps.settle import settle_holdings
+
+# How long one delivery holds the right to send an end's notification: longer than the functions that
+# send it may run (a holder past it has stopped), shorter than the reconcile queue hides a message (the
+# redelivery of a holder that died finds the right free). tests/contract/test_time_budgets.py.
+NOTICE_LEASE = timedelta(minutes=5)
 
 
 @dataclass(frozen=True)
@@ -33,6 +45,85 @@ class Reconciled:
     incident: str
     action: Literal["recorded", "settled", "ignored"]
     outcome: str | None = None
+
+
+@dataclass(frozen=True)
+class EndContext:
+    """What reconciling any end needs besides the end: the stack's ports and settings (both the
+    event's path and the sweep's reconcile with the same)."""
+
+    ledger: Ledger
+    notifier: Notifier
+    history: ExecutionHistory
+    cluster: str
+    job_state_machine_arn: str
+    stack_dry_run: bool
+    escalation_hold: timedelta
+    execution_url: Callable[[str, Literal["node", "job"]], str]  # (execution name, workflow) -> console link
+    log_seconds: int
+    rejoin_deadline: timedelta
+    orchestrator: Literal["slurm", "eks"] = "slurm"
+    deployment: Deployment | None = None
+
+
+def reconcile_end(detail: ExecutionStatusDetail, context: EndContext, now: datetime) -> Reconciled:
+    """Record, settle and notify one ended execution (the entry of both paths)."""
+    workflow: Literal["node", "job"] = "job" if detail.stateMachineArn == context.job_state_machine_arn else "node"
+    return reconcile_execution(
+        detail,
+        ledger=context.ledger,
+        notifier=context.notifier,
+        cluster=context.cluster,
+        job_state_machine_arn=context.job_state_machine_arn,
+        stack_dry_run=context.stack_dry_run,
+        escalation_hold=context.escalation_hold,
+        execution_url=context.execution_url(detail.name, workflow),
+        now=now,
+        log_seconds=context.log_seconds,
+        rejoin_deadline=context.rejoin_deadline,
+        history=context.history,
+        orchestrator=context.orchestrator,
+        deployment=context.deployment,
+    )
+
+
+def _notify_once(
+    ledger: Ledger,
+    notifier: Notifier,
+    name: str,
+    record: IncidentRecord,
+    execution_url: str,
+    hold_until: datetime | None,
+    deployment: Deployment | None,
+    now: datetime,
+) -> None:
+    """The end's one page (the incident's notification effect, begun): sent by the delivery that
+    holds its lease; another delivery at the same moment is tried again, and sends it only if the
+    holder never did (its lease ran out)."""
+    if not ledger.claim_notification(name, now, NOTICE_LEASE):
+        raise NotificationInProgress(f"{name}: another delivery of this end holds the right to notify")
+    subject, body = notification(record, execution_url, hold_until=hold_until, deployment=deployment)
+    notifier.publish(subject, body, {"outcome": record.outcome, "cluster": record.cluster, "workflow": record.workflow})
+    ledger.finish_effect(name, NOTIFICATION, now)
+
+
+def end_settled(ledger: Ledger, name: str) -> bool:
+    """Nothing is left to do for this end: it is recorded, it holds nothing, and (when it never
+    recorded itself) its notification went out. A redelivered event or a sweep then reads no history."""
+    record = ledger.get_incident(name)
+    return record is not None and _nothing_left(ledger, name, record)
+
+
+def _nothing_left(ledger: Ledger, name: str, record: IncidentRecord) -> bool:
+    held = ledger.holdings(name)
+    if held is not None and not held.empty:
+        return False
+    page = ledger.effect_of(name, NOTIFICATION)
+    if page is not None and not page.done:
+        return False  # a page begun and not sent (by a Record step, or an earlier delivery): to send
+    if record.outcome not in UNRECORDED_OUTCOMES or record.notified_at is not None:
+        return True
+    return page is not None and page.done
 
 
 def reconcile_execution(
@@ -55,6 +146,8 @@ def reconcile_execution(
     if detail.status not in UNRECORDED_ENDS:
         return Reconciled(detail.name, "ignored")
     record = ledger.get_incident(detail.name)
+    if record is not None and _nothing_left(ledger, detail.name, record):
+        return Reconciled(detail.name, "settled", record.outcome)
     if record is not None and record.outcome not in UNRECORDED_OUTCOMES:
         # It recorded its end; settle what a Record step that died half-way may have left.
         resubmitted = {r.job: r.new_job_id for r in record.resubmissions if r.new_job_id}
@@ -64,9 +157,7 @@ def reconcile_execution(
         # sent, for a page must not be lost); an end recorded by an earlier version began none.
         begun = ledger.effect_of(detail.name, NOTIFICATION)
         if begun is not None and not begun.done:
-            subject, body = notification(record, execution_url, hold_until=hold)
-            notifier.publish(subject, body, {"outcome": record.outcome, "cluster": cluster, "workflow": record.workflow})
-            ledger.finish_effect(detail.name, NOTIFICATION, now)
+            _notify_once(ledger, notifier, detail.name, record, execution_url, hold, deployment, now)
         return Reconciled(detail.name, "settled", record.outcome)
 
     # Where it stopped and what each phase took, from its history (best effort: None if unreadable).
@@ -143,9 +234,7 @@ def reconcile_execution(
     )
     # (``notified_at``: an end the previous version reconciled and notified)
     if not page.done and record.notified_at is None:
-        subject, body = notification(record, execution_url, hold_until=hold_until, deployment=deployment)
-        notifier.publish(subject, body, {"outcome": record.outcome, "cluster": cluster, "workflow": record.workflow})
-        ledger.finish_effect(end.name, NOTIFICATION, now)
+        _notify_once(ledger, notifier, end.name, record, execution_url, hold_until, deployment, now)
     if first:
         logger.warning(
             "execution ended without recording an outcome", extra={"incident": end.name, "status": end.status, "error": end.error}
