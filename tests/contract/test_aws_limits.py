@@ -632,7 +632,11 @@ def test_given_the_health_check_parameter_then_the_functions_accept_exactly_its_
     (limit,) = [m.max_length for m in Settings.model_fields["replacement_health_check"].metadata if hasattr(m, "max_length")]
     assert limit == PARAMETERS["ReplacementHealthCheck"]["MaxLength"]
     # And only Resume Nodes carries it (in Globals it would weigh on every function's 4 KB)
-    carriers = [logical for logical, r in _of_type("AWS::Serverless::Function") if "Environment" in r["Properties"]]
+    carriers = [
+        logical
+        for logical, r in _of_type("AWS::Serverless::Function")
+        if "REPLACEMENT_HEALTH_CHECK" in r["Properties"].get("Environment", {}).get("Variables", {})
+    ]
     assert "REPLACEMENT_HEALTH_CHECK" not in TEMPLATE["Globals"]["Function"]["Environment"]["Variables"]
     assert carriers == ["ResumeNodesFunction"]
 
