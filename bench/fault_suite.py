@@ -5,17 +5,20 @@ moments two copies of one job were live (must be 0), nodes acted on past the clu
 messages a human read that their record contradicts (must be 0), the largest state in KiB, and the
 virtual time.
 
-    python bench/fault_suite.py
+    python bench/fault_suite.py [--storm N]    (N failed jobs in the EKS storm row; the suite's own is 60)
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "layers" / "recovery_core"), str(ROOT / "agent")]
+if "--storm" in sys.argv:  # (read by sandbox/fault_suite.py when it is imported)
+    os.environ["HYPERPOD_RECOVERY_STORM_JOBS"] = sys.argv[sys.argv.index("--storm") + 1]
 
 from sandbox.fault_suite import SUITE, scenario_of, summary  # noqa: E402
 from sandbox.runner import DrillRunner  # noqa: E402
