@@ -105,7 +105,7 @@ def contradictions(record: IncidentRecord, subject: str, body: str) -> list[str]
         named = copy_label(fate) in text or re.search(short, text)
         if fate.fate in ("resubmitted", "resubmitted_before") and fate.copy_id and not named:
             found.append(f"{label}: its copy {copy_label(fate)} is not named")
-        if fate.fate in ("not_resubmitted", "would_not_resubmit") and record.outcome != "rejected" and not about:
+        if fate.fate in ("not_resubmitted", "would_not_resubmit") and record.outcome != "rejected" and label not in text:
             found.append(f"{label} was not resubmitted and the message does not name it")
         if fate.copy_state != "RUNNING" and any("runs again" in line for line in about):
             found.append(f"{label}: said to run again, its copy was {fate.copy_state or 'never seen'}")
