@@ -26,9 +26,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "layers" / "recovery_core"), str(ROOT / "training"), str(ROOT / "agent")]
 
 from hyperpod_recovery.domain.durations import format_duration  # noqa: E402
-from sandbox.fault_suite import merge_changes  # noqa: E402
 from sandbox.runner import DrillRunner  # noqa: E402
-from sandbox.scenario import Scenario, load_scenario  # noqa: E402
+from sandbox.scenario import load_scenario, with_changes  # noqa: E402
 
 # (row, scenario, changes to it, what it measures, target)
 SCENARIOS: list[tuple[str, str, dict[str, Any], str, str]] = [
@@ -66,7 +65,7 @@ SCENARIOS: list[tuple[str, str, dict[str, Any], str, str]] = [
 def measure(row: str, name: str, changes: dict[str, Any], target: str, log_dir: Path) -> dict[str, str]:
     scenario = load_scenario(ROOT / "events" / "drills" / f"{name}.json")
     if changes:
-        scenario = Scenario.model_validate(merge_changes(json.loads(scenario.model_dump_json()), changes))
+        scenario = with_changes(scenario, changes)
     report = DrillRunner(scenario, log_path=log_dir / f"{row}.log").run()
     jobs = [j for j in report["jobs"] if j["fault_at"] is not None]
     downtimes = [j["downtime_seconds"] for j in jobs if j["downtime_seconds"] is not None]

@@ -4,7 +4,6 @@ tests/statemachine/test_fault_injection.py (which checks the invariants) and ben
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections import Counter
@@ -13,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from hyperpod_recovery.domain.safety import SafetyPolicy
-from sandbox.scenario import Scenario, load_scenario
+from sandbox.scenario import Scenario, load_scenario, with_changes
 from sandbox.template import load_template
 
 DRILLS = Path(__file__).resolve().parent.parent / "events" / "drills"
@@ -347,7 +346,8 @@ ENDS_SUITE = [
         {"behaviour": {"execution_end_events_lost": True}},
         ("aborted", "capped:ClusterCapReached", "recovered"),
     ),
-    # Record Outcome dies past its retries (the execution fails after recording) and no event comes: settled by the sweep.
+    # Record Outcome's answers all lost and no event comes: the execution reads its answer back (Recall
+    # Outcome) and ends as decided, nothing left for the sweep; one page.
     Fault(
         "record-outcome-dies-and-its-event-is-lost",
         "default",
@@ -478,17 +478,9 @@ SUITE += [
 ]
 
 
-def merge_changes(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
-    """``base`` with ``changes`` merged in, dictionaries key by key (lists are replaced whole)."""
-    merged = dict(base)
-    for key, value in changes.items():
-        merged[key] = merge_changes(base[key], value) if isinstance(value, dict) and isinstance(base.get(key), dict) else value
-    return merged
-
-
 def scenario_of(fault: Fault) -> Scenario:
     base = load_scenario(DRILLS / f"{fault.scenario}.json")
-    return Scenario.model_validate(merge_changes(json.loads(base.model_dump_json()), fault.changes))
+    return with_changes(base, fault.changes)
 
 
 def cap_limit(scenario: Scenario) -> int:

@@ -439,6 +439,21 @@ class Scenario(_Strict):
             raise ValueError(f"{', '.join(slurm_only)}: Slurm only (a Kubernetes job fails as Failed, and nothing requeues it)")
 
 
+def merge_changes(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
+    """``base`` with ``changes`` merged in, dictionaries key by key (lists are replaced whole)."""
+    merged = dict(base)
+    for key, value in changes.items():
+        merged[key] = merge_changes(base[key], value) if isinstance(value, dict) and isinstance(base.get(key), dict) else value
+    return merged
+
+
+def with_changes(base: Scenario, changes: dict[str, Any]) -> Scenario:
+    """``base`` as its file says it (what it set, not every default: a Slurm job's default
+    Kubernetes object is no Kubernetes object), with ``changes`` merged in: the fault suite's,
+    the tests' and the benchmarks' variations of a drill."""
+    return Scenario.model_validate(merge_changes(json.loads(base.model_dump_json(exclude_unset=True)), changes))
+
+
 def expand_range(ref: str) -> list[tuple[str, int]]:
     match = _NODE_RANGE.fullmatch(ref)
     assert match, ref

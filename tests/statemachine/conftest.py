@@ -1,15 +1,13 @@
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from sandbox.fault_suite import merge_changes
 from sandbox.runner import DrillRunner
-from sandbox.scenario import Scenario, load_scenario
+from sandbox.scenario import load_scenario, with_changes
 from tests.conftest import EVENTS
 
 
@@ -20,7 +18,7 @@ def drill(tmp_path: Path) -> Callable[..., dict[str, Any]]:
     def run(name: str, **changes: Any) -> dict[str, Any]:
         scenario = load_scenario(EVENTS / "drills" / f"{name}.json")
         if changes:
-            scenario = Scenario.model_validate(merge_changes(json.loads(scenario.model_dump_json()), changes))
+            scenario = with_changes(scenario, changes)
         return DrillRunner(scenario, log_path=tmp_path / f"{name}-lambda.log").run()
 
     return run

@@ -3,7 +3,6 @@ machine and however many drills run at once, and it never hangs (sandbox/clock.p
 
 from __future__ import annotations
 
-import json
 import math
 import multiprocessing
 import threading
@@ -15,9 +14,8 @@ import pytest
 
 from hyperpod_recovery.models.commands import CommandEnvelope, JobsOnNodes
 from sandbox.clock import EPOCH, VirtualClock
-from sandbox.fault_suite import merge_changes
 from sandbox.runner import DrillRunner
-from sandbox.scenario import Scenario, load_scenario
+from sandbox.scenario import Scenario, load_scenario, with_changes
 from tests.conftest import EVENTS
 
 pytestmark = pytest.mark.sandbox
@@ -42,7 +40,7 @@ WALL_CLOCK_FIELDS = {"wall_seconds"}
 
 def _scenario() -> Scenario:
     base = load_scenario(EVENTS / "drills" / "job-and-health-event.json")
-    return Scenario.model_validate(merge_changes(json.loads(base.model_dump_json()), ONE_NODE_EVERY_SIGNAL))
+    return with_changes(base, ONE_NODE_EVERY_SIGNAL)
 
 
 def _report(run: int, log_dir: str) -> dict[str, Any]:

@@ -185,8 +185,12 @@ def test_the_runbook_lists_every_vpc_endpoint_each_function_in_the_vpc_calls(
         if r["Type"] == "AWS::EKS::AccessEntry"
     }
     # Given what each function in the VPC calls on an EKS stack (every one resolves the API endpoint
-    # with eks:DescribeCluster on its cold start: the sandbox's one process resolves it once)
-    derived = {f: {VPC_ENDPOINT[s] for s, _ in eks_calls_by_function[f]} | ({"eks"} if f in kube_callers else set()) for f in in_vpc}
+    # with eks:DescribeCluster, and checks the cluster with sagemaker:DescribeCluster, on its cold
+    # start: the sandbox's one process does both once)
+    derived = {
+        f: {VPC_ENDPOINT[s] for s, _ in eks_calls_by_function[f]} | ({"eks", "sagemaker.api"} if f in kube_callers else set())
+        for f in in_vpc
+    }
     # Then the runbook names exactly those endpoints for exactly those functions
     assert _runbook_endpoints() == derived
     # And the template's parameter says the same, all together

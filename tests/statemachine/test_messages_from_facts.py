@@ -4,7 +4,6 @@ cluster's own orchestrator's commands; an error's own text reaches the cause."""
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
@@ -12,7 +11,7 @@ from typing import Any
 import pytest
 
 from sandbox.runner import DrillRunner
-from sandbox.scenario import Scenario, load_scenario
+from sandbox.scenario import load_scenario, with_changes
 
 pytestmark = pytest.mark.sandbox
 DRILLS = Path(__file__).resolve().parents[2] / "events" / "drills"
@@ -21,7 +20,7 @@ DRILLS = Path(__file__).resolve().parents[2] / "events" / "drills"
 def _run(name: str, tmp_path: Path, **changes: Any) -> dict[str, Any]:
     scenario = load_scenario(DRILLS / f"{name}.json")
     if changes:
-        scenario = Scenario.model_validate(json.loads(scenario.model_dump_json()) | changes)
+        scenario = with_changes(scenario, changes)
     return DrillRunner(scenario, log_path=tmp_path / "lambda.log").run()
 
 
