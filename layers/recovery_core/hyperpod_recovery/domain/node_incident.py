@@ -3,7 +3,7 @@ run decided, the summary a human reads, the timeline of what it did and its phas
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 
 from hyperpod_recovery import errors
@@ -237,23 +237,24 @@ def build_timeline(state: WorkflowState, recorded_at: datetime) -> list[Timeline
             entries.append(
                 TimelineEntry(at=resume.completed_at, event="health check failed", detail=f"{unhealthy.node}: {unhealthy.detail}")
             )
+    named = _job_names(state)
     if state.checkpoints is not None:
         chosen = [
-            f"job {p.job.job_id} -> step {p.checkpoint.step} ({p.checkpoint.uri})"
+            f"{named(p.job.job_id)} -> step {p.checkpoint.step} ({p.checkpoint.uri})"
             + (", resubmitted at once" if p in state.checkpoints.resume_now else "")
             + (f", newer rejected: {'; '.join(p.rejected)}" if p.rejected else "")
             for p in state.checkpoints.planned
         ]
-        chosen += [f"job {j.job_id}: {j.reason}" for j in state.checkpoints.unresumable + state.checkpoints.left_alone]
+        chosen += [f"{named(j.job_id)}: {j.reason}" for j in state.checkpoints.unresumable + state.checkpoints.left_alone]
         entries.append(TimelineEntry(at=state.checkpoints.at, event="checkpoint chosen", detail="; ".join(chosen) or "no job to resume"))
     for reply in state.replies:
-        entries.append(TimelineEntry(at=reply.completed_at, event=_resubmit_event(reply), detail=_resubmit_text(reply)))
+        entries.append(TimelineEntry(at=reply.completed_at, event=_resubmit_event(reply), detail=_resubmit_text(reply, named)))
     for failure in state.resubmit_failures:
         entries.append(
             TimelineEntry(
                 at=recorded_at,
                 event="resubmit failed",
-                detail=f"job {failure.job_id}: {failure.failure.Error}: {error_message(failure.failure.Cause)[:300]}",
+                detail=f"{named(failure.job_id)}: {failure.failure.Error}: {error_message(failure.failure.Cause)[:300]}",
             )
         )
     return entries
@@ -370,8 +371,20 @@ def _resubmit_event(reply: CommandReply[ResubmitResult]) -> str:
     return "job resubmitted"
 
 
-def _resubmit_text(reply: CommandReply[ResubmitResult]) -> str:
-    """``1001 -> 1002 (PENDING)``, told by what happened, never "(dry run)" on a live stack."""
+def _job_names(state: WorkflowState) -> Callable[[str], str]:
+    """A job as a human finds it: ``job 1001`` on Slurm, ``PyTorchJob kubeflow/llama`` on EKS (its uid
+    is in the "affected jobs found" line), from the jobs the incident found."""
+    kube = {j.job_id: j.kube for j in state.jobs.result.jobs if j.kube} if state.jobs is not None else {}
+
+    def named(job_id: str) -> str:
+        ref = kube.get(job_id)
+        return f"{ref.kind} {ref.namespace}/{ref.name}" if ref else f"job {job_id}"
+
+    return named
+
+
+def _resubmit_text(reply: CommandReply[ResubmitResult], named: Callable[[str], str]) -> str:
+    """``job 1001 -> 1002, PENDING``, told by what happened, never "(dry run)" on a live stack."""
     result = reply.result
     if reply.dry_run:
         new = "(dry run)"
@@ -383,7 +396,7 @@ def _resubmit_text(reply: CommandReply[ResubmitResult]) -> str:
         new = result.new_job_id or "(no job id returned)"
         new = f"{result.new_job_name} (uid {new})" if result.new_job_name else new  # (EKS: a new object, by its name)
         new += f", {result.new_job_state}" if result.new_job_state else ""
-    return f"{result.old_job_id} -> {new}"
+    return f"{named(result.old_job_id)} -> {new}"
 
 
 def _not_replaced_by_us(state: WorkflowState) -> str:
