@@ -10,6 +10,7 @@ virtual time.
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import tempfile
@@ -17,8 +18,21 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "layers" / "recovery_core"), str(ROOT / "agent")]
-if "--storm" in sys.argv:  # (read by sandbox/fault_suite.py when it is imported)
-    os.environ["HYPERPOD_RECOVERY_STORM_JOBS"] = sys.argv[sys.argv.index("--storm") + 1]
+
+
+def _storm_size(text: str) -> int:
+    # More than 20 (the breaker's places) so the row shows the breaker open; the poller's memory
+    # and the cluster's jobs bound the rest.
+    if not text.isdigit() or not 21 <= int(text) <= 2000:
+        raise argparse.ArgumentTypeError(f"{text!r}: a whole number of failed jobs from 21 to 2000")
+    return int(text)
+
+
+_parser = argparse.ArgumentParser(description="The fault-injection suite as a table.")
+_parser.add_argument("--storm", type=_storm_size, default=None, help="failed jobs in the EKS storm row (the suite's own is 60)")
+_storm = _parser.parse_args().storm
+if _storm is not None:  # (read by sandbox/fault_suite.py when it is imported)
+    os.environ["HYPERPOD_RECOVERY_STORM_JOBS"] = str(_storm)
 
 from sandbox.fault_suite import SUITE, scenario_of, summary  # noqa: E402
 from sandbox.runner import DrillRunner  # noqa: E402

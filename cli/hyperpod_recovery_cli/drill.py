@@ -133,7 +133,24 @@ def read_drill_file(args: argparse.Namespace) -> dict[str, Any] | None:
             raise DrillUsageError("this scenario fails a job: its job ids are the sandbox's, so name the real one with --job")
         if not _node_refs(faults):
             raise DrillUsageError(f"{path}: no fault names a node")
+        _scenario_name(document)
     return document
+
+
+SCENARIO_NAME_LIMIT = 128  # the sandbox's Scenario.name
+
+
+def _scenario_name(document: dict[str, Any]) -> str | None:
+    """The scenario's ``name`` (it goes into the request's reason), checked as the sandbox checks it."""
+    name = document.get("name")
+    if name is None:
+        return None
+    if not isinstance(name, str):
+        raise DrillUsageError(f"name: a scenario's name is text, not {shown(name)}")
+    try:
+        return plain_text("name", name, limit=SCENARIO_NAME_LIMIT, say="name the scenario (or leave name out)")
+    except InputRefused as exc:
+        raise DrillUsageError(str(exc)) from exc
 
 
 def _read_json(path: Path) -> Any:
@@ -203,7 +220,9 @@ def build_request(
         refs = _node_refs(scenario.get("faults", []))
         workflow = "node"
         payload = {"cluster": targets.cluster, "node_ids": resolve_node_refs(refs, cluster_nodes_by_group(sagemaker(), targets.cluster))}
-        reason = reason or f"drill {scenario.get('name', Path(args.scenario).stem)}"
+        # (a file's stem may be anything a file system allows: kept to one line and the name's bound)
+        named = _scenario_name(scenario) or one_line(Path(args.scenario).stem)[:SCENARIO_NAME_LIMIT]
+        reason = reason or f"drill {named}"
         notes.append(f"scenario nodes {', '.join(refs)} are {', '.join(payload['node_ids'])} on {targets.cluster}")
     payload.setdefault("cluster", targets.cluster)
     payload["reason"] = reason or payload.get("reason") or "recovery drill"

@@ -195,6 +195,30 @@ def test_any_scenario_drilled_is_refused_in_one_line_or_starts_a_well_formed_req
         assert code == cli.EXIT_USAGE
 
 
+@pytest.mark.parametrize("name", [{"x" * 2000: None}, ["a"], 7, "x" * 129, "\x1b[2Jdrill", "  "], ids=repr)
+def test_a_scenario_name_the_sandbox_would_refuse_is_refused_before_any_start(tmp_path: Path, name: Any) -> None:
+    # Given a real scenario whose name is not a line of text of at most 128 characters (found by the
+    # fuzzing above: an object as the name made a reason past the request's 1,024 characters)
+    document = copy.deepcopy(next(s for s in SCENARIOS if s["name"] == "default")) | {"name": name}
+    # When it is drilled
+    code, _, err, started = _drill(f"--scenario={_write(tmp_path, document)}")
+    # Then it is refused naming the field, in one line, and nothing is started
+    assert (code, started) == (cli.EXIT_USAGE, [])
+    _one_printable_line(err)
+    assert "name" in err
+
+
+def test_a_scenario_is_drilled_under_its_name_or_its_files(tmp_path: Path) -> None:
+    default = next(s for s in SCENARIOS if s["name"] == "default")
+    code, _, _, started = _drill(f"--scenario={_write(tmp_path, default)}")
+    assert code == cli.EXIT_AWS and started[0]["reason"] == "drill default"
+    unnamed = {k: v for k, v in default.items() if k != "name"}
+    path = tmp_path / ("x" * 200 + ".json")
+    path.write_text(json.dumps(unnamed))
+    code, _, _, started = _drill(f"--scenario={path}")
+    assert code == cli.EXIT_AWS and started[0]["reason"] == "drill " + "x" * 128
+
+
 @FUZZ
 @given(document=json_values)
 def test_any_start_input_drilled_is_refused_in_one_line_or_sent_as_a_dry_run(tmp_path: Path, document: Any) -> None:
