@@ -14,6 +14,7 @@ import argparse
 import os
 import sys
 import tempfile
+from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -38,6 +39,13 @@ from sandbox.fault_suite import SUITE, scenario_of, summary  # noqa: E402
 from sandbox.runner import DrillRunner  # noqa: E402
 
 
+def _outcomes_text(outcomes: list[str]) -> str:
+    """Each incident's outcome in order; a storm's as counts (``recovered ×20, capped:… ×40``)."""
+    if len(outcomes) <= 4:
+        return ", ".join(outcomes)
+    return ", ".join(f"{outcome} ×{count}" for outcome, count in Counter(outcomes).items())
+
+
 def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -51,7 +59,7 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(
-            f"| {r['fault']} | {', '.join(r['outcomes'])} | {r['replace calls']} | {r['nodes replaced']} | {r['resubmissions']} "
+            f"| {r['fault']} | {_outcomes_text(r['outcomes'])} | {r['replace calls']} | {r['nodes replaced']} | {r['resubmissions']} "
             f"| {r['max per job']} | {r['second copies']} | {r['max pages per incident']} | {r['past the cap']} | {r['left reserved']} "
             f"| {r['open claims']} | {r['contradicting messages']} | {r['max state KiB']} | {r['virtual s']:.0f} |"
         )

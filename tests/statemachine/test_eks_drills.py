@@ -236,3 +236,20 @@ def test_a_refused_re_creation_beside_a_successful_one_escalates_and_keeps_both_
     # And the successful one stays in the record, its claim completed, nothing left held
     assert [r["new_job_id"] for r in incident["resubmissions"]] == [made[0]["uid"]]
     assert report["ledger_at_end"]["open_claims"] == [] and report["ledger_at_end"]["incidents_holding"] == []
+
+
+def test_a_tenants_impostor_is_refused_and_never_counted_as_a_re_creation(tmp_path: Path) -> None:
+    # Given a tenant pre-created llama-70b-pretrain-r1 annotated as our re-creation of the job
+    scenario = load_scenario(EVENTS / "drills" / "eks-default.json")
+    scenario = scenario.model_copy(update={"behaviour": scenario.behaviour.model_copy(update={"kubernetes_impostors": ["1001"]})})
+    report = DrillRunner(scenario, log_path=tmp_path / "lambda.log").run()
+    # Then the re-creation is refused (the name is taken by an object our ledger did not record)
+    incident = only_incident(report)
+    assert (incident["outcome"], incident["error"]) == ("escalated", "ResubmitFailed")
+    # And the report counts no re-creation: the impostor is the tenant's, the victim runs, unsuspended
+    jobs = {j["name"]: j for j in report["kubernetes_jobs"]}
+    assert [j for j in jobs.values() if "resubmitted_from" in j] == []
+    assert jobs["llama-70b-pretrain-r1"]["made_by"] == "tenant"
+    assert jobs["llama-70b-pretrain-r1"]["claims_resubmitted_from"] == jobs["llama-70b-pretrain"]["uid"]
+    assert "suspended" not in jobs["llama-70b-pretrain"]
+    assert incident["resubmissions"] == [] and report["second_copies"] == []
