@@ -367,6 +367,8 @@ class SandboxAWS:
         # Function logical id -> how many more of its answers are lost after it ran (lost_responses).
         self.lost_responses: Counter[str] = Counter()
         self.lost_response_errors: dict[str, str] = {}  # function logical id -> how its lost answers end
+        # Function logical id -> how many more invokes Lambda fails before the function runs (ran: false).
+        self.failed_before_running: Counter[str] = Counter()
         # AWS operation -> how many more of its answers are lost after AWS acted (lost_api_answers):
         # botocore sees no answer (a read timeout) and sends the request again.
         self.lost_api_answers: Counter[str] = Counter()
@@ -491,6 +493,10 @@ class SandboxAWS:
             event = json.loads(body) if body else {}
             timeline = event.get("execution_name") if isinstance(event, dict) else None
             task_token = event.get("task_token") if isinstance(event, dict) else None
+            if sandbox.failed_before_running[fn.function_name] > 0:
+                # Lambda failed the invoke before the function ran: nothing of its work happened.
+                sandbox.failed_before_running[fn.function_name] -= 1
+                raise JsonRESTError("ServiceException", f"injected: Lambda failed before {fn.function_name} ran")
             with sandbox.clock.on(timeline or sandbox.clock.current()):
                 # (the timeline another thread serving this call works on: the EKS API server's, sandbox/eks.py)
                 previous, sandbox.invoking = sandbox.invoking, sandbox.clock.current()

@@ -202,7 +202,7 @@ class SimulatedEks:
             self.kube.add_job(
                 spec.kind, spec.namespace, job.name, nodes=nodes, annotations=annotations, restart_policy=spec.restart_policy, labels=labels
             )
-        self._made_by_tenants: set[tuple[str, str, str]] = set()
+        self._made_by_tenants: set[str] = set()  # uids
         self._tenants_act()
         self.kube.calls.clear()
         self.inject_errors()
@@ -221,7 +221,7 @@ class SimulatedEks:
                     OPT_IN_ANNOTATION: "true",
                 }
                 self.kube.add_job(spec.kind, spec.namespace, f"{job.name}-r1", nodes=[], replicas=0, annotations=annotations)
-                self._made_by_tenants.add((spec.kind, spec.namespace, f"{job.name}-r1"))
+                self._made_by_tenants.add(self.kube.jobs[(spec.kind, spec.namespace, f"{job.name}-r1")]["metadata"]["uid"])
             for bare in (b for b in behaviour.kubernetes_bare_pods if b.job == job.id):
                 (group, index), *_ = expand_range(bare.node)
                 node = node_name_for_instance(self.double.current(f"{group}:{index}", t=0).node_id)
@@ -242,7 +242,7 @@ class SimulatedEks:
         for (kind, namespace, name), job in sorted(self.kube.jobs.items()):
             annotations = job["metadata"].get("annotations") or {}
             entry = {"kind": kind, "namespace": namespace, "name": name, "uid": job["metadata"]["uid"]}
-            if (kind, namespace, name) in self._made_by_tenants:
+            if job["metadata"]["uid"] in self._made_by_tenants:  # (by uid: an object of that name made later is another)
                 # What its annotation claims is not a re-creation of ours: counted by no one as one.
                 entry["made_by"] = "tenant"
                 if annotations.get(RESUBMITTED_FROM_ANNOTATION):

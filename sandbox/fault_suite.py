@@ -346,13 +346,19 @@ ENDS_SUITE = [
         {"behaviour": {"execution_end_events_lost": True}},
         ("aborted", "capped:ClusterCapReached", "recovered"),
     ),
-    # Record Outcome's answers all lost and no event comes: the execution reads its answer back (Recall
-    # Outcome) and ends as decided, nothing left for the sweep; one page.
+    # Record Outcome never runs (Lambda fails every invoke) and no event comes: nothing to read back
+    # (Recall Outcome), the execution fails (Record Outcome Lost), and the sweep records, releases and
+    # pages it once.
     Fault(
         "record-outcome-dies-and-its-event-is-lost",
         "default",
-        {"behaviour": {"lost_responses": [{"function": "RecordOutcomeFunction", "times": 10}], "execution_end_events_lost": True}},
-        ("recovered",),
+        {
+            "behaviour": {
+                "lost_responses": [{"function": "RecordOutcomeFunction", "times": 10, "ran": False}],
+                "execution_end_events_lost": True,
+            }
+        },
+        ("failed:Lambda.ServiceException",),
     ),
     # Functions stopped at their Timeout as they finished: the steps whose rerun finds its own work are retried.
     Fault(

@@ -196,6 +196,9 @@ class DrillRunner:
                 for lost in self.scenario.behaviour.lost_responses:
                     if lost.function not in aws.handlers:
                         raise ScenarioError(f"behaviour.lost_responses: no function {lost.function!r} in template.yaml")
+                    if not lost.ran:
+                        aws.failed_before_running[lost.function] += lost.times
+                        continue
                     aws.lost_responses[lost.function] += lost.times
                     aws.lost_response_errors[lost.function] = lost.error
                 for answer in self.scenario.behaviour.lost_api_answers:

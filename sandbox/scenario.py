@@ -231,6 +231,15 @@ class LostResponseSpec(_Strict):
     function: str = Field(pattern=r"^[A-Z][A-Za-z]+Function$")  # template.yaml logical id, e.g. ReplaceNodesFunction
     times: int = Field(default=1, ge=1, le=10)
     error: Literal["Lambda.ServiceException", "Sandbox.Timedout"] = "Lambda.ServiceException"
+    # False: Lambda failed the invoke before the function ran (Lambda.ServiceException only): none of
+    # its work happened, so nothing of it can be read back.
+    ran: StrictBool = True
+
+    @model_validator(mode="after")
+    def _a_timeout_ran(self) -> LostResponseSpec:
+        if not self.ran and self.error != "Lambda.ServiceException":
+            raise ValueError("ran: false is a Lambda.ServiceException before the function ran (a timeout ran until it)")
+        return self
 
 
 class LostApiAnswerSpec(_Strict):

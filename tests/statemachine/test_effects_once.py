@@ -104,3 +104,23 @@ def test_given_a_step_whose_first_answer_is_lost_when_it_runs_again_then_each_ef
     made = effects(report)
     assert set(made["pages per incident"].values()) == {1} and "?" not in made["pages per incident"]
     assert made == baseline["effects"]
+
+
+ENDED_BY_THEIR_LOSS = [f for f in SUITE if _losses(f) and _ended_by_its_loss(f)]
+
+
+@pytest.mark.parametrize("fault", ENDED_BY_THEIR_LOSS, ids=[f.name for f in ENDED_BY_THEIR_LOSS])
+def test_given_a_step_not_run_again_after_its_loss_then_no_effect_happens_more_often_than_without_it(
+    fault: Fault, baselines: Any, tmp_path: Path
+) -> None:
+    # Given the same drill without the loss
+    baseline = baselines(fault)["effects"]
+    # When the step's answer is lost and the incident escalates instead of running it again
+    made = effects(DrillRunner(scenario_of(fault), log_path=tmp_path / "lambda.log").run())
+    # Then one page per incident, and no effect happened more often than without the loss (a human
+    # finishes what was not done)
+    assert set(made["pages per incident"].values()) == {1} and "?" not in made["pages per incident"]
+    for effect in ("replace calls", "reboot calls", "kubernetes node patches"):
+        assert made[effect] <= baseline[effect], effect
+    for effect in ("jobs submitted per lineage", "kubernetes jobs created per lineage", "agent commands carried out"):
+        assert all(count <= baseline[effect].get(key, 0) for key, count in made[effect].items()), effect

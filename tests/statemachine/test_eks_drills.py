@@ -12,7 +12,7 @@ import pytest
 from hyperpod_recovery.models.kubernetes import OUR_ANNOTATIONS, QUARANTINE_TAINT_KEY, node_name_for_instance
 from sandbox.kube import FakeKube
 from sandbox.runner import DrillRunner
-from sandbox.scenario import KubernetesErrorSpec, load_scenario
+from sandbox.scenario import KubernetesErrorSpec, load_scenario, with_changes
 from tests.conftest import EVENTS
 from tests.statemachine.conftest import only_incident
 
@@ -240,8 +240,7 @@ def test_a_refused_re_creation_beside_a_successful_one_escalates_and_keeps_both_
 
 def test_a_tenants_impostor_is_refused_and_never_counted_as_a_re_creation(tmp_path: Path) -> None:
     # Given a tenant pre-created llama-70b-pretrain-r1 annotated as our re-creation of the job
-    scenario = load_scenario(EVENTS / "drills" / "eks-default.json")
-    scenario = scenario.model_copy(update={"behaviour": scenario.behaviour.model_copy(update={"kubernetes_impostors": ["1001"]})})
+    scenario = with_changes(load_scenario(EVENTS / "drills" / "eks-default.json"), {"behaviour": {"kubernetes_impostors": ["1001"]}})
     report = DrillRunner(scenario, log_path=tmp_path / "lambda.log").run()
     # Then the re-creation is refused (the name is taken by an object our ledger did not record)
     incident = only_incident(report)

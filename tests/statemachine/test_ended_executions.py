@@ -13,7 +13,7 @@ import pytest
 from hyperpod_recovery.steps.sweep_ended_executions import GRACE
 from sandbox.fault_suite import SUITE, scenario_of
 from sandbox.runner import DrillRunner
-from sandbox.scenario import load_scenario
+from sandbox.scenario import load_scenario, with_changes
 from tests.conftest import EVENTS
 
 pytestmark = pytest.mark.sandbox
@@ -34,7 +34,9 @@ def _event_received(incident: dict[str, Any]) -> float:
     return next(t["at"] for t in incident["timeline"] if t["event"] == "event received")
 
 
-@pytest.mark.parametrize("source", ["drill:abort-event-lost", "fault:status-change-events-lost"])
+@pytest.mark.parametrize(
+    "source", ["drill:abort-event-lost", "fault:status-change-events-lost", "fault:record-outcome-dies-and-its-event-is-lost"]
+)
 def test_an_end_whose_event_never_came_is_settled_by_the_next_sweep(source: str, tmp_path: Path) -> None:
     # Given a drill whose executions' status-change events never arrive
     kind, name = source.split(":")
@@ -57,8 +59,10 @@ def test_an_end_whose_event_never_came_is_settled_by_the_next_sweep(source: str,
 
 
 def test_a_record_step_whose_answers_are_all_lost_ends_as_it_decided_with_no_end_for_the_sweep(tmp_path: Path) -> None:
-    # Given Record Outcome's answer lost past its retries, and no status-change event
-    report, runner = _run(scenario_of(FAULTS["record-outcome-dies-and-its-event-is-lost"]), tmp_path)
+    # Given Record Outcome's answer lost past its retries (it ran; its answer is in the ledger), and no
+    # status-change event
+    scenario = with_changes(scenario_of(FAULTS["record-outcome-dies-past-retries"]), {"behaviour": {"execution_end_events_lost": True}})
+    report, runner = _run(scenario, tmp_path)
     # Then the execution reads what the step answered from the ledger and ends as it decided: nothing
     # is left for the sweep, and its one page went out
     assert [(i["outcome"], i["execution_status"]) for i in report["incidents"]] == [("recovered", "SUCCEEDED")]

@@ -186,11 +186,16 @@ def test_the_runbook_lists_every_vpc_endpoint_each_function_in_the_vpc_calls(
     }
     # Given what each function in the VPC calls on an EKS stack (every one resolves the API endpoint
     # with eks:DescribeCluster, and checks the cluster with sagemaker:DescribeCluster, on its cold
-    # start: the sandbox's one process does both once)
-    derived = {
-        f: {VPC_ENDPOINT[s] for s, _ in eks_calls_by_function[f]} | ({"eks", "sagemaker.api"} if f in kube_callers else set())
-        for f in in_vpc
-    }
+    # start: the sandbox's one process does both once, so those two are read from the grants the
+    # template gives each Kubernetes caller on EKS)
+    cold_start = {"eks:DescribeCluster": "eks", "sagemaker:DescribeCluster": "sagemaker.api"}
+
+    def at_cold_start(function: str) -> set[str]:
+        granted = _allowed(template[function], eks=True) if function in kube_callers else set()
+        return {endpoint for action, endpoint in cold_start.items() if action in granted}
+
+    derived = {f: {VPC_ENDPOINT[s] for s, _ in eks_calls_by_function[f]} | at_cold_start(f) for f in in_vpc}
+    assert all(at_cold_start(f) == {"eks", "sagemaker.api"} for f in kube_callers)
     # Then the runbook names exactly those endpoints for exactly those functions
     assert _runbook_endpoints() == derived
     # And the template's parameter says the same, all together

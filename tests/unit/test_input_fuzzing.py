@@ -20,7 +20,9 @@ from botocore.exceptions import ClientError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from moto import mock_aws
+from pydantic import ValidationError
 
+import hyperpod_recovery_cli.drill as drill
 import hyperpod_recovery_cli.main as cli
 from hyperpod_recovery.adapters.ledger import DynamoLedger
 from hyperpod_recovery.models.records import BreakerState
@@ -195,10 +197,12 @@ def test_any_scenario_drilled_is_refused_in_one_line_or_starts_a_well_formed_req
         assert code == cli.EXIT_USAGE
 
 
-@pytest.mark.parametrize("name", [{"x" * 2000: None}, ["a"], 7, "x" * 129, "\x1b[2Jdrill", "  "], ids=repr)
+@pytest.mark.parametrize("name", [{"x" * 2000: None}, ["a"], 7, "x" * 64, "\x1b[2Jdrill", "  ", "Hello World", "drill\n"], ids=repr)
 def test_a_scenario_name_the_sandbox_would_refuse_is_refused_before_any_start(tmp_path: Path, name: Any) -> None:
-    # Given a real scenario whose name is not a line of text of at most 128 characters (found by the
-    # fuzzing above: an object as the name made a reason past the request's 1,024 characters)
+    # Given a real scenario whose name the sandbox refuses (found by the fuzzing above: an object as
+    # the name made a reason past the request's 1,024 characters)
+    with pytest.raises(ValidationError):
+        Scenario.model_validate(next(s for s in SCENARIOS if s["name"] == "default") | {"name": name})
     document = copy.deepcopy(next(s for s in SCENARIOS if s["name"] == "default")) | {"name": name}
     # When it is drilled
     code, _, err, started = _drill(f"--scenario={_write(tmp_path, document)}")
@@ -216,7 +220,24 @@ def test_a_scenario_is_drilled_under_its_name_or_its_files(tmp_path: Path) -> No
     path = tmp_path / ("x" * 200 + ".json")
     path.write_text(json.dumps(unnamed))
     code, _, _, started = _drill(f"--scenario={path}")
-    assert code == cli.EXIT_AWS and started[0]["reason"] == "drill " + "x" * 128
+    assert code == cli.EXIT_AWS and started[0]["reason"] == "drill " + "x" * 63
+    # (a file's name is cut before it is made printable: an escape is never cut in half)
+    path = tmp_path / ("y" * 62 + "\x1b.json")
+    path.write_text(json.dumps(unnamed))
+    code, _, _, started = _drill(f"--scenario={path}")
+    assert code == cli.EXIT_AWS and started[0]["reason"] == "drill " + "y" * 62 + "\\x1b"
+
+
+@given(name=any_text)
+@FUZZ
+def test_the_drill_takes_a_scenario_name_exactly_when_the_sandbox_does(name: str) -> None:
+    default = next(s for s in SCENARIOS if s["name"] == "default")
+    try:
+        Scenario.model_validate(default | {"name": name})
+        sandbox_takes = True
+    except ValidationError:
+        sandbox_takes = False
+    assert bool(drill.SCENARIO_NAME.fullmatch(name)) == sandbox_takes
 
 
 @FUZZ
