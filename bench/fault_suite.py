@@ -24,7 +24,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "layers" / "recovery_core"), str(ROOT / "a
 def _storm_size(text: str) -> int:
     # More than 20 (the breaker's places) so the row shows the breaker open; the poller's memory
     # and the cluster's jobs bound the rest.
-    if not text.isdigit() or not 21 <= int(text) <= 2000:
+    if not (text.isascii() and text.isdigit()) or not 21 <= int(text) <= 2000:
         raise argparse.ArgumentTypeError(f"{text!r}: a whole number of failed jobs from 21 to 2000")
     return int(text)
 

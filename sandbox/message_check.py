@@ -25,7 +25,7 @@ import re
 
 from hyperpod_recovery.domain.fates import acted, copy_label, job_label
 from hyperpod_recovery.models.kubernetes import node_name_for_instance
-from hyperpod_recovery.models.records import IncidentRecord
+from hyperpod_recovery.models.records import IncidentRecord, JobFate
 
 SLURM_COMMANDS = re.compile(r"\b(scontrol|squeue|sinfo|sbatch|scancel|sacct)\b")
 KUBERNETES_COMMANDS = re.compile(r"\bkubectl\b")
@@ -36,7 +36,8 @@ GENERIC_JOB_CLAIMS = re.compile(
     r"restart (it|them) by hand|then resubmit (it|the job)|re-?create (the|this) job\b)",
     re.IGNORECASE,
 )
-RESTART = re.compile(r"\b(resubmit|re-create|recreate|restart)\s+(it|them|the job|job \S+)\b", re.IGNORECASE)
+# (``job 1001``, ``job with uid …`` and an EKS job by its kind, ``re-create PyTorchJob kubeflow/llama``)
+RESTART = re.compile(r"\b(resubmit|re-create|recreate|restart)\s+(it|them|the job|job \S+|(?-i:[A-Z]\w*Job) \S+)\b", re.IGNORECASE)
 NEGATED = re.compile(r"\b(not|never|would|don't)\s+(be\s+)?$", re.IGNORECASE)
 # Commands that name nodes, and where the names are.
 NODE_ARGUMENTS = [
@@ -50,6 +51,23 @@ NODE_ARGUMENTS = [
     re.compile(r"spec\.nodeName=(\S+)"),
 ]
 GIVE_BACK = [re.compile(r"nodename=(\S+) state=resume", re.IGNORECASE), re.compile(r"kubectl uncordon ((?:[^\s`;&|]+[ \t]?)+)")]
+
+
+def _mentions(text: str, label: str) -> bool:
+    """``label`` is said in ``text`` as a name of its own: ``PyTorchJob ns/llama-1`` is not said in
+    ``HyperPodPyTorchJob ns/llama-1`` nor in ``PyTorchJob ns/llama-10`` or its copy ``ns/llama-1-r1``,
+    ``job 1001`` not in ``job 10010`` (a substring would hide a job the message never names)."""
+    return re.search(rf"(?<![\w/.-]){re.escape(label)}(?![\w/-]|\.\w)", text) is not None
+
+
+def _copy_said(fate: JobFate, text: str) -> bool:
+    """The job's copy is named: by its label (``job 1002``, ``PyTorchJob kubeflow/llama-r1``), or in a
+    storm's summary as ``1001 -> 1002`` (Slurm; fates.copy_made_text), or, in an older record,
+    ``<uid> -> llama-r1``."""
+    if _mentions(text, copy_label(fate)):
+        return True
+    copies = [c for c in (fate.copy_id, fate.copy_name) if c]
+    return any(re.search(rf"(?<![\w/.-]){re.escape(fate.job)} -> {re.escape(c)}(?![\w/-]|\.\w)", text) for c in copies)
 
 
 def _names(found: str) -> list[str]:
@@ -100,12 +118,10 @@ def contradictions(record: IncidentRecord, subject: str, body: str) -> list[str]
     found += _restart_claims(record, own)
     for fate in record.job_fates:
         label = job_label(fate)
-        about = [line for line in own.splitlines() if label in line]
-        short = rf"\b{re.escape(fate.job)} -> {re.escape(fate.copy_name or fate.copy_id or '')}\b"  # a storm's summary: old -> new
-        named = copy_label(fate) in text or re.search(short, text)
-        if fate.fate in ("resubmitted", "resubmitted_before") and fate.copy_id and not named:
+        about = [line for line in own.splitlines() if _mentions(line, label)]
+        if fate.fate in ("resubmitted", "resubmitted_before") and fate.copy_id and not _copy_said(fate, text):
             found.append(f"{label}: its copy {copy_label(fate)} is not named")
-        if fate.fate in ("not_resubmitted", "would_not_resubmit") and record.outcome != "rejected" and label not in text:
+        if fate.fate in ("not_resubmitted", "would_not_resubmit") and record.outcome != "rejected" and not _mentions(text, label):
             found.append(f"{label} was not resubmitted and the message does not name it")
         if fate.copy_state != "RUNNING" and any("runs again" in line for line in about):
             found.append(f"{label}: said to run again, its copy was {fate.copy_state or 'never seen'}")
@@ -131,7 +147,7 @@ def _restart_claims(record: IncidentRecord, own: str) -> list[str]:
         if quiet:
             found.append(f"asks for a restart in a message that says there is nothing to do: {asks[0].group(0)!r}")
             continue
-        named = [fate for label, fate in labels.items() if label in line]
+        named = [fate for label, fate in labels.items() if _mentions(line, label)]
         if not named:
             found.append(f"an instruction to restart that names no job: {asks[0].group(0)!r}")
         found += [f"asks to start another copy of {job_label(f)}, which has one" for f in named if f.live_copy and f.fate != "copy_unknown"]

@@ -49,8 +49,12 @@ sleep 100000
 """
 
 
+def _step_number(text: str) -> int:
+    return int(text) if text.isascii() and text.isdigit() else -1
+
+
 def _natural(name: str) -> list[Any]:
-    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
+    return [int(part) if part.isascii() and part.isdigit() else part for part in re.split(r"(\d+)", name)]
 
 
 class RealSlurmUnavailable(ScenarioError):
@@ -222,9 +226,7 @@ class RealController:
             incident = comment.split(" incident=", 1)[-1].split(" ", 1)[0]
             environment = self.cli.submission_environment(str(job["job_id"]))
             step = environment.get(RESUME_STEP_ENV, "")
-            found.append(
-                Submission(incident, old_id, str(job["job_id"]), environment.get(RESUME_FROM_ENV, ""), int(step) if step.isdigit() else -1)
-            )
+            found.append(Submission(incident, old_id, str(job["job_id"]), environment.get(RESUME_FROM_ENV, ""), _step_number(step)))
         return found
 
     def drained_nodes(self) -> dict[str, str]:

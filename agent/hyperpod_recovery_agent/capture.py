@@ -480,7 +480,7 @@ def propagated_limits(environment: Mapping[str, str]) -> tuple[dict[str, str], s
         if value.startswith("U"):
             explicit.append(name)
             value = value[1:]
-        if not value.isdigit():
+        if not (value.isascii() and value.isdigit()):
             raise Unresumable(f"SLURM_RLIMIT_{name}={value[:30]!r} in its environment is not a limit")
         limits[name] = "unlimited" if value == RLIM_INFINITY_TEXT else value
     if not limits:

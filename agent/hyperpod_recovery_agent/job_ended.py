@@ -54,7 +54,7 @@ def ended_state(job_state: str, reason: str, exit_code: int, signal: int) -> str
 def _exit_status(environ: Mapping[str, str], record: Mapping[str, Any]) -> tuple[int, int]:
     """(exit code, signal): SLURM_JOB_EXIT_CODE2 is "exit:signal"; else squeue's wait status."""
     code, _, signal = environ.get("SLURM_JOB_EXIT_CODE2", "").partition(":")
-    if code.isdigit() and signal.isdigit():
+    if code.isascii() and code.isdigit() and signal.isascii() and signal.isdigit():
         return int(code) & 0xFF, int(signal) & 0xFF
     status = int(record.get("exit_code") or 0)
     return (status >> 8) & 0xFF, status & 0x7F
@@ -103,7 +103,7 @@ def failed_job_detail(
         ended_at=ended_at,
         checkpoint_uri=spec.checkpoint_uri if spec else None,
         auto_resume=spec.auto_resume if spec else False,
-        resubmission_of=resubmission_of if resubmission_of and resubmission_of.isdigit() else None,
+        resubmission_of=resubmission_of if resubmission_of and resubmission_of.isascii() and resubmission_of.isdigit() else None,
         event_key=f"{cluster_name}:{job_id}:{end_epoch or int(ended_at.timestamp())}",
     )
 

@@ -133,7 +133,7 @@ def version() -> str:
 
 
 def _step(text: str) -> int:
-    if not text.isdigit() or int(text) > MAX_STEP:
+    if not (text.isascii() and text.isdigit()) or int(text) > MAX_STEP:
         raise argparse.ArgumentTypeError(f"a step is a whole number from 0 to {MAX_STEP}, not {text!r}")
     return int(text)
 

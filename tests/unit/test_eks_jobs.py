@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from hyperpod_recovery.domain.eks_jobs import (
@@ -170,6 +170,9 @@ DNS1035 = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
     generation=st.one_of(st.none(), st.integers(min_value=0, max_value=99_999).map(str), st.text(max_size=8)),
     replicas=st.dictionaries(st.sampled_from(["Master", "Worker"]), st.integers(min_value=1, max_value=100_000), min_size=1),
 )
+# (a digit str.isdigit() takes and int() refuses: a tenant's annotation must not stop Resubmit Job)
+@example(name="0", generation="\u00b2", replicas={"Master": 1})
+@example(name="0", generation="\u0663", replicas={"Master": 1})
 def test_a_re_created_job_name_leaves_room_for_every_name_its_operator_derives(
     name: str, generation: str | None, replicas: dict[str, int]
 ) -> None:

@@ -164,6 +164,20 @@ def _record(**fields: Any) -> IncidentRecord:
 
 
 COPY = JobFate(job="1001", name="llama", fate="resubmitted", copy_id="1002", copy_state="PENDING", checkpoint_step=3000)
+UID = "bea1bd05-1aff-56fd-aeef-72f72fd01614"
+COPY_UID = "056d620f-e512-59b8-9de3-ee81aa389b40"
+EKS_COPY = JobFate(
+    job=UID,
+    name="llama-1",
+    kind="PyTorchJob",
+    namespace="kubeflow",
+    fate="resubmitted",
+    copy_id=COPY_UID,
+    copy_name="llama-1-r1",
+    copy_state="Created",
+    checkpoint_step=3000,
+)
+EKS_NOT_RESUBMITTED = EKS_COPY.model_copy(update={"fate": "not_resubmitted", "copy_id": None, "copy_name": None, "reason": "no checkpoint"})
 
 
 @pytest.mark.parametrize(
@@ -209,6 +223,33 @@ COPY = JobFate(job="1001", name="llama", fate="resubmitted", copy_id="1002", cop
             "`kubectl uncordon hyperpod-i-0a`",
             "which this incident does not hold",
         ),
+        # EKS: a job is named as kubectl shows it, and a name is not found inside a longer one
+        (
+            _record(orchestrator="eks", job_fates=[EKS_COPY]),
+            "PyTorchJob kubeflow/llama-1 re-created as PyTorchJob kubeflow/llama-1-r1.\n"
+            "Re-create PyTorchJob kubeflow/llama-1 from step 3000.",
+            "asks to start another copy of PyTorchJob kubeflow/llama-1",
+        ),
+        (
+            _record(orchestrator="eks", job_fates=[EKS_NOT_RESUBMITTED]),
+            "PyTorchJob kubeflow/llama-10 was NOT re-created: no checkpoint.",
+            "does not name it",
+        ),
+        (
+            _record(orchestrator="eks", job_fates=[EKS_NOT_RESUBMITTED]),
+            "HyperPodPyTorchJob kubeflow/llama-1 was NOT re-created: no checkpoint.",
+            "does not name it",
+        ),
+        (
+            _record(orchestrator="eks", job_fates=[EKS_COPY]),
+            "PyTorchJob kubeflow/llama-1 re-created as PyTorchJob kubeflow/llama-1-r10.",
+            "its copy PyTorchJob kubeflow/llama-1-r1 is not named",
+        ),
+        (
+            _record(orchestrator="eks", job_fates=[EKS_COPY]),
+            f"job resubmitted: PyTorchJob kubeflow/llama-1 -> PyTorchJob kubeflow/llama-1-r1 (uid {COPY_UID}), Created: runs again",
+            "said to run again",
+        ),
     ],
 )
 def test_the_checker_catches_each_kind_of_contradiction(record: IncidentRecord, body: str, problem: str) -> None:
@@ -228,6 +269,22 @@ def test_the_checker_catches_each_kind_of_contradiction(record: IncidentRecord, 
         (
             _record(job_fates=[COPY.model_copy(update={"fate": "not_resubmitted", "copy_id": None, "reason": "no checkpoint"})]),
             "job 1001 (llama) was NOT resubmitted: no checkpoint. If not running, resubmit it from step 3000.",
+        ),
+        # The wordings the summaries and timelines use for a copy (fates.copy_made_text, the timelines' job resubmitted)
+        (_record(job_fates=[COPY]), "resubmitted 6 job(s) (PENDING when submitted): 1001 -> 1002, 1003 -> 1004"),
+        (
+            _record(orchestrator="eks", job_fates=[EKS_COPY]),
+            "re-created 6 job(s) (Created when submitted): PyTorchJob kubeflow/llama-1 -> PyTorchJob kubeflow/llama-1-r1, "
+            "PyTorchJob kubeflow/llama-10 -> PyTorchJob kubeflow/llama-10-r1",
+        ),
+        (
+            _record(orchestrator="eks", job_fates=[EKS_COPY]),
+            f"  09:11:05  job resubmitted: PyTorchJob kubeflow/llama-1 -> PyTorchJob kubeflow/llama-1-r1 (uid {COPY_UID}), Created",
+        ),
+        (
+            _record(orchestrator="eks", job_fates=[EKS_NOT_RESUBMITTED]),
+            f"PyTorchJob kubeflow/llama-1 (uid {UID}) ended FAILED.\nPyTorchJob kubeflow/llama-1 was NOT re-created: no checkpoint. "
+            "Re-create PyTorchJob kubeflow/llama-1 from step 3000.",
         ),
     ],
 )

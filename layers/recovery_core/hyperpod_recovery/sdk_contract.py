@@ -229,7 +229,7 @@ def missing_from(service: str, service_model: Any, required: dict[str, tuple[Cal
 
 
 def version_tuple(text: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in text.split(".")[:3] if part.isdigit())
+    return tuple(int(part) for part in text.split(".")[:3] if part.isascii() and part.isdigit())
 
 
 def check_sdk_version(installed: str | None = None) -> None:

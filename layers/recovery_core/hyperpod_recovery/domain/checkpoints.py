@@ -415,7 +415,7 @@ class _Discoverer:
         body = self.reader.get(self.bucket, self.base + MEGATRON_TRACKER, 64)
         tracker = body.decode("ascii", "replace").strip() if body is not None else None
         self.layout_found = tracker is not None
-        if tracker is None or not tracker.isdigit() or int(tracker) >= layout.end:
+        if tracker is None or not (tracker.isascii() and tracker.isdigit()) or int(tracker) >= layout.end:
             if tracker is not None:
                 self.discovery.rejected.append(f"{MEGATRON_TRACKER}: says {tracker[:20]!r}, not an iteration number; searching")
             return self._search(search, layout, found_by="search")

@@ -290,7 +290,7 @@ def recreated_name(job: dict[str, Any], kind: str) -> str | None:
     alone, so a retry names the same job. None: no name leaves room (a replica type that long)."""
     annotations = (job.get("metadata") or {}).get("annotations") or {}
     text = str(annotations.get(GENERATION_ANNOTATION) or "0")
-    generation = (int(text) if text.isdigit() and len(text) < 6 else 0) + 1
+    generation = (int(text) if text.isascii() and text.isdigit() and len(text) < 6 else 0) + 1
     suffix = f"-r{generation}"
     lineage = lineage_name(job)
     stem = re.sub(r"[^a-z0-9-]", "-", lineage.lower()).strip("-")

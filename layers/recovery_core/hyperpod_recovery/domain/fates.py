@@ -336,6 +336,26 @@ def copy_label(fate: JobFate) -> str:
     return f"job {fate.copy_id}" if fate.copy_id else "a copy not yet known by id"
 
 
+def on_kubernetes(fate: JobFate) -> bool:
+    """The job is a Kubernetes object (its kind or namespace known, or its copy known by name)."""
+    return bool(fate.kind or fate.namespace or fate.copy_name)
+
+
+def kube_copy_text(kind: str | None, new_job_name: str, uid: str | None) -> str:
+    """A re-created object as kubectl shows it, then its uid: ``PyTorchJob kubeflow/llama-r1 (uid 056d…)``
+    (``new_job_name`` is <namespace>/<name>; without its kind, the name alone)."""
+    named = f"{kind} {new_job_name}" if kind else new_job_name
+    return f"{named} (uid {uid})" if uid else named
+
+
+def copy_made_text(fate: JobFate) -> str:
+    """A copy made, old -> new: ``1001 -> 1002`` on Slurm (as it always read); on EKS both by the
+    names kubectl shows, ``PyTorchJob kubeflow/llama -> PyTorchJob kubeflow/llama-r1``."""
+    if not on_kubernetes(fate):
+        return f"{fate.job} -> {fate.copy_id or '-'}"
+    return f"{job_label(fate)} -> {copy_label(fate)}"
+
+
 def made_again(fate: JobFate) -> str:
     """The verb for a copy: a Slurm job is resubmitted, a Kubernetes job object re-created."""
     return "re-created" if fate.kind else "resubmitted"
@@ -387,7 +407,7 @@ def jobs_sentence(fates: Sequence[JobFate], omitted: int = 0) -> str:
         parts = [fate_text(f) for f in fates]
     else:
         states = sorted({f.copy_state or "state not read" for f in copies})
-        listed = ", ".join(f"{f.job} -> {f.copy_name or f.copy_id}" for f in copies)
+        listed = ", ".join(copy_made_text(f) for f in copies)
         parts = [f"{made_again(copies[0])} {len(copies)} job(s) ({', '.join(states)} when submitted): {listed}"]
         parts += [fate_text(f) for f in fates if f not in copies]
     if omitted:

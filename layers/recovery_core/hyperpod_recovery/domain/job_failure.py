@@ -29,6 +29,7 @@ from hyperpod_recovery.errors import (
 from hyperpod_recovery.models.cluster import ClusterNode
 from hyperpod_recovery.models.commands import OWNER_TAG_PREFIX, JobSpec, NodeStatus, left_alone_reason
 from hyperpod_recovery.models.common import one_line
+from hyperpod_recovery.models.job_events import JobFailedDetail
 from hyperpod_recovery.models.job_recovery import (
     FailureClassification,
     FaultyNode,
@@ -61,6 +62,17 @@ class RestartPolicy:
     backoff_seconds: int
     max_backoff_seconds: int
     crash_loop_repeats: int
+
+
+def job_label(job_id: str, job: JobSpec | None, failure: JobFailedDetail | None) -> str:
+    """The job as its orchestrator shows it: ``job 1001 (llama)`` on Slurm, ``PyTorchJob kubeflow/llama``
+    on EKS (its uid is on the timeline's first line), whichever of the job's description and the
+    failure event names it."""
+    kube = (job.kube if job is not None else None) or (failure.kube if failure is not None else None)
+    if kube is not None:
+        return f"{kube.kind} {kube.namespace}/{kube.name}"
+    name = job.name if job is not None else failure.name if failure is not None else None
+    return f"job {job_id}" + (f" ({name})" if name else "")
 
 
 def nodes_text(nodes: list[str], limit: int = 4) -> str:
@@ -121,7 +133,7 @@ def classify_failure(
     orchestrator: Literal["slurm", "eks"] = "slurm",
 ) -> FailureClassification:
     failure = request.failure
-    label = f"job {request.job_id}" + (f" ({job.name})" if job else f" ({failure.name})" if failure else "")
+    label = job_label(request.job_id, job, failure)
     if (job is not None and job.auto_resume) or (failure is not None and failure.auto_resume):
         return FailureClassification(
             at=now,
@@ -205,7 +217,7 @@ def plan_restart(
     """Resubmit, or leave alone because someone already did; raises when a human must decide."""
     job = classification.job
     assert job is not None, "only classifications with a job reach Plan Job Restart"
-    label = f"job {job.job_id} ({job.name})"
+    label = job_label(job.job_id, job, request.failure)
     if claim is not None and claim.incident_id != execution_name:
         by_child = claim.incident_id == classification.node_execution_name
         return RestartDecision(

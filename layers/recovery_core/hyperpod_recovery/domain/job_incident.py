@@ -9,10 +9,18 @@ from datetime import datetime
 
 from hyperpod_recovery import errors
 from hyperpod_recovery.domain.causes import CAUSE_LIMIT
-from hyperpod_recovery.domain.fates import copy_label, copy_state_text, fate_text, job_incident_job_fates, job_label
+from hyperpod_recovery.domain.fates import (
+    copy_label,
+    copy_state_text,
+    fate_text,
+    job_incident_job_fates,
+    job_label,
+    kube_copy_text,
+)
 from hyperpod_recovery.domain.incident import Decision, IncidentFacts, IncidentTable, PhaseLog, resubmission, submitted_here
 from hyperpod_recovery.domain.job_failure import job_nodes, nodes_text
 from hyperpod_recovery.models.job_recovery import JobWorkflowState
+from hyperpod_recovery.models.kubernetes import KubeJobRef
 from hyperpod_recovery.models.records import JobFate, Phase, TimelineEntry
 from hyperpod_recovery.models.workflow import StepError
 from hyperpod_recovery.vocabulary import Outcome, PhaseName, error_name
@@ -42,6 +50,26 @@ def read_failure(error: StepError) -> Decision | None:
     if child is None:
         return None
     return "escalated", error_name(errors.NodeRecoveryEscalated), child[1][:CAUSE_LIMIT]
+
+
+def _kube_ref(state: JobWorkflowState) -> KubeJobRef | None:
+    """EKS: the job object, as the failure event (the job poller's) or the job's description names it."""
+    request = state.request
+    if request is not None and request.failure is not None and request.failure.kube is not None:
+        return request.failure.kube
+    spec = state.classification.job if state.classification is not None else None
+    if spec is None and state.inspection is not None:
+        spec = state.inspection.result.job
+    return spec.kube if spec is not None else None
+
+
+def _job_text(state: JobWorkflowState, with_uid: bool = False) -> str | None:
+    """EKS: the job as kubectl shows it, ``PyTorchJob kubeflow/llama`` (``(uid …)`` after it on its
+    first line); None on Slurm, whose ``job 1001`` is said as it always was."""
+    ref, request = _kube_ref(state), state.request
+    if ref is None or request is None:
+        return None
+    return f"{ref.kind} {ref.namespace}/{ref.name}" + (f" (uid {request.job_id})" if with_uid else "")
 
 
 def decide_completed(state: JobWorkflowState) -> Decision:
@@ -115,12 +143,17 @@ def build_job_timeline(state: JobWorkflowState, recorded_at: datetime) -> list[T
     if request is not None:
         failure = request.failure
         if failure is not None:
-            detail = f"job {failure.job_id} ({failure.name}) ended {failure.state} on {nodes_text(failure.nodes)}"
+            who = _job_text(state, with_uid=True) or f"job {failure.job_id} ({failure.name})"
+            detail = f"{who} ended {failure.state} on {nodes_text(failure.nodes)}"
             detail += f": {failure.reason or 'no reason'}, exit code {failure.exit_code}"
             entries.append(TimelineEntry(at=failure.ended_at, event="job failed", detail=detail))
         else:
             entries.append(
-                TimelineEntry(at=request.detected_at, event="recovery requested", detail=f"job {request.job_id}: {request.reason}")
+                TimelineEntry(
+                    at=request.detected_at,
+                    event="recovery requested",
+                    detail=f"{_job_text(state, with_uid=True) or f'job {request.job_id}'}: {request.reason}",
+                )
             )
         if request.received_at:
             mode = " (dry run)" if request.dry_run else ""
@@ -161,7 +194,11 @@ def build_job_timeline(state: JobWorkflowState, recorded_at: datetime) -> list[T
         entries.append(TimelineEntry(at=plan.at, event="checkpoint chosen", detail="; ".join(chosen) or "no checkpoint"))
     if state.restart is not None:
         entries.append(
-            TimelineEntry(at=state.restart.at, event=f"restart: {state.restart.action.replace('_', ' ')}", detail=state.restart.reason)
+            TimelineEntry(
+                at=state.restart.at,
+                event=f"restart: {state.restart.action.replace('_', ' ')}",
+                detail=state.restart.reason,
+            )
         )
     if state.resubmission is not None:
         reply = state.resubmission
@@ -170,13 +207,32 @@ def build_job_timeline(state: JobWorkflowState, recorded_at: datetime) -> list[T
             verb = "requeued by Slurm"
         elif reply.result.already_submitted:
             verb = "already resubmitted"
-        detail = f"{reply.result.old_job_id} -> {reply.result.new_job_id or '-'}"
+        detail = _resubmitted_text(state)
         # (Slurm cancels the old job first; EKS suspends it once the new one exists)
         detail += (
             (" (old job suspended)" if reply.result.new_job_name else " (old job cancelled first)") if reply.result.cancelled_old else ""
         )
         entries.append(TimelineEntry(at=reply.completed_at, event=verb, detail=detail))
     return entries
+
+
+def _resubmitted_text(state: JobWorkflowState) -> str:
+    """``1001 -> 1002`` on Slurm (as it always read); on EKS, as the node path's timeline says it,
+    ``PyTorchJob kubeflow/llama -> PyTorchJob kubeflow/llama-r1 (uid 056d…), Created``."""
+    reply = state.resubmission
+    if reply is None:
+        return ""
+    result, ref = reply.result, _kube_ref(state)
+    if ref is None and not result.new_job_name:
+        return f"{result.old_job_id} -> {result.new_job_id or '-'}"
+    old = f"{ref.kind} {ref.namespace}/{ref.name}" if ref is not None else f"job with uid {result.old_job_id}"
+    kind = ref.kind if ref is not None else None
+    if result.new_job_name:
+        new = kube_copy_text(kind, result.new_job_name, result.new_job_id)
+    else:
+        new = f"{kind or 'job'} with uid {result.new_job_id}" if result.new_job_id else "-"
+    new += f", {result.new_job_state}" if result.new_job_state and result.new_job_id else ""
+    return f"{old} -> {new}"
 
 
 def build_job_phases(state: JobWorkflowState, recorded_at: datetime) -> list[Phase]:

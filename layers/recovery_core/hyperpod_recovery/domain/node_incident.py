@@ -8,7 +8,7 @@ from datetime import datetime
 
 from hyperpod_recovery import errors
 from hyperpod_recovery.domain.causes import CAUSE_LIMIT, error_message
-from hyperpod_recovery.domain.fates import jobs_sentence, node_incident_job_fates, node_incident_node_fates
+from hyperpod_recovery.domain.fates import jobs_sentence, kube_copy_text, node_incident_job_fates, node_incident_node_fates
 from hyperpod_recovery.domain.health_gate import CHECK_DID_NOT_RUN, NOT_ASKED
 from hyperpod_recovery.domain.incident import Decision, IncidentFacts, IncidentTable, PhaseLog, resubmission, submitted_here
 from hyperpod_recovery.domain.job_failure import nodes_text
@@ -51,9 +51,11 @@ def decide_completed(state: WorkflowState) -> Decision:
             for f in state.replacement.failed
         ]
     problems += [(error_name(errors.ReplacementUnhealthy), text) for text in _unhealthy_texts(state)]
+    named = _job_names(state)
     if state.checkpoints is not None:
         problems += [
-            (error_name(errors.NoVerifiedCheckpoint), f"job {j.job_id} ({j.name}): {j.reason}") for j in state.checkpoints.unresumable
+            (error_name(errors.NoVerifiedCheckpoint), f"{_named_in_full(named, j.job_id, j.name)}: {j.reason}")
+            for j in state.checkpoints.unresumable
         ]
     if state.checkpoints is not None and state.checkpoints.jobs_omitted:
         problems.append(
@@ -66,13 +68,21 @@ def decide_completed(state: WorkflowState) -> Decision:
     problems += [
         (
             error_name(errors.ResubmitFailed),
-            f"job {f.job_id} was not resubmitted ({f.failure.Error}: {error_message(f.failure.Cause)[:300]})",
+            f"{named(f.job_id)} was not resubmitted ({f.failure.Error}: {error_message(f.failure.Cause)[:300]})",
         )
         for f in state.resubmit_failures
     ]
     if problems:
         return "escalated", problems[0][0], "; ".join(text for _, text in problems)[:CAUSE_LIMIT]
     return "recovered", None, None
+
+
+def _named_in_full(named: Callable[[str], str], job_id: str, name: str) -> str:
+    """``job 1001 (llama)`` on Slurm; ``PyTorchJob kubeflow/llama`` on EKS (its name is in its label)."""
+    label = named(job_id)
+    if label != f"job {job_id}" and not label.startswith("job with uid "):
+        return label  # (an object found by the incident: kind namespace/name)
+    return f"{label} ({name})" if name and name != job_id else label
 
 
 def _said(detail: str) -> str:
@@ -248,7 +258,8 @@ def build_timeline(state: WorkflowState, recorded_at: datetime) -> list[Timeline
         chosen += [f"{named(j.job_id)}: {j.reason}" for j in state.checkpoints.unresumable + state.checkpoints.left_alone]
         entries.append(TimelineEntry(at=state.checkpoints.at, event="checkpoint chosen", detail="; ".join(chosen) or "no job to resume"))
     for reply in state.replies:
-        entries.append(TimelineEntry(at=reply.completed_at, event=_resubmit_event(reply), detail=_resubmit_text(reply, named)))
+        detail = _resubmit_text(reply, named, _job_kinds(state))
+        entries.append(TimelineEntry(at=reply.completed_at, event=_resubmit_event(reply), detail=detail))
     for failure in state.resubmit_failures:
         entries.append(
             TimelineEntry(
@@ -371,30 +382,53 @@ def _resubmit_event(reply: CommandReply[ResubmitResult]) -> str:
     return "job resubmitted"
 
 
+def _on_eks(state: WorkflowState) -> bool:
+    """The state says the cluster is EKS (its assessment, or its rejoin watch)."""
+    if state.assessment is not None:
+        return state.assessment.orchestrator == "eks"
+    return state.rejoin is not None and state.rejoin.orchestrator == "eks"
+
+
 def _job_names(state: WorkflowState) -> Callable[[str], str]:
     """A job as a human finds it: ``job 1001`` on Slurm, ``PyTorchJob kubeflow/llama`` on EKS (its uid
-    is in the "affected jobs found" line), from the jobs the incident found."""
+    is in the "affected jobs found" line), from the jobs the incident found. An EKS job the incident
+    did not find is ``job with uid <uid>``, as fates.job_label says it: never a uid passed off as a job id."""
     kube = {j.job_id: j.kube for j in state.jobs.result.jobs if j.kube} if state.jobs is not None else {}
+    eks = _on_eks(state) or bool(kube)
 
     def named(job_id: str) -> str:
         ref = kube.get(job_id)
-        return f"{ref.kind} {ref.namespace}/{ref.name}" if ref else f"job {job_id}"
+        if ref is not None:
+            return f"{ref.kind} {ref.namespace}/{ref.name}"
+        return f"job with uid {job_id}" if eks else f"job {job_id}"
 
     return named
 
 
-def _resubmit_text(reply: CommandReply[ResubmitResult], named: Callable[[str], str]) -> str:
-    """``job 1001 -> 1002, PENDING``, told by what happened, never "(dry run)" on a live stack."""
+def _job_kinds(state: WorkflowState) -> Callable[[str], str | None]:
+    """EKS: a job's kind (its copy is an object of the same kind); None on Slurm or when not found."""
+    kinds = {j.job_id: j.kube.kind for j in state.jobs.result.jobs if j.kube} if state.jobs is not None else {}
+    return kinds.get
+
+
+def _resubmit_text(
+    reply: CommandReply[ResubmitResult], named: Callable[[str], str], kind_of: Callable[[str], str | None] = lambda _job: None
+) -> str:
+    """``job 1001 -> 1002, PENDING`` on Slurm; on EKS ``PyTorchJob kubeflow/llama -> PyTorchJob
+    kubeflow/llama-r1 (uid 056d…), Created``: told by what happened, never "(dry run)" on a live stack."""
     result = reply.result
+    copy = (
+        kube_copy_text(kind_of(result.old_job_id), result.new_job_name, result.new_job_id) if result.new_job_name else None
+    )  # (EKS: a new object, by its name)
     if reply.dry_run:
         new = "(dry run)"
     elif result.restarted_by_slurm:
         new = f"{result.old_job_id} (requeued by Slurm, nothing submitted)"
     elif result.already_submitted:
-        new = f"{result.new_job_id} (by an earlier incident)" if result.new_job_id else "(resubmitted by another incident)"
+        earlier = copy or result.new_job_id
+        new = f"{earlier} (by an earlier incident)" if earlier else "(resubmitted by another incident)"
     else:
-        new = result.new_job_id or "(no job id returned)"
-        new = f"{result.new_job_name} (uid {new})" if result.new_job_name else new  # (EKS: a new object, by its name)
+        new = copy or result.new_job_id or "(no job id returned)"
         new += f", {result.new_job_state}" if result.new_job_state else ""
     return f"{named(result.old_job_id)} -> {new}"
 

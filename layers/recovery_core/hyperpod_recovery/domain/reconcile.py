@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from hyperpod_recovery import errors
 from hyperpod_recovery.domain.causes import CAUSE_LIMIT, error_message
-from hyperpod_recovery.domain.fates import fate_of_job, fate_text, with_claims
+from hyperpod_recovery.domain.fates import copy_made_text, fate_of_job, fate_text, job_label, on_kubernetes, with_claims
 from hyperpod_recovery.domain.node_incident import trigger_text
 from hyperpod_recovery.domain.phases import phases_from_states
 from hyperpod_recovery.models.commands import JobSpec
@@ -176,11 +176,12 @@ def unrecorded_end_record(
             released.append(f"{len(held.reserved) - len(in_flight)} place(s) under the cluster cap")
         given_back = held.claims - {r.job for r, _ in end.resubmissions} - set(kept_claims)
         if given_back:
-            released.append(f"the resubmission claim(s) of job(s) {', '.join(sorted(given_back))}")
+            released.append(f"the resubmission claim(s) of {_jobs_text(sorted(given_back), job_fates, orchestrator)}")
     started = [f"replacement of {', '.join(replaced)}"] * bool(replaced) + [f"reboot of {', '.join(rebooted)}"] * bool(rebooted)
     done = f"{' and '.join(started)} had been initiated; " if started else ""
     unknown = (
-        f"kept the resubmission claim(s) of job(s) {', '.join(sorted(kept_claims))} (no incident restarts them until the claim expires); "
+        f"kept the resubmission claim(s) of {_jobs_text(sorted(kept_claims), job_fates, orchestrator)}"
+        " (no incident restarts them until the claim expires); "
         if kept_claims
         else ""
     )
@@ -215,8 +216,9 @@ def unrecorded_end_record(
         phases += phases_from_states(end.states_entered, end.stopped_at)
     if end.stopped_at is not None:
         timeline.append(TimelineEntry(at=end.stopped_at, event=f"execution {end.status.lower()}", detail=cause))
+    by_job = {f.job: f for f in job_fates}
     timeline += [
-        TimelineEntry(at=at, event="job resubmitted", detail=f"{r.job} -> {r.new_job_id} from step {r.checkpoint_step}")
+        TimelineEntry(at=at, event="job resubmitted", detail=f"{_resubmitted_text(r, by_job.get(r.job))} from step {r.checkpoint_step}")
         for r, at in end.resubmissions
     ]
     timeline.append(TimelineEntry(at=now, event=f"outcome: {end.outcome}", detail=summary))
@@ -242,6 +244,32 @@ def unrecorded_end_record(
         job_fates=job_fates,
         node_fates=node_fates,
     )
+
+
+def _jobs_text(jobs: Sequence[str], fates: Sequence[JobFate], orchestrator: Literal["slurm", "eks"]) -> str:
+    """``job(s) 1001, 1002`` on Slurm (as it always read); on EKS each job by its fate's label
+    (``PyTorchJob kubeflow/llama``), or ``job with uid <uid>`` when nothing more is known of it."""
+    by_job = {f.job: f for f in fates}
+    if orchestrator != "eks" and not any(j in by_job and on_kubernetes(by_job[j]) for j in jobs):
+        return f"job(s) {', '.join(jobs)}"
+
+    def label(job: str) -> str:
+        fate = by_job.get(job)
+        if fate is not None and (fate.kind or fate.namespace):
+            return job_label(fate)
+        name = fate.name if fate is not None and fate.name not in ("", job) else ""
+        return f"job with uid {job}" + (f" ({name})" if name else "")
+
+    return ", ".join(label(j) for j in jobs)
+
+
+def _resubmitted_text(r: Resubmission, fate: JobFate | None) -> str:
+    """A copy its history shows it made: ``1001 -> 1003`` on Slurm; on EKS by its fate's names,
+    ``PyTorchJob kubeflow/llama -> PyTorchJob kubeflow/llama-r1 (uid 056d…)``."""
+    if fate is None or not on_kubernetes(fate):
+        return f"{r.job} -> {r.new_job_id}"
+    uid = f" (uid {fate.copy_id})" if fate.copy_id and fate.copy_id not in copy_made_text(fate) else ""
+    return copy_made_text(fate) + uid
 
 
 def _job_fates(end: EndedExecution, held: Holdings | None, kept_claims: Collection[str], specs: Sequence[JobSpec]) -> list[JobFate]:
