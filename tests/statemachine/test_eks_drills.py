@@ -232,7 +232,13 @@ def test_a_refused_re_creation_beside_a_successful_one_escalates_and_keeps_both_
     assert (incident["outcome"], incident["error"]) == ("escalated", "ResubmitFailed")
     made = [j for j in report["kubernetes_jobs"] if "resubmitted_from" in j]
     refused = {j["uid"] for j in report["kubernetes_jobs"] if "resubmitted_from" not in j} - {j["resubmitted_from"] for j in made}
-    assert len(made) == 1 and len(refused) == 1 and next(iter(refused)) in incident["cause"]
+    assert len(made) == 1 and len(refused) == 1
+    (refused_uid,) = refused
+    refused_name = next(j["name"] for j in report["kubernetes_jobs"] if j["uid"] == refused_uid)
+    assert f"PyTorchJob kubeflow/{refused_name} was not resubmitted" in incident["cause"]
+    # (its failure parsed with its 36-character uid: a "resubmit failed" line names it)
+    failed = [t["detail"] for t in incident["timeline"] if t["event"] == "resubmit failed"]
+    assert len(failed) == 1 and failed[0].startswith(f"PyTorchJob kubeflow/{refused_name}: ")
     # And the successful one stays in the record, its claim completed, nothing left held
     assert [r["new_job_id"] for r in incident["resubmissions"]] == [made[0]["uid"]]
     assert report["ledger_at_end"]["open_claims"] == [] and report["ledger_at_end"]["incidents_holding"] == []
