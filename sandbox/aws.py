@@ -564,6 +564,7 @@ class SandboxAWS:
         self._patch_task_heartbeats(stack)
         self._patch_history_paging(stack)
         self._patch_task_failure_cause(stack)
+        self._patch_stop_execution(stack)
         self._patch_execution_dates(stack)
         stack.enter_context(mock.patch.object(EventsHandler, "test_event_pattern", _test_event_pattern))
         stack.enter_context(mock.patch.object(retrier_decl.RetrierDecl, "_eval_body", retrier_body))
@@ -703,6 +704,20 @@ class SandboxAWS:
             return ActionResult({})
 
         stack.enter_context(mock.patch.object(StepFunctionResponse, "send_task_failure", send_task_failure))
+
+    def _patch_stop_execution(self, stack: ExitStack) -> None:
+        """StopExecution as Step Functions does it, whoever calls it (a scenario's abort fault, the
+        operator's ``hyperpod-recovery stop``): the execution keeps the ``error`` and ``cause`` it was
+        given (moto drops them; DescribeExecution and the ExecutionAborted event carry them), and its
+        thread, parked on virtual time, is let go at once so the interpreter sees the stop and ends."""
+
+        def stop_execution(response: StepFunctionResponse) -> Any:
+            execution = response.stepfunction_backend.stop_execution(response._get_param("executionArn"))
+            execution.error, execution.cause = response._get_param("error") or "", response._get_param("cause") or ""
+            self.clock.stop(execution.name)
+            return ActionResult({"stopDate": execution.stop_date})
+
+        stack.enter_context(mock.patch.object(StepFunctionResponse, "stop_execution", stop_execution))
 
     @staticmethod
     def _patch_task_heartbeats(stack: ExitStack) -> None:
@@ -943,6 +958,7 @@ class SandboxAWS:
                 KeySchema=props["KeySchema"],
                 AttributeDefinitions=props["AttributeDefinitions"],
                 BillingMode=props["BillingMode"],
+                **({"GlobalSecondaryIndexes": props["GlobalSecondaryIndexes"]} if props.get("GlobalSecondaryIndexes") else {}),
             )
             if props.get("TimeToLiveSpecification"):
                 dynamodb.update_time_to_live(TableName=name, TimeToLiveSpecification=props["TimeToLiveSpecification"])

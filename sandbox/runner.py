@@ -117,20 +117,25 @@ class DrillRunner:
         """Deliver the scenario's faults, let every execution finish, and return the report."""
         started = time.perf_counter()
         with self.deployed():
-            deliveries = self._deliveries()
-            while deliveries:
-                delivery = deliveries.pop(0)
-                self._advance_to(delivery.at)
-                self._deliver(delivery)
-                if self._poll_again and len(self.polls) < MAX_POLLS:
-                    # (the poll left failures for its next tick: the schedule ticks again a minute later)
-                    deliveries = sorted([*deliveries, Delivery(delivery.at + POLL_PERIOD_SECONDS, [], poll=True)], key=lambda d: d.at)
-                self._poll_again = False
-            self._wait_for_executions()
-            self._sweep_after_lost_ends()
+            self.play()
             self.slurm.close()  # before the report: a real agent's journal is read when it stops
             self._log.flush()  # the report reads the handlers' EMF metrics back from this log
             return build_report(self, wall_seconds=time.perf_counter() - started)
+
+    def play(self) -> None:
+        """Inside ``deployed()``: deliver the scenario's faults and let every execution finish (what
+        ``run`` does before its report; a test of the operator's commands then reads the stack)."""
+        deliveries = self._deliveries()
+        while deliveries:
+            delivery = deliveries.pop(0)
+            self._advance_to(delivery.at)
+            self._deliver(delivery)
+            if self._poll_again and len(self.polls) < MAX_POLLS:
+                # (the poll left failures for its next tick: the schedule ticks again a minute later)
+                deliveries = sorted([*deliveries, Delivery(delivery.at + POLL_PERIOD_SECONDS, [], poll=True)], key=lambda d: d.at)
+            self._poll_again = False
+        self._wait_for_executions()
+        self._sweep_after_lost_ends()
 
     def advance(self, seconds: float) -> None:
         """Let ``seconds`` of virtual time pass for every running execution (a poller's sleep)."""
@@ -475,10 +480,8 @@ class DrillRunner:
             self.aws.client("stepfunctions").stop_execution(
                 executionArn=execution.execution_arn, error="Drill.Abort", cause=f"stopped by the scenario's abort fault at {fault.at:g} s"
             )
+        # (the sandbox's StopExecution keeps the error and cause and lets the execution's thread go)
         self.aborted[execution.name] = ("Drill.Abort", f"stopped by the scenario's abort fault at {fault.at:g} s")
-        # moto drops StopExecution's error and cause; Step Functions keeps them (DescribeExecution).
-        execution.error, execution.cause = self.aborted[execution.name]
-        self.clock.stop(execution.name)
 
     def _put_event(self, fault: FaultSpec, ref: str) -> None:
         node = self.double.current(ref, t=fault.at)

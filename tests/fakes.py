@@ -29,6 +29,7 @@ from hyperpod_recovery.models.records import (
     Holdings,
     IncidentRecord,
     LockOutcome,
+    NodeHold,
     RecoveryLogEntry,
     RejoinWait,
     ResubmissionClaim,
@@ -167,6 +168,7 @@ class FakeLedger:
         self.job_restart_places: dict[tuple[str, str], datetime] = {}
         self.notices: dict[str, datetime] = {}  # incident -> the lease on its page until
         self.swept: dict[str, datetime] = {}
+        self.holds: dict[tuple[str, str], NodeHold] = {}  # (cluster, instance id or hostname) -> a human's hold
 
     def acquire_locks(self, incident_id: str, cluster: str, node_ids: list[str], now: datetime, ttl: timedelta) -> LockOutcome:
         acquired, held = [], {}
@@ -182,6 +184,9 @@ class FakeLedger:
 
     def lock_holders(self, cluster: str, node_ids: list[str], now: datetime) -> dict[str, str]:
         return {n: self.locks[(cluster, n)][0] for n in node_ids if (cluster, n) in self.locks and self.locks[(cluster, n)][1] >= now}
+
+    def node_holds(self, cluster: str, nodes: Any) -> dict[str, NodeHold]:
+        return {n: self.holds[(cluster, n)] for n in nodes if (cluster, n) in self.holds}
 
     def release_locks(self, incident_id: str, cluster: str, node_ids: list[str], hold_until: datetime | None) -> None:
         for nid in node_ids:

@@ -3,10 +3,17 @@
     hyperpod-recovery checkpoint commit s3://bucket/prefix --step 12000 [--job NAME] [--checksums]
     hyperpod-recovery checkpoint latest s3://bucket/prefix [--job NAME] [--json]
     hyperpod-recovery checkpoint verify s3://bucket/prefix/step-000012000/ [--job NAME] [--deep] [--json]
-    hyperpod-recovery breaker status --cluster NAME [--table LEDGER] [--json]
-    hyperpod-recovery breaker reset  --cluster NAME [--table LEDGER] --reason TEXT [--by WHO]
+    hyperpod-recovery breaker status (--stack NAME | --cluster NAME [--table LEDGER]) [--json]
+    hyperpod-recovery breaker reset  (--stack NAME | --cluster NAME [--table LEDGER]) --reason TEXT [--by WHO]
     hyperpod-recovery drill --stack NAME (--scenario FILE | --input FILE | --node ID | --job ID) [--live --yes]
     hyperpod-recovery preflight --stack NAME [--json]
+    hyperpod-recovery incidents --stack NAME [--open] [--escalated] [--since 6h] [--json]
+    hyperpod-recovery incidents show ID --stack NAME [--json]
+    hyperpod-recovery locks --stack NAME [--json]
+    hyperpod-recovery locks release NODE --stack NAME --reason TEXT [--yes]
+    hyperpod-recovery stop INCIDENT --stack NAME --reason TEXT [--yes]
+    hyperpod-recovery hold NODE --stack NAME --reason TEXT [--yes]
+    hyperpod-recovery unhold NODE --stack NAME --reason TEXT [--yes]
     hyperpod-recovery --version
 
 Every command takes ``--region REGION`` (before or after the command's name). AWS credentials come
@@ -18,7 +25,8 @@ Exit codes, for every command:
   0    done / found / verified / breaker closed / drill execution succeeded / preflight ready;
        --help, --version
   1    the answer is no: nothing verified, commit refused, breaker open, drill execution failed
-       (escalated or capped), a preflight check failed or could not be made
+       (escalated or capped), a preflight check failed or could not be made; an on-call change
+       refused (a running incident holds the lock, no such node or incident) or not confirmed
   2    bad usage or input: no command, an unknown option, a missing or malformed argument (a
        blank reason, a control character in text kept and printed back), an unreadable file or
        one whose fields are not what they must be, a stack that is not ours, a breaker reset of a
@@ -67,13 +75,15 @@ from hyperpod_recovery.errors import (
 )
 from hyperpod_recovery.models.common import CLUSTER_NAME_PATTERN
 from hyperpod_recovery.models.manifest import MAX_STEP, step_of_folder
-from hyperpod_recovery.models.records import BreakerState
+from hyperpod_recovery.models.records import AuditEntry, BreakerState
 from hyperpod_recovery_cli.drill import add_arguments as add_drill_arguments
 from hyperpod_recovery_cli.drill import run_drill
 from hyperpod_recovery_cli.inputs import InputRefused, OneLineParser, one_line, plain_text, shown
+from hyperpod_recovery_cli.oncall import OnCallRefused
+from hyperpod_recovery_cli.oncall import add_commands as add_oncall_commands
 from hyperpod_recovery_cli.preflight import PreflightUsageError, run_preflight
 from hyperpod_recovery_cli.preflight import add_arguments as add_preflight_arguments
-from hyperpod_recovery_cli.stack import NotOurStack
+from hyperpod_recovery_cli.stack import NotOurStack, StackTooOld, read_stack
 
 PROG = "hyperpod-recovery"
 EXIT_OK, EXIT_NO, EXIT_USAGE, EXIT_AWS, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -123,6 +133,8 @@ class Invocation:
     err: TextIO
     client: Callable[[str], Any] = field(default_factory=lambda: AwsClients(None))
     sleep: Callable[[float], None] = time.sleep
+    stdin: TextIO = field(default_factory=lambda: sys.stdin)  # where a change is confirmed (a terminal)
+    now: Callable[[], datetime] = field(default_factory=lambda: lambda: datetime.now(UTC))
 
 
 def version() -> str:
@@ -191,8 +203,12 @@ def _parser() -> argparse.ArgumentParser:
         ("reset", "close the breaker (a human's call)", _breaker_reset),
     ):
         action = actions.add_parser(name, parents=[region], help=text)
-        action.add_argument("--cluster", required=True, help="the guarded cluster's name (the stack's ClusterName)")
-        action.add_argument("--table", default=os.environ.get("LEDGER_TABLE"), help="the ledger table (default: $LEDGER_TABLE)")
+        where = action.add_mutually_exclusive_group(required=True)
+        where.add_argument("--stack", help="the deployed stack's name: finds its cluster and ledger (instead of --cluster and --table)")
+        where.add_argument("--cluster", help="the guarded cluster's name (the stack's ClusterName), with --table")
+        action.add_argument(
+            "--table", default=os.environ.get("LEDGER_TABLE"), help="the ledger table (default: $LEDGER_TABLE), without --stack"
+        )
         if name == "status":
             action.add_argument("--json", action="store_true")
         else:
@@ -211,7 +227,20 @@ def _parser() -> argparse.ArgumentParser:
     )
     add_preflight_arguments(preflight)
     preflight.set_defaults(run=_preflight)
+
+    add_oncall_commands(groups, region, _oncall)
     return parser
+
+
+def _oncall(command: Callable[..., int], changes: bool) -> Callable[[Invocation], int]:
+    """An on-call command as (Invocation) -> int: a change also gets stdin, to be confirmed on."""
+
+    def run(invocation: Invocation) -> int:
+        if changes:
+            return command(invocation.args, invocation.client, invocation.out, invocation.stdin, invocation.now())
+        return command(invocation.args, invocation.client, invocation.out, invocation.now())
+
+    return run
 
 
 def main(
@@ -223,6 +252,8 @@ def main(
     dynamodb: Any = None,
     drill_clients: dict[str, Any] | None = None,
     sleep: Callable[[float], None] | None = None,
+    stdin: TextIO | None = None,
+    now: Callable[[], datetime] | None = None,
 ) -> int:
     """The console script. Clients passed in (tests) are used instead of boto3's; ``drill_clients``
     holds ``sfn``, ``sagemaker``, ``cloudformation``, ``lambda`` and optionally the poller's ``sleep``; ``sleep``
@@ -241,8 +272,12 @@ def main(
         "sagemaker": drill.get("sagemaker"),
         "cloudformation": drill.get("cloudformation"),
         "lambda": drill.get("lambda"),
+        "sts": drill.get("sts"),
     }
     invocation = Invocation(args, out, err, AwsClients(getattr(args, "region", None), given), sleep or drill.get("sleep", time.sleep))
+    invocation.stdin = stdin or sys.stdin
+    if now is not None:
+        invocation.now = now
     try:
         return run(invocation)
     except KeyboardInterrupt:
@@ -285,8 +320,9 @@ def _failure(exc: Exception) -> tuple[int, str] | None:
 
 
 _FAILURES: tuple[tuple[type[Exception] | tuple[type[Exception], ...], int, str], ...] = (
-    ((UsageError, InputRefused, PreflightUsageError, NotOurStack), EXIT_USAGE, ""),
+    ((UsageError, InputRefused, PreflightUsageError, NotOurStack, StackTooOld), EXIT_USAGE, ""),
     ((CheckpointCommitRefused, CheckpointWriteConflict), EXIT_NO, "commit refused: "),
+    (OnCallRefused, EXIT_NO, "refused: "),
     ((CheckpointUnreadable, CheckpointStoreUnavailable), EXIT_AWS, "S3 error: "),
     ((LedgerError, LedgerUnavailable), EXIT_AWS, "ledger error: "),
     ((ClientError, BotoCoreError), EXIT_AWS, "AWS error: "),
@@ -368,6 +404,9 @@ BREAKER_BY_LIMIT = 128
 
 def _ledger(invocation: Invocation) -> DynamoLedger:
     args = invocation.args
+    if args.stack is not None:  # (argparse lets one of --stack and --cluster through, never both)
+        stack = read_stack(invocation.client("cloudformation"), args.stack)
+        args.cluster, args.table = stack.cluster, stack.output("LedgerTableName")
     if not re.fullmatch(CLUSTER_NAME_PATTERN, args.cluster):
         raise UsageError(f"--cluster {shown(args.cluster)}: not a HyperPod cluster name (letters, digits and hyphens, at most 63)")
     if not args.table:
@@ -425,7 +464,9 @@ def _breaker_reset(invocation: Invocation) -> int:
     if state.state == "closed":
         print(f"{args.cluster}: breaker already closed; nothing changed", file=out)
         return EXIT_OK
-    ledger.save_breaker(args.cluster, state.changed_to("closed", reason=reason, by=who, at=datetime.now(UTC)))
+    now = invocation.now()
+    ledger.save_breaker(args.cluster, state.changed_to("closed", reason=reason, by=who, at=now))
+    ledger.audit(args.cluster, AuditEntry(at=now, by=who, action="breaker reset", target=args.cluster, reason=reason[:300]))
     print(f"{args.cluster}: breaker closed by {who} (was open since {state.changed_at}: {one_line(state.reason)})", file=out)
     return EXIT_OK
 

@@ -43,7 +43,7 @@ from hyperpod_recovery.errors import (
     TaskAnswerFailed,
 )
 from hyperpod_recovery.models.commands import CommandEnvelope, CommandReply, DrainResult, JobsOnNodes
-from hyperpod_recovery.models.records import IncidentRecord
+from hyperpod_recovery.models.records import AuditEntry, IncidentRecord, NodeHold
 from sandbox.hyperpod import HyperPodDouble, serve
 from sandbox.scenario import ApiErrorSpec, BehaviourSpec, ClusterSpec, InstanceGroupSpec
 from sandbox.template import load_template
@@ -64,7 +64,11 @@ def _ledger_table() -> str:
     """The moto table is created from template.yaml's own key schema, so the two cannot drift."""
     props = load_template(ROOT / "template.yaml")["Resources"]["LedgerTable"]["Properties"]
     boto3.client("dynamodb", region_name=REGION).create_table(
-        TableName="ledger", KeySchema=props["KeySchema"], AttributeDefinitions=props["AttributeDefinitions"], BillingMode="PAY_PER_REQUEST"
+        TableName="ledger",
+        KeySchema=props["KeySchema"],
+        AttributeDefinitions=props["AttributeDefinitions"],
+        GlobalSecondaryIndexes=props["GlobalSecondaryIndexes"],
+        BillingMode="PAY_PER_REQUEST",
     )
     return "ledger"
 
@@ -481,6 +485,72 @@ def test_ledger_keeps_incident_records(ledger: Any) -> None:
     )
     ledger.save_incident(record)
     assert ledger.get_incident("a") == record and ledger.get_incident("missing") is None
+
+
+@pytest.fixture
+def dynamo_ledger() -> Iterator[DynamoLedger]:
+    with mock_aws():
+        yield DynamoLedger(_ledger_table(), dynamodb=boto3.client("dynamodb", region_name=REGION))
+
+
+def _record(incident: str, cluster: str, at: datetime, outcome: Any = "recovered") -> IncidentRecord:
+    return IncidentRecord(
+        incident_id=incident, cluster=cluster, outcome=outcome, dry_run=False, trigger=["manual"], nodes=["n1"], summary="s", recorded_at=at
+    )
+
+
+def test_given_records_of_two_clusters_then_incidents_lists_one_clusters_newest_first_from_the_sparse_index(
+    dynamo_ledger: DynamoLedger,
+) -> None:
+    # Given three records of cluster c (one older), one of cluster d, and other items that carry `cluster` (HOLDINGS)
+    for n in range(3):
+        dynamo_ledger.save_incident(_record(f"c-{n}", "c", T0 + timedelta(minutes=n)))
+    dynamo_ledger.save_incident(_record("d-0", "d", T0))
+    dynamo_ledger.acquire_locks("c-9", "c", ["n1"], T0, TTL)  # writes a HOLDINGS item with cluster = c
+    # Then c's records come newest first, the limit and the since bound hold, and nothing but RECORDs is listed
+    assert [r.incident_id for r in dynamo_ledger.incidents("c")] == ["c-2", "c-1", "c-0"]
+    assert [r.incident_id for r in dynamo_ledger.incidents("c", limit=2)] == ["c-2", "c-1"]
+    assert [r.incident_id for r in dynamo_ledger.incidents("c", since=T0 + timedelta(minutes=1))] == ["c-2", "c-1"]
+    assert [r.incident_id for r in dynamo_ledger.incidents("d")] == ["d-0"]
+
+
+def test_given_locks_then_node_locks_lists_the_clusters_live_ones_and_release_deletes_only_the_holders(
+    dynamo_ledger: DynamoLedger,
+) -> None:
+    dynamo_ledger.acquire_locks("a", "c", ["i-1", "host:ip-1"], T0, TTL)
+    dynamo_ledger.acquire_locks("b", "c", ["i-2"], T0, timedelta(seconds=1))
+    dynamo_ledger.acquire_locks("z", "other", ["i-3"], T0, TTL)
+    later = T0 + timedelta(seconds=5)
+    # Then only c's live locks are listed, with their holder and expiry
+    locks = dynamo_ledger.node_locks("c", later)
+    assert [(lock.node, lock.incident) for lock in locks] == [("host:ip-1", "a"), ("i-1", "a")]
+    assert locks[0].expires_at == T0 + TTL
+    # And a release names the holder it read: another incident's lock is not deleted
+    assert dynamo_ledger.release_lock("c", "i-1", "b") is False
+    assert dynamo_ledger.release_lock("c", "i-1", "a") is True
+    assert dynamo_ledger.lock_holders("c", ["i-1", "host:ip-1"], later) == {"host:ip-1": "a"}
+
+
+def test_given_a_hold_then_a_second_does_not_overwrite_it_and_unhold_returns_it(dynamo_ledger: DynamoLedger) -> None:
+    first = NodeHold(node="ip-1", by="alice", reason="bad DIMM, vendor ticket 42", at=T0)
+    assert dynamo_ledger.hold_node("c", first) is None
+    assert dynamo_ledger.hold_node("c", first.model_copy(update={"by": "bob"})) == first
+    assert dynamo_ledger.node_holds("c", ["i-9", "ip-1"]) == {"ip-1": first}
+    assert dynamo_ledger.node_holds("other", ["ip-1"]) == {}
+    assert dynamo_ledger.all_node_holds("c") == [first]
+    assert dynamo_ledger.unhold_node("c", "ip-1") == first
+    assert dynamo_ledger.unhold_node("c", "ip-1") is None and dynamo_ledger.node_holds("c", ["ip-1"]) == {}
+
+
+def test_given_changes_by_humans_then_the_audit_log_keeps_each_in_order(dynamo_ledger: DynamoLedger) -> None:
+    entries = [AuditEntry(at=T0 + timedelta(seconds=n), by="alice", action="hold", target=f"ip-{n}", reason="r") for n in range(3)]
+    for entry in [*entries, entries[0]]:  # the same change twice is kept twice: two changes were made
+        dynamo_ledger.audit("c", entry)
+    log = dynamo_ledger.audit_log("c")
+    assert [e.target for e in log] == ["ip-0", "ip-0", "ip-1", "ip-2"] and log[-1] == entries[2]
+    assert [e.target for e in dynamo_ledger.audit_log("c", since=T0 + timedelta(seconds=1))] == ["ip-1", "ip-2"]
+    # And the breaker's and the recovery log's readers are not confused by audit items in the same partition
+    assert dynamo_ledger.recovery_log("c") == [] and dynamo_ledger.breaker("c").state == "closed"
 
 
 def test_dynamodb_failure_becomes_a_ledger_error(aws: None) -> None:

@@ -139,6 +139,12 @@ REQUIRED: dict[str, tuple[Call, ...]] = {
             request=("TableName", "KeyConditionExpression", "ExpressionAttributeValues", "ConsistentRead", "ExclusiveStartKey"),
             response=("Items", "LastEvaluatedKey"),
         ),
+        # A human's holds on an incident's targets, read at once (Apply Safety Policy).
+        Call("BatchGetItem", request=("RequestItems",), response=("Responses", "UnprocessedKeys")),
+        # The operator's `locks` and `hold` (never a workflow step): the node items of one cluster.
+        Call(
+            "Scan", request=("TableName", "FilterExpression", "ConsistentRead", "ExclusiveStartKey"), response=("Items", "LastEvaluatedKey")
+        ),
     ),
     "s3": (
         Call("ListObjectsV2", request=("Bucket", "Prefix", "Delimiter", "ContinuationToken")),
@@ -168,7 +174,9 @@ OPERATOR_REQUIRED: dict[str, tuple[Call, ...]] = {
     "sagemaker": tuple(call for call in REQUIRED["sagemaker"] if call.operation in ("DescribeCluster", "ListClusterNodes")),
     "stepfunctions": (
         Call("StartExecution", request=("stateMachineArn", "name", "input"), response=("executionArn",)),
-        Call("DescribeExecution", request=("executionArn",), response=("status", "error", "cause", "output")),
+        Call("DescribeExecution", request=("executionArn",), response=("status", "error", "cause", "output", "input", "startDate")),
+        Call("ListExecutions", request=("stateMachineArn", "statusFilter"), response=("executions[].name", "executions[].startDate")),
+        Call("StopExecution", request=("executionArn", "error", "cause")),
         Call(
             "GetExecutionHistory",
             request=("executionArn",),
@@ -181,8 +189,13 @@ OPERATOR_REQUIRED: dict[str, tuple[Call, ...]] = {
         ),
     ),
     "lambda": (Call("Invoke", request=("FunctionName", "Payload"), response=("Payload", "FunctionError")),),
-    # The drill reads the incident record from the ledger (DynamoLedger.get_incident: one GetItem).
-    "dynamodb": tuple(call for call in REQUIRED["dynamodb"] if call.operation == "GetItem"),
+    # The drill reads the incident record from the ledger (DynamoLedger.get_incident: one GetItem);
+    # the on-call commands (oncall.py) list, lock, hold and audit through the same adapter.
+    "dynamodb": (
+        *REQUIRED["dynamodb"],
+        Call("Query", request=("TableName", "IndexName", "KeyConditionExpression", "ScanIndexForward", "Limit"), response=("Items",)),
+    ),
+    "sts": (Call("GetCallerIdentity", response=("Arn",)),),
     "events": (
         Call("DescribeRule", request=("Name",), response=("EventPattern",)),
         Call("TestEventPattern", request=("EventPattern", "Event"), response=("Result",)),

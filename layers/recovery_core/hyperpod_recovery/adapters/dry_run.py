@@ -58,6 +58,7 @@ from hyperpod_recovery.models.records import (
     Holdings,
     IncidentRecord,
     LockOutcome,
+    NodeHold,
     RecoveryLogEntry,
     RejoinWait,
     ResubmissionClaim,
@@ -189,6 +190,9 @@ class DryRunLedger:
     # --- read ----------------------------------------------------------------------------------
     def lock_holders(self, cluster: str, node_ids: list[str], now: datetime) -> dict[str, str]:
         return self._ledger.lock_holders(cluster, node_ids, now)
+
+    def node_holds(self, cluster: str, nodes: Sequence[str]) -> dict[str, NodeHold]:
+        return self._ledger.node_holds(cluster, nodes)
 
     def resubmission_claim(self, cluster: str, job_id: str) -> ResubmissionClaim | None:
         return self._ledger.resubmission_claim(cluster, job_id)

@@ -17,6 +17,12 @@ Items:
     INCIDENT#<incident id>     / EFFECT#<name>                 an outside effect made once per incident (its notification,
                                                                with the lease of a delivery that may send it)
     CLUSTER#<cluster>          / ENDS_SWEPT                    until when the sweep of ended executions recorded every end
+    NODE#<cluster>#<node>      / HOLD                          a human's opt-out for a node (instance id or hostname)
+    CLUSTER#<cluster>          / AUDIT#<epoch>#<n>             one change a human made through the CLI: who, why, what
+
+The RECORD items alone carry both ``cluster`` and ``recorded_at``: the sparse index
+IncidentsByCluster (cluster, recorded_at) lists a cluster's incidents newest first for the
+operator's ``hyperpod-recovery incidents``; no workflow step reads it.
 
 No item grows with the cluster's history: what accumulates (recoveries, restarts, waits) is an item
 per entry, read with one Query, and every item stays far below DynamoDB's 400 KB at the largest
@@ -43,11 +49,14 @@ from hyperpod_recovery.errors import LedgerError, LedgerUnavailable
 from hyperpod_recovery.models.commands import JobSpec
 from hyperpod_recovery.models.job_recovery import RestartEntry
 from hyperpod_recovery.models.records import (
+    AuditEntry,
     BreakerState,
     Effect,
     Holdings,
     IncidentRecord,
     LockOutcome,
+    NodeHold,
+    NodeLock,
     RecoveryLogEntry,
     RejoinWait,
     ResubmissionClaim,
@@ -65,6 +74,12 @@ RECOVERY_PREFIX = "RECOVERY#"
 RESTART_PREFIX = "RESTART#"
 WAIT_ITEM_PREFIX = "WAIT#"
 EFFECT_PREFIX = "EFFECT#"
+AUDIT_PREFIX = "AUDIT#"
+HOLD = "HOLD"
+INCIDENTS_INDEX = "IncidentsByCluster"
+AUDIT_TTL = INCIDENT_TTL
+BATCH_GET_KEYS = 100  # BatchGetItem: at most 100 items a call
+BATCH_GET_ATTEMPTS = 5
 # A log entry outlives its window by this much before DynamoDB's TTL may drop it (TTL deletes
 # within days of the time, never before it; reads filter by time anyway).
 LOG_TTL_MARGIN = timedelta(days=1)
@@ -833,6 +848,163 @@ class DynamoLedger:
             TableName=self.table_name,
             Item={"pk": {"S": f"CLUSTER#{cluster}"}, "sk": {"S": "ENDS_SWEPT"}, "until": {"S": moment.isoformat()}},
         )
+
+    # --- the operator's view and hand (hyperpod-recovery incidents, locks, hold, stop) ---------
+    def incidents(self, cluster: str, since: datetime | None = None, limit: int = 50) -> list[IncidentRecord]:
+        """The cluster's recorded incidents, newest first, from the sparse index IncidentsByCluster
+        (only RECORD items carry both of its keys). ``since``: recorded at or after it."""
+        condition = "#cluster = :cluster" + (" AND recorded_at >= :since" if since is not None else "")
+        values: dict[str, Any] = {":cluster": {"S": cluster}}
+        if since is not None:
+            values[":since"] = {"S": since.isoformat()}
+        records: list[IncidentRecord] = []
+        start: dict[str, Any] | None = None
+        while len(records) < limit:
+            response = self._call(
+                self.dynamodb.query,
+                TableName=self.table_name,
+                IndexName=INCIDENTS_INDEX,
+                KeyConditionExpression=condition,
+                ExpressionAttributeNames={"#cluster": "cluster"},
+                ExpressionAttributeValues=values,
+                ScanIndexForward=False,
+                Limit=limit - len(records),
+                **({"ExclusiveStartKey": start} if start else {}),
+            )
+            records += [IncidentRecord.model_validate_json(item["record"]["S"]) for item in response.get("Items", []) if "record" in item]
+            start = response.get("LastEvaluatedKey")
+            if not start:
+                break
+        return records
+
+    def node_locks(self, cluster: str, now: datetime) -> list[NodeLock]:
+        """Every live node lock of the cluster (instance ids and ``host:`` logical nodes). A Scan:
+        the locks are one item per node, keyed by node; the table is small (records and logs of
+        one cluster) and this is a human's command, never a workflow step."""
+        found = []
+        for item in self._scan_node_items(cluster, "LOCK"):
+            if int(item["expires_at"]["N"]) < int(now.timestamp()):
+                continue  # expired: the next incident takes it over (acquire_locks)
+            found.append(
+                NodeLock(
+                    node=item["pk"]["S"].removeprefix(self._node_key(cluster, "")),
+                    incident=item["incident"]["S"],
+                    acquired_at=item["acquired_at"]["S"] if "acquired_at" in item else None,
+                    expires_at=datetime.fromtimestamp(int(item["expires_at"]["N"]), tz=now.tzinfo),
+                )
+            )
+        return sorted(found, key=lambda lock: lock.node)
+
+    def release_lock(self, cluster: str, node: str, incident: str) -> bool:
+        """Delete the lock of ``node`` if ``incident`` still holds it (a human's release); False
+        when it is gone or another incident holds it now."""
+        try:
+            self._call(
+                self.dynamodb.delete_item,
+                TableName=self.table_name,
+                Key={"pk": {"S": self._node_key(cluster, node)}, "sk": {"S": "LOCK"}},
+                ConditionExpression="incident = :holder",
+                ExpressionAttributeValues={":holder": {"S": incident}},
+            )
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise self._unavailable(exc) from exc
+            return False
+        return True
+
+    def capacity_places(self, cluster: str, now: datetime) -> dict[str, tuple[str, datetime]]:
+        """The live places under the cluster cap: {node id: (incident, until)}."""
+        live, _ = self._reservations(cluster, now)
+        return {node: (incident, datetime.fromtimestamp(until, tz=now.tzinfo)) for node, (incident, until) in live.items()}
+
+    def node_holds(self, cluster: str, nodes: Sequence[str]) -> dict[str, NodeHold]:
+        """The holds on any of ``nodes`` (instance ids and hostnames), by node: BatchGetItem, at most
+        100 keys a call (its API reference), what it leaves unprocessed asked again."""
+        keys = [{"pk": {"S": self._node_key(cluster, node)}, "sk": {"S": HOLD}} for node in dict.fromkeys(nodes)]
+        holds: dict[str, NodeHold] = {}
+        for first in range(0, len(keys), BATCH_GET_KEYS):
+            wanted: list[dict[str, Any]] = keys[first : first + BATCH_GET_KEYS]
+            for _ in range(BATCH_GET_ATTEMPTS):
+                response = self._call(
+                    self.dynamodb.batch_get_item, RequestItems={self.table_name: {"Keys": wanted, "ConsistentRead": True}}
+                )
+                for item in response.get("Responses", {}).get(self.table_name, []):
+                    hold = NodeHold.model_validate_json(item["hold"]["S"])
+                    holds[hold.node] = hold
+                wanted = response.get("UnprocessedKeys", {}).get(self.table_name, {}).get("Keys", [])
+                if not wanted:
+                    break
+            else:
+                raise LedgerUnavailable(f"ledger {self.table_name!r}: BatchGetItem left holds unread {BATCH_GET_ATTEMPTS} times")
+        return holds
+
+    def all_node_holds(self, cluster: str) -> list[NodeHold]:
+        return sorted(
+            (NodeHold.model_validate_json(item["hold"]["S"]) for item in self._scan_node_items(cluster, HOLD)), key=lambda h: h.node
+        )
+
+    def hold_node(self, cluster: str, hold: NodeHold) -> NodeHold | None:
+        """Put the hold unless the node is held already: None when written, else the hold in place
+        (a second hold does not overwrite who and why)."""
+        try:
+            self._call(
+                self.dynamodb.put_item,
+                TableName=self.table_name,
+                Item={"pk": {"S": self._node_key(cluster, hold.node)}, "sk": {"S": HOLD}, "hold": {"S": hold.model_dump_json()}},
+                ConditionExpression="attribute_not_exists(pk)",
+            )
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise self._unavailable(exc) from exc
+            return self.node_holds(cluster, [hold.node]).get(hold.node) or hold
+        return None
+
+    def unhold_node(self, cluster: str, node: str) -> NodeHold | None:
+        """Remove the hold of ``node``; the hold removed, or None if there was none."""
+        response = self._call(
+            self.dynamodb.delete_item,
+            TableName=self.table_name,
+            Key={"pk": {"S": self._node_key(cluster, node)}, "sk": {"S": HOLD}},
+            ReturnValues="ALL_OLD",
+        )
+        old = response.get("Attributes")
+        return NodeHold.model_validate_json(old["hold"]["S"]) if old else None
+
+    def audit(self, cluster: str, entry: AuditEntry) -> None:
+        """Keep a human's change: an item of its own (nothing to overwrite), kept as long as records."""
+        self._call(
+            self.dynamodb.put_item,
+            TableName=self.table_name,
+            Item={
+                "pk": {"S": f"CLUSTER#{cluster}"},
+                "sk": {"S": f"{AUDIT_PREFIX}{_sortable_epoch(entry.at)}#{uuid.uuid4().hex[:12]}"},
+                "entry": {"S": entry.model_dump_json()},
+                "expires_at": {"N": _epoch(entry.at + AUDIT_TTL)},
+            },
+        )
+
+    def audit_log(self, cluster: str, since: datetime | None = None) -> list[AuditEntry]:
+        low = AUDIT_PREFIX + (_sortable_epoch(since) if since is not None else "")
+        return [
+            AuditEntry.model_validate_json(item["entry"]["S"]) for item in self._query(f"CLUSTER#{cluster}", low, AUDIT_PREFIX + _HIGHEST)
+        ]
+
+    def _scan_node_items(self, cluster: str, sort_key: str) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = []
+        start: dict[str, Any] | None = None
+        while True:
+            response = self._call(
+                self.dynamodb.scan,
+                TableName=self.table_name,
+                FilterExpression="sk = :sk AND begins_with(pk, :node)",
+                ExpressionAttributeValues={":sk": {"S": sort_key}, ":node": {"S": self._node_key(cluster, "")}},
+                ConsistentRead=True,
+                **({"ExclusiveStartKey": start} if start else {}),
+            )
+            items += response.get("Items", [])
+            start = response.get("LastEvaluatedKey")
+            if not start:
+                return items
 
     # --- helpers ------------------------------------------------------------------------
     @staticmethod

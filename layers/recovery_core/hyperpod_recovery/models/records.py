@@ -178,6 +178,47 @@ class LockOutcome(BaseModel):
     held_elsewhere: dict[str, str]
 
 
+class NodeHold(BaseModel):
+    """A human's opt-out for one node (``hyperpod-recovery hold``): the pipeline leaves the node
+    alone (Apply Safety Policy skips it, reason ``held``) until ``hyperpod-recovery unhold``.
+    ``node`` is what the operator named: an instance id holds that instance, a hostname holds
+    whichever instance is that host (a replacement keeps the hostname)."""
+
+    model_config = ConfigDict(extra="forbid")
+    node: str
+    by: ShortText
+    reason: ShortText
+    at: Timestamp
+
+
+# The lock of a logical node: one recovery per hostname, whatever its instance id (Apply Safety Policy).
+HOST_LOCK_PREFIX = "host:"
+
+
+class NodeLock(BaseModel):
+    """A node lock as the ledger holds it: the incident that holds it and until when. ``node`` is
+    an instance id, or ``host:<hostname>`` for the lock of a logical node (Apply Safety Policy)."""
+
+    model_config = ConfigDict(extra="forbid")
+    node: str
+    incident: str
+    acquired_at: Timestamp | None = None
+    expires_at: Timestamp
+
+
+class AuditEntry(BaseModel):
+    """One change a human made through the CLI (a lock released, a hold, a stop, a breaker reset):
+    who, why, what, when. Kept in the cluster's partition, an item each."""
+
+    model_config = ConfigDict(extra="forbid")
+    at: Timestamp
+    by: ShortText
+    action: Literal["locks release", "hold", "unhold", "stop", "breaker reset"]
+    target: ShortText
+    reason: ShortText
+    detail: ShortText = ""
+
+
 class ResubmissionClaim(BaseModel):
     """Who resubmits a job. One claim per (cluster, job): a second incident touching the same job
     (another node of it failing minutes later) finds the claim and does not restart it again."""

@@ -60,7 +60,8 @@ class NodeTarget(BaseModel):
 class SkippedNode(BaseModel):
     model_config = ConfigDict(extra="forbid")
     node_id: NodeId
-    reason: Literal["controller", "login", "unknown_role", "not_found", "locked_elsewhere", "repeat_offender", "stale"]
+    # held: a human's `hyperpod-recovery hold` on the node (its instance id or hostname)
+    reason: Literal["controller", "login", "unknown_role", "not_found", "locked_elsewhere", "repeat_offender", "stale", "held"]
     detail: ShortText = ""
 
 

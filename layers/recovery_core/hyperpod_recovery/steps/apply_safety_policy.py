@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 from hyperpod_recovery import errors
 from hyperpod_recovery.domain.safety import SafetyPolicy
 from hyperpod_recovery.domain.safety import apply_safety_policy as decide_safety
+from hyperpod_recovery.models.records import HOST_LOCK_PREFIX
 from hyperpod_recovery.models.workflow import ApplySafetyPolicyInput, Assessment, SkippedNode
 from hyperpod_recovery.observability import logger
 from hyperpod_recovery.ports import Ledger
@@ -18,7 +19,8 @@ def apply_safety_policy(
     step: ApplySafetyPolicyInput, *, ledger: Ledger, policy: SafetyPolicy, reservation_ttl: timedelta, now: datetime
 ) -> Assessment:
     request = step.request
-    logical = lock_logical_nodes(step, ledger=ledger, lock_ttl=reservation_ttl, now=now)
+    unheld = skip_held_nodes(step, ledger=ledger)
+    logical = lock_logical_nodes(step.model_copy(update={"assessment": unheld}), ledger=ledger, lock_ttl=reservation_ttl, now=now)
     breaker = ledger.breaker(request.cluster)
     assessment = decide_safety(
         logical,
@@ -55,7 +57,29 @@ def apply_safety_policy(
     return assessment
 
 
-HOST_LOCK_PREFIX = "host:"
+def skip_held_nodes(step: ApplySafetyPolicyInput, *, ledger: Ledger) -> Assessment:
+    """Leave alone every target a human holds (``hyperpod-recovery hold``), by its instance id or
+    its hostname, and say so: the node is skipped as ``held`` with who, since when and why. Read
+    first, before any lock or place under the cap is taken for it."""
+    assessment, request = step.assessment, step.request
+    holds = ledger.node_holds(request.cluster, [name for t in assessment.targets for name in (t.node_id, t.slurm_node)])
+    if not holds:
+        return assessment
+    skipped, kept = [], []
+    for target in assessment.targets:
+        hold = holds.get(target.node_id) or holds.get(target.slurm_node)
+        if hold is None:
+            kept.append(target)
+            continue
+        skipped.append(
+            SkippedNode(
+                node_id=target.node_id,
+                reason="held",
+                detail=f"{target.slurm_node} is held by {hold.by} since {hold.at.isoformat(timespec='seconds')}: {hold.reason}",
+            )
+        )
+    logger.info("nodes held by a human are left alone", extra={"skipped": [s.detail for s in skipped]})
+    return assessment.model_copy(update={"targets": kept, "skipped": [*assessment.skipped, *skipped], "proceed": bool(kept)})
 
 
 def lock_logical_nodes(step: ApplySafetyPolicyInput, *, ledger: Ledger, lock_ttl: timedelta, now: datetime) -> Assessment:

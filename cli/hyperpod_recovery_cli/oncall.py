@@ -1,0 +1,554 @@
+"""The on-call commands: what a human does at 2 a.m. to a deployed stack, each one command.
+
+    hyperpod-recovery incidents --stack NAME [--open] [--escalated] [--since 6h|ISO] [--limit N] [--json]
+    hyperpod-recovery incidents show ID --stack NAME [--json]
+    hyperpod-recovery locks --stack NAME [--json]
+    hyperpod-recovery locks release NODE --stack NAME --reason TEXT [--by WHO] [--yes]
+    hyperpod-recovery stop INCIDENT --stack NAME --reason TEXT [--by WHO] [--yes]
+    hyperpod-recovery hold NODE --stack NAME --reason TEXT [--by WHO] [--yes]
+    hyperpod-recovery unhold NODE --stack NAME --reason TEXT [--by WHO] [--yes]
+
+Each finds the ledger table, the state machines and the cluster from the stack (DescribeStacks).
+Reading is all they do unless the command changes something: then it asks (on a terminal) or needs
+``--yes``, and the change is kept in the ledger's audit log with who (the login name and the AWS
+identity that made the call) and why. What a human could break is refused with the reason: a lock
+whose incident is still running is released by stopping that incident, never under it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal, TextIO
+
+from hyperpod_recovery.adapters.hyperpod import HyperPodCluster
+from hyperpod_recovery.adapters.ledger import DynamoLedger
+from hyperpod_recovery.domain.advice import Deployment, next_steps
+from hyperpod_recovery.domain.durations import format_duration
+from hyperpod_recovery.models.records import HOST_LOCK_PREFIX, AuditEntry, IncidentRecord, NodeHold
+from hyperpod_recovery_cli.inputs import InputRefused, plain_text
+from hyperpod_recovery_cli.stack import Stack, read_stack
+
+EXIT_OK, EXIT_NO = 0, 1
+REASON_LIMIT = 300  # kept in a hold and in the audit log (ShortText)
+BY_LIMIT = 128
+# Outcomes that handed something to a human (the notification's ACTION NEEDED).
+NEEDS_A_HUMAN = ("escalated", "capped", "stale", "aborted", "failed")
+# Step Functions' StopExecution: error at most 256 characters, cause at most 32,768 (its API reference).
+STOP_ERROR = "OperatorStopped"
+STOP_CAUSE_LIMIT = 32_768
+SINCE = re.compile(r"^(?P<n>[0-9]{1,5})(?P<unit>[mhd])$")
+# What the operator may name a node by: an instance id, or the orchestrator's name of it
+# (a Slurm hostname, an EKS node name). The cluster's node list decides which it is.
+NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]{0,252}$")
+INCIDENT_NAME = re.compile(r"^[A-Za-z0-9_-]{1,80}$")  # an execution name (the incident id)
+
+
+class OnCallRefused(Exception):
+    """The change would hurt (a running incident holds the lock, a node the cluster does not have):
+    exit code 1, one line saying why and what to do instead."""
+
+
+# --- what every command stands on ----------------------------------------------------------------
+@dataclass(frozen=True)
+class Deployed:
+    """The stack as the on-call commands need it."""
+
+    stack: Stack
+    ledger: DynamoLedger
+
+    @property
+    def cluster(self) -> str:
+        return self.stack.cluster
+
+    @property
+    def orchestrator(self) -> Literal["slurm", "eks"]:
+        return "eks" if self.stack.parameters.get("Orchestrator", "Slurm").lower() == "eks" else "slurm"
+
+    @property
+    def machines(self) -> list[str]:
+        return [arn for arn in (self.stack.outputs.get("StateMachineArn"), self.stack.outputs.get("JobStateMachineArn")) if arn]
+
+    @property
+    def deployment(self) -> Deployment:
+        return Deployment(stack=self.stack.name, ledger_table=self.ledger.table_name)
+
+
+def deployed(args: argparse.Namespace, client: Callable[[str], Any]) -> Deployed:
+    if not args.stack:
+        raise InputRefused("--stack is required: the deployed stack's name")
+    stack = read_stack(client("cloudformation"), args.stack)
+    return Deployed(stack, DynamoLedger(stack.output("LedgerTableName"), dynamodb=client("dynamodb")))
+
+
+def who(args: argparse.Namespace, client: Callable[[str], Any]) -> str:
+    """The login name (or --by) and the AWS identity that makes the call: the second is AWS's word."""
+    if args.by is not None:
+        name = plain_text("--by", args.by, limit=BY_LIMIT, say="say who you are")
+    else:
+        try:
+            name = getpass.getuser()
+        except (OSError, KeyError) as exc:  # no $USER and no passwd entry (a container's uid)
+            raise InputRefused("--by is required here: no login name to record as who made the change") from exc
+    arn = client("sts").get_caller_identity()["Arn"]
+    return f"{name} ({arn})"
+
+
+def confirm(question: str, args: argparse.Namespace, stdin: TextIO, out: TextIO) -> bool:
+    """--yes, or a "yes" typed at a terminal. Without a terminal and without --yes: refused, so a
+    script never changes anything by accident."""
+    if args.yes:
+        return True
+    if not stdin.isatty():
+        raise InputRefused(f"{question.rstrip('?')}: add --yes to confirm (no terminal to ask)")
+    print(f"{question} Type yes to go on: ", end="", file=out, flush=True)
+    return stdin.readline().strip().lower() == "yes"
+
+
+def _reason(args: argparse.Namespace) -> str:
+    return plain_text("--reason", args.reason, limit=REASON_LIMIT, say="say why (it is kept in the ledger)")
+
+
+def _since(text: str | None, now: datetime) -> datetime | None:
+    if text is None:
+        return None
+    match = SINCE.fullmatch(text)
+    if match:
+        return now - timedelta(**{{"m": "minutes", "h": "hours", "d": "days"}[match["unit"]]: int(match["n"])})
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise InputRefused(f"--since {text!r}: a duration (30m, 6h, 2d) or an ISO time (2026-11-26T02:00Z)") from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def _age(moment: datetime | None, now: datetime) -> str:
+    if moment is None:
+        return "-"
+    seconds = max(0.0, (now - moment).total_seconds())
+    if seconds < 3600:
+        return f"{int(seconds // 60)}m"
+    if seconds < 86400:
+        return f"{seconds / 3600:.1f}h"
+    return f"{seconds / 86400:.1f}d"
+
+
+def _table(rows: list[list[str]], out: TextIO) -> None:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip(), file=out)
+
+
+# --- incidents ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Running:
+    """An incident still running: an execution with no record yet."""
+
+    name: str
+    workflow: Literal["node", "job"]
+    started_at: datetime
+    nodes: list[str]
+    job: str | None
+
+
+def running_incidents(sfn: Any, place: Deployed) -> list[Running]:
+    found = []
+    for machine in place.machines:
+        workflow: Literal["node", "job"] = "job" if machine == place.stack.outputs.get("JobStateMachineArn") else "node"
+        for page in sfn.get_paginator("list_executions").paginate(stateMachineArn=machine, statusFilter="RUNNING"):
+            for execution in page["executions"]:
+                described = sfn.describe_execution(executionArn=execution["executionArn"])
+                start = _start_input(described.get("input"))
+                found.append(
+                    Running(
+                        name=execution["name"],
+                        workflow=workflow,
+                        started_at=execution["startDate"],
+                        nodes=[str(n) for n in start.get("node_ids") or []],
+                        job=str(start["job_id"]) if start.get("job_id") else None,
+                    )
+                )
+    return sorted(found, key=lambda r: r.started_at, reverse=True)
+
+
+def _start_input(text: str | None) -> dict[str, Any]:
+    """The request inside an execution's input (a start input, or the intake's {"request": ...})."""
+    try:
+        value = json.loads(text or "{}")
+    except ValueError:
+        return {}
+    if not isinstance(value, dict):
+        return {}
+    inner = value.get("request", value)
+    return inner if isinstance(inner, dict) else {}
+
+
+def _jobs_text(record: IncidentRecord) -> str:
+    parts = []
+    for fate in record.job_fates:
+        name = f"{fate.namespace}/{fate.name}" if fate.namespace else fate.job
+        copy = fate.copy_name or fate.copy_id
+        parts.append(f"{name}->{copy}" if copy and fate.live_copy else f"{name}:{fate.fate}")
+    if record.jobs_omitted:
+        parts.append(f"+{record.jobs_omitted} more")
+    return ", ".join(parts) or (f"job {record.job_id}" if record.job_id else "-")
+
+
+def _nodes_text(names: list[str]) -> str:
+    return ", ".join(names[:3]) + (f" +{len(names) - 3}" if len(names) > 3 else "") if names else "-"
+
+
+def list_incidents(args: argparse.Namespace, client: Callable[[str], Any], out: TextIO, now: datetime) -> int:
+    place = deployed(args, client)
+    since = _since(args.since, now)
+    running = running_incidents(client("stepfunctions"), place) if not args.escalated else []
+    records = [] if args.open else place.ledger.incidents(place.cluster, since=since, limit=args.limit)
+    if args.escalated:
+        records = [r for r in records if r.outcome in NEEDS_A_HUMAN]
+    running = [r for r in running if since is None or r.started_at >= since]
+    if args.json:
+        rows: list[dict[str, Any]] = [
+            {"incident": r.name, "state": "running", "workflow": r.workflow, "started_at": r.started_at.isoformat(), "nodes": r.nodes}
+            | ({"job": r.job} if r.job else {})
+            for r in running
+        ]
+        rows += [json.loads(r.model_dump_json()) | {"state": "ended"} for r in records]
+        print(json.dumps(rows, indent=2), file=out)
+        return EXIT_OK
+    print(f"{place.cluster} (stack {place.stack.name}): {len(running)} running, {len(records)} recorded" + _filters(args), file=out)
+    if not running and not records:
+        return EXIT_OK
+    table = [["INCIDENT", "OUTCOME", "TRIGGER", "NODES", "JOBS (-> COPY)", "AGE", "ERROR"]]
+    for r in running:
+        table.append([r.name, "running", "-", _nodes_text(r.nodes), f"job {r.job}" if r.job else "-", _age(r.started_at, now), "-"])
+    for record in records:
+        trigger = ",".join(dict.fromkeys(record.trigger)) or "-"
+        nodes = _nodes_text(record.hostnames or record.nodes)
+        outcome = record.outcome + (" (dry run)" if record.dry_run and record.outcome != "dry_run" else "")
+        table.append([record.incident_id, outcome, trigger, nodes, _jobs_text(record), _age(record.recorded_at, now), record.error or "-"])
+    _table(table, out)
+    print(f"\nhyperpod-recovery incidents show <INCIDENT> --stack {place.stack.name}: the record, timeline and phases", file=out)
+    return EXIT_OK
+
+
+def _filters(args: argparse.Namespace) -> str:
+    said = [name for name, on in (("open", args.open), ("escalated", args.escalated)) if on]
+    said += [f"since {args.since}"] if args.since else []
+    return f" ({', '.join(said)})" if said else ""
+
+
+def show_incident(args: argparse.Namespace, client: Callable[[str], Any], out: TextIO, now: datetime) -> int:
+    from hyperpod_recovery_cli.drill import phase_chart, phases_from_record  # the drill's own chart
+
+    if not INCIDENT_NAME.fullmatch(args.incident):
+        raise InputRefused(f"incident {args.incident!r}: an execution name (letters, digits, '-' and '_', at most 80)")
+    place = deployed(args, client)
+    record = place.ledger.get_incident(args.incident)
+    if record is None:
+        running = next((r for r in running_incidents(client("stepfunctions"), place) if r.name == args.incident), None)
+        if running is None:
+            raise OnCallRefused(
+                f"no incident {args.incident} in the ledger of stack {place.stack.name} and no execution of that name running "
+                f"(hyperpod-recovery incidents --stack {place.stack.name} lists them)"
+            )
+        print(f"{running.name}: running since {running.started_at.isoformat()} ({running.workflow} recovery); no record yet", file=out)
+        print(f"nodes: {', '.join(running.nodes) or '-'}" + (f"; job {running.job}" if running.job else ""), file=out)
+        return EXIT_OK
+    if args.json:
+        print(record.model_dump_json(indent=2), file=out)
+        return EXIT_OK
+    print(f"incident {record.incident_id} ({record.workflow} recovery, cluster {record.cluster}, {record.orchestrator})", file=out)
+    print(
+        f"outcome: {record.outcome}" + (" (dry run)" if record.dry_run else "") + (f"   error: {record.error}" if record.error else ""),
+        file=out,
+    )
+    print(f"recorded: {record.recorded_at.isoformat()} ({_age(record.recorded_at, now)} ago)", file=out)
+    print(f"summary: {record.summary}", file=out)
+    if record.cause:
+        print(f"cause: {record.cause}", file=out)
+    if record.node_fates:
+        print("\nnodes:", file=out)
+        for node in record.node_fates:
+            instead = f" -> {node.replacement_node or node.replacement}" if node.replacement else ""
+            print(f"  {node.node} ({node.instance or '-'}): {node.fate}{instead}" + (f": {node.detail}" if node.detail else ""), file=out)
+    if record.job_fates:
+        print("\njobs:", file=out)
+        for fate in record.job_fates:
+            copy = f" -> copy {fate.copy_name or fate.copy_id} ({fate.copy_state or 'state unknown'})" if fate.copy_id else ""
+            step = f" from step {fate.checkpoint_step}" if fate.checkpoint_step is not None else ""
+            print(f"  {fate.kind + ' ' if fate.kind else ''}{fate.name or fate.job}: {fate.fate}{copy}{step}", file=out)
+            if fate.reason:
+                print(f"    {fate.reason}", file=out)
+    print("\nwhat happens next:", file=out)
+    for step in next_steps(record, place.deployment, None):
+        print(f"  {step}", file=out)
+    print("\ntimeline (UTC):", file=out)
+    for entry in record.timeline:
+        print(f"  {entry.at:%H:%M:%S}  {entry.event}: {entry.detail}", file=out)
+    if record.phases:
+        print("\nphases:", file=out)
+        for line in phase_chart(phases_from_record(record)):
+            print(line, file=out)
+    total = (record.recorded_at - record.detected_at).total_seconds() if record.detected_at else None
+    print(f"\nfault to record: {format_duration(total)}", file=out)
+    return EXIT_OK
+
+
+# --- locks -------------------------------------------------------------------------------------
+def list_locks(args: argparse.Namespace, client: Callable[[str], Any], out: TextIO, now: datetime) -> int:
+    place = deployed(args, client)
+    locks = place.ledger.node_locks(place.cluster, now)
+    places = place.ledger.capacity_places(place.cluster, now)
+    holds = place.ledger.all_node_holds(place.cluster)
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "cluster": place.cluster,
+                    "locks": [json.loads(lock.model_dump_json()) for lock in locks],
+                    "cap_places": {n: {"incident": i, "until": u.isoformat()} for n, (i, u) in sorted(places.items())},
+                    "holds": [json.loads(h.model_dump_json()) for h in holds],
+                },
+                indent=2,
+            ),
+            file=out,
+        )
+        return EXIT_OK
+    limit = place.stack.parameters.get("MaxNodesInRecovery") or "-"
+    print(
+        f"{place.cluster} (stack {place.stack.name}): {len(locks)} node lock(s), {len(places)} place(s) under the cap "
+        f"(MaxNodesInRecovery {limit}), {len(holds)} hold(s)",
+        file=out,
+    )
+    if locks or places:
+        table = [["NODE", "KIND", "HELD BY", "UNTIL"]]
+        for lock in locks:
+            kind = "hostname lock" if lock.node.startswith(HOST_LOCK_PREFIX) else "node lock"
+            table.append(
+                [lock.node.removeprefix(HOST_LOCK_PREFIX), kind, f"incident {lock.incident}", f"{lock.expires_at:%Y-%m-%d %H:%M} UTC"]
+            )
+        for node, (incident, until) in sorted(places.items()):
+            table.append([node, "cap place", f"incident {incident}", f"{until:%Y-%m-%d %H:%M} UTC"])
+        _table(table, out)
+    if holds:
+        print("\nholds (the pipeline leaves these nodes alone until `hyperpod-recovery unhold`):", file=out)
+        for hold in holds:
+            print(f"  {hold.node}: held by {hold.by} since {hold.at:%Y-%m-%d %H:%M} UTC: {hold.reason}", file=out)
+    return EXIT_OK
+
+
+def _execution_status(sfn: Any, place: Deployed, incident: str) -> dict[str, Any] | None:
+    """DescribeExecution of ``incident`` on either machine; None when neither has it."""
+    for machine in place.machines:
+        arn = machine.replace(":stateMachine:", ":execution:", 1) + f":{incident}"
+        try:
+            described: dict[str, Any] = sfn.describe_execution(executionArn=arn)
+        except sfn.exceptions.ExecutionDoesNotExist:
+            continue
+        return described
+    return None
+
+
+def release_lock(args: argparse.Namespace, client: Callable[[str], Any], out: TextIO, stdin: TextIO, now: datetime) -> int:
+    reason = _reason(args)
+    node = _node_name(args.node)
+    place = deployed(args, client)
+    names = {node, f"{HOST_LOCK_PREFIX}{node}"}
+    locks = [lock for lock in place.ledger.node_locks(place.cluster, now) if lock.node in names]
+    places = {n: entry for n, entry in place.ledger.capacity_places(place.cluster, now).items() if n == node}
+    if not locks and not places:
+        print(f"{node}: no lock and no place under the cap on {place.cluster}; nothing changed", file=out)
+        return EXIT_OK
+    holders = sorted({lock.incident for lock in locks} | {incident for incident, _ in places.values()})
+    sfn = client("stepfunctions")
+    for holder in holders:
+        status = _execution_status(sfn, place, holder)
+        if status is not None and status["status"] == "RUNNING":
+            raise OnCallRefused(
+                f"{node} is held by incident {holder}, which is still running: releasing it under a running recovery "
+                f"lets a second one act on the node. Stop the incident instead: "
+                f"hyperpod-recovery stop {holder} --stack {place.stack.name} --reason '...' (it releases what it holds)"
+            )
+    held = "; ".join(f"{lock.node} by incident {lock.incident} until {lock.expires_at:%H:%M} UTC" for lock in locks)
+    held += ("; " if held else "") + "; ".join(f"cap place by incident {i}" for i, _ in places.values())
+    if not confirm(f"Release {held} on {place.cluster}?", args, stdin, out):
+        print("nothing changed", file=out)
+        return EXIT_NO
+    by = who(args, client)
+    released = [lock.node for lock in locks if place.ledger.release_lock(place.cluster, lock.node, lock.incident)]
+    for incident, _ in places.values():
+        place.ledger.release_capacity(place.cluster, incident, [node], now)
+    detail = f"released {', '.join(released) or 'no lock'}" + (f"; cap place of {', '.join(holders)}" if places else "")
+    place.ledger.audit(place.cluster, AuditEntry(at=now, by=by, action="locks release", target=node, reason=reason, detail=detail))
+    missed = [lock.node for lock in locks if lock.node not in released]
+    print(f"{node}: {detail} (by {by})" + (f"; {', '.join(missed)} had changed hands and were left" if missed else ""), file=out)
+    print("the next fault reported for it starts a recovery as usual", file=out)
+    return EXIT_OK
+
+
+def _node_name(text: str) -> str:
+    if not NODE_NAME.fullmatch(text):
+        raise InputRefused(f"node {text!r}: an instance id (i-...) or the orchestrator's name of the node")
+    return text
+
+
+# --- stop --------------------------------------------------------------------------------------
+def stop_incident(args: argparse.Namespace, client: Callable[[str], Any], out: TextIO, stdin: TextIO, now: datetime) -> int:
+    reason = _reason(args)
+    if not INCIDENT_NAME.fullmatch(args.incident):
+        raise InputRefused(f"incident {args.incident!r}: an execution name (letters, digits, '-' and '_', at most 80)")
+    place = deployed(args, client)
+    sfn = client("stepfunctions")
+    status = _execution_status(sfn, place, args.incident)
+    if status is None:
+        raise OnCallRefused(f"no execution {args.incident} on stack {place.stack.name}'s state machines: nothing to stop")
+    if status["status"] != "RUNNING":
+        print(f"{args.incident} already ended ({status['status']}); nothing changed", file=out)
+        return EXIT_OK
+    if not confirm(f"Stop incident {args.incident} (running since {status['startDate']:%Y-%m-%d %H:%M} UTC)?", args, stdin, out):
+        print("nothing changed", file=out)
+        return EXIT_NO
+    by = who(args, client)
+    cause = f"stopped by {by}: {reason}"[:STOP_CAUSE_LIMIT]
+    sfn.stop_execution(executionArn=status["executionArn"], error=STOP_ERROR, cause=cause)
+    place.ledger.audit(place.cluster, AuditEntry(at=now, by=by, action="stop", target=args.incident, reason=reason))
+    print(f"{args.incident}: stopped ({STOP_ERROR}: {cause})", file=out)
+    print(
+        "Reconcile Execution records it as aborted, gives back its claims and places, and keeps its nodes locked for "
+        f"EscalationHoldSeconds: hyperpod-recovery incidents show {args.incident} --stack {place.stack.name}",
+        file=out,
+    )
+    return EXIT_OK
+
+
+# --- hold / unhold -----------------------------------------------------------------------------
+def _cluster_node(args: argparse.Namespace, client: Callable[[str], Any], place: Deployed, node: str) -> tuple[str, str | None]:
+    """(instance id, the orchestrator's name) of the node the operator named, from ListClusterNodes:
+    a hold on a name the cluster does not have would hold nothing, silently."""
+    for found in HyperPodCluster(place.cluster, sagemaker=client("sagemaker")).list_nodes():
+        name = found.name_in(place.orchestrator)
+        if node in (found.node_id, name):
+            return found.node_id, name
+    raise OnCallRefused(f"{node}: the cluster {place.cluster} has no such node (instance id or {place.orchestrator} name): nothing held")
+
+
+def hold_node(args: argparse.Namespace, client: Callable[[str], Any], out: TextIO, stdin: TextIO, now: datetime) -> int:
+    reason = _reason(args)
+    node = _node_name(args.node)
+    place = deployed(args, client)
+    instance, name = _cluster_node(args, client, place, node)
+    kind = "this instance (a replacement is not held)" if node == instance else "this host, whatever instance it is"
+    if not confirm(f"Hold {node} ({kind}) on {place.cluster}: the pipeline will leave it alone?", args, stdin, out):
+        print("nothing changed", file=out)
+        return EXIT_NO
+    by = who(args, client)
+    hold = NodeHold(node=node, by=by, reason=reason, at=now)
+    existing = place.ledger.hold_node(place.cluster, hold)
+    if existing is not None:
+        print(f"{node}: already held by {existing.by} since {existing.at:%Y-%m-%d %H:%M} UTC: {existing.reason}; nothing changed", file=out)
+        return EXIT_OK
+    place.ledger.audit(
+        place.cluster, AuditEntry(at=now, by=by, action="hold", target=node, reason=reason, detail=f"{instance} {name or ''}".strip())
+    )
+    print(f"{node} ({instance}{', ' + name if name and name != node else ''}): held by {by}: {reason}", file=out)
+    print(
+        "New incidents skip it and say so (skipped: held). An incident already running on it goes on: "
+        f"hyperpod-recovery locks --stack {place.stack.name} shows who holds it now.",
+        file=out,
+    )
+    return EXIT_OK
+
+
+def unhold_node(args: argparse.Namespace, client: Callable[[str], Any], out: TextIO, stdin: TextIO, now: datetime) -> int:
+    reason = _reason(args)
+    node = _node_name(args.node)
+    place = deployed(args, client)
+    current = place.ledger.node_holds(place.cluster, [node]).get(node)
+    if current is None:
+        print(f"{node}: not held on {place.cluster}; nothing changed", file=out)
+        return EXIT_OK
+    if not confirm(f"Remove the hold on {node} (by {current.by}: {current.reason})?", args, stdin, out):
+        print("nothing changed", file=out)
+        return EXIT_NO
+    by = who(args, client)
+    removed = place.ledger.unhold_node(place.cluster, node)
+    place.ledger.audit(
+        place.cluster,
+        AuditEntry(at=now, by=by, action="unhold", target=node, reason=reason, detail=f"was held by {current.by}: {current.reason}"),
+    )
+    print(f"{node}: hold removed by {by}" + ("" if removed else " (someone had removed it already)"), file=out)
+    print("the next fault reported for it starts a recovery as usual", file=out)
+    return EXIT_OK
+
+
+# --- the parsers -------------------------------------------------------------------------------
+def _stack(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
+    # A command group that also runs alone (``incidents``, ``locks``) cannot require it: argparse would
+    # demand it before ``show``/``release`` take theirs. deployed() asks for it then.
+    parser.add_argument("--stack", required=required, help="the deployed stack's name (finds its ledger, state machines and cluster)")
+
+
+def _change(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--reason", required=True, help="why (kept in the ledger's audit log)")
+    parser.add_argument("--by", default=None, help="who (default: the login name; the AWS identity is recorded with it)")
+    parser.add_argument("--yes", action="store_true", help="do it without asking")
+
+
+Command = Callable[..., int]
+
+
+def add_commands(groups: Any, region: argparse.ArgumentParser, wrap: Callable[[Command, bool], Any]) -> None:
+    """Register the on-call commands on the CLI's subparsers; ``wrap(command, changes)`` makes each
+    an ``(Invocation) -> int`` (main.py owns the Invocation)."""
+    incidents = groups.add_parser("incidents", parents=[region], help="recent incidents of the stack's cluster (running and recorded)")
+    _stack(incidents, required=False)
+    incidents.add_argument("--open", action="store_true", help="only incidents still running")
+    incidents.add_argument("--escalated", action="store_true", help=f"only those that needed a human ({', '.join(NEEDS_A_HUMAN)})")
+    incidents.add_argument("--since", help="only since: a duration (30m, 6h, 2d) or an ISO time")
+    incidents.add_argument("--limit", type=_positive, default=50, help="at most this many recorded incidents (default 50)")
+    incidents.add_argument("--json", action="store_true")
+    incidents.set_defaults(run=wrap(list_incidents, False))
+    shows = incidents.add_subparsers(dest="incidents_command", title="commands", metavar="COMMAND")
+    show = shows.add_parser("show", parents=[region], help="one incident: its record, what happens next, timeline and phases")
+    show.add_argument("incident", help="the incident id (the execution's name)")
+    _stack(show)
+    show.add_argument("--json", action="store_true")
+    show.set_defaults(run=wrap(show_incident, False))
+
+    locks = groups.add_parser("locks", parents=[region], help="node locks, hostname locks, places under the cap and holds")
+    _stack(locks, required=False)
+    locks.add_argument("--json", action="store_true")
+    locks.set_defaults(run=wrap(list_locks, False))
+    actions = locks.add_subparsers(dest="locks_command", title="commands", metavar="COMMAND")
+    release = actions.add_parser("release", parents=[region], help="release a node's locks and cap place held by an ended incident")
+    release.add_argument("node", help="an instance id, or the node's hostname (its hostname lock)")
+    _stack(release)
+    _change(release)
+    release.set_defaults(run=wrap(release_lock, True))
+
+    stop = groups.add_parser("stop", parents=[region], help="stop a running incident (StopExecution); it is recorded and released")
+    stop.add_argument("incident", help="the incident id (the execution's name)")
+    _stack(stop)
+    _change(stop)
+    stop.set_defaults(run=wrap(stop_incident, True))
+
+    for name, text, command in (
+        ("hold", "keep the pipeline's hands off a node until unhold (an instance id, or a hostname: whichever instance it is)", hold_node),
+        ("unhold", "let the pipeline act on a held node again", unhold_node),
+    ):
+        parser = groups.add_parser(name, parents=[region], help=text)
+        parser.add_argument("node", help="an instance id (i-...) or the orchestrator's name of the node")
+        _stack(parser)
+        _change(parser)
+        parser.set_defaults(run=wrap(command, True))
+
+
+def _positive(text: str) -> int:
+    if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= 1000:
+        raise argparse.ArgumentTypeError(f"a whole number from 1 to 1000, not {text!r}")
+    return int(text)
