@@ -30,7 +30,7 @@ from hyperpod_recovery.adapters.hyperpod import HyperPodCluster
 from hyperpod_recovery.adapters.ledger import DynamoLedger
 from hyperpod_recovery.domain.advice import Deployment, next_steps
 from hyperpod_recovery.domain.durations import format_duration
-from hyperpod_recovery.models.records import HOST_LOCK_PREFIX, AuditEntry, IncidentRecord, NodeHold
+from hyperpod_recovery.models.records import HOST_LOCK_PREFIX, AuditEntry, IncidentRecord, NodeHold, NodeLock
 from hyperpod_recovery_cli.inputs import InputRefused, plain_text
 from hyperpod_recovery_cli.stack import Stack, read_stack
 
@@ -355,40 +355,71 @@ def _execution_status(sfn: Any, place: Deployed, incident: str) -> dict[str, Any
 
 
 def release_lock(args: argparse.Namespace, client: Callable[[str], Any], out: TextIO, stdin: TextIO, now: datetime) -> int:
+    """Release what ended incidents still hold of each node: its lock, the lock of its hostname (or,
+    named by hostname, of its instance) as the holder's own record pairs them, and its place under
+    the cap. Every node is checked before anything changes: one held by a running incident refuses
+    the whole command."""
     reason = _reason(args)
-    node = _node_name(args.node)
+    nodes = [_node_name(node) for node in dict.fromkeys(args.node)]
     place = deployed(args, client)
-    names = {node, f"{HOST_LOCK_PREFIX}{node}"}
-    locks = [lock for lock in place.ledger.node_locks(place.cluster, now) if lock.node in names]
-    places = {n: entry for n, entry in place.ledger.capacity_places(place.cluster, now).items() if n == node}
-    if not locks and not places:
-        print(f"{node}: no lock and no place under the cap on {place.cluster}; nothing changed", file=out)
-        return EXIT_OK
-    holders = sorted({lock.incident for lock in locks} | {incident for incident, _ in places.values()})
+    all_locks = place.ledger.node_locks(place.cluster, now)
+    all_places = place.ledger.capacity_places(place.cluster, now)
+    plans = {node: _release_plan(place, node, all_locks, all_places) for node in nodes}
+    holders = sorted(
+        {lock.incident for locks, _ in plans.values() for lock in locks} | {i for _, p in plans.values() for i, _ in p.values()}
+    )
     sfn = client("stepfunctions")
     for holder in holders:
         status = _execution_status(sfn, place, holder)
         if status is not None and status["status"] == "RUNNING":
+            held = ", ".join(node for node, (locks, _) in plans.items() if any(lock.incident == holder for lock in locks)) or "a cap place"
             raise OnCallRefused(
-                f"{node} is held by incident {holder}, which is still running: releasing it under a running recovery "
+                f"{held} is held by incident {holder}, which is still running: releasing it under a running recovery "
                 f"lets a second one act on the node. Stop the incident instead: "
                 f"hyperpod-recovery stop {holder} --stack {place.stack.name} --reason '...' (it releases what it holds)"
             )
-    held = "; ".join(f"{lock.node} by incident {lock.incident} until {lock.expires_at:%H:%M} UTC" for lock in locks)
-    held += ("; " if held else "") + "; ".join(f"cap place by incident {i}" for i, _ in places.values())
-    if not confirm(f"Release {held} on {place.cluster}?", args, stdin, out):
+    for node, (locks, places) in plans.items():
+        if not locks and not places:
+            print(f"{node}: no lock and no place under the cap on {place.cluster}; nothing changed", file=out)
+    wanted = {node: plan for node, plan in plans.items() if plan[0] or plan[1]}
+    if not wanted:
+        return EXIT_OK
+    said = "; ".join(
+        ", ".join(
+            [*(f"{lock.node} (incident {lock.incident}, until {lock.expires_at:%H:%M} UTC)" for lock in locks)]
+            + [f"cap place of {n}" for n in places]
+        )
+        for locks, places in wanted.values()
+    )
+    if not confirm(f"Release {said} on {place.cluster}?", args, stdin, out):
         print("nothing changed", file=out)
         return EXIT_NO
     by = who(args, client)
-    released = [lock.node for lock in locks if place.ledger.release_lock(place.cluster, lock.node, lock.incident)]
-    for incident, _ in places.values():
-        place.ledger.release_capacity(place.cluster, incident, [node], now)
-    detail = f"released {', '.join(released) or 'no lock'}" + (f"; cap place of {', '.join(holders)}" if places else "")
-    place.ledger.audit(place.cluster, AuditEntry(at=now, by=by, action="locks release", target=node, reason=reason, detail=detail))
-    missed = [lock.node for lock in locks if lock.node not in released]
-    print(f"{node}: {detail} (by {by})" + (f"; {', '.join(missed)} had changed hands and were left" if missed else ""), file=out)
-    print("the next fault reported for it starts a recovery as usual", file=out)
+    for node, (locks, places) in wanted.items():
+        released = [lock.node for lock in locks if place.ledger.release_lock(place.cluster, lock.node, lock.incident)]
+        for instance, (incident, _) in places.items():
+            place.ledger.release_capacity(place.cluster, incident, [instance], now)
+        detail = f"released {', '.join(released) or 'no lock'}" + (f"; cap place of {', '.join(places)}" if places else "")
+        place.ledger.audit(place.cluster, AuditEntry(at=now, by=by, action="locks release", target=node, reason=reason, detail=detail))
+        missed = [lock.node for lock in locks if lock.node not in released]
+        print(f"{node}: {detail} (by {by})" + (f"; {', '.join(missed)} had changed hands and were left" if missed else ""), file=out)
+    print("the next fault reported for these nodes starts a recovery as usual", file=out)
     return EXIT_OK
+
+
+def _release_plan(
+    place: Deployed, node: str, locks: list[NodeLock], places: dict[str, tuple[str, datetime]]
+) -> tuple[list[NodeLock], dict[str, tuple[str, datetime]]]:
+    """The locks and cap places to release for ``node``: its own, and its other identity's (instance
+    <-> hostname) as the record of the incident that holds it pairs them; never a name's that only
+    looks alike."""
+    names = {node, f"{HOST_LOCK_PREFIX}{node}"}
+    for holder in {lock.incident for lock in locks if lock.node in names} | {i for n, (i, _) in places.items() if n == node}:
+        record = place.ledger.get_incident(holder)
+        for fate in record.node_fates if record else []:
+            if node in (fate.node, fate.instance):
+                names |= {fate.node, f"{HOST_LOCK_PREFIX}{fate.node}"} | ({fate.instance} if fate.instance else set())
+    return [lock for lock in locks if lock.node in names], {n: entry for n, entry in places.items() if n in names}
 
 
 def _node_name(text: str) -> str:
@@ -526,7 +557,7 @@ def add_commands(groups: Any, region: argparse.ArgumentParser, wrap: Callable[[C
     locks.set_defaults(run=wrap(list_locks, False))
     actions = locks.add_subparsers(dest="locks_command", title="commands", metavar="COMMAND")
     release = actions.add_parser("release", parents=[region], help="release a node's locks and cap place held by an ended incident")
-    release.add_argument("node", help="an instance id, or the node's hostname (its hostname lock)")
+    release.add_argument("node", nargs="+", help="instance ids or hostnames (each node's other identity is released with it)")
     _stack(release)
     _change(release)
     release.set_defaults(run=wrap(release_lock, True))

@@ -79,7 +79,7 @@ def test_the_largest_incidents_page_fits_sns(orchestrator: str) -> None:
     subject, body = notification(record, "https://console/" + "e" * 300, deployment=Deployment(stack="s" * 128, ledger_table="t" * 255))
     # Then it fits SNS's message limit, and says where the rest is
     assert len(body.encode()) < SNS_MESSAGE_LIMIT
-    assert "aws dynamodb get-item" in body and len(subject) <= 100
+    assert f"hyperpod-recovery incidents show {record.incident_id} --stack {'s' * 128}" in body and len(subject) <= 100
 
 
 @pytest.mark.parametrize("orchestrator", ["slurm", "eks"])

@@ -47,15 +47,35 @@ class Deployment:
         return f"hyperpod-recovery drill --stack {self.stack} --node {instance} --live --yes" if self.stack else ""
 
     def breaker_reset(self, cluster: str) -> str:
+        if self.stack:
+            return f"hyperpod-recovery breaker reset --stack {self.stack} --reason 'what you checked'"
         table = f" --table {self.ledger_table}" if self.ledger_table else ""
         return f"hyperpod-recovery breaker reset --cluster {cluster}{table} --reason 'what you checked'"
 
     def record(self, incident_id: str) -> str:
         """The incident's whole record, for what a message had no room for."""
+        if self.stack:
+            return f"`{self.show(incident_id)}`"
         if not self.ledger_table:
             return "the incident's record in the stack's ledger table"
         key = '{"pk":{"S":"INCIDENT#' + incident_id + '"},"sk":{"S":"RECORD"}}'
         return f"`aws dynamodb get-item --table-name {self.ledger_table} --key '{key}'`"
+
+    # The on-call commands (cli/hyperpod_recovery_cli/oncall.py); empty without the stack's name.
+    def show(self, incident_id: str) -> str:
+        return f"hyperpod-recovery incidents show {incident_id} --stack {self.stack}" if self.stack else ""
+
+    def release(self, nodes: Sequence[str]) -> str:
+        """Release what an ended incident still holds of its nodes (both identities of each)."""
+        return f"hyperpod-recovery locks release {' '.join(nodes)} --stack {self.stack} --reason 'what you did'" if self.stack else ""
+
+    def hold(self, node: str) -> str:
+        return f"hyperpod-recovery hold {node} --stack {self.stack} --reason 'why'" if self.stack else ""
+
+
+# Where the runbook says, per error, what happened and what to do (docs/runbook.md's escalation
+# table under this heading; tests/contract/test_observability.py keeps the anchor and the rows).
+RUNBOOK_ESCALATIONS = "docs/runbook.md#escalations-the-error-says-what-happened"
 
 
 # --- the orchestrator's own commands ---------------------------------------------------------
@@ -192,7 +212,7 @@ _MEANING: dict[type[errors.RecoveryError], str] = {
     ),
     errors.CrashLoopDetected: (
         "The job failed again without its checkpoint moving forward: fix the job (code, data, or a poisoned checkpoint: "
-        "`hyperpod-recovery checkpoint verify`) before it runs again."
+        "the job below is named with the step it would restart from and the command that shows its checkpoints) before it runs again."
     ),
     errors.RestartBudgetExhausted: (
         "The job used its restart budget on application failures: read its logs; raise JobRestartBudget if the failures are expected."
@@ -432,7 +452,27 @@ def next_steps(record: IncidentRecord, deployment: Deployment, hold_until: datet
         lines = [error_meaning(record, deployment), *jobs, *node_steps(record, commands)]
         if hold_until is not None:
             lines.append(f"The nodes stay locked until {hold_until:%Y-%m-%d %H:%M} UTC so the automation leaves them alone.")
+        lines += on_call_steps(record, deployment, locked=hold_until is not None)
     return _bounded(lines, record, deployment)
+
+
+def on_call_steps(record: IncidentRecord, deployment: Deployment, *, locked: bool) -> list[str]:
+    """The on-call commands for this incident, with its real names: its record, releasing the locks
+    it keeps (only when it keeps them) or holding a node, and the runbook's row for its error."""
+    lines = []
+    if deployment.stack:
+        lines.append(f"This incident's record, timeline and phases: `{deployment.show(record.incident_id)}`.")
+        if locked and record.nodes:
+            lines.append(f"When you have handled the nodes, release them early: `{deployment.release(record.nodes)}`.")
+        names = record.hostnames or record.nodes
+        if names and record.workflow == "node":  # (a job's failure is not its nodes' to hold)
+            lines.append(
+                f"To keep the automation away from a node until you say so: `{deployment.hold(names[0])}`"
+                + (f" (one command per node: {', '.join(names)})." if len(names) > 1 else ".")
+            )
+    if record.error:
+        lines.append(f"Runbook: {RUNBOOK_ESCALATIONS} (row {record.error}).")
+    return lines
 
 
 def _bounded(lines: list[str], record: IncidentRecord, deployment: Deployment) -> list[str]:

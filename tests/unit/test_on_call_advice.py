@@ -1,0 +1,81 @@
+"""An escalation's WHAT HAPPENS NEXT carries this incident's on-call commands with its real names,
+and every ``hyperpod-recovery`` command any message shows is one the CLI accepts as written."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from datetime import timedelta
+
+import pytest
+
+from hyperpod_recovery.domain.advice import RUNBOOK_ESCALATIONS, Deployment, next_steps
+from hyperpod_recovery.models.records import IncidentRecord
+from hyperpod_recovery_cli.main import _parser
+from tests.conftest import ROOT
+from tests.fakes import T0
+
+COMMAND = re.compile(r"`(hyperpod-recovery [^`]+)`")
+DEPLOYMENT = Deployment(stack="llm-train-recovery", ledger_table="llm-train-recovery-ledger")
+
+
+def _escalated(**changes: object) -> IncidentRecord:
+    record = IncidentRecord(
+        incident_id="hpr-i-0abc-20261126T0200",
+        cluster="llm-train",
+        outcome="escalated",
+        dry_run=False,
+        trigger=["hyperpod_node_health"],
+        nodes=["i-0abc", "i-0def"],
+        hostnames=["ip-10-1-0-3", "ip-10-1-0-4"],
+        error="RejoinDeadlineExceeded",
+        cause="not back",
+        summary="Escalated.",
+        recorded_at=T0,
+    )
+    return record.model_copy(update=changes)
+
+
+def _accepted(command: str) -> None:
+    """The CLI's own parser takes the command as pasted (argparse exits 2 on anything it refuses)."""
+    _parser().parse_args(shlex.split(command)[1:])
+
+
+def test_given_an_escalation_that_keeps_its_locks_then_next_steps_name_show_release_hold_and_the_runbook_row() -> None:
+    lines = next_steps(_escalated(), DEPLOYMENT, T0 + timedelta(hours=24))
+    text = "\n".join(lines)
+    assert "`hyperpod-recovery incidents show hpr-i-0abc-20261126T0200 --stack llm-train-recovery`" in text
+    assert "`hyperpod-recovery locks release i-0abc i-0def --stack llm-train-recovery --reason 'what you did'`" in text
+    assert "`hyperpod-recovery hold ip-10-1-0-3 --stack llm-train-recovery --reason 'why'`" in text
+    assert f"Runbook: {RUNBOOK_ESCALATIONS} (row RejoinDeadlineExceeded)." in text
+    for command in COMMAND.findall(text):
+        _accepted(command)
+
+
+def test_given_an_escalation_whose_locks_were_not_kept_then_no_release_is_offered() -> None:
+    text = "\n".join(next_steps(_escalated(), DEPLOYMENT, None))
+    assert "locks release" not in text and "incidents show" in text
+
+
+def test_given_no_stack_name_then_no_on_call_command_is_shown_but_the_runbook_row_is() -> None:
+    text = "\n".join(next_steps(_escalated(), Deployment(), T0))
+    assert "hyperpod-recovery incidents" not in text and "locks release" not in text and "(row RejoinDeadlineExceeded)" in text
+
+
+def test_the_runbook_anchor_is_a_heading_of_the_runbook() -> None:
+    path, anchor = RUNBOOK_ESCALATIONS.split("#")
+    headings = re.findall(r"^#+ (.+)$", (ROOT / path).read_text(), re.MULTILINE)
+    slugs = {re.sub(r"[^a-z0-9 -]", "", h.lower()).replace(" ", "-") for h in headings}
+    assert anchor in slugs
+
+
+GOLDEN = sorted((ROOT / "tests" / "golden" / "drills").glob("*.json"))
+
+
+@pytest.mark.parametrize("report", GOLDEN, ids=[p.stem for p in GOLDEN])
+def test_every_hyperpod_recovery_command_a_drills_message_shows_is_one_the_cli_accepts(report: object) -> None:
+    messages = json.loads(report.read_text()).get("notifications", [])  # type: ignore[attr-defined]
+    for message in messages:
+        for command in COMMAND.findall(message.get("message", "")):
+            _accepted(command)
