@@ -25,6 +25,11 @@ from tests.conftest import EVENTS
 pytestmark = pytest.mark.sandbox
 DEFAULT = EVENTS / "drills" / "default.json"
 REJOIN_DEADLINE = EVENTS / "drills" / "rejoin-deadline.json"
+# Each orchestrator gets every test: (scenario, its escalating twin)
+ORCHESTRATORS = {
+    "slurm": (DEFAULT, REJOIN_DEADLINE),
+    "eks": (EVENTS / "drills" / "eks-default.json", EVENTS / "drills" / "eks-rejoin-deadline.json"),
+}
 
 
 class Terminal(io.StringIO):
@@ -79,10 +84,11 @@ def start_live(runner: DrillRunner, name: str, ref: str = "workers:3") -> str:
 
 
 # --- incidents ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("orchestrator", ORCHESTRATORS)
 def test_given_a_recovered_incident_then_incidents_lists_it_with_its_job_copy_and_show_prints_record_next_steps_and_phases(
-    tmp_path: Path,
+    tmp_path: Path, orchestrator: str
 ) -> None:
-    with stack(tmp_path) as (runner, aws):
+    with stack(tmp_path, ORCHESTRATORS[orchestrator][0]) as (runner, aws):
         runner.play()
         (record,) = ledger(aws).incidents("llm-train")
         # When on-call lists the incidents
@@ -91,7 +97,9 @@ def test_given_a_recovered_incident_then_incidents_lists_it_with_its_job_copy_an
         assert code == 0 and "0 running, 1 recorded" in printed
         row = next(line for line in printed.splitlines() if line.startswith(record.incident_id))
         fate = record.job_fates[0]
-        assert "recovered" in row and record.hostnames[0] in row and f"{fate.job}->{fate.copy_id}" in row
+        # (a job as its orchestrator shows it: a Slurm id, or an EKS object's namespace/name, never a uid)
+        shown = f"{fate.namespace}/{fate.name}->{fate.copy_name}" if orchestrator == "eks" else f"{fate.job}->{fate.copy_id}"
+        assert "recovered" in row and (record.hostnames or record.nodes)[0] in row and shown in row
         # And --json is the records, for scripts
         code, printed, _ = cli(runner, "incidents", "--stack", "sandbox", "--json")
         assert code == 0 and [r["incident_id"] for r in json.loads(printed)] == [record.incident_id]
@@ -102,7 +110,12 @@ def test_given_a_recovered_incident_then_incidents_lists_it_with_its_job_copy_an
         code, printed, _ = cli(runner, "incidents", "show", record.incident_id, "--stack", "sandbox")
         # Then the record's summary, what happens next, the timeline and the phases are printed
         assert code == 0 and record.summary in printed
-        assert "what happens next:" in printed and f"squeue -j {fate.copy_id}" in printed
+        see = (
+            f"kubectl -n {fate.namespace} get {(fate.kind or '').lower()} {fate.copy_name}"
+            if orchestrator == "eks"
+            else f"squeue -j {fate.copy_id}"
+        )
+        assert "what happens next:" in printed and see in printed
         assert "timeline (UTC):" in printed and "phases:" in printed and "wait_for_rejoin" in printed
 
 
@@ -193,8 +206,11 @@ def test_given_no_such_execution_then_stop_refuses(tmp_path: Path) -> None:
 
 
 # --- locks --------------------------------------------------------------------------------------
-def test_given_an_escalation_that_keeps_its_nodes_locked_then_locks_lists_them_and_release_frees_them_with_an_audit(tmp_path: Path) -> None:
-    with stack(tmp_path, REJOIN_DEADLINE) as (runner, aws):
+@pytest.mark.parametrize("orchestrator", ORCHESTRATORS)
+def test_given_an_escalation_that_keeps_its_nodes_locked_then_locks_lists_them_and_release_frees_them_with_an_audit(
+    tmp_path: Path, orchestrator: str
+) -> None:
+    with stack(tmp_path, ORCHESTRATORS[orchestrator][1]) as (runner, aws):
         runner.play()
         (record,) = ledger(aws).incidents("llm-train")
         assert record.outcome == "escalated"
@@ -232,9 +248,14 @@ def test_given_a_lock_of_a_running_incident_then_release_refuses_and_names_the_s
 
 
 # --- hold / unhold ------------------------------------------------------------------------------
-def test_given_a_held_hostname_then_a_fault_on_it_changes_nothing_and_the_incident_says_who_holds_it(tmp_path: Path) -> None:
-    with stack(tmp_path) as (runner, aws):
-        hostname = runner.double.slurm_name("workers:7")  # the scenario's fault is on workers:7
+@pytest.mark.parametrize("orchestrator", ORCHESTRATORS)
+def test_given_a_held_hostname_then_a_fault_on_it_changes_nothing_and_the_incident_says_who_holds_it(
+    tmp_path: Path, orchestrator: str
+) -> None:
+    with stack(tmp_path, ORCHESTRATORS[orchestrator][0]) as (runner, aws):
+        # the scenario's fault is on workers:7, held by the name its orchestrator gives it
+        node = runner.double.current("workers:7", t=0).node_id
+        hostname = f"hyperpod-{node}" if orchestrator == "eks" else runner.double.slurm_name("workers:7")
         # Given on-call holds the node by its hostname
         code, printed, _ = cli(runner, "hold", hostname, "--stack", "sandbox", "--reason", "vendor RMA 42", "--yes", "--by", "carol")
         assert code == 0 and "held by carol" in printed
