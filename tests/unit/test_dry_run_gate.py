@@ -205,7 +205,7 @@ def test_every_ledger_method_is_either_held_back_or_passed_through() -> None:
     passed_through = _port_methods(ports.Ledger) - set(HELD_BACK_LEDGER_CALLS)
     # The reads, and the incident's own record and notification (what a drill is for)
     assert passed_through == {
-        "lock_holders", "resubmission_claim", "lineage_root", "restart_history", "nodes_in_recovery", "holdings",
+        "lock_holders", "node_holds", "resubmission_claim", "lineage_root", "restart_history", "nodes_in_recovery", "holdings",
         "jobs_of", "breaker", "recovery_log", "get_incident", "save_incident", "save_jobs", "rejoin_waits",
         "begin_effect", "finish_effect", "effect_of", "failures_started", "job_restarts",
         "claim_notification", "ends_swept_until", "save_ends_swept_until",
