@@ -913,7 +913,12 @@ class SandboxAWS:
             )
 
     def _of_type(self, kind: str) -> list[tuple[str, dict[str, Any]]]:
-        return [(logical, resource) for logical, resource in self.template["Resources"].items() if resource["Type"] == kind]
+        """The resources of a type that this deployment's parameters create (their Condition holds)."""
+        return [
+            (logical, resource)
+            for logical, resource in self.template["Resources"].items()
+            if resource["Type"] == kind and ("Condition" not in resource or self.resolver.condition(resource["Condition"]))
+        ]
 
     def _queue_arn(self, url: str) -> str:
         return str(self.client("sqs").get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"])
@@ -963,8 +968,8 @@ class SandboxAWS:
         for logical, resource in self._of_type("AWS::SNS::Topic"):
             props = self.resolver.resolve(resource["Properties"])
             attributes = {"KmsMasterKeyId": props["KmsMasterKeyId"]} if props.get("KmsMasterKeyId") else {}
-            self.topic_arn = sns.create_topic(Name=f"{STACK}-{logical}", Attributes=attributes)["TopicArn"]
-            self.resolver.refs[logical] = self.topic_arn
+            self.resolver.refs[logical] = sns.create_topic(Name=f"{STACK}-{logical}", Attributes=attributes)["TopicArn"]
+        self.topic_arn = self.resolver.refs["NotificationTopic"]
         # A queue that receives every notification, so the report can show what a human would read.
         inbox = self.client("sqs").create_queue(QueueName=f"{STACK}-notifications")["QueueUrl"]
         self.queue_urls["__notifications__"] = inbox
