@@ -14,7 +14,9 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -36,8 +38,11 @@ from hyperpod_recovery.domain.severity import CHANNELS, INFORMING_OUTCOMES, PAGI
 from hyperpod_recovery.errors import NotifierUnavailable
 from hyperpod_recovery.models.records import IncidentRecord, JobFate, TimelineEntry
 from hyperpod_recovery.vocabulary import OUTCOMES
+from sandbox.aws import SandboxAWS
+from sandbox.runner import DrillRunner
+from sandbox.scenario import load_scenario
 from sandbox.template import Resolver, load_template
-from tests.conftest import ROOT
+from tests.conftest import EVENTS, ROOT
 
 TEMPLATE = load_template(ROOT / "template.yaml")
 RESOURCES = TEMPLATE["Resources"]
@@ -607,3 +612,38 @@ def test_given_eventbridge_refuses_the_page_inside_a_200_then_the_notifier_raise
         )
         with pytest.raises(NotifierUnavailable, match="InternalFailure: try again"):
             notifier.publish("s", "b", {"outcome": "escalated", "cluster": "c", "severity": "page", "incident": "i"})
+
+
+# --- through the sandbox's deployed stack (the real template, handlers and state machines) -----
+@pytest.mark.parametrize(
+    ("drill", "outcome", "in_chat"),
+    [("rejoin-deadline.json", "escalated", True), ("default.json", "recovered", True), ("dry-run.json", "dry_run", False)],
+)
+def test_given_a_sandbox_stack_with_slack_when_a_drill_ends_then_chat_gets_its_text_by_severity(
+    tmp_path: Path, drill: str, outcome: str, in_chat: bool
+) -> None:
+    # Given the stack deployed with a Slack channel (its chat topic watched by a queue in Chatbot's place)
+    runner = DrillRunner(load_scenario(EVENTS / "drills" / drill), log_path=tmp_path / "lambda.log")
+    chat: list[dict[str, Any]] = []
+
+    @contextmanager
+    def deployed_with_slack() -> Iterator[SandboxAWS]:
+        with DrillRunner.deployed(runner, SLACK) as aws:
+            sns, sqs = aws.client("sns"), aws.client("sqs")
+            url = sqs.create_queue(QueueName="chat-inbox")["QueueUrl"]
+            queue_arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+            sns.subscribe(
+                TopicArn=aws.resolver.refs["ChatTopic"], Protocol="sqs", Endpoint=queue_arn, Attributes={"RawMessageDelivery": "true"}
+            )
+            yield aws
+            chat.extend(json.loads(m["Body"]) for m in sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", []))
+
+    runner.deployed = deployed_with_slack  # type: ignore[method-assign]
+    # When the drill runs
+    report = runner.run()
+    # Then the incident ends as the drill says, and chat has its text, in Chatbot's schema, or nothing
+    assert [i["outcome"] for i in report["incidents"]] == [outcome]
+    assert bool(chat) is in_chat
+    for message in chat:
+        jsonschema.validate(message, CHATBOT_CUSTOM_NOTIFICATION)
+        assert message["content"]["title"].startswith("[hyperpod-recovery] ")
