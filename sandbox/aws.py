@@ -884,6 +884,7 @@ class SandboxAWS:
         self._create_tables()
         self._create_keys()
         self._create_topics()
+        self._create_pager()
         self._create_rules()
         self._create_functions(role)
         self._create_state_machines(role)
@@ -974,6 +975,32 @@ class SandboxAWS:
         inbox = self.client("sqs").create_queue(QueueName=f"{STACK}-notifications")["QueueUrl"]
         self.queue_urls["__notifications__"] = inbox
         sns.subscribe(TopicArn=self.topic_arn, Protocol="sqs", Endpoint=self._queue_arn(inbox))
+
+    def _create_pager(self) -> None:
+        """PagerDuty (PagerDutyRoutingKeySecret set): the connection and API destination in moto,
+        which never calls out; the alarms' ARNs the page rules name (the alarms are not modelled)
+        and the roles their targets take."""
+        events = self.client("events")
+        for logical, resource in self._of_type("AWS::CloudWatch::Alarm"):
+            name = self.resolver.resolve(resource["Properties"]["AlarmName"])
+            self.resolver.attrs[(logical, "Arn")] = f"arn:aws:cloudwatch:{REGION}:{ACCOUNT}:alarm:{name}"
+        for logical, _ in self._of_type("AWS::IAM::Role"):
+            self.resolver.attrs[(logical, "Arn")] = f"arn:aws:iam::{ACCOUNT}:role/{STACK}-{logical}"
+        for logical, resource in self._of_type("AWS::Events::Connection"):
+            props = self.resolver.resolve(resource["Properties"])
+            arn = events.create_connection(
+                Name=f"{STACK}-{logical}", AuthorizationType=props["AuthorizationType"], AuthParameters=props["AuthParameters"]
+            )["ConnectionArn"]
+            self.resolver.attrs[(logical, "Arn")] = arn
+        for logical, resource in self._of_type("AWS::Events::ApiDestination"):
+            props = self.resolver.resolve(resource["Properties"])
+            arn = events.create_api_destination(
+                Name=f"{STACK}-{logical}",
+                ConnectionArn=props["ConnectionArn"],
+                InvocationEndpoint=props["InvocationEndpoint"],
+                HttpMethod=props["HttpMethod"],
+            )["ApiDestinationArn"]
+            self.resolver.attrs[(logical, "Arn")] = arn
 
     def _create_rules(self) -> None:
         events = self.client("events")

@@ -616,34 +616,52 @@ def test_given_eventbridge_refuses_the_page_inside_a_200_then_the_notifier_raise
 
 # --- through the sandbox's deployed stack (the real template, handlers and state machines) -----
 @pytest.mark.parametrize(
-    ("drill", "outcome", "in_chat"),
-    [("rejoin-deadline.json", "escalated", True), ("default.json", "recovered", True), ("dry-run.json", "dry_run", False)],
+    ("drill", "outcome", "in_chat", "paged"),
+    [
+        ("rejoin-deadline.json", "escalated", True, True),
+        ("default.json", "recovered", True, False),
+        ("dry-run.json", "dry_run", False, False),
+    ],
 )
-def test_given_a_sandbox_stack_with_slack_when_a_drill_ends_then_chat_gets_its_text_by_severity(
-    tmp_path: Path, drill: str, outcome: str, in_chat: bool
+def test_given_a_sandbox_stack_with_slack_and_pagerduty_when_a_drill_ends_then_each_channel_gets_it_by_severity(
+    tmp_path: Path, drill: str, outcome: str, in_chat: bool, paged: bool
 ) -> None:
-    # Given the stack deployed with a Slack channel (its chat topic watched by a queue in Chatbot's place)
+    # Given the stack deployed with a Slack channel and PagerDuty: queues watch the chat topic (in
+    # Chatbot's place) and the page rule (beside its API destination)
     runner = DrillRunner(load_scenario(EVENTS / "drills" / drill), log_path=tmp_path / "lambda.log")
     chat: list[dict[str, Any]] = []
+    pages: list[dict[str, Any]] = []
 
     @contextmanager
-    def deployed_with_slack() -> Iterator[SandboxAWS]:
-        with DrillRunner.deployed(runner, SLACK) as aws:
-            sns, sqs = aws.client("sns"), aws.client("sqs")
-            url = sqs.create_queue(QueueName="chat-inbox")["QueueUrl"]
-            queue_arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-            sns.subscribe(
-                TopicArn=aws.resolver.refs["ChatTopic"], Protocol="sqs", Endpoint=queue_arn, Attributes={"RawMessageDelivery": "true"}
-            )
-            yield aws
-            chat.extend(json.loads(m["Body"]) for m in sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", []))
+    def deployed_with_channels() -> Iterator[SandboxAWS]:
+        with DrillRunner.deployed(runner, {**SLACK, **PAGERDUTY}) as aws:
+            sns, sqs, events = aws.client("sns"), aws.client("sqs"), aws.client("events")
 
-    runner.deployed = deployed_with_slack  # type: ignore[method-assign]
+            def inbox(name: str) -> tuple[str, str]:
+                url = sqs.create_queue(QueueName=name)["QueueUrl"]
+                return url, sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+
+            chat_url, chat_arn = inbox("chat-inbox")
+            sns.subscribe(
+                TopicArn=aws.resolver.refs["ChatTopic"], Protocol="sqs", Endpoint=chat_arn, Attributes={"RawMessageDelivery": "true"}
+            )
+            page_url, page_arn = inbox("page-inbox")
+            events.put_targets(Rule="sandbox-PageRule", Targets=[{"Id": "observer", "Arn": page_arn}])
+            yield aws
+            for url, found in ((chat_url, chat), (page_url, pages)):
+                found.extend(json.loads(m["Body"]) for m in sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", []))
+
+    runner.deployed = deployed_with_channels  # type: ignore[method-assign]
     # When the drill runs
     report = runner.run()
-    # Then the incident ends as the drill says, and chat has its text, in Chatbot's schema, or nothing
-    assert [i["outcome"] for i in report["incidents"]] == [outcome]
-    assert bool(chat) is in_chat
+    # Then the incident ends as the drill says; chat has its text in Chatbot's schema, or nothing;
+    # PagerDuty is sent one Events API v2 trigger for the incident, or nothing
+    (incident,) = report["incidents"]
+    assert incident["outcome"] == outcome
+    assert bool(chat) is in_chat and bool(pages) is paged
     for message in chat:
         jsonschema.validate(message, CHATBOT_CUSTOM_NOTIFICATION)
-        assert message["content"]["title"].startswith("[hyperpod-recovery] ")
+        assert message["content"]["title"] == report["notifications"][0]["subject"]
+    for page in pages:
+        jsonschema.validate(page["detail"]["pagerduty"], PAGERDUTY_EVENT)
+        assert page["detail"]["pagerduty"]["dedup_key"] == incident["id"]
