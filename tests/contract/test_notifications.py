@@ -204,8 +204,8 @@ def test_given_every_channel_parameter_then_it_is_optional_constrained_and_empty
     for name in CHANNEL_PARAMETERS:
         spec = PARAMETERS[name]
         # Then empty is the default and allowed (off), and anything else must match its pattern
-        assert spec["Type"] == "String" and spec["Default"] == "" and re.fullmatch(spec["AllowedPattern"], ""), name
         assert "AllowedPattern" in spec, name
+        assert spec["Type"] == "String" and spec["Default"] == "" and re.fullmatch(spec["AllowedPattern"], ""), name
 
 
 @pytest.mark.parametrize(
