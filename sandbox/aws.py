@@ -899,6 +899,7 @@ class SandboxAWS:
         self._create_tables()
         self._create_keys()
         self._create_topics()
+        self._create_pager()
         self._create_rules()
         self._create_functions(role)
         self._create_state_machines(role)
@@ -928,7 +929,12 @@ class SandboxAWS:
             )
 
     def _of_type(self, kind: str) -> list[tuple[str, dict[str, Any]]]:
-        return [(logical, resource) for logical, resource in self.template["Resources"].items() if resource["Type"] == kind]
+        """The resources of a type that this deployment's parameters create (their Condition holds)."""
+        return [
+            (logical, resource)
+            for logical, resource in self.template["Resources"].items()
+            if resource["Type"] == kind and ("Condition" not in resource or self.resolver.condition(resource["Condition"]))
+        ]
 
     def _queue_arn(self, url: str) -> str:
         return str(self.client("sqs").get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"])
@@ -979,12 +985,38 @@ class SandboxAWS:
         for logical, resource in self._of_type("AWS::SNS::Topic"):
             props = self.resolver.resolve(resource["Properties"])
             attributes = {"KmsMasterKeyId": props["KmsMasterKeyId"]} if props.get("KmsMasterKeyId") else {}
-            self.topic_arn = sns.create_topic(Name=f"{STACK}-{logical}", Attributes=attributes)["TopicArn"]
-            self.resolver.refs[logical] = self.topic_arn
+            self.resolver.refs[logical] = sns.create_topic(Name=f"{STACK}-{logical}", Attributes=attributes)["TopicArn"]
+        self.topic_arn = self.resolver.refs["NotificationTopic"]
         # A queue that receives every notification, so the report can show what a human would read.
         inbox = self.client("sqs").create_queue(QueueName=f"{STACK}-notifications")["QueueUrl"]
         self.queue_urls["__notifications__"] = inbox
         sns.subscribe(TopicArn=self.topic_arn, Protocol="sqs", Endpoint=self._queue_arn(inbox))
+
+    def _create_pager(self) -> None:
+        """PagerDuty (PagerDutyRoutingKeySecret set): the connection and API destination in moto,
+        which never calls out; the alarms' ARNs the page rules name (the alarms are not modelled)
+        and the roles their targets take."""
+        events = self.client("events")
+        for logical, resource in self._of_type("AWS::CloudWatch::Alarm"):
+            name = self.resolver.resolve(resource["Properties"]["AlarmName"])
+            self.resolver.attrs[(logical, "Arn")] = f"arn:aws:cloudwatch:{REGION}:{ACCOUNT}:alarm:{name}"
+        for logical, _ in self._of_type("AWS::IAM::Role"):
+            self.resolver.attrs[(logical, "Arn")] = f"arn:aws:iam::{ACCOUNT}:role/{STACK}-{logical}"
+        for logical, resource in self._of_type("AWS::Events::Connection"):
+            props = self.resolver.resolve(resource["Properties"])
+            arn = events.create_connection(
+                Name=f"{STACK}-{logical}", AuthorizationType=props["AuthorizationType"], AuthParameters=props["AuthParameters"]
+            )["ConnectionArn"]
+            self.resolver.attrs[(logical, "Arn")] = arn
+        for logical, resource in self._of_type("AWS::Events::ApiDestination"):
+            props = self.resolver.resolve(resource["Properties"])
+            arn = events.create_api_destination(
+                Name=f"{STACK}-{logical}",
+                ConnectionArn=props["ConnectionArn"],
+                InvocationEndpoint=props["InvocationEndpoint"],
+                HttpMethod=props["HttpMethod"],
+            )["ApiDestinationArn"]
+            self.resolver.attrs[(logical, "Arn")] = arn
 
     def _create_rules(self) -> None:
         events = self.client("events")

@@ -111,6 +111,12 @@ class Resolver:
                 return str(left) == str(right)
             if key == "Fn::Not":
                 return not self.resolve(value[0])
+            if key == "Fn::And":
+                return all(self.resolve(v) for v in value)
+            if key == "Fn::Or":
+                return any(self.resolve(v) for v in value)
+            if key == "Condition":
+                return self.condition(value)
             if key == "Fn::If":
                 return self.resolve(value[1] if self.condition(value[0]) else value[2])
             if key == "Fn::Join":

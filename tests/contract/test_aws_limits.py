@@ -426,8 +426,9 @@ def _role_statements(logical: str) -> list[dict[str, Any]]:
 
 
 def test_given_the_encrypted_topic_then_every_publisher_may_use_its_key() -> None:
-    # Given the notification topic and the key it is encrypted with
-    ((topic, props),) = [(logical, r["Properties"]) for logical, r in _of_type("AWS::SNS::Topic")]
+    # Given the notification topic and the key it is encrypted with (the optional chat topic and its
+    # conditional publishers: tests/contract/test_notifications.py)
+    topic, props = "NotificationTopic", RESOURCES["NotificationTopic"]["Properties"]
     key_ref = props["KmsMasterKeyId"]
     # Then it is a key of this stack, never an AWS-managed alias/aws/* (CloudWatch cannot use those)
     assert isinstance(key_ref, dict) and key_ref.get("Ref") in RESOURCES, key_ref

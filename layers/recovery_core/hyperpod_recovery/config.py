@@ -50,6 +50,9 @@ class Settings(BaseModel):
     ledger_table: str = Field(min_length=3)
     command_queue_url: str = Field(min_length=1)
     notification_topic_arn: str = Field(min_length=1)
+    # The optional notification channels (template.yaml, the functions that notify; empty: off).
+    chat_topic_arn: str = ""
+    pager_event_bus: str = ""
     state_machine_arn: str = Field(min_length=1)
     job_state_machine_arn: str = Field(min_length=1)
     intake_dlq_url: str = Field(min_length=1)

@@ -11,7 +11,7 @@ tests/contract/ holds both to the same expectations.
 | Orchestrator    | the cluster's scheduler                | adapters/slurm_agent.py SlurmAgentOrchestrator, |
 |                 |                                        | adapters/eks_orchestrator.py EksOrchestrator |
 | KubeApi         | an EKS cluster's Kubernetes API        | adapters/kubernetes.py KubernetesApi        |
-| Notifier        | SNS                                    | adapters/notifier.py SnsNotifier            |
+| Notifier        | SNS (chat: a second topic), EventBridge (pages) | adapters/notifier.py SnsNotifier |
 | Workflows       | Step Functions                         | adapters/stepfunctions.py StepFunctions     |
 | ExecutionHistory| Step Functions                         | adapters/stepfunctions.py StepFunctions     |
 | DeadLetterSink  | SQS                                    | adapters/sqs.py DeadLetterQueue             |

@@ -177,7 +177,9 @@ def build_dependencies(settings: Settings) -> Dependencies:
         cluster=HyperPodCluster(settings.cluster_name),
         ledger=DynamoLedger(settings.ledger_table),
         orchestrator=build_orchestrator(settings, stepfunctions, kube),
-        notifier=SnsNotifier(settings.notification_topic_arn),
+        notifier=SnsNotifier(
+            settings.notification_topic_arn, chat_topic_arn=settings.chat_topic_arn, pager_event_bus=settings.pager_event_bus
+        ),
         checkpoints=S3CheckpointStore(),
         workflows=stepfunctions,
         dead_letters=DeadLetterQueue(SqsQueue(settings.intake_dlq_url)),

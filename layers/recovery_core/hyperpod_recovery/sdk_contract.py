@@ -128,6 +128,14 @@ REQUIRED: dict[str, tuple[Call, ...]] = {
     ),
     "sqs": (Call("SendMessage", request=("QueueUrl", "MessageBody", "MessageAttributes")),),
     "sns": (Call("Publish", request=("TopicArn", "Subject", "Message")),),
+    # Pages to PagerDuty (adapters/notifier.py), when the stack wires them.
+    "events": (
+        Call(
+            "PutEvents",
+            request=("Entries[].Source", "Entries[].DetailType", "Entries[].Detail", "Entries[].EventBusName"),
+            response=("FailedEntryCount", "Entries[].ErrorCode", "Entries[].ErrorMessage"),
+        ),
+    ),
     "dynamodb": (
         Call("GetItem", request=("TableName", "Key", "ConsistentRead")),
         Call("PutItem", request=("TableName", "Item", "ConditionExpression")),

@@ -25,6 +25,7 @@ from hyperpod_recovery.domain.advice import Deployment
 from hyperpod_recovery.domain.incident import resubmission, submitted_here
 from hyperpod_recovery.domain.notification import notification
 from hyperpod_recovery.domain.reconcile import UNRECORDED_ENDS, UNRECORDED_OUTCOMES, EndedExecution, unrecorded_end_record
+from hyperpod_recovery.domain.severity import severity_of
 from hyperpod_recovery.errors import NotificationInProgress
 from hyperpod_recovery.models.events import ExecutionStatusDetail
 from hyperpod_recovery.models.records import IncidentRecord, RecoveryLogEntry
@@ -103,7 +104,8 @@ def _notify_once(
     if not ledger.claim_notification(name, now, NOTICE_LEASE):
         raise NotificationInProgress(f"{name}: another delivery of this end holds the right to notify")
     subject, body = notification(record, execution_url, hold_until=hold_until, deployment=deployment)
-    notifier.publish(subject, body, {"outcome": record.outcome, "cluster": record.cluster, "workflow": record.workflow})
+    attributes = {"outcome": record.outcome, "cluster": record.cluster, "workflow": record.workflow}
+    notifier.publish(subject, body, attributes | {"severity": severity_of(record), "incident": record.incident_id})
     ledger.finish_effect(name, NOTIFICATION, now)
 
 

@@ -24,6 +24,7 @@ from hyperpod_recovery.domain.incident import IncidentTable, conclude, submitted
 from hyperpod_recovery.domain.job_incident import JOB_INCIDENT
 from hyperpod_recovery.domain.node_incident import NODE_INCIDENT
 from hyperpod_recovery.domain.notification import notification
+from hyperpod_recovery.domain.severity import severity_of
 from hyperpod_recovery.models.job_recovery import RecordJobOutcomeInput, RestartEntry
 from hyperpod_recovery.models.records import IncidentRecord, RecoveryLogEntry
 from hyperpod_recovery.models.workflow import OutcomeResult, RecordOutcomeInput
@@ -78,7 +79,7 @@ def record_outcome(
     settle_holdings(ledger, step.execution_name, resubmitted=facts.resubmitted, hold_locks_until=hold_until, now=at)
     if not effect.done:  # (done without an answer: Reconcile Execution sent it; never sent twice)
         subject, body = notification(record, execution_url, hold_until=hold_until if facts.locked_nodes else None, deployment=deployment)
-        notifier.publish(subject, body, _attributes(record, cluster))
+        notifier.publish(subject, body, _attributes(record, cluster) | {"severity": severity_of(record), "incident": record.incident_id})
         ledger.finish_effect(step.execution_name, NOTIFICATION, now, result=result.model_dump_json())
     on_recorded(result)
     return result
