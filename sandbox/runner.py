@@ -137,6 +137,11 @@ class DrillRunner:
         self._wait_for_executions()
         self._sweep_after_lost_ends()
 
+    def virtual_now(self) -> datetime:
+        """The furthest moment the drill has reached (its executions may have run past the driver):
+        "now" for a client of the stack, such as the operator's commands after ``play``."""
+        return self.epoch + timedelta(seconds=max(self.clock.now(DRIVER), self.clock.horizon))
+
     def advance(self, seconds: float) -> None:
         """Let ``seconds`` of virtual time pass for every running execution (a poller's sleep)."""
         self._advance_to(self.clock.now(DRIVER) + seconds)

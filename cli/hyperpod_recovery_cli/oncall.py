@@ -30,6 +30,7 @@ from hyperpod_recovery.adapters.hyperpod import HyperPodCluster
 from hyperpod_recovery.adapters.ledger import DynamoLedger
 from hyperpod_recovery.domain.advice import Deployment, next_steps
 from hyperpod_recovery.domain.durations import format_duration
+from hyperpod_recovery.domain.fates import copy_label, copy_state_text, job_label
 from hyperpod_recovery.models.records import HOST_LOCK_PREFIX, AuditEntry, IncidentRecord, NodeHold, NodeLock
 from hyperpod_recovery_cli.inputs import InputRefused, plain_text
 from hyperpod_recovery_cli.stack import Stack, read_stack
@@ -279,13 +280,16 @@ def show_incident(args: argparse.Namespace, client: Callable[[str], Any], out: T
     if record.job_fates:
         print("\njobs:", file=out)
         for fate in record.job_fates:
-            copy = f" -> copy {fate.copy_name or fate.copy_id} ({fate.copy_state or 'state unknown'})" if fate.copy_id else ""
+            copy = f" -> {copy_label(fate)} ({copy_state_text(fate)})" if fate.copy_id and fate.live_copy else ""
             step = f" from step {fate.checkpoint_step}" if fate.checkpoint_step is not None else ""
-            print(f"  {fate.kind + ' ' if fate.kind else ''}{fate.name or fate.job}: {fate.fate}{copy}{step}", file=out)
+            print(f"  {job_label(fate)}: {fate.fate}{copy}{step}", file=out)
             if fate.reason:
                 print(f"    {fate.reason}", file=out)
+    # The locks this incident still keeps (an escalation's, until EscalationHoldSeconds): what
+    # WHAT HAPPENS NEXT offers to release, read from the ledger now rather than from the page.
+    kept = [lock.expires_at for lock in place.ledger.node_locks(place.cluster, now) if lock.incident == record.incident_id]
     print("\nwhat happens next:", file=out)
-    for step in next_steps(record, place.deployment, None):
+    for step in next_steps(record, place.deployment, min(kept) if kept else None):
         print(f"  {step}", file=out)
     print("\ntimeline (UTC):", file=out)
     for entry in record.timeline:

@@ -9,7 +9,7 @@ import io
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +56,7 @@ def cli(runner: DrillRunner, *argv: str, stdin: io.StringIO | None = None) -> tu
         "sts": aws.client("sts"),
     }
     out, err = io.StringIO(), io.StringIO()
-    now = runner.epoch + timedelta(seconds=runner.clock.now())
+    now = runner.virtual_now()
     code = main(
         list(argv),
         stdout=out,
@@ -230,7 +230,7 @@ def test_given_an_escalation_that_keeps_its_nodes_locked_then_locks_lists_them_a
         assert code == 0
         assert f"released {instance}, host:{hostname}" in printed or f"released host:{hostname}, {instance}" in printed
         # Then no lock is left and each release is in the audit log
-        now = runner.epoch + timedelta(seconds=runner.clock.now())
+        now = runner.virtual_now()
         assert ledger(aws).node_locks("llm-train", now) == []
         assert [(e.action, e.target) for e in ledger(aws).audit_log("llm-train")] == [("locks release", instance)]
         # And a release of a node nobody holds changes nothing
@@ -243,7 +243,7 @@ def test_given_a_lock_of_a_running_incident_then_release_refuses_and_names_the_s
         node = start_live(runner, "oncall-locked")
         code, _, err = cli(runner, "locks", "release", node, "--stack", "sandbox", "--reason", "r", "--yes")
         assert code == 1 and "still running" in err and "hyperpod-recovery stop oncall-locked --stack sandbox" in err
-        now = runner.epoch + timedelta(seconds=runner.clock.now())
+        now = runner.virtual_now()
         assert ledger(aws).lock_holders("llm-train", [node], now) == {node: "oncall-locked"}
 
 
@@ -315,3 +315,29 @@ def test_given_the_stack_then_breaker_status_and_reset_find_the_cluster_and_ledg
         code, printed, _ = cli(runner, "breaker", "reset", "--stack", "sandbox", "--reason", "rack fixed", "--by", "frank")
         assert code == 0 and "breaker closed by frank" in printed
         assert [(e.action, e.reason) for e in ledger(aws).audit_log("llm-train")] == [("breaker reset", "rack fixed")]
+
+
+# --- the offline try-out (python -m sandbox.oncall; make oncall) ---------------------------------
+def test_given_a_scenario_and_commands_then_the_try_out_plays_it_and_runs_each_command_with_the_names_filled_in(tmp_path: Path) -> None:
+    from sandbox.oncall import run
+
+    printed = io.StringIO()
+    code = run(
+        REJOIN_DEADLINE,
+        ["incidents --stack sandbox --escalated", "locks release {node} --stack sandbox --reason 'handled' --yes", "locks --stack sandbox"],
+        tmp_path / "lambda.log",
+        printed,
+    )
+    text = printed.getvalue()
+    assert code == 0 and "RejoinDeadlineExceeded" in text and "{node}" not in text
+    assert "$ hyperpod-recovery locks release i-" in text and "released" in text
+    assert "0 node lock(s)" in text.split("$ hyperpod-recovery locks --stack sandbox", 1)[1]
+
+
+def test_given_a_refused_command_then_the_try_out_returns_its_exit_code(tmp_path: Path) -> None:
+    from sandbox.oncall import main as oncall_main
+
+    assert oncall_main(["--scenario", str(DEFAULT), "--out", str(tmp_path), "--run", "stop nope-1 --stack sandbox --reason r --yes"]) == 1
+    with pytest.raises(SystemExit) as usage:
+        oncall_main(["--scenario", str(DEFAULT)])
+    assert usage.value.code == 2

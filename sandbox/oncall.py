@@ -1,0 +1,95 @@
+"""Try the on-call commands offline: play a scenario through the sandbox's stack, then run
+``hyperpod-recovery`` commands against that stack (``--stack sandbox``), in order.
+
+    python -m sandbox.oncall --scenario events/drills/rejoin-deadline.json \\
+        --run "incidents --stack sandbox" --run "locks --stack sandbox" \\
+        --run "locks release i-... --stack sandbox --reason 'replaced by hand' --yes"
+
+(``make oncall`` with SCENARIO=... and RUN='...;...'). The commands are the real CLI's, talking to
+the sandbox's moto (the real template's table and state machines) and HyperPod double; a change needs
+``--yes`` (there is no terminal to ask). ``{node}``, ``{hostname}`` and ``{incident}`` in a command are
+filled with the scenario's first faulted node, its hostname (the orchestrator's name of it) and the
+newest incident, so a scripted run needs no ids. Exit code: the last command's, or 2 for bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import shlex
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from hyperpod_recovery.adapters.ledger import DynamoLedger
+from hyperpod_recovery_cli.main import main as cli
+from sandbox.runner import DrillRunner
+from sandbox.scenario import ScenarioError, load_scenario
+
+
+def _fills(runner: DrillRunner) -> dict[str, str]:
+    aws = runner.aws
+    fills = {}
+    refs = [fault.node for fault in runner.scenario.faults if getattr(fault, "node", None)]
+    if refs:
+        node = runner.double.current(refs[0], t=0).node_id
+        eks = runner.scenario.cluster.orchestrator == "eks"
+        fills |= {"{node}": node, "{hostname}": f"hyperpod-{node}" if eks else runner.double.slurm_name(refs[0])}
+    records = DynamoLedger(aws.ledger_table, dynamodb=aws.client("dynamodb")).incidents(runner.scenario.cluster.name, limit=1)
+    if records:
+        fills["{incident}"] = records[0].incident_id
+    return fills
+
+
+def run(scenario: Path, commands: Sequence[str], log_path: Path, out: io.TextIOBase | None = None) -> int:
+    printed = out or sys.stdout
+    runner = DrillRunner(load_scenario(scenario), log_path=log_path)
+    code = 0
+    with runner.deployed() as aws:
+        runner.play()
+        clients = {
+            "sfn": aws.client("stepfunctions"),
+            "sagemaker": aws.client("sagemaker"),
+            "cloudformation": aws.client("cloudformation"),
+            "sts": aws.client("sts"),
+        }
+        for command in commands:
+            for key, value in _fills(runner).items():
+                command = command.replace(key, value)
+            print(f"$ hyperpod-recovery {command}", file=printed)
+            now = runner.virtual_now()
+            try:
+                code = cli(
+                    shlex.split(command),
+                    stdout=printed,  # type: ignore[arg-type]
+                    stderr=printed,  # type: ignore[arg-type]
+                    drill_clients=clients,
+                    dynamodb=aws.client("dynamodb"),
+                    stdin=io.StringIO(),
+                    now=lambda moment=now: moment,  # type: ignore[misc]
+                )
+            except SystemExit as exit_:  # argparse's refusal (already printed on stderr)
+                code = int(exit_.code or 0)
+            print(f"(exit {code})\n", file=printed)
+            runner.advance(60)  # a minute between commands: a stop's end reaches Reconcile Execution
+    return code
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m sandbox.oncall", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--scenario", required=True, type=Path, help="the drill scenario to play first")
+    parser.add_argument("--run", action="append", default=[], help="a hyperpod-recovery command line (repeat; run in order)")
+    parser.add_argument("--out", type=Path, default=Path("out"), help="where the handlers' log goes (default out/)")
+    args = parser.parse_args(argv)
+    if not args.run:
+        parser.error("give at least one --run 'COMMAND' (e.g. --run 'incidents --stack sandbox')")
+    args.out.mkdir(parents=True, exist_ok=True)
+    try:
+        return run(args.scenario, args.run, args.out / "oncall-lambda.log")
+    except ScenarioError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
