@@ -168,6 +168,7 @@ def test_dry_run_changes_nothing_in_the_cluster_but_runs_every_step(drill: Drill
 # breaker, the recovery log, resubmission claims). A dry run may only read, and record its incident.
 READ_ONLY_PREFIXES = (
     "dynamodb.GetItem",
+    "dynamodb.BatchGetItem",
     "dynamodb.Query",
     "lambda.Invoke",
     "s3.Get",
