@@ -9,8 +9,10 @@
     if rank == 0:
         checkpoints.commit(step)                 # manifest.json, then the `latest` pointer
 
-``job`` defaults to ``$SLURM_JOB_NAME``. It is recorded in every manifest committed, and checkpoints
-another job committed are not resumed from; without either, any job's checkpoint is accepted.
+``job`` defaults to ``$SLURM_JOB_NAME`` (then ``$HYPERPOD_RECOVERY_JOB_NAME``, which a re-created EKS
+job carries). It is recorded in every manifest committed, and checkpoints another job committed are
+not resumed from; without any, any job's checkpoint is read, and ``commit`` refuses (JobNameRequired):
+a manifest must name the job whose recovery will look for it.
 
 Installed on its own as the ``hyperpod-recovery-checkpoints`` wheel (``python tools/build_dists.py
 checkpoints``): this library and the few modules of the core it reads with (manifest model,
@@ -23,31 +25,60 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from hyperpod_recovery.adapters.checkpoints import S3CheckpointStore
 from hyperpod_recovery.checkpointing.commit import CommitResult, commit_checkpoint, verify_checksums
+from hyperpod_recovery.checkpointing.locations import check_bucket_of
 from hyperpod_recovery.domain.checkpoints import Discovery, Verdict, find_newest_verified, split_s3_uri, verify_checkpoint
 from hyperpod_recovery.models.commands import CheckpointRef
 from hyperpod_recovery.models.manifest import JOB_NAME_ENV, MAX_STEP, RESUME_FROM_ENV, RESUME_STEP_ENV, step_dir
 from hyperpod_recovery.ports import CheckpointWriter
 
-__all__ = ["CheckpointRef", "Checkpoints", "CommitResult", "Discovery", "Verdict"]
+__all__ = ["CheckpointRef", "Checkpoints", "CommitResult", "Discovery", "JobNameRequired", "OtherJobs", "Verdict"]
 
-# Recorded by a commit outside Slurm without a job name: the manifest's `job` may not be empty.
-UNNAMED_JOB = "unnamed-job"
+# Where the job's name is read from when none is given, in this order.
+JOB_NAME_SOURCES = ("SLURM_JOB_NAME", JOB_NAME_ENV)
+
+
+class JobNameRequired(ValueError):
+    """A commit with no job name: its manifest would name no job, and the job's recovery, which looks
+    for checkpoints under the job's name, would pass it over (and it could never be committed again)."""
+
+
+def job_name(given: str | None) -> tuple[str | None, str | None]:
+    """(the job's name, the environment variable it came from: None when given or when there is none)."""
+    if given:
+        return given, None
+    for variable in JOB_NAME_SOURCES:
+        if os.environ.get(variable):
+            return os.environ[variable], variable
+    return None, None
+
+
+@dataclass(frozen=True)
+class OtherJobs:
+    """What a prefix holds when the job has no verified checkpoint there: the newest verified checkpoint
+    of any job, and the job its manifest names (None for a framework's marker, which names none)."""
+
+    checkpoint: CheckpointRef
+    job: str | None
 
 
 class Checkpoints:
     """One job's checkpoint prefix: where to write a step, how to commit it, where to resume from."""
 
     def __init__(self, uri: str, *, job: str | None = None, s3: Any = None, store: CheckpointWriter | None = None) -> None:
+        check_bucket_of(uri)
         self.bucket, self.prefix = split_s3_uri(uri)
         self.uri = f"s3://{self.bucket}/{self.prefix}"
         # The Slurm job name; None (outside Slurm, none given): checkpoints of any job are read.
         # (On EKS, HYPERPOD_RECOVERY_JOB_NAME: a re-created job gets its lineage's name in it.)
-        self.job: str | None = job or os.environ.get("SLURM_JOB_NAME") or os.environ.get(JOB_NAME_ENV) or None
+        # job_from_env: the variable it was read from, to say so when it matches nothing (salloc
+        # names its job after the command it runs: "interactive", "bash").
+        self.job, self.job_from_env = job_name(job)
         self.store: CheckpointWriter = store or S3CheckpointStore(s3=s3)
 
     def step_uri(self, step: int) -> str:
@@ -66,12 +97,19 @@ class Checkpoints:
 
         ``checksums``: ``{relative key: "sha256:<hex>"}`` computed while writing (free);
         ``compute_checksums`` re-reads every shard from S3 instead (slow for large checkpoints).
+        Raises JobNameRequired when no job name is known (nothing is read or written then).
         """
+        if self.job is None:
+            raise JobNameRequired(
+                "no job name to commit the checkpoint under: give job= (the Slurm job's name; on EKS the job's "
+                f"metadata.name), or run inside the job (${JOB_NAME_SOURCES[0]}, ${JOB_NAME_SOURCES[1]}): "
+                "the job's recovery resumes only checkpoints committed under its name"
+            )
         return commit_checkpoint(
             self.store,
             self.uri,
             step,
-            job=self.job or UNNAMED_JOB,
+            job=self.job,
             now=datetime.now(UTC),
             framework=framework,
             checksums=checksums,
@@ -85,6 +123,14 @@ class Checkpoints:
     def discover(self) -> Discovery:
         """``latest()`` with the reasons newer checkpoints were rejected."""
         return find_newest_verified(self.store, self.uri, job=self.job)
+
+    def other_jobs(self) -> OtherJobs | None:
+        """When this job has no verified checkpoint here: the newest verified one of any job (who wrote
+        it, to say so), or None when there is none at all. Never resumed from: it is for telling."""
+        found = find_newest_verified(self.store, self.uri, job=None).checkpoint
+        if found is None:
+            return None
+        return OtherJobs(found, verify_checkpoint(self.store, self.uri, found.step).job)
 
     def verify(self, step: int, *, deep: bool = False) -> Verdict:
         """Is ``step`` complete and this job's? ``deep`` also hashes every shard that has a checksum."""
