@@ -56,8 +56,7 @@ from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, 
 
 import hyperpod_recovery
 from hyperpod_recovery.adapters.ledger import DynamoLedger
-from hyperpod_recovery.checkpointing import Checkpoints, job_name
-from hyperpod_recovery.checkpointing.locations import check_bucket_of
+from hyperpod_recovery.checkpointing import Checkpoints, check_bucket_of, job_name
 from hyperpod_recovery.errors import (
     CheckpointCommitRefused,
     CheckpointStoreUnavailable,
