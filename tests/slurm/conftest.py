@@ -12,6 +12,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -58,12 +59,27 @@ def slurm_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, st
     epilog.chmod(0o755)
     env = {**os.environ, "BASE": str(base), "NODES": str(len(NODES)), "EPILOG": str(epilog)}
     subprocess.run([str(ROOT / "tools" / "slurm_down.sh")], env={**env, "BASE": "/tmp/hyperpod-recovery-slurm"}, check=False)
-    up = subprocess.run([str(ROOT / "tools" / "slurm_up.sh")], env=env, capture_output=True, text=True, check=False)
-    if up.returncode != 0:
-        pytest.fail(f"tools/slurm_up.sh failed:\n{up.stdout}\n{up.stderr}")
-    slurm = {**os.environ, "SLURM_CONF": str(base / "slurm.conf")}
-    yield slurm
-    subprocess.run([str(ROOT / "tools" / "slurm_down.sh")], env=env, check=False)
+    try:
+        up = subprocess.run([str(ROOT / "tools" / "slurm_up.sh")], env=env, capture_output=True, text=True, check=False)
+        if up.returncode != 0:
+            pytest.fail(f"tools/slurm_up.sh failed:\n{up.stdout}\n{up.stderr}")
+        yield {**os.environ, "SLURM_CONF": str(base / "slurm.conf")}
+    finally:  # also when slurm_up.sh failed half-way: what it started is ours to stop
+        stopped = stop_slurm(base)
+        if stopped.returncode != 0:
+            warnings.warn(f"tools/slurm_down.sh left a daemon running:\n{stopped.stdout}", stacklevel=1)
+
+
+def stop_slurm(base: Path) -> subprocess.CompletedProcess[str]:
+    """Stop what tools/slurm_up.sh started under ``base``, munged included when it started it (a munged
+    that ran before is left running); ``base`` and its logs stay for pytest's own clean-up."""
+    return subprocess.run(
+        [str(ROOT / "tools" / "slurm_down.sh"), "--munged"],
+        env={**os.environ, "BASE": str(base)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
 
 
 @pytest.fixture
