@@ -361,7 +361,7 @@ def _none_verified(checkpoints: Checkpoints, uri: str) -> str:
     way, whose checkpoint there is."""
     if checkpoints.job is None:
         return f"no verified checkpoint under {uri}"
-    # The name came from the environment: inside `salloc` $SLURM_JOB_NAME is the command's ("interactive").
+    # The name came from the environment: inside `salloc` $SLURM_JOB_NAME is its command's ("bash", "interactive").
     named = "--job" if checkpoints.job_from_env is None else f"from ${checkpoints.job_from_env}"
     nothing = f"no verified checkpoint of job {checkpoints.job!r} ({named}) under {uri}"
     other = checkpoints.other_jobs()
