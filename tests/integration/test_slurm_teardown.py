@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.slurm.conftest import stop_slurm
+from tests.slurm.conftest import drill_slurm_running, stop_slurm
 
 
 @pytest.fixture
@@ -75,3 +75,17 @@ def test_given_a_munged_that_ran_before_the_tests_when_they_end_then_it_is_left_
     assert stopped(daemons["ours/slurmctld"])
     assert daemons["before/munged"].poll() is None and daemons["ours/munged"].poll() is None
     assert "left running, it was running before tools/slurm_up.sh" in done.stdout
+
+
+def test_given_the_slurm_of_make_drill_running_when_the_tests_start_then_they_see_it_and_leave_it_alone(
+    tmp_path: Path, daemons: dict[str, subprocess.Popen[bytes]]
+) -> None:
+    # Given `make drill SLURM=real`'s slurmctld (the tests used to stop it to take its ports)
+    drill = base_naming(tmp_path, {"slurmctld.pid": daemons["ours/slurmctld"].pid})
+    # Then it is seen as running, and nothing stops it
+    assert drill_slurm_running(drill)
+    assert daemons["ours/slurmctld"].poll() is None
+    # And a pid file whose process is another program, or no pid file, is no running Slurm
+    (drill / "slurmctld.pid").write_text(f"{daemons['ours/slurmd'].pid}\n")
+    assert not drill_slurm_running(drill)
+    assert not drill_slurm_running(tmp_path / "never-started")

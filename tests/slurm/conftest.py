@@ -33,6 +33,19 @@ PYTHONPATH=%(pythonpath)s exec %(python)s -m hyperpod_recovery_agent --config %(
 DEADLINE_SECONDS = 60  # a real scheduler: poll its state, never sleep a fixed time
 
 
+DRILL_BASE = Path("/tmp/hyperpod-recovery-slurm")  # the Makefile's SLURM_BASE
+
+
+def drill_slurm_running(base: Path = DRILL_BASE) -> bool:
+    """Whether the slurmctld of ``base``'s pid file runs (checked as tools/slurm_down.sh checks it:
+    the pid's process is still called slurmctld)."""
+    try:
+        pid = int((base / "slurmctld.pid").read_text().strip())
+        return Path(f"/proc/{pid}/comm").read_text().strip() == "slurmctld"
+    except (OSError, ValueError):
+        return False
+
+
 def _unavailable(reason: str) -> None:
     if os.environ.get("HYPERPOD_RECOVERY_REQUIRE_SLURM") == "1":
         pytest.fail(f"real Slurm required but {reason}")
@@ -58,7 +71,9 @@ def slurm_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, st
     epilog.write_text(EPILOG_WRAPPER % {"base": base, "python": sys.executable, "pythonpath": os.pathsep.join(map(str, PYTHONPATH))})
     epilog.chmod(0o755)
     env = {**os.environ, "BASE": str(base), "NODES": str(len(NODES)), "EPILOG": str(epilog)}
-    subprocess.run([str(ROOT / "tools" / "slurm_down.sh")], env={**env, "BASE": "/tmp/hyperpod-recovery-slurm"}, check=False)
+    # The Slurm of `make drill SLURM=real` holds the same ports; it is its owner's to stop, not ours.
+    if drill_slurm_running():
+        _unavailable(f"the Slurm of `make drill SLURM=real` runs from {DRILL_BASE} on the same ports: `make drill-down` stops it")
     try:
         up = subprocess.run([str(ROOT / "tools" / "slurm_up.sh")], env=env, capture_output=True, text=True, check=False)
         if up.returncode != 0:
