@@ -17,15 +17,18 @@ LedgerTableName output (or $LEDGER_TABLE).
 Exit codes, for every command:
   0    done / found / verified / breaker closed / drill execution succeeded / preflight ready;
        --help, --version
-  1    the answer is no: nothing verified, commit refused, breaker open, drill execution failed
-       (escalated or capped), a preflight check failed or could not be made
+  1    the answer is no: nothing verified (with --deep, also a manifest without any checksum),
+       commit refused, breaker open, drill execution failed (escalated or capped), a preflight
+       check failed or could not be made
   2    bad usage or input: no command, an unknown option, a missing or malformed argument (a
-       blank reason, a control character in text kept and printed back), an unreadable file or
+       blank reason, a control character in text kept and printed back, a bucket name S3's naming
+       rules refuse, a checkpoint commit with no job name), an unreadable file or
        one whose fields are not what they must be, a stack that is not ours, a breaker reset of a
        cluster the ledger holds nothing of; no AWS region configured; an AWS profile that does not
        exist; an SDK too old for the preflight
   3    AWS could not be read or written: no credentials, access denied, no such bucket, table or
-       stack, throttling, no connection
+       stack, throttling, no connection, no answer in time (aws_calls.py: a call unanswered after
+       3 s is said on stderr first)
   130  interrupted (Ctrl-C)
 Every failure is one line on stderr, never a traceback.
 
