@@ -352,9 +352,8 @@ def _latest(invocation: Invocation) -> int:
         print(discovery.checkpoint.uri, file=out)
     for reason in discovery.rejected:
         print(f"rejected: {reason}", file=err)
-    if discovery.checkpoint is None:
-        if not args.json:
-            print(one_line(_none_verified(checkpoints, args.uri)), file=err)
+    if discovery.checkpoint is None:  # said with --json too: stdout stays the document
+        print(one_line(_none_verified(checkpoints, args.uri)), file=err)
         return EXIT_NO
     return EXIT_OK
 

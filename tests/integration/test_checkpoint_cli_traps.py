@@ -82,6 +82,9 @@ def test_given_an_salloc_shell_when_asking_for_latest_of_a_healthy_prefix_then_i
         f"no verified checkpoint of job 'interactive' (from $SLURM_JOB_NAME) under {URI}; its newest verified checkpoint "
         f"is step 2000, written by job 'llama-70b': hyperpod-recovery checkpoint latest {URI} --job llama-70b"
     )
+    # And with --json, stdout is the document (nothing found) and stderr says the same
+    json_code, json_out, json_err = run("checkpoint", "latest", URI, "--json")
+    assert (json_code, json.loads(json_out)["checkpoint"], json_err.splitlines()[-1]) == (EXIT_NO, None, last)
     # And that command finds it
     assert run("checkpoint", "latest", URI, "--job", "llama-70b")[:2] == (EXIT_OK, f"{URI}/step-000002000/\n")
 
