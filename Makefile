@@ -134,7 +134,7 @@ build: $(SAM_VENV)/.installed  ## sam build (python3.13, arm64) without Docker
 	  echo "sam build needs python3.13 on PATH (pyenv install 3.13, or a python3.13 binary)"; exit 1; fi
 	PYENV_VERSION=$(PYENV_VERSIONS) $(DUMMY_REGION) $(SAM) build --template template.yaml
 
-bench: $(VENV)/.installed  ## benchmarks that print figures (cold import; checkpoint discovery; rack storm; fault suite; time to resume)
+bench: $(VENV)/.installed  ## five benchmarks, 4-10 min: cold import, checkpoint discovery, rack storm, fault suite, time to resume
 	$(PY) bench/cold_import.py
 	$(PY) bench/checkpoint_discovery.py
 	$(PY) bench/storm.py

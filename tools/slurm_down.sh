@@ -1,12 +1,19 @@
 #!/usr/bin/env bash
 # Stop what tools/slurm_up.sh started under $BASE: its jobs first (a daemon killed mid-job leaves
 # slurmstepd orphans), then its slurmd and slurmctld.
-#   --purge (make drill-down): also stop munged if slurm_up.sh started it, and remove $BASE.
+#   --munged (the tests' teardown): also stop munged if slurm_up.sh started it (keeps $BASE's logs).
+#   --purge (make drill-down): --munged, and remove $BASE.
 # Only processes named by $BASE's pid files, and only if they still are the daemon the file names.
 # Says what it stopped and what it left; exit 1 if something it should have stopped is still running.
 set -uo pipefail
 BASE=${BASE:-${TMPDIR:-/tmp}/hyperpod-recovery-slurm}
-purge=0; [ "${1:-}" = "--purge" ] && purge=1
+purge=0; munged=0
+case "${1:-}" in
+  --purge) purge=1; munged=1 ;;
+  --munged) munged=1 ;;
+  "") ;;
+  *) echo "slurm_down: unknown option ${1}: --munged or --purge" >&2; exit 2 ;;
+esac
 say() { echo "slurm_down: $*"; }
 # A zombie (its parent has not reaped it yet) has stopped too.
 running() { [ -r "/proc/$1/status" ] && ! grep -q '^State:[[:space:]]*Z' "/proc/$1/status"; }
@@ -44,12 +51,14 @@ if [ -f "$BASE/slurm.conf" ] && [ -f "$BASE/slurmctld.pid" ] && is "$(tr -dc 0-9
 fi
 for file in "$BASE"/slurmd-*.pid; do stop "$file" slurmd; done
 stop "$BASE/slurmctld.pid" slurmctld
-if [ $purge = 1 ]; then
+if [ $munged = 1 ]; then
   if [ -f "$BASE/munged.pid" ]; then
     stop "$BASE/munged.pid" munged
   elif pid=$(pgrep -x munged 2>/dev/null | head -1) && [ -n "$pid" ]; then
     say "munged (pid $pid): left running, it was running before tools/slurm_up.sh"
   fi
+fi
+if [ $purge = 1 ]; then
   pkgs="slurmctld slurmd slurm-client munge"
   if [ -f "$BASE/installed-packages" ]; then
     installed=$(cat "$BASE/installed-packages")

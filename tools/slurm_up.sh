@@ -27,7 +27,7 @@ mkdir -p "$BASE"/{state,spool,log,jobs}
 [ -f /etc/munge/munge.key ] || { say "creating /etc/munge/munge.key"; /usr/sbin/mungekey --create --keyfile=/etc/munge/munge.key 2>/dev/null || dd if=/dev/urandom bs=1 count=1024 of=/etc/munge/munge.key 2>/dev/null; chown munge:munge /etc/munge/munge.key; chmod 400 /etc/munge/munge.key; }
 mkdir -p /run/munge /var/log/munge /var/lib/munge && chown munge:munge /run/munge /var/log/munge /var/lib/munge
 if ! munge -n >/dev/null 2>&1; then
-  say "starting munged (Slurm's authentication daemon; left running, tools/slurm_down.sh --purge stops it)"
+  say "starting munged (Slurm's authentication daemon; tools/slurm_down.sh --munged or --purge stops it)"
   runuser -u munge -- /usr/sbin/munged
   # munged writes its pid file once it has forked: wait for it (bounded), then keep a copy as ours
   for _ in $(seq 1 50); do [ -s /run/munge/munged.pid ] && break; sleep 0.1; done

@@ -24,16 +24,19 @@ LedgerTableName output (or $LEDGER_TABLE).
 Exit codes, for every command:
   0    done / found / verified / breaker closed / drill execution succeeded / preflight ready;
        --help, --version
-  1    the answer is no: nothing verified, commit refused, breaker open, drill execution failed
-       (escalated or capped), a preflight check failed or could not be made; an on-call change
-       refused (a running incident holds the lock, no such node or incident) or not confirmed
+  1    the answer is no: nothing verified (with --deep, also a manifest without any checksum),
+       commit refused, breaker open, drill execution failed (escalated or capped), a preflight
+       check failed or could not be made; an on-call change refused (a running incident holds
+       the lock, no such node or incident) or not confirmed
   2    bad usage or input: no command, an unknown option, a missing or malformed argument (a
-       blank reason, a control character in text kept and printed back), an unreadable file or
+       blank reason, a control character in text kept and printed back, a bucket name S3's naming
+       rules refuse, a checkpoint commit with no job name), an unreadable file or
        one whose fields are not what they must be, a stack that is not ours, a breaker reset of a
        cluster the ledger holds nothing of; no AWS region configured; an AWS profile that does not
        exist; an SDK too old for the preflight
   3    AWS could not be read or written: no credentials, access denied, no such bucket, table or
-       stack, throttling, no connection
+       stack, throttling, no connection, no answer in time (aws_calls.py: a call unanswered after
+       3 s is said on stderr first)
   130  interrupted (Ctrl-C)
 Every failure is one line on stderr, never a traceback.
 
@@ -51,6 +54,7 @@ import getpass
 import json
 import os
 import re
+import shlex
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -62,9 +66,8 @@ from typing import Any, TextIO
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, NoRegionError, ProfileNotFound
 
 import hyperpod_recovery
-from hyperpod_recovery.adapters.aws import CLIENT_CONFIG, INVOKE_CONFIG
 from hyperpod_recovery.adapters.ledger import DynamoLedger
-from hyperpod_recovery.checkpointing import Checkpoints
+from hyperpod_recovery.checkpointing import Checkpoints, check_bucket_of, job_name
 from hyperpod_recovery.errors import (
     CheckpointCommitRefused,
     CheckpointStoreUnavailable,
@@ -74,8 +77,9 @@ from hyperpod_recovery.errors import (
     LedgerUnavailable,
 )
 from hyperpod_recovery.models.common import CLUSTER_NAME_PATTERN
-from hyperpod_recovery.models.manifest import MAX_STEP, step_of_folder
+from hyperpod_recovery.models.manifest import MAX_STEP, manifest_job, step_of_folder
 from hyperpod_recovery.models.records import AuditEntry, BreakerState
+from hyperpod_recovery_cli import aws_calls
 from hyperpod_recovery_cli.drill import add_arguments as add_drill_arguments
 from hyperpod_recovery_cli.drill import run_drill
 from hyperpod_recovery_cli.inputs import InputRefused, OneLineParser, one_line, plain_text, shown
@@ -106,12 +110,15 @@ class AwsClients:
     """boto3 clients made on first use, in the region the command line or the environment names.
 
     Made inside main()'s error handling: no region (NoRegionError) or an unknown profile
-    (ProfileNotFound) is the operator's one-line message, not a traceback."""
+    (ProfileNotFound) is the operator's one-line message, not a traceback. They wait for AWS as long
+    as aws_calls.py says (not the Lambdas' settings), and a call still unanswered after a few seconds
+    is said on ``err``."""
 
-    def __init__(self, region: str | None, given: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, region: str | None, given: Mapping[str, Any] | None = None, *, err: TextIO | None = None) -> None:
         self.region = region
         self._made = {service: made for service, made in (given or {}).items() if made is not None}
         self._session: Any = None
+        self._err = err
 
     def __call__(self, service: str) -> Any:
         if service not in self._made:
@@ -119,8 +126,9 @@ class AwsClients:
 
             if self._session is None:
                 self._session = boto3.session.Session(region_name=self.region)
-            config = INVOKE_CONFIG if service == "lambda" else CLIENT_CONFIG  # the CLI only invokes, and waits
-            self._made[service] = self._session.client(service, config=config)
+            limits = aws_calls.limits_for(service)
+            made = self._session.client(service, config=limits.config())
+            self._made[service] = aws_calls.SlowCallNotice(self._err or sys.stderr, PROG, limits).watch(made)
         return self._made[service]
 
 
@@ -176,7 +184,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     commit.add_argument("uri", help="the job's checkpoint prefix, s3://bucket/prefix")
     commit.add_argument("--step", type=_step, required=True)
-    commit.add_argument("--job", help="job name recorded in the manifest (default: $SLURM_JOB_NAME)")
+    commit.add_argument("--job", help="job name recorded in the manifest (default: $SLURM_JOB_NAME; one of them is required)")
     commit.add_argument("--framework", default=None, help="e.g. pytorch-dcp; recorded in the manifest")
     commit.add_argument("--checksums", action="store_true", help="read every shard back and record its sha256 (slow)")
     commit.set_defaults(run=_commit)
@@ -191,7 +199,11 @@ def _parser() -> argparse.ArgumentParser:
     verify.add_argument("uri", help="a step folder (s3://bucket/prefix/step-000012000/) or a prefix with --step")
     verify.add_argument("--step", type=_step)
     verify.add_argument("--job", help=f"the job that must have written it ({_ANY_JOB})")
-    verify.add_argument("--deep", action="store_true", help="also hash every shard that has a checksum (reads every byte)")
+    verify.add_argument(
+        "--deep",
+        action="store_true",
+        help="also hash every shard that has a checksum (reads every byte); without any checksum, not verified (exit 1)",
+    )
     verify.add_argument("--json", action="store_true")
     verify.set_defaults(run=_verify)
 
@@ -274,7 +286,8 @@ def main(
         "lambda": drill.get("lambda"),
         "sts": drill.get("sts"),
     }
-    invocation = Invocation(args, out, err, AwsClients(getattr(args, "region", None), given), sleep or drill.get("sleep", time.sleep))
+    clients = AwsClients(getattr(args, "region", None), given, err=err)
+    invocation = Invocation(args, out, err, clients, sleep or drill.get("sleep", time.sleep))
     invocation.stdin = stdin or sys.stdin
     if now is not None:
         invocation.now = now
@@ -349,6 +362,13 @@ def _checkpoints(invocation: Invocation, uri: str) -> Checkpoints:
 @_malformed_is_usage
 def _commit(invocation: Invocation) -> int:
     args, out = invocation.args, invocation.out
+    check_bucket_of(args.uri)
+    if job_name(args.job)[0] is None:  # checked before AWS: an unnamed manifest is one the job never resumes
+        raise UsageError(
+            "checkpoint commit needs the job's name: give --job NAME (the Slurm job's name, as `squeue -o %j` shows it) "
+            "or run it inside the job, where $SLURM_JOB_NAME is set; the job's recovery resumes only checkpoints "
+            "committed under its name"
+        )
     result = _checkpoints(invocation, args.uri).commit(args.step, framework=args.framework, compute_checksums=args.checksums)
     pointer = "moved to this step" if result.pointer == "moved" else f"kept at step {result.pointer_step}"
     print(f"{result.uri}: {result.manifest}, {result.shards} shards, {result.total_bytes} bytes; latest pointer {pointer}", file=out)
@@ -358,7 +378,8 @@ def _commit(invocation: Invocation) -> int:
 @_malformed_is_usage
 def _latest(invocation: Invocation) -> int:
     args, out, err = invocation.args, invocation.out, invocation.err
-    discovery = _checkpoints(invocation, args.uri).discover()
+    checkpoints = _checkpoints(invocation, args.uri)
+    discovery = checkpoints.discover()
     if args.json:
         print(
             json.dumps(asdict(discovery) | {"checkpoint": discovery.checkpoint and discovery.checkpoint.model_dump()}, indent=2), file=out
@@ -367,11 +388,28 @@ def _latest(invocation: Invocation) -> int:
         print(discovery.checkpoint.uri, file=out)
     for reason in discovery.rejected:
         print(f"rejected: {reason}", file=err)
-    if discovery.checkpoint is None:
-        if not args.json:
-            print(f"no verified checkpoint under {args.uri}", file=err)
+    if discovery.checkpoint is None:  # said with --json too: stdout stays the document
+        print(one_line(_none_verified(checkpoints, args.uri)), file=err)
         return EXIT_NO
     return EXIT_OK
+
+
+def _none_verified(checkpoints: Checkpoints, uri: str) -> str:
+    """Why ``latest`` found nothing under ``uri`` (as given), and when only the job name stood in the
+    way, whose checkpoint there is."""
+    if checkpoints.job is None:
+        return f"no verified checkpoint under {uri}"
+    # The name came from the environment: inside `salloc` $SLURM_JOB_NAME is its command's ("bash", "interactive").
+    named = "--job" if checkpoints.job_from_env is None else f"from ${checkpoints.job_from_env}"
+    nothing = f"no verified checkpoint of job {checkpoints.job!r} ({named}) under {uri}"
+    other = checkpoints.other_jobs()
+    if other is None:
+        return f"{nothing}, nor of any other job"
+    if other.job == manifest_job(checkpoints.job):  # past the verifications discovery makes: the rejections say why
+        return nothing
+    writer = f"job {other.job!r}" if other.job else "a job its checkpoint does not name"
+    again = f": {PROG} checkpoint latest {shlex.quote(uri)} --job {shlex.quote(other.job)}" if other.job else ""
+    return f"{nothing}; its newest verified checkpoint is step {other.checkpoint.step}, written by {writer}{again}"
 
 
 @_malformed_is_usage

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -30,6 +31,19 @@ EPILOG_WRAPPER = """#!/bin/sh
 PYTHONPATH=%(pythonpath)s exec %(python)s -m hyperpod_recovery_agent --config %(base)s/agent.toml job-ended 2>> %(base)s/epilog.log
 """
 DEADLINE_SECONDS = 60  # a real scheduler: poll its state, never sleep a fixed time
+
+
+DRILL_BASE = Path("/tmp/hyperpod-recovery-slurm")  # the Makefile's SLURM_BASE
+
+
+def drill_slurm_running(base: Path = DRILL_BASE) -> bool:
+    """Whether the slurmctld of ``base``'s pid file runs (checked as tools/slurm_down.sh checks it:
+    the pid's process is still called slurmctld)."""
+    try:
+        pid = int((base / "slurmctld.pid").read_text().strip())
+        return Path(f"/proc/{pid}/comm").read_text().strip() == "slurmctld"
+    except (OSError, ValueError):
+        return False
 
 
 def _unavailable(reason: str) -> None:
@@ -57,13 +71,30 @@ def slurm_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, st
     epilog.write_text(EPILOG_WRAPPER % {"base": base, "python": sys.executable, "pythonpath": os.pathsep.join(map(str, PYTHONPATH))})
     epilog.chmod(0o755)
     env = {**os.environ, "BASE": str(base), "NODES": str(len(NODES)), "EPILOG": str(epilog)}
-    subprocess.run([str(ROOT / "tools" / "slurm_down.sh")], env={**env, "BASE": "/tmp/hyperpod-recovery-slurm"}, check=False)
-    up = subprocess.run([str(ROOT / "tools" / "slurm_up.sh")], env=env, capture_output=True, text=True, check=False)
-    if up.returncode != 0:
-        pytest.fail(f"tools/slurm_up.sh failed:\n{up.stdout}\n{up.stderr}")
-    slurm = {**os.environ, "SLURM_CONF": str(base / "slurm.conf")}
-    yield slurm
-    subprocess.run([str(ROOT / "tools" / "slurm_down.sh")], env=env, check=False)
+    # The Slurm of `make drill SLURM=real` holds the same ports; it is its owner's to stop, not ours.
+    if drill_slurm_running():
+        _unavailable(f"the Slurm of `make drill SLURM=real` runs from {DRILL_BASE} on the same ports: `make drill-down` stops it")
+    try:
+        up = subprocess.run([str(ROOT / "tools" / "slurm_up.sh")], env=env, capture_output=True, text=True, check=False)
+        if up.returncode != 0:
+            pytest.fail(f"tools/slurm_up.sh failed:\n{up.stdout}\n{up.stderr}")
+        yield {**os.environ, "SLURM_CONF": str(base / "slurm.conf")}
+    finally:  # also when slurm_up.sh failed half-way: what it started is ours to stop
+        stopped = stop_slurm(base)
+        if stopped.returncode != 0:
+            warnings.warn(f"tools/slurm_down.sh left a daemon running:\n{stopped.stdout}", stacklevel=1)
+
+
+def stop_slurm(base: Path) -> subprocess.CompletedProcess[str]:
+    """Stop what tools/slurm_up.sh started under ``base``, munged included when it started it (a munged
+    that ran before is left running); ``base`` and its logs stay for pytest's own clean-up."""
+    return subprocess.run(
+        [str(ROOT / "tools" / "slurm_down.sh"), "--munged"],
+        env={**os.environ, "BASE": str(base)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
 
 
 @pytest.fixture

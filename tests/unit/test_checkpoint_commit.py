@@ -12,11 +12,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hyperpod_recovery.checkpointing import UNNAMED_JOB, Checkpoints
+from hyperpod_recovery.checkpointing import Checkpoints, JobNameRequired
 from hyperpod_recovery.checkpointing.commit import advance_pointer, commit_checkpoint, encode_manifest
 from hyperpod_recovery.domain.checkpoints import find_newest_verified, verify_checkpoint
 from hyperpod_recovery.errors import CheckpointCommitRefused, CheckpointWriteConflict
 from hyperpod_recovery.models.manifest import (
+    JOB_NAME_ENV,
     MAX_FRAMEWORK_CHARS,
     MAX_JOB_CHARS,
     MAX_MANIFEST_BYTES,
@@ -40,6 +41,7 @@ URI = f"s3://{BUCKET}/{BASE}"
 def _outside_slurm(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     # Checkpoints() reads $SLURM_JOB_NAME; these tests must not depend on where they run.
     monkeypatch.delenv("SLURM_JOB_NAME", raising=False)
+    monkeypatch.delenv(JOB_NAME_ENV, raising=False)
     yield
 
 
@@ -394,15 +396,32 @@ def test_inside_slurm_the_newest_checkpoint_is_this_jobs_own(monkeypatch: pytest
     assert not checkpoints.verify(2000).verified and not checkpoints.verify(2000, deep=True).verified
 
 
-def test_outside_slurm_without_a_name_any_jobs_checkpoint_is_read_and_commits_are_unnamed() -> None:
+def test_given_no_job_name_outside_slurm_when_reading_and_committing_then_any_jobs_checkpoint_is_read_and_the_commit_is_refused() -> None:
+    # Given mistral's committed step 1000, and the shards of step 2000
     store = FakeCheckpointStore()
     shards(store, 1000)
     Checkpoints(URI, job="mistral", store=store).commit(1000)
     shards(store, 2000)
+    # When a script with no job name (none given, no $SLURM_JOB_NAME) reads, then commits
     unnamed = Checkpoints(URI, store=store)
+    # Then it reads any job's checkpoint
     assert unnamed.job is None and unnamed.latest() == Checkpoints(URI, job="mistral", store=store).latest()
-    unnamed.commit(2000)
-    assert manifest(store, 2000).job == UNNAMED_JOB
+    # And its commit is refused before anything is written: a manifest naming no job is one the job's
+    # recovery passes over, and it could never be committed again under the right name
+    with pytest.raises(JobNameRequired, match=r"give job= .*\$SLURM_JOB_NAME"):
+        unnamed.commit(2000)
+    assert f"{BASE}{step_dir(2000)}/manifest.json" not in store.objects[BUCKET]
+    assert pointer_step(store) == 1000
+
+
+def test_given_a_re_created_eks_job_when_it_commits_without_a_name_then_its_lineage_name_is_recorded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(JOB_NAME_ENV, "llama")
+    shards(store := FakeCheckpointStore(), 1000)
+    checkpoints = Checkpoints(URI, store=store)
+    checkpoints.commit(1000)
+    assert (checkpoints.job, checkpoints.job_from_env, manifest(store, 1000).job) == ("llama", JOB_NAME_ENV, "llama")
 
 
 def test_a_resume_location_another_job_committed_is_not_resumed_from(monkeypatch: pytest.MonkeyPatch) -> None:

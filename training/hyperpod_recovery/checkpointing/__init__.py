@@ -9,8 +9,10 @@
     if rank == 0:
         checkpoints.commit(step)                 # manifest.json, then the `latest` pointer
 
-``job`` defaults to ``$SLURM_JOB_NAME``. It is recorded in every manifest committed, and checkpoints
-another job committed are not resumed from; without either, any job's checkpoint is accepted.
+``job`` defaults to ``$SLURM_JOB_NAME`` (then ``$HYPERPOD_RECOVERY_JOB_NAME``, which a re-created EKS
+job carries). It is recorded in every manifest committed, and checkpoints another job committed are
+not resumed from; without any, any job's checkpoint is read, and ``commit`` refuses (JobNameRequired):
+a manifest must name the job whose recovery will look for it.
 
 Installed on its own as the ``hyperpod-recovery-checkpoints`` wheel (``python tools/build_dists.py
 checkpoints``): this library and the few modules of the core it reads with (manifest model,
@@ -22,7 +24,10 @@ Lambda layer (no function commits a checkpoint). The shell equivalent is
 from __future__ import annotations
 
 import os
+import re
+import string
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -33,21 +38,89 @@ from hyperpod_recovery.models.commands import CheckpointRef
 from hyperpod_recovery.models.manifest import JOB_NAME_ENV, MAX_STEP, RESUME_FROM_ENV, RESUME_STEP_ENV, step_dir
 from hyperpod_recovery.ports import CheckpointWriter
 
-__all__ = ["CheckpointRef", "Checkpoints", "CommitResult", "Discovery", "Verdict"]
+__all__ = ["CheckpointRef", "Checkpoints", "CommitResult", "Discovery", "JobNameRequired", "OtherJobs", "Verdict"]
 
-# Recorded by a commit outside Slurm without a job name: the manifest's `job` may not be empty.
-UNNAMED_JOB = "unnamed-job"
+# Where the job's name is read from when none is given, in this order.
+JOB_NAME_SOURCES = ("SLURM_JOB_NAME", JOB_NAME_ENV)
+
+
+# S3's naming rules for general purpose buckets
+# (https://docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html): 3 to 63 characters;
+# lowercase letters, digits, periods and hyphens; a letter or digit first and last; no two adjacent
+# periods; not formatted as an IP address. A name that breaks one names no bucket: refused before any
+# request, naming the rule. The reserved prefixes and suffixes (xn--, -s3alias, --x-s3, ...) only keep
+# names from being created, and access point aliases and directory buckets, which a job may read and
+# write through, carry exactly those suffixes: they are taken.
+BUCKET_MIN_CHARS, BUCKET_MAX_CHARS = 3, 63
+_BUCKET_CHARS = frozenset(string.ascii_lowercase + string.digits + ".-")
+_IP_ADDRESS = re.compile(r"^[0-9]{1,3}(?:\.[0-9]{1,3}){3}$")
+
+
+def bucket_name_problem(bucket: str) -> str | None:
+    """Which of S3's bucket naming rules ``bucket`` breaks, or None when it could name a bucket."""
+    if not BUCKET_MIN_CHARS <= len(bucket) <= BUCKET_MAX_CHARS:
+        return f"is {len(bucket)} characters: S3 bucket names are {BUCKET_MIN_CHARS} to {BUCKET_MAX_CHARS} characters long"
+    others = sorted(set(bucket) - _BUCKET_CHARS)
+    if others:
+        shown = ", ".join(repr(c) for c in others[:5])
+        return f"holds {shown}: S3 bucket names hold only lowercase letters, digits, '.' and '-'"
+    if not (bucket[0].isalnum() and bucket[-1].isalnum()):
+        return "does not begin and end with a letter or digit, as S3 bucket names do"
+    if ".." in bucket:
+        return "holds two adjacent periods, which S3 bucket names never do"
+    if _IP_ADDRESS.match(bucket):
+        return "is formatted as an IP address, which S3 bucket names never are"
+    return None
+
+
+def check_bucket_of(uri: str) -> None:
+    """Raise ValueError naming the rule when ``uri`` is an ``s3://`` URI whose bucket name S3 refuses.
+
+    Anything that is not an ``s3://`` URI at all is left to the URI parser, which says so."""
+    if not uri.startswith("s3://"):
+        return
+    bucket = uri.removeprefix("s3://").partition("/")[0]
+    problem = bucket_name_problem(bucket)
+    if problem:
+        raise ValueError(f"{uri!r}: the bucket name {bucket!r} {problem}")
+
+
+class JobNameRequired(ValueError):
+    """A commit with no job name: its manifest would name no job, and the job's recovery, which looks
+    for checkpoints under the job's name, would pass it over (and it could never be committed again)."""
+
+
+def job_name(given: str | None) -> tuple[str | None, str | None]:
+    """(the job's name, the environment variable it came from: None when given or when there is none)."""
+    if given:
+        return given, None
+    for variable in JOB_NAME_SOURCES:
+        if os.environ.get(variable):
+            return os.environ[variable], variable
+    return None, None
+
+
+@dataclass(frozen=True)
+class OtherJobs:
+    """What a prefix holds when the job has no verified checkpoint there: the newest verified checkpoint
+    of any job, and the job its manifest names (None for a framework's marker, which names none)."""
+
+    checkpoint: CheckpointRef
+    job: str | None
 
 
 class Checkpoints:
     """One job's checkpoint prefix: where to write a step, how to commit it, where to resume from."""
 
     def __init__(self, uri: str, *, job: str | None = None, s3: Any = None, store: CheckpointWriter | None = None) -> None:
+        check_bucket_of(uri)
         self.bucket, self.prefix = split_s3_uri(uri)
         self.uri = f"s3://{self.bucket}/{self.prefix}"
         # The Slurm job name; None (outside Slurm, none given): checkpoints of any job are read.
         # (On EKS, HYPERPOD_RECOVERY_JOB_NAME: a re-created job gets its lineage's name in it.)
-        self.job: str | None = job or os.environ.get("SLURM_JOB_NAME") or os.environ.get(JOB_NAME_ENV) or None
+        # job_from_env: the variable it was read from, to say so when it matches nothing (salloc
+        # names its job after the command it runs: "interactive", "bash").
+        self.job, self.job_from_env = job_name(job)
         self.store: CheckpointWriter = store or S3CheckpointStore(s3=s3)
 
     def step_uri(self, step: int) -> str:
@@ -66,12 +139,19 @@ class Checkpoints:
 
         ``checksums``: ``{relative key: "sha256:<hex>"}`` computed while writing (free);
         ``compute_checksums`` re-reads every shard from S3 instead (slow for large checkpoints).
+        Raises JobNameRequired when no job name is known (nothing is read or written then).
         """
+        if self.job is None:
+            raise JobNameRequired(
+                "no job name to commit the checkpoint under: give job= (the Slurm job's name; on EKS the job's "
+                f"metadata.name), or run inside the job (${JOB_NAME_SOURCES[0]}, ${JOB_NAME_SOURCES[1]}): "
+                "the job's recovery resumes only checkpoints committed under its name"
+            )
         return commit_checkpoint(
             self.store,
             self.uri,
             step,
-            job=self.job or UNNAMED_JOB,
+            job=self.job,
             now=datetime.now(UTC),
             framework=framework,
             checksums=checksums,
@@ -85,6 +165,14 @@ class Checkpoints:
     def discover(self) -> Discovery:
         """``latest()`` with the reasons newer checkpoints were rejected."""
         return find_newest_verified(self.store, self.uri, job=self.job)
+
+    def other_jobs(self) -> OtherJobs | None:
+        """When this job has no verified checkpoint here: the newest verified one of any job (who wrote
+        it, to say so), or None when there is none at all. Never resumed from: it is for telling."""
+        found = find_newest_verified(self.store, self.uri, job=None).checkpoint
+        if found is None:
+            return None
+        return OtherJobs(found, verify_checkpoint(self.store, self.uri, found.step).job)
 
     def verify(self, step: int, *, deep: bool = False) -> Verdict:
         """Is ``step`` complete and this job's? ``deep`` also hashes every shard that has a checksum."""

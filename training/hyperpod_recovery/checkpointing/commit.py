@@ -42,6 +42,8 @@ from hyperpod_recovery.ports import CheckpointWriter
 
 # Each lost race means another writer moved the pointer; a handful of rounds settles any real contention.
 POINTER_ATTEMPTS = 5
+# Where checksums come from: a manifest is written once, so only a checkpoint committed with them has any.
+NO_CHECKSUMS_FIX = "a step committed with --checksums, or checksums= from Python, has them"
 
 
 @dataclass(frozen=True)
@@ -179,7 +181,8 @@ def _pointer_step(body: bytes) -> int | None:
 
 def verify_checksums(store: CheckpointWriter, uri: str, step: int, *, job: str | None = None) -> Verdict:
     """Deep verification: the manifest checks out (written by ``job``, any when None) AND every shard with a
-    checksum hashes to it (reads every byte)."""
+    checksum hashes to it (reads every byte). A manifest with no checksum at all is not verified: there is
+    nothing to hash, and the reason says so (and what the shallow check found)."""
     bucket, base = split_s3_uri(uri)
     folder = f"{base}{step_dir(step)}/"
     body = store.get(bucket, folder + MANIFEST_NAME, MAX_MANIFEST_BYTES + 1)
@@ -192,8 +195,19 @@ def verify_checksums(store: CheckpointWriter, uri: str, step: int, *, job: str |
     if problem:
         return Verdict(False, reason=problem, job=manifest.job)
     with_checksum = [s for s in manifest.shards if s.checksum]
+    if not with_checksum:
+        # Nothing to hash: "verified deeply" would claim a check that was never made.
+        shallow = verified_by_manifest(manifest, job).reason
+        return Verdict(
+            False,
+            framework=manifest.framework,
+            reason=f"cannot verify deeply: the manifest records no checksums ({NO_CHECKSUMS_FIX}); without --deep: {shallow}",
+            job=manifest.job,
+        )
     for shard in with_checksum:
         actual = store.sha256(bucket, folder + shard.key)
         if actual != shard.checksum:
             return Verdict(False, reason=f"shard {shard.key} hashes to {actual}, manifest says {shard.checksum}", job=manifest.job)
-    return verified_by_manifest(manifest, job, checked=f", {len(with_checksum)} checksums match")
+    unhashed = len(manifest.shards) - len(with_checksum)
+    checked = f", {len(with_checksum)} checksums match" + (f" ({unhashed} shards have none: sizes only)" if unhashed else "")
+    return verified_by_manifest(manifest, job, checked=checked)

@@ -235,7 +235,10 @@ _MEANING: dict[type[errors.RecoveryError], str] = {
     errors.CircuitBreakerOpen: (
         "Automation is paused for this cluster after too many recoveries or failures. Find out why, then `{breaker_reset}` re-enables it."
     ),
-    errors.UnsupportedOrchestrator: "This cluster's orchestrator is not one this release recovers; recover the node by hand.",
+    errors.UnsupportedOrchestrator: (
+        "This cluster is not orchestrated as the stack was deployed for (its Orchestrator, on EKS its EksClusterName): nothing "
+        "was touched. Redeploy with the values the cause names; recover the node by hand meanwhile."
+    ),
     errors.StaleEvent: (
         "The event was replayed, redriven or held in a backlog (or a clock is wrong). Check whether the node is still "
         "unhealthy (`{show_nodes}`){drill_then}."
