@@ -14,7 +14,16 @@ from typing import Any
 
 from hyperpod_recovery.domain.durations import format_duration, offset_text
 from hyperpod_recovery.vocabulary import Outcome, PhaseName
-from sandbox.report import RUN_SHOWN, bounded, format_time_split, jobs_lines, outcome_counts
+from sandbox.report import (
+    RUN_SHOWN,
+    bounded,
+    format_time_split,
+    job_named,
+    jobs_lines,
+    kubernetes_names,
+    outcome_counts,
+    resubmission_text,
+)
 
 PHASE_COLORS: dict[PhaseName, str] = {
     "detect": "#9467bd",
@@ -193,15 +202,13 @@ def _table(headers: list[str], rows: list[list[Any]], css: str = "") -> str:
     return f'<table class="{css}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
-def _incident_section(incident: dict[str, Any]) -> str:
+def _incident_section(incident: dict[str, Any], names: dict[str, str]) -> str:
     outcome = incident["outcome"]
-    job = f" · job {escape(str(incident['job']))}" if incident.get("job") else ""
+    job = f" · {escape(job_named(str(incident['job']), names))}" if incident.get("job") else ""
     error = f'<p class="error">{escape(str(incident["error"]))}: {escape(str(incident["cause"]))}</p>' if incident["error"] else ""
     shown = incident["resubmissions"] if len(incident["resubmissions"]) <= RUN_SHOWN + 1 else incident["resubmissions"][:RUN_SHOWN]
     resubmissions = "".join(
-        f"<li>job {escape(r['job'])} → {escape(str(r['new_job_id']))} from step {r['checkpoint_step']} "
-        f"(<code>{escape(r['checkpoint_uri'])}</code>)</li>"
-        for r in shown
+        f"<li>{escape(resubmission_text(r, names))} (<code>{escape(r['checkpoint_uri'])}</code>)</li>" for r in shown
     ) + (f"<li>and {len(incident['resubmissions']) - len(shown)} more</li>" if len(shown) < len(incident["resubmissions"]) else "")
     # A dry run's actions are what an operator arms it for: shown, not folded into the timeline.
     would = [e for e in incident["timeline"] if e["event"].startswith("would ")]
@@ -250,12 +257,13 @@ def render_html(report: dict[str, Any]) -> str:
     cluster = report["cluster"]
     groups = ", ".join(f"{name} {count}" for name, count in cluster["instance_groups"].items())
     incidents = report["incidents"]
+    names = kubernetes_names(report)
     summary_rows = [
         [
             i["id"],
             i["workflow"],
             i["outcome"],
-            i.get("job") or "",
+            job_named(str(i["job"]), names) if i.get("job") else "",
             ", ".join(i["nodes"][:4]) + (" …" if len(i["nodes"]) > 4 else ""),
             format_duration(i["workflow_seconds"]),
             i["error"] or "",
@@ -308,7 +316,7 @@ def render_html(report: dict[str, Any]) -> str:
             else "<p>No incident was started (see intake below).</p>"
         )
         + _legend(incidents)
-        + "".join(_incident_section(i) for i in incidents)
+        + "".join(_incident_section(i, names) for i in incidents)
         + f'<p class="figures">{escape(figures)}</p>'
         + f"<h2>API calls</h2>{calls}"
         + f"<h2>Metrics emitted (CloudWatch EMF)</h2>{metrics}"

@@ -786,6 +786,23 @@ def condensed_timeline(timeline: list[dict[str, Any]], shown: int = RUN_SHOWN) -
     return out
 
 
+def kubernetes_names(report: dict[str, Any]) -> dict[str, str]:
+    """Each EKS job object's uid -> its name as kubectl shows it (``PyTorchJob kubeflow/llama``)."""
+    return {j["uid"]: f"{j['kind']} {j['namespace']}/{j['name']}" for j in report.get("kubernetes_jobs", [])}
+
+
+def job_named(job_id: str, names: dict[str, str]) -> str:
+    """A job by the name its orchestrator shows: ``job 1001``, or an EKS object by kind/namespace/name."""
+    return names.get(job_id, f"job {job_id}")
+
+
+def resubmission_text(resubmission: dict[str, Any], names: dict[str, str]) -> str:
+    """``job 1001 resubmitted as job 1002 from step 3000``; on EKS the objects by name, re-created."""
+    old, new = resubmission["job"], str(resubmission["new_job_id"])
+    verb = "re-created" if old in names else "resubmitted"
+    return f"{job_named(old, names)} {verb} as {job_named(new, names)} from step {resubmission['checkpoint_step']}"
+
+
 def outcome_counts(incidents: list[dict[str, Any]]) -> str:
     counts = Counter(i["outcome"] for i in incidents)
     return ", ".join(f"{n} {outcome}" for outcome, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
@@ -806,8 +823,9 @@ def format_report(report: dict[str, Any]) -> str:
         lines.append("no incident was started (see intake below)")
     else:
         lines += [f"incidents: {len(report['incidents'])} ({outcome_counts(report['incidents'])})", ""]
+    names = kubernetes_names(report)
     for incident in report["incidents"]:
-        job = f" (job {incident['job']})" if incident.get("job") else ""
+        job = f" ({job_named(incident['job'], names)})" if incident.get("job") else ""
         lines.append(
             f"incident {incident['id']}{job}   trigger {','.join(incident['trigger']) or '-'}   outcome {incident['outcome'].upper()}"
         )
@@ -817,10 +835,7 @@ def format_report(report: dict[str, Any]) -> str:
             lines.append(f"  error: {incident['error']}: {incident['cause']}")
         resubmissions = incident["resubmissions"]
         for resubmission in resubmissions[:RUN_SHOWN] if len(resubmissions) > RUN_SHOWN + 1 else resubmissions:
-            lines.append(
-                f"  resubmitted job {resubmission['job']} as {resubmission['new_job_id']} from step "
-                f"{resubmission['checkpoint_step']} ({resubmission['checkpoint_uri']})"
-            )
+            lines.append(f"  {resubmission_text(resubmission, names)} ({resubmission['checkpoint_uri']})")
         if len(resubmissions) > RUN_SHOWN + 1:
             lines.append(f"  and {len(resubmissions) - RUN_SHOWN} more resubmissions")
         lines.append(f"  time: {format_time_split(incident)}")
