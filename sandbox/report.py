@@ -498,6 +498,10 @@ def _slurm_job(runner: DrillRunner, spec: Any, fates: list[JobFate], end: float)
     down = down_intervals(runs, first_hits, end_ms)
     fate = _lineage_fate(fates, {j.job_id for j in lineage})
     hit_nodes = {name for _, names in faults if names for name in names}
+    # A replacement that came back under a new hostname is the hit node repaired, not a spare.
+    hit_nodes |= {
+        r.new_hostname.split(".", 1)[0] for r in runner.double.replacements if r.new_hostname and r.hostname.split(".", 1)[0] in hit_nodes
+    }
     return {
         "job": spec.id,
         "label": _label(fates, spec.id) or f"job {spec.id} ({spec.name})",
