@@ -516,8 +516,14 @@ def _slurm_job(runner: DrillRunner, spec: Any, fates: list[JobFate], end: float)
         "fate": fate.fate if fate is not None else None,
         "reason": fate.reason if fate is not None else "",
         "down": [[s / 1000, e / 1000] for s, e in down],
-        "downtime_seconds": total(down) / 1000 if first_hits and running else None,
+        # (a copy a later fault hit, and nothing replaced, is RUNNING in Slurm but not training)
+        "downtime_seconds": total(down) / 1000 if first_hits and running and not _down_at(down, end_ms) else None,
     }
+
+
+def _down_at(down: list[tuple[int, int]], end: int) -> bool:
+    """No copy is training at the drill's end."""
+    return bool(down) and down[-1][1] >= end
 
 
 def _placement(before: list[str], now: list[str], hit: set[str]) -> str:
@@ -608,7 +614,7 @@ def _kubernetes_job(runner: DrillRunner, spec: Any, fates: list[JobFate], end: f
         "fate": fate.fate if fate is not None else None,
         "reason": fate.reason if fate is not None else "",
         "down": [[s / 1000, e / 1000] for s, e in down],
-        "downtime_seconds": total(down) / 1000 if hits_original and running else None,
+        "downtime_seconds": total(down) / 1000 if hits_original and running and not _down_at(down, end_ms) else None,
     }
 
 
@@ -713,6 +719,9 @@ def job_line(job: dict[str, Any]) -> str | None:
         return (
             f"{label}: not resubmitted{why}; still {job['state']} as the same job, since the fault at T+{format_duration(job['fault_at'])}"
         )
+    if job["state"] == "RUNNING" and job["down"]:
+        hit = format_duration(job["down"][-1][0])
+        return f"{label}: not running again: {copy} is RUNNING in Slurm, but a fault hit it at T+{hit} and it was not resubmitted"
     if job["pending_since"] is not None:
         pods = f", its pods {job['pods']}" if job.get("pods") else ""
         return f"{label}: not running: {copy} pending since T+{format_duration(job['pending_since'])}{pods}{from_step}"

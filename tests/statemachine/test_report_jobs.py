@@ -41,3 +41,13 @@ def test_given_an_eks_drill_then_its_job_is_listed_by_kind_namespace_and_name(dr
     # And the sandbox schedules no pod of the copy: it is pending since it was created, said so, not "down N s"
     assert job["downtime_seconds"] is None and job["pods"].endswith("Pending")
     assert job_line(job).startswith("PyTorchJob kubeflow/llama-70b-pretrain: not running: PyTorchJob kubeflow/llama-70b-pretrain-r1")  # type: ignore[union-attr]
+
+
+def test_given_a_second_fault_on_the_node_the_copy_runs_on_and_no_recovery_then_the_job_is_not_counted_as_running(drill: Drill) -> None:
+    # Given the repeat offender: the node fails again at 7200 s under the copy, and the pipeline does not act again
+    report = drill("repeat-offender")
+    (job,) = report["jobs"]
+    # Then the copy is RUNNING in Slurm, but the report counts the job down from the second fault to the end
+    assert job["state"] == "RUNNING" and job["down"][-1][0] == 7200.0 and job["down"][-1][1] == report["virtual_seconds"]
+    assert job["downtime_seconds"] is None
+    assert "not running again" in (job_line(job) or "")

@@ -181,3 +181,12 @@ def test_given_a_dry_run_then_what_it_would_have_done_is_shown_outside_the_folde
         "would cordon: ip-10-3-0-11",
         "would replace: ip-10-3-0-11 (i-1: replace dry_run)",
     ]
+
+
+def test_given_a_copy_a_later_fault_hit_and_nothing_replaced_then_the_line_says_it_is_not_training() -> None:
+    # Given job 2202 running again, then hit at 7200 s and left running in Slurm (a repeat offender's node)
+    job = _job(down=[[60.0, 67.4], [7200.0, 7205.0]], downtime_seconds=None)
+    # Then its line does not say "running again"
+    assert job_line(job) == (
+        "job 2201 (llama): not running again: job 2202 is RUNNING in Slurm, but a fault hit it at T+120m 00.0s and it was not resubmitted"
+    )
