@@ -715,7 +715,7 @@ def job_line(job: dict[str, Any]) -> str | None:
     if copy is None:
         if job["fate"] == "would_resubmit":
             return f"{label}: dry run: would be resubmitted{from_step.removeprefix(',')}; still {job['state']} as the same job"
-        why = f" ({job['reason']})" if job["reason"] else ""
+        why = f" ({job['reason']})" if job["reason"] else "" if job["fate"] else " (no incident record names it)"
         return (
             f"{label}: not resubmitted{why}; still {job['state']} as the same job, since the fault at T+{format_duration(job['fault_at'])}"
         )
