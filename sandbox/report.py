@@ -448,11 +448,12 @@ def _jobs(runner: DrillRunner, records: list[IncidentRecord], end: float) -> lis
     return [job for spec in runner.scenario.jobs if (job := _slurm_job(runner, spec, fates, end)) is not None]
 
 
-def _lineage_fate(fates: list[JobFate], ids: set[str]) -> JobFate | None:
-    """The newest fate recorded for any copy of the lineage (a copy that made a copy comes later)."""
-    ours = [f for f in fates if f.job in ids]
-    made = [f for f in ours if f.copy_id]
-    return (made or ours or [None])[-1]
+def _lineage_fate(fates: list[JobFate], ids: set[str], current: str | None) -> JobFate | None:
+    """What the records say became of the job's newest copy: an incident about that copy itself,
+    else the one that made it, else any record of the lineage."""
+    about = [f for f in fates if f.job == current]
+    made = [f for f in fates if f.job in ids and f.copy_id == current]
+    return (about or made or [f for f in fates if f.job in ids] or [None])[-1]
 
 
 def _ms_faults(runner: DrillRunner, spec: Any, nodes_at: Any) -> list[tuple[int, set[str] | None]]:
@@ -496,7 +497,7 @@ def _slurm_job(runner: DrillRunner, spec: Any, fates: list[JobFate], end: float)
     copy = current if current is not original else None
     running = copy is not None and current.state == "RUNNING"
     down = down_intervals(runs, first_hits, end_ms)
-    fate = _lineage_fate(fates, {j.job_id for j in lineage})
+    fate = _lineage_fate(fates, {j.job_id for j in lineage}, current.job_id)
     hit_nodes = {name for _, names in faults if names for name in names}
     # A replacement that came back under a new hostname is the hit node repaired, not a spare.
     hit_nodes |= {
@@ -595,7 +596,7 @@ def _kubernetes_job(runner: DrillRunner, spec: Any, fates: list[JobFate], end: f
     copy = lineage[-1] if len(lineage) > 1 else None
     running = copy is not None and runs_now(copy)
     down = down_intervals(runs, hits_original, end_ms)
-    fate = _lineage_fate(fates, set(lineage))
+    fate = _lineage_fate(fates, set(lineage), lineage[-1] if lineage else None)
     copy_kind, copy_name = (objects[copy][0], objects[copy][1]) if copy is not None else (None, None)
     state = _kube_state(objects[lineage[-1]][2]) if lineage else "absent"
     return {
@@ -725,7 +726,9 @@ def job_line(job: dict[str, Any]) -> str | None:
     if job["pending_since"] is not None:
         pods = f", its pods {job['pods']}" if job.get("pods") else ""
         return f"{label}: not running: {copy} pending since T+{format_duration(job['pending_since'])}{pods}{from_step}"
-    return f"{label}: not running: {copy} is {job['state']}"
+    since = f" since T+{format_duration(job['down'][-1][0])}" if job["down"] else ""
+    why = f" ({job['reason']})" if job["reason"] else ""
+    return f"{label}: not running: {copy} is {job['state']}{since}{why}"
 
 
 def jobs_lines(jobs: list[dict[str, Any]], shown: int = JOBS_SHOWN) -> list[str]:
