@@ -453,7 +453,8 @@ def _lineage_fate(fates: list[JobFate], ids: set[str], current: str | None) -> J
     else the one that made it, else any record of the lineage."""
     about = [f for f in fates if f.job == current]
     made = [f for f in fates if f.job in ids and f.copy_id == current]
-    return (about or made or [f for f in fates if f.job in ids] or [None])[-1]
+    found = about or made or [f for f in fates if f.job in ids]
+    return found[-1] if found else None
 
 
 def _ms_faults(runner: DrillRunner, spec: Any, nodes_at: Any) -> list[tuple[int, set[str] | None]]:
@@ -485,12 +486,12 @@ def _slurm_job(runner: DrillRunner, spec: Any, fates: list[JobFate], end: float)
     def hits(job: Any) -> list[int]:
         return [at for at, names in faults if names is None or names & set(job.nodes)]
 
-    runs = []
+    runs: list[CopyRun] = []
     for job in lineage:
-        stop = _ms(_seconds(job.ended_at, runner.epoch)) if job.ended_at is not None else end_ms
+        stop = _ms((job.ended_at - runner.epoch).total_seconds()) if job.ended_at is not None else end_ms
         starts = [0] if job is original else []
         if job.started_at is not None:
-            starts.append(_ms(_seconds(job.started_at, runner.epoch)))
+            starts.append(_ms((job.started_at - runner.epoch).total_seconds()))
         runs += [CopyRun(start, stop, hits(job)) for start in starts]
     first_hits = [at for job in lineage for at in hits(job)]
     current = slurm.current_incarnation(spec.id)
