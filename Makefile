@@ -156,8 +156,9 @@ dists: $(VENV)/.installed  ## wheels by who runs them, into dist/: the checkpoin
 readme-sample: $(VENV)/.installed  ## run the default drill; write its output into README.md and re-render docs/images/drill-report-default.png
 	$(PY) -m tools.readme_sample
 
-golden: $(VENV)/.installed  ## rewrite tests/golden/drills/ from the drills as they run now (read the diff: it is what changed)
+golden: $(VENV)/.installed  ## rewrite tests/golden/drills/ and screenshots/ from the drills as they run now (read the diff: it is what changed)
 	$(PY) tools/golden_reports.py
+	$(PY) tools/report_screenshots.py
 
 clean:  ## remove build output and reports (keeps the venvs)
 	rm -rf .aws-sam $(OUT) dist .pytest_cache .ruff_cache .mypy_cache .coverage

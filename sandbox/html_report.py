@@ -14,7 +14,16 @@ from typing import Any
 
 from hyperpod_recovery.domain.durations import format_duration, offset_text
 from hyperpod_recovery.vocabulary import Outcome, PhaseName
-from sandbox.report import format_time_split
+from sandbox.report import (
+    RUN_SHOWN,
+    bounded,
+    format_time_split,
+    job_named,
+    jobs_lines,
+    kubernetes_names,
+    outcome_counts,
+    resubmission_text,
+)
 
 PHASE_COLORS: dict[PhaseName, str] = {
     "detect": "#9467bd",
@@ -32,16 +41,17 @@ PHASE_COLORS: dict[PhaseName, str] = {
     "resubmit": "#e377c2",
     "record": "#7f7f7f",
 }  # "other" (a state no phase names) is drawn grey and left out of the legend
+# Darker shades than any phase's, one per outcome: an outcome badge never reads as a phase bar.
 OUTCOME_COLORS: dict[Outcome, str] = {
-    "recovered": "#2ca02c",
-    "escalated": "#d62728",
-    "capped": "#ff7f0e",
-    "duplicate": "#7f7f7f",
-    "rejected": "#bcbd22",
-    "dry_run": "#17becf",
-    "stale": "#bcbd22",
-    "aborted": "#d62728",
-    "failed": "#d62728",
+    "recovered": "#00692d",
+    "escalated": "#a50026",
+    "capped": "#b35806",
+    "duplicate": "#4d4d4d",
+    "rejected": "#6b5a00",
+    "dry_run": "#2d4f8c",
+    "stale": "#7a5230",
+    "aborted": "#6a1b6e",
+    "failed": "#d0006f",
 }
 WIDTH, LABEL, MARGIN, ROW, GAP = 960, 170, 90, 20, 6
 NICE_STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 14400, 43200, 86400)
@@ -74,7 +84,7 @@ def phase_chart(incident: dict[str, Any]) -> str:
     start = min(p["start"] for p in phases)
     end = max(p["end"] for p in phases)
     x = _scale(start, end)
-    height = (len(phases) + 1) * (ROW + GAP) + 30
+    height = (len(phases) + 1) * (ROW + GAP) + 30 + _lanes_height(incident["timeline"], x, start, end)
     parts = [
         f'<svg class="timeline" data-incident="{escape(incident["id"])}" width="{WIDTH}" height="{height}" '
         f'viewBox="0 0 {WIDTH} {height}" xmlns="http://www.w3.org/2000/svg" role="img" '
@@ -102,9 +112,52 @@ def phase_chart(incident: dict[str, Any]) -> str:
                 f'<circle class="event" cx="{x(entry["at"]):.1f}" cy="{y + ROW / 2}" r="4" fill="#333">'
                 f"<title>T+{escape(format_duration(entry['at']))} {escape(entry['event'])}: {escape(entry['detail'])}</title></circle>"
             )
+    for lane, left, entry in _event_labels(incident["timeline"], x, start, end):
+        parts.append(f'<text class="event-label" x="{left:.1f}" y="{y + ROW + 12 + lane * EVENT_LANE:.1f}">{escape(entry["event"])}</text>')
+    y += _lanes_height(incident["timeline"], x, start, end)
     parts += _axis(start, end, y + ROW + 6)
     parts.append("</svg>")
     return "".join(parts)
+
+
+EVENT_LANE, EVENT_LANES, CHAR_WIDTH, EVENT_CLUSTER = (
+    13,
+    6,
+    6.2,
+    12,
+)  # label rows under the dots; 11px text's width per character; dots closer than this (px) share a label
+
+
+def _event_labels(timeline: list[dict[str, Any]], x: Any, start: float, end: float) -> list[tuple[int, float, dict[str, Any]]]:
+    """Where each event's name is written under its dot. Events whose dots overlap share one label
+    (``fault detected +5``: the first, and how many more the tooltip and the timeline list); each
+    label goes in the first lane where it does not run into the one before it."""
+    groups: list[list[dict[str, Any]]] = []
+    for entry in (e for e in timeline if start <= e["at"] <= end):
+        if groups and x(entry["at"]) - x(groups[-1][0]["at"]) < EVENT_CLUSTER:
+            groups[-1].append(entry)
+        else:
+            groups.append([entry])
+    lanes: list[float] = []
+    placed = []
+    for group in groups:
+        name = group[0]["event"] + (f" +{len(group) - 1}" if len(group) > 1 else "")
+        left = min(x(group[0]["at"]) - 3, WIDTH - len(name) * CHAR_WIDTH)
+        lane = next((i for i, right in enumerate(lanes) if right < left), len(lanes))
+        if lane >= EVENT_LANES:
+            continue  # (its dot and tooltip are still there)
+        right = left + len(name) * CHAR_WIDTH + 6
+        if lane < len(lanes):
+            lanes[lane] = right
+        else:
+            lanes.append(right)
+        placed.append((lane, left, {**group[0], "event": name}))
+    return placed
+
+
+def _lanes_height(timeline: list[dict[str, Any]], x: Any, start: float, end: float) -> int:
+    used = {lane for lane, _, _ in _event_labels(timeline, x, start, end)}
+    return (max(used) + 1) * EVENT_LANE + 4 if used else 0
 
 
 def overview_chart(incidents: list[dict[str, Any]]) -> str:
@@ -134,13 +187,13 @@ def overview_chart(incidents: list[dict[str, Any]]) -> str:
     return "".join(parts)
 
 
-def _legend() -> str:
+def _legend(incidents: list[dict[str, Any]]) -> str:
+    """The phases drawn in this report, in the order a workflow goes through them."""
+    used = {p["name"] for i in incidents for p in i["phases"]}
     items = "".join(
-        f'<span class="swatch" style="background:{color}"></span>{escape(name)} '
-        for name, color in PHASE_COLORS.items()
-        if name != "inspect"
+        f'<span class="swatch" style="background:{color}"></span>{escape(name)} ' for name, color in PHASE_COLORS.items() if name in used
     )
-    return f'<p class="legend">{items}</p>'
+    return f'<p class="legend">phases: {items}</p>' if items else ""
 
 
 def _table(headers: list[str], rows: list[list[Any]], css: str = "") -> str:
@@ -149,14 +202,22 @@ def _table(headers: list[str], rows: list[list[Any]], css: str = "") -> str:
     return f'<table class="{css}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
-def _incident_section(incident: dict[str, Any]) -> str:
+def _incident_section(incident: dict[str, Any], names: dict[str, str]) -> str:
     outcome = incident["outcome"]
-    job = f" · job {escape(str(incident['job']))}" if incident.get("job") else ""
+    job = f" · {escape(job_named(str(incident['job']), names))}" if incident.get("job") else ""
     error = f'<p class="error">{escape(str(incident["error"]))}: {escape(str(incident["cause"]))}</p>' if incident["error"] else ""
+    shown = incident["resubmissions"] if len(incident["resubmissions"]) <= RUN_SHOWN + 1 else incident["resubmissions"][:RUN_SHOWN]
     resubmissions = "".join(
-        f"<li>job {escape(r['job'])} → {escape(str(r['new_job_id']))} from step {r['checkpoint_step']} "
-        f"(<code>{escape(r['checkpoint_uri'])}</code>)</li>"
-        for r in incident["resubmissions"]
+        f"<li>{escape(resubmission_text(r, names))} (<code>{escape(r['checkpoint_uri'])}</code>)</li>" for r in shown
+    ) + (f"<li>and {len(incident['resubmissions']) - len(shown)} more</li>" if len(shown) < len(incident["resubmissions"]) else "")
+    # A dry run's actions are what an operator arms it for: shown, not folded into the timeline.
+    would = [e for e in incident["timeline"] if e["event"].startswith("would ")]
+    would_do = (
+        '<div class="would"><b>would do (dry run, nothing was changed):</b><ul>'
+        + "".join(f"<li>{escape(e['event'])}: {escape(bounded(e['detail']))}</li>" for e in would)
+        + "</ul></div>"
+        if would
+        else ""
     )
     timeline = _table(
         ["at", "event", "detail"], [[f"T+{format_duration(e['at'])}", e["event"], e["detail"]] for e in incident["timeline"]], "timeline"
@@ -167,8 +228,8 @@ def _incident_section(incident: dict[str, Any]) -> str:
         f'<h2><span class="badge" style="background:{OUTCOME_COLORS.get(outcome, "#999")}">{escape(outcome)}</span> '
         f"{escape(incident['id'])}</h2>"
         f"<p>{escape(incident['workflow'])} recovery{job} · trigger {escape(', '.join(incident['trigger']) or '-')} · "
-        f"nodes {escape(', '.join(incident['nodes']) or '-')}</p>"
-        f'<p class="summary">{escape(incident["summary"])}</p>{error}'
+        f"nodes {escape(bounded(', '.join(incident['nodes'])) or '-')}</p>"
+        f'<p class="summary">{escape(bounded(incident["summary"]))}</p>{error}{would_do}'
         f"{phase_chart(incident)}"
         f'<p class="split">{escape(split)}</p>'
         + (f"<ul>{resubmissions}</ul>" if resubmissions else "")
@@ -180,9 +241,11 @@ STYLE = """
 body { font: 14px/1.4 -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; margin: 24px; color: #222; max-width: 1100px; }
 h1 { font-size: 20px; margin-bottom: 4px; } h2 { font-size: 16px; margin: 24px 0 4px; }
 .badge { color: #fff; border-radius: 4px; padding: 1px 8px; text-transform: uppercase; font-size: 12px; }
-.summary { font-weight: 600; } .error { color: #b00; } .split, .legend { color: #555; font-size: 12px; }
+.summary { font-weight: 600; }
+.jobs li { font-size: 15px; } .would { border-left: 4px solid #2d4f8c; padding: 2px 10px; }
+.error { color: #b00; } .split, .legend { color: #555; font-size: 12px; }
 .swatch { display: inline-block; width: 10px; height: 10px; margin: 0 4px 0 10px; border-radius: 2px; }
-svg text { font: 11px Helvetica, Arial, sans-serif; fill: #222; } svg .tick { fill: #555; }
+svg text { font: 11px Helvetica, Arial, sans-serif; fill: #222; } svg .tick, svg .event-label { fill: #555; }
 table { border-collapse: collapse; margin: 8px 0; }
 th, td { border: 1px solid #ddd; padding: 3px 8px; text-align: left; vertical-align: top; }
 th { background: #f4f4f4; } td.num, table.calls td:nth-child(2) { text-align: right; }
@@ -194,12 +257,13 @@ def render_html(report: dict[str, Any]) -> str:
     cluster = report["cluster"]
     groups = ", ".join(f"{name} {count}" for name, count in cluster["instance_groups"].items())
     incidents = report["incidents"]
+    names = kubernetes_names(report)
     summary_rows = [
         [
             i["id"],
             i["workflow"],
             i["outcome"],
-            i.get("job") or "",
+            job_named(str(i["job"]), names) if i.get("job") else "",
             ", ".join(i["nodes"][:4]) + (" …" if len(i["nodes"]) > 4 else ""),
             format_duration(i["workflow_seconds"]),
             i["error"] or "",
@@ -229,21 +293,31 @@ def render_html(report: dict[str, Any]) -> str:
         f"wall time {report['wall_seconds']:.1f}s"
     )
     title = f"hyperpod-recovery drill: {report['scenario']}"
+    jobs = jobs_lines(report.get("jobs", []))
+    lead = (
+        '<h2>Jobs</h2><ul class="jobs">' + "".join(f"<li>{escape(line)}</li>" for line in jobs) + "</ul>"
+        if jobs
+        else "<p>No job was hit by a fault.</p>"
+    )
+    badge = f" <span class=badge style=background:{OUTCOME_COLORS['dry_run']}>dry run</span>" if report["dry_run"] else ""
+    counts = f"<h2>Incidents: {len(incidents)} ({escape(outcome_counts(incidents))})</h2>" if incidents else ""
     return (
         f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title><style>{STYLE}</style></head><body>'
-        f"<h1>{escape(title)}{' <span class=badge style=background:#17becf>dry run</span>' if report['dry_run'] else ''}</h1>"
+        f"<h1>{escape(title)}{badge}</h1>"
         f"<p>{escape(report['description'] or '')}</p>"
         f"<p>cluster <b>{escape(cluster['name'])}</b> ({escape(cluster['orchestrator'])}, "
         f"NodeRecovery={escape(cluster['node_recovery'])}): {escape(groups)}</p>"
-        f"<p>{escape(figures)}</p>"
+        + lead
+        + counts
         + (
             _table(["incident", "workflow", "outcome", "job", "nodes", "workflow time", "error"], summary_rows, "incidents")
             + overview_chart(incidents)
             if incidents
             else "<p>No incident was started (see intake below).</p>"
         )
-        + _legend()
-        + "".join(_incident_section(i) for i in incidents)
+        + _legend(incidents)
+        + "".join(_incident_section(i, names) for i in incidents)
+        + f'<p class="figures">{escape(figures)}</p>'
         + f"<h2>API calls</h2>{calls}"
         + f"<h2>Metrics emitted (CloudWatch EMF)</h2>{metrics}"
         + f"<h2>Notifications ({len(report['notifications'])})</h2>{notifications or '<p>none</p>'}"

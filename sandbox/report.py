@@ -25,12 +25,17 @@ from typing import TYPE_CHECKING, Any
 
 from hyperpod_recovery.adapters.ledger import DynamoLedger
 from hyperpod_recovery.domain.durations import format_duration
-from hyperpod_recovery.models.records import IncidentRecord
+from hyperpod_recovery.domain.eks_jobs import RESUBMITTED_FROM_ANNOTATION
+from hyperpod_recovery.domain.fates import job_label
+from hyperpod_recovery.models.kubernetes import node_name_for_instance
+from hyperpod_recovery.models.records import IncidentRecord, JobFate
 from hyperpod_recovery.vocabulary import ORCHESTRATOR_PHASES
 from sandbox.aws import RETRY_BACKOFF
 from sandbox.clock import EPOCH
+from sandbox.job_downtime import CopyRun, down_intervals, total
 from sandbox.message_check import contradictions
 from sandbox.real_slurm import RealController
+from sandbox.scenario import expand_range
 
 if TYPE_CHECKING:
     from sandbox.runner import DrillRunner
@@ -107,7 +112,7 @@ def build_report(runner: DrillRunner, wall_seconds: float) -> dict[str, Any]:
         "pipeline_overhead_seconds": round(sum(i["pipeline_overhead_seconds"] or 0.0 for i in incidents), 3),
         "wall_seconds": round(wall_seconds, 3),
         "intake": _intake(runner),
-        "jobs": _job_downtime(runner),
+        "jobs": _jobs(runner, records, max([max_virtual(incidents)] + [f.at for f in runner.scenario.faults])),
         "replacements": [
             {
                 "old_node_id": r.old_node_id,
@@ -430,39 +435,199 @@ def format_time_split(incident: dict[str, Any]) -> str:
     return f"workflow {total} = " + " + ".join(f"{label} {format_duration(t / 10)}" for (label, _), t in zip(parts, tenths, strict=True))
 
 
-def _job_downtime(runner: DrillRunner) -> list[dict[str, Any]]:
-    """Per scenario job, what its users measure: from the first fault that hit it (a fault on one of
-    its nodes, or its own failure) to its newest incarnation running again in Slurm (virtual
-    seconds). ``downtime_seconds`` is None when it was never hit, or is not running again by the
-    drill's end (left pending, never resubmitted, restarted by Slurm itself). Simulated Slurm only."""
+def _jobs(runner: DrillRunner, records: list[IncidentRecord], end: float) -> list[dict[str, Any]]:
+    """Per scenario job, what its users measure (virtual seconds): the first fault that hit it, the
+    intervals its lineage was down (sandbox/job_downtime.py), its newest copy and where that runs.
+    ``downtime_seconds`` is their sum once a copy runs again at the drill's end; None when it was
+    never hit or is not running again (left pending, never resubmitted, restarted by Slurm itself)."""
+    fates = [fate for record in records for fate in record.job_fates]
+    if runner.eks is not None:
+        return [_kubernetes_job(runner, spec, fates, end) for spec in runner.scenario.jobs]
     if isinstance(runner.slurm, RealController):
         return []
+    return [job for spec in runner.scenario.jobs if (job := _slurm_job(runner, spec, fates, end)) is not None]
+
+
+def _lineage_fate(fates: list[JobFate], ids: set[str], current: str | None) -> JobFate | None:
+    """What the records say became of the job's newest copy: an incident about that copy itself,
+    else the one that made it, else any record of the lineage."""
+    about = [f for f in fates if f.job == current]
+    made = [f for f in fates if f.job in ids and f.copy_id == current]
+    found = about or made or [f for f in fates if f.job in ids]
+    return found[-1] if found else None
+
+
+def _ms_faults(runner: DrillRunner, spec: Any, nodes_at: Any) -> list[tuple[int, set[str] | None]]:
+    """Each fault that may hit the job: (moment, the node names it hit then; None: the job's own failure)."""
+    found: list[tuple[int, set[str] | None]] = []
+    for fault in runner.scenario.faults:
+        if fault.job == spec.id:
+            found.append((_ms(fault.at), None))
+        elif fault.kind != "abort" and fault.node_refs:
+            found.append((_ms(fault.at), {nodes_at(ref, fault.at) for ref in fault.node_refs}))
+    return found
+
+
+def _slurm_job(runner: DrillRunner, spec: Any, fates: list[JobFate], end: float) -> dict[str, Any] | None:
     slurm = runner.slurm.slurm
-    jobs = []
-    for spec in runner.scenario.jobs:
-        original = slurm.jobs.get(spec.id)
-        if original is None:
-            continue
-        names = set(original.nodes)
-        hit = [
-            fault.at
-            for fault in runner.scenario.faults
-            if fault.job == spec.id or (fault.kind != "abort" and names & {runner.double.slurm_name(ref) for ref in fault.node_refs})
-        ]
-        current = slurm.current_incarnation(spec.id)
-        running_again = _seconds(current.started_at, runner.epoch) if current is not original and current.state == "RUNNING" else None
-        fault_at = min(hit) if hit else None
-        jobs.append(
-            {
-                "job": spec.id,
-                "fault_at": fault_at,
-                "running_as": current.job_id if current is not original else None,
-                "state": current.state,
-                "running_again_at": running_again,
-                "downtime_seconds": None if fault_at is None or running_again is None else round(running_again - fault_at, 3),
-            }
-        )
-    return jobs
+    original = slurm.jobs.get(spec.id)
+    if original is None:
+        return None
+
+    def root(job: Any) -> str:
+        while job.resubmission_of is not None:
+            job = slurm.jobs[job.resubmission_of]
+        return str(job.job_id)
+
+    lineage = [job for job in slurm.jobs.values() if root(job) == spec.id]
+    faults = _ms_faults(runner, spec, lambda ref, at: runner.double.current(ref, t=at).hostname.split(".", 1)[0])
+    end_ms = _ms(end)
+
+    def hits(job: Any) -> list[int]:
+        return [at for at, names in faults if names is None or names & set(job.nodes)]
+
+    runs: list[CopyRun] = []
+    for job in lineage:
+        stop = _ms((job.ended_at - runner.epoch).total_seconds()) if job.ended_at is not None else end_ms
+        starts = [0] if job is original else []
+        if job.started_at is not None:
+            starts.append(_ms((job.started_at - runner.epoch).total_seconds()))
+        runs += [CopyRun(start, stop, hits(job)) for start in starts]
+    first_hits = [at for job in lineage for at in hits(job)]
+    current = slurm.current_incarnation(spec.id)
+    copy = current if current is not original else None
+    running = copy is not None and current.state == "RUNNING"
+    down = down_intervals(runs, first_hits, end_ms)
+    fate = _lineage_fate(fates, {j.job_id for j in lineage}, current.job_id)
+    hit_nodes = {name for _, names in faults if names for name in names}
+    # A replacement that came back under a new hostname is the hit node repaired, not a spare.
+    hit_nodes |= {
+        r.new_hostname.split(".", 1)[0] for r in runner.double.replacements if r.new_hostname and r.hostname.split(".", 1)[0] in hit_nodes
+    }
+    return {
+        "job": spec.id,
+        "label": _label(fates, spec.id) or f"job {spec.id} ({spec.name})",
+        "fault_at": min(first_hits) / 1000 if first_hits else None,
+        "running_as": copy.job_id if copy is not None else None,
+        "copy": f"job {copy.job_id}" if copy is not None else None,
+        "state": current.state,
+        "running_again_at": _seconds(current.started_at, runner.epoch) if running else None,
+        "pending_since": _seconds(current.submitted_at, runner.epoch) if copy is not None and current.state == "PENDING" else None,
+        "on": _placement(original.nodes, current.nodes, hit_nodes) if running else None,
+        "checkpoint_step": _copy_step(fates, {j.job_id for j in lineage}, copy.job_id if copy is not None else None),
+        "fate": fate.fate if fate is not None else None,
+        "reason": fate.reason if fate is not None else "",
+        "down": [[s / 1000, e / 1000] for s, e in down],
+        # (a copy a later fault hit, and nothing replaced, is RUNNING in Slurm but not training)
+        "downtime_seconds": total(down) / 1000 if first_hits and running and not _down_at(down, end_ms) else None,
+    }
+
+
+def _down_at(down: list[tuple[int, int]], end: int) -> bool:
+    """No copy is training at the drill's end."""
+    return bool(down) and down[-1][1] >= end
+
+
+def _placement(before: list[str], now: list[str], hit: set[str]) -> str:
+    """Where the running copy is, against the nodes the job ran on and those the faults hit."""
+    if set(now) & hit:
+        return "its repaired nodes"
+    return "spare nodes" if set(now) - set(before) else "its own nodes"
+
+
+def _label(fates: list[JobFate], job_id: str) -> str | None:
+    """The job as its orchestrator shows it, from the first record that named it."""
+    return next((job_label(f) for f in fates if f.job == job_id), None)
+
+
+def _copy_step(fates: list[JobFate], lineage: set[str], copy_id: str | None) -> int | None:
+    """The checkpoint step the newest copy resumed from (in a dry run: would have), from the records."""
+    steps = [
+        f.checkpoint_step
+        for f in fates
+        if f.job in lineage and f.checkpoint_step is not None and (f.copy_id == copy_id if copy_id else f.fate == "would_resubmit")
+    ]
+    return steps[-1] if steps else None
+
+
+def _pod_phases(pods: list[dict[str, Any]]) -> str:
+    """``2 Pending``: the copy's pods by phase (no pod: the operator has not made them)."""
+    phases = Counter(str(p["status"].get("phase")) for p in pods)
+    return ", ".join(f"{count} {phase}" for phase, count in sorted(phases.items())) or "no pod"
+
+
+def _kubernetes_job(runner: DrillRunner, spec: Any, fates: list[JobFate], end: float) -> dict[str, Any]:
+    """An EKS job by the names kubectl shows; its copies are the objects re-created from it (by the
+    annotation that names the uid they came from). A copy runs when every pod it owns is Running."""
+    assert runner.eks is not None
+    kube = runner.eks.kube
+    kind, namespace = spec.kubernetes.kind, spec.kubernetes.namespace
+    objects = {obj["metadata"]["uid"]: (k, n, obj) for (k, ns, n), obj in kube.jobs.items() if ns == namespace}
+    original = next((uid for uid, (k, n, _) in objects.items() if (k, n) == (kind, spec.name)), None)
+    lineage = [original] if original else []
+    while lineage:
+        newer = [uid for uid, (_, _, obj) in objects.items() if _annotation(obj, RESUBMITTED_FROM_ANNOTATION) == lineage[-1]]
+        if not newer:
+            break
+        lineage.append(newer[-1])
+    pods: dict[str, list[dict[str, Any]]] = {}
+    for (ns, _), pod in kube.pods.items():
+        owner = next((o["uid"] for o in pod["metadata"].get("ownerReferences") or [] if o.get("controller")), None)
+        if ns == namespace and owner is not None:
+            pods.setdefault(owner, []).append(pod)
+
+    def runs_now(uid: str) -> bool:
+        owned = pods.get(uid, [])
+        return bool(owned) and all(p["status"].get("phase") == "Running" and "deletionTimestamp" not in p["metadata"] for p in owned)
+
+    def nodes_of(uid: str) -> set[str]:
+        return {str(p["spec"].get("nodeName")) for p in pods.get(uid, []) if p["spec"].get("nodeName")}
+
+    faults = _ms_faults(runner, spec, lambda ref, at: node_name_for_instance(runner.double.current(ref, t=at).node_id))
+    seeded = {node_name_for_instance(runner.double.current(f"{g}:{i}", t=0).node_id) for g, i in expand_range(spec.nodes)}
+    hits_original = [at for at, names in faults if names is None or names & seeded]
+    end_ms = _ms(end)
+    runs = [CopyRun(0, end_ms, hits_original)] if original else []
+    created: dict[str, float | None] = {}
+    for uid in lineage[1:]:
+        stamp = objects[uid][2]["metadata"].get("creationTimestamp")
+        created[uid] = _seconds(datetime.fromisoformat(stamp), runner.epoch) if stamp else None
+        if runs_now(uid) and created[uid] is not None:
+            runs.append(CopyRun(_ms(created[uid] or 0), end_ms, [at for at, names in faults if names is None or names & nodes_of(uid)]))
+    copy = lineage[-1] if len(lineage) > 1 else None
+    running = copy is not None and runs_now(copy)
+    down = down_intervals(runs, hits_original, end_ms)
+    fate = _lineage_fate(fates, set(lineage), lineage[-1] if lineage else None)
+    copy_kind, copy_name = (objects[copy][0], objects[copy][1]) if copy is not None else (None, None)
+    state = _kube_state(objects[lineage[-1]][2]) if lineage else "absent"
+    return {
+        "job": spec.id,
+        "label": f"{kind} {namespace}/{spec.name}",
+        "uid": original,
+        "fault_at": min(hits_original) / 1000 if hits_original else None,
+        "running_as": copy,
+        "copy": f"{copy_kind} {namespace}/{copy_name}" if copy is not None else None,
+        "state": state,
+        "running_again_at": created[copy] if running and copy is not None else None,
+        "pending_since": created[copy] if copy is not None and not running else None,
+        "on": None,
+        "checkpoint_step": _copy_step(fates, set(lineage), copy),
+        "pods": _pod_phases(pods.get(copy, [])) if copy is not None else None,
+        "fate": fate.fate if fate is not None else None,
+        "reason": fate.reason if fate is not None else "",
+        "down": [[s / 1000, e / 1000] for s, e in down],
+        "downtime_seconds": total(down) / 1000 if hits_original and running and not _down_at(down, end_ms) else None,
+    }
+
+
+def _annotation(obj: dict[str, Any], key: str) -> str | None:
+    return (obj["metadata"].get("annotations") or {}).get(key)
+
+
+def _kube_state(obj: dict[str, Any]) -> str:
+    """The job object's newest true condition (Created, Running, Suspended, Failed ...)."""
+    held = [c for c in (obj.get("status") or {}).get("conditions") or [] if c.get("status") == "True"]
+    return str(held[-1].get("type")) if held else "no condition yet"
 
 
 def _intake(runner: DrillRunner) -> dict[str, Any]:
@@ -532,31 +697,164 @@ def _notifications(aws: Any) -> list[dict[str, str]]:
             sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
 
 
+# What a terminal (and the HTML page's lead) shows before "and N more": a 64-node storm stays readable.
+JOBS_SHOWN = 8
+DETAIL_LIMIT = 240
+RUN_SHOWN = 3  # a run of entries of one kind (64 "job resubmitted"): its first ones, then a count
+
+
+def job_line(job: dict[str, Any]) -> str | None:
+    """What a training team asks first, from the report's facts: ``job 1001 (llama): down 7.4s,
+    running again as job 1002 on spare nodes, from step 3000``. None for a job no fault hit."""
+    if job["fault_at"] is None:
+        return None
+    label, copy, step = job["label"], job["copy"], job.get("checkpoint_step")
+    from_step = f", from step {step}" if step is not None else ""
+    if job["downtime_seconds"] is not None:
+        gaps = len(job["down"])
+        times = f" ({gaps} interruptions)" if gaps > 1 else ""
+        return f"{label}: down {format_duration(job['downtime_seconds'])}{times}, running again as {copy} on {job['on']}{from_step}"
+    if copy is None:
+        if job["fate"] == "would_resubmit":
+            return f"{label}: dry run: would be resubmitted{from_step.removeprefix(',')}; still {job['state']} as the same job"
+        why = f" ({job['reason']})" if job["reason"] else "" if job["fate"] else " (no incident record names it)"
+        return (
+            f"{label}: not resubmitted{why}; still {job['state']} as the same job, since the fault at T+{format_duration(job['fault_at'])}"
+        )
+    if job["state"] == "RUNNING" and job["down"]:
+        hit = format_duration(job["down"][-1][0])
+        return f"{label}: not running again: {copy} is RUNNING in Slurm, but a fault hit it at T+{hit} and it was not resubmitted"
+    if job["pending_since"] is not None:
+        pods = f", its pods {job['pods']}" if job.get("pods") else ""
+        return f"{label}: not running: {copy} pending since T+{format_duration(job['pending_since'])}{pods}{from_step}"
+    since = f" since T+{format_duration(job['down'][-1][0])}" if job["down"] else ""
+    why = f" ({job['reason']})" if job["reason"] else ""
+    return f"{label}: not running: {copy} is {job['state']}{since}{why}"
+
+
+def jobs_lines(jobs: list[dict[str, Any]], shown: int = JOBS_SHOWN) -> list[str]:
+    """One line per job a fault hit, at most ``shown``, then the rest counted by how they ended."""
+    lines = [line for job in jobs if (line := job_line(job)) is not None]
+    if len(lines) <= shown:
+        return lines
+    rest = [job for job in jobs if job["fault_at"] is not None][shown:]
+    again = [job["downtime_seconds"] for job in rest if job["downtime_seconds"] is not None]
+    counts = [f"{len(again)} running again (down {format_duration(min(again))} to {format_duration(max(again))})"] if again else []
+    counts += [f"{n} {state}" for state, n in sorted(Counter(j["state"] for j in rest if j["downtime_seconds"] is None).items())]
+    return [*lines[:shown], f"and {len(rest)} more jobs: {', '.join(counts)}"]
+
+
+def _items(text: str, separator: str) -> list[str]:
+    """``text`` split on ``separator`` outside parentheses: ``a (x, y), b`` is two items."""
+    items, depth, start, index = [], 0, 0, 0
+    while index < len(text):
+        char = text[index]
+        depth += char in "([{"
+        depth -= char in ")]}"
+        if depth == 0 and text.startswith(separator, index):
+            items.append(text[start:index])
+            start = index = index + len(separator)
+            continue
+        index += 1
+    return [*items, text[start:]]
+
+
+def bounded(text: str, limit: int = DETAIL_LIMIT) -> str:
+    """A long list (nodes, jobs) cut at ``limit`` characters on an item boundary, the rest counted:
+    ``ip-10-2-0-147, ip-10-2-0-136 and 62 more``. A text that is no such list is left whole."""
+    if len(text) <= limit:
+        return text
+    separator = max(("; ", ", "), key=lambda sep: len(_items(text, sep)))
+    items = _items(text, separator)
+    if len(items) < 5:
+        return text
+    kept: list[str] = []
+    for item in items:
+        if len(separator.join([*kept, item])) > limit:
+            break
+        kept.append(item)
+    return separator.join(kept or items[:1]) + f" and {len(items) - len(kept or items[:1])} more"
+
+
+def condensed_timeline(timeline: list[dict[str, Any]], shown: int = RUN_SHOWN) -> list[dict[str, Any]]:
+    """The timeline with each run of more than ``shown`` + 1 entries of one event kept to its first
+    ``shown`` and its last, the ones between counted in an entry of their own."""
+    out: list[dict[str, Any]] = []
+    index = 0
+    while index < len(timeline):
+        stop = index
+        while stop < len(timeline) and timeline[stop]["event"] == timeline[index]["event"]:
+            stop += 1
+        run = timeline[index:stop]
+        if len(run) > shown + 1:
+            skipped = run[shown:-1]
+            out += run[:shown]
+            out.append(
+                {
+                    "at": skipped[0]["at"],
+                    "event": "…",
+                    "detail": f"and {len(skipped)} more {run[0]['event']} to T+{format_duration(skipped[-1]['at'])}",
+                }
+            )
+            out.append(run[-1])
+        else:
+            out += run
+        index = stop
+    return out
+
+
+def kubernetes_names(report: dict[str, Any]) -> dict[str, str]:
+    """Each EKS job object's uid -> its name as kubectl shows it (``PyTorchJob kubeflow/llama``)."""
+    return {j["uid"]: f"{j['kind']} {j['namespace']}/{j['name']}" for j in report.get("kubernetes_jobs", [])}
+
+
+def job_named(job_id: str, names: dict[str, str]) -> str:
+    """A job by the name its orchestrator shows: ``job 1001``, or an EKS object by kind/namespace/name."""
+    return names.get(job_id, f"job {job_id}")
+
+
+def resubmission_text(resubmission: dict[str, Any], names: dict[str, str]) -> str:
+    """``job 1001 resubmitted as job 1002 from step 3000``; on EKS the objects by name, re-created."""
+    old, new = resubmission["job"], str(resubmission["new_job_id"])
+    verb = "re-created" if old in names else "resubmitted"
+    return f"{job_named(old, names)} {verb} as {job_named(new, names)} from step {resubmission['checkpoint_step']}"
+
+
+def outcome_counts(incidents: list[dict[str, Any]]) -> str:
+    counts = Counter(i["outcome"] for i in incidents)
+    return ", ".join(f"{n} {outcome}" for outcome, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
 def format_report(report: dict[str, Any]) -> str:
     cluster = report["cluster"]
     groups = ", ".join(f"{name} {count}" for name, count in cluster["instance_groups"].items())
+    jobs = jobs_lines(report.get("jobs", []))
     lines = [
         f"hyperpod-recovery drill: {report['scenario']}" + (f": {report['description']}" if report["description"] else ""),
         f"cluster {cluster['name']} ({cluster['orchestrator']}, NodeRecovery={cluster['node_recovery']}): {groups}"
         + ("   [DRY RUN]" if report["dry_run"] else ""),
         "",
+        *(["jobs:", *(f"  {line}" for line in jobs), ""] if jobs else []),
     ]
     if not report["incidents"]:
         lines.append("no incident was started (see intake below)")
+    else:
+        lines += [f"incidents: {len(report['incidents'])} ({outcome_counts(report['incidents'])})", ""]
+    names = kubernetes_names(report)
     for incident in report["incidents"]:
-        job = f" (job {incident['job']})" if incident.get("job") else ""
+        job = f" ({job_named(incident['job'], names)})" if incident.get("job") else ""
         lines.append(
             f"incident {incident['id']}{job}   trigger {','.join(incident['trigger']) or '-'}   outcome {incident['outcome'].upper()}"
         )
-        for entry in incident["timeline"]:
-            lines.append(f"  T+{format_duration(entry['at']):>9}  {entry['event']:<20} {entry['detail']}")
+        for entry in condensed_timeline(incident["timeline"]):
+            lines.append(f"  T+{format_duration(entry['at']):>9}  {entry['event']:<20} {bounded(entry['detail'])}")
         if incident["error"]:
             lines.append(f"  error: {incident['error']}: {incident['cause']}")
-        for resubmission in incident["resubmissions"]:
-            lines.append(
-                f"  resubmitted job {resubmission['job']} as {resubmission['new_job_id']} from step "
-                f"{resubmission['checkpoint_step']} ({resubmission['checkpoint_uri']})"
-            )
+        resubmissions = incident["resubmissions"]
+        for resubmission in resubmissions[:RUN_SHOWN] if len(resubmissions) > RUN_SHOWN + 1 else resubmissions:
+            lines.append(f"  {resubmission_text(resubmission, names)} ({resubmission['checkpoint_uri']})")
+        if len(resubmissions) > RUN_SHOWN + 1:
+            lines.append(f"  and {len(resubmissions) - RUN_SHOWN} more resubmissions")
         lines.append(f"  time: {format_time_split(incident)}")
         lines.append("")
     calls = ", ".join(f"{name} {count}" for name, count in report["api_calls"].items())
@@ -570,17 +868,6 @@ def format_report(report: dict[str, Any]) -> str:
         f"virtual time: {format_duration(report['virtual_seconds'])}   pipeline overhead: "
         f"{format_duration(report['pipeline_overhead_seconds'])}   wall time: {report['wall_seconds']:.1f}s",
     ]
-    for job in report.get("jobs", []):
-        if job["fault_at"] is None:
-            continue
-        if job["downtime_seconds"] is not None:
-            down = format_duration(job["downtime_seconds"])
-        elif job["running_as"] is None and job["state"] == "RUNNING":
-            down = "still the same job in Slurm (not resubmitted)"
-        else:
-            down = f"not running again ({job['state']})"
-        again = f" as job {job['running_as']}" if job["running_as"] else ""
-        lines.append(f"job {job['job']} down from T+{format_duration(job['fault_at'])}: {down}{again}")
     if report["slurm"].get("mode") == "real":
         lines += ["", "real Slurm queue (squeue), answered by the agent process:"]
         lines += [
