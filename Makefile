@@ -36,7 +36,7 @@ SLURM_PACKAGES := slurmctld slurmd slurm-client munge
 export DEPLOYED_STACK_NAME := import tomllib; d = tomllib.load(open("samconfig.toml", "rb")).get("default", {}); \
   print(d.get("deploy", {}).get("parameters", {}).get("stack_name") or d.get("global", {}).get("parameters", {}).get("stack_name", ""))
 
-.PHONY: help setup test unit drill drill-down preflight drill-aws lint format validate security build bench deploy dists readme-sample golden clean FORCE
+.PHONY: help setup test unit drill drill-down preflight drill-aws oncall lint format validate security build bench deploy dists readme-sample golden clean FORCE
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -111,6 +111,14 @@ preflight: $(VENV)/.installed  ## read-only checks of a deployed stack before ar
 drill-aws: $(VENV)/.installed  ## drill the deployed stack: STACK=name [SCENARIO=events/drills/x.json] [REGION=r] [LIVE=1]; dry run unless LIVE=1
 	@if [ -z "$(STACK)" ]; then echo "make drill-aws needs STACK=<your stack name> (and AWS credentials for its account)"; exit 2; fi
 	$(VENV)/bin/hyperpod-recovery drill --stack $(STACK) --scenario $(SCENARIO) $(if $(REGION),--region $(REGION)) $(if $(LIVE),--live --yes)
+
+# The on-call commands, offline: the scenario is played in the sandbox, then each command of RUN
+# (separated by ';') runs against its stack. {node}, {hostname} and {incident} are filled in.
+ONCALL_SCENARIO ?= events/drills/rejoin-deadline.json
+RUN ?= incidents --stack sandbox;incidents show {incident} --stack sandbox;locks --stack sandbox
+oncall: $(VENV)/.installed  ## try the on-call commands offline: [ONCALL_SCENARIO=path.json] [RUN='locks --stack sandbox;hold {hostname} --stack sandbox --reason x --yes']
+	@IFS=';' read -ra commands <<< '$(RUN)'; args=(); for c in "$${commands[@]}"; do args+=(--run "$$c"); done; \
+	  $(PY) -m sandbox.oncall --scenario '$(ONCALL_SCENARIO)' --out '$(OUT)' "$${args[@]}"
 
 lint: $(VENV)/.installed  ## ruff (lint + format check) and mypy
 	$(VENV)/bin/ruff check .

@@ -63,10 +63,14 @@ def test_given_an_eks_stack_when_the_runbook_says_how_to_pause_without_a_deploy_
 def test_given_the_stacks_alarms_when_the_readme_counts_them_then_the_count_is_the_templates() -> None:
     alarms = [r for r in TEMPLATE["Resources"].values() if r["Type"] == "AWS::CloudWatch::Alarm"]
     always = sum(1 for alarm in alarms if "Condition" not in alarm)
+    on_eks = always + sum(1 for alarm in alarms if alarm.get("Condition") == "IsEks")
+    with_pagerduty = always + sum(1 for alarm in alarms if alarm.get("Condition") == "HasPagerDuty")
+    assert len(alarms) == always + (on_eks - always) + (with_pagerduty - always), "an alarm under another condition: say it in the README"
     numbers = {6: "six", 7: "seven", 8: "eight", 9: "nine"}
-    ordinals = {7: "seventh", 8: "eighth", 9: "ninth"}
+    ordinals = {7: "a seventh", 8: "an eighth", 9: "a ninth"}
     assert f"{numbers[always]} alarms that notify" in README
-    assert f"on EKS an {ordinals[len(alarms)]}" in README
+    assert f"on EKS {ordinals[on_eks]}" in README
+    assert f"with PagerDuty {ordinals[with_pagerduty]}" in README
 
 
 def test_given_a_private_eks_endpoint_when_the_readme_lists_what_the_functions_reach_then_it_agrees_with_the_runbook() -> None:

@@ -204,3 +204,12 @@ def test_a_failed_deploy_suggests_nothing(tmp_path: Path) -> None:
 def test_make_help_lists_the_new_targets() -> None:
     listed = _make("help").stdout
     assert "make drill-down " in listed and "make readme-sample " in listed and "make preflight " in listed
+
+
+# --- make oncall -----------------------------------------------------------------------------------
+@pytest.mark.sandbox
+def test_make_oncall_plays_the_scenario_then_runs_each_command_on_its_stack(tmp_path: Path) -> None:
+    done = _make("oncall", f"OUT={tmp_path}", "RUN=locks --stack sandbox;incidents show {incident} --stack sandbox")
+    assert done.returncode == 0, done.stderr
+    assert "$ hyperpod-recovery locks --stack sandbox" in done.stdout and "hostname lock" in done.stdout
+    assert "{incident}" not in done.stdout and "outcome: escalated   error: RejoinDeadlineExceeded" in done.stdout
