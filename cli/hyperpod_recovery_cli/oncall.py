@@ -208,9 +208,8 @@ def list_incidents(args: argparse.Namespace, client: Callable[[str], Any], out: 
     place = deployed(args, client)
     since = _since(args.since, now)
     running = running_incidents(client("stepfunctions"), place) if not args.escalated else []
-    records = [] if args.open else place.ledger.incidents(place.cluster, since=since, limit=args.limit)
-    if args.escalated:
-        records = [r for r in records if r.outcome in NEEDS_A_HUMAN]
+    outcomes = NEEDS_A_HUMAN if args.escalated else ()
+    records = [] if args.open else place.ledger.incidents(place.cluster, since=since, limit=args.limit, outcomes=outcomes)
     running = [r for r in running if since is None or r.started_at >= since]
     if args.json:
         rows: list[dict[str, Any]] = [

@@ -512,6 +512,9 @@ def test_given_records_of_two_clusters_then_incidents_lists_one_clusters_newest_
     assert [r.incident_id for r in dynamo_ledger.incidents("c", limit=2)] == ["c-2", "c-1"]
     assert [r.incident_id for r in dynamo_ledger.incidents("c", since=T0 + timedelta(minutes=1))] == ["c-2", "c-1"]
     assert [r.incident_id for r in dynamo_ledger.incidents("d")] == ["d-0"]
+    # And an outcome filter pages on until the limit is met: the older escalation is found past newer recoveries
+    dynamo_ledger.save_incident(_record("c-old", "c", T0 - timedelta(days=1), outcome="escalated"))
+    assert [r.incident_id for r in dynamo_ledger.incidents("c", limit=1, outcomes=["escalated", "capped"])] == ["c-old"]
 
 
 def test_given_locks_then_node_locks_lists_the_clusters_live_ones_and_release_deletes_only_the_holders(

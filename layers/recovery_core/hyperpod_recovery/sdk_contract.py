@@ -201,7 +201,11 @@ OPERATOR_REQUIRED: dict[str, tuple[Call, ...]] = {
     # the on-call commands (oncall.py) list, lock, hold and audit through the same adapter.
     "dynamodb": (
         *REQUIRED["dynamodb"],
-        Call("Query", request=("TableName", "IndexName", "KeyConditionExpression", "ScanIndexForward", "Limit"), response=("Items",)),
+        Call(
+            "Query",
+            request=("TableName", "IndexName", "KeyConditionExpression", "FilterExpression", "ScanIndexForward", "Limit"),
+            response=("Items",),
+        ),
     ),
     "sts": (Call("GetCallerIdentity", response=("Arn",)),),
     "events": (

@@ -850,13 +850,19 @@ class DynamoLedger:
         )
 
     # --- the operator's view and hand (hyperpod-recovery incidents, locks, hold, stop) ---------
-    def incidents(self, cluster: str, since: datetime | None = None, limit: int = 50) -> list[IncidentRecord]:
+    def incidents(self, cluster: str, since: datetime | None = None, limit: int = 50, outcomes: Sequence[str] = ()) -> list[IncidentRecord]:
         """The cluster's recorded incidents, newest first, from the sparse index IncidentsByCluster
-        (only RECORD items carry both of its keys). ``since``: recorded at or after it."""
+        (only RECORD items carry both of its keys). ``since``: recorded at or after it; ``outcomes``:
+        only these (filtered by DynamoDB, paging on until ``limit`` match)."""
         condition = "#cluster = :cluster" + (" AND recorded_at >= :since" if since is not None else "")
         values: dict[str, Any] = {":cluster": {"S": cluster}}
         if since is not None:
             values[":since"] = {"S": since.isoformat()}
+        only: dict[str, Any] = {}
+        if outcomes:
+            names = {f":outcome{n}": {"S": outcome} for n, outcome in enumerate(outcomes)}
+            values |= names
+            only = {"FilterExpression": f"outcome IN ({', '.join(names)})"}
         records: list[IncidentRecord] = []
         start: dict[str, Any] | None = None
         while len(records) < limit:
@@ -869,6 +875,7 @@ class DynamoLedger:
                 ExpressionAttributeValues=values,
                 ScanIndexForward=False,
                 Limit=limit - len(records),
+                **only,
                 **({"ExclusiveStartKey": start} if start else {}),
             )
             records += [IncidentRecord.model_validate_json(item["record"]["S"]) for item in response.get("Items", []) if "record" in item]
