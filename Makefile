@@ -36,7 +36,7 @@ SLURM_PACKAGES := slurmctld slurmd slurm-client munge
 export DEPLOYED_STACK_NAME := import tomllib; d = tomllib.load(open("samconfig.toml", "rb")).get("default", {}); \
   print(d.get("deploy", {}).get("parameters", {}).get("stack_name") or d.get("global", {}).get("parameters", {}).get("stack_name", ""))
 
-.PHONY: help setup test unit drill drill-down preflight drill-aws oncall lint format validate security build bench deploy dists readme-sample golden clean FORCE
+.PHONY: help setup test unit drill drills drill-down preflight drill-aws oncall lint format validate security build bench deploy dists readme-sample golden clean FORCE
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -100,6 +100,11 @@ ifeq ($(SLURM),real)
 else
 	$(PY) -m sandbox run --scenario '$(SCENARIO)' --out '$(OUT)'
 endif
+
+DIR   ?= events/drills
+JUNIT ?= $(OUT)/drills.xml
+drills: $(VENV)/.installed  ## run every scenario of a folder, each held to its expect block: a table and JUnit XML [DIR=events/drills] [JUNIT=out/drills.xml]
+	$(PY) -m sandbox drills '$(DIR)' --junit '$(JUNIT)' --out '$(OUT)/drills'
 
 drill-down:  ## undo make drill SLURM=real: cancel its jobs, stop slurmd, slurmctld and the munged it started, remove SLURM_BASE
 	@BASE=$(SLURM_BASE) tools/slurm_down.sh --purge

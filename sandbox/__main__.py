@@ -1,9 +1,13 @@
 """``python -m sandbox run [--scenario FILE] [--out DIR]``: run a drill, print its timeline, write the report
-(JSON, and HTML with a timeline picture). ``python -m sandbox check`` (same arguments) only checks them.
+(JSON, and HTML with a timeline picture), and hold it to the scenario's ``expect`` block.
+``python -m sandbox check`` (same arguments) only checks them. ``python -m sandbox drills DIR
+[--junit FILE]`` runs every scenario of a folder (sandbox/drills.py).
 
-Exit codes: 0 the drill ran (whatever the incidents' outcomes); 2 bad usage: an unknown option, a
-scenario file that cannot be run, an --out that is not a folder (one line on stderr naming the
-field); 1 the sandbox itself failed (a bug: its traceback).
+Exit codes: 0 the drill met its expectations (the scenario's ``expect``, or without one: no incident
+needed a human, nothing past the cap, one copy per job, no message the record contradicts); 1 an
+expectation failed (one line each: what was expected, what happened); 2 bad usage: an unknown option,
+a scenario file that cannot be run, an --out that is not a folder (one line on stderr naming the
+field); 3 the sandbox itself failed (a bug: its traceback).
 """
 
 from __future__ import annotations
@@ -11,10 +15,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import traceback
 from pathlib import Path
 from typing import NoReturn
 
 import sandbox  # noqa: F401  (puts the layer's package on sys.path)
+from sandbox.drills import check_drill, run_folder
 from sandbox.html_report import render_html
 from sandbox.report import format_report
 from sandbox.runner import DrillRunner
@@ -55,6 +61,10 @@ def main(argv: list[str] | None = None) -> int:
             "--scenario", type=Path, default=DEFAULT_SCENARIO, help="scenario JSON file (default: events/drills/default.json)"
         )
         command.add_argument("--out", type=Path, default=Path("out"), help="directory for the report and the Lambda log")
+    drills = commands.add_parser("drills", help="run every scenario of a folder: a table, JUnit XML, exit 1 if one fails")
+    drills.add_argument("folder", type=Path, help="a folder of scenario files (events/drills, or your own)")
+    drills.add_argument("--junit", type=Path, default=None, help="write JUnit XML here (one testcase per scenario)")
+    drills.add_argument("--out", type=Path, default=Path("out") / "drills", help="directory for the reports and logs")
     run.add_argument(
         "--slurm",
         choices=("simulated", "real"),
@@ -62,24 +72,44 @@ def main(argv: list[str] | None = None) -> int:
         help="real: the agent as its own process against the slurmctld SLURM_CONF names (make drill SLURM=real)",
     )
     args = parser.parse_args(argv)
-
     try:
-        scenario = load_scenario(args.scenario)
-        if args.command == "check":
-            _check_out(args.out)
-            return 0
-        _make_out(args.out)
-        runner = DrillRunner(scenario, log_path=args.out / f"drill-{scenario.name}-lambda.log", real_slurm=args.slurm == "real")
-        report = runner.run()
+        return _run(args)
     except ScenarioError as exc:
         print(f"error: {printable_line(str(exc))}", file=sys.stderr)
         return 2
+    except Exception:  # the sandbox itself failed: a bug, and its traceback is what a report needs
+        traceback.print_exc()
+        return 3
+
+
+def _run(args: argparse.Namespace) -> int:
+    if args.command == "drills":
+        if not args.folder.is_dir():
+            raise ScenarioError(f"{args.folder}: not a folder of scenarios")
+        _check_out(args.out)
+        return run_folder(args.folder, args.out, args.junit, sys.stdout)
+    scenario = load_scenario(args.scenario)
+    if args.command == "check":
+        _check_out(args.out)
+        return 0
+    _make_out(args.out)
+    runner = DrillRunner(scenario, log_path=args.out / f"drill-{scenario.name}-lambda.log", real_slurm=args.slurm == "real")
+    report = runner.run()
     report_path = args.out / f"drill-{scenario.name}.json"
     report_path.write_text(json.dumps(report, indent=2, default=str) + "\n")
     html_path = report_path.with_suffix(".html")
     html_path.write_text(render_html(report))
     print(format_report(report))
     print(f"\nreport: {report_path}\n        {html_path} (timeline picture; opens offline)")
+    checks = check_drill(scenario, report)
+    said = "the scenario's expect" if scenario.expect else "no expect block: no incident needs a human, nothing past the cap, one copy"
+    print(f"\nexpectations ({said}):")
+    for check in checks:
+        print(f"  {check.line}")
+    failed = [c for c in checks if not c.ok]
+    if failed:
+        print(f"drill {scenario.name}: {len(failed)} expectation(s) failed", file=sys.stderr)
+        return 1
     return 0
 
 

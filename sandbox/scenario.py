@@ -13,6 +13,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictBool, ValidationError, model_validator
 
+from sandbox.expectations import ExpectSpec
+
 _NODE_REF = re.compile(r"^(?P<group>[A-Za-z0-9][A-Za-z0-9\-]*):(?P<index>\d+)$")
 _NODE_RANGE = re.compile(r"^(?P<group>[A-Za-z0-9][A-Za-z0-9\-]*):(?P<start>\d+)(?:-(?P<end>\d+))?$")
 
@@ -361,6 +363,8 @@ class Scenario(_Strict):
     faults: list[FaultSpec] = Field(min_length=1)
     behaviour: BehaviourSpec = Field(default_factory=BehaviourSpec)
     settings: SettingsSpec = Field(default_factory=SettingsSpec)
+    # What the drill must show (sandbox/expectations.py); without it, expectations.IMPLICIT.
+    expect: ExpectSpec | None = None
 
     @model_validator(mode="after")
     def _references_exist(self) -> Scenario:

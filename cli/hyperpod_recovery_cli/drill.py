@@ -425,7 +425,66 @@ def run_drill(
         phases = phases_from_history(events)
     for line in phase_chart(phases):
         print(line, file=out)
+    expect = (document or {}).get("expect") if args.scenario else None
+    if expect is not None:
+        checks, unchecked = deployed_expectations(expect, record, live=args.live)
+        print("\nexpectations (the scenario's expect, as far as a deployed stack shows them):", file=out)
+        for ok, line in checks:
+            print(f"  {'ok  ' if ok else 'FAIL'} {line}", file=out)
+        if unchecked:
+            print(f"  not checked here: {', '.join(unchecked)} (the sandbox's report shows them: make drill)", file=out)
+        return EXIT_OK if all(ok for ok, _ in checks) else EXIT_FAILED
     return EXIT_OK if description["status"] == "SUCCEEDED" else EXIT_FAILED
+
+
+# What a deployed stack's drill can show of a scenario's expect block: the one incident it started,
+# read from its record. The rest needs the sandbox's view of everything (second copies, the cap over
+# time, every message): said as not checked, never passed silently.
+CHECKABLE_ON_A_STACK = ("outcomes", "no_human_needed", "resubmissions", "checkpoint_step")
+NEEDS_A_HUMAN = ("escalated", "capped", "stale", "aborted", "failed")
+SANDBOX_SAFETY = ("within_cap", "one_copy_per_job", "messages_match_record")
+
+
+def deployed_expectations(expect: Any, record: IncidentRecord | None, *, live: bool) -> tuple[list[tuple[bool, str]], list[str]]:
+    """([(ok, "what: expected ...; got ...")], [names not checked]) for the drill's one incident."""
+    if not isinstance(expect, dict):
+        raise DrillUsageError(f"expect: an object, not {shown(expect)}")
+    checks: list[tuple[bool, str]] = []
+    unchecked = [name for name, value in expect.items() if name not in CHECKABLE_ON_A_STACK and value not in (None, [], False)]
+    # (the sandbox's safety expectations hold unless a scenario turns them off: never passed silently here)
+    unchecked += [name for name in SANDBOX_SAFETY if expect.get(name, True) is not False and name not in unchecked]
+    if record is None:
+        return [
+            (False, "the incident record: expected one to read; got none (no ledger, or the execution ended before recording)")
+        ], unchecked
+    got = record.outcome
+    if "outcomes" in expect:
+        wanted = expect["outcomes"]
+        if not live:
+            unchecked.append("outcomes (a dry run's outcome is dry_run: give --live --yes)")
+        elif not (isinstance(wanted, list) and len(wanted) == 1):
+            unchecked.append(
+                f"outcomes (the scenario expects {len(wanted) if isinstance(wanted, list) else '?'} incidents; a drill starts one)"
+            )
+        else:
+            checks.append((got == wanted[0], f"outcome: expected {wanted[0]}; got {got}" + (f" ({record.error})" if record.error else "")))
+    if expect.get("no_human_needed"):
+        checks.append((got not in NEEDS_A_HUMAN, f"no human needed: expected no such outcome; got {got}"))
+    made = list(record.resubmissions)
+    if "resubmissions" in expect:
+        if live:
+            checks.append((len(made) == expect["resubmissions"], f"resubmissions: expected {expect['resubmissions']}; got {len(made)}"))
+        else:
+            unchecked.append("resubmissions (a dry run resubmits nothing)")
+    if "checkpoint_step" in expect:
+        steps = sorted({r.checkpoint_step for r in made})
+        if live:
+            checks.append(
+                (steps == [expect["checkpoint_step"]], f"checkpoint step: expected {expect['checkpoint_step']}; got {steps or 'none'}")
+            )
+        else:
+            unchecked.append("checkpoint_step (a dry run resubmits nothing)")
+    return checks, unchecked
 
 
 def add_arguments(drill: argparse.ArgumentParser) -> None:

@@ -7,6 +7,7 @@
     hyperpod-recovery breaker reset  (--stack NAME | --cluster NAME [--table LEDGER]) --reason TEXT [--by WHO]
     hyperpod-recovery drill --stack NAME (--scenario FILE | --input FILE | --node ID | --job ID) [--live --yes]
     hyperpod-recovery preflight --stack NAME [--json]
+    hyperpod-recovery drills DIR [--junit FILE]      (in a clone: the sandbox runs each scenario)
     hyperpod-recovery incidents --stack NAME [--open] [--escalated] [--since 6h] [--json]
     hyperpod-recovery incidents show ID --stack NAME [--json]
     hyperpod-recovery locks --stack NAME [--json]
@@ -82,6 +83,8 @@ from hyperpod_recovery.models.records import AuditEntry, BreakerState
 from hyperpod_recovery_cli import aws_calls
 from hyperpod_recovery_cli.drill import add_arguments as add_drill_arguments
 from hyperpod_recovery_cli.drill import run_drill
+from hyperpod_recovery_cli.drill_suite import SandboxMissing, run_drills
+from hyperpod_recovery_cli.drill_suite import add_arguments as add_suite_arguments
 from hyperpod_recovery_cli.inputs import InputRefused, OneLineParser, one_line, plain_text, shown
 from hyperpod_recovery_cli.oncall import OnCallRefused
 from hyperpod_recovery_cli.oncall import add_commands as add_oncall_commands
@@ -240,8 +243,18 @@ def _parser() -> argparse.ArgumentParser:
     add_preflight_arguments(preflight)
     preflight.set_defaults(run=_preflight)
 
+    suite = groups.add_parser(
+        "drills", help="run every drill scenario of a folder in the sandbox (a clone's): table, JUnit, exit 1 if one fails"
+    )
+    add_suite_arguments(suite)
+    suite.set_defaults(run=_drills)
+
     add_oncall_commands(groups, region, _oncall)
     return parser
+
+
+def _drills(invocation: Invocation) -> int:
+    return run_drills(invocation.args, invocation.out)
 
 
 def _oncall(command: Callable[..., int], changes: bool) -> Callable[[Invocation], int]:
@@ -333,7 +346,7 @@ def _failure(exc: Exception) -> tuple[int, str] | None:
 
 
 _FAILURES: tuple[tuple[type[Exception] | tuple[type[Exception], ...], int, str], ...] = (
-    ((UsageError, InputRefused, PreflightUsageError, NotOurStack, StackTooOld), EXIT_USAGE, ""),
+    ((UsageError, InputRefused, PreflightUsageError, NotOurStack, StackTooOld, SandboxMissing), EXIT_USAGE, ""),
     ((CheckpointCommitRefused, CheckpointWriteConflict), EXIT_NO, "commit refused: "),
     (OnCallRefused, EXIT_NO, "refused: "),
     ((CheckpointUnreadable, CheckpointStoreUnavailable), EXIT_AWS, "S3 error: "),

@@ -1,0 +1,126 @@
+"""A drill that asserts: a scenario's ``expect`` block held against what the drill did (its report).
+
+Pure: ``evaluate(expect, report, cap)`` returns one ``Check`` per expectation, each saying what was
+expected and what happened, so a failed drill is one line per broken expectation. A scenario without
+``expect`` is held to ``IMPLICIT``: no incident needed a human, nothing past the cap, one copy of
+every job, no message the record contradicts. So ``make drill`` in a platform team's CI fails on an
+escalation unless the scenario says that is what it is for.
+
+What each expectation reads from the report (sandbox/report.py):
+    outcomes                  incidents[].outcome, as a multiset (order is not asserted)
+    resubmissions             copies made: Slurm submissions of an old job / EKS re-creations
+    checkpoint_step           every resubmission's step (incidents[].resubmissions[].checkpoint_step)
+    max_job_downtime_seconds  jobs[].downtime_seconds (a job never running again fails it)
+    within_cap                the most nodes out at once (ours) <= the cluster cap (fault_suite's rule)
+    one_copy_per_job          second_copies is empty
+    messages_match_record     message_contradictions is empty
+    never_say / always_say    phrases (case-insensitive) in no / some notification's subject or message
+    no_human_needed           no incident outcome in NEEDS_A_HUMAN
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from hyperpod_recovery.vocabulary import Outcome
+
+# The outcomes whose page says ACTION NEEDED (domain/notification.py's headlines).
+NEEDS_A_HUMAN: tuple[Outcome, ...] = ("escalated", "capped", "stale", "aborted", "failed")
+
+
+class ExpectSpec(BaseModel):
+    """What the scenario is for. Unset fields are not asserted; the safety ones default on."""
+
+    model_config = ConfigDict(extra="forbid")
+    outcomes: list[Outcome] | None = Field(default=None, description="every incident's outcome, in any order")
+    no_human_needed: bool = Field(default=False, description="no incident escalated, capped, stale, aborted or failed")
+    resubmissions: int | None = Field(default=None, ge=0, description="copies made of jobs (Slurm submissions, EKS re-creations)")
+    checkpoint_step: int | None = Field(default=None, ge=0, description="the step every resubmission resumed from")
+    max_job_downtime_seconds: float | None = Field(default=None, gt=0, description="each affected job's downtime at most")
+    within_cap: bool = True
+    one_copy_per_job: bool = True
+    messages_match_record: bool = True
+    never_say: list[str] = Field(default_factory=list, description="phrases no notification may contain")
+    always_say: list[str] = Field(default_factory=list, description="phrases some notification must contain")
+
+
+IMPLICIT = ExpectSpec(no_human_needed=True)
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    expected: str
+    got: str
+
+    @property
+    def line(self) -> str:
+        return f"{'ok  ' if self.ok else 'FAIL'} {self.name}: expected {self.expected}; got {self.got}"
+
+
+def _resubmissions(report: dict[str, Any]) -> int:
+    if "kubernetes_jobs" in report:
+        return sum(1 for job in report["kubernetes_jobs"] if "resubmitted_from" in job)
+    return len(report["slurm"]["submissions"])
+
+
+def _messages(report: dict[str, Any]) -> list[str]:
+    return [f"{n.get('subject', '')}\n{n.get('message', '')}".lower() for n in report.get("notifications", [])]
+
+
+def evaluate(expect: ExpectSpec, report: dict[str, Any], cap: int, most_out: int) -> list[Check]:
+    """Each expectation of ``expect`` against the drill's ``report``; ``cap`` is the cluster cap the
+    drill ran with and ``most_out`` the most nodes it had out of service at once."""
+    checks: list[Check] = []
+    outcomes = Counter(i["outcome"] for i in report["incidents"])
+    shown = ", ".join(f"{o} x{n}" if n > 1 else o for o, n in sorted(outcomes.items())) or "no incident"
+    if expect.outcomes is not None:
+        wanted = Counter(expect.outcomes)
+        said = ", ".join(f"{o} x{n}" if n > 1 else o for o, n in sorted(wanted.items())) or "no incident"
+        checks.append(Check("outcomes", outcomes == wanted, said, shown))
+    if expect.no_human_needed:
+        human = sorted(o for o in outcomes if o in NEEDS_A_HUMAN)
+        errors = sorted({f"{i['outcome']} ({i['error']})" for i in report["incidents"] if i["outcome"] in NEEDS_A_HUMAN and i.get("error")})
+        checks.append(Check("no human needed", not human, "no incident that needs a human", ", ".join(errors or human) or shown))
+    if expect.resubmissions is not None:
+        made = _resubmissions(report)
+        checks.append(Check("resubmissions", made == expect.resubmissions, str(expect.resubmissions), str(made)))
+    if expect.checkpoint_step is not None:
+        steps = sorted({r["checkpoint_step"] for i in report["incidents"] for r in i.get("resubmissions", [])})
+        ok = bool(steps) and steps == [expect.checkpoint_step]
+        checks.append(Check("checkpoint step", ok, f"every resubmission from step {expect.checkpoint_step}", str(steps or "none")))
+    if expect.max_job_downtime_seconds is not None:
+        worst = [(j.get("label") or j["job"], j.get("downtime_seconds")) for j in report.get("jobs", [])]
+        late = [f"{name}: {'never running again' if down is None else f'{down:g} s'}" for name, down in worst
+                if down is None or down > expect.max_job_downtime_seconds]  # fmt: skip
+        got = "; ".join(late) or (f"at most {max(d for _, d in worst if d is not None):g} s" if worst else "no job")
+        checks.append(Check("job downtime", not late, f"each job down at most {expect.max_job_downtime_seconds:g} s", got))
+    if expect.within_cap:
+        checks.append(Check("within the cap", most_out <= cap, f"at most {cap} node(s) out at once", f"{most_out}"))
+    if expect.one_copy_per_job:
+        copies = report.get("second_copies", [])
+        checks.append(Check("one copy per job", not copies, "no second live copy", f"{len(copies)} second cop(ies)"))
+    if expect.messages_match_record:
+        contradictions = report.get("message_contradictions", [])
+        got = f"{len(contradictions)}" + (f": {contradictions[0]}" if contradictions else "")
+        checks.append(Check("messages match the record", not contradictions, "no contradiction", got[:300]))
+    messages = _messages(report)
+    for phrase in expect.never_say:
+        found = sum(phrase.lower() in m for m in messages)
+        checks.append(Check(f"never says {phrase!r}", not found, "in no message", f"in {found} message(s)"))
+    for phrase in expect.always_say:
+        found = sum(phrase.lower() in m for m in messages)
+        checks.append(Check(f"says {phrase!r}", bool(found), "in some message", f"in {found} of {len(messages)} message(s)"))
+    return checks
+
+
+Verdict = Literal["pass", "fail"]
+
+
+def verdict(checks: list[Check]) -> Verdict:
+    return "pass" if all(c.ok for c in checks) else "fail"

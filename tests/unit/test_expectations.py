@@ -1,0 +1,104 @@
+"""A scenario's expect block against a drill's report: each expectation passes when what it says
+happened and fails, saying what happened, when it did not (sandbox/expectations.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from pydantic import ValidationError
+
+from sandbox.expectations import IMPLICIT, NEEDS_A_HUMAN, ExpectSpec, evaluate, verdict
+from sandbox.scenario import ScenarioError, load_scenario, with_changes
+from tests.conftest import EVENTS
+
+
+def _report(**changes: Any) -> dict[str, Any]:
+    report: dict[str, Any] = {
+        "incidents": [
+            {"outcome": "recovered", "error": None, "resubmissions": [{"checkpoint_step": 3000, "job": "1001", "new_job_id": "1002"}]}
+        ],
+        "slurm": {"submissions": [{"old_job_id": "1001"}]},
+        "jobs": [{"job": "1001", "label": "job 1001 (llama)", "downtime_seconds": 12.5}],
+        "second_copies": [],
+        "message_contradictions": [],
+        "notifications": [{"subject": "[hyperpod-recovery] c: recovered", "message": "RECOVERED. Do not start another copy."}],
+    }
+    return report | changes
+
+
+def _failed(expect: ExpectSpec, report: dict[str, Any], cap: int = 8, most_out: int = 1) -> list[str]:
+    return [c.name for c in evaluate(expect, report, cap, most_out) if not c.ok]
+
+
+@pytest.mark.parametrize(
+    ("expect", "report", "fails"),
+    [
+        (ExpectSpec(outcomes=["recovered"]), _report(), []),
+        (ExpectSpec(outcomes=["escalated"]), _report(), ["outcomes"]),
+        (ExpectSpec(outcomes=["recovered", "recovered"]), _report(), ["outcomes"]),
+        (ExpectSpec(resubmissions=1), _report(), []),
+        (ExpectSpec(resubmissions=0), _report(), ["resubmissions"]),
+        (ExpectSpec(checkpoint_step=3000), _report(), []),
+        (ExpectSpec(checkpoint_step=2000), _report(), ["checkpoint step"]),
+        (
+            ExpectSpec(checkpoint_step=3000),
+            _report(incidents=[{"outcome": "escalated", "error": "X", "resubmissions": []}]),
+            ["checkpoint step"],
+        ),
+        (ExpectSpec(max_job_downtime_seconds=20), _report(), []),
+        (ExpectSpec(max_job_downtime_seconds=10), _report(), ["job downtime"]),
+        (ExpectSpec(max_job_downtime_seconds=99), _report(jobs=[{"job": "1", "downtime_seconds": None}]), ["job downtime"]),
+        (ExpectSpec(), _report(second_copies=[{"job": "1001"}]), ["one copy per job"]),
+        (ExpectSpec(one_copy_per_job=False), _report(second_copies=[{"job": "1001"}]), []),
+        (ExpectSpec(), _report(message_contradictions=["says recovered"]), ["messages match the record"]),
+        (ExpectSpec(never_say=["DO NOT START"]), _report(), ["never says 'DO NOT START'"]),
+        (ExpectSpec(always_say=["escalated"]), _report(), ["says 'escalated'"]),
+        (ExpectSpec(always_say=["another copy"]), _report(), []),
+    ],
+)
+def test_given_an_expectation_then_it_fails_exactly_when_the_report_breaks_it(
+    expect: ExpectSpec, report: dict[str, Any], fails: list[str]
+) -> None:
+    assert _failed(expect, report) == fails
+
+
+def test_given_more_nodes_out_than_the_cap_then_within_the_cap_fails_and_says_how_many() -> None:
+    (check,) = [c for c in evaluate(ExpectSpec(), _report(), cap=3, most_out=4) if c.name == "within the cap"]
+    assert not check.ok and "at most 3" in check.line and "got 4" in check.line
+
+
+@pytest.mark.parametrize("outcome", NEEDS_A_HUMAN)
+def test_given_no_expect_block_then_an_incident_that_needs_a_human_fails_the_drill_naming_its_error(outcome: str) -> None:
+    checks = evaluate(IMPLICIT, _report(incidents=[{"outcome": outcome, "error": "RejoinDeadlineExceeded", "resubmissions": []}]), 8, 0)
+    assert verdict(checks) == "fail"
+    assert any(not c.ok and "RejoinDeadlineExceeded" in c.line for c in checks)
+
+
+@given(st.lists(st.sampled_from(["recovered", "duplicate", "escalated", "dry_run"]), min_size=1, max_size=6), st.randoms())
+def test_outcomes_are_a_multiset_order_never_matters(outcomes: list[str], random: Any) -> None:
+    report = _report(incidents=[{"outcome": o, "error": None, "resubmissions": []} for o in outcomes])
+    shuffled = list(outcomes)
+    random.shuffle(shuffled)
+    assert _failed(ExpectSpec(outcomes=shuffled), report) == []  # type: ignore[arg-type]
+    assert _failed(ExpectSpec(outcomes=[*shuffled, "recovered"]), report) == ["outcomes"]  # type: ignore[arg-type]
+
+
+def test_an_unknown_expectation_or_outcome_is_refused_when_the_scenario_loads() -> None:
+    base = load_scenario(EVENTS / "drills" / "default.json")
+    with pytest.raises((ScenarioError, ValidationError)):
+        with_changes(base, {"expect": {"outcome": ["recovered"]}})  # a typo'd field asserts nothing: refused
+    with pytest.raises((ScenarioError, ValidationError)):
+        with_changes(base, {"expect": {"outcomes": ["recoverd"]}})
+
+
+def test_every_project_drill_says_what_it_is_for() -> None:
+    """Each drill in events/drills carries an expect block naming its outcomes (the real-Slurm one
+    runs under its own test)."""
+    for path in sorted((EVENTS / "drills").glob("*.json")):
+        if path.stem == "real-slurm":
+            continue
+        expect = load_scenario(path).expect
+        assert expect is not None and expect.outcomes, path.name
