@@ -121,9 +121,9 @@ drill-aws: $(VENV)/.installed  ## drill the deployed stack: STACK=name [SCENARIO
 # (separated by ';') runs against its stack. {node}, {hostname} and {incident} are filled in.
 ONCALL_SCENARIO ?= events/drills/rejoin-deadline.json
 RUN ?= incidents --stack sandbox;incidents show {incident} --stack sandbox;locks --stack sandbox
-oncall: $(VENV)/.installed  ## try the on-call commands offline: [ONCALL_SCENARIO=path.json] [RUN='locks --stack sandbox;hold {hostname} --stack sandbox --reason x --yes']
+oncall: $(VENV)/.installed  ## try the on-call commands offline: [ONCALL_SCENARIO=path.json] [RUN='cmd;cmd'] [START=workers:3 (a live recovery left running: {running})]
 	@IFS=';' read -ra commands <<< '$(RUN)'; args=(); for c in "$${commands[@]}"; do args+=(--run "$$c"); done; \
-	  $(PY) -m sandbox.oncall --scenario '$(ONCALL_SCENARIO)' --out '$(OUT)' "$${args[@]}"
+	  $(PY) -m sandbox.oncall --scenario '$(ONCALL_SCENARIO)' --out '$(OUT)' $(if $(START),--start '$(START)') "$${args[@]}"
 
 lint: $(VENV)/.installed  ## ruff (lint + format check) and mypy
 	$(VENV)/bin/ruff check .

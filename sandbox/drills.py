@@ -11,6 +11,7 @@ sandbox fails is an error case with its exception. Exit code: 0 every drill met 
 from __future__ import annotations
 
 import json
+import re
 import time
 import traceback
 import xml.etree.ElementTree as ET
@@ -109,6 +110,15 @@ def table(results: list[Result], printed: TextIO) -> None:
     print(f"\n{passed} passed, {len(results) - passed - skipped} failed, {skipped} skipped", file=printed)
 
 
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def _xml(text: str) -> str:
+    """Text XML 1.0 can carry: a control character (an ANSI colour in a sandbox error) is written as
+    its escape, or every CI reader refuses the whole file."""
+    return _NOT_XML.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
 def junit(results: list[Result], suite: str) -> bytes:
     """JUnit XML as Jenkins, GitLab and GitHub's test reporters read it: a testsuite of testcases, a
     <failure> per failed expectation (message: the first; text: all), <error> for a case that could
@@ -117,7 +127,7 @@ def junit(results: list[Result], suite: str) -> bytes:
     errors = [r for r in results if r.verdict == "ERROR"]
     root = ET.Element(
         "testsuite",
-        name=suite,
+        name=_xml(suite),
         tests=str(len(results)),
         failures=str(len(failed)),
         errors=str(len(errors)),
@@ -125,18 +135,19 @@ def junit(results: list[Result], suite: str) -> bytes:
         time=f"{sum(r.seconds for r in results):.3f}",
     )
     for r in results:
-        case = ET.SubElement(root, "testcase", classname=suite, name=r.scenario, file=str(r.path), time=f"{r.seconds:.3f}")
+        case = ET.SubElement(
+            root, "testcase", classname=_xml(suite), name=_xml(r.scenario), file=_xml(str(r.path)), time=f"{r.seconds:.3f}"
+        )
         broken = [c for c in r.checks if not c.ok]
         if r.skipped:
-            ET.SubElement(case, "skipped", message=r.skipped)
+            ET.SubElement(case, "skipped", message=_xml(r.skipped))
         elif r.error:
-            ET.SubElement(case, "error", message=r.error.splitlines()[0][:500], type="DrillError").text = r.error
+            ET.SubElement(case, "error", message=_xml(r.error.splitlines()[0][:500]), type="DrillError").text = _xml(r.error)
         elif broken:
-            failure = ET.SubElement(case, "failure", message=broken[0].line[:500], type="ExpectationFailed")
-            failure.text = "\n".join(c.line for c in r.checks)
-        ET.SubElement(case, "system-out").text = f"outcome: {r.outcomes}\njob downtime: {r.downtime}\n" + "\n".join(
-            c.line for c in r.checks
-        )
+            failure = ET.SubElement(case, "failure", message=_xml(broken[0].line[:500]), type="ExpectationFailed")
+            failure.text = _xml("\n".join(c.line for c in r.checks))
+        lines = "\n".join(c.line for c in r.checks)
+        ET.SubElement(case, "system-out").text = _xml(f"outcome: {r.outcomes}\njob downtime: {r.downtime}\n{lines}")
     return ET.tostring(root, encoding="utf-8", xml_declaration=True)
 
 

@@ -22,12 +22,13 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from hyperpod_recovery.vocabulary import Outcome
 
+Phrase = Annotated[str, StringConstraints(min_length=1, strip_whitespace=True)]
 # The outcomes whose page says ACTION NEEDED (domain/notification.py's headlines).
 NEEDS_A_HUMAN: tuple[Outcome, ...] = ("escalated", "capped", "stale", "aborted", "failed")
 
@@ -35,17 +36,21 @@ NEEDS_A_HUMAN: tuple[Outcome, ...] = ("escalated", "capped", "stale", "aborted",
 class ExpectSpec(BaseModel):
     """What the scenario is for. Unset fields are not asserted; the safety ones default on."""
 
-    model_config = ConfigDict(extra="forbid")
+    # strict: "within_cap": "no" would read as false in lax mode and quietly turn a safety check off
+    model_config = ConfigDict(extra="forbid", strict=True)
     outcomes: list[Outcome] | None = Field(default=None, description="every incident's outcome, in any order")
     no_human_needed: bool = Field(default=False, description="no incident escalated, capped, stale, aborted or failed")
     resubmissions: int | None = Field(default=None, ge=0, description="copies made of jobs (Slurm submissions, EKS re-creations)")
     checkpoint_step: int | None = Field(default=None, ge=0, description="the step every resubmission resumed from")
-    max_job_downtime_seconds: float | None = Field(default=None, gt=0, description="each affected job's downtime at most")
+    max_job_downtime_seconds: float | None = Field(
+        default=None, gt=0, allow_inf_nan=False, description="each affected job's downtime at most"
+    )
     within_cap: bool = True
     one_copy_per_job: bool = True
     messages_match_record: bool = True
-    never_say: list[str] = Field(default_factory=list, description="phrases no notification may contain")
-    always_say: list[str] = Field(default_factory=list, description="phrases some notification must contain")
+    # (an empty phrase is in every message: it could never pass as never_say, nor fail as always_say)
+    never_say: list[Phrase] = Field(default_factory=list, description="phrases no notification may contain")
+    always_say: list[Phrase] = Field(default_factory=list, description="phrases some notification must contain")
 
 
 IMPLICIT = ExpectSpec(no_human_needed=True)

@@ -9,13 +9,15 @@
 the sandbox's moto (the real template's table and state machines) and HyperPod double; a change needs
 ``--yes`` (there is no terminal to ask). ``{node}``, ``{hostname}`` and ``{incident}`` in a command are
 filled with the scenario's first faulted node, its hostname (the orchestrator's name of it) and the
-newest incident, so a scripted run needs no ids. Exit code: the last command's, or 2 for bad usage.
+newest incident, so a scripted run needs no ids; with ``--start workers:3`` a live recovery of that
+node is also left running, as ``{running}``. Exit code: the last command's, or 2 for bad usage.
 """
 
 from __future__ import annotations
 
 import argparse
 import io
+import json
 import shlex
 import sys
 from collections.abc import Sequence
@@ -41,12 +43,29 @@ def _fills(runner: DrillRunner) -> dict[str, str]:
     return fills
 
 
-def run(scenario: Path, commands: Sequence[str], log_path: Path, out: io.TextIOBase | None = None) -> int:
+RUNNING = "oncall-running"  # the execution --start leaves running ({running} in a command)
+
+
+def start_running(runner: DrillRunner, ref: str) -> None:
+    """A live recovery of node ``ref`` started by hand and left running two minutes in (cordoned,
+    its replacement on the way): what ``stop`` and a refused ``locks release`` act on."""
+    runner.clock.set_driver_time(runner.clock.horizon)  # after everything the scenario played
+    node = runner.double.current(ref, t=runner.clock.now()).node_id
+    request = {"cluster": runner.scenario.cluster.name, "node_ids": [node], "reason": "on-call try-out", "dry_run": False}
+    machine = runner.aws.state_machines["NodeRecoveryStateMachine"]
+    runner.aws.client("stepfunctions").start_execution(stateMachineArn=machine, name=RUNNING, input=json.dumps(request))
+    runner.advance(120)
+
+
+def run(scenario: Path, commands: Sequence[str], log_path: Path, out: io.TextIOBase | None = None, start: str | None = None) -> int:
     printed = out or sys.stdout
     runner = DrillRunner(load_scenario(scenario), log_path=log_path)
     code = 0
     with runner.deployed() as aws:
         runner.play()
+        if start is not None:
+            start_running(runner, start)
+            print(f"(started {RUNNING}: a live recovery of {start}, left running)\n", file=printed)
         clients = {
             "sfn": aws.client("stepfunctions"),
             "sagemaker": aws.client("sagemaker"),
@@ -54,7 +73,7 @@ def run(scenario: Path, commands: Sequence[str], log_path: Path, out: io.TextIOB
             "sts": aws.client("sts"),
         }
         for command in commands:
-            for key, value in _fills(runner).items():
+            for key, value in (_fills(runner) | {"{running}": RUNNING}).items():
                 command = command.replace(key, value)
             print(f"$ hyperpod-recovery {command}", file=printed)
             now = runner.virtual_now()
@@ -80,12 +99,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--scenario", required=True, type=Path, help="the drill scenario to play first")
     parser.add_argument("--run", action="append", default=[], help="a hyperpod-recovery command line (repeat; run in order)")
     parser.add_argument("--out", type=Path, default=Path("out"), help="where the handlers' log goes (default out/)")
+    parser.add_argument(
+        "--start", metavar="REF", help="also start a live recovery of this node (workers:3) and leave it running: {running}"
+    )
     args = parser.parse_args(argv)
     if not args.run:
         parser.error("give at least one --run 'COMMAND' (e.g. --run 'incidents --stack sandbox')")
     args.out.mkdir(parents=True, exist_ok=True)
     try:
-        return run(args.scenario, args.run, args.out / "oncall-lambda.log")
+        return run(args.scenario, args.run, args.out / "oncall-lambda.log", start=args.start)
     except ScenarioError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

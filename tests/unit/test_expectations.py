@@ -3,13 +3,16 @@ happened and fails, saying what happened, when it did not (sandbox/expectations.
 
 from __future__ import annotations
 
+import xml.etree.ElementTree as ET
+from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from sandbox.drills import Check, Result, junit
 from sandbox.expectations import IMPLICIT, NEEDS_A_HUMAN, ExpectSpec, evaluate, verdict
 from sandbox.scenario import ScenarioError, load_scenario, with_changes
 from tests.conftest import EVENTS
@@ -102,3 +105,34 @@ def test_every_project_drill_says_what_it_is_for() -> None:
             continue
         expect = load_scenario(path).expect
         assert expect is not None and expect.outcomes, path.name
+
+
+@settings(deadline=None)  # (the first example imports the sandbox)
+@given(st.text(min_size=1, max_size=40))
+def test_junit_is_well_formed_xml_whatever_a_scenario_name_or_error_holds(text: str) -> None:
+    broken = Result(scenario=text, path=Path("x.json"), error=f"boom {text}")
+    failed = Result(scenario="s", path=Path("s.json"), checks=[Check(text, False, text, text)])
+    root = ET.fromstring(junit([broken, failed], suite=text))  # noqa: S314 (XML this test just made)
+    assert root.get("errors") == "1" and root.get("failures") == "1"
+
+
+@pytest.mark.parametrize(
+    "loose",
+    [
+        {"within_cap": "no"},
+        {"one_copy_per_job": 0},
+        {"max_job_downtime_seconds": float("inf")},
+        {"max_job_downtime_seconds": "60"},
+        {"never_say": [""]},
+        {"always_say": ["   "]},
+        {"resubmissions": "1"},
+    ],
+)
+def test_a_loose_value_is_refused_rather_than_read_as_something_else(loose: dict[str, Any]) -> None:
+    with pytest.raises(ValidationError):
+        ExpectSpec.model_validate(loose)
+
+
+def test_strict_values_as_a_scenario_file_writes_them_are_taken() -> None:
+    spec = ExpectSpec.model_validate({"outcomes": ["recovered"], "within_cap": False, "max_job_downtime_seconds": 60, "never_say": ["x"]})
+    assert spec.within_cap is False and spec.max_job_downtime_seconds == 60

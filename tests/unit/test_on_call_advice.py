@@ -79,3 +79,26 @@ def test_every_hyperpod_recovery_command_a_drills_message_shows_is_one_the_cli_a
     for message in messages:
         for command in COMMAND.findall(message.get("message", "")):
             _accepted(command)
+
+
+@pytest.mark.parametrize(
+    ("outcome", "error", "row"), [("aborted", "OperatorStopped", "ExecutionAborted"), ("failed", "States.Runtime", "ExecutionFailed")]
+)
+def test_given_an_execution_that_ended_before_recording_then_the_runbook_row_is_the_executions_not_step_functions_error(
+    outcome: str, error: str, row: str
+) -> None:
+    text = "\n".join(next_steps(_escalated(outcome=outcome, error=error), DEPLOYMENT, None))
+    assert f"(row {row})" in text and f"(row {error})" not in text
+
+
+def test_given_an_error_the_runbook_has_no_row_for_then_the_table_is_named_without_a_row() -> None:
+    text = "\n".join(next_steps(_escalated(error="Lambda.Unknown"), DEPLOYMENT, None))
+    assert f"Runbook: {RUNBOOK_ESCALATIONS}." in text and "(row Lambda.Unknown)" not in text
+
+
+def test_every_row_an_escalation_can_name_is_a_row_of_the_runbooks_table() -> None:
+    from hyperpod_recovery.domain.advice import ERROR_MEANING, RUNBOOK_SHARED_ROWS
+
+    table = (ROOT / "docs" / "runbook.md").read_text().split("## Escalations: the error says what happened", 1)[1].split("\n## ", 1)[0]
+    named = {name for row in table.splitlines() if row.startswith("| `") for name in re.findall(r"`([A-Za-z.]+)`", row.split("|")[1])}
+    assert set(ERROR_MEANING) | RUNBOOK_SHARED_ROWS | {"ExecutionAborted", "ExecutionFailed"} <= named

@@ -473,9 +473,27 @@ def on_call_steps(record: IncidentRecord, deployment: Deployment, *, locked: boo
                 f"To keep the automation away from a node until you say so: `{deployment.hold(names[0])}`"
                 + (f" (one command per node: {', '.join(names)})." if len(names) > 1 else ".")
             )
-    if record.error:
-        lines.append(f"Runbook: {RUNBOOK_ESCALATIONS} (row {record.error}).")
+    row = runbook_row(record)
+    if row:
+        lines.append(f"Runbook: {RUNBOOK_ESCALATIONS} (row {row}).")
+    elif record.error:
+        lines.append(f"Runbook: {RUNBOOK_ESCALATIONS}.")
     return lines
+
+
+# Errors the runbook's escalation table names in a row of their own or shared (its last rows).
+RUNBOOK_SHARED_ROWS = frozenset(
+    {"NodeNotFound", "ControllerUnavailable", "InvalidCommand", "HyperPodApiError", "ClusterNotFound", "LedgerError", "ConfigurationError"}
+)
+
+
+def runbook_row(record: IncidentRecord) -> str | None:
+    """The runbook row for the record's error: an aborted or failed execution's is Step Functions'
+    own error (OperatorStopped, States.Runtime), whose row is ExecutionAborted / ExecutionFailed."""
+    if record.outcome in ("aborted", "failed"):
+        return error_name(errors.ExecutionAborted if record.outcome == "aborted" else errors.ExecutionFailed)
+    name = record.error or ""
+    return name if name in ERROR_MEANING or name in RUNBOOK_SHARED_ROWS else None
 
 
 def _bounded(lines: list[str], record: IncidentRecord, deployment: Deployment) -> list[str]:
