@@ -24,7 +24,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StringConstraints
 
 from hyperpod_recovery.vocabulary import Outcome
 
@@ -39,15 +39,15 @@ class ExpectSpec(BaseModel):
     # strict: "within_cap": "no" would read as false in lax mode and quietly turn a safety check off
     model_config = ConfigDict(extra="forbid", strict=True)
     outcomes: list[Outcome] | None = Field(default=None, description="every incident's outcome, in any order")
-    no_human_needed: bool = Field(default=False, description="no incident escalated, capped, stale, aborted or failed")
+    no_human_needed: StrictBool = Field(default=False, description="no incident escalated, capped, stale, aborted or failed")
     resubmissions: int | None = Field(default=None, ge=0, description="copies made of jobs (Slurm submissions, EKS re-creations)")
     checkpoint_step: int | None = Field(default=None, ge=0, description="the step every resubmission resumed from")
     max_job_downtime_seconds: float | None = Field(
         default=None, gt=0, allow_inf_nan=False, description="each affected job's downtime at most"
     )
-    within_cap: bool = True
-    one_copy_per_job: bool = True
-    messages_match_record: bool = True
+    within_cap: StrictBool = True
+    one_copy_per_job: StrictBool = True
+    messages_match_record: StrictBool = True
     # (an empty phrase is in every message: it could never pass as never_say, nor fail as always_say)
     never_say: list[Phrase] = Field(default_factory=list, description="phrases no notification may contain")
     always_say: list[Phrase] = Field(default_factory=list, description="phrases some notification must contain")
