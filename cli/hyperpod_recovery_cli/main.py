@@ -80,6 +80,7 @@ from hyperpod_recovery.models.common import CLUSTER_NAME_PATTERN
 from hyperpod_recovery.models.manifest import MAX_STEP, manifest_job, step_of_folder
 from hyperpod_recovery.models.records import AuditEntry, BreakerState
 from hyperpod_recovery_cli import aws_calls
+from hyperpod_recovery_cli.deploy import add_arm_arguments, add_deploy_arguments, arm_command, deploy_command
 from hyperpod_recovery_cli.drill import add_arguments as add_drill_arguments
 from hyperpod_recovery_cli.drill import run_drill
 from hyperpod_recovery_cli.inputs import InputRefused, OneLineParser, one_line, plain_text, shown
@@ -241,6 +242,13 @@ def _parser() -> argparse.ArgumentParser:
     preflight.set_defaults(run=_preflight)
 
     add_oncall_commands(groups, region, _oncall)
+
+    deploy = groups.add_parser("deploy", parents=[region], help="deploy the stack for a cluster: reads it first, asks only what it must")
+    add_deploy_arguments(deploy)
+    deploy.set_defaults(run=deploy_command)
+    arm = groups.add_parser("arm", parents=[region], help="preflight, then DryRun=false on a deployed stack (nothing else changes)")
+    add_arm_arguments(arm)
+    arm.set_defaults(run=arm_command)
     return parser
 
 
