@@ -194,7 +194,7 @@ def plan_deploy(
 def _asked(ask: Callable[[str], str] | None, question: str, option: str) -> str:
     answer = ask(question).strip() if ask is not None else ""
     if not answer:
-        raise DeployRefused(f"a first deploy needs {option} (no terminal to ask on)")
+        raise DeployRefused(f"a deploy needs {option} (no terminal to ask on)")
     return answer
 
 
@@ -217,13 +217,14 @@ def _current_stack(cloudformation: Any, name: str) -> dict[str, str] | None:
 
 
 def add_deploy_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--cluster", required=True, help="the HyperPod cluster's ARN (its region is the stack's) or name")
+    parser.add_argument("--cluster", help="the HyperPod cluster's ARN (its region is the stack's) or name (asked when missing)")
     parser.add_argument("--checkpoint-buckets", help="S3 bucket name or pattern of the checkpoints (asked on a first deploy)")
     parser.add_argument("--email", help="email subscribed to incident notifications (asked on a first deploy; empty for none)")
     parser.add_argument("--stack", help="stack name (default: hyperpod-recovery-<cluster name>)")
     parser.add_argument("--param", dest="params", action="append", help="Key=Value for another template parameter (repeatable)")
     parser.add_argument("--disarm", action="store_true", help="set DryRun=true (arming is `arm`, after a passing preflight)")
     parser.add_argument("--sam", default=DEFAULT_SAM, help="the sam command (default: sam on PATH)")
+    parser.add_argument("--build-with", help="a command that builds the stack (make build), run after the checks, before sam deploy")
     parser.add_argument("--check-only", action="store_true", help="read credentials, cluster and stack; print the plan; run nothing")
     parser.add_argument("--yes", action="store_true", help="deploy the change set without asking (sam --no-confirm-changeset)")
 
@@ -244,6 +245,10 @@ def run_deploy(
     stdin: TextIO | None = None,
 ) -> int:
     """``client_in(region)`` makes a client factory for a region (the ARN's, else the one given)."""
+    terminal = stdin if stdin is not None and stdin.isatty() else None
+    ask = (lambda question: _ask(question, out, terminal)) if terminal is not None else None
+    if not args.cluster:
+        args.cluster = _asked(ask, "HyperPod cluster ARN (aws sagemaker list-clusters): ", "--cluster")
     arn_region = region_of(args.cluster)
     if arn_region is None and not CLUSTER_NAME.match(args.cluster):
         raise DeployRefused(f"--cluster {args.cluster!r} is neither a HyperPod cluster ARN nor a cluster name")
@@ -251,8 +256,6 @@ def run_deploy(
         raise DeployRefused(f"--region {given_region} but the cluster's ARN is in {arn_region}: the stack goes where the cluster is")
     region = arn_region or given_region
     args.region_used = region or "your default region"
-    terminal = stdin if stdin is not None and stdin.isatty() else None
-    ask = (lambda question: _ask(question, out, terminal)) if terminal is not None else None
     plan = plan_deploy(args, client_in(region), ask=ask)
     command = plan.sam_command(args.sam, confirm=not args.yes)
     print(f"stack {plan.stack} in {plan.region} ({'update' if plan.stack_exists else 'new: DryRun=true, nothing acts'})", file=out)
@@ -261,6 +264,10 @@ def run_deploy(
     print(shlex.join(command), file=out)
     if args.check_only:
         return 0
+    if args.build_with:
+        built = runner(shlex.split(args.build_with))
+        if built != 0:
+            raise DeployFailed(f"the build ({args.build_with}) exited {built}: nothing deployed")
     code = runner(command)
     if code != 0:
         raise DeployFailed(f"sam deploy exited {code} (its output is above)")

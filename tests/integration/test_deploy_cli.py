@@ -256,7 +256,7 @@ def test_given_a_first_deploy_without_buckets_and_no_terminal_then_refused_namin
     aws.identity()
     aws.cluster(None)
     aws.stack(None)
-    with pytest.raises(DeployRefused, match="a first deploy needs --checkpoint-buckets"):
+    with pytest.raises(DeployRefused, match="a deploy needs --checkpoint-buckets"):
         _deploy(aws, "--cluster", CLUSTER_ARN)
 
 
@@ -271,6 +271,20 @@ def test_given_pass_through_params_then_they_are_added_and_derived_or_dry_run_on
     for refused in ("DryRun=false", "Orchestrator=Eks", "nonsense"):
         with pytest.raises(DeployRefused):
             _deploy(aws, "--cluster", CLUSTER_ARN, "--param", refused)
+
+
+def test_given_a_build_command_then_it_runs_after_the_checks_and_before_sam_deploy(aws: Aws) -> None:
+    aws.identity()
+    aws.cluster(None)
+    aws.stack(None)
+    _, _, ran = _deploy(aws, "--cluster", CLUSTER_ARN, "--checkpoint-buckets", "ckpt", "--build-with", "make --no-print-directory build")
+    assert [command[:2] for command in ran] == [["make", "--no-print-directory"], ["sam", "deploy"]]
+
+
+def test_given_no_cluster_and_no_terminal_then_refused_before_any_aws_call(aws: Aws) -> None:
+    with pytest.raises(DeployRefused, match="a deploy needs --cluster"):
+        _deploy(aws)
+    assert aws.regions == []
 
 
 def test_given_check_only_then_the_plan_is_printed_and_sam_never_runs(aws: Aws) -> None:
