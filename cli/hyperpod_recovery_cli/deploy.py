@@ -160,7 +160,9 @@ def plan_deploy(
         raise DeployRefused(f"cluster {facts.arn} is in account {facts.account}, your credentials are for account {identity['Account']}")
     stack_name = args.stack or f"hyperpod-recovery-{facts.name}"
     current = _current_stack(client("cloudformation"), stack_name)
-    if current is not None and current.get("ClusterArn") not in (facts.arn, None):
+    # One stack per cluster: another cluster's stack is refused; the same cluster under another ARN
+    # (recreated, or deployed with the name form) is this stack's to correct.
+    if current is not None and current.get("ClusterArn") != facts.arn and current.get("ClusterName") != facts.name:
         raise DeployRefused(
             f"stack {stack_name} guards {current.get('ClusterArn')}, not {facts.arn}: one stack per cluster (STACK=another-name)"
         )

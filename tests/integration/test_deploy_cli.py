@@ -252,6 +252,14 @@ def test_given_a_stack_guarding_another_cluster_when_deploying_then_refused(aws:
         _deploy(aws, "--cluster", CLUSTER_ARN)
 
 
+def test_given_the_stack_of_this_cluster_under_its_name_form_arn_when_deploying_then_the_id_form_is_deployed(aws: Aws) -> None:
+    aws.identity()
+    aws.cluster(None)
+    aws.stack({"ClusterName": "llm-train", "ClusterArn": f"arn:aws:sagemaker:us-west-2:{ACCOUNT}:cluster/llm-train"})
+    _, _, ran = _deploy(aws, "--cluster", CLUSTER_ARN)
+    assert f"ClusterArn={CLUSTER_ARN}" in ran[0]
+
+
 def test_given_a_first_deploy_without_buckets_and_no_terminal_then_refused_naming_the_option(aws: Aws) -> None:
     aws.identity()
     aws.cluster(None)
