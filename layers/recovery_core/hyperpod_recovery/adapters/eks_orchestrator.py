@@ -647,7 +647,7 @@ class EksOrchestrator:
             return AgentCheckResult(
                 agent_version=ORCHESTRATOR_VERSION,
                 slurm_reachable=False,
-                slurm_detail=f"the Kubernetes API answers ({count} node(s)) but its jobs could not be listed: {exc}"[:512],
+                slurm_detail=f"its jobs could not be listed ({count} node(s) listed): {exc}"[:512],
                 commands=list(EKS_COMMANDS),
             )
         return AgentCheckResult(
