@@ -7,6 +7,8 @@
     hyperpod-recovery breaker reset  (--stack NAME | --cluster NAME [--table LEDGER]) --reason TEXT [--by WHO]
     hyperpod-recovery drill --stack NAME (--scenario FILE | --input FILE | --node ID | --job ID) [--live --yes]
     hyperpod-recovery preflight --stack NAME [--json]
+    hyperpod-recovery deploy --cluster ARN [--checkpoint-buckets PATTERN] [--email ADDR] [--stack NAME] [--param K=V] [--disarm]
+    hyperpod-recovery arm --stack NAME [--yes]
     hyperpod-recovery incidents --stack NAME [--open] [--escalated] [--since 6h] [--json]
     hyperpod-recovery incidents show ID --stack NAME [--json]
     hyperpod-recovery locks --stack NAME [--json]
