@@ -85,9 +85,15 @@ class DeployPlan:
             "--no-fail-on-empty-changeset",
             "--confirm-changeset" if confirm else "--no-confirm-changeset",
             "--parameter-overrides",
-            *(f"{key}={value}" for key, value in self.overrides.items()),
+            *(f"{key}={sam_value(value)}" for key, value in self.overrides.items()),
         ]
         return command
+
+
+def sam_value(value: str) -> str:
+    """A value as sam deploy's --parameter-overrides reads it back exactly: quoted (an empty value
+    is refused unquoted), with its double quotes escaped (sam unescapes only those)."""
+    return '"' + value.replace('"', '\\"') + '"'
 
 
 def region_of(cluster: str) -> str | None:
@@ -125,6 +131,8 @@ def parse_overrides(params: Sequence[str]) -> dict[str, str]:
             if match is None:
                 raise DeployRefused(f"a parameter is Key=Value, not {pair!r}")
             key, value = match.groups()
+            if "\\" in value:
+                raise DeployRefused(f"{key}: sam deploy cannot pass a value with a backslash (\\) through --parameter-overrides")
             if key in DERIVED:
                 raise DeployRefused(f"{key} is read from the cluster (DescribeCluster), not given: drop it from the parameters")
             if key == "DryRun":

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import argparse
 import io
+import json
 import os
+import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -150,12 +152,12 @@ def test_given_a_slurm_cluster_arn_when_deploying_then_sam_deploy_runs_in_the_ar
             "--no-fail-on-empty-changeset",
             "--confirm-changeset",
             "--parameter-overrides",
-            "ClusterName=llm-train",
-            f"ClusterArn={CLUSTER_ARN}",
-            "Orchestrator=Slurm",
-            "EksClusterName=",
-            "CheckpointBucketPattern=ml-*-checkpoints",
-            "NotificationEmail=oncall@example.com",
+            'ClusterName="llm-train"',
+            f'ClusterArn="{CLUSTER_ARN}"',
+            'Orchestrator="Slurm"',
+            'EksClusterName=""',
+            'CheckpointBucketPattern="ml-*-checkpoints"',
+            'NotificationEmail="oncall@example.com"',
         ]
     ]  # fmt: skip
     # and a first deploy leaves DryRun to the template's default (true)
@@ -169,7 +171,7 @@ def test_given_an_eks_cluster_when_deploying_then_orchestrator_and_eks_cluster_n
     aws.stack(None)
     code, _, ran = _deploy(aws, "--cluster", CLUSTER_ARN, "--checkpoint-buckets", "ckpt", "--yes")
     assert code == 0
-    assert "Orchestrator=Eks" in ran[0] and "EksClusterName=my-hyperpod-eks" in ran[0]
+    assert 'Orchestrator="Eks"' in ran[0] and 'EksClusterName="my-hyperpod-eks"' in ran[0]
     assert "--no-confirm-changeset" in ran[0] and "NotificationEmail=" not in " ".join(ran[0])
 
 
@@ -178,7 +180,7 @@ def test_given_a_slurm_member_in_orchestrator_then_it_is_slurm(aws: Aws) -> None
     aws.cluster({"Slurm": {"SlurmConfigStrategy": "Managed"}})
     aws.stack(None)
     _, _, ran = _deploy(aws, "--cluster", CLUSTER_ARN, "--checkpoint-buckets", "ckpt")
-    assert "Orchestrator=Slurm" in ran[0] and "EksClusterName=" in ran[0]
+    assert 'Orchestrator="Slurm"' in ran[0] and 'EksClusterName=""' in ran[0]
 
 
 def test_given_a_region_that_is_not_the_arns_when_deploying_then_refused_before_any_aws_call(aws: Aws) -> None:
@@ -194,7 +196,7 @@ def test_given_a_cluster_name_when_deploying_then_the_configured_region_is_used(
     aws.stack(None)
     code, _, ran = _deploy(aws, "--cluster", "llm-train", "--checkpoint-buckets", "ckpt", region="us-west-2")
     # the ARN DescribeCluster answered is the one deployed (the form IAM authorizes), and its region
-    assert code == 0 and aws.regions == ["us-west-2"] and f"ClusterArn={CLUSTER_ARN}" in ran[0]
+    assert code == 0 and aws.regions == ["us-west-2"] and f'ClusterArn="{CLUSTER_ARN}"' in ran[0]
 
 
 def test_given_a_cluster_that_does_not_exist_when_deploying_then_it_fails_naming_it_and_runs_nothing(aws: Aws) -> None:
@@ -240,7 +242,7 @@ def test_given_disarm_when_redeploying_then_dry_run_true_is_passed(aws: Aws) -> 
     aws.cluster(None)
     aws.stack({"ClusterName": "llm-train", "ClusterArn": CLUSTER_ARN, "DryRun": "false"})
     _, _, ran = _deploy(aws, "--cluster", CLUSTER_ARN, "--disarm")
-    assert ran[0][-1] == "DryRun=true"
+    assert ran[0][-1] == 'DryRun="true"'
 
 
 def test_given_a_stack_guarding_another_cluster_when_deploying_then_refused(aws: Aws) -> None:
@@ -257,7 +259,7 @@ def test_given_the_stack_of_this_cluster_under_its_name_form_arn_when_deploying_
     aws.cluster(None)
     aws.stack({"ClusterName": "llm-train", "ClusterArn": f"arn:aws:sagemaker:us-west-2:{ACCOUNT}:cluster/llm-train"})
     _, _, ran = _deploy(aws, "--cluster", CLUSTER_ARN)
-    assert f"ClusterArn={CLUSTER_ARN}" in ran[0]
+    assert f'ClusterArn="{CLUSTER_ARN}"' in ran[0]
 
 
 def test_given_a_first_deploy_without_buckets_and_no_terminal_then_refused_naming_the_option(aws: Aws) -> None:
@@ -275,8 +277,8 @@ def test_given_pass_through_params_then_they_are_added_and_derived_or_dry_run_on
     _, _, ran = _deploy(
         aws, "--cluster", CLUSTER_ARN, "--checkpoint-buckets", "ckpt", "--param", "SlackWorkspaceId=T0123 SlackChannelId=C0456"
     )
-    assert ran[0][-2:] == ["SlackWorkspaceId=T0123", "SlackChannelId=C0456"]
-    for refused in ("DryRun=false", "Orchestrator=Eks", "nonsense"):
+    assert ran[0][-2:] == ['SlackWorkspaceId="T0123"', 'SlackChannelId="C0456"']
+    for refused in ("DryRun=false", "Orchestrator=Eks", "nonsense", "ReplacementHealthCheck='a\\b'"):
         with pytest.raises(DeployRefused):
             _deploy(aws, "--cluster", CLUSTER_ARN, "--param", refused)
 
@@ -439,3 +441,31 @@ def test_given_an_armed_stack_when_arming_then_nothing_is_updated(monkeypatch: p
     code, out, _ = _arm(monkeypatch, stack, preflight_code=0)
     stack.stub.assert_no_pending_responses()
     assert code == 0 and "already armed" in out
+
+
+# sam deploy reads --parameter-overrides with its own regular expressions (samcli.cli.types): the
+# values we pass must come back exactly, the empty EksClusterName of a Slurm cluster included.
+SAM_PYTHON = Path(os.environ.get("SAM_PYTHON", str(Path(__file__).resolve().parents[2] / ".venv-sam" / "bin" / "python")))
+READ_BACK = """
+import json, sys
+from samcli.cli.types import CfnParameterOverridesType
+print(json.dumps(CfnParameterOverridesType().convert(tuple(sys.argv[1:]), None, None)))
+"""
+
+
+@pytest.mark.skipif(not SAM_PYTHON.exists(), reason="no SAM CLI venv (make setup makes .venv-sam; or set SAM_PYTHON)")
+def test_given_the_parameter_values_we_pass_then_sam_deploy_reads_each_back_exactly() -> None:
+    values = {
+        "EksClusterName": "",
+        "CheckpointBucketPattern": "ml-*-checkpoints",
+        "ControllerGroups": "controller,head",
+        "ReplacementHealthCheck": 'sh -c "if command -v nvidia-smi >/dev/null 2>&1; then nvidia-smi; fi"',
+        "TeamsChannelId": "19%3a0123%40thread.tacv2",
+        "NotificationEmail": "o'neil@example.com",
+    }
+    plan = deploy_module.DeployPlan("s", "us-west-2", values, stack_exists=False)
+    command = plan.sam_command("sam", confirm=True)
+    passed = command[command.index("--parameter-overrides") + 1 :]
+    done = subprocess.run([str(SAM_PYTHON), "-c", READ_BACK, *passed], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == values
