@@ -297,6 +297,32 @@ def test_given_no_cluster_and_no_terminal_then_refused_before_any_aws_call(aws: 
     assert aws.regions == []
 
 
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_given_a_terminal_when_a_first_deploy_lacks_the_bucket_and_email_then_it_asks_for_those_two_only(aws: Aws) -> None:
+    aws.identity()
+    aws.cluster({"Eks": {"ClusterArn": EKS_ARN}})
+    aws.stack(None)
+    out, ran = io.StringIO(), []
+    code = run_deploy(
+        _args("--cluster", CLUSTER_ARN),
+        out=out,
+        client_in=aws.client_in,
+        given_region=None,
+        runner=lambda command: ran.append(command) or 0,
+        stdin=Terminal("ml-*-checkpoints\noncall@example.com\n"),
+    )
+    # Then two questions, nothing about region, orchestrator or EKS cluster, and the answers deployed
+    questions = out.getvalue().split(f"stack {STACK} in us-west-2")[0]
+    assert code == 0 and questions == (
+        "S3 bucket (or pattern, e.g. ml-*-checkpoints) of the jobs' checkpoints: email for incident notifications (empty for none): "
+    )
+    assert 'CheckpointBucketPattern="ml-*-checkpoints"' in ran[0] and 'NotificationEmail="oncall@example.com"' in ran[0]
+
+
 def test_given_check_only_then_the_plan_is_printed_and_sam_never_runs(aws: Aws) -> None:
     aws.identity()
     aws.cluster(None)
