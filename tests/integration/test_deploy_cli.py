@@ -16,11 +16,12 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore.exceptions import NoCredentialsError
 from botocore.stub import Stubber
 
 from hyperpod_recovery_cli import deploy as deploy_module
 from hyperpod_recovery_cli.deploy import CAPABILITIES, DeployFailed, DeployRefused, run_arm, run_deploy
-from hyperpod_recovery_cli.main import EXIT_AWS, EXIT_USAGE, main
+from hyperpod_recovery_cli.main import EXIT_AWS, EXIT_USAGE, AwsClients, Invocation, _parser, main
 
 ACCOUNT = "111122223333"
 CLUSTER_ARN = f"arn:aws:sagemaker:us-west-2:{ACCOUNT}:cluster/a1b2c3d4e5f6"
@@ -495,3 +496,18 @@ def test_given_the_parameter_values_we_pass_then_sam_deploy_reads_each_back_exac
     done = subprocess.run([str(SAM_PYTHON), "-c", READ_BACK, *passed], capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == values
+
+
+def test_given_a_profile_region_other_than_the_arns_then_the_clients_are_made_in_the_arns_region(
+    no_credentials: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a default region of us-east-1 (what `sam deploy --guided` offered) and a cluster in us-west-2
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    clients = AwsClients(None, err=io.StringIO())
+    args = _parser().parse_args(["deploy", "--cluster", CLUSTER_ARN, "--checkpoint-buckets", "ckpt"])
+    err = io.StringIO()
+    # When the deploy runs (and stops at the missing credentials, before any request is sent)
+    with pytest.raises(NoCredentialsError):
+        deploy_module.deploy_command(Invocation(args, io.StringIO(), err, clients))
+    # Then its first client was made in the cluster's region, not the profile's
+    assert clients("sts").meta.region_name == "us-west-2"
