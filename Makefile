@@ -164,7 +164,7 @@ install:  ## put the hyperpod-recovery command on your PATH (pipx; without pipx,
 	@if command -v pipx >/dev/null; then pipx install --force .; else \
 	  $(TOOLS_PYTHON) -m venv --clear '$(INSTALL_HOME)' && '$(INSTALL_HOME)/bin/pip' install --quiet . && \
 	  mkdir -p '$(BIN_DIR)' && ln -sf '$(INSTALL_HOME)/bin/hyperpod-recovery' '$(BIN_DIR)/hyperpod-recovery'; fi
-	@rm -rf build layers/recovery_core/*.egg-info  # pip's in-tree build leftovers
+	@rm -rf build *.egg-info layers/recovery_core/*.egg-info  # pip's in-tree build leftovers
 	@if command -v hyperpod-recovery >/dev/null; then echo "hyperpod-recovery is on PATH: $$(command -v hyperpod-recovery)"; \
 	  else echo "installed in $(BIN_DIR), which is not on your PATH: export PATH=\"$(BIN_DIR):\$$PATH\""; fi
 

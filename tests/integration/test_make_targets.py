@@ -222,6 +222,31 @@ def test_install_puts_the_command_on_path_with_pipx(tmp_path: Path) -> None:
     assert "hyperpod-recovery is on PATH" in done.stdout or "export PATH=" in done.stdout
 
 
+def test_install_without_pipx_makes_a_venv_of_its_own_and_links_the_command(tmp_path: Path) -> None:
+    # Given no pipx, and a python whose venv and pip are stand-ins that record what they were asked
+    python = tmp_path / "python3"
+    python.write_text(
+        "#!/bin/sh\n"  # called as: python3 -m venv --clear DIR
+        'mkdir -p "$4/bin"\n'
+        f'printf \'#!/bin/sh\\necho "$*" > {tmp_path}/pip-args\\n\' > "$4/bin/pip"\n'
+        "printf '#!/bin/sh\\n' > \"$4/bin/hyperpod-recovery\"\n"
+        'chmod +x "$4/bin/pip" "$4/bin/hyperpod-recovery"\n'
+    )
+    python.chmod(0o755)
+    home, bin_dir = tmp_path / "share", tmp_path / "bin"
+    env = {**os.environ, "PATH": "/usr/bin:/bin"}
+    done = subprocess.run(
+        ["make", "-s", "install", f"TOOLS_PYTHON={python}", f"INSTALL_HOME={home}", f"BIN_DIR={bin_dir}"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    # Then this checkout is pip-installed into that venv, the command is linked into BIN_DIR, and make
+    # says how to put BIN_DIR on PATH
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "pip-args").read_text().strip() == "install --quiet ."
+    assert (bin_dir / "hyperpod-recovery").resolve() == (home / "bin" / "hyperpod-recovery").resolve()
+    assert f'export PATH="{bin_dir}:$PATH"' in done.stdout
+
+
 def test_make_help_lists_the_new_targets() -> None:
     listed = _make("help").stdout
     assert "make drill-down " in listed and "make readme-sample " in listed and "make preflight " in listed
