@@ -281,7 +281,12 @@ def run_deploy(
     code = runner(command)
     if code != 0:
         raise DeployFailed(f"sam deploy exited {code} (its output is above)")
-    print(f"next: make preflight STACK={plan.stack}; after a dry-run period, make arm STACK={plan.stack}", file=out)
+    print(f"next: make preflight STACK={plan.stack}    # read-only checks of the stack, cluster and agent", file=out)
+    print(
+        f"      hyperpod-recovery drill --stack {plan.stack} --node <compute-group>:0    # a dry-run recovery of one node (make install)",
+        file=out,
+    )
+    print(f"      make arm STACK={plan.stack}          # after a dry-run period: the preflight, then DryRun=false", file=out)
     return 0
 
 

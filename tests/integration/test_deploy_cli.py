@@ -163,7 +163,12 @@ def test_given_a_slurm_cluster_arn_when_deploying_then_sam_deploy_runs_in_the_ar
     ]  # fmt: skip
     # and a first deploy leaves DryRun to the template's default (true)
     assert not any(arg.startswith("DryRun=") for arg in ran[0])
-    assert "DryRun=true, nothing acts" in out and f"make arm STACK={STACK}" in out
+    assert "DryRun=true, nothing acts" in out
+    assert [line.split("#")[0].strip() for line in out.splitlines()[-3:]] == [
+        f"next: make preflight STACK={STACK}",
+        f"hyperpod-recovery drill --stack {STACK} --node <compute-group>:0",
+        f"make arm STACK={STACK}",
+    ]
 
 
 def test_given_an_eks_cluster_when_deploying_then_orchestrator_and_eks_cluster_name_come_from_describe_cluster(aws: Aws) -> None:
