@@ -32,11 +32,19 @@ PYENV_VERSIONS := $(shell ls $${PYENV_ROOT:-$$HOME/.pyenv}/versions 2>/dev/null 
 
 STACK        ?=
 SLURM_PACKAGES := slurmctld slurmd slurm-client munge
-# The stack `sam deploy --guided` just saved in samconfig.toml (deploy's answer, else the global default).
-export DEPLOYED_STACK_NAME := import tomllib; d = tomllib.load(open("samconfig.toml", "rb")).get("default", {}); \
-  print(d.get("deploy", {}).get("parameters", {}).get("stack_name") or d.get("global", {}).get("parameters", {}).get("stack_name", ""))
+# make deploy's answers (hyperpod-recovery deploy asks on a terminal for what is not given here).
+CLUSTER      ?=
+BUCKETS      ?=
+EMAIL        ?=
+PARAMS       ?=
+DISARM       ?=
+# The operator's command: the venv's in the Makefile's targets; `make install` puts it on PATH.
+HPR          ?= $(VENV)/bin/hyperpod-recovery
+INSTALL_HOME ?= $(HOME)/.local/share/hyperpod-recovery
+BIN_DIR      ?= $(HOME)/.local/bin
+ORCHESTRATOR ?= slurm
 
-.PHONY: help setup test unit drill drills drill-down preflight drill-aws oncall lint format validate security build bench deploy dists readme-sample golden clean FORCE
+.PHONY: help setup test unit drill drills drill-down preflight drill-aws oncall lint format validate security build bench deploy arm install preflight-sandbox dists readme-sample golden clean FORCE
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -154,12 +162,27 @@ bench: $(VENV)/.installed  ## five benchmarks, 4-10 min: cold import, checkpoint
 	$(PY) bench/fault_suite.py
 	$(PY) bench/time_to_resume.py
 
-deploy: build  ## sam deploy --guided to your AWS account (one stack per cluster) [STACK=name]
-	$(SAM) deploy --guided $(if $(STACK),--stack-name $(STACK))
-	@stack="$(STACK)"; [ -n "$$stack" ] || stack=$$($(PYTHON) -c "$$DEPLOYED_STACK_NAME"); \
-	  echo; echo "next, before arming the stack (it deploys with DryRun=true: nothing changes):"; \
-	  echo "  hyperpod-recovery preflight --stack $${stack:-<STACK>}                   # read-only checks of the stack, cluster and agent"; \
-	  echo "  hyperpod-recovery drill --stack $${stack:-<STACK>} --node <compute-group>:0   # a dry-run recovery of one node"
+# deploy reads the credentials, the cluster and the stack first: no credentials, a wrong cluster or
+# a missing answer fail in one line (make then says "Error 3" / "Error 2") before anything is built.
+deploy: $(VENV)/.installed  ## deploy the stack for a cluster: CLUSTER=arn [BUCKETS=pattern] [EMAIL=a@b] [STACK=name] [PARAMS="K=V ..."] [DISARM=1]
+	$(HPR) deploy $(if $(CLUSTER),--cluster '$(CLUSTER)') $(if $(BUCKETS),--checkpoint-buckets '$(BUCKETS)') \
+	  $(if $(EMAIL),--email '$(EMAIL)') $(if $(STACK),--stack '$(STACK)') $(if $(PARAMS),--param '$(PARAMS)') \
+	  $(if $(DISARM),--disarm) $(if $(REGION),--region '$(REGION)') --sam '$(SAM)' --build-with '$(MAKE) --no-print-directory -f $(abspath $(firstword $(MAKEFILE_LIST))) build'
+
+arm: $(VENV)/.installed  ## after a dry-run period: the preflight, and only if it passes DryRun=false: STACK=name [REGION=r]
+	@if [ -z "$(STACK)" ]; then echo "make arm needs STACK=<your stack name> (and AWS credentials for its account)" >&2; exit 2; fi
+	$(HPR) arm --stack '$(STACK)' $(if $(REGION),--region '$(REGION)')
+
+install:  ## put the hyperpod-recovery command on your PATH (pipx; without pipx, a venv of its own linked into ~/.local/bin)
+	@if command -v pipx >/dev/null; then pipx install --force .; else \
+	  $(TOOLS_PYTHON) -m venv --clear '$(INSTALL_HOME)' && '$(INSTALL_HOME)/bin/pip' install --quiet . && \
+	  mkdir -p '$(BIN_DIR)' && ln -sf '$(INSTALL_HOME)/bin/hyperpod-recovery' '$(BIN_DIR)/hyperpod-recovery'; fi
+	@rm -rf build *.egg-info layers/recovery_core/*.egg-info  # pip's in-tree build leftovers
+	@if command -v hyperpod-recovery >/dev/null; then echo "hyperpod-recovery is on PATH: $$(command -v hyperpod-recovery)"; \
+	  else echo "installed in $(BIN_DIR), which is not on your PATH: export PATH=\"$(BIN_DIR):\$$PATH\""; fi
+
+preflight-sandbox: $(VENV)/.installed  ## the preflight against the sandbox's deployed stack, offline [ORCHESTRATOR=eks]
+	$(PY) -m tools.preflight_sandbox --orchestrator $(ORCHESTRATOR)
 
 # agent-bundle downloads the agent's dependencies (boto3, pydantic: the Lambda layer's pins) from your
 # package index once, here: the controller installs the folder with no index at all (install_agent.sh).

@@ -63,18 +63,12 @@ def run_default_drill(out: Path) -> DrillRun:
 
 def run_preflight_sample() -> str:
     """``hyperpod-recovery preflight --stack sandbox`` against the default drill's stack in the sandbox."""
-    from hyperpod_recovery_cli.main import main as cli_main
-    from sandbox.runner import DrillRunner
-    from sandbox.scenario import load_scenario
+    from tools.preflight_sandbox import SCENARIOS, preflight_in_sandbox
 
-    with tempfile.TemporaryDirectory(prefix="hpr-preflight-sample-") as folder:
-        runner = DrillRunner(load_scenario(ROOT / "events" / "drills" / "default.json"), log_path=Path(folder) / "lambda.log")
-        printed, errors = io.StringIO(), io.StringIO()
-        with runner.deployed():
-            code = cli_main(["preflight", "--stack", "sandbox"], stdout=printed, stderr=errors, sleep=runner.advance)
-    if code != 0:
-        raise RuntimeError(f"the preflight of the sandbox's stack failed (exit code {code}): {printed.getvalue()}{errors.getvalue()}")
-    return printed.getvalue()
+    run = preflight_in_sandbox(SCENARIOS["slurm"])
+    if run.code != 0:
+        raise RuntimeError(f"the preflight of the sandbox's stack failed (exit code {run.code}): {run.printed}{run.errors}")
+    return run.printed
 
 
 def normalise(text: str) -> str:

@@ -8,6 +8,8 @@
     hyperpod-recovery drill --stack NAME (--scenario FILE | --input FILE | --node ID | --job ID) [--live --yes]
     hyperpod-recovery preflight --stack NAME [--json]
     hyperpod-recovery drills DIR [--junit FILE]      (in a clone: the sandbox runs each scenario)
+    hyperpod-recovery deploy --cluster ARN [--checkpoint-buckets PATTERN] [--email ADDR] [--stack NAME] [--param K=V] [--disarm]
+    hyperpod-recovery arm --stack NAME [--yes]
     hyperpod-recovery incidents --stack NAME [--open] [--escalated] [--since 6h] [--json]
     hyperpod-recovery incidents show ID --stack NAME [--json]
     hyperpod-recovery locks --stack NAME [--json]
@@ -81,6 +83,7 @@ from hyperpod_recovery.models.common import CLUSTER_NAME_PATTERN
 from hyperpod_recovery.models.manifest import MAX_STEP, manifest_job, step_of_folder
 from hyperpod_recovery.models.records import AuditEntry, BreakerState
 from hyperpod_recovery_cli import aws_calls
+from hyperpod_recovery_cli.deploy import add_arm_arguments, add_deploy_arguments, arm_command, deploy_command
 from hyperpod_recovery_cli.drill import add_arguments as add_drill_arguments
 from hyperpod_recovery_cli.drill import run_drill
 from hyperpod_recovery_cli.drill_suite import SandboxMissing, run_drills
@@ -250,6 +253,13 @@ def _parser() -> argparse.ArgumentParser:
     suite.set_defaults(run=_drills)
 
     add_oncall_commands(groups, region, _oncall)
+
+    deploy = groups.add_parser("deploy", parents=[region], help="deploy the stack for a cluster: reads it first, asks only what it must")
+    add_deploy_arguments(deploy)
+    deploy.set_defaults(run=deploy_command)
+    arm = groups.add_parser("arm", parents=[region], help="preflight, then DryRun=false on a deployed stack (nothing else changes)")
+    add_arm_arguments(arm)
+    arm.set_defaults(run=arm_command)
     return parser
 
 

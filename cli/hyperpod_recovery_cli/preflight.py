@@ -176,6 +176,7 @@ def _cluster_findings(stack: Stack, cluster: ClusterInfo, nodes: list[ClusterNod
             cluster,
             stack.parameters.get("Orchestrator", "Slurm"),
             stack.parameters.get("EksClusterName", ""),
+            stack=stack.name,
         ),
         check_replacement_patch(cluster.name, nodes),
         check_node_recovery(cluster),
@@ -190,7 +191,7 @@ def _cluster_findings(stack: Stack, cluster: ClusterInfo, nodes: list[ClusterNod
             arn: bool(client.test_event_pattern(EventPattern=pattern, Event=json.dumps(health_event(arn)))["Result"])
             for arn in (cluster.arn, name_form(cluster.arn, cluster.name))
         }
-        return check_event_rule(rule, cluster, matches)
+        return check_event_rule(rule, cluster, matches, stack=stack.name)
 
     return [*findings, _guarded("event-rule", event_rule)]
 
@@ -254,7 +255,7 @@ def preflight(
     if answer is not None:
         findings["agent"] = check_agent(answer, stack_version)
     ordered = [findings[check] for check in ORDER if check in findings]
-    return [*ordered, check_dry_run(stack.parameters.get("DryRun", "true") != "false", ordered)]
+    return [*ordered, check_dry_run(stack.parameters.get("DryRun", "true") != "false", ordered, stack=stack.name)]
 
 
 # --- the command ---------------------------------------------------------------------------------

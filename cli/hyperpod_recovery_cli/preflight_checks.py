@@ -20,6 +20,7 @@ from hyperpod_recovery.domain.assess import group_roles
 from hyperpod_recovery.errors import NodeRoleUnknown
 from hyperpod_recovery.models.cluster import ClusterInfo, ClusterNode
 from hyperpod_recovery.models.commands import AgentCheckResult, RunningJob
+from hyperpod_recovery.models.common import SLURM_JOB_ID_PATTERN
 from hyperpod_recovery.models.preflight import CheckpointProbe, SdkReport
 from hyperpod_recovery.sdk_contract import version_tuple
 
@@ -34,6 +35,7 @@ _SEVERITY = {"info": 0, "skip": 0, "pass": 1, "warn": 2, "error": 3, "fail": 4}
 # UpdateClusterSoftware API"). ASSUMPTION: software from that day on has it; AWS names no version.
 REPLACEMENT_API_RELEASED = datetime(2025, 11, 20, tzinfo=UTC)
 AGENT_CHECK_TIMEOUT_SECONDS = 60  # statemachines/agent_check.asl.json, Check Controller Agent's TimeoutSeconds
+SLURM_JOB_ID = re.compile(SLURM_JOB_ID_PATTERN)
 SHOWN = 8  # jobs or nodes named in one finding; the rest are counted
 UPGRADE_AGENT = (
     "upgrade the agent with the stack (docs/runbook.md, Installing the controller agent, upgrading): "
@@ -88,11 +90,18 @@ def _arn_tail(arn: str) -> str:
     return arn.rsplit("/", 1)[-1]
 
 
-def check_cluster(configured_arn: str, cluster: ClusterInfo, orchestrator: str = "Slurm", eks_cluster_name: str = "") -> Finding:
+def redeploy(cluster_arn: str, stack: str, sets: str) -> str:
+    """The fix for a parameter DescribeCluster knows: make deploy reads it from the cluster again."""
+    return f"redeploy with `make deploy CLUSTER={cluster_arn} STACK={stack}`: it sets {sets} from DescribeCluster"
+
+
+def check_cluster(
+    configured_arn: str, cluster: ClusterInfo, orchestrator: str = "Slurm", eks_cluster_name: str = "", *, stack: str = "<STACK>"
+) -> Finding:
     """The stack guards the cluster DescribeCluster names, by the ARN IAM authorizes it with, for
     the orchestrator it runs (the stack's Orchestrator and EksClusterName parameters)."""
     seen = f"{cluster.name} ({cluster.status}, {'EKS' if cluster.orchestrator == 'eks' else 'Slurm'}) is {cluster.arn}"
-    redeploy = f"redeploy with `sam deploy --parameter-overrides ClusterArn={cluster.arn}`"
+    redeploy_arn = redeploy(cluster.arn, stack, f"ClusterArn={cluster.arn}")
     if configured_arn != cluster.arn:
         head = configured_arn.rsplit("/", 1)[0]
         if head == cluster.arn.rsplit("/", 1)[0] and _arn_tail(configured_arn) == cluster.name:
@@ -102,17 +111,21 @@ def check_cluster(configured_arn: str, cluster: ClusterInfo, orchestrator: str =
                 f"{seen}, but the stack was given the name form {configured_arn}: IAM authorizes HyperPod calls on the "
                 "cluster's id-form ARN, so every DescribeCluster, ListClusterNodes and BatchReplaceClusterNodes the "
                 "pipeline makes would be denied",
-                redeploy,
+                redeploy_arn,
             )
         elsewhere = f"{seen}, but the stack guards {configured_arn}: another cluster, or this one recreated"
-        return Finding("cluster", "fail", elsewhere, redeploy)
+        return Finding("cluster", "fail", elsewhere, redeploy_arn)
     if cluster.orchestrator != orchestrator.lower():
         return Finding(
             "cluster",
             "fail",
             f"{seen}, but the stack was deployed with Orchestrator={orchestrator}: every incident would escalate (UnsupportedOrchestrator)",
-            f"redeploy with `sam deploy --parameter-overrides Orchestrator={cluster.orchestrator.capitalize()}`"
-            + (f" EksClusterName={cluster.eks_cluster_name}" if cluster.eks_cluster_name else ""),
+            redeploy(
+                cluster.arn,
+                stack,
+                f"Orchestrator={cluster.orchestrator.capitalize()}"
+                + (f" and EksClusterName={cluster.eks_cluster_name}" if cluster.eks_cluster_name else ""),
+            ),
         )
     if cluster.orchestrator == "eks" and cluster.eks_cluster_name and cluster.eks_cluster_name != eks_cluster_name:
         return Finding(
@@ -120,7 +133,7 @@ def check_cluster(configured_arn: str, cluster: ClusterInfo, orchestrator: str =
             "fail",
             f"{seen} in EKS cluster {cluster.eks_cluster_name}, but the stack's EksClusterName is {eks_cluster_name or '(empty)'}: "
             "its access entries are on another cluster, and every incident would escalate (UnsupportedOrchestrator)",
-            f"redeploy with `sam deploy --parameter-overrides EksClusterName={cluster.eks_cluster_name}`",
+            redeploy(cluster.arn, stack, f"EksClusterName={cluster.eks_cluster_name}"),
         )
     if cluster.status != "InService":
         return Finding("cluster", "warn", f"{seen}: not InService", "run preflight again once the cluster is InService")
@@ -224,7 +237,7 @@ def name_form(cluster_arn: str, cluster_name: str) -> str:
     return f"{cluster_arn.rsplit('/', 1)[0]}/{cluster_name}"
 
 
-def check_event_rule(rule: str, cluster: ClusterInfo, matches: dict[str, bool]) -> Finding:
+def check_event_rule(rule: str, cluster: ClusterInfo, matches: dict[str, bool], *, stack: str = "<STACK>") -> Finding:
     """``matches``: ARN -> whether the rule's pattern matched a health event carrying it. The id form
     (what DescribeCluster and the service model give) must match; the name form (AWS's samples) should."""
     id_form, by_name = cluster.arn, name_form(cluster.arn, cluster.name)
@@ -233,7 +246,7 @@ def check_event_rule(rule: str, cluster: ClusterInfo, matches: dict[str, bool]) 
             "event-rule",
             "fail",
             f"rule {rule} does not match a health event for {id_form}: HyperPod's events would never reach the pipeline",
-            f"redeploy with `sam deploy --parameter-overrides ClusterArn={id_form}`",
+            redeploy(id_form, stack, f"ClusterArn={id_form}"),
         )
     if not matches.get(by_name):
         return Finding(
@@ -491,7 +504,8 @@ def check_checkpoints(
     by_job = {p.job_id: p for p in probes or []}
     rows: list[tuple[Status, str]] = []
     for job in jobs:
-        label = f"{job.job_id} ({job.name})"
+        # A Slurm job id reads as one; an EKS job is known by its name (its uid only tells copies apart).
+        label = f"{job.job_id} ({job.name})" if SLURM_JOB_ID.match(job.job_id) else f"{job.name} (uid {job.job_id[:8]})"
         probe = by_job.get(job.job_id)
         if not job.checkpoint_uri:
             rows.append(("warn", f"{label}: no checkpoint location, so it cannot be resumed"))
@@ -523,16 +537,16 @@ def check_checkpoints(
 
 
 # --- arming --------------------------------------------------------------------------------------
-def check_dry_run(dry_run: bool, findings: Sequence[Finding]) -> Finding:
+def check_dry_run(dry_run: bool, findings: Sequence[Finding], *, stack: str = "<STACK>") -> Finding:
     failing = [f.check for f in findings if f.status in NOT_READY]
     if dry_run:
-        next_step = "fix the failed checks first" if failing else "arm it: `sam deploy --parameter-overrides DryRun=false`"
+        next_step = "fix the failed checks first" if failing else f"after a dry-run period, arm it: `make arm STACK={stack}` (DryRun=false)"
         return Finding("dry-run", "info", "DryRun=true: the stack records what it would do and changes nothing", next_step)
     if failing:
         return Finding(
             "dry-run",
             "warn",
             f"DryRun=false: the stack is armed while {', '.join(failing)} fail(s)",
-            "disarm until they pass: `sam deploy --parameter-overrides DryRun=true`",
+            f"disarm until they pass: `make deploy CLUSTER=<cluster ARN> STACK={stack} DISARM=1` (DryRun=true)",
         )
     return Finding("dry-run", "info", "DryRun=false: armed; recoveries change the cluster")

@@ -1,10 +1,12 @@
 """What the make targets an operator meets first say and leave behind: `make drill SLURM=real` says
-what it sets up, `make drill-down` undoes it, `make deploy` says what to run next."""
+what it sets up, `make drill-down` undoes it, `make deploy` checks before it builds, `make install` puts the command on PATH."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -156,54 +158,100 @@ def test_drill_down_never_removes_a_directory_slurm_up_did_not_lay_out(tmp_path:
     assert done.returncode == 0 and (precious / "notes.txt").exists() and "not a tools/slurm_up.sh directory" in done.stdout
 
 
-# --- make deploy ----------------------------------------------------------------------------------
+# --- make deploy / arm / install ----------------------------------------------------------------
 @pytest.fixture
 def fake_sam(tmp_path: Path) -> Path:
+    """A sam that records each call: the deploy must not reach it (nor its build) when it fails first."""
     sam = tmp_path / "sam"
-    sam.write_text('#!/bin/sh\necho "sam $*"\n')
+    sam.write_text(f'#!/bin/sh\necho "sam $*" >> {tmp_path / "sam-calls"}\n')
     sam.chmod(0o755)
     return sam
 
 
-def _deploy(cwd: Path, sam: Path | str, *args: str) -> subprocess.CompletedProcess[str]:
-    # -o build: the SAM build is not what is tested here
-    return _make("-o", "build", "deploy", f"SAM={sam}", *args, cwd=cwd)
+def _with_this_checkout(env: dict[str, str] | None = None) -> tuple[str, dict[str, str]]:
+    """The operator's command as this checkout's code (HPR=...), whatever venv the suite runs in."""
+    paths = ":".join(str(ROOT / p) for p in ("layers/recovery_core", "training", "agent", "cli", "."))
+    return f"HPR={sys.executable} -m hyperpod_recovery_cli", {**(env or os.environ), "PYTHONPATH": paths}
 
 
-def test_deploy_prints_the_next_command_for_the_stack_it_deployed(tmp_path: Path, fake_sam: Path) -> None:
-    # Given the stack name sam deploy --guided saved in samconfig.toml
-    (tmp_path / "samconfig.toml").write_text(
-        'version = 0.1\n[default.global.parameters]\nstack_name = "hyperpod-recovery"\n'
-        '[default.deploy.parameters]\nstack_name = "hpr-llm-train"\n'
+def test_deploy_without_credentials_fails_in_one_line_before_building_anything(tmp_path: Path, fake_sam: Path) -> None:
+    # Given a laptop with no AWS credentials and no region (the cluster's ARN names one)
+    empty = tmp_path / "aws"
+    empty.write_text("")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env |= {"AWS_CONFIG_FILE": str(empty), "AWS_SHARED_CREDENTIALS_FILE": str(empty), "AWS_EC2_METADATA_DISABLED": "true"}
+    hpr, env = _with_this_checkout(env)
+    cluster = "CLUSTER=arn:aws:sagemaker:us-west-2:111122223333:cluster/a1b2c3d4e5f6"
+    done = subprocess.run(
+        ["make", "-s", "-o", ".venv/.installed", "deploy", cluster, "BUCKETS=ckpt", f"SAM={fake_sam}", hpr],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    # Then the tool's one line comes first, make reports its exit code 3, and neither sam build nor deploy ran
+    lines = done.stderr.splitlines()
+    assert done.returncode == 2 and lines[0].startswith("hyperpod-recovery: no AWS credentials found:"), done.stderr
+    assert "Error 3" in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "sam-calls").exists()
+
+
+def test_deploy_builds_only_from_inside_the_tool_after_its_checks() -> None:
+    # What make runs: the tool alone, which runs `make build` itself once credentials and cluster are read
+    recipe = _make("-n", "-o", ".venv/.installed", "deploy", "CLUSTER=llm-train", "STACK=hpr", "PARAMS=SlackChannelId=C1").stdout
+    assert "bin/sam build" not in recipe and "bin/sam deploy" not in recipe, recipe
+    for part in ("deploy --cluster 'llm-train'", "--stack 'hpr'", "--param 'SlackChannelId=C1'", "--build-with '", " build'"):
+        assert part in recipe, part
+
+
+def test_arm_without_a_stack_says_so_in_one_line() -> None:
+    done = _make("-o", ".venv/.installed", "arm")
+    assert (
+        done.returncode == 2
+        and done.stderr.splitlines()[0] == "make arm needs STACK=<your stack name> (and AWS credentials for its account)"
     )
-    done = _deploy(tmp_path, fake_sam)
+
+
+def test_install_puts_the_command_on_path_with_pipx(tmp_path: Path) -> None:
+    # Given pipx on PATH (a stand-in that records its arguments)
+    pipx = tmp_path / "pipx"
+    pipx.write_text(f'#!/bin/sh\necho "$*" > {tmp_path / "pipx-args"}\n')
+    pipx.chmod(0o755)
+    env = {**os.environ, "PATH": f"{tmp_path}:/usr/bin:/bin"}
+    done = subprocess.run(["make", "-s", "install"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60, check=False)
+    # Then pipx installed this checkout, and make says where the command is (or how to put it on PATH)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith("sam deploy --guided\n")
-    # Then the preflight comes first, then a dry-run drill, both for the stack just deployed
-    lines = [line.split("#")[0].strip() for line in done.stdout.splitlines()]
-    assert lines[-2:] == [
-        "hyperpod-recovery preflight --stack hpr-llm-train",
-        "hyperpod-recovery drill --stack hpr-llm-train --node <compute-group>:0",
-    ]
+    assert (tmp_path / "pipx-args").read_text().strip() == "install --force ."
+    assert "hyperpod-recovery is on PATH" in done.stdout or "export PATH=" in done.stdout
 
 
-def test_deploy_with_a_stack_name_deploys_it_and_names_it_next(tmp_path: Path, fake_sam: Path) -> None:
-    shutil.copy(ROOT / "samconfig.toml", tmp_path / "samconfig.toml")
-    done = _deploy(tmp_path, fake_sam, "STACK=hpr-prod")
-    assert done.stdout.startswith("sam deploy --guided --stack-name hpr-prod\n")
-    assert "hyperpod-recovery preflight --stack hpr-prod " in done.stdout
-    assert "hyperpod-recovery drill --stack hpr-prod --node <compute-group>:0 " in done.stdout
-
-
-def test_a_failed_deploy_suggests_nothing(tmp_path: Path) -> None:
-    shutil.copy(ROOT / "samconfig.toml", tmp_path / "samconfig.toml")
-    done = _deploy(tmp_path, "false")
-    assert done.returncode != 0 and "next:" not in done.stdout
+def test_install_without_pipx_makes_a_venv_of_its_own_and_links_the_command(tmp_path: Path) -> None:
+    # Given no pipx, and a python whose venv and pip are stand-ins that record what they were asked
+    python = tmp_path / "python3"
+    python.write_text(
+        "#!/bin/sh\n"  # called as: python3 -m venv --clear DIR
+        'mkdir -p "$4/bin"\n'
+        f'printf \'#!/bin/sh\\necho "$*" > {tmp_path}/pip-args\\n\' > "$4/bin/pip"\n'
+        "printf '#!/bin/sh\\n' > \"$4/bin/hyperpod-recovery\"\n"
+        'chmod +x "$4/bin/pip" "$4/bin/hyperpod-recovery"\n'
+    )
+    python.chmod(0o755)
+    home, bin_dir = tmp_path / "share", tmp_path / "bin"
+    env = {**os.environ, "PATH": "/usr/bin:/bin"}
+    done = subprocess.run(
+        ["make", "-s", "install", f"TOOLS_PYTHON={python}", f"INSTALL_HOME={home}", f"BIN_DIR={bin_dir}"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    # Then this checkout is pip-installed into that venv, the command is linked into BIN_DIR, and make
+    # says how to put BIN_DIR on PATH
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "pip-args").read_text().strip() == "install --quiet ."
+    assert (bin_dir / "hyperpod-recovery").resolve() == (home / "bin" / "hyperpod-recovery").resolve()
+    assert f'export PATH="{bin_dir}:$PATH"' in done.stdout
 
 
 def test_make_help_lists_the_new_targets() -> None:
     listed = _make("help").stdout
     assert "make drill-down " in listed and "make readme-sample " in listed and "make preflight " in listed
+    for target in ("deploy", "arm", "install", "preflight-sandbox", "drills", "oncall"):
+        assert f"make {target} " in listed, target
 
 
 # --- make oncall -----------------------------------------------------------------------------------

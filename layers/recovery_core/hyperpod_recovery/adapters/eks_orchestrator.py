@@ -67,6 +67,7 @@ from hyperpod_recovery.errors import (
     TaskAnswerFailed,
 )
 from hyperpod_recovery.models.commands import (
+    MAX_JOBS_CHECKED,
     OWNER_TAG_PREFIX,
     AgentCheckResult,
     BootTimes,
@@ -91,6 +92,7 @@ from hyperpod_recovery.models.commands import (
     ResubmitResult,
     ResumeNodes,
     ResumeResult,
+    RunningJob,
     UnhealthyNode,
 )
 from hyperpod_recovery.models.common import MAX_JOB_NODES_CARRIED, MAX_JOBS_PER_INCIDENT
@@ -638,9 +640,37 @@ class EksOrchestrator:
             return AgentCheckResult(
                 agent_version=ORCHESTRATOR_VERSION, slurm_reachable=False, slurm_detail=str(exc)[:512], commands=list(EKS_COMMANDS)
             )
+        try:
+            running, omitted = self.running_jobs(MAX_JOBS_CHECKED)
+        except (KubeUnavailable, KubeThrottled, KubeAccessDenied) as exc:
+            # Without the list, "no running jobs" would be a false pass of the preflight's checkpoints.
+            return AgentCheckResult(
+                agent_version=ORCHESTRATOR_VERSION,
+                slurm_reachable=False,
+                slurm_detail=f"its jobs could not be listed ({count} node(s) listed): {exc}"[:512],
+                commands=list(EKS_COMMANDS),
+            )
         return AgentCheckResult(
             agent_version=ORCHESTRATOR_VERSION,
             slurm_reachable=True,
             slurm_detail=f"the Kubernetes API answers: {count} node(s)",
+            running_jobs=running,
+            running_jobs_omitted=omitted,
             commands=list(EKS_COMMANDS),
         )
+
+    def running_jobs(self, limit: int) -> tuple[list[RunningJob], int]:
+        """The jobs of every kind whose checkpoints a recovery would read (not Succeeded or Failed),
+        by uid, with the name their checkpoints are written under; the first ``limit`` and how many more."""
+        running: list[RunningJob] = []
+        for kind in JOB_KINDS:
+            for job in installed_jobs(self.kube, kind):
+                metadata = job.get("metadata") or {}
+                if finished(job):
+                    continue
+                spec = job_spec_of(
+                    job, KubeJobRef.model_validate({"kind": kind, "namespace": metadata.get("namespace"), "name": metadata.get("name")})
+                )
+                if spec is not None:
+                    running.append(RunningJob(job_id=spec.job_id, name=spec.name, checkpoint_uri=spec.checkpoint_uri))
+        return running[:limit], max(len(running) - limit, 0)

@@ -450,7 +450,7 @@ class RunningJob(BaseModel):
     """A running job as a check reports it: enough to find its checkpoints."""
 
     model_config = ConfigDict(extra="forbid")
-    job_id: SlurmJobId
+    job_id: JobId  # a Slurm job id, or on EKS the job object's uid
     name: str = Field(max_length=JOB_NAME_LIMIT)
     checkpoint_uri: str | None = Field(default=None, max_length=MAX_CHECKPOINT_URI, pattern=CHECKPOINT_URI_PATTERN)
 

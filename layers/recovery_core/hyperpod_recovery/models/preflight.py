@@ -11,7 +11,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from hyperpod_recovery.models.commands import MAX_CHECKPOINT_URI, MAX_JOBS_CHECKED, RunningJob
-from hyperpod_recovery.models.common import SlurmJobId
+from hyperpod_recovery.models.common import JobId
 from hyperpod_recovery.models.workflow import StepInput
 
 
@@ -41,7 +41,7 @@ class SdkReport(BaseModel):
 class CheckpointProbe(BaseModel):
     """One running job's checkpoints, read as Find Newest Checkpoint reads them."""
 
-    job_id: SlurmJobId
+    job_id: JobId
     name: str
     checkpoint_uri: str | None = Field(default=None, max_length=MAX_CHECKPOINT_URI)
     readable: bool  # S3 answered (with or without a verified checkpoint)
