@@ -60,7 +60,7 @@ def _outcomes(report: dict[str, Any]) -> str:
 
 
 def _downtime(report: dict[str, Any]) -> str:
-    downs = [j.get("downtime_seconds") for j in report.get("jobs", [])]
+    downs = [j.get("downtime_seconds") for j in report.get("jobs", []) if j.get("fault_at") is not None]  # the jobs a fault hit
     if not downs:
         return "-"
     if any(d is None for d in downs):

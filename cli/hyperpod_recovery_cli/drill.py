@@ -134,7 +134,46 @@ def read_drill_file(args: argparse.Namespace) -> dict[str, Any] | None:
         if not _node_refs(faults):
             raise DrillUsageError(f"{path}: no fault names a node")
         _scenario_name(document)
+        check_expect(document.get("expect"))
     return document
+
+
+# The scenario's expect block as the sandbox's ExpectSpec takes it (strict: the CLI does not ship the
+# sandbox; tests/integration/test_drill_suite.py holds the two to the same fields), checked before
+# anything starts: a loose value read as something else would decide a drill's verdict.
+_EXPECT_FIELDS: dict[str, str] = {
+    "outcomes": "list of outcomes",
+    "no_human_needed": "bool",
+    "resubmissions": "count",
+    "checkpoint_step": "count",
+    "max_job_downtime_seconds": "seconds",
+    "within_cap": "bool",
+    "one_copy_per_job": "bool",
+    "messages_match_record": "bool",
+    "never_say": "phrases",
+    "always_say": "phrases",
+}
+_OUTCOMES = ("recovered", "escalated", "duplicate", "rejected", "capped", "dry_run", "stale", "aborted", "failed")
+
+
+def check_expect(expect: Any) -> None:
+    if expect is None:
+        return
+    if not isinstance(expect, dict):
+        raise DrillUsageError(f"expect: an object of expectations, not {shown(expect)}")
+    for name, value in expect.items():
+        kind = _EXPECT_FIELDS.get(name)
+        ok = {
+            None: False,
+            "bool": isinstance(value, bool),
+            "count": isinstance(value, int) and not isinstance(value, bool) and value >= 0,
+            "seconds": isinstance(value, int | float) and not isinstance(value, bool) and 0 < value < float("inf"),
+            "list of outcomes": isinstance(value, list) and all(v in _OUTCOMES for v in value),
+            "phrases": isinstance(value, list) and all(isinstance(v, str) and v.strip() for v in value),
+        }[kind]
+        if not ok:
+            said = f"a {kind}" if kind else f"not an expectation (known: {', '.join(_EXPECT_FIELDS)})"
+            raise DrillUsageError(f"expect.{name}: {said}, not {shown(value)}")
 
 
 # A scenario's name as the sandbox's Scenario.name takes it (tests/unit/test_input_fuzzing.py holds
@@ -451,8 +490,7 @@ def deployed_expectations(
 ) -> tuple[list[tuple[bool, str]], list[str]]:
     """([(ok, "what: expected ...; got ...")], [names not checked]) for the drill's one incident:
     its record, or without one (no ledger to read) the outcome its Record step answered."""
-    if not isinstance(expect, dict):
-        raise DrillUsageError(f"expect: an object, not {shown(expect)}")
+    check_expect(expect)  # (checked when the file was read: here for a caller that did not)
     checks: list[tuple[bool, str]] = []
     unchecked = [name for name, value in expect.items() if name not in CHECKABLE_ON_A_STACK and value not in (None, [], False)]
     # (the sandbox's safety expectations hold unless a scenario turns them off: never passed silently here)
@@ -474,7 +512,10 @@ def deployed_expectations(
             error = f" ({record.error})" if record is not None and record.error else ""
             checks.append((got == wanted[0], f"outcome: expected {wanted[0]}; got {got}{error}"))
     if expect.get("no_human_needed"):
-        checks.append((got not in NEEDS_A_HUMAN, f"no human needed: expected no such outcome; got {got}"))
+        if live:
+            checks.append((got not in NEEDS_A_HUMAN, f"no human needed: expected no such outcome; got {got}"))
+        else:
+            unchecked.append("no_human_needed (a dry run's outcome is dry_run: give --live --yes)")
     if record is None:  # the answer's outcome alone: what it resubmitted is in the record
         unchecked += [f"{name} (no incident record to read)" for name in ("resubmissions", "checkpoint_step") if name in expect]
         return checks, unchecked

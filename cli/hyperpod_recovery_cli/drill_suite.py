@@ -34,7 +34,13 @@ def _sandbox_drills() -> Any:
                 "run it (or make drills) from the clone's folder"
             ) from None
         sys.path.insert(0, str(root))
-        return importlib.import_module("sandbox.drills")
+        try:
+            return importlib.import_module("sandbox.drills")
+        except ImportError as exc:  # the clone is here, its test dependencies (moto) are not in this install
+            raise SandboxMissing(
+                f"drills runs in the sandbox, which needs the clone's own environment ({exc.name or exc} is not installed here): "
+                f"run make drills, or {root}/.venv/bin/hyperpod-recovery drills"
+            ) from None
 
 
 def run_drills(args: argparse.Namespace, out: TextIO) -> int:

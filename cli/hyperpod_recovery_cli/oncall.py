@@ -18,6 +18,7 @@ whose incident is still running is released by stopping that incident, never und
 from __future__ import annotations
 
 import argparse
+import contextlib
 import getpass
 import json
 import re
@@ -125,7 +126,8 @@ def _since(text: str | None, now: datetime) -> datetime | None:
         moment = datetime.fromisoformat(text)
     except ValueError:
         raise InputRefused(f"--since {text!r}: a duration (30m, 6h, 2d) or an ISO time (2026-11-26T02:00Z)") from None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+    # (recorded_at is compared as UTC text in the index: an offset is converted, not compared as written)
+    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).astimezone(UTC)
 
 
 def _age(moment: datetime | None, now: datetime) -> str:
@@ -205,6 +207,8 @@ def _nodes_text(names: list[str]) -> str:
 
 
 def list_incidents(args: argparse.Namespace, client: Callable[[str], Any], out: TextIO, now: datetime) -> int:
+    if args.open and args.escalated:
+        raise InputRefused("--open and --escalated: a running incident has no outcome yet; give one of them")
     place = deployed(args, client)
     since = _since(args.since, now)
     running = running_incidents(client("stepfunctions"), place) if not args.escalated else []
@@ -256,6 +260,10 @@ def show_incident(args: argparse.Namespace, client: Callable[[str], Any], out: T
                 f"no incident {args.incident} in the ledger of stack {place.stack.name} and no execution of that name running "
                 f"(hyperpod-recovery incidents --stack {place.stack.name} lists them)"
             )
+        if args.json:
+            row = {"incident": running.name, "state": "running", "workflow": running.workflow, "started_at": running.started_at.isoformat()}
+            print(json.dumps(row | {"nodes": running.nodes} | ({"job": running.job} if running.job else {}), indent=2), file=out)
+            return EXIT_OK
         print(f"{running.name}: running since {running.started_at.isoformat()} ({running.workflow} recovery); no record yet", file=out)
         print(f"nodes: {', '.join(running.nodes) or '-'}" + (f"; job {running.job}" if running.job else ""), file=out)
         return EXIT_OK
@@ -367,13 +375,28 @@ def release_lock(args: argparse.Namespace, client: Callable[[str], Any], out: Te
     place = deployed(args, client)
     all_locks = place.ledger.node_locks(place.cluster, now)
     all_places = place.ledger.capacity_places(place.cluster, now)
-    plans = {node: _release_plan(place, node, all_locks, all_places) for node in nodes}
+    plans: dict[str, tuple[list[NodeLock], dict[str, tuple[str, datetime]]]] = {}
+    claimed: set[str] = set()  # a lock or place already in an earlier node's plan (both names of one node given)
+    for node in nodes:
+        locks, places = _release_plan(place, node, all_locks, all_places)
+        plans[node] = (
+            [lock for lock in locks if lock.node not in claimed],
+            {n: e for n, e in places.items() if f"place:{n}" not in claimed},
+        )
+        claimed |= {lock.node for lock in locks} | {f"place:{n}" for n in places}
     holders = sorted(
         {lock.incident for locks, _ in plans.values() for lock in locks} | {i for _, p in plans.values() for i, _ in p.values()}
     )
     sfn = client("stepfunctions")
     for holder in holders:
         status = _execution_status(sfn, place, holder)
+        if status is not None and status["status"] != "RUNNING" and place.ledger.get_incident(holder) is None:
+            # Its record pairs each node's instance with its hostname: without it a hostname lock
+            # would be left behind while the release said the node was free.
+            raise OnCallRefused(
+                f"incident {holder} ended ({status['status']}) but is not recorded yet: Reconcile Execution records it within "
+                f"minutes; release after `hyperpod-recovery incidents show {holder} --stack {place.stack.name}` shows its record"
+            )
         if status is not None and status["status"] == "RUNNING":
             held = ", ".join(node for node, (locks, _) in plans.items() if any(lock.incident == holder for lock in locks)) or "a cap place"
             raise OnCallRefused(
@@ -476,7 +499,10 @@ def hold_node(args: argparse.Namespace, client: Callable[[str], Any], out: TextI
     node = _node_name(args.node)
     place = deployed(args, client)
     instance, name = _cluster_node(args, client, place, node)
-    kind = "this instance (a replacement is not held)" if node == instance else "this host, whatever instance it is"
+    if node == instance or place.orchestrator == "eks":  # (an EKS node's name is its instance's: hyperpod-<instance id>)
+        kind = "this instance only: a replacement is not held"
+    else:
+        kind = "this hostname, whatever instance it is (a replacement that comes up under a new hostname is not held)"
     if not confirm(f"Hold {node} ({kind}) on {place.cluster}: the pipeline will leave it alone?", args, stdin, out):
         print("nothing changed", file=out)
         return EXIT_NO
@@ -499,23 +525,35 @@ def hold_node(args: argparse.Namespace, client: Callable[[str], Any], out: TextI
 
 
 def unhold_node(args: argparse.Namespace, client: Callable[[str], Any], out: TextIO, stdin: TextIO, now: datetime) -> int:
+    """Remove the holds that keep the pipeline off this node, by whichever identity they were placed
+    under (its instance id or its name), so `unhold` undoes a `hold` however the node is named."""
     reason = _reason(args)
     node = _node_name(args.node)
     place = deployed(args, client)
-    current = place.ledger.node_holds(place.cluster, [node]).get(node)
-    if current is None:
-        print(f"{node}: not held on {place.cluster}; nothing changed", file=out)
+    names = [node]
+    # (a node the cluster no longer has, replaced: its hold by that name is still removable)
+    with contextlib.suppress(OnCallRefused):
+        names += [name for name in _cluster_node(args, client, place, node) if name]
+    current = place.ledger.node_holds(place.cluster, names)
+    if not current:
+        print(f"{node}: not held on {place.cluster} (under {', '.join(dict.fromkeys(names))}); nothing changed", file=out)
         return EXIT_OK
-    if not confirm(f"Remove the hold on {node} (by {current.by}: {current.reason})?", args, stdin, out):
+    said = "; ".join(f"{hold.node} (by {hold.by}: {hold.reason})" for hold in current.values())
+    if not confirm(f"Remove the hold on {said}?", args, stdin, out):
         print("nothing changed", file=out)
         return EXIT_NO
     by = who(args, client)
-    removed = place.ledger.unhold_node(place.cluster, node)
-    place.ledger.audit(
-        place.cluster,
-        AuditEntry(at=now, by=by, action="unhold", target=node, reason=reason, detail=f"was held by {current.by}: {current.reason}"),
-    )
-    print(f"{node}: hold removed by {by}" + ("" if removed else " (someone had removed it already)"), file=out)
+    for hold in current.values():
+        removed = place.ledger.unhold_node(place.cluster, hold.node, hold)
+        place.ledger.audit(
+            place.cluster,
+            AuditEntry(at=now, by=by, action="unhold", target=hold.node, reason=reason, detail=f"was held by {hold.by}: {hold.reason}"),
+        )
+        print(
+            f"{hold.node}: hold removed by {by}"
+            + ("" if removed else " (it had changed or been removed since it was read: left as it is)"),
+            file=out,
+        )
     print("the next fault reported for it starts a recovery as usual", file=out)
     return EXIT_OK
 

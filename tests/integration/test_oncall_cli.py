@@ -341,3 +341,31 @@ def test_given_a_refused_command_then_the_try_out_returns_its_exit_code(tmp_path
     with pytest.raises(SystemExit) as usage:
         oncall_main(["--scenario", str(DEFAULT)])
     assert usage.value.code == 2
+
+
+def test_given_a_hold_by_hostname_then_unhold_by_the_instance_id_removes_it(tmp_path: Path) -> None:
+    with stack(tmp_path) as (runner, aws):
+        node = runner.double.current("workers:2", t=0).node_id
+        hostname = runner.double.slurm_name("workers:2")
+        assert cli(runner, "hold", hostname, "--stack", "sandbox", "--reason", "r", "--yes")[0] == 0
+        code, printed, _ = cli(runner, "unhold", node, "--stack", "sandbox", "--reason", "done", "--yes")
+        assert code == 0 and f"{hostname}: hold removed" in printed
+        assert ledger(aws).all_node_holds("llm-train") == []
+
+
+def test_given_a_running_incident_then_show_json_is_json_and_open_with_escalated_is_refused(tmp_path: Path) -> None:
+    with stack(tmp_path) as (runner, _):
+        start_live(runner, "oncall-json")
+        code, printed, _ = cli(runner, "incidents", "show", "oncall-json", "--stack", "sandbox", "--json")
+        assert code == 0 and json.loads(printed)["state"] == "running"
+        code, _, err = cli(runner, "incidents", "--stack", "sandbox", "--open", "--escalated")
+        assert code == 2 and "--open and --escalated" in err
+
+
+def test_a_since_with_an_offset_is_the_same_moment_in_utc() -> None:
+    from hyperpod_recovery_cli.oncall import _since
+
+    now = datetime(2026, 11, 26, 12, tzinfo=UTC)
+    assert _since("2026-11-26T02:00+05:00", now) == datetime(2026, 11, 25, 21, tzinfo=UTC)
+    assert _since("2026-11-26T02:00+05:00", now).isoformat() < datetime(2026, 11, 25, 22, tzinfo=UTC).isoformat()  # as the index compares
+    assert _since("6h", now) == datetime(2026, 11, 26, 6, tzinfo=UTC)

@@ -24,7 +24,7 @@ def _report(**changes: Any) -> dict[str, Any]:
             {"outcome": "recovered", "error": None, "resubmissions": [{"checkpoint_step": 3000, "job": "1001", "new_job_id": "1002"}]}
         ],
         "slurm": {"submissions": [{"old_job_id": "1001"}]},
-        "jobs": [{"job": "1001", "label": "job 1001 (llama)", "downtime_seconds": 12.5}],
+        "jobs": [{"job": "1001", "label": "job 1001 (llama)", "fault_at": 60.0, "downtime_seconds": 12.5}],
         "second_copies": [],
         "message_contradictions": [],
         "notifications": [{"subject": "[hyperpod-recovery] c: recovered", "message": "RECOVERED. Do not start another copy."}],
@@ -53,7 +53,11 @@ def _failed(expect: ExpectSpec, report: dict[str, Any], cap: int = 8, most_out: 
         ),
         (ExpectSpec(max_job_downtime_seconds=20), _report(), []),
         (ExpectSpec(max_job_downtime_seconds=10), _report(), ["job downtime"]),
-        (ExpectSpec(max_job_downtime_seconds=99), _report(jobs=[{"job": "1", "downtime_seconds": None}]), ["job downtime"]),
+        (
+            ExpectSpec(max_job_downtime_seconds=99),
+            _report(jobs=[{"job": "1", "fault_at": 60.0, "downtime_seconds": None}]),
+            ["job downtime"],
+        ),
         (ExpectSpec(), _report(second_copies=[{"job": "1001"}]), ["one copy per job"]),
         (ExpectSpec(one_copy_per_job=False), _report(second_copies=[{"job": "1001"}]), []),
         (ExpectSpec(), _report(message_contradictions=["says recovered"]), ["messages match the record"]),
@@ -136,3 +140,20 @@ def test_a_loose_value_is_refused_rather_than_read_as_something_else(loose: dict
 def test_strict_values_as_a_scenario_file_writes_them_are_taken() -> None:
     spec = ExpectSpec.model_validate({"outcomes": ["recovered"], "within_cap": False, "max_job_downtime_seconds": 60, "never_say": ["x"]})
     assert spec.within_cap is False and spec.max_job_downtime_seconds == 60
+
+
+def test_a_job_no_fault_hit_has_no_downtime_to_bound() -> None:
+    untouched = {"job": "2", "label": "job 2 (other)", "fault_at": None, "downtime_seconds": None}
+    report = _report(jobs=[*_report()["jobs"], untouched])
+    assert _failed(ExpectSpec(max_job_downtime_seconds=20), report) == []
+
+
+def test_the_clis_expect_check_knows_the_same_fields_as_the_sandbox_and_refuses_loose_values() -> None:
+    from hyperpod_recovery_cli.drill import _EXPECT_FIELDS, DrillUsageError, check_expect
+
+    assert set(_EXPECT_FIELDS) == set(ExpectSpec.model_fields)
+    check_expect({"outcomes": ["recovered"], "within_cap": False, "max_job_downtime_seconds": 60, "never_say": ["x"], "resubmissions": 1})
+    for loose in ([], {"no_human_needed": "false"}, {"resubmissions": "1"}, {"outcome": ["recovered"]}, {"outcomes": ["recoverd"]},
+                  {"max_job_downtime_seconds": float("inf")}, {"always_say": [" "]}, {"resubmissions": True}):  # fmt: skip
+        with pytest.raises(DrillUsageError):
+            check_expect(loose)

@@ -874,7 +874,9 @@ class DynamoLedger:
                 ExpressionAttributeNames={"#cluster": "cluster"},
                 ExpressionAttributeValues=values,
                 ScanIndexForward=False,
-                Limit=limit - len(records),
+                # Limit counts the items read before the filter: with one, a filtered listing would read
+                # one item per Query; filtered, it reads pages (1 MB) and the list is cut to the limit.
+                **({} if only else {"Limit": limit - len(records)}),
                 **only,
                 **({"ExclusiveStartKey": start} if start else {}),
             )
@@ -882,7 +884,7 @@ class DynamoLedger:
             start = response.get("LastEvaluatedKey")
             if not start:
                 break
-        return records
+        return records[:limit]
 
     def node_locks(self, cluster: str, now: datetime) -> list[NodeLock]:
         """Every live node lock of the cluster (instance ids and ``host:`` logical nodes). A Scan:
@@ -966,14 +968,25 @@ class DynamoLedger:
             return self.node_holds(cluster, [hold.node]).get(hold.node) or hold
         return None
 
-    def unhold_node(self, cluster: str, node: str) -> NodeHold | None:
-        """Remove the hold of ``node``; the hold removed, or None if there was none."""
-        response = self._call(
-            self.dynamodb.delete_item,
-            TableName=self.table_name,
-            Key={"pk": {"S": self._node_key(cluster, node)}, "sk": {"S": HOLD}},
-            ReturnValues="ALL_OLD",
-        )
+    def unhold_node(self, cluster: str, node: str, read: NodeHold | None = None) -> NodeHold | None:
+        """Remove the hold of ``node`` (only if it is still ``read``, when given: a hold placed again
+        since is another human's); the hold removed, or None if there was none or it had changed."""
+        condition: dict[str, Any] = {}
+        if read is not None:
+            condition = {"ConditionExpression": "#hold = :read", "ExpressionAttributeNames": {"#hold": "hold"},
+                         "ExpressionAttributeValues": {":read": {"S": read.model_dump_json()}}}  # fmt: skip
+        try:
+            response = self._call(
+                self.dynamodb.delete_item,
+                TableName=self.table_name,
+                Key={"pk": {"S": self._node_key(cluster, node)}, "sk": {"S": HOLD}},
+                ReturnValues="ALL_OLD",
+                **condition,
+            )
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise self._unavailable(exc) from exc
+            return None
         old = response.get("Attributes")
         return NodeHold.model_validate_json(old["hold"]["S"]) if old else None
 

@@ -465,8 +465,12 @@ def on_call_steps(record: IncidentRecord, deployment: Deployment, *, locked: boo
     lines = []
     if deployment.stack:
         lines.append(f"This incident's record, timeline and phases: `{deployment.show(record.incident_id)}`.")
-        if locked and record.nodes:
-            lines.append(f"When you have handled the nodes, release them early: `{deployment.release(record.nodes)}`.")
+        # (only the nodes this incident acted on: one skipped as another incident's is not its to release)
+        ours = [n.instance for n in record.node_fates if n.fate != "skipped" and n.instance] or (
+            record.nodes if not record.node_fates else []
+        )
+        if locked and ours:
+            lines.append(f"When you have handled the nodes, release them early: `{deployment.release(ours)}`.")
         names = record.hostnames or record.nodes
         if names and record.workflow == "node":  # (a job's failure is not its nodes' to hold)
             lines.append(
