@@ -102,3 +102,16 @@ def test_every_row_an_escalation_can_name_is_a_row_of_the_runbooks_table() -> No
     table = (ROOT / "docs" / "runbook.md").read_text().split("## Escalations: the error says what happened", 1)[1].split("\n## ", 1)[0]
     named = {name for row in table.splitlines() if row.startswith("| `") for name in re.findall(r"`([A-Za-z.]+)`", row.split("|")[1])}
     assert set(ERROR_MEANING) | RUNBOOK_SHARED_ROWS | {"ExecutionAborted", "ExecutionFailed"} <= named
+
+
+def test_given_a_node_another_incident_holds_then_the_release_names_only_this_incidents_nodes() -> None:
+    from hyperpod_recovery.models.records import NodeFate
+
+    fates = [
+        NodeFate(node="ip-10-1-0-3", instance="i-0abc", fate="out_of_service", detail="left drained", held=True, acted=True),
+        NodeFate(
+            node="i-0def", instance="i-0def", fate="skipped", detail="locked_elsewhere: ip-10-1-0-4 is being recovered by incident other"
+        ),
+    ]
+    text = "\n".join(next_steps(_escalated(node_fates=fates), DEPLOYMENT, T0))
+    assert "locks release i-0abc --stack" in text and "i-0def --stack" not in text

@@ -465,10 +465,11 @@ def on_call_steps(record: IncidentRecord, deployment: Deployment, *, locked: boo
     lines = []
     if deployment.stack:
         lines.append(f"This incident's record, timeline and phases: `{deployment.show(record.incident_id)}`.")
-        # (only the nodes this incident acted on: one skipped as another incident's is not its to release)
-        ours = [n.instance for n in record.node_fates if n.fate != "skipped" and n.instance] or (
-            record.nodes if not record.node_fates else []
-        )
+        # (the nodes this incident locked: not one skipped as another incident's or a human's hold)
+        theirs = {
+            n.instance or n.node for n in record.node_fates if n.fate == "skipped" and n.detail.startswith(("locked_elsewhere", "held"))
+        }
+        ours = [node for node in record.nodes if node not in theirs]
         if locked and ours:
             lines.append(f"When you have handled the nodes, release them early: `{deployment.release(ours)}`.")
         names = record.hostnames or record.nodes
