@@ -129,8 +129,10 @@ drill-aws: $(VENV)/.installed  ## drill the deployed stack: STACK=name [SCENARIO
 # (separated by ';') runs against its stack. {node}, {hostname} and {incident} are filled in.
 ONCALL_SCENARIO ?= events/drills/rejoin-deadline.json
 RUN ?= incidents --stack sandbox;incidents show {incident} --stack sandbox;locks --stack sandbox
+# (RUN reaches the recipe through the environment: a quote in a command, --reason 'RMA 42', stays as written)
+oncall: export ONCALL_RUN = $(RUN)
 oncall: $(VENV)/.installed  ## try the on-call commands offline: [ONCALL_SCENARIO=path.json] [RUN='cmd;cmd'] [START=workers:3 (a live recovery left running: {running})]
-	@IFS=';' read -ra commands <<< '$(RUN)'; args=(); for c in "$${commands[@]}"; do args+=(--run "$$c"); done; \
+	@IFS=';' read -ra commands <<< "$$ONCALL_RUN"; args=(); for c in "$${commands[@]}"; do args+=(--run "$$c"); done; \
 	  $(PY) -m sandbox.oncall --scenario '$(ONCALL_SCENARIO)' --out '$(OUT)' $(if $(START),--start '$(START)') "$${args[@]}"
 
 lint: $(VENV)/.installed  ## ruff (lint + format check) and mypy

@@ -44,7 +44,7 @@ step preflight-slurm 0 make preflight-sandbox
 step preflight-eks 0 make preflight-sandbox ORCHESTRATOR=eks
 # 4. The on-call commands on the sandbox's stack after an escalation (rejoin-deadline), with a live
 #    recovery left running to stop.
-step oncall 0 make oncall OUT="$OUT/oncall" START=workers:3 RUN="incidents --stack sandbox;incidents show {incident} --stack sandbox;locks --stack sandbox;stop {running} --stack sandbox --reason 'newcomer drill' --yes;incidents --stack sandbox;hold {hostname} --stack sandbox --reason 'vendor RMA 42' --yes;locks release {node} --stack sandbox --reason 'replaced by hand' --yes;locks --stack sandbox;unhold {hostname} --stack sandbox --reason 'RMA closed' --yes;breaker status --stack sandbox;breaker reset --stack sandbox --reason ' '"
+step oncall 0 make oncall OUT="$OUT/oncall" START=workers:3 RUN="incidents --stack sandbox;incidents show {incident} --stack sandbox;locks --stack sandbox;stop {running} --stack sandbox --reason 'newcomer drill' --yes;incidents --stack sandbox;hold {hostname} --stack sandbox --reason 'vendor RMA 42' --yes;locks release {node} --stack sandbox --reason 'replaced by hand' --yes;locks --stack sandbox;unhold {hostname} --stack sandbox --reason 'RMA closed' --yes;breaker reset --stack sandbox --reason ' ';breaker status --stack sandbox"
 # 5. make deploy without credentials: one clear line, before anything is built.
 step deploy-no-credentials nonzero env -u AWS_PROFILE -u AWS_ACCESS_KEY_ID -u AWS_SECRET_ACCESS_KEY -u AWS_SESSION_TOKEN \
   AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null AWS_EC2_METADATA_DISABLED=true \

@@ -257,7 +257,12 @@ def test_make_help_lists_the_new_targets() -> None:
 # --- make oncall -----------------------------------------------------------------------------------
 @pytest.mark.sandbox
 def test_make_oncall_plays_the_scenario_then_runs_each_command_on_its_stack(tmp_path: Path) -> None:
-    done = _make("oncall", f"OUT={tmp_path}", "RUN=locks --stack sandbox;incidents show {incident} --stack sandbox")
+    done = _make(
+        "oncall",
+        f"OUT={tmp_path}",
+        "RUN=locks --stack sandbox;incidents show {incident} --stack sandbox;hold {hostname} --stack sandbox --reason 'RMA 42' --yes",
+    )
     assert done.returncode == 0, done.stderr
     assert "$ hyperpod-recovery locks --stack sandbox" in done.stdout and "hostname lock" in done.stdout
     assert "{incident}" not in done.stdout and "outcome: escalated   error: RejoinDeadlineExceeded" in done.stdout
+    assert "held by" in done.stdout and ": RMA 42" in done.stdout  # a quoted reason reaches the command as written
