@@ -32,7 +32,7 @@ from hyperpod_recovery.models.records import IncidentRecord, JobFate
 from hyperpod_recovery.vocabulary import ORCHESTRATOR_PHASES
 from sandbox.aws import RETRY_BACKOFF
 from sandbox.clock import EPOCH
-from sandbox.job_downtime import CopyRun, down_intervals, total
+from sandbox.job_downtime import CopyRun, down_intervals, total, union
 from sandbox.message_check import contradictions
 from sandbox.real_slurm import RealController
 from sandbox.scenario import expand_range
@@ -323,9 +323,9 @@ def _time_split(
     booked: Intervals = []
     parts: dict[str, int] = {}
     for category, intervals in categories:
-        new = _minus(_clip(_union(intervals), window), booked)
+        new = _minus(_clip(union(intervals), window), booked)
         parts[category] = sum(end - start for start, end in new)
-        booked = _union(booked + new)
+        booked = union(booked + new)
     workflow = window[1] - window[0]
     waits = {category: ms / 1000 for category, ms in parts.items() if category not in ("provisioning", "agent") and ms}
     return {
@@ -386,16 +386,6 @@ def _other_incident(epoch: datetime, record: IncidentRecord, phases: Phases, rec
 
 def _ms(seconds: float) -> int:
     return round(seconds * 1000)
-
-
-def _union(intervals: Intervals) -> Intervals:
-    merged: Intervals = []
-    for start, end in sorted(i for i in intervals if i[1] > i[0]):
-        if merged and start <= merged[-1][1]:
-            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
-        else:
-            merged.append((start, end))
-    return merged
 
 
 def _clip(intervals: Intervals, window: tuple[int, int]) -> Intervals:

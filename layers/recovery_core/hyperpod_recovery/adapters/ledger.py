@@ -1010,21 +1010,13 @@ class DynamoLedger:
         ]
 
     def _scan_node_items(self, cluster: str, sort_key: str) -> list[dict[str, Any]]:
-        items: list[dict[str, Any]] = []
-        start: dict[str, Any] | None = None
-        while True:
-            response = self._call(
-                self.dynamodb.scan,
-                TableName=self.table_name,
-                FilterExpression="sk = :sk AND begins_with(pk, :node)",
-                ExpressionAttributeValues={":sk": {"S": sort_key}, ":node": {"S": self._node_key(cluster, "")}},
-                ConsistentRead=True,
-                **({"ExclusiveStartKey": start} if start else {}),
-            )
-            items += response.get("Items", [])
-            start = response.get("LastEvaluatedKey")
-            if not start:
-                return items
+        return self._every_page(
+            self.dynamodb.scan,
+            TableName=self.table_name,
+            FilterExpression="sk = :sk AND begins_with(pk, :node)",
+            ExpressionAttributeValues={":sk": {"S": sort_key}, ":node": {"S": self._node_key(cluster, "")}},
+            ConsistentRead=True,
+        )
 
     # --- helpers ------------------------------------------------------------------------
     @staticmethod
@@ -1039,17 +1031,20 @@ class DynamoLedger:
 
     def _query(self, pk: str, low: str, high: str) -> list[dict[str, Any]]:
         """Every item of partition ``pk`` whose sort key is between ``low`` and ``high``, every page."""
+        return self._every_page(
+            self.dynamodb.query,
+            TableName=self.table_name,
+            KeyConditionExpression="pk = :pk AND sk BETWEEN :low AND :high",
+            ExpressionAttributeValues={":pk": {"S": pk}, ":low": {"S": low}, ":high": {"S": high}},
+            ConsistentRead=True,
+        )
+
+    def _every_page(self, method: Any, **request: Any) -> list[dict[str, Any]]:
+        """The items of every page of a Query or Scan (LastEvaluatedKey -> ExclusiveStartKey)."""
         items: list[dict[str, Any]] = []
         start: dict[str, Any] | None = None
         while True:
-            response = self._call(
-                self.dynamodb.query,
-                TableName=self.table_name,
-                KeyConditionExpression="pk = :pk AND sk BETWEEN :low AND :high",
-                ExpressionAttributeValues={":pk": {"S": pk}, ":low": {"S": low}, ":high": {"S": high}},
-                ConsistentRead=True,
-                **({"ExclusiveStartKey": start} if start else {}),
-            )
+            response = self._call(method, **request, **({"ExclusiveStartKey": start} if start else {}))
             items += response.get("Items", [])
             start = response.get("LastEvaluatedKey")
             if not start:
