@@ -275,6 +275,56 @@ class BootTimes(BaseModel):
     nodes: NodeList
 
 
+# A hang's evidence: stack dumps from at most this many nodes (the suspects first), each cut to its
+# bound, so the answer (and the state it lands in) stays small; the whole goes to the ledger.
+MAX_EVIDENCE_NODES = 16
+STACKS_TEXT_LIMIT = 2048
+JOB_TEXT_LIMIT = 4096
+EvidenceText = Annotated[str, Field(max_length=STACKS_TEXT_LIMIT)]
+
+
+class CaptureHangEvidence(BaseModel):
+    """A hung job's evidence, read-only and bounded in time: ``scontrol show job`` and a stack dump
+    of the job's processes on ``nodes`` (``py-spy dump`` through ``srun --overlap --jobid``; the
+    answer says when py-spy is not installed). Nothing is signalled, nothing cancelled."""
+
+    model_config = ConfigDict(extra="forbid")
+    type: Literal["capture_hang_evidence"] = "capture_hang_evidence"
+    job_id: JobId
+    nodes: Annotated[list[SlurmNodeName], Field(min_length=1, max_length=MAX_EVIDENCE_NODES)]
+    # The whole capture's bound: the dumps run at once, each killed at this time.
+    timeout_seconds: int = Field(default=60, ge=5, le=300)
+    kube: KubeJobRef | None = Field(default=None, exclude_if=_is_none)
+
+
+EvidenceOutcome = Literal["captured", "tool_absent", "timed_out", "failed", "no_process"]
+
+
+class NodeStacks(BaseModel):
+    """One node's stack dump of the job's processes."""
+
+    model_config = ConfigDict(extra="forbid")
+    node: SlurmNodeName
+    outcome: EvidenceOutcome
+    # The dump (its end, when longer), or why there is none.
+    text: EvidenceText = ""
+    # A digest of the innermost frame of every thread of the job's processes, order-free: nodes
+    # stuck in the same place share it, and a node whose differs from the others' is the odd one.
+    signature: str | None = Field(default=None, max_length=64, exclude_if=_is_none)
+
+
+class HangEvidenceResult(BaseModel):
+    job_id: JobId
+    # The job's state now (RUNNING...), None when the orchestrator no longer knows it.
+    job_state: str | None = Field(default=None, max_length=32)
+    # ``scontrol show job`` (EKS: the job object's status and the pods' events), cut to its bound.
+    job_text: str = Field(default="", max_length=JOB_TEXT_LIMIT)
+    nodes: list[NodeStacks] = Field(default_factory=list, max_length=MAX_EVIDENCE_NODES)
+    # The dumping tool, and whether it was there (said, never silently skipped).
+    tool: str = Field(default="py-spy", max_length=32)
+    tool_absent: StrictFlag = False
+
+
 class CheckAgent(BaseModel):
     """Is the agent there, which version, does slurmctld answer, and which jobs run with which
     checkpoint location (read-only): what ``hyperpod-recovery preflight`` asks before a stack is armed."""
@@ -284,7 +334,17 @@ class CheckAgent(BaseModel):
 
 
 ControllerCommand = Annotated[
-    DrainNodes | CordonNodes | ResumeNodes | JobsOnNodes | ResubmitJob | NodeStates | CaptureJobSpec | RequeueJob | BootTimes | CheckAgent,
+    DrainNodes
+    | CordonNodes
+    | ResumeNodes
+    | JobsOnNodes
+    | ResubmitJob
+    | NodeStates
+    | CaptureJobSpec
+    | RequeueJob
+    | BootTimes
+    | CheckAgent
+    | CaptureHangEvidence,
     Field(discriminator="type"),
 ]
 COMMAND_TYPES = frozenset(
@@ -299,6 +359,7 @@ COMMAND_TYPES = frozenset(
         "requeue_job",
         "boot_times",
         "check",
+        "capture_hang_evidence",
     }
 )
 # (cordon_nodes: its drain; a dry run sends it with drain false, which only reads.)
@@ -479,6 +540,7 @@ ResultT = TypeVar(
     RequeueResult,
     BootTimesResult,
     AgentCheckResult,
+    HangEvidenceResult,
 )
 
 
