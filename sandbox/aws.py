@@ -895,6 +895,7 @@ class SandboxAWS:
         )
         role = self.client("iam").create_role(RoleName="sandbox-role", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
         self.queue_urls: dict[str, str] = {}
+        self.tables: dict[str, str] = {}  # logical id -> table name
         self._create_queues()
         self._create_tables()
         self._create_keys()
@@ -970,7 +971,9 @@ class SandboxAWS:
                 dynamodb.update_time_to_live(TableName=name, TimeToLiveSpecification=props["TimeToLiveSpecification"])
             self.resolver.refs[logical] = name
             self.resolver.attrs[(logical, "Arn")] = f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/{name}"
-            self.ledger_table = name
+            self.tables[logical] = name
+        self.ledger_table = self.tables["LedgerTable"]
+        self.progress_table = self.tables.get("ProgressTable", "")
 
     def _create_keys(self) -> None:
         kms = self.client("kms")

@@ -18,6 +18,7 @@ from hyperpod_recovery.domain.limits import node_recovery_time_bound_seconds, re
 from hyperpod_recovery.errors import ConfigurationError
 from hyperpod_recovery.models.commands import HealthCheck, ResumePolicy
 from hyperpod_recovery.models.common import CLUSTER_ARN_PATTERN, CLUSTER_NAME_MAX_LENGTH, CLUSTER_NAME_PATTERN
+from hyperpod_recovery.models.hangs import RuleMode
 
 
 def _split_csv(value: object) -> object:
@@ -92,6 +93,15 @@ class Settings(BaseModel):
     eks_cluster_name: str = Field(default="", max_length=100, pattern=r"^$|^[0-9A-Za-z][A-Za-z0-9\-_]*$")
     # The stack's own name (AWS::StackName): the commands a message gives a human name it.
     stack_name: str = Field(default="", max_length=128)
+    # Hangs and slowdowns (domain/hangs): the progress table the training scripts write, and the
+    # detectors' rules. Set only on the functions that read them (Detect Hung Jobs, Classify Failure).
+    progress_table: str = Field(default="", max_length=255)
+    hang_stall_mode: RuleMode = "enforce"
+    hang_stall_factor: float = Field(default=5.0, ge=1.5, le=100)
+    hang_stall_floor_seconds: int = Field(default=60, ge=30, le=86_400)
+    hang_startup_seconds: int = Field(default=600, ge=60, le=86_400)
+    hang_slow_mode: RuleMode = "observe"
+    hang_slow_ratio: float = Field(default=0.2, ge=0.05, le=10)
 
     @model_validator(mode="after")
     def _eks_has_a_cluster(self) -> Settings:

@@ -111,3 +111,14 @@ FAILED_JOBS_POLLED = {
     "start_failed": "FailedJobsStartFailed",
     "deferred": "FailedJobsDeferred",
 }
+
+# Detect Hung Jobs (every minute): what one tick saw and did, by the key of its counts.
+HANG_DETECTION = {
+    "jobs_reporting": "JobsReportingProgress",
+    "stall_verdicts": "StallVerdicts",
+    "slow_verdicts": "SlowVerdicts",
+    "recoveries_started": "HangRecoveriesStarted",
+    "observed": "HangVerdictsObserved",
+    "start_failed": "HangRecoveriesStartFailed",
+    "deferred": "HangJobsDeferred",
+}

@@ -31,8 +31,10 @@ if TYPE_CHECKING:
     from hyperpod_recovery.models.cluster import BatchOutcome, ClusterInfo, ClusterNode
     from hyperpod_recovery.models.commands import CommandEnvelope, CommandReply, JobSpec, ResubmitResult
     from hyperpod_recovery.models.events import ExecutionStatusDetail
+    from hyperpod_recovery.models.hangs import RecordedVerdict
     from hyperpod_recovery.models.job_recovery import RestartEntry
     from hyperpod_recovery.models.kubernetes import KubeJobRef
+    from hyperpod_recovery.models.progress import ProgressReport
     from hyperpod_recovery.models.records import (
         BreakerState,
         Effect,
@@ -105,6 +107,15 @@ class Ledger(Protocol):
     def claim_notification(self, incident_id: str, now: datetime, lease: timedelta) -> bool: ...
     def ends_swept_until(self, cluster: str) -> datetime | None: ...
     def save_ends_swept_until(self, cluster: str, moment: datetime) -> None: ...
+    def record_verdict(self, recorded: RecordedVerdict) -> bool: ...
+    def verdicts(self, cluster: str, since: datetime | None = None) -> list[RecordedVerdict]: ...
+
+
+class ProgressReader(Protocol):
+    """The training scripts' progress (adapters/progress.py): read, never written, by the pipeline."""
+
+    def running_jobs(self) -> dict[str, list[ProgressReport]]: ...
+    def job(self, job: str) -> list[ProgressReport]: ...
 
 
 class Orchestrator(Protocol):

@@ -29,6 +29,7 @@ from hyperpod_recovery.adapters.hyperpod import HyperPodCluster
 from hyperpod_recovery.adapters.kubernetes import KubernetesApi
 from hyperpod_recovery.adapters.ledger import DynamoLedger
 from hyperpod_recovery.adapters.notifier import SnsNotifier
+from hyperpod_recovery.adapters.progress import ProgressTable
 from hyperpod_recovery.adapters.slurm_agent import SlurmAgentOrchestrator
 from hyperpod_recovery.adapters.sqs import DeadLetterQueue, SqsQueue
 from hyperpod_recovery.adapters.stepfunctions import StepFunctions
@@ -36,6 +37,7 @@ from hyperpod_recovery.clock import current_clock
 from hyperpod_recovery.config import Settings, get_settings
 from hyperpod_recovery.domain.advice import Deployment
 from hyperpod_recovery.domain.freshness import EventAgeLimits
+from hyperpod_recovery.domain.hangs.rules import HangRules
 from hyperpod_recovery.domain.job_failure import RestartPolicy
 from hyperpod_recovery.domain.normalize import GuardedCluster
 from hyperpod_recovery.domain.safety import SafetyPolicy
@@ -54,6 +56,7 @@ from hyperpod_recovery.ports import (
     Ledger,
     Notifier,
     Orchestrator,
+    ProgressReader,
     Workflows,
 )
 from hyperpod_recovery.sdk_contract import check_sdk_version
@@ -72,6 +75,7 @@ class Dependencies:
     history: ExecutionHistory
     dry_run: bool = False  # the mutating ports are behind the dry-run gate (for_dry_run)
     kube: KubeApi | None = None  # EKS: the Kubernetes API (the orchestrator's; the job poller reads it too)
+    progress: ProgressReader | None = None  # the training scripts' progress (the functions given PROGRESS_TABLE)
 
     @staticmethod
     def now() -> datetime:
@@ -136,6 +140,18 @@ class Dependencies:
         )
 
     @property
+    def hang_rules(self) -> HangRules:
+        s = self.settings
+        return HangRules(
+            stall_mode=s.hang_stall_mode,
+            stall_factor=s.hang_stall_factor,
+            stall_floor_seconds=s.hang_stall_floor_seconds,
+            startup_seconds=s.hang_startup_seconds,
+            slow_mode=s.hang_slow_mode,
+            slow_ratio=s.hang_slow_ratio,
+        )
+
+    @property
     def deployment(self) -> Deployment:
         """What a message's commands name besides the incident: the stack and its ledger."""
         return Deployment(stack=self.settings.stack_name, ledger_table=self.settings.ledger_table)
@@ -185,6 +201,7 @@ def build_dependencies(settings: Settings) -> Dependencies:
         dead_letters=DeadLetterQueue(SqsQueue(settings.intake_dlq_url)),
         history=stepfunctions,
         kube=kube,
+        progress=ProgressTable(settings.progress_table) if settings.progress_table else None,
     )
 
 

@@ -51,6 +51,7 @@ from hyperpod_recovery.models.commands import (
     ResumeNodes,
     ResumeResult,
 )
+from hyperpod_recovery.models.hangs import RecordedVerdict
 from hyperpod_recovery.models.job_recovery import RestartEntry
 from hyperpod_recovery.models.records import (
     BreakerState,
@@ -239,6 +240,13 @@ class DryRunLedger:
 
     def save_ends_swept_until(self, cluster: str, moment: datetime) -> None:
         self._ledger.save_ends_swept_until(cluster, moment)
+
+    def record_verdict(self, recorded: RecordedVerdict) -> bool:
+        held_back("ledger", "record_verdict", job=recorded.verdict.job)
+        return True
+
+    def verdicts(self, cluster: str, since: datetime | None = None) -> list[RecordedVerdict]:
+        return self._ledger.verdicts(cluster, since)
 
 
 def would_result(command: ControllerCommand) -> Any:

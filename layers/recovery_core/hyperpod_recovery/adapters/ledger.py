@@ -19,6 +19,8 @@ Items:
     CLUSTER#<cluster>          / ENDS_SWEPT                    until when the sweep of ended executions recorded every end
     NODE#<cluster>#<node>      / HOLD                          a human's opt-out for a node (instance id or hostname)
     CLUSTER#<cluster>          / AUDIT#<epoch>#<n>             one change a human made through the CLI: who, why, what
+    CLUSTER#<cluster>          / VERDICT#<epoch>#<rule>#<job>  a hang or slowdown verdict (once per episode), what was
+                                                               done about it, and an operator's review of it
 
 The RECORD items alone carry both ``cluster`` and ``recorded_at``: the sparse index
 IncidentsByCluster (cluster, recorded_at) lists a cluster's incidents newest first for the
@@ -47,6 +49,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from hyperpod_recovery.adapters.aws import LazyClient, error_code, is_transient
 from hyperpod_recovery.errors import LedgerError, LedgerUnavailable
 from hyperpod_recovery.models.commands import JobSpec
+from hyperpod_recovery.models.hangs import HangVerdict, RecordedVerdict
 from hyperpod_recovery.models.job_recovery import RestartEntry
 from hyperpod_recovery.models.records import (
     AuditEntry,
@@ -78,6 +81,9 @@ AUDIT_PREFIX = "AUDIT#"
 HOLD = "HOLD"
 INCIDENTS_INDEX = "IncidentsByCluster"
 AUDIT_TTL = INCIDENT_TTL
+VERDICT_PREFIX = "VERDICT#"
+# A verdict is kept as long as an incident record: a rule's precision is counted over them.
+VERDICT_TTL = INCIDENT_TTL
 BATCH_GET_KEYS = 100  # BatchGetItem: at most 100 items a call
 BATCH_GET_ATTEMPTS = 5
 # A log entry outlives its window by this much before DynamoDB's TTL may drop it (TTL deletes
@@ -1008,6 +1014,56 @@ class DynamoLedger:
         return [
             AuditEntry.model_validate_json(item["entry"]["S"]) for item in self._query(f"CLUSTER#{cluster}", low, AUDIT_PREFIX + _HIGHEST)
         ]
+
+    # --- hang and slowdown verdicts ----------------------------------------------------------
+    @staticmethod
+    def _verdict_key(verdict: HangVerdict) -> str:
+        # By episode: the same stall seen a minute later is the same item (recorded once).
+        return f"{VERDICT_PREFIX}{_sortable_epoch(verdict.episode_at)}#{verdict.rule}#{verdict.job}"
+
+    def record_verdict(self, recorded: RecordedVerdict) -> bool:
+        """Keep a verdict once per episode: False when this episode's verdict is already kept."""
+        verdict = recorded.verdict
+        try:
+            self._call(
+                self.dynamodb.put_item,
+                TableName=self.table_name,
+                Item={
+                    "pk": {"S": f"CLUSTER#{verdict.cluster}"},
+                    "sk": {"S": self._verdict_key(verdict)},
+                    "verdict": {"S": recorded.model_dump_json()},
+                    "expires_at": {"N": _epoch(verdict.decided_at + VERDICT_TTL)},
+                },
+                ConditionExpression="attribute_not_exists(pk)",
+            )
+        except ClientError:  # (ConditionalCheckFailed: _call re-raises only that one)
+            return False
+        return True
+
+    def verdicts(self, cluster: str, since: datetime | None = None) -> list[RecordedVerdict]:
+        """The cluster's verdicts by episode, oldest first (every page)."""
+        low = VERDICT_PREFIX + (_sortable_epoch(since) if since is not None else "")
+        return [
+            RecordedVerdict.model_validate_json(item["verdict"]["S"])
+            for item in self._query(f"CLUSTER#{cluster}", low, VERDICT_PREFIX + _HIGHEST)
+        ]
+
+    def review_verdict(self, verdict: HangVerdict, review: RecordedVerdict) -> bool:
+        """An operator's review, written over the verdict as it was read (False: it changed meanwhile)."""
+        item = self._get(f"CLUSTER#{verdict.cluster}", self._verdict_key(verdict))
+        if item is None:
+            return False
+        try:
+            self._call(
+                self.dynamodb.put_item,
+                TableName=self.table_name,
+                Item={**item, "verdict": {"S": review.model_dump_json()}},
+                ConditionExpression="verdict = :was",
+                ExpressionAttributeValues={":was": item["verdict"]},
+            )
+        except ClientError:
+            return False
+        return True
 
     def _scan_node_items(self, cluster: str, sort_key: str) -> list[dict[str, Any]]:
         return self._every_page(

@@ -42,9 +42,25 @@ ProgressJobKey = Annotated[
 ]
 
 
+# The item: its keys, the report as one JSON string, and the TTL attribute.
+REPORT_ATTRIBUTE = "report"
+
+
 def progress_key(job: str, node: str) -> dict[str, str]:
     """The item's primary key: every node of a job under one partition key (one Query per job)."""
     return {"pk": f"JOB#{job}", "sk": f"NODE#{node}"}
+
+
+def progress_item(report: ProgressReport) -> dict[str, dict[str, str]]:
+    """The DynamoDB item (low-level attribute values) a reporter writes for ``report``."""
+    key = progress_key(report.job, report.node)
+    expires = int((report.heartbeat_at + PROGRESS_TTL).timestamp())
+    return {
+        "pk": {"S": key["pk"]},
+        "sk": {"S": key["sk"]},
+        REPORT_ATTRIBUTE: {"S": report.model_dump_json(exclude_none=True)},
+        "expires_at": {"N": str(expires)},
+    }
 
 
 class Pause(BaseModel):
@@ -84,5 +100,8 @@ class ProgressReport(BaseModel):
     # script measures it: the slowest node waits least ("last to arrive").
     wait_seconds: float | None = Field(default=None, ge=0, le=86_400)
     pause: Pause | None = None
+    # When this node last came back from a declared pause: the step clock restarts there (a
+    # 20-minute checkpoint save is not 20 minutes without progress).
+    pause_ended_at: Timestamp | None = None
     # The script ended cleanly (the reporter's last write): not a hang.
     ended: bool = False

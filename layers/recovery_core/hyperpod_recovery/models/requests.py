@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, Tag, model_validator
 
 from hyperpod_recovery.models.common import MAX_NODES_PER_REQUEST, JobId, NodeId, ShortText, StrictFlag, Timestamp
+from hyperpod_recovery.models.hangs import HangVerdict
 from hyperpod_recovery.models.job_events import JobFailedDetail
 
 # job_failed: a training job failed. One name for the one signal, whichever workflow it starts:
@@ -18,7 +19,7 @@ TriggerSource = Literal["hyperpod_node_health", "cloudwatch_alarm", "manual", "j
 # version (in flight through an upgrade) still validates, and reads under today's name.
 LEGACY_JOB_SOURCES = {"slurm_job_failed": "job_failed"}
 JobTriggerSource = Annotated[
-    Literal["job_failed", "manual"],
+    Literal["job_failed", "manual", "progress"],
     BeforeValidator(lambda value: LEGACY_JOB_SOURCES.get(value, value) if isinstance(value, str) else value),
 ]
 TRIGGER_REASON_LIMIT = 1024
@@ -138,6 +139,8 @@ class JobRecoveryRequest(BaseModel):
     event_id: str | None = Field(default=None, max_length=256)
     detected_at: Timestamp
     failure: JobFailedDetail | None = None  # None for a manual request: the workflow asks Slurm
+    # A running job the hang detector found stuck (source "progress"): the verdict it acts on.
+    hang: HangVerdict | None = None
     dry_run: StrictFlag | None = None
     incident_id: str | None = Field(default=None, max_length=80)
     received_at: Timestamp | None = None

@@ -1,0 +1,7 @@
+"""Faults that do not announce themselves: a job that stops making progress (a hang) or slows down
+(fail-slow), seen in the progress its nodes report (models/progress.py).
+
+* ``rules``: the detectors' settings and modes (template parameters Hang*).
+* ``detect``: per job, a stall or slowdown verdict, or none (pure).
+* ``suspects``: which nodes to blame, from progress and from the hang's evidence.
+"""

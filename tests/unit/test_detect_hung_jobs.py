@@ -1,0 +1,110 @@
+"""Detect Hung Jobs against the progress table and the ledger on moto: an enforced stall starts one
+JobRecovery per episode however many ticks see it, an observed one only records what it would have
+done, and an item someone wrote badly is skipped, never the tick's failure."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import timedelta
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from hyperpod_recovery.adapters.ledger import DynamoLedger
+from hyperpod_recovery.adapters.progress import ProgressTable
+from hyperpod_recovery.domain.hangs.rules import HangRules
+from hyperpod_recovery.models.progress import ProgressReport, progress_item
+from hyperpod_recovery.models.requests import JobRecoveryRequest
+from hyperpod_recovery.steps.detect_hung_jobs import detect_hung_jobs
+from tests.fakes import CLUSTER, T0, FakeWorkflows
+from tests.unit.test_hang_detection import report
+
+KEYS = {
+    "KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+    "AttributeDefinitions": [{"AttributeName": "pk", "AttributeType": "S"}, {"AttributeName": "sk", "AttributeType": "S"}],
+    "BillingMode": "PAY_PER_REQUEST",
+}
+
+
+@pytest.fixture
+def tables() -> Iterator[tuple[ProgressTable, DynamoLedger, object]]:
+    with mock_aws():
+        dynamodb = boto3.client("dynamodb", region_name="us-west-2")
+        dynamodb.create_table(TableName="progress", **KEYS)
+        dynamodb.create_table(TableName="ledger", **KEYS)
+        yield ProgressTable("progress", dynamodb=dynamodb), DynamoLedger("ledger", dynamodb=dynamodb), dynamodb
+
+
+def write(dynamodb: object, *reports: ProgressReport) -> None:
+    for r in reports:
+        dynamodb.put_item(TableName="progress", Item=progress_item(r))  # type: ignore[attr-defined]
+
+
+def tick(
+    progress: ProgressTable, ledger: DynamoLedger, workflows: FakeWorkflows, rules: HangRules, at: timedelta = timedelta()
+) -> dict[str, int]:
+    return detect_hung_jobs(
+        progress=progress, ledger=ledger, workflows=workflows, cluster=CLUSTER, rules=rules, now=T0 + at, remaining_ms=lambda: 40_000
+    )
+
+
+def test_given_a_hung_job_when_three_ticks_see_it_then_one_recovery_starts_and_one_verdict_is_kept(tables) -> None:
+    progress, ledger, dynamodb = tables
+    # Given job 1001 silent for 90 s on 4 nodes, one behind the others
+    write(dynamodb, *[report(f"ip-10-1-0-{i}", step=101, idle=90) for i in (1, 2, 3)], report("ip-10-1-0-4", step=100, idle=95))
+    workflows = FakeWorkflows()
+    # When three ticks, a minute apart, see it
+    counts = [tick(progress, ledger, workflows, HangRules(), timedelta(minutes=m)) for m in range(3)]
+    # Then one JobRecovery started, named by the job and the episode, carrying the verdict
+    (name,) = workflows.started
+    assert name == f"hpj-1001-hung-{int((T0 - timedelta(seconds=90)).timestamp())}" and workflows.workflow_of[name] == "job"
+    request = JobRecoveryRequest.model_validate_json(workflows.started[name])
+    assert request.source == "progress" and request.hang is not None and request.hang.suspects == ["ip-10-1-0-4"]
+    assert [c.get("recoveries_started", 0) for c in counts] == [1, 0, 0]
+    # And the ledger keeps one verdict for the episode, saying what was done
+    (kept,) = ledger.verdicts(CLUSTER)
+    assert kept.execution == name and kept.action == f"started job recovery {name}" and kept.review == "open"
+
+
+def test_given_the_stall_rule_in_observe_then_nothing_starts_and_the_verdict_says_what_it_would_do(tables) -> None:
+    progress, ledger, dynamodb = tables
+    write(dynamodb, *[report(f"ip-10-1-0-{i}", idle=300) for i in (1, 2)])
+    workflows = FakeWorkflows()
+    counts = tick(progress, ledger, workflows, HangRules(stall_mode="observe"))
+    assert workflows.started == {} and counts["observed"] == 1
+    (kept,) = ledger.verdicts(CLUSTER)
+    assert kept.execution is None and kept.action.startswith("observed: would capture the hang's evidence, cancel job 1001")
+
+
+def test_given_an_item_that_does_not_parse_or_lies_about_its_key_then_it_is_skipped(tables) -> None:
+    progress, ledger, dynamodb = tables
+    # Given a garbage item, and an item filed under job 2002 whose report says job 1001
+    dynamodb.put_item(TableName="progress", Item={"pk": {"S": "JOB#1"}, "sk": {"S": "NODE#x"}, "report": {"S": "{not json"}})
+    forged = progress_item(report("ip-10-1-0-1", idle=900))
+    forged["pk"] = {"S": "JOB#2002"}
+    dynamodb.put_item(TableName="progress", Item=forged)
+    workflows = FakeWorkflows()
+    # When a tick reads them
+    counts = tick(progress, ledger, workflows, HangRules())
+    # Then neither counts as a job, and nothing starts
+    assert counts["jobs_reporting"] == 0 and progress.unreadable == 2 and workflows.started == {}
+
+
+def test_given_an_eks_job_key_then_the_stall_is_recorded_but_not_enforced(tables) -> None:
+    progress, ledger, dynamodb = tables
+    write(dynamodb, *[report(f"ip-10-1-0-{i}", idle=300, job="team-a/llama") for i in (1, 2)])
+    workflows = FakeWorkflows()
+    counts = tick(progress, ledger, workflows, HangRules())
+    assert workflows.started == {} and counts["observed_not_enforceable"] == 1
+    assert ledger.verdicts(CLUSTER)[0].action.startswith("observed: would")
+
+
+def test_given_a_tick_out_of_time_then_the_rest_is_deferred_to_the_next(tables) -> None:
+    progress, ledger, dynamodb = tables
+    write(dynamodb, report("ip-10-1-0-1", idle=300, job="1001"), report("ip-10-1-0-1", idle=300, job="1002"))
+    workflows = FakeWorkflows()
+    counts = detect_hung_jobs(
+        progress=progress, ledger=ledger, workflows=workflows, cluster=CLUSTER, rules=HangRules(), now=T0, remaining_ms=lambda: 5_000
+    )
+    assert counts["deferred"] == 2 and workflows.started == {}
