@@ -52,6 +52,7 @@ OUTCOME_COLORS: dict[Outcome, str] = {
     "stale": "#7a5230",
     "aborted": "#6a1b6e",
     "failed": "#d0006f",
+    "recovered_by_itself": "#2f6f4f",
 }
 WIDTH, LABEL, MARGIN, ROW, GAP = 960, 170, 90, 20, 6
 NICE_STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 14400, 43200, 86400)

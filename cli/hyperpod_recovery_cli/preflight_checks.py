@@ -43,7 +43,9 @@ UPGRADE_AGENT = (
 )
 # The command types the workflows send to the agent: an agent that does not list one in its check
 # answer cannot serve the stack.
-STACK_COMMANDS = frozenset({"cordon_nodes", "resume_nodes", "resubmit_job", "boot_times", "capture_job_spec", "node_states"})
+STACK_COMMANDS = frozenset(
+    {"cordon_nodes", "resume_nodes", "resubmit_job", "boot_times", "capture_job_spec", "node_states", "capture_hang_evidence"}
+)
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""Classify Failure: node-caused, application, or left alone (ListClusterNodes + Slurm's node states)."""
+"""Classify Failure: node-caused, application, or left alone (ListClusterNodes + Slurm's node states);
+for a hang: still stuck (the job's progress read again), its suspects, or cleared by itself."""
 
 from hyperpod_recovery.domain.limits import node_recovery_time_bound_seconds
 from hyperpod_recovery.models.job_recovery import ClassifyJobFailureInput
@@ -15,4 +16,7 @@ def lambda_handler(step: ClassifyJobFailureInput, deps: Dependencies):
         now=deps.now(),
         node_timeout_seconds=node_recovery_time_bound_seconds(settings.reboot_deadline_seconds, settings.rejoin_deadline_seconds),
         orchestrator=settings.orchestrator,
+        progress=deps.progress,
+        ledger=deps.ledger,
+        repeat_window_seconds=settings.repeat_offender_window_seconds,
     )

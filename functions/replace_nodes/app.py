@@ -19,6 +19,7 @@ def lambda_handler(step: ReplaceNodesInput, deps: Dependencies):
         expected_replacement_seconds=settings.expected_replacement_seconds,
         now=deps.now(),
     )
-    deps.count_done(NODES_REPLACE_INITIATED, len(replacement.replaced))
+    # (a hang's suspect is only checked: no replacement was initiated for it)
+    deps.count_done(NODES_REPLACE_INITIATED, sum(1 for n in replacement.replaced if n.action != "check"))
     deps.count_done(NODES_REPLACE_FAILED, len(replacement.failed))
     return replacement

@@ -459,6 +459,7 @@ ROUTES = {  # outcome -> channels, for a record that is not a dry run and leaves
     "aborted": {"topic", "chat", "pager"},
     "failed": {"topic", "chat", "pager"},
     "dry_run": {"topic"},
+    "recovered_by_itself": {"topic", "chat"},
 }
 
 

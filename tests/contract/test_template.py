@@ -84,6 +84,7 @@ RERUN_FINDS_ITS_OWN_WORK = {
     "Resume Nodes": "the same command id; a resume finds its own drains lifted",
     "Capture Job Spec": "read-only command",
     "Check Job Nodes": "read-only command",
+    "Capture Hang Evidence": "read-only command",
     "Check Controller Agent": "read-only command",
     "Resubmit Job Now": "the ledger claim is this incident's; the same command id; a re-created job is found by its name",
     "Resubmit Job": "the ledger claim is this incident's; the same command id; a re-created job is found by its name",
@@ -347,6 +348,7 @@ def test_only_the_functions_that_send_commands_may_put_one_on_the_command_queue(
         "ResubmitJobFunction",
         "CaptureJobSpecFunction",
         "CheckJobNodesFunction",
+        "CaptureHangEvidenceFunction",  # a hang's read-only evidence
         "CheckControllerAgentFunction",  # the preflight's read-only check command
     }
     # Then the queue's policy denies sending to every principal but their roles

@@ -18,6 +18,7 @@ from hyperpod_recovery import ports
 from hyperpod_recovery.adapters.dry_run import DryRunCluster, DryRunLedger, DryRunOrchestrator
 from hyperpod_recovery.clock import install_clock
 from hyperpod_recovery.models.commands import MUTATING_COMMANDS, JobRef
+from hyperpod_recovery.models.hangs import HangVerdict, RecordedVerdict
 from hyperpod_recovery.models.records import BreakerState, RecoveryLogEntry, RejoinWait
 from hyperpod_recovery.models.requests import JobRecoveryRequest, RecoveryRequest, Trigger
 from hyperpod_recovery.models.workflow import Assessment, NodeTarget, RejoinWatch, ResumePlan, WatchedNode
@@ -180,6 +181,24 @@ HELD_BACK_LEDGER_CALLS: dict[str, tuple[Any, ...]] = {
     "log_recovery": (CLUSTER, RecoveryLogEntry(incident="inc-1", at=T0, hostnames=["h"], outcome="escalated"), 60),
     "await_rejoin": (CLUSTER, RejoinWait(execution="inc-1", task_token="t", until=T0), T0),
     "end_rejoin_wait": (CLUSTER, "inc-1", "t"),
+    "record_verdict": (
+        RecordedVerdict(
+            verdict=HangVerdict(
+                rule="stall",
+                mode="enforce",
+                cluster=CLUSTER,
+                job="1001",
+                decided_at=T0,
+                episode_at=T0,
+                step=1,
+                last_progress_at=T0,
+                threshold_seconds=60,
+                observed_seconds=61,
+                summary="job 1001: no progress",
+            ),
+            action="started job recovery hpj-1001-hung-1",
+        ),
+    ),
 }
 
 
@@ -208,7 +227,7 @@ def test_every_ledger_method_is_either_held_back_or_passed_through() -> None:
         "lock_holders", "node_holds", "resubmission_claim", "lineage_root", "restart_history", "nodes_in_recovery", "holdings",
         "jobs_of", "breaker", "recovery_log", "get_incident", "save_incident", "save_jobs", "rejoin_waits",
         "begin_effect", "finish_effect", "effect_of", "failures_started", "job_restarts",
-        "claim_notification", "ends_swept_until", "save_ends_swept_until",
+        "claim_notification", "ends_swept_until", "save_ends_swept_until", "verdicts",
     }  # fmt: skip
 
 

@@ -29,6 +29,7 @@ JOB_OUTCOMES = {
     "capped": "JobsCapped",
     "dry_run": "JobDryRuns",
     "stale": "JobsStale",
+    "recovered_by_itself": "JobHangsCleared",
 }
 # Executions that ended without recording an outcome (stopped, timed out, crashed), recorded by
 # Reconcile Execution: every one of them is an incident a human was told about.
@@ -82,6 +83,17 @@ DURATIONS = (
     JOB_TIME_TO_RECOVER,
     JOB_TIME_TO_ESCALATE,
 )
+# Detect Hung Jobs (every minute): what one tick saw and did, by the key of its counts.
+HANG_DETECTION = {
+    "jobs_reporting": "JobsReportingProgress",
+    "stall_verdicts": "StallVerdicts",
+    "slow_verdicts": "SlowVerdicts",
+    "recoveries_started": "HangRecoveriesStarted",
+    "observed": "HangVerdictsObserved",
+    "start_failed": "HangRecoveriesStartFailed",
+    "deferred": "HangJobsDeferred",
+}
+
 ALL = frozenset(
     {
         RECOVERIES_STARTED,
@@ -98,6 +110,7 @@ ALL = frozenset(
         REJOIN_WAITS_WOKEN,
         *INTAKE_COUNTS.values(),
         *DURATIONS,
+        *HANG_DETECTION.values(),
     }
 )
 
@@ -110,15 +123,4 @@ FAILED_JOBS_POLLED = {
     "invalid": "FailedJobsUnreadable",
     "start_failed": "FailedJobsStartFailed",
     "deferred": "FailedJobsDeferred",
-}
-
-# Detect Hung Jobs (every minute): what one tick saw and did, by the key of its counts.
-HANG_DETECTION = {
-    "jobs_reporting": "JobsReportingProgress",
-    "stall_verdicts": "StallVerdicts",
-    "slow_verdicts": "SlowVerdicts",
-    "recoveries_started": "HangRecoveriesStarted",
-    "observed": "HangVerdictsObserved",
-    "start_failed": "HangRecoveriesStartFailed",
-    "deferred": "HangJobsDeferred",
 }

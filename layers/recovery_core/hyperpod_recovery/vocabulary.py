@@ -16,8 +16,11 @@ from hyperpod_recovery import errors
 
 # How an incident ended. stale: its signals were too old (or from the future) to act on without a
 # human; aborted / failed: the execution was stopped, timed out or crashed before Record Outcome,
-# and Reconcile Execution recorded it.
-Outcome = Literal["recovered", "escalated", "duplicate", "rejected", "capped", "dry_run", "stale", "aborted", "failed"]
+# and Reconcile Execution recorded it; recovered_by_itself: a hung job made progress again before
+# anything was done to it.
+Outcome = Literal[
+    "recovered", "escalated", "duplicate", "rejected", "capped", "dry_run", "stale", "aborted", "failed", "recovered_by_itself"
+]
 OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
 
 # The phases of an incident, in the order they happen. NodeRecovery: detect, assess, cordon,

@@ -343,6 +343,10 @@ def job_step(fate: JobFate, commands: Commands) -> str:
         return f"{label} would be {made_again(fate)}{where} (dry run)."
     if fate.fate == "would_not_resubmit":
         return f"{label} would not be {made_again(fate)} (dry run): {fate.reason}."
+    if fate.fate == "left_running":
+        return f"{label} runs on as it was ({fate.reason}): nothing was done to it. See it: `{commands.show_job(fate.job, fate)}`."
+    if fate.fate == "ended_by_itself":
+        return f"{label} ended by itself ({fate.reason}); if it failed, its failure starts a recovery of its own."
     if fate.fate == "copy_unknown":
         return (
             f"{label}: {fate.reason}. Look for its copy first (`{commands.find_copy(fate)}`); only if there is none, and it is not "
@@ -451,6 +455,8 @@ def next_steps(record: IncidentRecord, deployment: Deployment, hold_until: datet
         lines = ["Nothing to do." + checkpoint, *jobs]
     elif record.outcome == "duplicate":
         lines = ["Nothing to do: someone else handled this, or it needed nothing (see the summary).", *jobs]
+    elif record.outcome == "recovered_by_itself":
+        lines = ["Nothing to do: the job made progress again before anything was done to it.", *jobs]
     else:
         lines = [error_meaning(record, deployment), *jobs, *node_steps(record, commands)]
         if hold_until is not None:

@@ -33,3 +33,17 @@ def job_execution_name(job_id: str, ended_at: datetime) -> str:
 def node_execution_name(execution_name: str) -> str:
     """The NodeRecovery a JobRecovery nests: derived, so a retried start finds the same execution."""
     return f"{execution_name[: NAME_LIMIT - len(CHILD_SUFFIX)]}{CHILD_SUFFIX}"
+
+
+def hang_execution_name(job: str, reason: str, episode_at: datetime) -> str:
+    """JobRecovery of a hang or slowdown: one per job and episode (``hpj-1001-hung-<epoch>``), so a
+    stall seen by every tick of the detector starts one execution."""
+    return f"hpj-{job}-{reason}-{int(episode_at.timestamp())}"
+
+
+HANG_MARK = "-hung-"
+
+
+def is_hang_incident(execution_name: str) -> bool:
+    """A hang's JobRecovery, or the NodeRecovery it nests (``…-hung-<epoch>-nodes``): ours, by name."""
+    return HANG_MARK in execution_name

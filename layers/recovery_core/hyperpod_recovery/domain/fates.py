@@ -18,6 +18,7 @@ from typing import Literal
 from hyperpod_recovery import errors
 from hyperpod_recovery.domain.causes import error_message
 from hyperpod_recovery.domain.execution_names import node_execution_name
+from hyperpod_recovery.domain.hangs.classify import STILL_RUNNING
 from hyperpod_recovery.models.commands import AGENT_HEARTBEAT_TIMEOUT, CommandReply, JobSpec, ResubmitResult
 from hyperpod_recovery.models.job_recovery import JobWorkflowState
 from hyperpod_recovery.models.kubernetes import node_name_for_instance
@@ -207,7 +208,7 @@ def node_incident_node_fates(state: WorkflowState) -> list[NodeFate]:
             detail = f"HyperPod did not start its replacement ({f.error_code}: {f.message})" + (f"; left {word}" if held else "")
             fates.append(fate.model_copy(update={"fate": "out_of_service", "replace_refused": True, "detail": _cut(detail, 300)}))
         elif node is not None and not node.rejoined:
-            what = "reboot" if node.action == "reboot" else "replacement"
+            what = "reboot" if node.action == "reboot" else "check" if node.action == "check" else "replacement"
             by = " (started by HyperPod itself)" if node.initiation in ("already_in_progress", "vanished") else ""
             status = f", {node.status}" if node.status else ""
             detail = f"its {what}{by} had not come back{status}" + (f"; left {word}" if held else "")
@@ -242,6 +243,19 @@ def job_incident_job_fates(state: JobWorkflowState, outcome: Outcome, cause: str
     plan = restart.plan if restart is not None else None
     if reply is not None:
         return [fate_of_reply(base, reply, plan)]
+    if classification is not None and request.hang is not None and classification.kind in ("left_alone", "recovered_by_itself"):
+        # (a hang incident that did nothing: the job runs on untouched, or it ended by itself)
+        running = spec is not None and (classification.kind == "recovered_by_itself" or spec.state in STILL_RUNNING)
+        return [
+            base.model_copy(
+                update={
+                    "fate": "left_running" if running else "ended_by_itself",
+                    "copy_id": request.job_id if running else None,
+                    "copy_state": spec.state[:64] if running and spec is not None else None,
+                    "reason": _cut(classification.reason),
+                }
+            )
+        ]
     if classification is not None and classification.kind == "left_alone":
         failure = request.failure
         owner_restarts = (spec is not None and (spec.auto_resume or spec.restarted_by is not None)) or (
@@ -389,6 +403,10 @@ def fate_text(fate: JobFate) -> str:
         return f"{label} would not be {made_again(fate)}: {fate.reason}"
     if fate.fate == "copy_unknown":
         return f"{label}: a resubmission was asked for and its answer is lost ({fate.reason})"
+    if fate.fate == "left_running":
+        return f"{label} left running as it was: {fate.reason}"
+    if fate.fate == "ended_by_itself":
+        return f"{label} left alone: {fate.reason}"
     return f"{label} NOT {made_again(fate)}: {fate.reason}"
 
 

@@ -138,12 +138,14 @@ def _replaced_again(node: WatchedNode, started: set[str], failed_by_id: dict[str
     else:
         error = "NotAccountedFor"  # neither Successful nor Failed: treated as not started
     if initiation is None:
-        return node.model_copy(update={"gate_failure": GateFailure(instance=instance, error=error[:40])})
+        return node.model_copy(
+            update={"gate_failure": GateFailure(instance=instance, error=error[:40], checked_first=node.action == "check")}
+        )
     # Watched afresh for the new replacement: what was found of the failed one is forgotten (its
     # instance is in the failure, which keeps it from being taken for the new one).
     return node.model_copy(
         update={
-            "gate_failure": GateFailure(instance=instance, replaced_again=True),
+            "gate_failure": GateFailure(instance=instance, replaced_again=True, checked_first=node.action == "check"),
             "initiation": initiation,
             "action": "replace",
             "status": None,

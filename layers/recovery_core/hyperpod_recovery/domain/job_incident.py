@@ -77,6 +77,8 @@ def decide_completed(state: JobWorkflowState) -> Decision:
     (``duplicate``) when someone else restarts it; escalated when the run ended with neither."""
     if state.classification is not None and state.classification.kind == "left_alone":
         return "duplicate", None, None
+    if state.classification is not None and state.classification.kind == "recovered_by_itself":
+        return "recovered_by_itself", None, None
     restart = state.restart
     if restart is not None and restart.action == "capped":
         return "capped", error_name(errors.CircuitBreakerOpen), restart.reason
@@ -98,7 +100,9 @@ def summarize_job(state: JobWorkflowState, outcome: Outcome, cause: str | None, 
     fates = list(job_fates) if job_fates is not None else job_incident_job_fates(state, outcome, cause)
     fate = fates[0] if fates else None
     classification, restart, reply = state.classification, state.restart, state.resubmission
-    kind = {"node_caused": "node failure", "application": "application failure"}.get(classification.kind if classification else "", "")
+    kind = {"node_caused": "node failure", "application": "application failure", "hung": "hang"}.get(
+        classification.kind if classification else "", ""
+    )
     label = job_label(fate) if fate is not None else f"job {job_id}"
     copy = f"; {fate_text(fate)}" if fate is not None and fate.live_copy else ""
     if outcome == "rejected":
@@ -111,6 +115,8 @@ def summarize_job(state: JobWorkflowState, outcome: Outcome, cause: str | None, 
         reason = (cause or "see the incident timeline").rstrip(".")
         about = "" if f"job {job_id}" in reason or label in reason else f"{label}" + (f", {kind}" if kind else "") + ": "
         return f"Escalated to a human: {about}{reason}{copy}."
+    if outcome == "recovered_by_itself":
+        return f"Nothing was done: {classification.reason if classification else 'the hang cleared by itself'}."
     if outcome == "duplicate" and fate is not None and fate.fate == "resubmitted_before":
         return f"Nothing was done by this incident: {fate_text(fate)}."
     if outcome == "duplicate":

@@ -205,9 +205,14 @@ def build_timeline(state: WorkflowState, recorded_at: datetime) -> list[Timeline
         entries.append(TimelineEntry(at=state.jobs.completed_at, event="affected jobs found", detail=jobs or "no job on these nodes"))
     if state.replacement is not None:
         kinds = {r.first_action for r in state.replacement.replaced}
-        what = "reboot" if kinds == {"reboot"} else "repair" if len(kinds) > 1 else "replace"
-        verb = f"would {what}" if state.replacement.dry_run else f"{what} initiated"
-        parts = [f"{r.slurm_node} ({r.node_id}: {r.first_action} {r.initiation})" for r in state.replacement.replaced]
+        what = "reboot" if kinds == {"reboot"} else "check" if kinds == {"check"} else "repair" if len(kinds) > 1 else "replace"
+        verb = f"would {what}" if state.replacement.dry_run else "health check next" if what == "check" else f"{what} initiated"
+        parts = [
+            f"{r.slurm_node} ({r.node_id}: hang suspect, nothing replaced; the health gate decides)"
+            if r.first_action == "check"
+            else f"{r.slurm_node} ({r.node_id}: {r.first_action} {r.initiation})"
+            for r in state.replacement.replaced
+        ]
         parts += [f"{f.node_id} FAILED {f.error_code}" for f in state.replacement.failed]
         entries.append(
             TimelineEntry(at=state.replacement.at, event=verb, detail=f"{', '.join(parts)} in {state.replacement.calls} call(s)")

@@ -254,7 +254,7 @@ def fit_request(cluster: str, node_ids: list[str], triggers: list[Trigger]) -> R
     for source in sorted({t.source for t in triggers}):
         group = [t for t in triggers if t.source == source]
         asked = {t.recommends for t in group}
-        recommends = "replace" if "replace" in asked else "reboot" if asked == {"reboot"} else None
+        recommends = "replace" if "replace" in asked else "reboot" if asked == {"reboot"} else "check" if asked == {"check"} else None
         others = f" (and {len(group) - 1} other reasons)" if len(group) > 1 else ""
         collapsed.append(
             Trigger(

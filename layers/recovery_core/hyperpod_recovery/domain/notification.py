@@ -27,6 +27,7 @@ HEADLINES: dict[Outcome, str] = {
     "stale": "ACTION NEEDED - the signal was too old (or from the future) to act on; nothing was changed.",
     "aborted": "ACTION NEEDED - the recovery was stopped before it finished; what it held was released.",
     "failed": "ACTION NEEDED - the recovery died before it finished; what it held was released.",
+    "recovered_by_itself": "NO ACTION - the hang cleared by itself before anything was done; no action needed.",
 }
 
 

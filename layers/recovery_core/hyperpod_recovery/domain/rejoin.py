@@ -302,6 +302,8 @@ def _boot_evidence(node: WatchedNode, orchestrator: Literal["slurm", "eks"]) -> 
 
 def rejoin_text(node: WatchedNode, orchestrator: Literal["slurm", "eks"] = "slurm") -> str:
     """How a node came back, and by which identity it was recognised."""
+    if node.action == "check":
+        return f"{node.slurm_node} ({node.node_id}, never taken out of HyperPod: a hang's suspect, checked in place)"
     if node.matched_by == "instance_id" or (node.replacement_node_id is None and node.matched_by is None):
         boot = f", {_boot_evidence(node, orchestrator)}" if node.booted_at else ""
         return f"{node.slurm_node} back from reboot as {node.node_id} (same instance{boot})"

@@ -48,7 +48,7 @@ def classify_replacements(
     first_check_after_seconds: int,
     deadline_seconds: int,
     dry_run: bool,
-    actions: dict[str, Literal["reboot", "replace"]] | None = None,
+    actions: dict[str, Literal["reboot", "replace", "check"]] | None = None,
     reboot_deadline_seconds: int | None = None,
     expected_seconds: int | None = None,
     announced: bool = False,
@@ -67,6 +67,22 @@ def classify_replacements(
     failed: list[ReplaceFailure] = []
     for target in targets:
         initiation: Initiation | None
+        if actions.get(target.node_id) == "check":
+            # A hang's suspect: nothing asked of HyperPod; it is back as it is, and Resume Nodes' gate decides.
+            replaced.append(
+                WatchedNode(
+                    node_id=target.node_id,
+                    slurm_node=target.slurm_node,
+                    instance_group=target.instance_group,
+                    logical_id=target.logical_id,
+                    initiation="dry_run" if dry_run else "initiated",
+                    action="check",
+                    status="Running",
+                    matched_by="instance_id",
+                    rejoined=True,
+                )
+            )
+            continue
         if dry_run:
             initiation = "dry_run"
         elif target.node_id in successful or target.node_id in already_initiated:
@@ -103,9 +119,10 @@ def classify_replacements(
         reboot_deadline=now + timedelta(seconds=reboot_deadline_seconds)
         if reboot_deadline_seconds is not None and any(r.action == "reboot" for r in replaced)
         else None,
-        # A dry run's wait is answered at once (Wait For Rejoin); a task's timeout is at least 1 s.
+        # A dry run's wait is answered at once (Wait For Rejoin), as is a watch of checks only (nothing
+        # to wait for); a task's timeout is at least 1 s.
         next_wait_seconds=1
-        if dry_run
+        if dry_run or all(r.action == "check" for r in replaced)
         else next_wait_seconds(
             0,
             first_check_after_seconds,

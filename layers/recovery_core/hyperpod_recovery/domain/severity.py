@@ -23,7 +23,7 @@ Channel = Literal["topic", "chat", "pager"]
 
 # The outcomes whose headline is ACTION NEEDED (domain/notification.py HEADLINES).
 PAGING_OUTCOMES: frozenset[Outcome] = frozenset({"escalated", "capped", "stale", "aborted", "failed"})
-INFORMING_OUTCOMES: frozenset[Outcome] = frozenset({"recovered", "duplicate", "rejected"})
+INFORMING_OUTCOMES: frozenset[Outcome] = frozenset({"recovered", "duplicate", "rejected", "recovered_by_itself"})
 
 CHANNELS: dict[Severity, frozenset[Channel]] = {
     "page": frozenset({"topic", "chat", "pager"}),

@@ -128,6 +128,10 @@ class JobSpec(BaseModel):
     # Why the agent could not capture the job faithfully (an array or heterogeneous job, an salloc
     # allocation, an unknown owner...): decided before anything is sent, never resubmitted.
     unresumable: ShortText | None = Field(default=None, exclude_if=_is_none)
+    # The owner's own submission opted in to progress monitoring (its environment names the progress
+    # table, models/progress.py): what a hang verdict needs before anything is done to the job, since
+    # anyone on the cluster can write a progress report under any job's id.
+    reports_progress: StrictFlag = Field(default=False, exclude_if=_is_false)
 
 
 # Who restarts a job when we do not (JobSpec.restarted_by): never us on top of them.

@@ -11,7 +11,14 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from hyperpod_recovery.models.commands import CommandReply, JobSpec, JobSpecResult, NodeStatesResult, ResubmitResult
+from hyperpod_recovery.models.commands import (
+    CommandReply,
+    HangEvidenceResult,
+    JobSpec,
+    JobSpecResult,
+    NodeStatesResult,
+    ResubmitResult,
+)
 from hyperpod_recovery.models.common import (
     MAX_JOB_NODES_CARRIED,
     MAX_NODES_PER_REQUEST,
@@ -26,8 +33,11 @@ from hyperpod_recovery.models.common import (
 from hyperpod_recovery.models.requests import JobRecoveryRequest, RecoveryRequest
 from hyperpod_recovery.models.workflow import CheckpointPlan, ResumePlan, StepError, StepInput, lenient_state
 
-FailureKind = Literal["node_caused", "application", "left_alone"]
-RestartKind = Literal["node_caused", "application"]
+# hung: a running job that stopped making progress (a hang verdict, models/hangs.py); it is
+# cancelled and resubmitted, its suspects checked by a nested NodeRecovery. recovered_by_itself: the
+# hang cleared before anything was done (progress again while the evidence was taken).
+FailureKind = Literal["node_caused", "application", "left_alone", "hung", "recovered_by_itself"]
+RestartKind = Literal["node_caused", "application", "hung"]
 
 
 class FaultyNode(BaseModel):
@@ -129,6 +139,7 @@ class JobWorkflowState(BaseModel):
     request: JobRecoveryRequest | None = None
     inspection: CommandReply[JobSpecResult] | None = None
     node_states: CommandReply[NodeStatesResult] | None = None
+    evidence: CommandReply[HangEvidenceResult] | None = None
     classification: FailureClassification | None = None
     node_recovery: NodeRecoveryRun | None = None
     other_recovery: OtherRecoveryWatch | None = None
@@ -168,10 +179,16 @@ class CheckJobNodesInput(JobControllerStepInput):
     inspection: CommandReply[JobSpecResult]
 
 
+class CaptureHangEvidenceInput(JobControllerStepInput):
+    inspection: CommandReply[JobSpecResult]
+
+
 class ClassifyJobFailureInput(StepInput):
     request: JobRecoveryRequest
     inspection: CommandReply[JobSpecResult]
     node_states: CommandReply[NodeStatesResult]
+    # A hang's (Capture Hang Evidence): absent for a job that ended.
+    evidence: CommandReply[HangEvidenceResult] | None = None
 
 
 class CheckOtherRecoveryInput(StepInput):

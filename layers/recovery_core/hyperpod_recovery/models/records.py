@@ -58,10 +58,14 @@ JobFateKind = Literal[
     "would_not_resubmit",
     "copy_unknown",
     "not_resubmitted",
+    # A hang incident that did nothing to the job: it runs on as it was (its hang cleared by itself,
+    # or its submission never opted in), or it ended by itself (its end, a failure, is recovered as one).
+    "left_running",
+    "ended_by_itself",
 ]
 # Fates with a live copy of the job (or one that may be live): a human must never start another.
 LIVE_COPY_FATES: frozenset[str] = frozenset(
-    {"resubmitted", "resubmitted_before", "requeued_by_slurm", "restarted_by_owner", "copy_unknown"}
+    {"resubmitted", "resubmitted_before", "requeued_by_slurm", "restarted_by_owner", "copy_unknown", "left_running"}
 )
 
 

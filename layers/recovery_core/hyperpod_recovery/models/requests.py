@@ -14,7 +14,8 @@ from hyperpod_recovery.models.job_events import JobFailedDetail
 
 # job_failed: a training job failed. One name for the one signal, whichever workflow it starts:
 # JobRecovery for the job, and the NodeRecovery JobRecovery starts for the nodes the job ran on.
-TriggerSource = Literal["hyperpod_node_health", "cloudwatch_alarm", "manual", "job_failed"]
+# job_hung: a node a hang incident suspects (JobRecovery's nested NodeRecovery checks it first).
+TriggerSource = Literal["hyperpod_node_health", "cloudwatch_alarm", "manual", "job_failed", "job_hung"]
 # Before 2026-11-26 JobRecovery called it "slurm_job_failed": an execution started by the older
 # version (in flight through an upgrade) still validates, and reads under today's name.
 LEGACY_JOB_SOURCES = {"slurm_job_failed": "job_failed"}
@@ -59,7 +60,8 @@ class Trigger(BaseModel):
     node_ids: list[NodeId] = Field(min_length=1, max_length=MAX_NODES_PER_REQUEST)
     reason: str = Field(max_length=TRIGGER_REASON_LIMIT)
     # The repair the signal asks for, read from its full text before the reason was shortened.
-    recommends: Literal["reboot", "replace"] | None = None
+    # "check": a hang's suspect, sent through the health gate and replaced only if it fails it.
+    recommends: Literal["reboot", "replace", "check"] | None = None
     event_id: str | None = Field(default=None, max_length=128)  # the first event's
     detected_at: Timestamp  # the earliest event's
     events: int = Field(default=1, ge=1)  # how many events (duplicates included) this trigger stands for

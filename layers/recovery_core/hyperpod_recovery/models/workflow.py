@@ -120,6 +120,8 @@ class GateFailure(BaseModel):
     # Why it was not replaced again: a BatchReplaceClusterNodes error code for it, or the watch's
     # first_gate.refused reason when none was asked for.
     error: Annotated[str, Field(max_length=40)] = Field(default="", exclude_if=lambda v: not v)
+    # The node was a hang's suspect, only checked (nothing replaced) until it failed this gate.
+    checked_first: bool = Field(default=False, exclude_if=lambda v: not v)
 
 
 class WatchedNode(BaseModel):
@@ -147,7 +149,8 @@ class WatchedNode(BaseModel):
     # that its own instance is back from the reboot.
     booted_at: Timestamp | None = Field(default=None, exclude_if=lambda v: v is None)
     rejoined: bool = Field(default=False, exclude_if=lambda v: not v)
-    action: Literal["reboot", "replace"] = Field(default="replace", exclude_if=lambda v: v == "replace")  # the ladder's first rung
+    # The ladder's rung (domain/ladder.py): check is a hang's suspect, back at once, gated by Resume Nodes.
+    action: Literal["reboot", "replace", "check"] = Field(default="replace", exclude_if=lambda v: v == "replace")
     # Set when a reboot did not bring the node back in time and it was replaced instead.
     escalated_to_replace_at: Timestamp | None = Field(default=None, exclude_if=lambda v: v is None)
     # Set when its repair failed the health gate: replaced once more, or left drained for a human.
@@ -157,8 +160,10 @@ class WatchedNode(BaseModel):
     resumed_at: Timestamp | None = Field(default=None, exclude_if=lambda v: v is None)
 
     @property
-    def first_action(self) -> Literal["reboot", "replace"]:
+    def first_action(self) -> Literal["reboot", "replace", "check"]:
         """The ladder's first rung for this node (``action`` is its current one)."""
+        if self.gate_failure is not None and self.gate_failure.checked_first:
+            return "check"
         return "reboot" if self.escalated_to_replace_at is not None else self.action
 
     @property
@@ -167,7 +172,7 @@ class WatchedNode(BaseModel):
         (which may be one). Never once we replaced it."""
         if self.replaced_again:
             return False
-        return self.action == "reboot" or (self.initiation == "already_in_progress" and self.escalated_to_replace_at is None)
+        return self.action in ("reboot", "check") or (self.initiation == "already_in_progress" and self.escalated_to_replace_at is None)
 
     @property
     def replaced_again(self) -> bool:

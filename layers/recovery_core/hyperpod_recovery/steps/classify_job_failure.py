@@ -1,14 +1,17 @@
-"""Classify Failure (JobRecovery): node-caused, application, or left alone (someone else restarts it)."""
+"""Classify Failure (JobRecovery): node-caused, application, or left alone (someone else restarts it);
+for a hang verdict: hung (with its suspects), recovered by itself, or left alone (domain/hangs/classify.py)."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Literal
 
+from hyperpod_recovery.domain.execution_names import is_hang_incident
+from hyperpod_recovery.domain.hangs.classify import classify_hang
 from hyperpod_recovery.domain.job_failure import classify_failure
 from hyperpod_recovery.models.job_recovery import ClassifyJobFailureInput, FailureClassification
 from hyperpod_recovery.observability import logger
-from hyperpod_recovery.ports import Cluster
+from hyperpod_recovery.ports import Cluster, Ledger, ProgressReader
 
 
 def classify_job_failure(
@@ -18,20 +21,45 @@ def classify_job_failure(
     now: datetime,
     node_timeout_seconds: int,
     orchestrator: Literal["slurm", "eks"] = "slurm",
+    progress: ProgressReader | None = None,
+    ledger: Ledger | None = None,
+    repeat_window_seconds: int = 0,
 ) -> FailureClassification:
-    classification = classify_failure(
-        step.request,
-        step.inspection.result.job,
-        step.node_states.result.nodes,
-        cluster.list_nodes(),
-        step.execution_name,
-        now,
-        orchestrator,
-    )
+    request = step.request
+    if request.hang is not None:
+        classification = classify_hang(
+            request,
+            step.inspection.result.job,
+            step.evidence.result if step.evidence is not None else None,
+            progress.job(request.job_id) if progress is not None else [],
+            cluster.list_nodes(),
+            step.execution_name,
+            now,
+            repeat_suspects=_suspected_before(ledger, request.cluster, now - timedelta(seconds=repeat_window_seconds)),
+            orchestrator=orchestrator,
+        )
+    else:
+        classification = classify_failure(
+            request,
+            step.inspection.result.job,
+            step.node_states.result.nodes,
+            cluster.list_nodes(),
+            step.execution_name,
+            now,
+            orchestrator,
+        )
     if classification.node_request is not None:
         classification = classification.model_copy(update={"node_timeout_seconds": node_timeout_seconds})
     logger.info(
         "job failure classified",
-        extra={"job_id": step.request.job_id, "kind": classification.kind, "reason": classification.reason},
+        extra={"job_id": request.job_id, "kind": classification.kind, "reason": classification.reason},
     )
     return classification
+
+
+def _suspected_before(ledger: Ledger | None, cluster: str, since: datetime) -> frozenset[str]:
+    """Hostnames an earlier hang's node recovery acted on within the repeat-offender window."""
+    if ledger is None:
+        return frozenset()
+    # (a hang's NodeRecovery is named after it, hpj-<job>-hung-<epoch>-nodes: the log says what earlier hangs suspected)
+    return frozenset(h for e in ledger.recovery_log(cluster, since) if is_hang_incident(e.incident) for h in e.hostnames)

@@ -19,6 +19,7 @@ from datetime import datetime
 
 from pydantic import ValidationError
 
+from hyperpod_recovery.domain.execution_names import hang_execution_name
 from hyperpod_recovery.domain.hangs.detect import job_verdicts
 from hyperpod_recovery.domain.hangs.rules import HangRules
 from hyperpod_recovery.errors import LedgerError, LedgerUnavailable, StartExecutionFailed
@@ -31,11 +32,6 @@ from hyperpod_recovery.ports import Ledger, ProgressReader, Workflows
 # A tick starts no more recoveries once this little of its function's time is left: the next tick,
 # a minute later, goes on (the verdicts are the same, their names too).
 STOP_WITH_MS = 10_000
-
-
-def hang_execution_name(verdict: HangVerdict) -> str:
-    """One execution per job and episode: a stall seen by every tick starts one recovery."""
-    return f"hpj-{verdict.job}-{verdict.reason}-{int(verdict.episode_at.timestamp())}"
 
 
 def would_do(verdict: HangVerdict) -> str:
@@ -77,7 +73,7 @@ def _act(verdict: HangVerdict, ledger: Ledger, workflows: Workflows, now: dateti
         # An EKS job reports as namespace/name; its recovery needs its uid, read from the API (not yet).
         enforce = False
         counts["observed_not_enforceable"] += 1
-    name = hang_execution_name(verdict)
+    name = hang_execution_name(verdict.job, verdict.reason, verdict.episode_at)
     recorded = RecordedVerdict(
         verdict=verdict,
         action=(f"started job recovery {name}" if enforce else f"observed: would {would_do(verdict)}")[:512],

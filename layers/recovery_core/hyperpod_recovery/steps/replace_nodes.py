@@ -28,7 +28,10 @@ def replace_nodes(
 ) -> Replacement:
     targets = step.assessment.targets
     dry_run = bool(step.request.dry_run)
-    actions = {t.node_id: first_repair(t.node_id, step.request.triggers) if reboot_deadline_seconds else "replace" for t in targets}
+    # (without a reboot deadline a reboot could never be replaced in time: replace at once)
+    actions = {t.node_id: first_repair(t.node_id, step.request.triggers) for t in targets}
+    if not reboot_deadline_seconds:
+        actions = {node: "replace" if action == "reboot" else action for node, action in actions.items()}
     outcomes: list[BatchOutcome] = []
     # A retried Lambda must not call BatchReplace/BatchReboot again for nodes it already started. (In a
     # dry run the cluster and the ledger are behind the gate, adapters/dry_run.py: nothing is started.)

@@ -1,0 +1,136 @@
+"""Classify Failure for a hang (JobRecovery started by a hang verdict): is the job still stuck, is
+it the job its owner opted in, and which of its nodes to check. Pure.
+
+What the progress table says is a signal anyone on the cluster could have written; what decides is
+slurmctld's own view of the job (Capture Job Spec) and the hang's evidence (Capture Hang Evidence):
+* a job no longer running is left alone (its end, a failure, starts its own recovery);
+* a job whose own submission did not opt in to progress monitoring is left alone (a report under
+  its id proves nothing);
+* a job that made progress since the verdict recovered by itself: nothing is done;
+* else it is hung: its suspects are the verdict's, then the evidence's, and only ever nodes
+  slurmctld allocated to it. No suspect: it is restarted where it was, and the record says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Literal
+
+from hyperpod_recovery.domain.execution_names import node_execution_name
+from hyperpod_recovery.domain.hangs import suspects as blame
+from hyperpod_recovery.domain.hangs.detect import node_progress
+from hyperpod_recovery.domain.job_failure import job_label
+from hyperpod_recovery.domain.normalize import within_reason_budget
+from hyperpod_recovery.models.cluster import ClusterNode
+from hyperpod_recovery.models.commands import HangEvidenceResult, JobSpec
+from hyperpod_recovery.models.common import one_line
+from hyperpod_recovery.models.hangs import HangVerdict
+from hyperpod_recovery.models.job_recovery import FailureClassification, FaultyNode
+from hyperpod_recovery.models.progress import PROGRESS_TABLE_ENV, ProgressReport
+from hyperpod_recovery.models.requests import TRIGGER_REASON_LIMIT, JobRecoveryRequest, RecoveryRequest, Trigger
+
+# A hung job still holds its nodes in these states (squeue); anything else ended.
+STILL_RUNNING = frozenset({"RUNNING", "SUSPENDED", "COMPLETING", "STOPPED", "RESIZING"})
+
+
+def cleared_since(verdict: HangVerdict, reports: Sequence[ProgressReport]) -> datetime | None:
+    """When the job made progress again after the verdict's last progress, or None (still stuck)."""
+    later = [p.active_at for p in map(node_progress, reports) if p.active_at > verdict.last_progress_at]
+    return min(later) if later else None
+
+
+def classify_hang(
+    request: JobRecoveryRequest,
+    job: JobSpec | None,
+    evidence: HangEvidenceResult | None,
+    reports: Sequence[ProgressReport],
+    cluster: list[ClusterNode],
+    execution_name: str,
+    now: datetime,
+    repeat_suspects: frozenset[str] = frozenset(),
+    orchestrator: Literal["slurm", "eks"] = "slurm",
+) -> FailureClassification:
+    """``reports``: the job's progress read again now; ``repeat_suspects``: nodes this job's lineage
+    suspected before (a suspect again is replaced, not only checked)."""
+    verdict = request.hang
+    assert verdict is not None, "only a hang's request is classified here"
+    label = job_label(request.job_id, job, None)
+    if job is None or job.state not in STILL_RUNNING:
+        state = job.state if job is not None else "unknown to slurmctld"
+        return FailureClassification(
+            at=now,
+            kind="left_alone",
+            job=job,
+            reason=f"{label} is no longer running ({state}): the hang ended with the job, whose end is recovered as any failure is",
+        )
+    if not job.reports_progress:
+        return FailureClassification(
+            at=now,
+            kind="left_alone",
+            job=job,
+            reason=(
+                f"{label} was not submitted with progress monitoring ({PROGRESS_TABLE_ENV} is not in its environment): "
+                "a progress report under its id is not trusted, nothing is done to it"
+            ),
+        )
+    cleared = cleared_since(verdict, reports)
+    if cleared is not None:
+        return FailureClassification(
+            at=now,
+            kind="recovered_by_itself",
+            job=job,
+            reason=f"{label} made progress again at {cleared:%H:%M:%S} UTC, after {verdict.observed_seconds:.0f} s without: "
+            "the hang cleared by itself, nothing was done",
+        )
+    allocated = set(job.nodes)
+    suspects = [n for n in verdict.suspects if n in allocated]
+    why = verdict.suspects_why if suspects else ""
+    if not suspects and evidence is not None:
+        suspects, why = blame.from_evidence([s for s in evidence.nodes if s.node in allocated], len(allocated))
+    if not suspects:
+        why = (verdict.suspects_why or "progress names no node") + (
+            f"; evidence: {blame.from_evidence(evidence.nodes, len(allocated))[1]}" if evidence is not None else ""
+        )
+    stuck = f"{label} is hung: {verdict.summary.split(': ', 1)[-1]}"
+    by_name = {name: n for n in cluster if (name := n.name_in(orchestrator))}
+    faulty = [
+        FaultyNode(slurm_node=name, node_id=by_name[name].node_id if name in by_name else None, why=one_line(why, 256) or "suspect")
+        for name in suspects
+    ]
+    checkable = [f for f in faulty if f.node_id]
+    node_request = None
+    if checkable:
+        node_request = RecoveryRequest(
+            cluster=request.cluster,
+            node_ids=sorted({f.node_id for f in checkable if f.node_id}),
+            triggers=within_reason_budget(
+                [
+                    Trigger(
+                        source="job_hung",
+                        node_ids=[f.node_id],
+                        reason=one_line(f"{stuck}; suspect {f.slurm_node}: {why}", TRIGGER_REASON_LIMIT),
+                        # A first suspicion is checked (the health gate); a node suspected again is replaced.
+                        recommends="replace" if f.slurm_node in repeat_suspects else "check",
+                        event_id=request.event_id,
+                        detected_at=request.detected_at,
+                    )
+                    for f in checkable
+                    if f.node_id
+                ]
+            ),
+            detected_at=request.detected_at,
+            dry_run=request.dry_run,
+        )
+    blamed = f"suspects {', '.join(suspects)} ({why})" if suspects else f"no node blamed ({why}): it is restarted where it was"
+    return FailureClassification(
+        at=now,
+        kind="hung",
+        job=job,
+        jobs=[job],
+        reason=one_line(f"{stuck}; {blamed}", 2048),
+        faulty_nodes=faulty,
+        recover_nodes=node_request is not None,
+        node_request=node_request,
+        node_execution_name=node_execution_name(execution_name) if node_request else None,
+    )
