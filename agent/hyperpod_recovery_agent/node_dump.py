@@ -7,7 +7,8 @@ so it uses the standard library only and runs on any Python 3.8+. It prints one 
 
 The job's processes come from ``scontrol listpids <job>``: Slurm's own process tracking (cgroup or
 process group) asked on the node itself, through this node's slurmd, so neither a cgroup layout nor an
-environment variable a process could have changed is guessed at. This step's own processes are left out.
+environment variable a process could have changed is guessed at. The processes of evidence steps (this
+one, and any other capture of the same job running at once) are left out: they carry EVIDENCE_MARK.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ import time
 
 # Left for printing the answer once the dumps are killed at the deadline.
 _MARGIN_SECONDS = 0.5
+# In the environment of every evidence step (the agent's srun sets it; srun exports it to the task).
+EVIDENCE_MARK = "HYPERPOD_RECOVERY_EVIDENCE_STEP=1"
 
 
 def listed_pids(listing: str, own_step: str | None) -> list[int]:
@@ -46,6 +49,15 @@ def program_name(pid: int) -> str:
             return "?"
 
 
+def is_evidence_step(pid: int) -> bool:
+    """Whether the process belongs to an evidence step (ours, or another capture's at the same time)."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as handle:
+            return EVIDENCE_MARK.encode() in handle.read().split(b"\0")
+    except OSError:
+        return False  # gone, or not ours to read: py-spy will say
+
+
 def is_python(name: str) -> bool:
     return name.startswith("python") or name.startswith("pypy")
 
@@ -67,7 +79,8 @@ def dump(job_id: str, tool: str, scontrol: str, seconds: float, node: str) -> tu
         return "failed", f"scontrol listpids could not run on {node}: {exc}"
     if listing.returncode != 0:
         return "failed", f"scontrol listpids {job_id} on {node}: {first_error_line(listing.stderr or listing.stdout)}"
-    pids = [pid for pid in listed_pids(listing.stdout, os.environ.get("SLURM_STEP_ID")) if pid != os.getpid()]
+    own = os.getpid()
+    pids = [pid for pid in listed_pids(listing.stdout, os.environ.get("SLURM_STEP_ID")) if pid != own and not is_evidence_step(pid)]
     if not pids:
         return "no_process", f"job {job_id} has no process on {node}"
     names = {pid: program_name(pid) for pid in pids}

@@ -421,7 +421,7 @@ class SlurmCli:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,
-                env=self._environment(None),
+                env=self._environment(dict([node_dump.EVIDENCE_MARK.split("=", 1)])),
             )
         except OSError as exc:
             return StackDump("failed", f"srun could not run on the controller: {exc}")

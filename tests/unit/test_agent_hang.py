@@ -309,13 +309,18 @@ def test_a_retry_after_old_job_not_stopped_waits_again_and_submits_once_the_job_
 # --- the program run on each node, and srun around it -------------------------------------------
 @pytest.fixture
 def processes() -> Iterator[dict[str, int]]:
-    """A Python process and a non-Python one standing in for a job's processes on a node."""
+    """A Python process and a non-Python one standing in for a job's processes on a node, and the
+    Python process of another evidence step of the same job (marked as such)."""
     python = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
     shell = subprocess.Popen(["cat"], stdin=subprocess.PIPE)
+    mark, value = node_dump.EVIDENCE_MARK.split("=", 1)
+    other_capture = subprocess.Popen(
+        [sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE, env={**os.environ, mark: value}
+    )
     try:
-        yield {"python": python.pid, "shell": shell.pid}
+        yield {"python": python.pid, "shell": shell.pid, "other_capture": other_capture.pid}
     finally:
-        for process in (python, shell):
+        for process in (python, shell, other_capture):
             process.kill()
             process.wait()
 
@@ -341,6 +346,7 @@ def listing_of(pids: dict[str, int], own: int = 999_999) -> str:
         "PID      JOBID    STEPID   LOCALID GLOBALID\n"
         f"{pids['shell']}    1001     batch    0       0\n"
         f"{pids['python']}    1001     0        0       0\n"
+        f"{pids['other_capture']}    1001     9        0       0\n"
         f"{own}    1001     7        0       0\n"
     )
 
@@ -350,7 +356,7 @@ def test_listpids_output_is_read_without_the_evidence_steps_own_processes() -> N
     assert node_dump.listed_pids(listing, "7") == [4100, 4117]
 
 
-def test_on_a_node_only_the_jobs_python_processes_are_dumped(
+def test_on_a_node_only_the_jobs_python_processes_are_dumped_never_an_evidence_steps(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, processes: dict[str, int]
 ) -> None:
     # Given a py-spy that prints a dump for the pid it is given (a real dump's text)
