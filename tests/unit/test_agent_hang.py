@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -28,7 +29,8 @@ from hyperpod_recovery_agent import node_dump
 from hyperpod_recovery_agent.executor import OLD_JOB_STOP_SECONDS, CommandExecutor
 from hyperpod_recovery_agent.slurm import SlurmCli, StackDump
 from hyperpod_recovery_agent.stacks import innermost_frames, keep_end, stack_signature
-from sandbox.slurm import ALL_REDUCE_STACK, DATA_LOADER_STACK, SimulatedSlurm, SlurmJob
+from sandbox.clock import DRIVER, EPOCH, VirtualClock
+from sandbox.slurm import ALL_REDUCE_STACK, DATA_LOADER_STACK, SimulatedController, SimulatedSlurm, SlurmJob
 from tests.fakes import T0
 
 NODES = ["ip-10-1-0-1", "ip-10-1-0-2", "ip-10-1-0-3", "ip-10-1-0-4"]
@@ -455,3 +457,39 @@ def test_node_dump_runs_as_python3_c_with_nothing_but_the_standard_library(tmp_p
     )
     answer = json.loads(done.stdout.strip().splitlines()[-1])
     assert answer["outcome"] == "tool_absent" and "not installed on ip-10-1-0-3" in answer["text"]
+
+
+# --- the sandbox's controller: the wait is virtual, and Slurm stays unlocked meanwhile ------------
+def test_in_a_drill_the_agent_waits_on_the_virtual_clock_with_slurm_unlocked() -> None:
+    # Given the sandbox's controller, whose job 1001 takes 30 s of drill time to end after scancel
+    clock = VirtualClock()
+    controller = SimulatedController(clock, EPOCH, agent_seconds=0.0, agent_down=False)
+    for name in NODES:
+        controller.slurm.add_node(name)
+    controller.slurm.add_job(SlurmJob(job_id="1001", name="llama", nodes=NODES[:2], state="RUNNING", checkpoint_uri="s3://ckpt/llama"))
+    controller.slurm.slow_to_stop("1001", 30)
+    unlocked: list[bool] = []
+    sleep = clock.sleep
+
+    def observed(seconds: float, timeline: str | None = None, reason: str | None = None) -> None:
+        # another execution's command could take Slurm's lock while this one waits
+        def take_and_give_back() -> None:
+            taken = controller.executor.lock.acquire(timeout=1)
+            unlocked.append(taken)
+            if taken:
+                controller.executor.lock.release()
+
+        other = threading.Thread(target=take_and_give_back)
+        other.start()
+        other.join()
+        sleep(seconds, timeline, reason)
+
+    clock.sleep = observed  # type: ignore[method-assign]
+    controller.executor.catching_up = True  # on the runner's thread: the driver's present moves, nothing parks
+    # When the agent resubmits it
+    reply = controller.executor.execute(envelope(ResubmitJob(job_id="1001", checkpoint=CheckpointRef(uri="s3://ckpt/llama/s/", step=1))))
+    # Then the copy was submitted after 30 s of drill time, never beside the old job, and Slurm was unlocked while it waited
+    assert reply.result.new_job_id == "1002" and reply.result.cancelled_old
+    assert clock.now(DRIVER) == 30.0 and unlocked == [True] * 6
+    assert controller.slurm.second_copies() == []
+    controller.close()
