@@ -39,7 +39,7 @@ from hyperpod_recovery.models.manifest import RESUME_FROM_ENV, RESUME_STEP_ENV
 from hyperpod_recovery_agent.agent import Agent, ReplyJournal
 from hyperpod_recovery_agent.capture import JobCapture, SbatchOptions
 from hyperpod_recovery_agent.executor import CommandExecutor
-from hyperpod_recovery_agent.slurm import RESUBMISSION_MARK, NodeState, SlurmCommandFailed
+from hyperpod_recovery_agent.slurm import RESUBMISSION_MARK, NodeState, SlurmCommandFailed, StackDump
 from sandbox.aws import ApiCalls, SandboxAWS
 from sandbox.clock import VirtualClock
 
@@ -49,6 +49,44 @@ QUEUE_LAG_SECONDS = 0.2  # a long-polling agent picks a message up almost at onc
 # queue's maximum, so it never comes back to be received, counted and answered a second time.
 VISIBILITY_SECONDS = 43_200
 TRAINING_SCRIPT = "#!/bin/bash\n#SBATCH --exclusive\nsrun python train.py --resume-from-env\n"
+# What ``py-spy dump`` prints for a rank of a hung training run ({pid}: the rank's process): every rank
+# of a healthy-but-hung collective waits in the same all_reduce, so all nodes share one signature.
+ALL_REDUCE_STACK = """Process {pid}: /opt/conda/bin/python3.10 -u train.py --config llama-70b.yaml --resume-from-env
+Python v3.10.14 (/opt/conda/bin/python3.10)
+
+Thread {pid} (idle): "MainThread"
+    all_reduce (torch/distributed/distributed_c10d.py:2050)
+    wrapper (torch/distributed/c10d_logger.py:75)
+    reduce_gradients (train.py:211)
+    train_step (train.py:248)
+    main (train.py:301)
+    <module> (train.py:317)
+Thread {thread} (idle): "Thread-1 (_pin_memory_loop)"
+    select (selectors.py:415)
+    wait (multiprocessing/connection.py:931)
+    _poll (multiprocessing/connection.py:424)
+    poll (multiprocessing/connection.py:257)
+    get (multiprocessing/queues.py:113)
+    do_one_step (torch/utils/data/_utils/pin_memory.py:31)
+    _pin_memory_loop (torch/utils/data/_utils/pin_memory.py:54)
+    run (threading.py:953)
+    _bootstrap_inner (threading.py:1016)
+    _bootstrap (threading.py:973)"""
+# The odd rank a scenario may name: it never reached the collective (stuck reading its data shard).
+DATA_LOADER_STACK = """Process {pid}: /opt/conda/bin/python3.10 -u train.py --config llama-70b.yaml --resume-from-env
+Python v3.10.14 (/opt/conda/bin/python3.10)
+
+Thread {pid} (idle): "MainThread"
+    recv_into (ssl.py:1275)
+    readinto (socket.py:705)
+    _read_status (http/client.py:279)
+    begin (http/client.py:318)
+    getresponse (http/client.py:1375)
+    read_shard (data.py:88)
+    __next__ (data.py:120)
+    train_step (train.py:240)
+    main (train.py:301)
+    <module> (train.py:317)"""
 
 
 @dataclass
@@ -87,6 +125,12 @@ class SlurmJob:
     started_at: datetime | None = None
     submitted_at: datetime | None = None
     ended_at: datetime | None = None  # when it stopped being live (failed, cancelled): None while it is
+    # After scancel: COMPLETING this long (KillWait, an epilog) before it ends; None: never (a process
+    # in uninterruptible sleep that SIGKILL does not end). ``completing_until``: when it ends.
+    kill_wait_seconds: float | None = 0.0
+    completing_until: datetime | None = None
+    # A hang's odd nodes (hang_job): the stack py-spy dumps there ({pid} filled in), None: the dump hangs.
+    odd_stacks: dict[str, str | None] = field(default_factory=dict)
 
     @property
     def script(self) -> str:
@@ -120,6 +164,7 @@ class SimulatedSlurm:
         self.host_unhealthy: Callable[[str], bool] | None = None  # the host fails a GPU check
         self.reserved: dict[str, str] = {}  # node -> reservation (root only: no user job starts there)
         self.sbatch_refuses: dict[str, str] = {}  # job id -> what sbatch prints when it refuses to submit it again
+        self.py_spy_installed = True  # False: the compute nodes have no py-spy (the evidence says tool_absent)
 
     def add_node(self, name: str) -> None:
         self.nodes[name] = SlurmNode(name)
@@ -174,6 +219,7 @@ class SimulatedSlurm:
         each change), and a job that could start earlier, on nodes free since then, is given that
         start: the latest of its submission and its nodes' becoming free and answering."""
         now = self.now() if self.now is not None else None
+        self._settle()
         busy = {name for job in self.jobs.values() if job.state in ("RUNNING", "COMPLETING") for name in job.nodes}
         for job in sorted(self.jobs.values(), key=lambda j: int(j.job_id)):
             if job.state != "PENDING" or not job.node_count or job.nodes:
@@ -202,8 +248,19 @@ class SimulatedSlurm:
         moments += [self.host_up_since(name) for name in job.nodes] if self.host_up_since is not None else []
         return min(now, max((m for m in moments if m is not None), default=now))
 
-    def _freed(self, name: str) -> None:
-        self.nodes[name].free_since = self.now() if self.now is not None else None
+    def _freed(self, name: str, at: datetime | None = None) -> None:
+        self.nodes[name].free_since = at or (self.now() if self.now is not None else None)
+
+    def _settle(self) -> None:
+        """Cancelled jobs whose KillWait has passed end (CANCELLED), and their nodes are free from then."""
+        now = self.now() if self.now is not None else None
+        for job in self.jobs.values():
+            if job.state == "COMPLETING" and job.completing_until is not None and now is not None and job.completing_until <= now:
+                job.state, job.ended_at = "CANCELLED", job.completing_until
+                for name in job.nodes:
+                    if self.nodes[name].state == "allocated":
+                        self.nodes[name].state = "idle"
+                    self._freed(name, job.completing_until)
 
     def _responding(self, name: str) -> bool:
         """slurmd on the host answers slurmctld (the HyperPod double's view, when there is one)."""
@@ -243,6 +300,7 @@ class SimulatedSlurm:
         self.schedule()
 
     def jobs_on(self, nodes: Iterable[str]) -> list[JobSpec]:
+        self._settle()
         wanted = set(self.node_states(nodes))
         return [
             self._spec(job) for job in self.jobs.values() if job.state in ("RUNNING", "COMPLETING", "NODE_FAIL") and wanted & set(job.nodes)
@@ -259,12 +317,57 @@ class SimulatedSlurm:
         return listed, max(0, len(running) - limit)
 
     def job(self, job_id: str) -> JobSpec | None:
+        self._settle()
         job = self.jobs.get(job_id)
         return self._spec(job) if job else None
 
     def job_state(self, job_id: str) -> str | None:
+        self._settle()
         job = self.jobs.get(job_id)
         return job.state if job is not None else None
+
+    def job_text(self, job_id: str) -> str | None:
+        """``scontrol show job`` of a simulated job (the fields a human reads first)."""
+        self._settle()
+        job = self.jobs.get(job_id)
+        if job is None:
+            return None
+        nodes, count = ",".join(job.nodes) or "(null)", max(1, len(job.nodes) or job.node_count)
+        return (
+            f"JobId={job.job_id} JobName={job.name}\n"
+            f"   UserId={OWNER['user']}({OWNER['uid']}) GroupId={OWNER['group']}({OWNER['gid']}) MCS_label=N/A\n"
+            f"   JobState={job.state} Reason=None Dependency=(null)\n"
+            f"   Partition=gpu AllocNode:Sid=ip-10-1-0-254:4242\n"
+            f"   NodeList={nodes}\n"
+            f"   NumNodes={count} NumCPUs={96 * count} NumTasks={count}\n"
+            f"   Command=/fsx/{job.name}/train.sbatch\n"
+            f"   WorkDir=/fsx/{job.name}\n"
+            f"   Comment={job.comment or '(null)'}\n"
+        )
+
+    def dump_stacks(self, job_id: str, node: str, timeout_seconds: float) -> StackDump:
+        """What node_dump.py answers through ``srun --overlap`` on a simulated node: the job's rank
+        there waits in the collective (ALL_REDUCE_STACK) unless hang_job named the node."""
+        self._settle()
+        job = self.jobs.get(job_id)
+        if job is None or job.state not in ("RUNNING", "COMPLETING"):
+            return StackDump("failed", f"srun exited 1: srun: error: Unable to create step for job {job_id}: Invalid job id specified")
+        if node not in job.nodes:
+            return StackDump("no_process", f"job {job_id} has no process on {node}")
+        if not self._responding(node):
+            return StackDump("failed", f"srun exited 1: srun: error: Task launch for StepId={job_id}.0 failed on node {node}: "
+                                       "Communication connection failure")  # fmt: skip
+        rank = job.nodes.index(node)
+        pid = 4100 + 17 * rank
+        if not self.py_spy_installed:
+            return StackDump(
+                "tool_absent",
+                f"py-spy is not installed on {node} (not on PATH): its stacks were not dumped; job {job_id} runs python3.10({pid})",
+            )
+        stack = job.odd_stacks.get(node, ALL_REDUCE_STACK)
+        if stack is None:
+            return StackDump("timed_out", f"py-spy dump --pid {pid} did not answer in {timeout_seconds:g} s")
+        return StackDump("captured", stack.replace("{pid}", str(pid)).replace("{thread}", str(pid + 61)))
 
     def resubmission_of(self, job_id: str) -> tuple[str, str] | None:
         prefix = f"{RESUBMISSION_MARK}{job_id} incident="
@@ -344,6 +447,23 @@ class SimulatedSlurm:
                 return current
             current = max(newer, key=lambda j: int(j.job_id))
 
+    def hang_job(self, job_id: str, odd_nodes: Mapping[str, str | None] | None = None) -> None:
+        """The job hangs: its ranks wait in a collective (each node dumps ALL_REDUCE_STACK) except on
+        ``odd_nodes``, whose dump is the text given (``{pid}`` filled in; DATA_LOADER_STACK is one),
+        or, for None, a py-spy that never answers (outcome timed_out). Slurm still reports it RUNNING."""
+        job = self.jobs[job_id]
+        unknown = [node for node in odd_nodes or {} if node not in job.nodes]
+        if unknown:
+            raise ValueError(f"hang_job: {unknown} are not nodes of job {job_id} ({job.nodes})")
+        job.odd_stacks = dict(odd_nodes or {})
+
+    def slow_to_stop(self, job_id: str, seconds: float | None) -> None:
+        """After scancel, the job stays COMPLETING for ``seconds`` of the drill's clock (KillWait, a slow
+        epilog), or for ever with None (a process SIGKILL does not end)."""
+        if seconds is not None and self.now is None:
+            raise ValueError("slow_to_stop: a job that ends later needs the simulation's clock (now=)")
+        self.jobs[job_id].kill_wait_seconds = seconds
+
     def fail_job(self, job_id: str, state: str, down_nodes: Sequence[str], requeued: bool) -> SlurmJob:
         """The job ends ``state``; ``down_nodes`` stop responding. A requeued job is pending again."""
         job = self.jobs[job_id]
@@ -363,7 +483,16 @@ class SimulatedSlurm:
         return job
 
     def cancel(self, job_id: str) -> None:
+        self._settle()
         job = self.jobs[job_id]
+        if job.state == "RUNNING" and job.kill_wait_seconds != 0:
+            # Its processes are being ended: COMPLETING, on its nodes still, until KillWait has passed (or never).
+            job.state = "COMPLETING"
+            if job.kill_wait_seconds is not None and self.now is not None:
+                job.completing_until = self.now() + timedelta(seconds=job.kill_wait_seconds)
+            return
+        if job.state == "COMPLETING" and job.kill_wait_seconds != 0:
+            return  # scancel again: "already completing or completed"; it ends when its processes do
         if job.state in ("RUNNING", "COMPLETING", "PENDING"):
             job.state = "CANCELLED"
             job.ended_at = self.now() if self.now is not None else None
@@ -425,7 +554,7 @@ class _TimedExecutor(CommandExecutor):
     def __init__(
         self, slurm: SimulatedSlurm, clock: VirtualClock, epoch: datetime, agent_seconds: float, health_check_seconds: float = 0.0
     ) -> None:
-        super().__init__(slurm, now=lambda: epoch + timedelta(seconds=clock.now()), parallel_checks=False)
+        super().__init__(slurm, now=lambda: epoch + timedelta(seconds=clock.now()), parallel_checks=False, sleep=self._wait)
         self.clock = clock
         self.agent_seconds = agent_seconds
         self.health_check_seconds = health_check_seconds
@@ -433,6 +562,17 @@ class _TimedExecutor(CommandExecutor):
         # Working through a backlog on the runner's thread (an agent back after an outage): at the
         # runner's present, without the modelled latency (a jump there would park the runner itself).
         self.catching_up = False
+
+    def _wait(self, seconds: float) -> None:
+        """A wait inside a command (a cancelled job's end): a jump on the execution's timeline, with
+        Slurm's state unlocked meanwhile, as slurmctld goes on serving others while the agent waits
+        (another execution's command blocked on the lock would never park, and the runner would
+        wait for it for ever). While catching up, on the runner's thread: its present moves on."""
+        self.lock.release()
+        try:
+            self.clock.sleep(seconds, reason="wait for the cancelled job to end")
+        finally:
+            self.lock.acquire()
 
     def execute(self, envelope: CommandEnvelope) -> CommandReply[Any]:
         if self.catching_up:

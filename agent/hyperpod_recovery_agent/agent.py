@@ -40,7 +40,14 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import ValidationError
 
-from hyperpod_recovery.errors import ControllerAgentError, ControllerUnavailable, InvalidCommand, JobSpecUnavailable, NodeNotFound
+from hyperpod_recovery.errors import (
+    ControllerAgentError,
+    ControllerUnavailable,
+    InvalidCommand,
+    JobSpecUnavailable,
+    NodeNotFound,
+    OldJobNotStopped,
+)
 from hyperpod_recovery.models.commands import CommandEnvelope
 from hyperpod_recovery.models.common import format_validation_error
 from hyperpod_recovery_agent.config import RetryPolicy
@@ -57,7 +64,7 @@ MAX_IN_HAND = 256
 RECEIVE_BATCH = 10  # SQS ReceiveMessage's most
 _CAUSE_LIMIT = 32_768  # SendTaskFailure cause
 # Errors the agent answers with, by the exception that raised them (names = ASL error names).
-_ANSWERED_ERRORS = (InvalidCommand, NodeNotFound, ControllerUnavailable, JobSpecUnavailable, SlurmCommandFailed)
+_ANSWERED_ERRORS = (InvalidCommand, NodeNotFound, ControllerUnavailable, JobSpecUnavailable, OldJobNotStopped, SlurmCommandFailed)
 
 
 @dataclass(frozen=True)

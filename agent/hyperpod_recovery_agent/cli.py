@@ -72,6 +72,7 @@ def _slurm(config: AgentConfig) -> SlurmCli:
         timeout_seconds=config.slurm_timeout_seconds,
         checkpoint_env=config.checkpoint_env,
         env=config.slurm_env(),
+        py_spy=config.py_spy,
     )
 
 

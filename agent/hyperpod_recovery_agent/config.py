@@ -54,6 +54,8 @@ class AgentConfig(BaseModel):
     slurm_conf: str | None = None  # HyperPod: /opt/slurm/etc/slurm.conf; None: SLURM_CONF or Slurm's default
     slurm_timeout_seconds: float = Field(default=30, gt=0, le=600)
     checkpoint_env: tuple[str, ...] = DEFAULT_CHECKPOINT_ENV
+    # A hang's stack dumper on the compute nodes (capture_hang_evidence): a name on their PATH, or a path.
+    py_spy: str = Field(default="py-spy", min_length=1, max_length=256, pattern=r"^[A-Za-z0-9_./+-]+$")
     report_timeout: bool = False  # also send "job failed" for jobs that hit their time limit
     poll_wait_seconds: int = Field(default=20, ge=0, le=20)  # SQS long poll
     # A received command stays invisible this long, renewed while it runs; after a crash it comes

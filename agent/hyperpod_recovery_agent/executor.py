@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import os
+import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -22,14 +24,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from hyperpod_recovery.errors import InvalidCommand, JobSpecUnavailable
+from hyperpod_recovery.errors import InvalidCommand, JobSpecUnavailable, OldJobNotStopped
 from hyperpod_recovery.models.commands import (
     COMMAND_TYPES,
+    JOB_TEXT_LIMIT,
+    MAX_EVIDENCE_NODES,
     MAX_JOBS_CHECKED,
     OWNER_TAG_PREFIX,
+    STACKS_TEXT_LIMIT,
     AgentCheckResult,
     BootTimes,
     BootTimesResult,
+    CaptureHangEvidence,
     CaptureJobSpec,
     CheckAgent,
     CommandEnvelope,
@@ -38,11 +44,13 @@ from hyperpod_recovery.models.commands import (
     CordonResult,
     DrainNodes,
     DrainResult,
+    HangEvidenceResult,
     JobsOnNodes,
     JobsOnNodesResult,
     JobSpec,
     JobSpecResult,
     NodeBoot,
+    NodeStacks,
     NodeStates,
     NodeStatesResult,
     NodeStatus,
@@ -60,12 +68,18 @@ from hyperpod_recovery.models.common import MAX_JOBS_PER_INCIDENT, SLURM_JOB_ID_
 from hyperpod_recovery.models.manifest import RESUME_FROM_ENV, RESUME_STEP_ENV
 from hyperpod_recovery_agent import __version__
 from hyperpod_recovery_agent.capture import JobCapture
-from hyperpod_recovery_agent.slurm import RESUBMISSION_MARK, NodeState, SlurmCommandFailed, SlurmUnreachable
+from hyperpod_recovery_agent.slurm import RESUBMISSION_MARK, NodeState, SlurmCommandFailed, SlurmUnreachable, StackDump
+from hyperpod_recovery_agent.stacks import keep_end, keep_start, stack_signature
 
 # The old job's state at resubmission time: restarting on its own, or still holding an allocation.
 log = logging.getLogger("hyperpod_recovery_agent")
 RESTARTED_BY_SLURM = frozenset({"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "CONFIGURING"})
 STILL_ALIVE = frozenset({"RUNNING", "COMPLETING", "SUSPENDED", "STOPPED", "RESIZING", "SIGNALING"})
+# How long a resubmission waits for a cancelled job to end (Slurm's KillWait is 30 s by default, then
+# SIGKILL; UnkillableStepTimeout 60 s), and how often it asks slurmctld meanwhile.
+OLD_JOB_STOP_SECONDS = 120.0
+OLD_JOB_POLL_SECONDS = 5.0
+_JOB_STATE_FIELD = re.compile(r"(?:^|\s)JobState=(\S+)")
 
 
 def _utcnow() -> datetime:
@@ -136,6 +150,8 @@ class Slurm(Protocol):
     def jobs_on(self, nodes: Iterable[str]) -> list[JobSpec]: ...
     def job(self, job_id: str) -> JobSpec | None: ...
     def job_state(self, job_id: str) -> str | None: ...
+    def job_text(self, job_id: str) -> str | None: ...
+    def dump_stacks(self, job_id: str, node: str, timeout_seconds: float) -> StackDump: ...
     def capture(self, job_id: str) -> JobCapture | None: ...
     def resubmission_of(self, job_id: str) -> tuple[str, str] | None: ...
     def submit_as_owner(
@@ -156,13 +172,27 @@ class Slurm(Protocol):
 
 class CommandExecutor:
     def __init__(
-        self, slurm: Slurm, *, captures: CaptureStore | None = None, now: Callable[[], datetime] = _utcnow, parallel_checks: bool = True
+        self,
+        slurm: Slurm,
+        *,
+        captures: CaptureStore | None = None,
+        now: Callable[[], datetime] = _utcnow,
+        parallel_checks: bool = True,
+        sleep: Callable[[float], None] = time.sleep,
+        old_job_stop_seconds: float = OLD_JOB_STOP_SECONDS,
+        old_job_poll_seconds: float = OLD_JOB_POLL_SECONDS,
     ) -> None:
         self.slurm = slurm
-        # Health checks of a replacement's nodes run at once (the sandbox's virtual clock runs them one by one).
+        # Health checks of a replacement's nodes, and a hang's stack dumps, run at once (the
+        # sandbox's virtual clock runs them one by one).
         self.parallel_checks = parallel_checks
         self.captures = captures or CaptureStore()
         self.now = now
+        # Waiting for a cancelled job to end: ``now`` and ``sleep`` together (tests and the sandbox
+        # pass a virtual clock's).
+        self.sleep = sleep
+        self.old_job_stop_seconds = old_job_stop_seconds
+        self.old_job_poll_seconds = old_job_poll_seconds
 
     def execute(self, envelope: CommandEnvelope) -> CommandReply[Any]:
         started = self.now()
@@ -192,6 +222,8 @@ class CommandExecutor:
             result = BootTimesResult(nodes=self.slurm.boot_times(command.nodes))
         elif isinstance(command, CheckAgent):
             result = self.check()
+        elif isinstance(command, CaptureHangEvidence):
+            result = self.capture_hang_evidence(command)
         else:  # pragma: no cover - the envelope's discriminated union admits nothing else
             raise InvalidCommand(f"command: unknown type {type(command).__name__}")
         return CommandReply(
@@ -381,9 +413,11 @@ class CommandExecutor:
             return ResubmitResult(old_job_id=job_id, new_job_id=job_id, already_submitted=True, restarted_by_slurm=True)
         cancelled = False
         if current is not None and current.state in STILL_ALIVE:
-            # Still holding nodes we replaced (or hung on them): never two copies of a training run.
+            # Still holding nodes we replaced (or hung on them): never two copies of a training run,
+            # so nothing is submitted until slurmctld says the old one ended.
             self.slurm.cancel(job_id)
             cancelled = True
+            self._wait_until_stopped(job_id)
         new_id = self.slurm.submit_as_owner(
             capture,
             comment=f"{RESUBMISSION_MARK}{job_id} incident={incident_id}",
@@ -391,6 +425,62 @@ class CommandExecutor:
             exclude_nodes=tuple(command.exclude_nodes),
         )
         return ResubmitResult(old_job_id=job_id, new_job_id=new_id, cancelled_old=cancelled, new_job_state=self._state_of(new_id))
+
+    def _wait_until_stopped(self, job_id: str) -> None:
+        """Poll the cancelled job's state until slurmctld no longer reports it alive (a job ends
+        COMPLETING, for up to KillWait and the epilog), within ``old_job_stop_seconds``; else
+        OldJobNotStopped, and nothing is submitted. Bounded by the number of polls as well as the
+        clock, so a clock that does not move cannot make it wait forever."""
+        started = self.now()
+        state = self.slurm.job_state(job_id)
+        for _ in range(math.ceil(self.old_job_stop_seconds / self.old_job_poll_seconds)):
+            if state not in STILL_ALIVE:
+                return
+            if (self.now() - started).total_seconds() >= self.old_job_stop_seconds:
+                break
+            self.sleep(self.old_job_poll_seconds)
+            state = self.slurm.job_state(job_id)
+        if state not in STILL_ALIVE:
+            return
+        waited = (self.now() - started).total_seconds()
+        raise OldJobNotStopped(
+            f"job {job_id} was cancelled and is still {state} after {waited:.0f} s (an unkillable process, or a node that "
+            "does not answer): nothing was submitted, so its copy never runs beside it"
+        )
+
+    def capture_hang_evidence(self, command: CaptureHangEvidence) -> HangEvidenceResult:
+        """``scontrol show job`` and, on each node at once, a stack dump of the job's processes,
+        each within ``timeout_seconds``. Read-only. A job that no longer runs has no process to dump:
+        each node says so, without a step started into it."""
+        job_id = command.job_id
+        text = self.slurm.job_text(job_id)
+        state = _job_state_in(text) if text is not None else None
+        nodes = list(dict.fromkeys(command.nodes))[:MAX_EVIDENCE_NODES]
+        if state not in STILL_ALIVE:
+            why = "slurmctld no longer knows it" if text is None else f"it is {state or 'in no state scontrol names'}"
+            dumps = [StackDump("no_process", f"job {job_id} has no process to dump: {why}") for _ in nodes]
+        elif self.parallel_checks and len(nodes) > 1:
+            with ThreadPoolExecutor(max_workers=len(nodes)) as pool:
+                dumps = list(pool.map(lambda node: self.slurm.dump_stacks(job_id, node, command.timeout_seconds), nodes))
+        else:
+            dumps = [self.slurm.dump_stacks(job_id, node, command.timeout_seconds) for node in nodes]
+        stacks = [
+            NodeStacks(
+                node=node,
+                outcome=dump.outcome,
+                text=keep_end(dump.text, STACKS_TEXT_LIMIT),
+                # Signed over the whole dump, not the kept end: every thread counts.
+                signature=stack_signature(dump.text) if dump.outcome == "captured" else None,
+            )
+            for node, dump in zip(nodes, dumps, strict=True)
+        ]
+        return HangEvidenceResult(
+            job_id=job_id,
+            job_state=state[:32] if state else None,
+            job_text=keep_start(text or "", JOB_TEXT_LIMIT),
+            nodes=stacks,
+            tool_absent=any(s.outcome == "tool_absent" for s in stacks),
+        )
 
     def _state_of(self, job_id: str) -> str | None:
         """A copy's state as squeue shows it now (PENDING, RUNNING...), for the human's message; None
@@ -401,3 +491,9 @@ class CommandExecutor:
             log.warning("could not read the state of job %s after submitting it", job_id, exc_info=True)
             return None
         return state[:32] if state else None
+
+
+def _job_state_in(scontrol_text: str) -> str | None:
+    """JobState= of ``scontrol show job`` (its first: a job's own line comes before anything free-form)."""
+    found = _JOB_STATE_FIELD.search(scontrol_text)
+    return found[1] if found else None

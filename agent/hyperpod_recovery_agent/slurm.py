@@ -9,6 +9,7 @@ resubmitted by its owner's own sbatch (``submit_as_owner``), never by root's.
 from __future__ import annotations
 
 import json
+import math
 import os
 import pwd
 import re
@@ -22,13 +23,22 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from pydantic import ValidationError
 
 from hyperpod_recovery.errors import ControllerUnavailable, InvalidCommand, NodeNotFound
-from hyperpod_recovery.models.commands import OWNER_TAG_PREFIX, JobSpec, NodeBoot, RunningJob, job_display_name, resume_choice_in_comment
+from hyperpod_recovery.models.commands import (
+    OWNER_TAG_PREFIX,
+    EvidenceOutcome,
+    JobSpec,
+    NodeBoot,
+    RunningJob,
+    job_display_name,
+    resume_choice_in_comment,
+)
 from hyperpod_recovery.models.common import SLURM_JOB_ID_PATTERN, SLURM_NODE_PATTERN
+from hyperpod_recovery_agent import node_dump
 from hyperpod_recovery_agent.capture import (
     SLURM_MAX_STRING_BYTES,
     JobCapture,
@@ -85,6 +95,23 @@ def _utc(text: str) -> datetime | None:
         return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=UTC)
     except ValueError:
         return None  # "None", "Unknown": slurmctld has no boot time for the node
+
+
+@dataclass(frozen=True)
+class StackDump:
+    """What one node answered for a hang's stack dump: an EvidenceOutcome and the whole text (the
+    dump, or why there is none); the executor cuts it and signs it."""
+
+    outcome: EvidenceOutcome
+    text: str
+
+
+# The program the evidence step runs on each node (node_dump.py, sent as ``python3 -c`` text: nothing
+# to install on the nodes beyond py-spy itself).
+_NODE_DUMP_PROGRAM = Path(node_dump.__file__).read_text()
+_OUTCOMES: frozenset[str] = frozenset(get_args(EvidenceOutcome))
+# After the step's deadline, srun has this long to end on SIGTERM (forwarded to our step's task only).
+_STEP_STOP_SECONDS = 3
 
 
 class SlurmUnreachable(Exception):
@@ -147,8 +174,11 @@ class SlurmCli:
         timeout_seconds: float = 30,
         checkpoint_env: Sequence[str] = DEFAULT_CHECKPOINT_ENV,
         env: dict[str, str] | None = None,
+        py_spy: str = "py-spy",
     ) -> None:
         self.bin_dir = bin_dir
+        # The stack dumper on the compute nodes: a name looked up on the node's PATH, or a path there.
+        self.py_spy = py_spy
         self.timeout_seconds = timeout_seconds
         self.checkpoint_env = tuple(checkpoint_env)
         self.env = env  # None: inherit (SLURM_CONF included)
@@ -351,14 +381,67 @@ class SlurmCli:
         return jobs[0] if jobs else None
 
     def job_state(self, job_id: str) -> str | None:
-        """The job's state as squeue shows it (PENDING, RUNNING...), None when slurmctld forgot it."""
+        """The job's state as squeue shows it (PENDING, RUNNING...; COMPLETING while its processes are
+        being ended, as ``squeue -o %T`` says it), None when slurmctld forgot it."""
         record = self.job_record(job_id)
         if record is None:
             return None
         state = record.get("job_state")
-        if isinstance(state, list):  # Slurm 23.02 and later list the state with its flags
-            state = state[0] if state else None
+        if isinstance(state, list):  # Slurm 23.02 and later list the state with its flags: CANCELLED, COMPLETING
+            state = "COMPLETING" if "COMPLETING" in state else (state[0] if state else None)
         return str(state) if state else None
+
+    def job_text(self, job_id: str) -> str | None:
+        """``scontrol show job`` as a human reads it, None when slurmctld no longer knows the job."""
+        try:
+            return self._run(["scontrol", "show", "job", validate_job_id(job_id)]).stdout
+        except SlurmCommandFailed as exc:
+            if "Invalid job id" in exc.output:
+                return None
+            raise
+
+    def dump_stacks(self, job_id: str, node: str, timeout_seconds: float) -> StackDump:
+        """The Python stacks of the job's processes on ``node``: node_dump.py run as a one-task step
+        of the job itself (``srun --overlap --jobid``: it shares the job's CPUs, memory and GPUs, so a
+        job holding all of them still lets it start; run by root, so py-spy may ptrace the job's
+        processes), within ``timeout_seconds``. Read-only: the only process ever signalled is this
+        step's own srun, when it runs past the deadline."""
+        # The node's own deadline comes first, so that it answers with what it has before srun is stopped.
+        on_node = max(1.0, timeout_seconds - max(2.0, timeout_seconds / 5))
+        step = [
+            "srun", "--overlap", f"--jobid={validate_job_id(job_id)}", f"--nodelist={validate_nodes([node])[0]}", "--nodes=1",
+            "--ntasks=1", f"--time={max(1, math.ceil(timeout_seconds / 60))}", "--job-name=hyperpod-recovery-hang-evidence",
+            "--", "python3", "-c", _NODE_DUMP_PROGRAM, job_id, self.py_spy, self._program("scontrol"), f"{on_node:g}",
+        ]  # fmt: skip
+        program = self._program("srun")
+        try:
+            process = subprocess.Popen(  # noqa: S603 - an argument list, never a shell; inputs validated above
+                [program, *step[1:]],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=self._environment(dict([node_dump.EVIDENCE_MARK.split("=", 1)])),
+            )
+        except OSError as exc:
+            return StackDump("failed", f"srun could not run on the controller: {exc}")
+        try:
+            out, err = process.communicate(timeout=timeout_seconds)
+        except subprocess.TimeoutExpired:
+            process.terminate()
+            try:
+                out, err = process.communicate(timeout=_STEP_STOP_SECONDS)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                out, err = process.communicate()
+            said = " ".join(err.split())[-CHECK_OUTPUT_CHARS:]
+            late = f"the evidence step on {node} did not end in {timeout_seconds:g} s"
+            return StackDump("timed_out", f"{late}: {said}" if said else late)
+        answer = _node_answer(out)
+        if process.returncode != 0 or answer is None:
+            said = " ".join((err or out).split())[-CHECK_OUTPUT_CHARS:] or "no output"
+            return StackDump("failed", f"srun exited {process.returncode}: {said}")
+        return answer
 
     def job_spec_of(self, record: dict[str, Any]) -> JobSpec:
         """The spec of a job from its squeue record (batch script and checkpoint location included)."""
@@ -595,6 +678,18 @@ class SlurmCli:
             if match:
                 return match.group(1)
         return None
+
+
+def _node_answer(stdout: str) -> StackDump | None:
+    """node_dump.py's JSON line (its last line), or None when srun's output holds none."""
+    lines = stdout.strip().splitlines()
+    try:
+        answer = json.loads(lines[-1]) if lines else None
+    except ValueError:
+        return None
+    if not isinstance(answer, dict) or answer.get("outcome") not in _OUTCOMES or not isinstance(answer.get("text"), str):
+        return None
+    return StackDump(answer["outcome"], answer["text"])
 
 
 @dataclass(frozen=True)

@@ -21,8 +21,10 @@ BASES = [
     ROOT / "events",
 ]
 POINTER = re.compile(r"(?<![\w./~$<{*-])((?:[\w-]+/)+[\w.-]*\w\.(?:py|md|json|yaml|yml|toml|sh|service))\b")
-# Written by a run, not kept: the drill's report; and examples of paths in a user's bucket or a temp dir.
-GENERATED_OR_EXAMPLE = ("out/", "step-0", "llama", "run/", "configs/", "a/b", "1000/", "s/", "events/drills/NAME")
+# Written by a run, not kept: the drill's report; and examples of paths in a user's bucket or a temp dir,
+# or in a training process's stack (py-spy dumps name files relative to the process's sys.path).
+GENERATED_OR_EXAMPLE = ("out/", "step-0", "llama", "run/", "configs/", "a/b", "1000/", "s/", "events/drills/NAME",
+                        "torch/", "multiprocessing/", "http/")  # fmt: skip
 NOT_SCANNED = ("docs/decisions.md", "tests/golden/")
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -12,20 +14,24 @@ from hyperpod_recovery.models.commands import (
     AgentCheckResult,
     BootTimes,
     BootTimesResult,
+    CaptureHangEvidence,
     CheckAgent,
     CheckpointRef,
     CommandEnvelope,
     CordonNodes,
     DrainNodes,
+    HangEvidenceResult,
     HealthCheck,
     JobsOnNodes,
     NodeBoot,
     ResubmitJob,
+    ResubmitResult,
     ResumeNodes,
     carries_owner_tag,
 )
 from hyperpod_recovery_agent.executor import CaptureStore, CommandExecutor
 from hyperpod_recovery_agent.slurm import SlurmCli, SlurmUnreachable, validate_job_id, validate_nodes
+from hyperpod_recovery_agent.stacks import stack_signature
 from tests.fakes import T0
 from tests.slurm.conftest import NODES, job_state, sbatch, wait_for
 
@@ -304,3 +310,111 @@ def test_a_check_reports_an_unreachable_slurmctld_instead_of_retrying(slurm_env:
     dead = SlurmCli(env={**slurm_env, "SLURM_CONF": str(tmp_path / "slurm.conf")})
     result = run(dead, CheckAgent())
     assert isinstance(result, AgentCheckResult) and not result.slurm_reachable and result.slurm_detail
+
+
+# --- a hung job: its evidence, and its resubmission ---------------------------------------------
+# A job that stands in for a hung training run: one Python rank per node, waiting for ever in the same place.
+HUNG = """#!/bin/bash
+srun python3 -c 'import time
+def all_reduce():
+    time.sleep(600)
+all_reduce()'
+"""
+
+
+def start_hung_job(slurm_env: dict[str, str], job_dir: Path) -> str:
+    job_id = sbatch(slurm_env, "-J", "hung", "-N", "2", "-t", "30", "-D", str(job_dir), script=HUNG)
+    wait_for(lambda: job_state(slurm_env, job_id) == "RUNNING", f"job {job_id} running")
+    # Its ranks have started on both nodes (srun's step 0)
+    wait_for(lambda: subprocess.run(["pgrep", "-f", "def all_reduce"], capture_output=True).stdout.count(b"\n") >= 2, "ranks started")
+    return job_id
+
+
+@pytest.mark.parametrize("tool", ["absent", "installed"])
+def test_a_hung_jobs_evidence_is_scontrols_text_and_each_nodes_stacks_read_in_a_step_of_the_job(
+    slurm_env: dict[str, str], slurm: SlurmCli, job_dir: Path, tool: str
+) -> None:
+    # Given a running job whose ranks wait on both its nodes, and py-spy absent from the nodes or installed
+    py_spy = shutil.which("py-spy") if tool == "installed" else "/nonexistent/py-spy"
+    if py_spy is None:
+        pytest.skip("py-spy is not installed on this host (pip install py-spy): the absent case ran")
+    agent = SlurmCli(env=slurm_env, py_spy=py_spy)
+    job_id = start_hung_job(slurm_env, job_dir)
+    nodes = nodes_of(agent, job_id)
+    # When the agent captures its evidence
+    result = run(agent, CaptureHangEvidence(job_id=job_id, nodes=nodes, timeout_seconds=30))
+    assert isinstance(result, HangEvidenceResult)
+    # Then scontrol's text and the job's state come back
+    assert result.job_state == "RUNNING" and result.job_text.startswith(f"JobId={job_id} JobName=hung")
+    # And each node answered from inside a step of the job on that node (slurmd named the node; scontrol
+    # listpids there found the job's Python rank), nothing signalled: the job still runs
+    assert [n.node for n in result.nodes] == nodes
+    if tool == "absent":
+        assert result.tool_absent and [n.outcome for n in result.nodes] == ["tool_absent"] * 2
+        for node in result.nodes:
+            assert f"/nonexistent/py-spy is not installed on {node.node}" in node.text and "python3" in node.text
+    else:
+        assert [n.outcome for n in result.nodes] == ["captured"] * 2, result.nodes
+        assert all("all_reduce (<string>:3)" in n.text for n in result.nodes), [n.text for n in result.nodes]
+        assert result.nodes[0].signature == result.nodes[1].signature == stack_signature(result.nodes[0].text)
+    assert job_state(slurm_env, job_id) == "RUNNING"
+
+
+def test_a_hung_jobs_node_without_its_processes_says_so_and_an_ended_job_is_not_stepped_into(
+    slurm_env: dict[str, str], slurm: SlurmCli, job_dir: Path
+) -> None:
+    # Given a hung job, and a node it does not run on
+    job_id = start_hung_job(slurm_env, job_dir)
+    nodes = nodes_of(slurm, job_id)
+    other = next(n for n in NODES if n not in nodes)
+    # When its evidence is asked for on that node, Then srun refuses the step there and says why
+    [elsewhere] = run(slurm, CaptureHangEvidence(job_id=job_id, nodes=[other], timeout_seconds=20)).nodes  # type: ignore[attr-defined]
+    assert elsewhere.outcome == "failed" and "srun exited" in elsewhere.text
+    # And once the job ended, each node says there is no process to dump
+    subprocess.run(["scancel", job_id], env=slurm_env, check=True)
+    wait_for(lambda: job_state(slurm_env, job_id) not in ("RUNNING", "COMPLETING"), "job ended")
+    ended = run(slurm, CaptureHangEvidence(job_id=job_id, nodes=nodes, timeout_seconds=20))
+    assert [n.outcome for n in ended.nodes] == ["no_process"] * 2  # type: ignore[attr-defined]
+
+
+# A job slow to end on scancel: its shell ignores the first SIGTERM for a few seconds (as a training
+# script that saves on SIGTERM does), so slurmctld reports it COMPLETING meanwhile.
+SLOW_TO_STOP = """#!/bin/bash
+#SBATCH --comment=checkpoint=s3://llm-train-checkpoints/llama
+trap 'sleep 6; exit 0' TERM
+echo "from=$HYPERPOD_RECOVERY_RESUME_FROM step=$HYPERPOD_RECOVERY_RESUME_STEP" > out-$SLURM_JOB_ID.txt
+sleep 600 &
+wait
+"""
+
+
+def test_resubmitting_a_running_job_cancels_it_and_submits_only_once_slurmctld_says_it_ended(
+    slurm: SlurmCli, slurm_env: dict[str, str], job_dir: Path
+) -> None:
+    # Given a running job, captured when the workflow asked about it, that takes seconds to end on scancel
+    job_id = sbatch(slurm_env, "-J", "llama", "-N", "1", "-t", "30", "-D", str(job_dir), script=SLOW_TO_STOP)
+    wait_for(lambda: (job_dir / f"out-{job_id}.txt").exists(), f"job {job_id} running")
+    node = nodes_of(slurm, job_id)[0]
+    captures = CaptureStore()
+    run(slurm, JobsOnNodes(nodes=[node]), captures)
+    seen_at_submission: list[str] = []
+    submit = slurm.submit_as_owner
+
+    def watching(*args: object, **kwargs: object) -> str:
+        seen_at_submission.append(job_state(slurm_env, job_id))
+        return submit(*args, **kwargs)  # type: ignore[arg-type]
+
+    slurm.submit_as_owner = watching  # type: ignore[method-assign]
+    executor = CommandExecutor(slurm, captures=captures, old_job_poll_seconds=1)
+    command = ResubmitJob(job_id=job_id, checkpoint=CheckpointRef(uri="s3://llm-train-checkpoints/llama/step-000002000/", step=2000))
+    # When it is resubmitted
+    started = time.monotonic()
+    result = executor.execute(envelope(command)).result
+    waited = time.monotonic() - started
+    # Then it was cancelled, and its copy submitted only once slurmctld no longer reported it alive
+    assert isinstance(result, ResubmitResult) and result.cancelled_old and result.new_job_id
+    assert seen_at_submission and seen_at_submission[0] not in ("RUNNING", "COMPLETING"), seen_at_submission
+    assert waited >= 3, waited  # the trap kept it COMPLETING for seconds: the agent waited for them
+    new_id = result.new_job_id
+    wait_for(lambda: (job_dir / f"out-{new_id}.txt").exists(), "the resubmitted job's output")
+    assert "from=s3://llm-train-checkpoints/llama/step-000002000/ step=2000" in (job_dir / f"out-{new_id}.txt").read_text()

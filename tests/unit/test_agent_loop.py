@@ -99,13 +99,14 @@ def world(tmp_path: Path) -> Any:
         url = sqs.create_queue(QueueName="commands", Attributes={"VisibilityTimeout": "900"})["QueueUrl"]
         slurm = CountingSlurm()
         sleeps: list[float] = []
+        waits: list[float] = []  # the executor's own (a cancelled job's end), never on real time
         sfn = StepFunctionsDouble()
 
         received: list[dict[str, Any]] = []
 
         def make_agent() -> Agent:  # a fresh process: same state dir, nothing in memory
             agent = Agent(
-                executor=CommandExecutor(slurm, now=lambda: T0),
+                executor=CommandExecutor(slurm, now=lambda: T0, sleep=waits.append),
                 sqs=sqs,
                 stepfunctions=sfn,
                 queue_url=url,
@@ -133,6 +134,7 @@ def world(tmp_path: Path) -> Any:
                 "url": url,
                 "slurm": slurm,
                 "sleeps": sleeps,
+                "waits": waits,
                 "sfn": sfn,
                 "make_agent": staticmethod(make_agent),
                 "received": received,
@@ -488,3 +490,24 @@ def test_a_malformed_commands_failure_that_could_not_be_sent_comes_back_and_is_s
     assert outcome.status == "invalid" and queue_depth(world) == 0
     [(name, kwargs)] = world.sfn.answers()
     assert name == "failure" and kwargs["error"] == "InvalidCommand"
+
+
+def test_a_resubmission_beside_a_job_that_never_stops_is_answered_old_job_not_stopped_and_submits_nothing(world: Any) -> None:
+    # Given job 1001 still running with a process SIGKILL does not end
+    world.slurm.slow_to_stop("1001", None)
+    body = CommandEnvelope(
+        command_id="inc-1:resubmit:1001",
+        incident_id="inc-1",
+        execution_name="inc-1",
+        task_token="tok",
+        requested_at=T0,
+        command=ResubmitJob(job_id="1001", checkpoint=CheckpointRef(uri="s3://ckpt/llama/step-000002000/", step=2000)),
+    ).model_dump_json()
+    put(world, body)
+    # When the agent handles its resubmission (a clock that never moves: the wait is bounded by its polls)
+    [outcome] = world.make_agent().poll_once(0)
+    # Then the workflow is told OldJobNotStopped, nothing was submitted, and the message is gone
+    assert (outcome.status, outcome.error) == ("failed", "OldJobNotStopped")
+    [(name, kwargs)] = world.sfn.answers()
+    assert name == "failure" and kwargs["error"] == "OldJobNotStopped" and "still COMPLETING" in kwargs["cause"]
+    assert world.slurm.submits == 0 and world.waits and queue_depth(world) == 0

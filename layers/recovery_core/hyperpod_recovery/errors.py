@@ -216,6 +216,12 @@ class NodeRecoveryEscalated(RecoveryError):
     """The node recovery the failed job waited on (nested, or another incident's) escalated."""
 
 
+class OldJobNotStopped(RecoveryError):
+    """The job to resubmit still ran (hung, or on replaced nodes) and did not stop within the
+    agent's bound after scancel (an unkillable process, a node that does not answer): nothing was
+    submitted, so two copies never run (sent by the agent via SendTaskFailure)."""
+
+
 class JobNotResubmitted(RecoveryError):
     """A JobRecovery run ended without resubmitting the job and without finding it restarted by
     anyone else (recorded by Record Job Outcome, never raised)."""
