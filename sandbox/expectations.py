@@ -16,6 +16,10 @@ What each expectation reads from the report (sandbox/report.py):
     messages_match_record     message_contradictions is empty
     never_say / always_say    phrases (case-insensitive) in no / some notification's subject or message
     no_human_needed           no incident outcome in NEEDS_A_HUMAN
+    verdicts                  hangs.verdicts, counted per rule (hang and slowdown verdicts kept)
+    verdict_suspects          every verdict's suspects (the nodes it blamed)
+    hang_detected_within_seconds  each stall verdict decided at most this long after the job's last progress
+    running_again_within_seconds  each hang's job has a copy running at most this long after the hang began
 """
 
 from __future__ import annotations
@@ -50,6 +54,10 @@ class ExpectSpec(BaseModel):
     messages_match_record: StrictBool = True
     # (an empty phrase is in every message: it could never pass as never_say, nor fail as always_say)
     never_say: list[Phrase] = Field(default_factory=list, description="phrases no notification may contain")
+    verdicts: dict[Literal["stall", "slow"], int] | None = Field(default=None, description="hang and slowdown verdicts kept, per rule")
+    verdict_suspects: list[str] | None = Field(default=None, description="the nodes the verdicts blamed")
+    hang_detected_within_seconds: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    running_again_within_seconds: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     always_say: list[Phrase] = Field(default_factory=list, description="phrases some notification must contain")
 
 
@@ -115,6 +123,7 @@ def evaluate(expect: ExpectSpec, report: dict[str, Any], cap: int, most_out: int
         contradictions = report.get("message_contradictions", [])
         got = f"{len(contradictions)}" + (f": {contradictions[0]}" if contradictions else "")
         checks.append(Check("messages match the record", not contradictions, "no contradiction", got[:300]))
+    checks += _hang_checks(expect, report.get("hangs") or {"verdicts": [], "hangs": []})
     messages = _messages(report)
     for phrase in expect.never_say:
         found = sum(phrase.lower() in m for m in messages)
@@ -122,6 +131,34 @@ def evaluate(expect: ExpectSpec, report: dict[str, Any], cap: int, most_out: int
     for phrase in expect.always_say:
         found = sum(phrase.lower() in m for m in messages)
         checks.append(Check(f"says {phrase!r}", bool(found), "in some message", f"in {found} of {len(messages)} message(s)"))
+    return checks
+
+
+def _hang_checks(expect: ExpectSpec, hangs: dict[str, Any]) -> list[Check]:
+    checks: list[Check] = []
+    verdicts = hangs["verdicts"]
+    if expect.verdicts is not None:
+        counted = Counter(v["rule"] for v in verdicts)
+        said = ", ".join(f"{rule} x{n}" for rule, n in sorted(expect.verdicts.items())) or "no verdict"
+        shown = ", ".join(f"{rule} x{n}" for rule, n in sorted(counted.items())) or "no verdict"
+        checks.append(Check("verdicts", counted == Counter(expect.verdicts), said, shown))
+    if expect.verdict_suspects is not None:
+        blamed = sorted({n for v in verdicts for n in v["suspects"]})
+        checks.append(
+            Check("verdict suspects", blamed == sorted(expect.verdict_suspects), str(sorted(expect.verdict_suspects)), str(blamed))
+        )
+    if expect.hang_detected_within_seconds is not None:
+        stalls = [v["detected_after_seconds"] for v in verdicts if v["rule"] == "stall"]
+        bound = expect.hang_detected_within_seconds
+        ok = bool(stalls) and max(stalls) <= bound
+        got = f"{max(stalls):g} s after the last progress" if stalls else "no stall verdict"
+        checks.append(Check("hang detected", ok, f"a stall verdict at most {bound:g} s after the last progress", got))
+    if expect.running_again_within_seconds is not None:
+        bound = expect.running_again_within_seconds
+        after = [h["running_again_after_seconds"] for h in hangs["hangs"]]
+        ok = bool(after) and all(a is not None and a <= bound for a in after)
+        got = "; ".join("never" if a is None else f"{a:g} s" for a in after) or "no hang"
+        checks.append(Check("running again after the hang", ok, f"a copy running at most {bound:g} s after each hang began", got))
     return checks
 
 

@@ -142,12 +142,51 @@ def build_report(runner: DrillRunner, wall_seconds: float) -> dict[str, Any]:
             **({"mode": "real", "queue": runner.slurm.queue()} if isinstance(runner.slurm, RealController) else {"mode": "simulated"}),
         },
         "notifications": notifications,
+        **({"hangs": _hangs(runner, ledger)} if runner.progress is not None else {}),
         # Two live copies of one job at one moment (pending or running): what the pipeline exists to prevent.
         "second_copies": _second_copies(runner),
         # Every notification and record summary checked against its incident's record (sandbox/message_check.py).
         "message_contradictions": message_contradictions(records, notifications),
         "ledger_at_end": ledger_at_end(aws.client("dynamodb"), aws.ledger_table, runner.epoch + timedelta(seconds=max_virtual(incidents))),
         "metrics": emitted_metrics(runner.log_path),
+    }
+
+
+def _hangs(runner: DrillRunner, ledger: DynamoLedger) -> dict[str, Any]:
+    """What the hang detector did: its ticks, the verdicts it kept (when each was decided after the
+    job's last progress), and, for every hang, when a copy of the job ran again after it began."""
+    verdicts = ledger.verdicts(runner.scenario.cluster.name)
+    slurm = runner.slurm.slurm
+    hangs = []
+    for fault in (f for f in runner.scenario.faults if f.kind == "hang"):
+        copies = [s for s in runner.slurm.submissions if s.old_job_id == fault.job]
+        started = [j.started_at for s in copies if (j := slurm.jobs.get(s.new_job_id)) is not None and j.started_at is not None]
+        running_again = _seconds(min(started), runner.epoch) if started else None
+        hangs.append(
+            {
+                "job": fault.job,
+                "at": fault.at,
+                "copy_running_at": running_again,
+                "running_again_after_seconds": None if running_again is None else round(running_again - fault.at, 3),
+            }
+        )
+    return {
+        "ticks": [{"at": at, "answer": answer} for at, answer in runner.hang_ticks],
+        "verdicts": [
+            {
+                "rule": v.verdict.rule,
+                "mode": v.verdict.mode,
+                "job": v.verdict.job,
+                "decided_at": _seconds(v.verdict.decided_at, runner.epoch),
+                "last_progress_at": _seconds(v.verdict.last_progress_at, runner.epoch),
+                "detected_after_seconds": round((v.verdict.decided_at - v.verdict.last_progress_at).total_seconds(), 3),
+                "suspects": v.verdict.suspects,
+                "summary": v.verdict.summary,
+                "action": v.action,
+            }
+            for v in verdicts
+        ],
+        "hangs": hangs,
     }
 
 

@@ -29,6 +29,7 @@ from botocore.exceptions import ClientError
 from hyperpod_recovery.clock import install_clock
 from hyperpod_recovery.config import get_settings
 from hyperpod_recovery.models.job_events import JOB_EVENT_SOURCE, JOB_FAILED_DETAIL_TYPE, JobFailedDetail
+from hyperpod_recovery.models.progress import PROGRESS_TABLE_ENV
 from hyperpod_recovery.observability import logger as pipeline_logger
 from hyperpod_recovery.runtime import default_dependencies
 from hyperpod_recovery.steps.sweep_ended_executions import GRACE as SWEEP_GRACE
@@ -37,14 +38,16 @@ from sandbox.checkpoints import write_checkpoint_step, write_checkpoints
 from sandbox.clock import DRIVER, EPOCH, VirtualClock
 from sandbox.eks import SimulatedEks, point_eks_at
 from sandbox.hyperpod import HyperPodDouble
+from sandbox.progress import ProgressSimulator
 from sandbox.real_slurm import RealController
 from sandbox.report import build_report
 from sandbox.scenario import FaultSpec, Scenario, ScenarioError, expand_range
-from sandbox.slurm import SimulatedController, SlurmJob
+from sandbox.slurm import DATA_LOADER_STACK, SimulatedController, SlurmJob
 
 ESM_BATCH_SIZE = 100  # template.yaml IntakeFunction BatchSize
 SWEEP_FUNCTION = "SweepEndedExecutionsFunction"  # its schedule (template.yaml) is the sweep's period
 POLLER_FUNCTION = "FindFailedJobsFunction"  # EKS: its schedule paces a failure's repeated polls
+HANG_DETECTOR_FUNCTION = "DetectHungJobsFunction"  # its schedule paces the detector's ticks
 RECONCILE_BATCH_SIZE = 10  # template.yaml ReconcileExecutionFunction BatchSize
 CLUSTER_EVENT_BATCH_SIZE = 10  # template.yaml NoticeClusterEventFunction BatchSize
 # What Step Functions sends to EventBridge for every status change; the stack's rule keeps these.
@@ -62,6 +65,7 @@ class Delivery:
     faults: list[FaultSpec]
     agent_back: bool = False  # the controller agent comes back and works through its backlog
     poll: bool = False  # EKS: a tick of the job poller (a failure's repeated poll, or the next tick after a deferring one)
+    detect: bool = False  # a tick of Detect Hung Jobs (the progress the jobs report, judged)
 
 
 class DrillRunner:
@@ -111,6 +115,8 @@ class DrillRunner:
         self.cluster_event_responses: list[Any] = []
         self._until = math.inf  # the moment the runner is letting the executions reach
         self.aborted: dict[str, tuple[str, str]] = {}  # executions an abort fault stopped: (error, cause) given
+        self.progress: ProgressSimulator | None = None  # the jobs' progress reporters (jobs.*.progress)
+        self.hang_ticks: list[tuple[float, Any]] = []  # (virtual second, Detect Hung Jobs' answer) of each tick
 
     # --- entry points -------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
@@ -187,6 +193,7 @@ class DrillRunner:
         }
         safety |= {"MaxEventAgeSeconds": settings.max_event_age_seconds, "MaxClockSkewSeconds": settings.max_clock_skew_seconds}
         parameters.update({name: f"{value:g}" for name, value in safety.items() if value is not None})
+        parameters.update(settings.hangs.parameters())
         if self.scenario.cluster.orchestrator == "eks":
             stack_eks = settings.eks_cluster_name or f"{self.scenario.cluster.name}-eks"
             parameters |= {"Orchestrator": "Eks", "EksClusterName": stack_eks}
@@ -266,9 +273,18 @@ class DrillRunner:
                     script_bytes=job.script_bytes,
                     batch=job.batch,
                     comment=job.comment,
+                    # (its owner opted in to progress monitoring: the progress table in its environment)
+                    environment={PROGRESS_TABLE_ENV: aws.progress_table} if job.progress is not None and job.progress.opted_in else {},
                 )
             )
             write_checkpoints(aws.client("s3"), job, self.epoch)
+        if any(job.progress is not None for job in self.scenario.jobs):
+            self.progress = ProgressSimulator(
+                self.scenario,
+                nodes_of=lambda job: [self.double.slurm_name(f"{g}:{i}") for g, i in expand_range(job.nodes)],
+                name_of=lambda ref: self.double.slurm_name(ref),
+                epoch=self.epoch,
+            )
 
     def _populate_eks(self, aws: SandboxAWS) -> None:
         """The EKS cluster HyperPod's DescribeCluster names, its API server, its nodes and jobs."""
@@ -285,7 +301,7 @@ class DrillRunner:
         deliveries: list[Delivery] = []
         pending: list[FaultSpec] = []
         for fault in sorted(self.scenario.faults, key=lambda f: f.at):
-            if fault.kind in ("drill", "abort"):
+            if fault.kind in ("drill", "abort") or fault.of_progress:
                 deliveries.append(Delivery(fault.at, [fault]))
                 continue
             if pending and fault.at > pending[0].at + window:
@@ -296,6 +312,12 @@ class DrillRunner:
             deliveries.append(Delivery(pending[0].at + window, pending))
         if self.scenario.behaviour.agent_back_at is not None:
             deliveries.append(Delivery(self.scenario.behaviour.agent_back_at, [], agent_back=True))
+        if any(job.progress is not None for job in self.scenario.jobs) and HANG_DETECTOR_FUNCTION in self.aws.template["Resources"]:
+            # Detect Hung Jobs' schedule: every period from the drill's start, while the jobs' pauses,
+            # slowdowns and hangs can still matter.
+            period = self.schedule_period(HANG_DETECTOR_FUNCTION)
+            until = ProgressSimulator.horizon_of(self.scenario)
+            deliveries += [Delivery(k * period, [], detect=True) for k in range(1, int(until // period) + 1)]
         if self.scenario.cluster.orchestrator == "eks":
             # The poller's next ticks, a period apart, find the same failure again (EKS sends no event).
             period = self.schedule_period(POLLER_FUNCTION)
@@ -330,6 +352,7 @@ class DrillRunner:
     # --- what AWS delivers on its own -----------------------------------------------------
     def _between(self) -> None:
         """Every execution is parked: deliver what happened before the next one wakes."""
+        self._write_progress(self.clock.horizon)
         self._publish_cluster_events()
         self._publish_execution_ends()
         self._run_scheduled_sweeps()
@@ -449,6 +472,8 @@ class DrillRunner:
         kubernetes_failures = [f for f in delivery.faults if f.kind == "job_failed" and self.eks is not None]
         for fault in kubernetes_failures:
             self._fail_kubernetes_job(fault)  # (every job that fails at this moment, before the next tick sees them)
+        if delivery.detect:
+            self._detect_hung_jobs(delivery.at)
         if delivery.poll or kubernetes_failures:
             # (EKS sends no event: the scheduled poller finds the failures; a failure's repeats are
             # later ticks, a period apart: deliveries of their own)
@@ -458,6 +483,10 @@ class DrillRunner:
                 self._abort(fault)
             elif fault.kind == "drill":
                 self._start_drill(fault)
+            elif fault.kind == "hang":
+                self._hang(fault)
+            elif fault.of_progress:
+                continue  # (a pause or a slowdown: only what the job reports changes, sandbox/progress.py)
             elif fault.kind == "job_failed" and self.eks is not None:
                 continue
             elif fault.kind == "job_failed":
@@ -602,6 +631,35 @@ class DrillRunner:
         with self.clock.on(DRIVER):
             self.eks.sync()
             self.eks.job_fails(spec, reason=fault.reason)
+
+    def _hang(self, fault: FaultSpec) -> None:
+        """The job hangs: Slurm still runs it; its processes wait in a collective, but on the node the
+        fault names (the one that stopped first), where they are somewhere else."""
+        assert fault.job is not None
+        odd = {self.double.slurm_name(fault.node): None if fault.stacks == "no_answer" else DATA_LOADER_STACK} if fault.node else {}
+        self.slurm.slurm.hang_job(fault.job, odd_nodes=odd)
+
+    def _write_progress(self, moment: float) -> None:
+        """The jobs' reporters' items as of ``moment``, put in the progress table (as the training
+        nodes do, every heartbeat)."""
+        if self.progress is None or not self.aws.progress_table:
+            return
+        dynamodb = self.aws.client("dynamodb")
+        slurm = self.slurm.slurm
+
+        def running(job_id: str) -> bool:
+            job = slurm.jobs.get(job_id)
+            return job is not None and job.state == "RUNNING"
+
+        for item in self.progress.items(moment, running):
+            dynamodb.put_item(TableName=self.aws.progress_table, Item=item)
+
+    def _detect_hung_jobs(self, moment: float) -> None:
+        """One tick of Detect Hung Jobs' schedule, as EventBridge invokes it."""
+        self._write_progress(moment)
+        with self.aws.api_calls.counting():
+            response = self.aws.client("lambda").invoke(FunctionName=HANG_DETECTOR_FUNCTION, Payload=b"{}")
+        self.hang_ticks.append((moment, json.loads(response["Payload"].read())))
 
     def _poll_failed_jobs(self) -> None:
         """One tick of the EKS job poller's schedule (Find Failed Jobs), as EventBridge Scheduler invokes it."""

@@ -115,6 +115,19 @@ class KubernetesJobSpec(_Strict):
     queue: str | None = Field(default=None, max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
+class ProgressSpec(_Strict):
+    """The job's training script reports its progress (hyperpod_recovery.checkpointing.Progress):
+    the sandbox writes what its nodes' reporters would, as of each moment the detector reads."""
+
+    step_seconds: float = Field(default=10.0, gt=0, le=3600)  # the job's pace
+    step: int = Field(default=1000, ge=0)  # the step it is at when the drill starts
+    # Its submission opted in (its environment names the progress table): false, and a report under
+    # its id is not trusted.
+    opted_in: StrictBool = True
+    # Its ranks time their waits in collectives (what names the slowest node of a slowdown).
+    reports_waits: StrictBool = True
+
+
 class JobSpec(_Strict):
     id: str = Field(pattern=r"^[0-9]{1,10}$")
     name: str = Field(min_length=1, max_length=128)
@@ -130,6 +143,8 @@ class JobSpec(_Strict):
     comment: str = Field(default="", max_length=500)
     # EKS clusters: the job's Kubernetes object (its name is ``name``: a DNS-1123 name of at most 63).
     kubernetes: KubernetesJobSpec = Field(default_factory=KubernetesJobSpec)
+    # The job reports its progress (hang and slowdown detection); None: it does not.
+    progress: ProgressSpec | None = None
 
     @model_validator(mode="after")
     def _nodes_syntax(self) -> JobSpec:
@@ -142,7 +157,9 @@ class JobSpec(_Strict):
 
 class FaultSpec(_Strict):
     at: float = Field(ge=0, le=MAX_VIRTUAL_SECONDS)
-    kind: Literal["node_health", "alarm", "job_failed", "drill", "abort"]
+    # hang / slow / pause: what a job that reports progress does (sandbox/progress.py); no event is
+    # sent: the detector finds it in the progress its nodes report.
+    kind: Literal["node_health", "alarm", "job_failed", "drill", "abort", "hang", "slow", "pause"]
     node: str | None = None
     nodes: list[str] | None = None
     repeat: int = Field(default=0, ge=0, le=1000)  # extra copies of the same event (HyperPod may send several)
@@ -169,6 +186,20 @@ class FaultSpec(_Strict):
     # abort: an operator's StopExecution of the n-th execution the drill started (1 = the first,
     # in start order, nested ones included), wherever it is.
     execution: int | None = Field(default=None, ge=1)
+    # hang: how long until it clears by itself (None: never); pause: how long the declared pause
+    # lasts (a checkpoint save, by default).
+    seconds: float | None = Field(default=None, gt=0, le=MAX_VIRTUAL_SECONDS)
+    pause_kind: Literal["checkpoint", "evaluation", "data", "other"] = "checkpoint"
+    pause_limit_seconds: int | None = Field(default=None, ge=1, le=86_400)  # what the script declares (default: the library's)
+    # hang with a node: that node's rank stopped first; its stack dump is a data loader's (or, with
+    # "no_answer", py-spy never answers there). reporter_dies: its reporter stops writing too.
+    stacks: Literal["data_loader", "no_answer"] = "data_loader"
+    reporter_dies: StrictBool = False
+    factor: float | None = Field(default=None, gt=1, le=10)  # slow: the node's step time over its pace
+
+    @property
+    def of_progress(self) -> bool:
+        return self.kind in ("hang", "slow", "pause")
 
     @model_validator(mode="after")
     def _has_nodes(self) -> FaultSpec:
@@ -178,6 +209,14 @@ class FaultSpec(_Strict):
         if self.kind == "abort":
             if refs or self.job or self.repeat or self.event_age_seconds:
                 raise ValueError("an abort names only 'execution'")
+            return self
+        if self.of_progress:
+            if not self.job or self.repeat or self.event_age_seconds:
+                raise ValueError(f"a {self.kind} fault names 'job' (one reporting progress), and no repeat or event age")
+            if (self.kind == "slow") != (self.factor is not None) or (self.kind == "slow" and not self.node):
+                raise ValueError("a slow fault names 'node' and 'factor' (and only a slow fault has a factor)")
+            if self.kind == "pause" and (self.seconds is None or refs):
+                raise ValueError("a pause fault names 'seconds' (how long it lasts) and no node")
             return self
         if self.kind == "job_failed" or (self.kind == "drill" and self.job):
             if not self.job:
@@ -332,6 +371,28 @@ class JobRestartSpec(_Strict):
     crash_loop_repeats: int = Field(default=2, ge=2, le=100)
 
 
+class HangSettingsSpec(_Strict):
+    """template.yaml's Hang* parameters (unset: the template's defaults)."""
+
+    stall_mode: Literal["enforce", "observe", "off"] | None = None
+    stall_factor: float | None = Field(default=None, ge=1.5, le=100)
+    stall_floor_seconds: int | None = Field(default=None, ge=30)
+    startup_seconds: int | None = Field(default=None, ge=60)
+    slow_mode: Literal["enforce", "observe", "off"] | None = None
+    slow_ratio: float | None = Field(default=None, ge=0.05, le=10)
+
+    def parameters(self) -> dict[str, str]:
+        named = {
+            "HangStallMode": self.stall_mode,
+            "HangStallFactor": self.stall_factor,
+            "HangStallFloorSeconds": self.stall_floor_seconds,
+            "HangStartupSeconds": self.startup_seconds,
+            "HangSlowMode": self.slow_mode,
+            "HangSlowRatio": self.slow_ratio,
+        }
+        return {name: value if isinstance(value, str) else f"{value:g}" for name, value in named.items() if value is not None}
+
+
 class SettingsSpec(_Strict):
     dry_run: StrictBool = False
     resume_policy: Literal["immediate", "after_rejoin"] = "immediate"  # template.yaml: ResumePolicy
@@ -339,6 +400,7 @@ class SettingsSpec(_Strict):
     caps: CapsSpec = Field(default_factory=CapsSpec)
     breaker: BreakerSpec = Field(default_factory=BreakerSpec)
     repeat_offender: RepeatOffenderSpec = Field(default_factory=RepeatOffenderSpec)  # unset fields: the template's defaults
+    hangs: HangSettingsSpec = Field(default_factory=HangSettingsSpec)
     poll_seconds: int = Field(default=30, ge=5)
     max_poll_seconds: int = Field(default=60, ge=5)
     rejoin_deadline_seconds: int = Field(default=2700, ge=60)
@@ -388,6 +450,8 @@ class Scenario(_Strict):
                 check(ref, f"faults.{i}")
             if fault.job and fault.job not in {j.id for j in self.jobs}:
                 raise ValueError(f"faults.{i}.job: no job {fault.job!r} in jobs")
+            if fault.of_progress and next(j for j in self.jobs if j.id == fault.job).progress is None:
+                raise ValueError(f"faults.{i}: job {fault.job} does not report progress (jobs.*.progress)")
         for ref in self.behaviour.never_rejoin:
             check(ref, "behaviour.never_rejoin")
         for ref in self.behaviour.reboot_fails:

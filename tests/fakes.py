@@ -169,6 +169,7 @@ class FakeLedger:
         self.notices: dict[str, datetime] = {}  # incident -> the lease on its page until
         self.swept: dict[str, datetime] = {}
         self.holds: dict[tuple[str, str], NodeHold] = {}  # (cluster, instance id or hostname) -> a human's hold
+        self.evidence: dict[str, Any] = {}
 
     def acquire_locks(self, incident_id: str, cluster: str, node_ids: list[str], now: datetime, ttl: timedelta) -> LockOutcome:
         acquired, held = [], {}
@@ -299,6 +300,12 @@ class FakeLedger:
 
     def save_jobs(self, incident_id: str, jobs: list[JobSpec], now: datetime) -> None:
         self.jobs[incident_id] = [j.model_copy(deep=True) for j in jobs]
+
+    def save_evidence(self, incident_id: str, evidence: Any, now: datetime) -> None:
+        self.evidence[incident_id] = evidence
+
+    def evidence_of(self, incident_id: str) -> Any:
+        return self.evidence.get(incident_id)
 
     def jobs_of(self, incident_id: str) -> list[JobSpec] | None:
         return self.jobs.get(incident_id)

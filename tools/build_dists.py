@@ -53,15 +53,19 @@ CONTRACT_MODULES = frozenset(
         "hyperpod_recovery.models.job_events",
         "hyperpod_recovery.models.kubernetes",
         "hyperpod_recovery.models.manifest",
+        "hyperpod_recovery.models.progress",
     }
 )
 
 # The training scripts' checkpoint library and what it reads and writes with: the manifest model,
-# discovery's verification (the writer's limits are the reader's), the S3 store and its port.
+# discovery's verification (the writer's limits are the reader's), the S3 store and its port; and
+# the progress reporter with the report's model (what the hang detector reads).
 CHECKPOINT_MODULES = frozenset(
     {
         "hyperpod_recovery.checkpointing",
         "hyperpod_recovery.checkpointing.commit",
+        "hyperpod_recovery.checkpointing.progress",
+        "hyperpod_recovery.models.progress",
         "hyperpod_recovery",
         "hyperpod_recovery.errors",
         "hyperpod_recovery.ports",

@@ -66,6 +66,7 @@ from hyperpod_recovery.models.commands import (
 )
 from hyperpod_recovery.models.common import MAX_JOBS_PER_INCIDENT, SLURM_JOB_ID_PATTERN, matches
 from hyperpod_recovery.models.manifest import RESUME_FROM_ENV, RESUME_STEP_ENV
+from hyperpod_recovery.models.progress import PROGRESS_TABLE_ENV
 from hyperpod_recovery_agent import __version__
 from hyperpod_recovery_agent.capture import JobCapture
 from hyperpod_recovery_agent.slurm import RESUBMISSION_MARK, NodeState, SlurmCommandFailed, SlurmUnreachable, StackDump
@@ -388,7 +389,13 @@ class CommandExecutor:
         if capture is None:
             return spec.model_copy(update={"unresumable": "slurmctld no longer knows the job: there is nothing to resubmit it with"})
         self.captures.put(capture)
-        return spec.model_copy(update={"unresumable": capture.unresumable[:512] if capture.unresumable else None})
+        return spec.model_copy(
+            update={
+                "unresumable": capture.unresumable[:512] if capture.unresumable else None,
+                # The owner's own opt-in to progress monitoring: only this makes a hang verdict actionable.
+                "reports_progress": bool(capture.environment.get(PROGRESS_TABLE_ENV)),
+            }
+        )
 
     def resubmit(self, command: ResubmitJob, incident_id: str) -> ResubmitResult:
         job_id = command.job_id

@@ -227,7 +227,7 @@ def test_every_ledger_method_is_either_held_back_or_passed_through() -> None:
         "lock_holders", "node_holds", "resubmission_claim", "lineage_root", "restart_history", "nodes_in_recovery", "holdings",
         "jobs_of", "breaker", "recovery_log", "get_incident", "save_incident", "save_jobs", "rejoin_waits",
         "begin_effect", "finish_effect", "effect_of", "failures_started", "job_restarts",
-        "claim_notification", "ends_swept_until", "save_ends_swept_until", "verdicts",
+        "claim_notification", "ends_swept_until", "save_ends_swept_until", "verdicts", "save_evidence", "evidence_of",
     }  # fmt: skip
 
 

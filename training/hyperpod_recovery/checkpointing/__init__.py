@@ -26,19 +26,21 @@ from __future__ import annotations
 import os
 import re
 import string
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from hyperpod_recovery.adapters.checkpoints import S3CheckpointStore
 from hyperpod_recovery.checkpointing.commit import CommitResult, commit_checkpoint, verify_checksums
+from hyperpod_recovery.checkpointing.progress import Progress
 from hyperpod_recovery.domain.checkpoints import Discovery, Verdict, find_newest_verified, split_s3_uri, verify_checkpoint
 from hyperpod_recovery.models.commands import CheckpointRef
 from hyperpod_recovery.models.manifest import JOB_NAME_ENV, MAX_STEP, RESUME_FROM_ENV, RESUME_STEP_ENV, step_dir
 from hyperpod_recovery.ports import CheckpointWriter
 
-__all__ = ["CheckpointRef", "Checkpoints", "CommitResult", "Discovery", "JobNameRequired", "OtherJobs", "Verdict"]
+__all__ = ["CheckpointRef", "Checkpoints", "CommitResult", "Discovery", "JobNameRequired", "OtherJobs", "Progress", "Verdict"]
 
 # Where the job's name is read from when none is given, in this order.
 JOB_NAME_SOURCES = ("SLURM_JOB_NAME", JOB_NAME_ENV)
@@ -112,7 +114,9 @@ class OtherJobs:
 class Checkpoints:
     """One job's checkpoint prefix: where to write a step, how to commit it, where to resume from."""
 
-    def __init__(self, uri: str, *, job: str | None = None, s3: Any = None, store: CheckpointWriter | None = None) -> None:
+    def __init__(
+        self, uri: str, *, job: str | None = None, s3: Any = None, store: CheckpointWriter | None = None, progress: Progress | None = None
+    ) -> None:
         check_bucket_of(uri)
         self.bucket, self.prefix = split_s3_uri(uri)
         self.uri = f"s3://{self.bucket}/{self.prefix}"
@@ -122,6 +126,9 @@ class Checkpoints:
         # names its job after the command it runs: "interactive", "bash").
         self.job, self.job_from_env = job_name(job)
         self.store: CheckpointWriter = store or S3CheckpointStore(s3=s3)
+        # The job's progress reporter: a commit is a declared pause ("checkpoint"), and so is a save
+        # inside ``saving()``; a long one is not a hang.
+        self.progress = progress
 
     def step_uri(self, step: int) -> str:
         """``s3://bucket/prefix/step-000012000/``: where the shards of ``step`` go."""
@@ -147,16 +154,27 @@ class Checkpoints:
                 f"metadata.name), or run inside the job (${JOB_NAME_SOURCES[0]}, ${JOB_NAME_SOURCES[1]}): "
                 "the job's recovery resumes only checkpoints committed under its name"
             )
-        return commit_checkpoint(
-            self.store,
-            self.uri,
-            step,
-            job=self.job,
-            now=datetime.now(UTC),
-            framework=framework,
-            checksums=checksums,
-            compute_checksums=compute_checksums,
-        )
+        with self.saving():
+            return commit_checkpoint(
+                self.store,
+                self.uri,
+                step,
+                job=self.job,
+                now=datetime.now(UTC),
+                framework=framework,
+                checksums=checksums,
+                compute_checksums=compute_checksums,
+            )
+
+    @contextmanager
+    def saving(self, limit_seconds: int | None = None) -> Iterator[None]:
+        """A checkpoint being written, declared to the progress reporter (when one was given) as a
+        pause of at most ``limit_seconds`` (default two hours): ``with checkpoints.saving(): dcp.save(...)``."""
+        if self.progress is None:
+            yield
+            return
+        with self.progress.paused("checkpoint", limit_seconds):
+            yield
 
     def latest(self) -> CheckpointRef | None:
         """The newest checkpoint of this job that verifies complete, or None."""

@@ -43,6 +43,7 @@ from hyperpod_recovery.models.commands import (
     CordonResult,
     DrainNodes,
     DrainResult,
+    HangEvidenceResult,
     JobSpec,
     RequeueJob,
     RequeueResult,
@@ -212,6 +213,12 @@ class DryRunLedger:
 
     def jobs_of(self, incident_id: str) -> list[JobSpec] | None:
         return self._ledger.jobs_of(incident_id)
+
+    def save_evidence(self, incident_id: str, evidence: HangEvidenceResult, now: datetime) -> None:
+        self._ledger.save_evidence(incident_id, evidence, now)  # (read-only evidence: a drill keeps it too)
+
+    def evidence_of(self, incident_id: str) -> HangEvidenceResult | None:
+        return self._ledger.evidence_of(incident_id)
 
     def breaker(self, cluster: str) -> BreakerState:
         return self._ledger.breaker(cluster)

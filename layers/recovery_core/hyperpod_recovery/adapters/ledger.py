@@ -6,6 +6,7 @@ Items:
     INCIDENT#<incident id>     / REPLACEMENTS  nodes whose replacement this incident already initiated
     INCIDENT#<incident id>     / HOLDINGS      what the incident holds (locks, cap places, claims) until it ends
     INCIDENT#<incident id>     / JOBS          the affected jobs as the agent described them (kept out of the workflow's state)
+    INCIDENT#<incident id>     / EVIDENCE      a hang's evidence (scontrol show job, each node's stack dump)
     JOB#<cluster>#<job id>     / RESUBMISSION  which incident resubmits a job, and the new job id
     JOB#<cluster>#<job id>     / LINEAGE       the first job of the lineage this resubmission belongs to
     LINEAGE#<cluster>#<job id> / RESTARTS      every restart of that lineage (restart budget, crash loops)
@@ -48,7 +49,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from hyperpod_recovery.adapters.aws import LazyClient, error_code, is_transient
 from hyperpod_recovery.errors import LedgerError, LedgerUnavailable
-from hyperpod_recovery.models.commands import JobSpec
+from hyperpod_recovery.models.commands import HangEvidenceResult, JobSpec
 from hyperpod_recovery.models.hangs import HangVerdict, RecordedVerdict
 from hyperpod_recovery.models.job_recovery import RestartEntry
 from hyperpod_recovery.models.records import (
@@ -544,6 +545,23 @@ class DynamoLedger:
     def jobs_of(self, incident_id: str) -> list[JobSpec] | None:
         item = self._get(f"INCIDENT#{incident_id}", "JOBS")
         return None if item is None else [JobSpec.model_validate(j) for j in json.loads(item["jobs"]["S"])]
+
+    def save_evidence(self, incident_id: str, evidence: HangEvidenceResult, now: datetime) -> None:
+        """A hang's evidence, kept with its incident (at most 16 dumps of 2 KB: far below 400 KB)."""
+        self._call(
+            self.dynamodb.put_item,
+            TableName=self.table_name,
+            Item={
+                "pk": {"S": f"INCIDENT#{incident_id}"},
+                "sk": {"S": "EVIDENCE"},
+                "evidence": {"S": evidence.model_dump_json()},
+                "expires_at": {"N": _epoch(now + INCIDENT_TTL)},
+            },
+        )
+
+    def evidence_of(self, incident_id: str) -> HangEvidenceResult | None:
+        item = self._get(f"INCIDENT#{incident_id}", "EVIDENCE")
+        return None if item is None else HangEvidenceResult.model_validate_json(item["evidence"]["S"])
 
     # --- what an incident holds ---------------------------------------------------------------
     def holdings(self, incident_id: str) -> Holdings | None:

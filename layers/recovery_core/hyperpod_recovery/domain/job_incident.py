@@ -19,6 +19,7 @@ from hyperpod_recovery.domain.fates import (
 )
 from hyperpod_recovery.domain.incident import Decision, IncidentFacts, IncidentTable, PhaseLog, resubmission, submitted_here
 from hyperpod_recovery.domain.job_failure import job_nodes, nodes_text
+from hyperpod_recovery.models.commands import HangEvidenceResult
 from hyperpod_recovery.models.job_recovery import JobWorkflowState
 from hyperpod_recovery.models.kubernetes import KubeJobRef
 from hyperpod_recovery.models.records import JobFate, Phase, TimelineEntry
@@ -129,10 +130,42 @@ def summarize_job(state: JobWorkflowState, outcome: Outcome, cause: str | None, 
         would = f"would resubmit it from step {step}" if step is not None else (restart.reason if restart else "would do nothing")
         return f"Dry run for {label}, {kind or 'not classified'}: every step ran, nothing was changed; {would}."
     if fate is not None and fate.fate == "resubmitted":
-        how = f"node recovery {fate.by} replaced its node(s) and resubmitted it" if fate.by else "resubmitted"
+        repaired = "checked its suspect node(s)" if classification is not None and classification.kind == "hung" else "replaced its node(s)"
+        how = f"node recovery {fate.by} {repaired} and resubmitted it" if fate.by else "resubmitted"
         where = f" from step {fate.checkpoint_step}" if fate.checkpoint_step is not None else ""
         return f"Recovered {label}, {kind}: {how} as {copy_label(fate)}{where} ({copy_state_text(fate)})."
     return f"Recovered {label}, {kind}: {fate_text(fate) if fate is not None else 'resubmitted'}."
+
+
+def innermost_frame(dump: str) -> str | None:
+    """Where a py-spy dump's main thread is: its first frame (``all_reduce (…/distributed_c10d.py:2050)``)."""
+    lines = dump.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("Thread ") and "MainThread" in line and i + 1 < len(lines) and lines[i + 1].startswith("    "):
+            frame = lines[i + 1].strip()
+            name, _, where = frame.partition(" (")
+            return f"{name} ({where.rsplit('/', 1)[-1]}" if where else name
+    return None
+
+
+def evidence_text(evidence: HangEvidenceResult) -> str:
+    """What a hang's evidence showed, for the timeline: where each node's processes were (grouped by
+    their stacks' signature), or why there are no stacks."""
+    if not evidence.nodes:
+        return f"no node to dump: the job is {evidence.job_state or 'unknown to slurmctld'}"
+    if evidence.tool_absent:
+        state = evidence.job_state or "state unknown"
+        return f"{evidence.tool} is not installed on the nodes: no stacks; scontrol show job taken (job {state})"
+    groups: dict[str, list[str]] = {}
+    where: dict[str, str] = {}
+    for node in evidence.nodes:
+        key = node.signature if node.outcome == "captured" and node.signature else node.outcome.replace("_", " ")
+        groups.setdefault(key, []).append(node.node)
+        if node.outcome == "captured":
+            where.setdefault(key, f"in {innermost_frame(node.text) or 'the stacks ' + key}")
+    ordered = sorted(groups.items(), key=lambda kv: -len(kv[1]))
+    parts = [f"{nodes_text(nodes)} {where.get(key, key)}" for key, nodes in ordered]
+    return f"{evidence.tool} on {len(evidence.nodes)} node(s) (job {evidence.job_state or 'state unknown'}): " + "; ".join(parts)
 
 
 def _node_recovery_end(state: JobWorkflowState) -> datetime | None:
@@ -176,6 +209,10 @@ def build_job_timeline(state: JobWorkflowState, recorded_at: datetime) -> list[T
         ordered = sorted(state.node_states.result.nodes, key=lambda n: (n.state in ("idle", "allocated", "mixed") and not n.flags, n.name))
         states = nodes_text([f"{n.name} {n.state}{'+' + '+'.join(n.flags) if n.flags else ''}" for n in ordered])
         entries.append(TimelineEntry(at=state.node_states.completed_at, event="job nodes checked", detail=states))
+    if state.evidence is not None:
+        entries.append(
+            TimelineEntry(at=state.evidence.completed_at, event="hang evidence taken", detail=evidence_text(state.evidence.result))
+        )
     if state.classification is not None:
         c = state.classification
         entries.append(TimelineEntry(at=c.at, event=f"classified: {c.kind.replace('_', ' ')}", detail=c.reason))

@@ -214,9 +214,8 @@ def build_timeline(state: WorkflowState, recorded_at: datetime) -> list[Timeline
             for r in state.replacement.replaced
         ]
         parts += [f"{f.node_id} FAILED {f.error_code}" for f in state.replacement.failed]
-        entries.append(
-            TimelineEntry(at=state.replacement.at, event=verb, detail=f"{', '.join(parts)} in {state.replacement.calls} call(s)")
-        )
+        calls = f" in {state.replacement.calls} call(s)" if what != "check" else ""
+        entries.append(TimelineEntry(at=state.replacement.at, event=verb, detail=f"{', '.join(parts)}{calls}"))
     if state.rejoin is not None:
         for node in state.rejoin.nodes:
             if node.escalated_to_replace_at is not None:

@@ -142,7 +142,7 @@ class JobRecoveryRequest(BaseModel):
     detected_at: Timestamp
     failure: JobFailedDetail | None = None  # None for a manual request: the workflow asks Slurm
     # A running job the hang detector found stuck (source "progress"): the verdict it acts on.
-    hang: HangVerdict | None = None
+    hang: HangVerdict | None = Field(default=None, exclude_if=lambda v: v is None)
     dry_run: StrictFlag | None = None
     incident_id: str | None = Field(default=None, max_length=80)
     received_at: Timestamp | None = None

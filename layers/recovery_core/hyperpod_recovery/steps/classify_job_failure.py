@@ -26,6 +26,9 @@ def classify_job_failure(
     repeat_window_seconds: int = 0,
 ) -> FailureClassification:
     request = step.request
+    if request.hang is not None and step.evidence is not None and ledger is not None:
+        # Kept with the incident (the record's size stays what it was): `incidents show` reads it.
+        ledger.save_evidence(request.incident_id or step.execution_name, step.evidence.result, now)
     if request.hang is not None:
         classification = classify_hang(
             request,

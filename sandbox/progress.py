@@ -1,0 +1,184 @@
+"""What the training scripts of a drill report (hyperpod_recovery.checkpointing.Progress), as of any
+virtual moment: each node's newest step, when it got there, its pace, a pause it declared, and the
+waits it timed. The runner writes these items into the stack's progress table (as the training
+nodes' reporters would) before every tick of Detect Hung Jobs and whenever the executions pause,
+so the detector and Classify Failure read what a live table would hold.
+
+A job steps every ``step_seconds`` from the drill's start; a declared pause (fault ``pause``)
+stops its steps for its length; a slowdown (fault ``slow``) makes every step take ``factor`` times
+as long from its moment (the job is synchronous: its slowest node sets the pace), the slow node
+waiting on nobody and the others on it; a hang (fault ``hang``) stops its steps (the node it names
+one step behind the others, the one that stopped first), until it clears (``seconds``) if ever.
+A job Slurm no longer runs (cancelled, ended) reports ended, as its reporter's last write does.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from hyperpod_recovery.models.progress import (
+    DEFAULT_PAUSE_LIMIT_SECONDS,
+    HEARTBEAT_SECONDS,
+    Pause,
+    ProgressReport,
+    progress_item,
+)
+from sandbox.scenario import FaultSpec, JobSpec, Scenario
+
+# How long before the drill's start each job began (its baseline is long established).
+STARTED_BEFORE_SECONDS = 3600.0
+# The share of a step a healthy node waits on the others in collectives (the rest is compute).
+HEALTHY_WAIT_SHARE = 0.05
+
+
+@dataclass(frozen=True)
+class _Job:
+    spec: JobSpec
+    nodes: list[str]
+    pauses: list[FaultSpec]
+    slow: FaultSpec | None
+    hang: FaultSpec | None
+
+
+class ProgressSimulator:
+    def __init__(
+        self, scenario: Scenario, nodes_of: Callable[[JobSpec], list[str]], name_of: Callable[[str], str], epoch: datetime
+    ) -> None:
+        """``nodes_of``: a job's Slurm node names; ``name_of``: a fault's node reference's."""
+        self.epoch = epoch
+        self.name_of = name_of
+        self.jobs: list[_Job] = []
+        for job in scenario.jobs:
+            if job.progress is None:
+                continue
+            faults = [f for f in scenario.faults if f.job == job.id and f.of_progress]
+            self.jobs.append(
+                _Job(
+                    spec=job,
+                    nodes=nodes_of(job),
+                    pauses=sorted((f for f in faults if f.kind == "pause"), key=lambda f: f.at),
+                    slow=next((f for f in faults if f.kind == "slow"), None),
+                    hang=next((f for f in faults if f.kind == "hang"), None),
+                )
+            )
+
+    @property
+    def active(self) -> bool:
+        return bool(self.jobs)
+
+    @staticmethod
+    def horizon_of(scenario: Scenario) -> float:
+        """Until when the detector's ticks matter: past the last pause, slowdown or hang (and a hang's
+        clearing) by ten minutes (a stall threshold, the evaluation's minute and the recovery it starts)."""
+        moments = [0.0] + [f.at + (f.seconds or 0) for f in scenario.faults if f.of_progress]
+        return max(moments) + 600.0
+
+    # --- the job's clock ------------------------------------------------------------------------------
+    def _step_time(self, job: _Job, t: float) -> float:
+        """Seconds per step at ``t``."""
+        assert job.spec.progress is not None
+        pace = job.spec.progress.step_seconds
+        return pace * (job.slow.factor or 1.0) if job.slow is not None and t >= job.slow.at else pace
+
+    def _stopped(self, job: _Job, t: float) -> tuple[float, float] | None:
+        """The pause or hang covering ``t``: (start, end) of the time without steps, or None."""
+        for p in job.pauses:
+            if p.at <= t < p.at + (p.seconds or 0):
+                return p.at, p.at + (p.seconds or 0)
+        hang = job.hang
+        if hang is not None and t >= hang.at and (hang.seconds is None or t < hang.at + hang.seconds):
+            return hang.at, math.inf if hang.seconds is None else hang.at + hang.seconds
+        return None
+
+    def _steps_until(self, job: _Job, t: float) -> tuple[int, float]:
+        """Steps the job completed by ``t`` (virtual seconds) and when the last one did: between two
+        changes (a pause, a slowdown, a hang and their ends) it steps at that stretch's pace, each
+        stretch starting a step afresh."""
+        changes = {0.0, t} | {p.at for p in job.pauses} | {p.at + (p.seconds or 0) for p in job.pauses}
+        for fault in (job.slow, job.hang):
+            if fault is not None:
+                changes |= {fault.at} | ({fault.at + fault.seconds} if fault.kind == "hang" and fault.seconds else set())
+        moments = sorted(m for m in changes if m <= t)
+        steps, last = 0, 0.0  # (a step completed as the drill started)
+        for start, end in itertools.pairwise(moments):
+            if self._stopped(job, start) is not None:
+                continue
+            each = self._step_time(job, start)
+            done = int((end - start) // each)
+            if done > 0:
+                steps, last = steps + done, start + done * each
+        return steps, last
+
+    # --- what each node reports -----------------------------------------------------------------------
+    def reports(self, t: float, running: Callable[[str], bool]) -> list[ProgressReport]:
+        """Every node's report as of ``t``; ``running(job_id)``: Slurm still runs the job."""
+        reports: list[ProgressReport] = []
+        for job in self.jobs:
+            spec, progress = job.spec, job.spec.progress
+            assert progress is not None
+            # The reporter writes every HEARTBEAT_SECONDS, and at once when a pause begins or ends:
+            # what the table holds at ``t`` is its last write's.
+            boundaries = [m for p in job.pauses for m in (p.at, p.at + (p.seconds or 0)) if m <= t]
+            if job.hang is not None and job.hang.seconds is not None:
+                # (steps again after a silence: the reporter writes at the first one, not at its next beat)
+                first = job.hang.at + job.hang.seconds + self._step_time(job, job.hang.at + job.hang.seconds)
+                boundaries += [first] if first <= t else []
+            written = max([t - (t % HEARTBEAT_SECONDS), *boundaries])
+            beat = self.epoch + timedelta(seconds=written)
+            steps, last = self._steps_until(job, written)
+            stopped = self._stopped(job, written)
+            pace = self._step_time(job, written)
+            ended_pauses = [p for p in job.pauses if p.at + (p.seconds or 0) <= written]
+            pause_now = next((p for p in job.pauses if p.at <= written < p.at + (p.seconds or 0)), None)
+            for node in job.nodes:
+                node_steps, node_last, node_beat = steps, last, beat
+                hang = job.hang
+                if hang is not None and stopped is not None and stopped[0] == hang.at and node == self._ref(hang.node):
+                    node_steps, node_last = max(0, steps - 1), last - pace  # it stopped first: one step behind
+                    if hang.reporter_dies:
+                        node_beat = self.epoch + timedelta(seconds=hang.at - hang.at % HEARTBEAT_SECONDS)
+                waits = None
+                if progress.reports_waits:
+                    slow_node = self._slow_node(job, written)
+                    waits = 0.02 if slow_node == node else (pace - progress.step_seconds if slow_node else HEALTHY_WAIT_SHARE * pace)
+                reports.append(
+                    ProgressReport(
+                        job=spec.id,
+                        node=node,
+                        ranks=8,
+                        step=progress.step + node_steps,
+                        step_at=self.epoch + timedelta(seconds=node_last),
+                        heartbeat_at=node_beat,
+                        started_at=self.epoch - timedelta(seconds=STARTED_BEFORE_SECONDS),
+                        intervals_seen=int(STARTED_BEFORE_SECONDS / progress.step_seconds) + node_steps,
+                        step_seconds=round(pace, 3),
+                        baseline_step_seconds=progress.step_seconds,
+                        wait_seconds=round(waits, 3) if waits is not None else None,
+                        pause=Pause(
+                            kind=pause_now.pause_kind,
+                            since=self.epoch + timedelta(seconds=pause_now.at),
+                            limit_seconds=pause_now.pause_limit_seconds or DEFAULT_PAUSE_LIMIT_SECONDS,
+                        )
+                        if pause_now is not None and node == job.nodes[0]  # (rank 0's node saves; the others wait)
+                        else None,
+                        pause_ended_at=self.epoch + timedelta(seconds=ended_pauses[-1].at + (ended_pauses[-1].seconds or 0))
+                        if ended_pauses
+                        else None,
+                        ended=not running(spec.id),
+                    )
+                )
+        return reports
+
+    def items(self, t: float, running: Callable[[str], bool]) -> list[dict[str, dict[str, str]]]:
+        return [progress_item(r) for r in self.reports(t, running)]
+
+    def _slow_node(self, job: _Job, t: float) -> str | None:
+        return self._ref(job.slow.node) if job.slow is not None and t >= job.slow.at else None
+
+    def _ref(self, ref: str | None) -> str | None:
+        """A fault's ``workers:3`` as the node's Slurm name."""
+        return self.name_of(ref) if ref else None
