@@ -601,7 +601,7 @@ class DrillRunner:
             self.eks.report_unhealthy(self.double.current(ref, t=fault.at).node_id, fault.at)
         with self.clock.on(DRIVER):
             self.eks.sync()
-            self.eks.job_fails(spec, reason=fault.reason)
+            self.eks.job_fails(spec, reason=fault.reason, exit_code=fault.exit_code)
 
     def _poll_failed_jobs(self) -> None:
         """One tick of the EKS job poller's schedule (Find Failed Jobs), as EventBridge Scheduler invokes it."""
