@@ -443,7 +443,7 @@ class FakeKube:
                         "imageID": "",
                         "ready": False,
                         "restartCount": 0,
-                        "state": {"terminated": {"exitCode": exit_code, "reason": "Error" if exit_code else "Completed", "finishedAt": stamp}},
+                        "state": {"terminated": {"exitCode": exit_code, "reason": "Error" if exit_code else "Completed"}},
                     }
                     for container in pod["spec"]["containers"]
                 ]

@@ -1,9 +1,10 @@
 """JobRecovery's decisions, pure: why did the job fail, and may it be restarted (and when).
 
 * ``classify_failure``: first, a job whose launcher said "do not requeue" (exit code 93, NVIDIA's
-  resiliency extension) is never restarted: DoNotRequeue, a human decides. Otherwise node-caused (NODE_FAIL, or a node of the job unhealthy in HyperPod or
-  DOWN/FAIL in Slurm) versus application failure (all nodes healthy); or left alone because
-  something else already restarts it (HyperPod auto-resume, a Slurm requeue).
+  resiliency extension) is never restarted: DoNotRequeue, a human decides. Otherwise node-caused
+  (NODE_FAIL, or a node of the job unhealthy in HyperPod or DOWN/FAIL in Slurm) versus application
+  failure (all nodes healthy); or left alone because something else already restarts it (HyperPod
+  auto-resume, a Slurm requeue).
 * ``plan_restart``: once per job (the resubmission claim), from the newest verified checkpoint,
   within the lineage's restart budget, with backoff; a failure at the same checkpoint step as the
   previous one is a crash loop and goes to a human instead.
