@@ -206,7 +206,10 @@ def test_exit_93_on_eks_is_never_re_created_and_names_the_job_as_kubectl_does() 
     with pytest.raises(DoNotRequeue) as raised:
         classify_failure(_request(failure, job_id=UID), job, [], [], "hpj-x", T0, "eks")
     # Then it is refused in the orchestrator's own words
-    assert str(raised.value).startswith("PyTorchJob kubeflow/llama ended FAILED with exit code 93: its launcher")
+    assert str(raised.value) == (
+        "PyTorchJob kubeflow/llama ended FAILED with exit code 93: its launcher (NVIDIA resiliency extension) "
+        "decided it must not be requeued; not re-created"
+    )
 
 
 # --- the human's message ------------------------------------------------------------------------------

@@ -230,8 +230,9 @@ _MEANING: dict[type[errors.RecoveryError], str] = {
     ),
     errors.DoNotRequeue: (
         "The job's own launcher decided it must not be restarted (NVIDIA's resiliency extension exits 93 for that; the job's "
-        "log says why), so the pipeline did not resubmit it and replaces no node for it (a node fault is repaired through "
-        "that node's own health event). If you disagree with the launcher, restart it by hand (below){recover_job}."
+        "log says why), so the pipeline did not restart it and replaces no node for it (a node fault is repaired through "
+        "that node's own health event). If you disagree with the launcher, the job's line below gives the orchestrator's "
+        "commands to start it again{recover_job}."
     ),
     errors.JobSpecUnavailable: "The orchestrator no longer knows the job: the pipeline has no spec of it to submit again.",
     errors.RepeatOffender: (
@@ -324,7 +325,10 @@ def error_meaning(record: IncidentRecord, deployment: Deployment) -> str:
         "{drill_or}": f" or start a recovery with `{drill}`" if drill else "",
         "{drill_then}": f"; if it is, start a recovery by hand with `{drill}`" if drill else "",
         "{drill_with}": f" (`{drill}`)" if drill else "",
-        "{recover_job}": f", or have the pipeline resubmit it from its newest verified checkpoint: `{recover}`" if recover else "",
+        "{recover_job}": f"; or `{recover}` starts a job recovery of it by hand (no exit code in a request: it resubmits from the "
+        "newest verified checkpoint)"
+        if recover
+        else "",
     }
     for key, value in fills.items():
         text = text.replace(key, value)

@@ -126,14 +126,14 @@ def faulty_nodes(
     return found
 
 
-def do_not_requeue_reason(label: str, failure: JobFailedDetail) -> str:
+def do_not_requeue_reason(label: str, failure: JobFailedDetail, orchestrator: Literal["slurm", "eks"] = "slurm") -> str:
     """Why a job its launcher gave up on is not restarted. Its launcher's verdict wins over every
     other rule: a node fault at the same end is repaired through that node's own health events
     (NodeRecovery), never by this job's incident, so nothing restarts the job behind the verdict."""
     nodes = "; Slurm also reported a node failure: its nodes are not replaced for this job" if failure.state == "NODE_FAIL" else ""
     return (
         f"{label} ended {failure.state} with exit code {failure.exit_code}: its launcher (NVIDIA resiliency extension) "
-        f"decided it must not be requeued; not resubmitted{nodes}"
+        f"decided it must not be requeued; not {'re-created' if orchestrator == 'eks' else 'resubmitted'}{nodes}"
     )
 
 
@@ -149,7 +149,7 @@ def classify_failure(
     failure = request.failure
     label = job_label(request.job_id, job, failure)
     if failure is not None and failure.exit_code == DO_NOT_REQUEUE_EXIT_CODE:
-        raise DoNotRequeue(do_not_requeue_reason(label, failure))
+        raise DoNotRequeue(do_not_requeue_reason(label, failure, orchestrator))
     if (job is not None and job.auto_resume) or (failure is not None and failure.auto_resume):
         return FailureClassification(
             at=now,
