@@ -254,7 +254,7 @@ class SimulatedEks:
             listed.append(entry)
         return listed
 
-    def job_fails(self, job: Any, *, reason: str | None = None) -> None:
+    def job_fails(self, job: Any, *, reason: str | None = None, exit_code: int | None = None) -> None:
         """The scenario job's newest incarnation (itself, or its newest re-creation) is Failed now."""
         namespace = job.kubernetes.namespace
         lineage = [
@@ -263,7 +263,7 @@ class SimulatedEks:
             if ns == namespace and (n == job.name or (obj["metadata"].get("annotations") or {}).get(JOB_NAME_ANNOTATION) == job.name)
         ]
         kind, name = max(lineage, key=lambda kn: int(kn[1].rsplit("-r", 1)[1]) if kn[1] != job.name else 0)
-        self.kube.job_fails(kind, namespace, name, reason=reason or "BackoffLimitExceeded")
+        self.kube.job_fails(kind, namespace, name, reason=reason or "BackoffLimitExceeded", exit_code=1 if exit_code is None else exit_code)
         if job.id in self.scenario.behaviour.unreadable_failure_times:
             # (its operator wrote a time without a zone: that job's problem, never the poll's)
             condition = self.kube.jobs[(kind, namespace, name)]["status"]["conditions"][-1]

@@ -9,6 +9,7 @@ escalation unless the scenario says that is what it is for.
 What each expectation reads from the report (sandbox/report.py):
     outcomes                  incidents[].outcome, as a multiset (order is not asserted)
     resubmissions             copies made: Slurm submissions of an old job / EKS re-creations
+    node_repairs              nodes HyperPod replaced or rebooted (replacements[], reboots[])
     checkpoint_step           every resubmission's step (incidents[].resubmissions[].checkpoint_step)
     max_job_downtime_seconds  jobs[].downtime_seconds (a job never running again fails it)
     within_cap                the most nodes out at once (ours) <= the cluster cap (fault_suite's rule)
@@ -46,6 +47,7 @@ class ExpectSpec(BaseModel):
     no_human_needed: StrictBool = Field(default=False, description="no incident escalated, capped, stale, aborted or failed")
     resubmissions: int | None = Field(default=None, ge=0, description="copies made of jobs (Slurm submissions, EKS re-creations)")
     checkpoint_step: int | None = Field(default=None, ge=0, description="the step every resubmission resumed from")
+    node_repairs: int | None = Field(default=None, ge=0, description="nodes HyperPod replaced or rebooted")
     max_job_downtime_seconds: float | None = Field(
         default=None, gt=0, allow_inf_nan=False, description="each affected job's downtime at most"
     )
@@ -107,6 +109,9 @@ def evaluate(expect: ExpectSpec, report: dict[str, Any], cap: int, most_out: int
         steps = sorted({r["checkpoint_step"] for i in report["incidents"] for r in i.get("resubmissions", [])})
         ok = bool(steps) and steps == [expect.checkpoint_step]
         checks.append(Check("checkpoint step", ok, f"every resubmission from step {expect.checkpoint_step}", str(steps or "none")))
+    if expect.node_repairs is not None:
+        repairs = len(report.get("replacements", [])) + len(report.get("reboots", []))
+        checks.append(Check("node repairs", repairs == expect.node_repairs, str(expect.node_repairs), str(repairs)))
     if expect.max_job_downtime_seconds is not None:
         # (a job no fault hit has no downtime to bound: fault_at is null)
         worst = [(j.get("label") or j["job"], j.get("downtime_seconds")) for j in report.get("jobs", []) if j.get("fault_at") is not None]

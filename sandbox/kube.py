@@ -413,8 +413,11 @@ class FakeKube:
         self._validate(pod)
         self.pods[(namespace, name)] = pod
 
-    def job_fails(self, kind: str, namespace: str, name: str, *, reason: str = "BackoffLimitExceeded", message: str = "") -> None:
-        """The job's operator gives up on it: condition Failed, its pods Failed (kept, cleanPodPolicy None)."""
+    def job_fails(
+        self, kind: str, namespace: str, name: str, *, reason: str = "BackoffLimitExceeded", message: str = "", exit_code: int = 1
+    ) -> None:
+        """The job's operator gives up on it: condition Failed, its pods Failed (kept, cleanPodPolicy
+        None), each container terminated with ``exit_code``."""
         job = copy.deepcopy(self.jobs[(kind, namespace, name)])
         stamp = _stamp(self.now())
         job["status"]["conditions"] = [c | {"status": "False"} if c["type"] == "Running" else c for c in job["status"]["conditions"]]
@@ -433,6 +436,18 @@ class FakeKube:
         for pod in self.pods.values():
             if _owned_by(pod, job):
                 pod["status"]["phase"] = "Failed"
+                pod["status"]["containerStatuses"] = [
+                    {
+                        "name": container["name"],
+                        "image": container["image"],
+                        "imageID": "",
+                        "ready": False,
+                        "restartCount": 0,
+                        "state": {"terminated": {"exitCode": exit_code, "reason": "Error" if exit_code else "Completed"}},
+                    }
+                    for container in pod["spec"]["containers"]
+                ]
+                self._validate(pod)
         self._settle([(kind, namespace, name)])
 
     # --- HyperPod's side -----------------------------------------------------------------------------

@@ -630,7 +630,7 @@ class DrillRunner:
             self.eks.report_unhealthy(self.double.current(ref, t=fault.at).node_id, fault.at)
         with self.clock.on(DRIVER):
             self.eks.sync()
-            self.eks.job_fails(spec, reason=fault.reason)
+            self.eks.job_fails(spec, reason=fault.reason, exit_code=fault.exit_code)
 
     def _hang(self, fault: FaultSpec) -> None:
         """The job hangs: Slurm still runs it; its processes wait in a collective, but on the node the

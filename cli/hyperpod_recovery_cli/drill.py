@@ -146,6 +146,7 @@ _EXPECT_FIELDS: dict[str, str] = {
     "no_human_needed": "bool",
     "resubmissions": "count",
     "checkpoint_step": "count",
+    "node_repairs": "count",
     "max_job_downtime_seconds": "seconds",
     "within_cap": "bool",
     "one_copy_per_job": "bool",

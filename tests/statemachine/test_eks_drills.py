@@ -145,6 +145,19 @@ def test_eks_job_failed_past_its_restarts_is_found_by_the_poller_and_re_created_
     assert report["api_calls"].get("sagemaker.BatchReplaceClusterNodes") is None
 
 
+def test_eks_a_job_whose_containers_exit_93_is_never_re_created_and_a_human_is_told(tmp_path: Path) -> None:
+    # Given an opted-in PyTorchJob whose containers exit 93, NVIDIA's launcher's do-not-requeue verdict
+    report, _ = _run("eks-job-exit-93", tmp_path)
+    incident = only_incident(report)
+    # Then the poller carried the exit code, and JobRecovery escalated on it at once
+    assert (incident["workflow"], incident["outcome"], incident["error"]) == ("job", "escalated", "DoNotRequeue")
+    assert "PyTorchJob kubeflow/llama-70b-pretrain ended FAILED with exit code 93" in incident["cause"]
+    # And no copy was made, no node touched
+    assert not [j for j in report["kubernetes_jobs"] if "resubmitted_from" in j]
+    assert not report["replacements"] and not report["reboots"]
+    assert "create pytorchjobs" not in report["kubernetes_calls"] and "patch pytorchjobs" not in report["kubernetes_calls"]
+
+
 def test_eks_job_failed_on_a_node_hyperpod_marked_recovers_that_node_then_re_creates_the_job_once(tmp_path: Path) -> None:
     # Given the same job failing because workers:7 went bad (HyperPod's health agent labelled it), and the poller ticking twice
     scenario = load_scenario(EVENTS / "drills" / "eks-job-failed.json")

@@ -84,6 +84,31 @@ def test_crash_loop_is_escalated_instead_of_restarted_again(drill: Drill) -> Non
     assert any("CrashLoopDetected" in n["message"] for n in report["notifications"])
 
 
+def test_a_job_its_launcher_said_not_to_requeue_is_never_resubmitted_nor_its_node_replaced(drill: Drill) -> None:
+    # Given a 4-node job whose launcher exits 93 (do not requeue) as workers:2 dies under it (NODE_FAIL)
+    report = drill("job-exit-93")
+    (job,) = _by_kind(report)["job"]
+    # Then JobRecovery escalates at once with the launcher's verdict: no nested node recovery
+    assert (job["outcome"], job["error"], job["execution_status"]) == ("escalated", "DoNotRequeue", "FAILED")
+    assert "exit code 93" in job["cause"] and _by_kind(report)["nested"] == []
+    # And nothing is resubmitted, drained or replaced
+    assert _resubmissions(report) == [] and mutating_slurm_commands(report) == []
+    assert not report["replacements"] and "sagemaker.BatchReplaceClusterNodes" not in report["api_calls"]
+    # And the human is told how to overrule it: the orchestrator's command and the pipeline's own
+    (message,) = [n["message"] for n in report["notifications"]]
+    assert message.startswith("ACTION NEEDED") and "`squeue -j 2001`" in message
+    assert "`hyperpod-recovery drill --stack sandbox --job 2001 --live --yes`" in message
+
+
+def test_a_dry_run_of_a_do_not_requeue_verdict_changes_nothing_and_says_what_a_real_run_would_not_do(drill: Drill) -> None:
+    # Given the same failure during the dry-run period
+    report = drill("job-exit-93", settings={"dry_run": True})
+    (job,) = _by_kind(report)["job"]
+    # Then it is recorded as the same verdict, and nothing on the cluster changed
+    assert job["error"] == "DoNotRequeue" and _resubmissions(report) == [] and not report["replacements"]
+    assert "would not be resubmitted (dry run)" in report["notifications"][0]["message"]
+
+
 def test_jobs_already_restarted_by_hyperpod_or_slurm_are_left_alone(drill: Drill) -> None:
     # Given a job under srun --auto-resume=1 and a job Slurm requeued itself, both reported failed
     report = drill("job-auto-resumed")

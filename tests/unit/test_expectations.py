@@ -45,6 +45,9 @@ def _failed(expect: ExpectSpec, report: dict[str, Any], cap: int = 8, most_out: 
         (ExpectSpec(resubmissions=1), _report(), []),
         (ExpectSpec(resubmissions=0), _report(), ["resubmissions"]),
         (ExpectSpec(checkpoint_step=3000), _report(), []),
+        (ExpectSpec(node_repairs=0), _report(replacements=[], reboots=[]), []),
+        (ExpectSpec(node_repairs=0), _report(replacements=[{"old_node_id": "i-1"}], reboots=[]), ["node repairs"]),
+        (ExpectSpec(node_repairs=0), _report(replacements=[], reboots=[{"node_id": "i-1"}]), ["node repairs"]),
         (ExpectSpec(checkpoint_step=2000), _report(), ["checkpoint step"]),
         (
             ExpectSpec(checkpoint_step=3000),

@@ -204,6 +204,11 @@ class JobSpecUnavailable(RecoveryError):
     EKS, the job object is gone or is another job now, or its re-creation's name is someone else's."""
 
 
+class DoNotRequeue(RecoveryError):
+    """The job ended with its launcher's "do not requeue" exit code (NVIDIA's resiliency extension:
+    93): it is never resubmitted, nor its nodes replaced for it; a human decides."""
+
+
 class RestartBudgetExhausted(RecoveryError):
     """The job lineage used its restart budget (count within the window); a human looks before more."""
 

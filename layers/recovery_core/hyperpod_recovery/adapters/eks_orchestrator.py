@@ -178,13 +178,20 @@ def installed_jobs(kube: KubeApi, kind: str) -> list[dict[str, Any]]:
         return []
 
 
-def job_pod_nodes(kube: KubeApi, ref: KubeJobRef, job: dict[str, Any], names: NodeNames | None = None) -> list[str]:
-    """The nodes of the pods of this very job (its operator's label narrows the list; its
-    controller's kind, name and uid decide: pods of a TFJob of the same name, or of an earlier
-    object, are not its), by the names the workflow knows them by (``hyperpod-<instance>``:
-    NodeNames; ``names``: one shared by the calls of one poll)."""
+def job_pods(kube: KubeApi, ref: KubeJobRef, job: dict[str, Any]) -> list[dict[str, Any]]:
+    """The pods of this very job (its operator's label narrows the list; its controller's kind,
+    name and uid decide: pods of a TFJob of the same name, or of an earlier object, are not its)."""
     label = KUBEFLOW_JOB_NAME_LABEL if ref.kind == "PyTorchJob" else HPTO_JOB_LABEL
-    pods = [p for p in kube.list_pods(ref.namespace, f"{label}={ref.name}") if owning_job_any(p) == ref and is_pod_of(p, job)]
+    return [p for p in kube.list_pods(ref.namespace, f"{label}={ref.name}") if owning_job_any(p) == ref and is_pod_of(p, job)]
+
+
+def job_pod_nodes(
+    kube: KubeApi, ref: KubeJobRef, job: dict[str, Any], names: NodeNames | None = None, pods: list[dict[str, Any]] | None = None
+) -> list[str]:
+    """The nodes of the pods of this very job (``pods``: job_pods, when already listed), by the
+    names the workflow knows them by (``hyperpod-<instance>``: NodeNames; ``names``: one shared by
+    the calls of one poll)."""
+    pods = job_pods(kube, ref, job) if pods is None else pods
     placed = list(dict.fromkeys(str(p["spec"]["nodeName"]) for p in pods if (p.get("spec") or {}).get("nodeName")))
     return list(dict.fromkeys((names or NodeNames(kube)).known_as(node) for node in placed))
 

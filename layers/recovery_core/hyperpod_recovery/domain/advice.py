@@ -46,6 +46,11 @@ class Deployment:
         """A live recovery of one node started by hand (the CLI finds the stack's machines)."""
         return f"hyperpod-recovery drill --stack {self.stack} --node {instance} --live --yes" if self.stack else ""
 
+    def recover_job(self, job_id: str) -> str:
+        """A JobRecovery of one Slurm job started by hand: no failure event, so no launcher's verdict
+        in it; the job is resubmitted from its newest verified checkpoint, claimed once as always."""
+        return f"hyperpod-recovery drill --stack {self.stack} --job {job_id} --live --yes" if self.stack else ""
+
     def breaker_reset(self, cluster: str) -> str:
         if self.stack:
             return f"hyperpod-recovery breaker reset --stack {self.stack} --reason 'what you checked'"
@@ -223,6 +228,12 @@ _MEANING: dict[type[errors.RecoveryError], str] = {
         "The job recovery ended without resubmitting the job and without finding it restarted by anyone; the timeline shows "
         "the last step it reached."
     ),
+    errors.DoNotRequeue: (
+        "The job's own launcher decided it must not be restarted (NVIDIA's resiliency extension exits 93 for that; the job's "
+        "log says why), so the pipeline did not restart it and replaces no node for it (a node fault is repaired through "
+        "that node's own health event). If you disagree with the launcher, the job's line below gives the orchestrator's "
+        "commands to start it again{recover_job}."
+    ),
     errors.JobSpecUnavailable: "The orchestrator no longer knows the job: the pipeline has no spec of it to submit again.",
     errors.RepeatOffender: (
         "This host was recovered too often this week and was not replaced again: replacing it would loop. Look at its hardware "
@@ -298,6 +309,8 @@ def error_meaning(record: IncidentRecord, deployment: Deployment) -> str:
     refused = [n.instance for n in assessed if n.replace_refused and n.instance] or instances
     first = refused[0] if refused else ""
     drill = deployment.drill(first) if first else ""
+    # (a job is started by hand by its Slurm id only: on EKS the orchestrator's own command, below)
+    recover = deployment.recover_job(record.job_id) if record.job_id and record.orchestrator != "eks" else ""
     show = commands.show_nodes(nodes) if nodes else commands.show_instances(record.cluster, record.nodes)
     fills = {
         "{cluster}": record.cluster,
@@ -312,6 +325,10 @@ def error_meaning(record: IncidentRecord, deployment: Deployment) -> str:
         "{drill_or}": f" or start a recovery with `{drill}`" if drill else "",
         "{drill_then}": f"; if it is, start a recovery by hand with `{drill}`" if drill else "",
         "{drill_with}": f" (`{drill}`)" if drill else "",
+        "{recover_job}": f"; or `{recover}` starts a job recovery of it by hand (no exit code in a request: it resubmits from the "
+        "newest verified checkpoint)"
+        if recover
+        else "",
     }
     for key, value in fills.items():
         text = text.replace(key, value)

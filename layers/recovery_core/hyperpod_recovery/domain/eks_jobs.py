@@ -36,7 +36,7 @@ from hyperpod_recovery.models.commands import (
     resume_choice_in_comment,
 )
 from hyperpod_recovery.models.common import matches, one_line
-from hyperpod_recovery.models.job_events import JobFailedDetail
+from hyperpod_recovery.models.job_events import DO_NOT_REQUEUE_EXIT_CODE, JobFailedDetail
 from hyperpod_recovery.models.kubernetes import (
     AUTO_RESUME_ANNOTATION,
     DNS1123_LABEL_MAX,
@@ -369,9 +369,44 @@ def recovery_wanted(job: dict[str, Any], kind: str) -> bool:
     return (opted_in or gave_up) and failed_at(job) is not None
 
 
-def failure_event(job: dict[str, Any], kind: str, cluster_name: str, nodes: list[str]) -> JobFailedDetail | None:
+# A failed job none of whose containers kept an exit code (its pods deleted): 1 stands for "failed".
+UNKNOWN_FAILURE_EXIT_CODE = 1
+
+
+def _ended_state(status: dict[str, Any]) -> dict[str, Any] | None:
+    """How a container last ended: its state if terminated, else (waiting to be started again, as
+    in CrashLoopBackOff) its last state's; a container running again has not ended."""
+    state = status.get("state") or {}
+    if state.get("running") is not None:
+        return None
+    ended = state.get("terminated") or (status.get("lastState") or {}).get("terminated")
+    return ended if isinstance(ended, dict) else None
+
+
+def failed_exit_code(pods: list[dict[str, Any]]) -> int:
+    """The failed job's exit code, from its pods' containers (Kubernetes keeps each container's, not
+    the job's): the launcher's "do not requeue" code if any container ended with it (one launcher's
+    verdict stands for the whole job, as one rank's exit ends a Slurm job with it), else the first
+    non-zero code (pods by name), else UNKNOWN_FAILURE_EXIT_CODE."""
+    codes = []
+    for pod in sorted(pods, key=lambda p: str((p.get("metadata") or {}).get("name") or "")):
+        for status in (pod.get("status") or {}).get("containerStatuses") or []:
+            ended = _ended_state(status) if isinstance(status, dict) else None
+            code = ended.get("exitCode") if ended is not None else None
+            # (a negative or larger code, from a runtime's own failure, is no process's exit status)
+            if isinstance(code, int) and not isinstance(code, bool) and 0 < code <= 255:
+                codes.append(code)
+    if DO_NOT_REQUEUE_EXIT_CODE in codes:
+        return DO_NOT_REQUEUE_EXIT_CODE
+    return codes[0] if codes else UNKNOWN_FAILURE_EXIT_CODE
+
+
+def failure_event(
+    job: dict[str, Any], kind: str, cluster_name: str, nodes: list[str], *, exit_code: int = UNKNOWN_FAILURE_EXIT_CODE
+) -> JobFailedDetail | None:
     """The failed job as the JobRecovery workflow takes a failure (the shape the Slurm agent's epilog
-    event has): its uid, where it ran, when and why it failed, its checkpoint location."""
+    event has): its uid, where it ran, when and why it failed (``exit_code``: failed_exit_code of its
+    pods), its checkpoint location."""
     metadata = job.get("metadata") or {}
     ended = failed_at(job)
     uid = str(metadata.get("uid") or "")
@@ -388,7 +423,7 @@ def failure_event(job: dict[str, Any], kind: str, cluster_name: str, nodes: list
         nodes=list(dict.fromkeys(nodes))[:10_000],
         state="FAILED",
         reason=one_line(f"{kind} {condition.get('reason') or 'Failed'}: {condition.get('message') or 'no message'}", 256),
-        exit_code=1,  # (Kubernetes keeps each container's exit code, not the job's: 1 stands for "failed")
+        exit_code=exit_code,
         ended_at=ended,
         checkpoint_uri=checkpoint if len(checkpoint) <= MAX_CHECKPOINT_URI and matches(CHECKPOINT_URI_PATTERN, checkpoint) else None,
         resubmission_of=previous if matches(KUBE_UID_PATTERN, previous) else None,

@@ -1,8 +1,10 @@
 """JobRecovery's decisions, pure: why did the job fail, and may it be restarted (and when).
 
-* ``classify_failure``: node-caused (NODE_FAIL, or a node of the job unhealthy in HyperPod or
-  DOWN/FAIL in Slurm) versus application failure (all nodes healthy); or left alone because
-  something else already restarts it (HyperPod auto-resume, a Slurm requeue).
+* ``classify_failure``: first, a job whose launcher said "do not requeue" (exit code 93, NVIDIA's
+  resiliency extension) is never restarted: DoNotRequeue, a human decides. Otherwise node-caused
+  (NODE_FAIL, or a node of the job unhealthy in HyperPod or DOWN/FAIL in Slurm) versus application
+  failure (all nodes healthy); or left alone because something else already restarts it (HyperPod
+  auto-resume, a Slurm requeue).
 * ``plan_restart``: once per job (the resubmission claim), from the newest verified checkpoint,
   within the lineage's restart budget, with backoff; a failure at the same checkpoint step as the
   previous one is a crash loop and goes to a human instead.
@@ -20,6 +22,7 @@ from hyperpod_recovery.domain.execution_names import node_execution_name
 from hyperpod_recovery.domain.normalize import within_reason_budget
 from hyperpod_recovery.errors import (
     CrashLoopDetected,
+    DoNotRequeue,
     JobSpecUnavailable,
     NodeRecoveryEscalated,
     NodeRecoveryNotFinished,
@@ -29,7 +32,7 @@ from hyperpod_recovery.errors import (
 from hyperpod_recovery.models.cluster import ClusterNode
 from hyperpod_recovery.models.commands import OWNER_TAG_PREFIX, JobSpec, NodeStatus, left_alone_reason
 from hyperpod_recovery.models.common import one_line
-from hyperpod_recovery.models.job_events import JobFailedDetail
+from hyperpod_recovery.models.job_events import DO_NOT_REQUEUE_EXIT_CODE, JobFailedDetail
 from hyperpod_recovery.models.job_recovery import (
     FailureClassification,
     FaultyNode,
@@ -123,6 +126,17 @@ def faulty_nodes(
     return found
 
 
+def do_not_requeue_reason(label: str, failure: JobFailedDetail, orchestrator: Literal["slurm", "eks"] = "slurm") -> str:
+    """Why a job its launcher gave up on is not restarted. Its launcher's verdict wins over every
+    other rule: a node fault at the same end is repaired through that node's own health events
+    (NodeRecovery), never by this job's incident, so nothing restarts the job behind the verdict."""
+    nodes = "; Slurm also reported a node failure: its nodes are not replaced for this job" if failure.state == "NODE_FAIL" else ""
+    return (
+        f"{label} ended {failure.state} with exit code {failure.exit_code}: its launcher (NVIDIA resiliency extension) "
+        f"decided it must not be requeued; not {'re-created' if orchestrator == 'eks' else 'resubmitted'}{nodes}"
+    )
+
+
 def classify_failure(
     request: JobRecoveryRequest,
     job: JobSpec | None,
@@ -134,6 +148,8 @@ def classify_failure(
 ) -> FailureClassification:
     failure = request.failure
     label = job_label(request.job_id, job, failure)
+    if failure is not None and failure.exit_code == DO_NOT_REQUEUE_EXIT_CODE:
+        raise DoNotRequeue(do_not_requeue_reason(label, failure, orchestrator))
     if (job is not None and job.auto_resume) or (failure is not None and failure.auto_resume):
         return FailureClassification(
             at=now,

@@ -18,6 +18,11 @@ JOB_EVENT_SOURCE = "hyperpod-recovery.agent"
 JOB_FAILED_DETAIL_TYPE = "HyperPod Recovery Slurm Job Failed"
 FAILED_STATES = ("FAILED", "NODE_FAIL", "TIMEOUT")
 JobEndState = Literal["FAILED", "NODE_FAIL", "TIMEOUT"]
+# NVIDIA's resiliency extension (nvidia-resiliency-ext): ft_launcher exits with
+# --ft-no-restart-exit-code, 93 by default, when it decided the job must not be requeued
+# ("exit code 93 means NVRx decided, do not requeue"; its fault tolerance usage guide,
+# https://nvidia.github.io/nvidia-resiliency-ext/). A job that ends with it is never restarted by us.
+DO_NOT_REQUEUE_EXIT_CODE = 93
 
 
 class JobFailedDetail(BaseModel):

@@ -28,8 +28,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from hyperpod_recovery.adapters.eks_orchestrator import NodeNames, installed_jobs, job_pod_nodes
-from hyperpod_recovery.domain.eks_jobs import failed_at, failure_event, recovery_wanted
+from hyperpod_recovery.adapters.eks_orchestrator import NodeNames, installed_jobs, job_pod_nodes, job_pods
+from hyperpod_recovery.domain.eks_jobs import failed_at, failed_exit_code, failure_event, recovery_wanted
 from hyperpod_recovery.domain.execution_names import job_execution_name
 from hyperpod_recovery.domain.normalize import GuardedCluster
 from hyperpod_recovery.errors import KubeObjectGone, LedgerError, LedgerUnavailable, StartExecutionFailed
@@ -156,5 +156,6 @@ def _failure(kube: KubeApi, job: dict[str, Any], kind: str, cluster: str, names:
     if not (is_dns1123_label(namespace) and len(name) <= KUBE_JOB_NAME_MAX and is_dns1123_subdomain(name)):
         return None
     ref = KubeJobRef.model_validate({"kind": kind, "namespace": namespace, "name": name})
-    detail = failure_event(job, kind, cluster, job_pod_nodes(kube, ref, job, names))
+    pods = job_pods(kube, ref, job)  # (one list: where it ran, and how its containers ended)
+    detail = failure_event(job, kind, cluster, job_pod_nodes(kube, ref, job, names, pods), exit_code=failed_exit_code(pods))
     return detail.model_copy(update={"kube": ref}) if detail is not None else None
