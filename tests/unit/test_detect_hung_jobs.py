@@ -108,3 +108,14 @@ def test_given_a_tick_out_of_time_then_the_rest_is_deferred_to_the_next(tables) 
         progress=progress, ledger=ledger, workflows=workflows, cluster=CLUSTER, rules=HangRules(), now=T0, remaining_ms=lambda: 5_000
     )
     assert counts["deferred"] == 2 and workflows.started == {}
+
+
+def test_given_the_slow_rule_in_enforce_then_it_is_still_only_observed(tables) -> None:
+    progress, ledger, dynamodb = tables
+    # Given a job 30 % over its baseline, the slow rule set to enforce
+    write(dynamodb, *[report(f"ip-10-1-0-{i}", step_seconds=2.6, baseline=2.0) for i in (1, 2, 3)])
+    workflows = FakeWorkflows()
+    counts = tick(progress, ledger, workflows, HangRules(slow_mode="enforce"))
+    # Then nothing starts (a slowing job progresses: its recovery would find nothing stuck), said so
+    assert workflows.started == {} and counts["observed_not_enforceable"] == 1
+    assert ledger.verdicts(CLUSTER)[0].action.startswith("observed: would stop job 1001")

@@ -205,7 +205,7 @@ def test_property_a_verdict_never_blames_more_than_half_the_nodes_and_only_comes
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.floats(0.5, 120), st.floats(0, 1), st.integers(2, 64))
+@given(st.floats(0.5, 120), st.floats(0, 0.99), st.integers(2, 64))  # (at the threshold itself: a microsecond's rounding decides)
 def test_property_a_job_that_stepped_within_its_threshold_is_never_hung(step_seconds: float, share: float, count: int) -> None:
     threshold = max(RULES.stall_floor_seconds, RULES.stall_factor * step_seconds)
     reports = nodes(count, idle=share * threshold, step_seconds=step_seconds)

@@ -228,6 +228,10 @@ _MEANING: dict[type[errors.RecoveryError], str] = {
         "The job recovery ended without resubmitting the job and without finding it restarted by anyone; the timeline shows "
         "the last step it reached."
     ),
+    errors.OldJobNotStopped: (
+        "The job to resubmit was cancelled but still ran 120 s later (a process SIGKILL does not end, a node that does not "
+        "answer): nothing was submitted, so no second copy runs. Look at its nodes; resubmit it once it has ended."
+    ),
     errors.DoNotRequeue: (
         "The job's own launcher decided it must not be restarted (NVIDIA's resiliency extension exits 93 for that; the job's "
         "log says why), so the pipeline did not restart it and replaces no node for it (a node fault is repaired through "

@@ -69,8 +69,10 @@ def detect_hung_jobs(
 
 def _act(verdict: HangVerdict, ledger: Ledger, workflows: Workflows, now: datetime, counts: Counter[str]) -> None:
     enforce = verdict.mode == "enforce"
-    if enforce and not matches(SLURM_JOB_ID_PATTERN, verdict.job):
-        # An EKS job reports as namespace/name; its recovery needs its uid, read from the API (not yet).
+    if enforce and (verdict.rule != "stall" or not matches(SLURM_JOB_ID_PATTERN, verdict.job)):
+        # Not acted on yet, whatever the mode: a slowdown (its job still progresses: the recovery would
+        # find it "recovered by itself"), and an EKS job, which reports as namespace/name (its recovery
+        # needs its uid and pod-log evidence). Recorded as observed, and counted.
         enforce = False
         counts["observed_not_enforceable"] += 1
     name = hang_execution_name(verdict.job, verdict.reason, verdict.episode_at)
