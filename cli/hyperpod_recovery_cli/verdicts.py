@@ -21,7 +21,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any, Literal, TextIO, get_args
 
 from hyperpod_recovery.models.common import SLURM_JOB_ID_PATTERN
@@ -312,7 +312,7 @@ def _review(
         ),
     )
     print(f"{ref}: {review} by {by}: {reason}", file=out)
-    since = now - timedelta(days=int(DEFAULT_SINCE[:-1]))
+    since = _since(DEFAULT_SINCE, now) or now
     counted = tally(verdict.rule, [v for v in place.ledger.verdicts(place.cluster) if v.verdict.decided_at >= since])
     print(
         f"the {verdict.rule} rule over the last {DEFAULT_SINCE}: {tally_text(counted, _mode(place.stack.parameters, verdict.rule))}",
