@@ -17,6 +17,8 @@
     hyperpod-recovery stop INCIDENT --stack NAME --reason TEXT [--yes]
     hyperpod-recovery hold NODE --stack NAME --reason TEXT [--yes]
     hyperpod-recovery unhold NODE --stack NAME --reason TEXT [--yes]
+    hyperpod-recovery verdicts list --stack NAME [--since 30d] [--rule stall|slow] [--open] [--json]
+    hyperpod-recovery verdicts confirm|reject VERDICT --stack NAME --reason TEXT [--yes] [--force]
     hyperpod-recovery --version
 
 Every command takes ``--region REGION`` (before or after the command's name). AWS credentials come
@@ -30,7 +32,8 @@ Exit codes, for every command:
   1    the answer is no: nothing verified (with --deep, also a manifest without any checksum),
        commit refused, breaker open, drill execution failed (escalated or capped), a preflight
        check failed or could not be made; an on-call change refused (a running incident holds
-       the lock, no such node or incident) or not confirmed
+       the lock, no such node, incident or verdict, a verdict already reviewed or reviewed
+       meanwhile) or not confirmed
   2    bad usage or input: no command, an unknown option, a missing or malformed argument (a
        blank reason, a control character in text kept and printed back, a bucket name S3's naming
        rules refuse, a checkpoint commit with no job name), an unreadable file or
@@ -94,6 +97,7 @@ from hyperpod_recovery_cli.oncall import add_commands as add_oncall_commands
 from hyperpod_recovery_cli.preflight import PreflightUsageError, run_preflight
 from hyperpod_recovery_cli.preflight import add_arguments as add_preflight_arguments
 from hyperpod_recovery_cli.stack import NotOurStack, StackTooOld, read_stack
+from hyperpod_recovery_cli.verdicts import add_commands as add_verdict_commands
 
 PROG = "hyperpod-recovery"
 EXIT_OK, EXIT_NO, EXIT_USAGE, EXIT_AWS, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -253,6 +257,7 @@ def _parser() -> argparse.ArgumentParser:
     suite.set_defaults(run=_drills)
 
     add_oncall_commands(groups, region, _oncall)
+    add_verdict_commands(groups, region, _oncall)
 
     deploy = groups.add_parser("deploy", parents=[region], help="deploy the stack for a cluster: reads it first, asks only what it must")
     add_deploy_arguments(deploy)

@@ -1083,6 +1083,11 @@ class DynamoLedger:
             return False
         return True
 
+    def verdict(self, cluster: str, rule: str, job: str, episode_at: datetime) -> RecordedVerdict | None:
+        """One verdict by its key (the operator's ``verdicts confirm|reject`` names it), read consistently."""
+        item = self._get(f"CLUSTER#{cluster}", f"{VERDICT_PREFIX}{_sortable_epoch(episode_at)}#{rule}#{job}")
+        return RecordedVerdict.model_validate_json(item["verdict"]["S"]) if item else None
+
     def _scan_node_items(self, cluster: str, sort_key: str) -> list[dict[str, Any]]:
         return self._every_page(
             self.dynamodb.scan,

@@ -211,13 +211,13 @@ class NodeLock(BaseModel):
 
 
 class AuditEntry(BaseModel):
-    """One change a human made through the CLI (a lock released, a hold, a stop, a breaker reset):
+    """One change a human made through the CLI (a lock released, a hold, a stop, a breaker reset, a verdict reviewed):
     who, why, what, when. Kept in the cluster's partition, an item each."""
 
     model_config = ConfigDict(extra="forbid")
     at: Timestamp
     by: ShortText
-    action: Literal["locks release", "hold", "unhold", "stop", "breaker reset"]
+    action: Literal["locks release", "hold", "unhold", "stop", "breaker reset", "verdict confirm", "verdict reject"]
     target: ShortText
     reason: ShortText
     detail: ShortText = ""
