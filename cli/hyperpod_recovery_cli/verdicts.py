@@ -290,15 +290,13 @@ def _review(
         print("nothing changed", file=out)
         return EXIT_NO
     by = who(args, client)
-    # review_verdict conditions its write on the item it reads itself: read again after the question
-    # (which may have waited minutes at a terminal), so a review made meanwhile is not written over.
-    if place.ledger.verdict(place.cluster, ref.rule, ref.job, ref.episode_at) != recorded:
-        raise OnCallRefused(f"verdict {ref} changed since it was read (reviewed meanwhile?): nothing written; list it again")
+    # The write is conditioned on the verdict as it was read before the question (which may have
+    # waited minutes at a terminal): a review made meanwhile is never written over.
     updated = RecordedVerdict.model_validate(
         recorded.model_dump() | {"review": review, "reviewed_by": by[:512], "reviewed_at": now, "review_note": reason}
     )
-    if not place.ledger.review_verdict(verdict, updated):
-        raise OnCallRefused(f"verdict {ref} changed while it was being written: nothing written; list it again")
+    if not place.ledger.review_verdict(recorded, updated):
+        raise OnCallRefused(f"verdict {ref} changed since it was read (reviewed meanwhile?): nothing written; list it again")
     was = recorded.review + (f" by {recorded.reviewed_by}" if recorded.reviewed_by else "")
     place.ledger.audit(
         place.cluster,

@@ -233,7 +233,7 @@ class ReviewedMeanwhile(Terminal):
 
     def readline(self, size: int | None = -1) -> str:
         other = self.kept.model_copy(update={"review": "rejected", "reviewed_by": "carol", "review_note": "not hung"})
-        assert ledger(self.aws).review_verdict(self.kept.verdict, other)
+        assert ledger(self.aws).review_verdict(self.kept, other)
         return super().readline()
 
 

@@ -35,6 +35,7 @@ DRILLS = (
     "rejoin-event",  # Notice Cluster Event: a Cluster Event wakes the wait
     "health-gate-replaced-again",  # Replace Unhealthy Nodes: a replacement failed the health gate
     "abort-event-lost",  # Sweep Ended Executions settles an end (every drill sweeps; here it describes and records one)
+    "job-hang",  # Detect Hung Jobs on its schedule, Capture Hang Evidence, a hang's Classify Failure (progress, evidence)
 )
 NOT_RUN_BY_DRILLS = {"ReportSafetyStateFunction"}  # runs on a schedule; tests/unit cover it
 EKS_ONLY = {"FindFailedJobsFunction"}  # deployed on EKS stacks only (its Condition): checked by the EKS drills below

@@ -1066,20 +1066,24 @@ class DynamoLedger:
             for item in self._query(f"CLUSTER#{cluster}", low, VERDICT_PREFIX + _HIGHEST)
         ]
 
-    def review_verdict(self, verdict: HangVerdict, review: RecordedVerdict) -> bool:
-        """An operator's review, written over the verdict as it was read (False: it changed meanwhile)."""
-        item = self._get(f"CLUSTER#{verdict.cluster}", self._verdict_key(verdict))
-        if item is None:
-            return False
+    def review_verdict(self, was: RecordedVerdict, review: RecordedVerdict) -> bool:
+        """An operator's review, written only over the verdict exactly as the operator read it (``was``):
+        False when it changed meanwhile (someone else reviewed it), and nothing is written."""
+        verdict = was.verdict
         try:
             self._call(
                 self.dynamodb.put_item,
                 TableName=self.table_name,
-                Item={**item, "verdict": {"S": review.model_dump_json()}},
+                Item={
+                    "pk": {"S": f"CLUSTER#{verdict.cluster}"},
+                    "sk": {"S": self._verdict_key(verdict)},
+                    "verdict": {"S": review.model_dump_json()},
+                    "expires_at": {"N": _epoch(verdict.decided_at + VERDICT_TTL)},
+                },
                 ConditionExpression="verdict = :was",
-                ExpressionAttributeValues={":was": item["verdict"]},
+                ExpressionAttributeValues={":was": {"S": was.model_dump_json()}},
             )
-        except ClientError:
+        except ClientError:  # (ConditionalCheckFailed: _call re-raises only that one)
             return False
         return True
 
