@@ -210,3 +210,12 @@ def test_property_a_job_that_stepped_within_its_threshold_is_never_hung(step_sec
     threshold = max(RULES.stall_floor_seconds, RULES.stall_factor * step_seconds)
     reports = nodes(count, idle=share * threshold, step_seconds=step_seconds)
     assert stall_verdict(CLUSTER, "1001", reports, RULES, T0) is None
+
+
+# --- what the review found: never a hang of ours when nobody is heard --------------------------------
+def test_given_every_reporter_silent_but_not_yet_gone_then_no_stall() -> None:
+    # Given a job restarting under the same job id (torchrun --max-restarts, a requeue): its old ranks'
+    # items stay, silent for two minutes, and the new ranks have not stepped yet
+    reports = nodes(4, idle=400, heartbeat_age=120)
+    # Then no verdict: a hung job's reporters go on heartbeating
+    assert job_verdicts(CLUSTER, "1001", reports, RULES, T0) == []

@@ -57,6 +57,8 @@ log = logging.getLogger("hyperpod_recovery.progress")
 
 # Intervals skipped before the baseline is measured (compilation, warm-up, the first data loads).
 WARMUP_INTERVALS = 5
+# close() waits at most this long for a write in flight before its own last write.
+CLOSE_WAIT_SECONDS = 5.0
 # A failed write is logged at most this often (a network outage must not flood the job's log).
 ERROR_LOG_EVERY_SECONDS = 300.0
 # Which process of a node reports: the first local rank (torchrun's LOCAL_RANK, srun's SLURM_LOCALID).
@@ -76,8 +78,12 @@ class DynamoProgressWriter:
         self.table = table
         if client is None:
             import boto3  # (only where a table is configured: a disabled reporter never imports it)
+            from botocore.config import Config
 
-            client = boto3.client("dynamodb", region_name=region)
+            # Short timeouts and few attempts: a stuck write must not silence the heartbeat for
+            # minutes (the node would read as gone), and the next heartbeat is the retry.
+            config = Config(connect_timeout=3, read_timeout=5, retries={"max_attempts": 2, "mode": "standard"})
+            client = boto3.client("dynamodb", region_name=region, config=config)
         self.client = client
 
     def write(self, report: ProgressReport) -> None:
@@ -112,6 +118,8 @@ class Progress:
         self.heartbeat_seconds = heartbeat_seconds
         self._wall, self._monotonic = wall, monotonic
         self._lock = threading.Lock()
+        # Writes one at a time (the thread's and close()'s): the last one written is the last one taken.
+        self._write_lock = threading.Lock()
         self._wake = threading.Event()
         self._stopped = threading.Event()
         self._started_at = wall()
@@ -249,6 +257,10 @@ class Progress:
 
     def flush(self) -> bool:
         """Write the report now, in this thread: True when written. Never raises."""
+        with self._write_lock:
+            return self._write()
+
+    def _write(self) -> bool:
         report = self.report()
         if report is None or self.writer is None:
             return False
@@ -273,8 +285,14 @@ class Progress:
         self._stopped.set()
         self._wake.set()
         if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout=self.heartbeat_seconds)
-        self.flush()
+            self._thread.join(timeout=min(self.heartbeat_seconds, CLOSE_WAIT_SECONDS))
+        # The last write is taken after any write in flight: it says ended. Bounded: a job's exit never
+        # waits long on the network (without it, the items go silent, which the detector reads as gone).
+        if self._write_lock.acquire(timeout=CLOSE_WAIT_SECONDS):
+            try:
+                self._write()
+            finally:
+                self._write_lock.release()
 
     def _run(self) -> None:
         while not self._stopped.is_set():

@@ -47,3 +47,10 @@ HANG_MARK = "-hung-"
 def is_hang_incident(execution_name: str) -> bool:
     """A hang's JobRecovery, or the NodeRecovery it nests (``…-hung-<epoch>-nodes``): ours, by name."""
     return HANG_MARK in execution_name
+
+
+def hung_job_of(execution_name: str) -> str | None:
+    """The job a hang's execution (or its nested NodeRecovery) is about: ``hpj-<job>-hung-<epoch>[-nodes]``."""
+    if not execution_name.startswith("hpj-") or HANG_MARK not in execution_name:
+        return None
+    return execution_name.removeprefix("hpj-").split(HANG_MARK, 1)[0]

@@ -130,7 +130,14 @@ def summarize_job(state: JobWorkflowState, outcome: Outcome, cause: str | None, 
         would = f"would resubmit it from step {step}" if step is not None else (restart.reason if restart else "would do nothing")
         return f"Dry run for {label}, {kind or 'not classified'}: every step ran, nothing was changed; {would}."
     if fate is not None and fate.fate == "resubmitted":
-        repaired = "checked its suspect node(s)" if classification is not None and classification.kind == "hung" else "replaced its node(s)"
+        repaired = "replaced its node(s)"
+        if classification is not None and classification.kind == "hung":
+            asked = {t.recommends for t in (classification.node_request.triggers if classification.node_request else [])}
+            repaired = (
+                "checked its suspect node(s) (replaced only if they failed the check)"
+                if asked == {"check"}
+                else "replaced its suspect node(s), suspected before"
+            )
         how = f"node recovery {fate.by} {repaired} and resubmitted it" if fate.by else "resubmitted"
         where = f" from step {fate.checkpoint_step}" if fate.checkpoint_step is not None else ""
         return f"Recovered {label}, {kind}: {how} as {copy_label(fate)}{where} ({copy_state_text(fate)})."

@@ -82,7 +82,7 @@ class ProgressReport(BaseModel):
     schema_version: Literal[1] = 1
     job: ProgressJobKey
     node: SlurmNodeName
-    # Ranks on this node that report (the reporter aggregates them: the slowest rank's step).
+    # Ranks on this node (one of them, local rank 0, reports for the node: a synchronous job's ranks step together).
     ranks: int = Field(default=1, ge=1, le=64)
     step: int = Field(ge=0)
     # When this node reached ``step`` (the reporting host's clock: EC2 keeps it within milliseconds

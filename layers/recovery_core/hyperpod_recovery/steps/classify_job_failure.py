@@ -40,6 +40,7 @@ def classify_job_failure(
             now,
             repeat_suspects=_suspected_before(ledger, request.cluster, now - timedelta(seconds=repeat_window_seconds)),
             orchestrator=orchestrator,
+            claim=ledger.resubmission_claim(request.cluster, request.job_id) if ledger is not None else None,
         )
     else:
         classification = classify_failure(

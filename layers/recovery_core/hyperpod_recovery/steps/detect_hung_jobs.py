@@ -97,7 +97,8 @@ def _act(verdict: HangVerdict, ledger: Ledger, workflows: Workflows, now: dateti
             cluster=verdict.cluster,
             job_id=verdict.job,
             source="progress",
-            reason=verdict.summary,
+            # (the incident names the job itself: "job 1001: no progress for 120 s since ...")
+            reason=verdict.summary.removeprefix(f"job {verdict.job}: "),
             event_id=name,
             detected_at=now,
             hang=verdict,

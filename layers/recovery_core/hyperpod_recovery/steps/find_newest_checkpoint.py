@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from hyperpod_recovery.domain.checkpoints import find_newest_verified
-from hyperpod_recovery.domain.execution_names import is_hang_incident
+from hyperpod_recovery.domain.execution_names import hung_job_of, is_hang_incident
 from hyperpod_recovery.errors import CheckpointUnreadable
 from hyperpod_recovery.models.commands import JobRef, JobSpec, ResumePolicy, left_alone_reason
 from hyperpod_recovery.models.workflow import CheckpointPlan, FindNewestCheckpointInput, ResumePlan, UnresumableJob
@@ -67,9 +67,11 @@ def find_newest_checkpoint(
                 )
             )
             continue
-        # A hang's node recovery resubmits the hung job at once, whatever the policy: the drain keeps
-        # it off the suspects, which the health gate then checks (a check is not a replacement to wait for).
-        now_or_later = resume_now(job, "immediate" if is_hang_incident(step.execution_name) else policy, allowed=step.resume_now_allowed)
+        # A hang's node recovery resubmits the hung job (only that one) at once, whatever the policy: the
+        # drain keeps it off the suspects, which the health gate then checks. Any other job on them goes
+        # by its own policy, as for any node incident.
+        hung = is_hang_incident(step.execution_name) and hung_job_of(step.execution_name) == job.job_id
+        now_or_later = resume_now(job, "immediate" if hung else policy, allowed=step.resume_now_allowed)
         logger.info(
             "checkpoint chosen",
             extra={

@@ -20,18 +20,22 @@ from typing import Literal
 from hyperpod_recovery.domain.execution_names import node_execution_name
 from hyperpod_recovery.domain.hangs import suspects as blame
 from hyperpod_recovery.domain.hangs.detect import node_progress
+from hyperpod_recovery.domain.hangs.rules import HangRules
 from hyperpod_recovery.domain.job_failure import job_label
 from hyperpod_recovery.domain.normalize import within_reason_budget
 from hyperpod_recovery.models.cluster import ClusterNode
-from hyperpod_recovery.models.commands import HangEvidenceResult, JobSpec
+from hyperpod_recovery.models.commands import HangEvidenceResult, JobSpec, left_alone_reason
 from hyperpod_recovery.models.common import one_line
 from hyperpod_recovery.models.hangs import HangVerdict
 from hyperpod_recovery.models.job_recovery import FailureClassification, FaultyNode
 from hyperpod_recovery.models.progress import PROGRESS_TABLE_ENV, ProgressReport
+from hyperpod_recovery.models.records import ResubmissionClaim
 from hyperpod_recovery.models.requests import TRIGGER_REASON_LIMIT, JobRecoveryRequest, RecoveryRequest, Trigger
 
-# A hung job still holds its nodes in these states (squeue); anything else ended.
-STILL_RUNNING = frozenset({"RUNNING", "SUSPENDED", "COMPLETING", "STOPPED", "RESIZING"})
+HEARTBEAT_STALE_SECONDS = HangRules().heartbeat_stale_seconds
+# A hung job still runs in these states (squeue); anything else ended, or is ending (COMPLETING: its
+# processes are being killed, a cancel is already under way).
+STILL_RUNNING = frozenset({"RUNNING", "SUSPENDED", "STOPPED", "RESIZING"})
 
 
 def cleared_since(verdict: HangVerdict, reports: Sequence[ProgressReport]) -> datetime | None:
@@ -50,19 +54,34 @@ def classify_hang(
     now: datetime,
     repeat_suspects: frozenset[str] = frozenset(),
     orchestrator: Literal["slurm", "eks"] = "slurm",
+    claim: ResubmissionClaim | None = None,
 ) -> FailureClassification:
-    """``reports``: the job's progress read again now; ``repeat_suspects``: nodes this job's lineage
-    suspected before (a suspect again is replaced, not only checked)."""
+    """``reports``: the job's progress read again now; ``repeat_suspects``: nodes an earlier hang on this
+    cluster suspected within the repeat-offender window (a suspect again is replaced, not only checked);
+    ``claim``: the job's resubmission claim, when an incident already resubmitted it."""
     verdict = request.hang
     assert verdict is not None, "only a hang's request is classified here"
     label = job_label(request.job_id, job, None)
-    if job is None or job.state not in STILL_RUNNING:
-        state = job.state if job is not None else "unknown to slurmctld"
+    if claim is not None:
         return FailureClassification(
             at=now,
             kind="left_alone",
             job=job,
-            reason=f"{label} is no longer running ({state}): the hang ended with the job, whose end is recovered as any failure is",
+            reason=f"{label} was already resubmitted by incident {claim.incident_id}"
+            + (f" as job {claim.new_job_id}" if claim.new_job_id else "")
+            + ": nothing more is done for its hang",
+        )
+    if job is None or job.state not in STILL_RUNNING:
+        state = job.state if job is not None else "unknown to slurmctld"
+        return FailureClassification(
+            at=now, kind="left_alone", job=job, reason=f"{label} is no longer running ({state}): nothing is done for its hang"
+        )
+    if job.auto_resume or job.restarted_by is not None:
+        return FailureClassification(
+            at=now,
+            kind="left_alone",
+            job=job,
+            reason=f"{label} {left_alone_reason(job)}: its hang is recorded, and left to it",
         )
     if not job.reports_progress:
         return FailureClassification(
@@ -73,6 +92,15 @@ def classify_hang(
                 f"{label} was not submitted with progress monitoring ({PROGRESS_TABLE_ENV} is not in its environment): "
                 "a progress report under its id is not trusted, nothing is done to it"
             ),
+        )
+    heard = [r for r in reports if not r.ended and (now - r.heartbeat_at).total_seconds() <= HEARTBEAT_STALE_SECONDS]
+    if reports and not heard:
+        # (read again now: every reporter silent, so its processes are gone or restarting; not a hang)
+        return FailureClassification(
+            at=now,
+            kind="left_alone",
+            job=job,
+            reason=f"{label}: none of its nodes' progress reporters is heard any more (ended, or restarting): nothing is done for its hang",
         )
     cleared = cleared_since(verdict, reports)
     if cleared is not None:

@@ -69,6 +69,11 @@ def stall_verdict(cluster: str, job: str, reports: Sequence[ProgressReport], rul
     if not live or rules.stall_mode == "off":
         return None
     alive = [r for r in live if _age(r.heartbeat_at, now) <= rules.heartbeat_stale_seconds]
+    if not alive:
+        # Every reporter is silent: the job's processes are gone (ended, killed, or restarting under
+        # the same job id, whose new ranks have not stepped yet). A hung job's reporter threads go on
+        # heartbeating (NCCL waits release the GIL): this is no hang of ours to act on.
+        return None
     if any(r.pause is not None and r.pause.ends_by() > now for r in alive):
         return None  # a declared pause, its reporter alive and within its bound
     nodes = [node_progress(r) for r in live]

@@ -1,0 +1,97 @@
+"""Classify Failure for a hang (domain/hangs/classify.py): act only on a job slurmctld runs, whose
+submission opted in, whose reporters are still heard, that nobody resubmitted already and that no
+one else restarts; blame only allocated nodes; check a first suspect, replace a repeat one."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from hyperpod_recovery.domain.execution_names import hung_job_of
+from hyperpod_recovery.domain.hangs.classify import classify_hang
+from hyperpod_recovery.domain.hangs.detect import stall_verdict
+from hyperpod_recovery.domain.hangs.rules import HangRules
+from hyperpod_recovery.models.cluster import ClusterNode
+from hyperpod_recovery.models.commands import JobSpec
+from hyperpod_recovery.models.records import ResubmissionClaim
+from hyperpod_recovery.models.requests import JobRecoveryRequest
+from tests.fakes import CLUSTER, T0, node_id
+from tests.unit.test_hang_detection import nodes, report
+
+NAMES = [f"ip-10-1-0-{i}" for i in range(1, 5)]
+
+
+def _setup(**job_fields: object) -> tuple[JobRecoveryRequest, JobSpec, list[ClusterNode]]:
+    reports = [*[report(n, step=101, idle=90) for n in NAMES[:3]], report(NAMES[3], step=100, idle=95)]
+    verdict = stall_verdict(CLUSTER, "1001", reports, HangRules(), T0)
+    assert verdict is not None and verdict.suspects == [NAMES[3]]
+    request = JobRecoveryRequest(cluster=CLUSTER, job_id="1001", source="progress", reason="hung", detected_at=T0, hang=verdict)
+    fields = {"job_id": "1001", "name": "llama", "num_nodes": 4, "nodes": NAMES, "state": "RUNNING", "reports_progress": True}
+    job = JobSpec.model_validate({**fields, **job_fields})
+    cluster = [
+        ClusterNode.model_validate(
+            {"node_id": node_id(i + 1), "instance_group": "workers", "status": "Running", "private_dns_hostname": f"{name}.ec2.internal"}
+        )
+        for i, name in enumerate(NAMES)
+    ]
+    return request, job, cluster
+
+
+def _classify(request, job, cluster, reports=None, **kwargs):  # type: ignore[no-untyped-def]
+    still = reports if reports is not None else [*[report(n, step=101, idle=100) for n in NAMES[:3]], report(NAMES[3], step=100, idle=105)]
+    return classify_hang(request, job, None, still, cluster, "hpj-1001-hung-1", T0 + timedelta(seconds=10), **kwargs)
+
+
+def test_given_a_job_still_stuck_then_hung_and_its_first_suspect_is_only_checked() -> None:
+    request, job, cluster = _setup()
+    c = _classify(request, job, cluster)
+    assert c.kind == "hung" and [f.slurm_node for f in c.faulty_nodes] == [NAMES[3]]
+    assert c.node_request is not None and {t.recommends for t in c.node_request.triggers} == {"check"}
+    # (suspected before on this cluster: replaced)
+    again = _classify(request, job, cluster, repeat_suspects=frozenset({NAMES[3]}))
+    assert again.node_request is not None and {t.recommends for t in again.node_request.triggers} == {"replace"}
+
+
+def test_given_a_job_already_resubmitted_then_nothing_more_is_done() -> None:
+    request, job, cluster = _setup()
+    claim = ResubmissionClaim(job_id="1001", incident_id="hpj-1001-hung-1-nodes", claimed=False, new_job_id="1002")
+    c = _classify(request, job, cluster, claim=claim)
+    assert c.kind == "left_alone" and "already resubmitted by incident hpj-1001-hung-1-nodes as job 1002" in c.reason
+
+
+def test_given_a_job_completing_or_ended_then_left_alone() -> None:
+    for state in ("COMPLETING", "CANCELLED", "FAILED"):
+        request, job, cluster = _setup(state=state)
+        c = _classify(request, job, cluster)
+        assert c.kind == "left_alone" and f"no longer running ({state})" in c.reason
+
+
+def test_given_a_job_someone_else_restarts_or_not_opted_in_then_left_alone() -> None:
+    request, job, cluster = _setup(auto_resume=True)
+    assert _classify(request, job, cluster).kind == "left_alone"
+    request, job, cluster = _setup(reports_progress=False)
+    c = _classify(request, job, cluster)
+    assert c.kind == "left_alone" and "not trusted" in c.reason
+
+
+def test_given_every_reporter_silent_when_read_again_then_left_alone() -> None:
+    request, job, cluster = _setup()
+    c = _classify(request, job, cluster, reports=nodes(4, idle=400, heartbeat_age=200))
+    assert c.kind == "left_alone" and "reporters is heard" in c.reason
+
+
+def test_given_progress_since_the_verdict_then_recovered_by_itself() -> None:
+    request, job, cluster = _setup()
+    c = _classify(request, job, cluster, reports=nodes(4, step=102, idle=2))
+    assert c.kind == "recovered_by_itself"
+
+
+def test_given_a_suspect_slurm_did_not_allocate_to_the_job_then_it_is_not_blamed() -> None:
+    request, job, cluster = _setup(nodes=NAMES[:3], num_nodes=3)
+    c = _classify(request, job, cluster)
+    assert c.kind == "hung" and c.faulty_nodes == [] and c.node_request is None
+
+
+def test_the_hung_job_is_read_back_from_its_recoverys_name() -> None:
+    assert hung_job_of("hpj-1001-hung-1773479100-nodes") == "1001"
+    assert hung_job_of("hpj-1001-hung-1773479100") == "1001"
+    assert hung_job_of("hpj-1001-1773479100-nodes") is None and hung_job_of("hpr-i-0abc-20260314T0900") is None
