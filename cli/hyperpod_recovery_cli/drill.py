@@ -153,8 +153,13 @@ _EXPECT_FIELDS: dict[str, str] = {
     "messages_match_record": "bool",
     "never_say": "phrases",
     "always_say": "phrases",
+    "verdicts": "count per rule (stall, slow)",
+    "verdict_suspects": "list of node names",
+    "hang_detected_within_seconds": "seconds",
+    "running_again_within_seconds": "seconds",
 }
-_OUTCOMES = ("recovered", "escalated", "duplicate", "rejected", "capped", "dry_run", "stale", "aborted", "failed")
+_OUTCOMES = ("recovered", "escalated", "duplicate", "rejected", "capped", "dry_run", "stale", "aborted", "failed", "recovered_by_itself")
+_HANG_RULES = ("stall", "slow")
 
 
 def check_expect(expect: Any) -> None:
@@ -171,6 +176,9 @@ def check_expect(expect: Any) -> None:
             "seconds": isinstance(value, int | float) and not isinstance(value, bool) and 0 < value < float("inf"),
             "list of outcomes": isinstance(value, list) and all(v in _OUTCOMES for v in value),
             "phrases": isinstance(value, list) and all(isinstance(v, str) and v.strip() for v in value),
+            "count per rule (stall, slow)": isinstance(value, dict)
+            and all(k in _HANG_RULES and isinstance(v, int) and not isinstance(v, bool) and v >= 0 for k, v in value.items()),
+            "list of node names": isinstance(value, list) and all(isinstance(v, str) and v.strip() for v in value),
         }[kind]
         if not ok:
             said = f"a {kind}" if kind else f"not an expectation (known: {', '.join(_EXPECT_FIELDS)})"
