@@ -230,7 +230,8 @@ _MEANING: dict[type[errors.RecoveryError], str] = {
     ),
     errors.OldJobNotStopped: (
         "The job to resubmit was cancelled but still ran 120 s later (a process SIGKILL does not end, a node that does not "
-        "answer): nothing was submitted, so no second copy runs. Look at its nodes; resubmit it once it has ended."
+        "answer): nothing was submitted, so no second copy runs. Look at its nodes; the job's own line below says how to "
+        "bring it back once it has ended."
     ),
     errors.DoNotRequeue: (
         "The job's own launcher decided it must not be restarted (NVIDIA's resiliency extension exits 93 for that; the job's "
