@@ -1039,19 +1039,22 @@ class DynamoLedger:
         # By episode: the same stall seen a minute later is the same item (recorded once).
         return f"{VERDICT_PREFIX}{_sortable_epoch(verdict.episode_at)}#{verdict.rule}#{verdict.job}"
 
+    def _verdict_item(self, recorded: RecordedVerdict) -> dict[str, Any]:
+        verdict = recorded.verdict
+        return {
+            "pk": {"S": f"CLUSTER#{verdict.cluster}"},
+            "sk": {"S": self._verdict_key(verdict)},
+            "verdict": {"S": recorded.model_dump_json()},
+            "expires_at": {"N": _epoch(verdict.decided_at + VERDICT_TTL)},
+        }
+
     def record_verdict(self, recorded: RecordedVerdict) -> bool:
         """Keep a verdict once per episode: False when this episode's verdict is already kept."""
-        verdict = recorded.verdict
         try:
             self._call(
                 self.dynamodb.put_item,
                 TableName=self.table_name,
-                Item={
-                    "pk": {"S": f"CLUSTER#{verdict.cluster}"},
-                    "sk": {"S": self._verdict_key(verdict)},
-                    "verdict": {"S": recorded.model_dump_json()},
-                    "expires_at": {"N": _epoch(verdict.decided_at + VERDICT_TTL)},
-                },
+                Item=self._verdict_item(recorded),
                 ConditionExpression="attribute_not_exists(pk)",
             )
         except ClientError:  # (ConditionalCheckFailed: _call re-raises only that one)
@@ -1069,17 +1072,11 @@ class DynamoLedger:
     def review_verdict(self, was: RecordedVerdict, review: RecordedVerdict) -> bool:
         """An operator's review, written only over the verdict exactly as the operator read it (``was``):
         False when it changed meanwhile (someone else reviewed it), and nothing is written."""
-        verdict = was.verdict
         try:
             self._call(
                 self.dynamodb.put_item,
                 TableName=self.table_name,
-                Item={
-                    "pk": {"S": f"CLUSTER#{verdict.cluster}"},
-                    "sk": {"S": self._verdict_key(verdict)},
-                    "verdict": {"S": review.model_dump_json()},
-                    "expires_at": {"N": _epoch(verdict.decided_at + VERDICT_TTL)},
-                },
+                Item=self._verdict_item(review),
                 ConditionExpression="verdict = :was",
                 ExpressionAttributeValues={":was": {"S": was.model_dump_json()}},
             )
