@@ -44,6 +44,7 @@ from cryptography.x509.oid import NameOID
 from hyperpod_recovery.domain.eks_jobs import CHECKPOINT_ANNOTATION, JOB_NAME_ANNOTATION, RESUBMITTED_FROM_ANNOTATION
 from hyperpod_recovery.errors import KubeAccessDenied, KubeConflict, KubeThrottled, KubeUnavailable
 from hyperpod_recovery.models.kubernetes import HEALTH_STATUS_LABEL, KUEUE_QUEUE_LABEL, OPT_IN_ANNOTATION, node_name_for_instance
+from hyperpod_recovery.models.progress import PROGRESS_TABLE_ENV
 from sandbox.hyperpod import ACCOUNT, HyperPodDouble, SimNode
 from sandbox.kube import HYPERPOD_TAINT_KEY, FakeKube, serve
 from sandbox.scenario import Scenario, expand_range
@@ -150,6 +151,14 @@ class KubeApiServer:
         self.httpd.server_close()
 
 
+# A hung job's pods' logs (the drills' hang faults): steps, then where each rank stopped.
+TRAINING_LOG = "".join(
+    f"[rank{{rank}}] step {step} loss {1.9 - step / 10_000:.4f} lr 3.0e-04 tokens/s 412553\n" for step in range(2046, 2051)
+)
+COLLECTIVE_LOG = "[rank{rank}] waiting in all_reduce (ProcessGroupNCCL, SeqNum=88123, OpType=ALLREDUCE, NumelIn=262144000)\n"
+DATA_LOADER_LOG = "[rank{rank}] DataLoader worker 3: still reading /fsx/data/shard-00731.bin after 240 s\n"
+
+
 class SimulatedEks:
     """The EKS cluster of a drill: the API server, HyperPod's hand on its nodes, and the jobs."""
 
@@ -184,7 +193,10 @@ class SimulatedEks:
         self._stack.close()
 
     # --- the drill's cluster ---------------------------------------------------------------------
-    def populate(self) -> None:
+    def populate(self, progress_table: str | None = None) -> None:
+        """``progress_table``: the stack's, in the pod template of a job whose owner opted in to
+        progress monitoring (jobs.*.progress.opted_in), with the downward API's variables that name
+        its job and node to the reporter (docs/progress.md)."""
         self.sync()
         for ref in self.scenario.behaviour.cordoned_before:
             for group, index in expand_range(ref):
@@ -199,8 +211,16 @@ class SimulatedEks:
             if job.auto_resume:
                 annotations["sagemaker.amazonaws.com/enable-job-auto-resume"] = "true"
             labels = {KUEUE_QUEUE_LABEL: spec.queue} if spec.queue else None
+            env = {PROGRESS_TABLE_ENV: progress_table} if progress_table and job.progress is not None and job.progress.opted_in else None
             self.kube.add_job(
-                spec.kind, spec.namespace, job.name, nodes=nodes, annotations=annotations, restart_policy=spec.restart_policy, labels=labels
+                spec.kind,
+                spec.namespace,
+                job.name,
+                nodes=nodes,
+                annotations=annotations,
+                restart_policy=spec.restart_policy,
+                labels=labels,
+                env=env,
             )
         self._made_by_tenants: set[str] = set()  # uids
         self._tenants_act()
@@ -268,6 +288,27 @@ class SimulatedEks:
             # (its operator wrote a time without a zone: that job's problem, never the poll's)
             condition = self.kube.jobs[(kind, namespace, name)]["status"]["conditions"][-1]
             condition["lastTransitionTime"] = condition["lastTransitionTime"].rstrip("Z")
+
+    def job_running(self, job: Any) -> bool:
+        """The scenario job's own object still runs (not suspended, stopped or ended): its reporters
+        go on writing; else their last write said it ended."""
+        obj = self.kube.jobs.get((job.kubernetes.kind, job.kubernetes.namespace, job.name))
+        if obj is None or ((obj.get("spec") or {}).get("runPolicy") or {}).get("suspend"):
+            return False
+        conditions = [c for c in (obj.get("status") or {}).get("conditions") or [] if c.get("status") == "True"]
+        return bool(conditions) and conditions[-1].get("type") == "Running"
+
+    def job_hangs(self, job: Any, fault: Any) -> None:
+        """The job hangs: its pods still run; each rank's log ends waiting in an all-reduce, but on the
+        node the fault names (the one that stopped first), where it ends in its data loader."""
+        namespace = job.kubernetes.namespace
+        odd = node_name_for_instance(self.double.current(fault.node, t=0).node_id) if fault.node else None
+        for (ns, name), pod in sorted(self.kube.pods.items()):
+            if ns != namespace or not name.startswith(f"{job.name}-worker-"):
+                continue
+            rank = int(name.rsplit("-", 1)[1])
+            stuck = DATA_LOADER_LOG if pod["spec"].get("nodeName") == odd and fault.stacks != "no_answer" else COLLECTIVE_LOG
+            self.kube.set_pod_log(namespace, name, TRAINING_LOG.format(rank=rank) + stuck.format(rank=rank))
 
     def report_unhealthy(self, instance_id: str, at: float) -> None:
         """A health event for the instance: HyperPod's health agent labels and taints its node too."""

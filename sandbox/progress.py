@@ -46,11 +46,18 @@ class _Job:
 
 class ProgressSimulator:
     def __init__(
-        self, scenario: Scenario, nodes_of: Callable[[JobSpec], list[str]], name_of: Callable[[str], str], epoch: datetime
+        self,
+        scenario: Scenario,
+        nodes_of: Callable[[JobSpec], list[str]],
+        name_of: Callable[[str], str],
+        epoch: datetime,
+        key_of: Callable[[JobSpec], str] = lambda job: job.id,
     ) -> None:
-        """``nodes_of``: a job's Slurm node names; ``name_of``: a fault's node reference's."""
+        """``nodes_of``: a job's node names (Slurm's, or Kubernetes'); ``name_of``: a fault's node
+        reference's; ``key_of``: what the job reports as (a Slurm job id; an EKS job's namespace/name)."""
         self.epoch = epoch
         self.name_of = name_of
+        self.key_of = key_of
         self.jobs: list[_Job] = []
         for job in scenario.jobs:
             if job.progress is None:
@@ -115,7 +122,8 @@ class ProgressSimulator:
 
     # --- what each node reports -----------------------------------------------------------------------
     def reports(self, t: float, running: Callable[[str], bool]) -> list[ProgressReport]:
-        """Every node's report as of ``t``; ``running(job_id)``: Slurm still runs the job."""
+        """Every node's report as of ``t``; ``running(job_id)``: the orchestrator still runs the job
+        (the drill's job id: the reporters of a cancelled or stopped job last wrote that it ended)."""
         reports: list[ProgressReport] = []
         for job in self.jobs:
             spec, progress = job.spec, job.spec.progress
@@ -147,7 +155,7 @@ class ProgressSimulator:
                     waits = 0.02 if slow_node == node else (pace - progress.step_seconds if slow_node else HEALTHY_WAIT_SHARE * pace)
                 reports.append(
                     ProgressReport(
-                        job=spec.id,
+                        job=self.key_of(spec),
                         node=node,
                         ranks=8,
                         step=progress.step + node_steps,

@@ -29,6 +29,7 @@ from botocore.exceptions import ClientError
 from hyperpod_recovery.clock import install_clock
 from hyperpod_recovery.config import get_settings
 from hyperpod_recovery.models.job_events import JOB_EVENT_SOURCE, JOB_FAILED_DETAIL_TYPE, JobFailedDetail
+from hyperpod_recovery.models.kubernetes import node_name_for_instance
 from hyperpod_recovery.models.progress import PROGRESS_TABLE_ENV
 from hyperpod_recovery.observability import logger as pipeline_logger
 from hyperpod_recovery.runtime import default_dependencies
@@ -290,9 +291,22 @@ class DrillRunner:
         """The EKS cluster HyperPod's DescribeCluster names, its API server, its nodes and jobs."""
         self.eks = SimulatedEks(self.scenario, self.double, self.epoch, self.log_path.parent, scope=lambda: self.clock.on(aws.invoking))
         point_eks_at(aws.client("eks"), self.eks)
-        self.eks.populate()
+        self.eks.populate(progress_table=aws.progress_table)
         for job in self.scenario.jobs:
             write_checkpoints(aws.client("s3"), job, self.epoch)
+        if any(job.progress is not None for job in self.scenario.jobs):
+
+            def node_of(ref: str) -> str:
+                return node_name_for_instance(self.double.current(ref, t=0).node_id)
+
+            self.progress = ProgressSimulator(
+                self.scenario,
+                nodes_of=lambda job: [node_of(f"{g}:{i}") for g, i in expand_range(job.nodes)],
+                name_of=node_of,
+                epoch=self.epoch,
+                # (a pod reports its job as namespace/name: the downward API gives no job uid)
+                key_of=lambda job: f"{job.kubernetes.namespace}/{job.name}",
+            )
 
     def _deliveries(self) -> list[Delivery]:
         """Group event faults the way an SQS event source with a batching window does; drills
@@ -636,6 +650,9 @@ class DrillRunner:
         """The job hangs: Slurm still runs it; its processes wait in a collective, but on the node the
         fault names (the one that stopped first), where they are somewhere else."""
         assert fault.job is not None
+        if self.eks is not None:
+            self.eks.job_hangs(next(j for j in self.scenario.jobs if j.id == fault.job), fault)
+            return
         odd = {self.double.slurm_name(fault.node): None if fault.stacks == "no_answer" else DATA_LOADER_STACK} if fault.node else {}
         self.slurm.slurm.hang_job(fault.job, odd_nodes=odd)
 
@@ -648,6 +665,8 @@ class DrillRunner:
         slurm = self.slurm.slurm
 
         def running(job_id: str) -> bool:
+            if self.eks is not None:
+                return self.eks.job_running(next(j for j in self.scenario.jobs if j.id == job_id))
             job = slurm.jobs.get(job_id)
             return job is not None and job.state == "RUNNING"
 

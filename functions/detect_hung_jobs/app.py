@@ -25,6 +25,7 @@ def lambda_handler(event: dict, context, deps: Dependencies | None = None):
         rules=deps.hang_rules,
         now=deps.now(),
         remaining_ms=context.get_remaining_time_in_millis,
+        kube=deps.kube,  # (an EKS stack's: an EKS job's verdict names it by namespace/name)
     )
     for key, metric in HANG_DETECTION.items():  # (every one each tick: an alarm sees a zero, not a gap)
         metrics.add_metric(name=metric, unit=MetricUnit.Count, value=counts.get(key, 0))

@@ -14,9 +14,11 @@ from moto import mock_aws
 from hyperpod_recovery.adapters.ledger import DynamoLedger
 from hyperpod_recovery.adapters.progress import ProgressTable
 from hyperpod_recovery.domain.hangs.rules import HangRules
+from hyperpod_recovery.errors import KubeUnavailable
 from hyperpod_recovery.models.progress import ProgressReport, progress_item
 from hyperpod_recovery.models.requests import JobRecoveryRequest
 from hyperpod_recovery.steps.detect_hung_jobs import detect_hung_jobs
+from sandbox.kube import FakeKube
 from tests.fakes import CLUSTER, T0, FakeWorkflows
 from tests.unit.test_hang_detection import report
 
@@ -91,13 +93,83 @@ def test_given_an_item_that_does_not_parse_or_lies_about_its_key_then_it_is_skip
     assert counts["jobs_reporting"] == 0 and progress.unreadable == 2 and workflows.started == {}
 
 
-def test_given_an_eks_job_key_then_the_stall_is_recorded_but_not_enforced(tables) -> None:
+def eks_tick(
+    progress: ProgressTable, ledger: DynamoLedger, workflows: FakeWorkflows, kube: FakeKube | None, at: timedelta = timedelta()
+) -> dict[str, int]:
+    return detect_hung_jobs(
+        progress=progress,
+        ledger=ledger,
+        workflows=workflows,
+        cluster=CLUSTER,
+        rules=HangRules(),
+        now=T0 + at,
+        remaining_ms=lambda: 40_000,
+        kube=kube,
+    )
+
+
+def test_given_an_eks_job_that_hangs_then_one_recovery_starts_for_its_job_objects_uid(tables) -> None:
     progress, ledger, dynamodb = tables
-    write(dynamodb, *[report(f"ip-10-1-0-{i}", idle=300, job="team-a/llama") for i in (1, 2)])
+    # Given PyTorchJob team-a/llama on two nodes, whose reporters (namespace/name) stopped 300 s ago
+    kube = FakeKube(now=lambda: T0)
+    job = kube.add_job("PyTorchJob", "team-a", "llama", nodes=["hyperpod-i-0aaaaaaaaaaaaaaa1", "hyperpod-i-0aaaaaaaaaaaaaaa2"])
+    uid = job["metadata"]["uid"]
+    write(dynamodb, *[report(f"hyperpod-i-0aaaaaaaaaaaaaaa{i}", idle=300, job="team-a/llama") for i in (1, 2)])
     workflows = FakeWorkflows()
-    counts = tick(progress, ledger, workflows, HangRules())
+    # When two ticks see it
+    counts = [eks_tick(progress, ledger, workflows, kube, timedelta(minutes=m)) for m in range(2)]
+    # Then one JobRecovery starts, for the job object's uid (the workflow's EKS job id), the
+    # verdict keeping the key its pods reported under
+    (name,) = workflows.started
+    request = JobRecoveryRequest.model_validate_json(workflows.started[name])
+    assert name.startswith(f"hpj-{uid}-hung-") and request.job_id == uid and request.hang is not None
+    assert request.hang.job == "team-a/llama" and [c.get("recoveries_started", 0) for c in counts] == [1, 0]
+    assert ledger.verdicts(CLUSTER)[0].action == f"started job recovery {name}"
+
+
+def test_given_an_eks_key_no_single_job_object_answers_to_then_the_stall_is_observed_and_says_why(tables) -> None:
+    progress, ledger, dynamodb = tables
+    # Given reports under team-a/llama, where no job of that name exists (gone; or forged)
+    kube = FakeKube(now=lambda: T0)
+    write(dynamodb, *[report(f"hyperpod-i-0aaaaaaaaaaaaaaa{i}", idle=300, job="team-a/llama") for i in (1, 2)])
+    workflows = FakeWorkflows()
+    # When a tick sees the stall
+    counts = eks_tick(progress, ledger, workflows, kube)
+    # Then nothing starts, and the record says why
     assert workflows.started == {} and counts["observed_not_enforceable"] == 1
-    assert ledger.verdicts(CLUSTER)[0].action.startswith("observed: would")
+    assert "no training job team-a/llama is in the Kubernetes API" in ledger.verdicts(CLUSTER)[0].action
+    # And a stack without the Kubernetes API (a Slurm stack) never acts on an EKS key either
+    other = FakeWorkflows()
+    assert eks_tick(progress, ledger, other, None, timedelta(minutes=1))["observed_not_enforceable"] == 1 and other.started == {}
+
+
+def test_given_both_kinds_of_job_under_one_name_then_the_stall_is_observed_not_guessed(tables) -> None:
+    progress, ledger, dynamodb = tables
+    kube = FakeKube(now=lambda: T0)
+    kube.add_job("PyTorchJob", "team-a", "llama", nodes=["hyperpod-i-0aaaaaaaaaaaaaaa1"])
+    kube.add_job("HyperPodPyTorchJob", "team-a", "llama", nodes=["hyperpod-i-0aaaaaaaaaaaaaaa2"])
+    write(dynamodb, *[report(f"hyperpod-i-0aaaaaaaaaaaaaaa{i}", idle=300, job="team-a/llama") for i in (1, 2)])
+    workflows = FakeWorkflows()
+    eks_tick(progress, ledger, workflows, kube)
+    assert workflows.started == {}
+    assert "both a PyTorchJob and a HyperPodPyTorchJob are named team-a/llama" in ledger.verdicts(CLUSTER)[0].action
+
+
+def test_given_the_kubernetes_api_not_answering_then_nothing_is_recorded_and_the_next_tick_asks_again(tables) -> None:
+    progress, ledger, dynamodb = tables
+    kube = FakeKube(now=lambda: T0)
+    kube.add_job("PyTorchJob", "team-a", "llama", nodes=["hyperpod-i-0aaaaaaaaaaaaaaa1", "hyperpod-i-0aaaaaaaaaaaaaaa2"])
+    write(dynamodb, *[report(f"hyperpod-i-0aaaaaaaaaaaaaaa{i}", idle=300, job="team-a/llama") for i in (1, 2)])
+    workflows = FakeWorkflows()
+    # Given the API server answering 503 to the next job read
+    kube.faults.setdefault(("get", "pytorchjobs"), []).append(KubeUnavailable("injected 503"))
+    # When a tick sees the stall, then the next one
+    first = eks_tick(progress, ledger, workflows, kube)
+    assert first["start_failed"] == 1 and workflows.started == {} and ledger.verdicts(CLUSTER) == []
+    eks_tick(progress, ledger, workflows, kube, timedelta(minutes=1))
+    # Then the second starts it, the verdict recorded as acted on (never first as observed)
+    (name,) = workflows.started
+    assert ledger.verdicts(CLUSTER)[0].action == f"started job recovery {name}"
 
 
 def test_given_a_tick_out_of_time_then_the_rest_is_deferred_to_the_next(tables) -> None:

@@ -15,7 +15,14 @@ from moto import mock_aws
 
 from hyperpod_recovery.checkpointing import Checkpoints, Progress
 from hyperpod_recovery.checkpointing.progress import WARMUP_INTERVALS, DynamoProgressWriter
-from hyperpod_recovery.models.progress import PROGRESS_TABLE_ENV, RECENT_INTERVALS, ProgressReport
+from hyperpod_recovery.models.progress import (
+    KUBE_JOB_ENV,
+    KUBE_NAMESPACE_ENV,
+    NODE_NAME_ENV,
+    PROGRESS_TABLE_ENV,
+    RECENT_INTERVALS,
+    ProgressReport,
+)
 
 
 class Clock:
@@ -126,6 +133,26 @@ def test_given_a_rank_other_than_the_nodes_first_then_it_does_not_report() -> No
     assert first.enabled and (first.job, first.node, first.ranks) == ("1001", "ip-10-1-0-7", 8)
     # (outside Slurm there is no job to name: disabled, said in the log)
     assert not Progress.from_environment({PROGRESS_TABLE_ENV: "t"}, writer=Recorder(), start_thread=False).enabled
+
+
+def test_given_an_eks_pod_then_its_job_is_namespace_and_name_and_its_node_the_one_the_downward_api_names() -> None:
+    # Given the environment a PyTorchJob's pod template gives through the downward API (docs/progress.md)
+    env = {
+        PROGRESS_TABLE_ENV: "t",
+        KUBE_NAMESPACE_ENV: "kubeflow",
+        KUBE_JOB_ENV: "llama-70b-pretrain-r1",
+        NODE_NAME_ENV: "hyperpod-i-0123456789abcdef0",
+        "LOCAL_RANK": "0",
+    }
+    # When the reporter is made from it
+    progress = Progress.from_environment(env, writer=Recorder(), start_thread=False)
+    # Then it reports the job as namespace/name from the node Kubernetes scheduled it on (a pod's
+    # hostname is the pod's own name)
+    assert progress.enabled and (progress.job, progress.node) == ("kubeflow/llama-70b-pretrain-r1", "hyperpod-i-0123456789abcdef0")
+    # And without the node, or with a name Kubernetes could not hold, it reports nothing (said in the log)
+    assert not Progress.from_environment({**env, NODE_NAME_ENV: ""}, writer=Recorder(), start_thread=False).enabled
+    assert not Progress.from_environment({**env, KUBE_JOB_ENV: "Not_A_Name"}, writer=Recorder(), start_thread=False).enabled
+    assert not Progress.from_environment({**env, KUBE_NAMESPACE_ENV: ""}, writer=Recorder(), start_thread=False).enabled
 
 
 def test_given_the_network_failing_then_the_training_loop_never_sees_it() -> None:

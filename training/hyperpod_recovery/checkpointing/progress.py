@@ -39,10 +39,14 @@ from typing import Any, Protocol
 
 from pydantic import TypeAdapter, ValidationError
 
+from hyperpod_recovery.models.common import SlurmNodeName
 from hyperpod_recovery.models.progress import (
     DEFAULT_PAUSE_LIMIT_SECONDS,
     HEARTBEAT_SECONDS,
     MAX_PAUSE_LIMIT_SECONDS,
+    KUBE_JOB_ENV,
+    KUBE_NAMESPACE_ENV,
+    NODE_NAME_ENV,
     PROGRESS_REGION_ENV,
     PROGRESS_TABLE_ENV,
     RECENT_INTERVALS,
@@ -65,6 +69,7 @@ ERROR_LOG_EVERY_SECONDS = 300.0
 LOCAL_RANK_SOURCES = ("LOCAL_RANK", "SLURM_LOCALID")
 RANKS_PER_NODE_SOURCES = ("LOCAL_WORLD_SIZE", "SLURM_NTASKS_PER_NODE")
 _JOB_KEY = TypeAdapter(ProgressJobKey)
+_NODE = TypeAdapter(SlurmNodeName)
 
 
 class ProgressWriter(Protocol):
@@ -146,21 +151,34 @@ class Progress:
     @classmethod
     def from_environment(cls, environ: Mapping[str, str] | None = None, writer: ProgressWriter | None = None, **options: Any) -> Progress:
         """The reporter the job's environment asks for: the table from HYPERPOD_RECOVERY_PROGRESS_TABLE
-        (the job's opt-in), the job from SLURM_JOB_ID, the node from SLURMD_NODENAME (else the short
-        hostname). Disabled (every call a no-op) without a table, on a rank other than a node's first,
-        or outside a job it can name."""
+        (the job's opt-in); on Slurm the job from SLURM_JOB_ID and the node from SLURMD_NODENAME (else
+        the short hostname); on EKS the job as namespace/name from HYPERPOD_RECOVERY_KUBE_NAMESPACE and
+        HYPERPOD_RECOVERY_KUBE_JOB and the node from HYPERPOD_RECOVERY_NODE_NAME (the pod template's
+        downward API: docs/progress.md). Disabled (every call a no-op) without a table, on a rank
+        other than a node's first, or outside a job it can name."""
         env = os.environ if environ is None else environ
         job = env.get("SLURM_JOB_ID", "")
         node = env.get("SLURMD_NODENAME") or socket.gethostname().split(".", 1)[0]
+        if not job and (env.get(KUBE_NAMESPACE_ENV) or env.get(KUBE_JOB_ENV)):
+            job = f"{env.get(KUBE_NAMESPACE_ENV, '')}/{env.get(KUBE_JOB_ENV, '')}"
+            # (a pod's hostname is the pod's name: only spec.nodeName names the node)
+            node = env.get(NODE_NAME_ENV, "")
         table = env.get(PROGRESS_TABLE_ENV, "")
         local_rank = next((env[name] for name in LOCAL_RANK_SOURCES if name in env), "0")
         if not table or local_rank != "0":
-            return cls(job or "0", node, None, start_thread=False)
+            return cls(job or "0", node or "unknown", None, start_thread=False)
         try:
             _JOB_KEY.validate_python(job)
+            _NODE.validate_python(node)
         except ValidationError:
-            log.warning("progress not reported: SLURM_JOB_ID %r names no job (is this running under Slurm?)", job)
-            return cls("0", node, None, start_thread=False)
+            log.warning(
+                "progress not reported: the environment names no job and node (SLURM_JOB_ID %r; on EKS %s, %s and %s)",
+                env.get("SLURM_JOB_ID", ""),
+                KUBE_NAMESPACE_ENV,
+                KUBE_JOB_ENV,
+                NODE_NAME_ENV,
+            )
+            return cls("0", "unknown", None, start_thread=False)
         ranks_text = next((env[name] for name in RANKS_PER_NODE_SOURCES if name in env), "1")
         ranks = int(ranks_text) if ranks_text.isdigit() else 1
         return cls(job, node, writer or DynamoProgressWriter(table, region=env.get(PROGRESS_REGION_ENV) or None), ranks=ranks, **options)

@@ -51,6 +51,7 @@ from hyperpod_recovery.models.kubernetes import (
     is_dns1123_subdomain,
 )
 from hyperpod_recovery.models.manifest import JOB_NAME_ENV, RESUME_FROM_ENV, RESUME_STEP_ENV
+from hyperpod_recovery.models.progress import PROGRESS_TABLE_ENV
 
 CHECKPOINT_ANNOTATION = f"{MARK_DOMAIN}/checkpoint"  # s3://bucket/prefix/ of the job's manifest-v1 checkpoints
 RESUME_ANNOTATION = f"{MARK_DOMAIN}/resume"  # immediate | after_rejoin (the job's own choice)
@@ -188,6 +189,19 @@ def restarted_by(job: dict[str, Any], kind: str) -> RestartedBy | None:
     return None
 
 
+def reports_progress(job: dict[str, Any], kind: str) -> bool:
+    """The job's own pod templates name the progress table (its owner opted in to hang detection):
+    what a pod reports under the job's name is trusted only then (docs/progress.md)."""
+    for replica in _replica_specs(job, kind):
+        pod_spec = (replica.get("template") or {}).get("spec") or {}
+        for container in pod_spec.get("containers") or []:
+            if isinstance(container, dict) and any(
+                isinstance(e, dict) and e.get("name") == PROGRESS_TABLE_ENV for e in container.get("env") or []
+            ):
+                return True
+    return False
+
+
 def job_spec_of(job: dict[str, Any], ref: KubeJobRef) -> JobSpec | None:
     """What the workflow carries of a job object (None: an object without a uid we can name it by)."""
     metadata = job.get("metadata") or {}
@@ -235,6 +249,7 @@ def job_spec_of(job: dict[str, Any], ref: KubeJobRef) -> JobSpec | None:
         restarted_by=by,
         resume=resume_choice_in_comment(f"resume={annotations.get(RESUME_ANNOTATION, '')}"),
         unresumable=unresumable,
+        reports_progress=reports_progress(job, ref.kind),
         kube=ref,
     )
 

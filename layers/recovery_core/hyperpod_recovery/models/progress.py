@@ -23,6 +23,14 @@ from hyperpod_recovery.models.common import SLURM_JOB_ID_PATTERN, SlurmNodeName,
 # Where a training script finds the table, and whether it reports at all (the job's opt-in).
 PROGRESS_TABLE_ENV = "HYPERPOD_RECOVERY_PROGRESS_TABLE"
 PROGRESS_REGION_ENV = "HYPERPOD_RECOVERY_PROGRESS_REGION"
+# On EKS a pod knows neither its job's uid nor (by itself) its node: the job's pod template gives them
+# through the downward API (docs/progress.md): its namespace (metadata.namespace), its training job's
+# name (the label training.kubeflow.org/job-name that Kubeflow's operator puts on the job's pods) and
+# its node (spec.nodeName). The job reports as ``namespace/name``; the detector asks the Kubernetes
+# API which job object (its uid) that is.
+KUBE_NAMESPACE_ENV = "HYPERPOD_RECOVERY_KUBE_NAMESPACE"
+KUBE_JOB_ENV = "HYPERPOD_RECOVERY_KUBE_JOB"
+NODE_NAME_ENV = "HYPERPOD_RECOVERY_NODE_NAME"
 # How often the reporter writes, at most and at least (it writes even when nothing moved: the
 # heartbeat proves the reporter itself is alive).
 HEARTBEAT_SECONDS = 30
@@ -36,10 +44,15 @@ MAX_PAUSE_LIMIT_SECONDS = 24 * 3600
 RECENT_INTERVALS = 20
 
 PauseKind = Literal["checkpoint", "evaluation", "data", "other"]
-# A Slurm job id (EKS jobs report as namespace/name: their uid is not in the pod's environment).
-ProgressJobKey = Annotated[
-    str, StringConstraints(pattern=rf"{SLURM_JOB_ID_PATTERN}|^[a-z0-9]([-a-z0-9]{{0,61}}[a-z0-9])?/[a-z0-9]([-a-z0-9.]{{0,251}}[a-z0-9])?$")
-]
+# A Slurm job id, or an EKS job's namespace/name (its uid is not in the pod's environment).
+KUBE_JOB_KEY_PATTERN = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?/[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$"
+ProgressJobKey = Annotated[str, StringConstraints(pattern=rf"{SLURM_JOB_ID_PATTERN}|{KUBE_JOB_KEY_PATTERN}")]
+
+
+def kube_job_key(key: str) -> tuple[str, str] | None:
+    """An EKS job's report key as (namespace, name); None for a Slurm job id."""
+    namespace, slash, name = key.partition("/")
+    return (namespace, name) if slash else None
 
 
 # The item: its keys, the report as one JSON string, and the TTL attribute.

@@ -34,7 +34,8 @@ def classify_job_failure(
             request,
             step.inspection.result.job,
             step.evidence.result if step.evidence is not None else None,
-            progress.job(request.job_id) if progress is not None else [],
+            # (an EKS job reports as namespace/name: the verdict's key, not its uid)
+            progress.job(request.hang.job) if progress is not None else [],
             cluster.list_nodes(),
             step.execution_name,
             now,

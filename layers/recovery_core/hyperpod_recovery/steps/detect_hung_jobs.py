@@ -7,8 +7,11 @@ same episode: its last progress names it). A rule in ``enforce`` starts one JobR
 named by the job and the episode (``hpj-<job>-hung-<epoch>``), so a stall seen by many ticks starts
 one execution; in ``observe`` the verdict says what would have been done, and nothing is touched.
 
-What the table says is a signal, not proof: the recovery acts only on a job slurmctld says is
-running and whose own submission opted in, on the nodes slurmctld allocated to it.
+What the table says is a signal, not proof: the recovery acts only on a job the orchestrator says
+is running and whose own submission opted in, on the nodes the orchestrator gave it. An EKS job
+reports as ``namespace/name`` (a pod cannot know its job's uid): the recovery is started for the
+one job object of that name the Kubernetes API holds (its uid), and for none when there is none, or
+more than one kind of job under that name (said in the verdict's record).
 """
 
 from __future__ import annotations
@@ -22,12 +25,22 @@ from pydantic import ValidationError
 from hyperpod_recovery.domain.execution_names import hang_execution_name
 from hyperpod_recovery.domain.hangs.detect import job_verdicts
 from hyperpod_recovery.domain.hangs.rules import HangRules
-from hyperpod_recovery.errors import LedgerError, LedgerUnavailable, StartExecutionFailed
+from hyperpod_recovery.errors import (
+    KubeAccessDenied,
+    KubeObjectGone,
+    KubeThrottled,
+    KubeUnavailable,
+    LedgerError,
+    LedgerUnavailable,
+    StartExecutionFailed,
+)
 from hyperpod_recovery.models.common import SLURM_JOB_ID_PATTERN, matches
 from hyperpod_recovery.models.hangs import HangVerdict, RecordedVerdict
+from hyperpod_recovery.models.kubernetes import JOB_KINDS, KUBE_UID_PATTERN, KubeJobRef
+from hyperpod_recovery.models.progress import kube_job_key
 from hyperpod_recovery.models.requests import JobRecoveryRequest
 from hyperpod_recovery.observability import logger
-from hyperpod_recovery.ports import Ledger, ProgressReader, Workflows
+from hyperpod_recovery.ports import KubeApi, Ledger, ProgressReader, Workflows
 
 # A tick starts no more recoveries once this little of its function's time is left: the next tick,
 # a minute later, goes on (the verdicts are the same, their names too).
@@ -35,12 +48,16 @@ STOP_WITH_MS = 10_000
 
 
 def would_do(verdict: HangVerdict) -> str:
-    """What enforcing the verdict does (an observed verdict's record says it would have)."""
+    """What enforcing the verdict does (an observed verdict's record says it would have), in the
+    orchestrator's words: Slurm cancels and resubmits a job; on EKS a job is stopped and re-created."""
+    on_eks = kube_job_key(verdict.job) is not None
+    again = "re-create" if on_eks else "resubmit"
     if verdict.rule == "slow":
         cordon = f"cordon {', '.join(verdict.suspects)}, check it, " if verdict.suspects else ""
-        return f"stop job {verdict.job}, {cordon}resubmit it from its newest verified checkpoint"
+        return f"stop job {verdict.job}, {cordon}{again} it from its newest verified checkpoint"
     blamed = f"cordon and check {', '.join(verdict.suspects)}" if verdict.suspects else "blame no node"
-    return f"capture the hang's evidence, cancel job {verdict.job}, {blamed}, resubmit it from its newest verified checkpoint"
+    stop = "stop" if on_eks else "cancel"
+    return f"capture the hang's evidence, {stop} job {verdict.job}, {blamed}, {again} it from its newest verified checkpoint"
 
 
 def detect_hung_jobs(
@@ -52,8 +69,10 @@ def detect_hung_jobs(
     rules: HangRules,
     now: datetime,
     remaining_ms: Callable[[], int],
+    kube: KubeApi | None = None,
 ) -> dict[str, int]:
-    """A stack in dry run still starts its recoveries: Validate Job Request makes them dry runs."""
+    """A stack in dry run still starts its recoveries: Validate Job Request makes them dry runs.
+    ``kube``: an EKS stack's Kubernetes API (an EKS job's verdict names it by namespace/name)."""
     counts: Counter[str] = Counter()
     jobs = progress.running_jobs()
     counts["jobs_reporting"] = len(jobs)
@@ -63,22 +82,66 @@ def detect_hung_jobs(
             continue
         for verdict in job_verdicts(cluster, job, reports, rules, now):
             counts[f"{verdict.rule}_verdicts"] += 1
-            _act(verdict, ledger, workflows, now, counts)
+            _act(verdict, ledger, workflows, now, counts, kube)
     return dict(counts)
 
 
-def _act(verdict: HangVerdict, ledger: Ledger, workflows: Workflows, now: datetime, counts: Counter[str]) -> None:
+class _Unresolved(Exception):
+    """The Kubernetes API did not answer which job a namespace/name is: the next tick asks again."""
+
+
+def _recovered_job(verdict: HangVerdict, kube: KubeApi | None) -> tuple[str | None, str]:
+    """The id the job's recovery carries (a Slurm job's own; an EKS job's uid), or None and why
+    it is not acted on."""
+    key = kube_job_key(verdict.job)
+    if key is None:
+        return (verdict.job, "") if matches(SLURM_JOB_ID_PATTERN, verdict.job) else (None, "its id names no Slurm job")
+    if kube is None:
+        return None, "an EKS job's verdict, on a stack without the Kubernetes API"
+    namespace, name = key
+    found: list[tuple[str, str]] = []
+    for kind in JOB_KINDS:
+        try:
+            job = kube.get_job(KubeJobRef.model_validate({"kind": kind, "namespace": namespace, "name": name}))
+        except KubeObjectGone:
+            continue  # (none of this kind by that name, or the kind's CRD is not installed)
+        except (KubeUnavailable, KubeThrottled, KubeAccessDenied) as exc:
+            raise _Unresolved(str(exc)) from exc
+        uid = str((job.get("metadata") or {}).get("uid") or "")
+        if matches(KUBE_UID_PATTERN, uid):
+            found.append((kind, uid))
+    if not found:
+        return None, f"no training job {namespace}/{name} is in the Kubernetes API (its reports outlive it by their TTL)"
+    if len(found) > 1:
+        kinds = " and a ".join(kind for kind, _ in found)
+        return None, f"both a {kinds} are named {namespace}/{name}: its reports do not say which one hangs"
+    return found[0][1], ""
+
+
+def _act(verdict: HangVerdict, ledger: Ledger, workflows: Workflows, now: datetime, counts: Counter[str], kube: KubeApi | None) -> None:
     enforce = verdict.mode == "enforce"
-    if enforce and (verdict.rule != "stall" or not matches(SLURM_JOB_ID_PATTERN, verdict.job)):
-        # Not acted on yet, whatever the mode: a slowdown (its job still progresses: the recovery would
-        # find it "recovered by itself"), and an EKS job, which reports as namespace/name (its recovery
-        # needs its uid and pod-log evidence). Recorded as observed, and counted.
-        enforce = False
+    job_id: str | None = verdict.job
+    why_not = ""
+    if enforce and verdict.rule != "stall":
+        # Not acted on yet, whatever the mode: a slowdown (its job still progresses: the recovery
+        # would find it "recovered by itself"). Recorded as observed, and counted.
+        enforce, why_not = False, "a slowdown is not acted on yet"
+    elif enforce:
+        try:
+            job_id, why_not = _recovered_job(verdict, kube)
+        except _Unresolved as exc:
+            # (nothing recorded: the next tick, a minute later, sees the same episode and asks again)
+            logger.warning("could not ask which job a hang verdict names", extra={"job": verdict.job, "error": str(exc)[:300]})
+            counts["start_failed"] += 1
+            return
+        enforce = job_id is not None
+    if not enforce and verdict.mode == "enforce":
         counts["observed_not_enforceable"] += 1
-    name = hang_execution_name(verdict.job, verdict.reason, verdict.episode_at)
+    name = hang_execution_name(job_id or verdict.job.replace("/", "-"), verdict.reason, verdict.episode_at)
+    observed = f"observed: would {would_do(verdict)}" + (f" (not acted on: {why_not})" if why_not else "")
     recorded = RecordedVerdict(
         verdict=verdict,
-        action=(f"started job recovery {name}" if enforce else f"observed: would {would_do(verdict)}")[:512],
+        action=(f"started job recovery {name}" if enforce else observed)[:512],
         execution=name if enforce else None,
     )
     try:
@@ -89,13 +152,13 @@ def _act(verdict: HangVerdict, ledger: Ledger, workflows: Workflows, now: dateti
         first = True
     if first:
         logger.info("hang verdict", extra={"verdict": verdict.summary, "mode": verdict.mode, "suspects": verdict.suspects})
-    if not enforce:
+    if not enforce or job_id is None:
         counts["observed"] += 1
         return
     try:
         request = JobRecoveryRequest(
             cluster=verdict.cluster,
-            job_id=verdict.job,
+            job_id=job_id,
             source="progress",
             # (the incident names the job itself: "job 1001: no progress for 120 s since ...")
             reason=verdict.summary.removeprefix(f"job {verdict.job}: "),

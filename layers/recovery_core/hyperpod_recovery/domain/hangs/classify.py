@@ -2,13 +2,14 @@
 it the job its owner opted in, and which of its nodes to check. Pure.
 
 What the progress table says is a signal anyone on the cluster could have written; what decides is
-slurmctld's own view of the job (Capture Job Spec) and the hang's evidence (Capture Hang Evidence):
+the orchestrator's own view of the job (Capture Job Spec: slurmctld's, or the Kubernetes API's job
+object and the nodes its own pods run on) and the hang's evidence (Capture Hang Evidence):
 * a job no longer running is left alone (its end, a failure, starts its own recovery);
 * a job whose own submission did not opt in to progress monitoring is left alone (a report under
   its id proves nothing);
 * a job that made progress since the verdict recovered by itself: nothing is done;
 * else it is hung: its suspects are the verdict's, then the evidence's, and only ever nodes
-  slurmctld allocated to it. No suspect: it is restarted where it was, and the record says so.
+  the orchestrator gave it. No suspect: it is restarted where it was, and the record says so.
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ HEARTBEAT_STALE_SECONDS = HangRules().heartbeat_stale_seconds
 # A hung job still runs in these states (squeue); anything else ended, or is ending (COMPLETING: its
 # processes are being killed, a cancel is already under way).
 STILL_RUNNING = frozenset({"RUNNING", "SUSPENDED", "STOPPED", "RESIZING"})
+# EKS: the job object's newest condition (Restarting: its operator is restarting its pods already;
+# Created: none runs yet; Succeeded, Failed: it ended).
+STILL_RUNNING_EKS = frozenset({"Running"})
 
 
 def cleared_since(verdict: HangVerdict, reports: Sequence[ProgressReport]) -> datetime | None:
@@ -71,8 +75,8 @@ def classify_hang(
             + (f" as job {claim.new_job_id}" if claim.new_job_id else "")
             + ": nothing more is done for its hang",
         )
-    if job is None or job.state not in STILL_RUNNING:
-        state = job.state if job is not None else "unknown to slurmctld"
+    if job is None or job.state not in (STILL_RUNNING_EKS if orchestrator == "eks" else STILL_RUNNING):
+        state = job.state if job is not None else ("gone from the Kubernetes API" if orchestrator == "eks" else "unknown to slurmctld")
         return FailureClassification(
             at=now, kind="left_alone", job=job, reason=f"{label} is no longer running ({state}): nothing is done for its hang"
         )
@@ -89,7 +93,8 @@ def classify_hang(
             kind="left_alone",
             job=job,
             reason=(
-                f"{label} was not submitted with progress monitoring ({PROGRESS_TABLE_ENV} is not in its environment): "
+                f"{label} was not submitted with progress monitoring ({PROGRESS_TABLE_ENV} is not in its "
+                f"{'pod template' if orchestrator == 'eks' else 'environment'}): "
                 "a progress report under its id is not trusted, nothing is done to it"
             ),
         )
