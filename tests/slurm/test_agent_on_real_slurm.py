@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -335,7 +336,9 @@ def test_a_hung_jobs_evidence_is_scontrols_text_and_each_nodes_stacks_read_in_a_
     slurm_env: dict[str, str], slurm: SlurmCli, job_dir: Path, tool: str
 ) -> None:
     # Given a running job whose ranks wait on both its nodes, and py-spy absent from the nodes or installed
-    py_spy = shutil.which("py-spy") if tool == "installed" else "/nonexistent/py-spy"
+    # (requirements-dev.txt installs it beside this interpreter, which need not be on PATH)
+    found = shutil.which("py-spy") or shutil.which("py-spy", path=str(Path(sys.executable).parent))
+    py_spy = found if tool == "installed" else "/nonexistent/py-spy"
     if py_spy is None:
         pytest.skip("py-spy is not installed on this host (pip install py-spy): the absent case ran")
     agent = SlurmCli(env=slurm_env, py_spy=py_spy)
