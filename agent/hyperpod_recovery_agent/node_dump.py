@@ -91,15 +91,34 @@ def dump(job_id: str, tool: str, scontrol: str, seconds: float, node: str) -> tu
     python = [pid for pid in sorted(names) if is_python(names[pid])]
     if not python:
         return "no_process", f"no Python process of job {job_id} on {node}: {found}"
-    # All at once: one stuck process must not take the others' time.
+    dumps: list[str] = []
+    notes: list[str] = []
+    timed_out: list[int] = []
+    failed, errors = _dump_all(program, python, deadline, seconds, tool, dumps, timed_out, notes)
+    if failed and time.monotonic() < deadline - _MARGIN_SECONDS - 1.0:
+        # Tried once more while time is left: py-spy's "Failed to get stack traces" can be transient
+        # (it read the interpreter mid-change, or another tracer held the process for a moment).
+        failed, errors = _dump_all(program, failed, deadline, seconds, tool, dumps, timed_out, notes)
+    notes.extend(errors)
+    text = "\n\n".join(dumps + notes)
+    if dumps:
+        return "captured", text
+    return ("timed_out" if timed_out else "failed"), text
+
+
+def _dump_all(
+    program: str, pids: list[int], deadline: float, seconds: float, tool: str, dumps: list[str], timed_out: list[int], notes: list[str]
+) -> tuple[list[int], list[str]]:
+    """Dump ``pids`` all at once (one stuck process must not take the others' time); the pids whose
+    dump failed (not those that timed out: no time is left for them), and why."""
     quiet = {**os.environ, "RUST_BACKTRACE": "0"}
     running = {
         pid: subprocess.Popen(  # noqa: S603 - an argument list, never a shell
             [program, "dump", "--pid", str(pid)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=quiet
         )
-        for pid in python
+        for pid in pids
     }
-    dumps, notes, timed_out = [], [], []
+    failed, errors = [], []
     for pid, process in running.items():
         try:
             out, err = process.communicate(timeout=max(0.1, deadline - _MARGIN_SECONDS - time.monotonic()))
@@ -112,11 +131,9 @@ def dump(job_id: str, tool: str, scontrol: str, seconds: float, node: str) -> tu
         if process.returncode == 0 and out.strip():
             dumps.append(out.rstrip("\n"))
         else:
-            notes.append(f"{tool} dump --pid {pid} exited {process.returncode}: {first_error_line(err or out)}")
-    text = "\n\n".join(dumps + notes)
-    if dumps:
-        return "captured", text
-    return ("timed_out" if timed_out else "failed"), text
+            failed.append(pid)
+            errors.append(f"{tool} dump --pid {pid} exited {process.returncode}: {first_error_line(err or out)}")
+    return failed, errors
 
 
 def main(argv: list[str]) -> int:

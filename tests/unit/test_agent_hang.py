@@ -389,6 +389,22 @@ def test_on_a_node_py_spys_own_error_is_the_answer(tmp_path: Path, monkeypatch: 
     assert outcome == "failed" and "exited 1: Error: Permission Denied (os error 13)" in text
 
 
+def test_on_a_node_a_dump_that_fails_once_is_tried_again_and_its_error_is_not_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, processes: dict[str, int]
+) -> None:
+    # Given a py-spy whose first dump fails as py-spy can, transiently, and whose second succeeds
+    marker = tmp_path / "tried"
+    script = (
+        f'if [ ! -e {marker} ]; then touch {marker}; echo "Error: Failed to get stack traces" >&2; exit 1; fi\n'
+        f'cat <<"EOF"\n{PY_SPY_DUMP}EOF'
+    )
+    fake_tools(tmp_path, listing_of(processes), py_spy=script)
+    # When the node's stacks are dumped
+    outcome, text = run_node_dump(tmp_path, monkeypatch)
+    # Then the second try's dump is the answer, and the first try's error is not said as if it stood
+    assert (outcome, text) == ("captured", PY_SPY_DUMP.rstrip("\n"))
+
+
 @pytest.mark.parametrize(
     ("listing", "outcome", "said"),
     [
