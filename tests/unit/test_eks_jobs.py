@@ -20,6 +20,7 @@ from hyperpod_recovery.domain.eks_jobs import (
 )
 from hyperpod_recovery.models.commands import left_alone_reason
 from hyperpod_recovery.models.kubernetes import AUTO_RESUME_ANNOTATION, OPT_IN_ANNOTATION, KubeJobRef
+from hyperpod_recovery.models.progress import PROGRESS_TABLE_ENV
 from sandbox.kube import FakeKube
 
 NODE = "hyperpod-i-0123456789abcdef0"
@@ -123,6 +124,19 @@ def test_a_replica_without_a_restart_policy_restarts_as_kubeflow_defaults_it() -
     del job["spec"]["pytorchReplicaSpecs"]["Worker"]["restartPolicy"]
     spec = job_spec_of(job, KubeJobRef(kind="PyTorchJob", namespace="kubeflow", name="llama"))
     assert spec is not None and spec.restarted_by == "kubeflow"
+
+
+@pytest.mark.parametrize("kind", ["PyTorchJob", "HyperPodPyTorchJob"])
+def test_a_job_reports_progress_only_when_its_own_pod_template_names_the_progress_table(kind: str) -> None:
+    # Given the same job with, and without, the progress table in its pod template's environment
+    fake = FakeKube()
+    fake.add_hyperpod_node("i-0123456789abcdef0")
+    ref = KubeJobRef(kind=kind, namespace="kubeflow", name="llama")  # type: ignore[arg-type]
+    opted = fake.add_job(kind, "kubeflow", "llama", nodes=[NODE], annotations=OPT_IN, env={PROGRESS_TABLE_ENV: "progress"})
+    plain = fake.add_job(kind, "kubeflow", "other", nodes=[], annotations=OPT_IN, env={"NCCL_DEBUG": "WARN"})
+    # Then only the first is taken as opted in to hang detection (a label or a report proves nothing)
+    assert job_spec_of(opted, ref).reports_progress  # type: ignore[union-attr]
+    assert not job_spec_of(plain, ref.model_copy(update={"name": "other"})).reports_progress  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize("kind", ["MPIJob", "TFJob", "Deployment"])

@@ -95,3 +95,81 @@ def test_the_hung_job_is_read_back_from_its_recoverys_name() -> None:
     assert hung_job_of("hpj-1001-hung-1773479100-nodes") == "1001"
     assert hung_job_of("hpj-1001-hung-1773479100") == "1001"
     assert hung_job_of("hpj-1001-1773479100-nodes") is None and hung_job_of("hpr-i-0abc-20260314T0900") is None
+
+
+# --- EKS: the same rules, in the Kubernetes API's words ---------------------------------------------
+UID = "bea1bd05-1aff-56fd-aeef-72f72fd01614"
+KUBE_NAMES = [f"hyperpod-{node_id(i)}" for i in range(1, 5)]
+
+
+def _eks_setup(**job_fields: object) -> tuple[JobRecoveryRequest, JobSpec, list[ClusterNode]]:
+    """PyTorchJob kubeflow/llama on four nodes, reporting as kubeflow/llama from each Kubernetes node."""
+    reports = [
+        *[report(n, step=101, idle=90, job="kubeflow/llama") for n in KUBE_NAMES[:3]],
+        report(KUBE_NAMES[3], step=100, idle=95, job="kubeflow/llama"),
+    ]
+    verdict = stall_verdict(CLUSTER, "kubeflow/llama", reports, HangRules(), T0)
+    assert verdict is not None and verdict.suspects == [KUBE_NAMES[3]]
+    request = JobRecoveryRequest(cluster=CLUSTER, job_id=UID, source="progress", reason="hung", detected_at=T0, hang=verdict)
+    fields = {
+        "job_id": UID,
+        "name": "llama",
+        "num_nodes": 4,
+        "nodes": KUBE_NAMES,
+        "state": "Running",
+        "reports_progress": True,
+        "kube": {"kind": "PyTorchJob", "namespace": "kubeflow", "name": "llama"},
+    }
+    job = JobSpec.model_validate({**fields, **job_fields})
+    cluster = [ClusterNode.model_validate({"node_id": node_id(i + 1), "instance_group": "workers", "status": "Running"}) for i in range(4)]
+    return request, job, cluster
+
+
+def _eks_classify(request, job, cluster, reports=None, **kwargs):  # type: ignore[no-untyped-def]
+    still = (
+        reports
+        if reports is not None
+        else [
+            *[report(n, step=101, idle=100, job="kubeflow/llama") for n in KUBE_NAMES[:3]],
+            report(KUBE_NAMES[3], step=100, idle=105, job="kubeflow/llama"),
+        ]
+    )
+    return classify_hang(request, job, None, still, cluster, f"hpj-{UID}-hung-1", T0 + timedelta(seconds=10), orchestrator="eks", **kwargs)
+
+
+def test_given_an_eks_job_still_stuck_then_hung_and_its_kubernetes_node_is_checked_by_its_instance() -> None:
+    request, job, cluster = _eks_setup()
+    c = _eks_classify(request, job, cluster)
+    assert c.kind == "hung" and [(f.slurm_node, f.node_id) for f in c.faulty_nodes] == [(KUBE_NAMES[3], node_id(4))]
+    assert c.node_request is not None and {t.recommends for t in c.node_request.triggers} == {"check"}
+    assert c.node_execution_name == f"hpj-{UID}-hung-1-nodes" and hung_job_of(f"hpj-{UID}-hung-1-nodes") == UID
+
+
+def test_given_an_eks_job_not_running_or_gone_then_left_alone_in_the_apis_words() -> None:
+    for state in ("Restarting", "Created", "Succeeded", "Failed"):
+        request, job, cluster = _eks_setup(state=state)
+        c = _eks_classify(request, job, cluster)
+        assert c.kind == "left_alone" and f"no longer running ({state})" in c.reason
+    request, _, cluster = _eks_setup()
+    c = _eks_classify(request, None, cluster)
+    assert c.kind == "left_alone" and "gone from the Kubernetes API" in c.reason
+
+
+def test_given_an_eks_job_kubeflow_restarts_or_whose_pod_template_did_not_opt_in_then_left_alone() -> None:
+    request, job, cluster = _eks_setup(auto_resume=True, restarted_by="kubeflow")
+    assert _eks_classify(request, job, cluster).kind == "left_alone"
+    request, job, cluster = _eks_setup(reports_progress=False)
+    c = _eks_classify(request, job, cluster)
+    assert c.kind == "left_alone" and "is not in its pod template" in c.reason
+
+
+def test_given_an_eks_suspect_no_pod_of_the_job_runs_on_then_it_is_not_blamed() -> None:
+    request, job, cluster = _eks_setup(nodes=KUBE_NAMES[:3], num_nodes=3)
+    c = _eks_classify(request, job, cluster)
+    assert c.kind == "hung" and c.faulty_nodes == [] and c.node_request is None and "no node blamed" in c.reason
+
+
+def test_given_an_eks_job_that_moved_on_then_recovered_by_itself() -> None:
+    request, job, cluster = _eks_setup()
+    moved = [report(n, step=102, idle=2, job="kubeflow/llama") for n in KUBE_NAMES]
+    assert _eks_classify(request, job, cluster, reports=moved).kind == "recovered_by_itself"
