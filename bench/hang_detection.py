@@ -64,6 +64,16 @@ def hang_row(step_seconds: float) -> tuple[str, str, str, str]:
     return (f"hang, {step_seconds:g} s steps, our detector", _s(detected), _s(again), f"{len(verdicts)} verdict(s)")
 
 
+def eks_hang_row() -> tuple[str, str, str, str]:
+    """The same hang on EKS: a PyTorchJob reporting as namespace/name, its pods' logs as evidence,
+    stopped and re-created from its checkpoint."""
+    report = run("eks-job-hang", {})
+    verdicts = report["hangs"]["verdicts"]
+    detected = verdicts[0]["detected_after_seconds"] if verdicts else None
+    again = copy_running_after(report, HANG_AT)
+    return ("hang, 10 s steps, EKS PyTorchJob", _s(detected), _s(again), f"{len(verdicts)} verdict(s)")
+
+
 def nccl_row(timeout: int) -> tuple[str, str, str, str]:
     """No progress reported: the watchdog ends the job ``timeout`` s into the hang; the epilog's event
     starts the job's recovery (an application failure, with its backoff)."""
@@ -97,6 +107,7 @@ def _s(seconds: float | None) -> str:
 
 def main() -> int:
     rows = [hang_row(s) for s in (2.0, 10.0, 40.0)]
+    rows.append(eks_hang_row())
     rows += [nccl_row(t) for t in NCCL_TIMEOUTS]
     rows += [pause_row(m, k) for m, k in ((5, "checkpoint"), (20, "checkpoint"), (60, "evaluation"))]
     header = ("scenario (hang at t=300 s; 8 nodes + 1 spare)", "detected after last progress", "running again after the hang", "")
