@@ -84,6 +84,8 @@ class Wire:
                 status, answer = self.status_override.pop(0)
             else:
                 status, answer = serve(fake, request.method, request.path, dict(parse_qsl(urlparse(request.url).query)), body)
+            if isinstance(answer, str):  # (a log: text/plain, as the API server sends it)
+                return Response(answer, status=status, content_type="text/plain")
             return Response(json.dumps(answer), status=status, content_type="application/json")
 
         return handle
