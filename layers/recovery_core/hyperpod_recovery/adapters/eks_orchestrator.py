@@ -739,10 +739,11 @@ class EksOrchestrator:
         stacks: dict[str, NodeStacks] = {}
         late = 0
         for node in nodes:
+            pods = pods_by_node.get(node, [])
             if self.now() >= deadline:
                 stacks[node] = NodeStacks(node=node, outcome="timed_out", text=f"not read: the capture's {seconds} s had passed")
+                late += len(pods)
                 continue
-            pods = pods_by_node.get(node, [])
             if not pods:
                 stacks[node] = NodeStacks(
                     node=node, outcome="no_process", text=f"no pod of {ref.kind} {ref.namespace}/{ref.name} on {node}"

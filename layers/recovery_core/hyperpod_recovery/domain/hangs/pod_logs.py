@@ -33,6 +33,8 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 _TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?|\b\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\b")
 _HEX = re.compile(r"\b0x[0-9a-fA-F]+\b|\b[0-9a-fA-F]{8,}\b")
 _NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
+# Numbers joined by separators are one value (a time or date in another format, a version): 9:5:1 is #.
+_JOINED = re.compile(r"#(?:[:.,/-]#)+")
 
 
 def clean(text: str) -> str:
@@ -57,7 +59,7 @@ def normalized(line: str) -> str:
     """The place a log line says the rank is at: numbers, hex ids and timestamps are ``#``."""
     line = _TIMESTAMP.sub("#", line)
     line = _HEX.sub("#", line)
-    line = _NUMBER.sub("#", line)
+    line = _JOINED.sub("#", _NUMBER.sub("#", line))
     return " ".join(line.split())
 
 
