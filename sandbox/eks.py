@@ -125,9 +125,10 @@ class KubeApiServer:
                         if before is not None:
                             before()
                         status, answer = serve(fake, self.command, parts.path, dict(parse_qsl(parts.query)), body)
-                data = json.dumps(answer).encode()
+                text = isinstance(answer, str)  # (a log: text/plain, as the API server sends it)
+                data = answer.encode() if text else json.dumps(answer).encode()
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", "text/plain" if text else "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)

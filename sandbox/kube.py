@@ -17,6 +17,10 @@ What it models:
   CRD's schema (tests/kube_schemas, from AWS's Helm chart) and its pod templates as PodTemplates;
   an object that fails is refused (422 Invalid) and nothing is stored;
 * pods by ``spec.nodeName``, nodes by equality label selectors, create -> 409 AlreadyExists;
+* a container's log (``set_pod_log``) read as the API server reads it: the last ``tailLines`` lines,
+  of which the first ``limitBytes`` bytes, as text; 404 for a pod that is not there, 400 for a
+  container the pod does not have or one not started yet; events (``record_event``, each checked
+  against the Event schema) listed by their involved object's kind and name;
 * HyperPod's side (``hyperpod_*`` methods): health labels and taint, a reboot (new boot id, Ready
   again), a replacement (the Node object deleted with its pods, a new one under a new name);
 * the controllers that act on a training job after every write (``_settle``), as they would a moment
@@ -139,6 +143,8 @@ class FakeKube:
         self.pods: dict[tuple[str, str], dict[str, Any]] = {}
         self.jobs: dict[tuple[str, str, str], dict[str, Any]] = {}
         self.workloads: dict[tuple[str, str], dict[str, Any]] = {}
+        self.logs: dict[tuple[str, str, str], str] = {}  # (namespace, pod, container) -> what it printed
+        self.events: list[dict[str, Any]] = []
         # What the training operator could not make (a derived name Kubernetes refuses): the job never starts.
         self.operator_errors: list[str] = []
         self._copies: list[dict[str, Any]] = []
@@ -184,6 +190,31 @@ class FakeKube:
         self._call("list", "pods")
         wanted = _selector(label_selector)
         return [copy.deepcopy(p) for (ns, _), p in self.pods.items() if ns == namespace and _selected(p, wanted)]
+
+    def get_pod_log(self, namespace: str, pod: str, container: str, tail_lines: int, limit_bytes: int) -> str:
+        self._call("get", "pods/log")
+        found = self.pods.get((namespace, pod))
+        where = f"GET /api/v1/namespaces/{namespace}/pods/{pod}/log"
+        if found is None:
+            raise KubeObjectGone(f'{where}: 404 NotFound pods "{pod}" not found')
+        if container not in [c["name"] for c in found["spec"]["containers"]]:
+            raise KubeRequestRejected(f"{where}: 400 BadRequest container {container} is not valid for pod {pod}")
+        if found["status"].get("phase") == "Pending":
+            raise KubeRequestRejected(
+                f'{where}: 400 BadRequest container "{container}" in pod "{pod}" is waiting to start: ContainerCreating'
+            )
+        lines = self.logs.get((namespace, pod, container), "").splitlines(keepends=True)
+        tail = "".join(lines[-tail_lines:]) if tail_lines > 0 else ""
+        return tail.encode()[:limit_bytes].decode("utf-8", errors="replace")
+
+    def list_events(self, namespace: str, involved_kind: str, involved_name: str) -> list[dict[str, Any]]:
+        self._call("list", "events")
+        return [
+            copy.deepcopy(e)
+            for e in self.events
+            if e["metadata"]["namespace"] == namespace
+            and (e["involvedObject"]["kind"], e["involvedObject"]["name"]) == (involved_kind, involved_name)
+        ]
 
     def get_job(self, ref: KubeJobRef) -> dict[str, Any]:
         info = JOB_KINDS[ref.kind]
@@ -371,7 +402,9 @@ class FakeKube:
                 pod["spec"]["nodeName"] = node
                 pod["status"]["phase"] = "Running"
             else:
-                self.add_pod(namespace, f"{name}-worker-{index}", node, owner=(kind, name, job["metadata"]["uid"]))
+                self.add_pod(
+                    namespace, f"{name}-worker-{index}", node, owner=(kind, name, job["metadata"]["uid"]), containers=(container["name"],)
+                )
         self._settle([(kind, namespace, name)])
         return stored
 
@@ -384,8 +417,10 @@ class FakeKube:
         owner: tuple[str, str, str] | None = None,
         labels: dict[str, str] | None = None,
         phase: str = "Running",
+        containers: tuple[str, ...] = ("main",),
     ) -> None:
-        """A pod (``node`` None: not scheduled yet); ``owner``: (kind, name, uid) of its controller."""
+        """A pod (``node`` None: not scheduled yet); ``owner``: (kind, name, uid) of its controller;
+        ``containers``: their names (a job's pods: its template's)."""
         metadata: dict[str, Any] = {
             "name": name,
             "namespace": namespace,
@@ -405,13 +440,58 @@ class FakeKube:
                 }
             ]
             metadata["labels"]["training.kubeflow.org/job-name" if kind == "PyTorchJob" else "HPJob"] = job_name
-        spec: dict[str, Any] = {"containers": [{"name": "main", "image": "train:1"}]}
+        spec: dict[str, Any] = {"containers": [{"name": c, "image": "train:1"} for c in containers]}
         if node is not None:
             spec["nodeName"] = node
         pod = {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec, "status": {"phase": phase}}
         metadata["resourceVersion"] = self._next_version()
         self._validate(pod)
         self.pods[(namespace, name)] = pod
+
+    def set_pod_log(self, namespace: str, pod: str, text: str, container: str | None = None) -> None:
+        """What the pod's container (its first, unless named) has printed so far."""
+        found = self.pods[(namespace, pod)]
+        self.logs[(namespace, pod, container or found["spec"]["containers"][0]["name"])] = text
+
+    def record_event(
+        self,
+        involved: dict[str, Any],
+        reason: str,
+        message: str,
+        *,
+        type_: str = "Normal",
+        count: int = 1,
+        component: str = "kubelet",
+    ) -> dict[str, Any]:
+        """An event about ``involved`` (a pod or job as stored), as its controller or kubelet records it."""
+        metadata = involved["metadata"]
+        stamp = _stamp(self.now())
+        event = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {
+                "name": f"{metadata['name']}.{len(self.events) + 1:016x}",
+                "namespace": metadata["namespace"],
+                "resourceVersion": self._next_version(),
+            },
+            "involvedObject": {
+                "apiVersion": involved["apiVersion"],
+                "kind": involved["kind"],
+                "name": metadata["name"],
+                "namespace": metadata["namespace"],
+                "uid": metadata["uid"],
+            },
+            "reason": reason,
+            "message": message,
+            "type": type_,
+            "count": count,
+            "firstTimestamp": stamp,
+            "lastTimestamp": stamp,
+            "source": {"component": component},
+        }
+        self._validate(event)
+        self.events.append(event)
+        return copy.deepcopy(event)
 
     def job_fails(
         self, kind: str, namespace: str, name: str, *, reason: str = "BackoffLimitExceeded", message: str = "", exit_code: int = 1
@@ -634,6 +714,7 @@ class FakeKube:
                 owner=("PyTorchJob", key[2], job["metadata"]["uid"]),
                 labels={"training.kubeflow.org/replica-type": replica_type.lower()},
                 phase="Pending",
+                containers=_container_names(job, replica_type),
             )
 
     def _terminate(self, pod_key: tuple[str, str]) -> None:
@@ -837,6 +918,12 @@ def _pod_templates(job: dict[str, Any], kind: str) -> list[dict[str, Any]]:
     return [r.get("template") or {} for r in spec.get("replicaSpecs") or []]
 
 
+def _container_names(job: dict[str, Any], replica_type: str) -> tuple[str, ...]:
+    """The containers the operator gives a replica's pods: its template's."""
+    template = job["spec"]["pytorchReplicaSpecs"][replica_type].get("template") or {}
+    return tuple(str(c["name"]) for c in (template.get("spec") or {}).get("containers") or []) or ("main",)
+
+
 def _ready_condition(ready: bool, at: datetime) -> dict[str, Any]:
     return {
         "type": "Ready",
@@ -883,6 +970,8 @@ _PATHS = [
     (re.compile(r"^/api/v1/nodes$"), "nodes"),
     (re.compile(r"^/api/v1/pods$"), "pods"),
     (re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/pods$"), "ns-pods"),
+    (re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/pods/(?P<name>[^/]+)/log$"), "pod-log"),
+    (re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/events$"), "events"),
     (re.compile(r"^/apis/(?P<group>[^/]+)/(?P<version>[^/]+)/namespaces/(?P<ns>[^/]+)/(?P<plural>[^/]+)/(?P<name>[^/]+)$"), "job"),
     (re.compile(r"^/apis/(?P<group>[^/]+)/(?P<version>[^/]+)/namespaces/(?P<ns>[^/]+)/(?P<plural>[^/]+)$"), "jobs-ns"),
     (re.compile(r"^/apis/(?P<group>[^/]+)/(?P<version>[^/]+)/(?P<plural>[^/]+)$"), "jobs"),
@@ -920,8 +1009,8 @@ def kind_of_plural(group: str, version: str, plural: str) -> str | None:
 
 
 def serve(fake: FakeKube, method: str, path: str, query: dict[str, str], body: Any) -> tuple[int, Any]:
-    """One HTTP request against ``fake``: (status, JSON body). Lists are paged by ``limit`` (with a
-    ``continue`` token), as the API server pages them."""
+    """One HTTP request against ``fake``: (status, JSON body; a log's text as a str, served text/plain).
+    Lists are paged by ``limit`` (with a ``continue`` token), as the API server pages them."""
     try:
         for pattern, what in _PATHS:
             m = pattern.match(path)
@@ -946,6 +1035,19 @@ def serve(fake: FakeKube, method: str, path: str, query: dict[str, str], body: A
                 return 200, _page(fake.list_pods_on_node(selector.removeprefix("spec.nodeName=")), query, "PodList")
             if what == "ns-pods" and method == "GET":
                 return 200, _page(fake.list_pods(g["ns"], query.get("labelSelector", "")), query, "PodList")
+            if what == "pod-log" and method == "GET":
+                # (text/plain, as the API server answers a log; no container named: the pod's only one)
+                pod = fake.pods.get((g["ns"], g["name"]))
+                container = query.get("container") or (pod["spec"]["containers"][0]["name"] if pod else "")
+                tail = int(query["tailLines"]) if "tailLines" in query else 1 << 30
+                limit = int(query["limitBytes"]) if "limitBytes" in query else 1 << 30
+                return 200, fake.get_pod_log(g["ns"], g["name"], container, tail, limit)
+            if what == "events" and method == "GET":
+                wanted = dict(part.partition("=")[::2] for part in query.get("fieldSelector", "").split(",") if part)
+                if set(wanted) != {"involvedObject.kind", "involvedObject.name"}:
+                    return 400, {"kind": "Status", "reason": "BadRequest", "message": f"unsupported fieldSelector {wanted!r}", "code": 400}
+                events = fake.list_events(g["ns"], wanted["involvedObject.kind"], wanted["involvedObject.name"])
+                return 200, _page(events, query, "EventList")
             if (g.get("group"), g.get("version"), g.get("plural")) == (WORKLOAD_API.group, WORKLOAD_API.version, WORKLOAD_API.plural):
                 if what == "jobs-ns" and method == "GET":
                     return 200, _page(fake.list_workloads(g["ns"], query.get("labelSelector")), query, "WorkloadList")

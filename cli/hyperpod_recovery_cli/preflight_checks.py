@@ -41,8 +41,6 @@ UPGRADE_AGENT = (
     "upgrade the agent with the stack (docs/runbook.md, Installing the controller agent, upgrading): "
     "the command protocol changes between releases"
 )
-# Sent only for a hang, which is acted on for Slurm jobs only (an EKS job's is observed).
-HANG_COMMANDS = frozenset({"capture_hang_evidence"})
 # The command types the workflows send to the agent: an agent that does not list one in its check
 # answer cannot serve the stack.
 STACK_COMMANDS = frozenset(
@@ -473,8 +471,7 @@ def _check_eks_orchestrator(result: AgentCheckResult, took: str) -> Finding:
     missing = sorted(NODE_RECOVERY_COMMANDS - set(result.commands))
     if missing:
         return Finding("agent", "fail", f"{seen}, but it does not carry out {', '.join(missing)}", "redeploy the stack (`make deploy`)")
-    # (a hang of an EKS job is observed, not acted on: its evidence is not asked of the orchestrator)
-    job_only = sorted(STACK_COMMANDS - HANG_COMMANDS - set(result.commands))
+    job_only = sorted(STACK_COMMANDS - set(result.commands))
     if job_only:
         return Finding(
             "agent",

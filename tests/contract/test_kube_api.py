@@ -84,6 +84,8 @@ class Wire:
                 status, answer = self.status_override.pop(0)
             else:
                 status, answer = serve(fake, request.method, request.path, dict(parse_qsl(urlparse(request.url).query)), body)
+            if isinstance(answer, str):  # (a log: text/plain, as the API server sends it)
+                return Response(answer, status=status, content_type="text/plain")
             return Response(json.dumps(answer), status=status, content_type="application/json")
 
         return handle
@@ -268,6 +270,64 @@ def test_a_namespaces_jobs_are_listed_by_a_label(api: Api) -> None:
     assert [(j["metadata"]["namespace"], j["metadata"]["name"]) for j in found] == [("kubeflow", "tagged")]
 
 
+def test_a_pods_log_is_its_last_lines_of_which_the_first_bytes_as_text(api: Api) -> None:
+    # Given a pod of the job whose training container printed 100 lines
+    _seeded(api)
+    api.fake.set_pod_log("kubeflow", "llama-worker-0", "".join(f"step {n} loss 0.{n}\n" for n in range(100)))
+    # When its last 3 lines are read, then they are the last 3, as text
+    assert (
+        api.port.get_pod_log("kubeflow", "llama-worker-0", "pytorch", 3, 1024)
+        == "step 97 loss 0.97\nstep 98 loss 0.98\nstep 99 loss 0.99\n"
+    )
+    # And the byte bound keeps the start of those lines (the API server stops there, mid-line)
+    assert api.port.get_pod_log("kubeflow", "llama-worker-0", "pytorch", 3, 10) == "step 97 lo"
+    # And a container that printed nothing has an empty log
+    api.fake.logs.clear()
+    assert api.port.get_pod_log("kubeflow", "llama-worker-0", "pytorch", 40, 1024) == ""
+    assert api.port.calls[-1] == ("get", "pods/log")
+
+
+def test_the_log_of_a_pod_that_is_not_there_is_kube_object_gone(api: Api) -> None:
+    _seeded(api)
+    with pytest.raises(KubeObjectGone):
+        api.port.get_pod_log("kubeflow", "llama-worker-9", "pytorch", 40, 1024)
+
+
+def test_the_log_of_a_container_the_pod_does_not_have_is_rejected_and_says_so(api: Api) -> None:
+    _seeded(api)
+    with pytest.raises(KubeRequestRejected, match="container sidecar is not valid for pod llama-worker-0"):
+        api.port.get_pod_log("kubeflow", "llama-worker-0", "sidecar", 40, 1024)
+
+
+def test_the_log_of_a_pod_not_started_yet_is_rejected(api: Api) -> None:
+    _seeded(api)
+    api.fake.add_pod("kubeflow", "waiting", None, phase="Pending")
+    with pytest.raises(KubeRequestRejected, match="waiting to start"):
+        api.port.get_pod_log("kubeflow", "waiting", "main", 40, 1024)
+
+
+def test_events_are_listed_by_the_kind_and_name_of_the_object_they_are_about(api: Api) -> None:
+    # Given events about a pod, about its job, and about a pod of another namespace of the same name
+    _seeded(api)
+    pod = api.fake.pods[("kubeflow", "llama-worker-0")]
+    api.fake.record_event(pod, "Pulled", "Container image already present on machine")
+    api.fake.record_event(pod, "BackOff", "Back-off restarting failed container", type_="Warning", count=4)
+    api.fake.record_event(
+        api.fake.jobs[("PyTorchJob", "kubeflow", "llama")], "PyTorchJobRunning", "running", component="pytorchjob-controller"
+    )
+    api.fake.add_pod("other", "llama-worker-0", None)
+    api.fake.record_event(api.fake.pods[("other", "llama-worker-0")], "Scheduled", "elsewhere")
+    # When the pod's events are listed, then they are its own, as stored
+    events = api.port.list_events("kubeflow", "Pod", "llama-worker-0")
+    assert [(e["reason"], e["type"], e["count"], e["involvedObject"]["uid"]) for e in events] == [
+        ("Pulled", "Normal", 1, pod["metadata"]["uid"]),
+        ("BackOff", "Warning", 4, pod["metadata"]["uid"]),
+    ]
+    # And the job's are found by its kind
+    assert [e["reason"] for e in api.port.list_events("kubeflow", "PyTorchJob", "llama")] == ["PyTorchJobRunning"]
+    assert api.port.list_events("kubeflow", "Pod", "nope") == []
+
+
 @pytest.mark.parametrize("bad", ["../kube-system", "Upper", "a/b", "ns?watch=1", ""])
 def test_a_name_kubernetes_would_refuse_never_reaches_a_path(bad: str) -> None:
     # (the real adapter refuses before it sends; the fake has no path to protect)
@@ -284,6 +344,16 @@ def test_a_name_kubernetes_would_refuse_never_reaches_a_path(bad: str) -> None:
         never.get_workload("kubeflow", bad)
     with pytest.raises(KubeRequestRejected):
         never.list_jobs_in("PyTorchJob", bad, "a=b")
+    with pytest.raises(KubeRequestRejected):
+        never.get_pod_log(bad, "pod", "pytorch", 40, 1024)
+    with pytest.raises(KubeRequestRejected):
+        never.get_pod_log("kubeflow", bad, "pytorch", 40, 1024)
+    with pytest.raises(KubeRequestRejected):
+        never.get_pod_log("kubeflow", "pod", bad, 40, 1024)
+    with pytest.raises(KubeRequestRejected):
+        never.list_events("kubeflow", "Pod", bad)
+    with pytest.raises(KubeRequestRejected):  # (a kind is put in the field selector: no comma, no "=")
+        never.list_events("kubeflow", "Pod,involvedObject.name=x", "pod")
 
 
 # --- what only the wire shows -----------------------------------------------------------------------
@@ -337,6 +407,43 @@ def test_requests_carry_the_token_the_content_types_and_exact_paths(server: HTTP
         ("patch", "workloads"),
         ("list", "pytorchjobs"),
     ]
+
+
+def test_a_log_and_events_are_read_where_the_core_api_serves_them(server: HTTPServer, tls: tuple[str, ssl.SSLContext]) -> None:
+    # Given the real adapter against the local API server, and a pod that printed two lines
+    api = _seeded(_real(server, tls[0], FakeKube()))
+    assert api.wire is not None
+    api.fake.set_pod_log("kubeflow", "llama-worker-0", "one\ntwo\n")
+    # When it reads the pod's log tail and the pod's events
+    assert api.port.get_pod_log("kubeflow", "llama-worker-0", "pytorch", 40, 16384) == "one\ntwo\n"
+    api.port.list_events("kubeflow", "Pod", "llama-worker-0")
+    # Then the requests are the ones the Kubernetes API documents (the log's answer is text/plain)
+    assert [(r["method"], r["path"], r["query"], r["headers"].get("Accept")) for r in api.wire.requests] == [
+        (
+            "GET",
+            "/api/v1/namespaces/kubeflow/pods/llama-worker-0/log",
+            {"container": "pytorch", "tailLines": "40", "limitBytes": "16384"},
+            "text/plain",
+        ),
+        (
+            "GET",
+            "/api/v1/namespaces/kubeflow/events",
+            {"fieldSelector": "involvedObject.kind=Pod,involvedObject.name=llama-worker-0", "limit": str(PAGE_LIMIT)},
+            "application/json",
+        ),
+    ]
+    assert api.port.calls == [("get", "pods/log"), ("list", "events")]
+
+
+def test_a_log_refused_by_the_api_server_is_our_named_error(server: HTTPServer, tls: tuple[str, ssl.SSLContext]) -> None:
+    # (403: the function's role is not in the log readers' group; the Status body is JSON even for a log)
+    api = _seeded(_real(server, tls[0], FakeKube()))
+    assert api.wire is not None
+    api.wire.status_override.append(
+        (403, {"kind": "Status", "reason": "Forbidden", "message": 'pods "llama-worker-0" is forbidden: cannot get resource "pods/log"'})
+    )
+    with pytest.raises(KubeAccessDenied, match="pods/log"):
+        api.port.get_pod_log("kubeflow", "llama-worker-0", "pytorch", 40, 1024)
 
 
 def test_a_long_list_is_read_to_its_end_page_by_page(

@@ -19,6 +19,7 @@ import yaml
 from hyperpod_recovery.adapters.eks_orchestrator import EKS_COMMANDS, EksOrchestrator
 from hyperpod_recovery.models.commands import (
     BootTimes,
+    CaptureHangEvidence,
     CaptureJobSpec,
     CheckAgent,
     CheckpointRef,
@@ -47,11 +48,16 @@ SENT_BY = {
     "jobs_on_nodes": "CordonNodesFunction",
     "capture_job_spec": "CaptureJobSpecFunction",
     "node_states": "CheckJobNodesFunction",
+    "capture_hang_evidence": "CaptureHangEvidenceFunction",
 }
+# Pod logs may hold anything the training printed: their own group, for the hang's evidence only.
+LOG_READERS = "hyperpod-recovery-log-readers"
 # (core resources have the group "")
 GROUP_OF = {
     "nodes": "",
     "pods": "",
+    "pods/log": "",
+    "events": "",
     "pytorchjobs": "kubeflow.org",
     "hyperpodpytorchjobs": "sagemaker.amazonaws.com",
     "workloads": "kueue.x-k8s.io",
@@ -112,6 +118,10 @@ def _calls_on(command_type: str, *, kueue: bool) -> set[tuple[str, str]]:
         "check": [CheckAgent()],
         "capture_job_spec": [CaptureJobSpec(job_id=job["metadata"]["uid"]), CaptureJobSpec(job_id="00000000-0000-0000-0000-00000000beef")],
         "node_states": [NodeStates(nodes=[A, "hyperpod-i-0aaaaaaaaaaaaaaaa"])],
+        "capture_hang_evidence": [
+            CaptureHangEvidence(job_id=job["metadata"]["uid"], nodes=[A, "hyperpod-i-0aaaaaaaaaaaaaaaa"]),
+            CaptureHangEvidence(job_id="00000000-0000-0000-0000-00000000beef", nodes=[A]),
+        ],
         "resubmit_job": [
             ResubmitJob(
                 job_id=job["metadata"]["uid"],
@@ -121,6 +131,8 @@ def _calls_on(command_type: str, *, kueue: bool) -> set[tuple[str, str]]:
             )
         ],
     }
+    fake.set_pod_log("kubeflow", "llama-worker-0", "step 10 loss 2.1\n")
+    fake.record_event(fake.pods[("kubeflow", "llama-worker-0")], "Started", "Started container pytorch")
     fake.calls.clear()
     for command in commands[command_type]:
         orchestrator.execute(command, "hpr-a")
@@ -133,6 +145,21 @@ def test_every_kubernetes_call_of_a_command_is_granted_to_the_function_that_send
     granted = _granted(groups)
     missing = sorted((verb, resource) for verb, resource in _calls_of(command_type) if (GROUP_OF[resource], resource, verb) not in granted)
     assert missing == [], f"{SENT_BY[command_type]} (groups {groups}) makes calls deploy/kubernetes-rbac.yaml does not grant"
+
+
+def test_pod_logs_are_read_only_by_the_function_in_the_log_readers_group_and_only_it_is_in_that_group() -> None:
+    # Given every command's calls, and the functions whose access entry puts them in the log readers' group
+    resources = load_template(ROOT / "template.yaml")["Resources"]
+    in_group = {
+        r["Properties"]["PrincipalArn"]["Fn::GetAtt"][0].removesuffix("Role")
+        for r in resources.values()
+        if r["Type"] == "AWS::EKS::AccessEntry" and LOG_READERS in r["Properties"]["KubernetesGroups"]
+    }
+    reading = {SENT_BY[t] for t in EKS_COMMANDS if ("get", "pods/log") in _calls_of(t)}
+    # Then the hang's evidence reads pod logs, and no other command does; its function alone is in the group
+    assert reading == in_group == {"CaptureHangEvidenceFunction"}
+    # And the group's ClusterRole grants logs and events and nothing the readers' role already does
+    assert _granted([LOG_READERS]) == {("", "pods/log", "get"), ("", "events", "list")}
 
 
 def test_every_write_the_manifest_grants_is_one_a_function_makes() -> None:

@@ -376,3 +376,30 @@ def test_the_test_event_carries_every_field_test_event_pattern_requires() -> Non
     event = health_event(ARN)
     assert {"id", "account", "source", "time", "region", "resources", "detail-type"} <= set(event)
     assert (event["account"], event["region"], event["detail"]["ClusterArn"]) == ("111122223333", "us-west-2", ARN)
+
+
+def test_an_eks_orchestrator_that_carries_out_every_command_the_stack_sends_passes() -> None:
+    # Given the EKS orchestrator's own check answer, against a cluster's API server
+    from hyperpod_recovery.adapters.eks_orchestrator import EksOrchestrator
+    from sandbox.kube import FakeKube
+
+    fake = FakeKube()
+    fake.add_hyperpod_node("i-0123456789abcdef0")
+    result = EksOrchestrator(fake, None, lambda: T0).check()  # type: ignore[arg-type]
+    # Then it carries out every command the stack sends, a hang's evidence among them: a pass
+    assert set(result.commands) >= STACK_COMMANDS
+    finding = check_agent(AgentAnswer("p", result=result, answered_in_seconds=1), None)
+    assert (finding.status, "1 node(s)" in finding.detail) == ("pass", True)
+
+
+def test_an_eks_orchestrator_without_the_hang_evidence_command_is_a_warning_that_names_it() -> None:
+    # Given an EKS orchestrator of an older stack: every command but capture_hang_evidence
+    result = AgentCheckResult(
+        agent_version="eks-1",
+        slurm_reachable=True,
+        slurm_detail="the Kubernetes API answers: 2 node(s)",
+        commands=sorted(STACK_COMMANDS - {"capture_hang_evidence"} | {"check"}),
+    )
+    # Then the preflight warns, and names the command it lacks (a hung job's recovery would escalate there)
+    finding = check_agent(AgentAnswer("p", result=result, answered_in_seconds=1), None)
+    assert finding.status == "warn" and "capture_hang_evidence" in finding.detail

@@ -12,6 +12,9 @@ the wire against a local TLS server:
 | patch_node           | PATCH /api/v1/nodes/{name}   (application/json-patch+json)              |
 | list_pods_on_node    | GET   /api/v1/pods?fieldSelector=spec.nodeName%3D{name}&limit=500        |
 | list_pods            | GET   /api/v1/namespaces/{ns}/pods?labelSelector=...&limit=500           |
+| get_pod_log          | GET   /api/v1/namespaces/{ns}/pods/{pod}/log?container=&tailLines=&limitBytes= (text/plain) |
+| list_events          | GET   /api/v1/namespaces/{ns}/events?fieldSelector=involvedObject.kind=K,   |
+|                      |       involvedObject.name=N&limit=500 (quoted)                           |
 | get_job              | GET   /apis/{group}/{version}/namespaces/{ns}/{plural}/{name}            |
 | create_job           | POST  /apis/{group}/{version}/namespaces/{ns}/{plural}                  |
 | patch_job            | PATCH /apis/{group}/{version}/namespaces/{ns}/{plural}/{name} (json-patch) |
@@ -89,6 +92,12 @@ def _checked_subdomain(kind: str, value: str) -> str:
     return quote(value, safe="")
 
 
+def _checked_label(kind: str, value: str) -> str:
+    if not is_dns1123_label(value):
+        raise KubeRequestRejected(f"{kind} {value!r} is not a valid Kubernetes name (DNS-1123 label)")
+    return value
+
+
 def _checked_namespace(value: str) -> str:
     if not is_dns1123_label(value):
         raise KubeRequestRejected(f"namespace {value!r} is not a valid Kubernetes namespace (DNS-1123 label)")
@@ -137,6 +146,23 @@ class KubernetesApi:
     def list_pods(self, namespace: str, label_selector: str) -> list[dict[str, Any]]:
         """A namespace's pods by a label selector (a job's pods: its operator labels them)."""
         return self._list(f"/api/v1/namespaces/{_checked_namespace(namespace)}/pods", {"labelSelector": label_selector}, resource="pods")
+
+    def get_pod_log(self, namespace: str, pod: str, container: str, tail_lines: int, limit_bytes: int) -> str:
+        """The last ``tail_lines`` lines of a container's log, of which at most the first ``limit_bytes``
+        bytes (the API server stops there, mid-line if it must): text, not JSON."""
+        path = f"/api/v1/namespaces/{_checked_namespace(namespace)}/pods/{_checked_subdomain('pod', pod)}/log"
+        query = {"container": _checked_label("container", container), "tailLines": str(tail_lines), "limitBytes": str(limit_bytes)}
+        response = self._send("GET", f"{path}?{urlencode(query, quote_via=quote)}", resource="pods/log", verb="get", accept="text/plain")
+        return response.data.decode("utf-8", errors="replace")
+
+    # --- events ----------------------------------------------------------------------------------
+    def list_events(self, namespace: str, involved_kind: str, involved_name: str) -> list[dict[str, Any]]:
+        """A namespace's core/v1 events about one object (by its kind and name)."""
+        if not involved_kind.isascii() or not involved_kind.isalnum():
+            raise KubeRequestRejected(f"kind {involved_kind!r} is not a Kubernetes kind")
+        _checked_subdomain(involved_kind.lower(), involved_name)
+        selector = f"involvedObject.kind={involved_kind},involvedObject.name={involved_name}"
+        return self._list(f"/api/v1/namespaces/{_checked_namespace(namespace)}/events", {"fieldSelector": selector}, resource="events")
 
     # --- training jobs ---------------------------------------------------------------------------
     def get_job(self, ref: KubeJobRef) -> dict[str, Any]:
@@ -227,12 +253,33 @@ class KubernetesApi:
         body: Any = None,
         content_type: str | None = None,
     ) -> dict[str, Any]:
+        response = self._send(method, path, resource=resource, verb=verb, body=body, content_type=content_type)
+        try:
+            answer = json.loads(response.data or b"{}")
+        except ValueError as exc:
+            raise KubeUnavailable(f"{method} {path.split('?')[0]}: the API server's answer is not JSON") from exc
+        if not isinstance(answer, dict):
+            raise KubeUnavailable(f"{method} {path.split('?')[0]}: the API server answered {type(answer).__name__}, not an object")
+        return answer
+
+    def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        resource: str,
+        verb: str,
+        body: Any = None,
+        content_type: str | None = None,
+        accept: str = "application/json",
+    ) -> urllib3.BaseHTTPResponse:
+        """One request, its answer when 2xx; else our named error."""
         endpoint, pool = self._connection()
         payload = None if body is None else json.dumps(body).encode()
         self.calls.append((verb, resource))
         response = None
         for attempt in range(1 + SENDS_AFTER_401):
-            headers = {"Accept": "application/json", "Authorization": f"Bearer {self._bearer(endpoint, fresh=attempt > 0)}"}
+            headers = {"Accept": accept, "Authorization": f"Bearer {self._bearer(endpoint, fresh=attempt > 0)}"}
             if content_type:
                 headers["Content-Type"] = content_type
             # (after a 401 the connection answered: one send, no retry, within the request budget)
@@ -246,13 +293,7 @@ class KubernetesApi:
                 break
         assert response is not None
         if 200 <= response.status < 300:
-            try:
-                answer = json.loads(response.data or b"{}")
-            except ValueError as exc:
-                raise KubeUnavailable(f"{method} {path.split('?')[0]}: the API server's answer is not JSON") from exc
-            if not isinstance(answer, dict):
-                raise KubeUnavailable(f"{method} {path.split('?')[0]}: the API server answered {type(answer).__name__}, not an object")
-            return answer
+            return response
         raise _error_for(method, path.split("?")[0], response.status, response.data)
 
 

@@ -290,7 +290,9 @@ EvidenceText = Annotated[str, Field(max_length=STACKS_TEXT_LIMIT)]
 class CaptureHangEvidence(BaseModel):
     """A hung job's evidence, read-only and bounded in time: ``scontrol show job`` and a stack dump
     of the job's processes on ``nodes`` (``py-spy dump`` through ``srun --overlap --jobid``; the
-    answer says when py-spy is not installed). Nothing is signalled, nothing cancelled."""
+    answer says when py-spy is not installed). On EKS: the job's conditions and events and, on each
+    node, the last lines of its pod's log (adapters/eks_orchestrator.py). Nothing is signalled,
+    nothing cancelled."""
 
     model_config = ConfigDict(extra="forbid")
     type: Literal["capture_hang_evidence"] = "capture_hang_evidence"
@@ -312,8 +314,9 @@ class NodeStacks(BaseModel):
     outcome: EvidenceOutcome
     # The dump (its end, when longer), or why there is none.
     text: EvidenceText = ""
-    # A digest of the innermost frame of every thread of the job's processes, order-free: nodes
-    # stuck in the same place share it, and a node whose differs from the others' is the odd one.
+    # A digest of the innermost frame of every thread of the job's processes, order-free (EKS: of the
+    # pod log's last line, numbers taken out): nodes stuck in the same place share it, and a node
+    # whose differs from the others' is the odd one.
     signature: str | None = Field(default=None, max_length=64, exclude_if=_is_none)
 
 
@@ -324,7 +327,7 @@ class HangEvidenceResult(BaseModel):
     # ``scontrol show job`` (EKS: the job object's status and the pods' events), cut to its bound.
     job_text: str = Field(default="", max_length=JOB_TEXT_LIMIT)
     nodes: list[NodeStacks] = Field(default_factory=list, max_length=MAX_EVIDENCE_NODES)
-    # The dumping tool, and whether it was there (said, never silently skipped).
+    # The dumping tool (EKS: the log call), and whether it was there (said, never silently skipped).
     tool: str = Field(default="py-spy", max_length=32)
     tool_absent: StrictFlag = False
 

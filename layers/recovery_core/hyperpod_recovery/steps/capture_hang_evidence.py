@@ -1,7 +1,8 @@
 """Capture Hang Evidence (JobRecovery, a hang only): before anything is done to a hung job, what it
 was doing: ``scontrol show job`` and a stack dump of its processes on its suspects and on others to
-compare them with (at most MAX_EVIDENCE_NODES nodes, bounded in time; read-only). The answer lands in
-the state and, with the incident, in the ledger."""
+compare them with (at most MAX_EVIDENCE_NODES nodes, bounded in time; read-only). On EKS the function
+carries it out itself: the job's conditions and events, and its pods' last log lines. The answer lands
+in the state and, with the incident, in the ledger."""
 
 from __future__ import annotations
 
