@@ -70,8 +70,11 @@ def eks_hang_row() -> tuple[str, str, str, str]:
     report = run("eks-job-hang", {})
     verdicts = report["hangs"]["verdicts"]
     detected = verdicts[0]["detected_after_seconds"] if verdicts else None
-    again = copy_running_after(report, HANG_AT)
-    return ("hang, 10 s steps, EKS PyTorchJob", _s(detected), _s(again), f"{len(verdicts)} verdict(s)")
+    # (the sandbox's API server has no kube-scheduler: the copy's pods stay Pending, so what is
+    # measured is the copy made, its pods created; binding and image pulls come after)
+    made = [j["pending_since"] for j in report["jobs"] if j.get("pending_since") is not None]
+    again = round(min(made) - HANG_AT, 1) if made else None
+    return ("hang, 10 s steps, EKS PyTorchJob", _s(detected), _s(again) + " (re-created)", f"{len(verdicts)} verdict(s)")
 
 
 def nccl_row(timeout: int) -> tuple[str, str, str, str]:

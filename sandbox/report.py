@@ -159,9 +159,12 @@ def _hangs(runner: DrillRunner, ledger: DynamoLedger) -> dict[str, Any]:
     slurm = runner.slurm.slurm
     hangs = []
     for fault in (f for f in runner.scenario.faults if f.kind == "hang"):
-        copies = [s for s in runner.slurm.submissions if s.old_job_id == fault.job]
-        started = [j.started_at for s in copies if (j := slurm.jobs.get(s.new_job_id)) is not None and j.started_at is not None]
-        running_again = _seconds(min(started), runner.epoch) if started else None
+        if runner.eks is not None:
+            running_again = _kube_copy_running_at(runner, next(j for j in runner.scenario.jobs if j.id == fault.job))
+        else:
+            copies = [s for s in runner.slurm.submissions if s.old_job_id == fault.job]
+            started = [j.started_at for s in copies if (j := slurm.jobs.get(s.new_job_id)) is not None and j.started_at is not None]
+            running_again = _seconds(min(started), runner.epoch) if started else None
         hangs.append(
             {
                 "job": fault.job,
@@ -583,6 +586,30 @@ def _pod_phases(pods: list[dict[str, Any]]) -> str:
     """``2 Pending``: the copy's pods by phase (no pod: the operator has not made them)."""
     phases = Counter(str(p["status"].get("phase")) for p in pods)
     return ", ".join(f"{count} {phase}" for phase, count in sorted(phases.items())) or "no pod"
+
+
+def _kube_copy_running_at(runner: DrillRunner, spec: Any) -> float | None:
+    """When the first re-creation of the scenario's job object was made, if its pods all run now
+    (the sandbox's operator starts a job's pods as it is created)."""
+    assert runner.eks is not None
+    kube = runner.eks.kube
+    namespace = spec.kubernetes.namespace
+    original = kube.jobs.get((spec.kubernetes.kind, namespace, spec.name))
+    if original is None:
+        return None
+    made = []
+    for (_, ns, _), obj in kube.jobs.items():
+        if ns != namespace or _annotation(obj, RESUBMITTED_FROM_ANNOTATION) != original["metadata"]["uid"]:
+            continue
+        owned = [
+            p
+            for (pod_ns, _), p in kube.pods.items()
+            if pod_ns == namespace and any(o.get("uid") == obj["metadata"]["uid"] for o in p["metadata"].get("ownerReferences") or [])
+        ]
+        stamp = obj["metadata"].get("creationTimestamp")
+        if stamp and owned and all(p["status"].get("phase") == "Running" and "deletionTimestamp" not in p["metadata"] for p in owned):
+            made.append(_seconds(datetime.fromisoformat(stamp), runner.epoch))
+    return min(made) if made else None
 
 
 def _kubernetes_job(runner: DrillRunner, spec: Any, fates: list[JobFate], end: float) -> dict[str, Any]:

@@ -11,10 +11,13 @@ from hyperpod_recovery.domain.hangs.classify import classify_hang
 from hyperpod_recovery.domain.hangs.detect import stall_verdict
 from hyperpod_recovery.domain.hangs.rules import HangRules
 from hyperpod_recovery.models.cluster import ClusterNode
-from hyperpod_recovery.models.commands import JobSpec
+from hyperpod_recovery.models.commands import CommandReply, JobSpec, JobSpecResult, NodeStatesResult
+from hyperpod_recovery.models.job_recovery import ClassifyJobFailureInput
+from hyperpod_recovery.models.progress import ProgressReport
 from hyperpod_recovery.models.records import ResubmissionClaim
 from hyperpod_recovery.models.requests import JobRecoveryRequest
-from tests.fakes import CLUSTER, T0, node_id
+from hyperpod_recovery.steps.classify_job_failure import classify_job_failure
+from tests.fakes import CLUSTER, T0, FakeCluster, node_id
 from tests.unit.test_hang_detection import nodes, report
 
 NAMES = [f"ip-10-1-0-{i}" for i in range(1, 5)]
@@ -173,3 +176,36 @@ def test_given_an_eks_job_that_moved_on_then_recovered_by_itself() -> None:
     request, job, cluster = _eks_setup()
     moved = [report(n, step=102, idle=2, job="kubeflow/llama") for n in KUBE_NAMES]
     assert _eks_classify(request, job, cluster, reports=moved).kind == "recovered_by_itself"
+
+
+class RecordingProgress:
+    """A ProgressReader that answers one job's key and says which key it was asked for."""
+
+    def __init__(self, key: str, reports: list[ProgressReport]) -> None:
+        self.key, self.reports, self.asked = key, reports, []
+
+    def running_jobs(self) -> dict[str, list[ProgressReport]]:
+        return {self.key: self.reports}
+
+    def job(self, job: str) -> list[ProgressReport]:
+        self.asked.append(job)
+        return self.reports if job == self.key else []
+
+
+def test_given_an_eks_hang_when_the_step_classifies_it_then_the_progress_is_read_again_under_the_key_its_pods_report() -> None:
+    # Given an EKS job's hang, its pods reporting as kubeflow/llama and the job object known by its uid
+    request, job, cluster = _eks_setup()
+    moved = [report(n, step=102, idle=2, job="kubeflow/llama") for n in KUBE_NAMES]
+    progress = RecordingProgress("kubeflow/llama", moved)
+    step = ClassifyJobFailureInput(
+        execution_name=f"hpj-{UID}-hung-1",
+        request=request,
+        inspection=CommandReply[JobSpecResult](requested_at=T0, completed_at=T0, result=JobSpecResult(job=job)),
+        node_states=CommandReply[NodeStatesResult](requested_at=T0, completed_at=T0, result=NodeStatesResult(nodes=[])),
+    )
+    # When Classify Failure runs
+    c = classify_job_failure(
+        step, cluster=FakeCluster(cluster), now=T0 + timedelta(seconds=10), node_timeout_seconds=600, orchestrator="eks", progress=progress
+    )
+    # Then it asked for namespace/name (never the uid, under which nothing is filed), and saw the job move on
+    assert progress.asked == ["kubeflow/llama"] and c.kind == "recovered_by_itself"

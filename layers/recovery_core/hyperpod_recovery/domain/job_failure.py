@@ -239,8 +239,9 @@ def plan_restart(
         return RestartDecision(
             at=now,
             action="resubmitted_by_node_recovery" if by_child else "left_alone",
-            reason=f"{label} was already resubmitted by incident {claim.incident_id}"
-            + (f" as job {claim.new_job_id}" if claim.new_job_id else ""),
+            # (on EKS a job object is re-created, its copy known here by its uid only)
+            reason=f"{label} was already {'re-created' if job.kube else 'resubmitted'} by incident {claim.incident_id}"
+            + ((f" as the job of uid {claim.new_job_id}" if job.kube else f" as job {claim.new_job_id}") if claim.new_job_id else ""),
             lineage_root=lineage_root,
             resubmitted_as=claim.new_job_id,
             resubmitted_by=claim.incident_id,

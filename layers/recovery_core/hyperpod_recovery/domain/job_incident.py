@@ -16,10 +16,12 @@ from hyperpod_recovery.domain.fates import (
     job_incident_job_fates,
     job_label,
     kube_copy_text,
+    made_again,
 )
 from hyperpod_recovery.domain.incident import Decision, IncidentFacts, IncidentTable, PhaseLog, resubmission, submitted_here
 from hyperpod_recovery.domain.job_failure import job_nodes, nodes_text
 from hyperpod_recovery.models.commands import HangEvidenceResult
+from hyperpod_recovery.models.common import one_line
 from hyperpod_recovery.models.job_recovery import JobWorkflowState
 from hyperpod_recovery.models.kubernetes import KubeJobRef
 from hyperpod_recovery.models.records import JobFate, Phase, TimelineEntry
@@ -138,9 +140,11 @@ def summarize_job(state: JobWorkflowState, outcome: Outcome, cause: str | None, 
                 if asked == {"check"}
                 else "replaced its suspect node(s), suspected before"
             )
-        how = f"node recovery {fate.by} {repaired} and resubmitted it" if fate.by else "resubmitted"
+        how = f"node recovery {fate.by} {repaired} and {made_again(fate)} it" if fate.by else made_again(fate)
         where = f" from step {fate.checkpoint_step}" if fate.checkpoint_step is not None else ""
-        return f"Recovered {label}, {kind}: {how} as {copy_label(fate)}{where} ({copy_state_text(fate)})."
+        # (a copy another execution made: its state is in that execution's record, not read here)
+        copy_state = f" ({copy_state_text(fate)})" if fate.copy_state or not fate.by else ""
+        return f"Recovered {label}, {kind}: {how} as {copy_label(fate)}{where}{copy_state}."
     return f"Recovered {label}, {kind}: {fate_text(fate) if fate is not None else 'resubmitted'}."
 
 
@@ -153,6 +157,16 @@ def innermost_frame(dump: str) -> str | None:
             name, _, where = frame.partition(" (")
             return f"{name} ({where.rsplit('/', 1)[-1]}" if where else name
     return None
+
+
+def stuck_at(text: str, signature: str) -> str:
+    """Where a node was, in the evidence's own words: a stack dump's innermost frame, else (a pod's
+    log, on EKS) the log's last line, else the signature."""
+    frame = innermost_frame(text)
+    if frame is not None:
+        return f"in {frame}"
+    last = next((line.strip() for line in reversed(text.splitlines()) if line.strip()), "")
+    return f'(log: "{one_line(last, 120)}")' if last else f"in the stacks {signature}"
 
 
 def evidence_text(evidence: HangEvidenceResult) -> str:
@@ -169,7 +183,7 @@ def evidence_text(evidence: HangEvidenceResult) -> str:
         key = node.signature if node.outcome == "captured" and node.signature else node.outcome.replace("_", " ")
         groups.setdefault(key, []).append(node.node)
         if node.outcome == "captured":
-            where.setdefault(key, f"in {innermost_frame(node.text) or 'the stacks ' + key}")
+            where.setdefault(key, stuck_at(node.text, key))
     ordered = sorted(groups.items(), key=lambda kv: -len(kv[1]))
     parts = [f"{nodes_text(nodes)} {where.get(key, key)}" for key, nodes in ordered]
     return f"{evidence.tool} on {len(evidence.nodes)} node(s) (job {evidence.job_state or 'state unknown'}): " + "; ".join(parts)

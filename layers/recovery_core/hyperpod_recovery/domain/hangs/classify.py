@@ -117,13 +117,14 @@ def classify_hang(
             "the hang cleared by itself, nothing was done",
         )
     allocated = set(job.nodes)
+    evidence_words = "last log lines" if orchestrator == "eks" else "stacks"
     suspects = [n for n in verdict.suspects if n in allocated]
     why = verdict.suspects_why if suspects else ""
     if not suspects and evidence is not None:
-        suspects, why = blame.from_evidence([s for s in evidence.nodes if s.node in allocated], len(allocated))
+        suspects, why = blame.from_evidence([s for s in evidence.nodes if s.node in allocated], len(allocated), evidence_words)
     if not suspects:
         why = (verdict.suspects_why or "progress names no node") + (
-            f"; evidence: {blame.from_evidence(evidence.nodes, len(allocated))[1]}" if evidence is not None else ""
+            f"; evidence: {blame.from_evidence(evidence.nodes, len(allocated), evidence_words)[1]}" if evidence is not None else ""
         )
     stuck = f"{label} is hung: {verdict.summary.split(': ', 1)[-1]}"
     by_name = {name: n for n in cluster if (name := n.name_in(orchestrator))}

@@ -54,19 +54,20 @@ def from_progress(nodes: Sequence[NodeProgress], heartbeat_stale_seconds: int, n
     return [], f"every node stopped at step {newest}: progress names no node"
 
 
-def from_evidence(stacks: Sequence[NodeStacks], total: int) -> tuple[list[str], str]:
-    """The nodes whose stacks differ from where most nodes' are, and why."""
+def from_evidence(stacks: Sequence[NodeStacks], total: int, what: str = "stacks") -> tuple[list[str], str]:
+    """The nodes whose evidence differs from where most nodes' is, and why. ``what``: the evidence in
+    its own words (a Slurm node's "stacks"; on EKS a pod's "last log line")."""
     signed = {s.node: s.signature for s in stacks if s.outcome == "captured" and s.signature}
     if len(signed) < 3:
-        return [], f"stacks from {len(signed)} node(s): too few to tell the odd one out"
+        return [], f"{what} from {len(signed)} node(s): too few to tell the odd one out"
     common, count = Counter(signed.values()).most_common(1)[0]
     if count <= len(signed) // 2:
-        return [], f"the {len(signed)} nodes' stacks share no majority"
+        return [], f"the {len(signed)} nodes' {what} share no majority"
     odd = [node for node, signature in signed.items() if signature != common]
     blamed = bounded(odd, total)
     if not blamed:
-        return [], "every node's stacks are where the others' are" if not odd else f"{len(odd)} nodes' stacks differ: too many"
-    return blamed, f"{', '.join(blamed)}: stacks not where the other {count} nodes' are"
+        return [], f"every node's {what} the same as the others'" if not odd else f"{len(odd)} nodes' {what} differ: too many"
+    return blamed, f"{', '.join(blamed)}: {what} not as on the other {count} nodes"
 
 
 def last_to_arrive(nodes: Sequence[NodeProgress]) -> tuple[list[str], str]:
