@@ -403,3 +403,5 @@ def test_an_eks_orchestrator_without_the_hang_evidence_command_is_a_warning_that
     # Then the preflight warns, and names the command it lacks (a hung job's recovery would escalate there)
     finding = check_agent(AgentAnswer("p", result=result, answered_in_seconds=1), None)
     assert finding.status == "warn" and "capture_hang_evidence" in finding.detail
+    # And says what that costs, not that failed jobs go unrecovered (they are recovered)
+    assert "a hung job's recovery escalates" in finding.detail and "not recovered on EKS" not in finding.detail
