@@ -30,6 +30,7 @@ from hyperpod_recovery.domain.hangs.imported import (
     parse_hang_event,
 )
 from hyperpod_recovery.domain.normalize import GuardedCluster
+from hyperpod_recovery.models.hangs import RecordedVerdict
 from hyperpod_recovery.steps.find_failed_jobs import find_failed_jobs
 from hyperpod_recovery.steps.import_hyperpod_hangs import OPERATOR_ACTION, import_hyperpod_hangs
 from sandbox.kube import FakeKube
@@ -184,6 +185,58 @@ def test_given_the_job_and_action_nested_in_the_event_then_they_are_found() -> N
     message = json.dumps({"type": "HANG_DETECTED", "detail": {"JobId": 1003, "ActionTaken": "Cancel", "Evidence": {"gpu_util": 0}}})
     detection = parse_hang_event(message, STREAM, DETECTED)
     assert (detection.job, detection.action, detection.evidence) == ("1003", "cancel", '{"gpu_util": 0}')
+
+
+class MemoryLedger:
+    """The two ledger calls the import makes, in memory (for hypothesis, which runs a test many times)."""
+
+    def __init__(self) -> None:
+        self.kept: dict[tuple[str, str, datetime], RecordedVerdict] = {}
+
+    def verdicts(self, cluster: str, since: datetime | None = None) -> list[RecordedVerdict]:
+        return [v for v in self.kept.values() if since is None or v.verdict.episode_at >= since]
+
+    def record_verdict(self, recorded: RecordedVerdict) -> bool:
+        key = (recorded.verdict.rule, recorded.verdict.job, recorded.verdict.episode_at)
+        if key in self.kept:
+            return False
+        self.kept[key] = recorded
+        return True
+
+
+MESSAGES = st.one_of(
+    st.text(max_size=60),
+    st.builds(lambda d: "HANG_DETECTED " + json.dumps(d), JSON),
+    st.builds(
+        lambda job, action: hang(job, action), st.from_regex(r"[0-9]{1,10}", fullmatch=True), st.sampled_from(["cancel", "notify", "x"])
+    ),
+)
+LOG_EVENTS = st.lists(
+    st.fixed_dictionaries(
+        {"id": st.text(max_size=8), "timestamp": st.integers(min_value=-(2**40), max_value=2**44) | JSON, "message": MESSAGES | JSON}
+    ),
+    max_size=6,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(LOG_EVENTS, st.sampled_from([STREAM, "other", ""]), st.sampled_from(["DATA_MESSAGE", "CONTROL_MESSAGE", "?"]))
+def test_given_any_batch_when_imported_then_it_never_raises_and_each_kept_verdict_names_a_job_once(
+    events: list[dict[str, Any]], stream: str, message_type: str
+) -> None:
+    ledger = MemoryLedger()
+    document = {
+        "messageType": message_type,
+        "owner": "1",
+        "logGroup": "g",
+        "logStream": stream,
+        "subscriptionFilters": [],
+        "logEvents": events,
+    }
+    counts = import_hyperpod_hangs(event=payload(document), ledger=ledger, cluster=CLUSTER, mode="observe", now=NOW)  # type: ignore[arg-type]
+    assert sum(counts.values()) <= max(len(events), 1)
+    assert counts.get("hyperpod_hang_recorded", 0) == len(ledger.kept)
+    assert len({v.verdict.job for v in ledger.kept.values()}) == len(ledger.kept)  # (one batch: one episode per job)
 
 
 # --- the Slurm step, on moto's DynamoDB ---------------------------------------------------------------
