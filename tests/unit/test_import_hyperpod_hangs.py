@@ -389,3 +389,37 @@ def test_given_a_job_without_log_monitoring_faults_or_a_fault_without_a_time_the
 def test_which_conditions_are_the_operators_hanging_or_slow_verdicts(condition: dict[str, str], expected: tuple[str, str] | None) -> None:
     faults, _ = operator_faults({"status": {"conditions": [condition | {"type": "Running", "lastTransitionTime": "2026-11-27T09:00:00Z"}]}})
     assert [(f.rule, f.detector_rule) for f in faults] == ([expected] if expected else [])
+
+
+def test_given_a_fault_older_than_the_event_age_then_it_is_not_written_again_at_every_poll(ledger) -> None:
+    # Given a fault the operator reported two hours before the poll (the poller's max age: one hour)
+    clock = [AT]
+    fake = hpto_cluster(clock)
+    fake.operator_reports_fault("HyperPodPyTorchJob", "team-a", "llama", reason="LogHang_JobHangingDetection", message="hang")
+    # When polled
+    counts = poll(fake, ledger, FakeWorkflows(), AT + timedelta(hours=2))
+    # Then it is counted stale and nothing is written
+    assert counts.get("operator_faults_stale") == 1 and ledger.verdicts(CLUSTER) == []
+
+
+def test_given_a_rule_name_or_evidence_with_control_characters_then_they_never_reach_a_terminal() -> None:
+    faults, _ = operator_faults(
+        {
+            "status": {
+                "conditions": [
+                    {
+                        "type": "Running",
+                        "reason": "LogHang_bad\x1b[2Jrule",
+                        "message": "a\nb\x07c",
+                        "lastTransitionTime": "2026-11-27T09:00:00Z",
+                    }
+                ]
+            }
+        }
+    )
+    (fault,) = faults
+    assert (fault.detector_rule, fault.evidence) == ("bad [2Jrule", "a b c")
+    detection = parse_hang_event(
+        json.dumps({"m": "HANG_DETECTED", "job_id": "7", "rule": "r\x1bx", "evidence": "e\r\n1"}), STREAM, DETECTED
+    )
+    assert (detection.rule, detection.evidence) == ("r x", "e 1")

@@ -75,7 +75,9 @@ def find_failed_jobs(
             if kind == "HyperPodPyTorchJob":
                 # Its log monitoring's HANGING and SLOW faults, which the operator restarts itself: recorded as
                 # verdicts (observe-only), the job left to the operator.
-                record_operator_faults(job=job, cluster=guarded.name, ledger=ledger, now=now, counts=counts)
+                record_operator_faults(
+                    job=job, cluster=guarded.name, ledger=ledger, now=now, max_age_seconds=max_age_seconds, counts=counts
+                )
             try:
                 ended = failed_at(job) if recovery_wanted(job, kind) else None
             except ValueError as exc:  # one object we cannot read never starves the others

@@ -21,7 +21,7 @@ not kept twice).
 from __future__ import annotations
 
 from collections import Counter
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from pydantic import ValidationError
@@ -124,15 +124,22 @@ def import_hyperpod_hangs(*, event: Any, ledger: Ledger, cluster: str, mode: Imp
     return dict(counts)
 
 
-def record_operator_faults(*, job: dict[str, Any], cluster: str, ledger: Ledger, now: datetime, counts: Counter[str]) -> None:
+def record_operator_faults(
+    *, job: dict[str, Any], cluster: str, ledger: Ledger, now: datetime, max_age_seconds: int, counts: Counter[str]
+) -> None:
     """The HyperPodPyTorchJob's HANGING and SLOW faults, each kept once per episode (its condition's
-    time); the job stays the operator's. A ledger that cannot be reached loses this poll's record
-    (the next poll records it: the same episode)."""
+    time); the job stays the operator's. A fault older than ``max_age_seconds`` (MaxEventAgeSeconds)
+    is not written again at every poll while its condition stays. A ledger that cannot be reached
+    loses this poll's record (the next poll records it: the same episode)."""
     metadata = job.get("metadata") or {}
     key = f"{metadata.get('namespace')}/{metadata.get('name')}"
     faults, unreadable = operator_faults(job)
-    counts["operator_faults_unreadable"] += unreadable
+    if unreadable:
+        counts["operator_faults_unreadable"] += unreadable
     for fault in faults:
+        if now - fault.at > timedelta(seconds=max_age_seconds):
+            counts["operator_faults_stale"] += 1
+            continue
         try:
             verdict = _operator_verdict(cluster, key, fault, now)
         except ValidationError as exc:

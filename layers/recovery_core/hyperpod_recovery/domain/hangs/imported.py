@@ -223,7 +223,8 @@ def _text(value: Any) -> str:
     if value is None:
         return ""
     text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
-    text = " ".join(text.split())
+    # One line of printable characters: a terminal shows it as it is (no escape sequence gets through).
+    text = " ".join("".join(ch if ch.isprintable() else " " for ch in text).split())
     return text if len(text) <= EVIDENCE_LIMIT else text[: EVIDENCE_LIMIT - 1] + "…"
 
 
@@ -288,7 +289,7 @@ def operator_faults(job: Mapping[str, Any]) -> tuple[list[OperatorFault], int]:
         faults.append(
             OperatorFault(
                 rule=OPERATOR_RULES[kind],
-                detector_rule=detector_rule.strip()[:256],
+                detector_rule=_text(detector_rule)[:256],
                 at=at,
                 condition=str(condition.get("type") or "")[:64],
                 evidence=_text(message if isinstance(message, str) else ""),
