@@ -530,6 +530,19 @@ class FakeKube:
                 self._validate(pod)
         self._settle([(kind, namespace, name)])
 
+    def operator_reports_fault(
+        self, kind: str, namespace: str, name: str, *, reason: str, message: str, condition: str = "Running"
+    ) -> None:
+        """The training operator's word on a fault it restarted the job for (a HyperPodPyTorchJob's
+        log monitoring rule, LogHang_<rule>): a condition of ``condition`` carrying ``reason`` and
+        ``message``, stamped now. ASSUMPTION: the shape (domain/hangs/imported.py operator_faults)."""
+        job = copy.deepcopy(self.jobs[(kind, namespace, name)])
+        kept = [c for c in job["status"]["conditions"] if c["type"] != condition]
+        stamped = {"type": condition, "status": "True", "reason": reason, "message": message, "lastTransitionTime": _stamp(self.now())}
+        job["status"]["conditions"] = [*kept, stamped]
+        job["metadata"]["resourceVersion"] = self._next_version()
+        self.jobs[(kind, namespace, name)] = job
+
     # --- HyperPod's side -----------------------------------------------------------------------------
     def hyperpod_marks_unhealthy(self, name: str, status: str = "UnschedulablePendingReplacement") -> None:
         """HyperPod's health agent: label, taint (value Unschedulable whatever the label), NotReady if asked."""

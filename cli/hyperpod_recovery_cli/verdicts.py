@@ -1,13 +1,16 @@
 """The verdicts of the hang and slowdown rules, and an operator's review of each: how a rule earns
 ``enforce``.
 
-    hyperpod-recovery verdicts list --stack NAME [--since 30d|ISO] [--rule stall|slow] [--open] [--json]
+    hyperpod-recovery verdicts list --stack NAME [--since 30d|ISO] [--rule RULE] [--open] [--json]
     hyperpod-recovery verdicts confirm VERDICT --stack NAME --reason TEXT [--by WHO] [--yes] [--force]
     hyperpod-recovery verdicts reject VERDICT --stack NAME --reason TEXT [--by WHO] [--yes] [--force]
 
 Detect Hung Jobs keeps one verdict per job and episode in the ledger (``VERDICT#<epoch>#<rule>#<job>``).
 A verdict's id is ``<job>-<hung|slow>-<episode epoch>``: the name of the JobRecovery an enforced
 verdict starts, without its ``hpj-`` (that name is accepted too), so an incident leads to its verdict.
+HyperPod's own detectors, imported (steps/import_hyperpod_hangs.py: rules hyperpod_hang, hpto_hang,
+hpto_slow), are named by their rule: ``<job>-<rule>-<episode epoch>``; they are observe-only, and
+their row shows what the detector said and what HyperPod did, not a threshold of ours.
 Each review is written over the verdict as it was read and kept in the audit log with who and why,
 as every on-call change is (oncall.py). A rule's measured precision, confirmed / (confirmed +
 rejected), is what docs/runbook.md asks of it before its mode goes from observe to enforce.
@@ -25,7 +28,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal, TextIO, get_args
 
 from hyperpod_recovery.models.common import SLURM_JOB_ID_PATTERN
-from hyperpod_recovery.models.hangs import HangRule, HangVerdict, RecordedVerdict
+from hyperpod_recovery.models.hangs import IMPORTED_RULES, HangRule, HangVerdict, RecordedVerdict
 from hyperpod_recovery.models.records import AuditEntry
 from hyperpod_recovery_cli.inputs import InputRefused, one_line
 from hyperpod_recovery_cli.oncall import (
@@ -44,18 +47,30 @@ from hyperpod_recovery_cli.oncall import (
 )
 
 RULES: tuple[HangRule, ...] = get_args(HangRule)
-# The execution name's word for each rule (HangVerdict.reason, hang_execution_name).
+# The id's word for each rule: ours, the execution name's (HangVerdict.reason, hang_execution_name);
+# an imported rule's, its name (it starts no execution).
 REASONS: dict[HangRule, str] = {"stall": "hung", "slow": "slow"}
+REASONS.update({rule: str(rule) for rule in IMPORTED_RULES})
+RULE_OF_REASON: dict[str, HangRule] = {word: rule for rule, word in REASONS.items()}
 EXECUTION_PREFIX = "hpj-"
-# The template parameter that sets each rule's mode, and its default there (template.yaml).
-MODE_PARAMETERS: dict[HangRule, tuple[str, str]] = {"stall": ("HangStallMode", "enforce"), "slow": ("HangSlowMode", "observe")}
+# The template parameter that sets each rule's mode, and its default there (template.yaml); the
+# training operator's rules have none (always observe: the poller records them on EKS stacks).
+MODE_PARAMETERS: dict[HangRule, tuple[str, str]] = {
+    "stall": ("HangStallMode", "enforce"),
+    "slow": ("HangSlowMode", "observe"),
+    "hyperpod_hang": ("HyperPodHangMode", "observe"),
+}
+# HyperPod's Slurm hang events are imported only from the log group this names (empty: not imported).
+HYPERPOD_HANG_LOG_GROUP = "HyperPodHangLogGroup"
+# What HyperPod did, as a row says it (ImportedDetection.taken).
+TAKEN_TEXT = {"cancel": "HyperPod cancelled it", "notify": "HyperPod reported it", "restarted": "the operator restarted it"}
 DEFAULT_SINCE = "30d"
 # Below this many reviewed verdicts a precision says little (one rejection of four is 75 %): n/a.
 MIN_REVIEWED = 5
 # docs/runbook.md's bar for switching a rule to enforce: 20 reviewed verdicts at >= 90 % precision.
 ENFORCE_REVIEWED = 20
 ENFORCE_PRECISION = 0.9
-VERDICT_ID = re.compile(r"^(?P<job>.+)-(?P<reason>hung|slow)-(?P<epoch>[0-9]{1,12})$")
+VERDICT_ID = re.compile(rf"^(?P<job>.+)-(?P<reason>{'|'.join(REASONS.values())})-(?P<epoch>[0-9]{{1,12}})$")
 # The job a progress report names (models/progress.py ProgressJobKey): a Slurm id, or namespace/name.
 JOB_KEY = re.compile(rf"{SLURM_JOB_ID_PATTERN}|^[a-z0-9]([-a-z0-9]{{0,61}}[a-z0-9])?/[a-z0-9]([-a-z0-9.]{{0,251}}[a-z0-9])?$")
 ID_LIMIT = 400
@@ -99,9 +114,10 @@ def parse_verdict_id(text: str) -> VerdictRef:
         job = job[len(EXECUTION_PREFIX) :]
     if match is None or not JOB_KEY.fullmatch(job):
         raise InputRefused(
-            f"{said}: not a verdict id (<job>-hung-<epoch> or <job>-slow-<epoch>, as `hyperpod-recovery verdicts list` shows it)"
+            f"{said}: not a verdict id (<job>-hung-<epoch>, <job>-slow-<epoch> or <job>-<imported rule>-<epoch>, "
+            "as `hyperpod-recovery verdicts list` shows it)"
         )
-    rule: HangRule = "stall" if match["reason"] == "hung" else "slow"
+    rule = RULE_OF_REASON[match["reason"]]
     return VerdictRef(rule, job, int(match["epoch"]))
 
 
@@ -149,6 +165,9 @@ def tally_text(counted: RuleTally, mode: str) -> str:
         f"{counted.rule} (mode {mode}): {counted.verdicts} verdicts, {counted.confirmed} confirmed, {counted.rejected} rejected, "
         f"{counted.open} open; precision {precision_text(counted)}"
     )
+    if counted.rule in IMPORTED_RULES:
+        # (its fields are undocumented: no enforce to earn; docs/decisions.md 2026-11-27)
+        return text + "; enforce: not offered for an imported detector"
     if mode == "observe":
         bar = f"{ENFORCE_REVIEWED} reviewed at >= {ENFORCE_PRECISION * 100:.0f} %"
         text += f"; enforce bar ({bar}): {'met' if counted.meets_enforce_bar else 'not yet'}"
@@ -157,7 +176,11 @@ def tally_text(counted: RuleTally, mode: str) -> str:
 
 # --- one verdict, as a row -------------------------------------------------------------------------
 def observed_text(verdict: HangVerdict) -> str:
-    """What the rule saw against its threshold."""
+    """What the rule saw against its threshold; for an imported detector, its rule and what HyperPod did."""
+    if verdict.imported is not None:
+        imported = verdict.imported
+        taken = TAKEN_TEXT.get(imported.taken, "HyperPod did not say what it did")
+        return f"{imported.detector_rule}: {taken}" if imported.detector_rule else taken
     if verdict.rule == "stall":
         return f"silent {verdict.observed_seconds:.0f}s > {verdict.threshold_seconds:.0f}s"
     baseline = f", baseline {verdict.baseline_step_seconds:.2f}s" if verdict.baseline_step_seconds is not None else ""
@@ -185,7 +208,7 @@ def _row(recorded: RecordedVerdict, now: datetime) -> list[str]:
         verdict.rule,
         verdict.mode,
         verdict.job,
-        str(verdict.step),
+        "-" if verdict.imported is not None else str(verdict.step),
         observed_text(verdict),
         ", ".join(verdict.suspects) or "-",
         review_text(recorded),
@@ -193,7 +216,22 @@ def _row(recorded: RecordedVerdict, now: datetime) -> list[str]:
     ]
 
 
+def _shown(place_parameters: dict[str, str], rule: HangRule, decided: Sequence[RecordedVerdict]) -> bool:
+    """Ours always; an imported detector's where the stack imports it, or where it has verdicts."""
+    if any(v.verdict.rule == rule for v in decided):
+        return True
+    if rule == "hyperpod_hang":
+        return _mode(place_parameters, rule) != "off"
+    if rule in IMPORTED_RULES:  # (the training operator's: recorded by the EKS poller)
+        return place_parameters.get("Orchestrator") == "Eks"
+    return True
+
+
 def _mode(place_parameters: dict[str, str], rule: HangRule) -> str:
+    if rule not in MODE_PARAMETERS:
+        return "observe"
+    if rule == "hyperpod_hang" and not place_parameters.get(HYPERPOD_HANG_LOG_GROUP):
+        return "off"
     parameter, default = MODE_PARAMETERS[rule]
     return place_parameters.get(parameter) or default
 
@@ -203,9 +241,10 @@ def list_verdicts(args: argparse.Namespace, client: Callable[[str], Any], out: T
     since = _since(args.since or DEFAULT_SINCE, now)
     assert since is not None  # (a default is given)
     place = deployed(args, client)
-    rules = [args.rule] if args.rule else list(RULES)
     # By when each was decided: a slowdown's episode is its job's start, which may be older than the window.
-    window = [v for v in place.ledger.verdicts(place.cluster) if v.verdict.decided_at >= since and v.verdict.rule in rules]
+    decided = [v for v in place.ledger.verdicts(place.cluster) if v.verdict.decided_at >= since]
+    rules = [args.rule] if args.rule else [r for r in RULES if _shown(place.stack.parameters, r, decided)]
+    window = [v for v in decided if v.verdict.rule in rules]
     window.sort(key=lambda v: v.verdict.decided_at, reverse=True)
     shown = [v for v in window if v.review == "open"] if args.open else window
     tallies = [tally(rule, window) for rule in rules]
@@ -340,7 +379,10 @@ def add_commands(groups: Any, region: argparse.ArgumentParser, wrap: Callable[[C
     listed.set_defaults(run=wrap(list_verdicts, False))
     for name, review, text in REVIEWS:
         parser = actions.add_parser(name, parents=[region], help=text)
-        parser.add_argument("verdict", help="the verdict's id as `verdicts list` shows it (<job>-hung-<epoch>), or its hpj-… incident")
+        parser.add_argument(
+            "verdict",
+            help="the verdict's id as `verdicts list` shows it (<job>-hung-<epoch>, <job>-hpto_hang-<epoch>, …), or its hpj-… incident",
+        )
         _stack(parser)
         _change(parser)
         parser.add_argument("--force", action="store_true", help="review again a verdict already confirmed or rejected")

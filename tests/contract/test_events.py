@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from aws_lambda_powertools.utilities.parser.models import SqsModel
+from aws_lambda_powertools.utilities.parser.models import CloudWatchLogsModel, SqsModel
 from pydantic import ValidationError
 
 from hyperpod_recovery.models.events import (
@@ -31,6 +31,8 @@ MODELS = {
     "agent": JobFailedEvent,
     "manual-job": ManualJobRecoveryRequest,
     "stepfunctions": ExecutionStatusChangeEvent,
+    # A CloudWatch Logs subscription's payload (Import HyperPod Hangs): Powertools' model decodes it.
+    "cloudwatch-logs": CloudWatchLogsModel,
 }
 ALL_FILES = sorted(EVENTS.rglob("*.json"))
 

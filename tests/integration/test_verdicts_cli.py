@@ -285,3 +285,38 @@ def test_given_a_malformed_id_or_a_blank_reason_then_review_refuses_before_aws(t
     with stack(tmp_path) as (runner, _):
         code, _, err = cli(runner, "verdicts", "confirm", *argv[:1], "--stack", "sandbox", "--yes", *(argv[1:] or ["--reason", "r"]))
     assert code == 2 and said in err
+
+
+# --- HyperPod's own detectors, imported --------------------------------------------------------------
+LOG_GROUP = "/aws/sagemaker/Clusters/llm-train/a1b2c3d4e5f6"
+IMPORTER = "ImportHyperPodHangsFunction"
+
+
+def test_given_hyperpods_own_hang_events_then_list_shows_them_as_the_detector_said_and_confirm_counts_them(tmp_path: Path) -> None:
+    with stack(tmp_path, HyperPodHangLogGroup=LOG_GROUP) as (runner, aws):
+        # Given the stack imports HyperPod's hang events, and its subscription hands the sample batch to the importer
+        sample = (EVENTS / "cloudwatch-logs" / "hyperpod_hang_subscription.json").read_bytes()
+        answer = json.loads(aws.client("lambda").invoke(FunctionName=IMPORTER, Payload=sample)["Payload"].read())
+        assert answer == {"hyperpod_hang_recorded": 2}
+        kept = {v.verdict.job: v for v in ledger(aws).verdicts("llm-train")}
+        cancelled = kept["1001"]
+        name = verdict_id(cancelled.verdict)
+        assert name == f"1001-hyperpod_hang-{int(cancelled.verdict.episode_at.timestamp())}"
+        # When on-call lists the verdicts
+        code, printed, _ = cli(runner, "verdicts", "list", "--stack", "sandbox")
+        # Then each shows the detector's rule and what HyperPod did, no step of ours, and the rule's counts without an enforce bar
+        (row,) = [line for line in printed.splitlines() if line.startswith(name)]
+        assert "hyperpod_hang" in row and "observe" in row and "default: HyperPod cancelled it" in row and " - " in row
+        assert "hyperpod_hang (mode observe): 2 verdicts, 0 confirmed, 0 rejected, 2 open; precision n/a" in printed
+        assert "enforce: not offered for an imported detector" in printed
+        assert "hpto_hang" not in printed  # (a Slurm stack: the training operator's rules are not shown)
+        # When on-call confirms it by its id
+        code, printed, _ = cli(
+            runner, "verdicts", "confirm", name, "--stack", "sandbox", "--reason", "the job was stuck in NCCL", "--by", "alice", "--yes"
+        )
+        # Then it is confirmed, audited, and counted in the rule's precision
+        assert code == 0 and reviewed(aws, cancelled).review == "confirmed"
+        (entry,) = ledger(aws).audit_log("llm-train")
+        assert entry.detail == "hyperpod_hang verdict (observe) of job 1001; was open"
+        assert "the hyperpod_hang rule over the last 30d: hyperpod_hang (mode observe): 2 verdicts, 1 confirmed" in printed
+        assert all("1001" not in e for e in aws.running_executions())  # (observe-only: nothing started)

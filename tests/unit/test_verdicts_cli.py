@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from hyperpod_recovery.domain.execution_names import hang_execution_name
-from hyperpod_recovery.models.hangs import HangRule, HangVerdict, RecordedVerdict, VerdictReview
+from hyperpod_recovery.models.hangs import HangRule, HangVerdict, ImportedDetection, RecordedVerdict, VerdictReview
 from hyperpod_recovery_cli.inputs import InputRefused
 from hyperpod_recovery_cli.verdicts import (
     ENFORCE_REVIEWED,
@@ -139,3 +139,34 @@ def test_a_verdict_reads_as_what_was_seen_against_its_threshold_what_was_done_an
     assert action_text(started) == "started hpj-1001-hung-1"
     assert review_text(recorded()) == "open"
     assert review_text(recorded("rejected", reviewed_by="alice (arn:aws:sts::1:assumed-role/x/alice)")) == "rejected by alice"
+
+
+# --- HyperPod's own detectors, imported --------------------------------------------------------------
+def imported(rule: HangRule, job: str, taken: str, detector_rule: str = "") -> HangVerdict:
+    source = "hyperpod_hang_detection" if rule == "hyperpod_hang" else "hyperpod_training_operator"
+    return verdict(
+        rule,
+        job,
+        step=0,
+        threshold_seconds=0,
+        observed_seconds=0,
+        imported=ImportedDetection(source=source, detector_rule=detector_rule, taken=taken),
+    )
+
+
+@pytest.mark.parametrize(("rule", "job"), [("hyperpod_hang", "1001"), ("hpto_hang", "team-a/llama"), ("hpto_slow", "team-a/x-slow")])
+def test_given_an_imported_verdict_then_its_id_names_its_rule_and_names_it_back(rule: HangRule, job: str) -> None:
+    given = imported(rule, job, "restarted")
+    text = verdict_id(given)
+    assert text == f"{job}-{rule}-{int(given.episode_at.timestamp())}"
+    assert parse_verdict_id(text) == VerdictRef(rule, job, int(given.episode_at.timestamp()))
+
+
+def test_an_imported_verdict_reads_as_what_its_detector_said_and_hyperpod_did_and_earns_no_enforce() -> None:
+    assert observed_text(imported("hyperpod_hang", "1001", "cancel")) == "HyperPod cancelled it"
+    assert observed_text(imported("hyperpod_hang", "1001", "")) == "HyperPod did not say what it did"
+    assert observed_text(imported("hpto_hang", "team-a/llama", "restarted", "JobHangingDetection")) == (
+        "JobHangingDetection: the operator restarted it"
+    )
+    counted = tally("hpto_slow", [RecordedVerdict(verdict=imported("hpto_slow", "a/b", "restarted"), action="x", review="confirmed")] * 20)
+    assert counted.meets_enforce_bar and tally_text(counted, "observe").endswith("; enforce: not offered for an imported detector")

@@ -102,6 +102,9 @@ class Settings(BaseModel):
     hang_startup_seconds: int = Field(default=600, ge=60, le=86_400)
     hang_slow_mode: RuleMode = "observe"
     hang_slow_ratio: float = Field(default=0.2, ge=0.05, le=10)
+    # HyperPod's own Slurm hang detection, imported (steps/import_hyperpod_hangs.py): observe or off
+    # (no enforce: its event's fields are undocumented; docs/decisions.md 2026-11-27).
+    hyperpod_hang_mode: Literal["observe", "off"] = "observe"
 
     @model_validator(mode="after")
     def _eks_has_a_cluster(self) -> Settings:

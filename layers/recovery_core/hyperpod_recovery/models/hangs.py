@@ -16,9 +16,14 @@ from pydantic import BaseModel, ConfigDict, Field
 from hyperpod_recovery.models.common import SlurmNodeName, Timestamp
 from hyperpod_recovery.models.progress import ProgressJobKey
 
-# The rules a verdict comes from: ours (stall, slow) and, later, each imported detector's.
-HangRule = Literal["stall", "slow"]
+# The rules a verdict comes from: ours (stall, slow) and each imported detector's (HyperPod's own,
+# docs/progress.md "HyperPod's own detectors"): hyperpod_hang, HyperPod's Slurm hung job detection
+# (its CloudWatch events); hpto_hang and hpto_slow, the HyperPod training operator's log monitoring
+# rules on EKS (a job's HANGING or SLOW fault, which the operator restarts itself).
+HangRule = Literal["stall", "slow", "hyperpod_hang", "hpto_hang", "hpto_slow"]
+IMPORTED_RULES: tuple[HangRule, ...] = ("hyperpod_hang", "hpto_hang", "hpto_slow")
 RuleMode = Literal["enforce", "observe", "off"]
+ImportedSource = Literal["hyperpod_hang_detection", "hyperpod_training_operator"]
 # Nodes a verdict describes (the job's nodes that report); a larger job is summarized.
 MAX_VERDICT_NODES = 64
 MAX_SUSPECTS = 8
@@ -35,6 +40,23 @@ class NodeProgress(BaseModel):
     heartbeat_at: Timestamp
     step_seconds: float | None = None
     wait_seconds: float | None = None
+
+
+class ImportedDetection(BaseModel):
+    """What one of HyperPod's own detectors said, as it said it. An imported verdict's step,
+    last_progress_at, threshold_seconds and observed_seconds are not measured by us (0, and the
+    detection's time): readers show this instead (cli verdicts.py observed_text)."""
+
+    model_config = ConfigDict(extra="forbid")
+    source: ImportedSource
+    # The detector's own rule: the training operator's logMonitoringConfiguration rule name (from
+    # its LogHang_<rule> / LogSlow_<rule> reason); for Slurm, the rule the event names, if any.
+    detector_rule: str = Field(default="", max_length=256)
+    # What HyperPod did: notify or cancel (Slurm, the documented actions), restarted (the operator).
+    taken: str = Field(default="", max_length=64)
+    # The detector's evidence, as it wrote it (cut), and where it was read (log stream, condition).
+    evidence: str = Field(default="", max_length=1024)
+    where: str = Field(default="", max_length=512)
 
 
 class HangVerdict(BaseModel):
@@ -64,10 +86,12 @@ class HangVerdict(BaseModel):
     nodes: list[NodeProgress] = Field(default_factory=list, max_length=MAX_VERDICT_NODES)
     nodes_reporting: int = Field(default=0, ge=0)
     summary: str = Field(max_length=1024)
+    # Set on an imported detector's verdict (rule in IMPORTED_RULES) only.
+    imported: ImportedDetection | None = None
 
     @property
     def reason(self) -> Literal["hung", "slow"]:
-        return "hung" if self.rule == "stall" else "slow"
+        return "slow" if self.rule in ("slow", "hpto_slow") else "hung"
 
 
 VerdictReview = Literal["open", "confirmed", "rejected"]

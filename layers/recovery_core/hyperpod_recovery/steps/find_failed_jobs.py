@@ -17,6 +17,10 @@ At scale (a shared file system failing 500 jobs at once) a poll is bounded by it
   (counted ``deferred``);
 * one job it cannot read (a Failed condition without a readable time, a name Kubernetes could not
   hold) is that job's problem: counted ``invalid`` and logged, never the poll's.
+
+A HyperPodPyTorchJob whose log monitoring rule evaluated to HANGING or SLOW (the training operator
+restarts it itself) is recorded as a verdict of rule hpto_hang or hpto_slow, once per episode, and
+left to the operator (steps/import_hyperpod_hangs.py record_operator_faults).
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from hyperpod_recovery.models.kubernetes import JOB_KINDS, KUBE_JOB_NAME_MAX, Ku
 from hyperpod_recovery.models.requests import JobRecoveryRequest
 from hyperpod_recovery.observability import logger
 from hyperpod_recovery.ports import KubeApi, Ledger, Workflows
+from hyperpod_recovery.steps.import_hyperpod_hangs import record_operator_faults
 
 # A poll starts no more failures once less than this is left of its function's time: one failure's
 # pod list and start (each call well under a second; the adapters' timeouts bound a slow one), the
@@ -67,6 +72,12 @@ def find_failed_jobs(
     for kind in JOB_KINDS:
         # (a kind whose CRD is not installed lists nothing: the training operator is an add-on)
         for job in installed_jobs(kube, kind):
+            if kind == "HyperPodPyTorchJob":
+                # Its log monitoring's HANGING and SLOW faults, which the operator restarts itself: recorded as
+                # verdicts (observe-only), the job left to the operator.
+                record_operator_faults(
+                    job=job, cluster=guarded.name, ledger=ledger, now=now, max_age_seconds=max_age_seconds, counts=counts
+                )
             try:
                 ended = failed_at(job) if recovery_wanted(job, kind) else None
             except ValueError as exc:  # one object we cannot read never starves the others

@@ -1,0 +1,189 @@
+"""Import HyperPod Hangs: HyperPod's own detectors' verdicts, kept beside ours (issue 32, "Signals").
+
+Slurm (this function): HyperPod's hung job detection writes a ``HANG_DETECTED`` event to the
+cluster's log group; a CloudWatch Logs subscription filter (template.yaml, optional) hands each batch
+to this function. Each event names a job: one verdict of rule ``hyperpod_hang`` is kept per job and
+episode (the ledger, as Detect Hung Jobs keeps its own), with what HyperPod did (notify or cancel).
+
+EKS (steps/find_failed_jobs.py calls ``record_operator_faults``): the HyperPod training operator's
+log monitoring rules that evaluated to HANGING or SLOW (rules ``hpto_hang``, ``hpto_slow``). The
+operator restarts the job itself: the job stays the operator's; we record.
+
+Every imported rule is observe-only: the event's and the status's fields are not documented
+(domain/hangs/imported.py, ASSUMPTION), so nothing is touched on their word; an operator confirms or
+rejects each verdict (hyperpod-recovery verdicts), which measures each rule's precision.
+
+One event this cannot read is counted (``unparsable``) and logged, never the batch's failure; a
+ledger that cannot be reached fails the invocation, which Lambda retries (a verdict already kept is
+not kept twice).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from pydantic import ValidationError
+
+from hyperpod_recovery.domain.hangs.imported import (
+    CONTROL_MESSAGE,
+    EPISODE_WINDOW,
+    HangDetection,
+    OperatorFault,
+    UnreadableHangEvent,
+    UnreadablePayload,
+    decode_subscription,
+    is_hang_stream,
+    new_episodes,
+    operator_faults,
+    parse_hang_event,
+)
+from hyperpod_recovery.errors import LedgerError, LedgerUnavailable
+from hyperpod_recovery.models.hangs import HangVerdict, ImportedDetection, RecordedVerdict
+from hyperpod_recovery.observability import logger
+from hyperpod_recovery.ports import Ledger
+
+ImportMode = Literal["observe", "off"]
+OPERATOR_ACTION = "left to the HyperPod training operator, which restarts it itself"
+TAKEN = {
+    "cancel": "HyperPod's hung job detection cancelled the job (action cancel)",
+    "notify": "HyperPod's hung job detection only reported it (action notify)",
+    "": "HyperPod's hung job detection did not say what it did",
+}
+
+
+def hyperpod_hang_verdict(cluster: str, detection: HangDetection, now: datetime) -> HangVerdict:
+    said = f"job {detection.job}: HyperPod's hung job detection reported a hang at {detection.at:%Y-%m-%d %H:%M:%S} UTC"
+    where = f" on {detection.instance_id}" if detection.instance_id else ""
+    return HangVerdict(
+        rule="hyperpod_hang",
+        mode="observe",
+        cluster=cluster,
+        job=detection.job,
+        decided_at=now,
+        episode_at=detection.at,
+        # (not measured by us: ImportedDetection says what was)
+        step=0,
+        last_progress_at=detection.at,
+        threshold_seconds=0,
+        observed_seconds=0,
+        summary=f"{said}{where}"[:1024],
+        imported=ImportedDetection(
+            source="hyperpod_hang_detection",
+            detector_rule=detection.rule,
+            taken=detection.action,
+            evidence=detection.evidence,
+            where=detection.stream,
+        ),
+    )
+
+
+def import_hyperpod_hangs(*, event: Any, ledger: Ledger, cluster: str, mode: ImportMode, now: datetime) -> dict[str, int]:
+    """One subscription batch: the count of what was kept, folded, skipped and unreadable."""
+    counts: Counter[str] = Counter()
+    if mode == "off":
+        counts["off"] += 1
+        return dict(counts)
+    try:
+        batch = decode_subscription(event)
+    except UnreadablePayload as exc:
+        logger.warning("a subscription payload could not be read", extra={"error": str(exc)[:300]})
+        counts["unreadable_batch"] += 1
+        return dict(counts)
+    if batch.message_type == CONTROL_MESSAGE:
+        counts["control"] += 1  # (CloudWatch Logs checking that the function can be reached)
+        return dict(counts)
+    if not is_hang_stream(batch.log_stream):
+        counts["other_stream"] += len(batch.events)
+        return dict(counts)
+    detections: list[HangDetection] = []
+    for log_event in batch.events:
+        try:
+            detections.append(parse_hang_event(log_event.message, batch.log_stream, log_event.at))
+        except UnreadableHangEvent as exc:
+            logger.warning(
+                "a hang event could not be read", extra={"error": str(exc), "event_id": log_event.id, "stream": batch.log_stream[:300]}
+            )
+            counts["unparsable"] += 1
+    if not detections:
+        return dict(counts)
+    kept = ledger.verdicts(cluster, since=min(d.at for d in detections) - EPISODE_WINDOW)
+    new, folded = new_episodes(detections, [v.verdict for v in kept], "hyperpod_hang")
+    if folded:
+        counts["same_episode"] += folded
+    for detection in new:
+        try:
+            verdict = hyperpod_hang_verdict(cluster, detection, now)
+        except ValidationError as exc:  # (one event we cannot hold: counted, never the batch's failure)
+            logger.warning("a hang event cannot be a verdict", extra={"job": detection.job, "error": str(exc)[:300]})
+            counts["unparsable"] += 1
+            continue
+        action = f"observed: {TAKEN[detection.action]}; nothing touched (rule hyperpod_hang is observe-only)"
+        _keep(ledger, RecordedVerdict(verdict=verdict, action=action[:512]), counts)
+    return dict(counts)
+
+
+def record_operator_faults(
+    *, job: dict[str, Any], cluster: str, ledger: Ledger, now: datetime, max_age_seconds: int, counts: Counter[str]
+) -> None:
+    """The HyperPodPyTorchJob's HANGING and SLOW faults, each kept once per episode (its condition's
+    time); the job stays the operator's. A fault older than ``max_age_seconds`` (MaxEventAgeSeconds)
+    is not written again at every poll while its condition stays. A ledger that cannot be reached
+    loses this poll's record (the next poll records it: the same episode)."""
+    metadata = job.get("metadata") or {}
+    key = f"{metadata.get('namespace')}/{metadata.get('name')}"
+    faults, unreadable = operator_faults(job)
+    if unreadable:
+        counts["operator_faults_unreadable"] += unreadable
+    for fault in faults:
+        if now - fault.at > timedelta(seconds=max_age_seconds):
+            counts["operator_faults_stale"] += 1
+            continue
+        try:
+            verdict = _operator_verdict(cluster, key, fault, now)
+        except ValidationError as exc:
+            logger.warning("an operator fault cannot be a verdict", extra={"job": key[:300], "error": str(exc)[:300]})
+            counts["operator_faults_unreadable"] += 1
+            continue
+        try:
+            _keep(ledger, RecordedVerdict(verdict=verdict, action=OPERATOR_ACTION), counts)
+        except (LedgerUnavailable, LedgerError):
+            logger.warning("could not record an operator fault; the next poll does", extra={"job": key[:300], "rule": fault.rule})
+            counts["operator_faults_not_recorded"] += 1
+
+
+def _operator_verdict(cluster: str, job: str, fault: OperatorFault, now: datetime) -> HangVerdict:
+    state = "HANGING" if fault.rule == "hpto_hang" else "SLOW"
+    return HangVerdict(
+        rule=fault.rule,
+        mode="observe",
+        cluster=cluster,
+        job=job,
+        decided_at=now,
+        episode_at=fault.at,
+        step=0,
+        last_progress_at=fault.at,
+        threshold_seconds=0,
+        observed_seconds=0,
+        summary=(
+            f"job {job}: the HyperPod training operator's log monitoring rule {fault.detector_rule} evaluated to {state} "
+            f"(condition {fault.condition or '?'} at {fault.at:%Y-%m-%d %H:%M:%S} UTC)"
+        )[:1024],
+        imported=ImportedDetection(
+            source="hyperpod_training_operator",
+            detector_rule=fault.detector_rule,
+            taken="restarted",
+            evidence=fault.evidence,
+            where=f"status.conditions[type={fault.condition}]"[:512],
+        ),
+    )
+
+
+def _keep(ledger: Ledger, recorded: RecordedVerdict, counts: Counter[str]) -> None:
+    verdict = recorded.verdict
+    if ledger.record_verdict(recorded):
+        counts[f"{verdict.rule}_recorded"] += 1
+        logger.info("imported hang verdict", extra={"verdict": verdict.summary, "rule": verdict.rule, "mode": verdict.mode})
+    else:
+        counts["already_recorded"] += 1
