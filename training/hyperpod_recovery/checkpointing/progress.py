@@ -43,9 +43,9 @@ from hyperpod_recovery.models.common import SlurmNodeName
 from hyperpod_recovery.models.progress import (
     DEFAULT_PAUSE_LIMIT_SECONDS,
     HEARTBEAT_SECONDS,
-    MAX_PAUSE_LIMIT_SECONDS,
     KUBE_JOB_ENV,
     KUBE_NAMESPACE_ENV,
+    MAX_PAUSE_LIMIT_SECONDS,
     NODE_NAME_ENV,
     PROGRESS_REGION_ENV,
     PROGRESS_TABLE_ENV,
