@@ -56,7 +56,9 @@ class ExpectSpec(BaseModel):
     messages_match_record: StrictBool = True
     # (an empty phrase is in every message: it could never pass as never_say, nor fail as always_say)
     never_say: list[Phrase] = Field(default_factory=list, description="phrases no notification may contain")
-    verdicts: dict[Literal["stall", "slow"], int] | None = Field(default=None, description="hang and slowdown verdicts kept, per rule")
+    verdicts: dict[Literal["stall", "slow", "hyperpod_hang", "hpto_hang", "hpto_slow"], int] | None = Field(
+        default=None, description="hang and slowdown verdicts kept, per rule (ours, and HyperPod's own detectors')"
+    )
     verdict_suspects: list[str] | None = Field(default=None, description="the nodes the verdicts blamed")
     hang_detected_within_seconds: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     running_again_within_seconds: float | None = Field(default=None, gt=0, allow_inf_nan=False)

@@ -142,7 +142,11 @@ def build_report(runner: DrillRunner, wall_seconds: float) -> dict[str, Any]:
             **({"mode": "real", "queue": runner.slurm.queue()} if isinstance(runner.slurm, RealController) else {"mode": "simulated"}),
         },
         "notifications": notifications,
-        **({"hangs": _hangs(runner, ledger)} if runner.progress is not None else {}),
+        **(
+            {"hangs": _hangs(runner, ledger)}
+            if runner.progress is not None or any(f.kind == "hyperpod_hang" for f in runner.scenario.faults)
+            else {}
+        ),
         # Two live copies of one job at one moment (pending or running): what the pipeline exists to prevent.
         "second_copies": _second_copies(runner),
         # Every notification and record summary checked against its incident's record (sandbox/message_check.py).
@@ -175,6 +179,7 @@ def _hangs(runner: DrillRunner, ledger: DynamoLedger) -> dict[str, Any]:
         )
     return {
         "ticks": [{"at": at, "answer": answer} for at, answer in runner.hang_ticks],
+        **({"imported": [{"at": at, "answer": answer} for at, answer in runner.hang_imports]} if runner.hang_imports else {}),
         "verdicts": [
             {
                 "rule": v.verdict.rule,

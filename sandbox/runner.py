@@ -10,7 +10,9 @@ newer checkpoint first), then sends the event the agent's epilog would send.
 
 from __future__ import annotations
 
+import base64
 import functools
+import gzip
 import json
 import logging
 import math
@@ -38,7 +40,7 @@ from sandbox.aws import REGION, SandboxAWS
 from sandbox.checkpoints import write_checkpoint_step, write_checkpoints
 from sandbox.clock import DRIVER, EPOCH, VirtualClock
 from sandbox.eks import SimulatedEks, point_eks_at
-from sandbox.hyperpod import HyperPodDouble
+from sandbox.hyperpod import ACCOUNT, HyperPodDouble
 from sandbox.progress import ProgressSimulator
 from sandbox.real_slurm import RealController
 from sandbox.report import build_report
@@ -49,6 +51,15 @@ ESM_BATCH_SIZE = 100  # template.yaml IntakeFunction BatchSize
 SWEEP_FUNCTION = "SweepEndedExecutionsFunction"  # its schedule (template.yaml) is the sweep's period
 POLLER_FUNCTION = "FindFailedJobsFunction"  # EKS: its schedule paces a failure's repeated polls
 HANG_DETECTOR_FUNCTION = "DetectHungJobsFunction"  # its schedule paces the detector's ticks
+HANG_IMPORTER_FUNCTION = "ImportHyperPodHangsFunction"  # HyperPod's Slurm hang events, by subscription
+
+
+def hyperpod_hang_log_group(cluster: str) -> str:
+    """The cluster's log group HyperPod's hang agent writes to (/aws/sagemaker/Clusters/<name>/<id>;
+    the double's cluster id is fixed)."""
+    return f"/aws/sagemaker/Clusters/{cluster}/a1b2c3d4e5f6"
+
+
 RECONCILE_BATCH_SIZE = 10  # template.yaml ReconcileExecutionFunction BatchSize
 CLUSTER_EVENT_BATCH_SIZE = 10  # template.yaml NoticeClusterEventFunction BatchSize
 # What Step Functions sends to EventBridge for every status change; the stack's rule keeps these.
@@ -118,6 +129,7 @@ class DrillRunner:
         self.aborted: dict[str, tuple[str, str]] = {}  # executions an abort fault stopped: (error, cause) given
         self.progress: ProgressSimulator | None = None  # the jobs' progress reporters (jobs.*.progress)
         self.hang_ticks: list[tuple[float, Any]] = []  # (virtual second, Detect Hung Jobs' answer) of each tick
+        self.hang_imports: list[tuple[float, Any]] = []  # (virtual second, Import HyperPod Hangs' answer)
 
     # --- entry points -------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
@@ -195,6 +207,9 @@ class DrillRunner:
         safety |= {"MaxEventAgeSeconds": settings.max_event_age_seconds, "MaxClockSkewSeconds": settings.max_clock_skew_seconds}
         parameters.update({name: f"{value:g}" for name, value in safety.items() if value is not None})
         parameters.update(settings.hangs.parameters())
+        if any(f.kind == "hyperpod_hang" for f in self.scenario.faults) and self.scenario.cluster.orchestrator == "slurm":
+            # (HyperPod's hang agent writes to the cluster's log group: the stack subscribes to it)
+            parameters["HyperPodHangLogGroup"] = hyperpod_hang_log_group(self.scenario.cluster.name)
         if self.scenario.cluster.orchestrator == "eks":
             stack_eks = settings.eks_cluster_name or f"{self.scenario.cluster.name}-eks"
             parameters |= {"Orchestrator": "Eks", "EksClusterName": stack_eks}
@@ -315,8 +330,9 @@ class DrillRunner:
         deliveries: list[Delivery] = []
         pending: list[FaultSpec] = []
         for fault in sorted(self.scenario.faults, key=lambda f: f.at):
-            if fault.kind in ("drill", "abort") or fault.of_progress:
-                deliveries.append(Delivery(fault.at, [fault]))
+            if fault.kind in ("drill", "abort", "hyperpod_hang") or fault.of_progress:
+                # (HyperPod's own hang verdicts: on EKS the next poll reads the operator's status)
+                deliveries.append(Delivery(fault.at, [fault], poll=fault.kind == "hyperpod_hang" and self.eks is not None))
                 continue
             if pending and fault.at > pending[0].at + window:
                 deliveries.append(Delivery(pending[0].at + window, pending))
@@ -488,6 +504,8 @@ class DrillRunner:
             self._fail_kubernetes_job(fault)  # (every job that fails at this moment, before the next tick sees them)
         if delivery.detect:
             self._detect_hung_jobs(delivery.at)
+        for fault in (f for f in delivery.faults if f.kind == "hyperpod_hang"):
+            self._hyperpod_reports_hang(fault)  # (before the poll that reads it, on EKS)
         if delivery.poll or kubernetes_failures:
             # (EKS sends no event: the scheduled poller finds the failures; a failure's repeats are
             # later ticks, a period apart: deliveries of their own)
@@ -499,6 +517,8 @@ class DrillRunner:
                 self._start_drill(fault)
             elif fault.kind == "hang":
                 self._hang(fault)
+            elif fault.kind == "hyperpod_hang":
+                continue  # (reported above)
             elif fault.of_progress:
                 continue  # (a pause or a slowdown: only what the job reports changes, sandbox/progress.py)
             elif fault.kind == "job_failed" and self.eks is not None:
@@ -655,6 +675,52 @@ class DrillRunner:
             return
         odd = {self.double.slurm_name(fault.node): None if fault.stacks == "no_answer" else DATA_LOADER_STACK} if fault.node else {}
         self.slurm.slurm.hang_job(fault.job, odd_nodes=odd)
+
+    def _hyperpod_reports_hang(self, fault: FaultSpec) -> None:
+        """HyperPod's own detector finds the job hung. EKS: its training operator's fault on the
+        HyperPodPyTorchJob's status (the operator restarts the job itself). Slurm: its hang agent's
+        event, handed by the stack's subscription filter to Import HyperPod Hangs as CloudWatch Logs
+        would (base64 of gzipped JSON). ASSUMPTION: both shapes (domain/hangs/imported.py)."""
+        assert fault.job is not None
+        job = next(j for j in self.scenario.jobs if j.id == fault.job)
+        if self.eks is not None:
+            self.eks.sync()  # (the API server's clock at the fault's moment: the condition is stamped then)
+            prefix = "LogHang" if fault.operator_verdict == "hanging" else "LogSlow"
+            said = "hanging (not receiving required logs)" if fault.operator_verdict == "hanging" else "slow"
+            self.eks.kube.operator_reports_fault(
+                job.kubernetes.kind,
+                job.kubernetes.namespace,
+                job.name,
+                reason=f"{prefix}_{fault.hyperpod_rule}",
+                message=f"The job is {said} on the following log monitoring rules: {fault.hyperpod_rule}",
+            )
+            return
+        ref = fault.node or f"{expand_range(job.nodes)[0][0]}:{expand_range(job.nodes)[0][1]}"
+        node = self.double.current(ref, t=fault.at)
+        moment = self.epoch + timedelta(seconds=fault.at)
+        message = json.dumps(
+            {
+                "event": "HANG_DETECTED",
+                "job_id": job.id,
+                "rule": fault.hyperpod_rule,
+                "action": "notify",
+                "evidence": f"no output from job {job.id} on {self.double.slurm_name(ref)} for 600 s",
+            }
+        )
+        batch = {
+            "messageType": "DATA_MESSAGE",
+            "owner": ACCOUNT,
+            "logGroup": hyperpod_hang_log_group(self.scenario.cluster.name),
+            "logStream": f"SageMakerHangJobDetectionEvents/{node.group}/{node.node_id}",
+            "subscriptionFilters": ["hyperpod-recovery-hangs"],
+            "logEvents": [{"id": f"{int(moment.timestamp() * 1000)}", "timestamp": int(moment.timestamp() * 1000), "message": message}],
+        }
+        data = base64.b64encode(gzip.compress(json.dumps(batch).encode())).decode()
+        with self.aws.api_calls.counting():
+            response = self.aws.client("lambda").invoke(
+                FunctionName=HANG_IMPORTER_FUNCTION, Payload=json.dumps({"awslogs": {"data": data}}).encode()
+            )
+        self.hang_imports.append((fault.at, json.loads(response["Payload"].read())))
 
     def _write_progress(self, moment: float) -> None:
         """The jobs' reporters' items as of ``moment``, put in the progress table (as the training

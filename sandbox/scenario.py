@@ -159,7 +159,10 @@ class FaultSpec(_Strict):
     at: float = Field(ge=0, le=MAX_VIRTUAL_SECONDS)
     # hang / slow / pause: what a job that reports progress does (sandbox/progress.py); no event is
     # sent: the detector finds it in the progress its nodes report.
-    kind: Literal["node_health", "alarm", "job_failed", "drill", "abort", "hang", "slow", "pause"]
+    # hyperpod_hang: HyperPod's own detector says the job hangs (Slurm: its hang agent's event in
+    # CloudWatch Logs, through the stack's subscription; EKS: the training operator's HANGING or SLOW
+    # fault on a HyperPodPyTorchJob's status). Imported as an observed verdict only.
+    kind: Literal["node_health", "alarm", "job_failed", "drill", "abort", "hang", "slow", "pause", "hyperpod_hang"]
     node: str | None = None
     nodes: list[str] | None = None
     repeat: int = Field(default=0, ge=0, le=1000)  # extra copies of the same event (HyperPod may send several)
@@ -196,6 +199,10 @@ class FaultSpec(_Strict):
     stacks: Literal["data_loader", "no_answer"] = "data_loader"
     reporter_dies: StrictBool = False
     factor: float | None = Field(default=None, gt=1, le=10)  # slow: the node's step time over its pace
+    # hyperpod_hang: the detector's rule, and on EKS whether the operator found it hanging or slow
+    # (HyperPod's Slurm agent only notifies here: a cancel it would make is not modelled).
+    hyperpod_rule: str = Field(default="JobHangingDetection", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
+    operator_verdict: Literal["hanging", "slow"] = "hanging"
 
     @property
     def of_progress(self) -> bool:
@@ -209,6 +216,10 @@ class FaultSpec(_Strict):
         if self.kind == "abort":
             if refs or self.job or self.repeat or self.event_age_seconds:
                 raise ValueError("an abort names only 'execution'")
+            return self
+        if self.kind == "hyperpod_hang":
+            if not self.job or self.event_age_seconds or self.repeat:
+                raise ValueError("a hyperpod_hang fault names 'job' (and 'node', the node whose agent reported it), no repeat or event age")
             return self
         if self.of_progress:
             if not self.job or self.repeat or self.event_age_seconds:
@@ -452,6 +463,13 @@ class Scenario(_Strict):
                 raise ValueError(f"faults.{i}.job: no job {fault.job!r} in jobs")
             if fault.of_progress and next(j for j in self.jobs if j.id == fault.job).progress is None:
                 raise ValueError(f"faults.{i}: job {fault.job} does not report progress (jobs.*.progress)")
+            if fault.kind == "hyperpod_hang" and self.cluster.orchestrator == "eks":
+                if next(j for j in self.jobs if j.id == fault.job).kubernetes.kind != "HyperPodPyTorchJob":
+                    raise ValueError(
+                        f"faults.{i}: on EKS HyperPod's hang verdicts are its training operator's: job {fault.job} is no HyperPodPyTorchJob"
+                    )
+            elif fault.kind == "hyperpod_hang" and fault.operator_verdict != "hanging":
+                raise ValueError(f"faults.{i}: HyperPod's Slurm hang agent reports hangs only (operator_verdict is EKS's)")
         for ref in self.behaviour.never_rejoin:
             check(ref, "behaviour.never_rejoin")
         for ref in self.behaviour.reboot_fails:
