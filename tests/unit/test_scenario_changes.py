@@ -42,3 +42,19 @@ def test_given_nested_changes_then_they_merge_into_what_the_drill_set() -> None:
     assert changed.behaviour.agent_seconds == 7.0
     assert changed.behaviour.replacement_seconds == scenario.behaviour.replacement_seconds
     assert changed.jobs == scenario.jobs and changed.cluster == scenario.cluster
+
+
+def test_given_hyperpods_own_hang_verdict_then_it_is_the_operators_on_eks_and_a_hang_only_on_slurm() -> None:
+    # Given the EKS drill whose HyperPodPyTorchJob the training operator finds hanging
+    eks = load_scenario(EVENTS / "drills" / "eks-job-hang-training-operator.json")
+    # When its job is made a PyTorchJob (Kubeflow's operator has no log monitoring), Then it is refused
+    pytorch = {"jobs": [{**eks.jobs[0].model_dump(exclude_none=True), "kubernetes": {"kind": "PyTorchJob", "namespace": "kubeflow"}}]}
+    with pytest.raises((ValueError, ScenarioError), match="is no HyperPodPyTorchJob"):
+        with_changes(eks, pytorch)
+    # And on Slurm HyperPod's hang agent says hang, never slow
+    slurm = load_scenario(EVENTS / "drills" / "job-hang-hyperpod-event.json")
+    with pytest.raises((ValueError, ScenarioError), match="reports hangs only"):
+        with_changes(slurm, {"faults": [{"at": 300, "kind": "hyperpod_hang", "job": "1001", "operator_verdict": "slow"}]})
+    # And the fault names its job
+    with pytest.raises((ValueError, ScenarioError), match=r"a hyperpod_hang fault names 'job'"):
+        with_changes(slurm, {"faults": [{"at": 300, "kind": "hyperpod_hang", "node": "workers:3"}]})
