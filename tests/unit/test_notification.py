@@ -133,6 +133,19 @@ def test_given_a_job_incident_then_the_subject_names_the_job() -> None:
     assert ERROR_MEANING["CrashLoopDetected"] in body and "(job recovery, cluster llm-train)" in body
 
 
+def test_given_an_eks_job_incident_then_the_subject_names_the_object_kubectl_finds_not_its_uid() -> None:
+    uid = "bea1bd05-1aff-56fd-aeef-72f72fd01614"
+    fate = JobFate(job=uid, name="llama", kind="PyTorchJob", namespace="kubeflow", fate="not_resubmitted", reason="r")
+    record = _record("escalated", error="DoNotRequeue", cause="c", workflow="job", job_id=uid, hostnames=["hyperpod-i-0aaaaaaaaaaaaaaa1"])
+    title, _ = notification(record.model_copy(update={"job_fates": [fate]}), URL)
+    assert (
+        title.startswith("[hyperpod-recovery] llm-train: ESCALATED DoNotRequeue PyTorchJob kubeflow/llama hyperpod-i-") and uid not in title
+    )
+    # (known by its uid alone, it is named by it)
+    bare = record.model_copy(update={"job_fates": [fate.model_copy(update={"name": None})]})
+    assert f"job {uid}" in subject(bare)
+
+
 def test_given_many_nodes_or_odd_characters_then_the_subject_still_fits_sns() -> None:
     many = [f"ip-10-3-{n // 250}-{n % 250}" for n in range(64)]
     title = subject(_record("capped", error="ClusterCapReached", hostnames=many, cluster="llm-träin-" + "x" * 40))

@@ -10,6 +10,7 @@ from datetime import datetime
 
 from hyperpod_recovery.domain.advice import Deployment, needs_a_human, next_steps
 from hyperpod_recovery.domain.durations import offset_text
+from hyperpod_recovery.domain.fates import job_label
 from hyperpod_recovery.models.records import IncidentRecord, TimelineEntry
 from hyperpod_recovery.vocabulary import Outcome
 
@@ -57,11 +58,20 @@ def subject(record: IncidentRecord) -> str:
     nodes = ", ".join(names[:3]) + (f" +{len(names) - 3}" if len(names) > 3 else "")
     outcome = record.outcome.upper() if record.outcome in ("escalated", "capped") else record.outcome
     error = f" {record.error}" if record.error and record.outcome in ("escalated", "capped") else ""
-    job = f" job {record.job_id}" if record.job_id else ""
+    job = f" {_job_named(record)}" if record.job_id else ""
     text = f"[hyperpod-recovery] {record.cluster}: {outcome}{error}{job} {nodes}".rstrip()
     # SNS refuses a subject with characters outside printable ASCII.
     text = "".join(c if 32 <= ord(c) < 127 else "?" for c in text)
     return text if len(text) <= SUBJECT_LIMIT else text[: SUBJECT_LIMIT - 3] + "..."
+
+
+def _job_named(record: IncidentRecord) -> str:
+    """The incident's job as its orchestrator names it: ``job 1001`` on Slurm; on EKS the object a
+    human finds with kubectl (``PyTorchJob kubeflow/llama``), never its uid alone when its name is known."""
+    fate = next((f for f in record.job_fates if f.job == record.job_id), None)
+    if fate is not None and fate.kind and fate.namespace and fate.name:
+        return job_label(fate)
+    return f"job {record.job_id}"
 
 
 def _line(entry: TimelineEntry, start: datetime | None) -> str:
