@@ -182,12 +182,18 @@ def test_given_a_tick_out_of_time_then_the_rest_is_deferred_to_the_next(tables) 
     assert counts["deferred"] == 2 and workflows.started == {}
 
 
-def test_given_the_slow_rule_in_enforce_then_it_is_still_only_observed(tables) -> None:
+def test_given_the_slow_rule_in_enforce_then_one_slowdown_recovery_starts_and_in_observe_none(tables) -> None:
     progress, ledger, dynamodb = tables
-    # Given a job 30 % over its baseline, the slow rule set to enforce
+    # Given a job 30 % over its baseline
     write(dynamodb, *[report(f"ip-10-1-0-{i}", step_seconds=2.6, baseline=2.0) for i in (1, 2, 3)])
-    workflows = FakeWorkflows()
-    counts = tick(progress, ledger, workflows, HangRules(slow_mode="enforce"))
-    # Then nothing starts (a slowing job progresses: its recovery would find nothing stuck), said so
-    assert workflows.started == {} and counts["observed_not_enforceable"] == 1
-    assert ledger.verdicts(CLUSTER)[0].action.startswith("observed: would stop job 1001")
+    # When the slow rule is in observe, Then nothing starts and the record says what enforcing would do
+    observing = FakeWorkflows()
+    tick(progress, ledger, observing, HangRules(slow_mode="observe"))
+    assert observing.started == {} and ledger.verdicts(CLUSTER)[0].action.startswith("observed: would stop job 1001")
+    # When it is in enforce (a later run of the stack), Then one JobRecovery starts per episode, named a slowdown's
+    enforcing = FakeWorkflows()
+    counts = [tick(progress, ledger, enforcing, HangRules(slow_mode="enforce"), timedelta(minutes=m)) for m in range(2)]
+    (name,) = enforcing.started
+    assert name.startswith("hpj-1001-slow-") and [c.get("recoveries_started", 0) for c in counts] == [1, 0]
+    request = JobRecoveryRequest.model_validate_json(enforcing.started[name])
+    assert request.hang is not None and request.hang.rule == "slow"

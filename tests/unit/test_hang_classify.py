@@ -8,10 +8,10 @@ from datetime import timedelta
 
 from hyperpod_recovery.domain.execution_names import hung_job_of
 from hyperpod_recovery.domain.hangs.classify import classify_hang
-from hyperpod_recovery.domain.hangs.detect import stall_verdict
+from hyperpod_recovery.domain.hangs.detect import slow_verdict, stall_verdict
 from hyperpod_recovery.domain.hangs.rules import HangRules
 from hyperpod_recovery.models.cluster import ClusterNode
-from hyperpod_recovery.models.commands import CommandReply, JobSpec, JobSpecResult, NodeStatesResult
+from hyperpod_recovery.models.commands import CommandReply, HangEvidenceResult, JobSpec, JobSpecResult, NodeStacks, NodeStatesResult
 from hyperpod_recovery.models.job_recovery import ClassifyJobFailureInput
 from hyperpod_recovery.models.progress import ProgressReport
 from hyperpod_recovery.models.records import ResubmissionClaim
@@ -209,3 +209,45 @@ def test_given_an_eks_hang_when_the_step_classifies_it_then_the_progress_is_read
     )
     # Then it asked for namespace/name (never the uid, under which nothing is filed), and saw the job move on
     assert progress.asked == ["kubeflow/llama"] and c.kind == "recovered_by_itself"
+
+
+# --- an enforced slowdown: the same path, its pace read again -----------------------------------------
+def _slow_setup() -> tuple[JobRecoveryRequest, JobSpec, list[ClusterNode]]:
+    """Job 1001 30 % over its 2 s baseline, ip-10-1-0-4 waiting least (the slow one)."""
+    reports = [report(n, step_seconds=2.6, baseline=2.0, wait=0.6) for n in NAMES[:3]] + [
+        report(NAMES[3], step_seconds=2.6, baseline=2.0, wait=0.01)
+    ]
+    verdict = slow_verdict(CLUSTER, "1001", reports, HangRules(slow_mode="enforce"), T0)
+    assert verdict is not None and verdict.suspects == [NAMES[3]]
+    request = JobRecoveryRequest(cluster=CLUSTER, job_id="1001", source="progress", reason="slow", detected_at=T0, hang=verdict)
+    _, job, cluster = _setup()
+    return request, job, cluster
+
+
+def test_given_a_job_still_slow_then_slow_and_its_slow_node_is_only_checked() -> None:
+    request, job, cluster = _slow_setup()
+    still = [report(n, step_seconds=2.6, baseline=2.0) for n in NAMES]
+    c = classify_hang(request, job, None, still, cluster, "hpj-1001-slow-1", T0 + timedelta(seconds=10))
+    assert c.kind == "slow" and [f.slurm_node for f in c.faulty_nodes] == [NAMES[3]] and "is slow: steps take" in c.reason
+    assert c.node_request is not None and {t.recommends for t in c.node_request.triggers} == {"check"}
+    assert c.node_execution_name == "hpj-1001-slow-1-nodes" and hung_job_of("hpj-1001-slow-1-nodes") == "1001"
+
+
+def test_given_a_slow_job_back_at_its_pace_then_recovered_by_itself() -> None:
+    request, job, cluster = _slow_setup()
+    back = [report(n, step_seconds=2.1, baseline=2.0) for n in NAMES]
+    c = classify_hang(request, job, None, back, cluster, "hpj-1001-slow-1", T0 + timedelta(seconds=10))
+    assert c.kind == "recovered_by_itself" and "steps take 2.1 s again" in c.reason
+
+
+def test_given_a_slow_job_whose_evidence_names_an_odd_node_then_it_is_not_blamed_by_its_stacks() -> None:
+    # (a slow job's stacks are the others', a step later: only the waits name its slow node)
+    request, job, cluster = _slow_setup()
+    request = request.model_copy(update={"hang": request.hang.model_copy(update={"suspects": [], "suspects_why": ""})})  # type: ignore[union-attr]
+    odd = HangEvidenceResult(
+        job_id="1001",
+        nodes=[NodeStacks(node=n, outcome="captured", text="t", signature="b" if n == NAMES[0] else "a") for n in NAMES],
+    )
+    still = [report(n, step_seconds=2.6, baseline=2.0) for n in NAMES]
+    c = classify_hang(request, job, odd, still, cluster, "hpj-1001-slow-1", T0 + timedelta(seconds=10))
+    assert c.kind == "slow" and c.faulty_nodes == [] and "no node blamed" in c.reason

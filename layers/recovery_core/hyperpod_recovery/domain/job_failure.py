@@ -257,11 +257,12 @@ def plan_restart(
     # failure of the lineage): with the failure that led to the first of them, that many failures here.
     failures_at_step = 1 + sum(1 for e in history if e.checkpoint_step == step)
     backoff = 0
-    if classification.kind == "hung" and failures_at_step >= policy.crash_loop_repeats:
-        # A job that hangs again and again from the same checkpoint is the code's or the data's hang,
-        # not a node's: another restart would loop.
+    if classification.kind in ("hung", "slow") and failures_at_step >= policy.crash_loop_repeats:
+        # A job that hangs (or slows down) again and again from the same checkpoint is the code's or
+        # the data's, not a node's: another restart would loop.
         raise CrashLoopDetected(
-            f"{label} hung {failures_at_step} times with its newest verified checkpoint still at step {step} "
+            f"{label} {'slowed down' if classification.kind == 'slow' else 'hung'} {failures_at_step} times "
+            f"with its newest verified checkpoint still at step {step} "
             f"({plan.checkpoint.uri}): restarting it again would loop"
         )
     if classification.kind == "application":

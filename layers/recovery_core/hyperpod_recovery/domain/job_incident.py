@@ -103,7 +103,7 @@ def summarize_job(state: JobWorkflowState, outcome: Outcome, cause: str | None, 
     fates = list(job_fates) if job_fates is not None else job_incident_job_fates(state, outcome, cause)
     fate = fates[0] if fates else None
     classification, restart, reply = state.classification, state.restart, state.resubmission
-    kind = {"node_caused": "node failure", "application": "application failure", "hung": "hang"}.get(
+    kind = {"node_caused": "node failure", "application": "application failure", "hung": "hang", "slow": "slowdown"}.get(
         classification.kind if classification else "", ""
     )
     label = job_label(fate) if fate is not None else f"job {job_id}"
@@ -133,7 +133,7 @@ def summarize_job(state: JobWorkflowState, outcome: Outcome, cause: str | None, 
         return f"Dry run for {label}, {kind or 'not classified'}: every step ran, nothing was changed; {would}."
     if fate is not None and fate.fate == "resubmitted":
         repaired = "replaced its node(s)"
-        if classification is not None and classification.kind == "hung":
+        if classification is not None and classification.kind in ("hung", "slow"):
             asked = {t.recommends for t in (classification.node_request.triggers if classification.node_request else [])}
             repaired = (
                 "checked its suspect node(s) (replaced only if they failed the check)"

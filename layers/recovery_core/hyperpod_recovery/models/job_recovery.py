@@ -36,8 +36,8 @@ from hyperpod_recovery.models.workflow import CheckpointPlan, ResumePlan, StepEr
 # hung: a running job that stopped making progress (a hang verdict, models/hangs.py); it is
 # cancelled and resubmitted, its suspects checked by a nested NodeRecovery. recovered_by_itself: the
 # hang cleared before anything was done (progress again while the evidence was taken).
-FailureKind = Literal["node_caused", "application", "left_alone", "hung", "recovered_by_itself"]
-RestartKind = Literal["node_caused", "application", "hung"]
+FailureKind = Literal["node_caused", "application", "left_alone", "hung", "slow", "recovered_by_itself"]
+RestartKind = Literal["node_caused", "application", "hung", "slow"]
 
 
 class FaultyNode(BaseModel):

@@ -122,11 +122,7 @@ def _act(verdict: HangVerdict, ledger: Ledger, workflows: Workflows, now: dateti
     enforce = verdict.mode == "enforce"
     job_id: str | None = verdict.job
     why_not = ""
-    if enforce and verdict.rule != "stall":
-        # Not acted on yet, whatever the mode: a slowdown (its job still progresses: the recovery
-        # would find it "recovered by itself"). Recorded as observed, and counted.
-        enforce, why_not = False, "a slowdown is not acted on yet"
-    elif enforce:
+    if enforce:
         try:
             job_id, why_not = _recovered_job(verdict, kube)
         except _Unresolved as exc:

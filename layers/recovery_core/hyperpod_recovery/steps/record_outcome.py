@@ -131,7 +131,7 @@ def count_job_restart(step: RecordJobOutcomeInput, record: IncidentRecord, *, le
         entry = RestartEntry(
             failed_job_id=reply.result.old_job_id,
             new_job_id=reply.result.new_job_id,
-            kind=classification.kind if classification and classification.kind in ("node_caused", "hung") else "application",
+            kind=classification.kind if classification and classification.kind in ("node_caused", "hung", "slow") else "application",
             checkpoint_step=restart.plan.checkpoint.step,
             restarted_at=reply.completed_at,
             incident=step.execution_name,
@@ -143,7 +143,7 @@ def count_job_restart(step: RecordJobOutcomeInput, record: IncidentRecord, *, le
         entry = RestartEntry(
             failed_job_id=job_id,
             new_job_id=restart.resubmitted_as,
-            kind="hung" if classification and classification.kind == "hung" else "node_caused",
+            kind=classification.kind if classification and classification.kind in ("hung", "slow") else "node_caused",
             checkpoint_step=chosen,
             restarted_at=now,
             incident=restart.resubmitted_by or step.execution_name,

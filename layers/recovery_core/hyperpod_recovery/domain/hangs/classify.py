@@ -7,8 +7,9 @@ object and the nodes its own pods run on) and the hang's evidence (Capture Hang 
 * a job no longer running is left alone (its end, a failure, starts its own recovery);
 * a job whose own submission did not opt in to progress monitoring is left alone (a report under
   its id proves nothing);
-* a job that made progress since the verdict recovered by itself: nothing is done;
-* else it is hung: its suspects are the verdict's, then the evidence's, and only ever nodes
+* a job that made progress since the verdict recovered by itself: nothing is done (a slowdown: its
+  pace is back under the verdict's threshold);
+* else it is hung (or slow): its suspects are the verdict's, then the evidence's, and only ever nodes
   the orchestrator gave it. No suspect: it is restarted where it was, and the record says so.
 """
 
@@ -20,7 +21,7 @@ from typing import Literal
 
 from hyperpod_recovery.domain.execution_names import node_execution_name
 from hyperpod_recovery.domain.hangs import suspects as blame
-from hyperpod_recovery.domain.hangs.detect import node_progress
+from hyperpod_recovery.domain.hangs.detect import node_progress, pace
 from hyperpod_recovery.domain.hangs.rules import HangRules
 from hyperpod_recovery.domain.job_failure import job_label
 from hyperpod_recovery.domain.normalize import within_reason_budget
@@ -107,8 +108,19 @@ def classify_hang(
             job=job,
             reason=f"{label}: none of its nodes' progress reporters is heard any more (ended, or restarting): nothing is done for its hang",
         )
-    cleared = cleared_since(verdict, reports)
-    if cleared is not None:
+    slow = verdict.rule == "slow"
+    if slow:
+        # A slowdown goes on progressing: it is over when the job's pace is back under the threshold.
+        now_pace = pace(heard)
+        if now_pace is not None and now_pace <= verdict.threshold_seconds:
+            return FailureClassification(
+                at=now,
+                kind="recovered_by_itself",
+                job=job,
+                reason=f"{label} steps take {now_pace:.1f} s again, within its threshold of {verdict.threshold_seconds:.1f} s: "
+                "the slowdown cleared by itself, nothing was done",
+            )
+    elif (cleared := cleared_since(verdict, reports)) is not None:
         return FailureClassification(
             at=now,
             kind="recovered_by_itself",
@@ -120,13 +132,16 @@ def classify_hang(
     evidence_words = "last log lines" if orchestrator == "eks" else "stacks"
     suspects = [n for n in verdict.suspects if n in allocated]
     why = verdict.suspects_why if suspects else ""
-    if not suspects and evidence is not None:
+    # (a slow job's stacks are where the others' are, a step later: its slow node is named by its waits)
+    if not suspects and evidence is not None and not slow:
         suspects, why = blame.from_evidence([s for s in evidence.nodes if s.node in allocated], len(allocated), evidence_words)
     if not suspects:
         why = (verdict.suspects_why or "progress names no node") + (
-            f"; evidence: {blame.from_evidence(evidence.nodes, len(allocated), evidence_words)[1]}" if evidence is not None else ""
+            f"; evidence: {blame.from_evidence(evidence.nodes, len(allocated), evidence_words)[1]}"
+            if evidence is not None and not slow
+            else ""
         )
-    stuck = f"{label} is hung: {verdict.summary.split(': ', 1)[-1]}"
+    stuck = f"{label} is {'slow' if slow else 'hung'}: {verdict.summary.split(': ', 1)[-1]}"
     by_name = {name: n for n in cluster if (name := n.name_in(orchestrator))}
     faulty = [
         FaultyNode(slurm_node=name, node_id=by_name[name].node_id if name in by_name else None, why=one_line(why, 256) or "suspect")
@@ -159,7 +174,7 @@ def classify_hang(
     blamed = f"suspects {', '.join(suspects)} ({why})" if suspects else f"no node blamed ({why}): it is restarted where it was"
     return FailureClassification(
         at=now,
-        kind="hung",
+        kind="slow" if slow else "hung",
         job=job,
         jobs=[job],
         reason=one_line(f"{stuck}; {blamed}", 2048),
