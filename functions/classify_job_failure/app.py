@@ -19,4 +19,5 @@ def lambda_handler(step: ClassifyJobFailureInput, deps: Dependencies):
         progress=deps.progress,
         ledger=deps.ledger,
         repeat_window_seconds=settings.repeat_offender_window_seconds,
+        restart_window_seconds=settings.job_restart_window_seconds,
     )

@@ -6,13 +6,16 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
+
 from hyperpod_recovery.domain.execution_names import hung_job_of
 from hyperpod_recovery.domain.hangs.classify import classify_hang
 from hyperpod_recovery.domain.hangs.detect import slow_verdict, stall_verdict
 from hyperpod_recovery.domain.hangs.rules import HangRules
+from hyperpod_recovery.errors import CrashLoopDetected
 from hyperpod_recovery.models.cluster import ClusterNode
 from hyperpod_recovery.models.commands import CommandReply, HangEvidenceResult, JobSpec, JobSpecResult, NodeStacks, NodeStatesResult
-from hyperpod_recovery.models.job_recovery import ClassifyJobFailureInput
+from hyperpod_recovery.models.job_recovery import ClassifyJobFailureInput, RestartEntry
 from hyperpod_recovery.models.progress import ProgressReport
 from hyperpod_recovery.models.records import ResubmissionClaim
 from hyperpod_recovery.models.requests import JobRecoveryRequest
@@ -237,7 +240,7 @@ def test_given_a_slow_job_back_at_its_pace_then_recovered_by_itself() -> None:
     request, job, cluster = _slow_setup()
     back = [report(n, step_seconds=2.1, baseline=2.0) for n in NAMES]
     c = classify_hang(request, job, None, back, cluster, "hpj-1001-slow-1", T0 + timedelta(seconds=10))
-    assert c.kind == "recovered_by_itself" and "steps take 2.1 s again" in c.reason
+    assert c.kind == "recovered_by_itself" and "steps at 1.05 × its baseline again, within 1.20 ×" in c.reason
 
 
 def test_given_a_slow_job_whose_evidence_names_an_odd_node_then_it_is_not_blamed_by_its_stacks() -> None:
@@ -251,3 +254,109 @@ def test_given_a_slow_job_whose_evidence_names_an_odd_node_then_it_is_not_blamed
     still = [report(n, step_seconds=2.6, baseline=2.0) for n in NAMES]
     c = classify_hang(request, job, odd, still, cluster, "hpj-1001-slow-1", T0 + timedelta(seconds=10))
     assert c.kind == "slow" and c.faulty_nodes == [] and "no node blamed" in c.reason
+
+
+def test_given_forged_rows_under_a_healthy_jobs_id_then_its_slowdown_is_measured_on_its_own_nodes_only() -> None:
+    # Given a slow verdict, and now the job's own 4 nodes at their baseline pace, plus 5 rows under its
+    # id from nodes it does not run on (anyone with the writer policy), 4.5 times slower than theirs
+    request, job, cluster = _slow_setup()
+    own = [report(n, step_seconds=2.0, baseline=2.0) for n in NAMES]
+    forged = [report(f"ip-10-9-0-{i}", step_seconds=9.0, baseline=0.5) for i in range(5)]
+    c = classify_hang(request, job, None, own + forged, cluster, "hpj-1001-slow-1", T0 + timedelta(seconds=10))
+    # Then the forged rows decide nothing: the job's own pace is back
+    assert c.kind == "recovered_by_itself"
+    # And with only forged rows (or rows too young to measure), nothing is done at all
+    c = classify_hang(request, job, None, forged, cluster, "hpj-1001-slow-1", T0 + timedelta(seconds=10))
+    assert c.kind == "left_alone" and "comes from a node it runs on now" in c.reason
+    young = [report(n, step_seconds=2.6, baseline=2.0, intervals=10) for n in NAMES]
+    c = classify_hang(request, job, None, young, cluster, "hpj-1001-slow-1", T0 + timedelta(seconds=10))
+    assert c.kind == "left_alone" and "do not measure its pace" in c.reason
+
+
+def test_given_a_slowdown_suspect_suspected_before_then_it_is_still_only_checked() -> None:
+    request, job, cluster = _slow_setup()
+    still = [report(n, step_seconds=2.6, baseline=2.0) for n in NAMES]
+    c = classify_hang(
+        request, job, None, still, cluster, "hpj-1001-slow-1", T0 + timedelta(seconds=10), repeat_suspects=frozenset({NAMES[3]})
+    )
+    assert c.node_request is not None and {t.recommends for t in c.node_request.triggers} == {"check"}
+
+
+def test_given_an_eks_job_whose_one_pod_log_differs_then_the_log_blames_no_node() -> None:
+    # Given every EKS node at the same step (progress names no node), rank 0's log ending elsewhere
+    request, job, cluster = _eks_setup()
+    request = request.model_copy(update={"hang": request.hang.model_copy(update={"suspects": [], "suspects_why": ""})})  # type: ignore[union-attr]
+    logs = HangEvidenceResult(
+        job_id=UID,
+        tool="pods/log tailLines=40",
+        nodes=[NodeStacks(node=n, outcome="captured", text="t", signature="eval" if i == 0 else "wait") for i, n in enumerate(KUBE_NAMES)],
+    )
+    c = classify_hang(
+        request,
+        job,
+        logs,
+        [report(n, step=101, idle=100, job="kubeflow/llama") for n in KUBE_NAMES],
+        cluster,
+        f"hpj-{UID}-hung-1",
+        T0 + timedelta(seconds=10),
+        orchestrator="eks",
+    )
+    # Then no node is blamed for what a pod printed: the job is restarted where it was
+    assert c.kind == "hung" and c.faulty_nodes == [] and "no node blamed" in c.reason
+
+
+class LineageLedger:
+    """The ledger's answers a slowdown's classification reads: the lineage and its restarts."""
+
+    def __init__(self, history: list[RestartEntry]) -> None:
+        self.history = history
+
+    def lineage_root(self, cluster: str, job_id: str) -> str | None:
+        return "1000"
+
+    def restart_history(self, cluster: str, root: str) -> list[RestartEntry]:
+        return self.history if root == "1000" else []
+
+    def recovery_log(self, cluster: str, since: object) -> list[object]:
+        return []
+
+    def resubmission_claim(self, cluster: str, job_id: str) -> None:
+        return None
+
+
+def test_given_a_lineage_restarted_for_a_slowdown_when_it_is_slow_again_then_a_human_decides() -> None:
+    # Given job 1001, a copy of 1000 restarted for a slowdown an hour ago, slow again
+    request, job, cluster = _slow_setup()
+    still = [report(n, step_seconds=2.6, baseline=2.0) for n in NAMES]
+    step = ClassifyJobFailureInput(
+        execution_name="hpj-1001-slow-1",
+        request=request,
+        inspection=CommandReply[JobSpecResult](requested_at=T0, completed_at=T0, result=JobSpecResult(job=job)),
+        node_states=CommandReply[NodeStatesResult](requested_at=T0, completed_at=T0, result=NodeStatesResult(nodes=[])),
+    )
+    earlier = RestartEntry(
+        failed_job_id="1000",
+        new_job_id="1001",
+        kind="slow",
+        checkpoint_step=1000,
+        restarted_at=T0 - timedelta(hours=1),
+        incident="hpj-1000-slow-9",
+    )
+
+    def classify(history: list[RestartEntry]):  # type: ignore[no-untyped-def]
+        return classify_job_failure(
+            step,
+            cluster=FakeCluster(cluster),
+            now=T0,
+            node_timeout_seconds=600,
+            progress=RecordingProgress("1001", still),
+            ledger=LineageLedger(history),  # type: ignore[arg-type]
+            restart_window_seconds=6 * 3600,
+        )
+
+    # When it is classified, Then it escalates (a crash loop) before any node is checked or the job stopped
+    with pytest.raises(CrashLoopDetected, match="slow again after its restart for a slowdown"):
+        classify([earlier])
+    # And a lineage restarted for another reason, or long ago, is classified as slow as usual
+    assert classify([earlier.model_copy(update={"kind": "hung"})]).kind == "slow"
+    assert classify([earlier.model_copy(update={"restarted_at": T0 - timedelta(hours=7)})]).kind == "slow"

@@ -9,7 +9,7 @@ from datetime import timedelta
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hyperpod_recovery.domain.hangs.detect import job_verdicts, slow_verdict, stall_threshold, stall_verdict
+from hyperpod_recovery.domain.hangs.detect import job_verdicts, live_reports, slow_verdict, stall_threshold, stall_verdict
 from hyperpod_recovery.domain.hangs.rules import HangRules
 from hyperpod_recovery.domain.hangs.suspects import from_evidence
 from hyperpod_recovery.models.commands import NodeStacks
@@ -219,3 +219,22 @@ def test_given_every_reporter_silent_but_not_yet_gone_then_no_stall() -> None:
     reports = nodes(4, idle=400, heartbeat_age=120)
     # Then no verdict: a hung job's reporters go on heartbeating
     assert job_verdicts(CLUSTER, "1001", reports, RULES, T0) == []
+
+
+def test_given_an_earlier_runs_silent_rows_under_the_same_key_then_the_new_run_keeps_its_startup_allowance() -> None:
+    # Given a run killed 10 minutes ago (its row silent since, a 2 s pace), and the job run again under
+    # the same key (a requeue, or an EKS job applied again) loading its checkpoint for 3 minutes
+    old = report("ip-10-1-0-9", step=500, idle=600, heartbeat_age=600).model_copy(update={"started_at": T0 - timedelta(hours=2)})
+    new = [
+        report(f"ip-10-1-0-{i}", step=0, idle=180, heartbeat_age=5, step_seconds=None, intervals=0).model_copy(
+            update={"started_at": T0 - timedelta(seconds=180)}
+        )
+        for i in (1, 2, 3)
+    ]
+    # When the detector decides
+    verdicts = job_verdicts(CLUSTER, "1001", [old, *new], HangRules(), T0)
+    # Then the old row lends no pace: 180 s into its start-up allowance (600 s), the new run is no stall
+    assert verdicts == []
+    # And a silent node of the current run still counts (its reporter stopped with it: the suspect)
+    silent = new[0].model_copy(update={"heartbeat_at": T0 - timedelta(seconds=400)})
+    assert silent in live_reports([old, silent, *new[1:]], HangRules(), T0)

@@ -218,6 +218,18 @@ def classify_failure(
     )
 
 
+def refuse_second_slowdown(label: str, history: list[RestartEntry], now: datetime, window_seconds: int) -> None:
+    """A slow job progresses and checkpoints: the same-step crash-loop rule never sees it loop. One
+    restart for a slowdown per lineage and window: slow again after it, the slowness follows the job
+    (its data, its code, its schedule), not a node, and a human decides."""
+    before = [e for e in history if e.kind == "slow" and e.restarted_at >= now - timedelta(seconds=window_seconds)]
+    if before:
+        raise CrashLoopDetected(
+            f"{label} is slow again after its restart for a slowdown at {before[-1].restarted_at:%Y-%m-%d %H:%M} UTC "
+            f"(incident {before[-1].incident}): restarting it again would loop"
+        )
+
+
 def plan_restart(
     request: JobRecoveryRequest,
     classification: FailureClassification,
@@ -257,11 +269,13 @@ def plan_restart(
     # failure of the lineage): with the failure that led to the first of them, that many failures here.
     failures_at_step = 1 + sum(1 for e in history if e.checkpoint_step == step)
     backoff = 0
+    if classification.kind == "slow":
+        refuse_second_slowdown(label, history, now, policy.window_seconds)
     if classification.kind in ("hung", "slow") and failures_at_step >= policy.crash_loop_repeats:
         # A job that hangs (or slows down) again and again from the same checkpoint is the code's or
         # the data's, not a node's: another restart would loop.
         raise CrashLoopDetected(
-            f"{label} {'slowed down' if classification.kind == 'slow' else 'hung'} {failures_at_step} times "
+            f"{label} {'is slow' if classification.kind == 'slow' else 'hung'}, failure {failures_at_step} "
             f"with its newest verified checkpoint still at step {step} "
             f"({plan.checkpoint.uri}): restarting it again would loop"
         )

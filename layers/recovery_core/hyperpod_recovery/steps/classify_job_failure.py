@@ -6,9 +6,9 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Literal
 
-from hyperpod_recovery.domain.execution_names import is_hang_incident
+from hyperpod_recovery.domain.execution_names import HANG_MARK
 from hyperpod_recovery.domain.hangs.classify import classify_hang
-from hyperpod_recovery.domain.job_failure import classify_failure
+from hyperpod_recovery.domain.job_failure import classify_failure, job_label, refuse_second_slowdown
 from hyperpod_recovery.models.job_recovery import ClassifyJobFailureInput, FailureClassification
 from hyperpod_recovery.observability import logger
 from hyperpod_recovery.ports import Cluster, Ledger, ProgressReader
@@ -24,11 +24,21 @@ def classify_job_failure(
     progress: ProgressReader | None = None,
     ledger: Ledger | None = None,
     repeat_window_seconds: int = 0,
+    restart_window_seconds: int = 0,
 ) -> FailureClassification:
     request = step.request
     if request.hang is not None and step.evidence is not None and ledger is not None:
         # Kept with the incident (the record's size stays what it was): `incidents show` reads it.
         ledger.save_evidence(request.incident_id or step.execution_name, step.evidence.result, now)
+    if request.hang is not None and request.hang.rule == "slow" and ledger is not None:
+        # (before any node is checked or the job stopped: a second slowdown of the lineage escalates)
+        root = ledger.lineage_root(request.cluster, request.job_id) or request.job_id
+        refuse_second_slowdown(
+            job_label(request.job_id, step.inspection.result.job, None),
+            ledger.restart_history(request.cluster, root),
+            now,
+            restart_window_seconds,
+        )
     if request.hang is not None:
         classification = classify_hang(
             request,
@@ -67,4 +77,5 @@ def _suspected_before(ledger: Ledger | None, cluster: str, since: datetime) -> f
     if ledger is None:
         return frozenset()
     # (a hang's NodeRecovery is named after it, hpj-<job>-hung-<epoch>-nodes: the log says what earlier hangs suspected)
-    return frozenset(h for e in ledger.recovery_log(cluster, since) if is_hang_incident(e.incident) for h in e.hostnames)
+    # (a stall's only: a slowdown's suspect, named by its waits, never counts toward replacing a node)
+    return frozenset(h for e in ledger.recovery_log(cluster, since) if HANG_MARK in e.incident for h in e.hostnames)

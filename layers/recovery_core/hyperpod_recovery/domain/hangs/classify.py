@@ -17,11 +17,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from statistics import median
 from typing import Literal
 
 from hyperpod_recovery.domain.execution_names import node_execution_name
 from hyperpod_recovery.domain.hangs import suspects as blame
-from hyperpod_recovery.domain.hangs.detect import node_progress, pace
+from hyperpod_recovery.domain.hangs.detect import live_reports, node_progress
 from hyperpod_recovery.domain.hangs.rules import HangRules
 from hyperpod_recovery.domain.job_failure import job_label
 from hyperpod_recovery.domain.normalize import within_reason_budget
@@ -30,11 +31,12 @@ from hyperpod_recovery.models.commands import HangEvidenceResult, JobSpec, left_
 from hyperpod_recovery.models.common import one_line
 from hyperpod_recovery.models.hangs import HangVerdict
 from hyperpod_recovery.models.job_recovery import FailureClassification, FaultyNode
-from hyperpod_recovery.models.progress import PROGRESS_TABLE_ENV, ProgressReport
+from hyperpod_recovery.models.progress import PROGRESS_TABLE_ENV, RECENT_INTERVALS, ProgressReport
 from hyperpod_recovery.models.records import ResubmissionClaim
 from hyperpod_recovery.models.requests import TRIGGER_REASON_LIMIT, JobRecoveryRequest, RecoveryRequest, Trigger
 
-HEARTBEAT_STALE_SECONDS = HangRules().heartbeat_stale_seconds
+RULES = HangRules()
+HEARTBEAT_STALE_SECONDS = RULES.heartbeat_stale_seconds
 # A hung job still runs in these states (squeue); anything else ended, or is ending (COMPLETING: its
 # processes are being killed, a cancel is already under way).
 STILL_RUNNING = frozenset({"RUNNING", "SUSPENDED", "STOPPED", "RESIZING"})
@@ -99,8 +101,21 @@ def classify_hang(
                 "a progress report under its id is not trusted, nothing is done to it"
             ),
         )
+    # Only what the job's own nodes report, of its current run: a row under its key from another
+    # node (a forgery, or a job that names itself wrongly) or from an earlier run decides nothing.
+    allocated = set(job.nodes)
+    own = [r for r in live_reports(reports, RULES, now) if r.node in allocated]
+    if not own:
+        # (none read again, none from its nodes, or every one ended or long gone: nothing confirms the verdict)
+        return FailureClassification(
+            at=now,
+            kind="left_alone",
+            job=job,
+            reason=f"{label}: no live progress report under its id comes from a node it runs on now: nothing is done for its hang",
+        )
+    reports = own
     heard = [r for r in reports if not r.ended and (now - r.heartbeat_at).total_seconds() <= HEARTBEAT_STALE_SECONDS]
-    if reports and not heard:
+    if not heard:
         # (read again now: every reporter silent, so its processes are gone or restarting; not a hang)
         return FailureClassification(
             at=now,
@@ -110,14 +125,27 @@ def classify_hang(
         )
     slow = verdict.rule == "slow"
     if slow:
-        # A slowdown goes on progressing: it is over when the job's pace is back under the threshold.
-        now_pace = pace(heard)
-        if now_pace is not None and now_pace <= verdict.threshold_seconds:
+        # A slowdown goes on progressing: measured again, on the job's own nodes only, against their
+        # own baseline (the verdict's ratio: its threshold over its baseline).
+        ratios = [
+            r.step_seconds / r.baseline_step_seconds
+            for r in heard
+            if r.step_seconds is not None and r.baseline_step_seconds and r.intervals_seen >= 2 * RECENT_INTERVALS
+        ]
+        allowed = verdict.threshold_seconds / verdict.baseline_step_seconds if verdict.baseline_step_seconds else None
+        if not ratios or allowed is None:
+            return FailureClassification(
+                at=now,
+                kind="left_alone",
+                job=job,
+                reason=f"{label}: its own nodes' reports do not measure its pace against its baseline: nothing is done for its slowdown",
+            )
+        if median(ratios) <= allowed:
             return FailureClassification(
                 at=now,
                 kind="recovered_by_itself",
                 job=job,
-                reason=f"{label} steps take {now_pace:.1f} s again, within its threshold of {verdict.threshold_seconds:.1f} s: "
+                reason=f"{label} steps at {median(ratios):.2f} × its baseline again, within {allowed:.2f} ×: "
                 "the slowdown cleared by itself, nothing was done",
             )
     elif (cleared := cleared_since(verdict, reports)) is not None:
@@ -128,12 +156,13 @@ def classify_hang(
             reason=f"{label} made progress again at {cleared:%H:%M:%S} UTC, after {verdict.observed_seconds:.0f} s without: "
             "the hang cleared by itself, nothing was done",
         )
-    allocated = set(job.nodes)
     evidence_words = "last log lines" if orchestrator == "eks" else "stacks"
     suspects = [n for n in verdict.suspects if n in allocated]
     why = verdict.suspects_why if suspects else ""
-    # (a slow job's stacks are where the others' are, a step later: its slow node is named by its waits)
-    if not suspects and evidence is not None and not slow:
+    # The evidence names a node only from stack dumps, which the job cannot shape: a pod's log is what
+    # the job prints (rank 0 alone logging an evaluation is not a fault), and a slow job's stacks are
+    # where the others' are, a step later (its slow node is named by its waits).
+    if not suspects and evidence is not None and not slow and orchestrator == "slurm":
         suspects, why = blame.from_evidence([s for s in evidence.nodes if s.node in allocated], len(allocated), evidence_words)
     if not suspects:
         why = (verdict.suspects_why or "progress names no node") + (
@@ -160,7 +189,8 @@ def classify_hang(
                         node_ids=[f.node_id],
                         reason=one_line(f"{stuck}; suspect {f.slurm_node}: {why}", TRIGGER_REASON_LIMIT),
                         # A first suspicion is checked (the health gate); a node suspected again is replaced.
-                        recommends="replace" if f.slurm_node in repeat_suspects else "check",
+                        # (a slowdown's suspect is only ever checked: waits are a weaker sign than a stall)
+                        recommends="replace" if f.slurm_node in repeat_suspects and not slow else "check",
                         event_id=request.event_id,
                         detected_at=request.detected_at,
                     )

@@ -56,12 +56,26 @@ def _summary_nodes(nodes: list[NodeProgress], suspects: list[str]) -> list[NodeP
     return ordered[:MAX_VERDICT_NODES]
 
 
+# The ranks of one run start within this of each other (one launch); a silent row whose reporter
+# started earlier than that before the run's first live one is an earlier run's (its key was reused).
+RUN_START_SLACK_SECONDS = 300
+
+
 def live_reports(reports: Sequence[ProgressReport], rules: HangRules, now: datetime) -> list[ProgressReport]:
-    """The reports of a job that still runs: none when it ended cleanly or every reporter is gone."""
+    """The reports of a job that still runs, of its current run only: none when it ended cleanly or
+    every reporter is gone. A key outlives a run: Slurm requeues a job under its id, and an EKS job
+    deleted and applied again (or suspended and admitted again) reports under the same
+    namespace/name. An earlier run's rows, silent since, would lend the new run their old pace (a 60 s
+    threshold where its start-up allowance holds) and their old steps."""
     live = [r for r in reports if not r.ended]
     if not live or all(_age(r.heartbeat_at, now) > rules.job_gone_seconds for r in live):
         return []
-    return live
+    alive = [r for r in live if _age(r.heartbeat_at, now) <= rules.heartbeat_stale_seconds]
+    if not alive:
+        return live
+    run_start = min(r.started_at for r in alive)
+    heard = {id(r) for r in alive}
+    return [r for r in live if id(r) in heard or _age(r.started_at, run_start) <= RUN_START_SLACK_SECONDS]
 
 
 def stall_verdict(cluster: str, job: str, reports: Sequence[ProgressReport], rules: HangRules, now: datetime) -> HangVerdict | None:
