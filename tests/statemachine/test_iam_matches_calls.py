@@ -36,6 +36,7 @@ DRILLS = (
     "health-gate-replaced-again",  # Replace Unhealthy Nodes: a replacement failed the health gate
     "abort-event-lost",  # Sweep Ended Executions settles an end (every drill sweeps; here it describes and records one)
     "job-hang",  # Detect Hung Jobs on its schedule, Capture Hang Evidence, a hang's Classify Failure (progress, evidence)
+    "job-hang-hyperpod-event",  # Import HyperPod Hangs, handed HyperPod's hang event by the log subscription
 )
 NOT_RUN_BY_DRILLS = {"ReportSafetyStateFunction"}  # runs on a schedule; tests/unit cover it
 EKS_ONLY = {"FindFailedJobsFunction"}  # deployed on EKS stacks only (its Condition): checked by the EKS drills below
@@ -121,7 +122,15 @@ def test_the_mapping_from_calls_to_iam_actions_follows_the_authorization_referen
 
 
 # EKS: each Kubernetes-calling function carries its command out and answers its task itself.
-EKS_DRILLS = ("eks-default", "eks-reboot-ladder", "eks-dry-run", "eks-training-operator", "eks-job-failed")
+EKS_DRILLS = (
+    "eks-default",
+    "eks-reboot-ladder",
+    "eks-dry-run",
+    "eks-training-operator",
+    "eks-job-failed",
+    "eks-job-hang",  # Detect Hung Jobs resolving namespace/name, Capture Hang Evidence reading pod logs
+    "eks-job-hang-training-operator",  # Find Failed Jobs recording the training operator's HANGING fault
+)
 
 
 @pytest.fixture(scope="module")
@@ -195,11 +204,7 @@ def test_the_runbook_lists_every_vpc_endpoint_each_function_in_the_vpc_calls(
         granted = _allowed(template[function], eks=True) if function in kube_callers else set()
         return {endpoint for action, endpoint in cold_start.items() if action in granted}
 
-    # (no EKS drill acts on a hang yet: the detector observes EKS jobs only. Capture Hang Evidence then
-    # makes the calls every function that carries a command out on EKS makes: the Kubernetes API, and
-    # SendTaskSuccess to answer its task; tests/unit/test_eks_hang_evidence.py runs its command)
-    not_drilled = {"CaptureHangEvidenceFunction": {("sfn", "SendTaskSuccess")}}
-    calls = {f: eks_calls_by_function.get(f) or not_drilled[f] for f in in_vpc}
+    calls = {f: eks_calls_by_function[f] for f in in_vpc}
     derived = {f: {VPC_ENDPOINT[s] for s, _ in calls[f]} | at_cold_start(f) for f in in_vpc}
     assert all(at_cold_start(f) == {"eks", "sagemaker.api"} for f in kube_callers)
     # Then the runbook names exactly those endpoints for exactly those functions

@@ -14,7 +14,7 @@ from moto import mock_aws
 from hyperpod_recovery.adapters.ledger import DynamoLedger
 from hyperpod_recovery.adapters.progress import ProgressTable
 from hyperpod_recovery.domain.hangs.rules import HangRules
-from hyperpod_recovery.errors import KubeUnavailable
+from hyperpod_recovery.errors import KubeAccessDenied, KubeUnavailable
 from hyperpod_recovery.models.progress import ProgressReport, progress_item
 from hyperpod_recovery.models.requests import JobRecoveryRequest
 from hyperpod_recovery.steps.detect_hung_jobs import detect_hung_jobs
@@ -197,3 +197,32 @@ def test_given_the_slow_rule_in_enforce_then_one_slowdown_recovery_starts_and_in
     assert name.startswith("hpj-1001-slow-") and [c.get("recoveries_started", 0) for c in counts] == [1, 0]
     request = JobRecoveryRequest.model_validate_json(enforcing.started[name])
     assert request.hang is not None and request.hang.rule == "slow"
+
+
+def test_given_a_report_key_no_job_object_could_have_then_it_is_observed_and_the_tick_goes_on(tables) -> None:
+    progress, ledger, dynamodb = tables
+    # Given a stalled row under a name longer than a job object's may be (anyone with the writer policy
+    # can write one), and a Slurm job 1001 stalled too
+    kube = FakeKube(now=lambda: T0)
+    write(dynamodb, report("hyperpod-i-0aaaaaaaaaaaaaaa1", idle=300, job="a/" + "b" * 100))
+    write(dynamodb, report("ip-10-1-0-1", idle=300, job="1001"))
+    workflows = FakeWorkflows()
+    # When a tick reads them
+    counts = eks_tick(progress, ledger, workflows, kube)
+    # Then the forged key is recorded as observed, saying why, and job 1001 is still acted on
+    assert counts["observed_not_enforceable"] == 1 and len(workflows.started) == 1
+    said = {v.verdict.job: v.action for v in ledger.verdicts(CLUSTER)}
+    assert "names no Kubernetes job object" in said["a/" + "b" * 100] and said["1001"].startswith("started job recovery")
+
+
+def test_given_the_kubernetes_api_refusing_the_detector_then_the_stall_is_recorded_with_why(tables) -> None:
+    progress, ledger, dynamodb = tables
+    # Given the RBAC not applied: every job read answered 403
+    kube = FakeKube(now=lambda: T0)
+    kube.add_job("PyTorchJob", "team-a", "llama", nodes=["hyperpod-i-0aaaaaaaaaaaaaaa1", "hyperpod-i-0aaaaaaaaaaaaaaa2"])
+    kube.faults.setdefault(("get", "pytorchjobs"), []).append(KubeAccessDenied("injected 403"))
+    write(dynamodb, *[report(f"hyperpod-i-0aaaaaaaaaaaaaaa{i}", idle=300, job="team-a/llama") for i in (1, 2)])
+    workflows = FakeWorkflows()
+    eks_tick(progress, ledger, workflows, kube)
+    # Then nothing starts, and `verdicts list` shows the stall and why it was not acted on
+    assert workflows.started == {} and "the Kubernetes API refused to read PyTorchJob team-a/llama" in ledger.verdicts(CLUSTER)[0].action

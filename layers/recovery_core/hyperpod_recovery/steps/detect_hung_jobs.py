@@ -80,9 +80,14 @@ def detect_hung_jobs(
         if remaining_ms() < STOP_WITH_MS:
             counts["deferred"] += 1
             continue
-        for verdict in job_verdicts(cluster, job, reports, rules, now):
-            counts[f"{verdict.rule}_verdicts"] += 1
-            _act(verdict, ledger, workflows, now, counts, kube)
+        try:
+            for verdict in job_verdicts(cluster, job, reports, rules, now):
+                counts[f"{verdict.rule}_verdicts"] += 1
+                _act(verdict, ledger, workflows, now, counts, kube)
+        except (ValidationError, ValueError) as exc:
+            # One job's reports (anyone with the writer policy may write them) never fail the tick.
+            logger.warning("a job's progress could not be judged", extra={"job": job, "error": str(exc)[:300]})
+            counts["invalid"] += 1
     return dict(counts)
 
 
@@ -102,10 +107,18 @@ def _recovered_job(verdict: HangVerdict, kube: KubeApi | None) -> tuple[str | No
     found: list[tuple[str, str]] = []
     for kind in JOB_KINDS:
         try:
-            job = kube.get_job(KubeJobRef.model_validate({"kind": kind, "namespace": namespace, "name": name}))
+            ref = KubeJobRef.model_validate({"kind": kind, "namespace": namespace, "name": name})
+        except ValidationError:
+            # (a report key longer than a job object's name may be: nobody's job, whoever wrote it)
+            return None, f"{namespace}/{name} names no Kubernetes job object (its name is too long or malformed)"
+        try:
+            job = kube.get_job(ref)
         except KubeObjectGone:
             continue  # (none of this kind by that name, or the kind's CRD is not installed)
-        except (KubeUnavailable, KubeThrottled, KubeAccessDenied) as exc:
+        except KubeAccessDenied as exc:
+            # (lasting: the RBAC of deploy/kubernetes-rbac.yaml not applied; recorded, so it shows in `verdicts list`)
+            return None, f"the Kubernetes API refused to read {kind} {namespace}/{name}: {str(exc)[:200]}"
+        except (KubeUnavailable, KubeThrottled) as exc:
             raise _Unresolved(str(exc)) from exc
         uid = str((job.get("metadata") or {}).get("uid") or "")
         if matches(KUBE_UID_PATTERN, uid):
