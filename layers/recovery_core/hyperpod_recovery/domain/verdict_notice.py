@@ -16,7 +16,6 @@ from typing import Literal
 from hyperpod_recovery.domain.advice import Deployment
 from hyperpod_recovery.domain.notification import SUBJECT_LIMIT
 from hyperpod_recovery.domain.severity import Severity
-from hyperpod_recovery.models.common import one_line
 from hyperpod_recovery.models.hangs import HangVerdict, RecordedVerdict
 from hyperpod_recovery.models.progress import kube_job_key
 
@@ -105,7 +104,8 @@ def subject(verdict: HangVerdict) -> str:
 
 def quoted(text: str) -> str:
     """A detector's own words, as one printable line (no escape sequence reaches a terminal)."""
-    return one_line(text.replace("`", "'"), LINE_LIMIT) or "-"
+    printable = "".join(c if c.isprintable() else " " for c in text.replace("`", "'"))
+    return " ".join(printable.split())[:LINE_LIMIT] or "-"
 
 
 def _where(verdict: HangVerdict) -> str:
