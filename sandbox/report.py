@@ -78,7 +78,7 @@ def build_report(runner: DrillRunner, wall_seconds: float) -> dict[str, Any]:
     records = [record for _, _, record in found if record is not None]
     incidents = [_incident(runner, name, detail, record, records) for name, detail, record in found]
     api_calls = dict(sorted(aws.api_calls.counts.items()))
-    notifications = _notifications(aws)
+    notifications = notifications_sent(aws)
     # EKS: every request the Kubernetes API server served, by verb and resource (as AWS calls are counted).
     kubernetes = (
         {
@@ -760,7 +760,8 @@ def message_contradictions(
     return found
 
 
-def _notifications(aws: Any) -> list[dict[str, str]]:
+def notifications_sent(aws: Any) -> list[dict[str, str]]:
+    """What the notification topic delivered so far, subject and text (each taken off its queue: read once)."""
     sqs = aws.client("sqs")
     url = aws.queue_urls["__notifications__"]
     found = []

@@ -7,8 +7,7 @@ from hyperpod_recovery.errors import ConfigurationError
 from hyperpod_recovery.metric_names import FAILED_JOBS_POLLED, VERDICT_NOTICES
 from hyperpod_recovery.observability import logger, metrics
 from hyperpod_recovery.runtime import Dependencies, default_dependencies
-from hyperpod_recovery.steps.find_failed_jobs import find_failed_jobs
-from hyperpod_recovery.steps.import_hyperpod_hangs import Teller
+from hyperpod_recovery.steps.find_failed_jobs import Teller, find_failed_jobs
 
 
 @logger.inject_lambda_context(clear_state=True)
