@@ -54,18 +54,22 @@ def orchestrator_of(verdict: HangVerdict) -> Literal["slurm", "eks"]:
 
 
 def job_named(verdict: HangVerdict) -> str:
-    """The job as its orchestrator names it: ``job 1001``, ``HyperPodPyTorchJob team-a/llama``."""
-    return f"{OPERATOR_JOB_KIND} {verdict.job}" if orchestrator_of(verdict) == "eks" else f"job {verdict.job}"
+    """The job as its orchestrator names it: ``job 1001``, ``HyperPodPyTorchJob team-a/llama`` (the
+    training operator's faults are read from that kind only; another EKS job's kind is not in its verdict)."""
+    operator = verdict.imported is not None and verdict.imported.source == "hyperpod_training_operator"
+    return f"{OPERATOR_JOB_KIND} {verdict.job}" if operator else f"job {verdict.job}"
 
 
 def look_commands(verdict: HangVerdict) -> list[str]:
     """The orchestrator's own commands that show the job now (read-only)."""
     key = kube_job_key(verdict.job)
-    if orchestrator_of(verdict) == "eks" and key is not None:
-        namespace, name = key
+    if key is None:
+        return [f"scontrol show job {verdict.job}", f"sacct -j {verdict.job}"]
+    namespace, name = key
+    if job_named(verdict).startswith(OPERATOR_JOB_KIND):
         kind = OPERATOR_JOB_KIND.lower()
         return [f"kubectl -n {namespace} get {kind} {name}", f"kubectl -n {namespace} describe {kind} {name}"]
-    return [f"scontrol show job {verdict.job}", f"sacct -j {verdict.job}"]
+    return [f"kubectl -n {namespace} get pytorchjob,hyperpodpytorchjob {name}"]  # (our own verdict: its kind is not in it)
 
 
 def hyperpod_did(verdict: HangVerdict) -> str:
