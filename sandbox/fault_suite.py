@@ -533,9 +533,12 @@ def most_out_at_once(report: dict[str, Any]) -> int:
 
 def pages_per_incident(report: dict[str, Any]) -> Counter[str]:
     """Notifications by the incident they are about (a page names its incident on its "Incident:"
-    line, and may mention others: a nested recovery); "?" for one naming none of the drill's."""
+    line, and may mention others: a nested recovery); "?" for one naming none of the drill's. A
+    verdict notice is no incident's."""
     incidents = {i["id"] for i in report["incidents"]}
-    named = [re.search(r"Incident: (\S+)", n["message"]) for n in report["notifications"]]
+    # (a verdict notice, of HyperPod's own detectors, is about a verdict: no incident's page)
+    pages = [n for n in report["notifications"] if not re.search(r"^Verdict: ", n["message"], re.MULTILINE)]
+    named = [re.search(r"Incident: (\S+)", n["message"]) for n in pages]
     return Counter(m.group(1) if m and m.group(1) in incidents else "?" for m in named)
 
 

@@ -17,13 +17,18 @@ The claims checked:
   service (its own drain or cordon), or with the check first where the record cannot say;
 - "recovered" is said only of an incident that changed something; an escalation has an error and a cause.
 An error's own words (the cause, a job's reason), quoted as facts, are not the message's claims.
+A verdict notice (an imported hang verdict's message) is checked against its verdict instead
+(``verdict_contradictions``).
 """
 
 from __future__ import annotations
 
 import re
 
+from hyperpod_recovery.domain import verdict_notice
 from hyperpod_recovery.domain.fates import acted, copy_label, job_label
+from hyperpod_recovery.domain.verdict_notice import OPERATOR_JOB_KIND, job_named, orchestrator_of, verdict_id
+from hyperpod_recovery.models.hangs import RecordedVerdict
 from hyperpod_recovery.models.kubernetes import node_name_for_instance
 from hyperpod_recovery.models.records import IncidentRecord, JobFate
 
@@ -151,4 +156,65 @@ def _restart_claims(record: IncidentRecord, own: str) -> list[str]:
         if not named:
             found.append(f"an instruction to restart that names no job: {asks[0].group(0)!r}")
         found += [f"asks to start another copy of {job_label(f)}, which has one" for f in named if f.live_copy and f.fate != "copy_unknown"]
+    return found
+
+
+# --- a verdict notice (domain/verdict_notice.py): HyperPod's own detector spoke; we only observed ---
+SLURM_JOB_ARGUMENTS = [re.compile(r"scontrol show job (\S+)"), re.compile(r"sacct -j (\S+)"), re.compile(r"squeue -j (\S+)")]
+KUBECTL_JOB = re.compile(r"kubectl -n (\S+) (?:get|describe) (\S+) (\S+)")
+VERDICT_IDS = re.compile(r"verdicts (?:confirm|reject) (\S+)")
+# What a notice may say we did, when we started nothing: nothing.
+CLAIMS_AN_ACTION = re.compile(
+    r"\b(recovery started|started a (job )?recovery|resubmitted|re-created|cordoned|drained|replaced)\b", re.IGNORECASE
+)
+
+
+def verdict_contradictions(recorded: RecordedVerdict, subject: str, body: str) -> list[str]:
+    """Every claim of a verdict notice that its recorded verdict contradicts; [] when it is true to it.
+
+    The claims checked: the verdict's id (its "Verdict:" line, and the review commands) is the
+    verdict's; its commands are the job's orchestrator's (the training operator's are EKS's, HyperPod's
+    hung job detection Slurm's) and name the verdict's job only, with no placeholder; the subject names
+    the rule and the job; it asks for no restart (the job stays HyperPod's), and claims no action of
+    ours when none was taken; what HyperPod did is what the verdict recorded (cancelled only after a
+    cancel; the operator's restart only for the operator's fault)."""
+    verdict = recorded.verdict
+    found: list[str] = []
+    text = f"{subject}\n{body}"
+    ident = verdict_id(verdict)
+    named = re.search(r"^Verdict: (\S+)", body, re.MULTILINE)
+    if named is None or named.group(1) != ident:
+        found.append(f"names verdict {named.group(1) if named else 'none'}, not {ident}")
+    commands = "\n".join(re.findall(r"`([^`]*)`", text))
+    orchestrator = orchestrator_of(verdict)
+    if orchestrator == "eks" and (m := SLURM_COMMANDS.search(commands)):
+        found.append(f"a Slurm command ({m.group(0)}) about an EKS job")
+    if orchestrator == "slurm" and KUBERNETES_COMMANDS.search(commands):
+        found.append("a kubectl command about a Slurm job")
+    found += [f"an unfilled placeholder: {m.group(0)}" for pattern in PLACEHOLDERS for m in pattern.finditer(text)]
+    for pattern in SLURM_JOB_ARGUMENTS:
+        found += [f"a command names job {m.group(1)}, not {verdict.job}" for m in pattern.finditer(commands) if m.group(1) != verdict.job]
+    for m in KUBECTL_JOB.finditer(commands):
+        if f"{m.group(1)}/{m.group(3)}" != verdict.job or m.group(2) != OPERATOR_JOB_KIND.lower():
+            found.append(f"a command names {m.group(2)} {m.group(1)}/{m.group(3)}, not {OPERATOR_JOB_KIND} {verdict.job}")
+    found += [f"reviews verdict {m.group(1)}, not {ident}" for m in VERDICT_IDS.finditer(commands) if m.group(1) != ident]
+    if not subject.endswith("...") and (verdict.rule not in subject or not _mentions(subject, job_named(verdict))):
+        found.append(f"the subject does not name rule {verdict.rule} and {job_named(verdict)}")
+    # (the detector's own words, quoted as facts, are not the notice's claims)
+    imported = verdict.imported
+    own = text
+    for fact in [verdict.summary, *((imported.evidence, imported.detector_rule, imported.where) if imported else ())]:
+        if len(fact) > 8:
+            own = own.replace(verdict_notice.quoted(fact), " ")
+    asks = [m.group(0) for m in RESTART.finditer(own) if not NEGATED.search(own[: m.start()][-14:])]
+    found += [f"asks for a restart of a job HyperPod handles: {a!r}" for a in asks]
+    if recorded.execution is None:
+        if "nothing: observed only" not in own:
+            found.append("does not say that nothing was done")
+        found += [f"claims an action nobody took: {m.group(0)!r}" for m in CLAIMS_AN_ACTION.finditer(own)]
+    taken = imported.taken if imported else ""
+    if "cancelled" in own and taken != "cancel":
+        found.append(f"says the job was cancelled; HyperPod's action was {taken or 'not said'}")
+    if re.search(r"restarts (it|the job) itself", own) and taken != "restarted":
+        found.append(f"says the operator restarts the job; HyperPod's action was {taken or 'not said'}")
     return found

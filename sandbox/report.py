@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,13 +28,15 @@ from hyperpod_recovery.adapters.ledger import DynamoLedger
 from hyperpod_recovery.domain.durations import format_duration
 from hyperpod_recovery.domain.eks_jobs import RESUBMITTED_FROM_ANNOTATION
 from hyperpod_recovery.domain.fates import job_label
+from hyperpod_recovery.domain.verdict_notice import verdict_id
+from hyperpod_recovery.models.hangs import RecordedVerdict
 from hyperpod_recovery.models.kubernetes import node_name_for_instance
 from hyperpod_recovery.models.records import IncidentRecord, JobFate
 from hyperpod_recovery.vocabulary import ORCHESTRATOR_PHASES
 from sandbox.aws import RETRY_BACKOFF
 from sandbox.clock import EPOCH
 from sandbox.job_downtime import CopyRun, down_intervals, total, union
-from sandbox.message_check import contradictions
+from sandbox.message_check import contradictions, verdict_contradictions
 from sandbox.real_slurm import RealController
 from sandbox.scenario import expand_range
 
@@ -75,7 +78,7 @@ def build_report(runner: DrillRunner, wall_seconds: float) -> dict[str, Any]:
     records = [record for _, _, record in found if record is not None]
     incidents = [_incident(runner, name, detail, record, records) for name, detail, record in found]
     api_calls = dict(sorted(aws.api_calls.counts.items()))
-    notifications = _notifications(aws)
+    notifications = notifications_sent(aws)
     # EKS: every request the Kubernetes API server served, by verb and resource (as AWS calls are counted).
     kubernetes = (
         {
@@ -150,7 +153,7 @@ def build_report(runner: DrillRunner, wall_seconds: float) -> dict[str, Any]:
         # Two live copies of one job at one moment (pending or running): what the pipeline exists to prevent.
         "second_copies": _second_copies(runner),
         # Every notification and record summary checked against its incident's record (sandbox/message_check.py).
-        "message_contradictions": message_contradictions(records, notifications),
+        "message_contradictions": message_contradictions(records, notifications, ledger.verdicts(runner.scenario.cluster.name)),
         "ledger_at_end": ledger_at_end(aws.client("dynamodb"), aws.ledger_table, runner.epoch + timedelta(seconds=max_virtual(incidents))),
         "metrics": emitted_metrics(runner.log_path),
     }
@@ -724,14 +727,27 @@ def _second_copies(runner: DrillRunner) -> list[dict[str, Any]]:
     return [{**copy, "at": _seconds(copy["at"], runner.epoch)} for copy in runner.slurm.slurm.second_copies()]
 
 
-def message_contradictions(records: list[IncidentRecord], notifications: list[dict[str, str]]) -> list[dict[str, str]]:
+def message_contradictions(
+    records: list[IncidentRecord], notifications: list[dict[str, str]], verdicts: Sequence[RecordedVerdict] = ()
+) -> list[dict[str, str]]:
     """What a human read that its incident's record contradicts: each notification (found by the
-    incident id it names) and each record's summary."""
+    incident id it names) and each record's summary; a verdict notice (it names a verdict, not an
+    incident) against the ledger's verdict."""
     by_id = {r.incident_id: r for r in records}
+    by_verdict = {verdict_id(v.verdict): v for v in verdicts}
     found = [
         {"incident": r.incident_id, "in": "summary", "problem": problem} for r in records for problem in contradictions(r, "", r.summary)
     ]
     for note in notifications:
+        if verdict_named := re.search(r"^Verdict: (\S+)", note["message"], re.MULTILINE):
+            recorded = by_verdict.get(verdict_named.group(1))
+            problems = (
+                verdict_contradictions(recorded, note["subject"], note["message"])
+                if recorded is not None
+                else ["names no recorded verdict"]
+            )
+            found += [{"incident": verdict_named.group(1), "in": "verdict notice", "problem": p} for p in problems]
+            continue
         named = re.search(r"^Incident: (\S+)", note["message"], re.MULTILINE)
         record = by_id.get(named.group(1)) if named else None
         if record is None:
@@ -744,7 +760,8 @@ def message_contradictions(records: list[IncidentRecord], notifications: list[di
     return found
 
 
-def _notifications(aws: Any) -> list[dict[str, str]]:
+def notifications_sent(aws: Any) -> list[dict[str, str]]:
+    """What the notification topic delivered so far, subject and text (each taken off its queue: read once)."""
     sqs = aws.client("sqs")
     url = aws.queue_urls["__notifications__"]
     found = []

@@ -4,10 +4,10 @@
 from aws_lambda_powertools.metrics import MetricUnit
 
 from hyperpod_recovery.errors import ConfigurationError
-from hyperpod_recovery.metric_names import FAILED_JOBS_POLLED
+from hyperpod_recovery.metric_names import FAILED_JOBS_POLLED, VERDICT_NOTICES
 from hyperpod_recovery.observability import logger, metrics
 from hyperpod_recovery.runtime import Dependencies, default_dependencies
-from hyperpod_recovery.steps.find_failed_jobs import find_failed_jobs
+from hyperpod_recovery.steps.find_failed_jobs import Teller, find_failed_jobs
 
 
 @logger.inject_lambda_context(clear_state=True)
@@ -22,11 +22,12 @@ def lambda_handler(event: dict, context, deps: Dependencies | None = None):
         workflows=deps.workflows,
         ledger=deps.ledger,
         guarded=deps.guarded,
+        teller=Teller(deps.notifier, deps.deployment, deps.settings.dry_run),
         max_age_seconds=deps.settings.max_event_age_seconds,
         now=deps.now(),
         remaining_ms=context.get_remaining_time_in_millis,  # (the sandbox's context counts its calls' time)
     )
-    for key, metric in FAILED_JOBS_POLLED.items():  # (every one each poll: an alarm sees a zero, not a gap)
+    for key, metric in (FAILED_JOBS_POLLED | VERDICT_NOTICES).items():  # (every one each poll: an alarm sees a zero, not a gap)
         metrics.add_metric(name=metric, unit=MetricUnit.Count, value=counts.get(key, 0))
     logger.info("failed jobs polled", extra=counts)
     return counts

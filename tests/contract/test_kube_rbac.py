@@ -197,7 +197,8 @@ def test_the_job_poller_reads_only_what_its_reader_group_may() -> None:
     # Given a failed opted-in job, polled as Find Failed Jobs polls
     from hyperpod_recovery.domain.normalize import GuardedCluster
     from hyperpod_recovery.steps.find_failed_jobs import find_failed_jobs
-    from tests.fakes import FakeLedger, FakeWorkflows
+    from hyperpod_recovery.steps.import_hyperpod_hangs import Teller
+    from tests.fakes import FakeLedger, FakeNotifier, FakeWorkflows
 
     fake = FakeKube(now=lambda: AT)
     fake.add_hyperpod_node("i-0123456789abcdef0")
@@ -209,6 +210,7 @@ def test_the_job_poller_reads_only_what_its_reader_group_may() -> None:
         workflows=FakeWorkflows(),
         ledger=FakeLedger(),
         guarded=GuardedCluster(name="c", arn="a"),
+        teller=Teller(FakeNotifier()),
         max_age_seconds=3600,
         now=AT,
         remaining_ms=lambda: 30_000,

@@ -18,6 +18,7 @@ from hyperpod_recovery.models.hangs import RecordedVerdict
 from hyperpod_recovery.models.progress import ProgressReport, progress_item
 from hyperpod_recovery_cli.verdicts import verdict_id
 from sandbox.aws import SandboxAWS
+from sandbox.report import notifications_sent
 from sandbox.runner import DrillRunner
 from sandbox.scenario import load_scenario
 from tests.conftest import EVENTS
@@ -297,11 +298,16 @@ def test_given_hyperpods_own_hang_events_then_list_shows_them_as_the_detector_sa
         # Given the stack imports HyperPod's hang events, and its subscription hands the sample batch to the importer
         sample = (EVENTS / "cloudwatch-logs" / "hyperpod_hang_subscription.json").read_bytes()
         answer = json.loads(aws.client("lambda").invoke(FunctionName=IMPORTER, Payload=sample)["Payload"].read())
-        assert answer == {"hyperpod_hang_recorded": 2}
+        assert answer == {"hyperpod_hang_recorded": 2, "verdict_noticed": 2}
         kept = {v.verdict.job: v for v in ledger(aws).verdicts("llm-train")}
         cancelled = kept["1001"]
         name = verdict_id(cancelled.verdict)
         assert name == f"1001-hyperpod_hang-{int(cancelled.verdict.episode_at.timestamp())}"
+        # And each was told once, its notice giving the very command that reviews it
+        notices = notifications_sent(aws)
+        assert len(notices) == 2
+        (told,) = [n for n in notices if n["subject"].endswith("observed hyperpod_hang job 1001")]
+        assert f"`hyperpod-recovery verdicts confirm {name} --stack sandbox --reason 'what you checked'`" in told["message"]
         # When on-call lists the verdicts
         code, printed, _ = cli(runner, "verdicts", "list", "--stack", "sandbox")
         # Then each shows the detector's rule and what HyperPod did, no step of ours, and the rule's counts without an enforce bar

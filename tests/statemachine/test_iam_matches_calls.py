@@ -36,7 +36,7 @@ DRILLS = (
     "health-gate-replaced-again",  # Replace Unhealthy Nodes: a replacement failed the health gate
     "abort-event-lost",  # Sweep Ended Executions settles an end (every drill sweeps; here it describes and records one)
     "job-hang",  # Detect Hung Jobs on its schedule, Capture Hang Evidence, a hang's Classify Failure (progress, evidence)
-    "job-hang-hyperpod-event",  # Import HyperPod Hangs, handed HyperPod's hang event by the log subscription
+    "job-hang-hyperpod-event",  # Import HyperPod Hangs: HyperPod's own hang event kept as a verdict, and its notice
 )
 NOT_RUN_BY_DRILLS = {"ReportSafetyStateFunction"}  # runs on a schedule; tests/unit cover it
 EKS_ONLY = {"FindFailedJobsFunction"}  # deployed on EKS stacks only (its Condition): checked by the EKS drills below
@@ -122,6 +122,7 @@ def test_the_mapping_from_calls_to_iam_actions_follows_the_authorization_referen
 
 
 # EKS: each Kubernetes-calling function carries its command out and answers its task itself.
+# eks-job-hang-training-operator: Find Failed Jobs keeps the operator's HANGING fault as a verdict, and tells it.
 EKS_DRILLS = (
     "eks-default",
     "eks-reboot-ladder",

@@ -19,8 +19,9 @@ from hyperpod_recovery.models.commands import CaptureJobSpec, CordonNodes, NodeS
 from hyperpod_recovery.models.kubernetes import AUTO_RESUME_ANNOTATION, OPT_IN_ANNOTATION, KubeJobRef
 from hyperpod_recovery.models.requests import JobRecoveryRequest
 from hyperpod_recovery.steps.find_failed_jobs import find_failed_jobs
+from hyperpod_recovery.steps.import_hyperpod_hangs import Teller
 from sandbox.kube import FakeKube
-from tests.fakes import FakeLedger, FakeWorkflows
+from tests.fakes import FakeLedger, FakeNotifier, FakeWorkflows
 
 AT = datetime(2026, 3, 14, 9, 0, tzinfo=UTC)
 A, B = "hyperpod-i-0123456789abcdef0", "hyperpod-i-0123456789abcdef1"
@@ -48,6 +49,7 @@ def _poll(
         workflows=workflows,
         ledger=ledger or FakeLedger(),
         guarded=GUARDED,
+        teller=Teller(FakeNotifier()),
         max_age_seconds=3600,
         now=at,
         remaining_ms=remaining_ms,

@@ -11,6 +11,7 @@ import gzip
 import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from itertools import pairwise
 from typing import Any
 
 import boto3
@@ -32,10 +33,10 @@ from hyperpod_recovery.domain.hangs.imported import (
 from hyperpod_recovery.domain.normalize import GuardedCluster
 from hyperpod_recovery.models.hangs import RecordedVerdict
 from hyperpod_recovery.steps.find_failed_jobs import find_failed_jobs
-from hyperpod_recovery.steps.import_hyperpod_hangs import OPERATOR_ACTION, import_hyperpod_hangs
+from hyperpod_recovery.steps.import_hyperpod_hangs import OPERATOR_ACTION, Teller, import_hyperpod_hangs
 from sandbox.kube import FakeKube
 from tests.conftest import EVENTS
-from tests.fakes import FakeWorkflows
+from tests.fakes import FakeNotifier, FakeWorkflows
 
 SAMPLE = EVENTS / "cloudwatch-logs" / "hyperpod_hang_subscription.json"
 CLUSTER = "llm-train"
@@ -85,7 +86,9 @@ def ledger() -> Iterator[DynamoLedger]:
 
 
 def run(ledger: DynamoLedger, event: Any, now: datetime = NOW, mode: str = "observe") -> dict[str, int]:
-    return import_hyperpod_hangs(event=event, ledger=ledger, cluster=CLUSTER, mode=mode, now=now)  # type: ignore[arg-type]
+    teller = Teller(FakeNotifier())
+    counts = import_hyperpod_hangs(event=event, ledger=ledger, teller=teller, cluster=CLUSTER, mode=mode, now=now)  # type: ignore[arg-type]
+    return {k: v for k, v in counts.items() if k != "verdict_noticed"}  # (the notices: tests/unit/test_verdict_notice.py)
 
 
 # --- the subscription payload: the documented contract ----------------------------------------------
@@ -233,10 +236,19 @@ def test_given_any_batch_when_imported_then_it_never_raises_and_each_kept_verdic
         "subscriptionFilters": [],
         "logEvents": events,
     }
-    counts = import_hyperpod_hangs(event=payload(document), ledger=ledger, cluster=CLUSTER, mode="observe", now=NOW)  # type: ignore[arg-type]
+    notifier = FakeNotifier()
+    counts = import_hyperpod_hangs(
+        event=payload(document), ledger=ledger, teller=Teller(notifier), cluster=CLUSTER, mode="observe", now=NOW
+    )
+    # (one notice per kept verdict, counted beside it)
+    assert counts.get("verdict_noticed", 0) == len(notifier.published) == len(ledger.kept)
+    counts = {k: v for k, v in counts.items() if k != "verdict_noticed"}
     assert sum(counts.values()) <= max(len(events), 1)
     assert counts.get("hyperpod_hang_recorded", 0) == len(ledger.kept)
-    assert len({v.verdict.job for v in ledger.kept.values()}) == len(ledger.kept)  # (one batch: one episode per job)
+    # (one batch: a job's verdicts are episodes more than EPISODE_WINDOW apart; one, unless the batch spans longer)
+    for job in {v.verdict.job for v in ledger.kept.values()}:
+        starts = sorted(v.verdict.episode_at for v in ledger.kept.values() if v.verdict.job == job)
+        assert all(later - earlier > EPISODE_WINDOW for earlier, later in pairwise(starts))
 
 
 # --- the Slurm step, on moto's DynamoDB ---------------------------------------------------------------
@@ -310,9 +322,17 @@ def hpto_cluster(clock: list[datetime]) -> FakeKube:
 
 
 def poll(fake: FakeKube, ledger: DynamoLedger, workflows: FakeWorkflows, at: datetime) -> dict[str, int]:
-    return find_failed_jobs(
-        kube=fake, workflows=workflows, ledger=ledger, guarded=GUARDED, max_age_seconds=3600, now=at, remaining_ms=lambda: 30_000
+    counts = find_failed_jobs(
+        kube=fake,
+        workflows=workflows,
+        ledger=ledger,
+        guarded=GUARDED,
+        teller=Teller(FakeNotifier()),
+        max_age_seconds=3600,
+        now=at,
+        remaining_ms=lambda: 30_000,
     )
+    return {k: v for k, v in counts.items() if k != "verdict_noticed"}  # (the notices: tests/unit/test_verdict_notice.py)
 
 
 def test_given_the_operator_restarted_a_hanging_job_when_polled_thrice_then_one_verdict_and_no_recovery(ledger) -> None:

@@ -94,6 +94,13 @@ HANG_DETECTION = {
     "deferred": "HangJobsDeferred",
 }
 
+# HyperPod's own hang detectors' verdicts (Import HyperPod Hangs, Find Failed Jobs): each kept verdict's
+# one informational notice, sent, or not sent (SNS refused it; the verdict is kept all the same).
+VERDICT_NOTICES = {
+    "verdict_noticed": "VerdictNoticesSent",
+    "verdict_notice_failed": "VerdictNoticesFailed",
+}
+
 ALL = frozenset(
     {
         RECOVERIES_STARTED,
@@ -111,6 +118,7 @@ ALL = frozenset(
         *INTAKE_COUNTS.values(),
         *DURATIONS,
         *HANG_DETECTION.values(),
+        *VERDICT_NOTICES.values(),
     }
 )
 

@@ -19,8 +19,9 @@ At scale (a shared file system failing 500 jobs at once) a poll is bounded by it
   hold) is that job's problem: counted ``invalid`` and logged, never the poll's.
 
 A HyperPodPyTorchJob whose log monitoring rule evaluated to HANGING or SLOW (the training operator
-restarts it itself) is recorded as a verdict of rule hpto_hang or hpto_slow, once per episode, and
-left to the operator (steps/import_hyperpod_hangs.py record_operator_faults).
+restarts it itself) is recorded as a verdict of rule hpto_hang or hpto_slow, once per episode, told
+once (an informational notice), and left to the operator (steps/import_hyperpod_hangs.py
+record_operator_faults).
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from hyperpod_recovery.models.kubernetes import JOB_KINDS, KUBE_JOB_NAME_MAX, Ku
 from hyperpod_recovery.models.requests import JobRecoveryRequest
 from hyperpod_recovery.observability import logger
 from hyperpod_recovery.ports import KubeApi, Ledger, Workflows
-from hyperpod_recovery.steps.import_hyperpod_hangs import record_operator_faults
+from hyperpod_recovery.steps.import_hyperpod_hangs import Teller, record_operator_faults
 
 # A poll starts no more failures once less than this is left of its function's time: one failure's
 # pod list and start (each call well under a second; the adapters' timeouts bound a slow one), the
@@ -56,11 +57,13 @@ def find_failed_jobs(
     workflows: Workflows,
     ledger: Ledger,
     guarded: GuardedCluster,
+    teller: Teller,
     max_age_seconds: int,
     now: datetime,
     remaining_ms: Callable[[], int],
 ) -> dict[str, int]:
-    """``remaining_ms``: the function's time left (Lambda's context.get_remaining_time_in_millis)."""
+    """``remaining_ms``: the function's time left (Lambda's context.get_remaining_time_in_millis);
+    ``teller``: where an operator fault's verdict, once kept, is told."""
     counts: Counter[str] = Counter()
     try:
         started = ledger.failures_started(guarded.name, now)
@@ -76,7 +79,7 @@ def find_failed_jobs(
                 # Its log monitoring's HANGING and SLOW faults, which the operator restarts itself: recorded as
                 # verdicts (observe-only), the job left to the operator.
                 record_operator_faults(
-                    job=job, cluster=guarded.name, ledger=ledger, now=now, max_age_seconds=max_age_seconds, counts=counts
+                    job=job, cluster=guarded.name, ledger=ledger, teller=teller, now=now, max_age_seconds=max_age_seconds, counts=counts
                 )
             try:
                 ended = failed_at(job) if recovery_wanted(job, kind) else None

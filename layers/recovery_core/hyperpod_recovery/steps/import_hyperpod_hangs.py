@@ -16,16 +16,24 @@ rejects each verdict (hyperpod-recovery verdicts), which measures each rule's pr
 One event this cannot read is counted (``unparsable``) and logged, never the batch's failure; a
 ledger that cannot be reached fails the invocation, which Lambda retries (a verdict already kept is
 not kept twice).
+
+Each verdict kept here is told once, informationally (domain/verdict_notice.py: the topic and chat,
+never the pager): only by the run whose write kept it (``record_verdict`` answered True), so a
+redelivered batch or a later poll of the same fault sends nothing. A publish that fails is logged
+and counted (``verdict_notice_failed``), never the batch's or the poll's failure: the verdict is kept
+already, and a retry would find it kept and send nothing either.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from pydantic import ValidationError
 
+from hyperpod_recovery.domain.advice import Deployment
 from hyperpod_recovery.domain.hangs.imported import (
     CONTROL_MESSAGE,
     EPISODE_WINDOW,
@@ -39,18 +47,23 @@ from hyperpod_recovery.domain.hangs.imported import (
     operator_faults,
     parse_hang_event,
 )
-from hyperpod_recovery.errors import LedgerError, LedgerUnavailable
+from hyperpod_recovery.domain.verdict_notice import TAKEN, notice_attributes, verdict_id, verdict_notice
+from hyperpod_recovery.errors import LedgerError, LedgerUnavailable, NotifierUnavailable
 from hyperpod_recovery.models.hangs import HangVerdict, ImportedDetection, RecordedVerdict
 from hyperpod_recovery.observability import logger
-from hyperpod_recovery.ports import Ledger
+from hyperpod_recovery.ports import Ledger, Notifier
 
 ImportMode = Literal["observe", "off"]
 OPERATOR_ACTION = "left to the HyperPod training operator, which restarts it itself"
-TAKEN = {
-    "cancel": "HyperPod's hung job detection cancelled the job (action cancel)",
-    "notify": "HyperPod's hung job detection only reported it (action notify)",
-    "": "HyperPod's hung job detection did not say what it did",
-}
+
+
+@dataclass(frozen=True)
+class Teller:
+    """Where a kept verdict is told, and what its message names besides the verdict."""
+
+    notifier: Notifier
+    deployment: Deployment = field(default_factory=Deployment)
+    dry_run: bool = False
 
 
 def hyperpod_hang_verdict(cluster: str, detection: HangDetection, now: datetime) -> HangVerdict:
@@ -79,7 +92,7 @@ def hyperpod_hang_verdict(cluster: str, detection: HangDetection, now: datetime)
     )
 
 
-def import_hyperpod_hangs(*, event: Any, ledger: Ledger, cluster: str, mode: ImportMode, now: datetime) -> dict[str, int]:
+def import_hyperpod_hangs(*, event: Any, ledger: Ledger, teller: Teller, cluster: str, mode: ImportMode, now: datetime) -> dict[str, int]:
     """One subscription batch: the count of what was kept, folded, skipped and unreadable."""
     counts: Counter[str] = Counter()
     if mode == "off":
@@ -120,12 +133,12 @@ def import_hyperpod_hangs(*, event: Any, ledger: Ledger, cluster: str, mode: Imp
             counts["unparsable"] += 1
             continue
         action = f"observed: {TAKEN[detection.action]}; nothing touched (rule hyperpod_hang is observe-only)"
-        _keep(ledger, RecordedVerdict(verdict=verdict, action=action[:512]), counts)
+        _keep(ledger, teller, RecordedVerdict(verdict=verdict, action=action[:512]), counts)
     return dict(counts)
 
 
 def record_operator_faults(
-    *, job: dict[str, Any], cluster: str, ledger: Ledger, now: datetime, max_age_seconds: int, counts: Counter[str]
+    *, job: dict[str, Any], cluster: str, ledger: Ledger, teller: Teller, now: datetime, max_age_seconds: int, counts: Counter[str]
 ) -> None:
     """The HyperPodPyTorchJob's HANGING and SLOW faults, each kept once per episode (its condition's
     time); the job stays the operator's. A fault older than ``max_age_seconds`` (MaxEventAgeSeconds)
@@ -147,7 +160,7 @@ def record_operator_faults(
             counts["operator_faults_unreadable"] += 1
             continue
         try:
-            _keep(ledger, RecordedVerdict(verdict=verdict, action=OPERATOR_ACTION), counts)
+            _keep(ledger, teller, RecordedVerdict(verdict=verdict, action=OPERATOR_ACTION), counts)
         except (LedgerUnavailable, LedgerError):
             logger.warning("could not record an operator fault; the next poll does", extra={"job": key[:300], "rule": fault.rule})
             counts["operator_faults_not_recorded"] += 1
@@ -180,10 +193,27 @@ def _operator_verdict(cluster: str, job: str, fault: OperatorFault, now: datetim
     )
 
 
-def _keep(ledger: Ledger, recorded: RecordedVerdict, counts: Counter[str]) -> None:
+def _keep(ledger: Ledger, teller: Teller, recorded: RecordedVerdict, counts: Counter[str]) -> None:
     verdict = recorded.verdict
     if ledger.record_verdict(recorded):
         counts[f"{verdict.rule}_recorded"] += 1
         logger.info("imported hang verdict", extra={"verdict": verdict.summary, "rule": verdict.rule, "mode": verdict.mode})
+        _tell(teller, recorded, counts)
     else:
         counts["already_recorded"] += 1
+
+
+def _tell(teller: Teller, recorded: RecordedVerdict, counts: Counter[str]) -> None:
+    """The kept verdict's one message. Sent by this run only: it kept the verdict, and no other run
+    will (a failed publish is not retried: the verdict stays listed by ``verdicts list``)."""
+    subject, body = verdict_notice(recorded, deployment=teller.deployment)
+    try:
+        teller.notifier.publish(subject, body, notice_attributes(recorded, dry_run=teller.dry_run))
+    except NotifierUnavailable as exc:
+        logger.warning(
+            "could not send a verdict's notice; the verdict is kept",
+            extra={"verdict": verdict_id(recorded.verdict), "error": str(exc)[:300]},
+        )
+        counts["verdict_notice_failed"] += 1
+        return
+    counts["verdict_noticed"] += 1
