@@ -102,7 +102,8 @@ def notice_attributes(recorded: RecordedVerdict, *, dry_run: bool) -> dict[str, 
 def subject(verdict: HangVerdict) -> str:
     """``[hyperpod-recovery] <cluster>: observed <rule> <job>``: printable ASCII, at most 100 characters."""
     text = f"[hyperpod-recovery] {verdict.cluster}: observed {verdict.rule} {job_named(verdict)}"
-    text = "".join(c if 32 <= ord(c) < 127 else "?" for c in text)
+    # (no backtick: in a subject it would open a code span that a command in the body closes)
+    text = "".join(c if 32 <= ord(c) < 127 else "?" for c in text.replace("`", "'"))
     return text if len(text) <= SUBJECT_LIMIT else text[: SUBJECT_LIMIT - 3] + "..."
 
 
