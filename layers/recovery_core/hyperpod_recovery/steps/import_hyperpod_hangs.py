@@ -49,7 +49,7 @@ from hyperpod_recovery.domain.hangs.imported import (
 )
 from hyperpod_recovery.domain.verdict_notice import TAKEN, notice_attributes, verdict_id, verdict_notice
 from hyperpod_recovery.errors import LedgerError, LedgerUnavailable, NotifierUnavailable
-from hyperpod_recovery.models.hangs import HangVerdict, ImportedDetection, RecordedVerdict
+from hyperpod_recovery.models.hangs import HangRule, HangVerdict, ImportedDetection, RecordedVerdict
 from hyperpod_recovery.observability import logger
 from hyperpod_recovery.ports import Ledger, Notifier
 
@@ -66,30 +66,38 @@ class Teller:
     dry_run: bool = False
 
 
+def imported_verdict(
+    rule: HangRule, cluster: str, job: str, at: datetime, now: datetime, summary: str, imported: ImportedDetection
+) -> HangVerdict:
+    """A verdict HyperPod's own detector reached at ``at``: observe-only, and nothing in it measured by
+    us (step, threshold, seconds are placeholders the CLI never shows: ``imported`` says what was)."""
+    return HangVerdict(
+        rule=rule,
+        mode="observe",
+        cluster=cluster,
+        job=job,
+        decided_at=now,
+        episode_at=at,
+        step=0,
+        last_progress_at=at,
+        threshold_seconds=0,
+        observed_seconds=0,
+        summary=summary[:1024],
+        imported=imported,
+    )
+
+
 def hyperpod_hang_verdict(cluster: str, detection: HangDetection, now: datetime) -> HangVerdict:
     said = f"job {detection.job}: HyperPod's hung job detection reported a hang at {detection.at:%Y-%m-%d %H:%M:%S} UTC"
     where = f" on {detection.instance_id}" if detection.instance_id else ""
-    return HangVerdict(
-        rule="hyperpod_hang",
-        mode="observe",
-        cluster=cluster,
-        job=detection.job,
-        decided_at=now,
-        episode_at=detection.at,
-        # (not measured by us: ImportedDetection says what was)
-        step=0,
-        last_progress_at=detection.at,
-        threshold_seconds=0,
-        observed_seconds=0,
-        summary=f"{said}{where}"[:1024],
-        imported=ImportedDetection(
-            source="hyperpod_hang_detection",
-            detector_rule=detection.rule,
-            taken=detection.action,
-            evidence=detection.evidence,
-            where=detection.stream,
-        ),
+    detected = ImportedDetection(
+        source="hyperpod_hang_detection",
+        detector_rule=detection.rule,
+        taken=detection.action,
+        evidence=detection.evidence,
+        where=detection.stream,
     )
+    return imported_verdict("hyperpod_hang", cluster, detection.job, detection.at, now, f"{said}{where}", detected)
 
 
 def import_hyperpod_hangs(*, event: Any, ledger: Ledger, teller: Teller, cluster: str, mode: ImportMode, now: datetime) -> dict[str, int]:
@@ -168,29 +176,18 @@ def record_operator_faults(
 
 def _operator_verdict(cluster: str, job: str, fault: OperatorFault, now: datetime) -> HangVerdict:
     state = "HANGING" if fault.rule == "hpto_hang" else "SLOW"
-    return HangVerdict(
-        rule=fault.rule,
-        mode="observe",
-        cluster=cluster,
-        job=job,
-        decided_at=now,
-        episode_at=fault.at,
-        step=0,
-        last_progress_at=fault.at,
-        threshold_seconds=0,
-        observed_seconds=0,
-        summary=(
-            f"job {job}: the HyperPod training operator's log monitoring rule {fault.detector_rule} evaluated to {state} "
-            f"(condition {fault.condition or '?'} at {fault.at:%Y-%m-%d %H:%M:%S} UTC)"
-        )[:1024],
-        imported=ImportedDetection(
-            source="hyperpod_training_operator",
-            detector_rule=fault.detector_rule,
-            taken="restarted",
-            evidence=fault.evidence,
-            where=f"status.conditions[type={fault.condition}]"[:512],
-        ),
+    summary = (
+        f"job {job}: the HyperPod training operator's log monitoring rule {fault.detector_rule} evaluated to {state} "
+        f"(condition {fault.condition or '?'} at {fault.at:%Y-%m-%d %H:%M:%S} UTC)"
     )
+    detected = ImportedDetection(
+        source="hyperpod_training_operator",
+        detector_rule=fault.detector_rule,
+        taken="restarted",
+        evidence=fault.evidence,
+        where=f"status.conditions[type={fault.condition}]"[:512],
+    )
+    return imported_verdict(fault.rule, cluster, job, fault.at, now, summary, detected)
 
 
 def _keep(ledger: Ledger, teller: Teller, recorded: RecordedVerdict, counts: Counter[str]) -> None:
