@@ -26,8 +26,9 @@ from hyperpod_recovery.models.common import (
     StrictFlag,
     Timestamp,
 )
+from hyperpod_recovery.models.elastic import ElasticPolicy
 from hyperpod_recovery.models.kubernetes import KubeJobRef, RecreationToken
-from hyperpod_recovery.models.manifest import MAX_FRAMEWORK_CHARS, MAX_JOB_CHARS, manifest_job
+from hyperpod_recovery.models.manifest import MAX_FRAMEWORK_CHARS, MAX_JOB_CHARS, CheckpointLayout, manifest_job
 
 OWNER_TAG_PREFIX = "hyperpod-recovery"
 
@@ -132,6 +133,13 @@ class JobSpec(BaseModel):
     # table, models/progress.py): what a hang verdict needs before anything is done to the job, since
     # anyone on the cluster can write a progress report under any job's id.
     reports_progress: StrictFlag = Field(default=False, exclude_if=_is_false)
+    # Shrink-and-continue (models/elastic.py): how far the job may shrink when no spare fits it; None:
+    # rigid (it waits for its replacement). ``elastic_problem``: an opt-in that could not be read.
+    elastic: ElasticPolicy | None = Field(default=None, exclude_if=_is_none)
+    elastic_problem: ShortText | None = Field(default=None, exclude_if=_is_none)
+    # Nodes that could take the job at once when it was captured (Slurm: idle, not drained, responding,
+    # in its partition; after the cordon, so never the failed ones). None: not counted (an older agent).
+    spare_nodes: int | None = Field(default=None, ge=0, le=MAX_JOB_NODES, exclude_if=_is_none)
 
 
 # Who restarts a job when we do not (JobSpec.restarted_by): never us on top of them.
@@ -168,6 +176,9 @@ class CheckpointRef(BaseModel):
     step: int = Field(ge=0)
     # As long as a manifest may name it: a longer limit here made a valid checkpoint crash discovery.
     framework: str | None = Field(default=None, max_length=MAX_FRAMEWORK_CHARS, exclude_if=_is_none)
+    # Manifest v1.1: the world size and parallel layout it was written at, and whether it reshards
+    # (loads at another data-parallel width). None: v1, or a checkpoint found without our manifest.
+    layout: CheckpointLayout | None = Field(default=None, exclude_if=_is_none)
 
 
 # The nodes of one incident (drain, resume, jobs on them), and of one failed job (node states).
@@ -242,6 +253,13 @@ class ResubmitJob(BaseModel):
     # token our ledger recorded for its re-creation before it is made: the re-creation carries it.
     kube: KubeJobRef | None = Field(default=None, exclude_if=_is_none)
     recreation_token: RecreationToken | None = Field(default=None, exclude_if=_is_none)
+    # Shrink-and-continue: the node count to submit the copy at (None: the size the job ran at), and
+    # the data-parallel degree that gives, both exported to the copy (RESUME_NODES_ENV, RESUME_DATA_PARALLEL_ENV).
+    nodes: int | None = Field(default=None, ge=1, le=MAX_JOB_NODES, exclude_if=_is_none)
+    data_parallel: int | None = Field(default=None, ge=1, le=MAX_JOB_NODES * 8, exclude_if=_is_none)
+    # A grow-back: the old copy (ours, shrunk) is stopped only when this many nodes can take the new
+    # one at once (its own nodes plus free ones); else nothing is stopped or submitted (``declined``).
+    require_free_nodes: int | None = Field(default=None, ge=1, le=MAX_JOB_NODES, exclude_if=_is_none)
 
 
 class NodeStates(BaseModel):
@@ -463,6 +481,10 @@ class ResubmitResult(BaseModel):
     # PENDING, RUNNING...; EKS: the object's newest condition, or Created): what a human is told,
     # never "runs again" of a job that waits. None: an older agent, or unknown.
     new_job_state: str | None = Field(default=None, max_length=32, exclude_if=_is_none)
+    # The node count the copy was submitted at (a shrink or a grow-back); None: the size the job ran at.
+    nodes: int | None = Field(default=None, ge=1, le=MAX_JOB_NODES, exclude_if=_is_none)
+    # Why nothing was stopped or submitted (a grow-back whose nodes were taken): the old copy runs on.
+    declined: ShortText | None = Field(default=None, exclude_if=_is_none)
 
 
 class NodeStatus(BaseModel):

@@ -38,6 +38,10 @@ RESUME_STEP_ENV = "HYPERPOD_RECOVERY_RESUME_STEP"  # 12000
 # The job name a checkpoint's manifest records where there is no SLURM_JOB_NAME (EKS: a re-created
 # job carries its lineage's first name in it, so its manifests are its lineage's).
 JOB_NAME_ENV = "HYPERPOD_RECOVERY_JOB_NAME"
+# Shrink-and-continue: the node count and data-parallel degree a resubmitted copy runs at (set only
+# when it differs from the size the job was written for, or on a grow-back), for resume_point().
+RESUME_NODES_ENV = "HYPERPOD_RECOVERY_RESUME_NODES"
+RESUME_DATA_PARALLEL_ENV = "HYPERPOD_RECOVERY_RESUME_DATA_PARALLEL"
 # sha256:<64 hex>, what `hyperpod-recovery checkpoint commit --checksums` writes and `verify --deep` checks.
 CHECKSUM_PATTERN = r"^sha256:[0-9a-f]{64}$"
 
@@ -140,6 +144,30 @@ class Shard(BaseModel):
         if key == MANIFEST_NAME:
             raise ValueError("the manifest cannot list itself as a shard")
         return key
+
+
+class CheckpointLayout(BaseModel):
+    """Manifest v1.1's ``layout``: how the checkpoint was written, so the pipeline knows the sizes it
+    can be loaded at. ``world_size`` = ``tensor`` x ``pipeline`` x ``data`` (x any other model-parallel
+    degree the script folds into ``tensor``); ``nodes`` the job's node count then; ``reshardable``:
+    it loads at another data-parallel degree (PyTorch DCP does)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    world_size: int = Field(ge=1, le=10_000_000)
+    nodes: int | None = Field(default=None, ge=1, le=100_000)
+    tensor: int = Field(default=1, ge=1, le=1_000_000)
+    pipeline: int = Field(default=1, ge=1, le=1_000_000)
+    data: int = Field(ge=1, le=10_000_000)
+    reshardable: bool = False
+
+    @model_validator(mode="after")
+    def _consistent(self) -> CheckpointLayout:
+        if self.tensor * self.pipeline * self.data != self.world_size:
+            raise ValueError(f"tensor {self.tensor} x pipeline {self.pipeline} x data {self.data} is not the world size {self.world_size}")
+        if self.nodes is not None and self.world_size % self.nodes:
+            raise ValueError(f"world size {self.world_size} is not a whole number of ranks on each of {self.nodes} node(s)")
+        return self
 
 
 class CheckpointManifest(BaseModel):
