@@ -21,6 +21,9 @@ What each expectation reads from the report (sandbox/report.py):
     verdict_suspects          every verdict's suspects (the nodes it blamed)
     hang_detected_within_seconds  each stall verdict decided at most this long after the job's last progress
     running_again_within_seconds  each hang's job has a copy running at most this long after the hang began
+    shrunk_to                 some copy of each job a fault hit ran on this many nodes (jobs[].copies[].nodes)
+    grown_back_to             each hit job's newest copy runs on this many nodes
+    steps_monotone            no copy of a job resumed from an earlier step than the copy before it
 """
 
 from __future__ import annotations
@@ -63,6 +66,9 @@ class ExpectSpec(BaseModel):
     hang_detected_within_seconds: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     running_again_within_seconds: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     always_say: list[Phrase] = Field(default_factory=list, description="phrases some notification must contain")
+    shrunk_to: int | None = Field(default=None, ge=1, description="some copy of each hit job ran on this many nodes")
+    grown_back_to: int | None = Field(default=None, ge=1, description="each hit job's newest copy runs on this many nodes")
+    steps_monotone: StrictBool = True
 
 
 IMPLICIT = ExpectSpec(no_human_needed=True)
@@ -130,6 +136,7 @@ def evaluate(expect: ExpectSpec, report: dict[str, Any], cap: int, most_out: int
         contradictions = report.get("message_contradictions", [])
         got = f"{len(contradictions)}" + (f": {contradictions[0]}" if contradictions else "")
         checks.append(Check("messages match the record", not contradictions, "no contradiction", got[:300]))
+    checks += _size_checks(expect, [j for j in report.get("jobs", []) if j.get("fault_at") is not None])
     checks += _hang_checks(expect, report.get("hangs") or {"verdicts": [], "hangs": []})
     messages = _messages(report)
     for phrase in expect.never_say:
@@ -138,6 +145,31 @@ def evaluate(expect: ExpectSpec, report: dict[str, Any], cap: int, most_out: int
     for phrase in expect.always_say:
         found = sum(phrase.lower() in m for m in messages)
         checks.append(Check(f"says {phrase!r}", bool(found), "in some message", f"in {found} of {len(messages)} message(s)"))
+    return checks
+
+
+def _size_checks(expect: ExpectSpec, hit: list[dict[str, Any]]) -> list[Check]:
+    """Shrink-and-continue: the sizes each hit job's copies ran at, and the steps they resumed from."""
+    checks: list[Check] = []
+
+    def sizes(job: dict[str, Any]) -> list[int]:
+        return [c["nodes"] for c in job.get("copies", [])]
+
+    shown = "; ".join(f"{j.get('label') or j['job']}: {sizes(j) or 'no copy'}" for j in hit) or "no job hit"
+    if expect.shrunk_to is not None:
+        ok = bool(hit) and all(expect.shrunk_to in sizes(j) for j in hit)
+        checks.append(Check("shrunk", ok, f"a copy of each hit job on {expect.shrunk_to} node(s)", shown))
+    if expect.grown_back_to is not None:
+        ok = bool(hit) and all(sizes(j)[-1:] == [expect.grown_back_to] for j in hit)
+        checks.append(Check("grown back", ok, f"each hit job's newest copy on {expect.grown_back_to} node(s)", shown))
+    if expect.steps_monotone:
+        backwards = [
+            f"{j.get('label') or j['job']}: {steps}"
+            for j in hit
+            if (steps := [c["from_step"] for c in j.get("copies", []) if c.get("from_step") is not None]) != sorted(steps)
+        ]
+        said = "no copy resumed from an earlier step than the one before"
+        checks.append(Check("steps monotone", not backwards, said, "; ".join(backwards) or "none"))
     return checks
 
 

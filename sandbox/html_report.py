@@ -39,6 +39,7 @@ PHASE_COLORS: dict[PhaseName, str] = {
     "find_checkpoint": "#17becf",
     "backoff": "#c7c7c7",
     "resubmit": "#e377c2",
+    "grow_back": "#9467bd",
     "record": "#7f7f7f",
 }  # "other" (a state no phase names) is drawn grey and left out of the legend
 # Darker shades than any phase's, one per outcome: an outcome badge never reads as a phase bar.

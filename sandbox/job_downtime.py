@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 
 Interval = tuple[int, int]  # [start, end) in virtual milliseconds
 
@@ -63,3 +64,18 @@ def down_intervals(runs: Sequence[CopyRun], faults: Sequence[int], end: int) -> 
 
 def total(intervals: Sequence[Interval]) -> int:
     return sum(end - start for start, end in intervals)
+
+
+def node_time_lost(runs: Sequence[tuple[CopyRun, int]], faults: Sequence[int], end: int, full: int) -> int:
+    """Node-milliseconds the job lost from its first fault to ``end``: each moment counts ``full`` less
+    the nodes of the copy training then (all of them while none is; the difference while a copy runs
+    shrunk). ``runs`` pairs each copy's run with its node count."""
+    if not faults:
+        return 0
+    start = min(faults)
+    moments = sorted({start, end, *(t for run, _ in runs for t in run.training() if start < t < end)})
+    lost = 0
+    for left, right in pairwise(moments):
+        training = [nodes for run, nodes in runs if run.training()[0] <= left and right <= run.training()[1]]
+        lost += (right - left) * (full - min(full, max(training, default=0)))
+    return lost

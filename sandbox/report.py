@@ -31,11 +31,12 @@ from hyperpod_recovery.domain.fates import job_label
 from hyperpod_recovery.domain.verdict_notice import verdict_id
 from hyperpod_recovery.models.hangs import RecordedVerdict
 from hyperpod_recovery.models.kubernetes import node_name_for_instance
+from hyperpod_recovery.models.manifest import RESUME_STEP_ENV
 from hyperpod_recovery.models.records import IncidentRecord, JobFate
 from hyperpod_recovery.vocabulary import ORCHESTRATOR_PHASES
 from sandbox.aws import RETRY_BACKOFF
 from sandbox.clock import EPOCH
-from sandbox.job_downtime import CopyRun, down_intervals, total, union
+from sandbox.job_downtime import CopyRun, down_intervals, node_time_lost, total, union
 from sandbox.message_check import contradictions, verdict_contradictions
 from sandbox.real_slurm import RealController
 from sandbox.scenario import expand_range
@@ -527,12 +528,14 @@ def _slurm_job(runner: DrillRunner, spec: Any, fates: list[JobFate], end: float)
         return [at for at, names in faults if names is None or names & set(job.nodes)]
 
     runs: list[CopyRun] = []
+    runs_of: dict[str, list[CopyRun]] = {}
     for job in lineage:
         stop = _ms((job.ended_at - runner.epoch).total_seconds()) if job.ended_at is not None else end_ms
         starts = [0] if job is original else []
         if job.started_at is not None:
             starts.append(_ms((job.started_at - runner.epoch).total_seconds()))
-        runs += [CopyRun(start, stop, hits(job)) for start in starts]
+        runs_of[job.job_id] = [CopyRun(start, stop, hits(job)) for start in starts]
+        runs += runs_of[job.job_id]
     first_hits = [at for job in lineage for at in hits(job)]
     current = slurm.current_incarnation(spec.id)
     copy = current if current is not original else None
@@ -544,10 +547,25 @@ def _slurm_job(runner: DrillRunner, spec: Any, fates: list[JobFate], end: float)
     hit_nodes |= {
         r.new_hostname.split(".", 1)[0] for r in runner.double.replacements if r.new_hostname and r.hostname.split(".", 1)[0] in hit_nodes
     }
+    full = len(original.nodes)
+    sized = [(run, len(job.nodes) or job.node_count or full) for job in lineage for run in runs_of[job.job_id]]
     return {
         "job": spec.id,
         "label": _label(fates, spec.id) or f"job {spec.id} ({spec.name})",
         "fault_at": min(first_hits) / 1000 if first_hits else None,
+        # Every copy made, in order: its size and the step it resumed from (a shrink, a grow-back).
+        "copies": [
+            {
+                "job": job.job_id,
+                "nodes": len(job.nodes) or job.node_count,
+                "from_step": _step_number(job.environment.get(RESUME_STEP_ENV)),
+                "started_at": _seconds(job.started_at, runner.epoch),
+                "ended_at": _seconds(job.ended_at, runner.epoch),
+            }
+            for job in sorted(lineage, key=lambda j: int(j.job_id))
+            if job is not original
+        ],
+        "node_seconds_lost": node_time_lost(sized, first_hits, end_ms, full) / 1000 if first_hits else None,
         "running_as": copy.job_id if copy is not None else None,
         "copy": f"job {copy.job_id}" if copy is not None else None,
         "state": current.state,
@@ -957,3 +975,7 @@ def format_report(report: dict[str, Any]) -> str:
 
 def _kubernetes_calls_line(calls: dict[str, int]) -> str:
     return f"kubernetes calls: {sum(calls.values())} ({', '.join(f'{name} {count}' for name, count in calls.items())})"
+
+
+def _step_number(text: str | None) -> int | None:
+    return int(text) if text and text.isascii() and text.isdigit() else None

@@ -46,6 +46,7 @@ from sandbox.real_slurm import RealController
 from sandbox.report import build_report
 from sandbox.scenario import FaultSpec, Scenario, ScenarioError, expand_range
 from sandbox.slurm import DATA_LOADER_STACK, SimulatedController, SlurmJob
+from sandbox.training import TrainingSimulator
 
 ESM_BATCH_SIZE = 100  # template.yaml IntakeFunction BatchSize
 SWEEP_FUNCTION = "SweepEndedExecutionsFunction"  # its schedule (template.yaml) is the sweep's period
@@ -128,6 +129,7 @@ class DrillRunner:
         self._until = math.inf  # the moment the runner is letting the executions reach
         self.aborted: dict[str, tuple[str, str]] = {}  # executions an abort fault stopped: (error, cause) given
         self.progress: ProgressSimulator | None = None  # the jobs' progress reporters (jobs.*.progress)
+        self.training: TrainingSimulator | None = None  # the jobs that keep checkpointing (jobs.*.training)
         self.hang_ticks: list[tuple[float, Any]] = []  # (virtual second, Detect Hung Jobs' answer) of each tick
         self.hang_imports: list[tuple[float, Any]] = []  # (virtual second, Import HyperPod Hangs' answer)
 
@@ -294,6 +296,8 @@ class DrillRunner:
                 )
             )
             write_checkpoints(aws.client("s3"), job, self.epoch)
+        if any(job.training is not None for job in self.scenario.jobs):
+            self.training = TrainingSimulator(self.scenario.jobs, self.slurm.slurm, aws.client("s3"), self.epoch, self._first_hit)
         if any(job.progress is not None for job in self.scenario.jobs):
             self.progress = ProgressSimulator(
                 self.scenario,
@@ -383,6 +387,8 @@ class DrillRunner:
     def _between(self) -> None:
         """Every execution is parked: deliver what happened before the next one wakes."""
         self._write_progress(self.clock.horizon)
+        if self.training is not None:
+            self.training.advance(self.clock.horizon)
         self._publish_cluster_events()
         self._publish_execution_ends()
         self._run_scheduled_sweeps()
@@ -721,6 +727,23 @@ class DrillRunner:
                 FunctionName=HANG_IMPORTER_FUNCTION, Payload=json.dumps({"awslogs": {"data": data}}).encode()
             )
         self.hang_imports.append((fault.at, json.loads(response["Payload"].read())))
+
+    def _first_hit(self, job: SlurmJob) -> float | None:
+        """The first fault (virtual seconds) on one of ``job``'s nodes, or on the job itself, after it started."""
+        started = (job.started_at - self.epoch).total_seconds() if job.started_at is not None else 0.0
+        hits = [
+            fault.at
+            for fault in self.scenario.faults
+            if fault.at >= started
+            and (
+                fault.job == job.job_id
+                or (
+                    fault.kind != "abort"
+                    and any(self.double.current(ref, t=fault.at).hostname.split(".", 1)[0] in job.nodes for ref in fault.node_refs)
+                )
+            )
+        ]
+        return min(hits, default=None)
 
     def _write_progress(self, moment: float) -> None:
         """The jobs' reporters' items as of ``moment``, put in the progress table (as the training

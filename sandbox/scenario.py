@@ -128,6 +128,15 @@ class ProgressSpec(_Strict):
     reports_waits: StrictBool = True
 
 
+class TrainingSpec(_Strict):
+    """The job keeps training during the drill: every copy of it that runs checkpoints (with the real
+    writer) every ``checkpoint_every_seconds`` at full size, ``steps_per_checkpoint`` steps further
+    each time; a copy on fewer nodes goes proportionally slower (the global batch kept: sandbox/training.py)."""
+
+    checkpoint_every_seconds: float = Field(default=300.0, ge=10, le=86_400)
+    steps_per_checkpoint: int = Field(default=100, ge=1, le=1_000_000)
+
+
 class JobSpec(_Strict):
     id: str = Field(pattern=r"^[0-9]{1,10}$")
     name: str = Field(min_length=1, max_length=128)
@@ -145,6 +154,8 @@ class JobSpec(_Strict):
     kubernetes: KubernetesJobSpec = Field(default_factory=KubernetesJobSpec)
     # The job reports its progress (hang and slowdown detection); None: it does not.
     progress: ProgressSpec | None = None
+    # It keeps checkpointing during the drill (a shrunk copy's next checkpoint is what grows it back).
+    training: TrainingSpec | None = None
 
     @model_validator(mode="after")
     def _nodes_syntax(self) -> JobSpec:

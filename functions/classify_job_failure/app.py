@@ -14,7 +14,9 @@ def lambda_handler(step: ClassifyJobFailureInput, deps: Dependencies):
         step,
         cluster=deps.cluster,
         now=deps.now(),
-        node_timeout_seconds=node_recovery_time_bound_seconds(settings.reboot_deadline_seconds, settings.rejoin_deadline_seconds),
+        node_timeout_seconds=node_recovery_time_bound_seconds(
+            settings.reboot_deadline_seconds, settings.rejoin_deadline_seconds, settings.elastic_grow_back_grace_seconds
+        ),
         orchestrator=settings.orchestrator,
         progress=deps.progress,
         ledger=deps.ledger,

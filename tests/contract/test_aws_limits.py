@@ -45,7 +45,7 @@ from hyperpod_recovery.domain.limits import (
 from hyperpod_recovery.domain.normalize import GuardedCluster
 from hyperpod_recovery.domain.rejoin import MAX_BOOT_READINGS
 from hyperpod_recovery.models.common import MAX_JOBS_PER_INCIDENT
-from hyperpod_recovery.models.workflow import CheckpointPlan
+from hyperpod_recovery.models.workflow import MAX_GROW_BACK_CHECKS, MAX_SHRUNK_JOBS_PER_INCIDENT, CheckpointPlan
 from sandbox.template import Resolver, load_template
 from tests.conftest import ROOT, load_event
 
@@ -257,12 +257,22 @@ def test_given_the_maps_over_a_checkpoint_plan_then_the_plan_bounds_their_items_
 # followed by one more pass through the loop's other states but its wait (Check Rejoin, Check Rejoined).
 # Resume Nodes and its Check Health Gate run once per rejoin, and a failed health gate leads to at
 # most MAX_GATE_REPLACEMENTS more (Replace Unhealthy Nodes, Check Unhealthy Replaced).
+# Grow Back Job runs once per shrunk job (at most MAX_SHRUNK_JOBS_PER_INCIDENT), each followed by one
+# more pass of Check Shrunk Jobs and its Choice.
 BOUNDED_LOOP_STATES = {
     "Read Boot Times": MAX_BOOT_READINGS,
     "Resume Nodes": 1 + MAX_GATE_REPLACEMENTS,
     "Check Health Gate": 1 + MAX_GATE_REPLACEMENTS,
     "Replace Unhealthy Nodes": MAX_GATE_REPLACEMENTS,
     "Check Unhealthy Replaced": MAX_GATE_REPLACEMENTS,
+    "Grow Back Job": MAX_SHRUNK_JOBS_PER_INCIDENT,
+}
+# How many passes each loop makes at most, by the wait that paces it: the wait for rejoin's checks
+# (rejoin_wait_bounds), and the grow-back's checks (domain/elastic/grow_back.py stops at MAX_GROW_BACK_CHECKS).
+LOOP_PASSES = {
+    "Wait For Rejoin": MAX_REJOIN_CHECKS + 1,
+    "Wait For Other Recovery": MAX_REJOIN_CHECKS + 1,
+    "Wait For Next Checkpoint": MAX_GROW_BACK_CHECKS,
 }
 
 
@@ -285,7 +295,8 @@ def _worst_case_events(definition: dict[str, Any]) -> int:
         bounded = loop & set(BOUNDED_LOOP_STATES)
         every_pass = loop - bounded
         woken = MAX_EVENT_WAKES if any(_is_wait(states[name]) and states[name]["Type"] == "Task" for name in loop) else 0
-        total += (MAX_REJOIN_CHECKS + 1 + woken) * sum(_visit_events(states[name]) for name in every_pass)
+        passes = max(LOOP_PASSES[name] for name in loop if _is_wait(states[name]))
+        total += (passes + woken) * sum(_visit_events(states[name]) for name in every_pass)
         extra_pass = sum(_visit_events(states[name]) for name in every_pass if not _is_wait(states[name]))
         total += sum(BOUNDED_LOOP_STATES[name] * (_visit_events(states[name]) + extra_pass) for name in bounded)
         in_loop |= loop
@@ -308,7 +319,16 @@ def test_given_the_workflows_then_their_only_loops_are_the_bounded_waits() -> No
     waits = {
         workflow: {name for loop in found for name in loop if _is_wait(ASL[workflow]["States"][name])} for workflow, found in loops.items()
     }
-    assert waits == {"node_recovery": {"Wait For Rejoin"}, "job_recovery": {"Wait For Other Recovery"}, "agent_check": set()}, loops
+    expected = {
+        "node_recovery": {"Wait For Rejoin", "Wait For Next Checkpoint"},
+        "job_recovery": {"Wait For Other Recovery"},
+        "agent_check": set(),
+    }
+    assert waits == expected, loops
+    # And each loop has exactly one wait, whose passes LOOP_PASSES bounds
+    for workflow, found in loops.items():
+        for loop in found:
+            assert len([n for n in loop if _is_wait(ASL[workflow]["States"][n])]) == 1, loop
     assert loops["agent_check"] == []
 
 
@@ -348,7 +368,9 @@ def test_given_any_accepted_parameters_then_every_function_starts_and_the_waits_
     backoff, max_backoff = configured.job_restart_backoffs
     assert 0 <= backoff <= max_backoff
     # And no lock, cap place or claim can lapse under a NodeRecovery still running
-    bound = node_recovery_time_bound_seconds(configured.reboot_deadline_seconds, configured.rejoin_deadline_seconds)
+    bound = node_recovery_time_bound_seconds(
+        configured.reboot_deadline_seconds, configured.rejoin_deadline_seconds, configured.elastic_grow_back_grace_seconds
+    )
     assert configured.lock_ttl_seconds_in_effect >= bound
 
 
@@ -402,6 +424,11 @@ def test_given_the_node_workflow_then_the_nested_timeout_covers_its_longest_run(
     node = ASL["node_recovery"]
     loop = set().union(*_loops(node["States"]))
     slowest = _worst_case_seconds(node, loop) + sum(_worst_case_seconds({"States": {n: node["States"][n]}}, set()) for n in loop)
+    # And the grow-back's passes past the first (counted above): every check at its slowest, and every
+    # shrunk job's grow-back (its waits are the grace, outside the overhead: node_recovery_time_bound_seconds)
+    check = _worst_case_seconds({"States": {"Check Shrunk Jobs": node["States"]["Check Shrunk Jobs"]}}, set())
+    grow = _worst_case_seconds({"States": {"Grow Back Job": node["States"]["Grow Back Job"]}}, set())
+    slowest += (MAX_GROW_BACK_CHECKS - 1) * check + (MAX_SHRUNK_JOBS_PER_INCIDENT - 1) * grow
     # And the Resume Nodes of each failed health gate, outside every deadline (the replacement's
     # own deadline starts at Replace Unhealthy Nodes, counted above once per execution)
     slowest += MAX_GATE_REPLACEMENTS * _worst_case_seconds({"States": {"Resume Nodes": node["States"]["Resume Nodes"]}}, set())
@@ -656,11 +683,11 @@ def test_given_the_job_workflow_then_the_sweeps_lookback_covers_its_longest_run(
     own = _worst_case_seconds({"States": {n: s for n, s in job.items() if n != "Recover Nodes"}}, loop)
     own += sum(_worst_case_seconds({"States": {n: job[n]}}, set()) for n in loop)
     print(f"JobRecovery's own steps, at worst: {own} s")
-    for reboot, rejoin, backoff in ((60, 60, 0), (900, 2700, 900), (86_400, 86_400, 86_400)):
+    for reboot, rejoin, backoff, grace in ((60, 60, 0, 0), (900, 2700, 900, 1800), (86_400, 86_400, 86_400, 86_400)):
         # ...plus its nested NodeRecovery, the wait for another incident holding its nodes (as long as
-        # that incident's rejoin window, and a margin), and its longest restart backoff
-        node = node_recovery_time_bound_seconds(reboot, rejoin)
-        other = rejoin_window_seconds(reboot, rejoin) + _check_other_recovery_margin()
+        # that incident's rejoin window and grow-back, and a margin), and its longest restart backoff
+        node = node_recovery_time_bound_seconds(reboot, rejoin, grace)
+        other = rejoin_window_seconds(reboot, rejoin) + 2 * grace + _check_other_recovery_margin()
         # Then the sweep of ended executions reads back far enough to list any execution that may have just ended
-        assert own + node + other + backoff <= execution_time_bound_seconds(reboot, rejoin, backoff)
-        assert node <= execution_time_bound_seconds(reboot, rejoin, backoff)
+        assert own + node + other + backoff <= execution_time_bound_seconds(reboot, rejoin, backoff, grace)
+        assert node <= execution_time_bound_seconds(reboot, rejoin, backoff, grace)

@@ -88,6 +88,8 @@ RERUN_FINDS_ITS_OWN_WORK = {
     "Check Controller Agent": "read-only command",
     "Resubmit Job Now": "the ledger claim is this incident's; the same command id; a re-created job is found by its name",
     "Resubmit Job": "the ledger claim is this incident's; the same command id; a re-created job is found by its name",
+    "Check Shrunk Jobs": "reads S3 and the ledger; its state is its input's, returned anew",
+    "Grow Back Job": "the ledger claim on the shrunk copy is this incident's; the same command id",
 }
 # Not retried on a stop: the replacing steps mark a replacement in the ledger after HyperPod's answer
 # (stopped in between, a rerun would replace again); the Record steps publish a notification each run.
@@ -138,6 +140,11 @@ def test_a_stopped_function_is_retried_exactly_where_a_rerun_finds_its_own_work(
 TIMEOUT_IS_THE_FALLBACK = {("Wait For Rejoin", "Check Rejoin")}
 
 
+# A grow-back that failed is that one shrunk job's end (as Note Resubmit Failure is a resubmission's):
+# the next check folds the error into the job (it stays shrunk, or its copy is unknown) and goes on.
+FAILURE_FOLDED_IN = {("Grow Back Job", "Check Shrunk Jobs")}
+
+
 # And the Record steps' lost answers (they ran; Lambda's response did not arrive, past the
 # retries): what they answered is read back from the ledger, else the execution fails named.
 LOST_ANSWER_RECALLED = {
@@ -154,6 +161,9 @@ def test_every_failure_path_ends_in_a_named_fail_state(asl: dict[str, Any]) -> N
         for catch in state.get("Catch", []):
             if (name, catch["Next"]) in TIMEOUT_IS_THE_FALLBACK:
                 assert catch["ErrorEquals"] == ["States.Timeout"] and catch["ResultPath"] is None, name
+                continue
+            if (name, catch["Next"]) in FAILURE_FOLDED_IN:
+                assert catch["ErrorEquals"] == ["States.ALL"] and catch["ResultPath"] == "$.grow_back.failure", name
                 continue
             if (name, catch["Next"]) in LOST_ANSWER_RECALLED:
                 assert set(catch["ErrorEquals"]) == LAMBDA_TRANSIENT and catch["ResultPath"] == "$.lost_answer", name

@@ -63,6 +63,11 @@ class Settings(BaseModel):
     rejoin_max_poll_seconds: int = Field(ge=5, le=3600)
     rejoin_deadline_seconds: int = Field(ge=60, le=86_400)
     expected_replacement_seconds: int = Field(ge=60, le=86_400)  # a replacement's typical duration
+    # Shrink-and-continue (domain/elastic): what growing a shrunk job back costs (one restart) until it
+    # is measured, and how long a grow-back waits for the shrunk job's next checkpoint before it grows
+    # back from its newest one anyway (losing the steps since).
+    elastic_grow_back_seconds: int = Field(default=300, ge=0, le=86_400)
+    elastic_grow_back_grace_seconds: int = Field(default=1800, ge=0, le=86_400)
     # Run on a replaced node before it takes jobs (shell-like words; empty: no gate), and its deadline:
     # Resume Nodes' alone (template.yaml sets them on that function only; the others see no gate).
     replacement_health_check: str = Field(default="", max_length=512)
@@ -136,7 +141,10 @@ class Settings(BaseModel):
         resubmission claim) must never lapse under a recovery still in progress, or a second
         incident could act on the same node. Only a crashed execution that was never reconciled
         holds it that long."""
-        return max(self.lock_ttl_seconds, node_recovery_time_bound_seconds(self.reboot_deadline_seconds, self.rejoin_deadline_seconds))
+        longest = node_recovery_time_bound_seconds(
+            self.reboot_deadline_seconds, self.rejoin_deadline_seconds, self.elastic_grow_back_grace_seconds
+        )
+        return max(self.lock_ttl_seconds, longest)
 
     @property
     def rejoin_waits(self) -> tuple[int, int]:

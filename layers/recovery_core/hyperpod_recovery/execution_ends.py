@@ -44,6 +44,9 @@ def longest_run(deps: Dependencies) -> timedelta:
     """The longest an execution of either workflow can run under this stack's settings."""
     settings = deps.settings
     bound = execution_time_bound_seconds(
-        settings.reboot_deadline_seconds, settings.rejoin_deadline_seconds, settings.job_restart_backoffs[1]
+        settings.reboot_deadline_seconds,
+        settings.rejoin_deadline_seconds,
+        settings.job_restart_backoffs[1],
+        settings.elastic_grow_back_grace_seconds,
     )
     return timedelta(seconds=bound)

@@ -24,7 +24,8 @@ Outcome = Literal[
 OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
 
 # The phases of an incident, in the order they happen. NodeRecovery: detect, assess, cordon,
-# find_jobs, replace, wait_for_rejoin, resume, find_checkpoint, resubmit, record. JobRecovery:
+# find_jobs, replace, wait_for_rejoin, resume, find_checkpoint, resubmit, grow_back (a shrunk job's
+# wait for its next checkpoint and its return to full size), record. JobRecovery:
 # detect, inspect, recover_nodes or wait_other_recovery, find_checkpoint, backoff, resubmit,
 # record. ``other``: a state no phase names (read back from a history; never recorded by a step).
 PhaseName = Literal[
@@ -41,6 +42,7 @@ PhaseName = Literal[
     "find_checkpoint",
     "backoff",
     "resubmit",
+    "grow_back",
     "record",
     "other",
 ]

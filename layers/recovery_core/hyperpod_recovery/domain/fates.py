@@ -22,7 +22,7 @@ from hyperpod_recovery.domain.hangs.classify import STILL_RUNNING
 from hyperpod_recovery.models.commands import AGENT_HEARTBEAT_TIMEOUT, CommandReply, JobSpec, ResubmitResult
 from hyperpod_recovery.models.job_recovery import JobWorkflowState
 from hyperpod_recovery.models.kubernetes import node_name_for_instance
-from hyperpod_recovery.models.records import JobFate, NodeFate, ResubmissionClaim
+from hyperpod_recovery.models.records import JobFate, NodeFate, ResubmissionClaim, ShrunkCopy
 from hyperpod_recovery.models.workflow import ResumePlan, WorkflowState
 from hyperpod_recovery.vocabulary import Outcome, error_name
 
@@ -79,6 +79,56 @@ def fate_of_reply(base: JobFate, reply: CommandReply[ResubmitResult], plan: Resu
     return base.model_copy(update={"reason": "the resubmission returned no new job"})
 
 
+def _shrinks_and_grow_backs(fates: dict[str, JobFate], state: WorkflowState) -> None:
+    """Shrink-and-continue, told from the record: the decision for each elastic job and why, the copy
+    that ran on fewer nodes (only when the orchestrator said it submitted it at that size), and what
+    became of growing it back (the full-size copy is then the job's copy)."""
+    plans = state.checkpoints.planned if state.checkpoints is not None else []
+    sized = {r.result.old_job_id: r.result.nodes for r in state.replies}
+    began = state.grow_back is not None
+    for plan in plans:
+        decision, fate = plan.elastic, fates.get(plan.job.job_id)
+        if decision is None or fate is None:
+            continue
+        update: dict[str, object] = {"full_nodes": decision.full_nodes, "elastic": decision.reason}
+        if decision.action == "shrink" and fate.fate == "resubmitted" and fate.copy_id:
+            if sized.get(plan.job.job_id) == decision.nodes:
+                update["shrunk"] = ShrunkCopy(copy_id=fate.copy_id, nodes=decision.nodes, from_step=plan.checkpoint.step)
+                when = "its grow-back found nothing to do" if began else "the incident ended before its grow-back began"
+                on = f"job {fate.copy_id} runs on {decision.nodes} of {decision.full_nodes} node(s)"
+                update["grow_back"] = f"not grown back: {when}; {on}"
+            else:
+                update["elastic"] = _cut(f"{decision.reason}; the orchestrator submitted it at its full size instead")
+        fates[plan.job.job_id] = fate.model_copy(update=update)
+    for job in state.grow_backs:
+        fate = fates.get(job.old_job_id)
+        if fate is None or fate.shrunk is None:
+            continue
+        on = f"job {job.copy_id} runs on {job.nodes} of {job.full_nodes} node(s)"
+        result = job.reply.result if job.reply is not None else None
+        if job.status == "grown" and job.reply is not None and result is not None and result.new_job_id:
+            fates[job.old_job_id] = fate.model_copy(
+                update={
+                    "copy_id": result.new_job_id,
+                    "copy_state": result.new_job_state,
+                    "copy_seen_at": job.reply.completed_at,
+                    "checkpoint_step": job.plan.checkpoint.step if job.plan is not None else fate.checkpoint_step,
+                    "checkpoint_uri": job.plan.checkpoint.uri if job.plan is not None else fate.checkpoint_uri,
+                    "shrunk": fate.shrunk.model_copy(update={"grown_back": True}),
+                    "grow_back": _cut(f"grown back to {job.full_nodes} node(s): {job.reason}"),
+                }
+            )
+        elif job.failure is not None and job.failure.Error in UNANSWERED_ERRORS:
+            text = (
+                f"its grow-back got no answer ({job.failure.Error}): job {job.copy_id} may have been stopped and a full-size copy submitted"
+            )
+            fates[job.old_job_id] = fate.model_copy(update={"fate": "copy_unknown", "reason": _cut(text), "grow_back": _cut(text)})
+        elif job.status == "stays":
+            fates[job.old_job_id] = fate.model_copy(update={"grow_back": _cut(f"not grown back: {job.reason}; {on}")})
+        elif job.status in ("waiting", "growing"):
+            fates[job.old_job_id] = fate.model_copy(update={"grow_back": _cut(f"not grown back: the incident ended while it waited; {on}")})
+
+
 def node_incident_job_fates(state: WorkflowState, outcome: Outcome, cause: str | None) -> list[JobFate]:
     """Every job NodeRecovery found on its nodes, in the order found, with what became of it."""
     specs = {j.job_id: j for j in state.jobs.result.jobs} if state.jobs is not None else {}
@@ -94,6 +144,7 @@ def node_incident_job_fates(state: WorkflowState, outcome: Outcome, cause: str |
         old = reply.result.old_job_id
         spec = specs.get(old)
         fates[old] = fate_of_reply(base(old, spec.name if spec else old), reply, plans.get(old))
+    _shrinks_and_grow_backs(fates, state)
     for failure in state.resubmit_failures:
         why = error_message(failure.failure.Cause) or "no message"
         spec = specs.get(failure.job_id)
@@ -387,9 +438,18 @@ def fate_text(fate: JobFate) -> str:
     """One job's fate in a sentence's words (for summaries and timelines)."""
     label = job_label(fate)
     step = f" from step {fate.checkpoint_step}" if fate.checkpoint_step is not None else ""
+    if fate.fate == "resubmitted" and fate.shrunk is not None:
+        shrunk = fate.shrunk
+        size = f"on {shrunk.nodes} of {fate.full_nodes} node(s)"
+        ran = f"{label} {made_again(fate)} as job {shrunk.copy_id} from step {shrunk.from_step} {size}"
+        if shrunk.grown_back:
+            return f"{ran}, then grown back to {fate.full_nodes} node(s) as {copy_label(fate)}{step} ({copy_state_text(fate)})"
+        return f"{ran} ({copy_state_text(fate)}); {fate.grow_back}"
     if fate.fate == "resubmitted":
         by = f" by node recovery {fate.by}" if fate.by else ""
-        return f"{label} {made_again(fate)}{by} as {copy_label(fate)}{step} ({copy_state_text(fate)})"
+        waits = fate.elastic.startswith("waits for its replacement: ")
+        waited = f"; it waited for its replacement: {fate.elastic.removeprefix('waits for its replacement: ')}" if waits else ""
+        return f"{label} {made_again(fate)}{by} as {copy_label(fate)}{step} ({copy_state_text(fate)}){waited}"
     if fate.fate == "resubmitted_before":
         copy = f" as {copy_label(fate)}" if fate.copy_id else " (its copy's id not recorded yet)"
         return f"{label} already {made_again(fate)} by {fate.by or 'another incident'}{copy}"

@@ -17,7 +17,7 @@ from hyperpod_recovery.models.commands import RESTARTED_BY_TEXT, CommandReply, J
 from hyperpod_recovery.models.common import MAX_JOBS_PER_INCIDENT
 from hyperpod_recovery.models.records import JobFate, Phase, TimelineEntry
 from hyperpod_recovery.models.requests import Trigger
-from hyperpod_recovery.models.workflow import FirstGate, GateFailure, ResubmitFailure, WorkflowState
+from hyperpod_recovery.models.workflow import FirstGate, GateFailure, GrowBackJob, ResubmitFailure, WorkflowState
 from hyperpod_recovery.vocabulary import Outcome, PhaseName, error_name
 
 
@@ -264,6 +264,10 @@ def build_timeline(state: WorkflowState, recorded_at: datetime) -> list[Timeline
     for reply in state.replies:
         detail = _resubmit_text(reply, named, _job_kinds(state))
         entries.append(TimelineEntry(at=reply.completed_at, event=_resubmit_event(reply), detail=detail))
+    for job in state.grow_backs:
+        entry = _grow_back_entry(job, state.grow_back.at if state.grow_back is not None else recorded_at)
+        if entry is not None:
+            entries.append(entry)
     for failure in state.resubmit_failures:
         entries.append(
             TimelineEntry(
@@ -319,6 +323,10 @@ def build_phases(state: WorkflowState, recorded_at: datetime) -> list[Phase]:
     if plan is not None and not checkpoint_first:
         add("find_checkpoint", state.resume.completed_at if state.resume else plan.at, plan.at)
     _add_resubmit_phase(log, state.resubmissions, recorded_at)
+    if state.grow_back is not None and state.grow_back.jobs:
+        # The wait for the shrunk copies' next checkpoints, and their grow-backs, to the last check.
+        answered = [j.reply.completed_at for j in state.grow_backs if j.reply is not None]
+        log.add("grow_back", log.last_end, max([state.grow_back.at, *answered]))
     in_flight = _step_in_flight(state)
     if in_flight == "wait_for_rejoin" and waited_since is not None:
         add(in_flight, waited_since, recorded_at)  # it waited from the replacement, resubmissions meanwhile
@@ -372,6 +380,24 @@ def _step_in_flight(state: WorkflowState) -> PhaseName | None:
         return "resume"
     if plan.resumable and not state.resubmissions:
         return "resubmit"
+    if state.grow_back is not None and state.grow_back.action != "done":
+        return "grow_back"
+    return None
+
+
+def _grow_back_entry(job: GrowBackJob, checked_at: datetime) -> TimelineEntry | None:
+    """A shrunk job's grow-back, as it ended: grown back (the full-size copy), or why it stays shrunk."""
+    if job.status == "grown" and job.reply is not None:
+        result = job.reply.result
+        step = f" from step {job.plan.checkpoint.step}" if job.plan is not None else ""
+        stopped = f"job {job.copy_id} stopped, " if result.cancelled_old else ""
+        state = f" ({result.new_job_state})" if result.new_job_state else ""
+        detail = f"{stopped}resubmitted as job {result.new_job_id} on {job.full_nodes} node(s){step}{state}: {job.reason}"
+        return TimelineEntry(at=job.reply.completed_at, event="grown back", detail=detail)
+    if job.status == "stays":
+        at = job.reply.completed_at if job.reply is not None else checked_at
+        detail = f"job {job.copy_id} on {job.nodes} of {job.full_nodes} node(s): {job.reason}"
+        return TimelineEntry(at=at, event="stays shrunk", detail=detail)
     return None
 
 
@@ -532,8 +558,18 @@ def incident_facts(state: WorkflowState, outcome: Outcome = "recovered", cause: 
         hostnames=[t.slurm_node for t in state.assessment.targets] if state.assessment else [],
         jobs=[j.model_dump(mode="json") for j in (state.jobs.result.jobs if state.jobs else [])],
         resubmissions=[entry for plan, reply in planned if (entry := resubmission(plan, reply)) is not None],
-        resubmitted={r.result.old_job_id: r.result.new_job_id for r in state.replies if r.result.new_job_id and submitted_here(r)},
-        orchestrator_replies=[state.cordon, None if state.jobs_found_by_cordon else state.jobs, state.resume, *state.replies],
+        resubmitted={
+            r.result.old_job_id: r.result.new_job_id
+            for r in (*state.replies, *state.grow_back_replies)
+            if r.result.new_job_id and submitted_here(r)
+        },
+        orchestrator_replies=[
+            state.cordon,
+            None if state.jobs_found_by_cordon else state.jobs,
+            state.resume,
+            *state.replies,
+            *state.grow_back_replies,
+        ],
         locked_nodes=list(lock.locked) if lock is not None and not lock.dry_run else [],
         job_fates=node_incident_job_fates(state, outcome, cause),
         node_fates=node_incident_node_fates(state),

@@ -140,6 +140,8 @@ class JobSpec(BaseModel):
     # Nodes that could take the job at once when it was captured (Slurm: idle, not drained, responding,
     # in its partition; after the cordon, so never the failed ones). None: not counted (an older agent).
     spare_nodes: int | None = Field(default=None, ge=0, le=MAX_JOB_NODES, exclude_if=_is_none)
+    # How many of the job's nodes the cordon took (the incident's nodes it ran on). None: not counted.
+    lost_nodes: int | None = Field(default=None, ge=0, le=MAX_JOB_NODES, exclude_if=_is_none)
 
 
 # Who restarts a job when we do not (JobSpec.restarted_by): never us on top of them.

@@ -69,6 +69,17 @@ LIVE_COPY_FATES: frozenset[str] = frozenset(
 )
 
 
+class ShrunkCopy(BaseModel):
+    """The copy of a job that ran on fewer nodes while its replacement came: which, on how many, from
+    which step. Once grown back, the fate's copy is the full-size one and this is what ran between."""
+
+    model_config = ConfigDict(extra="forbid")
+    copy_id: str = Field(max_length=64)
+    nodes: int = Field(ge=1)
+    from_step: int = Field(ge=0)
+    grown_back: bool = Field(default=False, exclude_if=lambda v: not v)
+
+
 class JobFate(BaseModel):
     """One job's end of the incident, as the human's next step needs it: its live copy (id or name,
     and its state when last seen) or why there is none. Messages are rendered from these."""
@@ -91,6 +102,13 @@ class JobFate(BaseModel):
     # Planned for resubmission with no answer in the state (the Map that asked failed as a whole):
     # with this incident's claim on it in the ledger, the resubmission may have run.
     unanswered: bool = Field(default=False, exclude_if=lambda v: not v)
+    # Shrink-and-continue: the size it ran at, what was decided for it and why ("runs on 15 of 16
+    # node(s): replacement expected in 10 min, growing back costs ~5 min", "waits for its
+    # replacement: ..."), the copy that ran shrunk, and what became of growing it back.
+    full_nodes: int | None = Field(default=None, ge=1, exclude_if=lambda v: v is None)
+    elastic: ShortText = Field(default="", exclude_if=lambda v: not v)
+    shrunk: ShrunkCopy | None = Field(default=None, exclude_if=lambda v: v is None)
+    grow_back: ShortText = Field(default="", exclude_if=lambda v: not v)
 
     @property
     def live_copy(self) -> bool:
@@ -241,6 +259,10 @@ class RecoveryLogEntry(BaseModel):
     at: Timestamp
     hostnames: list[str]  # Slurm node names: the logical node, the same across replacements
     outcome: Outcome
+    # Measured: from the replacement call to every node back and through the health gate, per instance
+    # group (one instance type), for shrink-or-wait (domain/elastic/estimates.py). None: not a replacement.
+    replaced_seconds: int | None = Field(default=None, ge=0, exclude_if=lambda v: v is None)
+    instance_groups: list[Annotated[str, Field(max_length=63)]] = Field(default_factory=list, max_length=20, exclude_if=lambda v: not v)
 
 
 BREAKER_HISTORY = 50  # changes kept in the breaker's history, newest last

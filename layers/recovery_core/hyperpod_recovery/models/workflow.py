@@ -276,12 +276,42 @@ class UnresumableJob(BaseModel):
     reason: ShortText
 
 
+# Shrink-and-continue (domain/elastic/decide.py): an elastic job with no spare that fits it either
+# shrinks now or waits for its replacement; with a spare, it runs again at full size at once.
+ElasticAction = Literal["full_size", "shrink", "wait"]
+EstimateSource = Literal["measured", "parameter"]
+
+
+class ElasticDecision(BaseModel):
+    """What Find Newest Checkpoint decided for an elastic job, with the figures it decided on (the
+    record and the notification say them)."""
+
+    model_config = ConfigDict(extra="forbid")
+    action: ElasticAction
+    full_nodes: int = Field(ge=1)  # the size it ran at, and grows back to
+    nodes: int = Field(ge=1)  # the size it is resubmitted at now (full_nodes unless it shrinks)
+    data_parallel: int | None = Field(default=None, ge=1, exclude_if=lambda v: v is None)  # at ``nodes``
+    full_data_parallel: int | None = Field(default=None, ge=1, exclude_if=lambda v: v is None)
+    lost_nodes: int = Field(default=0, ge=0)
+    spare_nodes: int | None = Field(default=None, ge=0, exclude_if=lambda v: v is None)
+    expected_wait_seconds: int | None = Field(default=None, ge=0, exclude_if=lambda v: v is None)
+    wait_source: EstimateSource | None = Field(default=None, exclude_if=lambda v: v is None)
+    grow_back_seconds: int | None = Field(default=None, ge=0, exclude_if=lambda v: v is None)
+    grow_back_source: EstimateSource | None = Field(default=None, exclude_if=lambda v: v is None)
+    reason: ShortText
+
+
 class ResumePlan(BaseModel):
     model_config = ConfigDict(extra="forbid")
     job: JobRef
     checkpoint: CheckpointRef
     # The newest checkpoint that did not verify, with why ("step 3000: shard rank3.distcp is missing").
     rejected: list[ShortText] = Field(default_factory=list, max_length=1, exclude_if=lambda v: not v)
+    # An elastic job's size now (None: a rigid job, resubmitted at the size it ran at).
+    elastic: ElasticDecision | None = Field(default=None, exclude_if=lambda v: v is None)
+    # A grow-back (NodeRecovery's Grow Back Jobs): the shrunk copy is stopped only if this many nodes
+    # can take the full-size one at once; ``job`` is then the shrunk copy.
+    require_free_nodes: int | None = Field(default=None, ge=1, exclude_if=lambda v: v is None)
 
 
 class CheckpointPlan(StepResult):
@@ -328,6 +358,73 @@ class ResubmitFailure(BaseModel):
     failure: StepError
 
 
+# Shrink-and-continue's grow-back (NodeRecovery's Check Shrunk Jobs loop, after the health gate):
+# at most this many jobs of one incident run shrunk (a further elastic job waits for its replacement),
+# and the loop checks at most this often: each check and each grow-back writes history events, and
+# the execution's history is bounded (tests/contract/test_aws_limits.py).
+MAX_SHRUNK_JOBS_PER_INCIDENT = 4
+MAX_GROW_BACK_CHECKS = 36
+GrowBackStatus = Literal["waiting", "growing", "grown", "stays"]
+
+
+class GrowBackJob(BaseModel):
+    """One shrunk job's grow-back: its shrunk copy, its first reading (``baseline_step`` at
+    ``first_at``), and how it ended: grown (``reply``: the full-size copy), or stays shrunk (``reason``)."""
+
+    model_config = ConfigDict(extra="forbid")
+    old_job_id: JobId  # the job that failed
+    copy_id: JobId  # its shrunk copy
+    name: JobNameText
+    nodes: int = Field(ge=1)
+    full_nodes: int = Field(ge=1)
+    from_step: int = Field(ge=0)
+    status: GrowBackStatus = "waiting"
+    shrink: ResumePlan  # the plan it was resubmitted shrunk by (its elastic decision, its checkpoint then)
+    baseline_step: int | None = Field(default=None, ge=0, exclude_if=lambda v: v is None)
+    first_at: Timestamp | None = Field(default=None, exclude_if=lambda v: v is None)
+    plan: ResumePlan | None = Field(default=None, exclude_if=lambda v: v is None)  # growing or grown: from where
+    reply: CommandReply[ResubmitResult] | None = Field(default=None, exclude_if=lambda v: v is None)
+    failure: StepError | None = Field(default=None, exclude_if=lambda v: v is None)  # Grow Back Job's error
+    reason: ShortText = ""
+
+
+class GrowBackState(StepResult):
+    """Check Shrunk Jobs' state of every shrunk job, kept at ``$.grow_back`` from one pass to the next.
+    ``action``: grow ``next`` now, wait ``wait_seconds`` for a checkpoint, or done. Grow Back Job puts
+    its answer at ``answer`` (or its error at ``failure``), which the next check (or the record) folds in."""
+
+    jobs: list[GrowBackJob] = Field(default_factory=list, max_length=MAX_SHRUNK_JOBS_PER_INCIDENT)
+    action: Literal["grow", "wait", "done"] = "done"
+    next: ResumePlan | None = Field(default=None, exclude_if=lambda v: v is None)
+    wait_seconds: int = Field(default=0, ge=0)
+    checks: int = Field(default=0, ge=0)
+    answer: CommandReply[ResubmitResult] | None = Field(default=None, exclude_if=lambda v: v is None)
+    failure: StepError | None = Field(default=None, exclude_if=lambda v: v is None)
+    error: StepError | None = Field(default=None, exclude_if=lambda v: v is None)  # Check Shrunk Jobs itself failed
+
+    def folded(self) -> GrowBackState:
+        """The pending answer (or failure) of Grow Back Job applied to the job it grew."""
+        if self.answer is None and self.failure is None:
+            return self
+        jobs = [_fold(job, self.answer, self.failure) if job.status == "growing" else job for job in self.jobs]
+        return self.model_copy(update={"jobs": jobs, "answer": None, "failure": None})
+
+
+def _fold(job: GrowBackJob, answer: CommandReply[ResubmitResult] | None, failure: StepError | None) -> GrowBackJob:
+    if failure is not None:
+        return job.model_copy(update={"status": "stays", "failure": failure, "reason": f"its grow-back failed: {failure.Error}"[:300]})
+    assert answer is not None
+    result = answer.result
+    if result.declined:
+        return job.model_copy(update={"status": "stays", "reply": answer, "reason": result.declined})
+    if result.already_submitted:
+        who = result.submitted_by or "another incident"
+        return job.model_copy(update={"status": "stays", "reply": answer, "reason": f"{who} resubmitted job {job.copy_id} meanwhile"})
+    if answer.dry_run or not result.new_job_id:
+        return job.model_copy(update={"status": "stays", "reply": answer, "reason": "the grow-back submitted no copy"})
+    return job.model_copy(update={"status": "grown", "reply": answer})
+
+
 CORDON_NODES = "cordon_nodes"  # the command type of Cordon Nodes' answer (models/commands.py CordonNodes)
 
 
@@ -349,6 +446,9 @@ class WorkflowState(BaseModel):
     # Resubmit Jobs Now (before the wait for the replacement) and Resubmit Jobs (after it).
     resubmissions_now: list[CommandReply[ResubmitResult] | ResubmitFailure] = Field(default_factory=list, max_length=MAX_JOBS_PER_INCIDENT)
     resubmissions: list[CommandReply[ResubmitResult] | ResubmitFailure] = Field(default_factory=list, max_length=MAX_JOBS_PER_INCIDENT)
+    # Check Shrunk Jobs: the shrunk jobs and what became of growing them back (None: none shrank, or
+    # the workflow did not get that far).
+    grow_back: GrowBackState | None = None
     # Parts of the state that did not parse (a crash or a hand-made input): named in the record.
     unreadable: list[Annotated[str, Field(max_length=500)]] = Field(default_factory=list, max_length=20)
 
@@ -359,6 +459,12 @@ class WorkflowState(BaseModel):
             found = JobsOnNodesResult(jobs=self.cordon.result.jobs, omitted=self.cordon.result.omitted, count=self.cordon.result.count)
             self.jobs = CommandReply[JobsOnNodesResult](**{**self.cordon.model_dump(exclude={"result"}), "result": found})
         return self
+
+    @field_validator("grow_back", mode="before")
+    @classmethod
+    def _grow_back_begun(cls, value: Any) -> Any:
+        # Start Growing Back's placeholder ({"checks": 0}, maybe with Check Shrunk Jobs' error): no check answered yet.
+        return value if not isinstance(value, dict) or "at" in value else None
 
     @property
     def jobs_found_by_cordon(self) -> bool:
@@ -392,6 +498,16 @@ class WorkflowState(BaseModel):
     @property
     def resubmit_failures(self) -> list[ResubmitFailure]:
         return [r for r in (*self.resubmissions_now, *self.resubmissions) if isinstance(r, ResubmitFailure)]
+
+    @property
+    def grow_backs(self) -> list[GrowBackJob]:
+        """Every shrunk job's grow-back, the last answer folded in."""
+        return self.grow_back.folded().jobs if self.grow_back is not None else []
+
+    @property
+    def grow_back_replies(self) -> list[CommandReply[ResubmitResult]]:
+        """The full-size copies' submissions (old_job_id is the shrunk copy)."""
+        return [job.reply for job in self.grow_backs if job.reply is not None]
 
     @property
     def dry_run(self) -> bool:
@@ -509,6 +625,18 @@ class FindNewestCheckpointInput(StepInput):
     # Now). An execution started before that state existed, or JobRecovery, leaves it out: every
     # job is then planned for the workflow's one resubmission point, whatever the policy says.
     resume_now_allowed: bool = False
+    # Shrink-and-continue (NodeRecovery): the nodes this incident takes out of service (Assess Nodes'
+    # targets). A job's own count of lost nodes comes from the agent (JobSpec.lost_nodes); without it,
+    # all of them. Their instance groups are whose measured replacements decide.
+    targets: list[NodeTarget] = Field(default_factory=list, max_length=MAX_NODES_PER_REQUEST)
+
+    @property
+    def lost_nodes(self) -> int:
+        return max(1, len(self.targets))
+
+    @property
+    def instance_groups(self) -> list[str]:
+        return sorted({t.instance_group for t in self.targets})
 
 
 class WaitForRejoinInput(StepInput):
@@ -517,6 +645,21 @@ class WaitForRejoinInput(StepInput):
     task_token: str = Field(min_length=1)
     request: RecoveryRequest
     rejoin: RejoinWatch
+
+
+class CheckShrunkJobsInput(StepInput):
+    request: RecoveryRequest
+    # Resubmit Jobs Now's answers and the plans they were sent for (which shrank), Resume Nodes' last
+    # answer (a replacement that failed the health gate is no node to grow onto), and the loop's state.
+    replies: list[dict[str, Any]] = Field(default_factory=list, max_length=MAX_JOBS_PER_INCIDENT)
+    plans: list[ResumePlan] = Field(default_factory=list, max_length=MAX_JOBS_PER_INCIDENT)
+    resume: dict[str, Any] | None = None
+    previous: GrowBackState | None = None
+
+    @field_validator("previous", mode="before")
+    @classmethod
+    def _first_pass(cls, value: Any) -> Any:
+        return value if isinstance(value, dict) and "at" in value else None  # (Start Growing Back's placeholder)
 
 
 class ResubmitJobInput(StepInput):

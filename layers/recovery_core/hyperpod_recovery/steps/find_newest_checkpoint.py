@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 
 from hyperpod_recovery.domain.checkpoints import find_newest_verified
+from hyperpod_recovery.domain.elastic.decide import Estimate, decide_elastic
+from hyperpod_recovery.domain.elastic.estimates import MEASURED_WINDOW_DAYS, expected_wait, grow_back_cost
 from hyperpod_recovery.domain.execution_names import hung_job_of, is_hang_incident
 from hyperpod_recovery.errors import CheckpointUnreadable
 from hyperpod_recovery.models.commands import JobRef, JobSpec, ResumePolicy, left_alone_reason
-from hyperpod_recovery.models.workflow import CheckpointPlan, FindNewestCheckpointInput, ResumePlan, UnresumableJob
+from hyperpod_recovery.models.workflow import CheckpointPlan, ElasticDecision, FindNewestCheckpointInput, ResumePlan, UnresumableJob
 from hyperpod_recovery.observability import logger
 from hyperpod_recovery.ports import CheckpointReader, Ledger
 
@@ -19,12 +22,43 @@ def resume_now(job: JobSpec, policy: ResumePolicy, *, allowed: bool) -> bool:
     return allowed and (job.resume or policy) == "immediate"
 
 
+@dataclass(frozen=True)
+class ElasticSettings:
+    """The stack's figures for shrink-or-wait until the ledger has measured ones."""
+
+    cluster: str
+    expected_replacement_seconds: int
+    grow_back_seconds: int
+
+
+class SpareNodes:
+    """The spare nodes each partition had at the cordon, handed out job by job: two jobs of one
+    incident are never both counted on the same spare."""
+
+    def __init__(self) -> None:
+        self.left: dict[str | None, int] = {}
+
+    def of(self, job: JobSpec) -> int | None:
+        if job.spare_nodes is None:
+            return None
+        return self.left.setdefault(job.partition, job.spare_nodes)
+
+    def take(self, job: JobSpec, decision: ElasticDecision) -> None:
+        spare = self.of(job)
+        if spare is None or decision.action == "wait":
+            return
+        kept = decision.full_nodes - decision.lost_nodes  # the job's own nodes still in service
+        used = decision.lost_nodes if decision.action == "full_size" else max(0, decision.nodes - kept)
+        self.left[job.partition] = max(0, spare - used)
+
+
 def find_newest_checkpoint(
     step: FindNewestCheckpointInput,
     *,
     reader: CheckpointReader,
     ledger: Ledger | None = None,
     policy: ResumePolicy = "after_rejoin",
+    elastic: ElasticSettings | None = None,
     now: datetime,
 ) -> CheckpointPlan:
     """Every job ends in exactly one list; a job the agent could not capture faithfully is
@@ -34,6 +68,8 @@ def find_newest_checkpoint(
     A resumable job is planned for now or for after the rejoin by ``resume_now``."""
     if ledger is not None:
         ledger.save_jobs(step.execution_name, step.jobs, now)
+    estimates = _estimates(step, ledger, elastic, now)
+    spares = SpareNodes()
     plan = CheckpointPlan(at=now, jobs_found=len(step.jobs) + step.omitted, jobs_omitted=step.omitted)
     for job in step.jobs:
         if job.unresumable and not job.auto_resume:
@@ -72,6 +108,15 @@ def find_newest_checkpoint(
         # by its own policy, as for any node incident.
         hung = is_hang_incident(step.execution_name) and hung_job_of(step.execution_name) == job.job_id
         now_or_later = resume_now(job, "immediate" if hung else policy, allowed=step.resume_now_allowed)
+        decision = None
+        if estimates is not None and not hung:
+            # Shrink-and-continue: only where the workflow resubmits before the replacement is back.
+            wait, grow_back = estimates
+            lost = job.lost_nodes if job.lost_nodes is not None else step.lost_nodes
+            decision = decide_elastic(job, discovery.checkpoint, lost=lost, spare=spares.of(job), wait=wait, grow_back=grow_back)
+            if decision is not None:
+                spares.take(job, decision)
+                now_or_later = now_or_later or decision.action != "wait"
         logger.info(
             "checkpoint chosen",
             extra={
@@ -81,12 +126,28 @@ def find_newest_checkpoint(
                 "rejected": discovery.rejected,
                 "resume": "immediate" if now_or_later else "after_rejoin",
                 "resume_chosen_by": "job" if job.resume else "stack",
+                "elastic": decision.model_dump(mode="json") if decision is not None else None,
             },
         )
         # Every rejected step is in the log line above; the plan keeps them newest first, in one line of 300 characters.
         newest_rejected = ["; ".join(discovery.rejected)] if discovery.rejected else []
         chosen = ResumePlan(
-            job=JobRef(job_id=job.job_id, name=job.name, kube=job.kube), checkpoint=discovery.checkpoint, rejected=newest_rejected
+            job=JobRef(job_id=job.job_id, name=job.name, kube=job.kube),
+            checkpoint=discovery.checkpoint,
+            rejected=newest_rejected,
+            elastic=decision,
         )
         (plan.resume_now if now_or_later else plan.resumable).append(chosen)
     return plan
+
+
+def _estimates(
+    step: FindNewestCheckpointInput, ledger: Ledger | None, elastic: ElasticSettings | None, now: datetime
+) -> tuple[Estimate, Estimate] | None:
+    """The expected wait and the grow-back cost, read only when an elastic job needs them (one Query of
+    the recovery log); None where no job can shrink (no opt-in, or a workflow that cannot resubmit early)."""
+    if elastic is None or not step.resume_now_allowed or not any(j.elastic or j.elastic_problem for j in step.jobs):
+        return None
+    log = ledger.recovery_log(elastic.cluster, since=now - timedelta(days=MEASURED_WINDOW_DAYS)) if ledger is not None else []
+    wait = expected_wait(log, step.instance_groups, parameter_seconds=elastic.expected_replacement_seconds)
+    return wait, grow_back_cost(elastic.grow_back_seconds)

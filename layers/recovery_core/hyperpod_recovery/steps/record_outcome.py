@@ -117,8 +117,30 @@ def count_node_repairs(
     rejoin = step.state.rejoin
     hostnames += [n.replacement_slurm_node for n in (rejoin.nodes if rejoin else []) if n.replacement_slurm_node]
     ledger.log_recovery(
-        cluster, RecoveryLogEntry(incident=step.execution_name, at=now, hostnames=hostnames, outcome=record.outcome), log_seconds
+        cluster,
+        RecoveryLogEntry(
+            incident=step.execution_name,
+            at=now,
+            hostnames=hostnames,
+            outcome=record.outcome,
+            replaced_seconds=replaced_seconds(step, record),
+            instance_groups=sorted({t.instance_group for t in assessment.targets})[:20],
+        ),
+        log_seconds,
     )
+
+
+def replaced_seconds(step: RecordOutcomeInput, record: IncidentRecord) -> int | None:
+    """How long the replacement took, from its call to the nodes' return through the health gate
+    (Resume Nodes' answer): what a job without a spare waits. None unless every node was replaced
+    (a reboot or a hang's check is not a replacement) and the incident recovered."""
+    replacement, resume = step.state.replacement, step.state.resume
+    if record.outcome != "recovered" or replacement is None or resume is None or replacement.dry_run or resume.dry_run:
+        return None
+    nodes = replacement.watch.nodes
+    if not nodes or any(n.action != "replace" or n.escalated_to_replace_at is not None for n in nodes):
+        return None
+    return max(0, int((resume.completed_at - replacement.at).total_seconds()))
 
 
 def count_job_restart(step: RecordJobOutcomeInput, record: IncidentRecord, *, ledger: Ledger, cluster: str, now: datetime) -> None:

@@ -6,7 +6,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from hyperpod_recovery.models.commands import ResubmitJob, ResubmitResult
-from hyperpod_recovery.models.workflow import ResubmitJobInput
+from hyperpod_recovery.models.workflow import ResubmitJobInput, ResumePlan
 from hyperpod_recovery.ports import Ledger, Orchestrator
 from hyperpod_recovery.steps.commands import answer_here, dispatch_command
 
@@ -37,7 +37,25 @@ def resubmit_job(
     return dispatch_command(
         orchestrator,
         step,
-        ResubmitJob(job_id=job_id, checkpoint=plan.checkpoint, kube=plan.job.kube, recreation_token=token),
+        ResubmitJob(
+            job_id=job_id,
+            checkpoint=plan.checkpoint,
+            kube=plan.job.kube,
+            recreation_token=token,
+            **sized(plan),
+        ),
         command_id=command_id,
         now=now,
     )
+
+
+def sized(plan: ResumePlan) -> dict[str, Any]:
+    """A shrink or a grow-back's size (ResubmitJob.nodes and data_parallel) and a grow-back's
+    condition (require_free_nodes); nothing for a job resubmitted at the size it ran at."""
+    decision = plan.elastic
+    if decision is None or (decision.action != "shrink" and plan.require_free_nodes is None):
+        return {}
+    fields: dict[str, Any] = {"nodes": decision.nodes, "data_parallel": decision.data_parallel}
+    if plan.require_free_nodes is not None:
+        fields["require_free_nodes"] = plan.require_free_nodes
+    return {k: v for k, v in fields.items() if v is not None}

@@ -1,0 +1,44 @@
+"""Check Shrunk Jobs (NodeRecovery, after the replacement passed the health gate): for each job
+resubmitted shrunk, whether it grows back now (one at a time), waits for its shrunk copy's next
+checkpoint, or stays shrunk, and why (domain/elastic/grow_back.py)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from hyperpod_recovery.domain.checkpoints import find_newest_verified
+from hyperpod_recovery.domain.elastic.grow_back import advance
+from hyperpod_recovery.errors import CheckpointUnreadable
+from hyperpod_recovery.models.commands import CheckpointRef, JobSpec
+from hyperpod_recovery.models.workflow import CheckShrunkJobsInput, GrowBackJob, GrowBackState
+from hyperpod_recovery.observability import logger
+from hyperpod_recovery.ports import CheckpointReader, Ledger
+
+
+def check_shrunk_jobs(
+    step: CheckShrunkJobsInput, *, reader: CheckpointReader, ledger: Ledger, grace_seconds: int, now: datetime
+) -> GrowBackState:
+    specs: dict[str, JobSpec] | None = None
+
+    def newest_of(job: GrowBackJob) -> CheckpointRef | str | None:
+        nonlocal specs
+        if specs is None:  # (read once per pass, only when some job waits)
+            specs = {j.job_id: j for j in ledger.jobs_of(step.execution_name) or []}
+        spec = specs.get(job.old_job_id)
+        if spec is None or not spec.checkpoint_uri:
+            return f"the incident's record of job {job.old_job_id} (its checkpoint location) is gone"
+        try:
+            return find_newest_verified(reader, spec.checkpoint_uri, job=spec.name or None).checkpoint
+        except (CheckpointUnreadable, ValueError) as exc:
+            return f"cannot read {spec.checkpoint_uri}: {exc}"
+
+    if step.request.dry_run:
+        return GrowBackState(at=now)  # a dry run shrank nothing
+    state = advance(
+        step.previous, replies=step.replies, plans=step.plans, resume=step.resume, newest_of=newest_of, grace_seconds=grace_seconds, now=now
+    )
+    logger.info(
+        "grow-backs checked",
+        extra={"action": state.action, "jobs": [{"job_id": j.copy_id, "status": j.status, "reason": j.reason} for j in state.jobs]},
+    )
+    return state
