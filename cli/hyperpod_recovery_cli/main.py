@@ -207,7 +207,7 @@ def _layout(args: argparse.Namespace) -> CheckpointLayout | None:
     try:
         return CheckpointLayout(**given, reshardable=args.reshardable)
     except ValidationError as exc:
-        raise UsageError(f"the layout is not consistent: {schema_problem(exc)}") from exc
+        raise UsageError(f"the layout is not consistent: {schema_problem(exc).replace('Value error, ', '')}") from exc
 
 
 def _parser() -> argparse.ArgumentParser:
