@@ -48,7 +48,7 @@ RESUME_STEP_ENV = "HYPERPOD_RECOVERY_RESUME_STEP"  # 12000
 # job carries its lineage's first name in it, so its manifests are its lineage's).
 JOB_NAME_ENV = "HYPERPOD_RECOVERY_JOB_NAME"
 # Shrink-and-continue: the node count and data-parallel degree a resubmitted copy runs at (set only
-# when it differs from the size the job was written for, or on a grow-back), for resume_point().
+# when it differs from the size the job was written for, or on a grow-back), for resume_plan().
 RESUME_NODES_ENV = "HYPERPOD_RECOVERY_RESUME_NODES"
 RESUME_DATA_PARALLEL_ENV = "HYPERPOD_RECOVERY_RESUME_DATA_PARALLEL"
 # A layout's largest values (v1.1), and so the largest resume size a script takes from its environment.
