@@ -1,6 +1,7 @@
 """``hyperpod-recovery``: the command line for people and job scripts.
 
     hyperpod-recovery checkpoint commit s3://bucket/prefix --step 12000 [--job NAME] [--checksums]
+        [--world-size N] [--tensor-parallel T] [--pipeline-parallel P] [--data-parallel D] [--nodes N] [--reshardable]
     hyperpod-recovery checkpoint latest s3://bucket/prefix [--job NAME] [--json]
     hyperpod-recovery checkpoint verify s3://bucket/prefix/step-000012000/ [--job NAME] [--deep] [--json]
     hyperpod-recovery breaker status (--stack NAME | --cluster NAME [--table LEDGER]) [--json]
@@ -70,10 +71,12 @@ from importlib import metadata
 from typing import Any, TextIO
 
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, NoRegionError, ProfileNotFound
+from pydantic import ValidationError
 
 import hyperpod_recovery
 from hyperpod_recovery.adapters.ledger import DynamoLedger
 from hyperpod_recovery.checkpointing import Checkpoints, check_bucket_of, job_name
+from hyperpod_recovery.domain.checkpoints import schema_problem
 from hyperpod_recovery.errors import (
     CheckpointCommitRefused,
     CheckpointStoreUnavailable,
@@ -83,7 +86,7 @@ from hyperpod_recovery.errors import (
     LedgerUnavailable,
 )
 from hyperpod_recovery.models.common import CLUSTER_NAME_PATTERN
-from hyperpod_recovery.models.manifest import MAX_STEP, manifest_job, step_of_folder
+from hyperpod_recovery.models.manifest import MAX_STEP, CheckpointLayout, manifest_job, step_of_folder
 from hyperpod_recovery.models.records import AuditEntry, BreakerState
 from hyperpod_recovery_cli import aws_calls
 from hyperpod_recovery_cli.deploy import add_arm_arguments, add_deploy_arguments, arm_command, deploy_command
@@ -168,6 +171,45 @@ def _step(text: str) -> int:
     return int(text)
 
 
+def _positive(text: str) -> int:
+    if not (text.isascii() and text.isdigit()) or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"a whole number from 1 up, not {text!r}")
+    return int(text)
+
+
+# commit's layout options (manifest v1.1): argument name, CheckpointLayout field, help.
+_LAYOUT_OPTIONS = (
+    ("--world-size", "world_size", "ranks the checkpoint was written by (default: tensor x pipeline x data)"),
+    ("--tensor-parallel", "tensor", "tensor-parallel degree, with any other model-parallel degree folded in (default 1)"),
+    ("--pipeline-parallel", "pipeline", "pipeline-parallel degree (default 1)"),
+    ("--data-parallel", "data", "data-parallel degree (default: world size / (tensor x pipeline))"),
+    ("--nodes", "nodes", "the job's node count when it wrote the checkpoint"),
+)
+
+
+def _layout(args: argparse.Namespace) -> CheckpointLayout | None:
+    """The layout commit's options describe (manifest v1.1), or None when none was given (v1).
+
+    The world size or the data-parallel degree may be left out: it follows from the others."""
+    given = {name: getattr(args, name) for _, name, _ in _LAYOUT_OPTIONS if getattr(args, name) is not None}
+    if not given and not args.reshardable:
+        return None
+    tensor, pipeline = given.get("tensor", 1), given.get("pipeline", 1)
+    if "world_size" not in given and "data" not in given:
+        raise UsageError("a layout needs --world-size or --data-parallel (the other follows from tensor x pipeline x data)")
+    if "world_size" not in given:
+        given["world_size"] = tensor * pipeline * given["data"]
+    if "data" not in given:
+        data, left = divmod(given["world_size"], tensor * pipeline)
+        if left:
+            raise UsageError(f"world size {given['world_size']} is not a multiple of tensor {tensor} x pipeline {pipeline}")
+        given["data"] = data
+    try:
+        return CheckpointLayout(**given, reshardable=args.reshardable)
+    except ValidationError as exc:
+        raise UsageError(f"the layout is not consistent: {schema_problem(exc).replace('Value error, ', '')}") from exc
+
+
 def _parser() -> argparse.ArgumentParser:
     # --region is accepted before or after the command's name; SUPPRESS keeps a subcommand's unset
     # default from overwriting a value given before it.
@@ -197,6 +239,12 @@ def _parser() -> argparse.ArgumentParser:
     commit.add_argument("--job", help="job name recorded in the manifest (default: $SLURM_JOB_NAME; one of them is required)")
     commit.add_argument("--framework", default=None, help="e.g. pytorch-dcp; recorded in the manifest")
     commit.add_argument("--checksums", action="store_true", help="read every shard back and record its sha256 (slow)")
+    layout = commit.add_argument_group(
+        "layout", "the size it was written at (manifest v1.1: upgrade the pipeline before scripts write one; none given: v1)"
+    )
+    for option, name, text in _LAYOUT_OPTIONS:
+        layout.add_argument(option, dest=name, type=_positive, metavar="N", help=text)
+    layout.add_argument("--reshardable", action="store_true", help="it loads at another data-parallel degree (PyTorch DCP does)")
     commit.set_defaults(run=_commit)
 
     latest = commands.add_parser("latest", parents=[region], help="print the newest verified checkpoint of a prefix")
@@ -397,9 +445,12 @@ def _commit(invocation: Invocation) -> int:
             "or run it inside the job, where $SLURM_JOB_NAME is set; the job's recovery resumes only checkpoints "
             "committed under its name"
         )
-    result = _checkpoints(invocation, args.uri).commit(args.step, framework=args.framework, compute_checksums=args.checksums)
+    layout = _layout(args)
+    result = _checkpoints(invocation, args.uri).commit(args.step, framework=args.framework, compute_checksums=args.checksums, layout=layout)
     pointer = "moved to this step" if result.pointer == "moved" else f"kept at step {result.pointer_step}"
-    print(f"{result.uri}: {result.manifest}, {result.shards} shards, {result.total_bytes} bytes; latest pointer {pointer}", file=out)
+    described = f"; layout: {layout.summary()}" if layout is not None else ""
+    said = f"{result.uri}: {result.manifest}, {result.shards} shards, {result.total_bytes} bytes; latest pointer {pointer}"
+    print(said + described, file=out)
     return EXIT_OK
 
 
@@ -453,7 +504,10 @@ def _verify(invocation: Invocation) -> int:
     checkpoints = _checkpoints(invocation, uri)
     verdict = checkpoints.verify(step, deep=args.deep)
     if args.json:
-        print(json.dumps({"uri": checkpoints.step_uri(step), "step": step} | asdict(verdict), indent=2), file=out)
+        found = {name: value for name, value in asdict(verdict).items() if name != "layout"}
+        if verdict.layout is not None:  # a v1.1 manifest's; a v1 answer keeps its shape
+            found["layout"] = verdict.layout.model_dump(exclude_none=True)
+        print(json.dumps({"uri": checkpoints.step_uri(step), "step": step} | found, indent=2), file=out)
     else:
         state = "verified" if verdict.verified else "NOT verified"
         print(f"{checkpoints.step_uri(step)}: {state}: {verdict.reason}", file=out)

@@ -4,10 +4,11 @@
 
     checkpoints = Checkpoints("s3://my-bucket/llama-70b/checkpoints", job="llama-70b")
     resume = checkpoints.resume_point()          # where a resubmitted job starts, or None
+    plan = checkpoints.resume_plan()             # the same, and the node count / data-parallel degree to run at
     ...
     dcp.save(state, storage_writer=S3StorageWriter(region, checkpoints.step_uri(step)))
     if rank == 0:
-        checkpoints.commit(step)                 # manifest.json, then the `latest` pointer
+        checkpoints.commit(step, layout=CheckpointLayout(world_size=16, nodes=2, tensor=2, data=8, reshardable=True))
 
 ``job`` defaults to ``$SLURM_JOB_NAME`` (then ``$HYPERPOD_RECOVERY_JOB_NAME``, which a re-created EKS
 job carries). It is recorded in every manifest committed, and checkpoints another job committed are
@@ -37,10 +38,34 @@ from hyperpod_recovery.checkpointing.commit import CommitResult, commit_checkpoi
 from hyperpod_recovery.checkpointing.progress import Progress
 from hyperpod_recovery.domain.checkpoints import Discovery, Verdict, find_newest_verified, split_s3_uri, verify_checkpoint
 from hyperpod_recovery.models.commands import CheckpointRef
-from hyperpod_recovery.models.manifest import JOB_NAME_ENV, MAX_STEP, RESUME_FROM_ENV, RESUME_STEP_ENV, step_dir
+from hyperpod_recovery.models.manifest import (
+    JOB_NAME_ENV,
+    MAX_LAYOUT_NODES,
+    MAX_STEP,
+    MAX_WORLD_SIZE,
+    RESUME_DATA_PARALLEL_ENV,
+    RESUME_FROM_ENV,
+    RESUME_NODES_ENV,
+    RESUME_STEP_ENV,
+    CheckpointLayout,
+    step_dir,
+)
 from hyperpod_recovery.ports import CheckpointWriter
 
-__all__ = ["CheckpointRef", "Checkpoints", "CommitResult", "Discovery", "JobNameRequired", "OtherJobs", "Progress", "Verdict"]
+__all__ = [
+    "CheckpointLayout",
+    "CheckpointRef",
+    "Checkpoints",
+    "CommitResult",
+    "Discovery",
+    "JobNameRequired",
+    "OtherJobs",
+    "Progress",
+    "ResumePoint",
+    "Verdict",
+    "gradient_accumulation",
+    "resume_size",
+]
 
 # Where the job's name is read from when none is given, in this order.
 JOB_NAME_SOURCES = ("SLURM_JOB_NAME", JOB_NAME_ENV)
@@ -111,6 +136,49 @@ class OtherJobs:
     job: str | None
 
 
+def _positive(text: str | None, largest: int) -> int | None:
+    # ASCII digits only, as for the resume step ("²", " 8", "+8", "8.0" name no size): the run then
+    # keeps its own size instead of failing.
+    if text is None or not (text.isascii() and text.isdigit()):
+        return None
+    value = int(text)
+    return value if 1 <= value <= largest else None
+
+
+def resume_size(environ: Mapping[str, str] | None = None) -> tuple[int | None, int | None]:
+    """(nodes, data-parallel degree) a resubmitted copy runs at, from ``$HYPERPOD_RECOVERY_RESUME_NODES``
+    and ``$HYPERPOD_RECOVERY_RESUME_DATA_PARALLEL``; each None when absent or not a positive integer."""
+    env = os.environ if environ is None else environ
+    return _positive(env.get(RESUME_NODES_ENV), MAX_LAYOUT_NODES), _positive(env.get(RESUME_DATA_PARALLEL_ENV), MAX_WORLD_SIZE)
+
+
+@dataclass(frozen=True)
+class ResumePoint:
+    """Where a run starts and at what size. ``checkpoint``: as ``resume_point()`` returns it (its
+    ``layout`` is the size it was written at, when its manifest is v1.1). ``nodes``,
+    ``data_parallel``: what the recovery pipeline resubmitted the job to run at (shrunk onto fewer
+    nodes, or grown back); None: not said, run at the size the job was submitted with."""
+
+    checkpoint: CheckpointRef | None
+    nodes: int | None = None
+    data_parallel: int | None = None
+
+
+def gradient_accumulation(global_batch: int, micro_batch: int, data_parallel: int) -> int:
+    """Micro-batches each data-parallel rank accumulates per step so that a run at ``data_parallel``
+    keeps ``global_batch`` samples per step: ``global_batch / (micro_batch x data_parallel)``.
+    Raises ValueError when that is not a whole number (the global batch would change)."""
+    if min(global_batch, micro_batch, data_parallel) < 1:
+        raise ValueError("global batch, micro batch and data-parallel degree are positive integers")
+    steps, left = divmod(global_batch, micro_batch * data_parallel)
+    if left or not steps:
+        raise ValueError(
+            f"a global batch of {global_batch} is not a whole number of micro-batches of {micro_batch} "
+            f"on each of {data_parallel} data-parallel ranks"
+        )
+    return steps
+
+
 class Checkpoints:
     """One job's checkpoint prefix: where to write a step, how to commit it, where to resume from."""
 
@@ -141,11 +209,14 @@ class Checkpoints:
         framework: str | None = "pytorch-dcp",
         checksums: Mapping[str, str] | None = None,
         compute_checksums: bool = False,
+        layout: CheckpointLayout | None = None,
     ) -> CommitResult:
         """After every shard of ``step`` is durable: write its manifest, then move ``latest`` forward.
 
         ``checksums``: ``{relative key: "sha256:<hex>"}`` computed while writing (free);
         ``compute_checksums`` re-reads every shard from S3 instead (slow for large checkpoints).
+        ``layout``: the world size and parallel degrees it was written at, and whether it reshards
+        (manifest v1.1, read only by a pipeline that knows v1.1: upgrade the pipeline first).
         Raises JobNameRequired when no job name is known (nothing is read or written then).
         """
         if self.job is None:
@@ -164,6 +235,7 @@ class Checkpoints:
                 framework=framework,
                 checksums=checksums,
                 compute_checksums=compute_checksums,
+                layout=layout,
             )
 
     @contextmanager
@@ -205,6 +277,14 @@ class Checkpoints:
         text = os.environ.get(RESUME_STEP_ENV, "")
         # Anything but a step of the manifest's range ("²", ten digits) names no checkpoint: look for one.
         step = int(text) if text.isascii() and text.isdigit() and int(text) <= MAX_STEP else None
-        if step is not None and given.rstrip("/") + "/" == self.step_uri(step) and self.verify(step).verified:
-            return CheckpointRef(uri=self.step_uri(step), step=step)
+        if step is not None and given.rstrip("/") + "/" == self.step_uri(step):
+            verdict = self.verify(step)
+            if verdict.verified:
+                return CheckpointRef(uri=self.step_uri(step), step=step, framework=verdict.framework, layout=verdict.layout)
         return self.latest()
+
+    def resume_plan(self) -> ResumePoint:
+        """``resume_point()``, and the node count and data-parallel degree the recovery pipeline
+        resubmitted this run to use (``resume_size()``: None when not said or malformed)."""
+        nodes, data_parallel = resume_size()
+        return ResumePoint(self.resume_point(), nodes=nodes, data_parallel=data_parallel)

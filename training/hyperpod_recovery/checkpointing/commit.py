@@ -1,5 +1,6 @@
 """Commit a checkpoint the manifest-v1 way (docs/checkpoint-manifest.md): list what the job wrote under
-the step folder, write ``manifest.json`` once, then move ``<prefix>/latest`` forward only.
+the step folder, write ``manifest.json`` once, then move ``<prefix>/latest`` forward only. Given the
+layout it was written at, the manifest is v1.1; without, v1, byte for byte what it always was.
 
 Both writes are conditional, so two writers (a retried rank 0, a zombie from before a restart) can
 neither overwrite a committed manifest nor move the pointer backwards. Nothing is written that
@@ -30,9 +31,11 @@ from hyperpod_recovery.models.manifest import (
     MAX_MANIFEST_BYTES,
     MAX_POINTER_BYTES,
     POINTER_NAME,
+    CheckpointLayout,
     CheckpointManifest,
     CheckpointPointer,
     Shard,
+    checkpoint_manifest,
     load_json,
     manifest_job,
     manifest_size_problem,
@@ -67,12 +70,15 @@ def commit_checkpoint(
     framework: str | None = None,
     checksums: Mapping[str, str] | None = None,
     compute_checksums: bool = False,
+    layout: CheckpointLayout | None = None,
 ) -> CommitResult:
     """Write the manifest of ``step`` from what is under its folder, then move the pointer forward.
 
     Call it after every shard is durable (e.g. after ``torch.distributed.checkpoint.save`` returned on
     every rank). Safe to repeat: an identical manifest is left as it is. ``job`` is the Slurm job name;
     the manifest records ``manifest_job(job)``, what discovery compares the resumed job's name with.
+    ``layout``: the world size and parallel degrees the checkpoint was written at (manifest v1.1; a
+    pipeline older than v1.1 does not read it, so upgrade the pipeline first).
     """
     bucket, base = split_s3_uri(uri)
     folder = f"{base}{step_dir(step)}/"
@@ -88,11 +94,12 @@ def commit_checkpoint(
     if compute_checksums:
         given = {key: given.get(key) or store.sha256(bucket, folder + key) or "" for key in sizes}
     try:
-        manifest = CheckpointManifest(
+        manifest = checkpoint_manifest(
             job=manifest_job(job),
             step=step,
             created_at=now,
             framework=framework,
+            layout=layout,
             shards=[Shard(key=key, size=size, checksum=given.get(key) or None) for key, size in sorted(sizes.items())],
         )
     except ValidationError as exc:
@@ -140,9 +147,12 @@ def _write_manifest_once(
         existing = store.get(bucket, key, MAX_MANIFEST_BYTES + 1)
     # Another job's manifest with the same shards is not "already committed": its discovery rejects it.
     committed, problem = parse_manifest(manifest.step, existing or b"", manifest.job)
-    if committed is not None and _same_shards(committed, manifest):
+    if committed is not None and _same_shards(committed, manifest) and committed.layout == manifest.layout:
         return "already committed"
     why = problem or "its shards differ from what is in the folder now"
+    if committed is not None and _same_shards(committed, manifest):
+        recorded = committed.layout.summary() if committed.layout else "no layout"
+        why = f"records another layout ({recorded})"
     raise CheckpointCommitRefused(f"s3://{bucket}/{key} already exists and {why}; a committed checkpoint is never overwritten")
 
 

@@ -2,7 +2,7 @@
 
 docs/checkpoint-manifest.md is the spec. The order of attempts:
 
-1. Manifest v1 (``step-<9 digits>/manifest.json``). The ``latest`` pointer is a hint: the folder it
+1. Manifest v1 or v1.1 (``step-<9 digits>/manifest.json``). The ``latest`` pointer is a hint: the folder it
    names is verified (manifest + one listing that also shows whether anything newer exists), so a
    fresh pointer costs 3 requests. A missing, corrupt, stale or torn-target pointer falls back to a
    search that never lists the whole prefix: zero-padded folders make S3's key order the step order,
@@ -14,6 +14,9 @@ docs/checkpoint-manifest.md is the spec. The order of attempts:
 3. Anything else (PyTorch DCP, Orbax, torchsnapshot in folders named by step): folders are listed in
    full (one request per 1,000) because unpadded names do not sort by step, and a folder counts only
    with its framework's completion marker.
+
+The chosen checkpoint carries a v1.1 manifest's ``layout`` (None for v1 and without our manifest);
+``reshardable()`` says whether it loads at another data-parallel width.
 
 A manifest names the job that wrote it; given the name of the job being resumed, another job's
 manifest is rejected like a torn one (``manifest_job`` cuts both names the same way).
@@ -33,15 +36,18 @@ from pydantic import ValidationError
 from hyperpod_recovery.models.commands import CheckpointRef
 from hyperpod_recovery.models.manifest import (
     MANIFEST_NAME,
+    MANIFEST_SCHEMAS,
     MAX_MANIFEST_BYTES,
     MAX_POINTER_BYTES,
     POINTER_NAME,
+    CheckpointLayout,
     CheckpointManifest,
     CheckpointPointer,
     UnreadableJson,
     load_json,
     manifest_job,
     manifest_size_problem,
+    manifest_version,
 )
 from hyperpod_recovery.ports import LIST_PAGE_MAX, CheckpointReader, Listing
 
@@ -60,7 +66,8 @@ DCP_MARKER = ".metadata"  # torch.distributed.checkpoint: written last, by the c
 ORBAX_MARKER = "commit_success.txt"  # Orbax on object stores, where a directory rename is not atomic
 TORCHSNAPSHOT_MARKER = ".snapshot_metadata"
 ORBAX_TMP = "orbax-checkpoint-tmp"
-_MARKERS = ((DCP_MARKER, "pytorch-dcp"), (ORBAX_MARKER, "orbax"), (TORCHSNAPSHOT_MARKER, "torchsnapshot"))
+DCP_FRAMEWORK = "pytorch-dcp"
+_MARKERS = ((DCP_MARKER, DCP_FRAMEWORK), (ORBAX_MARKER, "orbax"), (TORCHSNAPSHOT_MARKER, "torchsnapshot"))
 INCOMPLETE = f"no manifest.json and no completion marker ({', '.join(m for m, _ in _MARKERS)}): incomplete or still being written"
 
 
@@ -71,6 +78,7 @@ class Verdict:
     framework: str | None = None
     reason: str = ""  # why not, or how it was verified
     job: str | None = None  # the job that wrote the manifest, when one was read
+    layout: CheckpointLayout | None = None  # a verified v1.1 manifest's
 
 
 @dataclass
@@ -124,22 +132,42 @@ def parse_manifest(step: int, body: bytes, job: str | None = None) -> tuple[Chec
     if problem:
         return None, problem
     try:
-        manifest = CheckpointManifest.model_validate(load_json(body))
+        document = load_json(body)
+        manifest = CheckpointManifest.model_validate(document)
     except UnreadableJson as exc:
         return None, f"manifest.json {exc}"
     except ValidationError as exc:
-        return None, f"manifest.json does not match schema v1: {schema_problem(exc)}"
+        return None, f"manifest.json does not match schema {_claimed_version(document)}: {schema_problem(exc)}"
     if manifest.step != step:
         return None, f"manifest says step {manifest.step} but lives in the folder of step {step}"
     problem = foreign_job_problem(manifest, job)
     return (None, problem) if problem else (manifest, "")
 
 
+def _claimed_version(document: object) -> str:
+    """The version a manifest that does not validate claims to follow (v1.1's layout is checked only
+    there), else v1: what a reason names."""
+    schema = document.get("schema") if isinstance(document, dict) else None
+    return manifest_version(schema) if schema in MANIFEST_SCHEMAS else "v1"
+
+
 def verified_by_manifest(manifest: CheckpointManifest, job: str | None, *, checked: str = "") -> Verdict:
     # Without the resumed job's name nothing was compared: say whose checkpoint it is instead.
     compared = "" if job is not None else " (not compared with a job name: none given)"
-    reason = f"manifest v1, {len(manifest.shards)} shards{checked}, written by job {manifest.job!r}{compared}"
-    return Verdict(True, framework=manifest.framework, reason=reason, job=manifest.job)
+    layout = f"; {manifest.layout.summary()}" if manifest.layout is not None else ""
+    reason = f"manifest {manifest.version}, {len(manifest.shards)} shards{checked}, written by job {manifest.job!r}{compared}{layout}"
+    return Verdict(True, framework=manifest.framework, reason=reason, job=manifest.job, layout=manifest.layout)
+
+
+def reshardable(checkpoint: CheckpointRef) -> bool:
+    """Whether ``checkpoint`` loads at another data-parallel width (what shrinking a job onto fewer
+    nodes needs). A v1.1 manifest's layout says it. Without one (a v1 manifest, or a checkpoint found by
+    its framework's marker), a PyTorch DCP checkpoint does: its ``.metadata`` maps every tensor to the
+    shards holding it, and ``dcp.load`` reshards at load time; its data-parallel degree is unknown then.
+    Anything else is not assumed to."""
+    if checkpoint.layout is not None:
+        return checkpoint.layout.reshardable
+    return checkpoint.framework == DCP_FRAMEWORK
 
 
 def check_shards(manifest: CheckpointManifest, sizes: dict[str, int]) -> str:
@@ -484,7 +512,9 @@ class _Discoverer:
             verdict = verify_folder(self.reader, self.bucket, folder, step, job=self.job)
             name = folder[len(self.base) :]
             if verdict.verified:
-                self.discovery.checkpoint = CheckpointRef(uri=f"s3://{self.bucket}/{folder}", step=step, framework=verdict.framework)
+                self.discovery.checkpoint = CheckpointRef(
+                    uri=f"s3://{self.bucket}/{folder}", step=step, framework=verdict.framework, layout=verdict.layout
+                )
                 self.discovery.found_by = "full listing"
                 return True
             self.discovery.rejected.append(f"{name} (step {step}): {verdict.reason}")
@@ -493,7 +523,7 @@ class _Discoverer:
     def _choose(self, layout: PaddedLayout, step: int, verdict: Verdict, *, found_by: str) -> bool:
         framework = "megatron" if layout is MEGATRON_LAYOUT else verdict.framework
         uri = f"s3://{self.bucket}/{self.base}{layout.folder(step)}"
-        self.discovery.checkpoint = CheckpointRef(uri=uri, step=step, framework=framework)
+        self.discovery.checkpoint = CheckpointRef(uri=uri, step=step, framework=framework, layout=verdict.layout)
         self.discovery.found_by = found_by
         return True
 

@@ -1,10 +1,15 @@
-"""Checkpoint manifest v1 and the ``latest`` pointer: the contract with training scripts
+"""Checkpoint manifest v1 (and v1.1) and the ``latest`` pointer: the contract with training scripts
 (docs/checkpoint-manifest.md is the spec; this module is its executable form).
 
 A job writes ``<prefix>/step-<9-digit step>/`` shards, then ``manifest.json`` listing every shard
 (relative key, size, optional checksum) only after all shards are durable, then moves
 ``<prefix>/latest`` forward with a conditional write. "Verified" means the manifest parses, names the
 step of its folder, and every listed shard exists with the listed size.
+
+v1.1 is v1 plus an optional ``layout`` (the world size and parallel degrees it was written at, and
+whether it loads at another data-parallel width). Readers take both; the writer writes v1 (the same
+bytes as before) unless given a layout, so an un-upgraded pipeline still reads what un-upgraded
+scripts write: upgrade the pipeline before any script writes a layout.
 """
 
 from __future__ import annotations
@@ -12,11 +17,15 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+from datetime import datetime
 from typing import Any, Final, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictBool, StrictInt, field_validator, model_validator
 
 MANIFEST_SCHEMA: Final = "hyperpod-recovery/checkpoint-manifest/v1"
+MANIFEST_SCHEMA_V1_1: Final = "hyperpod-recovery/checkpoint-manifest/v1.1"
+# What a reader accepts; the version is the part after the last "/", as verdicts name it.
+MANIFEST_SCHEMAS: Final = (MANIFEST_SCHEMA, MANIFEST_SCHEMA_V1_1)
 POINTER_SCHEMA: Final = "hyperpod-recovery/checkpoint-pointer/v1"
 MANIFEST_NAME = "manifest.json"
 POINTER_NAME = "latest"
@@ -39,9 +48,13 @@ RESUME_STEP_ENV = "HYPERPOD_RECOVERY_RESUME_STEP"  # 12000
 # job carries its lineage's first name in it, so its manifests are its lineage's).
 JOB_NAME_ENV = "HYPERPOD_RECOVERY_JOB_NAME"
 # Shrink-and-continue: the node count and data-parallel degree a resubmitted copy runs at (set only
-# when it differs from the size the job was written for, or on a grow-back), for resume_point().
+# when it differs from the size the job was written for, or on a grow-back), for resume_plan().
 RESUME_NODES_ENV = "HYPERPOD_RECOVERY_RESUME_NODES"
 RESUME_DATA_PARALLEL_ENV = "HYPERPOD_RECOVERY_RESUME_DATA_PARALLEL"
+# A layout's largest values (v1.1), and so the largest resume size a script takes from its environment.
+MAX_WORLD_SIZE = 10_000_000
+MAX_LAYOUT_NODES = 100_000
+MAX_MODEL_PARALLEL = 1_000_000
 # sha256:<64 hex>, what `hyperpod-recovery checkpoint commit --checksums` writes and `verify --deep` checks.
 CHECKSUM_PATTERN = r"^sha256:[0-9a-f]{64}$"
 
@@ -150,34 +163,56 @@ class CheckpointLayout(BaseModel):
     """Manifest v1.1's ``layout``: how the checkpoint was written, so the pipeline knows the sizes it
     can be loaded at. ``world_size`` = ``tensor`` x ``pipeline`` x ``data`` (x any other model-parallel
     degree the script folds into ``tensor``); ``nodes`` the job's node count then; ``reshardable``:
-    it loads at another data-parallel degree (PyTorch DCP does)."""
+    it loads at another data-parallel degree (PyTorch DCP does).
+
+    Strict types: it comes from the job's bucket, and ``"reshardable": "yes"`` or ``"data": 8.0`` is a
+    writer's mistake to refuse, not to guess at (it decides whether a job is resumed on fewer nodes)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    world_size: int = Field(ge=1, le=10_000_000)
-    nodes: int | None = Field(default=None, ge=1, le=100_000)
-    tensor: int = Field(default=1, ge=1, le=1_000_000)
-    pipeline: int = Field(default=1, ge=1, le=1_000_000)
-    data: int = Field(ge=1, le=10_000_000)
-    reshardable: bool = False
+    world_size: StrictInt = Field(ge=1, le=MAX_WORLD_SIZE)
+    nodes: StrictInt | None = Field(default=None, ge=1, le=MAX_LAYOUT_NODES)
+    tensor: StrictInt = Field(default=1, ge=1, le=MAX_MODEL_PARALLEL)
+    pipeline: StrictInt = Field(default=1, ge=1, le=MAX_MODEL_PARALLEL)
+    data: StrictInt = Field(ge=1, le=MAX_WORLD_SIZE)
+    reshardable: StrictBool = False
 
     @model_validator(mode="after")
     def _consistent(self) -> CheckpointLayout:
         if self.tensor * self.pipeline * self.data != self.world_size:
-            raise ValueError(f"tensor {self.tensor} x pipeline {self.pipeline} x data {self.data} is not the world size {self.world_size}")
+            raise ValueError(
+                f"tensor {self.tensor} x pipeline {self.pipeline} x data {self.data} is "
+                f"{self.tensor * self.pipeline * self.data}, not the world size {self.world_size}"
+            )
         if self.nodes is not None and self.world_size % self.nodes:
             raise ValueError(f"world size {self.world_size} is not a whole number of ranks on each of {self.nodes} node(s)")
         return self
+
+    def summary(self) -> str:
+        """``world size 16 = tensor 2 x pipeline 1 x data 8 on 2 nodes, reshardable``: for verdicts and the CLI."""
+        nodes = f" on {self.nodes} node{'s' if self.nodes != 1 else ''}" if self.nodes is not None else ""
+        reshards = "reshardable" if self.reshardable else "not reshardable"
+        return f"world size {self.world_size} = tensor {self.tensor} x pipeline {self.pipeline} x data {self.data}{nodes}, {reshards}"
+
+
+def manifest_version(schema: str) -> str:
+    """``hyperpod-recovery/checkpoint-manifest/v1.1`` -> ``v1.1``."""
+    return schema.rsplit("/", 1)[-1]
 
 
 class CheckpointManifest(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
-    schema_: Literal["hyperpod-recovery/checkpoint-manifest/v1"] = Field(default=MANIFEST_SCHEMA, alias="schema")
+    # v1 without a layout, v1.1 with an optional one (checkpoint_manifest() picks the version).
+    schema_: Literal["hyperpod-recovery/checkpoint-manifest/v1", "hyperpod-recovery/checkpoint-manifest/v1.1"] = Field(
+        default=MANIFEST_SCHEMA, alias="schema"
+    )
     job: str = Field(min_length=1, max_length=MAX_JOB_CHARS)  # manifest_job() of the Slurm job name
     step: int = Field(ge=0, le=MAX_STEP)
     created_at: AwareDatetime
     framework: str | None = Field(default=None, max_length=MAX_FRAMEWORK_CHARS)
+    # Before the shards, which may run to 16 MiB: a person reading the file sees it at the top.
+    layout: CheckpointLayout | None = None
     shards: list[Shard] = Field(min_length=1)
 
     @model_validator(mode="after")
@@ -188,6 +223,28 @@ class CheckpointManifest(BaseModel):
             duplicated = sorted(key for key, count in counts.items() if count > 1)
             raise ValueError(f"shards list a key more than once: {', '.join(duplicated[:5])}")
         return self
+
+    @model_validator(mode="after")
+    def _layout_needs_v1_1(self) -> CheckpointManifest:
+        # A v1 reader refuses the field (extra="forbid"): a v1 manifest that carries it was written by
+        # a writer that claims a version it does not follow.
+        if self.layout is not None and self.schema_ == MANIFEST_SCHEMA:
+            raise ValueError(f"a layout needs schema {MANIFEST_SCHEMA_V1_1!r}; v1 has no layout")
+        return self
+
+    @property
+    def version(self) -> str:
+        """``v1`` or ``v1.1``."""
+        return manifest_version(self.schema_)
+
+
+def checkpoint_manifest(
+    *, job: str, step: int, created_at: datetime, shards: list[Shard], framework: str | None = None, layout: CheckpointLayout | None = None
+) -> CheckpointManifest:
+    """The manifest the writer commits: v1 without a layout (so a pipeline not yet upgraded reads it),
+    v1.1 with one."""
+    schema = MANIFEST_SCHEMA if layout is None else MANIFEST_SCHEMA_V1_1
+    return CheckpointManifest(schema_=schema, job=job, step=step, created_at=created_at, framework=framework, layout=layout, shards=shards)
 
 
 class CheckpointPointer(BaseModel):
