@@ -9,8 +9,8 @@ from typing import Any
 from hyperpod_recovery.adapters.checkpoints import S3CheckpointStore
 from hyperpod_recovery.checkpointing.commit import commit_checkpoint
 from hyperpod_recovery.domain.checkpoints import split_s3_uri
-from hyperpod_recovery.models.manifest import MANIFEST_NAME, step_dir
-from sandbox.scenario import CheckpointSpec, JobSpec
+from hyperpod_recovery.models.manifest import MANIFEST_NAME, CheckpointLayout, step_dir
+from sandbox.scenario import CheckpointSpec, JobSpec, expand_range
 
 SHARD_BYTES = 4096
 
@@ -26,14 +26,31 @@ def write_checkpoints(s3: Any, job: JobSpec, epoch: datetime) -> None:
         _write_one(s3, bucket, prefix, job, checkpoint, epoch - timedelta(minutes=30 * (len(job.checkpoints) - index)))
 
 
-def write_checkpoint_step(s3: Any, job: JobSpec, step: int, created: datetime) -> None:
-    """A job's progress during the drill: one more complete checkpoint, committed by the real writer."""
+def write_checkpoint_step(s3: Any, job: JobSpec, step: int, created: datetime, nodes: int | None = None) -> None:
+    """A job's progress during the drill: one more complete checkpoint, committed by the real writer
+    (by a copy running on ``nodes`` nodes: its layout says that size)."""
     assert job.checkpoint_uri, f"job {job.id} has no checkpoint_uri"
     bucket, prefix = split_s3_uri(job.checkpoint_uri)
-    _write_one(s3, bucket, prefix, job, CheckpointSpec(step=step), created)
+    _write_one(s3, bucket, prefix, job, CheckpointSpec(step=step), created, nodes=nodes)
 
 
-def _write_one(s3: Any, bucket: str, prefix: str, job: JobSpec, checkpoint: CheckpointSpec, created: datetime) -> None:
+def layout_of(job: JobSpec, nodes: int) -> CheckpointLayout | None:
+    """Manifest v1.1's layout of a checkpoint the job writes on ``nodes`` nodes (None: v1, no layout)."""
+    spec = job.checkpoint_layout
+    if spec is None:
+        return None
+    world = nodes * spec.gpus_per_node
+    replica = spec.tensor * spec.pipeline
+    if world % replica:
+        return None
+    return CheckpointLayout(
+        world_size=world, nodes=nodes, tensor=spec.tensor, pipeline=spec.pipeline, data=world // replica, reshardable=spec.reshardable
+    )
+
+
+def _write_one(
+    s3: Any, bucket: str, prefix: str, job: JobSpec, checkpoint: CheckpointSpec, created: datetime, nodes: int | None = None
+) -> None:
     """Shards, then the real writer's commit (manifest, then the ``latest`` pointer), then the damage."""
     folder = f"{prefix}{step_dir(checkpoint.step)}/"
     shard_keys = [f"{folder}__{rank}_0.distcp" for rank in range(checkpoint.shards)]
@@ -42,7 +59,13 @@ def _write_one(s3: Any, bucket: str, prefix: str, job: JobSpec, checkpoint: Chec
     if checkpoint.damage == "no_manifest":  # the job died before committing: no manifest, pointer not moved
         return
     commit_checkpoint(
-        S3CheckpointStore(s3=s3), f"s3://{bucket}/{prefix}", checkpoint.step, job=job.name, now=created, framework="pytorch-dcp"
+        S3CheckpointStore(s3=s3),
+        f"s3://{bucket}/{prefix}",
+        checkpoint.step,
+        job=job.name,
+        now=created,
+        framework=job.checkpoint_framework,
+        layout=layout_of(job, nodes or len(expand_range(job.nodes))),
     )
     # Damage after the commit: a shard lost or overwritten later, a manifest mangled by a buggy tool.
     if checkpoint.damage == "missing_shard":

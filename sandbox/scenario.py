@@ -128,6 +128,16 @@ class ProgressSpec(_Strict):
     reports_waits: StrictBool = True
 
 
+class LayoutSpec(_Strict):
+    """How the job's checkpoints are written (manifest v1.1's layout, for each copy at its own size):
+    ``gpus_per_node`` ranks on each node, ``tensor`` x ``pipeline`` ranks per data-parallel replica."""
+
+    gpus_per_node: int = Field(default=8, ge=1, le=64)
+    tensor: int = Field(default=8, ge=1, le=1024)
+    pipeline: int = Field(default=1, ge=1, le=1024)
+    reshardable: StrictBool = True
+
+
 class TrainingSpec(_Strict):
     """The job keeps training during the drill: every copy of it that runs checkpoints (with the real
     writer) every ``checkpoint_every_seconds`` at full size, ``steps_per_checkpoint`` steps further
@@ -156,6 +166,10 @@ class JobSpec(_Strict):
     progress: ProgressSpec | None = None
     # It keeps checkpointing during the drill (a shrunk copy's next checkpoint is what grows it back).
     training: TrainingSpec | None = None
+    # What its checkpoints' manifests say: the framework (PyTorch DCP reshards; another does not say
+    # it does) and, with ``layout``, manifest v1.1's world size and parallel layout.
+    checkpoint_framework: str = Field(default="pytorch-dcp", min_length=1, max_length=64)
+    checkpoint_layout: LayoutSpec | None = None
 
     @model_validator(mode="after")
     def _nodes_syntax(self) -> JobSpec:

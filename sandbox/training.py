@@ -61,5 +61,5 @@ class TrainingSimulator:
                 while start + (done + 1) * interval <= stop:
                     done += 1
                     created = self.epoch + timedelta(seconds=start + done * interval)
-                    write_checkpoint_step(self.s3, spec, from_step + done * spec.training.steps_per_checkpoint, created)
+                    write_checkpoint_step(self.s3, spec, from_step + done * spec.training.steps_per_checkpoint, created, nodes=nodes)
                 self.written[copy.job_id] = done

@@ -38,10 +38,16 @@ from hyperpod_recovery.models.job_recovery import JobWorkflowState
 from hyperpod_recovery.models.manifest import CheckpointLayout
 from hyperpod_recovery.models.requests import MAX_REQUEST_BYTES, Trigger
 from hyperpod_recovery.models.workflow import (
+    MAX_ELASTIC_DECISIONS,
+    MAX_GROW_BACK_CHECKS,
+    MAX_SHRUNK_JOBS_PER_INCIDENT,
     Assessment,
     CheckpointPlan,
+    ElasticDecision,
     FirstGate,
     GateFailure,
+    GrowBackJob,
+    GrowBackState,
     LockResult,
     NodeTarget,
     OutcomeResult,
@@ -49,6 +55,7 @@ from hyperpod_recovery.models.workflow import (
     Replacement,
     ResumePlan,
     SafetyDecision,
+    StepError,
     WatchedNode,
     WorkflowState,
 )
@@ -58,6 +65,23 @@ STATE_LIMIT = 256 * 1024
 # A manifest v1.1 layout with every field at its longest: 8 + 6 digits, and 10 digits between the
 # three degrees (their product is at most 10,000,000), every field present.
 WIDEST_LAYOUT = CheckpointLayout(world_size=10_000_000, nodes=100_000, tensor=1_000_000, pipeline=10, data=1, reshardable=False)
+# An elastic job's decision with every figure present and at its widest.
+WIDEST_DECISION = ElasticDecision(
+    action="wait",
+    full_nodes=10_000,
+    nodes=10_000,
+    data_parallel=80_000,
+    full_data_parallel=80_000,
+    lost_nodes=10_000,
+    spare_nodes=10_000,
+    expected_wait_seconds=86_400,
+    wait_source="parameter",
+    grow_back_seconds=86_400,
+    grow_back_source="parameter",
+    min_nodes=10_000,
+    multiple=10_000,
+    why="opt_in_unreadable",
+)
 
 
 def _limit(metadata: list[Any]) -> int | None:
@@ -162,17 +186,51 @@ def largest_realistic_state() -> WorkflowState:
         ),
     )
     long_uri = "s3://" + "b" * 63 + "/" + "p" * 180
-    plan = CheckpointPlan(
+
+    def planned(j: int) -> ResumePlan:
+        return ResumePlan(
+            job=JobRef(job_id=str(10_000_000 + j), name="n" * 64),
+            checkpoint=CheckpointRef(uri=f"{long_uri}/step-000012000/", step=12000, framework="torch-dcp", layout=WIDEST_LAYOUT),
+            rejected=["r" * 200],
+            # the elastic jobs (at most MAX_ELASTIC_DECISIONS per incident), every figure at its widest
+            elastic=WIDEST_DECISION if j < MAX_ELASTIC_DECISIONS else None,
+        )
+
+    plan = CheckpointPlan(at=now, jobs_found=MAX_JOBS_PER_INCIDENT, resumable=[planned(j) for j in range(MAX_JOBS_PER_INCIDENT)])
+    # The grow-back of the most jobs that run shrunk, each with its shrink and its grow-back's plan and answer
+    # (Grow Back Job's ResultSelector keeps its times, dry_run and result)
+    grown = CommandReply[ResubmitResult](
+        requested_at=now,
+        completed_at=now,
+        result=ResubmitResult(old_job_id="1" * 10, new_job_id="2" * 10, new_job_state="s" * 32, nodes=10_000, cancelled_old=True),
+    )
+    grow_back = GrowBackState(
         at=now,
-        jobs_found=MAX_JOBS_PER_INCIDENT,
-        resumable=[
-            ResumePlan(
-                job=JobRef(job_id=str(10_000_000 + j), name="n" * 64),
-                checkpoint=CheckpointRef(uri=f"{long_uri}/step-000012000/", step=12000, framework="torch-dcp", layout=WIDEST_LAYOUT),
-                rejected=["r" * 200],
+        jobs=[
+            GrowBackJob(
+                old_job_id=str(10_000_000 + j),
+                copy_id=str(20_000_000 + j),
+                name="n" * 64,
+                nodes=9_999,
+                full_nodes=10_000,
+                from_step=12000,
+                status="stays",
+                shrink=WIDEST_DECISION,
+                baseline_step=12000,
+                first_at=now,
+                checkpoint=planned(j).checkpoint,
+                reply=grown,
+                failure="E" * 256,
+                reason="r" * 300,
             )
-            for j in range(MAX_JOBS_PER_INCIDENT)
+            for j in range(MAX_SHRUNK_JOBS_PER_INCIDENT)
         ],
+        action="grow",
+        next=planned(0),
+        wait_seconds=86_400,
+        checks=MAX_GROW_BACK_CHECKS,
+        answer=grown,
+        failure=StepError(Error="E" * 256, Cause="c" * 1000),
     )
     answers = [
         # Resubmit Jobs keeps times, dry_run and the result of each answer (its ResultSelector)
@@ -196,6 +254,7 @@ def largest_realistic_state() -> WorkflowState:
         ),
         checkpoints=plan,
         resubmissions=answers,
+        grow_back=grow_back,
     )
 
 
@@ -205,8 +264,15 @@ def test_the_largest_realistic_node_recovery_state_stays_far_below_the_limit() -
     size = len(state.model_dump_json()) + len(outcome.model_dump_json())
     print(f"largest NodeRecovery state and outcome: {size} bytes")
     # 0.75 until each of the 100 planned checkpoints carried manifest v1.1's layout (about 108 bytes
-    # each at its widest): 203,648 bytes then, 78% of the limit. Still a fifth of it to spare.
-    assert size < STATE_LIMIT * 0.8, f"{size} bytes"
+    # each at its widest): 203,648 bytes then, 78% of the limit. 0.85 since shrink-and-continue (eight
+    # elastic decisions, four shrunk jobs' grow-backs): 216,506 bytes then, 83%.
+    assert size < STATE_LIMIT * 0.85, f"{size} bytes"
+    # And with the longest Cause a Catch can put in it (Grow Back Job's, 32,768 characters, until the
+    # next check folds it into one line), the state is still below Step Functions' hard limit
+    failed = state.model_copy(
+        update={"grow_back": state.grow_back.model_copy(update={"failure": StepError(Error="E" * 256, Cause="c" * 32_768)})}
+    )
+    assert len(failed.model_dump_json()) + len(outcome.model_dump_json()) < STATE_LIMIT
 
 
 def test_the_largest_state_while_waiting_for_rejoin_with_a_boot_reading_in_flight_stays_far_below_the_limit() -> None:

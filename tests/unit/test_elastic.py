@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hyperpod_recovery.domain.elastic.decide import Estimate, decide_elastic, shrink_wins
+from hyperpod_recovery.domain.elastic.decide import Estimate, decide_elastic, elastic_reason, shrink_wins
 from hyperpod_recovery.domain.elastic.estimates import MIN_MEASURED_REPLACEMENTS, expected_wait
 from hyperpod_recovery.domain.elastic.grow_back import advance, grow_back_wait_seconds
 from hyperpod_recovery.domain.elastic.sizes import Reshard, largest_size, reshard_of
@@ -20,7 +20,9 @@ from hyperpod_recovery.models.manifest import MANIFEST_SCHEMA, CheckpointLayout
 from hyperpod_recovery.models.records import RecoveryLogEntry
 from hyperpod_recovery.models.requests import RecoveryRequest, Trigger
 from hyperpod_recovery.models.workflow import (
+    MAX_ELASTIC_DECISIONS,
     MAX_GROW_BACK_CHECKS,
+    MAX_SHRUNK_JOBS_PER_INCIDENT,
     CheckShrunkJobsInput,
     FindNewestCheckpointInput,
     GrowBackState,
@@ -137,7 +139,7 @@ def test_given_a_spare_that_fits_when_decided_then_full_size_at_once() -> None:
 def test_given_no_spare_and_a_long_replacement_when_decided_then_it_shrinks_and_says_the_figures() -> None:
     decision = decide_elastic(_elastic_job(), DCP, lost=1, spare=0, wait=TEN_MIN, grow_back=FIVE_MIN)
     assert decision is not None and (decision.action, decision.nodes) == ("shrink", 15)
-    assert decision.reason == (
+    assert elastic_reason(decision, DCP) == (
         "runs on 15 of 16 node(s): replacement expected in 10 min, growing back costs ~5 min (the stack parameter: nothing measured yet)"
     )
 
@@ -150,31 +152,32 @@ def test_given_multiple_4_when_one_node_is_lost_then_it_runs_on_12() -> None:
 def test_given_a_quick_replacement_when_decided_then_it_waits_and_says_why() -> None:
     decision = decide_elastic(_elastic_job(multiple=4), DCP, lost=1, spare=0, wait=Estimate(360, "measured"), grow_back=FIVE_MIN)
     assert decision is not None and decision.action == "wait"  # 6 min x 12/16 = 4.5 min < 5 min
-    assert "gain less than growing back costs" in decision.reason
+    assert "gain less than growing back costs" in elastic_reason(decision, DCP)
 
 
 def test_given_a_checkpoint_that_does_not_say_it_reshards_when_decided_then_it_waits_and_says_why() -> None:
     decision = decide_elastic(_elastic_job(), V1, lost=1, spare=0, wait=TEN_MIN, grow_back=FIVE_MIN)
     assert decision is not None and decision.action == "wait"
-    assert "does not say it reshards" in decision.reason
+    assert "does not say it reshards" in elastic_reason(decision, V1)
 
 
 def test_given_a_layout_saying_not_reshardable_when_decided_then_it_waits() -> None:
     checkpoint = DCP.model_copy(update={"layout": _layout(16, 8, 1, reshardable=False)})
     decision = decide_elastic(_elastic_job(), checkpoint, lost=1, spare=0, wait=TEN_MIN, grow_back=FIVE_MIN)
-    assert decision is not None and decision.action == "wait" and "says it does not reshard" in decision.reason
+    assert decision is not None and decision.action == "wait" and "says it does not reshard" in elastic_reason(decision, checkpoint)
 
 
 def test_given_the_job_at_its_minimum_when_a_node_is_lost_then_it_waits() -> None:
     decision = decide_elastic(_elastic_job(12, minimum=12), DCP, lost=1, spare=0, wait=TEN_MIN, grow_back=FIVE_MIN)
-    assert decision is not None and decision.action == "wait" and "may not run on fewer than 12" in decision.reason
+    assert decision is not None and decision.action == "wait" and "may not run on fewer than 12" in elastic_reason(decision, DCP)
 
 
 def test_given_an_unreadable_opt_in_when_decided_then_it_waits_with_the_problem() -> None:
     problem = "its comment's resume=elastic cannot be read: min=N is required"
     job = _elastic_job().model_copy(update={"elastic": None, "elastic_problem": problem})
     decision = decide_elastic(job, DCP, lost=1, spare=0, wait=TEN_MIN, grow_back=FIVE_MIN)
-    assert decision is not None and decision.action == "wait" and "min=N is required" in decision.reason
+    assert decision is not None and decision.action == "wait"
+    assert "min=N is required" in elastic_reason(decision, DCP, problem=problem)
 
 
 def test_given_a_rigid_job_when_decided_then_nothing_is_decided() -> None:
@@ -368,3 +371,20 @@ def test_given_a_waiting_job_when_the_step_reads_its_prefix_then_it_uses_the_inc
     step = CheckShrunkJobsInput(execution_name="hpr-x", request=request, replies=[_reply()], plans=[SHRINK_PLAN], previous={"checks": 0})
     state = check_shrunk_jobs(step, reader=_store(steps=(3000, 3100)), ledger=ledger, grace_seconds=1800, now=T0)
     assert (state.action, state.jobs[0].baseline_step) == ("wait", 3100)
+
+
+def test_given_more_elastic_jobs_than_one_incident_grows_back_when_planned_then_the_rest_wait_and_say_why() -> None:
+    jobs = [_elastic_job(spare=0).model_copy(update={"job_id": str(1001 + n)}) for n in range(MAX_SHRUNK_JOBS_PER_INCIDENT + 1)]
+    step = FindNewestCheckpointInput(execution_name="hpr-x", jobs=jobs, resume_now_allowed=True)
+    plan = find_newest_checkpoint(step, reader=_store(), ledger=FakeLedger(), elastic=SETTINGS, now=T0)
+    assert [p.elastic.action for p in plan.resume_now if p.elastic] == ["shrink"] * MAX_SHRUNK_JOBS_PER_INCIDENT
+    (last,) = plan.resumable
+    assert last.elastic is not None and last.elastic.why == "too_many_shrunk"
+    assert "other job(s) of this incident run shrunk already" in elastic_reason(last.elastic, DCP)
+
+
+def test_given_more_elastic_jobs_than_an_incident_carries_decisions_for_when_planned_then_the_rest_are_rigid() -> None:
+    jobs = [_elastic_job(spare=100).model_copy(update={"job_id": str(1001 + n)}) for n in range(MAX_ELASTIC_DECISIONS + 2)]
+    step = FindNewestCheckpointInput(execution_name="hpr-x", jobs=jobs, resume_now_allowed=True)
+    plan = find_newest_checkpoint(step, reader=_store(), ledger=FakeLedger(), elastic=SETTINGS, now=T0)
+    assert sum(p.elastic is not None for p in plan.planned) == MAX_ELASTIC_DECISIONS

@@ -17,6 +17,7 @@ from typing import Literal
 
 from hyperpod_recovery import errors
 from hyperpod_recovery.domain.causes import error_message
+from hyperpod_recovery.domain.elastic.decide import elastic_reason
 from hyperpod_recovery.domain.execution_names import node_execution_name
 from hyperpod_recovery.domain.hangs.classify import STILL_RUNNING
 from hyperpod_recovery.models.commands import AGENT_HEARTBEAT_TIMEOUT, CommandReply, JobSpec, ResubmitResult
@@ -79,7 +80,7 @@ def fate_of_reply(base: JobFate, reply: CommandReply[ResubmitResult], plan: Resu
     return base.model_copy(update={"reason": "the resubmission returned no new job"})
 
 
-def _shrinks_and_grow_backs(fates: dict[str, JobFate], state: WorkflowState) -> None:
+def _shrinks_and_grow_backs(fates: dict[str, JobFate], state: WorkflowState, specs: dict[str, JobSpec]) -> None:
     """Shrink-and-continue, told from the record: the decision for each elastic job and why, the copy
     that ran on fewer nodes (only when the orchestrator said it submitted it at that size), and what
     became of growing it back (the full-size copy is then the job's copy)."""
@@ -90,7 +91,9 @@ def _shrinks_and_grow_backs(fates: dict[str, JobFate], state: WorkflowState) -> 
         decision, fate = plan.elastic, fates.get(plan.job.job_id)
         if decision is None or fate is None:
             continue
-        update: dict[str, object] = {"full_nodes": decision.full_nodes, "elastic": decision.reason}
+        spec = specs.get(plan.job.job_id)
+        reason = _cut(elastic_reason(decision, plan.checkpoint, problem=spec.elastic_problem if spec is not None else None))
+        update: dict[str, object] = {"full_nodes": decision.full_nodes, "elastic": reason}
         if decision.action == "shrink" and fate.fate == "resubmitted" and fate.copy_id:
             if sized.get(plan.job.job_id) == decision.nodes:
                 update["shrunk"] = ShrunkCopy(copy_id=fate.copy_id, nodes=decision.nodes, from_step=plan.checkpoint.step)
@@ -98,7 +101,7 @@ def _shrinks_and_grow_backs(fates: dict[str, JobFate], state: WorkflowState) -> 
                 on = f"job {fate.copy_id} runs on {decision.nodes} of {decision.full_nodes} node(s)"
                 update["grow_back"] = f"not grown back: {when}; {on}"
             else:
-                update["elastic"] = _cut(f"{decision.reason}; the orchestrator submitted it at its full size instead")
+                update["elastic"] = _cut(f"{reason}; the orchestrator submitted it at its full size instead")
         fates[plan.job.job_id] = fate.model_copy(update=update)
     for job in state.grow_backs:
         fate = fates.get(job.old_job_id)
@@ -112,16 +115,14 @@ def _shrinks_and_grow_backs(fates: dict[str, JobFate], state: WorkflowState) -> 
                     "copy_id": result.new_job_id,
                     "copy_state": result.new_job_state,
                     "copy_seen_at": job.reply.completed_at,
-                    "checkpoint_step": job.plan.checkpoint.step if job.plan is not None else fate.checkpoint_step,
-                    "checkpoint_uri": job.plan.checkpoint.uri if job.plan is not None else fate.checkpoint_uri,
+                    "checkpoint_step": job.checkpoint.step if job.checkpoint is not None else fate.checkpoint_step,
+                    "checkpoint_uri": job.checkpoint.uri if job.checkpoint is not None else fate.checkpoint_uri,
                     "shrunk": fate.shrunk.model_copy(update={"grown_back": True}),
                     "grow_back": _cut(f"grown back to {job.full_nodes} node(s): {job.reason}"),
                 }
             )
-        elif job.failure is not None and job.failure.Error in UNANSWERED_ERRORS:
-            text = (
-                f"its grow-back got no answer ({job.failure.Error}): job {job.copy_id} may have been stopped and a full-size copy submitted"
-            )
+        elif job.failure is not None and job.failure in UNANSWERED_ERRORS:
+            text = f"its grow-back got no answer ({job.failure}): job {job.copy_id} may have been stopped and a full-size copy submitted"
             fates[job.old_job_id] = fate.model_copy(update={"fate": "copy_unknown", "reason": _cut(text), "grow_back": _cut(text)})
         elif job.status == "stays":
             fates[job.old_job_id] = fate.model_copy(update={"grow_back": _cut(f"not grown back: {job.reason}; {on}")})
@@ -144,7 +145,7 @@ def node_incident_job_fates(state: WorkflowState, outcome: Outcome, cause: str |
         old = reply.result.old_job_id
         spec = specs.get(old)
         fates[old] = fate_of_reply(base(old, spec.name if spec else old), reply, plans.get(old))
-    _shrinks_and_grow_backs(fates, state)
+    _shrinks_and_grow_backs(fates, state, specs)
     for failure in state.resubmit_failures:
         why = error_message(failure.failure.Cause) or "no message"
         spec = specs.get(failure.job_id)

@@ -389,7 +389,7 @@ def _grow_back_entry(job: GrowBackJob, checked_at: datetime) -> TimelineEntry | 
     """A shrunk job's grow-back, as it ended: grown back (the full-size copy), or why it stays shrunk."""
     if job.status == "grown" and job.reply is not None:
         result = job.reply.result
-        step = f" from step {job.plan.checkpoint.step}" if job.plan is not None else ""
+        step = f" from step {job.checkpoint.step}" if job.checkpoint is not None else ""
         stopped = f"job {job.copy_id} stopped, " if result.cancelled_old else ""
         state = f" ({result.new_job_state})" if result.new_job_state else ""
         detail = f"{stopped}resubmitted as job {result.new_job_id} on {job.full_nodes} node(s){step}{state}: {job.reason}"

@@ -280,6 +280,13 @@ class UnresumableJob(BaseModel):
 # shrinks now or waits for its replacement; with a spare, it runs again at full size at once.
 ElasticAction = Literal["full_size", "shrink", "wait"]
 EstimateSource = Literal["measured", "parameter"]
+# Why (domain/elastic/decide.py elastic_reason renders it from the figures: no free text travels in
+# the state, where up to MAX_ELASTIC_DECISIONS plans carry one).
+ElasticWhy = Literal[
+    "spare_fits", "shrink_wins", "wait_wins", "not_reshardable", "below_minimum", "opt_in_unreadable", "too_many_shrunk", "grow_back"
+]
+# Elastic jobs decided per incident: a further elastic job is treated as rigid (it waits, as always).
+MAX_ELASTIC_DECISIONS = 8
 
 
 class ElasticDecision(BaseModel):
@@ -298,7 +305,9 @@ class ElasticDecision(BaseModel):
     wait_source: EstimateSource | None = Field(default=None, exclude_if=lambda v: v is None)
     grow_back_seconds: int | None = Field(default=None, ge=0, exclude_if=lambda v: v is None)
     grow_back_source: EstimateSource | None = Field(default=None, exclude_if=lambda v: v is None)
-    reason: ShortText
+    min_nodes: int | None = Field(default=None, ge=1, exclude_if=lambda v: v is None)
+    multiple: int | None = Field(default=None, ge=2, exclude_if=lambda v: v is None)
+    why: ElasticWhy
 
 
 class ResumePlan(BaseModel):
@@ -333,6 +342,8 @@ class CheckpointPlan(StepResult):
     def _each_job_once(self) -> CheckpointPlan:
         if len(self.resume_now) + len(self.resumable) + len(self.unresumable) + len(self.left_alone) > MAX_JOBS_PER_INCIDENT:
             raise ValueError(f"at most {MAX_JOBS_PER_INCIDENT} jobs are planned in one incident")
+        if sum(p.elastic is not None for p in self.planned) > MAX_ELASTIC_DECISIONS:
+            raise ValueError(f"at most {MAX_ELASTIC_DECISIONS} elastic decisions are carried in one incident")
         return self
 
     @property
@@ -379,12 +390,12 @@ class GrowBackJob(BaseModel):
     full_nodes: int = Field(ge=1)
     from_step: int = Field(ge=0)
     status: GrowBackStatus = "waiting"
-    shrink: ResumePlan  # the plan it was resubmitted shrunk by (its elastic decision, its checkpoint then)
+    shrink: ElasticDecision  # the decision it was resubmitted shrunk by
     baseline_step: int | None = Field(default=None, ge=0, exclude_if=lambda v: v is None)
     first_at: Timestamp | None = Field(default=None, exclude_if=lambda v: v is None)
-    plan: ResumePlan | None = Field(default=None, exclude_if=lambda v: v is None)  # growing or grown: from where
+    checkpoint: CheckpointRef | None = Field(default=None, exclude_if=lambda v: v is None)  # growing or grown: from where
     reply: CommandReply[ResubmitResult] | None = Field(default=None, exclude_if=lambda v: v is None)
-    failure: StepError | None = Field(default=None, exclude_if=lambda v: v is None)  # Grow Back Job's error
+    failure: str | None = Field(default=None, max_length=256, exclude_if=lambda v: v is None)  # Grow Back Job's error name
     reason: ShortText = ""
 
 
@@ -400,7 +411,6 @@ class GrowBackState(StepResult):
     checks: int = Field(default=0, ge=0)
     answer: CommandReply[ResubmitResult] | None = Field(default=None, exclude_if=lambda v: v is None)
     failure: StepError | None = Field(default=None, exclude_if=lambda v: v is None)
-    error: StepError | None = Field(default=None, exclude_if=lambda v: v is None)  # Check Shrunk Jobs itself failed
 
     def folded(self) -> GrowBackState:
         """The pending answer (or failure) of Grow Back Job applied to the job it grew."""
@@ -412,7 +422,8 @@ class GrowBackState(StepResult):
 
 def _fold(job: GrowBackJob, answer: CommandReply[ResubmitResult] | None, failure: StepError | None) -> GrowBackJob:
     if failure is not None:
-        return job.model_copy(update={"status": "stays", "failure": failure, "reason": f"its grow-back failed: {failure.Error}"[:300]})
+        why = f"its grow-back failed: {failure.Error}: {failure.Cause or 'no message'}"[:300]
+        return job.model_copy(update={"status": "stays", "failure": failure.Error, "reason": why})
     assert answer is not None
     result = answer.result
     if result.declined:

@@ -11,7 +11,15 @@ from hyperpod_recovery.domain.elastic.estimates import MEASURED_WINDOW_DAYS, exp
 from hyperpod_recovery.domain.execution_names import hung_job_of, is_hang_incident
 from hyperpod_recovery.errors import CheckpointUnreadable
 from hyperpod_recovery.models.commands import JobRef, JobSpec, ResumePolicy, left_alone_reason
-from hyperpod_recovery.models.workflow import CheckpointPlan, ElasticDecision, FindNewestCheckpointInput, ResumePlan, UnresumableJob
+from hyperpod_recovery.models.workflow import (
+    MAX_ELASTIC_DECISIONS,
+    MAX_SHRUNK_JOBS_PER_INCIDENT,
+    CheckpointPlan,
+    ElasticDecision,
+    FindNewestCheckpointInput,
+    ResumePlan,
+    UnresumableJob,
+)
 from hyperpod_recovery.observability import logger
 from hyperpod_recovery.ports import CheckpointReader, Ledger
 
@@ -70,6 +78,7 @@ def find_newest_checkpoint(
         ledger.save_jobs(step.execution_name, step.jobs, now)
     estimates = _estimates(step, ledger, elastic, now)
     spares = SpareNodes()
+    decided = shrunk = 0
     plan = CheckpointPlan(at=now, jobs_found=len(step.jobs) + step.omitted, jobs_omitted=step.omitted)
     for job in step.jobs:
         if job.unresumable and not job.auto_resume:
@@ -109,12 +118,21 @@ def find_newest_checkpoint(
         hung = is_hang_incident(step.execution_name) and hung_job_of(step.execution_name) == job.job_id
         now_or_later = resume_now(job, "immediate" if hung else policy, allowed=step.resume_now_allowed)
         decision = None
-        if estimates is not None and not hung:
+        if estimates is not None and not hung and decided >= MAX_ELASTIC_DECISIONS and (job.elastic or job.elastic_problem):
+            logger.warning("elastic job treated as rigid", extra={"job_id": job.job_id, "decided": decided, "limit": MAX_ELASTIC_DECISIONS})
+        elif estimates is not None and not hung:
             # Shrink-and-continue: only where the workflow resubmits before the replacement is back.
             wait, grow_back = estimates
             lost = job.lost_nodes if job.lost_nodes is not None else step.lost_nodes
             decision = decide_elastic(job, discovery.checkpoint, lost=lost, spare=spares.of(job), wait=wait, grow_back=grow_back)
+            if decision is not None and decision.action == "shrink" and shrunk >= MAX_SHRUNK_JOBS_PER_INCIDENT:
+                # One incident grows back at most this many (its history is bounded): the others wait.
+                decision = decision.model_copy(
+                    update={"action": "wait", "nodes": decision.full_nodes, "data_parallel": None, "why": "too_many_shrunk"}
+                )
             if decision is not None:
+                decided += 1
+                shrunk += decision.action == "shrink"
                 spares.take(job, decision)
                 now_or_later = now_or_later or decision.action != "wait"
         logger.info(

@@ -13,16 +13,13 @@ from dataclasses import dataclass
 
 from hyperpod_recovery.domain.elastic.sizes import largest_size, reshard_of
 from hyperpod_recovery.models.commands import CheckpointRef, JobSpec
-from hyperpod_recovery.models.workflow import ElasticDecision, EstimateSource
+from hyperpod_recovery.models.workflow import MAX_SHRUNK_JOBS_PER_INCIDENT, ElasticDecision, EstimateSource
 
 
 @dataclass(frozen=True)
 class Estimate:
     seconds: int
     source: EstimateSource  # measured (the ledger's history) or the stack's parameter
-
-    def text(self) -> str:
-        return f"{minutes(self.seconds)}{'' if self.source == 'measured' else ' (the stack parameter: nothing measured yet)'}"
 
 
 def minutes(seconds: int) -> str:
@@ -31,6 +28,10 @@ def minutes(seconds: int) -> str:
         return f"{seconds} s"
     value = seconds / 60
     return f"{value:.0f} min" if value >= 10 or value == int(value) else f"{value:.1f} min"
+
+
+def _figure(seconds: int | None, source: EstimateSource | None) -> str:
+    return f"{minutes(seconds or 0)}{' (the stack parameter: nothing measured yet)' if source == 'parameter' else ''}"
 
 
 def shrink_wins(full: int, nodes: int, wait: Estimate, grow_back: Estimate) -> bool:
@@ -58,42 +59,68 @@ def decide_elastic(
         "grow_back_seconds": grow_back.seconds,
         "grow_back_source": grow_back.source,
     }
+    if job.elastic is not None:
+        figures |= {"min_nodes": job.elastic.min_nodes, "multiple": job.elastic.multiple if job.elastic.multiple > 1 else None}
     reshard = reshard_of(checkpoint)
     full_dp = reshard.data_parallel(full)
 
-    def waits(reason: str) -> ElasticDecision:
-        return ElasticDecision(action="wait", nodes=full, full_data_parallel=full_dp, reason=reason, **figures)
+    def waits(why: str) -> ElasticDecision:
+        return ElasticDecision.model_validate({"action": "wait", "nodes": full, "full_data_parallel": full_dp, "why": why, **figures})
 
     if job.elastic is None:
-        return waits(f"waits for its replacement: {job.elastic_problem}")
+        return waits("opt_in_unreadable")
     if spare is not None and spare >= lost:
-        return ElasticDecision(
-            action="full_size",
-            nodes=full,
-            data_parallel=full_dp,
-            full_data_parallel=full_dp,
-            reason=f"{spare} spare node(s) fit it: runs again at once on {full} node(s)",
-            **figures,
+        return ElasticDecision.model_validate(
+            {"action": "full_size", "nodes": full, "data_parallel": full_dp, "full_data_parallel": full_dp, "why": "spare_fits", **figures}
         )
     if not reshard.reshardable:
-        return waits(f"waits for its replacement: {reshard.why_not}")
-    available = full - lost + (spare or 0)
-    nodes = largest_size(full, available, job.elastic, reshard)
+        return waits("not_reshardable")
+    nodes = largest_size(full, full - lost + (spare or 0), job.elastic, reshard)
     if nodes is None:
-        return waits(
-            f"waits for its replacement: {available} of its {full} node(s) could run it, and it may not run on fewer than "
-            f"{job.elastic.min_nodes}" + (f" or in other steps than {job.elastic.multiple} node(s)" if job.elastic.multiple > 1 else "")
-        )
+        return waits("below_minimum")
     if not shrink_wins(full, nodes, wait, grow_back):
-        return waits(
-            f"waits for its replacement: expected in {wait.text()}; on {nodes} of {full} node(s) meanwhile it would gain "
-            f"less than growing back costs (~{grow_back.text()})"
-        )
-    return ElasticDecision(
-        action="shrink",
-        nodes=nodes,
-        data_parallel=reshard.data_parallel(nodes),
-        full_data_parallel=full_dp,
-        reason=f"runs on {nodes} of {full} node(s): replacement expected in {wait.text()}, growing back costs ~{grow_back.text()}",
-        **figures,
+        return waits("wait_wins")
+    return ElasticDecision.model_validate(
+        {
+            "action": "shrink",
+            "nodes": nodes,
+            "data_parallel": reshard.data_parallel(nodes),
+            "full_data_parallel": full_dp,
+            "why": "shrink_wins",
+            **figures,
+        }
     )
+
+
+def elastic_reason(decision: ElasticDecision, checkpoint: CheckpointRef, *, problem: str | None = None) -> str:
+    """The decision in words, from its figures (what the record and the notification say)."""
+    full, wait, grow = (
+        decision.full_nodes,
+        _figure(decision.expected_wait_seconds, decision.wait_source),
+        _figure(decision.grow_back_seconds, decision.grow_back_source),
+    )
+    available = full - decision.lost_nodes + (decision.spare_nodes or 0)
+    match decision.why:
+        case "spare_fits":
+            return f"{decision.spare_nodes} spare node(s) fit it: runs again at once on {full} node(s)"
+        case "shrink_wins":
+            return f"runs on {decision.nodes} of {full} node(s): replacement expected in {wait}, growing back costs ~{grow}"
+        case "wait_wins":
+            return (
+                f"waits for its replacement: expected in {wait}; on fewer of its {full} node(s) meanwhile it would gain less than "
+                f"growing back costs (~{grow})"
+            )
+        case "not_reshardable":
+            return f"waits for its replacement: {reshard_of(checkpoint).why_not}"
+        case "below_minimum":
+            steps = f" or in other steps than {decision.multiple} node(s)" if decision.multiple else ""
+            return (
+                f"waits for its replacement: {available} of its {full} node(s) could run it, and it may not run on fewer than "
+                f"{decision.min_nodes}{steps}"
+            )
+        case "opt_in_unreadable":
+            return f"waits for its replacement: {problem or 'its elastic opt-in cannot be read'}"
+        case "too_many_shrunk":
+            return f"waits for its replacement: {MAX_SHRUNK_JOBS_PER_INCIDENT} other job(s) of this incident run shrunk already"
+        case "grow_back":
+            return f"grows back to {full} node(s) from step {checkpoint.step}"

@@ -57,7 +57,7 @@ def shrunk_jobs(replies: list[dict[str, object]], plans: list[ResumePlan]) -> li
                     nodes=plan.elastic.nodes,
                     full_nodes=plan.elastic.full_nodes,
                     from_step=plan.checkpoint.step,
-                    shrink=plan,
+                    shrink=plan.elastic,
                 )
             )
     return found
@@ -66,8 +66,7 @@ def shrunk_jobs(replies: list[dict[str, object]], plans: list[ResumePlan]) -> li
 def grow_back_plan(job: GrowBackJob, checkpoint: CheckpointRef) -> ResumePlan:
     """The full-size copy's plan: the shrunk copy is what is resubmitted (and stopped first), at the
     size the job ran at before it shrank, only if that many nodes can take it at once."""
-    decision = job.shrink.elastic
-    assert decision is not None
+    decision = job.shrink
     return ResumePlan(
         job=JobRef(job_id=job.copy_id, name=job.name),
         checkpoint=checkpoint,
@@ -77,7 +76,7 @@ def grow_back_plan(job: GrowBackJob, checkpoint: CheckpointRef) -> ResumePlan:
             nodes=job.full_nodes,
             data_parallel=decision.full_data_parallel,
             full_data_parallel=decision.full_data_parallel,
-            reason=f"grows back from {job.nodes} to {job.full_nodes} node(s) from step {checkpoint.step}",
+            why="grow_back",
         ),
         require_free_nodes=job.full_nodes,
     )
@@ -107,10 +106,10 @@ def check_one(job: GrowBackJob, newest: CheckpointRef | str | None, *, grace_sec
     kept = {"first_at": first_at, "baseline_step": baseline}
     if newest.step > baseline:
         reason = f"its replacement is back and job {job.copy_id} checkpointed step {newest.step} since"
-        return job.model_copy(update={**kept, "status": "growing", "plan": grow_back_plan(job, newest), "reason": reason})
+        return job.model_copy(update={**kept, "status": "growing", "checkpoint": newest, "reason": reason})
     if (now - first_at).total_seconds() >= grace_seconds:
         reason = f"no new checkpoint of job {job.copy_id} within {grace_seconds} s of its replacement's return: from its newest"
-        return job.model_copy(update={**kept, "status": "growing", "plan": grow_back_plan(job, newest), "reason": reason})
+        return job.model_copy(update={**kept, "status": "growing", "checkpoint": newest, "reason": reason})
     return job.model_copy(update=kept)
 
 
@@ -149,7 +148,8 @@ def advance(
     # gives them a newer checkpoint, if any).
     jobs = [j if j is ready or j.status != "growing" else j.model_copy(update={"status": "waiting"}) for j in jobs]
     if ready is not None:
-        return GrowBackState(at=now, jobs=jobs, action="grow", next=ready.plan, checks=checks)
+        assert ready.checkpoint is not None
+        return GrowBackState(at=now, jobs=jobs, action="grow", next=grow_back_plan(ready, ready.checkpoint), checks=checks)
     if any(j.status == "waiting" for j in jobs):
         return GrowBackState(at=now, jobs=jobs, action="wait", wait_seconds=grow_back_wait_seconds(grace_seconds), checks=checks)
     return GrowBackState(at=now, jobs=jobs, action="done", checks=checks)
