@@ -425,7 +425,10 @@ class CommandExecutor:
             )
         # A grow-back reads the copy as slurmctld has it now (whose copy it is), before a capture kept earlier.
         if command.require_free_nodes is not None:
-            capture = self.slurm.capture(job_id) or self.captures.get(job_id)
+            fresh = self.slurm.capture(job_id)
+            if fresh is not None:
+                self.captures.put(fresh)  # a retry after slurmctld forgot the stopped copy still has it
+            capture = fresh or self.captures.get(job_id)
         else:
             capture = self.captures.get(job_id) or self.slurm.capture(job_id)
         if capture is None:
@@ -464,10 +467,13 @@ class CommandExecutor:
 
     def _too_few_to_grow(self, job_id: str, current: JobSpec | None, command: ResubmitJob) -> str | None:
         """Why a grow-back must not stop the copy now (fewer nodes could take its successor at once than
-        it needs), or None. The copy's own nodes count only while it holds them."""
+        it needs), or None. A copy that no longer runs (stopped by this grow-back before a crash, or ended
+        on its own) has nothing to protect: its successor is submitted, and waits for its nodes."""
+        if current is None or current.state not in STILL_ALIVE:
+            return None
         needed = command.require_free_nodes or 0
-        own = list(current.nodes) if current is not None and current.state in STILL_ALIVE else []
-        free = _spare_for(current.partition if current is not None else None, self.slurm.free_nodes())
+        own = list(current.nodes)
+        free = _spare_for(current.partition, self.slurm.free_nodes())
         excluded = set(command.exclude_nodes)
         able = len([n for n in own if n not in excluded]) + free
         if able >= needed:

@@ -370,6 +370,17 @@ def test_a_grow_back_retried_after_a_lost_answer_answers_its_copy_and_stops_noth
     assert {job_id: job.state for job_id, job in slurm.jobs.items()} == states and states[first.new_job_id or ""] == "RUNNING"
 
 
+def test_a_grow_back_whose_copy_no_longer_runs_submits_its_successor_even_when_it_must_wait() -> None:
+    # Given a grow-back that stopped the shrunk copy and then crashed before sbatch (its partner still drained)
+    slurm, copy_id = _shrunk()
+    slurm.cancel(copy_id)
+    # When the workflow retries it
+    result = resubmit(slurm, ResubmitJob(job_id=copy_id, checkpoint=GROW_FROM, nodes=2, require_free_nodes=2), command_id="grow")
+    # Then it is not declined (that would leave no copy at all): the 2-node copy is submitted, and waits for its nodes
+    assert result.declined is None and result.new_job_id is not None and not result.cancelled_old
+    assert slurm.jobs[result.new_job_id].state == "PENDING" and slurm.second_copies() == []
+
+
 def test_a_grow_back_never_stops_a_job_we_did_not_submit() -> None:
     slurm = _cluster(nodes=3)
     with pytest.raises(InvalidCommand, match="job 1001 is no copy of ours"):
