@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import subprocess
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -30,6 +31,7 @@ from hyperpod_recovery_agent.capture import JobCapture, SbatchOptions, Unresumab
 from hyperpod_recovery_agent.elastic import elastic_opt_in, node_range_in_script
 from hyperpod_recovery_agent.executor import CommandExecutor
 from hyperpod_recovery_agent.slurm import RESUBMISSION_MARK, SlurmCli
+from sandbox.real_slurm import seed_script
 from sandbox.slurm import SimulatedSlurm, SlurmJob
 from tests.fakes import T0
 
@@ -449,3 +451,10 @@ def test_the_same_size_or_no_totals_leave_the_options_as_they_were() -> None:
 )
 def test_whose_copy_a_job_is_is_read_from_our_mark_at_the_start_of_its_comment(comment: str, expected: str | None) -> None:
     assert resubmitted_from(comment) == expected
+
+
+def test_a_real_slurm_drills_seeded_job_asks_for_its_node_range_in_its_script_as_the_simulated_one_does(tmp_path: Path) -> None:
+    ranged = SlurmJob(job_id="1001", name="llama", nodes=NODES[:2], state="RUNNING", checkpoint_uri=None, node_range="1-2")
+    assert node_range_in_script(seed_script(ranged, tmp_path)) == node_range_in_script(ranged.script) == (1, 2)
+    rigid = SlurmJob(job_id="1002", name="llama", nodes=NODES[:2], state="RUNNING", checkpoint_uri=None)
+    assert node_range_in_script(seed_script(rigid, tmp_path)) is None
