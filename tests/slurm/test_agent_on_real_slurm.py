@@ -478,6 +478,9 @@ def test_a_node_range_job_shrinks_onto_the_node_left_and_grows_back_once_its_par
     wait_for(lambda: (job_dir / f"out-{copy_id}.txt").exists(), "the 1-node copy's output")
     assert "from=s3://llm-train-checkpoints/llama/step-000002000/ resume_nodes=1 count=1" in (job_dir / f"out-{copy_id}.txt").read_text()
     assert nodes_of(slurm, copy_id) == [healthy] and job_state(slurm_env, job_id) not in ("RUNNING", "COMPLETING")
+    # And the copy is elastic still (1 node lies within its script's range), its size its own --nodes=1
+    copy = slurm.job(copy_id)
+    assert copy is not None and copy.num_nodes == 1 and copy.elastic is not None and copy.elastic.source == "node_range"
 
     # When a grow-back to 2 nodes is asked for while its partner is still drained
     grow = ResubmitJob(
