@@ -275,8 +275,14 @@ class SbatchOptions(BaseModel):
 
     def _totals_at(self, nodes: int) -> tuple[int | None, str | None]:
         """``--ntasks`` and ``--gpus`` (totals for the whole job) at ``nodes`` nodes, the same per node
-        as at the size the job ran at; Unresumable when that is not a whole number, or unknown."""
-        if (self.ntasks is None and self.gpus is None) or self.nodes == str(nodes):
+        as at the size the job ran at; Unresumable when that is not a whole number, or unknown, or when
+        the job is pinned to its nodes."""
+        if self.nodes == str(nodes):
+            return self.ntasks, self.gpus
+        if self.nodelist:
+            # sbatch raises the count to the list's (22.05.8: "-N 1 -w n[1-2]" is "invalid number of nodes (-N 2-1)").
+            raise Unresumable(f"it is pinned to nodes {self.nodelist} (--nodelist): it runs at its own size only")
+        if self.ntasks is None and self.gpus is None:
             return self.ntasks, self.gpus
         if not (self.nodes and self.nodes.isascii() and self.nodes.isdigit()):
             raise Unresumable(f"its --ntasks/--gpus are totals for a node count Slurm did not record ({self.nodes}): not resizable")
