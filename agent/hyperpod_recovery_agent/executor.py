@@ -473,8 +473,8 @@ class CommandExecutor:
             return None
         needed = command.require_free_nodes or 0
         own = list(current.nodes)
-        free = _spare_for(current.partition, self.slurm.free_nodes())
-        excluded = set(command.exclude_nodes)
+        excluded = set(command.exclude_nodes)  # the successor may not run there: they take nothing
+        free = _spare_for(current.partition, {n: p for n, p in self.slurm.free_nodes().items() if n not in excluded})
         able = len([n for n in own if n not in excluded]) + free
         if able >= needed:
             return None

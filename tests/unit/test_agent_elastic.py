@@ -391,11 +391,14 @@ def test_a_grow_back_never_stops_a_job_we_did_not_submit() -> None:
     assert slurm.jobs["1001"].state == "RUNNING" and len(slurm.jobs) == 1
 
 
-def test_a_grow_back_does_not_count_the_nodes_it_is_told_to_keep_the_job_off() -> None:
+@pytest.mark.parametrize("excluded", ["ip-10-1-0-1", "ip-10-1-0-2"])
+def test_a_grow_back_does_not_count_the_nodes_it_is_told_to_keep_the_job_off(excluded: str) -> None:
+    # Given the shrunk copy on node 1 and node 2 free again; When the grow-back excludes one of them (its own, or the free one)
     slurm, copy_id = _shrunk()
     slurm.resume(["ip-10-1-0-2"])
-    command = ResubmitJob(job_id=copy_id, checkpoint=GROW_FROM, nodes=2, require_free_nodes=2, exclude_nodes=["ip-10-1-0-1"])
+    command = ResubmitJob(job_id=copy_id, checkpoint=GROW_FROM, nodes=2, require_free_nodes=2, exclude_nodes=[excluded])
     result = resubmit(slurm, command, command_id="grow")
+    # Then only the other one counts: declined, the copy running on
     assert result.declined is not None and result.declined.startswith("only 1 node(s)") and slurm.jobs[copy_id].state == "RUNNING"
 
 
