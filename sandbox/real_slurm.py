@@ -49,6 +49,15 @@ sleep 100000
 """
 
 
+def seed_script(job: SlurmJob, out_dir: Path) -> str:
+    """The seeded job's script; a scenario job with a node range asks for it in the script, as the
+    simulated one does (the agent reads a job's elastic opt-in there; its --nodes stays within it)."""
+    script = JOB_SCRIPT % {"out": out_dir}
+    if job.node_range is None:
+        return script
+    return script.replace("#!/bin/bash\n", f"#!/bin/bash\n#SBATCH --nodes={job.node_range}\n", 1)
+
+
 def _step_number(text: str) -> int:
     return int(text) if text.isascii() and text.isdigit() else -1
 
@@ -129,7 +138,7 @@ class RealController:
             "--output=/dev/null",
         ]
         try:
-            slurm_id = validate_job_id(self.cli._run(argv, stdin=JOB_SCRIPT % {"out": self.out_dir}).stdout.strip().split(";", 1)[0])
+            slurm_id = validate_job_id(self.cli._run(argv, stdin=seed_script(job, self.out_dir)).stdout.strip().split(";", 1)[0])
         except SlurmCommandFailed as exc:
             raise RealSlurmUnavailable(f"sbatch refused the scenario's job {job.job_id}: {exc.output}") from exc
         self.seeded[job.job_id] = slurm_id

@@ -37,7 +37,8 @@ from hyperpod_recovery.models.commands import (
 )
 from hyperpod_recovery.models.manifest import RESUME_FROM_ENV, RESUME_STEP_ENV
 from hyperpod_recovery_agent.agent import Agent, ReplyJournal
-from hyperpod_recovery_agent.capture import JobCapture, SbatchOptions
+from hyperpod_recovery_agent.capture import JobCapture, SbatchOptions, resubmitted_from, user_comment
+from hyperpod_recovery_agent.elastic import elastic_opt_in
 from hyperpod_recovery_agent.executor import CommandExecutor
 from hyperpod_recovery_agent.slurm import RESUBMISSION_MARK, NodeState, SlurmCommandFailed, StackDump
 from sandbox.aws import ApiCalls, SandboxAWS
@@ -99,6 +100,7 @@ class SlurmNode:
     free_since: datetime | None = None  # when its last job ended or its drain was lifted (None: from the start)
 
 
+PARTITION = "gpu"  # the simulated cluster's one partition
 # The simulated jobs' owner (the agent runs as root; every job is someone else's).
 OWNER = {"user": "trainer", "uid": 1000, "group": "trainer", "gid": 1000}
 
@@ -131,10 +133,14 @@ class SlurmJob:
     completing_until: datetime | None = None
     # A hang's odd nodes (hang_job): the stack py-spy dumps there ({pid} filled in), None: the dump hangs.
     odd_stacks: dict[str, str | None] = field(default_factory=dict)
+    # The script's own node range (``#SBATCH --nodes=A-B``, "1-2"): the agent reads a job's opt-in there.
+    node_range: str | None = None
 
     @property
     def script(self) -> str:
         script = TRAINING_SCRIPT.replace("--resume-from-env", "--auto-resume=1") if self.auto_resume else TRAINING_SCRIPT
+        if self.node_range is not None:
+            script = script.replace("#SBATCH --exclusive\n", f"#SBATCH --exclusive\n#SBATCH --nodes={self.node_range}\n")
         return script + "#" * max(0, self.script_bytes - len(script) - 1) + "\n" if self.script_bytes > len(script) else script
 
 
@@ -190,6 +196,16 @@ class SimulatedSlurm:
         if unknown:
             raise NodeNotFound(f"unknown to slurmctld: {', '.join(unknown)}")
         return {n: NodeState(n, self.nodes[n].state, ("DRAIN",) if self.nodes[n].drained else (), self.nodes[n].reason) for n in names}
+
+    def free_nodes(self) -> dict[str, tuple[str, ...]]:
+        """As sinfo shows them: idle (no job, not down), not drained, responding, not reserved; all in the one partition."""
+        self._settle()
+        busy = {name for job in self.jobs.values() if job.state in ("RUNNING", "COMPLETING") for name in job.nodes}
+        return {
+            name: (PARTITION,)
+            for name, node in self.nodes.items()
+            if node.state == "idle" and not node.drained and name not in busy and name not in self.reserved and self._responding(name)
+        }
 
     def boot_times(self, nodes: Iterable[str]) -> list[NodeBoot]:
         """As ``scontrol show node`` reports them: BootTime, and State with its flags."""
@@ -387,8 +403,9 @@ class SimulatedSlurm:
             work_dir=f"/fsx/{job.name}",
             script=job.script if job.batch else None,
             environment={**job.environment, "SLURM_SUBMIT_DIR": f"/fsx/{job.name}"},
-            comment=job.comment,
-            options=SbatchOptions(partition="gpu", nodes=str(max(1, len(job.nodes) or job.node_count))),
+            comment=user_comment(job.comment),
+            resubmitted_from=resubmitted_from(job.comment),
+            options=SbatchOptions(partition=PARTITION, nodes=str(max(1, len(job.nodes) or job.node_count))),
             unresumable=unresumable,
             **OWNER,  # type: ignore[arg-type]
         )
@@ -402,6 +419,7 @@ class SimulatedSlurm:
         exclude_nodes: Sequence[str] = (),
         nodelist: Sequence[str] = (),
         output: str | None = None,
+        nodes: int | None = None,
     ) -> str:
         if capture.unresumable or capture.script is None:
             raise InvalidCommand(f"job {capture.job_id} cannot be resubmitted as it was: {capture.unresumable or 'no batch script'}")
@@ -418,7 +436,7 @@ class SimulatedSlurm:
             name=capture.name,
             nodes=[],
             state="PENDING",
-            node_count=old.node_count or len(old.nodes),
+            node_count=nodes or old.node_count or len(old.nodes),
             preferred=list(old.nodes),
             excluded=list(exclude_nodes),
             checkpoint_uri=old.checkpoint_uri,
@@ -427,6 +445,7 @@ class SimulatedSlurm:
             comment=" ".join(part for part in (comment, capture.comment) if part),
             resubmission_of=old.job_id,
             script_bytes=old.script_bytes,
+            node_range=old.node_range,
             submitted_by=capture.user,
             submitted_at=self.now() if self.now is not None else None,
         )
@@ -532,17 +551,21 @@ class SimulatedSlurm:
         return found
 
     def _spec(self, job: SlurmJob) -> JobSpec:
+        num_nodes = max(1, len(job.nodes) or job.node_count)
+        elastic, elastic_problem = elastic_opt_in(job.comment, job.script if job.batch else None, num_nodes)
         return JobSpec(
             job_id=job.job_id,
             name=job_display_name(job.name),
             user=OWNER["user"],  # type: ignore[arg-type]
-            partition="gpu",
-            num_nodes=max(1, len(job.nodes) or job.node_count),
+            partition=PARTITION,
+            num_nodes=num_nodes,
             nodes=job.nodes,
             state=job.state,
             checkpoint_uri=job.checkpoint_uri,
             auto_resume=job.auto_resume,
             resume=resume_choice_in_comment(job.comment),
+            elastic=elastic,
+            elastic_problem=elastic_problem,
         )
 
 

@@ -52,7 +52,12 @@ Not carried, on purpose:
   (SLURM_JOB_DEPENDENCY in its environment) an empty ``--dependency=`` overrides it. A job still
   showing one (it never started) carries it.
 - A node range (``-N 1-4``) of a job that started: 22.05 resets max_nodes at start and reports the
-  nodes it got, so the copy asks for the size the job ran at. ``--time-min`` likewise: the granted
+  nodes it got, so the copy asks for the size the job ran at. Measured on 22.05.8 with ``sbatch -N 1-2``
+  on two idle nodes: pending, squeue shows ``node_count=1 max_nodes=2`` and scontrol ``NumNodes=1-2``;
+  running, ``node_count=2 max_nodes=0`` and ``NumNodes=2``, flag JOB_WAS_RUNNING; the environment file
+  holds no trace of it. The same for an ``#SBATCH --nodes=1-2`` line, which stays in the batch script:
+  that is where the agent reads a job's elastic opt-in (elastic.py). A shrink or a grow-back gives the
+  copy its own ``--nodes``, with the per-job totals (``--ntasks``, ``--gpus``) kept per node. ``--time-min`` likewise: the granted
   time limit replaces the requested one, so a started job with a minimum time is refused.
 - ``--time=UNLIMITED`` shows as no limit, like no ``--time`` at all: the copy gets the partition's default.
 - ``--chdir`` is carried as the job's working directory; SLURM_SUBMIT_HOST becomes the controller (sbatch
@@ -97,7 +102,7 @@ _NODELIST = re.compile(r"[A-Za-z0-9._,\[\]-]+")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _GPU_TRES = re.compile(r"gres:gpu(?::[A-Za-z0-9_.-]+)?:\d+")
 # Our own comment mark (slurm.RESUBMISSION_MARK + incident), removed from the comment a copy carries on.
-_OUR_COMMENT = re.compile(rf"(?:^|\s){re.escape(OWNER_TAG_PREFIX)}:resubmission-of=\S+ incident=\S+")
+_OUR_COMMENT = re.compile(rf"(?:^|\s){re.escape(OWNER_TAG_PREFIX)}:resubmission-of=(\S+) incident=\S+")
 _SCONTROL_TASKS = re.compile(r"^\s*NumNodes=\S+ NumCPUs=\S+ NumTasks=\S+ CPUs/Task=(?P<cpus>\S+) ReqB:S:C:T=\S+\s*$", re.MULTILINE)
 _SCONTROL_MAIL = re.compile(r"^\s*MailUser=(?P<user>\S*) MailType=(?P<type>\S+)\s*$", re.MULTILINE)
 _SCONTROL_MAIL_LINE = re.compile(r"^\s*MailUser=", re.MULTILINE)
@@ -172,14 +177,23 @@ class SbatchOptions(BaseModel):
     profile: str | None = None
 
     def arguments(
-        self, *, exclude_nodes: tuple[str, ...] = (), nodelist: tuple[str, ...] = (), output: str | None = None, now: float
+        self,
+        *,
+        exclude_nodes: tuple[str, ...] = (),
+        nodelist: tuple[str, ...] = (),
+        output: str | None = None,
+        nodes: int | None = None,
+        now: float,
     ) -> list[str]:
         """The sbatch arguments, each a single ``--option=value`` element (a value never becomes an option).
 
         ``exclude_nodes`` are added to the job's own exclusions, ``nodelist`` replaces its required
-        nodes and ``output`` its output file (drills pin and collect their jobs); ``now`` turns the
-        deadline into the relative form sbatch parses the same in any time zone."""
+        nodes and ``output`` its output file (drills pin and collect their jobs); ``nodes`` replaces its
+        node count (a shrink or a grow-back: ``--nodes`` on the command line wins over the script's, and
+        the job's per-job totals keep their share per node); ``now`` turns the deadline into the
+        relative form sbatch parses the same in any time zone."""
         args: list[str] = []
+        ntasks, gpus = self._totals_at(nodes) if nodes is not None else (self.ntasks, self.gpus)
 
         def add(option: str, value: object | None) -> None:
             if value is None or value == "":
@@ -193,8 +207,8 @@ class SbatchOptions(BaseModel):
         add("--account", self.account)
         add("--qos", self.qos)
         add("--reservation", self.reservation)
-        add("--nodes", self.nodes)
-        add("--ntasks", self.ntasks)
+        add("--nodes", nodes if nodes is not None else self.nodes)
+        add("--ntasks", ntasks)
         add("--ntasks-per-node", self.ntasks_per_node)
         add("--ntasks-per-socket", self.ntasks_per_socket)
         add("--ntasks-per-core", self.ntasks_per_core)
@@ -209,7 +223,7 @@ class SbatchOptions(BaseModel):
         add("--mem-per-gpu", self.mem_per_gpu)
         add("--tmp", self.tmp_mb)
         add("--gres", self.gres)
-        add("--gpus", self.gpus)
+        add("--gpus", gpus)
         add("--gpus-per-task", self.gpus_per_task)
         add("--gpus-per-socket", self.gpus_per_socket)
         add("--cpus-per-gpu", self.cpus_per_gpu)
@@ -259,6 +273,32 @@ class SbatchOptions(BaseModel):
         add("--profile", self.profile)
         return args
 
+    def _totals_at(self, nodes: int) -> tuple[int | None, str | None]:
+        """``--ntasks`` and ``--gpus`` (totals for the whole job) at ``nodes`` nodes, the same per node
+        as at the size the job ran at; Unresumable when that is not a whole number, or unknown, or when
+        the job is pinned to its nodes."""
+        if self.nodes == str(nodes):
+            return self.ntasks, self.gpus
+        if self.nodelist:
+            # sbatch raises the count to the list's (22.05.8: "-N 1 -w n[1-2]" is "invalid number of nodes (-N 2-1)").
+            raise Unresumable(f"it is pinned to nodes {self.nodelist} (--nodelist): it runs at its own size only")
+        if self.ntasks is None and self.gpus is None:
+            return self.ntasks, self.gpus
+        if not (self.nodes and self.nodes.isascii() and self.nodes.isdigit()):
+            raise Unresumable(f"its --ntasks/--gpus are totals for a node count Slurm did not record ({self.nodes}): not resizable")
+        ran = int(self.nodes)
+
+        def scaled(total: int, option: str) -> int:
+            if total * nodes % ran:
+                raise Unresumable(f"its {option} {total} on {ran} node(s) is no whole number per node at {nodes} node(s)")
+            return total * nodes // ran
+
+        gpus = self.gpus
+        if gpus is not None:
+            kind, _, count = gpus.rpartition(":")
+            gpus = f"{kind}:{scaled(int(count), '--gpus')}" if kind else str(scaled(int(count), "--gpus"))
+        return (scaled(self.ntasks, "--ntasks") if self.ntasks is not None else None), gpus
+
 
 class JobCapture(BaseModel):
     """One job, captured on the controller, enough to submit it again as it was, as its owner.
@@ -285,6 +325,8 @@ class JobCapture(BaseModel):
     rlimits: dict[str, str] = Field(default_factory=dict)  # SLURM_RLIMIT_*: soft limit, or "unlimited"
     propagate: str | None = None  # --propagate=...: "NONE", explicit names, or None for the configured default
     comment: str = ""  # the job's comment without our own resubmission mark
+    # The job is our own copy of this job (its comment starts with our mark): a grow-back stops only these.
+    resubmitted_from: str | None = None
     options: SbatchOptions = SbatchOptions()
     unresumable: str | None = None
 
@@ -340,6 +382,12 @@ def scontrol_details(text: str) -> dict[str, str]:
 def has_control_character(text: str) -> bool:
     """Newlines, NUL, escapes: what a value passed to sbatch (one line in Slurm's records) must not hold."""
     return _CONTROL.search(text) is not None
+
+
+def resubmitted_from(comment: str) -> str | None:
+    """The job a copy was resubmitted from, by our mark at the start of its comment; None when the job is no copy of ours."""
+    found = _OUR_COMMENT.match(comment)
+    return found[1] if found else None
 
 
 def user_comment(comment: str) -> str:
@@ -399,6 +447,7 @@ def identity(record: Mapping[str, Any]) -> dict[str, Any]:
         "name": str(record.get("name") or ""),
         "state": str(record.get("job_state") or "UNKNOWN"),
         "work_dir": str(record.get("current_working_directory") or ""),
+        "resubmitted_from": resubmitted_from(str(record.get("comment") or "")),
     }
 
 

@@ -65,7 +65,7 @@ from hyperpod_recovery.models.commands import (
     carries_owner_tag,
 )
 from hyperpod_recovery.models.common import MAX_JOBS_PER_INCIDENT, SLURM_JOB_ID_PATTERN, matches
-from hyperpod_recovery.models.manifest import RESUME_FROM_ENV, RESUME_STEP_ENV
+from hyperpod_recovery.models.manifest import RESUME_DATA_PARALLEL_ENV, RESUME_FROM_ENV, RESUME_NODES_ENV, RESUME_STEP_ENV
 from hyperpod_recovery.models.progress import PROGRESS_TABLE_ENV
 from hyperpod_recovery_agent import __version__
 from hyperpod_recovery_agent.capture import JobCapture
@@ -80,6 +80,8 @@ STILL_ALIVE = frozenset({"RUNNING", "COMPLETING", "SUSPENDED", "STOPPED", "RESIZ
 # SIGKILL; UnkillableStepTimeout 60 s), and how often it asks slurmctld meanwhile.
 OLD_JOB_STOP_SECONDS = 120.0
 OLD_JOB_POLL_SECONDS = 5.0
+# The variables a resubmission sets: a copy's own (from the resubmission that made it) never carry over.
+RESUME_ENV = frozenset({RESUME_FROM_ENV, RESUME_STEP_ENV, RESUME_NODES_ENV, RESUME_DATA_PARALLEL_ENV})
 _JOB_STATE_FIELD = re.compile(r"(?:^|\s)JobState=(\S+)")
 
 
@@ -140,6 +142,7 @@ class Slurm(Protocol):
     """What the executor needs from Slurm: SlurmCli on a controller, the sandbox's simulation in drills."""
 
     def node_states(self, nodes: Iterable[str]) -> dict[str, NodeState]: ...
+    def free_nodes(self) -> dict[str, tuple[str, ...]]: ...
     def boot_times(self, nodes: Iterable[str]) -> list[NodeBoot]: ...
     def drain(self, nodes: Sequence[str], reason: str) -> None: ...
     def resume(self, nodes: Sequence[str]) -> None: ...
@@ -164,6 +167,7 @@ class Slurm(Protocol):
         exclude_nodes: Sequence[str] = (),
         nodelist: Sequence[str] = (),
         output: str | None = None,
+        nodes: int | None = None,
     ) -> str: ...
     def cancel(self, job_id: str) -> None: ...
     def requeue(self, job_id: str) -> bool: ...
@@ -374,10 +378,15 @@ class CommandExecutor:
         workflow needs the jobs, not where else they run (a 1,000-node job on a failed node would
         otherwise carry 1,000 names through the state)."""
         found = self.slurm.jobs_on(nodes)
+        # Nodes free to take each job at once (after a cordon's drain): one read of slurmctld for all jobs.
+        free = self.slurm.free_nodes() if found else {}
         # One incident carries at most MAX_JOBS_PER_INCIDENT jobs through the workflow (Step Functions'
         # 256 KiB per state); any beyond are counted, and the incident escalates naming how many.
         return JobsOnNodesResult(
-            jobs=[self.captured(spec).model_copy(update={"nodes": []}) for spec in found[:MAX_JOBS_PER_INCIDENT]],
+            jobs=[
+                self.captured(spec).model_copy(update={"nodes": [], "spare_nodes": _spare_for(spec.partition, free)})
+                for spec in found[:MAX_JOBS_PER_INCIDENT]
+            ],
             omitted=max(0, len(found) - MAX_JOBS_PER_INCIDENT),
         )
 
@@ -398,22 +407,41 @@ class CommandExecutor:
         )
 
     def resubmit(self, command: ResubmitJob, incident_id: str) -> ResubmitResult:
+        """Submit the captured job again from ``checkpoint`` (at ``nodes``, when given), once: the old
+        job is cancelled first, and its copy submitted only once slurmctld says it ended.
+
+        A grow-back (``require_free_nodes``) stops only a copy we made (a shrunk one), and only when that
+        many nodes can take the new copy at once: the copy's own and the free ones of its partition.
+        With fewer, nothing is touched and the answer says so (``declined``): the shrunk copy trains on."""
         job_id = command.job_id
         existing = self.slurm.resubmission_of(job_id)
         if existing is not None:
             new_id, by = existing
             if by == incident_id:  # ours, submitted before a crash or a lost answer
-                return ResubmitResult(old_job_id=job_id, new_job_id=new_id, new_job_state=self._state_of(new_id))
+                return ResubmitResult(old_job_id=job_id, new_job_id=new_id, new_job_state=self._state_of(new_id), nodes=command.nodes)
             # Another incident's copy is in Slurm (its ledger claim may have been given back): never two copies.
             return ResubmitResult(
                 old_job_id=job_id, new_job_id=new_id, already_submitted=True, submitted_by=by, new_job_state=self._state_of(new_id)
             )
-        capture = self.captures.get(job_id) or self.slurm.capture(job_id)
+        # A grow-back reads the copy as slurmctld has it now (whose copy it is), before a capture kept earlier.
+        if command.require_free_nodes is not None:
+            fresh = self.slurm.capture(job_id)
+            if fresh is not None:
+                self.captures.put(fresh)  # a retry after slurmctld forgot the stopped copy still has it
+            capture = fresh or self.captures.get(job_id)
+        else:
+            capture = self.captures.get(job_id) or self.slurm.capture(job_id)
         if capture is None:
             raise JobSpecUnavailable(f"job {job_id} was never captured on this controller and slurmctld no longer knows it")
         if capture.unresumable:
             raise InvalidCommand(f"job {job_id} cannot be resubmitted as it was: {capture.unresumable}")
+        if command.require_free_nodes is not None and capture.resubmitted_from is None:
+            raise InvalidCommand(f"job {job_id} is no copy of ours (its comment has no {RESUBMISSION_MARK}): a grow-back never stops it")
         current = self.slurm.job(job_id)
+        if command.require_free_nodes is not None:
+            declined = self._too_few_to_grow(job_id, current, command)
+            if declined is not None:
+                return ResubmitResult(old_job_id=job_id, new_job_id=None, declined=declined)
         if current is not None and current.state in RESTARTED_BY_SLURM:
             # Slurm requeued it after the node failure: it is restarting already. A second copy
             # would train twice on the same data and race it for checkpoints.
@@ -426,12 +454,31 @@ class CommandExecutor:
             cancelled = True
             self._wait_until_stopped(job_id)
         new_id = self.slurm.submit_as_owner(
-            capture,
+            # A copy's own capture carries the resume variables it was given: this command's replace them.
+            capture.model_copy(update={"environment": {k: v for k, v in capture.environment.items() if k not in RESUME_ENV}}),
             comment=f"{RESUBMISSION_MARK}{job_id} incident={incident_id}",
-            extra_environment={RESUME_FROM_ENV: command.checkpoint.uri, RESUME_STEP_ENV: str(command.checkpoint.step)},
+            extra_environment=_resume_environment(command),
             exclude_nodes=tuple(command.exclude_nodes),
+            nodes=command.nodes,
         )
-        return ResubmitResult(old_job_id=job_id, new_job_id=new_id, cancelled_old=cancelled, new_job_state=self._state_of(new_id))
+        return ResubmitResult(
+            old_job_id=job_id, new_job_id=new_id, cancelled_old=cancelled, new_job_state=self._state_of(new_id), nodes=command.nodes
+        )
+
+    def _too_few_to_grow(self, job_id: str, current: JobSpec | None, command: ResubmitJob) -> str | None:
+        """Why a grow-back must not stop the copy now (fewer nodes could take its successor at once than
+        it needs), or None. A copy that no longer runs (stopped by this grow-back before a crash, or ended
+        on its own) has nothing to protect: its successor is submitted, and waits for its nodes."""
+        if current is None or current.state not in STILL_ALIVE:
+            return None
+        needed = command.require_free_nodes or 0
+        own = list(current.nodes)
+        excluded = set(command.exclude_nodes)  # the successor may not run there: they take nothing
+        free = _spare_for(current.partition, {n: p for n, p in self.slurm.free_nodes().items() if n not in excluded})
+        able = len([n for n in own if n not in excluded]) + free
+        if able >= needed:
+            return None
+        return f"only {able} node(s) could take it at once, {needed} needed: job {job_id} keeps running on {len(own)} node(s)"
 
     def _wait_until_stopped(self, job_id: str) -> None:
         """Poll the cancelled job's state until slurmctld no longer reports it alive (a job ends
@@ -498,6 +545,23 @@ class CommandExecutor:
             log.warning("could not read the state of job %s after submitting it", job_id, exc_info=True)
             return None
         return state[:32] if state else None
+
+
+def _spare_for(partition: str | None, free: Mapping[str, tuple[str, ...]]) -> int:
+    """How many of the ``free`` nodes are in the job's partition (any of them, for a job that names
+    several; any node, for one that names none)."""
+    wanted = set(partition.split(",")) if partition else None
+    return sum(1 for partitions in free.values() if wanted is None or wanted & set(partitions))
+
+
+def _resume_environment(command: ResubmitJob) -> dict[str, str]:
+    """What the copy finds in its environment: where to resume from and, for a resize, at which size."""
+    environment = {RESUME_FROM_ENV: command.checkpoint.uri, RESUME_STEP_ENV: str(command.checkpoint.step)}
+    if command.nodes is not None:
+        environment[RESUME_NODES_ENV] = str(command.nodes)
+    if command.data_parallel is not None:
+        environment[RESUME_DATA_PARALLEL_ENV] = str(command.data_parallel)
+    return environment
 
 
 def _job_state_in(scontrol_text: str) -> str | None:

@@ -49,6 +49,7 @@ from hyperpod_recovery_agent.capture import (
     parse_environment,
     refusal,
 )
+from hyperpod_recovery_agent.elastic import elastic_opt_in
 
 _NODE = re.compile(SLURM_NODE_PATTERN)
 _JOB_ID = re.compile(SLURM_JOB_ID_PATTERN)
@@ -88,6 +89,19 @@ def parse_node_boots(text: str) -> list[NodeBoot]:
         state = re.search(_NODE_FIELD.format("State"), fields)
         boots.append(NodeBoot(name=name[1], boot_time=_utc(boot[1]) if boot else None, state=state[1][:64] if state else ""))
     return boots
+
+
+# Node state flags that leave an idle node free to take a job (sinfo --json's state_flags).
+_FREE_NODE_FLAGS = frozenset({"CLOUD"})
+
+
+def _free(node: Mapping[str, Any]) -> bool:
+    """An idle node with no flag that keeps jobs off it. 22.05 gives ``state`` as a word and the
+    flags apart; later releases give ``state`` as a list of both."""
+    state = node.get("state")
+    words = {str(word).upper() for word in (state if isinstance(state, list) else [state])}
+    words |= {str(flag).upper() for flag in node.get("state_flags") or ()}
+    return "IDLE" in words and not words - {"IDLE"} - _FREE_NODE_FLAGS
 
 
 def _utc(text: str) -> datetime | None:
@@ -282,6 +296,13 @@ class SlurmCli:
         if missing:
             raise NodeNotFound(f"unknown to slurmctld: {', '.join(missing)}")
         return {n: known[n] for n in wanted}
+
+    def free_nodes(self) -> dict[str, tuple[str, ...]]:
+        """The nodes that could take a job at once, each with its partitions (one ``sinfo --json``):
+        idle (no job on it), with no state flag but CLOUD, so never drained or draining, not responding,
+        reserved, in maintenance, completing a job, powered down or rebooting. Counted short rather than
+        long: a grow-back stops a shrunk job only when enough of these are there."""
+        return {str(node["name"]): tuple(node.get("partitions") or ()) for node in self.nodes() if _free(node)}
 
     def boot_times(self, nodes: Iterable[str]) -> list[NodeBoot]:
         """Each node's BootTime and State as slurmctld reports them (``scontrol show node -o``, every
@@ -494,11 +515,13 @@ class SlurmCli:
         exclude_nodes: Sequence[str] = (),
         nodelist: Sequence[str] = (),
         output: str | None = None,
+        nodes: int | None = None,
     ) -> str:
         """sbatch the captured job again, run by its owner (uid, gid, groups, umask, limits), with its
         submission environment plus ``extra_environment`` (and SLURM_CONF, so that sbatch finds this
-        cluster), and its options; the new job id. The job's comment is ``comment`` (our mark) followed
-        by the owner's own. InvalidCommand when it would not be the job that was captured."""
+        cluster), and its options (``nodes``: at that node count instead); the new job id. The job's comment
+        is ``comment`` (our mark) followed by the owner's own. InvalidCommand when it would not be the job
+        that was captured."""
         if capture.unresumable or capture.script is None:
             raise InvalidCommand(f"job {capture.job_id} cannot be resubmitted as it was: {capture.unresumable or 'no batch script'}")
         problem = owner_problem(capture.user, capture.uid, capture.gid)
@@ -512,6 +535,7 @@ class SlurmCli:
                 exclude_nodes=tuple(validate_nodes(exclude_nodes)) if exclude_nodes else (),
                 nodelist=tuple(validate_nodes(nodelist)) if nodelist else (),
                 output=output,
+                nodes=nodes,
                 now=time.time(),
             )
         except Unresumable as exc:
@@ -607,17 +631,21 @@ class SlurmCli:
         job_id = str(job["job_id"])
         script = self.batch_script(job_id) if job.get("batch_flag") else None
         environment = self.submission_environment(job_id)
+        num_nodes = max(1, int(job.get("node_count") or 1))
+        elastic, elastic_problem = elastic_opt_in(job.get("comment") or "", script, num_nodes)
         return JobSpec(
             job_id=job_id,
             name=job_display_name(job.get("name") or f"job-{job_id}"),  # Slurm allows 1024 bytes; the capture keeps all
             user=job.get("user_name") or None,
             partition=job.get("partition") or None,
-            num_nodes=max(1, int(job.get("node_count") or 1)),
+            num_nodes=num_nodes,
             nodes=self.hostnames(job.get("nodes") or ""),
             state=job.get("job_state") or "UNKNOWN",
             checkpoint_uri=self._checkpoint_uri(job.get("comment") or "", environment, script or ""),
             auto_resume="--auto-resume=1" in (script or ""),
             resume=resume_choice_in_comment(job.get("comment") or ""),
+            elastic=elastic,
+            elastic_problem=elastic_problem,
         )
 
     def hostnames(self, nodelist: str) -> list[str]:

@@ -421,3 +421,100 @@ def test_resubmitting_a_running_job_cancels_it_and_submits_only_once_slurmctld_s
     new_id = result.new_job_id
     wait_for(lambda: (job_dir / f"out-{new_id}.txt").exists(), "the resubmitted job's output")
     assert "from=s3://llm-train-checkpoints/llama/step-000002000/ step=2000" in (job_dir / f"out-{new_id}.txt").read_text()
+
+
+# --- shrink-and-continue: a node-range job shrunk onto what is left, then grown back -----------------
+# A job whose own script may run on 1 or 2 nodes (read by the agent: Slurm 22.05 forgets a started job's
+# range); it records the size it was started at and the one the pipeline resumed it at.
+ELASTIC = """#!/bin/bash
+#SBATCH --nodes=1-2
+#SBATCH --comment=checkpoint=s3://llm-train-checkpoints/llama
+echo "from=$HYPERPOD_RECOVERY_RESUME_FROM resume_nodes=${HYPERPOD_RECOVERY_RESUME_NODES:-none}" \\
+  "count=$SLURM_JOB_NUM_NODES" > out-$SLURM_JOB_ID.txt
+sleep 600
+"""
+
+
+def test_a_node_range_job_shrinks_onto_the_node_left_and_grows_back_once_its_partner_is_resumed(
+    slurm: SlurmCli, slurm_env: dict[str, str], job_dir: Path
+) -> None:
+    # Given a job whose script asks for 1-2 nodes running on 2, and another job holding the cluster's other two
+    job_id = sbatch(slurm_env, "-J", "llama", "-t", "30", "-D", str(job_dir), script=ELASTIC)
+    wait_for(lambda: job_state(slurm_env, job_id) == "RUNNING", f"job {job_id} running")
+    mine = nodes_of(slurm, job_id)
+    assert len(mine) == 2
+    filler = sbatch(slurm_env, "-N", "2", "-t", "30", "--output=/dev/null", f"--exclude={','.join(mine)}", "--wrap", "sleep 600", script="")
+    wait_for(lambda: job_state(slurm_env, filler) == "RUNNING", "the other job running")
+    captures = CaptureStore()
+    executor = CommandExecutor(slurm, captures=captures, old_job_poll_seconds=1)
+    alive_at_submission: list[str] = []
+    submit = slurm.submit_as_owner
+
+    def watching(*args: object, **kwargs: object) -> str:
+        alive_at_submission.extend(
+            job for job in slurm.queue() if job.get("job_state") in ("RUNNING", "COMPLETING") and str(job["job_id"]) != filler
+        )
+        return submit(*args, **kwargs)  # type: ignore[arg-type]
+
+    slurm.submit_as_owner = watching  # type: ignore[method-assign]
+
+    # When one of its nodes is cordoned (the failed one)
+    healthy, failed = mine
+    cordon = executor.execute(envelope(CordonNodes(nodes=[failed], reason=f"{TAG} xid 79"), "inc-1:cordon")).result
+    # Then the job may shrink to 1 node (its script's range) and no node is free to take it
+    [job] = cordon.jobs  # type: ignore[attr-defined]
+    assert job.elastic is not None and (job.elastic.min_nodes, job.elastic.max_nodes, job.elastic.source) == (1, 2, "node_range")
+    assert job.spare_nodes == 0 and job.num_nodes == 2
+
+    # When it is resubmitted at 1 node
+    shrink = ResubmitJob(
+        job_id=job_id, checkpoint=CheckpointRef(uri="s3://llm-train-checkpoints/llama/step-000002000/", step=2000), nodes=1
+    )
+    shrunk = executor.execute(envelope(shrink, "inc-1:shrink")).result
+    # Then the old job was cancelled and had ended before its 1-node copy was submitted, which runs on the node left
+    assert isinstance(shrunk, ResubmitResult) and shrunk.cancelled_old and shrunk.nodes == 1 and shrunk.new_job_id
+    assert alive_at_submission == [], alive_at_submission
+    copy_id = shrunk.new_job_id
+    wait_for(lambda: (job_dir / f"out-{copy_id}.txt").exists(), "the 1-node copy's output")
+    assert "from=s3://llm-train-checkpoints/llama/step-000002000/ resume_nodes=1 count=1" in (job_dir / f"out-{copy_id}.txt").read_text()
+    assert nodes_of(slurm, copy_id) == [healthy] and job_state(slurm_env, job_id) not in ("RUNNING", "COMPLETING")
+    # And the copy is elastic still (1 node lies within its script's range), its size its own --nodes=1
+    copy = slurm.job(copy_id)
+    assert copy is not None and copy.num_nodes == 1 and copy.elastic is not None and copy.elastic.source == "node_range"
+
+    # When a grow-back to 2 nodes is asked for while its partner is still drained
+    grow = ResubmitJob(
+        job_id=copy_id, checkpoint=CheckpointRef(uri="s3://llm-train-checkpoints/llama/step-000002500/", step=2500), nodes=2,
+        require_free_nodes=2,
+    )  # fmt: skip
+    declined = executor.execute(envelope(grow, "inc-1:grow-early")).result
+    # Then it is declined, and the 1-node copy trains on untouched
+    assert isinstance(declined, ResubmitResult) and declined.new_job_id is None and not declined.cancelled_old
+    assert declined.declined == f"only 1 node(s) could take it at once, 2 needed: job {copy_id} keeps running on 1 node(s)"
+    assert job_state(slurm_env, copy_id) == "RUNNING"
+
+    # When its partner passes its gate and is resumed, and the grow-back comes again
+    run(slurm, ResumeNodes(nodes=[failed], owner_tag=TAG))
+    wait_for(lambda: failed in slurm.free_nodes(), "the resumed node free")
+    grown = executor.execute(envelope(grow, "inc-1:grow")).result
+    # Then the 1-node copy was cancelled and ended before the 2-node copy was submitted, which runs on both nodes
+    assert isinstance(grown, ResubmitResult) and grown.cancelled_old and grown.nodes == 2 and grown.new_job_id
+    assert alive_at_submission == [], alive_at_submission
+    full_id = grown.new_job_id
+    wait_for(lambda: (job_dir / f"out-{full_id}.txt").exists(), "the 2-node copy's output")
+    assert "from=s3://llm-train-checkpoints/llama/step-000002500/ resume_nodes=2 count=2" in (job_dir / f"out-{full_id}.txt").read_text()
+    assert sorted(nodes_of(slurm, full_id)) == sorted(mine) and job_state(slurm_env, copy_id) not in ("RUNNING", "COMPLETING")
+    # And the same grow-back, retried after a lost answer, answers that copy and stops nothing
+    again = executor.execute(envelope(grow, "inc-1:grow")).result
+    assert isinstance(again, ResubmitResult) and (again.new_job_id, again.declined, again.cancelled_old) == (full_id, None, False)
+    assert job_state(slurm_env, full_id) == "RUNNING"
+
+
+def test_a_grow_back_never_stops_a_job_the_pipeline_did_not_submit(slurm: SlurmCli, slurm_env: dict[str, str], job_dir: Path) -> None:
+    job_id = sbatch(slurm_env, "-J", "llama", "-t", "30", "-D", str(job_dir), script=ELASTIC)
+    wait_for(lambda: job_state(slurm_env, job_id) == "RUNNING", f"job {job_id} running")
+    grow = ResubmitJob(job_id=job_id, checkpoint=CheckpointRef(uri="s3://llm-train-checkpoints/llama/step-000002500/", step=2500),
+                       nodes=2, require_free_nodes=1)  # fmt: skip
+    with pytest.raises(InvalidCommand, match=f"job {job_id} is no copy of ours"):
+        run(slurm, grow)
+    assert job_state(slurm_env, job_id) == "RUNNING"
