@@ -327,6 +327,9 @@ class JobCapture(BaseModel):
     comment: str = ""  # the job's comment without our own resubmission mark
     # The job is our own copy of this job (its comment starts with our mark): a grow-back stops only these.
     resubmitted_from: str | None = None
+    # The incident whose grow-back cancelled this copy (written before the cancel): on a retry, a copy
+    # that no longer runs is followed by its successor only if this grow-back stopped it.
+    stopped_for: str | None = None
     options: SbatchOptions = SbatchOptions()
     unresumable: str | None = None
 

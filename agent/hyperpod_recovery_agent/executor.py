@@ -378,13 +378,17 @@ class CommandExecutor:
         workflow needs the jobs, not where else they run (a 1,000-node job on a failed node would
         otherwise carry 1,000 names through the state)."""
         found = self.slurm.jobs_on(nodes)
+        asked = set(nodes)
         # Nodes free to take each job at once (after a cordon's drain): one read of slurmctld for all jobs.
         free = self.slurm.free_nodes() if found else {}
         # One incident carries at most MAX_JOBS_PER_INCIDENT jobs through the workflow (Step Functions'
         # 256 KiB per state); any beyond are counted, and the incident escalates naming how many.
         return JobsOnNodesResult(
             jobs=[
-                self.captured(spec).model_copy(update={"nodes": [], "spare_nodes": _spare_for(spec.partition, free)})
+                self.captured(spec).model_copy(
+                    # (how many of its nodes the incident takes: how far an elastic job would shrink)
+                    update={"nodes": [], "spare_nodes": _spare_for(spec.partition, free), "lost_nodes": len(set(spec.nodes) & asked)}
+                )
                 for spec in found[:MAX_JOBS_PER_INCIDENT]
             ],
             omitted=max(0, len(found) - MAX_JOBS_PER_INCIDENT),
@@ -424,11 +428,15 @@ class CommandExecutor:
                 old_job_id=job_id, new_job_id=new_id, already_submitted=True, submitted_by=by, new_job_state=self._state_of(new_id)
             )
         # A grow-back reads the copy as slurmctld has it now (whose copy it is), before a capture kept earlier.
+        stopped_here = False
         if command.require_free_nodes is not None:
+            kept = self.captures.get(job_id)
+            stopped_here = kept is not None and kept.stopped_for == incident_id
             fresh = self.slurm.capture(job_id)
             if fresh is not None:
+                fresh = fresh.model_copy(update={"stopped_for": kept.stopped_for if kept is not None else None})
                 self.captures.put(fresh)  # a retry after slurmctld forgot the stopped copy still has it
-            capture = fresh or self.captures.get(job_id)
+            capture = fresh or kept
         else:
             capture = self.captures.get(job_id) or self.slurm.capture(job_id)
         if capture is None:
@@ -439,7 +447,7 @@ class CommandExecutor:
             raise InvalidCommand(f"job {job_id} is no copy of ours (its comment has no {RESUBMISSION_MARK}): a grow-back never stops it")
         current = self.slurm.job(job_id)
         if command.require_free_nodes is not None:
-            declined = self._too_few_to_grow(job_id, current, command)
+            declined = self._too_few_to_grow(job_id, current, command, stopped_here=stopped_here)
             if declined is not None:
                 return ResubmitResult(old_job_id=job_id, new_job_id=None, declined=declined)
         if current is not None and current.state in RESTARTED_BY_SLURM:
@@ -450,6 +458,8 @@ class CommandExecutor:
         if current is not None and current.state in STILL_ALIVE:
             # Still holding nodes we replaced (or hung on them): never two copies of a training run,
             # so nothing is submitted until slurmctld says the old one ended.
+            if command.require_free_nodes is not None:
+                self.captures.put(capture.model_copy(update={"stopped_for": incident_id}))  # before the cancel: what a retry trusts
             self.slurm.cancel(job_id)
             cancelled = True
             self._wait_until_stopped(job_id)
@@ -465,12 +475,16 @@ class CommandExecutor:
             old_job_id=job_id, new_job_id=new_id, cancelled_old=cancelled, new_job_state=self._state_of(new_id), nodes=command.nodes
         )
 
-    def _too_few_to_grow(self, job_id: str, current: JobSpec | None, command: ResubmitJob) -> str | None:
+    def _too_few_to_grow(self, job_id: str, current: JobSpec | None, command: ResubmitJob, *, stopped_here: bool) -> str | None:
         """Why a grow-back must not stop the copy now (fewer nodes could take its successor at once than
-        it needs), or None. A copy that no longer runs (stopped by this grow-back before a crash, or ended
-        on its own) has nothing to protect: its successor is submitted, and waits for its nodes."""
+        it needs), or None. A copy that no longer runs is followed by its successor only when this
+        grow-back stopped it (before a crash or a lost answer): one that ended on its own (its training
+        done, failed, or stopped by a human) is never started again by a grow-back."""
         if current is None or current.state not in STILL_ALIVE:
-            return None
+            if stopped_here:
+                return None
+            state = current.state if current is not None else "gone from slurmctld"
+            return f"job {job_id} is {state}, and no grow-back of this incident stopped it: not started again"
         needed = command.require_free_nodes or 0
         own = list(current.nodes)
         excluded = set(command.exclude_nodes)  # the successor may not run there: they take nothing

@@ -11,6 +11,7 @@ import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 from hypothesis import given, settings
@@ -30,7 +31,7 @@ from hyperpod_recovery.models.elastic import ElasticOptInUnreadable, ElasticPoli
 from hyperpod_recovery.models.manifest import RESUME_DATA_PARALLEL_ENV, RESUME_FROM_ENV, RESUME_NODES_ENV, RESUME_STEP_ENV
 from hyperpod_recovery_agent.capture import JobCapture, SbatchOptions, Unresumable, resubmitted_from
 from hyperpod_recovery_agent.elastic import elastic_opt_in, node_range_in_script
-from hyperpod_recovery_agent.executor import CommandExecutor
+from hyperpod_recovery_agent.executor import CaptureStore, CommandExecutor
 from hyperpod_recovery_agent.slurm import RESUBMISSION_MARK, SlurmCli
 from sandbox.real_slurm import seed_script
 from sandbox.slurm import SimulatedSlurm, SlurmJob
@@ -373,15 +374,38 @@ def test_a_grow_back_retried_after_a_lost_answer_answers_its_copy_and_stops_noth
     assert {job_id: job.state for job_id, job in slurm.jobs.items()} == states and states[first.new_job_id or ""] == "RUNNING"
 
 
-def test_a_grow_back_whose_copy_no_longer_runs_submits_its_successor_even_when_it_must_wait() -> None:
-    # Given a grow-back that stopped the shrunk copy and then crashed before sbatch (its partner still drained)
+def test_a_grow_back_that_stopped_its_copy_and_crashed_submits_the_successor_when_retried() -> None:
+    # Given a grow-back that stopped the shrunk copy and then crashed before sbatch
     slurm, copy_id = _shrunk()
-    slurm.cancel(copy_id)
-    # When the workflow retries it
-    result = resubmit(slurm, ResubmitJob(job_id=copy_id, checkpoint=GROW_FROM, nodes=2, require_free_nodes=2), command_id="grow")
+    executor = CommandExecutor(slurm, now=lambda: T0, captures=CaptureStore())
+    grow = ResubmitJob(job_id=copy_id, checkpoint=GROW_FROM, nodes=2, require_free_nodes=1)
+    submit = slurm.submit_as_owner
+    slurm.submit_as_owner = mock.Mock(side_effect=RuntimeError("the controller rebooted"))  # type: ignore[method-assign]
+    with pytest.raises(RuntimeError):
+        executor.execute(envelope(grow, "inc-1", "grow"))
+    slurm.submit_as_owner = submit  # type: ignore[method-assign]
+    assert slurm.jobs[copy_id].state not in ("RUNNING", "PENDING")
+    # When the workflow retries it (its partner node still drained: the successor must wait)
+    result = executor.execute(envelope(grow.model_copy(update={"require_free_nodes": 2}), "inc-1", "grow")).result
     # Then it is not declined (that would leave no copy at all): the 2-node copy is submitted, and waits for its nodes
+    assert isinstance(result, ResubmitResult)
     assert result.declined is None and result.new_job_id is not None and not result.cancelled_old
     assert slurm.jobs[result.new_job_id].state == "PENDING" and slurm.second_copies() == []
+
+
+@pytest.mark.parametrize("ended_by", ["its own end", "a human's scancel"])
+def test_a_grow_back_never_starts_again_a_copy_that_ended_without_it(ended_by: str) -> None:
+    # Given a shrunk copy that ended without the grow-back (its training done, or stopped by a human)
+    slurm, copy_id = _shrunk()
+    if ended_by == "its own end":
+        slurm.jobs[copy_id].state = "COMPLETED"
+    else:
+        slurm.cancel(copy_id)
+    # When its grow-back comes
+    result = resubmit(slurm, ResubmitJob(job_id=copy_id, checkpoint=GROW_FROM, nodes=2, require_free_nodes=2), command_id="grow")
+    # Then nothing is submitted, and the answer says why
+    assert result.new_job_id is None and result.declined is not None and "no grow-back of this incident stopped it" in result.declined
+    assert [j for j in slurm.jobs.values() if j.resubmission_of == copy_id] == []
 
 
 def test_a_grow_back_never_stops_a_job_we_did_not_submit() -> None:

@@ -8,6 +8,7 @@ from datetime import datetime
 
 from hyperpod_recovery import errors
 from hyperpod_recovery.domain.causes import CAUSE_LIMIT, error_message
+from hyperpod_recovery.domain.elastic.decide import elastic_reason
 from hyperpod_recovery.domain.fates import jobs_sentence, kube_copy_text, node_incident_job_fates, node_incident_node_fates
 from hyperpod_recovery.domain.health_gate import CHECK_DID_NOT_RUN, NOT_ASKED
 from hyperpod_recovery.domain.incident import Decision, IncidentFacts, IncidentTable, PhaseLog, resubmission, submitted_here
@@ -256,6 +257,7 @@ def build_timeline(state: WorkflowState, recorded_at: datetime) -> list[Timeline
         chosen = [
             f"{named(p.job.job_id)} -> step {p.checkpoint.step} ({p.checkpoint.uri})"
             + (", resubmitted at once" if p in state.checkpoints.resume_now else "")
+            + (f"; {elastic_reason(p.elastic, p.checkpoint, problem=_problem(state, p.job.job_id))}" if p.elastic else "")
             + (f", newer rejected: {'; '.join(p.rejected)}" if p.rejected else "")
             for p in state.checkpoints.planned
         ]
@@ -441,6 +443,12 @@ def _job_kinds(state: WorkflowState) -> Callable[[str], str | None]:
     return kinds.get
 
 
+def _problem(state: WorkflowState, job_id: str) -> str | None:
+    """Why the job's elastic opt-in could not be read (the job as the agent described it), if it was not."""
+    jobs = state.jobs.result.jobs if state.jobs is not None else []
+    return next((j.elastic_problem for j in jobs if j.job_id == job_id), None)
+
+
 def _resubmit_text(
     reply: CommandReply[ResubmitResult], named: Callable[[str], str], kind_of: Callable[[str], str | None] = lambda _job: None
 ) -> str:
@@ -459,6 +467,7 @@ def _resubmit_text(
         new = f"{earlier} (by an earlier incident)" if earlier else "(resubmitted by another incident)"
     else:
         new = copy or result.new_job_id or "(no job id returned)"
+        new += f" on {result.nodes} node(s)" if result.nodes else ""  # (a shrink: the size it was submitted at)
         new += f", {result.new_job_state}" if result.new_job_state else ""
     return f"{named(result.old_job_id)} -> {new}"
 
