@@ -90,6 +90,16 @@ def test_given_any_comment_when_read_then_a_policy_none_or_the_documented_error(
     assert policy is None or policy.min_nodes >= 1
 
 
+@pytest.mark.parametrize(
+    ("comment", "said"),
+    [("resume=elastic,min=0", "min: Input should be greater than or equal to 1"), ("resume=elastic,min=9,max=4", "min 9 is above max 4")],
+)
+def test_given_an_out_of_range_opt_in_when_read_then_the_reason_names_the_field_not_a_url(comment: str, said: str) -> None:
+    with pytest.raises(ElasticOptInUnreadable) as caught:
+        elastic_choice_in_comment(comment)
+    assert said in str(caught.value) and "http" not in str(caught.value)
+
+
 def test_given_resume_immediate_when_read_then_no_elastic_opt_in() -> None:
     assert elastic_choice_in_comment("resume=immediate resume=elasticity") is None
 

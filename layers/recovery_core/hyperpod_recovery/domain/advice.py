@@ -350,7 +350,16 @@ def job_step(fate: JobFate, commands: Commands) -> str:
         by = f" by node recovery {fate.by}" if fate.by else ""
         where = f" from step {fate.checkpoint_step}" if fate.checkpoint_step is not None else ""
         see = f" See it: `{commands.show_job(fate.copy_id, fate)}`." if fate.copy_id else ""
-        return f"{label} was {made_again(fate)}{by} as {copy_label(fate)}{where} ({copy_state_text(fate)}): do not start another copy.{see}"
+        told = f"{label} was {made_again(fate)}{by} as {copy_label(fate)}{where} ({copy_state_text(fate)}): do not start another copy.{see}"
+        shrunk = fate.shrunk
+        if shrunk is not None and not shrunk.grown_back:
+            # It trains on, on fewer nodes: nothing is urgent, and growing it back is a choice, not a repair.
+            told += (
+                f" It runs on {shrunk.nodes} of its {fate.full_nodes} node(s) ({fate.grow_back.removeprefix('not grown back: ')}); "
+                f"it keeps training. To give it its {fate.full_nodes} nodes again once they are in service, stop it right after "
+                "a checkpoint and submit it again at its full size (docs/runbook.md#elastic-jobs-on-slurm-shrink-then-grow-back)."
+            )
+        return told
     if fate.fate == "resubmitted_before":
         see = f" See it: `{commands.show_job(fate.copy_id, fate)}`." if fate.copy_id else ""
         copy = f" as {copy_label(fate)}" if fate.copy_id else " (its copy's id is not recorded yet)"

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 ELASTIC_COMMENT_PREFIX: Final = "resume=elastic"
 MAX_ELASTIC_NODES: Final = 10_000  # as a job's own node count (commands.MAX_JOB_NODES)
@@ -71,8 +71,9 @@ def parse_elastic_options(text: str, source: ElasticSource) -> ElasticPolicy:
         raise ElasticOptInUnreadable("min=N is required: how far the job may shrink")
     try:
         return ElasticPolicy(min_nodes=values["min"], max_nodes=values.get("max"), multiple=values.get("multiple", 1), source=source)
-    except ValueError as exc:
-        raise ElasticOptInUnreadable(str(exc).splitlines()[-1]) from None
+    except ValidationError as exc:
+        why = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'opt-in'}: {e['msg']}" for e in exc.errors())
+        raise ElasticOptInUnreadable(why.replace("min_nodes", "min").replace("max_nodes", "max")) from None
 
 
 def elastic_choice_in_comment(comment: str) -> ElasticPolicy | None:
