@@ -59,7 +59,25 @@ SCENARIOS: list[tuple[str, str, dict[str, Any], str, str]] = [
     ),
     ("health-gate-fails", "health-gate-fails", {}, "every replacement fails its health check: the second, then escalation", "-"),
     ("agent-down", "agent-down", {}, "the controller agent is down: time to escalation", "escalation <= 120 s"),
+    ("no-spare, rigid", "no-spare-rigid", {}, "no spare, a rigid job: it waits for its replacement", "-"),
+    (
+        "no-spare, elastic",
+        "no-spare-elastic",
+        {},
+        "no spare, an elastic job (resume=elastic,min=12): on 15 nodes at once, grown back to 16 at its next checkpoint",
+        "downtime <= 60 s",
+    ),
+    (
+        "no-spare, elastic x4",
+        "no-spare-elastic-replicas",
+        {},
+        "the same, in whole replicas of 4 nodes: on 12 nodes, then 16",
+        "downtime <= 60 s",
+    ),
 ]
+# Shrink or wait, by the replacement's duration: the same fault, the job elastic or rigid. The rule
+# (T x n/N > ElasticGrowBackSeconds, 300 s) shrinks a 16-node job to 15 when T > 320 s.
+REPLACEMENT_SECONDS = (240, 600, 1200)
 
 
 def measure(row: str, name: str, changes: dict[str, Any], target: str, log_dir: Path) -> dict[str, str]:
@@ -89,19 +107,49 @@ def measure(row: str, name: str, changes: dict[str, Any], target: str, log_dir: 
         "transitions / execution": str(report["state_transitions"] // max(1, report["executions"])),
         "fault to 2nd replacement": format_duration(min(again)) if again else "-",
         "fault to escalation": format_duration(min(escalated)) if escalated else "-",
+        # The job's node-time lost from the fault to the drill's end: all of it while down, the nodes
+        # it ran without while shrunk (sandbox/job_downtime.py node_time_lost).
+        "node-min lost": " / ".join(f"{j['node_seconds_lost'] / 60:.1f}" for j in jobs if j.get("node_seconds_lost") is not None) or "-",
+        "sizes": " / ".join("->".join(str(c["nodes"]) for c in j.get("copies", [])) for j in jobs) or "-",
         "target": target,
     }
 
 
-def main() -> None:
-    with tempfile.TemporaryDirectory() as tmp:
-        rows = [measure(row, name, changes, target, Path(tmp)) for row, name, changes, _, target in SCENARIOS]
-    print("time to resume, drill sandbox (virtual time), default settings")
+def shrink_or_wait(log_dir: Path) -> list[dict[str, str]]:
+    """Node-minutes the job loses per fault, elastic against rigid, as the replacement takes longer."""
+    rows = []
+    for seconds in REPLACEMENT_SECONDS:
+        row = {"replacement": format_duration(seconds)}
+        for label, name in (("rigid", "no-spare-rigid"), ("elastic", "no-spare-elastic")):
+            scenario = with_changes(
+                load_scenario(ROOT / "events" / "drills" / f"{name}.json"), {"behaviour": {"replacement_seconds": seconds}}
+            )
+            report = DrillRunner(scenario, log_path=log_dir / f"{name}-{seconds}.log").run()
+            (job,) = [j for j in report["jobs"] if j["fault_at"] is not None]
+            sizes = "->".join(str(c["nodes"]) for c in job.get("copies", []))
+            row[f"{label}: node-min lost"] = f"{job['node_seconds_lost'] / 60:.1f}"
+            row[f"{label}: downtime"] = format_duration(job["downtime_seconds"]) if job["downtime_seconds"] is not None else "never"
+            row[f"{label}: sizes"] = sizes
+        rows.append(row)
+    return rows
+
+
+def table(title: str, rows: list[dict[str, str]]) -> None:
+    print(title)
     columns = list(rows[0])
     widths = {c: max(len(c), *(len(r[c]) for r in rows)) for c in columns}
     print("  " + "  ".join(f"{c:<{widths[c]}}" for c in columns))
     for row in rows:
         print("  " + "  ".join(f"{row[c]:<{widths[c]}}" for c in columns))
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        rows = [measure(row, name, changes, target, Path(tmp)) for row, name, changes, _, target in SCENARIOS]
+        compared = shrink_or_wait(Path(tmp))
+    table("time to resume, drill sandbox (virtual time), default settings", rows)
+    print()
+    table("shrink or wait: one node of a 16-node job fails, no spare (node-minutes lost per fault, to the drill's end)", compared)
     print()
     for row, name, changes, what, _ in SCENARIOS:
         print(f"  {row}: {what} (events/drills/{name}.json{' with ' + json.dumps(changes) if changes else ''})")

@@ -46,6 +46,7 @@ PHASE_OF_STATE: dict[str, PhaseName] = {
     "Resubmit Jobs": "resubmit",
     "Resubmit Job": "resubmit",
     "Note Resubmit Failure": "resubmit",
+    "Check Any Shrunk": "grow_back",
     "Start Growing Back": "grow_back",
     "Check Shrunk Jobs": "grow_back",
     "Grow Back Or Wait": "grow_back",

@@ -287,6 +287,12 @@ ElasticWhy = Literal[
 ]
 # Elastic jobs decided per incident: a further elastic job is treated as rigid (it waits, as always).
 MAX_ELASTIC_DECISIONS = 8
+# Shrink-and-continue's grow-back (NodeRecovery's Check Shrunk Jobs loop, after the health gate):
+# at most this many jobs of one incident run shrunk (a further elastic job waits for its replacement),
+# and the loop checks at most this often: each check and each grow-back writes history events, and
+# the execution's history is bounded (tests/contract/test_aws_limits.py).
+MAX_SHRUNK_JOBS_PER_INCIDENT = 4
+MAX_GROW_BACK_CHECKS = 36
 
 
 class ElasticDecision(BaseModel):
@@ -337,6 +343,8 @@ class CheckpointPlan(StepResult):
     resumable: list[ResumePlan] = Field(default_factory=list, max_length=MAX_JOBS_PER_INCIDENT)
     unresumable: list[UnresumableJob] = Field(default_factory=list, max_length=MAX_JOBS_PER_INCIDENT)
     left_alone: list[UnresumableJob] = Field(default_factory=list, max_length=MAX_JOBS_PER_INCIDENT)
+    # Jobs planned to run shrunk (NodeRecovery's Check Any Shrunk: only then is there a grow-back).
+    shrinks: int = Field(default=0, ge=0, le=MAX_SHRUNK_JOBS_PER_INCIDENT, exclude_if=lambda v: v == 0)
 
     @model_validator(mode="after")
     def _each_job_once(self) -> CheckpointPlan:
@@ -369,12 +377,6 @@ class ResubmitFailure(BaseModel):
     failure: StepError
 
 
-# Shrink-and-continue's grow-back (NodeRecovery's Check Shrunk Jobs loop, after the health gate):
-# at most this many jobs of one incident run shrunk (a further elastic job waits for its replacement),
-# and the loop checks at most this often: each check and each grow-back writes history events, and
-# the execution's history is bounded (tests/contract/test_aws_limits.py).
-MAX_SHRUNK_JOBS_PER_INCIDENT = 4
-MAX_GROW_BACK_CHECKS = 36
 GrowBackStatus = Literal["waiting", "growing", "grown", "stays"]
 
 

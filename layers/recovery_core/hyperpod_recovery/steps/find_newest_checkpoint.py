@@ -156,6 +156,7 @@ def find_newest_checkpoint(
             elastic=decision,
         )
         (plan.resume_now if now_or_later else plan.resumable).append(chosen)
+    plan.shrinks = shrunk
     return plan
 
 
