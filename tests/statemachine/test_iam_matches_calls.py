@@ -37,6 +37,7 @@ DRILLS = (
     "abort-event-lost",  # Sweep Ended Executions settles an end (every drill sweeps; here it describes and records one)
     "job-hang",  # Detect Hung Jobs on its schedule, Capture Hang Evidence, a hang's Classify Failure (progress, evidence)
     "job-hang-hyperpod-event",  # Import HyperPod Hangs: HyperPod's own hang event kept as a verdict, and its notice
+    "no-spare-elastic",  # Find Newest Checkpoint reading the recovery log, Check Shrunk Jobs, Grow Back Job
 )
 NOT_RUN_BY_DRILLS = {"ReportSafetyStateFunction"}  # runs on a schedule; tests/unit cover it
 EKS_ONLY = {"FindFailedJobsFunction"}  # deployed on EKS stacks only (its Condition): checked by the EKS drills below
