@@ -273,6 +273,14 @@ class SbatchOptions(BaseModel):
         add("--profile", self.profile)
         return args
 
+    def resize_problem(self, nodes: int) -> str | None:
+        """Why the job cannot be submitted at ``nodes`` nodes (pinned, or totals not whole per node), or None."""
+        try:
+            self._totals_at(nodes)
+        except Unresumable as exc:
+            return str(exc)
+        return None
+
     def _totals_at(self, nodes: int) -> tuple[int | None, str | None]:
         """``--ntasks`` and ``--gpus`` (totals for the whole job) at ``nodes`` nodes, the same per node
         as at the size the job ran at; Unresumable when that is not a whole number, or unknown, or when

@@ -446,6 +446,13 @@ class CommandExecutor:
         if command.require_free_nodes is not None and capture.resubmitted_from is None:
             raise InvalidCommand(f"job {job_id} is no copy of ours (its comment has no {RESUBMISSION_MARK}): a grow-back never stops it")
         current = self.slurm.job(job_id)
+        unsizable = capture.options.resize_problem(command.nodes) if command.nodes is not None else None
+        if unsizable is not None and command.require_free_nodes is not None:
+            return ResubmitResult(old_job_id=job_id, new_job_id=None, declined=f"not resized: {unsizable}"[:300])
+        if unsizable is not None:
+            # A shrink the job's own options forbid: it is submitted as it ran (it waits for its nodes, as
+            # a rigid job does), and the answer's size (none) tells the workflow it did not shrink.
+            command = command.model_copy(update={"nodes": None, "data_parallel": None})
         if command.require_free_nodes is not None:
             declined = self._too_few_to_grow(job_id, current, command, stopped_here=stopped_here)
             if declined is not None:

@@ -487,3 +487,36 @@ def test_a_real_slurm_drills_seeded_job_asks_for_its_node_range_in_its_script_as
     assert node_range_in_script(seed_script(ranged, tmp_path)) == node_range_in_script(ranged.script) == (1, 2)
     rigid = SlurmJob(job_id="1002", name="llama", nodes=NODES[:2], state="RUNNING", checkpoint_uri=None)
     assert node_range_in_script(seed_script(rigid, tmp_path)) is None
+
+
+def test_a_shrink_the_jobs_own_options_forbid_submits_it_as_it_ran_and_says_no_size() -> None:
+    # Given a job whose second node failed, pinned to its nodes (--nodelist): it cannot run on fewer
+    slurm = _cluster(nodes=2)
+    executor = CommandExecutor(slurm, now=lambda: T0)
+    executor.execute(envelope(CordonNodes(nodes=["ip-10-1-0-2"], reason=f"{TAG} xid")))
+    capture = slurm.capture
+    pinned = mock.Mock(side_effect=lambda job_id: _pinned(capture(job_id)))
+    with mock.patch.object(slurm, "capture", pinned), mock.patch.object(executor.captures, "get", return_value=None):
+        # When the workflow asks for a shrink to 1 node
+        result = executor.execute(
+            envelope(ResubmitJob(job_id="1001", checkpoint=SHRINK_FROM, nodes=1, data_parallel=8), "inc-1", "s")
+        ).result
+    # Then it is submitted at the size it ran at (it waits for its node, as a rigid job does), and the answer has no size
+    assert isinstance(result, ResubmitResult) and result.new_job_id is not None and result.nodes is None
+    copy = slurm.jobs[result.new_job_id]
+    assert copy.node_count == 2 and copy.state == "PENDING" and RESUME_NODES_ENV not in copy.environment
+
+
+def test_a_grow_back_the_copys_options_forbid_is_declined_and_stops_nothing() -> None:
+    slurm, copy_id = _shrunk()
+    capture = slurm.capture
+    with mock.patch.object(slurm, "capture", side_effect=lambda job_id: _pinned(capture(job_id))):
+        result = resubmit(slurm, ResubmitJob(job_id=copy_id, checkpoint=GROW_FROM, nodes=2, require_free_nodes=2), command_id="g")
+    assert result.new_job_id is None and result.declined is not None and result.declined.startswith("not resized: it is pinned")
+    assert slurm.jobs[copy_id].state == "RUNNING"
+
+
+def _pinned(capture: JobCapture | None) -> JobCapture | None:
+    if capture is None:
+        return None
+    return capture.model_copy(update={"options": capture.options.model_copy(update={"nodelist": "ip-10-1-0-[1-2]"})})
