@@ -32,6 +32,7 @@ from hyperpod_recovery.models.commands import (
     NodeBoot,
     ResumeNodes,
     RunningJob,
+    copy_mark_in_comment,
     job_display_name,
     resume_choice_in_comment,
 )
@@ -566,6 +567,7 @@ class SimulatedSlurm:
             resume=resume_choice_in_comment(job.comment),
             elastic=elastic,
             elastic_problem=elastic_problem,
+            copy_of=copy_mark_in_comment(job.comment),
         )
 
 

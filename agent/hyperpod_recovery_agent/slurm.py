@@ -34,6 +34,7 @@ from hyperpod_recovery.models.commands import (
     JobSpec,
     NodeBoot,
     RunningJob,
+    copy_mark_in_comment,
     job_display_name,
     resume_choice_in_comment,
 )
@@ -646,6 +647,7 @@ class SlurmCli:
             resume=resume_choice_in_comment(job.get("comment") or ""),
             elastic=elastic,
             elastic_problem=elastic_problem,
+            copy_of=copy_mark_in_comment(job.get("comment") or ""),
         )
 
     def hostnames(self, nodelist: str) -> list[str]:

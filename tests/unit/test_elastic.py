@@ -14,7 +14,7 @@ from hyperpod_recovery.domain.elastic.decide import Estimate, decide_elastic, el
 from hyperpod_recovery.domain.elastic.estimates import MIN_MEASURED_REPLACEMENTS, expected_wait
 from hyperpod_recovery.domain.elastic.grow_back import advance, grow_back_wait_seconds
 from hyperpod_recovery.domain.elastic.sizes import Reshard, largest_size, reshard_of
-from hyperpod_recovery.models.commands import CheckpointRef, CommandReply, JobRef, JobSpec, ResubmitResult
+from hyperpod_recovery.models.commands import CheckpointRef, CommandReply, CopyMark, JobRef, JobSpec, ResubmitResult
 from hyperpod_recovery.models.elastic import ElasticOptInUnreadable, ElasticPolicy, elastic_choice_in_comment
 from hyperpod_recovery.models.manifest import MANIFEST_SCHEMA, CheckpointLayout
 from hyperpod_recovery.models.records import RecoveryLogEntry
@@ -29,7 +29,7 @@ from hyperpod_recovery.models.workflow import (
     ResumePlan,
 )
 from hyperpod_recovery.steps.check_shrunk_jobs import check_shrunk_jobs
-from hyperpod_recovery.steps.find_newest_checkpoint import ElasticSettings, find_newest_checkpoint
+from hyperpod_recovery.steps.find_newest_checkpoint import ElasticSettings, find_newest_checkpoint, lineage_nodes
 from tests.fakes import T0, FakeCheckpointStore, FakeLedger
 
 NODE = "i-0123456789abcdef0"
@@ -398,3 +398,42 @@ def test_given_more_elastic_jobs_than_an_incident_carries_decisions_for_when_pla
     step = FindNewestCheckpointInput(execution_name="hpr-x", jobs=jobs, resume_now_allowed=True)
     plan = find_newest_checkpoint(step, reader=_store(), ledger=FakeLedger(), elastic=SETTINGS, now=T0)
     assert sum(p.elastic is not None for p in plan.planned) == MAX_ELASTIC_DECISIONS
+
+
+# --- a copy's lineage ---------------------------------------------------------------------------
+def _copy(job_id: str, nodes: int, of: str | None = None, by: str | None = None) -> JobSpec:
+    mark = CopyMark(job_id=of, incident=by) if of and by else None
+    return _elastic_job(nodes).model_copy(update={"job_id": job_id, "copy_of": mark})
+
+
+def _ledger_with(*made: tuple[str, JobSpec]) -> FakeLedger:
+    """Each (incident, job): the incident recorded the job and claimed its resubmission."""
+    ledger = FakeLedger()
+    for incident, job in made:
+        ledger.save_jobs(incident, [job], T0)
+        ledger.claim_resubmission("llm-train", job.job_id, incident, T0, timedelta(hours=1))
+    return ledger
+
+
+def test_given_a_copy_the_ledger_proves_when_its_lineage_is_read_then_the_size_its_lineage_ran_at() -> None:
+    ledger = _ledger_with(("hpr-a", _copy("1001", 16)), ("hpr-b", _copy("1002", 15, of="1001", by="hpr-a")))
+    assert lineage_nodes(ledger, "llm-train", _copy("1003", 14, of="1002", by="hpr-b")) == 16
+
+
+@pytest.mark.parametrize(
+    "mark", [("1001", "hpr-someone"), ("9999", "hpr-a")], ids=["an incident that did not claim it", "a job nobody claimed"]
+)
+def test_given_a_mark_the_ledger_does_not_confirm_when_its_lineage_is_read_then_nothing_is_proven(mark: tuple[str, str]) -> None:
+    # The mark is the start of the job's comment: its owner may have written it
+    ledger = _ledger_with(("hpr-a", _copy("1001", 64)))
+    assert lineage_nodes(ledger, "llm-train", _copy("1002", 4, of=mark[0], by=mark[1])) is None
+
+
+def test_given_a_shrunk_copy_with_a_proven_lineage_when_a_node_of_it_fails_then_it_grows_back_to_its_lineage() -> None:
+    ledger = _ledger_with(("hpr-a", _copy("1001", 16)))
+    copy = _copy("1002", 15, of="1001", by="hpr-a")
+    step = FindNewestCheckpointInput(execution_name="hpr-b", jobs=[copy], resume_now_allowed=True)
+    plan = find_newest_checkpoint(step, reader=_store(), ledger=ledger, elastic=SETTINGS, now=T0)
+    (shrunk,) = plan.resume_now
+    assert shrunk.elastic is not None and (shrunk.elastic.nodes, shrunk.elastic.full_nodes, shrunk.elastic.grow_to) == (14, 15, 16)
+    assert "(its lineage's 16 when it grows back)" in elastic_reason(shrunk.elastic, DCP)

@@ -350,8 +350,15 @@ def job_step(fate: JobFate, commands: Commands) -> str:
         by = f" by node recovery {fate.by}" if fate.by else ""
         where = f" from step {fate.checkpoint_step}" if fate.checkpoint_step is not None else ""
         see = f" See it: `{commands.show_job(fate.copy_id, fate)}`." if fate.copy_id else ""
-        told = f"{label} was {made_again(fate)}{by} as {copy_label(fate)}{where} ({copy_state_text(fate)}): do not start another copy.{see}"
         shrunk = fate.shrunk
+        if shrunk is not None and shrunk.taken_by is not None:
+            # Its shrunk copy was made again by a later incident: that one knows where the job runs now.
+            return (
+                f"{label} was {made_again(fate)} as job {shrunk.copy_id}{where} on {shrunk.nodes} of its {fate.full_nodes} node(s); "
+                f"then incident {shrunk.taken_by} {made_again(fate)} that copy (a fault on it): do not start another copy. "
+                "Where it runs now: that incident's record and notification."
+            )
+        told = f"{label} was {made_again(fate)}{by} as {copy_label(fate)}{where} ({copy_state_text(fate)}): do not start another copy.{see}"
         if shrunk is not None and not shrunk.grown_back:
             # It trains on, on fewer nodes: nothing is urgent, and growing it back is a choice, not a repair.
             told += (

@@ -117,13 +117,17 @@ def _shrinks_and_grow_backs(fates: dict[str, JobFate], state: WorkflowState, spe
                     "copy_seen_at": job.reply.completed_at,
                     "checkpoint_step": job.checkpoint.step if job.checkpoint is not None else fate.checkpoint_step,
                     "checkpoint_uri": job.checkpoint.uri if job.checkpoint is not None else fate.checkpoint_uri,
-                    "shrunk": fate.shrunk.model_copy(update={"grown_back": True}),
+                    "shrunk": fate.shrunk.model_copy(update={"grown_back": True, "grown_to": job.full_nodes}),
                     "grow_back": _cut(f"grown back to {job.full_nodes} node(s): {job.reason}"),
                 }
             )
         elif job.failure is not None and job.failure in UNANSWERED_ERRORS:
             text = f"its grow-back got no answer ({job.failure}): job {job.copy_id} may have been stopped and a full-size copy submitted"
             fates[job.old_job_id] = fate.model_copy(update={"fate": "copy_unknown", "reason": _cut(text), "grow_back": _cut(text)})
+        elif job.status == "stays" and result is not None and result.already_submitted:
+            # Another incident made the next copy: this one no longer knows where the job runs.
+            taken = fate.shrunk.model_copy(update={"taken_by": result.submitted_by or "another incident"})
+            fates[job.old_job_id] = fate.model_copy(update={"grow_back": _cut(f"not grown back: {job.reason}"), "shrunk": taken})
         elif job.status == "stays":
             fates[job.old_job_id] = fate.model_copy(update={"grow_back": _cut(f"not grown back: {job.reason}; {on}")})
         elif job.status in ("waiting", "growing"):
@@ -444,7 +448,8 @@ def fate_text(fate: JobFate) -> str:
         size = f"on {shrunk.nodes} of {fate.full_nodes} node(s)"
         ran = f"{label} {made_again(fate)} as job {shrunk.copy_id} from step {shrunk.from_step} {size}"
         if shrunk.grown_back:
-            return f"{ran}, then grown back to {fate.full_nodes} node(s) as {copy_label(fate)}{step} ({copy_state_text(fate)})"
+            grown = shrunk.grown_to or fate.full_nodes
+            return f"{ran}, then grown back to {grown} node(s) as {copy_label(fate)}{step} ({copy_state_text(fate)})"
         return f"{ran} ({copy_state_text(fate)}); {fate.grow_back}"
     if fate.fate == "resubmitted":
         by = f" by node recovery {fate.by}" if fate.by else ""

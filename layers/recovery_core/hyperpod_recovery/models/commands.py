@@ -8,6 +8,7 @@ idempotency key, so a redelivered message is never executed twice.
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -99,6 +100,28 @@ MAX_CHECKPOINT_URI = 256
 CHECKPOINT_URI_PATTERN = r"^s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/.*)?$"
 
 
+class CopyMark(BaseModel):
+    """``hyperpod-recovery:resubmission-of=<job_id> incident=<incident>``, as a copy's comment starts."""
+
+    model_config = ConfigDict(extra="forbid")
+    job_id: JobId
+    incident: str = Field(min_length=1, max_length=80)
+
+
+COPY_MARK_PATTERN = re.compile(rf"^{re.escape(OWNER_TAG_PREFIX)}:resubmission-of=(\S+) incident=(\S+)")
+
+
+def copy_mark_in_comment(comment: str) -> CopyMark | None:
+    """Our resubmission mark at the start of a Slurm comment, or None (none, or one that does not parse)."""
+    found = COPY_MARK_PATTERN.match(comment)
+    if found is None:
+        return None
+    try:
+        return CopyMark(job_id=found[1], incident=found[2])
+    except ValueError:
+        return None
+
+
 class JobSpec(BaseModel):
     """What the workflow knows about a job: who it is, where its checkpoints are, whether it can be
     resubmitted. Everything needed to resubmit it (script, owner, submission environment, sbatch
@@ -142,6 +165,10 @@ class JobSpec(BaseModel):
     spare_nodes: int | None = Field(default=None, ge=0, le=MAX_JOB_NODES, exclude_if=_is_none)
     # How many of the job's nodes the cordon took (the incident's nodes it ran on). None: not counted.
     lost_nodes: int | None = Field(default=None, ge=0, le=MAX_JOB_NODES, exclude_if=_is_none)
+    # What the job's comment says it is a copy of (our resubmission mark at its start): the owner could
+    # have written it, so it is only a lead; the ledger's claim by that incident on that job is proof
+    # (steps/find_newest_checkpoint.py lineage_nodes).
+    copy_of: CopyMark | None = Field(default=None, exclude_if=_is_none)
 
 
 # Who restarts a job when we do not (JobSpec.restarted_by): never us on top of them.

@@ -78,6 +78,9 @@ class ShrunkCopy(BaseModel):
     nodes: int = Field(ge=1)
     from_step: int = Field(ge=0)
     grown_back: bool = Field(default=False, exclude_if=lambda v: not v)
+    grown_to: int | None = Field(default=None, ge=1, exclude_if=lambda v: v is None)  # the full-size copy's nodes
+    # Another incident resubmitted the shrunk copy meanwhile (a fault on it): that incident says where it runs.
+    taken_by: str | None = Field(default=None, max_length=80, exclude_if=lambda v: v is None)
 
 
 class JobFate(BaseModel):

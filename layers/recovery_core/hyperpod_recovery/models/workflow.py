@@ -313,6 +313,8 @@ class ElasticDecision(BaseModel):
     grow_back_source: EstimateSource | None = Field(default=None, exclude_if=lambda v: v is None)
     min_nodes: int | None = Field(default=None, ge=1, exclude_if=lambda v: v is None)
     multiple: int | None = Field(default=None, ge=2, exclude_if=lambda v: v is None)
+    # The size its lineage ran at, when it runs shrunk already (a copy we made): what it grows back to.
+    grow_to: int | None = Field(default=None, ge=1, exclude_if=lambda v: v is None)
     why: ElasticWhy
 
 

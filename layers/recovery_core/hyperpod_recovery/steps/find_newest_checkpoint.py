@@ -124,7 +124,10 @@ def find_newest_checkpoint(
             # Shrink-and-continue: only where the workflow resubmits before the replacement is back.
             wait, grow_back = estimates
             lost = job.lost_nodes if job.lost_nodes is not None else step.lost_nodes
-            decision = decide_elastic(job, discovery.checkpoint, lost=lost, spare=spares.of(job), wait=wait, grow_back=grow_back)
+            lineage = lineage_nodes(ledger, elastic.cluster, job) if ledger is not None and elastic is not None else None
+            decision = decide_elastic(
+                job, discovery.checkpoint, lost=lost, spare=spares.of(job), wait=wait, grow_back=grow_back, lineage_nodes=lineage
+            )
             if decision is not None and decision.action == "shrink" and shrunk >= MAX_SHRUNK_JOBS_PER_INCIDENT:
                 # One incident grows back at most this many (its history is bounded): the others wait.
                 decision = decision.model_copy(
@@ -158,6 +161,29 @@ def find_newest_checkpoint(
         (plan.resume_now if now_or_later else plan.resumable).append(chosen)
     plan.shrinks = shrunk
     return plan
+
+
+# A copy of a copy of ...: how far back its lineage's size is looked for (two ledger reads a step).
+MAX_LINEAGE_STEPS = 4
+
+
+def lineage_nodes(ledger: Ledger, cluster: str, job: JobSpec) -> int | None:
+    """The largest size the job's lineage ran at, when the job is a copy we made (its comment's mark,
+    each step proven by the ledger: that incident's claim on that job, and that incident's record of
+    it); None when it is no copy of ours, or nothing proves it. A mark the ledger does not confirm is
+    only the owner's word, never a reason to grow a job bigger than it ran."""
+    mark, size, proven = job.copy_of, job.num_nodes, False
+    for _ in range(MAX_LINEAGE_STEPS):
+        if mark is None:
+            break
+        claim = ledger.resubmission_claim(cluster, mark.job_id)
+        if claim is None or claim.incident_id != mark.incident:
+            break
+        parent = next((j for j in ledger.jobs_of(mark.incident) or [] if j.job_id == mark.job_id), None)
+        if parent is None:
+            break
+        size, mark, proven = max(size, parent.num_nodes), parent.copy_of, True
+    return size if proven else None
 
 
 def _estimates(

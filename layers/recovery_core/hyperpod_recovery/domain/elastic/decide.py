@@ -40,12 +40,21 @@ def shrink_wins(full: int, nodes: int, wait: Estimate, grow_back: Estimate) -> b
 
 
 def decide_elastic(
-    job: JobSpec, checkpoint: CheckpointRef, *, lost: int, spare: int | None, wait: Estimate, grow_back: Estimate
+    job: JobSpec,
+    checkpoint: CheckpointRef,
+    *,
+    lost: int,
+    spare: int | None,
+    wait: Estimate,
+    grow_back: Estimate,
+    lineage_nodes: int | None = None,
 ) -> ElasticDecision | None:
     """The size ``job`` runs at now, or why it waits; None for a job that did not opt in (rigid, as always).
 
     ``lost``: its nodes out of service in this incident; ``spare``: the nodes that could take it at
-    once that no other job of the incident was counted on (None: the agent did not count them)."""
+    once that no other job of the incident was counted on (None: the agent did not count them);
+    ``lineage_nodes``: the size its lineage ran at, proven by the ledger, when it runs shrunk already
+    (it grows back to that, not to the shrunk size it ran at when this fault came)."""
     if job.elastic is None and job.elastic_problem is None:
         return None
     full = job.num_nodes
@@ -61,6 +70,8 @@ def decide_elastic(
     }
     if job.elastic is not None:
         figures |= {"min_nodes": job.elastic.min_nodes, "multiple": job.elastic.multiple if job.elastic.multiple > 1 else None}
+    if lineage_nodes is not None and lineage_nodes > full:
+        figures["grow_to"] = lineage_nodes
     reshard = reshard_of(checkpoint)
     full_dp = reshard.data_parallel(full)
 
@@ -104,7 +115,8 @@ def elastic_reason(decision: ElasticDecision, checkpoint: CheckpointRef, *, prob
         case "spare_fits":
             return f"{decision.spare_nodes} spare node(s) fit it: runs again at once on {full} node(s)"
         case "shrink_wins":
-            return f"runs on {decision.nodes} of {full} node(s): replacement expected in {wait}, growing back costs ~{grow}"
+            back = f" (its lineage's {decision.grow_to} when it grows back)" if decision.grow_to else ""
+            return f"runs on {decision.nodes} of {full} node(s){back}: replacement expected in {wait}, growing back costs ~{grow}"
         case "wait_wins":
             return (
                 f"waits for its replacement: expected in {wait}; on fewer of its {full} node(s) meanwhile it would gain less than "

@@ -55,7 +55,7 @@ def shrunk_jobs(replies: list[dict[str, object]], plans: list[ResumePlan]) -> li
                     copy_id=result.new_job_id,
                     name=plan.job.name,
                     nodes=plan.elastic.nodes,
-                    full_nodes=plan.elastic.full_nodes,
+                    full_nodes=plan.elastic.grow_to or plan.elastic.full_nodes,
                     from_step=plan.checkpoint.step,
                     shrink=plan.elastic,
                 )
