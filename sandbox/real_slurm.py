@@ -132,7 +132,9 @@ class RealController:
             "--parsable",
             f"--job-name={job.name}",
             f"--nodes={len(job.nodes)}",
-            f"--nodelist={','.join(validate_nodes(job.nodes))}",
+            # Pinned to the scenario's nodes, so its faults hit it; an elastic one (a node range) is not,
+            # as a job pinned to its nodes cannot run on fewer (its shrink would be refused).
+            *([] if job.node_range is not None else [f"--nodelist={','.join(validate_nodes(job.nodes))}"]),
             f"--comment={DRILL_MARK}" + (f" checkpoint={job.checkpoint_uri}" if job.checkpoint_uri else ""),
             f"--chdir={self.out_dir}",
             "--output=/dev/null",
@@ -224,12 +226,28 @@ class RealController:
     @property
     def submissions(self) -> list[Submission]:
         found = []
-        for job in self.cli.queue():
+        copies = {
+            str(job["job_id"]): (job.get("comment") or "").removeprefix(RESUBMISSION_MARK).split(" ", 1)[0]
+            for job in self.cli.queue()
+            if (job.get("comment") or "").startswith(RESUBMISSION_MARK)
+        }
+
+        def ours(job_id: str) -> bool:
+            """A copy of a seeded job, or a copy of such a copy (a grow-back's), a few steps back."""
+            for _ in range(8):
+                if job_id in self.seeded.values():
+                    return True
+                if job_id not in copies:
+                    return False
+                job_id = copies[job_id]
+            return False
+
+        for job in sorted(self.cli.queue(), key=lambda j: int(j["job_id"])):
             comment = job.get("comment") or ""
             if not comment.startswith(RESUBMISSION_MARK):
                 continue
             old_id = comment.removeprefix(RESUBMISSION_MARK).split(" ", 1)[0]
-            if old_id not in self.seeded.values():
+            if not ours(old_id):
                 continue  # an earlier drill's, still in slurmctld's memory
             # Our mark, then the owner's own comment: "...resubmission-of=<old> incident=<id> <theirs>"
             incident = comment.split(" incident=", 1)[-1].split(" ", 1)[0]

@@ -209,6 +209,7 @@ class DrillRunner:
         safety |= {"MaxEventAgeSeconds": settings.max_event_age_seconds, "MaxClockSkewSeconds": settings.max_clock_skew_seconds}
         parameters.update({name: f"{value:g}" for name, value in safety.items() if value is not None})
         parameters.update(settings.hangs.parameters())
+        parameters.update(settings.elastic.parameters())
         if any(f.kind == "hyperpod_hang" for f in self.scenario.faults) and self.scenario.cluster.orchestrator == "slurm":
             # (HyperPod's hang agent writes to the cluster's log group: the stack subscribes to it)
             parameters["HyperPodHangLogGroup"] = hyperpod_hang_log_group(self.scenario.cluster.name)
@@ -291,6 +292,7 @@ class DrillRunner:
                     script_bytes=job.script_bytes,
                     batch=job.batch,
                     comment=job.comment,
+                    node_range=job.node_range,
                     # (its owner opted in to progress monitoring: the progress table in its environment)
                     environment={PROGRESS_TABLE_ENV: aws.progress_table} if job.progress is not None and job.progress.opted_in else {},
                 )

@@ -160,6 +160,8 @@ class JobSpec(_Strict):
     batch: StrictBool = True
     # The job's Slurm comment as its owner wrote it (e.g. "resume=after_rejoin": its own resume choice).
     comment: str = Field(default="", max_length=500)
+    # Its batch script's own node range (#SBATCH --nodes=MIN-MAX): an elastic opt-in (models/elastic.py).
+    node_range: str | None = Field(default=None, pattern=r"^[1-9][0-9]{0,4}-[1-9][0-9]{0,4}$")
     # EKS clusters: the job's Kubernetes object (its name is ``name``: a DNS-1123 name of at most 63).
     kubernetes: KubernetesJobSpec = Field(default_factory=KubernetesJobSpec)
     # The job reports its progress (hang and slowdown detection); None: it does not.
@@ -429,6 +431,17 @@ class HangSettingsSpec(_Strict):
         return {name: value if isinstance(value, str) else f"{value:g}" for name, value in named.items() if value is not None}
 
 
+class ElasticSettingsSpec(_Strict):
+    """template.yaml's shrink-and-continue parameters (None: its defaults)."""
+
+    grow_back_seconds: int | None = Field(default=None, ge=0, le=86_400)  # ElasticGrowBackSeconds
+    grow_back_grace_seconds: int | None = Field(default=None, ge=0, le=86_400)  # ElasticGrowBackGraceSeconds
+
+    def parameters(self) -> dict[str, str]:
+        named = {"ElasticGrowBackSeconds": self.grow_back_seconds, "ElasticGrowBackGraceSeconds": self.grow_back_grace_seconds}
+        return {name: str(value) for name, value in named.items() if value is not None}
+
+
 class SettingsSpec(_Strict):
     dry_run: StrictBool = False
     resume_policy: Literal["immediate", "after_rejoin"] = "immediate"  # template.yaml: ResumePolicy
@@ -437,6 +450,7 @@ class SettingsSpec(_Strict):
     breaker: BreakerSpec = Field(default_factory=BreakerSpec)
     repeat_offender: RepeatOffenderSpec = Field(default_factory=RepeatOffenderSpec)  # unset fields: the template's defaults
     hangs: HangSettingsSpec = Field(default_factory=HangSettingsSpec)
+    elastic: ElasticSettingsSpec = Field(default_factory=ElasticSettingsSpec)
     poll_seconds: int = Field(default=30, ge=5)
     max_poll_seconds: int = Field(default=60, ge=5)
     rejoin_deadline_seconds: int = Field(default=2700, ge=60)

@@ -39,3 +39,30 @@ def test_a_real_slurm_drill_recovers_and_the_resubmitted_job_runs_from_the_check
     output = tmp_path / f"job-{resubmitted['job_id']}.txt"
     wait_for(output.exists, "the resubmitted job to start")
     assert "resume_from=s3://llm-train-checkpoints/llama-8b-pretrain/step-000002000/ step=2000" in output.read_text()
+
+
+def test_a_real_slurm_elastic_drill_shrinks_the_job_and_grows_it_back_one_copy_at_a_time(
+    slurm: SlurmCli, slurm_env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a 4-node job with a node range in its script (#SBATCH --nodes=2-4), on every node of a real slurmctld
+    monkeypatch.setenv("SLURM_CONF", slurm_env["SLURM_CONF"])
+    tmp_path.chmod(0o777)
+    scenario = load_scenario(ROOT / "events" / "drills" / "real-slurm-elastic.json")
+    # When one of its nodes fails, with the agent as its own process
+    report = DrillRunner(scenario, log_path=tmp_path / "drill-lambda.log", real_slurm=True).run()
+    # Then the incident is recovered: the real agent resubmitted it on 3 nodes at once, then on 4 (the grow-back)
+    [incident] = report["incidents"]
+    assert incident["outcome"] == "recovered", incident
+    shrink, grow = report["slurm"]["submissions"]
+    assert grow["old_job_id"] == shrink["new_job_id"] and (shrink["checkpoint_step"], grow["checkpoint_step"]) == (2000, 2000)
+    sizes = {c["result"].get("old_job_id"): c["result"].get("nodes") for c in report["slurm"]["commands"] if c["type"] == "resubmit_job"}
+    assert sizes == {shrink["old_job_id"]: 3, grow["old_job_id"]: 4}
+    # And only the full-size copy runs at the end (the shrunk one was stopped before it was submitted)
+    running = [job for job in report["slurm"]["queue"] if (job["comment"] or "").startswith(RESUBMISSION_MARK)]
+    assert [job["job_id"] for job in running] == [grow["new_job_id"]]
+    assert report["slurm"]["drained_nodes"] == {}
+    # What each copy saw when Slurm started it: the shrunk one 3 nodes, the grown one all 4
+    for copy, count in ((shrink, 3), (grow, 4)):
+        output = tmp_path / f"job-{copy['new_job_id']}.txt"
+        wait_for(output.exists, f"job {copy['new_job_id']} to start")
+        assert len(slurm.hostnames(output.read_text().rsplit("nodes=", 1)[-1].strip())) == count
