@@ -210,6 +210,8 @@ def largest_realistic_state() -> WorkflowState:
             GrowBackJob(
                 old_job_id=str(10_000_000 + j),
                 copy_id=str(20_000_000 + j),
+                copy_label="c" * 200,
+                kind="k" * 63,
                 name="n" * 64,
                 nodes=9_999,
                 full_nodes=10_000,

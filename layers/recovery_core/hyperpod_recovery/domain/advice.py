@@ -354,7 +354,8 @@ def job_step(fate: JobFate, commands: Commands) -> str:
         if shrunk is not None and shrunk.taken_by is not None:
             # Its shrunk copy was made again by a later incident: that one knows where the job runs now.
             return (
-                f"{label} was {made_again(fate)} as job {shrunk.copy_id}{where} on {shrunk.nodes} of its {fate.full_nodes} node(s); "
+                f"{label} was {made_again(fate)} as {shrunk.copy_label or 'job ' + shrunk.copy_id}{where} on {shrunk.nodes} of its "
+                f"{fate.full_nodes} node(s); "
                 f"then incident {shrunk.taken_by} {made_again(fate)} that copy (a fault on it): do not start another copy. "
                 "Where it runs now: that incident's record and notification."
             )

@@ -96,9 +96,11 @@ def _shrinks_and_grow_backs(fates: dict[str, JobFate], state: WorkflowState, spe
         update: dict[str, object] = {"full_nodes": decision.full_nodes, "elastic": reason}
         if decision.action == "shrink" and fate.fate == "resubmitted" and fate.copy_id:
             if sized.get(plan.job.job_id) == decision.nodes:
-                update["shrunk"] = ShrunkCopy(copy_id=fate.copy_id, nodes=decision.nodes, from_step=plan.checkpoint.step)
+                update["shrunk"] = ShrunkCopy(
+                    copy_id=fate.copy_id, copy_label=copy_label(fate), nodes=decision.nodes, from_step=plan.checkpoint.step
+                )
                 when = "its grow-back found nothing to do" if began else "the incident ended before its grow-back began"
-                on = f"job {fate.copy_id} runs on {decision.nodes} of {decision.full_nodes} node(s)"
+                on = f"{copy_label(fate)} runs on {decision.nodes} of {decision.full_nodes} node(s)"
                 update["grow_back"] = f"not grown back: {when}; {on}"
             else:
                 update["elastic"] = _cut(f"{reason}; the orchestrator submitted it at its full size instead")
@@ -107,12 +109,13 @@ def _shrinks_and_grow_backs(fates: dict[str, JobFate], state: WorkflowState, spe
         fate = fates.get(job.old_job_id)
         if fate is None or fate.shrunk is None:
             continue
-        on = f"job {job.copy_id} runs on {job.nodes} of {job.full_nodes} node(s)"
+        on = f"{job.copy_label} runs on {job.nodes} of {job.full_nodes} node(s)"
         result = job.reply.result if job.reply is not None else None
         if job.status == "grown" and job.reply is not None and result is not None and result.new_job_id:
             fates[job.old_job_id] = fate.model_copy(
                 update={
                     "copy_id": result.new_job_id,
+                    "copy_name": _copy_name(result),
                     "copy_state": result.new_job_state,
                     "copy_seen_at": job.reply.completed_at,
                     "checkpoint_step": job.checkpoint.step if job.checkpoint is not None else fate.checkpoint_step,
@@ -122,7 +125,7 @@ def _shrinks_and_grow_backs(fates: dict[str, JobFate], state: WorkflowState, spe
                 }
             )
         elif job.failure is not None and job.failure in UNANSWERED_ERRORS:
-            text = f"its grow-back got no answer ({job.failure}): job {job.copy_id} may have been stopped and a full-size copy submitted"
+            text = f"its grow-back got no answer ({job.failure}): {job.copy_label} may have been stopped and a full-size copy submitted"
             fates[job.old_job_id] = fate.model_copy(update={"fate": "copy_unknown", "reason": _cut(text), "grow_back": _cut(text)})
         elif job.status == "stays" and result is not None and result.already_submitted:
             # Another incident made the next copy: this one no longer knows where the job runs.
@@ -446,7 +449,7 @@ def fate_text(fate: JobFate) -> str:
     if fate.fate == "resubmitted" and fate.shrunk is not None:
         shrunk = fate.shrunk
         size = f"on {shrunk.nodes} of {fate.full_nodes} node(s)"
-        ran = f"{label} {made_again(fate)} as job {shrunk.copy_id} from step {shrunk.from_step} {size}"
+        ran = f"{label} {made_again(fate)} as {shrunk.copy_label or 'job ' + shrunk.copy_id} from step {shrunk.from_step} {size}"
         if shrunk.grown_back:
             grown = shrunk.grown_to or fate.full_nodes
             return f"{ran}, then grown back to {grown} node(s) as {copy_label(fate)}{step} ({copy_state_text(fate)})"

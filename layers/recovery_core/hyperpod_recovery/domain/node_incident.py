@@ -9,6 +9,7 @@ from datetime import datetime
 from hyperpod_recovery import errors
 from hyperpod_recovery.domain.causes import CAUSE_LIMIT, error_message
 from hyperpod_recovery.domain.elastic.decide import elastic_reason
+from hyperpod_recovery.domain.elastic.grow_back import shrunk_copy_label
 from hyperpod_recovery.domain.fates import jobs_sentence, kube_copy_text, node_incident_job_fates, node_incident_node_fates
 from hyperpod_recovery.domain.health_gate import CHECK_DID_NOT_RUN, NOT_ASKED
 from hyperpod_recovery.domain.incident import Decision, IncidentFacts, IncidentTable, PhaseLog, resubmission, submitted_here
@@ -392,13 +393,14 @@ def _grow_back_entry(job: GrowBackJob, checked_at: datetime) -> TimelineEntry | 
     if job.status == "grown" and job.reply is not None:
         result = job.reply.result
         step = f" from step {job.checkpoint.step}" if job.checkpoint is not None else ""
-        stopped = f"job {job.copy_id} stopped, " if result.cancelled_old else ""
+        stopped = f"{job.copy_label} stopped, " if result.cancelled_old else ""
         state = f" ({result.new_job_state})" if result.new_job_state else ""
-        detail = f"{stopped}resubmitted as job {result.new_job_id} on {job.full_nodes} node(s){step}{state}: {job.reason}"
+        made = "re-created" if job.kind else "resubmitted"
+        detail = f"{stopped}{made} as {shrunk_copy_label(result, job.kind)} on {job.full_nodes} node(s){step}{state}: {job.reason}"
         return TimelineEntry(at=job.reply.completed_at, event="grown back", detail=detail)
     if job.status == "stays":
         at = job.reply.completed_at if job.reply is not None else checked_at
-        detail = f"job {job.copy_id} on {job.nodes} of {job.full_nodes} node(s): {job.reason}"
+        detail = f"{job.copy_label} on {job.nodes} of {job.full_nodes} node(s): {job.reason}"
         return TimelineEntry(at=at, event="stays shrunk", detail=detail)
     return None
 

@@ -75,6 +75,7 @@ class ShrunkCopy(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     copy_id: str = Field(max_length=64)
+    copy_label: str = Field(default="", max_length=200)  # "job 1002", "PyTorchJob kubeflow/llama-r1"
     nodes: int = Field(ge=1)
     from_step: int = Field(ge=0)
     grown_back: bool = Field(default=False, exclude_if=lambda v: not v)

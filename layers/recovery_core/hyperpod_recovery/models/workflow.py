@@ -389,6 +389,9 @@ class GrowBackJob(BaseModel):
     model_config = ConfigDict(extra="forbid")
     old_job_id: JobId  # the job that failed
     copy_id: JobId  # its shrunk copy
+    # The copy as a human finds it: "job 1002" on Slurm, "PyTorchJob kubeflow/llama-r1" on EKS.
+    copy_label: str = Field(max_length=200)
+    kind: str | None = Field(default=None, max_length=63, exclude_if=lambda v: v is None)  # EKS: its kind (PyTorchJob)
     name: JobNameText
     nodes: int = Field(ge=1)
     full_nodes: int = Field(ge=1)

@@ -53,6 +53,8 @@ def shrunk_jobs(replies: list[dict[str, object]], plans: list[ResumePlan]) -> li
                 GrowBackJob(
                     old_job_id=result.old_job_id,
                     copy_id=result.new_job_id,
+                    copy_label=shrunk_copy_label(result, plan.job.kube.kind if plan.job.kube is not None else None),
+                    kind=plan.job.kube.kind if plan.job.kube is not None else None,
                     name=plan.job.name,
                     nodes=plan.elastic.nodes,
                     full_nodes=plan.elastic.grow_to or plan.elastic.full_nodes,
@@ -61,6 +63,13 @@ def shrunk_jobs(replies: list[dict[str, object]], plans: list[ResumePlan]) -> li
                 )
             )
     return found
+
+
+def shrunk_copy_label(result: ResubmitResult, kind: str | None) -> str:
+    """``job 1002`` on Slurm; on EKS the re-created object as kubectl shows it (``PyTorchJob kubeflow/llama-r1``)."""
+    if result.new_job_name:
+        return f"{kind} {result.new_job_name}" if kind else result.new_job_name
+    return f"job {result.new_job_id}"
 
 
 def grow_back_plan(job: GrowBackJob, checkpoint: CheckpointRef) -> ResumePlan:
@@ -105,10 +114,10 @@ def check_one(job: GrowBackJob, newest: CheckpointRef | str | None, *, grace_sec
     baseline = job.baseline_step if job.baseline_step is not None else newest.step
     kept = {"first_at": first_at, "baseline_step": baseline}
     if newest.step > baseline:
-        reason = f"its replacement is back and job {job.copy_id} checkpointed step {newest.step} since"
+        reason = f"its replacement is back and {job.copy_label} checkpointed step {newest.step} since"
         return job.model_copy(update={**kept, "status": "growing", "checkpoint": newest, "reason": reason})
     if (now - first_at).total_seconds() >= grace_seconds:
-        reason = f"no new checkpoint of job {job.copy_id} within {grace_seconds} s of its replacement's return: from its newest"
+        reason = f"no new checkpoint of {job.copy_label} within {grace_seconds} s of its replacement's return: from its newest"
         return job.model_copy(update={**kept, "status": "growing", "checkpoint": newest, "reason": reason})
     return job.model_copy(update=kept)
 
