@@ -6,6 +6,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from hyperpod_recovery.models.commands import JobRef, JobSpec, ResubmitJob, ResubmitResult
+from hyperpod_recovery.models.common import matches
+from hyperpod_recovery.models.kubernetes import KUBE_UID_PATTERN
 from hyperpod_recovery.models.workflow import ResubmitJobInput, ResumePlan
 from hyperpod_recovery.ports import Ledger, Orchestrator
 from hyperpod_recovery.steps.commands import answer_here, dispatch_command
@@ -35,7 +37,9 @@ def resubmit_job(
     # what proves which object is ours, and how a retry finds it whatever its name.
     token = ledger.recreation_token(request.cluster, job_id, now) if plan.job.kube is not None else None
     kube, copy_token = plan.job.kube, None
-    origin = shrunk_from(step, ledger) if plan.require_free_nodes is not None and kube is None else None
+    # (a copy named by a Kubernetes uid is an EKS object: a Slurm grow-back reads nothing more)
+    eks_grow_back = plan.require_free_nodes is not None and kube is None and matches(KUBE_UID_PATTERN, job_id)
+    origin = shrunk_from(step, ledger) if eks_grow_back else None
     if origin is not None and origin.kube is not None:
         # An EKS grow-back: the shrunk copy is found (and proved ours) by the token recorded for the
         # re-creation that made it; its full-size successor gets a token of its own.
