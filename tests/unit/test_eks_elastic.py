@@ -384,3 +384,42 @@ def test_the_grow_back_command_names_the_job_the_copy_came_from_and_both_tokens(
     assert (command.job_id, command.kube, command.copy_token) == (copy_id, LLAMA, shrink_token)
     assert command.recreation_token == ledger.recreation_token(CLUSTER, copy_id, T0) != shrink_token
     assert (command.nodes, command.require_free_nodes) == (16, 16)
+
+
+# --- the sandbox's training model for EKS copies (not wired into the runner yet) ------------------------
+def test_a_shrunk_copy_checkpoints_while_its_pods_run_its_interval_grown_by_full_over_its_size() -> None:
+    from sandbox.scenario import JobSpec as ScenarioJob
+    from sandbox.training import KubeTrainingSimulator
+
+    # Given the job trained from t=0, hit at t=120, shrunk to 15 pods at t=125
+    clock = [0.0]
+    fake = FakeKube(now=lambda: T0 + timedelta(seconds=clock[0]), epoch=T0, scheduler=True)
+    for i in range(16):
+        fake.add_hyperpod_node(f"i-0123456789abcd{i:03x}")
+    fake.add_job("PyTorchJob", "kubeflow", "llama", nodes=[_node(i) for i in range(16)], elastic_policy={"minReplicas": 12})
+    orchestrator = EksOrchestrator(fake, tasks=None, now=lambda: T0)  # type: ignore[arg-type]
+    clock[0] = 125.0
+    _shrunk(fake, orchestrator)
+    spec = ScenarioJob.model_validate(
+        {
+            "id": "1001",
+            "name": "llama",
+            "nodes": "workers:0-15",
+            "checkpoint_uri": "s3://ckpt-bucket/llama",
+            "checkpoints": [{"step": 3000}],
+            "training": {"checkpoint_every_seconds": 300, "steps_per_checkpoint": 100},
+        }
+    )
+    written: list[tuple[int, float, int]] = []
+    simulator = KubeTrainingSimulator(
+        [spec],
+        fake,
+        T0,
+        hit_at=lambda obj: 120.0 if obj["metadata"]["name"] == "llama" else None,
+        write=lambda job, step, created, nodes: written.append((step, (created - T0).total_seconds(), nodes)),
+    )
+    # When the drill reaches t=765, and again (nothing twice)
+    simulator.advance(765.0)
+    simulator.advance(765.0)
+    # Then only the shrunk copy checkpointed, every 320 s (300 x 16/15), from the step it resumed at
+    assert written == [(3100, 445.0, 15), (3200, 765.0, 15)]
