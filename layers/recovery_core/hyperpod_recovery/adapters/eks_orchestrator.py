@@ -483,18 +483,20 @@ class EksOrchestrator:
                 continue
             seen.add(spec.job_id)
             if spec.elastic is not None or spec.elastic_problem is not None:
-                spec = self._counted(spec, job, pods, node_names)
+                spec = self._counted(spec, job, pods)  # (``pods``: those on the incident's nodes)
             if len(jobs) < MAX_JOBS_PER_INCIDENT:
                 jobs.append(spec)
             else:
                 omitted += 1
         return JobsOnNodesResult(jobs=jobs, omitted=omitted)
 
-    def _counted(self, spec: JobSpec, job: dict[str, Any], pods: list[dict[str, Any]], incident_nodes: list[str]) -> JobSpec:
+    def _counted(self, spec: JobSpec, job: dict[str, Any], pods: list[dict[str, Any]]) -> JobSpec:
         """An elastic job's lost nodes (the incident's nodes its pods are on) and the spare nodes that
         could take it at once (spare_nodes): counted only for a job that opted in (they decide nothing
         for a rigid one), after the cordon, so never the failed nodes."""
-        lost = sorted({str(p["spec"]["nodeName"]) for p in pods if (p.get("spec") or {}).get("nodeName") and is_pod_of(p, job)})
+        lost = sorted(
+            {str(p["spec"]["nodeName"]) for p in pods if (p.get("spec") or {}).get("nodeName") and owning_job(p) and is_pod_of(p, job)}
+        )
         return spec.model_copy(update={"lost_nodes": min(len(lost), MAX_JOB_NODES), "spare_nodes": self._spare_for(lost)})
 
     def _spare_for(self, job_nodes: list[str], excluded: set[str] | frozenset[str] = frozenset()) -> int:
