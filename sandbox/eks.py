@@ -41,7 +41,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from hyperpod_recovery.domain.eks_jobs import CHECKPOINT_ANNOTATION, JOB_NAME_ANNOTATION, RESUBMITTED_FROM_ANNOTATION
+from hyperpod_recovery.domain.eks_jobs import CHECKPOINT_ANNOTATION, ELASTIC_ANNOTATION, JOB_NAME_ANNOTATION, RESUBMITTED_FROM_ANNOTATION
 from hyperpod_recovery.errors import KubeAccessDenied, KubeConflict, KubeThrottled, KubeUnavailable
 from hyperpod_recovery.models.kubernetes import HEALTH_STATUS_LABEL, KUEUE_QUEUE_LABEL, OPT_IN_ANNOTATION, node_name_for_instance
 from hyperpod_recovery.models.progress import PROGRESS_TABLE_ENV
@@ -184,6 +184,7 @@ class SimulatedEks:
             epoch=epoch,
             kueue=cluster.kueue,
             suspend_field=cluster.training_operator != "1.6",
+            scheduler=cluster.scheduler,
         )
         self._boots: dict[str, float] = {}  # instance id -> the boot its Node shows
         self._stack = ExitStack()
@@ -211,6 +212,8 @@ class SimulatedEks:
                 annotations[OPT_IN_ANNOTATION] = "true"
             if job.auto_resume:
                 annotations["sagemaker.amazonaws.com/enable-job-auto-resume"] = "true"
+            if spec.elastic is not None:
+                annotations[ELASTIC_ANNOTATION] = spec.elastic
             labels = {KUEUE_QUEUE_LABEL: spec.queue} if spec.queue else None
             env = {PROGRESS_TABLE_ENV: progress_table} if progress_table and job.progress is not None and job.progress.opted_in else None
             self.kube.add_job(
@@ -222,6 +225,7 @@ class SimulatedEks:
                 restart_policy=spec.restart_policy,
                 labels=labels,
                 env=env,
+                elastic_policy=spec.elastic_policy.model_dump(exclude_none=True) if spec.elastic_policy is not None else None,
             )
         self._made_by_tenants: set[str] = set()  # uids
         self._tenants_act()

@@ -59,6 +59,7 @@ import kubernetes_validate
 import kubernetes_validate.utils
 from referencing import Registry, Resource
 
+from hyperpod_recovery.adapters.kubernetes import LIVE_PODS_SELECTOR
 from hyperpod_recovery.errors import (
     KubeAccessDenied,
     KubeAlreadyExists,
@@ -126,10 +127,14 @@ class FakeKube:
         kueue: bool = False,
         suspend_field: bool = True,
         epoch: datetime | None = None,
+        scheduler: bool = False,
     ) -> None:
         """``kueue``: Kueue runs (HyperPod task governance: the Workload CRD and its controllers);
         ``suspend_field``: the PyTorchJob CRD has runPolicy.suspend (training operator 1.7 and later);
-        ``epoch``: what second_copies counts its virtual seconds from (default: now at construction)."""
+        ``epoch``: what second_copies counts its virtual seconds from (default: now at construction);
+        ``scheduler``: the scheduler places a pending pod on a free node (_schedule); off, the pods the
+        operator makes stay Pending (what the older drills' reports were written with)."""
+        self.scheduler = scheduler
         self.version = version
         self.kueue = kueue
         self.suspend_field = suspend_field
@@ -149,6 +154,7 @@ class FakeKube:
         self.operator_errors: list[str] = []
         self._copies: list[dict[str, Any]] = []
         self._live_by_lineage: dict[tuple[str, str], list[str]] = {}
+        self._runs: dict[str, list[list[float | None]]] = {}  # uid -> [start, end] (runs())
         self._version = 1000
         self.calls: list[tuple[str, str]] = []
         # Injected faults: (verb, resource) -> errors raised by the next calls, in order.
@@ -185,6 +191,10 @@ class FakeKube:
     def list_pods_on_node(self, node_name: str) -> list[dict[str, Any]]:
         self._call("list", "pods")
         return [copy.deepcopy(p) for p in self.pods.values() if (p.get("spec") or {}).get("nodeName") == node_name]
+
+    def list_live_pods(self) -> list[dict[str, Any]]:
+        self._call("list", "pods")
+        return [copy.deepcopy(p) for p in self.pods.values() if (p.get("status") or {}).get("phase") not in FINISHED]
 
     def list_pods(self, namespace: str, label_selector: str) -> list[dict[str, Any]]:
         self._call("list", "pods")
@@ -370,6 +380,7 @@ class FakeKube:
         args: list[str] | None = None,
         condition: str = "Running",
         labels: dict[str, str] | None = None,
+        elastic_policy: dict[str, int] | None = None,
     ) -> dict[str, Any]:
         """A training job whose pods run one on each of ``nodes`` (created through the API, as a user
         would; a PyTorchJob's pods are its operator's, bound to the nodes as the scheduler would)."""
@@ -390,8 +401,14 @@ class FakeKube:
         metadata: dict[str, Any] = {"name": name, "namespace": namespace, "annotations": dict(annotations or {})}
         if labels:
             metadata["labels"] = dict(labels)
+        if elastic_policy:
+            spec["elasticPolicy"] = dict(elastic_policy)
         body = {"apiVersion": JOB_KINDS[kind].api_version, "kind": kind, "metadata": metadata, "spec": spec}
-        job = self.create_job(kind, namespace, body)
+        scheduling, self.scheduler = self.scheduler, False  # (seeded pods are bound below, where the scenario put them)
+        try:
+            job = self.create_job(kind, namespace, body)
+        finally:
+            self.scheduler = scheduling
         self.calls.pop()  # seeding is not a call the pipeline made
         stored = self.jobs[(kind, namespace, name)]
         stored["status"] = {"conditions": [{"type": "Created", "status": "True"}, {"type": condition, "status": "True"}]}
@@ -599,7 +616,36 @@ class FakeKube:
             if self.kueue and self._managed(self.jobs[key]):
                 self._kueue_reconciles(key)
             self._operator_reconciles(key)
+        self._schedule()
         self._note_copies()
+
+    def _schedule(self) -> None:
+        """kube-scheduler, as far as a drill needs it (``scheduler``): each pending pod without a node,
+        in name order, bound to a Ready node that takes pods (not cordoned, no NoSchedule or NoExecute
+        taint) and holds no live pod (ASSUMPTION: a training pod asks for all of a node's GPUs: one pod
+        a node), and running at once. A pod no node can take stays Pending until one can."""
+        if not self.scheduler:
+            return
+        busy = {
+            p["spec"].get("nodeName")
+            for p in self.pods.values()
+            if p["status"].get("phase") in ("Pending", "Running") and "deletionTimestamp" not in p["metadata"]
+        }
+        free = [
+            name
+            for name, node in sorted(self.nodes.items())
+            if name not in busy
+            and _ready(node)
+            and not node["spec"].get("unschedulable")
+            and not any(t.get("effect") in ("NoSchedule", "NoExecute") for t in node["spec"].get("taints") or [])
+        ]
+        for key in sorted(k for k, p in self.pods.items() if p["status"].get("phase") == "Pending" and not p["spec"].get("nodeName")):
+            if not free:
+                return
+            pod = self.pods[key]
+            pod["spec"]["nodeName"] = free.pop(0)
+            pod["status"]["phase"] = "Running"
+            pod["metadata"]["resourceVersion"] = self._next_version()
 
     def _managed(self, job: dict[str, Any]) -> bool:
         return bool((job["metadata"].get("labels") or {}).get(KUEUE_QUEUE_LABEL)) or self._workload_of(job) is not None
@@ -738,7 +784,35 @@ class FakeKube:
         else:
             del self.pods[pod_key]
 
+    def runs(self) -> dict[str, list[list[float | None]]]:
+        """Each PyTorchJob's spans (virtual seconds since ``epoch``; an open one ends None) during which
+        every pod it had was Running: when it trained."""
+        return copy.deepcopy(self._runs)
+
+    def _note_runs(self) -> None:
+        at = round((self.now() - self.epoch).total_seconds(), 3)
+        pods_of: dict[str | None, list[dict[str, Any]]] = {}
+        for pod in self.pods.values():
+            pods_of.setdefault(_controller_uid(pod), []).append(pod)
+        for (kind, _, _), job in self.jobs.items():
+            uid = job["metadata"]["uid"]
+            owned = pods_of.get(uid, [])
+            running = (
+                kind == "PyTorchJob"
+                and not _suspended(job)
+                and _job_state(job) not in FINISHED
+                and bool(owned)
+                and all(p["status"].get("phase") == "Running" and "deletionTimestamp" not in p["metadata"] for p in owned)
+            )
+            spans = self._runs.get(uid)
+            open_span = bool(spans) and spans[-1][1] is None
+            if running and not open_span:
+                self._runs.setdefault(uid, []).append([at, None])
+            elif not running and open_span:
+                spans[-1][1] = at
+
     def _note_copies(self) -> None:
+        self._note_runs()
         lineages: dict[tuple[str, str], list[str]] = {}
         running = self._running_uids()
         by_uid = {j["metadata"]["uid"]: j for j in self.jobs.values()}
@@ -797,6 +871,9 @@ class FakeKube:
         node["metadata"]["resourceVersion"] = self._next_version()
         self._validate(node)
         self.nodes[node["metadata"]["name"]] = node
+        if self.scheduler:  # (a node that takes pods again: what waited for one is placed)
+            self._schedule()
+            self._note_copies()
 
     def _validate(self, obj: dict[str, Any]) -> None:
         try:
@@ -1038,6 +1115,8 @@ def serve(fake: FakeKube, method: str, path: str, query: dict[str, str], body: A
                 return 200, _page(fake.list_nodes(query.get("labelSelector")), query, "NodeList")
             if what == "pods" and method == "GET":
                 selector = query.get("fieldSelector", "")
+                if selector == LIVE_PODS_SELECTOR:
+                    return 200, _page(fake.list_live_pods(), query, "PodList")
                 if not selector.startswith("spec.nodeName="):
                     return 400, {
                         "kind": "Status",

@@ -671,11 +671,13 @@ def _kubernetes_job(runner: DrillRunner, spec: Any, fates: list[JobFate], end: f
     end_ms = _ms(end)
     runs = [CopyRun(0, end_ms, hits_original)] if original else []
     created: dict[str, float | None] = {}
+    trained = kube.runs()  # (when each copy's pods all ran: a copy stopped since ran until then)
     for uid in lineage[1:]:
         stamp = objects[uid][2]["metadata"].get("creationTimestamp")
         created[uid] = _seconds(datetime.fromisoformat(stamp), runner.epoch) if stamp else None
-        if runs_now(uid) and created[uid] is not None:
-            runs.append(CopyRun(_ms(created[uid] or 0), end_ms, [at for at, names in faults if names is None or names & nodes_of(uid)]))
+        hit = [at for at, names in faults if names is None or names & nodes_of(uid)]
+        for start, stop in trained.get(uid, []):
+            runs.append(CopyRun(_ms(start or 0), end_ms if stop is None else _ms(stop), hit))
     copy = lineage[-1] if len(lineage) > 1 else None
     running = copy is not None and runs_now(copy)
     down = down_intervals(runs, hits_original, end_ms)
@@ -687,6 +689,17 @@ def _kubernetes_job(runner: DrillRunner, spec: Any, fates: list[JobFate], end: f
         "label": f"{kind} {namespace}/{spec.name}",
         "uid": original,
         "fault_at": min(hits_original) / 1000 if hits_original else None,
+        # Every copy made, in order: its size (its pods, one a node) and the step it resumed from.
+        "copies": [
+            {
+                "job": uid,
+                "name": objects[uid][1],
+                "nodes": _kube_size(objects[uid][2]),
+                "from_step": _step_number(_kube_env(objects[uid][2]).get(RESUME_STEP_ENV)),
+                "created_at": created[uid],
+            }
+            for uid in lineage[1:]
+        ],
         "running_as": copy,
         "copy": f"{copy_kind} {namespace}/{copy_name}" if copy is not None else None,
         "state": state,
@@ -700,6 +713,21 @@ def _kubernetes_job(runner: DrillRunner, spec: Any, fates: list[JobFate], end: f
         "down": [[s / 1000, e / 1000] for s, e in down],
         "downtime_seconds": total(down) / 1000 if hits_original and running and not _down_at(down, end_ms) else None,
     }
+
+
+def _kube_size(obj: dict[str, Any]) -> int:
+    """A job object's pods, every replica type's (Kubeflow's default: 1 where none is given)."""
+    spec = obj.get("spec") or {}
+    replicas = list((spec.get("pytorchReplicaSpecs") or {}).values()) or list(spec.get("replicaSpecs") or [])
+    return sum(1 if r.get("replicas") is None else int(r["replicas"]) for r in replicas)
+
+
+def _kube_env(obj: dict[str, Any]) -> dict[str, str]:
+    """The environment the job object gives its first replica's first container."""
+    spec = obj.get("spec") or {}
+    replicas = list((spec.get("pytorchReplicaSpecs") or {}).values()) or list(spec.get("replicaSpecs") or [])
+    containers = ((replicas[0].get("template") or {}).get("spec") or {}).get("containers") or [{}] if replicas else [{}]
+    return {str(e.get("name")): str(e.get("value")) for e in containers[0].get("env") or [] if isinstance(e, dict)}
 
 
 def _annotation(obj: dict[str, Any], key: str) -> str | None:
@@ -809,7 +837,8 @@ def job_line(job: dict[str, Any]) -> str | None:
     if job["downtime_seconds"] is not None:
         gaps = len(job["down"])
         times = f" ({gaps} interruptions)" if gaps > 1 else ""
-        return f"{label}: down {format_duration(job['downtime_seconds'])}{times}, running again as {copy} on {job['on']}{from_step}"
+        on = f" on {job['on']}" if job["on"] is not None else ""  # (EKS: where its pods are is the scheduler's)
+        return f"{label}: down {format_duration(job['downtime_seconds'])}{times}, running again as {copy}{on}{from_step}"
     if copy is None:
         if job["fate"] == "would_resubmit":
             return f"{label}: dry run: would be resubmitted{from_step.removeprefix(',')}; still {job['state']} as the same job"

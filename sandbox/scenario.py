@@ -52,6 +52,9 @@ class KubernetesClusterSpec(_Strict):
 
     kueue: StrictBool = False
     training_operator: Literal["1.6", "1.7"] = "1.7"
+    # kube-scheduler places the pods the operator makes, one a free node (sandbox/kube.py _schedule);
+    # false: they stay Pending (what the drills written before it show).
+    scheduler: StrictBool = False
 
 
 class ClusterSpec(_Strict):
@@ -103,6 +106,13 @@ class BarePodSpec(_Strict):
     node: str
 
 
+class ElasticPolicySpec(_Strict):
+    """A PyTorchJob's elasticPolicy as Kubeflow's CRD spells it (minReplicas/maxReplicas: Worker pods)."""
+
+    minReplicas: int | None = Field(default=None, ge=1, le=10_000)  # (the CRD's field names)
+    maxReplicas: int | None = Field(default=None, ge=1, le=10_000)
+
+
 class KubernetesJobSpec(_Strict):
     """On an EKS cluster, the job's object: its kind, namespace, how its replicas restart, and
     whether it opted in to our recovery (annotation hyperpod-recovery.io/recover: "true")."""
@@ -113,6 +123,10 @@ class KubernetesJobSpec(_Strict):
     recover: StrictBool = True
     # The Kueue LocalQueue it asks to be admitted from (label kueue.x-k8s.io/queue-name; needs cluster.kubernetes.kueue).
     queue: str | None = Field(default=None, max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    # Kubeflow's spec.elasticPolicy (min/max Worker replicas): the job may shrink (models/elastic.py).
+    elastic_policy: ElasticPolicySpec | None = None
+    # Our annotation hyperpod-recovery.io/elastic ("min=12,multiple=4"), for a job without elasticPolicy.
+    elastic: str | None = Field(default=None, max_length=64)
 
 
 class ProgressSpec(_Strict):

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
+from hyperpod_recovery.domain.eks_jobs import JOB_NAME_ANNOTATION
 from hyperpod_recovery.models.manifest import RESUME_STEP_ENV
 from sandbox.checkpoints import write_checkpoint_step
 from sandbox.scenario import JobSpec
@@ -63,3 +64,81 @@ class TrainingSimulator:
                     created = self.epoch + timedelta(seconds=start + done * interval)
                     write_checkpoint_step(self.s3, spec, from_step + done * spec.training.steps_per_checkpoint, created, nodes=nodes)
                 self.written[copy.job_id] = done
+
+
+class KubeTrainingSimulator:
+    """EKS: each job object of a scenario job's lineage (the job, then each re-creation made from it)
+    trains while all its pods run (FakeKube.runs(): from when the scheduler placed them until it was
+    suspended, or the drill's end), from the step its environment resumes it at, its interval grown by
+    full / its pods as a Slurm copy's is. A copy stops checkpointing at the first fault that hit it
+    (``hit_at``: virtual seconds, given the object), as on Slurm.
+
+    Not wired yet: the drill runner (sandbox/runner.py _populate_eks) would make it for a scenario with
+    jobs.*.training and call ``advance`` where it advances the Slurm one (_between)."""
+
+    def __init__(
+        self,
+        jobs: list[JobSpec],
+        kube: Any,
+        epoch: datetime,
+        hit_at: Callable[[dict[str, Any]], float | None],
+        write: Callable[[JobSpec, int, datetime, int], None],
+    ) -> None:
+        self.jobs = [job for job in jobs if job.training is not None]
+        self.kube, self.epoch, self.hit_at, self.write = kube, epoch, hit_at, write
+        self.written: dict[str, int] = {}  # object uid -> checkpoints it wrote so far
+
+    def lineage(self, spec: JobSpec) -> list[dict[str, Any]]:
+        namespace = spec.kubernetes.namespace
+        return [
+            obj
+            for (kind, ns, name), obj in sorted(self.kube.jobs.items())
+            if (kind, ns) == (spec.kubernetes.kind, namespace)
+            and (name == spec.name or (obj["metadata"].get("annotations") or {}).get(JOB_NAME_ANNOTATION) == spec.name)
+        ]
+
+    def advance(self, moment: float) -> None:
+        """Every checkpoint due up to ``moment`` (virtual seconds), in time order per copy."""
+        runs = self.kube.runs()
+        for spec in self.jobs:
+            assert spec.training is not None
+            lineage = self.lineage(spec)
+            original = next((o for o in lineage if o["metadata"]["name"] == spec.name), None)
+            if original is None:
+                continue
+            full = max(1, _pods(original))
+            initial = max((c.step for c in spec.checkpoints), default=0)
+            for obj in lineage:
+                uid = obj["metadata"]["uid"]
+                spans = runs.get(uid) or []
+                if not spans:
+                    continue
+                start, end = spans[0]  # (a copy trains once: stopped, it is never un-suspended by us)
+                if obj is original:
+                    start, from_step = 0.0, initial
+                else:
+                    from_step = int(_env_of(obj).get(RESUME_STEP_ENV, initial))
+                stops = [moment] + ([end] if end is not None else [])
+                hit = self.hit_at(obj)
+                if hit is not None and hit >= (start or 0.0):
+                    stops.append(hit)
+                stop = min(stops)
+                nodes = max(1, _pods(obj))
+                interval = spec.training.checkpoint_every_seconds * full / nodes
+                done = self.written.get(uid, 0)
+                while (start or 0.0) + (done + 1) * interval <= stop:
+                    done += 1
+                    created = self.epoch + timedelta(seconds=(start or 0.0) + done * interval)
+                    self.write(spec, from_step + done * spec.training.steps_per_checkpoint, created, nodes)
+                self.written[uid] = done
+
+
+def _pods(obj: dict[str, Any]) -> int:
+    replicas = (obj.get("spec") or {}).get("pytorchReplicaSpecs") or {}
+    return sum(1 if r.get("replicas") is None else int(r["replicas"]) for r in replicas.values() if isinstance(r, dict))
+
+
+def _env_of(obj: dict[str, Any]) -> dict[str, str]:
+    replicas = [r for r in ((obj.get("spec") or {}).get("pytorchReplicaSpecs") or {}).values() if isinstance(r, dict)]
+    containers = ((replicas[0].get("template") or {}).get("spec") or {}).get("containers") or [] if replicas else []
+    return {str(e.get("name")): str(e.get("value")) for e in (containers[0].get("env") or [] if containers else [])}

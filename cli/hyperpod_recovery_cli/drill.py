@@ -157,6 +157,9 @@ _EXPECT_FIELDS: dict[str, str] = {
     "verdict_suspects": "list of node names",
     "hang_detected_within_seconds": "seconds",
     "running_again_within_seconds": "seconds",
+    "shrunk_to": "node count",
+    "grown_back_to": "node count",
+    "steps_monotone": "bool",
 }
 _OUTCOMES = ("recovered", "escalated", "duplicate", "rejected", "capped", "dry_run", "stale", "aborted", "failed", "recovered_by_itself")
 _HANG_RULES = ("stall", "slow")
@@ -173,6 +176,7 @@ def check_expect(expect: Any) -> None:
             None: False,
             "bool": isinstance(value, bool),
             "count": isinstance(value, int) and not isinstance(value, bool) and value >= 0,
+            "node count": isinstance(value, int) and not isinstance(value, bool) and value >= 1,
             "seconds": isinstance(value, int | float) and not isinstance(value, bool) and 0 < value < float("inf"),
             "list of outcomes": isinstance(value, list) and all(v in _OUTCOMES for v in value),
             "phrases": isinstance(value, list) and all(isinstance(v, str) and v.strip() for v in value),

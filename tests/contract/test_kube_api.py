@@ -192,6 +192,13 @@ def test_pods_are_listed_by_the_node_they_run_on(api: Api) -> None:
     assert api.port.list_pods_on_node("hyperpod-i-0123456789abcdef1") == []
 
 
+def test_live_pods_are_listed_across_namespaces_one_list_an_ended_pod_left_out(api: Api) -> None:
+    _seeded(api)
+    api.fake.add_pod("other", "done", NODE, phase="Succeeded")
+    pods = api.port.list_live_pods()
+    assert [p["metadata"]["name"] for p in pods] == ["llama-worker-0"]
+
+
 def test_a_job_is_read_created_once_and_listed(api: Api) -> None:
     _seeded(api)
     job = api.port.get_job(KubeJobRef(kind="PyTorchJob", namespace="kubeflow", name="llama"))

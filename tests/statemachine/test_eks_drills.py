@@ -271,3 +271,27 @@ def test_a_tenants_impostor_is_refused_and_never_counted_as_a_re_creation(tmp_pa
     assert jobs["llama-70b-pretrain-r1"]["claims_resubmitted_from"] == jobs["llama-70b-pretrain"]["uid"]
     assert "suspended" not in jobs["llama-70b-pretrain"]
     assert incident["resubmissions"] == [] and report["second_copies"] == []
+
+
+def test_eks_no_spare_elastic_shrinks_the_pytorchjob_and_grows_it_back_one_copy_at_a_time(tmp_path: Path) -> None:
+    # Given a PyTorchJob of 16 Workers on all 16 nodes, elasticPolicy minReplicas 12, losing one node
+    report, runner = _run("eks-no-spare-elastic", tmp_path)
+    kube = _kube(runner)
+    incident = only_incident(report)
+    assert incident["outcome"] == "recovered"
+    # Then it was re-created at once with 15 Workers, told its size, and placed on the 15 healthy nodes
+    r1 = kube.jobs[("PyTorchJob", "kubeflow", "llama-70b-pretrain-r1")]
+    worker = r1["spec"]["pytorchReplicaSpecs"]["Worker"]
+    env = {e["name"]: e["value"] for e in worker["template"]["spec"]["containers"][0]["env"]}
+    assert worker["replicas"] == 15 and env["HYPERPOD_RECOVERY_RESUME_NODES"] == "15"
+    assert r1["spec"]["elasticPolicy"] == {"minReplicas": 12, "maxReplicas": 16}
+    # And, its replacement back, it grew back: the shrunk copy suspended, marked as this incident's
+    # grow-back stopped it, and a 16-Worker copy running
+    assert r1["spec"]["runPolicy"]["suspend"] is True
+    assert r1["metadata"]["annotations"]["hyperpod-recovery.io/stopped-for"] == incident["id"]
+    r2 = kube.jobs[("PyTorchJob", "kubeflow", "llama-70b-pretrain-r2")]
+    assert r2["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 16
+    (job,) = report["jobs"]
+    assert [c["nodes"] for c in job["copies"]] == [15, 16] and job["pods"] == "16 Running"
+    # And never were two copies live at once, and the job was down for seconds, not the replacement's 10 minutes
+    assert kube.second_copies() == [] and job["downtime_seconds"] <= 60

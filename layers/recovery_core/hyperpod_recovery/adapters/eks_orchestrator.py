@@ -31,6 +31,7 @@ escalate: retrying will not fix them.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -39,6 +40,8 @@ from typing import Any, Literal
 from hyperpod_recovery.adapters.stepfunctions import StepFunctions
 from hyperpod_recovery.domain.eks_jobs import (
     RECREATION_TOKEN_LABEL,
+    STOPPED_FOR_ANNOTATION,
+    UnsizableJob,
     carries_token,
     finished,
     is_pod_of,
@@ -51,6 +54,7 @@ from hyperpod_recovery.domain.eks_jobs import (
     owning_job_any,
     recreated_job,
     recreated_name,
+    sized_spec,
     suspended,
     workloads_of,
 )
@@ -72,6 +76,7 @@ from hyperpod_recovery.errors import (
 from hyperpod_recovery.models.commands import (
     JOB_TEXT_LIMIT,
     MAX_EVIDENCE_NODES,
+    MAX_JOB_NODES,
     MAX_JOBS_CHECKED,
     OWNER_TAG_PREFIX,
     STACKS_TEXT_LIMIT,
@@ -109,7 +114,9 @@ from hyperpod_recovery.models.kubernetes import (
     COMPUTE_TYPE_LABEL,
     DNS1123_LABEL_MAX,
     HEALTH_STATUS_LABEL,
+    HEALTHY_STATUS,
     HPTO_JOB_LABEL,
+    INSTANCE_GROUP_LABEL,
     JOB_KINDS,
     KUBEFLOW_JOB_NAME_LABEL,
     KUEUE_JOB_UID_LABEL,
@@ -159,6 +166,31 @@ def _suspend_operation(job: dict[str, Any]) -> dict[str, Any]:
     if isinstance((job.get("spec") or {}).get("runPolicy"), dict):
         return {"op": "add", "path": "/spec/runPolicy/suspend", "value": True}
     return {"op": "add", "path": "/spec/runPolicy", "value": {"suspend": True}}
+
+
+def _declined(copy_id: str, why: str) -> ResubmitResult:
+    return ResubmitResult(old_job_id=copy_id, new_job_id=None, declined=why)
+
+
+def _check_size(job: dict[str, Any], kind: str, nodes: int) -> None:
+    """The job can be made at ``nodes`` (checked before anything is stopped)."""
+    try:
+        sized_spec(copy.deepcopy(job.get("spec") or {}), kind, nodes)
+    except UnsizableJob as exc:
+        raise InvalidCommand(f"{kind} {(job.get('metadata') or {}).get('name')}: {exc}: nothing stopped or created") from exc
+
+
+def _spare(view: NodeView, groups: set[str | None]) -> bool:
+    """A node a pod could be placed on now (the job's pods are placed one a node: ASSUMPTION)."""
+    blocking = any(t.get("effect") in ("NoSchedule", "NoExecute") for t in view.taints)
+    return (
+        view.ready
+        and not view.unschedulable
+        and not blocking
+        and view.marked_by is None
+        and view.health_status == HEALTHY_STATUS
+        and view.labels.get(INSTANCE_GROUP_LABEL) in groups
+    )
 
 
 def _node_state(node: dict[str, Any]) -> str:
@@ -266,6 +298,7 @@ class EksOrchestrator:
         self.tasks = tasks
         self.now = now
         self._hyperpod_nodes: list[dict[str, Any]] | None = None
+        self._spare_view: tuple[list[dict[str, Any]], set[str]] | None = None
 
     # --- the port ------------------------------------------------------------------------------------
     def dispatch(self, envelope: CommandEnvelope) -> None:
@@ -296,6 +329,7 @@ class EksOrchestrator:
 
     def execute(self, command: Any, incident_id: str = "") -> Any:
         self._hyperpod_nodes = None
+        self._spare_view = None
         if isinstance(command, CordonNodes):
             return self.cordon(command)
         if isinstance(command, DrainNodes):
@@ -448,11 +482,38 @@ class EksOrchestrator:
             if spec is None or spec.job_id in seen:
                 continue
             seen.add(spec.job_id)
+            if spec.elastic is not None or spec.elastic_problem is not None:
+                spec = self._counted(spec, job, pods)  # (``pods``: those on the incident's nodes)
             if len(jobs) < MAX_JOBS_PER_INCIDENT:
                 jobs.append(spec)
             else:
                 omitted += 1
         return JobsOnNodesResult(jobs=jobs, omitted=omitted)
+
+    def _counted(self, spec: JobSpec, job: dict[str, Any], pods: list[dict[str, Any]]) -> JobSpec:
+        """An elastic job's lost nodes (the incident's nodes its pods are on) and the spare nodes that
+        could take it at once (spare_nodes): counted only for a job that opted in (they decide nothing
+        for a rigid one), after the cordon, so never the failed nodes."""
+        lost = sorted(
+            {str(p["spec"]["nodeName"]) for p in pods if (p.get("spec") or {}).get("nodeName") and owning_job(p) and is_pod_of(p, job)}
+        )
+        return spec.model_copy(update={"lost_nodes": min(len(lost), MAX_JOB_NODES), "spare_nodes": self._spare_for(lost)})
+
+    def _spare_for(self, job_nodes: list[str], excluded: set[str] | frozenset[str] = frozenset()) -> int:
+        """The nodes that could take a pod of a job on ``job_nodes`` at once: HyperPod nodes of the same
+        instance group (a pod's GPUs are its group's kind), Ready, schedulable (not cordoned, HyperPod's
+        health label Schedulable, no NoSchedule/NoExecute taint) and holding no training job's pod. One
+        list of nodes and one of live pods per count (cached for the command)."""
+        if self._spare_view is None:
+            nodes = self.kube.list_nodes(f"{COMPUTE_TYPE_LABEL}=hyperpod")
+            live = self.kube.list_live_pods()
+            busy = {str(p["spec"]["nodeName"]) for p in live if (p.get("spec") or {}).get("nodeName") and owning_job(p)}
+            self._spare_view = (nodes, busy)
+        nodes, busy = self._spare_view
+        views = [NodeView.of(n) for n in nodes]
+        groups = {v.labels.get(INSTANCE_GROUP_LABEL) for v in views if v.name in job_nodes}
+        free = [v for v in views if v.name not in job_nodes and v.name not in busy and v.name not in excluded and _spare(v, groups)]
+        return min(len(free), MAX_JOB_NODES)
 
     def resubmit(self, command: ResubmitJob, incident_id: str) -> ResubmitResult:
         """Re-create the job from ``command.checkpoint`` (domain/eks_jobs.py recreated_job), with never
@@ -462,6 +523,8 @@ class EksOrchestrator:
         already stopped, and our re-creation by the token the ledger recorded before the create
         (never by an annotation anyone may write). Where the old copy cannot be stopped for certain,
         nothing is created (JobSpecUnavailable, with why)."""
+        if command.require_free_nodes is not None:
+            return self.grow_back(command, incident_id)
         ref, token = command.kube, command.recreation_token
         if ref is None or token is None:
             raise InvalidCommand("resubmit_job on EKS names the job object to re-create (kube) and its re-creation token: missing")
@@ -477,6 +540,8 @@ class EksOrchestrator:
                 f"{ref.kind} {ref.namespace}/{ref.name} is another job now (uid {uid}, not {command.job_id}): never re-created in its stead"
             )
         new = self._our_recreation(ref, token)
+        if new is None and command.nodes is not None:
+            _check_size(old, ref.kind, command.nodes)
         name = str(new["metadata"]["name"]) if new is not None else self._free_name(ref, old)
         try:
             stopped = self._stop(ref, old)
@@ -488,40 +553,122 @@ class EksOrchestrator:
                 f"{exc} — and its copy {ref.namespace}/{name} (uid {new['metadata']['uid']}) exists: both may run"
             ) from exc
         if new is None:
-            body = recreated_job(
-                old,
-                ref.kind,
-                name=name,
-                resume_from=command.checkpoint.uri,
-                step=command.checkpoint.step,
-                incident=incident_id,
-                token=token,
-            )
-            try:
-                new = self.kube.create_job(ref.kind, ref.namespace, body)
-            except KubeAlreadyExists:
-                # Ours if a first try of this request was created and its answer lost; else someone
-                # took the name since we looked: nothing of ours runs, the old job stays stopped.
-                new = self._our_recreation(ref, token)
-                if new is None:
-                    raise JobSpecUnavailable(
-                        f"{ref.kind} {ref.namespace}/{name} was created by someone else while {ref.name} was being stopped: "
-                        f"nothing created; {ref.name} stays stopped"
-                    ) from None
-            except (KubeAccessDenied, KubeRequestRejected, KubeUnavailable, KubeThrottled) as exc:
-                if not stopped:
-                    raise
-                # (the same error, retried or escalated under its own name, saying what is true now)
-                raise type(exc)(
-                    f"{exc} — {ref.kind} {ref.namespace}/{ref.name} was stopped for its re-creation and stays stopped: "
-                    f"nothing of it runs until {ref.namespace}/{name} is created from {command.checkpoint.uri}"
-                ) from exc
+            new = self._create(ref, old, name, command, incident_id, token, stopped=stopped)
         return ResubmitResult(
             old_job_id=uid,
             new_job_id=str(new["metadata"]["uid"]),
             cancelled_old=stopped,
             new_job_name=f"{ref.namespace}/{new['metadata']['name']}",
             new_job_state=job_condition(new),
+            nodes=command.nodes,
+        )
+
+    def _create(
+        self, ref: KubeJobRef, old: dict[str, Any], name: str, command: ResubmitJob, incident_id: str, token: str, *, stopped: bool
+    ) -> dict[str, Any]:
+        """The re-creation of ``old`` (stopped) under ``name``, or ours made by a first try whose answer was lost."""
+        body = recreated_job(
+            old,
+            ref.kind,
+            name=name,
+            resume_from=command.checkpoint.uri,
+            step=command.checkpoint.step,
+            incident=incident_id,
+            token=token,
+            nodes=command.nodes,
+            data_parallel=command.data_parallel,
+        )
+        try:
+            new = self.kube.create_job(ref.kind, ref.namespace, body)
+        except KubeAlreadyExists:
+            # Ours if a first try of this request was created and its answer lost; else someone
+            # took the name since we looked: nothing of ours runs, the old job stays stopped.
+            ours = self._our_recreation(ref, token)
+            if ours is None:
+                raise JobSpecUnavailable(
+                    f"{ref.kind} {ref.namespace}/{name} was created by someone else while {ref.name} was being stopped: "
+                    f"nothing created; {ref.name} stays stopped"
+                ) from None
+            return ours
+        except (KubeAccessDenied, KubeRequestRejected, KubeUnavailable, KubeThrottled) as exc:
+            if not stopped:
+                raise
+            # (the same error, retried or escalated under its own name, saying what is true now)
+            raise type(exc)(
+                f"{exc} — {ref.kind} {ref.namespace}/{ref.name} was stopped for its re-creation and stays stopped: "
+                f"nothing of it runs until {ref.namespace}/{name} is created from {command.checkpoint.uri}"
+            ) from exc
+        return new
+
+    def grow_back(self, command: ResubmitJob, incident_id: str) -> ResubmitResult:
+        """A shrunk copy back to full size (``require_free_nodes``): only a copy we made (it carries the
+        token our ledger recorded for its re-creation, ``copy_token``; ``kube`` names the job it was
+        re-created from), and only when that many nodes could take the full-size one at once (its own
+        and the spare ones); else nothing is touched and the answer says why (``declined``). The copy is
+        marked (STOPPED_FOR_ANNOTATION) before it is stopped: a copy that no longer runs is followed by
+        its successor only when this incident's grow-back stopped it; one that ended on its own, or was
+        stopped or deleted by someone else, is never started again."""
+        ref, token, proof, copy_id = command.kube, command.recreation_token, command.copy_token, command.job_id
+        if ref is None or token is None or proof is None:
+            raise InvalidCommand(
+                "a grow-back on EKS names the job its shrunk copy was re-created from (kube), the copy's re-creation token "
+                "(copy_token) and the token of its successor: missing"
+            )
+        made = self._our_recreation(ref, token)
+        if made is not None:  # (a retry: the full-size copy was made, its answer lost)
+            return ResubmitResult(
+                old_job_id=copy_id,
+                new_job_id=str(made["metadata"]["uid"]),
+                new_job_name=f"{ref.namespace}/{made['metadata']['name']}",
+                new_job_state=job_condition(made),
+                nodes=command.nodes,
+            )
+        shrunk = self._our_recreation(ref, proof)
+        if shrunk is None or shrunk["metadata"].get("uid") != copy_id:
+            found = self.find_job(copy_id)
+            if found is not None:
+                raise InvalidCommand(
+                    f"{found[0].kind} {found[0].namespace}/{found[0].name} (uid {copy_id}) is no re-creation of ours (it lacks "
+                    "the token our ledger recorded): a grow-back never stops it"
+                )
+            return _declined(copy_id, f"{ref.kind} {ref.namespace} uid {copy_id} no longer exists: not started again")
+        copy_ref = KubeJobRef(kind=ref.kind, namespace=ref.namespace, name=str(shrunk["metadata"]["name"]))
+        where = f"{copy_ref.kind} {copy_ref.namespace}/{copy_ref.name}"
+        if command.nodes is not None:
+            _check_size(shrunk, ref.kind, command.nodes)
+        stopped_here = ((shrunk["metadata"].get("annotations") or {}).get(STOPPED_FOR_ANNOTATION)) == incident_id
+        if not stopped_here:
+            pods = job_pods(self.kube, copy_ref, shrunk)
+            live = live_pods_of(pods, shrunk)
+            if finished(shrunk) or suspended(shrunk) or not live:
+                state = "suspended" if suspended(shrunk) and not finished(shrunk) else job_condition(shrunk)
+                return _declined(copy_id, f"{where} is {state}, and no grow-back of this incident stopped it: not started again")
+            excluded = set(command.exclude_nodes)
+            own = sorted({str(p["spec"]["nodeName"]) for p in live if (p.get("spec") or {}).get("nodeName")} - excluded)
+            needed = command.require_free_nodes or 0
+            able = len(own) + self._spare_for(own, excluded)
+            if able < needed:
+                return _declined(
+                    copy_id, f"only {able} node(s) could take it at once, {needed} needed: {where} keeps running on {len(own)} node(s)"
+                )
+        name = self._free_name(copy_ref, shrunk)
+        if not stopped_here:
+            add = (
+                {"op": "add", "path": f"/metadata/annotations/{STOPPED_FOR_ANNOTATION.replace('/', '~1')}", "value": incident_id}
+                if shrunk["metadata"].get("annotations")
+                else {"op": "add", "path": "/metadata/annotations", "value": {STOPPED_FOR_ANNOTATION: incident_id}}
+            )
+            mark = [{"op": "test", "path": "/metadata/uid", "value": copy_id}, add]
+            shrunk = self.kube.patch_job(copy_ref, mark)  # (before the stop: what a retry trusts)
+        stopped = self._stop(copy_ref, shrunk)
+        new = self._create(copy_ref, shrunk, name, command, incident_id, token, stopped=stopped)
+        return ResubmitResult(
+            old_job_id=copy_id,
+            new_job_id=str(new["metadata"]["uid"]),
+            cancelled_old=stopped or stopped_here,
+            new_job_name=f"{ref.namespace}/{new['metadata']['name']}",
+            new_job_state=job_condition(new),
+            nodes=command.nodes,
         )
 
     def _our_recreation(self, ref: KubeJobRef, token: str) -> dict[str, Any] | None:

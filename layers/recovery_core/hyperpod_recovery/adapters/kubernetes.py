@@ -104,6 +104,9 @@ def _checked_namespace(value: str) -> str:
     return quote(value, safe="")
 
 
+LIVE_PODS_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
+
+
 class KubernetesApi:
     """The calls, against one cluster's API server. ``endpoint``: where it is (resolved on the first
     call, so a handler that never calls Kubernetes never asks EKS); ``token``: a bearer token for a
@@ -142,6 +145,10 @@ class KubernetesApi:
     def list_pods_on_node(self, node_name: str) -> list[dict[str, Any]]:
         _checked_subdomain("node", node_name)
         return self._list("/api/v1/pods", {"fieldSelector": f"spec.nodeName={node_name}"}, resource="pods")
+
+    def list_live_pods(self) -> list[dict[str, Any]]:
+        """Every namespace's pods that have not ended (what holds a node): one list, paged."""
+        return self._list("/api/v1/pods", {"fieldSelector": LIVE_PODS_SELECTOR}, resource="pods")
 
     def list_pods(self, namespace: str, label_selector: str) -> list[dict[str, Any]]:
         """A namespace's pods by a label selector (a job's pods: its operator labels them)."""

@@ -27,6 +27,8 @@ import re
 from datetime import datetime
 from typing import Any
 
+from pydantic import ValidationError
+
 from hyperpod_recovery.models.commands import (
     CHECKPOINT_URI_PATTERN,
     MAX_CHECKPOINT_URI,
@@ -36,6 +38,7 @@ from hyperpod_recovery.models.commands import (
     resume_choice_in_comment,
 )
 from hyperpod_recovery.models.common import matches, one_line
+from hyperpod_recovery.models.elastic import ElasticOptInUnreadable, ElasticPolicy, parse_elastic_options
 from hyperpod_recovery.models.job_events import DO_NOT_REQUEUE_EXIT_CODE, JobFailedDetail
 from hyperpod_recovery.models.kubernetes import (
     AUTO_RESUME_ANNOTATION,
@@ -50,7 +53,7 @@ from hyperpod_recovery.models.kubernetes import (
     is_dns1123_label,
     is_dns1123_subdomain,
 )
-from hyperpod_recovery.models.manifest import JOB_NAME_ENV, RESUME_FROM_ENV, RESUME_STEP_ENV
+from hyperpod_recovery.models.manifest import JOB_NAME_ENV, RESUME_DATA_PARALLEL_ENV, RESUME_FROM_ENV, RESUME_NODES_ENV, RESUME_STEP_ENV
 from hyperpod_recovery.models.progress import PROGRESS_TABLE_ENV
 
 CHECKPOINT_ANNOTATION = f"{MARK_DOMAIN}/checkpoint"  # s3://bucket/prefix/ of the job's manifest-v1 checkpoints
@@ -58,6 +61,11 @@ RESUME_ANNOTATION = f"{MARK_DOMAIN}/resume"  # immediate | after_rejoin (the job
 # The name a lineage's checkpoints are written under (manifests record it): a re-created job has a
 # new object name, so it carries its lineage's first name here.
 JOB_NAME_ANNOTATION = f"{MARK_DOMAIN}/job-name"
+# Shrink-and-continue's opt-in for a PyTorchJob without an elasticPolicy: "min=12,multiple=4" (models/elastic.py).
+ELASTIC_ANNOTATION = f"{MARK_DOMAIN}/elastic"
+# Kubeflow's replica type whose count an elasticPolicy's minReplicas/maxReplicas bound (training-operator
+# v1: the torchrun rendezvous's --nnodes=min:max); any other type (a Master) is one fixed set of pods.
+ELASTIC_REPLICA_TYPE = "Worker"
 RESTARTING_POLICIES = frozenset({"OnFailure", "Always", "ExitCode"})
 DEFAULT_RESTART_POLICY = "OnFailure"  # Kubeflow's PytorchJobDefaultRestartPolicy
 # A pod that ended is no job's on this node any more: a failed job's pods are kept (cleanPodPolicy
@@ -239,6 +247,7 @@ def job_spec_of(job: dict[str, Any], ref: KubeJobRef) -> JobSpec | None:
         unresumable = f"its {CHECKPOINT_ANNOTATION} annotation is not an s3:// location of at most {MAX_CHECKPOINT_URI} characters"
         checkpoint = None
     name = str(annotations.get(JOB_NAME_ANNOTATION) or ref.name)
+    elastic, elastic_problem = elastic_opt_in(job, ref.kind)
     return JobSpec(
         job_id=uid,
         name=name if is_dns1123_subdomain(name) else ref.name,
@@ -251,7 +260,84 @@ def job_spec_of(job: dict[str, Any], ref: KubeJobRef) -> JobSpec | None:
         unresumable=unresumable,
         reports_progress=reports_progress(job, ref.kind),
         kube=ref,
+        elastic=elastic,
+        elastic_problem=elastic_problem,
     )
+
+
+# --- shrink-and-continue: how far a PyTorchJob may shrink, and re-creating it at a size ---------------
+# ASSUMPTION (the HyperPod norm): one pod per node, so a job's node count is its pods' count, every
+# replica type's (``num_nodes``). An elasticPolicy's minReplicas/maxReplicas count its Worker pods
+# (Kubeflow's elastic jobs run Workers only, the torchrun rendezvous deciding the size); a Master, where
+# one is given beside them, is one node more at every size.
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def elastic_opt_in(job: dict[str, Any], kind: str) -> tuple[ElasticPolicy | None, str | None]:
+    """The job's shrink-and-continue opt-in: its ``spec.elasticPolicy`` (source elastic_policy), else our
+    annotation (source annotation); (None, why) for an opt-in we cannot read (the job is rigid, and the
+    record says why); (None, None) for a job that makes none. A HyperPodPyTorchJob's own elasticPolicy
+    is the HyperPod training operator's (it restarts and rescales the job itself): never ours to act on."""
+    if kind != "PyTorchJob":
+        return None, None
+    spec = job.get("spec") or {}
+    annotations = (job.get("metadata") or {}).get("annotations") or {}
+    if "elasticPolicy" in spec and spec.get("elasticPolicy") is not None:
+        return _from_elastic_policy(spec)
+    if ELASTIC_ANNOTATION not in annotations:
+        return None, None
+    try:
+        return parse_elastic_options(str(annotations[ELASTIC_ANNOTATION]).strip(), "annotation"), None
+    except ElasticOptInUnreadable as exc:
+        return None, f"its {ELASTIC_ANNOTATION} annotation cannot be read: {exc}"
+
+
+def _from_elastic_policy(spec: dict[str, Any]) -> tuple[ElasticPolicy | None, str | None]:
+    policy = spec.get("elasticPolicy")
+    if not isinstance(policy, dict):
+        return None, "its elasticPolicy is not an object"
+    replicas = {str(t): r for t, r in (spec.get("pytorchReplicaSpecs") or {}).items() if isinstance(r, dict)}
+    if ELASTIC_REPLICA_TYPE not in replicas:
+        return None, f"its elasticPolicy bounds {ELASTIC_REPLICA_TYPE} replicas and it has none"
+    fixed = sum(_replicas(r) for t, r in replicas.items() if t != ELASTIC_REPLICA_TYPE)
+    values: dict[str, int | None] = {}
+    for key in ("minReplicas", "maxReplicas"):
+        raw = policy.get(key)
+        values[key] = _count(raw)
+        if raw is not None and values[key] is None:
+            return None, f"its elasticPolicy.{key} {str(raw)[:20]!r} is not a whole number of replicas"
+        if values[key] is not None and not 1 <= (values[key] or 0) <= 10_000:
+            return None, f"its elasticPolicy.{key} {values[key]} is not between 1 and 10000"
+    # (Kubeflow defaults an absent minReplicas to the Worker replicas: a job that may not shrink)
+    low = values["minReplicas"] if values["minReplicas"] is not None else _replicas(replicas[ELASTIC_REPLICA_TYPE])
+    high = values["maxReplicas"]
+    try:
+        return (
+            ElasticPolicy(min_nodes=low + fixed, max_nodes=high + fixed if high is not None else None, source="elastic_policy"),
+            None,
+        )
+    except ValidationError as exc:  # (min above max, or past the bounds)
+        why = "; ".join(str(e["msg"]).removeprefix("Value error, ") for e in exc.errors())
+        return None, f"its elasticPolicy cannot be read: {why}"[:300]
+
+
+class UnsizableJob(ValueError):
+    """The job cannot be made at the node count asked (no Worker replicas to add or take away)."""
+
+
+def sized_spec(spec: dict[str, Any], kind: str, nodes: int) -> None:
+    """``spec`` (a copy) made to run ``nodes`` pods, one a node: its Worker replicas are what the other
+    replica types (a Master: 1) leave of ``nodes``."""
+    replicas = spec.get("pytorchReplicaSpecs") if kind == "PyTorchJob" else None
+    if not isinstance(replicas, dict) or not isinstance(replicas.get(ELASTIC_REPLICA_TYPE), dict):
+        raise UnsizableJob(f"a {kind} without {ELASTIC_REPLICA_TYPE} replicas cannot be made at {nodes} node(s)")
+    fixed = sum(_replicas(r) for t, r in replicas.items() if t != ELASTIC_REPLICA_TYPE and isinstance(r, dict))
+    if nodes - fixed < 1:
+        raise UnsizableJob(f"{nodes} node(s) leave no {ELASTIC_REPLICA_TYPE} beside its {fixed} other pod(s)")
+    replicas[ELASTIC_REPLICA_TYPE]["replicas"] = nodes - fixed
 
 
 # --- re-creating a job from its checkpoint (Resubmit Job on EKS) --------------------------------------
@@ -266,6 +352,11 @@ RECREATION_TOKEN_LABEL = f"{MARK_DOMAIN}/recreation-token"
 # and another re-creation's token is not this one's.
 DROPPED_ANNOTATIONS = frozenset({"kubectl.kubernetes.io/last-applied-configuration"})
 DROPPED_LABELS = frozenset({RECREATION_TOKEN_LABEL})
+# A grow-back: the incident that stopped our shrunk copy to make its full-size successor, patched onto
+# the copy before it is stopped. What a retry trusts: a copy that no longer runs is followed by its
+# successor only when it carries this incident's mark (one that ended on its own, or was stopped by a
+# human, never is). The stopped copy is kept (suspended), as every job we re-create is.
+STOPPED_FOR_ANNOTATION = f"{MARK_DOMAIN}/stopped-for"
 # What a name must leave for the lineage part when it is shortened: a letter, then "-" and a hash of
 # the whole lineage name (so two long lineages sharing a prefix never share a re-creation name).
 _HASH_CHARS = 6
@@ -320,13 +411,27 @@ def recreated_name(job: dict[str, Any], kind: str) -> str | None:
     return stem + suffix
 
 
-def recreated_job(job: dict[str, Any], kind: str, *, name: str, resume_from: str, step: int, incident: str, token: str) -> dict[str, Any]:
+def recreated_job(
+    job: dict[str, Any],
+    kind: str,
+    *,
+    name: str,
+    resume_from: str,
+    step: int,
+    incident: str,
+    token: str,
+    nodes: int | None = None,
+    data_parallel: int | None = None,
+) -> dict[str, Any]:
     """The job as its owner wrote it (spec, labels, annotations), under ``name`` (recreated_name),
     with where to resume given to every container of every replica the way the Slurm side gives it
     to a batch script (HYPERPOD_RECOVERY_RESUME_FROM/_STEP, and the lineage's name for the manifests),
-    and ``token``: what our ledger recorded before the create, by which a retry finds it."""
+    and ``token``: what our ledger recorded before the create, by which a retry finds it. ``nodes``
+    (a shrink or a grow-back): made at that many pods (sized_spec), the size and ``data_parallel`` given
+    to it as HYPERPOD_RECOVERY_RESUME_NODES/_DATA_PARALLEL; a copy's own resume variables never carry over."""
     metadata = job.get("metadata") or {}
     annotations = {k: v for k, v in (metadata.get("annotations") or {}).items() if k not in DROPPED_ANNOTATIONS}
+    annotations.pop(STOPPED_FOR_ANNOTATION, None)  # (the copy it is made from was stopped for it: not this one)
     annotations |= {
         JOB_NAME_ANNOTATION: lineage_name(job),
         GENERATION_ANNOTATION: name.rsplit("-r", 1)[1],
@@ -340,9 +445,15 @@ def recreated_job(job: dict[str, Any], kind: str, *, name: str, resume_from: str
     if isinstance(run_policy, dict):
         run_policy.pop("suspend", None)  # (we suspended the old one to stop it: the copy is to run)
     env = {RESUME_FROM_ENV: resume_from, RESUME_STEP_ENV: str(step), JOB_NAME_ENV: lineage_name(job)}
+    if nodes is not None:
+        sized_spec(spec, kind, nodes)
+        env[RESUME_NODES_ENV] = str(nodes)
+        if data_parallel is not None:
+            env[RESUME_DATA_PARALLEL_ENV] = str(data_parallel)
+    dropped = set(env) | {RESUME_NODES_ENV, RESUME_DATA_PARALLEL_ENV}
     for replica in _replica_specs({"spec": spec}, kind):
         for container in ((replica.get("template") or {}).get("spec") or {}).get("containers") or []:
-            kept = [e for e in container.get("env") or [] if e.get("name") not in env]
+            kept = [e for e in container.get("env") or [] if e.get("name") not in dropped]
             container["env"] = kept + [{"name": key, "value": value} for key, value in env.items()]
     return {"apiVersion": JOB_KINDS[kind].api_version, "kind": kind, "metadata": new_metadata, "spec": spec}
 

@@ -289,6 +289,9 @@ class ResubmitJob(BaseModel):
     # A grow-back: the old copy (ours, shrunk) is stopped only when this many nodes can take the new
     # one at once (its own nodes plus free ones); else nothing is stopped or submitted (``declined``).
     require_free_nodes: int | None = Field(default=None, ge=1, le=MAX_JOB_NODES, exclude_if=_is_none)
+    # EKS grow-back: the token our ledger recorded for the re-creation that made the shrunk copy
+    # ``job_id`` (``kube`` then names the job it was re-created from): the copy is ours only if it carries it.
+    copy_token: RecreationToken | None = Field(default=None, exclude_if=_is_none)
 
 
 class NodeStates(BaseModel):

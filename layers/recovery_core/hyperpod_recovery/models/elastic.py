@@ -7,7 +7,7 @@ Part of the contract (the controller agent reads a Slurm job's opt-in with it): 
 - its batch script's own node range (``#SBATCH --nodes=12-16``; the agent reads it, since Slurm
   22.05 forgets a started job's range);
 - on EKS, a PyTorchJob's ``elasticPolicy`` (min/max replicas) or our annotation
-  ``hyperpod-recovery.aws/elastic: min=12,multiple=4``.
+  ``hyperpod-recovery.io/elastic: min=12,multiple=4``.
 
 A job that does not opt in is rigid: it waits for its replacement as it always has. An opt-in we
 cannot read is rigid too (waiting is what the job would have done without us), and says why.
@@ -27,7 +27,7 @@ ELASTIC_SOURCE_TEXT: dict[str, str] = {
     "comment": "its comment's resume=elastic",
     "node_range": "its node range (#SBATCH --nodes=MIN-MAX)",
     "elastic_policy": "its elasticPolicy",
-    "annotation": "its hyperpod-recovery.aws/elastic annotation",
+    "annotation": "its hyperpod-recovery.io/elastic annotation",
 }
 
 

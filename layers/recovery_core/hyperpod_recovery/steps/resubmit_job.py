@@ -5,7 +5,9 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from hyperpod_recovery.models.commands import ResubmitJob, ResubmitResult
+from hyperpod_recovery.models.commands import JobRef, JobSpec, ResubmitJob, ResubmitResult
+from hyperpod_recovery.models.common import matches
+from hyperpod_recovery.models.kubernetes import KUBE_UID_PATTERN
 from hyperpod_recovery.models.workflow import ResubmitJobInput, ResumePlan
 from hyperpod_recovery.ports import Ledger, Orchestrator
 from hyperpod_recovery.steps.commands import answer_here, dispatch_command
@@ -34,14 +36,24 @@ def resubmit_job(
     # EKS: the re-creation's token, in the ledger before the object is made (the object carries it):
     # what proves which object is ours, and how a retry finds it whatever its name.
     token = ledger.recreation_token(request.cluster, job_id, now) if plan.job.kube is not None else None
+    kube, copy_token = plan.job.kube, None
+    # (a copy named by a Kubernetes uid is an EKS object: a Slurm grow-back reads nothing more)
+    eks_grow_back = plan.require_free_nodes is not None and kube is None and matches(KUBE_UID_PATTERN, job_id)
+    origin = shrunk_from(step, ledger) if eks_grow_back else None
+    if origin is not None and origin.kube is not None:
+        # An EKS grow-back: the shrunk copy is found (and proved ours) by the token recorded for the
+        # re-creation that made it; its full-size successor gets a token of its own.
+        kube, copy_token = origin.kube, ledger.recreation_token(request.cluster, origin.job_id, now)
+        token = ledger.recreation_token(request.cluster, job_id, now)
     return dispatch_command(
         orchestrator,
         step,
         ResubmitJob(
             job_id=job_id,
             checkpoint=plan.checkpoint,
-            kube=plan.job.kube,
+            kube=kube,
             recreation_token=token,
+            copy_token=copy_token,
             **sized(plan),
         ),
         command_id=command_id,
@@ -59,3 +71,20 @@ def sized(plan: ResumePlan) -> dict[str, Any]:
     if plan.require_free_nodes is not None:
         fields["require_free_nodes"] = plan.require_free_nodes
     return {k: v for k, v in fields.items() if v is not None}
+
+
+def shrunk_from(step: ResubmitJobInput, ledger: Ledger) -> JobSpec | None:
+    """A grow-back's job as the incident captured it (an EKS job object, which the plan of a shrunk
+    copy does not name): the elastic job object of this incident whose lineage name the copy carries
+    and whose resubmission this incident claimed. None on Slurm (the agent holds the capture)."""
+    plan = step.plan
+    found = [
+        j
+        for j in ledger.jobs_of(step.execution_name) or []
+        if j.kube is not None and j.elastic is not None and JobRef(job_id=j.job_id, name=j.name).name == plan.job.name
+    ]
+    if len(found) > 1:
+        cluster = step.request.cluster
+        claimed = [j for j in found if (c := ledger.resubmission_claim(cluster, j.job_id)) and c.incident_id == step.execution_name]
+        found = claimed or found
+    return found[0] if found else None
