@@ -46,7 +46,7 @@ from sandbox.real_slurm import RealController
 from sandbox.report import build_report
 from sandbox.scenario import FaultSpec, Scenario, ScenarioError, expand_range
 from sandbox.slurm import DATA_LOADER_STACK, SimulatedController, SlurmJob
-from sandbox.training import TrainingSimulator
+from sandbox.training import KubeTrainingSimulator, TrainingSimulator
 
 ESM_BATCH_SIZE = 100  # template.yaml IntakeFunction BatchSize
 SWEEP_FUNCTION = "SweepEndedExecutionsFunction"  # its schedule (template.yaml) is the sweep's period
@@ -130,6 +130,7 @@ class DrillRunner:
         self.aborted: dict[str, tuple[str, str]] = {}  # executions an abort fault stopped: (error, cause) given
         self.progress: ProgressSimulator | None = None  # the jobs' progress reporters (jobs.*.progress)
         self.training: TrainingSimulator | None = None  # the jobs that keep checkpointing (jobs.*.training)
+        self.kube_training: KubeTrainingSimulator | None = None  # (the same, on an EKS cluster)
         self.hang_ticks: list[tuple[float, Any]] = []  # (virtual second, Detect Hung Jobs' answer) of each tick
         self.hang_imports: list[tuple[float, Any]] = []  # (virtual second, Import HyperPod Hangs' answer)
 
@@ -315,6 +316,15 @@ class DrillRunner:
         self.eks.populate(progress_table=aws.progress_table)
         for job in self.scenario.jobs:
             write_checkpoints(aws.client("s3"), job, self.epoch)
+        if any(job.training is not None for job in self.scenario.jobs):
+            s3 = aws.client("s3")
+            self.kube_training = KubeTrainingSimulator(
+                self.scenario.jobs,
+                self.eks.kube,
+                self.epoch,
+                self._first_hit_on_object,
+                lambda job, step, created, nodes: write_checkpoint_step(s3, job, step, created, nodes=nodes),
+            )
         if any(job.progress is not None for job in self.scenario.jobs):
 
             def node_of(ref: str) -> str:
@@ -391,6 +401,8 @@ class DrillRunner:
         self._write_progress(self.clock.horizon)
         if self.training is not None:
             self.training.advance(self.clock.horizon)
+        if self.kube_training is not None:
+            self.kube_training.advance(self.clock.horizon)
         self._publish_cluster_events()
         self._publish_execution_ends()
         self._run_scheduled_sweeps()
@@ -744,6 +756,23 @@ class DrillRunner:
                     and any(self.double.current(ref, t=fault.at).hostname.split(".", 1)[0] in job.nodes for ref in fault.node_refs)
                 )
             )
+        ]
+        return min(hits, default=None)
+
+    def _first_hit_on_object(self, obj: dict[str, Any]) -> float | None:
+        """EKS: the first fault (virtual seconds) on a node one of the job object's pods ran on."""
+        assert self.eks is not None
+        uid = obj["metadata"]["uid"]
+        nodes = {
+            str(pod["spec"].get("nodeName"))
+            for pod in self.eks.kube.pods.values()
+            if any(o.get("uid") == uid for o in pod["metadata"].get("ownerReferences") or []) and pod["spec"].get("nodeName")
+        }
+        hits = [
+            fault.at
+            for fault in self.scenario.faults
+            if fault.kind != "abort"
+            and any(node_name_for_instance(self.double.current(ref, t=fault.at).node_id) in nodes for ref in fault.node_refs)
         ]
         return min(hits, default=None)
 
