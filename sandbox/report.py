@@ -370,6 +370,8 @@ def _time_split(
         ("restart_backoff", [(start, end) for name, start, end in phases if name == "backoff"]),
         ("node_recovery", [(start, end) for name, start, end in phases if name == "recover_nodes"]),
         ("other_incident", _other_incident(epoch, record, phases, records)),
+        # (a shrunk job's wait for its next checkpoint, and its grow-back: planned, the job training meanwhile)
+        ("grow_back", [(start, end) for name, start, end in phases if name == "grow_back"]),
     ]
     booked: Intervals = []
     parts: dict[str, int] = {}

@@ -211,6 +211,8 @@ class DrillRunner:
         parameters.update({name: f"{value:g}" for name, value in safety.items() if value is not None})
         parameters.update(settings.hangs.parameters())
         parameters.update(settings.elastic.parameters())
+        if settings.expected_replacement_seconds is not None:
+            parameters["ExpectedReplacementSeconds"] = str(settings.expected_replacement_seconds)
         if any(f.kind == "hyperpod_hang" for f in self.scenario.faults) and self.scenario.cluster.orchestrator == "slurm":
             # (HyperPod's hang agent writes to the cluster's log group: the stack subscribes to it)
             parameters["HyperPodHangLogGroup"] = hyperpod_hang_log_group(self.scenario.cluster.name)

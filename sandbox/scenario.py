@@ -465,6 +465,9 @@ class SettingsSpec(_Strict):
     repeat_offender: RepeatOffenderSpec = Field(default_factory=RepeatOffenderSpec)  # unset fields: the template's defaults
     hangs: HangSettingsSpec = Field(default_factory=HangSettingsSpec)
     elastic: ElasticSettingsSpec = Field(default_factory=ElasticSettingsSpec)
+    # template.yaml: ExpectedReplacementSeconds (None: its default): what shrink-or-wait expects of a
+    # replacement until the cluster has measured ones.
+    expected_replacement_seconds: int | None = Field(default=None, ge=60, le=86_400)
     poll_seconds: int = Field(default=30, ge=5)
     max_poll_seconds: int = Field(default=60, ge=5)
     rejoin_deadline_seconds: int = Field(default=2700, ge=60)
