@@ -456,7 +456,8 @@ class CommandExecutor:
         if command.require_free_nodes is not None:
             declined = self._too_few_to_grow(job_id, current, command, stopped_here=stopped_here)
             if declined is not None:
-                return ResubmitResult(old_job_id=job_id, new_job_id=None, declined=declined)
+                ended = current is None or current.state not in STILL_ALIVE
+                return ResubmitResult(old_job_id=job_id, new_job_id=None, declined=declined, copy_ended=ended)
         if current is not None and current.state in RESTARTED_BY_SLURM:
             # Slurm requeued it after the node failure: it is restarting already. A second copy
             # would train twice on the same data and race it for checkpoints.

@@ -421,11 +421,14 @@ def test_given_a_copy_the_ledger_proves_when_its_lineage_is_read_then_the_size_i
 
 
 @pytest.mark.parametrize(
-    "mark", [("1001", "hpr-someone"), ("9999", "hpr-a")], ids=["an incident that did not claim it", "a job nobody claimed"]
+    "mark",
+    [("1001", "hpr-someone"), ("9999", "hpr-a"), ("1001", "hpr-a")],
+    ids=["an incident that did not claim it", "a job nobody claimed", "a claim completed with another copy"],
 )
 def test_given_a_mark_the_ledger_does_not_confirm_when_its_lineage_is_read_then_nothing_is_proven(mark: tuple[str, str]) -> None:
     # The mark is the start of the job's comment: its owner may have written it
     ledger = _ledger_with(("hpr-a", _copy("1001", 64)))
+    ledger.complete_resubmission("llm-train", "1001", "hpr-a", "2001")  # (hpr-a's copy of 1001 is job 2001)
     assert lineage_nodes(ledger, "llm-train", _copy("1002", 4, of=mark[0], by=mark[1])) is None
 
 
@@ -437,3 +440,42 @@ def test_given_a_shrunk_copy_with_a_proven_lineage_when_a_node_of_it_fails_then_
     (shrunk,) = plan.resume_now
     assert shrunk.elastic is not None and (shrunk.elastic.nodes, shrunk.elastic.full_nodes, shrunk.elastic.grow_to) == (14, 15, 16)
     assert "(its lineage's 16 when it grows back)" in elastic_reason(shrunk.elastic, DCP)
+
+
+# --- how a grow-back ends -----------------------------------------------------------------------
+def _growing() -> GrowBackState:
+    return _advance(_advance(None, _ckpt(3100)), _ckpt(3200), at=60)
+
+
+def test_given_a_declined_grow_back_when_checked_again_then_its_claim_on_the_copy_goes_back_at_once() -> None:
+    # Given the grow-back claimed the shrunk copy, and the agent declined (its nodes were taken)
+    ledger = FakeLedger()
+    ledger.save_jobs("hpr-x", [_elastic_job()], T0)
+    ledger.claim_resubmission("llm-train", "1002", "hpr-x", T0, timedelta(hours=1))
+    declined = ResubmitResult(old_job_id="1002", declined="only 15 node(s) could take it at once, 16 needed")
+    answer = CommandReply[ResubmitResult](requested_at=T0, completed_at=T0, result=declined)
+    trigger = Trigger(source="hyperpod_node_health", node_ids=[NODE], reason="fault", detected_at=T0)
+    request = RecoveryRequest(cluster="llm-train", node_ids=[NODE], detected_at=T0, incident_id="hpr-x", received_at=T0, triggers=[trigger])
+    previous = _growing().model_copy(update={"answer": answer}).model_dump(mode="json")
+    step = CheckShrunkJobsInput(execution_name="hpr-x", request=request, replies=[_reply()], plans=[SHRINK_PLAN], previous=previous)
+    # When the next check folds the answer in
+    state = check_shrunk_jobs(step, reader=_store(steps=(3000, 3200)), ledger=ledger, grace_seconds=1800, now=T0)
+    # Then the job stays shrunk, and a fault on the copy meanwhile finds it unclaimed
+    assert [j.status for j in state.jobs] == ["stays"] and ledger.resubmission_claim("llm-train", "1002") is None
+
+
+def test_given_a_copy_that_ended_without_the_grow_back_when_told_then_never_said_to_run_on() -> None:
+    ended = ResubmitResult(
+        old_job_id="1002", declined="job 1002 is COMPLETED, and no grow-back of this incident stopped it", copy_ended=True
+    )
+    answer = CommandReply[ResubmitResult](requested_at=T0, completed_at=T0, result=ended)
+    state = _advance(_growing().model_copy(update={"answer": answer}), _ckpt(3200), at=70)
+    assert [j.status for j in state.jobs] == ["ended"]
+
+
+def test_given_a_grow_back_that_failed_when_told_then_its_copy_is_unknown_never_running_on() -> None:
+    from hyperpod_recovery.models.workflow import StepError
+
+    failed = _growing().model_copy(update={"failure": StepError(Error="OldJobNotStopped", Cause="job 1002 is still COMPLETING")})
+    state = _advance(failed, _ckpt(3200), at=70)
+    assert [(j.status, j.failure) for j in state.jobs] == [("unknown", "OldJobNotStopped")]

@@ -168,8 +168,8 @@ def _suspend_operation(job: dict[str, Any]) -> dict[str, Any]:
     return {"op": "add", "path": "/spec/runPolicy", "value": {"suspend": True}}
 
 
-def _declined(copy_id: str, why: str) -> ResubmitResult:
-    return ResubmitResult(old_job_id=copy_id, new_job_id=None, declined=why)
+def _declined(copy_id: str, why: str, *, ended: bool = False) -> ResubmitResult:
+    return ResubmitResult(old_job_id=copy_id, new_job_id=None, declined=why, copy_ended=ended)
 
 
 def _check_size(job: dict[str, Any], kind: str, nodes: int) -> None:
@@ -631,7 +631,7 @@ class EksOrchestrator:
                     f"{found[0].kind} {found[0].namespace}/{found[0].name} (uid {copy_id}) is no re-creation of ours (it lacks "
                     "the token our ledger recorded): a grow-back never stops it"
                 )
-            return _declined(copy_id, f"{ref.kind} {ref.namespace} uid {copy_id} no longer exists: not started again")
+            return _declined(copy_id, f"{ref.kind} {ref.namespace} uid {copy_id} no longer exists: not started again", ended=True)
         copy_ref = KubeJobRef(kind=ref.kind, namespace=ref.namespace, name=str(shrunk["metadata"]["name"]))
         where = f"{copy_ref.kind} {copy_ref.namespace}/{copy_ref.name}"
         if command.nodes is not None:
@@ -642,7 +642,9 @@ class EksOrchestrator:
             live = live_pods_of(pods, shrunk)
             if finished(shrunk) or suspended(shrunk) or not live:
                 state = "suspended" if suspended(shrunk) and not finished(shrunk) else job_condition(shrunk)
-                return _declined(copy_id, f"{where} is {state}, and no grow-back of this incident stopped it: not started again")
+                return _declined(
+                    copy_id, f"{where} is {state}, and no grow-back of this incident stopped it: not started again", ended=True
+                )
             excluded = set(command.exclude_nodes)
             own = sorted({str(p["spec"]["nodeName"]) for p in live if (p.get("spec") or {}).get("nodeName")} - excluded)
             needed = command.require_free_nodes or 0

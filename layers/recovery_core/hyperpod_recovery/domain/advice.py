@@ -360,6 +360,13 @@ def job_step(fate: JobFate, commands: Commands) -> str:
                 "Where it runs now: that incident's record and notification."
             )
         told = f"{label} was {made_again(fate)}{by} as {copy_label(fate)}{where} ({copy_state_text(fate)}): do not start another copy.{see}"
+        if shrunk is not None and shrunk.ended:
+            return (
+                f"{label} was {made_again(fate)} as {shrunk.copy_label or 'job ' + shrunk.copy_id}{where} on {shrunk.nodes} of its "
+                f"{fate.full_nodes} node(s); that copy then ended without the pipeline "
+                f"({fate.grow_back.removeprefix('not grown back: ')}), and nothing was started again. "
+                "If it should still be training, find out why it ended before you resubmit it."
+            )
         if shrunk is not None and not shrunk.grown_back:
             # It trains on, on fewer nodes: nothing is urgent, and growing it back is a choice, not a repair.
             told += (

@@ -124,9 +124,15 @@ def _shrinks_and_grow_backs(fates: dict[str, JobFate], state: WorkflowState, spe
                     "grow_back": _cut(f"grown back to {job.full_nodes} node(s): {job.reason}"),
                 }
             )
-        elif job.failure is not None and job.failure in UNANSWERED_ERRORS:
-            text = f"its grow-back got no answer ({job.failure}): {job.copy_label} may have been stopped and a full-size copy submitted"
+        elif job.status == "unknown":
+            # The grow-back failed or got no answer: the copy may have been stopped, a full-size one may run.
+            what = "got no answer" if job.failure in UNANSWERED_ERRORS else f"failed ({job.reason.removeprefix('its grow-back failed: ')})"
+            text = f"its grow-back {what}: {job.copy_label} may have been stopped, and a full-size copy may or may not have been submitted"
             fates[job.old_job_id] = fate.model_copy(update={"fate": "copy_unknown", "reason": _cut(text), "grow_back": _cut(text)})
+        elif job.status == "ended":
+            # It ended without the grow-back (its training done, failed, a human stopped it): never started again.
+            ended = fate.shrunk.model_copy(update={"ended": True})
+            fates[job.old_job_id] = fate.model_copy(update={"grow_back": _cut(f"not grown back: {job.reason}"), "shrunk": ended})
         elif job.status == "stays" and result is not None and result.already_submitted:
             # Another incident made the next copy: this one no longer knows where the job runs.
             taken = fate.shrunk.model_copy(update={"taken_by": result.submitted_by or "another incident"})

@@ -398,6 +398,11 @@ def _grow_back_entry(job: GrowBackJob, checked_at: datetime) -> TimelineEntry | 
         made = "re-created" if job.kind else "resubmitted"
         detail = f"{stopped}{made} as {shrunk_copy_label(result, job.kind)} on {job.full_nodes} node(s){step}{state}: {job.reason}"
         return TimelineEntry(at=job.reply.completed_at, event="grown back", detail=detail)
+    if job.status == "unknown":
+        return TimelineEntry(at=checked_at, event="grow-back failed", detail=f"{job.copy_label}: {job.reason}")
+    if job.status == "ended":
+        at = job.reply.completed_at if job.reply is not None else checked_at
+        return TimelineEntry(at=at, event="not grown back", detail=f"{job.copy_label}: {job.reason}")
     if job.status == "stays":
         at = job.reply.completed_at if job.reply is not None else checked_at
         detail = f"{job.copy_label} on {job.nodes} of {job.full_nodes} node(s): {job.reason}"

@@ -515,8 +515,10 @@ class ResubmitResult(BaseModel):
     new_job_state: str | None = Field(default=None, max_length=32, exclude_if=_is_none)
     # The node count the copy was submitted at (a shrink or a grow-back); None: the size the job ran at.
     nodes: int | None = Field(default=None, ge=1, le=MAX_JOB_NODES, exclude_if=_is_none)
-    # Why nothing was stopped or submitted (a grow-back whose nodes were taken): the old copy runs on.
+    # Why nothing was stopped or submitted (a grow-back whose nodes were taken): the old copy runs on,
+    # unless ``copy_ended``: it had ended without this grow-back (done, failed, stopped by a human).
     declined: ShortText | None = Field(default=None, exclude_if=_is_none)
+    copy_ended: StrictFlag = Field(default=False, exclude_if=_is_false)
 
 
 class NodeStatus(BaseModel):

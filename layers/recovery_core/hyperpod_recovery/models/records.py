@@ -82,6 +82,8 @@ class ShrunkCopy(BaseModel):
     grown_to: int | None = Field(default=None, ge=1, exclude_if=lambda v: v is None)  # the full-size copy's nodes
     # Another incident resubmitted the shrunk copy meanwhile (a fault on it): that incident says where it runs.
     taken_by: str | None = Field(default=None, max_length=80, exclude_if=lambda v: v is None)
+    # It ended without the grow-back (done, failed, stopped by a human): not started again.
+    ended: bool = Field(default=False, exclude_if=lambda v: not v)
 
 
 class JobFate(BaseModel):

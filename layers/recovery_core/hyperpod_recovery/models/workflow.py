@@ -379,7 +379,9 @@ class ResubmitFailure(BaseModel):
     failure: StepError
 
 
-GrowBackStatus = Literal["waiting", "growing", "grown", "stays"]
+# stays: it runs on shrunk; ended: it had ended without the grow-back (never started again); unknown:
+# the grow-back failed after it may have stopped the copy.
+GrowBackStatus = Literal["waiting", "growing", "grown", "stays", "ended", "unknown"]
 
 
 class GrowBackJob(BaseModel):
@@ -429,12 +431,14 @@ class GrowBackState(StepResult):
 
 def _fold(job: GrowBackJob, answer: CommandReply[ResubmitResult] | None, failure: StepError | None) -> GrowBackJob:
     if failure is not None:
+        # The agent may have stopped the copy before the error (a stop that did not end, sbatch refusing):
+        # never told as "runs on" without an answer saying nothing was touched.
         why = f"its grow-back failed: {failure.Error}: {failure.Cause or 'no message'}"[:300]
-        return job.model_copy(update={"status": "stays", "failure": failure.Error, "reason": why})
+        return job.model_copy(update={"status": "unknown", "failure": failure.Error, "reason": why})
     assert answer is not None
     result = answer.result
     if result.declined:
-        return job.model_copy(update={"status": "stays", "reply": answer, "reason": result.declined})
+        return job.model_copy(update={"status": "ended" if result.copy_ended else "stays", "reply": answer, "reason": result.declined})
     if result.already_submitted:
         who = result.submitted_by or "another incident"
         return job.model_copy(update={"status": "stays", "reply": answer, "reason": f"{who} resubmitted job {job.copy_id} meanwhile"})

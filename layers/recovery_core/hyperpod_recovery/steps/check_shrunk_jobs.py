@@ -34,6 +34,11 @@ def check_shrunk_jobs(
 
     if step.request.dry_run:
         return GrowBackState(at=now)  # a dry run shrank nothing
+    answer = step.previous.answer if step.previous is not None else None
+    if answer is not None and answer.result.new_job_id is None and not answer.result.already_submitted:
+        # Declined: nothing was stopped or submitted. The claim on the copy goes back now, not at the
+        # end of the loop: a fault on the copy meanwhile must find it unclaimed, and be recovered.
+        ledger.release_resubmission(step.request.cluster, answer.result.old_job_id, step.execution_name)
     state = advance(
         step.previous, replies=step.replies, plans=step.plans, resume=step.resume, newest_of=newest_of, grace_seconds=grace_seconds, now=now
     )

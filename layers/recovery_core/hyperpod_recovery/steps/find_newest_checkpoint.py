@@ -172,17 +172,19 @@ def lineage_nodes(ledger: Ledger, cluster: str, job: JobSpec) -> int | None:
     each step proven by the ledger: that incident's claim on that job, and that incident's record of
     it); None when it is no copy of ours, or nothing proves it. A mark the ledger does not confirm is
     only the owner's word, never a reason to grow a job bigger than it ran."""
-    mark, size, proven = job.copy_of, job.num_nodes, False
+    mark, child, size, proven = job.copy_of, job.job_id, job.num_nodes, False
     for _ in range(MAX_LINEAGE_STEPS):
         if mark is None:
             break
         claim = ledger.resubmission_claim(cluster, mark.job_id)
-        if claim is None or claim.incident_id != mark.incident:
+        # The claim must be that incident's, and name this very job as its copy once it is completed
+        # (while the incident runs it names none yet: then the incident's claim alone is the proof).
+        if claim is None or claim.incident_id != mark.incident or claim.new_job_id not in (None, child):
             break
         parent = next((j for j in ledger.jobs_of(mark.incident) or [] if j.job_id == mark.job_id), None)
         if parent is None:
             break
-        size, mark, proven = max(size, parent.num_nodes), parent.copy_of, True
+        size, mark, child, proven = max(size, parent.num_nodes), parent.copy_of, parent.job_id, True
     return size if proven else None
 
 

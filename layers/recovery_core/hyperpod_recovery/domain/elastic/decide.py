@@ -73,7 +73,8 @@ def decide_elastic(
     if lineage_nodes is not None and lineage_nodes > full:
         figures["grow_to"] = lineage_nodes
     reshard = reshard_of(checkpoint)
-    full_dp = reshard.data_parallel(full)
+    # The degree it grows back at: its lineage's size when it runs shrunk already, else the size it ran at.
+    full_dp = reshard.data_parallel(lineage_nodes if lineage_nodes is not None and lineage_nodes > full else full)
 
     def waits(why: str) -> ElasticDecision:
         return ElasticDecision.model_validate({"action": "wait", "nodes": full, "full_data_parallel": full_dp, "why": why, **figures})
@@ -82,7 +83,14 @@ def decide_elastic(
         return waits("opt_in_unreadable")
     if spare is not None and spare >= lost:
         return ElasticDecision.model_validate(
-            {"action": "full_size", "nodes": full, "data_parallel": full_dp, "full_data_parallel": full_dp, "why": "spare_fits", **figures}
+            {
+                "action": "full_size",
+                "nodes": full,
+                "data_parallel": reshard.data_parallel(full),
+                "full_data_parallel": full_dp,
+                "why": "spare_fits",
+                **figures,
+            }
         )
     if not reshard.reshardable:
         return waits("not_reshardable")
