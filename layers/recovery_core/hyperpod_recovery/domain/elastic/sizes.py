@@ -4,12 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hyperpod_recovery.domain.checkpoints import reshardable
 from hyperpod_recovery.models.commands import CheckpointRef
 from hyperpod_recovery.models.elastic import ElasticPolicy
-
-# Frameworks whose checkpoints load at another data-parallel width without a layout in our manifest
-# (discovery's framework names): PyTorch DCP reshards on load (docs/checkpoint-manifest.md).
-RESHARDING_FRAMEWORKS = frozenset({"pytorch-dcp"})
 
 
 @dataclass(frozen=True)
@@ -43,14 +40,12 @@ class Reshard:
 def reshard_of(checkpoint: CheckpointRef) -> Reshard:
     """What the checkpoint says about loading at another size."""
     layout = checkpoint.layout
-    if layout is not None:
-        if not layout.reshardable:
-            return Reshard(False, f"its checkpoint at step {checkpoint.step} says it does not reshard (manifest layout.reshardable false)")
-        if layout.nodes is None:
+    if reshardable(checkpoint):  # (discovery's one rule: a layout says it, else PyTorch DCP does)
+        if layout is None or layout.nodes is None:
             return Reshard(True)
         return Reshard(True, ranks_per_node=layout.world_size // layout.nodes, replica_ranks=layout.tensor * layout.pipeline)
-    if checkpoint.framework in RESHARDING_FRAMEWORKS:
-        return Reshard(True)
+    if layout is not None:
+        return Reshard(False, f"its checkpoint at step {checkpoint.step} says it does not reshard (manifest layout.reshardable false)")
     written = f"a {checkpoint.framework} checkpoint" if checkpoint.framework else "a checkpoint"
     return Reshard(
         False,
