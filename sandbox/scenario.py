@@ -159,6 +159,9 @@ class TrainingSpec(_Strict):
 
     checkpoint_every_seconds: float = Field(default=300.0, ge=10, le=86_400)
     steps_per_checkpoint: int = Field(default=100, ge=1, le=1_000_000)
+    # A resubmitted copy's start-up (scheduling, loading the checkpoint) before its first step: what
+    # the pipeline measures a restart by (domain/elastic/estimates.py restart_seconds).
+    restart_seconds: float = Field(default=0.0, ge=0, le=86_400)
 
 
 class JobSpec(_Strict):

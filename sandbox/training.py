@@ -43,7 +43,7 @@ class TrainingSimulator:
                 if copy.job_id == spec.id:
                     start, from_step = 0.0, initial
                 elif copy.started_at is not None:
-                    start = (copy.started_at - self.epoch).total_seconds()
+                    start = (copy.started_at - self.epoch).total_seconds() + spec.training.restart_seconds
                     from_step = int(copy.environment.get(RESUME_STEP_ENV, initial))
                 else:
                     continue
@@ -117,6 +117,7 @@ class KubeTrainingSimulator:
                 if obj is original:
                     start, from_step = 0.0, initial
                 else:
+                    start = (start or 0.0) + spec.training.restart_seconds
                     from_step = int(_env_of(obj).get(RESUME_STEP_ENV, initial))
                 stops = [moment] + ([end] if end is not None else [])
                 hit = self.hit_at(obj)

@@ -11,13 +11,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hyperpod_recovery.domain.elastic.decide import Estimate, decide_elastic, elastic_reason, shrink_wins
-from hyperpod_recovery.domain.elastic.estimates import MIN_MEASURED_REPLACEMENTS, expected_wait
-from hyperpod_recovery.domain.elastic.grow_back import advance, grow_back_wait_seconds
+from hyperpod_recovery.domain.elastic.estimates import MIN_MEASURED_REPLACEMENTS, expected_wait, grow_back_cost, restart_seconds
+from hyperpod_recovery.domain.elastic.grow_back import Reading, advance, grow_back_wait_seconds
 from hyperpod_recovery.domain.elastic.sizes import Reshard, largest_size, reshard_of
 from hyperpod_recovery.models.commands import CheckpointRef, CommandReply, CopyMark, JobRef, JobSpec, ResubmitResult
 from hyperpod_recovery.models.elastic import ElasticOptInUnreadable, ElasticPolicy, elastic_choice_in_comment
 from hyperpod_recovery.models.manifest import MANIFEST_SCHEMA, CheckpointLayout
-from hyperpod_recovery.models.records import RecoveryLogEntry
+from hyperpod_recovery.models.records import MeasuredRestart, RecoveryLogEntry
 from hyperpod_recovery.models.requests import RecoveryRequest, Trigger
 from hyperpod_recovery.models.workflow import (
     MAX_ELASTIC_DECISIONS,
@@ -295,13 +295,27 @@ def _reply(nodes: int | None = 15, old: str = "1001", new: str = "1002") -> dict
     return reply.model_dump(mode="json")
 
 
-def _advance(previous: GrowBackState | None, newest: CheckpointRef | str | None, *, at: int = 0, grace: int = 1800, **kw) -> GrowBackState:
+def _advance(
+    previous: GrowBackState | None,
+    newest: CheckpointRef | str | None,
+    *,
+    at: int = 0,
+    grace: int = 1800,
+    committed: int | None = None,
+    **kw,
+) -> GrowBackState:
+    """One pass; ``committed``: the newest checkpoint's manifest time, in seconds after T0."""
+    reading = (
+        Reading(newest, T0 + timedelta(seconds=committed) if committed is not None else None)
+        if isinstance(newest, CheckpointRef)
+        else newest
+    )
     return advance(
         previous,
         replies=kw.get("replies", [_reply()]),
         plans=[SHRINK_PLAN],
         resume=kw.get("resume"),
-        newest_of=lambda job: newest,
+        newest_of=lambda job: reading,
         grace_seconds=grace,
         now=T0 + timedelta(seconds=at),
     )
@@ -371,6 +385,118 @@ def test_given_any_checkpoints_seen_when_checked_over_and_over_then_bounded_and_
     assert state is not None and state.checks <= MAX_GROW_BACK_CHECKS
     if state.action == "grow":
         assert state.next is not None and state.next.checkpoint.step >= SHRINK_PLAN.checkpoint.step
+
+
+# --- the restart, measured ------------------------------------------------------------------------
+def test_given_a_copy_that_checkpointed_twice_when_it_grows_back_then_its_restart_is_measured_from_its_commit_times() -> None:
+    # Given the shrunk copy submitted at T0 from step 3000, its own checkpoints 3100 (T0+400 s) and 3200 (T0+700 s): 3 s a step
+    first = _advance(None, _ckpt(3100), committed=400, at=600)
+    # When its next checkpoint is read
+    state = _advance(first, _ckpt(3200), committed=700, at=720)
+    # Then the restart is what the 400 s to its first checkpoint held beyond its 100 steps: 100 s
+    assert state.action == "grow" and state.jobs[0].restart_seconds == 100
+
+
+def test_given_a_first_reading_still_at_the_step_it_restarted_from_when_it_grows_back_then_nothing_is_measured() -> None:
+    state = _advance(_advance(None, _ckpt(3000), committed=-50), _ckpt(3100), committed=400, at=60)
+    assert state.action == "grow" and state.jobs[0].restart_seconds is None
+
+
+def test_given_a_checkpoint_committed_before_the_copy_started_when_measured_then_it_is_not_the_copys_own() -> None:
+    # (the failed job committed 3100 after the shrink chose 3000, before it was stopped)
+    state = _advance(_advance(None, _ckpt(3100), committed=-5), _ckpt(3200), committed=700, at=60)
+    assert state.jobs[0].restart_seconds is None
+
+
+@given(
+    restart=st.integers(0, 3600),
+    per_step=st.floats(0.1, 60),
+    steps=st.integers(1, 5000),
+    more=st.integers(1, 5000),
+    late=st.integers(0, 120),
+)
+def test_given_any_steady_copy_when_its_restart_is_measured_then_it_is_the_restart_within_a_second(
+    restart: int, per_step: float, steps: int, more: int, late: int
+) -> None:
+    from_step = 1000
+    first_at = T0 + timedelta(seconds=restart + steps * per_step)
+    second_at = first_at + timedelta(seconds=more * per_step)
+    measured = restart_seconds(T0, from_step, (from_step + steps, first_at), (from_step + steps + more, second_at))
+    assert measured is not None and abs(measured - restart) <= 1
+    # and never from figures out of order
+    assert restart_seconds(T0, from_step, (from_step + steps + more, second_at), (from_step + steps, first_at)) is None
+    assert (
+        restart_seconds(first_at + timedelta(seconds=late), from_step, (from_step + steps, first_at), (from_step + steps + more, second_at))
+        is None
+    )
+
+
+def _logged(*restarts: tuple[str, int]) -> list[RecoveryLogEntry]:
+    return [
+        RecoveryLogEntry(
+            incident=f"hpr-{n}", at=T0, hostnames=["n"], outcome="recovered", restarts=[MeasuredRestart(job=job, seconds=secs)]
+        )
+        for n, (job, secs) in enumerate(restarts)
+    ]
+
+
+def test_given_the_jobs_own_measured_restarts_when_its_grow_back_cost_is_read_then_their_median_and_not_another_jobs() -> None:
+    log = _logged(("llama", 200), ("other", 9000), ("llama", 240), ("llama", 100))
+    assert grow_back_cost(log, "llama", parameter_seconds=300) == Estimate(200, "measured")
+    assert grow_back_cost(log, "mistral", parameter_seconds=300) == Estimate(300, "parameter")
+
+
+def test_given_more_restarts_than_are_used_when_read_then_only_the_newest_count() -> None:
+    log = _logged(*[("llama", 5000)] * 3, *[("llama", 60)] * 5)
+    assert grow_back_cost(log, "llama", parameter_seconds=300).seconds == 60
+
+
+def test_given_a_measured_restart_in_the_log_when_an_elastic_job_is_planned_then_the_decision_counts_the_jobs_own_figure() -> None:
+    ledger = FakeLedger()
+    ledger.log_recovery("llm-train", _logged(("llama", 120))[0], 86400)
+    step = FindNewestCheckpointInput(execution_name="hpr-x", jobs=[_elastic_job(spare=0)], resume_now_allowed=True)
+    plan = find_newest_checkpoint(step, reader=_store(), ledger=ledger, elastic=SETTINGS, now=T0)
+    (decision,) = [p.elastic for p in plan.resume_now if p.elastic]
+    assert (decision.grow_back_seconds, decision.grow_back_source) == (120, "measured")
+    assert elastic_reason(decision, DCP).endswith("growing back costs ~2 min")
+
+
+# --- the nodes, given back before the wait ---------------------------------------------------------
+def _grow_back_step(ledger: FakeLedger, resume: dict | None = None) -> CheckShrunkJobsInput:
+    ledger.save_jobs("hpr-x", [_elastic_job()], T0)
+    trigger = Trigger(source="hyperpod_node_health", node_ids=[NODE], reason="fault", detected_at=T0)
+    request = RecoveryRequest(cluster="llm-train", node_ids=[NODE], detected_at=T0, incident_id="hpr-x", received_at=T0, triggers=[trigger])
+    return CheckShrunkJobsInput(
+        execution_name="hpr-x", request=request, replies=[_reply()], plans=[SHRINK_PLAN], resume=resume, previous={"checks": 0}
+    )
+
+
+def _holding(ledger: FakeLedger) -> None:
+    ledger.acquire_locks("hpr-x", "llm-train", [NODE], T0, timedelta(hours=6))
+    assert ledger.reserve_capacity("llm-train", "hpr-x", [NODE], 10, T0, timedelta(hours=6))
+    ledger.claim_resubmission("llm-train", "1002", "hpr-x", T0, timedelta(hours=6))
+
+
+def test_given_a_shrunk_job_waiting_to_grow_back_when_first_checked_then_its_nodes_are_given_back_and_its_claims_kept() -> None:
+    ledger = FakeLedger()
+    _holding(ledger)
+    state = check_shrunk_jobs(_grow_back_step(ledger), reader=_store(steps=(3000, 3100)), ledger=ledger, grace_seconds=1800, now=T0)
+    # Then a new fault on the node finds it free, the cap counts nothing, and the copy is still claimed
+    assert state.action == "wait" and state.nodes_released_at == T0
+    assert ledger.acquire_locks("hpr-y", "llm-train", [NODE], T0, timedelta(hours=6)).acquired == [NODE]
+    assert ledger.nodes_in_recovery("llm-train", T0) == set()
+    held = ledger.holdings("hpr-x")
+    assert held is not None and held.claims == {"1002"} and not held.locks and not held.reserved
+
+
+def test_given_a_replacement_that_failed_the_gate_when_first_checked_then_the_nodes_stay_held_for_the_escalation() -> None:
+    ledger = FakeLedger()
+    _holding(ledger)
+    resume = {"requested_at": T0.isoformat(), "completed_at": T0.isoformat(), "result": {"unhealthy": [{"node": NODE}]}}
+    state = check_shrunk_jobs(_grow_back_step(ledger, resume), reader=_store(steps=(3000, 3100)), ledger=ledger, grace_seconds=1800, now=T0)
+    assert state.action == "done" and state.nodes_released_at is None
+    held = ledger.holdings("hpr-x")
+    assert held is not None and held.locks == {NODE} and held.reserved == {NODE}
 
 
 def test_given_a_waiting_job_when_the_step_reads_its_prefix_then_it_uses_the_incidents_record_of_the_job() -> None:

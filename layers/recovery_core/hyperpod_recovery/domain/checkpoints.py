@@ -30,6 +30,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from pydantic import ValidationError
 
@@ -79,6 +80,7 @@ class Verdict:
     reason: str = ""  # why not, or how it was verified
     job: str | None = None  # the job that wrote the manifest, when one was read
     layout: CheckpointLayout | None = None  # a verified v1.1 manifest's
+    created_at: datetime | None = None  # a verified manifest's commit time (a marker has none)
 
 
 @dataclass
@@ -86,6 +88,9 @@ class Discovery:
     checkpoint: CheckpointRef | None
     rejected: list[str] = field(default_factory=list)  # "step 3000: shard rank3.distcp is missing"
     found_by: str = "nothing found"  # "pointer", "pointer, then search", "search", "megatron tracker", "full listing"
+    # The chosen checkpoint's commit time, as its manifest says (None: verified by a marker). What a
+    # shrunk copy's restart is measured by (domain/elastic/estimates.py); never a ground for choosing.
+    committed_at: datetime | None = None
 
 
 def split_s3_uri(uri: str) -> tuple[str, str]:
@@ -156,7 +161,9 @@ def verified_by_manifest(manifest: CheckpointManifest, job: str | None, *, check
     compared = "" if job is not None else " (not compared with a job name: none given)"
     layout = f"; {manifest.layout.summary()}" if manifest.layout is not None else ""
     reason = f"manifest {manifest.version}, {len(manifest.shards)} shards{checked}, written by job {manifest.job!r}{compared}{layout}"
-    return Verdict(True, framework=manifest.framework, reason=reason, job=manifest.job, layout=manifest.layout)
+    return Verdict(
+        True, framework=manifest.framework, reason=reason, job=manifest.job, layout=manifest.layout, created_at=manifest.created_at
+    )
 
 
 def reshardable(checkpoint: CheckpointRef) -> bool:
@@ -516,6 +523,7 @@ class _Discoverer:
                     uri=f"s3://{self.bucket}/{folder}", step=step, framework=verdict.framework, layout=verdict.layout
                 )
                 self.discovery.found_by = "full listing"
+                self.discovery.committed_at = verdict.created_at
                 return True
             self.discovery.rejected.append(f"{name} (step {step}): {verdict.reason}")
         return False
@@ -525,6 +533,7 @@ class _Discoverer:
         uri = f"s3://{self.bucket}/{self.base}{layout.folder(step)}"
         self.discovery.checkpoint = CheckpointRef(uri=uri, step=step, framework=framework, layout=verdict.layout)
         self.discovery.found_by = found_by
+        self.discovery.committed_at = verdict.created_at
         return True
 
     def _reject(self, layout: PaddedLayout, step: int, reason: str) -> None:

@@ -64,7 +64,17 @@ def resubmission(plan: ResumePlan, reply: CommandReply[ResubmitResult]) -> Resub
         checkpoint_step=plan.checkpoint.step,
         checkpoint_uri=plan.checkpoint.uri,
         new_job_name=reply.result.new_job_name,
+        **sizes_of(plan, reply),
     )
+
+
+def sizes_of(plan: ResumePlan, reply: CommandReply[ResubmitResult]) -> dict[str, int]:
+    """An elastic job's copy: the size the orchestrator says it submitted, and the size the job ran
+    at (grows back to); nothing for a copy submitted at the size it ran at."""
+    decision, nodes = plan.elastic, reply.result.nodes
+    if decision is None or nodes is None:
+        return {}
+    return {"nodes": nodes, "full_nodes": decision.full_nodes}
 
 
 def orchestrator_seconds(replies: Iterable[CommandReply[Any] | None]) -> float:

@@ -8,7 +8,7 @@ from datetime import datetime
 
 from hyperpod_recovery import errors
 from hyperpod_recovery.domain.causes import CAUSE_LIMIT, error_message
-from hyperpod_recovery.domain.elastic.decide import elastic_reason
+from hyperpod_recovery.domain.elastic.decide import elastic_reason, minutes
 from hyperpod_recovery.domain.elastic.grow_back import shrunk_copy_label
 from hyperpod_recovery.domain.fates import jobs_sentence, kube_copy_text, node_incident_job_fates, node_incident_node_fates
 from hyperpod_recovery.domain.health_gate import CHECK_DID_NOT_RUN, NOT_ASKED
@@ -267,6 +267,14 @@ def build_timeline(state: WorkflowState, recorded_at: datetime) -> list[Timeline
     for reply in state.replies:
         detail = _resubmit_text(reply, named, _job_kinds(state))
         entries.append(TimelineEntry(at=reply.completed_at, event=_resubmit_event(reply), detail=detail))
+    released = state.grow_back.nodes_released_at if state.grow_back is not None else None
+    if released is not None and state.lock is not None and state.lock.locked:
+        copies = ", ".join(j.copy_label for j in state.grow_backs) or "the shrunk jobs"
+        detail = (
+            f"{', '.join(state.lock.locked)}: back and healthy; their locks and places under the cluster cap given back "
+            f"while waiting to grow back {copies} (a new fault on them starts an incident of its own)"
+        )
+        entries.append(TimelineEntry(at=released, event="nodes released", detail=detail))
     for job in state.grow_backs:
         entry = _grow_back_entry(job, state.grow_back.at if state.grow_back is not None else recorded_at)
         if entry is not None:
@@ -388,6 +396,10 @@ def _step_in_flight(state: WorkflowState) -> PhaseName | None:
     return None
 
 
+def _nodes_released(state: WorkflowState) -> bool:
+    return state.grow_back is not None and state.grow_back.nodes_released_at is not None
+
+
 def _grow_back_entry(job: GrowBackJob, checked_at: datetime) -> TimelineEntry | None:
     """A shrunk job's grow-back, as it ended: grown back (the full-size copy), or why it stays shrunk."""
     if job.status == "grown" and job.reply is not None:
@@ -397,6 +409,9 @@ def _grow_back_entry(job: GrowBackJob, checked_at: datetime) -> TimelineEntry | 
         state = f" ({result.new_job_state})" if result.new_job_state else ""
         made = "re-created" if job.kind else "resubmitted"
         detail = f"{stopped}{made} as {shrunk_copy_label(result, job.kind)} on {job.full_nodes} node(s){step}{state}: {job.reason}"
+        if job.restart_seconds is not None:
+            took = minutes(job.restart_seconds)
+            detail += f"; {job.copy_label}'s restart took {took} by its checkpoints' times (its next shrink-or-wait counts it)"
         return TimelineEntry(at=job.reply.completed_at, event="grown back", detail=detail)
     if job.status == "unknown":
         return TimelineEntry(at=checked_at, event="grow-back failed", detail=f"{job.copy_label}: {job.reason}")
@@ -586,7 +601,8 @@ def incident_facts(state: WorkflowState, outcome: Outcome = "recovered", cause: 
             *state.replies,
             *state.grow_back_replies,
         ],
-        locked_nodes=list(lock.locked) if lock is not None and not lock.dry_run else [],
+        # (nodes given back before a grow-back are no longer held, whatever the outcome)
+        locked_nodes=list(lock.locked) if lock is not None and not lock.dry_run and not _nodes_released(state) else [],
         job_fates=node_incident_job_fates(state, outcome, cause),
         node_fates=node_incident_node_fates(state),
         jobs_omitted=state.checkpoints.jobs_omitted if state.checkpoints else 0,

@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from hyperpod_recovery import errors
 from hyperpod_recovery.domain.causes import CAUSE_LIMIT, error_message
-from hyperpod_recovery.domain.fates import copy_made_text, fate_of_job, fate_text, job_label, on_kubernetes, with_claims
+from hyperpod_recovery.domain.fates import copy_label, copy_made_text, fate_of_job, fate_text, job_label, on_kubernetes, with_claims
 from hyperpod_recovery.domain.node_incident import trigger_text
 from hyperpod_recovery.domain.phases import phases_from_states
 from hyperpod_recovery.models.commands import JobSpec
@@ -31,6 +31,7 @@ from hyperpod_recovery.models.records import (
     Phase,
     Resubmission,
     ResubmissionClaim,
+    ShrunkCopy,
     TimelineEntry,
 )
 from hyperpod_recovery.models.requests import JobRecoveryRequest, RecoveryRequest
@@ -303,4 +304,46 @@ def _job_fates(end: EndedExecution, held: Holdings | None, kept_claims: Collecti
         fates.setdefault(job, named(job).model_copy(update={"reason": ended}))
     if isinstance(end.request, JobRecoveryRequest):
         fates.setdefault(end.request.job_id, named(end.request.job_id).model_copy(update={"reason": ended}))
+    _shrunk_copies(fates, end, kept_claims)
     return list(fates.values())
+
+
+def _shrunk_copies(fates: dict[str, JobFate], end: EndedExecution, kept_claims: Collection[str]) -> None:
+    """Shrink-and-continue, from the history alone: a copy submitted on fewer nodes than its job ran
+    at is said so, with what became of growing it back (grown back: the full-size copy is the job's
+    copy; asked and unanswered: unknown; else the incident ended first). Never told as running: the
+    record knows only what the orchestrator answered before the end."""
+    rows = [r for r, _ in end.resubmissions]
+    grown = {r.job: (r, at) for r, at in end.resubmissions if r.nodes is not None and r.full_nodes is not None and r.nodes >= r.full_nodes}
+    for row in rows:
+        fate = fates.get(row.job)
+        if row.nodes is None or row.full_nodes is None or row.nodes >= row.full_nodes or not row.new_job_id or fate is None:
+            continue
+        label = copy_label(fate)
+        shrunk = ShrunkCopy(copy_id=row.new_job_id, copy_label=label, nodes=row.nodes, from_step=row.checkpoint_step)
+        on = f"{label} was submitted on {row.nodes} of {row.full_nodes} node(s)"
+        update: dict[str, object] = {"full_nodes": row.full_nodes, "shrunk": shrunk}
+        after = grown.get(row.new_job_id)
+        if after is not None and after[0].new_job_id:
+            grow, at = after
+            fates.pop(grow.job, None)  # the copy's own row: told as this job's grow-back
+            namespace, _, name = (grow.new_job_name or "").partition("/")
+            update |= {
+                "copy_id": grow.new_job_id,
+                "copy_seen_at": at,
+                "checkpoint_step": grow.checkpoint_step,
+                "checkpoint_uri": grow.checkpoint_uri,
+                "shrunk": shrunk.model_copy(update={"grown_back": True, "grown_to": grow.nodes}),
+                "grow_back": f"grown back to {grow.nodes} node(s)",
+                **({"copy_name": name, "namespace": namespace} if grow.new_job_name else {}),
+            }
+        elif row.new_job_id in kept_claims:
+            text = (
+                f"its grow-back was asked for and the answer was lost with the execution: {label} may have been stopped, "
+                "and a full-size copy may or may not have been submitted"
+            )
+            update |= {"fate": "copy_unknown", "reason": text[:300], "grow_back": text[:300]}
+            fates.pop(row.new_job_id, None)
+        else:
+            update["grow_back"] = f"not grown back: the incident ended first; {on}"[:300]
+        fates[row.job] = fate.model_copy(update=update)

@@ -8,7 +8,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
 
-from hyperpod_recovery.models.common import MAX_NODES_PER_REQUEST, LongText, ShortText, Timestamp
+from hyperpod_recovery.models.common import MAX_NODES_PER_REQUEST, JobNameText, LongText, ShortText, Timestamp
+from hyperpod_recovery.models.workflow import MAX_SHRUNK_JOBS_PER_INCIDENT
 from hyperpod_recovery.vocabulary import PHASES, Outcome, PhaseName
 
 
@@ -41,6 +42,10 @@ class Resubmission(BaseModel):
     checkpoint_step: int
     checkpoint_uri: str
     new_job_name: str | None = Field(default=None, exclude_if=lambda v: v is None)  # EKS: <namespace>/<name> of the new object
+    # An elastic job's: the size the copy was submitted at and the size the job ran at (a shrink when
+    # smaller; a grow-back of a shrunk copy when equal). None: submitted at the size it ran at.
+    nodes: int | None = Field(default=None, ge=1, exclude_if=lambda v: v is None)
+    full_nodes: int | None = Field(default=None, ge=1, exclude_if=lambda v: v is None)
 
 
 # What became of a job the incident was about. resubmitted: this incident (or the node recovery it
@@ -257,6 +262,14 @@ class ResubmissionClaim(BaseModel):
     new_job_id: str | None = None
 
 
+class MeasuredRestart(BaseModel):
+    """One restart of a job, measured from its own checkpoints' commit times."""
+
+    model_config = ConfigDict(extra="forbid")
+    job: JobNameText
+    seconds: int = Field(ge=0)
+
+
 class RecoveryLogEntry(BaseModel):
     """One recovery that acted on nodes, in the cluster's log (breaker and repeat-offender windows)."""
 
@@ -269,6 +282,9 @@ class RecoveryLogEntry(BaseModel):
     # group (one instance type), for shrink-or-wait (domain/elastic/estimates.py). None: not a replacement.
     replaced_seconds: int | None = Field(default=None, ge=0, exclude_if=lambda v: v is None)
     instance_groups: list[Annotated[str, Field(max_length=63)]] = Field(default_factory=list, max_length=20, exclude_if=lambda v: not v)
+    # Measured: what restarting each shrunk job cost (its copy's start to training again), by job name,
+    # for the grow-back cost of that job's next shrink-or-wait.
+    restarts: list[MeasuredRestart] = Field(default_factory=list, max_length=MAX_SHRUNK_JOBS_PER_INCIDENT, exclude_if=lambda v: not v)
 
 
 BREAKER_HISTORY = 50  # changes kept in the breaker's history, newest last

@@ -1,18 +1,26 @@
 """Check Shrunk Jobs (NodeRecovery, after the replacement passed the health gate): for each job
 resubmitted shrunk, whether it grows back now (one at a time), waits for its shrunk copy's next
-checkpoint, or stays shrunk, and why (domain/elastic/grow_back.py)."""
+checkpoint, or stays shrunk, and why (domain/elastic/grow_back.py).
+
+Before the first wait it gives back the incident's node locks and cap places: the grow-back acts on
+jobs only (under their resubmission claims), and a replacement that fails again meanwhile must start
+an incident of its own rather than be dropped as held by this one."""
 
 from __future__ import annotations
 
 from datetime import datetime
 
 from hyperpod_recovery.domain.checkpoints import find_newest_verified
-from hyperpod_recovery.domain.elastic.grow_back import advance
+from hyperpod_recovery.domain.elastic.grow_back import Reading, advance
 from hyperpod_recovery.errors import CheckpointUnreadable
-from hyperpod_recovery.models.commands import CheckpointRef, JobSpec
+from hyperpod_recovery.models.commands import JobSpec
 from hyperpod_recovery.models.workflow import CheckShrunkJobsInput, GrowBackJob, GrowBackState
 from hyperpod_recovery.observability import logger
 from hyperpod_recovery.ports import CheckpointReader, Ledger
+from hyperpod_recovery.steps.settle import release_nodes
+
+# What each pass logs of a job: enough to follow its grow-back and how its restart was measured.
+LOGGED_JOB_FIELDS = {"copy_id", "status", "reason", "baseline_step", "baseline_at", "restart_seconds"}
 
 
 def check_shrunk_jobs(
@@ -20,7 +28,7 @@ def check_shrunk_jobs(
 ) -> GrowBackState:
     specs: dict[str, JobSpec] | None = None
 
-    def newest_of(job: GrowBackJob) -> CheckpointRef | str | None:
+    def newest_of(job: GrowBackJob) -> Reading | str | None:
         nonlocal specs
         if specs is None:  # (read once per pass, only when some job waits)
             specs = {j.job_id: j for j in ledger.jobs_of(step.execution_name) or []}
@@ -28,9 +36,10 @@ def check_shrunk_jobs(
         if spec is None or not spec.checkpoint_uri:
             return f"the incident's record of job {job.old_job_id} (its checkpoint location) is gone"
         try:
-            return find_newest_verified(reader, spec.checkpoint_uri, job=spec.name or None).checkpoint
+            found = find_newest_verified(reader, spec.checkpoint_uri, job=spec.name or None)
         except (CheckpointUnreadable, ValueError) as exc:
             return f"cannot read {spec.checkpoint_uri}: {exc}"
+        return Reading(found.checkpoint, found.committed_at) if found.checkpoint is not None else None
 
     if step.request.dry_run:
         return GrowBackState(at=now)  # a dry run shrank nothing
@@ -42,8 +51,17 @@ def check_shrunk_jobs(
     state = advance(
         step.previous, replies=step.replies, plans=step.plans, resume=step.resume, newest_of=newest_of, grace_seconds=grace_seconds, now=now
     )
+    if step.previous is None and state.action != "done":
+        release_nodes(ledger, step.execution_name, now)  # (idempotent: a retried first pass finds them given back)
+        state = state.model_copy(update={"nodes_released_at": now})
+    elif step.previous is not None:
+        state = state.model_copy(update={"nodes_released_at": step.previous.nodes_released_at})
     logger.info(
         "grow-backs checked",
-        extra={"action": state.action, "jobs": [{"job_id": j.copy_id, "status": j.status, "reason": j.reason} for j in state.jobs]},
+        extra={
+            "action": state.action,
+            "nodes_released_at": state.nodes_released_at,
+            "jobs": [j.model_dump(mode="json", include=LOGGED_JOB_FIELDS) for j in state.jobs],
+        },
     )
     return state

@@ -11,6 +11,7 @@ from hyperpod_recovery.domain.elastic.estimates import MEASURED_WINDOW_DAYS, exp
 from hyperpod_recovery.domain.execution_names import hung_job_of, is_hang_incident
 from hyperpod_recovery.errors import CheckpointUnreadable
 from hyperpod_recovery.models.commands import JobRef, JobSpec, ResumePolicy, left_alone_reason
+from hyperpod_recovery.models.records import RecoveryLogEntry
 from hyperpod_recovery.models.workflow import (
     MAX_ELASTIC_DECISIONS,
     MAX_SHRUNK_JOBS_PER_INCIDENT,
@@ -122,7 +123,9 @@ def find_newest_checkpoint(
             logger.warning("elastic job treated as rigid", extra={"job_id": job.job_id, "decided": decided, "limit": MAX_ELASTIC_DECISIONS})
         elif estimates is not None and not hung:
             # Shrink-and-continue: only where the workflow resubmits before the replacement is back.
-            wait, grow_back = estimates
+            wait, log = estimates
+            assert elastic is not None
+            grow_back = grow_back_cost(log, job.name, parameter_seconds=elastic.grow_back_seconds)
             lost = job.lost_nodes if job.lost_nodes is not None else step.lost_nodes
             lineage = lineage_nodes(ledger, elastic.cluster, job) if ledger is not None and elastic is not None else None
             decision = decide_elastic(
@@ -190,11 +193,12 @@ def lineage_nodes(ledger: Ledger, cluster: str, job: JobSpec) -> int | None:
 
 def _estimates(
     step: FindNewestCheckpointInput, ledger: Ledger | None, elastic: ElasticSettings | None, now: datetime
-) -> tuple[Estimate, Estimate] | None:
-    """The expected wait and the grow-back cost, read only when an elastic job needs them (one Query of
-    the recovery log); None where no job can shrink (no opt-in, or a workflow that cannot resubmit early)."""
+) -> tuple[Estimate, list[RecoveryLogEntry]] | None:
+    """The expected wait, and the recovery log each job's grow-back cost is read from (its measured
+    restarts), read only when an elastic job needs them (one Query of the recovery log); None where
+    no job can shrink (no opt-in, or a workflow that cannot resubmit early)."""
     if elastic is None or not step.resume_now_allowed or not any(j.elastic or j.elastic_problem for j in step.jobs):
         return None
     log = ledger.recovery_log(elastic.cluster, since=now - timedelta(days=MEASURED_WINDOW_DAYS)) if ledger is not None else []
     wait = expected_wait(log, step.instance_groups, parameter_seconds=elastic.expected_replacement_seconds)
-    return wait, grow_back_cost(elastic.grow_back_seconds)
+    return wait, log

@@ -26,7 +26,7 @@ from hyperpod_recovery.domain.node_incident import NODE_INCIDENT
 from hyperpod_recovery.domain.notification import notification
 from hyperpod_recovery.domain.severity import severity_of
 from hyperpod_recovery.models.job_recovery import RecordJobOutcomeInput, RestartEntry
-from hyperpod_recovery.models.records import IncidentRecord, RecoveryLogEntry
+from hyperpod_recovery.models.records import IncidentRecord, MeasuredRestart, RecoveryLogEntry
 from hyperpod_recovery.models.workflow import OutcomeResult, RecordOutcomeInput
 from hyperpod_recovery.ports import Ledger, Notifier
 from hyperpod_recovery.steps.settle import settle_holdings
@@ -125,6 +125,7 @@ def count_node_repairs(
             outcome=record.outcome,
             replaced_seconds=replaced_seconds(step, record),
             instance_groups=sorted({t.instance_group for t in assessment.targets})[:20],
+            restarts=[MeasuredRestart(job=j.name, seconds=s) for j in step.state.grow_backs if (s := j.restart_seconds) is not None],
         ),
         log_seconds,
     )

@@ -4,6 +4,7 @@ cluster, per instance group, from the ledger's recovery log) and the cost of gro
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from datetime import datetime
 from statistics import median
 
 from hyperpod_recovery.domain.elastic.decide import Estimate
@@ -25,7 +26,33 @@ def expected_wait(log: Sequence[RecoveryLogEntry], groups: Collection[str], *, p
     return Estimate(int(median(measured)), "measured")
 
 
-def grow_back_cost(parameter_seconds: int) -> Estimate:
-    """One restart of the job at full size. ASSUMPTION until restarts are measured per job (the
-    progress reports' first step after a resubmission would tell it): the stack's ElasticGrowBackSeconds."""
-    return Estimate(parameter_seconds, "parameter")
+# The restarts of a job its grow-back cost is the median of: the newest ones, so a job whose start-up
+# got faster (a smaller checkpoint, a warm cache) is judged by what it does now.
+MEASURED_RESTARTS_USED = 5
+
+
+def grow_back_cost(log: Sequence[RecoveryLogEntry], job: str, *, parameter_seconds: int) -> Estimate:
+    """One restart of ``job``: the median of its newest measured restarts (a shrunk copy's start to
+    training again, recorded by the incidents that shrank it; one is enough, the job's own figure
+    beats the stack's guess), else ``parameter_seconds`` (ElasticGrowBackSeconds).
+
+    ASSUMPTION: a restart at full size costs what the restart at the smaller size did (start-up and
+    the checkpoint's load, not the step rate, dominate it). The job is matched by name: a lead for an
+    estimate, never the ground of a destructive decision (either answer only shrinks or waits)."""
+    measured = [r.seconds for e in log for r in e.restarts if r.job == job]
+    if not measured:
+        return Estimate(parameter_seconds, "parameter")
+    return Estimate(int(median(measured[-MEASURED_RESTARTS_USED:])), "measured")
+
+
+def restart_seconds(restarted_at: datetime, from_step: int, first: tuple[int, datetime], second: tuple[int, datetime]) -> int | None:
+    """What a restart cost, from two checkpoints the restarted copy wrote itself: the time from its
+    submission to the first, less what the steps between ``from_step`` and the first took at the rate
+    the copy ran between the two. None when the figures cannot say (out of order, or clocks that
+    disagree by more than the restart itself)."""
+    (step_one, at_one), (step_two, at_two) = first, second
+    if not (from_step < step_one < step_two) or at_two <= at_one or at_one <= restarted_at:
+        return None
+    per_step = (at_two - at_one).total_seconds() / (step_two - step_one)
+    cost = (at_one - restarted_at).total_seconds() - (step_one - from_step) * per_step
+    return max(0, round(cost)) if cost > -1 else None  # (within a second of none: rounding, not a clock)

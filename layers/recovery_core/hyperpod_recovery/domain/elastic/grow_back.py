@@ -8,9 +8,11 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from datetime import datetime
+from typing import NamedTuple
 
 from pydantic import ValidationError
 
+from hyperpod_recovery.domain.elastic.estimates import restart_seconds
 from hyperpod_recovery.models.commands import CheckpointRef, CommandReply, JobRef, ResubmitResult, ResumeResult
 from hyperpod_recovery.models.workflow import (
     MAX_GROW_BACK_CHECKS,
@@ -25,8 +27,16 @@ from hyperpod_recovery.models.workflow import (
 # prefix each); longer when the grace needs it for the checks to last (MAX_GROW_BACK_CHECKS).
 GROW_BACK_POLL_SECONDS = 60
 
+
+class Reading(NamedTuple):
+    """A shrunk copy's newest verified checkpoint, with its commit time when its manifest says it."""
+
+    checkpoint: CheckpointRef
+    committed_at: datetime | None = None
+
+
 # The newest verified checkpoint under a job's prefix now, or why it cannot be read.
-NewestOf = Callable[[GrowBackJob], CheckpointRef | str | None]
+NewestOf = Callable[[GrowBackJob], Reading | str | None]
 
 
 def grow_back_wait_seconds(grace_seconds: int) -> int:
@@ -60,6 +70,8 @@ def shrunk_jobs(replies: list[dict[str, object]], plans: list[ResumePlan]) -> li
                     full_nodes=plan.elastic.grow_to or plan.elastic.full_nodes,
                     from_step=plan.checkpoint.step,
                     shrink=plan.elastic,
+                    # (asked for: the copy starts before the answer comes back, and a grow-back pays this wait too)
+                    restarted_at=reply.requested_at,
                 )
             )
     return found
@@ -101,25 +113,38 @@ def gate_failures(resume: dict[str, object] | None) -> list[str]:
         return []
 
 
-def check_one(job: GrowBackJob, newest: CheckpointRef | str | None, *, grace_seconds: int, now: datetime) -> GrowBackJob:
+def check_one(job: GrowBackJob, reading: Reading | str | None, *, grace_seconds: int, now: datetime) -> GrowBackJob:
     """A waiting job, read again: ready to grow (``growing`` with its plan), still waiting, or staying shrunk."""
     assert job.status == "waiting"
-    if isinstance(newest, str):
-        return job.model_copy(update={"status": "stays", "reason": newest[:300]})
+    if isinstance(reading, str):
+        return job.model_copy(update={"status": "stays", "reason": reading[:300]})
+    newest, committed_at = (reading.checkpoint, reading.committed_at) if reading is not None else (None, None)
     if newest is None or newest.step < job.from_step:
         found = "no verified checkpoint" if newest is None else f"step {newest.step} as its newest verified checkpoint"
         reason = f"its checkpoints show {found}, before step {job.from_step} it runs from: never grown back from an older step"
         return job.model_copy(update={"status": "stays", "reason": reason})
     first_at = job.first_at or now
-    baseline = job.baseline_step if job.baseline_step is not None else newest.step
-    kept = {"first_at": first_at, "baseline_step": baseline}
+    kept: dict[str, object] = {"first_at": first_at, "baseline_step": job.baseline_step}
+    if job.baseline_step is None:
+        # The first reading: a checkpoint the copy wrote itself dates its restart's first step.
+        kept |= {"baseline_step": newest.step, "baseline_at": committed_at if newest.step > job.from_step else None}
+    baseline = kept["baseline_step"]
+    assert isinstance(baseline, int)
     if newest.step > baseline:
         reason = f"its replacement is back and {job.copy_label} checkpointed step {newest.step} since"
-        return job.model_copy(update={**kept, "status": "growing", "checkpoint": newest, "reason": reason})
+        measured = _restart_of(job.model_copy(update=kept), newest.step, committed_at)
+        return job.model_copy(update={**kept, "status": "growing", "checkpoint": newest, "reason": reason, "restart_seconds": measured})
     if (now - first_at).total_seconds() >= grace_seconds:
         reason = f"no new checkpoint of {job.copy_label} within {grace_seconds} s of its replacement's return: from its newest"
         return job.model_copy(update={**kept, "status": "growing", "checkpoint": newest, "reason": reason})
     return job.model_copy(update=kept)
+
+
+def _restart_of(job: GrowBackJob, step: int, committed_at: datetime | None) -> int | None:
+    """The shrunk copy's restart, from its baseline checkpoint and this newer one (both its own)."""
+    if job.restarted_at is None or job.baseline_at is None or job.baseline_step is None or committed_at is None:
+        return None
+    return restart_seconds(job.restarted_at, job.from_step, (job.baseline_step, job.baseline_at), (step, committed_at))
 
 
 def advance(
