@@ -245,9 +245,14 @@ def _warnings(inputs: PlannerInputs, job: int, tau: float, delta: float, recover
             f"a job of {job * inputs.gpus_per_node} GPUs: below {SMALL_JOB_GPUS} the per-node model is optimistic "
             "(Meta measured 7.9 h MTTF at 1,024 GPUs where it predicts 28.8 h)"
         )
-    defaults = [phase for phase, fig in inputs.phases_seconds.items() if fig.provenance == "default"]
-    if defaults:
-        warnings.append(f"not measured, assumed: {', '.join(defaults)} (give them, or read a stack's ledger)")
+    assumed: list[str] = [phase for phase, fig in inputs.phases_seconds.items() if fig.provenance == "default"]
+    assumed += [
+        name
+        for name, fig in (("checkpoint interval", inputs.checkpoint_interval_seconds), ("checkpoint cost", inputs.checkpoint_cost_seconds))
+        if fig.provenance == "default"
+    ]
+    if assumed:
+        warnings.append(f"neither measured nor given, assumed: {', '.join(assumed)} (see their sources)")
     if inputs.failure_rate.provenance == "default":
         warnings.append(f"failure rate assumed: {inputs.failure_rate.source or inputs.failure_rate.described()}")
     if math.isclose(delta, 0.0):
