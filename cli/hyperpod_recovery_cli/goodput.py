@@ -235,6 +235,8 @@ def print_plan(plan: GoodputPlan, out: TextIO) -> None:
         f"{spares.p99_in_repair} at P99{kept}"
     )
     say(f"              repair window {minutes(spares.repair_seconds)} [{_said(spares.repair_provenance, spares.repair_source)}]")
+    gain = 100 * (spares.ettr_with_spare - ettr.ettr)
+    say(f"              with a spare for every failure: ETTR {pct(spares.ettr_with_spare)} ({gain:+.2f} pts)")
     say()
     rows = [["JOB NODES", "MTTF", "ETTR", "SHRINK OR WAIT"]]
     for job in plan.job_sizes:

@@ -47,9 +47,9 @@ def _ticks(low: float, high: float, count: int = 5) -> list[float]:
 
 
 def chart(curve: Curve) -> str:
-    """A line of ETTR (%) against the curve's x, its marked point a red dot with its value."""
+    """A line of ETTR (%) against the curve's x, its marked point a red dot with its value, its best (if any) a green one."""
     xs = [p.x for p in curve.points]
-    ys = [*(100 * p.ettr for p in curve.points), 100 * curve.marked_ettr]
+    ys = [*(100 * p.ettr for p in curve.points), 100 * curve.marked_ettr, *([100 * curve.best_ettr] if curve.best_ettr is not None else [])]
     x_low, x_high = min(*xs, curve.marked_x), max(*xs, curve.marked_x)
     y_low, y_high = min(ys), max(ys)
     if y_high - y_low < 0.5:  # a flat curve: keep a readable scale around it
@@ -74,6 +74,10 @@ def chart(curve: Curve) -> str:
         parts.append(f'<text x="{px(x):.1f}" y="{TOP + plot_h + 16}" text-anchor="middle">{x:.0f}</text>')
     path = " ".join(f"{'M' if i == 0 else 'L'}{px(p.x):.1f},{py(100 * p.ettr):.1f}" for i, p in enumerate(curve.points))
     parts.append(f'<path d="{path}" fill="none" stroke="#1f77b4" stroke-width="2"/>')
+    if curve.best_x is not None and curve.best_ettr is not None:
+        bx, by = px(curve.best_x), py(100 * curve.best_ettr)
+        parts.append(f'<circle class="best" data-x="{curve.best_x:.4f}" cx="{bx:.1f}" cy="{by:.1f}" r="5" fill="#2ca02c"/>')
+        parts.append(f'<text x="{bx:.1f}" y="{by + 18:.1f}" text-anchor="middle">best: {curve.best_x:.1f}</text>')
     mx, my = px(curve.marked_x), py(100 * curve.marked_ettr)
     parts.append(
         f'<circle class="measured" data-x="{curve.marked_x:.4f}" data-ettr="{curve.marked_ettr:.6f}" cx="{mx:.1f}" cy="{my:.1f}" r="5" '
@@ -140,7 +144,8 @@ def render_plan(plan: GoodputPlan) -> str:
         + "<h2>Spares</h2>"
         + f"<p>keep <b>{spares.p99_spares}</b> (99 % of failures find one): {spares.expected_in_repair:.2f} nodes in repair on average, "
         f"{spares.p99_in_repair} at P99{escape(kept)}; repair window {_minutes(spares.repair_seconds)} "
-        f"({escape(spares.repair_provenance)}: {escape(spares.repair_source)})</p>"
+        f"({escape(spares.repair_provenance)}: {escape(spares.repair_source)}); with a spare for every failure, "
+        f"ETTR {_pct(spares.ettr_with_spare)} ({100 * (spares.ettr_with_spare - ettr.ettr):+.2f} pts)</p>"
         + _model(spares)
         + "<h2>Shrink or wait, per job size</h2>"
         + _table(["job nodes", "MTTF", "ETTR", "action", "why"], jobs)

@@ -133,6 +133,9 @@ def test_given_html_then_one_offline_page_holds_both_curves_with_the_measured_po
     assert curves == ["recovery time per failure (min)", "checkpoint interval (min)"]
     marked = re.findall(r'<circle class="measured" data-x="([0-9.]+)" data-ettr="([0-9.]+)"', html)
     assert [(float(x), round(100 * float(e), 2)) for x, e in marked] == [(15.0, 82.01), (30.0, 82.01)]
+    # And the interval curve marks its best, Daly's 18.6 min
+    (best,) = re.findall(r'<circle class="best" data-x="([0-9.]+)"', html)
+    assert round(float(best), 1) == 18.6
     # And nothing is fetched: no script, no stylesheet or image link, no URL but the SVG namespace
     assert "<script" not in html and "<link" not in html and "<img" not in html
     assert set(re.findall(r"https?://[^\"' <]+", html)) == {"http://www.w3.org/2000/svg"}

@@ -178,6 +178,7 @@ class SparesAdvice(Modelled):
     p99_spares: int  # spares so that 99 % of failures find one free (the failing node needs one too)
     spares_given: int | None
     no_spare_probability: float | None  # with the spares given: the share of failures that find none
+    ettr_with_spare: float  # Daly's ETTR when every failure finds a spare: the repair phases leave the recovery
 
 
 class JobSizeAdvice(Modelled):
@@ -201,6 +202,8 @@ class Curve(Modelled):
     points: list[CurvePoint]
     marked_x: float  # the measured (or given) point
     marked_ettr: float
+    best_x: float | None = None  # the interval curve's maximum
+    best_ettr: float | None = None
 
 
 class GoodputPlan(BaseModel):

@@ -54,6 +54,7 @@ SPARES_ASSUMES = [
     "each node fails at r_f, independently (no rack- or switch-wide events)",
     "a failed node's place stays empty for T_repair, then its replacement takes it",
     "spares = 1 + the 99th percentile of nodes in repair: 99 % of failures find one free",
+    "a job that finds a spare restarts on it at once: its recovery loses the repair phases",
 ]
 SHRINK = "shrink-or-wait rule of issue 33 (domain/elastic/decide.py shrink_wins): shrink when T·n/N > R"
 SHRINK_ASSUMES = [
@@ -78,7 +79,7 @@ def plan_goodput(inputs: PlannerInputs) -> GoodputPlan:
         ettr=ettr,
         phases=_phase_costs(inputs, ettr, mttf),
         interval=_interval(tau, delta, recovery, mttf),
-        spares=_spares(inputs, rate),
+        spares=_spares(inputs, rate, ettr),
         job_sizes=[_job_size(inputs, size, rate, tau, delta, recovery) for size in inputs.jobs],
         recovery_curve=_recovery_curve(tau, delta, recovery, mttf),
         interval_curve=_interval_curve(tau, delta, recovery, mttf),
@@ -155,7 +156,7 @@ def weakest(provenances: set[Provenance]) -> Provenance:
     return "default" if "default" in provenances else "given" if "given" in provenances else "measured"
 
 
-def _spares(inputs: PlannerInputs, rate: float) -> SparesAdvice:
+def _spares(inputs: PlannerInputs, rate: float, ettr: EttrEstimate) -> SparesAdvice:
     seconds, provenance, source = repair_window(inputs)
     in_repair = inputs.nodes.value * rate * seconds / 86_400
     given = inputs.spare_nodes.value if inputs.spare_nodes is not None else None
@@ -172,6 +173,12 @@ def _spares(inputs: PlannerInputs, rate: float) -> SparesAdvice:
         spares_given=given,
         # the failing node finds none when the others in repair already hold every spare
         no_spare_probability=None if given is None else max(0.0, 1 - f.poisson_cdf(given - 1, in_repair)),
+        ettr_with_spare=f.daly_ettr(
+            ettr.interval_seconds / 60,
+            ettr.cost_seconds / 60,
+            (ettr.recovery_seconds - sum(inputs.phases_seconds[phase].value for phase in REPAIR_PHASES)) / 60,
+            ettr.mttf_hours * 60,
+        ),
     )
 
 
@@ -228,6 +235,8 @@ def _interval_curve(tau: float, delta: float, recovery: float, mttf: float) -> C
         points=[CurvePoint(x=x, ettr=f.daly_ettr(x, delta, recovery, mttf)) for x in xs],
         marked_x=tau,
         marked_ettr=f.daly_ettr(tau, delta, recovery, mttf),
+        best_x=best if delta > 0 else None,
+        best_ettr=f.daly_ettr(best, delta, recovery, mttf) if delta > 0 else None,
     )
 
 
