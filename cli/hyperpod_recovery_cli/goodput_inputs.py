@@ -140,6 +140,9 @@ def ledger_layer(stack: Stack, ledger: DynamoLedger, cluster: HyperPodCluster, *
             phase: {"value": seconds, "provenance": "measured", "source": f"ledger: mean of {count} recovered incident(s) {window}"}
             for phase, (seconds, count) in phases.items()
         }
+        if "restart" in phases:  # the ledger sees the resubmission, not the job starting on it
+            restart = layer["phases_seconds"]["restart"]
+            restart["source"] += "; the pipeline's part only: add the job's start-up (NCCL init, checkpoint load) with --restart"
     replaced = mean_replacement(ledger.recovery_log(stack.cluster, since=since))
     if replaced is not None:
         seconds, count = replaced
