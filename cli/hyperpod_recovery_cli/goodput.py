@@ -26,7 +26,7 @@ from hyperpod_recovery.domain.goodput import defaults, plan_goodput
 from hyperpod_recovery.models.goodput import RECOVERY_PHASES, GoodputPlan, PlannerInputs
 from hyperpod_recovery_cli import goodput_inputs as sources
 from hyperpod_recovery_cli.goodput_html import render_plan
-from hyperpod_recovery_cli.inputs import InputRefused
+from hyperpod_recovery_cli.inputs import InputRefused, one_line
 from hyperpod_recovery_cli.oncall import _since, _table
 from hyperpod_recovery_cli.stack import read_stack
 
@@ -181,7 +181,8 @@ def minutes(seconds: float) -> str:
 
 
 def _said(provenance: str, source: str) -> str:
-    return f"{provenance}: {source}" if source else provenance
+    """``measured: <source>``; a source read from a file is shown on one line, its control characters escaped."""
+    return f"{provenance}: {one_line(source)}" if source else provenance
 
 
 def print_plan(plan: GoodputPlan, out: TextIO) -> None:

@@ -121,6 +121,17 @@ def test_given_a_file_and_the_command_line_then_the_command_line_wins_for_its_fi
     assert by_phase["detect"].source == "fleet drill p50"
 
 
+def test_a_files_source_text_cannot_drive_the_terminal_or_the_page(tmp_path: Path) -> None:
+    # Given a file whose source holds an escape sequence and markup
+    hostile = INPUTS | {"nodes": {"value": 256, "source": "\x1b[2J<script>alert(1)</script>"}}
+    page = tmp_path / "plan.html"
+    code, printed, _ = goodput("--from", write(tmp_path, hostile), "--html", str(page))
+    # Then the terminal shows the escape escaped, and the page shows the markup as text
+    assert code == 0 and "\x1b" not in printed and "\\x1b[2J<script>" in printed
+    html = page.read_text()
+    assert "<script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+
+
 # --- HTML ---------------------------------------------------------------------------------------
 def test_given_html_then_one_offline_page_holds_both_curves_with_the_measured_point(tmp_path: Path) -> None:
     page = tmp_path / "plan.html"

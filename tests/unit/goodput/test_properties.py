@@ -146,3 +146,19 @@ def test_inputs_that_cannot_be_planned_are_refused_naming_the_field(change: dict
     document = planner_inputs(256, 3.79, dict.fromkeys(RECOVERY_PHASES, 60.0), 1800, 60).model_dump() | change
     with pytest.raises(ValidationError, match=said):
         PlannerInputs.model_validate(document)
+
+
+def test_the_largest_inputs_still_plan_quickly_to_ratios() -> None:
+    # Given a million nodes, the highest rate, and every figure at its longest
+    longest = 10 * 365 * 86_400
+    plan = plan_goodput(planner_inputs(1_000_000, 1_000_000, dict.fromkeys(RECOVERY_PHASES, longest), longest, longest))
+    # Then the plan is made (the spares from the normal tail) and its ETTRs are ratios
+    assert 0 <= plan.ettr.ettr <= 1 and plan.spares.p99_spares > plan.spares.expected_in_repair
+
+
+@pytest.mark.parametrize("mean", [2e5, 1e7])
+def test_the_normal_tail_of_a_large_mean_is_the_quantile_it_approximates(mean: float) -> None:
+    # Given a mean past the exact sum's range
+    k = f.poisson_quantile(mean, 0.99)
+    # Then it lies 2.326 standard deviations above the mean, to within a node
+    assert abs(k - (mean + 2.3263 * mean**0.5)) <= 1.5

@@ -32,11 +32,15 @@ def _bare_number(value: Any) -> Any:
     return {"value": value} if isinstance(value, int | float) and not isinstance(value, bool) else value
 
 
+# The longest figure taken, in seconds (ten years): beyond it a figure is a typo, and the curves' scales break.
+LONGEST_SECONDS = 10 * 365 * 86_400
+
+
 class Figure(BaseModel):
     """A number and where it came from."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    value: float = Field(ge=0, allow_inf_nan=False)
+    value: float = Field(ge=0, le=LONGEST_SECONDS, allow_inf_nan=False)
     provenance: Provenance = "given"
     source: str = Field(default="", max_length=SOURCE_LIMIT)
 
@@ -61,7 +65,7 @@ class FailureRate(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     per_1000_node_days: float | None = Field(default=None, gt=0, le=1_000_000, allow_inf_nan=False)
     failures: int | None = Field(default=None, ge=1)
-    node_days: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    node_days: float | None = Field(default=None, gt=0, le=1e12, allow_inf_nan=False)
     provenance: Provenance = "given"
     source: str = Field(default="", max_length=SOURCE_LIMIT)
 

@@ -77,6 +77,11 @@ def best_interval(cost: float, mttf: float) -> float:
     return math.exp((low + high) / 2)
 
 
+# Above this mean the Poisson tail is taken from its normal approximation (continuity-corrected):
+# summing terms would cost O(sqrt(mean)) each, and the error is far below one node.
+LARGE_MEAN = 1e5
+
+
 def _poisson_terms_from(mean: float) -> int:
     """Where the terms of Poisson(mean) start to matter: below mean − 12·sqrt(mean) they sum to under 1e-30."""
     return max(0, int(mean - 12 * math.sqrt(mean)) - 1)
@@ -93,6 +98,8 @@ def poisson_cdf(k: int, mean: float) -> float:
         return 0.0
     if mean <= 0:
         return 1.0
+    if mean > LARGE_MEAN:
+        return 0.5 * math.erfc(-(k + 0.5 - mean) / math.sqrt(2 * mean))
     return min(1.0, math.fsum(_poisson_pmf(i, mean) for i in range(_poisson_terms_from(mean), k + 1)))
 
 
@@ -100,6 +107,12 @@ def poisson_quantile(mean: float, probability: float) -> int:
     """The smallest k with P(X ≤ k) ≥ probability, X ~ Poisson(mean)."""
     if mean <= 0:
         return 0
+    if mean > LARGE_MEAN:
+        low, high = _poisson_terms_from(mean), int(mean + 13 * math.sqrt(mean)) + 1
+        while low < high:
+            middle = (low + high) // 2
+            low, high = (low, middle) if poisson_cdf(middle, mean) >= probability else (middle + 1, high)
+        return low
     k, total = _poisson_terms_from(mean), 0.0
     while True:
         total += _poisson_pmf(k, mean)
