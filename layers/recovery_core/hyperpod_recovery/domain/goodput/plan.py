@@ -10,6 +10,7 @@ import math
 from hyperpod_recovery.domain.elastic.decide import Estimate, shrink_wins
 from hyperpod_recovery.domain.goodput import formulas as f
 from hyperpod_recovery.models.goodput import (
+    RECOVERY_PHASES,
     REPAIR_PHASES,
     Curve,
     CurvePoint,
@@ -65,6 +66,7 @@ SHRINK_ASSUMES = [
 
 
 def plan_goodput(inputs: PlannerInputs) -> GoodputPlan:
+    """The plan for the largest of ``inputs``' jobs (each job size gets its own line), over the whole cluster's spares."""
     rate = inputs.failure_rate.per_node_day
     job = inputs.jobs[0]
     tau, delta, recovery = (
@@ -125,8 +127,7 @@ def _phase_costs(inputs: PlannerInputs, ettr: EttrEstimate, mttf: float) -> list
                 minute_less_points=100 * (shorter - ettr.ettr),
             )
         )
-    order = {phase: index for index, phase in enumerate(("detect", "cordon", "replace", "rejoin", "health_gate", "restart"))}
-    return sorted(costs, key=lambda cost: order[cost.phase])
+    return sorted(costs, key=lambda cost: RECOVERY_PHASES.index(cost.phase))
 
 
 def _interval(tau: float, delta: float, recovery: float, mttf: float) -> IntervalAdvice:
