@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from hyperpod_recovery.models.goodput import GoodputPlan
+from hyperpod_recovery.models.goodput import GoodputPlan, PlannerInputs
 from hyperpod_recovery_cli.main import main
 
 LLAMA3 = ["--nodes", "2048", "--failure-rate", "llama3", "--checkpoint-interval", "30m", "--checkpoint-cost", "60s"]
@@ -201,3 +201,21 @@ def test_a_file_it_cannot_plan_with_is_refused_naming_what_is_wrong(tmp_path: Pa
 def test_a_missing_file_is_refused(tmp_path: Path) -> None:
     code, _, err = goodput("--from", str(tmp_path / "absent.json"))
     assert code == 2 and "cannot be read" in err
+
+
+def test_a_report_written_from_the_model_reads_back_as_the_same_inputs(tmp_path: Path) -> None:
+    # Given planner inputs as the fleet drill holds them, written the way docs/goodput.md says
+    inputs = PlannerInputs.model_validate(INPUTS | {"spare_nodes": 2})
+    report = {"fleet": "2048 nodes, 54 days", "goodput_inputs": inputs.model_dump(mode="json")}
+    # When the planner reads the report
+    code, printed, _ = goodput("--from", write(tmp_path, report, "fleet.json"), "--json")
+    # Then it plans from those inputs: the same figures and provenance, the file named where a figure had no source
+    read = as_plan(printed).inputs
+    assert code == 0 and without_sources(read.model_dump()) == without_sources(inputs.model_dump())
+    assert read.phases_seconds["detect"].source == "fleet drill p50" and read.phases_seconds["cordon"].source == "file fleet.json"
+
+
+def without_sources(value: object) -> object:
+    if isinstance(value, dict):
+        return {key: without_sources(item) for key, item in value.items() if key != "source"}
+    return value

@@ -18,7 +18,7 @@ def record(incident: str = "i-1", phases: list[tuple[str, int]] | None = None, *
     """An incident whose phases follow one another from T0, each (name, seconds)."""
     spans, at = [], T0
     for name, seconds in phases or []:
-        spans.append(Phase(name=name, start=at, end=at + timedelta(seconds=seconds)))  # type: ignore[arg-type]
+        spans.append(Phase.model_validate({"name": name, "start": at, "end": at + timedelta(seconds=seconds)}))
         at += timedelta(seconds=seconds)
     defaults: dict[str, Any] = {
         "incident_id": incident,
