@@ -146,7 +146,7 @@ def gather(args: argparse.Namespace, client: Callable[[str], Any], now: datetime
         stack = read_stack(client("cloudformation"), args.stack)
         ledger = DynamoLedger(stack.output("LedgerTableName"), dynamodb=client("dynamodb"))
         cluster = HyperPodCluster(stack.cluster, sagemaker=client("sagemaker"))
-        layers.append(sources.ledger_layer(stack, ledger, cluster, since=since, now=now))
+        layers += [sources.ledger_layer(stack, ledger, cluster, since=since, now=now), sources.stack_parameters_layer(stack)]
     if args.checkpoint_prefix:
         cost = sources.merged([*layers, sources.defaults_layer()])["checkpoint_cost_seconds"]
         seconds = float(cost["value"] if isinstance(cost, dict) else cost)

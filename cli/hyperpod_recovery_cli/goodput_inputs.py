@@ -109,6 +109,16 @@ def file_layer(path: str) -> Layer:
     return layer
 
 
+def stack_parameters_layer(stack: Stack) -> Layer:
+    """The phases the deployed stack's own parameters assume (still defaults: assumed, not measured)."""
+    phases: Layer = {}
+    for phase, name in defaults.STACK_PARAMETERS.items():
+        value = stack.parameters.get(name, "")
+        if value.isascii() and value.isdigit():
+            phases[phase] = {"value": int(value), "provenance": "default", "source": f"stack {stack.name} parameter {name}"}
+    return {"phases_seconds": phases} if phases else {}
+
+
 def compute_nodes(cluster: HyperPodCluster, stack: Stack) -> int:
     """The cluster's compute nodes now: every instance group's CurrentCount but the controller's and login groups."""
     skipped = {*stack.groups("ControllerGroups"), *stack.groups("LoginGroups")}

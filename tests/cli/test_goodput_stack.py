@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -93,6 +94,9 @@ def test_given_a_stack_with_no_recovery_yet_then_defaults_stand_in_and_are_said(
     assert "cluster of 16 nodes [measured: DescribeCluster llm-train: compute groups now]" in printed
     assert "warning: failure rate assumed: Llama 3" in printed
     assert "warning: neither measured nor given, assumed: detect, cordon, replace, rejoin, health_gate, restart" in printed
+    # And the phases the stack's parameters assume are taken from the stack, said as such
+    assert re.search(r"^rejoin .* default: stack sandbox parameter ExpectedReplacementSeconds$", printed, re.MULTILINE)
+    assert re.search(r"^detect .* default: ByteRobust", printed, re.MULTILINE)
 
 
 def test_given_a_prefix_without_two_commits_then_it_is_refused_saying_what_to_give(tmp_path: Path) -> None:

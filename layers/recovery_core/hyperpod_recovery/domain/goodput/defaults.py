@@ -10,8 +10,18 @@ PHASES: dict[RecoveryPhase, Figure] = {
     "cordon": Figure(value=60, provenance="default", source="assumption: one controller-agent command"),
     "replace": Figure(value=60, provenance="default", source="assumption: the replacement call and its check"),
     "rejoin": Figure(value=600, provenance="default", source="template.yaml ExpectedReplacementSeconds default"),
-    "health_gate": Figure(value=120, provenance="default", source="template.yaml ReplacementHealthCheckSeconds default"),
+    "health_gate": Figure(
+        value=120,
+        provenance="default",
+        source="template.yaml ReplacementHealthCheckSeconds default: the check's time limit, an upper bound",
+    ),
     "restart": Figure(value=300, provenance="default", source="template.yaml ElasticGrowBackSeconds default (one restart)"),
+}
+# The phases a deployed stack's own parameters stand in for until they are measured (template.yaml).
+STACK_PARAMETERS: dict[RecoveryPhase, str] = {
+    "rejoin": "ExpectedReplacementSeconds",
+    "health_gate": "ReplacementHealthCheckSeconds",
+    "restart": "ElasticGrowBackSeconds",
 }
 CHECKPOINT_INTERVAL = Figure(value=1800, provenance="default", source="assumption: every 30 min (research note §3)")
 CHECKPOINT_COST = Figure(value=60, provenance="default", source="assumption: 60 s blocking write (research note §3)")
