@@ -65,6 +65,11 @@ def _rate(text: str) -> str:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "The ETTR to expect from a cluster's failure rate, its recovery phases and a job's checkpointing; what each phase "
+        "costs; the checkpoint interval that maximizes ETTR; the spares to keep; shrink or wait per job size (docs/goodput.md). "
+        "Durations T: seconds, or a number with s, m, h or d."
+    )
     where = parser.add_argument_group("where the figures come from (the command line's replace theirs)")
     where.add_argument("--stack", help="a deployed stack: its ledger's failures and phases, its cluster's size")
     where.add_argument("--since", help=f"with --stack: the window read, a duration (90d) or an ISO time (default {DEFAULT_SINCE})")
@@ -73,7 +78,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     where.add_argument("--job", help="with --checkpoint-prefix: only this job's manifests")
     given = parser.add_argument_group("figures")
     given.add_argument("--nodes", type=_count, help="the cluster's nodes")
-    given.add_argument("--failure-rate", type=_rate, metavar="RATE", help="node failures per 1,000 node-days, or a published preset")
+    given.add_argument(
+        "--failure-rate",
+        type=_rate,
+        metavar="RATE",
+        help=f"node failures per 1,000 node-days, or a published preset: {', '.join(defaults.RATE_PRESETS)}",
+    )
     given.add_argument("--failures", type=_count, help="node failures counted over --node-days")
     given.add_argument("--node-days", type=float, metavar="D", help="the node-days --failures were counted over")
     for phase in RECOVERY_PHASES:
