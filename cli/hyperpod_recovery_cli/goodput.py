@@ -22,12 +22,12 @@ from typing import Any, TextIO
 from hyperpod_recovery.adapters.checkpoints import S3CheckpointStore
 from hyperpod_recovery.adapters.hyperpod import HyperPodCluster
 from hyperpod_recovery.adapters.ledger import DynamoLedger
-from hyperpod_recovery.domain.goodput import defaults, plan_goodput
-from hyperpod_recovery.models.goodput import RECOVERY_PHASES, GoodputPlan, PlannerInputs
 from hyperpod_recovery_cli import goodput_inputs as sources
 from hyperpod_recovery_cli.goodput_html import render_plan
 from hyperpod_recovery_cli.inputs import InputRefused, one_line
 from hyperpod_recovery_cli.oncall import _since, _table
+from hyperpod_recovery_cli.planner import defaults, plan_goodput
+from hyperpod_recovery_cli.planner.model import RECOVERY_PHASES, GoodputPlan, PlannerInputs
 from hyperpod_recovery_cli.stack import read_stack
 
 DURATION = re.compile(r"^(?P<n>[0-9]+(?:\.[0-9]+)?)(?P<unit>[smhd]?)$")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from html import escape
 
-from hyperpod_recovery.models.goodput import Curve, GoodputPlan, Modelled
+from hyperpod_recovery_cli.planner.model import Curve, GoodputPlan, Modelled
 
 WIDTH, HEIGHT, LEFT, RIGHT, TOP, BOTTOM = 640, 320, 60, 20, 20, 46
 STYLE = (

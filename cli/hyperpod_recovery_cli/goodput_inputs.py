@@ -21,12 +21,12 @@ from pydantic import ValidationError
 from hyperpod_recovery.adapters.hyperpod import HyperPodCluster
 from hyperpod_recovery.adapters.ledger import DynamoLedger
 from hyperpod_recovery.domain.checkpoints import list_all, parse_manifest, schema_problem, split_s3_uri
-from hyperpod_recovery.domain.goodput import defaults
-from hyperpod_recovery.domain.goodput.measure import commit_gap_seconds, is_failure, mean_phases, mean_replacement
-from hyperpod_recovery.models.goodput import INPUTS_KEY, PlannerInputs
 from hyperpod_recovery.models.manifest import MANIFEST_NAME, MAX_MANIFEST_BYTES, step_dir, step_of_folder
 from hyperpod_recovery.ports import CheckpointReader
 from hyperpod_recovery_cli.inputs import InputRefused, one_line
+from hyperpod_recovery_cli.planner import defaults
+from hyperpod_recovery_cli.planner.measure import commit_gap_seconds, is_failure, mean_phases, mean_replacement
+from hyperpod_recovery_cli.planner.model import INPUTS_KEY, PlannerInputs
 from hyperpod_recovery_cli.stack import Stack
 
 Layer = dict[str, Any]

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from hyperpod_recovery.models.goodput import GoodputPlan, PlannerInputs
 from hyperpod_recovery_cli.main import main
+from hyperpod_recovery_cli.planner.model import GoodputPlan, PlannerInputs
 
 LLAMA3 = ["--nodes", "2048", "--failure-rate", "llama3", "--checkpoint-interval", "30m", "--checkpoint-cost", "60s"]
 PHASES_15_MIN = ["--detect", "5m", "--cordon", "1m", "--replace", "1m", "--rejoin", "5m", "--health-gate", "2m", "--restart", "1m"]

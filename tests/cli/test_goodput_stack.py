@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from hyperpod_recovery.adapters.ledger import DynamoLedger
-from hyperpod_recovery.domain.goodput.measure import phase_seconds
-from hyperpod_recovery.models.goodput import GoodputPlan
 from hyperpod_recovery_cli.main import main
+from hyperpod_recovery_cli.planner.measure import phase_seconds
+from hyperpod_recovery_cli.planner.model import GoodputPlan
 from sandbox.runner import DrillRunner
 from sandbox.scenario import load_scenario
 from tests.conftest import EVENTS

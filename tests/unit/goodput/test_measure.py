@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from hyperpod_recovery.domain.goodput.measure import commit_gap_seconds, is_failure, mean_phases, mean_replacement, phase_seconds
 from hyperpod_recovery.models.records import IncidentRecord, Phase, RecoveryLogEntry
+from hyperpod_recovery_cli.planner.measure import commit_gap_seconds, is_failure, mean_phases, mean_replacement, phase_seconds
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 

@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from hyperpod_recovery.domain.elastic.decide import Estimate, shrink_wins
-from hyperpod_recovery.domain.goodput import formulas as f
-from hyperpod_recovery.domain.goodput import plan_goodput
-from hyperpod_recovery.models.goodput import RECOVERY_PHASES, PlannerInputs
+from hyperpod_recovery_cli.planner import formulas as f
+from hyperpod_recovery_cli.planner import plan_goodput
+from hyperpod_recovery_cli.planner.model import RECOVERY_PHASES, PlannerInputs
 
 nodes = st.integers(min_value=1, max_value=20_000)
 rates = st.floats(min_value=0.01, max_value=50)  # per 1,000 node-days

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import pytest
 
-from hyperpod_recovery.domain.goodput import formulas as f
-from hyperpod_recovery.domain.goodput import plan_goodput
-from hyperpod_recovery.models.goodput import PlannerInputs
+from hyperpod_recovery_cli.planner import formulas as f
+from hyperpod_recovery_cli.planner import plan_goodput
+from hyperpod_recovery_cli.planner.model import PlannerInputs
 
 LLAMA3_PER_NODE_DAY = 419 / (2048 * 54)
 

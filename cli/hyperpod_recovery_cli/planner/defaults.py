@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from hyperpod_recovery.models.goodput import FailureRate, Figure, RecoveryPhase
+from hyperpod_recovery_cli.planner.model import FailureRate, Figure, RecoveryPhase
 
 PHASES: dict[RecoveryPhase, Figure] = {
     "detect": Figure(value=600, provenance="default", source="ByteRobust (SOSP '25): a ~10 min NCCL timeout without active inspection"),

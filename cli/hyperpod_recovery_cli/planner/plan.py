@@ -8,8 +8,8 @@ from __future__ import annotations
 import math
 
 from hyperpod_recovery.domain.elastic.decide import Estimate, shrink_wins
-from hyperpod_recovery.domain.goodput import formulas as f
-from hyperpod_recovery.models.goodput import (
+from hyperpod_recovery_cli.planner import formulas as f
+from hyperpod_recovery_cli.planner.model import (
     RECOVERY_PHASES,
     REPAIR_PHASES,
     Curve,

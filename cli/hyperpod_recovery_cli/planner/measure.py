@@ -10,9 +10,9 @@ from datetime import datetime
 from itertools import pairwise
 from statistics import fmean, median
 
-from hyperpod_recovery.models.goodput import RecoveryPhase
 from hyperpod_recovery.models.records import IncidentRecord, RecoveryLogEntry
 from hyperpod_recovery.vocabulary import PhaseName
+from hyperpod_recovery_cli.planner.model import RecoveryPhase
 
 # Which of an incident record's phases (domain/node_incident.py build_phases) make each planner phase.
 # detect runs from the fault's detection to the pipeline's go-ahead; health_gate is Resume Nodes with
