@@ -20,6 +20,8 @@
     hyperpod-recovery unhold NODE --stack NAME --reason TEXT [--yes]
     hyperpod-recovery verdicts list --stack NAME [--since 30d] [--rule stall|slow] [--open] [--json]
     hyperpod-recovery verdicts confirm|reject VERDICT --stack NAME --reason TEXT [--yes] [--force]
+    hyperpod-recovery goodput [--stack NAME [--since 30d] | --from FILE] [--nodes N] [--failure-rate R] [--detect T ...]
+        [--checkpoint-interval T | --checkpoint-prefix s3://...] [--checkpoint-cost T] [--json] [--html FILE]
     hyperpod-recovery --version
 
 Every command takes ``--region REGION`` (before or after the command's name). AWS credentials come
@@ -94,6 +96,8 @@ from hyperpod_recovery_cli.drill import add_arguments as add_drill_arguments
 from hyperpod_recovery_cli.drill import run_drill
 from hyperpod_recovery_cli.drill_suite import SandboxMissing, run_drills
 from hyperpod_recovery_cli.drill_suite import add_arguments as add_suite_arguments
+from hyperpod_recovery_cli.goodput import add_arguments as add_goodput_arguments
+from hyperpod_recovery_cli.goodput import run_goodput
 from hyperpod_recovery_cli.inputs import InputRefused, OneLineParser, one_line, plain_text, shown
 from hyperpod_recovery_cli.oncall import OnCallRefused
 from hyperpod_recovery_cli.oncall import add_commands as add_oncall_commands
@@ -307,6 +311,12 @@ def _parser() -> argparse.ArgumentParser:
     add_oncall_commands(groups, region, _oncall)
     add_verdict_commands(groups, region, _oncall)
 
+    goodput = groups.add_parser(
+        "goodput", parents=[region], help="the goodput planner: ETTR, checkpoint interval, spares, from measured recovery phases"
+    )
+    add_goodput_arguments(goodput)
+    goodput.set_defaults(run=_goodput)
+
     deploy = groups.add_parser("deploy", parents=[region], help="deploy the stack for a cluster: reads it first, asks only what it must")
     add_deploy_arguments(deploy)
     deploy.set_defaults(run=deploy_command)
@@ -314,6 +324,10 @@ def _parser() -> argparse.ArgumentParser:
     add_arm_arguments(arm)
     arm.set_defaults(run=arm_command)
     return parser
+
+
+def _goodput(invocation: Invocation) -> int:
+    return run_goodput(invocation.args, invocation.client, invocation.out, invocation.now())
 
 
 def _drills(invocation: Invocation) -> int:

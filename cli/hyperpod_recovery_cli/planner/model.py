@@ -1,0 +1,223 @@
+"""The goodput planner's inputs and outputs (``hyperpod-recovery goodput``, docs/goodput.md).
+
+Every input figure says where it came from: ``measured`` (the ledger of a deployed stack, a job's
+checkpoint manifests, a fleet-drill report), ``given`` (the command line, a file) or ``default`` (a
+stated assumption, with its source). Every output names the model it comes from and that model's
+assumptions, as data, so the terminal table, the JSON and the HTML page print the same words.
+
+``PlannerInputs`` is also the file format: a bare object, or any JSON object holding one under
+``goodput_inputs`` (what a fleet-drill report embeds). A figure may be written as a bare number
+(read as ``given``) or as ``{"value": ..., "provenance": ..., "source": ...}``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, get_args
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+
+Provenance = Literal["measured", "given", "default"]
+# The phases of one recovery as the job sees them, in the order they happen. The ledger's incident
+# phases map onto them in the goodput readers (docs/goodput.md, "From a deployed stack").
+RecoveryPhase = Literal["detect", "cordon", "replace", "rejoin", "health_gate", "restart"]
+RECOVERY_PHASES: tuple[RecoveryPhase, ...] = get_args(RecoveryPhase)
+# The phases a spare node stands in for: while they run, the failed node's place is empty.
+REPAIR_PHASES: tuple[RecoveryPhase, ...] = ("replace", "rejoin", "health_gate")
+INPUTS_KEY = "goodput_inputs"  # where a larger report (the fleet drill's) holds the planner's inputs
+SOURCE_LIMIT = 300
+
+
+def _bare_number(value: Any) -> Any:
+    """``60`` reads as ``{"value": 60}`` (given); anything else is validated as it is."""
+    return {"value": value} if isinstance(value, int | float) and not isinstance(value, bool) else value
+
+
+# The longest figure taken, in seconds (ten years): beyond it a figure is a typo, and the curves' scales break.
+LONGEST_SECONDS = 10 * 365 * 86_400
+
+
+class Figure(BaseModel):
+    """A number and where it came from."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    value: float = Field(ge=0, le=LONGEST_SECONDS, allow_inf_nan=False)
+    provenance: Provenance = "given"
+    source: str = Field(default="", max_length=SOURCE_LIMIT)
+
+
+class NodeCount(BaseModel):
+    """A number of nodes and where it came from."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    value: int = Field(ge=0, le=1_000_000)
+    provenance: Provenance = "given"
+    source: str = Field(default="", max_length=SOURCE_LIMIT)
+
+
+Seconds = Annotated[Figure, BeforeValidator(_bare_number)]
+Nodes = Annotated[NodeCount, BeforeValidator(_bare_number)]
+
+
+class FailureRate(BaseModel):
+    """Node failures per 1,000 node-days, given as a rate or as a count over an exposure
+    (``failures`` over ``node_days``, e.g. 419 over 2,048 nodes x 54 days)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    per_1000_node_days: float | None = Field(default=None, gt=0, le=1_000_000, allow_inf_nan=False)
+    failures: int | None = Field(default=None, ge=1)
+    node_days: float | None = Field(default=None, gt=0, le=1e12, allow_inf_nan=False)
+    provenance: Provenance = "given"
+    source: str = Field(default="", max_length=SOURCE_LIMIT)
+
+    @model_validator(mode="after")
+    def _one_way(self) -> FailureRate:
+        counted = self.failures is not None or self.node_days is not None
+        if counted and (self.failures is None or self.node_days is None):
+            raise ValueError("a counted failure rate needs both failures and node_days")
+        if counted == (self.per_1000_node_days is not None):
+            raise ValueError("give per_1000_node_days, or failures and node_days, not both")
+        return self
+
+    @property
+    def per_node_day(self) -> float:
+        if self.per_1000_node_days is not None:
+            return self.per_1000_node_days / 1000
+        assert self.failures is not None and self.node_days is not None  # (_one_way)
+        return self.failures / self.node_days
+
+    def described(self) -> str:
+        counted = f" ({self.failures} over {self.node_days:,.0f} node-days)" if self.failures is not None else ""
+        return f"{self.per_node_day * 1000:.3g} per 1,000 node-days{counted}"
+
+
+class PlannerInputs(BaseModel):
+    """What the planner needs. ``job_sizes``: the jobs (in nodes) to plan for, largest first when
+    printed; none given: one job the size of the cluster."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    nodes: Nodes
+    failure_rate: FailureRate
+    phases_seconds: dict[RecoveryPhase, Seconds]
+    checkpoint_interval_seconds: Seconds
+    checkpoint_cost_seconds: Seconds
+    spare_nodes: Nodes | None = None
+    repair_seconds: Seconds | None = None  # how long a failed node's place stays empty (default: its repair phases)
+    job_sizes: list[Annotated[int, Field(ge=1, le=1_000_000)]] = Field(default_factory=list, max_length=20)
+    gpus_per_node: int = Field(default=8, ge=1, le=64)
+
+    @model_validator(mode="after")
+    def _complete_and_sized(self) -> PlannerInputs:
+        missing = [phase for phase in RECOVERY_PHASES if phase not in self.phases_seconds]
+        if missing:
+            raise ValueError(f"phases_seconds lacks {', '.join(missing)}")
+        if self.checkpoint_interval_seconds.value <= 0:
+            raise ValueError("checkpoint_interval_seconds must be more than 0")
+        if self.nodes.value < 1:
+            raise ValueError("nodes must be 1 or more")
+        too_big = [size for size in self.job_sizes if size > self.nodes.value]
+        if too_big:
+            raise ValueError(f"job_sizes {too_big} larger than the cluster's {self.nodes.value} nodes")
+        return self
+
+    @property
+    def recovery_seconds(self) -> float:
+        return sum(figure.value for figure in self.phases_seconds.values())
+
+    @property
+    def jobs(self) -> list[int]:
+        return sorted(set(self.job_sizes), reverse=True) if self.job_sizes else [self.nodes.value]
+
+
+# --- outputs ----------------------------------------------------------------------------------------
+class Modelled(BaseModel):
+    """An output with the model it comes from and what that model assumes."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    model: str
+    assumptions: list[str]
+
+
+class EttrEstimate(Modelled):
+    """Effective training time ratio of one job: Daly's exact expectation, and the first-order
+    decomposition of what is lost (fractions of wall-clock time)."""
+
+    job_nodes: int
+    mttf_hours: float
+    failures_per_day: float
+    interval_seconds: float
+    cost_seconds: float
+    recovery_seconds: float
+    ettr: float
+    first_order_ettr: float
+    checkpoint_loss: float  # δ/(τ+δ)
+    rework_loss: float  # (τ/2)/M
+    recovery_loss: float  # R/M
+
+
+class PhaseCost(Modelled):
+    """One recovery phase: what it costs in ETTR points, and what one minute less of it buys."""
+
+    phase: RecoveryPhase
+    seconds: float
+    provenance: Provenance
+    source: str
+    ettr_points: float  # first order: 100 x seconds / M
+    minute_less_points: float  # Daly: ETTR with this phase one minute shorter (not below 0) minus ETTR now
+
+
+class IntervalAdvice(Modelled):
+    young_seconds: float
+    daly_seconds: float
+    best_seconds: float  # the numeric maximum of Daly's ETTR
+    ettr_now: float
+    ettr_at_best: float
+
+
+class SparesAdvice(Modelled):
+    repair_seconds: float
+    repair_provenance: Provenance
+    repair_source: str
+    expected_in_repair: float  # N x r_f x T_repair
+    p99_in_repair: int  # nodes in repair at once, 99th percentile over time
+    p99_spares: int  # spares so that 99 % of failures find one free (the failing node needs one too)
+    spares_given: int | None
+    no_spare_probability: float | None  # with the spares given: the share of failures that find none
+    ettr_with_spare: float  # Daly's ETTR when every failure finds a spare: the repair phases leave the recovery
+
+
+class JobSizeAdvice(Modelled):
+    job_nodes: int
+    mttf_hours: float
+    ettr: float
+    wait_seconds: int  # T: a failed node's replacement (its repair phases)
+    grow_back_seconds: int  # R: one restart at full size
+    action: Literal["shrink", "wait"]
+    why: str
+
+
+class CurvePoint(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    x: float
+    ettr: float
+
+
+class Curve(Modelled):
+    x_label: str
+    points: list[CurvePoint]
+    marked_x: float  # the measured (or given) point
+    marked_ettr: float
+    best_x: float | None = None  # the interval curve's maximum
+    best_ettr: float | None = None
+
+
+class GoodputPlan(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    inputs: PlannerInputs
+    ettr: EttrEstimate
+    phases: list[PhaseCost]
+    interval: IntervalAdvice
+    spares: SparesAdvice
+    job_sizes: list[JobSizeAdvice]
+    recovery_curve: Curve
+    interval_curve: Curve
+    warnings: list[str]
