@@ -25,7 +25,7 @@ from hyperpod_recovery.models.manifest import MANIFEST_NAME, MAX_MANIFEST_BYTES,
 from hyperpod_recovery.ports import CheckpointReader
 from hyperpod_recovery_cli.inputs import InputRefused, one_line
 from hyperpod_recovery_cli.planner import defaults
-from hyperpod_recovery_cli.planner.measure import commit_gap_seconds, is_failure, mean_phases, mean_replacement
+from hyperpod_recovery_cli.planner.measure import commit_gap_seconds, is_failure, mean_phases, mean_replacement, mean_startup
 from hyperpod_recovery_cli.planner.model import INPUTS_KEY, PlannerInputs
 from hyperpod_recovery_cli.stack import Stack
 
@@ -128,9 +128,12 @@ def compute_nodes(cluster: HyperPodCluster, stack: Stack) -> int:
     )
 
 
-def ledger_layer(stack: Stack, ledger: DynamoLedger, cluster: HyperPodCluster, *, since: datetime, now: datetime) -> Layer:
+def ledger_layer(
+    stack: Stack, ledger: DynamoLedger, cluster: HyperPodCluster, *, since: datetime, now: datetime, job: str | None = None
+) -> Layer:
     """What the deployed stack measured since ``since``: the cluster's size, its node failures over
-    node-days, each recovery phase's mean, and how long a replaced node's place stayed empty."""
+    node-days, each recovery phase's mean (the restart with the jobs' own start-up, where shrunk
+    copies measured it; ``job``'s only when given), and how long a replaced node's place stayed empty."""
     nodes = compute_nodes(cluster, stack)
     window = f"since {since:%Y-%m-%d %H:%M} UTC"
     layer: Layer = {"nodes": {"value": nodes, "provenance": "measured", "source": f"DescribeCluster {stack.cluster}: compute groups now"}}
@@ -150,10 +153,16 @@ def ledger_layer(stack: Stack, ledger: DynamoLedger, cluster: HyperPodCluster, *
             phase: {"value": seconds, "provenance": "measured", "source": f"ledger: mean of {count} recovered incident(s) {window}"}
             for phase, (seconds, count) in phases.items()
         }
-        if "restart" in phases:  # the ledger sees the resubmission, not the job starting on it
-            restart = layer["phases_seconds"]["restart"]
-            restart["source"] += "; the pipeline's part only: add the job's start-up (NCCL init, checkpoint load) with --restart"
-    replaced = mean_replacement(ledger.recovery_log(stack.cluster, since=since))
+    log = ledger.recovery_log(stack.cluster, since=since)
+    startup = mean_startup(log, job)
+    if "restart" in phases and startup is not None:  # the resubmission, then the job starting on it
+        restart = layer["phases_seconds"]["restart"]
+        restart["value"] += startup[0]
+        restart["source"] += f", plus the jobs' own start-up: mean of {startup[1]} restart(s) measured from shrunk copies' checkpoints"
+    elif "restart" in phases:  # the ledger sees the resubmission, not the job starting on it
+        restart = layer["phases_seconds"]["restart"]
+        restart["source"] += "; the pipeline's part only: add the job's start-up (NCCL init, checkpoint load) with --restart"
+    replaced = mean_replacement(log)
     if replaced is not None:
         seconds, count = replaced
         layer["repair_seconds"] = {

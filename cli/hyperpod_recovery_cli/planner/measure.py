@@ -71,6 +71,14 @@ def mean_replacement(log: Sequence[RecoveryLogEntry]) -> tuple[float, int] | Non
     return (fmean(measured), len(measured)) if measured else None
 
 
+def mean_startup(log: Sequence[RecoveryLogEntry], job: str | None = None) -> tuple[float, int] | None:
+    """(mean seconds, restarts) of the jobs' own start-up after a resubmission (scheduling, NCCL init,
+    the checkpoint's load), as the pipeline measured it from shrunk copies' checkpoint times
+    (domain/elastic/estimates.py restart_seconds); ``job``: that job's only. None without any."""
+    measured = [r.seconds for entry in log for r in entry.restarts if job is None or r.job == job]
+    return (fmean(measured), len(measured)) if measured else None
+
+
 def commit_gap_seconds(commit_times: Sequence[datetime]) -> tuple[float, int] | None:
     """(median seconds between consecutive commits, gaps): the checkpoint period τ + δ. The median,
     so that the long gap around a failure (rework, recovery) does not count. None under two commits."""
