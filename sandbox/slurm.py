@@ -41,7 +41,7 @@ from hyperpod_recovery_agent.agent import Agent, ReplyJournal
 from hyperpod_recovery_agent.capture import JobCapture, SbatchOptions, resubmitted_from, user_comment
 from hyperpod_recovery_agent.elastic import elastic_opt_in
 from hyperpod_recovery_agent.executor import CommandExecutor
-from hyperpod_recovery_agent.slurm import RESUBMISSION_MARK, NodeState, SlurmCommandFailed, StackDump
+from hyperpod_recovery_agent.slurm import RESUBMISSION_MARK, FreeNode, NodeState, SlurmCommandFailed, StackDump
 from sandbox.aws import ApiCalls, SandboxAWS
 from sandbox.clock import VirtualClock
 
@@ -198,12 +198,12 @@ class SimulatedSlurm:
             raise NodeNotFound(f"unknown to slurmctld: {', '.join(unknown)}")
         return {n: NodeState(n, self.nodes[n].state, ("DRAIN",) if self.nodes[n].drained else (), self.nodes[n].reason) for n in names}
 
-    def free_nodes(self) -> dict[str, tuple[str, ...]]:
-        """As sinfo shows them: idle (no job, not down), not drained, responding, not reserved; all in the one partition."""
+    def free_nodes(self) -> dict[str, FreeNode]:
+        """As sinfo shows them: idle (no job, not down), not drained, responding, not reserved; all in the one partition, no features."""
         self._settle()
         busy = {name for job in self.jobs.values() if job.state in ("RUNNING", "COMPLETING") for name in job.nodes}
         return {
-            name: (PARTITION,)
+            name: FreeNode((PARTITION,))
             for name, node in self.nodes.items()
             if node.state == "idle" and not node.drained and name not in busy and name not in self.reserved and self._responding(name)
         }

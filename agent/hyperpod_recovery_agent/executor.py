@@ -69,7 +69,15 @@ from hyperpod_recovery.models.manifest import RESUME_DATA_PARALLEL_ENV, RESUME_F
 from hyperpod_recovery.models.progress import PROGRESS_TABLE_ENV
 from hyperpod_recovery_agent import __version__
 from hyperpod_recovery_agent.capture import JobCapture
-from hyperpod_recovery_agent.slurm import RESUBMISSION_MARK, NodeState, SlurmCommandFailed, SlurmUnreachable, StackDump
+from hyperpod_recovery_agent.slurm import (
+    RESUBMISSION_MARK,
+    FreeNode,
+    NodeState,
+    SlurmCommandFailed,
+    SlurmUnreachable,
+    StackDump,
+    constraint_features,
+)
 from hyperpod_recovery_agent.stacks import keep_end, keep_start, stack_signature
 
 # The old job's state at resubmission time: restarting on its own, or still holding an allocation.
@@ -142,7 +150,7 @@ class Slurm(Protocol):
     """What the executor needs from Slurm: SlurmCli on a controller, the sandbox's simulation in drills."""
 
     def node_states(self, nodes: Iterable[str]) -> dict[str, NodeState]: ...
-    def free_nodes(self) -> dict[str, tuple[str, ...]]: ...
+    def free_nodes(self) -> dict[str, FreeNode]: ...
     def boot_times(self, nodes: Iterable[str]) -> list[NodeBoot]: ...
     def drain(self, nodes: Sequence[str], reason: str) -> None: ...
     def resume(self, nodes: Sequence[str]) -> None: ...
@@ -385,14 +393,22 @@ class CommandExecutor:
         # 256 KiB per state); any beyond are counted, and the incident escalates naming how many.
         return JobsOnNodesResult(
             jobs=[
-                self.captured(spec).model_copy(
+                (captured := self.captured(spec)).model_copy(
                     # (how many of its nodes the incident takes: how far an elastic job would shrink)
-                    update={"nodes": [], "spare_nodes": _spare_for(spec.partition, free), "lost_nodes": len(set(spec.nodes) & asked)}
+                    update={
+                        "nodes": [],
+                        "spare_nodes": _spare_for(spec.partition, free, self._constraint_of(captured.job_id)),
+                        "lost_nodes": len(set(spec.nodes) & asked),
+                    }
                 )
                 for spec in found[:MAX_JOBS_PER_INCIDENT]
             ],
             omitted=max(0, len(found) - MAX_JOBS_PER_INCIDENT),
         )
+
+    def _constraint_of(self, job_id: str) -> str | None:
+        capture = self.captures.get(job_id)
+        return capture.options.constraint if capture is not None else None
 
     def captured(self, spec: JobSpec) -> JobSpec:
         """Capture the job while slurmctld still has its script and environment (it forgets both
@@ -454,7 +470,7 @@ class CommandExecutor:
             # a rigid job does), and the answer's size (none) tells the workflow it did not shrink.
             command = command.model_copy(update={"nodes": None, "data_parallel": None})
         if command.require_free_nodes is not None:
-            declined = self._too_few_to_grow(job_id, current, command, stopped_here=stopped_here)
+            declined = self._too_few_to_grow(job_id, current, command, stopped_here=stopped_here, constraint=capture.options.constraint)
             if declined is not None:
                 ended = current is None or current.state not in STILL_ALIVE
                 return ResubmitResult(old_job_id=job_id, new_job_id=None, declined=declined, copy_ended=ended)
@@ -483,7 +499,9 @@ class CommandExecutor:
             old_job_id=job_id, new_job_id=new_id, cancelled_old=cancelled, new_job_state=self._state_of(new_id), nodes=command.nodes
         )
 
-    def _too_few_to_grow(self, job_id: str, current: JobSpec | None, command: ResubmitJob, *, stopped_here: bool) -> str | None:
+    def _too_few_to_grow(
+        self, job_id: str, current: JobSpec | None, command: ResubmitJob, *, stopped_here: bool, constraint: str | None = None
+    ) -> str | None:
         """Why a grow-back must not stop the copy now (fewer nodes could take its successor at once than
         it needs), or None. A copy that no longer runs is followed by its successor only when this
         grow-back stopped it (before a crash or a lost answer): one that ended on its own (its training
@@ -496,11 +514,16 @@ class CommandExecutor:
         needed = command.require_free_nodes or 0
         own = list(current.nodes)
         excluded = set(command.exclude_nodes)  # the successor may not run there: they take nothing
-        free = _spare_for(current.partition, {n: p for n, p in self.slurm.free_nodes().items() if n not in excluded})
+        free = _spare_for(current.partition, {n: f for n, f in self.slurm.free_nodes().items() if n not in excluded}, constraint)
         able = len([n for n in own if n not in excluded]) + free
         if able >= needed:
             return None
-        return f"only {able} node(s) could take it at once, {needed} needed: job {job_id} keeps running on {len(own)} node(s)"
+        unmatched = (
+            f" (its --constraint {constraint!r} is not a plain AND of features: no idle node counted)"
+            if constraint_features(constraint) is None
+            else ""
+        )
+        return f"only {able} node(s) could take it at once{unmatched}, {needed} needed: job {job_id} keeps running on {len(own)} node(s)"
 
     def _wait_until_stopped(self, job_id: str) -> None:
         """Poll the cancelled job's state until slurmctld no longer reports it alive (a job ends
@@ -569,11 +592,16 @@ class CommandExecutor:
         return state[:32] if state else None
 
 
-def _spare_for(partition: str | None, free: Mapping[str, tuple[str, ...]]) -> int:
-    """How many of the ``free`` nodes are in the job's partition (any of them, for a job that names
-    several; any node, for one that names none)."""
+def _spare_for(partition: str | None, free: Mapping[str, FreeNode], constraint: str | None = None) -> int:
+    """How many of the ``free`` nodes could take the job: in its partition (any of them, for a job
+    that names several; any node, for one that names none) and with every feature its ``--constraint``
+    requires. A constraint the agent cannot evaluate counts none: short rather than long, so a
+    grow-back never stops a copy whose successor would wait for nodes that do not fit it."""
+    required = constraint_features(constraint)
+    if required is None:
+        return 0
     wanted = set(partition.split(",")) if partition else None
-    return sum(1 for partitions in free.values() if wanted is None or wanted & set(partitions))
+    return sum(1 for node in free.values() if (wanted is None or wanted & set(node.partitions)) and required <= node.features)
 
 
 def _resume_environment(command: ResubmitJob) -> dict[str, str]:

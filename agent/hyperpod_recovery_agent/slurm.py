@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cached_property
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any, NamedTuple, get_args
 
 from pydantic import ValidationError
 
@@ -94,6 +94,34 @@ def parse_node_boots(text: str) -> list[NodeBoot]:
 
 # Node state flags that leave an idle node free to take a job (sinfo --json's state_flags).
 _FREE_NODE_FLAGS = frozenset({"CLOUD"})
+# A plain feature name, as a node's features and a job's --constraint write it.
+_FEATURE = re.compile(r"^[A-Za-z0-9_.:+=-]+$")
+
+
+class FreeNode(NamedTuple):
+    """A node that could take a job at once: its partitions, and its active features (what a job's
+    ``--constraint`` is matched against)."""
+
+    partitions: tuple[str, ...]
+    features: frozenset[str] = frozenset()
+
+
+def node_features(node: Mapping[str, Any]) -> frozenset[str]:
+    """A node's active features as sinfo --json gives them (a comma-separated string, or a list in
+    later releases); its configured ones when no active ones are reported."""
+    raw = node.get("active_features") or node.get("features") or ""
+    words = raw.split(",") if isinstance(raw, str) else [str(word) for word in raw]
+    return frozenset(word.strip() for word in words if word.strip())
+
+
+def constraint_features(constraint: str | None) -> frozenset[str] | None:
+    """The features a job's ``--constraint`` requires of every node, when it is a plain AND of names
+    (``a100&efa``); an empty set without a constraint. None for any other form (OR, matching OR,
+    counts, brackets): the agent cannot tell which idle nodes fit, so it counts none of them."""
+    if not constraint or not constraint.strip():
+        return frozenset()
+    names = [name.strip() for name in constraint.split("&")]
+    return frozenset(names) if all(_FEATURE.match(name) for name in names) else None
 
 
 def _free(node: Mapping[str, Any]) -> bool:
@@ -298,12 +326,14 @@ class SlurmCli:
             raise NodeNotFound(f"unknown to slurmctld: {', '.join(missing)}")
         return {n: known[n] for n in wanted}
 
-    def free_nodes(self) -> dict[str, tuple[str, ...]]:
-        """The nodes that could take a job at once, each with its partitions (one ``sinfo --json``):
+    def free_nodes(self) -> dict[str, FreeNode]:
+        """The nodes that could take a job at once, each with its partitions and features (one ``sinfo --json``):
         idle (no job on it), with no state flag but CLOUD, so never drained or draining, not responding,
         reserved, in maintenance, completing a job, powered down or rebooting. Counted short rather than
         long: a grow-back stops a shrunk job only when enough of these are there."""
-        return {str(node["name"]): tuple(node.get("partitions") or ()) for node in self.nodes() if _free(node)}
+        return {
+            str(node["name"]): FreeNode(tuple(node.get("partitions") or ()), node_features(node)) for node in self.nodes() if _free(node)
+        }
 
     def boot_times(self, nodes: Iterable[str]) -> list[NodeBoot]:
         """Each node's BootTime and State as slurmctld reports them (``scontrol show node -o``, every

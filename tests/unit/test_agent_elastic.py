@@ -31,8 +31,8 @@ from hyperpod_recovery.models.elastic import ElasticOptInUnreadable, ElasticPoli
 from hyperpod_recovery.models.manifest import RESUME_DATA_PARALLEL_ENV, RESUME_FROM_ENV, RESUME_NODES_ENV, RESUME_STEP_ENV
 from hyperpod_recovery_agent.capture import JobCapture, SbatchOptions, Unresumable, resubmitted_from
 from hyperpod_recovery_agent.elastic import elastic_opt_in, node_range_in_script
-from hyperpod_recovery_agent.executor import CaptureStore, CommandExecutor
-from hyperpod_recovery_agent.slurm import RESUBMISSION_MARK, SlurmCli
+from hyperpod_recovery_agent.executor import CaptureStore, CommandExecutor, _spare_for
+from hyperpod_recovery_agent.slurm import RESUBMISSION_MARK, FreeNode, SlurmCli, constraint_features, node_features
 from sandbox.real_slurm import seed_script
 from sandbox.slurm import SimulatedSlurm, SlurmJob
 from tests.fakes import T0
@@ -224,7 +224,12 @@ def test_only_idle_nodes_without_a_flag_that_keeps_jobs_off_them_are_free() -> N
         ],
         {},
     )
-    assert slurm.free_nodes() == {"n1": ("dev",), "n11": ("dev",), "n12": ("cpu",), "n14": ("dev",)}
+    assert {name: node.partitions for name, node in slurm.free_nodes().items()} == {
+        "n1": ("dev",),
+        "n11": ("dev",),
+        "n12": ("cpu",),
+        "n14": ("dev",),
+    }
 
 
 def test_each_job_on_the_nodes_gets_the_free_nodes_of_its_partition_from_one_read_of_sinfo() -> None:
@@ -239,6 +244,42 @@ def test_each_job_on_the_nodes_gets_the_free_nodes_of_its_partition_from_one_rea
     # Then each job counts the free nodes of its own partition(s), and sinfo was read once for all
     assert [(j.job_id, j.spare_nodes) for j in result.jobs] == [("7", 2), ("8", 2), ("9", 3)]
     assert slurm.sinfo_reads == 1
+
+
+@pytest.mark.parametrize(
+    ("constraint", "required"),
+    [
+        (None, frozenset()),
+        ("", frozenset()),
+        ("a100", frozenset({"a100"})),
+        ("a100&efa", frozenset({"a100", "efa"})),
+        ("a100|h100", None),  # OR: which nodes fit depends on the others chosen
+        ("[rack1|rack2]", None),  # matching OR
+        ("a100*4", None),  # a count
+        ("(a100&efa)|h100", None),
+    ],
+)
+def test_only_a_plain_and_of_features_is_matched_to_idle_nodes(constraint: str | None, required: frozenset[str] | None) -> None:
+    assert constraint_features(constraint) == required
+
+
+def test_a_nodes_features_are_its_active_ones_in_either_form_sinfo_gives() -> None:
+    assert node_features({"active_features": "a100,efa", "features": "a100,efa,spare"}) == {"a100", "efa"}
+    assert node_features({"features": ["a100", "efa"]}) == {"a100", "efa"}
+    assert node_features({}) == frozenset()
+
+
+def test_a_job_with_a_constraint_counts_only_the_idle_nodes_that_have_its_features() -> None:
+    # Given idle nodes of partition dev: one with a100 and efa, one with a100 only, one unlabelled, and one of cpu
+    free = {
+        "d1": FreeNode(("dev",), frozenset({"a100", "efa"})),
+        "d2": FreeNode(("dev",), frozenset({"a100"})),
+        "d3": FreeNode(("dev",)),
+        "c1": FreeNode(("cpu",), frozenset({"a100", "efa"})),
+    }
+    # Then a job asking for a100&efa counts the one that fits; one without a constraint, all three of its
+    # partition; one whose OR the agent cannot place, none (a grow-back then never stops its copy)
+    assert (_spare_for("dev", free, "a100&efa"), _spare_for("dev", free, None), _spare_for("dev", free, "a100|h100")) == (1, 3, 0)
 
 
 def test_no_job_on_the_nodes_reads_no_free_nodes() -> None:
