@@ -75,7 +75,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     where.add_argument("--since", help=f"with --stack: the window read, a duration (90d) or an ISO time (default {DEFAULT_SINCE})")
     where.add_argument("--from", dest="source_file", metavar="FILE", help="planner inputs in JSON, bare or under 'goodput_inputs'")
     where.add_argument("--checkpoint-prefix", metavar="S3_URI", help="measure the interval from the commit times of its manifests")
-    where.add_argument("--job", help="with --checkpoint-prefix: only this job's manifests; with --stack: only its measured start-ups")
+    where.add_argument("--job", help="with --checkpoint-prefix: only this job's manifests")
     given = parser.add_argument_group("figures")
     given.add_argument("--nodes", type=_count, help="the cluster's nodes")
     given.add_argument(
@@ -156,7 +156,10 @@ def gather(args: argparse.Namespace, client: Callable[[str], Any], now: datetime
         stack = read_stack(client("cloudformation"), args.stack)
         ledger = DynamoLedger(stack.output("LedgerTableName"), dynamodb=client("dynamodb"))
         cluster = HyperPodCluster(stack.cluster, sagemaker=client("sagemaker"))
-        layers += [sources.ledger_layer(stack, ledger, cluster, since=since, now=now, job=args.job), sources.stack_parameters_layer(stack)]
+        layers += [
+            sources.ledger_layer(stack, ledger, cluster, since=since, now=now, checkpoint_uri=args.checkpoint_prefix),
+            sources.stack_parameters_layer(stack),
+        ]
     if args.checkpoint_prefix:
         cost = sources.merged([*layers, sources.defaults_layer()])["checkpoint_cost_seconds"]
         seconds = float(cost["value"] if isinstance(cost, dict) else cost)

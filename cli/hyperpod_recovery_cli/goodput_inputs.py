@@ -129,11 +129,11 @@ def compute_nodes(cluster: HyperPodCluster, stack: Stack) -> int:
 
 
 def ledger_layer(
-    stack: Stack, ledger: DynamoLedger, cluster: HyperPodCluster, *, since: datetime, now: datetime, job: str | None = None
+    stack: Stack, ledger: DynamoLedger, cluster: HyperPodCluster, *, since: datetime, now: datetime, checkpoint_uri: str | None = None
 ) -> Layer:
     """What the deployed stack measured since ``since``: the cluster's size, its node failures over
     node-days, each recovery phase's mean (the restart with the jobs' own start-up, where shrunk
-    copies measured it; ``job``'s only when given), and how long a replaced node's place stayed empty."""
+    copies measured it; only the job under ``checkpoint_uri`` when given), and how long a replaced node's place stayed empty."""
     nodes = compute_nodes(cluster, stack)
     window = f"since {since:%Y-%m-%d %H:%M} UTC"
     layer: Layer = {"nodes": {"value": nodes, "provenance": "measured", "source": f"DescribeCluster {stack.cluster}: compute groups now"}}
@@ -154,7 +154,7 @@ def ledger_layer(
             for phase, (seconds, count) in phases.items()
         }
     log = ledger.recovery_log(stack.cluster, since=since)
-    startup = mean_startup(log, job)
+    startup = mean_startup(log, checkpoint_uri)
     if "restart" in phases and startup is not None:  # the resubmission, then the job starting on it
         restart = layer["phases_seconds"]["restart"]
         restart["value"] += startup[0]

@@ -434,7 +434,11 @@ def test_given_any_steady_copy_when_its_restart_is_measured_then_it_is_the_resta
 def _logged(*restarts: tuple[str, int]) -> list[RecoveryLogEntry]:
     return [
         RecoveryLogEntry(
-            incident=f"hpr-{n}", at=T0, hostnames=["n"], outcome="recovered", restarts=[MeasuredRestart(job=job, seconds=secs)]
+            incident=f"hpr-{n}",
+            at=T0,
+            hostnames=["n"],
+            outcome="recovered",
+            restarts=[MeasuredRestart(checkpoint_uri=f"s3://ckpt/{job}", seconds=secs)],
         )
         for n, (job, secs) in enumerate(restarts)
     ]
@@ -442,13 +446,13 @@ def _logged(*restarts: tuple[str, int]) -> list[RecoveryLogEntry]:
 
 def test_given_the_jobs_own_measured_restarts_when_its_grow_back_cost_is_read_then_their_median_and_not_another_jobs() -> None:
     log = _logged(("llama", 200), ("other", 9000), ("llama", 240), ("llama", 100))
-    assert grow_back_cost(log, "llama", parameter_seconds=300) == Estimate(200, "measured")
-    assert grow_back_cost(log, "mistral", parameter_seconds=300) == Estimate(300, "parameter")
+    assert grow_back_cost(log, "s3://ckpt/llama/", parameter_seconds=300) == Estimate(200, "measured")
+    assert grow_back_cost(log, "s3://ckpt/mistral", parameter_seconds=300) == Estimate(300, "parameter")
 
 
 def test_given_more_restarts_than_are_used_when_read_then_only_the_newest_count() -> None:
     log = _logged(*[("llama", 5000)] * 3, *[("llama", 60)] * 5)
-    assert grow_back_cost(log, "llama", parameter_seconds=300).seconds == 60
+    assert grow_back_cost(log, "s3://ckpt/llama", parameter_seconds=300).seconds == 60
 
 
 def test_given_a_measured_restart_in_the_log_when_an_elastic_job_is_planned_then_the_decision_counts_the_jobs_own_figure() -> None:
@@ -459,44 +463,6 @@ def test_given_a_measured_restart_in_the_log_when_an_elastic_job_is_planned_then
     (decision,) = [p.elastic for p in plan.resume_now if p.elastic]
     assert (decision.grow_back_seconds, decision.grow_back_source) == (120, "measured")
     assert elastic_reason(decision, DCP).endswith("growing back costs ~2 min")
-
-
-# --- the nodes, given back before the wait ---------------------------------------------------------
-def _grow_back_step(ledger: FakeLedger, resume: dict | None = None) -> CheckShrunkJobsInput:
-    ledger.save_jobs("hpr-x", [_elastic_job()], T0)
-    trigger = Trigger(source="hyperpod_node_health", node_ids=[NODE], reason="fault", detected_at=T0)
-    request = RecoveryRequest(cluster="llm-train", node_ids=[NODE], detected_at=T0, incident_id="hpr-x", received_at=T0, triggers=[trigger])
-    return CheckShrunkJobsInput(
-        execution_name="hpr-x", request=request, replies=[_reply()], plans=[SHRINK_PLAN], resume=resume, previous={"checks": 0}
-    )
-
-
-def _holding(ledger: FakeLedger) -> None:
-    ledger.acquire_locks("hpr-x", "llm-train", [NODE], T0, timedelta(hours=6))
-    assert ledger.reserve_capacity("llm-train", "hpr-x", [NODE], 10, T0, timedelta(hours=6))
-    ledger.claim_resubmission("llm-train", "1002", "hpr-x", T0, timedelta(hours=6))
-
-
-def test_given_a_shrunk_job_waiting_to_grow_back_when_first_checked_then_its_nodes_are_given_back_and_its_claims_kept() -> None:
-    ledger = FakeLedger()
-    _holding(ledger)
-    state = check_shrunk_jobs(_grow_back_step(ledger), reader=_store(steps=(3000, 3100)), ledger=ledger, grace_seconds=1800, now=T0)
-    # Then a new fault on the node finds it free, the cap counts nothing, and the copy is still claimed
-    assert state.action == "wait" and state.nodes_released_at == T0
-    assert ledger.acquire_locks("hpr-y", "llm-train", [NODE], T0, timedelta(hours=6)).acquired == [NODE]
-    assert ledger.nodes_in_recovery("llm-train", T0) == set()
-    held = ledger.holdings("hpr-x")
-    assert held is not None and held.claims == {"1002"} and not held.locks and not held.reserved
-
-
-def test_given_a_replacement_that_failed_the_gate_when_first_checked_then_the_nodes_stay_held_for_the_escalation() -> None:
-    ledger = FakeLedger()
-    _holding(ledger)
-    resume = {"requested_at": T0.isoformat(), "completed_at": T0.isoformat(), "result": {"unhealthy": [{"node": NODE}]}}
-    state = check_shrunk_jobs(_grow_back_step(ledger, resume), reader=_store(steps=(3000, 3100)), ledger=ledger, grace_seconds=1800, now=T0)
-    assert state.action == "done" and state.nodes_released_at is None
-    held = ledger.holdings("hpr-x")
-    assert held is not None and held.locks == {NODE} and held.reserved == {NODE}
 
 
 def test_given_a_waiting_job_when_the_step_reads_its_prefix_then_it_uses_the_incidents_record_of_the_job() -> None:

@@ -10,6 +10,7 @@ from datetime import datetime
 from itertools import pairwise
 from statistics import fmean, median
 
+from hyperpod_recovery.domain.elastic.estimates import same_location
 from hyperpod_recovery.models.records import IncidentRecord, RecoveryLogEntry
 from hyperpod_recovery.vocabulary import PhaseName
 from hyperpod_recovery_cli.planner.model import RecoveryPhase
@@ -71,11 +72,14 @@ def mean_replacement(log: Sequence[RecoveryLogEntry]) -> tuple[float, int] | Non
     return (fmean(measured), len(measured)) if measured else None
 
 
-def mean_startup(log: Sequence[RecoveryLogEntry], job: str | None = None) -> tuple[float, int] | None:
-    """(mean seconds, restarts) of the jobs' own start-up after a resubmission (scheduling, NCCL init,
-    the checkpoint's load), as the pipeline measured it from shrunk copies' checkpoint times
-    (domain/elastic/estimates.py restart_seconds); ``job``: that job's only. None without any."""
-    measured = [r.seconds for entry in log for r in entry.restarts if job is None or r.job == job]
+def mean_startup(log: Sequence[RecoveryLogEntry], checkpoint_uri: str | None = None) -> tuple[float, int] | None:
+    """(mean seconds, restarts) of the jobs' own start-up after a resubmission was answered (scheduling,
+    NCCL init, the checkpoint's load), as the pipeline measured it from shrunk copies' checkpoint times
+    (domain/elastic/estimates.py restart_seconds): after the record's resubmit phase, never overlapping
+    it. ``checkpoint_uri``: that job's only. None without any."""
+    measured = [
+        r.seconds for entry in log for r in entry.restarts if checkpoint_uri is None or same_location(r.checkpoint_uri, checkpoint_uri)
+    ]
     return (fmean(measured), len(measured)) if measured else None
 
 

@@ -103,15 +103,15 @@ def test_the_repair_window_is_the_mean_of_the_measured_replacements() -> None:
     assert mean_replacement(log[2:]) is None
 
 
-def test_the_jobs_own_start_up_is_the_mean_of_the_restarts_shrunk_copies_measured_and_a_job_only_its_own() -> None:
+def test_the_jobs_own_start_up_is_the_mean_of_the_restarts_shrunk_copies_measured_and_a_prefix_only_its_own() -> None:
     def logged(name: str, *restarts: tuple[str, int]) -> RecoveryLogEntry:
-        measured = [MeasuredRestart(job=job, seconds=seconds) for job, seconds in restarts]
+        measured = [MeasuredRestart(checkpoint_uri=f"s3://ckpt/{job}", seconds=seconds) for job, seconds in restarts]
         return RecoveryLogEntry(incident=name, at=T0, hostnames=["ip-1"], outcome="recovered", restarts=measured)
 
     log = [logged("a", ("llama", 90), ("mistral", 300)), logged("b", ("llama", 150)), logged("c")]
     assert mean_startup(log) == (180, 3)
-    assert mean_startup(log, "llama") == (120, 2)
-    assert mean_startup(log, "gpt") is None
+    assert mean_startup(log, "s3://ckpt/llama/") == (120, 2)  # (either spelling of the location)
+    assert mean_startup(log, "s3://ckpt/gpt") is None
 
 
 def test_the_checkpoint_period_is_the_median_gap_so_a_failures_long_gap_does_not_count() -> None:

@@ -267,14 +267,6 @@ def build_timeline(state: WorkflowState, recorded_at: datetime) -> list[Timeline
     for reply in state.replies:
         detail = _resubmit_text(reply, named, _job_kinds(state))
         entries.append(TimelineEntry(at=reply.completed_at, event=_resubmit_event(reply), detail=detail))
-    released = state.grow_back.nodes_released_at if state.grow_back is not None else None
-    if released is not None and state.lock is not None and state.lock.locked:
-        copies = ", ".join(j.copy_label for j in state.grow_backs) or "the shrunk jobs"
-        detail = (
-            f"{', '.join(state.lock.locked)}: back and healthy; their locks and places under the cluster cap given back "
-            f"while waiting to grow back {copies} (a new fault on them starts an incident of its own)"
-        )
-        entries.append(TimelineEntry(at=released, event="nodes released", detail=detail))
     for job in state.grow_backs:
         entry = _grow_back_entry(job, state.grow_back.at if state.grow_back is not None else recorded_at)
         if entry is not None:
@@ -394,10 +386,6 @@ def _step_in_flight(state: WorkflowState) -> PhaseName | None:
     if state.grow_back is not None and state.grow_back.action != "done":
         return "grow_back"
     return None
-
-
-def _nodes_released(state: WorkflowState) -> bool:
-    return state.grow_back is not None and state.grow_back.nodes_released_at is not None
 
 
 def _grow_back_entry(job: GrowBackJob, checked_at: datetime) -> TimelineEntry | None:
@@ -601,8 +589,7 @@ def incident_facts(state: WorkflowState, outcome: Outcome = "recovered", cause: 
             *state.replies,
             *state.grow_back_replies,
         ],
-        # (nodes given back before a grow-back are no longer held, whatever the outcome)
-        locked_nodes=list(lock.locked) if lock is not None and not lock.dry_run and not _nodes_released(state) else [],
+        locked_nodes=list(lock.locked) if lock is not None and not lock.dry_run else [],
         job_fates=node_incident_job_fates(state, outcome, cause),
         node_fates=node_incident_node_fates(state),
         jobs_omitted=state.checkpoints.jobs_omitted if state.checkpoints else 0,

@@ -8,7 +8,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
 
-from hyperpod_recovery.models.common import MAX_NODES_PER_REQUEST, JobNameText, LongText, ShortText, Timestamp
+from hyperpod_recovery.models.commands import MAX_CHECKPOINT_URI
+from hyperpod_recovery.models.common import MAX_NODES_PER_REQUEST, LongText, ShortText, Timestamp
 from hyperpod_recovery.models.workflow import MAX_SHRUNK_JOBS_PER_INCIDENT
 from hyperpod_recovery.vocabulary import PHASES, Outcome, PhaseName
 
@@ -263,10 +264,11 @@ class ResubmissionClaim(BaseModel):
 
 
 class MeasuredRestart(BaseModel):
-    """One restart of a job, measured from its own checkpoints' commit times."""
+    """One restart of a job, measured from its own checkpoints' commit times, by the job's checkpoint
+    location (the same for every copy of it, on Slurm and EKS, where its name is not)."""
 
     model_config = ConfigDict(extra="forbid")
-    job: JobNameText
+    checkpoint_uri: str = Field(max_length=MAX_CHECKPOINT_URI)
     seconds: int = Field(ge=0)
 
 
@@ -282,8 +284,8 @@ class RecoveryLogEntry(BaseModel):
     # group (one instance type), for shrink-or-wait (domain/elastic/estimates.py). None: not a replacement.
     replaced_seconds: int | None = Field(default=None, ge=0, exclude_if=lambda v: v is None)
     instance_groups: list[Annotated[str, Field(max_length=63)]] = Field(default_factory=list, max_length=20, exclude_if=lambda v: not v)
-    # Measured: what restarting each shrunk job cost (its copy's start to training again), by job name,
-    # for the grow-back cost of that job's next shrink-or-wait.
+    # Measured: what restarting each shrunk job cost (its copy's submission to training again), by its
+    # checkpoint location, for the grow-back cost of that job's next shrink-or-wait.
     restarts: list[MeasuredRestart] = Field(default_factory=list, max_length=MAX_SHRUNK_JOBS_PER_INCIDENT, exclude_if=lambda v: not v)
 
 

@@ -402,7 +402,7 @@ class GrowBackJob(BaseModel):
     shrink: ElasticDecision  # the decision it was resubmitted shrunk by
     baseline_step: int | None = Field(default=None, ge=0, exclude_if=lambda v: v is None)
     first_at: Timestamp | None = Field(default=None, exclude_if=lambda v: v is None)
-    # Its restart, measured: when the shrunk copy was asked for, the commit time of its baseline
+    # Its restart, measured: when the shrunk copy was answered submitted, the commit time of its baseline
     # checkpoint (one it wrote itself, after from_step), and the restart's cost in seconds
     # (domain/elastic/estimates.py restart_seconds). None: not measurable (fewer than two checkpoints
     # of the copy, or no manifest time).
@@ -427,10 +427,6 @@ class GrowBackState(StepResult):
     checks: int = Field(default=0, ge=0)
     answer: CommandReply[ResubmitResult] | None = Field(default=None, exclude_if=lambda v: v is None)
     failure: StepError | None = Field(default=None, exclude_if=lambda v: v is None)
-    # When the incident gave back its node locks and places under the cluster cap, before waiting for
-    # a checkpoint to grow back at: its replacements are back and healthy, and a new fault on them
-    # must start an incident of its own, not find them held by this one (None: still held).
-    nodes_released_at: Timestamp | None = Field(default=None, exclude_if=lambda v: v is None)
 
     def folded(self) -> GrowBackState:
         """The pending answer (or failure) of Grow Back Job applied to the job it grew."""

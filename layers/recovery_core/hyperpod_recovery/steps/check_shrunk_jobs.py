@@ -1,10 +1,6 @@
 """Check Shrunk Jobs (NodeRecovery, after the replacement passed the health gate): for each job
 resubmitted shrunk, whether it grows back now (one at a time), waits for its shrunk copy's next
-checkpoint, or stays shrunk, and why (domain/elastic/grow_back.py).
-
-Before the first wait it gives back the incident's node locks and cap places: the grow-back acts on
-jobs only (under their resubmission claims), and a replacement that fails again meanwhile must start
-an incident of its own rather than be dropped as held by this one."""
+checkpoint, or stays shrunk, and why (domain/elastic/grow_back.py)."""
 
 from __future__ import annotations
 
@@ -17,7 +13,6 @@ from hyperpod_recovery.models.commands import JobSpec
 from hyperpod_recovery.models.workflow import CheckShrunkJobsInput, GrowBackJob, GrowBackState
 from hyperpod_recovery.observability import logger
 from hyperpod_recovery.ports import CheckpointReader, Ledger
-from hyperpod_recovery.steps.settle import release_nodes
 
 # What each pass logs of a job: enough to follow its grow-back and how its restart was measured.
 LOGGED_JOB_FIELDS = {"copy_id", "status", "reason", "baseline_step", "baseline_at", "restart_seconds"}
@@ -51,16 +46,10 @@ def check_shrunk_jobs(
     state = advance(
         step.previous, replies=step.replies, plans=step.plans, resume=step.resume, newest_of=newest_of, grace_seconds=grace_seconds, now=now
     )
-    if step.previous is None and state.action != "done":
-        release_nodes(ledger, step.execution_name, now)  # (idempotent: a retried first pass finds them given back)
-        state = state.model_copy(update={"nodes_released_at": now})
-    elif step.previous is not None:
-        state = state.model_copy(update={"nodes_released_at": step.previous.nodes_released_at})
     logger.info(
         "grow-backs checked",
         extra={
             "action": state.action,
-            "nodes_released_at": state.nodes_released_at,
             "jobs": [j.model_dump(mode="json", include=LOGGED_JOB_FIELDS) for j in state.jobs],
         },
     )

@@ -125,7 +125,7 @@ def find_newest_checkpoint(
             # Shrink-and-continue: only where the workflow resubmits before the replacement is back.
             wait, log = estimates
             assert elastic is not None
-            grow_back = grow_back_cost(log, job.name, parameter_seconds=elastic.grow_back_seconds)
+            grow_back = grow_back_cost(log, job.checkpoint_uri, parameter_seconds=elastic.grow_back_seconds)
             lost = job.lost_nodes if job.lost_nodes is not None else step.lost_nodes
             lineage = lineage_nodes(ledger, elastic.cluster, job) if ledger is not None and elastic is not None else None
             decision = decide_elastic(

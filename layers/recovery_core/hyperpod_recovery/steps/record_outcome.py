@@ -20,6 +20,7 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from hyperpod_recovery.domain.advice import Deployment
+from hyperpod_recovery.domain.elastic.estimates import MEASURED_WINDOW_DAYS
 from hyperpod_recovery.domain.incident import IncidentTable, conclude, submitted_here
 from hyperpod_recovery.domain.job_incident import JOB_INCIDENT
 from hyperpod_recovery.domain.node_incident import NODE_INCIDENT
@@ -125,10 +126,23 @@ def count_node_repairs(
             outcome=record.outcome,
             replaced_seconds=replaced_seconds(step, record),
             instance_groups=sorted({t.instance_group for t in assessment.targets})[:20],
-            restarts=[MeasuredRestart(job=j.name, seconds=s) for j in step.state.grow_backs if (s := j.restart_seconds) is not None],
+            restarts=measured_restarts(step),
         ),
-        log_seconds,
+        # (kept for the safety policy's windows, and at least as long as shrink-or-wait reads measured figures)
+        max(log_seconds, MEASURED_WINDOW_DAYS * 86_400),
     )
+
+
+def measured_restarts(step: RecordOutcomeInput) -> list[MeasuredRestart]:
+    """The restarts the grow-back loop measured, each by its job's checkpoint location (as Find Newest
+    Checkpoint kept the job: the location its next shrink-or-wait looks the figure up by)."""
+    specs = {j.job_id: j for j in step.state.jobs.result.jobs} if step.state.jobs is not None else {}
+    found = []
+    for job in step.state.grow_backs:
+        spec = specs.get(job.old_job_id)
+        if job.restart_seconds is not None and spec is not None and spec.checkpoint_uri:
+            found.append(MeasuredRestart(checkpoint_uri=spec.checkpoint_uri, seconds=job.restart_seconds))
+    return found
 
 
 def replaced_seconds(step: RecordOutcomeInput, record: IncidentRecord) -> int | None:

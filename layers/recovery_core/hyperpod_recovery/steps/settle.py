@@ -57,16 +57,3 @@ def settle_holdings(
     if held.locks:
         ledger.release_locks(incident_id, held.cluster, sorted(held.locks), hold_locks_until)
     return held
-
-
-def release_nodes(ledger: Ledger, incident_id: str, now: datetime) -> None:
-    """Give back the incident's node locks and cap places early, keeping its resubmission claims: for
-    an incident whose nodes are back and healthy while it still acts on jobs (a grow-back). When it
-    ends, settle_holdings finds them settled already."""
-    held = ledger.holdings(incident_id)
-    if held is None:
-        return
-    if held.reserved:
-        ledger.release_capacity(held.cluster, incident_id, sorted(held.reserved), now)
-    if held.locks:
-        ledger.release_locks(incident_id, held.cluster, sorted(held.locks), None)

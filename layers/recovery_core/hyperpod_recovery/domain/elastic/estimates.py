@@ -31,15 +31,22 @@ def expected_wait(log: Sequence[RecoveryLogEntry], groups: Collection[str], *, p
 MEASURED_RESTARTS_USED = 5
 
 
-def grow_back_cost(log: Sequence[RecoveryLogEntry], job: str, *, parameter_seconds: int) -> Estimate:
-    """One restart of ``job``: the median of its newest measured restarts (a shrunk copy's start to
-    training again, recorded by the incidents that shrank it; one is enough, the job's own figure
-    beats the stack's guess), else ``parameter_seconds`` (ElasticGrowBackSeconds).
+def same_location(one: str, other: str) -> bool:
+    """Two spellings of one checkpoint location (with or without the trailing slash)."""
+    return one.rstrip("/") == other.rstrip("/")
+
+
+def grow_back_cost(log: Sequence[RecoveryLogEntry], checkpoint_uri: str, *, parameter_seconds: int) -> Estimate:
+    """One restart of the job that checkpoints under ``checkpoint_uri``: the median of its newest
+    measured restarts (a shrunk copy's submission to training again, recorded by the incidents that
+    shrank it; one is enough, the job's own figure beats the stack's guess), else ``parameter_seconds``
+    (ElasticGrowBackSeconds).
 
     ASSUMPTION: a restart at full size costs what the restart at the smaller size did (start-up and
-    the checkpoint's load, not the step rate, dominate it). The job is matched by name: a lead for an
-    estimate, never the ground of a destructive decision (either answer only shrinks or waits)."""
-    measured = [r.seconds for e in log for r in e.restarts if r.job == job]
+    the checkpoint's load, not the step rate, dominate it). The job is matched by its checkpoint
+    location, which its owner writes: a lead for an estimate, never the ground of a destructive
+    decision (either answer only shrinks or waits)."""
+    measured = [r.seconds for e in log for r in e.restarts if same_location(r.checkpoint_uri, checkpoint_uri)]
     if not measured:
         return Estimate(parameter_seconds, "parameter")
     return Estimate(int(median(measured[-MEASURED_RESTARTS_USED:])), "measured")

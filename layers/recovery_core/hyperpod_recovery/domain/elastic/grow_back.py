@@ -70,8 +70,9 @@ def shrunk_jobs(replies: list[dict[str, object]], plans: list[ResumePlan]) -> li
                     full_nodes=plan.elastic.grow_to or plan.elastic.full_nodes,
                     from_step=plan.checkpoint.step,
                     shrink=plan.elastic,
-                    # (asked for: the copy starts before the answer comes back, and a grow-back pays this wait too)
-                    restarted_at=reply.requested_at,
+                    # The answer: the copy was submitted only once its original had ended (a checkpoint committed
+                    # before it is the original's), and the wait for the answer is the record's resubmit phase.
+                    restarted_at=reply.completed_at,
                 )
             )
     return found
