@@ -42,31 +42,39 @@ class FaultType:
     weight: int  # its count in the published table
     remedy: Remedy
     hmm_fault: str  # the fault type HyperPod's health agent names (what the event's reason says)
+    detect_seconds: float  # from the failure to the event that tells the stack (ASSUMPTIONS below)
 
+
+# ASSUMPTIONS: HyperPod's health agent reports a hardware fault about a minute after it happens; a
+# crashing job's epilog reports it at once; a rank stuck in a collective is ended by the NCCL watchdog
+# after its default timeout, 10 minutes (the ~10 min ByteRobust and Meta quote for NCCL-timeout faults).
+HMA_SECONDS = 60.0
+CRASH_SECONDS = 0.0
+NCCL_TIMEOUT_SECONDS = 600.0
 
 # Llama 3 (arXiv 2407.21783) Table 5, the 419 unexpected interruptions of the 54-day snapshot.
 LLAMA3_TABLE5: tuple[FaultType, ...] = (
-    FaultType("faulty_gpu", 148, "replace", "NvidiaErrorTerminate"),
-    FaultType("gpu_hbm3", 72, "replace", "NvidiaErrorTerminate"),
-    FaultType("software_bug", 54, "job", ""),
-    FaultType("network_switch_cable", 35, "replace", "NetworkErrorTerminate"),
-    FaultType("host_maintenance", 32, "reboot", "NodeErrorReboot"),
-    FaultType("gpu_sram", 19, "replace", "NvidiaErrorTerminate"),
-    FaultType("gpu_system_processor", 17, "reboot", "NvidiaErrorReboot"),
-    FaultType("nic", 7, "replace", "NetworkErrorTerminate"),
-    FaultType("nccl_watchdog", 7, "job", ""),
-    FaultType("silent_data_corruption", 6, "replace", "NvidiaErrorTerminate"),
-    FaultType("gpu_thermal_sensor", 6, "replace", "NvidiaErrorTerminate"),
-    FaultType("ssd", 3, "replace", "NodeErrorTerminate"),
-    FaultType("power_supply", 3, "replace", "NodeErrorTerminate"),
-    FaultType("server_chassis", 2, "replace", "NodeErrorTerminate"),
-    FaultType("io_expansion_board", 2, "replace", "NodeErrorTerminate"),
-    FaultType("dependency", 2, "job", ""),
-    FaultType("cpu", 2, "replace", "NodeErrorTerminate"),
-    FaultType("system_memory", 2, "replace", "NodeErrorTerminate"),
+    FaultType("faulty_gpu", 148, "replace", "NvidiaErrorTerminate", HMA_SECONDS),
+    FaultType("gpu_hbm3", 72, "replace", "NvidiaErrorTerminate", HMA_SECONDS),
+    FaultType("software_bug", 54, "job", "", CRASH_SECONDS),
+    FaultType("network_switch_cable", 35, "replace", "NetworkErrorTerminate", HMA_SECONDS),
+    FaultType("host_maintenance", 32, "reboot", "NodeErrorReboot", HMA_SECONDS),
+    FaultType("gpu_sram", 19, "replace", "NvidiaErrorTerminate", HMA_SECONDS),
+    FaultType("gpu_system_processor", 17, "reboot", "NvidiaErrorReboot", HMA_SECONDS),
+    FaultType("nic", 7, "replace", "NetworkErrorTerminate", HMA_SECONDS),
+    FaultType("nccl_watchdog", 7, "job", "", NCCL_TIMEOUT_SECONDS),
+    FaultType("silent_data_corruption", 6, "replace", "NvidiaErrorTerminate", HMA_SECONDS),
+    FaultType("gpu_thermal_sensor", 6, "replace", "NvidiaErrorTerminate", HMA_SECONDS),
+    FaultType("ssd", 3, "replace", "NodeErrorTerminate", HMA_SECONDS),
+    FaultType("power_supply", 3, "replace", "NodeErrorTerminate", HMA_SECONDS),
+    FaultType("server_chassis", 2, "replace", "NodeErrorTerminate", HMA_SECONDS),
+    FaultType("io_expansion_board", 2, "replace", "NodeErrorTerminate", HMA_SECONDS),
+    FaultType("dependency", 2, "job", "", CRASH_SECONDS),
+    FaultType("cpu", 2, "replace", "NodeErrorTerminate", HMA_SECONDS),
+    FaultType("system_memory", 2, "replace", "NodeErrorTerminate", HMA_SECONDS),
 )
 # What a correlated event is: a rack's switch or power (a replacement of each node).
-RACK_FAULT = FaultType("rack", 0, "replace", "NetworkErrorTerminate")
+RACK_FAULT = FaultType("rack", 0, "replace", "NetworkErrorTerminate", HMA_SECONDS)
 
 
 @dataclass(frozen=True)
@@ -111,6 +119,7 @@ class Failure:
     fault: str
     remedy: Remedy
     hmm_fault: str
+    detect_seconds: float = 0.0
     correlated: bool = False
     replacement_seconds: float = 0.0  # how long HyperPod takes to bring a replacement up
     gate_fails: bool = False  # the replacement comes back sick (its health gate fails)
@@ -161,6 +170,7 @@ def generate(spec: TraceSpec) -> Trace:
                 fault=kind.name,
                 remedy=kind.remedy,
                 hmm_fault=kind.hmm_fault,
+                detect_seconds=kind.detect_seconds,
                 correlated=correlated,
                 replacement_seconds=round(replacement, 1),
                 gate_fails=gate_fails and kind.remedy != "job",
