@@ -34,8 +34,8 @@ from sandbox.runner import Delivery, DrillRunner
 from sandbox.scenario import FaultSpec, Scenario
 
 WORKERS = "workers"
-# No execution ran for this long before a scheduled sweep: it can find nothing (it looks 10 minutes back).
-QUIET_SECONDS = 1_800.0
+# No execution ended for this long before a scheduled sweep: it can find nothing (it looks 10 minutes back).
+QUIET_SECONDS = 900.0
 CHECKPOINT_BUCKET = "fleet-checkpoints"
 # What the fleet report keeps of the drill's own report (the rest is per incident: thousands of lines).
 DRILL_KEYS = (
@@ -252,12 +252,12 @@ class FleetRunner(DrillRunner):
 
     # --- the sweep of ended executions, on a quiet fleet ----------------------------------------
     def _run_scheduled_sweeps(self) -> None:
-        """The sweep's schedule, as the drill runs it, except while nothing can be found: no execution
-        runs and none ended within ``QUIET_SECONDS`` before the sweep's moment (the sweep lists the
-        ends of the 10 minutes before its mark, and a younger one than a minute is the next sweep's).
-        Such a sweep lists nothing, reconciles nothing: it is counted, at the calls and invocations
-        the first sweep of the run (before any fault: a quiet one) was measured to make, not run.
-        Over 54 days that is 15,000 sweeps not run (82 ms each), and every one still counted."""
+        """The sweep's schedule, as the drill runs it, except where a sweep can find nothing: no
+        execution ended within ``QUIET_SECONDS`` before its moment (a sweep lists only ends, from 10
+        minutes before its mark, and leaves one younger than a minute to the next sweep; a skipped
+        sweep leaves its mark behind, so the next one that runs lists from there). Such a sweep is
+        counted, at the calls and invocations the first sweep of the run (before any fault: a quiet
+        one) was measured to make, not run: over 54 days, 15,000 sweeps at 80 ms each."""
         bound = min(self.clock.next_wake(), self._until)
         if bound == float("inf"):
             return
@@ -273,12 +273,14 @@ class FleetRunner(DrillRunner):
                 self.quiet_sweep_calls = self.aws.api_calls.counts - before
 
     def _quiet_at(self, moment: float) -> bool:
-        last_end = 0.0
+        """No execution ended within QUIET_SECONDS before ``moment`` (one still running has not ended)."""
         for execution in self.aws.executions():
             if execution.exec_status is None or execution.exec_status.value == "RUNNING":
+                continue
+            ended = self._ended_at.setdefault(execution.name, self.clock.now(execution.name))
+            if moment - QUIET_SECONDS < ended <= moment:
                 return False
-            last_end = max(last_end, self._ended_at.setdefault(execution.name, self.clock.now(execution.name)))
-        return moment - last_end > QUIET_SECONDS
+        return True
 
     def counted_api_calls(self) -> Counter[str]:
         """Every AWS call of the run, the quiet sweeps' counted at their measured cost."""
