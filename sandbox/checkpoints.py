@@ -26,12 +26,13 @@ def write_checkpoints(s3: Any, job: JobSpec, epoch: datetime) -> None:
         _write_one(s3, bucket, prefix, job, checkpoint, epoch - timedelta(minutes=30 * (len(job.checkpoints) - index)))
 
 
-def write_checkpoint_step(s3: Any, job: JobSpec, step: int, created: datetime, nodes: int | None = None) -> None:
+def write_checkpoint_step(s3: Any, job: JobSpec, step: int, created: datetime, nodes: int | None = None, shards: int | None = None) -> None:
     """A job's progress during the drill: one more complete checkpoint, committed by the real writer
-    (by a copy running on ``nodes`` nodes: its layout says that size)."""
+    (by a copy running on ``nodes`` nodes: its layout says that size; of ``shards`` shards, default 4)."""
     assert job.checkpoint_uri, f"job {job.id} has no checkpoint_uri"
     bucket, prefix = split_s3_uri(job.checkpoint_uri)
-    _write_one(s3, bucket, prefix, job, CheckpointSpec(step=step), created, nodes=nodes)
+    spec = CheckpointSpec(step=step) if shards is None else CheckpointSpec(step=step, shards=shards)
+    _write_one(s3, bucket, prefix, job, spec, created, nodes=nodes)
 
 
 def layout_of(job: JobSpec, nodes: int) -> CheckpointLayout | None:

@@ -29,8 +29,9 @@ class ScenarioError(Exception):
 
 
 # The longest virtual time a scenario may name (a fault's time, an event's age, a replacement's
-# length): far beyond any drill, and far inside what the runner's datetimes can add.
-MAX_VIRTUAL_SECONDS = 30 * 86_400
+# length): beyond any drill's, a fleet drill's 54 days included (sandbox/fleet), and far inside what
+# the runner's datetimes can add.
+MAX_VIRTUAL_SECONDS = 400 * 86_400
 
 
 class _Strict(BaseModel):

@@ -1,0 +1,319 @@
+"""What a fleet run cost, from the drill's own report (sandbox/report.py) and the fleet's bookkeeping:
+per job its effective training time ratio (ETTR) and where the rest went; the incidents, the pages,
+the safety limits met; what the pipeline costs per day; the largest item and state it made.
+
+ETTR = time training that was kept / the run's time. What is not kept, per failure that hit a job:
+* lost work: from the job's last checkpoint to the failure (training done, then thrown away);
+* detection: from the failure to the execution that handles it (the trace's time to the event,
+  then the intake's batching window);
+* provisioning wait: while HyperPod had not brought the failed nodes back (replacement or reboot,
+  from the double's ground truth), between that execution's start and the job's next copy starting;
+* pipeline: the rest of the time until the next copy started (the workflow's own steps, its polls'
+  lag, the agent, the health gate, a restart backoff);
+* restart: the next copy's start to its first step (the plan's ``restart_seconds``, modelled);
+and, failure or not, each checkpoint's blocking cost (the plan's ``checkpoint_cost_seconds``).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+from typing import TYPE_CHECKING, Any
+
+from hyperpod_recovery.adapters.ledger import DynamoLedger
+from hyperpod_recovery.domain.severity import severity_of
+from hyperpod_recovery.models.records import IncidentRecord
+
+if TYPE_CHECKING:
+    from sandbox.fleet.runner import FleetRunner, Hit
+
+# The limits the run is held against.
+DYNAMODB_ITEM_LIMIT = 400 * 1024  # bytes (DynamoDB counts 400 KB as 400 × 1,024)
+STATE_PAYLOAD_LIMIT = 256 * 1024  # bytes, a state's input or output (States.DataLimitExceeded)
+ITEM_GOAL = 100 * 1024  # issue 34's goal: no item over 100 KB
+
+
+def _percentile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = min(len(ordered) - 1, max(0, round(q / 100 * len(ordered) + 0.5) - 1))
+    return round(ordered[rank], 1)
+
+
+def _union_length(intervals: list[tuple[float, float]], window: tuple[float, float]) -> float:
+    clipped = sorted((max(a, window[0]), min(b, window[1])) for a, b in intervals if min(b, window[1]) > max(a, window[0]))
+    total, cursor = 0.0, window[0]
+    for start, end in clipped:
+        start = max(start, cursor)
+        if end > start:
+            total += end - start
+            cursor = end
+    return total
+
+
+def fleet_report(runner: FleetRunner, drill: dict[str, Any]) -> dict[str, Any]:
+    plan, trace = runner.plan, runner.trace
+    end = plan.days * 86_400.0
+    weeks = plan.days / 7
+    training = runner.fleet_training
+    assert training is not None
+    ledger = DynamoLedger(runner.aws.ledger_table, dynamodb=runner.aws.client("dynamodb"))
+    records: dict[str, IncidentRecord] = {}
+    for incident in drill["incidents"]:
+        record = ledger.get_incident(incident["id"])
+        if record is not None:
+            records[incident["id"]] = record
+
+    # Each hit's downtime and its parts.
+    hits: list[dict[str, Any]] = []
+    for hit in runner.hits:
+        hits.append(_hit_parts(runner, hit, end))
+    jobs = []
+    for job_id, first, last in plan.job_ranges():
+        mine = [h for h in hits if h["job"] == job_id]
+        copies = [c for c in training.copies.values() if c.root == job_id]
+        checkpoints = sum(c.checkpoints_by(end, plan.checkpoint_interval_seconds) for c in copies)
+        parts = {
+            "lost_work": sum(h["lost_work"] for h in mine),
+            "detection": sum(h["detection"] for h in mine),
+            "pipeline": sum(h["pipeline"] for h in mine),
+            "provisioning_wait": sum(h["provisioning_wait"] for h in mine),
+            "restart": sum(h["restart"] for h in mine),
+            "checkpoint_cost": checkpoints * plan.checkpoint_cost_seconds,
+        }
+        lost = sum(parts.values())
+        jobs.append(
+            {
+                "job": job_id,
+                "nodes": last - first + 1,
+                "hits": len(mine),
+                "not_running_at_end": any(h["restarted_at"] is None for h in mine),
+                "ettr": round(max(0.0, end - lost) / end, 5),
+                "seconds_lost": {k: round(v, 1) for k, v in parts.items()},
+                "ettr_points_lost": {k: round(100 * v / end, 3) for k, v in parts.items()},
+            }
+        )
+    downtimes = [h["downtime"] for h in hits if h["restarted_at"] is not None]
+
+    # Incidents, pages, safety.
+    outcomes = Counter(f"{i['workflow']}:{i['outcome']}" for i in drill["incidents"])
+    pages = [r for r in records.values() if severity_of(r) == "page"]
+    why = Counter(f"{r.outcome}{' ' + r.error if r.error else ''}" for r in pages)
+    breaker = ledger.breaker(plan.cluster)
+    openings = [entry for entry in breaker.history if " open by " in entry]
+
+    # Cost per day.
+    calls = runner.counted_api_calls()
+    by_service: Counter[str] = Counter()
+    for call, n in calls.items():
+        by_service[call.split(".", 1)[0]] += n
+    invocations = calls.get("lambda.Invoke", 0)
+    executions = runner.aws.executions()
+    spans = [(runner.clock.started_at(e.name), runner.clock.now(e.name)) for e in executions]
+    peak = _peak(spans)
+
+    phases = _phase_medians(runner, records)
+    goodput_inputs = {
+        "nodes": plan.nodes,
+        "node_days": plan.nodes * plan.days,
+        "failures": len(trace.failures),
+        "failure_rate_per_1000_node_days": round(1000 * len(trace.failures) / (plan.nodes * plan.days), 3),
+        "phases_seconds": phases,
+        "checkpoint_interval_seconds": plan.checkpoint_interval_seconds,
+        "checkpoint_cost_seconds": plan.checkpoint_cost_seconds,
+        "spare_nodes": plan.spares,
+    }
+    largest_item = runner.largest_item
+    return {
+        "fleet_report_version": 1,
+        "plan": {
+            "nodes": plan.nodes,
+            "days": plan.days,
+            "jobs": f"{plan.mix.count}x{plan.mix.nodes_each}",
+            "spares": plan.spares,
+            "seed": trace.spec.seed,
+            "rate_per_1000_node_days": trace.spec.rate_per_1000_node_days,
+            "correlated_share": trace.spec.correlated_share,
+            "checkpoint_interval_seconds": plan.checkpoint_interval_seconds,
+            "checkpoint_cost_seconds": plan.checkpoint_cost_seconds,
+            "restart_seconds": plan.restart_seconds,
+        },
+        "trace": {
+            "failures": len(trace.failures),
+            "by_remedy": dict(trace.by_remedy()),
+            "by_fault": dict(trace.counts().most_common()),
+            "racks": sum(1 for f in trace.failures if f.correlated),
+            "gate_fails": sum(1 for f in trace.failures if f.gate_fails),
+            "reboot_fails": sum(1 for f in trace.failures if f.reboot_fails),
+            "job_faults_on_a_job_not_running": len(runner.skipped),
+        },
+        "jobs": jobs,
+        "job_downtime_seconds": {
+            "hits": len(hits),
+            "p50": _percentile(downtimes, 50),
+            "p90": _percentile(downtimes, 90),
+            "p99": _percentile(downtimes, 99),
+            "max": round(max(downtimes), 1) if downtimes else None,
+            "never_restarted": sum(1 for h in hits if h["restarted_at"] is None),
+        },
+        "incidents": {"total": len(drill["incidents"]), "by_outcome": dict(outcomes.most_common())},
+        "pages": {"total": len(pages), "per_week": round(len(pages) / weeks, 2), "why": dict(why.most_common())},
+        "safety": {
+            "capped_incidents": sum(1 for i in drill["incidents"] if i["outcome"] == "capped"),
+            "breaker_openings": openings,
+            "breaker_state_at_end": breaker.state,
+        },
+        "cost_per_day": {
+            "state_transitions": round(drill["state_transitions"] / plan.days, 1),
+            "lambda_invocations": round(invocations / plan.days, 1),
+            "aws_calls_by_service": {k: round(v / plan.days, 1) for k, v in sorted(by_service.items())},
+            "quiet_sweeps_counted_not_run": runner.quiet_sweeps,
+        },
+        "executions": {"total": len(executions), "peak_concurrent": peak},
+        "limits": {
+            "largest_dynamodb_item_bytes": largest_item[0],
+            "largest_dynamodb_item": largest_item[1],
+            "dynamodb_item_limit_bytes": DYNAMODB_ITEM_LIMIT,
+            "item_goal_bytes": ITEM_GOAL,
+            "largest_state_payload_bytes": drill["max_state_bytes"],
+            "largest_state_payload_at": drill["max_state_at"],
+            "state_payload_limit_bytes": STATE_PAYLOAD_LIMIT,
+            "throttling_errors_met": runner.throttling_met(),
+        },
+        "goodput_inputs": goodput_inputs,
+        "hits": hits,
+        "wall_seconds": round(runner.wall_seconds, 1),
+    }
+
+
+def _hit_parts(runner: FleetRunner, hit: Hit, end: float) -> dict[str, Any]:
+    training = runner.fleet_training
+    assert training is not None
+    later = sorted(
+        (training.slurm.jobs[c.copy].started_at for c in training.copies.values() if c.root == hit.root and c.copy != hit.copy),
+        key=lambda m: m.timestamp() if m is not None else 0.0,
+    )
+    starts = [(m - runner.epoch).total_seconds() for m in later if m is not None]
+    restarted_at = next((s for s in starts if s >= hit.at), None)
+    back = restarted_at if restarted_at is not None else end
+    handled_at = runner.handled_at.get(hit.failure, back)
+    detection = max(0.0, min(handled_at, back) - hit.at)
+    names = runner.hostnames_of(hit.failure)
+    repairs = [
+        (r.initiated_at, r.running_at if r.running_at is not None else end)
+        for r in runner.double.replacements
+        if r.hostname.split(".", 1)[0] in names and r.initiated_at >= hit.at
+    ]
+    repairs += [
+        (r.initiated_at, r.running_at if r.running_at is not None else end)
+        for r in runner.double.reboots
+        if r.hostname.split(".", 1)[0] in names and r.initiated_at >= hit.at
+    ]
+    window = (min(handled_at, back), back)
+    provisioning = _union_length(repairs, window)
+    downtime = back - hit.at
+    return {
+        "job": hit.root,
+        "copy": hit.copy,
+        "fault": hit.failure.fault,
+        "remedy": hit.failure.remedy,
+        "at": round(hit.at, 3),
+        "restarted_at": None if restarted_at is None else round(restarted_at, 3),
+        "downtime": round(downtime, 3),
+        "lost_work": round(hit.at - hit.last_checkpoint_at, 3),
+        "detection": round(detection, 3),
+        "provisioning_wait": round(provisioning, 3),
+        "pipeline": round(max(0.0, downtime - detection - provisioning), 3),
+        "restart": runner.plan.restart_seconds if restarted_at is not None else 0.0,
+    }
+
+
+def _peak(spans: list[tuple[float, float]]) -> int:
+    events = sorted([(s, 1) for s, _ in spans] + [(e, -1) for _, e in spans], key=lambda x: (x[0], x[1]))
+    peak = current = 0
+    for _, step in events:
+        current += step
+        peak = max(peak, current)
+    return peak
+
+
+# The goodput planner's phases, from the incidents' recorded phases (vocabulary.PhaseName).
+PHASE_SOURCES = {"cordon": ("cordon",), "replace": ("replace",), "rejoin": ("wait_for_rejoin",), "health_gate": ("resume",)}
+
+
+def _phase_medians(runner: FleetRunner, records: dict[str, IncidentRecord]) -> dict[str, float | None]:
+    """Median seconds of each recovery phase over the node incidents that recovered; ``detect`` is the
+    failure to its execution's start (measured per failure); ``restart`` is the plan's (modelled)."""
+    durations: dict[str, list[float]] = {name: [] for name in PHASE_SOURCES}
+    for record in records.values():
+        if record.workflow != "node" or record.outcome != "recovered":
+            continue
+        for name, sources in PHASE_SOURCES.items():
+            spent = sum((p.end - p.start).total_seconds() for p in record.phases if p.name in sources)
+            if any(p.name in sources for p in record.phases):
+                durations[name].append(spent)
+    detect = [at - f.at for f, at in runner.handled_at.items()]
+    medians: dict[str, float | None] = {"detect": round(statistics.median(detect), 1) if detect else None}
+    medians |= {name: round(statistics.median(values), 1) if values else None for name, values in durations.items()}
+    medians["restart"] = runner.plan.restart_seconds
+    return medians
+
+
+def _minutes(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds / 60:.1f} min"
+
+
+def format_fleet_report(report: dict[str, Any]) -> str:
+    """The report as a person reads it in a terminal."""
+    plan, trace = report["plan"], report["trace"]
+    lines = [
+        f"fleet drill: {plan['nodes']} nodes (+{plan['spares']} spare) x {plan['days']:g} days, jobs {plan['jobs']}, "
+        f"seed {plan['seed']}, {plan['rate_per_1000_node_days']} failures / 1,000 node-days",
+        f"trace: {trace['failures']} failures {dict(trace['by_remedy'])}; racks {trace['racks']}, "
+        f"failed gates {trace['gate_fails']}, failed reboots {trace['reboot_fails']}; "
+        f"job faults on a job already down (skipped) {trace['job_faults_on_a_job_not_running']}",
+        "",
+        f"checkpoint every {plan['checkpoint_interval_seconds']:g} s (blocking cost {plan['checkpoint_cost_seconds']:g} s), "
+        f"restart {plan['restart_seconds']:g} s (modelled)",
+        "ETTR per job, and the points lost to: lost work | detection | pipeline | provisioning wait | restart | checkpoints",
+    ]
+    for job in report["jobs"]:
+        p = job["ettr_points_lost"]
+        lines.append(
+            f"  job {job['job']} ({job['nodes']} nodes, {job['hits']} hits){' NOT RUNNING AT END' if job['not_running_at_end'] else ''}: "
+            f"ETTR {100 * job['ettr']:.2f} %   {p['lost_work']:.2f} | {p['detection']:.2f} | {p['pipeline']:.2f} | "
+            f"{p['provisioning_wait']:.2f} | {p['restart']:.2f} | {p['checkpoint_cost']:.2f}"
+        )
+    down = report["job_downtime_seconds"]
+    lines += [
+        f"job downtime per hit ({down['hits']} hits): p50 {_minutes(down['p50'])}, p90 {_minutes(down['p90'])}, "
+        f"p99 {_minutes(down['p99'])}, max {_minutes(down['max'])}; never running again: {down['never_restarted']}",
+        "",
+        f"incidents: {report['incidents']['total']} " + ", ".join(f"{k} {v}" for k, v in report["incidents"]["by_outcome"].items()),
+        f"pages to a human: {report['pages']['total']} ({report['pages']['per_week']:.2f} per week)"
+        + "".join(f"\n  {n} x {why}" for why, n in report["pages"]["why"].items()),
+        f"safety: capped incidents {report['safety']['capped_incidents']}, breaker openings "
+        f"{len(report['safety']['breaker_openings'])} (state at end: {report['safety']['breaker_state_at_end']})"
+        + "".join(f"\n  {entry}" for entry in report["safety"]["breaker_openings"]),
+        "",
+    ]
+    cost = report["cost_per_day"]
+    lines += [
+        f"per day: {cost['state_transitions']:g} state transitions, {cost['lambda_invocations']:g} Lambda invocations; AWS calls "
+        + ", ".join(f"{k} {v:g}" for k, v in cost["aws_calls_by_service"].items()),
+        f"  ({cost['quiet_sweeps_counted_not_run']} quiet sweeps of ended executions counted at their measured cost, not run)",
+        f"executions: {report['executions']['total']}, peak concurrent {report['executions']['peak_concurrent']}",
+    ]
+    limits = report["limits"]
+    lines += [
+        f"largest DynamoDB item: {limits['largest_dynamodb_item_bytes']:,} B ({limits['largest_dynamodb_item']}) "
+        f"of {limits['dynamodb_item_limit_bytes']:,} (goal {limits['item_goal_bytes']:,})",
+        f"largest state payload: {limits['largest_state_payload_bytes']:,} B ({limits['largest_state_payload_at']}) "
+        f"of {limits['state_payload_limit_bytes']:,}",
+        f"throttling errors met: {limits['throttling_errors_met']}",
+        "",
+        f"goodput_inputs: {report['goodput_inputs']}",
+        f"wall time: {report['wall_seconds']:.1f} s",
+    ]
+    return "\n".join(lines)

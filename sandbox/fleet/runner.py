@@ -1,0 +1,330 @@
+"""Run a failure trace through the real pipeline in the sandbox: the drill runner (sandbox/runner.py),
+its moto stack, state machines, handlers, HyperPod double and simulated Slurm, fed a whole fleet's
+trace instead of a scenario's few faults.
+
+What the fleet adds to a drill:
+* the scenario is built from the plan (a controller, ``nodes`` + ``spares`` workers, the job mix)
+  and the trace (a health event per failed node, HyperPod's health agent naming a fault that a
+  reboot fixes or one that needs a replacement; a job-only fault as the agent's job-failed event);
+* each failure is seen ``detect_seconds`` after it happens (the trace's), and the job stops
+  training when it happens: what it did since its last checkpoint is lost (sandbox/fleet/training.py);
+* the double takes each repair's figures from the trace: how long this replacement takes, whether
+  the new node is sick, whether this reboot fails;
+* a job-only fault on a job that is not running (down after an earlier fault) cannot happen: it
+  is skipped, and counted.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+from moto.dynamodb.models import DynamoDBBackend
+
+from sandbox.fleet.report import fleet_report
+from sandbox.fleet.trace import Failure, Trace
+from sandbox.fleet.training import FleetTraining
+from sandbox.hyperpod import SimNode
+from sandbox.report import build_report
+from sandbox.runner import Delivery, DrillRunner
+from sandbox.scenario import FaultSpec, Scenario
+
+WORKERS = "workers"
+# No execution ended for this long before a scheduled sweep: it can find nothing (it looks 10 minutes back).
+QUIET_SECONDS = 900.0
+CHECKPOINT_BUCKET = "fleet-checkpoints"
+# What the fleet report keeps of the drill's own report (the rest is per incident: thousands of lines).
+DRILL_KEYS = (
+    "api_calls",
+    "api_calls_total",
+    "state_transitions",
+    "max_state_bytes",
+    "max_state_at",
+    "executions",
+    "intake",
+    "ledger_at_end",
+)
+
+
+@dataclass(frozen=True)
+class JobMix:
+    count: int
+    nodes_each: int
+
+    @classmethod
+    def parse(cls, text: str, nodes: int) -> JobMix:
+        """ "8x256" (8 jobs of 256 nodes), or "1" (one job on every node)."""
+        count, _, size = text.lower().partition("x")
+        mix = cls(int(count), int(size) if size else nodes // int(count))
+        if mix.count < 1 or mix.nodes_each < 1 or mix.count * mix.nodes_each > nodes:
+            raise ValueError(f"job mix {text!r} does not fit {nodes} nodes")
+        return mix
+
+
+@dataclass(frozen=True)
+class FleetPlan:
+    nodes: int
+    days: float
+    mix: JobMix
+    spares: int = 0
+    checkpoint_interval_seconds: float = 1800.0
+    checkpoint_cost_seconds: float = 30.0  # ASSUMPTION: a blocking save's stall (Meta: O(10 s) with async writes)
+    restart_seconds: float = 300.0  # ASSUMPTION: a copy's start to its first step (NCCL init, checkpoint load; Meta's u0 5-20 min)
+    steps_per_checkpoint: int = 100
+    agent_seconds: float = 2.0
+    cluster: str = "llm-train"
+
+    def job_ranges(self) -> list[tuple[str, int, int]]:
+        return [(str(1001 + k), k * self.mix.nodes_each, (k + 1) * self.mix.nodes_each - 1) for k in range(self.mix.count)]
+
+    def scenario(self, trace: Trace) -> Scenario:
+        jobs = [
+            {
+                "id": job_id,
+                "name": f"pretrain-{k}",
+                "nodes": f"{WORKERS}:{first}-{last}",
+                "checkpoint_uri": f"s3://{CHECKPOINT_BUCKET}/pretrain-{k}",
+                "checkpoints": [{"step": self.steps_per_checkpoint, "shards": 1}],
+            }
+            for k, (job_id, first, last) in enumerate(self.job_ranges())
+        ]
+        faults = [self.fault(failure) for failure in trace.failures]
+        return Scenario.model_validate(
+            {
+                "name": f"fleet-{self.nodes}n-{self.days:g}d".replace(".", "-"),
+                "description": f"fleet drill: {self.nodes} nodes ({self.spares} spare), {self.days:g} days, "
+                f"jobs {self.mix.count}x{self.mix.nodes_each}, {len(trace.failures)} failures (seed {trace.spec.seed})",
+                "cluster": {
+                    "name": self.cluster,
+                    "orchestrator": "slurm",
+                    "instance_groups": [
+                        {"name": "controller", "type": "Controller", "count": 1, "instance_type": "ml.m5.2xlarge"},
+                        {"name": WORKERS, "type": "Compute", "count": self.nodes + self.spares},
+                    ],
+                },
+                "jobs": jobs,
+                # (a drill needs a fault: a trace without one gets another cluster's event, which the stack ignores)
+                "faults": faults or [{"at": 1.0, "kind": "node_health", "node": f"{WORKERS}:0", "foreign_cluster": True}],
+                "behaviour": {"agent_seconds": self.agent_seconds},
+            }
+        )
+
+    def job_of(self, node: int) -> str:
+        """The job a job-only fault drawn on ``node`` hits: the one that runs there (a spare's: one in turn)."""
+        ranges = self.job_ranges()
+        for job_id, first, last in ranges:
+            if first <= node <= last:
+                return job_id
+        return ranges[node % len(ranges)][0]
+
+    def fault(self, failure: Failure) -> dict[str, Any]:
+        at = failure.at + failure.detect_seconds
+        if failure.remedy == "job":
+            return {"at": at, "kind": "job_failed", "job": self.job_of(failure.nodes[0]), "job_state": "FAILED", "exit_code": 1}
+        return {
+            "at": at,
+            "kind": "node_health",
+            "nodes": [f"{WORKERS}:{n}" for n in failure.nodes],
+            "reason": f"HyperPod Health Monitoring Agent (HMA) has detected fault type {failure.hmm_fault} on this node and is unhealthy.",
+        }
+
+
+@dataclass
+class Hit:
+    """A failure as a job felt it: when it stopped training, its last checkpoint before, which copy."""
+
+    failure: Failure
+    root: str
+    copy: str
+    at: float
+    last_checkpoint_at: float
+
+
+class FleetRunner(DrillRunner):
+    def __init__(self, plan: FleetPlan, trace: Trace, log_path: Path) -> None:
+        super().__init__(plan.scenario(trace), log_path)
+        self.plan = plan
+        self.trace = trace
+        self.hits: list[Hit] = []
+        self.skipped: list[Failure] = []  # job-only faults on a job that was not running
+        self._by_delivery = {round(f.at + f.detect_seconds, 6): [] for f in trace.failures}
+        for failure in trace.failures:
+            self._by_delivery[round(failure.at + failure.detect_seconds, 6)].append(failure)
+        self._on_node: dict[int, list[Failure]] = {}
+        for failure in trace.failures:
+            for node in failure.nodes:
+                self._on_node.setdefault(node, []).append(failure)
+        self._sick_generation: dict[tuple[int, float], int] = {}
+        self.double.replacement_seconds_for = self._replacement_seconds
+        self.double.sick_replacement = self._sick
+        self.double.reboot_fails_for = self._reboot_fails
+        self.fleet_training: FleetTraining | None = None
+        self.quiet_sweeps = 0
+        self.quiet_sweep_calls: Counter[str] | None = None
+        self._ended_at: dict[str, float] = {}
+        self.handled_at: dict[Failure, float] = {}  # each failure: when the first execution it started began
+        self._hostnames: dict[Failure, set[str]] = {}
+        self.largest_item: tuple[int, str] = (0, "")
+        self.wall_seconds = 0.0
+
+    # --- the trace's figures, for the double -----------------------------------------------
+    def _failure_before(self, index: int, t: float) -> Failure | None:
+        before = [f for f in self._on_node.get(index, []) if f.at <= t]
+        return before[-1] if before else None
+
+    def _replacement_seconds(self, node: SimNode, t: float) -> float | None:
+        failure = self._failure_before(node.index, t)
+        return failure.replacement_seconds if failure is not None else None
+
+    def _sick(self, node: SimNode) -> bool:
+        """The first replacement made after a failure whose gate fails comes back sick; the next is healthy."""
+        failure = self._failure_before(node.index, node.created_at)
+        if failure is None or not failure.gate_fails:
+            return False
+        first = self._sick_generation.setdefault((node.index, failure.at), node.generation)
+        return first == node.generation
+
+    def _reboot_fails(self, node: SimNode, t: float) -> bool:
+        failure = self._failure_before(node.index, t)
+        return failure is not None and failure.reboot_fails
+
+    # --- running ---------------------------------------------------------------------------
+    def run_fleet(self) -> dict[str, Any]:
+        """Deliver the whole trace, let every execution finish: the fleet report (sandbox/fleet/report.py),
+        with the drill's own report (sandbox/report.py) under ``drill``."""
+        started = time.perf_counter()
+        with self.deployed():
+            self._measure_items()
+            self.fleet_training = FleetTraining(
+                self.scenario.jobs,
+                self.slurm.slurm,
+                self.aws.client("s3"),
+                self.epoch,
+                self.plan.checkpoint_interval_seconds,
+                self.plan.steps_per_checkpoint,
+                self.plan.restart_seconds,
+                self.plan.steps_per_checkpoint,
+            )
+            self.play()
+            end = self.plan.days * 86_400.0
+            self._advance_to(max(end, self.clock.now()))
+            self.fleet_training.advance(end)
+            self.slurm.close()
+            self._log.flush()
+            drill = build_report(self, wall_seconds=time.perf_counter() - started)
+            self.wall_seconds = time.perf_counter() - started
+            report = fleet_report(self, drill)
+            report["drill"] = {k: drill[k] for k in DRILL_KEYS}
+            return report
+
+    def _measure_items(self) -> None:
+        """Every item the pipeline writes to the ledger is measured as DynamoDB sizes it (moto's Item.size():
+        names and values in bytes), the largest kept: an item may shrink again before the run ends."""
+        runner = self
+        table = self.aws.ledger_table
+
+        def measured(original: Any) -> Any:
+            def write(backend: Any, table_name: str, *args: Any, **kwargs: Any) -> Any:
+                item = original(backend, table_name, *args, **kwargs)
+                if table_name == table and item is not None:
+                    size = item.size()
+                    if size > runner.largest_item[0]:
+                        keys = item.attrs
+                        runner.largest_item = (size, f"{keys['pk'].value} / {keys['sk'].value}")
+                return item
+
+            return write
+
+        for name in ("put_item", "update_item"):
+            self.aws.enter(mock.patch.object(DynamoDBBackend, name, measured(getattr(DynamoDBBackend, name))))
+
+    def hostnames_of(self, failure: Failure) -> set[str]:
+        return self._hostnames.get(failure, set())
+
+    def throttling_met(self) -> int:
+        """Throttling errors any call of the pipeline received (its handlers log them)."""
+        with self.log_path.open() as log:
+            return sum(1 for line in log if "Throttl" in line or "ProvisionedThroughputExceeded" in line)
+
+    # --- the sweep of ended executions, on a quiet fleet ----------------------------------------
+    def _run_scheduled_sweeps(self) -> None:
+        """The sweep's schedule, as the drill runs it, except where a sweep can find nothing: no
+        execution ended within ``QUIET_SECONDS`` before its moment (a sweep lists only ends, from 10
+        minutes before its mark, and leaves one younger than a minute to the next sweep; a skipped
+        sweep leaves its mark behind, so the next one that runs lists from there). Such a sweep is
+        counted, at the calls and invocations the first sweep of the run (before any fault: a quiet
+        one) was measured to make, not run: over 54 days, 15,000 sweeps at 80 ms each."""
+        bound = min(self.clock.next_wake(), self._until)
+        if bound == float("inf"):
+            return
+        while self._swept_to + self.sweep_period <= bound:
+            moment = self._swept_to + self.sweep_period
+            if self.quiet_sweep_calls is not None and self._quiet_at(moment):
+                self._swept_to = moment
+                self.quiet_sweeps += 1
+                continue
+            before = self.aws.api_calls.counts.copy()
+            self._sweep_at(moment)
+            if self.quiet_sweep_calls is None:
+                self.quiet_sweep_calls = self.aws.api_calls.counts - before
+
+    def _quiet_at(self, moment: float) -> bool:
+        """No execution ended within QUIET_SECONDS before ``moment`` (one still running has not ended)."""
+        for execution in self.aws.executions():
+            if execution.exec_status is None or execution.exec_status.value == "RUNNING":
+                continue
+            ended = self._ended_at.setdefault(execution.name, self.clock.now(execution.name))
+            if moment - QUIET_SECONDS < ended <= moment:
+                return False
+        return True
+
+    def counted_api_calls(self) -> Counter[str]:
+        """Every AWS call of the run, the quiet sweeps' counted at their measured cost."""
+        counts = Counter(self.aws.api_calls.counts)
+        for call, n in (self.quiet_sweep_calls or Counter()).items():
+            counts[call] += n * self.quiet_sweeps
+        return counts
+
+    def _between(self) -> None:
+        super()._between()
+        if self.fleet_training is not None:
+            self.fleet_training.advance(self.clock.horizon)
+
+    def _deliver(self, delivery: Delivery) -> None:
+        assert self.fleet_training is not None
+        kept: list[FaultSpec] = []
+        delivered: list[Failure] = []
+        for fault in delivery.faults:
+            failures = self._by_delivery.get(round(fault.at, 6), [])
+            failure = next((f for f in failures if (f.remedy == "job") == (fault.kind == "job_failed")), None)
+            if failure is None:
+                kept.append(fault)
+                continue
+            if fault.kind == "job_failed":
+                assert fault.job is not None
+                if not self.fleet_training.running(fault.job):
+                    self.skipped.append(failure)
+                    continue
+                stopped = self.fleet_training.hit(failure.at, root=fault.job)
+            else:
+                names = {self.double.slurm_name(ref) for ref in fault.node_refs}
+                self._hostnames[failure] = names
+                stopped = self.fleet_training.hit(failure.at, nodes=names)
+            for copy in stopped:
+                self.hits.append(
+                    Hit(failure, copy.root, copy.copy, failure.at, self.fleet_training.last_checkpoint_before(copy, failure.at))
+                )
+            kept.append(fault)
+            delivered.append(failure)
+        delivery.faults = kept
+        before = {e.name for e in self.aws.executions()}
+        if kept or delivery.agent_back or delivery.poll or delivery.detect:
+            super()._deliver(delivery)
+        started = [self.clock.started_at(e.name) for e in self.aws.executions() if e.name not in before]
+        for failure in delivered:
+            if started:
+                self.handled_at[failure] = min(started)

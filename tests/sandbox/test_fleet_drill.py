@@ -1,0 +1,106 @@
+"""The fleet drill's machinery (not its figures): a trace runs through the real pipeline in the sandbox,
+and the report accounts for every failure, every incident and the pipeline's own limits."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sandbox.fleet.runner import FleetPlan, FleetRunner, JobMix
+from sandbox.fleet.trace import TraceSpec, generate
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.sandbox
+
+GOODPUT_PHASES = {"detect", "cordon", "replace", "rejoin", "health_gate", "restart"}
+
+
+@pytest.fixture(scope="module")
+def bench_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], str]:
+    """``python bench/fleet.py --nodes 256 --days 3``, as a user runs it from a clone."""
+    out = tmp_path_factory.mktemp("fleet")
+    command = [sys.executable, "bench/fleet.py", "--nodes", "256", "--days", "3", "--seed", "0", "--out", str(out)]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (path,) = out.glob("fleet-256n-3d-seed0.json")
+    return json.loads(path.read_text()), done.stdout
+
+
+def test_given_3_days_of_256_nodes_then_every_failure_is_handled_by_an_execution(bench_run: tuple[dict[str, Any], str]) -> None:
+    report, _ = bench_run
+    assert report["trace"]["failures"] >= 1
+    assert report["incidents"]["total"] == report["trace"]["failures"] - report["trace"]["job_faults_on_a_job_not_running"]
+    assert "unrecorded" not in " ".join(report["incidents"]["by_outcome"])
+    assert report["drill"]["ledger_at_end"] == {"nodes_reserved": [], "open_claims": [], "incidents_holding": [], "locks_held": []}
+
+
+def test_given_3_days_of_256_nodes_then_every_hit_job_runs_again_and_its_downtime_is_decomposed(
+    bench_run: tuple[dict[str, Any], str],
+) -> None:
+    report, _ = bench_run
+    assert report["hits"] and all(hit["restarted_at"] is not None for hit in report["hits"])
+    for hit in report["hits"]:
+        parts = hit["detection"] + hit["provisioning_wait"] + hit["pipeline"]
+        assert parts == pytest.approx(hit["downtime"], abs=0.01)
+        assert 0 <= hit["lost_work"] <= report["plan"]["checkpoint_interval_seconds"]
+    (job,) = report["jobs"]
+    assert 0 < job["ettr"] < 1 and not job["not_running_at_end"]
+
+
+def test_given_a_fleet_run_then_goodput_inputs_have_the_planner_shape(bench_run: tuple[dict[str, Any], str]) -> None:
+    inputs = bench_run[0]["goodput_inputs"]
+    assert set(inputs) == {
+        "nodes",
+        "node_days",
+        "failures",
+        "failure_rate_per_1000_node_days",
+        "phases_seconds",
+        "checkpoint_interval_seconds",
+        "checkpoint_cost_seconds",
+        "spare_nodes",
+    }
+    assert set(inputs["phases_seconds"]) == GOODPUT_PHASES
+    assert inputs["nodes"] == 256 and inputs["node_days"] == 768
+
+
+def test_given_a_fleet_run_then_the_limits_and_costs_are_measured(bench_run: tuple[dict[str, Any], str]) -> None:
+    report, printed = bench_run
+    limits = report["limits"]
+    assert 0 < limits["largest_dynamodb_item_bytes"] < limits["dynamodb_item_limit_bytes"]
+    assert 0 < limits["largest_state_payload_bytes"] < limits["state_payload_limit_bytes"]
+    assert report["cost_per_day"]["state_transitions"] > 0 and report["cost_per_day"]["lambda_invocations"] > 0
+    assert report["executions"]["peak_concurrent"] >= 1
+    for section in ("ETTR per job", "job downtime per hit", "pages to a human", "largest DynamoDB item", "goodput_inputs"):
+        assert section in printed
+
+
+def test_given_racks_reboots_failed_gates_and_job_faults_then_each_path_runs_through_the_pipeline(tmp_path: Path) -> None:
+    # Given a dense trace on 64 nodes: every kind of failure the generator draws
+    spec = TraceSpec(
+        nodes=64,
+        days=2,
+        seed=22,
+        rate_per_1000_node_days=60,
+        correlated_share=0.15,
+        rack_size=8,
+        gate_fail_share=0.3,
+        reboot_fail_share=0.5,
+    )
+    trace = generate(spec)
+    remedies = {f.remedy for f in trace.failures}
+    assert {"reboot", "replace", "job"} <= remedies and any(f.correlated for f in trace.failures)
+    assert any(f.gate_fails for f in trace.failures)
+    plan = FleetPlan(nodes=64, days=2, mix=JobMix.parse("4x16", 64), spares=8)
+    # When it runs
+    report = FleetRunner(plan, trace, tmp_path / "fleet.log").run_fleet()
+    # Then every failure reached the pipeline or was a job fault on a job already down
+    delivered = report["trace"]["failures"] - report["trace"]["job_faults_on_a_job_not_running"]
+    assert report["incidents"]["total"] >= delivered
+    assert any(key.startswith("job:") for key in report["incidents"]["by_outcome"])
+    assert report["drill"]["api_calls"].get("sagemaker.BatchRebootClusterNodes", 0) >= 1
+    assert len(report["jobs"]) == 4 and all(0 < job["ettr"] <= 1 for job in report["jobs"])
