@@ -25,7 +25,7 @@ from hyperpod_recovery.domain.severity import severity_of
 from hyperpod_recovery.models.records import IncidentRecord
 
 if TYPE_CHECKING:
-    from sandbox.fleet.runner import FleetRunner, Hit
+    from sandbox.fleet.runner import FleetPlan, FleetRunner, Hit
 
 # The limits the run is held against.
 DYNAMODB_ITEM_LIMIT = 400 * 1024  # bytes (DynamoDB counts 400 KB as 400 × 1,024)
@@ -114,16 +114,7 @@ def fleet_report(runner: FleetRunner, drill: dict[str, Any]) -> dict[str, Any]:
     peak = _peak(spans)
 
     phases = _phase_medians(runner, records)
-    goodput_inputs = {
-        "nodes": plan.nodes,
-        "node_days": plan.nodes * plan.days,
-        "failures": len(trace.failures),
-        "failure_rate_per_1000_node_days": round(1000 * len(trace.failures) / (plan.nodes * plan.days), 3),
-        "phases_seconds": phases,
-        "checkpoint_interval_seconds": plan.checkpoint_interval_seconds,
-        "checkpoint_cost_seconds": plan.checkpoint_cost_seconds,
-        "spare_nodes": plan.spares,
-    }
+    goodput_inputs = planner_inputs(plan, len(trace.failures), phases, len(records))
     largest_item = runner.largest_item
     return {
         "fleet_report_version": 1,
@@ -240,6 +231,44 @@ def _peak(spans: list[tuple[float, float]]) -> int:
 
 # The goodput planner's phases, from the incidents' recorded phases (vocabulary.PhaseName).
 PHASE_SOURCES = {"cordon": ("cordon",), "replace": ("replace",), "rejoin": ("wait_for_rejoin",), "health_gate": ("resume",)}
+
+
+def planner_inputs(plan: FleetPlan, failures: int, phases: dict[str, float | None], incidents: int) -> dict[str, Any]:
+    """The run's figures as the goodput planner reads them (``hyperpod-recovery goodput --from``: the
+    schema is PlannerInputs, docs/goodput.md), each saying whether the run measured it or the plan gave
+    it. ``replace`` is the Batch call only: HyperPod's provisioning is in ``rejoin``. A phase no
+    incident went through is left out (the planner's default then says so)."""
+    run = f"fleet drill {plan.nodes} nodes x {plan.days:g} days"
+
+    def measured(value: float, what: str) -> dict[str, Any]:
+        return {"value": value, "provenance": "measured", "source": f"{run}: {what}"}
+
+    def given(value: float, what: str) -> dict[str, Any]:
+        return {"value": value, "provenance": "given", "source": f"{run}: {what}"}
+
+    measured_phases = {
+        name: measured(
+            value, "the failure to its execution's start, median" if name == "detect" else f"median over {incidents} incident(s)"
+        )
+        for name, value in phases.items()
+        if value is not None and name != "restart"
+    }
+    sizes = sorted({plan.mix.nodes_each, plan.nodes}, reverse=True)
+    inputs = {
+        "nodes": measured(plan.nodes, "the cluster"),
+        "failure_rate": {
+            "failures": max(1, failures),
+            "node_days": plan.nodes * plan.days,
+            "provenance": "measured",
+            "source": f"{run}: the trace",
+        },
+        "phases_seconds": {**measured_phases, "restart": given(plan.restart_seconds, "the job's modelled start-up")},
+        "checkpoint_interval_seconds": given(plan.checkpoint_interval_seconds, "the jobs' checkpoint interval"),
+        "checkpoint_cost_seconds": given(plan.checkpoint_cost_seconds, "the jobs' blocking checkpoint cost"),
+        "spare_nodes": plan.spares,
+        "job_sizes": sizes,
+    }
+    return inputs
 
 
 def _phase_medians(runner: FleetRunner, records: dict[str, IncidentRecord]) -> dict[str, float | None]:

@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 
+from hyperpod_recovery_cli.main import main
+from hyperpod_recovery_cli.planner.model import GoodputPlan
 from sandbox.fleet.runner import FleetPlan, FleetRunner, JobMix
 from sandbox.fleet.trace import TraceSpec, generate
 from tests.conftest import ROOT
@@ -52,20 +54,22 @@ def test_given_3_days_of_256_nodes_then_every_hit_job_runs_again_and_its_downtim
     assert 0 < job["ettr"] < 1 and not job["not_running_at_end"]
 
 
-def test_given_a_fleet_run_then_goodput_inputs_have_the_planner_shape(bench_run: tuple[dict[str, Any], str]) -> None:
-    inputs = bench_run[0]["goodput_inputs"]
-    assert set(inputs) == {
-        "nodes",
-        "node_days",
-        "failures",
-        "failure_rate_per_1000_node_days",
-        "phases_seconds",
-        "checkpoint_interval_seconds",
-        "checkpoint_cost_seconds",
-        "spare_nodes",
-    }
-    assert set(inputs["phases_seconds"]) == GOODPUT_PHASES
-    assert inputs["nodes"] == 256 and inputs["node_days"] == 768
+def test_given_a_fleet_report_when_the_goodput_planner_reads_it_then_it_plans_from_the_runs_figures(
+    bench_run: tuple[dict[str, Any], str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given the report of a fleet run, as bench/fleet.py wrote it
+    report = tmp_path / "fleet.json"
+    report.write_text(json.dumps(bench_run[0]))
+    # When `hyperpod-recovery goodput --from` reads it
+    assert main(["goodput", "--from", str(report), "--json"]) == 0
+    plan = GoodputPlan.model_validate_json(capsys.readouterr().out)
+    # Then the cluster, the failures and the measured phases are the run's, each saying so
+    inputs = plan.inputs
+    assert inputs.nodes.value == 256 and inputs.nodes.provenance == "measured"
+    assert inputs.failure_rate.node_days == 768 and inputs.failure_rate.failures == bench_run[0]["trace"]["failures"]
+    assert set(inputs.phases_seconds) == GOODPUT_PHASES
+    assert inputs.phases_seconds["rejoin"].provenance == "measured" and inputs.phases_seconds["restart"].provenance == "given"
+    assert 0 < plan.ettr.ettr < 1
 
 
 def test_given_a_fleet_run_then_the_limits_and_costs_are_measured(bench_run: tuple[dict[str, Any], str]) -> None:
