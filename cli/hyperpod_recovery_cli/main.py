@@ -475,7 +475,16 @@ def _latest(invocation: Invocation) -> int:
     discovery = checkpoints.discover()
     if args.json:
         print(
-            json.dumps(asdict(discovery) | {"checkpoint": discovery.checkpoint and discovery.checkpoint.model_dump()}, indent=2), file=out
+            json.dumps(
+                asdict(discovery)
+                | {
+                    "checkpoint": discovery.checkpoint and discovery.checkpoint.model_dump(),
+                    # (when its manifest says it was committed; None for a checkpoint verified by a marker)
+                    "committed_at": discovery.committed_at and discovery.committed_at.isoformat(),
+                },
+                indent=2,
+            ),
+            file=out,
         )
     elif discovery.checkpoint:
         print(discovery.checkpoint.uri, file=out)
@@ -518,7 +527,8 @@ def _verify(invocation: Invocation) -> int:
     checkpoints = _checkpoints(invocation, uri)
     verdict = checkpoints.verify(step, deep=args.deep)
     if args.json:
-        found = {name: value for name, value in asdict(verdict).items() if name != "layout"}
+        # (a v1 answer keeps its shape: the manifest's own time is in the manifest)
+        found = {name: value for name, value in asdict(verdict).items() if name not in ("layout", "created_at")}
         if verdict.layout is not None:  # a v1.1 manifest's; a v1 answer keeps its shape
             found["layout"] = verdict.layout.model_dump(exclude_none=True)
         print(json.dumps({"uri": checkpoints.step_uri(step), "step": step} | found, indent=2), file=out)

@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 from collections.abc import Iterator
+from datetime import datetime
 from typing import Any
 
 import boto3
@@ -60,6 +61,7 @@ def test_latest_explains_a_torn_newest_checkpoint_and_json_tells_everything(s3: 
     assert code == EXIT_OK
     discovery = json.loads(out)
     assert discovery["checkpoint"]["step"] == 1000 and discovery["found_by"] == "pointer (newer checkpoints torn)"
+    assert datetime.fromisoformat(discovery["committed_at"]).tzinfo is not None  # its manifest's commit time
     assert err.startswith("rejected: step 2000: no manifest.json")
 
 
