@@ -35,7 +35,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from unittest import mock
 
@@ -355,8 +355,18 @@ class HyperPodDouble:
             raise HyperPodApiError("ValidationException", "MaxResults must be between 1 and 100")
         start = int(params.get("NextToken") or 0)
         contains = params.get("InstanceGroupNameContains")
+        # CreationTimeAfter/Before filter on the instance's creation time, the LaunchTime a summary shows
+        # (the wire carries epoch seconds).
+        after, before = (_epoch(params.get(key)) for key in ("CreationTimeAfter", "CreationTimeBefore"))
         with self._lock:
-            live = [n for n in self.nodes if n.exists_at(t) and (not contains or contains in n.group)]
+            live = [
+                n
+                for n in self.nodes
+                if n.exists_at(t)
+                and (not contains or contains in n.group)
+                and (after is None or self._launch_time(n) > after)
+                and (before is None or self._launch_time(n) < before)
+            ]
         live.sort(key=lambda n: (n.created_at, n.node_id))
         if params.get("SortOrder") == "Descending":
             live.reverse()
@@ -369,6 +379,7 @@ class HyperPodDouble:
 
     def describe_cluster_node(self, params: dict[str, Any]) -> dict[str, Any]:
         self._check_cluster(params)
+        self._maybe_fail("DescribeClusterNode")
         t = self.now()
         node_id, logical_id = params.get("NodeId"), params.get("NodeLogicalId")
         if bool(node_id) == bool(logical_id):
@@ -573,6 +584,16 @@ SERVED_OPERATIONS = (
     "batch_reboot_cluster_nodes",
     "batch_delete_cluster_nodes",
 )
+
+
+def _epoch(value: object) -> datetime | None:
+    """A request's timestamp (epoch seconds on the wire, botocore's JSON protocol; or ISO 8601)."""
+    if value is None:
+        return None
+    if isinstance(value, int | float):
+        return datetime.fromtimestamp(value, UTC)
+    moment = datetime.fromisoformat(str(value))
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
 def _unix_timestamp(value: object) -> int | float:

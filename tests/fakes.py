@@ -11,6 +11,7 @@ import copy
 import hashlib
 import uuid
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
@@ -127,8 +128,12 @@ class FakeCluster:
     def describe(self) -> ClusterInfo:
         return self.info
 
-    def list_nodes(self) -> list[ClusterNode]:
-        return list(self.nodes)
+    def list_nodes(self, instance_group: str | None = None) -> list[ClusterNode]:
+        return [n for n in self.nodes if instance_group is None or n.instance_group == instance_group]
+
+    def nodes_since(self, since: datetime, node_ids: Sequence[str]) -> list[ClusterNode]:
+        # (a node made without a launch time counts as new: its test is about something else)
+        return [n for n in self.nodes if n.launch_time is None or n.launch_time > since or n.node_id in node_ids]
 
     def reboot_nodes(self, node_ids: list[str]) -> BatchOutcome:
         self.rebooted += node_ids

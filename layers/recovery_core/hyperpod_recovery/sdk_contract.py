@@ -57,7 +57,7 @@ REQUIRED: dict[str, tuple[Call, ...]] = {
         ),
         Call(
             "ListClusterNodes",
-            request=("ClusterName", "MaxResults", "NextToken", "IncludeNodeLogicalIds"),
+            request=("ClusterName", "MaxResults", "NextToken", "IncludeNodeLogicalIds", "CreationTimeAfter", "InstanceGroupNameContains"),
             response=(
                 "NextToken",
                 "ClusterNodeSummaries[].InstanceId",
@@ -67,6 +67,20 @@ REQUIRED: dict[str, tuple[Call, ...]] = {
                 "ClusterNodeSummaries[].LaunchTime",
                 "ClusterNodeSummaries[].LastSoftwareUpdateTime",
                 "ClusterNodeSummaries[].NodeLogicalId",
+            ),
+        ),
+        # Check Rejoin: a watched node's own instance (adapters/hyperpod.py nodes_since).
+        Call(
+            "DescribeClusterNode",
+            request=("ClusterName", "NodeId"),
+            response=(
+                "NodeDetails.InstanceId",
+                "NodeDetails.InstanceGroupName",
+                "NodeDetails.InstanceStatus.Status",
+                "NodeDetails.PrivateDnsHostname",
+                "NodeDetails.LaunchTime",
+                "NodeDetails.LastSoftwareUpdateTime",
+                "NodeDetails.NodeLogicalId",
             ),
         ),
         Call(

@@ -83,8 +83,11 @@ class DryRunCluster:
     def describe(self) -> ClusterInfo:
         return self._cluster.describe()
 
-    def list_nodes(self) -> list[ClusterNode]:
-        return self._cluster.list_nodes()
+    def list_nodes(self, instance_group: str | None = None) -> list[ClusterNode]:
+        return self._cluster.list_nodes(instance_group)
+
+    def nodes_since(self, since: datetime, node_ids: Sequence[str]) -> list[ClusterNode]:
+        return self._cluster.nodes_since(since, node_ids)
 
     def replace_nodes(self, node_ids: list[str]) -> BatchOutcome:
         held_back("cluster", "BatchReplaceClusterNodes", nodes=node_ids)

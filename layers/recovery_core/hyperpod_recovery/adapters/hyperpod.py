@@ -1,4 +1,4 @@
-"""SageMaker HyperPod: describe the cluster, list its nodes, replace nodes.
+"""SageMaker HyperPod: describe the cluster, list its nodes (or only the new ones and a few by id), replace nodes.
 
 Shapes follow the botocore model (../shared/reference/hyperpod-api-and-events.md §1). Batch calls
 take at most 25 node ids; ``Successful`` is omitted (not empty) when nothing succeeded.
@@ -6,6 +6,8 @@ take at most 25 node ids; ``Successful`` is omitted (not empty) when nothing suc
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -49,29 +51,39 @@ class HyperPodCluster:
             eks_cluster_arn=((raw.get("Orchestrator") or {}).get("Eks") or {}).get("ClusterArn"),
         )
 
-    def list_nodes(self) -> list[ClusterNode]:
+    def list_nodes(self, instance_group: str | None = None) -> list[ClusterNode]:
+        """Every node of the cluster (or of one instance group: ``InstanceGroupNameContains`` matches
+        a substring, so the name is checked here too)."""
+        kwargs: dict[str, Any] = {"InstanceGroupNameContains": instance_group} if instance_group else {}
+        nodes = self._list(**kwargs)
+        return [n for n in nodes if n.instance_group == instance_group] if instance_group else nodes
+
+    def nodes_since(self, since: datetime, node_ids: Sequence[str]) -> list[ClusterNode]:
+        """The instances created after ``since`` (``CreationTimeAfter``), and each of ``node_ids`` not
+        among them (DescribeClusterNode; an id that answers ResourceNotFound is gone: left out). Its
+        cost follows the repairs, not the fleet: one page per 100 new instances, one call per node."""
+        nodes = self._list(CreationTimeAfter=since)
+        listed = {n.node_id for n in nodes}
+        for node_id in dict.fromkeys(node_ids):
+            if node_id in listed:
+                continue
+            try:
+                raw = self._call("DescribeClusterNode", self.sagemaker.describe_cluster_node, ClusterName=self.cluster_name, NodeId=node_id)
+            except ClusterNotFound:
+                continue  # (the cluster itself answered the listing above: it is the node that is gone)
+            node = _node(raw.get("NodeDetails") or {})
+            if node is not None:
+                nodes.append(node)
+        return nodes
+
+    def _list(self, **filters: Any) -> list[ClusterNode]:
         nodes: list[ClusterNode] = []
         # IncludeNodeLogicalIds: each node's NodeLogicalId, the identity HyperPod says "persists
         # throughout its lifecycle" (domain/rejoin.py finds a replacement by it first).
-        kwargs: dict[str, Any] = {"ClusterName": self.cluster_name, "MaxResults": 100, "IncludeNodeLogicalIds": True}
+        kwargs: dict[str, Any] = {"ClusterName": self.cluster_name, "MaxResults": 100, "IncludeNodeLogicalIds": True, **filters}
         while True:
             page = self._call("ListClusterNodes", self.sagemaker.list_cluster_nodes, **kwargs)
-            for summary in page.get("ClusterNodeSummaries", []):
-                if not summary.get("InstanceId"):
-                    # With IncludeNodeLogicalIds, a node still being provisioned may have no instance
-                    # yet: nothing can be done to it or seen of it until it has one.
-                    continue
-                nodes.append(
-                    ClusterNode(
-                        node_id=summary["InstanceId"],
-                        instance_group=summary["InstanceGroupName"],
-                        status=(summary.get("InstanceStatus") or {}).get("Status", "Unknown"),
-                        private_dns_hostname=summary.get("PrivateDnsHostname"),
-                        launch_time=summary.get("LaunchTime"),
-                        software_updated_at=summary.get("LastSoftwareUpdateTime"),
-                        logical_id=summary.get("NodeLogicalId"),
-                    )
-                )
+            nodes += [node for node in map(_node, page.get("ClusterNodeSummaries", [])) if node is not None]
             token = page.get("NextToken")
             if not token:
                 return nodes
@@ -110,3 +122,20 @@ class HyperPodCluster:
             raise HyperPodApiError(message) from exc
         except BotoCoreError as exc:
             raise HyperPodUnavailable(f"{operation} on {self.cluster_name!r}: {exc}") from exc
+
+
+def _node(summary: dict[str, Any]) -> ClusterNode | None:
+    """A ListClusterNodes summary or DescribeClusterNode's NodeDetails (the same fields)."""
+    if not summary.get("InstanceId"):
+        # With IncludeNodeLogicalIds, a node still being provisioned may have no instance yet:
+        # nothing can be done to it or seen of it until it has one.
+        return None
+    return ClusterNode(
+        node_id=summary["InstanceId"],
+        instance_group=summary["InstanceGroupName"],
+        status=(summary.get("InstanceStatus") or {}).get("Status", "Unknown"),
+        private_dns_hostname=summary.get("PrivateDnsHostname"),
+        launch_time=summary.get("LaunchTime"),
+        software_updated_at=summary.get("LastSoftwareUpdateTime"),
+        logical_id=summary.get("NodeLogicalId"),
+    )

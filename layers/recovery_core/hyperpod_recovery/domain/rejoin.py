@@ -108,8 +108,16 @@ def _is_new(node: ClusterNode, since: datetime) -> bool:
     return node.launch_time is not None and node.launch_time > since
 
 
+def _old(nodes: list[ClusterNode], group: str, since: datetime) -> set[str]:
+    return {n.node_id for n in nodes if n.instance_group == group and _live(n) and not _is_new(n, since)}
+
+
 def _match_by_group(
-    watch: RejoinWatch, nodes: list[ClusterNode], found: dict[str, _Found], target_counts: Callable[[], Mapping[str, int]]
+    watch: RejoinWatch,
+    nodes: list[ClusterNode],
+    found: dict[str, _Found],
+    target_counts: Callable[[], Mapping[str, int]],
+    group_nodes: Callable[[str], list[ClusterNode]] | None,
 ) -> None:
     """The only new instance of a group for the only node of that group still unaccounted for, when
     the group's TargetCount says nothing else is missing from it. Conservative by construction: a
@@ -121,8 +129,8 @@ def _match_by_group(
     counts: Mapping[str, int] | None = None
     for group in sorted({w.instance_group for w in watch.nodes if w.instance_group}):
         members = [w for w in watch.nodes if w.instance_group == group]
-        old = {n.node_id for n in nodes if n.instance_group == group and _live(n) and not _is_new(n, watch.started_at)}
-        gone = [w for w in members if w.node_id not in old]
+        # (a watched node's own instance is in ``nodes`` whenever it exists, so this much needs no more)
+        gone = [w for w in members if w.node_id not in _old(nodes, group, watch.started_at)]
         waiting = [w for w in gone if not w.rejoined and found[w.node_id].match is None and not found[w.node_id].conflict]
         new = [
             n
@@ -137,6 +145,7 @@ def _match_by_group(
             continue  # (a match matters once the new node runs: TargetCount is read only then)
         counts = target_counts() if counts is None else counts
         target = counts.get(group)
+        old = _old(nodes if group_nodes is None else group_nodes(group), group, watch.started_at)
         if target is None or target - len(old) != len(gone):
             continue  # a place of the group is missing that none of ours explains
         (w,) = waiting
@@ -159,16 +168,19 @@ def observe_rejoin(
     max_poll_seconds: int,
     *,
     target_counts: Callable[[], Mapping[str, int]] | None = None,
+    group_nodes: Callable[[str], list[ClusterNode]] | None = None,
     repairs_since: datetime | None = None,
 ) -> RejoinWatch:
-    """The watch after one look at ListClusterNodes (and at the boot reading Read Boot Times left
-    in it, which this consumes). ``target_counts``: each instance group's TargetCount, asked only
-    when a node could be matched by its group."""
+    """The watch after one look at the cluster's nodes (and at the boot reading Read Boot Times
+    left in it, which this consumes). ``nodes``: every instance launched since the repairs began
+    and each watched node's own (if it still exists); any other instance may be left out.
+    ``target_counts``: each instance group's TargetCount, and ``group_nodes``: one group's every
+    instance (None: ``nodes`` holds them all), both asked only when a node could be matched by its group."""
     reading = watch.boot_reading
     boots = {b.name: b for b in reading.result.nodes} if reading is not None else {}
     found = _identify(watch, nodes)
     if target_counts is not None:
-        _match_by_group(watch, nodes, found, target_counts)
+        _match_by_group(watch, nodes, found, target_counts, group_nodes)
 
     updated: list[WatchedNode] = []
     for watched in watch.nodes:

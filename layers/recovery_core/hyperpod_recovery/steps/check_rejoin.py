@@ -3,13 +3,18 @@ come back by its reboot deadline is replaced (the ladder's next rung)."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from hyperpod_recovery.domain.rejoin import escalate_to_replace, observe_rejoin, reboots_past_deadline
-from hyperpod_recovery.models.cluster import BatchOutcome
+from hyperpod_recovery.models.cluster import BatchOutcome, ClusterNode
 from hyperpod_recovery.models.workflow import CheckRejoinInput, RejoinWatch
 from hyperpod_recovery.observability import logger
 from hyperpod_recovery.ports import Cluster, Ledger
+
+# ASSUMPTION: HyperPod's LaunchTime (what CreationTimeAfter filters on) and our clocks (the event's
+# time, the Lambda's) disagree by less than this; a replacement launched just before the repairs
+# began by our reckoning is still listed.
+CLOCK_SKEW_MARGIN = timedelta(minutes=5)
 
 
 def check_rejoin(
@@ -18,11 +23,12 @@ def check_rejoin(
     reading = step.rejoin.boot_reading
     watch = observe_rejoin(
         step.rejoin,
-        cluster.list_nodes(),
+        nodes_to_watch(step, cluster),
         now,
         poll_seconds,
         max_poll_seconds,
         target_counts=lambda: target_counts(cluster),
+        group_nodes=cluster.list_nodes,
         repairs_since=step.request.detected_at,
     )
     stuck = reboots_past_deadline(watch, now, read={b.name for b in reading.result.nodes} if reading is not None else set())
@@ -40,6 +46,15 @@ def check_rejoin(
     )
     watch = escalate_to_replace(watch, outcome, ids, now)
     return watch.model_copy(update={"next_wait_seconds": poll_seconds})
+
+
+def nodes_to_watch(step: CheckRejoinInput, cluster: Cluster) -> list[ClusterNode]:
+    """What a look needs (domain/rejoin.py): every instance launched since the repairs began (a
+    replacement, by its logical id, hostname or group) and each watched node's own instance (back
+    from a reboot keeps its id). Not the whole cluster: a look's cost follows the incident, not the fleet."""
+    watch = step.rejoin
+    since = min(watch.started_at, step.request.detected_at) - CLOCK_SKEW_MARGIN
+    return cluster.nodes_since(since, [w.node_id for w in watch.nodes])
 
 
 def target_counts(cluster: Cluster) -> dict[str, int]:
