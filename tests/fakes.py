@@ -135,6 +135,9 @@ class FakeCluster:
         # (a node made without a launch time counts as new: its test is about something else)
         return [n for n in self.nodes if n.launch_time is None or n.launch_time > since or n.node_id in node_ids]
 
+    def describe_nodes(self, node_ids: Sequence[str]) -> list[ClusterNode]:
+        return [n for n in self.nodes if n.node_id in node_ids]
+
     def reboot_nodes(self, node_ids: list[str]) -> BatchOutcome:
         self.rebooted += node_ids
         return BatchOutcome(successful=list(node_ids), calls=1)

@@ -69,7 +69,7 @@ REQUIRED: dict[str, tuple[Call, ...]] = {
                 "ClusterNodeSummaries[].NodeLogicalId",
             ),
         ),
-        # Check Rejoin: a watched node's own instance (adapters/hyperpod.py nodes_since).
+        # Check Rejoin: a watched node's own instance; Assess Nodes: an incident's few nodes (adapters/hyperpod.py describe_nodes).
         Call(
             "DescribeClusterNode",
             request=("ClusterName", "NodeId"),

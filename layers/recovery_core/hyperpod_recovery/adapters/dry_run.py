@@ -75,7 +75,7 @@ def held_back(port: str, call: str, **detail: Any) -> None:
 
 
 class DryRunCluster:
-    """HyperPod with its Batch calls held back; DescribeCluster and ListClusterNodes are read."""
+    """HyperPod with its Batch calls held back; DescribeCluster, ListClusterNodes and DescribeClusterNode are read."""
 
     def __init__(self, cluster: Cluster) -> None:
         self._cluster = cluster
@@ -88,6 +88,9 @@ class DryRunCluster:
 
     def nodes_since(self, since: datetime, node_ids: Sequence[str]) -> list[ClusterNode]:
         return self._cluster.nodes_since(since, node_ids)
+
+    def describe_nodes(self, node_ids: Sequence[str]) -> list[ClusterNode]:
+        return self._cluster.describe_nodes(node_ids)
 
     def replace_nodes(self, node_ids: list[str]) -> BatchOutcome:
         held_back("cluster", "BatchReplaceClusterNodes", nodes=node_ids)

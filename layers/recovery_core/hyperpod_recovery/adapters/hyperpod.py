@@ -64,13 +64,17 @@ class HyperPodCluster:
         cost follows the repairs, not the fleet: one page per 100 new instances, one call per node."""
         nodes = self._list(CreationTimeAfter=since)
         listed = {n.node_id for n in nodes}
+        return nodes + self.describe_nodes([node_id for node_id in node_ids if node_id not in listed])
+
+    def describe_nodes(self, node_ids: Sequence[str]) -> list[ClusterNode]:
+        """DescribeClusterNode for each id; an id that answers ResourceNotFound is gone: left out
+        (every caller has just read the cluster itself, so it is the node that is missing)."""
+        nodes: list[ClusterNode] = []
         for node_id in dict.fromkeys(node_ids):
-            if node_id in listed:
-                continue
             try:
                 raw = self._call("DescribeClusterNode", self.sagemaker.describe_cluster_node, ClusterName=self.cluster_name, NodeId=node_id)
             except ClusterNotFound:
-                continue  # (the cluster itself answered the listing above: it is the node that is gone)
+                continue
             node = _node(raw.get("NodeDetails") or {})
             if node is not None:
                 nodes.append(node)

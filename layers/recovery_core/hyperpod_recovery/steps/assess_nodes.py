@@ -6,6 +6,7 @@ from datetime import datetime
 from typing import Literal
 
 from hyperpod_recovery.domain.assess import assess_nodes as decide
+from hyperpod_recovery.domain.assess import describe_each
 from hyperpod_recovery.models.workflow import Assessment, AssessNodesInput
 from hyperpod_recovery.ports import Cluster
 
@@ -21,7 +22,8 @@ def assess_nodes(
     eks_cluster_name: str = "",
 ) -> Assessment:
     info = cluster.describe()
-    nodes = cluster.list_nodes()
+    node_ids = step.request.node_ids
+    nodes = cluster.describe_nodes(node_ids) if describe_each(node_ids, info) else cluster.list_nodes()
     return decide(
         step.request.node_ids, step.lock.locked, info, nodes, controller_groups, login_groups, now, orchestrator, eks_cluster_name
     )
