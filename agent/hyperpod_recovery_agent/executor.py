@@ -26,6 +26,7 @@ from typing import Any, Literal, Protocol
 
 from hyperpod_recovery.errors import InvalidCommand, JobSpecUnavailable, OldJobNotStopped
 from hyperpod_recovery.models.commands import (
+    carried,
     COMMAND_TYPES,
     JOB_TEXT_LIMIT,
     MAX_EVIDENCE_NODES,
@@ -228,7 +229,7 @@ class CommandExecutor:
             )
         elif isinstance(command, CaptureJobSpec):
             spec = self.slurm.job(command.job_id)
-            result = JobSpecResult(job=self.captured(spec) if spec else None)
+            result = JobSpecResult(job=carried(self.captured(spec)) if spec else None)
         elif isinstance(command, RequeueJob):
             result = RequeueResult(job_id=command.job_id, requeued=self.slurm.requeue(command.job_id))
         elif isinstance(command, BootTimes):

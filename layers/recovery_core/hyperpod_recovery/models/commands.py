@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from hyperpod_recovery.models.common import (
     MAX_JOB_NODES_CARRIED,
@@ -135,8 +135,10 @@ class JobSpec(BaseModel):
     user: str | None = Field(default=None, max_length=64, exclude_if=_is_none)
     partition: str | None = Field(default=None, max_length=128, exclude_if=_is_none)
     num_nodes: int = Field(ge=1, le=MAX_JOB_NODES)
-    # The job's nodes (Capture Job Spec; a jobs-on-nodes answer leaves them out).
-    nodes: list[SlurmNodeName] = Field(default_factory=list, max_length=MAX_JOB_NODES_CARRIED, exclude_if=lambda v: not v)
+    # The job's nodes, as the agent holds them (every one: a grow-back counts them). What travels is
+    # bounded apart: a jobs-on-nodes answer leaves them out, and Capture Job Spec's answer carries at
+    # most MAX_JOB_NODES_CARRIED (JobSpecResult), a larger job's none.
+    nodes: list[SlurmNodeName] = Field(default_factory=list, max_length=MAX_JOB_NODES, exclude_if=lambda v: not v)
     state: str = Field(max_length=32)
     checkpoint_uri: str | None = Field(default=None, max_length=MAX_CHECKPOINT_URI, pattern=CHECKPOINT_URI_PATTERN, exclude_if=_is_none)
     # Jobs someone else restarts (Slurm: launched with `srun --auto-resume=1`, HyperPod restarts
@@ -534,6 +536,20 @@ class NodeStatesResult(BaseModel):
 
 class JobSpecResult(BaseModel):
     job: JobSpec | None = None  # None: slurmctld no longer knows the job
+
+    @model_validator(mode="after")
+    def _nodes_carried(self) -> JobSpecResult:
+        # (the workflow's state carries this answer: Step Functions refuses a state over 256 KiB)
+        if self.job is not None and len(self.job.nodes) > MAX_JOB_NODES_CARRIED:
+            raise ValueError(f"job.nodes: {len(self.job.nodes)} names, more than a workflow carries ({MAX_JOB_NODES_CARRIED})")
+        return self
+
+
+def carried(spec: JobSpec) -> JobSpec:
+    """The job as Capture Job Spec's answer carries it: a job on more than MAX_JOB_NODES_CARRIED nodes
+    without its node list (``num_nodes`` still says its size; a failure's own list comes with its
+    event)."""
+    return spec if len(spec.nodes) <= MAX_JOB_NODES_CARRIED else spec.model_copy(update={"nodes": []})
 
 
 class RequeueResult(BaseModel):

@@ -28,7 +28,7 @@ from hyperpod_recovery.domain.job_failure import job_label
 from hyperpod_recovery.domain.normalize import within_reason_budget
 from hyperpod_recovery.models.cluster import ClusterNode
 from hyperpod_recovery.models.commands import HangEvidenceResult, JobSpec, left_alone_reason
-from hyperpod_recovery.models.common import one_line
+from hyperpod_recovery.models.common import MAX_JOB_NODES_CARRIED, one_line
 from hyperpod_recovery.models.hangs import HangVerdict
 from hyperpod_recovery.models.job_recovery import FailureClassification, FaultyNode
 from hyperpod_recovery.models.progress import PROGRESS_TABLE_ENV, RECENT_INTERVALS, ProgressReport
@@ -103,6 +103,16 @@ def classify_hang(
         )
     # Only what the job's own nodes report, of its current run: a row under its key from another
     # node (a forgery, or a job that names itself wrongly) or from an earlier run decides nothing.
+    if not job.nodes and job.num_nodes > MAX_JOB_NODES_CARRIED:
+        return FailureClassification(
+            at=now,
+            kind="left_alone",
+            job=job,
+            reason=(
+                f"{label} runs on {job.num_nodes} nodes, more than a workflow carries the names of ({MAX_JOB_NODES_CARRIED}): "
+                "which progress reports are its own nodes' cannot be told here, so nothing is done for its hang"
+            ),
+        )
     allocated = set(job.nodes)
     own = [r for r in live_reports(reports, RULES, now) if r.node in allocated]
     if not own:
