@@ -26,7 +26,6 @@ from typing import Any, Literal, Protocol
 
 from hyperpod_recovery.errors import InvalidCommand, JobSpecUnavailable, OldJobNotStopped
 from hyperpod_recovery.models.commands import (
-    carried,
     COMMAND_TYPES,
     JOB_TEXT_LIMIT,
     MAX_EVIDENCE_NODES,
@@ -63,6 +62,7 @@ from hyperpod_recovery.models.commands import (
     ResumeResult,
     RunningJob,
     UnhealthyNode,
+    carried,
     carries_owner_tag,
 )
 from hyperpod_recovery.models.common import MAX_JOBS_PER_INCIDENT, SLURM_JOB_ID_PATTERN, matches

@@ -59,7 +59,11 @@ def _assess(workers: int, picked: int, *, gone: int = 0) -> tuple[Any, Counter[s
             clock["t"] = 100.0  # (past the double's 45 s shutdown: the old instances are gone)
         request = _request(1).model_copy(update={"node_ids": ids})
         step = AssessNodesInput.model_validate(
-            {"execution_name": "inc-1", "request": request.model_dump(mode="json"), "lock": {"at": T0.isoformat(), "locked": ids, "proceed": True}}
+            {
+                "execution_name": "inc-1",
+                "request": request.model_dump(mode="json"),
+                "lock": {"at": T0.isoformat(), "locked": ids, "proceed": True},
+            }
         )
         calls.clear()
         assessment = assess_nodes(step, cluster=cluster, controller_groups=[], login_groups=[], now=T0)

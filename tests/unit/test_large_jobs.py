@@ -37,7 +37,14 @@ def _slurm() -> SimulatedSlurm:
 
 def _execute(executor: CommandExecutor, command: object) -> object:
     envelope = CommandEnvelope.model_validate(
-        {"command_id": "inc-1:c", "incident_id": "inc-1", "execution_name": "inc-1", "task_token": "t", "requested_at": T0, "command": command}
+        {
+            "command_id": "inc-1:c",
+            "incident_id": "inc-1",
+            "execution_name": "inc-1",
+            "task_token": "t",
+            "requested_at": T0,
+            "command": command,
+        }
     )
     reply = executor.execute(envelope)
     # (what the workflow receives: the reply as it crosses the queue)
