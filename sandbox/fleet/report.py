@@ -18,11 +18,14 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hyperpod_recovery.adapters.ledger import DynamoLedger
 from hyperpod_recovery.domain.severity import severity_of
 from hyperpod_recovery.models.records import IncidentRecord
+from sandbox.fleet.cost import lambda_memory_mb, monthly_cost, price_table
+from sandbox.fleet.series import fleet_series
 
 if TYPE_CHECKING:
     from sandbox.fleet.runner import FleetPlan, FleetRunner, Hit
@@ -31,6 +34,9 @@ if TYPE_CHECKING:
 DYNAMODB_ITEM_LIMIT = 400 * 1024  # bytes (DynamoDB counts 400 KB as 400 × 1,024)
 STATE_PAYLOAD_LIMIT = 256 * 1024  # bytes, a state's input or output (States.DataLimitExceeded)
 ITEM_GOAL = 100 * 1024  # issue 34's goal: no item over 100 KB
+TEMPLATE = Path(__file__).resolve().parents[2] / "template.yaml"
+# When template.yaml names none (Lambda's own default is 128 MB; the project's Globals say 256).
+DEFAULT_LAMBDA_MEMORY_MB = 256
 
 
 def _percentile(values: list[float], q: float) -> float | None:
@@ -116,7 +122,7 @@ def fleet_report(runner: FleetRunner, drill: dict[str, Any]) -> dict[str, Any]:
     phases = _phase_medians(runner, records)
     goodput_inputs = planner_inputs(plan, len(trace.failures), phases, len(records))
     largest_item = runner.largest_item
-    return {
+    report = {
         "fleet_report_version": 1,
         "plan": {
             "nodes": plan.nodes,
@@ -159,6 +165,7 @@ def fleet_report(runner: FleetRunner, drill: dict[str, Any]) -> dict[str, Any]:
             "state_transitions": round(drill["state_transitions"] / plan.days, 1),
             "lambda_invocations": round(invocations / plan.days, 1),
             "aws_calls_by_service": {k: round(v / plan.days, 1) for k, v in sorted(by_service.items())},
+            "aws_calls_by_call": {k: round(v / plan.days, 3) for k, v in sorted(calls.items())},
             "quiet_sweeps_counted_not_run": runner.quiet_sweeps,
         },
         "executions": {"total": len(executions), "peak_concurrent": peak},
@@ -174,8 +181,12 @@ def fleet_report(runner: FleetRunner, drill: dict[str, Any]) -> dict[str, Any]:
         },
         "goodput_inputs": goodput_inputs,
         "hits": hits,
+        "series": fleet_series(hits, jobs, end, spans),
         "wall_seconds": round(runner.wall_seconds, 1),
     }
+    report["monthly_cost"] = monthly_cost(report, lambda_memory_mb(TEMPLATE) or DEFAULT_LAMBDA_MEMORY_MB)
+    report["prices"] = price_table()
+    return report
 
 
 def _hit_parts(runner: FleetRunner, hit: Hit, end: float) -> dict[str, Any]:
@@ -293,6 +304,16 @@ def _minutes(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds / 60:.1f} min"
 
 
+def format_monthly_cost(cost: dict[str, Any]) -> list[str]:
+    """Two lines: the total and its services, then where the figures come from."""
+    services = ", ".join(f"{k} ${v:.2f}" for k, v in sorted(cost["by_service"].items(), key=lambda kv: -kv[1]))
+    return [
+        f"monthly cost ({cost['days']} days) at {cost['region']} list prices of {cost['prices_taken']}: "
+        f"${cost['total_usd']:.2f} ({services}); of which ${cost['assumed_usd']:.2f} from assumed counts (idle SQS long polls)",
+        f"  requests only, no free tier; {len(cost['assumptions'])} assumptions and the prices' sources in the JSON (monthly_cost, prices)",
+    ]
+
+
 def format_fleet_report(report: dict[str, Any]) -> str:
     """The report as a person reads it in a terminal."""
     plan, trace = report["plan"], report["trace"]
@@ -333,6 +354,7 @@ def format_fleet_report(report: dict[str, Any]) -> str:
         + ", ".join(f"{k} {v:g}" for k, v in cost["aws_calls_by_service"].items()),
         f"  ({cost['quiet_sweeps_counted_not_run']} quiet sweeps of ended executions counted at their measured cost, not run)",
         f"executions: {report['executions']['total']}, peak concurrent {report['executions']['peak_concurrent']}",
+        *format_monthly_cost(report["monthly_cost"]),
     ]
     limits = report["limits"]
     lines += [
