@@ -5,9 +5,12 @@ the safety limits met; what the pipeline costs per day; the largest item and sta
 ETTR = time training that was kept / the run's time. What is not kept, per failure that hit a job:
 * lost work: from the job's last checkpoint to the failure (training done, then thrown away);
 * detection: from the failure to the execution that handles it (the trace's time to the event,
-  then the intake's batching window);
+  then the intake's batching window); for a failure folded into an incident already running (no
+  execution of its own: ``folded``), its own time to the event;
 * provisioning wait: while HyperPod had not brought the failed nodes back (replacement or reboot,
   from the double's ground truth), between that execution's start and the job's next copy starting;
+  a reboot that did not help counts from its start to the node's replacement starting, and is also
+  shown apart (``failed_reboot_wait``: what the reboot-first choice cost);
 * pipeline: the rest of the time until the next copy started (the workflow's own steps, its polls'
   lag, the agent, the health gate, a restart backoff);
 * restart: the next copy's start to its first step (the plan's ``restart_seconds``, modelled);
@@ -97,6 +100,8 @@ def fleet_report(runner: FleetRunner, drill: dict[str, Any]) -> dict[str, Any]:
                 "not_running_at_end": any(h["restarted_at"] is None for h in mine),
                 "ettr": round(max(0.0, end - lost) / end, 5),
                 "seconds_lost": {k: round(v, 1) for k, v in parts.items()},
+                # Of the provisioning wait: reboots that did not help, until the ladder replaced the node.
+                "failed_reboot_wait_seconds": round(sum(h["failed_reboot_wait"] for h in mine), 1),
                 "ettr_points_lost": {k: round(100 * v / end, 3) for k, v in parts.items()},
             }
         )
@@ -153,6 +158,7 @@ def fleet_report(runner: FleetRunner, drill: dict[str, Any]) -> dict[str, Any]:
             "p99": _percentile(downtimes, 99),
             "max": round(max(downtimes), 1) if downtimes else None,
             "never_restarted": sum(1 for h in hits if h["restarted_at"] is None),
+            "folded_into_a_running_incident": sum(1 for h in hits if h["folded"]),
         },
         "incidents": {"total": len(drill["incidents"]), "by_outcome": dict(outcomes.most_common())},
         "pages": {"total": len(pages), "per_week": round(len(pages) / weeks, 2), "why": dict(why.most_common())},
@@ -199,19 +205,32 @@ def _hit_parts(runner: FleetRunner, hit: Hit, end: float) -> dict[str, Any]:
     starts = [(m - runner.epoch).total_seconds() for m in later if m is not None]
     restarted_at = next((s for s in starts if s >= hit.at), None)
     back = restarted_at if restarted_at is not None else end
-    handled_at = runner.handled_at.get(hit.failure, back)
+    # A failure folded into an incident already running starts no execution of its own: its
+    # detection is its own delay to delivery; what follows is split as for any other hit.
+    folded = hit.failure not in runner.handled_at
+    handled_at = hit.at + hit.failure.detect_seconds if folded else runner.handled_at[hit.failure]
     detection = max(0.0, min(handled_at, back) - hit.at)
     names = runner.hostnames_of(hit.failure)
-    repairs = [
-        (r.initiated_at, r.running_at if r.running_at is not None else end)
-        for r in runner.double.replacements
-        if r.hostname.split(".", 1)[0] in names and r.initiated_at >= hit.at
-    ]
-    repairs += [
-        (r.initiated_at, r.running_at if r.running_at is not None else end)
-        for r in runner.double.reboots
-        if r.hostname.split(".", 1)[0] in names and r.initiated_at >= hit.at
-    ]
+
+    def on_failed_node(hostname: str) -> bool:
+        return hostname.split(".", 1)[0] in names
+
+    replacements = [r for r in runner.double.replacements if on_failed_node(r.hostname) and r.initiated_at >= hit.at]
+    repairs = [(r.initiated_at, r.running_at if r.running_at is not None else end) for r in replacements]
+    failed_reboots: list[tuple[float, float]] = []
+    for reboot in runner.double.reboots:
+        if not on_failed_node(reboot.hostname) or reboot.initiated_at < hit.at:
+            continue
+        if reboot.running_at is not None:
+            repairs.append((reboot.initiated_at, reboot.running_at))
+            continue
+        # A reboot that did not help: the node waited from it until the ladder replaced it (the
+        # replacement's own wait is its interval above).
+        replaced_at = min(
+            (r.initiated_at for r in replacements if r.hostname == reboot.hostname and r.initiated_at >= reboot.initiated_at), default=end
+        )
+        failed_reboots.append((reboot.initiated_at, replaced_at))
+    repairs += failed_reboots
     window = (min(handled_at, back), back)
     provisioning = _union_length(repairs, window)
     downtime = back - hit.at
@@ -226,6 +245,8 @@ def _hit_parts(runner: FleetRunner, hit: Hit, end: float) -> dict[str, Any]:
         "lost_work": round(hit.at - hit.last_checkpoint_at, 3),
         "detection": round(detection, 3),
         "provisioning_wait": round(provisioning, 3),
+        "failed_reboot_wait": round(_union_length(failed_reboots, window), 3),  # of provisioning_wait
+        "folded": folded,
         "pipeline": round(max(0.0, downtime - detection - provisioning), 3),
         "restart": runner.plan.restart_seconds if restarted_at is not None else 0.0,
     }
@@ -336,9 +357,12 @@ def format_fleet_report(report: dict[str, Any]) -> str:
             f"{p['provisioning_wait']:.2f} | {p['restart']:.2f} | {p['checkpoint_cost']:.2f}"
         )
     down = report["job_downtime_seconds"]
+    failed_reboots = sum(job["failed_reboot_wait_seconds"] for job in report["jobs"])
     lines += [
+        f"  of the provisioning wait, reboots that did not help (until the node's replacement): {_minutes(failed_reboots)} over all jobs",
         f"job downtime per hit ({down['hits']} hits): p50 {_minutes(down['p50'])}, p90 {_minutes(down['p90'])}, "
-        f"p99 {_minutes(down['p99'])}, max {_minutes(down['max'])}; never running again: {down['never_restarted']}",
+        f"p99 {_minutes(down['p99'])}, max {_minutes(down['max'])}; never running again: {down['never_restarted']}; "
+        f"folded into an incident already running: {down['folded_into_a_running_incident']}",
         "",
         f"incidents: {report['incidents']['total']} " + ", ".join(f"{k} {v}" for k, v in report["incidents"]["by_outcome"].items()),
         f"pages to a human: {report['pages']['total']} ({report['pages']['per_week']:.2f} per week)"

@@ -240,15 +240,14 @@ def _tables(report: dict[str, Any]) -> str:
         + "<h2>Job downtime per hit</h2>"
         + _table(
             "downtime",
-            ["hits", "p50", "p90", "p99", "max", "never running again"],
+            ["hits", "p50", "p90", "p99", "max", "never running again", "folded into a running incident", "failed reboots' wait"],
             [
                 [
                     down["hits"],
-                    minutes(down["p50"]),
-                    minutes(down["p90"]),
-                    minutes(down["p99"]),
-                    minutes(down["max"]),
+                    *(minutes(down[k]) for k in ("p50", "p90", "p99", "max")),
                     down["never_restarted"],
+                    down["folded_into_a_running_incident"],
+                    minutes(sum(j["failed_reboot_wait_seconds"] for j in report["jobs"])),
                 ]
             ],
         )

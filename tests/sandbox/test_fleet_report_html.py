@@ -158,8 +158,11 @@ def test_given_a_fleet_run_then_every_number_in_the_tables_is_the_jsons(fleet_ru
     ]
     assert [row[:-1] for row in tables["ettr"][1:]] == expected
     down = report["job_downtime_seconds"]
+    failed_reboots = sum(j["failed_reboot_wait_seconds"] for j in report["jobs"])
     assert tables["downtime"][1] == [str(down["hits"])] + [f"{down[k] / 60:.1f} min" for k in ("p50", "p90", "p99", "max")] + [
-        str(down["never_restarted"])
+        str(down["never_restarted"]),
+        str(down["folded_into_a_running_incident"]),
+        f"{failed_reboots / 60:.1f} min",
     ]
     assert {row[0]: int(row[1]) for row in tables["outcomes"][1:]} == report["incidents"]["by_outcome"]
     assert {row[0]: int(row[1]) for row in tables["pages"][1:]} == report["pages"]["why"]
