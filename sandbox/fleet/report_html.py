@@ -13,6 +13,7 @@ one point a day), the mean a ``polyline.mean``, the steps a ``path.steps`` (data
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from html import escape
 from typing import Any
@@ -52,14 +53,24 @@ def _table(table_id: str, head: list[str], rows: list[list[Any]]) -> str:
     return f'<table id="{table_id}"><tr>{cells}</tr>{body}</table>'
 
 
+def nice_ticks(low: float, high: float, most: int = 8) -> list[float]:
+    """Round ticks (a step of 1, 2 or 5 times a power of ten) covering [low, high], at most ``most``."""
+    span = (high - low) or 1.0
+    magnitude = 10 ** math.floor(math.log10(span / most))
+    step = next(m * magnitude for m in (1, 2, 5, 10) if span / (m * magnitude) <= most)
+    first = math.ceil(low / step - 1e-9)
+    return [round(k * step, 10) for k in range(first, math.floor(high / step + 1e-9) + 1)]
+
+
 def _frame(
     css: str,
     x_range: tuple[float, float],
     y_range: tuple[float, float],
     x_label: str,
     y_label: str,
-    y_format: str = "{:.0f}",
+    y_format: str = "{:g}",
     extra: str = "",
+    y_ticks: int = 8,
 ) -> tuple[list[str], Callable[[float], float], Callable[[float], float]]:
     """An SVG's opening, box, grid and axes' labels; the functions from data to pixels."""
     (x_low, x_high), (y_low, y_high) = x_range, y_range
@@ -75,13 +86,11 @@ def _frame(
         f'<svg class="{css}" {extra}width="{WIDTH}" height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" role="img">',
         f'<rect x="{LEFT}" y="{TOP}" width="{plot_w}" height="{plot_h}" fill="none" stroke="#999"/>',
     ]
-    for i in range(6):
-        y = y_low + (y_high - y_low) * i / 5
+    for y in nice_ticks(y_low, y_high, y_ticks):
         parts.append(f'<line x1="{LEFT}" x2="{LEFT + plot_w}" y1="{py(y):.1f}" y2="{py(y):.1f}" stroke="#eee"/>')
         parts.append(f'<text x="{LEFT - 6}" y="{py(y) + 4:.1f}" text-anchor="end">{y_format.format(y)}</text>')
-    for i in range(6):
-        x = x_low + (x_high - x_low) * i / 5
-        parts.append(f'<text x="{px(x):.1f}" y="{TOP + plot_h + 16}" text-anchor="middle">{x:.1f}</text>')
+    for x in nice_ticks(x_low, x_high):
+        parts.append(f'<text x="{px(x):.1f}" y="{TOP + plot_h + 16}" text-anchor="middle">{x:g}</text>')
     parts.append(f'<text x="{LEFT + plot_w / 2}" y="{HEIGHT - 6}" text-anchor="middle">{escape(x_label)}</text>')
     parts.append(
         f'<text x="14" y="{TOP + plot_h / 2}" text-anchor="middle" transform="rotate(-90 14 {TOP + plot_h / 2})">{escape(y_label)}</text>'
@@ -96,7 +105,7 @@ def downtime_chart(report: dict[str, Any]) -> str:
     percentiles = {name: report["job_downtime_seconds"][name] for name in ("p50", "p99")}
     top = max([p["downtime"] / 60 for p in points] + [(v or 0) / 60 for v in percentiles.values()] + [1.0]) * 1.1
     parts, px, py = _frame(
-        "fleet-downtime", (0, days), (0, top), "day of the run", "job downtime (min)", extra=f'data-points="{len(points)}" '
+        "fleet-downtime", (0, days), (0, top), "day of the run", "job downtime (min)", "{:g}", extra=f'data-points="{len(points)}" '
     )
     for name, seconds in percentiles.items():
         if seconds is None:
@@ -106,7 +115,9 @@ def downtime_chart(report: dict[str, Any]) -> str:
             f'<line class="pctl" data-name="{name}" data-seconds="{seconds}" x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{y:.1f}" y2="{y:.1f}" '
             'stroke="#555" stroke-dasharray="5,4"/>'
         )
-        parts.append(f'<text x="{WIDTH - RIGHT - 4}" y="{y - 4:.1f}" text-anchor="end">{name} {minutes(seconds)}</text>')
+        # p50 labelled at the left, p99 at the right: close percentiles do not print over each other
+        x, anchor = (LEFT + 4, "start") if name == "p50" else (WIDTH - RIGHT - 4, "end")
+        parts.append(f'<text x="{x}" y="{y - 4:.1f}" text-anchor="{anchor}">{name} {minutes(seconds)}</text>')
     for p in points:
         color = REMEDY_COLORS.get(p["remedy"], "#7f7f7f")
         fill = color if p["restarted"] else "none"
@@ -166,8 +177,9 @@ def concurrency_chart(report: dict[str, Any]) -> str:
         (0, top * 1.15),
         "day of the run",
         "executions running",
-        "{:.1f}",
+        "{:g}",
         extra=f'data-steps="{len(steps)}" ',
+        y_ticks=min(8, top + 1),  # whole executions only
     )
     path = [f"M{px(0):.1f},{py(0):.1f}"]
     for t, running in steps:
