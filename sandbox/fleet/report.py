@@ -1,6 +1,8 @@
 """What a fleet run cost, from the drill's own report (sandbox/report.py) and the fleet's bookkeeping:
 per job its effective training time ratio (ETTR) and where the rest went; the incidents, the pages,
-the safety limits met; what the pipeline costs per day; the largest item and state it made.
+the safety limits met; what the pipeline costs per day and a month at list prices
+(sandbox/fleet/cost.py, prices.py); the largest item and state it made; and the run over time, its
+``series`` (sandbox/fleet/series.py: downtime per hit, ETTR per day, executions running).
 
 ETTR = time training that was kept / the run's time. What is not kept, per failure that hit a job:
 * lost work: from the job's last checkpoint to the failure (training done, then thrown away);
@@ -122,7 +124,7 @@ def fleet_report(runner: FleetRunner, drill: dict[str, Any]) -> dict[str, Any]:
     invocations = calls.get("lambda.Invoke", 0)
     executions = runner.aws.executions()
     spans = [(runner.clock.started_at(e.name), runner.clock.now(e.name)) for e in executions]
-    peak = _peak(spans)
+    series = fleet_series(hits, jobs, end, spans)
 
     phases = _phase_medians(runner, records)
     goodput_inputs = planner_inputs(plan, len(trace.failures), phases, len(records))
@@ -174,7 +176,7 @@ def fleet_report(runner: FleetRunner, drill: dict[str, Any]) -> dict[str, Any]:
             "aws_calls_by_call": {k: round(v / plan.days, 3) for k, v in sorted(calls.items())},
             "quiet_sweeps_counted_not_run": runner.quiet_sweeps,
         },
-        "executions": {"total": len(executions), "peak_concurrent": peak},
+        "executions": {"total": len(executions), "peak_concurrent": series["concurrent_executions"]["peak"]},
         "limits": {
             "largest_dynamodb_item_bytes": largest_item[0],
             "largest_dynamodb_item": largest_item[1],
@@ -187,7 +189,7 @@ def fleet_report(runner: FleetRunner, drill: dict[str, Any]) -> dict[str, Any]:
         },
         "goodput_inputs": goodput_inputs,
         "hits": hits,
-        "series": fleet_series(hits, jobs, end, spans),
+        "series": series,
         "wall_seconds": round(runner.wall_seconds, 1),
     }
     report["monthly_cost"] = monthly_cost(report, lambda_memory_mb(TEMPLATE) or DEFAULT_LAMBDA_MEMORY_MB)
@@ -250,15 +252,6 @@ def _hit_parts(runner: FleetRunner, hit: Hit, end: float) -> dict[str, Any]:
         "pipeline": round(max(0.0, downtime - detection - provisioning), 3),
         "restart": runner.plan.restart_seconds if restarted_at is not None else 0.0,
     }
-
-
-def _peak(spans: list[tuple[float, float]]) -> int:
-    events = sorted([(s, 1) for s, _ in spans] + [(e, -1) for _, e in spans], key=lambda x: (x[0], x[1]))
-    peak = current = 0
-    for _, step in events:
-        current += step
-        peak = max(peak, current)
-    return peak
 
 
 # The goodput planner's phases, from the incidents' recorded phases (vocabulary.PhaseName).

@@ -102,9 +102,13 @@ def test_given_a_fleet_run_then_its_days_add_up_to_each_jobs_ettr_and_the_steps_
         shares = series["ettr_per_day"]["jobs"][job["job"]]
         weighted = sum(s * d["seconds"] for s, d in zip(shares, days, strict=True)) / (2 * 86_400)
         assert weighted == pytest.approx(job["ettr"], abs=2e-5)
+    # and the executions running step up and down from none back to none, never below, peaking where it says
     concurrency = series["concurrent_executions"]
-    assert concurrency["peak"] == report["executions"]["peak_concurrent"]
-    assert concurrency["steps"][-1][1] == 0 and len(concurrency["steps"]) <= 2 * report["executions"]["total"]
+    times, running = [t for t, _ in concurrency["steps"]], [n for _, n in concurrency["steps"]]
+    assert times == sorted(times) and min(running) >= 0 and running[-1] == 0
+    assert concurrency["peak"] == max(running) == report["executions"]["peak_concurrent"]
+    assert running[times.index(concurrency["peak_at"])] == concurrency["peak"]
+    assert len(times) <= 2 * report["executions"]["total"]
 
 
 def test_given_a_fleet_run_then_the_page_draws_a_point_per_hit_a_line_per_job_and_a_step_per_change(
