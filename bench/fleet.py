@@ -4,10 +4,12 @@ through the real pipeline in the sandbox, with a job mix that checkpoints, so lo
 
 Prints ETTR per job and where the rest went, job downtime percentiles, incidents by outcome, pages per
 week and why, cap and breaker activations, transitions, invocations and AWS calls per day, peak
-concurrent executions, the largest DynamoDB item and state payload; writes the JSON report (with
-``goodput_inputs`` for the goodput planner) to --out.
+concurrent executions, the largest DynamoDB item and state payload, the monthly cost at dated list
+prices; writes the JSON report (with ``goodput_inputs`` for the goodput planner) to --out, and the
+same report as an offline HTML page with its plots beside it (or to --html).
 
     python bench/fleet.py --nodes 2048 --days 54 [--seed 0] [--jobs 8x256] [--spares 0] [--rate llama3|rsc1|rsc2|<number>]
+                          [--out DIR] [--html PATH]
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "layers" / "recovery_core"), str(ROOT / "agent"), str(ROOT / "training")]
 
 from sandbox.fleet.report import format_fleet_report  # noqa: E402
+from sandbox.fleet.report_html import render_fleet_html  # noqa: E402
 from sandbox.fleet.runner import FleetPlan, FleetRunner, JobMix  # noqa: E402
 from sandbox.fleet.trace import RATES, TraceSpec, generate  # noqa: E402
 
@@ -37,6 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--correlated-share", type=float, default=0.02)
     parser.add_argument("--checkpoint-interval", type=float, default=1800.0)
     parser.add_argument("--out", type=Path, default=ROOT / "out")
+    parser.add_argument("--html", type=Path, default=None, help="the HTML report's path (default: beside the JSON, .html)")
     args = parser.parse_args(argv)
     rate = RATES[args.rate] if args.rate in RATES else float(args.rate)
     trace = generate(
@@ -54,8 +58,12 @@ def main(argv: list[str] | None = None) -> int:
         report = FleetRunner(plan, trace, Path(tmp) / "fleet-lambda.log").run_fleet()
     path = args.out / f"fleet-{args.nodes}n-{args.days:g}d-seed{args.seed}.json"
     path.write_text(json.dumps(report, indent=1, default=str) + "\n")
+    page = args.html or path.with_suffix(".html")
+    page.parent.mkdir(parents=True, exist_ok=True)
+    page.write_text(render_fleet_html(report))
     print(format_fleet_report(report))
     print(f"report: {path}")
+    print(f"html: {page}")
     return 0
 
 

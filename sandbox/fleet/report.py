@@ -1,13 +1,18 @@
 """What a fleet run cost, from the drill's own report (sandbox/report.py) and the fleet's bookkeeping:
 per job its effective training time ratio (ETTR) and where the rest went; the incidents, the pages,
-the safety limits met; what the pipeline costs per day; the largest item and state it made.
+the safety limits met; what the pipeline costs per day and a month at list prices
+(sandbox/fleet/cost.py, prices.py); the largest item and state it made; and the run over time, its
+``series`` (sandbox/fleet/series.py: downtime per hit, ETTR per day, executions running).
 
 ETTR = time training that was kept / the run's time. What is not kept, per failure that hit a job:
 * lost work: from the job's last checkpoint to the failure (training done, then thrown away);
 * detection: from the failure to the execution that handles it (the trace's time to the event,
-  then the intake's batching window);
+  then the intake's batching window); for a failure folded into an incident already running (no
+  execution of its own: ``folded``), its own time to the event;
 * provisioning wait: while HyperPod had not brought the failed nodes back (replacement or reboot,
   from the double's ground truth), between that execution's start and the job's next copy starting;
+  a reboot that did not help counts from its start to the node's replacement starting, and is also
+  shown apart (``failed_reboot_wait``: what the reboot-first choice cost);
 * pipeline: the rest of the time until the next copy started (the workflow's own steps, its polls'
   lag, the agent, the health gate, a restart backoff);
 * restart: the next copy's start to its first step (the plan's ``restart_seconds``, modelled);
@@ -18,11 +23,14 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hyperpod_recovery.adapters.ledger import DynamoLedger
 from hyperpod_recovery.domain.severity import severity_of
 from hyperpod_recovery.models.records import IncidentRecord
+from sandbox.fleet.cost import lambda_memory_mb, monthly_cost, price_table
+from sandbox.fleet.series import fleet_series
 
 if TYPE_CHECKING:
     from sandbox.fleet.runner import FleetPlan, FleetRunner, Hit
@@ -31,6 +39,9 @@ if TYPE_CHECKING:
 DYNAMODB_ITEM_LIMIT = 400 * 1024  # bytes (DynamoDB counts 400 KB as 400 × 1,024)
 STATE_PAYLOAD_LIMIT = 256 * 1024  # bytes, a state's input or output (States.DataLimitExceeded)
 ITEM_GOAL = 100 * 1024  # issue 34's goal: no item over 100 KB
+TEMPLATE = Path(__file__).resolve().parents[2] / "template.yaml"
+# When template.yaml names none (Lambda's own default is 128 MB; the project's Globals say 256).
+DEFAULT_LAMBDA_MEMORY_MB = 256
 
 
 def _percentile(values: list[float], q: float) -> float | None:
@@ -91,6 +102,8 @@ def fleet_report(runner: FleetRunner, drill: dict[str, Any]) -> dict[str, Any]:
                 "not_running_at_end": any(h["restarted_at"] is None for h in mine),
                 "ettr": round(max(0.0, end - lost) / end, 5),
                 "seconds_lost": {k: round(v, 1) for k, v in parts.items()},
+                # Of the provisioning wait: reboots that did not help, until the ladder replaced the node.
+                "failed_reboot_wait_seconds": round(sum(h["failed_reboot_wait"] for h in mine), 1),
                 "ettr_points_lost": {k: round(100 * v / end, 3) for k, v in parts.items()},
             }
         )
@@ -111,12 +124,12 @@ def fleet_report(runner: FleetRunner, drill: dict[str, Any]) -> dict[str, Any]:
     invocations = calls.get("lambda.Invoke", 0)
     executions = runner.aws.executions()
     spans = [(runner.clock.started_at(e.name), runner.clock.now(e.name)) for e in executions]
-    peak = _peak(spans)
+    series = fleet_series(hits, jobs, end, spans)
 
     phases = _phase_medians(runner, records)
     goodput_inputs = planner_inputs(plan, len(trace.failures), phases, len(records))
     largest_item = runner.largest_item
-    return {
+    report = {
         "fleet_report_version": 1,
         "plan": {
             "nodes": plan.nodes,
@@ -147,6 +160,7 @@ def fleet_report(runner: FleetRunner, drill: dict[str, Any]) -> dict[str, Any]:
             "p99": _percentile(downtimes, 99),
             "max": round(max(downtimes), 1) if downtimes else None,
             "never_restarted": sum(1 for h in hits if h["restarted_at"] is None),
+            "folded_into_a_running_incident": sum(1 for h in hits if h["folded"]),
         },
         "incidents": {"total": len(drill["incidents"]), "by_outcome": dict(outcomes.most_common())},
         "pages": {"total": len(pages), "per_week": round(len(pages) / weeks, 2), "why": dict(why.most_common())},
@@ -159,9 +173,10 @@ def fleet_report(runner: FleetRunner, drill: dict[str, Any]) -> dict[str, Any]:
             "state_transitions": round(drill["state_transitions"] / plan.days, 1),
             "lambda_invocations": round(invocations / plan.days, 1),
             "aws_calls_by_service": {k: round(v / plan.days, 1) for k, v in sorted(by_service.items())},
+            "aws_calls_by_call": {k: round(v / plan.days, 3) for k, v in sorted(calls.items())},
             "quiet_sweeps_counted_not_run": runner.quiet_sweeps,
         },
-        "executions": {"total": len(executions), "peak_concurrent": peak},
+        "executions": {"total": len(executions), "peak_concurrent": series["concurrent_executions"]["peak"]},
         "limits": {
             "largest_dynamodb_item_bytes": largest_item[0],
             "largest_dynamodb_item": largest_item[1],
@@ -174,8 +189,12 @@ def fleet_report(runner: FleetRunner, drill: dict[str, Any]) -> dict[str, Any]:
         },
         "goodput_inputs": goodput_inputs,
         "hits": hits,
+        "series": series,
         "wall_seconds": round(runner.wall_seconds, 1),
     }
+    report["monthly_cost"] = monthly_cost(report, lambda_memory_mb(TEMPLATE) or DEFAULT_LAMBDA_MEMORY_MB)
+    report["prices"] = price_table()
+    return report
 
 
 def _hit_parts(runner: FleetRunner, hit: Hit, end: float) -> dict[str, Any]:
@@ -188,19 +207,32 @@ def _hit_parts(runner: FleetRunner, hit: Hit, end: float) -> dict[str, Any]:
     starts = [(m - runner.epoch).total_seconds() for m in later if m is not None]
     restarted_at = next((s for s in starts if s >= hit.at), None)
     back = restarted_at if restarted_at is not None else end
-    handled_at = runner.handled_at.get(hit.failure, back)
+    # A failure folded into an incident already running starts no execution of its own: its
+    # detection is its own delay to delivery; what follows is split as for any other hit.
+    folded = hit.failure not in runner.handled_at
+    handled_at = hit.at + hit.failure.detect_seconds if folded else runner.handled_at[hit.failure]
     detection = max(0.0, min(handled_at, back) - hit.at)
     names = runner.hostnames_of(hit.failure)
-    repairs = [
-        (r.initiated_at, r.running_at if r.running_at is not None else end)
-        for r in runner.double.replacements
-        if r.hostname.split(".", 1)[0] in names and r.initiated_at >= hit.at
-    ]
-    repairs += [
-        (r.initiated_at, r.running_at if r.running_at is not None else end)
-        for r in runner.double.reboots
-        if r.hostname.split(".", 1)[0] in names and r.initiated_at >= hit.at
-    ]
+
+    def on_failed_node(hostname: str) -> bool:
+        return hostname.split(".", 1)[0] in names
+
+    replacements = [r for r in runner.double.replacements if on_failed_node(r.hostname) and r.initiated_at >= hit.at]
+    repairs = [(r.initiated_at, r.running_at if r.running_at is not None else end) for r in replacements]
+    failed_reboots: list[tuple[float, float]] = []
+    for reboot in runner.double.reboots:
+        if not on_failed_node(reboot.hostname) or reboot.initiated_at < hit.at:
+            continue
+        if reboot.running_at is not None:
+            repairs.append((reboot.initiated_at, reboot.running_at))
+            continue
+        # A reboot that did not help: the node waited from it until the ladder replaced it (the
+        # replacement's own wait is its interval above).
+        replaced_at = min(
+            (r.initiated_at for r in replacements if r.hostname == reboot.hostname and r.initiated_at >= reboot.initiated_at), default=end
+        )
+        failed_reboots.append((reboot.initiated_at, replaced_at))
+    repairs += failed_reboots
     window = (min(handled_at, back), back)
     provisioning = _union_length(repairs, window)
     downtime = back - hit.at
@@ -215,18 +247,11 @@ def _hit_parts(runner: FleetRunner, hit: Hit, end: float) -> dict[str, Any]:
         "lost_work": round(hit.at - hit.last_checkpoint_at, 3),
         "detection": round(detection, 3),
         "provisioning_wait": round(provisioning, 3),
+        "failed_reboot_wait": round(_union_length(failed_reboots, window), 3),  # of provisioning_wait
+        "folded": folded,
         "pipeline": round(max(0.0, downtime - detection - provisioning), 3),
         "restart": runner.plan.restart_seconds if restarted_at is not None else 0.0,
     }
-
-
-def _peak(spans: list[tuple[float, float]]) -> int:
-    events = sorted([(s, 1) for s, _ in spans] + [(e, -1) for _, e in spans], key=lambda x: (x[0], x[1]))
-    peak = current = 0
-    for _, step in events:
-        current += step
-        peak = max(peak, current)
-    return peak
 
 
 # The goodput planner's phases, from the incidents' recorded phases (vocabulary.PhaseName).
@@ -293,6 +318,16 @@ def _minutes(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds / 60:.1f} min"
 
 
+def format_monthly_cost(cost: dict[str, Any]) -> list[str]:
+    """Two lines: the total and its services, then where the figures come from."""
+    services = ", ".join(f"{k} ${v:.2f}" for k, v in sorted(cost["by_service"].items(), key=lambda kv: -kv[1]))
+    return [
+        f"monthly cost ({cost['days']} days) at {cost['region']} list prices of {cost['prices_taken']}: "
+        f"${cost['total_usd']:.2f} ({services}); of which ${cost['assumed_usd']:.2f} from assumed counts (idle SQS long polls)",
+        f"  requests only, no free tier; {len(cost['assumptions'])} assumptions and the prices' sources in the JSON (monthly_cost, prices)",
+    ]
+
+
 def format_fleet_report(report: dict[str, Any]) -> str:
     """The report as a person reads it in a terminal."""
     plan, trace = report["plan"], report["trace"]
@@ -315,9 +350,12 @@ def format_fleet_report(report: dict[str, Any]) -> str:
             f"{p['provisioning_wait']:.2f} | {p['restart']:.2f} | {p['checkpoint_cost']:.2f}"
         )
     down = report["job_downtime_seconds"]
+    failed_reboots = sum(job["failed_reboot_wait_seconds"] for job in report["jobs"])
     lines += [
+        f"  of the provisioning wait, reboots that did not help (until the node's replacement): {_minutes(failed_reboots)} over all jobs",
         f"job downtime per hit ({down['hits']} hits): p50 {_minutes(down['p50'])}, p90 {_minutes(down['p90'])}, "
-        f"p99 {_minutes(down['p99'])}, max {_minutes(down['max'])}; never running again: {down['never_restarted']}",
+        f"p99 {_minutes(down['p99'])}, max {_minutes(down['max'])}; never running again: {down['never_restarted']}; "
+        f"folded into an incident already running: {down['folded_into_a_running_incident']}",
         "",
         f"incidents: {report['incidents']['total']} " + ", ".join(f"{k} {v}" for k, v in report["incidents"]["by_outcome"].items()),
         f"pages to a human: {report['pages']['total']} ({report['pages']['per_week']:.2f} per week)"
@@ -333,6 +371,7 @@ def format_fleet_report(report: dict[str, Any]) -> str:
         + ", ".join(f"{k} {v:g}" for k, v in cost["aws_calls_by_service"].items()),
         f"  ({cost['quiet_sweeps_counted_not_run']} quiet sweeps of ended executions counted at their measured cost, not run)",
         f"executions: {report['executions']['total']}, peak concurrent {report['executions']['peak_concurrent']}",
+        *format_monthly_cost(report["monthly_cost"]),
     ]
     limits = report["limits"]
     lines += [
