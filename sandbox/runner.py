@@ -196,6 +196,7 @@ class DrillRunner:
             "JobRestartBackoffSeconds": str(settings.job_restarts.backoff_seconds),
             "JobRestartMaxBackoffSeconds": str(settings.job_restarts.max_backoff_seconds),
             "CrashLoopRepeats": str(settings.job_restarts.crash_loop_repeats),
+            "JobFailuresPer1000NodeDays": str(settings.job_restarts.job_failures_per_1000_node_days),
         }
         # Safety limits the scenario sets; the others keep template.yaml's defaults.
         safety = {

@@ -418,13 +418,14 @@ class RepeatOffenderSpec(_Strict):
 
 
 class JobRestartSpec(_Strict):
-    """template.yaml's JobRestart* and CrashLoopRepeats parameters."""
+    """template.yaml's JobRestart*, CrashLoopRepeats and JobFailuresPer1000NodeDays parameters."""
 
     budget: int = Field(default=3, ge=0, le=100)
     window_seconds: int = Field(default=86_400, ge=60)
     backoff_seconds: int = Field(default=60, ge=0)
     max_backoff_seconds: int = Field(default=900, ge=0)
     crash_loop_repeats: int = Field(default=2, ge=2, le=100)
+    job_failures_per_1000_node_days: float = Field(default=0.57, ge=0, le=100)
 
 
 class HangSettingsSpec(_Strict):

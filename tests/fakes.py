@@ -75,6 +75,7 @@ def settings_env(**overrides: str) -> dict[str, str]:
         "JOB_RESTART_BACKOFF_SECONDS": "60",
         "JOB_RESTART_MAX_BACKOFF_SECONDS": "900",
         "CRASH_LOOP_REPEATS": "2",
+        "JOB_FAILURES_PER_1000_NODE_DAYS": "0.57",
         "MAX_NODES_IN_RECOVERY_PERCENT": "20",
         "MAX_NODES_IN_RECOVERY": "64",
         "BREAKER_MAX_RECOVERIES": "20",

@@ -83,6 +83,7 @@ class Settings(BaseModel):
     job_restart_backoff_seconds: int = Field(ge=0, le=86_400)
     job_restart_max_backoff_seconds: int = Field(ge=0, le=86_400)
     crash_loop_repeats: int = Field(ge=2, le=100)
+    job_failures_per_1000_node_days: float = Field(ge=0, le=100)
     max_nodes_in_recovery_percent: float = Field(gt=0, le=100)
     max_nodes_in_recovery: int = Field(ge=1, le=2000)  # template.yaml: the cap's places fit one ledger item
     breaker_max_recoveries: int = Field(ge=1, le=10_000)

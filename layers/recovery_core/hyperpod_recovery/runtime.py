@@ -137,6 +137,7 @@ class Dependencies:
             backoff_seconds=s.job_restart_backoffs[0],
             max_backoff_seconds=s.job_restart_backoffs[1],
             crash_loop_repeats=s.crash_loop_repeats,
+            job_failures_per_1000_node_days=s.job_failures_per_1000_node_days,
         )
 
     @property

@@ -19,6 +19,7 @@ from datetime import datetime, timedelta
 from typing import Literal
 
 from hyperpod_recovery.domain.execution_names import node_execution_name
+from hyperpod_recovery.domain.failure_chance import is_chance
 from hyperpod_recovery.domain.normalize import within_reason_budget
 from hyperpod_recovery.errors import (
     CrashLoopDetected,
@@ -65,6 +66,9 @@ class RestartPolicy:
     backoff_seconds: int
     max_backoff_seconds: int
     crash_loop_repeats: int
+    # Job-only failures a node brings per 1,000 node-days (JobFailuresPer1000NodeDays): what chance
+    # explains on a large job (domain/failure_chance.py). 0: every count over a limit pages.
+    job_failures_per_1000_node_days: float = 0.0
 
 
 def job_label(job_id: str, job: JobSpec | None, failure: JobFailedDetail | None) -> str:
@@ -267,8 +271,10 @@ def plan_restart(
     in_window = [e for e in history if e.kind == "application" and e.restarted_at >= now - timedelta(seconds=policy.window_seconds)]
     # Every earlier restart from this same step has failed again (we are handling the latest
     # failure of the lineage): with the failure that led to the first of them, that many failures here.
-    failures_at_step = 1 + sum(1 for e in history if e.checkpoint_step == step)
+    at_step = [e for e in history if e.checkpoint_step == step]
+    failures_at_step = 1 + len(at_step)
     backoff = 0
+    chance_note = ""
     if classification.kind == "slow":
         refuse_second_slowdown(label, history, now, policy.window_seconds)
     if classification.kind in ("hung", "slow") and failures_at_step >= policy.crash_loop_repeats:
@@ -280,26 +286,47 @@ def plan_restart(
             f"({plan.checkpoint.uri}): restarting it again would loop"
         )
     if classification.kind == "application":
+        rate, nodes = policy.job_failures_per_1000_node_days, job.num_nodes
         if failures_at_step >= policy.crash_loop_repeats:
-            raise CrashLoopDetected(
-                f"{label} failed {failures_at_step} times with its newest verified checkpoint still at step {step} "
-                f"({plan.checkpoint.uri}): restarting it again would loop"
+            # The failures since the first restart from this step: a loop, unless a job this size meets
+            # that many independent faults in that time by chance.
+            span = max(0.0, (now - at_step[0].restarted_at).total_seconds()) if at_step else 0.0
+            chance, p = is_chance(len(at_step), nodes, rate, span)
+            if not chance:
+                raise CrashLoopDetected(
+                    f"{label} failed {failures_at_step} times with its newest verified checkpoint still at step {step} "
+                    f"({plan.checkpoint.uri}): restarting it again would loop"
+                )
+            chance_note = (
+                f"; {failures_at_step} failures from step {step} within {span / 60:.0f} min are what independent faults bring a "
+                f"{nodes}-node job by chance ({100 * p:.1f} %, at {rate:g} per 1,000 node-days): not taken for a crash loop"
             )
         if len(in_window) >= policy.budget:
-            raise RestartBudgetExhausted(
-                f"{label}: {len(in_window)} restarts after application failures in the last {policy.window_seconds} s "
-                f"(budget {policy.budget}); last from step {step}"
+            chance, p = is_chance(len(in_window) + 1, nodes, rate, policy.window_seconds)
+            if not chance:
+                raise RestartBudgetExhausted(
+                    f"{label}: {len(in_window)} restarts after application failures in the last {policy.window_seconds} s "
+                    f"(budget {policy.budget}); last from step {step}"
+                )
+            chance_note += (
+                f"; over the budget of {policy.budget}, but {len(in_window) + 1} failures in {policy.window_seconds} s are what "
+                f"independent faults bring a {nodes}-node job by chance ({100 * p:.1f} %, at {rate:g} per 1,000 node-days)"
             )
-        backoff = min(policy.max_backoff_seconds, policy.backoff_seconds * 2 ** len(in_window))
+        backoff = min(policy.max_backoff_seconds, policy.backoff_seconds * 2 ** min(len(in_window), 30))
     budget_text = (
-        f", restart {len(in_window) + 1} of {policy.budget} in {policy.window_seconds} s" if classification.kind == "application" else ""
+        f", restart {len(in_window) + 1} of {policy.budget} in {policy.window_seconds} s"
+        if classification.kind == "application" and len(in_window) < policy.budget
+        else f", restart {len(in_window) + 1} in {policy.window_seconds} s"
+        if classification.kind == "application"
+        else ""
     )
     return RestartDecision(
         at=now,
         action="resubmit",
         reason=f"{label}: resubmit from step {step} ({plan.checkpoint.uri})"
         + (f" after a {backoff} s backoff" if backoff else "")
-        + budget_text,
+        + budget_text
+        + chance_note,
         lineage_root=lineage_root,
         plan=plan,
         backoff_seconds=0 if request.dry_run else backoff,

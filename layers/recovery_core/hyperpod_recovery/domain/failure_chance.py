@@ -1,0 +1,44 @@
+"""Could a job's repeated failures be chance? The restart rules (domain/job_failure.plan_restart) page a
+human when a job fails too often, or again from the same checkpoint. On a large job, independent
+faults alone come that often: at Llama 3's rate of job-only interruptions (software, NCCL, dependency
+faults: about 0.6 per 1,000 node-days) a 2,048-node job meets 1.2 a day, so a fixed budget of 3 a day
+pages for nothing every few weeks, and two faults within one checkpoint interval look like a loop.
+
+So a count over the limit is taken for a loop (or a runaway job) only when independent faults at the
+job's size would reach it with a chance below ``CHANCE_LIMIT``: Poisson arrivals at
+``nodes × rate`` over the span the failures came in. With the rate at 0 every count over the limit is
+taken, as before; a small job's counts are never chance (16 nodes: 0.0003 % for a repeat within an
+hour), so only large jobs are given the room their size explains.
+"""
+
+from __future__ import annotations
+
+import math
+
+# A count chance would reach once in a thousand such decisions or less is not chance: it pages.
+CHANCE_LIMIT = 0.001
+
+
+def expected_failures(nodes: int, per_1000_node_days: float, seconds: float) -> float:
+    return max(0, nodes) * max(0.0, per_1000_node_days) / 1000.0 * max(0.0, seconds) / 86_400.0
+
+
+def chance_of_at_least(count: int, mean: float) -> float:
+    """P(N >= count) for N ~ Poisson(mean)."""
+    if count <= 0:
+        return 1.0
+    if mean <= 0:
+        return 0.0
+    term = math.exp(-mean)
+    below = term
+    for k in range(1, count):
+        term *= mean / k
+        below += term
+    return max(0.0, 1.0 - below)
+
+
+def is_chance(count: int, nodes: int, per_1000_node_days: float, seconds: float) -> tuple[bool, float]:
+    """Whether ``count`` failures of a ``nodes``-node job within ``seconds`` are what independent faults
+    bring with a chance of at least CHANCE_LIMIT, and that chance."""
+    chance = chance_of_at_least(count, expected_failures(nodes, per_1000_node_days, seconds))
+    return chance >= CHANCE_LIMIT, chance
