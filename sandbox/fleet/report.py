@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 DYNAMODB_ITEM_LIMIT = 400 * 1024  # bytes (DynamoDB counts 400 KB as 400 × 1,024)
 STATE_PAYLOAD_LIMIT = 256 * 1024  # bytes, a state's input or output (States.DataLimitExceeded)
 ITEM_GOAL = 100 * 1024  # issue 34's goal: no item over 100 KB
+RECOVERY_DOWNTIME_GOAL_PERCENT = 0.5  # issue 34's goal, of the run's time, at 2,048 nodes with spares or shrink
 TEMPLATE = Path(__file__).resolve().parents[2] / "template.yaml"
 # When template.yaml names none (Lambda's own default is 128 MB; the project's Globals say 256).
 DEFAULT_LAMBDA_MEMORY_MB = 256
@@ -105,6 +106,10 @@ def fleet_report(runner: FleetRunner, drill: dict[str, Any]) -> dict[str, Any]:
                 # Of the provisioning wait: reboots that did not help, until the ladder replaced the node.
                 "failed_reboot_wait_seconds": round(sum(h["failed_reboot_wait"] for h in mine), 1),
                 "ettr_points_lost": {k: round(100 * v / end, 3) for k, v in parts.items()},
+                # Issue 34's goal (<= 0.5 % at 2,048 nodes with spares or shrink): the downtime the recovery
+                # itself made, its own steps and the wait for HyperPod's repair it chose to wait for; not the
+                # fault's lost work and detection, nor the job's own start-up.
+                "recovery_downtime_percent": round(100 * (parts["pipeline"] + parts["provisioning_wait"]) / end, 3),
             }
         )
     downtimes = [h["downtime"] for h in hits if h["restarted_at"] is not None]
@@ -349,6 +354,11 @@ def format_fleet_report(report: dict[str, Any]) -> str:
             f"ETTR {100 * job['ettr']:.2f} %   {p['lost_work']:.2f} | {p['detection']:.2f} | {p['pipeline']:.2f} | "
             f"{p['provisioning_wait']:.2f} | {p['restart']:.2f} | {p['checkpoint_cost']:.2f}"
         )
+    worst = max(report["jobs"], key=lambda job: job["recovery_downtime_percent"])
+    lines.append(
+        f"  downtime the recovery made (pipeline + provisioning wait): at most {worst['recovery_downtime_percent']:.2f} % of the run "
+        f"(job {worst['job']}; goal <= {RECOVERY_DOWNTIME_GOAL_PERCENT:g} % at 2,048 nodes with spares or shrink)"
+    )
     down = report["job_downtime_seconds"]
     failed_reboots = sum(job["failed_reboot_wait_seconds"] for job in report["jobs"])
     lines += [

@@ -223,6 +223,7 @@ def _tables(report: dict[str, Any]) -> str:
                 f"{j['ettr_points_lost'][k]:.3f}"
                 for k in ("lost_work", "detection", "pipeline", "provisioning_wait", "restart", "checkpoint_cost")
             ),
+            f"{j['recovery_downtime_percent']:.3f} %",
             "yes" if j["not_running_at_end"] else "no",
         ]
         for j in report["jobs"]
@@ -245,6 +246,7 @@ def _tables(report: dict[str, Any]) -> str:
                 "provisioning wait",
                 "restart",
                 "checkpoints",
+                "recovery downtime (goal <= 0.5 %)",
                 "down at end",
             ],
             jobs,

@@ -157,9 +157,20 @@ def test_given_a_fleet_run_then_every_number_in_the_tables_is_the_jsons(fleet_ru
     # ETTR per job, and its points lost
     parts = ("lost_work", "detection", "pipeline", "provisioning_wait", "restart", "checkpoint_cost")
     expected = [
-        [j["job"], str(j["nodes"]), str(j["hits"]), f"{100 * j['ettr']:.2f} %", *(f"{j['ettr_points_lost'][p]:.3f}" for p in parts)]
+        [
+            j["job"],
+            str(j["nodes"]),
+            str(j["hits"]),
+            f"{100 * j['ettr']:.2f} %",
+            *(f"{j['ettr_points_lost'][p]:.3f}" for p in parts),
+            f"{j['recovery_downtime_percent']:.3f} %",
+        ]
         for j in report["jobs"]
     ]
+    # (the recovery's own downtime is its pipeline and provisioning-wait points)
+    for j in report["jobs"]:
+        points = j["ettr_points_lost"]
+        assert j["recovery_downtime_percent"] == pytest.approx(points["pipeline"] + points["provisioning_wait"], abs=2e-3)
     assert [row[:-1] for row in tables["ettr"][1:]] == expected
     down = report["job_downtime_seconds"]
     failed_reboots = sum(j["failed_reboot_wait_seconds"] for j in report["jobs"])
