@@ -181,6 +181,7 @@ def fleet_report(runner: FleetRunner, drill: dict[str, Any]) -> dict[str, Any]:
             "aws_calls_by_call": {k: round(v / plan.days, 3) for k, v in sorted(calls.items())},
             "quiet_sweeps_counted_not_run": runner.quiet_sweeps,
         },
+        "cost_per_incident": _per_incident(runner, calls, drill["state_transitions"], len(drill["incidents"])),
         "executions": {"total": len(executions), "peak_concurrent": series["concurrent_executions"]["peak"]},
         "limits": {
             "largest_dynamodb_item_bytes": largest_item[0],
@@ -200,6 +201,28 @@ def fleet_report(runner: FleetRunner, drill: dict[str, Any]) -> dict[str, Any]:
     report["monthly_cost"] = monthly_cost(report, lambda_memory_mb(TEMPLATE) or DEFAULT_LAMBDA_MEMORY_MB)
     report["prices"] = price_table()
     return report
+
+
+def _per_incident(runner: FleetRunner, calls: Counter[str], transitions: int, incidents: int) -> dict[str, Any]:
+    """What one incident costs, whatever the fleet's size should not change it (issue 34): the run's
+    calls less the quiet sweeps' (a cost per day, not per incident), and its transitions, over its
+    incidents; the SageMaker calls by API, where a read of the whole cluster would show."""
+    if not incidents:
+        return {"incidents": 0}
+    quiet = Counter({call: n * runner.quiet_sweeps for call, n in (runner.quiet_sweep_calls or Counter()).items()})
+    own = calls - quiet
+    by_service: Counter[str] = Counter()
+    for call, n in own.items():
+        by_service[call.split(".", 1)[0]] += n
+    return {
+        "incidents": incidents,
+        "aws_calls": round(sum(own.values()) / incidents, 1),
+        "aws_calls_by_service": {k: round(v / incidents, 1) for k, v in sorted(by_service.items())},
+        "sagemaker_calls_by_call": {
+            call.removeprefix("sagemaker."): round(n / incidents, 2) for call, n in sorted(own.items()) if call.startswith("sagemaker.")
+        },
+        "state_transitions": round(transitions / incidents, 1),
+    }
 
 
 def _hit_parts(runner: FleetRunner, hit: Hit, end: float) -> dict[str, Any]:
@@ -323,6 +346,13 @@ def _minutes(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds / 60:.1f} min"
 
 
+def _format_per_incident(cost: dict[str, Any]) -> str:
+    if not cost.get("incidents"):
+        return "per incident: no incident"
+    sagemaker = ", ".join(f"{call} {n:g}" for call, n in cost["sagemaker_calls_by_call"].items())
+    return f"per incident: {cost['aws_calls']:g} AWS calls, {cost['state_transitions']:g} state transitions; SageMaker: {sagemaker}"
+
+
 def format_monthly_cost(cost: dict[str, Any]) -> list[str]:
     """Two lines: the total and its services, then where the figures come from."""
     services = ", ".join(f"{k} ${v:.2f}" for k, v in sorted(cost["by_service"].items(), key=lambda kv: -kv[1]))
@@ -381,6 +411,7 @@ def format_fleet_report(report: dict[str, Any]) -> str:
         + ", ".join(f"{k} {v:g}" for k, v in cost["aws_calls_by_service"].items()),
         f"  ({cost['quiet_sweeps_counted_not_run']} quiet sweeps of ended executions counted at their measured cost, not run)",
         f"executions: {report['executions']['total']}, peak concurrent {report['executions']['peak_concurrent']}",
+        _format_per_incident(report.get("cost_per_incident", {})),
         *format_monthly_cost(report["monthly_cost"]),
     ]
     limits = report["limits"]
