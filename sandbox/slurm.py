@@ -198,6 +198,9 @@ class SimulatedSlurm:
             raise NodeNotFound(f"unknown to slurmctld: {', '.join(unknown)}")
         return {n: NodeState(n, self.nodes[n].state, ("DRAIN",) if self.nodes[n].drained else (), self.nodes[n].reason) for n in names}
 
+    def all_node_states(self) -> dict[str, NodeState]:
+        return self.node_states(self.nodes)
+
     def free_nodes(self) -> dict[str, FreeNode]:
         """As sinfo shows them: idle (no job, not down), not drained, responding, not reserved; all in the one partition, no features."""
         self._settle()

@@ -64,7 +64,15 @@ MAX_IN_HAND = 256
 RECEIVE_BATCH = 10  # SQS ReceiveMessage's most
 _CAUSE_LIMIT = 32_768  # SendTaskFailure cause
 # Errors the agent answers with, by the exception that raised them (names = ASL error names).
-_ANSWERED_ERRORS = (InvalidCommand, NodeNotFound, ControllerUnavailable, JobSpecUnavailable, OldJobNotStopped, SlurmCommandFailed)
+_ANSWERED_ERRORS = (
+    InvalidCommand,
+    NodeNotFound,
+    ControllerUnavailable,
+    JobSpecUnavailable,
+    OldJobNotStopped,
+    SlurmCommandFailed,
+    ControllerAgentError,  # (raised on purpose: what the agent cannot answer, said in its message)
+)
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from hyperpod_recovery.errors import InvalidCommand, JobSpecUnavailable, OldJobNotStopped
+from hyperpod_recovery.errors import ControllerAgentError, InvalidCommand, JobSpecUnavailable, OldJobNotStopped
 from hyperpod_recovery.models.commands import (
     COMMAND_TYPES,
     JOB_TEXT_LIMIT,
@@ -64,8 +64,9 @@ from hyperpod_recovery.models.commands import (
     UnhealthyNode,
     carried,
     carries_owner_tag,
+    plainly_healthy,
 )
-from hyperpod_recovery.models.common import MAX_JOBS_PER_INCIDENT, SLURM_JOB_ID_PATTERN, matches
+from hyperpod_recovery.models.common import MAX_JOB_NODES_CARRIED, MAX_JOBS_PER_INCIDENT, SLURM_JOB_ID_PATTERN, matches
 from hyperpod_recovery.models.manifest import RESUME_DATA_PARALLEL_ENV, RESUME_FROM_ENV, RESUME_NODES_ENV, RESUME_STEP_ENV
 from hyperpod_recovery.models.progress import PROGRESS_TABLE_ENV
 from hyperpod_recovery_agent import __version__
@@ -151,6 +152,7 @@ class Slurm(Protocol):
     """What the executor needs from Slurm: SlurmCli on a controller, the sandbox's simulation in drills."""
 
     def node_states(self, nodes: Iterable[str]) -> dict[str, NodeState]: ...
+    def all_node_states(self) -> dict[str, NodeState]: ...
     def free_nodes(self) -> dict[str, FreeNode]: ...
     def boot_times(self, nodes: Iterable[str]) -> list[NodeBoot]: ...
     def drain(self, nodes: Sequence[str], reason: str) -> None: ...
@@ -223,7 +225,7 @@ class CommandExecutor:
         elif isinstance(command, ResubmitJob):
             result = self.resubmit(command, envelope.incident_id)
         elif isinstance(command, NodeStates):
-            states = self.slurm.node_states(command.nodes)
+            states = self.slurm.node_states(command.nodes) if command.nodes else self.not_plainly_healthy()
             result = NodeStatesResult(
                 nodes=[NodeStatus(name=s.name, state=s.state, flags=list(s.flags), reason=s.reason) for s in states.values()]
             )
@@ -381,6 +383,18 @@ class CommandExecutor:
             self.slurm.unreserve(reservation)
         except (SlurmCommandFailed, SlurmUnreachable):
             return  # drained, and still reserved: doubly closed
+
+    def not_plainly_healthy(self) -> dict[str, NodeState]:
+        """Every node whose state the job-failure classifier would read (for a job on more nodes than a
+        command names): the answer carries up to MAX_JOB_NODES_CARRIED, and a cluster with more such
+        nodes is one whose job failures a human must sort out."""
+        states = {name: s for name, s in self.slurm.all_node_states().items() if not plainly_healthy(s.state, s.flags, s.reason)}
+        if len(states) > MAX_JOB_NODES_CARRIED:
+            raise ControllerAgentError(
+                f"{len(states)} nodes are down, drained or failing in slurmctld, more than an answer carries "
+                f"({MAX_JOB_NODES_CARRIED}): which of the job's nodes are among them cannot be told"
+            )
+        return states
 
     def jobs_on(self, nodes: Sequence[str]) -> JobsOnNodesResult:
         """The jobs holding any of ``nodes``, each captured now. Their node lists stay here: the

@@ -317,14 +317,16 @@ class SlurmCli:
     def node_states(self, nodes: Iterable[str]) -> dict[str, NodeState]:
         """State of each node; NodeNotFound names the ones slurmctld does not know."""
         wanted = validate_nodes(nodes)
-        known = {
-            n["name"]: NodeState(n["name"], n.get("state", ""), tuple(n.get("state_flags") or ()), n.get("reason") or "")
-            for n in self.nodes()
-        }
+        known = self.all_node_states()
         missing = [n for n in wanted if n not in known]
         if missing:
             raise NodeNotFound(f"unknown to slurmctld: {', '.join(missing)}")
         return {n: known[n] for n in wanted}
+
+    def all_node_states(self) -> dict[str, NodeState]:
+        """Every node's state, flags and reason (one ``sinfo --json``)."""
+        states = (NodeState(n["name"], n.get("state", ""), tuple(n.get("state_flags") or ()), n.get("reason") or "") for n in self.nodes())
+        return {state.name: state for state in states}
 
     def free_nodes(self) -> dict[str, FreeNode]:
         """The nodes that could take a job at once, each with its partitions and features (one ``sinfo --json``):

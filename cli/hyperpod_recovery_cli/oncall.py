@@ -202,8 +202,10 @@ def _jobs_text(record: IncidentRecord) -> str:
     return ", ".join(parts) or (f"job {record.job_id}" if record.job_id else "-")
 
 
-def _nodes_text(names: list[str]) -> str:
-    return ", ".join(names[:3]) + (f" +{len(names) - 3}" if len(names) > 3 else "") if names else "-"
+def _nodes_text(names: list[str], omitted: int = 0) -> str:
+    """The first three names, and how many more (``omitted``: those a record counts but does not name)."""
+    more = len(names) - 3 + omitted
+    return ", ".join(names[:3]) + (f" +{more}" if more > 0 else "") if names else "-"
 
 
 def list_incidents(args: argparse.Namespace, client: Callable[[str], Any], out: TextIO, now: datetime) -> int:
@@ -232,7 +234,7 @@ def list_incidents(args: argparse.Namespace, client: Callable[[str], Any], out: 
         table.append([r.name, "running", "-", _nodes_text(r.nodes), f"job {r.job}" if r.job else "-", _age(r.started_at, now), "-"])
     for record in records:
         trigger = ",".join(dict.fromkeys(record.trigger)) or "-"
-        nodes = _nodes_text(record.hostnames or record.nodes)
+        nodes = _nodes_text(record.hostnames or record.nodes, record.nodes_omitted)
         outcome = record.outcome + (" (dry run)" if record.dry_run and record.outcome != "dry_run" else "")
         table.append([record.incident_id, outcome, trigger, nodes, _jobs_text(record), _age(record.recorded_at, now), record.error or "-"])
     _table(table, out)

@@ -108,3 +108,21 @@ def test_given_racks_reboots_failed_gates_and_job_faults_then_each_path_runs_thr
     assert any(key.startswith("job:") for key in report["incidents"]["by_outcome"])
     assert report["drill"]["api_calls"].get("sagemaker.BatchRebootClusterNodes", 0) >= 1
     assert len(report["jobs"]) == 4 and all(0 < job["ettr"] <= 1 for job in report["jobs"])
+
+
+def test_given_one_job_on_more_than_1000_nodes_then_node_and_job_faults_are_recovered_without_a_page(tmp_path: Path) -> None:
+    """Found by the 2,048-node, one-job run: every cordon failed in the agent (the job's 2,048 names
+    passed a bound of 1,000), then Check Job Nodes did, and a job incident's record was 67 KB."""
+    # Given one job on all 1,100 nodes (2 spares), with node faults and job faults on it
+    trace = generate(TraceSpec(nodes=1100, days=2, seed=0))
+    assert {"replace", "job"} <= {f.remedy for f in trace.failures}
+    plan = FleetPlan(nodes=1100, days=2, mix=JobMix.parse("1", 1100), spares=2)
+    # When the trace runs through the pipeline
+    report = FleetRunner(plan, trace, tmp_path / "fleet.log").run_fleet()
+    # Then every incident recovered, nobody was paged, and the job runs again after every hit
+    outcomes = report["incidents"]["by_outcome"]
+    assert set(outcomes) == {"node:recovered", "job:recovered"}, outcomes
+    assert report["pages"]["total"] == 0
+    assert report["hits"] and all(hit["restarted_at"] is not None for hit in report["hits"])
+    # And a job incident's record names a few of the job's nodes, not all 1,100
+    assert report["limits"]["largest_dynamodb_item_bytes"] < 16 * 1024, report["limits"]

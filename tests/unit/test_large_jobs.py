@@ -6,8 +6,13 @@ every cordon fail validation in the agent, and every node incident escalated."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from hyperpod_recovery.adapters.eks_orchestrator import EksOrchestrator
+from hyperpod_recovery.domain.job_failure import faulty_nodes
+from hyperpod_recovery.errors import ControllerAgentError
 from hyperpod_recovery.models.commands import (
     CaptureJobSpec,
     CommandEnvelope,
@@ -15,13 +20,22 @@ from hyperpod_recovery.models.commands import (
     CordonResult,
     JobSpec,
     JobSpecResult,
+    NodeStates,
+    NodeStatesResult,
+    NodeStatus,
     carried,
     owner_tag,
+    plainly_healthy,
 )
 from hyperpod_recovery.models.common import MAX_JOB_NODES_CARRIED
+from hyperpod_recovery.models.job_events import JobFailedDetail
+from hyperpod_recovery.models.job_recovery import CheckJobNodesInput
+from hyperpod_recovery.models.requests import JobRecoveryRequest
+from hyperpod_recovery.steps.check_job_nodes import check_job_nodes
 from hyperpod_recovery_agent.executor import CommandExecutor
+from sandbox.kube import FakeKube
 from sandbox.slurm import SimulatedSlurm, SlurmJob
-from tests.fakes import T0
+from tests.fakes import T0, FakeOrchestrator
 from tests.unit.test_hang_classify import _classify, _setup
 
 NODES = [f"ip-10-2-{n // 256}-{n % 256}" for n in range(2048)]
@@ -89,3 +103,117 @@ def test_a_hang_of_a_job_whose_names_were_not_carried_is_left_alone_saying_why()
     # Then nothing is done, and the reason says it is the job's size, not its reports
     assert c.kind == "left_alone" and c.node_request is None
     assert "runs on 2048 nodes, more than a workflow carries the names of (1000)" in c.reason
+
+
+# --- Check Job Nodes for a job on more nodes than a command names ---------------------------------
+node_states = st.builds(
+    NodeStatus,
+    name=st.just("ip-10-2-0-1"),
+    state=st.sampled_from(
+        ["idle", "allocated", "mixed", "completing", "down", "drained", "draining", "fail", "unknown", "IDLE", "idle+drain"]
+    ),
+    flags=st.lists(st.sampled_from(["DRAIN", "NOT_RESPONDING", "COMPLETING", "CLOUD", "FAIL", "POWERED_DOWN", "MAINTENANCE"]), max_size=3),
+    reason=st.sampled_from(["", "Action:Replace", "Action:Reboot", f"{owner_tag('inc-1')} fault", "admin: bad cable", "stale text"]),
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(state=node_states)
+def test_a_node_left_out_as_plainly_healthy_is_one_the_classifier_finds_nothing_in(state: NodeStatus) -> None:
+    """What the answer for a large job leaves out must be what the classifier would have found nothing in:
+    the two are one rule, read from two places."""
+    if plainly_healthy(state.state, state.flags, state.reason):
+        assert faulty_nodes([state.name], [state], []) == []
+
+
+def test_node_states_names_its_nodes_or_asks_for_every_unhealthy_one_never_both_or_neither() -> None:
+    NodeStates(nodes=["a"])
+    NodeStates(not_plainly_healthy=True)
+    for fields in ({}, {"nodes": ["a"], "not_plainly_healthy": True}):
+        with pytest.raises(ValidationError, match="one of the two"):
+            NodeStates.model_validate(fields)
+    # (a command naming its nodes is on the wire as it always was)
+    assert "not_plainly_healthy" not in NodeStates(nodes=["a"]).model_dump_json()
+
+
+@pytest.mark.parametrize(("count", "asks_by_name"), [(MAX_JOB_NODES_CARRIED, True), (MAX_JOB_NODES_CARRIED + 1, False), (2048, False)])
+def test_check_job_nodes_names_a_jobs_nodes_up_to_what_a_command_carries(count: int, asks_by_name: bool) -> None:
+    request = _job_request(count)
+    orchestrator = FakeOrchestrator()
+    check_job_nodes(
+        CheckJobNodesInput.model_validate(
+            {
+                "execution_name": "hpj-1001-1",
+                "task_token": "t",
+                "request": request.model_dump(mode="json"),
+                "inspection": {
+                    "command_id": "c",
+                    "type": "capture_job_spec",
+                    "requested_at": T0,
+                    "started_at": T0,
+                    "completed_at": T0,
+                    "result": {"job": None},
+                },
+            }
+        ),
+        orchestrator=orchestrator,
+        now=T0,
+    )
+    (envelope,) = orchestrator.dispatched
+    command = envelope.command
+    assert isinstance(command, NodeStates)
+    assert (command.nodes == NODES[:count]) if asks_by_name else (command.nodes == [] and command.not_plainly_healthy)
+
+
+def _job_request(count: int) -> JobRecoveryRequest:
+    failure = JobFailedDetail(
+        cluster_name="llm-train",
+        job_id="1001",
+        name="pretrain",
+        nodes=NODES[:count],
+        state="FAILED",
+        exit_code=1,
+        ended_at=T0,
+        event_key="llm-train:1001:1",
+    )
+    return JobRecoveryRequest(cluster="llm-train", job_id="1001", source="job_failed", reason="FAILED", detected_at=T0, failure=failure)
+
+
+def test_the_agent_answers_every_unhealthy_node_and_the_classifier_finds_the_jobs_among_them() -> None:
+    # Given 2,048 nodes: one of the job's drained by HyperPod's agent, one down, the rest healthy
+    slurm = _slurm()
+    slurm.drain([NODES[7]], "Action:Replace")
+    slurm.nodes[NODES[1500]].state = "down"
+    executor = CommandExecutor(slurm, now=lambda: T0)
+    # When the agent is asked for every node not plainly healthy
+    result = _execute(executor, NodeStates(not_plainly_healthy=True))
+    # Then it answers those two only, and the classifier finds both among the job's 2,048
+    assert isinstance(result, NodeStatesResult)
+    assert sorted(s.name for s in result.nodes) == sorted([NODES[7], NODES[1500]])
+    found = faulty_nodes(NODES, result.nodes, [])
+    assert {f.slurm_node for f in found} == {NODES[7], NODES[1500]}
+
+
+def test_more_unhealthy_nodes_than_an_answer_carries_is_said_not_cut() -> None:
+    slurm = _slurm()
+    slurm.drain(NODES[: MAX_JOB_NODES_CARRIED + 1], "admin: maintenance")
+    executor = CommandExecutor(slurm, now=lambda: T0)
+    with pytest.raises(ControllerAgentError, match="1001 nodes are down, drained or failing"):
+        executor.not_plainly_healthy()
+
+
+def test_on_eks_every_node_not_plainly_healthy_is_answered_and_read_as_on_slurm() -> None:
+    # Given 40 HyperPod nodes: one HyperPod marked for replacement, one cordoned by someone else, one not Ready
+    fake = FakeKube(now=lambda: T0)
+    names = [f"hyperpod-i-0123456789abc{n:04x}" for n in range(40)]
+    for name in names:
+        fake.add_hyperpod_node(name.removeprefix("hyperpod-"))
+    fake.hyperpod_marks_unhealthy(names[3])
+    fake.patch_node(names[10], [{"op": "add", "path": "/spec/unschedulable", "value": True}])
+    fake.hyperpod_goes_not_ready(names[20])
+    # When the orchestrator is asked for every node not plainly healthy
+    states = EksOrchestrator(fake, None, lambda: T0).execute(NodeStates(not_plainly_healthy=True)).nodes  # type: ignore[arg-type]
+    # Then those three are answered, and the classifier reads them as it reads them by name
+    assert sorted(s.name for s in states) == sorted([names[3], names[10], names[20]])
+    found = {f.slurm_node: f.ours_to_repair for f in faulty_nodes(names, states, [], "eks")}
+    assert found == {names[3]: True, names[10]: False, names[20]: True}

@@ -227,3 +227,12 @@ def test_resubmit_durations_follow_when_each_job_was_resubmitted(resubmits: list
     ]
     figures = phase_durations(_record("recovered", workflow="node", phases=phases))
     assert {k: v for k, v in figures.items() if "Resubmit" in k} == expected
+
+
+def test_a_job_incident_on_more_nodes_than_its_record_names_counts_the_rest_in_its_subject() -> None:
+    # Given a job incident whose record names 64 of its job's 2,048 nodes and counts the rest
+    names = [f"n{n}" for n in range(64)]
+    fields = {"workflow": "job", "job_id": "1001", "hostnames": names, "nodes": names, "nodes_omitted": 1984}
+    record = _record("escalated", error="CrashLoopDetected", **fields)
+    # Then its subject says how many more there are, all of them
+    assert subject(record).endswith("job 1001 n0, n1, n2 +2045")

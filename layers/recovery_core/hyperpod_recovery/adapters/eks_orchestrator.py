@@ -61,6 +61,7 @@ from hyperpod_recovery.domain.eks_jobs import (
 from hyperpod_recovery.domain.eks_nodes import NodeView, cordon_plan, give_back_plan, health_gate, hyperpod_name, rebooted_since_cordon
 from hyperpod_recovery.domain.hangs.pod_logs import PodLog, comparable, job_text, node_signature, node_text, training_container
 from hyperpod_recovery.errors import (
+    ControllerAgentError,
     ControllerChannelError,
     InvalidCommand,
     JobSpecUnavailable,
@@ -108,6 +109,7 @@ from hyperpod_recovery.models.commands import (
     ResumeResult,
     RunningJob,
     UnhealthyNode,
+    plainly_healthy,
 )
 from hyperpod_recovery.models.common import MAX_JOB_NODES_CARRIED, MAX_JOBS_PER_INCIDENT
 from hyperpod_recovery.models.kubernetes import (
@@ -808,6 +810,17 @@ class EksOrchestrator:
         Kubernetes has no such node or it is not Ready; drained for repair (``Action:Replace``/``Reboot``)
         when HyperPod's health label says so; drained under our tag when we cordoned it; drained by
         someone else when another cordoned it; idle otherwise."""
+        if command.not_plainly_healthy:
+            # (a job on more nodes than a command names: every HyperPod node whose state the classifier
+            # reads; a node Kubernetes no longer has cannot be named here, and counts as healthy)
+            listed = [_node_status(NodeView.of(n).name, n) for n in self.kube.list_nodes(f"{COMPUTE_TYPE_LABEL}=hyperpod")]
+            states = [s for s in listed if not plainly_healthy(s.state, s.flags, s.reason)]
+            if len(states) > MAX_JOB_NODES_CARRIED:
+                raise ControllerAgentError(
+                    f"{len(states)} nodes are not Ready, cordoned or pending repair, more than an answer carries "
+                    f"({MAX_JOB_NODES_CARRIED}): which of the job's nodes are among them cannot be told"
+                )
+            return NodeStatesResult(nodes=states)
         states = []
         for name in command.nodes:
             node = self.find_node(name)

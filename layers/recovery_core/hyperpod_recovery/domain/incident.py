@@ -127,6 +127,7 @@ class IncidentFacts:
     job_fates: list[JobFate] = field(default_factory=list)
     node_fates: list[NodeFate] = field(default_factory=list)
     jobs_omitted: int = 0
+    nodes_omitted: int = 0
 
 
 @dataclass(frozen=True)
@@ -233,6 +234,7 @@ def conclude(
         job_fates=job_fates,
         node_fates=facts.node_fates,
         jobs_omitted=facts.jobs_omitted,
+        nodes_omitted=facts.nodes_omitted,
     )
     result = verdict.model_copy(update={"durations": phase_durations(record)})
     return result, record, facts

@@ -31,7 +31,7 @@ from hyperpod_recovery.errors import (
     RestartBudgetExhausted,
 )
 from hyperpod_recovery.models.cluster import ClusterNode
-from hyperpod_recovery.models.commands import OWNER_TAG_PREFIX, JobSpec, NodeStatus, left_alone_reason
+from hyperpod_recovery.models.commands import REPAIR_REASON_PREFIXES, JobSpec, NodeStatus, left_alone_reason
 from hyperpod_recovery.models.common import one_line
 from hyperpod_recovery.models.job_events import DO_NOT_REQUEUE_EXIT_CODE, JobFailedDetail
 from hyperpod_recovery.models.job_recovery import (
@@ -51,8 +51,6 @@ REQUEUED_STATES = frozenset({"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED
 RUNNING_AGAIN_STATES = frozenset({"RUNNING", "SUSPENDED", "RESIZING", "STOPPED"})
 UNHEALTHY_SLURM_STATES = frozenset({"down", "fail", "failing", "unknown"})
 UNHEALTHY_SLURM_FLAGS = frozenset({"NOT_RESPONDING", "FAIL", "FAILING"})
-# Drain reasons that mean "this node is being repaired": ours, and HyperPod's own health agent's.
-REPAIR_REASON_PREFIXES = (f"{OWNER_TAG_PREFIX}:", "Action:Replace", "Action:Reboot")
 # ClusterInstanceStatus values of a node that is not (or no longer) a healthy member.
 UNHEALTHY_HYPERPOD_STATUSES = frozenset({"Failure", "ShuttingDown", "Pending", "NotFound"})
 

@@ -28,6 +28,11 @@ from hyperpod_recovery.models.records import JobFate, Phase, TimelineEntry
 from hyperpod_recovery.models.workflow import StepError
 from hyperpod_recovery.vocabulary import Outcome, PhaseName, error_name
 
+# The job's nodes a job incident's record names (the rest are counted): 64 names are ~1 KB, where a
+# 2,048-node job's three copies of its list made a 67 KB item and a 10,000-node job's would pass
+# DynamoDB's 400 KB (found by the fleet drill).
+MAX_RECORD_JOB_NODES = 64
+
 
 def _child_failure(cause: str | None) -> tuple[str, str] | None:
     """The nested NodeRecovery's own error, from the States.TaskFailed cause (its DescribeExecution)."""
@@ -342,7 +347,10 @@ def incident_facts(state: JobWorkflowState, outcome: Outcome = "recovered", caus
     plan = state.restart.plan if state.restart is not None else None
     entry = resubmission(plan, reply) if reply is not None and plan is not None else None
     job = classification.job if classification else state.inspection.result.job if state.inspection else None
-    nodes = list(job_nodes(request, job)) if request else []
+    every = list(job_nodes(request, job)) if request else []
+    # (a job's nodes are not the incident's: a record names the first few, and counts the rest, so that
+    # a 10,000-node job's record stays an item DynamoDB takes; squeue/sacct name them all)
+    nodes = every[:MAX_RECORD_JOB_NODES]
     done = reply is not None and submitted_here(reply) and bool(reply.result.new_job_id)
     return IncidentFacts(
         dry_run=state.dry_run,
@@ -351,11 +359,12 @@ def incident_facts(state: JobWorkflowState, outcome: Outcome = "recovered", caus
         trigger=[request.source] if request else [],
         nodes=nodes,
         hostnames=list(nodes),  # the job's nodes are Slurm names already
-        jobs=[job.model_dump(mode="json")] if job else [],
+        jobs=[job.model_dump(mode="json", exclude={"nodes"} if len(job.nodes) > MAX_RECORD_JOB_NODES else None)] if job else [],
         resubmissions=[entry] if entry is not None else [],
         resubmitted={reply.result.old_job_id: reply.result.new_job_id} if done and reply and reply.result.new_job_id else {},
         orchestrator_replies=[state.inspection, state.node_states, reply],
         job_fates=job_incident_job_fates(state, outcome, cause),
+        nodes_omitted=len(every) - len(nodes),
     )
 
 

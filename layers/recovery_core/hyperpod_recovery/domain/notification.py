@@ -55,7 +55,8 @@ def duration_text(seconds: float) -> str:
 def subject(record: IncidentRecord) -> str:
     """``[hyperpod-recovery] <cluster>: <OUTCOME>[ error][ job N] <nodes>``, cut to 100 characters."""
     names = record.hostnames or record.nodes
-    nodes = ", ".join(names[:3]) + (f" +{len(names) - 3}" if len(names) > 3 else "")
+    more = len(names) - 3 + record.nodes_omitted
+    nodes = ", ".join(names[:3]) + (f" +{more}" if more > 0 else "")
     outcome = record.outcome.upper() if record.outcome in ("escalated", "capped") else record.outcome
     error = f" {record.error}" if record.error and record.outcome in ("escalated", "capped") else ""
     job = f" {_job_named(record)}" if record.job_id else ""
@@ -87,7 +88,8 @@ def notification(
     done = [e for e in record.timeline if e.event not in FAULT_EVENTS and not e.event.startswith("outcome:")]
     lines = [headline(record), record.summary, ""]
     lines.append("WHAT FAILED")
-    lines += [f"  {_clock(e.at)}  {e.detail}" for e in failed] or [f"  {', '.join(record.hostnames or record.nodes) or 'nothing named'}"]
+    named = ", ".join(record.hostnames or record.nodes) + (f" and {record.nodes_omitted} more node(s)" if record.nodes_omitted else "")
+    lines += [f"  {_clock(e.at)}  {e.detail}" for e in failed] or [f"  {named or 'nothing named'}"]
     deployment = deployment or Deployment()
     tail = ["", "WHAT HAPPENS NEXT", *(f"  {step}" for step in next_steps(record, deployment, hold_until)), ""]
     if record.error:

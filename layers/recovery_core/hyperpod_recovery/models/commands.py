@@ -9,6 +9,7 @@ idempotency key, so a redelivered message is never executed twice.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import Annotated, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -297,11 +298,35 @@ class ResubmitJob(BaseModel):
 
 
 class NodeStates(BaseModel):
-    """Slurm's view of nodes: state, flags and drain reason (read-only)."""
+    """Slurm's view of nodes: state, flags and drain reason (read-only). ``nodes``: those nodes; or, for
+    a job on more nodes than a command carries the names of, ``not_plainly_healthy`` and no names:
+    every node of the cluster whose state is not plainly healthy (``plainly_healthy``), which is all
+    the job-failure classifier needs (a job's node absent from the answer is healthy)."""
 
     model_config = ConfigDict(extra="forbid")
     type: Literal["node_states"] = "node_states"
-    nodes: JobNodeList
+    nodes: list[SlurmNodeName] = Field(default_factory=list, max_length=MAX_JOB_NODES_CARRIED)
+    not_plainly_healthy: StrictFlag = Field(default=False, exclude_if=_is_false)
+
+    @model_validator(mode="after")
+    def _one_way_of_asking(self) -> NodeStates:
+        if bool(self.nodes) == self.not_plainly_healthy:
+            raise ValueError("NodeStates: name the nodes, or ask for every node not plainly healthy (not_plainly_healthy), one of the two")
+        return self
+
+
+# A node in one of these states, with no flag but these and no repair reason, is one the job-failure
+# classifier (domain/job_failure.faulty_nodes) finds nothing wrong with.
+PLAINLY_HEALTHY_STATES = frozenset({"idle", "allocated", "mixed", "completing"})
+BENIGN_NODE_FLAGS = frozenset({"COMPLETING", "CLOUD"})
+# Drain reasons that mean "this node is being repaired": ours, and HyperPod's own health agent's.
+REPAIR_REASON_PREFIXES = (f"{OWNER_TAG_PREFIX}:", "Action:Replace", "Action:Reboot")
+
+
+def plainly_healthy(state: str, flags: Iterable[str], reason: str) -> bool:
+    """Whether a node's Slurm state says nothing the job-failure classifier would act on."""
+    base = state.lower().split("+", 1)[0]
+    return base in PLAINLY_HEALTHY_STATES and set(flags) <= BENIGN_NODE_FLAGS and not reason.startswith(REPAIR_REASON_PREFIXES)
 
 
 class CaptureJobSpec(BaseModel):

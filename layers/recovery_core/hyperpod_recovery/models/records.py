@@ -183,6 +183,8 @@ class IncidentRecord(BaseModel):
     job_fates: list[JobFate] = Field(default_factory=list)
     node_fates: list[NodeFate] = Field(default_factory=list)
     jobs_omitted: int = Field(default=0, ge=0)  # jobs past what one incident carries: counted, not named
+    # A job incident's nodes past what a record names (domain/job_incident.MAX_RECORD_JOB_NODES): counted.
+    nodes_omitted: int = Field(default=0, ge=0)
     # When Reconcile Execution's notification went out, in records an earlier version wrote: read
     # (such an end is not notified again); the notification is now an effect of the incident
     # (Effect, steps/record_outcome.py NOTIFICATION).
