@@ -30,6 +30,7 @@ from hyperpod_recovery.models.commands import (
 from hyperpod_recovery.models.common import MAX_JOB_NODES_CARRIED
 from hyperpod_recovery.models.job_events import JobFailedDetail
 from hyperpod_recovery.models.job_recovery import CheckJobNodesInput
+from hyperpod_recovery.models.kubernetes import OPT_IN_ANNOTATION
 from hyperpod_recovery.models.requests import JobRecoveryRequest
 from hyperpod_recovery.steps.check_job_nodes import check_job_nodes
 from hyperpod_recovery_agent.executor import CommandExecutor
@@ -217,3 +218,17 @@ def test_on_eks_every_node_not_plainly_healthy_is_answered_and_read_as_on_slurm(
     assert sorted(s.name for s in states) == sorted([names[3], names[10], names[20]])
     found = {f.slurm_node: f.ours_to_repair for f in faulty_nodes(names, states, [], "eks")}
     assert found == {names[3]: True, names[10]: False, names[20]: True}
+
+
+def test_on_eks_capture_of_a_job_on_more_nodes_than_carried_answers_no_names_rather_than_some() -> None:
+    # Given a PyTorchJob whose 1,001 pods run on 1,001 HyperPod nodes
+    fake = FakeKube(now=lambda: T0)
+    names = [f"hyperpod-i-0123456789ab{n:05x}" for n in range(MAX_JOB_NODES_CARRIED + 1)]
+    for name in names:
+        fake.add_hyperpod_node(name.removeprefix("hyperpod-"))
+    fake.add_job("PyTorchJob", "kubeflow", "llama", nodes=names, annotations={OPT_IN_ANNOTATION: "true"})
+    uid = fake.jobs[("PyTorchJob", "kubeflow", "llama")]["metadata"]["uid"]
+    # When its spec is captured
+    job = EksOrchestrator(fake, None, lambda: T0).execute(CaptureJobSpec(job_id=uid)).job  # type: ignore[arg-type]
+    # Then it carries none of its nodes' names (never the first 1,000 of them, as if they were all)
+    assert job is not None and job.nodes == [] and job.num_nodes == MAX_JOB_NODES_CARRIED + 1

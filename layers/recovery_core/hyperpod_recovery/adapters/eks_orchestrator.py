@@ -109,6 +109,7 @@ from hyperpod_recovery.models.commands import (
     ResumeResult,
     RunningJob,
     UnhealthyNode,
+    carried,
     plainly_healthy,
 )
 from hyperpod_recovery.models.common import MAX_JOB_NODES_CARRIED, MAX_JOBS_PER_INCIDENT
@@ -803,7 +804,8 @@ class EksOrchestrator:
         spec = job_spec_of(job, ref)
         if spec is None:
             return JobSpecResult(job=None)
-        return JobSpecResult(job=spec.model_copy(update={"nodes": job_pod_nodes(self.kube, ref, job)[:MAX_JOB_NODES_CARRIED]}))
+        # (as the Slurm agent answers: a job on more nodes than a workflow carries the names of, none of them)
+        return JobSpecResult(job=carried(spec.model_copy(update={"nodes": job_pod_nodes(self.kube, ref, job)[:MAX_JOB_NODES]})))
 
     def node_states(self, command: NodeStates) -> NodeStatesResult:
         """Each node in the words the job-failure classifier reads (domain/job_failure.py): down when
