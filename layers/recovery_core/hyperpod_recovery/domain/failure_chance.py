@@ -14,9 +14,26 @@ hour), so only large jobs are given the room their size explains.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from datetime import datetime
 
 # A count chance would reach once in a thousand such decisions or less is not chance: it pages.
 CHANCE_LIMIT = 0.001
+
+
+# A copy that failed from the step it was restarted from ran at most about a checkpoint interval
+# (it wrote no checkpoint): its time to meet a fault by chance is counted up to this much. A longer
+# interval is counted short, which only ever makes a repeat look less like chance (as before).
+COPY_EXPOSURE_CAP_SECONDS = 3600.0
+
+
+def exposure_seconds(restarted_at: Sequence[datetime], now: datetime) -> float:
+    """The time the copies restarted at ``restarted_at`` (oldest first) ran, each until the next one (the
+    last until ``now``), each at most COPY_EXPOSURE_CAP_SECONDS: a copy restarted 14 hours ago that
+    never checkpointed was not 14 hours at risk of a chance fault before its first checkpoint."""
+    ends = [*restarted_at[1:], now]
+    ran = [max(0.0, (end - start).total_seconds()) for start, end in zip(restarted_at, ends, strict=True)]
+    return sum(min(COPY_EXPOSURE_CAP_SECONDS, seconds) for seconds in ran)
 
 
 def expected_failures(nodes: int, per_1000_node_days: float, seconds: float) -> float:

@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 from typing import Literal
 
 from hyperpod_recovery.domain.execution_names import node_execution_name
-from hyperpod_recovery.domain.failure_chance import is_chance
+from hyperpod_recovery.domain.failure_chance import exposure_seconds, is_chance
 from hyperpod_recovery.domain.normalize import within_reason_budget
 from hyperpod_recovery.errors import (
     CrashLoopDetected,
@@ -286,9 +286,9 @@ def plan_restart(
     if classification.kind == "application":
         rate, nodes = policy.job_failures_per_1000_node_days, job.num_nodes
         if failures_at_step >= policy.crash_loop_repeats:
-            # The failures since the first restart from this step: a loop, unless a job this size meets
-            # that many independent faults in that time by chance.
-            span = max(0.0, (now - at_step[0].restarted_at).total_seconds()) if at_step else 0.0
+            # The failures of the copies restarted from this step: a loop, unless a job this size meets
+            # that many independent faults in the time those copies ran by chance.
+            span = exposure_seconds([e.restarted_at for e in at_step], now)
             chance, p = is_chance(len(at_step), nodes, rate, span)
             if not chance:
                 raise CrashLoopDetected(
@@ -296,8 +296,9 @@ def plan_restart(
                     f"({plan.checkpoint.uri}): restarting it again would loop"
                 )
             chance_note = (
-                f"; {failures_at_step} failures from step {step} within {span / 60:.0f} min are what independent faults bring a "
-                f"{nodes}-node job by chance ({100 * p:.1f} %, at {rate:g} per 1,000 node-days): not taken for a crash loop"
+                f"; {failures_at_step} failures from step {step}, the restarted copies running {span / 60:.1f} min, are what "
+                f"independent faults bring a {nodes}-node job by chance ({100 * p:.1f} %, at {rate:g} per 1,000 node-days): "
+                "not taken for a crash loop"
             )
         if len(in_window) >= policy.budget:
             chance, p = is_chance(len(in_window) + 1, nodes, rate, policy.window_seconds)
