@@ -30,8 +30,10 @@ from hyperpod_recovery.models.commands import (
     JOB_TEXT_LIMIT,
     MAX_EVIDENCE_NODES,
     MAX_JOBS_CHECKED,
+    MAX_UNHEALTHY_ANSWERED,
     OWNER_TAG_PREFIX,
     STACKS_TEXT_LIMIT,
+    UNHEALTHY_REASON_KEPT,
     AgentCheckResult,
     BootTimes,
     BootTimesResult,
@@ -66,7 +68,7 @@ from hyperpod_recovery.models.commands import (
     carries_owner_tag,
     plainly_healthy,
 )
-from hyperpod_recovery.models.common import MAX_JOB_NODES_CARRIED, MAX_JOBS_PER_INCIDENT, SLURM_JOB_ID_PATTERN, matches
+from hyperpod_recovery.models.common import MAX_JOBS_PER_INCIDENT, SLURM_JOB_ID_PATTERN, matches
 from hyperpod_recovery.models.manifest import RESUME_DATA_PARALLEL_ENV, RESUME_FROM_ENV, RESUME_NODES_ENV, RESUME_STEP_ENV
 from hyperpod_recovery.models.progress import PROGRESS_TABLE_ENV
 from hyperpod_recovery_agent import __version__
@@ -385,14 +387,21 @@ class CommandExecutor:
             return  # drained, and still reserved: doubly closed
 
     def not_plainly_healthy(self) -> dict[str, NodeState]:
-        """Every node whose state the job-failure classifier would read (for a job on more nodes than a
-        command names): the answer carries up to MAX_JOB_NODES_CARRIED, and a cluster with more such
-        nodes is one whose job failures a human must sort out."""
-        states = {name: s for name, s in self.slurm.all_node_states().items() if not plainly_healthy(s.state, s.flags, s.reason)}
-        if len(states) > MAX_JOB_NODES_CARRIED:
+        """Every node whose state the job-failure classifier would act on (for a job on more nodes than a
+        command names), each reason cut to UNHEALTHY_REASON_KEPT: at most MAX_UNHEALTHY_ANSWERED, and a
+        cluster with more such nodes is one whose job failures a human must sort out."""
+        every = self.slurm.all_node_states()
+        if not every:
+            raise ControllerAgentError("slurmctld listed no node at all: which of the job's nodes are unhealthy cannot be told")
+        states = {
+            name: NodeState(s.name, s.state, s.flags, s.reason[:UNHEALTHY_REASON_KEPT])
+            for name, s in every.items()
+            if not plainly_healthy(s.state, s.flags, s.reason)
+        }
+        if len(states) > MAX_UNHEALTHY_ANSWERED:
             raise ControllerAgentError(
                 f"{len(states)} nodes are down, drained or failing in slurmctld, more than an answer carries "
-                f"({MAX_JOB_NODES_CARRIED}): which of the job's nodes are among them cannot be told"
+                f"({MAX_UNHEALTHY_ANSWERED}): which of the job's nodes are among them cannot be told"
             )
         return states
 

@@ -133,6 +133,13 @@ def _free(node: Mapping[str, Any]) -> bool:
     return "IDLE" in words and not words - {"IDLE"} - _FREE_NODE_FLAGS
 
 
+def _node_state(node: Mapping[str, Any]) -> NodeState:
+    state = node.get("state", "")
+    words = [str(word) for word in state] if isinstance(state, list) else [str(state)]
+    flags = tuple(word.upper() for word in words[1:]) + tuple(str(flag) for flag in node.get("state_flags") or ())
+    return NodeState(str(node["name"]), words[0] if words else "", tuple(dict.fromkeys(flags)), str(node.get("reason") or ""))
+
+
 def _utc(text: str) -> datetime | None:
     try:
         return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=UTC)
@@ -324,8 +331,9 @@ class SlurmCli:
         return {n: known[n] for n in wanted}
 
     def all_node_states(self) -> dict[str, NodeState]:
-        """Every node's state, flags and reason (one ``sinfo --json``)."""
-        states = (NodeState(n["name"], n.get("state", ""), tuple(n.get("state_flags") or ()), n.get("reason") or "") for n in self.nodes())
+        """Every node's state, flags and reason (one ``sinfo --json``), in 22.05's shape: ``state`` one
+        word, the flags apart (later releases list both in ``state``: the first is the state)."""
+        states = (_node_state(n) for n in self.nodes())
         return {state.name: state for state in states}
 
     def free_nodes(self) -> dict[str, FreeNode]:

@@ -14,8 +14,9 @@ import pytest
 from moto import mock_aws
 
 from hyperpod_recovery.adapters.hyperpod import HyperPodCluster
+from hyperpod_recovery.domain.assess import assess_nodes as assess_domain
 from hyperpod_recovery.domain.assess import counted_compute_nodes, describe_each, listing_pages
-from hyperpod_recovery.models.cluster import ClusterInfo, InstanceGroupInfo
+from hyperpod_recovery.models.cluster import ClusterInfo, ClusterNode, InstanceGroupInfo
 from hyperpod_recovery.models.workflow import AssessNodesInput
 from hyperpod_recovery.steps.assess_nodes import assess_nodes
 from sandbox.hyperpod import HyperPodDouble, serve
@@ -125,8 +126,26 @@ def test_the_cap_denominator_is_the_smaller_count_and_unknown_without_either() -
     assert counted_compute_nodes(_info(a=(1000, 2000), b=(250, 256)), {"a", "b"}) == 1250
     # A group that reports neither count leaves the listing to say
     assert counted_compute_nodes(_info(a=(1000, 1000), b=(None, None)), {"a", "b"}) is None
-    # One count is enough
-    assert counted_compute_nodes(_info(a=(None, 64)), {"a"}) == 64
+    # TargetCount alone is what was asked for, not what is there: the listing says
+    assert counted_compute_nodes(_info(a=(None, 64)), {"a"}) is None
+    # CurrentCount alone is enough
+    assert counted_compute_nodes(_info(a=(60, None)), {"a"}) == 60
+
+
+def test_without_every_current_count_the_cluster_is_listed_even_for_one_node() -> None:
+    assert describe_each(["i-1"], _info(a=(None, 250))) is False
+    assert describe_each(["i-1"], _info(a=(250, 250))) is True
+
+
+def test_when_the_cluster_was_listed_the_smaller_of_the_listing_and_the_counts_is_the_denominator() -> None:
+    # Given counts that say 256 but a listing of 250 (six instances not yet given an id), and the reverse
+    info = _info(workers=(256, 256))
+    info.groups["controller"] = InstanceGroupInfo(name="controller", node_type="Controller", current_count=1, target_count=1)
+    nodes = [ClusterNode(node_id=f"i-{n:017x}", instance_group="workers", status="Running") for n in range(250)]
+    listed = assess_domain([nodes[0].node_id], [nodes[0].node_id], info, nodes, [], [], T0, listing=True)
+    by_id = assess_domain([nodes[0].node_id], [nodes[0].node_id], info, nodes[:1], [], [], T0, listing=False)
+    # Then the listing's 250 wins when listed, and the counts' 256 when only the incident's node was read
+    assert (listed.compute_nodes, by_id.compute_nodes) == (250, 256)
 
 
 def test_without_every_target_count_the_cluster_is_listed() -> None:

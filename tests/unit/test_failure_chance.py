@@ -72,8 +72,8 @@ def test_two_failures_at_a_step_half_an_hour_apart_are_chance_on_2048_nodes_and_
     decision = _decide(2048, history)
     assert decision.action == "resubmit"
     assert (
-        "2 failures from step 2000, the restarted copies running 30.0 min, are what independent faults bring a 2048-node job by chance"
-        in decision.reason
+        "1 failure(s) of the copies restarted from step 2000, in the 30 min they ran, are what independent faults bring a "
+        "2048-node job by chance" in decision.reason
     )
     # And a 16-node job is a crash loop, as it always was
     with pytest.raises(CrashLoopDetected, match="step 2000"):
@@ -102,7 +102,7 @@ def test_a_fourth_failure_in_a_day_is_within_what_chance_brings_a_2048_node_job(
     history = [_entry(100, 20), _entry(200, 12), _entry(300, 4)]
     decision = _decide(2048, history, step=400)
     assert decision.action == "resubmit" and decision.restarts_in_window == 3
-    assert "restart 4 in 86400 s; over the budget of 3, but 4 failures in 86400 s are what independent faults" in decision.reason
+    assert "restart 4 in 86400 s; over the budget of 3, but 3 failure(s) in the 20.0 h since the window's first restart" in decision.reason
     assert "of 3" not in decision.reason.split(";")[0]  # (never "restart 4 of 3")
     # And on 16 nodes the budget is exhausted, as before
     with pytest.raises(RestartBudgetExhausted, match="3 restarts"):
@@ -153,3 +153,36 @@ def test_a_copy_is_at_risk_of_a_chance_fault_only_until_the_next_restart_and_at_
     # So three failures from one step across 14 hours are a loop on 574 nodes, not chance
     with pytest.raises(CrashLoopDetected):
         _decide(574, [_entry(2000, 14, new="9"), _entry(2000, 1, new="10"), _entry(2000, 0.5, new="11")])
+
+
+def test_four_failures_within_an_hour_exhaust_the_budget_even_on_2048_nodes() -> None:
+    # (restarts 60, 40 and 20 minutes ago: 3 failures in an hour, where 0.05 are expected)
+    with pytest.raises(RestartBudgetExhausted):
+        _decide(2048, [_entry(100, 1.0), _entry(200, 2 / 3, new="10"), _entry(300, 1 / 3, new="11")], step=400)
+
+
+@settings(max_examples=100, deadline=None)
+@given(nodes=st.integers(1, 10_000), rate=st.floats(0, 100))
+def test_a_budget_of_zero_never_restarts_after_an_application_failure_whatever_the_chance(nodes: int, rate: float) -> None:
+    job = _job(num_nodes=nodes)
+    classification = FailureClassification(at=T0, kind="application", reason="r", job=job, jobs=[job], node_execution_name="hpj-8-nodes")
+    with pytest.raises(RestartBudgetExhausted):
+        plan_restart(
+            _request(_failure()),
+            classification,
+            _checkpoints(2000),
+            claim=None,
+            lineage_root="8",
+            history=[],
+            policy=replace(POLICY, budget=0, job_failures_per_1000_node_days=rate),
+            execution_name="hpj-8",
+            now=T0,
+        )
+
+
+@pytest.mark.parametrize(("count", "mean"), [(5000, 800.0), (2000, 1000.0), (40, 10.0), (31_000, 30_000.0)])
+def test_the_tail_far_above_a_large_mean_is_small_not_certain(count: int, mean: float) -> None:
+    # (exp(-800) underflows: a naive sum said every count was certain, and no limit ever escalated)
+    p = chance_of_at_least(count, mean)
+    assert 0.0 <= p < 0.5
+    assert chance_of_at_least(int(mean * 0.9), mean) > 0.5

@@ -11,9 +11,11 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from hyperpod_recovery.adapters.eks_orchestrator import EksOrchestrator
-from hyperpod_recovery.domain.job_failure import faulty_nodes
-from hyperpod_recovery.errors import ControllerAgentError
+from hyperpod_recovery.domain.job_failure import classify_failure, faulty_nodes
+from hyperpod_recovery.errors import ControllerAgentError, JobNodesNotCarried
 from hyperpod_recovery.models.commands import (
+    MAX_UNHEALTHY_ANSWERED,
+    UNHEALTHY_REASON_KEPT,
     CaptureJobSpec,
     CommandEnvelope,
     CordonNodes,
@@ -34,6 +36,7 @@ from hyperpod_recovery.models.kubernetes import OPT_IN_ANNOTATION
 from hyperpod_recovery.models.requests import JobRecoveryRequest
 from hyperpod_recovery.steps.check_job_nodes import check_job_nodes
 from hyperpod_recovery_agent.executor import CommandExecutor
+from hyperpod_recovery_agent.slurm import _node_state
 from sandbox.kube import FakeKube
 from sandbox.slurm import SimulatedSlurm, SlurmJob
 from tests.fakes import T0, FakeOrchestrator
@@ -96,14 +99,21 @@ def test_what_travels_never_holds_more_names_than_the_state_carries(count: int) 
             JobSpecResult(job=spec)
 
 
-def test_a_hang_of_a_job_whose_names_were_not_carried_is_left_alone_saying_why() -> None:
+def test_a_hang_of_a_job_whose_names_were_not_carried_escalates_saying_why() -> None:
     # Given a hang verdict on a job whose spec came without its node list (2,048 nodes)
     request, job, cluster = _setup(num_nodes=2048, nodes=[])
-    # When it is classified
-    c = _classify(request, job, cluster)
-    # Then nothing is done, and the reason says it is the job's size, not its reports
-    assert c.kind == "left_alone" and c.node_request is None
-    assert "runs on 2048 nodes, more than a workflow carries the names of (1000)" in c.reason
+    # Then nothing is done to it and a human is asked, told it is the job's size, not its reports
+    with pytest.raises(JobNodesNotCarried, match="hangs on 2048 nodes, more than a workflow carries the names of"):
+        _classify(request, job, cluster)
+
+
+def test_a_manual_request_for_a_job_whose_names_were_not_carried_escalates_rather_than_calling_its_nodes_healthy() -> None:
+    # Given a manual request (no failure event, so no node list) for a 2,048-node job whose spec came without names
+    request = JobRecoveryRequest(cluster="llm-train", job_id="1001", source="manual", reason="drill", detected_at=T0)
+    job = JobSpec(job_id="1001", name="pretrain", num_nodes=2048, state="FAILED")
+    # Then it is not taken for an application failure "with every node healthy"
+    with pytest.raises(JobNodesNotCarried, match="nothing in this incident named them"):
+        classify_failure(request, job, [], [], "hpj-1001-1", T0)
 
 
 # --- Check Job Nodes for a job on more nodes than a command names ---------------------------------
@@ -113,18 +123,21 @@ node_states = st.builds(
     state=st.sampled_from(
         ["idle", "allocated", "mixed", "completing", "down", "drained", "draining", "fail", "unknown", "IDLE", "idle+drain"]
     ),
-    flags=st.lists(st.sampled_from(["DRAIN", "NOT_RESPONDING", "COMPLETING", "CLOUD", "FAIL", "POWERED_DOWN", "MAINTENANCE"]), max_size=3),
+    flags=st.lists(
+        st.sampled_from(["DRAIN", "NOT_RESPONDING", "COMPLETING", "CLOUD", "FAIL", "FAILING", "POWERED_DOWN", "MAINTENANCE", "RESERVED"]),
+        max_size=3,
+    ),
     reason=st.sampled_from(["", "Action:Replace", "Action:Reboot", f"{owner_tag('inc-1')} fault", "admin: bad cable", "stale text"]),
 )
 
 
 @settings(max_examples=500, deadline=None)
 @given(state=node_states)
-def test_a_node_left_out_as_plainly_healthy_is_one_the_classifier_finds_nothing_in(state: NodeStatus) -> None:
-    """What the answer for a large job leaves out must be what the classifier would have found nothing in:
-    the two are one rule, read from two places."""
-    if plainly_healthy(state.state, state.flags, state.reason):
-        assert faulty_nodes([state.name], [state], []) == []
+def test_a_node_is_left_out_as_plainly_healthy_exactly_when_the_classifier_finds_nothing_in_it(state: NodeStatus) -> None:
+    """What the answer for a large job leaves out must be what the classifier finds nothing in, and what
+    it answers something the classifier reads (an answer of harmless nodes would fill its bound): one
+    rule, read from two places."""
+    assert plainly_healthy(state.state, state.flags, state.reason) == (faulty_nodes([state.name], [state], []) == [])
 
 
 def test_node_states_names_its_nodes_or_asks_for_every_unhealthy_one_never_both_or_neither() -> None:
@@ -197,10 +210,36 @@ def test_the_agent_answers_every_unhealthy_node_and_the_classifier_finds_the_job
 
 def test_more_unhealthy_nodes_than_an_answer_carries_is_said_not_cut() -> None:
     slurm = _slurm()
-    slurm.drain(NODES[: MAX_JOB_NODES_CARRIED + 1], "admin: maintenance")
+    slurm.drain(NODES[: MAX_UNHEALTHY_ANSWERED + 1], "admin: maintenance")
     executor = CommandExecutor(slurm, now=lambda: T0)
-    with pytest.raises(ControllerAgentError, match="1001 nodes are down, drained or failing"):
+    with pytest.raises(ControllerAgentError, match=f"{MAX_UNHEALTHY_ANSWERED + 1} nodes are down, drained or failing"):
         executor.not_plainly_healthy()
+
+
+def test_an_unhealthy_nodes_long_reason_is_cut_not_refused() -> None:
+    # (a drain reason Slurm keeps whole, on any node of the cluster, must not fail every large job's answer)
+    slurm = _slurm()
+    slurm.drain([NODES[3]], "admin: " + "x" * 400)
+    result = _execute(CommandExecutor(slurm, now=lambda: T0), NodeStates(not_plainly_healthy=True))
+    assert isinstance(result, NodeStatesResult)
+    (state,) = result.nodes
+    assert state.name == NODES[3] and len(state.reason) <= UNHEALTHY_REASON_KEPT
+
+
+@pytest.mark.parametrize(
+    ("sinfo_node", "healthy"),
+    [
+        ({"name": "a", "state": "idle", "state_flags": []}, True),  # 22.05: a word, the flags apart
+        ({"name": "a", "state": "idle", "state_flags": ["DRAIN"]}, False),
+        ({"name": "a", "state": ["IDLE"]}, True),  # 23.02 and later: the state and its flags in one list
+        ({"name": "a", "state": ["IDLE", "DRAIN"]}, False),
+        ({"name": "a", "state": ["MIXED", "NOT_RESPONDING"]}, False),
+        ({"name": "a", "state": ["DOWN"]}, False),
+    ],
+)
+def test_sinfo_states_of_either_shape_are_read_the_same(sinfo_node: dict[str, object], healthy: bool) -> None:
+    state = _node_state(sinfo_node)
+    assert plainly_healthy(state.state, state.flags, state.reason) is healthy
 
 
 def test_on_eks_every_node_not_plainly_healthy_is_answered_and_read_as_on_slurm() -> None:
@@ -212,12 +251,15 @@ def test_on_eks_every_node_not_plainly_healthy_is_answered_and_read_as_on_slurm(
     fake.hyperpod_marks_unhealthy(names[3])
     fake.patch_node(names[10], [{"op": "add", "path": "/spec/unschedulable", "value": True}])
     fake.hyperpod_goes_not_ready(names[20])
+    # And one of an older cluster's naming (ip-...), not Ready: the job's list names it hyperpod-<instance>
+    fake.add_node("ip-10-1-2-3.us-west-2.compute.internal", instance_id="i-0123456789abcffff", ready=False)
+    names.append("hyperpod-i-0123456789abcffff")
     # When the orchestrator is asked for every node not plainly healthy
     states = EksOrchestrator(fake, None, lambda: T0).execute(NodeStates(not_plainly_healthy=True)).nodes  # type: ignore[arg-type]
     # Then those three are answered, and the classifier reads them as it reads them by name
-    assert sorted(s.name for s in states) == sorted([names[3], names[10], names[20]])
+    assert sorted(s.name for s in states) == sorted([names[3], names[10], names[20], names[-1]])
     found = {f.slurm_node: f.ours_to_repair for f in faulty_nodes(names, states, [], "eks")}
-    assert found == {names[3]: True, names[10]: False, names[20]: True}
+    assert found == {names[3]: True, names[10]: False, names[20]: True, names[-1]: True}
 
 
 def test_on_eks_capture_of_a_job_on_more_nodes_than_carried_answers_no_names_rather_than_some() -> None:

@@ -204,6 +204,12 @@ class JobSpecUnavailable(RecoveryError):
     EKS, the job object is gone or is another job now, or its re-creation's name is someone else's."""
 
 
+class JobNodesNotCarried(RecoveryError):
+    """The job runs on more nodes than a workflow carries the names of (1,000), and nothing in the
+    incident named them (a hang, a manual request): whether one of its nodes is to blame cannot be
+    told here, so nothing is done to it and a human decides."""
+
+
 class DoNotRequeue(RecoveryError):
     """The job ended with its launcher's "do not requeue" exit code (NVIDIA's resiliency extension:
     93): it is never resubmitted, nor its nodes replaced for it; a human decides."""

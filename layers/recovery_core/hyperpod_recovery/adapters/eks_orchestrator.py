@@ -79,8 +79,10 @@ from hyperpod_recovery.models.commands import (
     MAX_EVIDENCE_NODES,
     MAX_JOB_NODES,
     MAX_JOBS_CHECKED,
+    MAX_UNHEALTHY_ANSWERED,
     OWNER_TAG_PREFIX,
     STACKS_TEXT_LIMIT,
+    UNHEALTHY_REASON_KEPT,
     AgentCheckResult,
     BootTimes,
     BootTimesResult,
@@ -112,7 +114,7 @@ from hyperpod_recovery.models.commands import (
     carried,
     plainly_healthy,
 )
-from hyperpod_recovery.models.common import MAX_JOB_NODES_CARRIED, MAX_JOBS_PER_INCIDENT
+from hyperpod_recovery.models.common import MAX_JOBS_PER_INCIDENT
 from hyperpod_recovery.models.kubernetes import (
     COMPUTE_TYPE_LABEL,
     DNS1123_LABEL_MAX,
@@ -815,12 +817,17 @@ class EksOrchestrator:
         if command.not_plainly_healthy:
             # (a job on more nodes than a command names: every HyperPod node whose state the classifier
             # reads; a node Kubernetes no longer has cannot be named here, and counts as healthy)
-            listed = [_node_status(NodeView.of(n).name, n) for n in self.kube.list_nodes(f"{COMPUTE_TYPE_LABEL}=hyperpod")]
-            states = [s for s in listed if not plainly_healthy(s.state, s.flags, s.reason)]
-            if len(states) > MAX_JOB_NODES_CARRIED:
+            # (each by the name the workflow knows it by, as the job's own list names it: hyperpod-<instance>)
+            listed = [_node_status(hyperpod_name(n), n) for n in self.kube.list_nodes(f"{COMPUTE_TYPE_LABEL}=hyperpod")]
+            states = [
+                s.model_copy(update={"reason": s.reason[:UNHEALTHY_REASON_KEPT]})
+                for s in listed
+                if not plainly_healthy(s.state, s.flags, s.reason)
+            ]
+            if len(states) > MAX_UNHEALTHY_ANSWERED:
                 raise ControllerAgentError(
                     f"{len(states)} nodes are not Ready, cordoned or pending repair, more than an answer carries "
-                    f"({MAX_JOB_NODES_CARRIED}): which of the job's nodes are among them cannot be told"
+                    f"({MAX_UNHEALTHY_ANSWERED}): which of the job's nodes are among them cannot be told"
                 )
             return NodeStatesResult(nodes=states)
         states = []

@@ -240,6 +240,11 @@ _MEANING: dict[type[errors.RecoveryError], str] = {
         "commands to start it again{recover_job}."
     ),
     errors.JobSpecUnavailable: "The orchestrator no longer knows the job: the pipeline has no spec of it to submit again.",
+    errors.JobNodesNotCarried: (
+        "The job runs on more nodes than a workflow names, and nothing in this incident named them: whether one of its "
+        "nodes is to blame could not be told, so nothing was done to it. Check its nodes (the command below) and restart it "
+        "by hand if they are healthy."
+    ),
     errors.RepeatOffender: (
         "This host was recovered too often this week and was not replaced again: replacing it would loop. Look at its hardware "
         "history (rack, cable, switch port); release its lock when handled."

@@ -65,12 +65,15 @@ def describe_each(node_ids: list[str], cluster: ClusterInfo) -> bool:
     fewer than the listing's pages. So Assess Nodes' reads follow the incident's size (a rack's 16
     nodes), not the fleet's (21 pages at 2,048 nodes, 41 at 4,096)."""
     pages = listing_pages(cluster)
-    return pages is not None and len(set(node_ids)) < pages
+    # (without every CurrentCount the cap's denominator needs the listing anyway)
+    counts_reported = all(group.current_count is not None for group in cluster.groups.values())
+    return pages is not None and counts_reported and len(set(node_ids)) < pages
 
 
 def counted_compute_nodes(cluster: ClusterInfo, compute_groups: set[str]) -> int | None:
-    """The compute nodes the cap's percent is of, from DescribeCluster: per compute group the smaller
-    of CurrentCount and TargetCount (None when a group reports neither: count the listing instead).
+    """The compute nodes the cap's percent is of, from DescribeCluster: per compute group its
+    CurrentCount, or TargetCount when that is smaller (None when a group reports no CurrentCount:
+    count the listing instead; TargetCount alone is what was asked for, not what is there).
 
     ASSUMPTION (AWS documents neither count's exact meaning): CurrentCount is the group's instances
     now, TargetCount the size asked for. The smaller never exceeds the nodes there are, so a cap
@@ -79,10 +82,9 @@ def counted_compute_nodes(cluster: ClusterInfo, compute_groups: set[str]) -> int
     total = 0
     for name in compute_groups:
         group = cluster.groups[name]
-        counts = [c for c in (group.current_count, group.target_count) if c is not None]
-        if not counts:
+        if group.current_count is None:
             return None
-        total += min(counts)
+        total += min(c for c in (group.current_count, group.target_count) if c is not None)
     return total
 
 
@@ -96,10 +98,12 @@ def assess_nodes(
     now: datetime,
     orchestrator: Literal["slurm", "eks"] = "slurm",
     eks_cluster_name: str = "",
+    listing: bool = True,
 ) -> Assessment:
     """``orchestrator``: the one the stack was deployed for (its Orchestrator parameter); a cluster
     orchestrated otherwise is never acted on (its nodes are named and drained another way). On EKS,
-    ``eks_cluster_name`` (EksClusterName) must be the EKS cluster HyperPod names."""
+    ``eks_cluster_name`` (EksClusterName) must be the EKS cluster HyperPod names. ``listing``: ``nodes``
+    is the whole cluster's listing (else only the requested nodes, read by id)."""
     if cluster.orchestrator != orchestrator:
         raise UnsupportedOrchestrator(
             f"cluster {cluster.name!r} is orchestrated by {cluster.orchestrator}, but this stack was deployed for "
@@ -154,7 +158,10 @@ def assess_nodes(
         )
     compute_groups = {g for g, role in roles.items() if role == "Compute"}
     counted = counted_compute_nodes(cluster, compute_groups)
-    compute_nodes = counted if counted is not None else sum(1 for n in nodes if n.instance_group in compute_groups)
+    # (a listing that was read counts too, and the smaller wins: a listing leaves out instances not yet
+    # given an id, which the counts may hold; a listing by id, of the incident's nodes, counts nothing)
+    listed = sum(1 for n in nodes if n.instance_group in compute_groups) if listing else None
+    compute_nodes = min(c for c in (counted, listed) if c is not None) if (counted, listed) != (None, None) else 0
     return Assessment(
         at=now,
         compute_nodes=compute_nodes,

@@ -41,17 +41,36 @@ def expected_failures(nodes: int, per_1000_node_days: float, seconds: float) -> 
 
 
 def chance_of_at_least(count: int, mean: float) -> float:
-    """P(N >= count) for N ~ Poisson(mean)."""
+    """P(N >= count) for N ~ Poisson(mean), each term in log space (exp(-mean) alone underflows past a
+    mean of ~745: a naive sum would then say every count is certain). Above the mean the tail is
+    summed upwards from ``count``, below it the head is taken from 1."""
     if count <= 0:
         return 1.0
     if mean <= 0:
         return 0.0
-    term = math.exp(-mean)
-    below = term
-    for k in range(1, count):
-        term *= mean / k
-        below += term
-    return max(0.0, 1.0 - below)
+
+    def term(k: int) -> float:
+        return math.exp(k * math.log(mean) - mean - math.lgamma(k + 1))
+
+    if count > mean:
+        total, k = 0.0, count
+        while True:
+            t = term(k)
+            total += t
+            # (terms fall by mean/(k+1) < 1 from here: stop once they no longer count)
+            if t <= total * 1e-17 or t == 0.0:
+                return min(1.0, total)
+            k += 1
+    return max(0.0, 1.0 - math.fsum(term(k) for k in range(count)))
+
+
+def duration_words(seconds: float) -> str:
+    """``45 s``, ``30 min``, ``14.0 h``: a span as a reason says it."""
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 2 * 3600:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 def is_chance(count: int, nodes: int, per_1000_node_days: float, seconds: float) -> tuple[bool, float]:

@@ -19,11 +19,12 @@ from datetime import datetime, timedelta
 from typing import Literal
 
 from hyperpod_recovery.domain.execution_names import node_execution_name
-from hyperpod_recovery.domain.failure_chance import exposure_seconds, is_chance
+from hyperpod_recovery.domain.failure_chance import duration_words, exposure_seconds, is_chance
 from hyperpod_recovery.domain.normalize import within_reason_budget
 from hyperpod_recovery.errors import (
     CrashLoopDetected,
     DoNotRequeue,
+    JobNodesNotCarried,
     JobSpecUnavailable,
     NodeRecoveryEscalated,
     NodeRecoveryNotFinished,
@@ -31,8 +32,16 @@ from hyperpod_recovery.errors import (
     RestartBudgetExhausted,
 )
 from hyperpod_recovery.models.cluster import ClusterNode
-from hyperpod_recovery.models.commands import REPAIR_REASON_PREFIXES, JobSpec, NodeStatus, left_alone_reason
-from hyperpod_recovery.models.common import one_line
+from hyperpod_recovery.models.commands import (
+    DRAINED_SLURM_STATES,
+    REPAIR_REASON_PREFIXES,
+    UNHEALTHY_SLURM_FLAGS,
+    UNHEALTHY_SLURM_STATES,
+    JobSpec,
+    NodeStatus,
+    left_alone_reason,
+)
+from hyperpod_recovery.models.common import MAX_JOB_NODES_CARRIED, one_line
 from hyperpod_recovery.models.job_events import DO_NOT_REQUEUE_EXIT_CODE, JobFailedDetail
 from hyperpod_recovery.models.job_recovery import (
     FailureClassification,
@@ -49,8 +58,6 @@ from hyperpod_recovery.models.workflow import CheckpointPlan
 REQUEUED_STATES = frozenset({"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "CONFIGURING"})
 # Seen after a failure event, these mean the requeued job already runs again.
 RUNNING_AGAIN_STATES = frozenset({"RUNNING", "SUSPENDED", "RESIZING", "STOPPED"})
-UNHEALTHY_SLURM_STATES = frozenset({"down", "fail", "failing", "unknown"})
-UNHEALTHY_SLURM_FLAGS = frozenset({"NOT_RESPONDING", "FAIL", "FAILING"})
 # ClusterInstanceStatus values of a node that is not (or no longer) a healthy member.
 UNHEALTHY_HYPERPOD_STATUSES = frozenset({"Failure", "ShuttingDown", "Pending", "NotFound"})
 
@@ -116,7 +123,7 @@ def faulty_nodes(
                 why.append(f"Slurm state {state.state}{'+' + '+'.join(state.flags) if state.flags else ''}")
             elif state.reason.startswith(REPAIR_REASON_PREFIXES):
                 why.append(f"drained for repair ({state.reason[:80]})")
-            elif "DRAIN" in state.flags or base in ("drained", "draining"):
+            elif "DRAIN" in state.flags or base in DRAINED_SLURM_STATES:
                 why.append(f"drained by someone else ({state.reason[:80] or 'no reason'}): left to them")
                 ours = False
         node = by_host.get(name)
@@ -170,6 +177,12 @@ def classify_failure(
             at=now, kind="left_alone", job=job, reason=f"{label} was already restarted by Slurm (requeued; now {job.state})"
         )
     nodes = job_nodes(request, job)
+    if not nodes and job.num_nodes > MAX_JOB_NODES_CARRIED:
+        # (a manual request: no failure event named them, and its spec came without them)
+        raise JobNodesNotCarried(
+            f"{label} runs on {job.num_nodes} nodes, more than a workflow carries the names of ({MAX_JOB_NODES_CARRIED}), "
+            "and nothing in this incident named them: whether one of them failed cannot be told, so nothing was done to it"
+        )
     faulty = faulty_nodes(nodes, slurm, cluster, orchestrator)
     ended = f"ended {failure.state} ({failure.reason or 'no reason'}, exit {failure.exit_code})" if failure else f"is {job.state}"
     if not faulty and not (failure is not None and failure.state == "NODE_FAIL"):
@@ -296,20 +309,24 @@ def plan_restart(
                     f"({plan.checkpoint.uri}): restarting it again would loop"
                 )
             chance_note = (
-                f"; {failures_at_step} failures from step {step}, the restarted copies running {span / 60:.1f} min, are what "
-                f"independent faults bring a {nodes}-node job by chance ({100 * p:.1f} %, at {rate:g} per 1,000 node-days): "
+                f"; {len(at_step)} failure(s) of the copies restarted from step {step}, in the {duration_words(span)} they ran, are "
+                f"what independent faults bring a {nodes}-node job by chance ({100 * p:.1f} %, at {rate:g} per 1,000 node-days): "
                 "not taken for a crash loop"
             )
         if len(in_window) >= policy.budget:
-            chance, p = is_chance(len(in_window) + 1, nodes, rate, policy.window_seconds)
+            # The failures after the window's first restart, in the time since it (a budget of 0 means
+            # never: chance is not asked): over the budget, unless a job this size meets them by chance.
+            span = max(0.0, (now - in_window[0].restarted_at).total_seconds()) if in_window else 0.0
+            chance, p = is_chance(len(in_window), nodes, rate, span) if policy.budget > 0 else (False, 0.0)
             if not chance:
                 raise RestartBudgetExhausted(
                     f"{label}: {len(in_window)} restarts after application failures in the last {policy.window_seconds} s "
                     f"(budget {policy.budget}); last from step {step}"
                 )
             chance_note += (
-                f"; over the budget of {policy.budget}, but {len(in_window) + 1} failures in {policy.window_seconds} s are what "
-                f"independent faults bring a {nodes}-node job by chance ({100 * p:.1f} %, at {rate:g} per 1,000 node-days)"
+                f"; over the budget of {policy.budget}, but {len(in_window)} failure(s) in the {duration_words(span)} since the "
+                f"window's first restart are what independent faults bring a {nodes}-node job by chance "
+                f"({100 * p:.1f} %, at {rate:g} per 1,000 node-days)"
             )
         backoff = min(policy.max_backoff_seconds, policy.backoff_seconds * 2 ** min(len(in_window), 30))
     budget_text = (

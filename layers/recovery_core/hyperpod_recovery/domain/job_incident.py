@@ -348,9 +348,12 @@ def incident_facts(state: JobWorkflowState, outcome: Outcome = "recovered", caus
     entry = resubmission(plan, reply) if reply is not None and plan is not None else None
     job = classification.job if classification else state.inspection.result.job if state.inspection else None
     every = list(job_nodes(request, job)) if request else []
-    # (a job's nodes are not the incident's: a record names the first few, and counts the rest, so that
-    # a 10,000-node job's record stays an item DynamoDB takes; squeue/sacct name them all)
-    nodes = every[:MAX_RECORD_JOB_NODES]
+    # (a job's nodes are not the incident's: a record names a few, the faulty ones first, and counts the
+    # rest, so that a 10,000-node job's record stays an item DynamoDB takes; squeue/sacct name them all)
+    faulty = [f.slurm_node for f in classification.faulty_nodes] if classification else []
+    nodes = every
+    if len(every) > MAX_RECORD_JOB_NODES:
+        nodes = list(dict.fromkeys([*(n for n in faulty if n in every), *every]))[:MAX_RECORD_JOB_NODES]
     done = reply is not None and submitted_here(reply) and bool(reply.result.new_job_id)
     return IncidentFacts(
         dry_run=state.dry_run,

@@ -315,18 +315,31 @@ class NodeStates(BaseModel):
         return self
 
 
-# A node in one of these states, with no flag but these and no repair reason, is one the job-failure
-# classifier (domain/job_failure.faulty_nodes) finds nothing wrong with.
-PLAINLY_HEALTHY_STATES = frozenset({"idle", "allocated", "mixed", "completing"})
-BENIGN_NODE_FLAGS = frozenset({"COMPLETING", "CLOUD"})
+# What the job-failure classifier (domain/job_failure.faulty_nodes) reads in a node's Slurm state: an
+# unhealthy state or flag, a drain (ours, HyperPod's or someone else's), a repair reason.
+UNHEALTHY_SLURM_STATES = frozenset({"down", "fail", "failing", "unknown"})
+UNHEALTHY_SLURM_FLAGS = frozenset({"NOT_RESPONDING", "FAIL", "FAILING"})
+DRAINED_SLURM_STATES = frozenset({"drained", "draining"})
 # Drain reasons that mean "this node is being repaired": ours, and HyperPod's own health agent's.
 REPAIR_REASON_PREFIXES = (f"{OWNER_TAG_PREFIX}:", "Action:Replace", "Action:Reboot")
+# A NodeStates answer for a large job (not_plainly_healthy) names at most this many nodes, each reason
+# cut to this: with a 10,000-node job's own list beside it, the state stays far below 256 KiB.
+MAX_UNHEALTHY_ANSWERED = 256
+UNHEALTHY_REASON_KEPT = 80
 
 
 def plainly_healthy(state: str, flags: Iterable[str], reason: str) -> bool:
-    """Whether a node's Slurm state says nothing the job-failure classifier would act on."""
+    """Whether a node's Slurm state says nothing the job-failure classifier acts on (exactly its rule:
+    tests/unit/test_large_jobs.py checks both directions)."""
     base = state.lower().split("+", 1)[0]
-    return base in PLAINLY_HEALTHY_STATES and set(flags) <= BENIGN_NODE_FLAGS and not reason.startswith(REPAIR_REASON_PREFIXES)
+    flagged = set(flags)
+    return not (
+        base in UNHEALTHY_SLURM_STATES
+        or UNHEALTHY_SLURM_FLAGS & flagged
+        or reason.startswith(REPAIR_REASON_PREFIXES)
+        or "DRAIN" in flagged
+        or base in DRAINED_SLURM_STATES
+    )
 
 
 class CaptureJobSpec(BaseModel):

@@ -23,7 +23,17 @@ def assess_nodes(
 ) -> Assessment:
     info = cluster.describe()
     node_ids = step.request.node_ids
-    nodes = cluster.describe_nodes(node_ids) if describe_each(node_ids, info) else cluster.list_nodes()
+    by_id = describe_each(node_ids, info)
+    nodes = cluster.describe_nodes(node_ids) if by_id else cluster.list_nodes()
     return decide(
-        step.request.node_ids, step.lock.locked, info, nodes, controller_groups, login_groups, now, orchestrator, eks_cluster_name
+        step.request.node_ids,
+        step.lock.locked,
+        info,
+        nodes,
+        controller_groups,
+        login_groups,
+        now,
+        orchestrator,
+        eks_cluster_name,
+        listing=not by_id,
     )

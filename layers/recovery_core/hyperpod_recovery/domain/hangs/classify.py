@@ -26,6 +26,7 @@ from hyperpod_recovery.domain.hangs.detect import live_reports, node_progress
 from hyperpod_recovery.domain.hangs.rules import HangRules
 from hyperpod_recovery.domain.job_failure import job_label
 from hyperpod_recovery.domain.normalize import within_reason_budget
+from hyperpod_recovery.errors import JobNodesNotCarried
 from hyperpod_recovery.models.cluster import ClusterNode
 from hyperpod_recovery.models.commands import HangEvidenceResult, JobSpec, left_alone_reason
 from hyperpod_recovery.models.common import MAX_JOB_NODES_CARRIED, one_line
@@ -104,14 +105,9 @@ def classify_hang(
     # Only what the job's own nodes report, of its current run: a row under its key from another
     # node (a forgery, or a job that names itself wrongly) or from an earlier run decides nothing.
     if not job.nodes and job.num_nodes > MAX_JOB_NODES_CARRIED:
-        return FailureClassification(
-            at=now,
-            kind="left_alone",
-            job=job,
-            reason=(
-                f"{label} runs on {job.num_nodes} nodes, more than a workflow carries the names of ({MAX_JOB_NODES_CARRIED}): "
-                "which progress reports are its own nodes' cannot be told here, so nothing is done for its hang"
-            ),
+        raise JobNodesNotCarried(
+            f"{label} hangs on {job.num_nodes} nodes, more than a workflow carries the names of ({MAX_JOB_NODES_CARRIED}): "
+            "which progress reports are its own nodes' cannot be told here, so nothing was done to it"
         )
     allocated = set(job.nodes)
     own = [r for r in live_reports(reports, RULES, now) if r.node in allocated]
