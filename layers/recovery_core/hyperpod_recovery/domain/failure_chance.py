@@ -7,7 +7,7 @@ pages for nothing every few weeks, and two faults within one checkpoint interval
 So a count over the limit is taken for a loop (or a runaway job) only when independent faults at the
 job's size would reach it with a chance below ``CHANCE_LIMIT``: Poisson arrivals at
 ``nodes × rate`` over the span the failures came in. With the rate at 0 every count over the limit is
-taken, as before; a small job's counts are never chance (16 nodes: 0.0003 % for a repeat within an
+taken, as before; a small job's counts are never chance (16 nodes: 0.04 % for a repeat within an
 hour), so only large jobs are given the room their size explains.
 """
 
