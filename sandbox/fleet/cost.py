@@ -101,7 +101,11 @@ def monthly_cost(report: dict[str, Any], memory_mb: int, item_bytes: int | None 
     unpriced |= {f"s3.{a}": n for a, n in s3.items() if a not in S3_GET_TIER and a not in S3_LIST_TIER}
     free = {service: FREE_CALLS[service] for service in by_api if service in FREE_CALLS}
     unpriced |= {f"{service}.{a}": n for service, apis in by_api.items() if service not in FREE_CALLS for a, n in apis.items()}
-    free["events"] = "EventBridge: AWS services' events to the default bus are free"
+    free["events"] = (
+        "EventBridge: AWS services' events (HyperPod's, Step Functions') to the default bus are free; the controller agent's "
+        "job-failed events are custom PutEvents ($1.00 per million): the sandbox delivers them to the queue directly, so they "
+        "are not counted here (one per job failure: cents a year)"
+    )
     by_service: dict[str, float] = defaultdict(float)
     for line in lines:
         by_service[line["service"]] += line["usd"]
