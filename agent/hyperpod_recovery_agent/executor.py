@@ -229,7 +229,8 @@ class CommandExecutor:
         elif isinstance(command, NodeStates):
             states = self.slurm.node_states(command.nodes) if command.nodes else self.not_plainly_healthy()
             result = NodeStatesResult(
-                nodes=[NodeStatus(name=s.name, state=s.state, flags=list(s.flags), reason=s.reason) for s in states.values()]
+                # (a drain reason Slurm keeps whole must not fail the answer: the classifier reads its start)
+                nodes=[NodeStatus(name=s.name, state=s.state, flags=list(s.flags), reason=s.reason[:256]) for s in states.values()]
             )
         elif isinstance(command, CaptureJobSpec):
             spec = self.slurm.job(command.job_id)

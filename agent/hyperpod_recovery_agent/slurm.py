@@ -136,6 +136,8 @@ def _free(node: Mapping[str, Any]) -> bool:
 def _node_state(node: Mapping[str, Any]) -> NodeState:
     state = node.get("state", "")
     words = [str(word) for word in state] if isinstance(state, list) else [str(state)]
+    if not words or not words[0]:
+        words = ["unknown", *words[1:]]  # (a node with no state is not one to call healthy)
     flags = tuple(word.upper() for word in words[1:]) + tuple(str(flag) for flag in node.get("state_flags") or ())
     return NodeState(str(node["name"]), words[0] if words else "", tuple(dict.fromkeys(flags)), str(node.get("reason") or ""))
 

@@ -274,3 +274,13 @@ def test_on_eks_capture_of_a_job_on_more_nodes_than_carried_answers_no_names_rat
     job = EksOrchestrator(fake, None, lambda: T0).execute(CaptureJobSpec(job_id=uid)).job  # type: ignore[arg-type]
     # Then it carries none of its nodes' names (never the first 1,000 of them, as if they were all)
     assert job is not None and job.nodes == [] and job.num_nodes == MAX_JOB_NODES_CARRIED + 1
+
+
+def test_a_long_drain_reason_is_cut_when_nodes_are_asked_for_by_name_too() -> None:
+    slurm = SimulatedSlurm()
+    slurm.add_node("a")
+    slurm.drain(["a"], "admin: " + "y" * 400)
+    result = _execute(CommandExecutor(slurm, now=lambda: T0), NodeStates(nodes=["a"]))
+    assert isinstance(result, NodeStatesResult)
+    (state,) = result.nodes
+    assert state.reason.startswith("admin: ") and len(state.reason) == 256

@@ -819,6 +819,8 @@ class EksOrchestrator:
             # reads; a node Kubernetes no longer has cannot be named here, and counts as healthy)
             # (each by the name the workflow knows it by, as the job's own list names it: hyperpod-<instance>)
             listed = [_node_status(hyperpod_name(n), n) for n in self.kube.list_nodes(f"{COMPUTE_TYPE_LABEL}=hyperpod")]
+            if not listed:
+                raise ControllerAgentError("Kubernetes listed no HyperPod node: which of the job's nodes are unhealthy cannot be told")
             states = [
                 s.model_copy(update={"reason": s.reason[:UNHEALTHY_REASON_KEPT]})
                 for s in listed

@@ -242,8 +242,13 @@ _MEANING: dict[type[errors.RecoveryError], str] = {
     errors.JobSpecUnavailable: "The orchestrator no longer knows the job: the pipeline has no spec of it to submit again.",
     errors.JobNodesNotCarried: (
         "The job runs on more nodes than a workflow names, and nothing in this incident named them: whether one of its "
-        "nodes is to blame could not be told, so nothing was done to it. Check its nodes (the command below) and restart it "
-        "by hand if they are healthy."
+        "nodes is to blame could not be told, so nothing was done to it. Look at its nodes (`squeue -j <job> -o %N`, then "
+        "`sinfo -R` for the down and drained ones; on EKS its pods' nodes). A hung job still runs: stop it before you restart it."
+    ),
+    errors.ControllerAgentError: (
+        "The controller agent could not answer the command: a bug, Slurm output it cannot read, or more unhealthy nodes than "
+        "an answer carries (256) for a job on more than 1,000 nodes. Its message is the cause; look at the agent's log on the "
+        "controller, and at `sinfo -R` for the down and drained nodes."
     ),
     errors.RepeatOffender: (
         "This host was recovered too often this week and was not replaced again: replacing it would loop. Look at its hardware "

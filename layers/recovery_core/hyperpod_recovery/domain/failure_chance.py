@@ -31,6 +31,8 @@ def exposure_seconds(restarted_at: Sequence[datetime], now: datetime) -> float:
     """The time the copies restarted at ``restarted_at`` (oldest first) ran, each until the next one (the
     last until ``now``), each at most COPY_EXPOSURE_CAP_SECONDS: a copy restarted 14 hours ago that
     never checkpointed was not 14 hours at risk of a chance fault before its first checkpoint."""
+    if not restarted_at:
+        return 0.0
     ends = [*restarted_at[1:], now]
     ran = [max(0.0, (end - start).total_seconds()) for start, end in zip(restarted_at, ends, strict=True)]
     return sum(min(COPY_EXPOSURE_CAP_SECONDS, seconds) for seconds in ran)
