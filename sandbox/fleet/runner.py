@@ -181,9 +181,12 @@ class FleetRunner(DrillRunner):
         return failure.replacement_seconds if failure is not None else None
 
     def _sick(self, node: SimNode) -> bool:
-        """The first replacement made after a failure whose gate fails comes back sick; the next is healthy."""
+        """The first replacement made after a failure whose gate fails comes back sick; the next is healthy.
+        Of a rack's, only its first node's: a failed gate is drawn per interruption (3 %), and sixteen
+        sick replacements at once are not what a share per replacement would bring (the pipeline rightly
+        takes that for a broken check or capacity pool and asks a human: the 4,096-node run's one page)."""
         failure = self._failure_before(node.index, node.created_at)
-        if failure is None or not failure.gate_fails:
+        if failure is None or not failure.gate_fails or node.index != failure.nodes[0]:
             return False
         first = self._sick_generation.setdefault((node.index, failure.at), node.generation)
         return first == node.generation
