@@ -6,7 +6,6 @@ listing's count (the direction a safety limit may err in)."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
 from typing import Any
 
 import boto3
@@ -19,29 +18,10 @@ from hyperpod_recovery.domain.assess import counted_compute_nodes, describe_each
 from hyperpod_recovery.models.cluster import ClusterInfo, ClusterNode, InstanceGroupInfo
 from hyperpod_recovery.models.workflow import AssessNodesInput
 from hyperpod_recovery.steps.assess_nodes import assess_nodes
-from sandbox.hyperpod import HyperPodDouble, serve
-from sandbox.scenario import BehaviourSpec, ClusterSpec, InstanceGroupSpec
+from sandbox.hyperpod import serve
+from tests.contract.test_rejoin_cost import REGION, _fleet
 from tests.fakes import T0
 from tests.unit.test_steps import _request
-
-REGION = "us-west-2"
-
-
-@pytest.fixture
-def aws() -> Iterator[None]:
-    with mock_aws():
-        yield
-
-
-def _fleet(workers: int, clock: dict[str, float]) -> HyperPodDouble:
-    spec = ClusterSpec(
-        name="llm-train",
-        instance_groups=[
-            InstanceGroupSpec(name="controller", type="Controller", count=1),
-            InstanceGroupSpec(name="workers", type="Compute", count=workers),
-        ],
-    )
-    return HyperPodDouble(spec, BehaviourSpec(replacement_seconds=600, shutdown_seconds=45), REGION, T0, now=lambda: clock["t"])
 
 
 def _assess(workers: int, picked: int, *, gone: int = 0) -> tuple[Any, Counter[str], int]:
@@ -79,7 +59,7 @@ def _assess(workers: int, picked: int, *, gone: int = 0) -> tuple[Any, Counter[s
         (4096, Counter({"DescribeCluster": 1, "DescribeClusterNode": 16})),
     ],
 )
-def test_a_rack_costs_the_cheaper_of_its_nodes_and_the_listing(aws: None, workers: int, reads: Counter[str]) -> None:
+def test_a_rack_costs_the_cheaper_of_its_nodes_and_the_listing(workers: int, reads: Counter[str]) -> None:
     # Given a rack of 16 workers failing on a 256-, a 2,048- and a 4,096-node fleet
     assessment, calls, listed = _assess(workers, 16)
     # Then Assess Nodes reads the cluster once, then each node or the listing, whichever is fewer
@@ -90,7 +70,7 @@ def test_a_rack_costs_the_cheaper_of_its_nodes_and_the_listing(aws: None, worker
     assert assessment.compute_nodes == listed == workers
 
 
-def test_many_nodes_are_listed_rather_than_read_one_by_one(aws: None) -> None:
+def test_many_nodes_are_listed_rather_than_read_one_by_one() -> None:
     # Given 5 nodes of a 256-node fleet: more than the listing's 3 pages
     assessment, calls, _ = _assess(256, 5)
     # Then the cluster is listed (3 pages), not read node by node
@@ -98,7 +78,7 @@ def test_many_nodes_are_listed_rather_than_read_one_by_one(aws: None) -> None:
     assert len(assessment.targets) == 5
 
 
-def test_a_node_already_replaced_is_not_found_when_read_by_id(aws: None) -> None:
+def test_a_node_already_replaced_is_not_found_when_read_by_id() -> None:
     # Given a rack of 16 on 2,048 nodes, one of which was replaced before Assess Nodes ran
     assessment, calls, _ = _assess(2048, 16, gone=1)
     # Then it is skipped as not found (its instance is gone), the 15 others are targets

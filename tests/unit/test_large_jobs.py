@@ -12,6 +12,7 @@ from pydantic import ValidationError
 
 from hyperpod_recovery.adapters.eks_orchestrator import EksOrchestrator
 from hyperpod_recovery.domain.job_failure import classify_failure, faulty_nodes
+from hyperpod_recovery.domain.job_incident import MAX_RECORD_JOB_NODES, incident_facts
 from hyperpod_recovery.errors import ControllerAgentError, JobNodesNotCarried
 from hyperpod_recovery.models.commands import (
     MAX_UNHEALTHY_ANSWERED,
@@ -31,7 +32,7 @@ from hyperpod_recovery.models.commands import (
 )
 from hyperpod_recovery.models.common import MAX_JOB_NODES_CARRIED
 from hyperpod_recovery.models.job_events import JobFailedDetail
-from hyperpod_recovery.models.job_recovery import CheckJobNodesInput
+from hyperpod_recovery.models.job_recovery import CheckJobNodesInput, FailureClassification, FaultyNode, JobWorkflowState
 from hyperpod_recovery.models.kubernetes import OPT_IN_ANNOTATION
 from hyperpod_recovery.models.requests import JobRecoveryRequest
 from hyperpod_recovery.steps.check_job_nodes import check_job_nodes
@@ -284,3 +285,18 @@ def test_a_long_drain_reason_is_cut_when_nodes_are_asked_for_by_name_too() -> No
     assert isinstance(result, NodeStatesResult)
     (state,) = result.nodes
     assert state.reason.startswith("admin: ") and len(state.reason) == 256
+
+
+def test_a_large_jobs_record_names_its_faulty_nodes_first_and_counts_the_rest() -> None:
+    # Given a JobRecovery of a 2,048-node job whose failure names all its nodes, two of them faulty far down the list
+    failure = _job_request(2048).failure
+    assert failure is not None
+    request = _job_request(2048).model_copy(update={"received_at": T0})
+    job = JobSpec(job_id="1001", name="pretrain", num_nodes=2048, state="FAILED")
+    faulty = [FaultyNode(slurm_node=NODES[1500], why="Slurm state down"), FaultyNode(slurm_node=NODES[2000], why="Slurm state down")]
+    classification = FailureClassification(at=T0, kind="node_caused", reason="r", job=job, faulty_nodes=faulty)
+    # When its record's facts are taken
+    facts = incident_facts(JobWorkflowState(request=request, classification=classification), "escalated")
+    # Then it names 64 nodes, the faulty ones first, and counts the other 1,984
+    assert len(facts.nodes) == MAX_RECORD_JOB_NODES == len(facts.hostnames)
+    assert facts.nodes[:2] == [NODES[1500], NODES[2000]] and facts.nodes_omitted == 2048 - MAX_RECORD_JOB_NODES
