@@ -292,3 +292,12 @@ def test_the_checker_lets_true_messages_through(record: IncidentRecord, body: st
     # Given a message true to its record (a negation, an error's own words quoted, a job with no copy to restart)
     # Then the checker finds nothing to contradict
     assert contradictions(record, "", body) == []
+
+
+@pytest.mark.parametrize("orchestrator", ["slurm", "eks"])
+@pytest.mark.parametrize("error", ["ControllerAgentError", "JobNodesNotCarried"])
+def test_the_large_job_escalations_read_true_on_both_orchestrators(orchestrator: str, error: str) -> None:
+    # (the drawn records above may not draw these two: each is rendered on each orchestrator here)
+    record = _record(orchestrator=orchestrator, outcome="escalated", error=error, workflow="job", job_id="1001")
+    subject, body = notification(record, URL, deployment=Deployment())
+    assert contradictions(record, subject, body) == []

@@ -240,15 +240,16 @@ _MEANING: dict[type[errors.RecoveryError], str] = {
         "commands to start it again{recover_job}."
     ),
     errors.JobSpecUnavailable: "The orchestrator no longer knows the job: the pipeline has no spec of it to submit again.",
+    # (no command here: these two are both orchestrators'; the job's own line below gives its commands)
     errors.JobNodesNotCarried: (
         "The job runs on more nodes than a workflow names, and nothing in this incident named them: whether one of its "
-        "nodes is to blame could not be told, so nothing was done to it. Look at its nodes (`squeue -j <job> -o %N`, then "
-        "`sinfo -R` for the down and drained ones; on EKS its pods' nodes). A hung job still runs: stop it before you restart it."
+        "nodes is to blame could not be told, so nothing was done to it. Look at the job's nodes for down, drained or "
+        "cordoned ones; the job's line below says how to see it and start it again. A hung job still runs: stop it first."
     ),
     errors.ControllerAgentError: (
-        "The controller agent could not answer the command: a bug, Slurm output it cannot read, or more unhealthy nodes than "
-        "an answer carries (256) for a job on more than 1,000 nodes. Its message is the cause; look at the agent's log on the "
-        "controller, and at `sinfo -R` for the down and drained nodes."
+        "The command could not be answered (on Slurm by the controller agent, on EKS by the function that reads Kubernetes): "
+        "a bug, output it cannot read, or, for a job on more than 1,000 nodes, more unhealthy nodes than an answer carries "
+        "(256) or none listed at all. Its message is the cause; docs/runbook.md (Escalations) says where to look."
     ),
     errors.RepeatOffender: (
         "This host was recovered too often this week and was not replaced again: replacing it would loop. Look at its hardware "
