@@ -294,10 +294,13 @@ def test_the_checker_lets_true_messages_through(record: IncidentRecord, body: st
     assert contradictions(record, "", body) == []
 
 
+@pytest.mark.parametrize("workflow", ["node", "job"])
 @pytest.mark.parametrize("orchestrator", ["slurm", "eks"])
-@pytest.mark.parametrize("error", ["ControllerAgentError", "JobNodesNotCarried"])
-def test_the_large_job_escalations_read_true_on_both_orchestrators(orchestrator: str, error: str) -> None:
-    # (the drawn records above may not draw these two: each is rendered on each orchestrator here)
-    record = _record(orchestrator=orchestrator, outcome="escalated", error=error, workflow="job", job_id="1001")
+@pytest.mark.parametrize("error", sorted(ERROR_MEANING))
+def test_every_escalations_meaning_reads_true_on_both_orchestrators(orchestrator: str, error: str, workflow: str) -> None:
+    # (the drawn records above may not draw every error: each is rendered on each orchestrator and workflow here;
+    # the large-job errors' first texts named Slurm commands on EKS and an unfilled <job>)
+    fields: dict[str, Any] = {"job_id": "1001"} if workflow == "job" else {}
+    record = _record(orchestrator=orchestrator, outcome="escalated", error=error, workflow=workflow, **fields)
     subject, body = notification(record, URL, deployment=Deployment())
     assert contradictions(record, subject, body) == []
