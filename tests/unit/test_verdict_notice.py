@@ -382,3 +382,10 @@ def test_given_a_verdict_another_run_kept_first_then_this_run_tells_nothing() ->
         now=DETECTED,  # type: ignore[arg-type]
     )
     assert counts == {"already_recorded": 1} and notifier.published == []
+
+
+def test_a_detectors_own_words_that_look_like_a_placeholder_are_quoted_facts_not_an_unfilled_placeholder() -> None:
+    # (found by the property test above: a log stream named '{_}')
+    recorded = verdict(where="{_}", summary="{job_id}", evidence="{x}")
+    subject, body = verdict_notice(recorded, deployment=STACK)
+    assert verdict_contradictions(recorded, subject, body) == []
