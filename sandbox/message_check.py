@@ -28,7 +28,6 @@ import re
 from hyperpod_recovery.domain import verdict_notice
 from hyperpod_recovery.domain.fates import acted, copy_label, job_label
 from hyperpod_recovery.domain.verdict_notice import OPERATOR_JOB_KIND, job_named, orchestrator_of, verdict_id
-from hyperpod_recovery.domain.verdict_notice import quoted as detector_words
 from hyperpod_recovery.models.hangs import RecordedVerdict
 from hyperpod_recovery.models.kubernetes import node_name_for_instance
 from hyperpod_recovery.models.records import IncidentRecord, JobFate
@@ -192,15 +191,12 @@ def verdict_contradictions(recorded: RecordedVerdict, subject: str, body: str) -
         found.append(f"a Slurm command ({m.group(0)}) about an EKS job")
     if orchestrator == "slurm" and KUBERNETES_COMMANDS.search(commands):
         found.append("a kubectl command about a Slurm job")
-    # (the detector's own words, quoted, are facts: a '{_}' in a log stream's name is no unfilled placeholder)
-    imported = verdict.imported
-    facts = [verdict.summary, *((imported.evidence, imported.where, imported.detector_rule) if imported else ())]
-    own = text
-    for fact in filter(None, facts):
-        for part in {fact, *fact.split("/")}:
-            if (words := detector_words(part)) != "-":  # (an empty part quotes as '-')
-                own = own.replace(words, " ")
-    found += [f"an unfilled placeholder: {m.group(0)}" for pattern in PLACEHOLDERS for m in pattern.finditer(own)]
+    # (in its commands: the detector's own words are quoted outside them, and a log stream named '{_}' is a fact)
+    found += [
+        f"an unfilled placeholder: {m.group(0)}"
+        for pattern in PLACEHOLDERS
+        for m in pattern.finditer(text if "`" in pattern.pattern else commands)
+    ]
     for pattern in SLURM_JOB_ARGUMENTS:
         found += [f"a command names job {m.group(1)}, not {verdict.job}" for m in pattern.finditer(commands) if m.group(1) != verdict.job]
     for m in KUBECTL_JOB.finditer(commands):
