@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import re
 
-from hyperpod_recovery.domain import verdict_notice
 from hyperpod_recovery.domain.fates import acted, copy_label, job_label
 from hyperpod_recovery.domain.verdict_notice import OPERATOR_JOB_KIND, job_named, orchestrator_of, verdict_id
 from hyperpod_recovery.models.hangs import RecordedVerdict
@@ -169,6 +168,33 @@ CLAIMS_AN_ACTION = re.compile(
 )
 
 
+# Where verdict_notice renders a fact (the detector's words, the cluster's name): masked by position,
+# never by searching the text for the fact, which a short fact ("l", "DRAINED") finds in the notice's own words.
+_BODY_FACT_LINES = [
+    re.compile(r"^(  rule: .*?; its own rule: )(.*)(\))$"),
+    re.compile(r"^(  where: )(.*)()$"),
+    re.compile(r"^(  evidence: )(.*)()$"),
+    re.compile(r"^(Verdict: .*?, cluster )(.*)(\))$"),
+]
+_SUBJECT_CLUSTER = re.compile(r"^(\[hyperpod-recovery\] )(.*?)(: observed )")
+
+
+def _mask_body_facts(body: str) -> str:
+    lines = body.split("\n")
+    if len(lines) > 1:
+        lines[1] = " "  # the summary, under the headline
+    for i, line in enumerate(lines):
+        for pattern in _BODY_FACT_LINES:
+            if m := pattern.match(line):
+                lines[i] = f"{m.group(1)} {m.group(3)}"
+                break
+    return "\n".join(lines)
+
+
+def _mask_subject_facts(subject: str) -> str:
+    return _SUBJECT_CLUSTER.sub(r"\1 \3", subject, count=1)
+
+
 def verdict_contradictions(recorded: RecordedVerdict, subject: str, body: str) -> list[str]:
     """Every claim of a verdict notice that its recorded verdict contradicts; [] when it is true to it.
 
@@ -207,10 +233,7 @@ def verdict_contradictions(recorded: RecordedVerdict, subject: str, body: str) -
         found.append(f"the subject does not name rule {verdict.rule} and {job_named(verdict)}")
     # (the detector's own words, quoted as facts, are not the notice's claims)
     imported = verdict.imported
-    own = text
-    for fact in [verdict.summary, *((imported.evidence, imported.detector_rule, imported.where) if imported else ())]:
-        if len(fact) > 8:
-            own = own.replace(verdict_notice.quoted(fact), " ")
+    own = f"{_mask_subject_facts(subject)}\n{_mask_body_facts(body)}"
     asks = [m.group(0) for m in RESTART.finditer(own) if not NEGATED.search(own[: m.start()][-14:])]
     found += [f"asks for a restart of a job HyperPod handles: {a!r}" for a in asks]
     if recorded.execution is None:

@@ -389,3 +389,18 @@ def test_a_detectors_own_words_that_look_like_a_placeholder_are_quoted_facts_not
     recorded = verdict(where="{_}", summary="{job_id}", evidence="{x}")
     subject, body = verdict_notice(recorded, deployment=STACK)
     assert verdict_contradictions(recorded, subject, body) == []
+
+
+@pytest.mark.parametrize("words", ["DRAINED", "l", "o", "cancelled", "restarted", "cordoned", "resubmit it", "(", "nothing"])
+def test_given_a_detectors_short_words_that_are_also_claims_then_the_check_reads_them_as_facts_and_the_notice_as_its_own(
+    words: str,
+) -> None:
+    # (found by the property test at seed 1: a log stream named 'DRAINED' read as "claims an action
+    # nobody took"; a word search for a fact as short as 'l' also erased the notice's own words)
+    # Given HyperPod's detector spoke in words that, outside its quotes, would be claims of ours
+    recorded = verdict(where=words, summary=words, evidence=words, detector_rule=words, taken="notify")
+    # When its notice is rendered and checked
+    subject, body = verdict_notice(recorded, deployment=STACK)
+    # Then the detector's words are facts, and the notice's own words are still read
+    assert verdict_contradictions(recorded, subject, body) == []
+    assert verdict_contradictions(recorded, subject, body.replace("nothing: observed only", "we cordoned the node")) != []
