@@ -9,6 +9,7 @@ prices; writes the JSON report (with ``goodput_inputs`` for the goodput planner)
 same report as an offline HTML page with its plots beside it (or to --html).
 
     python bench/fleet.py --nodes 2048 --days 54 [--seed 0] [--jobs 8x256] [--spares 0] [--rate llama3|rsc1|rsc2|<number>]
+                          [--hang-share 0.02]
                           [--out DIR] [--html PATH]
 """
 
@@ -38,13 +39,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--spares", type=int, default=0)
     parser.add_argument("--rate", default="llama3", help=f"failures per 1,000 node-days: {', '.join(RATES)} or a number")
     parser.add_argument("--correlated-share", type=float, default=0.02)
+    parser.add_argument("--hang-share", type=float, default=0.02, help="silent hangs, on top of the failures: a share of their rate")
     parser.add_argument("--checkpoint-interval", type=float, default=1800.0)
     parser.add_argument("--out", type=Path, default=ROOT / "out")
     parser.add_argument("--html", type=Path, default=None, help="the HTML report's path (default: beside the JSON, .html)")
     args = parser.parse_args(argv)
     rate = RATES[args.rate] if args.rate in RATES else float(args.rate)
     trace = generate(
-        TraceSpec(nodes=args.nodes, days=args.days, seed=args.seed, rate_per_1000_node_days=rate, correlated_share=args.correlated_share)
+        TraceSpec(
+            nodes=args.nodes,
+            days=args.days,
+            seed=args.seed,
+            rate_per_1000_node_days=rate,
+            correlated_share=args.correlated_share,
+            hang_share=args.hang_share,
+        )
     )
     plan = FleetPlan(
         nodes=args.nodes,

@@ -21,6 +21,7 @@ and, failure or not, each checkpoint's blocking cost (the plan's ``checkpoint_co
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections import Counter
 from pathlib import Path
@@ -134,6 +135,7 @@ def fleet_report(runner: FleetRunner, drill: dict[str, Any]) -> dict[str, Any]:
     phases = _phase_medians(runner, records)
     goodput_inputs = planner_inputs(plan, len(trace.failures), phases, len(records))
     largest_item = runner.largest_item
+    scan_units_per_tick = math.ceil(runner.progress_bytes_per_tick / 4096) / 2  # (a Scan reads eventually consistent: half a unit per 4 KB)
     report = {
         "fleet_report_version": 1,
         "plan": {
@@ -156,7 +158,9 @@ def fleet_report(runner: FleetRunner, drill: dict[str, Any]) -> dict[str, Any]:
             "gate_fails": sum(1 for f in trace.failures if f.gate_fails),
             "reboot_fails": sum(1 for f in trace.failures if f.reboot_fails),
             "job_faults_on_a_job_not_running": len(runner.skipped),
+            "job_faults_not_sent": len(runner.not_sent),
         },
+        "hangs": _hangs(runner),
         "jobs": jobs,
         "job_downtime_seconds": {
             "hits": len(hits),
@@ -180,6 +184,10 @@ def fleet_report(runner: FleetRunner, drill: dict[str, Any]) -> dict[str, Any]:
             "aws_calls_by_service": {k: round(v / plan.days, 1) for k, v in sorted(by_service.items())},
             "aws_calls_by_call": {k: round(v / plan.days, 3) for k, v in sorted(calls.items())},
             "quiet_sweeps_counted_not_run": runner.quiet_sweeps,
+            "quiet_detector_ticks_counted_not_run": runner.quiet_ticks,
+            # Detect Hung Jobs scans the progress table each tick: its read units are the table's size,
+            # not one item's (a lower bound: a live table also keeps earlier copies' silent rows until TTL).
+            "progress_scan_read_units": round(scan_units_per_tick * runner.counted_detector_ticks() / plan.days, 1),
         },
         "cost_per_incident": _per_incident(runner, calls, drill["state_transitions"], len(drill["incidents"])),
         "executions": {"total": len(executions), "peak_concurrent": series["concurrent_executions"]["peak"]},
@@ -203,6 +211,29 @@ def fleet_report(runner: FleetRunner, drill: dict[str, Any]) -> dict[str, Any]:
     return report
 
 
+def _hangs(runner: FleetRunner) -> dict[str, Any]:
+    """The hang detector over the run: its ticks, its verdicts, and the failures it found first (a
+    silent hang is found by nothing else; an NCCL watchdog's fault before the watchdog ends it)."""
+    answers = [answer for _, answer in runner.detector_ticks if isinstance(answer, dict)]
+    hangs = [f for f in runner.trace.failures if f.remedy == "hang"]
+    found = [f for f in runner.found_by_detector if f in runner.handled_at]
+    seconds = [runner.handled_at[f] - f.at for f in found]
+    return {
+        "silent_hangs_in_trace": len(hangs),
+        "silent_hangs_found": sum(1 for f in hangs if f in runner.found_by_detector),
+        "silent_hangs_on_a_job_not_running": sum(1 for f in hangs if f in runner.skipped),
+        "failures_found_first_by_the_detector": dict(Counter(f.fault for f in found).most_common()),
+        "detection_seconds": {"p50": _percentile(seconds, 50), "max": round(max(seconds), 1) if seconds else None},
+        "ticks": runner.counted_detector_ticks(),
+        "ticks_run": len(runner.detector_ticks),
+        "ticks_counted_quiet": runner.quiet_ticks,
+        "stall_verdicts": sum(a.get("stall_verdicts", 0) for a in answers),
+        "recoveries_started": sum(a.get("recoveries_started", 0) for a in answers),
+        "tick_errors": sum(1 for _, a in runner.detector_ticks if not isinstance(a, dict) or "errorMessage" in a),
+        "largest_table_read_bytes": runner.progress_bytes_per_tick,
+    }
+
+
 def _per_incident(runner: FleetRunner, calls: Counter[str], transitions: int, incidents: int) -> dict[str, Any]:
     """What one incident costs, whatever the fleet's size should not change it (issue 34): the run's
     calls less the quiet sweeps' (a cost per day, not per incident), and its transitions, over its
@@ -210,6 +241,7 @@ def _per_incident(runner: FleetRunner, calls: Counter[str], transitions: int, in
     if not incidents:
         return {"incidents": 0}
     quiet = Counter({call: n * runner.quiet_sweeps for call, n in (runner.quiet_sweep_calls or Counter()).items()})
+    quiet += Counter({call: n * runner.quiet_ticks for call, n in (runner.quiet_tick_calls or Counter()).items()})
     own = calls - quiet
     by_service: Counter[str] = Counter()
     for call, n in own.items():
@@ -363,6 +395,20 @@ def format_monthly_cost(cost: dict[str, Any]) -> list[str]:
     ]
 
 
+def _format_hangs(hangs: dict[str, Any] | None, not_sent: int) -> list[str]:
+    if not hangs:
+        return []
+    found = ", ".join(f"{k} {v}" for k, v in hangs["failures_found_first_by_the_detector"].items()) or "none"
+    return [
+        f"hang detector: {hangs['silent_hangs_found']} of {hangs['silent_hangs_in_trace']} silent hangs found "
+        f"({hangs['silent_hangs_on_a_job_not_running']} on a job already down); failures it found first: {found} "
+        f"(p50 {_minutes(hangs['detection_seconds']['p50'])}, max {_minutes(hangs['detection_seconds']['max'])} after they began); "
+        f"job faults whose job it had ended before their own event: {not_sent}",
+        f"  {hangs['ticks']} ticks ({hangs['ticks_run']} run, {hangs['ticks_counted_quiet']} counted quiet), "
+        f"{hangs['stall_verdicts']} stall verdicts, {hangs['recoveries_started']} recoveries started, {hangs['tick_errors']} ticks failed",
+    ]
+
+
 def format_fleet_report(report: dict[str, Any]) -> str:
     """The report as a person reads it in a terminal."""
     plan, trace = report["plan"], report["trace"]
@@ -400,6 +446,7 @@ def format_fleet_report(report: dict[str, Any]) -> str:
         f"incidents: {report['incidents']['total']} " + ", ".join(f"{k} {v}" for k, v in report["incidents"]["by_outcome"].items()),
         f"pages to a human: {report['pages']['total']} ({report['pages']['per_week']:.2f} per week)"
         + "".join(f"\n  {n} x {why}" for why, n in report["pages"]["why"].items()),
+        *_format_hangs(report.get("hangs"), report["trace"].get("job_faults_not_sent", 0)),
         f"safety: capped incidents {report['safety']['capped_incidents']}, breaker openings "
         f"{len(report['safety']['breaker_openings'])} (state at end: {report['safety']['breaker_state_at_end']})"
         + "".join(f"\n  {entry}" for entry in report["safety"]["breaker_openings"]),
@@ -409,7 +456,9 @@ def format_fleet_report(report: dict[str, Any]) -> str:
     lines += [
         f"per day: {cost['state_transitions']:g} state transitions, {cost['lambda_invocations']:g} Lambda invocations; AWS calls "
         + ", ".join(f"{k} {v:g}" for k, v in cost["aws_calls_by_service"].items()),
-        f"  ({cost['quiet_sweeps_counted_not_run']} quiet sweeps of ended executions counted at their measured cost, not run)",
+        f"  ({cost['quiet_sweeps_counted_not_run']} quiet sweeps of ended executions and "
+        f"{cost.get('quiet_detector_ticks_counted_not_run', 0)} quiet ticks of Detect Hung Jobs counted at their measured cost, not run; "
+        f"the detector's scans read {cost.get('progress_scan_read_units', 0):g} read units a day)",
         f"executions: {report['executions']['total']}, peak concurrent {report['executions']['peak_concurrent']}",
         _format_per_incident(report.get("cost_per_incident", {})),
         *format_monthly_cost(report["monthly_cost"]),

@@ -11,11 +11,21 @@ What the fleet adds to a drill:
 * the double takes each repair's figures from the trace: how long this replacement takes, whether
   the new node is sick, whether this reboot fails;
 * a job-only fault on a job that is not running (down after an earlier fault) cannot happen: it
-  is skipped, and counted.
+  is skipped, and counted;
+* the jobs report their progress (sandbox/fleet/progress.py) and Detect Hung Jobs ticks every
+  minute: a silent hang of the trace is found only by it, and a fault's stopped job is seen by it
+  too until the orchestrator ends the job (the other workflows race it, as they would). A tick that
+  can find nothing is counted at a quiet tick's measured calls, not run.
+
+A failure acts on the training at its moment (its onset: the job stops, its reporters say so), and
+on the stack when it is seen (its delivery, ``detect_seconds`` later). A job-only fault whose job
+no longer runs when its event would be sent (the hang detector's recovery ended it first: an NCCL
+watchdog's 10 minutes outlast its 2) sends nothing: the job is not there to fail.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -23,15 +33,20 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
-from moto.dynamodb.models import DynamoDBBackend
+from moto.dynamodb.models import DynamoDBBackend, dynamodb_backends
 
+from hyperpod_recovery.models.progress import progress_item
+from sandbox.aws import REGION
+from sandbox.clock import DRIVER
+from sandbox.fleet.progress import FleetProgress, Stop, rules_of
 from sandbox.fleet.report import fleet_report
 from sandbox.fleet.trace import Failure, Trace
 from sandbox.fleet.training import FleetTraining
-from sandbox.hyperpod import SimNode
+from sandbox.hyperpod import ACCOUNT, SimNode
 from sandbox.report import build_report
-from sandbox.runner import Delivery, DrillRunner
+from sandbox.runner import HANG_DETECTOR_FUNCTION, Delivery, DrillRunner
 from sandbox.scenario import FaultSpec, Scenario
+from sandbox.slurm import DATA_LOADER_STACK
 
 WORKERS = "workers"
 # No execution ended for this long before a scheduled sweep: it can find nothing (it looks 10 minutes back).
@@ -78,6 +93,10 @@ class FleetPlan:
     agent_seconds: float = 2.0
     cluster: str = "llm-train"
 
+    @property
+    def step_seconds(self) -> float:
+        return self.checkpoint_interval_seconds / self.steps_per_checkpoint
+
     def job_ranges(self) -> list[tuple[str, int, int]]:
         return [(str(1001 + k), k * self.mix.nodes_each, (k + 1) * self.mix.nodes_each - 1) for k in range(self.mix.count)]
 
@@ -89,6 +108,8 @@ class FleetPlan:
                 "nodes": f"{WORKERS}:{first}-{last}",
                 "checkpoint_uri": f"s3://{CHECKPOINT_BUCKET}/pretrain-{k}",
                 "checkpoints": [{"step": self.steps_per_checkpoint, "shards": 1}],
+                # (its submission opted in to progress monitoring: the hang detector may act on it)
+                "progress": {"step_seconds": self.step_seconds, "step": self.steps_per_checkpoint, "reports_waits": True},
             }
             for k, (job_id, first, last) in enumerate(self.job_ranges())
         ]
@@ -123,6 +144,9 @@ class FleetPlan:
 
     def fault(self, failure: Failure) -> dict[str, Any]:
         at = failure.at + failure.detect_seconds
+        if failure.remedy == "hang":
+            # (its node is chosen when it happens: the job's nodes then, FleetRunner._hang_onset)
+            return {"at": at, "kind": "hang", "job": self.job_of(failure.nodes[0])}
         if failure.remedy == "job":
             return {"at": at, "kind": "job_failed", "job": self.job_of(failure.nodes[0]), "job_state": "FAILED", "exit_code": 1}
         return {
@@ -170,6 +194,20 @@ class FleetRunner(DrillRunner):
         self._hostnames: dict[Failure, set[str]] = {}
         self.largest_item: tuple[int, str] = (0, "")
         self.wall_seconds = 0.0
+        # The hang detector's schedule (sandbox/fleet/progress.py): ticks run, ticks counted quiet.
+        self.fleet_progress: FleetProgress | None = None
+        self.detector_ticks: list[tuple[float, Any]] = []  # (moment, the tick's answer) of each tick run
+        self.quiet_ticks = 0
+        self.quiet_tick_calls: Counter[str] | None = None
+        self._ticked_to = 0.0
+        self._progress_rows: dict[str, list[str]] = {}  # copy -> its nodes whose rows are in the table
+        # Each failure acts on the training at its moment (its onset), before anything after it reads it.
+        self._onsets = list(trace.failures)
+        self._onset_next = 0
+        self.hit_at_onset: set[Failure] = set()  # failures that stopped a running job
+        self.not_sent: list[Failure] = []  # job-only faults whose job had been ended by then: no event
+        self.found_by_detector: set[Failure] = set()  # failures whose first recovery a tick started
+        self.progress_bytes_per_tick = 0  # the largest table a tick read (its rows' DynamoDB sizes)
 
     # --- the trace's figures, for the double -----------------------------------------------
     def _failure_before(self, index: int, t: float) -> Failure | None:
@@ -211,6 +249,10 @@ class FleetRunner(DrillRunner):
                 self.plan.steps_per_checkpoint,
                 self.plan.restart_seconds,
                 self.plan.steps_per_checkpoint,
+            )
+            self.progress = None  # (the drill's progress simulator: the fleet's jobs report through FleetProgress)
+            self.fleet_progress = FleetProgress(
+                self.fleet_training, self.epoch, self.plan.step_seconds, rules_of(self.aws.template), self.scenario.cluster.name
             )
             self.play()
             end = self.plan.days * 86_400.0
@@ -286,41 +328,163 @@ class FleetRunner(DrillRunner):
         return True
 
     def counted_api_calls(self) -> Counter[str]:
-        """Every AWS call of the run, the quiet sweeps' counted at their measured cost."""
+        """Every AWS call of the run, the quiet sweeps' and quiet detector ticks' counted at their measured cost."""
         counts = Counter(self.aws.api_calls.counts)
         for call, n in (self.quiet_sweep_calls or Counter()).items():
             counts[call] += n * self.quiet_sweeps
+        for call, n in (self.quiet_tick_calls or Counter()).items():
+            counts[call] += n * self.quiet_ticks
         return counts
 
     def _between(self) -> None:
         super()._between()
         if self.fleet_training is not None:
             self.fleet_training.advance(self.clock.horizon)
+        self._run_detector_ticks()
 
+    def _deliveries(self) -> list[Delivery]:
+        """The drill's deliveries less Detect Hung Jobs' ticks: the fleet runs its schedule itself (_run_detector_ticks)."""
+        return [d for d in super()._deliveries() if not (d.detect and not d.faults)]
+
+    # --- a failure's onset: the training stops --------------------------------------------------
+    def _process_onsets(self, moment: float) -> None:
+        """Every failure up to ``moment`` stops the training it hits (its hit, its reporters' story)."""
+        assert self.fleet_training is not None and self.fleet_progress is not None
+        while self._onset_next < len(self._onsets) and self._onsets[self._onset_next].at <= moment:
+            failure = self._onsets[self._onset_next]
+            self._onset_next += 1
+            if failure.remedy in ("job", "hang"):
+                root = self.plan.job_of(failure.nodes[0])
+                if not self.fleet_training.running(root):
+                    self.skipped.append(failure)  # (a job fault needs a running job)
+                    continue
+                behind = self._hang_onset(root, failure) if failure.remedy == "hang" else None
+                stopped = self.fleet_training.hit(failure.at, root=root)
+                dead = frozenset()
+            else:
+                names = {self.double.slurm_name(f"{WORKERS}:{n}") for n in failure.nodes}
+                self._hostnames[failure] = names
+                stopped = self.fleet_training.hit(failure.at, nodes=names)
+                behind, dead = None, frozenset(names)
+            for copy in stopped:
+                stop = Stop(failure.at, dead & set(self.slurm.slurm.jobs[copy.copy].nodes), behind)
+                if failure.remedy == "job":
+                    # (a crash: the rank on the drawn node died with its reporter; a collective that
+                    # never completes, until its watchdog: that node's rank stopped first, every reporter heartbeats)
+                    (node,) = self._drawn_node(copy.copy, failure)
+                    stop = Stop(failure.at, behind=node) if failure.detect_seconds > 0 else Stop(failure.at, dead=frozenset({node}))
+                self.fleet_progress.stopped(copy, stop)
+                self.hits.append(
+                    Hit(failure, copy.root, copy.copy, failure.at, self.fleet_training.last_checkpoint_before(copy, failure.at))
+                )
+            if stopped:
+                self.hit_at_onset.add(failure)
+
+    def _drawn_node(self, copy: str, failure: Failure) -> set[str]:
+        """The copy's node a job fault drawn on worker ``n`` is on: that worker's node if the copy runs there, else one in turn."""
+        nodes = self.slurm.slurm.jobs[copy].nodes
+        name = self.double.slurm_name(f"{WORKERS}:{failure.nodes[0]}")
+        return {name if name in nodes else nodes[failure.nodes[0] % len(nodes)]}
+
+    def _hang_onset(self, root: str, failure: Failure) -> str:
+        """The job's current copy hangs: its ranks wait in a collective but on one node (its data
+        loader's stack there): the node that stopped first."""
+        job = self.slurm.slurm.current_incarnation(root)
+        (node,) = self._drawn_node(job.job_id, failure)
+        self.slurm.slurm.hang_job(job.job_id, odd_nodes={node: DATA_LOADER_STACK})
+        return node
+
+    # --- Detect Hung Jobs, every minute ---------------------------------------------------------
+    @property
+    def detector_period(self) -> float:
+        return self.schedule_period(HANG_DETECTOR_FUNCTION)
+
+    def _run_detector_ticks(self) -> None:
+        """The detector's schedule between the executions' wake-ups, as the sweep's (_run_scheduled_sweeps).
+        A tick whose reports give no verdict is counted at the first quiet tick's measured calls (the
+        run's first tick is run, and is quiet). One that acts is run, and the runner lets what it
+        started run before the next tick."""
+        if self.fleet_progress is None:
+            return
+        bound = min(self.clock.next_wake(), self._until)
+        if bound == float("inf"):
+            return
+        while self._ticked_to + self.detector_period <= bound:
+            moment = self._ticked_to + self.detector_period
+            self._ticked_to = moment
+            self._process_onsets(moment)
+            verdicts = self.fleet_progress.verdicts_at(moment)
+            if not verdicts and self.quiet_tick_calls is not None:
+                self.quiet_ticks += 1
+                continue
+            before = self.aws.api_calls.counts.copy()
+            self._tick_at(moment)
+            if not verdicts and self.quiet_tick_calls is None:
+                self.quiet_tick_calls = self.aws.api_calls.counts - before
+            if verdicts:
+                return  # (what it started runs first: the next tick is at a later wake-up)
+
+    def _tick_at(self, moment: float) -> None:
+        """One tick run: the reporters' rows as of ``moment`` in the table, then the detector invoked there."""
+        assert self.fleet_progress is not None
+        backend = dynamodb_backends[ACCOUNT][REGION]
+        table = self.aws.progress_table
+        items, copies = self.fleet_progress.items(moment, progress_item)
+        for gone in set(self._progress_rows) - copies:
+            for node in self._progress_rows.pop(gone):
+                backend.delete_item(table, {"pk": {"S": f"JOB#{gone}"}, "sk": {"S": f"NODE#{node}"}})
+        for item in items:
+            backend.put_item(table, item)
+            self._progress_rows.setdefault(item["pk"]["S"].removeprefix("JOB#"), []).append(item["sk"]["S"].removeprefix("NODE#"))
+        for copy in copies:
+            self._progress_rows[copy] = list(dict.fromkeys(self._progress_rows[copy]))
+        self.progress_bytes_per_tick = max(self.progress_bytes_per_tick, sum(_item_bytes(item) for item in items))
+        self.clock.advance_horizon(max(moment, self.clock.horizon))
+        present = self.clock.now(DRIVER)
+        self.clock.set_driver_time(moment)
+        before = {e.name for e in self.aws.executions()}
+        try:
+            with self.aws.api_calls.counting():
+                response = self.aws.client("lambda").invoke(FunctionName=HANG_DETECTOR_FUNCTION, Payload=b"{}")
+            self.detector_ticks.append((moment, json.loads(response["Payload"].read())))
+        finally:
+            self.clock.set_driver_time(present)
+        for execution in (e for e in self.aws.executions() if e.name not in before):
+            # A stall's recovery handles each failure that stopped its job and nothing handled yet
+            # (a hang; an NCCL watchdog's fault, before its own end).
+            job = json.loads(execution.execution_input).get("job_id")
+            for hit in self.hits:
+                if hit.copy == job and hit.failure not in self.handled_at:
+                    self.handled_at[hit.failure] = moment
+                    self.found_by_detector.add(hit.failure)
+
+    def counted_detector_ticks(self) -> int:
+        return len(self.detector_ticks) + self.quiet_ticks
+
+    # --- a failure's delivery: the stack is told --------------------------------------------------
     def _deliver(self, delivery: Delivery) -> None:
         assert self.fleet_training is not None
+        self._process_onsets(delivery.at)
         kept: list[FaultSpec] = []
         delivered: list[Failure] = []
         for fault in delivery.faults:
             failures = self._by_delivery.get(round(fault.at, 6), [])
-            failure = next((f for f in failures if (f.remedy == "job") == (fault.kind == "job_failed")), None)
+            failure = next((f for f in failures if _matches(f, fault)), None)
             if failure is None:
                 kept.append(fault)
                 continue
-            if fault.kind == "job_failed":
+            if failure.remedy == "hang":
+                continue  # (no event: the detector's ticks find it; its onset hung the job)
+            if failure.remedy == "job":
                 assert fault.job is not None
-                if not self.fleet_training.running(fault.job):
-                    self.skipped.append(failure)
+                if failure not in self.hit_at_onset:
+                    continue  # (counted skipped at its onset: its job was not running)
+                # (the copy it hit: a copy started since, the resubmission of the hang detector's recovery, is not the one)
+                hit_copies = {hit.copy for hit in self.hits if hit.failure == failure}
+                current = self.slurm.slurm.current_incarnation(fault.job)
+                if current.job_id not in hit_copies or current.state != "RUNNING":
+                    self.not_sent.append(failure)  # (ended before its own end could come: by the hang detector's recovery)
                     continue
-                stopped = self.fleet_training.hit(failure.at, root=fault.job)
-            else:
-                names = {self.double.slurm_name(ref) for ref in fault.node_refs}
-                self._hostnames[failure] = names
-                stopped = self.fleet_training.hit(failure.at, nodes=names)
-            for copy in stopped:
-                self.hits.append(
-                    Hit(failure, copy.root, copy.copy, failure.at, self.fleet_training.last_checkpoint_before(copy, failure.at))
-                )
             kept.append(fault)
             delivered.append(failure)
         delivery.faults = kept
@@ -331,3 +495,13 @@ class FleetRunner(DrillRunner):
         for failure in delivered:
             if started:
                 self.handled_at[failure] = min(started)
+
+
+def _item_bytes(item: dict[str, dict[str, str]]) -> int:
+    """An item's size as DynamoDB counts it: its attribute names and values in bytes (numbers approximated by their text)."""
+    return sum(len(name.encode()) + len(next(iter(value.values())).encode()) for name, value in item.items())
+
+
+def _matches(failure: Failure, fault: FaultSpec) -> bool:
+    kind = {"job": "job_failed", "hang": "hang"}.get(failure.remedy, "node_health")
+    return kind == fault.kind

@@ -18,7 +18,13 @@ The model, and where its figures come from (../shared/reference/goodput-models.m
 * a replacement takes a lognormal time (median ``replacement_median_seconds``, shape
   ``replacement_sigma``, clipped to [min, max]): ASSUMPTION, AWS publishes no distribution;
 * a share of replacements come back sick (their health gate fails), and a share of reboots
-  do not help (the ladder then replaces the node): ASSUMPTIONS, configurable.
+  do not help (the ladder then replaces the node): ASSUMPTIONS, configurable;
+* silent hangs (a rank stuck where no watchdog ends the job: a data-loader deadlock, a stuck
+  filesystem read) come on top of the table, at ``hang_share`` of its rate, from a stream of their
+  own (a trace without hangs is the same trace, failure for failure). ASSUMPTION: 2 %, between
+  Llama 3's NCCL-watchdog share (1.7 %, which its watchdog ends: ``nccl_watchdog``) and
+  ByteRobust's 9.9 % of incidents that were hangs. Only the hang detector
+  (functions/detect_hung_jobs) finds one: the trace sends no event for it.
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Literal
 
-Remedy = Literal["reboot", "replace", "job"]
+Remedy = Literal["reboot", "replace", "job", "hang"]
 SECONDS_PER_DAY = 86_400.0
 
 # Published rates, failures per 1,000 node-days.
@@ -75,6 +81,9 @@ LLAMA3_TABLE5: tuple[FaultType, ...] = (
 )
 # What a correlated event is: a rack's switch or power (a replacement of each node).
 RACK_FAULT = FaultType("rack", 0, "replace", "NetworkErrorTerminate", HMA_SECONDS)
+# A silent hang: no event at all (detect_seconds 0: the trace's moment is the hang's start; the
+# detector's ticks find it). Its node is the one whose rank stopped first.
+HANG_FAULT = FaultType("hang", 0, "hang", "", 0.0)
 
 
 @dataclass(frozen=True)
@@ -93,11 +102,12 @@ class TraceSpec:
     gate_fail_share: float = 0.03  # of replacements: the new node fails its health gate
     reboot_fail_share: float = 0.10  # of reboots: the node does not come back (the ladder replaces it)
     start_seconds: float = 600.0  # no failure before the jobs have run this long
+    hang_share: float = 0.02  # silent hangs, on top of the table's failures: a share of its rate (ASSUMPTION above)
 
     def __post_init__(self) -> None:
         if self.nodes < 1 or self.days <= 0 or self.rate_per_1000_node_days < 0:
             raise ValueError("a trace needs nodes >= 1, days > 0 and a rate >= 0")
-        for name in ("correlated_share", "gate_fail_share", "reboot_fail_share"):
+        for name in ("correlated_share", "gate_fail_share", "reboot_fail_share", "hang_share"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"{name} must be a share in [0, 1]")
         if not self.mix or any(t.weight <= 0 for t in self.mix):
@@ -163,7 +173,7 @@ def generate(spec: TraceSpec) -> Trace:
         replacement = min(spec.replacement_max_seconds, max(spec.replacement_min_seconds, replacement))
         gate_fails = rng.random() < spec.gate_fail_share
         reboot_fails = rng.random() < spec.reboot_fail_share
-        failures.append(
+        failures.append(  # (sorted with the hangs below)
             Failure(
                 at=round(t, 3),
                 nodes=nodes,
@@ -177,4 +187,20 @@ def generate(spec: TraceSpec) -> Trace:
                 reboot_fails=reboot_fails and kind.remedy == "reboot",
             )
         )
-    return Trace(spec, tuple(failures))
+    failures += _hangs(spec, end)
+    return Trace(spec, tuple(sorted(failures, key=lambda f: f.at)))
+
+
+def _hangs(spec: TraceSpec, end: float) -> list[Failure]:
+    """Silent hangs: a Poisson stream at ``hang_share`` of the rate, its own seed (the table's trace is unchanged)."""
+    rng = random.Random(f"fleet-trace/{spec.seed}/hangs")  # noqa: S311 - a reproducible simulation
+    rate_per_second = spec.hang_share * spec.rate_per_1000_node_days / 1000.0 * spec.nodes / SECONDS_PER_DAY
+    hangs: list[Failure] = []
+    t = spec.start_seconds
+    while rate_per_second > 0:
+        t += rng.expovariate(rate_per_second)
+        if t >= end:
+            break
+        kind = HANG_FAULT
+        hangs.append(Failure(at=round(t, 3), nodes=(rng.randrange(spec.nodes),), fault=kind.name, remedy=kind.remedy, hmm_fault=""))
+    return hangs

@@ -14,7 +14,7 @@ import pytest
 from hyperpod_recovery_cli.main import main
 from hyperpod_recovery_cli.planner.model import GoodputPlan
 from sandbox.fleet.runner import FleetPlan, FleetRunner, JobMix
-from sandbox.fleet.trace import TraceSpec, generate
+from sandbox.fleet.trace import NCCL_TIMEOUT_SECONDS, Failure, Trace, TraceSpec, generate
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.sandbox
@@ -36,7 +36,11 @@ def bench_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any],
 def test_given_3_days_of_256_nodes_then_every_failure_is_handled_by_an_execution(bench_run: tuple[dict[str, Any], str]) -> None:
     report, _ = bench_run
     assert report["trace"]["failures"] >= 1
-    assert report["incidents"]["total"] == report["trace"]["failures"] - report["trace"]["job_faults_on_a_job_not_running"]
+    trace = report["trace"]
+    delivered = trace["failures"] - trace["job_faults_on_a_job_not_running"] - trace["job_faults_not_sent"]
+    # (a hang's incident may start a nested node check of its suspect: an incident more)
+    assert delivered <= report["incidents"]["total"] <= delivered + report["hangs"]["recoveries_started"]
+    assert report["hangs"]["silent_hangs_found"] == trace["by_remedy"].get("hang", 0) - report["hangs"]["silent_hangs_on_a_job_not_running"]
     assert "unrecorded" not in " ".join(report["incidents"]["by_outcome"])
     assert report["drill"]["ledger_at_end"] == {"nodes_reserved": [], "open_claims": [], "incidents_holding": [], "locks_held": []}
 
@@ -114,7 +118,8 @@ def test_given_one_job_on_more_than_1000_nodes_then_node_and_job_faults_are_reco
     """Found by the 2,048-node, one-job run: every cordon failed in the agent (the job's 2,048 names
     passed a bound of 1,000), then Check Job Nodes did, and a job incident's record was 67 KB."""
     # Given one job on all 1,100 nodes (2 spares), with node faults and job faults on it
-    trace = generate(TraceSpec(nodes=1100, days=2, seed=0))
+    # (no silent hang: a hang of a job this large escalates, JobNodesNotCarried, as the next test shows)
+    trace = generate(TraceSpec(nodes=1100, days=2, seed=0, hang_share=0.0))
     assert {"replace", "job"} <= {f.remedy for f in trace.failures}
     plan = FleetPlan(nodes=1100, days=2, mix=JobMix.parse("1", 1100), spares=2)
     # When the trace runs through the pipeline
@@ -126,3 +131,57 @@ def test_given_one_job_on_more_than_1000_nodes_then_node_and_job_faults_are_reco
     assert report["hits"] and all(hit["restarted_at"] is not None for hit in report["hits"])
     # And a job incident's record names a few of the job's nodes, not all 1,100
     assert report["limits"]["largest_dynamodb_item_bytes"] < 16 * 1024, report["limits"]
+
+
+def test_given_silent_hangs_then_only_the_hang_detector_finds_them_and_each_is_recovered_without_a_page(tmp_path: Path) -> None:
+    # Given a trace dense in silent hangs (no event is sent for one) on four jobs that report progress
+    trace = generate(TraceSpec(nodes=64, days=1, seed=3, rate_per_1000_node_days=40, hang_share=1.0, correlated_share=0.0))
+    hangs = [f for f in trace.failures if f.remedy == "hang"]
+    assert len(hangs) >= 2
+    plan = FleetPlan(nodes=64, days=1, mix=JobMix.parse("4x16", 64), spares=4)
+    # When it runs through the pipeline, Detect Hung Jobs ticking every minute
+    report = FleetRunner(plan, trace, tmp_path / "fleet.log").run_fleet()
+    found = report["hangs"]
+    # Then every hang on a running job was found by a tick, within the stall threshold and a tick or two
+    assert found["silent_hangs_found"] == len(hangs) - found["silent_hangs_on_a_job_not_running"] >= 1
+    assert found["detection_seconds"]["max"] <= 5 * plan.step_seconds + 2 * 60 + plan.step_seconds
+    # And each was recovered (the job runs again), nobody paged, no tick failed
+    assert report["pages"]["total"] == 0 and found["tick_errors"] == 0
+    assert all(hit["restarted_at"] is not None for hit in report["hits"])
+    assert report["incidents"]["by_outcome"].get("job:recovered", 0) >= found["silent_hangs_found"]
+    # And the quiet ticks were counted, not run: a day's 1,440 ticks, a few of them run
+    assert found["ticks"] == 1440 and found["ticks_run"] < 40 and found["ticks_counted_quiet"] == found["ticks"] - found["ticks_run"]
+    assert report["cost_per_day"]["aws_calls_by_call"]["lambda.Invoke"] >= 1440
+
+
+def test_given_a_collective_that_never_completes_then_the_detector_ends_it_before_its_nccl_watchdog(tmp_path: Path) -> None:
+    # Given one NCCL watchdog fault: the job's ranks wait in a collective, its watchdog ends it 10 minutes later
+    spec = TraceSpec(nodes=32, days=0.25, seed=0, rate_per_1000_node_days=0)
+    nccl = Failure(at=3000.0, nodes=(5,), fault="nccl_watchdog", remedy="job", hmm_fault="", detect_seconds=NCCL_TIMEOUT_SECONDS)
+    plan = FleetPlan(nodes=32, days=0.25, mix=JobMix.parse("2x16", 32), spares=2)
+    # When it runs
+    report = FleetRunner(plan, Trace(spec, (nccl,)), tmp_path / "fleet.log").run_fleet()
+    # Then the hang detector found it first (a stall, a few minutes in), recovered the job, and the watchdog's
+    # end never came: the job it would have ended had been cancelled and resubmitted already
+    assert report["hangs"]["failures_found_first_by_the_detector"] == {"nccl_watchdog": 1}
+    assert report["trace"]["job_faults_not_sent"] == 1
+    (hit,) = report["hits"]
+    assert hit["detection"] < NCCL_TIMEOUT_SECONDS / 2 and hit["restarted_at"] is not None
+    # (and its suspect, the node whose rank stopped first, was checked: the nested node recovery)
+    assert report["incidents"]["by_outcome"] == {"job:recovered": 1, "node:recovered": 1} and report["pages"]["total"] == 0
+
+
+def test_given_a_silent_hang_of_a_job_on_more_than_1000_nodes_then_it_is_found_and_a_human_is_asked(tmp_path: Path) -> None:
+    """What the fleet run with one 2,048-node job found, and what stays: a hang's recovery keeps to the
+    reports of the job's own nodes, whose names a workflow carries only up to 1,000; a larger job's
+    hang is escalated (JobNodesNotCarried), never acted on blind and never left unsaid."""
+    # Given one job on 1,100 nodes that hangs, silently, an hour in
+    spec = TraceSpec(nodes=1100, days=0.1, seed=0, rate_per_1000_node_days=0)
+    hang = Failure(at=3600.0, nodes=(7,), fault="hang", remedy="hang", hmm_fault="")
+    plan = FleetPlan(nodes=1100, days=0.1, mix=JobMix.parse("1", 1100), spares=2)
+    # When it runs
+    report = FleetRunner(plan, Trace(spec, (hang,)), tmp_path / "fleet.log").run_fleet()
+    # Then the detector found it, and its recovery asked a human, saying why
+    assert report["hangs"]["silent_hangs_found"] == 1
+    assert report["incidents"]["by_outcome"] == {"job:escalated": 1}
+    assert report["pages"]["why"] == {"escalated JobNodesNotCarried": 1}

@@ -77,8 +77,27 @@ def test_what_only_a_job_suffers_never_waits_for_a_node(seed: int) -> None:
     assert not any(f.gate_fails for f in failures if f.remedy == "job")
     assert not any(f.reboot_fails for f in failures if f.remedy != "reboot")
     spec = TraceSpec(nodes=1, days=1)
-    assert all(spec.replacement_min_seconds <= f.replacement_seconds <= spec.replacement_max_seconds for f in failures)
+    repaired = [f for f in failures if f.remedy != "hang"]
+    assert all(spec.replacement_min_seconds <= f.replacement_seconds <= spec.replacement_max_seconds for f in repaired)
+    assert all(f.replacement_seconds == 0 for f in failures if f.remedy == "hang")
 
 
 def test_another_seed_gives_another_trace() -> None:
     assert generate(TraceSpec(nodes=2048, days=54, seed=1)) != generate(TraceSpec(nodes=2048, days=54, seed=2))
+
+
+@settings(max_examples=10, deadline=None)
+@given(seed=seeds, share=st.floats(min_value=0.01, max_value=0.5))
+def test_silent_hangs_come_at_their_share_of_the_rate_and_leave_the_tables_trace_as_it_was(seed: int, share: float) -> None:
+    # Given a long trace with hangs, and the same trace without
+    spec = TraceSpec(nodes=2048, days=300, seed=seed, hang_share=share)
+    with_hangs = generate(spec).failures
+    without = generate(TraceSpec(nodes=2048, days=300, seed=seed, hang_share=0.0)).failures
+    hangs = [f for f in with_hangs if f.remedy == "hang"]
+    # Then the hangs are a Poisson stream at their share (5 standard deviations), one node each, sending no event
+    mean = share * spec.expected_failures
+    assert abs(len(hangs) - mean) <= 5 * math.sqrt(mean), (len(hangs), mean)
+    assert all(len(f.nodes) == 1 and f.detect_seconds == 0 and not f.gate_fails and not f.reboot_fails for f in hangs)
+    # And the table's failures are the same, failure for failure, in time order with the hangs
+    assert [f for f in with_hangs if f.remedy != "hang"] == list(without)
+    assert [f.at for f in with_hangs] == sorted(f.at for f in with_hangs)
