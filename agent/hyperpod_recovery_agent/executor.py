@@ -234,7 +234,7 @@ class CommandExecutor:
             )
         elif isinstance(command, CaptureJobSpec):
             spec = self.slurm.job(command.job_id)
-            result = JobSpecResult(job=carried(self.captured(spec)) if spec else None)
+            result = JobSpecResult(job=carried(self.captured(spec), command.asked) if spec else None)
         elif isinstance(command, RequeueJob):
             result = RequeueResult(job_id=command.job_id, requeued=self.slurm.requeue(command.job_id))
         elif isinstance(command, BootTimes):

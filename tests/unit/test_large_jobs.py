@@ -15,6 +15,7 @@ from hyperpod_recovery.domain.job_failure import classify_failure, faulty_nodes
 from hyperpod_recovery.domain.job_incident import MAX_RECORD_JOB_NODES, incident_facts
 from hyperpod_recovery.errors import ControllerAgentError, JobNodesNotCarried
 from hyperpod_recovery.models.commands import (
+    MAX_NODES_ASKED,
     MAX_UNHEALTHY_ANSWERED,
     UNHEALTHY_REASON_KEPT,
     CaptureJobSpec,
@@ -32,15 +33,23 @@ from hyperpod_recovery.models.commands import (
 )
 from hyperpod_recovery.models.common import MAX_JOB_NODES_CARRIED
 from hyperpod_recovery.models.job_events import JobFailedDetail
-from hyperpod_recovery.models.job_recovery import CheckJobNodesInput, FailureClassification, FaultyNode, JobWorkflowState
+from hyperpod_recovery.models.job_recovery import (
+    CaptureJobSpecInput,
+    CheckJobNodesInput,
+    FailureClassification,
+    FaultyNode,
+    JobWorkflowState,
+)
 from hyperpod_recovery.models.kubernetes import OPT_IN_ANNOTATION
 from hyperpod_recovery.models.requests import JobRecoveryRequest
+from hyperpod_recovery.steps.capture_job_spec import capture_job_spec
 from hyperpod_recovery.steps.check_job_nodes import check_job_nodes
 from hyperpod_recovery_agent.executor import CommandExecutor
 from hyperpod_recovery_agent.slurm import _node_state
 from sandbox.kube import FakeKube
 from sandbox.slurm import SimulatedSlurm, SlurmJob
 from tests.fakes import T0, FakeOrchestrator
+from tests.unit.test_hang_classify import NAMES as NAMES_OF_VERDICT
 from tests.unit.test_hang_classify import _classify, _setup
 
 NODES = [f"ip-10-2-{n // 256}-{n % 256}" for n in range(2048)]
@@ -100,12 +109,62 @@ def test_what_travels_never_holds_more_names_than_the_state_carries(count: int) 
             JobSpecResult(job=spec)
 
 
-def test_a_hang_of_a_job_whose_names_were_not_carried_escalates_saying_why() -> None:
-    # Given a hang verdict on a job whose spec came without its node list (2,048 nodes)
+def test_a_hang_of_a_job_whose_names_were_not_carried_and_none_asked_escalates_saying_why() -> None:
+    # Given a hang verdict on a job whose spec came without its node list (2,048 nodes), nor any of the
+    # verdict's nodes answered as its own (an agent that could not be asked)
     request, job, cluster = _setup(num_nodes=2048, nodes=[])
     # Then nothing is done to it and a human is asked, told it is the job's size, not its reports
     with pytest.raises(JobNodesNotCarried, match="hangs on 2048 nodes, more than a workflow carries the names of"):
         _classify(request, job, cluster)
+
+
+def test_a_hang_of_a_large_job_is_judged_on_the_verdicts_nodes_the_orchestrator_says_it_runs_on() -> None:
+    # Given a hang of a 2,048-node job whose spec carries, of the verdict's nodes, the ones it runs on
+    request, job, cluster = _setup(num_nodes=2048, nodes=[], asked_held=NAMES_OF_VERDICT)
+    # When it is classified
+    c = _classify(request, job, cluster)
+    # Then it is hung, its suspect checked: as a small job's is
+    assert c.kind == "hung" and [f.slurm_node for f in c.faulty_nodes] == [NAMES_OF_VERDICT[3]]
+    # And a suspect the orchestrator does not say it runs on is never acted on; reports of other nodes decide nothing
+    c = _classify(request, job.model_copy(update={"asked_held": NAMES_OF_VERDICT[:3]}), cluster)
+    assert c.kind == "hung" and c.faulty_nodes == []
+    c = _classify(request, job.model_copy(update={"asked_held": ["ip-10-9-9-9"]}), cluster)
+    assert c.kind == "left_alone" and "no live progress report" in c.reason
+
+
+@given(asked=st.lists(st.sampled_from([*NODES[:40], *(f"ip-10-9-0-{n}" for n in range(40))]), max_size=MAX_NODES_ASKED))
+@settings(max_examples=100, deadline=None)
+def test_a_large_jobs_answer_holds_exactly_the_asked_nodes_it_runs_on_in_the_order_asked(asked: list[str]) -> None:
+    spec = JobSpec(job_id="1001", name="j", num_nodes=2048, nodes=NODES, state="RUNNING")
+    sent = carried(spec, asked)
+    assert sent.nodes == [] and sent.asked_held == [n for n in dict.fromkeys(asked) if n in set(NODES)]
+    JobSpecResult.model_validate_json(JobSpecResult(job=sent).model_dump_json())
+    # (a job whose names are carried needs no answer about some of them)
+    small = JobSpec(job_id="1001", name="j", num_nodes=40, nodes=NODES[:40], state="RUNNING")
+    assert carried(small, asked).asked_held == []
+
+
+def test_capture_job_spec_for_a_hang_asks_about_the_verdicts_nodes_and_the_agent_answers_those_the_job_holds() -> None:
+    # Given a 2,048-node job, and a hang verdict naming four nodes (one not the job's)
+    executor = CommandExecutor(_slurm(), now=lambda: T0)
+    asked = [NODES[7], "ip-10-9-9-9", NODES[3], NODES[7]]
+    # When Capture Job Spec asks
+    result = _execute(executor, CaptureJobSpec(job_id="1001", asked=asked))
+    # Then the answer carries no names but those of the asked the job runs on
+    assert isinstance(result, JobSpecResult) and result.job is not None
+    assert (result.job.nodes, result.job.asked_held) == ([], [NODES[7], NODES[3]])
+
+
+def test_on_eks_capture_for_a_hang_of_a_large_job_answers_the_asked_nodes_its_pods_run_on() -> None:
+    fake = FakeKube(now=lambda: T0)
+    names = [f"hyperpod-i-0123456789ab{n:05x}" for n in range(MAX_JOB_NODES_CARRIED + 1)]
+    for name in names:
+        fake.add_hyperpod_node(name.removeprefix("hyperpod-"))
+    fake.add_job("PyTorchJob", "kubeflow", "llama", nodes=names, annotations={OPT_IN_ANNOTATION: "true"})
+    uid = fake.jobs[("PyTorchJob", "kubeflow", "llama")]["metadata"]["uid"]
+    asked = [names[5], "hyperpod-i-0fffffffffffffff0"]
+    job = EksOrchestrator(fake, None, lambda: T0).execute(CaptureJobSpec(job_id=uid, asked=asked)).job  # type: ignore[arg-type]
+    assert job is not None and job.nodes == [] and job.asked_held == [names[5]]
 
 
 def test_a_manual_request_for_a_job_whose_names_were_not_carried_escalates_rather_than_calling_its_nodes_healthy() -> None:
@@ -300,3 +359,24 @@ def test_a_large_jobs_record_names_its_faulty_nodes_first_and_counts_the_rest() 
     # Then it names 64 nodes, the faulty ones first, and counts the other 1,984
     assert len(facts.nodes) == MAX_RECORD_JOB_NODES == len(facts.hostnames)
     assert facts.nodes[:2] == [NODES[1500], NODES[2000]] and facts.nodes_omitted == 2048 - MAX_RECORD_JOB_NODES
+
+
+@pytest.mark.parametrize("reporting", [4, MAX_JOB_NODES_CARRIED, MAX_JOB_NODES_CARRIED + 1, 2048])
+def test_capture_job_spec_asks_about_a_verdicts_nodes_only_when_more_nodes_report_than_an_answer_names(reporting: int) -> None:
+    # Given a hang's recovery whose verdict says how many nodes reported
+    request, _, _ = _setup()
+    assert request.hang is not None
+    hang = request.hang.model_copy(update={"nodes_reporting": reporting})
+    orchestrator = FakeOrchestrator()
+    step = CaptureJobSpecInput(execution_name="hpj-1001-hung-1", task_token="t", request=request.model_copy(update={"hang": hang}))
+    # When Capture Job Spec sends its command
+    capture_job_spec(step, orchestrator=orchestrator, now=T0)
+    (envelope,) = orchestrator.dispatched
+    asked = envelope.command.asked  # type: ignore[union-attr]
+    # Then the verdict's nodes, suspects first, are asked about only for a job larger than an answer carries
+    # (an agent older than the field refuses it: a smaller job's hang never depends on it)
+    if reporting > MAX_JOB_NODES_CARRIED:
+        assert asked[0] == hang.suspects[0] and set(asked) == {*hang.suspects, *(n.node for n in hang.nodes)}
+        assert '"asked"' in envelope.model_dump_json()
+    else:
+        assert asked == [] and '"asked"' not in envelope.model_dump_json()

@@ -807,7 +807,9 @@ class EksOrchestrator:
         if spec is None:
             return JobSpecResult(job=None)
         # (as the Slurm agent answers: a job on more nodes than a workflow carries the names of, none of them)
-        return JobSpecResult(job=carried(spec.model_copy(update={"nodes": job_pod_nodes(self.kube, ref, job)[:MAX_JOB_NODES]})))
+        return JobSpecResult(
+            job=carried(spec.model_copy(update={"nodes": job_pod_nodes(self.kube, ref, job)[:MAX_JOB_NODES]}), command.asked)
+        )
 
     def node_states(self, command: NodeStates) -> NodeStatesResult:
         """Each node in the words the job-failure classifier reads (domain/job_failure.py): down when

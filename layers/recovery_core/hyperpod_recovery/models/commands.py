@@ -29,6 +29,7 @@ from hyperpod_recovery.models.common import (
     Timestamp,
 )
 from hyperpod_recovery.models.elastic import ElasticPolicy
+from hyperpod_recovery.models.hangs import MAX_SUSPECTS, MAX_VERDICT_NODES
 from hyperpod_recovery.models.kubernetes import KubeJobRef, RecreationToken
 from hyperpod_recovery.models.manifest import MAX_FRAMEWORK_CHARS, MAX_JOB_CHARS, CheckpointLayout, manifest_job
 
@@ -123,6 +124,10 @@ def copy_mark_in_comment(comment: str) -> CopyMark | None:
         return None
 
 
+# The nodes a hang's verdict names (its suspects, then its nodes): what Capture Job Spec may ask about.
+MAX_NODES_ASKED = MAX_SUSPECTS + MAX_VERDICT_NODES
+
+
 class JobSpec(BaseModel):
     """What the workflow knows about a job: who it is, where its checkpoints are, whether it can be
     resubmitted. Everything needed to resubmit it (script, owner, submission environment, sbatch
@@ -140,6 +145,9 @@ class JobSpec(BaseModel):
     # bounded apart: a jobs-on-nodes answer leaves them out, and Capture Job Spec's answer carries at
     # most MAX_JOB_NODES_CARRIED (JobSpecResult), a larger job's none.
     nodes: list[SlurmNodeName] = Field(default_factory=list, max_length=MAX_JOB_NODES, exclude_if=lambda v: not v)
+    # Of the nodes Capture Job Spec asked about (a hang's verdict's: CaptureJobSpec.asked), those the
+    # job runs on, when ``nodes`` is not carried: what a large job's hang is judged on.
+    asked_held: list[SlurmNodeName] = Field(default_factory=list, max_length=MAX_NODES_ASKED, exclude_if=lambda v: not v)
     state: str = Field(max_length=32)
     checkpoint_uri: str | None = Field(default=None, max_length=MAX_CHECKPOINT_URI, pattern=CHECKPOINT_URI_PATTERN, exclude_if=_is_none)
     # Jobs someone else restarts (Slurm: launched with `srun --auto-resume=1`, HyperPod restarts
@@ -350,6 +358,9 @@ class CaptureJobSpec(BaseModel):
     job_id: JobId
     # EKS: the job object, when the failure names it (read by name; else found by its uid).
     kube: KubeJobRef | None = Field(default=None, exclude_if=_is_none)
+    # A hang's: the nodes its verdict names (suspects, then the ones that stopped first). A job on more
+    # nodes than an answer carries the names of is answered with those of them it runs on (asked_held).
+    asked: list[SlurmNodeName] = Field(default_factory=list, max_length=MAX_NODES_ASKED, exclude_if=lambda v: not v)
 
 
 class RequeueJob(BaseModel):
@@ -583,11 +594,14 @@ class JobSpecResult(BaseModel):
         return self
 
 
-def carried(spec: JobSpec) -> JobSpec:
+def carried(spec: JobSpec, asked: Iterable[str] = ()) -> JobSpec:
     """The job as Capture Job Spec's answer carries it: a job on more than MAX_JOB_NODES_CARRIED nodes
     without its node list (``num_nodes`` still says its size; a failure's own list comes with its
-    event)."""
-    return spec if len(spec.nodes) <= MAX_JOB_NODES_CARRIED else spec.model_copy(update={"nodes": []})
+    event), with those of the ``asked`` nodes it runs on (``asked_held``)."""
+    if len(spec.nodes) <= MAX_JOB_NODES_CARRIED:
+        return spec
+    own = set(spec.nodes)
+    return spec.model_copy(update={"nodes": [], "asked_held": [n for n in dict.fromkeys(asked) if n in own][:MAX_NODES_ASKED]})
 
 
 class RequeueResult(BaseModel):

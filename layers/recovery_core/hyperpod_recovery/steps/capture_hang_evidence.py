@@ -28,7 +28,8 @@ def evidence_nodes(suspects: list[str], allocated: list[str]) -> list[str]:
 def capture_hang_evidence(step: CaptureHangEvidenceInput, *, orchestrator: Orchestrator, now: datetime) -> dict[str, Any]:
     job = step.inspection.result.job
     verdict = step.request.hang
-    nodes = evidence_nodes(verdict.suspects if verdict else [], job.nodes if job else [])
+    # (a job too large for its names to travel: the verdict's nodes it runs on, as Capture Job Spec answered)
+    nodes = evidence_nodes(verdict.suspects if verdict else [], (job.nodes or job.asked_held) if job else [])
     command_id = f"{step.execution_name}:hang-evidence"
     if not nodes:
         # (slurmctld holds the job on no node: it ended, and Classify Failure says so; nothing to dump)

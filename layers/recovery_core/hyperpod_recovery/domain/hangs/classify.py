@@ -104,12 +104,19 @@ def classify_hang(
         )
     # Only what the job's own nodes report, of its current run: a row under its key from another
     # node (a forgery, or a job that names itself wrongly) or from an earlier run decides nothing.
-    if not job.nodes and job.num_nodes > MAX_JOB_NODES_CARRIED:
+    # A job too large for its names to travel is judged on the nodes its verdict names that the
+    # orchestrator says it runs on (Capture Job Spec's asked_held): its suspects and the nodes that
+    # stopped first, which are what a stall is about. Without even those (an agent that could not be
+    # asked), which reports are its own cannot be told.
+    large = not job.nodes and job.num_nodes > MAX_JOB_NODES_CARRIED
+    if large and not job.asked_held:
         raise JobNodesNotCarried(
-            f"{label} hangs on {job.num_nodes} nodes, more than a workflow carries the names of ({MAX_JOB_NODES_CARRIED}): "
+            f"{label} hangs on {job.num_nodes} nodes, more than a workflow carries the names of ({MAX_JOB_NODES_CARRIED}), "
+            "and no node its verdict names was answered as one of them (they are asked about when more nodes report than that): "
             "which progress reports are its own nodes' cannot be told here, so nothing was done to it"
         )
-    allocated = set(job.nodes)
+    allocated = set(job.asked_held if large else job.nodes)
+    job_size = job.num_nodes if large else len(allocated)
     own = [r for r in live_reports(reports, RULES, now) if r.node in allocated]
     if not own:
         # (none read again, none from its nodes, or every one ended or long gone: nothing confirms the verdict)
@@ -169,12 +176,10 @@ def classify_hang(
     # the job prints (rank 0 alone logging an evaluation is not a fault), and a slow job's stacks are
     # where the others' are, a step later (its slow node is named by its waits).
     if not suspects and evidence is not None and not slow and orchestrator == "slurm":
-        suspects, why = blame.from_evidence([s for s in evidence.nodes if s.node in allocated], len(allocated), evidence_words)
+        suspects, why = blame.from_evidence([s for s in evidence.nodes if s.node in allocated], job_size, evidence_words)
     if not suspects:
         why = (verdict.suspects_why or "progress names no node") + (
-            f"; evidence: {blame.from_evidence(evidence.nodes, len(allocated), evidence_words)[1]}"
-            if evidence is not None and not slow
-            else ""
+            f"; evidence: {blame.from_evidence(evidence.nodes, job_size, evidence_words)[1]}" if evidence is not None and not slow else ""
         )
     stuck = f"{label} is {'slow' if slow else 'hung'}: {verdict.summary.split(': ', 1)[-1]}"
     by_name = {name: n for n in cluster if (name := n.name_in(orchestrator))}
