@@ -27,7 +27,15 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from hyperpod_recovery.models.commands import job_display_name
-from hyperpod_recovery.models.job_events import FAILED_STATES, JOB_EVENT_SOURCE, JOB_FAILED_DETAIL_TYPE, JobFailedDetail
+from hyperpod_recovery.models.job_events import (
+    FAILED_STATES,
+    FAILURE_DETAIL_BUDGET,
+    JOB_EVENT_SOURCE,
+    JOB_FAILED_DETAIL_TYPE,
+    JobFailedDetail,
+    fitted,
+    names_left_out,
+)
 from hyperpod_recovery_agent.slurm import RESUBMISSION_MARK, SlurmCli, validate_job_id
 
 log = logging.getLogger("hyperpod_recovery_agent.job_ended")
@@ -86,26 +94,41 @@ def failed_job_detail(
     ended_at = datetime.fromtimestamp(end_epoch, UTC) if 0 < end_epoch < 4_102_444_800 else (now or datetime.now(UTC))
     # The ending job's squeue record has lost its node list; slurmctld passes it in the environment.
     nodes = slurm.hostnames(environ.get("SLURM_JOB_NODELIST", "")) or (spec.nodes if spec else [])
-    return JobFailedDetail(
-        cluster_name=cluster_name,
-        job_id=job_id,
-        # Slurm takes names up to 1024 bytes; the event carries the first 256 characters (what a
-        # checkpoint manifest records too). A long name must never silence the hook.
-        name=job_display_name(environ.get("SLURM_JOB_NAME") or (spec.name if spec else f"job-{job_id}")),
-        user=environ.get("SLURM_JOB_USER") or (spec.user if spec else None),
-        partition=environ.get("SLURM_JOB_PARTITION") or (spec.partition if spec else None),
-        nodes=nodes,
-        state=state,  # one of FAILED_STATES, checked above
-        reason=reason[:256],
-        exit_code=exit_code,
-        signal=signal,
-        restart_count=int(record.get("restart_cnt") or environ.get("SLURM_JOB_RESTART_COUNT") or 0),
-        ended_at=ended_at,
-        checkpoint_uri=spec.checkpoint_uri if spec else None,
-        auto_resume=spec.auto_resume if spec else False,
-        resubmission_of=resubmission_of if resubmission_of and resubmission_of.isascii() and resubmission_of.isdigit() else None,
-        event_key=f"{cluster_name}:{job_id}:{end_epoch or int(ended_at.timestamp())}",
+    return _fitted(
+        JobFailedDetail(
+            cluster_name=cluster_name,
+            job_id=job_id,
+            # Slurm takes names up to 1024 bytes; the event carries the first 256 characters (what a
+            # checkpoint manifest records too). A long name must never silence the hook.
+            name=job_display_name(environ.get("SLURM_JOB_NAME") or (spec.name if spec else f"job-{job_id}")),
+            user=environ.get("SLURM_JOB_USER") or (spec.user if spec else None),
+            partition=environ.get("SLURM_JOB_PARTITION") or (spec.partition if spec else None),
+            nodes=nodes,
+            state=state,  # one of FAILED_STATES, checked above
+            reason=reason[:256],
+            exit_code=exit_code,
+            signal=signal,
+            restart_count=int(record.get("restart_cnt") or environ.get("SLURM_JOB_RESTART_COUNT") or 0),
+            ended_at=ended_at,
+            checkpoint_uri=spec.checkpoint_uri if spec else None,
+            auto_resume=spec.auto_resume if spec else False,
+            resubmission_of=resubmission_of if resubmission_of and resubmission_of.isascii() and resubmission_of.isdigit() else None,
+            event_key=f"{cluster_name}:{job_id}:{end_epoch or int(ended_at.timestamp())}",
+        )
     )
+
+
+def _fitted(detail: JobFailedDetail) -> JobFailedDetail:
+    sent = fitted(detail)
+    if names_left_out(detail, sent):
+        log.warning(
+            "job %s: its %d node names make the job-failed event more than %d bytes: sent without them "
+            "(its recovery cannot tell whether a node failed, and asks a human)",
+            detail.job_id,
+            len(detail.nodes),
+            FAILURE_DETAIL_BUDGET,
+        )
+    return sent
 
 
 class JobEventSender:

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from hyperpod_recovery.models.job_events import STATE_REST_BUDGET
 from hyperpod_recovery_cli.main import main
 from hyperpod_recovery_cli.planner.model import GoodputPlan
 from sandbox.fleet.runner import FleetPlan, FleetRunner, JobMix
@@ -123,7 +124,8 @@ def test_given_one_job_on_more_than_1000_nodes_then_node_and_job_faults_are_reco
     assert {"replace", "job"} <= {f.remedy for f in trace.failures}
     plan = FleetPlan(nodes=1100, days=2, mix=JobMix.parse("1", 1100), spares=2)
     # When the trace runs through the pipeline
-    report = FleetRunner(plan, trace, tmp_path / "fleet.log").run_fleet()
+    runner = FleetRunner(plan, trace, tmp_path / "fleet.log")
+    report = runner.run_fleet()
     # Then every incident recovered, nobody was paged, and the job runs again after every hit
     outcomes = report["incidents"]["by_outcome"]
     assert set(outcomes) == {"node:recovered", "job:recovered"}, outcomes
@@ -131,6 +133,10 @@ def test_given_one_job_on_more_than_1000_nodes_then_node_and_job_faults_are_reco
     assert report["hits"] and all(hit["restarted_at"] is not None for hit in report["hits"])
     # And a job incident's record names a few of the job's nodes, not all 1,100
     assert report["limits"]["largest_dynamodb_item_bytes"] < 16 * 1024, report["limits"]
+    # And the largest state, less the job failure's 1,100 names it carries, fits what a 10,000-node job's
+    # failure leaves a state (models/job_events.py; tests/contract/test_large_job_event.py)
+    names = len(json.dumps(runner.slurm.slurm.jobs["1001"].nodes, separators=(",", ":")).encode())
+    assert report["limits"]["largest_state_payload_bytes"] - names <= STATE_REST_BUDGET, (report["limits"], names)
 
 
 def test_given_silent_hangs_then_only_the_hang_detector_finds_them_and_each_is_recovered_without_a_page(tmp_path: Path) -> None:

@@ -32,6 +32,7 @@ from hyperpod_recovery.models.commands import (
     plainly_healthy,
 )
 from hyperpod_recovery.models.common import MAX_JOB_NODES_CARRIED
+from hyperpod_recovery.models.hangs import MAX_SUSPECTS, MAX_VERDICT_NODES
 from hyperpod_recovery.models.job_events import JobFailedDetail
 from hyperpod_recovery.models.job_recovery import (
     CaptureJobSpecInput,
@@ -380,3 +381,7 @@ def test_capture_job_spec_asks_about_a_verdicts_nodes_only_when_more_nodes_repor
         assert '"asked"' in envelope.model_dump_json()
     else:
         assert asked == [] and '"asked"' not in envelope.model_dump_json()
+
+
+def test_what_capture_job_spec_may_ask_about_is_every_node_a_verdict_names() -> None:
+    assert MAX_NODES_ASKED == MAX_SUSPECTS + MAX_VERDICT_NODES

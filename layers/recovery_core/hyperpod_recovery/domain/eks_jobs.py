@@ -39,7 +39,7 @@ from hyperpod_recovery.models.commands import (
 )
 from hyperpod_recovery.models.common import matches, one_line
 from hyperpod_recovery.models.elastic import ElasticOptInUnreadable, ElasticPolicy, parse_elastic_options
-from hyperpod_recovery.models.job_events import DO_NOT_REQUEUE_EXIT_CODE, JobFailedDetail
+from hyperpod_recovery.models.job_events import DO_NOT_REQUEUE_EXIT_CODE, JobFailedDetail, fitted
 from hyperpod_recovery.models.kubernetes import (
     AUTO_RESUME_ANNOTATION,
     DNS1123_LABEL_MAX,
@@ -542,16 +542,19 @@ def failure_event(
     condition = [c for c in (job.get("status") or {}).get("conditions") or [] if c.get("status") == "True"][-1]
     checkpoint = str(annotations.get(CHECKPOINT_ANNOTATION) or "").strip()
     previous = str(annotations.get(RESUBMITTED_FROM_ANNOTATION) or "")
-    return JobFailedDetail(
-        cluster_name=cluster_name,
-        job_id=uid,
-        name=f"{metadata.get('namespace')}/{metadata.get('name')}"[:256],
-        nodes=list(dict.fromkeys(nodes))[:10_000],
-        state="FAILED",
-        reason=one_line(f"{kind} {condition.get('reason') or 'Failed'}: {condition.get('message') or 'no message'}", 256),
-        exit_code=exit_code,
-        ended_at=ended,
-        checkpoint_uri=checkpoint if len(checkpoint) <= MAX_CHECKPOINT_URI and matches(CHECKPOINT_URI_PATTERN, checkpoint) else None,
-        resubmission_of=previous if matches(KUBE_UID_PATTERN, previous) else None,
-        event_key=f"{uid}:{int(ended.timestamp())}",
+    # (a job on so many pods that their nodes' names would not fit the JobRecovery's state: none, said in its recovery)
+    return fitted(
+        JobFailedDetail(
+            cluster_name=cluster_name,
+            job_id=uid,
+            name=f"{metadata.get('namespace')}/{metadata.get('name')}"[:256],
+            nodes=list(dict.fromkeys(nodes))[:10_000],
+            state="FAILED",
+            reason=one_line(f"{kind} {condition.get('reason') or 'Failed'}: {condition.get('message') or 'no message'}", 256),
+            exit_code=exit_code,
+            ended_at=ended,
+            checkpoint_uri=checkpoint if len(checkpoint) <= MAX_CHECKPOINT_URI and matches(CHECKPOINT_URI_PATTERN, checkpoint) else None,
+            resubmission_of=previous if matches(KUBE_UID_PATTERN, previous) else None,
+            event_key=f"{uid}:{int(ended.timestamp())}",
+        )
     )

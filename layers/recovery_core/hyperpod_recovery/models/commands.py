@@ -29,7 +29,6 @@ from hyperpod_recovery.models.common import (
     Timestamp,
 )
 from hyperpod_recovery.models.elastic import ElasticPolicy
-from hyperpod_recovery.models.hangs import MAX_SUSPECTS, MAX_VERDICT_NODES
 from hyperpod_recovery.models.kubernetes import KubeJobRef, RecreationToken
 from hyperpod_recovery.models.manifest import MAX_FRAMEWORK_CHARS, MAX_JOB_CHARS, CheckpointLayout, manifest_job
 
@@ -125,7 +124,9 @@ def copy_mark_in_comment(comment: str) -> CopyMark | None:
 
 
 # The nodes a hang's verdict names (its suspects, then its nodes): what Capture Job Spec may ask about.
-MAX_NODES_ASKED = MAX_SUSPECTS + MAX_VERDICT_NODES
+# models/hangs.py MAX_SUSPECTS + MAX_VERDICT_NODES (not imported: the agent loads only the contract
+# modules; tests/unit/test_large_jobs.py holds them equal).
+MAX_NODES_ASKED = 72
 
 
 class JobSpec(BaseModel):

@@ -25,6 +25,16 @@ JobEndState = Literal["FAILED", "NODE_FAIL", "TIMEOUT"]
 DO_NOT_REQUEUE_EXIT_CODE = 93
 
 
+# A job-failed event's detail is at most this many bytes of compact JSON (its node names left out
+# when they would make it larger: the agent's job_ended.fitted). The JobRecovery it starts carries the
+# failure in every state, which Step Functions bounds at 256 KiB (262,144 B): the rest of a state must
+# fit in what is left (STATE_REST_BUDGET, measured by tests/sandbox/test_fleet_drill.py on a 1,100-node
+# job). EventBridge's 256 KB per entry holds it too, sent with json.dumps' spaces (3 B more per name).
+# HyperPod names Slurm nodes by IP (ip-10-1-2-3, at most 18 characters): a 10,000-node job's fit.
+FAILURE_DETAIL_BUDGET = 215_000
+STATE_REST_BUDGET = 262_144 - FAILURE_DETAIL_BUDGET - 2_048  # (less the request's own fields)
+
+
 class JobFailedDetail(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -51,3 +61,15 @@ class JobFailedDetail(BaseModel):
     event_key: str = Field(min_length=1, max_length=160)
     # EKS (the job poller): the job object, so that Capture Job Spec reads it by name.
     kube: KubeJobRef | None = Field(default=None, exclude_if=lambda v: v is None)
+
+
+def fitted(detail: JobFailedDetail) -> JobFailedDetail:
+    """The detail, its node names left out when they would make it larger than FAILURE_DETAIL_BUDGET
+    (what a JobRecovery's state and an EventBridge entry hold). A job whose names do not fit is still
+    reported, never refused for ever; its recovery cannot tell whether one of its nodes failed and asks
+    a human, saying so (JobNodesNotCarried). The caller says it did (``names_left_out``)."""
+    return detail if len(detail.model_dump_json().encode()) <= FAILURE_DETAIL_BUDGET else detail.model_copy(update={"nodes": []})
+
+
+def names_left_out(before: JobFailedDetail, after: JobFailedDetail) -> int:
+    return len(before.nodes) - len(after.nodes)
