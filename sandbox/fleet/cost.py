@@ -85,7 +85,13 @@ def monthly_cost(report: dict[str, Any], memory_mb: int, item_bytes: int | None 
     add("lambda", "lambda_arm_gb_second", invocations * LAMBDA_MEAN_SECONDS * memory_mb / 1024)
     dynamodb = by_api.pop("dynamodb", {})
     add("dynamodb", "dynamodb_write_unit", sum(n * DYNAMODB_WRITES[a] * write_units for a, n in dynamodb.items() if a in DYNAMODB_WRITES))
-    add("dynamodb", "dynamodb_read_unit", sum(n * read_units for a, n in dynamodb.items() if a in DYNAMODB_READS))
+    # (Detect Hung Jobs' scans read the whole progress table: priced by the table's size when the run measured it)
+    scan_units = per_day.get("progress_scan_read_units")
+    counted = [a for a in DYNAMODB_READS if a != "Scan" or scan_units is None]
+    add("dynamodb", "dynamodb_read_unit", sum(n * read_units for a, n in dynamodb.items() if a in counted))
+    if scan_units is not None:
+        add("dynamodb", "dynamodb_read_unit", scan_units)
+        lines[-1]["what"] += ": Detect Hung Jobs' scans of the progress table, its rows' size (a lower bound)"
     sqs = by_api.pop("sqs", {})
     add("sqs", "sqs_request", sum(sqs.values()))
     add("sqs", "sqs_request", IDLE_POLLERS * 86_400 / LONG_POLL_SECONDS)

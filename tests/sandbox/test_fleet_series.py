@@ -134,6 +134,24 @@ def test_given_a_days_calls_when_priced_then_each_line_is_30_days_count_times_it
     assert cost["prices_taken"] == TAKEN and any("ASSUMPTION" in a for a in cost["assumptions"])
 
 
+def test_given_the_detectors_scans_measured_then_they_are_priced_by_the_tables_size_not_as_one_item_each() -> None:
+    # Given a day of 1,440 scans of a progress table measured at 90 read units each
+    report = {
+        "cost_per_day": {
+            "state_transitions": 0,
+            "lambda_invocations": 0,
+            "aws_calls_by_call": {"dynamodb.Scan": 1440.0, "dynamodb.GetItem": 10.0},
+            "progress_scan_read_units": 1440 * 90.0,
+        },
+        "limits": {"largest_dynamodb_item_bytes": 2500},
+    }
+    # When it is priced
+    lines = [line for line in monthly_cost(report, memory_mb=256)["lines"] if line["unit"] == PRICES["dynamodb_read_unit"].unit]
+    # Then the scans are their measured read units, and the item reads the others alone
+    assert [line["per_30_days"] for line in lines] == [10 * 30, 1440 * 90 * 30]
+    assert "progress table" in lines[1]["what"]
+
+
 def test_given_the_template_then_the_lambda_memory_is_read_from_its_globals(tmp_path: Path) -> None:
     assert TEMPLATE == ROOT / "template.yaml"
     assert lambda_memory_mb(TEMPLATE) == 256
