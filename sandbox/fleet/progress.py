@@ -21,10 +21,13 @@ A tick of Detect Hung Jobs reads the whole table and acts on a verdict only. Ove
 (``verdicts_at``, the detector's own pure rule, domain/hangs/detect.py), and counts the others at
 the calls a quiet tick was measured to make. A copy that trains undisturbed has every node alike, so
 one node's report decides it (the detector's medians over identical nodes are that node's); a
-stopped copy is judged on all of its reports. Rows are written only for a real tick, straight into
-the table (they are the training nodes' writes, not the pipeline's calls); a copy that no longer
-runs has its rows removed (its reporters are silent: rows whose every heartbeat is stale give no
-verdict, so a removed row and a silent one read alike, and the table stays one run's size).
+stopped copy is judged on all of its reports. A copy that ended keeps its last rows (its reporters
+stopped writing then): their heartbeats read as alive for ``heartbeat_stale_seconds``, so a stalled
+copy's can still give a stall verdict then, as a real table's would; after that they give none
+(every reporter silent), and they are removed (a silent row and an absent one then read alike: the
+table stays one run's size; the scan's read units reported are a lower bound of a live table's,
+which keeps them to TTL). Rows are written only for a tick run, straight into the table (they are
+the training nodes' writes, not the pipeline's calls).
 """
 
 from __future__ import annotations
@@ -74,14 +77,50 @@ class FleetProgress:
     rules: HangRules
     cluster: str
     stops: dict[str, Stop] = field(default_factory=dict)  # by copy (its Slurm job id)
+    _live: dict[str, CopyTraining] = field(default_factory=dict)
+    _seen: int = 0
 
     def stopped(self, copy: CopyTraining, stop: Stop) -> None:
         self.stops.setdefault(copy.copy, stop)
 
-    def running_copies(self) -> list[CopyTraining]:
-        """Copies Slurm runs now: their reporters write (a stopped copy's heartbeat on until its job ends)."""
+    def reporting_copies(self, moment: float) -> list[tuple[CopyTraining, float | None]]:
+        """Each copy whose rows can matter at ``moment``, with when its reporters stopped writing (None:
+        they write still). A copy Slurm runs writes; one that ended left its last rows, whose
+        heartbeats read as alive for ``heartbeat_stale_seconds`` more: a stalled copy's can still give a
+        stall verdict then, and after that none (every reporter silent: not a hang of ours)."""
         slurm = self.training.slurm
-        return [c for c in self.training.copies.values() if slurm.jobs[c.copy].state == "RUNNING"]
+        found: list[tuple[CopyTraining, float | None]] = []
+        for copy in self._recent(moment):
+            job = slurm.jobs[copy.copy]
+            if job.state == "RUNNING":
+                found.append((copy, None))
+                continue
+            ended = job.ended_at or job.completing_until
+            if ended is None:
+                continue  # (its processes never end: its reporters' threads with them; silent from its cancel)
+            end = (ended - self.epoch).total_seconds()
+            if end <= moment <= end + self._silent_rows_matter:
+                found.append((copy, end))
+        return found
+
+    @property
+    def _silent_rows_matter(self) -> float:
+        return float(self.rules.heartbeat_stale_seconds + HEARTBEAT_SECONDS)
+
+    def _recent(self, moment: float) -> list[CopyTraining]:
+        """Copies running, or ended recently enough to matter (those ended an hour before ``moment`` are dropped for good)."""
+        if len(self.training.copies) > self._seen:
+            copies = list(self.training.copies.values())
+            for copy in copies[self._seen :]:
+                self._live[copy.copy] = copy
+            self._seen = len(copies)
+        slurm = self.training.slurm
+        for key in list(self._live):
+            job = slurm.jobs[key]
+            ended = job.ended_at or job.completing_until
+            if job.state != "RUNNING" and ended is not None and (ended - self.epoch).total_seconds() + 3600 < moment:
+                del self._live[key]
+        return list(self._live.values())
 
     def _started_at(self, copy: CopyTraining) -> float:
         job = self.training.slurm.jobs[copy.copy]
@@ -89,11 +128,18 @@ class FleetProgress:
             return -STARTED_BEFORE_SECONDS
         return (job.started_at - self.epoch).total_seconds()
 
-    def reports(self, copy: CopyTraining, moment: float, nodes: list[str] | None = None) -> list[ProgressReport]:
-        """Each node's report as of ``moment`` (its last heartbeat's write), for ``nodes`` (default: all the copy's)."""
+    def reports(
+        self, copy: CopyTraining, moment: float, nodes: list[str] | None = None, ended: float | None = None
+    ) -> list[ProgressReport]:
+        """Each node's report as of ``moment`` (its last heartbeat's write; before ``ended``, when its
+        reporters stopped writing), for ``nodes`` (default: all the copy's)."""
         job = self.training.slurm.jobs[copy.copy]
         written = moment - moment % HEARTBEAT_SECONDS
+        if ended is not None:
+            written = min(written, ended - ended % HEARTBEAT_SECONDS)
         stop = self.stops.get(copy.copy)
+        if stop is not None and stop.at > written:
+            stop = None  # (not yet, as of that write)
         end = written if stop is None else min(written, stop.at)
         pace = self.step_seconds
         steps = max(0, math.floor((end - copy.start) / pace)) if end > copy.start else 0
@@ -132,16 +178,17 @@ class FleetProgress:
         report (its nodes are alike: the same medians, the same last progress)."""
         now = self.epoch + timedelta(seconds=moment)
         found: list[HangVerdict] = []
-        for copy in self.running_copies():
-            nodes = None if copy.copy in self.stops else self.training.slurm.jobs[copy.copy].nodes[:1]
-            found += job_verdicts(self.cluster, copy.copy, self.reports(copy, moment, nodes), self.rules, now)
+        for copy, ended in self.reporting_copies(moment):
+            undisturbed = copy.copy not in self.stops and ended is None
+            nodes = self.training.slurm.jobs[copy.copy].nodes[:1] if undisturbed else None
+            found += job_verdicts(self.cluster, copy.copy, self.reports(copy, moment, nodes, ended), self.rules, now)
         return found
 
     def items(self, moment: float, item_of: Callable[[ProgressReport], dict]) -> tuple[list[dict], set[str]]:
-        """Every running copy's items as of ``moment``, and the copies (their Slurm job ids) they are of."""
+        """The items of every copy whose rows can matter at ``moment``, and the copies (their Slurm job ids) they are of."""
         items: list[dict] = []
         copies: set[str] = set()
-        for copy in self.running_copies():
-            items += [item_of(r) for r in self.reports(copy, moment)]
+        for copy, ended in self.reporting_copies(moment):
+            items += [item_of(r) for r in self.reports(copy, moment, ended=ended)]
             copies.add(copy.copy)
         return items, copies

@@ -337,13 +337,37 @@ class FleetRunner(DrillRunner):
         return counts
 
     def _between(self) -> None:
-        super()._between()
-        if self.fleet_training is not None:
-            self.fleet_training.advance(self.clock.horizon)
-        self._run_detector_ticks()
+        """Every execution is parked: up to the next wake-up, in time order, the failures' onsets,
+        then what AWS delivers on its own (cluster events, execution ends, sweeps: the drill's) and
+        the detector's ticks, merged: a tick that acts runs after everything before its moment and
+        before everything after it, and what it started runs before the next one is judged."""
+        if self.fleet_training is None or self.fleet_progress is None:
+            super()._between()
+            return
+        until = self._until
+        try:
+            while True:
+                bound = min(self.clock.next_wake(), until)
+                self.fleet_training.advance(self.clock.horizon)
+                if bound != float("inf"):
+                    # (every failure up to the next wake-up stops its training before anything reads it)
+                    self._process_onsets(bound)
+                moment = self._next_tick_to_run(bound)
+                if moment is None:
+                    self._until = until
+                    super()._between()
+                    self.fleet_training.advance(self.clock.horizon)
+                    return
+                self._until = moment  # (what AWS delivers before the tick's moment, first)
+                super()._between()
+                self._until = until
+                self._run_tick(moment)
+                self.clock.wait_until_parked(self._running)  # (what it started runs to its first wait)
+        finally:
+            self._until = until
 
     def _deliveries(self) -> list[Delivery]:
-        """The drill's deliveries less Detect Hung Jobs' ticks: the fleet runs its schedule itself (_run_detector_ticks)."""
+        """The drill's deliveries less Detect Hung Jobs' ticks: the fleet runs its schedule itself (_between)."""
         return [d for d in super()._deliveries() if not (d.detect and not d.faults)]
 
     # --- a failure's onset: the training stops --------------------------------------------------
@@ -399,30 +423,28 @@ class FleetRunner(DrillRunner):
     def detector_period(self) -> float:
         return self.schedule_period(HANG_DETECTOR_FUNCTION)
 
-    def _run_detector_ticks(self) -> None:
-        """The detector's schedule between the executions' wake-ups, as the sweep's (_run_scheduled_sweeps).
-        A tick whose reports give no verdict is counted at the first quiet tick's measured calls (the
-        run's first tick is run, and is quiet). One that acts is run, and the runner lets what it
-        started run before the next tick."""
-        if self.fleet_progress is None:
-            return
-        bound = min(self.clock.next_wake(), self._until)
+    def _next_tick_to_run(self, bound: float) -> float | None:
+        """The first tick up to ``bound`` to run (one whose reports give a verdict, or the run's first,
+        measured as quiet), the quiet ones before it counted; None when none up to ``bound`` acts.
+        Nothing changes the jobs before the next wake-up, so a quiet tick is quiet whenever it is judged."""
+        assert self.fleet_progress is not None
         if bound == float("inf"):
-            return
+            return None
         while self._ticked_to + self.detector_period <= bound:
             moment = self._ticked_to + self.detector_period
+            if self.quiet_tick_calls is None or self.fleet_progress.verdicts_at(moment):
+                return moment
             self._ticked_to = moment
-            self._process_onsets(moment)
-            verdicts = self.fleet_progress.verdicts_at(moment)
-            if not verdicts and self.quiet_tick_calls is not None:
-                self.quiet_ticks += 1
-                continue
-            before = self.aws.api_calls.counts.copy()
-            self._tick_at(moment)
-            if not verdicts and self.quiet_tick_calls is None:
-                self.quiet_tick_calls = self.aws.api_calls.counts - before
-            if verdicts:
-                return  # (what it started runs first: the next tick is at a later wake-up)
+            self.quiet_ticks += 1
+        return None
+
+    def _run_tick(self, moment: float) -> None:
+        self._ticked_to = moment
+        before = self.aws.api_calls.counts.copy()
+        quiet = not self.fleet_progress or not self.fleet_progress.verdicts_at(moment)
+        self._tick_at(moment)
+        if quiet and self.quiet_tick_calls is None:
+            self.quiet_tick_calls = self.aws.api_calls.counts - before
 
     def _tick_at(self, moment: float) -> None:
         """One tick run: the reporters' rows as of ``moment`` in the table, then the detector invoked there."""
@@ -494,7 +516,8 @@ class FleetRunner(DrillRunner):
         started = [self.clock.started_at(e.name) for e in self.aws.executions() if e.name not in before]
         for failure in delivered:
             if started:
-                self.handled_at[failure] = min(started)
+                # (a failure the detector found first keeps that moment)
+                self.handled_at.setdefault(failure, min(started))
 
 
 def _item_bytes(item: dict[str, dict[str, str]]) -> int:

@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 from hyperpod_recovery.domain.eks_jobs import failure_event
-from hyperpod_recovery.domain.normalize import GuardedCluster, translate_job_failed
+from hyperpod_recovery.domain.normalize import GuardedCluster, translate_job_failed, within_reason_budget
+from hyperpod_recovery.models.commands import MAX_UNHEALTHY_ANSWERED, UNHEALTHY_REASON_KEPT, NodeStatesResult, NodeStatus
 from hyperpod_recovery.models.events import JobFailedEvent
 from hyperpod_recovery.models.job_events import (
     FAILURE_DETAIL_BUDGET,
@@ -24,10 +25,16 @@ from hyperpod_recovery.models.job_events import (
     JOB_FAILED_DETAIL_TYPE,
     STATE_REST_BUDGET,
     JobFailedDetail,
+    fitted,
 )
+from hyperpod_recovery.models.job_recovery import FailureClassification, FaultyNode
+from hyperpod_recovery.models.requests import TRIGGER_REASON_LIMIT, RecoveryRequest, Trigger
 from hyperpod_recovery_agent.job_ended import failed_job_detail
 from tests.unit.test_agent_job_events import EPILOG_ENV, SlurmDouble, record
 
+# The rest of a state besides the failure, the unhealthy nodes' answer and the classification: the
+# 1,100-node fleet run measured its whole largest state less its failure's names at under 5 KB.
+OTHER_FIELDS = 16 * 1024
 EVENTBRIDGE_ENTRY_LIMIT = 256 * 1024  # PutEvents: an entry's Source, DetailType, Detail and Resources
 STATE_LIMIT = 256 * 1024  # Step Functions: a state's input or output, and an execution's input
 # HyperPod names a Slurm node by its private IP: the longest in a 192.168/16 VPC.
@@ -73,18 +80,81 @@ def recovery_input(detail: JobFailedDetail) -> str:
     ).model_dump_json(exclude_none=True)
 
 
-def test_the_largest_slurm_job_with_hyperpod_names_is_reported_with_every_name_and_its_recovery_fits_a_state() -> None:
-    # Given a job on 10,000 nodes (the bound of a failure's list) named as HyperPod names them, at their longest
-    detail = failed_job_detail(EPILOG_ENV, ManyNodes(names(10_000)), cluster_name="llm-train", report_timeout=False)  # type: ignore[arg-type]
-    # Then its event names every node, within the budget, and EventBridge takes it
-    assert detail is not None and len(detail.nodes) == 10_000
-    assert len(detail.model_dump_json().encode()) <= FAILURE_DETAIL_BUDGET
+def largest_carried(width: int) -> int:
+    """The most node names of ``width`` characters a failure carries."""
+    count = 1
+    while len(fitted(detail_of(names(count * 2, width))).nodes) == count * 2 and count < 10_000:
+        count *= 2
+    low, high = count, min(count * 2, 10_000)
+    while low < high:
+        mid = (low + high + 1) // 2
+        low, high = (mid, high) if fitted(detail_of(names(mid, width))).nodes else (low, mid - 1)
+    return low
+
+
+def detail_of(nodes: list[str]) -> JobFailedDetail:
+    detail = failed_job_detail(EPILOG_ENV, ManyNodes(nodes[:1]), cluster_name="llm-train", report_timeout=False)  # type: ignore[arg-type]
+    assert detail is not None
+    return detail.model_copy(update={"nodes": nodes})
+
+
+def test_a_failure_carries_its_nodes_names_while_they_fit_and_its_recovery_then_fits_a_state() -> None:
+    # Given the most node names, as HyperPod names Slurm nodes at their longest, that a failure carries
+    count = largest_carried(len(LONGEST_HYPERPOD_NAME))
+    assert count >= 5_000, count  # (docs/decisions.md: about 5,700)
+    detail = failed_job_detail(EPILOG_ENV, ManyNodes(names(count)), cluster_name="llm-train", report_timeout=False)  # type: ignore[arg-type]
+    # Then the agent's event names every one, EventBridge takes it, and the JobRecovery it starts
+    # leaves the rest of its state at least STATE_REST_BUDGET
+    assert detail is not None and len(detail.nodes) == count
     assert entry_bytes(detail) < EVENTBRIDGE_ENTRY_LIMIT
-    # And the JobRecovery it starts leaves the rest of its state at least STATE_REST_BUDGET
     assert len(recovery_input(detail).encode()) + STATE_REST_BUDGET <= STATE_LIMIT
+    # And a job on 10,000 (the bound of a failure's list) is reported without them
+    assert failed_job_detail(EPILOG_ENV, ManyNodes(names(10_000)), cluster_name="llm-train", report_timeout=False).nodes == []  # type: ignore[arg-type,union-attr]
 
 
-@pytest.mark.parametrize("count,width", [(2_000, 128), (10_000, 40), (6_000, 64)])
+def test_the_rest_of_a_job_recoverys_state_at_its_largest_fits_what_the_failure_leaves() -> None:
+    """What a JobRecovery's state holds beside its failure, at the models' bounds: a large job's Check
+    Job Nodes answer (every not plainly healthy node of the cluster, up to MAX_UNHEALTHY_ANSWERED, each
+    reason cut to UNHEALTHY_REASON_KEPT) and a classification naming each of them faulty, with its node
+    request (node ids and triggers at their bounds). The other fields are measured on a real run
+    (tests/sandbox/test_fleet_drill.py: the 1,100-node job's largest state less its failure's names)."""
+    at = datetime(2026, 11, 27, 10, tzinfo=UTC)
+    count = MAX_UNHEALTHY_ANSWERED
+    hosts = [f"hyperpod-i-{n:017x}" for n in range(count)]  # (EKS's names: longer than Slurm's)
+    ids = [f"i-{n:017x}" for n in range(count)]
+    reason = "Kill task failed; node not responding since the switch reset at 09:58, " * 4
+    answer = NodeStatesResult(
+        nodes=[NodeStatus(name=h, state="down", flags=["DRAIN", "NOT_RESPONDING"], reason=reason[:UNHEALTHY_REASON_KEPT]) for h in hosts]
+    )
+    why = "Slurm state down+DRAIN+NOT_RESPONDING; HyperPod status Failure"
+    triggers = within_reason_budget(
+        [
+            Trigger(
+                source="job_failed",
+                node_ids=[i],
+                reason=f"job 1001 (pretrain) ended NODE_FAIL (NodeFail, exit 1) on {h}: {why}"[:TRIGGER_REASON_LIMIT],
+                event_id="e",
+                detected_at=at,
+            )
+            for h, i in zip(hosts, ids, strict=True)
+        ]
+    )
+    node_request = RecoveryRequest(cluster="llm-train", node_ids=sorted(ids)[:100], triggers=triggers[:100], detected_at=at)
+    classification = FailureClassification(
+        at=at,
+        kind="node_caused",
+        reason="r" * 2048,
+        faulty_nodes=[FaultyNode(slurm_node=h, node_id=i, why=why) for h, i in zip(hosts, ids, strict=True)],
+        recover_nodes=True,
+        node_request=node_request,
+        node_execution_name="hpj-1001-1773666562-nodes",
+    )
+    largest = len(answer.model_dump_json().encode()) + len(classification.model_dump_json().encode())
+    # (the other fields: what the fleet's 1,100-node job measured, with room to spare)
+    assert largest + OTHER_FIELDS <= STATE_REST_BUDGET, (largest, STATE_REST_BUDGET)
+
+
+@pytest.mark.parametrize("count,width", [(2_000, 128), (10_000, 18), (6_000, 64)])
 def test_a_job_whose_names_would_not_fit_is_reported_without_them_and_says_so(
     count: int, width: int, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -97,7 +167,7 @@ def test_a_job_whose_names_would_not_fit_is_reported_without_them_and_says_so(
     assert f"its {count} node names make the job-failed event more than {FAILURE_DETAIL_BUDGET} bytes" in caplog.text
 
 
-@pytest.mark.parametrize("pods,kept", [(1_000, True), (10_000, False)])
+@pytest.mark.parametrize("pods,kept", [(1_000, True), (5_000, False)])
 def test_on_eks_a_failed_jobs_pod_nodes_are_carried_while_they_fit(pods: int, kept: bool) -> None:
     # Given a failed job object whose pods ran on ``pods`` HyperPod nodes (hyperpod-i-<17 hex>: 28 characters)
     nodes = [f"hyperpod-i-{n:017x}" for n in range(pods)]

@@ -5,12 +5,15 @@ every cordon fail validation in the agent, and every node incident escalated."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from hyperpod_recovery.adapters.eks_orchestrator import EksOrchestrator
+from hyperpod_recovery.domain.hangs.classify import classify_hang
 from hyperpod_recovery.domain.job_failure import classify_failure, faulty_nodes
 from hyperpod_recovery.domain.job_incident import MAX_RECORD_JOB_NODES, incident_facts
 from hyperpod_recovery.errors import ControllerAgentError, JobNodesNotCarried
@@ -22,8 +25,10 @@ from hyperpod_recovery.models.commands import (
     CommandEnvelope,
     CordonNodes,
     CordonResult,
+    HangEvidenceResult,
     JobSpec,
     JobSpecResult,
+    NodeStacks,
     NodeStates,
     NodeStatesResult,
     NodeStatus,
@@ -52,6 +57,7 @@ from sandbox.slurm import SimulatedSlurm, SlurmJob
 from tests.fakes import T0, FakeOrchestrator
 from tests.unit.test_hang_classify import NAMES as NAMES_OF_VERDICT
 from tests.unit.test_hang_classify import _classify, _setup
+from tests.unit.test_hang_detection import report
 
 NODES = [f"ip-10-2-{n // 256}-{n % 256}" for n in range(2048)]
 
@@ -385,3 +391,29 @@ def test_capture_job_spec_asks_about_a_verdicts_nodes_only_when_more_nodes_repor
 
 def test_what_capture_job_spec_may_ask_about_is_every_node_a_verdict_names() -> None:
     assert MAX_NODES_ASKED == MAX_SUSPECTS + MAX_VERDICT_NODES
+
+
+def test_a_large_jobs_hang_blames_no_node_from_stacks_sampled_from_the_nodes_that_stopped_first() -> None:
+    """A review found it: a large job's evidence is dumped on the verdict's nodes (those that stopped
+    first), so their common stack was the majority and the healthy nodes "the odd ones out"."""
+    # Given a 2,048-node job's hang with no suspect, whose sampled nodes' stacks are mostly one shared stuck stack
+    request, job, cluster = _setup(num_nodes=2048, nodes=[], asked_held=NAMES_OF_VERDICT)
+    assert request.hang is not None
+    request = request.model_copy(update={"hang": request.hang.model_copy(update={"suspects": [], "suspects_why": ""})})
+    stacks = [NodeStacks(node=n, outcome="captured", signature="stuck-in-data-loader") for n in NAMES_OF_VERDICT[:3]]
+    stacks.append(NodeStacks(node=NAMES_OF_VERDICT[3], outcome="captured", signature="all-reduce"))
+    evidence = HangEvidenceResult(job_id="1001", job_state="RUNNING", nodes=stacks)
+    # When it is classified
+    still = [*[report(n, step=101, idle=100) for n in NAMES_OF_VERDICT[:3]], report(NAMES_OF_VERDICT[3], step=100, idle=105)]
+    c = classify_hang(request, job, evidence, still, cluster, "hpj-1001-hung-1", T0 + timedelta(seconds=10))
+    # Then it is hung, restarted where it was: no node is blamed from a sample that is not the job's majority
+    assert c.kind == "hung" and c.faulty_nodes == [] and c.node_request is None
+
+
+def test_a_large_jobs_hang_whose_named_nodes_are_all_silent_asks_a_human() -> None:
+    # Given a 2,048-node job's hang whose verdict's nodes' reporters are all silent now
+    request, job, cluster = _setup(num_nodes=2048, nodes=[], asked_held=NAMES_OF_VERDICT)
+    silent = [report(n, step=101, idle=400, heartbeat_age=400) for n in NAMES_OF_VERDICT]
+    # Then nothing is done to it: their silence says nothing of the job's other 2,044 nodes
+    with pytest.raises(JobNodesNotCarried, match="none of the nodes its verdict names has a reporter heard"):
+        _classify(request, job, cluster, reports=silent)

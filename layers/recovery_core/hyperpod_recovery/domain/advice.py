@@ -242,8 +242,8 @@ _MEANING: dict[type[errors.RecoveryError], str] = {
     errors.JobSpecUnavailable: "The orchestrator no longer knows the job: the pipeline has no spec of it to submit again.",
     # (no command here: these two are both orchestrators'; the job's own line below gives its commands)
     errors.JobNodesNotCarried: (
-        "The job runs on more nodes than a workflow names, and nothing in this incident named them: whether one of its "
-        "nodes is to blame could not be told, so nothing was done to it. Look at the job's nodes for down, drained or "
+        "The job runs on more nodes than a workflow names, and what this incident holds of them could not tell whether one "
+        "of its nodes is to blame, so nothing was done to it. Look at the job's nodes for down, drained or "
         "cordoned ones; the job's line below says how to see it and start it again. A hung job still runs: stop it first."
     ),
     errors.ControllerAgentError: (

@@ -26,12 +26,15 @@ DO_NOT_REQUEUE_EXIT_CODE = 93
 
 
 # A job-failed event's detail is at most this many bytes of compact JSON (its node names left out
-# when they would make it larger: the agent's job_ended.fitted). The JobRecovery it starts carries the
-# failure in every state, which Step Functions bounds at 256 KiB (262,144 B): the rest of a state must
-# fit in what is left (STATE_REST_BUDGET, measured by tests/sandbox/test_fleet_drill.py on a 1,100-node
-# job). EventBridge's 256 KB per entry holds it too, sent with json.dumps' spaces (3 B more per name).
-# HyperPod names Slurm nodes by IP (ip-10-1-2-3, at most 18 characters): a 10,000-node job's fit.
-FAILURE_DETAIL_BUDGET = 215_000
+# when they would make it larger: ``fitted``). The JobRecovery it starts carries the failure in every
+# state, which Step Functions bounds at 256 KiB (262,144 B), beside the rest of the state: at its
+# largest, a large job's Check Job Nodes answer (256 unhealthy nodes) and a classification naming 256
+# faulty nodes with its node request, 118 KB together, and the other fields (STATE_REST_BUDGET; both
+# checked by tests/contract/test_large_job_event.py, the rest measured on a 1,100-node job by
+# tests/sandbox/test_fleet_drill.py). EventBridge's 256 KB per entry holds it too (json.dumps adds a
+# byte per name). HyperPod's Slurm node names (ip-10-1-2-3, at most 18 characters) fit for a job of
+# about 5,700 nodes; an EKS job's pods' nodes (hyperpod-i-..., 28) for about 3,800.
+FAILURE_DETAIL_BUDGET = 120_000
 STATE_REST_BUDGET = 262_144 - FAILURE_DETAIL_BUDGET - 2_048  # (less the request's own fields)
 
 

@@ -112,7 +112,7 @@ def classify_hang(
     if large and not job.asked_held:
         raise JobNodesNotCarried(
             f"{label} hangs on {job.num_nodes} nodes, more than a workflow carries the names of ({MAX_JOB_NODES_CARRIED}), "
-            "and no node its verdict names was answered as one of them (they are asked about when more nodes report than that): "
+            "and no node its verdict names was answered as one of them (they are asked about only when more nodes report than that): "
             "which progress reports are its own nodes' cannot be told here, so nothing was done to it"
         )
     allocated = set(job.asked_held if large else job.nodes)
@@ -128,6 +128,13 @@ def classify_hang(
         )
     reports = own
     heard = [r for r in reports if not r.ended and (now - r.heartbeat_at).total_seconds() <= HEARTBEAT_STALE_SECONDS]
+    if not heard and large:
+        # (only the verdict's nodes were read: theirs silent says nothing of the job's other processes)
+        raise JobNodesNotCarried(
+            f"{label} hangs on {job.num_nodes} nodes, more than a workflow carries the names of ({MAX_JOB_NODES_CARRIED}), "
+            "and none of the nodes its verdict names has a reporter heard any more: whether its processes are gone "
+            "cannot be told from them, so nothing was done to it"
+        )
     if not heard:
         # (read again now: every reporter silent, so its processes are gone or restarting; not a hang)
         return FailureClassification(
@@ -175,7 +182,9 @@ def classify_hang(
     # The evidence names a node only from stack dumps, which the job cannot shape: a pod's log is what
     # the job prints (rank 0 alone logging an evaluation is not a fault), and a slow job's stacks are
     # where the others' are, a step later (its slow node is named by its waits).
-    if not suspects and evidence is not None and not slow and orchestrator == "slurm":
+    # (not for a job too large for its names to travel: its sample is the verdict's nodes, the ones
+    # that stopped first, whose stacks would be the majority and the healthy nodes the odd ones out)
+    if not suspects and evidence is not None and not slow and orchestrator == "slurm" and not large:
         suspects, why = blame.from_evidence([s for s in evidence.nodes if s.node in allocated], job_size, evidence_words)
     if not suspects:
         why = (verdict.suspects_why or "progress names no node") + (
