@@ -349,11 +349,10 @@ class FleetRunner(DrillRunner):
             while True:
                 bound = min(self.clock.next_wake(), until)
                 self.fleet_training.advance(self.clock.horizon)
-                if bound != float("inf"):
-                    # (every failure up to the next wake-up stops its training before anything reads it)
-                    self._process_onsets(bound)
                 moment = self._next_tick_to_run(bound)
                 if moment is None:
+                    if bound != float("inf"):
+                        self._process_onsets(bound)  # (every failure up to the next wake-up, before anything reads it)
                     self._until = until
                     super()._between()
                     self.fleet_training.advance(self.clock.horizon)
@@ -361,6 +360,8 @@ class FleetRunner(DrillRunner):
                 self._until = moment  # (what AWS delivers before the tick's moment, first)
                 super()._between()
                 self._until = until
+                if self.clock.next_wake() < moment:
+                    continue  # (what it delivered woke an execution before the tick: that one goes first)
                 self._run_tick(moment)
                 self.clock.wait_until_parked(self._running)  # (what it started runs to its first wait)
         finally:
@@ -432,6 +433,7 @@ class FleetRunner(DrillRunner):
             return None
         while self._ticked_to + self.detector_period <= bound:
             moment = self._ticked_to + self.detector_period
+            self._process_onsets(moment)  # (the failures up to the tick's moment, no later)
             if self.quiet_tick_calls is None or self.fleet_progress.verdicts_at(moment):
                 return moment
             self._ticked_to = moment

@@ -226,20 +226,3 @@ def test_given_the_kubernetes_api_refusing_the_detector_then_the_stall_is_record
     eks_tick(progress, ledger, workflows, kube)
     # Then nothing starts, and `verdicts list` shows the stall and why it was not acted on
     assert workflows.started == {} and "the Kubernetes API refused to read PyTorchJob team-a/llama" in ledger.verdicts(CLUSTER)[0].action
-
-
-def test_given_a_job_another_incident_already_resubmits_then_its_stall_is_recorded_and_no_second_recovery_starts(tables) -> None:
-    """Found by the fleet drill: a node's fault stops the job's steps; its ranks on the other nodes
-    wait, heartbeating, until the node's incident ends the job. A tick in between saw a stall, and a
-    second recovery started only to find the job handled (a "duplicate" told to the chat)."""
-    progress, ledger, dynamodb = tables
-    # Given job 1001 stalled, and the node incident that resubmits it holding its claim
-    write(dynamodb, *[report(f"ip-10-1-0-{i}", step=101, idle=90) for i in (1, 2, 3)], report("ip-10-1-0-4", step=100, idle=95))
-    ledger.claim_resubmission(CLUSTER, "1001", "hpr-4n-abc-20260315T0540", T0, timedelta(hours=1))
-    workflows = FakeWorkflows()
-    # When a tick sees the stall
-    counts = tick(progress, ledger, workflows, HangRules())
-    # Then nothing starts, and the verdict is kept saying whose the job is
-    assert workflows.started == {} and counts["already_resubmitted"] == 1 and "observed_not_enforceable" not in counts
-    (kept,) = ledger.verdicts(CLUSTER)
-    assert kept.execution is None and "(not acted on: job 1001 is being resubmitted by incident hpr-4n-abc-20260315T0540)" in kept.action

@@ -408,6 +408,8 @@ def test_a_large_jobs_hang_blames_no_node_from_stacks_sampled_from_the_nodes_tha
     c = classify_hang(request, job, evidence, still, cluster, "hpj-1001-hung-1", T0 + timedelta(seconds=10))
     # Then it is hung, restarted where it was: no node is blamed from a sample that is not the job's majority
     assert c.kind == "hung" and c.faulty_nodes == [] and c.node_request is None
+    # (and its reason names no node as the odd one out)
+    assert "not as on the other" not in c.reason and "blames no node of a job this large" in c.reason
 
 
 def test_a_large_jobs_hang_whose_named_nodes_are_all_silent_asks_a_human() -> None:

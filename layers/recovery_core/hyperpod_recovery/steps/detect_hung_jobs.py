@@ -38,7 +38,6 @@ from hyperpod_recovery.models.common import SLURM_JOB_ID_PATTERN, matches
 from hyperpod_recovery.models.hangs import HangVerdict, RecordedVerdict
 from hyperpod_recovery.models.kubernetes import JOB_KINDS, KUBE_UID_PATTERN, KubeJobRef
 from hyperpod_recovery.models.progress import kube_job_key
-from hyperpod_recovery.models.records import ResubmissionClaim
 from hyperpod_recovery.models.requests import JobRecoveryRequest
 from hyperpod_recovery.observability import logger
 from hyperpod_recovery.ports import KubeApi, Ledger, ProgressReader, Workflows
@@ -132,19 +131,10 @@ def _recovered_job(verdict: HangVerdict, kube: KubeApi | None) -> tuple[str | No
     return found[0][1], ""
 
 
-def _claim_of(ledger: Ledger, cluster: str, job_id: str) -> ResubmissionClaim | None:
-    try:
-        return ledger.resubmission_claim(cluster, job_id)
-    except (LedgerUnavailable, LedgerError):
-        logger.warning("could not read a job's resubmission claim; its recovery will", extra={"job": job_id})
-        return None
-
-
 def _act(verdict: HangVerdict, ledger: Ledger, workflows: Workflows, now: datetime, counts: Counter[str], kube: KubeApi | None) -> None:
     enforce = verdict.mode == "enforce"
     job_id: str | None = verdict.job
     why_not = ""
-    claimed = False
     if enforce:
         try:
             job_id, why_not = _recovered_job(verdict, kube)
@@ -154,17 +144,7 @@ def _act(verdict: HangVerdict, ledger: Ledger, workflows: Workflows, now: dateti
             counts["start_failed"] += 1
             return
         enforce = job_id is not None
-    if enforce and job_id is not None:
-        # A job another incident already resubmits (a node of it failed: the node's recovery ended and
-        # resubmits it; its ranks stalled in the meantime) is that incident's: its stall is recorded,
-        # and no second recovery starts only to find it handled and tell the chat so.
-        # (a claim that cannot be read: the recovery starts, and its Classify Failure reads it again)
-        claim = _claim_of(ledger, verdict.cluster, job_id)
-        if claim is not None:
-            enforce, why_not = False, f"job {job_id} is being resubmitted by incident {claim.incident_id}"
-            counts["already_resubmitted"] += 1
-            claimed = True
-    if not enforce and verdict.mode == "enforce" and not claimed:
+    if not enforce and verdict.mode == "enforce":
         counts["observed_not_enforceable"] += 1
     name = hang_execution_name(job_id or verdict.job.replace("/", "-"), verdict.reason, verdict.episode_at)
     observed = f"observed: would {would_do(verdict)}" + (f" (not acted on: {why_not})" if why_not else "")

@@ -187,9 +187,13 @@ def classify_hang(
     if not suspects and evidence is not None and not slow and orchestrator == "slurm" and not large:
         suspects, why = blame.from_evidence([s for s in evidence.nodes if s.node in allocated], job_size, evidence_words)
     if not suspects:
-        why = (verdict.suspects_why or "progress names no node") + (
-            f"; evidence: {blame.from_evidence(evidence.nodes, job_size, evidence_words)[1]}" if evidence is not None and not slow else ""
-        )
+        if large:
+            said = "; its evidence (taken on the nodes that stopped first) blames no node of a job this large"
+        elif evidence is not None and not slow:
+            said = f"; evidence: {blame.from_evidence(evidence.nodes, job_size, evidence_words)[1]}"
+        else:
+            said = ""
+        why = (verdict.suspects_why or "progress names no node") + said
     stuck = f"{label} is {'slow' if slow else 'hung'}: {verdict.summary.split(': ', 1)[-1]}"
     by_name = {name: n for n in cluster if (name := n.name_in(orchestrator))}
     faulty = [
