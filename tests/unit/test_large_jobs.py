@@ -86,6 +86,16 @@ def _execute(executor: CommandExecutor, command: object) -> object:
     return type(reply).model_validate_json(reply.model_dump_json()).result
 
 
+def _eks_job_on_more_nodes_than_carried() -> tuple[FakeKube, list[str], str]:
+    """A PyTorchJob whose 1,001 pods run on 1,001 HyperPod nodes: the fake API, the nodes' names, its uid."""
+    fake = FakeKube(now=lambda: T0)
+    names = [f"hyperpod-i-0123456789ab{n:05x}" for n in range(MAX_JOB_NODES_CARRIED + 1)]
+    for name in names:
+        fake.add_hyperpod_node(name.removeprefix("hyperpod-"))
+    fake.add_job("PyTorchJob", "kubeflow", "llama", nodes=names, annotations={OPT_IN_ANNOTATION: "true"})
+    return fake, names, fake.jobs[("PyTorchJob", "kubeflow", "llama")]["metadata"]["uid"]
+
+
 def test_a_cordon_on_a_2048_node_job_answers_the_job_without_its_names() -> None:
     # Given one job on 2,048 nodes, two of which fail
     executor = CommandExecutor(_slurm(), now=lambda: T0)
@@ -163,12 +173,7 @@ def test_capture_job_spec_for_a_hang_asks_about_the_verdicts_nodes_and_the_agent
 
 
 def test_on_eks_capture_for_a_hang_of_a_large_job_answers_the_asked_nodes_its_pods_run_on() -> None:
-    fake = FakeKube(now=lambda: T0)
-    names = [f"hyperpod-i-0123456789ab{n:05x}" for n in range(MAX_JOB_NODES_CARRIED + 1)]
-    for name in names:
-        fake.add_hyperpod_node(name.removeprefix("hyperpod-"))
-    fake.add_job("PyTorchJob", "kubeflow", "llama", nodes=names, annotations={OPT_IN_ANNOTATION: "true"})
-    uid = fake.jobs[("PyTorchJob", "kubeflow", "llama")]["metadata"]["uid"]
+    fake, names, uid = _eks_job_on_more_nodes_than_carried()
     asked = [names[5], "hyperpod-i-0fffffffffffffff0"]
     job = EksOrchestrator(fake, None, lambda: T0).execute(CaptureJobSpec(job_id=uid, asked=asked)).job  # type: ignore[arg-type]
     assert job is not None and job.nodes == [] and job.asked_held == [names[5]]
@@ -331,12 +336,7 @@ def test_on_eks_every_node_not_plainly_healthy_is_answered_and_read_as_on_slurm(
 
 def test_on_eks_capture_of_a_job_on_more_nodes_than_carried_answers_no_names_rather_than_some() -> None:
     # Given a PyTorchJob whose 1,001 pods run on 1,001 HyperPod nodes
-    fake = FakeKube(now=lambda: T0)
-    names = [f"hyperpod-i-0123456789ab{n:05x}" for n in range(MAX_JOB_NODES_CARRIED + 1)]
-    for name in names:
-        fake.add_hyperpod_node(name.removeprefix("hyperpod-"))
-    fake.add_job("PyTorchJob", "kubeflow", "llama", nodes=names, annotations={OPT_IN_ANNOTATION: "true"})
-    uid = fake.jobs[("PyTorchJob", "kubeflow", "llama")]["metadata"]["uid"]
+    fake, _, uid = _eks_job_on_more_nodes_than_carried()
     # When its spec is captured
     job = EksOrchestrator(fake, None, lambda: T0).execute(CaptureJobSpec(job_id=uid)).job  # type: ignore[arg-type]
     # Then it carries none of its nodes' names (never the first 1,000 of them, as if they were all)
