@@ -219,11 +219,23 @@ class FakeLedger:
     def claim_resubmission(self, cluster: str, job_id: str, incident_id: str, now: datetime, ttl: timedelta) -> ResubmissionClaim:
         current = self.claims.get((cluster, job_id))
         if current is None or (current["new_job_id"] is None and current["expires"] < now):
-            current = self.claims[(cluster, job_id)] = {"incident": incident_id, "new_job_id": None, "expires": now + ttl}
+            current = {"incident": incident_id, "new_job_id": None, "expires": now + ttl, "claimed_at": now}
+            self.claims[(cluster, job_id)] = current
         claimed = current["incident"] == incident_id
         if claimed and current["new_job_id"] is None:
             self._hold(incident_id, cluster, "claims", [job_id])
-        return ResubmissionClaim(job_id=job_id, incident_id=current["incident"], claimed=claimed, new_job_id=current["new_job_id"])
+        return self._claim_of(job_id, current, claimed)
+
+    @staticmethod
+    def _claim_of(job_id: str, claim: dict[str, Any], claimed: bool) -> ResubmissionClaim:
+        return ResubmissionClaim(
+            job_id=job_id,
+            incident_id=claim["incident"],
+            claimed=claimed,
+            new_job_id=claim["new_job_id"],
+            claimed_at=claim.get("claimed_at"),
+            open_until=claim.get("expires") if claim["new_job_id"] is None else None,
+        )
 
     def complete_resubmission(self, cluster: str, job_id: str, incident_id: str, new_job_id: str) -> None:
         claim = self.claims.get((cluster, job_id))
@@ -241,7 +253,7 @@ class FakeLedger:
         claim = self.claims.get((cluster, job_id))
         if claim is None:
             return None
-        return ResubmissionClaim(job_id=job_id, incident_id=claim["incident"], claimed=False, new_job_id=claim["new_job_id"])
+        return self._claim_of(job_id, claim, False)
 
     def job_restarts(self, cluster: str, now: datetime) -> list[str]:
         return sorted(incident for (c, incident), until in self.job_restart_places.items() if c == cluster and until >= now)

@@ -229,6 +229,8 @@ def _hangs(runner: FleetRunner) -> dict[str, Any]:
         "ticks_counted_quiet": runner.quiet_ticks,
         "stall_verdicts": sum(a.get("stall_verdicts", 0) for a in answers),
         "recoveries_started": sum(a.get("recoveries_started", 0) for a in answers),
+        # (a stall another incident already ends: domain/hangs/handled.py)
+        "left_to_another_incident": sum(a.get("left_to_another_incident", 0) for a in answers),
         "tick_errors": sum(1 for _, a in runner.detector_ticks if not isinstance(a, dict) or "errorMessage" in a),
         "largest_table_read_bytes": runner.progress_bytes_per_tick,
     }
@@ -405,7 +407,8 @@ def _format_hangs(hangs: dict[str, Any] | None, not_sent: int) -> list[str]:
         f"(p50 {_minutes(hangs['detection_seconds']['p50'])}, max {_minutes(hangs['detection_seconds']['max'])} after they began); "
         f"job faults whose job it had ended before their own event: {not_sent}",
         f"  {hangs['ticks']} ticks ({hangs['ticks_run']} run, {hangs['ticks_counted_quiet']} counted quiet), "
-        f"{hangs['stall_verdicts']} stall verdicts, {hangs['recoveries_started']} recoveries started, {hangs['tick_errors']} ticks failed",
+        f"{hangs['stall_verdicts']} stall verdicts, {hangs['recoveries_started']} recoveries started, "
+        f"{hangs.get('left_to_another_incident', 0)} left to the incident already ending the job, {hangs['tick_errors']} ticks failed",
     ]
 
 

@@ -170,6 +170,23 @@ def test_ledger_claim_released_or_expired_frees_the_job(ledger: Any) -> None:
     assert ledger.resubmission_claim("c", "1").new_job_id == "9"
 
 
+def test_ledger_claim_read_says_when_it_was_taken_and_holds_exactly_while_no_one_can_take_it_over(ledger: Any) -> None:
+    # Given a's claim on job 1, taken at T0 for TTL
+    ledger.claim_resubmission("c", "1", "a", T0, TTL)
+    claim = ledger.resubmission_claim("c", "1")
+    assert claim.claimed_at == T0 and claim.open_until == T0 + TTL and not claim.completed
+    # Then it is in force exactly as long as another incident cannot take it over (Detect Hung Jobs,
+    # Classify Failure and Plan Job Restart read it so: domain/hangs/handled.py, job_failure.py)
+    for moment in (T0 + TTL - timedelta(seconds=1), T0 + TTL, T0 + TTL + timedelta(seconds=1), T0 + TTL + timedelta(seconds=2)):
+        assert claim.in_force(moment) == (not ledger.claim_resubmission("c", "1", "x", moment, TTL).claimed)
+        if not claim.in_force(moment):
+            break
+    # And once completed, it holds with its copy, no longer until a moment
+    ledger.complete_resubmission("c", "1", "x", "9")
+    done = ledger.resubmission_claim("c", "1")
+    assert done.completed and done.open_until is None and done.in_force(T0 + TTL * 100) and done.claimed_at is not None
+
+
 def test_ledger_holdings_follow_what_an_incident_takes_and_gives_back(ledger: Any) -> None:
     # Given an incident that locks two nodes, reserves them under the cap and claims a job
     assert ledger.holdings("a") is None

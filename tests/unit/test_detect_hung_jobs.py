@@ -226,3 +226,65 @@ def test_given_the_kubernetes_api_refusing_the_detector_then_the_stall_is_record
     eks_tick(progress, ledger, workflows, kube)
     # Then nothing starts, and `verdicts list` shows the stall and why it was not acted on
     assert workflows.started == {} and "the Kubernetes API refused to read PyTorchJob team-a/llama" in ledger.verdicts(CLUSTER)[0].action
+
+
+# --- a stall another incident already ends (domain/hangs/handled.py) --------------------------------
+def test_given_an_incident_that_claimed_the_job_after_its_last_progress_then_the_stall_is_left_to_it(tables) -> None:
+    progress, ledger, dynamodb = tables
+    # Given job 1001 without progress for 300 s (a node's fault: its other ranks wait, heartbeating),
+    # and node incident hpr-x, which claimed the job's resubmission 60 s ago
+    write(dynamodb, *[report(f"ip-10-1-0-{i}", idle=300) for i in (1, 2, 3)])
+    ledger.claim_resubmission(CLUSTER, "1001", "hpr-x", T0 - timedelta(seconds=60), timedelta(hours=1))
+    workflows = FakeWorkflows()
+    # When a tick sees the stall
+    counts = tick(progress, ledger, workflows, HangRules())
+    # Then nothing starts, and the verdict says to whom it was left and why
+    assert workflows.started == {} and counts["left_to_another_incident"] == 1 and "recoveries_started" not in counts
+    (kept,) = ledger.verdicts(CLUSTER)
+    assert kept.execution is None
+    assert kept.action == (
+        "not acted on: left to incident hpr-x, which claimed its resubmission at 2026-03-14 08:59:00 UTC, after the job's "
+        "last progress, and has not resubmitted it yet (its claim holds until 2026-03-14 09:59:00 UTC)"
+    )
+
+
+def test_given_the_incident_gives_the_job_up_then_the_next_tick_starts_the_recovery_and_the_kept_verdict_says_so(tables) -> None:
+    progress, ledger, dynamodb = tables
+    write(dynamodb, *[report(f"ip-10-1-0-{i}", idle=300) for i in (1, 2, 3)])
+    ledger.claim_resubmission(CLUSTER, "1001", "hpr-x", T0 - timedelta(seconds=60), timedelta(hours=1))
+    workflows = FakeWorkflows()
+    tick(progress, ledger, workflows, HangRules())
+    # Given an operator confirmed the verdict, and hpr-x then gave its claim back (Slurm requeued the job, say)
+    (was,) = ledger.verdicts(CLUSTER)
+    assert ledger.review_verdict(was, was.model_copy(update={"review": "confirmed", "reviewed_by": "alice"}))
+    ledger.release_resubmission(CLUSTER, "1001", "hpr-x")
+    # When the next tick sees the same stall (the same episode)
+    counts = tick(progress, ledger, workflows, HangRules(), timedelta(minutes=1))
+    # Then the recovery starts, and the one kept verdict now names it, keeping what it first said and its review
+    (name,) = workflows.started
+    assert counts["recoveries_started"] == 1
+    (kept,) = ledger.verdicts(CLUSTER)
+    assert kept.execution == name and kept.review == "confirmed" and kept.reviewed_by == "alice"
+    first = "at 09:00:00 UTC: not acted on: left to incident hpr-x"
+    assert kept.action.startswith(f"started job recovery {name} at 2026-03-14 09:01:00 UTC; {first}")
+    # And a third tick changes nothing more
+    tick(progress, ledger, workflows, HangRules(), timedelta(minutes=2))
+    assert ledger.verdicts(CLUSTER) == [kept] and list(workflows.started) == [name]
+
+
+def test_given_a_claim_from_before_the_stall_expired_or_long_past_then_the_recovery_starts(tables) -> None:
+    progress, ledger, dynamodb = tables
+    write(dynamodb, *[report(f"ip-10-{j}-0-{i}", idle=1800, job=str(j)) for j in (1, 2, 3) for i in (1, 2)])
+    # Given job 1: resubmitted two days ago by hpr-a (its id back since, as a requeued job's is);
+    # job 2: claimed after its last progress by hpr-b, which died (its claim expired);
+    # job 3: claimed after its last progress by hpr-c 20 minutes ago, and still stalled
+    ledger.claim_resubmission(CLUSTER, "1", "hpr-a", T0 - timedelta(days=2), timedelta(hours=1))
+    ledger.complete_resubmission(CLUSTER, "1", "hpr-a", "9")
+    ledger.claim_resubmission(CLUSTER, "2", "hpr-b", T0 - timedelta(minutes=25), timedelta(minutes=10))
+    ledger.claim_resubmission(CLUSTER, "3", "hpr-c", T0 - timedelta(minutes=20), timedelta(hours=1))
+    workflows = FakeWorkflows()
+    # When a tick sees the three stalls
+    counts = tick(progress, ledger, workflows, HangRules())
+    # Then each starts its recovery (whose Classify Failure reads the claim again and says what it finds)
+    assert sorted(n.split("-hung-")[0] for n in workflows.started) == ["hpj-1", "hpj-2", "hpj-3"]
+    assert counts["recoveries_started"] == 3 and "left_to_another_incident" not in counts

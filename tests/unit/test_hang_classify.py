@@ -64,6 +64,18 @@ def test_given_a_job_already_resubmitted_then_nothing_more_is_done() -> None:
     assert c.kind == "left_alone" and "already resubmitted by incident hpj-1001-hung-1-nodes as job 1002" in c.reason
 
 
+def test_given_a_job_another_incident_is_resubmitting_then_left_alone_until_its_claim_expires() -> None:
+    request, job, cluster = _setup()
+    now = T0 + timedelta(seconds=10)
+    claim = ResubmissionClaim(job_id="1001", incident_id="hpr-x", claimed=False, claimed_at=T0, open_until=now + timedelta(minutes=5))
+    # When the open claim holds, then the hang is left to it, said as what it is: not done yet
+    c = _classify(request, job, cluster, claim=claim)
+    assert c.kind == "left_alone" and "job 1001 (llama) is being resubmitted by incident hpr-x:" in c.reason
+    # When it expired (its incident died unsettled), then the hang is recovered as any other
+    expired = claim.model_copy(update={"open_until": now - timedelta(seconds=1)})
+    assert _classify(request, job, cluster, claim=expired).kind == "hung"
+
+
 def test_given_a_job_completing_or_ended_then_left_alone() -> None:
     for state in ("COMPLETING", "CANCELLED", "FAILED"):
         request, job, cluster = _setup(state=state)

@@ -312,6 +312,22 @@ def test_a_job_claimed_by_another_incident_is_left_alone_and_by_our_nested_recov
     assert _plan(claim=ResubmissionClaim(job_id="8", incident_id="hpj-8", claimed=False)).action == "resubmit"
 
 
+def test_a_claim_another_incident_holds_open_is_left_alone_until_it_expires_then_taken_over() -> None:
+    # Given incident hpr-x's open claim on job 8, taken an hour ago and holding until T0 + 1 s
+    open_claim = ResubmissionClaim(
+        job_id="8", incident_id="hpr-x", claimed=False, claimed_at=T0 - timedelta(hours=1), open_until=T0 + timedelta(seconds=1)
+    )
+    # When it still holds, then the job is left to it, in words that do not say it was resubmitted
+    held = _plan(claim=open_claim)
+    assert held.action == "left_alone" and held.reason.endswith("is being resubmitted by incident hpr-x") and held.resubmitted_as is None
+    # When it expired (hpr-x died without settling it), then it is nobody's: Resubmit Job takes it over
+    expired = open_claim.model_copy(update={"open_until": T0 - timedelta(seconds=1)})
+    assert _plan(claim=expired).action == "resubmit"
+    # And a completed claim holds whatever its age (the job was resubmitted: never a second copy)
+    done = expired.model_copy(update={"new_job_id": "9", "open_until": None, "claimed_at": T0 - timedelta(days=29)})
+    assert _plan(claim=done).action == "left_alone"
+
+
 def test_no_verified_checkpoint_escalates() -> None:
     plan = CheckpointPlan(at=T0, unresumable=[UnresumableJob(job_id="8", name="llama", reason="no verified checkpoint under s3://ckpt/")])
     with pytest.raises(NoVerifiedCheckpoint, match="job 8"):

@@ -92,6 +92,8 @@ HANG_DETECTION = {
     "observed": "HangVerdictsObserved",
     "start_failed": "HangRecoveriesStartFailed",
     "deferred": "HangJobsDeferred",
+    # (a stall another incident already ends: it claimed the job's resubmission after its last progress)
+    "left_to_another_incident": "HangVerdictsLeftToIncidents",
 }
 
 # HyperPod's own hang detectors' verdicts (Import HyperPod Hangs, Find Failed Jobs): each kept verdict's

@@ -42,7 +42,7 @@ import hashlib
 import json
 import uuid
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -97,6 +97,21 @@ NAME_REUSE_AFTER = timedelta(days=90)
 # Sorts after anything that follows a prefix in a sort key (DynamoDB orders strings by their UTF-8
 # bytes; this is the highest code point).
 _HIGHEST = "\U0010ffff"
+
+
+def _claim(job_id: str, item: dict[str, Any], *, claimed: bool) -> ResubmissionClaim:
+    """A RESUBMISSION item as read: its holder, its copy (once completed), when it was taken and
+    until when an open one holds."""
+    claimed_at = item.get("claimed_at", {}).get("S")
+    open_until = item.get("claim_expires_at", {}).get("N")
+    return ResubmissionClaim(
+        job_id=job_id,
+        incident_id=item.get("incident", {}).get("S", "unknown"),
+        claimed=claimed,
+        new_job_id=item.get("new_job_id", {}).get("S"),
+        claimed_at=datetime.fromisoformat(claimed_at) if claimed_at else None,
+        open_until=datetime.fromtimestamp(int(open_until), tz=UTC) if open_until else None,
+    )
 
 
 def _epoch(moment: datetime) -> str:
@@ -227,12 +242,7 @@ class DynamoLedger:
                 raise self._unavailable(exc) from exc
         item = self._get(key["pk"]["S"], "RESUBMISSION") or {}
         holder = item.get("incident", {}).get("S", "unknown")
-        claim = ResubmissionClaim(
-            job_id=job_id,
-            incident_id=holder,
-            claimed=holder == incident_id,
-            new_job_id=item.get("new_job_id", {}).get("S"),
-        )
+        claim = _claim(job_id, item, claimed=holder == incident_id)
         if claim.claimed and not claim.new_job_id:
             self._hold(incident_id, cluster, "ADD", claims=[job_id])
         return claim
@@ -279,9 +289,7 @@ class DynamoLedger:
         item = self._get(f"JOB#{cluster}#{job_id}", "RESUBMISSION")
         if not item:
             return None
-        return ResubmissionClaim(
-            job_id=job_id, incident_id=item["incident"]["S"], claimed=False, new_job_id=item.get("new_job_id", {}).get("S")
-        )
+        return _claim(job_id, item, claimed=False)
 
     def recreation_token(self, cluster: str, job_id: str, now: datetime) -> str:
         """EKS: the token of the job's re-creation, recorded here before the object is made (one per
@@ -1049,7 +1057,10 @@ class DynamoLedger:
         }
 
     def record_verdict(self, recorded: RecordedVerdict) -> bool:
-        """Keep a verdict once per episode: False when this episode's verdict is already kept."""
+        """Keep a verdict once per episode: False when this episode's verdict is already kept. A kept
+        one that started nothing (left to another incident) whose recovery a later tick of the same
+        episode starts is updated to say so, its review kept: the record never says "not acted on"
+        of a stall that was acted on."""
         try:
             self._call(
                 self.dynamodb.put_item,
@@ -1058,8 +1069,21 @@ class DynamoLedger:
                 ConditionExpression="attribute_not_exists(pk)",
             )
         except ClientError:  # (ConditionalCheckFailed: _call re-raises only that one)
+            if recorded.execution is not None:
+                self._record_start(recorded)
             return False
         return True
+
+    def _record_start(self, started: RecordedVerdict) -> None:
+        verdict = started.verdict
+        for _ in range(RESERVATION_ATTEMPTS):  # (an operator's review written meanwhile: read again)
+            was = self.verdict(verdict.cluster, verdict.rule, verdict.job, verdict.episode_at)
+            if was is None or was.execution is not None:
+                return
+            action = f"{started.action} at {verdict.decided_at:%Y-%m-%d %H:%M:%S} UTC"
+            action += f"; at {was.verdict.decided_at:%H:%M:%S} UTC: {was.action}"
+            if self.review_verdict(was, was.model_copy(update={"execution": started.execution, "action": action[:512]})):
+                return
 
     def verdicts(self, cluster: str, since: datetime | None = None) -> list[RecordedVerdict]:
         """The cluster's verdicts by episode, oldest first (every page)."""

@@ -261,14 +261,18 @@ def plan_restart(
     job = classification.job
     assert job is not None, "only classifications with a job reach Plan Job Restart"
     label = job_label(job.job_id, job, request.failure)
-    if claim is not None and claim.incident_id != execution_name:
+    # (an open claim that expired is nobody's: its incident died unsettled, and Resubmit Job takes it over)
+    if claim is not None and claim.incident_id != execution_name and claim.in_force(now):
         by_child = claim.incident_id == classification.node_execution_name
         return RestartDecision(
             at=now,
             action="resubmitted_by_node_recovery" if by_child else "left_alone",
             # (on EKS a job object is re-created, its copy known here by its uid only)
+            # (an open claim: its incident is restarting the job, and has not said as what yet)
             reason=f"{label} was already {'re-created' if job.kube else 'resubmitted'} by incident {claim.incident_id}"
-            + ((f" as the job of uid {claim.new_job_id}" if job.kube else f" as job {claim.new_job_id}") if claim.new_job_id else ""),
+            + (f" as the job of uid {claim.new_job_id}" if job.kube else f" as job {claim.new_job_id}")
+            if claim.new_job_id
+            else f"{label} is being {'re-created' if job.kube else 'resubmitted'} by incident {claim.incident_id}",
             lineage_root=lineage_root,
             resubmitted_as=claim.new_job_id,
             resubmitted_by=claim.incident_id,

@@ -263,6 +263,21 @@ class ResubmissionClaim(BaseModel):
     incident_id: str
     claimed: bool  # True when this incident holds the claim
     new_job_id: str | None = None
+    # When the holder took it, and until when an open claim holds (None once completed: a
+    # completed claim holds until its item's TTL). Unknown (None) on an open claim counts as holding.
+    claimed_at: Timestamp | None = None
+    open_until: Timestamp | None = None
+
+    @property
+    def completed(self) -> bool:
+        return self.new_job_id is not None
+
+    def in_force(self, now: datetime) -> bool:
+        """Whether the claim still keeps every other incident from restarting the job: a completed
+        one always (the job was resubmitted), an open one until it expires (its incident died without
+        settling it; Resubmit Job takes an expired one over, ledger.claim_resubmission)."""
+        # (in whole seconds, as the ledger's condition compares them: expired once claim_expires_at < now)
+        return self.completed or self.open_until is None or int(now.timestamp()) <= int(self.open_until.timestamp())
 
 
 class MeasuredRestart(BaseModel):

@@ -6,6 +6,10 @@ Each verdict is kept in the ledger once per episode (the same stall seen a minut
 same episode: its last progress names it). A rule in ``enforce`` starts one JobRecovery per episode,
 named by the job and the episode (``hpj-<job>-hung-<epoch>``), so a stall seen by many ticks starts
 one execution; in ``observe`` the verdict says what would have been done, and nothing is touched.
+A stall another incident already ends (it claimed the job's resubmission after the job's last
+progress: a node's fault stops the job, and its other ranks wait until that incident cancels it) is
+recorded as left to that incident and starts nothing (domain/hangs/handled.py); should a later tick
+of the same episode start the recovery after all, the kept verdict is updated to say so.
 
 What the table says is a signal, not proof: the recovery acts only on a job the orchestrator says
 is running and whose own submission opted in, on the nodes the orchestrator gave it. An EKS job
@@ -24,6 +28,7 @@ from pydantic import ValidationError
 
 from hyperpod_recovery.domain.execution_names import hang_execution_name
 from hyperpod_recovery.domain.hangs.detect import job_verdicts
+from hyperpod_recovery.domain.hangs.handled import handled_by
 from hyperpod_recovery.domain.hangs.rules import HangRules
 from hyperpod_recovery.errors import (
     KubeAccessDenied,
@@ -131,6 +136,17 @@ def _recovered_job(verdict: HangVerdict, kube: KubeApi | None) -> tuple[str | No
     return found[0][1], ""
 
 
+def _left_to(verdict: HangVerdict, job_id: str, ledger: Ledger, now: datetime) -> str | None:
+    """Why the stall is another incident's to end (domain/hangs/handled.py), or None. A claim that
+    cannot be read starts the recovery: its Classify Failure reads the claim again."""
+    try:
+        claim = ledger.resubmission_claim(verdict.cluster, job_id)
+    except (LedgerUnavailable, LedgerError) as exc:
+        logger.warning("could not read a hung job's resubmission claim", extra={"job": verdict.job, "error": str(exc)[:300]})
+        return None
+    return handled_by(verdict, claim, now, on_eks=kube_job_key(verdict.job) is not None)
+
+
 def _act(verdict: HangVerdict, ledger: Ledger, workflows: Workflows, now: datetime, counts: Counter[str], kube: KubeApi | None) -> None:
     enforce = verdict.mode == "enforce"
     job_id: str | None = verdict.job
@@ -146,13 +162,18 @@ def _act(verdict: HangVerdict, ledger: Ledger, workflows: Workflows, now: dateti
         enforce = job_id is not None
     if not enforce and verdict.mode == "enforce":
         counts["observed_not_enforceable"] += 1
+    left_to = _left_to(verdict, job_id, ledger, now) if enforce and job_id is not None else None
+    if left_to is not None:
+        enforce = False
+        counts["left_to_another_incident"] += 1
     name = hang_execution_name(job_id or verdict.job.replace("/", "-"), verdict.reason, verdict.episode_at)
-    observed = f"observed: would {would_do(verdict)}" + (f" (not acted on: {why_not})" if why_not else "")
-    recorded = RecordedVerdict(
-        verdict=verdict,
-        action=(f"started job recovery {name}" if enforce else observed)[:512],
-        execution=name if enforce else None,
-    )
+    if left_to is not None:
+        action = f"not acted on: {left_to}"
+    elif enforce:
+        action = f"started job recovery {name}"
+    else:
+        action = f"observed: would {would_do(verdict)}" + (f" (not acted on: {why_not})" if why_not else "")
+    recorded = RecordedVerdict(verdict=verdict, action=action[:512], execution=name if enforce else None)
     try:
         first = ledger.record_verdict(recorded)
     except (LedgerUnavailable, LedgerError):
@@ -161,6 +182,8 @@ def _act(verdict: HangVerdict, ledger: Ledger, workflows: Workflows, now: dateti
         first = True
     if first:
         logger.info("hang verdict", extra={"verdict": verdict.summary, "mode": verdict.mode, "suspects": verdict.suspects})
+    if left_to is not None:
+        return
     if not enforce or job_id is None:
         counts["observed"] += 1
         return

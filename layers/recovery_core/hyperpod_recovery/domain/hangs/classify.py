@@ -66,18 +66,17 @@ def classify_hang(
 ) -> FailureClassification:
     """``reports``: the job's progress read again now; ``repeat_suspects``: nodes an earlier hang on this
     cluster suspected within the repeat-offender window (a suspect again is replaced, not only checked);
-    ``claim``: the job's resubmission claim, when an incident already resubmitted it."""
+    ``claim``: the job's resubmission claim, when an incident already resubmitted it (or is doing so:
+    an open claim, until it expires)."""
     verdict = request.hang
     assert verdict is not None, "only a hang's request is classified here"
     label = job_label(request.job_id, job, None)
-    if claim is not None:
+    if claim is not None and claim.in_force(now):
         return FailureClassification(
             at=now,
             kind="left_alone",
             job=job,
-            reason=f"{label} was already resubmitted by incident {claim.incident_id}"
-            + (f" as job {claim.new_job_id}" if claim.new_job_id else "")
-            + ": nothing more is done for its hang",
+            reason=f"{label} {_claimed_text(claim, orchestrator)}: nothing more is done for its hang",
         )
     if job is None or job.state not in (STILL_RUNNING_EKS if orchestrator == "eks" else STILL_RUNNING):
         state = job.state if job is not None else ("gone from the Kubernetes API" if orchestrator == "eks" else "unknown to slurmctld")
@@ -237,3 +236,12 @@ def classify_hang(
         node_request=node_request,
         node_execution_name=node_execution_name(execution_name) if node_request else None,
     )
+
+
+def _claimed_text(claim: ResubmissionClaim, orchestrator: Literal["slurm", "eks"]) -> str:
+    """What the job's claim says another incident did: restarted it already, or is doing so."""
+    made = "re-created" if orchestrator == "eks" else "resubmitted"
+    if claim.new_job_id:
+        copy = f"the job of uid {claim.new_job_id}" if orchestrator == "eks" else f"job {claim.new_job_id}"
+        return f"was already {made} by incident {claim.incident_id} as {copy}"
+    return f"is being {made} by incident {claim.incident_id}"

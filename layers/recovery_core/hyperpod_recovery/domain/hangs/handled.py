@@ -1,0 +1,49 @@
+"""Whether a stall is already another incident's to end (pure).
+
+A node's fault stops a job's steps at once, and the ranks on its other nodes wait in the collective,
+heartbeating, until the node's incident stops the job; an ended copy's rows still read as alive for
+a heartbeat or two. A stall verdict in between names a stop that incident is already ending: a hang
+recovery started for it could only find the job's resubmission claim and end ``duplicate``, told to
+the chat for nothing (the fleet drill met it on nearly every node fault of a 2,048-node job).
+
+The detector leaves such a verdict to the incident only when all of these hold, so that it never
+holds back a hang its own recovery would have acted on:
+
+* the claim is in force (completed, or open and not expired: ResubmissionClaim.in_force), which is
+  exactly when Classify Failure leaves the hang alone anyway (domain/hangs/classify.py);
+* it was taken at or after the job's last progress: an incident that came for this very stop, not
+  one that resubmitted the job before it ran again (a requeued job keeps its id);
+* it was taken within HANDLED_WINDOW of now: the claim's incident cancels the old copy before it
+  submits anything, so a copy still heartbeating in a stall long after that is no longer the
+  incident's to end, and the recovery starts (and says what it finds).
+
+Anything else, or a claim that could not be read, starts the recovery as before.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from hyperpod_recovery.models.hangs import HangVerdict
+from hyperpod_recovery.models.records import ResubmissionClaim
+
+# The claim's incident cancels the old copy right after it takes the claim, and the copy's rows read
+# as alive a heartbeat or two after that (models/progress.py): minutes. Past this, a stall is ours.
+HANDLED_WINDOW = timedelta(minutes=15)
+
+
+def handled_by(verdict: HangVerdict, claim: ResubmissionClaim | None, now: datetime, *, on_eks: bool = False) -> str | None:
+    """Why the verdict is left to another incident (the recorded action's words), or None: act on it."""
+    if verdict.rule != "stall" or claim is None or claim.claimed_at is None or not claim.in_force(now):
+        return None
+    if claim.claimed_at < verdict.last_progress_at or now - claim.claimed_at > HANDLED_WINDOW:
+        return None
+    made = "re-created" if on_eks else "resubmitted"
+    claimed = f"claimed its {'re-creation' if on_eks else 'resubmission'} at {claim.claimed_at:%Y-%m-%d %H:%M:%S} UTC"
+    if claim.completed:
+        copy = f"the job of uid {claim.new_job_id}" if on_eks else f"job {claim.new_job_id}"
+        done = f"and {made} it as {copy}"
+    else:
+        holds = f" (its claim holds until {claim.open_until:%Y-%m-%d %H:%M:%S} UTC)" if claim.open_until else ""
+        done = f"and has not {made} it yet{holds}"
+    return f"left to incident {claim.incident_id}, which {claimed}, after the job's last progress, {done}"
