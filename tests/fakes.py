@@ -521,6 +521,7 @@ class FakeWorkflows:
     workflow_of: dict[str, str] = field(default_factory=dict)
     woken: list[tuple[str, str]] = field(default_factory=list)
     gone_tokens: set[str] = field(default_factory=set)  # tasks that no longer wait (timed out, execution ended)
+    ended: set[str] = field(default_factory=set)  # executions a test ended (no longer listed as running)
 
     def start(self, name: str, payload: str, workflow: Literal["node", "job"] = "node") -> StartOutcome:
         if self.fail_with is not None:
@@ -530,6 +531,11 @@ class FakeWorkflows:
         self.started[name] = payload
         self.workflow_of[name] = workflow
         return "started"
+
+    def running(self, workflow: Literal["node", "job"]) -> list[str]:
+        if self.fail_with is not None:
+            raise self.fail_with
+        return [name for name in reversed(self.started) if self.workflow_of[name] == workflow and name not in self.ended]
 
     def wake(self, task_token: str, output: str) -> bool:
         if task_token in self.gone_tokens:

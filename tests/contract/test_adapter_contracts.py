@@ -929,6 +929,28 @@ def test_step_functions_turns_a_reused_execution_name_into_already_exists(aws: N
     assert [e["name"] for e in sfn.list_executions(stateMachineArn=job)["executions"]] == ["hpj-1"]
 
 
+def test_step_functions_lists_only_the_running_executions_of_the_workflow_asked(aws: None) -> None:
+    sfn = boto3.client("stepfunctions", region_name=REGION)
+    role = boto3.client("iam", region_name=REGION).create_role(RoleName="r", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+    definition = json.dumps({"StartAt": "S", "States": {"S": {"Type": "Succeed"}}})
+    node, job = (sfn.create_state_machine(name=n, definition=definition, roleArn=role)["stateMachineArn"] for n in ("node", "job"))
+    workflows = StepFunctions({"node": node, "job": job}, stepfunctions=sfn)
+    # Given two job recoveries, one of them stopped since, and a node recovery (moto runs none to its end)
+    for name, workflow in (("hpj-1-100", "job"), ("hpj-2-200", "job"), ("hpr-1", "node")):
+        workflows.start(name, "{}", workflow)  # type: ignore[arg-type]
+    sfn.stop_execution(executionArn=job.replace(":stateMachine:", ":execution:") + ":hpj-1-100")
+    # Then the job workflow's running ones are the one still running
+    assert workflows.running("job") == ["hpj-2-200"] and workflows.running("node") == ["hpr-1"]
+
+
+def test_step_functions_listing_refused_is_history_unavailable() -> None:
+    sfn = botocore.session.get_session().create_client("stepfunctions", region_name=REGION)
+    with Stubber(sfn) as stub:
+        stub.add_client_error("list_executions", "ThrottlingException")
+        with pytest.raises(HistoryUnavailable, match="ThrottlingException"):
+            StepFunctions({"job": "arn:aws:states:us-west-2:1:stateMachine:job"}, stepfunctions=sfn).running("job")
+
+
 # Every documented StartExecution error but the reused name (that one is "already_exists"), and the generic ones.
 @pytest.mark.parametrize(
     "code",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import timedelta
+from typing import Literal
 
 import boto3
 import pytest
@@ -14,7 +15,7 @@ from moto import mock_aws
 from hyperpod_recovery.adapters.ledger import DynamoLedger
 from hyperpod_recovery.adapters.progress import ProgressTable
 from hyperpod_recovery.domain.hangs.rules import HangRules
-from hyperpod_recovery.errors import KubeAccessDenied, KubeUnavailable
+from hyperpod_recovery.errors import HistoryUnavailable, KubeAccessDenied, KubeUnavailable
 from hyperpod_recovery.models.progress import ProgressReport, progress_item
 from hyperpod_recovery.models.requests import JobRecoveryRequest
 from hyperpod_recovery.steps.detect_hung_jobs import detect_hung_jobs
@@ -288,3 +289,53 @@ def test_given_a_claim_from_before_the_stall_expired_or_long_past_then_the_recov
     # Then each starts its recovery (whose Classify Failure reads the claim again and says what it finds)
     assert sorted(n.split("-hung-")[0] for n in workflows.started) == ["hpj-1", "hpj-2", "hpj-3"]
     assert counts["recoveries_started"] == 3 and "left_to_another_incident" not in counts
+
+
+class _ListingRefused(FakeWorkflows):
+    def running(self, workflow: Literal["node", "job"]) -> list[str]:
+        raise HistoryUnavailable("ListExecutions: ThrottlingException")
+
+
+def test_given_the_job_failed_and_its_recovery_runs_then_the_stall_of_its_ended_copy_is_left_to_it(tables) -> None:
+    progress, ledger, dynamodb = tables
+    # Given job 1001 without progress for 300 s, whose end (60 s ago) started JobRecovery hpj-1001-<end>
+    write(dynamodb, *[report(f"ip-10-1-0-{i}", idle=300) for i in (1, 2, 3)])
+    end = f"hpj-1001-{int(T0.timestamp()) - 60}"
+    workflows = FakeWorkflows()
+    workflows.start(end, "{}", workflow="job")
+    # When a tick sees the ended copy's last rows, stalled
+    counts = tick(progress, ledger, workflows, HangRules())
+    # Then nothing more starts, and the verdict says the stall was left to that recovery
+    assert list(workflows.started) == [end] and counts["left_to_another_incident"] == 1
+    (kept,) = ledger.verdicts(CLUSTER)
+    assert kept.execution is None and kept.action.startswith(f"not acted on: left to job recovery {end}, running for the job's end")
+    # And when that recovery has ended and the stall is still seen, the next tick starts the hang's own
+    workflows.ended.add(end)
+    assert tick(progress, ledger, workflows, HangRules(), timedelta(minutes=1))["recoveries_started"] == 1
+
+
+def test_given_the_running_recoveries_cannot_be_listed_then_the_stall_is_acted_on(tables) -> None:
+    progress, ledger, dynamodb = tables
+    write(dynamodb, *[report(f"ip-10-1-0-{i}", idle=300) for i in (1, 2, 3)])
+    workflows = _ListingRefused()
+    counts = tick(progress, ledger, workflows, HangRules())
+    assert counts["recoveries_started"] == 1 and "left_to_another_incident" not in counts
+
+
+class _CountedListings(FakeWorkflows):
+    listings: int = 0
+
+    def running(self, workflow: Literal["node", "job"]) -> list[str]:
+        self.listings += 1
+        return super().running(workflow)
+
+
+def test_given_a_rack_stalling_many_jobs_then_a_tick_lists_the_running_recoveries_once(tables) -> None:
+    progress, ledger, dynamodb = tables
+    # Given twelve jobs stalled at once (ListExecutions' bucket of 100 is shared with the sweep)
+    write(dynamodb, *[report(f"ip-10-{j}-0-{i}", idle=300, job=str(1000 + j)) for j in range(12) for i in (1, 2)])
+    workflows = _CountedListings()
+    # When a tick sees them
+    counts = tick(progress, ledger, workflows, HangRules())
+    # Then it listed the running recoveries once, and started each job's
+    assert workflows.listings == 1 and counts["recoveries_started"] == 12

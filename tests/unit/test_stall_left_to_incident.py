@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hyperpod_recovery.domain.hangs.classify import classify_hang
-from hyperpod_recovery.domain.hangs.handled import HANDLED_WINDOW, handled_by
+from hyperpod_recovery.domain.hangs.handled import HANDLED_WINDOW, ended_by, handled_by
 from hyperpod_recovery.models.records import ResubmissionClaim
 from tests.fakes import T0
 from tests.unit.test_hang_classify import _setup
@@ -86,3 +86,30 @@ def test_property_a_stall_left_to_an_incident_is_one_its_recovery_would_leave_al
     assert claim.in_force(now) and claim.claimed_at is not None and claim.claimed_at >= request.hang.last_progress_at
     classified = classify_hang(request, job, None, STILL, cluster, "hpj-1001-hung-1", now, claim=claim)
     assert classified.kind == "left_alone" and "hpr-x" in classified.reason
+
+
+# --- a running recovery of the job's end ------------------------------------------------------------
+def test_given_the_jobs_end_recovery_running_then_the_stall_of_its_ended_copy_is_left_to_it() -> None:
+    request, _, _ = _setup()
+    verdict = request.hang
+    assert verdict is not None
+    end = int(T0.timestamp()) - 30  # (the job ended 30 s ago, 60 s after its last progress)
+    running = ["hpr-i-0123-20260314T0850", f"hpj-10011-{end}", "hpj-1001-hung-1", f"hpj-1001-{end}-nodes", f"hpj-1001-{end}"]
+    assert ended_by(verdict, "1001", running, T0) == (
+        f"left to job recovery hpj-1001-{end}, running for the job's end at 2026-03-14 08:59:30 UTC, after its last progress"
+    )
+
+
+def test_given_no_running_recovery_of_this_end_of_the_job_then_the_stall_is_acted_on() -> None:
+    request, _, _ = _setup()
+    verdict = request.hang
+    assert verdict is not None
+    last = int(verdict.last_progress_at.timestamp())
+    # Only other jobs', a hang's, a nested node recovery's
+    assert ended_by(verdict, "1001", [f"hpj-10011-{last}", f"hpj-1001-hung-{last}", f"hpj-1001-{last}-nodes"], T0) is None
+    # An end before the job's last progress (a requeued job, running again since under its id)
+    assert ended_by(verdict, "1001", [f"hpj-1001-{last - 1}"], T0) is None
+    # An end longer ago than the window
+    assert ended_by(verdict, "1001", [f"hpj-1001-{last}"], verdict.last_progress_at + HANDLED_WINDOW + timedelta(seconds=1)) is None
+    # A slowdown
+    assert ended_by(verdict.model_copy(update={"rule": "slow"}), "1001", [f"hpj-1001-{last}"], T0) is None

@@ -179,10 +179,12 @@ StartOutcome = Literal["started", "running", "already_exists"]
 class Workflows(Protocol):
     """The stack's state machines: start one recovery, named so that a duplicate is turned away;
     ``wake`` completes a task that waits on the pipeline itself (Wait For Rejoin), False when the
-    task no longer waits (timed out, its execution ended)."""
+    task no longer waits (timed out, its execution ended); ``running`` names a workflow's running
+    executions (HistoryUnavailable when they cannot be listed)."""
 
     def start(self, name: str, payload: str, workflow: Workflow = "node") -> StartOutcome: ...
     def wake(self, task_token: str, output: str) -> bool: ...
+    def running(self, workflow: Workflow) -> list[str]: ...
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """Step Functions: start a recovery, answer a waiting task, read an ended execution's history,
-list the executions that ended.
+list the executions that ended, and those running.
 
 SDK errors leave as ours: StartExecutionFailed (a reused name is not an error: "already_exists"),
 TaskAnswerFailed; a history that cannot be read is None (best effort, see ``states_entered``); a
@@ -78,6 +78,23 @@ class StepFunctions:
         if isinstance(started_on, datetime) and started_on < asked_at - START_CLOCK_SKEW:
             return "running"
         return "started"
+
+    def running(self, workflow: Workflow) -> list[str]:
+        """The names of the workflow's running executions (ListExecutions, status RUNNING, every page
+        up to MAX_LIST_CALLS): a few at a time, held to the cluster's cap."""
+        names: list[str] = []
+        machine = self.state_machine_arns[workflow]
+        request: dict[str, Any] = {"stateMachineArn": machine, "statusFilter": "RUNNING", "maxResults": LIST_PAGE_SIZE}
+        for _ in range(MAX_LIST_CALLS):
+            try:
+                page = self.stepfunctions.list_executions(**request)
+            except (ClientError, BotoCoreError) as exc:
+                raise HistoryUnavailable(f"ListExecutions {workflow} RUNNING: {exc}") from exc
+            names += [str(item["name"]) for item in page.get("executions", [])]
+            if not page.get("nextToken"):
+                return names
+            request["nextToken"] = page["nextToken"]
+        raise HistoryUnavailable(f"ListExecutions {workflow}: more than {MAX_LIST_CALLS} pages of running executions")
 
     # --- ended executions (the sweep) ---------------------------------------------------------
     def closed_since(self, since: datetime, started_after: datetime) -> list[ClosedExecution]:

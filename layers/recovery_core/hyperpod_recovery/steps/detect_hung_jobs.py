@@ -7,8 +7,9 @@ same episode: its last progress names it). A rule in ``enforce`` starts one JobR
 named by the job and the episode (``hpj-<job>-hung-<epoch>``), so a stall seen by many ticks starts
 one execution; in ``observe`` the verdict says what would have been done, and nothing is touched.
 A stall another incident already ends (it claimed the job's resubmission after the job's last
-progress: a node's fault stops the job, and its other ranks wait until that incident cancels it) is
-recorded as left to that incident and starts nothing (domain/hangs/handled.py); should a later tick
+progress: a node's fault stops the job, and its other ranks wait until that incident cancels it; or
+the job failed, and its end's JobRecovery runs) is recorded as left to that incident and starts
+nothing (domain/hangs/handled.py); should a later tick
 of the same episode start the recovery after all, the kept verdict is updated to say so.
 
 What the table says is a signal, not proof: the recovery acts only on a job the orchestrator says
@@ -28,9 +29,10 @@ from pydantic import ValidationError
 
 from hyperpod_recovery.domain.execution_names import hang_execution_name
 from hyperpod_recovery.domain.hangs.detect import job_verdicts
-from hyperpod_recovery.domain.hangs.handled import handled_by
+from hyperpod_recovery.domain.hangs.handled import ended_by, handled_by
 from hyperpod_recovery.domain.hangs.rules import HangRules
 from hyperpod_recovery.errors import (
+    HistoryUnavailable,
     KubeAccessDenied,
     KubeObjectGone,
     KubeThrottled,
@@ -79,6 +81,7 @@ def detect_hung_jobs(
     """A stack in dry run still starts its recoveries: Validate Job Request makes them dry runs.
     ``kube``: an EKS stack's Kubernetes API (an EKS job's verdict names it by namespace/name)."""
     counts: Counter[str] = Counter()
+    running = _RunningJobRecoveries(workflows)
     jobs = progress.running_jobs()
     counts["jobs_reporting"] = len(jobs)
     for job, reports in sorted(jobs.items()):
@@ -88,7 +91,7 @@ def detect_hung_jobs(
         try:
             for verdict in job_verdicts(cluster, job, reports, rules, now):
                 counts[f"{verdict.rule}_verdicts"] += 1
-                _act(verdict, ledger, workflows, now, counts, kube)
+                _act(verdict, ledger, workflows, now, counts, kube, running)
         except (ValidationError, ValueError) as exc:
             # One job's reports (anyone with the writer policy may write them) never fail the tick.
             logger.warning("a job's progress could not be judged", extra={"job": job, "error": str(exc)[:300]})
@@ -136,18 +139,59 @@ def _recovered_job(verdict: HangVerdict, kube: KubeApi | None) -> tuple[str | No
     return found[0][1], ""
 
 
-def _left_to(verdict: HangVerdict, job_id: str, ledger: Ledger, now: datetime) -> str | None:
-    """Why the stall is another incident's to end (domain/hangs/handled.py), or None. A claim that
-    cannot be read starts the recovery: its Classify Failure reads the claim again."""
+class _RunningJobRecoveries:
+    """The running JobRecoveries' names, listed at most once a tick, and only when a stall needs them:
+    ListExecutions is throttled per account and region (a bucket of 100, refilled at 2 a second),
+    shared with the sweep, and a rack's fault stalls many jobs in one tick."""
+
+    def __init__(self, workflows: Workflows) -> None:
+        self._workflows = workflows
+        self._names: list[str] | None = None
+        self._failed: HistoryUnavailable | None = None
+
+    def names(self) -> list[str]:
+        if self._failed is not None:
+            raise self._failed
+        if self._names is None:
+            try:
+                self._names = self._workflows.running("job")
+            except HistoryUnavailable as exc:
+                self._failed = exc
+                raise
+        return self._names
+
+
+def _left_to(verdict: HangVerdict, job_id: str, ledger: Ledger, running: _RunningJobRecoveries, now: datetime) -> str | None:
+    """Why the stall is another incident's to end (domain/hangs/handled.py), or None: the job's
+    resubmission claim, else a running recovery of the job's end. What cannot be read starts the
+    recovery (its Inspect Job and Classify Failure read the job and its claim again)."""
+    if verdict.rule != "stall":
+        return None
     try:
         claim = ledger.resubmission_claim(verdict.cluster, job_id)
     except (LedgerUnavailable, LedgerError) as exc:
         logger.warning("could not read a hung job's resubmission claim", extra={"job": verdict.job, "error": str(exc)[:300]})
         return None
-    return handled_by(verdict, claim, now, on_eks=kube_job_key(verdict.job) is not None)
+    left_to = handled_by(verdict, claim, now, on_eks=kube_job_key(verdict.job) is not None)
+    if left_to is not None:
+        return left_to
+    try:
+        names = running.names()
+    except HistoryUnavailable as exc:
+        logger.warning("could not list the running job recoveries", extra={"job": verdict.job, "error": str(exc)[:300]})
+        return None
+    return ended_by(verdict, job_id, names, now)
 
 
-def _act(verdict: HangVerdict, ledger: Ledger, workflows: Workflows, now: datetime, counts: Counter[str], kube: KubeApi | None) -> None:
+def _act(
+    verdict: HangVerdict,
+    ledger: Ledger,
+    workflows: Workflows,
+    now: datetime,
+    counts: Counter[str],
+    kube: KubeApi | None,
+    running: _RunningJobRecoveries,
+) -> None:
     enforce = verdict.mode == "enforce"
     job_id: str | None = verdict.job
     why_not = ""
@@ -162,7 +206,7 @@ def _act(verdict: HangVerdict, ledger: Ledger, workflows: Workflows, now: dateti
         enforce = job_id is not None
     if not enforce and verdict.mode == "enforce":
         counts["observed_not_enforceable"] += 1
-    left_to = _left_to(verdict, job_id, ledger, now) if enforce and job_id is not None else None
+    left_to = _left_to(verdict, job_id, ledger, running, now) if enforce and job_id is not None else None
     if left_to is not None:
         enforce = False
         counts["left_to_another_incident"] += 1

@@ -17,12 +17,20 @@ holds back a hang its own recovery would have acted on:
   submits anything, so a copy still heartbeating in a stall long after that is no longer the
   incident's to end, and the recovery starts (and says what it finds).
 
-Anything else, or a claim that could not be read, starts the recovery as before.
+A job that failed is its own end's JobRecovery's (``hpj-<job>-<end>``: the end's moment is in its
+name), which claims the job only once it resubmits it, a minute or more later; until then the
+ended copy's rows still read as alive and stalled. A stall is left to such a recovery while it runs,
+when the job's end it is named by came at or after the job's last progress (a requeued job that ran
+again since is not that end's) and within HANDLED_WINDOW of now. A hang recovery started instead
+would find the job ended or claimed, and leave it alone.
+
+Anything else, or a claim or listing that could not be read, starts the recovery as before.
 """
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from collections.abc import Iterable
+from datetime import UTC, datetime, timedelta
 
 from hyperpod_recovery.models.hangs import HangVerdict
 from hyperpod_recovery.models.records import ResubmissionClaim
@@ -47,3 +55,19 @@ def handled_by(verdict: HangVerdict, claim: ResubmissionClaim | None, now: datet
         holds = f" (its claim holds until {claim.open_until:%Y-%m-%d %H:%M:%S} UTC)" if claim.open_until else ""
         done = f"and has not {made} it yet{holds}"
     return f"left to incident {claim.incident_id}, which {claimed}, after the job's last progress, {done}"
+
+
+def ended_by(verdict: HangVerdict, job_id: str, running: Iterable[str], now: datetime) -> str | None:
+    """Why the verdict is left to a running JobRecovery of the job's end (``running``: the workflow's
+    running executions' names), or None."""
+    if verdict.rule != "stall":
+        return None
+    prefix = f"hpj-{job_id}-"
+    for name in running:
+        end = name.removeprefix(prefix)
+        if not name.startswith(prefix) or not end.isdigit():
+            continue  # (another job's, a hang's hpj-<job>-hung-<epoch>, a nested -nodes)
+        ended_at = datetime.fromtimestamp(int(end), tz=UTC)
+        if int(end) >= int(verdict.last_progress_at.timestamp()) and now - ended_at <= HANDLED_WINDOW:
+            return f"left to job recovery {name}, running for the job's end at {ended_at:%Y-%m-%d %H:%M:%S} UTC, after its last progress"
+    return None
