@@ -943,6 +943,21 @@ def test_step_functions_lists_only_the_running_executions_of_the_workflow_asked(
     assert workflows.running("job") == ["hpj-2-200"] and workflows.running("node") == ["hpr-1"]
 
 
+def test_step_functions_lists_the_running_executions_of_every_page() -> None:
+    sfn = botocore.session.get_session().create_client("stepfunctions", region_name=REGION)
+    machine = "arn:aws:states:us-west-2:123456789012:stateMachine:job"
+    item = {"stateMachineArn": machine, "status": "RUNNING", "startDate": T0}
+    with Stubber(sfn) as stub:
+        first = {"stateMachineArn": machine, "statusFilter": "RUNNING", "maxResults": 1000}
+        stub.add_response(
+            "list_executions", {"executions": [{**item, "executionArn": f"{machine}:a", "name": "a"}], "nextToken": "t"}, first
+        )
+        stub.add_response(
+            "list_executions", {"executions": [{**item, "executionArn": f"{machine}:b", "name": "b"}]}, {**first, "nextToken": "t"}
+        )
+        assert StepFunctions({"job": machine}, stepfunctions=sfn).running("job") == ["a", "b"]
+
+
 def test_step_functions_listing_refused_is_history_unavailable() -> None:
     sfn = botocore.session.get_session().create_client("stepfunctions", region_name=REGION)
     with Stubber(sfn) as stub:

@@ -15,9 +15,10 @@ from moto import mock_aws
 from hyperpod_recovery.adapters.ledger import DynamoLedger
 from hyperpod_recovery.adapters.progress import ProgressTable
 from hyperpod_recovery.domain.hangs.rules import HangRules
-from hyperpod_recovery.errors import HistoryUnavailable, KubeAccessDenied, KubeUnavailable
+from hyperpod_recovery.errors import HistoryUnavailable, KubeAccessDenied, KubeUnavailable, StartExecutionFailed
 from hyperpod_recovery.models.progress import ProgressReport, progress_item
 from hyperpod_recovery.models.requests import JobRecoveryRequest
+from hyperpod_recovery.ports import StartOutcome
 from hyperpod_recovery.steps.detect_hung_jobs import detect_hung_jobs
 from sandbox.kube import FakeKube
 from tests.fakes import CLUSTER, T0, FakeWorkflows
@@ -339,3 +340,35 @@ def test_given_a_rack_stalling_many_jobs_then_a_tick_lists_the_running_recoverie
     counts = tick(progress, ledger, workflows, HangRules())
     # Then it listed the running recoveries once, and started each job's
     assert workflows.listings == 1 and counts["recoveries_started"] == 12
+
+
+class _StartRefused(FakeWorkflows):
+    def start(self, name: str, payload: str, workflow: Literal["node", "job"] = "node") -> StartOutcome:
+        raise StartExecutionFailed(f"StartExecution {name}: ThrottlingException (transient)")
+
+
+def test_given_a_start_that_failed_then_a_deferral_the_kept_verdict_never_names_a_recovery_that_did_not_start(tables) -> None:
+    progress, ledger, dynamodb = tables
+    write(dynamodb, *[report(f"ip-10-1-0-{i}", idle=300) for i in (1, 2, 3)])
+    # Given a tick whose start of the hang's recovery failed
+    assert tick(progress, ledger, _StartRefused(), HangRules())["start_failed"] == 1
+    # When an incident claims the job before the next tick, which leaves the stall to it
+    ledger.claim_resubmission(CLUSTER, "1001", "hpr-x", T0 + timedelta(seconds=30), timedelta(hours=1))
+    assert tick(progress, ledger, FakeWorkflows(), HangRules(), timedelta(minutes=1))["left_to_another_incident"] == 1
+    # Then the one kept verdict says so, and names no recovery
+    (kept,) = ledger.verdicts(CLUSTER)
+    assert kept.execution is None and kept.action.startswith("not acted on: left to incident hpr-x")
+
+
+def test_given_the_episodes_own_recovery_holds_the_claim_then_later_ticks_find_it_running_not_left_to_another(tables) -> None:
+    progress, ledger, dynamodb = tables
+    write(dynamodb, *[report(f"ip-10-1-0-{i}", idle=300) for i in (1, 2, 3)])
+    workflows = FakeWorkflows()
+    tick(progress, ledger, workflows, HangRules())
+    (name,) = workflows.started
+    # Given the hang's own nested node recovery took the job's claim
+    ledger.claim_resubmission(CLUSTER, "1001", f"{name}-nodes", T0 + timedelta(seconds=20), timedelta(hours=1))
+    # When the next tick sees the same stall, then it counts its own recovery running
+    counts = tick(progress, ledger, workflows, HangRules(), timedelta(minutes=1))
+    assert counts["already_started"] == 1 and "left_to_another_incident" not in counts
+    assert ledger.verdicts(CLUSTER)[0].execution == name

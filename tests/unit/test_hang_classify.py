@@ -70,7 +70,8 @@ def test_given_a_job_another_incident_is_resubmitting_then_left_alone_until_its_
     claim = ResubmissionClaim(job_id="1001", incident_id="hpr-x", claimed=False, claimed_at=T0, open_until=now + timedelta(minutes=5))
     # When the open claim holds, then the hang is left to it, said as what it is: not done yet
     c = _classify(request, job, cluster, claim=claim)
-    assert c.kind == "left_alone" and "job 1001 (llama) is being resubmitted by incident hpr-x:" in c.reason
+    assert c.kind == "left_alone"
+    assert "job 1001 (llama) is claimed for resubmission by incident hpr-x (open until 2026-03-14 09:05:10 UTC):" in c.reason
     # When it expired (its incident died unsettled), then the hang is recovered as any other
     expired = claim.model_copy(update={"open_until": now - timedelta(seconds=1)})
     assert _classify(request, job, cluster, claim=expired).kind == "hung"

@@ -319,7 +319,8 @@ def test_a_claim_another_incident_holds_open_is_left_alone_until_it_expires_then
     )
     # When it still holds, then the job is left to it, in words that do not say it was resubmitted
     held = _plan(claim=open_claim)
-    assert held.action == "left_alone" and held.reason.endswith("is being resubmitted by incident hpr-x") and held.resubmitted_as is None
+    assert held.action == "left_alone" and held.resubmitted_as is None
+    assert held.reason.endswith("is claimed for resubmission by incident hpr-x (open until 2026-03-14 09:00:01 UTC)")
     # When it expired (hpr-x died without settling it), then it is nobody's: Resubmit Job takes it over
     expired = open_claim.model_copy(update={"open_until": T0 - timedelta(seconds=1)})
     assert _plan(claim=expired).action == "resubmit"

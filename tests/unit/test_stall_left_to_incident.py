@@ -113,3 +113,26 @@ def test_given_no_running_recovery_of_this_end_of_the_job_then_the_stall_is_acte
     assert ended_by(verdict, "1001", [f"hpj-1001-{last}"], verdict.last_progress_at + HANDLED_WINDOW + timedelta(seconds=1)) is None
     # A slowdown
     assert ended_by(verdict.model_copy(update={"rule": "slow"}), "1001", [f"hpj-1001-{last}"], T0) is None
+
+
+def test_given_running_executions_anyone_could_have_named_then_none_holds_a_stall_back_or_fails_the_tick() -> None:
+    request, _, _ = _setup()
+    verdict = request.hang
+    assert verdict is not None
+    now = int(T0.timestamp())
+    # A date past any calendar, past any integer a date takes, a digit that is not ASCII, an end an hour ahead
+    odd = ["hpj-1001-1000000000000", "hpj-1001-100000000000000000000", "hpj-1001-\u00b2", f"hpj-1001-{now + 3600}"]
+    assert ended_by(verdict, "1001", odd, T0) is None
+    # (an end a few seconds ahead of the tick's clock still counts: the node that saw it dated it)
+    assert ended_by(verdict, "1001", [f"hpj-1001-{now + 5}"], T0) is not None
+
+
+def test_given_the_claim_is_the_episodes_own_recovery_then_it_is_not_another_incidents() -> None:
+    request, _, _ = _setup()
+    verdict = request.hang
+    assert verdict is not None
+    own = "hpj-1001-hung-1773478710"
+    for holder in (own, f"{own}-nodes"):
+        claim = _claim(60).model_copy(update={"incident_id": holder})
+        assert handled_by(verdict, claim, T0, own=own) is None
+    assert handled_by(verdict, _claim(60), T0, own=own) is not None

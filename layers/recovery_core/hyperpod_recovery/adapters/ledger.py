@@ -46,6 +46,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
+from pydantic import ValidationError
 
 from hyperpod_recovery.adapters.aws import LazyClient, error_code, is_transient
 from hyperpod_recovery.errors import LedgerError, LedgerUnavailable
@@ -65,6 +66,7 @@ from hyperpod_recovery.models.records import (
     RejoinWait,
     ResubmissionClaim,
 )
+from hyperpod_recovery.observability import logger
 
 JOB_CLAIM_TTL = timedelta(days=30)
 # The waits of a cluster's recoveries: a wait lasts at most the reboot and rejoin deadlines (2 days at most).
@@ -1077,7 +1079,11 @@ class DynamoLedger:
     def _record_start(self, started: RecordedVerdict) -> None:
         verdict = started.verdict
         for _ in range(RESERVATION_ATTEMPTS):  # (an operator's review written meanwhile: read again)
-            was = self.verdict(verdict.cluster, verdict.rule, verdict.job, verdict.episode_at)
+            try:
+                was = self.verdict(verdict.cluster, verdict.rule, verdict.job, verdict.episode_at)
+            except ValidationError:  # (an item of a layout this code cannot read: left as it is)
+                logger.warning("a kept verdict could not be read to record its recovery", extra={"execution": started.execution})
+                return
             if was is None or was.execution is not None:
                 return
             action = f"{started.action} at {verdict.decided_at:%Y-%m-%d %H:%M:%S} UTC"

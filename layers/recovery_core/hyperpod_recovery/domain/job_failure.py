@@ -261,18 +261,20 @@ def plan_restart(
     job = classification.job
     assert job is not None, "only classifications with a job reach Plan Job Restart"
     label = job_label(job.job_id, job, request.failure)
-    # (an open claim that expired is nobody's: its incident died unsettled, and Resubmit Job takes it over)
+    # (an open claim that expired is nobody's: its incident died unsettled, or kept it for a resubmission
+    # whose answer was lost; Resubmit Job takes it over, and the agent finds a copy that incident made)
     if claim is not None and claim.incident_id != execution_name and claim.in_force(now):
         by_child = claim.incident_id == classification.node_execution_name
         return RestartDecision(
             at=now,
             action="resubmitted_by_node_recovery" if by_child else "left_alone",
             # (on EKS a job object is re-created, its copy known here by its uid only)
-            # (an open claim: its incident is restarting the job, and has not said as what yet)
+            # (an open claim: its incident may be restarting the job, or may have left it: Slurm requeued
+            # it, or the answer was lost and the claim kept; it says only that it holds the claim)
             reason=f"{label} was already {'re-created' if job.kube else 'resubmitted'} by incident {claim.incident_id}"
             + (f" as the job of uid {claim.new_job_id}" if job.kube else f" as job {claim.new_job_id}")
             if claim.new_job_id
-            else f"{label} is being {'re-created' if job.kube else 'resubmitted'} by incident {claim.incident_id}",
+            else f"{label} {open_claim_text(claim, job.kube is not None)}",
             lineage_root=lineage_root,
             resubmitted_as=claim.new_job_id,
             resubmitted_by=claim.incident_id,
@@ -389,3 +391,11 @@ def watch_other_recovery(
             "next_wait_seconds": wait,
         }
     )
+
+
+def open_claim_text(claim: ResubmissionClaim, on_eks: bool) -> str:
+    """An open claim, in words that claim no more than it holds: its incident may be restarting the job,
+    or may have left it to Slurm's requeue or kept it after a lost answer."""
+    what = "re-creation" if on_eks else "resubmission"
+    until = f" (open until {claim.open_until:%Y-%m-%d %H:%M:%S} UTC)" if claim.open_until else ""
+    return f"is claimed for {what} by incident {claim.incident_id}{until}"

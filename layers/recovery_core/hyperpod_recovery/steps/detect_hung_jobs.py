@@ -9,8 +9,9 @@ one execution; in ``observe`` the verdict says what would have been done, and no
 A stall another incident already ends (it claimed the job's resubmission after the job's last
 progress: a node's fault stops the job, and its other ranks wait until that incident cancels it; or
 the job failed, and its end's JobRecovery runs) is recorded as left to that incident and starts
-nothing (domain/hangs/handled.py); should a later tick
-of the same episode start the recovery after all, the kept verdict is updated to say so.
+nothing (domain/hangs/handled.py); should a later tick of the same episode start the recovery after
+all, the kept verdict is updated to say so. A recovery is recorded only once its start was
+answered: the record never names an execution that did not start.
 
 What the table says is a signal, not proof: the recovery acts only on a job the orchestrator says
 is running and whose own submission opted in, on the nodes the orchestrator gave it. An EKS job
@@ -161,10 +162,11 @@ class _RunningJobRecoveries:
         return self._names
 
 
-def _left_to(verdict: HangVerdict, job_id: str, ledger: Ledger, running: _RunningJobRecoveries, now: datetime) -> str | None:
+def _left_to(verdict: HangVerdict, job_id: str, own: str, ledger: Ledger, running: _RunningJobRecoveries, now: datetime) -> str | None:
     """Why the stall is another incident's to end (domain/hangs/handled.py), or None: the job's
     resubmission claim, else a running recovery of the job's end. What cannot be read starts the
-    recovery (its Inspect Job and Classify Failure read the job and its claim again)."""
+    recovery (its Inspect Job and Classify Failure read the job and its claim again). ``own``: this
+    episode's recovery, whose own claim (or its nested node recovery's) is never another incident's."""
     if verdict.rule != "stall":
         return None
     try:
@@ -172,7 +174,7 @@ def _left_to(verdict: HangVerdict, job_id: str, ledger: Ledger, running: _Runnin
     except (LedgerUnavailable, LedgerError) as exc:
         logger.warning("could not read a hung job's resubmission claim", extra={"job": verdict.job, "error": str(exc)[:300]})
         return None
-    left_to = handled_by(verdict, claim, now, on_eks=kube_job_key(verdict.job) is not None)
+    left_to = handled_by(verdict, claim, now, on_eks=kube_job_key(verdict.job) is not None, own=own)
     if left_to is not None:
         return left_to
     try:
@@ -206,33 +208,38 @@ def _act(
         enforce = job_id is not None
     if not enforce and verdict.mode == "enforce":
         counts["observed_not_enforceable"] += 1
-    left_to = _left_to(verdict, job_id, ledger, running, now) if enforce and job_id is not None else None
-    if left_to is not None:
-        enforce = False
-        counts["left_to_another_incident"] += 1
     name = hang_execution_name(job_id or verdict.job.replace("/", "-"), verdict.reason, verdict.episode_at)
-    if left_to is not None:
-        action = f"not acted on: {left_to}"
-    elif enforce:
-        action = f"started job recovery {name}"
-    else:
-        action = f"observed: would {would_do(verdict)}" + (f" (not acted on: {why_not})" if why_not else "")
-    recorded = RecordedVerdict(verdict=verdict, action=action[:512], execution=name if enforce else None)
-    try:
-        first = ledger.record_verdict(recorded)
-    except (LedgerUnavailable, LedgerError):
-        # (the recovery still starts once: its name is the episode's)
-        logger.warning("could not record a verdict", extra={"job": verdict.job, "rule": verdict.rule})
-        first = True
-    if first:
-        logger.info("hang verdict", extra={"verdict": verdict.summary, "mode": verdict.mode, "suspects": verdict.suspects})
-    if left_to is not None:
+    if enforce and job_id is not None:
+        left_to = _left_to(verdict, job_id, name, ledger, running, now)
+        if left_to is not None:
+            counts["left_to_another_incident"] += 1
+            _record(RecordedVerdict(verdict=verdict, action=f"not acted on: {left_to}"[:512]), ledger)
+            return
+        request, invalid = _request(verdict, job_id, name, now)
+        if request is None:  # (a job id the workflow cannot carry: counted, never the tick's failure)
+            logger.warning("verdict cannot start a recovery", extra={"job": verdict.job, "error": invalid})
+            counts["invalid"] += 1
+            _record(RecordedVerdict(verdict=verdict, action=f"not acted on: its recovery's request is invalid: {invalid}"[:512]), ledger)
+            return
+        try:
+            started = workflows.start(name, request.model_dump_json(exclude_none=True), workflow="job")
+        except StartExecutionFailed as exc:
+            # (nothing recorded: the record never names a recovery that did not start; the next tick tries again)
+            logger.warning("could not start a hang recovery; the next tick tries again", extra={"execution": name, "error": str(exc)})
+            counts["start_failed"] += 1
+            return
+        counts["recoveries_started" if started == "started" else "already_started"] += 1
+        # (after the start: a lost write is made by the next tick, whose start finds the same execution)
+        _record(RecordedVerdict(verdict=verdict, action=f"started job recovery {name}", execution=name), ledger)
         return
-    if not enforce or job_id is None:
-        counts["observed"] += 1
-        return
+    counts["observed"] += 1
+    action = f"observed: would {would_do(verdict)}" + (f" (not acted on: {why_not})" if why_not else "")
+    _record(RecordedVerdict(verdict=verdict, action=action[:512]), ledger)
+
+
+def _request(verdict: HangVerdict, job_id: str, name: str, now: datetime) -> tuple[JobRecoveryRequest | None, str]:
     try:
-        request = JobRecoveryRequest(
+        return JobRecoveryRequest(
             cluster=verdict.cluster,
             job_id=job_id,
             source="progress",
@@ -241,15 +248,18 @@ def _act(
             event_id=name,
             detected_at=now,
             hang=verdict,
-        )
-    except ValidationError as exc:  # (a job id the workflow cannot carry: counted, never the tick's failure)
-        logger.warning("verdict cannot start a recovery", extra={"job": verdict.job, "error": str(exc)[:300]})
-        counts["invalid"] += 1
-        return
+        ), ""
+    except ValidationError as exc:
+        return None, str(exc)[:300]
+
+
+def _record(recorded: RecordedVerdict, ledger: Ledger) -> None:
+    """Keep the episode's verdict (once; a later start updates one that started nothing)."""
+    verdict = recorded.verdict
     try:
-        started = workflows.start(name, request.model_dump_json(exclude_none=True), workflow="job")
-    except StartExecutionFailed as exc:
-        logger.warning("could not start a hang recovery; the next tick tries again", extra={"execution": name, "error": str(exc)})
-        counts["start_failed"] += 1
-        return
-    counts["recoveries_started" if started == "started" else "already_started"] += 1
+        first = ledger.record_verdict(recorded)
+    except (LedgerUnavailable, LedgerError):
+        logger.warning("could not record a verdict", extra={"job": verdict.job, "rule": verdict.rule})
+        first = True
+    if first:
+        logger.info("hang verdict", extra={"verdict": verdict.summary, "mode": verdict.mode, "suspects": verdict.suspects})

@@ -24,7 +24,7 @@ from hyperpod_recovery.domain.execution_names import node_execution_name
 from hyperpod_recovery.domain.hangs import suspects as blame
 from hyperpod_recovery.domain.hangs.detect import live_reports, node_progress
 from hyperpod_recovery.domain.hangs.rules import HangRules
-from hyperpod_recovery.domain.job_failure import job_label
+from hyperpod_recovery.domain.job_failure import job_label, open_claim_text
 from hyperpod_recovery.domain.normalize import within_reason_budget
 from hyperpod_recovery.errors import JobNodesNotCarried
 from hyperpod_recovery.models.cluster import ClusterNode
@@ -239,9 +239,9 @@ def classify_hang(
 
 
 def _claimed_text(claim: ResubmissionClaim, orchestrator: Literal["slurm", "eks"]) -> str:
-    """What the job's claim says another incident did: restarted it already, or is doing so."""
+    """What the job's claim says another incident did: restarted it already, or holds it open."""
     made = "re-created" if orchestrator == "eks" else "resubmitted"
     if claim.new_job_id:
         copy = f"the job of uid {claim.new_job_id}" if orchestrator == "eks" else f"job {claim.new_job_id}"
         return f"was already {made} by incident {claim.incident_id} as {copy}"
-    return f"is being {made} by incident {claim.incident_id}"
+    return open_claim_text(claim, orchestrator == "eks")

@@ -32,17 +32,26 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 
+from hyperpod_recovery.domain.execution_names import node_execution_name
 from hyperpod_recovery.models.hangs import HangVerdict
 from hyperpod_recovery.models.records import ResubmissionClaim
 
 # The claim's incident cancels the old copy right after it takes the claim, and the copy's rows read
 # as alive a heartbeat or two after that (models/progress.py): minutes. Past this, a stall is ours.
 HANDLED_WINDOW = timedelta(minutes=15)
+# A job end's recovery is named by its epoch seconds (domain/execution_names.py job_execution_name).
+EPOCH_DIGITS = 11
+# A job's end is dated by the node that saw it, the tick by Lambda's clock: an end this far ahead of
+# the tick still counts; one further ahead (a name nobody's clock gave) never holds a stall back.
+END_CLOCK_SLACK_SECONDS = 60
 
 
-def handled_by(verdict: HangVerdict, claim: ResubmissionClaim | None, now: datetime, *, on_eks: bool = False) -> str | None:
-    """Why the verdict is left to another incident (the recorded action's words), or None: act on it."""
+def handled_by(verdict: HangVerdict, claim: ResubmissionClaim | None, now: datetime, *, on_eks: bool = False, own: str = "") -> str | None:
+    """Why the verdict is left to another incident (the recorded action's words), or None: act on it.
+    ``own``: the episode's own recovery, whose claim (or its nested node recovery's) is not another's."""
     if verdict.rule != "stall" or claim is None or claim.claimed_at is None or not claim.in_force(now):
+        return None
+    if own and claim.incident_id in (own, node_execution_name(own)):
         return None
     if claim.claimed_at < verdict.last_progress_at or now - claim.claimed_at > HANDLED_WINDOW:
         return None
@@ -63,11 +72,14 @@ def ended_by(verdict: HangVerdict, job_id: str, running: Iterable[str], now: dat
     if verdict.rule != "stall":
         return None
     prefix = f"hpj-{job_id}-"
+    since, until = int(verdict.last_progress_at.timestamp()), int(now.timestamp())
     for name in running:
         end = name.removeprefix(prefix)
-        if not name.startswith(prefix) or not end.isdigit():
-            continue  # (another job's, a hang's hpj-<job>-hung-<epoch>, a nested -nodes)
-        ended_at = datetime.fromtimestamp(int(end), tz=UTC)
-        if int(end) >= int(verdict.last_progress_at.timestamp()) and now - ended_at <= HANDLED_WINDOW:
+        # (another job's, a hang's hpj-<job>-hung-<epoch>, a nested -nodes; anyone who may start an
+        # execution names it: only plain epoch seconds are read, and compared before any date is made)
+        if not name.startswith(prefix) or not (end.isascii() and end.isdigit() and len(end) <= EPOCH_DIGITS):
+            continue
+        if since <= int(end) and -END_CLOCK_SLACK_SECONDS <= until - int(end) <= HANDLED_WINDOW.total_seconds():
+            ended_at = datetime.fromtimestamp(int(end), tz=UTC)
             return f"left to job recovery {name}, running for the job's end at {ended_at:%Y-%m-%d %H:%M:%S} UTC, after its last progress"
     return None
