@@ -267,8 +267,8 @@ def test_given_the_incident_gives_the_job_up_then_the_next_tick_starts_the_recov
     assert counts["recoveries_started"] == 1
     (kept,) = ledger.verdicts(CLUSTER)
     assert kept.execution == name and kept.review == "confirmed" and kept.reviewed_by == "alice"
-    first = "at 09:00:00 UTC: not acted on: left to incident hpr-x"
-    assert kept.action.startswith(f"started job recovery {name} at 2026-03-14 09:01:00 UTC; {first}")
+    first = "not acted on: left to incident hpr-x"
+    assert kept.action.startswith(f"started job recovery {name} | before 2026-03-14 09:01:00 UTC: {first}")
     # And a third tick changes nothing more
     tick(progress, ledger, workflows, HangRules(), timedelta(minutes=2))
     assert ledger.verdicts(CLUSTER) == [kept] and list(workflows.started) == [name]
@@ -355,9 +355,13 @@ def test_given_a_start_that_failed_then_a_deferral_the_kept_verdict_never_names_
     # When an incident claims the job before the next tick, which leaves the stall to it
     ledger.claim_resubmission(CLUSTER, "1001", "hpr-x", T0 + timedelta(seconds=30), timedelta(hours=1))
     assert tick(progress, ledger, FakeWorkflows(), HangRules(), timedelta(minutes=1))["left_to_another_incident"] == 1
-    # Then the one kept verdict says so, and names no recovery
+    # Then the one kept verdict says so, after what it said before, and names no recovery
     (kept,) = ledger.verdicts(CLUSTER)
     assert kept.execution is None and kept.action.startswith("not acted on: left to incident hpr-x")
+    assert " | before 2026-03-14 09:01:00 UTC: not acted on: job recovery hpj-1001-hung-" in kept.action
+    # And another tick saying the same changes nothing more
+    tick(progress, ledger, FakeWorkflows(), HangRules(), timedelta(minutes=2))
+    assert ledger.verdicts(CLUSTER) == [kept]
 
 
 def test_given_the_episodes_own_recovery_holds_the_claim_then_later_ticks_find_it_running_not_left_to_another(tables) -> None:
@@ -372,3 +376,35 @@ def test_given_the_episodes_own_recovery_holds_the_claim_then_later_ticks_find_i
     counts = tick(progress, ledger, workflows, HangRules(), timedelta(minutes=1))
     assert counts["already_started"] == 1 and "left_to_another_incident" not in counts
     assert ledger.verdicts(CLUSTER)[0].execution == name
+
+
+def test_given_starts_refused_then_the_verdict_is_kept_saying_so_and_a_later_start_updates_it(tables) -> None:
+    progress, ledger, dynamodb = tables
+    write(dynamodb, *[report(f"ip-10-1-0-{i}", idle=300) for i in (1, 2, 3)])
+    # Given two ticks whose start of the hang's recovery is refused
+    for s in (0, 30):
+        assert tick(progress, ledger, _StartRefused(), HangRules(), timedelta(seconds=s))["start_failed"] == 1
+    # Then the episode's verdict is kept (verdicts list shows it), naming no execution and saying why
+    (kept,) = ledger.verdicts(CLUSTER)
+    assert kept.execution is None and "could not be started (StartExecution hpj-1001-hung-" in kept.action
+    # And when a later tick's start succeeds, the kept verdict names it
+    workflows = FakeWorkflows()
+    tick(progress, ledger, workflows, HangRules(), timedelta(minutes=1))
+    (name,) = workflows.started
+    (kept,) = ledger.verdicts(CLUSTER)
+    assert kept.execution == name and kept.action.startswith(f"started job recovery {name} | before 2026-03-14 09:01:00 UTC: not acted on")
+
+
+def test_given_a_kept_verdict_that_cannot_be_read_then_a_start_still_goes_ahead(tables) -> None:
+    progress, ledger, dynamodb = tables
+    write(dynamodb, *[report(f"ip-10-1-0-{i}", idle=300) for i in (1, 2, 3)])
+    tick(progress, ledger, _StartRefused(), HangRules())
+    # Given the kept verdict's item in a layout this code cannot read
+    (item,) = dynamodb.scan(
+        TableName="ledger", FilterExpression="begins_with(sk, :v)", ExpressionAttributeValues={":v": {"S": "VERDICT#"}}
+    )["Items"]
+    dynamodb.put_item(TableName="ledger", Item={**item, "verdict": {"S": '{"verdict": "of a layout to come"}'}})
+    # When the next tick starts the recovery, then it starts, and the item is left as it was
+    workflows = FakeWorkflows()
+    assert tick(progress, ledger, workflows, HangRules(), timedelta(minutes=1))["recoveries_started"] == 1
+    assert dynamodb.get_item(TableName="ledger", Key={"pk": item["pk"], "sk": item["sk"]})["Item"]["verdict"]["S"].endswith('to come"}')

@@ -121,7 +121,7 @@ def test_a_live_summary_never_says_dry_run() -> None:
     outcome, _, cause = decide_outcome(NODE_INCIDENT, RecordOutcomeInput(execution_name="inc-1", disposition="completed", state=state))
     text = summarize(state, outcome, cause)
     assert "dry run" not in text.lower()
-    assert "job 1001 already resubmitted by another incident (its copy's id not recorded yet)" in text
+    assert "job 1001 claimed for resubmission by another incident (no copy recorded yet)" in text
     assert "job 2001 requeued by Slurm" in text and "job 3001 resubmitted as job 3002" in text
 
 

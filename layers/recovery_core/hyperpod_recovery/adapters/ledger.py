@@ -76,6 +76,8 @@ INCIDENT_TTL = timedelta(days=400)
 # Optimistic writes of the cluster's reservation item: a conflict means another incident wrote it
 # between our read and our write; read again and decide again, a bounded number of times.
 RESERVATION_ATTEMPTS = 8
+# What an updated verdict's action puts between what was done last and what was said before it.
+VERDICT_BEFORE = " | before "
 RECOVERY_PREFIX = "RECOVERY#"
 RESTART_PREFIX = "RESTART#"
 WAIT_ITEM_PREFIX = "WAIT#"
@@ -1059,10 +1061,11 @@ class DynamoLedger:
         }
 
     def record_verdict(self, recorded: RecordedVerdict) -> bool:
-        """Keep a verdict once per episode: False when this episode's verdict is already kept. A kept
-        one that started nothing (left to another incident) whose recovery a later tick of the same
-        episode starts is updated to say so, its review kept: the record never says "not acted on"
-        of a stall that was acted on."""
+        """Keep a verdict once per episode: False when this episode's verdict is already kept. One of
+        Detect Hung Jobs' that started nothing (left to another incident, or its start refused) is
+        updated when a later tick of the same episode does otherwise (starts the recovery, or leaves
+        it for another reason), what it said before kept after it and its review kept: the record
+        never says "not acted on" of a stall that was acted on, nor names a recovery that never ran."""
         try:
             self._call(
                 self.dynamodb.put_item,
@@ -1071,24 +1074,23 @@ class DynamoLedger:
                 ConditionExpression="attribute_not_exists(pk)",
             )
         except ClientError:  # (ConditionalCheckFailed: _call re-raises only that one)
-            if recorded.execution is not None:
-                self._record_start(recorded)
+            if recorded.verdict.imported is None:  # (an imported one is told once, as first kept)
+                self._update_kept_verdict(recorded)
             return False
         return True
 
-    def _record_start(self, started: RecordedVerdict) -> None:
-        verdict = started.verdict
+    def _update_kept_verdict(self, now: RecordedVerdict) -> None:
+        verdict = now.verdict
         for _ in range(RESERVATION_ATTEMPTS):  # (an operator's review written meanwhile: read again)
             try:
                 was = self.verdict(verdict.cluster, verdict.rule, verdict.job, verdict.episode_at)
             except ValidationError:  # (an item of a layout this code cannot read: left as it is)
-                logger.warning("a kept verdict could not be read to record its recovery", extra={"execution": started.execution})
+                logger.warning("a kept verdict could not be read to update it", extra={"job": verdict.job, "action": now.action[:200]})
                 return
-            if was is None or was.execution is not None:
-                return
-            action = f"{started.action} at {verdict.decided_at:%Y-%m-%d %H:%M:%S} UTC"
-            action += f"; at {was.verdict.decided_at:%H:%M:%S} UTC: {was.action}"
-            if self.review_verdict(was, was.model_copy(update={"execution": started.execution, "action": action[:512]})):
+            if was is None or was.execution is not None or was.action.split(VERDICT_BEFORE, 1)[0] == now.action:
+                return  # (a started recovery is the episode's last word; the same words again change nothing)
+            action = f"{now.action}{VERDICT_BEFORE}{verdict.decided_at:%Y-%m-%d %H:%M:%S} UTC: {was.action}"
+            if self.review_verdict(was, was.model_copy(update={"execution": now.execution, "action": action[:512]})):
                 return
 
     def verdicts(self, cluster: str, since: datetime | None = None) -> list[RecordedVerdict]:

@@ -22,7 +22,7 @@ from datetime import datetime
 
 from hyperpod_recovery import errors
 from hyperpod_recovery.domain.eks_jobs import RESUBMITTED_FROM_ANNOTATION
-from hyperpod_recovery.domain.fates import copy_label, copy_state_text, job_label, made_again
+from hyperpod_recovery.domain.fates import claimed_for, copy_label, copy_state_text, job_label, made_again
 from hyperpod_recovery.models.commands import AGENT_HEARTBEAT_TIMEOUT, owner_tag
 from hyperpod_recovery.models.kubernetes import OUR_ANNOTATIONS, QUARANTINE_TAINT_EFFECT, QUARANTINE_TAINT_KEY, node_name_for_instance
 from hyperpod_recovery.models.manifest import RESUME_FROM_ENV, RESUME_STEP_ENV
@@ -387,9 +387,11 @@ def job_step(fate: JobFate, commands: Commands) -> str:
             )
         return told
     if fate.fate == "resubmitted_before":
-        see = f" See it: `{commands.show_job(fate.copy_id, fate)}`." if fate.copy_id else ""
-        copy = f" as {copy_label(fate)}" if fate.copy_id else " (its copy's id is not recorded yet)"
-        return f"{label} was already {made_again(fate)} by {fate.by or 'another incident'}{copy}: do not start another copy.{see}"
+        by = fate.by or "another incident"
+        if not fate.copy_id:  # (an open claim: its incident may be restarting the job, or may have left it)
+            return f"{label} is claimed for {claimed_for(fate)} by {by}, which has recorded no copy yet: do not start another copy."
+        see = f" See it: `{commands.show_job(fate.copy_id, fate)}`."
+        return f"{label} was already {made_again(fate)} by {by} as {copy_label(fate)}: do not start another copy.{see}"
     if fate.fate == "requeued_by_slurm":
         see = f"`{commands.show_job(fate.job, fate)}`"
         return f"{label} was requeued by Slurm and restarts by itself: do not start another copy. See it: {see}."

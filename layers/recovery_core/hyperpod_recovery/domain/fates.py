@@ -435,6 +435,11 @@ def copy_made_text(fate: JobFate) -> str:
     return f"{job_label(fate)} -> {copy_label(fate)}"
 
 
+def claimed_for(fate: JobFate) -> str:
+    """What a claim on a job is for: a Slurm job's resubmission, a Kubernetes job object's re-creation."""
+    return "re-creation" if fate.kind else "resubmission"
+
+
 def made_again(fate: JobFate) -> str:
     """The verb for a copy: a Slurm job is resubmitted, a Kubernetes job object re-created."""
     return "re-created" if fate.kind else "resubmitted"
@@ -466,8 +471,9 @@ def fate_text(fate: JobFate) -> str:
         waited = f"; it waited for its replacement: {fate.elastic.removeprefix('waits for its replacement: ')}" if waits else ""
         return f"{label} {made_again(fate)}{by} as {copy_label(fate)}{step} ({copy_state_text(fate)}){waited}"
     if fate.fate == "resubmitted_before":
-        copy = f" as {copy_label(fate)}" if fate.copy_id else " (its copy's id not recorded yet)"
-        return f"{label} already {made_again(fate)} by {fate.by or 'another incident'}{copy}"
+        if not fate.copy_id:
+            return f"{label} claimed for {claimed_for(fate)} by {fate.by or 'another incident'} (no copy recorded yet)"
+        return f"{label} already {made_again(fate)} by {fate.by or 'another incident'} as {copy_label(fate)}"
     if fate.fate == "requeued_by_slurm":
         return f"{label} requeued by Slurm (it restarts by itself)"
     if fate.fate == "restarted_by_owner":

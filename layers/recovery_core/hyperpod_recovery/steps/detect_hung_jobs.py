@@ -224,9 +224,11 @@ def _act(
         try:
             started = workflows.start(name, request.model_dump_json(exclude_none=True), workflow="job")
         except StartExecutionFailed as exc:
-            # (nothing recorded: the record never names a recovery that did not start; the next tick tries again)
+            # (the record never names a recovery that did not start; a later start updates it)
             logger.warning("could not start a hang recovery; the next tick tries again", extra={"execution": name, "error": str(exc)})
             counts["start_failed"] += 1
+            action = f"not acted on: job recovery {name} could not be started ({exc}); the next tick tries again"
+            _record(RecordedVerdict(verdict=verdict, action=action[:512]), ledger)
             return
         counts["recoveries_started" if started == "started" else "already_started"] += 1
         # (after the start: a lost write is made by the next tick, whose start finds the same execution)
