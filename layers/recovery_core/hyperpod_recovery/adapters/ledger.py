@@ -1074,7 +1074,8 @@ class DynamoLedger:
                 ConditionExpression="attribute_not_exists(pk)",
             )
         except ClientError:  # (ConditionalCheckFailed: _call re-raises only that one)
-            if recorded.verdict.imported is None:  # (an imported one is told once, as first kept)
+            # (an imported one is told once, as first kept; an observed one says the same every tick)
+            if recorded.verdict.imported is None and recorded.verdict.mode == "enforce":
                 self._update_kept_verdict(recorded)
             return False
         return True
