@@ -916,11 +916,17 @@ def test_notifier_publishes_with_an_outcome_attribute(aws: None) -> None:
     assert delivered["Subject"] == "subject" and delivered["MessageAttributes"]["outcome"]["Value"] == "escalated"
 
 
-def test_step_functions_turns_a_reused_execution_name_into_already_exists(aws: None) -> None:
+def _two_state_machines() -> tuple[Any, str, str]:
+    """The node and job state machines on moto (which runs none of their executions to an end)."""
     sfn = boto3.client("stepfunctions", region_name=REGION)
     role = boto3.client("iam", region_name=REGION).create_role(RoleName="r", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
     definition = json.dumps({"StartAt": "S", "States": {"S": {"Type": "Succeed"}}})
     node, job = (sfn.create_state_machine(name=n, definition=definition, roleArn=role)["stateMachineArn"] for n in ("node", "job"))
+    return sfn, node, job
+
+
+def test_step_functions_turns_a_reused_execution_name_into_already_exists(aws: None) -> None:
+    sfn, node, job = _two_state_machines()
     workflows = StepFunctions({"node": node, "job": job}, stepfunctions=sfn)
     assert workflows.start("hpr-1", "{}") == "started"
     assert workflows.start("hpr-1", '{"again": true}') == "already_exists"
@@ -930,10 +936,7 @@ def test_step_functions_turns_a_reused_execution_name_into_already_exists(aws: N
 
 
 def test_step_functions_lists_only_the_running_executions_of_the_workflow_asked(aws: None) -> None:
-    sfn = boto3.client("stepfunctions", region_name=REGION)
-    role = boto3.client("iam", region_name=REGION).create_role(RoleName="r", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
-    definition = json.dumps({"StartAt": "S", "States": {"S": {"Type": "Succeed"}}})
-    node, job = (sfn.create_state_machine(name=n, definition=definition, roleArn=role)["stateMachineArn"] for n in ("node", "job"))
+    sfn, node, job = _two_state_machines()
     workflows = StepFunctions({"node": node, "job": job}, stepfunctions=sfn)
     # Given two job recoveries, one of them stopped since, and a node recovery (moto runs none to its end)
     for name, workflow in (("hpj-1-100", "job"), ("hpj-2-200", "job"), ("hpr-1", "node")):

@@ -21,11 +21,10 @@ from hyperpod_recovery.adapters.progress import ProgressTable
 from hyperpod_recovery.adapters.stepfunctions import StepFunctions
 from hyperpod_recovery.domain.hangs.rules import HangRules
 from hyperpod_recovery.models.progress import progress_item
-from hyperpod_recovery.steps.detect_hung_jobs import detect_hung_jobs
 from sandbox.template import load_template
 from tests.conftest import ROOT
 from tests.fakes import CLUSTER, T0
-from tests.unit.test_detect_hung_jobs import KEYS
+from tests.unit.test_detect_hung_jobs import KEYS, tick
 from tests.unit.test_hang_detection import report
 
 REGION = "us-west-2"
@@ -77,24 +76,13 @@ def test_every_call_of_detect_hung_jobs_is_granted_on_the_resource_it_names(reco
     ledger.claim_resubmission(CLUSTER, "1001", "hpr-x", T0 - timedelta(seconds=60), timedelta(hours=1))
     calls.clear()
 
-    def tick(at: timedelta) -> dict[str, int]:
-        return detect_hung_jobs(
-            progress=progress,
-            ledger=ledger,
-            workflows=workflows,
-            cluster=CLUSTER,
-            rules=HangRules(),
-            now=T0 + at,
-            remaining_ms=lambda: 40_000,
-        )
-
     # When a tick leaves 1001 to its incident and starts 2002's recovery (listing the running ones first),
     # then the incident gives 1001 back and the next tick starts its recovery, updating the kept verdict
-    first = tick(timedelta())
+    first = tick(progress, ledger, workflows, HangRules())  # type: ignore[arg-type]
     made = set(calls)
     ledger.release_resubmission(CLUSTER, "1001", "hpr-x")
     calls.clear()
-    second = tick(timedelta(minutes=1))
+    second = tick(progress, ledger, workflows, HangRules(), timedelta(minutes=1))  # type: ignore[arg-type]
     made |= set(calls)
     assert first["left_to_another_incident"] == 1 and first["recoveries_started"] == 1 and second["recoveries_started"] == 1
     assert {v.verdict.job: v.execution is not None for v in ledger.verdicts(CLUSTER)} == {"1001": True, "2002": True}
