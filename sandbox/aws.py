@@ -26,7 +26,9 @@ What is patched, and why (see ../shared/reference/local-testing-toolchain.md):
 * executions are dated on their virtual timelines (ListExecutions, DescribeExecution, StartExecution's
   answer), as their history is;
 * an AWS answer may be lost after AWS acted (behaviour.lost_api_answers): botocore retries it;
-* every AWS call the pipeline makes is counted (the report's api_calls).
+* every AWS call the pipeline makes is counted (the report's api_calls);
+* a DynamoDB item's plain values are written into moto's answers as they are, not member by
+  member through the service model (sandbox/dynamodb_wire.py: the same bytes, 6x faster on a scan).
 """
 
 from __future__ import annotations
@@ -98,6 +100,7 @@ from moto.stepfunctions.responses import StepFunctionResponse, get_backend
 
 from hyperpod_recovery.adapters.kubernetes import KubernetesApi
 from sandbox.clock import DRIVER, EPOCH, VirtualClock
+from sandbox.dynamodb_wire import plain_values_written_through
 from sandbox.hyperpod import ACCOUNT, HyperPodDouble, serve
 from sandbox.template import Resolver, UnsupportedIntrinsic, load_template
 
@@ -594,6 +597,7 @@ class SandboxAWS:
         # moto's default EventBridge->SQS template drops "account", which real EventBridge delivers
         # (and our event models require): restore the full envelope.
         stack.enter_context(mock.patch.object(EventTemplateParser, "DEFAULT_EVENT_INPUT_TEMPLATE", _FULL_EVENT_TEMPLATE))
+        stack.enter_context(plain_values_written_through())  # (sandbox/dynamodb_wire.py: the same answer, faster)
         stack.enter_context(serve(self.double))
 
     def _patch_history_timestamps(self, stack: ExitStack) -> None:
