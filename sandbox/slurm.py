@@ -244,17 +244,19 @@ class SimulatedSlurm:
         for job in sorted(self.jobs.values(), key=lambda j: int(j.job_id)):
             if job.state != "PENDING" or not job.node_count or job.nodes:
                 continue
+            excluded = set(job.excluded)
             free = [
                 name
                 for name, node in self.nodes.items()
                 if not node.drained
                 and node.state != "down"
                 and name not in busy
-                and name not in job.excluded
+                and name not in excluded
                 and name not in self.reserved
                 and self._responding(name)
             ]
-            ordered = [n for n in job.preferred if n in free] + sorted(n for n in free if n not in job.preferred)
+            free_set, preferred = set(free), set(job.preferred)  # (sets: a 2,048-node job's lists are long)
+            ordered = [n for n in job.preferred if n in free_set] + sorted(n for n in free if n not in preferred)
             if len(ordered) < job.node_count:
                 continue
             job.nodes, job.state = ordered[: job.node_count], "RUNNING"
