@@ -9,7 +9,7 @@ prices; writes the JSON report (with ``goodput_inputs`` for the goodput planner)
 same report as an offline HTML page with its plots beside it (or to --html).
 
     python bench/fleet.py --nodes 2048 --days 54 [--seed 0] [--jobs 8x256] [--spares 0] [--rate llama3|rsc1|rsc2|<number>]
-                          [--hang-share 0.02]
+                          [--hang-share 0.02] [--orchestrator slurm|eks]
                           [--out DIR] [--html PATH]
 """
 
@@ -41,6 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--correlated-share", type=float, default=0.02)
     parser.add_argument("--hang-share", type=float, default=0.02, help="silent hangs, on top of the failures: a share of their rate")
     parser.add_argument("--checkpoint-interval", type=float, default=1800.0)
+    parser.add_argument("--orchestrator", choices=("slurm", "eks"), default="slurm", help="eks: PyTorchJobs on a Kubernetes API")
     parser.add_argument("--out", type=Path, default=ROOT / "out")
     parser.add_argument("--html", type=Path, default=None, help="the HTML report's path (default: beside the JSON, .html)")
     args = parser.parse_args(argv)
@@ -61,6 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         mix=JobMix.parse(args.jobs, args.nodes),
         spares=args.spares,
         checkpoint_interval_seconds=args.checkpoint_interval,
+        orchestrator=args.orchestrator,
     )
     args.out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:

@@ -811,7 +811,36 @@ class FakeKube:
             elif not running and open_span:
                 spans[-1][1] = at
 
+    def _operator_marks_running(self) -> None:
+        """Kubeflow's training operator sets a job's Created and Running conditions once every pod of
+        it runs (training-operator pkg/controller.v1/pytorch: JobCreated, then JobRunning, reasons
+        PyTorchJobCreated, PyTorchJobRunning): a job we re-created, whose pods the scheduler placed,
+        reads Running as its first one did."""
+        pods_of: dict[str | None, list[dict[str, Any]]] = {}
+        for pod in self.pods.values():
+            pods_of.setdefault(_controller_uid(pod), []).append(pod)
+        for key, job in list(self.jobs.items()):
+            owned = pods_of.get(job["metadata"]["uid"], [])
+            if (
+                key[0] != "PyTorchJob"
+                or _suspended(job)
+                or _job_state(job) in FINISHED
+                or _condition_true(job, "Running")
+                or not owned
+                or not all(p["status"].get("phase") == "Running" and "deletionTimestamp" not in p["metadata"] for p in owned)
+            ):
+                continue
+            job = copy.deepcopy(job)
+            name = job["metadata"]["name"]
+            if not any(c["type"] == "Created" for c in (job.get("status") or {}).get("conditions") or []):
+                _set_condition(job, "Created", "True", "PyTorchJobCreated", f"PyTorchJob {name} is created.", self.now())
+            _set_condition(job, "Running", "True", "PyTorchJobRunning", f"PyTorchJob {name} is running.", self.now())
+            self._validate_job(job)
+            job["metadata"]["resourceVersion"] = self._next_version()
+            self.jobs[key] = job
+
     def _note_copies(self) -> None:
+        self._operator_marks_running()
         self._note_runs()
         lineages: dict[tuple[str, str], list[str]] = {}
         running = self._running_uids()

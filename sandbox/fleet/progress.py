@@ -88,10 +88,10 @@ class FleetProgress:
         they write still). A copy Slurm runs writes; one that ended left its last rows, whose
         heartbeats read as alive for ``heartbeat_stale_seconds`` more: a stalled copy's can still give a
         stall verdict then, and after that none (every reporter silent: not a hang of ours)."""
-        slurm = self.training.slurm
+        copies = self.training.orchestrator.jobs
         found: list[tuple[CopyTraining, float | None]] = []
         for copy in self._recent(moment):
-            job = slurm.jobs[copy.copy]
+            job = copies[copy.copy]
             if job.state == "RUNNING":
                 found.append((copy, None))
                 continue
@@ -114,17 +114,17 @@ class FleetProgress:
             for copy in copies[self._seen :]:
                 self._live[copy.copy] = copy
             self._seen = len(copies)
-        slurm = self.training.slurm
+        copies = self.training.orchestrator.jobs
         for key in list(self._live):
-            job = slurm.jobs[key]
+            job = copies[key]
             ended = job.ended_at or job.completing_until
             if job.state != "RUNNING" and ended is not None and (ended - self.epoch).total_seconds() + 3600 < moment:
                 del self._live[key]
         return list(self._live.values())
 
     def _started_at(self, copy: CopyTraining) -> float:
-        job = self.training.slurm.jobs[copy.copy]
-        if job.started_at is None or copy.copy == copy.root:
+        job = self.training.orchestrator.jobs[copy.copy]
+        if job.started_at is None or copy.original:
             return -STARTED_BEFORE_SECONDS
         return (job.started_at - self.epoch).total_seconds()
 
@@ -133,7 +133,8 @@ class FleetProgress:
     ) -> list[ProgressReport]:
         """Each node's report as of ``moment`` (its last heartbeat's write; before ``ended``, when its
         reporters stopped writing), for ``nodes`` (default: all the copy's)."""
-        job = self.training.slurm.jobs[copy.copy]
+        job = self.training.orchestrator.jobs[copy.copy]
+        key = self.training.orchestrator.report_key(copy.copy)
         written = moment - moment % HEARTBEAT_SECONDS
         if ended is not None:
             written = min(written, ended - ended % HEARTBEAT_SECONDS)
@@ -145,9 +146,9 @@ class FleetProgress:
         steps = max(0, math.floor((end - copy.start) / pace)) if end > copy.start else 0
         started_at = self._started_at(copy)
         # (the first copy had run before the drill: its baseline is long established)
-        seen = steps + (int(STARTED_BEFORE_SECONDS / pace) if copy.copy == copy.root else 0)
+        seen = steps + (int(STARTED_BEFORE_SECONDS / pace) if copy.original else 0)
         # (before its first step, a restarted copy's reporter has only its start to say)
-        step_at = copy.start + steps * pace if steps else (copy.start if copy.copy == copy.root else started_at)
+        step_at = copy.start + steps * pace if steps else (copy.start if copy.original else started_at)
         reports = []
         for node in nodes if nodes is not None else job.nodes:
             node_steps, node_step_at, beat = steps, step_at, written
@@ -157,7 +158,7 @@ class FleetProgress:
                 beat = min(written, stop.at - stop.at % HEARTBEAT_SECONDS)
             reports.append(
                 ProgressReport(
-                    job=copy.copy,
+                    job=key,
                     node=node,
                     ranks=8,
                     step=copy.from_step + node_steps,
@@ -180,15 +181,11 @@ class FleetProgress:
         found: list[HangVerdict] = []
         for copy, ended in self.reporting_copies(moment):
             undisturbed = copy.copy not in self.stops and ended is None
-            nodes = self.training.slurm.jobs[copy.copy].nodes[:1] if undisturbed else None
-            found += job_verdicts(self.cluster, copy.copy, self.reports(copy, moment, nodes, ended), self.rules, now)
+            nodes = self.training.orchestrator.jobs[copy.copy].nodes[:1] if undisturbed else None
+            key = self.training.orchestrator.report_key(copy.copy)
+            found += job_verdicts(self.cluster, key, self.reports(copy, moment, nodes, ended), self.rules, now)
         return found
 
-    def items(self, moment: float, item_of: Callable[[ProgressReport], dict]) -> tuple[list[dict], set[str]]:
-        """The items of every copy whose rows can matter at ``moment``, and the copies (their Slurm job ids) they are of."""
-        items: list[dict] = []
-        copies: set[str] = set()
-        for copy, ended in self.reporting_copies(moment):
-            items += [item_of(r) for r in self.reports(copy, moment, ended=ended)]
-            copies.add(copy.copy)
-        return items, copies
+    def items(self, moment: float, item_of: Callable[[ProgressReport], dict]) -> dict[str, list[dict]]:
+        """The items of every copy whose rows can matter at ``moment``, by copy (a Slurm job id, an EKS job's uid)."""
+        return {copy.copy: [item_of(r) for r in self.reports(copy, moment, ended=ended)] for copy, ended in self.reporting_copies(moment)}

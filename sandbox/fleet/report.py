@@ -143,6 +143,7 @@ def fleet_report(runner: FleetRunner, drill: dict[str, Any]) -> dict[str, Any]:
             "days": plan.days,
             "jobs": f"{plan.mix.count}x{plan.mix.nodes_each}",
             "spares": plan.spares,
+            "orchestrator": plan.orchestrator,
             "seed": trace.spec.seed,
             "rate_per_1000_node_days": trace.spec.rate_per_1000_node_days,
             "correlated_share": trace.spec.correlated_share,
@@ -177,6 +178,8 @@ def fleet_report(runner: FleetRunner, drill: dict[str, Any]) -> dict[str, Any]:
             "capped_incidents": sum(1 for i in drill["incidents"] if i["outcome"] == "capped"),
             "breaker_openings": openings,
             "breaker_state_at_end": breaker.state,
+            # Never two copies of one job: each moment two copies of one job ran at once (a defect if any).
+            "second_copies": second_copies(runner, end),
         },
         "cost_per_day": {
             "state_transitions": round(drill["state_transitions"] / plan.days, 1),
@@ -185,6 +188,9 @@ def fleet_report(runner: FleetRunner, drill: dict[str, Any]) -> dict[str, Any]:
             "aws_calls_by_call": {k: round(v / plan.days, 3) for k, v in sorted(calls.items())},
             "quiet_sweeps_counted_not_run": runner.quiet_sweeps,
             "quiet_detector_ticks_counted_not_run": runner.quiet_ticks,
+            # EKS: Find Failed Jobs lists the jobs every minute; run where a job failed, the rest counted.
+            "quiet_job_polls_counted_not_run": runner.quiet_polls,
+            "kubernetes_calls": round(runner.counted_kubernetes_calls() / plan.days, 1),
             # Detect Hung Jobs scans the progress table each tick: its read units are the table's size,
             # not one item's (a lower bound: a live table also keeps earlier copies' silent rows until TTL).
             "progress_scan_read_units": round(scan_units_per_tick * runner.counted_detector_ticks() / plan.days, 1),
@@ -209,6 +215,34 @@ def fleet_report(runner: FleetRunner, drill: dict[str, Any]) -> dict[str, Any]:
     report["monthly_cost"] = monthly_cost(report, lambda_memory_mb(TEMPLATE) or DEFAULT_LAMBDA_MEMORY_MB)
     report["prices"] = price_table()
     return report
+
+
+def second_copies(runner: FleetRunner, end: float) -> list[dict[str, Any]]:
+    """Each moment a copy of a job began while another copy of it still ran (or had not ended:
+    a cancelled Slurm job until its KillWait is over, or for ever if it never ends), from the
+    orchestrator's own record of when each ran; the pipeline must never make one."""
+    training, orchestrator = runner.fleet_training, runner.fleet_copies
+    assert training is not None and orchestrator is not None
+    found: list[dict[str, Any]] = []
+    for root in sorted({c.root for c in training.copies.values()}):
+        spans = []
+        for copy in (c for c in training.copies.values() if c.root == root):
+            job = orchestrator.jobs[copy.copy]
+            if job.started_at is None and not copy.original:
+                continue
+            start = 0.0 if copy.original or job.started_at is None else (job.started_at - runner.epoch).total_seconds()
+            ended = job.ended_at or job.completing_until
+            live = job.state == "RUNNING" or ended is None
+            stop = end if live else (ended - runner.epoch).total_seconds()
+            spans.append((start, stop, copy.copy))
+        spans.sort()
+        latest: tuple[float, str] | None = None  # (the latest end so far, whose)
+        for start, stop, copy_id in spans:
+            if latest is not None and start < latest[0]:
+                found.append({"job": root, "copies": [latest[1], copy_id], "at": round(start, 1)})
+            if latest is None or stop > latest[0]:
+                latest = (stop, copy_id)
+    return found
 
 
 def _hangs(runner: FleetRunner) -> dict[str, Any]:
@@ -238,12 +272,13 @@ def _hangs(runner: FleetRunner) -> dict[str, Any]:
 
 def _per_incident(runner: FleetRunner, calls: Counter[str], transitions: int, incidents: int) -> dict[str, Any]:
     """What one incident costs, whatever the fleet's size should not change it (issue 34): the run's
-    calls less the quiet sweeps' (a cost per day, not per incident), and its transitions, over its
+    calls less the quiet sweeps', ticks' and polls' (a cost per day, not per incident), and its transitions, over its
     incidents; the SageMaker calls by API, where a read of the whole cluster would show."""
     if not incidents:
         return {"incidents": 0}
     quiet = Counter({call: n * runner.quiet_sweeps for call, n in (runner.quiet_sweep_calls or Counter()).items()})
     quiet += Counter({call: n * runner.quiet_ticks for call, n in (runner.quiet_tick_calls or Counter()).items()})
+    quiet += Counter({call: n * runner.quiet_polls for call, n in runner.quiet_poll_calls.items()})
     own = calls - quiet
     by_service: Counter[str] = Counter()
     for call, n in own.items():
@@ -263,7 +298,7 @@ def _hit_parts(runner: FleetRunner, hit: Hit, end: float) -> dict[str, Any]:
     training = runner.fleet_training
     assert training is not None
     later = sorted(
-        (training.slurm.jobs[c.copy].started_at for c in training.copies.values() if c.root == hit.root and c.copy != hit.copy),
+        (training.orchestrator.jobs[c.copy].started_at for c in training.copies.values() if c.root == hit.root and c.copy != hit.copy),
         key=lambda m: m.timestamp() if m is not None else 0.0,
     )
     starts = [(m - runner.epoch).total_seconds() for m in later if m is not None]
@@ -439,6 +474,7 @@ def format_fleet_report(report: dict[str, Any]) -> str:
         f"(job {worst['job']}; goal <= {RECOVERY_DOWNTIME_GOAL_PERCENT:g} % at 2,048 nodes with spares or shrink)"
     )
     down = report["job_downtime_seconds"]
+    second = report["safety"].get("second_copies", [])
     failed_reboots = sum(job["failed_reboot_wait_seconds"] for job in report["jobs"])
     lines += [
         f"  of the provisioning wait, reboots that did not help (until the node's replacement): {_minutes(failed_reboots)} over all jobs",
@@ -451,16 +487,20 @@ def format_fleet_report(report: dict[str, Any]) -> str:
         + "".join(f"\n  {n} x {why}" for why, n in report["pages"]["why"].items()),
         *_format_hangs(report.get("hangs"), report["trace"].get("job_faults_not_sent", 0)),
         f"safety: capped incidents {report['safety']['capped_incidents']}, breaker openings "
-        f"{len(report['safety']['breaker_openings'])} (state at end: {report['safety']['breaker_state_at_end']})"
-        + "".join(f"\n  {entry}" for entry in report["safety"]["breaker_openings"]),
+        f"{len(report['safety']['breaker_openings'])} (state at end: {report['safety']['breaker_state_at_end']}), "
+        f"two copies of one job at once {len(second)}"
+        + "".join(f"\n  {entry}" for entry in report["safety"]["breaker_openings"])
+        + "".join(f"\n  job {c['job']}: copies {' and '.join(c['copies'])} both ran at {c['at']:g} s" for c in second),
         "",
     ]
     cost = report["cost_per_day"]
     lines += [
         f"per day: {cost['state_transitions']:g} state transitions, {cost['lambda_invocations']:g} Lambda invocations; AWS calls "
         + ", ".join(f"{k} {v:g}" for k, v in cost["aws_calls_by_service"].items()),
-        f"  ({cost['quiet_sweeps_counted_not_run']} quiet sweeps of ended executions and "
-        f"{cost.get('quiet_detector_ticks_counted_not_run', 0)} quiet ticks of Detect Hung Jobs counted at their measured cost, not run; "
+        *([f"  Kubernetes API calls {cost['kubernetes_calls']:g}"] if plan.get("orchestrator") == "eks" else []),
+        f"  ({cost['quiet_sweeps_counted_not_run']} quiet sweeps of ended executions, "
+        + (f"{cost['quiet_job_polls_counted_not_run']} quiet polls of Find Failed Jobs, " if plan.get("orchestrator") == "eks" else "")
+        + f"{cost.get('quiet_detector_ticks_counted_not_run', 0)} quiet ticks of Detect Hung Jobs counted at their measured cost, not run; "
         f"the detector's scans read {cost.get('progress_scan_read_units', 0):g} read units a day)",
         f"executions: {report['executions']['total']}, peak concurrent {report['executions']['peak_concurrent']}",
         _format_per_incident(report.get("cost_per_incident", {})),

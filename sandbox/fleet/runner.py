@@ -30,7 +30,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from unittest import mock
 
 from moto.dynamodb.models import DynamoDBBackend, dynamodb_backends
@@ -38,17 +38,18 @@ from moto.dynamodb.models import DynamoDBBackend, dynamodb_backends
 from hyperpod_recovery.models.progress import progress_item
 from sandbox.aws import REGION
 from sandbox.clock import DRIVER
+from sandbox.fleet.copies import FleetCopies, KubeCopies, SlurmCopies
 from sandbox.fleet.progress import FleetProgress, Stop, rules_of
 from sandbox.fleet.report import fleet_report
 from sandbox.fleet.trace import Failure, Trace
 from sandbox.fleet.training import FleetTraining
 from sandbox.hyperpod import ACCOUNT, SimNode
 from sandbox.report import build_report
-from sandbox.runner import HANG_DETECTOR_FUNCTION, Delivery, DrillRunner
+from sandbox.runner import HANG_DETECTOR_FUNCTION, POLLER_FUNCTION, Delivery, DrillRunner
 from sandbox.scenario import FaultSpec, Scenario
-from sandbox.slurm import DATA_LOADER_STACK
 
 WORKERS = "workers"
+CONTROLLER_GROUP = {"name": "controller", "type": "Controller", "count": 1, "instance_type": "ml.m5.2xlarge"}
 # No execution ended for this long before a scheduled sweep: it can find nothing (it looks 10 minutes back).
 QUIET_SECONDS = 900.0
 CHECKPOINT_BUCKET = "fleet-checkpoints"
@@ -92,6 +93,7 @@ class FleetPlan:
     steps_per_checkpoint: int = 100
     agent_seconds: float = 2.0
     cluster: str = "llm-train"
+    orchestrator: Literal["slurm", "eks"] = "slurm"
 
     @property
     def step_seconds(self) -> float:
@@ -110,9 +112,13 @@ class FleetPlan:
                 "checkpoints": [{"step": self.steps_per_checkpoint, "shards": 1}],
                 # (its submission opted in to progress monitoring: the hang detector may act on it)
                 "progress": {"step_seconds": self.step_seconds, "step": self.steps_per_checkpoint, "reports_waits": True},
+                # (on EKS: a PyTorchJob that opted in to our recovery, its replicas never restarted by Kubeflow)
+                **({"kubernetes": {"kind": "PyTorchJob", "namespace": "training", "recover": True}} if self.orchestrator == "eks" else {}),
             }
             for k, (job_id, first, last) in enumerate(self.job_ranges())
         ]
+        # (on EKS, kube-scheduler places a re-created job's pods on the Ready nodes that take them)
+        kubernetes = {"kubernetes": {"scheduler": True}} if self.orchestrator == "eks" else {}
         faults = [self.fault(failure) for failure in trace.failures]
         return Scenario.model_validate(
             {
@@ -121,9 +127,11 @@ class FleetPlan:
                 f"jobs {self.mix.count}x{self.mix.nodes_each}, {len(trace.failures)} failures (seed {trace.spec.seed})",
                 "cluster": {
                     "name": self.cluster,
-                    "orchestrator": "slurm",
+                    "orchestrator": self.orchestrator,
+                    **kubernetes,
                     "instance_groups": [
-                        {"name": "controller", "type": "Controller", "count": 1, "instance_type": "ml.m5.2xlarge"},
+                        # (an EKS cluster has no controller node: its control plane is EKS's)
+                        *([] if self.orchestrator == "eks" else [CONTROLLER_GROUP]),
                         {"name": WORKERS, "type": "Compute", "count": self.nodes + self.spares},
                     ],
                 },
@@ -187,6 +195,7 @@ class FleetRunner(DrillRunner):
         self.double.sick_replacement = self._sick
         self.double.reboot_fails_for = self._reboot_fails
         self.fleet_training: FleetTraining | None = None
+        self.fleet_copies: FleetCopies | None = None  # the jobs' copies, as the orchestrator keeps them
         self.quiet_sweeps = 0
         self.quiet_sweep_calls: Counter[str] | None = None
         self._ended_at: dict[str, float] = {}
@@ -199,8 +208,11 @@ class FleetRunner(DrillRunner):
         self.detector_ticks: list[tuple[float, Any]] = []  # (moment, the tick's answer) of each tick run
         self.quiet_ticks = 0
         self.quiet_tick_calls: Counter[str] | None = None
+        # EKS: Find Failed Jobs' schedule (sandbox/runner.py runs it where a job failed): a quiet poll's calls.
+        self.quiet_poll_calls: Counter[str] = Counter()
+        self.quiet_poll_kubernetes_calls = 0
         self._ticked_to = 0.0
-        self._progress_rows: dict[str, list[str]] = {}  # copy -> its nodes whose rows are in the table
+        self._progress_rows: dict[str, list[tuple[str, str]]] = {}  # copy -> the keys (pk, sk) of its rows in the table
         # Each failure acts on the training at its moment (its onset), before anything after it reads it.
         self._onsets = list(trace.failures)
         self._onset_next = 0
@@ -240,9 +252,13 @@ class FleetRunner(DrillRunner):
         started = time.perf_counter()
         with self.deployed():
             self._measure_items()
+            if self.eks is not None:
+                self.fleet_copies = KubeCopies(self.eks, self.double, self.scenario.jobs, self.epoch)
+            else:
+                self.fleet_copies = SlurmCopies(self.slurm.slurm, self.double)
             self.fleet_training = FleetTraining(
                 self.scenario.jobs,
-                self.slurm.slurm,
+                self.fleet_copies,
                 self.aws.client("s3"),
                 self.epoch,
                 self.plan.checkpoint_interval_seconds,
@@ -254,6 +270,8 @@ class FleetRunner(DrillRunner):
             self.fleet_progress = FleetProgress(
                 self.fleet_training, self.epoch, self.plan.step_seconds, rules_of(self.aws.template), self.scenario.cluster.name
             )
+            if self.eks is not None:
+                self._measure_quiet_poll()
             self.play()
             end = self.plan.days * 86_400.0
             self._advance_to(max(end, self.clock.now()))
@@ -327,6 +345,30 @@ class FleetRunner(DrillRunner):
                 return False
         return True
 
+    # --- EKS: the job poller, every minute ----------------------------------------------------
+    def _measure_quiet_poll(self) -> None:
+        """Find Failed Jobs runs every minute on an EKS stack and lists every training job (77,760
+        times in 54 days); the drill runs it where a job failed and its repeats, and the fleet counts
+        the others at what one poll before any fault (a quiet one) was measured to cost."""
+        assert self.eks is not None
+        before, kube_before = self.aws.api_calls.counts.copy(), len(self.eks.kube.calls)
+        self._poll_failed_jobs()
+        self.quiet_poll_calls = self.aws.api_calls.counts - before
+        self.quiet_poll_kubernetes_calls = len(self.eks.kube.calls) - kube_before
+
+    @property
+    def quiet_polls(self) -> int:
+        """The poller's ticks over the run that were counted, not run (none on Slurm: it is EKS's)."""
+        if self.eks is None:
+            return 0
+        return max(0, int(self.plan.days * 86_400.0 // self.schedule_period(POLLER_FUNCTION)) - len(self.polls))
+
+    def counted_kubernetes_calls(self) -> int:
+        """Every Kubernetes API call the pipeline made, the quiet polls' counted at their measured cost."""
+        if self.eks is None:
+            return 0
+        return len(self.eks.kube.calls) + self.quiet_poll_kubernetes_calls * self.quiet_polls
+
     def counted_api_calls(self) -> Counter[str]:
         """Every AWS call of the run, the quiet sweeps' and quiet detector ticks' counted at their measured cost."""
         counts = Counter(self.aws.api_calls.counts)
@@ -334,6 +376,8 @@ class FleetRunner(DrillRunner):
             counts[call] += n * self.quiet_sweeps
         for call, n in (self.quiet_tick_calls or Counter()).items():
             counts[call] += n * self.quiet_ticks
+        for call, n in self.quiet_poll_calls.items():
+            counts[call] += n * self.quiet_polls
         return counts
 
     def _between(self) -> None:
@@ -374,7 +418,7 @@ class FleetRunner(DrillRunner):
     # --- a failure's onset: the training stops --------------------------------------------------
     def _process_onsets(self, moment: float) -> None:
         """Every failure up to ``moment`` stops the training it hits (its hit, its reporters' story)."""
-        assert self.fleet_training is not None and self.fleet_progress is not None
+        assert self.fleet_training is not None and self.fleet_progress is not None and self.fleet_copies is not None
         while self._onset_next < len(self._onsets) and self._onsets[self._onset_next].at <= moment:
             failure = self._onsets[self._onset_next]
             self._onset_next += 1
@@ -387,12 +431,15 @@ class FleetRunner(DrillRunner):
                 stopped = self.fleet_training.hit(failure.at, root=root)
                 dead = frozenset()
             else:
-                names = {self.double.slurm_name(f"{WORKERS}:{n}") for n in failure.nodes}
-                self._hostnames[failure] = names
+                names = {self.fleet_copies.node_name(f"{WORKERS}:{n}", failure.at) for n in failure.nodes}
+                # (the hosts, as the double's repairs name them: on EKS the nodes' names are not their hostnames)
+                self._hostnames[failure] = {
+                    self.double.current(f"{WORKERS}:{n}", t=failure.at).hostname.split(".", 1)[0] for n in failure.nodes
+                }
                 stopped = self.fleet_training.hit(failure.at, nodes=names)
                 behind, dead = None, frozenset(names)
             for copy in stopped:
-                stop = Stop(failure.at, dead & set(self.slurm.slurm.jobs[copy.copy].nodes), behind)
+                stop = Stop(failure.at, dead & set(self.fleet_copies.jobs[copy.copy].nodes), behind)
                 if failure.remedy == "job":
                     # (a crash: the rank on the drawn node died with its reporter; a collective that
                     # never completes, until its watchdog: that node's rank stopped first, every reporter heartbeats)
@@ -407,16 +454,18 @@ class FleetRunner(DrillRunner):
 
     def _drawn_node(self, copy: str, failure: Failure) -> set[str]:
         """The copy's node a job fault drawn on worker ``n`` is on: that worker's node if the copy runs there, else one in turn."""
-        nodes = self.slurm.slurm.jobs[copy].nodes
-        name = self.double.slurm_name(f"{WORKERS}:{failure.nodes[0]}")
+        assert self.fleet_copies is not None
+        nodes = self.fleet_copies.jobs[copy].nodes
+        name = self.fleet_copies.node_name(f"{WORKERS}:{failure.nodes[0]}", failure.at)
         return {name if name in nodes else nodes[failure.nodes[0] % len(nodes)]}
 
     def _hang_onset(self, root: str, failure: Failure) -> str:
         """The job's current copy hangs: its ranks wait in a collective but on one node (its data
         loader's stack there): the node that stopped first."""
-        job = self.slurm.slurm.current_incarnation(root)
+        assert self.fleet_copies is not None
+        job = self.fleet_copies.current(root)
         (node,) = self._drawn_node(job.job_id, failure)
-        self.slurm.slurm.hang_job(job.job_id, odd_nodes={node: DATA_LOADER_STACK})
+        self.fleet_copies.hang(job.job_id, node)
         return node
 
     # --- Detect Hung Jobs, every minute ---------------------------------------------------------
@@ -453,16 +502,16 @@ class FleetRunner(DrillRunner):
         assert self.fleet_progress is not None
         backend = dynamodb_backends[ACCOUNT][REGION]
         table = self.aws.progress_table
-        items, copies = self.fleet_progress.items(moment, progress_item)
-        for gone in set(self._progress_rows) - copies:
-            for node in self._progress_rows.pop(gone):
-                backend.delete_item(table, {"pk": {"S": f"JOB#{gone}"}, "sk": {"S": f"NODE#{node}"}})
-        for item in items:
-            backend.put_item(table, item)
-            self._progress_rows.setdefault(item["pk"]["S"].removeprefix("JOB#"), []).append(item["sk"]["S"].removeprefix("NODE#"))
-        for copy in copies:
-            self._progress_rows[copy] = list(dict.fromkeys(self._progress_rows[copy]))
-        self.progress_bytes_per_tick = max(self.progress_bytes_per_tick, sum(_item_bytes(item) for item in items))
+        by_copy = self.fleet_progress.items(moment, progress_item)
+        for gone in set(self._progress_rows) - set(by_copy):
+            for pk, sk in self._progress_rows.pop(gone):
+                backend.delete_item(table, {"pk": {"S": pk}, "sk": {"S": sk}})
+        for copy, items in by_copy.items():
+            for item in items:
+                backend.put_item(table, item)
+            keys = [(item["pk"]["S"], item["sk"]["S"]) for item in items]
+            self._progress_rows[copy] = list(dict.fromkeys([*self._progress_rows.get(copy, []), *keys]))
+        self.progress_bytes_per_tick = max(self.progress_bytes_per_tick, sum(_item_bytes(i) for items in by_copy.values() for i in items))
         self.clock.advance_horizon(max(moment, self.clock.horizon))
         present = self.clock.now(DRIVER)
         self.clock.set_driver_time(moment)
@@ -505,7 +554,8 @@ class FleetRunner(DrillRunner):
                     continue  # (counted skipped at its onset: its job was not running)
                 # (the copy it hit: a copy started since, the resubmission of the hang detector's recovery, is not the one)
                 hit_copies = {hit.copy for hit in self.hits if hit.failure == failure}
-                current = self.slurm.slurm.current_incarnation(fault.job)
+                assert self.fleet_copies is not None
+                current = self.fleet_copies.current(fault.job)
                 if current.job_id not in hit_copies or current.state != "RUNNING":
                     self.not_sent.append(failure)  # (ended before its own end could come: by the hang detector's recovery)
                     continue

@@ -20,8 +20,8 @@ from typing import Any
 
 from hyperpod_recovery.models.manifest import RESUME_STEP_ENV
 from sandbox.checkpoints import write_checkpoint_step
+from sandbox.fleet.copies import Copy, FleetCopies
 from sandbox.scenario import JobSpec
-from sandbox.slurm import SimulatedSlurm, SlurmJob
 
 
 @dataclass
@@ -30,9 +30,10 @@ class CopyTraining:
     ``interval`` from then, and stops at ``stop`` (a fault's hit, its end), if it stopped."""
 
     copy: str
-    root: str
+    root: str  # the scenario job it is a copy of
     start: float
     from_step: int
+    original: bool = False  # the job as it was submitted before the drill (resubmitted from none)
     stop: float | None = None
     written: int = 0  # checkpoints committed (the newest is the one that counts)
 
@@ -44,7 +45,7 @@ class CopyTraining:
 @dataclass
 class FleetTraining:
     jobs: list[JobSpec]
-    slurm: SimulatedSlurm
+    orchestrator: FleetCopies
     s3: Any
     epoch: datetime
     interval: float
@@ -57,14 +58,17 @@ class FleetTraining:
     def __post_init__(self) -> None:
         self._specs = {job.id: job for job in self.jobs}
 
-    def root_of(self, job: SlurmJob) -> str:
+    def root_of(self, job: Copy) -> str | None:
+        """The scenario job ``job`` is a copy of (followed through what each was resubmitted from), or None."""
         chain = []
-        while job.job_id not in self._root and job.resubmission_of is not None:
+        copies = self.orchestrator.jobs
+        while job.job_id not in self._root and job.resubmission_of is not None and job.resubmission_of in copies:
             chain.append(job.job_id)
-            job = self.slurm.jobs[job.resubmission_of]
-        root = self._root.get(job.job_id, job.job_id)
-        for job_id in [*chain, job.job_id]:
-            self._root[job_id] = root
+            job = copies[job.resubmission_of]
+        root = self._root[job.job_id] if job.job_id in self._root else self.orchestrator.scenario_job(job)
+        if root is not None:
+            for job_id in [*chain, job.job_id]:
+                self._root[job_id] = root
         return root
 
     def _seconds(self, moment: datetime) -> float:
@@ -72,14 +76,15 @@ class FleetTraining:
 
     def _track(self) -> None:
         """Every copy that started since the last look begins training (restart time first)."""
-        for job in self.slurm.jobs.values():
-            if job.job_id in self.copies or (job.started_at is None and job.job_id not in self._specs):
+        for job in self.orchestrator.jobs.values():
+            original = job.resubmission_of is None
+            if job.job_id in self.copies or (job.started_at is None and not original):
                 continue
             root = self.root_of(job)
             if root not in self._specs:
                 continue
-            if job.job_id == root:
-                self.copies[job.job_id] = CopyTraining(job.job_id, root, 0.0, self.initial_step)
+            if original:
+                self.copies[job.job_id] = CopyTraining(job.job_id, root, 0.0, self.initial_step, original=True)
             else:
                 assert job.started_at is not None
                 start = self._seconds(job.started_at) + self.restart_seconds
@@ -91,7 +96,7 @@ class FleetTraining:
         for copy in self.copies.values():
             if copy.stop is not None:
                 continue
-            job = self.slurm.jobs[copy.copy]
+            job = self.orchestrator.jobs[copy.copy]
             ends = [self._seconds(m) for m in (job.ended_at, job.completing_until) if m is not None]
             if ends:
                 copy.stop = min(ends)
@@ -108,7 +113,7 @@ class FleetTraining:
         self.advance(moment)
         stopped = []
         for copy in self.copies.values():
-            job = self.slurm.jobs[copy.copy]
+            job = self.orchestrator.jobs[copy.copy]
             if copy.stop is not None or job.state != "RUNNING" or copy.start > moment + self.restart_seconds:
                 continue
             if (root is not None and copy.root == root) or (nodes is not None and nodes & set(job.nodes)):
@@ -124,7 +129,7 @@ class FleetTraining:
 
     def running(self, root: str) -> bool:
         """A copy of job ``root`` runs now (a job fault can only hit a job that runs)."""
-        return any(c.root == root and c.stop is None and self.slurm.jobs[c.copy].state == "RUNNING" for c in self.copies.values())
+        return any(c.root == root and c.stop is None and self.orchestrator.jobs[c.copy].state == "RUNNING" for c in self.copies.values())
 
     def last_checkpoint_before(self, copy: CopyTraining, moment: float) -> float:
         """When the copy's last checkpoint before ``moment`` was committed (its training start if none)."""

@@ -1,5 +1,6 @@
 """The fleet drill's machinery (not its figures): a trace runs through the real pipeline in the sandbox,
-and the report accounts for every failure, every incident and the pipeline's own limits."""
+and the report accounts for every failure, every incident and the pipeline's own limits; on Slurm and
+on EKS alike (each test runs on both: the jobs' copies are Slurm jobs, or PyTorchJob objects)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -21,13 +22,21 @@ from tests.conftest import ROOT
 pytestmark = pytest.mark.sandbox
 
 GOODPUT_PHASES = {"detect", "cordon", "replace", "rejoin", "health_gate", "restart"}
+ORCHESTRATORS = ("slurm", "eks")
 
 
-@pytest.fixture(scope="module")
-def bench_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], str]:
-    """``python bench/fleet.py --nodes 256 --days 3``, as a user runs it from a clone."""
+def original_copy(runner: FleetRunner, job: str) -> str:
+    """The copy id (a Slurm job id; an EKS job object's uid) of the job as it was first submitted."""
+    assert runner.fleet_training is not None
+    return next(c.copy for c in runner.fleet_training.copies.values() if c.root == job and c.original)
+
+
+@pytest.fixture(scope="module", params=ORCHESTRATORS)
+def bench_run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], str]:
+    """``python bench/fleet.py --nodes 256 --days 3 [--orchestrator eks]``, as a user runs it from a clone."""
     out = tmp_path_factory.mktemp("fleet")
     command = [sys.executable, "bench/fleet.py", "--nodes", "256", "--days", "3", "--seed", "0", "--out", str(out)]
+    command += ["--orchestrator", request.param]
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     (path,) = out.glob("fleet-256n-3d-seed0.json")
@@ -44,6 +53,8 @@ def test_given_3_days_of_256_nodes_then_every_failure_is_handled_by_an_execution
     assert report["hangs"]["silent_hangs_found"] == trace["by_remedy"].get("hang", 0) - report["hangs"]["silent_hangs_on_a_job_not_running"]
     assert "unrecorded" not in " ".join(report["incidents"]["by_outcome"])
     assert report["drill"]["ledger_at_end"] == {"nodes_reserved": [], "open_claims": [], "incidents_holding": [], "locks_held": []}
+    # (never two copies of one job, by the orchestrator's own record of when each copy ran)
+    assert report["plan"]["orchestrator"] in ORCHESTRATORS and report["safety"]["second_copies"] == []
 
 
 def test_given_3_days_of_256_nodes_then_every_hit_job_runs_again_and_its_downtime_is_decomposed(
@@ -86,9 +97,17 @@ def test_given_a_fleet_run_then_the_limits_and_costs_are_measured(bench_run: tup
     assert report["executions"]["peak_concurrent"] >= 1
     for section in ("ETTR per job", "job downtime per hit", "pages to a human", "largest DynamoDB item", "goodput_inputs"):
         assert section in printed
+    if report["plan"]["orchestrator"] == "eks":
+        # (Find Failed Jobs lists the jobs every minute: run where a job failed, the others counted)
+        cost = report["cost_per_day"]
+        assert cost["quiet_job_polls_counted_not_run"] > 0.9 * 3 * 1440 and cost["kubernetes_calls"] >= 1440
+        assert "Kubernetes API calls" in printed and "quiet polls of Find Failed Jobs" in printed
 
 
-def test_given_racks_reboots_failed_gates_and_job_faults_then_each_path_runs_through_the_pipeline(tmp_path: Path) -> None:
+@pytest.mark.parametrize("orchestrator", ORCHESTRATORS)
+def test_given_racks_reboots_failed_gates_and_job_faults_then_each_path_runs_through_the_pipeline(
+    tmp_path: Path, orchestrator: Literal["slurm", "eks"]
+) -> None:
     # Given a dense trace on 64 nodes: every kind of failure the generator draws
     spec = TraceSpec(
         nodes=64,
@@ -104,7 +123,7 @@ def test_given_racks_reboots_failed_gates_and_job_faults_then_each_path_runs_thr
     remedies = {f.remedy for f in trace.failures}
     assert {"reboot", "replace", "job"} <= remedies and any(f.correlated for f in trace.failures)
     assert any(f.gate_fails for f in trace.failures)
-    plan = FleetPlan(nodes=64, days=2, mix=JobMix.parse("4x16", 64), spares=8)
+    plan = FleetPlan(nodes=64, days=2, mix=JobMix.parse("4x16", 64), spares=8, orchestrator=orchestrator)
     # When it runs
     report = FleetRunner(plan, trace, tmp_path / "fleet.log").run_fleet()
     # Then every failure reached the pipeline or was a job fault on a job already down
@@ -113,16 +132,20 @@ def test_given_racks_reboots_failed_gates_and_job_faults_then_each_path_runs_thr
     assert any(key.startswith("job:") for key in report["incidents"]["by_outcome"])
     assert report["drill"]["api_calls"].get("sagemaker.BatchRebootClusterNodes", 0) >= 1
     assert len(report["jobs"]) == 4 and all(0 < job["ettr"] <= 1 for job in report["jobs"])
+    assert report["safety"]["second_copies"] == []
 
 
-def test_given_one_job_on_more_than_1000_nodes_then_node_and_job_faults_are_recovered_without_a_page(tmp_path: Path) -> None:
+@pytest.mark.parametrize("orchestrator", ORCHESTRATORS)
+def test_given_one_job_on_more_than_1000_nodes_then_node_and_job_faults_are_recovered_without_a_page(
+    tmp_path: Path, orchestrator: Literal["slurm", "eks"]
+) -> None:
     """Found by the 2,048-node, one-job run: every cordon failed in the agent (the job's 2,048 names
     passed a bound of 1,000), then Check Job Nodes did, and a job incident's record was 67 KB."""
     # Given one job on all 1,100 nodes (2 spares), with node faults and job faults on it
     # (no silent hang here: the next test has one)
     trace = generate(TraceSpec(nodes=1100, days=2, seed=0, hang_share=0.0))
     assert {"replace", "job"} <= {f.remedy for f in trace.failures}
-    plan = FleetPlan(nodes=1100, days=2, mix=JobMix.parse("1", 1100), spares=2)
+    plan = FleetPlan(nodes=1100, days=2, mix=JobMix.parse("1", 1100), spares=2, orchestrator=orchestrator)
     # When the trace runs through the pipeline
     runner = FleetRunner(plan, trace, tmp_path / "fleet.log")
     report = runner.run_fleet()
@@ -132,22 +155,26 @@ def test_given_one_job_on_more_than_1000_nodes_then_node_and_job_faults_are_reco
     # And a node's fault, which stalls the job's other ranks until the node's incident ends it, is left
     # to that incident by the ticks in between: no second recovery told the chat it did nothing
     assert report["hangs"]["left_to_another_incident"] >= 1 and report["hangs"]["recoveries_started"] == 0, report["hangs"]
-    assert report["pages"]["total"] == 0
+    assert report["pages"]["total"] == 0 and report["safety"]["second_copies"] == []
     assert report["hits"] and all(hit["restarted_at"] is not None for hit in report["hits"])
     # And a job incident's record names a few of the job's nodes, not all 1,100
     assert report["limits"]["largest_dynamodb_item_bytes"] < 16 * 1024, report["limits"]
     # And the largest state, less the job failure's 1,100 names it carries, fits what a 10,000-node job's
     # failure leaves a state (models/job_events.py; tests/contract/test_large_job_event.py)
-    names = len(json.dumps(runner.slurm.slurm.jobs["1001"].nodes, separators=(",", ":")).encode())
+    assert runner.fleet_copies is not None
+    names = len(json.dumps(runner.fleet_copies.jobs[original_copy(runner, "1001")].nodes, separators=(",", ":")).encode())
     assert report["limits"]["largest_state_payload_bytes"] - names <= STATE_REST_BUDGET, (report["limits"], names)
 
 
-def test_given_silent_hangs_then_only_the_hang_detector_finds_them_and_each_is_recovered_without_a_page(tmp_path: Path) -> None:
+@pytest.mark.parametrize("orchestrator", ORCHESTRATORS)
+def test_given_silent_hangs_then_only_the_hang_detector_finds_them_and_each_is_recovered_without_a_page(
+    tmp_path: Path, orchestrator: Literal["slurm", "eks"]
+) -> None:
     # Given a trace dense in silent hangs (no event is sent for one) on four jobs that report progress
     trace = generate(TraceSpec(nodes=64, days=1, seed=3, rate_per_1000_node_days=40, hang_share=1.0, correlated_share=0.0))
     hangs = [f for f in trace.failures if f.remedy == "hang"]
     assert len(hangs) >= 2
-    plan = FleetPlan(nodes=64, days=1, mix=JobMix.parse("4x16", 64), spares=4)
+    plan = FleetPlan(nodes=64, days=1, mix=JobMix.parse("4x16", 64), spares=4, orchestrator=orchestrator)
     # When it runs through the pipeline, Detect Hung Jobs ticking every minute
     report = FleetRunner(plan, trace, tmp_path / "fleet.log").run_fleet()
     found = report["hangs"]
@@ -155,7 +182,7 @@ def test_given_silent_hangs_then_only_the_hang_detector_finds_them_and_each_is_r
     assert found["silent_hangs_found"] == len(hangs) - found["silent_hangs_on_a_job_not_running"] >= 1
     assert found["detection_seconds"]["max"] <= 5 * plan.step_seconds + 2 * 60 + plan.step_seconds
     # And each was recovered (the job runs again), nobody paged, no tick failed
-    assert report["pages"]["total"] == 0 and found["tick_errors"] == 0
+    assert report["pages"]["total"] == 0 and found["tick_errors"] == 0 and report["safety"]["second_copies"] == []
     assert all(hit["restarted_at"] is not None for hit in report["hits"])
     assert report["incidents"]["by_outcome"].get("job:recovered", 0) >= found["silent_hangs_found"]
     # And the quiet ticks were counted, not run: a day's 1,440 ticks, a few of them run
@@ -163,11 +190,14 @@ def test_given_silent_hangs_then_only_the_hang_detector_finds_them_and_each_is_r
     assert report["cost_per_day"]["aws_calls_by_call"]["lambda.Invoke"] >= 1440
 
 
-def test_given_a_collective_that_never_completes_then_the_detector_ends_it_before_its_nccl_watchdog(tmp_path: Path) -> None:
+@pytest.mark.parametrize("orchestrator", ORCHESTRATORS)
+def test_given_a_collective_that_never_completes_then_the_detector_ends_it_before_its_nccl_watchdog(
+    tmp_path: Path, orchestrator: Literal["slurm", "eks"]
+) -> None:
     # Given one NCCL watchdog fault: the job's ranks wait in a collective, its watchdog ends it 10 minutes later
     spec = TraceSpec(nodes=32, days=0.25, seed=0, rate_per_1000_node_days=0)
     nccl = Failure(at=3000.0, nodes=(5,), fault="nccl_watchdog", remedy="job", hmm_fault="", detect_seconds=NCCL_TIMEOUT_SECONDS)
-    plan = FleetPlan(nodes=32, days=0.25, mix=JobMix.parse("2x16", 32), spares=2)
+    plan = FleetPlan(nodes=32, days=0.25, mix=JobMix.parse("2x16", 32), spares=2, orchestrator=orchestrator)
     # When it runs
     report = FleetRunner(plan, Trace(spec, (nccl,)), tmp_path / "fleet.log").run_fleet()
     # Then the hang detector found it first (a stall, a few minutes in), recovered the job, and the watchdog's
@@ -180,7 +210,10 @@ def test_given_a_collective_that_never_completes_then_the_detector_ends_it_befor
     assert report["incidents"]["by_outcome"] == {"job:recovered": 1, "node:recovered": 1} and report["pages"]["total"] == 0
 
 
-def test_given_a_silent_hang_of_a_job_on_more_than_1000_nodes_then_it_is_found_and_recovered_without_a_page(tmp_path: Path) -> None:
+@pytest.mark.parametrize("orchestrator", ORCHESTRATORS)
+def test_given_a_silent_hang_of_a_job_on_more_than_1000_nodes_then_it_is_found_and_recovered_without_a_page(
+    tmp_path: Path, orchestrator: Literal["slurm", "eks"]
+) -> None:
     """Found by the fleet run with one 2,048-node job: a hang's recovery keeps to the reports of the
     job's own nodes, whose names a workflow carries only up to 1,000, so a larger job's hang paged
     (JobNodesNotCarried). Capture Job Spec now asks the agent which of the nodes the verdict names the
@@ -188,7 +221,7 @@ def test_given_a_silent_hang_of_a_job_on_more_than_1000_nodes_then_it_is_found_a
     # Given one job on 1,100 nodes that hangs, silently, an hour in, its rank on worker 7 stopped first
     spec = TraceSpec(nodes=1100, days=0.1, seed=0, rate_per_1000_node_days=0)
     hang = Failure(at=3600.0, nodes=(7,), fault="hang", remedy="hang", hmm_fault="")
-    plan = FleetPlan(nodes=1100, days=0.1, mix=JobMix.parse("1", 1100), spares=2)
+    plan = FleetPlan(nodes=1100, days=0.1, mix=JobMix.parse("1", 1100), spares=2, orchestrator=orchestrator)
     # When it runs
     report = FleetRunner(plan, Trace(spec, (hang,)), tmp_path / "fleet.log").run_fleet()
     # Then the detector found it, the job runs again, its suspect was checked, and nobody was paged

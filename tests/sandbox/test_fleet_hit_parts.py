@@ -32,7 +32,7 @@ def _runner(handled_at: dict[Failure, float]) -> Any:
 
     training = SimpleNamespace(
         copies={"1001": SimpleNamespace(root="1001", copy="1001"), "1002": SimpleNamespace(root="1001", copy="1002")},
-        slurm=SimpleNamespace(jobs={"1001": started(0.0), "1002": started(5000.0)}),
+        orchestrator=SimpleNamespace(jobs={"1001": started(0.0), "1002": started(5000.0)}),
     )
     return SimpleNamespace(
         fleet_training=training,

@@ -5,12 +5,14 @@ any stop, or a counted tick would hide a hang the real one acts on."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any, cast
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hyperpod_recovery.domain.hangs.detect import job_verdicts
 from hyperpod_recovery.domain.hangs.rules import HangRules
+from sandbox.fleet.copies import SlurmCopies
 from sandbox.fleet.progress import FleetProgress, Stop
 from sandbox.fleet.training import CopyTraining, FleetTraining
 from sandbox.slurm import SimulatedSlurm, SlurmJob
@@ -26,10 +28,17 @@ def model(restarted_at: float | None, stop: Stop | None) -> tuple[FleetProgress,
         slurm.add_node(node)
     slurm.add_job(SlurmJob(job_id="1001", name="pretrain-0", nodes=list(NODES), state="RUNNING", checkpoint_uri="s3://ckpt/pretrain-0"))
     training = FleetTraining(
-        [], slurm, s3=None, epoch=EPOCH, interval=1800.0, steps_per_checkpoint=100, restart_seconds=300.0, initial_step=100
+        [],
+        SlurmCopies(slurm, double=cast(Any, None)),
+        s3=None,
+        epoch=EPOCH,
+        interval=1800.0,
+        steps_per_checkpoint=100,
+        restart_seconds=300.0,
+        initial_step=100,
     )
     if restarted_at is None:
-        copy = CopyTraining("1001", "1001", 0.0, 100)
+        copy = CopyTraining("1001", "1001", 0.0, 100, original=True)
     else:
         job = slurm.jobs["1001"]
         job.started_at = EPOCH + timedelta(seconds=restarted_at)
