@@ -619,13 +619,17 @@ class FakeKube:
         self._schedule()
         self._note_copies()
 
-    def _schedule(self) -> None:
+    def _schedule(self) -> bool:
         """kube-scheduler, as far as a drill needs it (``scheduler``): each pending pod without a node,
         in name order, bound to a Ready node that takes pods (not cordoned, no NoSchedule or NoExecute
         taint) and holds no live pod (ASSUMPTION: a training pod asks for all of a node's GPUs: one pod
-        a node), and running at once. A pod no node can take stays Pending until one can."""
+        a node), and running at once. A pod no node can take stays Pending until one can. Whether it
+        placed one."""
         if not self.scheduler:
-            return
+            return False
+        waiting = sorted(k for k, p in self.pods.items() if p["status"].get("phase") == "Pending" and not p["spec"].get("nodeName"))
+        if not waiting:
+            return False  # (nothing to place: the nodes need not be looked at, 2,048 of them in a fleet run)
         busy = {
             p["spec"].get("nodeName")
             for p in self.pods.values()
@@ -639,13 +643,16 @@ class FakeKube:
             and not node["spec"].get("unschedulable")
             and not any(t.get("effect") in ("NoSchedule", "NoExecute") for t in node["spec"].get("taints") or [])
         ]
-        for key in sorted(k for k, p in self.pods.items() if p["status"].get("phase") == "Pending" and not p["spec"].get("nodeName")):
+        placed = False
+        for key in waiting:
             if not free:
-                return
+                break
             pod = self.pods[key]
             pod["spec"]["nodeName"] = free.pop(0)
             pod["status"]["phase"] = "Running"
             pod["metadata"]["resourceVersion"] = self._next_version()
+            placed = True
+        return placed
 
     def _managed(self, job: dict[str, Any]) -> bool:
         return bool((job["metadata"].get("labels") or {}).get(KUEUE_QUEUE_LABEL)) or self._workload_of(job) is not None
@@ -900,8 +907,7 @@ class FakeKube:
         node["metadata"]["resourceVersion"] = self._next_version()
         self._validate(node)
         self.nodes[node["metadata"]["name"]] = node
-        if self.scheduler:  # (a node that takes pods again: what waited for one is placed)
-            self._schedule()
+        if self.scheduler and self._schedule():  # (a node that takes pods again: what waited for one is placed)
             self._note_copies()
 
     def _validate(self, obj: dict[str, Any]) -> None:
