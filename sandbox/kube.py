@@ -155,6 +155,8 @@ class FakeKube:
         self._copies: list[dict[str, Any]] = []
         self._live_by_lineage: dict[tuple[str, str], list[str]] = {}
         self._runs: dict[str, list[list[float | None]]] = {}  # uid -> [start, end] (runs())
+        # Each PyTorchJob's nodes as its first run began (its pods', in name order): where it trained.
+        self.run_nodes: dict[str, list[str]] = {}
         self._version = 1000
         self.calls: list[tuple[str, str]] = []
         # Injected faults: (verb, resource) -> errors raised by the next calls, in order.
@@ -815,14 +817,18 @@ class FakeKube:
             open_span = bool(spans) and spans[-1][1] is None
             if running and not open_span:
                 self._runs.setdefault(uid, []).append([at, None])
+                ordered = sorted(owned, key=lambda p: _name_order(p["metadata"]["name"]))
+                self.run_nodes.setdefault(uid, [str(p["spec"].get("nodeName")) for p in ordered])
             elif not running and open_span:
                 spans[-1][1] = at
 
     def _operator_marks_running(self) -> None:
-        """Kubeflow's training operator sets a job's Created and Running conditions once every pod of
-        it runs (training-operator pkg/controller.v1/pytorch: JobCreated, then JobRunning, reasons
-        PyTorchJobCreated, PyTorchJobRunning): a job we re-created, whose pods the scheduler placed,
-        reads Running as its first one did."""
+        """A PyTorchJob created through the API (one the pipeline re-created) gets Created and Running
+        once every pod of it runs (reasons PyTorchJobCreated, PyTorchJobRunning), so it reads Running
+        as a seeded job does. ASSUMPTION, simpler than Kubeflow's training operator, which sets Created
+        when it first reconciles the job and Running once a pod of it runs: here a re-created job still
+        waiting for nodes has no condition (real: Created), and one partly placed is not Running yet.
+        A job with conditions already (a seeded one, whatever its scenario said) is left as it is."""
         pods_of: dict[str | None, list[dict[str, Any]]] = {}
         for pod in self.pods.values():
             pods_of.setdefault(_controller_uid(pod), []).append(pod)
@@ -832,15 +838,14 @@ class FakeKube:
                 key[0] != "PyTorchJob"
                 or _suspended(job)
                 or _job_state(job) in FINISHED
-                or _condition_true(job, "Running")
+                or (job.get("status") or {}).get("conditions")
                 or not owned
                 or not all(p["status"].get("phase") == "Running" and "deletionTimestamp" not in p["metadata"] for p in owned)
             ):
                 continue
             job = copy.deepcopy(job)
             name = job["metadata"]["name"]
-            if not any(c["type"] == "Created" for c in (job.get("status") or {}).get("conditions") or []):
-                _set_condition(job, "Created", "True", "PyTorchJobCreated", f"PyTorchJob {name} is created.", self.now())
+            _set_condition(job, "Created", "True", "PyTorchJobCreated", f"PyTorchJob {name} is created.", self.now())
             _set_condition(job, "Running", "True", "PyTorchJobRunning", f"PyTorchJob {name} is running.", self.now())
             self._validate_job(job)
             job["metadata"]["resourceVersion"] = self._next_version()
@@ -997,6 +1002,12 @@ def _owned_by(pod: dict[str, Any], job: dict[str, Any]) -> bool:
 def _controller_uid(obj: dict[str, Any]) -> str | None:
     controller = next((o for o in obj["metadata"].get("ownerReferences") or [] if o.get("controller")), None)
     return str(controller["uid"]) if controller else None
+
+
+def _name_order(name: str) -> tuple[str, int]:
+    """A pod's place among its job's: by its replica index (worker-10 after worker-9)."""
+    stem, _, tail = name.rpartition("-")
+    return (stem, int(tail)) if tail.isdigit() else (name, -1)
 
 
 def _replicas(replica: dict[str, Any]) -> int:

@@ -8,8 +8,8 @@ Kubernetes, so a run on EKS is the same run as on Slurm but for who keeps the jo
   resubmission names its old job);
 * EKS (``KubeCopies``): each PyTorchJob object of a scenario job's lineage (the job, then each one we
   re-created from it: annotation resubmitted-from, the old object's uid), by uid. It runs while every
-  pod it has is Running (FakeKube.runs(): its first span), on the nodes its pods were bound to then,
-  and it ended when that span closed (failed, stopped, or its pods gone). Its pods report as
+  pod it has is Running (FakeKube.runs(): its first span), on the nodes its pods were bound to as that
+  span opened (FakeKube.run_nodes), and it ended when that span closed (failed, stopped, or its pods gone). Its pods report as
   ``namespace/name`` (docs/progress.md: the downward API gives no uid).
 """
 
@@ -107,7 +107,6 @@ class KubeCopies:
     double: HyperPodDouble
     specs: list[JobSpec]
     epoch: datetime
-    _nodes: dict[str, list[str]] = field(default_factory=dict)  # uid -> its pods' nodes when it began to run
     _view: dict[str, KubeCopy] = field(default_factory=dict)
     _seen: tuple[Any, ...] = ()
 
@@ -127,20 +126,17 @@ class KubeCopies:
     def _copy(self, obj: dict[str, Any]) -> KubeCopy:
         metadata = obj["metadata"]
         uid = str(metadata["uid"])
-        spans = self.eks.kube._runs.get(uid) or []
-        running = bool(spans) and spans[-1][1] is None
-        if spans and uid not in self._nodes:
-            owned = [p for p in self.eks.kube.pods.values() if _controller_uid(p) == uid]
-            self._nodes[uid] = [str(p["spec"].get("nodeName")) for p in sorted(owned, key=_pod_index)]
-        start, end = (spans[0][0], spans[-1][1]) if spans else (None, None)
+        # (a copy trains once, its first run: one whose pods all went and came back is not trained again)
+        start, end = (self.eks.kube._runs.get(uid) or [[None, None]])[0]
+        running = start is not None and end is None
         return KubeCopy(
             job_id=uid,
             name=str(metadata["name"]),
             namespace=str(metadata["namespace"]),
-            state="RUNNING" if running else ("ENDED" if spans else "PENDING"),
-            nodes=self._nodes.get(uid, []),
+            state="RUNNING" if running else ("ENDED" if start is not None else "PENDING"),
+            nodes=self.eks.kube.run_nodes.get(uid, []),
             started_at=None if start is None else self.epoch + timedelta(seconds=start),
-            ended_at=None if end is None or running else self.epoch + timedelta(seconds=end),
+            ended_at=None if end is None else self.epoch + timedelta(seconds=end),
             resubmission_of=(metadata.get("annotations") or {}).get(RESUBMITTED_FROM),
             environment=_env_of(obj),
         )

@@ -76,7 +76,7 @@ class FleetProgress:
     step_seconds: float
     rules: HangRules
     cluster: str
-    stops: dict[str, Stop] = field(default_factory=dict)  # by copy (its Slurm job id)
+    stops: dict[str, Stop] = field(default_factory=dict)  # by copy (a Slurm job id, an EKS job object's uid)
     _live: dict[str, CopyTraining] = field(default_factory=dict)
     _seen: int = 0
 
@@ -85,7 +85,7 @@ class FleetProgress:
 
     def reporting_copies(self, moment: float) -> list[tuple[CopyTraining, float | None]]:
         """Each copy whose rows can matter at ``moment``, with when its reporters stopped writing (None:
-        they write still). A copy Slurm runs writes; one that ended left its last rows, whose
+        they write still). A copy its orchestrator runs writes; one that ended left its last rows, whose
         heartbeats read as alive for ``heartbeat_stale_seconds`` more: a stalled copy's can still give a
         stall verdict then, and after that none (every reporter silent: not a hang of ours)."""
         copies = self.training.orchestrator.jobs

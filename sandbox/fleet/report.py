@@ -178,8 +178,10 @@ def fleet_report(runner: FleetRunner, drill: dict[str, Any]) -> dict[str, Any]:
             "capped_incidents": sum(1 for i in drill["incidents"] if i["outcome"] == "capped"),
             "breaker_openings": openings,
             "breaker_state_at_end": breaker.state,
-            # Never two copies of one job: each moment two copies of one job ran at once (a defect if any).
+            # Never two copies of one job: each moment two copies of one job ran at once (a defect if any),
+            # and the orchestrator's own count, which also counts a copy pending or partly placed.
             "second_copies": second_copies(runner, end),
+            "orchestrator_second_copies": runner.orchestrator_second_copies(),
         },
         "cost_per_day": {
             "state_transitions": round(drill["state_transitions"] / plan.days, 1),
@@ -488,7 +490,8 @@ def format_fleet_report(report: dict[str, Any]) -> str:
         *_format_hangs(report.get("hangs"), report["trace"].get("job_faults_not_sent", 0)),
         f"safety: capped incidents {report['safety']['capped_incidents']}, breaker openings "
         f"{len(report['safety']['breaker_openings'])} (state at end: {report['safety']['breaker_state_at_end']}), "
-        f"two copies of one job at once {len(second)}"
+        f"two copies of one job at once {len(second)} (by the orchestrator's own count, pending ones too: "
+        f"{len(report['safety'].get('orchestrator_second_copies', []))})"
         + "".join(f"\n  {entry}" for entry in report["safety"]["breaker_openings"])
         + "".join(f"\n  job {c['job']}: copies {' and '.join(c['copies'])} both ran at {c['at']:g} s" for c in second),
         "",

@@ -47,6 +47,7 @@ from sandbox.hyperpod import ACCOUNT, SimNode
 from sandbox.report import build_report
 from sandbox.runner import HANG_DETECTOR_FUNCTION, POLLER_FUNCTION, Delivery, DrillRunner
 from sandbox.scenario import FaultSpec, Scenario
+from sandbox.slurm import SimulatedController
 
 WORKERS = "workers"
 CONTROLLER_GROUP = {"name": "controller", "type": "Controller", "count": 1, "instance_type": "ml.m5.2xlarge"}
@@ -362,6 +363,13 @@ class FleetRunner(DrillRunner):
         if self.eks is None:
             return 0
         return max(0, int(self.plan.days * 86_400.0 // self.schedule_period(POLLER_FUNCTION)) - len(self.polls))
+
+    def orchestrator_second_copies(self) -> list[dict[str, Any]]:
+        """Each moment two copies of one job were live at once, pending or running, as the simulated
+        orchestrator itself tells (SimulatedSlurm.second_copies, FakeKube.second_copies)."""
+        if self.eks is not None:
+            return self.eks.kube.second_copies()
+        return self.slurm.slurm.second_copies() if isinstance(self.slurm, SimulatedController) else []
 
     def counted_kubernetes_calls(self) -> int:
         """Every Kubernetes API call the pipeline made, the quiet polls' counted at their measured cost."""

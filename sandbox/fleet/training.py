@@ -93,10 +93,11 @@ class FleetTraining:
                 )
 
     def _stop_ended(self) -> None:
+        jobs = self.orchestrator.jobs
         for copy in self.copies.values():
             if copy.stop is not None:
                 continue
-            job = self.orchestrator.jobs[copy.copy]
+            job = jobs[copy.copy]
             ends = [self._seconds(m) for m in (job.ended_at, job.completing_until) if m is not None]
             if ends:
                 copy.stop = min(ends)
@@ -112,8 +113,9 @@ class FleetTraining:
         (a checkpoint is written when someone can read it, and only the newest can be: 20 ms each)."""
         self.advance(moment)
         stopped = []
+        jobs = self.orchestrator.jobs
         for copy in self.copies.values():
-            job = self.orchestrator.jobs[copy.copy]
+            job = jobs[copy.copy]
             if copy.stop is not None or job.state != "RUNNING" or copy.start > moment + self.restart_seconds:
                 continue
             if (root is not None and copy.root == root) or (nodes is not None and nodes & set(job.nodes)):
@@ -129,7 +131,8 @@ class FleetTraining:
 
     def running(self, root: str) -> bool:
         """A copy of job ``root`` runs now (a job fault can only hit a job that runs)."""
-        return any(c.root == root and c.stop is None and self.orchestrator.jobs[c.copy].state == "RUNNING" for c in self.copies.values())
+        jobs = self.orchestrator.jobs
+        return any(c.root == root and c.stop is None and jobs[c.copy].state == "RUNNING" for c in self.copies.values())
 
     def last_checkpoint_before(self, copy: CopyTraining, moment: float) -> float:
         """When the copy's last checkpoint before ``moment`` was committed (its training start if none)."""

@@ -3,6 +3,7 @@ the answer must be moto's own, byte for byte, for every kind of value an item ca
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator
 from typing import Any
@@ -33,7 +34,8 @@ values = st.recursive(
     scalars,
     lambda inner: st.one_of(
         st.lists(inner, max_size=3).map(lambda items: {"L": items}),
-        st.dictionaries(st.text(min_size=1, max_size=6), inner, max_size=3).map(lambda members: {"M": members}),
+        # (a member may be named "": moto takes it, and its own answer is what the sandbox must give)
+        st.dictionaries(st.text(max_size=6), inner, max_size=3).map(lambda members: {"M": members}),
     ),
     max_leaves=8,
 )
@@ -60,12 +62,18 @@ def raw_answers(client: Any, key: dict[str, Any]) -> list[bytes]:
     def keep(response_dict: dict[str, Any], **_: Any) -> None:
         bodies.append(response_dict["body"])
 
+    calls = (
+        lambda: client.scan(TableName=TABLE),
+        lambda: client.query(TableName=TABLE, KeyConditionExpression="pk = :pk", ExpressionAttributeValues={":pk": key["pk"]}),
+        lambda: client.get_item(TableName=TABLE, Key=key),
+        lambda: client.batch_get_item(RequestItems={TABLE: {"Keys": [key]}}),
+    )
     client.meta.events.register("before-parse.dynamodb.*", keep)
     try:
-        client.scan(TableName=TABLE)
-        client.query(TableName=TABLE, KeyConditionExpression="pk = :pk", ExpressionAttributeValues={":pk": key["pk"]})
-        client.get_item(TableName=TABLE, Key=key)
-        client.batch_get_item(RequestItems={TABLE: {"Keys": [key]}})
+        for call in calls:
+            # (moto's own answer for a map member named "" is one botocore cannot parse: its bytes are kept)
+            with contextlib.suppress(AttributeError):
+                call()
     finally:
         client.meta.events.unregister("before-parse.dynamodb.*", keep)
     return bodies
@@ -89,6 +97,7 @@ def test_a_value_of_any_other_form_takes_motos_path() -> None:
     # Given values that are not plain attribute values (a binary, two kinds in one, a number as a number)
     # When they are looked at, Then none is written through
     others = ({"B": b"x"}, {"S": "a", "N": "1"}, {"N": 1}, {"L": [{"S": "a"}, {"B": b"x"}]}, {"M": {"a": {"BS": [b"x"]}}}, {"NULL": "yes"})
+    others += ({"M": {"": {"S": "x"}}},)  # (a member named "")
     for value in others:
         assert plain_value(value) is None, value
 

@@ -55,6 +55,7 @@ def test_given_3_days_of_256_nodes_then_every_failure_is_handled_by_an_execution
     assert report["drill"]["ledger_at_end"] == {"nodes_reserved": [], "open_claims": [], "incidents_holding": [], "locks_held": []}
     # (never two copies of one job, by the orchestrator's own record of when each copy ran)
     assert report["plan"]["orchestrator"] in ORCHESTRATORS and report["safety"]["second_copies"] == []
+    assert report["safety"]["orchestrator_second_copies"] == []
 
 
 def test_given_3_days_of_256_nodes_then_every_hit_job_runs_again_and_its_downtime_is_decomposed(
@@ -133,6 +134,7 @@ def test_given_racks_reboots_failed_gates_and_job_faults_then_each_path_runs_thr
     assert report["drill"]["api_calls"].get("sagemaker.BatchRebootClusterNodes", 0) >= 1
     assert len(report["jobs"]) == 4 and all(0 < job["ettr"] <= 1 for job in report["jobs"])
     assert report["safety"]["second_copies"] == []
+    assert report["safety"]["orchestrator_second_copies"] == []
 
 
 @pytest.mark.parametrize("orchestrator", ORCHESTRATORS)
@@ -156,6 +158,7 @@ def test_given_one_job_on_more_than_1000_nodes_then_node_and_job_faults_are_reco
     # to that incident by the ticks in between: no second recovery told the chat it did nothing
     assert report["hangs"]["left_to_another_incident"] >= 1 and report["hangs"]["recoveries_started"] == 0, report["hangs"]
     assert report["pages"]["total"] == 0 and report["safety"]["second_copies"] == []
+    assert report["safety"]["orchestrator_second_copies"] == []
     assert report["hits"] and all(hit["restarted_at"] is not None for hit in report["hits"])
     # And a job incident's record names a few of the job's nodes, not all 1,100
     assert report["limits"]["largest_dynamodb_item_bytes"] < 16 * 1024, report["limits"]
@@ -183,6 +186,7 @@ def test_given_silent_hangs_then_only_the_hang_detector_finds_them_and_each_is_r
     assert found["detection_seconds"]["max"] <= 5 * plan.step_seconds + 2 * 60 + plan.step_seconds
     # And each was recovered (the job runs again), nobody paged, no tick failed
     assert report["pages"]["total"] == 0 and found["tick_errors"] == 0 and report["safety"]["second_copies"] == []
+    assert report["safety"]["orchestrator_second_copies"] == []
     assert all(hit["restarted_at"] is not None for hit in report["hits"])
     assert report["incidents"]["by_outcome"].get("job:recovered", 0) >= found["silent_hangs_found"]
     # And the quiet ticks were counted, not run: a day's 1,440 ticks, a few of them run
