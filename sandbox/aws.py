@@ -55,6 +55,7 @@ from typing import Any
 from unittest import mock
 
 import boto3
+import urllib3
 from botocore.awsrequest import AWSResponse
 from botocore.exceptions import ClientError, ReadTimeoutError
 from cryptography.hazmat.primitives.asymmetric import rsa
@@ -98,6 +99,7 @@ from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
 from moto.stepfunctions.parser.models import StepFunctionsParserBackend
 from moto.stepfunctions.responses import StepFunctionResponse, get_backend
 
+from hyperpod_recovery.adapters import kubernetes as kubernetes_adapter
 from hyperpod_recovery.adapters.kubernetes import KubernetesApi
 from sandbox.clock import DRIVER, EPOCH, VirtualClock
 from sandbox.dynamodb_wire import plain_values_written_through
@@ -211,6 +213,9 @@ CALL_MILLIS = 30
 def calls_made() -> int:
     """The calls this thread's handler made so far (every HTTP attempt, AWS's and the Kubernetes API's)."""
     return int(getattr(_local, "calls_made", 0))
+
+
+SANDBOX_KUBE_READ_SECONDS = 120.0  # real seconds (see where it is patched in)
 
 
 def _count_call() -> None:
@@ -559,6 +564,12 @@ class SandboxAWS:
             return original_kube_request(api, *args, **kwargs)
 
         stack.enter_context(mock.patch.object(KubernetesApi, "_request", counted_kube_request))
+        # The sandbox's API server answers in real time, on a machine the whole simulation shares (a
+        # fleet run lists 2,048 nodes over TLS beside two other processes), while the drill's clock
+        # stands still: a read that outlasts the adapter's 5 s is the machine's slowness, not the
+        # cluster's. The sandbox waits longer; the adapter's own timeout is held by test_time_budgets.
+        sandbox_timeout = urllib3.Timeout(connect=kubernetes_adapter.CONNECT_TIMEOUT_SECONDS, read=SANDBOX_KUBE_READ_SECONDS)
+        stack.enter_context(mock.patch.object(kubernetes_adapter, "_TIMEOUT", sandbox_timeout))
         stack.enter_context(mock.patch.object(wait_function.WaitFunction, "_wait_interval", wait_interval))
         self._patch_nested_executions(stack)
         self._patch_history_timestamps(stack)
