@@ -28,7 +28,9 @@ What is patched, and why (see ../shared/reference/local-testing-toolchain.md):
 * an AWS answer may be lost after AWS acted (behaviour.lost_api_answers): botocore retries it;
 * every AWS call the pipeline makes is counted (the report's api_calls);
 * a DynamoDB item's plain values are written into moto's answers as they are, not member by
-  member through the service model (sandbox/dynamodb_wire.py: the same bytes, 6x faster on a scan).
+  member through the service model (sandbox/dynamodb_wire.py: the same bytes, 6x faster on a scan);
+* the Kubernetes adapter waits up to 120 real seconds for the sandbox's API server, not 5 (the
+  drill's clock stands still while it answers; a busy machine's slowness is not the cluster's).
 """
 
 from __future__ import annotations
