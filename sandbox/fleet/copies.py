@@ -23,7 +23,7 @@ from typing import Any, Protocol
 from hyperpod_recovery.models.kubernetes import node_name_for_instance
 from sandbox.eks import COLLECTIVE_LOG, DATA_LOADER_LOG, TRAINING_LOG, SimulatedEks
 from sandbox.hyperpod import HyperPodDouble
-from sandbox.kube import RESUBMITTED_FROM, _controller_uid
+from sandbox.kube import RESUBMITTED_FROM, _controller_uid, _name_order
 from sandbox.scenario import JobSpec
 from sandbox.slurm import DATA_LOADER_STACK, SimulatedSlurm
 from sandbox.training import _env_of
@@ -169,11 +169,6 @@ class KubeCopies:
         for (namespace, name), pod in sorted(kube.pods.items()):
             if _controller_uid(pod) != copy:
                 continue
-            rank = _pod_index(pod)
+            rank = max(0, _name_order(str(pod["metadata"]["name"]))[1])
             stuck = DATA_LOADER_LOG if pod["spec"].get("nodeName") == odd_node else COLLECTIVE_LOG
             kube.set_pod_log(namespace, name, TRAINING_LOG.format(rank=rank) + stuck.format(rank=rank))
-
-
-def _pod_index(pod: dict[str, Any]) -> int:
-    tail = str(pod["metadata"]["name"]).rsplit("-", 1)[-1]
-    return int(tail) if tail.isdigit() else 0
