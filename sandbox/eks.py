@@ -281,39 +281,43 @@ class SimulatedEks:
 
     def job_fails(self, job: Any, *, reason: str | None = None, exit_code: int | None = None) -> None:
         """The scenario job's newest incarnation (itself, or its newest re-creation) is Failed now."""
-        namespace = job.kubernetes.namespace
-        lineage = [
-            (k, n)
-            for (k, ns, n), obj in self.kube.jobs.items()
-            if ns == namespace and (n == job.name or (obj["metadata"].get("annotations") or {}).get(JOB_NAME_ANNOTATION) == job.name)
-        ]
-        kind, name = max(lineage, key=lambda kn: int(kn[1].rsplit("-r", 1)[1]) if kn[1] != job.name else 0)
-        self.kube.job_fails(kind, namespace, name, reason=reason or "BackoffLimitExceeded", exit_code=1 if exit_code is None else exit_code)
-        if job.id in self.scenario.behaviour.unreadable_failure_times:
-            # (its operator wrote a time without a zone: that job's problem, never the poll's)
-            condition = self.kube.jobs[(kind, namespace, name)]["status"]["conditions"][-1]
-            condition["lastTransitionTime"] = condition["lastTransitionTime"].rstrip("Z")
+        with self.server.lock:  # (the API server's thread serves the pipeline's requests from the same objects)
+            namespace = job.kubernetes.namespace
+            lineage = [
+                (k, n)
+                for (k, ns, n), obj in self.kube.jobs.items()
+                if ns == namespace and (n == job.name or (obj["metadata"].get("annotations") or {}).get(JOB_NAME_ANNOTATION) == job.name)
+            ]
+            kind, name = max(lineage, key=lambda kn: int(kn[1].rsplit("-r", 1)[1]) if kn[1] != job.name else 0)
+            exit_code = 1 if exit_code is None else exit_code
+            self.kube.job_fails(kind, namespace, name, reason=reason or "BackoffLimitExceeded", exit_code=exit_code)
+            if job.id in self.scenario.behaviour.unreadable_failure_times:
+                # (its operator wrote a time without a zone: that job's problem, never the poll's)
+                condition = self.kube.jobs[(kind, namespace, name)]["status"]["conditions"][-1]
+                condition["lastTransitionTime"] = condition["lastTransitionTime"].rstrip("Z")
 
     def job_running(self, job: Any) -> bool:
         """The scenario job's own object still runs (not suspended, stopped or ended): its reporters
         go on writing; else their last write said it ended."""
-        obj = self.kube.jobs.get((job.kubernetes.kind, job.kubernetes.namespace, job.name))
-        if obj is None or ((obj.get("spec") or {}).get("runPolicy") or {}).get("suspend"):
-            return False
-        conditions = [c for c in (obj.get("status") or {}).get("conditions") or [] if c.get("status") == "True"]
-        return bool(conditions) and conditions[-1].get("type") == "Running"
+        with self.server.lock:  # (the API server's thread serves the pipeline's requests from the same objects)
+            obj = self.kube.jobs.get((job.kubernetes.kind, job.kubernetes.namespace, job.name))
+            if obj is None or ((obj.get("spec") or {}).get("runPolicy") or {}).get("suspend"):
+                return False
+            conditions = [c for c in (obj.get("status") or {}).get("conditions") or [] if c.get("status") == "True"]
+            return bool(conditions) and conditions[-1].get("type") == "Running"
 
     def job_hangs(self, job: Any, fault: Any) -> None:
         """The job hangs: its pods still run; each rank's log ends waiting in an all-reduce, but on the
         node the fault names (the one that stopped first), where it ends in its data loader."""
-        namespace = job.kubernetes.namespace
-        odd = node_name_for_instance(self.double.current(fault.node, t=0).node_id) if fault.node else None
-        for (ns, name), pod in sorted(self.kube.pods.items()):
-            if ns != namespace or not name.startswith(f"{job.name}-worker-"):
-                continue
-            rank = int(name.rsplit("-", 1)[1])
-            stuck = DATA_LOADER_LOG if pod["spec"].get("nodeName") == odd and fault.stacks != "no_answer" else COLLECTIVE_LOG
-            self.kube.set_pod_log(namespace, name, TRAINING_LOG.format(rank=rank) + stuck.format(rank=rank))
+        with self.server.lock:  # (the API server's thread serves the pipeline's requests from the same objects)
+            namespace = job.kubernetes.namespace
+            odd = node_name_for_instance(self.double.current(fault.node, t=0).node_id) if fault.node else None
+            for (ns, name), pod in sorted(self.kube.pods.items()):
+                if ns != namespace or not name.startswith(f"{job.name}-worker-"):
+                    continue
+                rank = int(name.rsplit("-", 1)[1])
+                stuck = DATA_LOADER_LOG if pod["spec"].get("nodeName") == odd and fault.stacks != "no_answer" else COLLECTIVE_LOG
+                self.kube.set_pod_log(namespace, name, TRAINING_LOG.format(rank=rank) + stuck.format(rank=rank))
 
     def report_unhealthy(self, instance_id: str, at: float) -> None:
         """A health event for the instance: HyperPod's health agent labels and taints its node too."""
@@ -329,23 +333,24 @@ class SimulatedEks:
     def sync(self) -> None:
         """Bring the Node objects to what HyperPod shows at the caller's time (never backwards: the
         API server has one present, the drill's timelines each their own)."""
-        t = max(self.double.now(), self._synced)  # (the caller's time: the server runs in its scope)
-        self._synced = t
-        with self.double._lock:
-            instances = {n.node_id: n for n in self.double.nodes if n.exists_at(t)}
-        for name in list(self.kube.nodes):
-            instance = name.removeprefix("hyperpod-")
-            if instance not in instances:
-                self.kube.hyperpod_removes(name)
-        for instance, node in instances.items():
-            name = node_name_for_instance(instance)
-            running = node.status_at(t) == "Running" or any(at <= t for at, _ in node.boots)
-            if name not in self.kube.nodes:
-                if not running:
-                    continue
-                self.kube.add_hyperpod_node(instance, group=node.group, boot_id=self._boot_id(node, t))
-                self._boots[instance] = self._last_boot(node, t)
-            self._keep(name, node, t)
+        with self.server.lock:  # (the API server's thread serves the pipeline's requests from the same objects)
+            t = max(self.double.now(), self._synced)  # (the caller's time: the server runs in its scope)
+            self._synced = t
+            with self.double._lock:
+                instances = {n.node_id: n for n in self.double.nodes if n.exists_at(t)}
+            for name in list(self.kube.nodes):
+                instance = name.removeprefix("hyperpod-")
+                if instance not in instances:
+                    self.kube.hyperpod_removes(name)
+            for instance, node in instances.items():
+                name = node_name_for_instance(instance)
+                running = node.status_at(t) == "Running" or any(at <= t for at, _ in node.boots)
+                if name not in self.kube.nodes:
+                    if not running:
+                        continue
+                    self.kube.add_hyperpod_node(instance, group=node.group, boot_id=self._boot_id(node, t))
+                    self._boots[instance] = self._last_boot(node, t)
+                self._keep(name, node, t)
 
     def _keep(self, name: str, node: SimNode, t: float) -> None:
         answering = self._answering(node, t)

@@ -710,13 +710,14 @@ class DrillRunner:
             self.eks.sync()  # (the API server's clock at the fault's moment: the condition is stamped then)
             prefix = "LogHang" if fault.operator_verdict == "hanging" else "LogSlow"
             said = "hanging (not receiving required logs)" if fault.operator_verdict == "hanging" else "slow"
-            self.eks.kube.operator_reports_fault(
-                job.kubernetes.kind,
-                job.kubernetes.namespace,
-                job.name,
-                reason=f"{prefix}_{fault.hyperpod_rule}",
-                message=f"The job is {said} on the following log monitoring rules: {fault.hyperpod_rule}",
-            )
+            with self.eks.server.lock:  # (the API server's thread serves the same objects)
+                self.eks.kube.operator_reports_fault(
+                    job.kubernetes.kind,
+                    job.kubernetes.namespace,
+                    job.name,
+                    reason=f"{prefix}_{fault.hyperpod_rule}",
+                    message=f"The job is {said} on the following log monitoring rules: {fault.hyperpod_rule}",
+                )
             return
         ref = fault.node or f"{expand_range(job.nodes)[0][0]}:{expand_range(job.nodes)[0][1]}"
         node = self.double.current(ref, t=fault.at)
@@ -766,11 +767,12 @@ class DrillRunner:
         """EKS: the first fault (virtual seconds) on a node one of the job object's pods ran on."""
         assert self.eks is not None
         uid = obj["metadata"]["uid"]
-        nodes = {
-            str(pod["spec"].get("nodeName"))
-            for pod in self.eks.kube.pods.values()
-            if any(o.get("uid") == uid for o in pod["metadata"].get("ownerReferences") or []) and pod["spec"].get("nodeName")
-        }
+        with self.eks.server.lock:  # (the API server's thread serves the same objects)
+            nodes = {
+                str(pod["spec"].get("nodeName"))
+                for pod in self.eks.kube.pods.values()
+                if any(o.get("uid") == uid for o in pod["metadata"].get("ownerReferences") or []) and pod["spec"].get("nodeName")
+            }
         hits = [
             fault.at
             for fault in self.scenario.faults

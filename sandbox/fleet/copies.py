@@ -114,6 +114,10 @@ class KubeCopies:
     def jobs(self) -> Mapping[str, Copy]:
         """Every PyTorchJob of the scenario's namespaces, by uid (rebuilt when a job or a run changed)."""
         kube = self.eks.kube
+        with self.eks.server.lock:  # (the API server's thread serves the pipeline's requests from the same objects)
+            return self._jobs(kube)
+
+    def _jobs(self, kube: Any) -> Mapping[str, Copy]:
         seen = (kube._version, *((uid, len(spans), spans[-1][1] is None) for uid, spans in kube._runs.items() if spans))
         if seen != self._seen:
             self._view = {copy.job_id: copy for copy in map(self._copy, self._objects())}
@@ -166,9 +170,10 @@ class KubeCopies:
     def hang(self, copy: str, odd_node: str) -> None:
         """Each of its pods' logs ends waiting in an all-reduce, but on ``odd_node`` (as SimulatedEks.job_hangs, for any copy)."""
         kube = self.eks.kube
-        for (namespace, name), pod in sorted(kube.pods.items()):
-            if _controller_uid(pod) != copy:
-                continue
-            rank = max(0, _name_order(str(pod["metadata"]["name"]))[1])
-            stuck = DATA_LOADER_LOG if pod["spec"].get("nodeName") == odd_node else COLLECTIVE_LOG
-            kube.set_pod_log(namespace, name, TRAINING_LOG.format(rank=rank) + stuck.format(rank=rank))
+        with self.eks.server.lock:  # (the API server's thread serves the pipeline's requests from the same objects)
+            for (namespace, name), pod in sorted(kube.pods.items()):
+                if _controller_uid(pod) != copy:
+                    continue
+                rank = max(0, _name_order(str(pod["metadata"]["name"]))[1])
+                stuck = DATA_LOADER_LOG if pod["spec"].get("nodeName") == odd_node else COLLECTIVE_LOG
+                kube.set_pod_log(namespace, name, TRAINING_LOG.format(rank=rank) + stuck.format(rank=rank))
