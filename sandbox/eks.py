@@ -46,7 +46,7 @@ from hyperpod_recovery.errors import KubeAccessDenied, KubeConflict, KubeThrottl
 from hyperpod_recovery.models.kubernetes import HEALTH_STATUS_LABEL, KUEUE_QUEUE_LABEL, OPT_IN_ANNOTATION, node_name_for_instance
 from hyperpod_recovery.models.progress import PROGRESS_TABLE_ENV
 from sandbox.hyperpod import ACCOUNT, HyperPodDouble, SimNode
-from sandbox.kube import HYPERPOD_TAINT_KEY, FakeKube, serve
+from sandbox.kube import HYPERPOD_TAINT_KEY, FakeKube, _controller_uid, _name_order, serve
 from sandbox.scenario import Scenario, expand_range
 
 PENDING_REPLACEMENT = "UnschedulablePendingReplacement"
@@ -194,6 +194,12 @@ class SimulatedEks:
     def close(self) -> None:
         self._stack.close()
 
+    @property
+    def lock(self) -> Any:
+        """Held while the fake cluster is read or changed: the API server's thread serves the pipeline's
+        requests from the same objects (a request its client gave up on may still be running)."""
+        return self.server.lock
+
     # --- the drill's cluster ---------------------------------------------------------------------
     def populate(self, progress_table: str | None = None) -> None:
         """``progress_table``: the stack's, in the pod template of a job whose owner opted in to
@@ -281,7 +287,7 @@ class SimulatedEks:
 
     def job_fails(self, job: Any, *, reason: str | None = None, exit_code: int | None = None) -> None:
         """The scenario job's newest incarnation (itself, or its newest re-creation) is Failed now."""
-        with self.server.lock:  # (the API server's thread serves the pipeline's requests from the same objects)
+        with self.lock:
             namespace = job.kubernetes.namespace
             lineage = [
                 (k, n)
@@ -299,7 +305,7 @@ class SimulatedEks:
     def job_running(self, job: Any) -> bool:
         """The scenario job's own object still runs (not suspended, stopped or ended): its reporters
         go on writing; else their last write said it ended."""
-        with self.server.lock:  # (the API server's thread serves the pipeline's requests from the same objects)
+        with self.lock:
             obj = self.kube.jobs.get((job.kubernetes.kind, job.kubernetes.namespace, job.name))
             if obj is None or ((obj.get("spec") or {}).get("runPolicy") or {}).get("suspend"):
                 return False
@@ -309,15 +315,24 @@ class SimulatedEks:
     def job_hangs(self, job: Any, fault: Any) -> None:
         """The job hangs: its pods still run; each rank's log ends waiting in an all-reduce, but on the
         node the fault names (the one that stopped first), where it ends in its data loader."""
-        with self.server.lock:  # (the API server's thread serves the pipeline's requests from the same objects)
+        with self.lock:
             namespace = job.kubernetes.namespace
             odd = node_name_for_instance(self.double.current(fault.node, t=0).node_id) if fault.node else None
-            for (ns, name), pod in sorted(self.kube.pods.items()):
-                if ns != namespace or not name.startswith(f"{job.name}-worker-"):
-                    continue
-                rank = int(name.rsplit("-", 1)[1])
-                stuck = DATA_LOADER_LOG if pod["spec"].get("nodeName") == odd and fault.stacks != "no_answer" else COLLECTIVE_LOG
-                self.kube.set_pod_log(namespace, name, TRAINING_LOG.format(rank=rank) + stuck.format(rank=rank))
+            pods = [(ns, name) for ns, name in self.kube.pods if ns == namespace and name.startswith(f"{job.name}-worker-")]
+            self._pods_hang(pods, odd if fault.stacks != "no_answer" else None)
+
+    def object_hangs(self, uid: str, odd_node: str) -> None:
+        """The job object ``uid`` (any of a lineage: the fleet's copies) hangs, as ``job_hangs``: its pods'
+        logs end waiting in an all-reduce, but on ``odd_node``, in its data loader."""
+        with self.lock:
+            self._pods_hang([key for key, pod in self.kube.pods.items() if _controller_uid(pod) == uid], odd_node)
+
+    def _pods_hang(self, pods: list[tuple[str, str]], odd_node: str | None) -> None:
+        for namespace, name in sorted(pods):
+            pod = self.kube.pods[(namespace, name)]
+            rank = max(0, _name_order(name)[1])
+            stuck = DATA_LOADER_LOG if odd_node is not None and pod["spec"].get("nodeName") == odd_node else COLLECTIVE_LOG
+            self.kube.set_pod_log(namespace, name, TRAINING_LOG.format(rank=rank) + stuck.format(rank=rank))
 
     def report_unhealthy(self, instance_id: str, at: float) -> None:
         """A health event for the instance: HyperPod's health agent labels and taints its node too."""
@@ -333,7 +348,7 @@ class SimulatedEks:
     def sync(self) -> None:
         """Bring the Node objects to what HyperPod shows at the caller's time (never backwards: the
         API server has one present, the drill's timelines each their own)."""
-        with self.server.lock:  # (the API server's thread serves the pipeline's requests from the same objects)
+        with self.lock:
             t = max(self.double.now(), self._synced)  # (the caller's time: the server runs in its scope)
             self._synced = t
             with self.double._lock:

@@ -710,7 +710,7 @@ class DrillRunner:
             self.eks.sync()  # (the API server's clock at the fault's moment: the condition is stamped then)
             prefix = "LogHang" if fault.operator_verdict == "hanging" else "LogSlow"
             said = "hanging (not receiving required logs)" if fault.operator_verdict == "hanging" else "slow"
-            with self.eks.server.lock:  # (the API server's thread serves the same objects)
+            with self.eks.lock:
                 self.eks.kube.operator_reports_fault(
                     job.kubernetes.kind,
                     job.kubernetes.namespace,
@@ -767,7 +767,7 @@ class DrillRunner:
         """EKS: the first fault (virtual seconds) on a node one of the job object's pods ran on."""
         assert self.eks is not None
         uid = obj["metadata"]["uid"]
-        with self.eks.server.lock:  # (the API server's thread serves the same objects)
+        with self.eks.lock:
             nodes = {
                 str(pod["spec"].get("nodeName"))
                 for pod in self.eks.kube.pods.values()

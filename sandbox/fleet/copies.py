@@ -21,9 +21,9 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from hyperpod_recovery.models.kubernetes import node_name_for_instance
-from sandbox.eks import COLLECTIVE_LOG, DATA_LOADER_LOG, TRAINING_LOG, SimulatedEks
+from sandbox.eks import SimulatedEks
 from sandbox.hyperpod import HyperPodDouble
-from sandbox.kube import RESUBMITTED_FROM, _controller_uid, _name_order
+from sandbox.kube import RESUBMITTED_FROM
 from sandbox.scenario import JobSpec
 from sandbox.slurm import DATA_LOADER_STACK, SimulatedSlurm
 from sandbox.training import _env_of
@@ -114,7 +114,7 @@ class KubeCopies:
     def jobs(self) -> Mapping[str, Copy]:
         """Every PyTorchJob of the scenario's namespaces, by uid (rebuilt when a job or a run changed)."""
         kube = self.eks.kube
-        with self.eks.server.lock:  # (the API server's thread serves the pipeline's requests from the same objects)
+        with self.eks.lock:
             return self._jobs(kube)
 
     def _jobs(self, kube: Any) -> Mapping[str, Copy]:
@@ -168,12 +168,4 @@ class KubeCopies:
         return node_name_for_instance(self.double.current(ref, t=at).node_id)
 
     def hang(self, copy: str, odd_node: str) -> None:
-        """Each of its pods' logs ends waiting in an all-reduce, but on ``odd_node`` (as SimulatedEks.job_hangs, for any copy)."""
-        kube = self.eks.kube
-        with self.eks.server.lock:  # (the API server's thread serves the pipeline's requests from the same objects)
-            for (namespace, name), pod in sorted(kube.pods.items()):
-                if _controller_uid(pod) != copy:
-                    continue
-                rank = max(0, _name_order(str(pod["metadata"]["name"]))[1])
-                stuck = DATA_LOADER_LOG if pod["spec"].get("nodeName") == odd_node else COLLECTIVE_LOG
-                kube.set_pod_log(namespace, name, TRAINING_LOG.format(rank=rank) + stuck.format(rank=rank))
+        self.eks.object_hangs(copy, odd_node)
