@@ -71,7 +71,7 @@ class DeployPlan:
     stack_exists: bool
     keeps: list[str] = field(default_factory=list)  # parameters left at the stack's current value
 
-    def sam_command(self, sam: str, *, confirm: bool) -> list[str]:
+    def sam_command(self, sam: str, *, confirm: bool, profile: str | None = None) -> list[str]:
         command = [
             sam,
             "deploy",
@@ -79,6 +79,7 @@ class DeployPlan:
             self.stack,
             "--region",
             self.region,
+            *(("--profile", profile) if profile else ()),  # the one our own calls used: sam must deploy as the same identity
             "--capabilities",
             *CAPABILITIES,
             "--resolve-s3",
@@ -267,7 +268,7 @@ def run_deploy(
     region = arn_region or given_region
     args.region_used = region or "your default region"
     plan = plan_deploy(args, client_in(region), ask=ask)
-    command = plan.sam_command(args.sam, confirm=not args.yes)
+    command = plan.sam_command(args.sam, confirm=not args.yes, profile=getattr(args, "profile", None))
     print(f"stack {plan.stack} in {plan.region} ({'update' if plan.stack_exists else 'new: DryRun=true, nothing acts'})", file=out)
     if plan.keeps:
         print(f"kept as deployed: {', '.join(plan.keeps)}", file=out)

@@ -24,9 +24,10 @@
         [--checkpoint-interval T | --checkpoint-prefix s3://...] [--checkpoint-cost T] [--json] [--html FILE]
     hyperpod-recovery --version
 
-Every command takes ``--region REGION`` (before or after the command's name). AWS credentials come
-from the standard chain (environment, profile, SSO, instance role); the region from ``--region``,
-else $AWS_REGION / $AWS_DEFAULT_REGION, else the profile's. The ledger table is the stack's
+Every command takes ``--region REGION`` and ``--profile NAME`` (before or after the command's name),
+found as the AWS CLI v2 finds them (aws_session.py): AWS credentials from the standard chain
+(environment, the profile, SSO, instance role); the region from ``--region``, else $AWS_REGION, else
+$AWS_DEFAULT_REGION, else the profile's. The ledger table is the stack's
 LedgerTableName output (or $LEDGER_TABLE).
 
 Exit codes, for every command:
@@ -66,7 +67,7 @@ import re
 import shlex
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from importlib import metadata
@@ -90,7 +91,8 @@ from hyperpod_recovery.errors import (
 from hyperpod_recovery.models.common import CLUSTER_NAME_PATTERN
 from hyperpod_recovery.models.manifest import MAX_STEP, CheckpointLayout, manifest_job, step_of_folder
 from hyperpod_recovery.models.records import AuditEntry, BreakerState
-from hyperpod_recovery_cli import aws_calls
+from hyperpod_recovery_cli import PROG
+from hyperpod_recovery_cli.aws_session import NO_CREDENTIALS, NO_REGION, AwsClients
 from hyperpod_recovery_cli.deploy import add_arm_arguments, add_deploy_arguments, arm_command, deploy_command
 from hyperpod_recovery_cli.drill import add_arguments as add_drill_arguments
 from hyperpod_recovery_cli.drill import run_drill
@@ -106,47 +108,13 @@ from hyperpod_recovery_cli.preflight import add_arguments as add_preflight_argum
 from hyperpod_recovery_cli.stack import NotOurStack, StackTooOld, read_stack
 from hyperpod_recovery_cli.verdicts import add_commands as add_verdict_commands
 
-PROG = "hyperpod-recovery"
 EXIT_OK, EXIT_NO, EXIT_USAGE, EXIT_AWS, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 EXIT_S3 = EXIT_AWS  # the checkpoint commands' name for it
 _ANY_JOB = "default: $SLURM_JOB_NAME; without either, any job's, and the writer is named"
-NO_REGION = (
-    "no AWS region configured: give --region REGION, or set AWS_REGION (or AWS_DEFAULT_REGION), "
-    "or a region in your AWS profile (aws configure set region REGION)"
-)
-NO_CREDENTIALS = (
-    "no AWS credentials found: run `aws configure` or `aws sso login`, or set AWS_PROFILE (or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)"
-)
 
 
 class UsageError(Exception):
     """The command cannot run with what it was given (exit code 2)."""
-
-
-class AwsClients:
-    """boto3 clients made on first use, in the region the command line or the environment names.
-
-    Made inside main()'s error handling: no region (NoRegionError) or an unknown profile
-    (ProfileNotFound) is the operator's one-line message, not a traceback. They wait for AWS as long
-    as aws_calls.py says (not the Lambdas' settings), and a call still unanswered after a few seconds
-    is said on ``err``."""
-
-    def __init__(self, region: str | None, given: Mapping[str, Any] | None = None, *, err: TextIO | None = None) -> None:
-        self.region = region
-        self._made = {service: made for service, made in (given or {}).items() if made is not None}
-        self._session: Any = None
-        self._err = err
-
-    def __call__(self, service: str) -> Any:
-        if service not in self._made:
-            import boto3  # only commands that reach AWS pay for it
-
-            if self._session is None:
-                self._session = boto3.session.Session(region_name=self.region)
-            limits = aws_calls.limits_for(service)
-            made = self._session.client(service, config=limits.config())
-            self._made[service] = aws_calls.SlowCallNotice(self._err or sys.stderr, PROG, limits).watch(made)
-        return self._made[service]
 
 
 @dataclass
@@ -215,17 +183,18 @@ def _layout(args: argparse.Namespace) -> CheckpointLayout | None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    # --region is accepted before or after the command's name; SUPPRESS keeps a subcommand's unset
+    # --region and --profile are accepted before or after the command's name; SUPPRESS keeps a subcommand's unset
     # default from overwriting a value given before it.
-    region = OneLineParser(add_help=False)
-    region.add_argument(
+    aws_options = OneLineParser(add_help=False)
+    aws_options.add_argument(
         "--region", default=argparse.SUPPRESS, help="AWS region (default: $AWS_REGION, $AWS_DEFAULT_REGION, or the profile's)"
     )
+    aws_options.add_argument("--profile", default=argparse.SUPPRESS, help="AWS profile (default: $AWS_PROFILE, or the default profile)")
     parser = OneLineParser(
         prog=PROG,
         description="HyperPod recovery tools: checkpoints, the circuit breaker, drills and the preflight of a deployed stack.",
         epilog="Exit codes: 0 done, 1 the answer is no, 2 bad usage or no AWS region, 3 AWS error (incl. no credentials).",
-        parents=[region],
+        parents=[aws_options],
     )
     parser.add_argument("--version", action="version", version=f"{PROG} {version()}")
     parser.set_defaults(usage=parser)
@@ -236,7 +205,7 @@ def _parser() -> argparse.ArgumentParser:
     commands = checkpoint.add_subparsers(dest="command", title="commands", metavar="COMMAND")
 
     commit = commands.add_parser(
-        "commit", parents=[region], help="write the manifest of a step's folder, then move the latest pointer forward"
+        "commit", parents=[aws_options], help="write the manifest of a step's folder, then move the latest pointer forward"
     )
     commit.add_argument("uri", help="the job's checkpoint prefix, s3://bucket/prefix")
     commit.add_argument("--step", type=_step, required=True)
@@ -251,13 +220,13 @@ def _parser() -> argparse.ArgumentParser:
     layout.add_argument("--reshardable", action="store_true", help="it loads at another data-parallel degree (PyTorch DCP does)")
     commit.set_defaults(run=_commit)
 
-    latest = commands.add_parser("latest", parents=[region], help="print the newest verified checkpoint of a prefix")
+    latest = commands.add_parser("latest", parents=[aws_options], help="print the newest verified checkpoint of a prefix")
     latest.add_argument("uri", help="the job's checkpoint prefix, s3://bucket/prefix")
     latest.add_argument("--job", help=f"only this job's checkpoints ({_ANY_JOB})")
     latest.add_argument("--json", action="store_true", help="print the whole discovery as JSON")
     latest.set_defaults(run=_latest)
 
-    verify = commands.add_parser("verify", parents=[region], help="check one step and explain what is wrong")
+    verify = commands.add_parser("verify", parents=[aws_options], help="check one step and explain what is wrong")
     verify.add_argument("uri", help="a step folder (s3://bucket/prefix/step-000012000/) or a prefix with --step")
     verify.add_argument("--step", type=_step)
     verify.add_argument("--job", help=f"the job that must have written it ({_ANY_JOB})")
@@ -276,7 +245,7 @@ def _parser() -> argparse.ArgumentParser:
         ("status", "show whether automation is stopped, why and since when", _breaker_status),
         ("reset", "close the breaker (a human's call)", _breaker_reset),
     ):
-        action = actions.add_parser(name, parents=[region], help=text)
+        action = actions.add_parser(name, parents=[aws_options], help=text)
         where = action.add_mutually_exclusive_group(required=True)
         where.add_argument("--stack", help="the deployed stack's name: finds its cluster and ledger (instead of --cluster and --table)")
         where.add_argument("--cluster", help="the guarded cluster's name (the stack's ClusterName), with --table")
@@ -290,13 +259,13 @@ def _parser() -> argparse.ArgumentParser:
             action.add_argument("--by", default=None, help="who resets it (default: the login name)")
         action.set_defaults(run=run)
 
-    drill = groups.add_parser("drill", parents=[region], help="a recovery drill on the deployed stack, dry-run by default")
+    drill = groups.add_parser("drill", parents=[aws_options], help="a recovery drill on the deployed stack, dry-run by default")
     add_drill_arguments(drill)
     drill.set_defaults(run=_drill)
 
     preflight = groups.add_parser(
         "preflight",
-        parents=[region],
+        parents=[aws_options],
         help="read-only checks of a deployed stack and its cluster before arming it",
     )
     add_preflight_arguments(preflight)
@@ -308,19 +277,21 @@ def _parser() -> argparse.ArgumentParser:
     add_suite_arguments(suite)
     suite.set_defaults(run=_drills)
 
-    add_oncall_commands(groups, region, _oncall)
-    add_verdict_commands(groups, region, _oncall)
+    add_oncall_commands(groups, aws_options, _oncall)
+    add_verdict_commands(groups, aws_options, _oncall)
 
     goodput = groups.add_parser(
-        "goodput", parents=[region], help="the goodput planner: ETTR, checkpoint interval, spares, from measured recovery phases"
+        "goodput", parents=[aws_options], help="the goodput planner: ETTR, checkpoint interval, spares, from measured recovery phases"
     )
     add_goodput_arguments(goodput)
     goodput.set_defaults(run=_goodput)
 
-    deploy = groups.add_parser("deploy", parents=[region], help="deploy the stack for a cluster: reads it first, asks only what it must")
+    deploy = groups.add_parser(
+        "deploy", parents=[aws_options], help="deploy the stack for a cluster: reads it first, asks only what it must"
+    )
     add_deploy_arguments(deploy)
     deploy.set_defaults(run=deploy_command)
-    arm = groups.add_parser("arm", parents=[region], help="preflight, then DryRun=false on a deployed stack (nothing else changes)")
+    arm = groups.add_parser("arm", parents=[aws_options], help="preflight, then DryRun=false on a deployed stack (nothing else changes)")
     add_arm_arguments(arm)
     arm.set_defaults(run=arm_command)
     return parser
@@ -376,7 +347,7 @@ def main(
         "lambda": drill.get("lambda"),
         "sts": drill.get("sts"),
     }
-    clients = AwsClients(getattr(args, "region", None), given, err=err)
+    clients = AwsClients(getattr(args, "region", None), given, err=err, profile=getattr(args, "profile", None))
     invocation = Invocation(args, out, err, clients, sleep or drill.get("sleep", time.sleep))
     invocation.stdin = stdin or sys.stdin
     if now is not None:

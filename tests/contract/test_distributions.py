@@ -9,12 +9,15 @@ and the venv's site-packages for boto3 and pydantic.
 
 from __future__ import annotations
 
+import ast
 import json
+import re
 import subprocess
 import sys
 import sysconfig
 import tomllib
 import zipfile
+from importlib.metadata import packages_distributions
 from pathlib import Path
 
 import pytest
@@ -139,3 +142,43 @@ def test_no_file_belongs_to_two_wheels_and_each_wheel_names_the_ones_it_needs(tm
             metadata = archive.read(next(n for n in archive.namelist() if n.endswith("METADATA"))).decode()
         needed = {line.split(": ", 1)[1] for line in metadata.splitlines() if line.startswith("Requires-Dist: hyperpod-recovery")}
         assert needed == {f"{DISTRIBUTIONS[n].name}=={wheel.name.split('-')[1]}" for n in DISTRIBUTIONS[kind].needs}
+
+
+def _imported_distributions(folders: list[Path]) -> dict[str, set[str]]:
+    """Distribution (normalized name) → the files importing it, for every import outside the standard
+    library and our own packages in ``folders``: at module level or inside a function alike."""
+    owners = packages_distributions()
+    found: dict[str, set[str]] = {}
+    for folder in folders:
+        for path in folder.rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if isinstance(node, ast.Import):
+                    names = [alias.name for alias in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                    names = [node.module]
+                else:
+                    continue
+                for name in names:
+                    top = name.split(".")[0]
+                    if top in sys.stdlib_module_names or top.startswith("hyperpod_recovery"):
+                        continue
+                    for distribution in owners.get(top, [f"<no distribution for {top}>"]):
+                        found.setdefault(_normalized(distribution), set()).add(str(path.relative_to(ROOT)))
+    return found
+
+
+def _normalized(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def test_the_root_distribution_declares_every_distribution_its_packages_import() -> None:
+    # Given what `make install` and pipx install: the packages pyproject.toml maps, and its dependencies
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    declared = {_normalized(re.split(r"[<>=!~;\[ ]", requirement, maxsplit=1)[0]) for requirement in pyproject["project"]["dependencies"]}
+    folders = sorted(
+        {ROOT / folder for folder in tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"].values()}
+    )
+    # When every import of their modules is traced to the distribution that provides it
+    imported = _imported_distributions(folders)
+    # Then each is declared: an installed command never meets a ModuleNotFoundError
+    assert {name: sorted(files) for name, files in imported.items() if name not in declared} == {}
