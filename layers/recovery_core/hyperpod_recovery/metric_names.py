@@ -103,6 +103,14 @@ VERDICT_NOTICES = {
     "verdict_notice_failed": "VerdictNoticesFailed",
 }
 
+# A notification channel that failed (adapters/notifier.py): one count per notification it did not
+# take, emitted only when it fails; the other channels were sent. UndeliveredNotificationsAlarm adds them up.
+NOTIFICATION_FAILURES = {
+    "topic": "TopicNotificationsFailed",
+    "chat": "ChatNotificationsFailed",
+    "pager": "PagesFailed",
+}
+
 ALL = frozenset(
     {
         RECOVERIES_STARTED,
@@ -121,6 +129,7 @@ ALL = frozenset(
         *DURATIONS,
         *HANG_DETECTION.values(),
         *VERDICT_NOTICES.values(),
+        *NOTIFICATION_FAILURES.values(),
     }
 )
 
