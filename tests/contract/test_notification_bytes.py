@@ -35,6 +35,7 @@ from hyperpod_recovery.adapters.notifier import SnsNotifier
 from hyperpod_recovery.domain.advice import Deployment
 from hyperpod_recovery.domain.notification import notification
 from hyperpod_recovery.domain.severity import severity_of
+from hyperpod_recovery.domain.wire import put_events_entry_size
 from hyperpod_recovery.errors import NotifierUnavailable
 from hyperpod_recovery.metric_names import NOTIFICATION_FAILURES
 from hyperpod_recovery.models.records import IncidentRecord
@@ -56,6 +57,7 @@ TOPIC, CHAT = "arn:aws:sns:us-west-2:123456789012:notifications", "arn:aws:sns:u
 BUS = "arn:aws:events:us-west-2:123456789012:event-bus/default"
 STACK = "hpr-prod"
 SHOW = "hyperpod-recovery incidents show"
+ESCALATION = {"outcome": "escalated", "cluster": "llm-train", "severity": "page", "incident": "hpr-i-0a1b2c-20261126T0900"}
 
 
 # --- what each service counts ----------------------------------------------------------------
@@ -237,6 +239,41 @@ def test_given_any_text_then_the_page_keeps_to_the_entry_and_the_api_destination
         assert f"{SHOW} {attributes['incident']} --stack {STACK}" in message.rsplit("\n", 1)[-1]
 
 
+@pytest.mark.parametrize("fill", ["x", "é", "<&>", "\U0001f600", '"\\'])
+def test_given_a_text_without_line_ends_then_the_page_is_cut_to_within_a_few_bytes_of_the_body_limit(fill: str) -> None:
+    # Given a page's text of one unbroken line, far past the body limit
+    events = Events()
+    _notifier(Sns(), events, chat=False).publish("s", fill * 200_000, {"severity": "page", "incident": "hpr-1", "cluster": "c"})
+    page = json.loads(events.entries[0]["Detail"])["pagerduty"]
+    # Then the body EventBridge posts, routing key included, is as large as the limit allows, and no larger
+    assert API_DESTINATION_BODY_BYTES - 64 <= api_destination_counted(page) <= API_DESTINATION_BODY_BYTES
+
+
+@given(
+    source=st.text(ANY_CHARACTER.filter(lambda c: not 0xD800 <= ord(c) <= 0xDFFF), max_size=60),
+    detail=st.text(ANY_CHARACTER.filter(lambda c: not 0xD800 <= ord(c) <= 0xDFFF), max_size=300),
+    resources=st.lists(st.text(max_size=80), max_size=4),
+    timed=st.booleans(),
+)
+def test_given_any_entry_then_its_size_is_the_one_eventbridge_documents(
+    source: str, detail: str, resources: list[str], timed: bool
+) -> None:
+    entry: dict[str, Any] = {"Source": source, "DetailType": source[::-1], "Detail": detail, "Resources": resources}
+    if timed:
+        entry["Time"] = "2026-11-28T09:00:00Z"
+    assert put_events_entry_size(entry) == put_events_counted(entry)
+
+
+def test_given_a_lone_surrogate_in_a_name_then_every_channel_is_sent_valid_utf8() -> None:
+    # Given a Slurm job's name read from JSON with half an emoji in it
+    sns, events = Sns(), Events()
+    _notifier(sns, events).publish("job \ud83d", "job train-\ud83d failed", ESCALATION | {"cluster": "c\udfff"})
+    # Then each channel was sent (the SDK would refuse text it cannot encode), in valid UTF-8
+    (topic,), (chat,), (entry,) = sns.published[TOPIC], sns.published[CHAT], events.entries
+    for text in (topic["Message"], chat["Message"], entry["Detail"], topic["MessageAttributes"]["cluster"]["StringValue"]):
+        text.encode("utf-8")
+
+
 def test_given_a_text_cut_to_fit_then_it_ends_at_a_line_when_one_is_near_and_keeps_every_character_before_it() -> None:
     # Given a page's text of 2,000 lines of 60 characters with an escape-heavy character in each
     body = "\n".join(f'{n:05d} ip-10-0-{n % 250}-1 "é" \\ 😀 ' + "x" * 30 for n in range(2_000))
@@ -301,7 +338,6 @@ FAILURES = {
     "connect timeout": lambda operation: ConnectTimeoutError(endpoint_url="https://example.amazonaws.com/"),
     "unreachable": lambda operation: EndpointConnectionError(endpoint_url="https://example.amazonaws.com/"),
 }
-ESCALATION = {"outcome": "escalated", "cluster": "llm-train", "severity": "page", "incident": "hpr-i-0a1b2c-20261126T0900"}
 
 
 def _failing(channel: str, failure: str) -> tuple[Sns, Events]:
