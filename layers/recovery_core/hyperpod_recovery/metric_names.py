@@ -97,7 +97,7 @@ HANG_DETECTION = {
 }
 
 # HyperPod's own hang detectors' verdicts (Import HyperPod Hangs, Find Failed Jobs): each kept verdict's
-# one informational notice, sent, or not sent (SNS refused it; the verdict is kept all the same).
+# one informational notice, sent, or not sent (no channel took it; the verdict is kept all the same).
 VERDICT_NOTICES = {
     "verdict_noticed": "VerdictNoticesSent",
     "verdict_notice_failed": "VerdictNoticesFailed",
