@@ -25,16 +25,11 @@ import pytest
 from botocore.stub import Stubber
 from moto import mock_aws
 
-from hyperpod_recovery.adapters.notifier import (
-    CHAT_DESCRIPTION_LIMIT,
-    PAGER_EVENT_SOURCE,
-    SnsNotifier,
-    chat_notification,
-    pager_event,
-)
+from hyperpod_recovery.adapters.notifier import SnsNotifier
 from hyperpod_recovery.config import Settings
 from hyperpod_recovery.domain.notification import HEADLINES, notification
 from hyperpod_recovery.domain.severity import CHANNELS, INFORMING_OUTCOMES, PAGING_OUTCOMES, SEVERITIES, channels_of, severity_of
+from hyperpod_recovery.domain.wire import CHAT_SECTION_CHARACTERS, PAGER_EVENT_SOURCE, chat_notification, pager_event
 from hyperpod_recovery.errors import NotifierUnavailable
 from hyperpod_recovery.models.records import IncidentRecord, JobFate, TimelineEntry
 from hyperpod_recovery.vocabulary import OUTCOMES
@@ -511,11 +506,13 @@ def test_given_an_escalation_then_the_chat_copy_follows_chatbots_custom_notifica
 
 
 def test_given_a_text_past_what_chat_shows_then_the_copy_is_cut_and_says_where_the_whole_text_went() -> None:
-    body = "x" * (CHAT_DESCRIPTION_LIMIT + 500) + "```"
+    body = "x" * (CHAT_SECTION_CHARACTERS + 500) + "```"
     message = chat_notification("s", body, {"outcome": "escalated", "cluster": "c", "severity": "page"})
     jsonschema.validate(message, CHATBOT_CUSTOM_NOTIFICATION)
     description = message["content"]["description"]
-    assert "503 more characters" in description and "e-mail subscribers of the notification topic" in description
+    kept = description.removeprefix("```\n").split("\n... ")[0]
+    assert f"{len(body) - len(kept):,} more characters cut here" in description and "e-mail on the notification topic" in description
+    assert len(description) <= CHAT_SECTION_CHARACTERS
     # (a fence in the text cannot close the code block early)
     assert description.count("```") == 2
 
@@ -602,16 +599,30 @@ def test_given_no_channels_wired_when_an_escalation_is_published_then_only_the_t
     assert len(received["topic"]) == 1 and not received["chat"] and not received["pager"]
 
 
-def test_given_eventbridge_refuses_the_page_inside_a_200_then_the_notifier_raises_so_the_step_retries() -> None:
-    events = boto3.client("events", region_name=REGION)
-    notifier = SnsNotifier("arn:aws:sns:us-west-2:123456789012:t", sns=object(), pager_event_bus="default", events=events)
-    with Stubber(events) as stub:
-        # (Stubber checks the request against botocore's PutEvents model)
-        stub.add_response(
-            "put_events",
-            {"FailedEntryCount": 1, "Entries": [{"ErrorCode": "InternalFailure", "ErrorMessage": "try again"}]},
-        )
-        with pytest.raises(NotifierUnavailable, match="InternalFailure: try again"):
+TOPIC = f"arn:aws:sns:{REGION}:{ACCOUNT}:t"
+REFUSED_INSIDE_A_200 = {"FailedEntryCount": 1, "Entries": [{"ErrorCode": "InternalFailure", "ErrorMessage": "try again"}]}
+
+
+def test_given_eventbridge_refuses_the_page_inside_a_200_then_it_is_counted_and_the_topic_still_gets_the_text() -> None:
+    events, sns = boto3.client("events", region_name=REGION), boto3.client("sns", region_name=REGION)
+    failed: list[str] = []
+    notifier = SnsNotifier(TOPIC, sns=sns, pager_event_bus="default", events=events, on_failure=failed.append)
+    with Stubber(events) as pager, Stubber(sns) as topic:
+        # (Stubber checks each request against botocore's model)
+        pager.add_response("put_events", REFUSED_INSIDE_A_200)
+        topic.add_response("publish", {"MessageId": "m-1"})
+        notifier.publish("s", "b", {"outcome": "escalated", "cluster": "c", "severity": "page", "incident": "i"})
+        topic.assert_no_pending_responses()
+    assert failed == ["pager"]
+
+
+def test_given_every_channel_refuses_then_the_notifier_raises_so_the_step_retries() -> None:
+    events, sns = boto3.client("events", region_name=REGION), boto3.client("sns", region_name=REGION)
+    notifier = SnsNotifier(TOPIC, sns=sns, pager_event_bus="default", events=events, on_failure=lambda channel: None)
+    with Stubber(events) as pager, Stubber(sns) as topic:
+        pager.add_response("put_events", REFUSED_INSIDE_A_200)
+        topic.add_client_error("publish", "Throttled", "Rate exceeded", http_status_code=400)
+        with pytest.raises(NotifierUnavailable, match=r"pager: .*InternalFailure: try again; topic: .*Throttled"):
             notifier.publish("s", "b", {"outcome": "escalated", "cluster": "c", "severity": "page", "incident": "i"})
 
 

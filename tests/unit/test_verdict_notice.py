@@ -20,12 +20,13 @@ from hypothesis import strategies as st
 from moto import mock_aws
 
 from hyperpod_recovery.adapters.ledger import DynamoLedger
-from hyperpod_recovery.adapters.notifier import PAGER_EVENT_SOURCE, SnsNotifier
+from hyperpod_recovery.adapters.notifier import SnsNotifier
 from hyperpod_recovery.domain.advice import Deployment
 from hyperpod_recovery.domain.normalize import GuardedCluster
 from hyperpod_recovery.domain.notification import SUBJECT_LIMIT
 from hyperpod_recovery.domain.severity import channels_of
 from hyperpod_recovery.domain.verdict_notice import notice_attributes, verdict_id, verdict_notice
+from hyperpod_recovery.domain.wire import PAGER_EVENT_SOURCE
 from hyperpod_recovery.errors import NotifierUnavailable
 from hyperpod_recovery.metric_names import ALL, VERDICT_NOTICES
 from hyperpod_recovery.models.hangs import HangVerdict, ImportedDetection, RecordedVerdict

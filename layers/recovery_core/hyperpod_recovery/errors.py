@@ -172,7 +172,13 @@ class ControllerAgentError(RecoveryError):
 
 # --- notifications ------------------------------------------------------------------------
 class NotifierUnavailable(RecoveryError):
-    """SNS refused or failed a publish; the record is already saved, so retrying is safe."""
+    """No channel took a notification (SNS and EventBridge refused or failed every one it goes to);
+    nothing went out and the record is already saved, so retrying is safe."""
+
+
+class NotificationTooLarge(RecoveryError):
+    """One channel's payload cannot keep to its limit even with its text cut to nothing (its fixed
+    parts alone pass it): that channel is not sent; the others are (adapters/notifier.py)."""
 
 
 # --- checkpoints --------------------------------------------------------------------------

@@ -97,10 +97,18 @@ HANG_DETECTION = {
 }
 
 # HyperPod's own hang detectors' verdicts (Import HyperPod Hangs, Find Failed Jobs): each kept verdict's
-# one informational notice, sent, or not sent (SNS refused it; the verdict is kept all the same).
+# one informational notice, sent, or not sent (no channel took it; the verdict is kept all the same).
 VERDICT_NOTICES = {
     "verdict_noticed": "VerdictNoticesSent",
     "verdict_notice_failed": "VerdictNoticesFailed",
+}
+
+# A notification channel that failed (adapters/notifier.py): one count per notification it did not
+# take, emitted only when it fails; the other channels were sent. UndeliveredNotificationsAlarm adds them up.
+NOTIFICATION_FAILURES = {
+    "topic": "TopicNotificationsFailed",
+    "chat": "ChatNotificationsFailed",
+    "pager": "PagesFailed",
 }
 
 ALL = frozenset(
@@ -121,6 +129,7 @@ ALL = frozenset(
         *DURATIONS,
         *HANG_DETECTION.values(),
         *VERDICT_NOTICES.values(),
+        *NOTIFICATION_FAILURES.values(),
     }
 )
 

@@ -195,7 +195,11 @@ def build_dependencies(settings: Settings) -> Dependencies:
         ledger=DynamoLedger(settings.ledger_table),
         orchestrator=build_orchestrator(settings, stepfunctions, kube),
         notifier=SnsNotifier(
-            settings.notification_topic_arn, chat_topic_arn=settings.chat_topic_arn, pager_event_bus=settings.pager_event_bus
+            settings.notification_topic_arn,
+            chat_topic_arn=settings.chat_topic_arn,
+            pager_event_bus=settings.pager_event_bus,
+            # (a text cut to fit a channel names the CLI command that shows the whole record)
+            deployment=Deployment(stack=settings.stack_name, ledger_table=settings.ledger_table),
         ),
         checkpoints=S3CheckpointStore(),
         workflows=stepfunctions,

@@ -40,8 +40,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import random
+import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -49,6 +51,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import ValidationError
 
 from hyperpod_recovery.adapters.aws import LazyClient, error_code, is_transient
+from hyperpod_recovery.adapters.backoff import BATCH_GET_BACKOFF, Backoff
 from hyperpod_recovery.errors import LedgerError, LedgerUnavailable
 from hyperpod_recovery.models.commands import HangEvidenceResult, JobSpec
 from hyperpod_recovery.models.hangs import HangVerdict, RecordedVerdict
@@ -90,7 +93,6 @@ VERDICT_PREFIX = "VERDICT#"
 # A verdict is kept as long as an incident record: a rule's precision is counted over them.
 VERDICT_TTL = INCIDENT_TTL
 BATCH_GET_KEYS = 100  # BatchGetItem: at most 100 items a call
-BATCH_GET_ATTEMPTS = 5
 # A log entry outlives its window by this much before DynamoDB's TTL may drop it (TTL deletes
 # within days of the time, never before it; reads filter by time anyway).
 LOG_TTL_MARGIN = timedelta(days=1)
@@ -130,9 +132,20 @@ def _sortable_epoch(moment: datetime) -> str:
 class DynamoLedger:
     dynamodb = LazyClient("dynamodb")
 
-    def __init__(self, table_name: str, dynamodb: Any = None) -> None:
+    def __init__(
+        self,
+        table_name: str,
+        dynamodb: Any = None,
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+        draw: Callable[[], float] = random.random,
+        batch_backoff: Backoff = BATCH_GET_BACKOFF,
+    ) -> None:
+        """``sleep`` and ``draw`` (a uniform draw in [0, 1]) pace the retries of BatchGetItem's
+        unprocessed keys: a test gives its own, and never waits on real time."""
         self.table_name = table_name
         self._dynamodb = dynamodb
+        self._sleep, self._draw, self._batch_backoff = sleep, draw, batch_backoff
 
     # --- node locks ---------------------------------------------------------------------
     def acquire_locks(self, incident_id: str, cluster: str, node_ids: list[str], now: datetime, ttl: timedelta) -> LockOutcome:
@@ -964,23 +977,31 @@ class DynamoLedger:
 
     def node_holds(self, cluster: str, nodes: Sequence[str]) -> dict[str, NodeHold]:
         """The holds on any of ``nodes`` (instance ids and hostnames), by node: BatchGetItem, at most
-        100 keys a call (its API reference), what it leaves unprocessed asked again."""
-        keys = [{"pk": {"S": self._node_key(cluster, node)}, "sk": {"S": HOLD}} for node in dict.fromkeys(nodes)]
+        100 keys a call (its API reference); what it leaves unprocessed is asked again after a
+        jittered, growing wait (adapters/backoff.py), and still unread at the end is LedgerUnavailable:
+        a partial answer would miss a human's hold."""
+        pending = [{"pk": {"S": self._node_key(cluster, node)}, "sk": {"S": HOLD}} for node in dict.fromkeys(nodes)]
         holds: dict[str, NodeHold] = {}
-        for first in range(0, len(keys), BATCH_GET_KEYS):
-            wanted: list[dict[str, Any]] = keys[first : first + BATCH_GET_KEYS]
-            for _ in range(BATCH_GET_ATTEMPTS):
-                response = self._call(
-                    self.dynamodb.batch_get_item, RequestItems={self.table_name: {"Keys": wanted, "ConsistentRead": True}}
+        delays = self._batch_backoff.delays(self._draw)
+        retries, waited = 0, 0.0
+        while pending:
+            asked, pending = pending[:BATCH_GET_KEYS], pending[BATCH_GET_KEYS:]
+            response = self._call(self.dynamodb.batch_get_item, RequestItems={self.table_name: {"Keys": asked, "ConsistentRead": True}})
+            for item in response.get("Responses", {}).get(self.table_name, []):
+                hold = NodeHold.model_validate_json(item["hold"]["S"])
+                holds[hold.node] = hold
+            unprocessed: list[dict[str, Any]] = response.get("UnprocessedKeys", {}).get(self.table_name, {}).get("Keys", [])
+            if not unprocessed:
+                continue
+            delay = next(delays, None)
+            if delay is None:
+                raise LedgerUnavailable(
+                    f"ledger {self.table_name!r}: BatchGetItem left {len(unprocessed) + len(pending)} hold(s) unread "
+                    f"after {retries} retries and {waited:.2f} s of backoff"
                 )
-                for item in response.get("Responses", {}).get(self.table_name, []):
-                    hold = NodeHold.model_validate_json(item["hold"]["S"])
-                    holds[hold.node] = hold
-                wanted = response.get("UnprocessedKeys", {}).get(self.table_name, {}).get("Keys", [])
-                if not wanted:
-                    break
-            else:
-                raise LedgerUnavailable(f"ledger {self.table_name!r}: BatchGetItem left holds unread {BATCH_GET_ATTEMPTS} times")
+            self._sleep(delay)
+            retries, waited = retries + 1, waited + delay
+            pending = unprocessed + pending
         return holds
 
     def all_node_holds(self, cluster: str) -> list[NodeHold]:

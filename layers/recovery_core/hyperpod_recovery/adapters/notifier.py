@@ -11,86 +11,47 @@ adds channels, each only when the stack wires it (template.yaml, docs/runbook.md
 - pager (PagerDuty Events API v2): an EventBridge event whose ``detail.pagerduty`` is the Events
   API v2 trigger body (without the routing key: the stack's EventBridge connection adds it from
   Secrets Manager), sent on by a rule to an API destination.
+
+Each channel's payload keeps to its own limit as that channel counts it (domain/wire.py), and each
+channel is sent on its own: one that fails is logged and counted (metric_names.py
+NOTIFICATION_FAILURES) and costs the others nothing. Only when every channel failed, so nobody was
+told and nothing went out, does ``publish`` raise NotifierUnavailable, which the steps retry.
 """
 
 from __future__ import annotations
 
-import json
+from collections.abc import Callable
 from typing import Any
 
+from aws_lambda_powertools.metrics import MetricUnit
 from botocore.exceptions import BotoCoreError, ClientError
 
 from hyperpod_recovery.adapters.aws import LazyClient
-from hyperpod_recovery.domain.severity import channels_of
+from hyperpod_recovery.domain.advice import Deployment
+from hyperpod_recovery.domain.severity import Channel, channels_of
+from hyperpod_recovery.domain.wire import chat_message, pager_entry, sns_attributes, sns_subject, topic_message, wire_text
 from hyperpod_recovery.errors import NotifierUnavailable
+from hyperpod_recovery.metric_names import NOTIFICATION_FAILURES
+from hyperpod_recovery.observability import logger, metrics
 
-# Amazon Q Developer in chat applications, custom notifications:
-# https://docs.aws.amazon.com/chatbot/latest/adminguide/custom-notifs.html
-CHAT_SCHEMA_VERSION = "1.0"
-CHAT_SOURCE = "custom"
-CHAT_TEXT_TYPE = "client-markdown"
-# Slack cuts a message at 40,000 characters and Teams at about 28 KB: the chat copy keeps to this
-# and says where the whole text went.
-CHAT_DESCRIPTION_LIMIT = 12_000
-WHOLE_TEXT_IS_ON_THE_TOPIC = "the whole text went to the e-mail subscribers of the notification topic"
-
-# PagerDuty Events API v2, Send an Alert Event:
-# https://developer.pagerduty.com/docs/events-api-v2/trigger-events/
-PAGER_EVENT_SOURCE = "hyperpod-recovery.notifications"  # template.yaml PageRule matches it
-PAGER_DETAIL_TYPE = "Incident page"
-PAGER_SUMMARY_LIMIT = 1024
-PAGER_DEDUP_KEY_LIMIT = 255
-PAGER_SEVERITY = "critical"  # a page is a human acting now: ACTION NEEDED
-# EventBridge PutEvents: an entry is at most 256 KB; the message text stays well inside it.
-PAGER_TEXT_LIMIT = 200_000
+ERROR_TEXT_LIMIT = 500  # of a channel's error, in its log line and in NotifierUnavailable
 
 
-def chat_notification(subject: str, body: str, attributes: dict[str, str]) -> dict[str, Any]:
-    """The chat copy: the subject as title, the text as it is (a code block keeps its columns)."""
-    text = body.replace("```", "'''")
-    if len(text) > CHAT_DESCRIPTION_LIMIT:
-        cut = len(text) - CHAT_DESCRIPTION_LIMIT
-        text = text[:CHAT_DESCRIPTION_LIMIT] + f"\n... ({cut} more characters: {WHOLE_TEXT_IS_ON_THE_TOPIC})"
-    keywords = [attributes[k] for k in ("outcome", "cluster", "workflow") if attributes.get(k)]
-    notification: dict[str, Any] = {
-        "version": CHAT_SCHEMA_VERSION,
-        "source": CHAT_SOURCE,
-        "content": {
-            "textType": CHAT_TEXT_TYPE,
-            "title": subject,
-            "description": f"```\n{text}\n```",
-            "keywords": keywords,
-        },
-        "metadata": {
-            "summary": subject,
-            "eventType": attributes.get("outcome", "notification"),
-            "additionalContext": dict(attributes),
-        },
-    }
+def count_failure(channel: Channel) -> None:
+    metrics.add_metric(name=NOTIFICATION_FAILURES[channel], unit=MetricUnit.Count, value=1)
+
+
+def whole_text_at(attributes: dict[str, str], deployment: Deployment, *, on_topic: bool) -> str:
+    """Where a cut text is whole: the incident's record (the CLI shows it) or the verdict's list,
+    and, for chat and the pager, the e-mail on the notification topic."""
+    stack = f" --stack {deployment.stack}" if deployment.stack else ""
     if attributes.get("incident"):
-        notification["id"] = attributes["incident"]
-        notification["metadata"]["threadId"] = attributes["incident"]
-    return notification
-
-
-def pager_event(subject: str, body: str, attributes: dict[str, str]) -> dict[str, Any]:
-    """The Events API v2 trigger for this notification, routing key left out. Its dedup key is the
-    incident, so a page sent again for the same incident (a rerun of the recording step) is the
-    same PagerDuty alert, not a second one."""
-    dedup = attributes.get("incident") or subject
-    return {
-        "event_action": "trigger",
-        "dedup_key": dedup[:PAGER_DEDUP_KEY_LIMIT],
-        "payload": {
-            "summary": subject[:PAGER_SUMMARY_LIMIT],
-            "source": attributes.get("cluster", "hyperpod-recovery"),
-            "severity": PAGER_SEVERITY,
-            "component": attributes.get("workflow", "node") + " recovery",
-            "group": "hyperpod-recovery",
-            "class": attributes.get("outcome", "notification"),
-            "custom_details": {"message": body[:PAGER_TEXT_LIMIT], **attributes},
-        },
-    }
+        kept = f"the incident's record: {deployment.record(attributes['incident'])}"
+    elif attributes.get("verdict"):
+        kept = f"verdict {attributes['verdict']}: `hyperpod-recovery verdicts list{stack}`"
+    else:
+        kept = "the stack's ledger"
+    return kept if on_topic else f"the e-mail on the notification topic has all of it; {kept}"
 
 
 class SnsNotifier:
@@ -100,42 +61,70 @@ class SnsNotifier:
     sns = LazyClient("sns")
     events = LazyClient("events")
 
-    def __init__(self, topic_arn: str, sns: Any = None, *, chat_topic_arn: str = "", pager_event_bus: str = "", events: Any = None) -> None:
+    def __init__(
+        self,
+        topic_arn: str,
+        sns: Any = None,
+        *,
+        chat_topic_arn: str = "",
+        pager_event_bus: str = "",
+        events: Any = None,
+        deployment: Deployment | None = None,
+        on_failure: Callable[[Channel], None] = count_failure,
+    ) -> None:
         self.topic_arn = topic_arn
         self.chat_topic_arn = chat_topic_arn
         self.pager_event_bus = pager_event_bus
+        self.deployment = deployment or Deployment()
         self._sns = sns
         self._events = events
+        self._on_failure = on_failure
 
     def publish(self, subject: str, body: str, attributes: dict[str, str]) -> None:
-        channels = channels_of(attributes.get("severity", ""))
+        subject, body = sns_subject(subject), wire_text(body)
+        attributes = {wire_text(name): wire_text(value) for name, value in attributes.items()}
+        routed = channels_of(attributes.get("severity", ""))
         # The page first: of the three, it is the one a human must not miss.
-        if "pager" in channels and self.pager_event_bus:
-            self._page(subject, body, attributes)
-        self._publish(self.topic_arn, subject, body, attributes)
-        if "chat" in channels and self.chat_topic_arn:
-            self._publish(self.chat_topic_arn, subject, json.dumps(chat_notification(subject, body, attributes)), attributes)
+        sends: list[tuple[Channel, Callable[[str, str, dict[str, str]], None]]] = []
+        if "pager" in routed and self.pager_event_bus:
+            sends.append(("pager", self._page))
+        sends.append(("topic", self._topic))
+        if "chat" in routed and self.chat_topic_arn:
+            sends.append(("chat", self._chat))
+        failed: dict[Channel, str] = {}
+        for channel, send in sends:
+            try:
+                send(subject, body, attributes)
+            # One channel's failure, whatever it is (an SDK error, a payload that cannot fit, a bug in
+            # building it), must not cost the others: it is logged and counted, and they are sent.
+            except Exception as exc:
+                failed[channel] = f"{type(exc).__name__}: {exc}"[:ERROR_TEXT_LIMIT]
+                logger.warning(
+                    "a notification channel failed; the others are sent",
+                    extra={"channel": channel, "error": failed[channel], "incident": attributes.get("incident", "")},
+                )
+                self._on_failure(channel)
+        if len(failed) == len(sends):
+            raise NotifierUnavailable("no channel took the notification: " + "; ".join(f"{c}: {e}" for c, e in failed.items()))
+
+    def _topic(self, subject: str, body: str, attributes: dict[str, str]) -> None:
+        where = whole_text_at(attributes, self.deployment, on_topic=True)
+        self._publish(self.topic_arn, subject, topic_message(subject, body, attributes, where), attributes)
+
+    def _chat(self, subject: str, body: str, attributes: dict[str, str]) -> None:
+        where = whole_text_at(attributes, self.deployment, on_topic=False)
+        self._publish(self.chat_topic_arn, subject, chat_message(subject, body, attributes, where), attributes)
 
     def _publish(self, topic_arn: str, subject: str, message: str, attributes: dict[str, str]) -> None:
         try:
-            self.sns.publish(
-                TopicArn=topic_arn,
-                Subject=subject,
-                Message=message,
-                MessageAttributes={k: {"DataType": "String", "StringValue": v} for k, v in attributes.items()},
-            )
+            self.sns.publish(TopicArn=topic_arn, Subject=subject, Message=message, MessageAttributes=sns_attributes(attributes))
         except (ClientError, BotoCoreError) as exc:
             raise NotifierUnavailable(f"SNS publish to {topic_arn}: {exc}") from exc
 
     def _page(self, subject: str, body: str, attributes: dict[str, str]) -> None:
-        entry = {
-            "Source": PAGER_EVENT_SOURCE,
-            "DetailType": PAGER_DETAIL_TYPE,
-            "Detail": json.dumps({"severity": attributes.get("severity", "page"), "pagerduty": pager_event(subject, body, attributes)}),
-            "EventBusName": self.pager_event_bus,
-        }
+        entry = pager_entry(subject, body, attributes, whole_text_at(attributes, self.deployment, on_topic=False))
         try:
-            answer = self.events.put_events(Entries=[entry])
+            answer = self.events.put_events(Entries=[{**entry, "EventBusName": self.pager_event_bus}])
         except (ClientError, BotoCoreError) as exc:
             raise NotifierUnavailable(f"EventBridge PutEvents to {self.pager_event_bus}: {exc}") from exc
         # PutEvents answers 200 with the entry refused inside: FailedEntryCount, ErrorCode, ErrorMessage.

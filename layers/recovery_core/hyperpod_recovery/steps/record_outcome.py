@@ -10,7 +10,9 @@ answer: a rerun after it was done answers the same and sends nothing; a rerun af
 half-way decides again at the first run's moment (the same record, log entry and hold) and sends
 it. SNS has no idempotency key for a standard topic, so the one window left is a run that stops
 between the publish and the ledger's write: its rerun sends the page again (a page is never lost
-for it; docs/decisions.md).
+for it; docs/decisions.md). It went out once any of its channels took it (adapters/notifier.py): a
+channel that failed is counted and alarmed, not retried by failing the step, whose rerun would send
+the other channels again; only when none took it does the step fail, to be retried.
 """
 
 from __future__ import annotations
