@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -38,7 +39,8 @@ OPTIONS = (
     "--mail-type=END,FAIL", "--comment=team=llm checkpoint=s3://fixture-bucket/llama", "--no-requeue", "--nice=5",
     "--wckey=pretrain", "--open-mode=append", "--kill-on-invalid-dep=yes", "--use-min-nodes",
 )  # fmt: skip
-# fixture-gpus, fixture-gpus-per-task: the GPU options whose TRES spelling changed in 23.02 (held too).
+# fixture-gpus, fixture-gpus-per-task, fixture-gpu-bind: the GPU options whose TRES spelling changed in
+# 23.02, and the binding 23.11+ add for --gpus-per-task (held too).
 GPU_OPTIONS = (
     ("--hold", "--job-name=fixture-gpus", "--nodes=2", "--gpus=2", "--cpus-per-gpu=1", "--mem-per-gpu=100"),
     ("--hold", "--job-name=fixture-gpus-per-task", "--nodes=2", "--ntasks=2", "--gpus-per-task=1"),
@@ -58,7 +60,7 @@ def sbatch(env: dict[str, str], work: Path, *args: str, script: str = SCRIPT) ->
     return run(env, "sbatch", "--parsable", f"--chdir={work}", "--output=/dev/null", *args, stdin=script).strip().split(";")[0]
 
 
-def wait_for(what: str, condition) -> None:  # type: ignore[no-untyped-def]
+def wait_for(what: str, condition: Callable[[], bool]) -> None:
     deadline = time.monotonic() + DEADLINE_SECONDS
     while not condition():
         if time.monotonic() > deadline:
