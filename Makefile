@@ -18,6 +18,12 @@ CHECKOV_VENV := .venv-checkov
 PY           := $(VENV)/bin/python
 SAM          := $(SAM_VENV)/bin/sam
 SLURM        ?= simulated
+# Which real Slurm: 22.05 (Debian 12's packages on this host) or 24.11 (Debian 13's, in a trixie root
+# tools/slurm_root.sh makes at SLURM_ROOT). `make test` runs the real-Slurm suite on each of SLURM_VERSIONS.
+SLURM_VERSION  ?= 22.05
+SLURM_VERSIONS ?= 22.05 24.11
+SLURM_ROOT   ?= /var/lib/hyperpod-recovery/trixie
+export SLURM_ROOT
 SLURM_BASE   ?= /tmp/hyperpod-recovery-slurm
 SLURM_NODES  ?= 4
 SCENARIO     ?= $(if $(filter real,$(SLURM)),events/drills/real-slurm.json,events/drills/default.json)
@@ -79,31 +85,45 @@ $(SAM_VENV)/.installed:
 setup: $(VENV)/.installed $(SAM_VENV)/.installed  ## create .venv (project) and .venv-sam (SAM CLI)
 
 # The suite runs on every core (pytest-xdist), except the real-Slurm tests: they share one slurmctld on
-# fixed ports (tests/slurm/conftest.py) and run after, in one process, adding to the same coverage.
+# fixed ports (tests/slurm/conftest.py) and run after, in one process per Slurm version (one at a time:
+# the same ports), adding to the same coverage. A version not installed is skipped, or fails the run
+# under HYPERPOD_RECOVERY_REQUIRE_SLURM=1 (CI).
 # (xdist's --dist loadgroup would keep them on one worker, but it cannot rename test ids on pytest 9.2.)
 # Coverage measures with sys.monitoring where the venv's Python has it (3.12+); its tracer is twice as slow.
 COVERAGE_CORE_OF_VENV = $(shell $(PY) -c 'import sys; print("sysmon" if sys.version_info >= (3, 12) else "ctrace")')
-test: setup lint validate security  ## lint, validate, security checks, and the whole test suite
+test: setup lint validate security  ## lint, validate, security checks, and the whole test suite (the real-Slurm part on each of SLURM_VERSIONS)
 	COVERAGE_CORE=$(COVERAGE_CORE_OF_VENV) $(PY) -m pytest -n auto -m "not slurm" --cov --cov-report=
-	COVERAGE_CORE=$(COVERAGE_CORE_OF_VENV) $(PY) -m pytest -m slurm --cov --cov-append --cov-report=term:skip-covered --cov-report=html:$(OUT)/coverage
+	@for version in $(SLURM_VERSIONS); do \
+	  echo "== the real-Slurm tests on Slurm $$version (tests/slurm, SLURM_VERSION=$$version)"; \
+	  SLURM_VERSION=$$version COVERAGE_CORE=$(COVERAGE_CORE_OF_VENV) $(PY) -m pytest -m slurm --cov --cov-append --cov-report= || exit 1; \
+	done
+	$(PY) -m coverage report --skip-covered
+	$(PY) -m coverage html -q -d $(OUT)/coverage
 
 unit: $(VENV)/.installed  ## fast tests only (no drills)
 	$(PY) -m pytest -n auto -m "not sandbox and not slurm" -q
 
 # A drill's arguments are checked before anything runs (SLURM=real would otherwise install and start
 # Slurm first): one line naming what is wrong, and make's exit code 2.
-drill: $(VENV)/.installed  ## run a recovery drill on an in-memory AWS (SCENARIO=path.json; SLURM=real: real slurmctld + agent process)
+drill: $(VENV)/.installed  ## run a recovery drill on an in-memory AWS (SCENARIO=path.json; SLURM=real: real slurmctld + agent process [SLURM_VERSION=22.05|24.11])
 	@case '$(SLURM)' in simulated|real) ;; *) echo "error: SLURM=$(SLURM): simulated (the default) or real" >&2; exit 2 ;; esac
+	@case '$(SLURM_VERSION)' in 22.05|24.11) ;; *) echo "error: SLURM_VERSION=$(SLURM_VERSION): 22.05 (the default) or 24.11" >&2; exit 2 ;; esac
 	@$(PY) -m sandbox check --scenario '$(SCENARIO)' --out '$(OUT)'
 ifeq ($(SLURM),real)
-	@echo "make drill SLURM=real sets up a real Slurm on this host (root) and leaves it running for you to inspect:"
-	@echo "  - installs Debian's $(SLURM_PACKAGES) with apt-get if they are missing (they stay installed)"
+	@echo "make drill SLURM=real sets up a real Slurm $(SLURM_VERSION) on this host (root) and leaves it running for you to inspect:"
+ifeq ($(SLURM_VERSION),22.05)
+	@echo "  - installs Debian 12's $(SLURM_PACKAGES) with apt-get if they are missing (they stay installed)"
 	@echo "  - starts munged (unless it runs already), slurmctld and $(SLURM_NODES) slurmd; state and logs in $(SLURM_BASE)"
+else
+	@echo "  - makes a Debian 13 root with debootstrap at $(SLURM_ROOT) and installs its $(SLURM_PACKAGES) there if it is missing (about a minute; it stays)"
+	@echo "  - mounts /proc, /sys, / (at /run/host), /home, /root, /tmp and this checkout into it, and starts its munged, slurmctld and"
+	@echo "    $(SLURM_NODES) slurmd chrooted there; state and logs in $(SLURM_BASE); its commands run on this host from $(SLURM_ROOT)/host-bin"
+endif
 	@echo "  - submits the scenario's training job (a 'sleep' under Slurm); the drill resubmits it and that job keeps running"
 	@echo "  make drill-down stops all of it and removes $(SLURM_BASE)"
-	BASE=$(SLURM_BASE) NODES=$(SLURM_NODES) tools/slurm_up.sh >/dev/null
-	@SLURM_CONF=$(SLURM_BASE)/slurm.conf $(PY) -m sandbox run --scenario '$(SCENARIO)' --out '$(OUT)' --slurm real; status=$$?; \
-	  echo "still running: munged, slurmctld, $(SLURM_NODES) slurmd and the drill's jobs (SLURM_CONF=$(SLURM_BASE)/slurm.conf squeue)"; \
+	@exports=$$(BASE=$(SLURM_BASE) NODES=$(SLURM_NODES) SLURM_VERSION=$(SLURM_VERSION) tools/slurm_up.sh) || exit 1; eval "$$exports"; \
+	  SLURM_VERSION=$(SLURM_VERSION) $(PY) -m sandbox run --scenario '$(SCENARIO)' --out '$(OUT)' --slurm real; status=$$?; \
+	  echo "still running: Slurm $(SLURM_VERSION)'s munged, slurmctld, $(SLURM_NODES) slurmd and the drill's jobs ($$(echo $$exports | sed 's/ export/;/g'); squeue)"; \
 	  echo "make drill-down stops them and removes $(SLURM_BASE)"; exit $$status
 else
 	$(PY) -m sandbox run --scenario '$(SCENARIO)' --out '$(OUT)'
@@ -114,7 +134,7 @@ JUNIT ?= $(OUT)/drills.xml
 drills: $(VENV)/.installed  ## run every scenario of a folder, each held to its expect block: a table and JUnit XML [DIR=events/drills] [JUNIT=out/drills.xml]
 	$(PY) -m sandbox drills '$(DIR)' --junit '$(JUNIT)' --out '$(OUT)/drills'
 
-drill-down:  ## undo make drill SLURM=real: cancel its jobs, stop slurmd, slurmctld and the munged it started, remove SLURM_BASE
+drill-down:  ## undo make drill SLURM=real (either version): cancel its jobs, stop slurmd, slurmctld and the munged it started, unmount, remove SLURM_BASE
 	@BASE=$(SLURM_BASE) tools/slurm_down.sh --purge
 
 preflight: $(VENV)/.installed  ## read-only checks of a deployed stack before arming it: STACK=name [REGION=r]

@@ -40,7 +40,8 @@ from sandbox.slurm import SlurmJob, Submission
 
 ROOT = Path(__file__).resolve().parent.parent
 DRILL_MARK = "hyperpod-recovery-drill"  # in the comment of the jobs a drill submits, to clean them up next time
-START_SECONDS = 60.0  # real seconds for a seeded job to start, or for the agent to stop
+START_SECONDS = 60.0
+ACTIVE_STATES = ("RUNNING", "PENDING", "CONFIGURING", "COMPLETING")  # real seconds for a seeded job to start, or for the agent to stop
 # The seeded job: records what it was started with, then "trains".
 JOB_SCRIPT = """#!/bin/bash
 echo "job=$SLURM_JOB_ID resume_from=${HYPERPOD_RECOVERY_RESUME_FROM:-none}" \\
@@ -95,9 +96,16 @@ class RealController:
         self.out_dir = out_dir.resolve()
         self.cli = SlurmCli(env=self.env, checkpoint_env=(RESUME_FROM_ENV, RESUME_STEP_ENV))
         try:
-            self.node_names = sorted((n["name"] for n in self.cli.nodes()), key=_natural)
+            self.node_names = sorted((n.name for n in self.cli.nodes()), key=_natural)
+            self.slurm_version = self.cli.version()
         except Exception as exc:
             raise RealSlurmUnavailable(f"Slurm at {self.env['SLURM_CONF']} does not answer: {exc}") from exc
+        wanted = self.env.get("SLURM_VERSION", "")
+        if wanted and not self.slurm_version.startswith(f"{wanted}."):
+            raise RealSlurmUnavailable(
+                f"SLURM_VERSION={wanted}, but the commands on PATH are Slurm {self.slurm_version or '(no version)'}: "
+                "start it with SLURM_VERSION=... tools/slurm_up.sh and put the PATH it prints first"
+            )
         compute = [f"{g.name}:{i}" for g in scenario.cluster.instance_groups if g.type == "Compute" for i in range(g.count)]
         if len(compute) > len(self.node_names):
             raise RealSlurmUnavailable(
@@ -117,9 +125,8 @@ class RealController:
     # --- setup ----------------------------------------------------------------------------
     def _clean_previous_drill(self) -> None:
         for job in self.cli.queue():
-            comment = job.get("comment") or ""
-            if DRILL_MARK in comment or comment.startswith(RESUBMISSION_MARK):
-                self.cli.cancel(str(job["job_id"]))
+            if job.state in ACTIVE_STATES and (DRILL_MARK in job.comment or job.comment.startswith(RESUBMISSION_MARK)):
+                self.cli.cancel(job.job_id)
         ours = [name for name, state in self.cli.node_states(self.node_names).items() if state.drained_by_us]
         if ours:
             self.cli.resume(ours)
@@ -145,7 +152,7 @@ class RealController:
             raise RealSlurmUnavailable(f"sbatch refused the scenario's job {job.job_id}: {exc.output}") from exc
         self.seeded[job.job_id] = slurm_id
         deadline = time.monotonic() + START_SECONDS
-        while (record := self.cli.job_record(slurm_id)) is None or record.get("job_state") != "RUNNING":
+        while (record := self.cli.job_record(slurm_id)) is None or record.state != "RUNNING":
             if time.monotonic() > deadline:
                 raise RealSlurmUnavailable(f"job {slurm_id} did not start within {START_SECONDS:.0f} s (see squeue)")
             time.sleep(0.2)  # real time: a real scheduler starting a real job
@@ -226,11 +233,9 @@ class RealController:
     @property
     def submissions(self) -> list[Submission]:
         found = []
-        copies = {
-            str(job["job_id"]): (job.get("comment") or "").removeprefix(RESUBMISSION_MARK).split(" ", 1)[0]
-            for job in self.cli.queue()
-            if (job.get("comment") or "").startswith(RESUBMISSION_MARK)
-        }
+        queue = self.cli.queue()
+        marked = [job for job in queue if job.comment.startswith(RESUBMISSION_MARK)]
+        copies = {job.job_id: job.comment.removeprefix(RESUBMISSION_MARK).split(" ", 1)[0] for job in marked}
 
         def ours(job_id: str) -> bool:
             """A copy of a seeded job, or a copy of such a copy (a grow-back's), a few steps back."""
@@ -242,8 +247,8 @@ class RealController:
                 job_id = copies[job_id]
             return False
 
-        for job in sorted(self.cli.queue(), key=lambda j: int(j["job_id"])):
-            comment = job.get("comment") or ""
+        for job in sorted(queue, key=lambda j: int(j.job_id)):
+            comment = job.comment
             if not comment.startswith(RESUBMISSION_MARK):
                 continue
             old_id = comment.removeprefix(RESUBMISSION_MARK).split(" ", 1)[0]
@@ -251,9 +256,9 @@ class RealController:
                 continue  # an earlier drill's, still in slurmctld's memory
             # Our mark, then the owner's own comment: "...resubmission-of=<old> incident=<id> <theirs>"
             incident = comment.split(" incident=", 1)[-1].split(" ", 1)[0]
-            environment = self.cli.submission_environment(str(job["job_id"]))
+            environment = self.cli.submission_environment(job.job_id)
             step = environment.get(RESUME_STEP_ENV, "")
-            found.append(Submission(incident, old_id, str(job["job_id"]), environment.get(RESUME_FROM_ENV, ""), _step_number(step)))
+            found.append(Submission(incident, old_id, job.job_id, environment.get(RESUME_FROM_ENV, ""), _step_number(step)))
         return found
 
     def drained_nodes(self) -> dict[str, str]:
@@ -262,13 +267,7 @@ class RealController:
     def queue(self) -> list[dict[str, Any]]:
         """Slurm's queue as squeue shows it, for the report and the printed summary."""
         return [
-            {
-                "job_id": str(job["job_id"]),
-                "name": job.get("name"),
-                "state": job.get("job_state"),
-                "nodes": job.get("nodes"),
-                "comment": job.get("comment"),
-            }
+            {"job_id": job.job_id, "name": job.name, "state": job.state, "nodes": job.nodes, "comment": job.comment}
             for job in self.cli.queue()
-            if job.get("job_state") in ("RUNNING", "PENDING", "CONFIGURING", "COMPLETING")
+            if job.state in ACTIVE_STATES
         ]

@@ -38,9 +38,10 @@ from hyperpod_recovery.models.commands import (
 )
 from hyperpod_recovery.models.manifest import RESUME_FROM_ENV, RESUME_STEP_ENV
 from hyperpod_recovery_agent.agent import Agent, ReplyJournal
-from hyperpod_recovery_agent.capture import JobCapture, SbatchOptions, resubmitted_from, user_comment
+from hyperpod_recovery_agent.capture import JobCapture, resubmitted_from, user_comment
 from hyperpod_recovery_agent.elastic import elastic_opt_in
 from hyperpod_recovery_agent.executor import CommandExecutor
+from hyperpod_recovery_agent.sbatch_options import SbatchOptions
 from hyperpod_recovery_agent.slurm import RESUBMISSION_MARK, FreeNode, NodeState, SlurmCommandFailed, StackDump
 from sandbox.aws import ApiCalls, SandboxAWS
 from sandbox.clock import VirtualClock
@@ -330,6 +331,9 @@ class SimulatedSlurm:
 
     def node_count(self) -> int:
         return len(self.nodes)
+
+    def version(self) -> str:
+        return ""  # a simulation is no Slurm release: the agent's check names none
 
     def running_jobs(self, limit: int) -> tuple[list[RunningJob], int]:
         running = [job for job in self.jobs.values() if job.state == "RUNNING"]

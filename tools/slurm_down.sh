@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# Stop what tools/slurm_up.sh started under $BASE: its jobs first (a daemon killed mid-job leaves
-# slurmstepd orphans), then its slurmd and slurmctld.
+# Stop what tools/slurm_up.sh started under $BASE, whichever Slurm version it was ($BASE/version): its
+# jobs first (a daemon killed mid-job leaves slurmstepd orphans), then its slurmd and slurmctld.
 #   --munged (the tests' teardown): also stop munged if slurm_up.sh started it (keeps $BASE's logs).
 #   --purge (make drill-down): --munged, and remove $BASE.
+# Slurm 24.11 (the trixie root): its munged is this Slurm's own and always stopped, and once no process
+# runs in the root any more, what slurm_up.sh mounted into it is unmounted (the root itself stays).
 # Only processes named by $BASE's pid files, and only if they still are the daemon the file names.
 # Says what it stopped and what it left; exit 1 if something it should have stopped is still running.
 set -uo pipefail
 BASE=${BASE:-${TMPDIR:-/tmp}/hyperpod-recovery-slurm}
+SLURM_ROOT=${SLURM_ROOT:-/var/lib/hyperpod-recovery/trixie}
 purge=0; munged=0
 case "${1:-}" in
   --purge) purge=1; munged=1 ;;
@@ -37,6 +40,8 @@ if [ ! -d "$BASE" ]; then
   [ $purge = 1 ] && say "nothing under $BASE: no Slurm of tools/slurm_up.sh to stop"
   exit 0
 fi
+version=$(cat "$BASE/version" 2>/dev/null || echo 22.05)
+[ "$version" = 22.05 ] || { export PATH="$SLURM_ROOT/host-bin:$PATH"; munged=1; }
 # Every user's jobs (the tests also submit as a non-root user). Without a slurm.conf Slurm's commands
 # retry reading it for 60 s: nothing was started there anyway; without slurmctld nothing runs either.
 if [ -f "$BASE/slurm.conf" ] && [ -f "$BASE/slurmctld.pid" ] && is "$(tr -dc 0-9 < "$BASE/slurmctld.pid")" slurmctld; then
@@ -58,9 +63,24 @@ if [ $munged = 1 ]; then
     say "munged (pid $pid): left running, it was running before tools/slurm_up.sh"
   fi
 fi
+if [ "$version" != 22.05 ]; then
+  # Unmount only once nothing runs in the root (another Slurm's daemons, a job's orphan): deepest first.
+  in_root=""
+  for proc in /proc/[0-9]*; do [ "$(readlink "$proc/root" 2>/dev/null)" = "$SLURM_ROOT" ] && in_root+=" $(basename "$proc")($(cat "$proc/comm" 2>/dev/null))"; done
+  if [ -n "$in_root" ]; then
+    say "kept the mounts in $SLURM_ROOT: still running in it:$in_root"; left=1
+  else
+    for target in $(awk -v p="$SLURM_ROOT/" 'index($5, p) == 1 { print length($5), $5 }' /proc/self/mountinfo | sort -rn | cut -d' ' -f2); do
+      umount "$target" 2>/dev/null || umount -l "$target" || { say "could not unmount $target"; left=1; }
+    done
+    [ $left = 1 ] || say "unmounted what slurm_up.sh mounted into $SLURM_ROOT"
+  fi
+fi
 if [ $purge = 1 ]; then
   pkgs="slurmctld slurmd slurm-client munge"
-  if [ -f "$BASE/installed-packages" ]; then
+  if [ "$version" != 22.05 ]; then
+    say "left the Slurm $version root at $SLURM_ROOT for the next run (tools/slurm_root.sh --remove removes it)"
+  elif [ -f "$BASE/installed-packages" ]; then
     installed=$(cat "$BASE/installed-packages")
     say "left installed: $installed (tools/slurm_up.sh installed them; apt-get purge $installed removes them)"
   elif dpkg -s $pkgs >/dev/null 2>&1; then

@@ -86,8 +86,9 @@ def run(config: AgentConfig, *, once: bool = False) -> int:
     journal = ReplyJournal(config.state_dir / "replies", keep_days=config.journal_days)
     # Job captures hold owners' submission environments: root-only, on the controller's own disk.
     captures = CaptureStore(config.state_dir / "captures", keep_days=config.journal_days)
+    slurm = _slurm(config)
     agent = Agent(
-        executor=CommandExecutor(_slurm(config), captures=captures),
+        executor=CommandExecutor(slurm, captures=captures),
         sqs=_client("sqs", config),
         stepfunctions=_client("stepfunctions", config),
         queue_url=config.command_queue_url,
@@ -111,6 +112,10 @@ def run(config: AgentConfig, *, once: bool = False) -> int:
         events.prune(journal.keep_seconds)
 
     log.info("hyperpod-recovery-agent %s polling %s", __version__, config.command_queue_url)
+    try:  # read once: which command lists the nodes depends on it; the check command reports it
+        log.info("Slurm %s", slurm.version() or "of a release scontrol --version does not name")
+    except Exception as exc:  # slurmctld's host may come up after the agent: its commands say why later
+        log.warning("Slurm's version could not be read yet: %s", exc)
     housekeeping()
     if once:
         agent.poll_once(config.poll_wait_seconds)
@@ -146,8 +151,9 @@ def check(config: AgentConfig) -> int:
         print(f"{'ok  ' if ok else 'FAIL'} {name}: {detail}")
 
     try:
-        nodes = _slurm(config).nodes()
-        report("slurm", True, f"slurmctld answers, {len(nodes)} nodes")
+        slurm = _slurm(config)
+        nodes = slurm.nodes()
+        report("slurm", True, f"slurmctld (Slurm {slurm.version() or 'of an unnamed release'}) answers, {len(nodes)} nodes")
     except Exception as exc:
         report("slurm", False, str(exc))
     if config.command_queue_url:

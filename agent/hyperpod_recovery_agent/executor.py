@@ -186,6 +186,7 @@ class Slurm(Protocol):
     def requeue(self, job_id: str) -> bool: ...
     def node_count(self) -> int: ...
     def running_jobs(self, limit: int) -> tuple[list[RunningJob], int]: ...
+    def version(self) -> str: ...
 
 
 class CommandExecutor:
@@ -257,10 +258,11 @@ class CommandExecutor:
         )
 
     def check(self) -> AgentCheckResult:
-        """Who answers, and what slurmctld says: its node count and the running jobs with their
-        checkpoint location. slurmctld not answering is the check's answer, not a retried error:
-        the operator asking wants to know now."""
+        """Who answers, and what slurmctld says: Slurm's version, its node count and the running jobs
+        with their checkpoint location. slurmctld not answering is the check's answer, not a retried
+        error: the operator asking wants to know now."""
         try:
+            version = self.slurm.version()
             nodes = self.slurm.node_count()
             jobs, omitted = self.slurm.running_jobs(MAX_JOBS_CHECKED)
         except (SlurmUnreachable, SlurmCommandFailed, OSError) as exc:
@@ -270,7 +272,7 @@ class CommandExecutor:
             commands=sorted(COMMAND_TYPES),
             agent_version=__version__,
             slurm_reachable=True,
-            slurm_detail=f"slurmctld answers: {nodes} node(s), {len(jobs) + omitted} running job(s)",
+            slurm_detail=f"{_slurmctld(version)} answers: {nodes} node(s), {len(jobs) + omitted} running job(s)",
             running_jobs=jobs,
             running_jobs_omitted=omitted,
         )
@@ -637,6 +639,10 @@ def _resume_environment(command: ResubmitJob) -> dict[str, str]:
     if command.data_parallel is not None:
         environment[RESUME_DATA_PARALLEL_ENV] = str(command.data_parallel)
     return environment
+
+
+def _slurmctld(version: str) -> str:
+    return f"slurmctld (Slurm {version})" if version else "slurmctld"
 
 
 def _job_state_in(scontrol_text: str) -> str | None:

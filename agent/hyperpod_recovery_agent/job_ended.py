@@ -3,9 +3,9 @@
 slurmctld runs it once per job end, with the job in SLURM_JOB_* variables and no SLURM_CONF. What
 Slurm 22.05 shows at that moment (checked on a real slurmctld): squeue reports the ending job as
 COMPLETING, with the final state only in its reason (NonZeroExitCode, NodeDown, TimeLimit,
-RaisedSignal...) and the exit code in SLURM_JOB_EXIT_CODE2 ("3:0" = exit 3, signal 0). A job Slurm
-requeues after a node failure ends with reason None and exit 0: it is not reported, Slurm is
-already restarting it.
+RaisedSignal...) and the exit code in SLURM_JOB_EXIT_CODE2 ("3:0" = exit 3, signal 0). 23.11+ list the
+base state beside COMPLETING, which is read when it names a failure. A job Slurm requeues after a node
+failure ends with reason None and exit 0: it is not reported, Slurm is already restarting it.
 
 Exactly one event per job end: the event is spooled to disk first, and moved to ``sent/`` once
 EventBridge has accepted it; a rerun of the hook for the same end finds it there. When EventBridge
@@ -37,6 +37,7 @@ from hyperpod_recovery.models.job_events import (
     names_left_out,
 )
 from hyperpod_recovery_agent.slurm import RESUBMISSION_MARK, SlurmCli, validate_job_id
+from hyperpod_recovery_agent.slurm_json import SlurmJob
 
 log = logging.getLogger("hyperpod_recovery_agent.job_ended")
 
@@ -44,11 +45,13 @@ log = logging.getLogger("hyperpod_recovery_agent.job_ended")
 _REASON_STATES = {"NodeDown": "NODE_FAIL", "NodeFail": "NODE_FAIL", "TimeLimit": "TIMEOUT", "NonZeroExitCode": "FAILED"}
 
 
-def ended_state(job_state: str, reason: str, exit_code: int, signal: int) -> str | None:
+def ended_state(job_state: str, reason: str, exit_code: int, signal: int, base_state: str | None = None) -> str | None:
     """The failure state a job is ending in, or None when it did not fail (completed, cancelled,
-    requeued, preempted)."""
+    requeued, preempted). ``base_state``: the state under squeue's word, when Slurm lists it (23.11+)."""
     if job_state in FAILED_STATES:
         return job_state
+    if job_state == "COMPLETING" and base_state in FAILED_STATES:
+        return base_state
     if job_state not in ("COMPLETING", ""):
         return None  # COMPLETED, CANCELLED, PREEMPTED, PENDING (requeued), ...
     if reason in _REASON_STATES:
@@ -59,13 +62,13 @@ def ended_state(job_state: str, reason: str, exit_code: int, signal: int) -> str
     return "FAILED" if exit_code != 0 else None
 
 
-def _exit_status(environ: Mapping[str, str], record: Mapping[str, Any]) -> tuple[int, int]:
-    """(exit code, signal): SLURM_JOB_EXIT_CODE2 is "exit:signal"; else squeue's wait status."""
+def _exit_status(environ: Mapping[str, str], record: SlurmJob | None) -> tuple[int, int]:
+    """(exit code, signal): SLURM_JOB_EXIT_CODE2 is "exit:signal"; else squeue's."""
     code, _, signal = environ.get("SLURM_JOB_EXIT_CODE2", "").partition(":")
     if code.isascii() and code.isdigit() and signal.isascii() and signal.isdigit():
         return int(code) & 0xFF, int(signal) & 0xFF
-    status = int(record.get("exit_code") or 0)
-    return (status >> 8) & 0xFF, status & 0x7F
+    ended = record.exit if record is not None else None
+    return (ended.code, ended.signal) if ended is not None else (0, 0)
 
 
 def failed_job_detail(
@@ -78,19 +81,19 @@ def failed_job_detail(
 ) -> JobFailedDetail | None:
     """The event detail for the job slurmctld is ending, or None when it did not fail."""
     job_id = validate_job_id(environ.get("SLURM_JOB_ID", ""))
-    record = slurm.job_record(job_id) or {}
+    record = slurm.job_record(job_id)
     exit_code, signal = _exit_status(environ, record)
-    reason = str(record.get("state_reason") or "")
-    state = ended_state(str(record.get("job_state") or ""), reason, exit_code, signal)
+    reason = record.state_reason if record else ""
+    state = ended_state(record.state if record else "", reason, exit_code, signal, record.base_state if record else None)
     if state is None or (state == "TIMEOUT" and not report_timeout):
         return None
     spec = slurm.job_spec_of(record) if record else None
-    comment = str(record.get("comment") or environ.get("SLURM_JOB_COMMENT", ""))
+    comment = (record.comment if record else "") or environ.get("SLURM_JOB_COMMENT", "")
     resubmission_of = None
     for token in comment.split():
         if token.startswith(RESUBMISSION_MARK):
             resubmission_of = token.removeprefix(RESUBMISSION_MARK)
-    end_epoch = int(record.get("end_time") or 0)
+    end_epoch = (record.end_time if record else None) or 0
     ended_at = datetime.fromtimestamp(end_epoch, UTC) if 0 < end_epoch < 4_102_444_800 else (now or datetime.now(UTC))
     # The ending job's squeue record has lost its node list; slurmctld passes it in the environment.
     nodes = slurm.hostnames(environ.get("SLURM_JOB_NODELIST", "")) or (spec.nodes if spec else [])
@@ -108,7 +111,7 @@ def failed_job_detail(
             reason=reason[:256],
             exit_code=exit_code,
             signal=signal,
-            restart_count=int(record.get("restart_cnt") or environ.get("SLURM_JOB_RESTART_COUNT") or 0),
+            restart_count=(record.restart_count if record else 0) or int(environ.get("SLURM_JOB_RESTART_COUNT") or 0),
             ended_at=ended_at,
             checkpoint_uri=spec.checkpoint_uri if spec else None,
             auto_resume=spec.auto_resume if spec else False,

@@ -2,8 +2,10 @@
 
 Every call is an argument list run without a shell, node names and job ids are validated against
 the protocol's patterns before they reach a command line, and outputs are read from Slurm's JSON
-(squeue/sinfo --json, OpenAPI v0.0.38 in Slurm 22.05) rather than scraped from text. A job is
-resubmitted by its owner's own sbatch (``submit_as_owner``), never by root's.
+rather than scraped from text, through slurm_json.py alone (Slurm 22.05 to 25.05: its node dump is
+``sinfo --json`` up to 22.05 and ``scontrol show nodes --json`` from 23.02, so the version is read
+once, from ``scontrol --version``). A job is resubmitted by its owner's own sbatch
+(``submit_as_owner``), never by root's.
 """
 
 from __future__ import annotations
@@ -18,12 +20,12 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cached_property
 from pathlib import Path
-from typing import Any, NamedTuple, get_args
+from typing import Any, NamedTuple, TypeVar, get_args
 
 from pydantic import ValidationError
 
@@ -40,17 +42,20 @@ from hyperpod_recovery.models.commands import (
 )
 from hyperpod_recovery.models.common import SLURM_JOB_ID_PATTERN, SLURM_NODE_PATTERN
 from hyperpod_recovery_agent import node_dump
-from hyperpod_recovery_agent.capture import (
-    SLURM_MAX_STRING_BYTES,
-    JobCapture,
-    Unresumable,
-    build_capture,
-    has_control_character,
-    owner_problem,
-    parse_environment,
-    refusal,
-)
+from hyperpod_recovery_agent.capture import SLURM_MAX_STRING_BYTES, JobCapture, build_capture, owner_problem, parse_environment, refusal
 from hyperpod_recovery_agent.elastic import elastic_opt_in
+from hyperpod_recovery_agent.sbatch_options import Unresumable, has_control_character
+from hyperpod_recovery_agent.slurm_json import (
+    SlurmJob,
+    SlurmNode,
+    SlurmOutputUnreadable,
+    answer_errors,
+    dumps_nodes_with_sinfo,
+    parse_answer,
+    read_jobs,
+    read_nodes,
+    release_of,
+)
 
 _NODE = re.compile(SLURM_NODE_PATTERN)
 _JOB_ID = re.compile(SLURM_JOB_ID_PATTERN)
@@ -92,7 +97,7 @@ def parse_node_boots(text: str) -> list[NodeBoot]:
     return boots
 
 
-# Node state flags that leave an idle node free to take a job (sinfo --json's state_flags).
+# Node state flags that leave an idle node free to take a job.
 _FREE_NODE_FLAGS = frozenset({"CLOUD"})
 # A plain feature name, as a node's features and a job's --constraint write it.
 _FEATURE = re.compile(r"^[A-Za-z0-9_.:+=-]+$")
@@ -106,14 +111,6 @@ class FreeNode(NamedTuple):
     features: frozenset[str] = frozenset()
 
 
-def node_features(node: Mapping[str, Any]) -> frozenset[str]:
-    """A node's active features as sinfo --json gives them (a comma-separated string, or a list in
-    later releases); its configured ones when no active ones are reported."""
-    raw = node.get("active_features") or node.get("features") or ""
-    words = raw.split(",") if isinstance(raw, str) else [str(word) for word in raw]
-    return frozenset(word.strip() for word in words if word.strip())
-
-
 def constraint_features(constraint: str | None) -> frozenset[str] | None:
     """The features a job's ``--constraint`` requires of every node, when it is a plain AND of names
     (``a100&efa``); an empty set without a constraint. None for any other form (OR, matching OR,
@@ -124,22 +121,9 @@ def constraint_features(constraint: str | None) -> frozenset[str] | None:
     return frozenset(names) if all(_FEATURE.match(name) for name in names) else None
 
 
-def _free(node: Mapping[str, Any]) -> bool:
-    """An idle node with no flag that keeps jobs off it. 22.05 gives ``state`` as a word and the
-    flags apart; later releases give ``state`` as a list of both."""
-    state = node.get("state")
-    words = {str(word).upper() for word in (state if isinstance(state, list) else [state])}
-    words |= {str(flag).upper() for flag in node.get("state_flags") or ()}
-    return "IDLE" in words and not words - {"IDLE"} - _FREE_NODE_FLAGS
-
-
-def _node_state(node: Mapping[str, Any]) -> NodeState:
-    state = node.get("state", "")
-    words = [str(word) for word in state] if isinstance(state, list) else [str(state)]
-    if not words or not words[0]:
-        words = ["unknown", *words[1:]]  # (a node with no state is not one to call healthy)
-    flags = tuple(word.upper() for word in words[1:]) + tuple(str(flag) for flag in node.get("state_flags") or ())
-    return NodeState(str(node["name"]), words[0] if words else "", tuple(dict.fromkeys(flags)), str(node.get("reason") or ""))
+def _free(node: SlurmNode) -> bool:
+    """An idle node with no flag that keeps jobs off it."""
+    return node.state == "idle" and not set(node.flags) - _FREE_NODE_FLAGS
 
 
 def _utc(text: str) -> datetime | None:
@@ -164,6 +148,9 @@ _NODE_DUMP_PROGRAM = Path(node_dump.__file__).read_text()
 _OUTCOMES: frozenset[str] = frozenset(get_args(EvidenceOutcome))
 # After the step's deadline, srun has this long to end on SIGTERM (forwarded to our step's task only).
 _STEP_STOP_SECONDS = 3
+
+
+_Read = TypeVar("_Read")
 
 
 class SlurmUnreachable(Exception):
@@ -276,25 +263,49 @@ class SlurmCli:
             return self.env  # None: inherit (SLURM_CONF included)
         return {**(self.env if self.env is not None else os.environ), **overrides}
 
+    def _read(self, reader: Callable[[dict[str, Any]], _Read], argv: list[str]) -> _Read:
+        """A command's JSON through slurm_json.py; SlurmCommandFailed when it has no shape the reader knows."""
+        try:
+            return reader(self._json(argv))
+        except SlurmOutputUnreadable as exc:
+            raise SlurmCommandFailed(argv, 0, f"its JSON cannot be read: {exc}") from exc
+
     def _json(self, argv: list[str]) -> dict[str, Any]:
         done = self._run(argv)
-        data: dict[str, Any] = json.loads(done.stdout)
-        errors = data.get("errors") or []
+        try:
+            data = parse_answer(done.stdout)
+            unreachable, errors = answer_errors(data)
+        except SlurmOutputUnreadable as exc:
+            raise SlurmCommandFailed(argv, 0, f"its output cannot be read: {exc}") from exc
         # squeue/sinfo --json exit 0 when slurmctld cannot be reached, with an "Unspecified error" (-1).
-        unreachable = any(e.get("errno", e.get("error_number")) == -1 for e in errors)
-        if unreachable or any(marker in done.stderr for marker in _UNREACHABLE):
-            raise SlurmUnreachable(f"{argv[0]}: {json.dumps(errors)[:300]} {done.stderr.strip()[:300]}")
+        if unreachable or any(marker in f"{errors} {done.stderr}" for marker in _UNREACHABLE):
+            raise SlurmUnreachable(f"{argv[0]}: {errors[:300]} {done.stderr.strip()[:300]}")
         if errors:
-            raise SlurmCommandFailed(argv, 0, json.dumps(errors)[:500])
+            raise SlurmCommandFailed(argv, 0, errors[:500])
         return data
 
-    def nodes(self) -> list[dict[str, Any]]:
-        """Every node as ``sinfo --json`` shows it."""
-        return list(self._json(["sinfo", "--json"]).get("nodes", []))
+    def version(self) -> str:
+        """Slurm's release as ``scontrol --version`` says it ("24.11.5"); "" when it names none."""
+        if self._release is None:
+            return ""
+        major, minor, micro = self._release
+        return f"{major}.{minor:02d}.{micro}"
 
-    def queue(self) -> list[dict[str, Any]]:
-        """Every job slurmctld remembers, as ``squeue --json`` shows it (22.05 ignores its filters)."""
-        return list(self._json(["squeue", "--json"]).get("jobs", []))
+    @cached_property
+    def _release(self) -> tuple[int, int, int] | None:
+        """Read once per agent process (the node dump's command depends on it)."""
+        return release_of(self._run(["scontrol", "--version"]).stdout)
+
+    def nodes(self) -> list[SlurmNode]:
+        """Every node: ``sinfo --json`` up to 22.05; from 23.02 sinfo groups them, and
+        ``scontrol show nodes --json`` lists them."""
+        argv = ["sinfo", "--json"] if dumps_nodes_with_sinfo(self._release) else ["scontrol", "show", "nodes", "--json"]
+        return self._read(read_nodes, argv)
+
+    def queue(self) -> list[SlurmJob]:
+        """Every job slurmctld remembers, ended ones included (23.02+ show only active jobs unless asked
+        for all states; 22.05 ignores squeue's filters)."""
+        return self._read(read_jobs, ["squeue", "--json", "--states=all"])
 
     def node_count(self) -> int:
         return len(self.nodes())
@@ -305,18 +316,18 @@ class SlurmCli:
         A check must answer within a minute on a busy cluster: only the jobs it reports are read,
         and only what finds their checkpoints (comment, submission environment, batch script), never
         their hostnames or a whole JobSpec. A job that ends while it is read is left out."""
-        running = [job for job in self.queue() if job.get("job_state") == "RUNNING"]
+        running = [job for job in self.queue() if job.state == "RUNNING"]
         listed = [found for job in running[:limit] if (found := self._running_job(job)) is not None]
         return listed, max(0, len(running) - limit)
 
-    def _running_job(self, job: dict[str, Any]) -> RunningJob | None:
-        job_id = str(job["job_id"])
+    def _running_job(self, job: SlurmJob) -> RunningJob | None:
+        job_id = job.job_id
         try:
-            script = self.batch_script(job_id) if job.get("batch_flag") else None
+            script = self.batch_script(job_id) if job.batch_flag else None
         except SlurmCommandFailed:
             return None  # gone between squeue and scontrol; SlurmUnreachable is the whole check's answer
-        uri = self._checkpoint_uri(job.get("comment") or "", self.submission_environment(job_id), script or "")
-        name = job_display_name(job.get("name") or f"job-{job_id}")
+        uri = self._checkpoint_uri(job.comment, self.submission_environment(job_id), script or "")
+        name = job_display_name(job.name or f"job-{job_id}")
         try:
             return RunningJob(job_id=job_id, name=name, checkpoint_uri=uri)
         except ValidationError:  # a location the protocol cannot carry is none, as for a resubmission
@@ -333,19 +344,15 @@ class SlurmCli:
         return {n: known[n] for n in wanted}
 
     def all_node_states(self) -> dict[str, NodeState]:
-        """Every node's state, flags and reason (one ``sinfo --json``), in 22.05's shape: ``state`` one
-        word, the flags apart (later releases list both in ``state``: the first is the state)."""
-        states = (_node_state(n) for n in self.nodes())
-        return {state.name: state for state in states}
+        """Every node's state, flags and reason (one node dump)."""
+        return {node.name: NodeState(node.name, node.state, node.flags, node.reason) for node in self.nodes()}
 
     def free_nodes(self) -> dict[str, FreeNode]:
-        """The nodes that could take a job at once, each with its partitions and features (one ``sinfo --json``):
+        """The nodes that could take a job at once, each with its partitions and features (one node dump):
         idle (no job on it), with no state flag but CLOUD, so never drained or draining, not responding,
         reserved, in maintenance, completing a job, powered down or rebooting. Counted short rather than
         long: a grow-back stops a shrunk job only when enough of these are there."""
-        return {
-            str(node["name"]): FreeNode(tuple(node.get("partitions") or ()), node_features(node)) for node in self.nodes() if _free(node)
-        }
+        return {node.name: FreeNode(node.partitions, node.features) for node in self.nodes() if _free(node)}
 
     def boot_times(self, nodes: Iterable[str]) -> list[NodeBoot]:
         """Each node's BootTime and State as slurmctld reports them (``scontrol show node -o``, every
@@ -425,35 +432,29 @@ class SlurmCli:
         """Active jobs with an allocation on any of ``nodes``, with their captured batch script."""
         wanted = set(validate_nodes(nodes))
         # squeue --json in Slurm 22.05 ignores --nodelist/--jobs/--states: filter here.
-        jobs = [job for job in self.queue() if job.get("job_state") in AFFECTED_JOB_STATES]
-        return [self._job_spec(job) for job in jobs if wanted & set(self.hostnames(job.get("nodes") or ""))]
+        jobs = [job for job in self.queue() if job.state in AFFECTED_JOB_STATES]
+        return [self._job_spec(job) for job in jobs if wanted & set(self.hostnames(job.nodes))]
 
     def job(self, job_id: str) -> JobSpec | None:
         """The job if slurmctld still knows it (active or recently finished), else None."""
         record = self.job_record(job_id)
         return self._job_spec(record) if record else None
 
-    def job_record(self, job_id: str) -> dict[str, Any] | None:
-        """squeue's JSON for one job (state, reason, comment, restart count...), or None."""
+    def job_record(self, job_id: str) -> SlurmJob | None:
+        """squeue's record of one job (state, reason, comment, restart count...), ended or not, or None."""
         try:
-            data = self._json(["squeue", "--json", "--jobs", validate_job_id(job_id)])
+            jobs = self._read(read_jobs, ["squeue", "--json", "--states=all", "--jobs", validate_job_id(job_id)])
         except SlurmCommandFailed as exc:
             if "Invalid job id" in exc.output:
                 return None
             raise
-        jobs = [j for j in data.get("jobs", []) if str(j.get("job_id")) == job_id]
-        return jobs[0] if jobs else None
+        return next((job for job in jobs if job.job_id == job_id), None)
 
     def job_state(self, job_id: str) -> str | None:
         """The job's state as squeue shows it (PENDING, RUNNING...; COMPLETING while its processes are
         being ended, as ``squeue -o %T`` says it), None when slurmctld forgot it."""
         record = self.job_record(job_id)
-        if record is None:
-            return None
-        state = record.get("job_state")
-        if isinstance(state, list):  # Slurm 23.02 and later list the state with its flags: CANCELLED, COMPLETING
-            state = "COMPLETING" if "COMPLETING" in state else (state[0] if state else None)
-        return str(state) if state else None
+        return record.state if record is not None else None
 
     def job_text(self, job_id: str) -> str | None:
         """``scontrol show job`` as a human reads it, None when slurmctld no longer knows the job."""
@@ -507,7 +508,7 @@ class SlurmCli:
             return StackDump("failed", f"srun exited {process.returncode}: {said}")
         return answer
 
-    def job_spec_of(self, record: dict[str, Any]) -> JobSpec:
+    def job_spec_of(self, record: SlurmJob) -> JobSpec:
         """The spec of a job from its squeue record (batch script and checkpoint location included)."""
         return self._job_spec(record)
 
@@ -516,9 +517,8 @@ class SlurmCli:
         our mark, then the owner's own comment): (new job id, incident), or None."""
         prefix = f"{RESUBMISSION_MARK}{validate_job_id(job_id)} incident="
         for job in self.queue():
-            comment = job.get("comment") or ""
-            if comment.startswith(prefix):
-                return str(job["job_id"]), comment[len(prefix) :].split(" ", 1)[0]
+            if job.comment.startswith(prefix):
+                return job.job_id, job.comment[len(prefix) :].split(" ", 1)[0]
         return None
 
     def batch_script(self, job_id: str) -> str | None:
@@ -536,9 +536,9 @@ class SlurmCli:
         record = self.job_record(job_id)
         return self.capture_of(record) if record else None
 
-    def capture_of(self, record: dict[str, Any]) -> JobCapture | None:
+    def capture_of(self, record: SlurmJob) -> JobCapture | None:
         """The capture of a job from its squeue record (``queue()``/``job_record()``)."""
-        job_id = validate_job_id(str(record["job_id"]))
+        job_id = validate_job_id(record.job_id)
         if refusal(record):
             return build_capture(record, script=None, environment_raw=None, scontrol_text="")
         try:
@@ -670,26 +670,26 @@ class SlurmCli:
                 return False
             raise
 
-    def _job_spec(self, job: dict[str, Any]) -> JobSpec:
-        job_id = str(job["job_id"])
-        script = self.batch_script(job_id) if job.get("batch_flag") else None
+    def _job_spec(self, job: SlurmJob) -> JobSpec:
+        job_id = job.job_id
+        script = self.batch_script(job_id) if job.batch_flag else None
         environment = self.submission_environment(job_id)
-        num_nodes = max(1, int(job.get("node_count") or 1))
-        elastic, elastic_problem = elastic_opt_in(job.get("comment") or "", script, num_nodes)
+        num_nodes = max(1, job.node_count or 1)
+        elastic, elastic_problem = elastic_opt_in(job.comment, script, num_nodes)
         return JobSpec(
             job_id=job_id,
-            name=job_display_name(job.get("name") or f"job-{job_id}"),  # Slurm allows 1024 bytes; the capture keeps all
-            user=job.get("user_name") or None,
-            partition=job.get("partition") or None,
+            name=job_display_name(job.name or f"job-{job_id}"),  # Slurm allows 1024 bytes; the capture keeps all
+            user=job.user_name or None,
+            partition=job.partition or None,
             num_nodes=num_nodes,
-            nodes=self.hostnames(job.get("nodes") or ""),
-            state=job.get("job_state") or "UNKNOWN",
-            checkpoint_uri=self._checkpoint_uri(job.get("comment") or "", environment, script or ""),
+            nodes=self.hostnames(job.nodes),
+            state=job.state,
+            checkpoint_uri=self._checkpoint_uri(job.comment, environment, script or ""),
             auto_resume="--auto-resume=1" in (script or ""),
-            resume=resume_choice_in_comment(job.get("comment") or ""),
+            resume=resume_choice_in_comment(job.comment),
             elastic=elastic,
             elastic_problem=elastic_problem,
-            copy_of=copy_mark_in_comment(job.get("comment") or ""),
+            copy_of=copy_mark_in_comment(job.comment),
         )
 
     def hostnames(self, nodelist: str) -> list[str]:

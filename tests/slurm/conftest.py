@@ -1,7 +1,10 @@
 """A real Slurm (Debian's slurmctld + 4 slurmd on this host, tools/slurm_up.sh) for the agent's tests.
 
-Needs root and the Debian packages; `.ci/run` installs them and sets HYPERPOD_RECOVERY_REQUIRE_SLURM=1,
-which turns "Slurm not available" from a skip into a failure so CI can never pass without running them.
+SLURM_VERSION picks which: 22.05 (default; Debian 12's packages on the host) or 24.11 (Debian 13's, in
+the trixie root of tools/slurm_root.sh). Every test here runs on either; `make test` runs them once per
+version. Needs root and the packages (or the root); `.ci/run` installs both and sets
+HYPERPOD_RECOVERY_REQUIRE_SLURM=1, which turns "Slurm not available" from a skip into a failure so CI can
+never pass without running them.
 """
 
 from __future__ import annotations
@@ -34,6 +37,9 @@ DEADLINE_SECONDS = 60  # a real scheduler: poll its state, never sleep a fixed t
 
 
 DRILL_BASE = Path("/tmp/hyperpod-recovery-slurm")  # the Makefile's SLURM_BASE
+SLURM_VERSIONS = ("22.05", "24.11")
+SLURM_ROOT = Path(os.environ.get("SLURM_ROOT", "/var/lib/hyperpod-recovery/trixie"))
+ROOT_MARKER = ".hyperpod-recovery-root"  # tools/slurm_root.sh's: the root is complete
 
 
 def drill_slurm_running(base: Path = DRILL_BASE) -> bool:
@@ -52,25 +58,33 @@ def _unavailable(reason: str) -> None:
     pytest.skip(f"real Slurm not available: {reason}")
 
 
+def slurm_version() -> str:
+    """The Slurm the tests run on: SLURM_VERSION, 22.05 when unset."""
+    version = os.environ.get("SLURM_VERSION") or "22.05"
+    if version not in SLURM_VERSIONS:
+        pytest.fail(f"SLURM_VERSION={version}: one of {', '.join(SLURM_VERSIONS)}")
+    return version
+
+
 @pytest.fixture(scope="session")
-def slurm_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+def slurm_env() -> Iterator[dict[str, str]]:
+    version = slurm_version()
+    required = os.environ.get("HYPERPOD_RECOVERY_REQUIRE_SLURM") == "1"
     if os.geteuid() != 0:
         _unavailable("the tests start slurmctld/slurmd and need root")
-    if not (shutil.which("slurmctld") or os.environ.get("HYPERPOD_RECOVERY_REQUIRE_SLURM") == "1"):
+    if version == "22.05" and not (shutil.which("slurmctld") or required):
         _unavailable("slurmctld is not installed (apt-get install slurmctld slurmd slurm-client munge)")
-    base = tmp_path_factory.mktemp("slurm")
-    # Every user's sbatch reads slurm.conf (test_resubmit_as_owner.py submits as a non-root user), and
-    # pytest's temporary directories are root's alone: let others through to it, as on a real cluster
-    # (every level below the system's temporary directory; pytest's own two when --basetemp is elsewhere).
-    temp_root, resolved = Path(tempfile.gettempdir()).resolve(), base.resolve()
-    below_temp_root = [directory for directory in resolved.parents if temp_root in directory.parents]
-    for directory in below_temp_root or [resolved.parent, resolved.parent.parent]:
-        directory.chmod(directory.stat().st_mode | 0o111)
+    if version == "24.11" and not ((SLURM_ROOT / ROOT_MARKER).exists() or required):
+        _unavailable(f"no Slurm 24.11 root at {SLURM_ROOT} (tools/slurm_root.sh makes it, in about a minute)")
+    # Every user's sbatch reads slurm.conf (test_resubmit_as_owner.py submits as a non-root user): its
+    # directory is one of the system's temporary directory, open to all as on a real cluster. (Not under
+    # pytest's: any other pytest session of root's makes pytest-of-root root's alone again, mid-run.)
+    base = Path(tempfile.mkdtemp(prefix="hyperpod-recovery-slurm-tests-"))
     base.chmod(0o755)
     epilog = base / "epilog.sh"
     epilog.write_text(EPILOG_WRAPPER % {"base": base, "python": sys.executable, "pythonpath": os.pathsep.join(map(str, PYTHONPATH))})
     epilog.chmod(0o755)
-    env = {**os.environ, "BASE": str(base), "NODES": str(len(NODES)), "EPILOG": str(epilog)}
+    env = {**os.environ, "BASE": str(base), "NODES": str(len(NODES)), "EPILOG": str(epilog), "SLURM_VERSION": version}
     # The Slurm of `make drill SLURM=real` holds the same ports; it is its owner's to stop, not ours.
     if drill_slurm_running():
         _unavailable(f"the Slurm of `make drill SLURM=real` runs from {DRILL_BASE} on the same ports: `make drill-down` stops it")
@@ -78,19 +92,47 @@ def slurm_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, st
         up = subprocess.run([str(ROOT / "tools" / "slurm_up.sh")], env=env, capture_output=True, text=True, check=False)
         if up.returncode != 0:
             pytest.fail(f"tools/slurm_up.sh failed:\n{up.stdout}\n{up.stderr}")
-        yield {**os.environ, "SLURM_CONF": str(base / "slurm.conf")}
+        ready = {**os.environ, **exported(up.stdout)}
+        RUNNING.update(version=SlurmCli(env=ready).version())  # the session's summary names it
+        yield ready
     finally:  # also when slurm_up.sh failed half-way: what it started is ours to stop
         stopped = stop_slurm(base)
         if stopped.returncode != 0:
-            warnings.warn(f"tools/slurm_down.sh left a daemon running:\n{stopped.stdout}", stacklevel=1)
+            warnings.warn(f"tools/slurm_down.sh left a daemon running (its logs are in {base}):\n{stopped.stdout}", stacklevel=1)
+        else:
+            shutil.rmtree(base, ignore_errors=True)
+
+
+RUNNING: dict[str, str] = {}  # the release the session's Slurm says it is, for the terminal summary
+
+
+def exported(said: str) -> dict[str, str]:
+    """tools/slurm_up.sh's ``export NAME=value`` lines (SLURM_CONF; PATH for 24.11's commands)."""
+    values = {}
+    for line in said.splitlines():
+        name, _, value = line.removeprefix("export ").partition("=")
+        if line.startswith("export ") and name:
+            values[name] = value.replace("$PATH", os.environ.get("PATH", ""))
+    return values
+
+
+def login_path(slurm_env: dict[str, str]) -> str:
+    """A login shell's PATH on this cluster: the session's Slurm commands first (24.11's), then the system's."""
+    added = slurm_env.get("PATH", "").removesuffix(os.environ.get("PATH", "")).rstrip(":")
+    return ":".join(part for part in (added, "/usr/local/bin:/usr/bin:/bin") if part)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if RUNNING:
+        terminalreporter.write_line(f"real Slurm {RUNNING['version']} (SLURM_VERSION={slurm_version()})")
 
 
 def stop_slurm(base: Path) -> subprocess.CompletedProcess[str]:
     """Stop what tools/slurm_up.sh started under ``base``, munged included when it started it (a munged
-    that ran before is left running); ``base`` and its logs stay for pytest's own clean-up."""
+    that ran before is left running); ``base`` and its logs stay."""
     return subprocess.run(
         [str(ROOT / "tools" / "slurm_down.sh"), "--munged"],
-        env={**os.environ, "BASE": str(base)},
+        env={**os.environ, "BASE": str(base), "SLURM_ROOT": str(SLURM_ROOT)},
         capture_output=True,
         text=True,
         check=False,

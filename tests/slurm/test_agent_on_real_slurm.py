@@ -451,9 +451,7 @@ def test_a_node_range_job_shrinks_onto_the_node_left_and_grows_back_once_its_par
     submit = slurm.submit_as_owner
 
     def watching(*args: object, **kwargs: object) -> str:
-        alive_at_submission.extend(
-            job for job in slurm.queue() if job.get("job_state") in ("RUNNING", "COMPLETING") and str(job["job_id"]) != filler
-        )
+        alive_at_submission.extend(job.job_id for job in slurm.queue() if job.state in ("RUNNING", "COMPLETING") and job.job_id != filler)
         return submit(*args, **kwargs)  # type: ignore[arg-type]
 
     slurm.submit_as_owner = watching  # type: ignore[method-assign]

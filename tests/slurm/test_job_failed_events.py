@@ -104,7 +104,7 @@ def test_running_the_hook_again_for_the_same_job_end_sends_nothing(
         "SLURM_JOB_NAME": "bad",
         "SLURM_JOB_EXIT_CODE2": "7:0",
         "SLURM_JOB_NODELIST": "ip-10-1-0-1",
-        "PATH": os.environ["PATH"],
+        "PATH": slurm_env["PATH"],  # (24.11's commands: tools/slurm_up.sh's PATH)
     }
     done = subprocess.run(
         [sys.executable, "-m", "hyperpod_recovery_agent", "--config", str(event_inbox["config"]), "job-ended"],

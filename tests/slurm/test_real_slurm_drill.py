@@ -21,6 +21,7 @@ def test_a_real_slurm_drill_recovers_and_the_resubmitted_job_runs_from_the_check
 ) -> None:
     # Given the real-slurm drill and a running slurmctld
     monkeypatch.setenv("SLURM_CONF", slurm_env["SLURM_CONF"])
+    monkeypatch.setenv("PATH", slurm_env["PATH"])  # (24.11's commands)
     tmp_path.chmod(0o777)
     scenario = load_scenario(ROOT / "events" / "drills" / "real-slurm.json")
     # When it runs with the agent as a separate process
@@ -46,6 +47,7 @@ def test_a_real_slurm_elastic_drill_shrinks_the_job_and_grows_it_back_one_copy_a
 ) -> None:
     # Given a 4-node job with a node range in its script (#SBATCH --nodes=2-4), on every node of a real slurmctld
     monkeypatch.setenv("SLURM_CONF", slurm_env["SLURM_CONF"])
+    monkeypatch.setenv("PATH", slurm_env["PATH"])  # (24.11's commands)
     tmp_path.chmod(0o777)
     scenario = load_scenario(ROOT / "events" / "drills" / "real-slurm-elastic.json")
     # When one of its nodes fails, with the agent as its own process

@@ -27,8 +27,9 @@ from hyperpod_recovery.models.commands import CheckpointRef, CommandEnvelope, Jo
 from hyperpod_recovery_agent.capture import JobCapture, parse_environment
 from hyperpod_recovery_agent.executor import CaptureStore, CommandExecutor
 from hyperpod_recovery_agent.slurm import RESUBMISSION_MARK, SlurmCli
+from hyperpod_recovery_agent.slurm_json import SlurmJob
 from tests.fakes import T0
-from tests.slurm.conftest import job_state, wait_for
+from tests.slurm.conftest import job_state, login_path, slurm_version, wait_for
 
 pytestmark = pytest.mark.slurm
 
@@ -38,6 +39,9 @@ RESERVATION_TIMES = ("StartTime=now", "Duration=60", "Flags=IGNORE_JOBS")
 AGENT_MARKER = "HPR_AGENT_ONLY_MARKER"  # in the agent's environment: must never reach a job
 RESUME = {"HYPERPOD_RECOVERY_RESUME_FROM": "s3://llm-train-checkpoints/llama/step-000002000/", "HYPERPOD_RECOVERY_RESUME_STEP": "2000"}
 LONG_NAME = "llama 70b pretrain " + "x" * 281  # 300 characters: longer than the protocol's old 256
+# The job flags that are options (sbatch_options.py reads them), under their 22.05 names
+OPTION_FLAGS = {"KILL_INV_DEP", "NO_KILL_INV_DEP", "GRES_ENFORCE_BIND", "GRES_DISABLE_BIND", "SPREAD_JOB", "USE_MIN_NODES", "JOB_CPUS_SET",
+                "JOB_MEM_SET"}  # fmt: skip
 # What the job reports about itself, in its working directory (the owner's).
 TRAIN = """#!/bin/bash
 id -un > whoami-$SLURM_JOB_ID.txt
@@ -95,7 +99,7 @@ class Owner:
             "USER": self.name,
             "LOGNAME": self.name,
             "SHELL": "/bin/bash",
-            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "PATH": login_path(slurm_env),
             "SLURM_CONF": slurm_env["SLURM_CONF"],
             "TRAINER_OWN_VARIABLE": "set at submission",
             **extra,
@@ -145,7 +149,7 @@ def scontrol_fields(env: dict[str, str], job_id: str) -> dict[str, str]:
     return fields
 
 
-def squeue_record(slurm: SlurmCli, job_id: str) -> dict[str, Any]:
+def squeue_record(slurm: SlurmCli, job_id: str) -> SlurmJob:
     record = slurm.job_record(job_id)
     assert record is not None
     return record
@@ -208,7 +212,7 @@ def resubmitted(slurm_env: dict[str, str], owner: Owner, agent: SlurmCli) -> Ite
         wait_for(lambda: job_state(slurm_env, old) == "RUNNING", f"job {old} running")
         old_fields, old_record = scontrol_fields(slurm_env, old), squeue_record(agent, old)
         old_environment = recorded_environment(agent, old)
-        first_node = agent.hostnames(old_record["nodes"])[0]
+        first_node = agent.hostnames(old_record.nodes)[0]
         executor = CommandExecutor(agent, captures=CaptureStore(Path(tempfile.mkdtemp(prefix="captures-"))))
         [found] = executor.execute(_envelope(JobsOnNodes(nodes=[first_node]))).result.jobs
         assert found.job_id == old and found.unresumable is None
@@ -234,7 +238,7 @@ def resubmitted(slurm_env: dict[str, str], owner: Owner, agent: SlurmCli) -> Ite
         cancel_owned_jobs(slurm_env, owner.name)
         # The reservation can only be deleted once no job runs in it.
         wait_for(
-            lambda: all(j["job_state"] not in ("RUNNING", "COMPLETING") for j in agent.queue() if j.get("user_name") == owner.name),
+            lambda: all(j.state not in ("RUNNING", "COMPLETING") for j in agent.queue() if j.user_name == owner.name),
             f"{owner.name}'s jobs ended",
         )
         subprocess.run(["scontrol", "delete", f"ReservationName={RESERVATION}"], env=slurm_env, check=False, capture_output=True)
@@ -250,7 +254,9 @@ def test_the_capture_holds_the_owner_the_full_name_and_the_options_given_on_the_
     expected = {
         **{"account": "acme", "reservation": RESERVATION, "partition": "dev", "nodes": "2", "time_minutes": 30},
         **{"gres": "gpu:1", "ntasks_per_node": 1, "cpus_per_task": 1, "mem_mb": 100, "constraint": "fast", "sharing": "--exclusive"},
-        **{"licenses": "fluent:1", "requeue": False, "nice": 5, "wckey": "pretrain", "open_mode": "append"},
+        **{"licenses": "fluent:1", "requeue": False, "nice": 5, "wckey": "pretrain"},
+        # --open-mode: 22.05 records it; 24.11 nowhere (a copy appends only to a file its job wrote: none here, %j)
+        "open_mode": "append" if slurm_version() == "22.05" else None,
         **{"mail_user": "trainer@example.com", "mail_type": "END,FAIL"},
         # Slurm's patterns as the owner gave them (made absolute by sbatch), not expanded for the old job
         **{"output": f"{work}/train-%j.out", "error": f"{work}/train-%j.err"},
@@ -277,9 +283,11 @@ def test_scontrol_shows_the_copy_with_the_same_user_group_account_resources_and_
     assert new_fields["QOS"] == "(null)"  # no slurmdbd: Slurm records no QOS for either job
     assert new_fields["ExcNodeList"] == resubmitted["first_node"]
     new_record, old_record = squeue_record(agent, resubmitted["new"]), resubmitted["old_record"]
-    for key in ("standard_output", "standard_error", "standard_input", "wckey", "flags", "tres_per_node", "shared", "licenses"):
-        assert new_record[key] == old_record[key], key
-    assert new_record["comment"] == f"{RESUBMISSION_MARK}{resubmitted['old']} incident=inc-15 {old_record['comment']}"
+    for key in ("standard_output", "standard_error", "standard_input", "wckey", "tres_per_node", "shared", "licenses"):
+        assert getattr(new_record, key) == getattr(old_record, key), key
+    # (24.11 also flags what slurmctld chose itself, USING_DEFAULT_QOS...: not options, and the copy asks no QOS)
+    assert new_record.flags & OPTION_FLAGS == old_record.flags & OPTION_FLAGS
+    assert new_record.comment == f"{RESUBMISSION_MARK}{resubmitted['old']} incident=inc-15 {old_record.comment}"
 
 
 def test_the_copy_runs_as_the_owner_with_the_owners_environment_and_the_resume_variables(resubmitted: dict[str, Any]) -> None:
@@ -308,11 +316,22 @@ def test_the_copy_is_found_again_by_its_comment(resubmitted: dict[str, Any], age
     assert agent.resubmission_of(resubmitted["new"]) is None
 
 
-def test_an_argument_given_to_the_script_is_given_again(slurm_env: dict[str, str], owner: Owner, owner_dir: Path, agent: SlurmCli) -> None:
-    # Given a job whose script file was given one argument
+def test_a_script_given_an_argument_is_resubmitted_with_it_or_not_at_all(
+    slurm_env: dict[str, str], owner: Owner, owner_dir: Path, agent: SlurmCli
+) -> None:
+    # Given a job whose script file was given one argument, which it reads
     (owner_dir / "train.sh").write_text('#!/bin/bash\necho "config=$1 user=$(id -un)" > args-$SLURM_JOB_ID.txt\n')
     old = sbatch_as(owner, owner.environment(slurm_env), "--hold", "train.sh", "configs/70b.yaml", script="", cwd=owner_dir)
     capture = agent.capture(old)
+    if slurm_version() != "22.05":
+        # Then on 23.02+, which report the script's path alone, it is unresumable: never a copy without it
+        try:
+            assert capture is not None and capture.unresumable is not None and "no longer report the arguments" in capture.unresumable
+            with pytest.raises(InvalidCommand, match="no longer report the arguments"):
+                agent.submit_as_owner(capture, comment="c", extra_environment=RESUME)
+        finally:
+            cancel_owned_jobs(slurm_env, owner.name)
+        return
     assert capture is not None and capture.script_args == ("configs/70b.yaml",)
     # When it is resubmitted
     try:
@@ -399,11 +418,11 @@ def test_a_capture_whose_uid_is_no_longer_its_user_is_refused_at_submission(
         capture = agent.capture(job_id)
         assert capture is not None and capture.unresumable is None
         stale = capture.model_copy(update={"user": "someone-else"})
-        jobs_before = [j["job_id"] for j in agent.queue()]
+        jobs_before = [j.job_id for j in agent.queue()]
         # When it is submitted, Then it is refused and nothing is submitted
         with pytest.raises(InvalidCommand, match="not the job's user someone-else"):
             agent.submit_as_owner(stale, comment="c", extra_environment=RESUME)
-        assert [j["job_id"] for j in agent.queue()] == jobs_before
+        assert [j.job_id for j in agent.queue()] == jobs_before
     finally:
         cancel_owned_jobs(slurm_env, owner.name)
 

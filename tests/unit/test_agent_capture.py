@@ -12,21 +12,22 @@ import pytest
 from hyperpod_recovery.errors import InvalidCommand
 from hyperpod_recovery_agent.capture import (
     JobCapture,
-    SbatchOptions,
-    Unresumable,
     build_capture,
+    no_arguments_read,
     owner_problem,
     parse_environment,
     propagated_limits,
     refusal,
-    sbatch_options,
     scontrol_details,
     script_arguments,
     user_comment,
 )
+from hyperpod_recovery_agent.sbatch_options import SbatchOptions, Unresumable, sbatch_options
 from hyperpod_recovery_agent.slurm import SlurmCli, validate_job_id, validate_nodes
+from hyperpod_recovery_agent.slurm_json import Shape, read_job
 
-# squeue --json of a pending job (Slurm 22.05) submitted with: -J "my job name" -A acme -p dev -N 2 -t 1:30:00
+# squeue --json of a pending job (Slurm 22.05; read through slurm_json.read_job, as the agent does) submitted with:
+# -J "my job name" -A acme -p dev -N 2 -t 1:30:00
 # --gres=gpu:1 --ntasks-per-node=2 -c 1 --mem=200 -C "fast&ib" --exclusive -o out-%j-%x.txt -e err-%j.txt
 # -L matlab:1 --comment=... --no-requeue --nice=10 --time-min=60 --tmp=10 --wckey=wk --kill-on-invalid-dep=yes
 PENDING: dict[str, Any] = {
@@ -114,7 +115,7 @@ def environment_file(variables: dict[str, str]) -> bytes:
 
 # --- the options -----------------------------------------------------------------------------------
 def test_a_pending_jobs_options_become_the_sbatch_arguments_it_was_submitted_with() -> None:
-    options = sbatch_options(PENDING, ENVIRONMENT, scontrol_details(SCONTROL))
+    options = sbatch_options(read_job(PENDING), ENVIRONMENT, scontrol_details(SCONTROL))
     assert options.arguments(now=0) == [
         *("--partition=dev", "--account=acme", "--nodes=2", "--ntasks=4", "--ntasks-per-node=2", "--cpus-per-task=1"),
         *("--mincpus=2", "--mem=200", "--tmp=10", "--gres=gpu:1", "--constraint=fast&ib", "--exclusive", "--licenses=matlab:1"),
@@ -125,26 +126,26 @@ def test_a_pending_jobs_options_become_the_sbatch_arguments_it_was_submitted_wit
 
 def test_a_started_job_asks_for_the_nodes_it_ran_on_since_slurm_forgets_the_maximum() -> None:
     running = {**PENDING, "job_state": "RUNNING", "max_nodes": 0, "time_minimum": 0}
-    assert sbatch_options(running, ENVIRONMENT, {}).nodes == "2"
+    assert sbatch_options(read_job(running), ENVIRONMENT, {}).nodes == "2"
 
 
 def test_a_task_count_is_asked_for_only_when_sbatch_recorded_one() -> None:
     # -N 2 alone: Slurm reports 2 tasks, but asking for them would add SLURM_NTASKS to the job's environment
     environment = {k: v for k, v in ENVIRONMENT.items() if k != "SLURM_NTASKS"}
-    assert sbatch_options(PENDING, environment, {}).ntasks is None
+    assert sbatch_options(read_job(PENDING), environment, {}).ntasks is None
 
 
 def test_a_started_job_with_a_minimum_time_is_unresumable() -> None:
     with pytest.raises(Unresumable, match="--time-min"):
-        sbatch_options({**PENDING, "job_state": "RUNNING"}, ENVIRONMENT, {})
+        sbatch_options(read_job({**PENDING, "job_state": "RUNNING"}), ENVIRONMENT, {})
 
 
 def test_a_met_dependency_is_overridden_and_a_waiting_one_is_carried() -> None:
     had_one = {**ENVIRONMENT, "SLURM_JOB_DEPENDENCY": "afterok:7"}
-    assert sbatch_options(PENDING, had_one, {}).dependency == ""
-    assert sbatch_options(PENDING, ENVIRONMENT, {}).dependency is None
+    assert sbatch_options(read_job(PENDING), had_one, {}).dependency == ""
+    assert sbatch_options(read_job(PENDING), ENVIRONMENT, {}).dependency is None
     waiting = {**PENDING, "dependency": "afterok:7(unfulfilled),afterany:8(unfulfilled)"}
-    assert sbatch_options(waiting, had_one, {}).dependency == "afterok:7,afterany:8"
+    assert sbatch_options(read_job(waiting), had_one, {}).dependency == "afterok:7,afterany:8"
 
 
 @pytest.mark.parametrize(
@@ -161,7 +162,7 @@ def test_a_met_dependency_is_overridden_and_a_waiting_one_is_carried() -> None:
 )
 def test_what_the_agent_cannot_ask_for_again_is_unresumable(changes: dict[str, Any], reason: str) -> None:
     with pytest.raises(Unresumable, match=reason):
-        sbatch_options({**PENDING, **changes}, ENVIRONMENT, {})
+        sbatch_options(read_job({**PENDING, **changes}), ENVIRONMENT, {})
 
 
 def test_gpu_requests_map_back_to_the_gpu_options() -> None:
@@ -175,7 +176,7 @@ def test_gpu_requests_map_back_to_the_gpu_options() -> None:
         "tres_bind": "gpu:closest",
         "tres_freq": "gpu:high",
     }
-    options = sbatch_options(record, ENVIRONMENT, {})
+    options = sbatch_options(read_job(record), ENVIRONMENT, {})
     assert (options.gpus, options.gpus_per_task, options.cpus_per_gpu, options.mem_per_gpu) == ("a100:8", "1", "4", "100")
     assert (options.gpu_bind, options.gpu_freq, options.gres) == ("closest", "high", None)
 
@@ -250,6 +251,58 @@ def test_a_single_script_argument_is_recovered_exactly(command: str, files: set[
     assert script_arguments(command, files.__contains__) == expected
 
 
+@pytest.mark.parametrize(
+    "script",
+    [
+        "#!/bin/bash\nsrun python train.py --config llama.yaml\n",
+        '#!/bin/sh\n# usage: sbatch train.sh $1 is ignored\necho "${#NAME} ${NAME:1}"\n',  # a comment; a length; a slice
+        "#!/usr/bin/env bash\nsource ~/venv/bin/activate\nsrun train.py\n",
+    ],
+)
+def test_on_2302_and_later_a_script_that_never_reads_its_arguments_is_resubmitted_without_any(script: str) -> None:
+    # (Slurm 23.02+ report a batch script's path alone: whether it was given arguments is unknown)
+    assert no_arguments_read("/work/train.sh", script) == ()
+    assert no_arguments_read("", "#!/bin/bash\necho $1\n") == ()  # submitted on sbatch's input: none
+
+
+@pytest.mark.parametrize(
+    ("script", "said"),
+    [
+        ('#!/bin/bash\nsrun python train.py --config "$1"\n', "$1"),
+        ('#!/bin/bash\nexec torchrun train.py "$@"\n', "$@"),
+        ("#!/bin/bash\nwhile getopts c: o; do :; done\n", "getopts"),
+        ("#!/bin/bash\nCONFIG=${1:-default.yaml}\n", "${1"),
+        ("#!/usr/bin/env python3\nimport sys\nprint(sys.argv)\n", "not a shell"),
+    ],
+)
+def test_on_2302_and_later_a_script_that_reads_its_arguments_is_unresumable(script: str, said: str) -> None:
+    with pytest.raises(Unresumable, match="no longer report the arguments") as raised:
+        no_arguments_read("/work/train.sh", script)
+    assert said in str(raised.value)
+
+
+def test_a_2411_capture_of_a_file_submitted_job_reads_no_arguments_from_its_command() -> None:
+    # Given a 24.11 record whose command is the script's path alone, and a script that reads $1
+    record = read_job({**PENDING, "command": "/tmp/work/job.sh", "time_minimum": 0}, Shape("v0.0.42"))
+    capture = build_capture(record, script="#!/bin/bash\necho $1\n", environment_raw=environment_file(ENVIRONMENT), scontrol_text="")
+    # Then the capture is unresumable, saying why; a script that reads none resubmits without any
+    assert capture.unresumable is not None and "no longer report the arguments" in capture.unresumable
+    fine = build_capture(record, script="#!/bin/bash\necho hi\n", environment_raw=environment_file(ENVIRONMENT), scontrol_text="")
+    assert fine.unresumable is None and fine.script_args == ()
+
+
+@pytest.mark.parametrize(
+    ("output", "mode"),
+    [("/tmp/work/train.log", "append"), ("/tmp/work/train-3.log", None), ("/dev/null", None)],
+)
+def test_on_2411_a_copy_writing_its_jobs_own_log_appends_to_it(output: str, mode: str | None) -> None:
+    # Given a 24.11 record (its sbatch keeps no --open-mode) whose output is that file (job 3: -3 reads as %j)
+    record = read_job({**PENDING, "job_id": 3, "standard_output": output, "standard_error": output}, Shape("v0.0.42"))
+    # Then a copy writing the very same file appends to it: what the failed job wrote there stays
+    assert sbatch_options(record, {}, {}).open_mode == mode
+    assert sbatch_options(read_job({**PENDING, "standard_output": output}), {}, {}).open_mode is None  # 22.05: as recorded
+
+
 @pytest.mark.parametrize(("command", "files"), [("/work/train.sh a b", {"/work/train.sh"}), ("/gone/train.sh a", set())])
 def test_script_arguments_that_cannot_be_split_exactly_are_unresumable(command: str, files: set[str]) -> None:
     with pytest.raises(Unresumable):
@@ -271,7 +324,7 @@ def test_the_owners_comment_is_kept_without_our_mark() -> None:
     ],
 )
 def test_arrays_heterogeneous_jobs_and_allocations_are_refused(changes: dict[str, Any], reason: str) -> None:
-    assert reason in (refusal({**PENDING, **changes}) or "")
+    assert reason in (refusal(read_job({**PENDING, **changes})) or "")
 
 
 # --- the owner -------------------------------------------------------------------------------------
@@ -286,13 +339,16 @@ def test_an_unknown_or_reused_uid_or_a_foreign_group_is_an_owner_problem() -> No
 def test_a_job_of_an_unknown_user_is_captured_as_unresumable() -> None:
     unknown = next(uid for uid in range(60_000, 61_000) if not _uid_exists(uid))
     record = {**PENDING, "user_id": unknown, "user_name": "gone"}
-    capture = build_capture(record, script="#!/bin/bash\n", environment_raw=environment_file(ENVIRONMENT), scontrol_text=SCONTROL)
+    capture = build_capture(read_job(record), script="#!/bin/bash\n", environment_raw=environment_file(ENVIRONMENT), scontrol_text=SCONTROL)
     assert capture.unresumable == f"its user gone (uid {unknown}) is unknown on this host"
 
 
 def test_a_capture_survives_json_and_refuses_a_submission_when_unresumable() -> None:
     capture = build_capture(
-        {**PENDING, "time_minimum": 0}, script="#!/bin/bash\n", environment_raw=environment_file(ENVIRONMENT), scontrol_text=SCONTROL
+        read_job({**PENDING, "time_minimum": 0}),
+        script="#!/bin/bash\n",
+        environment_raw=environment_file(ENVIRONMENT),
+        scontrol_text=SCONTROL,
     )
     assert capture.unresumable is None and capture.umask == 0o027 and capture.rlimits == {"NOFILE": "1024"}
     assert JobCapture.from_json(capture.to_json()) == capture

@@ -29,10 +29,13 @@ from hyperpod_recovery.models.commands import (
 )
 from hyperpod_recovery.models.elastic import ElasticOptInUnreadable, ElasticPolicy, elastic_choice_in_comment
 from hyperpod_recovery.models.manifest import RESUME_DATA_PARALLEL_ENV, RESUME_FROM_ENV, RESUME_NODES_ENV, RESUME_STEP_ENV
-from hyperpod_recovery_agent.capture import JobCapture, SbatchOptions, Unresumable, resubmitted_from
+from hyperpod_recovery_agent.capture import JobCapture, resubmitted_from
 from hyperpod_recovery_agent.elastic import elastic_opt_in, node_range_in_script
 from hyperpod_recovery_agent.executor import CaptureStore, CommandExecutor, _spare_for
-from hyperpod_recovery_agent.slurm import RESUBMISSION_MARK, FreeNode, SlurmCli, constraint_features, node_features
+from hyperpod_recovery_agent.sbatch_options import SbatchOptions, Unresumable
+from hyperpod_recovery_agent.slurm import RESUBMISSION_MARK, FreeNode, SlurmCli, constraint_features
+from hyperpod_recovery_agent.slurm_json import SlurmJob as SlurmRecord
+from hyperpod_recovery_agent.slurm_json import SlurmNode, read_jobs, read_node, read_nodes
 from sandbox.real_slurm import seed_script
 from sandbox.slurm import SimulatedSlurm, SlurmJob
 from tests.fakes import T0
@@ -145,12 +148,12 @@ class _Squeue(SlurmCli):
         self.jobs, self.sinfo, self.scripts = jobs, nodes, scripts
         self.sinfo_reads = 0
 
-    def queue(self) -> list[dict[str, Any]]:
-        return self.jobs
+    def queue(self) -> list[SlurmRecord]:
+        return read_jobs({"jobs": self.jobs})
 
-    def nodes(self) -> list[dict[str, Any]]:
+    def nodes(self) -> list[SlurmNode]:
         self.sinfo_reads += 1
-        return self.sinfo
+        return read_nodes({"nodes": self.sinfo})
 
     def batch_script(self, job_id: str) -> str | None:
         return self.scripts.get(job_id)
@@ -182,7 +185,7 @@ def test_slurm_clis_job_spec_carries_the_scripts_range_and_a_comment_it_cannot_r
         {"7": "#!/bin/bash\n#SBATCH --nodes=1-2\nsrun train.py\n", "8": "#!/bin/bash\nsrun train.py\n"},
     )
     # When the agent describes them
-    ranged, unreadable = slurm._job_spec(slurm.jobs[0]), slurm._job_spec(slurm.jobs[1])
+    ranged, unreadable = (slurm._job_spec(job) for job in slurm.queue())
     # Then the first may shrink to 1 node (its script's own range), the second is rigid and says why
     assert ranged.elastic == ElasticPolicy(min_nodes=1, max_nodes=2, source="node_range") and ranged.elastic_problem is None
     assert unreadable.elastic is None and unreadable.elastic_problem is not None and "min=N is required" in unreadable.elastic_problem
@@ -263,10 +266,10 @@ def test_only_a_plain_and_of_features_is_matched_to_idle_nodes(constraint: str |
     assert constraint_features(constraint) == required
 
 
-def test_a_nodes_features_are_its_active_ones_in_either_form_sinfo_gives() -> None:
-    assert node_features({"active_features": "a100,efa", "features": "a100,efa,spare"}) == {"a100", "efa"}
-    assert node_features({"features": ["a100", "efa"]}) == {"a100", "efa"}
-    assert node_features({}) == frozenset()
+def test_a_nodes_features_are_its_active_ones_in_either_form_slurm_gives() -> None:
+    assert read_node({"name": "a", "active_features": "a100,efa", "features": "a100,efa,spare"}).features == {"a100", "efa"}
+    assert read_node({"name": "a", "features": ["a100", "efa"]}).features == {"a100", "efa"}
+    assert read_node({"name": "a"}).features == frozenset()
 
 
 def test_a_job_with_a_constraint_counts_only_the_idle_nodes_that_have_its_features() -> None:

@@ -15,6 +15,7 @@ from moto import mock_aws
 from hyperpod_recovery.models.job_events import JOB_EVENT_SOURCE, JobFailedDetail
 from hyperpod_recovery_agent.config import AgentConfigError, RetryPolicy, load_config
 from hyperpod_recovery_agent.job_ended import JobEventSender, ended_state, failed_job_detail
+from hyperpod_recovery_agent.slurm_json import SlurmJob, read_job
 from tests.conftest import ROOT, load_event
 
 
@@ -40,23 +41,38 @@ def test_the_state_a_job_ends_in(job_state: str, reason: str, exit_code: int, ex
     assert ended_state(job_state, reason, exit_code, 0) == expected
 
 
+@pytest.mark.parametrize(
+    ("base_state", "reason", "expected"),
+    [
+        ("FAILED", "None", "FAILED"),  # Slurm 23.11+ list the base state beside COMPLETING: a failure named there counts
+        ("NODE_FAIL", "None", "NODE_FAIL"),
+        ("COMPLETED", "NonZeroExitCode", "FAILED"),  # otherwise the reason decides, as on 22.05
+        ("CANCELLED", "None", None),
+        (None, "NodeDown", "NODE_FAIL"),
+    ],
+)
+def test_a_completing_jobs_listed_base_state_names_its_failure(base_state: str | None, reason: str, expected: str | None) -> None:
+    assert ended_state("COMPLETING", reason, 0, 0, base_state) == expected
+
+
 class SlurmDouble:
     """squeue's record for one ending job, as Slurm 22.05 shows it during EpilogSlurmctld."""
 
     def __init__(self, record: dict[str, Any]) -> None:
         self.record = record
 
-    def job_record(self, job_id: str) -> dict[str, Any] | None:
-        return self.record if str(self.record["job_id"]) == job_id else None
+    def job_record(self, job_id: str) -> SlurmJob | None:
+        job = read_job(self.record)
+        return job if job.job_id == job_id else None
 
-    def job_spec_of(self, record: dict[str, Any]) -> Any:
+    def job_spec_of(self, record: SlurmJob) -> Any:
         from hyperpod_recovery.models.commands import JobSpec, job_display_name
 
         return JobSpec(
-            job_id=str(record["job_id"]),
-            name=job_display_name(record["name"]),  # as SlurmCli does
+            job_id=record.job_id,
+            name=job_display_name(record.name),  # as SlurmCli does
             num_nodes=1,
-            state=record["job_state"],
+            state=record.state,
             checkpoint_uri="s3://ckpt/llama",
             auto_resume=False,
         )
@@ -220,7 +236,7 @@ def test_check_reports_each_dependency_of_an_installed_agent(tmp_path: Path, cap
         # Slurm is not installed where the configuration says: one failure, the rest reachable
         assert main(["--config", str(config), "check"]) == 1
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].startswith("FAIL slurm: sinfo is not installed")
+    assert lines[0].startswith("FAIL slurm: scontrol is not installed")
     assert [line.split(":")[0] for line in lines[1:]] == ["ok   command queue", "ok   event bus", "ok   state dir", "ok   state dir"]
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from hyperpod_recovery_agent.slurm import SlurmCli, SlurmCommandFailed
+from hyperpod_recovery_agent.slurm_json import SlurmJob, read_jobs
 
 CLI = SlurmCli()
 
@@ -37,19 +38,23 @@ class _BusySlurmctld(SlurmCli):
         super().__init__(env={})
         self.calls: list[str] = []
 
-    def queue(self) -> list[dict[str, object]]:
-        return [
+    def queue(self) -> list[SlurmJob]:
+        return read_jobs(
             {
-                "job_id": n,
-                "name": f"train-{n}",
-                "job_state": "RUNNING",
-                "batch_flag": n % 2 == 0,
-                "nodes": "gpu-[1-1200]",
-                "node_count": 1200,
-                "comment": f"checkpoint=s3://ckpt/train-{n}",
+                "jobs": [
+                    {
+                        "job_id": n,
+                        "name": f"train-{n}",
+                        "job_state": "RUNNING",
+                        "batch_flag": n % 2 == 0,
+                        "nodes": "gpu-[1-1200]",
+                        "node_count": 1200,
+                        "comment": f"checkpoint=s3://ckpt/train-{n}",
+                    }
+                    for n in range(1, 131)
+                ]
             }
-            for n in range(1, 131)
-        ]
+        )
 
     def batch_script(self, job_id: str) -> str | None:
         self.calls.append(f"batch_script {job_id}")
@@ -103,6 +108,6 @@ def test_a_jobs_own_resume_choice_is_read_from_its_comment(comment: str, resume:
     job = {"job_id": 7, "name": "train", "job_state": "RUNNING", "batch_flag": False, "nodes": "gpu-[1-2]", "node_count": 2}
     job["comment"] = comment
     # When the agent describes it for the workflow
-    spec = _OneJob()._job_spec(job)
+    spec = _OneJob()._job_spec(read_jobs({"jobs": [job]})[0])
     # Then the spec carries the owner's choice; an unknown word is no choice (the stack's policy applies)
     assert spec.resume == resume

@@ -51,7 +51,7 @@ from hyperpod_recovery.models.requests import JobRecoveryRequest
 from hyperpod_recovery.steps.capture_job_spec import capture_job_spec
 from hyperpod_recovery.steps.check_job_nodes import check_job_nodes
 from hyperpod_recovery_agent.executor import CommandExecutor
-from hyperpod_recovery_agent.slurm import _node_state
+from hyperpod_recovery_agent.slurm_json import read_node
 from sandbox.kube import FakeKube
 from sandbox.slurm import SimulatedSlurm, SlurmJob
 from tests.fakes import T0, FakeOrchestrator
@@ -309,9 +309,9 @@ def test_an_unhealthy_nodes_long_reason_is_cut_not_refused() -> None:
         ({"name": "a", "state": ["DOWN"]}, False),
     ],
 )
-def test_sinfo_states_of_either_shape_are_read_the_same(sinfo_node: dict[str, object], healthy: bool) -> None:
-    state = _node_state(sinfo_node)
-    assert plainly_healthy(state.state, state.flags, state.reason) is healthy
+def test_node_states_of_either_shape_are_read_the_same(sinfo_node: dict[str, object], healthy: bool) -> None:
+    state = read_node(sinfo_node)
+    assert plainly_healthy(state.state, list(state.flags), state.reason) is healthy
 
 
 def test_on_eks_every_node_not_plainly_healthy_is_answered_and_read_as_on_slurm() -> None:
