@@ -22,16 +22,17 @@ def _make(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
 
 
 # --- make drill SLURM=real / make drill-down -------------------------------------------------------
-def test_a_real_slurm_drill_says_what_it_installs_starts_and_leaves_before_doing_it() -> None:
-    # When make shows what `make drill SLURM=real` would run
-    recipe = _make("-n", "drill", "SLURM=real").stdout
+@pytest.mark.parametrize(("version", "installs"), [("22.05", "apt-get"), ("24.11", "debootstrap")])
+def test_a_real_slurm_drill_says_what_it_installs_starts_and_leaves_before_doing_it(version: str, installs: str) -> None:
+    # When make shows what `make drill SLURM=real` would run, on either Slurm version
+    recipe = _make("-n", "drill", "SLURM=real", f"SLURM_VERSION={version}").stdout
     # Then the explanation comes before the script that installs packages and starts daemons
     plan, _, rest = recipe.partition("tools/slurm_up.sh")
     assert rest, recipe
-    for promise in ("apt-get", "slurmctld slurmd slurm-client munge", "munged", "slurmd", "sleep", "make drill-down"):
+    for promise in (installs, f"Slurm {version}", "slurmctld slurmd slurm-client munge", "munged", "slurmd", "sleep", "make drill-down"):
         assert promise in plan, promise
     # And after the drill it says again what is still running
-    assert "still running: munged, slurmctld" in rest and "make drill-down stops them" in rest
+    assert f"still running: Slurm {version}'s munged, slurmctld" in rest and "make drill-down stops them" in rest
 
 
 # --- make drill's arguments ------------------------------------------------------------------------
