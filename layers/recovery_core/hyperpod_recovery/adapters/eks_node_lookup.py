@@ -27,6 +27,7 @@ class HyperPodNodes:
     def __init__(self, kube: KubeApi) -> None:
         self._kube = kube
         self._listed: list[dict[str, Any]] | None = None
+        self._by_name: dict[str, str] | None = None
 
     def listed(self) -> list[dict[str, Any]]:
         if self._listed is None:
@@ -37,8 +38,9 @@ class HyperPodNodes:
         """A Kubernetes node's name -> the name the workflow knows it by (its own, when its providerID names no instance)."""
         if instance_of_node_name(name) is not None:
             return name
-        by_name = {NodeView.of(n).name: hyperpod_name(n) for n in self.listed()}
-        return by_name.get(name, name)
+        if self._by_name is None:
+            self._by_name = {NodeView.of(n).name: hyperpod_name(n) for n in self.listed()}
+        return self._by_name.get(name, name)
 
     def find(self, name: str) -> dict[str, Any] | None:
         """The node by its name; on a cluster that names nodes otherwise, the node whose providerID names
