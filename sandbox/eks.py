@@ -6,8 +6,10 @@ HTTPS to a local API server with its own CA. That server serves the schema-check
 server (sandbox/kube.py FakeKube), kept in step with the HyperPod double (sandbox/hyperpod.py) at the
 caller's virtual time, the way HyperPod keeps a real cluster's Node objects:
 
-* each instance HyperPod shows Running has a Node ``hyperpod-<instance id>`` (a replacement's appears
-  when HyperPod shows it Running: ASSUMPTION, HyperPod's docs do not say when kubelet registers);
+* each instance HyperPod shows Running has a Node ``hyperpod-<instance id>`` (or, on a scenario whose
+  cluster.kubernetes.node_names is ``ip``, the instance's private DNS name, as older clusters named
+  them), whose providerID is HyperPod's form naming the cluster and the instance (a replacement's
+  appears when HyperPod shows it Running: ASSUMPTION, HyperPod's docs do not say when kubelet registers);
 * Ready while its host agent answers (the double's slurmd timeline stands for the kubelet), with a
   new boot id after each boot;
 * HyperPod's health label and taint: UnschedulablePendingReplacement on a node a health event
@@ -183,10 +185,13 @@ class SimulatedEks:
             now=lambda: self.epoch + timedelta(seconds=self._synced),
             epoch=epoch,
             kueue=cluster.kueue,
+            kueue_versions=tuple(cluster.kueue_versions),
             suspend_field=cluster.training_operator != "1.6",
             scheduler=cluster.scheduler,
+            cluster_id=double.cluster_id,
         )
         self._boots: dict[str, float] = {}  # instance id -> the boot its Node shows
+        self._instance_of: dict[str, str] = {}  # Node name -> its instance (whatever the cluster names nodes by)
         self._stack = ExitStack()
         self.server = KubeApiServer(self.kube, directory, before=self.sync, scope=scope)
         self._stack.callback(self.server.close)
@@ -200,6 +205,18 @@ class SimulatedEks:
         requests from the same objects (a request its client gave up on may still be running)."""
         return self.server.lock
 
+    def node_name(self, instance_id: str) -> str:
+        """The Kubernetes node name of an instance: hyperpod-<instance id>, or (cluster.kubernetes.node_names
+        ip) the instance's private DNS name, as older HyperPod clusters named their nodes."""
+        if self.scenario.cluster.kubernetes.node_names == "hyperpod":
+            return node_name_for_instance(instance_id)
+        with self.double._lock:
+            return next(n.hostname for n in self.double.nodes if n.node_id == instance_id)
+
+    def node_of(self, ref: str, t: float = 0) -> str:
+        """The Kubernetes node name of a scenario node (``workers:7``) at ``t``."""
+        return self.node_name(self.double.current(ref, t=t).node_id)
+
     # --- the drill's cluster ---------------------------------------------------------------------
     def populate(self, progress_table: str | None = None) -> None:
         """``progress_table``: the stack's, in the pod template of a job whose owner opted in to
@@ -208,11 +225,11 @@ class SimulatedEks:
         self.sync()
         for ref in self.scenario.behaviour.cordoned_before:
             for group, index in expand_range(ref):
-                name = node_name_for_instance(self.double.current(f"{group}:{index}", t=0).node_id)
+                name = self.node_of(f"{group}:{index}")
                 self.kube.patch_node(name, [{"op": "add", "path": "/spec/unschedulable", "value": True}])  # kubectl cordon
         for job in self.scenario.jobs:
             spec = job.kubernetes
-            nodes = [node_name_for_instance(self.double.current(f"{g}:{i}", t=0).node_id) for g, i in expand_range(job.nodes)]
+            nodes = [self.node_of(f"{g}:{i}") for g, i in expand_range(job.nodes)]
             annotations = {CHECKPOINT_ANNOTATION: job.checkpoint_uri} if job.checkpoint_uri else {}
             if spec.recover:
                 annotations[OPT_IN_ANNOTATION] = "true"
@@ -232,6 +249,7 @@ class SimulatedEks:
                 labels=labels,
                 env=env,
                 elastic_policy=spec.elastic_policy.model_dump(exclude_none=True) if spec.elastic_policy is not None else None,
+                grace_seconds=spec.termination_grace_seconds,
             )
         self._made_by_tenants: set[str] = set()  # uids
         self._tenants_act()
@@ -255,7 +273,7 @@ class SimulatedEks:
                 self._made_by_tenants.add(self.kube.jobs[(spec.kind, spec.namespace, f"{job.name}-r1")]["metadata"]["uid"])
             for bare in (b for b in behaviour.kubernetes_bare_pods if b.job == job.id):
                 (group, index), *_ = expand_range(bare.node)
-                node = node_name_for_instance(self.double.current(f"{group}:{index}", t=0).node_id)
+                node = self.node_of(f"{group}:{index}")
                 labels = {"training.kubeflow.org/job-name": job.name, "training.kubeflow.org/replica-type": "worker"}
                 self.kube.add_pod(spec.namespace, f"{job.name}-debug-copy", node, labels=labels)
 
@@ -317,7 +335,7 @@ class SimulatedEks:
         node the fault names (the one that stopped first), where it ends in its data loader."""
         with self.lock:
             namespace = job.kubernetes.namespace
-            odd = node_name_for_instance(self.double.current(fault.node, t=0).node_id) if fault.node else None
+            odd = self.node_of(fault.node) if fault.node else None
             pods = [(ns, name) for ns, name in self.kube.pods if ns == namespace and name.startswith(f"{job.name}-worker-")]
             self._pods_hang(pods, odd if fault.stacks != "no_answer" else None)
 
@@ -354,16 +372,16 @@ class SimulatedEks:
             with self.double._lock:
                 instances = {n.node_id: n for n in self.double.nodes if n.exists_at(t)}
             for name in list(self.kube.nodes):
-                instance = name.removeprefix("hyperpod-")
-                if instance not in instances:
+                if self._instance_of.get(name) not in instances:
                     self.kube.hyperpod_removes(name)
             for instance, node in instances.items():
-                name = node_name_for_instance(instance)
+                name = self.node_name(instance)
                 running = node.status_at(t) == "Running" or any(at <= t for at, _ in node.boots)
                 if name not in self.kube.nodes:
                     if not running:
                         continue
-                    self.kube.add_hyperpod_node(instance, group=node.group, boot_id=self._boot_id(node, t))
+                    self.kube.add_node(name, instance_id=instance, group=node.group, boot_id=self._boot_id(node, t))
+                    self._instance_of[name] = instance
                     self._boots[instance] = self._last_boot(node, t)
                 self._keep(name, node, t)
 

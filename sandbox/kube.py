@@ -26,13 +26,20 @@ What it models:
 * the controllers that act on a training job after every write (``_settle``), as they would a moment
   later: Kubeflow's training operator makes a running PyTorchJob's pods and Services
   (``<job>-<replica type>-<index>``: a name that is no DNS-1035 label of at most 63 characters cannot
-  be made, so the job never starts) and deletes a suspended job's pods (a pod on a node that is not
-  Ready stays Terminating: no kubelet confirms it); Kueue (``kueue=True``, HyperPod task governance)
+  be made, so the job never starts) and deletes a suspended job's pods; a deleted pod is Terminating
+  (deletionTimestamp: now + its terminationGracePeriodSeconds) and still runs and holds its node
+  through its grace period of virtual time, then is gone (on a node that is not Ready it stays: no
+  kubelet confirms it, until the node is Ready again or deleted); Kueue (``kueue=True``, HyperPod task governance)
   suspends a job it manages as it is created, makes its Workload, admits it, and un-suspends a
   suspended job whose Workload is admitted, and evicts and suspends one whose Workload is inactive;
+  its API at the versions ``kueue_versions`` names (v1beta1, v1beta2 or both), with the discovery
+  answer the API server gives (``GET /apis/<group>``: an APIGroup, 404 for a group not served) and
+  404 at a version not served; each Workload checked against the schema of every version it is served at;
 * a PyTorchJob CRD without ``runPolicy.suspend`` (training operator < 1.7, ``suspend_field=False``):
   the API server prunes the field and answers 200;
-* ``second_copies``: every moment two objects of one job's lineage were live at once.
+* ``second_copies``: every moment two objects of one job's lineage were live at once (a pod of each
+  running, waiting to, or Terminating);
+* HyperPod's providerID on each node it makes (``aws:///<zone id>/sagemaker/cluster/hyperpod-<cluster id>-<instance id>``).
 
 ASSUMPTION (not in AWS's docs, hyperpod-eks.md §8): that HyperPod neither strips our taint nor our
 annotations while the node lives, and that a rebooted node keeps its name and annotations.
@@ -49,7 +56,7 @@ import json
 import re
 import uuid
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -75,10 +82,11 @@ from hyperpod_recovery.models.kubernetes import (
     HEALTH_STATUS_LABEL,
     INSTANCE_GROUP_LABEL,
     JOB_KINDS,
+    KUEUE_GROUP,
     KUEUE_JOB_UID_LABEL,
     KUEUE_QUEUE_LABEL,
     MARK_DOMAIN,
-    WORKLOAD_API,
+    WORKLOAD_PLURAL,
     KubeJobRef,
     node_name_for_instance,
 )
@@ -115,6 +123,12 @@ FINISHED = ("Succeeded", "Failed")
 # spec.active turns false (v0.19.2 pkg/controller/core/workload_controller.go: WorkloadDeactivated).
 ADMITTED, QUOTA_RESERVED, EVICTED, DEACTIVATED = "Admitted", "QuotaReserved", "Evicted", "Deactivated"
 CLUSTER_QUEUE = "hyperpod-cluster-queue"
+# A HyperPod cluster id as its ARN ends (12 lowercase letters and digits), for a fake not given its cluster's.
+SANDBOX_CLUSTER_ID = "k3x9wq2hd8rm"
+# A pod's terminationGracePeriodSeconds when its spec gives none (the API server's default).
+DEFAULT_GRACE_SECONDS = 30
+# Kueue v0.19.2 (what HyperPod task governance v1.6 packages) serves its CRDs at both, storing v1beta2.
+KUEUE_0_19_VERSIONS = ("v1beta1", "v1beta2")
 
 
 class FakeKube:
@@ -125,18 +139,26 @@ class FakeKube:
         version: str = KUBERNETES_VERSION,
         kinds: tuple[str, ...] = tuple(JOB_KINDS),
         kueue: bool = False,
+        kueue_versions: tuple[str, ...] = KUEUE_0_19_VERSIONS,
         suspend_field: bool = True,
         epoch: datetime | None = None,
         scheduler: bool = False,
+        cluster_id: str = SANDBOX_CLUSTER_ID,
     ) -> None:
         """``kueue``: Kueue runs (HyperPod task governance: the Workload CRD and its controllers);
         ``suspend_field``: the PyTorchJob CRD has runPolicy.suspend (training operator 1.7 and later);
         ``epoch``: what second_copies counts its virtual seconds from (default: now at construction);
         ``scheduler``: the scheduler places a pending pod on a free node (_schedule); off, the pods the
-        operator makes stay Pending (what the older drills' reports were written with)."""
+        operator makes stay Pending (what the older drills' reports were written with); ``cluster_id``:
+        the HyperPod cluster's id, in its nodes' providerIDs."""
         self.scheduler = scheduler
+        self.cluster_id = cluster_id
+        self.zone_id = "usw2-az1"
         self.version = version
         self.kueue = kueue
+        # The versions Kueue's CRDs are served at (v0.19.2: both, v1beta2 stored; an older Kueue
+        # v1beta1 only; one that stopped serving v1beta1, v1beta2 only), newest first as discovery lists them.
+        self.kueue_versions = kueue_versions
         self.suspend_field = suspend_field
         # The job kinds whose CRD is installed (the training operator and Kubeflow are add-ons):
         # listing or reading another kind is 404, as on a cluster without it.
@@ -164,6 +186,18 @@ class FakeKube:
         # Called after a node is read and before a patch is applied (a concurrent writer in a test).
         self.before_patch: Callable[[str], None] | None = None
         self._job_schemas: dict[str, dict[str, Any]] = {}
+
+    @property
+    def kueue_versions(self) -> tuple[str, ...]:
+        """The versions Kueue serves, newest first (as discovery lists them)."""
+        return self._kueue_versions
+
+    @kueue_versions.setter
+    def kueue_versions(self, versions: tuple[str, ...]) -> None:
+        ordered = tuple(v for v in ("v1beta2", "v1beta1") if v in versions)
+        if not ordered or len(ordered) != len(set(versions)):
+            raise ValueError(f"kueue_versions {versions!r}: Kueue serves v1beta1, v1beta2 or both")
+        self._kueue_versions = ordered
 
     # --- the KubeApi port --------------------------------------------------------------------------
     def get_node(self, name: str) -> dict[str, Any]:
@@ -298,37 +332,70 @@ class FakeKube:
         wanted = _selector(label_selector)
         return [copy.deepcopy(j) for (k, ns, _), j in self.jobs.items() if (k, ns) == (kind, namespace) and _selected(j, wanted)]
 
-    # --- Kueue's Workloads (kueue.x-k8s.io/v1beta1) -------------------------------------------------
-    def list_workloads(self, namespace: str, label_selector: str | None = None) -> list[dict[str, Any]]:
-        self._call("list", WORKLOAD_API.plural)
-        self._kueue_installed(f"GET workloads in {namespace}")
-        wanted = _selector(label_selector)
-        return [copy.deepcopy(w) for (ns, _), w in self.workloads.items() if ns == namespace and _selected(w, wanted)]
+    # --- discovery, and Kueue's Workloads (kueue.x-k8s.io, at the versions it serves) ---------------
+    def api_group(self, group: str) -> dict[str, Any]:
+        """GET /apis/{group}: the APIGroup the API server answers (its versions newest first, the
+        preferred one the first: the order of kube-aware version priority), 404 for a group no CRD serves."""
+        self._call("get", f"/apis/{group}")
+        versions = self._served_groups().get(group)
+        if not versions:
+            raise KubeObjectGone(f"GET /apis/{group}: 404 NotFound (the server could not find the requested resource)")
+        listed = [{"groupVersion": f"{group}/{v}", "version": v} for v in versions]
+        return {"kind": "APIGroup", "apiVersion": "v1", "name": group, "versions": listed, "preferredVersion": listed[0]}
 
-    def get_workload(self, namespace: str, name: str) -> dict[str, Any]:
-        self._call("get", WORKLOAD_API.plural)
-        self._kueue_installed(f"GET workload {namespace}/{name}")
+    def _served_groups(self) -> dict[str, tuple[str, ...]]:
+        served = {JOB_KINDS[k].group: (JOB_KINDS[k].version,) for k in self.kinds}
+        if self.kueue:
+            served[KUEUE_GROUP] = self.kueue_versions
+        return served
+
+    def list_workloads(self, version: str, namespace: str, label_selector: str | None = None) -> list[dict[str, Any]]:
+        self._call("list", WORKLOAD_PLURAL)
+        self._workloads_served(version, f"GET {_workloads_path(version, namespace)}")
+        wanted = _selector(label_selector)
+        return [self._served_as(w, version) for (ns, _), w in self.workloads.items() if ns == namespace and _selected(w, wanted)]
+
+    def get_workload(self, version: str, namespace: str, name: str) -> dict[str, Any]:
+        self._call("get", WORKLOAD_PLURAL)
+        self._workloads_served(version, f"GET {_workloads_path(version, namespace)}/{name}")
         if (namespace, name) not in self.workloads:
             raise KubeObjectGone(f"GET workloads {namespace}/{name}: 404 NotFound")
-        return copy.deepcopy(self.workloads[(namespace, name)])
+        return self._served_as(self.workloads[(namespace, name)], version)
 
-    def patch_workload(self, namespace: str, name: str, operations: list[dict[str, Any]]) -> dict[str, Any]:
-        self._call("patch", WORKLOAD_API.plural)
-        self._kueue_installed(f"PATCH workload {namespace}/{name}")
+    def patch_workload(self, version: str, namespace: str, name: str, operations: list[dict[str, Any]]) -> dict[str, Any]:
+        """A JSON Patch applied to the Workload as served at ``version``, stored at the storage version."""
+        self._call("patch", WORKLOAD_PLURAL)
+        self._workloads_served(version, f"PATCH {_workloads_path(version, namespace)}/{name}")
         if (namespace, name) not in self.workloads:
             raise KubeObjectGone(f"PATCH workloads {namespace}/{name}: 404 NotFound")
-        patched = _applied(self.workloads[(namespace, name)], operations, f"PATCH workloads {namespace}/{name}")
+        served = self._served_as(self.workloads[(namespace, name)], version)
+        patched = self._served_as(_applied(served, operations, f"PATCH workloads {namespace}/{name}"), self._workload_storage())
         self._validate_workload(patched)
         patched["metadata"]["resourceVersion"] = self._next_version()
         self.workloads[(namespace, name)] = patched
-        answer = copy.deepcopy(patched)
+        answer = self._served_as(patched, version)
         owner = _controller_uid(patched)
         self._settle([k for k, j in self.jobs.items() if j["metadata"]["uid"] == owner])
         return answer
 
-    def _kueue_installed(self, request: str) -> None:
+    def _workloads_served(self, version: str, request: str) -> None:
         if not self.kueue:
             raise KubeObjectGone(f"{request}: 404 NotFound (no such resource: Kueue is not installed)")
+        if version not in self.kueue_versions:
+            raise KubeObjectGone(f"{request}: 404 NotFound (the server could not find the requested resource)")
+
+    def _workload_storage(self) -> str:
+        """The version Workloads are stored at: v1beta2 where it is served (Kueue v0.16 and later), else v1beta1."""
+        return self.kueue_versions[0]
+
+    @staticmethod
+    def _served_as(workload: dict[str, Any], version: str) -> dict[str, Any]:
+        """A Workload converted to ``version``. ASSUMPTION (tests/kube_schemas/README.md): the fields the
+        fake writes are the same at v1beta1 and v1beta2, so the conversion is its apiVersion (each
+        version's schema checks the result: _validate_workload)."""
+        served = copy.deepcopy(workload)
+        served["apiVersion"] = f"{KUEUE_GROUP}/{version}"
+        return served
 
     # --- seeding a cluster ---------------------------------------------------------------------------
     def add_node(
@@ -342,7 +409,10 @@ class FakeKube:
         unschedulable: bool = False,
         instance_id: str | None = None,
         boot_id: str | None = None,
+        provider_id: str | None = None,
     ) -> dict[str, Any]:
+        """A node; ``instance_id``: its instance, named in its providerID in HyperPod's form (in
+        ``provider_id`` when given: EC2's form, or none: a node whose providerID names no instance)."""
         labels = {"sagemaker.amazonaws.com/compute-type": "hyperpod", INSTANCE_GROUP_LABEL: group}
         if health is not None:
             labels[HEALTH_STATUS_LABEL] = health
@@ -352,12 +422,15 @@ class FakeKube:
             "apiVersion": "v1",
             "kind": "Node",
             "metadata": {"name": name, "labels": labels, "uid": str(uuid.uuid5(uuid.NAMESPACE_DNS, name + str(len(self.nodes))))},
-            "spec": {"providerID": f"aws:///us-west-2a/{instance_id}" if instance_id else f"aws:///us-west-2a/{name}"},
+            "spec": {},
             "status": {
                 "conditions": [_ready_condition(ready, self.now())],
                 "nodeInfo": _node_info(boot_id or str(uuid.uuid4())),
             },
         }
+        provider_id = provider_id if provider_id is not None else self.provider_id(instance_id) if instance_id else None
+        if provider_id:
+            node["spec"]["providerID"] = provider_id
         if unschedulable:
             node["spec"]["unschedulable"] = True
         if health is not None and health != "Schedulable":
@@ -367,6 +440,11 @@ class FakeKube:
 
     def add_hyperpod_node(self, instance_id: str, **kwargs: Any) -> dict[str, Any]:
         return self.add_node(node_name_for_instance(instance_id), instance_id=instance_id, **kwargs)
+
+    def provider_id(self, instance_id: str) -> str:
+        """HyperPod's providerID for its node of ``instance_id`` (domain/eks_provider_id.py): the zone
+        id and the cluster id, then the instance, as a live cluster shows them."""
+        return f"aws:///{self.zone_id}/sagemaker/cluster/hyperpod-{self.cluster_id}-{instance_id}"
 
     def add_job(
         self,
@@ -383,16 +461,20 @@ class FakeKube:
         condition: str = "Running",
         labels: dict[str, str] | None = None,
         elastic_policy: dict[str, int] | None = None,
+        grace_seconds: int | None = None,
     ) -> dict[str, Any]:
         """A training job whose pods run one on each of ``nodes`` (created through the API, as a user
-        would; a PyTorchJob's pods are its operator's, bound to the nodes as the scheduler would)."""
+        would; a PyTorchJob's pods are its operator's, bound to the nodes as the scheduler would);
+        ``grace_seconds``: its pod template's terminationGracePeriodSeconds."""
         count = replicas if replicas is not None else len(nodes)
         container = {"name": "pytorch", "image": "123456789012.dkr.ecr.us-west-2.amazonaws.com/train:1", "command": ["torchrun"]}
         if args:
             container["args"] = list(args)
         if env:
             container["env"] = [{"name": k, "value": v} for k, v in env.items()]
-        template = {"metadata": {"labels": {"app": name}}, "spec": {"containers": [container], "restartPolicy": "Never"}}
+        template: dict[str, Any] = {"metadata": {"labels": {"app": name}}, "spec": {"containers": [container], "restartPolicy": "Never"}}
+        if grace_seconds is not None:
+            template["spec"]["terminationGracePeriodSeconds"] = grace_seconds
         if kind == "PyTorchJob":
             spec: dict[str, Any] = {
                 "runPolicy": {"cleanPodPolicy": "None"},
@@ -422,7 +504,12 @@ class FakeKube:
                 pod["status"]["phase"] = "Running"
             else:
                 self.add_pod(
-                    namespace, f"{name}-worker-{index}", node, owner=(kind, name, job["metadata"]["uid"]), containers=(container["name"],)
+                    namespace,
+                    f"{name}-worker-{index}",
+                    node,
+                    owner=(kind, name, job["metadata"]["uid"]),
+                    containers=(container["name"],),
+                    grace_seconds=grace_seconds,
                 )
         self._settle([(kind, namespace, name)])
         return stored
@@ -437,9 +524,11 @@ class FakeKube:
         labels: dict[str, str] | None = None,
         phase: str = "Running",
         containers: tuple[str, ...] = ("main",),
+        grace_seconds: int | None = None,
     ) -> None:
         """A pod (``node`` None: not scheduled yet); ``owner``: (kind, name, uid) of its controller;
-        ``containers``: their names (a job's pods: its template's)."""
+        ``containers``: their names (a job's pods: its template's); ``grace_seconds``: its
+        terminationGracePeriodSeconds (the API server's default, 30, when not given)."""
         metadata: dict[str, Any] = {
             "name": name,
             "namespace": namespace,
@@ -459,7 +548,10 @@ class FakeKube:
                 }
             ]
             metadata["labels"]["training.kubeflow.org/job-name" if kind == "PyTorchJob" else "HPJob"] = job_name
-        spec: dict[str, Any] = {"containers": [{"name": c, "image": "train:1"} for c in containers]}
+        spec: dict[str, Any] = {
+            "containers": [{"name": c, "image": "train:1"} for c in containers],
+            "terminationGracePeriodSeconds": DEFAULT_GRACE_SECONDS if grace_seconds is None else grace_seconds,
+        }
         if node is not None:
             spec["nodeName"] = node
         pod = {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec, "status": {"phase": phase}}
@@ -605,8 +697,8 @@ class FakeKube:
     # --- the cluster's controllers, acting on what was just written --------------------------------
     def second_copies(self) -> list[dict[str, Any]]:
         """Each moment two job objects of one lineage (a job and its re-creations, by who each was
-        re-created from) were live at once: not suspended in effect after Kueue acted, not finished,
-        with a pod running or pending. ``at``: virtual seconds since ``epoch``."""
+        re-created from) were live at once: a pod of each running or pending, Terminating ones among
+        them (a stopped job's pods run through their grace period). ``at``: virtual seconds since ``epoch``."""
         return copy.deepcopy(self._copies)
 
     def _settle(self, keys: list[tuple[str, str, str]] | None = None) -> None:
@@ -632,11 +724,7 @@ class FakeKube:
         waiting = sorted(k for k, p in self.pods.items() if p["status"].get("phase") == "Pending" and not p["spec"].get("nodeName"))
         if not waiting:
             return False  # (nothing to place: the nodes need not be looked at, 2,048 of them in a fleet run)
-        busy = {
-            p["spec"].get("nodeName")
-            for p in self.pods.values()
-            if p["status"].get("phase") in ("Pending", "Running") and "deletionTimestamp" not in p["metadata"]
-        }
+        busy = {p["spec"].get("nodeName") for p in self.pods.values() if p["status"].get("phase") in ("Pending", "Running")}
         free = [
             name
             for name, node in sorted(self.nodes.items())
@@ -714,7 +802,7 @@ class FakeKube:
             for replica_type, replica in sorted((job["spec"].get("pytorchReplicaSpecs") or {}).items())
         ]
         workload = {
-            "apiVersion": WORKLOAD_API.api_version,
+            "apiVersion": f"{KUEUE_GROUP}/{self._workload_storage()}",
             "kind": "Workload",
             "metadata": {
                 "name": name,
@@ -762,6 +850,7 @@ class FakeKube:
         if _suspended(job):
             for pod_key in pods:
                 self._terminate(pod_key)
+            self._finish_terminations()  # (a grace period of 0: gone at once)
             return
         if pods:
             return
@@ -783,15 +872,47 @@ class FakeKube:
                 labels={"training.kubeflow.org/replica-type": replica_type.lower()},
                 phase="Pending",
                 containers=_container_names(job, replica_type),
+                grace_seconds=_grace_seconds(job, replica_type),
             )
 
     def _terminate(self, pod_key: tuple[str, str]) -> None:
+        """A graceful delete, as the API server takes it: the pod is Terminating, its deletionTimestamp
+        now + its grace period (rest.BeforeDelete), and it still runs and holds its node until its
+        kubelet confirms it stopped (_finish_terminations). A pod on no node has no kubelet to wait for:
+        gone at once. A pod Terminating already keeps its deadline."""
         pod = self.pods[pod_key]
-        node = self.nodes.get(str(pod["spec"].get("nodeName") or ""))
-        if node is not None and not _ready(node):
-            pod["metadata"].setdefault("deletionTimestamp", _stamp(self.now()))  # no kubelet to confirm it
-        else:
+        if not pod["spec"].get("nodeName"):
             del self.pods[pod_key]
+            return
+        if "deletionTimestamp" in pod["metadata"]:
+            return
+        grace = int(pod["spec"].get("terminationGracePeriodSeconds", DEFAULT_GRACE_SECONDS))
+        pod["metadata"]["deletionTimestamp"] = _stamp(self.now() + timedelta(seconds=grace))
+        pod["metadata"]["deletionGracePeriodSeconds"] = grace
+        pod["metadata"]["resourceVersion"] = self._next_version()
+
+    def _finish_terminations(self) -> bool:
+        """Each Terminating pod whose grace period is over, on a Ready node, is gone: its kubelet
+        killed what was left and confirmed it (ASSUMPTION: the training process takes its whole grace
+        period; one that exits on SIGTERM goes sooner). On a node that is not Ready nothing confirms
+        it: it stays until the node is Ready again or deleted. Whether one went."""
+        now = self.now()
+        done = [
+            key
+            for key, pod in self.pods.items()
+            if "deletionTimestamp" in pod["metadata"]
+            and datetime.fromisoformat(pod["metadata"]["deletionTimestamp"].replace("Z", "+00:00")) <= now
+            and (node := self.nodes.get(str(pod["spec"].get("nodeName") or ""))) is not None
+            and _ready(node)
+        ]
+        for key in done:
+            del self.pods[key]
+        return bool(done)
+
+    def tick(self) -> None:
+        """Time passed: what the kubelets confirm now is gone, and the controllers act on it."""
+        if self._finish_terminations():
+            self._settle()
 
     def runs(self) -> dict[str, list[list[float | None]]]:
         """Each PyTorchJob's spans (virtual seconds since ``epoch``; an open one ends None) during which
@@ -868,16 +989,11 @@ class FakeKube:
             self._live_by_lineage[key] = live
 
     def _running_uids(self) -> set[str | None]:
-        """The controllers of the pods running or waiting to (not being deleted)."""
-        return {
-            _controller_uid(p)
-            for p in self.pods.values()
-            if p["status"].get("phase") in ("Pending", "Running") and "deletionTimestamp" not in p["metadata"]
-        }
+        """The controllers of the pods running or waiting to, Terminating ones among them."""
+        return {_controller_uid(p) for p in self.pods.values() if p["status"].get("phase") in ("Pending", "Running")}
 
     def _live(self, job: dict[str, Any], running: set[str | None] | None = None) -> bool:
-        if _job_state(job) in FINISHED or _suspended(job):
-            return False
+        """A pod of it runs or waits to: one Terminating still runs (a suspended job's, through its grace period)."""
         return job["metadata"]["uid"] in (running if running is not None else self._running_uids())
 
     def _lineage(self, job: dict[str, Any], by_uid: dict[str, dict[str, Any]]) -> str:
@@ -898,6 +1014,7 @@ class FakeKube:
 
     # --- internals ---------------------------------------------------------------------------------
     def _call(self, verb: str, resource: str) -> None:
+        self.tick()  # (each request is served at the time it is made)
         self.calls.append((verb, resource))
         queued = self.faults.get((verb, resource))
         if queued:
@@ -935,13 +1052,17 @@ class FakeKube:
             self._validate({"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": f"template-{index}"}, "template": template})
 
     def _validate_workload(self, workload: dict[str, Any]) -> None:
-        """A Workload against Kueue's CRD schema (tests/kube_schemas), its pod templates as PodTemplates."""
-        schema = self._schema("Workload", WORKLOAD_API.plural, WORKLOAD_API.group, WORKLOAD_API.version)
-        assert schema is not None
-        errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(workload), key=lambda e: list(e.path))
-        if errors:
-            where = "/".join(str(p) for p in errors[0].path)
-            raise Invalid(f"Workload {workload['metadata'].get('name')}: 422 Invalid at {where or '/'}: {errors[0].message}")
+        """A Workload against Kueue's CRD schema at each version it is served at (tests/kube_schemas),
+        its pod templates as PodTemplates."""
+        for version in self.kueue_versions:
+            schema = self._schema(f"Workload/{version}", WORKLOAD_PLURAL, KUEUE_GROUP, version)
+            assert schema is not None
+            served = self._served_as(workload, version)
+            errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(served), key=lambda e: list(e.path))
+            if errors:
+                where = "/".join(str(p) for p in errors[0].path)
+                name = workload["metadata"].get("name")
+                raise Invalid(f"Workload {name} ({version}): 422 Invalid at {where or '/'}: {errors[0].message}")
         self._validate(_meta_probe(workload))
         for index, pod_set in enumerate(workload["spec"]["podSets"]):
             template = pod_set["template"]
@@ -1060,6 +1181,13 @@ def _container_names(job: dict[str, Any], replica_type: str) -> tuple[str, ...]:
     return tuple(str(c["name"]) for c in (template.get("spec") or {}).get("containers") or []) or ("main",)
 
 
+def _grace_seconds(job: dict[str, Any], replica_type: str) -> int | None:
+    """The terminationGracePeriodSeconds a replica's pods get: its template's (None: the default)."""
+    template = job["spec"]["pytorchReplicaSpecs"][replica_type].get("template") or {}
+    grace = (template.get("spec") or {}).get("terminationGracePeriodSeconds")
+    return grace if isinstance(grace, int) else None
+
+
 def _ready_condition(ready: bool, at: datetime) -> dict[str, Any]:
     return {
         "type": "Ready",
@@ -1111,6 +1239,7 @@ _PATHS = [
     (re.compile(r"^/apis/(?P<group>[^/]+)/(?P<version>[^/]+)/namespaces/(?P<ns>[^/]+)/(?P<plural>[^/]+)/(?P<name>[^/]+)$"), "job"),
     (re.compile(r"^/apis/(?P<group>[^/]+)/(?P<version>[^/]+)/namespaces/(?P<ns>[^/]+)/(?P<plural>[^/]+)$"), "jobs-ns"),
     (re.compile(r"^/apis/(?P<group>[^/]+)/(?P<version>[^/]+)/(?P<plural>[^/]+)$"), "jobs"),
+    (re.compile(r"^/apis/(?P<group>[^/]+)$"), "group"),
 ]
 _STATUS_OF: list[tuple[type[Exception], int, str]] = [
     (KubeObjectGone, 404, "NotFound"),
@@ -1186,13 +1315,17 @@ def serve(fake: FakeKube, method: str, path: str, query: dict[str, str], body: A
                     return 400, {"kind": "Status", "reason": "BadRequest", "message": f"unsupported fieldSelector {wanted!r}", "code": 400}
                 events = fake.list_events(g["ns"], wanted["involvedObject.kind"], wanted["involvedObject.name"])
                 return 200, _page(events, query, "EventList")
-            if (g.get("group"), g.get("version"), g.get("plural")) == (WORKLOAD_API.group, WORKLOAD_API.version, WORKLOAD_API.plural):
+            if what == "group" and method == "GET":
+                return 200, fake.api_group(g["group"])
+            if (g.get("group"), g.get("plural")) == (KUEUE_GROUP, WORKLOAD_PLURAL):
+                version = g["version"]
                 if what == "jobs-ns" and method == "GET":
-                    return 200, _page(fake.list_workloads(g["ns"], query.get("labelSelector")), query, "WorkloadList")
+                    listed = fake.list_workloads(version, g["ns"], query.get("labelSelector"))
+                    return 200, _page(listed, query, "WorkloadList", f"{KUEUE_GROUP}/{version}")
                 if what == "job" and method == "GET":
-                    return 200, fake.get_workload(g["ns"], g["name"])
+                    return 200, fake.get_workload(version, g["ns"], g["name"])
                 if what == "job" and method == "PATCH":
-                    return 200, fake.patch_workload(g["ns"], g["name"], body)
+                    return 200, fake.patch_workload(version, g["ns"], g["name"], body)
                 break
             kind = kind_of_plural(g.get("group", ""), g.get("version", ""), g.get("plural", ""))
             if kind is None:
@@ -1212,9 +1345,13 @@ def serve(fake: FakeKube, method: str, path: str, query: dict[str, str], body: A
         return status_body(exc)
 
 
-def _page(items: list[dict[str, Any]], query: dict[str, str], kind: str) -> dict[str, Any]:
+def _page(items: list[dict[str, Any]], query: dict[str, str], kind: str, api_version: str = "v1") -> dict[str, Any]:
     limit = int(query.get("limit") or 0) or len(items) or 1
     start = int(query.get("continue") or 0)
     chunk = items[start : start + limit]
     more = start + limit < len(items)
-    return {"kind": kind, "apiVersion": "v1", "metadata": {"continue": str(start + limit)} if more else {}, "items": chunk}
+    return {"kind": kind, "apiVersion": api_version, "metadata": {"continue": str(start + limit)} if more else {}, "items": chunk}
+
+
+def _workloads_path(version: str, namespace: str) -> str:
+    return f"/apis/{KUEUE_GROUP}/{version}/namespaces/{namespace}/{WORKLOAD_PLURAL}"

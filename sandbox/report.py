@@ -30,7 +30,6 @@ from hyperpod_recovery.domain.eks_jobs import RESUBMITTED_FROM_ANNOTATION
 from hyperpod_recovery.domain.fates import job_label
 from hyperpod_recovery.domain.verdict_notice import verdict_id
 from hyperpod_recovery.models.hangs import RecordedVerdict
-from hyperpod_recovery.models.kubernetes import node_name_for_instance
 from hyperpod_recovery.models.manifest import RESUME_STEP_ENV
 from hyperpod_recovery.models.records import IncidentRecord, JobFate
 from hyperpod_recovery.vocabulary import ORCHESTRATOR_PHASES
@@ -667,8 +666,10 @@ def _kubernetes_job(runner: DrillRunner, spec: Any, fates: list[JobFate], end: f
     def nodes_of(uid: str) -> set[str]:
         return {str(p["spec"].get("nodeName")) for p in pods.get(uid, []) if p["spec"].get("nodeName")}
 
-    faults = _ms_faults(runner, spec, lambda ref, at: node_name_for_instance(runner.double.current(ref, t=at).node_id))
-    seeded = {node_name_for_instance(runner.double.current(f"{g}:{i}", t=0).node_id) for g, i in expand_range(spec.nodes)}
+    eks = runner.eks
+    assert eks is not None
+    faults = _ms_faults(runner, spec, eks.node_of)
+    seeded = {eks.node_of(f"{g}:{i}") for g, i in expand_range(spec.nodes)}
     hits_original = [at for at, names in faults if names is None or names & seeded]
     end_ms = _ms(end)
     runs = [CopyRun(0, end_ms, hits_original)] if original else []
@@ -713,7 +714,9 @@ def _kubernetes_job(runner: DrillRunner, spec: Any, fates: list[JobFate], end: f
         "fate": fate.fate if fate is not None else None,
         "reason": fate.reason if fate is not None else "",
         "down": [[s / 1000, e / 1000] for s, e in down],
-        "downtime_seconds": total(down) / 1000 if hits_original and running and not _down_at(down, end_ms) else None,
+        # (running: its pods all run at the drill's end, even one started at that very moment: a grow-back
+        # made once the copy it replaces is gone, the incident's last step)
+        "downtime_seconds": total(down) / 1000 if hits_original and running else None,
     }
 
 

@@ -31,7 +31,6 @@ from botocore.exceptions import ClientError
 from hyperpod_recovery.clock import install_clock
 from hyperpod_recovery.config import get_settings
 from hyperpod_recovery.models.job_events import JOB_EVENT_SOURCE, JOB_FAILED_DETAIL_TYPE, JobFailedDetail
-from hyperpod_recovery.models.kubernetes import node_name_for_instance
 from hyperpod_recovery.models.progress import PROGRESS_TABLE_ENV
 from hyperpod_recovery.observability import logger as pipeline_logger
 from hyperpod_recovery.runtime import default_dependencies
@@ -330,8 +329,9 @@ class DrillRunner:
             )
         if any(job.progress is not None for job in self.scenario.jobs):
 
-            def node_of(ref: str) -> str:
-                return node_name_for_instance(self.double.current(ref, t=0).node_id)
+            def node_of(ref: str) -> str:  # (the Kubernetes node name: what the downward API gives a pod)
+                assert self.eks is not None
+                return self.eks.node_of(ref)
 
             self.progress = ProgressSimulator(
                 self.scenario,
@@ -776,8 +776,7 @@ class DrillRunner:
         hits = [
             fault.at
             for fault in self.scenario.faults
-            if fault.kind != "abort"
-            and any(node_name_for_instance(self.double.current(ref, t=fault.at).node_id) in nodes for ref in fault.node_refs)
+            if fault.kind != "abort" and any(self.eks.node_of(ref, fault.at) in nodes for ref in fault.node_refs)
         ]
         return min(hits, default=None)
 

@@ -52,7 +52,14 @@ class KubernetesClusterSpec(_Strict):
     1.7 on (an older one's API server prunes the field and answers 200)."""
 
     kueue: StrictBool = False
+    # The versions Kueue serves its API at (discovery and the Workload API): v0.19.2, what task
+    # governance v1.6 packages, serves both; an older Kueue v1beta1 only; one past v1beta1's removal v1beta2 only.
+    kueue_versions: list[Literal["v1beta1", "v1beta2"]] = Field(default_factory=lambda: ["v1beta1", "v1beta2"], min_length=1, max_length=2)
     training_operator: Literal["1.6", "1.7"] = "1.7"
+    # How HyperPod names the Kubernetes nodes: hyperpod-<instance id> (current clusters), or the
+    # instance's private DNS name ip-10-...compute.internal (older ones); either way each node's
+    # providerID is HyperPod's aws:///<zone>/sagemaker/cluster/hyperpod-<cluster id>-<instance id>.
+    node_names: Literal["hyperpod", "ip"] = "hyperpod"
     # kube-scheduler places the pods the operator makes, one a free node (sandbox/kube.py _schedule);
     # false: they stay Pending (what the drills written before it show).
     scheduler: StrictBool = False
@@ -128,6 +135,9 @@ class KubernetesJobSpec(_Strict):
     elastic_policy: ElasticPolicySpec | None = None
     # Our annotation hyperpod-recovery.io/elastic ("min=12,multiple=4"), for a job without elasticPolicy.
     elastic: str | None = Field(default=None, max_length=64)
+    # Its pod template's terminationGracePeriodSeconds (None: Kubernetes' default, 30): how long a
+    # deleted pod of it still runs (Terminating) before it is gone.
+    termination_grace_seconds: int | None = Field(default=None, ge=0, le=86_400)
 
 
 class ProgressSpec(_Strict):

@@ -239,34 +239,60 @@ def test_a_job_the_crd_schema_refuses_is_not_created(api: Api) -> None:
     assert [j["metadata"]["name"] for j in api.port.list_jobs("PyTorchJob")] == ["llama"]
 
 
-def test_a_jobs_kueue_workload_is_found_by_its_job_uid_deactivated_and_read_back(api: Api) -> None:
+@pytest.mark.parametrize("version", ["v1beta1", "v1beta2"])
+def test_a_jobs_kueue_workload_is_found_by_its_job_uid_deactivated_and_read_back(api: Api, version: str) -> None:
     # Given Kueue (HyperPod task governance) managing a job: Kueue made its Workload
     api.fake.kueue = True
     api.fake.add_hyperpod_node("i-0123456789abcdef0")
     job = api.fake.add_job("PyTorchJob", "kubeflow", "llama", nodes=[NODE], labels={"kueue.x-k8s.io/queue-name": "team-a"})
     uid = job["metadata"]["uid"]
-    # When its Workload is listed by the label Kueue puts on it, then exactly its own is found
-    (workload,) = api.port.list_workloads("kubeflow", f"kueue.x-k8s.io/job-uid={uid}")
-    assert (
-        workload["metadata"]["ownerReferences"][0]["uid"] == uid and api.port.list_workloads("kubeflow", "kueue.x-k8s.io/job-uid=x") == []
-    )
-    # And a patch conditional on its uid deactivates it, stored valid (Kueue's CRD schema), read back inactive
+    # When its Workload is listed by the label Kueue puts on it, at either version Kueue v0.19.2 serves, then exactly its own is found
+    (workload,) = api.port.list_workloads(version, "kubeflow", f"kueue.x-k8s.io/job-uid={uid}")
+    assert workload["apiVersion"] == f"kueue.x-k8s.io/{version}" and workload["metadata"]["ownerReferences"][0]["uid"] == uid
+    assert api.port.list_workloads(version, "kubeflow", "kueue.x-k8s.io/job-uid=x") == []
+    # And a patch conditional on its uid deactivates it, stored valid (Kueue's CRD schema at each version), read back inactive
     name = workload["metadata"]["name"]
     patch = [
         {"op": "test", "path": "/metadata/uid", "value": workload["metadata"]["uid"]},
         {"op": "add", "path": "/spec/active", "value": False},
     ]
-    api.port.patch_workload("kubeflow", name, patch)
-    assert api.port.get_workload("kubeflow", name)["spec"]["active"] is False
+    api.port.patch_workload(version, "kubeflow", name, patch)
+    assert api.port.get_workload(version, "kubeflow", name)["spec"]["active"] is False
     with pytest.raises(KubeRequestRejected):  # (a field Kueue's schema does not have is refused whole)
-        api.port.patch_workload("kubeflow", name, [{"op": "add", "path": "/spec/bogus", "value": 1}])
+        api.port.patch_workload(version, "kubeflow", name, [{"op": "add", "path": "/spec/bogus", "value": 1}])
     with pytest.raises(KubeObjectGone):
-        api.port.get_workload("kubeflow", "nope")
+        api.port.get_workload(version, "kubeflow", "nope")
 
 
-def test_without_kueue_the_workload_api_is_not_there(api: Api) -> None:
+def test_without_kueue_neither_its_group_nor_the_workload_api_is_there(api: Api) -> None:
     with pytest.raises(KubeObjectGone):
-        api.port.list_workloads("kubeflow")
+        api.port.api_group("kueue.x-k8s.io")
+    with pytest.raises(KubeObjectGone):
+        api.port.list_workloads("v1beta2", "kubeflow")
+
+
+@pytest.mark.parametrize(
+    ("served", "listed"),
+    [(("v1beta1", "v1beta2"), ["v1beta2", "v1beta1"]), (("v1beta1",), ["v1beta1"]), (("v1beta2",), ["v1beta2"])],
+    ids=["kueue-0.19", "v1beta1-only", "v1beta2-only"],
+)
+def test_discovery_lists_the_versions_kueue_serves_newest_first_and_another_version_is_404(
+    api: Api, served: tuple[str, ...], listed: list[str]
+) -> None:
+    # Given Kueue serving its API at some versions
+    api.fake.kueue, api.fake.kueue_versions = True, served
+    # When its group is discovered, then the APIGroup lists them, newest (the preferred) first, as the API server orders them
+    group = api.port.api_group("kueue.x-k8s.io")
+    assert group["kind"] == "APIGroup" and group["name"] == "kueue.x-k8s.io"
+    assert [v["version"] for v in group["versions"]] == listed and group["preferredVersion"]["version"] == listed[0]
+    assert [v["groupVersion"] for v in group["versions"]] == [f"kueue.x-k8s.io/{v}" for v in listed]
+    # And the Workload API at a version it does not serve is 404, at one it serves an empty list
+    for version in ("v1beta1", "v1beta2"):
+        if version in served:
+            assert api.port.list_workloads(version, "kubeflow") == []
+        else:
+            with pytest.raises(KubeObjectGone):
+                api.port.list_workloads(version, "kubeflow")
 
 
 def test_a_namespaces_jobs_are_listed_by_a_label(api: Api) -> None:
@@ -346,9 +372,13 @@ def test_a_name_kubernetes_would_refuse_never_reaches_a_path(bad: str) -> None:
     with pytest.raises(KubeRequestRejected):
         never.list_pods_on_node(bad)
     with pytest.raises(KubeRequestRejected):
-        never.patch_workload(bad, "w", [])
+        never.patch_workload("v1beta2", bad, "w", [])
     with pytest.raises(KubeRequestRejected):
-        never.get_workload("kubeflow", bad)
+        never.get_workload("v1beta2", "kubeflow", bad)
+    with pytest.raises(KubeRequestRejected):  # (a version is put in the path too: only those we speak)
+        never.get_workload(bad, "kubeflow", "w")
+    with pytest.raises(KubeRequestRejected):
+        never.api_group(bad)
     with pytest.raises(KubeRequestRejected):
         never.list_jobs_in("PyTorchJob", bad, "a=b")
     with pytest.raises(KubeRequestRejected):
@@ -388,14 +418,16 @@ def test_requests_carry_the_token_the_content_types_and_exact_paths(server: HTTP
     # And Kueue's Workloads and a namespace's jobs are where Kueue's and the training operator's APIs put them
     api.wire.requests.clear()
     api.fake.kueue = True
-    api.port.list_workloads("kubeflow", "kueue.x-k8s.io/job-uid=u")
+    api.port.api_group("kueue.x-k8s.io")
+    api.port.list_workloads("v1beta2", "kubeflow", "kueue.x-k8s.io/job-uid=u")
     with pytest.raises(KubeObjectGone):
-        api.port.patch_workload("kubeflow", "w", [{"op": "add", "path": "/spec/active", "value": False}])
+        api.port.patch_workload("v1beta1", "kubeflow", "w", [{"op": "add", "path": "/spec/active", "value": False}])
     api.port.list_jobs_in("PyTorchJob", "kubeflow", "a=b")
     assert [(r["method"], r["path"], r["query"], r["headers"].get("Content-Type")) for r in api.wire.requests] == [
+        ("GET", "/apis/kueue.x-k8s.io", {}, None),
         (
             "GET",
-            "/apis/kueue.x-k8s.io/v1beta1/namespaces/kubeflow/workloads",
+            "/apis/kueue.x-k8s.io/v1beta2/namespaces/kubeflow/workloads",
             {"labelSelector": "kueue.x-k8s.io/job-uid=u", "limit": "500"},
             None,
         ),
@@ -410,6 +442,7 @@ def test_requests_carry_the_token_the_content_types_and_exact_paths(server: HTTP
         ("list", "pods"),
         ("get", "pytorchjobs"),
         ("create", "pytorchjobs"),
+        ("get", "/apis/kueue.x-k8s.io"),
         ("list", "workloads"),
         ("patch", "workloads"),
         ("list", "pytorchjobs"),

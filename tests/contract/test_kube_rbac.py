@@ -33,6 +33,7 @@ from hyperpod_recovery.models.kubernetes import KUEUE_QUEUE_LABEL, OPT_IN_ANNOTA
 from sandbox.kube import FakeKube
 from sandbox.template import load_template
 from tests.conftest import ROOT
+from tests.unit.eks_stopping import Clock, until_stopped
 
 AT = datetime(2026, 3, 14, 9, 5, tzinfo=UTC)
 A = "hyperpod-i-0123456789abcdef0"
@@ -62,6 +63,27 @@ GROUP_OF = {
     "hyperpodpytorchjobs": "sagemaker.amazonaws.com",
     "workloads": "kueue.x-k8s.io",
 }
+
+
+# Non-resource URLs every authenticated identity may get: Kubernetes' default ClusterRole system:discovery
+# (k8s.io/kubernetes plugin/pkg/auth/authorizer/rbac/bootstrappolicy/policy.go), bound to the group
+# system:authenticated by the default ClusterRoleBinding of that name; an EKS access entry's identity is
+# authenticated. API discovery (GET /apis/kueue.x-k8s.io) needs no rule of ours.
+DISCOVERY_URLS = ("/livez", "/readyz", "/healthz", "/version", "/version/", "/openapi", "/openapi/*", "/api", "/api/*", "/apis", "/apis/*")
+
+
+def _url_granted(url: str, verb: str) -> bool:
+    """RBAC's match of a non-resource URL: the exact path, or a prefix ending in "*"."""
+    return verb == "get" and any(url == p or (p.endswith("*") and url.startswith(p[:-1])) for p in DISCOVERY_URLS)
+
+
+def _not_granted(calls: set[tuple[str, str]], granted: set[tuple[str, str, str]]) -> list[tuple[str, str]]:
+    """The calls (verb, resource; a path for a non-resource URL) neither the manifest nor system:discovery grants."""
+    return sorted(
+        (verb, resource)
+        for verb, resource in calls
+        if not (_url_granted(resource, verb) if resource.startswith("/") else (GROUP_OF[resource], resource, verb) in granted)
+    )
 
 
 def _manifest() -> list[dict[str, Any]]:
@@ -104,11 +126,12 @@ def _calls_of(command_type: str) -> set[tuple[str, str]]:
 
 
 def _calls_on(command_type: str, *, kueue: bool) -> set[tuple[str, str]]:
-    fake = FakeKube(now=lambda: AT, kueue=kueue)
+    clock = Clock(AT)
+    fake = FakeKube(now=clock, kueue=kueue)
     fake.add_hyperpod_node("i-0123456789abcdef0")
     labels = {KUEUE_QUEUE_LABEL: "team-a"} if kueue else None
     job = fake.add_job("PyTorchJob", "kubeflow", "llama", nodes=[A], annotations={OPT_IN_ANNOTATION: "true"}, labels=labels)
-    orchestrator = EksOrchestrator(fake, None, lambda: AT)  # type: ignore[arg-type]
+    orchestrator = EksOrchestrator(fake, None, clock)  # type: ignore[arg-type]
     commands: dict[str, list[Any]] = {
         "cordon_nodes": [CordonNodes(nodes=[A], reason=TAG), CordonNodes(nodes=["hyperpod-i-0aaaaaaaaaaaaaaaa"], reason=TAG)],
         "drain_nodes": [],
@@ -135,7 +158,7 @@ def _calls_on(command_type: str, *, kueue: bool) -> set[tuple[str, str]]:
     fake.record_event(fake.pods[("kubeflow", "llama-worker-0")], "Started", "Started container pytorch")
     fake.calls.clear()
     for command in commands[command_type]:
-        orchestrator.execute(command, "hpr-a")
+        until_stopped(lambda command=command: orchestrator.execute(command, "hpr-a"), clock)  # (as the workflow retries it)
     return set(fake.calls)
 
 
@@ -143,8 +166,17 @@ def _calls_on(command_type: str, *, kueue: bool) -> set[tuple[str, str]]:
 def test_every_kubernetes_call_of_a_command_is_granted_to_the_function_that_sends_it(command_type: str) -> None:
     groups = _groups_of(SENT_BY[command_type])
     granted = _granted(groups)
-    missing = sorted((verb, resource) for verb, resource in _calls_of(command_type) if (GROUP_OF[resource], resource, verb) not in granted)
+    missing = _not_granted(_calls_of(command_type), granted)
     assert missing == [], f"{SENT_BY[command_type]} (groups {groups}) makes calls deploy/kubernetes-rbac.yaml does not grant"
+
+
+def test_kueues_api_is_discovered_through_a_url_kubernetes_grants_every_authenticated_identity() -> None:
+    # Given the calls Resubmit Job makes (on clusters with Kueue and without)
+    urls = {(v, r) for v, r in _calls_of("resubmit_job") if r.startswith("/")}
+    # Then the discovery of Kueue's API is among them, granted by system:discovery, not by a rule of ours
+    assert urls == {("get", "/apis/kueue.x-k8s.io")} and all(_url_granted(r, v) for v, r in urls)
+    assert not any("nonResourceURLs" in rule for d in _manifest() for rule in d.get("rules", []))
+    assert not _url_granted("/apis/kueue.x-k8s.io", "patch") and not _url_granted("/metrics", "get")
 
 
 def test_pod_logs_are_read_only_by_the_function_in_the_log_readers_group_and_only_it_is_in_that_group() -> None:
@@ -216,5 +248,5 @@ def test_the_job_poller_reads_only_what_its_reader_group_may() -> None:
         remaining_ms=lambda: 30_000,
     )
     granted = _granted(_groups_of("FindFailedJobsFunction"))
-    assert sorted((v, r) for v, r in set(fake.calls) if (GROUP_OF[r], r, v) not in granted) == []
+    assert _not_granted(set(fake.calls), granted) == []
     assert {v for v, _ in fake.calls} == {"list"}  # it only reads

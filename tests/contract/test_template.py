@@ -44,6 +44,9 @@ def test_every_custom_error_name_in_the_workflow_is_an_exception_class(asl: dict
                     assert error in ERROR_CLASSES, f"{name}: {error} is not a class in errors.py"
 
 
+POLLED_ERROR = "OldCopyStillStopping"
+
+
 def test_retries_are_named_bounded_and_jittered(asl: dict[str, Any]) -> None:
     for name, state in _states(asl):
         if state["Type"] != "Task":
@@ -55,7 +58,21 @@ def test_retries_are_named_bounded_and_jittered(asl: dict[str, Any]) -> None:
             assert retries, f"{name} must retry its service's throttling"
         for retry in retries:
             assert "States.ALL" not in retry["ErrorEquals"] and "States.TaskFailed" not in retry["ErrorEquals"], name
-            assert retry["MaxAttempts"] <= 5 and retry["MaxDelaySeconds"] <= 60 and retry["JitterStrategy"] == "FULL", name
+            # (an EKS copy waiting for the old one's pods to go is a poll, not a transient error: a fixed
+            # interval gives its wait a floor, which FULL jitter's draws from zero do not)
+            jitter = "NONE" if retry["ErrorEquals"] == [POLLED_ERROR] else "FULL"
+            assert retry["MaxAttempts"] <= 5 and retry["MaxDelaySeconds"] <= 60 and retry["JitterStrategy"] == jitter, name
+
+
+def test_on_eks_a_resubmission_waits_for_the_old_copys_pods_at_least_twice_kubernetes_default_grace_period(asl: dict[str, Any]) -> None:
+    # Given every state that resubmits a job (on EKS: only once nothing of the old copy runs)
+    resubmitting = [(name, s) for name, s in _states(asl) if name in ("Resubmit Job Now", "Resubmit Job", "Grow Back Job")]
+    assert resubmitting or "Resubmit" not in json.dumps(asl)
+    for name, state in resubmitting:
+        (poll,) = [r for r in state["Retry"] if POLLED_ERROR in r["ErrorEquals"]]
+        delays = [min(poll["IntervalSeconds"] * poll["BackoffRate"] ** k, poll["MaxDelaySeconds"]) for k in range(poll["MaxAttempts"])]
+        # Then its tries are spread over at least 60 s, whatever the draws (a pod's default grace period is 30 s)
+        assert poll["JitterStrategy"] == "NONE" and sum(delays) >= 60, (name, delays)
 
 
 # A Lambda function stopped at its Timeout (or out of memory) reaches Step Functions as

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from hyperpod_recovery.models.kubernetes import OUR_ANNOTATIONS, QUARANTINE_TAINT_KEY, node_name_for_instance
+from sandbox.drills import check_drill
 from sandbox.kube import FakeKube
 from sandbox.runner import DrillRunner
 from sandbox.scenario import KubernetesErrorSpec, load_scenario, with_changes
@@ -56,16 +57,19 @@ def test_eks_default_the_node_is_replaced_and_the_opted_in_job_re_created_from_t
     assert _node(runner, "workers:7") not in kube.nodes
     new_node = kube.nodes[node_name_for_instance(replacement["new_node_id"])]
     assert not new_node["spec"].get("unschedulable") and _ours_on(new_node) == []
-    # And the Kubernetes calls are counted by verb and resource, the way AWS calls are: the re-creation
-    # looks for its own copy (by its token) and for a Workload (Kueue), checks the name free, suspends,
-    # reads the job and its pods back, and only then creates
-    assert report["kubernetes_calls"] == {
+    # And the Kubernetes calls are counted by verb and resource, the way AWS calls are: each try of the
+    # re-creation looks for its own copy (by its token), reads the job, asks whether Kueue is installed
+    # (discovery: it is not), checks the name free, reads the job and its pods back; the first suspends
+    # it, the tries that find its pods still Terminating stop there, and the last one creates the copy
+    calls = report["kubernetes_calls"]
+    tries = calls["list pytorchjobs"]
+    assert tries > 1 and calls == {
         "create pytorchjobs": 1,
-        "get nodes": report["kubernetes_calls"]["get nodes"],
-        "get pytorchjobs": 4,
-        "list pods": 2,
-        "list pytorchjobs": 1,
-        "list workloads": 1,
+        "get nodes": calls["get nodes"],
+        "get /apis/kueue.x-k8s.io": tries,
+        "get pytorchjobs": 1 + 3 * tries,  # (and the cordon's read of the job)
+        "list pods": 1 + tries,  # (and the cordon's list of the failed node's pods)
+        "list pytorchjobs": tries,
         "patch nodes": 1,
         "patch pytorchjobs": 1,
     }
@@ -196,16 +200,78 @@ def test_eks_under_kueue_the_old_job_is_stopped_for_real_before_its_copy_runs(tm
     old, new = kube.jobs[("PyTorchJob", "kubeflow", "llama-70b-pretrain")], kube.jobs[("PyTorchJob", "kubeflow", "llama-70b-pretrain-r1")]
     # Then the job is re-created once, from the newest verified step, and Kueue admitted the copy: it runs
     assert incident["outcome"] == "recovered" and [r["checkpoint_step"] for r in incident["resubmissions"]] == [3000]
+    assert [c.name for c in check_drill(runner.scenario, report) if not c.ok] == []
     assert kube._live(new) and new["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
     # And the old one is stopped for real: its Workload inactive and evicted, the job suspended, no pod of it left
+    # (at v1beta1, the only version this Kueue serves)
     (workload,) = [w for w in kube.workloads.values() if w["metadata"]["labels"]["kueue.x-k8s.io/job-uid"] == old["metadata"]["uid"]]
+    assert kube.kueue_versions == ("v1beta1",) and workload["apiVersion"] == "kueue.x-k8s.io/v1beta1"
     assert workload["spec"]["active"] is False and old["spec"]["runPolicy"]["suspend"] is True and not kube._live(old)
     # And never were two copies of the job live at once
     assert kube.second_copies() == []
     # And it is the Workload that keeps it stopped: made active again, Kueue would un-suspend it at once
-    kube.patch_workload("kubeflow", workload["metadata"]["name"], [{"op": "replace", "path": "/spec/active", "value": True}])
+    kube.patch_workload(
+        kube.kueue_versions[0], "kubeflow", workload["metadata"]["name"], [{"op": "replace", "path": "/spec/active", "value": True}]
+    )
     assert kube.jobs[("PyTorchJob", "kubeflow", "llama-70b-pretrain")]["spec"]["runPolicy"]["suspend"] is False
     assert kube.second_copies() != []
+
+
+def test_eks_under_a_kueue_serving_v1beta2_only_the_workload_is_stopped_there_and_the_job_re_created_once(tmp_path: Path) -> None:
+    # Given Kueue serving its API at v1beta2 only (no v1beta1: a 404 there is no proof Kueue is absent), and a node failing
+    report, runner = _run("eks-kueue-v1beta2", tmp_path)
+    incident = only_incident(report)
+    kube = _kube(runner)
+    old = kube.jobs[("PyTorchJob", "kubeflow", "llama-70b-pretrain")]
+    # Then the job is re-created once from the newest verified step, its scenario's expectations all met
+    assert incident["outcome"] == "recovered" and [r["checkpoint_step"] for r in incident["resubmissions"]] == [3000]
+    assert [c.name for c in check_drill(runner.scenario, report) if not c.ok] == []
+    # And the old copy was stopped by its Workload, at v1beta2 (the version discovery found): inactive, evicted, suspended, gone
+    (workload,) = [w for w in kube.workloads.values() if w["metadata"]["labels"]["kueue.x-k8s.io/job-uid"] == old["metadata"]["uid"]]
+    assert workload["apiVersion"] == "kueue.x-k8s.io/v1beta2" and workload["spec"]["active"] is False
+    assert old["spec"]["runPolicy"]["suspend"] is True and not kube._live(old)
+    assert report["kubernetes_calls"]["get /apis/kueue.x-k8s.io"] >= 1 and report["kubernetes_calls"]["patch workloads"] == 1
+    # And never were two copies of the job live at once
+    assert kube.second_copies() == [] and report["second_copies"] == []
+
+
+def test_eks_nodes_named_ip_with_hyperpods_provider_id_are_found_recovered_and_given_back(tmp_path: Path) -> None:
+    # Given a cluster whose nodes are named ip-10-...compute.internal, each with HyperPod's providerID, and one failing
+    report, runner = _run("eks-ip-node-names", tmp_path)
+    incident = only_incident(report)
+    kube = _kube(runner)
+    assert all(name.startswith("ip-10-") for name in kube.nodes)
+    assert all(n["spec"]["providerID"].startswith("aws:///usw2-az1/sagemaker/cluster/hyperpod-") for n in kube.nodes.values())
+    # Then the failed node was found by its instance, cordoned, replaced (a new node under a new name), and the job re-created
+    assert incident["outcome"] == "recovered" and [r["checkpoint_step"] for r in incident["resubmissions"]] == [3000]
+    assert [c.name for c in check_drill(runner.scenario, report) if not c.ok] == []
+    (replacement,) = report["replacements"]
+    failed = runner.eks.node_name(replacement["old_node_id"])  # type: ignore[union-attr]
+    new = runner.eks.node_name(replacement["new_node_id"])  # type: ignore[union-attr]
+    assert failed not in kube.nodes and new.startswith("ip-10-") and new != failed
+    # And the replacement's node is in service, nothing of ours left on it (Resume Nodes found it by its providerID)
+    assert not kube.nodes[new]["spec"].get("unschedulable") and _ours_on(kube.nodes[new]) == []
+    assert "nodes resumed" in [e["event"] for e in incident["timeline"]] and kube.second_copies() == []
+
+
+def test_a_stopped_job_whose_pods_outlive_the_wait_is_escalated_stopped_and_never_copied(tmp_path: Path) -> None:
+    # Given the opted-in job's pods taking 15 minutes to stop (terminationGracePeriodSeconds 900), and a node failing
+    scenario = load_scenario(EVENTS / "drills" / "eks-default.json")
+    job = scenario.jobs[0]
+    slow = job.model_copy(update={"kubernetes": job.kubernetes.model_copy(update={"termination_grace_seconds": 900})})
+    runner = DrillRunner(scenario.model_copy(update={"jobs": [slow]}), log_path=tmp_path / "lambda.log")
+    report = runner.run()
+    incident = only_incident(report)
+    kube = _kube(runner)
+    # Then the re-creation waited as long as the workflow retries it, and escalated, saying what is true
+    assert (incident["outcome"], incident["error"]) == ("escalated", "ResubmitFailed")
+    assert "OldCopyStillStopping" in incident["cause"] and "Terminating" in incident["cause"]
+    said = "PyTorchJob kubeflow/llama-70b-pretrain is stopped (suspended) and stays stopped, and no copy of it is made while anything of it"
+    assert said in incident["cause"]
+    # And the old job is stopped, its pods still Terminating, and no copy was made: never two at once
+    old = kube.jobs[("PyTorchJob", "kubeflow", "llama-70b-pretrain")]
+    assert old["spec"]["runPolicy"]["suspend"] is True and list(kube.jobs) == [("PyTorchJob", "kubeflow", "llama-70b-pretrain")]
+    assert kube.second_copies() == [] and report["second_copies"] == []
 
 
 def test_a_stack_pointed_at_another_eks_cluster_never_touches_its_jobs(tmp_path: Path) -> None:
@@ -293,5 +359,6 @@ def test_eks_no_spare_elastic_shrinks_the_pytorchjob_and_grows_it_back_one_copy_
     assert r2["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 16
     (job,) = report["jobs"]
     assert [c["nodes"] for c in job["copies"]] == [15, 16] and job["pods"] == "16 Running"
-    # And never were two copies live at once, and the job was down for seconds, not the replacement's 10 minutes
-    assert kube.second_copies() == [] and job["downtime_seconds"] <= 60
+    # And never were two copies live at once (each copy made only once the pods of the one before were
+    # gone: their 30 s grace period), and the job was down for a minute or two, not the replacement's 10 minutes
+    assert kube.second_copies() == [] and job["downtime_seconds"] <= 120

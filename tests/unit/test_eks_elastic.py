@@ -29,6 +29,7 @@ from hyperpod_recovery.models.workflow import ElasticDecision, ResubmitJobInput,
 from hyperpod_recovery.steps.resubmit_job import resubmit_job
 from sandbox.kube import FakeKube
 from tests.fakes import CLUSTER, T0, FakeLedger, FakeOrchestrator
+from tests.unit.eks_stopping import Clock, until_stopped
 from tests.unit.test_steps import _request
 
 CHECKPOINT = CheckpointRef(uri="s3://ckpt-bucket/llama/step-000003000/", step=3000)
@@ -192,8 +193,9 @@ def _node(i: int) -> str:
     return f"hyperpod-i-0123456789abcd{i:03x}"
 
 
-def _cluster(nodes: int = 16) -> tuple[FakeKube, EksOrchestrator]:
-    fake = FakeKube(now=lambda: T0, scheduler=True)
+def _cluster(nodes: int = 16, clock: Clock | None = None) -> tuple[FakeKube, EksOrchestrator]:
+    clock = clock or Clock(T0)
+    fake = FakeKube(now=clock, epoch=T0, scheduler=True)
     for i in range(nodes):
         fake.add_hyperpod_node(f"i-0123456789abcd{i:03x}")
     fake.add_job(
@@ -205,7 +207,15 @@ def _cluster(nodes: int = 16) -> tuple[FakeKube, EksOrchestrator]:
         elastic_policy={"minReplicas": 12, "maxReplicas": 16},
     )
     fake.calls.clear()
-    return fake, EksOrchestrator(fake, tasks=None, now=lambda: T0)  # type: ignore[arg-type]
+    return fake, EksOrchestrator(fake, tasks=None, now=clock)  # type: ignore[arg-type]
+
+
+def _until_stopped(fake: FakeKube, command: ResubmitJob, orchestrator: EksOrchestrator, incident: str = INCIDENT) -> ResubmitResult:
+    """The command as the workflow runs it: tried again while the copy it replaces is Terminating."""
+    assert isinstance(fake.now, Clock)
+    result, _ = until_stopped(lambda: orchestrator.execute(command, incident), fake.now)
+    assert isinstance(result, ResubmitResult)
+    return result
 
 
 def _uid(fake: FakeKube, name: str) -> str:
@@ -218,9 +228,7 @@ def _shrunk(fake: FakeKube, orchestrator: EksOrchestrator) -> ResubmitResult:
     command = ResubmitJob(
         job_id=_uid(fake, "llama"), checkpoint=CHECKPOINT, kube=LLAMA, recreation_token=SHRINK_TOKEN, nodes=15, data_parallel=15
     )
-    result = orchestrator.execute(command, INCIDENT)
-    assert isinstance(result, ResubmitResult)
-    return result
+    return _until_stopped(fake, command, orchestrator)
 
 
 def _grow(fake: FakeKube, orchestrator: EksOrchestrator, *, copy_id: str | None = None, incident: str = INCIDENT) -> ResubmitResult:
@@ -234,9 +242,7 @@ def _grow(fake: FakeKube, orchestrator: EksOrchestrator, *, copy_id: str | None 
         data_parallel=16,
         require_free_nodes=16,
     )
-    result = orchestrator.execute(command, incident)
-    assert isinstance(result, ResubmitResult)
-    return result
+    return _until_stopped(fake, command, orchestrator, incident)
 
 
 def _running_pods(fake: FakeKube, name: str) -> list[dict[str, Any]]:
@@ -391,15 +397,13 @@ def test_a_shrunk_copy_checkpoints_while_its_pods_run_its_interval_grown_by_full
     from sandbox.scenario import JobSpec as ScenarioJob
     from sandbox.training import KubeTrainingSimulator
 
-    # Given the job trained from t=0, hit at t=120, shrunk to 15 pods at t=125
-    clock = [0.0]
-    fake = FakeKube(now=lambda: T0 + timedelta(seconds=clock[0]), epoch=T0, scheduler=True)
-    for i in range(16):
-        fake.add_hyperpod_node(f"i-0123456789abcd{i:03x}")
-    fake.add_job("PyTorchJob", "kubeflow", "llama", nodes=[_node(i) for i in range(16)], elastic_policy={"minReplicas": 12})
-    orchestrator = EksOrchestrator(fake, tasks=None, now=lambda: T0)  # type: ignore[arg-type]
-    clock[0] = 125.0
+    # Given the job trained from t=0, hit at t=120, stopped at t=125 and shrunk to 15 pods once its
+    # pods were gone (their 30 s grace period: the copy starts at t=155)
+    clock = Clock(T0)
+    fake, orchestrator = _cluster(clock=clock)
+    clock.advance(125)
     _shrunk(fake, orchestrator)
+    assert fake.runs()[_uid(fake, "llama-r1")] == [[155.0, None]]
     spec = ScenarioJob.model_validate(
         {
             "id": "1001",
@@ -418,8 +422,8 @@ def test_a_shrunk_copy_checkpoints_while_its_pods_run_its_interval_grown_by_full
         hit_at=lambda obj: 120.0 if obj["metadata"]["name"] == "llama" else None,
         write=lambda job, step, created, nodes: written.append((step, (created - T0).total_seconds(), nodes)),
     )
-    # When the drill reaches t=765, and again (nothing twice)
-    simulator.advance(765.0)
-    simulator.advance(765.0)
-    # Then only the shrunk copy checkpointed, every 320 s (300 x 16/15), from the step it resumed at
-    assert written == [(3100, 445.0, 15), (3200, 765.0, 15)]
+    # When the drill reaches t=795, and again (nothing twice)
+    simulator.advance(795.0)
+    simulator.advance(795.0)
+    # Then only the shrunk copy checkpointed, every 320 s (300 x 16/15) from its start, from the step it resumed at
+    assert written == [(3100, 475.0, 15), (3200, 795.0, 15)]

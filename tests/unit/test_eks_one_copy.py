@@ -11,14 +11,16 @@ from typing import Any
 
 import pytest
 
-from hyperpod_recovery.adapters.eks_orchestrator import EksOrchestrator, OldCopyStillStopping
+from hyperpod_recovery.adapters.eks_orchestrator import EksOrchestrator
 from hyperpod_recovery.domain.eks_jobs import GENERATION_ANNOTATION, RECREATION_TOKEN_LABEL, RESUBMITTED_FROM_ANNOTATION
-from hyperpod_recovery.errors import JobSpecUnavailable, KubeAccessDenied, KubeUnavailable
+from hyperpod_recovery.errors import JobSpecUnavailable, KubeAccessDenied, OldCopyStillStopping
 from hyperpod_recovery.models.commands import CheckpointRef, CordonNodes, ResubmitJob
 from hyperpod_recovery.models.kubernetes import KUEUE_QUEUE_LABEL, OPT_IN_ANNOTATION, KubeJobRef
 from sandbox.kube import FakeKube
+from tests.unit.eks_stopping import Clock, until_stopped
 
 AT = datetime(2026, 3, 14, 9, 5, tzinfo=UTC)
+CLOCKS: dict[int, Clock] = {}  # (each cluster's, by the fake's id)
 A, B = "hyperpod-i-0123456789abcdef0", "hyperpod-i-0123456789abcdef1"
 LLAMA = KubeJobRef(kind="PyTorchJob", namespace="kubeflow", name="llama")
 CHECKPOINT = CheckpointRef(uri="s3://ckpt-bucket/llama/step-000001200/", step=1200)
@@ -27,7 +29,9 @@ QUEUE = {KUEUE_QUEUE_LABEL: "team-a"}
 
 
 def _cluster(*, kueue: bool = False, suspend_field: bool = True, labels: dict[str, str] | None = None) -> FakeKube:
-    fake = FakeKube(now=lambda: AT, kueue=kueue, suspend_field=suspend_field)
+    clock = Clock(AT)
+    fake = FakeKube(now=clock, kueue=kueue, suspend_field=suspend_field)
+    CLOCKS[id(fake)] = clock
     fake.add_hyperpod_node("i-0123456789abcdef0")
     fake.add_hyperpod_node("i-0123456789abcdef1")
     fake.add_job("PyTorchJob", "kubeflow", "llama", nodes=[A, B], annotations={OPT_IN_ANNOTATION: "true"}, labels=labels)
@@ -39,9 +43,14 @@ def _uid(fake: FakeKube, name: str = "llama") -> str:
     return str(fake.jobs[("PyTorchJob", "kubeflow", name)]["metadata"]["uid"])
 
 
-def _resubmit(fake: FakeKube, token: str = TOKEN) -> Any:
-    orchestrator = EksOrchestrator(fake, None, lambda: AT)  # type: ignore[arg-type]
+def _resubmit_once(fake: FakeKube, token: str = TOKEN) -> Any:
+    orchestrator = EksOrchestrator(fake, None, fake.now)  # type: ignore[arg-type]
     return orchestrator.execute(ResubmitJob(job_id=_uid(fake), checkpoint=CHECKPOINT, kube=LLAMA, recreation_token=token), "hpr-a")
+
+
+def _resubmit(fake: FakeKube, token: str = TOKEN) -> Any:
+    """Resubmit Job as the workflow runs it: tried again while the old copy's pods are Terminating."""
+    return until_stopped(lambda: _resubmit_once(fake, token), CLOCKS[id(fake)])[0]
 
 
 def _suspend_only(fake: FakeKube) -> None:
@@ -73,10 +82,18 @@ def test_kueue_un_suspends_a_merely_suspended_job_its_workload_holds_admitted() 
     assert fake.jobs[("PyTorchJob", "kubeflow", "llama")]["spec"]["runPolicy"]["suspend"] is False
     assert fake._live(fake.jobs[("PyTorchJob", "kubeflow", "llama")])
     # And an inactive Workload is evicted and its job suspended for good
-    fake.patch_workload(*workload_key, [{"op": "add", "path": "/spec/active", "value": False}])
+    fake.patch_workload("v1beta2", *workload_key, [{"op": "add", "path": "/spec/active", "value": False}])
     job, workload = fake.jobs[("PyTorchJob", "kubeflow", "llama")], fake.workloads[workload_key]
-    assert job["spec"]["runPolicy"]["suspend"] is True and not fake._live(job)
+    assert job["spec"]["runPolicy"]["suspend"] is True
     assert {c["type"]: (c["status"], c["reason"]) for c in workload["status"]["conditions"]}["Evicted"] == ("True", "Deactivated")
+    # And its pods run on through their grace period (30 s, the default), then are gone
+    assert fake._live(job) and all(p["metadata"]["deletionTimestamp"] == "2026-03-14T09:05:30Z" for p in fake.pods.values())
+    CLOCKS[id(fake)].advance(29)
+    fake.tick()
+    assert fake._live(job)
+    CLOCKS[id(fake)].advance(1)
+    fake.tick()
+    assert not fake._live(job) and fake.pods == {}
 
 
 def test_second_copies_sees_the_old_and_the_new_copy_live_at_once_when_suspend_is_undone() -> None:
@@ -122,13 +139,21 @@ def test_a_crd_that_prunes_suspend_is_detected_and_nothing_is_created() -> None:
 
 
 def test_a_kueue_job_without_a_workload_found_is_not_re_created_beside_it() -> None:
-    # Given a job labelled for Kueue whose Workload we cannot see (Kueue's CRD answers nothing for it)
+    # Given a job labelled for Kueue whose Workload we cannot see (Kueue serves its API, and no Workload of the job)
     fake = _cluster(kueue=True, labels=QUEUE)
     fake.workloads.clear()
-    fake.kueue = False  # (the Workload API is not there for us: 404)
+    fake._settle = lambda keys=None: None  # type: ignore[method-assign]  (and Kueue makes none meanwhile)
     with pytest.raises(JobSpecUnavailable, match="no Workload of it was found"):
         _resubmit(fake)
     assert ("PyTorchJob", "kubeflow", "llama-r1") not in fake.jobs
+
+
+def test_a_job_labelled_for_a_kueue_the_cluster_does_not_have_is_not_re_created_and_the_answer_says_kueue_is_absent() -> None:
+    # Given a job labelled for a Kueue queue on a cluster whose API server serves no kueue.x-k8s.io
+    fake = _cluster(labels=QUEUE)
+    with pytest.raises(JobSpecUnavailable, match=r"Kueue is not installed \(no kueue.x-k8s.io is served\)"):
+        _resubmit(fake)
+    assert ("PyTorchJob", "kubeflow", "llama-r1") not in fake.jobs and fake.calls[-1] == ("get", "/apis/kueue.x-k8s.io")
 
 
 def test_an_old_copy_still_stopping_is_retried_and_the_retry_finds_its_own_work() -> None:
@@ -136,11 +161,13 @@ def test_an_old_copy_still_stopping_is_retried_and_the_retry_finds_its_own_work(
     fake = _cluster()
     original = fake._operator_reconciles
     fake._operator_reconciles = lambda key: None  # type: ignore[method-assign]
-    with pytest.raises(OldCopyStillStopping, match="2 pod\\(s\\) still run"):
-        _resubmit(fake)
+    with pytest.raises(
+        OldCopyStillStopping,
+        match=r"is made while anything of it runs \(nothing created\): 2 pod\(s\) of it still run \(llama-worker-0, llama-worker-1\)$",
+    ):
+        _resubmit_once(fake)
     assert ("PyTorchJob", "kubeflow", "llama-r1") not in fake.jobs  # nothing created meanwhile
-    assert isinstance(OldCopyStillStopping("x"), KubeUnavailable)  # (retried by the workflow as ControllerChannelError)
-    # When the operator has deleted them and Resubmit Job runs again
+    # When the operator has deleted them, their grace period is over, and Resubmit Job runs again
     fake._operator_reconciles = original  # type: ignore[method-assign]
     fake._settle()
     result = _resubmit(fake)
@@ -148,12 +175,46 @@ def test_an_old_copy_still_stopping_is_retried_and_the_retry_finds_its_own_work(
     assert result.cancelled_old and sorted(k[2] for k in fake.jobs) == ["llama", "llama-r1"] and fake.second_copies() == []
 
 
-def test_a_pod_terminating_on_a_dead_node_counts_as_stopping_not_running() -> None:
-    # Given node B not Ready (its kubelet gone): a deleted pod there stays Terminating
+def test_a_stopped_jobs_terminating_pods_still_run_and_its_copy_waits_until_they_are_gone() -> None:
+    # Given a job whose pods take 120 s to stop (terminationGracePeriodSeconds, in its pod template)
+    fake = _cluster()
+    for pod in fake.pods.values():
+        pod["spec"]["terminationGracePeriodSeconds"] = 120
+    clock = CLOCKS[id(fake)]
+    # When Resubmit Job stops it, then its copy is not made while they are Terminating: the answer says until when
+    with pytest.raises(
+        OldCopyStillStopping,
+        match=r"\(llama-worker-0, llama-worker-1\), all Terminating: their grace period ends at 2026-03-14T09:07:00Z",
+    ) as waiting:
+        _resubmit_once(fake)
+    assert (
+        "stays stopped, and no copy of it is made while anything of it runs (nothing created)" in str(waiting.value)
+        and ("PyTorchJob", "kubeflow", "llama-r1") not in fake.jobs
+    )
+    # And a try just before the grace period ends still waits, one after it makes the copy: never two at once
+    clock.advance(119)
+    with pytest.raises(OldCopyStillStopping):
+        _resubmit_once(fake)
+    clock.advance(1)
+    result = _resubmit_once(fake)
+    assert result.cancelled_old and result.new_job_name == "kubeflow/llama-r1" and fake.second_copies() == []
+
+
+def test_a_pod_terminating_on_a_dead_node_still_runs_and_its_copy_waits_until_the_node_is_gone() -> None:
+    # Given node B not Ready (its kubelet gone): a deleted pod there stays Terminating past its grace period
     fake = _cluster()
     fake.hyperpod_goes_not_ready(B)
-    result = _resubmit(fake)
-    assert result.cancelled_old and fake.pods[("kubeflow", "llama-worker-1")]["metadata"].get("deletionTimestamp")
+    clock = CLOCKS[id(fake)]
+    with pytest.raises(OldCopyStillStopping):
+        _resubmit_once(fake)
+    clock.advance(600)
+    # Then the re-creation still waits, and says no kubelet confirms the pod stopped
+    with pytest.raises(OldCopyStillStopping, match=r"past the end of their grace period .*no kubelet has confirmed them stopped"):
+        _resubmit_once(fake)
+    assert list(fake.pods) == [("kubeflow", "llama-worker-1")] and ("PyTorchJob", "kubeflow", "llama-r1") not in fake.jobs
+    # When HyperPod replaces the node (its Node object deleted, its pods with it), then the copy is made
+    fake.hyperpod_removes(B)
+    assert _resubmit_once(fake).cancelled_old and fake.second_copies() == []
 
 
 def test_a_workload_write_refused_creates_nothing() -> None:

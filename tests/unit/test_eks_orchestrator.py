@@ -33,6 +33,7 @@ from hyperpod_recovery.models.commands import (
 )
 from hyperpod_recovery.models.kubernetes import INCIDENT_ANNOTATION, OPT_IN_ANNOTATION, QUARANTINE_TAINT_KEY, KubeJobRef
 from sandbox.kube import FakeKube
+from tests.unit.eks_stopping import Clock, until_stopped
 
 AT = datetime(2026, 3, 14, 9, 5, tzinfo=UTC)
 A, B = "hyperpod-i-0123456789abcdef0", "hyperpod-i-0123456789abcdef1"
@@ -48,14 +49,14 @@ class Tasks:
 
 
 def _cluster() -> tuple[FakeKube, Tasks, EksOrchestrator]:
-    fake = FakeKube(now=lambda: AT)
+    fake = FakeKube(now=Clock(AT))
     fake.add_hyperpod_node("i-0123456789abcdef0")
     fake.add_hyperpod_node("i-0123456789abcdef1", unschedulable=True)  # cordoned by someone before us
     fake.add_job("PyTorchJob", "kubeflow", "llama", nodes=[A, B], annotations={OPT_IN_ANNOTATION: "true"})
     fake.add_job("HyperPodPyTorchJob", "hyperpod-team", "hp", nodes=[A])
     fake.calls.clear()
     tasks = Tasks()
-    return fake, tasks, EksOrchestrator(fake, tasks, lambda: AT)  # type: ignore[arg-type]
+    return fake, tasks, EksOrchestrator(fake, tasks, fake.now)  # type: ignore[arg-type]
 
 
 def _envelope(command: Any, command_id: str = "hpr-a:cordon") -> CommandEnvelope:
@@ -237,8 +238,11 @@ TOKEN = "5" * 32  # (what the ledger recorded for the re-creation before it is m
 
 
 def _resubmit(fake: FakeKube, orchestrator: EksOrchestrator, uid: str | None = None, token: str = TOKEN) -> Any:
+    """Resubmit Job as the workflow runs it: tried again while the old copy's pods are Terminating."""
     uid = uid or fake.jobs[("PyTorchJob", "kubeflow", "llama")]["metadata"]["uid"]
-    return orchestrator.execute(ResubmitJob(job_id=uid, checkpoint=CHECKPOINT, kube=LLAMA, recreation_token=token), "hpr-a")
+    command = ResubmitJob(job_id=uid, checkpoint=CHECKPOINT, kube=LLAMA, recreation_token=token)
+    assert isinstance(fake.now, Clock)
+    return until_stopped(lambda: orchestrator.execute(command, "hpr-a"), fake.now)[0]
 
 
 def test_an_opted_in_job_is_re_created_from_the_checkpoint_once_and_the_old_one_suspended() -> None:
@@ -276,15 +280,14 @@ def test_an_opted_in_job_is_re_created_from_the_checkpoint_once_and_the_old_one_
 def test_a_second_generation_is_named_after_the_lineage() -> None:
     fake, _, orchestrator = _cluster()
     first = _resubmit(fake, orchestrator)
-    second = orchestrator.execute(
-        ResubmitJob(
-            job_id=first.new_job_id,
-            checkpoint=CHECKPOINT,
-            kube=KubeJobRef(kind="PyTorchJob", namespace="kubeflow", name="llama-r1"),
-            recreation_token="6" * 32,
-        ),
-        "hpr-b",
+    command = ResubmitJob(
+        job_id=first.new_job_id,
+        checkpoint=CHECKPOINT,
+        kube=KubeJobRef(kind="PyTorchJob", namespace="kubeflow", name="llama-r1"),
+        recreation_token="6" * 32,
     )
+    assert isinstance(fake.now, Clock)
+    second, _ = until_stopped(lambda: orchestrator.execute(command, "hpr-b"), fake.now)
     r2 = fake.jobs[("PyTorchJob", "kubeflow", "llama-r2")]
     assert second.new_job_id == r2["metadata"]["uid"] and r2["metadata"]["annotations"]["hyperpod-recovery.io/job-name"] == "llama"
 

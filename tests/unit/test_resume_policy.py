@@ -10,8 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hyperpod_recovery.models.commands import RESUME_POLICIES, JobSpec, resume_choice_in_comment
+from hyperpod_recovery.models.kubernetes import KubeJobRef
 from hyperpod_recovery.models.manifest import MANIFEST_SCHEMA
-from hyperpod_recovery.models.workflow import FindNewestCheckpointInput
+from hyperpod_recovery.models.workflow import FindNewestCheckpointInput, WatchedNode
 from hyperpod_recovery.steps.find_newest_checkpoint import find_newest_checkpoint
 from tests.fakes import T0, FakeCheckpointStore
 
@@ -60,6 +61,26 @@ def test_given_jobs_choosing_differently_then_each_goes_its_own_way() -> None:
     step = FindNewestCheckpointInput(execution_name="inc-1", jobs=jobs, resume_now_allowed=True)
     plan = find_newest_checkpoint(step, reader=_store("j1", "j2", "j3"), policy="after_rejoin", now=T0)
     assert [p.job.job_id for p in plan.resume_now] == ["3"] and [p.job.job_id for p in plan.resumable] == ["1", "2"]
+
+
+@pytest.mark.parametrize(
+    ("kube", "action", "now"),
+    [(True, "reboot", False), (True, "replace", True), (False, "reboot", True)],
+    ids=["eks-reboot", "eks-replace", "slurm-reboot"],
+)
+def test_given_a_node_the_incident_reboots_then_an_eks_job_on_it_waits_for_the_rejoin(kube: bool, action: str, now: bool) -> None:
+    # Given a job that asks to be resumed at once, on a node this incident reboots or replaces
+    job = _job("1", "immediate")
+    if kube:
+        job = job.model_copy(update={"kube": KubeJobRef(kind="PyTorchJob", namespace="kubeflow", name="j1")})
+    repair = WatchedNode(node_id="i-0123456789abcdef0", slurm_node="hyperpod-i-0123456789abcdef0", action=action)  # type: ignore[arg-type]
+    step = FindNewestCheckpointInput(execution_name="inc-1", jobs=[job], resume_now_allowed=True, repairs=[repair])
+    # When its checkpoint is found
+    plan = find_newest_checkpoint(step, reader=_store("j1"), policy="immediate", now=T0)
+    # Then on EKS a reboot holds it until the rejoin (its pod there is Terminating until the node is back: no
+    # copy may start before), while a replacement, or Slurm (whose scheduler ends the job), resumes it at once
+    assert [p.job.job_id for p in plan.resume_now] == (["1"] if now else [])
+    assert [p.job.job_id for p in plan.resumable] == ([] if now else ["1"])
 
 
 @pytest.mark.parametrize(

@@ -210,6 +210,13 @@ class JobSpecUnavailable(RecoveryError):
     EKS, the job object is gone or is another job now, or its re-creation's name is someone else's."""
 
 
+class OldCopyStillStopping(RecoveryError):
+    """On EKS: the old job was told to stop and something of it still runs (its controllers have not
+    acted yet, or its pods are Terminating through their grace period): its copy is made only once
+    nothing of it runs. The workflow tries Resubmit Job twice more, 45 s apart (its own Retry, no
+    jitter: the wait has a floor); past that it escalates, the old job stopped and no copy made."""
+
+
 class JobNodesNotCarried(RecoveryError):
     """The job runs on more nodes than a workflow carries the names of (1,000), and nothing in the
     incident named them (a hang, a manual request): whether one of its nodes is to blame cannot be

@@ -37,6 +37,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
+from hyperpod_recovery.adapters.eks_node_lookup import HyperPodNodes
+from hyperpod_recovery.adapters.eks_workloads import KueueWorkloads
 from hyperpod_recovery.adapters.stepfunctions import StepFunctions
 from hyperpod_recovery.domain.eks_jobs import (
     RECREATION_TOKEN_LABEL,
@@ -55,8 +57,9 @@ from hyperpod_recovery.domain.eks_jobs import (
     recreated_job,
     recreated_name,
     sized_spec,
+    still_running,
     suspended,
-    workloads_of,
+    terminating,
 )
 from hyperpod_recovery.domain.eks_nodes import NodeView, cordon_plan, give_back_plan, health_gate, hyperpod_name, rebooted_since_cordon
 from hyperpod_recovery.domain.hangs.pod_logs import PodLog, comparable, job_text, node_signature, node_text, training_container
@@ -72,6 +75,7 @@ from hyperpod_recovery.errors import (
     KubeRequestRejected,
     KubeThrottled,
     KubeUnavailable,
+    OldCopyStillStopping,
     TaskAnswerFailed,
 )
 from hyperpod_recovery.models.commands import (
@@ -124,11 +128,9 @@ from hyperpod_recovery.models.kubernetes import (
     INSTANCE_GROUP_LABEL,
     JOB_KINDS,
     KUBEFLOW_JOB_NAME_LABEL,
-    KUEUE_JOB_UID_LABEL,
     KUEUE_QUEUE_LABEL,
     PENDING_REPAIR_STATUSES,
     KubeJobRef,
-    instance_of_node_name,
 )
 from hyperpod_recovery.ports import KubeApi
 
@@ -160,11 +162,6 @@ EVIDENCE_TOOL = f"pods/log tailLines={LOG_TAIL_LINES}"
 EKS_EVIDENCE_SECONDS = 15
 # What a read for the evidence may meet and report instead of raising: the evidence is best-effort.
 _UNREAD = (KubeAccessDenied, KubeRequestRejected, KubeUnavailable, KubeThrottled, KubeObjectGone)
-
-
-class OldCopyStillStopping(KubeUnavailable):
-    """The old job was told to stop and its controllers have not finished yet (Kueue has not suspended
-    it, its pods are not deleted yet): the workflow retries Resubmit Job, which finds it stopped."""
 
 
 def _suspend_operation(job: dict[str, Any]) -> dict[str, Any]:
@@ -246,36 +243,20 @@ def job_pods(kube: KubeApi, ref: KubeJobRef, job: dict[str, Any]) -> list[dict[s
 
 
 def job_pod_nodes(
-    kube: KubeApi, ref: KubeJobRef, job: dict[str, Any], names: NodeNames | None = None, pods: list[dict[str, Any]] | None = None
+    kube: KubeApi, ref: KubeJobRef, job: dict[str, Any], names: HyperPodNodes | None = None, pods: list[dict[str, Any]] | None = None
 ) -> list[str]:
     """The nodes of the pods of this very job (``pods``: job_pods, when already listed), by the
-    names the workflow knows them by (``hyperpod-<instance>``: NodeNames; ``names``: one shared by
-    the calls of one poll)."""
+    names the workflow knows them by (``hyperpod-<instance>``: HyperPodNodes; ``names``: one shared
+    by the calls of one poll)."""
     pods = job_pods(kube, ref, job) if pods is None else pods
     placed = list(dict.fromkeys(str(p["spec"]["nodeName"]) for p in pods if (p.get("spec") or {}).get("nodeName")))
-    return list(dict.fromkeys((names or NodeNames(kube)).known_as(node) for node in placed))
+    return list(dict.fromkeys((names or HyperPodNodes(kube)).known_as(node) for node in placed))
 
 
-class NodeNames:
-    """A Kubernetes node's name -> the name the workflow knows it by (domain/eks_nodes.py
-    hyperpod_name): a cluster that names its nodes otherwise (``ip-10-1-2-3...``) is read once, by
-    the instance in each node's providerID, so its nodes are recovered on the job path too."""
-
-    def __init__(self, kube: KubeApi) -> None:
-        self._kube = kube
-        self._by_name: dict[str, str] | None = None
-
-    def known_as(self, name: str) -> str:
-        if instance_of_node_name(name) is not None:
-            return name
-        if self._by_name is None:
-            self._by_name = {NodeView.of(n).name: hyperpod_name(n) for n in self._kube.list_nodes(f"{COMPUTE_TYPE_LABEL}=hyperpod")}
-        return self._by_name.get(name, name)
-
-
-def _node_status(name: str, node: dict[str, Any] | None) -> NodeStatus:
+def _node_status(name: str, node: dict[str, Any] | None, unmatched: str = "") -> NodeStatus:
     if node is None:
-        return NodeStatus(name=name, state="down", flags=["NOT_RESPONDING"], reason="Kubernetes has no such node (replaced, or gone)")
+        said = f"Kubernetes has no such node (replaced, or gone){unmatched}"[:256]
+        return NodeStatus(name=name, state="down", flags=["NOT_RESPONDING"], reason=said)
     view = NodeView.of(node)
     if not view.ready:
         return NodeStatus(name=name, state="down", flags=["NOT_RESPONDING"], reason="the node is not Ready")
@@ -302,7 +283,8 @@ class EksOrchestrator:
         self.kube = kube
         self.tasks = tasks
         self.now = now
-        self._hyperpod_nodes: list[dict[str, Any]] | None = None
+        self._nodes = HyperPodNodes(kube)
+        self._kueue = KueueWorkloads(kube)
         self._spare_view: tuple[list[dict[str, Any]], set[str]] | None = None
 
     # --- the port ------------------------------------------------------------------------------------
@@ -311,6 +293,8 @@ class EksOrchestrator:
         started = self.now()
         try:
             result = self.execute(command, envelope.incident_id)
+        except OldCopyStillStopping:
+            raise  # (under its own name: the workflow waits longer for it than for a channel error)
         except (KubeUnavailable, KubeThrottled, KubeConflict) as exc:
             raise ControllerChannelError(
                 f"{command.type} for {envelope.incident_id}: the Kubernetes API could not do it now: {exc}"
@@ -333,7 +317,8 @@ class EksOrchestrator:
             raise ControllerChannelError(f"could not answer task for {reply.command_id}: {exc}") from exc
 
     def execute(self, command: Any, incident_id: str = "") -> Any:
-        self._hyperpod_nodes = None
+        self._nodes = HyperPodNodes(self.kube)  # (listed at most once per command)
+        self._kueue = KueueWorkloads(self.kube)  # (Kueue's API discovered at most once per command)
         self._spare_view = None
         if isinstance(command, CordonNodes):
             return self.cordon(command)
@@ -360,24 +345,9 @@ class EksOrchestrator:
 
     # --- nodes ----------------------------------------------------------------------------------------
     def find_node(self, name: str) -> dict[str, Any] | None:
-        """The node by its name; on a cluster that names nodes otherwise, the node whose providerID
-        ends in the instance id the name carries. None: Kubernetes has no such node (replaced, gone)."""
-        try:
-            return self.kube.get_node(name)
-        except KubeObjectGone:
-            pass
-        instance = instance_of_node_name(name)
-        if instance is None:
-            return None
-        if self._hyperpod_nodes is None:  # listed once per command: every missing node reads the same list
-            self._hyperpod_nodes = self.kube.list_nodes(f"{COMPUTE_TYPE_LABEL}=hyperpod")
-        for node in self._hyperpod_nodes:
-            if str((node.get("spec") or {}).get("providerID") or "").endswith("/" + instance):
-                try:
-                    return self.kube.get_node(NodeView.of(node).name)  # (read fresh: the list may be older)
-                except KubeObjectGone:
-                    return None
-        return None
+        """The node by its name, or by the instance in its providerID (adapters/eks_node_lookup.py);
+        None: Kubernetes has no such node (replaced, gone), or none that can be told to be it."""
+        return self._nodes.find(name)
 
     def _patch_until_settled(self, name: str, decide: Callable[[dict[str, Any]], Any]) -> tuple[dict[str, Any] | None, Any]:
         """Read the node, decide, write: again from a fresh read when the node changed in between."""
@@ -433,9 +403,8 @@ class EksOrchestrator:
         for name in command.nodes:
             node, decision = self._patch_until_settled(name, lambda n: _resume_decision(n, incident, at))
             if node is None or decision is None:
-                unhealthy.append(
-                    UnhealthyNode(node=name, verdict="could_not_run", detail="Kubernetes has no such node (not registered yet)")
-                )
+                said = f"Kubernetes has no such node (not registered yet){self._nodes.unmatched()}"
+                unhealthy.append(UnhealthyNode(node=name, verdict="could_not_run", detail=said))
             elif decision.verdict != "passed" and decision.outcome != "not_ours":
                 unhealthy.append(
                     UnhealthyNode(node=name, verdict="failed" if decision.verdict == "failed" else "could_not_run", detail=decision.said)
@@ -547,7 +516,7 @@ class EksOrchestrator:
         new = self._our_recreation(ref, token)
         if new is None and command.nodes is not None:
             _check_size(old, ref.kind, command.nodes)
-        name = str(new["metadata"]["name"]) if new is not None else self._free_name(ref, old)
+        name = str(new["metadata"]["name"]) if new is not None else self._free_name(ref, old, command.nodes)
         try:
             stopped = self._stop(ref, old)
         except JobSpecUnavailable as exc:
@@ -658,7 +627,7 @@ class EksOrchestrator:
                 return _declined(
                     copy_id, f"only {able} node(s) could take it at once, {needed} needed: {where} keeps running on {len(own)} node(s)"
                 )
-        name = self._free_name(copy_ref, shrunk)
+        name = self._free_name(copy_ref, shrunk, command.nodes)  # (named for its full size: before anything is stopped)
         if not stopped_here:
             add = (
                 {"op": "add", "path": f"/metadata/annotations/{STOPPED_FOR_ANNOTATION.replace('/', '~1')}", "value": incident_id}
@@ -683,14 +652,16 @@ class EksOrchestrator:
         found = [j for j in self.kube.list_jobs_in(ref.kind, ref.namespace, f"{RECREATION_TOKEN_LABEL}={token}") if carries_token(j, token)]
         return found[0] if found else None
 
-    def _free_name(self, ref: KubeJobRef, old: dict[str, Any]) -> str:
-        """The re-creation's name, checked free before anything is stopped: a name someone else holds
-        (a job that happens to have it, or one made to be taken for ours) is never ours."""
-        name = recreated_name(old, ref.kind)
+    def _free_name(self, ref: KubeJobRef, old: dict[str, Any], nodes: int | None = None) -> str:
+        """The re-creation's name, for the size it is made at (``nodes``; else the old job's), checked
+        free before anything is stopped: a name someone else holds (a job that happens to have it, or
+        one made to be taken for ours) is never ours."""
+        name = recreated_name(old, ref.kind, nodes)
         if name is None:
+            size = f" at {nodes} node(s)" if nodes is not None else ""
             raise JobSpecUnavailable(
-                f"{ref.kind} {ref.namespace}/{ref.name}: no name leaves room for the names its operator derives from it "
-                f"(<name>-<replica type>-<index>, at most {DNS1123_LABEL_MAX} characters): nothing re-created"
+                f"{ref.kind} {ref.namespace}/{ref.name}: no name leaves room{size} for the names its operator derives from it "
+                f"(<name>-<replica type>-<index>, at most {DNS1123_LABEL_MAX} characters): nothing stopped, nothing re-created"
             )
         try:
             self.kube.get_job(KubeJobRef(kind=ref.kind, namespace=ref.namespace, name=name))
@@ -707,16 +678,18 @@ class EksOrchestrator:
         by runPolicy.suspend. Then read back: the Workload inactive, the job suspended, no pod of it
         left running or pending. True: it was running and is stopped now."""
         if finished(old):
-            self._no_pod_left(ref, old, "it ended, but")
+            self._no_pod_left(ref, old, "ended")
             return False
-        workloads = self._workloads(ref, old)
+        workloads, version = self._kueue.of_job(ref, old)
         if workloads:
+            assert version is not None
             for workload in workloads:
-                self._deactivate(ref, workload)
+                self._kueue.deactivate(ref, workload, version)
         elif kueue_managed(old):
+            seen = "no Workload of it was found" if version is not None else "Kueue is not installed (no kueue.x-k8s.io is served)"
             raise JobSpecUnavailable(
-                f"{ref.kind} {ref.namespace}/{ref.name} asks Kueue to admit it ({KUEUE_QUEUE_LABEL}) but no Workload of it was "
-                f"found: suspending it would be undone once Kueue admits it, so it cannot be stopped for certain; nothing created"
+                f"{ref.kind} {ref.namespace}/{ref.name} asks Kueue to admit it ({KUEUE_QUEUE_LABEL}) but {seen}: suspending it "
+                "would be undone once Kueue admits it, so it cannot be stopped for certain; nothing created"
             )
         elif not suspended(old):
             self.kube.patch_job(ref, [{"op": "test", "path": "/metadata/uid", "value": old["metadata"]["uid"]}, _suspend_operation(old)])
@@ -739,45 +712,24 @@ class EksOrchestrator:
                 "operator older than 1.7 prunes it), so it cannot be stopped by us; nothing created. Stop it by hand "
                 f"(kubectl delete pytorchjob -n {ref.namespace} {ref.name}) and re-create it from the checkpoint"
             )
-        self._no_pod_left(ref, now, "it is suspended, but", waiting=True)
+        self._no_pod_left(ref, now, "is stopped (suspended) and stays stopped", waiting=True)
         return True
 
-    def _workloads(self, ref: KubeJobRef, job: dict[str, Any]) -> list[dict[str, Any]]:
-        """The Kueue Workloads of this very job (none where Kueue is not installed: 404)."""
-        uid = str(job["metadata"]["uid"])
-        try:
-            found = workloads_of(self.kube.list_workloads(ref.namespace, f"{KUEUE_JOB_UID_LABEL}={uid}"), job)
-            if not found and kueue_managed(job):  # (a Workload made before Kueue labelled them: by its owner)
-                found = workloads_of(self.kube.list_workloads(ref.namespace), job)
-        except KubeObjectGone:
-            return []
-        return found
-
-    def _deactivate(self, ref: KubeJobRef, workload: dict[str, Any]) -> None:
-        name = str(workload["metadata"]["name"])
-        if (workload.get("spec") or {}).get("active", True) is not False:
-            operations = [
-                {"op": "test", "path": "/metadata/uid", "value": workload["metadata"]["uid"]},
-                {"op": "add", "path": "/spec/active", "value": False},
-            ]
-            self.kube.patch_workload(ref.namespace, name, operations)
-        if (self.kube.get_workload(ref.namespace, name).get("spec") or {}).get("active", True) is not False:
-            raise JobSpecUnavailable(
-                f"Workload {ref.namespace}/{name} of {ref.name} took spec.active: false and reads back active: "
-                "it cannot be stopped for certain; nothing created"
-            )
-
     def _no_pod_left(self, ref: KubeJobRef, job: dict[str, Any], said: str, *, waiting: bool = False) -> None:
+        """Nothing of the job runs: no pod of it running, pending, or Terminating (a Terminating pod runs
+        through its grace period; the copy waits until it is gone). ``waiting``: we stopped it, and its
+        controllers delete its pods; else it ended, and only pods already being deleted are waited for."""
         label = KUBEFLOW_JOB_NAME_LABEL if ref.kind == "PyTorchJob" else HPTO_JOB_LABEL
         live = live_pods_of(self.kube.list_pods(ref.namespace, f"{label}={ref.name}"), job)
         if not live:
             return
-        names = ", ".join(str(p["metadata"].get("name")) for p in live[:3]) + (f" +{len(live) - 3}" if len(live) > 3 else "")
-        if waiting:  # (its operator deletes a suspended job's pods: a moment later)
-            raise OldCopyStillStopping(f"{ref.namespace}/{ref.name} {said} {len(live)} pod(s) still run ({names})")
+        where = f"{ref.kind} {ref.namespace}/{ref.name}"
+        running = still_running(live, self.now())
+        if waiting or all(terminating(p) for p in live):
+            raise OldCopyStillStopping(f"{where} {said}, and no copy of it is made while anything of it runs (nothing created): {running}")
         raise JobSpecUnavailable(
-            f"{ref.kind} {ref.namespace}/{ref.name}: {said} {len(live)} pod(s) of it still run ({names}) and its operator "
-            f"stops nothing of an ended job: nothing created while they run; delete them (kubectl delete pod -n {ref.namespace} ...)"
+            f"{where} {said}, but {running} and its operator stops nothing of an ended job: nothing created while they run; "
+            f"delete them (kubectl delete pod -n {ref.namespace} ...)"
         )
 
     def find_job(self, uid: str, ref: KubeJobRef | None = None) -> tuple[KubeJobRef, dict[str, Any]] | None:
@@ -837,7 +789,7 @@ class EksOrchestrator:
         states = []
         for name in command.nodes:
             node = self.find_node(name)
-            states.append(_node_status(name, node))
+            states.append(_node_status(name, node, self._nodes.unmatched() if node is None else ""))
         return NodeStatesResult(nodes=states)
 
     def check(self) -> AgentCheckResult:
@@ -906,7 +858,7 @@ class EksOrchestrator:
         notes: list[str] = []
         events = self._events_of(ref.namespace, ref.kind, ref.name, uid, notes)
         pods_by_node: dict[str, list[dict[str, Any]]] = {}
-        names = NodeNames(self.kube)
+        names = HyperPodNodes(self.kube)
         for pod in job_pods(self.kube, ref, job):
             placed = (pod.get("spec") or {}).get("nodeName")
             if placed:

@@ -20,9 +20,14 @@ the wire against a local TLS server:
 | patch_job            | PATCH /apis/{group}/{version}/namespaces/{ns}/{plural}/{name} (json-patch) |
 | list_jobs            | GET   /apis/{group}/{version}/{plural}?limit=500                         |
 | list_jobs_in         | GET   /apis/{group}/{version}/namespaces/{ns}/{plural}?labelSelector=...  |
-| list_workloads       | GET   /apis/kueue.x-k8s.io/v1beta1/namespaces/{ns}/workloads?labelSelector=... |
-| get_workload         | GET   /apis/kueue.x-k8s.io/v1beta1/namespaces/{ns}/workloads/{name}      |
-| patch_workload       | PATCH /apis/kueue.x-k8s.io/v1beta1/namespaces/{ns}/workloads/{name} (json-patch) |
+| api_group            | GET   /apis/{group}   (discovery: an APIGroup, its versions; 404: not served) |
+| list_workloads       | GET   /apis/kueue.x-k8s.io/{version}/namespaces/{ns}/workloads?labelSelector=... |
+| get_workload         | GET   /apis/kueue.x-k8s.io/{version}/namespaces/{ns}/workloads/{name}    |
+| patch_workload       | PATCH /apis/kueue.x-k8s.io/{version}/namespaces/{ns}/workloads/{name} (json-patch) |
+
+(The Workload calls take the version discovery found served: domain/eks_kueue.py. Discovery is a
+non-resource URL every authenticated user may get: Kubernetes' default ClusterRole system:discovery,
+bound to system:authenticated.)
 
 Status codes become our named errors (errors.py): 404 KubeObjectGone; 409 AlreadyExists
 KubeAlreadyExists, other 409s KubeConflict; a JSON Patch whose ``test`` failed (422 with the patch
@@ -57,7 +62,15 @@ from hyperpod_recovery.errors import (
     KubeThrottled,
     KubeUnavailable,
 )
-from hyperpod_recovery.models.kubernetes import JOB_KINDS, WORKLOAD_API, KubeJobRef, is_dns1123_label, is_dns1123_subdomain
+from hyperpod_recovery.models.kubernetes import (
+    JOB_KINDS,
+    KUEUE_GROUP,
+    WORKLOAD_PLURAL,
+    WORKLOAD_VERSIONS,
+    KubeJobRef,
+    is_dns1123_label,
+    is_dns1123_subdomain,
+)
 
 JSON_PATCH = "application/json-patch+json"
 PAGE_LIMIT = 500
@@ -200,18 +213,25 @@ class KubernetesApi:
         path = f"/apis/{info.group}/{info.version}/namespaces/{_checked_namespace(namespace)}/{info.plural}"
         return self._list(path, {"labelSelector": label_selector}, resource=info.plural)
 
+    # --- discovery -------------------------------------------------------------------------------
+    def api_group(self, group: str) -> dict[str, Any]:
+        """The APIGroup the API server serves under ``group`` (its versions, the preferred first);
+        KubeObjectGone when it serves no such group."""
+        path = f"/apis/{_checked_subdomain('API group', group)}"
+        return self._request("GET", path, resource=path, verb="get")
+
     # --- Kueue's Workloads (HyperPod task governance) --------------------------------------------
-    def list_workloads(self, namespace: str, label_selector: str | None = None) -> list[dict[str, Any]]:
+    def list_workloads(self, version: str, namespace: str, label_selector: str | None = None) -> list[dict[str, Any]]:
         query = {"labelSelector": label_selector} if label_selector else {}
-        return self._list(_workloads_path(namespace), query, resource=WORKLOAD_API.plural)
+        return self._list(_workloads_path(version, namespace), query, resource=WORKLOAD_PLURAL)
 
-    def get_workload(self, namespace: str, name: str) -> dict[str, Any]:
-        path = f"{_workloads_path(namespace)}/{_checked_subdomain('workload', name)}"
-        return self._request("GET", path, resource=WORKLOAD_API.plural, verb="get")
+    def get_workload(self, version: str, namespace: str, name: str) -> dict[str, Any]:
+        path = f"{_workloads_path(version, namespace)}/{_checked_subdomain('workload', name)}"
+        return self._request("GET", path, resource=WORKLOAD_PLURAL, verb="get")
 
-    def patch_workload(self, namespace: str, name: str, operations: list[dict[str, Any]]) -> dict[str, Any]:
-        path = f"{_workloads_path(namespace)}/{_checked_subdomain('workload', name)}"
-        return self._request("PATCH", path, body=operations, content_type=JSON_PATCH, resource=WORKLOAD_API.plural, verb="patch")
+    def patch_workload(self, version: str, namespace: str, name: str, operations: list[dict[str, Any]]) -> dict[str, Any]:
+        path = f"{_workloads_path(version, namespace)}/{_checked_subdomain('workload', name)}"
+        return self._request("PATCH", path, body=operations, content_type=JSON_PATCH, resource=WORKLOAD_PLURAL, verb="patch")
 
     # --- the wire --------------------------------------------------------------------------------
     def _list(self, path: str, query: dict[str, str], *, resource: str) -> list[dict[str, Any]]:
@@ -304,8 +324,10 @@ class KubernetesApi:
         raise _error_for(method, path.split("?")[0], response.status, response.data)
 
 
-def _workloads_path(namespace: str) -> str:
-    return f"/apis/{WORKLOAD_API.group}/{WORKLOAD_API.version}/namespaces/{_checked_namespace(namespace)}/{WORKLOAD_API.plural}"
+def _workloads_path(version: str, namespace: str) -> str:
+    if version not in WORKLOAD_VERSIONS:
+        raise KubeRequestRejected(f"Workload API version {version!r}: only {', '.join(WORKLOAD_VERSIONS)} are spoken")
+    return f"/apis/{KUEUE_GROUP}/{version}/namespaces/{_checked_namespace(namespace)}/{WORKLOAD_PLURAL}"
 
 
 def _error_for(method: str, path: str, status: int, data: bytes) -> Exception:

@@ -239,6 +239,11 @@ _MEANING: dict[type[errors.RecoveryError], str] = {
         "that node's own health event). If you disagree with the launcher, the job's line below gives the orchestrator's "
         "commands to start it again{recover_job}."
     ),
+    errors.OldCopyStillStopping: (
+        "The job to re-create was stopped (suspended) but its pods still ran when the workflow's tries ran out (Terminating "
+        "through a long grace period, or on a node that is not Ready): nothing was created, so no second copy runs, and the "
+        "old job stays suspended. Once its pods are gone, un-suspend it (or, under Kueue, make its Workload active)."
+    ),
     errors.JobSpecUnavailable: "The orchestrator no longer knows the job: the pipeline has no spec of it to submit again.",
     # (no command here: these two are both orchestrators'; the job's own line below gives its commands)
     errors.JobNodesNotCarried: (

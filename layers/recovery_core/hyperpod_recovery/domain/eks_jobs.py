@@ -117,20 +117,54 @@ def is_pod_of(pod: dict[str, Any], job: dict[str, Any]) -> bool:
     return bool(uid) and pod_owner_uid(pod) == uid
 
 
-# A pod still holding its GPUs: scheduled or running, and not being deleted (a pod whose deletion
-# was asked is Terminating: it is stopping, whether or not a kubelet has confirmed it yet).
+# A pod still holding its GPUs: scheduled or running, or waiting to. A pod whose deletion was asked
+# (Terminating: metadata.deletionTimestamp) still runs through its grace period, its processes
+# writing to the job's checkpoint prefix, until its kubelet confirms it stopped and the API server
+# removes it; on a node that is not Ready nothing confirms it: it is live until it is gone.
 LIVE_POD_PHASES = frozenset({"Pending", "Running", "Unknown"})
 
 
 def live_pods_of(pods: list[dict[str, Any]], job: dict[str, Any]) -> list[dict[str, Any]]:
-    """The pods of this very job that still run or wait to: a copy of it that is not stopped."""
-    return [
-        p
-        for p in pods
-        if is_pod_of(p, job)
-        and (p.get("status") or {}).get("phase", "Unknown") in LIVE_POD_PHASES
-        and not (p.get("metadata") or {}).get("deletionTimestamp")
-    ]
+    """The pods of this very job that still run or wait to, Terminating ones among them: a copy of
+    it that is not stopped until they are gone."""
+    return [p for p in pods if is_pod_of(p, job) and (p.get("status") or {}).get("phase", "Unknown") in LIVE_POD_PHASES]
+
+
+def terminating(pod: dict[str, Any]) -> bool:
+    """Its deletion was asked: it runs until its grace period ends (deletionTimestamp) and its kubelet confirms it."""
+    return bool((pod.get("metadata") or {}).get("deletionTimestamp"))
+
+
+def still_running(live: list[dict[str, Any]], now: datetime) -> str:
+    """What still runs of a copy (live_pods_of), in words: how many pods, which, and for those
+    Terminating until when (the end of their grace period, the latest deletionTimestamp), or, past
+    it, that no kubelet has confirmed them stopped."""
+    names = ", ".join(str((p.get("metadata") or {}).get("name")) for p in live[:3]) + (f" +{len(live) - 3}" if len(live) > 3 else "")
+    said = f"{len(live)} pod(s) of it still run ({names})"
+    ending = [p for p in live if terminating(p)]
+    if not ending:
+        return said
+    stamps = [_time((p.get("metadata") or {}).get("deletionTimestamp")) for p in ending]
+    known = [t for t in stamps if t is not None]
+    which = "all" if len(ending) == len(live) else f"{len(ending)} of them"
+    if not known:
+        return f"{said}, {which} Terminating"
+    end = max(known)
+    when = end.strftime("%Y-%m-%dT%H:%M:%SZ")
+    if now <= end:
+        return f"{said}, {which} Terminating: their grace period ends at {when}"
+    return (
+        f"{said}, {which} Terminating past the end of their grace period ({when}): no kubelet has confirmed "
+        "them stopped (on a node that is not Ready none can)"
+    )
+
+
+def _time(value: Any) -> datetime | None:
+    try:
+        when = datetime.fromisoformat(str(value).replace("Z", "+00:00")) if isinstance(value, str) else None
+    except ValueError:
+        return None
+    return when if when is not None and when.tzinfo is not None else None
 
 
 def suspended(job: dict[str, Any]) -> bool:
@@ -370,10 +404,14 @@ def lineage_name(job: dict[str, Any]) -> str:
     return name if _job_name(name) else str(metadata.get("name") or "")
 
 
-def derived_suffix_room(job: dict[str, Any], kind: str) -> int:
+def derived_suffix_room(job: dict[str, Any], kind: str, nodes: int | None = None) -> int:
     """The longest ``-<replica type>-<index>`` the training operator appends to the job's name for a
-    pod and its headless Service (GenGeneralName, kubeflow/training-operator pkg/core/utils.go)."""
+    pod and its headless Service (GenGeneralName, kubeflow/training-operator pkg/core/utils.go), for
+    the job as it is made: at ``nodes`` pods when given (sized_spec), else at its own size."""
     spec = job.get("spec") or {}
+    if nodes is not None:
+        spec = copy.deepcopy(spec)
+        sized_spec(spec, kind, nodes)
     if kind == "PyTorchJob":
         replicas = [(str(t), r) for t, r in (spec.get("pytorchReplicaSpecs") or {}).items() if isinstance(r, dict)]
     else:
@@ -388,12 +426,14 @@ def _replicas(replica: dict[str, Any]) -> int:
         return 1
 
 
-def recreated_name(job: dict[str, Any], kind: str) -> str | None:
+def recreated_name(job: dict[str, Any], kind: str, nodes: int | None = None) -> str | None:
     """``<lineage>-r<generation>``, bounded so that every name the operator derives from it (each
-    pod's and Service's ``<name>-<replica type>-<index>``, a DNS-1035 label of at most 63) fits: a
-    lineage name too long for that keeps its start and a hash of the whole; a dot (a DNS-1123
-    subdomain may have one) becomes "-", and a name must begin with a letter. Decided by the old object
-    alone, so a retry names the same job. None: no name leaves room (a replica type that long)."""
+    pod's and Service's ``<name>-<replica type>-<index>``, a DNS-1035 label of at most 63) fits at the
+    size the copy is made at (``nodes``: a shrink or a grow-back; else the old job's own): a lineage
+    name too long for that keeps its start and a hash of the whole; a dot (a DNS-1123 subdomain may
+    have one) becomes "-", and a name must begin with a letter. Decided by the old object and the size
+    alone, so a retry names the same job. None: no name leaves room (a replica type that long).
+    UnsizableJob: the job cannot be made at ``nodes`` at all."""
     annotations = (job.get("metadata") or {}).get("annotations") or {}
     text = str(annotations.get(GENERATION_ANNOTATION) or "0")
     generation = (int(text) if text.isascii() and text.isdigit() and len(text) < 6 else 0) + 1
@@ -402,7 +442,7 @@ def recreated_name(job: dict[str, Any], kind: str) -> str | None:
     stem = re.sub(r"[^a-z0-9-]", "-", lineage.lower()).strip("-")
     if not stem[:1].isalpha():
         stem = "j" + ("-" + stem if stem else "")
-    budget = DNS1123_LABEL_MAX - derived_suffix_room(job, kind) - len(suffix)
+    budget = DNS1123_LABEL_MAX - derived_suffix_room(job, kind, nodes) - len(suffix)
     if budget < _MIN_STEM:
         return None
     if len(stem) > budget:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
+from hyperpod_recovery.domain.eks_provider_id import instance_of_provider_id
 from hyperpod_recovery.models.kubernetes import (
     BOOT_ID_ANNOTATION,
     CORDON_PRE_EXISTING_ANNOTATION,
@@ -107,14 +108,13 @@ class NodeView:
 def hyperpod_name(node: dict[str, Any]) -> str:
     """The name the workflow knows a node by: ``hyperpod-<instance id>`` (what HyperPod's own names
     are, and what ListClusterNodes' instance ids map to), from the instance its ``spec.providerID``
-    (``aws:///<zone>/<instance id>``) carries when the cluster names its nodes otherwise; its own
-    name when it carries none."""
+    names (HyperPod's form or EC2's: domain/eks_provider_id.py) when the cluster names its nodes
+    otherwise; its own name when it names none."""
     name = str((node.get("metadata") or {}).get("name") or "")
     if instance_of_node_name(name) is not None:
         return name
-    provider = str((node.get("spec") or {}).get("providerID") or "")
-    instance = provider.rsplit("/", 1)[-1] if provider.startswith("aws://") else ""
-    return node_name_for_instance(instance) if instance_of_node_name(node_name_for_instance(instance)) else name
+    instance = instance_of_provider_id((node.get("spec") or {}).get("providerID"))
+    return node_name_for_instance(instance) if instance is not None else name
 
 
 def _guard(view: NodeView) -> Operation:

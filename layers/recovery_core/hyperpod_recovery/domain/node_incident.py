@@ -340,12 +340,16 @@ def build_phases(state: WorkflowState, recorded_at: datetime) -> list[Phase]:
 
 
 def _add_resubmit_phase(log: PhaseLog, results: list[CommandReply[ResubmitResult] | ResubmitFailure], recorded_at: datetime) -> None:
+    """The Map's resubmissions, from where the step before it ended: a command tried again (an old copy
+    still stopping on EKS) is answered with its last try's request time, and the waits between the
+    tries are the phase's too."""
     replies = [r for r in results if isinstance(r, CommandReply)]
+    start = min([r.requested_at for r in replies] + ([log.last_end] if log.last_end is not None else []), default=None)
     if any(isinstance(r, ResubmitFailure) for r in results):
         # A job whose resubmission failed (its command unanswered, say) kept the Map busy until the end.
-        log.add("resubmit", min((r.requested_at for r in replies), default=log.last_end), recorded_at)
+        log.add("resubmit", start, recorded_at)
     elif replies:
-        log.add("resubmit", min(r.requested_at for r in replies), max(r.completed_at for r in replies))
+        log.add("resubmit", start, max(r.completed_at for r in replies))
 
 
 def _step_in_flight(state: WorkflowState) -> PhaseName | None:

@@ -658,6 +658,13 @@ class FindNewestCheckpointInput(StepInput):
     # targets). A job's own count of lost nodes comes from the agent (JobSpec.lost_nodes); without it,
     # all of them. Their instance groups are whose measured replacements decide.
     targets: list[NodeTarget] = Field(default_factory=list, max_length=MAX_NODES_PER_REQUEST)
+    # NodeRecovery: each node's repair as Replace Nodes started it (a reboot, a replacement, a check).
+    repairs: list[WatchedNode] = Field(default_factory=list, max_length=MAX_NODES_PER_REQUEST)
+
+    @property
+    def rebooting(self) -> bool:
+        """Some node of the incident is being rebooted (its own instance comes back)."""
+        return any(r.action == "reboot" for r in self.repairs)
 
     @property
     def lost_nodes(self) -> int:

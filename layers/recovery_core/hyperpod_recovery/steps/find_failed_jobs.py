@@ -33,7 +33,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from hyperpod_recovery.adapters.eks_orchestrator import NodeNames, installed_jobs, job_pod_nodes, job_pods
+from hyperpod_recovery.adapters.eks_node_lookup import HyperPodNodes
+from hyperpod_recovery.adapters.eks_orchestrator import installed_jobs, job_pod_nodes, job_pods
 from hyperpod_recovery.domain.eks_jobs import failed_at, failed_exit_code, failure_event, recovery_wanted
 from hyperpod_recovery.domain.execution_names import job_execution_name
 from hyperpod_recovery.domain.normalize import GuardedCluster
@@ -95,7 +96,7 @@ def find_failed_jobs(
                 counts["already_started"] += 1
             else:
                 due.append((ended, uid, kind, job))
-    names = NodeNames(kube)
+    names = HyperPodNodes(kube)
     due.sort(key=lambda d: (d[0], d[1]))
     for position, (ended, _, kind, job) in enumerate(due):
         if remaining_ms() < STOP_WITH_MS:
@@ -114,7 +115,7 @@ def _start(
     job: dict[str, Any],
     kind: str,
     stale_at: datetime,
-    names: NodeNames,
+    names: HyperPodNodes,
     counts: Counter[str],
 ) -> None:
     try:
@@ -164,7 +165,7 @@ def _unreadable(counts: Counter[str], job: dict[str, Any], kind: str, exc: Excep
     counts["invalid"] += 1
 
 
-def _failure(kube: KubeApi, job: dict[str, Any], kind: str, cluster: str, names: NodeNames) -> JobFailedDetail | None:
+def _failure(kube: KubeApi, job: dict[str, Any], kind: str, cluster: str, names: HyperPodNodes) -> JobFailedDetail | None:
     metadata = job.get("metadata") or {}
     namespace, name = str(metadata.get("namespace") or ""), str(metadata.get("name") or "")
     if not (is_dns1123_label(namespace) and len(name) <= KUBE_JOB_NAME_MAX and is_dns1123_subdomain(name)):

@@ -117,11 +117,15 @@ def find_newest_checkpoint(
         # drain keeps it off the suspects, which the health gate then checks. Any other job on them goes
         # by its own policy, as for any node incident.
         hung = is_hang_incident(step.execution_name) and hung_job_of(step.execution_name) == job.job_id
-        now_or_later = resume_now(job, "immediate" if hung else policy, allowed=step.resume_now_allowed)
+        # EKS: a job's pod on a node this incident reboots stays Terminating until the node is back (no
+        # kubelet confirms it before), and no copy is made while it may run: such a job resumes after the rejoin.
+        held = job.kube is not None and step.rebooting
+        now_or_later = resume_now(job, "immediate" if hung else policy, allowed=step.resume_now_allowed and not held)
         decision = None
-        if estimates is not None and not hung and decided >= MAX_ELASTIC_DECISIONS and (job.elastic or job.elastic_problem):
+        rigid = hung or held  # (held, no shrink either: a shrunk copy would wait for the same pod)
+        if estimates is not None and not rigid and decided >= MAX_ELASTIC_DECISIONS and (job.elastic or job.elastic_problem):
             logger.warning("elastic job treated as rigid", extra={"job_id": job.job_id, "decided": decided, "limit": MAX_ELASTIC_DECISIONS})
-        elif estimates is not None and not hung:
+        elif estimates is not None and not rigid:
             # Shrink-and-continue: only where the workflow resubmits before the replacement is back.
             wait, log = estimates
             assert elastic is not None
