@@ -74,14 +74,18 @@ say "apt-get took $((SECONDS - start)) s"
 mkdir -p "$work$(dirname "$ROOT")" "$work/run/host"
 ln -s / "$work$ROOT"
 for file in passwd group hosts; do ln -sf "/run/host/etc/$file" "$work/etc/$file"; done
-libs="$ROOT/usr/lib/x86_64-linux-gnu"
+# The machine's own multiarch folder and loader (x86_64-linux-gnu and ld-linux-x86-64.so.2 here;
+# aarch64-linux-gnu and ld-linux-aarch64.so.1 on Graviton), as debootstrap laid them out.
+triplet=$(basename "$(dirname "$(ls -d "$work"/usr/lib/*-linux-gnu/libc.so.6 | head -1)")")
+loader=$(cd "$work" && ls lib*/ld-linux*.so.* | head -1)
+libs="$ROOT/usr/lib/$triplet"
 mkdir -p "$work/host-bin"
 for command in sacct salloc sattach sbatch sbcast scancel scontrol sdiag sinfo sprio squeue srun sshare sstat strigger; do
   [ -x "$work/usr/bin/$command" ] || continue
   # --inhibit-cache: the host's ld.so.cache names the host's libraries, never the root's.
   cat > "$work/host-bin/$command" <<WRAPPER
 #!/bin/sh
-exec $ROOT/lib64/ld-linux-x86-64.so.2 --inhibit-cache --library-path $libs:$libs/slurm-wlm --argv0 $command $ROOT/usr/bin/$command "\$@"
+exec $ROOT/$loader --inhibit-cache --library-path $libs:$libs/slurm-wlm --argv0 $command $ROOT/usr/bin/$command "\$@"
 WRAPPER
   chmod 755 "$work/host-bin/$command"
 done
