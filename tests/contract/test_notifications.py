@@ -611,8 +611,10 @@ def test_given_eventbridge_refuses_the_page_inside_a_200_then_it_is_counted_and_
         # (Stubber checks each request against botocore's model)
         pager.add_response("put_events", REFUSED_INSIDE_A_200)
         topic.add_response("publish", {"MessageId": "m-1"})
+        pager.add_response("put_events", REFUSED_INSIDE_A_200)  # tried once more: refused again
         notifier.publish("s", "b", {"outcome": "escalated", "cluster": "c", "severity": "page", "incident": "i"})
         topic.assert_no_pending_responses()
+        pager.assert_no_pending_responses()
     assert failed == ["pager"]
 
 
@@ -620,8 +622,9 @@ def test_given_every_channel_refuses_then_the_notifier_raises_so_the_step_retrie
     events, sns = boto3.client("events", region_name=REGION), boto3.client("sns", region_name=REGION)
     notifier = SnsNotifier(TOPIC, sns=sns, pager_event_bus="default", events=events, on_failure=lambda channel: None)
     with Stubber(events) as pager, Stubber(sns) as topic:
-        pager.add_response("put_events", REFUSED_INSIDE_A_200)
-        topic.add_client_error("publish", "Throttled", "Rate exceeded", http_status_code=400)
+        for _ in range(2):  # each tried once more
+            pager.add_response("put_events", REFUSED_INSIDE_A_200)
+            topic.add_client_error("publish", "Throttled", "Rate exceeded", http_status_code=400)
         with pytest.raises(NotifierUnavailable, match=r"pager: .*InternalFailure: try again; topic: .*Throttled"):
             notifier.publish("s", "b", {"outcome": "escalated", "cluster": "c", "severity": "page", "incident": "i"})
 

@@ -20,6 +20,7 @@ Figures, from their sources:
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import timedelta
 from pathlib import Path
@@ -27,11 +28,12 @@ from pathlib import Path
 import pytest
 from botocore.retries.standard import ExponentialBackoff
 
-from hyperpod_recovery.adapters import kubernetes
+from hyperpod_recovery.adapters import kubernetes, notifier
 from hyperpod_recovery.adapters.aws import CLIENT_CONFIG
 from hyperpod_recovery.adapters.eks import KubeEndpoint
 from hyperpod_recovery.adapters.kubernetes import KubernetesApi
 from hyperpod_recovery.errors import KubeUnavailable
+from hyperpod_recovery.metric_names import NOTIFICATION_FAILURES
 from hyperpod_recovery.steps.reconcile_execution import NOTICE_LEASE
 from hyperpod_recovery.steps.sweep_ended_executions import OVERLAP as SWEEP_OVERLAP
 from hyperpod_recovery.steps.sweep_ended_executions import RESERVE as SWEEP_RESERVE
@@ -206,3 +208,19 @@ def test_the_sweep_keeps_time_for_one_more_end_and_looks_back_past_its_mark() ->
     assert timedelta(seconds=_timeout("SweepEndedExecutionsFunction")) > SWEEP_RESERVE and timedelta(0) < SWEEP_OVERLAP
     # (and it runs every five minutes: an end whose event was lost is settled within about that)
     assert _period_seconds("SweepEndedExecutionsFunction") == 300
+
+
+def _publishes(logical: str) -> bool:
+    """Its role may publish to the notification topic: its handler sends notifications."""
+    policies = json.dumps(RESOURCES[logical]["Properties"].get("Policies", []), default=str)
+    return "sns:Publish" in policies and "NotificationTopic" in policies
+
+
+@pytest.mark.parametrize("logical", [f for f in FUNCTIONS if _publishes(f)])
+def test_a_notification_with_every_channel_slow_fits_the_function_that_sends_it(logical: str) -> None:
+    # Given the notifier's channels sent one after another, each at its worst (no answer until its timeouts)
+    every_channel_once = len(NOTIFICATION_FAILURES) * notifier.ATTEMPT_WORST_SECONDS
+    # Then all of them get their first try within the publish's budget (a retry starts only inside it)
+    assert every_channel_once <= notifier.SEND_BUDGET_SECONDS
+    # And that budget fits the function's time like any one call, so it returns and flushes its metrics
+    assert ONE_CALL_SHARE * _timeout(logical) >= notifier.SEND_BUDGET_SECONDS, (logical, _timeout(logical))

@@ -20,6 +20,10 @@ CLIENT_CONFIG = Config(retries={"total_max_attempts": 3, "mode": "standard"}, co
 # whole check again (tests/contract/test_template.py holds the two together).
 INVOKE_WAIT_SECONDS = 150
 INVOKE_CONFIG = Config(retries={"total_max_attempts": 1, "mode": "standard"}, connect_timeout=5, read_timeout=INVOKE_WAIT_SECONDS)
+# The notifier's channels are sent one after another in one function: one attempt each, on short
+# timeouts, and the notifier itself retries a failed channel while its time budget allows
+# (adapters/notifier.py), so three slow channels cannot run the function out of time together.
+NOTIFY_CONFIG = Config(retries={"total_max_attempts": 1, "mode": "standard"}, connect_timeout=2, read_timeout=5)
 
 THROTTLING_CODES = frozenset(
     {
@@ -30,13 +34,14 @@ THROTTLING_CODES = frozenset(
         "RequestLimitExceeded",
         "SlowDown",
         "RequestThrottled",
+        "Throttled",  # SNS's (ThrottledException)
     }
 )
 
 
-def client(service: str) -> Any:
+def client(service: str, config: Config = CLIENT_CONFIG) -> Any:
     """A boto3 client, checked against what the code needs from its SDK (sdk_contract.py)."""
-    made = boto3.client(service, config=CLIENT_CONFIG)
+    made = boto3.client(service, config=config)
     check_client(service, made)
     return made
 
@@ -48,8 +53,9 @@ class LazyClient:
     Creating clients lazily keeps cold starts short for handlers that never call a service.
     """
 
-    def __init__(self, service: str) -> None:
+    def __init__(self, service: str, config: Config = CLIENT_CONFIG) -> None:
         self.service = service
+        self.config = config
 
     def __set_name__(self, owner: type, name: str) -> None:
         self.slot = f"_{name}"
@@ -57,7 +63,7 @@ class LazyClient:
     def __get__(self, adapter: object, owner: type | None = None) -> Any:
         value = getattr(adapter, self.slot, None)
         if value is None:
-            value = client(self.service)
+            value = client(self.service, self.config)
             setattr(adapter, self.slot, value)
         return value
 

@@ -16,17 +16,23 @@ Each channel's payload keeps to its own limit as that channel counts it (domain/
 channel is sent on its own: one that fails is logged and counted (metric_names.py
 NOTIFICATION_FAILURES) and costs the others nothing. Only when every channel failed, so nobody was
 told and nothing went out, does ``publish`` raise NotifierUnavailable, which the steps retry.
+
+Time: each channel gets one attempt on short timeouts (adapters/aws.py NOTIFY_CONFIG), then a
+channel that failed for a transient reason is tried once more while SEND_BUDGET_SECONDS allow. Three
+slow channels in a row thus end within the budget, and the function returns (its metrics flushed, the
+alarm able to fire) instead of being stopped by Lambda with the later channels never tried.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
 from botocore.exceptions import BotoCoreError, ClientError
 
-from hyperpod_recovery.adapters.aws import LazyClient
+from hyperpod_recovery.adapters.aws import NOTIFY_CONFIG, LazyClient, is_transient
 from hyperpod_recovery.domain.advice import Deployment
 from hyperpod_recovery.domain.severity import Channel, channels_of
 from hyperpod_recovery.domain.wire import chat_message, pager_entry, sns_attributes, sns_subject, topic_message, wire_text
@@ -35,6 +41,12 @@ from hyperpod_recovery.metric_names import NOTIFICATION_FAILURES
 from hyperpod_recovery.observability import logger, metrics
 
 ERROR_TEXT_LIMIT = 500  # of a channel's error, in its log line and in NotifierUnavailable
+# One attempt's worst: connecting and reading to their timeouts (NOTIFY_CONFIG makes one attempt).
+ATTEMPT_WORST_SECONDS = float(NOTIFY_CONFIG.connect_timeout) + float(NOTIFY_CONFIG.read_timeout)
+# What one publish may take, all channels and retries together; a retry starts only if its worst
+# still ends within it. Under the 45 s of the shortest function that publishes, with room for its
+# other calls (tests/contract/test_time_budgets.py).
+SEND_BUDGET_SECONDS = 30.0
 
 
 def count_failure(channel: Channel) -> None:
@@ -58,8 +70,8 @@ class SnsNotifier:
     """Publishes to the notification topic, and, as the stack wires them, to the chat topic and
     the pager's event bus. Empty ``chat_topic_arn`` / ``pager_event_bus``: that channel is off."""
 
-    sns = LazyClient("sns")
-    events = LazyClient("events")
+    sns = LazyClient("sns", NOTIFY_CONFIG)
+    events = LazyClient("events", NOTIFY_CONFIG)
 
     def __init__(
         self,
@@ -71,6 +83,7 @@ class SnsNotifier:
         events: Any = None,
         deployment: Deployment | None = None,
         on_failure: Callable[[Channel], None] = count_failure,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.topic_arn = topic_arn
         self.chat_topic_arn = chat_topic_arn
@@ -79,6 +92,7 @@ class SnsNotifier:
         self._sns = sns
         self._events = events
         self._on_failure = on_failure
+        self._monotonic = monotonic
 
     def publish(self, subject: str, body: str, attributes: dict[str, str]) -> None:
         subject, body = sns_subject(subject), wire_text(body)
@@ -91,19 +105,32 @@ class SnsNotifier:
         sends.append(("topic", self._topic))
         if "chat" in routed and self.chat_topic_arn:
             sends.append(("chat", self._chat))
-        failed: dict[Channel, str] = {}
+        started = self._monotonic()
+        errors: dict[Channel, Exception] = {}
         for channel, send in sends:
             try:
                 send(subject, body, attributes)
             # One channel's failure, whatever it is (an SDK error, a payload that cannot fit, a bug in
-            # building it), must not cost the others: it is logged and counted, and they are sent.
+            # building it), must not cost the others: they are sent, and it is counted below.
             except Exception as exc:
-                failed[channel] = f"{type(exc).__name__}: {exc}"[:ERROR_TEXT_LIMIT]
-                logger.warning(
-                    "a notification channel failed; the others are sent",
-                    extra={"channel": channel, "error": failed[channel], "incident": attributes.get("incident", "")},
-                )
-                self._on_failure(channel)
+                errors[channel] = exc
+        for channel, send in sends:
+            if channel not in errors or not _worth_another_try(errors[channel]):
+                continue
+            if self._monotonic() - started + ATTEMPT_WORST_SECONDS > SEND_BUDGET_SECONDS:
+                break
+            try:
+                send(subject, body, attributes)
+                del errors[channel]
+            except Exception as exc:
+                errors[channel] = exc
+        failed = {channel: f"{type(exc).__name__}: {exc}"[:ERROR_TEXT_LIMIT] for channel, exc in errors.items()}
+        for channel, error in failed.items():
+            logger.warning(
+                "a notification channel failed; the others are sent",
+                extra={"channel": channel, "error": error, "incident": attributes.get("incident", "")},
+            )
+            self._on_failure(channel)
         if len(failed) == len(sends):
             raise NotifierUnavailable("no channel took the notification: " + "; ".join(f"{c}: {e}" for c, e in failed.items()))
 
@@ -132,3 +159,12 @@ class SnsNotifier:
             failed = answer["Entries"][0]
             reason = f"{failed.get('ErrorCode')}: {failed.get('ErrorMessage')}"
             raise NotifierUnavailable(f"EventBridge PutEvents to {self.pager_event_bus}: {reason}")
+
+
+def _worth_another_try(exc: Exception) -> bool:
+    """An SDK failure that may pass (no answer, throttling, a 5xx), or PutEvents refusing the entry
+    inside its 200 (its documented answer to an internal failure); never a payload or a bug of ours."""
+    cause = exc.__cause__
+    if isinstance(exc, NotifierUnavailable) and isinstance(cause, ClientError | BotoCoreError):
+        return is_transient(cause)
+    return isinstance(exc, NotifierUnavailable) and cause is None
