@@ -18,7 +18,8 @@ differences read away by slurm_json.py, which hands this module a ``SlurmJob``):
   GRES_DISABLE_BIND, KILL_INV_DEP, NO_KILL_INV_DEP, JOB_CPUS_SET), licenses, standard_output/
   error/input (the patterns as given, ``%j`` kept, made absolute by sbatch; ``scontrol`` prints them
   expanded, and so does squeue from 23.02 to 24.11: slurm_json.py puts the job id back as ``%j``),
-  comment, dependency, requeue, nice, wckey, time_limit, time_minimum, deadline,
+  comment, dependency, requeue, nice, wckey, time_limit (an UNLIMITED one, null in 22.05, is asked for
+  again as ``--time=UNLIMITED``), time_minimum, deadline,
   delay_boot, required_nodes, excluded_nodes, container, mcs_label, profile, current_working_directory,
   command (script path and arguments, joined by spaces), array_*, het_*, batch_flag, and what we
   refuse on (cpu_frequency_*, burst_buffer, cluster_features, reboot).
@@ -61,7 +62,6 @@ Not carried, on purpose:
   that is where the agent reads a job's elastic opt-in (elastic.py). A shrink or a grow-back gives the
   copy its own ``--nodes``, with the per-job totals (``--ntasks``, ``--gpus``) kept per node. ``--time-min`` likewise: the granted
   time limit replaces the requested one, so a started job with a minimum time is refused.
-- ``--time=UNLIMITED`` shows as no limit, like no ``--time`` at all: the copy gets the partition's default.
 - ``--chdir`` is carried as the job's working directory; SLURM_SUBMIT_HOST becomes the controller (sbatch
   sets it from the host it runs on); SLURM_PRIO_PROCESS is re-derived (used only with
   PropagatePrioProcess).
