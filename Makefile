@@ -116,8 +116,9 @@ ifeq ($(SLURM_VERSION),22.05)
 	@echo "  - starts munged (unless it runs already), slurmctld and $(SLURM_NODES) slurmd; state and logs in $(SLURM_BASE)"
 else
 	@echo "  - makes a Debian 13 root with debootstrap at $(SLURM_ROOT) and installs its $(SLURM_PACKAGES) there if it is missing (about a minute; it stays)"
-	@echo "  - mounts /proc, /sys, / (at /run/host), /home, /root, /tmp and this checkout into it, and starts its munged, slurmctld and"
-	@echo "    $(SLURM_NODES) slurmd chrooted there; state and logs in $(SLURM_BASE); its commands run on this host from $(SLURM_ROOT)/host-bin"
+	@echo "  - starts its munged, slurmctld and $(SLURM_NODES) slurmd chrooted there, in a mount namespace of their own that sees /proc, /sys,"
+	@echo "    / (at /run/host), /home, /root, /tmp and this checkout (nothing is mounted on this host); state and logs in $(SLURM_BASE);"
+	@echo "    its commands run on this host from $(SLURM_ROOT)/host-bin"
 endif
 	@echo "  - submits the scenario's training job (a 'sleep' under Slurm); the drill resubmits it and that job keeps running"
 	@echo "  make drill-down stops all of it and removes $(SLURM_BASE)"
@@ -134,7 +135,7 @@ JUNIT ?= $(OUT)/drills.xml
 drills: $(VENV)/.installed  ## run every scenario of a folder, each held to its expect block: a table and JUnit XML [DIR=events/drills] [JUNIT=out/drills.xml]
 	$(PY) -m sandbox drills '$(DIR)' --junit '$(JUNIT)' --out '$(OUT)/drills'
 
-drill-down:  ## undo make drill SLURM=real (either version): cancel its jobs, stop slurmd, slurmctld and the munged it started, unmount, remove SLURM_BASE
+drill-down:  ## undo make drill SLURM=real (either version): cancel its jobs, stop slurmd, slurmctld and the munged it started, remove SLURM_BASE
 	@BASE=$(SLURM_BASE) tools/slurm_down.sh --purge
 
 preflight: $(VENV)/.installed  ## read-only checks of a deployed stack before arming it: STACK=name [REGION=r]

@@ -3,13 +3,15 @@
 # jobs first (a daemon killed mid-job leaves slurmstepd orphans), then its slurmd and slurmctld.
 #   --munged (the tests' teardown): also stop munged if slurm_up.sh started it (keeps $BASE's logs).
 #   --purge (make drill-down): --munged, and remove $BASE.
-# Slurm 24.11 (the trixie root): its munged is this Slurm's own and always stopped, and once no process
-# runs in the root any more, what slurm_up.sh mounted into it is unmounted (the root itself stays).
+# Slurm 24.11 (the trixie root): its munged is this Slurm's own and always stopped. Its mounts live in
+# the mount namespace of its daemons (tools/slurm_root_ns.sh, recorded in $BASE/mount-ns), which ends
+# with the last process in it: nothing is unmounted here, and nothing was mounted on the host. Which
+# root it ran from is read from $BASE/root, never from the environment.
 # Only processes named by $BASE's pid files, and only if they still are the daemon the file names.
 # Says what it stopped and what it left; exit 1 if something it should have stopped is still running.
 set -uo pipefail
 BASE=${BASE:-${TMPDIR:-/tmp}/hyperpod-recovery-slurm}
-SLURM_ROOT=${SLURM_ROOT:-/var/lib/hyperpod-recovery/trixie}
+. "$(cd "$(dirname "$0")" && pwd)/slurm_lib.sh"
 purge=0; munged=0
 case "${1:-}" in
   --purge) purge=1; munged=1 ;;
@@ -41,7 +43,11 @@ if [ ! -d "$BASE" ]; then
   exit 0
 fi
 version=$(cat "$BASE/version" 2>/dev/null || echo 22.05)
-[ "$version" = 22.05 ] || { export PATH="$SLURM_ROOT/host-bin:$PATH"; munged=1; }
+# The root a 24.11 ran from (also when a 22.05 start has since rewritten $BASE/version): its commands,
+# and its munged is ours. (A base of a 24.11 that never got as far as recording it: the default root.)
+root=$(cat "$BASE/root" 2>/dev/null || true)
+[ -n "$root" ] || [ "$version" = 22.05 ] || root=/var/lib/hyperpod-recovery/trixie
+[ -z "$root" ] || { export PATH="$root/host-bin:$PATH"; munged=1; }
 # Every user's jobs (the tests also submit as a non-root user). Without a slurm.conf Slurm's commands
 # retry reading it for 60 s: nothing was started there anyway; without slurmctld nothing runs either.
 if [ -f "$BASE/slurm.conf" ] && [ -f "$BASE/slurmctld.pid" ] && is "$(tr -dc 0-9 < "$BASE/slurmctld.pid")" slurmctld; then
@@ -63,23 +69,23 @@ if [ $munged = 1 ]; then
     say "munged (pid $pid): left running, it was running before tools/slurm_up.sh"
   fi
 fi
-if [ "$version" != 22.05 ]; then
-  # Unmount only once nothing runs in the root (another Slurm's daemons, a job's orphan): deepest first.
-  in_root=""
-  for proc in /proc/[0-9]*; do [ "$(readlink "$proc/root" 2>/dev/null)" = "$SLURM_ROOT" ] && in_root+=" $(basename "$proc")($(cat "$proc/comm" 2>/dev/null))"; done
-  if [ -n "$in_root" ]; then
-    say "kept the mounts in $SLURM_ROOT: still running in it:$in_root"; left=1
+if [ -s "$BASE/mount-ns" ] && [ -n "$root" ]; then
+  namespace=$(cat "$BASE/mount-ns")
+  in_namespace=$(processes_in_root "$root" "$namespace")
+  if [ -n "$in_namespace" ]; then
+    say "still running in Slurm 24.11's mount namespace ($namespace), whose mounts stay until they end: $in_namespace"; left=1
   else
-    for target in $(awk -v p="$SLURM_ROOT/" 'index($5, p) == 1 { print length($5), $5 }' /proc/self/mountinfo | sort -rn | cut -d' ' -f2); do
-      umount "$target" 2>/dev/null || umount -l "$target" || { say "could not unmount $target"; left=1; }
-    done
-    [ $left = 1 ] || say "unmounted what slurm_up.sh mounted into $SLURM_ROOT"
+    say "Slurm 24.11's mount namespace ended with its processes (nothing of it was mounted on this host)"
+    rm -f "$BASE/mount-ns"  # (a later namespace may get its number)
   fi
+fi
+if [ -n "$root" ] && on_host=$(awk -v p="$root/" 'index($5, p) == 1 { print $5 }' /proc/self/mountinfo) && [ -n "$on_host" ]; then
+  say "mounted on this host under $root, not by these tools (left as they are): $(echo $on_host)"
 fi
 if [ $purge = 1 ]; then
   pkgs="slurmctld slurmd slurm-client munge"
-  if [ "$version" != 22.05 ]; then
-    say "left the Slurm $version root at $SLURM_ROOT for the next run (tools/slurm_root.sh --remove removes it)"
+  if [ -n "$root" ]; then
+    say "left the Slurm 24.11 root at $root for the next run (tools/slurm_root.sh --remove removes it)"
   elif [ -f "$BASE/installed-packages" ]; then
     installed=$(cat "$BASE/installed-packages")
     say "left installed: $installed (tools/slurm_up.sh installed them; apt-get purge $installed removes them)"

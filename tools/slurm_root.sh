@@ -9,18 +9,19 @@
 #               directory and environment; the same path works inside the root (see the next line).
 #   <ROOT>      a symlink to / inside the root: every path under the root (PluginDir, host-bin) means
 #               the same file on the host and in the chroot.
-#   /etc/passwd, group, hosts symlinks to /run/host/etc/…, where slurm_up.sh binds the host's /: the
+#   /etc/passwd, group, hosts symlinks to /run/host/etc/…, where slurm_root_ns.sh binds the host's /: the
 #               users a job runs as are the host's, even those added while Slurm runs.
 #   python3     the jobs of the real-Slurm tests run python inside the root (minbase has none).
-# --remove: delete the root, only when nothing is mounted in it (while Slurm 24.11 runs, the host's
-# /home, /tmp, this checkout and / itself are: never `rm -rf` the root by hand; tools/slurm_down.sh
-# unmounts them).
+# --remove: delete the root, only when no process runs in it and nothing is mounted in it on this host
+# (Slurm 24.11's mounts live in a namespace of its daemons, tools/slurm_root_ns.sh: never `rm -rf` the
+# root by hand, a chrooted shell could still see the host's files through it).
 set -euo pipefail
 ROOT=${SLURM_ROOT:-/var/lib/hyperpod-recovery/trixie}
 SUITE=trixie
 PACKAGES="slurmctld slurmd slurm-client munge python3"
 MARKER=.hyperpod-recovery-root
 say() { echo "slurm_root: $*" >&2; }
+. "$(dirname "$0")/slurm_lib.sh"
 
 case "$ROOT" in /*) ;; *) say "SLURM_ROOT=$ROOT: an absolute path, please"; exit 2 ;; esac
 # A path still mounted under a root is the host's (a bind mount): never delete through it.
@@ -28,7 +29,9 @@ mounted_under() { awk -v p="$1/" 'index($5 "/", p) == 1 { found = 1 } END { exit
 if [ "${1:-}" = --remove ]; then
   for dir in "$ROOT" "$ROOT.tmp"; do
     [ -e "$dir" ] || continue
-    if mounted_under "$dir"; then say "kept $dir: something is mounted in it (tools/slurm_down.sh unmounts it once Slurm 24.11 stops)"; exit 1; fi
+    if mounted_under "$dir"; then say "kept $dir: something is mounted in it on this host (not by these tools: unmount it first)"; exit 1; fi
+    running=$(processes_in_root "$dir")
+    if [ -n "$running" ]; then say "kept $dir: running in it: $running (tools/slurm_down.sh stops Slurm 24.11)"; exit 1; fi
     [ -f "$dir/$MARKER" ] || [ "$dir" = "$ROOT.tmp" ] || { say "kept $dir: not a root this tool made (no $MARKER)"; exit 1; }
     rm -rf --one-file-system "$dir"; say "removed $dir"
   done
@@ -55,20 +58,20 @@ if ! command -v debootstrap >/dev/null; then
   apt-get update -qq; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap >/dev/null
 fi
 mkdir -p "$(dirname "$ROOT")"
+# Both steps mount /proc (and debootstrap more) into the root: each in a mount namespace of its own
+# (propagation slave), so nothing reaches the host's mounts and nothing stays mounted if it fails.
 say "debootstrap --variant=minbase $SUITE $work $mirror"
 start=$SECONDS
-debootstrap --variant=minbase "$SUITE" "$work" "$mirror" >"$work.log" 2>&1 || { say "debootstrap failed: see $work.log"; exit 1; }
+unshare --mount --propagation slave -- debootstrap --variant=minbase "$SUITE" "$work" "$mirror" >"$work.log" 2>&1 \
+  || { say "debootstrap failed: see $work.log"; exit 1; }
 say "debootstrap took $((SECONDS - start)) s"
 start=$SECONDS
-mount -t proc proc "$work/proc"
-trap 'umount "$work/proc" 2>/dev/null || true' EXIT
 # policy-rc.d: no daemon starts at install (there is no init in the root anyway)
 printf '#!/bin/sh\nexit 101\n' > "$work/usr/sbin/policy-rc.d"; chmod 755 "$work/usr/sbin/policy-rc.d"
 say "apt-get install $PACKAGES (in the root)"
-chroot "$work" /bin/sh -c "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $PACKAGES" \
+install="apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $PACKAGES && apt-get clean"
+unshare --mount --propagation slave -- /bin/sh -c 'mount -t proc proc "$1/proc" && exec chroot "$1" /bin/sh -c "$2"' sh "$work" "$install" \
   >>"$work.log" 2>&1 || { say "apt-get in the root failed: see $work.log"; exit 1; }
-chroot "$work" apt-get clean
-umount "$work/proc"; trap - EXIT
 say "apt-get took $((SECONDS - start)) s"
 
 mkdir -p "$work$(dirname "$ROOT")" "$work/run/host"
@@ -76,7 +79,7 @@ ln -s / "$work$ROOT"
 for file in passwd group hosts; do ln -sf "/run/host/etc/$file" "$work/etc/$file"; done
 # The machine's own multiarch folder and loader (x86_64-linux-gnu and ld-linux-x86-64.so.2 here;
 # aarch64-linux-gnu and ld-linux-aarch64.so.1 on Graviton), as debootstrap laid them out.
-triplet=$(basename "$(dirname "$(ls -d "$work"/usr/lib/*-linux-gnu/libc.so.6 | head -1)")")
+triplet=$(root_triplet "$work")
 loader=$(cd "$work" && ls lib*/ld-linux*.so.* | head -1)
 libs="$ROOT/usr/lib/$triplet"
 mkdir -p "$work/host-bin"

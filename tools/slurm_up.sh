@@ -4,13 +4,15 @@
 # (and, for 24.11, the PATH of its commands).
 #   SLURM_VERSION=22.05 (default): Debian 12's packages on this host.
 #   SLURM_VERSION=24.11: Debian 13's, in the trixie root of tools/slurm_root.sh (made when missing). Its
-#     daemons and munged run chrooted into the root, with the host's /home, /root, /tmp, this checkout
-#     and $BASE bound at the same paths (jobs see the files they see on a controller); its commands run
-#     on the host through $SLURM_ROOT/host-bin (SLURM_CONF is the same path on both sides).
+#     munged, slurmctld and slurmd run chrooted into the root, in a mount namespace of their own
+#     (tools/slurm_root_ns.sh) where the root sees the host's /home, /root, /tmp, this checkout and $BASE
+#     at the same paths (jobs see the files they see on a controller) and the host's / at /run/host;
+#     nothing is mounted on the host. Its commands run on the host through $SLURM_ROOT/host-bin
+#     (SLURM_CONF is the same path on both sides).
 # Adapted from ../shared/reference/examples/slurm_ci_up.sh (accounting left out: the agent needs none).
 # Each action is announced on stderr before it is taken, and what it leaves behind is recorded under
 # $BASE for tools/slurm_down.sh: munged.pid if it started munged, installed-packages if it installed them,
-# version for the Slurm it started.
+# version for the Slurm it started; for 24.11 root, mount-ns and mounts (tools/slurm_root_ns.sh).
 set -euo pipefail
 BASE=${BASE:-${TMPDIR:-/tmp}/hyperpod-recovery-slurm}; NODES=${NODES:-4}; HOST=$(hostname -s)
 SLURM_VERSION=${SLURM_VERSION:-22.05}
@@ -19,6 +21,7 @@ EPILOG=${EPILOG:-}   # optional EpilogSlurmctld program (the agent's job-ended h
 TOOLS=$(cd "$(dirname "$0")" && pwd)
 pkgs="slurmctld slurmd slurm-client munge"
 say() { echo "slurm_up: $*" >&2; }
+. "$TOOLS/slurm_lib.sh"
 case "$SLURM_VERSION" in 22.05|24.11) ;; *) say "SLURM_VERSION=$SLURM_VERSION: 22.05 or 24.11"; exit 2 ;; esac
 running_version=$(cat "$BASE/version" 2>/dev/null || echo 22.05)
 if [ -f "$BASE/slurmctld.pid" ] && [ "$(cat "/proc/$(tr -dc 0-9 < "$BASE/slurmctld.pid")/comm" 2>/dev/null)" = slurmctld ] \
@@ -28,7 +31,6 @@ if [ -f "$BASE/slurmctld.pid" ] && [ "$(cat "/proc/$(tr -dc 0-9 < "$BASE/slurmct
 fi
 
 installed=""
-in_root=()   # how a daemon is started: as is (22.05), or chrooted into the trixie root (24.11)
 if [ "$SLURM_VERSION" = 22.05 ]; then
   if ! dpkg -s $pkgs >/dev/null 2>&1; then
     say "installing Debian packages $pkgs (apt-get; they stay installed)"
@@ -38,7 +40,6 @@ if [ "$SLURM_VERSION" = 22.05 ]; then
 else
   SLURM_ROOT=$(SLURM_ROOT=$SLURM_ROOT "$TOOLS/slurm_root.sh")
   export PATH="$SLURM_ROOT/host-bin:$PATH"
-  in_root=(chroot "$SLURM_ROOT")
 fi
 said_path() { [ "$SLURM_VERSION" = 22.05 ] || echo "export PATH=$SLURM_ROOT/host-bin:\$PATH"; }
 # Already up (make drill SLURM=real run twice): say where, change nothing.
@@ -46,6 +47,20 @@ if [ -f "$BASE/slurmctld.pid" ] && kill -0 "$(cat "$BASE/slurmctld.pid")" 2>/dev
    && SLURM_CONF=$BASE/slurm.conf timeout 5 scontrol ping 2>/dev/null | grep -q UP; then
   say "Slurm $SLURM_VERSION already running from $BASE: nothing started"
   echo "export SLURM_CONF=$BASE/slurm.conf"; said_path; exit 0
+fi
+# What an earlier Slurm 24.11 of this $BASE left (a run interrupted half-way): its processes keep its
+# namespace, with the host's files bound in it. Never start beside them (whichever version is asked for).
+if [ -s "$BASE/mount-ns" ] && [ -s "$BASE/root" ]; then
+  left=$(processes_in_root "$(cat "$BASE/root")" "$(cat "$BASE/mount-ns")")
+  if [ -n "$left" ]; then
+    say "an earlier Slurm 24.11 of $BASE still runs in its mount namespace ($(cat "$BASE/mount-ns")): $left; stop it first (BASE=$BASE tools/slurm_down.sh)"
+    exit 1
+  fi
+fi
+rm -f "$BASE/root" "$BASE/mount-ns" "$BASE/mounts"  # (an earlier 24.11's, ended: slurm_down.sh must not take them for this one's)
+if [ "$SLURM_VERSION" != 22.05 ] && on_host=$(awk -v p="$SLURM_ROOT/" 'index($5, p) == 1 { print $5 }' /proc/self/mountinfo) && [ -n "$on_host" ]; then
+  say "mounted on this host under $SLURM_ROOT (not by these tools, whose mounts live in a namespace): $(echo $on_host); unmount them first"
+  exit 1
 fi
 mkdir -p "$BASE"/{state,spool,log,jobs}
 [ -z "$installed" ] || echo "$installed" > "$BASE/installed-packages"
@@ -63,41 +78,15 @@ if [ "$SLURM_VERSION" = 22.05 ]; then
   fi
   auth_info=""; plugin_dir=""
 else
-  # The root sees the host's files where a job, a test or a drill puts them, at the same paths.
-  repo=$(cd "$TOOLS/.." && pwd)
-  binds=(/home /root /tmp "$repo" "$BASE" ${SLURM_ROOT_BINDS:-})
-  mounted() { awk -v p="$1" '$5 == p { found = 1 } END { exit !found }' /proc/self/mountinfo; }
-  mount_in_root() {  # mount_in_root <host path> <path in the root> <mount arguments...>
-    local target=$SLURM_ROOT$2
-    mounted "$target" && return 0
-    mkdir -p "$target"; mount "${@:3}" "$target"
-  }
-  say "mounting /proc, /sys, the host's / (at /run/host) and ${binds[*]} into $SLURM_ROOT (tools/slurm_down.sh unmounts them)"
-  mount_in_root proc /proc -t proc proc
-  mount_in_root /sys /sys --rbind /sys
-  mount_in_root / /run/host --bind /
-  bound=()
-  for dir in "${binds[@]}"; do
-    [ -d "$dir" ] || continue
-    case "$SLURM_ROOT/" in "$dir"/*) say "$SLURM_ROOT is under $dir, which it would bind into itself: choose another SLURM_ROOT"; exit 1 ;; esac
-    covered=0; for done_dir in "${bound[@]}"; do case "$dir/" in "$done_dir"/*) covered=1 ;; esac; done
-    [ $covered = 1 ] || { mount_in_root "$dir" "$dir" --bind "$dir"; bound+=("$dir"); }
-  done
   # The root's own munged, for this Slurm alone: its key, socket and pid file under $BASE.
   munge_dir=$BASE/munge
   mkdir -p "$munge_dir/private"; chmod 755 "$munge_dir"; chmod 700 "$munge_dir/private"
   [ -f "$munge_dir/private/munge.key" ] || { dd if=/dev/urandom bs=1 count=1024 of="$munge_dir/private/munge.key" 2>/dev/null; chmod 400 "$munge_dir/private/munge.key"; }
-  if ! [ -f "$BASE/munged.pid" ] || [ "$(cat "/proc/$(tr -dc 0-9 < "$BASE/munged.pid")/comm" 2>/dev/null)" != munged ]; then
-    say "starting the root's munged (socket $munge_dir/munge.socket.2)"
-    "${in_root[@]}" /usr/sbin/munged --socket="$munge_dir/munge.socket.2" --key-file="$munge_dir/private/munge.key" \
-      --log-file="$BASE/log/munged.log" --pid-file="$munge_dir/munged.pid" --seed-file="$munge_dir/private/munged.seed" 2>/dev/null
-    for _ in $(seq 1 50); do [ -s "$munge_dir/munged.pid" ] && break; sleep 0.1; done
-    cp "$munge_dir/munged.pid" "$BASE/munged.pid"
-  fi
   auth_info="AuthInfo=socket=$munge_dir/munge.socket.2"
-  plugin_dir="PluginDir=$SLURM_ROOT/usr/lib/x86_64-linux-gnu/slurm-wlm"
+  plugin_dir="PluginDir=$SLURM_ROOT/usr/lib/$(root_triplet "$SLURM_ROOT")/slurm-wlm"
   if [ -n "$EPILOG" ]; then
-    # slurmctld runs its epilog in the root; the agent's hook is a host program: run it on the host.
+    # slurmctld runs its epilog in the root; the agent's hook is a host program: run it on the host as
+    # the namespace sees it (/run/host: the host's / with everything mounted under it).
     cat > "$BASE/epilog-on-host.sh" <<HOOK
 #!/bin/sh
 PATH=$SLURM_ROOT/host-bin:/usr/sbin:/usr/bin:/sbin:/bin exec /usr/sbin/chroot /run/host "$EPILOG"
@@ -144,9 +133,38 @@ CONF
 # nothing uses it (task/none, no cgroups).
 echo "NodeName=ip-10-1-0-[1-$NODES] Name=gpu File=/dev/null" > "$BASE/gres.conf"
 export SLURM_CONF=$BASE/slurm.conf
-say "starting Slurm $SLURM_VERSION: slurmctld and $NODES slurmd as root (state, logs and pid files in $BASE; left running)"
-"${in_root[@]}" slurmctld -f "$SLURM_CONF"
-for n in $(seq 1 "$NODES"); do "${in_root[@]}" slurmd -f "$SLURM_CONF" -N "ip-10-1-0-$n"; done
+if [ "$SLURM_VERSION" = 22.05 ]; then
+  say "starting Slurm $SLURM_VERSION: slurmctld and $NODES slurmd as root (state, logs and pid files in $BASE; left running)"
+  slurmctld -f "$SLURM_CONF"
+  for n in $(seq 1 "$NODES"); do slurmd -f "$SLURM_CONF" -N "ip-10-1-0-$n"; done
+else
+  # The root sees the host's files where a job, a test or a drill puts them, at the same paths.
+  repo=$(cd "$TOOLS/.." && pwd)
+  binds=()
+  for dir in /home /root /tmp "$repo" "$BASE" ${SLURM_ROOT_BINDS:-}; do
+    [ -d "$dir" ] || continue
+    case "$SLURM_ROOT/" in "$dir"/*) say "$SLURM_ROOT is under $dir, which it would bind into itself: choose another SLURM_ROOT"; exit 1 ;; esac
+    covered=0; for done_dir in "${binds[@]}"; do case "$dir/" in "$done_dir"/*) covered=1 ;; esac; done
+    [ $covered = 1 ] || binds+=("$dir")
+  done
+  # (what the namespace runs: a file, so that what started the daemons can be read afterwards)
+  {
+    echo '#!/bin/bash'
+    echo '# tools/slurm_up.sh: starts Slurm 24.11 chrooted into its root, in the namespace of tools/slurm_root_ns.sh.'
+    printf 'root=%q base=%q conf=%q munge_dir=%q nodes=%q\n' "$SLURM_ROOT" "$BASE" "$SLURM_CONF" "$munge_dir" "$NODES"
+    cat <<'START'
+set -eu
+chroot "$root" /usr/sbin/munged --socket="$munge_dir/munge.socket.2" --key-file="$munge_dir/private/munge.key" \
+  --log-file="$base/log/munged.log" --pid-file="$munge_dir/munged.pid" --seed-file="$munge_dir/private/munged.seed" 2>/dev/null
+for _ in $(seq 1 50); do [ -s "$munge_dir/munged.pid" ] && break; sleep 0.1; done
+cp "$munge_dir/munged.pid" "$base/munged.pid"
+chroot "$root" slurmctld -f "$conf"
+for n in $(seq 1 "$nodes"); do chroot "$root" slurmd -f "$conf" -N "ip-10-1-0-$n"; done
+START
+  } > "$BASE/start-in-root.sh"
+  say "starting Slurm $SLURM_VERSION: its munged, slurmctld and $NODES slurmd chrooted into $SLURM_ROOT, in a mount namespace of their own where the root sees /, /proc, /sys and ${binds[*]} (nothing is mounted on this host; state, logs and pid files in $BASE; left running)"
+  "$TOOLS/slurm_root_ns.sh" --record "$BASE" "$SLURM_ROOT" "${binds[@]}" -- /bin/bash "$BASE/start-in-root.sh"
+fi
 for _ in $(seq 1 60); do [ "$(timeout 2 sinfo -h -t idle -o '%D' 2>/dev/null)" = "$NODES" ] && break; sleep 0.5; done
 [ "$(timeout 2 sinfo -h -t idle -o '%D' 2>/dev/null)" = "$NODES" ] || { echo "slurm did not come up; see $BASE/log" >&2; exit 1; }
 echo "export SLURM_CONF=$SLURM_CONF"

@@ -18,7 +18,8 @@ differences read away by slurm_json.py, which hands this module a ``SlurmJob``):
   GRES_DISABLE_BIND, KILL_INV_DEP, NO_KILL_INV_DEP, JOB_CPUS_SET), licenses, standard_output/
   error/input (the patterns as given, ``%j`` kept, made absolute by sbatch; ``scontrol`` prints them
   expanded, and so does squeue from 23.02 to 24.11: slurm_json.py puts the job id back as ``%j``),
-  comment, dependency, requeue, nice, wckey, time_limit, time_minimum, deadline,
+  comment, dependency, requeue, nice, wckey, time_limit (an UNLIMITED one, null in 22.05, is asked for
+  again as ``--time=UNLIMITED``), time_minimum, deadline,
   delay_boot, required_nodes, excluded_nodes, container, mcs_label, profile, current_working_directory,
   command (script path and arguments, joined by spaces), array_*, het_*, batch_flag, and what we
   refuse on (cpu_frequency_*, burst_buffer, cluster_features, reboot).
@@ -61,7 +62,6 @@ Not carried, on purpose:
   that is where the agent reads a job's elastic opt-in (elastic.py). A shrink or a grow-back gives the
   copy its own ``--nodes``, with the per-job totals (``--ntasks``, ``--gpus``) kept per node. ``--time-min`` likewise: the granted
   time limit replaces the requested one, so a started job with a minimum time is refused.
-- ``--time=UNLIMITED`` shows as no limit, like no ``--time`` at all: the copy gets the partition's default.
 - ``--chdir`` is carried as the job's working directory; SLURM_SUBMIT_HOST becomes the controller (sbatch
   sets it from the host it runs on); SLURM_PRIO_PROCESS is re-derived (used only with
   PropagatePrioProcess).
@@ -84,6 +84,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from hyperpod_recovery.models.commands import OWNER_TAG_PREFIX
 from hyperpod_recovery.models.common import SLURM_JOB_ID_PATTERN
 from hyperpod_recovery_agent.sbatch_options import SbatchOptions, Unresumable, has_control_character, sbatch_options
+from hyperpod_recovery_agent.script_reads import first_argument_read
 from hyperpod_recovery_agent.slurm_json import SlurmJob
 
 # Slurm 22.05 rejects a longer job name or comment ("Pathname ... too long"); measured, in UTF-8 bytes.
@@ -212,9 +213,6 @@ def script_arguments(command: str, is_file: Callable[[str], bool] = os.path.isfi
     raise Unresumable(f"its command {command[:120]!r} cannot be split into the script path and its arguments (the script is not found)")
 
 
-# How a shell script reads the arguments it was given: $1..., ${1...}, $@, $*, $# (not ${#var}, a
-# length), ${@...}, ${*...}, ${#}, ${#@}, ${!1} (indirect), shift, getopts, BASH_ARGV/BASH_ARGC.
-_READS_ARGUMENTS = re.compile(r"\$(?:[1-9@*#]|\{(?:[0-9@*]|#[@*]?\}|![0-9@*]))|(?<![\w-])(?:shift|getopts|BASH_ARGV|BASH_ARGC)(?![\w-])")
 _SHELL = re.compile(r"#!\s*(?:/usr)?/bin/(?:env\s+)?(?:ba|da|z|k)?sh(?:\s|$)")
 
 
@@ -228,10 +226,9 @@ def no_arguments_read(command: str, script: str) -> tuple[str, ...]:
     first = script.split("\n", 1)[0]
     if not _SHELL.match(first):
         reads = f"its interpreter ({first[:60]!r}) is not a shell whose reading of them the agent can see"
-    elif found := next(
-        (m[0] for line in script.splitlines() if not line.lstrip().startswith("#") for m in _READS_ARGUMENTS.finditer(line)), None
-    ):
-        reads = f"its script reads them ({found})"
+    elif found := first_argument_read(script):
+        number, line = found
+        reads = f"its script may read its arguments: line {number}: {line[:120]}"
     else:
         return ()
     raise Unresumable(

@@ -9,6 +9,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from hyperpod_recovery_agent.output_paths import names_job_id
 from hyperpod_recovery_agent.slurm_json import SlurmJob
 
 # sbatch's --mail-type words, as scontrol prints them back (ALL comes back expanded).
@@ -77,7 +78,7 @@ class SbatchOptions(BaseModel):
     spread_job: bool = False
     use_min_nodes: bool = False
     licenses: str | None = None
-    time_minutes: int | None = None
+    time_minutes: int | Literal["UNLIMITED"] | None = None  # None: the partition's default
     time_min_minutes: int | None = None
     deadline: int | None = None  # epoch seconds
     delay_boot_minutes: int | None = None
@@ -310,7 +311,7 @@ def sbatch_options(record: SlurmJob, environment: Mapping[str, str], details: Ma
         spread_job="SPREAD_JOB" in flags,
         use_min_nodes="USE_MIN_NODES" in flags,
         licenses=_text(record.licenses),
-        time_minutes=record.time_limit or None,
+        time_minutes="UNLIMITED" if record.time_unlimited else record.time_limit or None,
         time_min_minutes=record.time_minimum or None,
         deadline=record.deadline,
         delay_boot_minutes=((record.delay_boot or 0) // 60) or None,
@@ -338,7 +339,9 @@ def _open_mode(record: SlurmJob, environment: Mapping[str, str]) -> OpenMode | N
     its job wrote (no %j in the path) appends, so that it never erases what the failed job wrote there."""
     if "SLURM_OPEN_MODE" in environment or record.records_open_mode:
         return _OPEN_MODE.get(environment.get("SLURM_OPEN_MODE", ""))
-    same_file = [path for path in (record.standard_output, record.standard_error) if path and "%j" not in path and path != "/dev/null"]
+    same_file = [
+        path for path in (record.standard_output, record.standard_error) if path and not names_job_id(path) and path != "/dev/null"
+    ]
     return "append" if same_file else None
 
 

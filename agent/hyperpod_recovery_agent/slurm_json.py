@@ -16,7 +16,9 @@ in tests/fixtures/slurm; the shapes from SchedMD/slurm ``src/plugins/openapi/v0.
   EXACT_MEMORY_REQUESTED...); TRES ``gres/gpu:1``.
 - 25.05 (v0.0.43): as v0.0.42, with output paths as given again.
 
-Anything Slurm leaves unset (null, ``set: false``, 2**32-2) or infinite reads as None. A field of an
+Which printer wrote an answer is read from its ``meta`` (shape_of), never assumed. Anything Slurm
+leaves unset (null, ``set: false``, 2**32-2) or infinite reads as None; a time limit's INFINITE is also
+told apart (``time_unlimited``: the copy asks for UNLIMITED, not the partition's default). A field of an
 unexpected type raises SlurmOutputUnreadable: a misread would act on the wrong node or job.
 """
 
@@ -27,6 +29,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from hyperpod_recovery_agent.output_paths import unexpanded
 
 NO_VAL = {16: 0xFFFE, 32: 0xFFFFFFFE, 64: 0xFFFFFFFFFFFFFFFE}  # and +1: INFINITE
 # Node base states (the rest of a 23.02+ state list are flags), as 22.05 names them (lower case).
@@ -59,11 +63,11 @@ _JOB_FLAG_22_05 = {
 }
 # --exclusive and friends: 22.05's word; 23.11+ say "oversubscribe" for 22.05's "shared".
 _SHARED_22_05 = {"oversubscribe": "shared"}
-# The data_parser versions that print a job's output paths expanded for that job (slurm_get_job_stdout).
-_EXPANDED_PATHS = frozenset({"v0.0.39", "v0.0.40", "v0.0.41", "v0.0.42"})
-_RECORDS_OPEN_MODE = frozenset({"v0.0.38", "v0.0.39", "v0.0.40", "v0.0.41"})
 SHAPE_22_05_PARSER = "v0.0.38"
-_PARSER = re.compile(r"v\d+\.\d+\.\d+")
+# The data_parser a release's commands print with when the answer names none: the newest it ships
+# (SchedMD/slurm src/plugins/data_parser/ at each release's tag; 22.05 and before: openapi/v0.0.38).
+_PARSER_OF_RELEASE = {(23, 2): "v0.0.39", (23, 11): "v0.0.40", (24, 5): "v0.0.41", (24, 11): "v0.0.42", (25, 5): "v0.0.43"}
+_PARSER = re.compile(r"v(\d+)\.(\d+)\.(\d+)")
 _RELEASE = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?")
 
 
@@ -79,37 +83,57 @@ class Shape:
     release: str = ""
 
     @property
+    def _version(self) -> tuple[int, int, int]:
+        found = _PARSER.fullmatch(self.parser)
+        return (int(found[1]), int(found[2]), int(found[3])) if found else (0, 0, 38)
+
+    @property
     def expands_paths(self) -> bool:
-        return self.parser in _EXPANDED_PATHS
+        """v0.0.39-v0.0.42 print a job's output paths expanded for that job (slurm_get_job_stdout)."""
+        return (0, 0, 39) <= self._version <= (0, 0, 42)
 
     @property
     def lists_arguments(self) -> bool:
         """slurmctld up to 22.05 joins a batch script's arguments to its path in ``command``; 23.02+
         report the path alone (src/slurmctld/job_mgr.c, _pack_default_job_details: argv[0])."""
-        return self.parser == SHAPE_22_05_PARSER
+        return self._version <= (0, 0, 38)
 
     @property
     def records_open_mode(self) -> bool:
         """sbatch up to 24.05 records --open-mode as SLURM_OPEN_MODE in the job's environment; 24.11+
         nowhere a client can read (its data_parser is v0.0.42+)."""
-        return self.parser in _RECORDS_OPEN_MODE
+        return self._version <= (0, 0, 41)
 
 
 SHAPE_22_05 = Shape(SHAPE_22_05_PARSER, "22.05")
 
 
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
 def shape_of(data: Mapping[str, Any]) -> Shape:
-    """The printer of a whole answer, from its ``meta`` (22.05: ``meta.plugin.type`` openapi/v0.0.38 and
-    ``meta.Slurm``; later: ``meta.plugin.data_parser`` and ``meta.slurm``)."""
-    meta = data.get("meta")
-    meta = meta if isinstance(meta, Mapping) else {}
-    plugin = meta.get("plugin")
-    plugin = plugin if isinstance(plugin, Mapping) else {}
-    named = f"{plugin.get('data_parser') or ''} {plugin.get('type') or ''}"
-    found = _PARSER.search(named)
-    slurm = meta.get("slurm") or meta.get("Slurm") or {}
-    release = str(slurm.get("release") or "") if isinstance(slurm, Mapping) else ""
-    return Shape(found[0] if found else SHAPE_22_05.parser, release)
+    """The printer of a whole answer, from its ``meta``: 22.05 names it in ``meta.plugin.type``
+    (openapi/v0.0.38) beside ``meta.Slurm``; 23.02 in ``meta.plugins.data_parser`` beside ``meta.Slurm``
+    (src/interfaces/data_parser.c, _populate_cli_response_meta); 23.11+ in ``meta.plugin.data_parser``
+    beside ``meta.slurm``. A meta naming no parser is read by its release; one naming neither is
+    refused (every Slurm names its release). No meta at all reads as 22.05 (the tests' doubles)."""
+    if "meta" not in data:
+        return SHAPE_22_05
+    meta = _mapping(data.get("meta"))
+    slurm = _mapping(meta.get("slurm") or meta.get("Slurm"))
+    release = str(slurm.get("release") or "")
+    for plugin in (_mapping(meta.get("plugin")), _mapping(meta.get("plugins"))):
+        for key in ("data_parser", "type"):
+            found = _PARSER.search(str(plugin.get(key) or ""))
+            if found:
+                return Shape(found[0], release)
+    numbers = release_of(release)
+    if numbers is not None and (22, 5) <= numbers[:2] < (23, 2):
+        return Shape(SHAPE_22_05_PARSER, release)
+    if numbers is not None and numbers[:2] in _PARSER_OF_RELEASE:
+        return Shape(_PARSER_OF_RELEASE[numbers[:2]], release)
+    raise SlurmOutputUnreadable(f"meta names no data_parser and no release the reader knows: {json.dumps(meta)[:160]}")
 
 
 def release_of(version_text: str) -> tuple[int, int, int] | None:
@@ -159,6 +183,17 @@ def _number(record: Mapping[str, Any], key: str, bits: int = 32) -> int | None:
         raise SlurmOutputUnreadable(f"{key}: {value!r} is not a number")
     number = int(value)
     return None if number in (NO_VAL[bits], NO_VAL[bits] + 1) else number
+
+
+def _infinite(record: Mapping[str, Any], key: str, shape: Shape) -> bool:
+    """A limit that is INFINITE: ``{infinite: true}``, 2**32-1, or (22.05's openapi/v0.0.38, which prints
+    INFINITE as null and NO_VAL as 2**32-2) null."""
+    value = record.get(key)
+    if isinstance(value, Mapping):
+        return bool(value.get("infinite"))
+    if value is None:
+        return key in record and shape.parser == SHAPE_22_05_PARSER
+    return bool(value == NO_VAL[32] + 1)
 
 
 def _text(record: Mapping[str, Any], key: str) -> str:
@@ -334,6 +369,7 @@ class SlurmJob:
     contiguous: bool = False
     licenses: str = ""
     time_limit: int | None = None  # minutes
+    time_unlimited: bool = False  # UNLIMITED (INFINITE), which time_limit's None does not tell from unset
     time_minimum: int | None = None
     deadline: int | None = None  # epoch seconds
     delay_boot: int | None = None  # seconds
@@ -432,6 +468,7 @@ def read_job(record: Mapping[str, Any], shape: Shape = SHAPE_22_05) -> SlurmJob:
         contiguous=bool(_flag(record, "contiguous")),
         licenses=_text(record, "licenses"),
         time_limit=_number(record, "time_limit"),
+        time_unlimited=_infinite(record, "time_limit", shape),
         time_minimum=_number(record, "time_minimum"),
         deadline=_number(record, "deadline", 64) or None,
         delay_boot=_number(record, "delay_boot"),
@@ -522,16 +559,3 @@ def _paths(record: Mapping[str, Any], shape: Shape, job_id: str) -> tuple[str, s
     error = "" if error in (output, default) else unexpanded(error, job_id)
     output = "" if output == default else unexpanded(output, job_id)
     return output, error, unexpanded(stdin, job_id)
-
-
-def unexpanded(path: str, job_id: str) -> str:
-    """An output path Slurm expanded for a job, with its job id in the file's name back to ``%j`` (and any
-    other ``%`` escaped): a copy of the job then writes its own file, never over the job's (a copy opening
-    the old job's log with its default truncate mode would erase the failure's evidence). The user name
-    and job name it may have had (``%u``, ``%x``) are the copy's too. A literal number in the file name
-    that equals the job id reads as ``%j`` as well: the copy then writes a file of its own."""
-    if not path:
-        return path
-    directory, slash, name = path.rpartition("/")
-    name = re.sub(rf"(?<![0-9]){re.escape(job_id)}(?![0-9])", "\0", name.replace("%", "%%")).replace("\0", "%j")
-    return f"{directory.replace('%', '%%')}{slash}{name}"

@@ -76,18 +76,23 @@ def slurm_env() -> Iterator[dict[str, str]]:
         _unavailable("slurmctld is not installed (apt-get install slurmctld slurmd slurm-client munge)")
     if version == "24.11" and not ((SLURM_ROOT / ROOT_MARKER).exists() or required):
         _unavailable(f"no Slurm 24.11 root at {SLURM_ROOT} (tools/slurm_root.sh makes it, in about a minute)")
+    # The Slurm of `make drill SLURM=real` holds the same ports; it is its owner's to stop, not ours.
+    if drill_slurm_running():
+        _unavailable(f"the Slurm of `make drill SLURM=real` runs from {DRILL_BASE} on the same ports: `make drill-down` stops it")
     # Every user's sbatch reads slurm.conf (test_resubmit_as_owner.py submits as a non-root user): its
     # directory is one of the system's temporary directory, open to all as on a real cluster. (Not under
     # pytest's: any other pytest session of root's makes pytest-of-root root's alone again, mid-run.)
     base = Path(tempfile.mkdtemp(prefix="hyperpod-recovery-slurm-tests-"))
     base.chmod(0o755)
-    epilog = base / "epilog.sh"
+    # The hook lives on a filesystem of its own, as a checkout on its own disk or in Debian 13's tmpfs
+    # /tmp does: slurmctld (chrooted, for 24.11) must still find it on the host.
+    hook = base / "hook"
+    hook.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,mode=0755", "hyperpod-recovery-hook", str(hook)], check=True)
+    epilog = hook / "epilog.sh"
     epilog.write_text(EPILOG_WRAPPER % {"base": base, "python": sys.executable, "pythonpath": os.pathsep.join(map(str, PYTHONPATH))})
     epilog.chmod(0o755)
     env = {**os.environ, "BASE": str(base), "NODES": str(len(NODES)), "EPILOG": str(epilog), "SLURM_VERSION": version}
-    # The Slurm of `make drill SLURM=real` holds the same ports; it is its owner's to stop, not ours.
-    if drill_slurm_running():
-        _unavailable(f"the Slurm of `make drill SLURM=real` runs from {DRILL_BASE} on the same ports: `make drill-down` stops it")
     try:
         up = subprocess.run([str(ROOT / "tools" / "slurm_up.sh")], env=env, capture_output=True, text=True, check=False)
         if up.returncode != 0:
@@ -97,6 +102,7 @@ def slurm_env() -> Iterator[dict[str, str]]:
         yield ready
     finally:  # also when slurm_up.sh failed half-way: what it started is ours to stop
         stopped = stop_slurm(base)
+        subprocess.run(["umount", str(hook)], check=False)
         if stopped.returncode != 0:
             warnings.warn(f"tools/slurm_down.sh left a daemon running (its logs are in {base}):\n{stopped.stdout}", stacklevel=1)
         else:
@@ -132,7 +138,7 @@ def stop_slurm(base: Path) -> subprocess.CompletedProcess[str]:
     that ran before is left running); ``base`` and its logs stay."""
     return subprocess.run(
         [str(ROOT / "tools" / "slurm_down.sh"), "--munged"],
-        env={**os.environ, "BASE": str(base), "SLURM_ROOT": str(SLURM_ROOT)},
+        env={**os.environ, "BASE": str(base)},  # (the root a 24.11 ran from is recorded in the base)
         capture_output=True,
         text=True,
         check=False,

@@ -44,6 +44,7 @@ OPTION_FLAGS = {"KILL_INV_DEP", "NO_KILL_INV_DEP", "GRES_ENFORCE_BIND", "GRES_DI
                 "JOB_MEM_SET"}  # fmt: skip
 # What the job reports about itself, in its working directory (the owner's).
 TRAIN = """#!/bin/bash
+echo "job $SLURM_JOB_ID started"
 id -un > whoami-$SLURM_JOB_ID.txt
 id -gn >> whoami-$SLURM_JOB_ID.txt
 id -Gn >> whoami-$SLURM_JOB_ID.txt
@@ -67,7 +68,7 @@ OPTIONS = (
     "--constraint=fast",
     "--exclusive",
     "--licenses=fluent:1",
-    "--output=train-%j.out",
+    "--output=train-%6j-%N.out",  # (23.02-24.11 print it 000042-%N: the node name is left for the job)
     "--error=train-%j.err",
     "--mail-user=trainer@example.com",
     "--mail-type=END,FAIL",
@@ -259,7 +260,7 @@ def test_the_capture_holds_the_owner_the_full_name_and_the_options_given_on_the_
         "open_mode": "append" if slurm_version() == "22.05" else None,
         **{"mail_user": "trainer@example.com", "mail_type": "END,FAIL"},
         # Slurm's patterns as the owner gave them (made absolute by sbatch), not expanded for the old job
-        **{"output": f"{work}/train-%j.out", "error": f"{work}/train-%j.err"},
+        **{"output": f"{work}/train-%6j-%N.out", "error": f"{work}/train-%j.err"},
     }
     options = capture.options.model_dump()
     assert {k: options[k] for k in expected} == expected
@@ -290,6 +291,22 @@ def test_scontrol_shows_the_copy_with_the_same_user_group_account_resources_and_
     assert new_record.comment == f"{RESUBMISSION_MARK}{resubmitted['old']} incident=inc-15 {old_record.comment}"
 
 
+def logs_in(work: Path) -> dict[int, Path]:
+    """The jobs' logs in ``work`` by job id (train-<id in 6 digits>-<node>.out)."""
+    return {int(path.name.split("-")[1]): path for path in work.glob("train-*-*.out")}
+
+
+def test_the_copy_writes_a_log_of_its_own_and_the_jobs_log_keeps_what_it_wrote(resubmitted: dict[str, Any]) -> None:
+    # Given the job's log, named by its zero-padded id and its node (train-%6j-%N.out)
+    work, old, new = resubmitted["work"], resubmitted["old"], resubmitted["new"]
+    wait_for(lambda: int(new) in logs_in(work), f"job {new}'s log")
+    logs = logs_in(work)
+    # Then the copy wrote its own, padded as the job's and named by its node, and the job's holds its own line only
+    assert sorted(logs) == sorted([int(old), int(new)]), sorted(path.name for path in logs.values())
+    assert logs[int(new)].name.startswith(f"train-{int(new):06d}-") and "%" not in logs[int(new)].name
+    assert logs[int(old)].read_text() == f"job {old} started\n"
+
+
 def test_the_copy_runs_as_the_owner_with_the_owners_environment_and_the_resume_variables(resubmitted: dict[str, Any]) -> None:
     # Given what the copy wrote about itself; Then it is the owner's process, not root's, with no agent variable
     work, new = resubmitted["work"], resubmitted["new"]
@@ -301,7 +318,7 @@ def test_the_copy_runs_as_the_owner_with_the_owners_environment_and_the_resume_v
     assert environment["TRAINER_OWN_VARIABLE"] == "set at submission" and environment["HOME"] == str(pwd.getpwnam(OWNER).pw_dir)
     leaked = [k for k in environment if k == AGENT_MARKER or k.startswith("AWS_") or k.startswith("POWERTOOLS_")]
     assert leaked == []
-    assert (work / f"train-{new}.out").stat().st_mode & 0o777 == 0o640  # the owner's umask (027), not the agent's
+    assert logs_in(work)[int(new)].stat().st_mode & 0o777 == 0o640  # the owner's umask (027), not the agent's
 
 
 def test_slurm_records_the_copys_environment_as_the_original_plus_the_resume_variables(

@@ -293,7 +293,7 @@ def test_a_2411_capture_of_a_file_submitted_job_reads_no_arguments_from_its_comm
 
 @pytest.mark.parametrize(
     ("output", "mode"),
-    [("/tmp/work/train.log", "append"), ("/tmp/work/train-3.log", None), ("/dev/null", None)],
+    [("/tmp/work/train.log", "append"), ("/tmp/work/train-3.log", None), ("/tmp/work/train-0003.log", None), ("/dev/null", None)],
 )
 def test_on_2411_a_copy_writing_its_jobs_own_log_appends_to_it(output: str, mode: str | None) -> None:
     # Given a 24.11 record (its sbatch keeps no --open-mode) whose output is that file (job 3: -3 reads as %j)

@@ -16,6 +16,7 @@ import pytest
 from hyperpod_recovery.models.commands import RunningJob
 from hyperpod_recovery_agent.capture import scontrol_details
 from hyperpod_recovery_agent.job_ended import failed_job_detail
+from hyperpod_recovery_agent.output_paths import unexpanded
 from hyperpod_recovery_agent.sbatch_options import SbatchOptions, sbatch_options
 from hyperpod_recovery_agent.slurm import FreeNode, NodeState, SlurmCli, SlurmCommandFailed, parse_node_boots
 from hyperpod_recovery_agent.slurm_json import (
@@ -28,7 +29,6 @@ from hyperpod_recovery_agent.slurm_json import (
     read_nodes,
     release_of,
     shape_of,
-    unexpanded,
 )
 from tests.conftest import ROOT
 

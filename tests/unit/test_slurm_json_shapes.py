@@ -1,19 +1,24 @@
 """Property: one job or node, printed the way each Slurm version prints it, reads to the same answer
 (agent/hyperpod_recovery_agent/slurm_json.py). The printers below follow SchedMD/slurm's
-``src/plugins/openapi/v0.0.38`` (22.05) and ``data_parser/v0.0.39`` (23.02), ``v0.0.42`` (23.11-24.11):
-a number plain or ``{set, infinite, number}``, a state a word or a list, features a string or a list,
-an exit code a wait status or ``{status, return_code, signal}``, paths as given or expanded, fields missing."""
+``src/plugins/openapi/v0.0.38`` (22.05) and ``data_parser/v0.0.39`` (23.02), ``v0.0.40``-``v0.0.42``
+(23.11-24.11): a number plain or ``{set, infinite, number}``, a state a word or a list, features a
+string or a list, an exit code a wait status or ``{status, return_code, signal}``, paths as given or
+expanded, fields missing. Each answer carries its release's own ``meta`` and is read as the agent reads
+it (read_jobs, which tells the printer from the meta)."""
 
 from __future__ import annotations
 
+import json
 import random
+import re
 from dataclasses import dataclass, replace
 from typing import Any
 
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from hyperpod_recovery_agent.slurm_json import SHAPE_22_05, Shape, read_job, read_node
+from hyperpod_recovery_agent.slurm_json import SlurmJob, read_job, read_jobs, read_node
+from tests.unit.test_slurm_json_versions import FIXTURES, METAS
 
 NO_VAL, INFINITE = 0xFFFFFFFE, 0xFFFFFFFF
 JOB_BASES = ["PENDING", "RUNNING", "SUSPENDED", "COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL",
@@ -55,7 +60,13 @@ class Job:
 
 
 FILE_NAME = st.text(alphabet="abcxyz_-.", min_size=1, max_size=8)
-PATTERN = st.one_of(st.just(""), st.builds(lambda a, b, c: f"/w/{a}{b}{c}", FILE_NAME, st.sampled_from(["", "%j", "%%"]), FILE_NAME))
+# sbatch's escapes: the printer of 23.02-24.11 expands some (%j, %4j, %x, %u), leaves others (%N, %t...).
+# (Not %%N: printed "%N" like %N itself, it is read as %N; accepted, as the copy then writes a file of its own.)
+ESCAPES = ["", "%j", "%%", "%4j", "%10j", "%N", "%5t", "%J", "%n", "%s", "%x", "%u", "%%j", "%A"]
+PATTERN = st.one_of(
+    st.just(""),
+    st.builds(lambda a, b, c, d: f"/w/{a}{b}{c}{d}", FILE_NAME, st.sampled_from(ESCAPES), FILE_NAME, st.sampled_from(ESCAPES)),
+)
 jobs = st.builds(
     Job,
     job_id=st.integers(1, 10**7),
@@ -95,9 +106,38 @@ def _wrapped(value: int | None) -> dict[str, Any]:
     return {"set": True, "infinite": False, "number": value}
 
 
+ESCAPE = re.compile(r"%%|%(\d*)([A-Za-z])")
+USER, NAME, NODE = "alice", "llama", "ip-10-1-0-1"
+
+
 def _expanded(pattern: str, job_id: int) -> str:
-    """slurm_get_job_stdout()'s _fname_format: %j is the id, %% a %."""
-    return pattern.replace("%%", "\0").replace("%j", str(job_id)).replace("\0", "%")
+    """src/api/job_info.c, _fname_format (what 23.02-24.11 print): %% is a %; %A %a %b %j %u %x are
+    expanded (a width zero-pads, at most 10); any other escape is printed as given."""
+
+    def one(escape: re.Match[str]) -> str:
+        if escape[0] == "%%":
+            return "%"
+        width = min(int(escape[1]), 10) if escape[1] else 0
+        values = {"j": f"{job_id:0{width}d}", "A": f"{job_id:0{width}d}", "u": USER, "x": NAME}
+        return values.get(escape[2], escape[0])
+
+    return ESCAPE.sub(one, pattern)
+
+
+def _step_file(pattern: str, job_id: int) -> str:
+    """src/slurmd/common/fname.c, _batch_path_check: the file a batch job of ``job_id`` writes, from
+    the pattern it was given (the escapes the printer leaves as given are expanded here)."""
+
+    def one(escape: re.Match[str]) -> str:
+        if escape[0] == "%%":
+            return "%"
+        width = min(int(escape[1]), 10) if escape[1] else 0
+        values = {"j": job_id, "A": job_id, "J": job_id, "n": 0, "t": 0}
+        if escape[2] in values:
+            return f"{values[escape[2]]:0{width}d}"
+        return {"u": USER, "x": NAME, "N": NODE, "s": "batch"}.get(escape[2], escape[0])
+
+    return ESCAPE.sub(one, pattern)
 
 
 def _wait_status(job: Job) -> int:
@@ -168,12 +208,34 @@ def print_2411(job: Job) -> dict[str, Any]:
     }
 
 
-PRINTERS = ((print_2205, SHAPE_22_05), (print_2302, Shape("v0.0.39")), (print_2411, Shape("v0.0.42")))
+META_22_05, META_24_11 = (json.loads((FIXTURES / v / "squeue.json").read_text())["meta"] for v in ("22.05", "24.11"))
+PRINTERS = (
+    (print_2205, META_22_05),
+    (print_2302, METAS["23.02"]),
+    (print_2411, METAS["23.11"]),
+    (print_2411, METAS["24.05"]),
+    (print_2411, META_24_11),
+)
 EXAMPLE = Job(1, "RUNNING", (), 1, None, None, None, None, (), None, None, 0, "", "", 0, "", 0)
 # Any field may be missing from an answer, but its id (and the directory Slurm's default output is named
 # by); the output and error paths go together (23.02-24.11 print the output's path for an error given none)
 PATHS = ("standard_output", "standard_error")
 MAY_BE_MISSING = [PATHS, *((key,) for key in sorted(set(print_2205(EXAMPLE)) - {"job_id", "current_working_directory", *PATHS}))]
+
+
+def _as_a_copy_sees_it(job: SlurmJob, flags: frozenset[str]) -> SlurmJob:
+    """What the agent hands a copy, printer aside: the files its output patterns make a new job write
+    (the job's own id handed back as %j or %4j make the same file), and 22.05's vocabulary."""
+    copy_id = int(job.job_id) + 1
+    return replace(
+        job,
+        standard_output=_step_file(job.standard_output, copy_id),
+        standard_error=_step_file(job.standard_error, copy_id),
+        base_state=None,
+        state_flags=flags,
+        command_lists_arguments=True,
+        records_open_mode=True,
+    )
 
 
 @settings(max_examples=300, deadline=None)
@@ -182,20 +244,26 @@ def test_a_job_reads_the_same_whichever_version_printed_it(job: Job, groups: set
     missing = {key for group in groups for key in group}
     # (23.02-24.11 print an error path that goes with the output as the output's path: an error given as
     # the output's own path reads as going with it, which writes the same file once, not twice)
-    assume(not job.error or job.error != job.output)
-    # Given one job printed as 22.05, 23.02 and 24.11 print it, with the same fields left out of each
-    read = []  # 22.05, 23.02, 24.11
-    for printer, shape in PRINTERS:
+    assume(not job.error or _expanded(job.error, job.job_id) != _expanded(job.output, job.job_id))
+    # Given one job printed as 22.05, 23.02, 23.11, 24.05 and 24.11 print it, with the same fields left out
+    read = []
+    for printer, meta in PRINTERS:
         record = {key: value for key, value in printer(job).items() if key not in missing}
-        read.append(read_job(record, shape))
-    # Then the agent reads one and the same job from all three; 24.11 also names the base state and
-    # every flag, which 22.05's one word hides (and each says what its Slurm records of a submission)
-    seen_as_2205 = [
-        replace(job, base_state=None, state_flags=read[0].state_flags, command_lists_arguments=True, records_open_mode=True) for job in read
-    ]
-    assert seen_as_2205[0] == seen_as_2205[1] == seen_as_2205[2]
+        # When the agent reads each answer (the printer told from its meta)
+        [one] = read_jobs({"meta": meta, "errors": [], "jobs": [record]})
+        read.append(one)
+    # Then it reads one and the same job from all of them (a copy writing the same files); 23.11+ also
+    # name the base state and every flag, which 22.05's one word hides
+    seen_as_2205 = [_as_a_copy_sees_it(one, read[0].state_flags) for one in read]
+    assert all(one == seen_as_2205[0] for one in seen_as_2205), [one for one in seen_as_2205 if one != seen_as_2205[0]]
     if "job_state" not in missing:
-        assert read[0].state == _word(job) and read[2].base_state == job.base and read[2].state_flags == set(job.flags)
+        assert read[0].state == _word(job) and read[-1].base_state == job.base and read[-1].state_flags == set(job.flags)
+    # And the time limit: unlimited is UNLIMITED on every version, never the partition's default
+    if "time_limit" not in missing:
+        assert {one.time_unlimited for one in read} == {job.time_limit == -1}
+    # And each says what its Slurm records of a submission
+    assert [one.command_lists_arguments for one in read] == [True, False, False, False, False]
+    assert [one.records_open_mode for one in read] == [True, True, True, True, False]
 
 
 @settings(max_examples=200, deadline=None)
