@@ -272,11 +272,13 @@ def _read_resubmit_event(event: dict[str, Any], plans: dict[str, ResumePlan], se
             )
             if plan is not None:
                 found = ResumePlan.model_validate(plan)
-                plans[found.job.job_id] = found
+                if not found.stop_only:  # (a stop only makes no copy: its job's re-creation is asked after the rejoin)
+                    plans[found.job.job_id] = found
         elif succeeded is not None:
             data = json.loads(succeeded.get("output") or "null")
             if isinstance(data, dict) and data.get("type") == RESUBMIT_REPLY:
                 reply = CommandReply[ResubmitResult].model_validate(data)
-                seen.append(ResubmissionSeen(plan=plans.get(reply.result.old_job_id), reply=reply))
+                if not reply.result.stop_only:
+                    seen.append(ResubmissionSeen(plan=plans.get(reply.result.old_job_id), reply=reply))
     except (ValueError, ValidationError, RecursionError):
         return  # a truncated or foreign payload: not evidence of a resubmission
