@@ -58,8 +58,7 @@ class JobStopper:
         workloads, version = self.kueue.of_job(ref, old)
         if workloads:
             assert version is not None
-            for workload in workloads:
-                self.kueue.deactivate(ref, workload, version)
+            self.kueue.deactivate_all(ref, old, workloads, version)
         elif kueue_managed(old):
             seen = "no Workload of it was found" if version is not None else "Kueue is not installed (no kueue.x-k8s.io is served)"
             raise JobSpecUnavailable(
