@@ -414,6 +414,8 @@ def test_execution_history_a_stop_only_is_neither_a_resubmission_asked_nor_one_a
     # Then the stop's answer is no resubmission seen, and the re-creation is asked and unanswered: its claim is
     # kept (a copy may exist), never given back on the strength of the stop's answer
     assert read.complete and read.asked == {uid} and read.seen == []
+    # And the job is known stopped (a record written from the history says it stays suspended)
+    assert read.stopped == {uid}
 
 
 def test_execution_history_that_cannot_be_read_is_none_not_an_error() -> None:
