@@ -122,5 +122,6 @@ def stop_only(stopper: JobStopper, ref: KubeJobRef, old: dict[str, Any], *, made
     except OldCopyStillStopping:
         stopped = not finished(old)  # (stopped now, its pods going; or it had ended, its pods already going)
     except _NOT_STOPPED_NOW as exc:
+        # (ShortText keeps the start of why: the re-creation after the rejoin stops it again first, and says all of it)
         return ResubmitResult(old_job_id=uid, stop_only=True, declined=f"not stopped at once: {exc}")
     return ResubmitResult(old_job_id=uid, stop_only=True, cancelled_old=stopped)

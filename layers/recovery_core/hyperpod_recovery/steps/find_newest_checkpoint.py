@@ -11,7 +11,7 @@ from hyperpod_recovery.domain.elastic.decide import Estimate, decide_elastic
 from hyperpod_recovery.domain.elastic.estimates import MEASURED_WINDOW_DAYS, expected_wait, grow_back_cost
 from hyperpod_recovery.domain.execution_names import hung_job_of, is_hang_incident
 from hyperpod_recovery.errors import CheckpointUnreadable
-from hyperpod_recovery.models.commands import JobRef, JobSpec, ResumePolicy, left_alone_reason
+from hyperpod_recovery.models.commands import CheckpointRef, JobRef, JobSpec, ResumePolicy, left_alone_reason
 from hyperpod_recovery.models.common import MAX_JOBS_PER_INCIDENT
 from hyperpod_recovery.models.records import RecoveryLogEntry
 from hyperpod_recovery.models.workflow import (
@@ -177,9 +177,16 @@ def find_newest_checkpoint(
         (plan.resume_now if now_or_later else plan.resumable).append(chosen)
         if slow and stops < room:
             stops += 1
-            plan.resume_now.insert(stops - 1, chosen.model_copy(update={"stop_only": True}))  # (first: the sooner stopped)
+            plan.resume_now.insert(stops - 1, stop_only(chosen))  # (first: the sooner stopped)
     plan.shrinks = shrunk
     return plan
+
+
+def stop_only(plan: ResumePlan) -> ResumePlan:
+    """The stop at once of a job re-created after the rejoin: what the stop needs of its plan (the job,
+    the step it is for), no more: it takes one of the incident's entries, and no more room in its state."""
+    checkpoint = CheckpointRef(uri=plan.checkpoint.uri, step=plan.checkpoint.step)
+    return ResumePlan(job=plan.job, checkpoint=checkpoint, stop_grace_seconds=plan.stop_grace_seconds, stop_only=True)
 
 
 # A copy of a copy of ...: how far back its lineage's size is looked for (two ledger reads a step).
