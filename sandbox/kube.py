@@ -17,6 +17,9 @@ What it models:
   CRD's schema (tests/kube_schemas, from AWS's Helm chart) and its pod templates as PodTemplates;
   an object that fails is refused (422 Invalid) and nothing is stored;
 * pods by ``spec.nodeName``, nodes by equality label selectors, create -> 409 AlreadyExists;
+* two 404s, as the API server writes them: an object of a resource it serves that is not there is
+  apimachinery's NewNotFound (``details: {name, group, kind}``); a group, version or resource it does
+  not serve falls through to apiserver's util/notfoundhandler, a bare NotFound naming nothing;
 * a container's log (``set_pod_log``) read as the API server reads it: the last ``tailLines`` lines,
   of which the first ``limitBytes`` bytes, as text; 404 for a pod that is not there, 400 for a
   container the pod does not have or one not started yet; events (``record_event``, each checked
@@ -127,6 +130,7 @@ CLUSTER_QUEUE = "hyperpod-cluster-queue"
 SANDBOX_CLUSTER_ID = "k3x9wq2hd8rm"
 # A pod's terminationGracePeriodSeconds when its spec gives none (the API server's default).
 DEFAULT_GRACE_SECONDS = 30
+WORKLOADS_RESOURCE = f"{WORKLOAD_PLURAL}.{KUEUE_GROUP}"
 # Kueue v0.19.2 (what HyperPod task governance v1.6 packages) serves its CRDs at both, storing v1beta2.
 KUEUE_0_19_VERSIONS = ("v1beta1", "v1beta2")
 
@@ -203,7 +207,7 @@ class FakeKube:
     def get_node(self, name: str) -> dict[str, Any]:
         self._call("get", "nodes")
         if name not in self.nodes:
-            raise KubeObjectGone(f"GET /api/v1/nodes/{name}: 404 NotFound")
+            raise KubeObjectGone(f"GET /api/v1/nodes/{name}: 404 NotFound", named=name, resource="nodes")
         return copy.deepcopy(self.nodes[name])
 
     def list_nodes(self, label_selector: str | None = None) -> list[dict[str, Any]]:
@@ -217,7 +221,7 @@ class FakeKube:
             hook, self.before_patch = self.before_patch, None
             hook(name)
         if name not in self.nodes:
-            raise KubeObjectGone(f"PATCH /api/v1/nodes/{name}: 404 NotFound")
+            raise KubeObjectGone(f"PATCH /api/v1/nodes/{name}: 404 NotFound", named=name, resource="nodes")
         patched = _applied(self.nodes[name], operations, f"PATCH /api/v1/nodes/{name}")
         if patched.get("metadata", {}).get("name") != name:
             raise Invalid(f"PATCH /api/v1/nodes/{name}: 422 Invalid (metadata.name may not change)")
@@ -242,7 +246,7 @@ class FakeKube:
         found = self.pods.get((namespace, pod))
         where = f"GET /api/v1/namespaces/{namespace}/pods/{pod}/log"
         if found is None:
-            raise KubeObjectGone(f'{where}: 404 NotFound pods "{pod}" not found')
+            raise KubeObjectGone(f'{where}: 404 NotFound pods "{pod}" not found', named=pod, resource="pods")
         if container not in [c["name"] for c in found["spec"]["containers"]]:
             raise KubeRequestRejected(f"{where}: 400 BadRequest container {container} is not valid for pod {pod}")
         if found["status"].get("phase") == "Pending":
@@ -266,8 +270,12 @@ class FakeKube:
         info = JOB_KINDS[ref.kind]
         self._call("get", info.plural)
         key = (ref.kind, ref.namespace, ref.name)
+        if ref.kind not in self.kinds:
+            raise KubeObjectGone(f"GET /apis/{info.group}/{info.version}/namespaces/{ref.namespace}/{info.plural}/{ref.name}: 404 NotFound")
         if key not in self.jobs:
-            raise KubeObjectGone(f"GET {info.plural} {ref.namespace}/{ref.name}: 404 NotFound")
+            raise KubeObjectGone(
+                f"GET {info.plural} {ref.namespace}/{ref.name}: 404 NotFound", named=ref.name, resource=f"{info.plural}.{info.group}"
+            )
         return copy.deepcopy(self.jobs[key])
 
     def create_job(self, kind: str, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -307,7 +315,9 @@ class FakeKube:
         self._call("patch", info.plural)
         key = (ref.kind, ref.namespace, ref.name)
         if key not in self.jobs:
-            raise KubeObjectGone(f"PATCH {info.plural} {ref.namespace}/{ref.name}: 404 NotFound")
+            raise KubeObjectGone(
+                f"PATCH {info.plural} {ref.namespace}/{ref.name}: 404 NotFound", named=ref.name, resource=f"{info.plural}.{info.group}"
+            )
         patched = _applied(self.jobs[key], operations, f"PATCH {info.plural} {ref.namespace}/{ref.name}")
         self._prune(patched)  # (what the CRD does not know is dropped, and the write still answers 200)
         self._validate_job(patched)
@@ -359,7 +369,7 @@ class FakeKube:
         self._call("get", WORKLOAD_PLURAL)
         self._workloads_served(version, f"GET {_workloads_path(version, namespace)}/{name}")
         if (namespace, name) not in self.workloads:
-            raise KubeObjectGone(f"GET workloads {namespace}/{name}: 404 NotFound")
+            raise KubeObjectGone(f"GET workloads {namespace}/{name}: 404 NotFound", named=name, resource=WORKLOADS_RESOURCE)
         return self._served_as(self.workloads[(namespace, name)], version)
 
     def patch_workload(self, version: str, namespace: str, name: str, operations: list[dict[str, Any]]) -> dict[str, Any]:
@@ -367,7 +377,7 @@ class FakeKube:
         self._call("patch", WORKLOAD_PLURAL)
         self._workloads_served(version, f"PATCH {_workloads_path(version, namespace)}/{name}")
         if (namespace, name) not in self.workloads:
-            raise KubeObjectGone(f"PATCH workloads {namespace}/{name}: 404 NotFound")
+            raise KubeObjectGone(f"PATCH workloads {namespace}/{name}: 404 NotFound", named=name, resource=WORKLOADS_RESOURCE)
         served = self._served_as(self.workloads[(namespace, name)], version)
         patched = self._served_as(_applied(served, operations, f"PATCH workloads {namespace}/{name}"), self._workload_storage())
         self._validate_workload(patched)
@@ -1255,12 +1265,39 @@ _STATUS_OF: list[tuple[type[Exception], int, str]] = [
 ]
 
 
+# What the API server answers a path it serves nothing at (a group, version or resource not served: the
+# CRD handler hands it to its delegate, and the chain ends in apiserver's util/notfoundhandler).
+NOT_SERVED_MESSAGE = "the server could not find the requested resource"
+
+
+def not_served() -> dict[str, Any]:
+    """notfoundhandler's answer: a bare NotFound, no details (it names no object)."""
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": NOT_SERVED_MESSAGE,
+        "reason": "NotFound",
+        "code": 404,
+    }
+
+
 def status_body(exc: Exception) -> tuple[int, dict[str, Any]]:
     """The Status object the API server answers an error with (the cause of a patch that did not
-    apply is the patch library's message, as apiserver's applyJSPatch reports it)."""
+    apply is the patch library's message, as apiserver's applyJSPatch reports it). A 404 for an object
+    of a resource it serves names it, as apimachinery's errors.NewNotFound does (details: name, group,
+    kind = the resource's plural; message '<plural>.<group> "<name>" not found'); one for a path it
+    does not serve names nothing (not_served)."""
     code, reason = next(((c, r) for t, c, r in _STATUS_OF if isinstance(exc, t)), (500, "InternalError"))
     body: dict[str, Any] = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": str(exc), "reason": reason, "code": code}
-    if isinstance(exc, PatchDidNotApply | PatchPathMissing):
+    if isinstance(exc, KubeObjectGone) and exc.named is None:
+        return 404, not_served()
+    if isinstance(exc, KubeObjectGone):
+        plural, _, group = exc.resource.partition(".")
+        body["message"] = f'{exc.resource} "{exc.named}" not found'
+        body["details"] = {"name": exc.named, "group": group, "kind": plural}
+    elif isinstance(exc, PatchDidNotApply | PatchPathMissing):
         body["message"] = "the server rejected our request due to an error in our request"
         said = str(exc).split("(", 1)[-1].rstrip(")")
         body["details"] = {"causes": [{"reason": "UnexpectedServerResponse", "type": "UnexpectedServerResponse", "message": said}]}
@@ -1340,7 +1377,7 @@ def serve(fake: FakeKube, method: str, path: str, query: dict[str, str], body: A
                 return 200, _page(fake.list_jobs_in(kind, g["ns"], query.get("labelSelector", "")), query, f"{kind}List")
             if what == "jobs" and method == "GET":
                 return 200, _page(fake.list_jobs(kind), query, f"{kind}List")
-        return 404, {"kind": "Status", "reason": "NotFound", "message": f"{method} {path}: no such route", "code": 404}
+        return 404, not_served()
     except Exception as exc:
         return status_body(exc)
 

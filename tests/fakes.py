@@ -561,6 +561,7 @@ class FakeExecutionHistory:
     resubmitted: dict[str, list[ResubmissionSeen]] = field(default_factory=dict)
     asked: dict[str, set[str]] = field(default_factory=dict)  # resubmissions asked for, no answer seen
     ended: dict[str, ExecutionStatusDetail] = field(default_factory=dict)  # closed executions, by ARN (the sweep's listing)
+    stopped: dict[str, set[str]] = field(default_factory=dict)  # EKS jobs a stop only stopped (ResubmissionsRead.stopped)
 
     def states_entered(self, execution_arn: str) -> list[tuple[str, datetime]] | None:
         return self.entered.get(execution_arn)
@@ -570,7 +571,8 @@ class FakeExecutionHistory:
         execution whose history is unreadable (not in ``entered``)."""
         seen = self.resubmitted.get(execution_arn, [])
         asked = {s.reply.result.old_job_id for s in seen} | self.asked.get(execution_arn, set())
-        return ResubmissionsRead(seen=seen, asked=asked, complete=execution_arn in self.entered)
+        stopped = frozenset(self.stopped.get(execution_arn, set()))
+        return ResubmissionsRead(seen=seen, asked=asked, complete=execution_arn in self.entered, stopped=stopped)
 
     def closed_since(self, since: datetime, started_after: datetime) -> list[ClosedExecution]:
         """The ends tests put in ``ended`` (their detail is what describe_end answers), as ListExecutions lists them."""

@@ -389,6 +389,35 @@ def test_execution_history_resubmissions_pair_each_answer_with_its_plan_across_c
             StepFunctions(stepfunctions=sfn).resubmissions(arn)
 
 
+def test_execution_history_a_stop_only_is_neither_a_resubmission_asked_nor_one_answered() -> None:
+    # Given an EKS job stopped at once (Resubmit Jobs Now, a stop only, answered), whose re-creation after
+    # the rejoin was asked and never answered (the execution was stopped while it ran)
+    sfn = boto3.client("stepfunctions", region_name=REGION)
+    arn = f"arn:aws:states:{REGION}:111122223333:execution:stack-node-recovery:inc-1"
+    uid = "bea1bd05-1aff-56fd-aeef-72f72fd01614"
+    kube = {"kind": "PyTorchJob", "namespace": "kubeflow", "name": "llama"}
+    plan = {"job": {"job_id": uid, "name": "llama", "kube": kube}, "checkpoint": {"uri": "s3://ckpt/llama/step-000000100/", "step": 100}}
+    plan |= {"stop_grace_seconds": 600}
+    at = T0.isoformat()
+    stopped = {"command_id": f"inc-1:stop:{uid}", "type": "resubmit_job", "requested_at": at, "completed_at": at, "dry_run": False}
+    stopped |= {"result": {"old_job_id": uid, "cancelled_old": True, "stop_only": True}}
+    payload = {"FunctionName": "arn:...:ResubmitJobFunction", "Payload": {"task_token": "t", "plan": {**plan, "stop_only": True}}}
+    events = [
+        _history_event(1, "TaskScheduled", payload),
+        _history_event(2, "TaskSucceeded", stopped),
+        _history_event(3, "TaskScheduled", {"FunctionName": "arn:...:ResubmitJobFunction", "Payload": {"task_token": "t", "plan": plan}}),
+    ]
+    with Stubber(sfn) as stub:
+        base = {"executionArn": arn, "reverseOrder": False, "maxResults": 100, "includeExecutionData": True}
+        stub.add_response("get_execution_history", {"events": events}, base)
+        read = StepFunctions(stepfunctions=sfn).resubmissions(arn)
+    # Then the stop's answer is no resubmission seen, and the re-creation is asked and unanswered: its claim is
+    # kept (a copy may exist), never given back on the strength of the stop's answer
+    assert read.complete and read.asked == {uid} and read.seen == []
+    # And the job is known stopped (a record written from the history says it stays suspended)
+    assert read.stopped == {uid}
+
+
 def test_execution_history_that_cannot_be_read_is_none_not_an_error() -> None:
 
     sfn = boto3.client("stepfunctions", region_name=REGION)

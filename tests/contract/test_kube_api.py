@@ -295,6 +295,57 @@ def test_discovery_lists_the_versions_kueue_serves_newest_first_and_another_vers
                 api.port.list_workloads(version, "kubeflow")
 
 
+def test_a_404_names_the_object_that_is_not_there_and_nothing_for_a_version_not_served(api: Api) -> None:
+    # Given Kueue serving its Workloads at v1beta2 only, and a PyTorchJob CRD installed
+    api.fake.kueue, api.fake.kueue_versions = True, ("v1beta2",)
+    _seeded(api)
+    # When an object of a resource the API server serves is not there, then its 404 names it (NewNotFound's details)
+    for missing, resource in (
+        (lambda: api.port.get_workload("v1beta2", "kubeflow", "nope"), "workloads.kueue.x-k8s.io"),
+        (lambda: api.port.patch_workload("v1beta2", "kubeflow", "nope", []), "workloads.kueue.x-k8s.io"),
+        (lambda: api.port.get_job(KubeJobRef(kind="PyTorchJob", namespace="kubeflow", name="nope")), "pytorchjobs.kubeflow.org"),
+        (lambda: api.port.get_node("nope"), "nodes"),
+    ):
+        with pytest.raises(KubeObjectGone) as gone:
+            missing()
+        assert (gone.value.named, gone.value.resource) == ("nope", resource)
+    # And a version it does not serve (or a group) is a 404 that names no object, whatever the name asked for
+    for unserved in (
+        lambda: api.port.get_workload("v1beta1", "kubeflow", "nope"),
+        lambda: api.port.patch_workload("v1beta1", "kubeflow", "nope", []),
+        lambda: api.port.list_workloads("v1beta1", "kubeflow"),
+        lambda: api.port.api_group("jobset.x-k8s.io"),
+    ):
+        with pytest.raises(KubeObjectGone) as gone:
+            unserved()
+        assert gone.value.named is None
+
+
+def test_the_fake_answers_both_404s_with_the_status_the_api_server_writes() -> None:
+    # Given the in-memory API server with Kueue at v1beta2 only
+    fake = FakeKube(kueue=True, kueue_versions=("v1beta2",))
+    # Then a Workload that is not there is apimachinery's NewNotFound: reason NotFound, details naming it
+    status, body = serve(fake, "GET", "/apis/kueue.x-k8s.io/v1beta2/namespaces/kubeflow/workloads/nope", {}, None)
+    assert status == 404 and body["reason"] == "NotFound" and body["message"] == 'workloads.kueue.x-k8s.io "nope" not found'
+    assert body["details"] == {"name": "nope", "group": "kueue.x-k8s.io", "kind": "workloads"}
+    # And a version not served, or a path nothing serves, is the not-found handler's bare NotFound (no details)
+    for path in ("/apis/kueue.x-k8s.io/v1beta1/namespaces/kubeflow/workloads/nope", "/apis/nothing.example.com/v1/things"):
+        status, body = serve(fake, "GET", path, {}, None)
+        assert (status, body["reason"], body["message"]) == (404, "NotFound", "the server could not find the requested resource")
+        assert "details" not in body
+
+
+def test_a_404_that_is_no_status_names_no_object(server: HTTPServer, tls: tuple[str, ssl.SSLContext]) -> None:
+    # Given an answer that is not the API server's Status (Go's http.NotFound text, a proxy's page)
+    api = _seeded(_real(server, tls[0], FakeKube()))
+    assert api.wire is not None
+    api.wire.status_override.append((404, "404 page not found\n"))  # type: ignore[arg-type]
+    # Then it is a 404 that names nothing: never read as "this object was deleted"
+    with pytest.raises(KubeObjectGone) as gone:
+        api.port.get_workload("v1beta2", "kubeflow", "w")
+    assert gone.value.named is None
+
+
 def test_a_namespaces_jobs_are_listed_by_a_label(api: Api) -> None:
     _seeded(api)
     api.fake.add_job("PyTorchJob", "kubeflow", "tagged", nodes=[], labels={"hyperpod-recovery.io/recreation-token": "5" * 32})

@@ -35,6 +35,7 @@ from hyperpod_recovery.models.commands import (
 )
 from hyperpod_recovery.models.common import MAX_JOBS_PER_INCIDENT, MAX_NODES_PER_REQUEST
 from hyperpod_recovery.models.job_recovery import JobWorkflowState
+from hyperpod_recovery.models.kubernetes import MAX_GRACE_SECONDS_CARRIED, KubeJobRef
 from hyperpod_recovery.models.manifest import CheckpointLayout
 from hyperpod_recovery.models.requests import MAX_REQUEST_BYTES, Trigger
 from hyperpod_recovery.models.workflow import (
@@ -59,6 +60,7 @@ from hyperpod_recovery.models.workflow import (
     WatchedNode,
     WorkflowState,
 )
+from hyperpod_recovery.steps.find_newest_checkpoint import stop_only
 from tests.fakes import T0
 
 STATE_LIMIT = 256 * 1024
@@ -304,6 +306,31 @@ def test_the_largest_state_while_waiting_for_rejoin_with_a_boot_reading_in_fligh
     outcome = OutcomeResult(at=T0, incident_id="x" * 80, outcome="escalated", error="E" * 64, cause="c" * 4000, summary="s" * 8000)
     size = len(waiting.model_dump_json()) + len(outcome.model_dump_json())
     assert size < STATE_LIMIT * 0.75, f"{size} bytes"
+
+
+def test_an_eks_job_stopped_at_once_takes_no_more_of_the_state_than_two_jobs_resubmitted() -> None:
+    # Given the widest EKS job's plan (its longest names, checkpoint and figures) and the widest answers a
+    # re-creation and a stop only get (Resubmit Jobs keeps their times, dry_run and result)
+    uid, copy_uid = "00000000-aaaa-4bbb-8ccc-000000000000", "11111111-aaaa-4bbb-8ccc-000000000000"
+    kube = KubeJobRef(kind="HyperPodPyTorchJob", namespace="n" * 63, name="j" * 63)
+    checkpoint = CheckpointRef(uri="s3://" + "b" * 63 + "/" + "p" * 180 + "/step-000012000/", step=12000, framework="torch-dcp")
+    widest = ResumePlan(
+        job=JobRef(job_id=uid, name="n" * 64, kube=kube),
+        checkpoint=checkpoint.model_copy(update={"layout": WIDEST_LAYOUT}),
+        rejected=["r" * 200],
+    )
+
+    def answered(result: ResubmitResult) -> int:
+        return len(CommandReply[ResubmitResult](requested_at=T0, completed_at=T0, result=result).model_dump_json())
+
+    made = answered(ResubmitResult(old_job_id=uid, new_job_id=copy_uid, new_job_name="n" * 128, new_job_state="s" * 32, cancelled_old=True))
+    stopped = answered(ResubmitResult(old_job_id=uid, stop_only=True, declined="d" * 1000))
+    # When it is planned after the rejoin with a stop at once (two of the incident's entries, two answers)
+    later = widest.model_copy(update={"stop_grace_seconds": MAX_GRACE_SECONDS_CARRIED})
+    twin = stop_only(later)
+    # Then the two take no more than two jobs resubmitted would: a plan of stops stays within the bound
+    # the widest plan of resubmissions is held to (the entries are shared: CheckpointPlan counts both)
+    assert len(later.model_dump_json()) + len(twin.model_dump_json()) + made + stopped <= 2 * (len(widest.model_dump_json()) + made)
 
 
 def test_a_storm_request_fits_its_budget_whatever_its_events_say() -> None:

@@ -12,6 +12,7 @@ from moto.events.models import EventPattern
 
 from hyperpod_recovery import errors
 from hyperpod_recovery.config import Settings
+from hyperpod_recovery.domain.eks_grace import OLD_COPY_RETRY_ATTEMPTS, OLD_COPY_RETRY_INTERVAL_SECONDS, OLD_COPY_WAIT_SECONDS
 from sandbox.template import Resolver, load_template
 from tests.conftest import ROOT, load_event
 
@@ -73,6 +74,19 @@ def test_on_eks_a_resubmission_waits_for_the_old_copys_pods_at_least_twice_kuber
         delays = [min(poll["IntervalSeconds"] * poll["BackoffRate"] ** k, poll["MaxDelaySeconds"]) for k in range(poll["MaxAttempts"])]
         # Then its tries are spread over at least 60 s, whatever the draws (a pod's default grace period is 30 s)
         assert poll["JitterStrategy"] == "NONE" and sum(delays) >= 60, (name, delays)
+
+
+def test_the_wait_find_newest_checkpoint_plans_by_is_the_one_every_resubmitting_state_retries_for(asl: dict[str, Any]) -> None:
+    # Given the figures the planner compares a job's grace period with (domain/eks_grace.py: the one source)
+    resubmitting = [(name, s) for name, s in _states(asl) if name in ("Resubmit Job Now", "Resubmit Job", "Grow Back Job")]
+    for name, state in resubmitting:
+        (poll,) = [r for r in state["Retry"] if POLLED_ERROR in r["ErrorEquals"]]
+        # Then each state retries the old copy's stop at that fixed interval, that many times (no growth, no
+        # cap below it): its tries come OLD_COPY_WAIT_SECONDS after its first, the wait the plan counts on
+        assert (poll["IntervalSeconds"], poll["MaxAttempts"]) == (OLD_COPY_RETRY_INTERVAL_SECONDS, OLD_COPY_RETRY_ATTEMPTS), name
+        assert poll["BackoffRate"] == 1 and poll["MaxDelaySeconds"] >= poll["IntervalSeconds"], name
+        delays = [min(poll["IntervalSeconds"] * poll["BackoffRate"] ** k, poll["MaxDelaySeconds"]) for k in range(poll["MaxAttempts"])]
+        assert sum(delays) == OLD_COPY_WAIT_SECONDS, (name, delays)
 
 
 # A Lambda function stopped at its Timeout (or out of memory) reaches Step Functions as

@@ -254,20 +254,40 @@ def test_eks_nodes_named_ip_with_hyperpods_provider_id_are_found_recovered_and_g
     assert "nodes resumed" in [e["event"] for e in incident["timeline"]] and kube.second_copies() == []
 
 
-def test_a_stopped_job_whose_pods_outlive_the_wait_is_escalated_stopped_and_never_copied(tmp_path: Path) -> None:
-    # Given the opted-in job's pods taking 15 minutes to stop (terminationGracePeriodSeconds 900), and a node failing
-    scenario = load_scenario(EVENTS / "drills" / "eks-default.json")
+def test_a_job_whose_pods_take_minutes_to_stop_is_stopped_at_once_and_re_created_after_the_rejoin_once(tmp_path: Path) -> None:
+    # Given the opted-in job's pods taking up to 10 minutes to stop (terminationGracePeriodSeconds 600: it saves a
+    # checkpoint on SIGTERM), longer than a re-creation waits, and a node failing under it
+    report, runner = _run("eks-long-grace", tmp_path)
+    incident = only_incident(report)
+    kube = _kube(runner)
+    assert [c.name for c in check_drill(runner.scenario, report) if not c.ok] == []
+    # Then it was stopped at once, and re-created once, after the rejoin, from the newest verified step
+    events = {e["event"]: e for e in incident["timeline"]}
+    assert "stopped (suspended) at once" in events["job stopped"]["detail"]
+    assert "its pods may take up to 600 s to stop" in events["checkpoint chosen"]["detail"]
+    assert events["job stopped"]["at"] < events["node rejoined"]["at"] <= events["job resubmitted"]["at"]
+    assert incident["outcome"] == "recovered" and [r["checkpoint_step"] for r in incident["resubmissions"]] == [3000]
+    # And the old job was suspended once (by the stop; the re-creation found it stopped), and never were two copies live
+    old = kube.jobs[("PyTorchJob", "kubeflow", "llama-70b-pretrain")]
+    assert old["spec"]["runPolicy"]["suspend"] is True and report["kubernetes_calls"]["patch pytorchjobs"] == 1
+    assert kube.second_copies() == [] and report["second_copies"] == []
+
+
+def test_a_job_whose_pods_outlast_the_rejoin_too_is_escalated_stopped_and_never_copied(tmp_path: Path) -> None:
+    # Given the same job with pods taking 15 minutes to stop: longer than the replacement (10 minutes) and the tries after it
+    scenario = load_scenario(EVENTS / "drills" / "eks-long-grace.json")
     job = scenario.jobs[0]
     slow = job.model_copy(update={"kubernetes": job.kubernetes.model_copy(update={"termination_grace_seconds": 900})})
-    runner = DrillRunner(scenario.model_copy(update={"jobs": [slow]}), log_path=tmp_path / "lambda.log")
+    runner = DrillRunner(scenario.model_copy(update={"jobs": [slow], "expect": None}), log_path=tmp_path / "lambda.log")
     report = runner.run()
     incident = only_incident(report)
     kube = _kube(runner)
-    # Then the re-creation waited as long as the workflow retries it, and escalated, saying what is true
+    # Then it was stopped at once, its re-creation after the rejoin waited as long as the workflow tries it, and
+    # the incident escalated saying what is true: stopped, its pods still Terminating until when, nothing created
+    assert "job stopped" in [e["event"] for e in incident["timeline"]]
     assert (incident["outcome"], incident["error"]) == ("escalated", "ResubmitFailed")
-    assert "OldCopyStillStopping" in incident["cause"] and "Terminating" in incident["cause"]
     said = "PyTorchJob kubeflow/llama-70b-pretrain is stopped (suspended) and stays stopped, and no copy of it is made while anything of it"
-    assert said in incident["cause"]
+    assert said in incident["cause"] and "all Terminating: their grace period ends at 2026-03-14T09:17:05Z" in incident["cause"]
     # And the old job is stopped, its pods still Terminating, and no copy was made: never two at once
     old = kube.jobs[("PyTorchJob", "kubeflow", "llama-70b-pretrain")]
     assert old["spec"]["runPolicy"]["suspend"] is True and list(kube.jobs) == [("PyTorchJob", "kubeflow", "llama-70b-pretrain")]

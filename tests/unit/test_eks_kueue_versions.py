@@ -194,9 +194,62 @@ def test_discovery_we_cannot_act_on_is_cannot_stop_for_certain(answer: dict[str,
     assert "cannot be stopped for certain" in str(refused.value) and _untouched(fake)
 
 
-def test_a_workload_gone_between_its_list_and_its_patch_is_cannot_stop_for_certain() -> None:
+def _deleted_before_its_patch(fake: FakeKube, *, replaced: bool) -> None:
+    """The job's Workload deleted between the stop's list and its patch (by a human, or Kueue itself);
+    ``replaced``: Kueue has made the job a new one by the time it is read again."""
+    real = fake.patch_workload
+    calls = 0
+
+    def patch(version: str, namespace: str, name: str, operations: list[dict[str, Any]]) -> dict[str, Any]:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            del fake.workloads[(namespace, name)]
+            try:
+                return real(version, namespace, name, operations)  # (the API server's 404 names the Workload)
+            finally:
+                if replaced:
+                    fake._settle([("PyTorchJob", "kubeflow", "llama")])  # (Kueue's reconciler: a Workload for the job)
+        return real(version, namespace, name, operations)
+
+    fake.patch_workload = patch  # type: ignore[method-assign]
+
+
+def test_a_workload_deleted_before_its_patch_is_read_again_and_its_replacement_stopped() -> None:
+    # Given a job Kueue manages, whose Workload is deleted after the stop listed it and replaced by Kueue
+    fake = _cluster(("v1beta2",))
+    _deleted_before_its_patch(fake, replaced=True)
+    # When Resubmit Job stops it and re-creates it
+    result = _resubmit(fake)
+    # Then the job's Workloads were read again, the new one made inactive, and the job re-created once
+    uid = fake.jobs[("PyTorchJob", "kubeflow", "llama")]["metadata"]["uid"]
+    (workload,) = [w for w in fake.workloads.values() if w["metadata"]["ownerReferences"][0]["uid"] == uid]
+    assert workload["spec"]["active"] is False and fake.calls.count(("list", "workloads")) >= 2
+    assert result.cancelled_old and ("PyTorchJob", "kubeflow", "llama-r1") in fake.jobs and fake.second_copies() == []
+
+
+def test_a_workload_deleted_and_not_replaced_refuses_saying_so_never_that_kueue_is_absent() -> None:
+    # Given the same Workload deleted, and none in its place when the job's Workloads are read again
+    fake = _cluster(("v1beta2",))
+    name = next(iter(fake.workloads))[1]
+    _deleted_before_its_patch(fake, replaced=False)
+    # When Resubmit Job runs, then it refuses, naming the Workload deleted (never "Kueue is not installed")
+    with pytest.raises(JobSpecUnavailable) as refused:
+        _resubmit(fake)
+    said = str(refused.value)
+    assert f"Workload kubeflow/{name} of PyTorchJob kubeflow/llama was deleted while we stopped the job" in said
+    assert "nothing created" in said and "not installed" not in said and "answered 404" not in said
+    # And nothing was suspended (a suspend Kueue would undo) and nothing created
+    assert not fake.jobs[("PyTorchJob", "kubeflow", "llama")]["spec"]["runPolicy"].get("suspend")
+    assert ("PyTorchJob", "kubeflow", "llama-r1") not in fake.jobs
+
+
+def test_a_404_on_a_workloads_patch_that_names_no_object_is_a_version_not_served_cannot_stop_for_certain() -> None:
+    # Given the Workload API answering a bare 404 (how the API server answers a version it stopped serving)
     fake = _cluster(("v1beta2",))
     fake.faults[("patch", "workloads")] = [KubeObjectGone("PATCH workloads kubeflow/w: 404 NotFound")]
-    with pytest.raises(JobSpecUnavailable, match="cannot be stopped for certain"):
+    # When Resubmit Job runs, then it refuses as "cannot be stopped for certain", saying the 404 named no object
+    with pytest.raises(JobSpecUnavailable, match=r"answered 404 naming no object .*cannot be stopped for certain") as refused:
         _resubmit(fake)
+    assert "not installed" not in str(refused.value) and "was deleted" not in str(refused.value)
     assert ("PyTorchJob", "kubeflow", "llama-r1") not in fake.jobs

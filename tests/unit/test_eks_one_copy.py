@@ -184,7 +184,8 @@ def test_a_stopped_jobs_terminating_pods_still_run_and_its_copy_waits_until_they
     # When Resubmit Job stops it, then its copy is not made while they are Terminating: the answer says until when
     with pytest.raises(
         OldCopyStillStopping,
-        match=r"\(llama-worker-0, llama-worker-1\), all Terminating: their grace period ends at 2026-03-14T09:07:00Z",
+        match=r"2 pod\(s\) of it still run, all Terminating: their grace period ends at 2026-03-14T09:07:00Z "
+        r"\(llama-worker-0, llama-worker-1\)",
     ) as waiting:
         _resubmit_once(fake)
     assert (

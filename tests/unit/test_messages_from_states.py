@@ -146,11 +146,38 @@ def states(draw: Any) -> tuple[WorkflowState, str, StepError | None]:
     # Plans and answers
     plan: dict[str, list[Any]] = {"resume_now": [], "resumable": [], "unresumable": [], "left_alone": []}
     answers: list[Any] = []
+    later: list[Any] = []  # (the re-creations after the rejoin of jobs stopped at once)
     for j, job in enumerate(jobs):
         kind = draw(st.sampled_from(["resume_now", "resumable", "unresumable", "left_alone"]))
         ref = JobRef(job_id=job.job_id, name=job.name, kube=job.kube)
+        checkpoint = CheckpointRef(uri=f"s3://ckpt/{job.name}/step-000003000/", step=3000)
+        if kind == "resumable" and eks and draw(st.booleans()):
+            # Its pods may take 600 s to stop: stopped at once (a stop only), re-created after the rejoin
+            twin = ResumePlan(job=ref, checkpoint=checkpoint, stop_grace_seconds=600)
+            plan["resumable"].append(twin)
+            plan["resume_now"].insert(0, twin.model_copy(update={"stop_only": True}))
+            stop = draw(st.sampled_from(["stopped", "declined", "failed", "none"]))
+            if stop == "stopped":
+                answers.append(
+                    _reply(ResubmitResult(old_job_id=job.job_id, stop_only=True, cancelled_old=True), 16, dry_run=dry_run, kind="r")
+                )
+            elif stop == "declined":
+                said = ResubmitResult(old_job_id=job.job_id, stop_only=True, declined="not stopped at once: 503")
+                answers.append(_reply(said, 16, dry_run=dry_run, kind="r"))
+            elif stop == "failed":
+                answers.append(ResubmitFailure(job_id=job.job_id, failure=StepError(Error="LedgerUnavailable", Cause="throttled")))
+            made = draw(st.sampled_from(["submitted", "failed", "none"])) if stage in ("resume", "end") else "none"
+            if made == "submitted":
+                result = ResubmitResult(
+                    old_job_id=job.job_id, new_job_id=f"{j:08x}-dddd-4eee-8fff-{j:012x}", new_job_name=f"team-a/llama-{j}-r1"
+                )
+                later.append(_reply(result, 730, dry_run=dry_run, kind="resubmit_job"))
+            elif made == "failed":
+                why = StepError(Error="OldCopyStillStopping", Cause="PyTorchJob team-a/llama is stopped (suspended) and stays stopped")
+                later.append(ResubmitFailure(job_id=job.job_id, failure=why))
+            continue
         if kind in ("resume_now", "resumable"):
-            plan[kind].append(ResumePlan(job=ref, checkpoint=CheckpointRef(uri=f"s3://ckpt/{job.name}/step-000003000/", step=3000)))
+            plan[kind].append(ResumePlan(job=ref, checkpoint=checkpoint))
             answer = draw(st.sampled_from(["submitted", "already", "requeued", "failed", "timed_out", "none"]))
             if answer == "submitted":
                 new = f"{j:08x}-dddd-4eee-8fff-{j:012x}" if eks else str(2001 + j)
@@ -177,6 +204,7 @@ def states(draw: Any) -> tuple[WorkflowState, str, StepError | None]:
     if stage != "cordon" or jobs:
         state["checkpoints"] = CheckpointPlan(at=T0 + timedelta(seconds=14), **plan)
         state["resubmissions_now"] = answers
+        state["resubmissions"] = later
     escalated = draw(st.booleans())
     error = (
         StepError(Error=draw(st.sampled_from(["RejoinDeadlineExceeded", "States.HeartbeatTimeout", "KubeAccessDenied"])), Cause="not back")
@@ -206,8 +234,18 @@ def test_every_state_is_recorded_true_to_itself_and_told_without_contradiction(d
             assert (fates[result.old_job_id].fate, fates[result.old_job_id].copy_id) == ("resubmitted", result.new_job_id)
     # And a failure that was answered leaves no copy, one that was not leaves one possible
     for failure in state.resubmit_failures:
-        expected = {"States.Timeout": "copy_unknown", "SlurmCommandFailed": "not_resubmitted"}[failure.failure.Error]
+        expected = {"States.Timeout": "copy_unknown", "SlurmCommandFailed": "not_resubmitted"}.get(failure.failure.Error, "not_resubmitted")
         assert fates[failure.job_id].fate == ("would_not_resubmit" if state.dry_run else expected)
+    # And a job stopped at once is never told as re-created by its stop; when the incident ended before its
+    # re-creation was asked (no resume), it is told stopped, no copy made
+    for stop in state.early_stop_replies:
+        fate = fates[stop.result.old_job_id]
+        later_made = any(r.result.old_job_id == stop.result.old_job_id and r.result.new_job_id for r in state.replies)
+        assert fate.fate in (
+            ("resubmitted", "would_resubmit") if later_made else ("not_resubmitted", "would_resubmit", "would_not_resubmit")
+        )
+        if stop.result.cancelled_old and not state.dry_run and state.resume is None:
+            assert fate.reason.startswith("it was stopped (suspended) at once and stays stopped, no copy of it made")
     # And no node someone else drained is ever ours to give back
     theirs = set(state.cordon.result.already_drained) - set(state.cordon.result.ours_already)  # type: ignore[union-attr]
     assert not [n.node for n in record.node_fates if n.held and n.node in theirs]

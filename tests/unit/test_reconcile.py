@@ -196,6 +196,19 @@ def test_a_resubmission_asked_for_and_never_answered_keeps_its_claim() -> None:
     assert [(f.job, f.fate) for f in ledger.incidents[INCIDENT].job_fates] == [("1001", "copy_unknown")]
 
 
+def test_a_job_stopped_at_once_whose_re_creation_never_came_is_told_stopped_and_its_claim_given_back() -> None:
+    # Given an EKS job stopped at once for its re-creation after the rejoin (a stop only, answered), and the
+    # execution stopped during the wait for the rejoin, before the re-creation was asked
+    ledger = FakeLedger()
+    _holding_incident(ledger)
+    arn = _detail().executionArn
+    _reconcile(_detail(), ledger, FakeNotifier(), history=FakeExecutionHistory({arn: []}, stopped={arn: {"1001"}}))
+    # Then the record says it stays stopped and no copy was made (a human starts it), and its claim is given back
+    (fate,) = ledger.incidents[INCIDENT].job_fates
+    assert (fate.job, fate.fate) == ("1001", "not_resubmitted") and fate.reason.startswith("it was stopped (suspended) at once and stays")
+    assert ledger.resubmission_claim(CLUSTER, "1001") is None
+
+
 def test_a_history_that_is_throttled_makes_the_end_come_back_later() -> None:
     from hyperpod_recovery.errors import HistoryUnavailable
 

@@ -109,7 +109,17 @@ class ReplacementUnhealthy(RecoveryError):
 
 # --- Kubernetes (EKS-orchestrated clusters; adapters/kubernetes.py) ---------------------------
 class KubeObjectGone(RecoveryError):
-    """The Kubernetes API has no such object (404): a replaced node's Node object, a deleted job."""
+    """The Kubernetes API has no such object (404): a replaced node's Node object, a deleted job.
+
+    ``named``: the object the 404's Status names in its details (the API server's NotFound for an
+    object of a resource it serves: apimachinery errors.NewNotFound); ``resource`` its plural.group.
+    None where it names none: the API server's not-found handler answers a group, version or
+    resource it does not serve with a bare NotFound (apiserver util/notfoundhandler)."""
+
+    def __init__(self, message: str = "", *, named: str | None = None, resource: str = "") -> None:
+        super().__init__(message)
+        self.named = named
+        self.resource = resource
 
 
 class KubeConflict(RecoveryError):

@@ -205,6 +205,8 @@ class ResubmissionsRead:
     seen: list[ResubmissionSeen]
     asked: set[str]
     complete: bool
+    # EKS jobs a stop only (Resubmit Jobs Now) answered stopped: suspended, their re-creation after the rejoin.
+    stopped: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)

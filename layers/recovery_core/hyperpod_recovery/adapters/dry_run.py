@@ -272,7 +272,7 @@ def would_result(command: ControllerCommand) -> Any:
     if isinstance(command, ResumeNodes):
         return ResumeResult(resumed=command.nodes)
     if isinstance(command, ResubmitJob):
-        return ResubmitResult(old_job_id=command.job_id)
+        return ResubmitResult(old_job_id=command.job_id, stop_only=command.stop_only)
     if isinstance(command, RequeueJob):
         return RequeueResult(job_id=command.job_id, requeued=True)
     raise TypeError(f"{command.type} is not a mutating command")

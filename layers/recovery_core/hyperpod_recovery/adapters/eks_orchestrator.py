@@ -14,8 +14,9 @@ What a command means here (the node rules are domain/eks_nodes.py's, the job rul
 | boot_times    | a node whose kernel boot id differs from the one our cordon recorded is back from a     |
 |               | reboot once Ready: its Ready time is its boot time                                     |
 | jobs_on_nodes | the jobs of the pods on the nodes (read-only)                                           |
-| resubmit_job  | the old job stopped for certain (Kueue: its Workload inactive; else suspended), then    |
-|               | re-created from the checkpoint under <lineage>-r<n>, once (found again by our token)    |
+| resubmit_job  | the old job stopped for certain (Kueue: its Workload inactive; else suspended:          |
+|               | adapters/eks_stop.py), then re-created from the checkpoint under <lineage>-r<n>, once   |
+|               | (found again by our token); a stop only stops it, its pods not waited for               |
 | capture_job_spec | the job by its uid (a list of each kind), with the nodes of its pods                |
 | capture_hang_evidence | the job's conditions and events, and on each node the last lines of its pod's     |
 |               | training container's log (read-only, within the capture's time; domain/hangs/pod_logs.py) |
@@ -38,6 +39,7 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from hyperpod_recovery.adapters.eks_node_lookup import HyperPodNodes
+from hyperpod_recovery.adapters.eks_stop import JobStopper, stop_only
 from hyperpod_recovery.adapters.eks_workloads import KueueWorkloads
 from hyperpod_recovery.adapters.stepfunctions import StepFunctions
 from hyperpod_recovery.domain.eks_jobs import (
@@ -50,16 +52,13 @@ from hyperpod_recovery.domain.eks_jobs import (
     job_condition,
     job_spec_of,
     jobs_of_pods,
-    kueue_managed,
     live_pods_of,
     owning_job,
     owning_job_any,
     recreated_job,
     recreated_name,
     sized_spec,
-    still_running,
     suspended,
-    terminating,
 )
 from hyperpod_recovery.domain.eks_nodes import NodeView, cordon_plan, give_back_plan, health_gate, hyperpod_name, rebooted_since_cordon
 from hyperpod_recovery.domain.hangs.pod_logs import PodLog, comparable, job_text, node_signature, node_text, training_container
@@ -128,7 +127,6 @@ from hyperpod_recovery.models.kubernetes import (
     INSTANCE_GROUP_LABEL,
     JOB_KINDS,
     KUBEFLOW_JOB_NAME_LABEL,
-    KUEUE_QUEUE_LABEL,
     PENDING_REPAIR_STATUSES,
     KubeJobRef,
 )
@@ -162,12 +160,6 @@ EVIDENCE_TOOL = f"pods/log tailLines={LOG_TAIL_LINES}"
 EKS_EVIDENCE_SECONDS = 15
 # What a read for the evidence may meet and report instead of raising: the evidence is best-effort.
 _UNREAD = (KubeAccessDenied, KubeRequestRejected, KubeUnavailable, KubeThrottled, KubeObjectGone)
-
-
-def _suspend_operation(job: dict[str, Any]) -> dict[str, Any]:
-    if isinstance((job.get("spec") or {}).get("runPolicy"), dict):
-        return {"op": "add", "path": "/spec/runPolicy/suspend", "value": True}
-    return {"op": "add", "path": "/spec/runPolicy", "value": {"suspend": True}}
 
 
 def _declined(copy_id: str, why: str, *, ended: bool = False) -> ResubmitResult:
@@ -284,7 +276,7 @@ class EksOrchestrator:
         self.tasks = tasks
         self.now = now
         self._nodes = HyperPodNodes(kube)
-        self._kueue = KueueWorkloads(kube)
+        self._stopper = JobStopper(kube, KueueWorkloads(kube), now)
         self._spare_view: tuple[list[dict[str, Any]], set[str]] | None = None
 
     # --- the port ------------------------------------------------------------------------------------
@@ -318,7 +310,7 @@ class EksOrchestrator:
 
     def execute(self, command: Any, incident_id: str = "") -> Any:
         self._nodes = HyperPodNodes(self.kube)  # (listed at most once per command)
-        self._kueue = KueueWorkloads(self.kube)  # (Kueue's API discovered at most once per command)
+        self._stopper = JobStopper(self.kube, KueueWorkloads(self.kube), self.now)  # (Kueue's API discovered once per command)
         self._spare_view = None
         if isinstance(command, CordonNodes):
             return self.cordon(command)
@@ -452,7 +444,7 @@ class EksOrchestrator:
                 continue  # deleted since its pod was listed: nothing to restart
             if finished(job) or not any(owning_job(p) == ref and is_pod_of(p, job) for p in pods):
                 continue
-            spec = job_spec_of(job, ref)
+            spec = job_spec_of(job, ref, grace=True)
             if spec is None or spec.job_id in seen:
                 continue
             seen.add(spec.job_id)
@@ -517,8 +509,10 @@ class EksOrchestrator:
         if new is None and command.nodes is not None:
             _check_size(old, ref.kind, command.nodes)
         name = str(new["metadata"]["name"]) if new is not None else self._free_name(ref, old, command.nodes)
+        if command.stop_only:
+            return stop_only(self._stopper, ref, old, made=new)
         try:
-            stopped = self._stop(ref, old)
+            stopped = self._stopper.stop(ref, old)
         except JobSpecUnavailable as exc:
             if new is None:
                 raise
@@ -636,7 +630,7 @@ class EksOrchestrator:
             )
             mark = [{"op": "test", "path": "/metadata/uid", "value": copy_id}, add]
             shrunk = self.kube.patch_job(copy_ref, mark)  # (before the stop: what a retry trusts)
-        stopped = self._stop(copy_ref, shrunk)
+        stopped = self._stopper.stop(copy_ref, shrunk)
         new = self._create(copy_ref, shrunk, name, command, incident_id, token, stopped=stopped)
         return ResubmitResult(
             old_job_id=copy_id,
@@ -670,66 +664,6 @@ class EksOrchestrator:
         raise JobSpecUnavailable(
             f"{ref.kind} {ref.namespace}/{name} exists and is not our re-creation of {ref.name} (it lacks the token our "
             f"ledger recorded): nothing created, {ref.name} left as it is"
-        )
-
-    def _stop(self, ref: KubeJobRef, old: dict[str, Any]) -> bool:
-        """Stop the old job for certain, or say why it cannot be: a job Kueue manages by its Workload's
-        spec.active: false (Kueue un-suspends a suspended job whose Workload is admitted); any other
-        by runPolicy.suspend. Then read back: the Workload inactive, the job suspended, no pod of it
-        left running or pending. True: it was running and is stopped now."""
-        if finished(old):
-            self._no_pod_left(ref, old, "ended")
-            return False
-        workloads, version = self._kueue.of_job(ref, old)
-        if workloads:
-            assert version is not None
-            for workload in workloads:
-                self._kueue.deactivate(ref, workload, version)
-        elif kueue_managed(old):
-            seen = "no Workload of it was found" if version is not None else "Kueue is not installed (no kueue.x-k8s.io is served)"
-            raise JobSpecUnavailable(
-                f"{ref.kind} {ref.namespace}/{ref.name} asks Kueue to admit it ({KUEUE_QUEUE_LABEL}) but {seen}: suspending it "
-                "would be undone once Kueue admits it, so it cannot be stopped for certain; nothing created"
-            )
-        elif not suspended(old):
-            self.kube.patch_job(ref, [{"op": "test", "path": "/metadata/uid", "value": old["metadata"]["uid"]}, _suspend_operation(old)])
-        now = self.kube.get_job(ref)
-        if now["metadata"].get("uid") != old["metadata"].get("uid"):
-            raise JobSpecUnavailable(
-                f"{ref.kind} {ref.namespace}/{ref.name} was replaced by another object while being stopped: nothing created"
-            )
-        if not suspended(now):
-            if workloads:
-                raise OldCopyStillStopping(f"Kueue has not suspended {ref.namespace}/{ref.name} yet (its Workload is inactive)")
-            if ((now.get("spec") or {}).get("runPolicy") or {}).get("suspend") is False:
-                raise JobSpecUnavailable(
-                    f"{ref.kind} {ref.namespace}/{ref.name} was suspended and something un-suspended it again (a controller "
-                    "we do not know of): it cannot be stopped for certain; nothing created"
-                )
-            raise JobSpecUnavailable(
-                f"{ref.kind} {ref.namespace}/{ref.name} was asked to suspend and the API server accepted it, but "
-                "runPolicy.suspend is not on the job read back: its PyTorchJob CRD has no such field (Kubeflow's training "
-                "operator older than 1.7 prunes it), so it cannot be stopped by us; nothing created. Stop it by hand "
-                f"(kubectl delete pytorchjob -n {ref.namespace} {ref.name}) and re-create it from the checkpoint"
-            )
-        self._no_pod_left(ref, now, "is stopped (suspended) and stays stopped", waiting=True)
-        return True
-
-    def _no_pod_left(self, ref: KubeJobRef, job: dict[str, Any], said: str, *, waiting: bool = False) -> None:
-        """Nothing of the job runs: no pod of it running, pending, or Terminating (a Terminating pod runs
-        through its grace period; the copy waits until it is gone). ``waiting``: we stopped it, and its
-        controllers delete its pods; else it ended, and only pods already being deleted are waited for."""
-        label = KUBEFLOW_JOB_NAME_LABEL if ref.kind == "PyTorchJob" else HPTO_JOB_LABEL
-        live = live_pods_of(self.kube.list_pods(ref.namespace, f"{label}={ref.name}"), job)
-        if not live:
-            return
-        where = f"{ref.kind} {ref.namespace}/{ref.name}"
-        running = still_running(live, self.now())
-        if waiting or all(terminating(p) for p in live):
-            raise OldCopyStillStopping(f"{where} {said}, and no copy of it is made while anything of it runs (nothing created): {running}")
-        raise JobSpecUnavailable(
-            f"{where} {said}, but {running} and its operator stops nothing of an ended job: nothing created while they run; "
-            f"delete them (kubectl delete pod -n {ref.namespace} ...)"
         )
 
     def find_job(self, uid: str, ref: KubeJobRef | None = None) -> tuple[KubeJobRef, dict[str, Any]] | None:

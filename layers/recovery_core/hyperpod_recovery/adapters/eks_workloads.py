@@ -10,8 +10,19 @@ what discovery says decides what a stop may conclude:
 | served at v1beta1 only                    | at v1beta1                                                    |
 | served, neither version; unreadable; a    | cannot be stopped for certain: JobSpecUnavailable, nothing    |
 |   Workload request at the version 404s    |   created (never "Kueue is not installed")                    |
+|   without naming an object                |                                                               |
+| a Workload's 404 names it (deleted since  | the job's Workloads read once more and decided again (Kueue   |
+|   it was listed)                          |   may have replaced it); still none: refused, nothing created |
 | unanswered, 5xx, 429                      | the same error, said so: retried by the workflow              |
 | refused (403)                             | KubeAccessDenied, said so: escalated                          |
+
+The two 404s are told apart by the answer's Status, as the API server writes it: an object it serves
+the resource of and has none of is NotFound with ``details: {name, group, kind}`` (apimachinery
+errors.NewNotFound, from the registry's Get); a group, version or resource it does not serve falls
+through the CRD handler (apiextensions-apiserver customresource_handler: HasServedCRDVersion, else the
+delegate) to the not-found handler, a bare NotFound without details (apiserver util/notfoundhandler).
+An answer that names no object is taken for the second: never for a deleted Workload, never for
+"Kueue is not installed".
 """
 
 from __future__ import annotations
@@ -87,6 +98,31 @@ class KueueWorkloads:
             raise JobSpecUnavailable(self._gone(where, version, exc)) from exc
         return found, version
 
+    def deactivate_all(self, ref: KubeJobRef, job: dict[str, Any], workloads: list[dict[str, Any]], version: str) -> None:
+        """Every Workload of the job inactive (``workloads``: of_job's). One deleted since it was listed
+        may have been replaced (Kueue makes a job without one a new Workload): the job's Workloads are
+        read once more and decided again; where that still leaves none to make inactive, nothing is created."""
+        try:
+            for workload in workloads:
+                self.deactivate(ref, workload, version)
+            return
+        except _WorkloadDeleted as gone:
+            deleted = gone.name
+        again, _ = self.of_job(ref, job)
+        try:
+            for workload in again:
+                self.deactivate(ref, workload, version)
+        except _WorkloadDeleted as gone:
+            deleted = gone.name
+        else:
+            if again:
+                return
+        raise JobSpecUnavailable(
+            f"Workload {ref.namespace}/{deleted} of {ref.kind} {ref.namespace}/{ref.name} was deleted while we stopped the job "
+            "(the API server's 404 names it), and no Workload of the job was left to make inactive in its place: whether Kueue "
+            "would start the job again cannot be told, so it cannot be stopped for certain; nothing created"
+        )
+
     def deactivate(self, ref: KubeJobRef, workload: dict[str, Any], version: str) -> None:
         """``spec.active: false`` on the Workload (conditional on its uid), read back."""
         name = str(workload["metadata"]["name"])
@@ -100,6 +136,8 @@ class KueueWorkloads:
                 self._kube.patch_workload(version, ref.namespace, name, operations)
             now = self._kube.get_workload(version, ref.namespace, name)
         except KubeObjectGone as exc:
+            if exc.named == name:
+                raise _WorkloadDeleted(name) from exc
             raise JobSpecUnavailable(self._gone(where, version, exc)) from exc
         if (now.get("spec") or {}).get("active", True) is not False:
             raise JobSpecUnavailable(
@@ -110,6 +148,15 @@ class KueueWorkloads:
     def _gone(self, where: str, version: str, exc: Exception) -> str:
         return (
             f"Kueue is installed (the API server serves {KUEUE_GROUP} at {', '.join(self._served)}), but a Workload request "
-            f"at {version} answered 404 ({str(exc)[:200]}): whether Kueue manages {where} cannot be told, so it cannot be "
-            "stopped for certain; nothing created"
+            f"at {version} answered 404 naming no object (how the API server answers a version or resource it does not "
+            f"serve: {str(exc)[:200]}): whether Kueue manages {where} cannot be told, so it cannot be stopped for certain; "
+            "nothing created"
         )
+
+
+class _WorkloadDeleted(Exception):
+    """A Workload's own 404 (its Status names it): deleted since it was listed."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.name = name

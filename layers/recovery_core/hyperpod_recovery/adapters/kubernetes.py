@@ -29,7 +29,8 @@ the wire against a local TLS server:
 non-resource URL every authenticated user may get: Kubernetes' default ClusterRole system:discovery,
 bound to system:authenticated.)
 
-Status codes become our named errors (errors.py): 404 KubeObjectGone; 409 AlreadyExists
+Status codes become our named errors (errors.py): 404 KubeObjectGone (naming the object when its
+Status details do: an object that is not there, not a path that is not served); 409 AlreadyExists
 KubeAlreadyExists, other 409s KubeConflict; a JSON Patch whose ``test`` failed (422 with the patch
 library's error as its cause today, 500 on older API servers, kubernetes/kubernetes#68202)
 KubeConflict; 429 KubeThrottled; 401/403 KubeAccessDenied; a list's expired continue token (410)
@@ -343,7 +344,12 @@ def _error_for(method: str, path: str, status: int, data: bytes) -> Exception:
     if causes:
         said += " (" + "; ".join(str(c.get("message") or "")[:200] for c in causes[:3]) + ")"
     if status == 404:
-        return KubeObjectGone(said)
+        # (an object that is not there is named in the details; a path not served names nothing)
+        given = detail.get("details")
+        details: dict[str, Any] = given if isinstance(given, dict) else {}
+        named = details.get("name") if isinstance(details.get("name"), str) and details.get("name") else None
+        resource = ".".join(str(details[k]) for k in ("kind", "group") if isinstance(details.get(k), str) and details[k])
+        return KubeObjectGone(said, named=named, resource=resource)
     if status == 410:
         return KubeExpired(said)
     if status == 409:

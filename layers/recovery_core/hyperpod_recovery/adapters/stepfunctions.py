@@ -202,18 +202,19 @@ class StepFunctions:
         delivers the end again); any other leaves the read incomplete."""
         plans: dict[str, ResumePlan] = {}
         seen: list[ResubmissionSeen] = []
+        stopped: set[str] = set()
         history = self._history(execution_arn, newest_first=False, with_data=True, page_size=DATA_PAGE_SIZE)
         try:
             for event in history:
-                _read_resubmit_event(event, plans, seen)
-            return ResubmissionsRead(seen=seen, asked=set(plans), complete=history.whole)
+                _read_resubmit_event(event, plans, seen, stopped)
+            return ResubmissionsRead(seen=seen, asked=set(plans), complete=history.whole, stopped=frozenset(stopped))
         except ClientError as exc:
             if is_transient(exc):
                 raise HistoryUnavailable(f"GetExecutionHistory {execution_arn}: {error_code(exc)}") from exc
             logger.warning("could not read the execution's resubmissions", extra={"execution_arn": execution_arn, "reason": str(exc)})
         except BotoCoreError as exc:
             raise HistoryUnavailable(f"GetExecutionHistory {execution_arn}: {exc}") from exc
-        return ResubmissionsRead(seen=seen, asked=set(plans), complete=False)
+        return ResubmissionsRead(seen=seen, asked=set(plans), complete=False, stopped=frozenset(stopped))
 
 
 def _closed(item: dict[str, Any]) -> ClosedExecution:
@@ -258,11 +259,12 @@ class _HistoryPages:
             self.kwargs["nextToken"] = page["nextToken"]
 
 
-def _read_resubmit_event(event: dict[str, Any], plans: dict[str, ResumePlan], seen: list[ResubmissionSeen]) -> None:
+def _read_resubmit_event(event: dict[str, Any], plans: dict[str, ResumePlan], seen: list[ResubmissionSeen], stopped: set[str]) -> None:
     """A resubmission's task is scheduled with its plan (TaskScheduled parameters: the Payload's
     ``plan``) and succeeds with the agent's answer (TaskSucceeded output, a ``resubmit_job``
     reply): both whatever the state's ResultSelector or ResultPath, in either workflow. Map
-    iterations run concurrently, so an answer is matched to its plan by the job id."""
+    iterations run concurrently, so an answer is matched to its plan by the job id. A stop only
+    makes no copy: its job goes to ``stopped`` when it was stopped, never to ``plans`` or ``seen``."""
     scheduled, succeeded = event.get("taskScheduledEventDetails"), event.get("taskSucceededEventDetails")
     try:
         if scheduled is not None:
@@ -272,11 +274,15 @@ def _read_resubmit_event(event: dict[str, Any], plans: dict[str, ResumePlan], se
             )
             if plan is not None:
                 found = ResumePlan.model_validate(plan)
-                plans[found.job.job_id] = found
+                if not found.stop_only:  # (a stop only makes no copy: its job's re-creation is asked after the rejoin)
+                    plans[found.job.job_id] = found
         elif succeeded is not None:
             data = json.loads(succeeded.get("output") or "null")
             if isinstance(data, dict) and data.get("type") == RESUBMIT_REPLY:
                 reply = CommandReply[ResubmitResult].model_validate(data)
-                seen.append(ResubmissionSeen(plan=plans.get(reply.result.old_job_id), reply=reply))
+                if not reply.result.stop_only:
+                    seen.append(ResubmissionSeen(plan=plans.get(reply.result.old_job_id), reply=reply))
+                elif reply.result.cancelled_old and not reply.dry_run:
+                    stopped.add(reply.result.old_job_id)
     except (ValueError, ValidationError, RecursionError):
         return  # a truncated or foreign payload: not evidence of a resubmission

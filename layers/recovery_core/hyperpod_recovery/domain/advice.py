@@ -240,9 +240,11 @@ _MEANING: dict[type[errors.RecoveryError], str] = {
         "commands to start it again{recover_job}."
     ),
     errors.OldCopyStillStopping: (
-        "The job to re-create was stopped (suspended) but its pods still ran when the workflow's tries ran out (Terminating "
-        "through a long grace period, or on a node that is not Ready): nothing was created, so no second copy runs, and the "
-        "old job stays suspended. Once its pods are gone, un-suspend it (or, under Kueue, make its Workload active)."
+        "The job to re-create was stopped (suspended) but its pods still ran when the workflow's last try came (Terminating "
+        "through a grace period longer than the time they had: a job whose pods may take longer to stop than a re-creation "
+        "waits is stopped at the start of a node recovery and re-created after the rejoin; or on a node that is not Ready): "
+        "nothing was created, so no second copy runs, and the old job stays suspended. Once its pods are gone, un-suspend it "
+        "(or, under Kueue, make its Workload active)."
     ),
     errors.JobSpecUnavailable: "The orchestrator no longer knows the job: the pipeline has no spec of it to submit again.",
     # (no command here: these two are both orchestrators'; the job's own line below gives its commands)

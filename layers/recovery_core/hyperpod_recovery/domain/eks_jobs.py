@@ -29,6 +29,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from hyperpod_recovery.domain.eks_grace import longest_grace
 from hyperpod_recovery.models.commands import (
     CHECKPOINT_URI_PATTERN,
     MAX_CHECKPOINT_URI,
@@ -130,43 +131,6 @@ def live_pods_of(pods: list[dict[str, Any]], job: dict[str, Any]) -> list[dict[s
     return [p for p in pods if is_pod_of(p, job) and (p.get("status") or {}).get("phase", "Unknown") in LIVE_POD_PHASES]
 
 
-def terminating(pod: dict[str, Any]) -> bool:
-    """Its deletion was asked: it runs until its grace period ends (deletionTimestamp) and its kubelet confirms it."""
-    return bool((pod.get("metadata") or {}).get("deletionTimestamp"))
-
-
-def still_running(live: list[dict[str, Any]], now: datetime) -> str:
-    """What still runs of a copy (live_pods_of), in words: how many pods, which, and for those
-    Terminating until when (the end of their grace period, the latest deletionTimestamp), or, past
-    it, that no kubelet has confirmed them stopped."""
-    names = ", ".join(str((p.get("metadata") or {}).get("name")) for p in live[:3]) + (f" +{len(live) - 3}" if len(live) > 3 else "")
-    said = f"{len(live)} pod(s) of it still run ({names})"
-    ending = [p for p in live if terminating(p)]
-    if not ending:
-        return said
-    stamps = [_time((p.get("metadata") or {}).get("deletionTimestamp")) for p in ending]
-    known = [t for t in stamps if t is not None]
-    which = "all" if len(ending) == len(live) else f"{len(ending)} of them"
-    if not known:
-        return f"{said}, {which} Terminating"
-    end = max(known)
-    when = end.strftime("%Y-%m-%dT%H:%M:%SZ")
-    if now <= end:
-        return f"{said}, {which} Terminating: their grace period ends at {when}"
-    return (
-        f"{said}, {which} Terminating past the end of their grace period ({when}): no kubelet has confirmed "
-        "them stopped (on a node that is not Ready none can)"
-    )
-
-
-def _time(value: Any) -> datetime | None:
-    try:
-        when = datetime.fromisoformat(str(value).replace("Z", "+00:00")) if isinstance(value, str) else None
-    except ValueError:
-        return None
-    return when if when is not None and when.tzinfo is not None else None
-
-
 def suspended(job: dict[str, Any]) -> bool:
     """runPolicy.suspend holds on the object as stored (a CRD without the field has dropped it)."""
     return ((job.get("spec") or {}).get("runPolicy") or {}).get("suspend") is True
@@ -244,8 +208,9 @@ def reports_progress(job: dict[str, Any], kind: str) -> bool:
     return False
 
 
-def job_spec_of(job: dict[str, Any], ref: KubeJobRef) -> JobSpec | None:
-    """What the workflow carries of a job object (None: an object without a uid we can name it by)."""
+def job_spec_of(job: dict[str, Any], ref: KubeJobRef, *, grace: bool = False) -> JobSpec | None:
+    """What the workflow carries of a job object (None: an object without a uid we can name it by).
+    ``grace``: with how long its pods may run on once stopped (what a node recovery plans by)."""
     metadata = job.get("metadata") or {}
     uid = str(metadata.get("uid") or "")
     if not matches(KUBE_UID_PATTERN, uid):
@@ -294,6 +259,7 @@ def job_spec_of(job: dict[str, Any], ref: KubeJobRef) -> JobSpec | None:
         unresumable=unresumable,
         reports_progress=reports_progress(job, ref.kind),
         kube=ref,
+        stop_grace_seconds=longest_grace(_replica_specs(job, ref.kind)) if grace else None,
         elastic=elastic,
         elastic_problem=elastic_problem,
     )

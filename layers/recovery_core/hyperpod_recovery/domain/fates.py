@@ -17,6 +17,7 @@ from typing import Literal
 
 from hyperpod_recovery import errors
 from hyperpod_recovery.domain.causes import error_message
+from hyperpod_recovery.domain.early_stops import ended_before_re_creation
 from hyperpod_recovery.domain.elastic.decide import elastic_reason
 from hyperpod_recovery.domain.execution_names import node_execution_name
 from hyperpod_recovery.domain.hangs.classify import STILL_RUNNING
@@ -148,7 +149,9 @@ def node_incident_job_fates(state: WorkflowState, outcome: Outcome, cause: str |
     specs = {j.job_id: j for j in state.jobs.result.jobs} if state.jobs is not None else {}
     plan = state.checkpoints
     plans = {p.job.job_id: p for p in plan.planned} if plan is not None else {}
-    now = {p.job.job_id for p in plan.resume_now} if plan is not None else set()
+    now = {p.job.job_id for p in plan.resume_now if not p.stop_only} if plan is not None else set()
+    # Stopped at once for a re-creation after the rejoin: Resubmit Jobs runs only once Resume Nodes answered.
+    stops = {r.result.old_job_id: r for r in state.early_stop_replies} if state.resume is None else {}
     fates: dict[str, JobFate] = {}
 
     def base(job_id: str, name: str) -> JobFate:
@@ -177,6 +180,12 @@ def node_incident_job_fates(state: WorkflowState, outcome: Outcome, cause: str |
                 continue
             when = "at once" if p.job.job_id in now else "once its nodes were back"
             ended = f"the incident ended {outcome}" + (f" ({_cut(cause, 200)})" if cause else "")
+            stopped = ended_before_re_creation(p, stops[p.job.job_id], ended) if p.job.job_id in stops else None
+            if stopped is not None:  # (its re-creation was never asked: no copy can exist)
+                fates[p.job.job_id] = base(p.job.job_id, p.job.name).model_copy(
+                    update={"reason": _cut(stopped), "checkpoint_step": p.checkpoint.step, "checkpoint_uri": p.checkpoint.uri}
+                )
+                continue
             fates[p.job.job_id] = base(p.job.job_id, p.job.name).model_copy(
                 update={
                     "reason": _cut(f"it was to be resubmitted {when} from step {p.checkpoint.step}; {ended} before that"),

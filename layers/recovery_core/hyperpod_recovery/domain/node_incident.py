@@ -8,6 +8,8 @@ from datetime import datetime
 
 from hyperpod_recovery import errors
 from hyperpod_recovery.domain.causes import CAUSE_LIMIT, error_message
+from hyperpod_recovery.domain.early_stops import early_stop_entry
+from hyperpod_recovery.domain.eks_grace import after_the_rejoin
 from hyperpod_recovery.domain.elastic.decide import elastic_reason, minutes
 from hyperpod_recovery.domain.elastic.grow_back import shrunk_copy_label
 from hyperpod_recovery.domain.fates import jobs_sentence, kube_copy_text, node_incident_job_fates, node_incident_node_fates
@@ -255,15 +257,19 @@ def build_timeline(state: WorkflowState, recorded_at: datetime) -> list[Timeline
             )
     named = _job_names(state)
     if state.checkpoints is not None:
+        stopped = {s.job.job_id for s in state.checkpoints.early_stops}
         chosen = [
             f"{named(p.job.job_id)} -> step {p.checkpoint.step} ({p.checkpoint.uri})"
             + (", resubmitted at once" if p in state.checkpoints.resume_now else "")
+            + (f", {after_the_rejoin(p.stop_grace_seconds, stopped_at_once=p.job.job_id in stopped)}" if p.stop_grace_seconds else "")
             + (f"; {elastic_reason(p.elastic, p.checkpoint, problem=_problem(state, p.job.job_id))}" if p.elastic else "")
             + (f", newer rejected: {'; '.join(p.rejected)}" if p.rejected else "")
             for p in state.checkpoints.planned
         ]
         chosen += [f"{named(j.job_id)}: {j.reason}" for j in state.checkpoints.unresumable + state.checkpoints.left_alone]
         entries.append(TimelineEntry(at=state.checkpoints.at, event="checkpoint chosen", detail="; ".join(chosen) or "no job to resume"))
+    for stop in state.early_stop_replies:
+        entries.append(early_stop_entry(stop, named))
     for reply in state.replies:
         detail = _resubmit_text(reply, named, _job_kinds(state))
         entries.append(TimelineEntry(at=reply.completed_at, event=_resubmit_event(reply), detail=detail))
@@ -590,6 +596,7 @@ def incident_facts(state: WorkflowState, outcome: Outcome = "recovered", cause: 
             state.cordon,
             None if state.jobs_found_by_cordon else state.jobs,
             state.resume,
+            *state.early_stop_replies,
             *state.replies,
             *state.grow_back_replies,
         ],

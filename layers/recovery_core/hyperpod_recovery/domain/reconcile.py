@@ -64,6 +64,8 @@ class EndedExecution:
     states_entered: tuple[tuple[str, datetime], ...] | None = None
     # The jobs it resubmitted before it ended, and when, as its history shows them.
     resubmissions: tuple[tuple[Resubmission, datetime], ...] = ()
+    # EKS jobs it stopped at once for a re-creation after the rejoin (ResubmissionsRead.stopped).
+    stopped: frozenset[str] = frozenset()
 
     @property
     def last_state(self) -> str | None:
@@ -91,6 +93,7 @@ class EndedExecution:
         job_state_machine_arn: str,
         states_entered: Sequence[tuple[str, datetime]] | None = None,
         resubmissions: Sequence[tuple[Resubmission, datetime]] = (),
+        stopped: Collection[str] = (),
     ) -> EndedExecution:
         return cls(
             name=detail.name,
@@ -103,6 +106,7 @@ class EndedExecution:
             request=_request_from(detail.input),
             states_entered=tuple(states_entered) if states_entered is not None else None,
             resubmissions=tuple(resubmissions),
+            stopped=frozenset(stopped),
         )
 
 
@@ -300,8 +304,9 @@ def _job_fates(end: EndedExecution, held: Holdings | None, kept_claims: Collecti
         why = "its resubmission was asked for and the answer was lost with the execution"
         fates.setdefault(job, named(job).model_copy(update={"fate": "copy_unknown", "reason": why}))
     ended = "the recovery ended before it resubmitted it"
+    stopped = "it was stopped (suspended) at once and stays stopped, no copy of it made: the recovery ended before its re-creation"
     for job in sorted(held.claims if held else ()):
-        fates.setdefault(job, named(job).model_copy(update={"reason": ended}))
+        fates.setdefault(job, named(job).model_copy(update={"reason": stopped if job in end.stopped else ended}))
     if isinstance(end.request, JobRecoveryRequest):
         fates.setdefault(end.request.job_id, named(end.request.job_id).model_copy(update={"reason": ended}))
     _shrunk_copies(fates, end, kept_claims)

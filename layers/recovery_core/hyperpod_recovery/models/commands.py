@@ -29,7 +29,7 @@ from hyperpod_recovery.models.common import (
     Timestamp,
 )
 from hyperpod_recovery.models.elastic import ElasticPolicy
-from hyperpod_recovery.models.kubernetes import KubeJobRef, RecreationToken
+from hyperpod_recovery.models.kubernetes import MAX_GRACE_SECONDS_CARRIED, KubeJobRef, RecreationToken
 from hyperpod_recovery.models.manifest import MAX_FRAMEWORK_CHARS, MAX_JOB_CHARS, CheckpointLayout, manifest_job
 
 OWNER_TAG_PREFIX = "hyperpod-recovery"
@@ -159,6 +159,9 @@ class JobSpec(BaseModel):
     restarted_by: RestartedBy | None = Field(default=None, exclude_if=_is_none)
     # EKS: the job object (``job_id`` is its uid; ``name`` the name its checkpoints are written under).
     kube: KubeJobRef | None = Field(default=None, exclude_if=_is_none)
+    # EKS: the longest terminationGracePeriodSeconds of its pod templates (Kubernetes' 30 where unset):
+    # how long its pods may run on once it is stopped (domain/eks_grace.py). None on Slurm.
+    stop_grace_seconds: int | None = Field(default=None, ge=0, le=MAX_GRACE_SECONDS_CARRIED, exclude_if=_is_none)
     # The owner's own choice of when to resubmit it (its comment's resume=...); None: the stack's.
     resume: ResumePolicy | None = Field(default=None, exclude_if=_is_none)
     # Why the agent could not capture the job faithfully (an array or heterogeneous job, an salloc
@@ -304,6 +307,16 @@ class ResubmitJob(BaseModel):
     # EKS grow-back: the token our ledger recorded for the re-creation that made the shrunk copy
     # ``job_id`` (``kube`` then names the job it was re-created from): the copy is ours only if it carries it.
     copy_token: RecreationToken | None = Field(default=None, exclude_if=_is_none)
+    # EKS: only stop the job, for its re-creation after the rejoin (its pods may take longer to stop than a
+    # re-creation waits: domain/eks_grace.py); nothing is created, and the pods are not waited for.
+    stop_only: StrictFlag = Field(default=False, exclude_if=_is_false)
+
+    @model_validator(mode="after")
+    def _stop_only_on_eks(self) -> ResubmitJob:
+        # (a Slurm agent would take it for a resubmission: the stop is a Kubernetes job's, with its token)
+        if self.stop_only and (self.kube is None or self.recreation_token is None or self.require_free_nodes is not None):
+            raise ValueError("stop_only stops an EKS job object (kube, recreation_token) for its re-creation; never a grow-back")
+        return self
 
 
 class NodeStates(BaseModel):
@@ -571,6 +584,9 @@ class ResubmitResult(BaseModel):
     # unless ``copy_ended``: it had ended without this grow-back (done, failed, stopped by a human).
     declined: ShortText | None = Field(default=None, exclude_if=_is_none)
     copy_ended: StrictFlag = Field(default=False, exclude_if=_is_false)
+    # The answer to a stop only (ResubmitJob.stop_only): nothing created; ``cancelled_old`` says whether
+    # it was stopped now, ``declined`` why it was not (the re-creation after the rejoin tries the stop again).
+    stop_only: StrictFlag = Field(default=False, exclude_if=_is_false)
 
 
 class NodeStatus(BaseModel):

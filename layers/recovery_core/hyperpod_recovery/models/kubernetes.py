@@ -122,6 +122,9 @@ WORKLOAD_PLURAL = "workloads"
 WORKLOAD_VERSIONS = ("v1beta2", "v1beta1")  # the versions we read and write Workloads at, preferred first
 
 
+# A pod's terminationGracePeriodSeconds is an int64; past a year a larger one says nothing more to us.
+MAX_GRACE_SECONDS_CARRIED = 366 * 86_400
+
 # A training job's name is also a label value on each of its pods (training.kubeflow.org/job-name,
 # HPJob), which Kubernetes bounds to 63 characters: no longer name can have running pods.
 KUBE_JOB_NAME_MAX = 63

@@ -32,10 +32,12 @@ from hyperpod_recovery.models.common import (
     ShortText,
     SlurmNodeName,
     StepResult,
+    StrictFlag,
     SummaryText,
     Timestamp,
     format_validation_error,
 )
+from hyperpod_recovery.models.kubernetes import MAX_GRACE_SECONDS_CARRIED
 from hyperpod_recovery.models.requests import JobRecoveryRequest, RecoveryRequest
 from hyperpod_recovery.vocabulary import Outcome
 
@@ -329,6 +331,11 @@ class ResumePlan(BaseModel):
     # A grow-back (NodeRecovery's Grow Back Jobs): the shrunk copy is stopped only if this many nodes
     # can take the full-size one at once; ``job`` is then the shrunk copy.
     require_free_nodes: int | None = Field(default=None, ge=1, exclude_if=lambda v: v is None)
+    # EKS: its pods may take this long to stop (their terminationGracePeriodSeconds), not less than a
+    # re-creation waits for them (domain/eks_grace.py): it is stopped at once and re-created after the rejoin.
+    stop_grace_seconds: int | None = Field(default=None, ge=0, le=MAX_GRACE_SECONDS_CARRIED, exclude_if=lambda v: v is None)
+    # Resubmit Jobs Now only stops the job (``stop_grace_seconds``): its plan in ``resumable`` re-creates it.
+    stop_only: StrictFlag = Field(default=False, exclude_if=lambda v: not v)
 
 
 class CheckpointPlan(StepResult):
@@ -337,7 +344,10 @@ class CheckpointPlan(StepResult):
 
     A resumable job is in one of two lists: ``resume_now`` (NodeRecovery resubmits it before the
     wait for the replacement: Resubmit Jobs Now) or ``resumable`` (resubmitted at the workflow's
-    usual point: after the nodes are back in NodeRecovery, after the node recovery in JobRecovery)."""
+    usual point: after the nodes are back in NodeRecovery, after the node recovery in JobRecovery).
+    An EKS job whose pods may take longer to stop than a re-creation waits is in ``resumable`` and
+    also, as a stop only (``stop_only``), in ``resume_now``: stopped at once, its pods have until the
+    rejoin to go. The stops count among the plan's entries (the Maps over both lists share them)."""
 
     jobs_found: int = Field(default=0, ge=0)
     jobs_omitted: int = Field(default=0, ge=0)  # more jobs ran on the nodes than one incident carries
@@ -354,12 +364,23 @@ class CheckpointPlan(StepResult):
             raise ValueError(f"at most {MAX_JOBS_PER_INCIDENT} jobs are planned in one incident")
         if sum(p.elastic is not None for p in self.planned) > MAX_ELASTIC_DECISIONS:
             raise ValueError(f"at most {MAX_ELASTIC_DECISIONS} elastic decisions are carried in one incident")
+        later = {p.job.job_id for p in self.resumable if p.stop_grace_seconds is not None and not p.stop_only}
+        for stop in self.early_stops:
+            if stop.job.kube is None or stop.job.job_id not in later or stop.elastic is not None:
+                raise ValueError(f"a stop only ({stop.job.job_id}) is for an EKS job re-created after the rejoin, at its size")
+        if any(p.stop_only for p in self.resumable):
+            raise ValueError("a stop only is made at once (resume_now), never after the rejoin")
         return self
 
     @property
     def planned(self) -> list[ResumePlan]:
-        """Every job that will be resubmitted, whenever."""
-        return [*self.resume_now, *self.resumable]
+        """Every job that will be resubmitted, whenever (a stop only is no resubmission)."""
+        return [*(p for p in self.resume_now if not p.stop_only), *self.resumable]
+
+    @property
+    def early_stops(self) -> list[ResumePlan]:
+        """The jobs Resubmit Jobs Now only stops, each re-created after the rejoin (its plan in ``resumable``)."""
+        return [p for p in self.resume_now if p.stop_only]
 
 
 class StepError(BaseModel):
@@ -522,11 +543,21 @@ class WorkflowState(BaseModel):
 
     @property
     def replies(self) -> list[CommandReply[ResubmitResult]]:
-        return [r for r in (*self.resubmissions_now, *self.resubmissions) if isinstance(r, CommandReply)]
+        """The resubmissions' answers (a stop only's is none: ``early_stop_replies``)."""
+        return [r for r in (*self.resubmissions_now, *self.resubmissions) if isinstance(r, CommandReply) and not r.result.stop_only]
+
+    @property
+    def early_stop_replies(self) -> list[CommandReply[ResubmitResult]]:
+        """Resubmit Jobs Now's stops only (CheckpointPlan.early_stops): the jobs re-created after the rejoin."""
+        return [r for r in self.resubmissions_now if isinstance(r, CommandReply) and r.result.stop_only]
 
     @property
     def resubmit_failures(self) -> list[ResubmitFailure]:
-        return [r for r in (*self.resubmissions_now, *self.resubmissions) if isinstance(r, ResubmitFailure)]
+        """The jobs whose resubmission failed. A job stopped at once and re-created after the rejoin is
+        told by its later try, which stops it again first: its stop's failure stands only without one."""
+        later = {r.job_id if isinstance(r, ResubmitFailure) else r.result.old_job_id for r in self.resubmissions}
+        now = [r for r in self.resubmissions_now if isinstance(r, ResubmitFailure) and r.job_id not in later]
+        return [*now, *(r for r in self.resubmissions if isinstance(r, ResubmitFailure))]
 
     @property
     def grow_backs(self) -> list[GrowBackJob]:

@@ -6,11 +6,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from hyperpod_recovery.domain.checkpoints import find_newest_verified
+from hyperpod_recovery.domain.eks_grace import outlives_the_wait
 from hyperpod_recovery.domain.elastic.decide import Estimate, decide_elastic
 from hyperpod_recovery.domain.elastic.estimates import MEASURED_WINDOW_DAYS, expected_wait, grow_back_cost
 from hyperpod_recovery.domain.execution_names import hung_job_of, is_hang_incident
 from hyperpod_recovery.errors import CheckpointUnreadable
-from hyperpod_recovery.models.commands import JobRef, JobSpec, ResumePolicy, left_alone_reason
+from hyperpod_recovery.models.commands import CheckpointRef, JobRef, JobSpec, ResumePolicy, left_alone_reason
+from hyperpod_recovery.models.common import MAX_JOBS_PER_INCIDENT
 from hyperpod_recovery.models.records import RecoveryLogEntry
 from hyperpod_recovery.models.workflow import (
     MAX_ELASTIC_DECISIONS,
@@ -70,7 +72,8 @@ def find_newest_checkpoint(
     elastic: ElasticSettings | None = None,
     now: datetime,
 ) -> CheckpointPlan:
-    """Every job ends in exactly one list; a job the agent could not capture faithfully is
+    """Every job ends in exactly one list (an EKS job stopped at once is also a stop only in
+    ``resume_now``: CheckpointPlan); a job the agent could not capture faithfully is
     unresumable here, before any resubmission is sent. The jobs' descriptions go to the ledger,
     where Record Outcome finds them; the workflow then forgets them (Forget Job Details).
 
@@ -79,7 +82,8 @@ def find_newest_checkpoint(
         ledger.save_jobs(step.execution_name, step.jobs, now)
     estimates = _estimates(step, ledger, elastic, now)
     spares = SpareNodes()
-    decided = shrunk = 0
+    decided = shrunk = stops = 0
+    room = MAX_JOBS_PER_INCIDENT - len(step.jobs)  # (a stop is one more entry of the plan: the Maps' items are bounded together)
     plan = CheckpointPlan(at=now, jobs_found=len(step.jobs) + step.omitted, jobs_omitted=step.omitted)
     for job in step.jobs:
         if job.unresumable and not job.auto_resume:
@@ -118,11 +122,14 @@ def find_newest_checkpoint(
         # by its own policy, as for any node incident.
         hung = is_hang_incident(step.execution_name) and hung_job_of(step.execution_name) == job.job_id
         # EKS: a job's pod on a node this incident reboots stays Terminating until the node is back (no
-        # kubelet confirms it before), and no copy is made while it may run: such a job resumes after the rejoin.
-        held = job.kube is not None and step.rebooting
+        # kubelet confirms it before), and no copy is made while it may run: such a job resumes after the
+        # rejoin. So does one whose pods may take longer to stop than a re-creation waits; it is stopped
+        # at once (Resubmit Jobs Now, a stop only), so its pods have until the rejoin to go.
+        slow = job.kube is not None and step.resume_now_allowed and outlives_the_wait(job.stop_grace_seconds)
+        held = (job.kube is not None and step.rebooting) or slow
         now_or_later = resume_now(job, "immediate" if hung else policy, allowed=step.resume_now_allowed and not held)
         decision = None
-        rigid = hung or held  # (held, no shrink either: a shrunk copy would wait for the same pod)
+        rigid = hung or held  # (held, no shrink either: a shrunk copy would wait for the same pods)
         if estimates is not None and not rigid and decided >= MAX_ELASTIC_DECISIONS and (job.elastic or job.elastic_problem):
             logger.warning("elastic job treated as rigid", extra={"job_id": job.job_id, "decided": decided, "limit": MAX_ELASTIC_DECISIONS})
         elif estimates is not None and not rigid:
@@ -154,6 +161,7 @@ def find_newest_checkpoint(
                 "rejected": discovery.rejected,
                 "resume": "immediate" if now_or_later else "after_rejoin",
                 "resume_chosen_by": "job" if job.resume else "stack",
+                "stop_grace_seconds": job.stop_grace_seconds if slow else None,
                 "elastic": decision.model_dump(mode="json") if decision is not None else None,
             },
         )
@@ -164,10 +172,21 @@ def find_newest_checkpoint(
             checkpoint=discovery.checkpoint,
             rejected=newest_rejected,
             elastic=decision,
+            stop_grace_seconds=job.stop_grace_seconds if slow else None,
         )
         (plan.resume_now if now_or_later else plan.resumable).append(chosen)
+        if slow and stops < room:
+            stops += 1
+            plan.resume_now.insert(stops - 1, stop_only(chosen))  # (first: the sooner stopped)
     plan.shrinks = shrunk
     return plan
+
+
+def stop_only(plan: ResumePlan) -> ResumePlan:
+    """The stop at once of a job re-created after the rejoin: what the stop needs of its plan (the job,
+    the step it is for), no more: it takes one of the incident's entries, and no more room in its state."""
+    checkpoint = CheckpointRef(uri=plan.checkpoint.uri, step=plan.checkpoint.step)
+    return ResumePlan(job=plan.job, checkpoint=checkpoint, stop_grace_seconds=plan.stop_grace_seconds, stop_only=True)
 
 
 # A copy of a copy of ...: how far back its lineage's size is looked for (two ledger reads a step).

@@ -176,6 +176,7 @@ def reconcile_execution(
         resubmissions=[
             (entry, reply.completed_at) for plan, reply in done if plan is not None and (entry := resubmission(plan, reply)) is not None
         ],
+        stopped=read.stopped,
     )
     held = ledger.holdings(detail.name)
     # A claim whose resubmission was asked for and never seen answered may have been carried out

@@ -17,10 +17,12 @@ def resubmit_job(
     step: ResubmitJobInput, *, orchestrator: Orchestrator, ledger: Ledger, claim_ttl: timedelta, now: datetime
 ) -> dict[str, Any]:
     """Once per job: the ledger claim stops a second incident (or a retried Lambda) from
-    restarting a job that was already resubmitted."""
+    restarting a job that was already resubmitted. A stop only (an EKS job stopped at once, re-created
+    after the rejoin) takes the same claim: this incident's from the stop on."""
     request, plan = step.request, step.plan
     job_id = plan.job.job_id
-    command_id = f"{step.execution_name}:resubmit:{job_id}"
+    # (a stop only, and the re-creation after the rejoin that follows it, are two commands of one claim)
+    command_id = f"{step.execution_name}:{'stop' if plan.stop_only else 'resubmit'}:{job_id}"
     claim = ledger.claim_resubmission(request.cluster, job_id, step.execution_name, now, claim_ttl)
     if not claim.claimed or claim.new_job_id:
         # Another incident restarted this job, or this incident already did (a retried step):
@@ -30,6 +32,7 @@ def resubmit_job(
             new_job_id=claim.new_job_id,
             already_submitted=not claim.claimed,
             submitted_by=None if claim.claimed else claim.incident_id,
+            stop_only=plan.stop_only,
         )
         answer_here(orchestrator, step.task_token, command_id, "resubmit_job", result, now)
         return {"command_id": command_id, "sent": False, "already_resubmitted_by": claim.incident_id}
@@ -54,6 +57,7 @@ def resubmit_job(
             kube=kube,
             recreation_token=token,
             copy_token=copy_token,
+            stop_only=plan.stop_only,
             **sized(plan),
         ),
         command_id=command_id,
