@@ -61,7 +61,7 @@ def _client_calls() -> dict[str, set[str]]:
     calls: dict[str, set[str]] = {}
     for source in (PACKAGE / "adapters").glob("*.py"):
         text = source.read_text()
-        attributes = dict(re.findall(r"^\s+(\w+) = LazyClient\(\"(\w+)\"\)", text, re.MULTILINE))
+        attributes = dict(re.findall(r"^\s+(\w+) = LazyClient\(\"(\w+)\"(?:, \w+)?\)", text, re.MULTILINE))
         for attribute, service in attributes.items():
             client = boto3.client(service, region_name="us-west-2")
             to_operation = client.meta.method_to_api_mapping
