@@ -12,6 +12,7 @@ tests/contract/ holds both to the same expectations.
 |                 |                                        | adapters/eks_orchestrator.py EksOrchestrator |
 | KubeApi         | an EKS cluster's Kubernetes API        | adapters/kubernetes.py KubernetesApi        |
 | Notifier        | SNS (chat: a second topic), EventBridge (pages) | adapters/notifier.py SnsNotifier |
+| JobNodeSource   | the scheduler's running jobs           | adapters/job_nodes.py (Slurm: agent's snapshot; EKS: pods) |
 | Workflows       | Step Functions                         | adapters/stepfunctions.py StepFunctions     |
 | ExecutionHistory| Step Functions                         | adapters/stepfunctions.py StepFunctions     |
 | DeadLetterSink  | SQS                                    | adapters/sqs.py DeadLetterQueue             |
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
     from hyperpod_recovery.models.commands import CommandEnvelope, CommandReply, HangEvidenceResult, JobSpec, ResubmitResult
     from hyperpod_recovery.models.events import ExecutionStatusDetail
     from hyperpod_recovery.models.hangs import RecordedVerdict
+    from hyperpod_recovery.models.job_nodes import JobNodes
     from hyperpod_recovery.models.job_recovery import RestartEntry
     from hyperpod_recovery.models.kubernetes import KubeJobRef
     from hyperpod_recovery.models.progress import ProgressReport
@@ -124,6 +126,13 @@ class ProgressReader(Protocol):
 
     def running_jobs(self) -> dict[str, list[ProgressReport]]: ...
     def job(self, job: str) -> list[ProgressReport]: ...
+
+
+class JobNodeSource(Protocol):
+    """The orchestrator's own view of which nodes each running job runs on (models/job_nodes.py):
+    Slurm through the controller agent's snapshot, EKS from the live pods' owners."""
+
+    def running_job_nodes(self) -> JobNodes | None: ...  # None: not available (no snapshot, unreadable)
 
 
 class Orchestrator(Protocol):
