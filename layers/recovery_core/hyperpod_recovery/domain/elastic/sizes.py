@@ -78,7 +78,7 @@ def reshard_of(checkpoint: CheckpointRef, job_nodes: int) -> Reshard:
             return Reshard(
                 False,
                 f"its checkpoint at step {checkpoint.step} records no layout (manifest v1.1), so no data-parallel degree "
-                "follows for a copy on fewer nodes: the global batch could change",
+                "follows for a copy at another size: the global batch could change",
                 layout_refused=True,
             )
         problem = layout_problem(layout, job_nodes)
