@@ -19,6 +19,7 @@ def lambda_handler(step: RecordJobOutcomeInput, deps: Dependencies):
         now=deps.now(),
         orchestrator=deps.settings.orchestrator,
         deployment=deps.deployment,
+        stack_dry_run=deps.settings.dry_run,
         # Counted once: a rerun that answers what an earlier run recorded counts nothing again.
         on_recorded=lambda result: publish_outcome(result, JOB_OUTCOMES, "job incident recorded"),
     )

@@ -117,7 +117,7 @@ def fleet_report(runner: FleetRunner, drill: dict[str, Any]) -> dict[str, Any]:
 
     # Incidents, pages, safety.
     outcomes = Counter(f"{i['workflow']}:{i['outcome']}" for i in drill["incidents"])
-    pages = [r for r in records.values() if severity_of(r) == "page"]
+    pages = [r for r in records.values() if severity_of(r, stack_dry_run=bool(drill["dry_run"])) == "page"]
     why = Counter(f"{r.outcome}{' ' + r.error if r.error else ''}" for r in pages)
     breaker = ledger.breaker(plan.cluster)
     openings = [entry for entry in breaker.history if " open by " in entry]

@@ -303,7 +303,12 @@ def test_the_largest_escalations_page_fits_every_channel(fill: str) -> None:
     # Given the largest escalation's text, in one of three characters
     record = _largest_escalation(fill)
     subject, body = notification(record, "https://console/" + "e" * 300, deployment=Deployment(stack=STACK))
-    attributes = {"outcome": record.outcome, "cluster": record.cluster, "severity": severity_of(record), "incident": record.incident_id}
+    attributes = {
+        "outcome": record.outcome,
+        "cluster": record.cluster,
+        "severity": severity_of(record, stack_dry_run=False),
+        "incident": record.incident_id,
+    }
     sns, events = Sns(), Events()
     # When it is published to the three channels
     _notifier(sns, events).publish(subject, body, attributes)

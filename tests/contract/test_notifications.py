@@ -460,12 +460,12 @@ ROUTES = {  # outcome -> channels, for a record that is not a dry run and leaves
 
 @pytest.mark.parametrize("outcome", OUTCOMES)
 def test_given_every_outcome_then_it_reaches_exactly_its_channels(outcome: str) -> None:
-    assert set(channels_of(severity_of(_record(outcome)))) == ROUTES[outcome]
+    assert set(channels_of(severity_of(_record(outcome), stack_dry_run=False))) == ROUTES[outcome]
 
 
 @pytest.mark.parametrize("outcome", OUTCOMES)
 def test_given_a_dry_run_of_any_outcome_then_it_is_quiet_and_never_pages(outcome: str) -> None:
-    assert severity_of(_record(outcome, dry_run=True)) == "quiet"
+    assert severity_of(_record(outcome, dry_run=True), stack_dry_run=False) == "quiet"
     assert "pager" not in channels_of("quiet") and "chat" not in channels_of("quiet")
 
 
@@ -477,10 +477,10 @@ def test_given_the_routes_then_every_outcome_is_routed_and_pages_exactly_when_th
 
 def test_given_a_recovery_that_left_a_job_without_a_copy_then_it_pages() -> None:
     orphan = JobFate(job="1001", name="pretrain", fate="not_resubmitted", reason="no verified checkpoint")
-    assert severity_of(_record("recovered", fates=[orphan])) == "page"
+    assert severity_of(_record("recovered", fates=[orphan]), stack_dry_run=False) == "page"
     # (a recovery informs: its job runs again)
     running = JobFate(job="1001", name="pretrain", fate="resubmitted", copy_id="1002")
-    assert severity_of(_record("recovered", fates=[running])) == "inform"
+    assert severity_of(_record("recovered", fates=[running]), stack_dry_run=False) == "inform"
 
 
 def test_given_a_severity_it_does_not_know_then_the_notifier_pages_rather_than_drop_it() -> None:
@@ -490,7 +490,12 @@ def test_given_a_severity_it_does_not_know_then_the_notifier_pages_rather_than_d
 
 # --- message shapes ------------------------------------------------------------------------------
 def _attributes(record: IncidentRecord) -> dict[str, str]:
-    return {"outcome": record.outcome, "cluster": record.cluster, "severity": severity_of(record), "incident": record.incident_id}
+    return {
+        "outcome": record.outcome,
+        "cluster": record.cluster,
+        "severity": severity_of(record, stack_dry_run=False),
+        "incident": record.incident_id,
+    }
 
 
 def test_given_an_escalation_then_the_chat_copy_follows_chatbots_custom_notification_schema_with_the_same_text() -> None:

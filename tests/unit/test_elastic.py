@@ -16,7 +16,7 @@ from hyperpod_recovery.domain.elastic.grow_back import Reading, advance, grow_ba
 from hyperpod_recovery.domain.elastic.sizes import Reshard, largest_size, reshard_of
 from hyperpod_recovery.models.commands import CheckpointRef, CommandReply, CopyMark, JobRef, JobSpec, ResubmitResult
 from hyperpod_recovery.models.elastic import ElasticOptInUnreadable, ElasticPolicy, elastic_choice_in_comment
-from hyperpod_recovery.models.manifest import MANIFEST_SCHEMA, CheckpointLayout
+from hyperpod_recovery.models.manifest import MANIFEST_SCHEMA_V1_1, CheckpointLayout
 from hyperpod_recovery.models.records import MeasuredRestart, RecoveryLogEntry
 from hyperpod_recovery.models.requests import RecoveryRequest, Trigger
 from hyperpod_recovery.models.workflow import (
@@ -35,7 +35,16 @@ from tests.fakes import T0, FakeCheckpointStore, FakeLedger
 NODE = "i-0123456789abcdef0"
 TEN_MIN = Estimate(600, "measured")
 FIVE_MIN = Estimate(300, "parameter")
-DCP = CheckpointRef(uri="s3://ckpt/llama/step-000003000/", step=3000, framework="pytorch-dcp")
+
+
+def _layout(nodes: int, tensor: int, pipeline: int, gpus: int = 8, reshardable: bool = True) -> CheckpointLayout:
+    world = nodes * gpus
+    data = world // (tensor * pipeline)
+    return CheckpointLayout(world_size=world, nodes=nodes, tensor=tensor, pipeline=pipeline, data=data, reshardable=reshardable)
+
+
+# A reshardable checkpoint written by the 16-node job (8 ranks a node, tensor 8): dp 16 (manifest v1.1).
+DCP = CheckpointRef(uri="s3://ckpt/llama/step-000003000/", step=3000, framework="pytorch-dcp", layout=_layout(16, 8, 1))
 V1 = CheckpointRef(uri="s3://ckpt/llama/step-000003000/", step=3000)
 
 
@@ -50,12 +59,6 @@ def _elastic_job(nodes: int = 16, *, minimum: int = 12, multiple: int = 1, spare
         elastic=ElasticPolicy(min_nodes=minimum, multiple=multiple, source="comment"),
         spare_nodes=spare,
     )
-
-
-def _layout(nodes: int, tensor: int, pipeline: int, gpus: int = 8, reshardable: bool = True) -> CheckpointLayout:
-    world = nodes * gpus
-    data = world // (tensor * pipeline)
-    return CheckpointLayout(world_size=world, nodes=nodes, tensor=tensor, pipeline=pipeline, data=data, reshardable=reshardable)
 
 
 # --- the opt-in ---------------------------------------------------------------------------------
@@ -137,7 +140,7 @@ def test_given_a_layout_of_two_nodes_per_replica_when_one_node_is_lost_then_it_r
 
 def test_given_a_checkpoint_written_while_shrunk_when_its_layout_is_read_then_ranks_per_node_are_what_count() -> None:
     layout = _layout(12, tensor=8, pipeline=1)  # written on 12 nodes: dp 12
-    assert reshard_of(DCP.model_copy(update={"layout": layout})).data_parallel(16) == 16
+    assert reshard_of(DCP.model_copy(update={"layout": layout}), 16).data_parallel(16) == 16
 
 
 # --- shrink or wait ----------------------------------------------------------------------------
@@ -245,8 +248,9 @@ def _store(prefix: str = "llama", steps: tuple[int, ...] = (3000,), layout: dict
     for step in steps:
         folder = f"{prefix}/step-{step:09d}"
         store.put_object("ckpt", f"{folder}/a", b"x")
-        manifest = {"schema": MANIFEST_SCHEMA, "job": "llama", "step": step, "created_at": "2026-03-14T09:00:00Z"}
+        manifest = {"schema": MANIFEST_SCHEMA_V1_1, "job": "llama", "step": step, "created_at": "2026-03-14T09:00:00Z"}
         manifest["framework"] = "pytorch-dcp"
+        manifest["layout"] = layout if layout is not None else _layout(16, 8, 1).model_dump()
         manifest["shards"] = [{"key": "a", "size": 1}]
         store.put_object("ckpt", f"{folder}/manifest.json", json.dumps(manifest).encode())
     return store
@@ -279,13 +283,14 @@ def test_given_an_elastic_job_that_waits_when_planned_then_it_is_resubmitted_aft
 # --- growing back ------------------------------------------------------------------------------
 SHRINK_PLAN = ResumePlan(
     job=JobRef(job_id="1001", name="llama"),
-    checkpoint=CheckpointRef(uri="s3://ckpt/llama/step-000003000/", step=3000, framework="pytorch-dcp"),
+    checkpoint=DCP,
     elastic=decide_elastic(_elastic_job(), DCP, lost=1, spare=0, wait=TEN_MIN, grow_back=FIVE_MIN),
 )
 
 
 def _ckpt(step: int) -> CheckpointRef:
-    return CheckpointRef(uri=f"s3://ckpt/llama/step-{step:09d}/", step=step)
+    """A checkpoint the 15-node shrunk copy wrote (its layout says so)."""
+    return CheckpointRef(uri=f"s3://ckpt/llama/step-{step:09d}/", step=step, framework="pytorch-dcp", layout=_layout(15, 8, 1))
 
 
 def _reply(nodes: int | None = 15, old: str = "1001", new: str = "1002") -> dict:

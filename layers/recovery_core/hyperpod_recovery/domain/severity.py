@@ -6,7 +6,9 @@ quiet: a dry run; nothing was changed, so no chat and no page: the notification 
 subscribers (e-mail) still read it.
 
 Every notification goes to the notification topic whatever its severity; the severity only adds
-channels. A dry run is quiet whatever its outcome: during the dry-run period nobody is paged.
+channels. A dry run is quiet whatever its outcome, and so is everything a dry-run stack (DryRun=true)
+sends: an event it refused or found stale never parsed into a request that says "dry run", and its
+record alone would page (issue 47). During the dry-run period nobody is paged.
 """
 
 from __future__ import annotations
@@ -32,9 +34,10 @@ CHANNELS: dict[Severity, frozenset[Channel]] = {
 }
 
 
-def severity_of(record: IncidentRecord) -> Severity:
-    """A dry run is quiet; an outcome that needs a human, or a job left without a copy, pages."""
-    if record.dry_run or record.outcome == "dry_run":
+def severity_of(record: IncidentRecord, *, stack_dry_run: bool) -> Severity:
+    """A dry run, or anything on a dry-run stack, is quiet; an outcome that needs a human, or a job
+    left without a copy, pages."""
+    if stack_dry_run or record.dry_run or record.outcome == "dry_run":
         return "quiet"
     if record.outcome in PAGING_OUTCOMES or needs_a_human(record):
         return "page"

@@ -65,6 +65,8 @@ def carries_owner_tag(reason: str, tag: str) -> bool:
 
 
 MAX_JOB_NODES = 10_000
+# The data-parallel degree a resubmitted copy may be told (ResubmitJob.data_parallel).
+MAX_RESUME_DATA_PARALLEL = MAX_JOB_NODES * 8
 
 # When a job on a failed node is resubmitted (the stack's ResumePolicy, a job's own choice):
 # "immediate": as soon as its nodes are cordoned and its checkpoint is known, so the scheduler can
@@ -300,7 +302,7 @@ class ResubmitJob(BaseModel):
     # Shrink-and-continue: the node count to submit the copy at (None: the size the job ran at), and
     # the data-parallel degree that gives, both exported to the copy (RESUME_NODES_ENV, RESUME_DATA_PARALLEL_ENV).
     nodes: int | None = Field(default=None, ge=1, le=MAX_JOB_NODES, exclude_if=_is_none)
-    data_parallel: int | None = Field(default=None, ge=1, le=MAX_JOB_NODES * 8, exclude_if=_is_none)
+    data_parallel: int | None = Field(default=None, ge=1, le=MAX_RESUME_DATA_PARALLEL, exclude_if=_is_none)
     # A grow-back: the old copy (ours, shrunk) is stopped only when this many nodes can take the new
     # one at once (its own nodes plus free ones); else nothing is stopped or submitted (``declined``).
     require_free_nodes: int | None = Field(default=None, ge=1, le=MAX_JOB_NODES, exclude_if=_is_none)

@@ -285,7 +285,15 @@ EstimateSource = Literal["measured", "parameter"]
 # Why (domain/elastic/decide.py elastic_reason renders it from the figures: no free text travels in
 # the state, where up to MAX_ELASTIC_DECISIONS plans carry one).
 ElasticWhy = Literal[
-    "spare_fits", "shrink_wins", "wait_wins", "not_reshardable", "below_minimum", "opt_in_unreadable", "too_many_shrunk", "grow_back"
+    "spare_fits",
+    "shrink_wins",
+    "wait_wins",
+    "not_reshardable",
+    "layout_refused",
+    "below_minimum",
+    "opt_in_unreadable",
+    "too_many_shrunk",
+    "grow_back",
 ]
 # Elastic jobs decided per incident: a further elastic job is treated as rigid (it waits, as always).
 MAX_ELASTIC_DECISIONS = 8

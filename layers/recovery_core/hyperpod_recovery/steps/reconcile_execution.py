@@ -97,6 +97,8 @@ def _notify_once(
     hold_until: datetime | None,
     deployment: Deployment | None,
     now: datetime,
+    *,
+    stack_dry_run: bool,
 ) -> None:
     """The end's one page (the incident's notification effect, begun): sent by the delivery that
     holds its lease; another delivery at the same moment is tried again, and sends it only if the
@@ -105,7 +107,9 @@ def _notify_once(
         raise NotificationInProgress(f"{name}: another delivery of this end holds the right to notify")
     subject, body = notification(record, execution_url, hold_until=hold_until, deployment=deployment)
     attributes = {"outcome": record.outcome, "cluster": record.cluster, "workflow": record.workflow}
-    notifier.publish(subject, body, attributes | {"severity": severity_of(record), "incident": record.incident_id})
+    notifier.publish(
+        subject, body, attributes | {"severity": severity_of(record, stack_dry_run=stack_dry_run), "incident": record.incident_id}
+    )
     ledger.finish_effect(name, NOTIFICATION, now)
 
 
@@ -159,7 +163,7 @@ def reconcile_execution(
         # sent, for a page must not be lost); an end recorded by an earlier version began none.
         begun = ledger.effect_of(detail.name, NOTIFICATION)
         if begun is not None and not begun.done:
-            _notify_once(ledger, notifier, detail.name, record, execution_url, hold, deployment, now)
+            _notify_once(ledger, notifier, detail.name, record, execution_url, hold, deployment, now, stack_dry_run=stack_dry_run)
         return Reconciled(detail.name, "settled", record.outcome)
 
     # Where it stopped and what each phase took, from its history (best effort: None if unreadable).
@@ -237,7 +241,7 @@ def reconcile_execution(
     )
     # (``notified_at``: an end the previous version reconciled and notified)
     if not page.done and record.notified_at is None:
-        _notify_once(ledger, notifier, end.name, record, execution_url, hold_until, deployment, now)
+        _notify_once(ledger, notifier, end.name, record, execution_url, hold_until, deployment, now, stack_dry_run=stack_dry_run)
     if first:
         logger.warning(
             "execution ended without recording an outcome", extra={"incident": end.name, "status": end.status, "error": end.error}

@@ -50,10 +50,12 @@ def record_outcome(
     log_seconds: int = 7 * 86_400,
     orchestrator: Literal["slurm", "eks"] = "slurm",
     deployment: Deployment | None = None,
+    stack_dry_run: bool = False,
     on_recorded: Callable[[OutcomeResult], None] = lambda result: None,
 ) -> OutcomeResult:
     """``on_recorded`` is called once with the outcome when this run made it (the handler's metrics),
-    not when a rerun answers what an earlier run did."""
+    not when a rerun answers what an earlier run did. ``stack_dry_run``: the stack's DryRun, which
+    keeps the notification off the pager and chat whatever the record says (domain/severity.py)."""
     effect = ledger.begin_effect(step.execution_name, NOTIFICATION, now)
     if effect.done and effect.result is not None:
         return OutcomeResult.model_validate_json(effect.result)
@@ -82,7 +84,11 @@ def record_outcome(
     settle_holdings(ledger, step.execution_name, resubmitted=facts.resubmitted, hold_locks_until=hold_until, now=at)
     if not effect.done:  # (done without an answer: Reconcile Execution sent it; never sent twice)
         subject, body = notification(record, execution_url, hold_until=hold_until if facts.locked_nodes else None, deployment=deployment)
-        notifier.publish(subject, body, _attributes(record, cluster) | {"severity": severity_of(record), "incident": record.incident_id})
+        notifier.publish(
+            subject,
+            body,
+            _attributes(record, cluster) | {"severity": severity_of(record, stack_dry_run=stack_dry_run), "incident": record.incident_id},
+        )
         ledger.finish_effect(step.execution_name, NOTIFICATION, now, result=result.model_dump_json())
     on_recorded(result)
     return result

@@ -72,7 +72,7 @@ def decide_elastic(
         figures |= {"min_nodes": job.elastic.min_nodes, "multiple": job.elastic.multiple if job.elastic.multiple > 1 else None}
     if lineage_nodes is not None and lineage_nodes > full:
         figures["grow_to"] = lineage_nodes
-    reshard = reshard_of(checkpoint)
+    reshard = reshard_of(checkpoint, full)
     # The degree it grows back at: its lineage's size when it runs shrunk already, else the size it ran at.
     full_dp = reshard.data_parallel(lineage_nodes if lineage_nodes is not None and lineage_nodes > full else full)
 
@@ -93,7 +93,7 @@ def decide_elastic(
             }
         )
     if not reshard.reshardable:
-        return waits("not_reshardable")
+        return waits("layout_refused" if reshard.layout_refused else "not_reshardable")
     nodes = largest_size(full, full - lost + (spare or 0), job.elastic, reshard)
     if nodes is None:
         return waits("below_minimum")
@@ -130,8 +130,8 @@ def elastic_reason(decision: ElasticDecision, checkpoint: CheckpointRef, *, prob
                 f"waits for its replacement: expected in {wait}; on fewer of its {full} node(s) meanwhile it would gain less than "
                 f"growing back costs (~{grow})"
             )
-        case "not_reshardable":
-            return f"waits for its replacement: {reshard_of(checkpoint).why_not}"
+        case "not_reshardable" | "layout_refused":
+            return f"waits for its replacement: {reshard_of(checkpoint, full).why_not}"
         case "below_minimum":
             steps = f" or in other steps than {decision.multiple} node(s)" if decision.multiple else ""
             return (

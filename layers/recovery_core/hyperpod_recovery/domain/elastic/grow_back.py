@@ -13,6 +13,7 @@ from typing import NamedTuple
 from pydantic import ValidationError
 
 from hyperpod_recovery.domain.elastic.estimates import restart_seconds
+from hyperpod_recovery.domain.elastic.sizes import reshard_of
 from hyperpod_recovery.models.commands import CheckpointRef, CommandReply, JobRef, ResubmitResult, ResumeResult
 from hyperpod_recovery.models.workflow import (
     MAX_GROW_BACK_CHECKS,
@@ -87,8 +88,10 @@ def shrunk_copy_label(result: ResubmitResult, kind: str | None) -> str:
 
 def grow_back_plan(job: GrowBackJob, checkpoint: CheckpointRef) -> ResumePlan:
     """The full-size copy's plan: the shrunk copy is what is resubmitted (and stopped first), at the
-    size the job ran at before it shrank, only if that many nodes can take it at once."""
-    decision = job.shrink
+    size the job ran at before it shrank, only if that many nodes can take it at once; told the
+    data-parallel degree that ``checkpoint``'s own layout gives at that size (check_one made sure
+    there is one)."""
+    full_dp = full_size_data_parallel(job, checkpoint)
     return ResumePlan(
         job=JobRef(job_id=job.copy_id, name=job.name),
         checkpoint=checkpoint,
@@ -96,12 +99,29 @@ def grow_back_plan(job: GrowBackJob, checkpoint: CheckpointRef) -> ResumePlan:
             action="full_size",
             full_nodes=job.full_nodes,
             nodes=job.full_nodes,
-            data_parallel=decision.full_data_parallel,
-            full_data_parallel=decision.full_data_parallel,
+            data_parallel=full_dp,
+            full_data_parallel=full_dp,
             why="grow_back",
         ),
         require_free_nodes=job.full_nodes,
     )
+
+
+def full_size_data_parallel(job: GrowBackJob, checkpoint: CheckpointRef) -> int | None:
+    """The degree a full-size copy loading ``checkpoint`` runs at, from that checkpoint's layout."""
+    return reshard_of(checkpoint, job.full_nodes).data_parallel(job.full_nodes)
+
+
+def layout_refusal(job: GrowBackJob, checkpoint: CheckpointRef) -> str | None:
+    """Why the shrunk copy stays shrunk rather than grow back from ``checkpoint``: its layout gives no
+    degree at full size (a copy told none would derive its own and could change its global batch)."""
+    reshard = reshard_of(checkpoint, job.full_nodes)
+    if reshard.why_not:
+        return f"it stays on {job.nodes} node(s): {reshard.why_not}"
+    if reshard.data_parallel(job.full_nodes) is None:
+        whole = f"gives no whole data-parallel degree on {job.full_nodes} node(s)"
+        return f"it stays on {job.nodes} node(s): its checkpoint at step {checkpoint.step} {whole}"
+    return None
 
 
 def gate_failures(resume: dict[str, object] | None) -> list[str]:
@@ -131,14 +151,19 @@ def check_one(job: GrowBackJob, reading: Reading | str | None, *, grace_seconds:
         kept |= {"baseline_step": newest.step, "baseline_at": committed_at if newest.step > job.from_step else None}
     baseline = kept["baseline_step"]
     assert isinstance(baseline, int)
-    if newest.step > baseline:
+    newer = newest.step > baseline
+    if not newer and (now - first_at).total_seconds() < grace_seconds:
+        return job.model_copy(update=kept)
+    # Ready to grow from ``newest``, if its own layout gives the full-size copy a degree to run at.
+    refused = layout_refusal(job, newest)
+    if refused is not None:
+        return job.model_copy(update={**kept, "status": "stays", "reason": refused[:300]})
+    if newer:
         reason = f"its replacement is back and {job.copy_label} checkpointed step {newest.step} since"
         measured = _restart_of(job.model_copy(update=kept), newest.step, committed_at)
         return job.model_copy(update={**kept, "status": "growing", "checkpoint": newest, "reason": reason, "restart_seconds": measured})
-    if (now - first_at).total_seconds() >= grace_seconds:
-        reason = f"no new checkpoint of {job.copy_label} within {grace_seconds} s of its replacement's return: from its newest"
-        return job.model_copy(update={**kept, "status": "growing", "checkpoint": newest, "reason": reason})
-    return job.model_copy(update=kept)
+    reason = f"no new checkpoint of {job.copy_label} within {grace_seconds} s of its replacement's return: from its newest"
+    return job.model_copy(update={**kept, "status": "growing", "checkpoint": newest, "reason": reason})
 
 
 def _restart_of(job: GrowBackJob, step: int, committed_at: datetime | None) -> int | None:
