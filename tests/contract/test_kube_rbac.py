@@ -244,6 +244,7 @@ def test_the_job_poller_reads_only_what_its_reader_group_may() -> None:
         guarded=GuardedCluster(name="c", arn="a"),
         teller=Teller(FakeNotifier()),
         max_age_seconds=3600,
+        max_skew_seconds=300,
         now=AT,
         remaining_ms=lambda: 30_000,
     )
