@@ -49,6 +49,7 @@ from hyperpod_recovery.models.kubernetes import HEALTH_STATUS_LABEL, KUEUE_QUEUE
 from hyperpod_recovery.models.progress import PROGRESS_TABLE_ENV
 from sandbox.hyperpod import ACCOUNT, HyperPodDouble, SimNode
 from sandbox.kube import HYPERPOD_TAINT_KEY, FakeKube, _controller_uid, _name_order, serve
+from sandbox.planted import SECRET_LOG
 from sandbox.scenario import Scenario, expand_range
 
 PENDING_REPLACEMENT = "UnschedulablePendingReplacement"
@@ -337,7 +338,8 @@ class SimulatedEks:
             namespace = job.kubernetes.namespace
             odd = self.node_of(fault.node) if fault.node else None
             pods = [(ns, name) for ns, name in self.kube.pods if ns == namespace and name.startswith(f"{job.name}-worker-")]
-            self._pods_hang(pods, odd if fault.stacks != "no_answer" else None)
+            odd_log = SECRET_LOG if fault.stacks == "secret_in_log" else DATA_LOADER_LOG
+            self._pods_hang(pods, odd if fault.stacks != "no_answer" else None, odd_log)
 
     def object_hangs(self, uid: str, odd_node: str) -> None:
         """The job object ``uid`` (any of a lineage: the fleet's copies) hangs, as ``job_hangs``: its pods'
@@ -345,11 +347,11 @@ class SimulatedEks:
         with self.lock:
             self._pods_hang([key for key, pod in self.kube.pods.items() if _controller_uid(pod) == uid], odd_node)
 
-    def _pods_hang(self, pods: list[tuple[str, str]], odd_node: str | None) -> None:
+    def _pods_hang(self, pods: list[tuple[str, str]], odd_node: str | None, odd_log: str = DATA_LOADER_LOG) -> None:
         for namespace, name in sorted(pods):
             pod = self.kube.pods[(namespace, name)]
             rank = max(0, _name_order(name)[1])
-            stuck = DATA_LOADER_LOG if odd_node is not None and pod["spec"].get("nodeName") == odd_node else COLLECTIVE_LOG
+            stuck = odd_log if odd_node is not None and pod["spec"].get("nodeName") == odd_node else COLLECTIVE_LOG
             self.kube.set_pod_log(namespace, name, TRAINING_LOG.format(rank=rank) + stuck.format(rank=rank))
 
     def report_unhealthy(self, instance_id: str, at: float) -> None:

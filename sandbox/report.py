@@ -37,6 +37,7 @@ from sandbox.aws import RETRY_BACKOFF
 from sandbox.clock import EPOCH
 from sandbox.job_downtime import CopyRun, down_intervals, node_time_lost, total, union
 from sandbox.message_check import contradictions, verdict_contradictions
+from sandbox.planted import PLANTED, channel_copies, found_in
 from sandbox.real_slurm import RealController
 from sandbox.scenario import expand_range
 
@@ -60,6 +61,9 @@ def build_report(runner: DrillRunner, wall_seconds: float) -> dict[str, Any]:
     transitions = 0
     executions = 0
     largest: tuple[int, str] = (0, "")
+    # (a drill whose hung job printed secrets: every place they could be kept or sent is searched)
+    planted = any(f.kind == "hang" and f.stacks == "secret_in_log" for f in runner.scenario.faults)
+    states: list[tuple[str, Any]] = []
     for arn in aws.state_machines.values():
         for page in sfn.get_paginator("list_executions").paginate(stateMachineArn=arn):
             for summary in sorted(page["executions"], key=lambda e: e["startDate"]):
@@ -73,6 +77,8 @@ def build_report(runner: DrillRunner, wall_seconds: float) -> dict[str, Any]:
                     for e in p["events"]
                 ]
                 transitions += sum(1 for event in history if event["type"].endswith("StateEntered"))
+                if planted:
+                    states.append((f"execution {summary['name']}", history))
                 largest = max(largest, largest_payload(history, summary["name"]))
                 found.append((summary["name"], detail, ledger.get_incident(summary["name"])))
     records = [record for _, _, record in found if record is not None]
@@ -155,7 +161,30 @@ def build_report(runner: DrillRunner, wall_seconds: float) -> dict[str, Any]:
         # Every notification and record summary checked against its incident's record (sandbox/message_check.py).
         "message_contradictions": message_contradictions(records, notifications, ledger.verdicts(runner.scenario.cluster.name)),
         "ledger_at_end": ledger_at_end(aws.client("dynamodb"), aws.ledger_table, runner.epoch + timedelta(seconds=max_virtual(incidents))),
+        **({"secrets": secrets_kept(aws, records, notifications, states)} if planted else {}),
         "metrics": emitted_metrics(runner.log_path),
+    }
+
+
+def secrets_kept(
+    aws: Any, records: list[IncidentRecord], notifications: list[dict[str, str]], states: list[tuple[str, Any]]
+) -> dict[str, Any]:
+    """Where the secrets a hung job printed (sandbox/planted.py) are found: each channel's copy of each
+    notification, each incident record, each ledger item, each execution's state; and how many kept
+    evidence items say something was redacted (the secrets were read, not missed)."""
+    items = [i for p in aws.client("dynamodb").get_paginator("scan").paginate(TableName=aws.ledger_table) for i in p["Items"]]
+    places = [
+        *channel_copies(notifications),
+        *((f"record {r.incident_id}", r.model_dump(mode="json")) for r in records),
+        *((f"ledger {i['pk']['S']} {i['sk']['S']}", i) for i in items),
+        *states,
+    ]
+    evidence = [i for i in items if i["sk"]["S"] == "EVIDENCE"]
+    return {
+        "planted": sorted(PLANTED),
+        "found_in": found_in(places),
+        "evidence_items": len(evidence),
+        "evidence_redacted": sum(1 for i in evidence if "[REDACTED:" in i["evidence"]["S"]),
     }
 
 

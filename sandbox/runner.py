@@ -40,6 +40,7 @@ from sandbox.checkpoints import write_checkpoint_step, write_checkpoints
 from sandbox.clock import DRIVER, EPOCH, VirtualClock
 from sandbox.eks import SimulatedEks, point_eks_at
 from sandbox.hyperpod import ACCOUNT, HyperPodDouble
+from sandbox.planted import SECRET_STACK
 from sandbox.progress import ProgressSimulator
 from sandbox.real_slurm import RealController
 from sandbox.report import build_report
@@ -696,7 +697,8 @@ class DrillRunner:
         if self.eks is not None:
             self.eks.job_hangs(next(j for j in self.scenario.jobs if j.id == fault.job), fault)
             return
-        odd = {self.double.slurm_name(fault.node): None if fault.stacks == "no_answer" else DATA_LOADER_STACK} if fault.node else {}
+        stack = {"no_answer": None, "secret_in_log": SECRET_STACK}.get(fault.stacks, DATA_LOADER_STACK)
+        odd = {self.double.slurm_name(fault.node): stack} if fault.node else {}
         self.slurm.slurm.hang_job(fault.job, odd_nodes=odd)
 
     def _hyperpod_reports_hang(self, fault: FaultSpec) -> None:

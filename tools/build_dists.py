@@ -41,11 +41,13 @@ SOURCE_ROOTS = (ROOT / "layers" / "recovery_core", ROOT / "training", ROOT / "ag
 # The contract: what the controller agent and the operator's tools may import from hyperpod_recovery.
 # The commands and their replies, the job events the agent sends, the error taxonomy, and the
 # vocabulary they are written in (common fields, Kubernetes names and marks, the manifest's
-# job-name rule). Modules stay where
+# job-name rule), and the redactor the evidence model applies to every text. Modules stay where
 # they are for now (the layer's functions import them too); this list is what holds them apart.
 CONTRACT_MODULES = frozenset(
     {
         "hyperpod_recovery",
+        "hyperpod_recovery.domain",
+        "hyperpod_recovery.domain.redact",
         "hyperpod_recovery.errors",
         "hyperpod_recovery.models",
         "hyperpod_recovery.models.commands",
@@ -79,6 +81,7 @@ CHECKPOINT_MODULES = frozenset(
         "hyperpod_recovery.models.manifest",
         "hyperpod_recovery.domain",
         "hyperpod_recovery.domain.checkpoints",
+        "hyperpod_recovery.domain.redact",
         "hyperpod_recovery.adapters",
         "hyperpod_recovery.adapters.aws",
         "hyperpod_recovery.adapters.checkpoints",

@@ -24,15 +24,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from hyperpod_recovery.domain.redact import redact_within
 from hyperpod_recovery.errors import ControllerAgentError, InvalidCommand, JobSpecUnavailable, OldJobNotStopped
 from hyperpod_recovery.models.commands import (
     COMMAND_TYPES,
-    JOB_TEXT_LIMIT,
+    JOB_TEXT_BYTES,
     MAX_EVIDENCE_NODES,
     MAX_JOBS_CHECKED,
     MAX_UNHEALTHY_ANSWERED,
+    NODE_EVIDENCE_BYTES,
     OWNER_TAG_PREFIX,
-    STACKS_TEXT_LIMIT,
     UNHEALTHY_REASON_KEPT,
     AgentCheckResult,
     BootTimes,
@@ -82,7 +83,7 @@ from hyperpod_recovery_agent.slurm import (
     StackDump,
     constraint_features,
 )
-from hyperpod_recovery_agent.stacks import keep_end, keep_start, stack_signature
+from hyperpod_recovery_agent.stacks import stack_signature
 
 # The old job's state at resubmission time: restarting on its own, or still holding an allocation.
 log = logging.getLogger("hyperpod_recovery_agent")
@@ -594,7 +595,8 @@ class CommandExecutor:
             NodeStacks(
                 node=node,
                 outcome=dump.outcome,
-                text=keep_end(dump.text, STACKS_TEXT_LIMIT),
+                # Redacted before it is cut (a cut first could keep a secret's tail) and before it leaves the node.
+                text=redact_within(dump.text, NODE_EVIDENCE_BYTES, "end"),
                 # Signed over the whole dump, not the kept end: every thread counts.
                 signature=stack_signature(dump.text) if dump.outcome == "captured" else None,
             )
@@ -603,7 +605,7 @@ class CommandExecutor:
         return HangEvidenceResult(
             job_id=job_id,
             job_state=state[:32] if state else None,
-            job_text=keep_start(text or "", JOB_TEXT_LIMIT),
+            job_text=redact_within(text or "", JOB_TEXT_BYTES, "start"),
             nodes=stacks,
             tool_absent=any(s.outcome == "tool_absent" for s in stacks),
         )

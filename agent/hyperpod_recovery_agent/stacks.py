@@ -42,16 +42,3 @@ def stack_signature(dump: str) -> str | None:
         return None
     canonical = "\n".join(f"{function}\t{file}" for function, file in sorted(frames))
     return hashlib.sha256(canonical.encode()).hexdigest()[:SIGNATURE_CHARS]
-
-
-def keep_end(text: str, limit: int) -> str:
-    """The end of a long dump (the last process's threads), marked as cut."""
-    if len(text) <= limit:
-        return text
-    marker = "[...cut...]\n"
-    return marker + text[-(limit - len(marker)) :]
-
-
-def keep_start(text: str, limit: int) -> str:
-    """The start of ``scontrol show job`` (JobId, JobState, Reason come first)."""
-    return text if len(text) <= limit else text[:limit]

@@ -160,6 +160,7 @@ _EXPECT_FIELDS: dict[str, str] = {
     "shrunk_to": "node count",
     "grown_back_to": "node count",
     "steps_monotone": "bool",
+    "no_secret_kept": "bool",
 }
 _OUTCOMES = ("recovered", "escalated", "duplicate", "rejected", "capped", "dry_run", "stale", "aborted", "failed", "recovered_by_itself")
 _HANG_RULES = ("stall", "slow")

@@ -24,6 +24,7 @@ def lambda_handler(event: dict, context, deps: Dependencies | None = None):
         guarded=deps.guarded,
         teller=Teller(deps.notifier, deps.deployment, deps.settings.dry_run),
         max_age_seconds=deps.settings.max_event_age_seconds,
+        max_skew_seconds=deps.settings.max_clock_skew_seconds,
         now=deps.now(),
         remaining_ms=context.get_remaining_time_in_millis,  # (the sandbox's context counts its calls' time)
     )

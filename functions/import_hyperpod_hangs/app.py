@@ -21,6 +21,7 @@ def lambda_handler(event: dict, context, deps: Dependencies | None = None):
         teller=Teller(deps.notifier, deps.deployment, deps.settings.dry_run),
         cluster=deps.settings.cluster_name,
         mode=deps.settings.hyperpod_hang_mode,
+        limits=deps.event_age_limits,
         now=deps.now(),
     )
     for key, metric in VERDICT_NOTICES.items():  # (every one each batch: an alarm sees a zero, not a gap)

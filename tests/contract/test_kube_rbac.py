@@ -225,6 +225,20 @@ def test_job_writes_are_bound_per_namespace_never_cluster_wide() -> None:
     )
 
 
+def _bound_in(role: str) -> list[dict[str, Any]]:
+    return [d for d in _manifest() if d["kind"].endswith("Binding") and d["roleRef"]["name"] == role]
+
+
+def test_pod_logs_are_read_per_namespace_in_the_namespaces_the_job_writers_are_bound_in() -> None:
+    # Given the manifest's bindings of the log readers' role and of the job writers'
+    readers, writers = _bound_in(LOG_READERS), _bound_in("hyperpod-recovery-job-writers")
+    # Then the log readers are bound per namespace, never cluster-wide nor in the system namespaces
+    assert readers and all(d["kind"] == "RoleBinding" for d in readers)
+    assert not {d["metadata"]["namespace"] for d in readers} & {"kube-system", "aws-hyperpod"}
+    # And in the very namespaces whose jobs the writers may re-create (the opted-in ones), no other
+    assert {d["metadata"]["namespace"] for d in readers} == {d["metadata"]["namespace"] for d in writers}
+
+
 def test_the_job_poller_reads_only_what_its_reader_group_may() -> None:
     # Given a failed opted-in job, polled as Find Failed Jobs polls
     from hyperpod_recovery.domain.normalize import GuardedCluster
@@ -244,6 +258,7 @@ def test_the_job_poller_reads_only_what_its_reader_group_may() -> None:
         guarded=GuardedCluster(name="c", arn="a"),
         teller=Teller(FakeNotifier()),
         max_age_seconds=3600,
+        max_skew_seconds=300,
         now=AT,
         remaining_ms=lambda: 30_000,
     )

@@ -14,11 +14,13 @@ from pathlib import Path
 
 import pytest
 
+from hyperpod_recovery.domain.redact import CUT_MARKER
 from hyperpod_recovery.errors import OldJobNotStopped
 from hyperpod_recovery.models.commands import (
     COMMAND_TYPES,
+    JOB_TEXT_BYTES,
     JOB_TEXT_LIMIT,
-    STACKS_TEXT_LIMIT,
+    NODE_EVIDENCE_BYTES,
     CaptureHangEvidence,
     CheckpointRef,
     CommandEnvelope,
@@ -28,7 +30,7 @@ from hyperpod_recovery.models.commands import (
 from hyperpod_recovery_agent import node_dump
 from hyperpod_recovery_agent.executor import OLD_JOB_STOP_SECONDS, CommandExecutor
 from hyperpod_recovery_agent.slurm import SlurmCli, StackDump
-from hyperpod_recovery_agent.stacks import innermost_frames, keep_end, stack_signature
+from hyperpod_recovery_agent.stacks import innermost_frames, stack_signature
 from sandbox.clock import DRIVER, EPOCH, VirtualClock
 from sandbox.slurm import ALL_REDUCE_STACK, DATA_LOADER_STACK, SimulatedController, SimulatedSlurm, SlurmJob
 from tests.fakes import T0
@@ -147,13 +149,6 @@ def test_text_without_a_frame_has_no_signature(text: str) -> None:
     assert stack_signature(text) is None
 
 
-def test_a_long_dump_keeps_its_end() -> None:
-    text = "x" * 5000 + "\nlast thread"
-    kept = keep_end(text, STACKS_TEXT_LIMIT)
-    assert len(kept) == STACKS_TEXT_LIMIT and kept.endswith("\nlast thread") and kept.startswith("[...cut...]")
-    assert keep_end("short", STACKS_TEXT_LIMIT) == "short"
-
-
 # --- capture_hang_evidence on the simulated Slurm ------------------------------------------------
 def test_a_hung_jobs_nodes_waiting_in_the_same_collective_share_a_signature(slurm: SimulatedSlurm) -> None:
     # Given job 1001 hung on three nodes, every rank in the all_reduce
@@ -226,9 +221,35 @@ def test_long_texts_are_cut_to_the_answers_bounds_and_the_signature_covers_the_w
     slurm.jobs["1001"].comment = "c" * (JOB_TEXT_LIMIT + 100)
     result = capture(slurm, NODES[:2])
     # Then both texts are within bounds (scontrol's start and the dump's end kept) and the signature still tells it apart
-    assert len(result.job_text) == JOB_TEXT_LIMIT and result.job_text.startswith("JobId=1001")
-    assert len(result.nodes[0].text) == STACKS_TEXT_LIMIT and "read_shard" not in result.nodes[0].text
+    assert len(result.job_text.encode()) == JOB_TEXT_BYTES and result.job_text.startswith("JobId=1001")
+    assert len(result.nodes[0].text.encode()) == NODE_EVIDENCE_BYTES and "read_shard" not in result.nodes[0].text
+    assert result.nodes[0].text.startswith(CUT_MARKER) and result.nodes[0].text.endswith("_bootstrap (threading.py:973)")
     assert result.nodes[0].signature == stack_signature(odd) != result.nodes[1].signature
+
+
+SECRET_KEY = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+
+
+def test_a_secret_in_a_stack_dump_never_leaves_the_node(slurm: SimulatedSlurm) -> None:
+    # Given a hung rank whose stack dump (py-spy --locals) shows an AWS secret key and a token, far from its end
+    odd = DATA_LOADER_STACK.replace(
+        "    <module>", f"        aws_secret_access_key = '{SECRET_KEY}'\n        hf = 'hf_{'a' * 34}'\n    <module>"
+    )
+    slurm.hang_job("1001", odd_nodes={NODES[0]: odd + "\n" + "x" * 1900})
+    # When the agent answers capture_hang_evidence
+    result = capture(slurm, NODES[:1])
+    # Then its answer (what SendTaskSuccess carries) has neither, nor a piece of either
+    answer = result.model_dump_json()
+    assert SECRET_KEY[20:] not in answer and "a" * 20 not in answer
+
+
+def test_a_secret_in_the_job_s_scontrol_text_is_redacted(slurm: SimulatedSlurm) -> None:
+    # Given a job whose comment (shown by scontrol show job) carries a token
+    slurm.hang_job("1001")
+    slurm.jobs["1001"].comment = "run by ci token=ghp_" + "B" * 36
+    # When the agent answers; Then the token is gone and says what was removed
+    result = capture(slurm, NODES[:1])
+    assert "B" * 12 not in result.job_text and "token=[REDACTED:token]" in result.job_text
 
 
 def test_the_agent_says_it_executes_the_evidence_command() -> None:

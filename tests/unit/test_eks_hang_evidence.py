@@ -19,6 +19,7 @@ from hyperpod_recovery.adapters.eks_orchestrator import (
     EksOrchestrator,
 )
 from hyperpod_recovery.domain.hangs import suspects
+from hyperpod_recovery.domain.hangs.pod_logs import CUT_MARKER
 from hyperpod_recovery.errors import KubeAccessDenied, KubeUnavailable
 from hyperpod_recovery.models.commands import STACKS_TEXT_LIMIT, CaptureHangEvidence, CommandEnvelope, HangEvidenceResult
 from hyperpod_recovery.models.kubernetes import OPT_IN_ANNOTATION, KubeJobRef
@@ -218,3 +219,36 @@ def test_a_dispatched_capture_answers_the_waiting_task_itself() -> None:
     ((token, reply),) = tasks.answers
     assert token == "t-1" and reply["type"] == "capture_hang_evidence"
     assert [n["outcome"] for n in reply["result"]["nodes"]] == ["captured"] * 4
+
+
+# --- secrets in what the job printed (issue 47: redacted before it is kept or sent) ------------------
+SECRET_KEY = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+API_TOKEN = "hf_" + "Q" * 34
+
+
+def test_a_secret_in_a_pod_s_log_is_redacted_as_read_before_its_tail_is_cut() -> None:
+    # Given a rank whose log printed an AWS secret key and an API token, followed by enough lines that
+    # the kept tail starts inside the key
+    fake, uid = _hung_job()
+    header = f"== pod llama-worker-3 container pytorch (last {LOG_TAIL_LINES} lines) ==\n"
+    kept = STACKS_TEXT_LIMIT - len(header) - len(CUT_MARKER)  # (what node_text keeps of the log's end)
+    line = "step 4410 loss 2.31 lr 3.0e-04 " * 3 + "\n"
+    tail = f"HF_TOKEN={API_TOKEN}\n" + line * ((kept - 20) // len(line))
+    tail = "x" * (kept - 20 - len(tail)) + tail
+    fake.set_pod_log("kubeflow", "llama-worker-3", f"export AWS_SECRET_ACCESS_KEY={SECRET_KEY}{tail}")
+    # When the evidence is captured
+    result = _capture(fake, uid, NODES)
+    # Then neither is in the answer, nor a piece of either
+    answer = result.model_dump_json()
+    assert SECRET_KEY[-16:] not in answer and "Q" * 16 not in answer
+
+
+def test_a_secret_in_an_event_s_message_is_redacted_before_the_job_text_is_cut() -> None:
+    # Given an event whose message carries credentials in a URL and an access key id, among long events
+    fake, uid = _hung_job()
+    job = fake.jobs[("PyTorchJob", "kubeflow", "llama")]
+    fake.record_event(job, "Pulling", "pulling from https://robot:s3cr3tpassw0rd@registry.internal/llama key AKIAIOSFODNN7EXAMPLE")
+    # When the evidence is captured; Then the job text says what was removed, never the secret
+    text = _capture(fake, uid, NODES).job_text
+    assert "s3cr3tpassw0rd" not in text and "AKIAIOSFODNN7EXAMPLE" not in text
+    assert "https://[REDACTED:url-credentials]@registry.internal/llama key [REDACTED:aws-access-key-id]" in text

@@ -51,6 +51,7 @@ def _poll(
         guarded=GUARDED,
         teller=Teller(FakeNotifier()),
         max_age_seconds=3600,
+        max_skew_seconds=300,
         now=at,
         remaining_ms=remaining_ms,
     )

@@ -40,6 +40,19 @@ def _failed(expect: ExpectSpec, report: dict[str, Any], cap: int = 8, most_out: 
     ("expect", "report", "fails"),
     [
         (ExpectSpec(outcomes=["recovered"]), _report(), []),
+        (ExpectSpec(no_secret_kept=True), _report(secrets={"found_in": [], "evidence_items": 1, "evidence_redacted": 1}), []),
+        (
+            ExpectSpec(no_secret_kept=True),
+            _report(secrets={"found_in": ["notification 0 (chat)"], "evidence_items": 1, "evidence_redacted": 1}),
+            ["no secret kept"],
+        ),
+        # (a drill whose evidence said nothing was redacted never read the secrets: it proves nothing)
+        (
+            ExpectSpec(no_secret_kept=True),
+            _report(secrets={"found_in": [], "evidence_items": 1, "evidence_redacted": 0}),
+            ["no secret kept"],
+        ),
+        (ExpectSpec(no_secret_kept=True), _report(), ["no secret kept"]),
         (ExpectSpec(outcomes=["escalated"]), _report(), ["outcomes"]),
         (ExpectSpec(outcomes=["recovered", "recovered"]), _report(), ["outcomes"]),
         (ExpectSpec(resubmissions=1), _report(), []),

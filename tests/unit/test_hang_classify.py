@@ -12,15 +12,16 @@ from hyperpod_recovery.domain.execution_names import hung_job_of
 from hyperpod_recovery.domain.hangs.classify import classify_hang
 from hyperpod_recovery.domain.hangs.detect import slow_verdict, stall_verdict
 from hyperpod_recovery.domain.hangs.rules import HangRules
+from hyperpod_recovery.domain.job_incident import evidence_text
 from hyperpod_recovery.errors import CrashLoopDetected
 from hyperpod_recovery.models.cluster import ClusterNode
 from hyperpod_recovery.models.commands import CommandReply, HangEvidenceResult, JobSpec, JobSpecResult, NodeStacks, NodeStatesResult
-from hyperpod_recovery.models.job_recovery import ClassifyJobFailureInput, RestartEntry
+from hyperpod_recovery.models.job_recovery import ClassifyJobFailureInput, JobWorkflowState, RestartEntry
 from hyperpod_recovery.models.progress import ProgressReport
 from hyperpod_recovery.models.records import ResubmissionClaim
 from hyperpod_recovery.models.requests import JobRecoveryRequest
 from hyperpod_recovery.steps.classify_job_failure import classify_job_failure
-from tests.fakes import CLUSTER, T0, FakeCluster, node_id
+from tests.fakes import CLUSTER, T0, FakeCluster, FakeLedger, node_id
 from tests.unit.test_hang_detection import nodes, report
 
 NAMES = [f"ip-10-1-0-{i}" for i in range(1, 5)]
@@ -373,3 +374,54 @@ def test_given_a_lineage_restarted_for_a_slowdown_when_it_is_slow_again_then_a_h
     # And a lineage restarted for another reason, or long ago, is classified as slow as usual
     assert classify([earlier.model_copy(update={"kind": "hung"})]).kind == "slow"
     assert classify([earlier.model_copy(update={"restarted_at": T0 - timedelta(hours=7)})]).kind == "slow"
+
+
+# --- an answer carrying secrets, as the state holds it (an agent older than redaction) ----------------
+SECRET_KEY = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+TOKEN = "ghp_" + "Z" * 36
+
+
+def _raw_evidence() -> dict[str, object]:
+    """The evidence as SendTaskSuccess put it in the state: unredacted, the odd rank's last line a secret."""
+    said = f"step 2050 loss 1.69\nexport AWS_SECRET_ACCESS_KEY={SECRET_KEY} GH={TOKEN}"
+    stacks = [{"node": n, "outcome": "captured", "text": "all_reduce", "signature": "a" * 16} for n in NAMES[:3]]
+    odd = {"node": NAMES[3], "outcome": "captured", "text": said, "signature": "b" * 16}
+    result = {"job_id": "1001", "job_state": "RUNNING", "job_text": f"JobId=1001 Comment=key={SECRET_KEY}", "nodes": [*stacks, odd]}
+    return {"requested_at": T0.isoformat(), "completed_at": T0.isoformat(), "result": result}
+
+
+def test_given_an_answer_carrying_secrets_when_classified_then_neither_the_ledger_nor_the_classification_holds_one() -> None:
+    # Given a hang whose evidence, as the state holds it, carries an AWS secret key and a token
+    request, job, cluster = _setup()
+    step = ClassifyJobFailureInput.model_validate(
+        {
+            "execution_name": "hpj-1001-hung-1",
+            "request": request.model_dump(mode="json"),
+            "inspection": {"requested_at": T0.isoformat(), "completed_at": T0.isoformat(), "result": {"job": job.model_dump(mode="json")}},
+            "node_states": {"requested_at": T0.isoformat(), "completed_at": T0.isoformat(), "result": {"nodes": []}},
+            "evidence": _raw_evidence(),
+        }
+    )
+    ledger = FakeLedger()
+    # When Classify Failure runs (it keeps the evidence with the incident)
+    c = classify_job_failure(
+        step,
+        cluster=FakeCluster(cluster),
+        now=T0 + timedelta(seconds=10),
+        node_timeout_seconds=600,
+        progress=RecordingProgress("1001", [*[report(n, step=101, idle=100) for n in NAMES[:3]], report(NAMES[3], step=100, idle=105)]),
+        ledger=ledger,  # type: ignore[arg-type]
+    )
+    # Then the evidence kept and the classification (its reasons go to the record and every channel) hold neither
+    kept = ledger.evidence_of("hpj-1001-hung-1").model_dump_json() + c.model_dump_json()
+    assert SECRET_KEY[:16] not in kept and SECRET_KEY[-16:] not in kept and "Z" * 16 not in kept
+    assert "[REDACTED:aws-secret-key]" in kept
+
+
+def test_given_an_answer_carrying_secrets_when_the_outcome_is_recorded_then_the_timeline_holds_none() -> None:
+    # Given the state Record Job Outcome reads, its evidence unredacted
+    state = JobWorkflowState.model_validate({"evidence": _raw_evidence()})
+    # When the timeline's evidence line is written; Then it says where the rank was, without the secret
+    assert state.evidence is not None
+    said = evidence_text(state.evidence.result)
+    assert SECRET_KEY[:16] not in said and "Z" * 16 not in said and "[REDACTED:" in said

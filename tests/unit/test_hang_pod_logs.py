@@ -175,3 +175,17 @@ def test_the_training_container_is_pytorch_else_the_pods_default_else_its_first(
     assert training_container(pod(["sidecar", "trainer"], default="trainer")) == "trainer"
     assert training_container(pod(["trainer", "sidecar"], default="gone")) == "trainer"
     assert training_container(pod([])) is None
+
+
+def test_a_secret_the_job_text_s_bound_would_cut_in_two_is_redacted_before_the_cut() -> None:
+    # Given an event whose message ends the job text with an access key id the bound falls inside
+    key = "AKIAIOSFODNN7EXAMPLE"
+    title = "PyTorchJob kubeflow/llama (uid u): Running"
+    head = job_text(title, {"status": {"conditions": []}}, [], [], JOB_TEXT_LIMIT)
+    event = {"type": "Warning", "reason": "Pull", "message": f"key {key} denied", "involvedObject": {"kind": "Pod", "name": "p"}}
+    shown = "\n".join([*head.split("\n")[:-1], "events (newest first):", f"  - Warning Pull Pod/p: key {key} denied"])
+    limit = shown.index(key) + 14  # (the cut keeps 14 of its 20 characters: no longer its shape)
+    # When the job text is cut to that bound
+    text = job_text(title, {"status": {"conditions": []}}, [event], [], limit)
+    # Then no piece of it is left
+    assert key[:12] not in text

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from moto import mock_aws
 
 from hyperpod_recovery.adapters.ledger import DynamoLedger
+from hyperpod_recovery.domain.freshness import EventAgeLimits
 from hyperpod_recovery.domain.hangs.imported import (
     EPISODE_WINDOW,
     UnreadableHangEvent,
@@ -43,6 +44,8 @@ CLUSTER = "llm-train"
 STREAM = "SageMakerHangJobDetectionEvents/worker-group-1/i-0123456789abcdef0"
 DETECTED = datetime(2026, 11, 27, 9, 40, tzinfo=UTC)
 NOW = DETECTED + timedelta(minutes=2)
+# MaxEventAgeSeconds and MaxClockSkewSeconds as template.yaml sets them by default.
+LIMITS = EventAgeLimits(max_age_seconds=3600, max_skew_seconds=300)
 KEYS = {
     "KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
     "AttributeDefinitions": [{"AttributeName": "pk", "AttributeType": "S"}, {"AttributeName": "sk", "AttributeType": "S"}],
@@ -87,7 +90,7 @@ def ledger() -> Iterator[DynamoLedger]:
 
 def run(ledger: DynamoLedger, event: Any, now: datetime = NOW, mode: str = "observe") -> dict[str, int]:
     teller = Teller(FakeNotifier())
-    counts = import_hyperpod_hangs(event=event, ledger=ledger, teller=teller, cluster=CLUSTER, mode=mode, now=now)  # type: ignore[arg-type]
+    counts = import_hyperpod_hangs(event=event, ledger=ledger, teller=teller, cluster=CLUSTER, mode=mode, limits=LIMITS, now=now)  # type: ignore[arg-type]
     return {k: v for k, v in counts.items() if k != "verdict_noticed"}  # (the notices: tests/unit/test_verdict_notice.py)
 
 
@@ -238,7 +241,7 @@ def test_given_any_batch_when_imported_then_it_never_raises_and_each_kept_verdic
     }
     notifier = FakeNotifier()
     counts = import_hyperpod_hangs(
-        event=payload(document), ledger=ledger, teller=Teller(notifier), cluster=CLUSTER, mode="observe", now=NOW
+        event=payload(document), ledger=ledger, teller=Teller(notifier), cluster=CLUSTER, mode="observe", limits=LIMITS, now=NOW
     )
     # (one notice per kept verdict, counted beside it)
     assert counts.get("verdict_noticed", 0) == len(notifier.published) == len(ledger.kept)
@@ -329,6 +332,7 @@ def poll(fake: FakeKube, ledger: DynamoLedger, workflows: FakeWorkflows, at: dat
         guarded=GUARDED,
         teller=Teller(FakeNotifier()),
         max_age_seconds=3600,
+        max_skew_seconds=300,
         now=at,
         remaining_ms=lambda: 30_000,
     )
@@ -443,3 +447,77 @@ def test_given_a_rule_name_or_evidence_with_control_characters_then_they_never_r
         json.dumps({"m": "HANG_DETECTED", "job_id": "7", "rule": "r\x1bx", "evidence": "e\r\n1"}), STREAM, DETECTED
     )
     assert (detection.rule, detection.evidence) == ("r x", "e 1")
+
+
+# --- the same age and future limits as every other event (issue 47, item 2) ----------------------------
+OLD = LIMITS.max_age_seconds
+AHEAD = LIMITS.max_skew_seconds
+
+
+def test_given_a_hang_event_13_days_old_then_it_is_counted_stale_and_no_verdict_is_kept(ledger) -> None:
+    counts = run(ledger, batch(hang(), at=NOW - timedelta(days=13)))
+    assert counts == {"stale": 1} and ledger.verdicts(CLUSTER) == []
+
+
+def test_given_a_hang_event_dated_in_the_future_then_it_is_counted_and_the_real_detection_is_kept(ledger) -> None:
+    # Given a node whose clock is 40 minutes ahead reporting job 1001 hung
+    future = run(ledger, batch(hang(), at=NOW + timedelta(minutes=40)))
+    # When the real detection arrives from a node with a right clock
+    real = run(ledger, batch(hang(), at=DETECTED))
+    # Then the future one was counted, not kept, and the real one is a verdict of its own (not folded into it)
+    assert future == {"future": 1} and real == {"hyperpod_hang_recorded": 1}
+    assert [v.verdict.episode_at for v in ledger.verdicts(CLUSTER)] == [DETECTED]
+
+
+@pytest.mark.parametrize("at", [NOW - timedelta(seconds=OLD), NOW + timedelta(seconds=AHEAD)])
+def test_given_a_hang_event_just_within_the_limits_then_it_is_kept(ledger, at: datetime) -> None:
+    assert run(ledger, batch(hang(), at=at)) == {"hyperpod_hang_recorded": 1}
+
+
+def test_given_an_operator_fault_dated_in_the_future_then_it_is_counted_and_not_kept(ledger) -> None:
+    # Given the operator's condition stamped an hour ahead of the poll (a wrong clock)
+    clock = [AT + timedelta(hours=1)]
+    fake = hpto_cluster(clock)
+    fake.operator_reports_fault("HyperPodPyTorchJob", "team-a", "llama", reason="LogHang_JobHangingDetection", message="hang")
+    # When polled now
+    counts = poll(fake, ledger, FakeWorkflows(), AT)
+    # Then it is counted and nothing is kept
+    assert counts.get("operator_faults_future") == 1 and ledger.verdicts(CLUSTER) == []
+
+
+@pytest.mark.parametrize("seconds", [-AHEAD, OLD])
+def test_given_an_operator_fault_just_within_the_limits_then_it_is_kept(ledger, seconds: int) -> None:
+    clock = [AT]
+    fake = hpto_cluster(clock)
+    fake.operator_reports_fault("HyperPodPyTorchJob", "team-a", "llama", reason="LogHang_JobHangingDetection", message="hang")
+    counts = poll(fake, ledger, FakeWorkflows(), AT + timedelta(seconds=seconds))
+    assert counts.get("hpto_hang_recorded") == 1
+
+
+# --- secrets in what HyperPod's detectors said (issue 47: redacted before it is kept or told) ----------
+SECRET_KEY = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+
+
+def test_given_a_hang_event_whose_evidence_carries_secrets_then_the_verdict_and_its_notice_hold_none(ledger) -> None:
+    # Given HyperPod's event quoting the job's last log line: an AWS secret key and a token, past the evidence's bound
+    evidence = "x" * 900 + f" aws_secret_access_key={SECRET_KEY} Authorization: Bearer {'T' * 40}"
+    event = batch(json.dumps({"event": "HANG_DETECTED", "job_id": "1001", "action": "notify", "evidence": evidence}))
+    notifier = FakeNotifier()
+    # When imported
+    import_hyperpod_hangs(event=event, ledger=ledger, teller=Teller(notifier), cluster=CLUSTER, mode="observe", limits=LIMITS, now=NOW)
+    # Then neither the verdict kept nor its message holds a piece of either
+    (kept,) = ledger.verdicts(CLUSTER)
+    said = kept.model_dump_json() + json.dumps(notifier.published, default=str)
+    assert SECRET_KEY[:16] not in said and "T" * 16 not in said
+    assert kept.verdict.imported is not None and "[REDACTED:aws-secret-key]" in kept.verdict.imported.evidence
+
+
+def test_given_an_operator_condition_whose_message_carries_a_secret_then_its_evidence_holds_none() -> None:
+    condition = {
+        "type": "Running",
+        "reason": "LogHang_R",
+        "message": f"last line: HF_TOKEN=hf_{'a' * 34}",
+        "lastTransitionTime": "2026-11-27T09:00:00Z",
+    }
+    (fault,), _ = operator_faults({"status": {"conditions": [condition]}})
+    assert "a" * 16 not in fault.evidence and fault.evidence == "last line: HF_TOKEN=[REDACTED:token]"

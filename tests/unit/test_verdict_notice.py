@@ -22,6 +22,7 @@ from moto import mock_aws
 from hyperpod_recovery.adapters.ledger import DynamoLedger
 from hyperpod_recovery.adapters.notifier import SnsNotifier
 from hyperpod_recovery.domain.advice import Deployment
+from hyperpod_recovery.domain.freshness import EventAgeLimits
 from hyperpod_recovery.domain.normalize import GuardedCluster
 from hyperpod_recovery.domain.notification import SUBJECT_LIMIT
 from hyperpod_recovery.domain.severity import channels_of
@@ -43,6 +44,7 @@ ACCOUNT = "123456789012"
 CLUSTER = "llm-train"
 STREAM = "SageMakerHangJobDetectionEvents/worker-group-1/i-0123456789abcdef0"
 DETECTED = datetime(2026, 11, 27, 9, 40, tzinfo=UTC)
+LIMITS = EventAgeLimits(max_age_seconds=3600, max_skew_seconds=300)  # (template.yaml's defaults)
 KEYS = {
     "KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
     "AttributeDefinitions": [{"AttributeName": "pk", "AttributeType": "S"}, {"AttributeName": "sk", "AttributeType": "S"}],
@@ -275,7 +277,9 @@ def test_given_a_batch_delivered_twice_then_each_kept_verdict_is_told_once_to_th
     teller = Teller(stack["notifier"], STACK)
     # When CloudWatch Logs delivers it twice (a retry after the first delivery's answer was lost)
     first, second = (
-        import_hyperpod_hangs(event=event, ledger=stack["ledger"], teller=teller, cluster=CLUSTER, mode="observe", now=DETECTED)
+        import_hyperpod_hangs(
+            event=event, ledger=stack["ledger"], teller=teller, cluster=CLUSTER, mode="observe", limits=LIMITS, now=DETECTED
+        )
         for _ in range(2)
     )
     # Then the first delivery tells both, the second neither
@@ -300,8 +304,12 @@ def test_given_the_topic_refuses_the_publish_then_the_verdict_is_kept_the_failur
     teller = Teller(gone, STACK)
     event = subscription(hang("1001"))
     # When the batch is imported, then delivered again
-    counts = import_hyperpod_hangs(event=event, ledger=stack["ledger"], teller=teller, cluster=CLUSTER, mode="observe", now=DETECTED)
-    again = import_hyperpod_hangs(event=event, ledger=stack["ledger"], teller=teller, cluster=CLUSTER, mode="observe", now=DETECTED)
+    counts = import_hyperpod_hangs(
+        event=event, ledger=stack["ledger"], teller=teller, cluster=CLUSTER, mode="observe", limits=LIMITS, now=DETECTED
+    )
+    again = import_hyperpod_hangs(
+        event=event, ledger=stack["ledger"], teller=teller, cluster=CLUSTER, mode="observe", limits=LIMITS, now=DETECTED
+    )
     # Then the verdict is kept once, the failed notice counted once, and the redelivery records nothing again
     assert counts == {"hyperpod_hang_recorded": 1, "verdict_notice_failed": 1}
     assert again == {"same_episode": 1}
@@ -337,6 +345,7 @@ def poll(fake: FakeKube, stack: dict[str, Any], notifier: Any, at: datetime) -> 
         guarded=GUARDED,
         teller=Teller(notifier, STACK),
         max_age_seconds=3600,
+        max_skew_seconds=300,
         now=at,
         remaining_ms=lambda: 30_000,
     )
@@ -380,6 +389,7 @@ def test_given_a_verdict_another_run_kept_first_then_this_run_tells_nothing() ->
         teller=Teller(notifier),
         cluster=CLUSTER,
         mode="observe",
+        limits=LIMITS,
         now=DETECTED,  # type: ignore[arg-type]
     )
     assert counts == {"already_recorded": 1} and notifier.published == []

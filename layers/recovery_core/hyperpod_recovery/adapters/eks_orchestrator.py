@@ -62,6 +62,7 @@ from hyperpod_recovery.domain.eks_jobs import (
 )
 from hyperpod_recovery.domain.eks_nodes import NodeView, cordon_plan, give_back_plan, health_gate, hyperpod_name, rebooted_since_cordon
 from hyperpod_recovery.domain.hangs.pod_logs import PodLog, comparable, job_text, node_signature, node_text, training_container
+from hyperpod_recovery.domain.redact import redact
 from hyperpod_recovery.errors import (
     ControllerAgentError,
     ControllerChannelError,
@@ -842,7 +843,8 @@ class EksOrchestrator:
             except _UNREAD as exc:
                 said = f"pod {name} container {container}: the API did not give its log ({type(exc).__name__}): {exc}"
                 return NodeStacks(node=node, outcome="failed", text=said[:STACKS_TEXT_LIMIT])
-            logs.append(PodLog(pod=name, container=container, text=text, cut=len(text.encode()) >= LOG_LIMIT_BYTES))
+            # Redacted as read: before the tail is cut to its bound and before its signature (domain/redact.py).
+            logs.append(PodLog(pod=name, container=container, text=redact(text), cut=len(text.encode()) >= LOG_LIMIT_BYTES))
         return NodeStacks(
             node=node, outcome="captured", text=node_text(logs, STACKS_TEXT_LIMIT, LOG_TAIL_LINES), signature=node_signature(logs)
         )

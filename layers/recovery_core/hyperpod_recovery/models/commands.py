@@ -14,6 +14,7 @@ from typing import Annotated, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from hyperpod_recovery.domain.redact import after_cut, printable, redact_within
 from hyperpod_recovery.models.common import (
     MAX_JOB_NODES_CARRIED,
     MAX_JOBS_PER_INCIDENT,
@@ -401,6 +402,12 @@ class BootTimes(BaseModel):
 MAX_EVIDENCE_NODES = 16
 STACKS_TEXT_LIMIT = 2048
 JOB_TEXT_LIMIT = 4096
+# The same bounds in bytes of UTF-8, as the ledger stores them (domain/redact.py redacted_evidence cuts
+# to them): a node's text, the job's, and the whole evidence item as stored (JSON doubles at most each
+# byte of a text: a quote, a backslash, a newline; control characters are spaces by then).
+NODE_EVIDENCE_BYTES = 2048
+JOB_TEXT_BYTES = 4096
+INCIDENT_EVIDENCE_BYTES = 96 * 1024
 EvidenceText = Annotated[str, Field(max_length=STACKS_TEXT_LIMIT)]
 
 
@@ -447,6 +454,16 @@ class HangEvidenceResult(BaseModel):
     # The dumping tool (EKS: the log call), and whether it was there (said, never silently skipped).
     tool: str = Field(default="py-spy", max_length=32)
     tool_absent: StrictFlag = False
+
+    @model_validator(mode="after")
+    def _redacted(self) -> HangEvidenceResult:
+        """Every text redacted and within its bound in bytes wherever evidence is made or read (the
+        agent's answer, the EKS reader's, the state each function reads, the ledger): the one place a
+        job's words enter the record (domain/redact.py)."""
+        for node in self.nodes:
+            node.text = redact_within(after_cut(printable(node.text)), NODE_EVIDENCE_BYTES, "end")
+        self.job_text = redact_within(printable(self.job_text), JOB_TEXT_BYTES, "start")
+        return self
 
 
 class CheckAgent(BaseModel):

@@ -37,6 +37,7 @@ from hyperpod_recovery.adapters.eks_node_lookup import HyperPodNodes
 from hyperpod_recovery.adapters.eks_orchestrator import installed_jobs, job_pod_nodes, job_pods
 from hyperpod_recovery.domain.eks_jobs import failed_at, failed_exit_code, failure_event, recovery_wanted
 from hyperpod_recovery.domain.execution_names import job_execution_name
+from hyperpod_recovery.domain.freshness import EventAgeLimits
 from hyperpod_recovery.domain.normalize import GuardedCluster
 from hyperpod_recovery.errors import KubeObjectGone, LedgerError, LedgerUnavailable, StartExecutionFailed
 from hyperpod_recovery.models.job_events import JobFailedDetail
@@ -60,12 +61,14 @@ def find_failed_jobs(
     guarded: GuardedCluster,
     teller: Teller,
     max_age_seconds: int,
+    max_skew_seconds: int,
     now: datetime,
     remaining_ms: Callable[[], int],
 ) -> dict[str, int]:
     """``remaining_ms``: the function's time left (Lambda's context.get_remaining_time_in_millis);
     ``teller``: where an operator fault's verdict, once kept, is told."""
     counts: Counter[str] = Counter()
+    limits = EventAgeLimits(max_age_seconds, max_skew_seconds)
     try:
         started = ledger.failures_started(guarded.name, now)
     except (LedgerUnavailable, LedgerError):
@@ -79,9 +82,7 @@ def find_failed_jobs(
             if kind == "HyperPodPyTorchJob":
                 # Its log monitoring's HANGING and SLOW faults, which the operator restarts itself: recorded as
                 # verdicts (observe-only), the job left to the operator.
-                record_operator_faults(
-                    job=job, cluster=guarded.name, ledger=ledger, teller=teller, now=now, max_age_seconds=max_age_seconds, counts=counts
-                )
+                record_operator_faults(job=job, cluster=guarded.name, ledger=ledger, teller=teller, now=now, limits=limits, counts=counts)
             try:
                 ended = failed_at(job) if recovery_wanted(job, kind) else None
             except ValueError as exc:  # one object we cannot read never starves the others

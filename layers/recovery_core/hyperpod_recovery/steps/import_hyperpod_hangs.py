@@ -28,12 +28,13 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import ValidationError
 
 from hyperpod_recovery.domain.advice import Deployment
+from hyperpod_recovery.domain.freshness import EventAgeLimits
 from hyperpod_recovery.domain.hangs.imported import (
     CONTROL_MESSAGE,
     EPISODE_WINDOW,
@@ -100,8 +101,13 @@ def hyperpod_hang_verdict(cluster: str, detection: HangDetection, now: datetime)
     return imported_verdict("hyperpod_hang", cluster, detection.job, detection.at, now, f"{said}{where}", detected)
 
 
-def import_hyperpod_hangs(*, event: Any, ledger: Ledger, teller: Teller, cluster: str, mode: ImportMode, now: datetime) -> dict[str, int]:
-    """One subscription batch: the count of what was kept, folded, skipped and unreadable."""
+def import_hyperpod_hangs(
+    *, event: Any, ledger: Ledger, teller: Teller, cluster: str, mode: ImportMode, limits: EventAgeLimits, now: datetime
+) -> dict[str, int]:
+    """One subscription batch: the count of what was kept, folded, skipped and unreadable. An event
+    older than MaxEventAgeSeconds or dated past MaxClockSkewSeconds ahead is counted (``stale``,
+    ``future``) and logged, never kept: an old one is no news, and a future one would fold the real
+    detection into its episode."""
     counts: Counter[str] = Counter()
     if mode == "off":
         counts["off"] += 1
@@ -127,6 +133,7 @@ def import_hyperpod_hangs(*, event: Any, ledger: Ledger, teller: Teller, cluster
                 "a hang event could not be read", extra={"error": str(exc), "event_id": log_event.id, "stream": batch.log_stream[:300]}
             )
             counts["unparsable"] += 1
+    detections = [d for d in detections if _fresh(d.job, d.at, limits, now, counts, "")]
     if not detections:
         return dict(counts)
     kept = ledger.verdicts(cluster, since=min(d.at for d in detections) - EPISODE_WINDOW)
@@ -146,20 +153,20 @@ def import_hyperpod_hangs(*, event: Any, ledger: Ledger, teller: Teller, cluster
 
 
 def record_operator_faults(
-    *, job: dict[str, Any], cluster: str, ledger: Ledger, teller: Teller, now: datetime, max_age_seconds: int, counts: Counter[str]
+    *, job: dict[str, Any], cluster: str, ledger: Ledger, teller: Teller, now: datetime, limits: EventAgeLimits, counts: Counter[str]
 ) -> None:
     """The HyperPodPyTorchJob's HANGING and SLOW faults, each kept once per episode (its condition's
-    time); the job stays the operator's. A fault older than ``max_age_seconds`` (MaxEventAgeSeconds)
-    is not written again at every poll while its condition stays. A ledger that cannot be reached
-    loses this poll's record (the next poll records it: the same episode)."""
+    time); the job stays the operator's. A fault older than MaxEventAgeSeconds is not written again at
+    every poll while its condition stays, and one dated past MaxClockSkewSeconds ahead is not written
+    (counted and logged, as every event: domain/freshness.py). A ledger that cannot be reached loses
+    this poll's record (the next poll records it: the same episode)."""
     metadata = job.get("metadata") or {}
     key = f"{metadata.get('namespace')}/{metadata.get('name')}"
     faults, unreadable = operator_faults(job)
     if unreadable:
         counts["operator_faults_unreadable"] += unreadable
     for fault in faults:
-        if now - fault.at > timedelta(seconds=max_age_seconds):
-            counts["operator_faults_stale"] += 1
+        if not _fresh(key, fault.at, limits, now, counts, "operator_faults_"):
             continue
         try:
             verdict = _operator_verdict(cluster, key, fault, now)
@@ -172,6 +179,16 @@ def record_operator_faults(
         except (LedgerUnavailable, LedgerError):
             logger.warning("could not record an operator fault; the next poll does", extra={"job": key[:300], "rule": fault.rule})
             counts["operator_faults_not_recorded"] += 1
+
+
+def _fresh(job: str, at: datetime, limits: EventAgeLimits, now: datetime, counts: Counter[str], prefix: str) -> bool:
+    """An imported event within the limits every event has; else counted (stale, future) and logged."""
+    problem = limits.problem(at, now)
+    if problem is None:
+        return True
+    counts[f"{prefix}{'future' if at > now else 'stale'}"] += 1
+    logger.warning("an imported hang event is not recorded", extra={"job": job[:300], "problem": problem})
+    return False
 
 
 def _operator_verdict(cluster: str, job: str, fault: OperatorFault, now: datetime) -> HangVerdict:

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
+from hyperpod_recovery.domain.redact import redact
 from hyperpod_recovery.models.common import SLURM_JOB_ID_PATTERN
 from hyperpod_recovery.models.hangs import HangRule, HangVerdict
 
@@ -225,6 +226,7 @@ def _text(value: Any) -> str:
     text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
     # One line of printable characters: a terminal shows it as it is (no escape sequence gets through).
     text = " ".join("".join(ch if ch.isprintable() else " " for ch in text).split())
+    text = redact(text)  # (before the cut: a cut first could keep a secret's start, no longer its shape)
     return text if len(text) <= EVIDENCE_LIMIT else text[: EVIDENCE_LIMIT - 1] + "…"
 
 

@@ -21,6 +21,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from hyperpod_recovery.domain.redact import redact
+
 SIGNATURE_CHARS = 16  # as the Slurm agent's stack signatures (agent/hyperpod_recovery_agent/stacks.py)
 CUT_MARKER = "[...cut...]\n"
 SILENT = "<no log line>"  # what a silent log's signature is a digest of
@@ -185,7 +187,7 @@ def job_text(title: str, job: Mapping[str, Any], events: Sequence[Mapping[str, A
     (the oldest are what the bound cuts), then what could not be read."""
     lines = [title, "conditions:", *(f"  {line}" for line in condition_lines(job) or ["(none)"])]
     lines += ["events (newest first):", *(f"  {line}" for line in event_lines(events) or ["(none)"])]
-    text = "\n".join(lines)
+    text = redact("\n".join(lines))  # (before the cut: a cut first could keep a secret's start)
     tail = "\n".join(notes)
     if not tail:
         return text[:limit]
