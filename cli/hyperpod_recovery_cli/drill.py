@@ -37,7 +37,7 @@ from hyperpod_recovery.domain.durations import format_duration, offset_text
 from hyperpod_recovery.domain.phases import phases_from_states
 from hyperpod_recovery.errors import RecoveryError
 from hyperpod_recovery.models.common import JOB_ID_PATTERN, NODE_ID_PATTERN
-from hyperpod_recovery.models.records import IncidentRecord
+from hyperpod_recovery.models.records import AuditEntry, IncidentRecord
 from hyperpod_recovery.vocabulary import PhaseName
 from hyperpod_recovery_cli.inputs import InputRefused, one_line, plain_text, shown
 from hyperpod_recovery_cli.stack import NotOurStack, read_stack
@@ -395,6 +395,22 @@ def follow(
         waited += poll_seconds
 
 
+def _live_audit(
+    args: argparse.Namespace, client: Callable[[str], Any], targets: Targets, name: str, workflow: str, at: datetime
+) -> Callable[[], None] | None:
+    """How a live drill is kept in the ledger's audit log (changes.py), made before it starts: who
+    is asked of STS first, so a drill that cannot be audited does not start."""
+    if not targets.ledger_table:  # (--state-machine-arn without --ledger-table: no ledger named)
+        return None
+    from hyperpod_recovery_cli.oncall import who  # (oncall reads the drill's phase chart)
+
+    entry = AuditEntry(
+        at=at, by=who(args, client), action="drill live", target=name, reason=args.reason or "live drill", detail=f"{workflow} recovery"
+    )
+    ledger = DynamoLedger(targets.ledger_table, dynamodb=client("dynamodb"))
+    return lambda: ledger.audit(targets.cluster, entry)
+
+
 def check_arguments(args: argparse.Namespace) -> None:
     """What the command line alone can tell is wrong (exit code 2, before any AWS call)."""
     if not args.stack and not (args.state_machine_arn and args.cluster):
@@ -447,7 +463,10 @@ def run_drill(
     print(f"{workflow} recovery drill {name} on {targets.cluster} ({mode})", file=out)
     print(f"input: {json.dumps(payload)}", file=out, flush=True)
     sfn = client("stepfunctions")
+    audit = _live_audit(args, client, targets, name, workflow, now()) if args.live else None
     execution_arn = sfn.start_execution(stateMachineArn=machine, name=name, input=json.dumps(payload))["executionArn"]
+    if audit is not None:
+        audit()
     print(f"execution: {execution_arn}", file=out, flush=True)
     try:
         description = follow(sfn, execution_arn, out, sleep, args.poll_seconds, args.timeout_seconds)

@@ -5,7 +5,7 @@
     hyperpod-recovery checkpoint latest s3://bucket/prefix [--job NAME] [--json]
     hyperpod-recovery checkpoint verify s3://bucket/prefix/step-000012000/ [--job NAME] [--deep] [--json]
     hyperpod-recovery breaker status (--stack NAME | --cluster NAME [--table LEDGER]) [--json]
-    hyperpod-recovery breaker reset  (--stack NAME | --cluster NAME [--table LEDGER]) --reason TEXT [--by WHO]
+    hyperpod-recovery breaker reset  (--stack NAME | --cluster NAME [--table LEDGER]) --reason TEXT [--by WHO] [--yes]
     hyperpod-recovery drill --stack NAME (--scenario FILE | --input FILE | --node ID | --job ID) [--live --yes]
     hyperpod-recovery preflight --stack NAME [--json]
     hyperpod-recovery drills DIR [--junit FILE]      (in a clone: the sandbox runs each scenario)
@@ -93,6 +93,7 @@ from hyperpod_recovery.models.manifest import MAX_STEP, CheckpointLayout, manife
 from hyperpod_recovery.models.records import AuditEntry, BreakerState
 from hyperpod_recovery_cli import PROG
 from hyperpod_recovery_cli.aws_session import NO_CREDENTIALS, NO_REGION, AwsClients
+from hyperpod_recovery_cli.changes import confirm, declare, refusal
 from hyperpod_recovery_cli.deploy import add_arm_arguments, add_deploy_arguments, arm_command, deploy_command
 from hyperpod_recovery_cli.drill import add_arguments as add_drill_arguments
 from hyperpod_recovery_cli.drill import run_drill
@@ -294,6 +295,7 @@ def _parser() -> argparse.ArgumentParser:
     arm = groups.add_parser("arm", parents=[aws_options], help="preflight, then DryRun=false on a deployed stack (nothing else changes)")
     add_arm_arguments(arm)
     arm.set_defaults(run=arm_command)
+    declare(parser)  # every command read-only or a change (changes.py): a change gets its --yes
     return parser
 
 
@@ -336,6 +338,10 @@ def main(
     run: Callable[[Invocation], int] | None = getattr(args, "run", None)
     if run is None:  # a command group without its command, or nothing at all: show what there is
         args.usage.print_help(err)
+        return EXIT_USAGE
+    refused = refusal(args, stdin or sys.stdin)  # a change with no --yes and no terminal to ask: before any AWS call
+    if refused is not None:
+        print(f"{PROG}: {one_line(refused)}", file=err)
         return EXIT_USAGE
     drill = dict(drill_clients or {})
     given = {
@@ -579,6 +585,12 @@ def _breaker_reset(invocation: Invocation) -> int:
     if state.state == "closed":
         print(f"{args.cluster}: breaker already closed; nothing changed", file=out)
         return EXIT_OK
+    opened = f"open since {state.changed_at:%Y-%m-%d %H:%M} UTC" if state.changed_at else "open"
+    if not confirm(
+        f"Close the breaker of {args.cluster} ({opened}: {one_line(state.reason)}): automation resumes?", args, invocation.stdin, out
+    ):
+        print("nothing changed", file=out)
+        return EXIT_NO
     now = invocation.now()
     ledger.save_breaker(args.cluster, state.changed_to("closed", reason=reason, by=who, at=now))
     ledger.audit(args.cluster, AuditEntry(at=now, by=who, action="breaker reset", target=args.cluster, reason=reason[:300]))
