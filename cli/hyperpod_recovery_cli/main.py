@@ -9,8 +9,8 @@
     hyperpod-recovery drill --stack NAME (--scenario FILE | --input FILE | --node ID | --job ID) [--live --yes]
     hyperpod-recovery preflight --stack NAME [--json]
     hyperpod-recovery drills DIR [--junit FILE]      (in a clone: the sandbox runs each scenario)
-    hyperpod-recovery deploy --cluster ARN [--checkpoint-buckets PATTERN] [--email ADDR] [--stack NAME] [--param K=V] [--disarm]
-    hyperpod-recovery arm --stack NAME [--yes]
+    hyperpod-recovery deploy --cluster ARN [--checkpoint-buckets PATTERN] [--email ADDR] [--stack NAME] [--param K=V] [--disarm] [--yes]
+    hyperpod-recovery arm --stack NAME [--reason TEXT] [--yes]
     hyperpod-recovery incidents --stack NAME [--open] [--escalated] [--since 6h] [--json]
     hyperpod-recovery incidents show ID --stack NAME [--json]
     hyperpod-recovery locks --stack NAME [--json]
@@ -23,6 +23,10 @@
     hyperpod-recovery goodput [--stack NAME [--since 30d] | --from FILE] [--nodes N] [--failure-rate R] [--detect T ...]
         [--checkpoint-interval T | --checkpoint-prefix s3://...] [--checkpoint-cost T] [--json] [--html FILE]
     hyperpod-recovery --version
+
+A command that changes something (changes.py declares which) asks at a terminal or takes ``--yes``;
+with neither it is refused (exit 2) before any AWS call, and each change is kept in the ledger's
+audit log. ``--json`` prints one document per command, its schema in cli_json.py (docs/cli-json.md).
 
 Every command takes ``--region REGION`` and ``--profile NAME`` (before or after the command's name),
 found as the AWS CLI v2 finds them (aws_session.py): AWS credentials from the standard chain
@@ -42,7 +46,8 @@ Exit codes, for every command:
        blank reason, a control character in text kept and printed back, a bucket name S3's naming
        rules refuse, a checkpoint commit with no job name), an unreadable file or
        one whose fields are not what they must be, a stack that is not ours, a breaker reset of a
-       cluster the ledger holds nothing of; no AWS region configured; an AWS profile that does not
+       cluster the ledger holds nothing of; a change with no --yes and no terminal to ask; a number
+       that is not finite or out of its range; no AWS region configured; an AWS profile that does not
        exist; an SDK too old for the preflight
   3    AWS could not be read or written: no credentials, access denied, no such bucket, table or
        stack, throttling, no connection, no answer in time (aws_calls.py: a call unanswered after

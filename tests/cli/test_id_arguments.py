@@ -12,7 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from hyperpod_recovery_cli.inputs import InputRefused
 from hyperpod_recovery_cli.main import main
+from hyperpod_recovery_cli.verdicts import parse_verdict_id
 
 YES = ["--reason", "r", "--yes"]
 # Each id argument, in a command that takes it: "{}" is where the id goes.
@@ -29,8 +31,13 @@ ID_ARGUMENTS = {
     "drill --name": ["drill", "--stack", "s", "--node", "i-0123456789abcdef0", "--name", "{}"],
     "breaker --cluster": ["breaker", "status", "--cluster", "{}", "--table", "ledger"],
     "--stack": ["locks", "--stack", "{}"],
+    "checkpoint --job": ["checkpoint", "latest", "s3://bucket/prefix", "--job", "{}"],
+    "goodput --stack": ["goodput", "--stack", "{}"],
+    "preflight --stack": ["preflight", "--stack", "{}"],
 }
-IDS = st.text() | st.from_regex(r"\A[0-9]{1,6}-(hung|slow)-[0-9]{1,14}\Z") | st.from_regex(r"\Ai-[0-9a-f]{1,20}\Z")
+# Any text, and texts near the shapes: a verdict id with any epoch up to 14 digits, an instance id.
+VERDICT_IDS = st.builds("{}-{}-{}".format, st.from_regex(r"\A[0-9]{1,6}\Z"), st.sampled_from(["hung", "slow"]), st.integers(0, 10**14))
+IDS = st.text() | VERDICT_IDS | st.from_regex(r"\Ai-[0-9a-f]{1,20}\Z")
 
 
 class ReachedAws(Exception):
@@ -69,3 +76,14 @@ def test_any_string_as_an_id_is_refused_in_one_line_or_reaches_aws_never_a_trace
 def test_a_verdict_id_with_a_twelve_digit_epoch_is_refused_in_one_line() -> None:
     code, err = run(["verdicts", "confirm", "1001-hung-999999999999", "--stack", "s", *YES])
     assert code == 2 and "past the year 9999" in err and err.count("\n") == 1
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=IDS)
+def test_any_string_is_either_refused_as_a_verdict_id_or_names_an_episode_a_datetime_holds(text: str) -> None:
+    try:
+        ref = parse_verdict_id(text)
+    except InputRefused as refused:
+        assert "\n" not in str(refused)
+        return
+    assert ref.episode_at.year <= 9999 and str(ref)
