@@ -78,6 +78,7 @@ class DeployPlan:
     keeps: list[str] = field(default_factory=list)  # parameters left at the stack's current value
     cluster: str = ""
     ledger_table: str = ""  # an existing stack's LedgerTableName output: where the deploy is audited
+    last_change: str = ""  # _last_change() before the deploy: what tells a deploy that changed the stack
 
     def sam_command(self, sam: str, *, confirm: bool, profile: str | None = None) -> list[str]:
         command = [
@@ -176,7 +177,7 @@ def plan_deploy(
     if facts.account != identity["Account"]:
         raise DeployRefused(f"cluster {facts.arn} is in account {facts.account}, your credentials are for account {identity['Account']}")
     stack_name = args.stack or f"hyperpod-recovery-{facts.name}"
-    current, ledger_table = _current_stack(client("cloudformation"), stack_name)
+    current, ledger_table, last_change = _current_stack(client("cloudformation"), stack_name)
     # One stack per cluster: another cluster's stack is refused; the same cluster under another ARN
     # (recreated, or deployed with the name form) is this stack's to correct.
     if current is not None and current.get("ClusterArn") != facts.arn and current.get("ClusterName") != facts.name:
@@ -207,7 +208,7 @@ def plan_deploy(
     if args.disarm:
         overrides["DryRun"] = "true"
     keeps = [] if current is None else sorted(k for k in current if k not in overrides)
-    return DeployPlan(stack_name, facts.region, overrides, current is not None, keeps, facts.name, ledger_table)
+    return DeployPlan(stack_name, facts.region, overrides, current is not None, keeps, facts.name, ledger_table, last_change)
 
 
 def _asked(ask: Callable[[str], str] | None, question: str, option: str) -> str:
@@ -217,23 +218,31 @@ def _asked(ask: Callable[[str], str] | None, question: str, option: str) -> str:
     return answer
 
 
-def _current_stack(cloudformation: Any, name: str) -> tuple[dict[str, str] | None, str]:
-    """The stack's parameters and its ledger table, or (None, "") when there is no such stack
+def _current_stack(cloudformation: Any, name: str) -> tuple[dict[str, str] | None, str, str]:
+    """The stack's parameters, its ledger table and when it last changed, or (None, "", "") when there is no such stack
     (CloudFormation says so with a ValidationError 'Stack with id NAME does not exist')."""
     try:
         (description,) = cloudformation.describe_stacks(StackName=name)["Stacks"]
     except ClientError as exc:
         error = exc.response.get("Error", {})
         if error.get("Code") == "ValidationError" and "does not exist" in error.get("Message", ""):
-            return None, ""
+            return None, "", ""
         raise
     if description.get("StackStatus") == "REVIEW_IN_PROGRESS":
-        return None, ""  # a change set never executed: sam creates the stack
+        return None, "", ""  # a change set never executed: sam creates the stack
     parameters = {p["ParameterKey"]: p.get("ParameterValue", "") for p in description.get("Parameters", [])}
     if "ClusterArn" not in parameters:
         raise NotOurStack(f"stack {name!r} is not a hyperpod-recovery stack (no ClusterArn parameter): STACK=another-name")
     outputs = {o["OutputKey"]: o.get("OutputValue", "") for o in description.get("Outputs", [])}
-    return parameters, outputs.get("LedgerTableName", "")
+    return parameters, outputs.get("LedgerTableName", ""), _last_change(description)
+
+
+def _last_change(description: dict[str, Any]) -> str:
+    """What changes when a deploy changes the stack: LastUpdatedTime (DescribeStacks returns it once the
+    stack was updated), its status and parameters (moto models no LastUpdatedTime)."""
+    parameters = sorted((p["ParameterKey"], p.get("ParameterValue", "")) for p in description.get("Parameters", []))
+    changed = description.get("LastUpdatedTime") or description.get("CreationTime") or ""
+    return f"{changed} {description.get('StackStatus', '')} {parameters}"
 
 
 def add_deploy_arguments(parser: argparse.ArgumentParser) -> None:
@@ -296,8 +305,14 @@ def run_deploy(
     if code != 0:
         raise DeployFailed(f"sam deploy exited {code} (its output is above)")
     if plan.ledger_table:  # (a new stack has no ledger before it: CloudFormation's events say who created it)
-        changed = " ".join(f"{key}={value}" for key, value in plan.overrides.items())
-        _audit(plan.ledger_table, plan.cluster, plan.stack, client_in(region), args, "deploy", changed)
+        clients = client_in(region)
+        # Read back: sam exits 0 on an empty change set, and on one declined at its prompt.
+        (after,) = clients("cloudformation").describe_stacks(StackName=plan.stack)["Stacks"]
+        if _last_change(after) == plan.last_change:
+            print(f"stack {plan.stack} unchanged (an empty or declined change set): nothing to audit", file=out)
+        else:
+            changed = " ".join(f"{key}={value}" for key, value in plan.overrides.items())
+            _audit(plan.ledger_table, plan.cluster, plan.stack, clients, args, "deploy", changed)
     print(f"next: make preflight STACK={plan.stack}    # read-only checks of the stack, cluster and agent", file=out)
     print(
         f"      hyperpod-recovery drill --stack {plan.stack} --node <compute-group>:0    # a dry-run recovery of one node (make install)",

@@ -119,9 +119,24 @@ def _arm(runner: DrillRunner, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return ["arm", "--stack", "sandbox", *REASON]
 
 
-def _deploy(runner: DrillRunner, _: pytest.MonkeyPatch) -> list[str]:
-    # `true` stands in for sam: what sam does is test_deploy_cli's; the rule is around it.
-    return ["deploy", "--cluster", "llm-train", "--stack", "sandbox", "--sam", "true", *REASON]
+def _deploy(runner: DrillRunner, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    cloudformation = runner.aws.client("cloudformation")
+
+    def sam(command: list[str]) -> int:
+        """Stands in for `sam deploy` (what sam is given is test_deploy_cli's): the stack is updated."""
+        given = dict(pair.split("=", 1) for pair in command[command.index("--parameter-overrides") + 1 :])
+        (stack,) = cloudformation.describe_stacks(StackName="sandbox")["Stacks"]
+        parameters = [
+            {"ParameterKey": key, "ParameterValue": given[key].strip('"')}
+            if key in given
+            else {"ParameterKey": key, "UsePreviousValue": True}
+            for key in (p["ParameterKey"] for p in stack["Parameters"])
+        ]
+        cloudformation.update_stack(StackName="sandbox", UsePreviousTemplate=True, Parameters=parameters)
+        return 0
+
+    monkeypatch.setattr(deploy_module.subprocess, "call", sam)
+    return ["deploy", "--cluster", "llm-train", "--stack", "sandbox", "--param", "BreakerMaxFailures=4", *REASON]
 
 
 def _drill(runner: DrillRunner, _: pytest.MonkeyPatch) -> list[str]:
@@ -203,3 +218,12 @@ def test_the_installed_command_refuses_a_breaker_reset_from_a_script_in_one_line
         cwd=ROOT, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "add --yes" in done.stderr, done.stderr
+
+
+def test_given_a_change_set_declined_at_sams_prompt_then_deploy_audits_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with world(tmp_path) as (runner, aws):
+        argv = _deploy(runner, monkeypatch)
+        monkeypatch.setattr(deploy_module.subprocess, "call", lambda command: 0)  # sam asked, was told no, exits 0
+        code, out, err = run(runner, argv, stdin=Terminal(""))
+        assert code == 0 and "unchanged (an empty or declined change set)" in out, err
+        assert ledger(aws).audit_log("llm-train") == []
