@@ -32,8 +32,8 @@ from sandbox.fleet.trace import RATES, TraceSpec, generate  # noqa: E402
 
 # The ranges every figure is checked to (one line naming the argument, exit 2): a fleet the sandbox
 # runs in hours at most, with numbers its math can take.
-MAX_NODES = 16_384
-MAX_DAYS = 366
+MAX_NODES = 6_758  # workers and spares together: an instance group's bound (sandbox/scenario.py InstanceGroupSpec.count)
+MIN_DAYS, MAX_DAYS = 0.01, 366  # (from a quarter of an hour: the report counts per week and per day)
 MAX_RATE = 100.0  # failures per 1,000 node-days (Llama 3: 3.79)
 MAX_FAILURES = 200_000  # expected over the whole run: nodes x days x rate / 1,000
 
@@ -58,7 +58,7 @@ def _rate(text: str) -> str:
 def parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="bench/fleet.py", description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=bounded(1, MAX_NODES, whole=True), required=True)
-    parser.add_argument("--days", type=bounded(0, MAX_DAYS, above=True), required=True)
+    parser.add_argument("--days", type=bounded(MIN_DAYS, MAX_DAYS), required=True)
     parser.add_argument("--seed", type=bounded(0, 2**32 - 1, whole=True), default=0)
     parser.add_argument("--jobs", type=_jobs, default="1", help="8x256: 8 jobs of 256 nodes; 1: one job on every node")
     parser.add_argument("--spares", type=bounded(0, MAX_NODES, whole=True), default=0)
@@ -67,7 +67,7 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--hang-share", type=bounded(0, 1), default=0.02, help="silent hangs, on top of the failures: a share of their rate"
     )
-    parser.add_argument("--checkpoint-interval", type=bounded(0, 86_400, above=True), default=1800.0)
+    parser.add_argument("--checkpoint-interval", type=bounded(1, 86_400), default=1800.0, help="seconds, 1 to 86400")
     parser.add_argument("--orchestrator", choices=("slurm", "eks"), default="slurm", help="eks: PyTorchJobs on a Kubernetes API")
     parser.add_argument("--out", type=Path, default=ROOT / "out")
     parser.add_argument("--html", type=Path, default=None, help="the HTML report's path (default: beside the JSON, .html)")
@@ -79,6 +79,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     checker = parser()
     args = checker.parse_args(argv)
     args.nodes, args.seed, args.spares = int(args.nodes), int(args.seed), int(args.spares)
+    if args.nodes + args.spares > MAX_NODES:
+        checker.error(f"--nodes + --spares is {args.nodes + args.spares}: at most {MAX_NODES} (one instance group)")
     rate = RATES[args.rate] if args.rate in RATES else float(args.rate)
     if args.nodes * args.days * rate * (1 + args.hang_share) / 1000 > MAX_FAILURES:
         checker.error(f"--nodes x --days x --rate expects more than {MAX_FAILURES:,} failures: a shorter or smaller run")

@@ -91,14 +91,24 @@ def test_any_float_given_to_the_fleet_bench_is_checked_to_its_range_before_it_ru
     # Accepted: every figure is finite, in range, and the run is bounded
     for name in ("days", "correlated_share", "hang_share", "checkpoint_interval"):
         assert math.isfinite(getattr(args, name))
-    assert 0 < args.days <= fleet.MAX_DAYS and 1 <= args.nodes <= fleet.MAX_NODES and err.getvalue() == ""
+    assert fleet.MIN_DAYS <= args.days <= fleet.MAX_DAYS and 1 <= args.nodes + args.spares <= fleet.MAX_NODES and err.getvalue() == ""
 
 
-@pytest.mark.parametrize(("option", "text"), [("--days", "nan"), ("--days", "inf"), ("--days", "1e308"), ("--rate", "nan")])
+@pytest.mark.parametrize(
+    ("option", "text"),
+    [("--days", "nan"), ("--days", "inf"), ("--days", "1e308"), ("--days", "5e-324"), ("--rate", "nan"), ("--spares", "6758")],
+)
 def test_the_fleet_bench_refuses_a_number_out_of_range_in_one_line_naming_it(
     capsys: pytest.CaptureFixture[str], option: str, text: str
 ) -> None:
     with pytest.raises(SystemExit) as exited:
         fleet.main(["--nodes", "64", "--days", "1", option, text])
     err = capsys.readouterr().err
-    assert exited.value.code == 2 and err.count("\n") == 1 and f"argument {option}:" in err
+    assert exited.value.code == 2 and err.count("\n") == 1 and option in err
+
+
+@pytest.mark.parametrize("argv", [["--days", "0.01"], ["--days", "0.5", "--rate", "5e-324"]], ids=["shortest", "no-failure"])
+def test_the_fleet_bench_at_the_edges_of_its_ranges_writes_a_finite_report(tmp_path: Path, argv: list[str]) -> None:
+    assert fleet.main(["--nodes", "4", *argv, "--out", str(tmp_path)]) == 0
+    (report,) = tmp_path.glob("*.json")
+    assert _finite(json.loads(report.read_text()))
