@@ -31,7 +31,7 @@ from botocore.exceptions import ClientError
 from hyperpod_recovery.adapters.ledger import DynamoLedger
 from hyperpod_recovery.models.records import AuditEntry
 from hyperpod_recovery_cli.changes import confirm
-from hyperpod_recovery_cli.inputs import plain_text
+from hyperpod_recovery_cli.inputs import bounded, plain_text
 from hyperpod_recovery_cli.oncall import REASON_LIMIT, who
 from hyperpod_recovery_cli.preflight import EXIT_READY, run_preflight
 from hyperpod_recovery_cli.stack import NotOurStack, read_stack
@@ -265,7 +265,7 @@ def add_arm_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--yes", action="store_true", help="arm without asking")
     parser.add_argument("--reason", help="why now (kept in the ledger's audit log)")
     parser.add_argument("--by", default=None, help="who (default: the login name; the AWS identity is recorded with it)")
-    parser.add_argument("--poll-seconds", type=float, default=2.0, help=argparse.SUPPRESS)  # the preflight's
+    parser.add_argument("--poll-seconds", type=bounded(0.1, 60), default=2.0, help=argparse.SUPPRESS)  # the preflight's
 
 
 def run_deploy(

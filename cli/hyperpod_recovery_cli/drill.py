@@ -39,7 +39,7 @@ from hyperpod_recovery.errors import RecoveryError
 from hyperpod_recovery.models.common import JOB_ID_PATTERN, NODE_ID_PATTERN
 from hyperpod_recovery.models.records import AuditEntry, IncidentRecord
 from hyperpod_recovery.vocabulary import PhaseName
-from hyperpod_recovery_cli.inputs import InputRefused, one_line, plain_text, shown
+from hyperpod_recovery_cli.inputs import InputRefused, bounded, one_line, plain_text, shown
 from hyperpod_recovery_cli.stack import NotOurStack, read_stack
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -586,5 +586,9 @@ def add_arguments(drill: argparse.ArgumentParser) -> None:
     drill.add_argument("--name", help="the execution's name (default drill-<UTC time>)")
     drill.add_argument("--live", action="store_true", help="a real recovery instead of a dry run (needs --yes)")
     drill.add_argument("--yes", action="store_true", help="confirm --live")
-    drill.add_argument("--poll-seconds", type=float, default=5.0, help="how often to read the execution's progress (default 5)")
-    drill.add_argument("--timeout-seconds", type=float, default=4 * 3600, help="stop following after this long (default 4 h)")
+    drill.add_argument(
+        "--poll-seconds", type=bounded(0.1, 3600), default=5.0, help="how often to read the execution's progress (0.1 to 3600, default 5)"
+    )
+    drill.add_argument(
+        "--timeout-seconds", type=bounded(0, 7 * 86_400), default=4 * 3600, help="stop following after this long (at most 7 d, default 4 h)"
+    )

@@ -45,11 +45,7 @@ def duration(text: str) -> float:
     return seconds
 
 
-def _count(text: str) -> int:
-    if not (text.isascii() and text.isdigit()) or not 0 <= int(text) <= 1_000_000:
-        raise argparse.ArgumentTypeError(f"a whole number from 0 to 1000000, not {text!r}")
-    return int(text)
-
+_count = bounded(0, 1_000_000, whole=True)
 
 _RATE_NUMBER = bounded(0, 1_000_000, above=True)
 
@@ -62,7 +58,7 @@ def _rate(text: str) -> str:
     except argparse.ArgumentTypeError:
         presets = ", ".join(defaults.RATE_PRESETS)
         raise argparse.ArgumentTypeError(
-            f"failures per 1,000 node-days (a number above 0 and at most 1e+06) or one of {presets}, not {one_line(text)[:40]!r}"
+            f"failures per 1,000 node-days (a number above 0 and at most 1,000,000) or one of {presets}, not {one_line(text)[:40]!r}"
         ) from None
     return text
 

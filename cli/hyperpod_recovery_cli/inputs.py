@@ -73,7 +73,7 @@ def bounded(low: float, high: float, *, above: bool = False, whole: bool = False
     one with ``whole``. nan, inf and numbers past the range are refused in one line naming the range
     (argparse names the argument): every figure a planner or a bench is given is one its math can take."""
     kind = "a whole number" if whole else "a number"
-    said = f"{kind} {'above' if above else 'from'} {low:g} {'and at most' if above else 'to'} {high:g}"
+    said = f"{kind} {'above' if above else 'from'} {_plain(low)} {'and at most' if above else 'to'} {_plain(high)}"
 
     def parse(text: str) -> float:
         try:
@@ -85,3 +85,8 @@ def bounded(low: float, high: float, *, above: bool = False, whole: bool = False
         return value
 
     return parse
+
+
+def _plain(number: float) -> str:
+    """1000000 as 1,000,000 (not 1e+06); a fraction as it is."""
+    return f"{int(number):,}" if float(number).is_integer() and abs(number) < 1e15 else f"{number:g}"

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hyperpod_recovery_cli.main import main
+from hyperpod_recovery_cli.main import _parser, main
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 import fleet
@@ -112,3 +112,18 @@ def test_the_fleet_bench_at_the_edges_of_its_ranges_writes_a_finite_report(tmp_p
     assert fleet.main(["--nodes", "4", *argv, "--out", str(tmp_path)]) == 0
     (report,) = tmp_path.glob("*.json")
     assert _finite(json.loads(report.read_text()))
+
+
+@pytest.mark.parametrize("option", ["--poll-seconds", "--timeout-seconds"])
+@settings(max_examples=40, deadline=None)
+@given(text=TEXT)
+def test_any_float_given_to_the_drill_is_refused_or_taken_finite_and_in_range(option: str, text: str) -> None:
+    argv = ["drill", "--stack", "s", "--node", "i-0123456789abcdef0", option, text]
+    with contextlib.redirect_stderr(io.StringIO()):
+        try:
+            args = _parser().parse_args(argv)
+        except SystemExit as exc:
+            assert exc.code == 2
+            return
+    value = getattr(args, option.lstrip("-").replace("-", "_"))
+    assert math.isfinite(value) and 0 <= value <= 7 * 86_400 and (option != "--poll-seconds" or value >= 0.1)
