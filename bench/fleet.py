@@ -11,6 +11,9 @@ same report as an offline HTML page with its plots beside it (or to --html).
     python bench/fleet.py --nodes 2048 --days 54 [--seed 0] [--jobs 8x256] [--spares 0] [--rate llama3|rsc1|rsc2|<number>]
                           [--hang-share 0.02] [--orchestrator slurm|eks]
                           [--out DIR] [--html PATH]
+
+Every number is checked to its range (MAX_NODES, MIN_DAYS..MAX_DAYS, MAX_RATE, MAX_FAILURES below): one
+line naming the argument and the range, exit 2.
 """
 
 from __future__ import annotations
