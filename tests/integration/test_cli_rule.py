@@ -201,6 +201,23 @@ def test_given_yes_then_a_change_is_made_and_kept_in_the_audit_log(tmp_path: Pat
     assert audited[-1].reason == "checked by hand"
 
 
+# Where the question is not ours: deploy's is sam's change set (the declined one is tested below); a
+# live drill needs --yes even at a terminal (typed, never pasted by accident).
+NOT_ASKED = {"deploy", "drill"}
+
+
+@pytest.mark.parametrize("path", sorted(set(CHANGES) - NOT_ASKED))
+def test_given_a_terminal_then_a_change_asks_naming_it_and_a_no_changes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, path: str
+) -> None:
+    with world(tmp_path, path) as (runner, aws):
+        argv = SCENES[path](runner, monkeypatch)
+        before = ledger(aws).audit_log("llm-train")
+        code, out, err = run(runner, argv, stdin=Terminal("no\n"))
+        assert code == 1 and "Type yes to go on:" in out and ("nothing changed" in out or "not armed" in out), out + err
+        assert ledger(aws).audit_log("llm-train") == before
+
+
 def test_given_a_terminal_then_breaker_reset_asks_naming_the_cluster_and_a_no_changes_nothing(tmp_path: Path) -> None:
     with world(tmp_path) as (runner, aws):
         argv = _breaker(runner, pytest.MonkeyPatch())
