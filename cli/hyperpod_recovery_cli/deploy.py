@@ -289,6 +289,8 @@ def run_deploy(
         raise DeployRefused(f"--region {given_region} but the cluster's ARN is in {arn_region}: the stack goes where the cluster is")
     region = arn_region or given_region
     args.region_used = region or "your default region"
+    if getattr(args, "reason", None) is not None:  # (checked before anything is read)
+        plain_text("--reason", args.reason, limit=REASON_LIMIT, say="say why")
     plan = plan_deploy(args, client_in(region), ask=ask)
     command = plan.sam_command(args.sam, confirm=not args.yes, profile=getattr(args, "profile", None))
     print(f"stack {plan.stack} in {plan.region} ({'update' if plan.stack_exists else 'new: DryRun=true, nothing acts'})", file=out)
@@ -301,18 +303,19 @@ def run_deploy(
         built = runner(shlex.split(args.build_with))
         if built != 0:
             raise DeployFailed(f"the build ({args.build_with}) exited {built}: nothing deployed")
+    # (a new stack has no ledger before it: CloudFormation's events say who created it)
+    clients = client_in(region) if plan.ledger_table else None
+    audit = _auditor(plan.ledger_table, plan.cluster, plan.stack, clients, args, "deploy") if clients is not None else None
     code = runner(command)
     if code != 0:
         raise DeployFailed(f"sam deploy exited {code} (its output is above)")
-    if plan.ledger_table:  # (a new stack has no ledger before it: CloudFormation's events say who created it)
-        clients = client_in(region)
+    if audit is not None and clients is not None:
         # Read back: sam exits 0 on an empty change set, and on one declined at its prompt.
         (after,) = clients("cloudformation").describe_stacks(StackName=plan.stack)["Stacks"]
         if _last_change(after) == plan.last_change:
             print(f"stack {plan.stack} unchanged (an empty or declined change set): nothing to audit", file=out)
         else:
-            changed = " ".join(f"{key}={value}" for key, value in plan.overrides.items())
-            _audit(plan.ledger_table, plan.cluster, plan.stack, clients, args, "deploy", changed)
+            audit("deploy", " ".join(f"{key}={value}" for key, value in plan.overrides.items()))
     print(f"next: make preflight STACK={plan.stack}    # read-only checks of the stack, cluster and agent", file=out)
     print(
         f"      hyperpod-recovery drill --stack {plan.stack} --node <compute-group>:0    # a dry-run recovery of one node (make install)",
@@ -346,6 +349,9 @@ def run_arm(
     if stack.parameters.get("DryRun") == "false":
         print(f"stack {stack.name} is already armed (DryRun=false)", file=out)
         return 0
+    # (a stack from before the ledger had an output: nothing to keep it in)
+    table = stack.outputs.get("LedgerTableName")
+    audit = _auditor(table, stack.cluster, stack.name, client, args, "arm") if table else None
     question = f"Arm {stack.name}: the pipeline will reboot and replace nodes of {stack.cluster} and resubmit jobs?"
     if not confirm(question, args, stdin or sys.stdin, out):
         print("not armed", file=out)
@@ -359,25 +365,33 @@ def run_arm(
     status = _wait_for_update(cloudformation, stack.name, sleep)
     if status != "UPDATE_COMPLETE":
         raise DeployFailed(f"the update of {stack.name} ended {status}: still DryRun=true (see its events in the console)")
-    if stack.outputs.get("LedgerTableName"):  # (a stack from before the ledger had an output: nothing to keep it in)
-        _audit(stack.output("LedgerTableName"), stack.cluster, stack.name, client, args, "arm", "DryRun=false after a passing preflight")
+    if audit is not None:
+        audit("arm", "DryRun=false after a passing preflight")
     print(f"armed: {stack.name} acts on {stack.cluster}'s faults (disarm: make deploy CLUSTER=... DISARM=1)", file=out)
     return 0
 
 
-def _audit(
-    table: str,
-    cluster: str,
-    stack: str,
-    client: Callable[[str], Any],
-    args: argparse.Namespace,
-    action: Literal["arm", "deploy"],
-    detail: str,
-) -> None:
-    """Keep the change in the stack's ledger's audit log, as every on-call change is (changes.py)."""
-    reason = plain_text("--reason", args.reason, limit=REASON_LIMIT, say="say why") if getattr(args, "reason", None) else action
-    entry = AuditEntry(at=datetime.now(UTC), by=who(args, client), action=action, target=stack, reason=reason, detail=detail[:300])
-    DynamoLedger(table, dynamodb=client("dynamodb")).audit(cluster, entry)
+@dataclass(frozen=True)
+class _Auditor:
+    """Keeps a stack change in the stack's ledger's audit log, as every on-call change is (changes.py).
+    Made before the change: the reason is checked and who asks is read from STS first, so a change
+    that could not be audited is not made."""
+
+    ledger: DynamoLedger
+    cluster: str
+    stack: str
+    by: str
+    reason: str
+
+    def __call__(self, action: Literal["arm", "deploy"], detail: str) -> None:
+        entry = AuditEntry(at=datetime.now(UTC), by=self.by, action=action, target=self.stack, reason=self.reason, detail=detail[:300])
+        self.ledger.audit(self.cluster, entry)
+
+
+def _auditor(table: str, cluster: str, stack: str, client: Callable[[str], Any], args: argparse.Namespace, action: str) -> _Auditor:
+    given = getattr(args, "reason", None)
+    reason = plain_text("--reason", given, limit=REASON_LIMIT, say="say why") if given is not None else action
+    return _Auditor(DynamoLedger(table, dynamodb=client("dynamodb")), cluster, stack, who(args, client), reason)
 
 
 def deploy_command(invocation: Any) -> int:
