@@ -188,14 +188,14 @@ bench: $(VENV)/.installed  ## six benchmarks, 9-15 min: cold import, checkpoint 
 
 # deploy reads the credentials, the cluster and the stack first: no credentials, a wrong cluster or
 # a missing answer fail in one line (make then says "Error 3" / "Error 2") before anything is built.
-deploy: $(VENV)/.installed  ## deploy the stack for a cluster: CLUSTER=arn [BUCKETS=pattern] [EMAIL=a@b] [STACK=name] [PARAMS="K=V ..."] [DISARM=1]
+deploy: $(VENV)/.installed  ## deploy the stack for a cluster: CLUSTER=arn [BUCKETS=pattern] [EMAIL=a@b] [STACK=name] [PARAMS="K=V ..."] [DISARM=1] [YES=1: no terminal]
 	$(HPR) deploy $(if $(CLUSTER),--cluster '$(CLUSTER)') $(if $(BUCKETS),--checkpoint-buckets '$(BUCKETS)') \
 	  $(if $(EMAIL),--email '$(EMAIL)') $(if $(STACK),--stack '$(STACK)') $(if $(PARAMS),--param '$(PARAMS)') \
-	  $(if $(DISARM),--disarm) $(if $(REGION),--region '$(REGION)') --sam '$(SAM)' --build-with '$(MAKE) --no-print-directory -f $(abspath $(firstword $(MAKEFILE_LIST))) build'
+	  $(if $(DISARM),--disarm) $(if $(YES),--yes) $(if $(REGION),--region '$(REGION)') --sam '$(SAM)' --build-with '$(MAKE) --no-print-directory -f $(abspath $(firstword $(MAKEFILE_LIST))) build'
 
 arm: $(VENV)/.installed  ## after a dry-run period: the preflight, and only if it passes DryRun=false: STACK=name [REGION=r]
 	@if [ -z "$(STACK)" ]; then echo "make arm needs STACK=<your stack name> (and AWS credentials for its account)" >&2; exit 2; fi
-	$(HPR) arm --stack '$(STACK)' $(if $(REGION),--region '$(REGION)')
+	$(HPR) arm --stack '$(STACK)' $(if $(YES),--yes) $(if $(REGION),--region '$(REGION)')
 
 install:  ## put the hyperpod-recovery command on your PATH (pipx; without pipx, a venv of its own linked into ~/.local/bin)
 	@if command -v pipx >/dev/null; then pipx install --force .; else \

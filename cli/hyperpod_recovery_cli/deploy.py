@@ -23,10 +23,16 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from datetime import UTC, datetime
+from typing import Any, Literal, TextIO
 
 from botocore.exceptions import ClientError
 
+from hyperpod_recovery.adapters.ledger import DynamoLedger
+from hyperpod_recovery.models.records import AuditEntry
+from hyperpod_recovery_cli.changes import confirm
+from hyperpod_recovery_cli.inputs import bounded, plain_text
+from hyperpod_recovery_cli.oncall import REASON_LIMIT, who
 from hyperpod_recovery_cli.preflight import EXIT_READY, run_preflight
 from hyperpod_recovery_cli.stack import NotOurStack, read_stack
 
@@ -70,6 +76,9 @@ class DeployPlan:
     overrides: dict[str, str]
     stack_exists: bool
     keeps: list[str] = field(default_factory=list)  # parameters left at the stack's current value
+    cluster: str = ""
+    ledger_table: str = ""  # an existing stack's LedgerTableName output: where the deploy is audited
+    last_change: str = ""  # _last_change() before the deploy: what tells a deploy that changed the stack
 
     def sam_command(self, sam: str, *, confirm: bool, profile: str | None = None) -> list[str]:
         command = [
@@ -168,7 +177,7 @@ def plan_deploy(
     if facts.account != identity["Account"]:
         raise DeployRefused(f"cluster {facts.arn} is in account {facts.account}, your credentials are for account {identity['Account']}")
     stack_name = args.stack or f"hyperpod-recovery-{facts.name}"
-    current = _current_stack(client("cloudformation"), stack_name)
+    current, ledger_table, last_change = _current_stack(client("cloudformation"), stack_name)
     # One stack per cluster: another cluster's stack is refused; the same cluster under another ARN
     # (recreated, or deployed with the name form) is this stack's to correct.
     if current is not None and current.get("ClusterArn") != facts.arn and current.get("ClusterName") != facts.name:
@@ -199,7 +208,7 @@ def plan_deploy(
     if args.disarm:
         overrides["DryRun"] = "true"
     keeps = [] if current is None else sorted(k for k in current if k not in overrides)
-    return DeployPlan(stack_name, facts.region, overrides, current is not None, keeps)
+    return DeployPlan(stack_name, facts.region, overrides, current is not None, keeps, facts.name, ledger_table, last_change)
 
 
 def _asked(ask: Callable[[str], str] | None, question: str, option: str) -> str:
@@ -209,22 +218,31 @@ def _asked(ask: Callable[[str], str] | None, question: str, option: str) -> str:
     return answer
 
 
-def _current_stack(cloudformation: Any, name: str) -> dict[str, str] | None:
-    """The stack's parameters, or None when there is no such stack (CloudFormation says so with a
-    ValidationError 'Stack with id NAME does not exist')."""
+def _current_stack(cloudformation: Any, name: str) -> tuple[dict[str, str] | None, str, str]:
+    """The stack's parameters, its ledger table and when it last changed, or (None, "", "") when there is no such stack
+    (CloudFormation says so with a ValidationError 'Stack with id NAME does not exist')."""
     try:
         (description,) = cloudformation.describe_stacks(StackName=name)["Stacks"]
     except ClientError as exc:
         error = exc.response.get("Error", {})
         if error.get("Code") == "ValidationError" and "does not exist" in error.get("Message", ""):
-            return None
+            return None, "", ""
         raise
     if description.get("StackStatus") == "REVIEW_IN_PROGRESS":
-        return None  # a change set never executed: sam creates the stack
+        return None, "", ""  # a change set never executed: sam creates the stack
     parameters = {p["ParameterKey"]: p.get("ParameterValue", "") for p in description.get("Parameters", [])}
     if "ClusterArn" not in parameters:
         raise NotOurStack(f"stack {name!r} is not a hyperpod-recovery stack (no ClusterArn parameter): STACK=another-name")
-    return parameters
+    outputs = {o["OutputKey"]: o.get("OutputValue", "") for o in description.get("Outputs", [])}
+    return parameters, outputs.get("LedgerTableName", ""), _last_change(description)
+
+
+def _last_change(description: dict[str, Any]) -> str:
+    """What changes when a deploy changes the stack: LastUpdatedTime (DescribeStacks returns it once the
+    stack was updated), its status and parameters (moto models no LastUpdatedTime)."""
+    parameters = sorted((p["ParameterKey"], p.get("ParameterValue", "")) for p in description.get("Parameters", []))
+    changed = description.get("LastUpdatedTime") or description.get("CreationTime") or ""
+    return f"{changed} {description.get('StackStatus', '')} {parameters}"
 
 
 def add_deploy_arguments(parser: argparse.ArgumentParser) -> None:
@@ -238,12 +256,16 @@ def add_deploy_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--build-with", help="a command that builds the stack (make build), run after the checks, before sam deploy")
     parser.add_argument("--check-only", action="store_true", help="read credentials, cluster and stack; print the plan; run nothing")
     parser.add_argument("--yes", action="store_true", help="deploy the change set without asking (sam --no-confirm-changeset)")
+    parser.add_argument("--reason", help="why (kept in the ledger's audit log)")
+    parser.add_argument("--by", default=None, help="who (default: the login name; the AWS identity is recorded with it)")
 
 
 def add_arm_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--stack", required=True, help="the deployed stack's name")
     parser.add_argument("--yes", action="store_true", help="arm without asking")
-    parser.add_argument("--poll-seconds", type=float, default=2.0, help=argparse.SUPPRESS)  # the preflight's
+    parser.add_argument("--reason", help="why now (kept in the ledger's audit log)")
+    parser.add_argument("--by", default=None, help="who (default: the login name; the AWS identity is recorded with it)")
+    parser.add_argument("--poll-seconds", type=bounded(0.1, 60), default=2.0, help=argparse.SUPPRESS)  # the preflight's
 
 
 def run_deploy(
@@ -267,6 +289,8 @@ def run_deploy(
         raise DeployRefused(f"--region {given_region} but the cluster's ARN is in {arn_region}: the stack goes where the cluster is")
     region = arn_region or given_region
     args.region_used = region or "your default region"
+    if getattr(args, "reason", None) is not None:  # (checked before anything is read)
+        plain_text("--reason", args.reason, limit=REASON_LIMIT, say="say why")
     plan = plan_deploy(args, client_in(region), ask=ask)
     command = plan.sam_command(args.sam, confirm=not args.yes, profile=getattr(args, "profile", None))
     print(f"stack {plan.stack} in {plan.region} ({'update' if plan.stack_exists else 'new: DryRun=true, nothing acts'})", file=out)
@@ -279,9 +303,19 @@ def run_deploy(
         built = runner(shlex.split(args.build_with))
         if built != 0:
             raise DeployFailed(f"the build ({args.build_with}) exited {built}: nothing deployed")
+    # (a new stack has no ledger before it: CloudFormation's events say who created it)
+    clients = client_in(region) if plan.ledger_table else None
+    audit = _auditor(plan.ledger_table, plan.cluster, plan.stack, clients, args, "deploy") if clients is not None else None
     code = runner(command)
     if code != 0:
         raise DeployFailed(f"sam deploy exited {code} (its output is above)")
+    if audit is not None and clients is not None:
+        # Read back: sam exits 0 on an empty change set, and on one declined at its prompt.
+        (after,) = clients("cloudformation").describe_stacks(StackName=plan.stack)["Stacks"]
+        if _last_change(after) == plan.last_change:
+            print(f"stack {plan.stack} unchanged (an empty or declined change set): nothing to audit", file=out)
+        else:
+            audit("deploy", " ".join(f"{key}={value}" for key, value in plan.overrides.items()))
     print(f"next: make preflight STACK={plan.stack}    # read-only checks of the stack, cluster and agent", file=out)
     print(
         f"      hyperpod-recovery drill --stack {plan.stack} --node <compute-group>:0    # a dry-run recovery of one node (make install)",
@@ -315,11 +349,13 @@ def run_arm(
     if stack.parameters.get("DryRun") == "false":
         print(f"stack {stack.name} is already armed (DryRun=false)", file=out)
         return 0
-    if not args.yes:
-        print(f"arm {stack.name}: the pipeline will reboot and replace nodes of {stack.cluster} and resubmit jobs [y/N] ", end="", file=out)
-        if (stdin or sys.stdin).readline().strip().lower() not in ("y", "yes"):
-            print("not armed", file=out)
-            return 1
+    # (a stack from before the ledger had an output: nothing to keep it in)
+    table = stack.outputs.get("LedgerTableName")
+    audit = _auditor(table, stack.cluster, stack.name, client, args, "arm") if table else None
+    question = f"Arm {stack.name}: the pipeline will reboot and replace nodes of {stack.cluster} and resubmit jobs?"
+    if not confirm(question, args, stdin or sys.stdin, out):
+        print("not armed", file=out)
+        return 1
     parameters = [
         {"ParameterKey": key, "ParameterValue": "false"} if key == "DryRun" else {"ParameterKey": key, "UsePreviousValue": True}
         for key in stack.parameters
@@ -329,8 +365,33 @@ def run_arm(
     status = _wait_for_update(cloudformation, stack.name, sleep)
     if status != "UPDATE_COMPLETE":
         raise DeployFailed(f"the update of {stack.name} ended {status}: still DryRun=true (see its events in the console)")
+    if audit is not None:
+        audit("arm", "DryRun=false after a passing preflight")
     print(f"armed: {stack.name} acts on {stack.cluster}'s faults (disarm: make deploy CLUSTER=... DISARM=1)", file=out)
     return 0
+
+
+@dataclass(frozen=True)
+class _Auditor:
+    """Keeps a stack change in the stack's ledger's audit log, as every on-call change is (changes.py).
+    Made before the change: the reason is checked and who asks is read from STS first, so a change
+    that could not be audited is not made."""
+
+    ledger: DynamoLedger
+    cluster: str
+    stack: str
+    by: str
+    reason: str
+
+    def __call__(self, action: Literal["arm", "deploy"], detail: str) -> None:
+        entry = AuditEntry(at=datetime.now(UTC), by=self.by, action=action, target=self.stack, reason=self.reason, detail=detail[:300])
+        self.ledger.audit(self.cluster, entry)
+
+
+def _auditor(table: str, cluster: str, stack: str, client: Callable[[str], Any], args: argparse.Namespace, action: str) -> _Auditor:
+    given = getattr(args, "reason", None)
+    reason = plain_text("--reason", given, limit=REASON_LIMIT, say="say why") if given is not None else action
+    return _Auditor(DynamoLedger(table, dynamodb=client("dynamodb")), cluster, stack, who(args, client), reason)
 
 
 def deploy_command(invocation: Any) -> int:

@@ -37,9 +37,9 @@ from hyperpod_recovery.domain.durations import format_duration, offset_text
 from hyperpod_recovery.domain.phases import phases_from_states
 from hyperpod_recovery.errors import RecoveryError
 from hyperpod_recovery.models.common import JOB_ID_PATTERN, NODE_ID_PATTERN
-from hyperpod_recovery.models.records import IncidentRecord
+from hyperpod_recovery.models.records import AuditEntry, IncidentRecord
 from hyperpod_recovery.vocabulary import PhaseName
-from hyperpod_recovery_cli.inputs import InputRefused, one_line, plain_text, shown
+from hyperpod_recovery_cli.inputs import InputRefused, bounded, one_line, plain_text, shown
 from hyperpod_recovery_cli.stack import NotOurStack, read_stack
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -396,6 +396,22 @@ def follow(
         waited += poll_seconds
 
 
+def _live_audit(
+    args: argparse.Namespace, client: Callable[[str], Any], targets: Targets, name: str, workflow: str, at: datetime
+) -> Callable[[], None] | None:
+    """How a live drill is kept in the ledger's audit log (changes.py), made before it starts: who
+    is asked of STS first, so a drill that cannot be audited does not start."""
+    if not targets.ledger_table:  # (--state-machine-arn without --ledger-table: no ledger named)
+        return None
+    from hyperpod_recovery_cli.oncall import who  # (oncall reads the drill's phase chart)
+
+    entry = AuditEntry(
+        at=at, by=who(args, client), action="drill live", target=name, reason=args.reason or "live drill", detail=f"{workflow} recovery"
+    )
+    ledger = DynamoLedger(targets.ledger_table, dynamodb=client("dynamodb"))
+    return lambda: ledger.audit(targets.cluster, entry)
+
+
 def check_arguments(args: argparse.Namespace) -> None:
     """What the command line alone can tell is wrong (exit code 2, before any AWS call)."""
     if not args.stack and not (args.state_machine_arn and args.cluster):
@@ -448,7 +464,10 @@ def run_drill(
     print(f"{workflow} recovery drill {name} on {targets.cluster} ({mode})", file=out)
     print(f"input: {json.dumps(payload)}", file=out, flush=True)
     sfn = client("stepfunctions")
+    audit = _live_audit(args, client, targets, name, workflow, now()) if args.live else None
     execution_arn = sfn.start_execution(stateMachineArn=machine, name=name, input=json.dumps(payload))["executionArn"]
+    if audit is not None:
+        audit()
     print(f"execution: {execution_arn}", file=out, flush=True)
     try:
         description = follow(sfn, execution_arn, out, sleep, args.poll_seconds, args.timeout_seconds)
@@ -568,5 +587,9 @@ def add_arguments(drill: argparse.ArgumentParser) -> None:
     drill.add_argument("--name", help="the execution's name (default drill-<UTC time>)")
     drill.add_argument("--live", action="store_true", help="a real recovery instead of a dry run (needs --yes)")
     drill.add_argument("--yes", action="store_true", help="confirm --live")
-    drill.add_argument("--poll-seconds", type=float, default=5.0, help="how often to read the execution's progress (default 5)")
-    drill.add_argument("--timeout-seconds", type=float, default=4 * 3600, help="stop following after this long (default 4 h)")
+    drill.add_argument(
+        "--poll-seconds", type=bounded(0.1, 3600), default=5.0, help="how often to read the execution's progress (0.1 to 3600, default 5)"
+    )
+    drill.add_argument(
+        "--timeout-seconds", type=bounded(0, 7 * 86_400), default=4 * 3600, help="stop following after this long (at most 7 d, default 4 h)"
+    )

@@ -24,7 +24,7 @@ from hyperpod_recovery.adapters.hyperpod import HyperPodCluster
 from hyperpod_recovery.adapters.ledger import DynamoLedger
 from hyperpod_recovery_cli import goodput_inputs as sources
 from hyperpod_recovery_cli.goodput_html import render_plan
-from hyperpod_recovery_cli.inputs import InputRefused, one_line
+from hyperpod_recovery_cli.inputs import InputRefused, bounded, one_line
 from hyperpod_recovery_cli.oncall import _since, _table
 from hyperpod_recovery_cli.planner import defaults, plan_goodput
 from hyperpod_recovery_cli.planner.model import RECOVERY_PHASES, GoodputPlan, PlannerInputs
@@ -45,22 +45,21 @@ def duration(text: str) -> float:
     return seconds
 
 
-def _count(text: str) -> int:
-    if not (text.isascii() and text.isdigit()) or not 0 <= int(text) <= 1_000_000:
-        raise argparse.ArgumentTypeError(f"a whole number from 0 to 1000000, not {text!r}")
-    return int(text)
+_count = bounded(0, 1_000_000, whole=True)
+
+_RATE_NUMBER = bounded(0, 1_000_000, above=True)
 
 
 def _rate(text: str) -> str:
     if text in defaults.RATE_PRESETS:
         return text
     try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 < value <= 1_000_000:
+        _RATE_NUMBER(text)
+    except argparse.ArgumentTypeError:
         presets = ", ".join(defaults.RATE_PRESETS)
-        raise argparse.ArgumentTypeError(f"failures per 1,000 node-days (a number above 0) or one of {presets}, not {text!r}")
+        raise argparse.ArgumentTypeError(
+            f"failures per 1,000 node-days (a number above 0 and at most 1,000,000) or one of {presets}, not {one_line(text)[:40]!r}"
+        ) from None
     return text
 
 
@@ -85,7 +84,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"node failures per 1,000 node-days, or a published preset: {', '.join(defaults.RATE_PRESETS)}",
     )
     given.add_argument("--failures", type=_count, help="node failures counted over --node-days")
-    given.add_argument("--node-days", type=float, metavar="D", help="the node-days --failures were counted over")
+    given.add_argument(
+        "--node-days",
+        type=bounded(0, 1e9, above=True),
+        metavar="D",
+        help="the node-days --failures were counted over (above 0, at most 1e9)",
+    )
     for phase in RECOVERY_PHASES:
         given.add_argument(f"--{phase.replace('_', '-')}", dest=phase, type=duration, metavar="T", help=f"the {phase} phase of a recovery")
     given.add_argument("--checkpoint-interval", type=duration, metavar="T", help="compute time between checkpoints")

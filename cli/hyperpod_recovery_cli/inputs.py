@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import unicodedata
+from collections.abc import Callable
 from typing import Any, NoReturn
 
 
@@ -64,3 +66,27 @@ class OneLineParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {one_line(message)} (see {self.prog} --help)\n")
+
+
+def bounded(low: float, high: float, *, above: bool = False, whole: bool = False) -> Callable[[str], float]:
+    """An argparse ``type``: a finite number from ``low`` (excluded with ``above``) to ``high``, a whole
+    one with ``whole``. nan, inf and numbers past the range are refused in one line naming the range
+    (argparse names the argument): every figure a planner or a bench is given is one its math can take."""
+    kind = "a whole number" if whole else "a number"
+    said = f"{kind} {'above' if above else 'from'} {_plain(low)} {'and at most' if above else 'to'} {_plain(high)}"
+
+    def parse(text: str) -> float:
+        try:
+            value = int(text) if whole else float(text)
+        except ValueError:
+            value = math.nan
+        if not (math.isfinite(value) and (low < value if above else low <= value) and value <= high):
+            raise argparse.ArgumentTypeError(f"{said}, not {one_line(text)[:40]!r}")
+        return value
+
+    return parse
+
+
+def _plain(number: float) -> str:
+    """1000000 as 1,000,000 (not 1e+06); a fraction as it is."""
+    return f"{int(number):,}" if float(number).is_integer() and abs(number) < 1e15 else f"{number:g}"

@@ -5,12 +5,12 @@
     hyperpod-recovery checkpoint latest s3://bucket/prefix [--job NAME] [--json]
     hyperpod-recovery checkpoint verify s3://bucket/prefix/step-000012000/ [--job NAME] [--deep] [--json]
     hyperpod-recovery breaker status (--stack NAME | --cluster NAME [--table LEDGER]) [--json]
-    hyperpod-recovery breaker reset  (--stack NAME | --cluster NAME [--table LEDGER]) --reason TEXT [--by WHO]
+    hyperpod-recovery breaker reset  (--stack NAME | --cluster NAME [--table LEDGER]) --reason TEXT [--by WHO] [--yes]
     hyperpod-recovery drill --stack NAME (--scenario FILE | --input FILE | --node ID | --job ID) [--live --yes]
     hyperpod-recovery preflight --stack NAME [--json]
     hyperpod-recovery drills DIR [--junit FILE]      (in a clone: the sandbox runs each scenario)
-    hyperpod-recovery deploy --cluster ARN [--checkpoint-buckets PATTERN] [--email ADDR] [--stack NAME] [--param K=V] [--disarm]
-    hyperpod-recovery arm --stack NAME [--yes]
+    hyperpod-recovery deploy --cluster ARN [--checkpoint-buckets PATTERN] [--email ADDR] [--stack NAME] [--param K=V] [--disarm] [--yes]
+    hyperpod-recovery arm --stack NAME [--reason TEXT] [--yes]
     hyperpod-recovery incidents --stack NAME [--open] [--escalated] [--since 6h] [--json]
     hyperpod-recovery incidents show ID --stack NAME [--json]
     hyperpod-recovery locks --stack NAME [--json]
@@ -23,6 +23,10 @@
     hyperpod-recovery goodput [--stack NAME [--since 30d] | --from FILE] [--nodes N] [--failure-rate R] [--detect T ...]
         [--checkpoint-interval T | --checkpoint-prefix s3://...] [--checkpoint-cost T] [--json] [--html FILE]
     hyperpod-recovery --version
+
+A command that changes something (changes.py declares which) asks at a terminal or takes ``--yes``;
+with neither it is refused (exit 2) before any AWS call, and each change is kept in the ledger's
+audit log. ``--json`` prints one document per command, its schema in cli_json.py (docs/cli-json.md).
 
 Every command takes ``--region REGION`` and ``--profile NAME`` (before or after the command's name),
 found as the AWS CLI v2 finds them (aws_session.py): AWS credentials from the standard chain
@@ -42,7 +46,8 @@ Exit codes, for every command:
        blank reason, a control character in text kept and printed back, a bucket name S3's naming
        rules refuse, a checkpoint commit with no job name), an unreadable file or
        one whose fields are not what they must be, a stack that is not ours, a breaker reset of a
-       cluster the ledger holds nothing of; no AWS region configured; an AWS profile that does not
+       cluster the ledger holds nothing of; a change with no --yes and no terminal to ask; a number
+       that is not finite or out of its range; no AWS region configured; an AWS profile that does not
        exist; an SDK too old for the preflight
   3    AWS could not be read or written: no credentials, access denied, no such bucket, table or
        stack, throttling, no connection, no answer in time (aws_calls.py: a call unanswered after
@@ -93,6 +98,7 @@ from hyperpod_recovery.models.manifest import MAX_STEP, CheckpointLayout, manife
 from hyperpod_recovery.models.records import AuditEntry, BreakerState
 from hyperpod_recovery_cli import PROG
 from hyperpod_recovery_cli.aws_session import NO_CREDENTIALS, NO_REGION, AwsClients
+from hyperpod_recovery_cli.changes import confirm, declare, refusal
 from hyperpod_recovery_cli.deploy import add_arm_arguments, add_deploy_arguments, arm_command, deploy_command
 from hyperpod_recovery_cli.drill import add_arguments as add_drill_arguments
 from hyperpod_recovery_cli.drill import run_drill
@@ -294,6 +300,7 @@ def _parser() -> argparse.ArgumentParser:
     arm = groups.add_parser("arm", parents=[aws_options], help="preflight, then DryRun=false on a deployed stack (nothing else changes)")
     add_arm_arguments(arm)
     arm.set_defaults(run=arm_command)
+    declare(parser)  # every command read-only or a change (changes.py): a change gets its --yes
     return parser
 
 
@@ -336,6 +343,10 @@ def main(
     run: Callable[[Invocation], int] | None = getattr(args, "run", None)
     if run is None:  # a command group without its command, or nothing at all: show what there is
         args.usage.print_help(err)
+        return EXIT_USAGE
+    refused = refusal(args, stdin or sys.stdin)  # a change with no --yes and no terminal to ask: before any AWS call
+    if refused is not None:
+        print(f"{PROG}: {one_line(refused)}", file=err)
         return EXIT_USAGE
     drill = dict(drill_clients or {})
     given = {
@@ -579,6 +590,12 @@ def _breaker_reset(invocation: Invocation) -> int:
     if state.state == "closed":
         print(f"{args.cluster}: breaker already closed; nothing changed", file=out)
         return EXIT_OK
+    opened = f"open since {state.changed_at:%Y-%m-%d %H:%M} UTC" if state.changed_at else "open"
+    if not confirm(
+        f"Close the breaker of {args.cluster} ({opened}: {one_line(state.reason)}): automation resumes?", args, invocation.stdin, out
+    ):
+        print("nothing changed", file=out)
+        return EXIT_NO
     now = invocation.now()
     ledger.save_breaker(args.cluster, state.changed_to("closed", reason=reason, by=who, at=now))
     ledger.audit(args.cluster, AuditEntry(at=now, by=who, action="breaker reset", target=args.cluster, reason=reason[:300]))

@@ -33,6 +33,7 @@ from hyperpod_recovery.domain.advice import Deployment, next_steps
 from hyperpod_recovery.domain.durations import format_duration
 from hyperpod_recovery.domain.fates import copy_label, copy_state_text, job_label
 from hyperpod_recovery.models.records import HOST_LOCK_PREFIX, AuditEntry, IncidentRecord, NodeHold, NodeLock
+from hyperpod_recovery_cli.changes import confirm
 from hyperpod_recovery_cli.inputs import InputRefused, plain_text
 from hyperpod_recovery_cli.stack import Stack, read_stack
 
@@ -90,7 +91,7 @@ def deployed(args: argparse.Namespace, client: Callable[[str], Any]) -> Deployed
 
 def who(args: argparse.Namespace, client: Callable[[str], Any]) -> str:
     """The login name (or --by) and the AWS identity that makes the call: the second is AWS's word."""
-    if args.by is not None:
+    if getattr(args, "by", None) is not None:
         name = plain_text("--by", args.by, limit=BY_LIMIT, say="say who you are")
     else:
         try:
@@ -99,17 +100,6 @@ def who(args: argparse.Namespace, client: Callable[[str], Any]) -> str:
             raise InputRefused("--by is required here: no login name to record as who made the change") from exc
     arn = client("sts").get_caller_identity()["Arn"]
     return f"{name} ({arn})"
-
-
-def confirm(question: str, args: argparse.Namespace, stdin: TextIO, out: TextIO) -> bool:
-    """--yes, or a "yes" typed at a terminal. Without a terminal and without --yes: refused, so a
-    script never changes anything by accident."""
-    if args.yes:
-        return True
-    if not stdin.isatty():
-        raise InputRefused(f"{question.rstrip('?')}: add --yes to confirm (no terminal to ask)")
-    print(f"{question} Type yes to go on: ", end="", file=out, flush=True)
-    return stdin.readline().strip().lower() == "yes"
 
 
 def _reason(args: argparse.Namespace) -> str:
@@ -218,12 +208,9 @@ def list_incidents(args: argparse.Namespace, client: Callable[[str], Any], out: 
     records = [] if args.open else place.ledger.incidents(place.cluster, since=since, limit=args.limit, outcomes=outcomes)
     running = [r for r in running if since is None or r.started_at >= since]
     if args.json:
-        rows: list[dict[str, Any]] = [
-            {"incident": r.name, "state": "running", "workflow": r.workflow, "started_at": r.started_at.isoformat(), "nodes": r.nodes}
-            | ({"job": r.job} if r.job else {})
-            for r in running
-        ]
-        rows += [json.loads(r.model_dump_json()) | {"state": "ended"} for r in records]
+        # One list, one key for every incident (incident_id), and its state: docs/cli-json.md, cli_json.py.
+        rows: list[dict[str, Any]] = [_running_row(r) for r in running]
+        rows += [json.loads(r.model_dump_json()) | {"state": "recorded"} for r in records]
         print(json.dumps(rows, indent=2), file=out)
         return EXIT_OK
     print(f"{place.cluster} (stack {place.stack.name}): {len(running)} running, {len(records)} recorded" + _filters(args), file=out)
@@ -240,6 +227,11 @@ def list_incidents(args: argparse.Namespace, client: Callable[[str], Any], out: 
     _table(table, out)
     print(f"\nhyperpod-recovery incidents show <INCIDENT> --stack {place.stack.name}: the record, timeline and phases", file=out)
     return EXIT_OK
+
+
+def _running_row(running: Running) -> dict[str, Any]:
+    row = {"incident_id": running.name, "state": "running", "workflow": running.workflow, "started_at": running.started_at.isoformat()}
+    return row | {"nodes": running.nodes} | ({"job": running.job} if running.job else {})
 
 
 def _filters(args: argparse.Namespace) -> str:
@@ -263,14 +255,13 @@ def show_incident(args: argparse.Namespace, client: Callable[[str], Any], out: T
                 f"(hyperpod-recovery incidents --stack {place.stack.name} lists them)"
             )
         if args.json:
-            row = {"incident": running.name, "state": "running", "workflow": running.workflow, "started_at": running.started_at.isoformat()}
-            print(json.dumps(row | {"nodes": running.nodes} | ({"job": running.job} if running.job else {}), indent=2), file=out)
+            print(json.dumps(_running_row(running), indent=2), file=out)
             return EXIT_OK
         print(f"{running.name}: running since {running.started_at.isoformat()} ({running.workflow} recovery); no record yet", file=out)
         print(f"nodes: {', '.join(running.nodes) or '-'}" + (f"; job {running.job}" if running.job else ""), file=out)
         return EXIT_OK
     if args.json:
-        print(record.model_dump_json(indent=2), file=out)
+        print(json.dumps(json.loads(record.model_dump_json()) | {"state": "recorded"}, indent=2), file=out)
         return EXIT_OK
     print(f"incident {record.incident_id} ({record.workflow} recovery, cluster {record.cluster}, {record.orchestrator})", file=out)
     print(

@@ -3,8 +3,16 @@ parameters and outputs, from CloudFormation's DescribeStacks."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
+
+from hyperpod_recovery_cli.inputs import InputRefused, one_line
+
+# CloudFormation's stack names (its API reference), or a stack's ARN (DescribeStacks takes either).
+STACK_NAME = re.compile(
+    r"^[A-Za-z][A-Za-z0-9-]{0,127}$|^arn:aws[a-z-]*:cloudformation:[a-z0-9-]+:[0-9]{12}:stack/[A-Za-z][A-Za-z0-9-]{0,127}/[A-Za-z0-9-]{1,64}$"
+)
 
 
 class NotOurStack(Exception):
@@ -40,6 +48,10 @@ class Stack:
 
 def read_stack(cloudformation: Any, name: str) -> Stack:
     """DescribeStacks; AWS errors (no such stack, no credentials) propagate to the CLI's handler."""
+    if not STACK_NAME.fullmatch(name):
+        raise InputRefused(
+            f"--stack {one_line(name)[:80]!r}: a CloudFormation stack name (a letter, then letters, digits and '-', at most 128)"
+        )
     (description,) = cloudformation.describe_stacks(StackName=name)["Stacks"]
     outputs = {o["OutputKey"]: o["OutputValue"] for o in description.get("Outputs", [])}
     parameters = {p["ParameterKey"]: p.get("ParameterValue", "") for p in description.get("Parameters", [])}

@@ -30,6 +30,7 @@ from typing import Any, Literal, TextIO, get_args
 from hyperpod_recovery.models.common import SLURM_JOB_ID_PATTERN
 from hyperpod_recovery.models.hangs import IMPORTED_RULES, HangRule, HangVerdict, RecordedVerdict
 from hyperpod_recovery.models.records import AuditEntry
+from hyperpod_recovery_cli.changes import confirm
 from hyperpod_recovery_cli.inputs import InputRefused, one_line
 from hyperpod_recovery_cli.oncall import (
     EXIT_NO,
@@ -41,7 +42,6 @@ from hyperpod_recovery_cli.oncall import (
     _since,
     _stack,
     _table,
-    confirm,
     deployed,
     who,
 )
@@ -74,6 +74,7 @@ VERDICT_ID = re.compile(rf"^(?P<job>.+)-(?P<reason>{'|'.join(REASONS.values())})
 # The job a progress report names (models/progress.py ProgressJobKey): a Slurm id, or namespace/name.
 JOB_KEY = re.compile(rf"{SLURM_JOB_ID_PATTERN}|^[a-z0-9]([-a-z0-9]{{0,61}}[a-z0-9])?/[a-z0-9]([-a-z0-9.]{{0,251}}[a-z0-9])?$")
 ID_LIMIT = 400
+MAX_EPOCH = int(datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC).timestamp())  # the last second a datetime holds
 
 
 # --- the id ----------------------------------------------------------------------------------------
@@ -117,6 +118,8 @@ def parse_verdict_id(text: str) -> VerdictRef:
             f"{said}: not a verdict id (<job>-hung-<epoch>, <job>-slow-<epoch> or <job>-<imported rule>-<epoch>, "
             "as `hyperpod-recovery verdicts list` shows it)"
         )
+    if int(match["epoch"]) > MAX_EPOCH:
+        raise InputRefused(f"{said}: its epoch {match['epoch']} is past the year 9999 (at most {MAX_EPOCH} seconds since 1970)")
     rule = RULE_OF_REASON[match["reason"]]
     return VerdictRef(rule, job, int(match["epoch"]))
 

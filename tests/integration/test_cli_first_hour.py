@@ -24,7 +24,7 @@ AWS_COMMANDS = [
     ("drill", "--stack", "hyperpod-recovery", "--node", "i-0123456789abcdef0"),
     ("drill", "--stack", "hyperpod-recovery", "--scenario", str(EVENTS / "drills" / "default.json")),
     ("breaker", "status", "--cluster", "llm-train", "--table", "ledger"),
-    ("breaker", "reset", "--cluster", "llm-train", "--table", "ledger", "--reason", "checked"),
+    ("breaker", "reset", "--cluster", "llm-train", "--table", "ledger", "--reason", "checked", "--yes"),
     ("preflight", "--stack", "hyperpod-recovery"),
 ]
 CHECKPOINT_COMMANDS = [

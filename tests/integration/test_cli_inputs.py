@@ -143,7 +143,7 @@ def ledger() -> Iterator[Any]:
 
 
 def _reset(dynamodb: Any, *args: str) -> tuple[int, str, str]:
-    return _run("breaker", "reset", "--region", REGION, "--table", "ledger", *args, dynamodb=dynamodb)
+    return _run("breaker", "reset", "--region", REGION, "--table", "ledger", "--yes", *args, dynamodb=dynamodb)
 
 
 def _breaker_of(dynamodb: Any, cluster: str = "llm-train") -> str:

@@ -367,7 +367,7 @@ def no_credentials(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 def test_given_no_credentials_when_deploying_an_arn_then_one_line_exit_3_not_a_region_question(no_credentials: None) -> None:
     # Given no region configured anywhere: the ARN's region is used, so the first thing said is credentials
     out, err = io.StringIO(), io.StringIO()
-    code = main(["deploy", "--cluster", CLUSTER_ARN, "--checkpoint-buckets", "ckpt"], stdout=out, stderr=err)
+    code = main(["deploy", "--cluster", CLUSTER_ARN, "--checkpoint-buckets", "ckpt", "--yes"], stdout=out, stderr=err)
     assert code == EXIT_AWS
     assert err.getvalue().startswith("hyperpod-recovery: no AWS credentials found:") and err.getvalue().count("\n") == 1
     assert out.getvalue() == ""
@@ -375,7 +375,7 @@ def test_given_no_credentials_when_deploying_an_arn_then_one_line_exit_3_not_a_r
 
 def test_given_a_malformed_cluster_when_deploying_then_exit_2_one_line(no_credentials: None) -> None:
     err = io.StringIO()
-    code = main(["deploy", "--cluster", "arn:aws:sagemaker:oops"], stdout=io.StringIO(), stderr=err)
+    code = main(["deploy", "--cluster", "arn:aws:sagemaker:oops", "--yes"], stdout=io.StringIO(), stderr=err)
     assert code == EXIT_USAGE and err.getvalue().count("\n") == 1 and "neither a HyperPod cluster ARN" in err.getvalue()
 
 
@@ -437,7 +437,7 @@ def _arm(
     out = io.StringIO()
     args = argparse.Namespace(stack=STACK, yes=yes, poll_seconds=2.0)
     with stack.stub:
-        code = run_arm(args, out=out, client={"cloudformation": stack.client}.__getitem__, sleep=slept.append, stdin=io.StringIO(answer))
+        code = run_arm(args, out=out, client={"cloudformation": stack.client}.__getitem__, sleep=slept.append, stdin=Terminal(answer))
     return code, out.getvalue(), slept
 
 

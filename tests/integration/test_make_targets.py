@@ -184,7 +184,7 @@ def test_deploy_without_credentials_fails_in_one_line_before_building_anything(t
     hpr, env = _with_this_checkout(env)
     cluster = "CLUSTER=arn:aws:sagemaker:us-west-2:111122223333:cluster/a1b2c3d4e5f6"
     done = subprocess.run(
-        ["make", "-s", "-o", ".venv/.installed", "deploy", cluster, "BUCKETS=ckpt", f"SAM={fake_sam}", hpr],
+        ["make", "-s", "-o", ".venv/.installed", "deploy", cluster, "BUCKETS=ckpt", f"SAM={fake_sam}", "YES=1", hpr],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     # Then the tool's one line comes first, make reports its exit code 3, and neither sam build nor deploy ran

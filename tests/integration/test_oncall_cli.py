@@ -307,12 +307,12 @@ def test_given_the_stack_then_breaker_status_and_reset_find_the_cluster_and_ledg
             .changed_to("open", reason="5 recoveries in 1 h", by="incident-1", at=datetime(2026, 11, 26, tzinfo=UTC))
         )
         ledger(aws).save_breaker("llm-train", opened)
-        code, _, err = cli(runner, "breaker", "reset", "--stack", "sandbox", "--reason", " ")
+        code, _, err = cli(runner, "breaker", "reset", "--stack", "sandbox", "--reason", " ", "--yes")
         assert code == 2 and "--reason is empty" in err
         with pytest.raises(SystemExit) as refused:  # argparse: one line on stderr, exit 2
             cli(runner, "breaker", "reset", "--stack", "sandbox", "--cluster", "llm-train", "--reason", "r")
         assert refused.value.code == 2 and "not allowed with argument --stack" in capsys.readouterr().err
-        code, printed, _ = cli(runner, "breaker", "reset", "--stack", "sandbox", "--reason", "rack fixed", "--by", "frank")
+        code, printed, _ = cli(runner, "breaker", "reset", "--stack", "sandbox", "--reason", "rack fixed", "--by", "frank", "--yes")
         assert code == 0 and "breaker closed by frank" in printed
         assert [(e.action, e.reason) for e in ledger(aws).audit_log("llm-train")] == [("breaker reset", "rack fixed")]
 

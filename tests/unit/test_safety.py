@@ -206,15 +206,16 @@ def test_a_human_reads_and_resets_the_breaker_and_the_reset_is_recorded() -> Non
             "NIC firmware rolled back",
             "--by",
             "ana",
+            "--yes",
             dynamodb=dynamodb,
         )
         # Then it is closed, with who and why in its history
         state = ledger.breaker(CLUSTER)
         assert code == 0 and "closed by ana" in out and state.state == "closed" and state.changed_by == "ana"
         assert state.history[0] == "open" and state.history[-1].endswith("closed by ana: NIC firmware rolled back")
-        assert _cli("breaker", "reset", "--cluster", CLUSTER, "--table", table, "--reason", "again", dynamodb=dynamodb)[1].endswith(
-            "already closed; nothing changed\n"
-        )
+        assert _cli("breaker", "reset", "--cluster", CLUSTER, "--table", table, "--reason", "again", "--yes", dynamodb=dynamodb)[
+            1
+        ].endswith("already closed; nothing changed\n")
 
 
 def test_the_breaker_cli_says_which_table_it_needs(monkeypatch: pytest.MonkeyPatch) -> None:

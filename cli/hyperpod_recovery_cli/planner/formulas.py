@@ -13,9 +13,19 @@ MINUTES_PER_DAY = 24 * 60
 _SEARCH_TOLERANCE = 1e-9
 
 
+# A job's mean time to failure is taken as at most this (about 1.9 million years): a rate so small
+# (5e-324 is a valid float) that M overflows already gives an ETTR of 1 to double precision; and as
+# at least this (60 ms), where a rate so large that M underflows already gives an ETTR of 0.
+LONGEST_MTTF_MINUTES = 1e12
+SHORTEST_MTTF_MINUTES = 1e-3
+
+
 def job_mttf_minutes(nodes: int, per_node_day: float) -> float:
     """M = 1 / (N·r_f): independent nodes, Poisson failures (Meta, Kokolis et al. HPCA 2025)."""
-    return MINUTES_PER_DAY / (nodes * per_node_day)
+    failures_per_day = nodes * per_node_day
+    if failures_per_day <= MINUTES_PER_DAY / LONGEST_MTTF_MINUTES:
+        return LONGEST_MTTF_MINUTES
+    return max(SHORTEST_MTTF_MINUTES, MINUTES_PER_DAY / failures_per_day)
 
 
 def daly_ettr(interval: float, cost: float, recovery: float, mttf: float) -> float:

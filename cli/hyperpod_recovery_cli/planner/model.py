@@ -83,7 +83,8 @@ class FailureRate(BaseModel):
         if self.per_1000_node_days is not None:
             return self.per_1000_node_days / 1000
         assert self.failures is not None and self.node_days is not None  # (_one_way)
-        return self.failures / self.node_days
+        # (a count over a tiny exposure, 3 over 5e-324 node-days, is at most what a given rate may be)
+        return min(self.failures / self.node_days, 1_000_000 / 1000)
 
     def described(self) -> str:
         counted = f" ({self.failures} over {self.node_days:,.0f} node-days)" if self.failures is not None else ""

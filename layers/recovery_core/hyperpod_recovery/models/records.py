@@ -243,13 +243,16 @@ class NodeLock(BaseModel):
 
 
 class AuditEntry(BaseModel):
-    """One change a human made through the CLI (a lock released, a hold, a stop, a breaker reset, a verdict reviewed):
+    """One change a human made through the CLI (a lock released, a hold, a stop, a breaker reset, a verdict reviewed,
+    a stack armed or deployed, a live drill started):
     who, why, what, when. Kept in the cluster's partition, an item each."""
 
     model_config = ConfigDict(extra="forbid")
     at: Timestamp
     by: ShortText
-    action: Literal["locks release", "hold", "unhold", "stop", "breaker reset", "verdict confirm", "verdict reject"]
+    action: Literal[
+        "locks release", "hold", "unhold", "stop", "breaker reset", "verdict confirm", "verdict reject", "arm", "deploy", "drill live"
+    ]
     target: ShortText
     reason: ShortText
     detail: ShortText = ""
