@@ -231,3 +231,29 @@ def test_a_job_recovery_of_an_eks_job_is_named_within_step_functions_limits(uid:
 
     for name in (job_execution_name(uid, ended), node_execution_name(job_execution_name(uid, ended))):
         assert len(name) <= NAME_LIMIT and re.fullmatch(r"[0-9A-Za-z_-]+", name)
+
+
+def test_a_failed_jobs_condition_message_is_redacted_before_it_becomes_the_failure_reason() -> None:
+    # Given a failed job whose condition message carries a pod's termination message with a secret key
+    from hyperpod_recovery.domain.eks_jobs import failure_event
+
+    secret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+    job = {
+        "metadata": {"uid": "0f5d5c1e-8a55-4f1b-9f1e-2f1d5b6c7a8b", "namespace": "team-a", "name": "llama"},
+        "status": {
+            "conditions": [
+                {
+                    "type": "Failed",
+                    "status": "True",
+                    "reason": "BackoffLimitExceeded",
+                    "message": f"pod llama-worker-0 exited: aws_secret_access_key={secret}",
+                    "lastTransitionTime": "2026-11-27T10:00:00Z",
+                }
+            ]
+        },
+    }
+    # When the failure event is built from it
+    detail = failure_event(job, "PyTorchJob", "llm-train", ["hyperpod-i-0123456789abcdef0"], exit_code=1)
+    # Then the reason says what failed, and the secret is not in it
+    assert detail is not None and "BackoffLimitExceeded" in detail.reason
+    assert secret[:12] not in detail.reason and "[REDACTED:" in detail.reason

@@ -1,4 +1,4 @@
-"""Asking again for what a call left undone: exponential backoff with full jitter, bounded (issue 46).
+"""Asking again for what a call left undone: exponential backoff with full jitter, bounded.
 
 DynamoDB's BatchGetItem answers what it could and leaves the rest as UnprocessedKeys when the table is
 throttled or the answer too large; its API reference: "we strongly recommend that you use an

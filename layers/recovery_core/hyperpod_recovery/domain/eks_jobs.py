@@ -30,6 +30,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from hyperpod_recovery.domain.eks_grace import longest_grace
+from hyperpod_recovery.domain.redact import redact
 from hyperpod_recovery.models.commands import (
     CHECKPOINT_URI_PATTERN,
     MAX_CHECKPOINT_URI,
@@ -556,7 +557,8 @@ def failure_event(
             name=f"{metadata.get('namespace')}/{metadata.get('name')}"[:256],
             nodes=list(dict.fromkeys(nodes))[:10_000],
             state="FAILED",
-            reason=one_line(f"{kind} {condition.get('reason') or 'Failed'}: {condition.get('message') or 'no message'}", 256),
+            # (the condition's message carries the pod's termination message: the job's own text)
+            reason=one_line(redact(f"{kind} {condition.get('reason') or 'Failed'}: {condition.get('message') or 'no message'}"), 256),
             exit_code=exit_code,
             ended_at=ended,
             checkpoint_uri=checkpoint if len(checkpoint) <= MAX_CHECKPOINT_URI and matches(CHECKPOINT_URI_PATTERN, checkpoint) else None,

@@ -1,4 +1,4 @@
-"""Secrets out of the evidence before it is kept or sent (issue 47, "Logs carry secrets").
+"""Secrets out of the evidence before it is kept or sent.
 
 A hung job's last log lines, its stack dumps, its Kubernetes events and HyperPod's hang events are
 written by the job, and a training script may print a key it was given. Each well-known secret shape

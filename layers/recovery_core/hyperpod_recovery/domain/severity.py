@@ -8,7 +8,7 @@ subscribers (e-mail) still read it.
 Every notification goes to the notification topic whatever its severity; the severity only adds
 channels. A dry run is quiet whatever its outcome, and so is everything a dry-run stack (DryRun=true)
 sends: an event it refused or found stale never parsed into a request that says "dry run", and its
-record alone would page (issue 47). During the dry-run period nobody is paged.
+record alone would page. During the dry-run period nobody is paged.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What each notification channel is sent, built to its limit as that channel counts it (issue 46).
+"""What each notification channel is sent, built to its limit as that channel counts it.
 
 A service counts what it receives, not our text: SNS the UTF-8 bytes of a message and of its
 attributes; EventBridge the UTF-8 bytes of an entry's Source, DetailType, Detail and Resources; the
@@ -34,7 +34,7 @@ PUT_EVENTS_ENTRY_BYTES = 256 * 1024 - 1
 PUT_EVENTS_TIME_BYTES = 14
 # The body EventBridge posts to the PagerDuty API destination (template.yaml PageRule: InputPath
 # $.detail.pagerduty, no input transformer; the connection adds routing_key): at most 64 KB, the
-# bound issue 46 sets for it (PagerDuty's own: "Events API payloads are limited to 512 KB").
+# bound we set for it (PagerDuty's own: "Events API payloads are limited to 512 KB").
 API_DESTINATION_BODY_BYTES = 64 * 1024
 # The connection's body parameter: ``, "routing_key": "<key>"``, a key of 32 characters (PagerDuty,
 # Send an Alert Event), with room for a longer one.
