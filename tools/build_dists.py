@@ -41,7 +41,7 @@ SOURCE_ROOTS = (ROOT / "layers" / "recovery_core", ROOT / "training", ROOT / "ag
 # The contract: what the controller agent and the operator's tools may import from hyperpod_recovery.
 # The commands and their replies, the job events the agent sends, the error taxonomy, and the
 # vocabulary they are written in (common fields, Kubernetes names and marks, the manifest's
-# job-name rule). Modules stay where
+# job-name rule), and the job nodes snapshot the agent writes to the ledger. Modules stay where
 # they are for now (the layer's functions import them too); this list is what holds them apart.
 CONTRACT_MODULES = frozenset(
     {
@@ -52,6 +52,8 @@ CONTRACT_MODULES = frozenset(
         "hyperpod_recovery.models.common",
         "hyperpod_recovery.models.elastic",
         "hyperpod_recovery.models.job_events",
+        "hyperpod_recovery.models.job_nodes",
+        "hyperpod_recovery.models.job_nodes_item",
         "hyperpod_recovery.models.kubernetes",
         "hyperpod_recovery.models.manifest",
         "hyperpod_recovery.models.progress",
