@@ -151,9 +151,14 @@ def _with_data(raw: bytes) -> dict[str, object]:
             _with_data(b'{"source":"slurm","taken_at":"yesterday","nodes":[],"jobs":{},"ambiguous":[]}'),
             id="a time that is none",
         ),
-        pytest.param({**_valid(), "data": {"B": zlib.compress(b" " * 70_000_000)}}, id="a zip bomb"),
     ],
 )
 def test_an_item_that_is_not_a_snapshot_of_this_cluster_is_refused(broken: dict[str, object]) -> None:
     with pytest.raises(JobNodesUnreadable):
         read_item(broken, CLUSTER)
+
+
+def test_a_snapshot_that_inflates_past_its_bound_is_refused_before_it_is_read() -> None:
+    bomb = {**_valid(), "data": {"B": zlib.compress(b" " * 70_000_000)}}  # 68 KB that inflate to 70 MB
+    with pytest.raises(JobNodesUnreadable, match="within 64000000 bytes"):
+        read_item(bomb, CLUSTER)
