@@ -248,3 +248,22 @@ def test_the_ledger_table_is_part_of_the_agent_s_configuration() -> None:
 def test_the_sample_configuration_has_the_line_the_installer_fills_in() -> None:
     text = (Path(__file__).resolve().parents[2] / "agent" / "install" / "agent.toml").read_text()
     assert "\n# ledger_table = " in text  # install_agent.sh: s|^# ledger_table = .*|...|
+
+
+def test_check_writes_a_snapshot_and_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    from hyperpod_recovery_agent import cli
+
+    with mock_aws():
+        dynamodb = boto3.client("dynamodb", region_name="us-west-2")
+        dynamodb.create_table(
+            TableName=TABLE,
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}, {"AttributeName": "sk", "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        config = tmp_path / "agent.toml"
+        config.write_text(f'cluster_name = "{CLUSTER}"\nregion = "us-west-2"\nledger_table = "{TABLE}"\nstate_dir = "{tmp_path}"\n')
+        monkeypatch.setattr(cli, "_slurm", lambda config: FixtureSlurm("24.11"))
+        cli.main(["--config", str(config), "check"])
+        assert "ok   job nodes snapshot: 2 running jobs written to ledger" in capsys.readouterr().out.splitlines()
+        assert len(dynamodb.scan(TableName=TABLE)["Items"]) == 1
