@@ -68,9 +68,11 @@ class JobNodesReporter:
             delay = min(self.interval_seconds * float(2**self.failures), self.max_backoff_seconds)
             log.warning("job nodes snapshot failed (%d in a row), next in %.0f s: %s: %s", self.failures, delay, type(exc).__name__, exc)
         else:
+            # Said once when the duty starts working, and again when it works after failing.
+            level = logging.INFO if self.failures or self.next_at is None else logging.DEBUG
+            log.log(level, "job nodes snapshot written: %d running jobs", len(snapshot.jobs))
             self.failures = 0
             delay = self.interval_seconds
-            log.debug("job nodes snapshot: %d running jobs", len(snapshot.jobs))
         self.next_at = now + delay
         return delay
 
