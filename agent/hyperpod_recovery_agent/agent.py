@@ -1,4 +1,5 @@
-"""The agent's loop: long-poll the command queue, execute, answer the workflow's task token.
+"""The agent's loop: long-poll the command queue, execute, answer the workflow's task token (and,
+on a thread of its own while the loop runs, the job nodes snapshot: job_nodes.py).
 
 What keeps it safe when things go wrong:
 * A malformed command is answered with SendTaskFailure(InvalidCommand), the cause naming the

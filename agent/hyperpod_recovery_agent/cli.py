@@ -1,6 +1,7 @@
 """``hyperpod-recovery-agent``: the controller agent's command line.
 
-  run        long-poll the command queue and answer the workflow (the systemd service)
+  run        long-poll the command queue and answer the workflow (the systemd service); beside it,
+             write the running jobs' nodes to the ledger every 30 s (job_nodes.py)
   job-ended  report the job slurmctld is ending, when it failed (EpilogSlurmctld)
   check      validate the configuration and reach Slurm, the queue and EventBridge (after install)
 
