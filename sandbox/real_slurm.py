@@ -170,6 +170,7 @@ class RealController:
         config.write_text(
             f'cluster_name = "{self.cluster_name}"\n'
             f'command_queue_url = "{aws.queue_urls["CommandQueue"]}"\n'
+            f'ledger_table = "{aws.ledger_table}"\n'
             f'region = "{REGION}"\n'
             f'state_dir = "{self.state_dir}"\n'
             "poll_wait_seconds = 1\nheartbeat_seconds = 20\nvisibility_seconds = 60\n"

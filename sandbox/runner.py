@@ -802,6 +802,8 @@ class DrillRunner:
     def _detect_hung_jobs(self, moment: float) -> None:
         """One tick of Detect Hung Jobs' schedule, as EventBridge invokes it."""
         self._write_progress(moment)
+        if isinstance(self.slurm, SimulatedController):
+            self.slurm.report_job_nodes()
         with self.aws.api_calls.counting():
             response = self.aws.client("lambda").invoke(FunctionName=HANG_DETECTOR_FUNCTION, Payload=b"{}")
         self.hang_ticks.append((moment, json.loads(response["Payload"].read())))

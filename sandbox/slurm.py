@@ -41,6 +41,7 @@ from hyperpod_recovery_agent.agent import Agent, ReplyJournal
 from hyperpod_recovery_agent.capture import JobCapture, resubmitted_from, user_comment
 from hyperpod_recovery_agent.elastic import elastic_opt_in
 from hyperpod_recovery_agent.executor import CommandExecutor
+from hyperpod_recovery_agent.job_nodes import JobNodesReporter
 from hyperpod_recovery_agent.sbatch_options import SbatchOptions
 from hyperpod_recovery_agent.slurm import RESUBMISSION_MARK, FreeNode, NodeState, SlurmCommandFailed, StackDump
 from sandbox.aws import ApiCalls, SandboxAWS
@@ -334,6 +335,9 @@ class SimulatedSlurm:
 
     def version(self) -> str:
         return ""  # a simulation is no Slurm release: the agent's check names none
+
+    def running_job_nodes(self) -> dict[str, list[str]]:
+        return {job.job_id: sorted(job.nodes) for job in self.jobs.values() if job.state == "RUNNING"}
 
     def running_jobs(self, limit: int) -> tuple[list[RunningJob], int]:
         running = [job for job in self.jobs.values() if job.state == "RUNNING"]
@@ -648,6 +652,7 @@ class SimulatedController:
         self._journal_dir = tempfile.TemporaryDirectory(prefix="sandbox-agent-")
         self.journal = ReplyJournal(Path(self._journal_dir.name))
         self.agent: Agent | None = None
+        self.job_nodes: JobNodesReporter | None = None  # the agent's periodic snapshot, on the virtual clock
         self.count_call: Callable[[str, str], None] = lambda service, action: None
         # Received commands by task token, until the thread of the task waiting for each takes it.
         self._inbox: dict[str | None, list[dict[str, Any]]] = {}
@@ -666,9 +671,25 @@ class SimulatedController:
             keepalive_wait=lambda stop, seconds: stop.wait(),
         )
         self.count_call = aws.api_calls.record
+        self.job_nodes = JobNodesReporter(
+            slurm=self.slurm,
+            dynamodb=aws.client("dynamodb"),
+            table_name=aws.ledger_table,
+            cluster=aws.parameters["ClusterName"],
+            clock=lambda: (self.epoch + timedelta(seconds=self.clock.now())).timestamp(),
+        )
+
+    def report_job_nodes(self) -> None:
+        """The agent's snapshot duty (every 30 s on a controller), brought up to the drill's moment
+        before a detector tick reads it; an agent that is down writes none."""
+        if self.job_nodes is None or self.agent_down or self._away():
+            return
+        with ApiCalls.counting(False):  # the agent's own duty on the controller, not the pipeline's calls
+            self.job_nodes.tick()
 
     def close(self) -> None:
         self.agent = None  # answers nothing more
+        self.job_nodes = None
         self._journal_dir.cleanup()
 
     # The report's view of Slurm.

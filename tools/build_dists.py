@@ -41,8 +41,9 @@ SOURCE_ROOTS = (ROOT / "layers" / "recovery_core", ROOT / "training", ROOT / "ag
 # The contract: what the controller agent and the operator's tools may import from hyperpod_recovery.
 # The commands and their replies, the job events the agent sends, the error taxonomy, and the
 # vocabulary they are written in (common fields, Kubernetes names and marks, the manifest's
-# job-name rule), and the redactor the evidence model applies to every text. Modules stay where
-# they are for now (the layer's functions import them too); this list is what holds them apart.
+# job-name rule), the redactor the evidence model applies to every text, and the job nodes snapshot
+# the agent writes to the ledger. Modules stay where they are for now (the layer's functions import
+# them too); this list is what holds them apart.
 CONTRACT_MODULES = frozenset(
     {
         "hyperpod_recovery",
@@ -54,6 +55,8 @@ CONTRACT_MODULES = frozenset(
         "hyperpod_recovery.models.common",
         "hyperpod_recovery.models.elastic",
         "hyperpod_recovery.models.job_events",
+        "hyperpod_recovery.models.job_nodes",
+        "hyperpod_recovery.models.job_nodes_item",
         "hyperpod_recovery.models.kubernetes",
         "hyperpod_recovery.models.manifest",
         "hyperpod_recovery.models.progress",

@@ -1,4 +1,5 @@
-"""The agent's loop: long-poll the command queue, execute, answer the workflow's task token.
+"""The agent's loop: long-poll the command queue, execute, answer the workflow's task token (and,
+on a thread of its own while the loop runs, the job nodes snapshot: job_nodes.py).
 
 What keeps it safe when things go wrong:
 * A malformed command is answered with SendTaskFailure(InvalidCommand), the cause naming the
@@ -25,6 +26,7 @@ What keeps it safe when things go wrong:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -52,6 +54,7 @@ from hyperpod_recovery.models.commands import CommandEnvelope
 from hyperpod_recovery.models.common import format_validation_error
 from hyperpod_recovery_agent.config import RetryPolicy
 from hyperpod_recovery_agent.executor import CommandExecutor
+from hyperpod_recovery_agent.job_nodes import JobNodesReporter, ReporterThread
 from hyperpod_recovery_agent.slurm import SlurmCommandFailed, SlurmUnreachable
 
 log = logging.getLogger("hyperpod_recovery_agent")
@@ -137,6 +140,8 @@ class Agent:
         visibility_seconds: int = 60,
         sleep: Callable[[float], None] = time.sleep,
         keepalive_wait: Callable[[threading.Event, float], bool] | None = None,
+        job_nodes: JobNodesReporter | None = None,
+        job_nodes_wait: Callable[[threading.Event, float], bool] | None = None,
     ) -> None:
         self.executor = executor
         self.sqs = sqs
@@ -151,11 +156,18 @@ class Agent:
         self.keepalive_wait = keepalive_wait or (lambda stop, seconds: stop.wait(seconds))
         # Commands received and waiting their turn, oldest first (the keep-alive thread adds to it).
         self.waiting: deque[dict[str, Any]] = deque()
+        # The periodic snapshot of running jobs' nodes (job_nodes.py), on its own thread while run() runs.
+        self.job_nodes = job_nodes
+        self.job_nodes_wait = job_nodes_wait
         self._waiting_lock = threading.Lock()
 
     # --- the loop ---------------------------------------------------------------------------
     def run(self, stop: threading.Event, wait_seconds: int = 20, between_polls: Callable[[], None] | None = None) -> None:
         """Poll until ``stop`` is set (SIGTERM); a command in progress is finished first."""
+        with ReporterThread(self.job_nodes, self.job_nodes_wait) if self.job_nodes is not None else contextlib.nullcontext():
+            self._poll_until(stop, wait_seconds, between_polls)
+
+    def _poll_until(self, stop: threading.Event, wait_seconds: int, between_polls: Callable[[], None] | None) -> None:
         failures = 0
         while not stop.is_set():
             try:

@@ -1,6 +1,7 @@
 """``hyperpod-recovery-agent``: the controller agent's command line.
 
-  run        long-poll the command queue and answer the workflow (the systemd service)
+  run        long-poll the command queue and answer the workflow (the systemd service); beside it,
+             write the running jobs' nodes to the ledger every 30 s (job_nodes.py)
   job-ended  report the job slurmctld is ending, when it failed (EpilogSlurmctld)
   check      validate the configuration and reach Slurm, the queue and EventBridge (after install)
 
@@ -30,6 +31,7 @@ from hyperpod_recovery_agent.agent import Agent, ReplyJournal
 from hyperpod_recovery_agent.config import AgentConfig, AgentConfigError, load_config
 from hyperpod_recovery_agent.executor import CaptureStore, CommandExecutor
 from hyperpod_recovery_agent.job_ended import JobEventSender, failed_job_detail
+from hyperpod_recovery_agent.job_nodes import JobNodesReporter
 from hyperpod_recovery_agent.slurm import SlurmCli
 
 log = logging.getLogger("hyperpod_recovery_agent")
@@ -80,6 +82,12 @@ def _events(config: AgentConfig, *, quick: bool = False) -> JobEventSender:
     return JobEventSender(_client("events", config, quick=quick), config.event_bus, config.state_dir)
 
 
+def _job_nodes(config: AgentConfig, slurm: SlurmCli) -> JobNodesReporter | None:
+    if not config.ledger_table:
+        return None
+    return JobNodesReporter(slurm=slurm, dynamodb=_client("dynamodb", config), table_name=config.ledger_table, cluster=config.cluster_name)
+
+
 def run(config: AgentConfig, *, once: bool = False) -> int:
     if not config.command_queue_url:
         raise AgentConfigError("command_queue_url: required to run the agent (the stack's CommandQueueUrl output)")
@@ -96,7 +104,10 @@ def run(config: AgentConfig, *, once: bool = False) -> int:
         retry=config.unreachable_retry,
         heartbeat_seconds=config.heartbeat_seconds,
         visibility_seconds=config.visibility_seconds,
+        job_nodes=_job_nodes(config, slurm),
     )
+    if agent.job_nodes is None:
+        log.warning("ledger_table is not set: no job nodes snapshot, so hang detection cannot tell a job's own nodes")
     events = _events(config)
     stop = threading.Event()
     if once:
@@ -118,6 +129,8 @@ def run(config: AgentConfig, *, once: bool = False) -> int:
         log.warning("Slurm's version could not be read yet: %s", exc)
     housekeeping()
     if once:
+        if agent.job_nodes is not None:
+            agent.job_nodes.tick()
         agent.poll_once(config.poll_wait_seconds)
         housekeeping()
     else:
@@ -169,6 +182,15 @@ def check(config: AgentConfig) -> int:
         report("event bus", True, config.event_bus)
     except (ClientError, BotoCoreError) as exc:
         report("event bus", False, str(exc))
+    reporter = _job_nodes(config, _slurm(config))
+    if reporter is None:  # a warning, not a failure: an agent configured before it existed still recovers nodes
+        print("warn job nodes snapshot: ledger_table is not set (the stack's LedgerTableName output): hang detection needs it")
+    else:
+        try:
+            snapshot = reporter.write_once()
+            report("job nodes snapshot", True, f"{len(snapshot.jobs)} running jobs written to {config.ledger_table}")
+        except Exception as exc:
+            report("job nodes snapshot", False, f"{type(exc).__name__}: {exc}")
     for directory in (config.state_dir / "replies", config.state_dir / "job-events"):
         try:
             directory.mkdir(parents=True, exist_ok=True)

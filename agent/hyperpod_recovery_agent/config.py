@@ -47,6 +47,10 @@ class AgentConfig(BaseModel):
     cluster_name: str = Field(pattern=CLUSTER_NAME_PATTERN)
     # The stack's CommandQueueUrl output. Optional for `job-ended`, which only sends events.
     command_queue_url: str | None = Field(default=None, pattern=r"^https?://\S+$")
+    # The stack's LedgerTableName output: the agent writes its job nodes snapshot there (job_nodes.py),
+    # the one ledger item its role may write. Unset: no snapshot, and hang detection cannot tell
+    # which progress reports come from a job's own nodes (`check` says so).
+    ledger_table: str | None = Field(default=None, pattern=r"^[a-zA-Z0-9_.-]{3,255}$")
     region: str | None = Field(default=None, pattern=r"^[a-z]{2}(-[a-z]+)+-\d$")
     event_bus: str = Field(default="default", min_length=1, max_length=1600)
     state_dir: Path = Path("/var/lib/hyperpod-recovery-agent")

@@ -320,6 +320,30 @@ class SlurmCli:
         listed = [found for job in running[:limit] if (found := self._running_job(job)) is not None]
         return listed, max(0, len(running) - limit)
 
+    def running_job_nodes(self) -> dict[str, list[str]]:
+        """Every running job's nodes (one squeue), keyed as its progress reports name the job: its
+        id, an array task also as ``<array id>_<task>``, a heterogeneous job's components together
+        under the leader's id. Names come from the job's resources; a record without them (or
+        with another count than the job's) is expanded by ``scontrol show hostnames``."""
+        found: dict[str, set[str]] = {}
+        for job in self.queue():
+            if (job.base_state or job.state) != "RUNNING":
+                continue
+            listed = job.allocated_nodes
+            if listed is None or (job.node_count is not None and len(listed) != job.node_count):
+                listed = tuple(self.hostnames(job.nodes))
+            if not listed:
+                continue
+            names = set(validate_nodes(listed))
+            keys = {job.job_id}
+            if job.array_job_id and job.array_task_id is not None:  # (0: not an array, as is het_job_id's)
+                keys.add(f"{job.array_job_id}_{job.array_task_id}")
+            if job.het_job_id:
+                keys.add(str(job.het_job_id))
+            for key in keys:
+                found.setdefault(key, set()).update(names)
+        return {key: sorted(names) for key, names in found.items()}
+
     def _running_job(self, job: SlurmJob) -> RunningJob | None:
         job_id = job.job_id
         try:

@@ -323,6 +323,8 @@ class SlurmJob:
     group_id: int = -1
     comment: str = ""
     nodes: str = ""  # Slurm's node list expression: ip-10-1-0-[1-2]
+    # The same nodes one by one, as the job's resources list them (None: the record lists none).
+    allocated_nodes: tuple[str, ...] | None = None
     node_count: int | None = None
     max_nodes: int | None = None
     batch_flag: bool = False
@@ -423,6 +425,7 @@ def read_job(record: Mapping[str, Any], shape: Shape = SHAPE_22_05) -> SlurmJob:
         group_id=_id(record, "group_id"),
         comment=_text(record, "comment"),
         nodes=_text(record, "nodes"),
+        allocated_nodes=_allocated_nodes(record),
         node_count=_number(record, "node_count"),
         max_nodes=_number(record, "max_nodes"),
         batch_flag=bool(_flag(record, "batch_flag")),
@@ -495,6 +498,20 @@ def read_job(record: Mapping[str, Any], shape: Shape = SHAPE_22_05) -> SlurmJob:
         command_lists_arguments=shape.lists_arguments,
         records_open_mode=shape.records_open_mode,
     )
+
+
+def _allocated_nodes(record: Mapping[str, Any]) -> tuple[str, ...] | None:
+    """The job's nodes by name: ``job_resources.allocated_nodes[].nodename`` up to 23.02,
+    ``job_resources.nodes.allocation[].name`` from 23.11; None when the record has neither."""
+    resources = _mapping(record.get("job_resources"))
+    nodes = resources.get("nodes")
+    entries, key = (nodes.get("allocation"), "name") if isinstance(nodes, Mapping) else (resources.get("allocated_nodes"), "nodename")
+    if not isinstance(entries, list):
+        return None
+    names = [entry.get(key) if isinstance(entry, Mapping) else None for entry in entries]
+    if not all(isinstance(name, str) and name for name in names):
+        raise SlurmOutputUnreadable(f"job_resources: a node without a name in {str(entries)[:80]!r}")
+    return tuple(str(name) for name in names)
 
 
 def _job_state(record: Mapping[str, Any]) -> tuple[str, str | None, frozenset[str]]:

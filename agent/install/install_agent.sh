@@ -32,17 +32,20 @@
 set -euo pipefail
 umask 022
 
-USAGE="usage: install_agent.sh <CommandQueueUrl> <ClusterName> <agent-bundle folder or s3://bucket/prefix/> <sha256 of its requirements.txt>"
+USAGE="usage: install_agent.sh <CommandQueueUrl> <ClusterName> <agent-bundle folder or s3://bucket/prefix/> <sha256 of its requirements.txt> [<LedgerTableName>]"
 usage() { echo "hyperpod-recovery: $* ($USAGE)" >&2; exit 2; }
 fail() { echo "hyperpod-recovery: $*; the agent was not installed" >&2; exit 1; }
 
-if [ $# -ne 4 ] || [[ ${3:-} == *" @ "* || ${3:-} == *.whl ]]; then
+if [ $# -lt 4 ] || [ $# -gt 5 ] || [[ ${3:-} == *" @ "* || ${3:-} == *.whl ]]; then
   usage "4 arguments: the queue, the cluster, the bundle make dists writes (dist/agent-bundle/) and the sha256 it prints; wheels or pip specs are no longer taken (pip would ask the package index for the agent's dependencies)"
 fi
-QUEUE_URL=$1 CLUSTER=$2 BUNDLE=$3 PINNED=$4
+QUEUE_URL=$1 CLUSTER=$2 BUNDLE=$3 PINNED=$4 LEDGER_TABLE=${5:-}
 [[ $QUEUE_URL =~ ^https://[A-Za-z0-9.-]+/[0-9]{12}/[A-Za-z0-9_-]{1,80}$ ]] ||
   usage "CommandQueueUrl: the stack's output, https://sqs.<region>.amazonaws.com/<account>/<queue>, not '$QUEUE_URL'"
 [[ $CLUSTER =~ ^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$ ]] || usage "ClusterName: a HyperPod cluster name (letters, digits, hyphens), not '$CLUSTER'"
+# The stack's LedgerTableName output: the agent writes its job nodes snapshot there (optional: without it
+# the agent answers commands, and hang detection cannot tell a job's own nodes).
+[[ -z $LEDGER_TABLE || $LEDGER_TABLE =~ ^[a-zA-Z0-9_.-]{3,255}$ ]] || usage "LedgerTableName: the stack's output, a DynamoDB table name, not '$LEDGER_TABLE'"
 [[ $PINNED =~ ^[0-9a-f]{64}$ ]] || usage "sha256: the 64 hex digits make dists prints for requirements.txt, not '$PINNED'"
 SLURM_CONF=${SLURM_CONF:-/opt/slurm/etc/slurm.conf}
 [[ $SLURM_CONF =~ ^/[A-Za-z0-9._/-]+$ ]] || usage "SLURM_CONF: an absolute path, not '$SLURM_CONF'"
@@ -134,10 +137,14 @@ fi
 # --- configuration, epilog, unit --------------------------------------------------------------------
 install -d -m 0755 "$ETC" "$UNITS"
 if [ ! -f "$ETC/agent.toml" ]; then
-  sed -e "s|^cluster_name = .*|cluster_name = \"$CLUSTER\"|" \
-    -e "s|^command_queue_url = .*|command_queue_url = \"$QUEUE_URL\"|" \
-    -e "s|^slurm_conf = .*|slurm_conf = \"$SLURM_CONF\"|" \
-    "$HERE/agent.toml" >"$ETC/agent.toml"
+  edits=(-e "s|^cluster_name = .*|cluster_name = \"$CLUSTER\"|"
+    -e "s|^command_queue_url = .*|command_queue_url = \"$QUEUE_URL\"|"
+    -e "s|^slurm_conf = .*|slurm_conf = \"$SLURM_CONF\"|")
+  if [ -n "$LEDGER_TABLE" ]; then edits+=(-e "s|^# ledger_table = .*|ledger_table = \"$LEDGER_TABLE\"|"); fi
+  sed "${edits[@]}" "$HERE/agent.toml" >"$ETC/agent.toml"
+elif [ -n "$LEDGER_TABLE" ] && ! grep -q '^ledger_table *=' "$ETC/agent.toml"; then
+  # A configuration an earlier release wrote: the new key goes among the top-level ones.
+  sed -i "/^command_queue_url = /a ledger_table = \"$LEDGER_TABLE\"" "$ETC/agent.toml"
 fi
 install -m 0755 "$HERE/epilog_slurmctld.sh" "$PREFIX/epilog_slurmctld.sh"
 install -m 0644 "$HERE/hyperpod-recovery-agent.service" "$UNITS/hyperpod-recovery-agent.service"

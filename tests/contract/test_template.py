@@ -13,6 +13,7 @@ from moto.events.models import EventPattern
 from hyperpod_recovery import errors
 from hyperpod_recovery.config import Settings
 from hyperpod_recovery.domain.eks_grace import OLD_COPY_RETRY_ATTEMPTS, OLD_COPY_RETRY_INTERVAL_SECONDS, OLD_COPY_WAIT_SECONDS
+from hyperpod_recovery.models.job_nodes_item import partition_key
 from sandbox.template import Resolver, load_template
 from tests.conftest import ROOT, load_event
 
@@ -265,6 +266,7 @@ def test_the_controller_agent_policy_is_exactly_what_the_agent_calls() -> None:
         calls |= {f"sqs:{_camel(m)}" for m in re.findall(r"self\.sqs\.(\w+)\(", text)}
         calls |= {f"states:{_camel(m)}" for m in re.findall(r"self\.stepfunctions\.(\w+)\(", text)}
         calls |= {f"events:{_camel(m)}" for m in re.findall(r"self\.events\.(\w+)\(", text)}
+        calls |= {f"dynamodb:{_camel(m)}" for m in re.findall(r"self\.dynamodb\.(\w+)\(", text)}
         calls |= {f"{svc}:{_camel(m)}" for svc, m in re.findall(r'_client\("(sqs|events)", config\)\.(\w+)\(', text)}
     assert granted == calls
     # And each statement names resources of this stack (the queue, the default bus), except the
@@ -272,6 +274,10 @@ def test_the_controller_agent_policy_is_exactly_what_the_agent_calls() -> None:
     for s in statements:
         resources = s["Resource"] if isinstance(s["Resource"], list) else [s["Resource"]]
         assert all(isinstance(r, dict) for r in resources) or (s["Sid"] == "AnswerTheWorkflow" and resources == ["*"]), s["Sid"]
+    put_item = next(s for s in statements if s["Action"] == "dynamodb:PutItem")
+    assert put_item["Resource"] == {"Fn::GetAtt": ["LedgerTable", "Arn"]}
+    assert put_item["Condition"] == {"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [{"Fn::Sub": "JOBNODES#${ClusterName}"}]}}
+    assert put_item["Condition"]["ForAllValues:StringEquals"]["dynamodb:LeadingKeys"][0]["Fn::Sub"] == f"{partition_key('${ClusterName}')}"
     put_events = next(s for s in statements if s["Action"] == "events:PutEvents")
     assert put_events["Condition"] == {"StringEquals": {"events:source": "hyperpod-recovery.agent"}}
     assert "AgentPolicyArn" in TEMPLATE["Outputs"]

@@ -36,6 +36,9 @@ def test_a_real_slurm_drill_recovers_and_the_resubmitted_job_runs_from_the_check
     # The agent process answered every command (its journal), and the drained node was resumed
     assert sorted(c["type"] for c in report["slurm"]["commands"]) == ["cordon_nodes", "resubmit_job", "resume_nodes"]
     assert report["slurm"]["drained_nodes"] == {}
+    # And its job nodes snapshot reached the sandbox's ledger through the endpoint, every time
+    agent_log = (tmp_path / f"drill-{scenario.name}-agent.log").read_text()
+    assert "job nodes snapshot written: " in agent_log and "job nodes snapshot failed" not in agent_log
     # What the resubmitted job itself saw when Slurm started it
     output = tmp_path / f"job-{resubmitted['job_id']}.txt"
     wait_for(output.exists, "the resubmitted job to start")

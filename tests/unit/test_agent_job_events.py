@@ -237,7 +237,13 @@ def test_check_reports_each_dependency_of_an_installed_agent(tmp_path: Path, cap
         assert main(["--config", str(config), "check"]) == 1
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("FAIL slurm: scontrol is not installed")
-    assert [line.split(":")[0] for line in lines[1:]] == ["ok   command queue", "ok   event bus", "ok   state dir", "ok   state dir"]
+    assert [line.split(":")[0] for line in lines[1:]] == [
+        "ok   command queue",
+        "ok   event bus",
+        "warn job nodes snapshot",
+        "ok   state dir",
+        "ok   state dir",
+    ]
 
 
 def test_a_bad_configuration_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

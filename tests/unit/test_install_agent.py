@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from hyperpod_recovery import __version__
+from hyperpod_recovery_agent.config import load_config
 from tests.conftest import ROOT
 from tools.build_dists import bundle_agent
 
@@ -41,13 +42,24 @@ def copy_of(bundle: tuple[Path, str], tmp_path: Path) -> Iterator[Path]:
 
 
 def _install(
-    tmp_path: Path, source: Path | str, digest: str, *, python: str | None = sys.executable, path: str = "/usr/bin:/bin", **env: str
+    tmp_path: Path,
+    source: Path | str,
+    digest: str,
+    *,
+    python: str | None = sys.executable,
+    path: str = "/usr/bin:/bin",
+    ledger: str | None = None,
+    **env: str,
 ) -> subprocess.CompletedProcess[str]:
     environment = {"PATH": path, "DESTDIR": str(tmp_path / "root"), **env}
     if python is not None:
         environment["HYPERPOD_RECOVERY_PYTHON"] = python
     return subprocess.run(
-        ["bash", str(SCRIPT), QUEUE, "llm-train", str(source), digest], capture_output=True, text=True, env=environment, timeout=300
+        ["bash", str(SCRIPT), QUEUE, "llm-train", str(source), digest, *([ledger] if ledger else [])],
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=300,
     )
 
 
@@ -115,6 +127,31 @@ def _earlier_install(tmp_path: Path) -> Path:
     (prefix / "releases" / "0123456789abcdef").mkdir(parents=True)
     (prefix / "venv").symlink_to("releases/0123456789abcdef")
     return prefix
+
+
+def test_given_the_ledger_table_then_the_configuration_names_it_even_an_earlier_one(bundle: tuple[Path, str], tmp_path: Path) -> None:
+    # Given an agent installed by a release that took no ledger table (its configuration has none)
+    folder, digest = bundle
+    assert _install(tmp_path, folder, digest).returncode == 0
+    path = tmp_path / "root" / "etc" / "hyperpod-recovery" / "agent.toml"
+    assert load_config(path).ledger_table is None
+    # When the installer runs again with the stack's LedgerTableName
+    done = _install(tmp_path, folder, digest, ledger="stack-LedgerTable-1A2B")
+    # Then the configuration names it as a top-level key the agent reads, the rest as it was
+    assert done.returncode == 0, done.stderr
+    config = load_config(path)
+    assert config.ledger_table == "stack-LedgerTable-1A2B" and config.command_queue_url == QUEUE
+    assert config.unreachable_retry.attempts == 6
+
+
+def test_given_a_ledger_table_that_would_break_the_config_then_usage_exit_2(bundle: tuple[Path, str], tmp_path: Path) -> None:
+    done = subprocess.run(
+        ["bash", str(SCRIPT), QUEUE, "llm-train", str(bundle[0]), bundle[1], 'x"\ncluster_name = "other'],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "DESTDIR": str(tmp_path)},
+    )
+    assert done.returncode == 2 and "LedgerTableName" in done.stderr
 
 
 def test_given_a_wheel_that_is_not_the_one_built_then_it_is_refused_and_the_earlier_agent_stays(copy_of: Path, tmp_path: Path) -> None:

@@ -26,6 +26,7 @@ from hyperpod_recovery.adapters.eks import EksControlPlane, guarded_endpoint
 from hyperpod_recovery.adapters.eks_orchestrator import EksOrchestrator
 from hyperpod_recovery.adapters.eks_token import mint_token
 from hyperpod_recovery.adapters.hyperpod import HyperPodCluster
+from hyperpod_recovery.adapters.job_nodes import EksJobNodes, SlurmJobNodes
 from hyperpod_recovery.adapters.kubernetes import KubernetesApi
 from hyperpod_recovery.adapters.ledger import DynamoLedger
 from hyperpod_recovery.adapters.notifier import SnsNotifier
@@ -52,6 +53,7 @@ from hyperpod_recovery.ports import (
     Cluster,
     DeadLetterSink,
     ExecutionHistory,
+    JobNodeSource,
     KubeApi,
     Ledger,
     Notifier,
@@ -76,6 +78,7 @@ class Dependencies:
     dry_run: bool = False  # the mutating ports are behind the dry-run gate (for_dry_run)
     kube: KubeApi | None = None  # EKS: the Kubernetes API (the orchestrator's; the job poller reads it too)
     progress: ProgressReader | None = None  # the training scripts' progress (the functions given PROGRESS_TABLE)
+    job_nodes: JobNodeSource | None = None  # which nodes run each job now (whose progress counts)
 
     @staticmethod
     def now() -> datetime:
@@ -185,6 +188,16 @@ def build_orchestrator(settings: Settings, stepfunctions: StepFunctions, kube: K
     return EksOrchestrator(kube, stepfunctions, current_clock())
 
 
+def build_job_nodes(settings: Settings, kube: KubeApi | None) -> JobNodeSource | None:
+    """Slurm: the controller agent's snapshot in the ledger; EKS: the live pods' owners. Only the
+    functions that read progress need it."""
+    if not settings.progress_table:
+        return None
+    if settings.orchestrator == "slurm" or kube is None:
+        return SlurmJobNodes(settings.ledger_table, settings.cluster_name)
+    return EksJobNodes(kube, lambda: current_clock()())
+
+
 def build_dependencies(settings: Settings) -> Dependencies:
     # One Step Functions adapter serves three ports: starting recoveries, answering tasks, histories.
     stepfunctions = StepFunctions({"node": settings.state_machine_arn, "job": settings.job_state_machine_arn})
@@ -207,6 +220,7 @@ def build_dependencies(settings: Settings) -> Dependencies:
         history=stepfunctions,
         kube=kube,
         progress=ProgressTable(settings.progress_table) if settings.progress_table else None,
+        job_nodes=build_job_nodes(settings, kube),
     )
 
 
