@@ -51,7 +51,8 @@ def recorded() -> Iterator[tuple[list[tuple[str, str]], Any, Any, Any]]:
 
     def record(model: Any, params: dict[str, Any], **_: Any) -> None:
         # (a batch names its tables as RequestItems' keys)
-        target = params.get("TableName") or next(iter(params.get("RequestItems", {})), "") or params.get("stateMachineArn", "").rsplit(":", 1)[-1]
+        batch = next(iter(params.get("RequestItems", {})), "")
+        target = params.get("TableName") or batch or params.get("stateMachineArn", "").rsplit(":", 1)[-1]
         calls.append((f"{model.service_model.endpoint_prefix}:{model.name}", target))
 
     with mock_aws():

@@ -141,7 +141,8 @@ def _cleared(started: Sequence[Started], reports: Sequence[ProgressReport]) -> l
 
 def skew_text(skew: dict[str, int]) -> str:
     """The nodes whose clocks differ from ours beyond the bound, in words (the verdict's why)."""
-    parts = [f"{node} {abs(s)} s {'ahead of' if s > 0 else 'behind'} ours" for node, s in sorted(skew.items())[:4]]
+    # (at least: a stamp is only known to lie between two of our reads)
+    parts = [f"{node} at least {abs(s)} s {'ahead of' if s > 0 else 'behind'} ours" for node, s in sorted(skew.items())[:4]]
     more = f" and {len(skew) - 4} more" if len(skew) > 4 else ""
     return f"; clocks beyond {SKEW_BOUND_SECONDS} s (dated by our reads instead): {', '.join(parts)}{more}" if parts else ""
 
