@@ -159,10 +159,11 @@ def names(prefix: str, count: int) -> list[Node]:
 
 # --- 1. a row is not the job ---------------------------------------------------------------------
 def test_given_foreign_rows_claiming_fast_steps_then_a_slow_healthy_job_is_never_a_stall() -> None:
-    # Given job 1001 at 100 s a step on two nodes (threshold 500 s), healthy; and rows under its id
+    # Given job 1001 at 300 s a step on two nodes (threshold 1,500 s), healthy; and rows under its id
     # from three nodes the orchestrator gives it not, claiming half-second steps
-    world = World([SimJob("1001", names("ip-10-1-0", 2), pace=100.0)])
-    world.forger = lambda t: [row("1001", f"ip-10-9-0-{i}", step=int(t), step_at=t, heartbeat_at=t, pace=0.5) for i in (1, 2, 3)]
+    world = World([SimJob("1001", names("ip-10-1-0", 2), pace=300.0)])
+    # (alive, and stuck at step 1: only their pace speaks)
+    world.forger = lambda t: [row("1001", f"ip-10-9-0-{i}", step=1, step_at=0, heartbeat_at=t, pace=0.5) for i in (1, 2, 3)]
     # When the detector ticks for 30 minutes
     counts = world.run(30)
     # Then no stall is ever decided, nothing started

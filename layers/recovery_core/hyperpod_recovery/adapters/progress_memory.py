@@ -1,6 +1,7 @@
 """What Detect Hung Jobs remembers of each job between ticks (models/progress_memory.py), in the
 ledger table: ``PROGRESS#<cluster>#<job>`` / ``SEEN``, the memory as one JSON string, expiring a day
-after the tick that wrote it (a job gone that long is forgotten: its rows expire with it).
+after the tick that wrote it (a job gone that long is forgotten: its rows expire with it). The JSON
+is compressed (zlib): a 2,048-node job's would otherwise come near DynamoDB's 400 KB.
 
 One detector writes them, a tick a minute: a plain overwrite (no condition) is right, the newer
 tick's reads are the newer truth. Reads and writes go in batches (BatchGetItem: 100 keys a call;
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import random
 import time
+import zlib
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
@@ -30,6 +32,11 @@ MEMORY_TTL = timedelta(days=1)
 BATCH_GET_KEYS = 100
 BATCH_WRITE_ITEMS = 25
 SEEN = "SEEN"
+
+
+def packed(memory: JobMemory) -> bytes:
+    """The memory as its item holds it: JSON, compressed (a 2,048-node job's is 360 KB as text)."""
+    return zlib.compress(memory.model_dump_json().encode(), level=6)
 
 
 def memory_key(cluster: str, job: str) -> dict[str, dict[str, str]]:
@@ -62,8 +69,8 @@ class ProgressMemoryTable:
             response = self._call(self.dynamodb.batch_get_item, RequestItems={self.table_name: {"Keys": asked}})
             for item in response.get("Responses", {}).get(self.table_name, []):
                 try:
-                    memory = JobMemory.model_validate_json(item["memory"]["S"])
-                except (KeyError, TypeError, ValidationError):
+                    memory = JobMemory.model_validate_json(zlib.decompress(item["memory"]["B"]))
+                except (KeyError, TypeError, ValidationError, zlib.error):
                     self.unreadable += 1
                     continue
                 found[memory.job] = memory
@@ -80,7 +87,7 @@ class ProgressMemoryTable:
                 "PutRequest": {
                     "Item": {
                         **memory_key(cluster, m.job),
-                        "memory": {"S": m.model_dump_json()},
+                        "memory": {"B": packed(m)},
                         "expires_at": {"N": str(int((m.seen_at + MEMORY_TTL).timestamp()))},
                     }
                 }
