@@ -5,11 +5,12 @@ Pure (docs/progress.md, "What is trusted").
   on now (``JobNodes.nodes_of``), one row per node. No fresh snapshot: every row counts, as before,
   and the verdict says its membership is unverified (Classify Failure re-measures on the
   orchestrator's allocation before anything is touched).
-* Our clock: a node's progress is dated by the tick that saw its step change (or a return from a
-  pause, counted once per step), its reporter's liveness by the tick that saw its heartbeat change.
-  A row seen for the first time is dated by that first sight: after the memory is lost, a stall is
-  found a threshold after the detector sees it again, never earlier. The writer's stamps only
-  detect a change, and say the writer's skew when it is beyond SKEW_BOUND_SECONDS.
+* Our clock: a node's progress is dated by our reads: between the tick before and the tick that saw
+  its step change (or a return from a pause, counted once per step); its reporter's liveness the
+  same way by its heartbeat. The writer's stamp only places the change inside that window (an
+  honest clock's is exact), never outside it, and is said in the verdict when it lies beyond
+  SKEW_BOUND_SECONDS. A row seen for the first time is dated by that first sight: after the memory
+  is lost, a stall is found a threshold after the detector sees it again, never earlier.
 * Pace: the threshold's pace is never below the largest pace the job's own nodes reported over the
   last PACE_TICKS ticks: rows claiming fast steps cannot bring a slow job's stall threshold down.
 * Pauses: a declared pause holds from the job's last progress (our clock) for its declared limit:
@@ -73,8 +74,15 @@ def _skew(stamp_ms: int, since: int, tick: int) -> int:
     return round(ahead)
 
 
+def _within(stamp_ms: int, since: int, tick: int) -> int:
+    """When a change happened, by our reads: between the read that did not see it and the one that
+    did. The writer's stamp only places it inside that window (an honest writer's is exact), never
+    outside: a clock behind dates it at our earlier read, one ahead at this one."""
+    return min(max(stamp_ms // 1000, since), tick)
+
+
 def sight(previous: Sighting | None, report: ProgressReport, tick: int, last_tick: int) -> Sighting:
-    """The node's sighting after this tick's read of its row."""
+    """The node's sighting after this tick's read of its row (``last_tick``: the read before)."""
     step_ms, heartbeat_ms, ended_ms = epoch_ms(report.step_at), epoch_ms(report.heartbeat_at), epoch_ms(report.pause_ended_at)
     limit = report.pause.limit_seconds if report.pause is not None else 0
     if previous is None:
@@ -82,12 +90,13 @@ def sight(previous: Sighting | None, report: ProgressReport, tick: int, last_tic
         return Sighting(s=report.step, st=step_ms, hb=heartbeat_ms, pe=ended_ms, pl=limit, mv=tick, hd=tick, sk=skew)
     moved, returned = previous.mv, previous.rs
     if report.step != previous.s:
-        moved = tick
+        moved = _within(step_ms, last_tick, tick)
     elif ended_ms and ended_ms != previous.pe and previous.rs != report.step:
-        moved, returned = tick, report.step  # (a return from a pause: once per step, however often it is rewritten)
+        # (a return from a pause: once per step, however often it is rewritten)
+        moved, returned = _within(ended_ms, last_tick, tick), report.step
     heard, skew = previous.hd, previous.sk
     if heartbeat_ms != previous.hb:
-        heard, skew = tick, _skew(heartbeat_ms, last_tick, tick)
+        heard, skew = _within(heartbeat_ms, last_tick, tick), _skew(heartbeat_ms, last_tick, tick)
     return Sighting(s=report.step, st=step_ms, hb=heartbeat_ms, pe=ended_ms, pl=limit, mv=moved, hd=heard, rs=returned, sk=skew)
 
 
