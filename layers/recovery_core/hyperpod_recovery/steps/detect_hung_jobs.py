@@ -13,8 +13,13 @@ nothing (domain/hangs/handled.py); should a later tick of the same episode start
 all, the kept verdict is updated to say so. A recovery is recorded only once its start was
 answered: the record never names an execution that did not start.
 
-What the table says is a signal, not proof: the recovery acts only on a job the orchestrator says
-is running and whose own submission opted in, on the nodes the orchestrator gave it. An EKS job
+What the table says is a signal, not proof (docs/progress.md, "What is trusted"): a row counts only
+from a node the orchestrator says runs the job now (``JobNodeSource``), and is dated by this
+detector's own reads, remembered per job between ticks (``ProgressMemory``); the recovery acts only
+on a job the orchestrator says is running and whose own submission opted in, on the nodes the
+orchestrator gave it. A tick tries at most MAX_STARTS_PER_TICK recoveries, the oldest stalls first,
+never one an earlier tick started, and damps a job whose stalls keep clearing by themselves
+(domain/hangs/damping.py). An EKS job
 reports as ``namespace/name`` (a pod cannot know its job's uid): the recovery is started for the
 one job object of that name the Kubernetes API holds (its uid), and for none when there is none, or
 more than one kind of job under that name (said in the verdict's record).
