@@ -295,3 +295,44 @@ def test_given_stalls_that_keep_clearing_by_themselves_then_they_are_damped_and_
     # And the real hang is started at last, saying how many were damped
     requests = world.started("1001")
     assert len(requests) == 3 and requests[-1].hang is not None and "damped since" in requests[-1].hang.summary
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    foreign=st.lists(
+        st.tuples(
+            st.integers(min_value=0, max_value=10**6),  # step
+            st.integers(min_value=-7200, max_value=7200),  # its stamps' offset from now
+            st.floats(min_value=0.01, max_value=3600),  # the pace it claims
+            st.one_of(st.none(), st.integers(min_value=1, max_value=86_400)),  # a pause it declares
+        ),
+        min_size=1,
+        max_size=4,
+    )
+)
+def test_property_whatever_rows_foreign_nodes_write_the_job_is_judged_as_without_them(
+    foreign: list[tuple[int, int, float, int | None]],
+) -> None:
+    def run(with_foreign: bool) -> list[tuple[int, str]]:
+        world = World([SimJob("1001", names("ip-10-1-0", 3), hang_at=180.0)])
+        if with_foreign:
+
+            def forger(t: float) -> list[ProgressReport]:
+                return [
+                    row(
+                        "1001",
+                        f"ip-10-9-0-{i}",
+                        step=step,
+                        step_at=t + offset,
+                        heartbeat_at=t + offset,
+                        pace=pace,
+                        pause=Pause(kind="other", since=T0 + timedelta(seconds=t + offset), limit_seconds=limit) if limit else None,
+                    )
+                    for i, (step, offset, pace, limit) in enumerate(foreign, 1)
+                ]
+
+            world.forger = forger
+        counts = world.run(8)
+        return [(m, name) for m, c in enumerate(counts) if c.get("recoveries_started") for name in world.workflows.started]
+
+    assert run(True) == run(False) != []
