@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from hyperpod_recovery.domain.hangs.detect import stall_threshold
 from hyperpod_recovery.domain.hangs.observed import observe
 from hyperpod_recovery.domain.hangs.rules import HangRules
+from hyperpod_recovery.errors import LedgerUnavailable
 from hyperpod_recovery.models.hangs import RecordedVerdict
 from hyperpod_recovery.models.job_nodes import JobNodes
 from hyperpod_recovery.models.progress import Pause, ProgressReport
@@ -336,3 +337,28 @@ def test_property_whatever_rows_foreign_nodes_write_the_job_is_judged_as_without
         return [(m, name) for m, c in enumerate(counts) if c.get("recoveries_started") for name in world.workflows.started]
 
     assert run(True) == run(False) != []
+
+
+def test_given_the_memory_unreadable_then_the_tick_judges_nothing_and_writes_nothing() -> None:
+    # Given a hung job, and a memory the ledger does not answer
+    world = World([SimJob("1001", names("ip-10-1-0", 2), hang_at=60.0)])
+    world.memory.fail_with = LedgerUnavailable("throttled")
+    # When ticks run
+    counts = world.run(5)
+    # Then none judges (every row would look new), none starts, and none overwrites the memory
+    assert all(c["memory_unavailable"] == 1 and "stall_verdicts" not in c for c in counts)
+    assert world.workflows.started == {} and world.memory.items == {}
+
+
+def test_given_the_memory_lost_while_its_recovery_runs_then_the_redated_episode_is_left_to_that_recovery() -> None:
+    # Given a hung job whose recovery was started, still running
+    world = World([SimJob("1001", names("ip-10-1-0", 2), hang_at=60.0)])
+    world.run(5)
+    (first,) = world.workflows.started
+    # When the memory is lost (a new deploy's table, a TTL) and the stall is dated anew
+    world.memory.items.clear()
+    counts = [world.tick(m) for m in range(5, 9)]
+    # Then the new episode starts nothing: it is left to the running recovery
+    assert list(world.workflows.started) == [first] and any(c.get("left_to_another_incident") for c in counts)
+    kept = [v for v in world.ledger.kept.values() if v.action.startswith("not acted on: left to hang recovery")]
+    assert kept and first in kept[0].action
