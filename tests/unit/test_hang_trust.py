@@ -5,6 +5,7 @@ minute: its reporters write what the training library would, the detector ticks 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -18,6 +19,7 @@ from hyperpod_recovery.errors import LedgerUnavailable
 from hyperpod_recovery.models.hangs import RecordedVerdict
 from hyperpod_recovery.models.job_nodes import JobNodes
 from hyperpod_recovery.models.progress import Pause, ProgressReport
+from hyperpod_recovery.models.progress_memory import JobMemory
 from hyperpod_recovery.models.records import ResubmissionClaim
 from hyperpod_recovery.models.requests import JobRecoveryRequest
 from hyperpod_recovery.steps.detect_hung_jobs import MAX_STARTS_PER_TICK, detect_hung_jobs
@@ -362,3 +364,14 @@ def test_given_the_memory_lost_while_its_recovery_runs_then_the_redated_episode_
     assert list(world.workflows.started) == [first] and any(c.get("left_to_another_incident") for c in counts)
     kept = [v for v in world.ledger.kept.values() if v.action.startswith("not acted on: left to hang recovery")]
     assert kept and first in kept[0].action
+
+
+class _Unwritable(FakeProgressMemory):
+    def remember(self, cluster: str, memories: Sequence[JobMemory]) -> int:
+        raise LedgerUnavailable("throttled")
+
+
+def test_given_the_memory_unwritable_then_the_tick_still_answers_and_says_so() -> None:
+    world = World([SimJob("1001", names("ip-10-1-0", 2), hang_at=60.0)], memory=_Unwritable())
+    counts = world.run(3)
+    assert all(c["memory_unwritten"] == 1 for c in counts)

@@ -125,10 +125,23 @@ def detect_hung_jobs(
         seen[job], found = judged
         verdicts += found
     _act_on_oldest_first(verdicts, seen, ledger, workflows, now, counts, kube, remaining_ms)
-    if seen and (unwritten := memory.remember(cluster, list(seen.values()))):
+    _remember(memory, cluster, list(seen.values()), counts)
+    return dict(counts)
+
+
+def _remember(memory: ProgressMemory, cluster: str, memories: list[JobMemory], counts: Counter[str]) -> None:
+    """What this tick saw and started; what is not written, the next tick dates a tick later (and a
+    start it forgets is held back by the running recovery's name: _left_to)."""
+    if not memories:
+        return
+    try:
+        unwritten = memory.remember(cluster, memories)
+    except (LedgerUnavailable, LedgerError) as exc:
+        logger.warning("could not remember what this tick saw", extra={"error": str(exc)[:300]})
+        unwritten = len(memories)
+    if unwritten:
         logger.warning("could not remember what this tick saw of some jobs", extra={"jobs": unwritten})
         counts["memory_unwritten"] += unwritten
-    return dict(counts)
 
 
 def _membership(job_nodes: JobNodeSource, now: datetime, counts: Counter[str]) -> JobNodes | None:
