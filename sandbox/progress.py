@@ -10,6 +10,8 @@ as long from its moment (the job is synchronous: its slowest node sets the pace)
 waiting on nobody and the others on it; a hang (fault ``hang``) stops its steps (the node it names
 one step behind the others, the one that stopped first), until it clears (``seconds``) if ever.
 A job Slurm no longer runs (cancelled, ended) reports ended, as its reporter's last write does.
+A job that ``forges`` another writes rows under that job's key too (sandbox drill
+job-hang-forged-progress): they must change nothing.
 """
 
 from __future__ import annotations
@@ -182,7 +184,34 @@ class ProgressSimulator:
         return reports
 
     def items(self, t: float, running: Callable[[str], bool]) -> list[dict[str, dict[str, str]]]:
-        return [progress_item(r) for r in self.reports(t, running)]
+        return [progress_item(r) for r in self.reports(t, running) + self.forged(t, running)]
+
+    def forged(self, t: float, running: Callable[[str], bool]) -> list[ProgressReport]:
+        """Rows a job's reporters write under another job's key (``progress.forges``), from their own
+        nodes: a step each tenth of a second, stamped now, inside a declared day-long pause."""
+        rows: list[ProgressReport] = []
+        for job in self.jobs:
+            progress = job.spec.progress
+            victim = next((j.spec for j in self.jobs if progress is not None and j.spec.id == progress.forges), None)
+            if victim is None or not running(job.spec.id):
+                continue
+            written = self.epoch + timedelta(seconds=t - (t % HEARTBEAT_SECONDS))
+            for node in job.nodes:
+                rows.append(
+                    ProgressReport(
+                        job=self.key_of(victim),
+                        node=node,
+                        step=10**6 + int(t * 10),
+                        step_at=written,
+                        heartbeat_at=written,
+                        started_at=self.epoch - timedelta(seconds=STARTED_BEFORE_SECONDS),
+                        intervals_seen=10**6,
+                        step_seconds=0.1,
+                        baseline_step_seconds=0.1,
+                        pause=Pause(kind="other", since=written, limit_seconds=24 * 3600),
+                    )
+                )
+        return rows
 
     def _slow_node(self, job: _Job, t: float) -> str | None:
         return self._ref(job.slow.node) if job.slow is not None and t >= job.slow.at else None

@@ -23,7 +23,9 @@ from hyperpod_recovery.errors import CheckpointWriteConflict, LedgerUnavailable
 from hyperpod_recovery.models.cluster import BatchOutcome, ClusterInfo, ClusterNode, InstanceGroupInfo
 from hyperpod_recovery.models.commands import CommandEnvelope, CommandReply, JobSpec
 from hyperpod_recovery.models.events import ExecutionStatusDetail
+from hyperpod_recovery.models.job_nodes import JobNodes
 from hyperpod_recovery.models.job_recovery import RestartEntry
+from hyperpod_recovery.models.progress_memory import JobMemory
 from hyperpod_recovery.models.records import (
     BreakerState,
     Effect,
@@ -542,6 +544,40 @@ class FakeWorkflows:
             return False
         self.woken.append((task_token, output))
         return True
+
+
+@dataclass
+class FakeJobNodes:
+    """The orchestrator's membership (ports.JobNodeSource): ``snapshot`` as given, or None (missing)."""
+
+    snapshot: JobNodes | None = None
+    reads: int = 0
+
+    @classmethod
+    def of(cls, taken_at: datetime, source: Literal["slurm", "eks"] = "slurm", **jobs: list[str]) -> FakeJobNodes:
+        return cls(JobNodes(source=source, taken_at=taken_at, jobs={job: sorted(nodes) for job, nodes in jobs.items()}))
+
+    def running_job_nodes(self) -> JobNodes | None:
+        self.reads += 1
+        return self.snapshot
+
+
+@dataclass
+class FakeProgressMemory:
+    """What Detect Hung Jobs remembers between ticks (ports.ProgressMemory), as the ledger items would."""
+
+    items: dict[tuple[str, str], str] = field(default_factory=dict)
+    fail_with: Exception | None = None
+
+    def recall(self, cluster: str, jobs: Sequence[str]) -> dict[str, JobMemory]:
+        if self.fail_with is not None:
+            raise self.fail_with
+        return {job: JobMemory.model_validate_json(self.items[(cluster, job)]) for job in jobs if (cluster, job) in self.items}
+
+    def remember(self, cluster: str, memories: Sequence[JobMemory]) -> int:
+        for memory in memories:
+            self.items[(cluster, memory.job)] = memory.model_dump_json()
+        return 0
 
 
 @dataclass

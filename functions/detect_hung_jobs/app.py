@@ -3,6 +3,7 @@ training script reports; an enforced stall starts a JobRecovery (steps/detect_hu
 
 from aws_lambda_powertools.metrics import MetricUnit
 
+from hyperpod_recovery.adapters.progress_memory import ProgressMemoryTable
 from hyperpod_recovery.errors import ConfigurationError
 from hyperpod_recovery.metric_names import HANG_DETECTION
 from hyperpod_recovery.observability import logger, metrics
@@ -21,6 +22,8 @@ def lambda_handler(event: dict, context, deps: Dependencies | None = None):
         progress=deps.progress,
         ledger=deps.ledger,
         workflows=deps.workflows,
+        job_nodes=deps.job_nodes,  # (which nodes each job runs on: whose rows count)
+        memory=ProgressMemoryTable(deps.settings.ledger_table),  # (what the last ticks saw and started)
         cluster=deps.settings.cluster_name,
         rules=deps.hang_rules,
         now=deps.now(),

@@ -50,7 +50,9 @@ def recorded() -> Iterator[tuple[list[tuple[str, str]], Any, Any, Any]]:
     calls: list[tuple[str, str]] = []
 
     def record(model: Any, params: dict[str, Any], **_: Any) -> None:
-        target = params.get("TableName") or params.get("stateMachineArn", "").rsplit(":", 1)[-1]
+        # (a batch names its tables as RequestItems' keys)
+        batch = next(iter(params.get("RequestItems", {})), "")
+        target = params.get("TableName") or batch or params.get("stateMachineArn", "").rsplit(":", 1)[-1]
         calls.append((f"{model.service_model.endpoint_prefix}:{model.name}", target))
 
     with mock_aws():

@@ -61,12 +61,12 @@ def test_given_the_dashboard_body_when_resolved_then_it_is_json_whose_metrics_th
 
 def test_given_the_alarm_widget_then_it_shows_every_alarm(dashboard: dict[str, Any]) -> None:
     # (an alarm of one orchestrator only, FindFailedJobsErrorsAlarm on EKS, or of an optional channel,
-    # PagerDutyDeadLetterAlarm, has a Condition: a dashboard body, one Sub string, cannot name a
-    # resource that may not exist; its own alarm pages)
+    # PagerDutyDeadLetterAlarm, or of the hang detector, deployed with it, has a Condition: a dashboard
+    # body, one Sub string, cannot name a resource that may not exist; its own alarm pages)
     widget = next(w for w in dashboard["widgets"] if w["type"] == "alarm")
     always = {name for name in ALARMS if "Condition" not in RESOURCES[name]}
     assert set(widget["properties"]["alarms"]) == {f"arn:{name}" for name in always}
-    assert always != set(ALARMS) and {RESOURCES[n]["Condition"] for n in set(ALARMS) - always} == {"IsEks", "HasPagerDuty"}
+    assert always != set(ALARMS) and {RESOURCES[n]["Condition"] for n in set(ALARMS) - always} == {"IsEks", "HasPagerDuty", "DetectsHangs"}
 
 
 @pytest.mark.parametrize(

@@ -4,8 +4,8 @@ done, and an item someone wrote badly is skipped, never the tick's failure."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from datetime import timedelta
+from collections.abc import Iterator, Sequence
+from datetime import datetime, timedelta
 from typing import Literal
 
 import boto3
@@ -14,14 +14,16 @@ from moto import mock_aws
 
 from hyperpod_recovery.adapters.ledger import DynamoLedger
 from hyperpod_recovery.adapters.progress import ProgressTable
+from hyperpod_recovery.adapters.progress_memory import ProgressMemoryTable
 from hyperpod_recovery.domain.hangs.rules import HangRules
 from hyperpod_recovery.errors import HistoryUnavailable, KubeAccessDenied, KubeUnavailable, StartExecutionFailed
 from hyperpod_recovery.models.progress import ProgressReport, progress_item
+from hyperpod_recovery.models.progress_memory import JobMemory, Sighting, epoch_ms
 from hyperpod_recovery.models.requests import JobRecoveryRequest
 from hyperpod_recovery.ports import StartOutcome
 from hyperpod_recovery.steps.detect_hung_jobs import detect_hung_jobs
 from sandbox.kube import FakeKube
-from tests.fakes import CLUSTER, T0, FakeWorkflows
+from tests.fakes import CLUSTER, T0, FakeJobNodes, FakeWorkflows
 from tests.unit.test_hang_detection import report
 
 KEYS = {
@@ -45,11 +47,64 @@ def write(dynamodb: object, *reports: ProgressReport) -> None:
         dynamodb.put_item(TableName="progress", Item=progress_item(r))  # type: ignore[attr-defined]
 
 
+def watched(job: str, reports: list[ProgressReport]) -> JobMemory:
+    """The memory of a detector that saw these rows written, on a clock that agrees with the writers'
+    (what the tests of this module are not about: tests/unit/test_hang_trust.py is)."""
+    nodes = {
+        r.node: Sighting(
+            s=r.step,
+            st=epoch_ms(r.step_at),
+            hb=epoch_ms(r.heartbeat_at),
+            pe=epoch_ms(r.pause_ended_at),
+            pl=r.pause.limit_seconds if r.pause else 0,
+            mv=int(max(r.step_at, r.pause_ended_at or r.step_at).timestamp()),
+            hd=int(r.heartbeat_at.timestamp()),
+        )
+        for r in reports
+    }
+    return JobMemory(job=job, seen_at=max(r.heartbeat_at for r in reports), nodes=nodes)
+
+
+class Watched:
+    """The ledger's memory (the real adapter on moto), a job first recalled as if watched all along."""
+
+    def __init__(self, progress: ProgressTable) -> None:
+        self.progress = progress
+        self.table = ProgressMemoryTable("ledger", dynamodb=progress._dynamodb)
+
+    def recall(self, cluster: str, jobs: Sequence[str]) -> dict[str, JobMemory]:
+        rows = self.progress.running_jobs()
+        return {**{job: watched(job, rows[job]) for job in jobs if job in rows}, **self.table.recall(cluster, jobs)}
+
+    def remember(self, cluster: str, memories: Sequence[JobMemory]) -> int:
+        return self.table.remember(cluster, memories)
+
+
+def all_running(progress: ProgressTable, now: datetime) -> FakeJobNodes:
+    """The orchestrator running every job that reports, on the nodes it reports from."""
+    return FakeJobNodes.of(now, **{job: [r.node for r in reports] for job, reports in progress.running_jobs().items()})
+
+
 def tick(
-    progress: ProgressTable, ledger: DynamoLedger, workflows: FakeWorkflows, rules: HangRules, at: timedelta = timedelta()
+    progress: ProgressTable,
+    ledger: DynamoLedger,
+    workflows: FakeWorkflows,
+    rules: HangRules,
+    at: timedelta = timedelta(),
+    kube: FakeKube | None = None,
+    remaining_ms: int = 40_000,
 ) -> dict[str, int]:
     return detect_hung_jobs(
-        progress=progress, ledger=ledger, workflows=workflows, cluster=CLUSTER, rules=rules, now=T0 + at, remaining_ms=lambda: 40_000
+        progress=progress,
+        ledger=ledger,
+        workflows=workflows,
+        job_nodes=all_running(progress, T0 + at),
+        memory=Watched(progress),
+        cluster=CLUSTER,
+        rules=rules,
+        now=T0 + at,
+        remaining_ms=lambda: remaining_ms,
+        kube=kube,
     )
 
 
@@ -98,16 +153,7 @@ def test_given_an_item_that_does_not_parse_or_lies_about_its_key_then_it_is_skip
 def eks_tick(
     progress: ProgressTable, ledger: DynamoLedger, workflows: FakeWorkflows, kube: FakeKube | None, at: timedelta = timedelta()
 ) -> dict[str, int]:
-    return detect_hung_jobs(
-        progress=progress,
-        ledger=ledger,
-        workflows=workflows,
-        cluster=CLUSTER,
-        rules=HangRules(),
-        now=T0 + at,
-        remaining_ms=lambda: 40_000,
-        kube=kube,
-    )
+    return tick(progress, ledger, workflows, HangRules(), at, kube)
 
 
 def test_given_an_eks_job_that_hangs_then_one_recovery_starts_for_its_job_objects_uid(tables) -> None:
@@ -178,9 +224,7 @@ def test_given_a_tick_out_of_time_then_the_rest_is_deferred_to_the_next(tables) 
     progress, ledger, dynamodb = tables
     write(dynamodb, report("ip-10-1-0-1", idle=300, job="1001"), report("ip-10-1-0-1", idle=300, job="1002"))
     workflows = FakeWorkflows()
-    counts = detect_hung_jobs(
-        progress=progress, ledger=ledger, workflows=workflows, cluster=CLUSTER, rules=HangRules(), now=T0, remaining_ms=lambda: 5_000
-    )
+    counts = tick(progress, ledger, workflows, HangRules(), remaining_ms=5_000)
     assert counts["deferred"] == 2 and workflows.started == {}
 
 

@@ -425,3 +425,28 @@ def test_given_an_answer_carrying_secrets_when_the_outcome_is_recorded_then_the_
     assert state.evidence is not None
     said = evidence_text(state.evidence.result)
     assert SECRET_KEY[:16] not in said and "Z" * 16 not in said and "[REDACTED:" in said
+
+
+# --- a verdict the job's own nodes do not bear out ------------------------------------------
+def test_given_a_verdict_from_a_forged_fast_pace_then_the_job_is_left_alone_by_its_own_nodes_pace() -> None:
+    # Given a verdict whose threshold (60 s) came from rows claiming half-second steps
+    forged = [report(n, step=101, idle=90, step_seconds=0.5) for n in NAMES]
+    verdict = stall_verdict(CLUSTER, "1001", forged, HangRules(), T0)
+    assert verdict is not None and verdict.threshold_seconds == 60.0
+    request = JobRecoveryRequest(cluster=CLUSTER, job_id="1001", source="progress", reason="hung", detected_at=T0, hang=verdict)
+    _, job, cluster = _setup()
+    # When Classify Failure reads the job's own nodes again: 300 s a step, 100 s since the last
+    own = [report(n, step=101, idle=100, step_seconds=300.0) for n in NAMES]
+    c = _classify(request, job, cluster, reports=own)
+    # Then it is no hang by its own pace: nothing is done
+    assert c.kind == "left_alone" and "its own nodes' pace makes 1500 s without progress its threshold" in c.reason
+
+
+def test_given_a_node_an_hour_ahead_that_did_not_step_then_the_hang_is_not_taken_as_cleared() -> None:
+    # Given a hung job whose nodes' clocks run an hour ahead (their stamps after the verdict's last progress)
+    request, job, cluster = _setup()
+    ahead = [*[report(n, step=101, idle=-3600) for n in NAMES[:3]], report(NAMES[3], step=100, idle=-3600)]
+    # When Classify Failure reads them again: no node stepped past step 101
+    c = _classify(request, job, cluster, reports=ahead)
+    # Then it is still hung
+    assert c.kind == "hung"

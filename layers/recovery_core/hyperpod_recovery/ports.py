@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from hyperpod_recovery.models.job_recovery import RestartEntry
     from hyperpod_recovery.models.kubernetes import KubeJobRef
     from hyperpod_recovery.models.progress import ProgressReport
+    from hyperpod_recovery.models.progress_memory import JobMemory
     from hyperpod_recovery.models.records import (
         BreakerState,
         Effect,
@@ -126,6 +127,13 @@ class ProgressReader(Protocol):
 
     def running_jobs(self) -> dict[str, list[ProgressReport]]: ...
     def job(self, job: str) -> list[ProgressReport]: ...
+
+
+class ProgressMemory(Protocol):
+    """What Detect Hung Jobs remembers of each job between ticks (models/progress_memory.py)."""
+
+    def recall(self, cluster: str, jobs: Sequence[str]) -> dict[str, JobMemory]: ...
+    def remember(self, cluster: str, memories: Sequence[JobMemory]) -> int: ...  # the number left unwritten
 
 
 class JobNodeSource(Protocol):

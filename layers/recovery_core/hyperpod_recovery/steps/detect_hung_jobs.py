@@ -13,8 +13,13 @@ nothing (domain/hangs/handled.py); should a later tick of the same episode start
 all, the kept verdict is updated to say so. A recovery is recorded only once its start was
 answered: the record never names an execution that did not start.
 
-What the table says is a signal, not proof: the recovery acts only on a job the orchestrator says
-is running and whose own submission opted in, on the nodes the orchestrator gave it. An EKS job
+What the table says is a signal, not proof (docs/progress.md, "What is trusted"): a row counts only
+from a node the orchestrator says runs the job now (``JobNodeSource``), and is dated by this
+detector's own reads, remembered per job between ticks (``ProgressMemory``); the recovery acts only
+on a job the orchestrator says is running and whose own submission opted in, on the nodes the
+orchestrator gave it. A tick tries at most MAX_STARTS_PER_TICK recoveries, the oldest stalls first,
+never one an earlier tick started, and damps a job whose stalls keep clearing by themselves
+(domain/hangs/damping.py). An EKS job
 reports as ``namespace/name`` (a pod cannot know its job's uid): the recovery is started for the
 one job object of that name the Kubernetes API holds (its uid), and for none when there is none, or
 more than one kind of job under that name (said in the verdict's record).
@@ -29,8 +34,10 @@ from datetime import datetime
 from pydantic import ValidationError
 
 from hyperpod_recovery.domain.execution_names import hang_execution_name
+from hyperpod_recovery.domain.hangs.damping import after_damping, damp, damped_action
 from hyperpod_recovery.domain.hangs.detect import job_verdicts
 from hyperpod_recovery.domain.hangs.handled import ended_by, handled_by
+from hyperpod_recovery.domain.hangs.observed import observe, own_rows, remembered_start, skew_text
 from hyperpod_recovery.domain.hangs.rules import HangRules
 from hyperpod_recovery.errors import (
     HistoryUnavailable,
@@ -44,15 +51,21 @@ from hyperpod_recovery.errors import (
 )
 from hyperpod_recovery.models.common import SLURM_JOB_ID_PATTERN, matches
 from hyperpod_recovery.models.hangs import HangVerdict, RecordedVerdict
+from hyperpod_recovery.models.job_nodes import JobNodes
 from hyperpod_recovery.models.kubernetes import JOB_KINDS, KUBE_UID_PATTERN, KubeJobRef
-from hyperpod_recovery.models.progress import kube_job_key
+from hyperpod_recovery.models.progress import ProgressReport, kube_job_key
+from hyperpod_recovery.models.progress_memory import JobMemory
 from hyperpod_recovery.models.requests import JobRecoveryRequest
 from hyperpod_recovery.observability import logger
-from hyperpod_recovery.ports import KubeApi, Ledger, ProgressReader, Workflows
+from hyperpod_recovery.ports import JobNodeSource, KubeApi, Ledger, ProgressMemory, ProgressReader, Workflows
 
 # A tick starts no more recoveries once this little of its function's time is left: the next tick,
 # a minute later, goes on (the verdicts are the same, their names too).
 STOP_WITH_MS = 10_000
+# Recoveries a tick tries to start at most, the oldest stalls first: a file system gone stalls
+# hundreds of jobs at once; 300 are all started within 10 ticks, the rest wait (counted).
+MAX_STARTS_PER_TICK = 30
+UNVERIFIED = "membership unverified: no fresh orchestrator snapshot"
 
 
 def would_do(verdict: HangVerdict) -> str:
@@ -73,6 +86,8 @@ def detect_hung_jobs(
     progress: ProgressReader,
     ledger: Ledger,
     workflows: Workflows,
+    job_nodes: JobNodeSource,
+    memory: ProgressMemory,
     cluster: str,
     rules: HangRules,
     now: datetime,
@@ -80,24 +95,139 @@ def detect_hung_jobs(
     kube: KubeApi | None = None,
 ) -> dict[str, int]:
     """A stack in dry run still starts its recoveries: Validate Job Request makes them dry runs.
-    ``kube``: an EKS stack's Kubernetes API (an EKS job's verdict names it by namespace/name)."""
+    ``job_nodes``: which nodes the orchestrator says each job runs on (whose rows count);
+    ``memory``: what the ticks before saw and started; ``kube``: an EKS stack's Kubernetes API (an
+    EKS job's verdict names it by namespace/name)."""
     counts: Counter[str] = Counter()
-    running = _RunningJobRecoveries(workflows)
     jobs = progress.running_jobs()
     counts["jobs_reporting"] = len(jobs)
+    membership = _membership(job_nodes, now, counts)
+    try:
+        memories = memory.recall(cluster, sorted(jobs))
+    except (LedgerUnavailable, LedgerError) as exc:
+        # (every row would look new, and the memory written back would forget the stalls it dates)
+        logger.warning("could not recall what the last ticks saw: nothing judged this tick", extra={"error": str(exc)[:300]})
+        counts["memory_unavailable"] += 1
+        return dict(counts)
+    seen: dict[str, JobMemory] = {}
+    verdicts: list[HangVerdict] = []
     for job, reports in sorted(jobs.items()):
-        if remaining_ms() < STOP_WITH_MS:
-            counts["deferred"] += 1
-            continue
         try:
-            for verdict in job_verdicts(cluster, job, reports, rules, now):
-                counts[f"{verdict.rule}_verdicts"] += 1
-                _act(verdict, ledger, workflows, now, counts, kube, running)
+            judged = _judge(cluster, job, reports, membership, memories.get(job), rules, now)
         except (ValidationError, ValueError) as exc:
             # One job's reports (anyone with the writer policy may write them) never fail the tick.
             logger.warning("a job's progress could not be judged", extra={"job": job, "error": str(exc)[:300]})
             counts["invalid"] += 1
+            continue
+        if judged is None:
+            counts["not_running"] += 1  # (the orchestrator runs no such job: its rows count for nothing)
+            continue
+        seen[job], found = judged
+        verdicts += found
+    _act_on_oldest_first(verdicts, seen, ledger, workflows, now, counts, kube, remaining_ms)
+    _remember(memory, cluster, list(seen.values()), counts)
     return dict(counts)
+
+
+def _remember(memory: ProgressMemory, cluster: str, memories: list[JobMemory], counts: Counter[str]) -> None:
+    """What this tick saw and started; what is not written, the next tick dates a tick later (and a
+    start it forgets is held back by the running recovery's name: _left_to)."""
+    if not memories:
+        return
+    try:
+        unwritten = memory.remember(cluster, memories)
+    except (LedgerUnavailable, LedgerError) as exc:
+        logger.warning("could not remember what this tick saw", extra={"error": str(exc)[:300]})
+        unwritten = len(memories)
+    if unwritten:
+        logger.warning("could not remember what this tick saw of some jobs", extra={"jobs": unwritten})
+        counts["memory_unwritten"] += unwritten
+
+
+def _membership(job_nodes: JobNodeSource, now: datetime, counts: Counter[str]) -> JobNodes | None:
+    """The orchestrator's fresh snapshot, or None: every row counts as before, the verdicts say their
+    membership is unverified, and the metric's alarm fires (Classify Failure's re-measure on the
+    orchestrator's own allocation stays the backstop)."""
+    try:
+        snapshot = job_nodes.running_job_nodes()
+    except (LedgerUnavailable, LedgerError, KubeUnavailable, KubeThrottled, KubeAccessDenied) as exc:
+        logger.warning("could not read which nodes each job runs on", extra={"error": str(exc)[:300]})
+        snapshot = None
+    if snapshot is None or not snapshot.fresh(now):
+        taken = f"{snapshot.taken_at:%Y-%m-%d %H:%M:%S} UTC" if snapshot is not None else "none"
+        logger.warning("no fresh job membership: progress rows judged unverified", extra={"snapshot_taken_at": taken})
+        counts["job_nodes_unavailable"] = 1
+        return None
+    return snapshot
+
+
+def _judge(
+    cluster: str,
+    job: str,
+    reports: list[ProgressReport],
+    membership: JobNodes | None,
+    before: JobMemory | None,
+    rules: HangRules,
+    now: datetime,
+) -> tuple[JobMemory, list[HangVerdict]] | None:
+    """The job's memory after this tick, and its verdict (by our clock, on its own nodes' rows); None
+    when the orchestrator does not run it."""
+    own = own_rows(job, reports, membership)
+    if own is None:
+        return None
+    seen = observe(before, job, own, now)
+    found = job_verdicts(cluster, job, seen.reports, rules, now, seen.learned_pace)
+    return seen.memory, [_marked(v, unverified=membership is None, skew=seen.skew) for v in found]
+
+
+def _marked(verdict: HangVerdict, *, unverified: bool, skew: dict[str, int]) -> HangVerdict:
+    """The verdict saying what it rests on: rows whose membership could not be checked; writers'
+    clocks that disagree with ours (its times are our reads')."""
+    update: dict[str, str] = {}
+    if unverified:
+        update["summary"] = (verdict.summary + f" [{UNVERIFIED}]")[:1024]
+    if skew:
+        update["suspects_why"] = (verdict.suspects_why + skew_text(skew))[:512]
+    return verdict.model_copy(update=update) if update else verdict
+
+
+def _act_on_oldest_first(
+    verdicts: list[HangVerdict],
+    seen: dict[str, JobMemory],
+    ledger: Ledger,
+    workflows: Workflows,
+    now: datetime,
+    counts: Counter[str],
+    kube: KubeApi | None,
+    remaining_ms: Callable[[], int],
+) -> None:
+    """The oldest stalls first (by our clock), at most MAX_STARTS_PER_TICK recoveries tried; the rest,
+    counted, are the next tick's (their episodes, and so their names, stay the same)."""
+    running = _RunningJobRecoveries(workflows)
+    tried = 0
+    for verdict in sorted(verdicts, key=lambda v: (v.episode_at, v.job)):
+        counts[f"{verdict.rule}_verdicts"] += 1
+        memory = seen[verdict.job]
+        if memory.started_episode(verdict.episode_at) is not None:
+            counts["already_started"] += 1  # (remembered: started by an earlier tick)
+            continue
+        damping, seen[verdict.job] = damp(memory, verdict, now)
+        if damping != "act":
+            counts["damped"] += 1
+            if damping == "tell":
+                _record(RecordedVerdict(verdict=verdict, action=damped_action(memory, verdict, now)[:512]), ledger)
+            continue
+        if verdict.mode == "enforce" and tried >= MAX_STARTS_PER_TICK:
+            counts["starts_deferred"] += 1
+            continue
+        if remaining_ms() < STOP_WITH_MS:
+            counts["deferred"] += 1
+            continue
+        verdict = verdict.model_copy(update={"summary": (verdict.summary + after_damping(seen[verdict.job], now))[:1024]})
+        started = _act(verdict, ledger, workflows, now, counts, kube, running)
+        tried += started is not None
+        if started:
+            seen[verdict.job] = remembered_start(seen[verdict.job], verdict.episode_at, started, verdict.step)
 
 
 class _Unresolved(Exception):
@@ -182,6 +312,10 @@ def _left_to(verdict: HangVerdict, job_id: str, own: str, ledger: Ledger, runnin
     except HistoryUnavailable as exc:
         logger.warning("could not list the running job recoveries", extra={"job": verdict.job, "error": str(exc)[:300]})
         return None
+    # (one hang recovery of a job at a time: an episode whose memory was lost is dated anew, its name too)
+    hung = next((n for n in names if n.startswith(f"hpj-{job_id}-hung-") and n != own), None)
+    if hung is not None:
+        return f"left to hang recovery {hung}, which runs for an earlier stall of this job"
     return ended_by(verdict, job_id, names, now)
 
 
@@ -193,7 +327,9 @@ def _act(
     counts: Counter[str],
     kube: KubeApi | None,
     running: _RunningJobRecoveries,
-) -> None:
+) -> str | None:
+    """The execution the verdict's episode has (started now or before), "" when its start failed, or
+    None when none was tried (observed, left to another incident, not enforceable)."""
     enforce = verdict.mode == "enforce"
     job_id: str | None = verdict.job
     why_not = ""
@@ -204,7 +340,7 @@ def _act(
             # (nothing recorded: the next tick, a minute later, sees the same episode and asks again)
             logger.warning("could not ask which job a hang verdict names", extra={"job": verdict.job, "error": str(exc)[:300]})
             counts["start_failed"] += 1
-            return
+            return ""
         enforce = job_id is not None
     if not enforce and verdict.mode == "enforce":
         counts["observed_not_enforceable"] += 1
@@ -214,13 +350,13 @@ def _act(
         if left_to is not None:
             counts["left_to_another_incident"] += 1
             _record(RecordedVerdict(verdict=verdict, action=f"not acted on: {left_to}"[:512]), ledger)
-            return
+            return None
         request, invalid = _request(verdict, job_id, name, now)
         if request is None:  # (a job id the workflow cannot carry: counted, never the tick's failure)
             logger.warning("verdict cannot start a recovery", extra={"job": verdict.job, "error": invalid})
             counts["invalid"] += 1
             _record(RecordedVerdict(verdict=verdict, action=f"not acted on: its recovery's request is invalid: {invalid}"[:512]), ledger)
-            return
+            return None
         try:
             started = workflows.start(name, request.model_dump_json(exclude_none=True), workflow="job")
         except StartExecutionFailed as exc:
@@ -229,14 +365,15 @@ def _act(
             counts["start_failed"] += 1
             action = f"not acted on: job recovery {name} could not be started ({exc}); the next tick tries again"
             _record(RecordedVerdict(verdict=verdict, action=action[:512]), ledger)
-            return
+            return ""
         counts["recoveries_started" if started == "started" else "already_started"] += 1
         # (after the start: a lost write is made by the next tick, whose start finds the same execution)
         _record(RecordedVerdict(verdict=verdict, action=f"started job recovery {name}", execution=name), ledger)
-        return
+        return name
     counts["observed"] += 1
     action = f"observed: would {would_do(verdict)}" + (f" (not acted on: {why_not})" if why_not else "")
     _record(RecordedVerdict(verdict=verdict, action=action[:512]), ledger)
+    return None
 
 
 def _request(verdict: HangVerdict, job_id: str, name: str, now: datetime) -> tuple[JobRecoveryRequest | None, str]:

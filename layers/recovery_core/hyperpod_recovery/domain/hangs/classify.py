@@ -22,7 +22,7 @@ from typing import Literal
 
 from hyperpod_recovery.domain.execution_names import node_execution_name
 from hyperpod_recovery.domain.hangs import suspects as blame
-from hyperpod_recovery.domain.hangs.detect import live_reports, node_progress
+from hyperpod_recovery.domain.hangs.detect import live_reports, pace
 from hyperpod_recovery.domain.hangs.rules import HangRules
 from hyperpod_recovery.domain.job_failure import job_label, open_claim_text
 from hyperpod_recovery.domain.normalize import within_reason_budget
@@ -46,10 +46,24 @@ STILL_RUNNING = frozenset({"RUNNING", "SUSPENDED", "STOPPED", "RESIZING"})
 STILL_RUNNING_EKS = frozenset({"Running"})
 
 
-def cleared_since(verdict: HangVerdict, reports: Sequence[ProgressReport]) -> datetime | None:
-    """When the job made progress again after the verdict's last progress, or None (still stuck)."""
-    later = [p.active_at for p in map(node_progress, reports) if p.active_at > verdict.last_progress_at]
-    return min(later) if later else None
+def cleared_since(verdict: HangVerdict, reports: Sequence[ProgressReport]) -> ProgressReport | None:
+    """A node of the job that stepped past where it stalled (the verdict's newest step), or None
+    (still stuck). Steps, not stamps: the verdict is dated by our clock, the rows by their writers'
+    (a node an hour ahead would otherwise look as if it moved on)."""
+    later = [r for r in reports if r.step > verdict.step]
+    return max(later, key=lambda r: r.step) if later else None
+
+
+def remeasured(verdict: HangVerdict, reports: Sequence[ProgressReport], now: datetime) -> tuple[float, float] | None:
+    """(threshold, seconds without progress) when the job's own nodes' pace does not make it a stall
+    (the verdict's threshold came from rows that are not its nodes', or a pace it does not have);
+    None when it is one by its own pace too."""
+    own = pace(reports)
+    if own is None or (verdict.step_seconds is not None and own <= verdict.step_seconds):
+        return None  # (the verdict's pace is the job's own, or slower: its threshold stands)
+    threshold = max(verdict.threshold_seconds, RULES.stall_factor * own)
+    idle = (now - verdict.last_progress_at).total_seconds()
+    return (threshold, idle) if idle <= threshold else None
 
 
 def classify_hang(
@@ -172,8 +186,17 @@ def classify_hang(
             at=now,
             kind="recovered_by_itself",
             job=job,
-            reason=f"{label} made progress again at {cleared:%H:%M:%S} UTC, after {verdict.observed_seconds:.0f} s without: "
-            "the hang cleared by itself, nothing was done",
+            reason=f"{label} made progress again ({cleared.node} reached step {cleared.step}, past {verdict.step}), "
+            f"after {verdict.observed_seconds:.0f} s without: the hang cleared by itself, nothing was done",
+        )
+    elif (own_pace := remeasured(verdict, heard, now)) is not None:
+        return FailureClassification(
+            at=now,
+            kind="left_alone",
+            job=job,
+            reason=f"{label}: its own nodes' pace makes {own_pace[0]:.0f} s without progress its threshold, "
+            f"not the verdict's {verdict.threshold_seconds:.0f} s; it has been {own_pace[1]:.0f} s: not a hang by its own pace, "
+            "nothing is done for it",
         )
     evidence_words = "last log lines" if orchestrator == "eks" else "stacks"
     suspects = [n for n in verdict.suspects if n in allocated]

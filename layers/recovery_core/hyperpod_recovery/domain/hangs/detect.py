@@ -43,11 +43,14 @@ def pace(reports: Sequence[ProgressReport]) -> float | None:
     return median(timed) if timed else None
 
 
-def stall_threshold(reports: Sequence[ProgressReport], rules: HangRules) -> float:
+def stall_threshold(reports: Sequence[ProgressReport], rules: HangRules, learned_pace: float | None = None) -> float:
+    """``learned_pace``: the largest pace the job's own nodes reported over the ticks remembered
+    (domain/hangs/observed.py): no row brings the threshold below what that history supports."""
     step = pace(reports)
     if step is None:
-        return float(max(rules.stall_floor_seconds, rules.startup_seconds))
-    return max(float(rules.stall_floor_seconds), rules.stall_factor * step)
+        startup = float(max(rules.stall_floor_seconds, rules.startup_seconds))
+        return max(startup, rules.stall_factor * learned_pace) if learned_pace is not None else startup
+    return max(float(rules.stall_floor_seconds), rules.stall_factor * max(step, learned_pace or 0.0))
 
 
 def _summary_nodes(nodes: list[NodeProgress], suspects: list[str]) -> list[NodeProgress]:
@@ -78,7 +81,9 @@ def live_reports(reports: Sequence[ProgressReport], rules: HangRules, now: datet
     return [r for r in live if id(r) in heard or _age(r.started_at, run_start) <= RUN_START_SLACK_SECONDS]
 
 
-def stall_verdict(cluster: str, job: str, reports: Sequence[ProgressReport], rules: HangRules, now: datetime) -> HangVerdict | None:
+def stall_verdict(
+    cluster: str, job: str, reports: Sequence[ProgressReport], rules: HangRules, now: datetime, learned_pace: float | None = None
+) -> HangVerdict | None:
     live = live_reports(reports, rules, now)
     if not live or rules.stall_mode == "off":
         return None
@@ -92,13 +97,13 @@ def stall_verdict(cluster: str, job: str, reports: Sequence[ProgressReport], rul
         return None  # a declared pause, its reporter alive and within its bound
     nodes = [node_progress(r) for r in live]
     last = max(n.active_at for n in nodes)
-    threshold = stall_threshold(live, rules)
+    threshold = stall_threshold(live, rules, learned_pace)
     idle = _age(last, now)
     if idle <= threshold:
         return None
     suspects, why = blame.from_progress(nodes, rules.heartbeat_stale_seconds, now)
     newest = max(n.step for n in nodes)
-    step = pace(live)
+    step = max((p for p in (pace(live), learned_pace) if p is not None), default=None)
     return HangVerdict(
         rule="stall",
         mode=rules.stall_mode,
@@ -169,9 +174,11 @@ def slow_verdict(cluster: str, job: str, reports: Sequence[ProgressReport], rule
     )
 
 
-def job_verdicts(cluster: str, job: str, reports: Sequence[ProgressReport], rules: HangRules, now: datetime) -> list[HangVerdict]:
+def job_verdicts(
+    cluster: str, job: str, reports: Sequence[ProgressReport], rules: HangRules, now: datetime, learned_pace: float | None = None
+) -> list[HangVerdict]:
     """At most one verdict per job: a stall outranks a slowdown (a stalled job is not slow, it is stuck)."""
-    stall = stall_verdict(cluster, job, reports, rules, now)
+    stall = stall_verdict(cluster, job, reports, rules, now, learned_pace)
     if stall is not None:
         return [stall]
     slow = slow_verdict(cluster, job, reports, rules, now)
