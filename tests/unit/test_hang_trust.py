@@ -375,3 +375,22 @@ def test_given_the_memory_unwritable_then_the_tick_still_answers_and_says_so() -
     world = World([SimJob("1001", names("ip-10-1-0", 2), hang_at=60.0)], memory=_Unwritable())
     counts = world.run(3)
     assert all(c["memory_unwritten"] == 1 for c in counts)
+
+
+def test_given_no_job_reporting_then_membership_is_not_asked_for_and_its_absence_raises_no_alarm() -> None:
+    # Given a stack whose progress table holds no job's rows, and no snapshot of the orchestrator
+    nodes = FakeJobNodes(None)
+    # When a tick runs
+    counts = detect_hung_jobs(
+        progress=Rows(),
+        ledger=Verdicts(),  # type: ignore[arg-type]
+        workflows=FakeWorkflows(),
+        job_nodes=nodes,
+        memory=FakeProgressMemory(),
+        cluster=CLUSTER,
+        rules=HangRules(),
+        now=T0,
+        remaining_ms=lambda: 40_000,
+    )
+    # Then nothing is judged, the snapshot is not read, and the unverified-membership count stays off
+    assert counts == {"jobs_reporting": 0} and nodes.reads == 0

@@ -101,6 +101,8 @@ def detect_hung_jobs(
     counts: Counter[str] = Counter()
     jobs = progress.running_jobs()
     counts["jobs_reporting"] = len(jobs)
+    if not jobs:
+        return dict(counts)  # (no job reports: no membership to ask for, nor an alarm for its absence)
     membership = _membership(job_nodes, now, counts)
     try:
         memories = memory.recall(cluster, sorted(jobs))
