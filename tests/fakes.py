@@ -25,7 +25,8 @@ from hyperpod_recovery.models.commands import CommandEnvelope, CommandReply, Job
 from hyperpod_recovery.models.events import ExecutionStatusDetail
 from hyperpod_recovery.models.job_nodes import JobNodes
 from hyperpod_recovery.models.job_recovery import RestartEntry
-from hyperpod_recovery.models.progress_memory import JobMemory
+from hyperpod_recovery.models.progress import ProgressReport
+from hyperpod_recovery.models.progress_memory import JobMemory, Sighting, epoch_ms
 from hyperpod_recovery.models.records import (
     BreakerState,
     Effect,
@@ -641,3 +642,21 @@ def fake_dependencies(cluster: FakeCluster | None = None, **settings_overrides: 
         dead_letters=FakeDeadLetters(),
         history=FakeExecutionHistory(),
     )
+
+
+def watched(job: str, reports: list[ProgressReport]) -> JobMemory:
+    """The memory of a detector that saw these rows written, on a clock that agrees with the writers'
+    (what most detector tests are not about: tests/unit/test_hang_trust.py is)."""
+    nodes = {
+        r.node: Sighting(
+            s=r.step,
+            st=epoch_ms(r.step_at),
+            hb=epoch_ms(r.heartbeat_at),
+            pe=epoch_ms(r.pause_ended_at),
+            pl=r.pause.limit_seconds if r.pause else 0,
+            mv=int(max(r.step_at, r.pause_ended_at or r.step_at).timestamp()),
+            hd=int(r.heartbeat_at.timestamp()),
+        )
+        for r in reports
+    }
+    return JobMemory(job=job, seen_at=max(r.heartbeat_at for r in reports), nodes=nodes)

@@ -61,11 +61,16 @@ def test_given_an_eks_stack_when_the_runbook_says_how_to_pause_without_a_deploy_
 
 
 def test_given_the_stacks_alarms_when_the_readme_counts_them_then_the_count_is_the_templates() -> None:
+    ordinal_counts = {1: "one", 2: "two", 3: "three"}
     alarms = [r for r in TEMPLATE["Resources"].values() if r["Type"] == "AWS::CloudWatch::Alarm"]
     always = sum(1 for alarm in alarms if "Condition" not in alarm)
     on_eks = always + sum(1 for alarm in alarms if alarm.get("Condition") == "IsEks")
     with_pagerduty = always + sum(1 for alarm in alarms if alarm.get("Condition") == "HasPagerDuty")
-    assert len(alarms) == always + (on_eks - always) + (with_pagerduty - always), "an alarm under another condition: say it in the README"
+    on_hangs = sum(1 for alarm in alarms if alarm.get("Condition") == "DetectsHangs")
+    assert len(alarms) == always + (on_eks - always) + (with_pagerduty - always) + on_hangs, (
+        "an alarm under another condition: say it in the README"
+    )
+    assert f"with hang detection on (the default) {ordinal_counts[on_hangs]} more" in README
     numbers = {6: "six", 7: "seven", 8: "eight", 9: "nine"}
     ordinals = {7: "a seventh", 8: "an eighth", 9: "a ninth"}
     assert f"{numbers[always]} alarms that notify" in README

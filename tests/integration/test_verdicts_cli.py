@@ -4,17 +4,23 @@ progress written to the stack's progress table), the reviews land in the real te
 
 from __future__ import annotations
 
+import base64
+import gzip
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from hyperpod_recovery.adapters.ledger import DynamoLedger
+from hyperpod_recovery.adapters.progress import ProgressTable
+from hyperpod_recovery.adapters.progress_memory import ProgressMemoryTable
 from hyperpod_recovery.models.hangs import RecordedVerdict
+from hyperpod_recovery.models.job_nodes import JobNodes
+from hyperpod_recovery.models.job_nodes_item import item as job_nodes_item
 from hyperpod_recovery.models.progress import ProgressReport, progress_item
 from hyperpod_recovery_cli.verdicts import verdict_id
 from sandbox.aws import SandboxAWS
@@ -22,6 +28,7 @@ from sandbox.report import notifications_sent
 from sandbox.runner import DrillRunner
 from sandbox.scenario import load_scenario
 from tests.conftest import EVENTS
+from tests.fakes import watched
 from tests.integration.test_oncall_cli import Terminal, cli, ledger
 
 pytestmark = pytest.mark.sandbox
@@ -52,8 +59,18 @@ def progress(runner: DrillRunner, job: str, nodes: int = 2, *, idle: float = 0.0
 def detect(runner: DrillRunner, *reports: ProgressReport) -> dict[str, int]:
     """The training nodes write their progress; Detect Hung Jobs runs once, as its schedule runs it."""
     aws = runner.aws
+    dynamodb = aws.client("dynamodb")
     for report in reports:
-        aws.client("dynamodb").put_item(TableName=aws.progress_table, Item=progress_item(report))
+        dynamodb.put_item(TableName=aws.progress_table, Item=progress_item(report))
+    # The orchestrator runs every reporting job on the nodes it reports from (the controller agent's
+    # snapshot), and the detector has watched them all along (its memory): what these tests are not about.
+    running = ProgressTable(aws.progress_table, dynamodb=dynamodb).running_jobs()
+    nodes = {job: sorted(r.node for r in rows) for job, rows in running.items()}
+    snapshot = JobNodes(source="slurm", taken_at=runner.virtual_now(), jobs=nodes)
+    dynamodb.put_item(TableName=aws.ledger_table, Item=job_nodes_item(snapshot, "llm-train"))
+    memory = ProgressMemoryTable(aws.ledger_table, dynamodb=dynamodb)
+    known = memory.recall("llm-train", sorted(running))
+    memory.remember("llm-train", [watched(job, rows) for job, rows in running.items() if job not in known])
     answer: dict[str, int] = json.loads(aws.client("lambda").invoke(FunctionName=DETECTOR, Payload=b"{}")["Payload"].read())
     return answer
 
@@ -293,10 +310,21 @@ LOG_GROUP = "/aws/sagemaker/Clusters/llm-train/a1b2c3d4e5f6"
 IMPORTER = "ImportHyperPodHangsFunction"
 
 
+def dated(subscription: bytes, now: datetime) -> bytes:
+    """The subscription's batch with its events a minute old by the stack's clock (older or later
+    ones are refused like every other event: tests/unit/test_import_hyperpod_hangs.py)."""
+    envelope = json.loads(subscription)
+    batch = json.loads(gzip.decompress(base64.b64decode(envelope["awslogs"]["data"])))
+    for n, event in enumerate(batch["logEvents"]):
+        event["timestamp"] = int((now - timedelta(seconds=60 - n)).timestamp() * 1000)
+    envelope["awslogs"]["data"] = base64.b64encode(gzip.compress(json.dumps(batch).encode())).decode()
+    return json.dumps(envelope).encode()
+
+
 def test_given_hyperpods_own_hang_events_then_list_shows_them_as_the_detector_said_and_confirm_counts_them(tmp_path: Path) -> None:
     with stack(tmp_path, HyperPodHangLogGroup=LOG_GROUP) as (runner, aws):
         # Given the stack imports HyperPod's hang events, and its subscription hands the sample batch to the importer
-        sample = (EVENTS / "cloudwatch-logs" / "hyperpod_hang_subscription.json").read_bytes()
+        sample = dated((EVENTS / "cloudwatch-logs" / "hyperpod_hang_subscription.json").read_bytes(), runner.virtual_now())
         answer = json.loads(aws.client("lambda").invoke(FunctionName=IMPORTER, Payload=sample)["Payload"].read())
         assert answer == {"hyperpod_hang_recorded": 2, "verdict_noticed": 2}
         kept = {v.verdict.job: v for v in ledger(aws).verdicts("llm-train")}

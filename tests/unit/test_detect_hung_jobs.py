@@ -18,12 +18,12 @@ from hyperpod_recovery.adapters.progress_memory import ProgressMemoryTable
 from hyperpod_recovery.domain.hangs.rules import HangRules
 from hyperpod_recovery.errors import HistoryUnavailable, KubeAccessDenied, KubeUnavailable, StartExecutionFailed
 from hyperpod_recovery.models.progress import ProgressReport, progress_item
-from hyperpod_recovery.models.progress_memory import JobMemory, Sighting, epoch_ms
+from hyperpod_recovery.models.progress_memory import JobMemory
 from hyperpod_recovery.models.requests import JobRecoveryRequest
 from hyperpod_recovery.ports import StartOutcome
 from hyperpod_recovery.steps.detect_hung_jobs import detect_hung_jobs
 from sandbox.kube import FakeKube
-from tests.fakes import CLUSTER, T0, FakeJobNodes, FakeWorkflows
+from tests.fakes import CLUSTER, T0, FakeJobNodes, FakeWorkflows, watched
 from tests.unit.test_hang_detection import report
 
 KEYS = {
@@ -45,24 +45,6 @@ def tables() -> Iterator[tuple[ProgressTable, DynamoLedger, object]]:
 def write(dynamodb: object, *reports: ProgressReport) -> None:
     for r in reports:
         dynamodb.put_item(TableName="progress", Item=progress_item(r))  # type: ignore[attr-defined]
-
-
-def watched(job: str, reports: list[ProgressReport]) -> JobMemory:
-    """The memory of a detector that saw these rows written, on a clock that agrees with the writers'
-    (what the tests of this module are not about: tests/unit/test_hang_trust.py is)."""
-    nodes = {
-        r.node: Sighting(
-            s=r.step,
-            st=epoch_ms(r.step_at),
-            hb=epoch_ms(r.heartbeat_at),
-            pe=epoch_ms(r.pause_ended_at),
-            pl=r.pause.limit_seconds if r.pause else 0,
-            mv=int(max(r.step_at, r.pause_ended_at or r.step_at).timestamp()),
-            hd=int(r.heartbeat_at.timestamp()),
-        )
-        for r in reports
-    }
-    return JobMemory(job=job, seen_at=max(r.heartbeat_at for r in reports), nodes=nodes)
 
 
 class Watched:

@@ -163,6 +163,8 @@ REQUIRED: dict[str, tuple[Call, ...]] = {
         ),
         # A human's holds on an incident's targets, read at once (Apply Safety Policy).
         Call("BatchGetItem", request=("RequestItems",), response=("Responses", "UnprocessedKeys")),
+        # Detect Hung Jobs' memory of what each job's rows were when its reads saw them change.
+        Call("BatchWriteItem", request=("RequestItems",), response=("UnprocessedItems",)),
         # The operator's `locks` and `hold` (never a workflow step): the node items of one cluster.
         Call(
             "Scan", request=("TableName", "FilterExpression", "ConsistentRead", "ExclusiveStartKey"), response=("Items", "LastEvaluatedKey")
