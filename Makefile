@@ -178,13 +178,14 @@ build: $(SAM_VENV)/.installed  ## sam build (python3.13, arm64) without Docker
 	  echo "sam build needs python3.13 on PATH (pyenv install 3.13, or a python3.13 binary)"; exit 1; fi
 	PYENV_VERSION=$(PYENV_VERSIONS) $(DUMMY_REGION) $(SAM) build --template template.yaml
 
-bench: $(VENV)/.installed  ## six benchmarks, 9-15 min: cold import, checkpoint discovery, rack storm, fault suite, time to resume, hangs
+bench: $(VENV)/.installed  ## seven benchmarks, 12-18 min: cold import, checkpoint discovery, rack storm, fault suite, time to resume, hangs, stall storm
 	$(PY) bench/cold_import.py
 	$(PY) bench/checkpoint_discovery.py
 	$(PY) bench/storm.py
 	$(PY) bench/fault_suite.py
 	$(PY) bench/time_to_resume.py
 	$(PY) bench/hang_detection.py
+	$(PY) bench/stall_storm.py
 
 # deploy reads the credentials, the cluster and the stack first: no credentials, a wrong cluster or
 # a missing answer fail in one line (make then says "Error 3" / "Error 2") before anything is built.
