@@ -151,7 +151,7 @@ class ProgressSpec(_Strict):
     opted_in: StrictBool = True
     # Its ranks time their waits in collectives (what names the slowest node of a slowdown).
     reports_waits: StrictBool = True
-    # A hostile or misconfigured tenant (issue 47): its reporters also write rows under this other
+    # A hostile or misconfigured tenant: its reporters also write rows under this other
     # scenario job's key, from its own nodes, claiming fast steps, fresh progress and a day-long pause.
     forges: str | None = Field(default=None, pattern=r"^[0-9]{1,10}$")
 

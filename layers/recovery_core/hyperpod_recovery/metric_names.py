@@ -94,7 +94,7 @@ HANG_DETECTION = {
     "deferred": "HangJobsDeferred",
     # (a stall another incident already ends: it claimed the job's resubmission after its last progress)
     "left_to_another_incident": "HangVerdictsLeftToIncidents",
-    # (issue 47: stalls past the tick's bound on starts, left to the next tick; a snapshot of which
+    # (stalls past the tick's bound on starts, left to the next tick; a snapshot of which
     # nodes each job runs on missing or stale, its rows judged unverified; stalls damped)
     "starts_deferred": "HangStartsDeferred",
     "job_nodes_unavailable": "HangJobNodesUnavailable",
