@@ -116,6 +116,17 @@ NOTIFICATION_FAILURES = {
     "pager": "PagesFailed",
 }
 
+# EKS: the job poller (Find Failed Jobs), each poll: failed jobs it started a JobRecovery for, those
+# too old to start, those it could not read, starts that failed (tried again at the next poll), and
+# failures it left for the next tick when its time ran low (a storm of failures).
+FAILED_JOBS_POLLED = {
+    "started": "FailedJobsStarted",
+    "stale": "FailedJobsStale",
+    "invalid": "FailedJobsUnreadable",
+    "start_failed": "FailedJobsStartFailed",
+    "deferred": "FailedJobsDeferred",
+}
+
 ALL = frozenset(
     {
         RECOVERIES_STARTED,
@@ -135,16 +146,6 @@ ALL = frozenset(
         *HANG_DETECTION.values(),
         *VERDICT_NOTICES.values(),
         *NOTIFICATION_FAILURES.values(),
+        *FAILED_JOBS_POLLED.values(),
     }
 )
-
-# EKS: the job poller (Find Failed Jobs), each poll: failed jobs it started a JobRecovery for, those
-# too old to start, those it could not read, starts that failed (tried again at the next poll), and
-# failures it left for the next tick when its time ran low (a storm of failures).
-FAILED_JOBS_POLLED = {
-    "started": "FailedJobsStarted",
-    "stale": "FailedJobsStale",
-    "invalid": "FailedJobsUnreadable",
-    "start_failed": "FailedJobsStartFailed",
-    "deferred": "FailedJobsDeferred",
-}
