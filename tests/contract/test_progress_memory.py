@@ -68,3 +68,30 @@ def test_a_memory_expires_a_day_after_its_tick() -> None:
         ProgressMemoryTable("ledger", dynamodb=dynamodb).remember(CLUSTER, [memory("1001")])
         (item,) = dynamodb.scan(TableName="ledger")["Items"]
         assert item["pk"]["S"] == f"PROGRESS#{CLUSTER}#1001" and int(item["expires_at"]["N"]) == int((T0 + timedelta(days=1)).timestamp())
+
+
+class _PagedAt16MB:
+    """BatchGetItem as DynamoDB answers past its 16 MB a response: one item each call, the rest unprocessed."""
+
+    def __init__(self, items: dict[str, bytes]) -> None:
+        self.items = items
+        self.calls = 0
+
+    def batch_get_item(self, RequestItems: dict) -> dict:
+        self.calls += 1
+        ((table, request),) = RequestItems.items()
+        first, *rest = request["Keys"]
+        job = first["pk"]["S"].rsplit("#", 1)[1]
+        answered = [{**first, "memory": {"B": self.items[job]}}]
+        return {"Responses": {table: answered}, "UnprocessedKeys": {table: {"Keys": rest}} if rest else {}}
+
+
+def test_given_answers_cut_at_their_16_mb_page_then_every_memory_is_read_without_using_up_the_backoff() -> None:
+    # Given 40 large memories that DynamoDB returns one per call (each answer at its size limit)
+    memories = [memory(str(1000 + k)) for k in range(40)]
+    paged = _PagedAt16MB({m.job: packed(m) for m in memories})
+    slept: list[float] = []
+    table = ProgressMemoryTable("ledger", dynamodb=paged, sleep=slept.append)
+    # When a tick recalls them; Then all are read, in 40 calls, and none waited as for a throttle
+    assert table.recall(CLUSTER, [m.job for m in memories]) == {m.job: m for m in memories}
+    assert paged.calls == 40 and slept == []

@@ -67,7 +67,8 @@ class ProgressMemoryTable:
         while pending:
             asked, pending = pending[:BATCH_GET_KEYS], pending[BATCH_GET_KEYS:]
             response = self._call(self.dynamodb.batch_get_item, RequestItems={self.table_name: {"Keys": asked}})
-            for item in response.get("Responses", {}).get(self.table_name, []):
+            answered = response.get("Responses", {}).get(self.table_name, [])
+            for item in answered:
                 try:
                     memory = JobMemory.model_validate_json(zlib.decompress(item["memory"]["B"]))
                 except (KeyError, TypeError, ValidationError, zlib.error):
@@ -76,7 +77,9 @@ class ProgressMemoryTable:
                 found[memory.job] = memory
             unprocessed: list[dict[str, Any]] = response.get("UnprocessedKeys", {}).get(self.table_name, {}).get("Keys", [])
             if unprocessed:
-                self._wait(delays, f"BatchGetItem left {len(unprocessed)} job memories unread")
+                # (an answer with items is cut at its 16 MB page, not throttled: asked again at once)
+                if not answered:
+                    self._wait(delays, f"BatchGetItem left {len(unprocessed)} job memories unread")
                 pending = unprocessed + pending
         return found
 
