@@ -40,7 +40,7 @@ from moto.core import DEFAULT_ACCOUNT_ID  # noqa: E402
 from moto.s3.models import s3_backends  # noqa: E402
 
 from hyperpod_recovery.adapters.checkpoints import S3CheckpointStore  # noqa: E402
-from hyperpod_recovery.domain.checkpoints import find_newest_verified, parse_manifest  # noqa: E402
+from hyperpod_recovery.domain.checkpoints.discovery import find_newest_verified, parse_manifest  # noqa: E402
 from hyperpod_recovery.models.manifest import MANIFEST_SCHEMA, POINTER_SCHEMA, step_dir  # noqa: E402
 
 BUCKET = "bench-checkpoints"

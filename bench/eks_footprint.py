@@ -37,8 +37,8 @@ EKS_MODULES = (
     "adapters/eks_token.py",
     "adapters/kubernetes.py",
     "adapters/eks_orchestrator.py",
-    "domain/eks_nodes.py",
-    "domain/eks_jobs.py",
+    "domain/nodes/eks_nodes.py",
+    "domain/jobs/eks_jobs.py",
     "models/kubernetes.py",
 )
 # The functions' environment as the tests give it (tests/fakes.py: one copy of what Settings reads).

@@ -25,7 +25,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "layers" / "recovery_core"), str(ROOT / "training"), str(ROOT / "agent")]
 
-from hyperpod_recovery.domain.durations import format_duration  # noqa: E402
+from hyperpod_recovery.domain.record.durations import format_duration  # noqa: E402
 from sandbox.runner import DrillRunner  # noqa: E402
 from sandbox.scenario import load_scenario, with_changes  # noqa: E402
 

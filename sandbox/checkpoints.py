@@ -8,7 +8,7 @@ from typing import Any
 
 from hyperpod_recovery.adapters.checkpoints import S3CheckpointStore
 from hyperpod_recovery.checkpointing.commit import commit_checkpoint
-from hyperpod_recovery.domain.checkpoints import split_s3_uri
+from hyperpod_recovery.domain.checkpoints.discovery import split_s3_uri
 from hyperpod_recovery.models.manifest import MANIFEST_NAME, CheckpointLayout, step_dir
 from sandbox.scenario import CheckpointSpec, JobSpec, expand_range
 

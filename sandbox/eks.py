@@ -43,7 +43,12 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from hyperpod_recovery.domain.eks_jobs import CHECKPOINT_ANNOTATION, ELASTIC_ANNOTATION, JOB_NAME_ANNOTATION, RESUBMITTED_FROM_ANNOTATION
+from hyperpod_recovery.domain.jobs.eks_jobs import (
+    CHECKPOINT_ANNOTATION,
+    ELASTIC_ANNOTATION,
+    JOB_NAME_ANNOTATION,
+    RESUBMITTED_FROM_ANNOTATION,
+)
 from hyperpod_recovery.errors import KubeAccessDenied, KubeConflict, KubeThrottled, KubeUnavailable
 from hyperpod_recovery.models.kubernetes import HEALTH_STATUS_LABEL, KUEUE_QUEUE_LABEL, OPT_IN_ANNOTATION, node_name_for_instance
 from hyperpod_recovery.models.progress import PROGRESS_TABLE_ENV

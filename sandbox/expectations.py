@@ -39,7 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StringConstraints
 from hyperpod_recovery.vocabulary import Outcome
 
 Phrase = Annotated[str, StringConstraints(min_length=1, strip_whitespace=True)]
-# The outcomes whose page says ACTION NEEDED (domain/notification.py's headlines).
+# The outcomes whose page says ACTION NEEDED (domain/messages/notification.py's headlines).
 NEEDS_A_HUMAN: tuple[Outcome, ...] = ("escalated", "capped", "stale", "aborted", "failed")
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hyperpod_recovery.domain.safety import SafetyPolicy
+from hyperpod_recovery.domain.policy.safety import SafetyPolicy
 from sandbox.scenario import Scenario, load_scenario, with_changes
 from sandbox.template import load_template
 

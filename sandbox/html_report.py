@@ -12,7 +12,7 @@ import math
 from html import escape
 from typing import Any
 
-from hyperpod_recovery.domain.durations import format_duration, offset_text
+from hyperpod_recovery.domain.record.durations import format_duration, offset_text
 from hyperpod_recovery.vocabulary import Outcome, PhaseName
 from sandbox.report import (
     RUN_SHOWN,

@@ -452,7 +452,7 @@ class FakeKube:
         return self.add_node(node_name_for_instance(instance_id), instance_id=instance_id, **kwargs)
 
     def provider_id(self, instance_id: str) -> str:
-        """HyperPod's providerID for its node of ``instance_id`` (domain/eks_provider_id.py): the zone
+        """HyperPod's providerID for its node of ``instance_id`` (domain/nodes/eks_provider_id.py): the zone
         id and the cluster id, then the instance, as a live cluster shows them."""
         return f"aws:///{self.zone_id}/sagemaker/cluster/hyperpod-{self.cluster_id}-{instance_id}"
 

@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import re
 
-from hyperpod_recovery.domain.fates import acted, copy_label, job_label
-from hyperpod_recovery.domain.verdict_notice import OPERATOR_JOB_KIND, job_named, orchestrator_of, verdict_id
+from hyperpod_recovery.domain.messages.verdict_notice import OPERATOR_JOB_KIND, job_named, orchestrator_of, verdict_id
+from hyperpod_recovery.domain.record.fates import acted, copy_label, job_label
 from hyperpod_recovery.models.hangs import RecordedVerdict
 from hyperpod_recovery.models.kubernetes import node_name_for_instance
 from hyperpod_recovery.models.records import IncidentRecord, JobFate
@@ -158,7 +158,7 @@ def _restart_claims(record: IncidentRecord, own: str) -> list[str]:
     return found
 
 
-# --- a verdict notice (domain/verdict_notice.py): HyperPod's own detector spoke; we only observed ---
+# --- a verdict notice (domain/messages/verdict_notice.py): HyperPod's own detector spoke; we only observed ---
 SLURM_JOB_ARGUMENTS = [re.compile(r"scontrol show job (\S+)"), re.compile(r"sacct -j (\S+)"), re.compile(r"squeue -j (\S+)")]
 KUBECTL_JOB = re.compile(r"kubectl -n (\S+) (?:get|describe) (\S+) (\S+)")
 VERDICT_IDS = re.compile(r"verdicts (?:confirm|reject) (\S+)")

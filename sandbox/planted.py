@@ -8,7 +8,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from hyperpod_recovery.domain.wire import chat_notification, pager_event
+from hyperpod_recovery.domain.messages.wire import chat_notification, pager_event
 from sandbox.slurm import DATA_LOADER_STACK
 
 # AWS's documented example secret key (never a real one), and an API token of Hugging Face's shape.

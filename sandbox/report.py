@@ -25,10 +25,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hyperpod_recovery.adapters.ledger import DynamoLedger
-from hyperpod_recovery.domain.durations import format_duration
-from hyperpod_recovery.domain.eks_jobs import RESUBMITTED_FROM_ANNOTATION
-from hyperpod_recovery.domain.fates import job_label
-from hyperpod_recovery.domain.verdict_notice import verdict_id
+from hyperpod_recovery.domain.jobs.eks_jobs import RESUBMITTED_FROM_ANNOTATION
+from hyperpod_recovery.domain.messages.verdict_notice import verdict_id
+from hyperpod_recovery.domain.record.durations import format_duration
+from hyperpod_recovery.domain.record.fates import job_label
 from hyperpod_recovery.models.hangs import RecordedVerdict
 from hyperpod_recovery.models.manifest import RESUME_STEP_ENV
 from hyperpod_recovery.models.records import IncidentRecord, JobFate

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from hyperpod_recovery.domain.eks_jobs import JOB_NAME_ANNOTATION
+from hyperpod_recovery.domain.jobs.eks_jobs import JOB_NAME_ANNOTATION
 from hyperpod_recovery.models.manifest import RESUME_STEP_ENV
 from sandbox.checkpoints import write_checkpoint_step
 from sandbox.scenario import JobSpec

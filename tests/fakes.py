@@ -17,14 +17,15 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from hyperpod_recovery.config import Settings
-from hyperpod_recovery.domain.freshness import EventAgeLimits
-from hyperpod_recovery.domain.replace import chunked
+from hyperpod_recovery.domain.intake.freshness import EventAgeLimits
+from hyperpod_recovery.domain.nodes.replace import chunked
 from hyperpod_recovery.errors import CheckpointWriteConflict, LedgerUnavailable
 from hyperpod_recovery.models.cluster import BatchOutcome, ClusterInfo, ClusterNode, InstanceGroupInfo
 from hyperpod_recovery.models.commands import CommandEnvelope, CommandReply, JobSpec
 from hyperpod_recovery.models.events import ExecutionStatusDetail
 from hyperpod_recovery.models.job_nodes import JobNodes
 from hyperpod_recovery.models.job_recovery import RestartEntry
+from hyperpod_recovery.models.node_recovery import ReplaceFailure
 from hyperpod_recovery.models.progress import ProgressReport
 from hyperpod_recovery.models.progress_memory import JobMemory, Sighting, epoch_ms
 from hyperpod_recovery.models.records import (
@@ -38,7 +39,6 @@ from hyperpod_recovery.models.records import (
     RejoinWait,
     ResubmissionClaim,
 )
-from hyperpod_recovery.models.workflow import ReplaceFailure
 from hyperpod_recovery.ports import ClosedExecution, Listing, ResubmissionSeen, ResubmissionsRead, StartOutcome
 from hyperpod_recovery.runtime import Dependencies
 

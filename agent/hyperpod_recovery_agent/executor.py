@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from hyperpod_recovery.domain.redact import redact_within
+from hyperpod_recovery.domain.record.redact import redact_within
 from hyperpod_recovery.errors import ControllerAgentError, InvalidCommand, JobSpecUnavailable, OldJobNotStopped
 from hyperpod_recovery.models.commands import (
     COMMAND_TYPES,

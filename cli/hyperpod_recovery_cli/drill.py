@@ -33,8 +33,8 @@ from typing import Any, TextIO
 from pydantic import ValidationError
 
 from hyperpod_recovery.adapters.ledger import DynamoLedger
-from hyperpod_recovery.domain.durations import format_duration, offset_text
-from hyperpod_recovery.domain.phases import phases_from_states
+from hyperpod_recovery.domain.record.durations import format_duration, offset_text
+from hyperpod_recovery.domain.record.phases import phases_from_states
 from hyperpod_recovery.errors import RecoveryError
 from hyperpod_recovery.models.common import JOB_ID_PATTERN, NODE_ID_PATTERN
 from hyperpod_recovery.models.records import AuditEntry, IncidentRecord
@@ -305,7 +305,7 @@ def _at(seconds: float) -> str:
 
 def phases_from_history(events: list[dict[str, Any]]) -> list[Phase]:
     """The execution's phases so far, in seconds since it started: the phases Reconcile Execution
-    reads back from a history (domain/phases.py), so the drill and the incident record agree."""
+    reads back from a history (domain/record/phases.py), so the drill and the incident record agree."""
     if not events:
         return []
     started = events[0]["timestamp"]

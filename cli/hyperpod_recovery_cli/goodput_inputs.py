@@ -20,7 +20,7 @@ from pydantic import ValidationError
 
 from hyperpod_recovery.adapters.hyperpod import HyperPodCluster
 from hyperpod_recovery.adapters.ledger import DynamoLedger
-from hyperpod_recovery.domain.checkpoints import list_all, parse_manifest, schema_problem, split_s3_uri
+from hyperpod_recovery.domain.checkpoints.discovery import list_all, parse_manifest, schema_problem, split_s3_uri
 from hyperpod_recovery.models.manifest import MANIFEST_NAME, MAX_MANIFEST_BYTES, step_dir, step_of_folder
 from hyperpod_recovery.ports import CheckpointReader
 from hyperpod_recovery_cli.inputs import InputRefused, one_line

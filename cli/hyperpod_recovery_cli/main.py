@@ -84,7 +84,7 @@ from pydantic import ValidationError
 import hyperpod_recovery
 from hyperpod_recovery.adapters.ledger import DynamoLedger
 from hyperpod_recovery.checkpointing import Checkpoints, check_bucket_of, job_name
-from hyperpod_recovery.domain.checkpoints import schema_problem
+from hyperpod_recovery.domain.checkpoints.discovery import schema_problem
 from hyperpod_recovery.errors import (
     CheckpointCommitRefused,
     CheckpointStoreUnavailable,

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from hyperpod_recovery.domain.assess import group_roles
+from hyperpod_recovery.domain.nodes.assess import group_roles
 from hyperpod_recovery.errors import NodeRoleUnknown
 from hyperpod_recovery.models.cluster import ClusterInfo, ClusterNode
 from hyperpod_recovery.models.commands import AgentCheckResult, RunningJob
@@ -188,7 +188,7 @@ def check_node_recovery(cluster: ClusterInfo) -> Finding:
 
 
 def check_node_roles(cluster: ClusterInfo, nodes: Sequence[ClusterNode], controller_groups: list[str], login_groups: list[str]) -> Finding:
-    """The roles the pipeline will give each instance group (domain.assess.group_roles, the same call)."""
+    """The roles the pipeline will give each instance group (domain.nodes.assess.group_roles, the same call)."""
     if cluster.orchestrator == "eks":  # (EKS runs the control plane: every instance group is a worker group)
         groups = ", ".join(f"{g} ({sum(1 for n in nodes if n.instance_group == g)} node(s))" for g in sorted(cluster.groups)) or "none"
         return Finding("node-roles", "pass", f"EKS worker groups: {groups}; the control plane is EKS's own, never a node here")

@@ -1,7 +1,7 @@
 """Apply Safety Policy: circuit breaker, repeat offenders, cluster cap, before anything destructive."""
 
 from hyperpod_recovery.metric_names import BREAKER_TRIPPED
-from hyperpod_recovery.models.workflow import ApplySafetyPolicyInput
+from hyperpod_recovery.models.node_recovery import ApplySafetyPolicyInput
 from hyperpod_recovery.runtime import Dependencies, workflow_step
 from hyperpod_recovery.steps.apply_safety_policy import apply_safety_policy
 

@@ -1,6 +1,6 @@
 """Assess Nodes: DescribeCluster + ListClusterNodes; skip controller/login nodes; map to the orchestrator's names."""
 
-from hyperpod_recovery.models.workflow import AssessNodesInput
+from hyperpod_recovery.models.node_recovery import AssessNodesInput
 from hyperpod_recovery.runtime import Dependencies, workflow_step
 from hyperpod_recovery.steps.assess_nodes import assess_nodes
 

@@ -1,6 +1,6 @@
 """Check Other Recovery: has the incident holding the job's nodes recorded its outcome? (bounded wait)"""
 
-from hyperpod_recovery.domain.limits import rejoin_wait_bounds, rejoin_window_seconds
+from hyperpod_recovery.domain.policy.limits import rejoin_wait_bounds, rejoin_window_seconds
 from hyperpod_recovery.models.job_recovery import CheckOtherRecoveryInput
 from hyperpod_recovery.runtime import Dependencies, workflow_step
 from hyperpod_recovery.steps.check_other_recovery import check_other_recovery

@@ -1,6 +1,6 @@
 """Check Shrunk Jobs: each shrunk job grows back now, waits for its next checkpoint, or stays shrunk."""
 
-from hyperpod_recovery.models.workflow import CheckShrunkJobsInput
+from hyperpod_recovery.models.node_recovery import CheckShrunkJobsInput
 from hyperpod_recovery.runtime import Dependencies, workflow_step
 from hyperpod_recovery.steps.check_shrunk_jobs import check_shrunk_jobs
 

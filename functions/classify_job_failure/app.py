@@ -1,7 +1,7 @@
 """Classify Failure: node-caused, application, or left alone (ListClusterNodes + Slurm's node states);
 for a hang: still stuck (the job's progress read again), its suspects, or cleared by itself."""
 
-from hyperpod_recovery.domain.limits import node_recovery_time_bound_seconds
+from hyperpod_recovery.domain.policy.limits import node_recovery_time_bound_seconds
 from hyperpod_recovery.models.job_recovery import ClassifyJobFailureInput
 from hyperpod_recovery.runtime import Dependencies, workflow_step
 from hyperpod_recovery.steps.classify_job_failure import classify_job_failure

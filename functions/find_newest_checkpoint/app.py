@@ -1,7 +1,7 @@
 """Find Newest Checkpoint: per affected job, the newest checkpoint whose manifest verifies, and
 for an elastic job whether it shrinks now or waits for its replacement."""
 
-from hyperpod_recovery.models.workflow import FindNewestCheckpointInput
+from hyperpod_recovery.models.node_recovery import FindNewestCheckpointInput
 from hyperpod_recovery.runtime import Dependencies, workflow_step
 from hyperpod_recovery.steps.find_newest_checkpoint import ElasticSettings, find_newest_checkpoint
 

@@ -1,7 +1,7 @@
 """Record Outcome / Escalate Incident / Record Duplicate / Record Rejection: ledger + SNS."""
 
 from hyperpod_recovery.metric_names import NODE_OUTCOMES
-from hyperpod_recovery.models.workflow import RecordOutcomeInput
+from hyperpod_recovery.models.node_recovery import RecordOutcomeInput
 from hyperpod_recovery.observability import publish_outcome
 from hyperpod_recovery.runtime import Dependencies, workflow_step
 from hyperpod_recovery.steps.record_outcome import record_outcome

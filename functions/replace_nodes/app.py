@@ -1,7 +1,7 @@
 """Replace Nodes: BatchRebootClusterNodes or BatchReplaceClusterNodes per node (the ladder), 25 per call."""
 
 from hyperpod_recovery.metric_names import NODES_REPLACE_FAILED, NODES_REPLACE_INITIATED
-from hyperpod_recovery.models.workflow import ReplaceNodesInput
+from hyperpod_recovery.models.node_recovery import ReplaceNodesInput
 from hyperpod_recovery.runtime import Dependencies, workflow_step
 from hyperpod_recovery.steps.replace_nodes import replace_nodes
 
@@ -13,7 +13,7 @@ def lambda_handler(step: ReplaceNodesInput, deps: Dependencies):
         step,
         cluster=deps.cluster,
         ledger=deps.ledger,
-        first_check_after_seconds=settings.rejoin_waits[0],  # derived: within the history budget (domain/limits.py)
+        first_check_after_seconds=settings.rejoin_waits[0],  # derived: within the history budget (domain/policy/limits.py)
         deadline_seconds=settings.rejoin_deadline_seconds,
         reboot_deadline_seconds=settings.reboot_deadline_seconds,
         expected_replacement_seconds=settings.expected_replacement_seconds,

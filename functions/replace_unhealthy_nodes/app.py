@@ -1,7 +1,7 @@
 """Replace Unhealthy Nodes: BatchReplaceClusterNodes, once, on each repair that failed the health gate."""
 
 from hyperpod_recovery.metric_names import NODES_REPLACE_INITIATED
-from hyperpod_recovery.models.workflow import ReplaceUnhealthyNodesInput
+from hyperpod_recovery.models.node_recovery import ReplaceUnhealthyNodesInput
 from hyperpod_recovery.runtime import Dependencies, workflow_step
 from hyperpod_recovery.steps.replace_unhealthy_nodes import replace_unhealthy_nodes
 
@@ -13,7 +13,7 @@ def lambda_handler(step: ReplaceUnhealthyNodesInput, deps: Dependencies):
         step,
         cluster=deps.cluster,
         ledger=deps.ledger,
-        first_check_after_seconds=settings.rejoin_waits[0],  # derived: within the history budget (domain/limits.py)
+        first_check_after_seconds=settings.rejoin_waits[0],  # derived: within the history budget (domain/policy/limits.py)
         deadline_seconds=settings.rejoin_deadline_seconds,
         expected_replacement_seconds=settings.expected_replacement_seconds,
         now=deps.now(),

@@ -1,6 +1,6 @@
 """Resubmit Job: claim the job in the ledger (once per job), then ask the agent to resubmit it."""
 
-from hyperpod_recovery.models.workflow import ResubmitJobInput
+from hyperpod_recovery.models.node_recovery import ResubmitJobInput
 from hyperpod_recovery.runtime import Dependencies, workflow_step
 from hyperpod_recovery.steps.resubmit_job import resubmit_job
 

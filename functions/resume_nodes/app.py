@@ -1,6 +1,6 @@
 """Resume Nodes: ask the agent to resume the replaced nodes we drained (our drain tag only)."""
 
-from hyperpod_recovery.models.workflow import ResumeNodesInput
+from hyperpod_recovery.models.node_recovery import ResumeNodesInput
 from hyperpod_recovery.runtime import Dependencies, workflow_step
 from hyperpod_recovery.steps.resume_nodes import resume_nodes
 

@@ -3,7 +3,7 @@
 from aws_lambda_powertools.metrics import MetricUnit
 
 from hyperpod_recovery.metric_names import RECOVERIES_STARTED
-from hyperpod_recovery.models.workflow import ValidateRequestInput
+from hyperpod_recovery.models.node_recovery import ValidateRequestInput
 from hyperpod_recovery.observability import metrics
 from hyperpod_recovery.runtime import Dependencies, workflow_step
 from hyperpod_recovery.steps.validate_request import validate_request

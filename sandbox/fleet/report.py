@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hyperpod_recovery.adapters.ledger import DynamoLedger
-from hyperpod_recovery.domain.severity import severity_of
+from hyperpod_recovery.domain.messages.severity import severity_of
 from hyperpod_recovery.models.records import IncidentRecord
 from sandbox.fleet.cost import lambda_memory_mb, monthly_cost, price_table
 from sandbox.fleet.series import fleet_series

@@ -27,7 +27,7 @@ from hyperpod_recovery.adapters.notifier import SnsNotifier
 from hyperpod_recovery.adapters.slurm_agent import SlurmAgentOrchestrator
 from hyperpod_recovery.adapters.sqs import DeadLetterQueue, SqsQueue
 from hyperpod_recovery.adapters.stepfunctions import StepFunctions
-from hyperpod_recovery.domain.checkpoints import list_all
+from hyperpod_recovery.domain.checkpoints.discovery import list_all
 from hyperpod_recovery.errors import (
     CheckpointUnreadable,
     CheckpointWriteConflict,

@@ -13,10 +13,10 @@ import pytest
 from moto import mock_aws
 
 from hyperpod_recovery.adapters.hyperpod import HyperPodCluster
-from hyperpod_recovery.domain.assess import assess_nodes as assess_domain
-from hyperpod_recovery.domain.assess import counted_compute_nodes, describe_each, listing_pages
+from hyperpod_recovery.domain.nodes.assess import assess_nodes as assess_domain
+from hyperpod_recovery.domain.nodes.assess import counted_compute_nodes, describe_each, listing_pages
 from hyperpod_recovery.models.cluster import ClusterInfo, ClusterNode, InstanceGroupInfo
-from hyperpod_recovery.models.workflow import AssessNodesInput
+from hyperpod_recovery.models.node_recovery import AssessNodesInput
 from hyperpod_recovery.steps.assess_nodes import assess_nodes
 from sandbox.hyperpod import serve
 from tests.contract.test_rejoin_cost import REGION, _fleet

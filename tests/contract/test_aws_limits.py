@@ -29,8 +29,10 @@ from moto.events.models import EventPattern
 from pydantic import ValidationError
 
 from hyperpod_recovery.config import Settings
-from hyperpod_recovery.domain.cadence import next_wait_seconds
-from hyperpod_recovery.domain.limits import (
+from hyperpod_recovery.domain.intake.normalize import GuardedCluster
+from hyperpod_recovery.domain.nodes.cadence import next_wait_seconds
+from hyperpod_recovery.domain.nodes.rejoin import MAX_BOOT_READINGS
+from hyperpod_recovery.domain.policy.limits import (
     EXECUTION_HISTORY_EVENTS,
     MAX_EVENT_WAKES,
     MAX_GATE_REPLACEMENTS,
@@ -42,10 +44,8 @@ from hyperpod_recovery.domain.limits import (
     rejoin_wait_bounds,
     rejoin_window_seconds,
 )
-from hyperpod_recovery.domain.normalize import GuardedCluster
-from hyperpod_recovery.domain.rejoin import MAX_BOOT_READINGS
 from hyperpod_recovery.models.common import MAX_JOBS_PER_INCIDENT
-from hyperpod_recovery.models.workflow import MAX_GROW_BACK_CHECKS, MAX_SHRUNK_JOBS_PER_INCIDENT, CheckpointPlan
+from hyperpod_recovery.models.node_recovery import MAX_GROW_BACK_CHECKS, MAX_SHRUNK_JOBS_PER_INCIDENT, CheckpointPlan
 from sandbox.template import Resolver, load_template
 from tests.conftest import ROOT, load_event
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from hyperpod_recovery.domain.advice import ERROR_MEANING
+from hyperpod_recovery.domain.messages.advice import ERROR_MEANING
 from sandbox.template import load_template
 from tests.conftest import ROOT
 
@@ -43,7 +43,7 @@ def test_given_both_orchestrators_the_template_allows_when_the_runbook_describes
 
 
 def test_given_an_unsupported_orchestrator_escalation_when_a_human_reads_what_to_do_then_it_names_the_parameters_to_redeploy_with() -> None:
-    # The error means "not the orchestrator the stack was deployed for" (domain/assess.py), not a
+    # The error means "not the orchestrator the stack was deployed for" (domain/nodes/assess.py), not a
     # release that recovers one orchestrator only.
     row = next(line for line in RUNBOOK.splitlines() if line.startswith("| `UnsupportedOrchestrator` |"))
     for text in (ERROR_MEANING["UnsupportedOrchestrator"], row):

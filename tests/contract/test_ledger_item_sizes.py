@@ -25,14 +25,14 @@ import pytest
 from moto import mock_aws
 
 from hyperpod_recovery.adapters.ledger import DynamoLedger
-from hyperpod_recovery.domain.incident import conclude
-from hyperpod_recovery.domain.node_incident import NODE_INCIDENT
+from hyperpod_recovery.domain.record.incident import conclude
+from hyperpod_recovery.domain.record.node_incident import NODE_INCIDENT
 from hyperpod_recovery.models.commands import CommandReply, CordonResult, JobSpec
 from hyperpod_recovery.models.common import MAX_JOBS_PER_INCIDENT, MAX_NODES_PER_REQUEST
 from hyperpod_recovery.models.job_recovery import RestartEntry
 from hyperpod_recovery.models.kubernetes import KubeJobRef
+from hyperpod_recovery.models.node_recovery import OutcomeResult, RecordOutcomeInput, StepError
 from hyperpod_recovery.models.records import BREAKER_HISTORY, BreakerState, RecoveryLogEntry, RejoinWait
-from hyperpod_recovery.models.workflow import OutcomeResult, RecordOutcomeInput, StepError
 from sandbox.template import load_template
 from tests.conftest import ROOT
 from tests.contract.test_adapter_contracts import REGION, _ledger_table

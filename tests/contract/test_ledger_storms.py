@@ -22,8 +22,8 @@ from moto import mock_aws
 from hyperpod_recovery.adapters.ledger import DynamoLedger
 from hyperpod_recovery.errors import LedgerUnavailable
 from hyperpod_recovery.models.job_recovery import RestartEntry
+from hyperpod_recovery.models.node_recovery import ApplySafetyPolicyInput
 from hyperpod_recovery.models.records import BreakerState, RecoveryLogEntry, RejoinWait
-from hyperpod_recovery.models.workflow import ApplySafetyPolicyInput
 from hyperpod_recovery.steps.apply_safety_policy import apply_safety_policy
 from tests.contract.test_adapter_contracts import REGION, _ledger_table
 from tests.fakes import CLUSTER, T0

@@ -15,7 +15,7 @@ import pytest
 from pydantic import ValidationError
 
 from hyperpod_recovery.checkpointing.commit import commit_checkpoint
-from hyperpod_recovery.domain.checkpoints import find_newest_verified, verify_checkpoint
+from hyperpod_recovery.domain.checkpoints.discovery import find_newest_verified, verify_checkpoint
 from hyperpod_recovery.models.manifest import MANIFEST_SCHEMA, MANIFEST_SCHEMA_V1_1, CheckpointLayout, CheckpointManifest
 from tests.fakes import FakeCheckpointStore
 

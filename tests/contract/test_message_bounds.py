@@ -9,8 +9,8 @@ from datetime import timedelta
 
 import pytest
 
-from hyperpod_recovery.domain.advice import Deployment
-from hyperpod_recovery.domain.notification import notification
+from hyperpod_recovery.domain.messages.advice import Deployment
+from hyperpod_recovery.domain.messages.notification import notification
 from hyperpod_recovery.models.common import MAX_JOBS_PER_INCIDENT, MAX_NODES_PER_REQUEST
 from hyperpod_recovery.models.records import IncidentRecord, JobFate, NodeFate, TimelineEntry
 from tests.fakes import T0

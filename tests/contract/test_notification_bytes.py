@@ -32,10 +32,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hyperpod_recovery.adapters.notifier import SnsNotifier
-from hyperpod_recovery.domain.advice import Deployment
-from hyperpod_recovery.domain.notification import notification
-from hyperpod_recovery.domain.severity import severity_of
-from hyperpod_recovery.domain.wire import put_events_entry_size
+from hyperpod_recovery.domain.messages.advice import Deployment
+from hyperpod_recovery.domain.messages.notification import notification
+from hyperpod_recovery.domain.messages.severity import severity_of
+from hyperpod_recovery.domain.messages.wire import put_events_entry_size
 from hyperpod_recovery.errors import NotifierUnavailable
 from hyperpod_recovery.metric_names import NOTIFICATION_FAILURES
 from hyperpod_recovery.models.records import IncidentRecord

@@ -13,7 +13,7 @@ import pytest
 from botocore.exceptions import ClientError, ReadTimeoutError
 
 from hyperpod_recovery.adapters.notifier import ATTEMPT_WORST_SECONDS, SEND_BUDGET_SECONDS, SnsNotifier
-from hyperpod_recovery.domain.advice import Deployment
+from hyperpod_recovery.domain.messages.advice import Deployment
 from tests.contract.test_notification_bytes import BUS, CHAT, ESCALATION, STACK, TOPIC
 
 

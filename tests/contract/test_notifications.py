@@ -3,7 +3,7 @@
 - template.yaml: which resources each combination of the optional parameters creates, and with what
   properties; IAM (the channel role, its guardrail, the pager's invoke role, the publishers); the
   KMS grants every publisher of the chat topic needs; no secret in a parameter value or an output.
-- domain/severity.py: which outcome reaches which channel, for every outcome the code has.
+- domain/messages/severity.py: which outcome reaches which channel, for every outcome the code has.
 - adapters/notifier.py: the chat copy against Chatbot's documented custom notification schema, the
   page against PagerDuty's Events API v2, and what the adapter really sends (moto's SNS and
   EventBridge, the template's own rule pattern).
@@ -27,9 +27,9 @@ from moto import mock_aws
 
 from hyperpod_recovery.adapters.notifier import SnsNotifier
 from hyperpod_recovery.config import Settings
-from hyperpod_recovery.domain.notification import HEADLINES, notification
-from hyperpod_recovery.domain.severity import CHANNELS, INFORMING_OUTCOMES, PAGING_OUTCOMES, SEVERITIES, channels_of, severity_of
-from hyperpod_recovery.domain.wire import CHAT_SECTION_CHARACTERS, PAGER_EVENT_SOURCE, chat_notification, pager_event
+from hyperpod_recovery.domain.messages.notification import HEADLINES, notification
+from hyperpod_recovery.domain.messages.severity import CHANNELS, INFORMING_OUTCOMES, PAGING_OUTCOMES, SEVERITIES, channels_of, severity_of
+from hyperpod_recovery.domain.messages.wire import CHAT_SECTION_CHARACTERS, PAGER_EVENT_SOURCE, chat_notification, pager_event
 from hyperpod_recovery.errors import NotifierUnavailable
 from hyperpod_recovery.models.records import IncidentRecord, JobFate, TimelineEntry
 from hyperpod_recovery.vocabulary import OUTCOMES

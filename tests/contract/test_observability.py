@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from hyperpod_recovery import errors, metric_names
-from hyperpod_recovery.domain.advice import ERROR_MEANING as NEXT_STEPS
+from hyperpod_recovery.domain.messages.advice import ERROR_MEANING as NEXT_STEPS
 from sandbox.template import Resolver, load_template
 from tests.conftest import ROOT
 

@@ -1,5 +1,5 @@
 """Every file a comment, a docstring or a doc points to exists: a newcomer following
-``see domain/incident.py`` finds it. (docs/decisions.md is a log: it names files as they were.)"""
+``see domain/record/incident.py`` finds it. (docs/decisions.md is a log: it names files as they were.)"""
 
 from __future__ import annotations
 

@@ -13,9 +13,9 @@ import pytest
 from moto import mock_aws
 
 from hyperpod_recovery.adapters.hyperpod import HyperPodCluster
-from hyperpod_recovery.domain.replace import classify_replacements
+from hyperpod_recovery.domain.nodes.replace import classify_replacements
 from hyperpod_recovery.models.cluster import BatchOutcome
-from hyperpod_recovery.models.workflow import CheckRejoinInput, NodeTarget
+from hyperpod_recovery.models.node_recovery import CheckRejoinInput, NodeTarget
 from hyperpod_recovery.steps.check_rejoin import check_rejoin
 from sandbox.hyperpod import HyperPodDouble, serve
 from sandbox.scenario import BehaviourSpec, ClusterSpec, InstanceGroupSpec

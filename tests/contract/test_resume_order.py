@@ -8,7 +8,7 @@ import copy
 import json
 from typing import Any
 
-from hyperpod_recovery.domain.reconcile import NODES_BACK_STATES, NODES_OUT_AGAIN_STATES
+from hyperpod_recovery.domain.record.reconcile import NODES_BACK_STATES, NODES_OUT_AGAIN_STATES
 from tests.conftest import ROOT
 
 NODE = json.loads((ROOT / "statemachines" / "node_recovery.asl.json").read_text())

@@ -20,8 +20,8 @@ import pytest
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from hyperpod_recovery.domain.normalize import REQUEST_REASON_BUDGET, group_triggers
-from hyperpod_recovery.domain.rejoin import MAX_BOOT_READINGS
+from hyperpod_recovery.domain.intake.normalize import REQUEST_REASON_BUDGET, group_triggers
+from hyperpod_recovery.domain.nodes.rejoin import MAX_BOOT_READINGS
 from hyperpod_recovery.models.commands import (
     UNHEALTHY_DETAILS_KEPT,
     BootTimesResult,
@@ -37,8 +37,7 @@ from hyperpod_recovery.models.common import MAX_JOBS_PER_INCIDENT, MAX_NODES_PER
 from hyperpod_recovery.models.job_recovery import JobWorkflowState
 from hyperpod_recovery.models.kubernetes import MAX_GRACE_SECONDS_CARRIED, KubeJobRef
 from hyperpod_recovery.models.manifest import CheckpointLayout
-from hyperpod_recovery.models.requests import MAX_REQUEST_BYTES, Trigger
-from hyperpod_recovery.models.workflow import (
+from hyperpod_recovery.models.node_recovery import (
     MAX_ELASTIC_DECISIONS,
     MAX_GROW_BACK_CHECKS,
     MAX_SHRUNK_JOBS_PER_INCIDENT,
@@ -60,6 +59,7 @@ from hyperpod_recovery.models.workflow import (
     WatchedNode,
     WorkflowState,
 )
+from hyperpod_recovery.models.requests import MAX_REQUEST_BYTES, Trigger
 from hyperpod_recovery.steps.find_newest_checkpoint import stop_only
 from tests.fakes import T0
 

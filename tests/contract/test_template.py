@@ -12,7 +12,7 @@ from moto.events.models import EventPattern
 
 from hyperpod_recovery import errors
 from hyperpod_recovery.config import Settings
-from hyperpod_recovery.domain.eks_grace import OLD_COPY_RETRY_ATTEMPTS, OLD_COPY_RETRY_INTERVAL_SECONDS, OLD_COPY_WAIT_SECONDS
+from hyperpod_recovery.domain.jobs.eks_grace import OLD_COPY_RETRY_ATTEMPTS, OLD_COPY_RETRY_INTERVAL_SECONDS, OLD_COPY_WAIT_SECONDS
 from hyperpod_recovery.models.job_nodes_item import partition_key
 from sandbox.template import Resolver, load_template
 from tests.conftest import ROOT, load_event
@@ -78,7 +78,7 @@ def test_on_eks_a_resubmission_waits_for_the_old_copys_pods_at_least_twice_kuber
 
 
 def test_the_wait_find_newest_checkpoint_plans_by_is_the_one_every_resubmitting_state_retries_for(asl: dict[str, Any]) -> None:
-    # Given the figures the planner compares a job's grace period with (domain/eks_grace.py: the one source)
+    # Given the figures the planner compares a job's grace period with (domain/jobs/eks_grace.py: the one source)
     resubmitting = [(name, s) for name, s in _states(asl) if name in ("Resubmit Job Now", "Resubmit Job", "Grow Back Job")]
     for name, state in resubmitting:
         (poll,) = [r for r in state["Retry"] if POLLED_ERROR in r["ErrorEquals"]]

@@ -11,11 +11,11 @@ import pytest
 from pydantic import ValidationError
 
 from hyperpod_recovery import errors
-from hyperpod_recovery.domain.advice import ERROR_MEANING as NEXT_STEPS
-from hyperpod_recovery.domain.notification import HEADLINES
-from hyperpod_recovery.domain.phases import PHASE_OF_STATE
+from hyperpod_recovery.domain.messages.advice import ERROR_MEANING as NEXT_STEPS
+from hyperpod_recovery.domain.messages.notification import HEADLINES
+from hyperpod_recovery.domain.record.phases import PHASE_OF_STATE
+from hyperpod_recovery.models.node_recovery import SafetyDecision
 from hyperpod_recovery.models.records import Phase
-from hyperpod_recovery.models.workflow import SafetyDecision
 from hyperpod_recovery.vocabulary import ORCHESTRATOR_PHASES, OUTCOMES, PHASES
 from sandbox.html_report import OUTCOME_COLORS, PHASE_COLORS
 

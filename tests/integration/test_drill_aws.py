@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from hyperpod_recovery.domain.phases import PHASE_OF_STATE
+from hyperpod_recovery.domain.record.phases import PHASE_OF_STATE
 from hyperpod_recovery_cli.drill import (
     DrillUsageError,
     Targets,

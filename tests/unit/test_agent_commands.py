@@ -28,7 +28,7 @@ from hyperpod_recovery.models.commands import (
     owner_tag,
 )
 from hyperpod_recovery.models.common import one_line
-from hyperpod_recovery.models.workflow import CordonNodesInput
+from hyperpod_recovery.models.node_recovery import CordonNodesInput
 from hyperpod_recovery.steps.cordon_nodes import cordon_nodes
 from hyperpod_recovery_agent.executor import CommandExecutor
 from hyperpod_recovery_agent.slurm import SlurmCli, SlurmUnreachable, parse_node_boots

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from hyperpod_recovery.domain.redact import CUT_MARKER
+from hyperpod_recovery.domain.record.redact import CUT_MARKER
 from hyperpod_recovery.errors import OldJobNotStopped
 from hyperpod_recovery.models.commands import (
     COMMAND_TYPES,

@@ -9,15 +9,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hyperpod_recovery.domain.assess import assess_nodes
-from hyperpod_recovery.domain.cadence import next_wait_seconds
-from hyperpod_recovery.domain.ladder import recommended_repair
-from hyperpod_recovery.domain.rejoin import observe_rejoin
-from hyperpod_recovery.domain.replace import chunked, classify_replacements
+from hyperpod_recovery.domain.nodes.assess import assess_nodes
+from hyperpod_recovery.domain.nodes.cadence import next_wait_seconds
+from hyperpod_recovery.domain.nodes.ladder import recommended_repair
+from hyperpod_recovery.domain.nodes.rejoin import observe_rejoin
+from hyperpod_recovery.domain.nodes.replace import chunked, classify_replacements
 from hyperpod_recovery.errors import NodeRoleUnknown, RejoinDeadlineExceeded, UnsupportedOrchestrator
 from hyperpod_recovery.models.cluster import BatchOutcome, ClusterNode
 from hyperpod_recovery.models.commands import BootTimesResult, CommandReply, NodeBoot
-from hyperpod_recovery.models.workflow import NodeTarget, ReplaceFailure
+from hyperpod_recovery.models.node_recovery import NodeTarget, ReplaceFailure
 from tests.fakes import T0, FakeCluster, FakeLedger, compute_node, node_id
 from tests.unit.test_steps import _request
 
@@ -279,13 +279,13 @@ def _trigger(node: str, reason: str) -> Any:
     ids=["hma-reboot", "hma-replace", "alarm-opts-in-by-name", "mixed-signals", "manual"],
 )
 def test_the_first_repair_follows_what_the_fault_asks_for(reasons: list[str], repair: str) -> None:
-    from hyperpod_recovery.domain.ladder import first_repair
+    from hyperpod_recovery.domain.nodes.ladder import first_repair
 
     assert first_repair(node_id(1), [_trigger(node_id(1), r) for r in reasons]) == repair
 
 
 def test_a_reboot_that_does_not_bring_the_node_back_is_replaced_once() -> None:
-    from hyperpod_recovery.models.workflow import CheckRejoinInput, RejoinWatch, WatchedNode
+    from hyperpod_recovery.models.node_recovery import CheckRejoinInput, RejoinWatch, WatchedNode
     from hyperpod_recovery.steps.check_rejoin import check_rejoin
 
     # Given node 1 rebooted at T0 and still in Failure at the reboot deadline

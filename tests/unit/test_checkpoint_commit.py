@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from hyperpod_recovery.checkpointing import Checkpoints, JobNameRequired
 from hyperpod_recovery.checkpointing.commit import advance_pointer, commit_checkpoint, encode_manifest
-from hyperpod_recovery.domain.checkpoints import find_newest_verified, verify_checkpoint
+from hyperpod_recovery.domain.checkpoints.discovery import find_newest_verified, verify_checkpoint
 from hyperpod_recovery.errors import CheckpointCommitRefused, CheckpointWriteConflict
 from hyperpod_recovery.models.manifest import (
     JOB_NAME_ENV,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from hyperpod_recovery.domain.checkpoints import INCOMPLETE, find_newest_verified
+from hyperpod_recovery.domain.checkpoints.discovery import INCOMPLETE, find_newest_verified
 from tests.fakes import FakeCheckpointStore
 
 BUCKET = "ckpt-bucket"

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hyperpod_recovery.checkpointing import Checkpoints, OtherJobs, bucket_name_problem, job_name
-from hyperpod_recovery.domain.checkpoints import split_s3_uri
+from hyperpod_recovery.domain.checkpoints.discovery import split_s3_uri
 from hyperpod_recovery.models.manifest import JOB_NAME_ENV, step_dir
 from tests.fakes import FakeCheckpointStore
 

@@ -1,4 +1,4 @@
-"""Newest verified checkpoint discovery (domain/checkpoints.py): a torn checkpoint or another job's is
+"""Newest verified checkpoint discovery (domain/checkpoints/discovery.py): a torn checkpoint or another job's is
 never chosen, a pointer is verified before it is trusted, nothing outside the job's prefix is followed,
 look-alike folders never hide a step, and the search costs O(log N) requests."""
 
@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from hyperpod_recovery.checkpointing.commit import commit_checkpoint
-from hyperpod_recovery.domain.checkpoints import (
+from hyperpod_recovery.domain.checkpoints.discovery import (
     INCOMPLETE,
     MAX_VERIFICATIONS,
     Listing,
@@ -26,7 +26,7 @@ from hyperpod_recovery.domain.checkpoints import (
 )
 from hyperpod_recovery.models.commands import JobSpec
 from hyperpod_recovery.models.manifest import MANIFEST_SCHEMA, POINTER_SCHEMA, step_dir
-from hyperpod_recovery.models.workflow import FindNewestCheckpointInput
+from hyperpod_recovery.models.node_recovery import FindNewestCheckpointInput
 from hyperpod_recovery.steps.find_newest_checkpoint import find_newest_checkpoint
 from tests.fakes import T0, FakeCheckpointStore
 

@@ -10,17 +10,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hyperpod_recovery.domain.advice import Deployment
-from hyperpod_recovery.domain.eks_jobs import UNKNOWN_FAILURE_EXIT_CODE, failed_exit_code
-from hyperpod_recovery.domain.job_failure import classify_failure
+from hyperpod_recovery.domain.jobs.eks_jobs import UNKNOWN_FAILURE_EXIT_CODE, failed_exit_code
+from hyperpod_recovery.domain.jobs.job_failure import classify_failure
+from hyperpod_recovery.domain.messages.advice import Deployment
 from hyperpod_recovery.errors import DoNotRequeue
 from hyperpod_recovery.models.cluster import ClusterNode
 from hyperpod_recovery.models.commands import CommandReply, JobSpec, JobSpecResult, NodeStatus
 from hyperpod_recovery.models.job_events import DO_NOT_REQUEUE_EXIT_CODE, JobFailedDetail
 from hyperpod_recovery.models.job_recovery import JobWorkflowState, RecordJobOutcomeInput
 from hyperpod_recovery.models.kubernetes import OPT_IN_ANNOTATION, KubeJobRef
+from hyperpod_recovery.models.node_recovery import StepError
 from hyperpod_recovery.models.requests import JobRecoveryRequest
-from hyperpod_recovery.models.workflow import StepError
 from hyperpod_recovery.steps.record_outcome import record_outcome
 from tests.fakes import CLUSTER, T0, FakeLedger, FakeNotifier, node_id
 from tests.unit.test_eks_job_recovery import _cluster, _poll

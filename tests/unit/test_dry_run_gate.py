@@ -19,9 +19,9 @@ from hyperpod_recovery.adapters.dry_run import DryRunCluster, DryRunLedger, DryR
 from hyperpod_recovery.clock import install_clock
 from hyperpod_recovery.models.commands import MUTATING_COMMANDS, JobRef
 from hyperpod_recovery.models.hangs import HangVerdict, RecordedVerdict
+from hyperpod_recovery.models.node_recovery import Assessment, NodeTarget, RejoinWatch, ResumePlan, WatchedNode
 from hyperpod_recovery.models.records import BreakerState, RecoveryLogEntry, RejoinWait
 from hyperpod_recovery.models.requests import JobRecoveryRequest, RecoveryRequest, Trigger
-from hyperpod_recovery.models.workflow import Assessment, NodeTarget, RejoinWatch, ResumePlan, WatchedNode
 from sandbox.aws import load_handler
 from tests.fakes import CLUSTER, T0, FakeCluster, FakeOrchestrator, compute_node, fake_dependencies, node_id
 
@@ -261,7 +261,7 @@ def test_a_dry_run_is_gated_once() -> None:
 
 # --- the Record steps: a drill's end settles nothing real and counts nowhere -------------------
 def _record_step(dry: bool, *, readable_request: bool = True) -> dict[str, Any]:
-    from hyperpod_recovery.models.workflow import LockResult, SafetyDecision
+    from hyperpod_recovery.models.node_recovery import LockResult, SafetyDecision
 
     assessment = Assessment.model_validate(_assessment())
     assessment = assessment.model_copy(update={"safety": SafetyDecision(at=T0, reserved=[node_id(1)], limit=10)})
@@ -297,9 +297,9 @@ UNGATED = {"ValidateRequestInput", "ValidateJobRequestInput", "FindNewestCheckpo
 def test_every_workflow_step_either_carries_its_request_or_is_known_to_change_nothing() -> None:
     import re
 
-    from hyperpod_recovery.models import job_recovery, preflight, workflow
+    from hyperpod_recovery.models import job_recovery, node_recovery, preflight
     from hyperpod_recovery.models.job_recovery import JobWorkflowState
-    from hyperpod_recovery.models.workflow import WorkflowState
+    from hyperpod_recovery.models.node_recovery import WorkflowState
     from tests.conftest import ROOT
 
     gated_by = (RecoveryRequest, JobRecoveryRequest, WorkflowState, JobWorkflowState)
@@ -308,7 +308,7 @@ def test_every_workflow_step_either_carries_its_request_or_is_known_to_change_no
         if match is None:
             continue
         name = match[1]
-        model = next(getattr(m, name) for m in (workflow, job_recovery, preflight) if hasattr(m, name))
+        model = next(getattr(m, name) for m in (node_recovery, job_recovery, preflight) if hasattr(m, name))
         fields = {key: field.annotation for key, field in model.model_fields.items()}
         carries = any(
             (isinstance(annotation, type) and issubclass(annotation, gated_by))

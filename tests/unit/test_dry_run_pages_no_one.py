@@ -12,11 +12,11 @@ from typing import Any, get_args
 
 import pytest
 
-from hyperpod_recovery.domain.severity import channels_of, severity_of
-from hyperpod_recovery.domain.verdict_notice import severity_of_notice
+from hyperpod_recovery.domain.messages.severity import channels_of, severity_of
+from hyperpod_recovery.domain.messages.verdict_notice import severity_of_notice
 from hyperpod_recovery.models.job_recovery import RecordJobOutcomeInput
+from hyperpod_recovery.models.node_recovery import RecordOutcomeInput, StepError
 from hyperpod_recovery.models.records import IncidentRecord, JobFate
-from hyperpod_recovery.models.workflow import RecordOutcomeInput, StepError
 from hyperpod_recovery.steps.record_outcome import record_outcome
 from hyperpod_recovery.vocabulary import OUTCOMES
 from tests.contract.test_notification_bytes import TOPIC, Events, Sns, _notifier
@@ -25,7 +25,7 @@ from tests.fakes import CLUSTER, T0, FakeLedger, node_id
 
 NODE_DISPOSITIONS = get_args(RecordOutcomeInput.model_fields["disposition"].annotation)
 JOB_DISPOSITIONS = get_args(RecordJobOutcomeInput.model_fields["disposition"].annotation)
-# (a job left with no copy pages whatever the outcome: domain/advice.py needs_a_human)
+# (a job left with no copy pages whatever the outcome: domain/messages/advice.py needs_a_human)
 ORPHAN = JobFate(job="1001", name="pretrain", fate="not_resubmitted", reason="no verified checkpoint")
 # The refusals a workflow records: the Validate steps' errors (Record Rejection, Record Stale Event).
 REFUSALS = {"rejected": "InvalidRecoveryRequest", "stale": "StaleEvent", "escalated": "ClusterCapReached"}

@@ -12,7 +12,7 @@ import pytest
 
 from hyperpod_recovery.errors import LedgerUnavailable, NotifierUnavailable
 from hyperpod_recovery.models.job_recovery import RecordJobOutcomeInput
-from hyperpod_recovery.models.workflow import ApplySafetyPolicyInput, OutcomeResult, RecordOutcomeInput, StepError, WorkflowState
+from hyperpod_recovery.models.node_recovery import ApplySafetyPolicyInput, OutcomeResult, RecordOutcomeInput, StepError, WorkflowState
 from hyperpod_recovery.steps.apply_safety_policy import apply_safety_policy
 from hyperpod_recovery.steps.record_outcome import NOTIFICATION, record_outcome
 from tests.fakes import CLUSTER, T0, FakeLedger, FakeNotifier

@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hyperpod_recovery.adapters.eks_orchestrator import EksOrchestrator
-from hyperpod_recovery.domain.eks_jobs import (
+from hyperpod_recovery.domain.jobs.eks_jobs import (
     ELASTIC_ANNOTATION,
     STOPPED_FOR_ANNOTATION,
     UnsizableJob,
@@ -25,7 +25,7 @@ from hyperpod_recovery.errors import InvalidCommand
 from hyperpod_recovery.models.commands import CheckpointRef, CordonNodes, JobRef, JobSpec, ResubmitJob, ResubmitResult
 from hyperpod_recovery.models.elastic import ElasticPolicy
 from hyperpod_recovery.models.kubernetes import OPT_IN_ANNOTATION, KubeJobRef
-from hyperpod_recovery.models.workflow import ElasticDecision, ResubmitJobInput, ResumePlan
+from hyperpod_recovery.models.node_recovery import ElasticDecision, ResubmitJobInput, ResumePlan
 from hyperpod_recovery.steps.resubmit_job import resubmit_job
 from sandbox.kube import FakeKube
 from tests.fakes import CLUSTER, T0, FakeLedger, FakeOrchestrator

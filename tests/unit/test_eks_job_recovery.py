@@ -10,9 +10,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from hyperpod_recovery.adapters.eks_orchestrator import EksOrchestrator
-from hyperpod_recovery.domain.eks_jobs import job_spec_of
-from hyperpod_recovery.domain.job_failure import faulty_nodes
-from hyperpod_recovery.domain.normalize import GuardedCluster
+from hyperpod_recovery.domain.intake.normalize import GuardedCluster
+from hyperpod_recovery.domain.jobs.eks_jobs import job_spec_of
+from hyperpod_recovery.domain.jobs.job_failure import faulty_nodes
 from hyperpod_recovery.errors import StartExecutionFailed
 from hyperpod_recovery.models.cluster import ClusterNode
 from hyperpod_recovery.models.commands import CaptureJobSpec, CordonNodes, NodeStates

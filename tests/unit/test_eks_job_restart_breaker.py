@@ -10,12 +10,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from hyperpod_recovery.domain.job_failure import RestartPolicy
-from hyperpod_recovery.domain.safety import SafetyPolicy
+from hyperpod_recovery.domain.jobs.job_failure import RestartPolicy
+from hyperpod_recovery.domain.policy.safety import SafetyPolicy
 from hyperpod_recovery.models.commands import CheckpointRef, JobRef, JobSpec
 from hyperpod_recovery.models.job_recovery import FailureClassification, PlanJobRestartInput
+from hyperpod_recovery.models.node_recovery import CheckpointPlan, ResumePlan
 from hyperpod_recovery.models.requests import JobRecoveryRequest
-from hyperpod_recovery.models.workflow import CheckpointPlan, ResumePlan
 from hyperpod_recovery.steps.plan_job_restart import plan_job_restart
 from tests.fakes import FakeLedger
 

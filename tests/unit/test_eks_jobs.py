@@ -1,4 +1,4 @@
-"""Who restarts a Kubernetes training job (domain/eks_jobs.py): never us on top of someone else."""
+"""Who restarts a Kubernetes training job (domain/jobs/eks_jobs.py): never us on top of someone else."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from hyperpod_recovery.domain.eks_jobs import (
+from hyperpod_recovery.domain.jobs.eks_jobs import (
     CHECKPOINT_ANNOTATION,
     JOB_NAME_ANNOTATION,
     RESUME_ANNOTATION,
@@ -191,7 +191,7 @@ def test_a_re_created_job_name_leaves_room_for_every_name_its_operator_derives(
     name: str, generation: str | None, replicas: dict[str, int]
 ) -> None:
     # Given any job name Kubernetes holds (a subdomain, up to 253), any generation, any replicas
-    from hyperpod_recovery.domain.eks_jobs import GENERATION_ANNOTATION, recreated_name
+    from hyperpod_recovery.domain.jobs.eks_jobs import GENERATION_ANNOTATION, recreated_name
     from hyperpod_recovery.models.kubernetes import KUBE_JOB_NAME_MAX
 
     annotations = {GENERATION_ANNOTATION: generation} if generation is not None else {}
@@ -215,7 +215,7 @@ def test_a_re_created_job_name_leaves_room_for_every_name_its_operator_derives(
 
 
 def test_two_long_lineages_that_share_their_start_get_two_names() -> None:
-    from hyperpod_recovery.domain.eks_jobs import recreated_name
+    from hyperpod_recovery.domain.jobs.eks_jobs import recreated_name
 
     spec = {"pytorchReplicaSpecs": {"Worker": {"replicas": 512}}}
     first, second = ("llama-3-405b-pretrain-long-context-ablation-a", "llama-3-405b-pretrain-long-context-ablation-b")
@@ -227,7 +227,7 @@ def test_two_long_lineages_that_share_their_start_get_two_names() -> None:
 @given(uid=st.uuids().map(str), ended=st.datetimes(min_value=datetime(2000, 1, 1), max_value=datetime(2200, 1, 1), timezones=st.just(UTC)))
 def test_a_job_recovery_of_an_eks_job_is_named_within_step_functions_limits(uid: str, ended: datetime) -> None:
     # (StartExecution: at most 80 characters of [0-9A-Za-z_-]; the name is the exactly-once key)
-    from hyperpod_recovery.domain.execution_names import NAME_LIMIT, job_execution_name, node_execution_name
+    from hyperpod_recovery.domain.intake.execution_names import NAME_LIMIT, job_execution_name, node_execution_name
 
     for name in (job_execution_name(uid, ended), node_execution_name(job_execution_name(uid, ended))):
         assert len(name) <= NAME_LIMIT and re.fullmatch(r"[0-9A-Za-z_-]+", name)
@@ -235,7 +235,7 @@ def test_a_job_recovery_of_an_eks_job_is_named_within_step_functions_limits(uid:
 
 def test_a_failed_jobs_condition_message_is_redacted_before_it_becomes_the_failure_reason() -> None:
     # Given a failed job whose condition message carries a pod's termination message with a secret key
-    from hyperpod_recovery.domain.eks_jobs import failure_event
+    from hyperpod_recovery.domain.jobs.eks_jobs import failure_event
 
     secret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
     job = {

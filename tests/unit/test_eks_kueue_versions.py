@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from hyperpod_recovery.adapters.eks_orchestrator import EksOrchestrator
-from hyperpod_recovery.domain.eks_kueue import UnreadableDiscovery, workload_version
+from hyperpod_recovery.domain.jobs.eks_kueue import UnreadableDiscovery, workload_version
 from hyperpod_recovery.errors import (
     ControllerChannelError,
     JobSpecUnavailable,

@@ -1,4 +1,4 @@
-"""Every copy of a job is named for the size it is made at (domain/eks_jobs.py recreated_name): over a
+"""Every copy of a job is named for the size it is made at (domain/jobs/eks_jobs.py recreated_name): over a
 whole lineage (shrunk, grown back, re-created, again and again) every name the copy and its operator
 derive from it (the job, each pod and headless Service ``<name>-<replica type>-<index>``, each label
 value) is at most 63 characters; a copy no name fits is refused before anything is stopped."""
@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hyperpod_recovery.adapters.eks_orchestrator import EksOrchestrator
-from hyperpod_recovery.domain.eks_jobs import (
+from hyperpod_recovery.domain.jobs.eks_jobs import (
     _MIN_STEM,
     STOPPED_FOR_ANNOTATION,
     derived_suffix_room,

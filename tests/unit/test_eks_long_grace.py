@@ -1,4 +1,4 @@
-"""An EKS job whose pods may take longer to stop than a re-creation waits (domain/eks_grace.py): its
+"""An EKS job whose pods may take longer to stop than a re-creation waits (domain/jobs/eks_grace.py): its
 grace period read from its pod templates, planned for after the rejoin and rigid, stopped at once by
 a stop only (Resubmit Jobs Now), re-created after the rejoin once its pods are gone, and never two
 copies at once whatever the grace period and the rejoin's time."""
@@ -15,15 +15,15 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from hyperpod_recovery.adapters.eks_orchestrator import EksOrchestrator
-from hyperpod_recovery.domain.eks_grace import DEFAULT_GRACE_SECONDS, OLD_COPY_WAIT_SECONDS, longest_grace, outlives_the_wait
-from hyperpod_recovery.domain.eks_jobs import job_spec_of
+from hyperpod_recovery.domain.jobs.eks_grace import DEFAULT_GRACE_SECONDS, OLD_COPY_WAIT_SECONDS, longest_grace, outlives_the_wait
+from hyperpod_recovery.domain.jobs.eks_jobs import job_spec_of
 from hyperpod_recovery.errors import OldCopyStillStopping
 from hyperpod_recovery.models.commands import CheckpointRef, CordonNodes, JobRef, JobSpec, ResubmitJob, ResubmitResult
 from hyperpod_recovery.models.common import MAX_JOBS_PER_INCIDENT
 from hyperpod_recovery.models.elastic import ElasticPolicy
 from hyperpod_recovery.models.kubernetes import KUEUE_QUEUE_LABEL, MAX_GRACE_SECONDS_CARRIED, OPT_IN_ANNOTATION, KubeJobRef
 from hyperpod_recovery.models.manifest import MANIFEST_SCHEMA
-from hyperpod_recovery.models.workflow import CheckpointPlan, FindNewestCheckpointInput, ResubmitJobInput, ResumePlan
+from hyperpod_recovery.models.node_recovery import CheckpointPlan, FindNewestCheckpointInput, ResubmitJobInput, ResumePlan
 from hyperpod_recovery.steps.find_newest_checkpoint import ElasticSettings, find_newest_checkpoint
 from hyperpod_recovery.steps.resubmit_job import resubmit_job
 from sandbox.kube import FakeKube

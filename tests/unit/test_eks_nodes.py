@@ -1,4 +1,4 @@
-"""A Kubernetes node through a recovery (domain/eks_nodes.py), applied to a schema-checked API server
+"""A Kubernetes node through a recovery (domain/nodes/eks_nodes.py), applied to a schema-checked API server
 (sandbox/kube.py): every patch the rules write must store a valid Node, and give the node back as
 it was before us, whatever it looked like.
 """
@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hyperpod_recovery.domain.eks_nodes import NodeView, cordon_plan, give_back_plan, health_gate, pointer, rebooted_since_cordon
+from hyperpod_recovery.domain.nodes.eks_nodes import NodeView, cordon_plan, give_back_plan, health_gate, pointer, rebooted_since_cordon
 from hyperpod_recovery.models.kubernetes import (
     CORDON_PRE_EXISTING_ANNOTATION,
     DEEP_HEALTH_LABEL,

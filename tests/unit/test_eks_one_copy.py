@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from hyperpod_recovery.adapters.eks_orchestrator import EksOrchestrator
-from hyperpod_recovery.domain.eks_jobs import GENERATION_ANNOTATION, RECREATION_TOKEN_LABEL, RESUBMITTED_FROM_ANNOTATION
+from hyperpod_recovery.domain.jobs.eks_jobs import GENERATION_ANNOTATION, RECREATION_TOKEN_LABEL, RESUBMITTED_FROM_ANNOTATION
 from hyperpod_recovery.errors import JobSpecUnavailable, KubeAccessDenied, OldCopyStillStopping
 from hyperpod_recovery.models.commands import CheckpointRef, CordonNodes, ResubmitJob
 from hyperpod_recovery.models.kubernetes import KUEUE_QUEUE_LABEL, OPT_IN_ANNOTATION, KubeJobRef

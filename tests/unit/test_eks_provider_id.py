@@ -1,4 +1,4 @@
-"""A node's instance from its spec.providerID (domain/eks_provider_id.py): HyperPod's form and EC2's
+"""A node's instance from its spec.providerID (domain/nodes/eks_provider_id.py): HyperPod's form and EC2's
 name one, anchored on the instance id that ends the text; anything else names none, and a node that
 names none is never taken for a missing one (adapters/eks_node_lookup.py), and the answer says so."""
 
@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hyperpod_recovery.adapters.eks_orchestrator import EksOrchestrator
-from hyperpod_recovery.domain.eks_nodes import hyperpod_name
-from hyperpod_recovery.domain.eks_provider_id import instance_of_provider_id, parse_provider_id
+from hyperpod_recovery.domain.nodes.eks_nodes import hyperpod_name
+from hyperpod_recovery.domain.nodes.eks_provider_id import instance_of_provider_id, parse_provider_id
 from hyperpod_recovery.models.commands import CordonNodes, NodeStates
 from sandbox.kube import FakeKube
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from hyperpod_recovery.adapters.eks_orchestrator import EksOrchestrator
-from hyperpod_recovery.domain.eks_jobs import CHECKPOINT_ANNOTATION
+from hyperpod_recovery.domain.jobs.eks_jobs import CHECKPOINT_ANNOTATION
 from hyperpod_recovery.errors import KubeAccessDenied
 from hyperpod_recovery.models.kubernetes import OPT_IN_ANNOTATION
 from sandbox.kube import FakeKube

@@ -17,9 +17,7 @@ from hyperpod_recovery.domain.elastic.sizes import Reshard, largest_size, reshar
 from hyperpod_recovery.models.commands import CheckpointRef, CommandReply, CopyMark, JobRef, JobSpec, ResubmitResult
 from hyperpod_recovery.models.elastic import ElasticOptInUnreadable, ElasticPolicy, elastic_choice_in_comment
 from hyperpod_recovery.models.manifest import MANIFEST_SCHEMA_V1_1, CheckpointLayout
-from hyperpod_recovery.models.records import MeasuredRestart, RecoveryLogEntry
-from hyperpod_recovery.models.requests import RecoveryRequest, Trigger
-from hyperpod_recovery.models.workflow import (
+from hyperpod_recovery.models.node_recovery import (
     MAX_ELASTIC_DECISIONS,
     MAX_GROW_BACK_CHECKS,
     MAX_SHRUNK_JOBS_PER_INCIDENT,
@@ -28,6 +26,8 @@ from hyperpod_recovery.models.workflow import (
     GrowBackState,
     ResumePlan,
 )
+from hyperpod_recovery.models.records import MeasuredRestart, RecoveryLogEntry
+from hyperpod_recovery.models.requests import RecoveryRequest, Trigger
 from hyperpod_recovery.steps.check_shrunk_jobs import check_shrunk_jobs
 from hyperpod_recovery.steps.find_newest_checkpoint import ElasticSettings, find_newest_checkpoint, lineage_nodes
 from tests.fakes import T0, FakeCheckpointStore, FakeLedger
@@ -571,7 +571,7 @@ def test_given_a_copy_that_ended_without_the_grow_back_when_told_then_never_said
 
 
 def test_given_a_grow_back_that_failed_when_told_then_its_copy_is_unknown_never_running_on() -> None:
-    from hyperpod_recovery.models.workflow import StepError
+    from hyperpod_recovery.models.node_recovery import StepError
 
     failed = _growing().model_copy(update={"failure": StepError(Error="OldJobNotStopped", Cause="job 1002 is still COMPLETING")})
     state = _advance(failed, _ckpt(3200), at=70)

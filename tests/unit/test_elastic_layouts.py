@@ -10,10 +10,10 @@ from datetime import timedelta
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hyperpod_recovery.domain.eks_jobs import recreated_job
 from hyperpod_recovery.domain.elastic.decide import Estimate, decide_elastic, elastic_reason
 from hyperpod_recovery.domain.elastic.grow_back import Reading, advance
 from hyperpod_recovery.domain.elastic.sizes import MAX_RANKS_PER_NODE
+from hyperpod_recovery.domain.jobs.eks_jobs import recreated_job
 from hyperpod_recovery.models.commands import (
     MAX_RESUME_DATA_PARALLEL,
     CheckpointRef,
@@ -25,7 +25,7 @@ from hyperpod_recovery.models.commands import (
 )
 from hyperpod_recovery.models.elastic import ElasticPolicy
 from hyperpod_recovery.models.manifest import RESUME_DATA_PARALLEL_ENV, RESUME_NODES_ENV, CheckpointLayout
-from hyperpod_recovery.models.workflow import ElasticDecision, GrowBackState, ResumePlan
+from hyperpod_recovery.models.node_recovery import ElasticDecision, GrowBackState, ResumePlan
 from hyperpod_recovery.steps.resubmit_job import sized
 from tests.fakes import T0
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from hyperpod_recovery.domain.incident import decide_outcome
-from hyperpod_recovery.domain.node_incident import NODE_INCIDENT, summarize
+from hyperpod_recovery.domain.record.incident import decide_outcome
+from hyperpod_recovery.domain.record.node_incident import NODE_INCIDENT, summarize
 from hyperpod_recovery.models.commands import CheckpointRef, CommandReply, JobRef, ResubmitResult
-from hyperpod_recovery.models.workflow import (
+from hyperpod_recovery.models.node_recovery import (
     ApplySafetyPolicyInput,
     CheckpointPlan,
     RecordOutcomeInput,
@@ -156,7 +156,7 @@ def test_a_fault_on_a_replacement_still_provisioning_joins_the_recovery_of_its_n
 
 
 def test_a_node_hyperpod_was_already_replacing_is_not_claimed_as_ours() -> None:
-    from hyperpod_recovery.models.workflow import RejoinWatch, Replacement, WatchedNode
+    from hyperpod_recovery.models.node_recovery import RejoinWatch, Replacement, WatchedNode
 
     watch = RejoinWatch(
         at=T0,

@@ -1,4 +1,4 @@
-"""The restart rules give a large job the room its size explains (domain/failure_chance.py): a count over
+"""The restart rules give a large job the room its size explains (domain/jobs/failure_chance.py): a count over
 the budget or the crash-loop repeats pages only when independent faults at the job's size would reach
 it with a chance under 0.1 %. Found by the fleet drill: a 2,048-node job meets 1.2 job-only faults a
 day at Llama 3's rate, so a fixed 3 a day, or two faults within one checkpoint interval, paged a
@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hyperpod_recovery.domain.failure_chance import CHANCE_LIMIT, chance_of_at_least, expected_failures, exposure_seconds, is_chance
-from hyperpod_recovery.domain.job_failure import plan_restart
+from hyperpod_recovery.domain.jobs.failure_chance import CHANCE_LIMIT, chance_of_at_least, expected_failures, exposure_seconds, is_chance
+from hyperpod_recovery.domain.jobs.job_failure import plan_restart
 from hyperpod_recovery.errors import CrashLoopDetected, RestartBudgetExhausted
 from hyperpod_recovery.models.job_recovery import FailureClassification, RestartDecision, RestartEntry
 from tests.fakes import T0

@@ -1,17 +1,17 @@
-"""What became of each job and node (domain/fates.py): the facts every message is rendered from."""
+"""What became of each job and node (domain/record/fates.py): the facts every message is rendered from."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 
-from hyperpod_recovery.domain.fates import acted, with_claims
-from hyperpod_recovery.domain.incident import conclude
-from hyperpod_recovery.domain.job_incident import JOB_INCIDENT
+from hyperpod_recovery.domain.record.fates import acted, with_claims
+from hyperpod_recovery.domain.record.incident import conclude
+from hyperpod_recovery.domain.record.job_incident import JOB_INCIDENT
 from hyperpod_recovery.models.commands import CommandReply, JobSpec, ResubmitResult
 from hyperpod_recovery.models.job_recovery import FailureClassification, JobWorkflowState, RecordJobOutcomeInput
+from hyperpod_recovery.models.node_recovery import StepError
 from hyperpod_recovery.models.records import JobFate, NodeFate, ResubmissionClaim
 from hyperpod_recovery.models.requests import JobRecoveryRequest
-from hyperpod_recovery.models.workflow import StepError
 from sandbox.slurm import SimulatedSlurm, SlurmJob
 from tests.fakes import T0
 

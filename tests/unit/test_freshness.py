@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hyperpod_recovery.domain.freshness import EventAgeLimits, check_job_event_fresh, drop_stale_nodes
+from hyperpod_recovery.domain.intake.freshness import EventAgeLimits, check_job_event_fresh, drop_stale_nodes
 from hyperpod_recovery.errors import StaleEvent
+from hyperpod_recovery.models.node_recovery import RecordOutcomeInput, StepError, ValidateRequestInput, WorkflowState
 from hyperpod_recovery.models.requests import JobRecoveryRequest, RecoveryRequest, Trigger
-from hyperpod_recovery.models.workflow import RecordOutcomeInput, StepError, ValidateRequestInput, WorkflowState
 from hyperpod_recovery.steps.record_outcome import record_outcome
 from hyperpod_recovery.steps.validate_request import validate_request
 from tests.fakes import CLUSTER, LIMITS, T0, FakeLedger, FakeNotifier, node_id

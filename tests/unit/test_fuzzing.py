@@ -12,12 +12,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from hyperpod_recovery.domain.normalize import GuardedCluster, Ignored, parse_intake_event
+from hyperpod_recovery.domain.intake.normalize import GuardedCluster, Ignored, parse_intake_event
 from hyperpod_recovery.errors import ForeignClusterEvent, InvalidRecoveryRequest, StaleEvent
 from hyperpod_recovery.models.commands import CommandEnvelope
 from hyperpod_recovery.models.job_recovery import ValidateJobRequestInput
+from hyperpod_recovery.models.node_recovery import ValidateRequestInput
 from hyperpod_recovery.models.requests import JobRecoveryRequest, RecoveryRequest, Trigger
-from hyperpod_recovery.models.workflow import ValidateRequestInput
 from hyperpod_recovery.steps.intake import Intake
 from hyperpod_recovery.steps.validate_job_request import validate_job_request
 from hyperpod_recovery.steps.validate_request import validate_request

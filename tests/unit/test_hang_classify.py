@@ -8,11 +8,11 @@ from datetime import timedelta
 
 import pytest
 
-from hyperpod_recovery.domain.execution_names import hung_job_of
 from hyperpod_recovery.domain.hangs.classify import classify_hang
 from hyperpod_recovery.domain.hangs.detect import slow_verdict, stall_verdict
 from hyperpod_recovery.domain.hangs.rules import HangRules
-from hyperpod_recovery.domain.job_incident import evidence_text
+from hyperpod_recovery.domain.intake.execution_names import hung_job_of
+from hyperpod_recovery.domain.record.job_incident import evidence_text
 from hyperpod_recovery.errors import CrashLoopDetected
 from hyperpod_recovery.models.cluster import ClusterNode
 from hyperpod_recovery.models.commands import CommandReply, HangEvidenceResult, JobSpec, JobSpecResult, NodeStacks, NodeStatesResult

@@ -1,6 +1,6 @@
 """A repair that fails the health gate is replaced once more (Replace Unhealthy Nodes), never taken
 for its own successor, and a second failure, or a second replacement that cannot start, leaves the
-node drained for a human (domain/health_gate.py, steps/replace_unhealthy_nodes.py)."""
+node drained for a human (domain/nodes/health_gate.py, steps/replace_unhealthy_nodes.py)."""
 
 from __future__ import annotations
 
@@ -11,16 +11,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hyperpod_recovery.domain.health_gate import CHECK_DID_NOT_RUN, NOT_ASKED
-from hyperpod_recovery.domain.node_incident import NODE_INCIDENT, decide_completed
-from hyperpod_recovery.domain.reconcile import EndedExecution
-from hyperpod_recovery.domain.rejoin import observe_rejoin
-from hyperpod_recovery.domain.replace import classify_replacements
+from hyperpod_recovery.domain.nodes.health_gate import CHECK_DID_NOT_RUN, NOT_ASKED
+from hyperpod_recovery.domain.nodes.rejoin import observe_rejoin
+from hyperpod_recovery.domain.nodes.replace import classify_replacements
+from hyperpod_recovery.domain.record.node_incident import NODE_INCIDENT, decide_completed
+from hyperpod_recovery.domain.record.reconcile import EndedExecution
 from hyperpod_recovery.errors import RejoinDeadlineExceeded
 from hyperpod_recovery.models.cluster import BatchOutcome, ClusterNode
 from hyperpod_recovery.models.commands import CommandReply, ResumeResult
-from hyperpod_recovery.models.records import BreakerState
-from hyperpod_recovery.models.workflow import (
+from hyperpod_recovery.models.node_recovery import (
     FirstGate,
     GateFailure,
     NodeTarget,
@@ -30,6 +29,7 @@ from hyperpod_recovery.models.workflow import (
     ResumeNodesInput,
     WorkflowState,
 )
+from hyperpod_recovery.models.records import BreakerState
 from hyperpod_recovery.steps.replace_unhealthy_nodes import replace_unhealthy_nodes
 from hyperpod_recovery.steps.resume_nodes import resume_nodes
 from tests.fakes import T0, FakeCluster, FakeLedger, FakeOrchestrator, compute_node, node_id

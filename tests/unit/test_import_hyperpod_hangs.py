@@ -22,7 +22,6 @@ from hypothesis import strategies as st
 from moto import mock_aws
 
 from hyperpod_recovery.adapters.ledger import DynamoLedger
-from hyperpod_recovery.domain.freshness import EventAgeLimits
 from hyperpod_recovery.domain.hangs.imported import (
     EPISODE_WINDOW,
     UnreadableHangEvent,
@@ -31,7 +30,8 @@ from hyperpod_recovery.domain.hangs.imported import (
     operator_faults,
     parse_hang_event,
 )
-from hyperpod_recovery.domain.normalize import GuardedCluster
+from hyperpod_recovery.domain.intake.freshness import EventAgeLimits
+from hyperpod_recovery.domain.intake.normalize import GuardedCluster
 from hyperpod_recovery.models.hangs import RecordedVerdict
 from hyperpod_recovery.steps.find_failed_jobs import find_failed_jobs
 from hyperpod_recovery.steps.import_hyperpod_hangs import OPERATOR_ACTION, Teller, import_hyperpod_hangs

@@ -1,4 +1,4 @@
-"""One spine for both workflows' records (domain/incident.py): what every incident shares is decided
+"""One spine for both workflows' records (domain/record/incident.py): what every incident shares is decided
 once, whatever the workflow, and each workflow's table only adds what is its own."""
 
 from __future__ import annotations
@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
-from hyperpod_recovery.domain.durations import phase_durations
-from hyperpod_recovery.domain.incident import IncidentTable, conclude, decide_outcome
-from hyperpod_recovery.domain.job_incident import JOB_INCIDENT
-from hyperpod_recovery.domain.node_incident import NODE_INCIDENT
+from hyperpod_recovery.domain.record.durations import phase_durations
+from hyperpod_recovery.domain.record.incident import IncidentTable, conclude, decide_outcome
+from hyperpod_recovery.domain.record.job_incident import JOB_INCIDENT
+from hyperpod_recovery.domain.record.node_incident import NODE_INCIDENT
 from hyperpod_recovery.models.job_recovery import JobWorkflowState, RecordJobOutcomeInput
+from hyperpod_recovery.models.node_recovery import RecordOutcomeInput, StepError, WorkflowState
 from hyperpod_recovery.models.requests import JobRecoveryRequest, RecoveryRequest, Trigger
-from hyperpod_recovery.models.workflow import RecordOutcomeInput, StepError, WorkflowState
 from tests.fakes import CLUSTER, T0, node_id
 
 RECEIVED = T0 + timedelta(seconds=30)

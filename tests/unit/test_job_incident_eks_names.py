@@ -1,26 +1,24 @@
 """Every line a human reads names a Kubernetes job as kubectl shows it (``PyTorchJob kubeflow/llama``),
 never by its uid first; a Slurm job stays ``job 1001``. The JobRecovery timeline and summary
-(domain/job_incident.py), the NodeRecovery timeline and causes (domain/node_incident.py), a storm's
-summary (domain/fates.py) and the record of an execution that ended unrecorded (domain/reconcile.py)."""
+(domain/record/job_incident.py), the NodeRecovery timeline and causes (domain/record/node_incident.py), a storm's
+summary (domain/record/fates.py) and the record of an execution that ended unrecorded (domain/record/reconcile.py)."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 from typing import Any
 
-from hyperpod_recovery.domain.fates import jobs_sentence
-from hyperpod_recovery.domain.job_failure import job_label
-from hyperpod_recovery.domain.job_incident import build_job_timeline, decide_completed, summarize_job
-from hyperpod_recovery.domain.node_incident import build_timeline
-from hyperpod_recovery.domain.node_incident import decide_completed as decide_node
-from hyperpod_recovery.domain.reconcile import EndedExecution, unrecorded_end_record
+from hyperpod_recovery.domain.jobs.job_failure import job_label
+from hyperpod_recovery.domain.record.fates import jobs_sentence
+from hyperpod_recovery.domain.record.job_incident import build_job_timeline, decide_completed, summarize_job
+from hyperpod_recovery.domain.record.node_incident import build_timeline
+from hyperpod_recovery.domain.record.node_incident import decide_completed as decide_node
+from hyperpod_recovery.domain.record.reconcile import EndedExecution, unrecorded_end_record
 from hyperpod_recovery.models.commands import CheckpointRef, CommandReply, CordonResult, JobRef, JobSpec, ResubmitResult
 from hyperpod_recovery.models.job_events import JobFailedDetail
 from hyperpod_recovery.models.job_recovery import FailureClassification, JobWorkflowState, RestartDecision
 from hyperpod_recovery.models.kubernetes import KubeJobRef
-from hyperpod_recovery.models.records import Holdings, JobFate, Resubmission
-from hyperpod_recovery.models.requests import JobRecoveryRequest, RecoveryRequest, Trigger
-from hyperpod_recovery.models.workflow import (
+from hyperpod_recovery.models.node_recovery import (
     Assessment,
     CheckpointPlan,
     NodeTarget,
@@ -30,6 +28,8 @@ from hyperpod_recovery.models.workflow import (
     UnresumableJob,
     WorkflowState,
 )
+from hyperpod_recovery.models.records import Holdings, JobFate, Resubmission
+from hyperpod_recovery.models.requests import JobRecoveryRequest, RecoveryRequest, Trigger
 from tests.fakes import T0
 
 UID = "bea1bd05-1aff-56fd-aeef-72f72fd01614"
@@ -48,7 +48,7 @@ def _reply(result: ResubmitResult, *, dry_run: bool = False) -> CommandReply[Res
 
 
 def _job_state(eks: bool, **parts: Any) -> JobWorkflowState:
-    """A JobRecovery of ``llama`` as Classify Failure and Plan Job Restart word it (domain/job_failure.py)."""
+    """A JobRecovery of ``llama`` as Classify Failure and Plan Job Restart word it (domain/jobs/job_failure.py)."""
     job_id = UID if eks else "1001"
     kube = LLAMA if eks else None
     failure = JobFailedDetail(

@@ -10,17 +10,17 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from hyperpod_recovery.domain.execution_names import job_execution_name, node_execution_name
-from hyperpod_recovery.domain.incident import decide_outcome, submitted_here
-from hyperpod_recovery.domain.job_failure import (
+from hyperpod_recovery.domain.intake.execution_names import job_execution_name, node_execution_name
+from hyperpod_recovery.domain.intake.normalize import GuardedCluster
+from hyperpod_recovery.domain.jobs.job_failure import (
     RestartPolicy,
     classify_failure,
     plan_restart,
     watch_other_recovery,
 )
-from hyperpod_recovery.domain.job_incident import JOB_INCIDENT
-from hyperpod_recovery.domain.normalize import GuardedCluster
-from hyperpod_recovery.domain.safety import SafetyPolicy
+from hyperpod_recovery.domain.policy.safety import SafetyPolicy
+from hyperpod_recovery.domain.record.incident import decide_outcome, submitted_here
+from hyperpod_recovery.domain.record.job_incident import JOB_INCIDENT
 from hyperpod_recovery.errors import (
     CrashLoopDetected,
     InvalidRecoveryRequest,
@@ -43,9 +43,9 @@ from hyperpod_recovery.models.job_recovery import (
     RestartEntry,
     ValidateJobRequestInput,
 )
+from hyperpod_recovery.models.node_recovery import CheckpointPlan, ResumePlan, StepError, UnresumableJob
 from hyperpod_recovery.models.records import IncidentRecord, ResubmissionClaim
 from hyperpod_recovery.models.requests import JobRecoveryRequest
-from hyperpod_recovery.models.workflow import CheckpointPlan, ResumePlan, StepError, UnresumableJob
 from hyperpod_recovery.steps.check_job_nodes import check_job_nodes
 from hyperpod_recovery.steps.plan_job_restart import lineage_root_of
 from hyperpod_recovery.steps.record_outcome import record_outcome
@@ -474,7 +474,7 @@ def test_the_record_lists_a_resubmission_only_when_this_incident_submitted_the_j
     record_outcome(step, ledger=ledger, notifier=notifier, cluster=CLUSTER, execution_url="https://x", now=T0)
     record = ledger.get_incident("hpj-8")
     assert record is not None
-    # Then the record, the lineage and the shared rule (domain/incident.py) agree: a resubmission only
+    # Then the record, the lineage and the shared rule (domain/record/incident.py) agree: a resubmission only
     # when it was submitted here, not in a drill, not by another incident, not Slurm's own requeue
     submitted = not dry_run and not already_submitted and not restarted_by_slurm and new_job is not None
     assert submitted_here(state.resubmission) is submitted
@@ -515,7 +515,7 @@ def test_an_open_breaker_stops_job_restarts_too() -> None:
 
 
 def test_a_dry_run_with_the_breaker_open_says_the_restart_would_be_capped() -> None:
-    from hyperpod_recovery.domain.job_incident import summarize_job
+    from hyperpod_recovery.domain.record.job_incident import summarize_job
     from hyperpod_recovery.models.job_recovery import PlanJobRestartInput
     from hyperpod_recovery.models.records import BreakerState
     from hyperpod_recovery.steps.plan_job_restart import plan_job_restart

@@ -14,8 +14,8 @@ from pydantic import ValidationError
 
 from hyperpod_recovery.adapters.eks_orchestrator import EksOrchestrator
 from hyperpod_recovery.domain.hangs.classify import classify_hang
-from hyperpod_recovery.domain.job_failure import classify_failure, faulty_nodes
-from hyperpod_recovery.domain.job_incident import MAX_RECORD_JOB_NODES, incident_facts
+from hyperpod_recovery.domain.jobs.job_failure import classify_failure, faulty_nodes
+from hyperpod_recovery.domain.record.job_incident import MAX_RECORD_JOB_NODES, incident_facts
 from hyperpod_recovery.errors import ControllerAgentError, JobNodesNotCarried
 from hyperpod_recovery.models.commands import (
     MAX_NODES_ASKED,

@@ -1,5 +1,5 @@
 """From a workflow's state to what a human reads, for generated NodeRecovery states (issue 30 §1):
-Record Outcome's own path (domain/incident.py conclude, the summaries, the notification) over
+Record Outcome's own path (domain/record/incident.py conclude, the summaries, the notification) over
 every mix of drains (ours, ours from a retry, someone else's), repairs (started, refused, started
 by HyperPod), rejoins, give-backs, health checks, job plans and resubmission answers, dry runs and
 escalations, on either orchestrator. Checked two ways: against the state itself (each copy the
@@ -14,10 +14,10 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hyperpod_recovery.domain.advice import Deployment
-from hyperpod_recovery.domain.incident import conclude
-from hyperpod_recovery.domain.node_incident import NODE_INCIDENT
-from hyperpod_recovery.domain.notification import notification
+from hyperpod_recovery.domain.messages.advice import Deployment
+from hyperpod_recovery.domain.messages.notification import notification
+from hyperpod_recovery.domain.record.incident import conclude
+from hyperpod_recovery.domain.record.node_incident import NODE_INCIDENT
 from hyperpod_recovery.models.commands import (
     CheckpointRef,
     CommandReply,
@@ -29,8 +29,7 @@ from hyperpod_recovery.models.commands import (
     UnhealthyNode,
 )
 from hyperpod_recovery.models.kubernetes import KubeJobRef, node_name_for_instance
-from hyperpod_recovery.models.requests import RecoveryRequest, Trigger
-from hyperpod_recovery.models.workflow import (
+from hyperpod_recovery.models.node_recovery import (
     Assessment,
     CheckpointPlan,
     NodeTarget,
@@ -45,6 +44,7 @@ from hyperpod_recovery.models.workflow import (
     WatchedNode,
     WorkflowState,
 )
+from hyperpod_recovery.models.requests import RecoveryRequest, Trigger
 from sandbox.message_check import contradictions
 from tests.fakes import T0, node_id
 

@@ -12,9 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hyperpod_recovery.domain.advice import ERROR_MEANING, Deployment
-from hyperpod_recovery.domain.fates import acted, jobs_sentence
-from hyperpod_recovery.domain.notification import notification
+from hyperpod_recovery.domain.messages.advice import ERROR_MEANING, Deployment
+from hyperpod_recovery.domain.messages.notification import notification
+from hyperpod_recovery.domain.record.fates import acted, jobs_sentence
 from hyperpod_recovery.models.records import IncidentRecord, JobFate, NodeFate, TimelineEntry
 from hyperpod_recovery.vocabulary import OUTCOMES
 from sandbox.message_check import contradictions
@@ -103,14 +103,14 @@ def records(draw: Any) -> IncidentRecord:
     outcome = draw(st.sampled_from(OUTCOMES))
     jobs = [draw(job_fates(orchestrator, i)) for i in range(draw(st.sampled_from([0, 1, 2, 4, 8])))]
     nodes = [draw(node_fates(orchestrator, i + 1)) for i in range(draw(st.integers(0, 3)))]
-    if outcome == "dry_run":  # a drill changed nothing: as domain/fates.py derives its facts
+    if outcome == "dry_run":  # a drill changed nothing: as domain/record/fates.py derives its facts
         jobs = [j.model_copy(update={"fate": draw(st.sampled_from(["would_resubmit", "would_not_resubmit"]))}) for j in jobs]
         nodes = [n.model_copy(update={"fate": "untouched", "held": False, "acted": False}) for n in nodes]
     if outcome in ("rejected", "capped", "stale"):  # nothing was changed (a capped JobRecovery keeps its job's fate)
         jobs = [j.model_copy(update={"fate": "not_resubmitted"}) for j in jobs][: 1 if outcome == "capped" else 0]
         nodes = [n.model_copy(update={"fate": "untouched", "held": False, "acted": False}) for n in nodes]
     if outcome == "recovered" and not acted(jobs, nodes):
-        outcome = "duplicate"  # as the Record step decides (domain/incident.py: conclude)
+        outcome = "duplicate"  # as the Record step decides (domain/record/incident.py: conclude)
     needs_error = outcome in ("escalated", "capped", "stale", "rejected", "aborted", "failed")
     error = draw(st.sampled_from([e for e in ERRORS if e])) if needs_error else None
     cause = draw(st.sampled_from(["1 node(s) not back by 09:45 UTC", "sbatch: error: Invalid account"])) if error else None

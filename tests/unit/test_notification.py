@@ -1,4 +1,4 @@
-"""The notification a human reads (domain/notification.py): one per outcome, both workflows."""
+"""The notification a human reads (domain/messages/notification.py): one per outcome, both workflows."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ from datetime import timedelta
 
 import pytest
 
-from hyperpod_recovery.domain.advice import ERROR_MEANING
-from hyperpod_recovery.domain.durations import phase_durations
-from hyperpod_recovery.domain.notification import notification, subject
+from hyperpod_recovery.domain.messages.advice import ERROR_MEANING
+from hyperpod_recovery.domain.messages.notification import notification, subject
+from hyperpod_recovery.domain.record.durations import phase_durations
 from hyperpod_recovery.models.records import IncidentRecord, JobFate, NodeFate, Phase, Resubmission, TimelineEntry
 from tests.fakes import T0
 

@@ -10,7 +10,7 @@ from datetime import timedelta
 
 import pytest
 
-from hyperpod_recovery.domain.advice import RUNBOOK_ESCALATIONS, Deployment, next_steps
+from hyperpod_recovery.domain.messages.advice import RUNBOOK_ESCALATIONS, Deployment, next_steps
 from hyperpod_recovery.models.records import IncidentRecord
 from hyperpod_recovery_cli.main import _parser
 from tests.conftest import ROOT
@@ -97,7 +97,7 @@ def test_given_an_error_the_runbook_has_no_row_for_then_the_table_is_named_witho
 
 
 def test_every_row_an_escalation_can_name_is_a_row_of_the_runbooks_table() -> None:
-    from hyperpod_recovery.domain.advice import ERROR_MEANING, RUNBOOK_SHARED_ROWS
+    from hyperpod_recovery.domain.messages.advice import ERROR_MEANING, RUNBOOK_SHARED_ROWS
 
     table = (ROOT / "docs" / "runbook.md").read_text().split("## Escalations: the error says what happened", 1)[1].split("\n## ", 1)[0]
     named = {name for row in table.splitlines() if row.startswith("| `") for name in re.findall(r"`([A-Za-z.]+)`", row.split("|")[1])}

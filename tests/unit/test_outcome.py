@@ -1,16 +1,15 @@
-"""How a NodeRecovery incident ended: outcome, timeline, phases, notification (domain/incident.py
-with domain/node_incident.py's table)."""
+"""How a NodeRecovery incident ended: outcome, timeline, phases, notification (domain/record/incident.py
+with domain/record/node_incident.py's table)."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 
-from hyperpod_recovery.domain.incident import conclude, decide_outcome
-from hyperpod_recovery.domain.node_incident import NODE_INCIDENT
-from hyperpod_recovery.domain.notification import notification
+from hyperpod_recovery.domain.messages.notification import notification
+from hyperpod_recovery.domain.record.incident import conclude, decide_outcome
+from hyperpod_recovery.domain.record.node_incident import NODE_INCIDENT
 from hyperpod_recovery.models.commands import CheckpointRef, CommandReply, CordonResult, JobsOnNodesResult, JobSpec
-from hyperpod_recovery.models.requests import RecoveryRequest, Trigger
-from hyperpod_recovery.models.workflow import (
+from hyperpod_recovery.models.node_recovery import (
     Assessment,
     CheckpointPlan,
     NodeTarget,
@@ -21,6 +20,7 @@ from hyperpod_recovery.models.workflow import (
     UnresumableJob,
     WorkflowState,
 )
+from hyperpod_recovery.models.requests import RecoveryRequest, Trigger
 from tests.fakes import T0, node_id
 
 
@@ -82,7 +82,7 @@ def test_nothing_actionable_and_nothing_protected_is_rejected_not_paged() -> Non
 
 
 def test_every_problem_is_listed_and_the_most_severe_names_the_error() -> None:
-    from hyperpod_recovery.models.workflow import Replacement
+    from hyperpod_recovery.models.node_recovery import Replacement
 
     replacement = Replacement.model_validate(
         {

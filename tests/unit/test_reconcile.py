@@ -291,7 +291,7 @@ def test_settling_completes_what_was_resubmitted_and_gives_back_every_other_clai
 
 def _seen(job: str, new_job_id: str | None, *, step: int = 2000, dry_run: bool = False, **result: Any) -> Any:
     from hyperpod_recovery.models.commands import CommandReply, ResubmitResult
-    from hyperpod_recovery.models.workflow import ResumePlan
+    from hyperpod_recovery.models.node_recovery import ResumePlan
     from hyperpod_recovery.ports import ResubmissionSeen
 
     plan = ResumePlan.model_validate(

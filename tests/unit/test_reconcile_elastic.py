@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from hyperpod_recovery.domain.fates import fate_text
-from hyperpod_recovery.domain.incident import resubmission
-from hyperpod_recovery.domain.reconcile import EndedExecution, unrecorded_end_record
+from hyperpod_recovery.domain.record.fates import fate_text
+from hyperpod_recovery.domain.record.incident import resubmission
+from hyperpod_recovery.domain.record.reconcile import EndedExecution, unrecorded_end_record
 from hyperpod_recovery.models.commands import CheckpointRef, CommandReply, JobRef, ResubmitResult
+from hyperpod_recovery.models.node_recovery import ElasticDecision, ResumePlan
 from hyperpod_recovery.models.records import Holdings, JobFate, Resubmission
-from hyperpod_recovery.models.workflow import ElasticDecision, ResumePlan
 from tests.fakes import T0
 
 SHRINK = ElasticDecision(action="shrink", full_nodes=16, nodes=15, lost_nodes=1, why="shrink_wins")

@@ -11,12 +11,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hyperpod_recovery.domain.limits import MAX_EVENT_WAKES
-from hyperpod_recovery.domain.rejoin_events import announces_an_end, rejoin_wait, wakes
+from hyperpod_recovery.domain.nodes.rejoin_events import announces_an_end, rejoin_wait, wakes
+from hyperpod_recovery.domain.policy.limits import MAX_EVENT_WAKES
 from hyperpod_recovery.errors import LedgerUnavailable
 from hyperpod_recovery.models.events import ClusterEventDetails, HyperPodClusterEvent
+from hyperpod_recovery.models.node_recovery import RejoinWatch, WaitForRejoinInput, WatchedNode
 from hyperpod_recovery.models.records import RejoinWait
-from hyperpod_recovery.models.workflow import RejoinWatch, WaitForRejoinInput, WatchedNode
 from hyperpod_recovery.steps.notice_cluster_event import STALE_AFTER, notice_cluster_event
 from hyperpod_recovery.steps.wait_for_rejoin import wait_for_rejoin
 from tests.conftest import EVENTS

@@ -13,12 +13,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hyperpod_recovery.domain.node_incident import build_timeline, summarize
-from hyperpod_recovery.domain.rejoin import MAX_BOOT_READINGS, observe_rejoin, rejoin_text
+from hyperpod_recovery.domain.nodes.rejoin import MAX_BOOT_READINGS, observe_rejoin, rejoin_text
+from hyperpod_recovery.domain.record.node_incident import build_timeline, summarize
 from hyperpod_recovery.errors import RejoinDeadlineExceeded
 from hyperpod_recovery.models.cluster import ClusterNode
 from hyperpod_recovery.models.commands import BootTimes, BootTimesResult, CommandReply, NodeBoot, ResumeNodes, ResumeResult
-from hyperpod_recovery.models.workflow import (
+from hyperpod_recovery.models.node_recovery import (
     CheckRejoinInput,
     ReadBootTimesInput,
     RejoinWatch,

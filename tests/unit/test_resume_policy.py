@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from hyperpod_recovery.models.commands import RESUME_POLICIES, JobSpec, resume_choice_in_comment
 from hyperpod_recovery.models.kubernetes import KubeJobRef
 from hyperpod_recovery.models.manifest import MANIFEST_SCHEMA
-from hyperpod_recovery.models.workflow import FindNewestCheckpointInput, WatchedNode
+from hyperpod_recovery.models.node_recovery import FindNewestCheckpointInput, WatchedNode
 from hyperpod_recovery.steps.find_newest_checkpoint import find_newest_checkpoint
 from tests.fakes import T0, FakeCheckpointStore
 

@@ -10,12 +10,12 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from hyperpod_recovery.domain.incident import decide_outcome
-from hyperpod_recovery.domain.node_incident import NODE_INCIDENT
-from hyperpod_recovery.domain.safety import SafetyPolicy
-from hyperpod_recovery.domain.safety import apply_safety_policy as decide_safety
+from hyperpod_recovery.domain.policy.safety import SafetyPolicy
+from hyperpod_recovery.domain.policy.safety import apply_safety_policy as decide_safety
+from hyperpod_recovery.domain.record.incident import decide_outcome
+from hyperpod_recovery.domain.record.node_incident import NODE_INCIDENT
+from hyperpod_recovery.models.node_recovery import ApplySafetyPolicyInput, Assessment, NodeTarget, RecordOutcomeInput, WorkflowState
 from hyperpod_recovery.models.records import BreakerState, RecoveryLogEntry
-from hyperpod_recovery.models.workflow import ApplySafetyPolicyInput, Assessment, NodeTarget, RecordOutcomeInput, WorkflowState
 from hyperpod_recovery.steps.apply_safety_policy import apply_safety_policy
 from hyperpod_recovery.steps.record_outcome import record_outcome
 from hyperpod_recovery_cli.main import main
@@ -225,7 +225,7 @@ def test_the_breaker_cli_says_which_table_it_needs(monkeypatch: pytest.MonkeyPat
 
 
 def test_a_dry_run_past_the_cap_says_it_would_be_capped() -> None:
-    from hyperpod_recovery.domain.node_incident import summarize
+    from hyperpod_recovery.domain.record.node_incident import summarize
 
     ledger = FakeLedger()
     ledger.reserve_capacity(CLUSTER, "other", [node_id(n) for n in range(100, 120)], 100, T0, TTL)

@@ -7,11 +7,10 @@ from typing import Any
 
 import pytest
 
-from hyperpod_recovery.domain.normalize import GuardedCluster
+from hyperpod_recovery.domain.intake.normalize import GuardedCluster
 from hyperpod_recovery.errors import InvalidRecoveryRequest
 from hyperpod_recovery.models.commands import CommandReply, CordonNodes, JobRef, JobSpec, ResubmitResult
-from hyperpod_recovery.models.requests import RecoveryRequest, Trigger
-from hyperpod_recovery.models.workflow import (
+from hyperpod_recovery.models.node_recovery import (
     Assessment,
     LockNodesInput,
     NodeTarget,
@@ -23,6 +22,7 @@ from hyperpod_recovery.models.workflow import (
     ValidateRequestInput,
     WorkflowState,
 )
+from hyperpod_recovery.models.requests import RecoveryRequest, Trigger
 from hyperpod_recovery.steps.cordon_nodes import cordon_nodes
 from hyperpod_recovery.steps.lock_nodes import lock_nodes
 from hyperpod_recovery.steps.record_outcome import record_outcome
@@ -131,7 +131,7 @@ def test_retried_replace_does_not_call_batch_replace_again_for_started_nodes() -
 
 
 def test_cordon_sends_one_typed_command_that_drains_tagged_with_the_incident_and_finds_the_jobs() -> None:
-    from hyperpod_recovery.models.workflow import CordonNodesInput
+    from hyperpod_recovery.models.node_recovery import CordonNodesInput
 
     orchestrator = FakeOrchestrator()
     cordon_nodes(
@@ -219,7 +219,7 @@ def _record(disposition: str, state: WorkflowState, error: StepError | None = No
 
 
 def _state_after_lock() -> WorkflowState:
-    from hyperpod_recovery.models.workflow import LockResult
+    from hyperpod_recovery.models.node_recovery import LockResult
 
     return WorkflowState(request=_request(1), lock=LockResult(at=T0, locked=[node_id(1)], proceed=True))
 
@@ -266,7 +266,7 @@ def test_each_job_gets_a_checkpoint_or_a_reason_why_not() -> None:
 
     from hyperpod_recovery.errors import CheckpointUnreadable
     from hyperpod_recovery.models.manifest import MANIFEST_SCHEMA
-    from hyperpod_recovery.models.workflow import FindNewestCheckpointInput
+    from hyperpod_recovery.models.node_recovery import FindNewestCheckpointInput
     from hyperpod_recovery.steps.find_newest_checkpoint import find_newest_checkpoint
     from tests.fakes import FakeCheckpointStore
 

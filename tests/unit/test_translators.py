@@ -1,4 +1,4 @@
-"""One translator per source into the internal RecoveryRequest (domain/normalize.py)."""
+"""One translator per source into the internal RecoveryRequest (domain/intake/normalize.py)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hyperpod_recovery.domain.execution_names import incident_id_for
-from hyperpod_recovery.domain.normalize import (
+from hyperpod_recovery.domain.intake.execution_names import incident_id_for
+from hyperpod_recovery.domain.intake.normalize import (
     MAX_EVENT_NESTING,
     TRIGGER_REASON_LIMIT,
     GuardedCluster,

@@ -21,13 +21,13 @@ from moto import mock_aws
 
 from hyperpod_recovery.adapters.ledger import DynamoLedger
 from hyperpod_recovery.adapters.notifier import SnsNotifier
-from hyperpod_recovery.domain.advice import Deployment
-from hyperpod_recovery.domain.freshness import EventAgeLimits
-from hyperpod_recovery.domain.normalize import GuardedCluster
-from hyperpod_recovery.domain.notification import SUBJECT_LIMIT
-from hyperpod_recovery.domain.severity import channels_of
-from hyperpod_recovery.domain.verdict_notice import notice_attributes, verdict_id, verdict_notice
-from hyperpod_recovery.domain.wire import PAGER_EVENT_SOURCE
+from hyperpod_recovery.domain.intake.freshness import EventAgeLimits
+from hyperpod_recovery.domain.intake.normalize import GuardedCluster
+from hyperpod_recovery.domain.messages.advice import Deployment
+from hyperpod_recovery.domain.messages.notification import SUBJECT_LIMIT
+from hyperpod_recovery.domain.messages.severity import channels_of
+from hyperpod_recovery.domain.messages.verdict_notice import notice_attributes, verdict_id, verdict_notice
+from hyperpod_recovery.domain.messages.wire import PAGER_EVENT_SOURCE
 from hyperpod_recovery.errors import NotifierUnavailable
 from hyperpod_recovery.metric_names import ALL, VERDICT_NOTICES
 from hyperpod_recovery.models.hangs import HangVerdict, ImportedDetection, RecordedVerdict

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from hyperpod_recovery.domain.execution_names import hang_execution_name
+from hyperpod_recovery.domain.intake.execution_names import hang_execution_name
 from hyperpod_recovery.models.hangs import HangRule, HangVerdict, ImportedDetection, RecordedVerdict, VerdictReview
 from hyperpod_recovery_cli.inputs import InputRefused
 from hyperpod_recovery_cli.verdicts import (

@@ -7,7 +7,7 @@ import threading
 from datetime import timedelta
 from typing import Any
 
-from hyperpod_recovery.domain.phases import phases_from_states
+from hyperpod_recovery.domain.record.phases import phases_from_states
 from sandbox.clock import VirtualClock
 from tests.fakes import T0
 
@@ -104,7 +104,7 @@ def test_the_drill_cli_reads_the_same_phases_from_a_history_in_seconds_since_the
         entered("Replace Nodes", 10),
         {"type": "ExecutionSucceeded", "timestamp": T0 + timedelta(seconds=30)},
     ]
-    # When the drill CLI turns it into phases, Then they are the record's phases (domain/phases.py),
+    # When the drill CLI turns it into phases, Then they are the record's phases (domain/record/phases.py),
     # an unknown state is "other", and the last phase runs to the history's last event
     assert phases_from_history(events) == [
         DrillPhase("assess", 0, 5),

@@ -15,7 +15,7 @@ from hyperpod_recovery.models.records import IncidentRecord, RecoveryLogEntry
 from hyperpod_recovery.vocabulary import PhaseName
 from hyperpod_recovery_cli.planner.model import RecoveryPhase
 
-# Which of an incident record's phases (domain/node_incident.py build_phases) make each planner phase.
+# Which of an incident record's phases (domain/record/node_incident.py build_phases) make each planner phase.
 # detect runs from the fault's detection to the pipeline's go-ahead; health_gate is Resume Nodes with
 # its health check; restart is the pipeline's part of it (the job's own start-up after its
 # resubmission, NCCL init and checkpoint load, is not in the ledger).

@@ -14,7 +14,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
-from hyperpod_recovery.domain.limits import node_recovery_time_bound_seconds, rejoin_wait_bounds, rejoin_window_seconds
+from hyperpod_recovery.domain.policy.limits import node_recovery_time_bound_seconds, rejoin_wait_bounds, rejoin_window_seconds
 from hyperpod_recovery.errors import ConfigurationError
 from hyperpod_recovery.models.commands import HealthCheck, ResumePolicy
 from hyperpod_recovery.models.common import CLUSTER_ARN_PATTERN, CLUSTER_NAME_MAX_LENGTH, CLUSTER_NAME_PATTERN

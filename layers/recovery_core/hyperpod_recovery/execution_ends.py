@@ -9,7 +9,7 @@ from datetime import timedelta
 
 from aws_lambda_powertools.metrics import MetricUnit
 
-from hyperpod_recovery.domain.limits import execution_time_bound_seconds
+from hyperpod_recovery.domain.policy.limits import execution_time_bound_seconds
 from hyperpod_recovery.metric_names import RECONCILED
 from hyperpod_recovery.observability import metrics
 from hyperpod_recovery.runtime import Dependencies

@@ -47,7 +47,7 @@ ENDS_SWEPT = {
     "completed": "EndSweepsCompleted",
 }
 
-# Phase durations in seconds (domain/durations.py), emitted by the Record steps; never for dry runs.
+# Phase durations in seconds (domain/record/durations.py), emitted by the Record steps; never for dry runs.
 DETECT_TO_CORDON = "DetectToCordonSeconds"
 REPLACE_TO_REJOIN = "ReplaceToRejoinSeconds"
 REJOIN_TO_RESUBMIT = "RejoinToResubmitSeconds"  # jobs resubmitted after the rejoin (ResumePolicy after_rejoin)

@@ -8,7 +8,7 @@ import warnings
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
-from hyperpod_recovery.models.workflow import OutcomeResult
+from hyperpod_recovery.models.node_recovery import OutcomeResult
 
 logger = Logger()
 metrics = Metrics()

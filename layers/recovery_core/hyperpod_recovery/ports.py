@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from hyperpod_recovery.models.job_nodes import JobNodes
     from hyperpod_recovery.models.job_recovery import RestartEntry
     from hyperpod_recovery.models.kubernetes import KubeJobRef
+    from hyperpod_recovery.models.node_recovery import ResumePlan
     from hyperpod_recovery.models.progress import ProgressReport
     from hyperpod_recovery.models.progress_memory import JobMemory
     from hyperpod_recovery.models.records import (
@@ -49,7 +50,6 @@ if TYPE_CHECKING:
         RejoinWait,
         ResubmissionClaim,
     )
-    from hyperpod_recovery.models.workflow import ResumePlan
 
 
 class Cluster(Protocol):
@@ -251,7 +251,7 @@ class DeadLetterSink(Protocol):
     def send(self, body: str, reason: str, message_id: str) -> None: ...
 
 
-# --- S3, for checkpoint discovery (domain/checkpoints.py) and commit (hyperpod_recovery.checkpointing) ---
+# --- S3, for checkpoint discovery (domain/checkpoints/discovery.py) and commit (hyperpod_recovery.checkpointing) ---
 LIST_PAGE_MAX = 1000  # ListObjectsV2's largest page
 
 

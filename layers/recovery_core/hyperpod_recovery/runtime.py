@@ -36,17 +36,17 @@ from hyperpod_recovery.adapters.sqs import DeadLetterQueue, SqsQueue
 from hyperpod_recovery.adapters.stepfunctions import StepFunctions
 from hyperpod_recovery.clock import current_clock
 from hyperpod_recovery.config import Settings, get_settings
-from hyperpod_recovery.domain.advice import Deployment
-from hyperpod_recovery.domain.freshness import EventAgeLimits
 from hyperpod_recovery.domain.hangs.rules import HangRules
-from hyperpod_recovery.domain.job_failure import RestartPolicy
-from hyperpod_recovery.domain.normalize import GuardedCluster
-from hyperpod_recovery.domain.safety import SafetyPolicy
+from hyperpod_recovery.domain.intake.freshness import EventAgeLimits
+from hyperpod_recovery.domain.intake.normalize import GuardedCluster
+from hyperpod_recovery.domain.jobs.job_failure import RestartPolicy
+from hyperpod_recovery.domain.messages.advice import Deployment
+from hyperpod_recovery.domain.policy.safety import SafetyPolicy
 from hyperpod_recovery.errors import InvalidStepInput
 from hyperpod_recovery.models.common import format_validation_error
 from hyperpod_recovery.models.job_recovery import JobWorkflowState
+from hyperpod_recovery.models.node_recovery import WorkflowState
 from hyperpod_recovery.models.requests import JobRecoveryRequest, RecoveryRequest
-from hyperpod_recovery.models.workflow import WorkflowState
 from hyperpod_recovery.observability import logger, metrics
 from hyperpod_recovery.ports import (
     CheckpointReader,

@@ -1,7 +1,7 @@
 """The incident vocabulary, defined once: outcomes, phases and the error names records carry.
 
-The record (domain/incident.py and its tables in node_incident.py, job_incident.py), the phases read back from an execution's
-history (domain/phases.py), the metrics (domain/durations.py), the drill CLI
+The record (domain/record/incident.py and its tables in node_incident.py, job_incident.py), the phases read back from an execution's
+history (domain/record/phases.py), the metrics (domain/record/durations.py), the drill CLI
 (cli/hyperpod_recovery_cli/drill.py), the sandbox report and its HTML page all use these types, so
 a misspelt phase or outcome fails mypy (and pydantic, for a record read back), and
 tests/contract/test_vocabulary.py checks that every reader knows every value (a colour for each

@@ -36,7 +36,7 @@ from typing import Any
 from hyperpod_recovery.adapters.checkpoints import S3CheckpointStore
 from hyperpod_recovery.checkpointing.commit import CommitResult, commit_checkpoint, verify_checksums
 from hyperpod_recovery.checkpointing.progress import Progress
-from hyperpod_recovery.domain.checkpoints import Discovery, Verdict, find_newest_verified, split_s3_uri, verify_checkpoint
+from hyperpod_recovery.domain.checkpoints.discovery import Discovery, Verdict, find_newest_verified, split_s3_uri, verify_checkpoint
 from hyperpod_recovery.models.commands import CheckpointRef
 from hyperpod_recovery.models.manifest import (
     JOB_NAME_ENV,

@@ -16,7 +16,7 @@ from typing import Literal
 
 from pydantic import ValidationError
 
-from hyperpod_recovery.domain.checkpoints import (
+from hyperpod_recovery.domain.checkpoints.discovery import (
     Verdict,
     check_shards,
     folder_sizes,

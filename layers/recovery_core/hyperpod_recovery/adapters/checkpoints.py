@@ -1,6 +1,6 @@
 """S3 for checkpoints: the reads discovery makes (one SDK call per method, so request counts are
 honest) and the conditional writes the checkpoint writer makes. The logic lives in
-domain/checkpoints.py (discovery) and hyperpod_recovery.checkpointing.commit (commit)."""
+domain/checkpoints/discovery.py (discovery) and hyperpod_recovery.checkpointing.commit (commit)."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 The workflow names a node ``hyperpod-<instance id>`` (HyperPod's own names; ListClusterNodes' instance
 ids map to them). A cluster whose nodes are named otherwise (``ip-10-1-2-3.us-west-2.compute.internal``
 on older clusters) is read once, by the instance each node's ``spec.providerID`` names
-(domain/eks_provider_id.py: HyperPod's form or EC2's). A node whose providerID names no instance is
+(domain/nodes/eks_provider_id.py: HyperPod's form or EC2's). A node whose providerID names no instance is
 never taken for one, and the answer says it was there.
 """
 
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from hyperpod_recovery.domain.eks_nodes import NodeView, hyperpod_name
-from hyperpod_recovery.domain.eks_provider_id import instance_of_provider_id, unreadable_provider_id
+from hyperpod_recovery.domain.nodes.eks_nodes import NodeView, hyperpod_name
+from hyperpod_recovery.domain.nodes.eks_provider_id import instance_of_provider_id, unreadable_provider_id
 from hyperpod_recovery.errors import KubeObjectGone
 from hyperpod_recovery.models.kubernetes import COMPUTE_TYPE_LABEL, instance_of_node_name
 from hyperpod_recovery.ports import KubeApi

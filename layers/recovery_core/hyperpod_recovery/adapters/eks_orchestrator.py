@@ -4,7 +4,7 @@ No in-cluster agent: ``dispatch`` executes the command in the Lambda that sends 
 waiting task itself (SendTaskSuccess), the way the Slurm agent answers from the controller. The
 state machines are the same for both orchestrators; only this class and the Slurm one differ.
 
-What a command means here (the node rules are domain/eks_nodes.py's, the job rules domain/eks_jobs.py's):
+What a command means here (the node rules are domain/nodes/eks_nodes.py's, the job rules domain/jobs/eks_jobs.py's):
 
 | command       | on EKS                                                                                 |
 |---------------|----------------------------------------------------------------------------------------|
@@ -42,7 +42,8 @@ from hyperpod_recovery.adapters.eks_node_lookup import HyperPodNodes
 from hyperpod_recovery.adapters.eks_stop import JobStopper, stop_only
 from hyperpod_recovery.adapters.eks_workloads import KueueWorkloads
 from hyperpod_recovery.adapters.stepfunctions import StepFunctions
-from hyperpod_recovery.domain.eks_jobs import (
+from hyperpod_recovery.domain.hangs.pod_logs import PodLog, comparable, job_text, node_signature, node_text, training_container
+from hyperpod_recovery.domain.jobs.eks_jobs import (
     RECREATION_TOKEN_LABEL,
     STOPPED_FOR_ANNOTATION,
     UnsizableJob,
@@ -60,9 +61,15 @@ from hyperpod_recovery.domain.eks_jobs import (
     sized_spec,
     suspended,
 )
-from hyperpod_recovery.domain.eks_nodes import NodeView, cordon_plan, give_back_plan, health_gate, hyperpod_name, rebooted_since_cordon
-from hyperpod_recovery.domain.hangs.pod_logs import PodLog, comparable, job_text, node_signature, node_text, training_container
-from hyperpod_recovery.domain.redact import redact
+from hyperpod_recovery.domain.nodes.eks_nodes import (
+    NodeView,
+    cordon_plan,
+    give_back_plan,
+    health_gate,
+    hyperpod_name,
+    rebooted_since_cordon,
+)
+from hyperpod_recovery.domain.record.redact import redact
 from hyperpod_recovery.errors import (
     ControllerAgentError,
     ControllerChannelError,
@@ -483,7 +490,7 @@ class EksOrchestrator:
         return min(len(free), MAX_JOB_NODES)
 
     def resubmit(self, command: ResubmitJob, incident_id: str) -> ResubmitResult:
-        """Re-create the job from ``command.checkpoint`` (domain/eks_jobs.py recreated_job), with never
+        """Re-create the job from ``command.checkpoint`` (domain/jobs/eks_jobs.py recreated_job), with never
         two copies running: first the name is checked free (or found ours), then the old job is
         stopped the way the controller that owns it honours and the stop verified by reading back,
         and only then the new one created. A retry finds its own work at each step: the old job
@@ -699,7 +706,7 @@ class EksOrchestrator:
         )
 
     def node_states(self, command: NodeStates) -> NodeStatesResult:
-        """Each node in the words the job-failure classifier reads (domain/job_failure.py): down when
+        """Each node in the words the job-failure classifier reads (domain/jobs/job_failure.py): down when
         Kubernetes has no such node or it is not Ready; drained for repair (``Action:Replace``/``Reboot``)
         when HyperPod's health label says so; drained under our tag when we cordoned it; drained by
         someone else when another cordoned it; idle otherwise."""
@@ -843,7 +850,7 @@ class EksOrchestrator:
             except _UNREAD as exc:
                 said = f"pod {name} container {container}: the API did not give its log ({type(exc).__name__}): {exc}"
                 return NodeStacks(node=node, outcome="failed", text=said[:STACKS_TEXT_LIMIT])
-            # Redacted as read: before the tail is cut to its bound and before its signature (domain/redact.py).
+            # Redacted as read: before the tail is cut to its bound and before its signature (domain/record/redact.py).
             logs.append(PodLog(pod=name, container=container, text=redact(text), cut=len(text.encode()) >= LOG_LIMIT_BYTES))
         return NodeStacks(
             node=node, outcome="captured", text=node_text(logs, STACKS_TEXT_LIMIT, LOG_TAIL_LINES), signature=node_signature(logs)

@@ -3,7 +3,7 @@
 A job Kueue manages is stopped by its Workload's ``spec.active: false`` (Kueue un-suspends a suspended
 job whose Workload is admitted); any other by ``runPolicy.suspend``. The stop is read back: the
 Workload inactive, the job suspended, and no pod of it left running, pending or Terminating (a
-Terminating pod runs through its grace period: domain/eks_grace.py). Where it cannot be made certain,
+Terminating pod runs through its grace period: domain/jobs/eks_grace.py). Where it cannot be made certain,
 nothing is created (JobSpecUnavailable, saying why); while its pods are still going, the copy waits
 (OldCopyStillStopping, which the workflow tries again).
 """
@@ -15,8 +15,8 @@ from datetime import datetime
 from typing import Any
 
 from hyperpod_recovery.adapters.eks_workloads import KueueWorkloads
-from hyperpod_recovery.domain.eks_grace import still_running, terminating
-from hyperpod_recovery.domain.eks_jobs import finished, kueue_managed, live_pods_of, suspended
+from hyperpod_recovery.domain.jobs.eks_grace import still_running, terminating
+from hyperpod_recovery.domain.jobs.eks_jobs import finished, kueue_managed, live_pods_of, suspended
 from hyperpod_recovery.errors import (
     JobSpecUnavailable,
     KubeAccessDenied,

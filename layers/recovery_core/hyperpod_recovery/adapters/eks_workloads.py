@@ -1,6 +1,6 @@
 """A job's Kueue Workloads, found and made inactive at the Workload API version the cluster serves.
 
-The version is discovered once per command (``GET /apis/kueue.x-k8s.io``: domain/eks_kueue.py), and
+The version is discovered once per command (``GET /apis/kueue.x-k8s.io``: domain/jobs/eks_kueue.py), and
 what discovery says decides what a stop may conclude:
 
 | discovery / the Workload request          | concluded                                                    |
@@ -29,8 +29,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from hyperpod_recovery.domain.eks_jobs import kueue_managed, workloads_of
-from hyperpod_recovery.domain.eks_kueue import UnreadableDiscovery, served_versions, workload_version
+from hyperpod_recovery.domain.jobs.eks_jobs import kueue_managed, workloads_of
+from hyperpod_recovery.domain.jobs.eks_kueue import UnreadableDiscovery, served_versions, workload_version
 from hyperpod_recovery.errors import (
     JobSpecUnavailable,
     KubeAccessDenied,

@@ -13,10 +13,10 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from hyperpod_recovery.adapters.aws import THROTTLING_CODES, LazyClient, error_code, is_transient
-from hyperpod_recovery.domain.replace import chunked
+from hyperpod_recovery.domain.nodes.replace import chunked
 from hyperpod_recovery.errors import ClusterNotFound, HyperPodApiError, HyperPodThrottled, HyperPodUnavailable
 from hyperpod_recovery.models.cluster import BatchOutcome, ClusterInfo, ClusterNode, InstanceGroupInfo
-from hyperpod_recovery.models.workflow import ReplaceFailure
+from hyperpod_recovery.models.node_recovery import ReplaceFailure
 
 
 class HyperPodCluster:
@@ -83,7 +83,7 @@ class HyperPodCluster:
     def _list(self, **filters: Any) -> list[ClusterNode]:
         nodes: list[ClusterNode] = []
         # IncludeNodeLogicalIds: each node's NodeLogicalId, the identity HyperPod says "persists
-        # throughout its lifecycle" (domain/rejoin.py finds a replacement by it first).
+        # throughout its lifecycle" (domain/nodes/rejoin.py finds a replacement by it first).
         kwargs: dict[str, Any] = {"ClusterName": self.cluster_name, "MaxResults": 100, "IncludeNodeLogicalIds": True, **filters}
         while True:
             page = self._call("ListClusterNodes", self.sagemaker.list_cluster_nodes, **kwargs)

@@ -25,7 +25,7 @@ the wire against a local TLS server:
 | get_workload         | GET   /apis/kueue.x-k8s.io/{version}/namespaces/{ns}/workloads/{name}    |
 | patch_workload       | PATCH /apis/kueue.x-k8s.io/{version}/namespaces/{ns}/workloads/{name} (json-patch) |
 
-(The Workload calls take the version discovery found served: domain/eks_kueue.py. Discovery is a
+(The Workload calls take the version discovery found served: domain/jobs/eks_kueue.py. Discovery is a
 non-resource URL every authenticated user may get: Kubernetes' default ClusterRole system:discovery,
 bound to system:authenticated.)
 

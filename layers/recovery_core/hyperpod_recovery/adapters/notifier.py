@@ -1,8 +1,8 @@
-"""Notifications: one message text (domain/notification.py), delivered where on-call reads it.
+"""Notifications: one message text (domain/messages/notification.py), delivered where on-call reads it.
 
 Every notification is published to the notification topic as plain text (e-mail, and any
 subscriber of the operator's), with message attributes a subscription can filter on: ``outcome``,
-``cluster``, ``severity`` (domain/severity.py) and, for JobRecovery, ``workflow``. The severity
+``cluster``, ``severity`` (domain/messages/severity.py) and, for JobRecovery, ``workflow``. The severity
 adds channels, each only when the stack wires it (template.yaml, docs/runbook.md Notifications):
 
 - chat (Slack, Microsoft Teams through Amazon Q Developer in chat applications): a copy of the
@@ -12,7 +12,7 @@ adds channels, each only when the stack wires it (template.yaml, docs/runbook.md
   API v2 trigger body (without the routing key: the stack's EventBridge connection adds it from
   Secrets Manager), sent on by a rule to an API destination.
 
-Each channel's payload keeps to its own limit as that channel counts it (domain/wire.py), and each
+Each channel's payload keeps to its own limit as that channel counts it (domain/messages/wire.py), and each
 channel is sent on its own: one that fails is logged and counted (metric_names.py
 NOTIFICATION_FAILURES) and costs the others nothing. Only when every channel failed, so nobody was
 told and nothing went out, does ``publish`` raise NotifierUnavailable, which the steps retry.
@@ -33,9 +33,9 @@ from aws_lambda_powertools.metrics import MetricUnit
 from botocore.exceptions import BotoCoreError, ClientError
 
 from hyperpod_recovery.adapters.aws import NOTIFY_CONFIG, LazyClient, is_transient
-from hyperpod_recovery.domain.advice import Deployment
-from hyperpod_recovery.domain.severity import Channel, channels_of
-from hyperpod_recovery.domain.wire import chat_message, pager_entry, sns_attributes, sns_subject, topic_message, wire_text
+from hyperpod_recovery.domain.messages.advice import Deployment
+from hyperpod_recovery.domain.messages.severity import Channel, channels_of
+from hyperpod_recovery.domain.messages.wire import chat_message, pager_entry, sns_attributes, sns_subject, topic_message, wire_text
 from hyperpod_recovery.errors import NotifierUnavailable
 from hyperpod_recovery.metric_names import NOTIFICATION_FAILURES
 from hyperpod_recovery.observability import logger, metrics

@@ -21,7 +21,7 @@ from hyperpod_recovery.clock import current_clock
 from hyperpod_recovery.errors import HistoryUnavailable, StartExecutionFailed, TaskAnswerFailed
 from hyperpod_recovery.models.commands import CommandReply, ResubmitResult
 from hyperpod_recovery.models.events import ExecutionStatusDetail
-from hyperpod_recovery.models.workflow import ResumePlan
+from hyperpod_recovery.models.node_recovery import ResumePlan
 from hyperpod_recovery.observability import logger
 from hyperpod_recovery.ports import ClosedExecution, ResubmissionSeen, ResubmissionsRead, StartOutcome, Workflow
 

@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 
 from hyperpod_recovery.models.common import slurm_node_name
 from hyperpod_recovery.models.kubernetes import node_name_for_instance
-from hyperpod_recovery.models.workflow import ReplaceFailure
+from hyperpod_recovery.models.node_recovery import ReplaceFailure
 
 
 class InstanceGroupInfo(BaseModel):

@@ -14,7 +14,7 @@ from typing import Annotated, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from hyperpod_recovery.domain.redact import after_cut, printable, redact_within
+from hyperpod_recovery.domain.record.redact import after_cut, printable, redact_within
 from hyperpod_recovery.models.common import (
     MAX_JOB_NODES_CARRIED,
     MAX_JOBS_PER_INCIDENT,
@@ -163,7 +163,7 @@ class JobSpec(BaseModel):
     # EKS: the job object (``job_id`` is its uid; ``name`` the name its checkpoints are written under).
     kube: KubeJobRef | None = Field(default=None, exclude_if=_is_none)
     # EKS: the longest terminationGracePeriodSeconds of its pod templates (Kubernetes' 30 where unset):
-    # how long its pods may run on once it is stopped (domain/eks_grace.py). None on Slurm.
+    # how long its pods may run on once it is stopped (domain/jobs/eks_grace.py). None on Slurm.
     stop_grace_seconds: int | None = Field(default=None, ge=0, le=MAX_GRACE_SECONDS_CARRIED, exclude_if=_is_none)
     # The owner's own choice of when to resubmit it (its comment's resume=...); None: the stack's.
     resume: ResumePolicy | None = Field(default=None, exclude_if=_is_none)
@@ -311,7 +311,7 @@ class ResubmitJob(BaseModel):
     # ``job_id`` (``kube`` then names the job it was re-created from): the copy is ours only if it carries it.
     copy_token: RecreationToken | None = Field(default=None, exclude_if=_is_none)
     # EKS: only stop the job, for its re-creation after the rejoin (its pods may take longer to stop than a
-    # re-creation waits: domain/eks_grace.py); nothing is created, and the pods are not waited for.
+    # re-creation waits: domain/jobs/eks_grace.py); nothing is created, and the pods are not waited for.
     stop_only: StrictFlag = Field(default=False, exclude_if=_is_false)
 
     @model_validator(mode="after")
@@ -402,7 +402,7 @@ class BootTimes(BaseModel):
 MAX_EVIDENCE_NODES = 16
 STACKS_TEXT_LIMIT = 2048
 JOB_TEXT_LIMIT = 4096
-# The same bounds in bytes of UTF-8, as the ledger stores them (domain/redact.py redacted_evidence cuts
+# The same bounds in bytes of UTF-8, as the ledger stores them (domain/record/redact.py redacted_evidence cuts
 # to them): a node's text, the job's, and the whole evidence item as stored (JSON doubles at most each
 # byte of a text: a quote, a backslash, a newline; control characters are spaces by then).
 NODE_EVIDENCE_BYTES = 2048
@@ -459,7 +459,7 @@ class HangEvidenceResult(BaseModel):
     def _redacted(self) -> HangEvidenceResult:
         """Every text redacted and within its bound in bytes wherever evidence is made or read (the
         agent's answer, the EKS reader's, the state each function reads, the ledger): the one place a
-        job's words enter the record (domain/redact.py)."""
+        job's words enter the record (domain/record/redact.py)."""
         for node in self.nodes:
             node.text = redact_within(after_cut(printable(node.text)), NODE_EVIDENCE_BYTES, "end")
         self.job_text = redact_within(printable(self.job_text), JOB_TEXT_BYTES, "start")

@@ -2,7 +2,7 @@
 naming a job), and what each of its states adds to the execution state.
 
 JobRecovery reuses NodeRecovery for the nodes (a nested execution) and the Find Newest
-Checkpoint / Resubmit Job steps for the job, so those keep their own models (models/workflow.py).
+Checkpoint / Resubmit Job steps for the job, so those keep their own models (models/node_recovery.py).
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from hyperpod_recovery.models.common import (
     StepResult,
     Timestamp,
 )
+from hyperpod_recovery.models.node_recovery import CheckpointPlan, ResumePlan, StepError, StepInput, lenient_state
 from hyperpod_recovery.models.requests import JobRecoveryRequest, RecoveryRequest
-from hyperpod_recovery.models.workflow import CheckpointPlan, ResumePlan, StepError, StepInput, lenient_state
 
 # hung: a running job that stopped making progress (a hang verdict, models/hangs.py); it is
 # cancelled and resubmitted, its suspects checked by a nested NodeRecovery. recovered_by_itself: the
@@ -62,7 +62,7 @@ class FailureClassification(StepResult):
     node_request: RecoveryRequest | None = None
     node_execution_name: str | None = Field(default=None, max_length=80)
     # Recover Nodes' TimeoutSecondsPath: the longest the nested NodeRecovery can run under this
-    # stack's deadlines (domain/limits.py), so the parent never gives up on a child mid-recovery.
+    # stack's deadlines (domain/policy/limits.py), so the parent never gives up on a child mid-recovery.
     node_timeout_seconds: int | None = Field(default=None, ge=1, le=31_536_000)
 
 

@@ -116,7 +116,7 @@ OPT_IN_ANNOTATION = f"{MARK_DOMAIN}/recover"
 # for good: Kueue evicts the Workload (reason Deactivated) and suspends the job itself.
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 KUEUE_JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
-# The Workload API's version is the one the cluster serves (v1beta2, else v1beta1: domain/eks_kueue.py).
+# The Workload API's version is the one the cluster serves (v1beta2, else v1beta1: domain/jobs/eks_kueue.py).
 KUEUE_GROUP = "kueue.x-k8s.io"
 WORKLOAD_PLURAL = "workloads"
 WORKLOAD_VERSIONS = ("v1beta2", "v1beta1")  # the versions we read and write Workloads at, preferred first

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from hyperpod_recovery.models.commands import MAX_CHECKPOINT_URI, MAX_JOBS_CHECKED, RunningJob
 from hyperpod_recovery.models.common import JobId
-from hyperpod_recovery.models.workflow import StepInput
+from hyperpod_recovery.models.node_recovery import StepInput
 
 
 class CheckControllerAgentInput(StepInput):

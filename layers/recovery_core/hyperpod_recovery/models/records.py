@@ -10,7 +10,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstr
 
 from hyperpod_recovery.models.commands import MAX_CHECKPOINT_URI
 from hyperpod_recovery.models.common import MAX_NODES_PER_REQUEST, LongText, ShortText, Timestamp
-from hyperpod_recovery.models.workflow import MAX_SHRUNK_JOBS_PER_INCIDENT
+from hyperpod_recovery.models.node_recovery import MAX_SHRUNK_JOBS_PER_INCIDENT
 from hyperpod_recovery.vocabulary import PHASES, Outcome, PhaseName
 
 
@@ -176,7 +176,7 @@ class IncidentRecord(BaseModel):
     resubmissions: list[Resubmission] = Field(default_factory=list)
     jobs: list[dict[str, Any]] = Field(default_factory=list)  # captured job specs, kept for a human
     agent_seconds: float = 0.0  # time spent waiting on the controller agent
-    # The facts every message is rendered from (domain/fates.py): which orchestrator's commands a
+    # The facts every message is rendered from (domain/record/fates.py): which orchestrator's commands a
     # human runs, what became of each job and each node. A record written before they existed reads
     # with none (its summary still says what happened).
     orchestrator: Literal["slurm", "eks"] = "slurm"

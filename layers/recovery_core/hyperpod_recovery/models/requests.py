@@ -1,5 +1,5 @@
 """What starts a recovery: the manual/drill requests a human sends, and the internal requests
-every source is translated into (domain/normalize.py): RecoveryRequest for NodeRecovery,
+every source is translated into (domain/intake/normalize.py): RecoveryRequest for NodeRecovery,
 JobRecoveryRequest for JobRecovery."""
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ JobTriggerSource = Annotated[
 TRIGGER_REASON_LIMIT = 1024
 # At most one trigger per node and source: the largest request a storm can make is bounded.
 MAX_TRIGGERS_PER_REQUEST = 4 * MAX_NODES_PER_REQUEST
-# A request's whole size: intake's grouping keeps a storm's request below it (domain/normalize.py);
+# A request's whole size: intake's grouping keeps a storm's request below it (domain/intake/normalize.py);
 # a hand-made request over it is refused, naming the size.
 MAX_REQUEST_BYTES = 32 * 1024
 
@@ -52,7 +52,7 @@ class ManualRecoveryRequest(BaseModel):
 class Trigger(BaseModel):
     """One kind of signal with one reason, for the nodes it named: an event, an alarm, a human's
     request. The events of a rack failure (same source, same reason, within a minute) are one
-    trigger for all their nodes, so a storm's request stays small (domain/normalize.py)."""
+    trigger for all their nodes, so a storm's request stays small (domain/intake/normalize.py)."""
 
     model_config = ConfigDict(extra="forbid")
 

@@ -9,8 +9,8 @@ from typing import Any, TypeVar
 
 from pydantic import TypeAdapter, ValidationError
 
-from hyperpod_recovery.domain.freshness import EventAgeLimits, check_job_event_fresh, drop_stale_nodes
-from hyperpod_recovery.domain.normalize import GuardedCluster
+from hyperpod_recovery.domain.intake.freshness import EventAgeLimits, check_job_event_fresh, drop_stale_nodes
+from hyperpod_recovery.domain.intake.normalize import GuardedCluster
 from hyperpod_recovery.errors import InvalidRecoveryRequest
 from hyperpod_recovery.models.common import format_validation_error
 from hyperpod_recovery.models.requests import JobRecoveryRequest, RecoveryRequest

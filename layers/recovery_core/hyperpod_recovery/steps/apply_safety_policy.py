@@ -6,10 +6,10 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from hyperpod_recovery import errors
-from hyperpod_recovery.domain.safety import SafetyPolicy
-from hyperpod_recovery.domain.safety import apply_safety_policy as decide_safety
+from hyperpod_recovery.domain.policy.safety import SafetyPolicy
+from hyperpod_recovery.domain.policy.safety import apply_safety_policy as decide_safety
+from hyperpod_recovery.models.node_recovery import ApplySafetyPolicyInput, Assessment, SkippedNode
 from hyperpod_recovery.models.records import HOST_LOCK_PREFIX
-from hyperpod_recovery.models.workflow import ApplySafetyPolicyInput, Assessment, SkippedNode
 from hyperpod_recovery.observability import logger
 from hyperpod_recovery.ports import Ledger
 from hyperpod_recovery.vocabulary import error_name

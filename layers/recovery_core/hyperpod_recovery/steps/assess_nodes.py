@@ -5,9 +5,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from hyperpod_recovery.domain.assess import assess_nodes as decide
-from hyperpod_recovery.domain.assess import describe_each
-from hyperpod_recovery.models.workflow import Assessment, AssessNodesInput
+from hyperpod_recovery.domain.nodes.assess import assess_nodes as decide
+from hyperpod_recovery.domain.nodes.assess import describe_each
+from hyperpod_recovery.models.node_recovery import Assessment, AssessNodesInput
 from hyperpod_recovery.ports import Cluster
 
 

@@ -17,7 +17,7 @@ import boto3
 import botocore
 
 from hyperpod_recovery import __version__
-from hyperpod_recovery.domain.checkpoints import find_newest_verified
+from hyperpod_recovery.domain.checkpoints.discovery import find_newest_verified
 from hyperpod_recovery.errors import CheckpointStoreUnavailable, CheckpointUnreadable
 from hyperpod_recovery.models.preflight import CheckDeploymentInput, CheckpointProbe, DeploymentReport, SdkReport
 from hyperpod_recovery.ports import CheckpointReader

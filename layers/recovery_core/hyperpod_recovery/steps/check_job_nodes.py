@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from hyperpod_recovery.domain.job_failure import job_nodes
+from hyperpod_recovery.domain.jobs.job_failure import job_nodes
 from hyperpod_recovery.models.commands import NodeStates, NodeStatesResult
 from hyperpod_recovery.models.common import MAX_JOB_NODES_CARRIED
 from hyperpod_recovery.models.job_recovery import CheckJobNodesInput

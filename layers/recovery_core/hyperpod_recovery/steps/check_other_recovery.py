@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from hyperpod_recovery.domain.job_failure import watch_other_recovery
+from hyperpod_recovery.domain.jobs.job_failure import watch_other_recovery
 from hyperpod_recovery.models.job_recovery import CheckOtherRecoveryInput, OtherRecoveryWatch
 from hyperpod_recovery.ports import Ledger
 

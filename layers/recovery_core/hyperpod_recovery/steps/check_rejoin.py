@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from hyperpod_recovery.domain.rejoin import escalate_to_replace, observe_rejoin, reboots_past_deadline
+from hyperpod_recovery.domain.nodes.rejoin import escalate_to_replace, observe_rejoin, reboots_past_deadline
 from hyperpod_recovery.models.cluster import BatchOutcome, ClusterNode
-from hyperpod_recovery.models.workflow import CheckRejoinInput, RejoinWatch
+from hyperpod_recovery.models.node_recovery import CheckRejoinInput, RejoinWatch
 from hyperpod_recovery.observability import logger
 from hyperpod_recovery.ports import Cluster, Ledger
 
@@ -49,7 +49,7 @@ def check_rejoin(
 
 
 def nodes_to_watch(step: CheckRejoinInput, cluster: Cluster) -> list[ClusterNode]:
-    """What a look needs (domain/rejoin.py): every instance launched since the repairs began (a
+    """What a look needs (domain/nodes/rejoin.py): every instance launched since the repairs began (a
     replacement, by its logical id, hostname or group) and each watched node's own instance (back
     from a reboot keeps its id). Not the whole cluster: a look's cost follows the incident, not the fleet."""
     watch = step.rejoin

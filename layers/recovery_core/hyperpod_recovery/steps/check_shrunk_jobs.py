@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from hyperpod_recovery.domain.checkpoints import find_newest_verified
+from hyperpod_recovery.domain.checkpoints.discovery import find_newest_verified
 from hyperpod_recovery.domain.elastic.grow_back import Reading, advance
 from hyperpod_recovery.errors import CheckpointUnreadable
 from hyperpod_recovery.models.commands import JobSpec
-from hyperpod_recovery.models.workflow import CheckShrunkJobsInput, GrowBackJob, GrowBackState
+from hyperpod_recovery.models.node_recovery import CheckShrunkJobsInput, GrowBackJob, GrowBackState
 from hyperpod_recovery.observability import logger
 from hyperpod_recovery.ports import CheckpointReader, Ledger
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from hyperpod_recovery.models.commands import CordonNodes, owner_tag
 from hyperpod_recovery.models.common import one_line
-from hyperpod_recovery.models.workflow import CordonNodesInput
+from hyperpod_recovery.models.node_recovery import CordonNodesInput
 from hyperpod_recovery.ports import Orchestrator
 from hyperpod_recovery.steps.commands import dispatch_command
 

@@ -33,12 +33,12 @@ from datetime import datetime
 
 from pydantic import ValidationError
 
-from hyperpod_recovery.domain.execution_names import hang_execution_name
 from hyperpod_recovery.domain.hangs.damping import after_damping, damp, damped_action
 from hyperpod_recovery.domain.hangs.detect import job_verdicts
 from hyperpod_recovery.domain.hangs.handled import ended_by, handled_by
 from hyperpod_recovery.domain.hangs.observed import observe, own_rows, remembered_start, skew_text
 from hyperpod_recovery.domain.hangs.rules import HangRules
+from hyperpod_recovery.domain.intake.execution_names import hang_execution_name
 from hyperpod_recovery.errors import (
     HistoryUnavailable,
     KubeAccessDenied,

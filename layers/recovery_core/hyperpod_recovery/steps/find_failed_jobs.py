@@ -5,7 +5,7 @@ event starts one through intake.
 A failure is started when the job opted in to our recovery, or when its own restarter gave up on it
 (the HyperPod training operator, HyperPod's job auto-resume): JobRecovery then classifies it with the
 same rules, budget, backoff and crash-loop detection as on Slurm. The execution is named by the
-job's uid and the moment it failed (domain/execution_names.py), so a failure seen by many polls
+job's uid and the moment it failed (domain/intake/execution_names.py), so a failure seen by many polls
 starts one execution: Step Functions turns the same name away. A failure older than
 MaxEventAgeSeconds is not started (it would be refused as stale at every poll).
 
@@ -35,10 +35,10 @@ from pydantic import ValidationError
 
 from hyperpod_recovery.adapters.eks_node_lookup import HyperPodNodes
 from hyperpod_recovery.adapters.eks_orchestrator import installed_jobs, job_pod_nodes, job_pods
-from hyperpod_recovery.domain.eks_jobs import failed_at, failed_exit_code, failure_event, recovery_wanted
-from hyperpod_recovery.domain.execution_names import job_execution_name
-from hyperpod_recovery.domain.freshness import EventAgeLimits
-from hyperpod_recovery.domain.normalize import GuardedCluster
+from hyperpod_recovery.domain.intake.execution_names import job_execution_name
+from hyperpod_recovery.domain.intake.freshness import EventAgeLimits
+from hyperpod_recovery.domain.intake.normalize import GuardedCluster
+from hyperpod_recovery.domain.jobs.eks_jobs import failed_at, failed_exit_code, failure_event, recovery_wanted
 from hyperpod_recovery.errors import KubeObjectGone, LedgerError, LedgerUnavailable, StartExecutionFailed
 from hyperpod_recovery.models.job_events import JobFailedDetail
 from hyperpod_recovery.models.kubernetes import JOB_KINDS, KUBE_JOB_NAME_MAX, KubeJobRef, is_dns1123_label, is_dns1123_subdomain

@@ -5,16 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from hyperpod_recovery.domain.checkpoints import find_newest_verified
-from hyperpod_recovery.domain.eks_grace import outlives_the_wait
+from hyperpod_recovery.domain.checkpoints.discovery import find_newest_verified
 from hyperpod_recovery.domain.elastic.decide import Estimate, decide_elastic
 from hyperpod_recovery.domain.elastic.estimates import MEASURED_WINDOW_DAYS, expected_wait, grow_back_cost
-from hyperpod_recovery.domain.execution_names import hung_job_of, is_hang_incident
+from hyperpod_recovery.domain.intake.execution_names import hung_job_of, is_hang_incident
+from hyperpod_recovery.domain.jobs.eks_grace import outlives_the_wait
 from hyperpod_recovery.errors import CheckpointUnreadable
 from hyperpod_recovery.models.commands import CheckpointRef, JobRef, JobSpec, ResumePolicy, left_alone_reason
 from hyperpod_recovery.models.common import MAX_JOBS_PER_INCIDENT
-from hyperpod_recovery.models.records import RecoveryLogEntry
-from hyperpod_recovery.models.workflow import (
+from hyperpod_recovery.models.node_recovery import (
     MAX_ELASTIC_DECISIONS,
     MAX_SHRUNK_JOBS_PER_INCIDENT,
     CheckpointPlan,
@@ -23,6 +22,7 @@ from hyperpod_recovery.models.workflow import (
     ResumePlan,
     UnresumableJob,
 )
+from hyperpod_recovery.models.records import RecoveryLogEntry
 from hyperpod_recovery.observability import logger
 from hyperpod_recovery.ports import CheckpointReader, Ledger
 

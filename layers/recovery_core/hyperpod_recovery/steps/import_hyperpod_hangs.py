@@ -17,7 +17,7 @@ One event this cannot read is counted (``unparsable``) and logged, never the bat
 ledger that cannot be reached fails the invocation, which Lambda retries (a verdict already kept is
 not kept twice).
 
-Each verdict kept here is told once, informationally (domain/verdict_notice.py: the topic and chat,
+Each verdict kept here is told once, informationally (domain/messages/verdict_notice.py: the topic and chat,
 never the pager): only by the run whose write kept it (``record_verdict`` answered True), so a
 redelivered batch or a later poll of the same fault sends nothing. A publish that fails is logged
 and counted (``verdict_notice_failed``), never the batch's or the poll's failure: the verdict is kept
@@ -33,8 +33,6 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from hyperpod_recovery.domain.advice import Deployment
-from hyperpod_recovery.domain.freshness import EventAgeLimits
 from hyperpod_recovery.domain.hangs.imported import (
     CONTROL_MESSAGE,
     EPISODE_WINDOW,
@@ -48,7 +46,9 @@ from hyperpod_recovery.domain.hangs.imported import (
     operator_faults,
     parse_hang_event,
 )
-from hyperpod_recovery.domain.verdict_notice import TAKEN, notice_attributes, verdict_id, verdict_notice
+from hyperpod_recovery.domain.intake.freshness import EventAgeLimits
+from hyperpod_recovery.domain.messages.advice import Deployment
+from hyperpod_recovery.domain.messages.verdict_notice import TAKEN, notice_attributes, verdict_id, verdict_notice
 from hyperpod_recovery.errors import LedgerError, LedgerUnavailable, NotifierUnavailable
 from hyperpod_recovery.models.hangs import HangRule, HangVerdict, ImportedDetection, RecordedVerdict
 from hyperpod_recovery.observability import logger
@@ -158,7 +158,7 @@ def record_operator_faults(
     """The HyperPodPyTorchJob's HANGING and SLOW faults, each kept once per episode (its condition's
     time); the job stays the operator's. A fault older than MaxEventAgeSeconds is not written again at
     every poll while its condition stays, and one dated past MaxClockSkewSeconds ahead is not written
-    (counted and logged, as every event: domain/freshness.py). A ledger that cannot be reached loses
+    (counted and logged, as every event: domain/intake/freshness.py). A ledger that cannot be reached loses
     this poll's record (the next poll records it: the same episode)."""
     metadata = job.get("metadata") or {}
     key = f"{metadata.get('namespace')}/{metadata.get('name')}"

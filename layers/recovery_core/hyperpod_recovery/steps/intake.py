@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from hyperpod_recovery.domain.execution_names import incident_id_for, job_execution_name
-from hyperpod_recovery.domain.normalize import GuardedCluster, Ignored, group_triggers, parse_intake_event
+from hyperpod_recovery.domain.intake.execution_names import incident_id_for, job_execution_name
+from hyperpod_recovery.domain.intake.normalize import GuardedCluster, Ignored, group_triggers, parse_intake_event
 from hyperpod_recovery.errors import ForeignClusterEvent, InvalidRecoveryRequest, StartExecutionFailed
 from hyperpod_recovery.models.common import MAX_NODES_PER_REQUEST
 from hyperpod_recovery.models.requests import JobRecoveryRequest, Trigger

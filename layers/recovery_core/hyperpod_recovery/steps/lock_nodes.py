@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from hyperpod_recovery.models.workflow import LockNodesInput, LockResult
+from hyperpod_recovery.models.node_recovery import LockNodesInput, LockResult
 from hyperpod_recovery.ports import Ledger
 
 

@@ -1,5 +1,5 @@
 """Notice Cluster Event: a "SageMaker HyperPod Cluster Event" about a watched node wakes the
-recovery waiting for it (domain/rejoin_events.py says which), which then checks for itself.
+recovery waiting for it (domain/nodes/rejoin_events.py says which), which then checks for itself.
 
 Best effort by design: every waiting recovery also has its fallback check (the wait's timeout), so
 an event lost, late or misread never decides anything; it only saves the wait.
@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from datetime import datetime, timedelta
 
-from hyperpod_recovery.domain.rejoin_events import wakes
+from hyperpod_recovery.domain.nodes.rejoin_events import wakes
 from hyperpod_recovery.models.events import ClusterEventDetails
 from hyperpod_recovery.observability import logger
 from hyperpod_recovery.ports import Ledger, Workflows

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from hyperpod_recovery.domain.job_failure import RestartPolicy, plan_restart
-from hyperpod_recovery.domain.safety import SafetyPolicy
+from hyperpod_recovery.domain.jobs.job_failure import RestartPolicy, plan_restart
+from hyperpod_recovery.domain.policy.safety import SafetyPolicy
 from hyperpod_recovery.models.job_recovery import PlanJobRestartInput, RestartDecision
 from hyperpod_recovery.models.records import BreakerState
 from hyperpod_recovery.observability import logger

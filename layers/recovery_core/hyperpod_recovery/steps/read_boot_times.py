@@ -6,7 +6,7 @@ from datetime import datetime
 from typing import Any
 
 from hyperpod_recovery.models.commands import BootTimes
-from hyperpod_recovery.models.workflow import ReadBootTimesInput
+from hyperpod_recovery.models.node_recovery import ReadBootTimesInput
 from hyperpod_recovery.ports import Orchestrator
 from hyperpod_recovery.steps.commands import dispatch_command
 

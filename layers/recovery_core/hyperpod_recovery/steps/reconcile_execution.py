@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
 
-from hyperpod_recovery.domain.advice import Deployment
-from hyperpod_recovery.domain.incident import resubmission, submitted_here
-from hyperpod_recovery.domain.notification import notification
-from hyperpod_recovery.domain.reconcile import UNRECORDED_ENDS, UNRECORDED_OUTCOMES, EndedExecution, unrecorded_end_record
-from hyperpod_recovery.domain.severity import severity_of
+from hyperpod_recovery.domain.messages.advice import Deployment
+from hyperpod_recovery.domain.messages.notification import notification
+from hyperpod_recovery.domain.messages.severity import severity_of
+from hyperpod_recovery.domain.record.incident import resubmission, submitted_here
+from hyperpod_recovery.domain.record.reconcile import UNRECORDED_ENDS, UNRECORDED_OUTCOMES, EndedExecution, unrecorded_end_record
 from hyperpod_recovery.errors import NotificationInProgress
 from hyperpod_recovery.models.events import ExecutionStatusDetail
 from hyperpod_recovery.models.records import IncidentRecord, RecoveryLogEntry

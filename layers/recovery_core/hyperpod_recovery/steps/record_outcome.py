@@ -21,16 +21,16 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from hyperpod_recovery.domain.advice import Deployment
 from hyperpod_recovery.domain.elastic.estimates import MEASURED_WINDOW_DAYS
-from hyperpod_recovery.domain.incident import IncidentTable, conclude, submitted_here
-from hyperpod_recovery.domain.job_incident import JOB_INCIDENT
-from hyperpod_recovery.domain.node_incident import NODE_INCIDENT
-from hyperpod_recovery.domain.notification import notification
-from hyperpod_recovery.domain.severity import severity_of
+from hyperpod_recovery.domain.messages.advice import Deployment
+from hyperpod_recovery.domain.messages.notification import notification
+from hyperpod_recovery.domain.messages.severity import severity_of
+from hyperpod_recovery.domain.record.incident import IncidentTable, conclude, submitted_here
+from hyperpod_recovery.domain.record.job_incident import JOB_INCIDENT
+from hyperpod_recovery.domain.record.node_incident import NODE_INCIDENT
 from hyperpod_recovery.models.job_recovery import RecordJobOutcomeInput, RestartEntry
+from hyperpod_recovery.models.node_recovery import OutcomeResult, RecordOutcomeInput
 from hyperpod_recovery.models.records import IncidentRecord, MeasuredRestart, RecoveryLogEntry
-from hyperpod_recovery.models.workflow import OutcomeResult, RecordOutcomeInput
 from hyperpod_recovery.ports import Ledger, Notifier
 from hyperpod_recovery.steps.settle import settle_holdings
 
@@ -55,7 +55,7 @@ def record_outcome(
 ) -> OutcomeResult:
     """``on_recorded`` is called once with the outcome when this run made it (the handler's metrics),
     not when a rerun answers what an earlier run did. ``stack_dry_run``: the stack's DryRun, which
-    keeps the notification off the pager and chat whatever the record says (domain/severity.py)."""
+    keeps the notification off the pager and chat whatever the record says (domain/messages/severity.py)."""
     effect = ledger.begin_effect(step.execution_name, NOTIFICATION, now)
     if effect.done and effect.result is not None:
         return OutcomeResult.model_validate_json(effect.result)

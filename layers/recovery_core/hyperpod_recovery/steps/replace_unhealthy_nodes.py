@@ -1,14 +1,14 @@
 """Replace Unhealthy Nodes: a repair that failed the health gate is replaced once more
 (BatchReplaceClusterNodes, once per node even when the Lambda is retried), unless the circuit
-breaker opened meanwhile; the workflow then waits for the new replacement (domain/health_gate.py)."""
+breaker opened meanwhile; the workflow then waits for the new replacement (domain/nodes/health_gate.py)."""
 
 from __future__ import annotations
 
 from datetime import datetime
 
-from hyperpod_recovery.domain.health_gate import after_failed_gate, failed_instance, systematic_failure, to_replace_again
+from hyperpod_recovery.domain.nodes.health_gate import after_failed_gate, failed_instance, systematic_failure, to_replace_again
 from hyperpod_recovery.models.cluster import BatchOutcome
-from hyperpod_recovery.models.workflow import RejoinWatch, ReplaceUnhealthyNodesInput
+from hyperpod_recovery.models.node_recovery import RejoinWatch, ReplaceUnhealthyNodesInput
 from hyperpod_recovery.observability import logger
 from hyperpod_recovery.ports import Cluster, Ledger
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from hyperpod_recovery.models.workflow import SafetyState
+from hyperpod_recovery.models.node_recovery import SafetyState
 from hyperpod_recovery.ports import Ledger
 
 

@@ -8,7 +8,7 @@ from typing import Any
 from hyperpod_recovery.models.commands import JobRef, JobSpec, ResubmitJob, ResubmitResult
 from hyperpod_recovery.models.common import matches
 from hyperpod_recovery.models.kubernetes import KUBE_UID_PATTERN
-from hyperpod_recovery.models.workflow import ResubmitJobInput, ResumePlan
+from hyperpod_recovery.models.node_recovery import ResubmitJobInput, ResumePlan
 from hyperpod_recovery.ports import Ledger, Orchestrator
 from hyperpod_recovery.steps.commands import answer_here, dispatch_command
 

@@ -55,7 +55,7 @@ class Swept:
 def sweep_ended_executions(
     *, context: EndContext, clock: Callable[[], datetime], longest_run: timedelta, time_left: Callable[[], timedelta]
 ) -> Swept:
-    """``longest_run``: the longest either workflow can run (domain/limits.py), which bounds how far
+    """``longest_run``: the longest either workflow can run (domain/policy/limits.py), which bounds how far
     back the listing reads; ``time_left``: the function's remaining time."""
     history, ledger = context.history, context.ledger
     swept, now = Swept(), clock()

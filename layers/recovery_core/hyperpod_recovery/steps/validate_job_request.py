@@ -6,8 +6,8 @@ from datetime import datetime
 
 from pydantic import TypeAdapter
 
-from hyperpod_recovery.domain.freshness import EventAgeLimits
-from hyperpod_recovery.domain.normalize import GuardedCluster, translate_manual_job
+from hyperpod_recovery.domain.intake.freshness import EventAgeLimits
+from hyperpod_recovery.domain.intake.normalize import GuardedCluster, translate_manual_job
 from hyperpod_recovery.errors import InvalidRecoveryRequest
 from hyperpod_recovery.models.common import SLURM_JOB_ID_PATTERN, matches
 from hyperpod_recovery.models.job_recovery import ValidateJobRequestInput

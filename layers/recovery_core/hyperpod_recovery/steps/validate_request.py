@@ -6,10 +6,10 @@ from datetime import datetime
 
 from pydantic import TypeAdapter
 
-from hyperpod_recovery.domain.freshness import EventAgeLimits
-from hyperpod_recovery.domain.normalize import GuardedCluster, translate_manual
+from hyperpod_recovery.domain.intake.freshness import EventAgeLimits
+from hyperpod_recovery.domain.intake.normalize import GuardedCluster, translate_manual
+from hyperpod_recovery.models.node_recovery import ValidateRequestInput
 from hyperpod_recovery.models.requests import ManualRecoveryRequest, RecoveryRequest, StartExecutionInput
-from hyperpod_recovery.models.workflow import ValidateRequestInput
 from hyperpod_recovery.steps.admission import admit, parse_start_input
 
 _START_INPUT: TypeAdapter[ManualRecoveryRequest | RecoveryRequest] = TypeAdapter(StartExecutionInput)

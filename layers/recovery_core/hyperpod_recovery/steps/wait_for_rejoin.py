@@ -11,10 +11,10 @@ import json
 from datetime import datetime, timedelta
 from typing import Any
 
-from hyperpod_recovery.domain.limits import MAX_EVENT_WAKES
-from hyperpod_recovery.domain.rejoin_events import rejoin_wait
+from hyperpod_recovery.domain.nodes.rejoin_events import rejoin_wait
+from hyperpod_recovery.domain.policy.limits import MAX_EVENT_WAKES
 from hyperpod_recovery.errors import LedgerError, LedgerUnavailable
-from hyperpod_recovery.models.workflow import WaitForRejoinInput
+from hyperpod_recovery.models.node_recovery import WaitForRejoinInput
 from hyperpod_recovery.observability import logger
 from hyperpod_recovery.ports import Ledger, Workflows
 

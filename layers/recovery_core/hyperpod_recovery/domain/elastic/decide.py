@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from hyperpod_recovery.domain.elastic.sizes import largest_size, reshard_of
 from hyperpod_recovery.models.commands import CheckpointRef, JobSpec
-from hyperpod_recovery.models.workflow import MAX_SHRUNK_JOBS_PER_INCIDENT, ElasticDecision, EstimateSource
+from hyperpod_recovery.models.node_recovery import MAX_SHRUNK_JOBS_PER_INCIDENT, ElasticDecision, EstimateSource
 
 
 @dataclass(frozen=True)

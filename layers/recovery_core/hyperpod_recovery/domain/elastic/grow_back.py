@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from hyperpod_recovery.domain.elastic.estimates import restart_seconds
 from hyperpod_recovery.domain.elastic.sizes import reshard_of
 from hyperpod_recovery.models.commands import CheckpointRef, CommandReply, JobRef, ResubmitResult, ResumeResult
-from hyperpod_recovery.models.workflow import (
+from hyperpod_recovery.models.node_recovery import (
     MAX_GROW_BACK_CHECKS,
     MAX_SHRUNK_JOBS_PER_INCIDENT,
     ElasticDecision,

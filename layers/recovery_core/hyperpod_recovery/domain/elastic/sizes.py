@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hyperpod_recovery.domain.checkpoints import reshardable
+from hyperpod_recovery.domain.checkpoints.discovery import reshardable
 from hyperpod_recovery.models.commands import MAX_RESUME_DATA_PARALLEL, CheckpointRef
 from hyperpod_recovery.models.elastic import ElasticPolicy
 from hyperpod_recovery.models.manifest import CheckpointLayout

@@ -20,12 +20,12 @@ from datetime import datetime
 from statistics import median
 from typing import Literal
 
-from hyperpod_recovery.domain.execution_names import node_execution_name
 from hyperpod_recovery.domain.hangs import suspects as blame
 from hyperpod_recovery.domain.hangs.detect import live_reports, pace
 from hyperpod_recovery.domain.hangs.rules import HangRules
-from hyperpod_recovery.domain.job_failure import job_label, open_claim_text
-from hyperpod_recovery.domain.normalize import within_reason_budget
+from hyperpod_recovery.domain.intake.execution_names import node_execution_name
+from hyperpod_recovery.domain.intake.normalize import within_reason_budget
+from hyperpod_recovery.domain.jobs.job_failure import job_label, open_claim_text
 from hyperpod_recovery.errors import JobNodesNotCarried
 from hyperpod_recovery.models.cluster import ClusterNode
 from hyperpod_recovery.models.commands import HangEvidenceResult, JobSpec, left_alone_reason

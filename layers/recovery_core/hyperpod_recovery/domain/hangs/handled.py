@@ -32,14 +32,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 
-from hyperpod_recovery.domain.execution_names import node_execution_name
+from hyperpod_recovery.domain.intake.execution_names import node_execution_name
 from hyperpod_recovery.models.hangs import HangVerdict
 from hyperpod_recovery.models.records import ResubmissionClaim
 
 # The claim's incident cancels the old copy right after it takes the claim, and the copy's rows read
 # as alive a heartbeat or two after that (models/progress.py): minutes. Past this, a stall is ours.
 HANDLED_WINDOW = timedelta(minutes=15)
-# A job end's recovery is named by its epoch seconds (domain/execution_names.py job_execution_name).
+# A job end's recovery is named by its epoch seconds (domain/intake/execution_names.py job_execution_name).
 EPOCH_DIGITS = 11
 # A job's end is dated by the node that saw it, the tick by Lambda's clock: an end this far ahead of
 # the tick still counts; one further ahead (a name nobody's clock gave) never holds a stall back.

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-from hyperpod_recovery.domain.redact import redact
+from hyperpod_recovery.domain.record.redact import redact
 from hyperpod_recovery.models.common import SLURM_JOB_ID_PATTERN
 from hyperpod_recovery.models.hangs import HangRule, HangVerdict
 

@@ -23,7 +23,7 @@ from hyperpod_recovery.errors import NotificationTooLarge
 SNS_MESSAGE_BYTES = 262_144
 SNS_ATTRIBUTE_TYPE = "String"
 # Publish Subject: printable ASCII; the reference says "less than 100 characters", SNS takes 100
-# (getmoto/moto#1503: AWS Config publishes 100), as domain/notification.py SUBJECT_LIMIT does.
+# (getmoto/moto#1503: AWS Config publishes 100), as domain/messages/notification.py SUBJECT_LIMIT does.
 SNS_SUBJECT_CHARACTERS = 100
 FALLBACK_SUBJECT = "[hyperpod-recovery] notification"
 

@@ -12,8 +12,8 @@ import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from hyperpod_recovery.models.node_recovery import Assessment, SafetyDecision, SkippedNode
 from hyperpod_recovery.models.records import BreakerState, RecoveryLogEntry
-from hyperpod_recovery.models.workflow import Assessment, SafetyDecision, SkippedNode
 
 # Ends of recoveries that acted on their nodes (aborted and failed ones may have: Reconcile Execution
 # logs them when they had passed the safety policy), and the ones the breaker counts as failures.

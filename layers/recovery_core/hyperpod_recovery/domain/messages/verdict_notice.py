@@ -6,16 +6,16 @@ where), what HyperPod did (its hung job detection's notify or cancel; on EKS the
 restarts the job itself), what we did (nothing: the rule is observe-only), the orchestrator's own
 command to look at the job, and how to review the verdict. It asks for no restart: the job stays
 HyperPod's. Its severity is ``inform`` (the topic and chat, never the pager: nothing is asked of
-anyone now), ``quiet`` on a dry-run stack, as for an incident (domain/severity.py).
+anyone now), ``quiet`` on a dry-run stack, as for an incident (domain/messages/severity.py).
 """
 
 from __future__ import annotations
 
 from typing import Literal
 
-from hyperpod_recovery.domain.advice import Deployment
-from hyperpod_recovery.domain.notification import SUBJECT_LIMIT
-from hyperpod_recovery.domain.severity import Severity
+from hyperpod_recovery.domain.messages.advice import Deployment
+from hyperpod_recovery.domain.messages.notification import SUBJECT_LIMIT
+from hyperpod_recovery.domain.messages.severity import Severity
 from hyperpod_recovery.models.hangs import HangVerdict, RecordedVerdict
 from hyperpod_recovery.models.progress import kube_job_key
 

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from hyperpod_recovery import errors
-from hyperpod_recovery.domain.eks_jobs import RESUBMITTED_FROM_ANNOTATION
-from hyperpod_recovery.domain.fates import claimed_for, copy_label, copy_state_text, job_label, made_again
+from hyperpod_recovery.domain.jobs.eks_jobs import RESUBMITTED_FROM_ANNOTATION
+from hyperpod_recovery.domain.record.fates import claimed_for, copy_label, copy_state_text, job_label, made_again
 from hyperpod_recovery.models.commands import AGENT_HEARTBEAT_TIMEOUT, owner_tag
 from hyperpod_recovery.models.kubernetes import OUR_ANNOTATIONS, QUARANTINE_TAINT_EFFECT, QUARANTINE_TAINT_KEY, node_name_for_instance
 from hyperpod_recovery.models.manifest import RESUME_FROM_ENV, RESUME_STEP_ENV
@@ -151,7 +151,7 @@ class KubernetesCommands(Commands):
         return self.show_nodes([node_name_for_instance(i) for i in instances])
 
     def give_back(self, names: Sequence[str]) -> str:
-        # Our marks, as Resume Nodes removes them (domain/eks_nodes.py): the taint, the annotations,
+        # Our marks, as Resume Nodes removes them (domain/nodes/eks_nodes.py): the taint, the annotations,
         # then the cordon; each on its own (kubectl fails on a taint already gone).
         marks = " ".join(f"{a}-" for a in OUR_ANNOTATIONS)
         return "; ".join(

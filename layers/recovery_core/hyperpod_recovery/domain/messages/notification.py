@@ -1,5 +1,5 @@
 """The message a human reads at 2 a.m.: subject says cluster, outcome and nodes; the body says what
-failed, what was done (with times), what happens next or what the human must do (domain/advice.py,
+failed, what was done (with times), what happens next or what the human must do (domain/messages/advice.py,
 from the record's facts), and where the execution is. Plain text: SNS e-mail, Slack and PagerDuty
 integrations all show it as-is.
 """
@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from hyperpod_recovery.domain.advice import Deployment, needs_a_human, next_steps
-from hyperpod_recovery.domain.durations import offset_text
-from hyperpod_recovery.domain.fates import job_label
+from hyperpod_recovery.domain.messages.advice import Deployment, needs_a_human, next_steps
+from hyperpod_recovery.domain.record.durations import offset_text
+from hyperpod_recovery.domain.record.fates import job_label
 from hyperpod_recovery.models.records import IncidentRecord, TimelineEntry
 from hyperpod_recovery.vocabulary import Outcome
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 from datetime import datetime
 
 from hyperpod_recovery.models.events import ClusterEventDetails
+from hyperpod_recovery.models.node_recovery import RejoinWatch
 from hyperpod_recovery.models.records import RejoinWait
-from hyperpod_recovery.models.workflow import RejoinWatch
 
 # An instance's repair ended: the documented templates' words, and any Warn or Error about it.
 _ENDED = ("completed successfully", "failed", "successfully provisioned")

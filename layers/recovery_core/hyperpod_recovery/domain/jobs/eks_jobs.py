@@ -29,8 +29,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from hyperpod_recovery.domain.eks_grace import longest_grace
-from hyperpod_recovery.domain.redact import redact
+from hyperpod_recovery.domain.jobs.eks_grace import longest_grace
+from hyperpod_recovery.domain.record.redact import redact
 from hyperpod_recovery.models.commands import (
     CHECKPOINT_URI_PATTERN,
     MAX_CHECKPOINT_URI,

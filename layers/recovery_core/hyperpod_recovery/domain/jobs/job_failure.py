@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
 
-from hyperpod_recovery.domain.execution_names import node_execution_name
-from hyperpod_recovery.domain.failure_chance import duration_words, exposure_seconds, is_chance
-from hyperpod_recovery.domain.normalize import within_reason_budget
+from hyperpod_recovery.domain.intake.execution_names import node_execution_name
+from hyperpod_recovery.domain.intake.normalize import within_reason_budget
+from hyperpod_recovery.domain.jobs.failure_chance import duration_words, exposure_seconds, is_chance
 from hyperpod_recovery.errors import (
     CrashLoopDetected,
     DoNotRequeue,
@@ -50,9 +50,9 @@ from hyperpod_recovery.models.job_recovery import (
     RestartDecision,
     RestartEntry,
 )
+from hyperpod_recovery.models.node_recovery import CheckpointPlan
 from hyperpod_recovery.models.records import IncidentRecord, ResubmissionClaim
 from hyperpod_recovery.models.requests import TRIGGER_REASON_LIMIT, JobRecoveryRequest, RecoveryRequest, Trigger
-from hyperpod_recovery.models.workflow import CheckpointPlan
 
 # Slurm restarted the job itself (requeue after a node failure): the same job id is queued again.
 REQUEUED_STATES = frozenset({"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "CONFIGURING"})
@@ -72,7 +72,7 @@ class RestartPolicy:
     max_backoff_seconds: int
     crash_loop_repeats: int
     # Job-only failures a node brings per 1,000 node-days (JobFailuresPer1000NodeDays): what chance
-    # explains on a large job (domain/failure_chance.py). 0: every count over a limit pages.
+    # explains on a large job (domain/jobs/failure_chance.py). 0: every count over a limit pages.
     job_failures_per_1000_node_days: float = 0.0
 
 

@@ -29,12 +29,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-from hyperpod_recovery.domain.cadence import expected_in, next_wait_seconds
-from hyperpod_recovery.domain.replace import ALREADY_IN_PROGRESS_CODES
+from hyperpod_recovery.domain.nodes.cadence import expected_in, next_wait_seconds
+from hyperpod_recovery.domain.nodes.replace import ALREADY_IN_PROGRESS_CODES
 from hyperpod_recovery.errors import RejoinDeadlineExceeded
 from hyperpod_recovery.models.cluster import BatchOutcome, ClusterNode
 from hyperpod_recovery.models.commands import NodeBoot
-from hyperpod_recovery.models.workflow import IdentityMatch, RejoinWatch, WatchedNode
+from hyperpod_recovery.models.node_recovery import IdentityMatch, RejoinWatch, WatchedNode
 
 RUNNING = "Running"
 # An instance in one of these is on its way out: never anyone's replacement, never back.
@@ -240,7 +240,7 @@ def observe_rejoin(
 
 def _settled(boot: NodeBoot | None) -> bool:
     """An EKS replacement's node as the orchestrator read it: Ready, and HyperPod's checks done
-    (its verdict, good or bad, is the health gate's to act on: domain/eks_nodes.py)."""
+    (its verdict, good or bad, is the health gate's to act on: domain/nodes/eks_nodes.py)."""
     return boot is not None and boot.responding
 
 

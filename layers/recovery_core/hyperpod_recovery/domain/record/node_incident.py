@@ -1,4 +1,4 @@
-"""NodeRecovery's part of an incident's record (the spine is domain/incident.py): what a completed
+"""NodeRecovery's part of an incident's record (the spine is domain/record/incident.py): what a completed
 run decided, the summary a human reads, the timeline of what it did and its phases."""
 
 from __future__ import annotations
@@ -7,21 +7,21 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 
 from hyperpod_recovery import errors
-from hyperpod_recovery.domain.causes import CAUSE_LIMIT, error_message
-from hyperpod_recovery.domain.early_stops import early_stop_entry
-from hyperpod_recovery.domain.eks_grace import after_the_rejoin
 from hyperpod_recovery.domain.elastic.decide import elastic_reason, minutes
 from hyperpod_recovery.domain.elastic.grow_back import shrunk_copy_label
-from hyperpod_recovery.domain.fates import jobs_sentence, kube_copy_text, node_incident_job_fates, node_incident_node_fates
-from hyperpod_recovery.domain.health_gate import CHECK_DID_NOT_RUN, NOT_ASKED
-from hyperpod_recovery.domain.incident import Decision, IncidentFacts, IncidentTable, PhaseLog, resubmission, submitted_here
-from hyperpod_recovery.domain.job_failure import nodes_text
-from hyperpod_recovery.domain.rejoin import rejoin_text, renamed_text
+from hyperpod_recovery.domain.jobs.early_stops import early_stop_entry
+from hyperpod_recovery.domain.jobs.eks_grace import after_the_rejoin
+from hyperpod_recovery.domain.jobs.job_failure import nodes_text
+from hyperpod_recovery.domain.nodes.health_gate import CHECK_DID_NOT_RUN, NOT_ASKED
+from hyperpod_recovery.domain.nodes.rejoin import rejoin_text, renamed_text
+from hyperpod_recovery.domain.record.causes import CAUSE_LIMIT, error_message
+from hyperpod_recovery.domain.record.fates import jobs_sentence, kube_copy_text, node_incident_job_fates, node_incident_node_fates
+from hyperpod_recovery.domain.record.incident import Decision, IncidentFacts, IncidentTable, PhaseLog, resubmission, submitted_here
 from hyperpod_recovery.models.commands import RESTARTED_BY_TEXT, CommandReply, JobSpec, ResubmitResult, owner_tag
 from hyperpod_recovery.models.common import MAX_JOBS_PER_INCIDENT
+from hyperpod_recovery.models.node_recovery import FirstGate, GateFailure, GrowBackJob, ResubmitFailure, WorkflowState
 from hyperpod_recovery.models.records import JobFate, Phase, TimelineEntry
 from hyperpod_recovery.models.requests import Trigger
-from hyperpod_recovery.models.workflow import FirstGate, GateFailure, GrowBackJob, ResubmitFailure, WorkflowState
 from hyperpod_recovery.vocabulary import Outcome, PhaseName, error_name
 
 

@@ -1,4 +1,4 @@
-"""JobRecovery's part of an incident's record (the spine is domain/incident.py): what a completed
+"""JobRecovery's part of an incident's record (the spine is domain/record/incident.py): what a completed
 run decided, the summary a human reads, the timeline of what it did and its phases."""
 
 from __future__ import annotations
@@ -8,8 +8,9 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from hyperpod_recovery import errors
-from hyperpod_recovery.domain.causes import CAUSE_LIMIT
-from hyperpod_recovery.domain.fates import (
+from hyperpod_recovery.domain.jobs.job_failure import job_nodes, nodes_text
+from hyperpod_recovery.domain.record.causes import CAUSE_LIMIT
+from hyperpod_recovery.domain.record.fates import (
     copy_label,
     copy_state_text,
     fate_text,
@@ -18,14 +19,13 @@ from hyperpod_recovery.domain.fates import (
     kube_copy_text,
     made_again,
 )
-from hyperpod_recovery.domain.incident import Decision, IncidentFacts, IncidentTable, PhaseLog, resubmission, submitted_here
-from hyperpod_recovery.domain.job_failure import job_nodes, nodes_text
+from hyperpod_recovery.domain.record.incident import Decision, IncidentFacts, IncidentTable, PhaseLog, resubmission, submitted_here
 from hyperpod_recovery.models.commands import HangEvidenceResult
 from hyperpod_recovery.models.common import one_line
 from hyperpod_recovery.models.job_recovery import JobWorkflowState
 from hyperpod_recovery.models.kubernetes import KubeJobRef
+from hyperpod_recovery.models.node_recovery import StepError
 from hyperpod_recovery.models.records import JobFate, Phase, TimelineEntry
-from hyperpod_recovery.models.workflow import StepError
 from hyperpod_recovery.vocabulary import Outcome, PhaseName, error_name
 
 # The job's nodes a job incident's record names (the rest are counted): 64 names are ~1 KB, where a

@@ -4,7 +4,7 @@ replacement of it, and the rung after that a human.
 Resume Nodes runs ReplacementHealthCheck on each node back under its own name (the agent keeps a
 node that fails it drained). When one fails, Replace Unhealthy Nodes calls BatchReplaceClusterNodes
 on the instance that failed, and the workflow goes back to waiting for the rejoin: once per
-execution (MAX_GATE_REPLACEMENTS in domain/limits.py, which counts it in the history bound and in
+execution (MAX_GATE_REPLACEMENTS in domain/policy/limits.py, which counts it in the history bound and in
 JobRecovery's timeout; Check Health Gate goes on only while the watch has no ``first_gate``). A
 second failed gate, or a second replacement that cannot start, escalates ReplacementUnhealthy with
 the node left drained.
@@ -18,11 +18,11 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from hyperpod_recovery.domain.cadence import expected_within, next_wait_seconds
-from hyperpod_recovery.domain.replace import ALREADY_IN_PROGRESS_CODES, GONE_CODES
+from hyperpod_recovery.domain.nodes.cadence import expected_within, next_wait_seconds
+from hyperpod_recovery.domain.nodes.replace import ALREADY_IN_PROGRESS_CODES, GONE_CODES
 from hyperpod_recovery.models.cluster import BatchOutcome
 from hyperpod_recovery.models.commands import CommandReply, ResumeResult
-from hyperpod_recovery.models.workflow import FirstGate, GateFailure, Initiation, RejoinWatch, ReplaceFailure, WatchedNode
+from hyperpod_recovery.models.node_recovery import FirstGate, GateFailure, Initiation, RejoinWatch, ReplaceFailure, WatchedNode
 
 NOT_ASKED = "NotAsked"  # no replacement was asked for: the watch's first_gate.refused says why
 CHECK_DID_NOT_RUN = "CheckDidNotRun"  # the check never ran on it: nothing is known of the instance

@@ -1,6 +1,6 @@
 """When to check again whether repaired nodes are back (Check Rejoin's next wait).
 
-Every wait but the last (cut at the deadline) is at least the first wait, which domain/limits.py
+Every wait but the last (cut at the deadline) is at least the first wait, which domain/policy/limits.py
 raises where needed: so a window of any length holds a bounded number of checks, and the
 execution's history stays within Step Functions' bound.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from datetime import datetime
 
-from hyperpod_recovery.models.workflow import RejoinWatch
+from hyperpod_recovery.models.node_recovery import RejoinWatch
 
 
 def next_wait_seconds(
@@ -23,7 +23,7 @@ def next_wait_seconds(
     announced: bool = False,
 ) -> int:
     """How long to wait before the next check, never past the deadline (the last check happens at
-    the deadline rather than after it), and never below ``initial`` otherwise (domain/limits.py
+    the deadline rather than after it), and never below ``initial`` otherwise (domain/policy/limits.py
     counts the checks a window can hold by it).
 
     ``expected_in``: seconds until the replacements' typical end (negative once past it), for a

@@ -25,7 +25,7 @@ PAYLOAD_BYTES = 256 * 1024
 
 # Checks of one wait for rejoin, over all its windows together (rejoin_window_seconds).
 MAX_REJOIN_CHECKS = 300
-# Replacements a node gets after its repair failed the health gate (domain/health_gate.py): each
+# Replacements a node gets after its repair failed the health gate (domain/nodes/health_gate.py): each
 # brings a rejoin window of its own, and a second Resume Nodes.
 MAX_GATE_REPLACEMENTS = 1
 # Waits a Cluster Event may cut short, per watch (Wait For Rejoin registers for events only for the

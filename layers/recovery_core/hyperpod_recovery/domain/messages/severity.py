@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Literal, get_args
 
-from hyperpod_recovery.domain.advice import needs_a_human
+from hyperpod_recovery.domain.messages.advice import needs_a_human
 from hyperpod_recovery.models.records import IncidentRecord
 from hyperpod_recovery.vocabulary import Outcome
 
@@ -23,7 +23,7 @@ Severity = Literal["page", "inform", "quiet"]
 SEVERITIES: tuple[Severity, ...] = get_args(Severity)
 Channel = Literal["topic", "chat", "pager"]
 
-# The outcomes whose headline is ACTION NEEDED (domain/notification.py HEADLINES).
+# The outcomes whose headline is ACTION NEEDED (domain/messages/notification.py HEADLINES).
 PAGING_OUTCOMES: frozenset[Outcome] = frozenset({"escalated", "capped", "stale", "aborted", "failed"})
 INFORMING_OUTCOMES: frozenset[Outcome] = frozenset({"recovered", "duplicate", "rejected", "recovered_by_itself"})
 

@@ -1,6 +1,6 @@
 """EKS jobs stopped at once and re-created after the rejoin, as an incident's record tells them.
 
-A job whose pods may take longer to stop than a re-creation waits (domain/eks_grace.py) gets a stop
+A job whose pods may take longer to stop than a re-creation waits (domain/jobs/eks_grace.py) gets a stop
 only in Resubmit Jobs Now and its re-creation after the rejoin (CheckpointPlan.early_stops). The
 stop's answer is no resubmission: it is told here, on the timeline and in the job's fate when the
 incident ended before the re-creation (the job then stays stopped, and no copy was made).
@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from hyperpod_recovery.models.commands import CommandReply, ResubmitResult
+from hyperpod_recovery.models.node_recovery import ResumePlan
 from hyperpod_recovery.models.records import TimelineEntry
-from hyperpod_recovery.models.workflow import ResumePlan
 
 
 def early_stop_entry(reply: CommandReply[ResubmitResult], named: Callable[[str], str]) -> TimelineEntry:

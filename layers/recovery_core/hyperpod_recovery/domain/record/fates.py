@@ -1,7 +1,7 @@
 """What became of each job and each node of an incident: the facts every message is rendered from.
 
 A human reads an incident's summary, its notification and its WHAT HAPPENS NEXT; each of those is
-written from these facts (domain/advice.py, domain/notification.py), never from prose fixed per error
+written from these facts (domain/messages/advice.py, domain/messages/notification.py), never from prose fixed per error
 name, so that a message cannot tell a human to resubmit a job whose copy is already queued, or to
 run Slurm's commands on a Kubernetes node. A job's fate names its live copy (id or name, and its
 state when last seen) or says why there is none; a node's says whether it is back in service, still
@@ -16,16 +16,16 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Literal
 
 from hyperpod_recovery import errors
-from hyperpod_recovery.domain.causes import error_message
-from hyperpod_recovery.domain.early_stops import ended_before_re_creation
 from hyperpod_recovery.domain.elastic.decide import elastic_reason
-from hyperpod_recovery.domain.execution_names import node_execution_name
 from hyperpod_recovery.domain.hangs.classify import STILL_RUNNING
+from hyperpod_recovery.domain.intake.execution_names import node_execution_name
+from hyperpod_recovery.domain.jobs.early_stops import ended_before_re_creation
+from hyperpod_recovery.domain.record.causes import error_message
 from hyperpod_recovery.models.commands import AGENT_HEARTBEAT_TIMEOUT, CommandReply, JobSpec, ResubmitResult
 from hyperpod_recovery.models.job_recovery import JobWorkflowState
 from hyperpod_recovery.models.kubernetes import node_name_for_instance
+from hyperpod_recovery.models.node_recovery import ResumePlan, WorkflowState
 from hyperpod_recovery.models.records import JobFate, NodeFate, ResubmissionClaim, ShrunkCopy
-from hyperpod_recovery.models.workflow import ResumePlan, WorkflowState
 from hyperpod_recovery.vocabulary import Outcome, error_name
 
 Orchestrator = Literal["slurm", "eks"]

@@ -9,7 +9,7 @@ from typing import Literal
 from hyperpod_recovery.errors import NodeRoleUnknown, UnsupportedOrchestrator
 from hyperpod_recovery.models.cluster import ClusterInfo, ClusterNode
 from hyperpod_recovery.models.common import NODE_LOGICAL_ID_PATTERN, matches
-from hyperpod_recovery.models.workflow import Assessment, NodeTarget, SkippedNode
+from hyperpod_recovery.models.node_recovery import Assessment, NodeTarget, SkippedNode
 
 
 def group_roles(cluster: ClusterInfo, controller_groups: list[str], login_groups: list[str]) -> dict[str, str]:

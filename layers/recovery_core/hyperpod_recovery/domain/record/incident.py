@@ -5,9 +5,9 @@ One spine, one small table per workflow. What every incident shares is decided h
 that failed ends it, that a dry run is a dry run, which resubmissions count as this incident's,
 how long it waited on the orchestrator, how the record is put together. What differs per workflow
 (what a completed run decided, the words of its summary, its own timeline events and phases) is
-its table: ``NODE_INCIDENT`` in domain/node_incident.py (NodeRecovery) and ``JOB_INCIDENT`` in
-domain/job_incident.py (JobRecovery). Record Outcome (steps/record_outcome.py) is the one step that
-records either; Reconcile Execution (domain/reconcile.py) records the ends no step saw.
+its table: ``NODE_INCIDENT`` in domain/record/node_incident.py (NodeRecovery) and ``JOB_INCIDENT`` in
+domain/record/job_incident.py (JobRecovery). Record Outcome (steps/record_outcome.py) is the one step that
+records either; Reconcile Execution (domain/record/reconcile.py) records the ends no step saw.
 """
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
-from hyperpod_recovery.domain.causes import error_message
-from hyperpod_recovery.domain.durations import phase_durations
-from hyperpod_recovery.domain.fates import acted, with_claims
+from hyperpod_recovery.domain.record.causes import error_message
+from hyperpod_recovery.domain.record.durations import phase_durations
+from hyperpod_recovery.domain.record.fates import acted, with_claims
 from hyperpod_recovery.models.commands import AGENT_HEARTBEAT_DEADLINE_SECONDS, AGENT_HEARTBEAT_TIMEOUT, CommandReply, ResubmitResult
+from hyperpod_recovery.models.node_recovery import OutcomeResult, ResumePlan, StepError
 from hyperpod_recovery.models.records import IncidentRecord, JobFate, NodeFate, Phase, Resubmission, ResubmissionClaim, TimelineEntry
-from hyperpod_recovery.models.workflow import OutcomeResult, ResumePlan, StepError
 from hyperpod_recovery.vocabulary import Outcome, PhaseName
 
 StateT = TypeVar("StateT")
@@ -123,7 +123,7 @@ class IncidentFacts:
     job_id: str | None = None
     # Nodes this incident locked (not in a dry run): an escalation keeps them locked a while.
     locked_nodes: list[str] = field(default_factory=list)
-    # What became of each job and node (domain/fates.py): what every message is rendered from.
+    # What became of each job and node (domain/record/fates.py): what every message is rendered from.
     job_fates: list[JobFate] = field(default_factory=list)
     node_fates: list[NodeFate] = field(default_factory=list)
     jobs_omitted: int = 0

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from hyperpod_recovery.domain.eks_provider_id import instance_of_provider_id
+from hyperpod_recovery.domain.nodes.eks_provider_id import instance_of_provider_id
 from hyperpod_recovery.models.kubernetes import (
     BOOT_ID_ANNOTATION,
     CORDON_PRE_EXISTING_ANNOTATION,
@@ -108,7 +108,7 @@ class NodeView:
 def hyperpod_name(node: dict[str, Any]) -> str:
     """The name the workflow knows a node by: ``hyperpod-<instance id>`` (what HyperPod's own names
     are, and what ListClusterNodes' instance ids map to), from the instance its ``spec.providerID``
-    names (HyperPod's form or EC2's: domain/eks_provider_id.py) when the cluster names its nodes
+    names (HyperPod's form or EC2's: domain/nodes/eks_provider_id.py) when the cluster names its nodes
     otherwise; its own name when it names none."""
     name = str((node.get("metadata") or {}).get("name") or "")
     if instance_of_node_name(name) is not None:

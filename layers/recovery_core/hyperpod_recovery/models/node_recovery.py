@@ -151,7 +151,7 @@ class WatchedNode(BaseModel):
     # that its own instance is back from the reboot.
     booted_at: Timestamp | None = Field(default=None, exclude_if=lambda v: v is None)
     rejoined: bool = Field(default=False, exclude_if=lambda v: not v)
-    # The ladder's rung (domain/ladder.py): check is a hang's suspect, back at once, gated by Resume Nodes.
+    # The ladder's rung (domain/nodes/ladder.py): check is a hang's suspect, back at once, gated by Resume Nodes.
     action: Literal["reboot", "replace", "check"] = Field(default="replace", exclude_if=lambda v: v == "replace")
     # Set when a reboot did not bring the node back in time and it was replaced instead.
     escalated_to_replace_at: Timestamp | None = Field(default=None, exclude_if=lambda v: v is None)
@@ -226,7 +226,7 @@ class RejoinWatch(StepResult):
     next_wait_seconds: int = Field(ge=0)
     dry_run: bool = False
     # When the replacements are typically back (ExpectedReplacementSeconds after the call), for a
-    # watch of replacements: the checks are paced by it (domain/rejoin.py next_wait_seconds).
+    # watch of replacements: the checks are paced by it (domain/nodes/rejoin.py next_wait_seconds).
     expected_at: Timestamp | None = Field(default=None, exclude_if=lambda v: v is None)
     # The cluster announces a replacement's end (Continuous mode: a Cluster Event wakes the wait):
     # Wait For Rejoin registers for it, and no check is made before expected_at.
@@ -340,7 +340,7 @@ class ResumePlan(BaseModel):
     # can take the full-size one at once; ``job`` is then the shrunk copy.
     require_free_nodes: int | None = Field(default=None, ge=1, exclude_if=lambda v: v is None)
     # EKS: its pods may take this long to stop (their terminationGracePeriodSeconds), not less than a
-    # re-creation waits for them (domain/eks_grace.py): it is stopped at once and re-created after the rejoin.
+    # re-creation waits for them (domain/jobs/eks_grace.py): it is stopped at once and re-created after the rejoin.
     stop_grace_seconds: int | None = Field(default=None, ge=0, le=MAX_GRACE_SECONDS_CARRIED, exclude_if=lambda v: v is None)
     # Resubmit Jobs Now only stops the job (``stop_grace_seconds``): its plan in ``resumable`` re-creates it.
     stop_only: StrictFlag = Field(default=False, exclude_if=lambda v: not v)
@@ -543,7 +543,7 @@ class WorkflowState(BaseModel):
     @property
     def last_resume(self) -> CommandReply[ResumeResult] | None:
         """Resume Nodes' answer for the nodes as they are now: None when it is the first one and a
-        node it found unhealthy was replaced since (its verdicts are in the watch, domain/health_gate.py)."""
+        node it found unhealthy was replaced since (its verdicts are in the watch, domain/nodes/health_gate.py)."""
         gate = self.rejoin.first_gate if self.rejoin is not None else None
         if self.resume is None or (gate is not None and self.resume.requested_at <= gate.requested_at):
             return None

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from hyperpod_recovery.domain.ladder import recommended_repair
+from hyperpod_recovery.domain.nodes.ladder import recommended_repair
 from hyperpod_recovery.errors import ForeignClusterEvent, InvalidRecoveryRequest
 from hyperpod_recovery.models.common import NODE_ID_PATTERN, format_validation_error, matches, one_line
 from hyperpod_recovery.models.events import (

@@ -12,9 +12,9 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Literal
 
-from hyperpod_recovery.domain.cadence import expected_within, next_wait_seconds
+from hyperpod_recovery.domain.nodes.cadence import expected_within, next_wait_seconds
 from hyperpod_recovery.models.cluster import BatchOutcome
-from hyperpod_recovery.models.workflow import (
+from hyperpod_recovery.models.node_recovery import (
     Initiation,
     NodeTarget,
     RejoinWatch,
@@ -56,7 +56,7 @@ def classify_replacements(
 ) -> Replacement:
     """``actions``: the ladder's first repair per node (default replace); rebooted nodes not back
     ``reboot_deadline_seconds`` after now are replaced by Check Rejoin. ``expected_seconds``: how
-    long a replacement typically takes: the checks are paced by it (domain/rejoin.py). ``announced``:
+    long a replacement typically takes: the checks are paced by it (domain/nodes/rejoin.py). ``announced``:
     the cluster announces a replacement's end (Cluster Events), so no check is made before it. A
     watch with a reboot is paced by the backoff alone: a reboot's duration is not a replacement's,
     and it is never announced."""

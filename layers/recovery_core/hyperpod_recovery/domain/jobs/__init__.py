@@ -1,0 +1,2 @@
+"""A training job through a recovery: why it failed and whether it may restart, and on EKS who owns
+and restarts it, which Kueue API to speak and how long a stopped job's pods may run on."""

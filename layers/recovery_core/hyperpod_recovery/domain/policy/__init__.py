@@ -1,0 +1,2 @@
+"""The safety policy evaluated before anything destructive, and AWS's hard limits the parameters
+are derived from."""
