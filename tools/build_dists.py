@@ -47,9 +47,7 @@ SOURCE_ROOTS = (ROOT / "layers" / "recovery_core", ROOT / "training", ROOT / "ag
 CONTRACT_MODULES = frozenset(
     {
         "hyperpod_recovery",
-        "hyperpod_recovery.domain",
-        "hyperpod_recovery.domain.record",
-        "hyperpod_recovery.domain.record.redact",
+        "hyperpod_recovery.redact",
         "hyperpod_recovery.errors",
         "hyperpod_recovery.models",
         "hyperpod_recovery.models.commands",
@@ -86,8 +84,7 @@ CHECKPOINT_MODULES = frozenset(
         "hyperpod_recovery.domain",
         "hyperpod_recovery.domain.checkpoints",
         "hyperpod_recovery.domain.checkpoints.discovery",
-        "hyperpod_recovery.domain.record",
-        "hyperpod_recovery.domain.record.redact",
+        "hyperpod_recovery.redact",
         "hyperpod_recovery.adapters",
         "hyperpod_recovery.adapters.aws",
         "hyperpod_recovery.adapters.checkpoints",

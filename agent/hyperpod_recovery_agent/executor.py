@@ -24,7 +24,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from hyperpod_recovery.domain.record.redact import redact_within
 from hyperpod_recovery.errors import ControllerAgentError, InvalidCommand, JobSpecUnavailable, OldJobNotStopped
 from hyperpod_recovery.models.commands import (
     COMMAND_TYPES,
@@ -72,6 +71,7 @@ from hyperpod_recovery.models.commands import (
 from hyperpod_recovery.models.common import MAX_JOBS_PER_INCIDENT, SLURM_JOB_ID_PATTERN, matches
 from hyperpod_recovery.models.manifest import RESUME_DATA_PARALLEL_ENV, RESUME_FROM_ENV, RESUME_NODES_ENV, RESUME_STEP_ENV
 from hyperpod_recovery.models.progress import PROGRESS_TABLE_ENV
+from hyperpod_recovery.redact import redact_within
 from hyperpod_recovery_agent import __version__
 from hyperpod_recovery_agent.capture import JobCapture
 from hyperpod_recovery_agent.slurm import (

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from hyperpod_recovery.domain.record.redact import CUT_MARKER
 from hyperpod_recovery.errors import OldJobNotStopped
 from hyperpod_recovery.models.commands import (
     COMMAND_TYPES,
@@ -27,6 +26,7 @@ from hyperpod_recovery.models.commands import (
     HangEvidenceResult,
     ResubmitJob,
 )
+from hyperpod_recovery.redact import CUT_MARKER
 from hyperpod_recovery_agent import node_dump
 from hyperpod_recovery_agent.executor import OLD_JOB_STOP_SECONDS, CommandExecutor
 from hyperpod_recovery_agent.slurm import SlurmCli, StackDump

@@ -1,4 +1,4 @@
-"""Secrets out of the evidence (domain/record/redact.py): every well-known shape, embedded in any text, is
+"""Secrets out of the evidence (redact.py): every well-known shape, embedded in any text, is
 gone from what is kept; redaction is idempotent, leaves a text without secrets as it was, and stays
 within its bound in bytes."""
 
@@ -10,7 +10,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hyperpod_recovery.domain.record.redact import CUT_MARKER, LEGACY_CUT, cut_bytes, redact, redact_within
 from hyperpod_recovery.models.commands import (
     INCIDENT_EVIDENCE_BYTES,
     JOB_TEXT_BYTES,
@@ -21,6 +20,7 @@ from hyperpod_recovery.models.commands import (
     HangEvidenceResult,
     NodeStacks,
 )
+from hyperpod_recovery.redact import CUT_MARKER, LEGACY_CUT, cut_bytes, redact, redact_within
 
 B64 = string.ascii_letters + string.digits + "/+"
 ALNUM = string.ascii_letters + string.digits

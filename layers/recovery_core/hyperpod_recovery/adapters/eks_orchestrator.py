@@ -69,7 +69,6 @@ from hyperpod_recovery.domain.nodes.eks_nodes import (
     hyperpod_name,
     rebooted_since_cordon,
 )
-from hyperpod_recovery.domain.record.redact import redact
 from hyperpod_recovery.errors import (
     ControllerAgentError,
     ControllerChannelError,
@@ -139,6 +138,7 @@ from hyperpod_recovery.models.kubernetes import (
     KubeJobRef,
 )
 from hyperpod_recovery.ports import KubeApi
+from hyperpod_recovery.redact import redact
 
 ORCHESTRATOR_VERSION = "eks-1"
 CONFLICT_RETRIES = 3
@@ -850,7 +850,7 @@ class EksOrchestrator:
             except _UNREAD as exc:
                 said = f"pod {name} container {container}: the API did not give its log ({type(exc).__name__}): {exc}"
                 return NodeStacks(node=node, outcome="failed", text=said[:STACKS_TEXT_LIMIT])
-            # Redacted as read: before the tail is cut to its bound and before its signature (domain/record/redact.py).
+            # Redacted as read: before the tail is cut to its bound and before its signature (redact.py).
             logs.append(PodLog(pod=name, container=container, text=redact(text), cut=len(text.encode()) >= LOG_LIMIT_BYTES))
         return NodeStacks(
             node=node, outcome="captured", text=node_text(logs, STACKS_TEXT_LIMIT, LOG_TAIL_LINES), signature=node_signature(logs)

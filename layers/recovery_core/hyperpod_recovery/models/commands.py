@@ -14,7 +14,6 @@ from typing import Annotated, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from hyperpod_recovery.domain.record.redact import after_cut, printable, redact_within
 from hyperpod_recovery.models.common import (
     MAX_JOB_NODES_CARRIED,
     MAX_JOBS_PER_INCIDENT,
@@ -32,6 +31,7 @@ from hyperpod_recovery.models.common import (
 from hyperpod_recovery.models.elastic import ElasticPolicy
 from hyperpod_recovery.models.kubernetes import MAX_GRACE_SECONDS_CARRIED, KubeJobRef, RecreationToken
 from hyperpod_recovery.models.manifest import MAX_FRAMEWORK_CHARS, MAX_JOB_CHARS, CheckpointLayout, manifest_job
+from hyperpod_recovery.redact import after_cut, printable, redact_within
 
 OWNER_TAG_PREFIX = "hyperpod-recovery"
 
@@ -402,7 +402,7 @@ class BootTimes(BaseModel):
 MAX_EVIDENCE_NODES = 16
 STACKS_TEXT_LIMIT = 2048
 JOB_TEXT_LIMIT = 4096
-# The same bounds in bytes of UTF-8, as the ledger stores them (domain/record/redact.py redacted_evidence cuts
+# The same bounds in bytes of UTF-8, as the ledger stores them (redact.py redacted_evidence cuts
 # to them): a node's text, the job's, and the whole evidence item as stored (JSON doubles at most each
 # byte of a text: a quote, a backslash, a newline; control characters are spaces by then).
 NODE_EVIDENCE_BYTES = 2048
@@ -459,7 +459,7 @@ class HangEvidenceResult(BaseModel):
     def _redacted(self) -> HangEvidenceResult:
         """Every text redacted and within its bound in bytes wherever evidence is made or read (the
         agent's answer, the EKS reader's, the state each function reads, the ledger): the one place a
-        job's words enter the record (domain/record/redact.py)."""
+        job's words enter the record (redact.py)."""
         for node in self.nodes:
             node.text = redact_within(after_cut(printable(node.text)), NODE_EVIDENCE_BYTES, "end")
         self.job_text = redact_within(printable(self.job_text), JOB_TEXT_BYTES, "start")

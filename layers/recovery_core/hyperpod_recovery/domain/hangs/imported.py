@@ -35,9 +35,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-from hyperpod_recovery.domain.record.redact import redact
 from hyperpod_recovery.models.common import SLURM_JOB_ID_PATTERN
 from hyperpod_recovery.models.hangs import HangRule, HangVerdict
+from hyperpod_recovery.redact import redact
 
 # --- the subscription payload (documented) ---------------------------------------------------------
 DATA_MESSAGE = "DATA_MESSAGE"

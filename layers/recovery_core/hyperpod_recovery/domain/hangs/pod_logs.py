@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from hyperpod_recovery.domain.record.redact import redact
+from hyperpod_recovery.redact import redact
 
 SIGNATURE_CHARS = 16  # as the Slurm agent's stack signatures (agent/hyperpod_recovery_agent/stacks.py)
 CUT_MARKER = "[...cut...]\n"

@@ -30,7 +30,6 @@ from typing import Any
 from pydantic import ValidationError
 
 from hyperpod_recovery.domain.jobs.eks_grace import longest_grace
-from hyperpod_recovery.domain.record.redact import redact
 from hyperpod_recovery.models.commands import (
     CHECKPOINT_URI_PATTERN,
     MAX_CHECKPOINT_URI,
@@ -57,6 +56,7 @@ from hyperpod_recovery.models.kubernetes import (
 )
 from hyperpod_recovery.models.manifest import JOB_NAME_ENV, RESUME_DATA_PARALLEL_ENV, RESUME_FROM_ENV, RESUME_NODES_ENV, RESUME_STEP_ENV
 from hyperpod_recovery.models.progress import PROGRESS_TABLE_ENV
+from hyperpod_recovery.redact import redact
 
 CHECKPOINT_ANNOTATION = f"{MARK_DOMAIN}/checkpoint"  # s3://bucket/prefix/ of the job's manifest-v1 checkpoints
 RESUME_ANNOTATION = f"{MARK_DOMAIN}/resume"  # immediate | after_rejoin (the job's own choice)
