@@ -89,7 +89,7 @@ def test_the_agent_may_put_its_clusters_job_nodes_snapshot() -> None:
 @pytest.mark.parametrize(
     "pk",
     [
-        "INCIDENT#inc-1",  # an incident's record, holdings, evidence (adapters/ledger.py's partitions)
+        "INCIDENT#inc-1",  # an incident's record, holdings, evidence (adapters/ledger/incidents.py)
         f"CLUSTER#{CLUSTER}",  # the breaker, the cap
         f"JOB#{CLUSTER}",  # job claims
         f"LINEAGE#{CLUSTER}",

@@ -27,7 +27,7 @@ from tools.build_dists import CHECKPOINT_MODULES, CONTRACT_MODULES, DISTRIBUTION
 
 SITE_PACKAGES = sysconfig.get_paths()["purelib"]
 # The functions' code: none of it may reach a training script or the controller node.
-LAMBDA_ONLY = ("steps/", "runtime.py", "config.py", "observability.py", "adapters/ledger.py", "adapters/hyperpod.py", "models/records.py")
+LAMBDA_ONLY = ("steps/", "runtime.py", "config.py", "observability.py", "adapters/ledger/", "adapters/hyperpod.py", "models/records.py")
 PROBE = """
 import importlib, json, pkgutil, sys
 sys.path[:0] = {front!r}

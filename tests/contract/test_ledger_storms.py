@@ -1,6 +1,5 @@
 """The ledger under storms: two writers that both read before either writes keep what each wrote
-(or the second is told to decide again), and an item of the previous layout, written before a
-deploy, is still read after it.
+(or the second is told to decide again).
 
 The writers are DynamoLedger on moto, each with its own client whose first write waits until every
 writer has done its reads (a barrier), then writes one after the other: the interleaving that made
@@ -9,7 +8,6 @@ two incidents ending together erase each other's entry in the one-item recovery 
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Callable, Iterator
 from datetime import timedelta
@@ -189,68 +187,3 @@ def test_given_writers_that_all_read_before_any_writes_then_every_write_is_kept(
     results = at_once(*(write(n) for n in range(4)))
     assert all(not isinstance(r, Exception) for r in results), results
     assert count(_ledger()) == 4
-
-
-# --- a deploy: items of the previous layout are still read --------------------------------------
-def _put(item: dict[str, Any]) -> None:
-    boto3.client("dynamodb", region_name=REGION).put_item(TableName="ledger", Item=item)
-
-
-def test_given_the_previous_one_item_recovery_log_then_it_is_read_and_moved_to_items_of_its_own(table: str) -> None:
-    # Given the log as the previous version wrote it: one item, a list of entries
-    old = [_entry("a", -3 * 24 * 60, "escalated"), _entry("b", -30)]
-    _put({"pk": {"S": "CLUSTER#c"}, "sk": {"S": "RECOVERIES"}, "entries": {"L": [{"S": e.model_dump_json()} for e in old]}})
-    ledger = _ledger()
-    # Then its entries count in their windows
-    assert [e.incident for e in ledger.recovery_log("c", since=T0 - timedelta(days=7))] == ["a", "b"]
-    assert [e.incident for e in ledger.recovery_log("c", since=T0 - timedelta(hours=1))] == ["b"]
-    # When the next recovery is logged (keeping a day)
-    ledger.log_recovery("c", _entry("c"), DAY)
-    # Then the old item is gone, what was still in the window moved, and nothing counts twice
-    assert (
-        boto3.client("dynamodb", region_name=REGION)
-        .get_item(TableName="ledger", Key={"pk": {"S": "CLUSTER#c"}, "sk": {"S": "RECOVERIES"}})
-        .get("Item")
-        is None
-    )
-    assert [e.incident for e in ledger.recovery_log("c", since=T0 - timedelta(days=7))] == ["b", "c"]
-
-
-def test_given_the_previous_log_rewritten_meanwhile_then_it_is_not_deleted_over_the_new_entry(table: str) -> None:
-    # Given the previous log, and a writer of the previous version appending to it between our read and our delete
-    key = {"pk": {"S": "CLUSTER#c"}, "sk": {"S": "RECOVERIES"}}
-    _put({**key, "entries": {"L": [{"S": _entry("a").model_dump_json()}]}})
-    client = boto3.client("dynamodb", region_name=REGION)
-    delete = client.delete_item
-
-    def old_version_writes_first(**kwargs: Any) -> Any:
-        _put({**key, "entries": {"L": [{"S": e.model_dump_json()} for e in (_entry("a"), _entry("late", 1))]}})
-        return delete(**kwargs)
-
-    client.delete_item = old_version_writes_first  # type: ignore[method-assign]
-    DynamoLedger("ledger", dynamodb=client).log_recovery("c", _entry("c", 2), DAY)
-    # Then its entry is still read (the item stays until the next recovery moves it)
-    assert {e.incident for e in _ledger().recovery_log("c", since=T0 - timedelta(hours=1))} == {"a", "late", "c"}
-
-
-def test_given_the_previous_one_item_restarts_and_waits_and_an_unversioned_breaker_then_they_are_read(table: str) -> None:
-    # Given a lineage's restarts, a cluster's waits and the breaker as the previous version wrote them
-    first = RestartEntry(failed_job_id="8", new_job_id="9", kind="application", checkpoint_step=1, restarted_at=T0, incident="a")
-    _put({"pk": {"S": "LINEAGE#c#8"}, "sk": {"S": "RESTARTS"}, "restarts": {"L": [{"S": first.model_dump_json()}]}})
-    old_wait = RejoinWait(execution="inc-1", task_token="tok-1", until=T0)
-    _put({"pk": {"S": "REJOIN#c"}, "sk": {"S": "WAITS"}, "wait:inc-1": {"S": old_wait.model_dump_json()}})
-    opened = BreakerState().changed_to("open", reason="storm", by="inc-0", at=T0)
-    _put({"pk": {"S": "CLUSTER#c"}, "sk": {"S": "BREAKER"}, "state": {"S": opened.model_dump_json()}})
-    ledger = _ledger()
-    # When this version adds to each
-    second = first.model_copy(update={"new_job_id": "10", "restarted_at": T0 + timedelta(hours=1)})
-    ledger.record_restart("c", "8", second)
-    ledger.await_rejoin("c", RejoinWait(execution="inc-2", task_token="tok-2", until=T0), T0)
-    ledger.save_breaker("c", ledger.breaker("c").changed_to("closed", reason="fixed", by="alice", at=T0))
-    # Then the old and the new are read together, and an old wait ends as a new one does
-    assert [e.new_job_id for e in ledger.restart_history("c", "8")] == ["9", "10"]
-    assert [w.execution for w in ledger.rejoin_waits("c")] == ["inc-1", "inc-2"]
-    ledger.end_rejoin_wait("c", "inc-1", "tok-1")
-    assert [w.execution for w in ledger.rejoin_waits("c")] == ["inc-2"]
-    assert ledger.breaker("c").state == "closed" and len(ledger.breaker("c").history) == 2
-    assert json.loads(ledger.breaker("c").model_dump_json())["state"] == "closed"

@@ -19,7 +19,7 @@ from hyperpod_recovery.models.node_recovery import CheckRejoinInput, NodeTarget
 from hyperpod_recovery.steps.check_rejoin import check_rejoin
 from sandbox.hyperpod import HyperPodDouble, serve
 from sandbox.scenario import BehaviourSpec, ClusterSpec, InstanceGroupSpec
-from tests.fakes import T0
+from tests.fakes import T0, FakeLedger
 from tests.unit.test_steps import _request
 
 REGION = "us-west-2"
@@ -117,7 +117,9 @@ def _look_calls(workers: int) -> list[Counter[str]]:
             clock["t"] = t
             calls.clear()
             step = CheckRejoinInput(execution_name="inc-1", request=_request(1), rejoin=watch)
-            watch = check_rejoin(step, cluster=cluster, poll_seconds=30, max_poll_seconds=60, now=T0 + timedelta(seconds=t))
+            watch = check_rejoin(
+                step, cluster=cluster, ledger=FakeLedger(), poll_seconds=30, max_poll_seconds=60, now=T0 + timedelta(seconds=t)
+            )
             looks.append(Counter(calls))
         assert [n.matched_by for n in watch.nodes] == ["logical_id", "logical_id", "instance_id"]
         return looks

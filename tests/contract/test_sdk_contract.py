@@ -59,7 +59,7 @@ def test_given_the_shipped_sdk_then_every_operation_and_field_the_code_needs_exi
 def _client_calls() -> dict[str, set[str]]:
     """{service: operations} the layer's adapters call through their LazyClient attributes."""
     calls: dict[str, set[str]] = {}
-    for source in (PACKAGE / "adapters").glob("*.py"):
+    for source in (PACKAGE / "adapters").rglob("*.py"):
         text = source.read_text()
         attributes = dict(re.findall(r"^\s+(\w+) = LazyClient\(\"(\w+)\"(?:, \w+)?\)", text, re.MULTILINE))
         for attribute, service in attributes.items():

@@ -28,7 +28,7 @@ from hyperpod_recovery.models.commands import JobSpec
 from hyperpod_recovery.models.manifest import MANIFEST_SCHEMA, POINTER_SCHEMA, step_dir
 from hyperpod_recovery.models.node_recovery import FindNewestCheckpointInput
 from hyperpod_recovery.steps.find_newest_checkpoint import find_newest_checkpoint
-from tests.fakes import T0, FakeCheckpointStore
+from tests.fakes import T0, FakeCheckpointStore, FakeLedger
 
 BUCKET = "ckpt-bucket"
 BASE = "runs/llama/"
@@ -279,7 +279,7 @@ def test_the_find_newest_checkpoint_step_resumes_a_job_only_from_its_own_checkpo
     write_checkpoint(store, 2000, damage="foreign_job")
     job = JobSpec(job_id="1001", name=JOB, num_nodes=2, state="RUNNING", checkpoint_uri=URI.rstrip("/"))
     # When the step plans the resubmission of llama (Slurm job name "llama")
-    plan = find_newest_checkpoint(FindNewestCheckpointInput(execution_name="inc-1", jobs=[job]), reader=store, now=T0)
+    plan = find_newest_checkpoint(FindNewestCheckpointInput(execution_name="inc-1", jobs=[job]), reader=store, ledger=FakeLedger(), now=T0)
     # Then it resumes from llama's own checkpoint and says why not from mistral's
     assert [p.checkpoint.step for p in plan.resumable] == [1000]
     assert plan.resumable[0].rejected[0].startswith("step 2000: manifest.json was written by job 'mistral', not 'llama'")

@@ -100,7 +100,7 @@ def _job(grace: int | None, *, job_id: str = "1", kube: bool = True, **more: Any
 
 def _plan(*jobs: JobSpec, policy: str = "immediate", allowed: bool = True, **step: Any) -> CheckpointPlan:
     found = FindNewestCheckpointInput(execution_name="inc-1", jobs=list(jobs), resume_now_allowed=allowed, **step)
-    return find_newest_checkpoint(found, reader=_store(), policy=policy, now=T0)  # type: ignore[arg-type]
+    return find_newest_checkpoint(found, reader=_store(), ledger=FakeLedger(), policy=policy, now=T0)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
@@ -194,7 +194,7 @@ def test_every_job_is_planned_once_and_a_slow_one_never_resubmitted_at_once(
     jobs = [_job(g, job_id=str(n), kube=g is not None) for n, g in enumerate(graces, 1)]
     execution = "hpj-1-hung-1773478800-nodes" if hung else "inc-1"  # (a hang of job 1: resubmitted at once, rigid)
     found = FindNewestCheckpointInput(execution_name=execution, jobs=jobs, resume_now_allowed=allowed)
-    plan = find_newest_checkpoint(found, reader=_store(), policy=policy, now=T0)  # type: ignore[arg-type]
+    plan = find_newest_checkpoint(found, reader=_store(), ledger=FakeLedger(), policy=policy, now=T0)  # type: ignore[arg-type]
     # Then each job is planned once (all have a verified checkpoint); one whose pods may outlast the wait is never
     # re-created at once, and is stopped at once exactly where the workflow can (a stop only, re-created after the rejoin)
     assert sorted(p.job.job_id for p in plan.planned) == sorted(j.job_id for j in jobs)

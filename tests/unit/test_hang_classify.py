@@ -222,7 +222,13 @@ def test_given_an_eks_hang_when_the_step_classifies_it_then_the_progress_is_read
     )
     # When Classify Failure runs
     c = classify_job_failure(
-        step, cluster=FakeCluster(cluster), now=T0 + timedelta(seconds=10), node_timeout_seconds=600, orchestrator="eks", progress=progress
+        step,
+        cluster=FakeCluster(cluster),
+        now=T0 + timedelta(seconds=10),
+        node_timeout_seconds=600,
+        orchestrator="eks",
+        progress=progress,
+        ledger=FakeLedger(),
     )
     # Then it asked for namespace/name (never the uid, under which nothing is filed), and saw the job move on
     assert progress.asked == ["kubeflow/llama"] and c.kind == "recovered_by_itself"

@@ -14,7 +14,7 @@ from hyperpod_recovery.models.kubernetes import KubeJobRef
 from hyperpod_recovery.models.manifest import MANIFEST_SCHEMA
 from hyperpod_recovery.models.node_recovery import FindNewestCheckpointInput, WatchedNode
 from hyperpod_recovery.steps.find_newest_checkpoint import find_newest_checkpoint
-from tests.fakes import T0, FakeCheckpointStore
+from tests.fakes import T0, FakeCheckpointStore, FakeLedger
 
 
 def _store(*prefixes: str) -> FakeCheckpointStore:
@@ -49,7 +49,7 @@ def test_given_a_policy_and_a_jobs_choice_then_the_job_is_planned_for_now_or_aft
     # Given one job with a verified checkpoint
     step = FindNewestCheckpointInput(execution_name="inc-1", jobs=[_job("1", own)], resume_now_allowed=allowed)
     # When its checkpoint is found under the stack's policy
-    plan = find_newest_checkpoint(step, reader=_store("j1"), policy=policy, now=T0)  # type: ignore[arg-type]
+    plan = find_newest_checkpoint(step, ledger=FakeLedger(), reader=_store("j1"), policy=policy, now=T0)  # type: ignore[arg-type]
     # Then it is in exactly one of the two lists, and every resumable job is planned
     assert [p.job.job_id for p in plan.resume_now] == (["1"] if now else [])
     assert [p.job.job_id for p in plan.resumable] == ([] if now else ["1"])
@@ -59,7 +59,7 @@ def test_given_a_policy_and_a_jobs_choice_then_the_job_is_planned_for_now_or_aft
 def test_given_jobs_choosing_differently_then_each_goes_its_own_way() -> None:
     jobs = [_job("1"), _job("2", "after_rejoin"), _job("3", "immediate")]
     step = FindNewestCheckpointInput(execution_name="inc-1", jobs=jobs, resume_now_allowed=True)
-    plan = find_newest_checkpoint(step, reader=_store("j1", "j2", "j3"), policy="after_rejoin", now=T0)
+    plan = find_newest_checkpoint(step, ledger=FakeLedger(), reader=_store("j1", "j2", "j3"), policy="after_rejoin", now=T0)
     assert [p.job.job_id for p in plan.resume_now] == ["3"] and [p.job.job_id for p in plan.resumable] == ["1", "2"]
 
 
@@ -76,7 +76,7 @@ def test_given_a_node_the_incident_reboots_then_an_eks_job_on_it_waits_for_the_r
     repair = WatchedNode(node_id="i-0123456789abcdef0", slurm_node="hyperpod-i-0123456789abcdef0", action=action)  # type: ignore[arg-type]
     step = FindNewestCheckpointInput(execution_name="inc-1", jobs=[job], resume_now_allowed=True, repairs=[repair])
     # When its checkpoint is found
-    plan = find_newest_checkpoint(step, reader=_store("j1"), policy="immediate", now=T0)
+    plan = find_newest_checkpoint(step, ledger=FakeLedger(), reader=_store("j1"), policy="immediate", now=T0)
     # Then on EKS a reboot holds it until the rejoin (its pod there is Terminating until the node is back: no
     # copy may start before), while a replacement, or Slurm (whose scheduler ends the job), resumes it at once
     assert [p.job.job_id for p in plan.resume_now] == (["1"] if now else [])

@@ -300,7 +300,7 @@ def test_each_job_gets_a_checkpoint_or_a_reason_why_not() -> None:
         JobSpec(job_id="5", name="empty", num_nodes=2, state="RUNNING", checkpoint_uri="s3://ckpt/empty"),
         JobSpec(job_id="6", name="climber", num_nodes=2, state="RUNNING", checkpoint_uri="s3://ckpt/a/../b"),
     ]
-    plan = find_newest_checkpoint(FindNewestCheckpointInput(execution_name="inc-1", jobs=jobs), reader=reader, now=T0)
+    plan = find_newest_checkpoint(FindNewestCheckpointInput(execution_name="inc-1", jobs=jobs), reader=reader, ledger=FakeLedger(), now=T0)
 
     assert [(p.job.job_id, p.checkpoint.step) for p in plan.resumable] == [("1", 100)]
     assert plan.resumable[0].rejected[0].startswith("step 200: no manifest.json")

@@ -177,8 +177,7 @@ class IncidentRecord(BaseModel):
     jobs: list[dict[str, Any]] = Field(default_factory=list)  # captured job specs, kept for a human
     agent_seconds: float = 0.0  # time spent waiting on the controller agent
     # The facts every message is rendered from (domain/record/fates.py): which orchestrator's commands a
-    # human runs, what became of each job and each node. A record written before they existed reads
-    # with none (its summary still says what happened).
+    # human runs, what became of each job and each node.
     orchestrator: Literal["slurm", "eks"] = "slurm"
     job_fates: list[JobFate] = Field(default_factory=list)
     node_fates: list[NodeFate] = Field(default_factory=list)

@@ -11,12 +11,12 @@ from hyperpod_recovery.domain.policy.safety import apply_safety_policy as decide
 from hyperpod_recovery.models.node_recovery import ApplySafetyPolicyInput, Assessment, SkippedNode
 from hyperpod_recovery.models.records import HOST_LOCK_PREFIX
 from hyperpod_recovery.observability import logger
-from hyperpod_recovery.ports import Ledger
+from hyperpod_recovery.ports import NodeLocks, SafetyChecks
 from hyperpod_recovery.vocabulary import error_name
 
 
 def apply_safety_policy(
-    step: ApplySafetyPolicyInput, *, ledger: Ledger, policy: SafetyPolicy, reservation_ttl: timedelta, now: datetime
+    step: ApplySafetyPolicyInput, *, ledger: SafetyChecks, policy: SafetyPolicy, reservation_ttl: timedelta, now: datetime
 ) -> Assessment:
     request = step.request
     unheld = skip_held_nodes(step, ledger=ledger)
@@ -57,7 +57,7 @@ def apply_safety_policy(
     return assessment
 
 
-def skip_held_nodes(step: ApplySafetyPolicyInput, *, ledger: Ledger) -> Assessment:
+def skip_held_nodes(step: ApplySafetyPolicyInput, *, ledger: NodeLocks) -> Assessment:
     """Leave alone every target a human holds (``hyperpod-recovery hold``), by its instance id or
     its hostname, and say so: the node is skipped as ``held`` with who, since when and why. Read
     first, before any lock or place under the cap is taken for it."""
@@ -82,7 +82,7 @@ def skip_held_nodes(step: ApplySafetyPolicyInput, *, ledger: Ledger) -> Assessme
     return assessment.model_copy(update={"targets": kept, "skipped": [*assessment.skipped, *skipped], "proceed": bool(kept)})
 
 
-def lock_logical_nodes(step: ApplySafetyPolicyInput, *, ledger: Ledger, lock_ttl: timedelta, now: datetime) -> Assessment:
+def lock_logical_nodes(step: ApplySafetyPolicyInput, *, ledger: NodeLocks, lock_ttl: timedelta, now: datetime) -> Assessment:
     """One recovery per logical node (hostname), whatever its instance id.
 
     A replacement comes up under the old node's hostname with a new instance id while the first

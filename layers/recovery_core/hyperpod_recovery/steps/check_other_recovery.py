@@ -6,11 +6,11 @@ from datetime import datetime
 
 from hyperpod_recovery.domain.jobs.job_failure import watch_other_recovery
 from hyperpod_recovery.models.job_recovery import CheckOtherRecoveryInput, OtherRecoveryWatch
-from hyperpod_recovery.ports import Ledger
+from hyperpod_recovery.ports import IncidentStore
 
 
 def check_other_recovery(
-    step: CheckOtherRecoveryInput, *, ledger: Ledger, poll_seconds: int, max_poll_seconds: int, deadline_seconds: int, now: datetime
+    step: CheckOtherRecoveryInput, *, ledger: IncidentStore, poll_seconds: int, max_poll_seconds: int, deadline_seconds: int, now: datetime
 ) -> OtherRecoveryWatch:
     incidents = sorted(set(step.other_recovery.held_elsewhere.values()))
     records = {incident: ledger.get_incident(incident) for incident in incidents}

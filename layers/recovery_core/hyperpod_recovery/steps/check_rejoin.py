@@ -9,7 +9,7 @@ from hyperpod_recovery.domain.nodes.rejoin import escalate_to_replace, observe_r
 from hyperpod_recovery.models.cluster import BatchOutcome, ClusterNode
 from hyperpod_recovery.models.node_recovery import CheckRejoinInput, RejoinWatch
 from hyperpod_recovery.observability import logger
-from hyperpod_recovery.ports import Cluster, Ledger
+from hyperpod_recovery.ports import Cluster, Replacements
 
 # ASSUMPTION: HyperPod's LaunchTime (what CreationTimeAfter filters on) and our clocks (the event's
 # time, the Lambda's) disagree by less than this; a replacement launched just before the repairs
@@ -18,7 +18,7 @@ CLOCK_SKEW_MARGIN = timedelta(minutes=5)
 
 
 def check_rejoin(
-    step: CheckRejoinInput, *, cluster: Cluster, ledger: Ledger | None = None, poll_seconds: int, max_poll_seconds: int, now: datetime
+    step: CheckRejoinInput, *, cluster: Cluster, ledger: Replacements, poll_seconds: int, max_poll_seconds: int, now: datetime
 ) -> RejoinWatch:
     reading = step.rejoin.boot_reading
     watch = observe_rejoin(
@@ -32,7 +32,7 @@ def check_rejoin(
         repairs_since=step.request.detected_at,
     )
     stuck = reboots_past_deadline(watch, now, read={b.name for b in reading.result.nodes} if reading is not None else set())
-    if not stuck or ledger is None:
+    if not stuck:
         return watch
     ids = [n.node_id for n in stuck]
     # Idempotent on a retried Lambda: nodes whose replacement this incident already started are skipped.

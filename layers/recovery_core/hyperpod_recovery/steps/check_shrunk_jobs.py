@@ -12,14 +12,14 @@ from hyperpod_recovery.errors import CheckpointUnreadable
 from hyperpod_recovery.models.commands import JobSpec
 from hyperpod_recovery.models.node_recovery import CheckShrunkJobsInput, GrowBackJob, GrowBackState
 from hyperpod_recovery.observability import logger
-from hyperpod_recovery.ports import CheckpointReader, Ledger
+from hyperpod_recovery.ports import CheckpointReader, ClaimedJobs
 
 # What each pass logs of a job: enough to follow its grow-back and how its restart was measured.
 LOGGED_JOB_FIELDS = {"copy_id", "status", "reason", "baseline_step", "baseline_at", "restart_seconds"}
 
 
 def check_shrunk_jobs(
-    step: CheckShrunkJobsInput, *, reader: CheckpointReader, ledger: Ledger, grace_seconds: int, now: datetime
+    step: CheckShrunkJobsInput, *, reader: CheckpointReader, ledger: ClaimedJobs, grace_seconds: int, now: datetime
 ) -> GrowBackState:
     specs: dict[str, JobSpec] | None = None
 

@@ -11,7 +11,7 @@ from hyperpod_recovery.domain.intake.execution_names import HANG_MARK
 from hyperpod_recovery.domain.jobs.job_failure import classify_failure, job_label, refuse_second_slowdown
 from hyperpod_recovery.models.job_recovery import ClassifyJobFailureInput, FailureClassification
 from hyperpod_recovery.observability import logger
-from hyperpod_recovery.ports import Cluster, Ledger, ProgressReader
+from hyperpod_recovery.ports import Cluster, FailureHistory, ProgressReader, RecoveryLog
 
 
 def classify_job_failure(
@@ -22,15 +22,15 @@ def classify_job_failure(
     node_timeout_seconds: int,
     orchestrator: Literal["slurm", "eks"] = "slurm",
     progress: ProgressReader | None = None,
-    ledger: Ledger | None = None,
+    ledger: FailureHistory,
     repeat_window_seconds: int = 0,
     restart_window_seconds: int = 0,
 ) -> FailureClassification:
     request = step.request
-    if request.hang is not None and step.evidence is not None and ledger is not None:
+    if request.hang is not None and step.evidence is not None:
         # Kept with the incident (the record's size stays what it was): `incidents show` reads it.
         ledger.save_evidence(request.incident_id or step.execution_name, step.evidence.result, now)
-    if request.hang is not None and request.hang.rule == "slow" and ledger is not None:
+    if request.hang is not None and request.hang.rule == "slow":
         # (before any node is checked or the job stopped: a second slowdown of the lineage escalates)
         root = ledger.lineage_root(request.cluster, request.job_id) or request.job_id
         refuse_second_slowdown(
@@ -51,7 +51,7 @@ def classify_job_failure(
             now,
             repeat_suspects=_suspected_before(ledger, request.cluster, now - timedelta(seconds=repeat_window_seconds)),
             orchestrator=orchestrator,
-            claim=ledger.resubmission_claim(request.cluster, request.job_id) if ledger is not None else None,
+            claim=ledger.resubmission_claim(request.cluster, request.job_id),
         )
     else:
         classification = classify_failure(
@@ -72,10 +72,8 @@ def classify_job_failure(
     return classification
 
 
-def _suspected_before(ledger: Ledger | None, cluster: str, since: datetime) -> frozenset[str]:
+def _suspected_before(ledger: RecoveryLog, cluster: str, since: datetime) -> frozenset[str]:
     """Hostnames an earlier hang's node recovery acted on within the repeat-offender window."""
-    if ledger is None:
-        return frozenset()
     # (a hang's NodeRecovery is named after it, hpj-<job>-hung-<epoch>-nodes: the log says what earlier hangs suspected)
     # (a stall's only: a slowdown's suspect, named by its waits, never counts toward replacing a node)
     return frozenset(h for e in ledger.recovery_log(cluster, since) if HANG_MARK in e.incident for h in e.hostnames)

@@ -57,7 +57,7 @@ from hyperpod_recovery.models.progress import ProgressReport, kube_job_key
 from hyperpod_recovery.models.progress_memory import JobMemory
 from hyperpod_recovery.models.requests import JobRecoveryRequest
 from hyperpod_recovery.observability import logger
-from hyperpod_recovery.ports import JobNodeSource, KubeApi, Ledger, ProgressMemory, ProgressReader, Workflows
+from hyperpod_recovery.ports import HangRecord, JobClaims, JobNodeSource, KubeApi, ProgressMemory, ProgressReader, Verdicts, Workflows
 
 # A tick starts no more recoveries once this little of its function's time is left: the next tick,
 # a minute later, goes on (the verdicts are the same, their names too).
@@ -84,7 +84,7 @@ def would_do(verdict: HangVerdict) -> str:
 def detect_hung_jobs(
     *,
     progress: ProgressReader,
-    ledger: Ledger,
+    ledger: HangRecord,
     workflows: Workflows,
     job_nodes: JobNodeSource,
     memory: ProgressMemory,
@@ -196,7 +196,7 @@ def _marked(verdict: HangVerdict, *, unverified: bool, skew: dict[str, int]) -> 
 def _act_on_oldest_first(
     verdicts: list[HangVerdict],
     seen: dict[str, JobMemory],
-    ledger: Ledger,
+    ledger: HangRecord,
     workflows: Workflows,
     now: datetime,
     counts: Counter[str],
@@ -294,7 +294,7 @@ class _RunningJobRecoveries:
         return self._names
 
 
-def _left_to(verdict: HangVerdict, job_id: str, own: str, ledger: Ledger, running: _RunningJobRecoveries, now: datetime) -> str | None:
+def _left_to(verdict: HangVerdict, job_id: str, own: str, ledger: JobClaims, running: _RunningJobRecoveries, now: datetime) -> str | None:
     """Why the stall is another incident's to end (domain/hangs/handled.py), or None: the job's
     resubmission claim, else a running recovery of the job's end. What cannot be read starts the
     recovery (its Inspect Job and Classify Failure read the job and its claim again). ``own``: this
@@ -323,7 +323,7 @@ def _left_to(verdict: HangVerdict, job_id: str, own: str, ledger: Ledger, runnin
 
 def _act(
     verdict: HangVerdict,
-    ledger: Ledger,
+    ledger: HangRecord,
     workflows: Workflows,
     now: datetime,
     counts: Counter[str],
@@ -394,7 +394,7 @@ def _request(verdict: HangVerdict, job_id: str, name: str, now: datetime) -> tup
         return None, str(exc)[:300]
 
 
-def _record(recorded: RecordedVerdict, ledger: Ledger) -> None:
+def _record(recorded: RecordedVerdict, ledger: Verdicts) -> None:
     """Keep the episode's verdict (once; a later start updates one that started nothing)."""
     verdict = recorded.verdict
     try:

@@ -44,7 +44,7 @@ from hyperpod_recovery.models.job_events import JobFailedDetail
 from hyperpod_recovery.models.kubernetes import JOB_KINDS, KUBE_JOB_NAME_MAX, KubeJobRef, is_dns1123_label, is_dns1123_subdomain
 from hyperpod_recovery.models.requests import JobRecoveryRequest
 from hyperpod_recovery.observability import logger
-from hyperpod_recovery.ports import KubeApi, Ledger, Workflows
+from hyperpod_recovery.ports import FailurePolls, KubeApi, Marks, Workflows
 from hyperpod_recovery.steps.import_hyperpod_hangs import Teller, record_operator_faults
 
 # A poll starts no more failures once less than this is left of its function's time: one failure's
@@ -57,7 +57,7 @@ def find_failed_jobs(
     *,
     kube: KubeApi,
     workflows: Workflows,
-    ledger: Ledger,
+    ledger: FailurePolls,
     guarded: GuardedCluster,
     teller: Teller,
     max_age_seconds: int,
@@ -111,7 +111,7 @@ def find_failed_jobs(
 def _start(
     kube: KubeApi,
     workflows: Workflows,
-    ledger: Ledger,
+    ledger: Marks,
     guarded: GuardedCluster,
     job: dict[str, Any],
     kind: str,

@@ -24,7 +24,7 @@ from hyperpod_recovery.models.node_recovery import (
 )
 from hyperpod_recovery.models.records import RecoveryLogEntry
 from hyperpod_recovery.observability import logger
-from hyperpod_recovery.ports import CheckpointReader, Ledger
+from hyperpod_recovery.ports import CheckpointReader, ClaimedJobs, JobHistory, RecoveryLog
 
 
 def resume_now(job: JobSpec, policy: ResumePolicy, *, allowed: bool) -> bool:
@@ -67,7 +67,7 @@ def find_newest_checkpoint(
     step: FindNewestCheckpointInput,
     *,
     reader: CheckpointReader,
-    ledger: Ledger | None = None,
+    ledger: JobHistory,
     policy: ResumePolicy = "after_rejoin",
     elastic: ElasticSettings | None = None,
     now: datetime,
@@ -78,8 +78,7 @@ def find_newest_checkpoint(
     where Record Outcome finds them; the workflow then forgets them (Forget Job Details).
 
     A resumable job is planned for now or for after the rejoin by ``resume_now``."""
-    if ledger is not None:
-        ledger.save_jobs(step.execution_name, step.jobs, now)
+    ledger.save_jobs(step.execution_name, step.jobs, now)
     estimates = _estimates(step, ledger, elastic, now)
     spares = SpareNodes()
     decided = shrunk = stops = 0
@@ -138,7 +137,7 @@ def find_newest_checkpoint(
             assert elastic is not None
             grow_back = grow_back_cost(log, job.checkpoint_uri, parameter_seconds=elastic.grow_back_seconds)
             lost = job.lost_nodes if job.lost_nodes is not None else step.lost_nodes
-            lineage = lineage_nodes(ledger, elastic.cluster, job) if ledger is not None and elastic is not None else None
+            lineage = lineage_nodes(ledger, elastic.cluster, job) if elastic is not None else None
             decision = decide_elastic(
                 job, discovery.checkpoint, lost=lost, spare=spares.of(job), wait=wait, grow_back=grow_back, lineage_nodes=lineage
             )
@@ -193,7 +192,7 @@ def stop_only(plan: ResumePlan) -> ResumePlan:
 MAX_LINEAGE_STEPS = 4
 
 
-def lineage_nodes(ledger: Ledger, cluster: str, job: JobSpec) -> int | None:
+def lineage_nodes(ledger: ClaimedJobs, cluster: str, job: JobSpec) -> int | None:
     """The largest size the job's lineage ran at, when the job is a copy we made (its comment's mark,
     each step proven by the ledger: that incident's claim on that job, and that incident's record of
     it); None when it is no copy of ours, or nothing proves it. A mark the ledger does not confirm is
@@ -215,13 +214,13 @@ def lineage_nodes(ledger: Ledger, cluster: str, job: JobSpec) -> int | None:
 
 
 def _estimates(
-    step: FindNewestCheckpointInput, ledger: Ledger | None, elastic: ElasticSettings | None, now: datetime
+    step: FindNewestCheckpointInput, ledger: RecoveryLog, elastic: ElasticSettings | None, now: datetime
 ) -> tuple[Estimate, list[RecoveryLogEntry]] | None:
     """The expected wait, and the recovery log each job's grow-back cost is read from (its measured
     restarts), read only when an elastic job needs them (one Query of the recovery log); None where
     no job can shrink (no opt-in, or a workflow that cannot resubmit early)."""
     if elastic is None or not step.resume_now_allowed or not any(j.elastic or j.elastic_problem for j in step.jobs):
         return None
-    log = ledger.recovery_log(elastic.cluster, since=now - timedelta(days=MEASURED_WINDOW_DAYS)) if ledger is not None else []
+    log = ledger.recovery_log(elastic.cluster, since=now - timedelta(days=MEASURED_WINDOW_DAYS))
     wait = expected_wait(log, step.instance_groups, parameter_seconds=elastic.expected_replacement_seconds)
     return wait, log

@@ -52,7 +52,7 @@ from hyperpod_recovery.domain.messages.verdict_notice import TAKEN, notice_attri
 from hyperpod_recovery.errors import LedgerError, LedgerUnavailable, NotifierUnavailable
 from hyperpod_recovery.models.hangs import HangRule, HangVerdict, ImportedDetection, RecordedVerdict
 from hyperpod_recovery.observability import logger
-from hyperpod_recovery.ports import Ledger, Notifier
+from hyperpod_recovery.ports import Notifier, Verdicts
 
 ImportMode = Literal["observe", "off"]
 OPERATOR_ACTION = "left to the HyperPod training operator, which restarts it itself"
@@ -102,7 +102,7 @@ def hyperpod_hang_verdict(cluster: str, detection: HangDetection, now: datetime)
 
 
 def import_hyperpod_hangs(
-    *, event: Any, ledger: Ledger, teller: Teller, cluster: str, mode: ImportMode, limits: EventAgeLimits, now: datetime
+    *, event: Any, ledger: Verdicts, teller: Teller, cluster: str, mode: ImportMode, limits: EventAgeLimits, now: datetime
 ) -> dict[str, int]:
     """One subscription batch: the count of what was kept, folded, skipped and unreadable. An event
     older than MaxEventAgeSeconds or dated past MaxClockSkewSeconds ahead is counted (``stale``,
@@ -153,7 +153,7 @@ def import_hyperpod_hangs(
 
 
 def record_operator_faults(
-    *, job: dict[str, Any], cluster: str, ledger: Ledger, teller: Teller, now: datetime, limits: EventAgeLimits, counts: Counter[str]
+    *, job: dict[str, Any], cluster: str, ledger: Verdicts, teller: Teller, now: datetime, limits: EventAgeLimits, counts: Counter[str]
 ) -> None:
     """The HyperPodPyTorchJob's HANGING and SLOW faults, each kept once per episode (its condition's
     time); the job stays the operator's. A fault older than MaxEventAgeSeconds is not written again at
@@ -207,7 +207,7 @@ def _operator_verdict(cluster: str, job: str, fault: OperatorFault, now: datetim
     return imported_verdict(fault.rule, cluster, job, fault.at, now, summary, detected)
 
 
-def _keep(ledger: Ledger, teller: Teller, recorded: RecordedVerdict, counts: Counter[str]) -> None:
+def _keep(ledger: Verdicts, teller: Teller, recorded: RecordedVerdict, counts: Counter[str]) -> None:
     verdict = recorded.verdict
     if ledger.record_verdict(recorded):
         counts[f"{verdict.rule}_recorded"] += 1

@@ -5,10 +5,10 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from hyperpod_recovery.models.node_recovery import LockNodesInput, LockResult
-from hyperpod_recovery.ports import Ledger
+from hyperpod_recovery.ports import NodeLocks
 
 
-def lock_nodes(step: LockNodesInput, *, ledger: Ledger, lock_ttl: timedelta, now: datetime) -> LockResult:
+def lock_nodes(step: LockNodesInput, *, ledger: NodeLocks, lock_ttl: timedelta, now: datetime) -> LockResult:
     """In a dry run the ledger is behind the gate (adapters/dry_run.py): it answers with the locks
     as they are and takes none, so a drill never blocks a real recovery."""
     request = step.request

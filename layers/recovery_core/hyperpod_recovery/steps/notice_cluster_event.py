@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from hyperpod_recovery.domain.nodes.rejoin_events import wakes
 from hyperpod_recovery.models.events import ClusterEventDetails
 from hyperpod_recovery.observability import logger
-from hyperpod_recovery.ports import Ledger, Workflows
+from hyperpod_recovery.ports import RejoinWaits, Workflows
 
 # A wait whose timeout passed this long ago belongs to a task that timed out and went on (or an
 # execution that ended): nobody answers it any more, so it is removed.
@@ -21,7 +21,7 @@ STALE_AFTER = timedelta(minutes=5)
 
 
 def notice_cluster_event(
-    event: ClusterEventDetails, *, ledger: Ledger, workflows: Workflows, cluster: str, cluster_arn: str, now: datetime
+    event: ClusterEventDetails, *, ledger: RejoinWaits, workflows: Workflows, cluster: str, cluster_arn: str, now: datetime
 ) -> list[str]:
     """The executions this event woke."""
     if event.ClusterName not in (None, cluster) and event.ClusterArn != cluster_arn:

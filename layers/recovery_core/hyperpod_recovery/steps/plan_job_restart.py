@@ -13,10 +13,10 @@ from hyperpod_recovery.domain.policy.safety import SafetyPolicy
 from hyperpod_recovery.models.job_recovery import PlanJobRestartInput, RestartDecision
 from hyperpod_recovery.models.records import BreakerState
 from hyperpod_recovery.observability import logger
-from hyperpod_recovery.ports import Ledger
+from hyperpod_recovery.ports import Lineages, RestartBudget, SafetyRecords
 
 
-def lineage_root_of(ledger: Ledger, cluster: str, job_id: str, resubmission_of: str | None) -> str:
+def lineage_root_of(ledger: Lineages, cluster: str, job_id: str, resubmission_of: str | None) -> str:
     """The first job of the lineage: our ledger knows the jobs we resubmitted; a resubmission made
     some other way still names its predecessor in its comment (the event's resubmission_of)."""
     for candidate in (job_id, resubmission_of):
@@ -28,7 +28,7 @@ def lineage_root_of(ledger: Ledger, cluster: str, job_id: str, resubmission_of: 
 
 
 def plan_job_restart(
-    step: PlanJobRestartInput, *, ledger: Ledger, policy: RestartPolicy, safety: SafetyPolicy, now: datetime
+    step: PlanJobRestartInput, *, ledger: RestartBudget, policy: RestartPolicy, safety: SafetyPolicy, now: datetime
 ) -> RestartDecision:
     request, job = step.request, step.classification.job
     assert job is not None, "Plan Job Restart runs only for classified jobs"
@@ -62,7 +62,13 @@ def plan_job_restart(
 
 
 def _within_the_breakers_window(
-    decision: RestartDecision, step: PlanJobRestartInput, *, ledger: Ledger, safety: SafetyPolicy, breaker: BreakerState, now: datetime
+    decision: RestartDecision,
+    step: PlanJobRestartInput,
+    *,
+    ledger: SafetyRecords,
+    safety: SafetyPolicy,
+    breaker: BreakerState,
+    now: datetime,
 ) -> RestartDecision:
     """The restart takes its place in the breaker's window (kept on a retry of this step); with none
     left, the breaker opens and nothing more restarts until a human resets it. In a dry run the ledger

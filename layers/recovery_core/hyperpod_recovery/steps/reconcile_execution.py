@@ -30,7 +30,7 @@ from hyperpod_recovery.errors import NotificationInProgress
 from hyperpod_recovery.models.events import ExecutionStatusDetail
 from hyperpod_recovery.models.records import IncidentRecord, RecoveryLogEntry
 from hyperpod_recovery.observability import logger
-from hyperpod_recovery.ports import ExecutionHistory, Ledger, Notifier, ResubmissionsRead
+from hyperpod_recovery.ports import Effects, EndsSweep, ExecutionHistory, IncidentEffects, IncidentEnd, Notifier, ResubmissionsRead
 from hyperpod_recovery.steps.record_outcome import NOTIFICATION
 from hyperpod_recovery.steps.replace_nodes import REBOOT_MARK
 from hyperpod_recovery.steps.settle import settle_holdings
@@ -53,7 +53,7 @@ class EndContext:
     """What reconciling any end needs besides the end: the stack's ports and settings (both the
     event's path and the sweep's reconcile with the same)."""
 
-    ledger: Ledger
+    ledger: EndsSweep
     notifier: Notifier
     history: ExecutionHistory
     cluster: str
@@ -89,7 +89,7 @@ def reconcile_end(detail: ExecutionStatusDetail, context: EndContext, now: datet
 
 
 def _notify_once(
-    ledger: Ledger,
+    ledger: Effects,
     notifier: Notifier,
     name: str,
     record: IncidentRecord,
@@ -113,14 +113,14 @@ def _notify_once(
     ledger.finish_effect(name, NOTIFICATION, now)
 
 
-def end_settled(ledger: Ledger, name: str) -> bool:
+def end_settled(ledger: IncidentEffects, name: str) -> bool:
     """Nothing is left to do for this end: it is recorded, it holds nothing, and (when it never
     recorded itself) its notification went out. A redelivered event or a sweep then reads no history."""
     record = ledger.get_incident(name)
     return record is not None and _nothing_left(ledger, name, record)
 
 
-def _nothing_left(ledger: Ledger, name: str, record: IncidentRecord) -> bool:
+def _nothing_left(ledger: IncidentEffects, name: str, record: IncidentRecord) -> bool:
     held = ledger.holdings(name)
     if held is not None and not held.empty:
         return False
@@ -135,7 +135,7 @@ def _nothing_left(ledger: Ledger, name: str, record: IncidentRecord) -> bool:
 def reconcile_execution(
     detail: ExecutionStatusDetail,
     *,
-    ledger: Ledger,
+    ledger: IncidentEnd,
     notifier: Notifier,
     cluster: str,
     job_state_machine_arn: str,

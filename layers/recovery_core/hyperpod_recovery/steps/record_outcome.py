@@ -31,7 +31,7 @@ from hyperpod_recovery.domain.record.node_incident import NODE_INCIDENT
 from hyperpod_recovery.models.job_recovery import RecordJobOutcomeInput, RestartEntry
 from hyperpod_recovery.models.node_recovery import OutcomeResult, RecordOutcomeInput
 from hyperpod_recovery.models.records import IncidentRecord, MeasuredRestart, RecoveryLogEntry
-from hyperpod_recovery.ports import Ledger, Notifier
+from hyperpod_recovery.ports import IncidentEnd, IncidentStore, Lineages, Notifier, RecoveryLog
 from hyperpod_recovery.steps.settle import settle_holdings
 
 # The incident's page, among its effects in the ledger (Reconcile Execution sends it under the same name).
@@ -41,7 +41,7 @@ NOTIFICATION = "notification"
 def record_outcome(
     step: RecordOutcomeInput | RecordJobOutcomeInput,
     *,
-    ledger: Ledger,
+    ledger: IncidentEnd,
     notifier: Notifier,
     cluster: str,
     execution_url: str,
@@ -100,7 +100,7 @@ def _attributes(record: IncidentRecord, cluster: str) -> dict[str, str]:
     return attributes if record.workflow == "node" else {**attributes, "workflow": record.workflow}
 
 
-def with_jobs_from_ledger(step: RecordOutcomeInput, ledger: Ledger) -> RecordOutcomeInput:
+def with_jobs_from_ledger(step: RecordOutcomeInput, ledger: IncidentStore) -> RecordOutcomeInput:
     """The step with the affected jobs' descriptions the workflow forgot (Forget Job Details) back
     from the ledger, where Find Newest Checkpoint put them."""
     jobs = step.state.jobs
@@ -112,7 +112,7 @@ def with_jobs_from_ledger(step: RecordOutcomeInput, ledger: Ledger) -> RecordOut
 
 
 def count_node_repairs(
-    step: RecordOutcomeInput, record: IncidentRecord, *, ledger: Ledger, cluster: str, now: datetime, log_seconds: int
+    step: RecordOutcomeInput, record: IncidentRecord, *, ledger: RecoveryLog, cluster: str, now: datetime, log_seconds: int
 ) -> None:
     """An incident that acted on nodes counts in the breaker's and the repeat offenders' windows."""
     assessment = step.state.assessment
@@ -166,7 +166,7 @@ def replaced_seconds(step: RecordOutcomeInput, record: IncidentRecord) -> int | 
     return max(0, int((resume.completed_at - replacement.at).total_seconds()))
 
 
-def count_job_restart(step: RecordJobOutcomeInput, record: IncidentRecord, *, ledger: Ledger, cluster: str, now: datetime) -> None:
+def count_job_restart(step: RecordJobOutcomeInput, record: IncidentRecord, *, ledger: Lineages, cluster: str, now: datetime) -> None:
     """A restart of the job, by this incident or by the node recovery it started, is one restart of
     the job's lineage: the restart budget and the crash-loop rule count it."""
     state = step.state

@@ -10,7 +10,7 @@ from hyperpod_recovery.domain.nodes.ladder import first_repair
 from hyperpod_recovery.domain.nodes.replace import classify_replacements, merge_outcomes
 from hyperpod_recovery.models.cluster import BatchOutcome
 from hyperpod_recovery.models.node_recovery import Replacement, ReplaceNodesInput
-from hyperpod_recovery.ports import Cluster, Ledger
+from hyperpod_recovery.ports import Cluster, Replacements
 
 REBOOT_MARK = "reboot:"  # ledger marks: "<id>" replace started, "reboot:<id>" reboot started
 
@@ -19,7 +19,7 @@ def replace_nodes(
     step: ReplaceNodesInput,
     *,
     cluster: Cluster,
-    ledger: Ledger,
+    ledger: Replacements,
     first_check_after_seconds: int,
     deadline_seconds: int,
     reboot_deadline_seconds: int | None = None,

@@ -10,14 +10,14 @@ from hyperpod_recovery.domain.nodes.health_gate import after_failed_gate, failed
 from hyperpod_recovery.models.cluster import BatchOutcome
 from hyperpod_recovery.models.node_recovery import RejoinWatch, ReplaceUnhealthyNodesInput
 from hyperpod_recovery.observability import logger
-from hyperpod_recovery.ports import Cluster, Ledger
+from hyperpod_recovery.ports import Cluster, SafeReplacements
 
 
 def replace_unhealthy_nodes(
     step: ReplaceUnhealthyNodesInput,
     *,
     cluster: Cluster,
-    ledger: Ledger,
+    ledger: SafeReplacements,
     first_check_after_seconds: int,
     deadline_seconds: int,
     expected_replacement_seconds: int | None,

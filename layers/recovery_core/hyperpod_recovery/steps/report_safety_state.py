@@ -5,10 +5,10 @@ from __future__ import annotations
 from datetime import datetime
 
 from hyperpod_recovery.models.node_recovery import SafetyState
-from hyperpod_recovery.ports import Ledger
+from hyperpod_recovery.ports import SafetyRecords
 
 
-def report_safety_state(*, ledger: Ledger, cluster: str, now: datetime) -> SafetyState:
+def report_safety_state(*, ledger: SafetyRecords, cluster: str, now: datetime) -> SafetyState:
     """Report Safety State (every 5 minutes): the breaker and the cap's use, as gauges for the
     dashboard and the BreakerOpen alarm, which then stays red until a human resets the breaker."""
     breaker = ledger.breaker(cluster)

@@ -9,12 +9,12 @@ from hyperpod_recovery.models.commands import JobRef, JobSpec, ResubmitJob, Resu
 from hyperpod_recovery.models.common import matches
 from hyperpod_recovery.models.kubernetes import KUBE_UID_PATTERN
 from hyperpod_recovery.models.node_recovery import ResubmitJobInput, ResumePlan
-from hyperpod_recovery.ports import Ledger, Orchestrator
+from hyperpod_recovery.ports import ClaimedJobs, Orchestrator
 from hyperpod_recovery.steps.commands import answer_here, dispatch_command
 
 
 def resubmit_job(
-    step: ResubmitJobInput, *, orchestrator: Orchestrator, ledger: Ledger, claim_ttl: timedelta, now: datetime
+    step: ResubmitJobInput, *, orchestrator: Orchestrator, ledger: ClaimedJobs, claim_ttl: timedelta, now: datetime
 ) -> dict[str, Any]:
     """Once per job: the ledger claim stops a second incident (or a retried Lambda) from
     restarting a job that was already resubmitted. A stop only (an EKS job stopped at once, re-created
@@ -77,7 +77,7 @@ def sized(plan: ResumePlan) -> dict[str, Any]:
     return {k: v for k, v in fields.items() if v is not None}
 
 
-def shrunk_from(step: ResubmitJobInput, ledger: Ledger) -> JobSpec | None:
+def shrunk_from(step: ResubmitJobInput, ledger: ClaimedJobs) -> JobSpec | None:
     """A grow-back's job as the incident captured it (an EKS job object, which the plan of a shrunk
     copy does not name): the elastic job object of this incident whose lineage name the copy carries
     and whose resubmission this incident claimed. None on Slurm (the agent holds the capture)."""

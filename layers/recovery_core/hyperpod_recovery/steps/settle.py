@@ -12,11 +12,11 @@ from collections.abc import Collection
 from datetime import datetime
 
 from hyperpod_recovery.models.records import Holdings
-from hyperpod_recovery.ports import Ledger
+from hyperpod_recovery.ports import Settlement
 
 
 def settle_holdings(
-    ledger: Ledger,
+    ledger: Settlement,
     incident_id: str,
     *,
     resubmitted: dict[str, str],

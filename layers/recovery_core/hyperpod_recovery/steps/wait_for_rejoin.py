@@ -16,10 +16,10 @@ from hyperpod_recovery.domain.policy.limits import MAX_EVENT_WAKES
 from hyperpod_recovery.errors import LedgerError, LedgerUnavailable
 from hyperpod_recovery.models.node_recovery import WaitForRejoinInput
 from hyperpod_recovery.observability import logger
-from hyperpod_recovery.ports import Ledger, Workflows
+from hyperpod_recovery.ports import RejoinWaits, Workflows
 
 
-def wait_for_rejoin(step: WaitForRejoinInput, *, ledger: Ledger, workflows: Workflows, cluster: str, now: datetime) -> dict[str, Any]:
+def wait_for_rejoin(step: WaitForRejoinInput, *, ledger: RejoinWaits, workflows: Workflows, cluster: str, now: datetime) -> dict[str, Any]:
     watch = step.rejoin
     if watch.dry_run or watch.done:
         workflows.wake(step.task_token, json.dumps({"woken_by": "nothing to wait for", "at": now.isoformat()}))
