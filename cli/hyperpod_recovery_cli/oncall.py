@@ -31,7 +31,7 @@ from hyperpod_recovery.adapters.hyperpod import HyperPodCluster
 from hyperpod_recovery.adapters.ledger import DynamoLedger
 from hyperpod_recovery.domain.messages.advice import Deployment, next_steps
 from hyperpod_recovery.domain.record.durations import format_duration
-from hyperpod_recovery.domain.record.fates import copy_label, copy_state_text, job_label
+from hyperpod_recovery.domain.record.fate_words import copy_label, copy_state_text, job_label
 from hyperpod_recovery.models.records import HOST_LOCK_PREFIX, AuditEntry, IncidentRecord, NodeHold, NodeLock
 from hyperpod_recovery_cli.changes import confirm
 from hyperpod_recovery_cli.inputs import InputRefused, plain_text

@@ -10,15 +10,8 @@ from datetime import datetime
 from hyperpod_recovery import errors
 from hyperpod_recovery.domain.jobs.job_failure import job_nodes, nodes_text
 from hyperpod_recovery.domain.record.causes import CAUSE_LIMIT
-from hyperpod_recovery.domain.record.fates import (
-    copy_label,
-    copy_state_text,
-    fate_text,
-    job_incident_job_fates,
-    job_label,
-    kube_copy_text,
-    made_again,
-)
+from hyperpod_recovery.domain.record.fate_words import copy_label, copy_state_text, fate_text, job_label, kube_copy_text, made_again
+from hyperpod_recovery.domain.record.fates import job_incident_job_fates
 from hyperpod_recovery.domain.record.incident import Decision, IncidentFacts, IncidentTable, PhaseLog, resubmission, submitted_here
 from hyperpod_recovery.models.commands import HangEvidenceResult
 from hyperpod_recovery.models.common import one_line

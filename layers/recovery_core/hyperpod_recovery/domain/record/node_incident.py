@@ -15,7 +15,8 @@ from hyperpod_recovery.domain.jobs.job_failure import nodes_text
 from hyperpod_recovery.domain.nodes.health_gate import CHECK_DID_NOT_RUN, NOT_ASKED
 from hyperpod_recovery.domain.nodes.rejoin import rejoin_text, renamed_text
 from hyperpod_recovery.domain.record.causes import CAUSE_LIMIT, error_message
-from hyperpod_recovery.domain.record.fates import jobs_sentence, kube_copy_text, node_incident_job_fates, node_incident_node_fates
+from hyperpod_recovery.domain.record.fate_words import jobs_sentence, kube_copy_text
+from hyperpod_recovery.domain.record.fates import node_incident_job_fates, node_incident_node_fates
 from hyperpod_recovery.domain.record.incident import Decision, IncidentFacts, IncidentTable, PhaseLog, resubmission, submitted_here
 from hyperpod_recovery.models.commands import RESTARTED_BY_TEXT, CommandReply, JobSpec, ResubmitResult, owner_tag
 from hyperpod_recovery.models.common import MAX_JOBS_PER_INCIDENT
