@@ -19,8 +19,8 @@ from datetime import datetime, timedelta
 from typing import Literal
 
 from hyperpod_recovery.domain.intake.execution_names import node_execution_name
-from hyperpod_recovery.domain.intake.normalize import within_reason_budget
 from hyperpod_recovery.domain.jobs.failure_chance import duration_words, exposure_seconds, is_chance
+from hyperpod_recovery.domain.jobs.node_request import node_recovery_request
 from hyperpod_recovery.errors import (
     CrashLoopDetected,
     DoNotRequeue,
@@ -41,7 +41,7 @@ from hyperpod_recovery.models.commands import (
     NodeStatus,
     left_alone_reason,
 )
-from hyperpod_recovery.models.common import MAX_JOB_NODES_CARRIED, one_line
+from hyperpod_recovery.models.common import MAX_JOB_NODES_CARRIED
 from hyperpod_recovery.models.job_events import DO_NOT_REQUEUE_EXIT_CODE, JobFailedDetail
 from hyperpod_recovery.models.job_recovery import (
     FailureClassification,
@@ -52,7 +52,7 @@ from hyperpod_recovery.models.job_recovery import (
 )
 from hyperpod_recovery.models.node_recovery import CheckpointPlan
 from hyperpod_recovery.models.records import IncidentRecord, ResubmissionClaim
-from hyperpod_recovery.models.requests import TRIGGER_REASON_LIMIT, JobRecoveryRequest, RecoveryRequest, Trigger
+from hyperpod_recovery.models.requests import JobRecoveryRequest
 
 # Slurm restarted the job itself (requeue after a node failure): the same job id is queued again.
 REQUEUED_STATES = frozenset({"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "CONFIGURING"})
@@ -199,27 +199,7 @@ def classify_failure(
         if faulty
         else "Slurm reported a node failure but every node looks healthy now"
     )
-    node_request = None
-    if replaceable:
-        node_request = RecoveryRequest(
-            cluster=request.cluster,
-            node_ids=sorted({f.node_id for f in replaceable if f.node_id}),
-            triggers=within_reason_budget(
-                [
-                    Trigger(
-                        source="job_failed",
-                        node_ids=[f.node_id],
-                        reason=one_line(f"{label} {ended} on {f.slurm_node}: {f.why}", TRIGGER_REASON_LIMIT),
-                        event_id=request.event_id,
-                        detected_at=request.detected_at,
-                    )
-                    for f in replaceable
-                    if f.node_id
-                ]
-            ),
-            detected_at=request.detected_at,
-            dry_run=request.dry_run,
-        )
+    node_request = node_recovery_request(request, replaceable, "job_failed", lambda f: f"{label} {ended} on {f.slurm_node}: {f.why}")
     return FailureClassification(
         at=now,
         kind="node_caused",
