@@ -49,7 +49,6 @@ STEPS_REACHING_NOT_YET = {
     "hyperpod_recovery.steps.sweep_ended_executions -> hyperpod_recovery.steps.reconcile_execution",
 }
 CIRCLES_NOT_YET = [
-    ["hyperpod_recovery_cli.drill", "hyperpod_recovery_cli.oncall"],
     ["sandbox.fleet.report", "sandbox.fleet.runner"],
     ["sandbox.report", "sandbox.runner"],
 ]
@@ -272,9 +271,7 @@ def _map_rooms() -> dict[str, set[str]]:
 
 def _tree_rooms(folder: Path) -> set[str]:
     return {
-        str(path.parent.relative_to(folder))
-        for path in folder.rglob("*.py")
-        if path.parent != folder and "__pycache__" not in path.parts
+        str(path.parent.relative_to(folder)) for path in folder.rglob("*.py") if path.parent != folder and "__pycache__" not in path.parts
     }
 
 
