@@ -52,10 +52,7 @@ CIRCLES_NOT_YET = [
     ["sandbox.fleet.report", "sandbox.fleet.runner"],
     ["sandbox.report", "sandbox.runner"],
 ]
-CLI_SANDBOX_NOT_YET = {
-    "hyperpod_recovery_cli.drill_suite -> sandbox.drills",
-    "sandbox.oncall -> hyperpod_recovery_cli.main",
-}
+CLI_SANDBOX_NOT_YET: set[str] = set()
 
 
 @dataclass(frozen=True)
