@@ -21,10 +21,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from hyperpod_recovery.redact import redact
+from hyperpod_recovery.redact import LEGACY_CUT, redact
 
 SIGNATURE_CHARS = 16  # as the Slurm agent's stack signatures (agent/hyperpod_recovery_agent/stacks.py)
-CUT_MARKER = "[...cut...]\n"
+CUT_MARKER = LEGACY_CUT  # a pod log's cut start, marked as the agent marks a cut stack dump
 SILENT = "<no log line>"  # what a silent log's signature is a digest of
 
 # Terminal escapes (colours, cursor moves) and every control character but newline and tab.
