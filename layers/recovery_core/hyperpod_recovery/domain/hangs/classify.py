@@ -22,7 +22,7 @@ from statistics import median
 from typing import Literal
 
 from hyperpod_recovery.domain.hangs import suspects as blame
-from hyperpod_recovery.domain.hangs.detect import live_reports, pace
+from hyperpod_recovery.domain.hangs.detect import live_reports, pace, slow_ratios
 from hyperpod_recovery.domain.hangs.rules import HangRules
 from hyperpod_recovery.domain.intake.execution_names import node_execution_name
 from hyperpod_recovery.domain.jobs.job_failure import job_label, open_claim_text
@@ -33,7 +33,7 @@ from hyperpod_recovery.models.commands import HangEvidenceResult, JobSpec, left_
 from hyperpod_recovery.models.common import MAX_JOB_NODES_CARRIED, one_line
 from hyperpod_recovery.models.hangs import HangVerdict
 from hyperpod_recovery.models.job_recovery import FailureClassification, FaultyNode
-from hyperpod_recovery.models.progress import PROGRESS_TABLE_ENV, RECENT_INTERVALS, ProgressReport
+from hyperpod_recovery.models.progress import PROGRESS_TABLE_ENV, ProgressReport
 from hyperpod_recovery.models.records import ResubmissionClaim
 from hyperpod_recovery.models.requests import JobRecoveryRequest
 
@@ -204,11 +204,7 @@ def _cleared_or_not_a_hang(case: _Case, scope: _Scope) -> FailureClassification 
     if case.slow:
         # A slowdown goes on progressing: measured again, on the job's own nodes only, against their
         # own baseline (the verdict's ratio: its threshold over its baseline).
-        ratios = [
-            r.step_seconds / r.baseline_step_seconds
-            for r in scope.heard
-            if r.step_seconds is not None and r.baseline_step_seconds and r.intervals_seen >= 2 * RECENT_INTERVALS
-        ]
+        ratios = slow_ratios(scope.heard)
         allowed = verdict.threshold_seconds / verdict.baseline_step_seconds if verdict.baseline_step_seconds else None
         if not ratios or allowed is None:
             return case.left_alone(
