@@ -61,7 +61,7 @@ def remeasured(verdict: HangVerdict, reports: Sequence[ProgressReport], now: dat
     None when it is one by its own pace too."""
     own = pace(reports)
     if own is None or (verdict.step_seconds is not None and own <= verdict.step_seconds):
-        return None  # (the verdict's pace is the job's own, or slower: its threshold stands)
+        return None  # the verdict's pace is the job's own, or slower: its threshold stands
     threshold = max(verdict.threshold_seconds, RULES.stall_factor * own)
     idle = (now - verdict.last_progress_at).total_seconds()
     return (threshold, idle) if idle <= threshold else None

@@ -178,7 +178,7 @@ def classify_failure(
         )
     nodes = job_nodes(request, job)
     if not nodes and job.num_nodes > MAX_JOB_NODES_CARRIED:
-        # (a manual request: no failure event named them, and its spec came without them)
+        # a manual request: no failure event named them, and its spec came without them
         raise JobNodesNotCarried(
             f"{label} runs on {job.num_nodes} nodes, more than a workflow carries the names of ({MAX_JOB_NODES_CARRIED}), "
             "and nothing in this incident named them: whether one of them failed cannot be told, so nothing was done to it"
@@ -241,16 +241,16 @@ def plan_restart(
     job = classification.job
     assert job is not None, "only classifications with a job reach Plan Job Restart"
     label = job_label(job.job_id, job, request.failure)
-    # (an open claim that expired is nobody's: its incident died unsettled, or kept it for a resubmission
-    # whose answer was lost; Resubmit Job takes it over, and the agent finds a copy that incident made)
+    # an open claim that expired is nobody's: its incident died unsettled, or kept it for a resubmission
+    # whose answer was lost; Resubmit Job takes it over, and the agent finds a copy that incident made
     if claim is not None and claim.incident_id != execution_name and claim.in_force(now):
         by_child = claim.incident_id == classification.node_execution_name
         return RestartDecision(
             at=now,
             action="resubmitted_by_node_recovery" if by_child else "left_alone",
-            # (on EKS a job object is re-created, its copy known here by its uid only)
-            # (an open claim: its incident may be restarting the job, or may have left it: Slurm requeued
-            # it, or the answer was lost and the claim kept; it says only that it holds the claim)
+            # on EKS a job object is re-created, its copy known here by its uid only
+            # an open claim: its incident may be restarting the job, or may have left it: Slurm requeued
+            # it, or the answer was lost and the claim kept; it says only that it holds the claim
             reason=f"{label} was already {'re-created' if job.kube else 'resubmitted'} by incident {claim.incident_id}"
             + (f" as the job of uid {claim.new_job_id}" if job.kube else f" as job {claim.new_job_id}")
             if claim.new_job_id

@@ -247,7 +247,7 @@ _MEANING: dict[type[errors.RecoveryError], str] = {
         "(or, under Kueue, make its Workload active)."
     ),
     errors.JobSpecUnavailable: "The orchestrator no longer knows the job: the pipeline has no spec of it to submit again.",
-    # (no command here: these two are both orchestrators'; the job's own line below gives its commands)
+    # no command here: these two are both orchestrators'; the job's own line below gives its commands
     errors.JobNodesNotCarried: (
         "The job runs on more nodes than a workflow names, and what this incident holds of them could not tell whether one "
         "of its nodes is to blame, so nothing was done to it. Look at the job's nodes for down, drained or "
@@ -332,7 +332,7 @@ def error_meaning(record: IncidentRecord, deployment: Deployment) -> str:
     refused = [n.instance for n in assessed if n.replace_refused and n.instance] or instances
     first = refused[0] if refused else ""
     drill = deployment.drill(first) if first else ""
-    # (a job is started by hand by its Slurm id only: on EKS the orchestrator's own command, below)
+    # a job is started by hand by its Slurm id only: on EKS the orchestrator's own command, below
     recover = deployment.recover_job(record.job_id) if record.job_id and record.orchestrator != "eks" else ""
     show = commands.show_nodes(nodes) if nodes else commands.show_instances(record.cluster, record.nodes)
     fills = {
@@ -474,7 +474,7 @@ def on_call_steps(record: IncidentRecord, deployment: Deployment, *, locked: boo
     lines = []
     if deployment.stack:
         lines.append(f"This incident's record, timeline and phases: `{deployment.show(record.incident_id)}`.")
-        # (the nodes this incident locked: not one skipped as another incident's or a human's hold)
+        # the nodes this incident locked: not one skipped as another incident's or a human's hold
         theirs = {
             n.instance or n.node for n in record.node_fates if n.fate == "skipped" and n.detail.startswith(("locked_elsewhere", "held"))
         }
@@ -482,7 +482,7 @@ def on_call_steps(record: IncidentRecord, deployment: Deployment, *, locked: boo
         if locked and ours:
             lines.append(f"When you have handled the nodes, release them early: `{deployment.release(ours)}`.")
         names = record.hostnames or record.nodes
-        if names and record.workflow == "node":  # (a job's failure is not its nodes' to hold)
+        if names and record.workflow == "node":  # a job's failure is not its nodes' to hold
             lines.append(
                 f"To keep the automation away from a node until you say so: `{deployment.hold(names[0])}`"
                 + (f" (one command per node: {', '.join(names)})." if len(names) > 1 else ".")

@@ -161,48 +161,50 @@ class FateWords:
     next: Callable[[JobFate, JobCommands], str]
 
 
+def _parts(fate: JobFate) -> dict[str, str]:
+    return {"label": job_label(fate), "reason": fate.reason, "again": made_again(fate), "step": _from_step(fate)}
+
+
+def _texts(said: str, step: str) -> FateWords:
+    """A fate told by two templates: its summary words and its step (the commands filled in)."""
+
+    def next_step(fate: JobFate, commands: JobCommands) -> str:
+        named = {"show": commands.show_job(fate.job, fate), "find_copy": commands.find_copy(fate), "restart": commands.restart(fate)}
+        return step.format_map(_parts(fate) | named)
+
+    return FateWords(lambda fate: said.format_map(_parts(fate)), next_step)
+
+
 FATE_WORDS: dict[JobFateKind, FateWords] = {
     "resubmitted": FateWords(_said_resubmitted, _next_resubmitted),
     "resubmitted_before": FateWords(_said_resubmitted_before, _next_resubmitted_before),
-    "requeued_by_slurm": FateWords(
-        lambda f: f"{job_label(f)} requeued by Slurm (it restarts by itself)",
-        lambda f, c: (
-            f"{job_label(f)} was requeued by Slurm and restarts by itself: do not start another copy. See it: `{c.show_job(f.job, f)}`."
-        ),
+    # The other fates: a template each for the summary and the step, filled with {label}, {reason},
+    # {again}, {step} (_parts) and, in a step, the orchestrator's commands {show}, {find_copy}, {restart}.
+    "requeued_by_slurm": _texts(
+        "{label} requeued by Slurm (it restarts by itself)",
+        "{label} was requeued by Slurm and restarts by itself: do not start another copy. See it: `{show}`.",
     ),
-    "restarted_by_owner": FateWords(
-        lambda f: f"{job_label(f)} left to what restarts it: {f.reason}",
-        lambda f, c: f"{job_label(f)} is left to what restarts it ({f.reason}): do not start another copy.",
+    "restarted_by_owner": _texts(
+        "{label} left to what restarts it: {reason}",
+        "{label} is left to what restarts it ({reason}): do not start another copy.",
     ),
-    "would_resubmit": FateWords(
-        lambda f: f"{job_label(f)} would be {made_again(f)}{_from_step(f)}",
-        lambda f, c: f"{job_label(f)} would be {made_again(f)}{_from_step(f)} (dry run).",
+    "would_resubmit": _texts("{label} would be {again}{step}", "{label} would be {again}{step} (dry run)."),
+    "would_not_resubmit": _texts("{label} would not be {again}: {reason}", "{label} would not be {again} (dry run): {reason}."),
+    "copy_unknown": _texts(
+        "{label}: a resubmission was asked for and its answer is lost ({reason})",
+        "{label}: {reason}. Look for its copy first (`{find_copy}`); only if there is none, and it is not running (`{show}`), {restart}.",
     ),
-    "would_not_resubmit": FateWords(
-        lambda f: f"{job_label(f)} would not be {made_again(f)}: {f.reason}",
-        lambda f, c: f"{job_label(f)} would not be {made_again(f)} (dry run): {f.reason}.",
+    "left_running": _texts(
+        "{label} left running as it was: {reason}",
+        "{label} runs on as it was ({reason}): nothing was done to it. See it: `{show}`.",
     ),
-    "copy_unknown": FateWords(
-        lambda f: f"{job_label(f)}: a resubmission was asked for and its answer is lost ({f.reason})",
-        lambda f, c: (
-            f"{job_label(f)}: {f.reason}. Look for its copy first (`{c.find_copy(f)}`); only if there is none, and it is not "
-            f"running (`{c.show_job(f.job, f)}`), {c.restart(f)}."
-        ),
+    "ended_by_itself": _texts(
+        "{label} left alone: {reason}",
+        "{label} ended by itself ({reason}); if it failed, its failure starts a recovery of its own.",
     ),
-    "left_running": FateWords(
-        lambda f: f"{job_label(f)} left running as it was: {f.reason}",
-        lambda f, c: f"{job_label(f)} runs on as it was ({f.reason}): nothing was done to it. See it: `{c.show_job(f.job, f)}`.",
-    ),
-    "ended_by_itself": FateWords(
-        lambda f: f"{job_label(f)} left alone: {f.reason}",
-        lambda f, c: f"{job_label(f)} ended by itself ({f.reason}); if it failed, its failure starts a recovery of its own.",
-    ),
-    "not_resubmitted": FateWords(
-        lambda f: f"{job_label(f)} NOT {made_again(f)}: {f.reason}",
-        lambda f, c: (
-            f"{job_label(f)} was NOT {made_again(f)}: {f.reason}. First check that it is not running (`{c.show_job(f.job, f)}`); "
-            f"if not, {c.restart(f)}."
-        ),
+    "not_resubmitted": _texts(
+        "{label} NOT {again}: {reason}",
+        "{label} was NOT {again}: {reason}. First check that it is not running (`{show}`); if not, {restart}.",
     ),
 }
 

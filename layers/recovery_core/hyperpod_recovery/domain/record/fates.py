@@ -187,7 +187,7 @@ def node_incident_job_fates(state: WorkflowState, outcome: Outcome, cause: str |
             when = "at once" if p.job.job_id in now else "once its nodes were back"
             ended = f"the incident ended {outcome}" + (f" ({_cut(cause, 200)})" if cause else "")
             stopped = ended_before_re_creation(p, stops[p.job.job_id], ended) if p.job.job_id in stops else None
-            if stopped is not None:  # (its re-creation was never asked: no copy can exist)
+            if stopped is not None:  # its re-creation was never asked: no copy can exist
                 fates[p.job.job_id] = base(p.job.job_id, p.job.name).model_copy(
                     update={"reason": _cut(stopped), "checkpoint_step": p.checkpoint.step, "checkpoint_uri": p.checkpoint.uri}
                 )
@@ -324,7 +324,7 @@ def job_incident_job_fates(state: JobWorkflowState, outcome: Outcome, cause: str
     if reply is not None:
         return [fate_of_reply(base, reply, plan)]
     if classification is not None and request.hang is not None and classification.kind in ("left_alone", "recovered_by_itself"):
-        # (a hang incident that did nothing: the job runs on untouched, or it ended by itself)
+        # a hang incident that did nothing: the job runs on untouched, or it ended by itself
         running = spec is not None and (classification.kind == "recovered_by_itself" or spec.state in STILL_RUNNING)
         return [
             base.model_copy(

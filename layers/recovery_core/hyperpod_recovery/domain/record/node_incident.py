@@ -138,7 +138,7 @@ def _found_otherwise(state: WorkflowState) -> str:
     a human expects the same Slurm node name back."""
     if state.rejoin is None:
         return ""
-    # (On EKS every replacement has a new node name, its instance's: nothing a human needs told.)
+    # On EKS every replacement has a new node name, its instance's: nothing a human needs told.
     other = [n for n in state.rejoin.nodes if n.rejoined and n.replacement_slurm_node and not n.renamed_in_service]
     if not other:
         return ""

@@ -31,7 +31,7 @@ def named_in_full(named: Callable[[str], str], job_id: str, name: str) -> str:
     """``job 1001 (llama)`` on Slurm; ``PyTorchJob kubeflow/llama`` on EKS (its name is in its label)."""
     label = named(job_id)
     if label != f"job {job_id}" and not label.startswith("job with uid "):
-        return label  # (an object found by the incident: kind namespace/name)
+        return label  # an object found by the incident: kind namespace/name
     return f"{label} ({name})" if name and name != job_id else label
 
 
@@ -284,7 +284,7 @@ def _resubmit_text(
     result = reply.result
     copy = (
         kube_copy_text(kind_of(result.old_job_id), result.new_job_name, result.new_job_id) if result.new_job_name else None
-    )  # (EKS: a new object, by its name)
+    )  # EKS: a new object, by its name
     if reply.dry_run:
         new = "(dry run)"
     elif result.restarted_by_slurm:
@@ -294,7 +294,7 @@ def _resubmit_text(
         new = f"{earlier} (by an earlier incident)" if earlier else "(resubmitted by another incident)"
     else:
         new = copy or result.new_job_id or "(no job id returned)"
-        new += f" on {result.nodes} node(s)" if result.nodes else ""  # (a shrink: the size it was submitted at)
+        new += f" on {result.nodes} node(s)" if result.nodes else ""  # a shrink: the size it was submitted at
         new += f", {result.new_job_state}" if result.new_job_state else ""
     return f"{named(result.old_job_id)} -> {new}"
 
