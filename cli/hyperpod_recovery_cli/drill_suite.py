@@ -69,8 +69,9 @@ def run_drills(args: argparse.Namespace, out: TextIO) -> int:
             f"drills runs in the sandbox, which needs the clone's own environment ({missing.group(1)} is not installed here): "
             f"run make drills, or {root}/.venv/bin/hyperpod-recovery drills"
         )
-    if code == EXIT_USAGE and said.startswith("error: "):  # the suite refused its usage in one line
-        raise SandboxMissing(said.strip().splitlines()[-1].removeprefix("error: "))
+    last = said.strip().splitlines()[-1] if said.strip() else ""
+    if code == EXIT_USAGE and last.startswith("error: "):  # the suite refused its usage in one line
+        raise SandboxMissing(last.removeprefix("error: "))
     sys.stderr.write(said)
     return code
 
