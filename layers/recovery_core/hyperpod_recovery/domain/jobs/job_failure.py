@@ -37,6 +37,7 @@ from hyperpod_recovery.models.commands import (
     REPAIR_REASON_PREFIXES,
     UNHEALTHY_SLURM_FLAGS,
     UNHEALTHY_SLURM_STATES,
+    CheckpointRef,
     JobSpec,
     NodeStatus,
     left_alone_reason,
@@ -248,13 +249,7 @@ def plan_restart(
         return RestartDecision(
             at=now,
             action="resubmitted_by_node_recovery" if by_child else "left_alone",
-            # on EKS a job object is re-created, its copy known here by its uid only
-            # an open claim: its incident may be restarting the job, or may have left it: Slurm requeued
-            # it, or the answer was lost and the claim kept; it says only that it holds the claim
-            reason=f"{label} was already {'re-created' if job.kube else 'resubmitted'} by incident {claim.incident_id}"
-            + (f" as the job of uid {claim.new_job_id}" if job.kube else f" as job {claim.new_job_id}")
-            if claim.new_job_id
-            else f"{label} {open_claim_text(claim, job.kube is not None)}",
+            reason=_claimed_reason(label, job, claim),
             lineage_root=lineage_root,
             resubmitted_as=claim.new_job_id,
             resubmitted_by=claim.incident_id,
@@ -283,37 +278,7 @@ def plan_restart(
             f"({plan.checkpoint.uri}): restarting it again would loop"
         )
     if classification.kind == "application":
-        rate, nodes = policy.job_failures_per_1000_node_days, job.num_nodes
-        if failures_at_step >= policy.crash_loop_repeats:
-            # The failures of the copies restarted from this step: a loop, unless a job this size meets
-            # that many independent faults in the time those copies ran by chance.
-            span = exposure_seconds([e.restarted_at for e in at_step], now)
-            chance, p = is_chance(len(at_step), nodes, rate, span)
-            if not chance:
-                raise CrashLoopDetected(
-                    f"{label} failed {failures_at_step} times with its newest verified checkpoint still at step {step} "
-                    f"({plan.checkpoint.uri}): restarting it again would loop"
-                )
-            chance_note = (
-                f"; {len(at_step)} failure(s) of the copies restarted from step {step}, in the {duration_words(span)} they ran, are "
-                f"what independent faults bring a {nodes}-node job by chance ({100 * p:.1f} %, at {rate:g} per 1,000 node-days): "
-                "not taken for a crash loop"
-            )
-        if len(in_window) >= policy.budget:
-            # The failures after the window's first restart, in the time since it (a budget of 0 means
-            # never: chance is not asked): over the budget, unless a job this size meets them by chance.
-            span = max(0.0, (now - in_window[0].restarted_at).total_seconds()) if in_window else 0.0
-            chance, p = is_chance(len(in_window), nodes, rate, span) if policy.budget > 0 else (False, 0.0)
-            if not chance:
-                raise RestartBudgetExhausted(
-                    f"{label}: {len(in_window)} restarts after application failures in the last {policy.window_seconds} s "
-                    f"(budget {policy.budget}); last from step {step}"
-                )
-            chance_note += (
-                f"; over the budget of {policy.budget}, but {len(in_window)} failure(s) in the {duration_words(span)} since the "
-                f"window's first restart are what independent faults bring a {nodes}-node job by chance "
-                f"({100 * p:.1f} %, at {rate:g} per 1,000 node-days)"
-            )
+        chance_note = _within_bounds(label, job.num_nodes, plan.checkpoint, (at_step, in_window), policy, now)
         backoff = min(policy.max_backoff_seconds, policy.backoff_seconds * 2 ** min(len(in_window), 30))
     budget_text = (
         f", restart {len(in_window) + 1} of {policy.budget} in {policy.window_seconds} s"
@@ -335,6 +300,65 @@ def plan_restart(
         restarts_in_window=len(in_window),
         failures_at_step=failures_at_step,
     )
+
+
+def _claimed_reason(label: str, job: JobSpec, claim: ResubmissionClaim) -> str:
+    """What another incident's claim on the job says: its copy (on EKS a re-created object, known here
+    by its uid only), or an open claim that says only that its incident holds it."""
+    if claim.new_job_id:
+        made = "re-created" if job.kube else "resubmitted"
+        copy = f"the job of uid {claim.new_job_id}" if job.kube else f"job {claim.new_job_id}"
+        return f"{label} was already {made} by incident {claim.incident_id} as {copy}"
+    return f"{label} {open_claim_text(claim, job.kube is not None)}"
+
+
+def _within_bounds(
+    label: str,
+    nodes: int,
+    checkpoint: CheckpointRef,
+    restarts: tuple[list[RestartEntry], list[RestartEntry]],
+    policy: RestartPolicy,
+    now: datetime,
+) -> str:
+    """An application failure's restart within the crash-loop rule and the restart budget, or a human
+    decides (raises). ``restarts``: the earlier restarts from this step, and those in the window. Returns
+    what chance excused, said for the reason."""
+    at_step, in_window = restarts
+    step = checkpoint.step
+    rate = policy.job_failures_per_1000_node_days
+    failures_at_step = 1 + len(at_step)
+    chance_note = ""
+    if failures_at_step >= policy.crash_loop_repeats:
+        # The failures of the copies restarted from this step: a loop, unless a job this size meets
+        # that many independent faults in the time those copies ran by chance.
+        span = exposure_seconds([e.restarted_at for e in at_step], now)
+        chance, p = is_chance(len(at_step), nodes, rate, span)
+        if not chance:
+            raise CrashLoopDetected(
+                f"{label} failed {failures_at_step} times with its newest verified checkpoint still at step {step} "
+                f"({checkpoint.uri}): restarting it again would loop"
+            )
+        chance_note = (
+            f"; {len(at_step)} failure(s) of the copies restarted from step {step}, in the {duration_words(span)} they ran, are "
+            f"what independent faults bring a {nodes}-node job by chance ({100 * p:.1f} %, at {rate:g} per 1,000 node-days): "
+            "not taken for a crash loop"
+        )
+    if len(in_window) >= policy.budget:
+        # The failures after the window's first restart, in the time since it (a budget of 0 means
+        # never: chance is not asked): over the budget, unless a job this size meets them by chance.
+        span = max(0.0, (now - in_window[0].restarted_at).total_seconds()) if in_window else 0.0
+        chance, p = is_chance(len(in_window), nodes, rate, span) if policy.budget > 0 else (False, 0.0)
+        if not chance:
+            raise RestartBudgetExhausted(
+                f"{label}: {len(in_window)} restarts after application failures in the last {policy.window_seconds} s "
+                f"(budget {policy.budget}); last from step {step}"
+            )
+        chance_note += (
+            f"; over the budget of {policy.budget}, but {len(in_window)} failure(s) in the {duration_words(span)} since the "
+            f"window's first restart are what independent faults bring a {nodes}-node job by chance "
+            f"({100 * p:.1f} %, at {rate:g} per 1,000 node-days)"
+        )
+    return chance_note
 
 
 def watch_other_recovery(
