@@ -32,48 +32,13 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StringConstraints
+from typing import Any, Literal
 
 from hyperpod_recovery.vocabulary import Outcome
+from hyperpod_recovery_cli.scenario_schema import ExpectSpec
 
-Phrase = Annotated[str, StringConstraints(min_length=1, strip_whitespace=True)]
 # The outcomes whose page says ACTION NEEDED (domain/messages/notification.py's headlines).
 NEEDS_A_HUMAN: tuple[Outcome, ...] = ("escalated", "capped", "stale", "aborted", "failed")
-
-
-class ExpectSpec(BaseModel):
-    """What the scenario is for. Unset fields are not asserted; the safety ones default on."""
-
-    # strict: "within_cap": "no" would read as false in lax mode and quietly turn a safety check off
-    model_config = ConfigDict(extra="forbid", strict=True)
-    outcomes: list[Outcome] | None = Field(default=None, description="every incident's outcome, in any order")
-    no_human_needed: StrictBool = Field(default=False, description="no incident escalated, capped, stale, aborted or failed")
-    resubmissions: int | None = Field(default=None, ge=0, description="copies made of jobs (Slurm submissions, EKS re-creations)")
-    checkpoint_step: int | None = Field(default=None, ge=0, description="the step every resubmission resumed from")
-    node_repairs: int | None = Field(default=None, ge=0, description="nodes HyperPod replaced or rebooted")
-    max_job_downtime_seconds: float | None = Field(
-        default=None, gt=0, allow_inf_nan=False, description="each affected job's downtime at most"
-    )
-    within_cap: StrictBool = True
-    one_copy_per_job: StrictBool = True
-    messages_match_record: StrictBool = True
-    # (an empty phrase is in every message: it could never pass as never_say, nor fail as always_say)
-    never_say: list[Phrase] = Field(default_factory=list, description="phrases no notification may contain")
-    verdicts: dict[Literal["stall", "slow", "hyperpod_hang", "hpto_hang", "hpto_slow"], int] | None = Field(
-        default=None, description="hang and slowdown verdicts kept, per rule (ours, and HyperPod's own detectors')"
-    )
-    verdict_suspects: list[str] | None = Field(default=None, description="the nodes the verdicts blamed")
-    hang_detected_within_seconds: float | None = Field(default=None, gt=0, allow_inf_nan=False)
-    running_again_within_seconds: float | None = Field(default=None, gt=0, allow_inf_nan=False)
-    always_say: list[Phrase] = Field(default_factory=list, description="phrases some notification must contain")
-    shrunk_to: int | None = Field(default=None, ge=1, description="some copy of each hit job ran on this many nodes")
-    grown_back_to: int | None = Field(default=None, ge=1, description="each hit job's newest copy runs on this many nodes")
-    steps_monotone: StrictBool = True
-    no_secret_kept: StrictBool = Field(
-        default=False, description="no secret the hung job printed in any channel, record, ledger item or state; the evidence redacted"
-    )
 
 
 IMPLICIT = ExpectSpec(no_human_needed=True)

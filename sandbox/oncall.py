@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from hyperpod_recovery.adapters.ledger import DynamoLedger
-from hyperpod_recovery_cli.main import main as cli
+from hyperpod_recovery_cli.app import run as cli
 from sandbox.runner import DrillRunner
 from sandbox.scenario import ScenarioError, load_scenario
 

@@ -13,9 +13,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictBool, ValidationError, model_validator
 
-from sandbox.expectations import ExpectSpec
+from hyperpod_recovery_cli.scenario_schema import NODE_REF, SCENARIO_NAME, ExpectSpec, JsonFileError, read_json
 
-_NODE_REF = re.compile(r"^(?P<group>[A-Za-z0-9][A-Za-z0-9\-]*):(?P<index>\d+)$")
 _NODE_RANGE = re.compile(r"^(?P<group>[A-Za-z0-9][A-Za-z0-9\-]*):(?P<start>\d+)(?:-(?P<end>\d+))?$")
 
 
@@ -297,7 +296,7 @@ class FaultSpec(_Strict):
         elif self.job or self.requeued_by_slurm or self.checkpoint_step is not None or self.exit_code is not None:
             raise ValueError("job, exit_code, requeued_by_slurm and checkpoint_step apply to kind 'job_failed' only")
         for ref in refs:
-            if not _NODE_REF.fullmatch(ref):
+            if not NODE_REF.fullmatch(ref):
                 raise ValueError(f"node {ref!r} must look like 'workers:3'")
         if self.kind == "drill" and self.event_age_seconds:
             raise ValueError("event_age_seconds applies to events, not drills (a drill is stamped when it starts)")
@@ -505,7 +504,7 @@ class SettingsSpec(_Strict):
 
 
 class Scenario(_Strict):
-    name: str = Field(pattern=r"^[a-z0-9][a-z0-9\-]{0,62}$")
+    name: str = Field(pattern=f"^{SCENARIO_NAME.pattern}$")
     description: str = ""
     cluster: ClusterSpec
     jobs: list[JobSpec] = Field(default_factory=list)
@@ -641,19 +640,14 @@ def load_scenario(path: Path) -> Scenario:
     """The scenario in ``path``; a file that cannot be run is a ScenarioError whose message is one
     printable line naming the file and each field at fault (what `make drill` prints)."""
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise ScenarioError(f"{path}: no such scenario file") from exc
-    except IsADirectoryError as exc:
-        raise ScenarioError(f"{path} is a directory; give a scenario file in it (e.g. events/drills/default.json)") from exc
-    except OSError as exc:
-        raise ScenarioError(f"{path}: cannot be read: {exc.strerror or exc}") from exc
-    except UnicodeDecodeError as exc:
-        raise ScenarioError(f"{path}: not a UTF-8 text file") from exc
-    except json.JSONDecodeError as exc:
-        raise ScenarioError(f"{path}: not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from exc
-    except RecursionError as exc:
-        raise ScenarioError(f"{path}: JSON nested too deeply") from exc
+        raw = read_json(
+            path,
+            missing="no such scenario file",
+            directory="give a scenario file in it (e.g. events/drills/default.json)",
+            unreadable="cannot be read: ",
+        )
+    except JsonFileError as exc:
+        raise ScenarioError(str(exc)) from exc
     try:
         return Scenario.model_validate(raw)
     except ValidationError as exc:

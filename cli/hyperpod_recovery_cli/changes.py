@@ -11,11 +11,14 @@ with who and why). A subcommand declared neither way fails tests/integration/tes
 from __future__ import annotations
 
 import argparse
+import getpass
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TextIO
+from typing import Any, TextIO
 
-from hyperpod_recovery_cli.inputs import InputRefused
+from hyperpod_recovery_cli.inputs import InputRefused, plain_text
+
+BY_LIMIT = 128  # who made a change, as the audit log keeps it
 
 
 @dataclass(frozen=True)
@@ -112,3 +115,16 @@ def confirm(question: str, args: argparse.Namespace, stdin: TextIO, out: TextIO)
         raise InputRefused(f"{question.rstrip('?')}: add --yes to confirm (no terminal to ask)")
     print(f"{question} Type yes to go on: ", end="", file=out, flush=True)
     return stdin.readline().strip().lower() == "yes"
+
+
+def who(args: argparse.Namespace, client: Callable[[str], Any]) -> str:
+    """The login name (or --by) and the AWS identity that makes the call: the second is AWS's word."""
+    if getattr(args, "by", None) is not None:
+        name = plain_text("--by", args.by, limit=BY_LIMIT, say="say who you are")
+    else:
+        try:
+            name = getpass.getuser()
+        except (OSError, KeyError) as exc:  # no $USER and no passwd entry (a container's uid)
+            raise InputRefused("--by is required here: no login name to record as who made the change") from exc
+    arn = client("sts").get_caller_identity()["Arn"]
+    return f"{name} ({arn})"

@@ -30,9 +30,9 @@ from botocore.exceptions import ClientError
 
 from hyperpod_recovery.adapters.ledger import DynamoLedger
 from hyperpod_recovery.models.records import AuditEntry
-from hyperpod_recovery_cli.changes import confirm
+from hyperpod_recovery_cli.changes import confirm, who
 from hyperpod_recovery_cli.inputs import bounded, plain_text
-from hyperpod_recovery_cli.oncall import REASON_LIMIT, who
+from hyperpod_recovery_cli.oncall import REASON_LIMIT
 from hyperpod_recovery_cli.preflight import EXIT_READY, run_preflight
 from hyperpod_recovery_cli.stack import NotOurStack, read_stack
 
@@ -395,7 +395,7 @@ def _auditor(table: str, cluster: str, stack: str, client: Callable[[str], Any],
 
 
 def deploy_command(invocation: Any) -> int:
-    """The CLI's ``deploy`` (an Invocation of main.py): clients in the region the cluster's ARN names."""
+    """The CLI's ``deploy`` (an Invocation of app.py): clients in the region the cluster's ARN names."""
     clients: Callable[[str], Any] = invocation.client
 
     def client_in(region: str | None) -> Callable[[str], Any]:

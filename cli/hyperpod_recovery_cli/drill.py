@@ -39,11 +39,20 @@ from hyperpod_recovery.errors import RecoveryError
 from hyperpod_recovery.models.common import JOB_ID_PATTERN, NODE_ID_PATTERN
 from hyperpod_recovery.models.records import AuditEntry, IncidentRecord
 from hyperpod_recovery.vocabulary import PhaseName
+from hyperpod_recovery_cli.changes import who
 from hyperpod_recovery_cli.inputs import InputRefused, bounded, one_line, plain_text, shown
+from hyperpod_recovery_cli.scenario_schema import (
+    EXPECT_KINDS,
+    NODE_REF,
+    SCENARIO_NAME,
+    SCENARIO_NAME_LIMIT,
+    ExpectSpec,
+    JsonFileError,
+    read_json,
+)
 from hyperpod_recovery_cli.stack import NotOurStack, read_stack
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
-NODE_REF = re.compile(r"^(?P<group>[A-Za-z0-9-]+):(?P<index>[0-9]+)$")
 # StartExecution's name: 1-80 characters without whitespace, brackets, wildcards, control characters
 # or "#%\\^|~`$&,;:/ (its API reference); narrowed to the characters the drill's own names use.
 EXECUTION_NAME = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
@@ -138,62 +147,21 @@ def read_drill_file(args: argparse.Namespace) -> dict[str, Any] | None:
     return document
 
 
-# The scenario's expect block as the sandbox's ExpectSpec takes it (strict: the CLI does not ship the
-# sandbox; tests/integration/test_drill_suite.py holds the two to the same fields), checked before
-# anything starts: a loose value read as something else would decide a drill's verdict.
-_EXPECT_FIELDS: dict[str, str] = {
-    "outcomes": "list of outcomes",
-    "no_human_needed": "bool",
-    "resubmissions": "count",
-    "checkpoint_step": "count",
-    "node_repairs": "count",
-    "max_job_downtime_seconds": "seconds",
-    "within_cap": "bool",
-    "one_copy_per_job": "bool",
-    "messages_match_record": "bool",
-    "never_say": "phrases",
-    "always_say": "phrases",
-    "verdicts": "count per rule (stall, slow)",
-    "verdict_suspects": "list of node names",
-    "hang_detected_within_seconds": "seconds",
-    "running_again_within_seconds": "seconds",
-    "shrunk_to": "node count",
-    "grown_back_to": "node count",
-    "steps_monotone": "bool",
-    "no_secret_kept": "bool",
-}
-_OUTCOMES = ("recovered", "escalated", "duplicate", "rejected", "capped", "dry_run", "stale", "aborted", "failed", "recovered_by_itself")
-_HANG_RULES = ("stall", "slow")
-
-
 def check_expect(expect: Any) -> None:
+    """The scenario's expect block as the sandbox takes it, checked before anything starts: a loose
+    value read as something else would decide a drill's verdict."""
     if expect is None:
         return
     if not isinstance(expect, dict):
         raise DrillUsageError(f"expect: an object of expectations, not {shown(expect)}")
     for name, value in expect.items():
-        kind = _EXPECT_FIELDS.get(name)
-        ok = {
-            None: False,
-            "bool": isinstance(value, bool),
-            "count": isinstance(value, int) and not isinstance(value, bool) and value >= 0,
-            "node count": isinstance(value, int) and not isinstance(value, bool) and value >= 1,
-            "seconds": isinstance(value, int | float) and not isinstance(value, bool) and 0 < value < float("inf"),
-            "list of outcomes": isinstance(value, list) and all(v in _OUTCOMES for v in value),
-            "phrases": isinstance(value, list) and all(isinstance(v, str) and v.strip() for v in value),
-            "count per rule (stall, slow)": isinstance(value, dict)
-            and all(k in _HANG_RULES and isinstance(v, int) and not isinstance(v, bool) and v >= 0 for k, v in value.items()),
-            "list of node names": isinstance(value, list) and all(isinstance(v, str) and v.strip() for v in value),
-        }[kind]
-        if not ok:
-            said = f"a {kind}" if kind else f"not an expectation (known: {', '.join(_EXPECT_FIELDS)})"
-            raise DrillUsageError(f"expect.{name}: {said}, not {shown(value)}")
-
-
-# A scenario's name as the sandbox's Scenario.name takes it (tests/unit/test_input_fuzzing.py holds
-# the two the same): the drill puts it in the request's reason.
-SCENARIO_NAME = re.compile(r"[a-z0-9][a-z0-9\-]{0,62}")
-SCENARIO_NAME_LIMIT = 63
+        kind = EXPECT_KINDS.get(name)
+        if kind is None:
+            raise DrillUsageError(f"expect.{name}: not an expectation (known: {', '.join(EXPECT_KINDS)})")
+        try:
+            ExpectSpec.model_validate({name: value})
+        except ValidationError as exc:
+            raise DrillUsageError(f"expect.{name}: a {kind}, not {shown(value)}") from exc
 
 
 def _scenario_name(document: dict[str, Any]) -> str | None:
@@ -208,19 +176,9 @@ def _scenario_name(document: dict[str, Any]) -> str | None:
 
 def _read_json(path: Path) -> Any:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise DrillUsageError(f"cannot read the drill: {path}: no such file") from exc
-    except IsADirectoryError as exc:
-        raise DrillUsageError(f"cannot read the drill: {path} is a directory; give a JSON file") from exc
-    except OSError as exc:
-        raise DrillUsageError(f"cannot read the drill: {path}: {exc.strerror or exc}") from exc
-    except UnicodeDecodeError as exc:
-        raise DrillUsageError(f"cannot read the drill: {path}: not a UTF-8 text file") from exc
-    except json.JSONDecodeError as exc:
-        raise DrillUsageError(f"cannot read the drill: {path}: not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from exc
-    except RecursionError as exc:
-        raise DrillUsageError(f"cannot read the drill: {path}: JSON nested too deeply") from exc
+        return read_json(path, missing="no such file", directory="give a JSON file")
+    except JsonFileError as exc:
+        raise DrillUsageError(f"cannot read the drill: {exc}") from exc
 
 
 def _scenario_faults(document: dict[str, Any]) -> list[dict[str, Any]]:
@@ -403,8 +361,6 @@ def _live_audit(
     is asked of STS first, so a drill that cannot be audited does not start."""
     if not targets.ledger_table:  # (--state-machine-arn without --ledger-table: no ledger named)
         return None
-    from hyperpod_recovery_cli.oncall import who  # (oncall reads the drill's phase chart)
-
     entry = AuditEntry(
         at=at, by=who(args, client), action="drill live", target=name, reason=args.reason or "live drill", detail=f"{workflow} recovery"
     )

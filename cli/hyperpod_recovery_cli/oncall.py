@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import getpass
 import json
 import re
 from collections.abc import Callable
@@ -31,15 +30,15 @@ from hyperpod_recovery.adapters.hyperpod import HyperPodCluster
 from hyperpod_recovery.adapters.ledger import DynamoLedger
 from hyperpod_recovery.domain.messages.advice import Deployment, next_steps
 from hyperpod_recovery.domain.record.durations import format_duration
-from hyperpod_recovery.domain.record.fates import copy_label, copy_state_text, job_label
+from hyperpod_recovery.domain.record.fate_words import copy_label, copy_state_text, job_label
 from hyperpod_recovery.models.records import HOST_LOCK_PREFIX, AuditEntry, IncidentRecord, NodeHold, NodeLock
-from hyperpod_recovery_cli.changes import confirm
+from hyperpod_recovery_cli.changes import confirm, who
+from hyperpod_recovery_cli.drill import phase_chart, phases_from_record
 from hyperpod_recovery_cli.inputs import InputRefused, plain_text
 from hyperpod_recovery_cli.stack import Stack, read_stack
 
 EXIT_OK, EXIT_NO = 0, 1
 REASON_LIMIT = 300  # kept in a hold and in the audit log (ShortText)
-BY_LIMIT = 128
 # Outcomes that handed something to a human (the notification's ACTION NEEDED).
 NEEDS_A_HUMAN = ("escalated", "capped", "stale", "aborted", "failed")
 # Step Functions' StopExecution: error at most 256 characters, cause at most 32,768 (its API reference).
@@ -87,19 +86,6 @@ def deployed(args: argparse.Namespace, client: Callable[[str], Any]) -> Deployed
         raise InputRefused("--stack is required: the deployed stack's name")
     stack = read_stack(client("cloudformation"), args.stack)
     return Deployed(stack, DynamoLedger(stack.output("LedgerTableName"), dynamodb=client("dynamodb")))
-
-
-def who(args: argparse.Namespace, client: Callable[[str], Any]) -> str:
-    """The login name (or --by) and the AWS identity that makes the call: the second is AWS's word."""
-    if getattr(args, "by", None) is not None:
-        name = plain_text("--by", args.by, limit=BY_LIMIT, say="say who you are")
-    else:
-        try:
-            name = getpass.getuser()
-        except (OSError, KeyError) as exc:  # no $USER and no passwd entry (a container's uid)
-            raise InputRefused("--by is required here: no login name to record as who made the change") from exc
-    arn = client("sts").get_caller_identity()["Arn"]
-    return f"{name} ({arn})"
 
 
 def _reason(args: argparse.Namespace) -> str:
@@ -241,8 +227,6 @@ def _filters(args: argparse.Namespace) -> str:
 
 
 def show_incident(args: argparse.Namespace, client: Callable[[str], Any], out: TextIO, now: datetime) -> int:
-    from hyperpod_recovery_cli.drill import phase_chart, phases_from_record  # the drill's own chart
-
     if not INCIDENT_NAME.fullmatch(args.incident):
         raise InputRefused(f"incident {args.incident!r}: an execution name (letters, digits, '-' and '_', at most 80)")
     place = deployed(args, client)
@@ -569,7 +553,7 @@ Command = Callable[..., int]
 
 def add_commands(groups: Any, region: argparse.ArgumentParser, wrap: Callable[[Command, bool], Any]) -> None:
     """Register the on-call commands on the CLI's subparsers; ``wrap(command, changes)`` makes each
-    an ``(Invocation) -> int`` (main.py owns the Invocation)."""
+    an ``(Invocation) -> int`` (app.py owns the Invocation)."""
     incidents = groups.add_parser("incidents", parents=[region], help="recent incidents of the stack's cluster (running and recorded)")
     _stack(incidents, required=False)
     incidents.add_argument("--open", action="store_true", help="only incidents still running")

@@ -108,7 +108,7 @@ _CHECK_ERRORS = (ClientError, BotoCoreError, RecoveryError, StackTooOld, _Functi
 
 def _guarded(check: str, make: Callable[[], Finding]) -> Finding:
     """One check's finding; what stops it (the operator's permissions, mostly) is its finding too.
-    No region or credentials stop the whole command instead (cli.main says so)."""
+    No region or credentials stop the whole command instead (app.run says so)."""
     try:
         return make()
     except (NoRegionError, NoCredentialsError):

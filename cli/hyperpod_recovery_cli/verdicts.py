@@ -30,7 +30,7 @@ from typing import Any, Literal, TextIO, get_args
 from hyperpod_recovery.models.common import SLURM_JOB_ID_PATTERN
 from hyperpod_recovery.models.hangs import IMPORTED_RULES, HangRule, HangVerdict, RecordedVerdict
 from hyperpod_recovery.models.records import AuditEntry
-from hyperpod_recovery_cli.changes import confirm
+from hyperpod_recovery_cli.changes import confirm, who
 from hyperpod_recovery_cli.inputs import InputRefused, one_line
 from hyperpod_recovery_cli.oncall import (
     EXIT_NO,
@@ -43,7 +43,6 @@ from hyperpod_recovery_cli.oncall import (
     _stack,
     _table,
     deployed,
-    who,
 )
 
 RULES: tuple[HangRule, ...] = get_args(HangRule)

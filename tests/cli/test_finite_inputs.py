@@ -15,7 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hyperpod_recovery_cli.main import _parser, main
+from hyperpod_recovery_cli.app import _parser
+from hyperpod_recovery_cli.main import main
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 import fleet

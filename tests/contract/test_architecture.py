@@ -49,14 +49,10 @@ STEPS_REACHING_NOT_YET = {
     "hyperpod_recovery.steps.sweep_ended_executions -> hyperpod_recovery.steps.reconcile_execution",
 }
 CIRCLES_NOT_YET = [
-    ["hyperpod_recovery_cli.drill", "hyperpod_recovery_cli.oncall"],
     ["sandbox.fleet.report", "sandbox.fleet.runner"],
     ["sandbox.report", "sandbox.runner"],
 ]
-CLI_SANDBOX_NOT_YET = {
-    "hyperpod_recovery_cli.drill_suite -> sandbox.drills",
-    "sandbox.oncall -> hyperpod_recovery_cli.main",
-}
+CLI_SANDBOX_NOT_YET: set[str] = set()
 
 
 @dataclass(frozen=True)
@@ -272,9 +268,7 @@ def _map_rooms() -> dict[str, set[str]]:
 
 def _tree_rooms(folder: Path) -> set[str]:
     return {
-        str(path.parent.relative_to(folder))
-        for path in folder.rglob("*.py")
-        if path.parent != folder and "__pycache__" not in path.parts
+        str(path.parent.relative_to(folder)) for path in folder.rglob("*.py") if path.parent != folder and "__pycache__" not in path.parts
     }
 
 

@@ -14,6 +14,7 @@ from hyperpod_recovery import errors
 from hyperpod_recovery.config import Settings
 from hyperpod_recovery.domain.jobs.eks_grace import OLD_COPY_RETRY_ATTEMPTS, OLD_COPY_RETRY_INTERVAL_SECONDS, OLD_COPY_WAIT_SECONDS
 from hyperpod_recovery.models.job_nodes_item import partition_key
+from hyperpod_recovery_cli.drill import RECORD_STATES
 from sandbox.template import Resolver, load_template
 from tests.conftest import ROOT, load_event
 
@@ -125,20 +126,7 @@ RERUN_FINDS_ITS_OWN_WORK = {
 }
 # Not retried on a stop: the replacing steps mark a replacement in the ledger after HyperPod's answer
 # (stopped in between, a rerun would replace again); the Record steps publish a notification each run.
-NOT_RERUN_WHEN_STOPPED = {
-    "Replace Nodes",
-    "Replace Unhealthy Nodes",
-    "Check Rejoin",
-    "Record Outcome",
-    "Record Duplicate",
-    "Escalate Incident",
-    "Record Rejection",
-    "Record Stale Event",
-    "Record Job Outcome",
-    "Escalate Job Incident",
-    "Record Job Rejection",
-    "Record Stale Job Event",
-}
+NOT_RERUN_WHEN_STOPPED = {"Replace Nodes", "Replace Unhealthy Nodes", "Check Rejoin", *RECORD_STATES}
 
 
 def _lambda_tasks(definition: dict[str, Any]) -> dict[str, dict[str, Any]]:

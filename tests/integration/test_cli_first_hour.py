@@ -190,7 +190,7 @@ def test_given_bad_arguments_when_the_console_script_runs_then_one_line_and_exit
 
 def test_a_bug_in_a_command_keeps_its_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
     """The shared handler explains what an operator can fix; it does not hide a bug behind an exit code."""
-    import hyperpod_recovery_cli.main as cli
+    import hyperpod_recovery_cli.app as cli
 
     def broken(invocation: cli.Invocation) -> int:
         raise KeyError("a bug")

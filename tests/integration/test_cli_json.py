@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
+from hyperpod_recovery_cli.app import _parser
 from hyperpod_recovery_cli.changes import commands
 from hyperpod_recovery_cli.cli_json import SCHEMAS, validate
-from hyperpod_recovery_cli.main import _parser
 from tests.integration.test_checkpoint_cli import URI, s3, write_shards
 from tests.integration.test_checkpoint_cli import run as checkpoint_run
 from tests.integration.test_cli_rule import run, world

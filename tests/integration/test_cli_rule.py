@@ -18,8 +18,9 @@ import pytest
 
 from hyperpod_recovery.models.records import BreakerState, NodeHold
 from hyperpod_recovery_cli import deploy as deploy_module
+from hyperpod_recovery_cli.app import _parser
 from hyperpod_recovery_cli.changes import COMMANDS, Change, ReadOnly, commands
-from hyperpod_recovery_cli.main import _parser, main
+from hyperpod_recovery_cli.main import main
 from hyperpod_recovery_cli.verdicts import verdict_id
 from sandbox.aws import SandboxAWS
 from sandbox.runner import DrillRunner

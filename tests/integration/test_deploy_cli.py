@@ -20,8 +20,9 @@ from botocore.exceptions import NoCredentialsError
 from botocore.stub import Stubber
 
 from hyperpod_recovery_cli import deploy as deploy_module
+from hyperpod_recovery_cli.app import _parser
 from hyperpod_recovery_cli.deploy import CAPABILITIES, DeployFailed, DeployRefused, run_arm, run_deploy
-from hyperpod_recovery_cli.main import EXIT_AWS, EXIT_USAGE, AwsClients, Invocation, _parser, main
+from hyperpod_recovery_cli.main import EXIT_AWS, EXIT_USAGE, AwsClients, Invocation, main
 
 ACCOUNT = "111122223333"
 CLUSTER_ARN = f"arn:aws:sagemaker:us-west-2:{ACCOUNT}:cluster/a1b2c3d4e5f6"

@@ -166,7 +166,8 @@ def test_a_job_no_fault_hit_has_no_downtime_to_bound() -> None:
 
 
 def test_the_clis_expect_check_knows_the_same_fields_as_the_sandbox_and_refuses_loose_values() -> None:
-    from hyperpod_recovery_cli.drill import _EXPECT_FIELDS, DrillUsageError, check_expect
+    from hyperpod_recovery_cli.drill import DrillUsageError, check_expect
+    from hyperpod_recovery_cli.scenario_schema import EXPECT_KINDS as _EXPECT_FIELDS
 
     assert set(_EXPECT_FIELDS) == set(ExpectSpec.model_fields)
     check_expect({"outcomes": ["recovered"], "within_cap": False, "max_job_downtime_seconds": 60, "never_say": ["x"], "resubmissions": 1})

@@ -6,7 +6,7 @@ each kind of contradiction it exists for, so that a green run means something.""
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from hyperpod_recovery.domain.messages.advice import ERROR_MEANING, Deployment
 from hyperpod_recovery.domain.messages.notification import notification
 from hyperpod_recovery.domain.record.fates import acted, jobs_sentence
-from hyperpod_recovery.models.records import IncidentRecord, JobFate, NodeFate, TimelineEntry
+from hyperpod_recovery.models.records import IncidentRecord, JobFate, JobFateKind, NodeFate, TimelineEntry
 from hyperpod_recovery.vocabulary import OUTCOMES
 from sandbox.message_check import contradictions
 from tests.fakes import T0
@@ -23,16 +23,8 @@ from tests.fakes import T0
 URL = "https://console/exec"
 DEPLOYMENT = Deployment(stack="llm-train-recovery", ledger_table="llm-train-recovery-ledger")
 ERRORS = [*ERROR_MEANING, "LedgerError", "SlurmCommandFailed", "KubeAccessDenied", None]
-JOB_FATES = [
-    "resubmitted",
-    "resubmitted_before",
-    "requeued_by_slurm",
-    "restarted_by_owner",
-    "would_resubmit",
-    "would_not_resubmit",
-    "copy_unknown",
-    "not_resubmitted",
-]
+# Every fate but a hang's that did nothing (left_running, ended_by_itself: no node incident has them).
+JOB_FATES = [f for f in get_args(JobFateKind) if f not in ("left_running", "ended_by_itself")]
 NODE_FATES = ["in_service", "replacing", "out_of_service", "not_ours", "unknown", "skipped", "untouched"]
 REASONS = st.sampled_from(
     [

@@ -12,7 +12,7 @@ import pytest
 
 from hyperpod_recovery.domain.messages.advice import RUNBOOK_ESCALATIONS, Deployment, next_steps
 from hyperpod_recovery.models.records import IncidentRecord
-from hyperpod_recovery_cli.main import _parser
+from hyperpod_recovery_cli.app import _parser
 from tests.conftest import ROOT
 from tests.fakes import T0
 

@@ -90,8 +90,8 @@ class NodeRoleUnknown(RecoveryError):
 
 
 class UnsupportedOrchestrator(RecoveryError):
-    """The cluster's orchestrator is not the one the stack was deployed for, or has no complete
-    recovery yet (EKS: issue 19 lands in steps; until its workflow is whole, EKS clusters escalate)."""
+    """The cluster's orchestrator is not the one the stack was deployed for, or its EKS cluster is not
+    the one the stack's EksClusterName names: nothing is touched, and the message names the redeploy."""
 
 
 class ReplaceNotInitiated(RecoveryError):

@@ -16,25 +16,26 @@ object and the nodes its own pods run on) and the hang's evidence (Capture Hang 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from statistics import median
 from typing import Literal
 
 from hyperpod_recovery.domain.hangs import suspects as blame
-from hyperpod_recovery.domain.hangs.detect import live_reports, pace
+from hyperpod_recovery.domain.hangs.detect import live_reports, pace, slow_ratios
 from hyperpod_recovery.domain.hangs.rules import HangRules
 from hyperpod_recovery.domain.intake.execution_names import node_execution_name
-from hyperpod_recovery.domain.intake.normalize import within_reason_budget
 from hyperpod_recovery.domain.jobs.job_failure import job_label, open_claim_text
+from hyperpod_recovery.domain.jobs.node_request import node_recovery_request
 from hyperpod_recovery.errors import JobNodesNotCarried
 from hyperpod_recovery.models.cluster import ClusterNode
 from hyperpod_recovery.models.commands import HangEvidenceResult, JobSpec, left_alone_reason
 from hyperpod_recovery.models.common import MAX_JOB_NODES_CARRIED, one_line
 from hyperpod_recovery.models.hangs import HangVerdict
 from hyperpod_recovery.models.job_recovery import FailureClassification, FaultyNode
-from hyperpod_recovery.models.progress import PROGRESS_TABLE_ENV, RECENT_INTERVALS, ProgressReport
+from hyperpod_recovery.models.progress import PROGRESS_TABLE_ENV, ProgressReport
 from hyperpod_recovery.models.records import ResubmissionClaim
-from hyperpod_recovery.models.requests import TRIGGER_REASON_LIMIT, JobRecoveryRequest, RecoveryRequest, Trigger
+from hyperpod_recovery.models.requests import JobRecoveryRequest
 
 RULES = HangRules()
 HEARTBEAT_STALE_SECONDS = RULES.heartbeat_stale_seconds
@@ -60,7 +61,7 @@ def remeasured(verdict: HangVerdict, reports: Sequence[ProgressReport], now: dat
     None when it is one by its own pace too."""
     own = pace(reports)
     if own is None or (verdict.step_seconds is not None and own <= verdict.step_seconds):
-        return None  # (the verdict's pace is the job's own, or slower: its threshold stands)
+        return None  # the verdict's pace is the job's own, or slower: its threshold stands
     threshold = max(verdict.threshold_seconds, RULES.stall_factor * own)
     idle = (now - verdict.last_progress_at).total_seconds()
     return (threshold, idle) if idle <= threshold else None
@@ -84,43 +85,88 @@ def classify_hang(
     an open claim, until it expires)."""
     verdict = request.hang
     assert verdict is not None, "only a hang's request is classified here"
-    label = job_label(request.job_id, job, None)
-    if claim is not None and claim.in_force(now):
-        return FailureClassification(
-            at=now,
-            kind="left_alone",
-            job=job,
-            reason=f"{label} {_claimed_text(claim, orchestrator)}: nothing more is done for its hang",
-        )
+    case = _Case(request, verdict, job, job_label(request.job_id, job, None), orchestrator, now)
+    running = _still_ours_to_judge(case, claim)
+    if isinstance(running, FailureClassification):
+        return running
+    scope = _own_nodes(case, running, reports)
+    if isinstance(scope, FailureClassification):
+        return scope
+    cleared = _cleared_or_not_a_hang(case, scope)
+    if cleared is not None:
+        return cleared
+    suspects, why = _suspects(case, scope, evidence)
+    return _hung(case, running, _Blame(suspects, why, cluster, repeat_suspects), execution_name)
+
+
+@dataclass(frozen=True)
+class _Case:
+    """What every decision about one hang reads: the request and its verdict, the job, the clock."""
+
+    request: JobRecoveryRequest
+    verdict: HangVerdict
+    job: JobSpec | None
+    label: str
+    orchestrator: Literal["slurm", "eks"]
+    now: datetime
+
+    @property
+    def slow(self) -> bool:
+        return self.verdict.rule == "slow"
+
+    def left_alone(self, reason: str) -> FailureClassification:
+        return FailureClassification(at=self.now, kind="left_alone", job=self.job, reason=reason)
+
+
+@dataclass(frozen=True)
+class _Scope:
+    """The job's own nodes and what they report now: ``own``, live reports from them; ``heard``,
+    those whose reporter is still heard. ``large``: a job too large for its names to travel."""
+
+    allocated: set[str]
+    job_size: int
+    large: bool
+    own: list[ProgressReport]
+    heard: list[ProgressReport]
+
+
+@dataclass(frozen=True)
+class _Blame:
+    """The suspects and why, with what turns them into nodes to recover."""
+
+    suspects: list[str]
+    why: str
+    cluster: list[ClusterNode]
+    repeat_suspects: frozenset[str]
+
+
+def _still_ours_to_judge(case: _Case, claim: ResubmissionClaim | None) -> JobSpec | FailureClassification:
+    """The running job whose reports are to be read, or why it is left alone before that: already
+    restarted, no longer running, restarted by another, or never opted in to progress monitoring."""
+    job, label, orchestrator = case.job, case.label, case.orchestrator
+    if claim is not None and claim.in_force(case.now):
+        return case.left_alone(f"{label} {_claimed_text(claim, orchestrator)}: nothing more is done for its hang")
     if job is None or job.state not in (STILL_RUNNING_EKS if orchestrator == "eks" else STILL_RUNNING):
         state = job.state if job is not None else ("gone from the Kubernetes API" if orchestrator == "eks" else "unknown to slurmctld")
-        return FailureClassification(
-            at=now, kind="left_alone", job=job, reason=f"{label} is no longer running ({state}): nothing is done for its hang"
-        )
+        return case.left_alone(f"{label} is no longer running ({state}): nothing is done for its hang")
     if job.auto_resume or job.restarted_by is not None:
-        return FailureClassification(
-            at=now,
-            kind="left_alone",
-            job=job,
-            reason=f"{label} {left_alone_reason(job)}: its hang is recorded, and left to it",
-        )
+        return case.left_alone(f"{label} {left_alone_reason(job)}: its hang is recorded, and left to it")
     if not job.reports_progress:
-        return FailureClassification(
-            at=now,
-            kind="left_alone",
-            job=job,
-            reason=(
-                f"{label} was not submitted with progress monitoring ({PROGRESS_TABLE_ENV} is not in its "
-                f"{'pod template' if orchestrator == 'eks' else 'environment'}): "
-                "a progress report under its id is not trusted, nothing is done to it"
-            ),
+        return case.left_alone(
+            f"{label} was not submitted with progress monitoring ({PROGRESS_TABLE_ENV} is not in its "
+            f"{'pod template' if orchestrator == 'eks' else 'environment'}): "
+            "a progress report under its id is not trusted, nothing is done to it"
         )
-    # Only what the job's own nodes report, of its current run: a row under its key from another
-    # node (a forgery, or a job that names itself wrongly) or from an earlier run decides nothing.
-    # A job too large for its names to travel is judged on the nodes its verdict names that the
-    # orchestrator says it runs on (Capture Job Spec's asked_held): its suspects and the nodes that
-    # stopped first, which are what a stall is about. Without even those (an agent that could not be
-    # asked), which reports are its own cannot be told.
+    return job
+
+
+def _own_nodes(case: _Case, job: JobSpec, reports: Sequence[ProgressReport]) -> _Scope | FailureClassification:
+    """Only what the job's own nodes report, of its current run: a row under its key from another
+    node (a forgery, or a job that names itself wrongly) or from an earlier run decides nothing.
+    A job too large for its names to travel is judged on the nodes its verdict names that the
+    orchestrator says it runs on (Capture Job Spec's asked_held); without even those, which reports
+    are its own cannot be told."""
+    label = case.label
     large = not job.nodes and job.num_nodes > MAX_JOB_NODES_CARRIED
     if large and not job.asked_held:
         raise JobNodesNotCarried(
@@ -129,131 +175,115 @@ def classify_hang(
             "which progress reports are its own nodes' cannot be told here, so nothing was done to it"
         )
     allocated = set(job.asked_held if large else job.nodes)
-    job_size = job.num_nodes if large else len(allocated)
-    own = [r for r in live_reports(reports, RULES, now) if r.node in allocated]
+    own = [r for r in live_reports(reports, RULES, case.now) if r.node in allocated]
     if not own:
-        # (none read again, none from its nodes, or every one ended or long gone: nothing confirms the verdict)
-        return FailureClassification(
-            at=now,
-            kind="left_alone",
-            job=job,
-            reason=f"{label}: no live progress report under its id comes from a node it runs on now: nothing is done for its hang",
+        # None read again, none from its nodes, or every one ended or long gone: nothing confirms the verdict.
+        return case.left_alone(
+            f"{label}: no live progress report under its id comes from a node it runs on now: nothing is done for its hang"
         )
-    reports = own
-    heard = [r for r in reports if not r.ended and (now - r.heartbeat_at).total_seconds() <= HEARTBEAT_STALE_SECONDS]
+    heard = [r for r in own if not r.ended and (case.now - r.heartbeat_at).total_seconds() <= HEARTBEAT_STALE_SECONDS]
     if not heard and large:
-        # (only the verdict's nodes were read: theirs silent says nothing of the job's other processes)
+        # Only the verdict's nodes were read: theirs silent says nothing of the job's other processes.
         raise JobNodesNotCarried(
             f"{label} hangs on {job.num_nodes} nodes, more than a workflow carries the names of ({MAX_JOB_NODES_CARRIED}), "
             "and none of the nodes its verdict names has a reporter heard any more: whether its processes are gone "
             "cannot be told from them, so nothing was done to it"
         )
     if not heard:
-        # (read again now: every reporter silent, so its processes are gone or restarting; not a hang)
-        return FailureClassification(
-            at=now,
-            kind="left_alone",
-            job=job,
-            reason=f"{label}: none of its nodes' progress reporters is heard any more (ended, or restarting): nothing is done for its hang",
+        # Every reporter silent when read again: its processes are gone or restarting, not hung.
+        return case.left_alone(
+            f"{label}: none of its nodes' progress reporters is heard any more (ended, or restarting): nothing is done for its hang"
         )
-    slow = verdict.rule == "slow"
-    if slow:
+    return _Scope(allocated, job.num_nodes if large else len(allocated), large, own, heard)
+
+
+def _cleared_or_not_a_hang(case: _Case, scope: _Scope) -> FailureClassification | None:
+    """Read again on its own nodes: a slowdown back within its ratio, a hang past its step, or a
+    stall only by a pace that is not the job's own. None: it is still slow or hung."""
+    label, verdict = case.label, case.verdict
+    if case.slow:
         # A slowdown goes on progressing: measured again, on the job's own nodes only, against their
         # own baseline (the verdict's ratio: its threshold over its baseline).
-        ratios = [
-            r.step_seconds / r.baseline_step_seconds
-            for r in heard
-            if r.step_seconds is not None and r.baseline_step_seconds and r.intervals_seen >= 2 * RECENT_INTERVALS
-        ]
+        ratios = slow_ratios(scope.heard)
         allowed = verdict.threshold_seconds / verdict.baseline_step_seconds if verdict.baseline_step_seconds else None
         if not ratios or allowed is None:
-            return FailureClassification(
-                at=now,
-                kind="left_alone",
-                job=job,
-                reason=f"{label}: its own nodes' reports do not measure its pace against its baseline: nothing is done for its slowdown",
+            return case.left_alone(
+                f"{label}: its own nodes' reports do not measure its pace against its baseline: nothing is done for its slowdown"
             )
-        if median(ratios) <= allowed:
-            return FailureClassification(
-                at=now,
-                kind="recovered_by_itself",
-                job=job,
-                reason=f"{label} steps at {median(ratios):.2f} × its baseline again, within {allowed:.2f} ×: "
-                "the slowdown cleared by itself, nothing was done",
-            )
-    elif (cleared := cleared_since(verdict, reports)) is not None:
+        if median(ratios) > allowed:
+            return None
         return FailureClassification(
-            at=now,
+            at=case.now,
             kind="recovered_by_itself",
-            job=job,
+            job=case.job,
+            reason=f"{label} steps at {median(ratios):.2f} × its baseline again, within {allowed:.2f} ×: "
+            "the slowdown cleared by itself, nothing was done",
+        )
+    if (cleared := cleared_since(verdict, scope.own)) is not None:
+        return FailureClassification(
+            at=case.now,
+            kind="recovered_by_itself",
+            job=case.job,
             reason=f"{label} made progress again ({cleared.node} reached step {cleared.step}, past {verdict.step}), "
             f"after {verdict.observed_seconds:.0f} s without: the hang cleared by itself, nothing was done",
         )
-    elif (own_pace := remeasured(verdict, heard, now)) is not None:
-        return FailureClassification(
-            at=now,
-            kind="left_alone",
-            job=job,
-            reason=f"{label}: its own nodes' pace makes {own_pace[0]:.0f} s without progress its threshold, "
+    if (own_pace := remeasured(verdict, scope.heard, case.now)) is not None:
+        return case.left_alone(
+            f"{label}: its own nodes' pace makes {own_pace[0]:.0f} s without progress its threshold, "
             f"not the verdict's {verdict.threshold_seconds:.0f} s; it has been {own_pace[1]:.0f} s: not a hang by its own pace, "
-            "nothing is done for it",
+            "nothing is done for it"
         )
-    evidence_words = "last log lines" if orchestrator == "eks" else "stacks"
-    suspects = [n for n in verdict.suspects if n in allocated]
+    return None
+
+
+def _suspects(case: _Case, scope: _Scope, evidence: HangEvidenceResult | None) -> tuple[list[str], str]:
+    """The verdict's suspects among the job's nodes, else the evidence's; and why (or why none)."""
+    verdict, slow = case.verdict, case.slow
+    evidence_words = "last log lines" if case.orchestrator == "eks" else "stacks"
+    suspects = [n for n in verdict.suspects if n in scope.allocated]
     why = verdict.suspects_why if suspects else ""
     # The evidence names a node only from stack dumps, which the job cannot shape: a pod's log is what
-    # the job prints (rank 0 alone logging an evaluation is not a fault), and a slow job's stacks are
-    # where the others' are, a step later (its slow node is named by its waits).
-    # (not for a job too large for its names to travel: its sample is the verdict's nodes, the ones
-    # that stopped first, whose stacks would be the majority and the healthy nodes the odd ones out)
-    if not suspects and evidence is not None and not slow and orchestrator == "slurm" and not large:
-        suspects, why = blame.from_evidence([s for s in evidence.nodes if s.node in allocated], job_size, evidence_words)
-    if not suspects:
-        if large:
-            said = "; its evidence (taken on the nodes that stopped first) blames no node of a job this large"
-        elif evidence is not None and not slow:
-            said = f"; evidence: {blame.from_evidence(evidence.nodes, job_size, evidence_words)[1]}"
-        else:
-            said = ""
-        why = (verdict.suspects_why or "progress names no node") + said
-    stuck = f"{label} is {'slow' if slow else 'hung'}: {verdict.summary.split(': ', 1)[-1]}"
-    by_name = {name: n for n in cluster if (name := n.name_in(orchestrator))}
+    # the job prints, and a slow job's stacks are where the others' are, a step later. Not for a job
+    # too large for its names to travel: its sample is the nodes that stopped first, the majority.
+    if not suspects and evidence is not None and not slow and case.orchestrator == "slurm" and not scope.large:
+        suspects, why = blame.from_evidence([s for s in evidence.nodes if s.node in scope.allocated], scope.job_size, evidence_words)
+    if suspects:
+        return suspects, why
+    if scope.large:
+        said = "; its evidence (taken on the nodes that stopped first) blames no node of a job this large"
+    elif evidence is not None and not slow:
+        said = f"; evidence: {blame.from_evidence(evidence.nodes, scope.job_size, evidence_words)[1]}"
+    else:
+        said = ""
+    return suspects, (verdict.suspects_why or "progress names no node") + said
+
+
+def _hung(case: _Case, job: JobSpec, blamed: _Blame, execution_name: str) -> FailureClassification:
+    """Slow or hung: its suspects as faulty nodes, and the node recovery that checks (or, for a
+    suspect again, replaces) those HyperPod knows by id."""
+    slow, suspects, why = case.slow, blamed.suspects, blamed.why
+    stuck = f"{case.label} is {'slow' if slow else 'hung'}: {case.verdict.summary.split(': ', 1)[-1]}"
+    by_name = {name: n for n in blamed.cluster if (name := n.name_in(case.orchestrator))}
     faulty = [
         FaultyNode(slurm_node=name, node_id=by_name[name].node_id if name in by_name else None, why=one_line(why, 256) or "suspect")
         for name in suspects
     ]
-    checkable = [f for f in faulty if f.node_id]
-    node_request = None
-    if checkable:
-        node_request = RecoveryRequest(
-            cluster=request.cluster,
-            node_ids=sorted({f.node_id for f in checkable if f.node_id}),
-            triggers=within_reason_budget(
-                [
-                    Trigger(
-                        source="job_hung",
-                        node_ids=[f.node_id],
-                        reason=one_line(f"{stuck}; suspect {f.slurm_node}: {why}", TRIGGER_REASON_LIMIT),
-                        # A first suspicion is checked (the health gate); a node suspected again is replaced.
-                        # (a slowdown's suspect is only ever checked: waits are a weaker sign than a stall)
-                        recommends="replace" if f.slurm_node in repeat_suspects and not slow else "check",
-                        event_id=request.event_id,
-                        detected_at=request.detected_at,
-                    )
-                    for f in checkable
-                    if f.node_id
-                ]
-            ),
-            detected_at=request.detected_at,
-            dry_run=request.dry_run,
-        )
-    blamed = f"suspects {', '.join(suspects)} ({why})" if suspects else f"no node blamed ({why}): it is restarted where it was"
+    node_request = node_recovery_request(
+        case.request,
+        faulty,
+        "job_hung",
+        lambda f: f"{stuck}; suspect {f.slurm_node}: {why}",
+        # A first suspicion is checked (the health gate); a node suspected again is replaced. A
+        # slowdown's suspect is only ever checked: waits are a weaker sign than a stall.
+        lambda f: "replace" if f.slurm_node in blamed.repeat_suspects and not slow else "check",
+    )
+    said = f"suspects {', '.join(suspects)} ({why})" if suspects else f"no node blamed ({why}): it is restarted where it was"
     return FailureClassification(
-        at=now,
+        at=case.now,
         kind="slow" if slow else "hung",
         job=job,
         jobs=[job],
-        reason=one_line(f"{stuck}; {blamed}", 2048),
+        reason=one_line(f"{stuck}; {said}", 2048),
         faulty_nodes=faulty,
         recover_nodes=node_request is not None,
         node_request=node_request,

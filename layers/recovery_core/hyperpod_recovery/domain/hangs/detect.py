@@ -129,17 +129,21 @@ def stall_verdict(
     )
 
 
+def slow_ratios(reports: Sequence[ProgressReport]) -> list[float]:
+    """Each node's recent step time over its own baseline. The recent window must lie wholly after the
+    baseline's (its first window after warm-up): a node that has not stepped that far compares nothing yet."""
+    return [
+        r.step_seconds / r.baseline_step_seconds
+        for r in reports
+        if r.step_seconds is not None and r.baseline_step_seconds and r.intervals_seen >= 2 * RECENT_INTERVALS
+    ]
+
+
 def slow_verdict(cluster: str, job: str, reports: Sequence[ProgressReport], rules: HangRules, now: datetime) -> HangVerdict | None:
     live = live_reports(reports, rules, now)
     if not live or rules.slow_mode == "off":
         return None
-    # The recent window must lie wholly after the baseline's (the reporter's baseline is its first
-    # window after warm-up): a node that has not stepped that far compares nothing yet.
-    ratios = [
-        (r.step_seconds / r.baseline_step_seconds)
-        for r in live
-        if r.step_seconds is not None and r.baseline_step_seconds and r.intervals_seen >= 2 * RECENT_INTERVALS
-    ]
+    ratios = slow_ratios(live)
     if not ratios:
         return None
     ratio = median(ratios)

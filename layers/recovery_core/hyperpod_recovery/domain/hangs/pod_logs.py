@@ -21,10 +21,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from hyperpod_recovery.redact import redact
+from hyperpod_recovery.redact import LEGACY_CUT, redact
 
 SIGNATURE_CHARS = 16  # as the Slurm agent's stack signatures (agent/hyperpod_recovery_agent/stacks.py)
-CUT_MARKER = "[...cut...]\n"
+CUT_MARKER = LEGACY_CUT  # a pod log's cut start, marked as the agent marks a cut stack dump
 SILENT = "<no log line>"  # what a silent log's signature is a digest of
 
 # Terminal escapes (colours, cursor moves) and every control character but newline and tab.
@@ -112,7 +112,7 @@ def node_text(logs: Sequence[PodLog], limit: int, lines: int) -> str:
     (each pod keeps an equal share of it, its newest lines)."""
     if not logs:
         return ""
-    share = max((limit - (len(logs) - 1)) // len(logs), 0)  # (the newlines between pods count too)
+    share = max((limit - (len(logs) - 1)) // len(logs), 0)  # the newlines between pods count too
     parts = []
     for log in logs:
         said = "last lines, cut at the byte bound: the newest are not shown" if log.cut else f"last {lines} lines"
@@ -187,7 +187,7 @@ def job_text(title: str, job: Mapping[str, Any], events: Sequence[Mapping[str, A
     (the oldest are what the bound cuts), then what could not be read."""
     lines = [title, "conditions:", *(f"  {line}" for line in condition_lines(job) or ["(none)"])]
     lines += ["events (newest first):", *(f"  {line}" for line in event_lines(events) or ["(none)"])]
-    text = redact("\n".join(lines))  # (before the cut: a cut first could keep a secret's start)
+    text = redact("\n".join(lines))  # before the cut: a cut first could keep a secret's start
     tail = "\n".join(notes)
     if not tail:
         return text[:limit]

@@ -19,8 +19,8 @@ from datetime import datetime, timedelta
 from typing import Literal
 
 from hyperpod_recovery.domain.intake.execution_names import node_execution_name
-from hyperpod_recovery.domain.intake.normalize import within_reason_budget
 from hyperpod_recovery.domain.jobs.failure_chance import duration_words, exposure_seconds, is_chance
+from hyperpod_recovery.domain.jobs.node_request import node_recovery_request
 from hyperpod_recovery.errors import (
     CrashLoopDetected,
     DoNotRequeue,
@@ -37,11 +37,12 @@ from hyperpod_recovery.models.commands import (
     REPAIR_REASON_PREFIXES,
     UNHEALTHY_SLURM_FLAGS,
     UNHEALTHY_SLURM_STATES,
+    CheckpointRef,
     JobSpec,
     NodeStatus,
     left_alone_reason,
 )
-from hyperpod_recovery.models.common import MAX_JOB_NODES_CARRIED, one_line
+from hyperpod_recovery.models.common import MAX_JOB_NODES_CARRIED
 from hyperpod_recovery.models.job_events import DO_NOT_REQUEUE_EXIT_CODE, JobFailedDetail
 from hyperpod_recovery.models.job_recovery import (
     FailureClassification,
@@ -52,7 +53,7 @@ from hyperpod_recovery.models.job_recovery import (
 )
 from hyperpod_recovery.models.node_recovery import CheckpointPlan
 from hyperpod_recovery.models.records import IncidentRecord, ResubmissionClaim
-from hyperpod_recovery.models.requests import TRIGGER_REASON_LIMIT, JobRecoveryRequest, RecoveryRequest, Trigger
+from hyperpod_recovery.models.requests import JobRecoveryRequest
 
 # Slurm restarted the job itself (requeue after a node failure): the same job id is queued again.
 REQUEUED_STATES = frozenset({"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "CONFIGURING"})
@@ -178,7 +179,7 @@ def classify_failure(
         )
     nodes = job_nodes(request, job)
     if not nodes and job.num_nodes > MAX_JOB_NODES_CARRIED:
-        # (a manual request: no failure event named them, and its spec came without them)
+        # a manual request: no failure event named them, and its spec came without them
         raise JobNodesNotCarried(
             f"{label} runs on {job.num_nodes} nodes, more than a workflow carries the names of ({MAX_JOB_NODES_CARRIED}), "
             "and nothing in this incident named them: whether one of them failed cannot be told, so nothing was done to it"
@@ -199,27 +200,7 @@ def classify_failure(
         if faulty
         else "Slurm reported a node failure but every node looks healthy now"
     )
-    node_request = None
-    if replaceable:
-        node_request = RecoveryRequest(
-            cluster=request.cluster,
-            node_ids=sorted({f.node_id for f in replaceable if f.node_id}),
-            triggers=within_reason_budget(
-                [
-                    Trigger(
-                        source="job_failed",
-                        node_ids=[f.node_id],
-                        reason=one_line(f"{label} {ended} on {f.slurm_node}: {f.why}", TRIGGER_REASON_LIMIT),
-                        event_id=request.event_id,
-                        detected_at=request.detected_at,
-                    )
-                    for f in replaceable
-                    if f.node_id
-                ]
-            ),
-            detected_at=request.detected_at,
-            dry_run=request.dry_run,
-        )
+    node_request = node_recovery_request(request, replaceable, "job_failed", lambda f: f"{label} {ended} on {f.slurm_node}: {f.why}")
     return FailureClassification(
         at=now,
         kind="node_caused",
@@ -261,20 +242,14 @@ def plan_restart(
     job = classification.job
     assert job is not None, "only classifications with a job reach Plan Job Restart"
     label = job_label(job.job_id, job, request.failure)
-    # (an open claim that expired is nobody's: its incident died unsettled, or kept it for a resubmission
-    # whose answer was lost; Resubmit Job takes it over, and the agent finds a copy that incident made)
+    # an open claim that expired is nobody's: its incident died unsettled, or kept it for a resubmission
+    # whose answer was lost; Resubmit Job takes it over, and the agent finds a copy that incident made
     if claim is not None and claim.incident_id != execution_name and claim.in_force(now):
         by_child = claim.incident_id == classification.node_execution_name
         return RestartDecision(
             at=now,
             action="resubmitted_by_node_recovery" if by_child else "left_alone",
-            # (on EKS a job object is re-created, its copy known here by its uid only)
-            # (an open claim: its incident may be restarting the job, or may have left it: Slurm requeued
-            # it, or the answer was lost and the claim kept; it says only that it holds the claim)
-            reason=f"{label} was already {'re-created' if job.kube else 'resubmitted'} by incident {claim.incident_id}"
-            + (f" as the job of uid {claim.new_job_id}" if job.kube else f" as job {claim.new_job_id}")
-            if claim.new_job_id
-            else f"{label} {open_claim_text(claim, job.kube is not None)}",
+            reason=_claimed_reason(label, job, claim),
             lineage_root=lineage_root,
             resubmitted_as=claim.new_job_id,
             resubmitted_by=claim.incident_id,
@@ -303,37 +278,7 @@ def plan_restart(
             f"({plan.checkpoint.uri}): restarting it again would loop"
         )
     if classification.kind == "application":
-        rate, nodes = policy.job_failures_per_1000_node_days, job.num_nodes
-        if failures_at_step >= policy.crash_loop_repeats:
-            # The failures of the copies restarted from this step: a loop, unless a job this size meets
-            # that many independent faults in the time those copies ran by chance.
-            span = exposure_seconds([e.restarted_at for e in at_step], now)
-            chance, p = is_chance(len(at_step), nodes, rate, span)
-            if not chance:
-                raise CrashLoopDetected(
-                    f"{label} failed {failures_at_step} times with its newest verified checkpoint still at step {step} "
-                    f"({plan.checkpoint.uri}): restarting it again would loop"
-                )
-            chance_note = (
-                f"; {len(at_step)} failure(s) of the copies restarted from step {step}, in the {duration_words(span)} they ran, are "
-                f"what independent faults bring a {nodes}-node job by chance ({100 * p:.1f} %, at {rate:g} per 1,000 node-days): "
-                "not taken for a crash loop"
-            )
-        if len(in_window) >= policy.budget:
-            # The failures after the window's first restart, in the time since it (a budget of 0 means
-            # never: chance is not asked): over the budget, unless a job this size meets them by chance.
-            span = max(0.0, (now - in_window[0].restarted_at).total_seconds()) if in_window else 0.0
-            chance, p = is_chance(len(in_window), nodes, rate, span) if policy.budget > 0 else (False, 0.0)
-            if not chance:
-                raise RestartBudgetExhausted(
-                    f"{label}: {len(in_window)} restarts after application failures in the last {policy.window_seconds} s "
-                    f"(budget {policy.budget}); last from step {step}"
-                )
-            chance_note += (
-                f"; over the budget of {policy.budget}, but {len(in_window)} failure(s) in the {duration_words(span)} since the "
-                f"window's first restart are what independent faults bring a {nodes}-node job by chance "
-                f"({100 * p:.1f} %, at {rate:g} per 1,000 node-days)"
-            )
+        chance_note = _within_bounds(label, job.num_nodes, plan.checkpoint, (at_step, in_window), policy, now)
         backoff = min(policy.max_backoff_seconds, policy.backoff_seconds * 2 ** min(len(in_window), 30))
     budget_text = (
         f", restart {len(in_window) + 1} of {policy.budget} in {policy.window_seconds} s"
@@ -355,6 +300,65 @@ def plan_restart(
         restarts_in_window=len(in_window),
         failures_at_step=failures_at_step,
     )
+
+
+def _claimed_reason(label: str, job: JobSpec, claim: ResubmissionClaim) -> str:
+    """What another incident's claim on the job says: its copy (on EKS a re-created object, known here
+    by its uid only), or an open claim that says only that its incident holds it."""
+    if claim.new_job_id:
+        made = "re-created" if job.kube else "resubmitted"
+        copy = f"the job of uid {claim.new_job_id}" if job.kube else f"job {claim.new_job_id}"
+        return f"{label} was already {made} by incident {claim.incident_id} as {copy}"
+    return f"{label} {open_claim_text(claim, job.kube is not None)}"
+
+
+def _within_bounds(
+    label: str,
+    nodes: int,
+    checkpoint: CheckpointRef,
+    restarts: tuple[list[RestartEntry], list[RestartEntry]],
+    policy: RestartPolicy,
+    now: datetime,
+) -> str:
+    """An application failure's restart within the crash-loop rule and the restart budget, or a human
+    decides (raises). ``restarts``: the earlier restarts from this step, and those in the window. Returns
+    what chance excused, said for the reason."""
+    at_step, in_window = restarts
+    step = checkpoint.step
+    rate = policy.job_failures_per_1000_node_days
+    failures_at_step = 1 + len(at_step)
+    chance_note = ""
+    if failures_at_step >= policy.crash_loop_repeats:
+        # The failures of the copies restarted from this step: a loop, unless a job this size meets
+        # that many independent faults in the time those copies ran by chance.
+        span = exposure_seconds([e.restarted_at for e in at_step], now)
+        chance, p = is_chance(len(at_step), nodes, rate, span)
+        if not chance:
+            raise CrashLoopDetected(
+                f"{label} failed {failures_at_step} times with its newest verified checkpoint still at step {step} "
+                f"({checkpoint.uri}): restarting it again would loop"
+            )
+        chance_note = (
+            f"; {len(at_step)} failure(s) of the copies restarted from step {step}, in the {duration_words(span)} they ran, are "
+            f"what independent faults bring a {nodes}-node job by chance ({100 * p:.1f} %, at {rate:g} per 1,000 node-days): "
+            "not taken for a crash loop"
+        )
+    if len(in_window) >= policy.budget:
+        # The failures after the window's first restart, in the time since it (a budget of 0 means
+        # never: chance is not asked): over the budget, unless a job this size meets them by chance.
+        span = max(0.0, (now - in_window[0].restarted_at).total_seconds()) if in_window else 0.0
+        chance, p = is_chance(len(in_window), nodes, rate, span) if policy.budget > 0 else (False, 0.0)
+        if not chance:
+            raise RestartBudgetExhausted(
+                f"{label}: {len(in_window)} restarts after application failures in the last {policy.window_seconds} s "
+                f"(budget {policy.budget}); last from step {step}"
+            )
+        chance_note += (
+            f"; over the budget of {policy.budget}, but {len(in_window)} failure(s) in the {duration_words(span)} since the "
+            f"window's first restart are what independent faults bring a {nodes}-node job by chance "
+            f"({100 * p:.1f} %, at {rate:g} per 1,000 node-days)"
+        )
+    return chance_note
 
 
 def watch_other_recovery(

@@ -22,7 +22,7 @@ from datetime import datetime
 
 from hyperpod_recovery import errors
 from hyperpod_recovery.domain.jobs.eks_jobs import RESUBMITTED_FROM_ANNOTATION
-from hyperpod_recovery.domain.record.fates import claimed_for, copy_label, copy_state_text, job_label, made_again
+from hyperpod_recovery.domain.record.fate_words import job_step
 from hyperpod_recovery.models.commands import AGENT_HEARTBEAT_TIMEOUT, owner_tag
 from hyperpod_recovery.models.kubernetes import OUR_ANNOTATIONS, QUARANTINE_TAINT_EFFECT, QUARANTINE_TAINT_KEY, node_name_for_instance
 from hyperpod_recovery.models.manifest import RESUME_FROM_ENV, RESUME_STEP_ENV
@@ -247,7 +247,7 @@ _MEANING: dict[type[errors.RecoveryError], str] = {
         "(or, under Kueue, make its Workload active)."
     ),
     errors.JobSpecUnavailable: "The orchestrator no longer knows the job: the pipeline has no spec of it to submit again.",
-    # (no command here: these two are both orchestrators'; the job's own line below gives its commands)
+    # no command here: these two are both orchestrators'; the job's own line below gives its commands
     errors.JobNodesNotCarried: (
         "The job runs on more nodes than a workflow names, and what this incident holds of them could not tell whether one "
         "of its nodes is to blame, so nothing was done to it. Look at the job's nodes for down, drained or "
@@ -332,7 +332,7 @@ def error_meaning(record: IncidentRecord, deployment: Deployment) -> str:
     refused = [n.instance for n in assessed if n.replace_refused and n.instance] or instances
     first = refused[0] if refused else ""
     drill = deployment.drill(first) if first else ""
-    # (a job is started by hand by its Slurm id only: on EKS the orchestrator's own command, below)
+    # a job is started by hand by its Slurm id only: on EKS the orchestrator's own command, below
     recover = deployment.recover_job(record.job_id) if record.job_id and record.orchestrator != "eks" else ""
     show = commands.show_nodes(nodes) if nodes else commands.show_instances(record.cluster, record.nodes)
     fills = {
@@ -361,69 +361,6 @@ def error_meaning(record: IncidentRecord, deployment: Deployment) -> str:
 
 
 # --- each job, each node -----------------------------------------------------------------------
-def job_step(fate: JobFate, commands: Commands) -> str:
-    """One job: its live copy and not to start another, or why there is none and how to restart it."""
-    label = job_label(fate)
-    if fate.fate == "resubmitted":
-        by = f" by node recovery {fate.by}" if fate.by else ""
-        where = f" from step {fate.checkpoint_step}" if fate.checkpoint_step is not None else ""
-        see = f" See it: `{commands.show_job(fate.copy_id, fate)}`." if fate.copy_id else ""
-        shrunk = fate.shrunk
-        if shrunk is not None and shrunk.taken_by is not None:
-            # Its shrunk copy was made again by a later incident: that one knows where the job runs now.
-            return (
-                f"{label} was {made_again(fate)} as {shrunk.copy_label or 'job ' + shrunk.copy_id}{where} on {shrunk.nodes} of its "
-                f"{fate.full_nodes} node(s); "
-                f"then incident {shrunk.taken_by} {made_again(fate)} that copy (a fault on it): do not start another copy. "
-                "Where it runs now: that incident's record and notification."
-            )
-        told = f"{label} was {made_again(fate)}{by} as {copy_label(fate)}{where} ({copy_state_text(fate)}): do not start another copy.{see}"
-        if shrunk is not None and shrunk.ended:
-            return (
-                f"{label} was {made_again(fate)} as {shrunk.copy_label or 'job ' + shrunk.copy_id}{where} on {shrunk.nodes} of its "
-                f"{fate.full_nodes} node(s); that copy then ended without the pipeline "
-                f"({fate.grow_back.removeprefix('not grown back: ')}), and nothing was started again. "
-                "If it should still be training, find out why it ended before you resubmit it."
-            )
-        if shrunk is not None and not shrunk.grown_back:
-            # It trains on, on fewer nodes: nothing is urgent, and growing it back is a choice, not a repair.
-            told += (
-                f" It runs on {shrunk.nodes} of its {fate.full_nodes} node(s) ({fate.grow_back.removeprefix('not grown back: ')}); "
-                f"it keeps training. To give it its {fate.full_nodes} nodes again once they are in service, stop it right after "
-                "a checkpoint and submit it again at its full size (docs/runbook.md#elastic-jobs-on-slurm-shrink-then-grow-back)."
-            )
-        return told
-    if fate.fate == "resubmitted_before":
-        by = fate.by or "another incident"
-        if not fate.copy_id:  # (an open claim: its incident may be restarting the job, or may have left it)
-            return f"{label} is claimed for {claimed_for(fate)} by {by}, which has recorded no copy yet: do not start another copy."
-        see = f" See it: `{commands.show_job(fate.copy_id, fate)}`."
-        return f"{label} was already {made_again(fate)} by {by} as {copy_label(fate)}: do not start another copy.{see}"
-    if fate.fate == "requeued_by_slurm":
-        see = f"`{commands.show_job(fate.job, fate)}`"
-        return f"{label} was requeued by Slurm and restarts by itself: do not start another copy. See it: {see}."
-    if fate.fate == "restarted_by_owner":
-        return f"{label} is left to what restarts it ({fate.reason}): do not start another copy."
-    if fate.fate == "would_resubmit":
-        where = f" from step {fate.checkpoint_step}" if fate.checkpoint_step is not None else ""
-        return f"{label} would be {made_again(fate)}{where} (dry run)."
-    if fate.fate == "would_not_resubmit":
-        return f"{label} would not be {made_again(fate)} (dry run): {fate.reason}."
-    if fate.fate == "left_running":
-        return f"{label} runs on as it was ({fate.reason}): nothing was done to it. See it: `{commands.show_job(fate.job, fate)}`."
-    if fate.fate == "ended_by_itself":
-        return f"{label} ended by itself ({fate.reason}); if it failed, its failure starts a recovery of its own."
-    if fate.fate == "copy_unknown":
-        return (
-            f"{label}: {fate.reason}. Look for its copy first (`{commands.find_copy(fate)}`); only if there is none, and it is not "
-            f"running (`{commands.show_job(fate.job, fate)}`), {commands.restart(fate)}."
-        )
-    return (
-        f"{label} was NOT {made_again(fate)}: {fate.reason}. First check that it is not running (`{commands.show_job(fate.job, fate)}`); "
-        f"if not, {commands.restart(fate)}."
-    )
-
-
 def _names(nodes: Sequence[NodeFate]) -> str:
     return ", ".join(n.node for n in nodes)
 
@@ -537,7 +474,7 @@ def on_call_steps(record: IncidentRecord, deployment: Deployment, *, locked: boo
     lines = []
     if deployment.stack:
         lines.append(f"This incident's record, timeline and phases: `{deployment.show(record.incident_id)}`.")
-        # (the nodes this incident locked: not one skipped as another incident's or a human's hold)
+        # the nodes this incident locked: not one skipped as another incident's or a human's hold
         theirs = {
             n.instance or n.node for n in record.node_fates if n.fate == "skipped" and n.detail.startswith(("locked_elsewhere", "held"))
         }
@@ -545,7 +482,7 @@ def on_call_steps(record: IncidentRecord, deployment: Deployment, *, locked: boo
         if locked and ours:
             lines.append(f"When you have handled the nodes, release them early: `{deployment.release(ours)}`.")
         names = record.hostnames or record.nodes
-        if names and record.workflow == "node":  # (a job's failure is not its nodes' to hold)
+        if names and record.workflow == "node":  # a job's failure is not its nodes' to hold
             lines.append(
                 f"To keep the automation away from a node until you say so: `{deployment.hold(names[0])}`"
                 + (f" (one command per node: {', '.join(names)})." if len(names) > 1 else ".")

@@ -10,7 +10,7 @@ from datetime import datetime
 
 from hyperpod_recovery.domain.messages.advice import Deployment, needs_a_human, next_steps
 from hyperpod_recovery.domain.record.durations import offset_text
-from hyperpod_recovery.domain.record.fates import job_label
+from hyperpod_recovery.domain.record.fate_words import job_label
 from hyperpod_recovery.models.records import IncidentRecord, TimelineEntry
 from hyperpod_recovery.vocabulary import Outcome
 

@@ -21,6 +21,12 @@ from hyperpod_recovery.domain.hangs.classify import STILL_RUNNING
 from hyperpod_recovery.domain.intake.execution_names import node_execution_name
 from hyperpod_recovery.domain.jobs.early_stops import ended_before_re_creation
 from hyperpod_recovery.domain.record.causes import error_message
+from hyperpod_recovery.domain.record.fate_words import copy_label as copy_label
+
+# The words for a fate live in fate_words; these names stay importable from here for the sandbox and tests.
+from hyperpod_recovery.domain.record.fate_words import fate_text as fate_text
+from hyperpod_recovery.domain.record.fate_words import job_label as job_label
+from hyperpod_recovery.domain.record.fate_words import jobs_sentence as jobs_sentence
 from hyperpod_recovery.models.commands import AGENT_HEARTBEAT_TIMEOUT, CommandReply, JobSpec, ResubmitResult
 from hyperpod_recovery.models.job_recovery import JobWorkflowState
 from hyperpod_recovery.models.kubernetes import node_name_for_instance
@@ -181,7 +187,7 @@ def node_incident_job_fates(state: WorkflowState, outcome: Outcome, cause: str |
             when = "at once" if p.job.job_id in now else "once its nodes were back"
             ended = f"the incident ended {outcome}" + (f" ({_cut(cause, 200)})" if cause else "")
             stopped = ended_before_re_creation(p, stops[p.job.job_id], ended) if p.job.job_id in stops else None
-            if stopped is not None:  # (its re-creation was never asked: no copy can exist)
+            if stopped is not None:  # its re-creation was never asked: no copy can exist
                 fates[p.job.job_id] = base(p.job.job_id, p.job.name).model_copy(
                     update={"reason": _cut(stopped), "checkpoint_step": p.checkpoint.step, "checkpoint_uri": p.checkpoint.uri}
                 )
@@ -318,7 +324,7 @@ def job_incident_job_fates(state: JobWorkflowState, outcome: Outcome, cause: str
     if reply is not None:
         return [fate_of_reply(base, reply, plan)]
     if classification is not None and request.hang is not None and classification.kind in ("left_alone", "recovered_by_itself"):
-        # (a hang incident that did nothing: the job runs on untouched, or it ended by itself)
+        # a hang incident that did nothing: the job runs on untouched, or it ended by itself
         running = spec is not None and (classification.kind == "recovered_by_itself" or spec.state in STILL_RUNNING)
         return [
             base.model_copy(
@@ -403,121 +409,3 @@ def acted(job_fates: Iterable[JobFate], node_fates: Iterable[NodeFate]) -> bool:
     """The incident (or the node recovery it started) changed something: a copy of a job, or a
     node taken out of service, repaired or given back. Without that it is not ``recovered``."""
     return any(f.fate == "resubmitted" for f in job_fates) or any(n.acted for n in node_fates)
-
-
-# --- the words for them ----------------------------------------------------------------------
-def job_label(fate: JobFate) -> str:
-    """``job 1001 (llama-70b)`` on Slurm; ``PyTorchJob kubeflow/llama-70b`` on EKS."""
-    if fate.kind and fate.namespace and fate.name:
-        return f"{fate.kind} {fate.namespace}/{fate.name}"
-    if fate.kind or fate.namespace:  # an EKS job known by its uid alone
-        return f"{fate.kind or 'job'} with uid {fate.job}" + (f" in {fate.namespace}" if fate.namespace else "")
-    return f"job {fate.job}" + (f" ({fate.name})" if fate.name and fate.name != fate.job else "")
-
-
-def copy_label(fate: JobFate) -> str:
-    """The live copy by the name a human finds it under: ``job 1002``, ``PyTorchJob kubeflow/llama-r1``."""
-    if fate.kind and fate.namespace and fate.copy_name:
-        return f"{fate.kind} {fate.namespace}/{fate.copy_name}"
-    if fate.kind or fate.namespace:
-        return f"{fate.kind or 'job'} with uid {fate.copy_id}" if fate.copy_id else "a copy not yet known by id"
-    return f"job {fate.copy_id}" if fate.copy_id else "a copy not yet known by id"
-
-
-def on_kubernetes(fate: JobFate) -> bool:
-    """The job is a Kubernetes object (its kind or namespace known, or its copy known by name)."""
-    return bool(fate.kind or fate.namespace or fate.copy_name)
-
-
-def kube_copy_text(kind: str | None, new_job_name: str, uid: str | None) -> str:
-    """A re-created object as kubectl shows it, then its uid: ``PyTorchJob kubeflow/llama-r1 (uid 056d…)``
-    (``new_job_name`` is <namespace>/<name>; without its kind, the name alone)."""
-    named = f"{kind} {new_job_name}" if kind else new_job_name
-    return f"{named} (uid {uid})" if uid else named
-
-
-def copy_made_text(fate: JobFate) -> str:
-    """A copy made, old -> new: ``1001 -> 1002`` on Slurm (as it always read); on EKS both by the
-    names kubectl shows, ``PyTorchJob kubeflow/llama -> PyTorchJob kubeflow/llama-r1``."""
-    if not on_kubernetes(fate):
-        return f"{fate.job} -> {fate.copy_id or '-'}"
-    return f"{job_label(fate)} -> {copy_label(fate)}"
-
-
-def claimed_for(fate: JobFate) -> str:
-    """What a claim on a job is for: a Slurm job's resubmission, a Kubernetes job object's re-creation."""
-    return "re-creation" if fate.kind else "resubmission"
-
-
-def made_again(fate: JobFate) -> str:
-    """The verb for a copy: a Slurm job is resubmitted, a Kubernetes job object re-created."""
-    return "re-created" if fate.kind else "resubmitted"
-
-
-def copy_state_text(fate: JobFate) -> str:
-    """``PENDING at 09:02:09 UTC``: the copy's state and when it was seen, never more than that."""
-    if not fate.copy_state:
-        return "its state not read"
-    when = f" at {fate.copy_seen_at:%H:%M:%S} UTC" if fate.copy_seen_at else ""
-    return f"{fate.copy_state}{when}"
-
-
-def fate_text(fate: JobFate) -> str:
-    """One job's fate in a sentence's words (for summaries and timelines)."""
-    label = job_label(fate)
-    step = f" from step {fate.checkpoint_step}" if fate.checkpoint_step is not None else ""
-    if fate.fate == "resubmitted" and fate.shrunk is not None:
-        shrunk = fate.shrunk
-        size = f"on {shrunk.nodes} of {fate.full_nodes} node(s)"
-        ran = f"{label} {made_again(fate)} as {shrunk.copy_label or 'job ' + shrunk.copy_id} from step {shrunk.from_step} {size}"
-        if shrunk.grown_back:
-            grown = shrunk.grown_to or fate.full_nodes
-            return f"{ran}, then grown back to {grown} node(s) as {copy_label(fate)}{step} ({copy_state_text(fate)})"
-        return f"{ran} ({copy_state_text(fate)}); {fate.grow_back}"
-    if fate.fate == "resubmitted":
-        by = f" by node recovery {fate.by}" if fate.by else ""
-        waits = fate.elastic.startswith("waits for its replacement: ")
-        waited = f"; it waited for its replacement: {fate.elastic.removeprefix('waits for its replacement: ')}" if waits else ""
-        return f"{label} {made_again(fate)}{by} as {copy_label(fate)}{step} ({copy_state_text(fate)}){waited}"
-    if fate.fate == "resubmitted_before":
-        if not fate.copy_id:
-            return f"{label} claimed for {claimed_for(fate)} by {fate.by or 'another incident'} (no copy recorded yet)"
-        return f"{label} already {made_again(fate)} by {fate.by or 'another incident'} as {copy_label(fate)}"
-    if fate.fate == "requeued_by_slurm":
-        return f"{label} requeued by Slurm (it restarts by itself)"
-    if fate.fate == "restarted_by_owner":
-        return f"{label} left to what restarts it: {fate.reason}"
-    if fate.fate == "would_resubmit":
-        return f"{label} would be {made_again(fate)}{step}"
-    if fate.fate == "would_not_resubmit":
-        return f"{label} would not be {made_again(fate)}: {fate.reason}"
-    if fate.fate == "copy_unknown":
-        return f"{label}: a resubmission was asked for and its answer is lost ({fate.reason})"
-    if fate.fate == "left_running":
-        return f"{label} left running as it was: {fate.reason}"
-    if fate.fate == "ended_by_itself":
-        return f"{label} left alone: {fate.reason}"
-    return f"{label} NOT {made_again(fate)}: {fate.reason}"
-
-
-# Past this many jobs, a summary names the copies made as ``old -> new`` (a rack's storm carries 100
-# jobs: the summary, in the state and the record, stays the size it always was); every job without
-# a copy is still said in full, with its reason.
-JOBS_SAID_IN_FULL = 5
-
-
-def jobs_sentence(fates: Sequence[JobFate], omitted: int = 0) -> str:
-    """The jobs part of a summary, from the fates: each job once, by what became of it."""
-    if not fates and not omitted:
-        return "no job ran on these nodes"
-    copies = [f for f in fates if f.fate == "resubmitted" and f.copy_id and not f.by]
-    if len(fates) <= JOBS_SAID_IN_FULL or len(copies) < 2:
-        parts = [fate_text(f) for f in fates]
-    else:
-        states = sorted({f.copy_state or "state not read" for f in copies})
-        listed = ", ".join(copy_made_text(f) for f in copies)
-        parts = [f"{made_again(copies[0])} {len(copies)} job(s) ({', '.join(states)} when submitted): {listed}"]
-        parts += [fate_text(f) for f in fates if f not in copies]
-    if omitted:
-        parts.append(f"{omitted} more job(s) not carried (past what one incident carries): not resubmitted")
-    return "; ".join(parts)

@@ -10,15 +10,8 @@ from datetime import datetime
 from hyperpod_recovery import errors
 from hyperpod_recovery.domain.jobs.job_failure import job_nodes, nodes_text
 from hyperpod_recovery.domain.record.causes import CAUSE_LIMIT
-from hyperpod_recovery.domain.record.fates import (
-    copy_label,
-    copy_state_text,
-    fate_text,
-    job_incident_job_fates,
-    job_label,
-    kube_copy_text,
-    made_again,
-)
+from hyperpod_recovery.domain.record.fate_words import copy_label, copy_state_text, fate_text, job_label, kube_copy_text, made_again
+from hyperpod_recovery.domain.record.fates import job_incident_job_fates
 from hyperpod_recovery.domain.record.incident import Decision, IncidentFacts, IncidentTable, PhaseLog, resubmission, submitted_here
 from hyperpod_recovery.models.commands import HangEvidenceResult
 from hyperpod_recovery.models.common import one_line
@@ -147,7 +140,7 @@ def summarize_job(state: JobWorkflowState, outcome: Outcome, cause: str | None, 
             )
         how = f"node recovery {fate.by} {repaired} and {made_again(fate)} it" if fate.by else made_again(fate)
         where = f" from step {fate.checkpoint_step}" if fate.checkpoint_step is not None else ""
-        # (a copy another execution made: its state is in that execution's record, not read here)
+        # a copy another execution made: its state is in that execution's record, not read here
         copy_state = f" ({copy_state_text(fate)})" if fate.copy_state or not fate.by else ""
         return f"Recovered {label}, {kind}: {how} as {copy_label(fate)}{where}{copy_state}."
     return f"Recovered {label}, {kind}: {fate_text(fate) if fate is not None else 'resubmitted'}."
@@ -277,7 +270,7 @@ def build_job_timeline(state: JobWorkflowState, recorded_at: datetime) -> list[T
         elif reply.result.already_submitted:
             verb = "already resubmitted"
         detail = _resubmitted_text(state)
-        # (Slurm cancels the old job first; EKS suspends it once the new one exists)
+        # Slurm cancels the old job first; EKS suspends it once the new one exists
         detail += (
             (" (old job suspended)" if reply.result.new_job_name else " (old job cancelled first)") if reply.result.cancelled_old else ""
         )
@@ -348,8 +341,8 @@ def incident_facts(state: JobWorkflowState, outcome: Outcome = "recovered", caus
     entry = resubmission(plan, reply) if reply is not None and plan is not None else None
     job = classification.job if classification else state.inspection.result.job if state.inspection else None
     every = list(job_nodes(request, job)) if request else []
-    # (a job's nodes are not the incident's: a record names a few, the faulty ones first, and counts the
-    # rest, so that a 10,000-node job's record stays an item DynamoDB takes; squeue/sacct name them all)
+    # a job's nodes are not the incident's: a record names a few, the faulty ones first, and counts the
+    # rest, so that a 10,000-node job's record stays an item DynamoDB takes; squeue/sacct name them all
     faulty = [f.slurm_node for f in classification.faulty_nodes] if classification else []
     nodes = every
     if len(every) > MAX_RECORD_JOB_NODES:

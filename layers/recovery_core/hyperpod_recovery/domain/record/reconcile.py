@@ -18,7 +18,8 @@ from pydantic import ValidationError
 
 from hyperpod_recovery import errors
 from hyperpod_recovery.domain.record.causes import CAUSE_LIMIT, error_message
-from hyperpod_recovery.domain.record.fates import copy_label, copy_made_text, fate_of_job, fate_text, job_label, on_kubernetes, with_claims
+from hyperpod_recovery.domain.record.fate_words import copy_label, copy_made_text, fate_text, job_label, on_kubernetes
+from hyperpod_recovery.domain.record.fates import fate_of_job, with_claims
 from hyperpod_recovery.domain.record.node_incident import trigger_text
 from hyperpod_recovery.domain.record.phases import phases_from_states
 from hyperpod_recovery.models.commands import JobSpec
