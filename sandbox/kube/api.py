@@ -95,7 +95,7 @@ from hyperpod_recovery.models.kubernetes import (
 )
 
 KUBERNETES_VERSION = "1.33"  # the newest minor the HyperPod EKS prerequisites list
-SCHEMAS = Path(__file__).resolve().parent.parent / "tests" / "kube_schemas"
+SCHEMAS = Path(__file__).resolve().parents[2] / "tests" / "kube_schemas"
 HYPERPOD_TAINT_KEY = HEALTH_STATUS_LABEL  # HyperPod's taint: <label key>=Unschedulable:NoSchedule
 
 

@@ -108,7 +108,7 @@ from sandbox.dynamodb_wire import plain_values_written_through
 from sandbox.hyperpod import ACCOUNT, HyperPodDouble, serve
 from sandbox.template import Resolver, UnsupportedIntrinsic, load_template
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 REGION = "us-west-2"
 STACK = "sandbox"
 SERVICE_NAMES = {"sfn": "stepfunctions", "eventbridge": "events"}  # botocore service ids -> client names
