@@ -50,7 +50,6 @@ STEPS_REACHING_NOT_YET = {
 }
 CIRCLES_NOT_YET = [
     ["hyperpod_recovery_cli.drill", "hyperpod_recovery_cli.oncall"],
-    ["sandbox.fleet.report", "sandbox.fleet.runner"],
 ]
 CLI_SANDBOX_NOT_YET = {
     "hyperpod_recovery_cli.drill_suite -> sandbox.drills",
