@@ -6,16 +6,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from hyperpod_recovery import errors
 from hyperpod_recovery.adapters.kubernetes import LIVE_PODS_SELECTOR
-from hyperpod_recovery.errors import (
-    KubeAccessDenied,
-    KubeAlreadyExists,
-    KubeConflict,
-    KubeObjectGone,
-    KubeRequestRejected,
-    KubeThrottled,
-    KubeUnavailable,
-)
 from hyperpod_recovery.models.kubernetes import (
     JOB_KINDS,
     KUEUE_GROUP,
@@ -43,16 +35,16 @@ _PATHS = [
     (re.compile(r"^/apis/(?P<group>[^/]+)$"), "group"),
 ]
 _STATUS_OF: list[tuple[type[Exception], int, str]] = [
-    (KubeObjectGone, 404, "NotFound"),
-    (KubeAlreadyExists, 409, "AlreadyExists"),
+    (errors.KubeObjectGone, 404, "NotFound"),
+    (errors.KubeAlreadyExists, 409, "AlreadyExists"),
     (PatchDidNotApply, 422, "Invalid"),
     (PatchPathMissing, 422, "Invalid"),
     (Invalid, 422, "Invalid"),
-    (KubeConflict, 409, "Conflict"),
-    (KubeThrottled, 429, "TooManyRequests"),
-    (KubeAccessDenied, 403, "Forbidden"),
-    (KubeRequestRejected, 400, "BadRequest"),
-    (KubeUnavailable, 503, "ServiceUnavailable"),
+    (errors.KubeConflict, 409, "Conflict"),
+    (errors.KubeThrottled, 429, "TooManyRequests"),
+    (errors.KubeAccessDenied, 403, "Forbidden"),
+    (errors.KubeRequestRejected, 400, "BadRequest"),
+    (errors.KubeUnavailable, 503, "ServiceUnavailable"),
 ]
 
 
@@ -82,9 +74,9 @@ def status_body(exc: Exception) -> tuple[int, dict[str, Any]]:
     does not serve names nothing (not_served)."""
     code, reason = next(((c, r) for t, c, r in _STATUS_OF if isinstance(exc, t)), (500, "InternalError"))
     body: dict[str, Any] = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": str(exc), "reason": reason, "code": code}
-    if isinstance(exc, KubeObjectGone) and exc.named is None:
+    if isinstance(exc, errors.KubeObjectGone) and exc.named is None:
         return 404, not_served()
-    if isinstance(exc, KubeObjectGone):
+    if isinstance(exc, errors.KubeObjectGone):
         plural, _, group = exc.resource.partition(".")
         body["message"] = f'{exc.resource} "{exc.named}" not found'
         body["details"] = {"name": exc.named, "group": group, "kind": plural}
