@@ -3,7 +3,7 @@
 The drill's functions use the real Kubernetes adapter (adapters/kubernetes.py): a token minted from
 the sandbox's credentials, the endpoint and CA read from EKS (moto's DescribeCluster, pointed here),
 HTTPS to a local API server with its own CA. That server serves the schema-checked in-memory API
-server (sandbox/kube.py FakeKube), kept in step with the HyperPod double (sandbox/hyperpod.py) at the
+server (sandbox/kube/ FakeKube), kept in step with the HyperPod double (sandbox/hyperpod.py) at the
 caller's virtual time, the way HyperPod keeps a real cluster's Node objects:
 
 * each instance HyperPod shows Running has a Node ``hyperpod-<instance id>`` (or, on a scenario whose

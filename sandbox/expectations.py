@@ -6,7 +6,7 @@ expected and what happened, so a failed drill is one line per broken expectation
 every job, no message the record contradicts. So ``make drill`` in a platform team's CI fails on an
 escalation unless the scenario says that is what it is for.
 
-What each expectation reads from the report (sandbox/report.py):
+What each expectation reads from the report (sandbox/report/):
     outcomes                  incidents[].outcome, as a multiset (order is not asserted)
     resubmissions             copies made: Slurm submissions of an old job / EKS re-creations
     node_repairs              nodes HyperPod replaced or rebooted (replacements[], reboots[])

@@ -73,7 +73,7 @@ class KubeTrainingSimulator:
     full / its pods as a Slurm copy's is. A copy stops checkpointing at the first fault that hit it
     (``hit_at``: virtual seconds, given the object), as on Slurm.
 
-    Not wired yet: the drill runner (sandbox/runner.py _populate_eks) would make it for a scenario with
+    Not wired yet: the drill runner (sandbox/runner/drill.py _populate_eks) would make it for a scenario with
     jobs.*.training and call ``advance`` where it advances the Slurm one (_between)."""
 
     def __init__(

@@ -30,7 +30,7 @@ from sandbox.training import _env_of
 
 
 class Copy(Protocol):
-    """What the fleet reads of one copy of a job (sandbox/slurm.py SlurmJob has these fields)."""
+    """What the fleet reads of one copy of a job (sandbox/slurm/records.py SlurmJob has these fields)."""
 
     job_id: str
     state: str  # RUNNING while it runs

@@ -31,6 +31,20 @@ class Price:
         return self.usd / self.per
 
 
+def _s3_requests(key: str, what: str, usd: float) -> Price:
+    """An S3 Standard request price, per 1,000 requests (read where a third party quotes AWS's page)."""
+    return Price(
+        key,
+        f"S3 Standard: {what}",
+        usd,
+        1_000,
+        "requests",
+        "https://aws.amazon.com/s3/pricing/",
+        confirmed=False,
+        quoted_by="https://c3x.dev/blog/s3-request-fees-explained",
+    )
+
+
 PRICES: dict[str, Price] = {
     p.key: p
     for p in (
@@ -103,26 +117,8 @@ PRICES: dict[str, Price] = {
             confirmed=False,
             quoted_by="https://www.factualminds.com/blog/amazon-sns-pricing-publishes-fanout-protocols/",
         ),
-        Price(
-            "s3_get",
-            "S3 Standard: GET, HEAD",
-            0.0004,
-            1_000,
-            "requests",
-            "https://aws.amazon.com/s3/pricing/",
-            confirmed=False,
-            quoted_by="https://c3x.dev/blog/s3-request-fees-explained",
-        ),
-        Price(
-            "s3_list",
-            "S3 Standard: PUT, COPY, POST, LIST",
-            0.005,
-            1_000,
-            "requests",
-            "https://aws.amazon.com/s3/pricing/",
-            confirmed=False,
-            quoted_by="https://c3x.dev/blog/s3-request-fees-explained",
-        ),
+        _s3_requests("s3_get", "GET, HEAD", 0.0004),
+        _s3_requests("s3_list", "PUT, COPY, POST, LIST", 0.005),
         Price(
             "eventbridge_aws_event",
             "EventBridge: an AWS service's event to the default bus",

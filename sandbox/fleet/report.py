@@ -1,4 +1,4 @@
-"""What a fleet run cost, from the drill's own report (sandbox/report.py) and the fleet's bookkeeping:
+"""What a fleet run cost, from the drill's own report (sandbox/report/) and the fleet's bookkeeping:
 per job its effective training time ratio (ETTR) and where the rest went; the incidents, the pages,
 the safety limits met; what the pipeline costs per day and a month at list prices
 (sandbox/fleet/cost.py, prices.py); the largest item and state it made; and the run over time, its
@@ -24,17 +24,22 @@ from __future__ import annotations
 import math
 import statistics
 from collections import Counter
+from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from hyperpod_recovery.adapters.ledger import DynamoLedger
 from hyperpod_recovery.domain.messages.severity import severity_of
 from hyperpod_recovery.models.records import IncidentRecord
+from sandbox.aws import SandboxAWS
+from sandbox.clock import VirtualClock
+from sandbox.fleet.copies import FleetCopies
 from sandbox.fleet.cost import lambda_memory_mb, monthly_cost, price_table
+from sandbox.fleet.plan import FleetPlan, Hit
 from sandbox.fleet.series import fleet_series
-
-if TYPE_CHECKING:
-    from sandbox.fleet.runner import FleetPlan, FleetRunner, Hit
+from sandbox.fleet.trace import Failure, Trace
+from sandbox.fleet.training import FleetTraining
+from sandbox.hyperpod import HyperPodDouble
 
 # The limits the run is held against.
 DYNAMODB_ITEM_LIMIT = 400 * 1024  # bytes (DynamoDB counts 400 KB as 400 × 1,024)
@@ -44,6 +49,43 @@ RECOVERY_DOWNTIME_GOAL_PERCENT = 0.5  # issue 34's goal, of the run's time, at 2
 TEMPLATE = Path(__file__).resolve().parents[2] / "template.yaml"
 # When template.yaml names none (Lambda's own default is 128 MB; the project's Globals say 256).
 DEFAULT_LAMBDA_MEMORY_MB = 256
+
+
+class FleetSource(Protocol):
+    """What the fleet report reads of a fleet run (sandbox/fleet/runner.py's FleetRunner, which
+    imports this report to write it)."""
+
+    plan: FleetPlan
+    trace: Trace
+    epoch: datetime
+    clock: VirtualClock
+    aws: SandboxAWS
+    double: HyperPodDouble
+    hits: list[Hit]
+    skipped: list[Failure]
+    not_sent: list[Failure]
+    handled_at: dict[Failure, float]
+    found_by_detector: set[Failure]
+    fleet_training: FleetTraining | None
+    fleet_copies: FleetCopies | None
+    largest_item: tuple[int, str]
+    progress_bytes_per_tick: int
+    wall_seconds: float
+    detector_ticks: list[tuple[float, Any]]
+    quiet_sweeps: int
+    quiet_sweep_calls: Counter[str] | None
+    quiet_ticks: int
+    quiet_tick_calls: Counter[str] | None
+    quiet_poll_calls: Counter[str]
+
+    @property
+    def quiet_polls(self) -> int: ...
+    def counted_api_calls(self) -> Counter[str]: ...
+    def counted_kubernetes_calls(self) -> int: ...
+    def counted_detector_ticks(self) -> int: ...
+    def throttling_met(self) -> int: ...
+    def orchestrator_second_copies(self) -> list[dict[str, Any]]: ...
+    def hostnames_of(self, failure: Failure) -> set[str]: ...
 
 
 def _percentile(values: list[float], q: float) -> float | None:
@@ -65,7 +107,7 @@ def _union_length(intervals: list[tuple[float, float]], window: tuple[float, flo
     return total
 
 
-def fleet_report(runner: FleetRunner, drill: dict[str, Any]) -> dict[str, Any]:
+def fleet_report(runner: FleetSource, drill: dict[str, Any]) -> dict[str, Any]:
     plan, trace = runner.plan, runner.trace
     end = plan.days * 86_400.0
     weeks = plan.days / 7
@@ -82,37 +124,7 @@ def fleet_report(runner: FleetRunner, drill: dict[str, Any]) -> dict[str, Any]:
     hits: list[dict[str, Any]] = []
     for hit in runner.hits:
         hits.append(_hit_parts(runner, hit, end))
-    jobs = []
-    for job_id, first, last in plan.job_ranges():
-        mine = [h for h in hits if h["job"] == job_id]
-        copies = [c for c in training.copies.values() if c.root == job_id]
-        checkpoints = sum(c.checkpoints_by(end, plan.checkpoint_interval_seconds) for c in copies)
-        parts = {
-            "lost_work": sum(h["lost_work"] for h in mine),
-            "detection": sum(h["detection"] for h in mine),
-            "pipeline": sum(h["pipeline"] for h in mine),
-            "provisioning_wait": sum(h["provisioning_wait"] for h in mine),
-            "restart": sum(h["restart"] for h in mine),
-            "checkpoint_cost": checkpoints * plan.checkpoint_cost_seconds,
-        }
-        lost = sum(parts.values())
-        jobs.append(
-            {
-                "job": job_id,
-                "nodes": last - first + 1,
-                "hits": len(mine),
-                "not_running_at_end": any(h["restarted_at"] is None for h in mine),
-                "ettr": round(max(0.0, end - lost) / end, 5),
-                "seconds_lost": {k: round(v, 1) for k, v in parts.items()},
-                # Of the provisioning wait: reboots that did not help, until the ladder replaced the node.
-                "failed_reboot_wait_seconds": round(sum(h["failed_reboot_wait"] for h in mine), 1),
-                "ettr_points_lost": {k: round(100 * v / end, 3) for k, v in parts.items()},
-                # Issue 34's goal (<= 0.5 % at 2,048 nodes with spares or shrink): the downtime the recovery
-                # itself made, its own steps and the wait for HyperPod's repair it chose to wait for; not the
-                # fault's lost work and detection, nor the job's own start-up.
-                "recovery_downtime_percent": round(100 * (parts["pipeline"] + parts["provisioning_wait"]) / end, 3),
-            }
-        )
+    jobs = _jobs(plan, training, hits, end)
     downtimes = [h["downtime"] for h in hits if h["restarted_at"] is not None]
 
     # Incidents, pages, safety.
@@ -138,29 +150,8 @@ def fleet_report(runner: FleetRunner, drill: dict[str, Any]) -> dict[str, Any]:
     scan_units_per_tick = math.ceil(runner.progress_bytes_per_tick / 4096) / 2  # (a Scan reads eventually consistent: half a unit per 4 KB)
     report = {
         "fleet_report_version": 1,
-        "plan": {
-            "nodes": plan.nodes,
-            "days": plan.days,
-            "jobs": f"{plan.mix.count}x{plan.mix.nodes_each}",
-            "spares": plan.spares,
-            "orchestrator": plan.orchestrator,
-            "seed": trace.spec.seed,
-            "rate_per_1000_node_days": trace.spec.rate_per_1000_node_days,
-            "correlated_share": trace.spec.correlated_share,
-            "checkpoint_interval_seconds": plan.checkpoint_interval_seconds,
-            "checkpoint_cost_seconds": plan.checkpoint_cost_seconds,
-            "restart_seconds": plan.restart_seconds,
-        },
-        "trace": {
-            "failures": len(trace.failures),
-            "by_remedy": dict(trace.by_remedy()),
-            "by_fault": dict(trace.counts().most_common()),
-            "racks": sum(1 for f in trace.failures if f.correlated),
-            "gate_fails": sum(1 for f in trace.failures if f.gate_fails),
-            "reboot_fails": sum(1 for f in trace.failures if f.reboot_fails),
-            "job_faults_on_a_job_not_running": len(runner.skipped),
-            "job_faults_not_sent": len(runner.not_sent),
-        },
+        "plan": _plan(plan, trace),
+        "trace": _trace(runner),
         "hangs": _hangs(runner),
         "jobs": jobs,
         "job_downtime_seconds": {
@@ -219,7 +210,75 @@ def fleet_report(runner: FleetRunner, drill: dict[str, Any]) -> dict[str, Any]:
     return report
 
 
-def second_copies(runner: FleetRunner, end: float) -> list[dict[str, Any]]:
+def _jobs(plan: FleetPlan, training: FleetTraining, hits: list[dict[str, Any]], end: float) -> list[dict[str, Any]]:
+    """Per job: its hits, its ETTR, and the seconds lost by where they went."""
+    jobs = []
+    for job_id, first, last in plan.job_ranges():
+        mine = [h for h in hits if h["job"] == job_id]
+        copies = [c for c in training.copies.values() if c.root == job_id]
+        checkpoints = sum(c.checkpoints_by(end, plan.checkpoint_interval_seconds) for c in copies)
+        parts = {
+            "lost_work": sum(h["lost_work"] for h in mine),
+            "detection": sum(h["detection"] for h in mine),
+            "pipeline": sum(h["pipeline"] for h in mine),
+            "provisioning_wait": sum(h["provisioning_wait"] for h in mine),
+            "restart": sum(h["restart"] for h in mine),
+            "checkpoint_cost": checkpoints * plan.checkpoint_cost_seconds,
+        }
+        lost = sum(parts.values())
+        jobs.append(
+            {
+                "job": job_id,
+                "nodes": last - first + 1,
+                "hits": len(mine),
+                "not_running_at_end": any(h["restarted_at"] is None for h in mine),
+                "ettr": round(max(0.0, end - lost) / end, 5),
+                "seconds_lost": {k: round(v, 1) for k, v in parts.items()},
+                # Of the provisioning wait: reboots that did not help, until the ladder replaced the node.
+                "failed_reboot_wait_seconds": round(sum(h["failed_reboot_wait"] for h in mine), 1),
+                "ettr_points_lost": {k: round(100 * v / end, 3) for k, v in parts.items()},
+                # Issue 34's goal (<= 0.5 % at 2,048 nodes with spares or shrink): the downtime the recovery
+                # itself made, its own steps and the wait for HyperPod's repair it chose to wait for; not the
+                # fault's lost work and detection, nor the job's own start-up.
+                "recovery_downtime_percent": round(100 * (parts["pipeline"] + parts["provisioning_wait"]) / end, 3),
+            }
+        )
+    return jobs
+
+
+def _plan(plan: FleetPlan, trace: Trace) -> dict[str, Any]:
+    """The run as planned: the fleet, its failure trace's draw, its checkpointing."""
+    return {
+        "nodes": plan.nodes,
+        "days": plan.days,
+        "jobs": f"{plan.mix.count}x{plan.mix.nodes_each}",
+        "spares": plan.spares,
+        "orchestrator": plan.orchestrator,
+        "seed": trace.spec.seed,
+        "rate_per_1000_node_days": trace.spec.rate_per_1000_node_days,
+        "correlated_share": trace.spec.correlated_share,
+        "checkpoint_interval_seconds": plan.checkpoint_interval_seconds,
+        "checkpoint_cost_seconds": plan.checkpoint_cost_seconds,
+        "restart_seconds": plan.restart_seconds,
+    }
+
+
+def _trace(runner: FleetSource) -> dict[str, Any]:
+    """What the trace held, and the job-only faults that could not happen."""
+    trace = runner.trace
+    return {
+        "failures": len(trace.failures),
+        "by_remedy": dict(trace.by_remedy()),
+        "by_fault": dict(trace.counts().most_common()),
+        "racks": sum(1 for f in trace.failures if f.correlated),
+        "gate_fails": sum(1 for f in trace.failures if f.gate_fails),
+        "reboot_fails": sum(1 for f in trace.failures if f.reboot_fails),
+        "job_faults_on_a_job_not_running": len(runner.skipped),
+        "job_faults_not_sent": len(runner.not_sent),
+    }
+
+
+def second_copies(runner: FleetSource, end: float) -> list[dict[str, Any]]:
     """Each moment a copy of a job began while another copy of it still ran (or had not ended:
     a cancelled Slurm job until its KillWait is over, or for ever if it never ends), from the
     orchestrator's own record of when each ran; the pipeline must never make one."""
@@ -247,7 +306,7 @@ def second_copies(runner: FleetRunner, end: float) -> list[dict[str, Any]]:
     return found
 
 
-def _hangs(runner: FleetRunner) -> dict[str, Any]:
+def _hangs(runner: FleetSource) -> dict[str, Any]:
     """The hang detector over the run: its ticks, its verdicts, and the failures it found first (a
     silent hang is found by nothing else; an NCCL watchdog's fault before the watchdog ends it)."""
     answers = [answer for _, answer in runner.detector_ticks if isinstance(answer, dict)]
@@ -272,7 +331,7 @@ def _hangs(runner: FleetRunner) -> dict[str, Any]:
     }
 
 
-def _per_incident(runner: FleetRunner, calls: Counter[str], transitions: int, incidents: int) -> dict[str, Any]:
+def _per_incident(runner: FleetSource, calls: Counter[str], transitions: int, incidents: int) -> dict[str, Any]:
     """What one incident costs, whatever the fleet's size should not change it (issue 34): the run's
     calls less the quiet sweeps', ticks' and polls' (a cost per day, not per incident), and its transitions, over its
     incidents; the SageMaker calls by API, where a read of the whole cluster would show."""
@@ -296,7 +355,7 @@ def _per_incident(runner: FleetRunner, calls: Counter[str], transitions: int, in
     }
 
 
-def _hit_parts(runner: FleetRunner, hit: Hit, end: float) -> dict[str, Any]:
+def _hit_parts(runner: FleetSource, hit: Hit, end: float) -> dict[str, Any]:
     training = runner.fleet_training
     assert training is not None
     later = sorted(
@@ -395,7 +454,7 @@ def planner_inputs(plan: FleetPlan, failures: int, phases: dict[str, float | Non
     return inputs
 
 
-def _phase_medians(runner: FleetRunner, records: dict[str, IncidentRecord]) -> dict[str, float | None]:
+def _phase_medians(runner: FleetSource, records: dict[str, IncidentRecord]) -> dict[str, float | None]:
     """Median seconds of each recovery phase over the node incidents that recovered; ``detect`` is the
     failure to its execution's start (measured per failure); ``restart`` is the plan's (modelled)."""
     durations: dict[str, list[float]] = {name: [] for name in PHASE_SOURCES}

@@ -1,4 +1,4 @@
-"""Run a failure trace through the real pipeline in the sandbox: the drill runner (sandbox/runner.py),
+"""Run a failure trace through the real pipeline in the sandbox: the drill runner (sandbox/runner/),
 its moto stack, state machines, handlers, HyperPod double and simulated Slurm, fed a whole fleet's
 trace instead of a scenario's few faults.
 
@@ -28,9 +28,8 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 from unittest import mock
 
 from moto.dynamodb.models import DynamoDBBackend, dynamodb_backends
@@ -39,6 +38,8 @@ from hyperpod_recovery.models.progress import progress_item
 from sandbox.aws import REGION
 from sandbox.clock import DRIVER
 from sandbox.fleet.copies import FleetCopies, KubeCopies, SlurmCopies
+from sandbox.fleet.plan import WORKERS, FleetPlan, Hit
+from sandbox.fleet.plan import JobMix as JobMix  # (where the fleet's callers have always found it)
 from sandbox.fleet.progress import FleetProgress, Stop, rules_of
 from sandbox.fleet.report import fleet_report
 from sandbox.fleet.trace import Failure, Trace
@@ -46,14 +47,11 @@ from sandbox.fleet.training import FleetTraining
 from sandbox.hyperpod import ACCOUNT, SimNode
 from sandbox.report import build_report
 from sandbox.runner import HANG_DETECTOR_FUNCTION, POLLER_FUNCTION, Delivery, DrillRunner
-from sandbox.scenario import FaultSpec, Scenario
+from sandbox.scenario import FaultSpec
 from sandbox.slurm import SimulatedController
 
-WORKERS = "workers"
-CONTROLLER_GROUP = {"name": "controller", "type": "Controller", "count": 1, "instance_type": "ml.m5.2xlarge"}
 # No execution ended for this long before a scheduled sweep: it can find nothing (it looks 10 minutes back).
 QUIET_SECONDS = 900.0
-CHECKPOINT_BUCKET = "fleet-checkpoints"
 # What the fleet report keeps of the drill's own report (the rest is per incident: thousands of lines).
 DRILL_KEYS = (
     "api_calls",
@@ -65,116 +63,6 @@ DRILL_KEYS = (
     "intake",
     "ledger_at_end",
 )
-
-
-@dataclass(frozen=True)
-class JobMix:
-    count: int
-    nodes_each: int
-
-    @classmethod
-    def parse(cls, text: str, nodes: int) -> JobMix:
-        """ "8x256" (8 jobs of 256 nodes), or "1" (one job on every node)."""
-        count, _, size = text.lower().partition("x")
-        mix = cls(int(count), int(size) if size else nodes // int(count))
-        if mix.count < 1 or mix.nodes_each < 1 or mix.count * mix.nodes_each > nodes:
-            raise ValueError(f"job mix {text!r} does not fit {nodes} nodes")
-        return mix
-
-
-@dataclass(frozen=True)
-class FleetPlan:
-    nodes: int
-    days: float
-    mix: JobMix
-    spares: int = 0
-    checkpoint_interval_seconds: float = 1800.0
-    checkpoint_cost_seconds: float = 30.0  # ASSUMPTION: a blocking save's stall (Meta: O(10 s) with async writes)
-    restart_seconds: float = 300.0  # ASSUMPTION: a copy's start to its first step (NCCL init, checkpoint load; Meta's u0 5-20 min)
-    steps_per_checkpoint: int = 100
-    agent_seconds: float = 2.0
-    cluster: str = "llm-train"
-    orchestrator: Literal["slurm", "eks"] = "slurm"
-
-    @property
-    def step_seconds(self) -> float:
-        return self.checkpoint_interval_seconds / self.steps_per_checkpoint
-
-    def job_ranges(self) -> list[tuple[str, int, int]]:
-        return [(str(1001 + k), k * self.mix.nodes_each, (k + 1) * self.mix.nodes_each - 1) for k in range(self.mix.count)]
-
-    def scenario(self, trace: Trace) -> Scenario:
-        jobs = [
-            {
-                "id": job_id,
-                "name": f"pretrain-{k}",
-                "nodes": f"{WORKERS}:{first}-{last}",
-                "checkpoint_uri": f"s3://{CHECKPOINT_BUCKET}/pretrain-{k}",
-                "checkpoints": [{"step": self.steps_per_checkpoint, "shards": 1}],
-                # (its submission opted in to progress monitoring: the hang detector may act on it)
-                "progress": {"step_seconds": self.step_seconds, "step": self.steps_per_checkpoint, "reports_waits": True},
-                # (on EKS: a PyTorchJob that opted in to our recovery, its replicas never restarted by Kubeflow)
-                **({"kubernetes": {"kind": "PyTorchJob", "namespace": "training", "recover": True}} if self.orchestrator == "eks" else {}),
-            }
-            for k, (job_id, first, last) in enumerate(self.job_ranges())
-        ]
-        # (on EKS, kube-scheduler places a re-created job's pods on the Ready nodes that take them)
-        kubernetes = {"kubernetes": {"scheduler": True}} if self.orchestrator == "eks" else {}
-        faults = [self.fault(failure) for failure in trace.failures]
-        return Scenario.model_validate(
-            {
-                "name": f"fleet-{self.nodes}n-{self.days:g}d".replace(".", "-"),
-                "description": f"fleet drill: {self.nodes} nodes ({self.spares} spare), {self.days:g} days, "
-                f"jobs {self.mix.count}x{self.mix.nodes_each}, {len(trace.failures)} failures (seed {trace.spec.seed})",
-                "cluster": {
-                    "name": self.cluster,
-                    "orchestrator": self.orchestrator,
-                    **kubernetes,
-                    "instance_groups": [
-                        # (an EKS cluster has no controller node: its control plane is EKS's)
-                        *([] if self.orchestrator == "eks" else [CONTROLLER_GROUP]),
-                        {"name": WORKERS, "type": "Compute", "count": self.nodes + self.spares},
-                    ],
-                },
-                "jobs": jobs,
-                # (a drill needs a fault: a trace without one gets another cluster's event, which the stack ignores)
-                "faults": faults or [{"at": 1.0, "kind": "node_health", "node": f"{WORKERS}:0", "foreign_cluster": True}],
-                "behaviour": {"agent_seconds": self.agent_seconds},
-            }
-        )
-
-    def job_of(self, node: int) -> str:
-        """The job a job-only fault drawn on ``node`` hits: the one that runs there (a spare's: one in turn)."""
-        ranges = self.job_ranges()
-        for job_id, first, last in ranges:
-            if first <= node <= last:
-                return job_id
-        return ranges[node % len(ranges)][0]
-
-    def fault(self, failure: Failure) -> dict[str, Any]:
-        at = failure.at + failure.detect_seconds
-        if failure.remedy == "hang":
-            # (its node is chosen when it happens: the job's nodes then, FleetRunner._hang_onset)
-            return {"at": at, "kind": "hang", "job": self.job_of(failure.nodes[0])}
-        if failure.remedy == "job":
-            return {"at": at, "kind": "job_failed", "job": self.job_of(failure.nodes[0]), "job_state": "FAILED", "exit_code": 1}
-        return {
-            "at": at,
-            "kind": "node_health",
-            "nodes": [f"{WORKERS}:{n}" for n in failure.nodes],
-            "reason": f"HyperPod Health Monitoring Agent (HMA) has detected fault type {failure.hmm_fault} on this node and is unhealthy.",
-        }
-
-
-@dataclass
-class Hit:
-    """A failure as a job felt it: when it stopped training, its last checkpoint before, which copy."""
-
-    failure: Failure
-    root: str
-    copy: str
-    at: float
-    last_checkpoint_at: float
 
 
 class FleetRunner(DrillRunner):
@@ -209,7 +97,7 @@ class FleetRunner(DrillRunner):
         self.detector_ticks: list[tuple[float, Any]] = []  # (moment, the tick's answer) of each tick run
         self.quiet_ticks = 0
         self.quiet_tick_calls: Counter[str] | None = None
-        # EKS: Find Failed Jobs' schedule (sandbox/runner.py runs it where a job failed): a quiet poll's calls.
+        # EKS: Find Failed Jobs' schedule (sandbox/runner/ runs it where a job failed): a quiet poll's calls.
         self.quiet_poll_calls: Counter[str] = Counter()
         self.quiet_poll_kubernetes_calls = 0
         self._ticked_to = 0.0
@@ -249,7 +137,7 @@ class FleetRunner(DrillRunner):
     # --- running ---------------------------------------------------------------------------
     def run_fleet(self) -> dict[str, Any]:
         """Deliver the whole trace, let every execution finish: the fleet report (sandbox/fleet/report.py),
-        with the drill's own report (sandbox/report.py) under ``drill``."""
+        with the drill's own report (sandbox/report/) under ``drill``."""
         started = time.perf_counter()
         with self.deployed():
             self._measure_items()

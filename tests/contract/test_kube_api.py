@@ -1,4 +1,4 @@
-"""The Kubernetes API port: the in-memory API server (sandbox/kube.py FakeKube) and the real adapter
+"""The Kubernetes API port: the in-memory API server (sandbox/kube/ FakeKube) and the real adapter
 (adapters/kubernetes.py KubernetesApi) meet the same expectations.
 
 The real adapter talks HTTPS to a local server (pytest-httpserver, with a CA made here, so the CA

@@ -1,5 +1,5 @@
 """The drill is an instrument: the same scenario gives the same report every time, however busy the
-machine and however many drills run at once, and it never hangs (sandbox/clock.py, sandbox/slurm.py)."""
+machine and however many drills run at once, and it never hangs (sandbox/clock.py, sandbox/slurm/)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The report's time split, for every drill: phases come from what happened whatever the outcome,
 the parts add up to the workflow time (in the JSON and as printed), and waiting on AWS, on the
-agent, on a backoff or on another incident is never called pipeline overhead (sandbox/report.py)."""
+agent, on a backoff or on another incident is never called pipeline overhead (sandbox/report/)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The EKS tests' clock, and a re-creation retried the way the workflow retries it.
 
-A stopped job's pods are Terminating through their grace period (sandbox/kube.py), and its copy is
+A stopped job's pods are Terminating through their grace period (sandbox/kube/), and its copy is
 made only once they are gone: Resubmit Job answers OldCopyStillStopping until then, and the workflow
 tries it again a while later (its Retry on that error). ``until_stopped`` does the same on a virtual
 clock, so a test states what the workflow sees at the end."""

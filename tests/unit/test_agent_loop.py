@@ -1,4 +1,4 @@
-"""The agent's loop: command queue on moto's SQS, Slurm simulated (sandbox/slurm.py), and the
+"""The agent's loop: command queue on moto's SQS, Slurm simulated (sandbox/slurm/), and the
 three Step Functions task calls recorded by a double that can refuse them like the service does."""
 
 from __future__ import annotations

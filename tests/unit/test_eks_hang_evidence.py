@@ -1,5 +1,5 @@
 """A hung EKS job's evidence (capture_hang_evidence), carried out by the EKS orchestrator against the
-schema-checked API server (sandbox/kube.py): the job's conditions and events, each node's pod log
+schema-checked API server (sandbox/kube/): the job's conditions and events, each node's pod log
 tail and its signature; read-only, within the capture's time, a refused read said and never raised."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """A Kubernetes node through a recovery (domain/nodes/eks_nodes.py), applied to a schema-checked API server
-(sandbox/kube.py): every patch the rules write must store a valid Node, and give the node back as
+(sandbox/kube/): every patch the rules write must store a valid Node, and give the node back as
 it was before us, whatever it looked like.
 """
 

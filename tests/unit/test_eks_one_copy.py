@@ -1,7 +1,7 @@
 """One live copy of a job on EKS (adapters/eks_orchestrator.py resubmit): the old job is stopped the
 way the controller that owns it honours (Kueue: its Workload's spec.active; otherwise
 runPolicy.suspend), the stop is read back before anything is created, and where it cannot be made
-certain nothing is created. The API server (sandbox/kube.py) runs Kubeflow's training operator and,
+certain nothing is created. The API server (sandbox/kube/) runs Kubeflow's training operator and,
 where asked, Kueue, so what they would undo is undone here too."""
 
 from __future__ import annotations

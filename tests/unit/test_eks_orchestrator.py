@@ -1,5 +1,5 @@
 """The EKS orchestrator (adapters/eks_orchestrator.py) carries the workflow's commands out against the
-schema-checked API server (sandbox/kube.py) and answers the waiting task itself."""
+schema-checked API server (sandbox/kube/) and answers the waiting task itself."""
 
 from __future__ import annotations
 

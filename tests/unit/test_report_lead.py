@@ -1,5 +1,5 @@
 """The drill report leads with the jobs (terminal and HTML), keeps a storm's lines bounded, draws
-only the phases it uses, and shows a dry run's "would do" (sandbox/report.py, sandbox/html_report.py)."""
+only the phases it uses, and shows a dry run's "would do" (sandbox/report/, sandbox/html_report.py)."""
 
 from __future__ import annotations
 

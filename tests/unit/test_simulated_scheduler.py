@@ -1,4 +1,4 @@
-"""The simulated slurmctld's scheduler (sandbox/slurm.py): a pending resubmission starts when enough
+"""The simulated slurmctld's scheduler (sandbox/slurm/): a pending resubmission starts when enough
 nodes are free, on spares if its old nodes are not, never on a drained, down, busy or excluded node;
 the moment it starts is what the drill report's job downtime is measured to."""
 
