@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypedDict, TypeVar, overload
 
 import boto3
 from aws_lambda_powertools.metrics import MetricUnit
@@ -53,6 +53,19 @@ if TYPE_CHECKING:
     from hyperpod_recovery.domain.jobs.job_failure import RestartPolicy
     from hyperpod_recovery.domain.messages.advice import Deployment
     from hyperpod_recovery.domain.policy.safety import SafetyPolicy
+
+
+class RecordPorts(TypedDict):
+    """What both workflows' Record steps are given besides their input (steps/record_outcome.py)."""
+
+    ledger: Ledger
+    notifier: Notifier
+    cluster: str
+    escalation_hold: timedelta
+    now: datetime
+    orchestrator: Literal["slurm", "eks"]
+    deployment: Deployment
+    stack_dry_run: bool
 
 
 @dataclass
@@ -164,6 +177,19 @@ class Dependencies:
         from hyperpod_recovery.domain.messages.advice import Deployment
 
         return Deployment(stack=self.settings.stack_name, ledger_table=self.settings.ledger_table)
+
+    def record_ports(self) -> RecordPorts:
+        s = self.settings
+        return RecordPorts(
+            ledger=self.ledger,
+            notifier=self.notifier,
+            cluster=s.cluster_name,
+            escalation_hold=self.escalation_hold,
+            now=self.now(),
+            orchestrator=s.orchestrator,
+            deployment=self.deployment,
+            stack_dry_run=s.dry_run,
+        )
 
     def execution_url(self, execution_name: str, workflow: str = "node") -> str:
         machine = self.settings.state_machine_arn if workflow == "node" else self.settings.job_state_machine_arn
