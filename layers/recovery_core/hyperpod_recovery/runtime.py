@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import lru_cache
@@ -412,6 +412,32 @@ def workflow_step(model: type[ModelT]) -> Callable[[Callable[[ModelT, Dependenci
             step = parse_input(model, event)
             result = fn(step, deps.for_dry_run() if requests_dry_run(step) else deps)
             return result.model_dump(mode="json") if isinstance(result, BaseModel) else result
+
+        return handler
+
+    return decorate
+
+
+CountedFn = Callable[[Any, Any, Dependencies], dict[str, int]]
+
+
+def counted_run(counts: Mapping[str, str], message: str) -> Callable[[CountedFn], Callable[..., Any]]:
+    """Turn ``fn(event, context, deps) -> counts`` into the handler of a scheduled or subscribed
+    function (no workflow input): each of ``counts`` (key -> metric name) is emitted every run, a
+    zero too (an alarm sees a zero, not a gap), and the counts are logged as ``message``."""
+
+    def decorate(fn: CountedFn) -> Callable[..., Any]:
+        @logger.inject_lambda_context(clear_state=True)
+        @metrics.log_metrics
+        @functools.wraps(fn)
+        def handler(event: dict[str, Any], context: Any, deps: Dependencies | None = None) -> dict[str, int]:
+            deps = deps or default_dependencies()
+            metrics.add_dimension(name="cluster", value=deps.settings.cluster_name)
+            done = fn(event, context, deps)
+            for key, metric in counts.items():
+                metrics.add_metric(name=metric, unit=MetricUnit.Count, value=done.get(key, 0))
+            logger.info(message, extra=done)
+            return done
 
         return handler
 
