@@ -34,7 +34,11 @@ def scenarios() -> list[str]:
 def comparable_report(scenario: str) -> dict[str, Any]:
     """The drill's report as JSON would carry it (dates as text), without the machine's fields."""
     with tempfile.TemporaryDirectory() as tmp:
-        report = DrillRunner(load_scenario(DRILLS / f"{scenario}.json"), log_path=Path(tmp) / "lambda.log").run()
+        return comparable(DrillRunner(load_scenario(DRILLS / f"{scenario}.json"), log_path=Path(tmp) / "lambda.log").run())
+
+
+def comparable(report: dict[str, Any]) -> dict[str, Any]:
+    """A drill's report as JSON would carry it (dates as text), without the machine's fields."""
     kept = {field: value for field, value in report.items() if field not in NOT_COMPARED}
     loaded: dict[str, Any] = json.loads(json.dumps(kept, default=str))
     return loaded

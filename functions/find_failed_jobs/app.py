@@ -1,23 +1,17 @@
 """Find Failed Jobs (EKS only, every minute): start a JobRecovery for each training job that failed
 (EKS sends no event for it; on Slurm the controller agent's epilog does)."""
 
-from aws_lambda_powertools.metrics import MetricUnit
-
 from hyperpod_recovery.errors import ConfigurationError
 from hyperpod_recovery.metric_names import FAILED_JOBS_POLLED, VERDICT_NOTICES
-from hyperpod_recovery.observability import logger, metrics
-from hyperpod_recovery.runtime import Dependencies, default_dependencies
+from hyperpod_recovery.runtime import Dependencies, counted_run
 from hyperpod_recovery.steps.find_failed_jobs import Teller, find_failed_jobs
 
 
-@logger.inject_lambda_context(clear_state=True)
-@metrics.log_metrics
-def lambda_handler(event: dict, context, deps: Dependencies | None = None):
-    deps = deps or default_dependencies()
-    metrics.add_dimension(name="cluster", value=deps.settings.cluster_name)
+@counted_run(FAILED_JOBS_POLLED | VERDICT_NOTICES, "failed jobs polled")
+def lambda_handler(event: dict, context, deps: Dependencies):
     if deps.kube is None:
         raise ConfigurationError("Find Failed Jobs runs on an EKS stack (ORCHESTRATOR=eks) only")
-    counts = find_failed_jobs(
+    return find_failed_jobs(
         kube=deps.kube,
         workflows=deps.workflows,
         ledger=deps.ledger,
@@ -28,7 +22,3 @@ def lambda_handler(event: dict, context, deps: Dependencies | None = None):
         now=deps.now(),
         remaining_ms=context.get_remaining_time_in_millis,  # (the sandbox's context counts its calls' time)
     )
-    for key, metric in (FAILED_JOBS_POLLED | VERDICT_NOTICES).items():  # (every one each poll: an alarm sees a zero, not a gap)
-        metrics.add_metric(name=metric, unit=MetricUnit.Count, value=counts.get(key, 0))
-    logger.info("failed jobs polled", extra=counts)
-    return counts

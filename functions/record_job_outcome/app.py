@@ -11,15 +11,8 @@ from hyperpod_recovery.steps.record_outcome import record_outcome
 def lambda_handler(step: RecordJobOutcomeInput, deps: Dependencies):
     return record_outcome(
         step,
-        ledger=deps.ledger,
-        notifier=deps.notifier,
-        cluster=deps.settings.cluster_name,
-        escalation_hold=deps.escalation_hold,
+        **deps.record_ports(),
         execution_url=deps.execution_url(step.execution_name, workflow="job"),
-        now=deps.now(),
-        orchestrator=deps.settings.orchestrator,
-        deployment=deps.deployment,
-        stack_dry_run=deps.settings.dry_run,
         # Counted once: a rerun that answers what an earlier run recorded counts nothing again.
         on_recorded=lambda result: publish_outcome(result, JOB_OUTCOMES, "job incident recorded"),
     )

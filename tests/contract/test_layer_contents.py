@@ -1,9 +1,10 @@
 """The Lambda layer ships what the functions run, and the operator's tools stay out of it.
 
-Every module of the layer's package must be imported by some function (its handler, transitively),
-without exception: the training scripts' checkpoint library lives in training/, the operator's tools
-in cli/ (docs/decisions.md). Run in a fresh interpreter: what this test process has imported says
-nothing about the functions.
+Every module of the layer's package must be imported by some function (its handler, transitively,
+or the adapters the runtime builds when a step first asks for them), without exception: the
+training scripts' checkpoint library lives in training/, the operator's tools in cli/
+(docs/decisions.md). Run in a fresh interpreter: what this test process has imported says nothing
+about the functions.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import subprocess
 import sys
 
 from tests.conftest import ROOT
+from tests.fakes import settings_env
 
 LAYER = ROOT / "layers" / "recovery_core"
 PROBE = """
@@ -22,6 +24,15 @@ for app in sorted(pathlib.Path({functions!r}).glob("*/app.py")):
     spec = importlib.util.spec_from_file_location("handler_" + app.parent.name, app)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+# The stack's adapters are imported when a step first asks for a port: ask for all, on each orchestrator
+import dataclasses
+from hyperpod_recovery.config import Settings
+from hyperpod_recovery.runtime import Dependencies, build_dependencies
+for env in {stacks!r}:
+    built = build_dependencies(Settings.from_environ(env))
+    for deps in (built, built.for_dry_run()):
+        for port in dataclasses.fields(Dependencies):
+            getattr(deps, port.name)
 print(json.dumps(sorted(name for name in sys.modules if name.split(".")[0] in ("hyperpod_recovery", "hyperpod_recovery_cli"))))
 """
 
@@ -35,9 +46,12 @@ def _layer_modules() -> set[str]:
 
 
 def test_every_module_in_the_layer_is_one_a_function_runs_and_no_operator_tool_is_among_them() -> None:
-    # Given every handler imported the way Lambda imports it (the function's folder and the layer)
+    # Given every handler imported the way Lambda imports it (the function's folder and the layer),
+    # and every port of a Slurm and an EKS stack asked for (live and dry run)
     env = {"AWS_DEFAULT_REGION": "us-west-2", "POWERTOOLS_SERVICE_NAME": "x", "POWERTOOLS_METRICS_NAMESPACE": "y", "PATH": "/usr/bin:/bin"}
-    probe = PROBE.format(layer=str(LAYER), functions=str(ROOT / "functions"))
+    eks = settings_env(PROGRESS_TABLE="progress", ORCHESTRATOR="eks", EKS_CLUSTER_NAME="llm-eks")
+    stacks = [settings_env(PROGRESS_TABLE="progress"), eks]
+    probe = PROBE.format(layer=str(LAYER), functions=str(ROOT / "functions"), stacks=stacks)
     imported = set(json.loads(subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, check=True).stdout))
     # Then the functions import every module the layer ships ...
     assert sorted(_layer_modules() - imported) == []

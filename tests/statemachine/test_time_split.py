@@ -11,8 +11,6 @@ from typing import Any
 import pytest
 
 from sandbox.report import format_report, format_time_split
-from sandbox.runner import DrillRunner
-from sandbox.scenario import load_scenario
 from tests.conftest import EVENTS
 from tests.statemachine.conftest import only_incident
 
@@ -23,19 +21,10 @@ SCENARIOS = sorted(path.stem for path in (EVENTS / "drills").glob("*.json") if p
 TERM = re.compile(r"(?P<label>[a-z ]+) (?:(?P<minutes>\d+)m )?(?P<seconds>\d+\.\d)s")
 
 
-@pytest.fixture(scope="module")
-def report_of(tmp_path_factory: pytest.TempPathFactory) -> Drill:
-    """report_of("default"): the report of events/drills/default.json, run once for this module (a
-    drill gives the same report every time, tests/statemachine/test_drill_repeatable.py)."""
-    reports: dict[str, dict[str, Any]] = {}
-
-    def run(name: str) -> dict[str, Any]:
-        if name not in reports:
-            log = tmp_path_factory.mktemp(name) / "lambda.log"
-            reports[name] = DrillRunner(load_scenario(EVENTS / "drills" / f"{name}.json"), log_path=log).run()
-        return reports[name]
-
-    return run
+@pytest.fixture(scope="session")
+def report_of(drill_reports: Drill) -> Drill:
+    """report_of("default"): the report of events/drills/default.json, run once a session (conftest.py)."""
+    return drill_reports
 
 
 def _term(text: str) -> tuple[str, int]:

@@ -4,11 +4,13 @@ POWERTOOLS_SERVICE_NAME / POWERTOOLS_METRICS_NAMESPACE set in template.yaml Glob
 from __future__ import annotations
 
 import warnings
+from typing import TYPE_CHECKING
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
-from hyperpod_recovery.models.node_recovery import OutcomeResult
+if TYPE_CHECKING:  # (every handler imports this module: not the node workflow's models)
+    from hyperpod_recovery.models.node_recovery import OutcomeResult
 
 logger = Logger()
 metrics = Metrics()

@@ -4,7 +4,9 @@ batch, each record parsed into its event model and handled with the stack's depe
 Powertools' batch processing retries only the records whose handling raised (a transient ledger,
 Step Functions or SNS error); a body that is not the expected event is logged and dropped, since
 retrying it cannot help. Kept apart from runtime.py so that only these functions import the batch
-utilities."""
+utilities. Their handlers import the batch module before anything imports pydantic: Powertools
+loads its parser's event models (a third of a bare handler's cold start) when pydantic is already
+loaded, and the batch here uses none of them (tests/unit/test_cold_imports.py holds it)."""
 
 from __future__ import annotations
 

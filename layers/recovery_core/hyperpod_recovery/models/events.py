@@ -7,10 +7,9 @@ tests/contract/ parses every one of them.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
-from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from hyperpod_recovery.models.job_events import JobFailedDetail
 
@@ -18,6 +17,30 @@ HEALTH_EVENT_DETAIL_TYPE = "SageMaker HyperPod Cluster Node Health Event"
 EXECUTION_STATUS_DETAIL_TYPE = "Step Functions Execution Status Change"
 CLUSTER_EVENT_DETAIL_TYPE = "SageMaker HyperPod Cluster Event"
 ALARM_EVENT_DETAIL_TYPE = "CloudWatch Alarm State Change"
+
+
+class EventBridgeModel(BaseModel):
+    """An EventBridge event's envelope, as Powertools' parser models it (its EventBridgeModel, field
+    for field): importing that one loads the parser's hundred other event models at every cold start."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    version: str
+    id: str
+    source: str
+    account: str
+    time: datetime
+    region: str
+    resources: list[str]
+    detail_type: str = Field(alias="detail-type")
+    detail: Any
+    replay_name: str | None = Field(None, alias="replay-name")
+
+    @field_validator("detail", mode="before")
+    @classmethod
+    def validate_detail(cls, v: Any, info: ValidationInfo) -> Any:
+        # (as Powertools': EventBridge Scheduler sends the detail '{}' as a string)
+        return {} if info.data.get("source") == "aws.scheduler" and v == "{}" else v
 
 
 class HealthSummary(BaseModel):
