@@ -59,7 +59,7 @@ class KubernetesClusterSpec(_Strict):
     # instance's private DNS name ip-10-...compute.internal (older ones); either way each node's
     # providerID is HyperPod's aws:///<zone>/sagemaker/cluster/hyperpod-<cluster id>-<instance id>.
     node_names: Literal["hyperpod", "ip"] = "hyperpod"
-    # kube-scheduler places the pods the operator makes, one a free node (sandbox/kube.py _schedule);
+    # kube-scheduler places the pods the operator makes, one a free node (sandbox/kube/controllers.py _schedule);
     # false: they stay Pending (what the drills written before it show).
     scheduler: StrictBool = False
 
@@ -80,7 +80,7 @@ class ClusterSpec(_Strict):
     # Event"s (a replacement's end); None: the default mode, which publishes none.
     node_provisioning_mode: Literal["Continuous"] | None = None
     instance_groups: list[InstanceGroupSpec] = Field(min_length=1)
-    # EKS: what else acts on the cluster's training jobs (sandbox/kube.py models both).
+    # EKS: what else acts on the cluster's training jobs (sandbox/kube/ models both).
     kubernetes: KubernetesClusterSpec = Field(default_factory=KubernetesClusterSpec)
 
     @model_validator(mode="after")
