@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from hyperpod_recovery.errors import ControllerAgentError, InvalidCommand, JobSpecUnavailable, OldJobNotStopped
+from hyperpod_recovery.models.command_dispatch import CommandHandlers, command_reply
 from hyperpod_recovery.models.commands import (
-    COMMAND_TYPES,
     JOB_TEXT_BYTES,
     MAX_EVIDENCE_NODES,
     MAX_JOBS_CHECKED,
@@ -35,11 +35,9 @@ from hyperpod_recovery.models.commands import (
     OWNER_TAG_PREFIX,
     UNHEALTHY_REASON_KEPT,
     AgentCheckResult,
-    BootTimes,
     BootTimesResult,
     CaptureHangEvidence,
     CaptureJobSpec,
-    CheckAgent,
     CommandEnvelope,
     CommandReply,
     CordonNodes,
@@ -47,7 +45,6 @@ from hyperpod_recovery.models.commands import (
     DrainNodes,
     DrainResult,
     HangEvidenceResult,
-    JobsOnNodes,
     JobsOnNodesResult,
     JobSpec,
     JobSpecResult,
@@ -56,7 +53,6 @@ from hyperpod_recovery.models.commands import (
     NodeStates,
     NodeStatesResult,
     NodeStatus,
-    RequeueJob,
     RequeueResult,
     ResubmitJob,
     ResubmitResult,
@@ -216,47 +212,20 @@ class CommandExecutor:
 
     def execute(self, envelope: CommandEnvelope) -> CommandReply[Any]:
         started = self.now()
-        command = envelope.command
-        result: Any
-        if isinstance(command, DrainNodes):
-            result = self.drain(command)
-        elif isinstance(command, CordonNodes):
-            result = self.cordon(command)
-        elif isinstance(command, ResumeNodes):
-            result = self.resume(command)
-        elif isinstance(command, JobsOnNodes):
-            result = self.jobs_on(command.nodes)
-        elif isinstance(command, ResubmitJob):
-            result = self.resubmit(command, envelope.incident_id)
-        elif isinstance(command, NodeStates):
-            states = self.slurm.node_states(command.nodes) if command.nodes else self.not_plainly_healthy()
-            result = NodeStatesResult(
-                # (a drain reason Slurm keeps whole must not fail the answer: the classifier reads its start)
-                nodes=[NodeStatus(name=s.name, state=s.state, flags=list(s.flags), reason=s.reason[:256]) for s in states.values()]
-            )
-        elif isinstance(command, CaptureJobSpec):
-            spec = self.slurm.job(command.job_id)
-            result = JobSpecResult(job=carried(self.captured(spec), command.asked) if spec else None)
-        elif isinstance(command, RequeueJob):
-            result = RequeueResult(job_id=command.job_id, requeued=self.slurm.requeue(command.job_id))
-        elif isinstance(command, BootTimes):
-            result = BootTimesResult(nodes=self.slurm.boot_times(command.nodes))
-        elif isinstance(command, CheckAgent):
-            result = self.check()
-        elif isinstance(command, CaptureHangEvidence):
-            result = self.capture_hang_evidence(command)
-        else:  # pragma: no cover - the envelope's discriminated union admits nothing else
-            raise InvalidCommand(f"command: unknown type {type(command).__name__}")
-        return CommandReply(
-            command_id=envelope.command_id,
-            type=command.type,
-            requested_at=envelope.requested_at,
-            started_at=started,
-            completed_at=self.now(),
-            # A dry run's cordon drained nothing: its answer says what would have been drained.
-            dry_run=isinstance(command, CordonNodes) and not command.drain,
-            result=result,
+        result = HANDLERS.run(self, envelope.command, envelope.incident_id)
+        return command_reply(envelope, result, started=started, completed=self.now())
+
+    def node_states(self, command: NodeStates) -> NodeStatesResult:
+        """The nodes' Slurm states, or every node not plainly healthy (a job on more nodes than a command names)."""
+        states = self.slurm.node_states(command.nodes) if command.nodes else self.not_plainly_healthy()
+        return NodeStatesResult(
+            # (a drain reason Slurm keeps whole must not fail the answer: the classifier reads its start)
+            nodes=[NodeStatus(name=s.name, state=s.state, flags=list(s.flags), reason=s.reason[:256]) for s in states.values()]
         )
+
+    def capture_job_spec(self, command: CaptureJobSpec) -> JobSpecResult:
+        spec = self.slurm.job(command.job_id)
+        return JobSpecResult(job=carried(self.captured(spec), command.asked) if spec else None)
 
     def check(self) -> AgentCheckResult:
         """Who answers, and what slurmctld says: Slurm's version, its node count and the running jobs
@@ -267,10 +236,10 @@ class CommandExecutor:
             nodes = self.slurm.node_count()
             jobs, omitted = self.slurm.running_jobs(MAX_JOBS_CHECKED)
         except (SlurmUnreachable, SlurmCommandFailed, OSError) as exc:
-            known = sorted(COMMAND_TYPES)
+            known = list(HANDLERS.types())
             return AgentCheckResult(agent_version=__version__, slurm_reachable=False, slurm_detail=str(exc)[:512], commands=known)
         return AgentCheckResult(
-            commands=sorted(COMMAND_TYPES),
+            commands=list(HANDLERS.types()),
             agent_version=__version__,
             slurm_reachable=True,
             slurm_detail=f"{_slurmctld(version)} answers: {nodes} node(s), {len(jobs) + omitted} running job(s)",
@@ -619,6 +588,23 @@ class CommandExecutor:
             log.warning("could not read the state of job %s after submitting it", job_id, exc_info=True)
             return None
         return state[:32] if state else None
+
+
+# The agent's handler per command type (models/command_dispatch.py): it carries out every one.
+HANDLERS = CommandHandlers[CommandExecutor](
+    where="by the Slurm controller agent",
+    drain_nodes=lambda agent, command, _: agent.drain(command),
+    cordon_nodes=lambda agent, command, _: agent.cordon(command),
+    resume_nodes=lambda agent, command, _: agent.resume(command),
+    jobs_on_nodes=lambda agent, command, _: agent.jobs_on(command.nodes),
+    resubmit_job=lambda agent, command, incident_id: agent.resubmit(command, incident_id),
+    node_states=lambda agent, command, _: agent.node_states(command),
+    capture_job_spec=lambda agent, command, _: agent.capture_job_spec(command),
+    requeue_job=lambda agent, command, _: RequeueResult(job_id=command.job_id, requeued=agent.slurm.requeue(command.job_id)),
+    boot_times=lambda agent, command, _: BootTimesResult(nodes=agent.slurm.boot_times(command.nodes)),
+    check=lambda agent, _command, _incident: agent.check(),
+    capture_hang_evidence=lambda agent, command, _: agent.capture_hang_evidence(command),
+)
 
 
 def _spare_for(partition: str | None, free: Mapping[str, FreeNode], constraint: str | None = None) -> int:

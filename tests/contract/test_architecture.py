@@ -272,9 +272,7 @@ def _map_rooms() -> dict[str, set[str]]:
 
 def _tree_rooms(folder: Path) -> set[str]:
     return {
-        str(path.parent.relative_to(folder))
-        for path in folder.rglob("*.py")
-        if path.parent != folder and "__pycache__" not in path.parts
+        str(path.parent.relative_to(folder)) for path in folder.rglob("*.py") if path.parent != folder and "__pycache__" not in path.parts
     }
 
 

@@ -415,7 +415,7 @@ class CaptureHangEvidence(BaseModel):
     """A hung job's evidence, read-only and bounded in time: ``scontrol show job`` and a stack dump
     of the job's processes on ``nodes`` (``py-spy dump`` through ``srun --overlap --jobid``; the
     answer says when py-spy is not installed). On EKS: the job's conditions and events and, on each
-    node, the last lines of its pod's log (adapters/eks_orchestrator.py). Nothing is signalled,
+    node, the last lines of its pod's log (adapters/eks_orchestrator/). Nothing is signalled,
     nothing cancelled."""
 
     model_config = ConfigDict(extra="forbid")
