@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from hyperpod_recovery.errors import ControllerAgentError, InvalidCommand, JobSpecUnavailable, OldJobNotStopped
-from hyperpod_recovery.models.command_dispatch import CommandHandlers, command_reply
+from hyperpod_recovery.models.command_dispatch import CommandHandlers, command_reply, without_incident
 from hyperpod_recovery.models.commands import (
     JOB_TEXT_BYTES,
     MAX_EVIDENCE_NODES,
@@ -35,6 +35,7 @@ from hyperpod_recovery.models.commands import (
     OWNER_TAG_PREFIX,
     UNHEALTHY_REASON_KEPT,
     AgentCheckResult,
+    BootTimes,
     BootTimesResult,
     CaptureHangEvidence,
     CaptureJobSpec,
@@ -53,6 +54,7 @@ from hyperpod_recovery.models.commands import (
     NodeStates,
     NodeStatesResult,
     NodeStatus,
+    RequeueJob,
     RequeueResult,
     ResubmitJob,
     ResubmitResult,
@@ -226,6 +228,12 @@ class CommandExecutor:
     def capture_job_spec(self, command: CaptureJobSpec) -> JobSpecResult:
         spec = self.slurm.job(command.job_id)
         return JobSpecResult(job=carried(self.captured(spec), command.asked) if spec else None)
+
+    def requeue(self, command: RequeueJob) -> RequeueResult:
+        return RequeueResult(job_id=command.job_id, requeued=self.slurm.requeue(command.job_id))
+
+    def boot_times(self, command: BootTimes) -> BootTimesResult:
+        return BootTimesResult(nodes=self.slurm.boot_times(command.nodes))
 
     def check(self) -> AgentCheckResult:
         """Who answers, and what slurmctld says: Slurm's version, its node count and the running jobs
@@ -593,17 +601,17 @@ class CommandExecutor:
 # The agent's handler per command type (models/command_dispatch.py): it carries out every one.
 HANDLERS = CommandHandlers[CommandExecutor](
     where="by the Slurm controller agent",
-    drain_nodes=lambda agent, command, _: agent.drain(command),
-    cordon_nodes=lambda agent, command, _: agent.cordon(command),
-    resume_nodes=lambda agent, command, _: agent.resume(command),
+    drain_nodes=without_incident(CommandExecutor.drain),
+    cordon_nodes=without_incident(CommandExecutor.cordon),
+    resume_nodes=without_incident(CommandExecutor.resume),
     jobs_on_nodes=lambda agent, command, _: agent.jobs_on(command.nodes),
-    resubmit_job=lambda agent, command, incident_id: agent.resubmit(command, incident_id),
-    node_states=lambda agent, command, _: agent.node_states(command),
-    capture_job_spec=lambda agent, command, _: agent.capture_job_spec(command),
-    requeue_job=lambda agent, command, _: RequeueResult(job_id=command.job_id, requeued=agent.slurm.requeue(command.job_id)),
-    boot_times=lambda agent, command, _: BootTimesResult(nodes=agent.slurm.boot_times(command.nodes)),
+    resubmit_job=CommandExecutor.resubmit,
+    node_states=without_incident(CommandExecutor.node_states),
+    capture_job_spec=without_incident(CommandExecutor.capture_job_spec),
+    requeue_job=without_incident(CommandExecutor.requeue),
+    boot_times=without_incident(CommandExecutor.boot_times),
     check=lambda agent, _command, _incident: agent.check(),
-    capture_hang_evidence=lambda agent, command, _: agent.capture_hang_evidence(command),
+    capture_hang_evidence=without_incident(CommandExecutor.capture_hang_evidence),
 )
 
 

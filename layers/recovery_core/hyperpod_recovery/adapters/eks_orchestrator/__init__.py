@@ -58,7 +58,7 @@ from hyperpod_recovery.errors import (
     OldCopyStillStopping,
     TaskAnswerFailed,
 )
-from hyperpod_recovery.models.command_dispatch import CommandHandlers, CommandResult, command_reply
+from hyperpod_recovery.models.command_dispatch import CommandHandlers, CommandResult, command_reply, without_incident
 from hyperpod_recovery.models.commands import (
     MAX_JOBS_CHECKED,
     AgentCheckResult,
@@ -162,16 +162,16 @@ class EksOrchestrator(NodeCommands, JobCommands, EvidenceCommands):
 # The handler per command type (models/command_dispatch.py); requeue_job is Slurm's alone.
 HANDLERS = CommandHandlers[EksOrchestrator](
     where="on EKS-orchestrated clusters",
-    drain_nodes=lambda eks, command, _: eks.drain(command),
-    cordon_nodes=lambda eks, command, _: eks.cordon(command),
-    resume_nodes=lambda eks, command, _: eks.resume(command),
+    drain_nodes=without_incident(EksOrchestrator.drain),
+    cordon_nodes=without_incident(EksOrchestrator.cordon),
+    resume_nodes=without_incident(EksOrchestrator.resume),
     jobs_on_nodes=lambda eks, command, _: eks.jobs_on(command.nodes),
-    resubmit_job=lambda eks, command, incident_id: eks.resubmit(command, incident_id),
-    node_states=lambda eks, command, _: eks.node_states(command),
-    capture_job_spec=lambda eks, command, _: eks.capture(command),
-    boot_times=lambda eks, command, _: eks.boot_times(command),
+    resubmit_job=EksOrchestrator.resubmit,
+    node_states=without_incident(EksOrchestrator.node_states),
+    capture_job_spec=without_incident(EksOrchestrator.capture),
+    boot_times=without_incident(EksOrchestrator.boot_times),
     check=lambda eks, _command, _incident: eks.check(),
-    capture_hang_evidence=lambda eks, command, _: eks.hang_evidence(command),
+    capture_hang_evidence=without_incident(EksOrchestrator.hang_evidence),
 )
 # The commands this orchestrator carries out (the preflight compares them with what the stack sends).
 EKS_COMMANDS = HANDLERS.types()
