@@ -81,6 +81,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from hyperpod_recovery.errors import InvalidCommand
 from hyperpod_recovery.models.commands import OWNER_TAG_PREFIX
 from hyperpod_recovery.models.common import SLURM_JOB_ID_PATTERN
 from hyperpod_recovery_agent.sbatch_options import SbatchOptions, Unresumable, has_control_character, sbatch_options
@@ -140,6 +141,13 @@ class JobCapture(BaseModel):
     @classmethod
     def from_json(cls, text: str | bytes) -> JobCapture:
         return cls.model_validate_json(text)
+
+
+def ensure_resubmittable(capture: JobCapture) -> None:
+    """InvalidCommand when the capture cannot be submitted again as it was (unresumable, or no batch
+    script): what a submission checks first, the agent's sbatch and the sandbox's simulated one alike."""
+    if capture.unresumable or capture.script is None:
+        raise InvalidCommand(f"job {capture.job_id} cannot be resubmitted as it was: {capture.unresumable or 'no batch script'}")
 
 
 # --- reading what Slurm recorded ---------------------------------------------------------------

@@ -170,6 +170,7 @@ class Slurm(Protocol):
     def dump_stacks(self, job_id: str, node: str, timeout_seconds: float) -> StackDump: ...
     def capture(self, job_id: str) -> JobCapture | None: ...
     def resubmission_of(self, job_id: str) -> tuple[str, str] | None: ...
+    # (SlurmCli's also takes a nodelist and an output path: the executor gives neither)
     def submit_as_owner(
         self,
         capture: JobCapture,
@@ -177,8 +178,6 @@ class Slurm(Protocol):
         comment: str,
         extra_environment: Mapping[str, str],
         exclude_nodes: Sequence[str] = (),
-        nodelist: Sequence[str] = (),
-        output: str | None = None,
         nodes: int | None = None,
     ) -> str: ...
     def cancel(self, job_id: str) -> None: ...
