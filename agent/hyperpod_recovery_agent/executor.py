@@ -15,13 +15,11 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
-import os
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from hyperpod_recovery.errors import ControllerAgentError, InvalidCommand, JobSpecUnavailable, OldJobNotStopped
@@ -66,11 +64,12 @@ from hyperpod_recovery.models.commands import (
     carries_owner_tag,
     plainly_healthy,
 )
-from hyperpod_recovery.models.common import MAX_JOBS_PER_INCIDENT, SLURM_JOB_ID_PATTERN, matches
+from hyperpod_recovery.models.common import MAX_JOBS_PER_INCIDENT
 from hyperpod_recovery.models.manifest import RESUME_DATA_PARALLEL_ENV, RESUME_FROM_ENV, RESUME_NODES_ENV, RESUME_STEP_ENV
 from hyperpod_recovery.models.progress import PROGRESS_TABLE_ENV
 from hyperpod_recovery.redact import redact_within
 from hyperpod_recovery_agent import __version__
+from hyperpod_recovery_agent.capture import CaptureStore as CaptureStore
 from hyperpod_recovery_agent.capture import JobCapture
 from hyperpod_recovery_agent.slurm import (
     RESUBMISSION_MARK,
@@ -98,55 +97,6 @@ _JOB_STATE_FIELD = re.compile(r"(?:^|\s)JobState=(\S+)")
 
 def _utcnow() -> datetime:
     return datetime.now(UTC)
-
-
-class CaptureStore:
-    """Job captures, one file per job id, in a root-only directory on the controller (they hold the
-    owner's submission environment, which may hold secrets). ``None``: in memory, for tests."""
-
-    def __init__(self, directory: Path | None = None, keep_days: int = 7) -> None:
-        self.directory = directory
-        self.keep_seconds = keep_days * 86_400
-        self._memory: dict[str, str] = {}
-        if directory is not None:
-            directory.mkdir(parents=True, exist_ok=True)
-            directory.chmod(0o700)
-
-    def _path(self, job_id: str) -> Path:
-        if self.directory is None or not matches(SLURM_JOB_ID_PATTERN, job_id):
-            raise InvalidCommand(f"job_id: {job_id!r} is not a Slurm job id")
-        return self.directory / f"{job_id}.json"
-
-    def put(self, capture: JobCapture) -> None:
-        if self.directory is None:
-            self._memory[capture.job_id] = capture.to_json()
-            return
-        path = self._path(capture.job_id)
-        partial = path.with_suffix(".partial")
-        descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(descriptor, "w") as handle:
-            handle.write(capture.to_json())
-            handle.flush()
-            os.fsync(handle.fileno())
-        partial.replace(path)  # atomic: a crash leaves the old capture or the whole new one
-
-    def get(self, job_id: str) -> JobCapture | None:
-        if self.directory is None:
-            text = self._memory.get(job_id)
-            return None if text is None else JobCapture.from_json(text)
-        try:
-            return JobCapture.from_json(self._path(job_id).read_text())
-        except FileNotFoundError:
-            return None
-
-    def prune(self, now: float | None = None) -> int:
-        if self.directory is None:
-            return 0
-        cutoff = (now if now is not None else time.time()) - self.keep_seconds
-        old = [p for p in self.directory.glob("*.json") if p.stat().st_mtime < cutoff]
-        for path in old:
-            path.unlink(missing_ok=True)
-        return len(old)
 
 
 class Slurm(Protocol):
@@ -438,33 +388,10 @@ class CommandExecutor:
         many nodes can take the new copy at once: the copy's own and the free ones of its partition.
         With fewer, nothing is touched and the answer says so (``declined``): the shrunk copy trains on."""
         job_id = command.job_id
-        existing = self.slurm.resubmission_of(job_id)
+        existing = self._submitted_before(command, incident_id)
         if existing is not None:
-            new_id, by = existing
-            if by == incident_id:  # ours, submitted before a crash or a lost answer
-                return ResubmitResult(old_job_id=job_id, new_job_id=new_id, new_job_state=self._state_of(new_id), nodes=command.nodes)
-            # Another incident's copy is in Slurm (its ledger claim may have been given back): never two copies.
-            return ResubmitResult(
-                old_job_id=job_id, new_job_id=new_id, already_submitted=True, submitted_by=by, new_job_state=self._state_of(new_id)
-            )
-        # A grow-back reads the copy as slurmctld has it now (whose copy it is), before a capture kept earlier.
-        stopped_here = False
-        if command.require_free_nodes is not None:
-            kept = self.captures.get(job_id)
-            stopped_here = kept is not None and kept.stopped_for == incident_id
-            fresh = self.slurm.capture(job_id)
-            if fresh is not None:
-                fresh = fresh.model_copy(update={"stopped_for": kept.stopped_for if kept is not None else None})
-                self.captures.put(fresh)  # a retry after slurmctld forgot the stopped copy still has it
-            capture = fresh or kept
-        else:
-            capture = self.captures.get(job_id) or self.slurm.capture(job_id)
-        if capture is None:
-            raise JobSpecUnavailable(f"job {job_id} was never captured on this controller and slurmctld no longer knows it")
-        if capture.unresumable:
-            raise InvalidCommand(f"job {job_id} cannot be resubmitted as it was: {capture.unresumable}")
-        if command.require_free_nodes is not None and capture.resubmitted_from is None:
-            raise InvalidCommand(f"job {job_id} is no copy of ours (its comment has no {RESUBMISSION_MARK}): a grow-back never stops it")
+            return existing
+        capture, stopped_here = self._capture_to_resubmit(command, incident_id)
         current = self.slurm.job(job_id)
         unsizable = capture.options.resize_problem(command.nodes) if command.nodes is not None else None
         if unsizable is not None and command.require_free_nodes is not None:
@@ -502,6 +429,44 @@ class CommandExecutor:
         return ResubmitResult(
             old_job_id=job_id, new_job_id=new_id, cancelled_old=cancelled, new_job_state=self._state_of(new_id), nodes=command.nodes
         )
+
+    def _submitted_before(self, command: ResubmitJob, incident_id: str) -> ResubmitResult | None:
+        """The answer when a copy of the job is in Slurm already (Slurm keeps our mark in its comment):
+        ours, submitted before a crash or a lost answer, or another incident's; None: no copy yet."""
+        job_id = command.job_id
+        existing = self.slurm.resubmission_of(job_id)
+        if existing is None:
+            return None
+        new_id, by = existing
+        if by == incident_id:
+            return ResubmitResult(old_job_id=job_id, new_job_id=new_id, new_job_state=self._state_of(new_id), nodes=command.nodes)
+        # Another incident's copy is in Slurm (its ledger claim may have been given back): never two copies.
+        return ResubmitResult(
+            old_job_id=job_id, new_job_id=new_id, already_submitted=True, submitted_by=by, new_job_state=self._state_of(new_id)
+        )
+
+    def _capture_to_resubmit(self, command: ResubmitJob, incident_id: str) -> tuple[JobCapture, bool]:
+        """The capture to submit the job again from, and whether this incident's grow-back stopped it.
+        A grow-back reads the copy as slurmctld has it now (whose copy it is), before a capture kept earlier."""
+        job_id = command.job_id
+        stopped_here = False
+        if command.require_free_nodes is not None:
+            kept = self.captures.get(job_id)
+            stopped_here = kept is not None and kept.stopped_for == incident_id
+            fresh = self.slurm.capture(job_id)
+            if fresh is not None:
+                fresh = fresh.model_copy(update={"stopped_for": kept.stopped_for if kept is not None else None})
+                self.captures.put(fresh)  # a retry after slurmctld forgot the stopped copy still has it
+            capture = fresh or kept
+        else:
+            capture = self.captures.get(job_id) or self.slurm.capture(job_id)
+        if capture is None:
+            raise JobSpecUnavailable(f"job {job_id} was never captured on this controller and slurmctld no longer knows it")
+        if capture.unresumable:
+            raise InvalidCommand(f"job {job_id} cannot be resubmitted as it was: {capture.unresumable}")
+        if command.require_free_nodes is not None and capture.resubmitted_from is None:
+            raise InvalidCommand(f"job {job_id} is no copy of ours (its comment has no {RESUBMISSION_MARK}): a grow-back never stops it")
+        return capture, stopped_here
 
     def _too_few_to_grow(
         self, job_id: str, current: JobSpec | None, command: ResubmitJob, *, stopped_here: bool, constraint: str | None = None

@@ -263,35 +263,16 @@ class JobCommands(Orchestration):
                 )
             return _declined(copy_id, f"{ref.kind} {ref.namespace} uid {copy_id} no longer exists: not started again", ended=True)
         copy_ref = KubeJobRef(kind=ref.kind, namespace=ref.namespace, name=str(shrunk["metadata"]["name"]))
-        where = f"{copy_ref.kind} {copy_ref.namespace}/{copy_ref.name}"
         if command.nodes is not None:
             _check_size(shrunk, ref.kind, command.nodes)
         stopped_here = ((shrunk["metadata"].get("annotations") or {}).get(STOPPED_FOR_ANNOTATION)) == incident_id
         if not stopped_here:
-            pods = job_pods(self.kube, copy_ref, shrunk)
-            live = live_pods_of(pods, shrunk)
-            if finished(shrunk) or suspended(shrunk) or not live:
-                state = "suspended" if suspended(shrunk) and not finished(shrunk) else job_condition(shrunk)
-                return _declined(
-                    copy_id, f"{where} is {state}, and no grow-back of this incident stopped it: not started again", ended=True
-                )
-            excluded = set(command.exclude_nodes)
-            own = sorted({str(p["spec"]["nodeName"]) for p in live if (p.get("spec") or {}).get("nodeName")} - excluded)
-            needed = command.require_free_nodes or 0
-            able = len(own) + self._spare_for(own, excluded)
-            if able < needed:
-                return _declined(
-                    copy_id, f"only {able} node(s) could take it at once, {needed} needed: {where} keeps running on {len(own)} node(s)"
-                )
+            declined = self._not_grown(copy_ref, shrunk, command)
+            if declined is not None:
+                return declined
         name = self._free_name(copy_ref, shrunk, command.nodes)  # (named for its full size: before anything is stopped)
         if not stopped_here:
-            add = (
-                {"op": "add", "path": f"/metadata/annotations/{STOPPED_FOR_ANNOTATION.replace('/', '~1')}", "value": incident_id}
-                if shrunk["metadata"].get("annotations")
-                else {"op": "add", "path": "/metadata/annotations", "value": {STOPPED_FOR_ANNOTATION: incident_id}}
-            )
-            mark = [{"op": "test", "path": "/metadata/uid", "value": copy_id}, add]
-            shrunk = self.kube.patch_job(copy_ref, mark)  # (before the stop: what a retry trusts)
+            shrunk = self._mark_stopped_for(copy_ref, shrunk, incident_id)  # (before the stop: what a retry trusts)
         stopped = self._stopper.stop(copy_ref, shrunk)
         new = self._create(copy_ref, shrunk, name, command, incident_id, token, stopped=stopped)
         return ResubmitResult(
@@ -302,6 +283,33 @@ class JobCommands(Orchestration):
             new_job_state=job_condition(new),
             nodes=command.nodes,
         )
+
+    def _not_grown(self, copy_ref: KubeJobRef, shrunk: dict[str, Any], command: ResubmitJob) -> ResubmitResult | None:
+        """Why a grow-back leaves the shrunk copy as it is (it no longer runs, and this incident did not
+        stop it; or too few nodes could take its successor at once), or None: grow it back."""
+        copy_id, where = command.job_id, f"{copy_ref.kind} {copy_ref.namespace}/{copy_ref.name}"
+        live = live_pods_of(job_pods(self.kube, copy_ref, shrunk), shrunk)
+        if finished(shrunk) or suspended(shrunk) or not live:
+            state = "suspended" if suspended(shrunk) and not finished(shrunk) else job_condition(shrunk)
+            return _declined(copy_id, f"{where} is {state}, and no grow-back of this incident stopped it: not started again", ended=True)
+        excluded = set(command.exclude_nodes)
+        own = sorted({str(p["spec"]["nodeName"]) for p in live if (p.get("spec") or {}).get("nodeName")} - excluded)
+        needed = command.require_free_nodes or 0
+        able = len(own) + self._spare_for(own, excluded)
+        if able < needed:
+            return _declined(
+                copy_id, f"only {able} node(s) could take it at once, {needed} needed: {where} keeps running on {len(own)} node(s)"
+            )
+        return None
+
+    def _mark_stopped_for(self, copy_ref: KubeJobRef, shrunk: dict[str, Any], incident_id: str) -> dict[str, Any]:
+        """The copy marked as stopped by this incident's grow-back (STOPPED_FOR_ANNOTATION), if it is still this very copy."""
+        add = (
+            {"op": "add", "path": f"/metadata/annotations/{STOPPED_FOR_ANNOTATION.replace('/', '~1')}", "value": incident_id}
+            if shrunk["metadata"].get("annotations")
+            else {"op": "add", "path": "/metadata/annotations", "value": {STOPPED_FOR_ANNOTATION: incident_id}}
+        )
+        return self.kube.patch_job(copy_ref, [{"op": "test", "path": "/metadata/uid", "value": shrunk["metadata"]["uid"]}, add])
 
     def _our_recreation(self, ref: KubeJobRef, token: str) -> dict[str, Any] | None:
         """The job carrying our re-creation token, whatever its name (a retry's, or a first try's whose answer was lost)."""
