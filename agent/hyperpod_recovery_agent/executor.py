@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal, Protocol
 
 from hyperpod_recovery.errors import ControllerAgentError, InvalidCommand, JobSpecUnavailable, OldJobNotStopped
-from hyperpod_recovery.models.command_dispatch import CommandHandlers, command_reply, without_incident
+from hyperpod_recovery.models.command_dispatch import command_reply, orchestrator_handlers
 from hyperpod_recovery.models.commands import (
     JOB_TEXT_BYTES,
     MAX_EVIDENCE_NODES,
@@ -44,6 +44,7 @@ from hyperpod_recovery.models.commands import (
     DrainNodes,
     DrainResult,
     HangEvidenceResult,
+    JobsOnNodes,
     JobsOnNodesResult,
     JobSpec,
     JobSpecResult,
@@ -335,6 +336,9 @@ class CommandExecutor:
             )
         return states
 
+    def jobs_on_nodes(self, command: JobsOnNodes) -> JobsOnNodesResult:
+        return self.jobs_on(command.nodes)
+
     def jobs_on(self, nodes: Sequence[str]) -> JobsOnNodesResult:
         """The jobs holding any of ``nodes``, each captured now. Their node lists stay here: the
         workflow needs the jobs, not where else they run (a 1,000-node job on a failed node would
@@ -562,20 +566,9 @@ class CommandExecutor:
         return state[:32] if state else None
 
 
-# The agent's handler per command type (models/command_dispatch.py): it carries out every one.
-HANDLERS = CommandHandlers[CommandExecutor](
-    where="by the Slurm controller agent",
-    drain_nodes=without_incident(CommandExecutor.drain),
-    cordon_nodes=without_incident(CommandExecutor.cordon),
-    resume_nodes=without_incident(CommandExecutor.resume),
-    jobs_on_nodes=lambda agent, command, _: agent.jobs_on(command.nodes),
-    resubmit_job=CommandExecutor.resubmit,
-    node_states=without_incident(CommandExecutor.node_states),
-    capture_job_spec=without_incident(CommandExecutor.capture_job_spec),
-    requeue_job=without_incident(CommandExecutor.requeue),
-    boot_times=without_incident(CommandExecutor.boot_times),
-    check=lambda agent, _command, _incident: agent.check(),
-    capture_hang_evidence=without_incident(CommandExecutor.capture_hang_evidence),
+# The agent's handler per command type (models/command_dispatch.py): the common ones, and Slurm's requeue.
+HANDLERS = orchestrator_handlers(
+    CommandExecutor, "by the Slurm controller agent", requeue_job=lambda agent, command, _: agent.requeue(command)
 )
 
 

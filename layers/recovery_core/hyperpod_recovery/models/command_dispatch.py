@@ -11,15 +11,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from datetime import datetime
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from hyperpod_recovery.errors import InvalidCommand
 from hyperpod_recovery.models import commands as protocol
 
 # Whoever carries the commands out: a handler is called with it, the command and the incident's id.
 OrchestratorT = TypeVar("OrchestratorT")
-CommandT = TypeVar("CommandT")
-ResultT = TypeVar("ResultT")
 CommandResult = (
     protocol.DrainResult
     | protocol.CordonResult
@@ -68,11 +66,47 @@ class CommandHandlers(Generic[OrchestratorT]):
         return result
 
 
-def without_incident(
-    handler: Callable[[OrchestratorT, CommandT], ResultT],
-) -> Callable[[OrchestratorT, CommandT, str], ResultT]:
-    """A handler from a method that needs only the command (every command but a resubmission)."""
-    return lambda orchestrator, command, _incident_id: handler(orchestrator, command)
+class Orchestrator(Protocol):
+    """What an orchestrator carries the common commands out with: the Slurm agent's CommandExecutor
+    and EksOrchestrator both are one (requeue_job, Slurm's alone, is added to the agent's table)."""
+
+    def drain(self, command: protocol.DrainNodes) -> protocol.DrainResult: ...
+    def cordon(self, command: protocol.CordonNodes) -> protocol.CordonResult: ...
+    def resume(self, command: protocol.ResumeNodes) -> protocol.ResumeResult: ...
+    def jobs_on_nodes(self, command: protocol.JobsOnNodes) -> protocol.JobsOnNodesResult: ...
+    def resubmit(self, command: protocol.ResubmitJob, incident_id: str) -> protocol.ResubmitResult: ...
+    def node_states(self, command: protocol.NodeStates) -> protocol.NodeStatesResult: ...
+    def capture_job_spec(self, command: protocol.CaptureJobSpec) -> protocol.JobSpecResult: ...
+    def boot_times(self, command: protocol.BootTimes) -> protocol.BootTimesResult: ...
+    def check(self) -> protocol.AgentCheckResult: ...
+    def capture_hang_evidence(self, command: protocol.CaptureHangEvidence) -> protocol.HangEvidenceResult: ...
+
+
+AnOrchestrator = TypeVar("AnOrchestrator", bound=Orchestrator)
+
+
+def orchestrator_handlers(
+    kind: type[AnOrchestrator],
+    where: str,
+    *,
+    requeue_job: Callable[[AnOrchestrator, protocol.RequeueJob, str], protocol.RequeueResult] | None = None,
+) -> CommandHandlers[AnOrchestrator]:
+    """The one table of handlers: each common command type by ``kind``'s method for it (``kind``: the
+    orchestrator's class, which the type checker holds to Orchestrator)."""
+    return CommandHandlers(
+        where=where,
+        drain_nodes=lambda orchestrator, command, _: orchestrator.drain(command),
+        cordon_nodes=lambda orchestrator, command, _: orchestrator.cordon(command),
+        resume_nodes=lambda orchestrator, command, _: orchestrator.resume(command),
+        jobs_on_nodes=lambda orchestrator, command, _: orchestrator.jobs_on_nodes(command),
+        resubmit_job=lambda orchestrator, command, incident_id: orchestrator.resubmit(command, incident_id),
+        node_states=lambda orchestrator, command, _: orchestrator.node_states(command),
+        capture_job_spec=lambda orchestrator, command, _: orchestrator.capture_job_spec(command),
+        requeue_job=requeue_job,
+        boot_times=lambda orchestrator, command, _: orchestrator.boot_times(command),
+        check=lambda orchestrator, _command, _incident: orchestrator.check(),
+        capture_hang_evidence=lambda orchestrator, command, _: orchestrator.capture_hang_evidence(command),
+    )
 
 
 def command_reply(

@@ -58,17 +58,8 @@ from hyperpod_recovery.errors import (
     OldCopyStillStopping,
     TaskAnswerFailed,
 )
-from hyperpod_recovery.models.command_dispatch import CommandHandlers, CommandResult, command_reply, without_incident
-from hyperpod_recovery.models.commands import (
-    MAX_JOBS_CHECKED,
-    AgentCheckResult,
-    CommandEnvelope,
-    CommandReply,
-    CordonNodes,
-    CordonResult,
-    DrainNodes,
-    DrainResult,
-)
+from hyperpod_recovery.models import commands
+from hyperpod_recovery.models.command_dispatch import CommandResult, command_reply, orchestrator_handlers
 
 __all__ = [
     "CONFLICT_RETRIES",
@@ -91,7 +82,7 @@ ORCHESTRATOR_VERSION = "eks-1"
 class EksOrchestrator(NodeCommands, JobCommands, EvidenceCommands):
     """The orchestrator port on EKS: each command executed here and answered to its waiting task."""
 
-    def dispatch(self, envelope: CommandEnvelope) -> None:
+    def dispatch(self, envelope: commands.CommandEnvelope) -> None:
         command = envelope.command
         started = self.now()
         try:
@@ -105,7 +96,7 @@ class EksOrchestrator(NodeCommands, JobCommands, EvidenceCommands):
         reply = command_reply(envelope, result, started=started, completed=self.now())
         self.answer(envelope.task_token, reply)
 
-    def answer(self, task_token: str, reply: CommandReply[Any]) -> None:
+    def answer(self, task_token: str, reply: commands.CommandReply[Any]) -> None:
         try:
             self.tasks.send_task_success(task_token, reply.model_dump_json())
         except TaskAnswerFailed as exc:
@@ -118,7 +109,7 @@ class EksOrchestrator(NodeCommands, JobCommands, EvidenceCommands):
         self._spare_view = None
         return HANDLERS.run(self, command, incident_id)
 
-    def cordon(self, command: CordonNodes, *, with_jobs: bool = True) -> CordonResult:
+    def cordon(self, command: commands.CordonNodes, *, with_jobs: bool = True) -> commands.CordonResult:
         """Cordon and mark each node, then list the jobs of the pods on them: after the cordon, so
         no pod can be placed on them in between."""
         result, found = self.cordon_only(command)
@@ -127,29 +118,29 @@ class EksOrchestrator(NodeCommands, JobCommands, EvidenceCommands):
             result.jobs, result.omitted = jobs.jobs, jobs.omitted
         return result
 
-    def drain(self, command: DrainNodes) -> DrainResult:
+    def drain(self, command: commands.DrainNodes) -> commands.DrainResult:
         """A cordon without its jobs (the nodes' marks are the drain's reason)."""
-        cordoned, _ = self.cordon_only(CordonNodes(nodes=command.nodes, reason=command.reason))
-        return DrainResult(drained=cordoned.drained, already_drained=cordoned.already_drained)
+        cordoned, _ = self.cordon_only(commands.CordonNodes(nodes=command.nodes, reason=command.reason))
+        return commands.DrainResult(drained=cordoned.drained, already_drained=cordoned.already_drained)
 
-    def check(self) -> AgentCheckResult:
+    def check(self) -> commands.AgentCheckResult:
         try:
             count = len(self.kube.list_nodes())
         except (KubeUnavailable, KubeThrottled, KubeAccessDenied) as exc:
-            return AgentCheckResult(
+            return commands.AgentCheckResult(
                 agent_version=ORCHESTRATOR_VERSION, slurm_reachable=False, slurm_detail=str(exc)[:512], commands=list(EKS_COMMANDS)
             )
         try:
-            running, omitted = self.running_jobs(MAX_JOBS_CHECKED)
+            running, omitted = self.running_jobs(commands.MAX_JOBS_CHECKED)
         except (KubeUnavailable, KubeThrottled, KubeAccessDenied) as exc:
             # Without the list, "no running jobs" would be a false pass of the preflight's checkpoints.
-            return AgentCheckResult(
+            return commands.AgentCheckResult(
                 agent_version=ORCHESTRATOR_VERSION,
                 slurm_reachable=False,
                 slurm_detail=f"its jobs could not be listed ({count} node(s) listed): {exc}"[:512],
                 commands=list(EKS_COMMANDS),
             )
-        return AgentCheckResult(
+        return commands.AgentCheckResult(
             agent_version=ORCHESTRATOR_VERSION,
             slurm_reachable=True,
             slurm_detail=f"the Kubernetes API answers: {count} node(s)",
@@ -159,19 +150,7 @@ class EksOrchestrator(NodeCommands, JobCommands, EvidenceCommands):
         )
 
 
-# The handler per command type (models/command_dispatch.py); requeue_job is Slurm's alone.
-HANDLERS = CommandHandlers[EksOrchestrator](
-    where="on EKS-orchestrated clusters",
-    drain_nodes=without_incident(EksOrchestrator.drain),
-    cordon_nodes=without_incident(EksOrchestrator.cordon),
-    resume_nodes=without_incident(EksOrchestrator.resume),
-    jobs_on_nodes=lambda eks, command, _: eks.jobs_on(command.nodes),
-    resubmit_job=EksOrchestrator.resubmit,
-    node_states=without_incident(EksOrchestrator.node_states),
-    capture_job_spec=without_incident(EksOrchestrator.capture),
-    boot_times=without_incident(EksOrchestrator.boot_times),
-    check=lambda eks, _command, _incident: eks.check(),
-    capture_hang_evidence=without_incident(EksOrchestrator.hang_evidence),
-)
+# The handler per command type (models/command_dispatch.py): the common ones; requeue_job is Slurm's alone.
+HANDLERS = orchestrator_handlers(EksOrchestrator, "on EKS-orchestrated clusters")
 # The commands this orchestrator carries out (the preflight compares them with what the stack sends).
 EKS_COMMANDS = HANDLERS.types()

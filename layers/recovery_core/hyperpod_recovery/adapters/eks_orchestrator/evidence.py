@@ -44,7 +44,7 @@ _UNREAD = (KubeAccessDenied, KubeRequestRejected, KubeUnavailable, KubeThrottled
 
 
 class EvidenceCommands(Orchestration):
-    def hang_evidence(self, command: CaptureHangEvidence) -> HangEvidenceResult:
+    def capture_hang_evidence(self, command: CaptureHangEvidence) -> HangEvidenceResult:
         """What the hung job was doing, read-only: its conditions and the events of it and of its pods
         (job_text), and on each node the last lines of its pod's training container's log, with a
         signature of where the log stopped (domain/hangs/pod_logs.py). Only pods the job owns (their

@@ -42,6 +42,7 @@ from hyperpod_recovery.errors import (
 from hyperpod_recovery.models.commands import (
     MAX_JOB_NODES,
     CaptureJobSpec,
+    JobsOnNodes,
     JobsOnNodesResult,
     JobSpec,
     JobSpecResult,
@@ -87,6 +88,9 @@ def _spare(view: NodeView, groups: set[str | None]) -> bool:
 
 
 class JobCommands(Orchestration):
+    def jobs_on_nodes(self, command: JobsOnNodes) -> JobsOnNodesResult:
+        return self.jobs_on(command.nodes)
+
     def jobs_on(self, nodes: list[str]) -> JobsOnNodesResult:
         found = [NodeView.of(node).name for node in map(self.find_node, nodes) if node is not None]
         return self._jobs_on_found(found)
@@ -336,7 +340,7 @@ class JobCommands(Orchestration):
             f"ledger recorded): nothing created, {ref.name} left as it is"
         )
 
-    def capture(self, command: CaptureJobSpec) -> JobSpecResult:
+    def capture_job_spec(self, command: CaptureJobSpec) -> JobSpecResult:
         """The job by its uid, as the workflow carries it, with the nodes its pods ran on (None: gone)."""
         found = self.find_job(command.job_id, command.kube)
         if found is None:
