@@ -38,13 +38,7 @@ from hyperpod_recovery_agent.capture import JobCapture, build_capture, parse_env
 from hyperpod_recovery_agent.elastic import elastic_opt_in
 from hyperpod_recovery_agent.owner_submit import OwnerSubmission
 from hyperpod_recovery_agent.sbatch_options import Unresumable
-from hyperpod_recovery_agent.slurm_json import (
-    SlurmJob,
-    SlurmNode,
-    dumps_nodes_with_sinfo,
-    read_jobs,
-    read_nodes,
-)
+from hyperpod_recovery_agent.slurm_json import SlurmJob, SlurmNode, dumps_nodes_with_sinfo, read_jobs, read_nodes
 
 # (re-exported: the agent's other modules, the sandbox and the tests import these from here)
 from hyperpod_recovery_agent.slurm_run import DEFAULT_CHECKPOINT_ENV as DEFAULT_CHECKPOINT_ENV

@@ -17,12 +17,7 @@ from typing import Any, TypeVar
 from hyperpod_recovery.errors import ControllerUnavailable, InvalidCommand
 from hyperpod_recovery.models.common import SLURM_JOB_ID_PATTERN, SLURM_NODE_PATTERN
 from hyperpod_recovery_agent.capture import JobCapture
-from hyperpod_recovery_agent.slurm_json import (
-    SlurmOutputUnreadable,
-    answer_errors,
-    parse_answer,
-    release_of,
-)
+from hyperpod_recovery_agent.slurm_json import SlurmOutputUnreadable, answer_errors, parse_answer, release_of
 
 NODE_NAME = re.compile(SLURM_NODE_PATTERN)
 # Where a job's checkpoint location may be in its submission environment (the agent's config may name others).

@@ -10,13 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from hyperpod_recovery.models.common import (
-    JobId,
-    JobNameText,
-    ShortText,
-    SlurmNodeName,
-    StrictFlag,
-)
+from hyperpod_recovery.models.common import JobId, JobNameText, ShortText, SlurmNodeName, StrictFlag
 from hyperpod_recovery.models.elastic import ElasticPolicy
 from hyperpod_recovery.models.kubernetes import MAX_GRACE_SECONDS_CARRIED, KubeJobRef
 from hyperpod_recovery.models.manifest import MAX_FRAMEWORK_CHARS, MAX_JOB_CHARS, CheckpointLayout, manifest_job

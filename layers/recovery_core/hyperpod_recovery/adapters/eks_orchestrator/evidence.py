@@ -9,16 +9,8 @@ from typing import Any
 from hyperpod_recovery.adapters.eks_node_lookup import HyperPodNodes
 from hyperpod_recovery.adapters.eks_orchestrator.lookups import Orchestration, job_pods
 from hyperpod_recovery.domain.hangs.pod_logs import PodLog, comparable, job_text, node_signature, node_text, training_container
-from hyperpod_recovery.domain.jobs.eks_jobs import (
-    job_condition,
-)
-from hyperpod_recovery.errors import (
-    KubeAccessDenied,
-    KubeObjectGone,
-    KubeRequestRejected,
-    KubeThrottled,
-    KubeUnavailable,
-)
+from hyperpod_recovery.domain.jobs.eks_jobs import job_condition
+from hyperpod_recovery.errors import KubeAccessDenied, KubeObjectGone, KubeRequestRejected, KubeThrottled, KubeUnavailable
 from hyperpod_recovery.models.commands import (
     JOB_TEXT_LIMIT,
     MAX_EVIDENCE_NODES,

@@ -26,9 +26,7 @@ from hyperpod_recovery.domain.jobs.eks_jobs import (
     sized_spec,
     suspended,
 )
-from hyperpod_recovery.domain.nodes.eks_nodes import (
-    NodeView,
-)
+from hyperpod_recovery.domain.nodes.eks_nodes import NodeView
 from hyperpod_recovery.errors import (
     InvalidCommand,
     JobSpecUnavailable,

@@ -20,12 +20,7 @@ from hyperpod_recovery.domain.nodes.eks_nodes import (
     hyperpod_name,
     rebooted_since_cordon,
 )
-from hyperpod_recovery.errors import (
-    ControllerAgentError,
-    InvalidCommand,
-    KubeConflict,
-    KubeObjectGone,
-)
+from hyperpod_recovery.errors import ControllerAgentError, InvalidCommand, KubeConflict, KubeObjectGone
 from hyperpod_recovery.models.commands import (
     MAX_UNHEALTHY_ANSWERED,
     OWNER_TAG_PREFIX,
@@ -43,11 +38,7 @@ from hyperpod_recovery.models.commands import (
     UnhealthyNode,
     plainly_healthy,
 )
-from hyperpod_recovery.models.kubernetes import (
-    COMPUTE_TYPE_LABEL,
-    HEALTH_STATUS_LABEL,
-    PENDING_REPAIR_STATUSES,
-)
+from hyperpod_recovery.models.kubernetes import COMPUTE_TYPE_LABEL, HEALTH_STATUS_LABEL, PENDING_REPAIR_STATUSES
 
 CONFLICT_RETRIES = 3
 
