@@ -36,7 +36,11 @@ EKS_MODULES = (
     "adapters/eks.py",
     "adapters/eks_token.py",
     "adapters/kubernetes.py",
-    "adapters/eks_orchestrator.py",
+    "adapters/eks_orchestrator/__init__.py",
+    "adapters/eks_orchestrator/evidence.py",
+    "adapters/eks_orchestrator/jobs.py",
+    "adapters/eks_orchestrator/lookups.py",
+    "adapters/eks_orchestrator/nodes.py",
     "domain/nodes/eks_nodes.py",
     "domain/jobs/eks_jobs.py",
     "models/kubernetes.py",
@@ -154,7 +158,7 @@ def _eks_import_ms() -> float:
         check=True,
         env=dict(ENV, ORCHESTRATOR="slurm"),
     )
-    wanted = {"hyperpod_recovery." + m.removesuffix(".py").replace("/", ".") for m in EKS_MODULES}
+    wanted = {"hyperpod_recovery." + m.removesuffix(".py").removesuffix("/__init__").replace("/", ".") for m in EKS_MODULES}
     total = 0
     for line in run.stderr.splitlines():
         parts = [p.strip() for p in line.removeprefix("import time:").split("|")]

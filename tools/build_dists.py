@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SOURCE_ROOTS = (ROOT / "layers" / "recovery_core", ROOT / "training", ROOT / "agent", ROOT / "cli")
 
 # The contract: what the controller agent and the operator's tools may import from hyperpod_recovery.
-# The commands and their replies, the job events the agent sends, the error taxonomy, and the
+# The commands, their replies and their dispatch, the job events the agent sends, the error taxonomy, and the
 # vocabulary they are written in (common fields, Kubernetes names and marks, the manifest's
 # job-name rule), the redactor the evidence model applies to every text, and the job nodes snapshot
 # the agent writes to the ledger. Modules stay where they are for now (the layer's functions import
@@ -50,8 +50,10 @@ CONTRACT_MODULES = frozenset(
         "hyperpod_recovery.redact",
         "hyperpod_recovery.errors",
         "hyperpod_recovery.models",
+        "hyperpod_recovery.models.command_dispatch",
         "hyperpod_recovery.models.commands",
         "hyperpod_recovery.models.common",
+        "hyperpod_recovery.models.job_spec",
         "hyperpod_recovery.models.elastic",
         "hyperpod_recovery.models.job_events",
         "hyperpod_recovery.models.job_nodes",
@@ -78,6 +80,7 @@ CHECKPOINT_MODULES = frozenset(
         "hyperpod_recovery.models",
         "hyperpod_recovery.models.commands",
         "hyperpod_recovery.models.common",
+        "hyperpod_recovery.models.job_spec",
         "hyperpod_recovery.models.elastic",
         "hyperpod_recovery.models.kubernetes",
         "hyperpod_recovery.models.manifest",

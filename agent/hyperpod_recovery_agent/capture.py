@@ -76,13 +76,16 @@ import os
 import pwd
 import re
 import struct
+import time
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from hyperpod_recovery.errors import InvalidCommand
 from hyperpod_recovery.models.commands import OWNER_TAG_PREFIX
-from hyperpod_recovery.models.common import SLURM_JOB_ID_PATTERN
+from hyperpod_recovery.models.common import SLURM_JOB_ID_PATTERN, matches
 from hyperpod_recovery_agent.sbatch_options import SbatchOptions, Unresumable, has_control_character, sbatch_options
 from hyperpod_recovery_agent.script_reads import first_argument_read
 from hyperpod_recovery_agent.slurm_json import SlurmJob
@@ -140,6 +143,62 @@ class JobCapture(BaseModel):
     @classmethod
     def from_json(cls, text: str | bytes) -> JobCapture:
         return cls.model_validate_json(text)
+
+
+def ensure_resubmittable(capture: JobCapture) -> None:
+    """InvalidCommand when the capture cannot be submitted again as it was (unresumable, or no batch
+    script): what a submission checks first, the agent's sbatch and the sandbox's simulated one alike."""
+    if capture.unresumable or capture.script is None:
+        raise InvalidCommand(f"job {capture.job_id} cannot be resubmitted as it was: {capture.unresumable or 'no batch script'}")
+
+
+class CaptureStore:
+    """Job captures, one file per job id, in a root-only directory on the controller (they hold the
+    owner's submission environment, which may hold secrets). ``None``: in memory, for tests."""
+
+    def __init__(self, directory: Path | None = None, keep_days: int = 7) -> None:
+        self.directory = directory
+        self.keep_seconds = keep_days * 86_400
+        self._memory: dict[str, str] = {}
+        if directory is not None:
+            directory.mkdir(parents=True, exist_ok=True)
+            directory.chmod(0o700)
+
+    def _path(self, job_id: str) -> Path:
+        if self.directory is None or not matches(SLURM_JOB_ID_PATTERN, job_id):
+            raise InvalidCommand(f"job_id: {job_id!r} is not a Slurm job id")
+        return self.directory / f"{job_id}.json"
+
+    def put(self, capture: JobCapture) -> None:
+        if self.directory is None:
+            self._memory[capture.job_id] = capture.to_json()
+            return
+        path = self._path(capture.job_id)
+        partial = path.with_suffix(".partial")
+        descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(descriptor, "w") as handle:
+            handle.write(capture.to_json())
+            handle.flush()
+            os.fsync(handle.fileno())
+        partial.replace(path)  # atomic: a crash leaves the old capture or the whole new one
+
+    def get(self, job_id: str) -> JobCapture | None:
+        if self.directory is None:
+            text = self._memory.get(job_id)
+            return None if text is None else JobCapture.from_json(text)
+        try:
+            return JobCapture.from_json(self._path(job_id).read_text())
+        except FileNotFoundError:
+            return None
+
+    def prune(self, now: float | None = None) -> int:
+        if self.directory is None:
+            return 0
+        cutoff = (now if now is not None else time.time()) - self.keep_seconds
+        old = [p for p in self.directory.glob("*.json") if p.stat().st_mtime < cutoff]
+        for path in old:
+            path.unlink(missing_ok=True)
+        return len(old)
 
 
 # --- reading what Slurm recorded ---------------------------------------------------------------

@@ -28,8 +28,9 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from hyperpod_recovery_agent import __version__
 from hyperpod_recovery_agent.agent import Agent, ReplyJournal
+from hyperpod_recovery_agent.capture import CaptureStore
 from hyperpod_recovery_agent.config import AgentConfig, AgentConfigError, load_config
-from hyperpod_recovery_agent.executor import CaptureStore, CommandExecutor
+from hyperpod_recovery_agent.executor import CommandExecutor
 from hyperpod_recovery_agent.job_ended import JobEventSender, failed_job_detail
 from hyperpod_recovery_agent.job_nodes import JobNodesReporter
 from hyperpod_recovery_agent.slurm import SlurmCli

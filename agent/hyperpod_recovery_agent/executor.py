@@ -15,18 +15,16 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
-import os
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from hyperpod_recovery.errors import ControllerAgentError, InvalidCommand, JobSpecUnavailable, OldJobNotStopped
+from hyperpod_recovery.models.command_dispatch import command_reply, orchestrator_handlers
 from hyperpod_recovery.models.commands import (
-    COMMAND_TYPES,
     JOB_TEXT_BYTES,
     MAX_EVIDENCE_NODES,
     MAX_JOBS_CHECKED,
@@ -39,7 +37,6 @@ from hyperpod_recovery.models.commands import (
     BootTimesResult,
     CaptureHangEvidence,
     CaptureJobSpec,
-    CheckAgent,
     CommandEnvelope,
     CommandReply,
     CordonNodes,
@@ -68,11 +65,12 @@ from hyperpod_recovery.models.commands import (
     carries_owner_tag,
     plainly_healthy,
 )
-from hyperpod_recovery.models.common import MAX_JOBS_PER_INCIDENT, SLURM_JOB_ID_PATTERN, matches
+from hyperpod_recovery.models.common import MAX_JOBS_PER_INCIDENT
 from hyperpod_recovery.models.manifest import RESUME_DATA_PARALLEL_ENV, RESUME_FROM_ENV, RESUME_NODES_ENV, RESUME_STEP_ENV
 from hyperpod_recovery.models.progress import PROGRESS_TABLE_ENV
 from hyperpod_recovery.redact import redact_within
 from hyperpod_recovery_agent import __version__
+from hyperpod_recovery_agent.capture import CaptureStore as CaptureStore
 from hyperpod_recovery_agent.capture import JobCapture
 from hyperpod_recovery_agent.slurm import (
     RESUBMISSION_MARK,
@@ -102,55 +100,6 @@ def _utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-class CaptureStore:
-    """Job captures, one file per job id, in a root-only directory on the controller (they hold the
-    owner's submission environment, which may hold secrets). ``None``: in memory, for tests."""
-
-    def __init__(self, directory: Path | None = None, keep_days: int = 7) -> None:
-        self.directory = directory
-        self.keep_seconds = keep_days * 86_400
-        self._memory: dict[str, str] = {}
-        if directory is not None:
-            directory.mkdir(parents=True, exist_ok=True)
-            directory.chmod(0o700)
-
-    def _path(self, job_id: str) -> Path:
-        if self.directory is None or not matches(SLURM_JOB_ID_PATTERN, job_id):
-            raise InvalidCommand(f"job_id: {job_id!r} is not a Slurm job id")
-        return self.directory / f"{job_id}.json"
-
-    def put(self, capture: JobCapture) -> None:
-        if self.directory is None:
-            self._memory[capture.job_id] = capture.to_json()
-            return
-        path = self._path(capture.job_id)
-        partial = path.with_suffix(".partial")
-        descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(descriptor, "w") as handle:
-            handle.write(capture.to_json())
-            handle.flush()
-            os.fsync(handle.fileno())
-        partial.replace(path)  # atomic: a crash leaves the old capture or the whole new one
-
-    def get(self, job_id: str) -> JobCapture | None:
-        if self.directory is None:
-            text = self._memory.get(job_id)
-            return None if text is None else JobCapture.from_json(text)
-        try:
-            return JobCapture.from_json(self._path(job_id).read_text())
-        except FileNotFoundError:
-            return None
-
-    def prune(self, now: float | None = None) -> int:
-        if self.directory is None:
-            return 0
-        cutoff = (now if now is not None else time.time()) - self.keep_seconds
-        old = [p for p in self.directory.glob("*.json") if p.stat().st_mtime < cutoff]
-        for path in old:
-            path.unlink(missing_ok=True)
-        return len(old)
-
-
 class Slurm(Protocol):
     """What the executor needs from Slurm: SlurmCli on a controller, the sandbox's simulation in drills."""
 
@@ -172,6 +121,7 @@ class Slurm(Protocol):
     def dump_stacks(self, job_id: str, node: str, timeout_seconds: float) -> StackDump: ...
     def capture(self, job_id: str) -> JobCapture | None: ...
     def resubmission_of(self, job_id: str) -> tuple[str, str] | None: ...
+    # (SlurmCli's also takes a nodelist and an output path: the executor gives neither)
     def submit_as_owner(
         self,
         capture: JobCapture,
@@ -179,8 +129,6 @@ class Slurm(Protocol):
         comment: str,
         extra_environment: Mapping[str, str],
         exclude_nodes: Sequence[str] = (),
-        nodelist: Sequence[str] = (),
-        output: str | None = None,
         nodes: int | None = None,
     ) -> str: ...
     def cancel(self, job_id: str) -> None: ...
@@ -216,47 +164,26 @@ class CommandExecutor:
 
     def execute(self, envelope: CommandEnvelope) -> CommandReply[Any]:
         started = self.now()
-        command = envelope.command
-        result: Any
-        if isinstance(command, DrainNodes):
-            result = self.drain(command)
-        elif isinstance(command, CordonNodes):
-            result = self.cordon(command)
-        elif isinstance(command, ResumeNodes):
-            result = self.resume(command)
-        elif isinstance(command, JobsOnNodes):
-            result = self.jobs_on(command.nodes)
-        elif isinstance(command, ResubmitJob):
-            result = self.resubmit(command, envelope.incident_id)
-        elif isinstance(command, NodeStates):
-            states = self.slurm.node_states(command.nodes) if command.nodes else self.not_plainly_healthy()
-            result = NodeStatesResult(
-                # (a drain reason Slurm keeps whole must not fail the answer: the classifier reads its start)
-                nodes=[NodeStatus(name=s.name, state=s.state, flags=list(s.flags), reason=s.reason[:256]) for s in states.values()]
-            )
-        elif isinstance(command, CaptureJobSpec):
-            spec = self.slurm.job(command.job_id)
-            result = JobSpecResult(job=carried(self.captured(spec), command.asked) if spec else None)
-        elif isinstance(command, RequeueJob):
-            result = RequeueResult(job_id=command.job_id, requeued=self.slurm.requeue(command.job_id))
-        elif isinstance(command, BootTimes):
-            result = BootTimesResult(nodes=self.slurm.boot_times(command.nodes))
-        elif isinstance(command, CheckAgent):
-            result = self.check()
-        elif isinstance(command, CaptureHangEvidence):
-            result = self.capture_hang_evidence(command)
-        else:  # pragma: no cover - the envelope's discriminated union admits nothing else
-            raise InvalidCommand(f"command: unknown type {type(command).__name__}")
-        return CommandReply(
-            command_id=envelope.command_id,
-            type=command.type,
-            requested_at=envelope.requested_at,
-            started_at=started,
-            completed_at=self.now(),
-            # A dry run's cordon drained nothing: its answer says what would have been drained.
-            dry_run=isinstance(command, CordonNodes) and not command.drain,
-            result=result,
+        result = HANDLERS.run(self, envelope.command, envelope.incident_id)
+        return command_reply(envelope, result, started=started, completed=self.now())
+
+    def node_states(self, command: NodeStates) -> NodeStatesResult:
+        """The nodes' Slurm states, or every node not plainly healthy (a job on more nodes than a command names)."""
+        states = self.slurm.node_states(command.nodes) if command.nodes else self.not_plainly_healthy()
+        return NodeStatesResult(
+            # (a drain reason Slurm keeps whole must not fail the answer: the classifier reads its start)
+            nodes=[NodeStatus(name=s.name, state=s.state, flags=list(s.flags), reason=s.reason[:256]) for s in states.values()]
         )
+
+    def capture_job_spec(self, command: CaptureJobSpec) -> JobSpecResult:
+        spec = self.slurm.job(command.job_id)
+        return JobSpecResult(job=carried(self.captured(spec), command.asked) if spec else None)
+
+    def requeue(self, command: RequeueJob) -> RequeueResult:
+        return RequeueResult(job_id=command.job_id, requeued=self.slurm.requeue(command.job_id))
+
+    def boot_times(self, command: BootTimes) -> BootTimesResult:
+        return BootTimesResult(nodes=self.slurm.boot_times(command.nodes))
 
     def check(self) -> AgentCheckResult:
         """Who answers, and what slurmctld says: Slurm's version, its node count and the running jobs
@@ -267,10 +194,10 @@ class CommandExecutor:
             nodes = self.slurm.node_count()
             jobs, omitted = self.slurm.running_jobs(MAX_JOBS_CHECKED)
         except (SlurmUnreachable, SlurmCommandFailed, OSError) as exc:
-            known = sorted(COMMAND_TYPES)
+            known = list(HANDLERS.types())
             return AgentCheckResult(agent_version=__version__, slurm_reachable=False, slurm_detail=str(exc)[:512], commands=known)
         return AgentCheckResult(
-            commands=sorted(COMMAND_TYPES),
+            commands=list(HANDLERS.types()),
             agent_version=__version__,
             slurm_reachable=True,
             slurm_detail=f"{_slurmctld(version)} answers: {nodes} node(s), {len(jobs) + omitted} running job(s)",
@@ -409,6 +336,9 @@ class CommandExecutor:
             )
         return states
 
+    def jobs_on_nodes(self, command: JobsOnNodes) -> JobsOnNodesResult:
+        return self.jobs_on(command.nodes)
+
     def jobs_on(self, nodes: Sequence[str]) -> JobsOnNodesResult:
         """The jobs holding any of ``nodes``, each captured now. Their node lists stay here: the
         workflow needs the jobs, not where else they run (a 1,000-node job on a failed node would
@@ -462,33 +392,10 @@ class CommandExecutor:
         many nodes can take the new copy at once: the copy's own and the free ones of its partition.
         With fewer, nothing is touched and the answer says so (``declined``): the shrunk copy trains on."""
         job_id = command.job_id
-        existing = self.slurm.resubmission_of(job_id)
+        existing = self._submitted_before(command, incident_id)
         if existing is not None:
-            new_id, by = existing
-            if by == incident_id:  # ours, submitted before a crash or a lost answer
-                return ResubmitResult(old_job_id=job_id, new_job_id=new_id, new_job_state=self._state_of(new_id), nodes=command.nodes)
-            # Another incident's copy is in Slurm (its ledger claim may have been given back): never two copies.
-            return ResubmitResult(
-                old_job_id=job_id, new_job_id=new_id, already_submitted=True, submitted_by=by, new_job_state=self._state_of(new_id)
-            )
-        # A grow-back reads the copy as slurmctld has it now (whose copy it is), before a capture kept earlier.
-        stopped_here = False
-        if command.require_free_nodes is not None:
-            kept = self.captures.get(job_id)
-            stopped_here = kept is not None and kept.stopped_for == incident_id
-            fresh = self.slurm.capture(job_id)
-            if fresh is not None:
-                fresh = fresh.model_copy(update={"stopped_for": kept.stopped_for if kept is not None else None})
-                self.captures.put(fresh)  # a retry after slurmctld forgot the stopped copy still has it
-            capture = fresh or kept
-        else:
-            capture = self.captures.get(job_id) or self.slurm.capture(job_id)
-        if capture is None:
-            raise JobSpecUnavailable(f"job {job_id} was never captured on this controller and slurmctld no longer knows it")
-        if capture.unresumable:
-            raise InvalidCommand(f"job {job_id} cannot be resubmitted as it was: {capture.unresumable}")
-        if command.require_free_nodes is not None and capture.resubmitted_from is None:
-            raise InvalidCommand(f"job {job_id} is no copy of ours (its comment has no {RESUBMISSION_MARK}): a grow-back never stops it")
+            return existing
+        capture, stopped_here = self._capture_to_resubmit(command, incident_id)
         current = self.slurm.job(job_id)
         unsizable = capture.options.resize_problem(command.nodes) if command.nodes is not None else None
         if unsizable is not None and command.require_free_nodes is not None:
@@ -526,6 +433,44 @@ class CommandExecutor:
         return ResubmitResult(
             old_job_id=job_id, new_job_id=new_id, cancelled_old=cancelled, new_job_state=self._state_of(new_id), nodes=command.nodes
         )
+
+    def _submitted_before(self, command: ResubmitJob, incident_id: str) -> ResubmitResult | None:
+        """The answer when a copy of the job is in Slurm already (Slurm keeps our mark in its comment):
+        ours, submitted before a crash or a lost answer, or another incident's; None: no copy yet."""
+        job_id = command.job_id
+        existing = self.slurm.resubmission_of(job_id)
+        if existing is None:
+            return None
+        new_id, by = existing
+        if by == incident_id:
+            return ResubmitResult(old_job_id=job_id, new_job_id=new_id, new_job_state=self._state_of(new_id), nodes=command.nodes)
+        # Another incident's copy is in Slurm (its ledger claim may have been given back): never two copies.
+        return ResubmitResult(
+            old_job_id=job_id, new_job_id=new_id, already_submitted=True, submitted_by=by, new_job_state=self._state_of(new_id)
+        )
+
+    def _capture_to_resubmit(self, command: ResubmitJob, incident_id: str) -> tuple[JobCapture, bool]:
+        """The capture to submit the job again from, and whether this incident's grow-back stopped it.
+        A grow-back reads the copy as slurmctld has it now (whose copy it is), before a capture kept earlier."""
+        job_id = command.job_id
+        stopped_here = False
+        if command.require_free_nodes is not None:
+            kept = self.captures.get(job_id)
+            stopped_here = kept is not None and kept.stopped_for == incident_id
+            fresh = self.slurm.capture(job_id)
+            if fresh is not None:
+                fresh = fresh.model_copy(update={"stopped_for": kept.stopped_for if kept is not None else None})
+                self.captures.put(fresh)  # a retry after slurmctld forgot the stopped copy still has it
+            capture = fresh or kept
+        else:
+            capture = self.captures.get(job_id) or self.slurm.capture(job_id)
+        if capture is None:
+            raise JobSpecUnavailable(f"job {job_id} was never captured on this controller and slurmctld no longer knows it")
+        if capture.unresumable:
+            raise InvalidCommand(f"job {job_id} cannot be resubmitted as it was: {capture.unresumable}")
+        if command.require_free_nodes is not None and capture.resubmitted_from is None:
+            raise InvalidCommand(f"job {job_id} is no copy of ours (its comment has no {RESUBMISSION_MARK}): a grow-back never stops it")
+        return capture, stopped_here
 
     def _too_few_to_grow(
         self, job_id: str, current: JobSpec | None, command: ResubmitJob, *, stopped_here: bool, constraint: str | None = None
@@ -619,6 +564,12 @@ class CommandExecutor:
             log.warning("could not read the state of job %s after submitting it", job_id, exc_info=True)
             return None
         return state[:32] if state else None
+
+
+# The agent's handler per command type (models/command_dispatch.py): the common ones, and Slurm's requeue.
+HANDLERS = orchestrator_handlers(
+    CommandExecutor, "by the Slurm controller agent", requeue_job=lambda agent, command, _: agent.requeue(command)
+)
 
 
 def _spare_for(partition: str | None, free: Mapping[str, FreeNode], constraint: str | None = None) -> int:

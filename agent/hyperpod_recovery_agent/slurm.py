@@ -12,24 +12,17 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import pwd
 import re
-import resource
-import shutil
 import subprocess
-import tempfile
-import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from functools import cached_property
 from pathlib import Path
-from typing import Any, NamedTuple, TypeVar, get_args
+from typing import NamedTuple, get_args
 
 from pydantic import ValidationError
 
-from hyperpod_recovery.errors import ControllerUnavailable, InvalidCommand, NodeNotFound
+from hyperpod_recovery.errors import InvalidCommand, NodeNotFound
 from hyperpod_recovery.models.commands import (
     OWNER_TAG_PREFIX,
     EvidenceOutcome,
@@ -40,35 +33,25 @@ from hyperpod_recovery.models.commands import (
     job_display_name,
     resume_choice_in_comment,
 )
-from hyperpod_recovery.models.common import SLURM_JOB_ID_PATTERN, SLURM_NODE_PATTERN
 from hyperpod_recovery_agent import node_dump
-from hyperpod_recovery_agent.capture import SLURM_MAX_STRING_BYTES, JobCapture, build_capture, owner_problem, parse_environment, refusal
+from hyperpod_recovery_agent.capture import JobCapture, build_capture, parse_environment, refusal
 from hyperpod_recovery_agent.elastic import elastic_opt_in
-from hyperpod_recovery_agent.sbatch_options import Unresumable, has_control_character
-from hyperpod_recovery_agent.slurm_json import (
-    SlurmJob,
-    SlurmNode,
-    SlurmOutputUnreadable,
-    answer_errors,
-    dumps_nodes_with_sinfo,
-    parse_answer,
-    read_jobs,
-    read_nodes,
-    release_of,
-)
+from hyperpod_recovery_agent.owner_submit import OwnerSubmission
+from hyperpod_recovery_agent.sbatch_options import Unresumable
+from hyperpod_recovery_agent.slurm_json import SlurmJob, SlurmNode, dumps_nodes_with_sinfo, read_jobs, read_nodes
 
-_NODE = re.compile(SLURM_NODE_PATTERN)
-_JOB_ID = re.compile(SLURM_JOB_ID_PATTERN)
+# (re-exported: the agent's other modules, the sandbox and the tests import these from here)
+from hyperpod_recovery_agent.slurm_run import DEFAULT_CHECKPOINT_ENV as DEFAULT_CHECKPOINT_ENV
+from hyperpod_recovery_agent.slurm_run import NODE_NAME
+from hyperpod_recovery_agent.slurm_run import SlurmCommandFailed as SlurmCommandFailed
+from hyperpod_recovery_agent.slurm_run import SlurmUnreachable as SlurmUnreachable
+from hyperpod_recovery_agent.slurm_run import validate_job_id as validate_job_id
+from hyperpod_recovery_agent.slurm_run import validate_nodes as validate_nodes
+
 _S3_URI = re.compile(r"s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](?:/[^\s'\"]*)?")
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-# Where the agent finds prlimit (util-linux) and, without slurm_bin_dir, sbatch: never the job owner's PATH.
-_SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-# What slurmctld prints when it cannot be reached: retried, then ControllerUnavailable.
-_UNREACHABLE = ("Unable to contact slurm controller", "Connection refused", "Socket timed out", "Zero Bytes were transmitted")
 # The job comment that links a resubmission to its original: also the idempotency key Slurm keeps for us.
 RESUBMISSION_MARK = f"{OWNER_TAG_PREFIX}:resubmission-of="
 MAX_CHECKPOINT_URI = 1024  # JobSpec.checkpoint_uri
-DEFAULT_CHECKPOINT_ENV = ("HYPERPOD_RECOVERY_CHECKPOINT_URI", "CHECKPOINT_URI")
 # Jobs that hold (or held, until a node failed under them) an allocation on a node.
 AFFECTED_JOB_STATES = ("RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED", "RESIZING", "NODE_FAIL")
 
@@ -89,7 +72,7 @@ def parse_node_boots(text: str) -> list[NodeBoot]:
         reason_at = line.find(" Reason=")
         fields = line if reason_at < 0 else line[:reason_at]
         name = re.search(_NODE_FIELD.format("NodeName"), fields)
-        if name is None or not _NODE.fullmatch(name[1]):
+        if name is None or not NODE_NAME.fullmatch(name[1]):
             continue
         boot = re.search(_NODE_FIELD.format("BootTime"), fields)
         state = re.search(_NODE_FIELD.format("State"), fields)
@@ -150,13 +133,6 @@ _OUTCOMES: frozenset[str] = frozenset(get_args(EvidenceOutcome))
 _STEP_STOP_SECONDS = 3
 
 
-_Read = TypeVar("_Read")
-
-
-class SlurmUnreachable(Exception):
-    """slurmctld did not answer (down, restarting, network); the caller retries with backoff."""
-
-
 @dataclass(frozen=True)
 class NodeState:
     name: str
@@ -189,112 +165,8 @@ def _reservation(name: str) -> str:
     return name
 
 
-def validate_nodes(nodes: Iterable[str]) -> list[str]:
-    names = list(nodes)
-    bad = [n for n in names if not _NODE.fullmatch(n)]  # re.match would let a trailing newline through
-    if bad or not names:
-        raise InvalidCommand(f"nodes: not Slurm node names: {bad[:5] or 'none given'}")
-    return names
-
-
-def validate_job_id(job_id: str) -> str:
-    if not _JOB_ID.fullmatch(job_id):
-        raise InvalidCommand(f"job_id: {job_id!r} is not a Slurm job id")
-    return job_id
-
-
-class SlurmCli:
+class SlurmCli(OwnerSubmission):
     """Slurm through its own commands (scontrol, squeue, sinfo, sbatch) as the controller's root."""
-
-    def __init__(
-        self,
-        *,
-        bin_dir: str | None = None,
-        timeout_seconds: float = 30,
-        checkpoint_env: Sequence[str] = DEFAULT_CHECKPOINT_ENV,
-        env: dict[str, str] | None = None,
-        py_spy: str = "py-spy",
-    ) -> None:
-        self.bin_dir = bin_dir
-        # The stack dumper on the compute nodes: a name looked up on the node's PATH, or a path there.
-        self.py_spy = py_spy
-        self.timeout_seconds = timeout_seconds
-        self.checkpoint_env = tuple(checkpoint_env)
-        self.env = env  # None: inherit (SLURM_CONF included)
-
-    # --- plumbing ---------------------------------------------------------------------------
-    def _run(
-        self,
-        argv: list[str],
-        *,
-        stdin: str | None = None,
-        ok_codes: tuple[int, ...] = (0,),
-        owner: _Owner | None = None,
-        env_overrides: Mapping[str, str] | None = None,
-        timeout: float | None = None,
-    ) -> subprocess.CompletedProcess[str]:
-        program = argv[0] if os.path.isabs(argv[0]) else os.path.join(self.bin_dir, argv[0]) if self.bin_dir else argv[0]
-        try:
-            done = subprocess.run(  # noqa: S603 - an argument list, never a shell; inputs validated above
-                [program, *argv[1:]],
-                input=stdin,
-                capture_output=True,
-                text=True,
-                timeout=timeout or self.timeout_seconds,
-                check=False,
-                env=owner.environment if owner is not None else self._environment(env_overrides),
-                # The owner's identity is taken in the child before exec: no process of the owner's
-                # environment (LD_PRELOAD, PATH...) ever runs as root.
-                **(owner.popen_arguments() if owner else {}),
-            )
-        except subprocess.TimeoutExpired as exc:
-            raise SlurmUnreachable(f"{argv[0]} timed out after {timeout or self.timeout_seconds} s") from exc
-        except FileNotFoundError as exc:
-            raise ControllerUnavailable(f"{argv[0]} is not installed on this host") from exc
-        if done.returncode not in ok_codes:
-            text = (done.stderr or done.stdout).strip()
-            if any(marker in text for marker in _UNREACHABLE):
-                raise SlurmUnreachable(f"{' '.join(argv[:2])}: {text}")
-            raise SlurmCommandFailed(argv, done.returncode, text)
-        return done
-
-    def _environment(self, overrides: Mapping[str, str] | None) -> dict[str, str] | None:
-        if not overrides:
-            return self.env  # None: inherit (SLURM_CONF included)
-        return {**(self.env if self.env is not None else os.environ), **overrides}
-
-    def _read(self, reader: Callable[[dict[str, Any]], _Read], argv: list[str]) -> _Read:
-        """A command's JSON through slurm_json.py; SlurmCommandFailed when it has no shape the reader knows."""
-        try:
-            return reader(self._json(argv))
-        except SlurmOutputUnreadable as exc:
-            raise SlurmCommandFailed(argv, 0, f"its JSON cannot be read: {exc}") from exc
-
-    def _json(self, argv: list[str]) -> dict[str, Any]:
-        done = self._run(argv)
-        try:
-            data = parse_answer(done.stdout)
-            unreachable, errors = answer_errors(data)
-        except SlurmOutputUnreadable as exc:
-            raise SlurmCommandFailed(argv, 0, f"its output cannot be read: {exc}") from exc
-        # squeue/sinfo --json exit 0 when slurmctld cannot be reached, with an "Unspecified error" (-1).
-        if unreachable or any(marker in f"{errors} {done.stderr}" for marker in _UNREACHABLE):
-            raise SlurmUnreachable(f"{argv[0]}: {errors[:300]} {done.stderr.strip()[:300]}")
-        if errors:
-            raise SlurmCommandFailed(argv, 0, errors[:500])
-        return data
-
-    def version(self) -> str:
-        """Slurm's release as ``scontrol --version`` says it ("24.11.5"); "" when it names none."""
-        if self._release is None:
-            return ""
-        major, minor, micro = self._release
-        return f"{major}.{minor:02d}.{micro}"
-
-    @cached_property
-    def _release(self) -> tuple[int, int, int] | None:
-        """Read once per agent process (the node dump's command depends on it)."""
-        return release_of(self._run(["scontrol", "--version"]).stdout)
 
     def nodes(self) -> list[SlurmNode]:
         """Every node: ``sinfo --json`` up to 22.05; from 23.02 sinfo groups them, and
@@ -573,109 +445,6 @@ class SlurmCli:
             raise
         return build_capture(record, script=self.batch_script(job_id), environment_raw=self._environment_file(job_id), scontrol_text=text)
 
-    def submit_as_owner(
-        self,
-        capture: JobCapture,
-        *,
-        comment: str,
-        extra_environment: Mapping[str, str],
-        exclude_nodes: Sequence[str] = (),
-        nodelist: Sequence[str] = (),
-        output: str | None = None,
-        nodes: int | None = None,
-    ) -> str:
-        """sbatch the captured job again, run by its owner (uid, gid, groups, umask, limits), with its
-        submission environment plus ``extra_environment`` (and SLURM_CONF, so that sbatch finds this
-        cluster), and its options (``nodes``: at that node count instead); the new job id. The job's comment
-        is ``comment`` (our mark) followed by the owner's own. InvalidCommand when it would not be the job
-        that was captured."""
-        if capture.unresumable or capture.script is None:
-            raise InvalidCommand(f"job {capture.job_id} cannot be resubmitted as it was: {capture.unresumable or 'no batch script'}")
-        problem = owner_problem(capture.user, capture.uid, capture.gid)
-        if problem:
-            raise InvalidCommand(f"job {capture.job_id} cannot be resubmitted as its owner: {problem}")
-        full_comment = " ".join(part for part in (comment, capture.comment) if part)
-        if has_control_character(full_comment) or len(full_comment.encode()) > SLURM_MAX_STRING_BYTES:
-            raise InvalidCommand(f"comment: {full_comment[:80]!r}... is not one line within Slurm's {SLURM_MAX_STRING_BYTES} bytes")
-        try:
-            options = capture.options.arguments(
-                exclude_nodes=tuple(validate_nodes(exclude_nodes)) if exclude_nodes else (),
-                nodelist=tuple(validate_nodes(nodelist)) if nodelist else (),
-                output=output,
-                nodes=nodes,
-                now=time.time(),
-            )
-        except Unresumable as exc:
-            raise InvalidCommand(f"job {capture.job_id} cannot be resubmitted as it was: {exc}") from exc
-        argv = [self._program("sbatch"), "--parsable", "--export=ALL", f"--job-name={capture.name}", f"--comment={full_comment}"]
-        if capture.work_dir:
-            argv.append(f"--chdir={capture.work_dir}")
-        argv += options
-        if capture.propagate:
-            argv.append(f"--propagate={capture.propagate}")
-        owner = _Owner.of(capture, self._owner_environment(capture, extra_environment))
-        script: str | None = capture.script
-        script_file: str | None = None
-        try:
-            if capture.script_args:
-                # sbatch takes script arguments only after a script file (a pipe's /dev/stdin is root's).
-                script_file, script = self._script_file(capture), None
-                argv += [script_file, *capture.script_args]
-            if capture.rlimits:
-                argv = [*self._limits_prefix(capture.rlimits), *argv]
-            new_id = self._run(argv, stdin=script, owner=owner).stdout.strip().split(";", 1)[0]
-        finally:
-            if script_file:
-                Path(script_file).unlink(missing_ok=True)
-        return validate_job_id(new_id)
-
-    def _owner_environment(self, capture: JobCapture, extra: Mapping[str, str]) -> dict[str, str]:
-        for key, value in extra.items():
-            if not _ENV_NAME.fullmatch(key) or "\0" in value:
-                raise InvalidCommand(f"environment: {key!r} cannot be set for the job")
-        environment = {**capture.environment, **extra}
-        # The only thing taken from the agent: where this cluster's slurm.conf is.
-        conf = (self.env if self.env is not None else os.environ).get("SLURM_CONF")
-        if conf:
-            environment["SLURM_CONF"] = conf
-        return environment
-
-    def _program(self, name: str) -> str:
-        """An absolute path, so that the owner's PATH never chooses what runs."""
-        if self.bin_dir and name != "prlimit":
-            return os.path.join(self.bin_dir, name)
-        path = shutil.which(name, path=_SYSTEM_PATH if name == "prlimit" else (self.env or os.environ).get("PATH", _SYSTEM_PATH))
-        if not path:
-            raise ControllerUnavailable(f"{name} is not installed on this host")
-        return os.path.abspath(path)
-
-    def _limits_prefix(self, limits: Mapping[str, str]) -> list[str]:
-        """prlimit, run as the owner, sets the soft limits the job propagated (sbatch records its own
-        process's, which would otherwise be the agent's); the agent's hard limits are raised first where
-        an owner's soft limit is above them, since the owner cannot raise a hard limit."""
-        for name, value in limits.items():
-            which = getattr(resource, f"RLIMIT_{name}")
-            wanted = resource.RLIM_INFINITY if value == "unlimited" else int(value)
-            soft, hard = resource.getrlimit(which)
-            if hard != resource.RLIM_INFINITY and (wanted == resource.RLIM_INFINITY or wanted > hard):
-                try:
-                    resource.setrlimit(which, (soft, wanted))
-                except (OSError, ValueError) as exc:
-                    raise InvalidCommand(
-                        f"the job's {name} limit {value} is above the agent's hard limit {hard}, which it may not raise ({exc}): "
-                        "raise the agent service's limit"
-                    ) from exc
-        return [self._program("prlimit"), *(f"--{name.lower()}={value}:" for name, value in limits.items()), "--"]
-
-    @staticmethod
-    def _script_file(capture: JobCapture) -> str:
-        """The script in a file (0600) of the owner's, for sbatch to read as the owner; removed after."""
-        fd, path = tempfile.mkstemp(prefix=f"hyperpod-recovery-{capture.job_id}-", suffix=".sbatch")
-        with os.fdopen(fd, "w", encoding="utf-8") as file:
-            os.fchown(file.fileno(), capture.uid, capture.gid)
-            file.write(capture.script or "")
-        return path
-
     def cancel(self, job_id: str) -> None:
         """scancel; a job that already ended is left as is (scancel says so and exits non-zero)."""
         try:
@@ -746,15 +515,6 @@ class SlurmCli:
         except OSError:
             return None
 
-    def _config_value(self, key: str) -> str | None:
-        return self._config.get(key)
-
-    @cached_property
-    def _config(self) -> dict[str, str]:
-        """``scontrol show config``, read once per agent process."""
-        lines = self._run(["scontrol", "show", "config"]).stdout.splitlines()
-        return {k.strip(): v.strip() for k, sep, v in (line.partition("=") for line in lines) if sep}
-
     def _checkpoint_uri(self, comment: str, environment: dict[str, str], script: str) -> str | None:
         """Checkpoint location: ``checkpoint=s3://…`` in the comment, else the first configured env var
         (submission environment, or an ``export NAME=s3://…`` line of the batch script). A location
@@ -786,33 +546,3 @@ def _node_answer(stdout: str) -> StackDump | None:
     if not isinstance(answer, dict) or answer.get("outcome") not in _OUTCOMES or not isinstance(answer.get("text"), str):
         return None
     return StackDump(answer["outcome"], answer["text"])
-
-
-@dataclass(frozen=True)
-class _Owner:
-    """Who a resubmission's sbatch runs as, and with what."""
-
-    uid: int
-    gid: int
-    groups: tuple[int, ...]
-    umask: int
-    cwd: str
-    environment: dict[str, str]
-
-    @classmethod
-    def of(cls, capture: JobCapture, environment: dict[str, str]) -> _Owner:
-        entry = pwd.getpwuid(capture.uid)
-        # initgroups' groups (the passwd group and /etc/group memberships) plus the job's own group.
-        groups = tuple(sorted({*os.getgrouplist(entry.pw_name, entry.pw_gid), capture.gid}))
-        # sbatch records its working directory as SLURM_SUBMIT_DIR: the original one when it still exists.
-        cwd = next((d for d in (capture.submit_dir, capture.work_dir) if d and os.path.isdir(d)), "/")
-        return cls(capture.uid, capture.gid, groups, -1 if capture.umask is None else capture.umask, cwd, environment)
-
-    def popen_arguments(self) -> dict[str, Any]:
-        return {"user": self.uid, "group": self.gid, "extra_groups": list(self.groups), "umask": self.umask, "cwd": self.cwd}
-
-
-class SlurmCommandFailed(Exception):
-    def __init__(self, argv: list[str], returncode: int, output: str) -> None:
-        super().__init__(f"{' '.join(argv[:3])} exited {returncode}: {output}")
-        self.argv, self.returncode, self.output = argv, returncode, output

@@ -1,5 +1,5 @@
 """Shrink-and-continue on EKS: a PyTorchJob's opt-in (its elasticPolicy, or our annotation), its
-re-creation at a size, and its grow-back (adapters/eks_orchestrator.py grow_back) against the
+re-creation at a size, and its grow-back (adapters/eks_orchestrator/jobs.py grow_back) against the
 schema-checked API server (sandbox/kube/, its scheduler on: one pod a free node)."""
 
 from __future__ import annotations

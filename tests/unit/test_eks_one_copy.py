@@ -1,4 +1,4 @@
-"""One live copy of a job on EKS (adapters/eks_orchestrator.py resubmit): the old job is stopped the
+"""One live copy of a job on EKS (adapters/eks_orchestrator/jobs.py resubmit): the old job is stopped the
 way the controller that owns it honours (Kueue: its Workload's spec.active; otherwise
 runPolicy.suspend), the stop is read back before anything is created, and where it cannot be made
 certain nothing is created. The API server (sandbox/kube/) runs Kubeflow's training operator and,

@@ -1,4 +1,4 @@
-"""The EKS orchestrator (adapters/eks_orchestrator.py) carries the workflow's commands out against the
+"""The EKS orchestrator (adapters/eks_orchestrator/__init__.py) carries the workflow's commands out against the
 schema-checked API server (sandbox/kube/) and answers the waiting task itself."""
 
 from __future__ import annotations

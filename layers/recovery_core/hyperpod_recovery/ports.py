@@ -9,7 +9,7 @@ tests/contract/ holds both to the same expectations.
 | Cluster         | SageMaker HyperPod                     | adapters/hyperpod.py HyperPodCluster        |
 | Ledger (roles)  | DynamoDB                               | adapters/ledger/ DynamoLedger               |
 | Orchestrator    | the cluster's scheduler                | adapters/slurm_agent.py SlurmAgentOrchestrator, |
-|                 |                                        | adapters/eks_orchestrator.py EksOrchestrator |
+|                 |                                        | adapters/eks_orchestrator/ EksOrchestrator   |
 | KubeApi         | an EKS cluster's Kubernetes API        | adapters/kubernetes.py KubernetesApi        |
 | Notifier        | SNS (chat: a second topic), EventBridge (pages) | adapters/notifier.py SnsNotifier |
 | JobNodeSource   | the scheduler's running jobs           | adapters/job_nodes.py (Slurm: agent's snapshot; EKS: pods) |

@@ -57,7 +57,7 @@ class ClusterNode(BaseModel):
     def name_in(self, orchestrator: Literal["slurm", "eks"]) -> str | None:
         """What the orchestrator calls the node: Slurm its short hostname (None until HyperPod shows
         one), EKS ``hyperpod-<instance id>`` (the EKS orchestrator also finds a node named otherwise
-        by the instance in its providerID: adapters/eks_orchestrator.py)."""
+        by the instance in its providerID: adapters/eks_orchestrator/)."""
         if orchestrator == "eks":
             return node_name_for_instance(self.node_id)
         return slurm_node_name(self.private_dns_hostname) if self.private_dns_hostname else None

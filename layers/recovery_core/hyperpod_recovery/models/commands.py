@@ -8,7 +8,6 @@ idempotency key, so a redelivered message is never executed twice.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from typing import Annotated, Generic, Literal, TypeVar
 
@@ -20,7 +19,6 @@ from hyperpod_recovery.models.common import (
     MAX_NODES_PER_REQUEST,
     GateDetailText,
     JobId,
-    JobNameText,
     ShortText,
     SlurmJobId,
     SlurmNodeName,
@@ -28,12 +26,30 @@ from hyperpod_recovery.models.common import (
     StrictFlag,
     Timestamp,
 )
-from hyperpod_recovery.models.elastic import ElasticPolicy
-from hyperpod_recovery.models.kubernetes import MAX_GRACE_SECONDS_CARRIED, KubeJobRef, RecreationToken
-from hyperpod_recovery.models.manifest import MAX_FRAMEWORK_CHARS, MAX_JOB_CHARS, CheckpointLayout, manifest_job
-from hyperpod_recovery.redact import after_cut, printable, redact_within
 
-OWNER_TAG_PREFIX = "hyperpod-recovery"
+# A job as the protocol describes it lives in job_spec.py; its names are exported from here too.
+from hyperpod_recovery.models.job_spec import CHECKPOINT_URI_PATTERN as CHECKPOINT_URI_PATTERN
+from hyperpod_recovery.models.job_spec import JOB_NAME_LIMIT as JOB_NAME_LIMIT
+from hyperpod_recovery.models.job_spec import MAX_CHECKPOINT_URI as MAX_CHECKPOINT_URI
+from hyperpod_recovery.models.job_spec import MAX_JOB_NODES as MAX_JOB_NODES
+from hyperpod_recovery.models.job_spec import MAX_NODES_ASKED as MAX_NODES_ASKED
+from hyperpod_recovery.models.job_spec import MAX_RESUME_DATA_PARALLEL as MAX_RESUME_DATA_PARALLEL
+from hyperpod_recovery.models.job_spec import OWNER_TAG_PREFIX as OWNER_TAG_PREFIX
+from hyperpod_recovery.models.job_spec import RESTARTED_BY_TEXT as RESTARTED_BY_TEXT
+from hyperpod_recovery.models.job_spec import RESUME_POLICIES as RESUME_POLICIES
+from hyperpod_recovery.models.job_spec import CheckpointRef as CheckpointRef
+from hyperpod_recovery.models.job_spec import CopyMark as CopyMark
+from hyperpod_recovery.models.job_spec import JobRef as JobRef
+from hyperpod_recovery.models.job_spec import JobSpec as JobSpec
+from hyperpod_recovery.models.job_spec import RestartedBy as RestartedBy
+from hyperpod_recovery.models.job_spec import ResumePolicy as ResumePolicy
+from hyperpod_recovery.models.job_spec import copy_mark_in_comment as copy_mark_in_comment
+from hyperpod_recovery.models.job_spec import is_false, is_none
+from hyperpod_recovery.models.job_spec import job_display_name as job_display_name
+from hyperpod_recovery.models.job_spec import left_alone_reason as left_alone_reason
+from hyperpod_recovery.models.job_spec import resume_choice_in_comment as resume_choice_in_comment
+from hyperpod_recovery.models.kubernetes import KubeJobRef, RecreationToken
+from hyperpod_recovery.redact import after_cut, printable, redact_within
 
 # Every state the controller agent answers has this HeartbeatSeconds: an agent that is down (or a
 # command nobody took) is noticed within it, instead of at the state's TimeoutSeconds. The agent
@@ -49,183 +65,10 @@ def owner_tag(incident_id: str) -> str:
     return f"{OWNER_TAG_PREFIX}:{incident_id}"
 
 
-JOB_NAME_LIMIT = MAX_JOB_CHARS  # one rule with the checkpoint manifest
-
-
-def job_display_name(name: str) -> str:
-    """A Slurm job name as the workflow carries it: its first 256 characters (Slurm allows 1024
-    bytes), the same rule the checkpoint manifest's ``job`` follows (``manifest_job``). The full name
-    stays in the agent's capture and is what a resubmission is given."""
-    return manifest_job(name)
-
-
 def carries_owner_tag(reason: str, tag: str) -> bool:
     """Whether a drain reason was written by the incident ``tag`` names: the reason's first word is
     the tag itself. A prefix test would let drill-1's resume undo drill-10's drain."""
     return reason.split(maxsplit=1)[:1] == [tag]
-
-
-MAX_JOB_NODES = 10_000
-# The data-parallel degree a resubmitted copy may be told (ResubmitJob.data_parallel).
-MAX_RESUME_DATA_PARALLEL = MAX_JOB_NODES * 8
-
-# When a job on a failed node is resubmitted (the stack's ResumePolicy, a job's own choice):
-# "immediate": as soon as its nodes are cordoned and its checkpoint is known, so the scheduler can
-# start it on idle healthy nodes at once, or on the replacement when it is back (the cordon keeps
-# it off the failed node); "after_rejoin": once the replacement is back and resumed.
-ResumePolicy = Literal["immediate", "after_rejoin"]
-RESUME_POLICIES: tuple[ResumePolicy, ...] = ("immediate", "after_rejoin")
-RESUME_COMMENT_KEY = "resume="
-
-
-def resume_choice_in_comment(comment: str) -> ResumePolicy | None:
-    """A job's own resume choice, ``resume=immediate`` or ``resume=after_rejoin`` as one word of its
-    comment (beside ``checkpoint=s3://...``); None when the comment makes none, or an unknown one
-    (the stack's policy then applies: a typo must not hold a job back)."""
-    for token in comment.split():
-        if token.startswith(RESUME_COMMENT_KEY):
-            value = token.removeprefix(RESUME_COMMENT_KEY)
-            return next((policy for policy in RESUME_POLICIES if policy == value), None)
-    return None
-
-
-# Fields at their default are left out of what the agent answers and what the workflow carries:
-# a storm's 64 jobs pass through the state three times (found, planned, resubmitted).
-def _is_none(value: object) -> bool:
-    return value is None
-
-
-def _is_false(value: object) -> bool:
-    return value is False
-
-
-# A checkpoint prefix longer than this is not carried (the job is unresumable, and says why).
-MAX_CHECKPOINT_URI = 256
-CHECKPOINT_URI_PATTERN = r"^s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/.*)?$"
-
-
-class CopyMark(BaseModel):
-    """``hyperpod-recovery:resubmission-of=<job_id> incident=<incident>``, as a copy's comment starts."""
-
-    model_config = ConfigDict(extra="forbid")
-    job_id: JobId
-    incident: str = Field(min_length=1, max_length=80)
-
-
-COPY_MARK_PATTERN = re.compile(rf"^{re.escape(OWNER_TAG_PREFIX)}:resubmission-of=(\S+) incident=(\S+)")
-
-
-def copy_mark_in_comment(comment: str) -> CopyMark | None:
-    """Our resubmission mark at the start of a Slurm comment, or None (none, or one that does not parse)."""
-    found = COPY_MARK_PATTERN.match(comment)
-    if found is None:
-        return None
-    try:
-        return CopyMark(job_id=found[1], incident=found[2])
-    except ValueError:
-        return None
-
-
-# The nodes a hang's verdict names (its suspects, then its nodes): what Capture Job Spec may ask about.
-# models/hangs.py MAX_SUSPECTS + MAX_VERDICT_NODES (not imported: the agent loads only the contract
-# modules; tests/unit/test_large_jobs.py holds them equal).
-MAX_NODES_ASKED = 72
-
-
-class JobSpec(BaseModel):
-    """What the workflow knows about a job: who it is, where its checkpoints are, whether it can be
-    resubmitted. Everything needed to resubmit it (script, owner, submission environment, sbatch
-    options) is captured and kept on the controller by the agent, referenced by the job id: it never
-    travels through the queue or the workflow's state."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    job_id: JobId
-    name: str = Field(max_length=JOB_NAME_LIMIT)  # job_display_name(): the first 256 characters
-    user: str | None = Field(default=None, max_length=64, exclude_if=_is_none)
-    partition: str | None = Field(default=None, max_length=128, exclude_if=_is_none)
-    num_nodes: int = Field(ge=1, le=MAX_JOB_NODES)
-    # The job's nodes, as the agent holds them (every one: a grow-back counts them). What travels is
-    # bounded apart: a jobs-on-nodes answer leaves them out, and Capture Job Spec's answer carries at
-    # most MAX_JOB_NODES_CARRIED (JobSpecResult), a larger job's none.
-    nodes: list[SlurmNodeName] = Field(default_factory=list, max_length=MAX_JOB_NODES, exclude_if=lambda v: not v)
-    # Of the nodes Capture Job Spec asked about (a hang's verdict's: CaptureJobSpec.asked), those the
-    # job runs on, when ``nodes`` is not carried: what a large job's hang is judged on.
-    asked_held: list[SlurmNodeName] = Field(default_factory=list, max_length=MAX_NODES_ASKED, exclude_if=lambda v: not v)
-    state: str = Field(max_length=32)
-    checkpoint_uri: str | None = Field(default=None, max_length=MAX_CHECKPOINT_URI, pattern=CHECKPOINT_URI_PATTERN, exclude_if=_is_none)
-    # Jobs someone else restarts (Slurm: launched with `srun --auto-resume=1`, HyperPod restarts
-    # them; EKS: see ``restarted_by``): never resubmitted by us.
-    auto_resume: StrictFlag = Field(default=False, exclude_if=_is_false)
-    # Who restarts it, when not us (EKS: the HyperPod training operator, HyperPod's job auto-resume,
-    # Kubeflow's own restart policy); None on Slurm, where auto_resume says it.
-    restarted_by: RestartedBy | None = Field(default=None, exclude_if=_is_none)
-    # EKS: the job object (``job_id`` is its uid; ``name`` the name its checkpoints are written under).
-    kube: KubeJobRef | None = Field(default=None, exclude_if=_is_none)
-    # EKS: the longest terminationGracePeriodSeconds of its pod templates (Kubernetes' 30 where unset):
-    # how long its pods may run on once it is stopped (domain/jobs/eks_grace.py). None on Slurm.
-    stop_grace_seconds: int | None = Field(default=None, ge=0, le=MAX_GRACE_SECONDS_CARRIED, exclude_if=_is_none)
-    # The owner's own choice of when to resubmit it (its comment's resume=...); None: the stack's.
-    resume: ResumePolicy | None = Field(default=None, exclude_if=_is_none)
-    # Why the agent could not capture the job faithfully (an array or heterogeneous job, an salloc
-    # allocation, an unknown owner...): decided before anything is sent, never resubmitted.
-    unresumable: ShortText | None = Field(default=None, exclude_if=_is_none)
-    # The owner's own submission opted in to progress monitoring (its environment names the progress
-    # table, models/progress.py): what a hang verdict needs before anything is done to the job, since
-    # anyone on the cluster can write a progress report under any job's id.
-    reports_progress: StrictFlag = Field(default=False, exclude_if=_is_false)
-    # Shrink-and-continue (models/elastic.py): how far the job may shrink when no spare fits it; None:
-    # rigid (it waits for its replacement). ``elastic_problem``: an opt-in that could not be read.
-    elastic: ElasticPolicy | None = Field(default=None, exclude_if=_is_none)
-    elastic_problem: ShortText | None = Field(default=None, exclude_if=_is_none)
-    # Nodes that could take the job at once when it was captured (Slurm: idle, not drained, responding,
-    # in its partition; after the cordon, so never the failed ones). None: not counted (an older agent).
-    spare_nodes: int | None = Field(default=None, ge=0, le=MAX_JOB_NODES, exclude_if=_is_none)
-    # How many of the job's nodes the cordon took (the incident's nodes it ran on). None: not counted.
-    lost_nodes: int | None = Field(default=None, ge=0, le=MAX_JOB_NODES, exclude_if=_is_none)
-    # What the job's comment says it is a copy of (our resubmission mark at its start): the owner could
-    # have written it, so it is only a lead; the ledger's claim by that incident on that job is proof
-    # (steps/find_newest_checkpoint.py lineage_nodes).
-    copy_of: CopyMark | None = Field(default=None, exclude_if=_is_none)
-
-
-# Who restarts a job when we do not (JobSpec.restarted_by): never us on top of them.
-RestartedBy = Literal["hyperpod_auto_resume", "hyperpod_training_operator", "kubeflow"]
-RESTARTED_BY_TEXT: dict[str, str] = {
-    "hyperpod_auto_resume": "HyperPod's job auto-resume restarts it",
-    "hyperpod_training_operator": "the HyperPod training operator restarts it",
-    "kubeflow": "the Kubeflow training operator restarts its pods (restartPolicy)",
-}
-
-
-def left_alone_reason(job: JobSpec) -> str:
-    """Why a job someone else restarts is left alone, naming who."""
-    if job.restarted_by is not None:
-        return RESTARTED_BY_TEXT[job.restarted_by]
-    return "uses srun --auto-resume=1: HyperPod restarts it itself"
-
-
-class JobRef(BaseModel):
-    """A job as a plan names it: the agent holds the rest, the ledger its description."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    job_id: JobId
-    name: JobNameText  # for people: the first 64 characters
-    # EKS: the job object to re-create (Resubmit Job reads it from here; the agent keeps Slurm's).
-    kube: KubeJobRef | None = Field(default=None, exclude_if=_is_none)
-
-
-class CheckpointRef(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    uri: str = Field(max_length=MAX_CHECKPOINT_URI + 32)  # s3://bucket/prefix/step-000012000/
-    step: int = Field(ge=0)
-    # As long as a manifest may name it: a longer limit here made a valid checkpoint crash discovery.
-    framework: str | None = Field(default=None, max_length=MAX_FRAMEWORK_CHARS, exclude_if=_is_none)
-    # Manifest v1.1: the world size and parallel layout it was written at, and whether it reshards
-    # (loads at another data-parallel width). None: v1, or a checkpoint found without our manifest.
-    layout: CheckpointLayout | None = Field(default=None, exclude_if=_is_none)
 
 
 # The nodes of one incident (drain, resume, jobs on them), and of one failed job (node states).
@@ -277,7 +120,7 @@ class ResumeNodes(BaseModel):
     owner_tag: SlurmText = Field(min_length=1, max_length=128, pattern=rf"^{OWNER_TAG_PREFIX}:\S+$")
     # Run on each node before it takes jobs (left out when none is configured, so an agent older
     # than the gate still reads the command).
-    health_check: HealthCheck | None = Field(default=None, exclude_if=_is_none)
+    health_check: HealthCheck | None = Field(default=None, exclude_if=is_none)
 
 
 class JobsOnNodes(BaseModel):
@@ -298,21 +141,21 @@ class ResubmitJob(BaseModel):
     exclude_nodes: NodeNames = Field(default_factory=list)
     # EKS: the job object to re-create (left out on Slurm, where the agent holds the capture), and the
     # token our ledger recorded for its re-creation before it is made: the re-creation carries it.
-    kube: KubeJobRef | None = Field(default=None, exclude_if=_is_none)
-    recreation_token: RecreationToken | None = Field(default=None, exclude_if=_is_none)
+    kube: KubeJobRef | None = Field(default=None, exclude_if=is_none)
+    recreation_token: RecreationToken | None = Field(default=None, exclude_if=is_none)
     # Shrink-and-continue: the node count to submit the copy at (None: the size the job ran at), and
     # the data-parallel degree that gives, both exported to the copy (RESUME_NODES_ENV, RESUME_DATA_PARALLEL_ENV).
-    nodes: int | None = Field(default=None, ge=1, le=MAX_JOB_NODES, exclude_if=_is_none)
-    data_parallel: int | None = Field(default=None, ge=1, le=MAX_RESUME_DATA_PARALLEL, exclude_if=_is_none)
+    nodes: int | None = Field(default=None, ge=1, le=MAX_JOB_NODES, exclude_if=is_none)
+    data_parallel: int | None = Field(default=None, ge=1, le=MAX_RESUME_DATA_PARALLEL, exclude_if=is_none)
     # A grow-back: the old copy (ours, shrunk) is stopped only when this many nodes can take the new
     # one at once (its own nodes plus free ones); else nothing is stopped or submitted (``declined``).
-    require_free_nodes: int | None = Field(default=None, ge=1, le=MAX_JOB_NODES, exclude_if=_is_none)
+    require_free_nodes: int | None = Field(default=None, ge=1, le=MAX_JOB_NODES, exclude_if=is_none)
     # EKS grow-back: the token our ledger recorded for the re-creation that made the shrunk copy
     # ``job_id`` (``kube`` then names the job it was re-created from): the copy is ours only if it carries it.
-    copy_token: RecreationToken | None = Field(default=None, exclude_if=_is_none)
+    copy_token: RecreationToken | None = Field(default=None, exclude_if=is_none)
     # EKS: only stop the job, for its re-creation after the rejoin (its pods may take longer to stop than a
     # re-creation waits: domain/jobs/eks_grace.py); nothing is created, and the pods are not waited for.
-    stop_only: StrictFlag = Field(default=False, exclude_if=_is_false)
+    stop_only: StrictFlag = Field(default=False, exclude_if=is_false)
 
     @model_validator(mode="after")
     def _stop_only_on_eks(self) -> ResubmitJob:
@@ -331,7 +174,7 @@ class NodeStates(BaseModel):
     model_config = ConfigDict(extra="forbid")
     type: Literal["node_states"] = "node_states"
     nodes: list[SlurmNodeName] = Field(default_factory=list, max_length=MAX_JOB_NODES_CARRIED)
-    not_plainly_healthy: StrictFlag = Field(default=False, exclude_if=_is_false)
+    not_plainly_healthy: StrictFlag = Field(default=False, exclude_if=is_false)
 
     @model_validator(mode="after")
     def _one_way_of_asking(self) -> NodeStates:
@@ -374,7 +217,7 @@ class CaptureJobSpec(BaseModel):
     type: Literal["capture_job_spec"] = "capture_job_spec"
     job_id: JobId
     # EKS: the job object, when the failure names it (read by name; else found by its uid).
-    kube: KubeJobRef | None = Field(default=None, exclude_if=_is_none)
+    kube: KubeJobRef | None = Field(default=None, exclude_if=is_none)
     # A hang's: the nodes its verdict names (suspects, then the ones that stopped first). A job on more
     # nodes than an answer carries the names of is answered with those of them it runs on (asked_held).
     asked: list[SlurmNodeName] = Field(default_factory=list, max_length=MAX_NODES_ASKED, exclude_if=lambda v: not v)
@@ -415,7 +258,7 @@ class CaptureHangEvidence(BaseModel):
     """A hung job's evidence, read-only and bounded in time: ``scontrol show job`` and a stack dump
     of the job's processes on ``nodes`` (``py-spy dump`` through ``srun --overlap --jobid``; the
     answer says when py-spy is not installed). On EKS: the job's conditions and events and, on each
-    node, the last lines of its pod's log (adapters/eks_orchestrator.py). Nothing is signalled,
+    node, the last lines of its pod's log (adapters/eks_orchestrator/). Nothing is signalled,
     nothing cancelled."""
 
     model_config = ConfigDict(extra="forbid")
@@ -424,7 +267,7 @@ class CaptureHangEvidence(BaseModel):
     nodes: Annotated[list[SlurmNodeName], Field(min_length=1, max_length=MAX_EVIDENCE_NODES)]
     # The whole capture's bound: the dumps run at once, each killed at this time.
     timeout_seconds: int = Field(default=60, ge=5, le=300)
-    kube: KubeJobRef | None = Field(default=None, exclude_if=_is_none)
+    kube: KubeJobRef | None = Field(default=None, exclude_if=is_none)
 
 
 EvidenceOutcome = Literal["captured", "tool_absent", "timed_out", "failed", "no_process"]
@@ -441,7 +284,7 @@ class NodeStacks(BaseModel):
     # A digest of the innermost frame of every thread of the job's processes, order-free (EKS: of the
     # pod log's last line, numbers taken out): nodes stuck in the same place share it, and a node
     # whose differs from the others' is the odd one.
-    signature: str | None = Field(default=None, max_length=64, exclude_if=_is_none)
+    signature: str | None = Field(default=None, max_length=64, exclude_if=is_none)
 
 
 class HangEvidenceResult(BaseModel):
@@ -585,27 +428,27 @@ class ResubmitResult(BaseModel):
     old_job_id: JobId
     new_job_id: JobId | None = None  # None only in a dry run, or when another incident has not finished yet
     # Another incident resubmitted the job (its claim in the ledger, or its copy in Slurm): nothing submitted now.
-    already_submitted: StrictFlag = Field(default=False, exclude_if=_is_false)
-    submitted_by: str | None = Field(default=None, max_length=80, exclude_if=_is_none)
+    already_submitted: StrictFlag = Field(default=False, exclude_if=is_false)
+    submitted_by: str | None = Field(default=None, max_length=80, exclude_if=is_none)
     # Slurm had requeued the old job itself (new_job_id is then the old id): nothing submitted.
-    restarted_by_slurm: StrictFlag = Field(default=False, exclude_if=_is_false)
+    restarted_by_slurm: StrictFlag = Field(default=False, exclude_if=is_false)
     # The old job still ran (on the replaced nodes, or hung) and was cancelled before resubmitting.
-    cancelled_old: StrictFlag = Field(default=False, exclude_if=_is_false)
+    cancelled_old: StrictFlag = Field(default=False, exclude_if=is_false)
     # EKS: the re-created job object, <namespace>/<name> (its uid is new_job_id), for people to read.
-    new_job_name: str | None = Field(default=None, max_length=128, exclude_if=_is_none)
+    new_job_name: str | None = Field(default=None, max_length=128, exclude_if=is_none)
     # The new copy's state as the orchestrator showed it right after the submission (Slurm: squeue's
     # PENDING, RUNNING...; EKS: the object's newest condition, or Created): what a human is told,
     # never "runs again" of a job that waits. None: an older agent, or unknown.
-    new_job_state: str | None = Field(default=None, max_length=32, exclude_if=_is_none)
+    new_job_state: str | None = Field(default=None, max_length=32, exclude_if=is_none)
     # The node count the copy was submitted at (a shrink or a grow-back); None: the size the job ran at.
-    nodes: int | None = Field(default=None, ge=1, le=MAX_JOB_NODES, exclude_if=_is_none)
+    nodes: int | None = Field(default=None, ge=1, le=MAX_JOB_NODES, exclude_if=is_none)
     # Why nothing was stopped or submitted (a grow-back whose nodes were taken): the old copy runs on,
     # unless ``copy_ended``: it had ended without this grow-back (done, failed, stopped by a human).
-    declined: ShortText | None = Field(default=None, exclude_if=_is_none)
-    copy_ended: StrictFlag = Field(default=False, exclude_if=_is_false)
+    declined: ShortText | None = Field(default=None, exclude_if=is_none)
+    copy_ended: StrictFlag = Field(default=False, exclude_if=is_false)
     # The answer to a stop only (ResubmitJob.stop_only): nothing created; ``cancelled_old`` says whether
     # it was stopped now, ``declined`` why it was not (the re-creation after the rejoin tries the stop again).
-    stop_only: StrictFlag = Field(default=False, exclude_if=_is_false)
+    stop_only: StrictFlag = Field(default=False, exclude_if=is_false)
 
 
 class NodeStatus(BaseModel):
@@ -657,7 +500,7 @@ class NodeBoot(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     name: SlurmNodeName
-    boot_time: Timestamp | None = Field(default=None, exclude_if=_is_none)
+    boot_time: Timestamp | None = Field(default=None, exclude_if=is_none)
     state: str = Field(default="", max_length=64, exclude_if=lambda v: v == "")  # "" : unknown to slurmctld
 
     @property
