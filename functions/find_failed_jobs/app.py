@@ -15,10 +15,11 @@ from hyperpod_recovery.steps.find_failed_jobs import Teller, find_failed_jobs
 def lambda_handler(event: dict, context, deps: Dependencies | None = None):
     deps = deps or default_dependencies()
     metrics.add_dimension(name="cluster", value=deps.settings.cluster_name)
-    if deps.kube is None:
+    jobs = deps.training_jobs()
+    if jobs is None:
         raise ConfigurationError("Find Failed Jobs runs on an EKS stack (ORCHESTRATOR=eks) only")
     counts = find_failed_jobs(
-        kube=deps.kube,
+        jobs=jobs,
         workflows=deps.workflows,
         ledger=deps.ledger,
         guarded=deps.guarded,

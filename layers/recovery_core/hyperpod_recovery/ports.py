@@ -183,6 +183,14 @@ class KubeApi(Protocol):
     def patch_workload(self, version: str, namespace: str, name: str, operations: list[dict[str, Any]]) -> dict[str, Any]: ...
 
 
+class TrainingJobs(Protocol):
+    """An EKS cluster's training jobs, as one poll reads them (adapters/eks_training_jobs.py)."""
+
+    def installed(self, kind: str) -> list[dict[str, Any]]: ...  # none when the kind's CRD is not installed
+    def pods(self, ref: KubeJobRef, job: dict[str, Any]) -> list[dict[str, Any]]: ...  # this very job's
+    def pod_nodes(self, ref: KubeJobRef, job: dict[str, Any], pods: list[dict[str, Any]]) -> list[str]: ...
+
+
 class Notifier(Protocol):
     def publish(self, subject: str, body: str, attributes: dict[str, str]) -> None: ...
 

@@ -25,6 +25,7 @@ from hyperpod_recovery.adapters.dry_run import DryRunCluster, DryRunLedger, DryR
 from hyperpod_recovery.adapters.eks import EksControlPlane, guarded_endpoint
 from hyperpod_recovery.adapters.eks_orchestrator import EksOrchestrator
 from hyperpod_recovery.adapters.eks_token import mint_token
+from hyperpod_recovery.adapters.eks_training_jobs import EksTrainingJobs
 from hyperpod_recovery.adapters.hyperpod import HyperPodCluster
 from hyperpod_recovery.adapters.job_nodes import EksJobNodes, SlurmJobNodes
 from hyperpod_recovery.adapters.kubernetes import KubernetesApi
@@ -59,6 +60,7 @@ from hyperpod_recovery.ports import (
     Notifier,
     Orchestrator,
     ProgressReader,
+    TrainingJobs,
     Workflows,
 )
 from hyperpod_recovery.sdk_contract import check_sdk_version
@@ -96,6 +98,10 @@ class Dependencies:
             orchestrator=DryRunOrchestrator(self.orchestrator),
             dry_run=True,
         )
+
+    def training_jobs(self) -> TrainingJobs | None:
+        """EKS: the cluster's training jobs, read afresh for one poll. None on Slurm."""
+        return EksTrainingJobs(self.kube) if self.kube is not None else None
 
     def count_done(self, name: str, value: float) -> None:
         """A count of what a step did to the cluster or the safety state (nodes replaced, the breaker

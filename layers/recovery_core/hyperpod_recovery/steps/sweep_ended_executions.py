@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from hyperpod_recovery.observability import logger
-from hyperpod_recovery.steps.reconcile_execution import EndContext, Reconciled, end_settled, reconcile_end
+from hyperpod_recovery.steps.ends import EndContext, Reconciled, end_settled, reconcile_end
 
 # ListExecutions "is eventually consistent. The results are best effort and may not reflect very
 # recent updates and changes" (ListExecutions, API reference): each sweep looks this far back before
