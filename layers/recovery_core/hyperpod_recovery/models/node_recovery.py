@@ -699,6 +699,14 @@ class FindNewestCheckpointInput(StepInput):
     targets: list[NodeTarget] = Field(default_factory=list, max_length=MAX_NODES_PER_REQUEST)
     # NodeRecovery: each node's repair as Replace Nodes started it (a reboot, a replacement, a check).
     repairs: list[WatchedNode] = Field(default_factory=list, max_length=MAX_NODES_PER_REQUEST)
+    # NodeRecovery: its request, which names a hang's job (RecoveryRequest.hung_job). JobRecovery leaves
+    # it out: it resubmits at one point only, where a hang's job and any other are planned alike.
+    request: RecoveryRequest | None = None
+
+    @property
+    def hung_job(self) -> str | None:
+        """The job whose hang (or slowdown) this incident recovers, resubmitted at once."""
+        return self.request.hung_job if self.request is not None else None
 
     @property
     def rebooting(self) -> bool:
