@@ -132,6 +132,7 @@ def run_storm(stalled: int, minutes: int) -> StormRun:
                 rules=HangRules(),
                 now=now,
                 remaining_ms=lambda: 40_000,
+                kube=None,  # (a Slurm stack has no Kubernetes API)
             )
             run.ticks.append(answer)
             run.started_at |= dict.fromkeys(set(workflows.started) - before, minute)

@@ -9,10 +9,11 @@ from hyperpod_recovery.steps.find_failed_jobs import Teller, find_failed_jobs
 
 @counted_run(FAILED_JOBS_POLLED | VERDICT_NOTICES, "failed jobs polled")
 def lambda_handler(event: dict, context, deps: Dependencies):
-    if deps.kube is None:
+    jobs = deps.training_jobs()
+    if jobs is None:
         raise ConfigurationError("Find Failed Jobs runs on an EKS stack (ORCHESTRATOR=eks) only")
     return find_failed_jobs(
-        kube=deps.kube,
+        jobs=jobs,
         workflows=deps.workflows,
         ledger=deps.ledger,
         guarded=deps.guarded,

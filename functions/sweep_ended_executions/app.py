@@ -22,6 +22,7 @@ def lambda_handler(event: dict, context, deps: Dependencies | None = None):
     metrics.add_dimension(name="cluster", value=deps.settings.cluster_name)
     swept = sweep_ended_executions(
         context=end_context(deps),
+        marks=deps.ledger,
         clock=deps.now,
         longest_run=longest_run(deps),
         time_left=lambda: timedelta(milliseconds=context.get_remaining_time_in_millis()),

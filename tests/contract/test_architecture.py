@@ -36,20 +36,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"runtime", "execution_ends", "checkpointing"}),
     frozenset({"sqs_events"}),
 )
-STEP_HELPERS = frozenset({"commands", "admission", "settle"})  # shared by several states' steps
-
-# Not yet where they belong (issue 48 empties these): each rule below asserts exactly these remain,
-# so an entry fixed must also leave its list.
-STEPS_REACHING_NOT_YET = {
-    "hyperpod_recovery.steps.find_failed_jobs -> hyperpod_recovery.adapters.eks_node_lookup",
-    "hyperpod_recovery.steps.find_failed_jobs -> hyperpod_recovery.adapters.eks_orchestrator",
-    "hyperpod_recovery.steps.find_failed_jobs -> hyperpod_recovery.steps.import_hyperpod_hangs",
-    "hyperpod_recovery.steps.reconcile_execution -> hyperpod_recovery.steps.record_outcome",
-    "hyperpod_recovery.steps.reconcile_execution -> hyperpod_recovery.steps.replace_nodes",
-    "hyperpod_recovery.steps.sweep_ended_executions -> hyperpod_recovery.steps.reconcile_execution",
-}
-CIRCLES_NOT_YET: list[list[str]] = []
-CLI_SANDBOX_NOT_YET: set[str] = set()
+STEP_HELPERS = frozenset({"commands", "admission", "settle", "ends", "verdicts"})  # shared by several states' steps
 
 
 @dataclass(frozen=True)
@@ -210,7 +197,7 @@ def test_given_every_package_when_modules_import_each_other_then_no_circle() -> 
     edges: dict[str, set[str]] = {}
     for i in IMPORTS:
         edges.setdefault(i.importer, set()).add(i.imported)
-    assert sorted(_cycles(edges)) == CIRCLES_NOT_YET
+    assert _cycles(edges) == []
 
 
 def test_given_a_step_when_it_imports_then_never_an_adapter_nor_another_states_step() -> None:
@@ -222,7 +209,7 @@ def test_given_a_step_when_it_imports_then_never_an_adapter_nor_another_states_s
         and _in_core(i.imported)
         and (_core_area(i.imported) in {"adapters", "runtime"} or _state_step(i.imported) is not None)
     }
-    assert reaching == STEPS_REACHING_NOT_YET
+    assert reaching == set()
 
 
 def test_given_an_adapter_when_it_imports_then_never_a_step() -> None:
@@ -239,7 +226,7 @@ def test_given_the_shipped_cli_and_the_sandbox_then_the_cli_never_imports_the_sa
         for i in IMPORTS
         if (i.importer.startswith("hyperpod_recovery_cli") and i.imported.startswith("sandbox"))
         or (i.importer.startswith("sandbox") and i.imported == "hyperpod_recovery_cli.main")
-    } == CLI_SANDBOX_NOT_YET
+    } == set()
 
 
 def _map_rooms() -> dict[str, set[str]]:

@@ -241,6 +241,7 @@ def test_pod_logs_are_read_per_namespace_in_the_namespaces_the_job_writers_are_b
 
 def test_the_job_poller_reads_only_what_its_reader_group_may() -> None:
     # Given a failed opted-in job, polled as Find Failed Jobs polls
+    from hyperpod_recovery.adapters.eks_training_jobs import EksTrainingJobs
     from hyperpod_recovery.domain.intake.normalize import GuardedCluster
     from hyperpod_recovery.steps.find_failed_jobs import find_failed_jobs
     from hyperpod_recovery.steps.import_hyperpod_hangs import Teller
@@ -252,7 +253,7 @@ def test_the_job_poller_reads_only_what_its_reader_group_may() -> None:
     fake.job_fails("PyTorchJob", "kubeflow", "llama")
     fake.calls.clear()
     find_failed_jobs(
-        kube=fake,
+        jobs=EksTrainingJobs(fake),
         workflows=FakeWorkflows(),
         ledger=FakeLedger(),
         guarded=GuardedCluster(name="c", arn="a"),

@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from hyperpod_recovery.adapters.eks_orchestrator import EksOrchestrator
+from hyperpod_recovery.adapters.eks_training_jobs import EksTrainingJobs
 from hyperpod_recovery.domain.intake.normalize import GuardedCluster
 from hyperpod_recovery.domain.jobs.eks_jobs import job_spec_of
 from hyperpod_recovery.domain.jobs.job_failure import faulty_nodes
@@ -45,7 +46,7 @@ def _poll(
 ) -> tuple[dict[str, int], FakeWorkflows]:
     workflows = workflows or FakeWorkflows()
     counts = find_failed_jobs(
-        kube=fake,
+        jobs=EksTrainingJobs(fake),
         workflows=workflows,
         ledger=ledger or FakeLedger(),
         guarded=GUARDED,

@@ -90,7 +90,7 @@ def _context(ledger: FakeLedger, notifier: FakeNotifier, history: FakeExecutionH
 
 
 def _sweep(context: EndContext, now: datetime, left: timedelta = timedelta(minutes=4)) -> Any:
-    return sweep_ended_executions(context=context, clock=lambda: now, longest_run=LONGEST_RUN, time_left=lambda: left)
+    return sweep_ended_executions(context=context, marks=context.ledger, clock=lambda: now, longest_run=LONGEST_RUN, time_left=lambda: left)
 
 
 def _settled_once(ledger: FakeLedger, notifier: FakeNotifier, end: ExecutionStatusDetail) -> bool:
@@ -239,7 +239,7 @@ def test_a_sweep_out_of_time_stops_before_the_next_end_and_the_next_sweep_goes_o
     context = _context(ledger, notifier, history)
     lefts = iter([timedelta(minutes=3), RESERVE - timedelta(seconds=1)])
     swept = sweep_ended_executions(
-        context=context, clock=lambda: T0 + timedelta(minutes=55), longest_run=LONGEST_RUN, time_left=lambda: next(lefts)
+        context=context, marks=ledger, clock=lambda: T0 + timedelta(minutes=55), longest_run=LONGEST_RUN, time_left=lambda: next(lefts)
     )
     # Then it settled the oldest, left the others, and its mark is at the first it left
     assert [r.incident for r in swept.recorded] == [ends[0].name] and swept.unfinished == [ends[1].name, ends[2].name]

@@ -11,7 +11,6 @@ import pytest
 from hyperpod_recovery.domain.hangs.classify import classify_hang
 from hyperpod_recovery.domain.hangs.detect import slow_verdict, stall_verdict
 from hyperpod_recovery.domain.hangs.rules import HangRules
-from hyperpod_recovery.domain.intake.execution_names import hung_job_of
 from hyperpod_recovery.domain.record.job_incident import evidence_text
 from hyperpod_recovery.errors import CrashLoopDetected
 from hyperpod_recovery.models.cluster import ClusterNode
@@ -111,10 +110,11 @@ def test_given_a_suspect_slurm_did_not_allocate_to_the_job_then_it_is_not_blamed
     assert c.kind == "hung" and c.faulty_nodes == [] and c.node_request is None
 
 
-def test_the_hung_job_is_read_back_from_its_recoverys_name() -> None:
-    assert hung_job_of("hpj-1001-hung-1773479100-nodes") == "1001"
-    assert hung_job_of("hpj-1001-hung-1773479100") == "1001"
-    assert hung_job_of("hpj-1001-1773479100-nodes") is None and hung_job_of("hpr-i-0abc-20260314T0900") is None
+def test_given_a_hangs_node_request_nested_for_its_job_then_it_names_the_hung_job() -> None:
+    request, job, cluster = _setup()
+    c = _classify(request, job, cluster)
+    assert c.node_request is not None and c.node_request.hung_job is None  # (until Recover Nodes names the job it nests for)
+    assert c.node_request.model_copy(update={"nested_for_job": "1001"}).hung_job == "1001"
 
 
 # --- EKS: the same rules, in the Kubernetes API's words ---------------------------------------------
@@ -162,7 +162,7 @@ def test_given_an_eks_job_still_stuck_then_hung_and_its_kubernetes_node_is_check
     c = _eks_classify(request, job, cluster)
     assert c.kind == "hung" and [(f.slurm_node, f.node_id) for f in c.faulty_nodes] == [(KUBE_NAMES[3], node_id(4))]
     assert c.node_request is not None and {t.recommends for t in c.node_request.triggers} == {"check"}
-    assert c.node_execution_name == f"hpj-{UID}-hung-1-nodes" and hung_job_of(f"hpj-{UID}-hung-1-nodes") == UID
+    assert c.node_execution_name == f"hpj-{UID}-hung-1-nodes" and c.node_request.model_copy(update={"nested_for_job": UID}).hung_job == UID
 
 
 def test_given_an_eks_job_not_running_or_gone_then_left_alone_in_the_apis_words() -> None:
@@ -253,7 +253,9 @@ def test_given_a_job_still_slow_then_slow_and_its_slow_node_is_only_checked() ->
     c = classify_hang(request, job, None, still, cluster, "hpj-1001-slow-1", T0 + timedelta(seconds=10))
     assert c.kind == "slow" and [f.slurm_node for f in c.faulty_nodes] == [NAMES[3]] and "is slow: steps take" in c.reason
     assert c.node_request is not None and {t.recommends for t in c.node_request.triggers} == {"check"}
-    assert c.node_execution_name == "hpj-1001-slow-1-nodes" and hung_job_of("hpj-1001-slow-1-nodes") == "1001"
+    assert (
+        c.node_execution_name == "hpj-1001-slow-1-nodes" and c.node_request.model_copy(update={"nested_for_job": "1001"}).hung_job == "1001"
+    )
 
 
 def test_given_a_slow_job_back_at_its_pace_then_recovered_by_itself() -> None:

@@ -147,6 +147,7 @@ class World:
             rules=self.rules,
             now=now,
             remaining_ms=lambda: 40_000,
+            kube=None,  # (a Slurm stack has no Kubernetes API)
         )
 
     def run(self, minutes: int) -> list[dict[str, int]]:
@@ -391,6 +392,7 @@ def test_given_no_job_reporting_then_membership_is_not_asked_for_and_its_absence
         rules=HangRules(),
         now=T0,
         remaining_ms=lambda: 40_000,
+        kube=None,  # (a Slurm stack has no Kubernetes API)
     )
     # Then nothing is judged, the snapshot is not read, and the unverified-membership count stays off
     assert counts == {"jobs_reporting": 0} and nodes.reads == 0

@@ -21,6 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from moto import mock_aws
 
+from hyperpod_recovery.adapters.eks_training_jobs import EksTrainingJobs
 from hyperpod_recovery.adapters.ledger import DynamoLedger
 from hyperpod_recovery.domain.hangs.imported import (
     EPISODE_WINDOW,
@@ -326,7 +327,7 @@ def hpto_cluster(clock: list[datetime]) -> FakeKube:
 
 def poll(fake: FakeKube, ledger: DynamoLedger, workflows: FakeWorkflows, at: datetime) -> dict[str, int]:
     counts = find_failed_jobs(
-        kube=fake,
+        jobs=EksTrainingJobs(fake),
         workflows=workflows,
         ledger=ledger,
         guarded=GUARDED,

@@ -19,6 +19,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from moto import mock_aws
 
+from hyperpod_recovery.adapters.eks_training_jobs import EksTrainingJobs
 from hyperpod_recovery.adapters.ledger import DynamoLedger
 from hyperpod_recovery.adapters.notifier import SnsNotifier
 from hyperpod_recovery.domain.intake.freshness import EventAgeLimits
@@ -339,7 +340,7 @@ def operator_cluster() -> FakeKube:
 
 def poll(fake: FakeKube, stack: dict[str, Any], notifier: Any, at: datetime) -> dict[str, int]:
     return find_failed_jobs(
-        kube=fake,
+        jobs=EksTrainingJobs(fake),
         workflows=FakeWorkflows(),
         ledger=stack["ledger"],
         guarded=GUARDED,

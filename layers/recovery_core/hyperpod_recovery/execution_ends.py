@@ -13,7 +13,7 @@ from hyperpod_recovery.domain.policy.limits import execution_time_bound_seconds
 from hyperpod_recovery.metric_names import RECONCILED
 from hyperpod_recovery.observability import metrics
 from hyperpod_recovery.runtime import Dependencies
-from hyperpod_recovery.steps.reconcile_execution import EndContext, Reconciled
+from hyperpod_recovery.steps.ends import EndContext, Reconciled
 
 
 def end_context(deps: Dependencies) -> EndContext:

@@ -208,9 +208,6 @@ class IncidentEnd(Settlement, Effects, RecoveryLog, Lineages, Replacements, Prot
     """What recording an incident's end needs (Record Outcome, Reconcile Execution)."""
 
 
-class EndsSweep(IncidentEnd, Marks, Protocol): ...
-
-
 class Ledger(IncidentEnd, RejoinWaits, Marks, Verdicts, Protocol):
     """What recoveries hold and remember, one table: every role (the adapter, the dry-run gate, the fakes)."""
 
@@ -274,6 +271,14 @@ class KubeApi(Protocol):
     def list_workloads(self, version: str, namespace: str, label_selector: str | None = None) -> list[dict[str, Any]]: ...
     def get_workload(self, version: str, namespace: str, name: str) -> dict[str, Any]: ...
     def patch_workload(self, version: str, namespace: str, name: str, operations: list[dict[str, Any]]) -> dict[str, Any]: ...
+
+
+class TrainingJobs(Protocol):
+    """An EKS cluster's training jobs, as one poll reads them (adapters/eks_training_jobs.py)."""
+
+    def installed(self, kind: str) -> list[dict[str, Any]]: ...  # none when the kind's CRD is not installed
+    def pods(self, ref: KubeJobRef, job: dict[str, Any]) -> list[dict[str, Any]]: ...  # this very job's
+    def pod_nodes(self, ref: KubeJobRef, job: dict[str, Any], pods: list[dict[str, Any]]) -> list[str]: ...
 
 
 class Notifier(Protocol):

@@ -38,6 +38,7 @@ from hyperpod_recovery.ports import (
     Notifier,
     Orchestrator,
     ProgressReader,
+    TrainingJobs,
     Workflows,
 )
 from hyperpod_recovery.sdk_contract import check_sdk_version
@@ -102,6 +103,12 @@ class Dependencies:
             orchestrator=DryRunOrchestrator(self.orchestrator),
             dry_run=True,
         )
+
+    def training_jobs(self) -> TrainingJobs | None:
+        """EKS: the cluster's training jobs, read afresh for one poll. None on Slurm."""
+        from hyperpod_recovery.adapters.eks_training_jobs import EksTrainingJobs
+
+        return EksTrainingJobs(self.kube) if self.kube is not None else None
 
     def count_done(self, name: str, value: float) -> None:
         """A count of what a step did to the cluster or the safety state (nodes replaced, the breaker

@@ -356,6 +356,10 @@ class RejoinWait(BaseModel):
     instance_groups: list[str] = Field(default_factory=list, max_length=MAX_NODES_PER_REQUEST)
 
 
+# The incident's page, among its effects in the ledger (Record Outcome and Reconcile Execution send it).
+NOTIFICATION = "notification"
+
+
 class Effect(BaseModel):
     """An outside effect of an incident that must happen once however often its step runs (the
     incident's notification): begun before it is made, done after (DynamoLedger.begin_effect).

@@ -82,6 +82,9 @@ class RecoveryRequest(BaseModel):
     received_at: Timestamp | None = None
     # Nodes left out because their every signal was stale (node id -> why); set by Validate Request.
     stale: dict[NodeId, ShortText] = Field(default_factory=dict, max_length=MAX_NODES_PER_REQUEST)
+    # A NodeRecovery nested in a JobRecovery: the job that recovery is for (its Recover Nodes merges
+    # it into the start input). Left out of the state when there is none.
+    nested_for_job: JobId | None = Field(default=None, exclude_if=lambda value: value is None)
 
     @model_validator(mode="after")
     def _fits_the_state(self) -> RecoveryRequest:
@@ -96,6 +99,13 @@ class RecoveryRequest(BaseModel):
 
     def triggers_of(self, node_id: str) -> list[Trigger]:
         return [t for t in self.triggers if node_id in t.node_ids]
+
+    @property
+    def hung_job(self) -> str | None:
+        """The job a hang's (or slowdown's) node recovery is for: nested in its JobRecovery, with
+        the suspects the hang's classification names (every trigger ``job_hung``)."""
+        hang = self.nested_for_job is not None and all(t.source == "job_hung" for t in self.triggers)
+        return self.nested_for_job if hang else None
 
 
 def _request_kind(value: Any) -> str:

@@ -21,7 +21,7 @@ def classify_job_failure(
     now: datetime,
     node_timeout_seconds: int,
     orchestrator: Literal["slurm", "eks"] = "slurm",
-    progress: ProgressReader | None = None,
+    progress: ProgressReader | None,
     ledger: FailureHistory,
     repeat_window_seconds: int = 0,
     restart_window_seconds: int = 0,

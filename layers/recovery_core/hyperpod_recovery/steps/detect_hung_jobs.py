@@ -33,10 +33,18 @@ from datetime import datetime
 
 from pydantic import ValidationError
 
-from hyperpod_recovery.domain.hangs.damping import after_damping, damp, damped_action
+from hyperpod_recovery.domain.hangs.acting import (
+    MAX_STARTS_PER_TICK,
+    marked,
+    next_move,
+    observed_action,
+    one_kube_job,
+    recovery_request,
+    running_hang_recovery,
+)
 from hyperpod_recovery.domain.hangs.detect import job_verdicts
 from hyperpod_recovery.domain.hangs.handled import ended_by, handled_by
-from hyperpod_recovery.domain.hangs.observed import observe, own_rows, remembered_start, skew_text
+from hyperpod_recovery.domain.hangs.observed import observe, own_rows, remembered_start
 from hyperpod_recovery.domain.hangs.rules import HangRules
 from hyperpod_recovery.domain.intake.execution_names import hang_execution_name
 from hyperpod_recovery.errors import (
@@ -55,30 +63,14 @@ from hyperpod_recovery.models.job_nodes import JobNodes
 from hyperpod_recovery.models.kubernetes import JOB_KINDS, KUBE_UID_PATTERN, KubeJobRef
 from hyperpod_recovery.models.progress import ProgressReport, kube_job_key
 from hyperpod_recovery.models.progress_memory import JobMemory
-from hyperpod_recovery.models.requests import JobRecoveryRequest
 from hyperpod_recovery.observability import logger
 from hyperpod_recovery.ports import HangRecord, JobClaims, JobNodeSource, KubeApi, ProgressMemory, ProgressReader, Verdicts, Workflows
 
 # A tick starts no more recoveries once this little of its function's time is left: the next tick,
 # a minute later, goes on (the verdicts are the same, their names too).
 STOP_WITH_MS = 10_000
-# Recoveries a tick tries to start at most, the oldest stalls first: a file system gone stalls
-# hundreds of jobs at once; 300 are all started within 10 ticks, the rest wait (counted).
-MAX_STARTS_PER_TICK = 30
-UNVERIFIED = "membership unverified: no fresh orchestrator snapshot"
 
-
-def would_do(verdict: HangVerdict) -> str:
-    """What enforcing the verdict does (an observed verdict's record says it would have), in the
-    orchestrator's words: Slurm cancels and resubmits a job; on EKS a job is stopped and re-created."""
-    on_eks = kube_job_key(verdict.job) is not None
-    again = "re-create" if on_eks else "resubmit"
-    if verdict.rule == "slow":
-        cordon = f"cordon {', '.join(verdict.suspects)}, check it, " if verdict.suspects else ""
-        return f"stop job {verdict.job}, {cordon}{again} it from its newest verified checkpoint"
-    blamed = f"cordon and check {', '.join(verdict.suspects)}" if verdict.suspects else "blame no node"
-    stop = "stop" if on_eks else "cancel"
-    return f"capture the hang's evidence, {stop} job {verdict.job}, {blamed}, {again} it from its newest verified checkpoint"
+__all__ = ["MAX_STARTS_PER_TICK", "STOP_WITH_MS", "detect_hung_jobs"]
 
 
 def detect_hung_jobs(
@@ -92,7 +84,7 @@ def detect_hung_jobs(
     rules: HangRules,
     now: datetime,
     remaining_ms: Callable[[], int],
-    kube: KubeApi | None = None,
+    kube: KubeApi | None,
 ) -> dict[str, int]:
     """A stack in dry run still starts its recoveries: Validate Job Request makes them dry runs.
     ``job_nodes``: which nodes the orchestrator says each job runs on (whose rows count);
@@ -179,18 +171,7 @@ def _judge(
         return None
     seen = observe(before, job, own, now)
     found = job_verdicts(cluster, job, seen.reports, rules, now, seen.learned_pace)
-    return seen.memory, [_marked(v, unverified=membership is None, skew=seen.skew) for v in found]
-
-
-def _marked(verdict: HangVerdict, *, unverified: bool, skew: dict[str, int]) -> HangVerdict:
-    """The verdict saying what it rests on: rows whose membership could not be checked; writers'
-    clocks that disagree with ours (its times are our reads')."""
-    update: dict[str, str] = {}
-    if unverified:
-        update["summary"] = (verdict.summary + f" [{UNVERIFIED}]")[:1024]
-    if skew:
-        update["suspects_why"] = (verdict.suspects_why + skew_text(skew))[:512]
-    return verdict.model_copy(update=update) if update else verdict
+    return seen.memory, [marked(v, unverified=membership is None, skew=seen.skew) for v in found]
 
 
 def _act_on_oldest_first(
@@ -209,23 +190,13 @@ def _act_on_oldest_first(
     tried = 0
     for verdict in sorted(verdicts, key=lambda v: (v.episode_at, v.job)):
         counts[f"{verdict.rule}_verdicts"] += 1
-        memory = seen[verdict.job]
-        if memory.started_episode(verdict.episode_at) is not None:
-            counts["already_started"] += 1  # (remembered: started by an earlier tick)
+        step = next_move(verdict, seen[verdict.job], now, tried, lambda: remaining_ms() < STOP_WITH_MS)
+        seen[verdict.job], verdict = step.memory, step.verdict
+        if step.move != "act":
+            counts[step.move] += 1  # (already started: remembered, started by an earlier tick)
+            if step.tell:
+                _record(RecordedVerdict(verdict=verdict, action=step.tell), ledger)
             continue
-        damping, seen[verdict.job] = damp(memory, verdict, now)
-        if damping != "act":
-            counts["damped"] += 1
-            if damping == "tell":
-                _record(RecordedVerdict(verdict=verdict, action=damped_action(memory, verdict, now)[:512]), ledger)
-            continue
-        if verdict.mode == "enforce" and tried >= MAX_STARTS_PER_TICK:
-            counts["starts_deferred"] += 1
-            continue
-        if remaining_ms() < STOP_WITH_MS:
-            counts["deferred"] += 1
-            continue
-        verdict = verdict.model_copy(update={"summary": (verdict.summary + after_damping(seen[verdict.job], now))[:1024]})
         started = _act(verdict, ledger, workflows, now, counts, kube, running)
         tried += started is not None
         if started:
@@ -264,12 +235,7 @@ def _recovered_job(verdict: HangVerdict, kube: KubeApi | None) -> tuple[str | No
         uid = str((job.get("metadata") or {}).get("uid") or "")
         if matches(KUBE_UID_PATTERN, uid):
             found.append((kind, uid))
-    if not found:
-        return None, f"no training job {namespace}/{name} is in the Kubernetes API (its reports outlive it by their TTL)"
-    if len(found) > 1:
-        kinds = " and a ".join(kind for kind, _ in found)
-        return None, f"both a {kinds} are named {namespace}/{name}: its reports do not say which one hangs"
-    return found[0][1], ""
+    return one_kube_job(namespace, name, found)
 
 
 class _RunningJobRecoveries:
@@ -314,11 +280,7 @@ def _left_to(verdict: HangVerdict, job_id: str, own: str, ledger: JobClaims, run
     except HistoryUnavailable as exc:
         logger.warning("could not list the running job recoveries", extra={"job": verdict.job, "error": str(exc)[:300]})
         return None
-    # (one hang recovery of a job at a time: an episode whose memory was lost is dated anew, its name too)
-    hung = next((n for n in names if n.startswith(f"hpj-{job_id}-hung-") and n != own), None)
-    if hung is not None:
-        return f"left to hang recovery {hung}, which runs for an earlier stall of this job"
-    return ended_by(verdict, job_id, names, now)
+    return running_hang_recovery(job_id, names, own) or ended_by(verdict, job_id, names, now)
 
 
 def _act(
@@ -353,7 +315,7 @@ def _act(
             counts["left_to_another_incident"] += 1
             _record(RecordedVerdict(verdict=verdict, action=f"not acted on: {left_to}"[:512]), ledger)
             return None
-        request, invalid = _request(verdict, job_id, name, now)
+        request, invalid = recovery_request(verdict, job_id, name, now)
         if request is None:  # (a job id the workflow cannot carry: counted, never the tick's failure)
             logger.warning("verdict cannot start a recovery", extra={"job": verdict.job, "error": invalid})
             counts["invalid"] += 1
@@ -373,25 +335,8 @@ def _act(
         _record(RecordedVerdict(verdict=verdict, action=f"started job recovery {name}", execution=name), ledger)
         return name
     counts["observed"] += 1
-    action = f"observed: would {would_do(verdict)}" + (f" (not acted on: {why_not})" if why_not else "")
-    _record(RecordedVerdict(verdict=verdict, action=action[:512]), ledger)
+    _record(RecordedVerdict(verdict=verdict, action=observed_action(verdict, why_not)), ledger)
     return None
-
-
-def _request(verdict: HangVerdict, job_id: str, name: str, now: datetime) -> tuple[JobRecoveryRequest | None, str]:
-    try:
-        return JobRecoveryRequest(
-            cluster=verdict.cluster,
-            job_id=job_id,
-            source="progress",
-            # (the incident names the job itself: "job 1001: no progress for 120 s since ...")
-            reason=verdict.summary.removeprefix(f"job {verdict.job}: "),
-            event_id=name,
-            detected_at=now,
-            hang=verdict,
-        ), ""
-    except ValidationError as exc:
-        return None, str(exc)[:300]
 
 
 def _record(recorded: RecordedVerdict, ledger: Verdicts) -> None:

@@ -20,7 +20,7 @@ At scale (a shared file system failing 500 jobs at once) a poll is bounded by it
 
 A HyperPodPyTorchJob whose log monitoring rule evaluated to HANGING or SLOW (the training operator
 restarts it itself) is recorded as a verdict of rule hpto_hang or hpto_slow, once per episode, told
-once (an informational notice), and left to the operator (steps/import_hyperpod_hangs.py
+once (an informational notice), and left to the operator (steps/verdicts.py
 record_operator_faults).
 """
 
@@ -33,8 +33,6 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from hyperpod_recovery.adapters.eks_node_lookup import HyperPodNodes
-from hyperpod_recovery.adapters.eks_orchestrator import installed_jobs, job_pod_nodes, job_pods
 from hyperpod_recovery.domain.intake.execution_names import job_execution_name
 from hyperpod_recovery.domain.intake.freshness import EventAgeLimits
 from hyperpod_recovery.domain.intake.normalize import GuardedCluster
@@ -44,8 +42,10 @@ from hyperpod_recovery.models.job_events import JobFailedDetail
 from hyperpod_recovery.models.kubernetes import JOB_KINDS, KUBE_JOB_NAME_MAX, KubeJobRef, is_dns1123_label, is_dns1123_subdomain
 from hyperpod_recovery.models.requests import JobRecoveryRequest
 from hyperpod_recovery.observability import logger
-from hyperpod_recovery.ports import FailurePolls, KubeApi, Marks, Workflows
-from hyperpod_recovery.steps.import_hyperpod_hangs import Teller, record_operator_faults
+from hyperpod_recovery.ports import FailurePolls, Marks, TrainingJobs, Workflows
+from hyperpod_recovery.steps.verdicts import Teller, record_operator_faults
+
+__all__ = ["STOP_WITH_MS", "Teller", "find_failed_jobs"]
 
 # A poll starts no more failures once less than this is left of its function's time: one failure's
 # pod list and start (each call well under a second; the adapters' timeouts bound a slow one), the
@@ -55,7 +55,7 @@ STOP_WITH_MS = 10_000
 
 def find_failed_jobs(
     *,
-    kube: KubeApi,
+    jobs: TrainingJobs,
     workflows: Workflows,
     ledger: FailurePolls,
     guarded: GuardedCluster,
@@ -65,7 +65,8 @@ def find_failed_jobs(
     now: datetime,
     remaining_ms: Callable[[], int],
 ) -> dict[str, int]:
-    """``remaining_ms``: the function's time left (Lambda's context.get_remaining_time_in_millis);
+    """``jobs``: the cluster's training jobs, read for this poll; ``remaining_ms``: the function's time
+    left (Lambda's context.get_remaining_time_in_millis);
     ``teller``: where an operator fault's verdict, once kept, is told."""
     counts: Counter[str] = Counter()
     limits = EventAgeLimits(max_age_seconds, max_skew_seconds)
@@ -78,7 +79,7 @@ def find_failed_jobs(
     due: list[tuple[datetime, str, str, dict[str, Any]]] = []
     for kind in JOB_KINDS:
         # (a kind whose CRD is not installed lists nothing: the training operator is an add-on)
-        for job in installed_jobs(kube, kind):
+        for job in jobs.installed(kind):
             if kind == "HyperPodPyTorchJob":
                 # Its log monitoring's HANGING and SLOW faults, which the operator restarts itself: recorded as
                 # verdicts (observe-only), the job left to the operator.
@@ -97,30 +98,28 @@ def find_failed_jobs(
                 counts["already_started"] += 1
             else:
                 due.append((ended, uid, kind, job))
-    names = HyperPodNodes(kube)
     due.sort(key=lambda d: (d[0], d[1]))
     for position, (ended, _, kind, job) in enumerate(due):
         if remaining_ms() < STOP_WITH_MS:
             counts["deferred"] += len(due) - position
             logger.warning("poll out of time; the next tick goes on", extra={"deferred": len(due) - position})
             break
-        _start(kube, workflows, ledger, guarded, job, kind, ended + timedelta(seconds=max_age_seconds), names, counts)
+        _start(jobs, workflows, ledger, guarded, job, kind, ended + timedelta(seconds=max_age_seconds), counts)
     return dict(counts)
 
 
 def _start(
-    kube: KubeApi,
+    jobs: TrainingJobs,
     workflows: Workflows,
     ledger: Marks,
     guarded: GuardedCluster,
     job: dict[str, Any],
     kind: str,
     stale_at: datetime,
-    names: HyperPodNodes,
     counts: Counter[str],
 ) -> None:
     try:
-        detail = _failure(kube, job, kind, guarded.name, names)
+        detail = _failure(jobs, job, kind, guarded.name)
     except KubeObjectGone:
         return  # (deleted since it was listed: nothing to recover)
     except (ValueError, ValidationError) as exc:
@@ -166,12 +165,12 @@ def _unreadable(counts: Counter[str], job: dict[str, Any], kind: str, exc: Excep
     counts["invalid"] += 1
 
 
-def _failure(kube: KubeApi, job: dict[str, Any], kind: str, cluster: str, names: HyperPodNodes) -> JobFailedDetail | None:
+def _failure(jobs: TrainingJobs, job: dict[str, Any], kind: str, cluster: str) -> JobFailedDetail | None:
     metadata = job.get("metadata") or {}
     namespace, name = str(metadata.get("namespace") or ""), str(metadata.get("name") or "")
     if not (is_dns1123_label(namespace) and len(name) <= KUBE_JOB_NAME_MAX and is_dns1123_subdomain(name)):
         return None
     ref = KubeJobRef.model_validate({"kind": kind, "namespace": namespace, "name": name})
-    pods = job_pods(kube, ref, job)  # (one list: where it ran, and how its containers ended)
-    detail = failure_event(job, kind, cluster, job_pod_nodes(kube, ref, job, names, pods), exit_code=failed_exit_code(pods))
+    pods = jobs.pods(ref, job)  # (one list: where it ran, and how its containers ended)
+    detail = failure_event(job, kind, cluster, jobs.pod_nodes(ref, job, pods), exit_code=failed_exit_code(pods))
     return detail.model_copy(update={"kube": ref}) if detail is not None else None

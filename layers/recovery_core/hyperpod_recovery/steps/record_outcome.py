@@ -30,12 +30,9 @@ from hyperpod_recovery.domain.record.job_incident import JOB_INCIDENT
 from hyperpod_recovery.domain.record.node_incident import NODE_INCIDENT
 from hyperpod_recovery.models.job_recovery import RecordJobOutcomeInput, RestartEntry
 from hyperpod_recovery.models.node_recovery import OutcomeResult, RecordOutcomeInput
-from hyperpod_recovery.models.records import IncidentRecord, MeasuredRestart, RecoveryLogEntry
+from hyperpod_recovery.models.records import NOTIFICATION, IncidentRecord, MeasuredRestart, RecoveryLogEntry
 from hyperpod_recovery.ports import IncidentEnd, IncidentStore, Lineages, Notifier, RecoveryLog
 from hyperpod_recovery.steps.settle import settle_holdings
-
-# The incident's page, among its effects in the ledger (Reconcile Execution sends it under the same name).
-NOTIFICATION = "notification"
 
 
 def record_outcome(

@@ -7,12 +7,10 @@ from __future__ import annotations
 from datetime import datetime
 
 from hyperpod_recovery.domain.nodes.ladder import first_repair
-from hyperpod_recovery.domain.nodes.replace import classify_replacements, merge_outcomes
+from hyperpod_recovery.domain.nodes.replace import REBOOT_MARK, classify_replacements, merge_outcomes
 from hyperpod_recovery.models.cluster import BatchOutcome
 from hyperpod_recovery.models.node_recovery import Replacement, ReplaceNodesInput
 from hyperpod_recovery.ports import Cluster, Replacements
-
-REBOOT_MARK = "reboot:"  # ledger marks: "<id>" replace started, "reboot:<id>" reboot started
 
 
 def replace_nodes(

@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from hyperpod_recovery.observability import logger
-from hyperpod_recovery.steps.reconcile_execution import EndContext, Reconciled, end_settled, reconcile_end
+from hyperpod_recovery.ports import Marks
+from hyperpod_recovery.steps.ends import EndContext, Reconciled, end_settled, reconcile_end
 
 # ListExecutions "is eventually consistent. The results are best effort and may not reflect very
 # recent updates and changes" (ListExecutions, API reference): each sweep looks this far back before
@@ -53,13 +54,14 @@ class Swept:
 
 
 def sweep_ended_executions(
-    *, context: EndContext, clock: Callable[[], datetime], longest_run: timedelta, time_left: Callable[[], timedelta]
+    *, context: EndContext, marks: Marks, clock: Callable[[], datetime], longest_run: timedelta, time_left: Callable[[], timedelta]
 ) -> Swept:
-    """``longest_run``: the longest either workflow can run (domain/policy/limits.py), which bounds how far
-    back the listing reads; ``time_left``: the function's remaining time."""
+    """``marks``: where the last sweep stopped; ``longest_run``: the longest either workflow can run
+    (domain/policy/limits.py), which bounds how far back the listing reads; ``time_left``: the
+    function's remaining time."""
     history, ledger = context.history, context.ledger
     swept, now = Swept(), clock()
-    since = (ledger.ends_swept_until(context.cluster) or now - FIRST_LOOKBACK) - OVERLAP
+    since = (marks.ends_swept_until(context.cluster) or now - FIRST_LOOKBACK) - OVERLAP
     listed = sorted(history.closed_since(since, started_after=since - longest_run), key=lambda e: (e.stopped_at, e.name))
     ended = [e for e in listed if e.stopped_at <= now - GRACE]
     swept.found, swept.deferred = len(listed), [e.name for e in listed if e.stopped_at > now - GRACE]
@@ -90,5 +92,5 @@ def sweep_ended_executions(
         else:
             swept.settled += 1
     swept.until = min(now, unfinished_since) if unfinished_since is not None else now
-    ledger.save_ends_swept_until(context.cluster, swept.until)
+    marks.save_ends_swept_until(context.cluster, swept.until)
     return swept

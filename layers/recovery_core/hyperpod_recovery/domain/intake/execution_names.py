@@ -42,24 +42,3 @@ def hang_execution_name(job: str, reason: str, episode_at: datetime) -> str:
 
 
 HANG_MARK = "-hung-"
-# A slowdown's recovery (an enforced slow verdict) is one too: the same path, its suspects checked.
-HANG_MARKS = (HANG_MARK, "-slow-")
-
-
-def _mark_in(execution_name: str) -> str | None:
-    return next((mark for mark in HANG_MARKS if mark in execution_name), None)
-
-
-def is_hang_incident(execution_name: str) -> bool:
-    """A hang's (or slowdown's) JobRecovery, or the NodeRecovery it nests (``…-hung-<epoch>-nodes``):
-    ours, by name (a job id, Slurm's number or a uid's hex, never holds either mark)."""
-    return _mark_in(execution_name) is not None
-
-
-def hung_job_of(execution_name: str) -> str | None:
-    """The job a hang's (or slowdown's) execution, or its nested NodeRecovery, is about:
-    ``hpj-<job>-hung-<epoch>[-nodes]``, ``hpj-<job>-slow-<epoch>[-nodes]``."""
-    mark = _mark_in(execution_name)
-    if not execution_name.startswith("hpj-") or mark is None:
-        return None
-    return execution_name.removeprefix("hpj-").split(mark, 1)[0]

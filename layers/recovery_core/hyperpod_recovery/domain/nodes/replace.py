@@ -26,6 +26,15 @@ from hyperpod_recovery.models.node_recovery import (
 MAX_NODES_PER_BATCH_CALL = 25
 ALREADY_IN_PROGRESS_CODES = frozenset({"InstanceIdInUse", "InvalidInstanceStatus"})
 GONE_CODES = frozenset({"InstanceIdNotFound"})
+# The incident's marks in the ledger: "<id>" a replacement started, "reboot:<id>" a reboot started.
+REBOOT_MARK = "reboot:"
+
+
+def marked_nodes(marks: set[str]) -> tuple[list[str], list[str]]:
+    """The nodes an incident's marks say it replaced, and those it rebooted, each sorted."""
+    replaced = sorted(m for m in marks if not m.startswith(REBOOT_MARK))
+    rebooted = sorted(m.removeprefix(REBOOT_MARK) for m in marks if m.startswith(REBOOT_MARK))
+    return replaced, rebooted
 
 
 def merge_outcomes(*outcomes: BatchOutcome) -> BatchOutcome:
