@@ -33,6 +33,7 @@ for env in {stacks!r}:
     for deps in (built, built.for_dry_run()):
         for port in dataclasses.fields(Dependencies):
             getattr(deps, port.name)
+        deps.training_jobs()
 print(json.dumps(sorted(name for name in sys.modules if name.split(".")[0] in ("hyperpod_recovery", "hyperpod_recovery_cli"))))
 """
 

@@ -11,7 +11,7 @@ from hyperpod_recovery.models.commands import JobSpec
 from hyperpod_recovery.models.node_recovery import FindNewestCheckpointInput
 from hyperpod_recovery.models.requests import RecoveryRequest, Trigger, TriggerSource
 from hyperpod_recovery.steps.find_newest_checkpoint import find_newest_checkpoint
-from tests.fakes import T0
+from tests.fakes import T0, FakeLedger
 from tests.unit.test_resume_policy import _job, _store
 
 NODE = "i-0123456789abcdef0"
@@ -29,7 +29,7 @@ def _step(jobs: list[JobSpec], request: RecoveryRequest | None) -> FindNewestChe
 
 def test_given_a_hangs_node_recovery_then_the_hung_job_resumes_at_once_and_the_others_by_the_policy() -> None:
     step = _step([_job("1"), _job("2")], _request("job_hung", nested_for_job="1"))
-    plan = find_newest_checkpoint(step, reader=_store("j1", "j2"), policy="after_rejoin", now=T0)
+    plan = find_newest_checkpoint(step, reader=_store("j1", "j2"), policy="after_rejoin", now=T0, ledger=FakeLedger())
     assert [p.job.job_id for p in plan.resume_now] == ["1"]
     assert [p.job.job_id for p in plan.resumable] == ["2"]
 
