@@ -71,52 +71,21 @@ def classify_replacements(
     and it is never announced."""
     actions = actions or {}
     failed_by_id = {f.node_id: f for f in outcome.failed}
-    successful = set(outcome.successful)
+    initiated = set(outcome.successful) | already_initiated
     replaced: list[WatchedNode] = []
     failed: list[ReplaceFailure] = []
     for target in targets:
-        initiation: Initiation | None
-        if actions.get(target.node_id) == "check":
+        action = actions.get(target.node_id, "replace")
+        if action == "check":
             # A hang's suspect: nothing asked of HyperPod; it is back as it is, and Resume Nodes' gate decides.
-            replaced.append(
-                WatchedNode(
-                    node_id=target.node_id,
-                    slurm_node=target.slurm_node,
-                    instance_group=target.instance_group,
-                    logical_id=target.logical_id,
-                    initiation="dry_run" if dry_run else "initiated",
-                    action="check",
-                    status="Running",
-                    matched_by="instance_id",
-                    rejoined=True,
-                )
-            )
+            checked = _watched(target, "dry_run" if dry_run else "initiated", action)
+            replaced.append(checked.model_copy(update={"status": "Running", "matched_by": "instance_id", "rejoined": True}))
             continue
-        if dry_run:
-            initiation = "dry_run"
-        elif target.node_id in successful or target.node_id in already_initiated:
-            initiation = "initiated"
-        elif target.node_id in failed_by_id:
-            code = failed_by_id[target.node_id].error_code
-            initiation = "already_in_progress" if code in ALREADY_IN_PROGRESS_CODES else "vanished" if code in GONE_CODES else None
-            if initiation is None:
-                failed.append(failed_by_id[target.node_id])
-        else:
-            # Neither Successful nor Failed: the API did not account for the node. Treat as a failure
-            # to start rather than waiting on something that may never happen.
-            initiation = None
-            failed.append(ReplaceFailure(node_id=target.node_id, error_code="NotAccountedFor", message="absent from the response"))
+        initiation, failure = _initiation(target.node_id, initiated, failed_by_id, dry_run)
+        if failure is not None:
+            failed.append(failure)
         if initiation is not None:
-            replaced.append(
-                WatchedNode(
-                    node_id=target.node_id,
-                    slurm_node=target.slurm_node,
-                    instance_group=target.instance_group,
-                    logical_id=target.logical_id,
-                    initiation=initiation,
-                    action=actions.get(target.node_id, "replace"),
-                )
-            )
+            replaced.append(_watched(target, initiation, action))
     paced = expected_seconds is not None and not dry_run and replaced and all(r.action == "replace" for r in replaced)
     expected_seconds = expected_within(expected_seconds, deadline_seconds) if expected_seconds is not None else None
     expected_at = now + timedelta(seconds=expected_seconds) if paced and expected_seconds is not None else None
@@ -152,4 +121,35 @@ def classify_replacements(
         dry_run=dry_run,
         proceed=bool(replaced),
         watch=watch,
+    )
+
+
+def _initiation(
+    node_id: str, initiated: set[str], failed_by_id: dict[str, ReplaceFailure], dry_run: bool
+) -> tuple[Initiation | None, ReplaceFailure | None]:
+    """How one node's replacement began, or why it did not start."""
+    if dry_run:
+        return "dry_run", None
+    if node_id in initiated:
+        return "initiated", None
+    if node_id in failed_by_id:
+        code = failed_by_id[node_id].error_code
+        if code in ALREADY_IN_PROGRESS_CODES:
+            return "already_in_progress", None
+        if code in GONE_CODES:
+            return "vanished", None
+        return None, failed_by_id[node_id]
+    # Neither Successful nor Failed: the API did not account for the node. Treat as a failure
+    # to start rather than waiting on something that may never happen.
+    return None, ReplaceFailure(node_id=node_id, error_code="NotAccountedFor", message="absent from the response")
+
+
+def _watched(target: NodeTarget, initiation: Initiation, action: Literal["reboot", "replace", "check"]) -> WatchedNode:
+    return WatchedNode(
+        node_id=target.node_id,
+        slurm_node=target.slurm_node,
+        instance_group=target.instance_group,
+        logical_id=target.logical_id,
+        initiation=initiation,
+        action=action,
     )
