@@ -6,14 +6,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
-from hyperpod_recovery.models.common import slurm_node_name
+from hyperpod_recovery.models.common import Model, slurm_node_name
 from hyperpod_recovery.models.kubernetes import node_name_for_instance
 from hyperpod_recovery.models.node_recovery import ReplaceFailure
 
 
-class InstanceGroupInfo(BaseModel):
+class InstanceGroupInfo(Model):
     name: str
     # SlurmConfig.NodeType when the cluster reports it; None on older clusters.
     node_type: Literal["Controller", "Login", "Compute"] | None = None
@@ -21,7 +21,7 @@ class InstanceGroupInfo(BaseModel):
     target_count: int | None = None
 
 
-class ClusterInfo(BaseModel):
+class ClusterInfo(Model):
     name: str
     arn: str
     status: str
@@ -43,7 +43,7 @@ class ClusterInfo(BaseModel):
         return self.provisioning_mode == "Continuous"
 
 
-class ClusterNode(BaseModel):
+class ClusterNode(Model):
     node_id: str
     instance_group: str
     status: str  # ClusterInstanceStatus; unknown values are kept as they come
@@ -63,7 +63,7 @@ class ClusterNode(BaseModel):
         return slurm_node_name(self.private_dns_hostname) if self.private_dns_hostname else None
 
 
-class BatchOutcome(BaseModel):
+class BatchOutcome(Model):
     """A Batch*ClusterNodes response, all chunks merged. ``Successful`` means *initiated*."""
 
     successful: list[str] = Field(default_factory=list)

@@ -19,6 +19,7 @@ from hyperpod_recovery.models.common import (
     MAX_NODES_PER_REQUEST,
     GateDetailText,
     JobId,
+    Model,
     ShortText,
     SlurmJobId,
     SlurmNodeName,
@@ -77,14 +78,14 @@ JobNodeList = Annotated[list[SlurmNodeName], Field(min_length=1, max_length=MAX_
 NodeNames = Annotated[list[SlurmNodeName], Field(max_length=MAX_NODES_PER_REQUEST)]
 
 
-class DrainNodes(BaseModel):
+class DrainNodes(Model):
     model_config = ConfigDict(extra="forbid")
     type: Literal["drain_nodes"] = "drain_nodes"
     nodes: NodeList
     reason: SlurmText = Field(min_length=1, max_length=256)
 
 
-class CordonNodes(BaseModel):
+class CordonNodes(Model):
     """Cordon Nodes: drain the nodes under ``reason`` (our tag first), then capture the jobs holding
     them (as ``jobs_on_nodes`` does): one round trip to the controller, and no job can start on them
     between the drain and the listing.
@@ -104,7 +105,7 @@ class CordonNodes(BaseModel):
 HealthCheckArg = Annotated[str, Field(max_length=2048, pattern=r"^[^\x00-\x1f]*$")]
 
 
-class HealthCheck(BaseModel):
+class HealthCheck(Model):
     """The program (an argument list, never a shell string) the agent runs on each node before it
     resumes it, and how long it may take; a non-zero exit, or no exit in time, fails the gate."""
 
@@ -113,7 +114,7 @@ class HealthCheck(BaseModel):
     timeout_seconds: int = Field(ge=10, le=3600)
 
 
-class ResumeNodes(BaseModel):
+class ResumeNodes(Model):
     model_config = ConfigDict(extra="forbid")
     type: Literal["resume_nodes"] = "resume_nodes"
     nodes: NodeList
@@ -123,13 +124,13 @@ class ResumeNodes(BaseModel):
     health_check: HealthCheck | None = Field(default=None, exclude_if=is_none)
 
 
-class JobsOnNodes(BaseModel):
+class JobsOnNodes(Model):
     model_config = ConfigDict(extra="forbid")
     type: Literal["jobs_on_nodes"] = "jobs_on_nodes"
     nodes: NodeList
 
 
-class ResubmitJob(BaseModel):
+class ResubmitJob(Model):
     """Resubmit the job the agent captured as ``job_id``, as its owner, from ``checkpoint``. The
     script, owner and options come from the agent's capture, never from this message."""
 
@@ -165,7 +166,7 @@ class ResubmitJob(BaseModel):
         return self
 
 
-class NodeStates(BaseModel):
+class NodeStates(Model):
     """Slurm's view of nodes: state, flags and drain reason (read-only). ``nodes``: those nodes; or, for
     a job on more nodes than a command carries the names of, ``not_plainly_healthy`` and no names:
     every node of the cluster whose state is not plainly healthy (``plainly_healthy``), which is all
@@ -210,7 +211,7 @@ def plainly_healthy(state: str, flags: Iterable[str], reason: str) -> bool:
     )
 
 
-class CaptureJobSpec(BaseModel):
+class CaptureJobSpec(Model):
     """One job's spec (script, name, partition, nodes, time limit, work dir, checkpoint) (read-only)."""
 
     model_config = ConfigDict(extra="forbid")
@@ -223,7 +224,7 @@ class CaptureJobSpec(BaseModel):
     asked: list[SlurmNodeName] = Field(default_factory=list, max_length=MAX_NODES_ASKED, exclude_if=lambda v: not v)
 
 
-class RequeueJob(BaseModel):
+class RequeueJob(Model):
     """``scontrol requeue``: Slurm restarts the same job id (a job already pending is left as is)."""
 
     model_config = ConfigDict(extra="forbid")
@@ -231,7 +232,7 @@ class RequeueJob(BaseModel):
     job_id: SlurmJobId
 
 
-class BootTimes(BaseModel):
+class BootTimes(Model):
     """Each node's boot time and state as slurmctld knows them (read-only): slurmd reports the host's
     boot time when it registers, so a boot time later than a reboot request proves the reboot."""
 
@@ -254,7 +255,7 @@ INCIDENT_EVIDENCE_BYTES = 96 * 1024
 EvidenceText = Annotated[str, Field(max_length=STACKS_TEXT_LIMIT)]
 
 
-class CaptureHangEvidence(BaseModel):
+class CaptureHangEvidence(Model):
     """A hung job's evidence, read-only and bounded in time: ``scontrol show job`` and a stack dump
     of the job's processes on ``nodes`` (``py-spy dump`` through ``srun --overlap --jobid``; the
     answer says when py-spy is not installed). On EKS: the job's conditions and events and, on each
@@ -273,7 +274,7 @@ class CaptureHangEvidence(BaseModel):
 EvidenceOutcome = Literal["captured", "tool_absent", "timed_out", "failed", "no_process"]
 
 
-class NodeStacks(BaseModel):
+class NodeStacks(Model):
     """One node's stack dump of the job's processes."""
 
     model_config = ConfigDict(extra="forbid")
@@ -287,7 +288,7 @@ class NodeStacks(BaseModel):
     signature: str | None = Field(default=None, max_length=64, exclude_if=is_none)
 
 
-class HangEvidenceResult(BaseModel):
+class HangEvidenceResult(Model):
     job_id: JobId
     # The job's state now (RUNNING...), None when the orchestrator no longer knows it.
     job_state: str | None = Field(default=None, max_length=32)
@@ -309,7 +310,7 @@ class HangEvidenceResult(BaseModel):
         return self
 
 
-class CheckAgent(BaseModel):
+class CheckAgent(Model):
     """Is the agent there, which version, does slurmctld answer, and which jobs run with which
     checkpoint location (read-only): what ``hyperpod-recovery preflight`` asks before a stack is armed."""
 
@@ -350,7 +351,7 @@ COMMAND_TYPES = frozenset(
 MUTATING_COMMANDS = frozenset({"drain_nodes", "cordon_nodes", "resume_nodes", "resubmit_job", "requeue_job"})
 
 
-class CommandEnvelope(BaseModel):
+class CommandEnvelope(Model):
     """One SQS message on the command queue."""
 
     model_config = ConfigDict(extra="forbid")
@@ -364,7 +365,7 @@ class CommandEnvelope(BaseModel):
     command: ControllerCommand
 
 
-class DrainResult(BaseModel):
+class DrainResult(Model):
     drained: NodeNames = Field(default_factory=list)
     already_drained: NodeNames = Field(default_factory=list)
     # Of those, drained under this incident's own tag already (a command retried after a lost
@@ -378,7 +379,7 @@ class DrainResult(BaseModel):
 UNHEALTHY_DETAILS_KEPT = 10
 
 
-class UnhealthyNode(BaseModel):
+class UnhealthyNode(Model):
     node: SlurmNodeName
     # "failed": the check ran and said no (an exit other than 0, or none in time): the instance is
     # sick. "could_not_run": the check never ran (srun's own error, slurmctld away, a reservation
@@ -389,7 +390,7 @@ class UnhealthyNode(BaseModel):
     detail: GateDetailText = Field(default="", exclude_if=lambda v: not v)
 
 
-class ResumeResult(BaseModel):
+class ResumeResult(Model):
     resumed: NodeNames = Field(default_factory=list)
     not_drained: NodeNames = Field(default_factory=list)
     # Drained by someone else (reason without our tag): left alone on purpose.
@@ -403,7 +404,7 @@ class ResumeResult(BaseModel):
         return [u if i < UNHEALTHY_DETAILS_KEPT else u.model_copy(update={"detail": ""}) for i, u in enumerate(value)]
 
 
-class JobsOnNodesResult(BaseModel):
+class JobsOnNodesResult(Model):
     jobs: list[JobSpec] = Field(default_factory=list, max_length=MAX_JOBS_PER_INCIDENT)
     # Jobs past MAX_JOBS_PER_INCIDENT, counted but not described (the incident escalates for them).
     omitted: int = Field(default=0, ge=0)
@@ -424,7 +425,7 @@ class CordonResult(JobsOnNodesResult):
     absent: NodeNames = Field(default_factory=list, exclude_if=lambda v: not v)
 
 
-class ResubmitResult(BaseModel):
+class ResubmitResult(Model):
     old_job_id: JobId
     new_job_id: JobId | None = None  # None only in a dry run, or when another incident has not finished yet
     # Another incident resubmitted the job (its claim in the ledger, or its copy in Slurm): nothing submitted now.
@@ -451,18 +452,18 @@ class ResubmitResult(BaseModel):
     stop_only: StrictFlag = Field(default=False, exclude_if=is_false)
 
 
-class NodeStatus(BaseModel):
+class NodeStatus(Model):
     name: SlurmNodeName
     state: str = Field(max_length=32)  # idle, allocated, mixed, down, ...
     flags: list[Annotated[str, Field(max_length=32)]] = Field(default_factory=list, max_length=16)  # DRAIN, NOT_RESPONDING, ...
     reason: str = Field(default="", max_length=256)
 
 
-class NodeStatesResult(BaseModel):
+class NodeStatesResult(Model):
     nodes: list[NodeStatus] = Field(default_factory=list, max_length=MAX_JOB_NODES_CARRIED)
 
 
-class JobSpecResult(BaseModel):
+class JobSpecResult(Model):
     job: JobSpec | None = None  # None: slurmctld no longer knows the job
 
     @model_validator(mode="after")
@@ -483,7 +484,7 @@ def carried(spec: JobSpec, asked: Iterable[str] = ()) -> JobSpec:
     return spec.model_copy(update={"nodes": [], "asked_held": [n for n in dict.fromkeys(asked) if n in own][:MAX_NODES_ASKED]})
 
 
-class RequeueResult(BaseModel):
+class RequeueResult(Model):
     job_id: SlurmJobId
     requeued: bool  # False: the job was already pending (requeued before), nothing done
 
@@ -494,7 +495,7 @@ class RequeueResult(BaseModel):
 NOT_RESPONDING_FLAGS = frozenset({"NOT_RESPONDING", "UNKNOWN", "FUTURE", "POWERED_DOWN", "POWERING_UP", "POWERING_DOWN"})
 
 
-class NodeBoot(BaseModel):
+class NodeBoot(Model):
     """One node as slurmctld knows it: when its host last booted (the BootTime its slurmd registered
     with; None when slurmctld has none or does not know the node) and its state."""
 
@@ -509,7 +510,7 @@ class NodeBoot(BaseModel):
         return bool(self.state) and not flags & NOT_RESPONDING_FLAGS
 
 
-class BootTimesResult(BaseModel):
+class BootTimesResult(Model):
     nodes: list[NodeBoot] = Field(default_factory=list, max_length=MAX_NODES_PER_REQUEST)
 
 
@@ -517,7 +518,7 @@ class BootTimesResult(BaseModel):
 MAX_JOBS_CHECKED = 50
 
 
-class RunningJob(BaseModel):
+class RunningJob(Model):
     """A running job as a check reports it: enough to find its checkpoints."""
 
     model_config = ConfigDict(extra="forbid")
@@ -526,7 +527,7 @@ class RunningJob(BaseModel):
     checkpoint_uri: str | None = Field(default=None, max_length=MAX_CHECKPOINT_URI, pattern=CHECKPOINT_URI_PATTERN)
 
 
-class AgentCheckResult(BaseModel):
+class AgentCheckResult(Model):
     agent_version: str = Field(max_length=64)
     slurm_reachable: bool
     # Why slurmctld did not answer, or what it said (its node count).

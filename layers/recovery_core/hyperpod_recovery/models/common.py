@@ -47,7 +47,14 @@ Timestamp = AwareDatetime
 StrictFlag = StrictBool
 
 
-class StepResult(BaseModel):
+class Model(BaseModel):
+    """The base of every model here: its validator is built when the model is first used, not when its
+    module is imported, so a Lambda's cold start builds only the models its step touches."""
+
+    model_config = ConfigDict(defer_build=True)
+
+
+class StepResult(Model):
     """What a step of either workflow returns into the execution's state: stamped with when it did."""
 
     model_config = ConfigDict(extra="forbid")

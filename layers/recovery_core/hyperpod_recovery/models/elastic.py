@@ -17,7 +17,9 @@ from __future__ import annotations
 
 from typing import Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import ConfigDict, Field, ValidationError, model_validator
+
+from hyperpod_recovery.models.common import Model
 
 ELASTIC_COMMENT_PREFIX: Final = "resume=elastic"
 MAX_ELASTIC_NODES: Final = 10_000  # as a job's own node count (commands.MAX_JOB_NODES)
@@ -31,7 +33,7 @@ ELASTIC_SOURCE_TEXT: dict[str, str] = {
 }
 
 
-class ElasticPolicy(BaseModel):
+class ElasticPolicy(Model):
     """The sizes a job may run at: from ``min_nodes`` up to its full size, in steps of ``multiple``
     nodes (one data-parallel replica). ``max_nodes`` None: the size it ran at."""
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import ConfigDict, Field, ValidationInfo, field_validator
 
+from hyperpod_recovery.models.common import Model
 from hyperpod_recovery.models.job_events import JobFailedDetail
 
 HEALTH_EVENT_DETAIL_TYPE = "SageMaker HyperPod Cluster Node Health Event"
@@ -19,7 +20,7 @@ CLUSTER_EVENT_DETAIL_TYPE = "SageMaker HyperPod Cluster Event"
 ALARM_EVENT_DETAIL_TYPE = "CloudWatch Alarm State Change"
 
 
-class EventBridgeModel(BaseModel):
+class EventBridgeModel(Model):
     """An EventBridge event's envelope, as Powertools' parser models it (its EventBridgeModel, field
     for field): importing that one loads the parser's hundred other event models at every cold start."""
 
@@ -43,7 +44,7 @@ class EventBridgeModel(BaseModel):
         return {} if info.data.get("source") == "aws.scheduler" and v == "{}" else v
 
 
-class HealthSummary(BaseModel):
+class HealthSummary(Model):
     # AWS publishes no enum for HealthStatus/RepairAction beyond "Unhealthy"/"None": keep them
     # free strings so a new value is logged and ignored, never a parse failure.
     HealthStatus: str
@@ -52,7 +53,7 @@ class HealthSummary(BaseModel):
     Recommendation: str | None = None
 
 
-class NodeHealthDetail(BaseModel):
+class NodeHealthDetail(Model):
     ClusterName: str
     ClusterArn: str
     InstanceId: str
@@ -83,37 +84,37 @@ class HyperPodNodeHealthEvent(EventBridgeModel):
     detail: NodeHealthDetail
 
 
-class AlarmMetric(BaseModel):
+class AlarmMetric(Model):
     namespace: str | None = None
     name: str | None = None
     dimensions: dict[str, str] = Field(default_factory=dict)
 
 
-class AlarmMetricStat(BaseModel):
+class AlarmMetricStat(Model):
     metric: AlarmMetric
     period: int | None = None
     stat: str | None = None
 
 
-class AlarmMetricQuery(BaseModel):
+class AlarmMetricQuery(Model):
     id: str
     metricStat: AlarmMetricStat | None = None
     expression: str | None = None
     returnData: bool | None = None
 
 
-class AlarmConfiguration(BaseModel):
+class AlarmConfiguration(Model):
     description: str | None = None
     metrics: list[AlarmMetricQuery] = Field(default_factory=list)
 
 
-class AlarmState(BaseModel):
+class AlarmState(Model):
     value: str
     reason: str = ""
     timestamp: datetime
 
 
-class AlarmDetail(BaseModel):
+class AlarmDetail(Model):
     model_config = ConfigDict(extra="allow")  # alarmTags etc. appear when tag propagation is on
 
     alarmName: str
@@ -155,7 +156,7 @@ class JobFailedEvent(EventBridgeModel):
     detail: JobFailedDetail
 
 
-class ExecutionStatusDetail(BaseModel):
+class ExecutionStatusDetail(Model):
     """The detail of Step Functions' own status-change event. Dates are epoch milliseconds; ``input``
     is the execution's input as a string (null when it was too large to include)."""
 
@@ -194,26 +195,26 @@ class ExecutionStatusChangeEvent(EventBridgeModel):
     detail: ExecutionStatusDetail
 
 
-class ClusterEventInstance(BaseModel):
+class ClusterEventInstance(Model):
     model_config = ConfigDict(extra="ignore")  # CustomerEni, CapacityReservation, LcsExecutionState, ...
 
     NodeLogicalId: str | None = Field(default=None, max_length=256)
     FailureMessage: str | None = None
 
 
-class ClusterEventMetadata(BaseModel):
+class ClusterEventMetadata(Model):
     model_config = ConfigDict(extra="ignore")  # Cluster, InstanceGroup, InstanceGroupScaling, SlurmHealth, ...
 
     Instance: ClusterEventInstance | None = None
 
 
-class ClusterEventInner(BaseModel):
+class ClusterEventInner(Model):
     model_config = ConfigDict(extra="ignore")
 
     EventMetadata: ClusterEventMetadata | None = None
 
 
-class ClusterEventDetails(BaseModel):
+class ClusterEventDetails(Model):
     model_config = ConfigDict(extra="ignore")
 
     EventId: str = Field(max_length=128)
@@ -233,7 +234,7 @@ class ClusterEventDetails(BaseModel):
         return metadata.Instance.NodeLogicalId if metadata and metadata.Instance else None
 
 
-class ClusterEventDetail(BaseModel):
+class ClusterEventDetail(Model):
     model_config = ConfigDict(extra="ignore")
 
     EventDetails: ClusterEventDetails

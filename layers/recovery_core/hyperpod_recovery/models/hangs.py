@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
-from hyperpod_recovery.models.common import SlurmNodeName, Timestamp
+from hyperpod_recovery.models.common import Model, SlurmNodeName, Timestamp
 from hyperpod_recovery.models.progress import ProgressJobKey
 
 # The rules a verdict comes from: ours (stall, slow) and each imported detector's (HyperPod's own,
@@ -29,7 +29,7 @@ MAX_VERDICT_NODES = 64
 MAX_SUSPECTS = 8
 
 
-class NodeProgress(BaseModel):
+class NodeProgress(Model):
     """One node's progress as the detector saw it."""
 
     model_config = ConfigDict(extra="forbid")
@@ -42,7 +42,7 @@ class NodeProgress(BaseModel):
     wait_seconds: float | None = None
 
 
-class ImportedDetection(BaseModel):
+class ImportedDetection(Model):
     """What one of HyperPod's own detectors said, as it said it. An imported verdict's step,
     last_progress_at, threshold_seconds and observed_seconds are not measured by us (0, and the
     detection's time): readers show this instead (cli verdicts.py observed_text)."""
@@ -59,7 +59,7 @@ class ImportedDetection(BaseModel):
     where: str = Field(default="", max_length=512)
 
 
-class HangVerdict(BaseModel):
+class HangVerdict(Model):
     """A detector's conclusion about one job, at one moment."""
 
     model_config = ConfigDict(extra="forbid")
@@ -97,7 +97,7 @@ class HangVerdict(BaseModel):
 VerdictReview = Literal["open", "confirmed", "rejected"]
 
 
-class RecordedVerdict(BaseModel):
+class RecordedVerdict(Model):
     """A verdict as the ledger keeps it: what was done about it, and an operator's review."""
 
     model_config = ConfigDict(extra="forbid")

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
-from hyperpod_recovery.models.common import CLUSTER_NAME_PATTERN, JobId, SlurmNodeName, StrictFlag, Timestamp
+from hyperpod_recovery.models.common import CLUSTER_NAME_PATTERN, JobId, Model, SlurmNodeName, StrictFlag, Timestamp
 from hyperpod_recovery.models.kubernetes import KubeJobRef
 
 JOB_EVENT_SOURCE = "hyperpod-recovery.agent"
@@ -38,7 +38,7 @@ FAILURE_DETAIL_BUDGET = 120_000
 STATE_REST_BUDGET = 262_144 - FAILURE_DETAIL_BUDGET - 2_048  # (less the request's own fields)
 
 
-class JobFailedDetail(BaseModel):
+class JobFailedDetail(Model):
     model_config = ConfigDict(extra="forbid")
 
     schema_version: Literal[1] = 1

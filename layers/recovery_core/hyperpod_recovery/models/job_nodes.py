@@ -12,15 +12,15 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
-from hyperpod_recovery.models.common import Timestamp
+from hyperpod_recovery.models.common import Model, Timestamp
 
 # A snapshot older than this says nothing about now (the agent writes one every 30 s).
 JOB_NODES_STALE_SECONDS = 180
 
 
-class JobNodes(BaseModel):
+class JobNodes(Model):
     """One reading of the orchestrator: every running job's nodes, and when they were read."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)

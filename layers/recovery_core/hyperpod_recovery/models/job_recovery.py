@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, field_validator
 
 from hyperpod_recovery.models.commands import (
     CommandReply,
@@ -24,6 +24,7 @@ from hyperpod_recovery.models.common import (
     MAX_NODES_PER_REQUEST,
     JobId,
     LongText,
+    Model,
     NodeId,
     ShortText,
     SlurmNodeName,
@@ -40,7 +41,7 @@ FailureKind = Literal["node_caused", "application", "left_alone", "hung", "slow"
 RestartKind = Literal["node_caused", "application", "hung", "slow"]
 
 
-class FaultyNode(BaseModel):
+class FaultyNode(Model):
     model_config = ConfigDict(extra="forbid")
     slurm_node: SlurmNodeName
     node_id: NodeId | None = None  # None: HyperPod does not list it (cannot be replaced by us)
@@ -66,7 +67,7 @@ class FailureClassification(StepResult):
     node_timeout_seconds: int | None = Field(default=None, ge=1, le=31_536_000)
 
 
-class NodeRecoveryRun(BaseModel):
+class NodeRecoveryRun(Model):
     """What the nested NodeRecovery execution ended with (its $.outcome and $.lock)."""
 
     model_config = ConfigDict(extra="ignore")
@@ -84,7 +85,7 @@ class NodeRecoveryRun(BaseModel):
         return {str(k): str(v) for k, v in (self.lock.get("held_elsewhere") or {}).items()}
 
 
-class OtherRecoveryWatch(BaseModel):
+class OtherRecoveryWatch(Model):
     """Waiting for another incident that holds the job's nodes (a health event got there first)."""
 
     model_config = ConfigDict(extra="forbid")
@@ -104,7 +105,7 @@ class OtherRecoveryWatch(BaseModel):
     next_wait_seconds: int = Field(default=0, ge=0)
 
 
-class RestartEntry(BaseModel):
+class RestartEntry(Model):
     """One restart of a job lineage (the original job and every resubmission of it), in the ledger."""
 
     model_config = ConfigDict(extra="forbid")
@@ -131,7 +132,7 @@ class RestartDecision(StepResult):
     resubmitted_by: str | None = Field(default=None, max_length=80)
 
 
-class JobWorkflowState(BaseModel):
+class JobWorkflowState(Model):
     """The job execution's state as Record Job Outcome sees it."""
 
     model_config = ConfigDict(extra="ignore")

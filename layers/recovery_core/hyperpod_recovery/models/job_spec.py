@@ -8,9 +8,9 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
-from hyperpod_recovery.models.common import JobId, JobNameText, ShortText, SlurmNodeName, StrictFlag
+from hyperpod_recovery.models.common import JobId, JobNameText, Model, ShortText, SlurmNodeName, StrictFlag
 from hyperpod_recovery.models.elastic import ElasticPolicy
 from hyperpod_recovery.models.kubernetes import MAX_GRACE_SECONDS_CARRIED, KubeJobRef
 from hyperpod_recovery.models.manifest import MAX_FRAMEWORK_CHARS, MAX_JOB_CHARS, CheckpointLayout, manifest_job
@@ -67,7 +67,7 @@ MAX_CHECKPOINT_URI = 256
 CHECKPOINT_URI_PATTERN = r"^s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/.*)?$"
 
 
-class CopyMark(BaseModel):
+class CopyMark(Model):
     """``hyperpod-recovery:resubmission-of=<job_id> incident=<incident>``, as a copy's comment starts."""
 
     model_config = ConfigDict(extra="forbid")
@@ -95,7 +95,7 @@ def copy_mark_in_comment(comment: str) -> CopyMark | None:
 MAX_NODES_ASKED = 72
 
 
-class JobSpec(BaseModel):
+class JobSpec(Model):
     """What the workflow knows about a job: who it is, where its checkpoints are, whether it can be
     resubmitted. Everything needed to resubmit it (script, owner, submission environment, sbatch
     options) is captured and kept on the controller by the agent, referenced by the job id: it never
@@ -168,7 +168,7 @@ def left_alone_reason(job: JobSpec) -> str:
     return "uses srun --auto-resume=1: HyperPod restarts it itself"
 
 
-class JobRef(BaseModel):
+class JobRef(Model):
     """A job as a plan names it: the agent holds the rest, the ledger its description."""
 
     model_config = ConfigDict(extra="forbid")
@@ -179,7 +179,7 @@ class JobRef(BaseModel):
     kube: KubeJobRef | None = Field(default=None, exclude_if=is_none)
 
 
-class CheckpointRef(BaseModel):
+class CheckpointRef(Model):
     model_config = ConfigDict(extra="forbid")
 
     uri: str = Field(max_length=MAX_CHECKPOINT_URI + 32)  # s3://bucket/prefix/step-000012000/

@@ -17,7 +17,9 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, StringConstraints
+from pydantic import ConfigDict, StringConstraints
+
+from hyperpod_recovery.models.common import Model
 
 DNS1123_LABEL_MAX = 63
 DNS1123_SUBDOMAIN_MAX = 253
@@ -84,7 +86,7 @@ QUARANTINE_TAINT_EFFECT = "NoSchedule"
 JobKind = Literal["PyTorchJob", "HyperPodPyTorchJob"]
 
 
-class JobKindInfo(BaseModel):
+class JobKindInfo(Model):
     """Where the API keeps a kind of training job (its group, version and plural)."""
 
     model_config = ConfigDict(frozen=True)
@@ -137,7 +139,7 @@ RECREATION_TOKEN_PATTERN = r"^[0-9a-f]{32}$"  # noqa: S105 (a pattern, not a sec
 RecreationToken = Annotated[str, StringConstraints(pattern=RECREATION_TOKEN_PATTERN)]
 
 
-class KubeJobRef(BaseModel):
+class KubeJobRef(Model):
     """A training job as the Kubernetes API names it."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)

@@ -20,7 +20,9 @@ from collections import Counter
 from datetime import datetime
 from typing import Any, Final, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictBool, StrictInt, field_validator, model_validator
+from pydantic import AwareDatetime, ConfigDict, Field, StrictBool, StrictInt, field_validator, model_validator
+
+from hyperpod_recovery.models.common import Model
 
 MANIFEST_SCHEMA: Final = "hyperpod-recovery/checkpoint-manifest/v1"
 MANIFEST_SCHEMA_V1_1: Final = "hyperpod-recovery/checkpoint-manifest/v1.1"
@@ -139,7 +141,7 @@ def relative_key_problem(key: str) -> str | None:
     return None
 
 
-class Shard(BaseModel):
+class Shard(Model):
     model_config = ConfigDict(extra="forbid")
 
     key: str = Field(min_length=1, max_length=MAX_SHARD_KEY_CHARS)  # relative to the step folder
@@ -159,7 +161,7 @@ class Shard(BaseModel):
         return key
 
 
-class CheckpointLayout(BaseModel):
+class CheckpointLayout(Model):
     """Manifest v1.1's ``layout``: how the checkpoint was written, so the pipeline knows the sizes it
     can be loaded at. ``world_size`` = ``tensor`` x ``pipeline`` x ``data`` (x any other model-parallel
     degree the script folds into ``tensor``); ``nodes`` the job's node count then; ``reshardable``:
@@ -200,7 +202,7 @@ def manifest_version(schema: str) -> str:
     return schema.rsplit("/", 1)[-1]
 
 
-class CheckpointManifest(BaseModel):
+class CheckpointManifest(Model):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     # v1 without a layout, v1.1 with an optional one (checkpoint_manifest() picks the version).
@@ -247,7 +249,7 @@ def checkpoint_manifest(
     return CheckpointManifest(schema_=schema, job=job, step=step, created_at=created_at, framework=framework, layout=layout, shards=shards)
 
 
-class CheckpointPointer(BaseModel):
+class CheckpointPointer(Model):
     """``<prefix>/latest``: a hint to the newest committed step, moved forward only, never trusted unverified."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)

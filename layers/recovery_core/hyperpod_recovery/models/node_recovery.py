@@ -23,6 +23,7 @@ from hyperpod_recovery.models.common import (
     MAX_NODES_PER_REQUEST,
     CauseText,
     GateDetailText,
+    Model,
     NodeId,
     NodeLogicalId,
     ShortText,
@@ -80,7 +81,7 @@ class LockResult(StepResult):
     proceed: bool
 
 
-class NodeTarget(BaseModel):
+class NodeTarget(Model):
     model_config = ConfigDict(extra="forbid")
     node_id: NodeId
     instance_group: str = Field(max_length=63)
@@ -89,7 +90,7 @@ class NodeTarget(BaseModel):
     logical_id: NodeLogicalId | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
-class SkippedNode(BaseModel):
+class SkippedNode(Model):
     model_config = ConfigDict(extra="forbid")
     node_id: NodeId
     # held: a human's `hyperpod-recovery hold` on the node (its instance id or hostname)
@@ -97,7 +98,7 @@ class SkippedNode(BaseModel):
     detail: ShortText = ""
 
 
-class SafetyDecision(BaseModel):
+class SafetyDecision(Model):
     """Apply Safety Policy's verdict: the circuit breaker, the cluster cap, repeat offenders."""
 
     model_config = ConfigDict(extra="forbid")
@@ -128,7 +129,7 @@ class Assessment(StepResult):
 Initiation = Literal["initiated", "already_in_progress", "vanished", "dry_run"]
 
 
-class ReplaceFailure(BaseModel):
+class ReplaceFailure(Model):
     model_config = ConfigDict(extra="forbid")
     node_id: NodeId
     error_code: str = Field(max_length=64)
@@ -141,7 +142,7 @@ class ReplaceFailure(BaseModel):
 IdentityMatch = Literal["instance_id", "logical_id", "hostname", "instance_group"]
 
 
-class GateFailure(BaseModel):
+class GateFailure(Model):
     """A node's repair that failed the health gate (Resume Nodes), and whether Replace Unhealthy
     Nodes replaced it again. What the check said is in the watch's ``first_gate`` (and in the
     node's drain reason); this stays small, a 100-node watch carries 100 of them."""
@@ -156,7 +157,7 @@ class GateFailure(BaseModel):
     checked_first: bool = Field(default=False, exclude_if=lambda v: not v)
 
 
-class WatchedNode(BaseModel):
+class WatchedNode(Model):
     """One node of a replacement, from the call that started its repair to its rejoin. A field at
     its default value is left out of the state: a 100-node storm carries 100 of these, twice
     over its life, and the state must stay far below Step Functions' 256 KiB."""
@@ -230,7 +231,7 @@ class WatchedNode(BaseModel):
         return self.replacement_slurm_node if self.renamed_in_service and self.replacement_slurm_node else self.slurm_node
 
 
-class FirstGate(BaseModel):
+class FirstGate(Model):
     """The first Resume Nodes, when its health gate failed a node and Replace Unhealthy Nodes ran:
     when (its phase in the record), what the check said, and why nothing was replaced if so. The
     second Resume Nodes' answer takes the first one's place ($.resume): this keeps the first."""
@@ -304,7 +305,7 @@ class Replacement(StepResult):
 CORDON_NODES = "cordon_nodes"  # the command type of Cordon Nodes' answer (models/commands.py CordonNodes)
 
 
-class WorkflowState(BaseModel):
+class WorkflowState(Model):
     """The execution state as Record Outcome sees it: whatever steps ran before the end."""
 
     model_config = ConfigDict(extra="ignore")
@@ -424,7 +425,7 @@ def lenient_state(model: type[ModelT], raw: Any) -> ModelT:
     return model.model_validate({**kept, "unreadable": unreadable})
 
 
-class SafetyState(BaseModel):
+class SafetyState(Model):
     """What Report Safety State publishes: the breaker and how many nodes are in recovery now."""
 
     cluster: str
@@ -445,7 +446,7 @@ class OutcomeResult(StepResult):
 
 
 # --- step inputs: what each Lambda receives (the ASL builds these from the state) -------------
-class StepInput(BaseModel):
+class StepInput(Model):
     model_config = ConfigDict(extra="forbid")
     execution_name: str = Field(min_length=1, max_length=80)
 

@@ -8,10 +8,10 @@ permissions). Both are read-only.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from hyperpod_recovery.models.commands import MAX_CHECKPOINT_URI, MAX_JOBS_CHECKED, RunningJob
-from hyperpod_recovery.models.common import JobId
+from hyperpod_recovery.models.common import JobId, Model
 from hyperpod_recovery.models.node_recovery import StepInput
 
 
@@ -19,14 +19,14 @@ class CheckControllerAgentInput(StepInput):
     task_token: str = Field(min_length=1)
 
 
-class CheckDeploymentInput(BaseModel):
+class CheckDeploymentInput(Model):
     """The running jobs the agent reported, whose checkpoints are to be read."""
 
     model_config = ConfigDict(extra="forbid")
     jobs: list[RunningJob] = Field(default_factory=list, max_length=MAX_JOBS_CHECKED)
 
 
-class SdkReport(BaseModel):
+class SdkReport(Model):
     """The SDK the stack's functions run with, as one of them sees it."""
 
     python: str
@@ -38,7 +38,7 @@ class SdkReport(BaseModel):
     package_version: str  # hyperpod_recovery in the layer (the agent should run the same release)
 
 
-class CheckpointProbe(BaseModel):
+class CheckpointProbe(Model):
     """One running job's checkpoints, read as Find Newest Checkpoint reads them."""
 
     job_id: JobId
@@ -52,6 +52,6 @@ class CheckpointProbe(BaseModel):
     detail: str = Field(default="", max_length=1024)
 
 
-class DeploymentReport(BaseModel):
+class DeploymentReport(Model):
     sdk: SdkReport
     checkpoints: list[CheckpointProbe] = Field(default_factory=list)

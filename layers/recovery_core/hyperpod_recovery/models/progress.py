@@ -16,9 +16,9 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import ConfigDict, Field, StringConstraints
 
-from hyperpod_recovery.models.common import SLURM_JOB_ID_PATTERN, SlurmNodeName, Timestamp
+from hyperpod_recovery.models.common import SLURM_JOB_ID_PATTERN, Model, SlurmNodeName, Timestamp
 
 # Where a training script finds the table, and whether it reports at all (the job's opt-in).
 PROGRESS_TABLE_ENV = "HYPERPOD_RECOVERY_PROGRESS_TABLE"
@@ -76,7 +76,7 @@ def progress_item(report: ProgressReport) -> dict[str, dict[str, str]]:
     }
 
 
-class Pause(BaseModel):
+class Pause(Model):
     """A pause the script declared: no step is expected until ``since + limit_seconds``."""
 
     model_config = ConfigDict(extra="forbid")
@@ -88,7 +88,7 @@ class Pause(BaseModel):
         return self.since + timedelta(seconds=self.limit_seconds)
 
 
-class ProgressReport(BaseModel):
+class ProgressReport(Model):
     """One node's newest progress in one job (the item, less its keys and TTL)."""
 
     model_config = ConfigDict(extra="forbid")

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
-from hyperpod_recovery.models.common import Timestamp
+from hyperpod_recovery.models.common import Model, Timestamp
 
 # Ticks whose pace a job remembers (an hour at one a minute): the threshold's floor is their largest.
 PACE_TICKS = 60
@@ -23,7 +23,7 @@ STARTED_KEPT = 8
 CLEARED_KEPT = 32
 
 
-class Sighting(BaseModel):
+class Sighting(Model):
     """One node's row as the detector last read it: the writer's values, and our ticks (epoch
     seconds) at which they last changed. Short field names: a 2,048-node job's item stays well
     under DynamoDB's 400 KB."""
@@ -40,7 +40,7 @@ class Sighting(BaseModel):
     sk: int = 0  # the writer's clock minus ours at the last heartbeat change (s; 0 within reason)
 
 
-class Started(BaseModel):
+class Started(Model):
     model_config = ConfigDict(extra="forbid")
     episode: int  # the episode's last progress (our clock, epoch seconds)
     execution: str = Field(max_length=80)
@@ -48,7 +48,7 @@ class Started(BaseModel):
     cleared: bool = False  # the job stepped past it since, in the same run (it cleared by itself)
 
 
-class JobMemory(BaseModel):
+class JobMemory(Model):
     model_config = ConfigDict(extra="forbid")
     job: str
     seen_at: Timestamp

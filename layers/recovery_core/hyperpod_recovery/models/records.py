@@ -6,15 +6,15 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
+from pydantic import BeforeValidator, ConfigDict, Field, StringConstraints
 
 from hyperpod_recovery.models.commands import MAX_CHECKPOINT_URI
-from hyperpod_recovery.models.common import MAX_NODES_PER_REQUEST, LongText, ShortText, Timestamp
+from hyperpod_recovery.models.common import MAX_NODES_PER_REQUEST, LongText, Model, ShortText, Timestamp
 from hyperpod_recovery.models.node_recovery import MAX_SHRUNK_JOBS_PER_INCIDENT
 from hyperpod_recovery.vocabulary import PHASES, Outcome, PhaseName
 
 
-class TimelineEntry(BaseModel):
+class TimelineEntry(Model):
     model_config = ConfigDict(extra="forbid")
     at: Timestamp
     event: str  # "event received", "nodes cordoned", ...
@@ -28,14 +28,14 @@ def _known_phase(name: Any) -> Any:
     return name if not isinstance(name, str) or name in PHASES else "other"
 
 
-class Phase(BaseModel):
+class Phase(Model):
     model_config = ConfigDict(extra="forbid")
     name: Annotated[PhaseName, BeforeValidator(_known_phase)]
     start: Timestamp
     end: Timestamp
 
 
-class Resubmission(BaseModel):
+class Resubmission(Model):
     model_config = ConfigDict(extra="forbid")
     job: str
     job_name: str
@@ -75,7 +75,7 @@ LIVE_COPY_FATES: frozenset[str] = frozenset(
 )
 
 
-class ShrunkCopy(BaseModel):
+class ShrunkCopy(Model):
     """The copy of a job that ran on fewer nodes while its replacement came: which, on how many, from
     which step. Once grown back, the fate's copy is the full-size one and this is what ran between."""
 
@@ -92,7 +92,7 @@ class ShrunkCopy(BaseModel):
     ended: bool = Field(default=False, exclude_if=lambda v: not v)
 
 
-class JobFate(BaseModel):
+class JobFate(Model):
     """One job's end of the incident, as the human's next step needs it: its live copy (id or name,
     and its state when last seen) or why there is none. Messages are rendered from these."""
 
@@ -136,7 +136,7 @@ class JobFate(BaseModel):
 NodeFateKind = Literal["in_service", "replacing", "out_of_service", "not_ours", "unknown", "skipped", "untouched"]
 
 
-class NodeFate(BaseModel):
+class NodeFate(Model):
     model_config = ConfigDict(extra="forbid")
     node: str = Field(max_length=253)  # the orchestrator's name: Slurm NodeName, or the Kubernetes node
     instance: str | None = Field(default=None, max_length=32, exclude_if=lambda v: v is None)
@@ -154,7 +154,7 @@ class NodeFate(BaseModel):
     replace_refused: bool = Field(default=False, exclude_if=lambda v: not v)
 
 
-class IncidentRecord(BaseModel):
+class IncidentRecord(Model):
     model_config = ConfigDict(extra="forbid")
 
     incident_id: str
@@ -190,7 +190,7 @@ class IncidentRecord(BaseModel):
     notified_at: Timestamp | None = None
 
 
-class Holdings(BaseModel):
+class Holdings(Model):
     """What an incident holds in the ledger right now: node locks, places under the cluster cap,
     resubmission claims (and the hostnames it was about to act on, for the breaker's log). Every
     end of the incident (Record Outcome, or Reconcile Execution after an abort, timeout or crash)
@@ -208,12 +208,12 @@ class Holdings(BaseModel):
         return not (self.locks or self.reserved or self.claims)
 
 
-class LockOutcome(BaseModel):
+class LockOutcome(Model):
     acquired: list[str]
     held_elsewhere: dict[str, str]
 
 
-class NodeHold(BaseModel):
+class NodeHold(Model):
     """A human's opt-out for one node (``hyperpod-recovery hold``): the pipeline leaves the node
     alone (Apply Safety Policy skips it, reason ``held``) until ``hyperpod-recovery unhold``.
     ``node`` is what the operator named: an instance id holds that instance, a hostname holds
@@ -230,7 +230,7 @@ class NodeHold(BaseModel):
 HOST_LOCK_PREFIX = "host:"
 
 
-class NodeLock(BaseModel):
+class NodeLock(Model):
     """A node lock as the ledger holds it: the incident that holds it and until when. ``node`` is
     an instance id, or ``host:<hostname>`` for the lock of a logical node (Apply Safety Policy)."""
 
@@ -241,7 +241,7 @@ class NodeLock(BaseModel):
     expires_at: Timestamp
 
 
-class AuditEntry(BaseModel):
+class AuditEntry(Model):
     """One change a human made through the CLI (a lock released, a hold, a stop, a breaker reset, a verdict reviewed,
     a stack armed or deployed, a live drill started):
     who, why, what, when. Kept in the cluster's partition, an item each."""
@@ -257,7 +257,7 @@ class AuditEntry(BaseModel):
     detail: ShortText = ""
 
 
-class ResubmissionClaim(BaseModel):
+class ResubmissionClaim(Model):
     """Who resubmits a job. One claim per (cluster, job): a second incident touching the same job
     (another node of it failing minutes later) finds the claim and does not restart it again."""
 
@@ -282,7 +282,7 @@ class ResubmissionClaim(BaseModel):
         return self.completed or self.open_until is None or int(now.timestamp()) <= int(self.open_until.timestamp())
 
 
-class MeasuredRestart(BaseModel):
+class MeasuredRestart(Model):
     """One restart of a job, measured from its own checkpoints' commit times, by the job's checkpoint
     location (the same for every copy of it, on Slurm and EKS, where its name is not)."""
 
@@ -291,7 +291,7 @@ class MeasuredRestart(BaseModel):
     seconds: int = Field(ge=0)
 
 
-class RecoveryLogEntry(BaseModel):
+class RecoveryLogEntry(Model):
     """One recovery that acted on nodes, in the cluster's log (breaker and repeat-offender windows)."""
 
     model_config = ConfigDict(extra="forbid")
@@ -313,7 +313,7 @@ BREAKER_HISTORY = 50  # changes kept in the breaker's history, newest last
 HistoryEntry = Annotated[str, BeforeValidator(lambda v: v[:2400] if isinstance(v, str) else v), StringConstraints(max_length=2400)]
 
 
-class BreakerState(BaseModel):
+class BreakerState(Model):
     """The cluster's circuit breaker. Opened by the pipeline, closed only by a human (the CLI).
 
     Its texts are cut to their bounds (a human's reason is free text), so the item stays far below
@@ -342,7 +342,7 @@ class BreakerState(BaseModel):
         )
 
 
-class RejoinWait(BaseModel):
+class RejoinWait(Model):
     """A recovery waiting for its replaced nodes (Wait For Rejoin): the task token a Cluster Event
     about one of them completes (Notice Cluster Event), until the wait's own timeout."""
 
@@ -360,7 +360,7 @@ class RejoinWait(BaseModel):
 NOTIFICATION = "notification"
 
 
-class Effect(BaseModel):
+class Effect(Model):
     """An outside effect of an incident that must happen once however often its step runs (the
     incident's notification): begun before it is made, done after (DynamoLedger.begin_effect).
     ``result`` is what the step that made it answered, so a rerun answers the same."""

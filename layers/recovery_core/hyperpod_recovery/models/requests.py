@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, Tag, model_validator
+from pydantic import BeforeValidator, ConfigDict, Discriminator, Field, Tag, model_validator
 
-from hyperpod_recovery.models.common import MAX_NODES_PER_REQUEST, JobId, NodeId, ShortText, StrictFlag, Timestamp
+from hyperpod_recovery.models.common import MAX_NODES_PER_REQUEST, JobId, Model, NodeId, ShortText, StrictFlag, Timestamp
 from hyperpod_recovery.models.hangs import HangVerdict
 from hyperpod_recovery.models.job_events import JobFailedDetail
 
@@ -31,7 +31,7 @@ MAX_TRIGGERS_PER_REQUEST = 4 * MAX_NODES_PER_REQUEST
 MAX_REQUEST_BYTES = 32 * 1024
 
 
-class ManualRecoveryRequest(BaseModel):
+class ManualRecoveryRequest(Model):
     """A recovery drill or manual request, started with ``aws stepfunctions start-execution``::
 
         {"cluster": "llm-train", "node_ids": ["i-0391f86fa0fe0d465"],
@@ -49,7 +49,7 @@ class ManualRecoveryRequest(BaseModel):
     dry_run: StrictFlag | None = None
 
 
-class Trigger(BaseModel):
+class Trigger(Model):
     """One kind of signal with one reason, for the nodes it named: an event, an alarm, a human's
     request. The events of a rack failure (same source, same reason, within a minute) are one
     trigger for all their nodes, so a storm's request stays small (domain/intake/normalize.py)."""
@@ -67,7 +67,7 @@ class Trigger(BaseModel):
     events: int = Field(default=1, ge=1)  # how many events (duplicates included) this trigger stands for
 
 
-class RecoveryRequest(BaseModel):
+class RecoveryRequest(Model):
     """The one internal request, whatever the source. Intake starts executions with this shape;
     Validate Request turns a ManualRecoveryRequest into it and fills incident_id/received_at."""
 
@@ -121,7 +121,7 @@ StartExecutionInput = Annotated[
 ]
 
 
-class ManualJobRecoveryRequest(BaseModel):
+class ManualJobRecoveryRequest(Model):
     """A human asks for one job to be recovered (or drilled), with ``aws stepfunctions start-execution``
     on the job-recovery state machine::
 
@@ -138,7 +138,7 @@ class ManualJobRecoveryRequest(BaseModel):
     dry_run: StrictFlag | None = None
 
 
-class JobRecoveryRequest(BaseModel):
+class JobRecoveryRequest(Model):
     """The one internal job request. Intake starts executions with this shape (``failure`` is the
     agent's event detail); Validate Job Request turns a manual request into it."""
 

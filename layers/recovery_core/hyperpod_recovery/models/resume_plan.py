@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from hyperpod_recovery.models.commands import (
     CheckpointRef,
@@ -18,6 +18,7 @@ from hyperpod_recovery.models.common import (
     MAX_JOBS_PER_INCIDENT,
     JobId,
     JobNameText,
+    Model,
     ShortText,
     StepResult,
     StrictFlag,
@@ -26,7 +27,7 @@ from hyperpod_recovery.models.common import (
 from hyperpod_recovery.models.kubernetes import MAX_GRACE_SECONDS_CARRIED
 
 
-class UnresumableJob(BaseModel):
+class UnresumableJob(Model):
     model_config = ConfigDict(extra="forbid")
     job_id: JobId
     name: JobNameText
@@ -60,7 +61,7 @@ MAX_SHRUNK_JOBS_PER_INCIDENT = 4
 MAX_GROW_BACK_CHECKS = 36
 
 
-class ElasticDecision(BaseModel):
+class ElasticDecision(Model):
     """What Find Newest Checkpoint decided for an elastic job, with the figures it decided on (the
     record and the notification say them)."""
 
@@ -83,7 +84,7 @@ class ElasticDecision(BaseModel):
     why: ElasticWhy
 
 
-class ResumePlan(BaseModel):
+class ResumePlan(Model):
     model_config = ConfigDict(extra="forbid")
     job: JobRef
     checkpoint: CheckpointRef
@@ -146,7 +147,7 @@ class CheckpointPlan(StepResult):
         return [p for p in self.resume_now if p.stop_only]
 
 
-class StepError(BaseModel):
+class StepError(Model):
     """What a Catch puts at $.errors: Step Functions' own {Error, Cause} (each at most 256 / 32,768
     characters in AWS; a resubmission's failure keeps the first 1,000 of its cause in the state)."""
 
@@ -154,7 +155,7 @@ class StepError(BaseModel):
     Cause: str | None = Field(default=None, max_length=32_768)
 
 
-class ResubmitFailure(BaseModel):
+class ResubmitFailure(Model):
     """One job's resubmission failed (Resubmit Jobs' Note Resubmit Failure): the other jobs'
     results are kept, so the record says exactly which jobs were resubmitted and which were not."""
 
@@ -168,7 +169,7 @@ class ResubmitFailure(BaseModel):
 GrowBackStatus = Literal["waiting", "growing", "grown", "stays", "ended", "unknown"]
 
 
-class GrowBackJob(BaseModel):
+class GrowBackJob(Model):
     """One shrunk job's grow-back: its shrunk copy, its first reading (``baseline_step`` at
     ``first_at``), and how it ended: grown (``reply``: the full-size copy), or stays shrunk (``reason``)."""
 
