@@ -92,7 +92,7 @@ setup: $(VENV)/.installed $(SAM_VENV)/.installed  ## create .venv (project) and 
 # Coverage measures with sys.monitoring where the venv's Python has it (3.12+); its tracer is twice as slow.
 COVERAGE_CORE_OF_VENV = $(shell $(PY) -c 'import sys; print("sysmon" if sys.version_info >= (3, 12) else "ctrace")')
 test: setup lint validate security  ## lint, validate, security checks, and the whole test suite (the real-Slurm part on each of SLURM_VERSIONS)
-	COVERAGE_CORE=$(COVERAGE_CORE_OF_VENV) $(PY) -m pytest -n auto -m "not slurm" --cov --cov-report=
+	COVERAGE_CORE=$(COVERAGE_CORE_OF_VENV) $(PY) -m pytest -n auto -m "not slurm" --cov --cov-report= --durations=50
 	@for version in $(SLURM_VERSIONS); do \
 	  echo "== the real-Slurm tests on Slurm $$version (tests/slurm, SLURM_VERSION=$$version)"; \
 	  SLURM_VERSION=$$version COVERAGE_CORE=$(COVERAGE_CORE_OF_VENV) $(PY) -m pytest -m slurm --cov --cov-append --cov-report= || exit 1; \
