@@ -77,7 +77,8 @@ import pwd
 import re
 import struct
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -102,6 +103,20 @@ _SCONTROL_MAIL = re.compile(r"^\s*MailUser=(?P<user>\S*) MailType=(?P<type>\S+)\
 _SCONTROL_MAIL_LINE = re.compile(r"^\s*MailUser=", re.MULTILINE)
 _SCONTROL_NTASKS_PER_TRES = re.compile(r"^\s*NtasksPerTRES=(?P<n>\d+)\s*$", re.MULTILINE)
 _SCONTROL_SWITCHES = re.compile(r"^\s*Switches=", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class SubmitAs:
+    """How a captured job is submitted again: our mark first in its comment, the resume variables
+    added to its environment, the nodes it must avoid or use, where its output goes, and its size
+    (None: as it was)."""
+
+    comment: str
+    extra_environment: Mapping[str, str]
+    exclude_nodes: Sequence[str] = ()
+    nodelist: Sequence[str] = ()
+    output: str | None = None
+    nodes: int | None = None
 
 
 class JobCapture(BaseModel):

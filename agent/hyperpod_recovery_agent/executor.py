@@ -71,7 +71,7 @@ from hyperpod_recovery.models.progress import PROGRESS_TABLE_ENV
 from hyperpod_recovery.redact import redact_within
 from hyperpod_recovery_agent import __version__
 from hyperpod_recovery_agent.capture import CaptureStore as CaptureStore
-from hyperpod_recovery_agent.capture import JobCapture
+from hyperpod_recovery_agent.capture import JobCapture, SubmitAs
 from hyperpod_recovery_agent.slurm import (
     RESUBMISSION_MARK,
     FreeNode,
@@ -121,16 +121,7 @@ class Slurm(Protocol):
     def dump_stacks(self, job_id: str, node: str, timeout_seconds: float) -> StackDump: ...
     def capture(self, job_id: str) -> JobCapture | None: ...
     def resubmission_of(self, job_id: str) -> tuple[str, str] | None: ...
-    # (SlurmCli's also takes a nodelist and an output path: the executor gives neither)
-    def submit_as_owner(
-        self,
-        capture: JobCapture,
-        *,
-        comment: str,
-        extra_environment: Mapping[str, str],
-        exclude_nodes: Sequence[str] = (),
-        nodes: int | None = None,
-    ) -> str: ...
+    def submit_as_owner(self, capture: JobCapture, how: SubmitAs) -> str: ...
     def cancel(self, job_id: str) -> None: ...
     def requeue(self, job_id: str) -> bool: ...
     def node_count(self) -> int: ...
@@ -425,10 +416,12 @@ class CommandExecutor:
         new_id = self.slurm.submit_as_owner(
             # A copy's own capture carries the resume variables it was given: this command's replace them.
             capture.model_copy(update={"environment": {k: v for k, v in capture.environment.items() if k not in RESUME_ENV}}),
-            comment=f"{RESUBMISSION_MARK}{job_id} incident={incident_id}",
-            extra_environment=_resume_environment(command),
-            exclude_nodes=tuple(command.exclude_nodes),
-            nodes=command.nodes,
+            SubmitAs(
+                comment=f"{RESUBMISSION_MARK}{job_id} incident={incident_id}",
+                extra_environment=_resume_environment(command),
+                exclude_nodes=tuple(command.exclude_nodes),
+                nodes=command.nodes,
+            ),
         )
         return ResubmitResult(
             old_job_id=job_id, new_job_id=new_id, cancelled_old=cancelled, new_job_state=self._state_of(new_id), nodes=command.nodes

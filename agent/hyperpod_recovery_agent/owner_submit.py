@@ -8,11 +8,11 @@ import re
 import resource
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 
 from hyperpod_recovery.errors import InvalidCommand
-from hyperpod_recovery_agent.capture import SLURM_MAX_STRING_BYTES, JobCapture, ensure_resubmittable, owner_problem
+from hyperpod_recovery_agent.capture import SLURM_MAX_STRING_BYTES, JobCapture, SubmitAs, ensure_resubmittable, owner_problem
 from hyperpod_recovery_agent.sbatch_options import Unresumable, has_control_character
 from hyperpod_recovery_agent.slurm_run import Owner, SlurmRunner, validate_job_id, validate_nodes
 
@@ -22,35 +22,25 @@ _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 class OwnerSubmission(SlurmRunner):
     """sbatch as the job's owner: what SlurmCli resubmits with."""
 
-    def submit_as_owner(
-        self,
-        capture: JobCapture,
-        *,
-        comment: str,
-        extra_environment: Mapping[str, str],
-        exclude_nodes: Sequence[str] = (),
-        nodelist: Sequence[str] = (),
-        output: str | None = None,
-        nodes: int | None = None,
-    ) -> str:
+    def submit_as_owner(self, capture: JobCapture, how: SubmitAs) -> str:
         """sbatch the captured job again, run by its owner (uid, gid, groups, umask, limits), with its
-        submission environment plus ``extra_environment`` (and SLURM_CONF, so that sbatch finds this
-        cluster), and its options (``nodes``: at that node count instead); the new job id. The job's comment
-        is ``comment`` (our mark) followed by the owner's own. InvalidCommand when it would not be the job
+        submission environment plus ``how.extra_environment`` (and SLURM_CONF, so that sbatch finds this
+        cluster), and its options (``how.nodes``: at that node count instead); the new job id. The job's comment
+        is ``how.comment`` (our mark) followed by the owner's own. InvalidCommand when it would not be the job
         that was captured."""
         ensure_resubmittable(capture)
         problem = owner_problem(capture.user, capture.uid, capture.gid)
         if problem:
             raise InvalidCommand(f"job {capture.job_id} cannot be resubmitted as its owner: {problem}")
-        full_comment = " ".join(part for part in (comment, capture.comment) if part)
+        full_comment = " ".join(part for part in (how.comment, capture.comment) if part)
         if has_control_character(full_comment) or len(full_comment.encode()) > SLURM_MAX_STRING_BYTES:
             raise InvalidCommand(f"comment: {full_comment[:80]!r}... is not one line within Slurm's {SLURM_MAX_STRING_BYTES} bytes")
         try:
             options = capture.options.arguments(
-                exclude_nodes=tuple(validate_nodes(exclude_nodes)) if exclude_nodes else (),
-                nodelist=tuple(validate_nodes(nodelist)) if nodelist else (),
-                output=output,
-                nodes=nodes,
+                exclude_nodes=tuple(validate_nodes(how.exclude_nodes)) if how.exclude_nodes else (),
+                nodelist=tuple(validate_nodes(how.nodelist)) if how.nodelist else (),
+                output=how.output,
+                nodes=how.nodes,
                 now=time.time(),
             )
         except Unresumable as exc:
@@ -61,7 +51,7 @@ class OwnerSubmission(SlurmRunner):
         argv += options
         if capture.propagate:
             argv.append(f"--propagate={capture.propagate}")
-        owner = Owner.of(capture, self._owner_environment(capture, extra_environment))
+        owner = Owner.of(capture, self._owner_environment(capture, how.extra_environment))
         script: str | None = capture.script
         script_file: str | None = None
         try:

@@ -5,7 +5,6 @@ A record whose ledger or Step Functions call failed transiently is retried; a bo
 cluster event is logged and dropped (sqs_events.py).
 """
 
-import aws_lambda_powertools.utilities.batch  # noqa: F401  (before pydantic: sqs_events.py says why)
 from aws_lambda_powertools.metrics import MetricUnit
 
 from hyperpod_recovery.metric_names import REJOIN_WAITS_WOKEN

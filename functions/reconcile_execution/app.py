@@ -7,8 +7,6 @@ logged and dropped (sqs_events.py). The same ends are swept every 5 minutes (Swe
 Executions): the event is delivered best effort.
 """
 
-import aws_lambda_powertools.utilities.batch  # noqa: F401  (before pydantic: sqs_events.py says why)
-
 from hyperpod_recovery.execution_ends import count_recorded, end_context
 from hyperpod_recovery.models.events import ExecutionStatusChangeEvent
 from hyperpod_recovery.runtime import Dependencies

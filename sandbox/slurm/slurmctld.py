@@ -18,7 +18,7 @@ from hyperpod_recovery.models.commands import (
     resume_choice_in_comment,
 )
 from hyperpod_recovery.models.manifest import RESUME_FROM_ENV, RESUME_STEP_ENV
-from hyperpod_recovery_agent.capture import JobCapture, resubmitted_from, user_comment
+from hyperpod_recovery_agent.capture import JobCapture, SubmitAs, resubmitted_from, user_comment
 from hyperpod_recovery_agent.elastic import elastic_opt_in
 from hyperpod_recovery_agent.sbatch_options import SbatchOptions
 from hyperpod_recovery_agent.slurm import RESUBMISSION_MARK, FreeNode, NodeState, SlurmCommandFailed, StackDump
@@ -293,17 +293,7 @@ class SimulatedSlurm:
             **OWNER,  # type: ignore[arg-type]
         )
 
-    def submit_as_owner(
-        self,
-        capture: JobCapture,
-        *,
-        comment: str,
-        extra_environment: Mapping[str, str],
-        exclude_nodes: Sequence[str] = (),
-        nodelist: Sequence[str] = (),
-        output: str | None = None,
-        nodes: int | None = None,
-    ) -> str:
+    def submit_as_owner(self, capture: JobCapture, how: SubmitAs) -> str:
         if capture.unresumable or capture.script is None:
             raise InvalidCommand(f"job {capture.job_id} cannot be resubmitted as it was: {capture.unresumable or 'no batch script'}")
         old = self.jobs[capture.job_id]
@@ -319,13 +309,13 @@ class SimulatedSlurm:
             name=capture.name,
             nodes=[],
             state="PENDING",
-            node_count=nodes or old.node_count or len(old.nodes),
+            node_count=how.nodes or old.node_count or len(old.nodes),
             preferred=list(old.nodes),
-            excluded=list(exclude_nodes),
+            excluded=list(how.exclude_nodes),
             checkpoint_uri=old.checkpoint_uri,
             auto_resume=old.auto_resume,
-            environment={**capture.environment, **extra_environment},
-            comment=" ".join(part for part in (comment, capture.comment) if part),
+            environment={**capture.environment, **how.extra_environment},
+            comment=" ".join(part for part in (how.comment, capture.comment) if part),
             resubmission_of=old.job_id,
             script_bytes=old.script_bytes,
             node_range=old.node_range,
@@ -333,10 +323,9 @@ class SimulatedSlurm:
             submitted_at=self.now() if self.now is not None else None,
         )
         self.schedule()
-        incident = comment.rsplit("incident=", 1)[-1]
-        self.submissions.append(
-            Submission(incident, old.job_id, new_id, extra_environment[RESUME_FROM_ENV], int(extra_environment[RESUME_STEP_ENV]))
-        )
+        incident = how.comment.rsplit("incident=", 1)[-1]
+        resume = how.extra_environment
+        self.submissions.append(Submission(incident, old.job_id, new_id, resume[RESUME_FROM_ENV], int(resume[RESUME_STEP_ENV])))
         return new_id
 
     # --- what a drill does to Slurm ------------------------------------------------------------

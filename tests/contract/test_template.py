@@ -419,3 +419,20 @@ def test_the_agent_check_workflow_is_watched_by_nothing_that_pages_or_reconciles
     # that must neither page (executions-failed alarm) nor be reconciled as an incident.
     text = json.dumps({k: v for k, v in RESOURCES.items() if k not in ("AgentCheckStateMachine", "AgentCheckLogGroup")})
     assert "AgentCheckStateMachine" not in text and "agent-check" not in text
+
+
+def test_every_function_fed_by_a_queue_reports_its_failed_records_and_uses_the_batch_loop() -> None:
+    # A handler's batchItemFailures are ignored, and its failed records deleted, unless the event
+    # source mapping asks for them (sqs_events.process_batch returns them).
+    fed = {}
+    for name, resource in TEMPLATE["Resources"].items():
+        if resource["Type"] != "AWS::Serverless::Function":
+            continue
+        for event in resource["Properties"].get("Events", {}).values():
+            if event["Type"] == "SQS":
+                fed[resource["Properties"]["CodeUri"].rstrip("/").rsplit("/", 1)[-1]] = event["Properties"]
+    assert sorted(fed) == ["intake", "notice_cluster_event", "reconcile_execution"]
+    for function, source in fed.items():
+        assert source.get("FunctionResponseTypes") == ["ReportBatchItemFailures"], function
+        handler = (ROOT / "functions" / function / "app.py").read_text()
+        assert "sqs_event_handler" in handler or "process_batch" in handler, function

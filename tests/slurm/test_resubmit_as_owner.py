@@ -24,7 +24,7 @@ import pytest
 
 from hyperpod_recovery.errors import InvalidCommand
 from hyperpod_recovery.models.commands import CheckpointRef, CommandEnvelope, JobsOnNodes, ResubmitJob
-from hyperpod_recovery_agent.capture import JobCapture, parse_environment
+from hyperpod_recovery_agent.capture import JobCapture, SubmitAs, parse_environment
 from hyperpod_recovery_agent.executor import CaptureStore, CommandExecutor
 from hyperpod_recovery_agent.slurm import RESUBMISSION_MARK, SlurmCli
 from hyperpod_recovery_agent.slurm_json import SlurmJob
@@ -345,14 +345,14 @@ def test_a_script_given_an_argument_is_resubmitted_with_it_or_not_at_all(
         try:
             assert capture is not None and capture.unresumable is not None and "no longer report the arguments" in capture.unresumable
             with pytest.raises(InvalidCommand, match="no longer report the arguments"):
-                agent.submit_as_owner(capture, comment="c", extra_environment=RESUME)
+                agent.submit_as_owner(capture, SubmitAs(comment="c", extra_environment=RESUME))
         finally:
             cancel_owned_jobs(slurm_env, owner.name)
         return
     assert capture is not None and capture.script_args == ("configs/70b.yaml",)
     # When it is resubmitted
     try:
-        new = agent.submit_as_owner(capture, comment=f"{RESUBMISSION_MARK}{old} incident=inc-args", extra_environment=RESUME)
+        new = agent.submit_as_owner(capture, SubmitAs(comment=f"{RESUBMISSION_MARK}{old} incident=inc-args", extra_environment=RESUME))
         # Then the copy's script sees the same argument
         wait_for(lambda: (owner_dir / f"args-{new}.txt").exists(), f"job {new} output")
         assert (owner_dir / f"args-{new}.txt").read_text() == f"config=configs/70b.yaml user={OWNER}\n"
@@ -368,7 +368,7 @@ def test_an_array_job_is_unresumable(slurm_env: dict[str, str], owner: Owner, ow
         capture = agent.capture(job_id)
         assert capture is not None and capture.unresumable is not None and "array job" in capture.unresumable
         with pytest.raises(InvalidCommand, match="array job"):
-            agent.submit_as_owner(capture, comment="c", extra_environment=RESUME)
+            agent.submit_as_owner(capture, SubmitAs(comment="c", extra_environment=RESUME))
     finally:
         cancel_owned_jobs(slurm_env, owner.name)
 
@@ -418,7 +418,7 @@ def test_a_job_whose_user_no_longer_exists_is_unresumable(slurm_env: dict[str, s
         assert capture is not None and capture.unresumable is not None and "unknown on this host" in capture.unresumable
         assert str(gone.uid) in capture.unresumable
         with pytest.raises(InvalidCommand, match="unknown on this host"):
-            agent.submit_as_owner(capture, comment="c", extra_environment=RESUME)
+            agent.submit_as_owner(capture, SubmitAs(comment="c", extra_environment=RESUME))
     finally:
         subprocess.run(["scancel", job_id], env=slurm_env, check=False)
         shutil.rmtree(work, ignore_errors=True)
@@ -438,7 +438,7 @@ def test_a_capture_whose_uid_is_no_longer_its_user_is_refused_at_submission(
         jobs_before = [j.job_id for j in agent.queue()]
         # When it is submitted, Then it is refused and nothing is submitted
         with pytest.raises(InvalidCommand, match="not the job's user someone-else"):
-            agent.submit_as_owner(stale, comment="c", extra_environment=RESUME)
+            agent.submit_as_owner(stale, SubmitAs(comment="c", extra_environment=RESUME))
         assert [j.job_id for j in agent.queue()] == jobs_before
     finally:
         cancel_owned_jobs(slurm_env, owner.name)

@@ -12,6 +12,7 @@ import pytest
 from hyperpod_recovery.errors import InvalidCommand
 from hyperpod_recovery_agent.capture import (
     JobCapture,
+    SubmitAs,
     build_capture,
     no_arguments_read,
     owner_problem,
@@ -354,7 +355,7 @@ def test_a_capture_survives_json_and_refuses_a_submission_when_unresumable() -> 
     assert JobCapture.from_json(capture.to_json()) == capture
     refused = capture.model_copy(update={"unresumable": "it is task 3 of array job 41"})
     with pytest.raises(InvalidCommand, match="array job 41"):
-        SlurmCli().submit_as_owner(refused, comment="c", extra_environment={})
+        SlurmCli().submit_as_owner(refused, SubmitAs(comment="c", extra_environment={}))
 
 
 # --- validation before anything reaches a command line ----------------------------------------------

@@ -29,7 +29,7 @@ from hyperpod_recovery.models.commands import (
 )
 from hyperpod_recovery.models.elastic import ElasticOptInUnreadable, ElasticPolicy, elastic_choice_in_comment
 from hyperpod_recovery.models.manifest import RESUME_DATA_PARALLEL_ENV, RESUME_FROM_ENV, RESUME_NODES_ENV, RESUME_STEP_ENV
-from hyperpod_recovery_agent.capture import JobCapture, resubmitted_from
+from hyperpod_recovery_agent.capture import JobCapture, SubmitAs, resubmitted_from
 from hyperpod_recovery_agent.elastic import elastic_opt_in, node_range_in_script
 from hyperpod_recovery_agent.executor import CaptureStore, CommandExecutor, _spare_for
 from hyperpod_recovery_agent.sbatch_options import SbatchOptions, Unresumable
@@ -490,7 +490,7 @@ def test_slurm_cli_submits_the_copy_at_its_size_its_per_job_totals_kept_per_node
     capture = JobCapture(job_id="7", user="root", uid=0, group="root", gid=0, name="llama", script="#!/bin/bash\n", options=options)
     slurm = _Sbatch()
     # When it is submitted again at 2 nodes
-    assert slurm.submit_as_owner(capture, comment="c", extra_environment={RESUME_NODES_ENV: "2"}, nodes=2) == "42"
+    assert slurm.submit_as_owner(capture, SubmitAs(comment="c", extra_environment={RESUME_NODES_ENV: "2"}, nodes=2)) == "42"
     # Then sbatch is asked for 2 nodes, 16 tasks and 16 GPUs, and the copy finds its size in its environment
     assert {"--nodes=2", "--ntasks=16", "--gpus=h100:16"} <= set(slurm.argv) and "--nodes=4" not in slurm.argv
     assert slurm.environment[RESUME_NODES_ENV] == "2"

@@ -87,9 +87,9 @@ class CountingSlurm(SimulatedSlurm):
         self.drains += 1
         super().drain(nodes, reason)
 
-    def submit_as_owner(self, capture: Any, **kwargs: Any) -> str:
+    def submit_as_owner(self, capture: Any, how: Any) -> str:
         self.submits += 1
-        return super().submit_as_owner(capture, **kwargs)
+        return super().submit_as_owner(capture, how)
 
 
 @pytest.fixture

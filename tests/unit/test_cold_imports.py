@@ -1,6 +1,7 @@
 """A handler's cold start imports only what its step uses: the stack's adapters are built, and their
-modules imported, when a step first asks for them (runtime.StackDependencies); the SQS handlers load
-Powertools' batch module before pydantic, so it leaves out its parser's event models (sqs_events.py).
+modules imported, when a step first asks for them (runtime.StackDependencies); the SQS handlers run
+their own partial-batch loop (sqs_events.py), without Powertools' batch utility, its asyncio and its
+event classes.
 
 Imports are checked in a fresh interpreter, the way bench/cold_import.py loads a handler: a module
 imported by an earlier test would otherwise hide one imported here. No timing: bench/cold_import.py
@@ -76,10 +77,12 @@ def test_a_handler_outside_the_job_workflow_imports_none_of_its_models(function:
 
 
 @pytest.mark.parametrize("function", SQS_HANDLERS)
-def test_an_sqs_handler_leaves_out_the_powertools_parser_models(function: str) -> None:
+def test_an_sqs_handler_leaves_out_powertools_batch_utility_and_its_event_classes(function: str) -> None:
     modules = _imported_by(function)
-    assert "aws_lambda_powertools.utilities.batch" in modules
+    assert "aws_lambda_powertools.utilities.batch" not in modules
+    assert "asyncio" not in modules
     assert PARSER_MODELS not in modules
+    assert "aws_lambda_powertools.utilities.data_classes" not in modules
 
 
 def test_the_stacks_dependencies_build_each_port_once_on_first_use() -> None:

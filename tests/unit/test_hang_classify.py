@@ -11,6 +11,8 @@ import pytest
 from hyperpod_recovery.domain.hangs.classify import classify_hang
 from hyperpod_recovery.domain.hangs.detect import slow_verdict, stall_verdict
 from hyperpod_recovery.domain.hangs.rules import HangRules
+from hyperpod_recovery.domain.jobs.states import EKS_STILL_RUNNING, SLURM_STILL_RUNNING, still_running_on_either
+from hyperpod_recovery.domain.record.fates import job_incident_job_fates
 from hyperpod_recovery.domain.record.job_incident import evidence_text
 from hyperpod_recovery.errors import CrashLoopDetected
 from hyperpod_recovery.models.cluster import ClusterNode
@@ -458,3 +460,26 @@ def test_given_a_node_an_hour_ahead_that_did_not_step_then_the_hang_is_not_taken
     c = _classify(request, job, cluster, reports=ahead)
     # Then it is still hung
     assert c.kind == "hung"
+
+
+@pytest.mark.parametrize("orchestrator", ["slurm", "eks"])
+def test_given_a_hang_left_alone_on_a_running_job_then_its_record_says_it_runs_on(orchestrator: str) -> None:
+    # Given a hung job someone else restarts, still running, on either orchestrator
+    if orchestrator == "eks":
+        request, job, cluster = _eks_setup(auto_resume=True, restarted_by="kubeflow")
+        classification = _eks_classify(request, job, cluster)
+    else:
+        request, job, cluster = _setup(auto_resume=True)
+        classification = _classify(request, job, cluster)
+    assert classification.kind == "left_alone" and job.state in ("Running", "RUNNING")
+    # When the incident's record is written
+    (fate,) = job_incident_job_fates(JobWorkflowState(request=request, classification=classification), "duplicate", None)
+    # Then the job is left running, as its orchestrator reports it, not "ended by itself"
+    assert (fate.fate, fate.copy_state) == ("left_running", job.state)
+
+
+def test_the_two_orchestrators_words_for_a_running_job_never_meet() -> None:
+    # A record that does not carry its orchestrator reads a job's state against both sets
+    assert not SLURM_STILL_RUNNING & EKS_STILL_RUNNING
+    assert all(word.isupper() for word in SLURM_STILL_RUNNING) and not any(word.isupper() for word in EKS_STILL_RUNNING)
+    assert still_running_on_either("Running") and still_running_on_either("RUNNING") and not still_running_on_either("COMPLETING")

@@ -23,6 +23,7 @@ from hyperpod_recovery.models.commands import (
     UNHEALTHY_REASON_KEPT,
     CaptureJobSpec,
     CommandEnvelope,
+    CommandReply,
     CordonNodes,
     CordonResult,
     HangEvidenceResult,
@@ -83,7 +84,7 @@ def _execute(executor: CommandExecutor, command: object) -> object:
     )
     reply = executor.execute(envelope)
     # (what the workflow receives: the reply as it crosses the queue)
-    return type(reply).model_validate_json(reply.model_dump_json()).result
+    return CommandReply[type(reply.result)].model_validate_json(reply.model_dump_json()).result  # type: ignore[misc]
 
 
 def _eks_job_on_more_nodes_than_carried() -> tuple[FakeKube, list[str], str]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from hyperpod_recovery.models.manifest import RESUME_FROM_ENV, RESUME_STEP_ENV
+from hyperpod_recovery_agent.capture import SubmitAs
 from sandbox.slurm import SimulatedSlurm, SlurmJob
 
 T0 = datetime(2026, 3, 14, 9, 0, tzinfo=UTC)
@@ -28,7 +29,9 @@ def _resubmit(slurm: SimulatedSlurm, job_id: str = "100", exclude: tuple[str, ..
     capture = slurm.capture(job_id)
     assert capture is not None
     slurm.cancel(job_id)
-    return slurm.submit_as_owner(capture, comment="hyperpod-recovery incident=inc-1", extra_environment=RESUME, exclude_nodes=exclude)
+    return slurm.submit_as_owner(
+        capture, SubmitAs(comment="hyperpod-recovery incident=inc-1", extra_environment=RESUME, exclude_nodes=exclude)
+    )
 
 
 def test_given_spares_when_a_node_is_drained_then_the_resubmission_runs_at_once_on_a_spare() -> None:

@@ -30,6 +30,11 @@ class StartExecutionFailed(RecoveryError):
     and the queue's maxReceiveCount bounds a refusal that retrying will not fix."""
 
 
+class EveryRecordFailed(RecoveryError):
+    """Every record of an SQS batch failed: the invocation fails (Lambda counts an error and
+    redelivers the batch) rather than returning every record as a partial failure."""
+
+
 class QueueUnavailable(RecoveryError):
     """SQS did not take a message (adapters/sqs.py); the caller decides what that means for its step."""
 

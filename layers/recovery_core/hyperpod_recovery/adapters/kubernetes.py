@@ -48,7 +48,7 @@ import json
 import ssl
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NotRequired, TypedDict, Unpack
 from urllib.parse import quote, urlencode
 
 import urllib3
@@ -91,6 +91,16 @@ READ_TIMEOUT_SECONDS = 5.0
 NO_ANSWER_RETRY = urllib3.Retry(total=1, connect=1, read=1, other=1, status=0, redirect=0, allowed_methods=None, raise_on_status=False)
 SENDS_AFTER_401 = 1
 _TIMEOUT = urllib3.Timeout(connect=CONNECT_TIMEOUT_SECONDS, read=READ_TIMEOUT_SECONDS)
+
+
+class _Call(TypedDict):
+    """What one API call is, beside its method and path: the RBAC resource and verb it needs (the
+    calls log, which the RBAC contract test reads), and its JSON body and content type."""
+
+    resource: str
+    verb: str
+    body: NotRequired[Any]
+    content_type: NotRequired[str | None]
 
 
 class KubeExpired(KubeUnavailable):
@@ -271,17 +281,9 @@ class KubernetesApi:
             self._token = (self._token_source(endpoint.cluster_name), now)
         return self._token[0]
 
-    def _request(
-        self,
-        method: str,
-        path: str,
-        *,
-        resource: str,
-        verb: str,
-        body: Any = None,
-        content_type: str | None = None,
-    ) -> dict[str, Any]:
-        response = self._send(method, path, resource=resource, verb=verb, body=body, content_type=content_type)
+    def _request(self, method: str, path: str, **call: Unpack[_Call]) -> dict[str, Any]:
+        """One request whose answer is a JSON object; else KubeUnavailable."""
+        response = self._send(method, path, **call)
         try:
             answer = json.loads(response.data or b"{}")
         except ValueError as exc:
@@ -290,21 +292,12 @@ class KubernetesApi:
             raise KubeUnavailable(f"{method} {path.split('?')[0]}: the API server answered {type(answer).__name__}, not an object")
         return answer
 
-    def _send(
-        self,
-        method: str,
-        path: str,
-        *,
-        resource: str,
-        verb: str,
-        body: Any = None,
-        content_type: str | None = None,
-        accept: str = "application/json",
-    ) -> urllib3.BaseHTTPResponse:
+    def _send(self, method: str, path: str, *, accept: str = "application/json", **call: Unpack[_Call]) -> urllib3.BaseHTTPResponse:
         """One request, its answer when 2xx; else our named error."""
         endpoint, pool = self._connection()
+        body, content_type = call.get("body"), call.get("content_type")
         payload = None if body is None else json.dumps(body).encode()
-        self.calls.append((verb, resource))
+        self.calls.append((call["verb"], call["resource"]))
         response = None
         for attempt in range(1 + SENDS_AFTER_401):
             headers = {"Accept": accept, "Authorization": f"Bearer {self._bearer(endpoint, fresh=attempt > 0)}"}

@@ -1,8 +1,6 @@
 """HyperPod cluster facts as the domain sees them, translated from the SageMaker API by
 adapters/hyperpod.py (so the domain never handles raw boto3 dictionaries)."""
 
-from __future__ import annotations
-
 from datetime import datetime
 from typing import Literal
 

@@ -6,8 +6,6 @@ Both orchestrators fill in one ``CommandHandlers`` table, the Slurm controller a
 error, InvalidCommand, naming what it does execute. ``command_reply`` is the answer both send.
 """
 
-from __future__ import annotations
-
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from datetime import datetime

@@ -1,8 +1,6 @@
 """Identifier shapes shared by every model, taken from the SageMaker service model
 (see ../shared/reference/hyperpod-api-and-events.md §1.1)."""
 
-from __future__ import annotations
-
 import re
 from typing import Annotated, Any
 

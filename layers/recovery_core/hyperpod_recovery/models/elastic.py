@@ -13,9 +13,7 @@ A job that does not opt in is rigid: it waits for its replacement as it always h
 cannot read is rigid too (waiting is what the job would have done without us), and says why.
 """
 
-from __future__ import annotations
-
-from typing import Final, Literal
+from typing import Final, Literal, Self
 
 from pydantic import ConfigDict, Field, ValidationError, model_validator
 
@@ -45,7 +43,7 @@ class ElasticPolicy(Model):
     source: ElasticSource
 
     @model_validator(mode="after")
-    def _ordered(self) -> ElasticPolicy:
+    def _ordered(self) -> Self:
         if self.max_nodes is not None and self.max_nodes < self.min_nodes:
             raise ValueError(f"min {self.min_nodes} is above max {self.max_nodes}")
         return self

@@ -4,8 +4,6 @@ Each model's docstring holds a real-shaped example; events/ holds the same sampl
 tests/contract/ parses every one of them.
 """
 
-from __future__ import annotations
-
 from datetime import datetime
 from typing import Any, Literal
 

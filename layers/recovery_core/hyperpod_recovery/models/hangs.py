@@ -7,8 +7,6 @@ JobRecovery whose request carries it (``JobRecoveryRequest.hang``); an ``observe
 says what it would have done, for an operator to confirm or reject.
 """
 
-from __future__ import annotations
-
 from typing import Annotated, Literal
 
 from pydantic import ConfigDict, Field

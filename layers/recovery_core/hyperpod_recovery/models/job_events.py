@@ -5,8 +5,6 @@ end, for jobs that end FAILED or NODE_FAIL, and TIMEOUT when the agent is config
 JobRecovery workflow consumes it; events/agent/job-failed.json is a sample.
 """
 
-from __future__ import annotations
-
 from typing import Literal
 
 from pydantic import ConfigDict, Field

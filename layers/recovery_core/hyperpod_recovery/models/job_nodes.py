@@ -7,8 +7,6 @@ those a job object owns (by owner uid). A job key is the progress table's: a Slu
 job's ``namespace/name``.
 """
 
-from __future__ import annotations
-
 from datetime import datetime
 from typing import Literal
 

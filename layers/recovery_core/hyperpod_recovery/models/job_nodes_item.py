@@ -9,8 +9,6 @@ of them (tests/contract/test_job_nodes_item.py); a snapshot over ``MAX_ITEM_BYTE
 whole (JobNodesTooLarge), never cut: a job left out would have its real reports ignored.
 """
 
-from __future__ import annotations
-
 import json
 import zlib
 from typing import Any

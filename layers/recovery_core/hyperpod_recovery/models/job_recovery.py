@@ -5,9 +5,7 @@ JobRecovery reuses NodeRecovery for the nodes (a nested execution) and the Find 
 Checkpoint / Resubmit Job steps for the job, so those keep their own models (models/node_recovery.py).
 """
 
-from __future__ import annotations
-
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import ConfigDict, Field, field_validator
 
@@ -158,7 +156,7 @@ class JobWorkflowState(Model):
         return bool(self.resubmission is not None and self.resubmission.dry_run)
 
     @classmethod
-    def lenient(cls, raw: Any) -> JobWorkflowState:
+    def lenient(cls, raw: Any) -> Self:
         return lenient_state(cls, raw)
 
 

@@ -3,8 +3,6 @@ how a plan names it (JobRef), the checkpoint it resumes from (CheckpointRef), an
 comment may say (a resume choice, our copy mark). The commands and their answers carry these
 (models/commands.py, which also exports every name here)."""
 
-from __future__ import annotations
-
 import re
 from typing import Literal
 
@@ -95,6 +93,15 @@ def copy_mark_in_comment(comment: str) -> CopyMark | None:
 MAX_NODES_ASKED = 72
 
 
+# Who restarts a job when we do not (JobSpec.restarted_by): never us on top of them.
+RestartedBy = Literal["hyperpod_auto_resume", "hyperpod_training_operator", "kubeflow"]
+RESTARTED_BY_TEXT: dict[str, str] = {
+    "hyperpod_auto_resume": "HyperPod's job auto-resume restarts it",
+    "hyperpod_training_operator": "the HyperPod training operator restarts it",
+    "kubeflow": "the Kubeflow training operator restarts its pods (restartPolicy)",
+}
+
+
 class JobSpec(Model):
     """What the workflow knows about a job: who it is, where its checkpoints are, whether it can be
     resubmitted. Everything needed to resubmit it (script, owner, submission environment, sbatch
@@ -150,15 +157,6 @@ class JobSpec(Model):
     # have written it, so it is only a lead; the ledger's claim by that incident on that job is proof
     # (steps/find_newest_checkpoint.py lineage_nodes).
     copy_of: CopyMark | None = Field(default=None, exclude_if=is_none)
-
-
-# Who restarts a job when we do not (JobSpec.restarted_by): never us on top of them.
-RestartedBy = Literal["hyperpod_auto_resume", "hyperpod_training_operator", "kubeflow"]
-RESTARTED_BY_TEXT: dict[str, str] = {
-    "hyperpod_auto_resume": "HyperPod's job auto-resume restarts it",
-    "hyperpod_training_operator": "the HyperPod training operator restarts it",
-    "kubeflow": "the Kubeflow training operator restarts its pods (restartPolicy)",
-}
 
 
 def left_alone_reason(job: JobSpec) -> str:

@@ -12,9 +12,8 @@ object we could not name correctly is never acted on in its stead.
 HyperPod's own labels are from ../shared/reference/hyperpod-eks.md §1 (AWS docs and AWS's Helm chart).
 """
 
-from __future__ import annotations
-
 import re
+from dataclasses import dataclass
 from typing import Annotated, Literal
 
 from pydantic import ConfigDict, StringConstraints
@@ -86,10 +85,11 @@ QUARANTINE_TAINT_EFFECT = "NoSchedule"
 JobKind = Literal["PyTorchJob", "HyperPodPyTorchJob"]
 
 
-class JobKindInfo(Model):
-    """Where the API keeps a kind of training job (its group, version and plural)."""
+@dataclass(frozen=True)
+class JobKindInfo:
+    """Where the API keeps a kind of training job (its group, version and plural): a constant
+    table, not input, so a plain dataclass (no validator to build at import)."""
 
-    model_config = ConfigDict(frozen=True)
     group: str
     version: str
     plural: str

@@ -12,13 +12,11 @@ bytes as before) unless given a layout, so an un-upgraded pipeline still reads w
 scripts write: upgrade the pipeline before any script writes a layout.
 """
 
-from __future__ import annotations
-
 import json
 import re
 from collections import Counter
 from datetime import datetime
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, Self
 
 from pydantic import AwareDatetime, ConfigDict, Field, StrictBool, StrictInt, field_validator, model_validator
 
@@ -180,7 +178,7 @@ class CheckpointLayout(Model):
     reshardable: StrictBool = False
 
     @model_validator(mode="after")
-    def _consistent(self) -> CheckpointLayout:
+    def _consistent(self) -> Self:
         if self.tensor * self.pipeline * self.data != self.world_size:
             raise ValueError(
                 f"tensor {self.tensor} x pipeline {self.pipeline} x data {self.data} is "
@@ -218,7 +216,7 @@ class CheckpointManifest(Model):
     shards: list[Shard] = Field(min_length=1)
 
     @model_validator(mode="after")
-    def _unique_shards(self) -> CheckpointManifest:
+    def _unique_shards(self) -> Self:
         # One pass: with a key listed twice, the old per-key count took minutes for 100,000 shards.
         counts = Counter(s.key for s in self.shards)
         if len(counts) != len(self.shards):
@@ -227,7 +225,7 @@ class CheckpointManifest(Model):
         return self
 
     @model_validator(mode="after")
-    def _layout_needs_v1_1(self) -> CheckpointManifest:
+    def _layout_needs_v1_1(self) -> Self:
         # A v1 reader refuses the field (extra="forbid"): a v1 manifest that carries it was written by
         # a writer that claims a version it does not follow.
         if self.layout is not None and self.schema_ == MANIFEST_SCHEMA:
@@ -270,7 +268,7 @@ class CheckpointPointer(Model):
         return checkpoint
 
     @model_validator(mode="after")
-    def _folder_matches_step(self) -> CheckpointPointer:
+    def _folder_matches_step(self) -> Self:
         if step_of_folder(self.checkpoint) != self.step:
             raise ValueError(f"checkpoint {self.checkpoint!r} does not hold step {self.step}")
         return self

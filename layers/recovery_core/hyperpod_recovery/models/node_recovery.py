@@ -2,9 +2,7 @@
 the execution state ($.lock, $.assessment, ...), so later steps and Record Outcome see what
 every earlier step did, with the time it did it."""
 
-from __future__ import annotations
-
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, Self, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -330,7 +328,7 @@ class WorkflowState(Model):
     unreadable: list[Annotated[str, Field(max_length=500)]] = Field(default_factory=list, max_length=20)
 
     @model_validator(mode="after")
-    def _jobs_from_the_cordon(self) -> WorkflowState:
+    def _jobs_from_the_cordon(self) -> Self:
         """The jobs Cordon Nodes found, where every reader looks for them (``jobs``): the same answer."""
         if self.jobs is None and self.cordon is not None and self.cordon.type == CORDON_NODES:
             found = JobsOnNodesResult(jobs=self.cordon.result.jobs, omitted=self.cordon.result.omitted, count=self.cordon.result.count)
@@ -349,7 +347,7 @@ class WorkflowState(Model):
         return self.jobs is not None and self.jobs.type == CORDON_NODES
 
     @classmethod
-    def lenient(cls, raw: Any) -> WorkflowState:
+    def lenient(cls, raw: Any) -> Self:
         """The state, key by key: a part that does not parse is left out and named, so recording an
         incident's end never fails because of what the execution carried."""
         return lenient_state(cls, raw)

@@ -6,8 +6,6 @@ SDK the functions run with, and the running jobs' checkpoints read with the pipe
 permissions). Both are read-only.
 """
 
-from __future__ import annotations
-
 from pydantic import ConfigDict, Field
 
 from hyperpod_recovery.models.commands import MAX_CHECKPOINT_URI, MAX_JOBS_CHECKED, RunningJob

@@ -11,8 +11,6 @@ and counts only the nodes slurmctld allocated to it (docs/decisions.md, 2026-11-
 Shared by the training library's wheel and the Lambda layer (a contract module).
 """
 
-from __future__ import annotations
-
 from datetime import datetime, timedelta
 from typing import Annotated, Literal
 
@@ -64,7 +62,7 @@ def progress_key(job: str, node: str) -> dict[str, str]:
     return {"pk": f"JOB#{job}", "sk": f"NODE#{node}"}
 
 
-def progress_item(report: ProgressReport) -> dict[str, dict[str, str]]:
+def progress_item(report: "ProgressReport") -> dict[str, dict[str, str]]:
     """The DynamoDB item (low-level attribute values) a reporter writes for ``report``."""
     key = progress_key(report.job, report.node)
     expires = int((report.heartbeat_at + PROGRESS_TTL).timestamp())

@@ -8,8 +8,6 @@ stalls that cleared by themselves (damping). One ledger item per job, expiring a
 tick (adapters/progress_memory.py).
 """
 
-from __future__ import annotations
-
 from datetime import UTC, datetime
 
 from pydantic import ConfigDict, Field

@@ -1,8 +1,6 @@
 """What the ledger (DynamoDB) keeps: one incident record per execution, node locks, and one
 resubmission claim per job. The incident record is the audit trail an operator reads."""
 
-from __future__ import annotations
-
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -329,7 +327,7 @@ class BreakerState(Model):
     history: list[HistoryEntry] = Field(default_factory=list)  # "<time> <state> by <who>: <reason>", newest last
     version: int = Field(default=0, ge=0, exclude=True)
 
-    def changed_to(self, state: Literal["closed", "open"], *, reason: str, by: str, at: datetime) -> BreakerState:
+    def changed_to(self, state: Literal["closed", "open"], *, reason: str, by: str, at: datetime) -> "BreakerState":
         """The breaker after a change, with the change kept in its (bounded) history."""
         entry = f"{at.isoformat()} {state} by {by}: {reason}"
         return BreakerState(

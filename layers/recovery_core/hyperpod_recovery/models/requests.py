@@ -2,9 +2,7 @@
 every source is translated into (domain/intake/normalize.py): RecoveryRequest for NodeRecovery,
 JobRecoveryRequest for JobRecovery."""
 
-from __future__ import annotations
-
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import BeforeValidator, ConfigDict, Discriminator, Field, Tag, model_validator
 
@@ -87,7 +85,7 @@ class RecoveryRequest(Model):
     nested_for_job: JobId | None = Field(default=None, exclude_if=lambda value: value is None)
 
     @model_validator(mode="after")
-    def _fits_the_state(self) -> RecoveryRequest:
+    def _fits_the_state(self) -> Self:
         size = len(self.model_dump_json())
         if size > MAX_REQUEST_BYTES:
             raise ValueError(f"the request is {size} bytes; at most {MAX_REQUEST_BYTES} travel through the workflow")

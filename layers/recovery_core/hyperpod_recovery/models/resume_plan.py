@@ -2,9 +2,7 @@
 (which checkpoint, now or after the rejoin, at what size, or why not), and the grow-back of the
 jobs it shrank. Importable from models.node_recovery as well (the workflow's state holds them)."""
 
-from __future__ import annotations
-
-from typing import Literal
+from typing import Literal, Self
 
 from pydantic import ConfigDict, Field, model_validator
 
@@ -123,7 +121,7 @@ class CheckpointPlan(StepResult):
     shrinks: int = Field(default=0, ge=0, le=MAX_SHRUNK_JOBS_PER_INCIDENT, exclude_if=lambda v: v == 0)
 
     @model_validator(mode="after")
-    def _each_job_once(self) -> CheckpointPlan:
+    def _each_job_once(self) -> Self:
         if len(self.resume_now) + len(self.resumable) + len(self.unresumable) + len(self.left_alone) > MAX_JOBS_PER_INCIDENT:
             raise ValueError(f"at most {MAX_JOBS_PER_INCIDENT} jobs are planned in one incident")
         if sum(p.elastic is not None for p in self.planned) > MAX_ELASTIC_DECISIONS:
@@ -213,7 +211,7 @@ class GrowBackState(StepResult):
     answer: CommandReply[ResubmitResult] | None = Field(default=None, exclude_if=lambda v: v is None)
     failure: StepError | None = Field(default=None, exclude_if=lambda v: v is None)
 
-    def folded(self) -> GrowBackState:
+    def folded(self) -> Self:
         """The pending answer (or failure) of Grow Back Job applied to the job it grew."""
         if self.answer is None and self.failure is None:
             return self

@@ -32,7 +32,7 @@ class Intake:
     counts: Counter[str] = field(default_factory=Counter)
 
     def accept(self, message_id: str, body: str) -> None:
-        """BatchProcessor record handler. Raises only for transient problems (record retried)."""
+        """One record of the batch (sqs_events.process_batch). Raises only for transient problems (record retried)."""
         self.counts["received"] += 1
         try:
             result = parse_intake_event(body, self.guarded)

@@ -27,6 +27,7 @@ from hyperpod_recovery.domain.hangs.rules import HangRules
 from hyperpod_recovery.domain.intake.execution_names import node_execution_name
 from hyperpod_recovery.domain.jobs.job_failure import job_label, open_claim_text
 from hyperpod_recovery.domain.jobs.node_request import node_recovery_request
+from hyperpod_recovery.domain.jobs.states import still_running
 from hyperpod_recovery.errors import JobNodesNotCarried
 from hyperpod_recovery.models.cluster import ClusterNode
 from hyperpod_recovery.models.commands import HangEvidenceResult, JobSpec, left_alone_reason
@@ -39,12 +40,6 @@ from hyperpod_recovery.models.requests import JobRecoveryRequest
 
 RULES = HangRules()
 HEARTBEAT_STALE_SECONDS = RULES.heartbeat_stale_seconds
-# A hung job still runs in these states (squeue); anything else ended, or is ending (COMPLETING: its
-# processes are being killed, a cancel is already under way).
-STILL_RUNNING = frozenset({"RUNNING", "SUSPENDED", "STOPPED", "RESIZING"})
-# EKS: the job object's newest condition (Restarting: its operator is restarting its pods already;
-# Created: none runs yet; Succeeded, Failed: it ended).
-STILL_RUNNING_EKS = frozenset({"Running"})
 
 
 def cleared_since(verdict: HangVerdict, reports: Sequence[ProgressReport]) -> ProgressReport | None:
@@ -146,7 +141,7 @@ def _still_ours_to_judge(case: _Case, claim: ResubmissionClaim | None) -> JobSpe
     job, label, orchestrator = case.job, case.label, case.orchestrator
     if claim is not None and claim.in_force(case.now):
         return case.left_alone(f"{label} {_claimed_text(claim, orchestrator)}: nothing more is done for its hang")
-    if job is None or job.state not in (STILL_RUNNING_EKS if orchestrator == "eks" else STILL_RUNNING):
+    if job is None or not still_running(job.state, orchestrator):
         state = job.state if job is not None else ("gone from the Kubernetes API" if orchestrator == "eks" else "unknown to slurmctld")
         return case.left_alone(f"{label} is no longer running ({state}): nothing is done for its hang")
     if job.auto_resume or job.restarted_by is not None:

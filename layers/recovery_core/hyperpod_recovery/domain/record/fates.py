@@ -17,9 +17,9 @@ from typing import Literal
 
 from hyperpod_recovery import errors
 from hyperpod_recovery.domain.elastic.decide import elastic_reason
-from hyperpod_recovery.domain.hangs.classify import STILL_RUNNING
 from hyperpod_recovery.domain.intake.execution_names import node_execution_name
 from hyperpod_recovery.domain.jobs.early_stops import ended_before_re_creation
+from hyperpod_recovery.domain.jobs.states import still_running_on_either
 from hyperpod_recovery.domain.record.causes import error_message
 from hyperpod_recovery.domain.record.fate_words import copy_label as copy_label
 
@@ -325,7 +325,7 @@ def job_incident_job_fates(state: JobWorkflowState, outcome: Outcome, cause: str
         return [fate_of_reply(base, reply, plan)]
     if classification is not None and request.hang is not None and classification.kind in ("left_alone", "recovered_by_itself"):
         # a hang incident that did nothing: the job runs on untouched, or it ended by itself
-        running = spec is not None and (classification.kind == "recovered_by_itself" or spec.state in STILL_RUNNING)
+        running = spec is not None and (classification.kind == "recovered_by_itself" or still_running_on_either(spec.state))
         return [
             base.model_copy(
                 update={
