@@ -425,7 +425,7 @@ def test_every_function_fed_by_a_queue_reports_its_failed_records_and_uses_the_b
     # A handler's batchItemFailures are ignored, and its failed records deleted, unless the event
     # source mapping asks for them (sqs_events.process_batch returns them).
     fed = {}
-    for name, resource in TEMPLATE["Resources"].items():
+    for resource in TEMPLATE["Resources"].values():
         if resource["Type"] != "AWS::Serverless::Function":
             continue
         for event in resource["Properties"].get("Events", {}).values():

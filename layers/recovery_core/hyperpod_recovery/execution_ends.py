@@ -6,14 +6,17 @@ sqs_events.py: only these two use it."""
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from aws_lambda_powertools.metrics import MetricUnit
 
 from hyperpod_recovery.domain.policy.limits import execution_time_bound_seconds
 from hyperpod_recovery.metric_names import RECONCILED
 from hyperpod_recovery.observability import metrics
-from hyperpod_recovery.runtime import Dependencies
 from hyperpod_recovery.steps.ends import EndContext, Reconciled
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.runtime import Dependencies
 
 
 def end_context(deps: Dependencies) -> EndContext:

@@ -10,9 +10,10 @@ phase and outcome in the HTML report, for instance).
 
 from __future__ import annotations
 
-from typing import Literal, get_args
+from typing import TYPE_CHECKING, Literal, get_args
 
-from hyperpod_recovery import errors
+if TYPE_CHECKING:
+    from hyperpod_recovery import errors
 
 # How an incident ended. stale: its signals were too old (or from the future) to act on without a
 # human; aborted / failed: the execution was stopped, timed out or crashed before Record Outcome,

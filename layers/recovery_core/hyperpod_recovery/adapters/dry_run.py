@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hyperpod_recovery.models.cluster import BatchOutcome, ClusterInfo, ClusterNode
 from hyperpod_recovery.models.commands import (
@@ -52,8 +52,6 @@ from hyperpod_recovery.models.commands import (
     ResumeNodes,
     ResumeResult,
 )
-from hyperpod_recovery.models.hangs import RecordedVerdict
-from hyperpod_recovery.models.job_recovery import RestartEntry
 from hyperpod_recovery.models.records import (
     BreakerState,
     Effect,
@@ -66,7 +64,11 @@ from hyperpod_recovery.models.records import (
     ResubmissionClaim,
 )
 from hyperpod_recovery.observability import logger
-from hyperpod_recovery.ports import Cluster, Ledger, Orchestrator
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.models.hangs import RecordedVerdict
+    from hyperpod_recovery.models.job_recovery import RestartEntry
+    from hyperpod_recovery.ports import Cluster, Ledger, Orchestrator
 
 
 def held_back(port: str, call: str, **detail: Any) -> None:

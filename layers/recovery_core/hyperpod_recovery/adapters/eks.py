@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import binascii
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -24,7 +24,9 @@ from hyperpod_recovery.errors import (
     KubeUnavailable,
     UnsupportedOrchestrator,
 )
-from hyperpod_recovery.ports import Cluster
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.ports import Cluster
 
 
 @dataclass(frozen=True)

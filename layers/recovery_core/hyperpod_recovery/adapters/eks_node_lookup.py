@@ -9,13 +9,15 @@ never taken for one, and the answer says it was there.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hyperpod_recovery.domain.nodes.eks_nodes import NodeView, hyperpod_name
 from hyperpod_recovery.domain.nodes.eks_provider_id import instance_of_provider_id, unreadable_provider_id
 from hyperpod_recovery.errors import KubeObjectGone
 from hyperpod_recovery.models.kubernetes import COMPUTE_TYPE_LABEL, instance_of_node_name
-from hyperpod_recovery.ports import KubeApi
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.ports import KubeApi
 
 HYPERPOD_NODES = f"{COMPUTE_TYPE_LABEL}=hyperpod"
 

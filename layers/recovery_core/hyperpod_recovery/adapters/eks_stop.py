@@ -12,9 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from hyperpod_recovery.adapters.eks_workloads import KueueWorkloads
 from hyperpod_recovery.domain.jobs.eks_grace import still_running, terminating
 from hyperpod_recovery.domain.jobs.eks_jobs import finished, kueue_managed, live_pods_of, suspended
 from hyperpod_recovery.errors import (
@@ -28,7 +27,10 @@ from hyperpod_recovery.errors import (
 )
 from hyperpod_recovery.models.commands import ResubmitResult
 from hyperpod_recovery.models.kubernetes import HPTO_JOB_LABEL, KUBEFLOW_JOB_NAME_LABEL, KUEUE_QUEUE_LABEL, KubeJobRef
-from hyperpod_recovery.ports import KubeApi
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.adapters.eks_workloads import KueueWorkloads
+    from hyperpod_recovery.ports import KubeApi
 
 # What keeps a stop only from stopping the job now: said in its answer, never raised (the re-creation
 # after the rejoin stops the job again first, and fails there, under its own name, if it must).

@@ -3,12 +3,14 @@ each kind's jobs, a job's own pods, and the nodes they ran on by the names the w
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hyperpod_recovery.adapters.eks_node_lookup import HyperPodNodes
 from hyperpod_recovery.adapters.eks_orchestrator import installed_jobs, job_pod_nodes, job_pods
-from hyperpod_recovery.models.kubernetes import KubeJobRef
-from hyperpod_recovery.ports import KubeApi
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.models.kubernetes import KubeJobRef
+    from hyperpod_recovery.ports import KubeApi
 
 
 class EksTrainingJobs:

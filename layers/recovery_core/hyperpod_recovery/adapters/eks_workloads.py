@@ -27,7 +27,7 @@ An answer that names no object is taken for the second: never for a deleted Work
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hyperpod_recovery.domain.jobs.eks_jobs import kueue_managed, workloads_of
 from hyperpod_recovery.domain.jobs.eks_kueue import UnreadableDiscovery, served_versions, workload_version
@@ -40,7 +40,9 @@ from hyperpod_recovery.errors import (
     KubeUnavailable,
 )
 from hyperpod_recovery.models.kubernetes import KUEUE_GROUP, KUEUE_JOB_UID_LABEL, WORKLOAD_VERSIONS, KubeJobRef
-from hyperpod_recovery.ports import KubeApi
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.ports import KubeApi
 
 _NOT_DISCOVERED = object()
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -22,7 +22,9 @@ from hyperpod_recovery.models.job_nodes import JobNodes
 from hyperpod_recovery.models.job_nodes_item import SORT_KEY, JobNodesUnreadable, partition_key, read_item
 from hyperpod_recovery.models.kubernetes import JOB_KINDS
 from hyperpod_recovery.observability import logger
-from hyperpod_recovery.ports import KubeApi
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.ports import KubeApi
 
 
 class SlurmJobNodes:

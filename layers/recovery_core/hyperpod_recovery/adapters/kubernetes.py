@@ -48,12 +48,11 @@ import json
 import ssl
 import time
 from collections.abc import Callable
-from typing import Any, NotRequired, TypedDict, Unpack
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict, Unpack
 from urllib.parse import quote, urlencode
 
 import urllib3
 
-from hyperpod_recovery.adapters.eks import KubeEndpoint
 from hyperpod_recovery.errors import (
     KubeAccessDenied,
     KubeAlreadyExists,
@@ -72,6 +71,9 @@ from hyperpod_recovery.models.kubernetes import (
     is_dns1123_label,
     is_dns1123_subdomain,
 )
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.adapters.eks import KubeEndpoint
 
 JSON_PATCH = "application/json-patch+json"
 PAGE_LIMIT = 500

@@ -10,12 +10,14 @@ the name the state machines retry.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from hyperpod_recovery.adapters.sqs import SqsQueue
-from hyperpod_recovery.adapters.stepfunctions import StepFunctions
 from hyperpod_recovery.errors import ControllerChannelError, QueueUnavailable, TaskAnswerFailed
-from hyperpod_recovery.models.commands import CommandEnvelope, CommandReply
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.adapters.sqs import SqsQueue
+    from hyperpod_recovery.adapters.stepfunctions import StepFunctions
+    from hyperpod_recovery.models.commands import CommandEnvelope, CommandReply
 
 
 class SlurmAgentOrchestrator:

@@ -5,15 +5,17 @@ fresh signals, the stack's DryRun folded in)."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import TypeAdapter, ValidationError
 
 from hyperpod_recovery.domain.intake.freshness import EventAgeLimits, check_job_event_fresh, drop_stale_nodes
-from hyperpod_recovery.domain.intake.normalize import GuardedCluster
 from hyperpod_recovery.errors import InvalidRecoveryRequest
 from hyperpod_recovery.models.common import format_validation_error
 from hyperpod_recovery.models.requests import JobRecoveryRequest, RecoveryRequest
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.domain.intake.normalize import GuardedCluster
 
 _UNION_TAGS = ("manual", "recovery", "job")  # pydantic prefixes union errors with the tag; the user never wrote it
 RequestT = TypeVar("RequestT", RecoveryRequest, JobRecoveryRequest)

@@ -4,6 +4,7 @@ count the nodes against the cap."""
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from hyperpod_recovery import errors
 from hyperpod_recovery.domain.policy.safety import SafetyPolicy
@@ -11,8 +12,10 @@ from hyperpod_recovery.domain.policy.safety import apply_safety_policy as decide
 from hyperpod_recovery.models.node_recovery import ApplySafetyPolicyInput, Assessment, SkippedNode
 from hyperpod_recovery.models.records import HOST_LOCK_PREFIX
 from hyperpod_recovery.observability import logger
-from hyperpod_recovery.ports import NodeLocks, SafetyChecks
 from hyperpod_recovery.vocabulary import error_name
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.ports import NodeLocks, SafetyChecks
 
 
 def apply_safety_policy(

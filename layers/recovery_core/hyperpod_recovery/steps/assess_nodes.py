@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from hyperpod_recovery.domain.nodes.assess import assess_nodes as decide
 from hyperpod_recovery.domain.nodes.assess import describe_each
-from hyperpod_recovery.models.node_recovery import Assessment, AssessNodesInput
-from hyperpod_recovery.ports import Cluster
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.models.node_recovery import Assessment, AssessNodesInput
+    from hyperpod_recovery.ports import Cluster
 
 
 def assess_nodes(

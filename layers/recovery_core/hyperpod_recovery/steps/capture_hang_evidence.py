@@ -7,12 +7,14 @@ in the state and, with the incident, in the ledger."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hyperpod_recovery.models.commands import MAX_EVIDENCE_NODES, CaptureHangEvidence, HangEvidenceResult
-from hyperpod_recovery.models.job_recovery import CaptureHangEvidenceInput
-from hyperpod_recovery.ports import Orchestrator
 from hyperpod_recovery.steps.commands import answer_here, dispatch_command
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.models.job_recovery import CaptureHangEvidenceInput
+    from hyperpod_recovery.ports import Orchestrator
 
 # The whole capture's bound (each node's dump runs at once, killed at this time).
 EVIDENCE_SECONDS = 45

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hyperpod_recovery.models.commands import MAX_NODES_ASKED, CaptureJobSpec
 from hyperpod_recovery.models.common import MAX_JOB_NODES_CARRIED
-from hyperpod_recovery.models.job_recovery import CaptureJobSpecInput
-from hyperpod_recovery.ports import Orchestrator
 from hyperpod_recovery.steps.commands import dispatch_command
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.models.job_recovery import CaptureJobSpecInput
+    from hyperpod_recovery.ports import Orchestrator
 
 
 def capture_job_spec(step: CaptureJobSpecInput, *, orchestrator: Orchestrator, now: datetime) -> dict[str, Any]:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hyperpod_recovery.models.commands import CheckAgent, CommandEnvelope
-from hyperpod_recovery.models.preflight import CheckControllerAgentInput
-from hyperpod_recovery.ports import Orchestrator
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.models.preflight import CheckControllerAgentInput
+    from hyperpod_recovery.ports import Orchestrator
 
 
 def check_controller_agent(step: CheckControllerAgentInput, *, orchestrator: Orchestrator, now: datetime) -> dict[str, Any]:

@@ -12,6 +12,7 @@ Read-only: it lists and reads objects, never writes.
 from __future__ import annotations
 
 import platform
+from typing import TYPE_CHECKING
 
 import boto3
 import botocore
@@ -20,8 +21,10 @@ from hyperpod_recovery import __version__
 from hyperpod_recovery.domain.checkpoints.discovery import find_newest_verified
 from hyperpod_recovery.errors import CheckpointStoreUnavailable, CheckpointUnreadable
 from hyperpod_recovery.models.preflight import CheckDeploymentInput, CheckpointProbe, DeploymentReport, SdkReport
-from hyperpod_recovery.ports import CheckpointReader
 from hyperpod_recovery.sdk_contract import MINIMUM_BOTOCORE, missing_in_installed_sdk
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.ports import CheckpointReader
 
 
 def sdk_report() -> SdkReport:

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hyperpod_recovery.domain.jobs.job_failure import job_nodes
 from hyperpod_recovery.models.commands import NodeStates, NodeStatesResult
 from hyperpod_recovery.models.common import MAX_JOB_NODES_CARRIED
-from hyperpod_recovery.models.job_recovery import CheckJobNodesInput
-from hyperpod_recovery.ports import Orchestrator
 from hyperpod_recovery.steps.commands import answer_here, dispatch_command
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.models.job_recovery import CheckJobNodesInput
+    from hyperpod_recovery.ports import Orchestrator
 
 
 def check_job_nodes(step: CheckJobNodesInput, *, orchestrator: Orchestrator, now: datetime) -> dict[str, Any]:

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from hyperpod_recovery.domain.jobs.job_failure import watch_other_recovery
-from hyperpod_recovery.models.job_recovery import CheckOtherRecoveryInput, OtherRecoveryWatch
-from hyperpod_recovery.ports import IncidentStore
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.models.job_recovery import CheckOtherRecoveryInput, OtherRecoveryWatch
+    from hyperpod_recovery.ports import IncidentStore
 
 
 def check_other_recovery(

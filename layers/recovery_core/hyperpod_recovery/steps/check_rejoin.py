@@ -4,12 +4,15 @@ come back by its reboot deadline is replaced (the ladder's next rung)."""
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from hyperpod_recovery.domain.nodes.rejoin import escalate_to_replace, observe_rejoin, reboots_past_deadline
 from hyperpod_recovery.models.cluster import BatchOutcome, ClusterNode
-from hyperpod_recovery.models.node_recovery import CheckRejoinInput, RejoinWatch
 from hyperpod_recovery.observability import logger
-from hyperpod_recovery.ports import Cluster, Replacements
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.models.node_recovery import CheckRejoinInput, RejoinWatch
+    from hyperpod_recovery.ports import Cluster, Replacements
 
 # ASSUMPTION: HyperPod's LaunchTime (what CreationTimeAfter filters on) and our clocks (the event's
 # time, the Lambda's) disagree by less than this; a replacement launched just before the repairs

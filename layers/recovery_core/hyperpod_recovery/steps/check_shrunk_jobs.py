@@ -5,14 +5,17 @@ checkpoint, or stays shrunk, and why (domain/elastic/grow_back.py)."""
 from __future__ import annotations
 
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from hyperpod_recovery.domain.checkpoints.discovery import find_newest_verified
 from hyperpod_recovery.domain.elastic.grow_back import Reading, advance
 from hyperpod_recovery.errors import CheckpointUnreadable
-from hyperpod_recovery.models.commands import JobSpec
 from hyperpod_recovery.models.node_recovery import CheckShrunkJobsInput, GrowBackJob, GrowBackState
 from hyperpod_recovery.observability import logger
-from hyperpod_recovery.ports import CheckpointReader, ClaimedJobs
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.models.commands import JobSpec
+    from hyperpod_recovery.ports import CheckpointReader, ClaimedJobs
 
 # What each pass logs of a job: enough to follow its grow-back and how its restart was measured.
 LOGGED_JOB_FIELDS = {"copy_id", "status", "reason", "baseline_step", "baseline_at", "restart_seconds"}

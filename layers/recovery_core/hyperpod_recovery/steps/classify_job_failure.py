@@ -4,14 +4,16 @@ for a hang verdict: hung (with its suspects), recovered by itself, or left alone
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from hyperpod_recovery.domain.hangs.classify import classify_hang
 from hyperpod_recovery.domain.intake.execution_names import HANG_MARK
 from hyperpod_recovery.domain.jobs.job_failure import classify_failure, job_label, refuse_second_slowdown
-from hyperpod_recovery.models.job_recovery import ClassifyJobFailureInput, FailureClassification
 from hyperpod_recovery.observability import logger
-from hyperpod_recovery.ports import Cluster, FailureHistory, ProgressReader, RecoveryLog
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.models.job_recovery import ClassifyJobFailureInput, FailureClassification
+    from hyperpod_recovery.ports import Cluster, FailureHistory, ProgressReader, RecoveryLog
 
 
 def classify_job_failure(

@@ -6,11 +6,13 @@ here when there is nothing to ask. In a dry run the orchestrator is behind the g
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from hyperpod_recovery.models.commands import CommandEnvelope, CommandReply, ControllerCommand
-from hyperpod_recovery.models.requests import JobRecoveryRequest, RecoveryRequest
-from hyperpod_recovery.ports import Orchestrator
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.models.requests import JobRecoveryRequest, RecoveryRequest
+    from hyperpod_recovery.ports import Orchestrator
 
 
 def answer_here(

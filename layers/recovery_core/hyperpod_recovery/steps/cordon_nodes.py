@@ -4,13 +4,15 @@ jobs on them (one command: no job can start on them in between)."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hyperpod_recovery.models.commands import CordonNodes, owner_tag
 from hyperpod_recovery.models.common import one_line
-from hyperpod_recovery.models.node_recovery import CordonNodesInput
-from hyperpod_recovery.ports import Orchestrator
 from hyperpod_recovery.steps.commands import dispatch_command
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.models.node_recovery import CordonNodesInput
+    from hyperpod_recovery.ports import Orchestrator
 
 
 def cordon_nodes(step: CordonNodesInput, *, orchestrator: Orchestrator, now: datetime) -> dict[str, Any]:

@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
@@ -45,7 +46,6 @@ from hyperpod_recovery.domain.hangs.acting import (
 from hyperpod_recovery.domain.hangs.detect import job_verdicts
 from hyperpod_recovery.domain.hangs.handled import ended_by, handled_by
 from hyperpod_recovery.domain.hangs.observed import observe, own_rows, remembered_start
-from hyperpod_recovery.domain.hangs.rules import HangRules
 from hyperpod_recovery.domain.intake.execution_names import hang_execution_name
 from hyperpod_recovery.errors import (
     HistoryUnavailable,
@@ -59,12 +59,15 @@ from hyperpod_recovery.errors import (
 )
 from hyperpod_recovery.models.common import SLURM_JOB_ID_PATTERN, matches
 from hyperpod_recovery.models.hangs import HangVerdict, RecordedVerdict
-from hyperpod_recovery.models.job_nodes import JobNodes
 from hyperpod_recovery.models.kubernetes import JOB_KINDS, KUBE_UID_PATTERN, KubeJobRef
 from hyperpod_recovery.models.progress import ProgressReport, kube_job_key
-from hyperpod_recovery.models.progress_memory import JobMemory
 from hyperpod_recovery.observability import logger
-from hyperpod_recovery.ports import HangRecord, JobClaims, JobNodeSource, KubeApi, ProgressMemory, ProgressReader, Verdicts, Workflows
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.domain.hangs.rules import HangRules
+    from hyperpod_recovery.models.job_nodes import JobNodes
+    from hyperpod_recovery.models.progress_memory import JobMemory
+    from hyperpod_recovery.ports import HangRecord, JobClaims, JobNodeSource, KubeApi, ProgressMemory, ProgressReader, Verdicts, Workflows
 
 # A tick starts no more recoveries once this little of its function's time is left: the next tick,
 # a minute later, goes on (the verdicts are the same, their names too).

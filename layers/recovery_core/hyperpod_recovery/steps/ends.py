@@ -16,9 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from hyperpod_recovery.domain.messages.advice import Deployment
 from hyperpod_recovery.domain.messages.notification import notification
 from hyperpod_recovery.domain.messages.severity import severity_of
 from hyperpod_recovery.domain.record.left_behind import (
@@ -33,11 +32,14 @@ from hyperpod_recovery.domain.record.left_behind import (
 )
 from hyperpod_recovery.domain.record.reconcile import UNRECORDED_ENDS, UNRECORDED_OUTCOMES, EndedExecution, unrecorded_end_record
 from hyperpod_recovery.errors import NotificationInProgress
-from hyperpod_recovery.models.events import ExecutionStatusDetail
 from hyperpod_recovery.models.records import NOTIFICATION, IncidentRecord, RecoveryLogEntry
 from hyperpod_recovery.observability import logger
-from hyperpod_recovery.ports import Effects, ExecutionHistory, IncidentEffects, IncidentEnd, Notifier
 from hyperpod_recovery.steps.settle import settle_holdings
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.domain.messages.advice import Deployment
+    from hyperpod_recovery.models.events import ExecutionStatusDetail
+    from hyperpod_recovery.ports import Effects, ExecutionHistory, IncidentEffects, IncidentEnd, Notifier
 
 # How long one delivery holds the right to send an end's notification: longer than the functions that
 # send it may run (a holder past it has stopped), shorter than the reconcile queue hides a message (the

@@ -29,21 +29,23 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
 from hyperpod_recovery.domain.intake.execution_names import job_execution_name
 from hyperpod_recovery.domain.intake.freshness import EventAgeLimits
-from hyperpod_recovery.domain.intake.normalize import GuardedCluster
 from hyperpod_recovery.domain.jobs.eks_jobs import failed_at, failed_exit_code, failure_event, recovery_wanted
 from hyperpod_recovery.errors import KubeObjectGone, LedgerError, LedgerUnavailable, StartExecutionFailed
-from hyperpod_recovery.models.job_events import JobFailedDetail
 from hyperpod_recovery.models.kubernetes import JOB_KINDS, KUBE_JOB_NAME_MAX, KubeJobRef, is_dns1123_label, is_dns1123_subdomain
 from hyperpod_recovery.models.requests import JobRecoveryRequest
 from hyperpod_recovery.observability import logger
-from hyperpod_recovery.ports import FailurePolls, Marks, TrainingJobs, Workflows
 from hyperpod_recovery.steps.verdicts import Teller, record_operator_faults
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.domain.intake.normalize import GuardedCluster
+    from hyperpod_recovery.models.job_events import JobFailedDetail
+    from hyperpod_recovery.ports import FailurePolls, Marks, TrainingJobs, Workflows
 
 __all__ = ["STOP_WITH_MS", "Teller", "find_failed_jobs"]
 

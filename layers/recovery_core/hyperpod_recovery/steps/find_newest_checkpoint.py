@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from hyperpod_recovery.domain.checkpoints.discovery import find_newest_verified
-from hyperpod_recovery.domain.elastic.decide import Estimate
 from hyperpod_recovery.domain.elastic.estimates import MEASURED_WINDOW_DAYS, expected_wait, grow_back_cost
 from hyperpod_recovery.domain.jobs.resume_plan import (
     ElasticInputs,
@@ -20,11 +20,14 @@ from hyperpod_recovery.domain.jobs.resume_plan import (
     unverified,
 )
 from hyperpod_recovery.errors import CheckpointUnreadable
-from hyperpod_recovery.models.commands import JobSpec, ResumePolicy
 from hyperpod_recovery.models.node_recovery import MAX_ELASTIC_DECISIONS, CheckpointPlan, FindNewestCheckpointInput
-from hyperpod_recovery.models.records import RecoveryLogEntry
 from hyperpod_recovery.observability import logger
-from hyperpod_recovery.ports import CheckpointReader, ClaimedJobs, JobHistory, RecoveryLog
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.domain.elastic.decide import Estimate
+    from hyperpod_recovery.models.commands import JobSpec, ResumePolicy
+    from hyperpod_recovery.models.records import RecoveryLogEntry
+    from hyperpod_recovery.ports import CheckpointReader, ClaimedJobs, JobHistory, RecoveryLog
 
 __all__ = ["ElasticSettings", "SpareNodes", "find_newest_checkpoint", "lineage_nodes", "resume_now", "stop_only"]
 

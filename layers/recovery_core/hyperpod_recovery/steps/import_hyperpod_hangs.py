@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections import Counter
 from datetime import datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import ValidationError
 
@@ -44,12 +44,14 @@ from hyperpod_recovery.domain.hangs.imported import (
     parse_hang_event,
 )
 from hyperpod_recovery.domain.hangs.imported_verdicts import OPERATOR_ACTION, hyperpod_hang_verdict
-from hyperpod_recovery.domain.intake.freshness import EventAgeLimits
 from hyperpod_recovery.domain.messages.verdict_notice import TAKEN
 from hyperpod_recovery.models.hangs import RecordedVerdict
 from hyperpod_recovery.observability import logger
-from hyperpod_recovery.ports import Verdicts
 from hyperpod_recovery.steps.verdicts import Teller, fresh, keep_verdict
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.domain.intake.freshness import EventAgeLimits
+    from hyperpod_recovery.ports import Verdicts
 
 __all__ = ["OPERATOR_ACTION", "ImportMode", "Teller", "import_hyperpod_hangs"]
 

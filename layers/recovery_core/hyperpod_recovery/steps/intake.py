@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from hyperpod_recovery.domain.intake.execution_names import incident_id_for, job_execution_name
 from hyperpod_recovery.domain.intake.normalize import GuardedCluster, Ignored, group_triggers, parse_intake_event
@@ -20,7 +21,9 @@ from hyperpod_recovery.errors import ForeignClusterEvent, InvalidRecoveryRequest
 from hyperpod_recovery.models.common import MAX_NODES_PER_REQUEST
 from hyperpod_recovery.models.requests import JobRecoveryRequest, Trigger
 from hyperpod_recovery.observability import logger
-from hyperpod_recovery.ports import DeadLetterSink, Workflows
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.ports import DeadLetterSink, Workflows
 
 
 @dataclass

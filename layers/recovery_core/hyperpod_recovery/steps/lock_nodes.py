@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from hyperpod_recovery.models.node_recovery import LockNodesInput, LockResult
-from hyperpod_recovery.ports import NodeLocks
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.ports import NodeLocks
 
 
 def lock_nodes(step: LockNodesInput, *, ledger: NodeLocks, lock_ttl: timedelta, now: datetime) -> LockResult:

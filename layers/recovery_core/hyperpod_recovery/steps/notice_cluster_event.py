@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from hyperpod_recovery.domain.nodes.rejoin_events import wakes
-from hyperpod_recovery.models.events import ClusterEventDetails
 from hyperpod_recovery.observability import logger
-from hyperpod_recovery.ports import RejoinWaits, Workflows
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.models.events import ClusterEventDetails
+    from hyperpod_recovery.ports import RejoinWaits, Workflows
 
 # A wait whose timeout passed this long ago belongs to a task that timed out and went on (or an
 # execution that ended): nobody answers it any more, so it is removed.

@@ -7,13 +7,16 @@ any more are restarted, on either orchestrator)."""
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from hyperpod_recovery.domain.jobs.job_failure import RestartPolicy, plan_restart
-from hyperpod_recovery.domain.policy.safety import SafetyPolicy
 from hyperpod_recovery.models.job_recovery import PlanJobRestartInput, RestartDecision
-from hyperpod_recovery.models.records import BreakerState
 from hyperpod_recovery.observability import logger
-from hyperpod_recovery.ports import Lineages, RestartBudget, SafetyRecords
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.domain.policy.safety import SafetyPolicy
+    from hyperpod_recovery.models.records import BreakerState
+    from hyperpod_recovery.ports import Lineages, RestartBudget, SafetyRecords
 
 
 def lineage_root_of(ledger: Lineages, cluster: str, job_id: str, resubmission_of: str | None) -> str:

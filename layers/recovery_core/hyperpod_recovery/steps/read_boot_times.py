@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hyperpod_recovery.models.commands import BootTimes
-from hyperpod_recovery.models.node_recovery import ReadBootTimesInput
-from hyperpod_recovery.ports import Orchestrator
 from hyperpod_recovery.steps.commands import dispatch_command
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.models.node_recovery import ReadBootTimesInput
+    from hyperpod_recovery.ports import Orchestrator
 
 
 def read_boot_times(step: ReadBootTimesInput, *, orchestrator: Orchestrator, now: datetime) -> dict[str, Any]:

@@ -9,12 +9,14 @@ Both reconcile through steps/ends.py, idempotent across both paths and their red
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from hyperpod_recovery.domain.messages.advice import Deployment
-from hyperpod_recovery.models.events import ExecutionStatusDetail
-from hyperpod_recovery.ports import ExecutionHistory, IncidentEnd, Notifier
 from hyperpod_recovery.steps.ends import NOTICE_LEASE, EndContext, Reconciled, end_settled, reconcile_end
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.domain.messages.advice import Deployment
+    from hyperpod_recovery.models.events import ExecutionStatusDetail
+    from hyperpod_recovery.ports import ExecutionHistory, IncidentEnd, Notifier
 
 __all__ = ["NOTICE_LEASE", "EndContext", "Reconciled", "end_settled", "reconcile_end", "reconcile_execution"]
 

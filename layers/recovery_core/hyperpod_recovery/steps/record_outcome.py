@@ -19,10 +19,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from hyperpod_recovery.domain.elastic.estimates import MEASURED_WINDOW_DAYS
-from hyperpod_recovery.domain.messages.advice import Deployment
 from hyperpod_recovery.domain.messages.notification import notification
 from hyperpod_recovery.domain.messages.severity import severity_of
 from hyperpod_recovery.domain.record.incident import IncidentTable, conclude, submitted_here
@@ -31,8 +30,11 @@ from hyperpod_recovery.domain.record.node_incident import NODE_INCIDENT
 from hyperpod_recovery.models.job_recovery import RecordJobOutcomeInput, RestartEntry
 from hyperpod_recovery.models.node_recovery import OutcomeResult, RecordOutcomeInput
 from hyperpod_recovery.models.records import NOTIFICATION, IncidentRecord, MeasuredRestart, RecoveryLogEntry
-from hyperpod_recovery.ports import IncidentEnd, IncidentStore, Lineages, Notifier, RecoveryLog
 from hyperpod_recovery.steps.settle import settle_holdings
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.domain.messages.advice import Deployment
+    from hyperpod_recovery.ports import IncidentEnd, IncidentStore, Lineages, Notifier, RecoveryLog
 
 
 def record_outcome(

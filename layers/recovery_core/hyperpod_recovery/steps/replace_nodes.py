@@ -5,12 +5,15 @@ that does not come back in time is replaced by Check Rejoin: steps/check_rejoin.
 from __future__ import annotations
 
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from hyperpod_recovery.domain.nodes.ladder import first_repair
 from hyperpod_recovery.domain.nodes.replace import REBOOT_MARK, classify_replacements, merge_outcomes
-from hyperpod_recovery.models.cluster import BatchOutcome
-from hyperpod_recovery.models.node_recovery import Replacement, ReplaceNodesInput
-from hyperpod_recovery.ports import Cluster, Replacements
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.models.cluster import BatchOutcome
+    from hyperpod_recovery.models.node_recovery import Replacement, ReplaceNodesInput
+    from hyperpod_recovery.ports import Cluster, Replacements
 
 
 def replace_nodes(

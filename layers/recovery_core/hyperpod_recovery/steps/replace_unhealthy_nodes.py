@@ -5,12 +5,15 @@ breaker opened meanwhile; the workflow then waits for the new replacement (domai
 from __future__ import annotations
 
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from hyperpod_recovery.domain.nodes.health_gate import after_failed_gate, failed_instance, systematic_failure, to_replace_again
 from hyperpod_recovery.models.cluster import BatchOutcome
-from hyperpod_recovery.models.node_recovery import RejoinWatch, ReplaceUnhealthyNodesInput
 from hyperpod_recovery.observability import logger
-from hyperpod_recovery.ports import Cluster, SafeReplacements
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.models.node_recovery import RejoinWatch, ReplaceUnhealthyNodesInput
+    from hyperpod_recovery.ports import Cluster, SafeReplacements
 
 
 def replace_unhealthy_nodes(

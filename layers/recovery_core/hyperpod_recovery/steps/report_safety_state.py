@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from hyperpod_recovery.models.node_recovery import SafetyState
-from hyperpod_recovery.ports import SafetyRecords
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.ports import SafetyRecords
 
 
 def report_safety_state(*, ledger: SafetyRecords, cluster: str, now: datetime) -> SafetyState:

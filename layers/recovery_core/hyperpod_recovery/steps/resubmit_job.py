@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hyperpod_recovery.models.commands import JobRef, JobSpec, ResubmitJob, ResubmitResult
 from hyperpod_recovery.models.common import matches
 from hyperpod_recovery.models.kubernetes import KUBE_UID_PATTERN
-from hyperpod_recovery.models.node_recovery import ResubmitJobInput, ResumePlan
-from hyperpod_recovery.ports import ClaimedJobs, Orchestrator
 from hyperpod_recovery.steps.commands import answer_here, dispatch_command
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.models.node_recovery import ResubmitJobInput, ResumePlan
+    from hyperpod_recovery.ports import ClaimedJobs, Orchestrator
 
 
 def resubmit_job(

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hyperpod_recovery.models.commands import HealthCheck, ResumeNodes, ResumeResult, owner_tag
-from hyperpod_recovery.models.node_recovery import ResumeNodesInput
-from hyperpod_recovery.ports import Orchestrator
 from hyperpod_recovery.steps.commands import answer_here, dispatch_command
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.models.node_recovery import ResumeNodesInput
+    from hyperpod_recovery.ports import Orchestrator
 
 
 def resume_nodes(

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from datetime import datetime
+from typing import TYPE_CHECKING
 
-from hyperpod_recovery.models.records import Holdings
-from hyperpod_recovery.ports import Settlement
+if TYPE_CHECKING:
+    from hyperpod_recovery.models.records import Holdings
+    from hyperpod_recovery.ports import Settlement
 
 
 def settle_holdings(

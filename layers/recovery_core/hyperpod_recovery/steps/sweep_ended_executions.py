@@ -19,10 +19,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from hyperpod_recovery.observability import logger
-from hyperpod_recovery.ports import Marks
 from hyperpod_recovery.steps.ends import EndContext, Reconciled, end_settled, reconcile_end
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.ports import Marks
 
 # ListExecutions "is eventually consistent. The results are best effort and may not reflect very
 # recent updates and changes" (ListExecutions, API reference): each sweep looks this far back before

@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from pydantic import TypeAdapter
 
-from hyperpod_recovery.domain.intake.freshness import EventAgeLimits
 from hyperpod_recovery.domain.intake.normalize import GuardedCluster, translate_manual_job
 from hyperpod_recovery.errors import InvalidRecoveryRequest
 from hyperpod_recovery.models.common import SLURM_JOB_ID_PATTERN, matches
-from hyperpod_recovery.models.job_recovery import ValidateJobRequestInput
 from hyperpod_recovery.models.kubernetes import KUBE_UID_PATTERN
 from hyperpod_recovery.models.requests import JobRecoveryRequest, JobStartInput, ManualJobRecoveryRequest
 from hyperpod_recovery.steps.admission import admit, parse_start_input
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.domain.intake.freshness import EventAgeLimits
+    from hyperpod_recovery.models.job_recovery import ValidateJobRequestInput
 
 _START_INPUT: TypeAdapter[ManualJobRecoveryRequest | JobRecoveryRequest] = TypeAdapter(JobStartInput)
 

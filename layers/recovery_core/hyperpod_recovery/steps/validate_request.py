@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from pydantic import TypeAdapter
 
-from hyperpod_recovery.domain.intake.freshness import EventAgeLimits
 from hyperpod_recovery.domain.intake.normalize import GuardedCluster, translate_manual
-from hyperpod_recovery.models.node_recovery import ValidateRequestInput
 from hyperpod_recovery.models.requests import ManualRecoveryRequest, RecoveryRequest, StartExecutionInput
 from hyperpod_recovery.steps.admission import admit, parse_start_input
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.domain.intake.freshness import EventAgeLimits
+    from hyperpod_recovery.models.node_recovery import ValidateRequestInput
 
 _START_INPUT: TypeAdapter[ManualRecoveryRequest | RecoveryRequest] = TypeAdapter(StartExecutionInput)
 

@@ -8,19 +8,21 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
 from hyperpod_recovery.domain.hangs.imported import operator_faults
 from hyperpod_recovery.domain.hangs.imported_verdicts import OPERATOR_ACTION, operator_verdict
-from hyperpod_recovery.domain.intake.freshness import EventAgeLimits
 from hyperpod_recovery.domain.messages.advice import Deployment
 from hyperpod_recovery.domain.messages.verdict_notice import notice_attributes, verdict_id, verdict_notice
 from hyperpod_recovery.errors import LedgerError, LedgerUnavailable, NotifierUnavailable
 from hyperpod_recovery.models.hangs import RecordedVerdict
 from hyperpod_recovery.observability import logger
-from hyperpod_recovery.ports import Notifier, Verdicts
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.domain.intake.freshness import EventAgeLimits
+    from hyperpod_recovery.ports import Notifier, Verdicts
 
 
 @dataclass(frozen=True)

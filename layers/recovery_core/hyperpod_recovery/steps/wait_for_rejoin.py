@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hyperpod_recovery.domain.nodes.rejoin_events import rejoin_wait
 from hyperpod_recovery.domain.policy.limits import MAX_EVENT_WAKES
 from hyperpod_recovery.errors import LedgerError, LedgerUnavailable
-from hyperpod_recovery.models.node_recovery import WaitForRejoinInput
 from hyperpod_recovery.observability import logger
-from hyperpod_recovery.ports import RejoinWaits, Workflows
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.models.node_recovery import WaitForRejoinInput
+    from hyperpod_recovery.ports import RejoinWaits, Workflows
 
 
 def wait_for_rejoin(step: WaitForRejoinInput, *, ledger: RejoinWaits, workflows: Workflows, cluster: str, now: datetime) -> dict[str, Any]:

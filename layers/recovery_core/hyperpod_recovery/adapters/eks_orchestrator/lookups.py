@@ -5,16 +5,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hyperpod_recovery.adapters.eks_node_lookup import HyperPodNodes
 from hyperpod_recovery.adapters.eks_stop import JobStopper
 from hyperpod_recovery.adapters.eks_workloads import KueueWorkloads
-from hyperpod_recovery.adapters.stepfunctions import StepFunctions
 from hyperpod_recovery.domain.jobs.eks_jobs import is_pod_of, owning_job_any
 from hyperpod_recovery.errors import KubeObjectGone
 from hyperpod_recovery.models.kubernetes import HPTO_JOB_LABEL, JOB_KINDS, KUBEFLOW_JOB_NAME_LABEL, KubeJobRef
-from hyperpod_recovery.ports import KubeApi
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.adapters.stepfunctions import StepFunctions
+    from hyperpod_recovery.ports import KubeApi
 
 
 def installed_jobs(kube: KubeApi, kind: str) -> list[dict[str, Any]]:

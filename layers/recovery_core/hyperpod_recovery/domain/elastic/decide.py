@@ -10,10 +10,13 @@ shrinking wins when T x (1 - k/N) > R (../shared/reference/peers-2026.md §6.1).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from hyperpod_recovery.domain.elastic.sizes import largest_size, reshard_of
-from hyperpod_recovery.models.commands import CheckpointRef, JobSpec
 from hyperpod_recovery.models.node_recovery import MAX_SHRUNK_JOBS_PER_INCIDENT, ElasticDecision, EstimateSource
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.models.commands import CheckpointRef, JobSpec
 
 
 @dataclass(frozen=True)

@@ -6,9 +6,12 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from datetime import datetime
 from statistics import median
+from typing import TYPE_CHECKING
 
 from hyperpod_recovery.domain.elastic.decide import Estimate
-from hyperpod_recovery.models.records import RecoveryLogEntry
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.models.records import RecoveryLogEntry
 
 # Fewer measured replacements than this and the stack's parameter decides: one slow replacement
 # must not make every job shrink, nor one quick one make every job wait.

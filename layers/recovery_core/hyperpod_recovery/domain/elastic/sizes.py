@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from hyperpod_recovery.domain.checkpoints.discovery import reshardable
 from hyperpod_recovery.models.commands import MAX_RESUME_DATA_PARALLEL, CheckpointRef
-from hyperpod_recovery.models.elastic import ElasticPolicy
-from hyperpod_recovery.models.manifest import CheckpointLayout
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.models.elastic import ElasticPolicy
+    from hyperpod_recovery.models.manifest import CheckpointLayout
 
 # A layout is a claim (it comes from the job's bucket): a node holds at most this many ranks.
 # ASSUMPTION: one rank per accelerator core; the densest HyperPod instance, ml.trn2.48xlarge, has 128

@@ -7,16 +7,18 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import ValidationError
 
 from hyperpod_recovery.domain.hangs.damping import after_damping, damp, damped_action
 from hyperpod_recovery.domain.hangs.observed import skew_text
-from hyperpod_recovery.models.hangs import HangVerdict
 from hyperpod_recovery.models.progress import kube_job_key
-from hyperpod_recovery.models.progress_memory import JobMemory
 from hyperpod_recovery.models.requests import JobRecoveryRequest
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.models.hangs import HangVerdict
+    from hyperpod_recovery.models.progress_memory import JobMemory
 
 UNVERIFIED = "membership unverified: no fresh orchestrator snapshot"
 # Recoveries a tick tries to start at most, the oldest stalls first: a file system gone stalls

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from statistics import median
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from hyperpod_recovery.domain.hangs import suspects as blame
 from hyperpod_recovery.domain.hangs.detect import live_reports, pace, slow_ratios
@@ -29,14 +29,16 @@ from hyperpod_recovery.domain.jobs.job_failure import job_label, open_claim_text
 from hyperpod_recovery.domain.jobs.node_request import node_recovery_request
 from hyperpod_recovery.domain.jobs.states import still_running
 from hyperpod_recovery.errors import JobNodesNotCarried
-from hyperpod_recovery.models.cluster import ClusterNode
 from hyperpod_recovery.models.commands import HangEvidenceResult, JobSpec, left_alone_reason
 from hyperpod_recovery.models.common import MAX_JOB_NODES_CARRIED, one_line
-from hyperpod_recovery.models.hangs import HangVerdict
 from hyperpod_recovery.models.job_recovery import FailureClassification, FaultyNode
 from hyperpod_recovery.models.progress import PROGRESS_TABLE_ENV, ProgressReport
-from hyperpod_recovery.models.records import ResubmissionClaim
-from hyperpod_recovery.models.requests import JobRecoveryRequest
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.models.cluster import ClusterNode
+    from hyperpod_recovery.models.hangs import HangVerdict
+    from hyperpod_recovery.models.records import ResubmissionClaim
+    from hyperpod_recovery.models.requests import JobRecoveryRequest
 
 RULES = HangRules()
 HEARTBEAT_STALE_SECONDS = RULES.heartbeat_stale_seconds

@@ -15,10 +15,12 @@ new one, and a job restarted from a checkpoint (its steps go backwards) starts i
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from hyperpod_recovery.models.hangs import HangVerdict
 from hyperpod_recovery.models.progress_memory import JobMemory, from_epoch
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.models.hangs import HangVerdict
 
 DAMPING_WINDOW_SECONDS = 2 * 3600
 DAMP_AFTER = 2

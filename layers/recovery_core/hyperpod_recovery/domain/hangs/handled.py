@@ -31,10 +31,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 
 from hyperpod_recovery.domain.intake.execution_names import node_execution_name
-from hyperpod_recovery.models.hangs import HangVerdict
-from hyperpod_recovery.models.records import ResubmissionClaim
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.models.hangs import HangVerdict
+    from hyperpod_recovery.models.records import ResubmissionClaim
 
 # The claim's incident cancels the old copy right after it takes the claim, and the copy's rows read
 # as alive a heartbeat or two after that (models/progress.py): minutes. Past this, a stall is ours.

@@ -33,11 +33,13 @@ import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from hyperpod_recovery.models.common import SLURM_JOB_ID_PATTERN
-from hyperpod_recovery.models.hangs import HangRule, HangVerdict
 from hyperpod_recovery.redact import redact
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.models.hangs import HangRule, HangVerdict
 
 # --- the subscription payload (documented) ---------------------------------------------------------
 DATA_MESSAGE = "DATA_MESSAGE"

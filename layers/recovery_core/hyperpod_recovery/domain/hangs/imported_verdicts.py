@@ -4,9 +4,12 @@ in them measured by us (domain/hangs/imported.py reads the detections they are b
 from __future__ import annotations
 
 from datetime import datetime
+from typing import TYPE_CHECKING
 
-from hyperpod_recovery.domain.hangs.imported import HangDetection, OperatorFault
 from hyperpod_recovery.models.hangs import HangRule, HangVerdict, ImportedDetection
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.domain.hangs.imported import HangDetection, OperatorFault
 
 OPERATOR_ACTION = "left to the HyperPod training operator, which restarts it itself"
 

@@ -22,9 +22,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from hyperpod_recovery.domain.hangs.detect import pace
-from hyperpod_recovery.models.job_nodes import JobNodes
 from hyperpod_recovery.models.progress import Pause, ProgressReport
 from hyperpod_recovery.models.progress_memory import (
     CLEARED_KEPT,
@@ -36,6 +36,9 @@ from hyperpod_recovery.models.progress_memory import (
     epoch_ms,
     from_epoch,
 )
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.models.job_nodes import JobNodes
 
 # A writer's stamp further than this from when we could have read it is said in the verdict.
 SKEW_BOUND_SECONDS = 30

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from hyperpod_recovery.models.hangs import RuleMode
 from hyperpod_recovery.models.progress import HEARTBEAT_SECONDS
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.models.hangs import RuleMode
 
 # Steps a node must have timed before its pace is trusted (a threshold from one interval would
 # make the first slow step after start-up a hang).

@@ -16,9 +16,12 @@ from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime
 from statistics import median
+from typing import TYPE_CHECKING
 
-from hyperpod_recovery.models.commands import NodeStacks
 from hyperpod_recovery.models.hangs import MAX_SUSPECTS, NodeProgress
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.models.commands import NodeStacks
 
 # The slowest node is named only when it waits at most this share of what the others wait.
 LAST_TO_ARRIVE_SHARE = 0.5

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import hashlib
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
-from hyperpod_recovery.models.requests import RecoveryRequest
+if TYPE_CHECKING:
+    from hyperpod_recovery.models.requests import RecoveryRequest
 
 NAME_LIMIT = 80  # Step Functions' longest execution name
 CHILD_SUFFIX = "-nodes"

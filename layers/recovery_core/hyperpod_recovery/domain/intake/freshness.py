@@ -10,9 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from hyperpod_recovery.errors import StaleEvent
-from hyperpod_recovery.models.requests import JobRecoveryRequest, RecoveryRequest
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.models.requests import JobRecoveryRequest, RecoveryRequest
 
 
 @dataclass(frozen=True)

@@ -11,10 +11,13 @@ Pure.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from hyperpod_recovery.models.commands import CommandReply, ResubmitResult
-from hyperpod_recovery.models.node_recovery import ResumePlan
 from hyperpod_recovery.models.records import TimelineEntry
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.models.commands import CommandReply, ResubmitResult
+    from hyperpod_recovery.models.node_recovery import ResumePlan
 
 
 def early_stop_entry(reply: CommandReply[ResubmitResult], named: Callable[[str], str]) -> TimelineEntry:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from hyperpod_recovery.domain.intake.execution_names import node_execution_name
 from hyperpod_recovery.domain.jobs.failure_chance import duration_words, exposure_seconds, is_chance
@@ -31,7 +31,6 @@ from hyperpod_recovery.errors import (
     NoVerifiedCheckpoint,
     RestartBudgetExhausted,
 )
-from hyperpod_recovery.models.cluster import ClusterNode
 from hyperpod_recovery.models.commands import (
     DRAINED_SLURM_STATES,
     REPAIR_REASON_PREFIXES,
@@ -51,9 +50,12 @@ from hyperpod_recovery.models.job_recovery import (
     RestartDecision,
     RestartEntry,
 )
-from hyperpod_recovery.models.node_recovery import CheckpointPlan
-from hyperpod_recovery.models.records import IncidentRecord, ResubmissionClaim
-from hyperpod_recovery.models.requests import JobRecoveryRequest
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.models.cluster import ClusterNode
+    from hyperpod_recovery.models.node_recovery import CheckpointPlan
+    from hyperpod_recovery.models.records import IncidentRecord, ResubmissionClaim
+    from hyperpod_recovery.models.requests import JobRecoveryRequest
 
 # Slurm restarted the job itself (requeue after a node failure): the same job id is queued again.
 REQUEUED_STATES = frozenset({"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "CONFIGURING"})

@@ -4,12 +4,14 @@ trigger per node HyperPod knows by id, each with the reason the job's incident g
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from hyperpod_recovery.domain.intake.normalize import within_reason_budget
 from hyperpod_recovery.models.common import one_line
-from hyperpod_recovery.models.job_recovery import FaultyNode
 from hyperpod_recovery.models.requests import TRIGGER_REASON_LIMIT, JobRecoveryRequest, RecoveryRequest, Trigger, TriggerSource
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.models.job_recovery import FaultyNode
 
 Recommendation = Literal["reboot", "replace", "check"]
 

@@ -6,8 +6,8 @@ what follows from them is decided here."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from hyperpod_recovery.domain.checkpoints.discovery import Discovery
 from hyperpod_recovery.domain.elastic.decide import Estimate, decide_elastic
 from hyperpod_recovery.domain.jobs.eks_grace import outlives_the_wait
 from hyperpod_recovery.models.commands import CheckpointRef, JobRef, JobSpec, ResumePolicy, left_alone_reason
@@ -21,6 +21,9 @@ from hyperpod_recovery.models.node_recovery import (
     ResumePlan,
     UnresumableJob,
 )
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.domain.checkpoints.discovery import Discovery
 
 
 def resume_now(job: JobSpec, policy: ResumePolicy, *, allowed: bool) -> bool:

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from hyperpod_recovery import errors
 from hyperpod_recovery.domain.jobs.eks_jobs import RESUBMITTED_FROM_ANNOTATION
@@ -26,8 +27,10 @@ from hyperpod_recovery.domain.record.fate_words import job_step
 from hyperpod_recovery.models.commands import AGENT_HEARTBEAT_TIMEOUT, owner_tag
 from hyperpod_recovery.models.kubernetes import OUR_ANNOTATIONS, QUARANTINE_TAINT_EFFECT, QUARANTINE_TAINT_KEY, node_name_for_instance
 from hyperpod_recovery.models.manifest import RESUME_FROM_ENV, RESUME_STEP_ENV
-from hyperpod_recovery.models.records import IncidentRecord, JobFate, NodeFate
 from hyperpod_recovery.vocabulary import error_name
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.models.records import IncidentRecord, JobFate, NodeFate
 
 # Where the controller agent keeps what it captured of a job (its batch script, owner, options and
 # submission environment), on the controller, root only: agent/hyperpod_recovery_agent/config.py.

@@ -7,12 +7,15 @@ integrations all show it as-is.
 from __future__ import annotations
 
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from hyperpod_recovery.domain.messages.advice import Deployment, needs_a_human, next_steps
 from hyperpod_recovery.domain.record.durations import offset_text
 from hyperpod_recovery.domain.record.fate_words import job_label
-from hyperpod_recovery.models.records import IncidentRecord, TimelineEntry
-from hyperpod_recovery.vocabulary import Outcome
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.models.records import IncidentRecord, TimelineEntry
+    from hyperpod_recovery.vocabulary import Outcome
 
 SUBJECT_LIMIT = 100  # SNS: at most 100 printable ASCII characters
 BODY_LIMIT = 250_000  # SNS: at most 256 KiB of message (UTF-8), with room for its attributes

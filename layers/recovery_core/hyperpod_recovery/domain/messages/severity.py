@@ -13,11 +13,13 @@ record alone would page. During the dry-run period nobody is paged.
 
 from __future__ import annotations
 
-from typing import Literal, get_args
+from typing import TYPE_CHECKING, Literal, get_args
 
 from hyperpod_recovery.domain.messages.advice import needs_a_human
-from hyperpod_recovery.models.records import IncidentRecord
-from hyperpod_recovery.vocabulary import Outcome
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.models.records import IncidentRecord
+    from hyperpod_recovery.vocabulary import Outcome
 
 Severity = Literal["page", "inform", "quiet"]
 SEVERITIES: tuple[Severity, ...] = get_args(Severity)

@@ -11,13 +11,15 @@ anyone now), ``quiet`` on a dry-run stack, as for an incident (domain/messages/s
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from hyperpod_recovery.domain.messages.advice import Deployment
 from hyperpod_recovery.domain.messages.notification import SUBJECT_LIMIT
-from hyperpod_recovery.domain.messages.severity import Severity
-from hyperpod_recovery.models.hangs import HangVerdict, RecordedVerdict
 from hyperpod_recovery.models.progress import kube_job_key
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.domain.messages.severity import Severity
+    from hyperpod_recovery.models.hangs import HangVerdict, RecordedVerdict
 
 # The SNS attribute ``outcome`` of a verdict notice (an incident's is its outcome): what a
 # subscription filters on to take or leave them.

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import math
 from datetime import datetime
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from hyperpod_recovery.errors import NodeRoleUnknown, UnsupportedOrchestrator
-from hyperpod_recovery.models.cluster import ClusterInfo, ClusterNode
 from hyperpod_recovery.models.common import NODE_LOGICAL_ID_PATTERN, matches
 from hyperpod_recovery.models.node_recovery import Assessment, NodeTarget, SkippedNode
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.models.cluster import ClusterInfo, ClusterNode
 
 
 def group_roles(cluster: ClusterInfo, controller_groups: list[str], login_groups: list[str]) -> dict[str, str]:

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import math
 from datetime import datetime
+from typing import TYPE_CHECKING
 
-from hyperpod_recovery.models.node_recovery import RejoinWatch
+if TYPE_CHECKING:
+    from hyperpod_recovery.models.node_recovery import RejoinWatch
 
 
 def next_wait_seconds(

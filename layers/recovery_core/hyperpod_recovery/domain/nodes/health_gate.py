@@ -17,12 +17,15 @@ after the call.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from hyperpod_recovery.domain.nodes.cadence import expected_within, next_wait_seconds
 from hyperpod_recovery.domain.nodes.replace import ALREADY_IN_PROGRESS_CODES, GONE_CODES
-from hyperpod_recovery.models.cluster import BatchOutcome
-from hyperpod_recovery.models.commands import CommandReply, ResumeResult
 from hyperpod_recovery.models.node_recovery import FirstGate, GateFailure, Initiation, RejoinWatch, ReplaceFailure, WatchedNode
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.models.cluster import BatchOutcome
+    from hyperpod_recovery.models.commands import CommandReply, ResumeResult
 
 NOT_ASKED = "NotAsked"  # no replacement was asked for: the watch's first_gate.refused says why
 CHECK_DID_NOT_RUN = "CheckDidNotRun"  # the check never ran on it: nothing is known of the instance

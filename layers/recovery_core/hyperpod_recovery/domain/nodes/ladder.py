@@ -16,9 +16,10 @@ node that fails it is replaced (Replace Unhealthy Nodes). A node suspected again
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from hyperpod_recovery.models.requests import Trigger
+if TYPE_CHECKING:
+    from hyperpod_recovery.models.requests import Trigger
 
 Repair = Literal["reboot", "replace", "check"]
 _REBOOT = re.compile(r"NvidiaErrorReboot|Please Reboot|Action:\s*Reboot|hyperpod-recovery:.+:reboot-", re.IGNORECASE)

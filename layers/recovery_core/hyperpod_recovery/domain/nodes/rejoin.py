@@ -27,14 +27,16 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from hyperpod_recovery.domain.nodes.cadence import expected_in, next_wait_seconds
 from hyperpod_recovery.domain.nodes.replace import ALREADY_IN_PROGRESS_CODES
 from hyperpod_recovery.errors import RejoinDeadlineExceeded
-from hyperpod_recovery.models.cluster import BatchOutcome, ClusterNode
-from hyperpod_recovery.models.commands import NodeBoot
-from hyperpod_recovery.models.node_recovery import IdentityMatch, RejoinWatch, WatchedNode
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.models.cluster import BatchOutcome, ClusterNode
+    from hyperpod_recovery.models.commands import NodeBoot
+    from hyperpod_recovery.models.node_recovery import IdentityMatch, RejoinWatch, WatchedNode
 
 RUNNING = "Running"
 # An instance in one of these is on its way out: never anyone's replacement, never back.

@@ -12,10 +12,13 @@ trigger. Events naming another node, or routine ones (lifecycle scripts starting
 from __future__ import annotations
 
 from datetime import datetime
+from typing import TYPE_CHECKING
 
-from hyperpod_recovery.models.events import ClusterEventDetails
-from hyperpod_recovery.models.node_recovery import RejoinWatch
 from hyperpod_recovery.models.records import RejoinWait
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.models.events import ClusterEventDetails
+    from hyperpod_recovery.models.node_recovery import RejoinWatch
 
 # An instance's repair ended: the documented templates' words, and any Warn or Error about it.
 _ENDED = ("completed successfully", "failed", "successfully provisioned")

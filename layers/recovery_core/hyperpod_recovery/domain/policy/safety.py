@@ -11,9 +11,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from hyperpod_recovery.models.node_recovery import Assessment, SafetyDecision, SkippedNode
-from hyperpod_recovery.models.records import BreakerState, RecoveryLogEntry
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.models.records import BreakerState, RecoveryLogEntry
 
 # Ends of recoveries that acted on their nodes (aborted and failed ones may have: Reconcile Execution
 # logs them when they had passed the safety policy), and the ones the breaker counts as failures.

@@ -7,9 +7,12 @@ ledger and the report cannot disagree. Dry runs report nothing: their "waits" ar
 from __future__ import annotations
 
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from hyperpod_recovery import metric_names as m
-from hyperpod_recovery.models.records import IncidentRecord
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.models.records import IncidentRecord
 
 
 def _seconds(start: datetime | None, end: datetime | None) -> float | None:

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from hyperpod_recovery.models.records import JobFate, JobFateKind, ShrunkCopy
+if TYPE_CHECKING:
+    from hyperpod_recovery.models.records import JobFate, JobFateKind, ShrunkCopy
 
 
 class JobCommands(Protocol):

@@ -13,7 +13,7 @@ Pure: models in, models out.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from hyperpod_recovery import errors
 from hyperpod_recovery.domain.elastic.decide import elastic_reason
@@ -28,11 +28,13 @@ from hyperpod_recovery.domain.record.fate_words import fate_text as fate_text
 from hyperpod_recovery.domain.record.fate_words import job_label as job_label
 from hyperpod_recovery.domain.record.fate_words import jobs_sentence as jobs_sentence
 from hyperpod_recovery.models.commands import AGENT_HEARTBEAT_TIMEOUT, CommandReply, JobSpec, ResubmitResult
-from hyperpod_recovery.models.job_recovery import JobWorkflowState
 from hyperpod_recovery.models.kubernetes import node_name_for_instance
-from hyperpod_recovery.models.node_recovery import ResumePlan, WorkflowState
 from hyperpod_recovery.models.records import JobFate, NodeFate, ResubmissionClaim, ShrunkCopy
 from hyperpod_recovery.vocabulary import Outcome, error_name
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.models.job_recovery import JobWorkflowState
+    from hyperpod_recovery.models.node_recovery import ResumePlan, WorkflowState
 
 Orchestrator = Literal["slurm", "eks"]
 REASON_LIMIT = 300

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from hyperpod_recovery import errors
 from hyperpod_recovery.domain.jobs.job_failure import job_nodes, nodes_text
@@ -13,13 +14,15 @@ from hyperpod_recovery.domain.record.causes import CAUSE_LIMIT
 from hyperpod_recovery.domain.record.fate_words import copy_label, copy_state_text, fate_text, job_label, kube_copy_text, made_again
 from hyperpod_recovery.domain.record.fates import job_incident_job_fates
 from hyperpod_recovery.domain.record.incident import Decision, IncidentFacts, IncidentTable, PhaseLog, resubmission, submitted_here
-from hyperpod_recovery.models.commands import HangEvidenceResult
 from hyperpod_recovery.models.common import one_line
-from hyperpod_recovery.models.job_recovery import JobWorkflowState
-from hyperpod_recovery.models.kubernetes import KubeJobRef
-from hyperpod_recovery.models.node_recovery import StepError
 from hyperpod_recovery.models.records import JobFate, Phase, TimelineEntry
 from hyperpod_recovery.vocabulary import Outcome, PhaseName, error_name
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.models.commands import HangEvidenceResult
+    from hyperpod_recovery.models.job_recovery import JobWorkflowState
+    from hyperpod_recovery.models.kubernetes import KubeJobRef
+    from hyperpod_recovery.models.node_recovery import StepError
 
 # The job's nodes a job incident's record names (the rest are counted): 64 names are ~1 KB, where a
 # 2,048-node job's three copies of its list made a 67 KB item and a 10,000-node job's would pass

@@ -7,13 +7,16 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from hyperpod_recovery.domain.nodes.replace import marked_nodes
 from hyperpod_recovery.domain.record.incident import resubmission, submitted_here
 from hyperpod_recovery.domain.record.reconcile import UNRECORDED_OUTCOMES, EndedExecution
-from hyperpod_recovery.models.commands import CommandReply, ResubmitResult
-from hyperpod_recovery.models.node_recovery import ResumePlan
-from hyperpod_recovery.models.records import Effect, Holdings, IncidentRecord, Resubmission
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.models.commands import CommandReply, ResubmitResult
+    from hyperpod_recovery.models.node_recovery import ResumePlan
+    from hyperpod_recovery.models.records import Effect, Holdings, IncidentRecord, Resubmission
 
 
 def nothing_left(record: IncidentRecord, held: Holdings | None, page: Effect | None) -> bool:

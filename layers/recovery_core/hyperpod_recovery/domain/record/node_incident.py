@@ -4,6 +4,7 @@ run decided and the summary a human reads; its timeline is node_timeline.py's, i
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from hyperpod_recovery import errors
 from hyperpod_recovery.domain.nodes.health_gate import CHECK_DID_NOT_RUN
@@ -18,9 +19,11 @@ from hyperpod_recovery.domain.record.node_timeline import gate_output, job_names
 from hyperpod_recovery.domain.record.node_timeline import trigger_text as trigger_text
 from hyperpod_recovery.models.commands import owner_tag
 from hyperpod_recovery.models.common import MAX_JOBS_PER_INCIDENT
-from hyperpod_recovery.models.node_recovery import WorkflowState
-from hyperpod_recovery.models.records import JobFate
 from hyperpod_recovery.vocabulary import Outcome, error_name
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.models.node_recovery import WorkflowState
+    from hyperpod_recovery.models.records import JobFate
 
 
 def decide_completed(state: WorkflowState) -> Decision:

@@ -4,12 +4,15 @@ step a run that ended early was in."""
 from __future__ import annotations
 
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from hyperpod_recovery.domain.record.incident import PhaseLog
 from hyperpod_recovery.models.commands import CommandReply, ResubmitResult
 from hyperpod_recovery.models.node_recovery import ResubmitFailure, WorkflowState
-from hyperpod_recovery.models.records import Phase
-from hyperpod_recovery.vocabulary import PhaseName
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.models.records import Phase
+    from hyperpod_recovery.vocabulary import PhaseName
 
 
 def build_phases(state: WorkflowState, recorded_at: datetime) -> list[Phase]:

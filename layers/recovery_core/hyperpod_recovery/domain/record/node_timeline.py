@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from hyperpod_recovery.domain.elastic.decide import elastic_reason, minutes
 from hyperpod_recovery.domain.elastic.grow_back import shrunk_copy_label
@@ -16,9 +17,11 @@ from hyperpod_recovery.domain.nodes.rejoin import rejoin_text
 from hyperpod_recovery.domain.record.causes import error_message
 from hyperpod_recovery.domain.record.fate_words import kube_copy_text
 from hyperpod_recovery.models.commands import RESTARTED_BY_TEXT, CommandReply, JobSpec, ResubmitResult
-from hyperpod_recovery.models.node_recovery import FirstGate, GateFailure, GrowBackJob, WorkflowState
 from hyperpod_recovery.models.records import TimelineEntry
-from hyperpod_recovery.models.requests import Trigger
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.models.node_recovery import FirstGate, GateFailure, GrowBackJob, WorkflowState
+    from hyperpod_recovery.models.requests import Trigger
 
 
 def trigger_text(trigger: Trigger) -> str:

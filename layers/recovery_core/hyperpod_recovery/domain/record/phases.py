@@ -9,9 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from hyperpod_recovery.models.records import Phase
-from hyperpod_recovery.vocabulary import PhaseName
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.vocabulary import PhaseName
 
 # Which phase of an incident each state belongs to: the drill report's phases (docs/runbook.md,
 # Running a drill) and the phases Reconcile Execution reads back from an execution's history.

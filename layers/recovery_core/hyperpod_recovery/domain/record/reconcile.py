@@ -12,7 +12,7 @@ import json
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import ValidationError
 
@@ -22,8 +22,6 @@ from hyperpod_recovery.domain.record.fate_words import copy_label, copy_made_tex
 from hyperpod_recovery.domain.record.fates import fate_of_job, with_claims
 from hyperpod_recovery.domain.record.node_incident import trigger_text
 from hyperpod_recovery.domain.record.phases import phases_from_states
-from hyperpod_recovery.models.commands import JobSpec
-from hyperpod_recovery.models.events import ExecutionStatusDetail
 from hyperpod_recovery.models.records import (
     Holdings,
     IncidentRecord,
@@ -37,6 +35,10 @@ from hyperpod_recovery.models.records import (
 )
 from hyperpod_recovery.models.requests import JobRecoveryRequest, RecoveryRequest
 from hyperpod_recovery.vocabulary import error_name
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.models.commands import JobSpec
+    from hyperpod_recovery.models.events import ExecutionStatusDetail
 
 UNRECORDED_ENDS = ("FAILED", "TIMED_OUT", "ABORTED")
 UNRECORDED_OUTCOMES = ("aborted", "failed")  # the outcomes only Reconcile Execution records
