@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from hyperpod_recovery.domain.intake.normalize import GuardedCluster, translate_job_failed, within_reason_budget
+from hyperpod_recovery.domain.intake.normalize import GuardedCluster, translate_job_failed
+from hyperpod_recovery.domain.intake.reason_budget import within_reason_budget
 from hyperpod_recovery.domain.jobs.eks_jobs import failure_event
 from hyperpod_recovery.models.commands import MAX_UNHEALTHY_ANSWERED, UNHEALTHY_REASON_KEPT, NodeStatesResult, NodeStatus
 from hyperpod_recovery.models.events import JobFailedEvent

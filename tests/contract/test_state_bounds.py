@@ -20,7 +20,8 @@ import pytest
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from hyperpod_recovery.domain.intake.normalize import REQUEST_REASON_BUDGET, group_triggers
+from hyperpod_recovery.domain.intake.normalize import group_triggers
+from hyperpod_recovery.domain.intake.reason_budget import REQUEST_REASON_BUDGET
 from hyperpod_recovery.domain.nodes.rejoin import MAX_BOOT_READINGS
 from hyperpod_recovery.models.commands import (
     UNHEALTHY_DETAILS_KEPT,

@@ -27,20 +27,6 @@ from hyperpod_recovery.errors import InvalidStepInput
 from hyperpod_recovery.models.common import format_validation_error
 from hyperpod_recovery.models.requests import JobRecoveryRequest, RecoveryRequest
 from hyperpod_recovery.observability import logger, metrics
-from hyperpod_recovery.ports import (
-    CheckpointReader,
-    Cluster,
-    DeadLetterSink,
-    ExecutionHistory,
-    JobNodeSource,
-    KubeApi,
-    Ledger,
-    Notifier,
-    Orchestrator,
-    ProgressReader,
-    TrainingJobs,
-    Workflows,
-)
 from hyperpod_recovery.sdk_contract import check_sdk_version
 
 # The adapters and the domain's value objects are imported where they are built: a step's cold
@@ -54,6 +40,20 @@ if TYPE_CHECKING:
     from hyperpod_recovery.domain.jobs.job_failure import RestartPolicy
     from hyperpod_recovery.domain.messages.advice import Deployment
     from hyperpod_recovery.domain.policy.safety import SafetyPolicy
+    from hyperpod_recovery.ports import (
+        CheckpointReader,
+        Cluster,
+        DeadLetterSink,
+        ExecutionHistory,
+        JobNodeSource,
+        KubeApi,
+        Ledger,
+        Notifier,
+        Orchestrator,
+        ProgressReader,
+        TrainingJobs,
+        Workflows,
+    )
 
 
 class RecordPorts(TypedDict):

@@ -23,6 +23,10 @@ Outcome = Literal[
     "recovered", "escalated", "duplicate", "rejected", "capped", "dry_run", "stale", "aborted", "failed", "recovered_by_itself"
 ]
 OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
+# The ends Reconcile Execution records (an execution stopped, timed out or crashed: its EventBridge
+# rule in template.yaml) and the outcomes only it gives them.
+UNRECORDED_ENDS = ("FAILED", "TIMED_OUT", "ABORTED")
+UNRECORDED_OUTCOMES: tuple[Outcome, ...] = ("aborted", "failed")
 
 # The phases of an incident, in the order they happen. NodeRecovery: detect, assess, cordon,
 # find_jobs, replace, wait_for_rejoin, resume, find_checkpoint, resubmit, grow_back (a shrunk job's

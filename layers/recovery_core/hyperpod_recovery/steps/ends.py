@@ -18,23 +18,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Literal
 
-from hyperpod_recovery.domain.messages.notification import notification
-from hyperpod_recovery.domain.messages.severity import severity_of
-from hyperpod_recovery.domain.record.left_behind import (
-    HistoryAnswers,
-    counted_by_safety,
-    kept_claims,
-    nodes_left,
-    nothing_left,
-    recorded_end_hold,
-    resubmitted,
-    unknown_state_hold,
-)
-from hyperpod_recovery.domain.record.reconcile import UNRECORDED_ENDS, UNRECORDED_OUTCOMES, EndedExecution, unrecorded_end_record
+from hyperpod_recovery.domain.record.settled import nothing_left, recorded_end_hold
 from hyperpod_recovery.errors import NotificationInProgress
 from hyperpod_recovery.models.records import NOTIFICATION, IncidentRecord, RecoveryLogEntry
 from hyperpod_recovery.observability import logger
 from hyperpod_recovery.steps.settle import settle_holdings
+from hyperpod_recovery.vocabulary import UNRECORDED_ENDS, UNRECORDED_OUTCOMES
 
 if TYPE_CHECKING:
     from hyperpod_recovery.domain.messages.advice import Deployment
@@ -102,6 +91,11 @@ def _notify_once(
     """The end's one page (the incident's notification effect, begun): sent by the delivery that
     holds its lease; another delivery at the same moment is tried again, and sends it only if the
     holder never did (its lease ran out)."""
+    # The page's wording loads only when a page is sent: most ends were recorded and paged by their
+    # own Record step, and a cold start for those reads the ledger only.
+    from hyperpod_recovery.domain.messages.notification import notification
+    from hyperpod_recovery.domain.messages.severity import severity_of
+
     if not ledger.claim_notification(name, now, NOTICE_LEASE):
         raise NotificationInProgress(f"{name}: another delivery of this end holds the right to notify")
     subject, body = notification(record, execution_url, hold_until=hold_until, deployment=deployment)
@@ -142,6 +136,18 @@ def _record_unrecorded(
     """Its record, from its history (best effort) and the ledger; then its holdings settled, then its
     page. The record is written before anything is settled, so a delivery that fails half-way is
     finished by the next one from the record (which keeps when it was written)."""
+    # Only an end that never recorded itself (a stopped, timed-out or crashed execution) needs the
+    # record's domain: loaded here, not at every cold start (as _notify_once's wording).
+    from hyperpod_recovery.domain.record.left_behind import (
+        HistoryAnswers,
+        counted_by_safety,
+        kept_claims,
+        nodes_left,
+        resubmitted,
+        unknown_state_hold,
+    )
+    from hyperpod_recovery.domain.record.reconcile import EndedExecution, unrecorded_end_record
+
     ledger, cluster = context.ledger, context.cluster
     entered = context.history.states_entered(detail.executionArn)
     read = context.history.resubmissions(detail.executionArn)

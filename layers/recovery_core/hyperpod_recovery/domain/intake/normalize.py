@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
+from hyperpod_recovery.domain.intake.reason_budget import within_reason_budget
 from hyperpod_recovery.domain.nodes.ladder import recommended_repair
 from hyperpod_recovery.errors import ForeignClusterEvent, InvalidRecoveryRequest
 from hyperpod_recovery.models.common import NODE_ID_PATTERN, format_validation_error, matches, one_line
@@ -43,9 +44,6 @@ MAX_EVENT_BYTES = 256 * 1024  # EventBridge's own event size limit
 MAX_EVENT_NESTING = 32
 # Events with the same source and reason this close together are one signal (a rack failing).
 SAME_SIGNAL_SECONDS = 60
-# The reasons of one request share this many characters: a storm's request stays far below Step
-# Functions' 256 KiB state limit whatever its events say (each reason keeps at least 80).
-REQUEST_REASON_BUDGET = 16 * 1024
 
 
 @dataclass(frozen=True)
@@ -291,15 +289,6 @@ def merge_triggers(triggers: list[Trigger]) -> list[Trigger]:
             update={"node_ids": sorted({*same.node_ids, *trigger.node_ids}), "events": same.events + trigger.events}
         )
     return merged
-
-
-def within_reason_budget(triggers: list[Trigger]) -> list[Trigger]:
-    """Reasons shortened so that together they fit REQUEST_REASON_BUDGET (each keeps at least 80
-    characters; what a reason recommends was read before, so nothing is decided on the cut text)."""
-    if sum(len(t.reason) for t in triggers) <= REQUEST_REASON_BUDGET:
-        return triggers
-    each = max(80, REQUEST_REASON_BUDGET // len(triggers))
-    return [t if len(t.reason) <= each else t.model_copy(update={"reason": t.reason[: each - 1] + "…"}) for t in triggers]
 
 
 def _aware(moment: datetime) -> datetime:

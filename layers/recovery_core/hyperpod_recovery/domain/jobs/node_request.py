@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Literal
 
-from hyperpod_recovery.domain.intake.normalize import within_reason_budget
+from hyperpod_recovery.domain.intake.reason_budget import within_reason_budget
 from hyperpod_recovery.models.common import one_line
 from hyperpod_recovery.models.requests import TRIGGER_REASON_LIMIT, JobRecoveryRequest, RecoveryRequest, Trigger, TriggerSource
 

@@ -1,6 +1,6 @@
-"""What an ended execution left behind, as Reconcile Execution settles and records it: the jobs it
-resubmitted, the claims kept, the nodes still out of service, how long its locks are held, and
-whether anything is left to do at all."""
+"""What an ended execution that never recorded itself left behind, as Reconcile Execution settles and
+records it: the jobs it resubmitted, the claims kept, the nodes still out of service, and how long its
+locks are held. (Whether anything is left to do at all: settled.py.)"""
 
 from __future__ import annotations
 
@@ -11,29 +11,12 @@ from typing import TYPE_CHECKING
 
 from hyperpod_recovery.domain.nodes.replace import marked_nodes
 from hyperpod_recovery.domain.record.incident import resubmission, submitted_here
-from hyperpod_recovery.domain.record.reconcile import UNRECORDED_OUTCOMES, EndedExecution
 
 if TYPE_CHECKING:
+    from hyperpod_recovery.domain.record.reconcile import EndedExecution
     from hyperpod_recovery.models.commands import CommandReply, ResubmitResult
     from hyperpod_recovery.models.node_recovery import ResumePlan
-    from hyperpod_recovery.models.records import Effect, Holdings, IncidentRecord, Resubmission
-
-
-def nothing_left(record: IncidentRecord, held: Holdings | None, page: Effect | None) -> bool:
-    """Nothing is left to do for a recorded end: it holds nothing, and (when it never recorded
-    itself) its notification went out. A page begun and not sent is still to send."""
-    if held is not None and not held.empty:
-        return False
-    if page is not None and not page.done:
-        return False
-    if record.outcome not in UNRECORDED_OUTCOMES or record.notified_at is not None:
-        return True
-    return page is not None and page.done
-
-
-def recorded_end_hold(record: IncidentRecord, escalation_hold: timedelta, now: datetime) -> datetime | None:
-    """Until when an end that recorded itself keeps its locks: an escalation's hold, else none."""
-    return now + escalation_hold if record.outcome == "escalated" else None
+    from hyperpod_recovery.models.records import Holdings, Resubmission
 
 
 def unknown_state_hold(held: Holdings | None, recorded_at: datetime, escalation_hold: timedelta) -> datetime | None:

@@ -40,8 +40,6 @@ if TYPE_CHECKING:
     from hyperpod_recovery.models.commands import JobSpec
     from hyperpod_recovery.models.events import ExecutionStatusDetail
 
-UNRECORDED_ENDS = ("FAILED", "TIMED_OUT", "ABORTED")
-UNRECORDED_OUTCOMES = ("aborted", "failed")  # the outcomes only Reconcile Execution records
 # NodeRecovery states entered only once the replaced or rebooted nodes were back. Find Newest
 # Checkpoint and Resubmit Jobs Now run before the wait for the replacement: not evidence.
 NODES_BACK_STATES = frozenset({"Resume Nodes", "Resubmit Jobs"})
