@@ -13,7 +13,8 @@ from pydantic import ValidationError
 
 from hyperpod_recovery.checkpointing import Checkpoints, ResumePoint, gradient_accumulation, resume_size
 from hyperpod_recovery.checkpointing.commit import commit_checkpoint
-from hyperpod_recovery.domain.checkpoints.discovery import find_newest_verified, reshardable, schema_problem, verify_checkpoint
+from hyperpod_recovery.domain.checkpoints.discovery import find_newest_verified, schema_problem, verify_checkpoint
+from hyperpod_recovery.domain.checkpoints.resharding import reshardable
 from hyperpod_recovery.errors import CheckpointCommitRefused
 from hyperpod_recovery.models.commands import CheckpointRef
 from hyperpod_recovery.models.manifest import (

@@ -19,14 +19,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from hyperpod_recovery.domain.elastic.estimates import MEASURED_WINDOW_DAYS
 from hyperpod_recovery.domain.messages.notification import notification
 from hyperpod_recovery.domain.messages.severity import severity_of
 from hyperpod_recovery.domain.record.incident import IncidentTable, conclude, submitted_here
-from hyperpod_recovery.domain.record.job_incident import JOB_INCIDENT
-from hyperpod_recovery.domain.record.node_incident import NODE_INCIDENT
 from hyperpod_recovery.models.job_recovery import RecordJobOutcomeInput, RestartEntry
 from hyperpod_recovery.models.node_recovery import OutcomeResult, RecordOutcomeInput
 from hyperpod_recovery.models.records import NOTIFICATION, IncidentRecord, MeasuredRestart, RecoveryLogEntry
@@ -60,9 +58,15 @@ def record_outcome(
         return OutcomeResult.model_validate_json(effect.result)
     # A rerun decides at the first run's moment: the same record, log entry and hold as it.
     at = effect.started_at
-    table: IncidentTable[Any] = JOB_INCIDENT
+    # Each workflow's handler loads its own incident table only (a cold start pays for one).
     if isinstance(step, RecordOutcomeInput):
-        step, table = with_jobs_from_ledger(step, ledger), NODE_INCIDENT
+        from hyperpod_recovery.domain.record.node_incident import NODE_INCIDENT
+
+        step, table = with_jobs_from_ledger(step, ledger), cast("IncidentTable[Any]", NODE_INCIDENT)
+    else:
+        from hyperpod_recovery.domain.record.job_incident import JOB_INCIDENT
+
+        table = cast("IncidentTable[Any]", JOB_INCIDENT)
     result, record, facts = conclude(
         table,
         step,

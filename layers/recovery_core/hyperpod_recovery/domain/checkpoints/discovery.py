@@ -16,7 +16,7 @@ docs/checkpoint-manifest.md is the spec. The order of attempts:
    with its framework's completion marker.
 
 The chosen checkpoint carries a v1.1 manifest's ``layout`` (None for v1 and without our manifest);
-``reshardable()`` says whether it loads at another data-parallel width.
+resharding.py says whether it loads at another data-parallel width.
 
 A manifest names the job that wrote it; given the name of the job being resumed, another job's
 manifest is rejected like a torn one (``manifest_job`` cuts both names the same way).
@@ -34,6 +34,7 @@ from datetime import datetime
 
 from pydantic import ValidationError
 
+from hyperpod_recovery.domain.checkpoints.resharding import DCP_FRAMEWORK
 from hyperpod_recovery.models.commands import CheckpointRef
 from hyperpod_recovery.models.manifest import (
     MANIFEST_NAME,
@@ -67,7 +68,6 @@ DCP_MARKER = ".metadata"  # torch.distributed.checkpoint: written last, by the c
 ORBAX_MARKER = "commit_success.txt"  # Orbax on object stores, where a directory rename is not atomic
 TORCHSNAPSHOT_MARKER = ".snapshot_metadata"
 ORBAX_TMP = "orbax-checkpoint-tmp"
-DCP_FRAMEWORK = "pytorch-dcp"
 _MARKERS = ((DCP_MARKER, DCP_FRAMEWORK), (ORBAX_MARKER, "orbax"), (TORCHSNAPSHOT_MARKER, "torchsnapshot"))
 INCOMPLETE = f"no manifest.json and no completion marker ({', '.join(m for m, _ in _MARKERS)}): incomplete or still being written"
 
@@ -164,17 +164,6 @@ def verified_by_manifest(manifest: CheckpointManifest, job: str | None, *, check
     return Verdict(
         True, framework=manifest.framework, reason=reason, job=manifest.job, layout=manifest.layout, created_at=manifest.created_at
     )
-
-
-def reshardable(checkpoint: CheckpointRef) -> bool:
-    """Whether ``checkpoint`` loads at another data-parallel width (what shrinking a job onto fewer
-    nodes needs). A v1.1 manifest's layout says it. Without one (a v1 manifest, or a checkpoint found by
-    its framework's marker), a PyTorch DCP checkpoint does: its ``.metadata`` maps every tensor to the
-    shards holding it, and ``dcp.load`` reshards at load time; its data-parallel degree is unknown then.
-    Anything else is not assumed to."""
-    if checkpoint.layout is not None:
-        return checkpoint.layout.reshardable
-    return checkpoint.framework == DCP_FRAMEWORK
 
 
 def check_shards(manifest: CheckpointManifest, sizes: dict[str, int]) -> str:

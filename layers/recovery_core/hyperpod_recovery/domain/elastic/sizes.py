@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from hyperpod_recovery.domain.checkpoints.discovery import reshardable
+from hyperpod_recovery.domain.checkpoints.resharding import reshardable
 from hyperpod_recovery.models.commands import MAX_RESUME_DATA_PARALLEL, CheckpointRef
 
 if TYPE_CHECKING:
@@ -76,7 +76,7 @@ def layout_problem(layout: CheckpointLayout, job_nodes: int) -> str | None:
 def reshard_of(checkpoint: CheckpointRef, job_nodes: int) -> Reshard:
     """What the checkpoint says about loading at another size, for a job that runs on ``job_nodes`` nodes."""
     layout = checkpoint.layout
-    if reshardable(checkpoint):  # (discovery's one rule: a layout says it, else PyTorch DCP does)
+    if reshardable(checkpoint):  # (one rule: a layout says it, else PyTorch DCP does)
         if layout is None:
             return Reshard(
                 False,
