@@ -129,3 +129,20 @@ def test_the_eventbridge_envelope_is_powertools_field_for_field() -> None:
 
     assert shape(EventBridgeModel) == shape(PowertoolsEnvelope)
     assert EventBridgeModel.model_config.get("populate_by_name") is PowertoolsEnvelope.model_config.get("populate_by_name") is True
+
+
+@pytest.mark.parametrize("function", ["reconcile_execution", "sweep_ended_executions"])
+def test_the_steps_that_reconcile_ends_load_the_recording_path_only_when_an_end_needs_it(function: str) -> None:
+    # Most ends were recorded by their own Record step: a cold start for those reads the ledger only
+    modules = _imported_by(function)
+    assert "hyperpod_recovery.domain.record.settled" in modules
+    for recording in ("domain.record.left_behind", "domain.record.reconcile", "domain.messages.notification"):
+        assert f"hyperpod_recovery.{recording}" not in modules
+
+
+@pytest.mark.parametrize("function", ["record_outcome", "record_job_outcome"])
+def test_a_record_handler_loads_an_incident_table_only_when_it_records(function: str) -> None:
+    # Each workflow's handler then loads its own table, never the other workflow's
+    modules = _imported_by(function)
+    assert not {"hyperpod_recovery.domain.record.node_incident", "hyperpod_recovery.domain.record.job_incident"} & modules
+    assert "hyperpod_recovery.domain.checkpoints.discovery" not in modules
