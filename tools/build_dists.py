@@ -87,6 +87,7 @@ CHECKPOINT_MODULES = frozenset(
         "hyperpod_recovery.domain",
         "hyperpod_recovery.domain.checkpoints",
         "hyperpod_recovery.domain.checkpoints.discovery",
+        "hyperpod_recovery.domain.checkpoints.resharding",
         "hyperpod_recovery.redact",
         "hyperpod_recovery.adapters",
         "hyperpod_recovery.adapters.aws",

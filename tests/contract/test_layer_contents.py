@@ -1,7 +1,8 @@
 """The Lambda layer ships what the functions run, and the operator's tools stay out of it.
 
 Every module of the layer's package must be imported by some function (its handler, transitively,
-or the adapters the runtime builds when a step first asks for them), without exception: the
+the adapters the runtime builds when a step first asks for them, or what a step imports on the one
+path that needs it), without exception: the
 training scripts' checkpoint library lives in training/, the operator's tools in cli/
 (docs/decisions.md). Run in a fresh interpreter: what this test process has imported says nothing
 about the functions.
@@ -34,6 +35,24 @@ for env in {stacks!r}:
         for port in dataclasses.fields(Dependencies):
             getattr(deps, port.name)
         deps.training_jobs()
+# ... and what a step imports inside a function, on the one path that needs it (steps/ends.py's
+# recording path, each Record handler's incident table): followed until nothing new is found.
+import ast
+seen = set()
+while True:
+    names = sorted(n for n in sys.modules if n.startswith("hyperpod_recovery") and n not in seen)
+    if not names:
+        break
+    for name in names:
+        seen.add(name)
+        source = getattr(sys.modules[name], "__file__", None)
+        if not source:
+            continue
+        for node in ast.walk(ast.parse(pathlib.Path(source).read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for inner in ast.walk(node):
+                    if isinstance(inner, ast.ImportFrom) and inner.module and inner.module.startswith("hyperpod_recovery"):
+                        importlib.import_module(inner.module)
 print(json.dumps(sorted(name for name in sys.modules if name.split(".")[0] in ("hyperpod_recovery", "hyperpod_recovery_cli"))))
 """
 
