@@ -194,6 +194,19 @@ def test_a_job_something_else_restarts_is_left_alone(request_: JobRecoveryReques
     assert result.kind == "left_alone" and why in result.reason
 
 
+@pytest.mark.parametrize("state", ["Running", "Restarting"])
+def test_an_eks_job_its_operator_runs_again_after_its_failure_event_is_left_alone_in_its_words(state: str) -> None:
+    # Given a PyTorchJob whose failure event arrived, and whose pods its operator already runs again
+    kube = {"kind": "PyTorchJob", "namespace": "kubeflow", "name": "llama"}
+    job = _job(state, kube=kube)
+    # When it is classified on EKS
+    result = classify_failure(_request(_failure(kube=kube)), job, [], _hyperpod(), "hpj-8", T0, "eks")
+    # Then nothing re-creates a second copy, and the reason names its operator, not Slurm
+    assert result.kind == "left_alone" and "restarted by its operator" in result.reason and "Slurm" not in result.reason
+    # and the same words on Slurm (squeue's are upper case) mean nothing there
+    assert _classify(_request(_failure()), _job(state)).kind == "application"
+
+
 def test_a_running_job_named_by_a_human_is_restarted_not_left_alone() -> None:
     # A manual request for a running (hung) job: the agent cancels it before resubmitting
     assert _classify(_request(None, source="manual"), _job("RUNNING")).kind == "application"

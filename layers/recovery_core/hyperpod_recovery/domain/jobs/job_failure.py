@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Literal
 from hyperpod_recovery.domain.intake.execution_names import node_execution_name
 from hyperpod_recovery.domain.jobs.failure_chance import duration_words, exposure_seconds, is_chance
 from hyperpod_recovery.domain.jobs.node_request import node_recovery_request
+from hyperpod_recovery.domain.jobs.states import running_again
 from hyperpod_recovery.errors import (
     CrashLoopDetected,
     DoNotRequeue,
@@ -59,8 +60,6 @@ if TYPE_CHECKING:
 
 # Slurm restarted the job itself (requeue after a node failure): the same job id is queued again.
 REQUEUED_STATES = frozenset({"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "CONFIGURING"})
-# Seen after a failure event, these mean the requeued job already runs again.
-RUNNING_AGAIN_STATES = frozenset({"RUNNING", "SUSPENDED", "RESIZING", "STOPPED"})
 # ClusterInstanceStatus values of a node that is not (or no longer) a healthy member.
 UNHEALTHY_HYPERPOD_STATUSES = frozenset({"Failure", "ShuttingDown", "Pending", "NotFound"})
 
@@ -175,10 +174,9 @@ def classify_failure(
         raise JobSpecUnavailable(
             f"{label}: slurmctld no longer knows the job (MinJobAge passed?), so there is no batch script to resubmit it with"
         )
-    if job.state in REQUEUED_STATES or (request.source == "job_failed" and job.state in RUNNING_AGAIN_STATES):
-        return FailureClassification(
-            at=now, kind="left_alone", job=job, reason=f"{label} was already restarted by Slurm (requeued; now {job.state})"
-        )
+    if job.state in REQUEUED_STATES or (request.source == "job_failed" and running_again(job.state, orchestrator)):
+        by = "its operator (its pods restarted" if orchestrator == "eks" else "Slurm (requeued"
+        return FailureClassification(at=now, kind="left_alone", job=job, reason=f"{label} was already restarted by {by}; now {job.state})")
     nodes = job_nodes(request, job)
     if not nodes and job.num_nodes > MAX_JOB_NODES_CARRIED:
         # a manual request: no failure event named them, and its spec came without them

@@ -10,6 +10,15 @@ SLURM_STILL_RUNNING = frozenset({"RUNNING", "SUSPENDED", "STOPPED", "RESIZING"})
 EKS_STILL_RUNNING = frozenset({"Running"})
 
 
+# Seen after a failure event, these mean the job runs again already: Slurm requeued it, or on EKS its
+# operator restarted its pods (Restarting) or they run again.
+EKS_RUNNING_AGAIN = frozenset({"Running", "Restarting"})
+
+
+def running_again(state: str, orchestrator: str) -> bool:
+    return state in (EKS_RUNNING_AGAIN if orchestrator == "eks" else SLURM_STILL_RUNNING)
+
+
 def still_running(state: str, orchestrator: str) -> bool:
     return state in (EKS_STILL_RUNNING if orchestrator == "eks" else SLURM_STILL_RUNNING)
 
