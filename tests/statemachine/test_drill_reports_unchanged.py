@@ -12,7 +12,10 @@ import difflib
 
 import pytest
 
+from sandbox.drills import check_drill
 from sandbox.golden import comparable, golden_report, golden_text, scenarios
+from sandbox.scenario import load_scenario
+from tests.conftest import EVENTS
 from tests.statemachine.conftest import DrillReports
 
 pytestmark = pytest.mark.sandbox
@@ -32,6 +35,16 @@ def test_the_drill_reports_what_its_golden_report_says(scenario: str, drill_repo
     if changed:
         diff = difflib.unified_diff(golden_text(expected).splitlines(), golden_text(actual).splitlines(), "golden", "now", lineterm="", n=2)
         pytest.fail(f"{scenario}: fields changed: {', '.join(changed)}\n" + "\n".join(list(diff)[:80]))
+
+
+@pytest.mark.parametrize("scenario", scenarios())
+def test_the_drill_holds_its_own_expect_block(scenario: str, drill_reports: DrillReports) -> None:
+    # Given the scenario's expect block (or the implicit one), which `make drills` holds it to
+    loaded = load_scenario(EVENTS / "drills" / f"{scenario}.json")
+    # When its drill runs now (the same run the golden comparison reads)
+    checks = check_drill(loaded, drill_reports(scenario))
+    # Then every expectation holds: a golden report rewritten to match a regression does not hide it
+    assert [check.line() for check in checks if not check.ok] == []
 
 
 def test_every_golden_report_belongs_to_a_drill() -> None:
