@@ -129,8 +129,8 @@ def test_given_fences_that_close_by_commonmark_rules_when_checked_then_nothing_i
 
 
 def test_given_a_link_to_a_missing_file_when_checked_then_it_is_reported(tmp_path: Path) -> None:
-    doc = _doc(tmp_path, "# A\n\nSee [the spec](docs/missing.md) and [a site](https://example.com/x.md).\n")
-    assert dead_links(doc, tmp_path) == ["page.md:3: link to docs/missing.md: no file docs/missing.md"]
+    doc = _doc(tmp_path, "# A\n\nSee [the spec](missing.md) and [a site](https://example.com/x.md).\n")
+    assert dead_links(doc, tmp_path) == ["page.md:3: link to missing.md: no file missing.md"]
 
 
 def test_given_a_link_to_an_anchor_no_heading_makes_when_checked_then_it_is_reported(tmp_path: Path) -> None:
@@ -211,3 +211,22 @@ def test_given_issue_numbers_and_outside_notes_in_a_doc_when_checked_then_each_i
         "page.md:1: 'research note'",
         "page.md:1: '../shared/'",
     ]
+
+
+# A count of the drills goes stale with the next scenario: one the docs state is the folder's.
+DRILL_COUNT = re.compile(r"\b(\d+) (?:drills|drill scenarios|scenarios)\b(?! started)")  # (the intake line counts drill requests)
+SCENARIOS = ROOT / "events" / "drills"
+
+
+def stated_drill_counts(text: str) -> list[int]:
+    return [int(number) for number in DRILL_COUNT.findall(text)]
+
+
+def test_a_number_of_drills_the_docs_or_the_newcomer_run_state_is_the_number_of_scenarios() -> None:
+    texts = [path.read_text() for path in DOCS if path != HISTORY] + [(ROOT / "tools" / "newcomer_run.sh").read_text()]
+    scenarios = len(list(SCENARIOS.glob("*.json")))
+    assert [count for text in texts for count in stated_drill_counts(text) if count != scenarios] == []
+
+
+def test_given_a_stated_count_of_drills_when_read_then_it_is_found() -> None:
+    assert stated_drill_counts("About 8 minutes (the project's 47 drills are most of it); 3 scenarios.") == [47, 3]
