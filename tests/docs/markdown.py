@@ -151,15 +151,21 @@ def parse(path: Path, text: str | None = None) -> Document:
             paragraph = []
         else:
             paragraph.append(line)
-            _links(doc, i + 1, line)
+            _links(doc, i + 1, line, paragraph[-2] if len(paragraph) > 1 else None)
         i += 1
     return doc
 
 
-def _links(doc: Document, number: int, line: str) -> None:
+def _links(doc: Document, number: int, line: str, previous: str | None = None) -> None:
     outside_code = CODE_SPAN.sub("", line)
     for match in INLINE_LINK.finditer(outside_code):
         doc.links.append(Link(number, match.group("target").strip("<>")))
+    if previous is not None:  # a link whose text breaks across the two lines: "[Running a\ndrill](…)"
+        before = CODE_SPAN.sub("", previous)
+        joined = f"{before}\n{outside_code}"
+        for match in INLINE_LINK.finditer(joined):
+            if match.start() < len(before) < match.end() - 1:
+                doc.links.append(Link(number - 1, match.group("target").strip("<>")))
     definition = LINK_DEFINITION.match(outside_code)
     if definition:
         doc.links.append(Link(number, definition.group("target").strip("<>")))

@@ -143,6 +143,11 @@ def test_given_a_link_to_an_anchor_no_heading_makes_when_checked_then_it_is_repo
     ]
 
 
+def test_given_a_dead_link_whose_text_breaks_across_two_lines_when_checked_then_it_is_reported(tmp_path: Path) -> None:
+    doc = _doc(tmp_path, "# A\n\nThe runbook's [Running a\ndrill](#running-a-drill) has the options.\n")
+    assert dead_links(doc, tmp_path) == ["page.md:3: link to #running-a-drill: no heading in page.md makes #running-a-drill"]
+
+
 def test_given_a_heading_inside_a_code_block_when_linked_to_then_the_anchor_is_dead(tmp_path: Path) -> None:
     doc = _doc(tmp_path, "# A\n\n```\n## Not a heading\n```\n\n[x](#not-a-heading)\n")
     assert dead_links(doc, tmp_path) == ["page.md:7: link to #not-a-heading: no heading in page.md makes #not-a-heading"]
