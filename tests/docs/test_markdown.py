@@ -71,6 +71,22 @@ def test_every_runnable_snippet_is_of_a_language_the_docs_test_runs() -> None:
     assert [snippet.name for snippet in SNIPPETS if snippet.block.info not in ("python", "bash")] == []
 
 
+# A page's section the code sends a reader to (a notification's "Runbook: docs/runbook.md#…").
+CODE_ANCHOR = re.compile(r"\b((?:docs/[\w-]+|README)\.md)#([\w-]+)")
+
+
+def test_every_docs_section_the_code_points_a_reader_to_exists() -> None:
+    listed = subprocess.run(["git", "ls-files", "*.py"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    pointed = {
+        (name, page, anchor)
+        for name in listed
+        if not name.startswith("tests/")
+        for page, anchor in CODE_ANCHOR.findall((ROOT / name).read_text())
+    }
+    assert pointed, "the notifications point to runbook sections: this test reads them"
+    assert [f"{name}: {page}#{anchor}" for name, page, anchor in sorted(pointed) if anchor not in DOCS[ROOT / page].anchors] == []
+
+
 # Internal tracker references and notes outside the repository, in any user doc (code blocks too).
 TRACKER = re.compile(
     r"\bissues? \d+|\bissue #\d+|\b(?:PR|pull request) #?\d+|(?<![\w&/.)\]-])#\d+\b|research note|\.\./shared/", re.IGNORECASE
