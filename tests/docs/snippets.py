@@ -3,7 +3,7 @@
 Python: executed as a training script, twice against the same S3 (moto), as a job and then its
 resubmission: the second run must resume after the first's newest checkpoint. PyTorch and
 s3torchconnector are the stand-ins of tests/docs/stand_ins.py; the buckets the snippet names exist;
-the job's name is ``$SLURM_JOB_NAME``'s, as inside a Slurm job.
+the environment is a Slurm job's (its name, 32 nodes, 256 ranks).
 
 Shell: ``bash`` in the checkout, with ``$PORT`` a free port, stdout and stderr as a terminal shows
 them (unbuffered, interleaved); when the doc shows what it prints (the ``<!-- output -->`` block after
@@ -28,6 +28,8 @@ from tests.docs.markdown import Snippet
 
 JOB_NAME = "llama-70b"
 REGION = "us-west-2"
+# A Slurm job of 32 nodes of 8 GPUs, as torchrun over the allocation sees it.
+JOB_ENVIRONMENT = {"SLURM_JOB_NAME": JOB_NAME, "SLURM_NNODES": "32", "WORLD_SIZE": "256"}
 # What the runs must not inherit from the machine: a progress table, a resume point of the pipeline's.
 NOT_INHERITED = ("HYPERPOD_RECOVERY_PROGRESS_TABLE", "HYPERPOD_RECOVERY_RESUME_FROM", "HYPERPOD_RECOVERY_RESUME_STEP", "AWS_ENDPOINT_URL")
 SHELL_TIMEOUT_SECONDS = 60
@@ -36,7 +38,7 @@ SHELL_TIMEOUT_SECONDS = 60
 def python_problem(code: str, name: str, runs: int = 2) -> str | None:
     """None when the snippet runs ``runs`` times in a row against one S3; else the run and its error."""
     buckets = sorted(set(re.findall(r"s3://([a-z0-9][a-z0-9.-]+[a-z0-9])/", code)))
-    environ = {key: value for key, value in os.environ.items() if key not in NOT_INHERITED} | {"SLURM_JOB_NAME": JOB_NAME}
+    environ = {key: value for key, value in os.environ.items() if key not in NOT_INHERITED} | JOB_ENVIRONMENT
     compiled = compile(code, name, "exec")
     with mock_aws(), mock.patch.dict(sys.modules, stand_ins.modules()), mock.patch.dict(os.environ, environ, clear=True):
         s3 = boto3.client("s3", region_name=REGION)

@@ -1,7 +1,8 @@
 """What a training script imports besides this project, for the docs' runnable snippets: PyTorch's
 distributed checkpointing (DCP) and s3torchconnector's DCP storage, reduced to what the snippets call
 (``dcp.save``/``dcp.load`` with ``S3StorageWriter``/``S3StorageReader(region, path)``, as in
-s3torchconnector's README; ``torch.distributed.get_rank``). They write and read real objects in the
+s3torchconnector's README; ``torch.distributed.get_rank``), and ``my_training.build``, the reader's own
+model, optimizer and batches. They write and read real objects in the
 S3 the snippet runs against (moto), so the checkpoint library commits and discovers real folders.
 
 ASSUMPTION, stricter than DCP: a save into a step folder that already holds a committed manifest is
@@ -10,7 +11,9 @@ snippet that resumes at the checkpoint's own step (not the one after) does exact
 
 from __future__ import annotations
 
+import itertools
 import types
+from collections.abc import Iterator
 from typing import Any
 
 import boto3
@@ -49,9 +52,37 @@ def load(state_dict: dict[str, Any], *, storage_reader: S3StorageReader, **_: An
     boto3.client("s3", region_name=storage_reader.region).head_object(Bucket=bucket, Key=folder + ".metadata")
 
 
+class _Loss:
+    def __truediv__(self, _: float) -> _Loss:
+        return self
+
+    def backward(self) -> None: ...
+
+
+class _Model:
+    def __call__(self, _: object) -> _Loss:
+        return _Loss()
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+
+class _Optimizer:
+    def step(self) -> None: ...
+
+    def zero_grad(self) -> None: ...
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+
+def build(**_: int) -> tuple[_Model, _Optimizer, Iterator[int]]:
+    return _Model(), _Optimizer(), itertools.count()
+
+
 def modules() -> dict[str, types.ModuleType]:
     """``sys.modules`` entries: torch, torch.distributed, torch.distributed.checkpoint,
-    s3torchconnector, s3torchconnector.dcp."""
+    s3torchconnector, s3torchconnector.dcp, my_training."""
     checkpoint = types.ModuleType("torch.distributed.checkpoint")
     checkpoint.save, checkpoint.load = save, load  # type: ignore[attr-defined]
     distributed = types.ModuleType("torch.distributed")
@@ -63,7 +94,10 @@ def modules() -> dict[str, types.ModuleType]:
     connector_dcp.S3StorageWriter, connector_dcp.S3StorageReader = S3StorageWriter, S3StorageReader  # type: ignore[attr-defined]
     connector = types.ModuleType("s3torchconnector")
     connector.dcp = connector_dcp  # type: ignore[attr-defined]
+    training = types.ModuleType("my_training")
+    training.build = build  # type: ignore[attr-defined]
     return {
+        "my_training": training,
         "torch": torch,
         "torch.distributed": distributed,
         "torch.distributed.checkpoint": checkpoint,

@@ -54,6 +54,8 @@ def test_every_relative_link_and_anchor_in_the_docs_resolves() -> None:
 def test_the_checkpoint_snippets_and_the_offline_walkthrough_are_marked_runnable() -> None:
     marked = {(snippet.doc.name, snippet.block.info) for snippet in SNIPPETS}
     assert {("README.md", "python"), ("checkpoint-manifest.md", "python"), ("progress.md", "python")} <= marked
+    python_blocks = [block for doc in DOCS.values() for block in doc.blocks if block.info == "python" and doc.path != HISTORY]
+    assert sum(1 for snippet in SNIPPETS if snippet.block.info == "python") == len(python_blocks), "every Python snippet runs"
     assert any(snippet.block.info == "bash" and snippet.output is not None for snippet in SNIPPETS)
 
 
