@@ -25,6 +25,7 @@ INLINE_LINK = re.compile(r"(?<!\\)!?\[(?P<text>(?:[^\[\]]|\[[^\[\]]*\])*)\]\((?P
 LINK_DEFINITION = re.compile(r"^ {0,3}\[[^\]]+\]:\s*(?P<target>\S+)")
 HTML_LINK = re.compile(r"<a\s[^>]*href=\"(?P<target>[^\"]+)\"", re.IGNORECASE)
 CODE_SPAN = re.compile(r"(`+)(?:(?!\1).)+?\1")
+UNESCAPED_PIPE = re.compile(r"(?<!\\)\|")
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,8 @@ class Document:
     headings: list[tuple[int, str]] = field(default_factory=list)  # (line, heading text)
     links: list[Link] = field(default_factory=list)
     html_ids: set[str] = field(default_factory=set)
+    # Table rows with a '|' inside a code span: GitHub splits the cell there unless it is written '\|'.
+    split_cells: list[tuple[int, str]] = field(default_factory=list)
 
     @property
     def snippets(self) -> list[Snippet]:
@@ -152,6 +155,8 @@ def parse(path: Path, text: str | None = None) -> Document:
         else:
             paragraph.append(line)
             _links(doc, i + 1, line, paragraph[-2] if len(paragraph) > 1 else None)
+            if line.lstrip().startswith("|"):
+                doc.split_cells += [(i + 1, span.group(0)) for span in CODE_SPAN.finditer(line) if UNESCAPED_PIPE.search(span.group(0))]
         i += 1
     return doc
 
@@ -227,6 +232,10 @@ def unclosed_fences(doc: Document) -> list[str]:
                 f"(lines {block.line}-{block.end_line} become one code block): put the text on its own line"
             )
     return problems
+
+
+def split_table_cells(doc: Document) -> list[str]:
+    return [f"{doc.path.name}:{line}: the '|' in {span} ends the table cell on GitHub: write it '\\|'" for line, span in doc.split_cells]
 
 
 EXTERNAL = re.compile(r"^[a-z][a-z0-9+.-]*:", re.IGNORECASE)

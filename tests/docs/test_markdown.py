@@ -13,7 +13,7 @@ import pytest
 
 from tests.conftest import ROOT
 from tests.docs import snippets
-from tests.docs.markdown import Document, dead_links, github_anchors, github_slug, parse, unclosed_fences
+from tests.docs.markdown import Document, dead_links, github_anchors, github_slug, parse, split_table_cells, unclosed_fences
 
 # A log of decisions names the issues it decided them in: only the issue-number rule spares it.
 HISTORY = ROOT / "docs" / "decisions.md"
@@ -45,6 +45,10 @@ def test_the_docs_are_read_including_the_readme_and_every_page_under_docs() -> N
 
 def test_every_code_fence_in_the_docs_closes_where_it_is_meant_to() -> None:
     assert [problem for doc in DOCS.values() for problem in unclosed_fences(doc)] == []
+
+
+def test_no_table_cell_of_the_docs_is_split_by_a_pipe_in_its_code() -> None:
+    assert [problem for doc in DOCS.values() for problem in split_table_cells(doc)] == []
 
 
 def test_every_relative_link_and_anchor_in_the_docs_resolves() -> None:
@@ -144,6 +148,11 @@ def test_given_fences_that_close_by_commonmark_rules_when_checked_then_nothing_i
     text = "````markdown\n```python\nx = 1\n```\n````\n\n~~~\n```\n~~~~\n\n1. Step:\n\n   ```bash\n   make\n   ```\n"
     doc = _doc(tmp_path, text)
     assert unclosed_fences(doc) == [] and len(doc.blocks) == 3
+
+
+def test_given_a_pipe_in_a_table_cells_code_when_checked_then_only_the_unescaped_one_is_reported(tmp_path: Path) -> None:
+    doc = _doc(tmp_path, "| a | b |\n|---|---|\n| `x \\| y` | `status|reset` |\n\n`a|b` outside a table\n")
+    assert split_table_cells(doc) == ["page.md:3: the '|' in `status|reset` ends the table cell on GitHub: write it '\\|'"]
 
 
 def test_given_a_link_to_a_missing_file_when_checked_then_it_is_reported(tmp_path: Path) -> None:
