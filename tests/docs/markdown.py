@@ -67,6 +67,7 @@ class Document:
     html_ids: set[str] = field(default_factory=set)
     # Table rows with a '|' inside a code span: GitHub splits the cell there unless it is written '\|'.
     split_cells: list[tuple[int, str]] = field(default_factory=list)
+    prose: list[tuple[int, str]] = field(default_factory=list)  # (line, text) of every line outside code blocks
 
     @property
     def snippets(self) -> list[Snippet]:
@@ -142,6 +143,7 @@ def parse(path: Path, text: str | None = None) -> Document:
             paragraph = []
             i = j + 1 if closed else j
             continue
+        doc.prose.append((i + 1, line))
         heading = ATX_HEADING.match(line)
         if heading and _indent(line) <= 3:
             doc.headings.append((i + 1, (heading.group(2) or "").strip()))
@@ -231,6 +233,26 @@ def unclosed_fences(doc: Document) -> list[str]:
                 f"{doc.path.name}:{line}: a fence with text after it cannot close the code block of line {block.line} "
                 f"(lines {block.line}-{block.end_line} become one code block): put the text on its own line"
             )
+    return problems
+
+
+def unclosed_comments(doc: Document) -> list[str]:
+    """HTML comments outside code that never end: GitHub hides everything after them."""
+    problems, opened = [], None
+    for line, text in doc.prose:
+        position = 0
+        while True:
+            if opened is None:
+                start = text.find("<!--", position)
+                if start < 0:
+                    break
+                opened, position = line, start + 4
+            end = text.find("-->", position)
+            if end < 0:
+                break
+            opened, position = None, end + 3
+    if opened is not None:
+        problems.append(f"{doc.path.name}:{opened}: an HTML comment never ends ('-->'): GitHub hides the rest of the page")
     return problems
 
 

@@ -13,7 +13,16 @@ import pytest
 
 from tests.conftest import ROOT
 from tests.docs import snippets
-from tests.docs.markdown import Document, dead_links, github_anchors, github_slug, parse, split_table_cells, unclosed_fences
+from tests.docs.markdown import (
+    Document,
+    dead_links,
+    github_anchors,
+    github_slug,
+    parse,
+    split_table_cells,
+    unclosed_comments,
+    unclosed_fences,
+)
 
 # A log of decisions names the issues it decided them in: only the issue-number rule spares it.
 HISTORY = ROOT / "docs" / "decisions.md"
@@ -45,6 +54,15 @@ def test_the_docs_are_read_including_the_readme_and_every_page_under_docs() -> N
 
 def test_every_code_fence_in_the_docs_closes_where_it_is_meant_to() -> None:
     assert [problem for doc in DOCS.values() for problem in unclosed_fences(doc)] == []
+
+
+def test_every_html_comment_in_the_docs_ends() -> None:
+    assert [problem for doc in DOCS.values() for problem in unclosed_comments(doc)] == []
+
+
+def test_given_an_html_comment_that_never_ends_when_checked_then_it_is_reported(tmp_path: Path) -> None:
+    doc = _doc(tmp_path, "<!-- runnable -->\n```\n<!-- in code\n```\n\nText <!-- a note\nthat goes on\n\n## Hidden\n")
+    assert unclosed_comments(doc) == ["page.md:6: an HTML comment never ends ('-->'): GitHub hides the rest of the page"]
 
 
 def test_no_table_cell_of_the_docs_is_split_by_a_pipe_in_its_code() -> None:
