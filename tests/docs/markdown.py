@@ -256,6 +256,43 @@ def unclosed_comments(doc: Document) -> list[str]:
     return problems
 
 
+# What GitHub keeps of raw HTML in Markdown; any other tag (a placeholder like <name>) is dropped, text and all.
+KEPT_TAGS = frozenset(
+    {"a", "b", "br", "code", "details", "div", "em", "hr", "i", "img", "kbd", "li", "ol", "p", "pre", "span", "strong", "sub"}
+    | {"summary", "sup", "table", "td", "th", "tr", "ul"}
+)
+HTML_TAG = re.compile(r"(?<!\\)</?([A-Za-z][A-Za-z0-9-]*)(?:\s[^<>]*)?/?>")
+MULTILINE_CODE_SPAN = re.compile(r"(`+)(?:(?!\1)[\s\S])+?\1")
+
+
+def _paragraphs(doc: Document) -> list[list[tuple[int, str]]]:
+    """Runs of consecutive non-blank lines outside code blocks."""
+    found: list[list[tuple[int, str]]] = []
+    for line, text in doc.prose:
+        if not text.strip():
+            continue
+        if found and found[-1][-1][0] == line - 1:
+            found[-1].append((line, text))
+        else:
+            found.append([(line, text)])
+    return found
+
+
+def dropped_placeholders(doc: Document) -> list[str]:
+    """``<name>`` outside code: GitHub takes it for an HTML tag it does not allow and shows nothing."""
+    problems = []
+    for paragraph in _paragraphs(doc):
+        joined = "\n".join(text for _, text in paragraph)
+        # (code spans may break across lines; blanked, keeping the line breaks for the line numbers)
+        outside = MULTILINE_CODE_SPAN.sub(lambda span: re.sub(r"[^\n]", " ", span.group(0)), joined)
+        outside = re.sub(r"<!--[\s\S]*?-->", "", outside)
+        for tag in HTML_TAG.finditer(outside):
+            if tag.group(1).lower() not in KEPT_TAGS:
+                line = paragraph[0][0] + outside[: tag.start()].count("\n")
+                problems.append(f"{doc.path.name}:{line}: {tag.group(0)} is dropped on GitHub (an HTML tag): put it in `code` or write \\<")
+    return problems
+
+
 def split_table_cells(doc: Document) -> list[str]:
     return [f"{doc.path.name}:{line}: the '|' in {span} ends the table cell on GitHub: write it '\\|'" for line, span in doc.split_cells]
 
