@@ -3,7 +3,7 @@
 # start, the drills as a test suite (passing, and failing on a broken expectation), the offline
 # preflight (Slurm and EKS), the on-call commands on the sandbox's stack, and a deploy without
 # credentials. Each step shows what a newcomer sees; the script exits 1 if any step does not do
-# what the README says. About 8 minutes (the project's 47 drills are most of it).
+# what the README says. About 8 minutes (the project's drills, every scenario in events/drills/, are most of it).
 #   tools/newcomer_run.sh [OUT]        (default out/newcomer)
 set -uo pipefail
 cd "$(dirname "$0")/.."
