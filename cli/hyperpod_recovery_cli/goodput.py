@@ -213,7 +213,8 @@ def print_plan(plan: GoodputPlan, out: TextIO) -> None:
     say(f"checkpoint    every {minutes(interval.value)} [{_said(interval.provenance, interval.source)}]")
     say(f"              {minutes(cost.value)} blocking [{_said(cost.provenance, cost.source)}]")
     waiting = plan.spares.no_spare_probability
-    share = "" if waiting is None else f"; replace, rejoin and health gate only for the {pct(waiting)} that find no spare"
+    spared = waiting is not None and bool(plan.spares.spares_given)
+    share = f"; replace, rejoin, health gate: the {pct(waiting or 0.0)} finding no spare" if spared else ""
     say(f"recovery      {minutes(ettr.recovery_seconds)} per failure on average (the phases below{share})")
     say()
     say(ettr_line(ettr))
