@@ -65,7 +65,7 @@ SPARES_ASSUMES = [
     "spares = 1 + the 99th percentile of nodes in repair: 99 % of failures find one free",
     "a job that finds a spare restarts on it at once: its recovery loses the repair phases",
 ]
-SHRINK = "shrink-or-wait rule of issue 33 (domain/elastic/decide.py shrink_wins): shrink when T·n/N > R"
+SHRINK = "the elastic recovery's shrink-or-wait rule (domain/elastic/decide.py shrink_wins): shrink when T·n/N > R"
 SHRINK_ASSUMES = [
     "one node lost per failure (k = 1); the job reshards to any smaller size",
     "T = the failed node's replacement: replace + rejoin + health gate",
