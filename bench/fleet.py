@@ -69,7 +69,7 @@ def parser() -> argparse.ArgumentParser:
         "--nodes",
         type=bounded(1, MAX_NODES, whole=True),
         required=True,
-        help=f"the cluster's worker nodes, 1 to {MAX_NODES:,} with --spares",
+        help=f"the cluster's worker nodes, where jobs run and fail (with --spares: at most {MAX_NODES:,})",
     )
     parser.add_argument(
         "--days",
