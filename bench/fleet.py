@@ -58,21 +58,63 @@ def _rate(text: str) -> str:
     return text
 
 
+def _description() -> str:
+    """The module's first paragraph, whole (argparse re-wraps it)."""
+    return " ".join(__doc__.split("\n\n", 1)[0].split())
+
+
 def parser() -> argparse.ArgumentParser:
-    parser = OneLineParser(prog="bench/fleet.py", description=__doc__.splitlines()[0])
-    parser.add_argument("--nodes", type=bounded(1, MAX_NODES, whole=True), required=True)
-    parser.add_argument("--days", type=bounded(MIN_DAYS, MAX_DAYS), required=True)
-    parser.add_argument("--seed", type=bounded(0, 2**32 - 1, whole=True), default=0)
-    parser.add_argument("--jobs", type=_jobs, default="1", help="8x256: 8 jobs of 256 nodes; 1: one job on every node")
-    parser.add_argument("--spares", type=bounded(0, MAX_NODES, whole=True), default=0)
-    parser.add_argument("--rate", type=_rate, default="llama3", help=f"failures per 1,000 node-days: {', '.join(RATES)} or a number")
-    parser.add_argument("--correlated-share", type=bounded(0, 1), default=0.02)
+    parser = OneLineParser(prog="bench/fleet.py", description=_description())
     parser.add_argument(
-        "--hang-share", type=bounded(0, 1), default=0.02, help="silent hangs, on top of the failures: a share of their rate"
+        "--nodes",
+        type=bounded(1, MAX_NODES, whole=True),
+        required=True,
+        help=f"the cluster's worker nodes, where jobs run and fail (with --spares: at most {MAX_NODES:,})",
     )
-    parser.add_argument("--checkpoint-interval", type=bounded(1, 86_400), default=1800.0, help="seconds, 1 to 86400")
-    parser.add_argument("--orchestrator", choices=("slurm", "eks"), default="slurm", help="eks: PyTorchJobs on a Kubernetes API")
-    parser.add_argument("--out", type=Path, default=ROOT / "out")
+    parser.add_argument(
+        "--days",
+        type=bounded(MIN_DAYS, MAX_DAYS),
+        required=True,
+        help=f"the run's length in days of virtual time, {MIN_DAYS:g} to {MAX_DAYS}",
+    )
+    parser.add_argument(
+        "--seed", type=bounded(0, 2**32 - 1, whole=True), default=0, help="the failure trace's random seed: one seed, one trace (default 0)"
+    )
+    parser.add_argument("--jobs", type=_jobs, default="1", help="8x256: 8 jobs of 256 nodes; 1: one job on every node (default 1)")
+    parser.add_argument(
+        "--spares",
+        type=bounded(0, MAX_NODES, whole=True),
+        default=0,
+        help="idle nodes beside --nodes that a failed job may restart on at once (default 0)",
+    )
+    parser.add_argument(
+        "--rate", type=_rate, default="llama3", help=f"node failures per 1,000 node-days: {', '.join(RATES)} or a number (default llama3)"
+    )
+    parser.add_argument(
+        "--correlated-share",
+        type=bounded(0, 1),
+        default=0.02,
+        help="the share of failures that take a whole rack at once, 0 to 1 (default 0.02)",
+    )
+    parser.add_argument(
+        "--hang-share",
+        type=bounded(0, 1),
+        default=0.02,
+        help="silent hangs, on top of the failures: a share of their rate, 0 to 1 (default 0.02)",
+    )
+    parser.add_argument(
+        "--checkpoint-interval",
+        type=bounded(1, 86_400),
+        default=1800.0,
+        help="the jobs' seconds between checkpoints, 1 to 86400 (default 1800)",
+    )
+    parser.add_argument(
+        "--orchestrator",
+        choices=("slurm", "eks"),
+        default="slurm",
+        help="slurm: Slurm jobs; eks: PyTorchJobs on a Kubernetes API (default slurm)",
+    )
+    parser.add_argument("--out", type=Path, default=ROOT / "out", help="the folder the JSON report is written to (default out/)")
     parser.add_argument("--html", type=Path, default=None, help="the HTML report's path (default: beside the JSON, .html)")
     return parser
 

@@ -1,6 +1,6 @@
 """The fleet drill at several sizes, side by side: does what one incident costs, or the largest item and
-state, grow with the fleet? (issue 34: they must not, or the design fixes it). Reads the JSON reports
-bench/fleet.py wrote, or runs them first.
+state, grow with the fleet? (They must not: a cost that grows with the fleet is a defect of the design.)
+Reads the JSON reports bench/fleet.py wrote, or runs them first.
 
     python bench/fleet_scaling.py out/fleet-256n-54d-seed0.json out/fleet-1024n-54d-seed0.json ...
     python bench/fleet_scaling.py --run 256:1x256,1024:4x256,2048:8x256,4096:16x256 --days 54 --out out
@@ -42,14 +42,19 @@ def table(reports: list[dict[str, Any]]) -> str:
     return "\n".join("  ".join(cell.rjust(width) for cell, width in zip(row, widths, strict=True)) for row in rows)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("reports", nargs="*", type=Path)
+def parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="bench/fleet_scaling.py", description=" ".join(__doc__.split("\n\n", 1)[0].split()))
+    parser.add_argument("reports", nargs="*", type=Path, help="fleet reports (JSON) bench/fleet.py wrote, to set side by side")
     parser.add_argument("--run", help="NODES:JOBS,... to run first (bench/fleet.py), e.g. 256:1x256,1024:4x256")
-    parser.add_argument("--days", type=float, default=54.0)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, default=ROOT / "out")
-    args = parser.parse_args(argv)
+    parser.add_argument("--days", type=float, default=54.0, help="with --run: each run's days of virtual time (default 54)")
+    parser.add_argument("--seed", type=int, default=0, help="with --run: the failure traces' seed (default 0)")
+    parser.add_argument("--out", type=Path, default=ROOT / "out", help="with --run: where the runs write their reports (default out/)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    checker = parser()
+    args = checker.parse_args(argv)
     paths = list(args.reports)
     for size in args.run.split(",") if args.run else []:
         nodes, _, jobs = size.partition(":")
@@ -57,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         subprocess.run([*command, "--jobs", jobs or "1", "--out", str(args.out)], check=True, stdout=subprocess.DEVNULL)
         paths.append(args.out / f"fleet-{nodes}n-{args.days:g}d-seed{args.seed}.json")
     if not paths:
-        parser.error("give reports, or --run")
+        checker.error("give reports, or --run")
     print(table([json.loads(path.read_text()) for path in paths]))
     return 0
 

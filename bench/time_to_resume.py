@@ -49,7 +49,7 @@ SCENARIOS: list[tuple[str, str, dict[str, Any], str, str]] = [
     ),
     ("resume-per-job", "resume-per-job", {}, "two jobs: one resume=after_rejoin, one at once", "-"),
     ("job-node-failure", "job-node-failure", {}, "the job failed first (JobRecovery, nested node recovery)", "-"),
-    ("rack-storm", "rack-storm", {}, "a rack of 8 nodes under 2 jobs", "-"),
+    ("rack-storm", "rack-storm", {}, "a rack: 64 of 512 nodes at once, under 2 of 8 jobs", "-"),
     (
         "health-gate, 2nd ok",
         "health-gate-replaced-again",

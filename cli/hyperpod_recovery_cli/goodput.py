@@ -28,6 +28,7 @@ from hyperpod_recovery_cli.inputs import InputRefused, bounded, one_line
 from hyperpod_recovery_cli.oncall import _since, _table
 from hyperpod_recovery_cli.planner import defaults, plan_goodput
 from hyperpod_recovery_cli.planner.model import RECOVERY_PHASES, GoodputPlan, PlannerInputs
+from hyperpod_recovery_cli.planner.sentences import change_lines, ettr_line, minutes, pct
 from hyperpod_recovery_cli.stack import read_stack
 
 DURATION = re.compile(r"^(?P<n>[0-9]+(?:\.[0-9]+)?)(?P<unit>[smhd]?)$")
@@ -189,14 +190,6 @@ def run_goodput(args: argparse.Namespace, client: Callable[[str], Any], out: Tex
 
 
 # --- the terminal table ---------------------------------------------------------------------------
-def pct(ratio: float) -> str:
-    return f"{100 * ratio:.2f} %"
-
-
-def minutes(seconds: float) -> str:
-    return f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.0f} s"
-
-
 def _said(provenance: str, source: str) -> str:
     """``measured: <source>``; a source read from a file is shown on one line, its control characters escaped."""
     return f"{provenance}: {one_line(source)}" if source else provenance
@@ -219,12 +212,12 @@ def print_plan(plan: GoodputPlan, out: TextIO) -> None:
     interval, cost = inputs.checkpoint_interval_seconds, inputs.checkpoint_cost_seconds
     say(f"checkpoint    every {minutes(interval.value)} [{_said(interval.provenance, interval.source)}]")
     say(f"              {minutes(cost.value)} blocking [{_said(cost.provenance, cost.source)}]")
-    say(f"recovery      {minutes(ettr.recovery_seconds)} per failure (the phases below)")
+    waiting = plan.spares.no_spare_probability
+    spared = waiting is not None and bool(plan.spares.spares_given)
+    share = f"; replace, rejoin, health gate: the {pct(waiting or 0.0)} finding no spare" if spared else ""
+    say(f"recovery      {minutes(ettr.recovery_seconds)} per failure on average (the phases below{share})")
     say()
-    say(
-        f"ETTR {pct(ettr.ettr)} (Daly)   first order {pct(ettr.first_order_ettr)}: checkpoint {pct(ettr.checkpoint_loss)} | "
-        f"rework {pct(ettr.rework_loss)} | recovery {pct(ettr.recovery_loss)}"
-    )
+    say(ettr_line(ettr))
     say()
     rows = [["PHASE", "TIME", "ETTR COST", "1 MIN LESS BUYS", "FROM"]]
     for phase in plan.phases:
@@ -260,6 +253,9 @@ def print_plan(plan: GoodputPlan, out: TextIO) -> None:
     for job in plan.job_sizes:
         rows.append([f"{job.job_nodes:,}", f"{job.mttf_hours:.1f} h", pct(job.ettr), f"{job.action}: {job.why}"])
     _table(rows, out)
+    say()
+    for line in change_lines(plan.changes):
+        say(line)
     if plan.warnings:
         say()
         for warning in plan.warnings:

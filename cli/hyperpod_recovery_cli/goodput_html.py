@@ -12,6 +12,9 @@ from __future__ import annotations
 from html import escape
 
 from hyperpod_recovery_cli.planner.model import Curve, GoodputPlan, Modelled
+from hyperpod_recovery_cli.planner.sentences import NOTHING_TO_CHANGE, WHAT_TO_CHANGE, change_sentence
+from hyperpod_recovery_cli.planner.sentences import minutes as _minutes
+from hyperpod_recovery_cli.planner.sentences import pct as _pct
 
 WIDTH, HEIGHT, LEFT, RIGHT, TOP, BOTTOM = 640, 320, 60, 20, 20, 46
 STYLE = (
@@ -22,18 +25,18 @@ STYLE = (
 )
 
 
-def _pct(ratio: float) -> str:
-    return f"{100 * ratio:.2f} %"
-
-
-def _minutes(seconds: float) -> str:
-    return f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.0f} s"
-
-
 def _table(head: list[str], rows: list[list[str]]) -> str:
     cells = "".join(f"<th>{escape(h)}</th>" for h in head)
     body = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in row) + "</tr>" for row in rows)
     return f"<table><tr>{cells}</tr>{body}</table>"
+
+
+def _changes(plan: GoodputPlan) -> str:
+    """The terminal's "what to change" block, in its sentences."""
+    if not plan.changes:
+        return f"<h2>What to change</h2><p>{escape(NOTHING_TO_CHANGE)}</p>"
+    items = "".join(f'<li class="change">{escape(c.kind.replace("_", " "))}: {escape(change_sentence(c))}</li>' for c in plan.changes)
+    return f"<h2>What to change</h2><p>{escape(WHAT_TO_CHANGE)}</p><ul>{items}</ul>" + _model(plan.changes[0])
 
 
 def _model(modelled: Modelled) -> str:
@@ -150,6 +153,7 @@ def render_plan(plan: GoodputPlan) -> str:
         + "<h2>Shrink or wait, per job size</h2>"
         + _table(["job nodes", "MTTF", "ETTR", "action", "why"], jobs)
         + _model(plan.job_sizes[0])
+        + _changes(plan)
         + (f"<h2>Warnings</h2><ul>{warnings}</ul>" if warnings else "")
         + "</body></html>\n"
     )

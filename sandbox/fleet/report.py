@@ -22,7 +22,6 @@ and, failure or not, each checkpoint's blocking cost (the plan's ``checkpoint_co
 from __future__ import annotations
 
 import math
-import statistics
 from collections import Counter
 from datetime import datetime
 from pathlib import Path
@@ -35,6 +34,7 @@ from sandbox.aws import SandboxAWS
 from sandbox.clock import VirtualClock
 from sandbox.fleet.copies import FleetCopies
 from sandbox.fleet.cost import lambda_memory_mb, monthly_cost, price_table
+from sandbox.fleet.goodput import format_goodput, planner_inputs
 from sandbox.fleet.plan import FleetPlan, Hit
 from sandbox.fleet.series import fleet_series
 from sandbox.fleet.trace import Failure, Trace
@@ -144,8 +144,7 @@ def fleet_report(runner: FleetSource, drill: dict[str, Any]) -> dict[str, Any]:
     spans = [(runner.clock.started_at(e.name), runner.clock.now(e.name)) for e in executions]
     series = fleet_series(hits, jobs, end, spans)
 
-    phases = _phase_medians(runner, records)
-    goodput_inputs = planner_inputs(plan, len(trace.failures), phases, len(records))
+    goodput_inputs = planner_inputs(plan, len(trace.failures), hits, records)
     largest_item = runner.largest_item
     scan_units_per_tick = math.ceil(runner.progress_bytes_per_tick / 4096) / 2  # (a Scan reads eventually consistent: half a unit per 4 KB)
     report = {
@@ -412,66 +411,6 @@ def _hit_parts(runner: FleetSource, hit: Hit, end: float) -> dict[str, Any]:
     }
 
 
-# The goodput planner's phases, from the incidents' recorded phases (vocabulary.PhaseName).
-PHASE_SOURCES = {"cordon": ("cordon",), "replace": ("replace",), "rejoin": ("wait_for_rejoin",), "health_gate": ("resume",)}
-
-
-def planner_inputs(plan: FleetPlan, failures: int, phases: dict[str, float | None], incidents: int) -> dict[str, Any]:
-    """The run's figures as the goodput planner reads them (``hyperpod-recovery goodput --from``: the
-    schema is PlannerInputs, docs/goodput.md), each saying whether the run measured it or the plan gave
-    it. ``replace`` is the Batch call only: HyperPod's provisioning is in ``rejoin``. A phase no
-    incident went through is left out (the planner's default then says so)."""
-    run = f"fleet drill {plan.nodes} nodes x {plan.days:g} days"
-
-    def measured(value: float, what: str) -> dict[str, Any]:
-        return {"value": value, "provenance": "measured", "source": f"{run}: {what}"}
-
-    def given(value: float, what: str) -> dict[str, Any]:
-        return {"value": value, "provenance": "given", "source": f"{run}: {what}"}
-
-    measured_phases = {
-        name: measured(
-            value, "the failure to its execution's start, median" if name == "detect" else f"median over {incidents} incident(s)"
-        )
-        for name, value in phases.items()
-        if value is not None and name != "restart"
-    }
-    sizes = sorted({plan.mix.nodes_each, plan.nodes}, reverse=True)
-    inputs = {
-        "nodes": measured(plan.nodes, "the cluster"),
-        "failure_rate": {
-            "failures": max(1, failures),
-            "node_days": plan.nodes * plan.days,
-            "provenance": "measured",
-            "source": f"{run}: the trace",
-        },
-        "phases_seconds": {**measured_phases, "restart": given(plan.restart_seconds, "the job's modelled start-up")},
-        "checkpoint_interval_seconds": given(plan.checkpoint_interval_seconds, "the jobs' checkpoint interval"),
-        "checkpoint_cost_seconds": given(plan.checkpoint_cost_seconds, "the jobs' blocking checkpoint cost"),
-        "spare_nodes": plan.spares,
-        "job_sizes": sizes,
-    }
-    return inputs
-
-
-def _phase_medians(runner: FleetSource, records: dict[str, IncidentRecord]) -> dict[str, float | None]:
-    """Median seconds of each recovery phase over the node incidents that recovered; ``detect`` is the
-    failure to its execution's start (measured per failure); ``restart`` is the plan's (modelled)."""
-    durations: dict[str, list[float]] = {name: [] for name in PHASE_SOURCES}
-    for record in records.values():
-        if record.workflow != "node" or record.outcome != "recovered":
-            continue
-        for name, sources in PHASE_SOURCES.items():
-            spent = sum((p.end - p.start).total_seconds() for p in record.phases if p.name in sources)
-            if any(p.name in sources for p in record.phases):
-                durations[name].append(spent)
-    detect = [at - f.at for f, at in runner.handled_at.items()]
-    medians: dict[str, float | None] = {"detect": round(statistics.median(detect), 1) if detect else None}
-    medians |= {name: round(statistics.median(values), 1) if values else None for name, values in durations.items()}
-    medians["restart"] = runner.plan.restart_seconds
-    return medians
-
-
 def _minutes(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds / 60:.1f} min"
 
@@ -575,8 +514,8 @@ def format_fleet_report(report: dict[str, Any]) -> str:
         f"largest state payload: {limits['largest_state_payload_bytes']:,} B ({limits['largest_state_payload_at']}) "
         f"of {limits['state_payload_limit_bytes']:,}",
         f"throttling errors met: {limits['throttling_errors_met']}",
-        "",
-        f"goodput_inputs: {report['goodput_inputs']}",
         f"wall time: {report['wall_seconds']:.1f} s",
+        "",
+        *format_goodput(report),
     ]
     return "\n".join(lines)

@@ -1,14 +1,16 @@
 """The fleet report (sandbox/fleet/report.py) as one self-contained HTML page: three inline SVG plots
 of its ``series`` (job downtime per hit over the run with its p50 and p99; ETTR per day, the mean over
 jobs with its min-max band and each job faint; executions running over the run, a step line with
-its peak) and the report's tables. No script, font or stylesheet is fetched: it opens offline, from
+its peak), the report's tables, and the goodput planner's view of the run with what to change, the
+terminal's lines (sandbox/fleet/goodput.py). No script, font or stylesheet is fetched: it opens offline, from
 a file; the only addresses on it are the prices' sources, as links.
 
 What a test can find: each plot is an ``svg`` with class ``fleet-downtime``, ``fleet-ettr`` or
 ``fleet-concurrency``; a hit is a ``circle.hit`` (data-at seconds, data-downtime seconds), a
 percentile a ``line.pctl`` (data-name, data-seconds), a job's days a ``polyline.job`` (data-job;
 one point a day), the mean a ``polyline.mean``, the steps a ``path.steps`` (data-steps), the peak a
-``circle.peak`` (data-peak, data-at). Each table has an id. Every string from the report is escaped.
+``circle.peak`` (data-peak, data-at). Each table has an id; the planner's lines are ``pre.goodput``.
+Every string from the report is escaped.
 """
 
 from __future__ import annotations
@@ -17,6 +19,10 @@ import math
 from collections.abc import Callable
 from html import escape
 from typing import Any
+
+from sandbox.fleet.goodput import format_goodput
+
+NEWLINE = "\n"
 
 WIDTH, HEIGHT, LEFT, RIGHT, TOP, BOTTOM = 760, 300, 64, 20, 16, 44
 DAY = 86_400.0
@@ -341,5 +347,10 @@ def render_fleet_html(report: dict[str, Any]) -> str:
         + ettr_chart(report)
         + "<h2>Concurrent recoveries</h2>"
         f"<p>peak {report['series']['concurrent_executions']['peak']} executions running at once, "
-        f"{report['executions']['total']} in all</p>" + concurrency_chart(report) + _tables(report) + "</body></html>\n"
+        f"{report['executions']['total']} in all</p>"
+        + concurrency_chart(report)
+        + _tables(report)
+        + "<h2>The goodput planner on this run, and what to change</h2>"
+        + f'<pre class="goodput">{escape(NEWLINE.join(format_goodput(report)))}</pre>'
+        + "</body></html>\n"
     )

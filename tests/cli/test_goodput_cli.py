@@ -7,6 +7,7 @@ import contextlib
 import io
 import json
 import re
+from html import unescape
 from pathlib import Path
 
 import pytest
@@ -150,8 +151,13 @@ def test_given_html_then_one_offline_page_holds_both_curves_with_the_measured_po
     # And nothing is fetched: no script, no stylesheet or image link, no URL but the SVG namespace
     assert "<script" not in html and "<link" not in html and "<img" not in html
     assert set(re.findall(r"https?://[^\"' <]+", html)) == {"http://www.w3.org/2000/svg"}
-    # And it names the models and their assumptions
-    assert html.count('class="model"') == 5
+    # And it names the models and their assumptions (the changes' too)
+    assert html.count('class="model"') == 6
+    # And it says what to change in the terminal's own sentences
+    block = printed.split("what to change", 1)[1].split("\n\n", 1)[0].splitlines()[1:]
+    said = [" ".join(line.split()) for line in block]
+    shown = [" ".join(unescape(item).replace(": ", " ", 1).split()) for item in re.findall(r'<li class="change">(.*?)</li>', html)]
+    assert said and shown == said
 
 
 # --- refusals -----------------------------------------------------------------------------------

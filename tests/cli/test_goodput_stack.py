@@ -96,7 +96,8 @@ def test_given_a_stack_with_no_recovery_yet_then_defaults_stand_in_and_are_said(
     assert "warning: neither measured nor given, assumed: detect, cordon, replace, rejoin, health_gate, restart" in printed
     # And the phases the stack's parameters assume are taken from the stack, said as such
     assert re.search(r"^rejoin .* default: stack sandbox parameter ExpectedReplacementSeconds$", printed, re.MULTILINE)
-    assert re.search(r"^detect .* default: ByteRobust", printed, re.MULTILINE)
+    # And the phases it has no parameter for are the drills' own timings, naming the drill
+    assert re.search(r"^detect .* default: measured in drill job-hang: ", printed, re.MULTILINE)
 
 
 def test_given_a_prefix_without_two_commits_then_it_is_refused_saying_what_to_give(tmp_path: Path) -> None:

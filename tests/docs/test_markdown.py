@@ -127,32 +127,19 @@ def test_every_docs_section_the_code_points_a_reader_to_exists() -> None:
 TRACKER = re.compile(
     r"\bissues? \d+|\bissue #\d+|\b(?:PR|pull request) #?\d+|(?<![\w&/.)\]-])#\d+\b|research note|\.\./shared/", re.IGNORECASE
 )
-# Text the CLI prints today that docs/goodput.md shows verbatim, each with the file that prints it:
-# the sample keeps it while the code does (a test below fails once the code no longer prints it).
-PRINTED_BY_THE_CLI = {
-    "rule of issue 33": "cli/hyperpod_recovery_cli/planner/plan.py",
-    "(research note §3)": "cli/hyperpod_recovery_cli/planner/defaults.py",
-}
 
 
 def tracker_references(doc: Document, text: str) -> list[str]:
-    found = []
-    for number, line in enumerate(text.splitlines(), 1):
-        for allowed in PRINTED_BY_THE_CLI:
-            line = line.replace(allowed, "")
-        found += [f"{doc.path.name}:{number}: {match.group(0)!r}" for match in TRACKER.finditer(line)]
-    return found
+    return [
+        f"{doc.path.name}:{number}: {match.group(0)!r}"
+        for number, line in enumerate(text.splitlines(), 1)
+        for match in TRACKER.finditer(line)
+    ]
 
 
 def test_user_docs_say_the_fact_not_the_issue_number_or_a_note_outside_the_repository() -> None:
     found = [problem for path, doc in DOCS.items() if path != HISTORY for problem in tracker_references(doc, path.read_text())]
     assert found == []
-
-
-def test_each_tracker_reference_the_docs_may_quote_is_still_printed_by_the_cli() -> None:
-    # When the CLI stops printing it, the docs' sample must stop showing it (and this entry goes).
-    for text, source in PRINTED_BY_THE_CLI.items():
-        assert text.strip("()") in (ROOT / source).read_text(), (text, source)
 
 
 # --- each check catches its defect ------------------------------------------------------------------

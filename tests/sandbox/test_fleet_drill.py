@@ -5,8 +5,10 @@ on EKS alike (each test runs on both: the jobs' copies are Slurm jobs, or PyTorc
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
+from itertools import takewhile
 from pathlib import Path
 from typing import Any, Literal
 
@@ -89,6 +91,31 @@ def test_given_a_fleet_report_when_the_goodput_planner_reads_it_then_it_plans_fr
     assert 0 < plan.ettr.ettr < 1
 
 
+def test_the_fleet_report_and_the_planner_on_its_inputs_print_the_same_ettr(
+    bench_run: tuple[dict[str, Any], str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given a fleet run as bench/fleet.py printed it, and its report
+    report, printed = bench_run
+    path = tmp_path / "fleet.json"
+    path.write_text(json.dumps(report))
+    # When `hyperpod-recovery goodput --from` plans from the report's inputs
+    assert main(["goodput", "--from", str(path)]) == 0
+    planner = capsys.readouterr().out
+    # Then both print the same ETTR line, to the printed precision, and the same changes with what each buys
+    (fleet_ettr,) = re.findall(r"ETTR [0-9.]+ % \(Daly\).*?recovery [0-9.]+ %", printed)
+    (planner_ettr,) = re.findall(r"ETTR [0-9.]+ % \(Daly\).*?recovery [0-9.]+ %", planner)
+    assert fleet_ettr == planner_ettr
+    assert changes_said(printed) == changes_said(planner)
+    # And the report ends with what to change, not a raw dict
+    assert "{'" not in printed.split("the goodput planner", 1)[1]
+
+
+def changes_said(printed: str) -> list[str]:
+    """The "what to change" block's lines, as printed: its heading, then its indented lines."""
+    heading, *rest = ("what to change" + printed.split("what to change", 1)[1]).splitlines()
+    return [heading, *takewhile(lambda line: line.startswith("  "), rest)]
+
+
 def test_given_a_fleet_run_then_the_limits_and_costs_are_measured(bench_run: tuple[dict[str, Any], str]) -> None:
     report, printed = bench_run
     limits = report["limits"]
@@ -96,7 +123,9 @@ def test_given_a_fleet_run_then_the_limits_and_costs_are_measured(bench_run: tup
     assert 0 < limits["largest_state_payload_bytes"] < limits["state_payload_limit_bytes"]
     assert report["cost_per_day"]["state_transitions"] > 0 and report["cost_per_day"]["lambda_invocations"] > 0
     assert report["executions"]["peak_concurrent"] >= 1
-    for section in ("ETTR per job", "job downtime per hit", "pages to a human", "largest DynamoDB item", "goodput_inputs"):
+    sections = ("ETTR per job", "job downtime per hit", "pages to a human", "largest DynamoDB item", "the goodput planner")
+    sections += ("what to change",)
+    for section in sections:
         assert section in printed
     if report["plan"]["orchestrator"] == "eks":
         # (Find Failed Jobs lists the jobs every minute: run where a job failed, the others counted)

@@ -6,14 +6,17 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import subprocess
 import sys
+from html import unescape
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from sandbox.fleet.goodput import format_goodput
 from sandbox.fleet.report_html import render_fleet_html
 from tests.conftest import ROOT
 
@@ -193,6 +196,17 @@ def test_given_a_fleet_run_then_every_number_in_the_tables_is_the_jsons(fleet_ru
     limits = report["limits"]
     assert tables["limits"][1][1] == f"{limits['largest_dynamodb_item_bytes']:,}"
     assert tables["limits"][2][1] == f"{limits['largest_state_payload_bytes']:,}"
+
+
+def test_given_a_fleet_run_then_the_page_ends_with_the_planners_view_as_the_terminal_prints_it(
+    fleet_run: tuple[dict[str, Any], str],
+) -> None:
+    # Given the fleet run's report and page
+    report, page = fleet_run
+    # Then the page holds the planner's ETTR and what to change, the lines the terminal prints
+    (shown,) = re.findall(r'<pre class="goodput">(.*?)</pre>', page, re.DOTALL)
+    assert unescape(shown).splitlines() == format_goodput(report)
+    assert "what to change" in unescape(shown) and "ETTR" in unescape(shown)
 
 
 def test_given_markup_in_the_data_when_rendered_then_it_is_shown_as_text(fleet_run: tuple[dict[str, Any], str]) -> None:

@@ -1,14 +1,21 @@
-"""What the planner assumes when a figure is neither measured nor given, each with where it comes from
-(../shared/reference/goodput-models.md; template.yaml's parameter defaults). Printed as ``default``."""
+"""What the planner assumes when a figure is neither measured nor given, each with where it comes from:
+the pipeline's own drills for the phases a stack has no parameter for (measured_defaults.py, written by
+tools/planner_defaults.py from the drill goldens), template.yaml's parameter defaults for the others,
+published figures or a plain assumption for the rest. Printed as ``default``."""
 
 from __future__ import annotations
 
+from hyperpod_recovery_cli.planner.measured_defaults import MEASURED
 from hyperpod_recovery_cli.planner.model import FailureRate, Figure, RecoveryPhase
 
+# (a drill measures the sandbox's pipeline: its agent's and AWS doubles' timings, on virtual time)
+_FROM_DRILLS: dict[RecoveryPhase, Figure] = {
+    "detect": Figure(value=MEASURED["detect"][0], provenance="default", source=MEASURED["detect"][1]),
+    "cordon": Figure(value=MEASURED["cordon"][0], provenance="default", source=MEASURED["cordon"][1]),
+    "replace": Figure(value=MEASURED["replace"][0], provenance="default", source=MEASURED["replace"][1]),
+}
 PHASES: dict[RecoveryPhase, Figure] = {
-    "detect": Figure(value=600, provenance="default", source="ByteRobust (SOSP '25): a ~10 min NCCL timeout without active inspection"),
-    "cordon": Figure(value=60, provenance="default", source="assumption: one controller-agent command"),
-    "replace": Figure(value=60, provenance="default", source="assumption: the replacement call and its check"),
+    **_FROM_DRILLS,
     "rejoin": Figure(value=600, provenance="default", source="template.yaml ExpectedReplacementSeconds default"),
     "health_gate": Figure(
         value=120,
@@ -23,8 +30,14 @@ STACK_PARAMETERS: dict[RecoveryPhase, str] = {
     "health_gate": "ReplacementHealthCheckSeconds",
     "restart": "ElasticGrowBackSeconds",
 }
-CHECKPOINT_INTERVAL = Figure(value=1800, provenance="default", source="assumption: every 30 min (research note §3)")
-CHECKPOINT_COST = Figure(value=60, provenance="default", source="assumption: 60 s blocking write (research note §3)")
+CHECKPOINT_INTERVAL = Figure(
+    value=1800, provenance="default", source="assumption: every 30 min (Meta models 5 to 60 min: Kokolis et al., HPCA 2025)"
+)
+CHECKPOINT_COST = Figure(
+    value=60,
+    provenance="default",
+    source="assumption: a 60 s blocking write, a synchronous save (async: O(10 s), Kokolis et al., HPCA 2025)",
+)
 
 # Published node failure rates (per 1,000 node-days of 8-GPU nodes), by the name --failure-rate takes.
 RATE_PRESETS: dict[str, FailureRate] = {

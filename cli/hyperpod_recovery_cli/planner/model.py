@@ -196,6 +196,20 @@ class JobSizeAdvice(Modelled):
     why: str
 
 
+ChangeKind = Literal["checkpoint_interval", "spares", "shrink", "detection"]
+
+
+class Change(Modelled):
+    """One thing to change, alone, and the ETTR it would buy (Daly's, as the headline's)."""
+
+    kind: ChangeKind
+    now: str  # the setting now, in words ("every 30.0 min")
+    to: str  # the setting changed to ("every 18.6 min")
+    how: str  # where it is changed
+    ettr: float
+    gain_points: float  # 100 x (ettr - the headline's ETTR)
+
+
 class CurvePoint(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     x: float
@@ -219,6 +233,7 @@ class GoodputPlan(BaseModel):
     interval: IntervalAdvice
     spares: SparesAdvice
     job_sizes: list[JobSizeAdvice]
+    changes: list[Change]  # what to change, the most ETTR first
     recovery_curve: Curve
     interval_curve: Curve
     warnings: list[str]

@@ -8,10 +8,13 @@ from __future__ import annotations
 import math
 
 from hyperpod_recovery.domain.elastic.decide import Estimate, shrink_wins
+from hyperpod_recovery_cli.planner import defaults
 from hyperpod_recovery_cli.planner import formulas as f
 from hyperpod_recovery_cli.planner.model import (
     RECOVERY_PHASES,
     REPAIR_PHASES,
+    Change,
+    ChangeKind,
     Curve,
     CurvePoint,
     EttrEstimate,
@@ -23,12 +26,13 @@ from hyperpod_recovery_cli.planner.model import (
     Provenance,
     SparesAdvice,
 )
+from hyperpod_recovery_cli.planner.sentences import minutes
 
 SPARES_PERCENTILE = 0.99
-# The first-order decomposition holds while what one failure costs is small against M (note §5.6).
+# The first-order decomposition holds while what one failure costs is small against M (Daly 2006).
 FIRST_ORDER_SHARE = 0.1
 # Meta measured a 1,024-GPU job's MTTF at 7.9 h where the node rate predicts 28.8 h: below this
-# many GPUs the per-node model is optimistic (note §1.2).
+# many GPUs the per-node model is optimistic (Kokolis et al., HPCA 2025).
 SMALL_JOB_GPUS = 512
 CURVE_POINTS = 61
 
@@ -37,14 +41,18 @@ NO_QUEUE = "no scheduler queue time, no job-level failure beyond the node rate"
 DALY = "Daly (2006) exact expectation: ETTR = τ / (M·e^{R/M}·(e^{(τ+δ)/M} − 1))"
 DALY_ASSUMES = [
     FAILURES,
-    "every failure costs the recovery R (the phases' sum), then work resumes from the last checkpoint",
+    "every failure costs the recovery R, then work resumes from the last checkpoint; R is the phases' sum, the repair "
+    "phases (replace, rejoin, health gate) only for the failures that find no spare",
     "failures during recovery and checkpoints are counted (exponential model)",
     "δ is the blocking part of one checkpoint",
     NO_QUEUE,
 ]
 FIRST_ORDER = "first-order decomposition (Kokolis et al., HPCA 2025): lost ≈ δ/(τ+δ) + (τ/2)/M + R/M"
 FIRST_ORDER_ASSUMES = [FAILURES, "losses add up; no failure during a recovery", "valid while τ + δ + R ≪ M", NO_QUEUE]
-PHASE_COST = "first order: a phase of t costs t/M of wall-clock; one minute less: Daly's ETTR difference"
+PHASE_COST = (
+    "first order: a phase of t costs t/M of wall-clock (a repair phase: for the failures that find no spare); "
+    "one minute less: the plan again with that phase a minute shorter, Daly's ETTR difference"
+)
 INTERVAL = "Young (1974) sqrt(2δM); Daly (2006) higher-order estimate; numeric maximum of Daly's ETTR (recommended)"
 INTERVAL_ASSUMES = [FAILURES, "R does not move the optimum (it scales wall time by e^{R/M})", "δ fixed per checkpoint"]
 SPARES = (
@@ -57,7 +65,7 @@ SPARES_ASSUMES = [
     "spares = 1 + the 99th percentile of nodes in repair: 99 % of failures find one free",
     "a job that finds a spare restarts on it at once: its recovery loses the repair phases",
 ]
-SHRINK = "shrink-or-wait rule of issue 33 (domain/elastic/decide.py shrink_wins): shrink when T·n/N > R"
+SHRINK = "the elastic recovery's shrink-or-wait rule (domain/elastic/decide.py shrink_wins): shrink when T·n/N > R"
 SHRINK_ASSUMES = [
     "one node lost per failure (k = 1); the job reshards to any smaller size",
     "T = the failed node's replacement: replace + rejoin + health gate",
@@ -72,21 +80,51 @@ def plan_goodput(inputs: PlannerInputs) -> GoodputPlan:
     tau, delta, recovery = (
         inputs.checkpoint_interval_seconds.value / 60,
         inputs.checkpoint_cost_seconds.value / 60,
-        inputs.recovery_seconds / 60,
+        expected_recovery_seconds(inputs) / 60,
     )
     mttf = f.job_mttf_minutes(job, rate)
     ettr = _ettr(job, rate, tau, delta, recovery)
+    interval = _interval(tau, delta, recovery, mttf)
+    spares = _spares(inputs, rate, ettr)
+    job_sizes = [_job_size(inputs, size, rate, tau, delta, recovery) for size in inputs.jobs]
     return GoodputPlan(
         inputs=inputs,
         ettr=ettr,
         phases=_phase_costs(inputs, ettr, mttf),
-        interval=_interval(tau, delta, recovery, mttf),
-        spares=_spares(inputs, rate, ettr),
-        job_sizes=[_job_size(inputs, size, rate, tau, delta, recovery) for size in inputs.jobs],
+        interval=interval,
+        spares=spares,
+        job_sizes=job_sizes,
+        changes=changes(inputs, ettr, interval, spares, job_sizes[0]),
         recovery_curve=_recovery_curve(tau, delta, recovery, mttf),
         interval_curve=_interval_curve(tau, delta, recovery, mttf),
         warnings=_warnings(inputs, job, tau, delta, recovery, mttf),
     )
+
+
+def no_spare_share(inputs: PlannerInputs, spares: int | None = None) -> float:
+    """The share of failures that find no spare free: every one without spares; with ``spares`` (default:
+    the inputs'), those that find the others in repair holding them all (Poisson arrivals see time averages)."""
+    given = inputs.spare_nodes.value if spares is None and inputs.spare_nodes is not None else spares
+    if not given:
+        return 1.0
+    seconds, _, _ = repair_window(inputs)
+    in_repair = inputs.nodes.value * inputs.failure_rate.per_node_day * seconds / 86_400
+    return max(0.0, 1 - f.poisson_cdf(given - 1, in_repair))
+
+
+def expected_recovery_seconds(inputs: PlannerInputs, *, spares: int | None = None, shrink: bool = False) -> float:
+    """What one failure costs the job, on average: every phase, but the repair phases only for the failures
+    that find no spare (one that finds a spare runs again on it at once, as the pipeline resubmits it). With
+    ``shrink``, a job that finds none runs on one node less meanwhile instead of waiting: T/n of its
+    throughput, and one more restart to grow back (the elastic rule's terms)."""
+    repair = sum(inputs.phases_seconds[phase].value for phase in REPAIR_PHASES)
+    waited = repair / inputs.jobs[0] + inputs.phases_seconds["restart"].value if shrink else repair
+    return _always_seconds(inputs) + no_spare_share(inputs, spares) * waited
+
+
+def _always_seconds(inputs: PlannerInputs) -> float:
+    """The phases every failure goes through, spare or not."""
+    return sum(figure.value for phase, figure in inputs.phases_seconds.items() if phase not in REPAIR_PHASES)
 
 
 def _ettr(job: int, rate: float, tau: float, delta: float, recovery: float) -> EttrEstimate:
@@ -110,11 +148,17 @@ def _ettr(job: int, rate: float, tau: float, delta: float, recovery: float) -> E
 
 
 def _phase_costs(inputs: PlannerInputs, ettr: EttrEstimate, mttf: float) -> list[PhaseCost]:
-    tau, delta, recovery = ettr.interval_seconds / 60, ettr.cost_seconds / 60, ettr.recovery_seconds / 60
+    """Each phase's share of the expected recovery (a repair phase's only for the failures that find no
+    spare), and what planning again with it one minute shorter (not below 0) gives."""
+    tau, delta = ettr.interval_seconds / 60, ettr.cost_seconds / 60
+    waiting = no_spare_share(inputs)
     costs = []
     for phase, figure in inputs.phases_seconds.items():
-        minutes = figure.value / 60
-        shorter = f.daly_ettr(tau, delta, recovery - min(1.0, minutes), mttf)
+        shorter = inputs.model_copy(
+            update={"phases_seconds": inputs.phases_seconds | {phase: figure.model_copy(update={"value": max(0.0, figure.value - 60)})}}
+        )
+        shorter_ettr = f.daly_ettr(tau, delta, expected_recovery_seconds(shorter) / 60, mttf)
+        share = waiting if phase in REPAIR_PHASES else 1.0
         costs.append(
             PhaseCost(
                 model=PHASE_COST,
@@ -123,8 +167,8 @@ def _phase_costs(inputs: PlannerInputs, ettr: EttrEstimate, mttf: float) -> list
                 seconds=figure.value,
                 provenance=figure.provenance,
                 source=figure.source,
-                ettr_points=100 * minutes / mttf,
-                minute_less_points=100 * (shorter - ettr.ettr),
+                ettr_points=100 * share * figure.value / 60 / mttf,
+                minute_less_points=100 * (shorter_ettr - ettr.ettr),
             )
         )
     return sorted(costs, key=lambda cost: RECOVERY_PHASES.index(cost.phase))
@@ -177,7 +221,7 @@ def _spares(inputs: PlannerInputs, rate: float, ettr: EttrEstimate) -> SparesAdv
         ettr_with_spare=f.daly_ettr(
             ettr.interval_seconds / 60,
             ettr.cost_seconds / 60,
-            (ettr.recovery_seconds - sum(inputs.phases_seconds[phase].value for phase in REPAIR_PHASES)) / 60,
+            _always_seconds(inputs) / 60,
             ettr.mttf_hours * 60,
         ),
     )
@@ -268,3 +312,67 @@ def _warnings(inputs: PlannerInputs, job: int, tau: float, delta: float, recover
     if math.isclose(delta, 0.0):
         warnings.append("a checkpoint that costs nothing: checkpoint as often as the storage allows")
     return warnings
+
+
+CHANGES = "each change alone, planned again with the same models: Daly's ETTR with that setting changed, minus ETTR now"
+# Below this gain a change is not worth a line (a hundredth of a point, the tables' precision).
+WORTH_POINTS = 0.005
+
+
+def changes(inputs: PlannerInputs, ettr: EttrEstimate, interval: IntervalAdvice, spares: SparesAdvice, job: JobSizeAdvice) -> list[Change]:
+    """What to change, each alone, with the ETTR it buys: the checkpoint interval, the spares kept, the
+    shrink opt-in of the largest job, the detection; the most ETTR first, none that buys under 0.005 points."""
+    tau, delta, mttf = ettr.interval_seconds / 60, ettr.cost_seconds / 60, ettr.mttf_hours * 60
+
+    def with_recovery(seconds: float) -> float:
+        return f.daly_ettr(tau, delta, seconds / 60, mttf)
+
+    def change(kind: ChangeKind, now: str, to: str, how: str, value: float) -> Change:
+        return Change(
+            model=CHANGES, assumptions=DALY_ASSUMES, kind=kind, now=now, to=to, how=how, ettr=value, gain_points=100 * (value - ettr.ettr)
+        )
+
+    found = [
+        change(
+            "checkpoint_interval",
+            f"every {minutes(ettr.interval_seconds)}",
+            f"every {minutes(interval.best_seconds)}",
+            "the job's checkpoint interval (numeric maximum of Daly's ETTR)",
+            interval.ettr_at_best,
+        )
+    ]
+    kept = spares.spares_given or 0
+    if spares.p99_spares > kept:
+        found.append(
+            change(
+                "spares",
+                f"{kept} spare node(s)",
+                f"{spares.p99_spares} spare node(s)",
+                "idle nodes in the job's instance group (99 % of failures find one)",
+                with_recovery(expected_recovery_seconds(inputs, spares=spares.p99_spares)),
+            )
+        )
+    if job.action == "shrink":
+        found.append(
+            change(
+                "shrink",
+                "waits for its replacement",
+                f"shrinks to {job.job_nodes - 1} of {job.job_nodes} nodes meanwhile",
+                'the job\'s opt-in, resume=elastic (docs/runbook.md, "When a job runs again")',
+                with_recovery(expected_recovery_seconds(inputs, shrink=True)),
+            )
+        )
+    detect = inputs.phases_seconds["detect"].value
+    measured = defaults.PHASES["detect"]
+    if detect > measured.value:
+        shorter = inputs.model_copy(update={"phases_seconds": inputs.phases_seconds | {"detect": measured}})
+        found.append(
+            change(
+                "detection",
+                f"detect in {minutes(detect)}",
+                f"detect in {minutes(measured.value)} ({measured.source.split(':', 1)[0]})",
+                "the job reports its progress, so that Detect Hung Jobs finds a silent hang (docs/progress.md)",
+                with_recovery(expected_recovery_seconds(shorter)),
+            )
+        )
+    return sorted((c for c in found if c.gain_points >= WORTH_POINTS), key=lambda c: -c.gain_points)

@@ -1,4 +1,4 @@
-"""Shrink now, or wait for the replacement: the rule of issue 33, from measured figures.
+"""Shrink now, or wait for the replacement: the rule that compares their expected costs, from measured figures.
 
 Let N be the job's nodes, k the nodes it would run without (its lost nodes, rounded up to what its
 opt-in and checkpoint allow), T the expected wait for the replacement and R the cost of growing
