@@ -153,6 +153,11 @@ def check_stop(story: Story, argv: list[str], run: Callable[[], tuple[int, str]]
     """The execution is stopped, then recorded aborted by Reconcile Execution (a minute passes after each command)."""
     code, said = run()
     assert code == 0 and "stopped (OperatorStopped" in said, said
+    # it keeps what it says it keeps: a lock of the incident on each node its printed release names
+    kept = {lock.node for lock in story.ledger.node_locks("llm-train", story.now()) if lock.incident == argv[1]}
+    for release in (c for c in PASTE_READY.findall(said) if c.startswith("locks release ")):
+        nodes = shlex.split(release)[2 : shlex.split(release).index("--stack")]
+        assert all(_names([node]) & kept for node in nodes), f"{nodes} said kept, locks held: {kept}"
     record = story.ledger.get_incident(argv[1])
     assert record is not None and record.outcome == "aborted", said
     return said
@@ -197,6 +202,7 @@ def follow(story: Story, commands: list[str], notifications: Callable[[], list[s
         seen.add(command)
         assert len(seen) <= MAX_COMMANDS, f"more than {MAX_COMMANDS} commands printed: {sorted(seen)}"
         argv = shlex.split(command)
+        assert not any(arg.startswith(HOST_LOCK_PREFIX) for arg in argv), f"a lock's key printed as a node: {command}"
         check = CHECKS.get(_kind(argv))
         assert check is not None, f"no check for `hyperpod-recovery {command}`: say what it claims in CHECKS"
         said = check(story, argv, lambda command=command: story.run(command))  # type: ignore[misc]

@@ -15,6 +15,7 @@ from collections.abc import Collection, Sequence
 from datetime import datetime
 
 from hyperpod_recovery.domain.record.locked import locked_nodes, locked_text
+from hyperpod_recovery.models.kubernetes import instance_of_node_name
 
 KEPT_WHY = (
     "it stopped half-way, so a node may still carry its drain or cordon, or a replacement it started may still be coming up, "
@@ -49,7 +50,8 @@ def stop_answer(incident: str, stack: str, locks: Collection[str], until: dateti
         return lines
     when = f"until {until:%Y-%m-%d %H:%M} UTC (EscalationHoldSeconds)" if until else "for EscalationHoldSeconds"
     lines.append(f"It keeps the locks on {locked_text(locks)} {when}: {KEPT_WHY}.")
-    release = release_command(stack, [*instances, *(h for h in hosts if h not in instances)])
+    # (an EKS node's name carries its instance: its record pairs the two, a Slurm hostname is named too)
+    release = release_command(stack, [*instances, *(h for h in hosts if h not in instances and instance_of_node_name(h) not in instances)])
     lines.append(f"When you have handled them, once `{show}` shows its record: `{release}`.")
     return lines
 

@@ -263,7 +263,7 @@ def _node_fate(
     if not cordoned:
         return NodeFate(node=name, instance=instance, fate="untouched", detail="the recovery stopped before it cordoned")
     instance = instance_of_node_name(name) if orchestrator == "eks" else instance
-    if instance is not None and instance in replaced and not end.saw_nodes_back:
+    if orchestrator == "eks" and instance is not None and instance in replaced and not end.saw_nodes_back:
         return NodeFate(node=name, instance=instance, fate="replacing", acted=True, detail=f"its replacement was initiated; {stopped}")
     return NodeFate(node=name, instance=instance, fate="unknown", detail=stopped)
 
