@@ -29,8 +29,10 @@ from typing import Any, Literal, TextIO
 from hyperpod_recovery.adapters.hyperpod import HyperPodCluster
 from hyperpod_recovery.adapters.ledger import DynamoLedger
 from hyperpod_recovery.domain.messages.advice import Deployment, next_steps
+from hyperpod_recovery.domain.messages.kept import show_command, still_running_refusal, stop_answer
 from hyperpod_recovery.domain.record.durations import format_duration
 from hyperpod_recovery.domain.record.fate_words import copy_label, copy_state_text, job_label
+from hyperpod_recovery.domain.record.replaced import Replacement, replacement_of
 from hyperpod_recovery.models.records import HOST_LOCK_PREFIX, AuditEntry, IncidentRecord, NodeHold, NodeLock
 from hyperpod_recovery_cli.changes import confirm, who
 from hyperpod_recovery_cli.drill import phase_chart, phases_from_record
@@ -48,6 +50,7 @@ SINCE = re.compile(r"^(?P<n>[0-9]{1,5})(?P<unit>[mhd])$")
 # What the operator may name a node by: an instance id, or the orchestrator's name of it
 # (a Slurm hostname, an EKS node name). The cluster's node list decides which it is.
 NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]{0,252}$")
+REPLACEMENTS_READ = 200  # recent records searched for what replaced a node named by its old name
 INCIDENT_NAME = re.compile(r"^[A-Za-z0-9_-]{1,80}$")  # an execution name (the incident id)
 
 
@@ -211,7 +214,8 @@ def list_incidents(args: argparse.Namespace, client: Callable[[str], Any], out: 
         outcome = record.outcome + (" (dry run)" if record.dry_run and record.outcome != "dry_run" else "")
         table.append([record.incident_id, outcome, trigger, nodes, _jobs_text(record), _age(record.recorded_at, now), record.error or "-"])
     _table(table, out)
-    print(f"\nhyperpod-recovery incidents show <INCIDENT> --stack {place.stack.name}: the record, timeline and phases", file=out)
+    newest = running[0].name if running else records[0].incident_id
+    print(f"\n`{show_command(place.stack.name, newest)}`: its record, timeline and phases (any incident above by its id)", file=out)
     return EXIT_OK
 
 
@@ -236,7 +240,7 @@ def show_incident(args: argparse.Namespace, client: Callable[[str], Any], out: T
         if running is None:
             raise OnCallRefused(
                 f"no incident {args.incident} in the ledger of stack {place.stack.name} and no execution of that name running "
-                f"(hyperpod-recovery incidents --stack {place.stack.name} lists them)"
+                f"(`hyperpod-recovery incidents --stack {place.stack.name}` lists them)"
             )
         if args.json:
             print(json.dumps(_running_row(running), indent=2), file=out)
@@ -324,9 +328,10 @@ def list_locks(args: argparse.Namespace, client: Callable[[str], Any], out: Text
             table.append([node, "cap place", f"incident {incident}", f"{until:%Y-%m-%d %H:%M} UTC"])
         _table(table, out)
     if holds:
-        print("\nholds (the pipeline leaves these nodes alone until `hyperpod-recovery unhold`):", file=out)
+        print("\nholds (the pipeline leaves these nodes alone until each is unheld):", file=out)
         for hold in holds:
             print(f"  {hold.node}: held by {hold.by} since {hold.at:%Y-%m-%d %H:%M} UTC: {hold.reason}", file=out)
+            print(f"    `hyperpod-recovery unhold {hold.node} --stack {place.stack.name} --reason 'what you did'`", file=out)
     return EXIT_OK
 
 
@@ -376,11 +381,7 @@ def release_lock(args: argparse.Namespace, client: Callable[[str], Any], out: Te
             )
         if status is not None and status["status"] == "RUNNING":
             held = ", ".join(node for node, (locks, _) in plans.items() if any(lock.incident == holder for lock in locks)) or "a cap place"
-            raise OnCallRefused(
-                f"{held} is held by incident {holder}, which is still running: releasing it under a running recovery "
-                f"lets a second one act on the node. Stop the incident instead: "
-                f"hyperpod-recovery stop {holder} --stack {place.stack.name} --reason '...' (it releases what it holds)"
-            )
+            raise OnCallRefused(still_running_refusal(held, holder, place.stack.name))
     for node, (locks, places) in plans.items():
         if not locks and not places:
             print(f"{node}: no lock and no place under the cap on {place.cluster}; nothing changed", file=out)
@@ -414,18 +415,19 @@ def _release_plan(
     place: Deployed, node: str, locks: list[NodeLock], places: dict[str, tuple[str, datetime]]
 ) -> tuple[list[NodeLock], dict[str, tuple[str, datetime]]]:
     """The locks and cap places to release for ``node``: its own, and its other identity's (instance
-    <-> hostname) as the record of the incident that holds it pairs them; never a name's that only
-    looks alike."""
+    <-> hostname) as the record of an incident that holds a lock pairs them, a replacement named by
+    its own name included; never a name's that only looks alike."""
     names = {node, f"{HOST_LOCK_PREFIX}{node}"}
-    for holder in {lock.incident for lock in locks if lock.node in names} | {i for n, (i, _) in places.items() if n == node}:
+    for holder in {lock.incident for lock in locks} | {i for i, _ in places.values()}:
         record = place.ledger.get_incident(holder)
         for fate in record.node_fates if record else []:
-            if node in (fate.node, fate.instance):
+            if node in (fate.node, fate.instance, fate.replacement, fate.replacement_node):
                 names |= {fate.node, f"{HOST_LOCK_PREFIX}{fate.node}"} | ({fate.instance} if fate.instance else set())
     return [lock for lock in locks if lock.node in names], {n: entry for n, entry in places.items() if n in names}
 
 
 def _node_name(text: str) -> str:
+    text = text.removeprefix(HOST_LOCK_PREFIX)  # a hostname lock's key, as `locks --json` and older messages print it
     if not NODE_NAME.fullmatch(text):
         raise InputRefused(f"node {text!r}: an instance id (i-...) or the orchestrator's name of the node")
     return text
@@ -447,35 +449,64 @@ def stop_incident(args: argparse.Namespace, client: Callable[[str], Any], out: T
     if not confirm(f"Stop incident {args.incident} (running since {status['startDate']:%Y-%m-%d %H:%M} UTC)?", args, stdin, out):
         print("nothing changed", file=out)
         return EXIT_NO
+    holdings = place.ledger.holdings(args.incident)  # read before the stop: what Reconcile Execution settles
     by = who(args, client)
     cause = f"stopped by {by}: {reason}"[:STOP_CAUSE_LIMIT]
     sfn.stop_execution(executionArn=status["executionArn"], error=STOP_ERROR, cause=cause)
     place.ledger.audit(place.cluster, AuditEntry(at=now, by=by, action="stop", target=args.incident, reason=reason))
     print(f"{args.incident}: stopped ({STOP_ERROR}: {cause})", file=out)
-    print(
-        "Reconcile Execution records it as aborted, gives back its claims and places, and keeps its nodes locked for "
-        f"EscalationHoldSeconds: hyperpod-recovery incidents show {args.incident} --stack {place.stack.name}",
-        file=out,
-    )
+    hold = place.stack.parameters.get("EscalationHoldSeconds")
+    until = now + timedelta(seconds=int(hold)) if hold and hold.isdigit() else None
+    for line in stop_answer(args.incident, place.stack.name, holdings.locks if holdings else set(), until):
+        print(line, file=out)
     return EXIT_OK
 
 
 # --- hold / unhold -----------------------------------------------------------------------------
-def _cluster_node(args: argparse.Namespace, client: Callable[[str], Any], place: Deployed, node: str) -> tuple[str, str | None]:
-    """(instance id, the orchestrator's name) of the node the operator named, from ListClusterNodes:
-    a hold on a name the cluster does not have would hold nothing, silently."""
-    for found in HyperPodCluster(place.cluster, sagemaker=client("sagemaker")).list_nodes():
-        name = found.name_in(place.orchestrator)
-        if node in (found.node_id, name):
-            return found.node_id, name
-    raise OnCallRefused(f"{node}: the cluster {place.cluster} has no such node (instance id or {place.orchestrator} name): nothing held")
+@dataclass(frozen=True)
+class NamedNode:
+    """The node the operator named, as the cluster lists it now; ``replaced``: the ledger's record of
+    the replacement that stands where the named (gone) node stood."""
+
+    instance: str
+    name: str | None
+    replaced: Replacement | None = None
+
+
+def _cluster_node(client: Callable[[str], Any], place: Deployed, node: str) -> NamedNode:
+    """The node the operator named, from ListClusterNodes, by instance id, its current name, or the
+    name of the node it replaced (the ledger's records of replacements): a hold on a name the cluster
+    does not have would hold nothing, silently."""
+    listed = [
+        (found.node_id, found.name_in(place.orchestrator))
+        for found in HyperPodCluster(place.cluster, sagemaker=client("sagemaker")).list_nodes()
+    ]
+    for instance, name in listed:
+        if node in (instance, name):
+            return NamedNode(instance, name)
+    replaced = replacement_of(node, place.ledger.incidents(place.cluster, limit=REPLACEMENTS_READ))
+    if replaced is not None:
+        for instance, name in listed:
+            if replaced.instance == instance:
+                return NamedNode(instance, name, replaced)
+    raise OnCallRefused(
+        f"{node}: the cluster {place.cluster} has no such node (instance id or {place.orchestrator} name), and no recorded "
+        "replacement stands in its place: nothing held"
+    )
 
 
 def hold_node(args: argparse.Namespace, client: Callable[[str], Any], out: TextIO, stdin: TextIO, now: datetime) -> int:
     reason = _reason(args)
     node = _node_name(args.node)
     place = deployed(args, client)
-    instance, name = _cluster_node(args, client, place, node)
+    found = _cluster_node(client, place, node)
+    instance, name = found.instance, found.name
+    if found.replaced is not None:  # the named node is gone: its replacement is the node held
+        print(
+            f"{node} was replaced by {instance}{f' ({name})' if name else ''} (incident {found.replaced.incident}): holding that node",
+            file=out,
+        )
+        node = name if place.orchestrator == "eks" and name else instance
     if node == instance or place.orchestrator == "eks":  # (an EKS node's name is its instance's: hyperpod-<instance id>)
         kind = "this instance only: a replacement is not held"
     else:
@@ -495,7 +526,7 @@ def hold_node(args: argparse.Namespace, client: Callable[[str], Any], out: TextI
     print(f"{node} ({instance}{', ' + name if name and name != node else ''}): held by {by}: {reason}", file=out)
     print(
         "New incidents skip it and say so (skipped: held). An incident already running on it goes on: "
-        f"hyperpod-recovery locks --stack {place.stack.name} shows who holds it now.",
+        f"`hyperpod-recovery locks --stack {place.stack.name}` shows who holds it now.",
         file=out,
     )
     return EXIT_OK
@@ -510,7 +541,8 @@ def unhold_node(args: argparse.Namespace, client: Callable[[str], Any], out: Tex
     names = [node]
     # (a node the cluster no longer has, replaced: its hold by that name is still removable)
     with contextlib.suppress(OnCallRefused):
-        names += [name for name in _cluster_node(args, client, place, node) if name]
+        found = _cluster_node(client, place, node)
+        names += [name for name in (found.instance, found.name) if name]
     current = place.ledger.node_holds(place.cluster, names)
     if not current:
         print(f"{node}: not held on {place.cluster} (under {', '.join(dict.fromkeys(names))}); nothing changed", file=out)
@@ -575,12 +607,20 @@ def add_commands(groups: Any, region: argparse.ArgumentParser, wrap: Callable[[C
     locks.set_defaults(run=wrap(list_locks, False))
     actions = locks.add_subparsers(dest="locks_command", title="commands", metavar="COMMAND")
     release = actions.add_parser("release", parents=[region], help="release a node's locks and cap place held by an ended incident")
-    release.add_argument("node", nargs="+", help="instance ids or hostnames (each node's other identity is released with it)")
+    release.add_argument(
+        "node",
+        nargs="+",
+        help="instance ids, current names, or the names of nodes they replaced (each node's other identity is released with it)",
+    )
     _stack(release)
     _change(release)
     release.set_defaults(run=wrap(release_lock, True))
 
-    stop = groups.add_parser("stop", parents=[region], help="stop a running incident (StopExecution); it is recorded and released")
+    stop = groups.add_parser(
+        "stop",
+        parents=[region],
+        help="stop a running incident (StopExecution): recorded aborted, its node locks kept for you (it prints the release)",
+    )
     stop.add_argument("incident", help="the incident id (the execution's name)")
     _stack(stop)
     _change(stop)
@@ -591,7 +631,10 @@ def add_commands(groups: Any, region: argparse.ArgumentParser, wrap: Callable[[C
         ("unhold", "let the pipeline act on a held node again", unhold_node),
     ):
         parser = groups.add_parser(name, parents=[region], help=text)
-        parser.add_argument("node", help="an instance id (i-...) or the orchestrator's name of the node")
+        parser.add_argument(
+            "node",
+            help="an instance id (i-...), the orchestrator's name of the node, or the name of a node it replaced (the ledger's record)",
+        )
         _stack(parser)
         _change(parser)
         parser.set_defaults(run=wrap(command, True))

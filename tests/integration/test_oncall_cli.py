@@ -369,3 +369,39 @@ def test_a_since_with_an_offset_is_the_same_moment_in_utc() -> None:
     assert _since("2026-11-26T02:00+05:00", now) == datetime(2026, 11, 25, 21, tzinfo=UTC)
     assert _since("2026-11-26T02:00+05:00", now).isoformat() < datetime(2026, 11, 25, 22, tzinfo=UTC).isoformat()  # as the index compares
     assert _since("6h", now) == datetime(2026, 11, 26, 6, tzinfo=UTC)
+
+
+def test_given_a_drill_in_the_try_out_then_it_follows_its_execution_on_virtual_time_to_its_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`make oncall RUN='drill --stack sandbox …'` once slept on real time while the sandbox's execution
+    waited for virtual time nobody advanced: silent for hours. A sleep on real time fails here."""
+    import time
+
+    from sandbox.oncall import run
+
+    def no_real_sleep(seconds: float) -> None:
+        raise AssertionError(f"a poller slept {seconds}s of real time: the sandbox's executions move on virtual time")
+
+    monkeypatch.setattr(time, "sleep", no_real_sleep)
+    printed = io.StringIO()
+    code = run(DEFAULT, ["drill --stack sandbox --node workers:3 --live --yes"], tmp_path / "lambda.log", printed)
+    assert code == 0 and "status: SUCCEEDED" in printed.getvalue() and "outcome: recovered" in printed.getvalue()
+
+
+def test_given_an_eks_escalation_then_release_by_the_replacements_name_or_a_lock_key_frees_the_replaced_nodes_locks(
+    tmp_path: Path,
+) -> None:
+    with stack(tmp_path, ORCHESTRATORS["eks"][1]) as (runner, aws):
+        runner.play()
+        (record,) = ledger(aws).incidents("llm-train")
+        (fate,) = [f for f in record.node_fates if f.replacement_node]
+        # When on-call names the node by what stands in its place now
+        code, printed, err = cli(runner, "locks", "release", fate.replacement_node or "", "--stack", "sandbox", "--reason", "r", "--yes")
+        # Then the replaced node's lock and its hostname lock are released
+        assert code == 0, err
+        assert f"host:{fate.node}" in printed and str(fate.instance) in printed
+        assert ledger(aws).node_locks("llm-train", runner.virtual_now()) == []
+        # And a lock's key as `locks --json` shows it is taken as the node it names
+        code, printed, err = cli(runner, "locks", "release", f"host:{fate.node}", "--stack", "sandbox", "--reason", "r", "--yes")
+        assert code == 0 and "nothing changed" in printed, err

@@ -115,3 +115,61 @@ def test_given_a_node_another_incident_holds_then_the_release_names_only_this_in
     ]
     text = "\n".join(next_steps(_escalated(node_fates=fates), DEPLOYMENT, T0))
     assert "locks release i-0abc --stack" in text and "i-0def --stack" not in text
+
+
+# --- what an incident that ended half-way keeps; what a capped one left alone ----------------------
+def test_given_a_stopped_incident_whose_record_lists_a_hostname_lock_key_then_no_command_names_a_lock_key() -> None:
+    from hyperpod_recovery.models.records import NodeFate
+
+    # (a record written before the fix listed the hostname's lock key among its nodes)
+    fates = [NodeFate(node="ip-10-1-0-3", fate="unknown", detail="the recovery stopped in Wait For Rejoin")]
+    record = _escalated(outcome="aborted", error="OperatorStopped", nodes=["host:ip-10-1-0-3", "i-0abc"], hostnames=["ip-10-1-0-3"])
+    text = "\n".join(next_steps(record.model_copy(update={"node_fates": fates}), DEPLOYMENT, T0))
+    assert "host:" not in text
+    assert "`hyperpod-recovery locks release i-0abc ip-10-1-0-3 --stack llm-train-recovery --reason 'what you did'`" in text
+    for command in COMMAND.findall(text):
+        _accepted(command)
+
+
+def test_given_a_stopped_incident_then_its_lock_line_says_why_the_nodes_stay_locked() -> None:
+    from hyperpod_recovery.domain.messages.kept import KEPT_WHY
+
+    text = "\n".join(next_steps(_escalated(outcome="aborted", error="OperatorStopped"), DEPLOYMENT, T0))
+    assert f"stay locked until 2026-03-14 09:00 UTC: {KEPT_WHY}." in text
+
+
+@pytest.mark.parametrize(("error", "when"), [("ClusterCapReached", "the cap has room"), ("CircuitBreakerOpen", "the breaker is reset")])
+def test_given_a_capped_node_recovery_then_it_says_the_nodes_were_left_alone_and_how_to_recover_each(error: str, when: str) -> None:
+    text = "\n".join(next_steps(_escalated(outcome="capped", error=error), DEPLOYMENT, None))
+    assert "ip-10-1-0-3, ip-10-1-0-4 were left alone, not drained or cordoned, not replaced, not locked" in text
+    assert f"once {when}" in text and "`hyperpod-recovery drill --stack llm-train-recovery --node i-0abc --live --yes`" in text
+    assert "one node per command, so each stays under the cap: i-0abc, i-0def" in text
+    for command in COMMAND.findall(text):
+        _accepted(command)
+
+
+def test_given_a_repeat_offender_then_no_left_alone_line_is_said_its_lock_is_kept() -> None:
+    text = "\n".join(next_steps(_escalated(outcome="capped", error="RepeatOffender"), DEPLOYMENT, None))
+    assert "left alone" not in text
+
+
+def test_stop_says_what_it_keeps_until_when_why_and_the_release_that_works_as_printed() -> None:
+    from hyperpod_recovery.domain.messages.kept import KEPT_WHY, stop_answer
+
+    lines = stop_answer("oncall-1", "llm-train-recovery", {"i-0abc", "host:ip-10-1-0-3"}, T0)
+    text = "\n".join(lines)
+    assert f"It keeps the locks on i-0abc (ip-10-1-0-3) until 2026-03-14 09:00 UTC (EscalationHoldSeconds): {KEPT_WHY}." in text
+    assert "`hyperpod-recovery locks release i-0abc ip-10-1-0-3 --stack llm-train-recovery --reason 'what you did'`" in text
+    assert "releases what it holds" not in text
+    for command in COMMAND.findall(text):
+        _accepted(command)
+    assert "no node lock" in "\n".join(stop_answer("oncall-1", "s", set(), None))
+
+
+def test_the_refusal_under_a_running_incident_says_stopping_keeps_the_locks() -> None:
+    from hyperpod_recovery.domain.messages.kept import still_running_refusal
+
+    text = still_running_refusal("i-0abc", "oncall-1", "llm-train-recovery")
+    assert "releases what it holds" not in text and "keeps its node locks" in text
+    (command,) = COMMAND.findall(text)
+    _accepted(command)

@@ -23,7 +23,9 @@ from typing import TYPE_CHECKING
 
 from hyperpod_recovery import errors
 from hyperpod_recovery.domain.jobs.eks_jobs import RESUBMITTED_FROM_ANNOTATION
+from hyperpod_recovery.domain.messages.kept import CAP_LEFT_ALONE, KEPT_WHY, release_command, show_command
 from hyperpod_recovery.domain.record.fate_words import job_step
+from hyperpod_recovery.domain.record.locked import locked_nodes
 from hyperpod_recovery.models.commands import AGENT_HEARTBEAT_TIMEOUT, owner_tag
 from hyperpod_recovery.models.kubernetes import OUR_ANNOTATIONS, QUARANTINE_TAINT_EFFECT, QUARANTINE_TAINT_KEY, node_name_for_instance
 from hyperpod_recovery.models.manifest import RESUME_FROM_ENV, RESUME_STEP_ENV
@@ -71,11 +73,11 @@ class Deployment:
 
     # The on-call commands (cli/hyperpod_recovery_cli/oncall.py); empty without the stack's name.
     def show(self, incident_id: str) -> str:
-        return f"hyperpod-recovery incidents show {incident_id} --stack {self.stack}" if self.stack else ""
+        return show_command(self.stack, incident_id) if self.stack else ""
 
     def release(self, nodes: Sequence[str]) -> str:
         """Release what an ended incident still holds of its nodes (both identities of each)."""
-        return f"hyperpod-recovery locks release {' '.join(nodes)} --stack {self.stack} --reason 'what you did'" if self.stack else ""
+        return release_command(self.stack, nodes) if self.stack else ""
 
     def hold(self, node: str) -> str:
         return f"hyperpod-recovery hold {node} --stack {self.stack} --reason 'why'" if self.stack else ""
@@ -466,9 +468,30 @@ def next_steps(record: IncidentRecord, deployment: Deployment, hold_until: datet
     else:
         lines = [error_meaning(record, deployment), *jobs, *node_steps(record, commands)]
         if hold_until is not None:
-            lines.append(f"The nodes stay locked until {hold_until:%Y-%m-%d %H:%M} UTC so the automation leaves them alone.")
+            why = f": {KEPT_WHY}" if record.outcome in ("aborted", "failed") else " so the automation leaves them alone"
+            lines.append(f"The nodes stay locked until {hold_until:%Y-%m-%d %H:%M} UTC{why}.")
+        if record.outcome == "capped":
+            lines += left_alone_steps(record, deployment)
         lines += on_call_steps(record, deployment, locked=hold_until is not None)
     return _bounded(lines, record, deployment)
+
+
+def left_alone_steps(record: IncidentRecord, deployment: Deployment) -> list[str]:
+    """What a node recovery the cap or the breaker stopped left alone, and how to recover its nodes
+    once that limit allows (a repeat offender keeps its lock: its own meaning says so)."""
+    limits = {error_name(errors.ClusterCapReached): "the cap has room", error_name(errors.CircuitBreakerOpen): "the breaker is reset"}
+    if record.workflow != "node" or not record.nodes or record.error not in limits:
+        return []
+    names = record.hostnames or record.nodes
+    one = len(names) == 1
+    left = f"{', '.join(names)} {'was' if one else 'were'} left alone, " + CAP_LEFT_ALONE.replace("{them}", "it" if one else "them")
+    drill = deployment.drill(record.nodes[0])
+    if not drill:
+        return [f"{left}."]
+    places = f" (`hyperpod-recovery locks --stack {deployment.stack}` shows the places taken)" if "cap" in limits[record.error] else ""
+    more = "" if one else f" (one node per command, so each stays under the cap: {', '.join(record.nodes)})"
+    it, is_ = ("it", "is") if one else ("them", "are")
+    return [f"{left}. If {it} {is_} still unhealthy, recover {it} by hand once {limits[record.error]}{places}: `{drill}`{more}."]
 
 
 def on_call_steps(record: IncidentRecord, deployment: Deployment, *, locked: bool) -> list[str]:
@@ -481,10 +504,17 @@ def on_call_steps(record: IncidentRecord, deployment: Deployment, *, locked: boo
         theirs = {
             n.instance or n.node for n in record.node_fates if n.fate == "skipped" and n.detail.startswith(("locked_elsewhere", "held"))
         }
-        ours = [node for node in record.nodes if node not in theirs]
+        instances, hosts = locked_nodes(record.nodes)  # (a record before 2026-11-29 may list a hostname's lock key)
+        ours = [node for node in instances or hosts if node not in theirs]
+        # A hostname no node fate pairs with its instance (an execution that ended unrecorded knows its
+        # nodes' names, not which is which) is named too: its lock is released by its own name.
+        unpaired = [f.node for f in record.node_fates if not f.instance and f.fate != "skipped"]
+        ours += [h for h in dict.fromkeys([*hosts, *unpaired]) if h not in ours and ours]
         if locked and ours:
             lines.append(f"When you have handled the nodes, release them early: `{deployment.release(ours)}`.")
-        names = record.hostnames or record.nodes
+        # (a node whose replacement was never seen has no name yet: its line above says where to look)
+        gone = {f.node for f in record.node_fates if f.fate == "replacing" and not f.replacement}
+        names = [n for n in record.hostnames or record.nodes if n not in gone]
         if names and record.workflow == "node":  # a job's failure is not its nodes' to hold
             lines.append(
                 f"To keep the automation away from a node until you say so: `{deployment.hold(names[0])}`"

@@ -29,8 +29,8 @@ HEADLINES: dict[Outcome, str] = {
     "escalated": "ACTION NEEDED - the pipeline stopped and a human must decide.",
     "capped": "ACTION NEEDED - a safety limit stopped this recovery; nothing was changed.",
     "stale": "ACTION NEEDED - the signal was too old (or from the future) to act on; nothing was changed.",
-    "aborted": "ACTION NEEDED - the recovery was stopped before it finished; what it held was released.",
-    "failed": "ACTION NEEDED - the recovery died before it finished; what it held was released.",
+    "aborted": "ACTION NEEDED - the recovery was stopped before it finished; what it released and what it kept are below.",
+    "failed": "ACTION NEEDED - the recovery died before it finished; what it released and what it kept are below.",
     "recovered_by_itself": "NO ACTION - the hang cleared by itself before anything was done; no action needed.",
 }
 

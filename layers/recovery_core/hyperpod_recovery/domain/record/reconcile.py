@@ -20,8 +20,10 @@ from hyperpod_recovery import errors
 from hyperpod_recovery.domain.record.causes import CAUSE_LIMIT, error_message
 from hyperpod_recovery.domain.record.fate_words import copy_label, copy_made_text, fate_text, job_label, on_kubernetes
 from hyperpod_recovery.domain.record.fates import fate_of_job, with_claims
+from hyperpod_recovery.domain.record.locked import locked_nodes, locked_text
 from hyperpod_recovery.domain.record.node_incident import trigger_text
 from hyperpod_recovery.domain.record.phases import phases_from_states
+from hyperpod_recovery.models.kubernetes import instance_of_node_name
 from hyperpod_recovery.models.records import (
     Holdings,
     IncidentRecord,
@@ -157,12 +159,11 @@ def unrecorded_end_record(
     # Its nodes: untouched if it never reached the cordon; otherwise they may carry our mark, and a
     # human looks before giving one back (its repair may still be running).
     cordoned = any(name in CORDONING_STATES for name, _ in end.states_entered or ()) or end.states_entered is None
-    node_fates = [
-        NodeFate(node=h, fate="unknown", detail=f"the recovery stopped in {end.last_state or 'an unknown state'}")
-        if cordoned
-        else NodeFate(node=h, fate="untouched", detail="the recovery stopped before it cordoned")
-        for h in sorted(held.hostnames if held else ())
-    ]
+    hostnames = sorted(held.hostnames) if held else []
+    instances = locked_nodes(held.locks)[0] if held else []
+    # One node: its hostname and its instance are the same node's (several: which is which is not known).
+    only = instances[0] if len(instances) == 1 and len(hostnames) == 1 else None
+    node_fates = [_node_fate(h, end, cordoned=cordoned, orchestrator=orchestrator, replaced=replaced, instance=only) for h in hostnames]
     error = end.error or error_name(errors.ExecutionAborted if end.outcome == "aborted" else errors.ExecutionFailed)
     how = {"ABORTED": "was stopped", "TIMED_OUT": "timed out", "FAILED": "failed"}[end.status]
     when = f" at {end.stopped_at:%H:%M:%S} UTC" if end.stopped_at else ""
@@ -201,9 +202,9 @@ def unrecorded_end_record(
         + kept
     )
     if hold_until is not None and held is not None and held.locks:
-        summary += f"; node(s) {', '.join(sorted(held.locks))} stay locked until {hold_until:%Y-%m-%d %H:%M} UTC"
+        summary += f"; node(s) {locked_text(held.locks)} stay locked until {hold_until:%Y-%m-%d %H:%M} UTC"
     summary += ". A human finishes what it started."
-    nodes = sorted(held.locks | held.reserved) if held else []
+    nodes = sorted(set(locked_nodes(held.locks)[0]) | held.reserved) if held else []  # instance ids: a hostname's lock is not a node
     if isinstance(request, RecoveryRequest):
         nodes = request.node_ids
     timeline: list[TimelineEntry] = []
@@ -250,6 +251,21 @@ def unrecorded_end_record(
         job_fates=job_fates,
         node_fates=node_fates,
     )
+
+
+def _node_fate(
+    name: str, end: EndedExecution, *, cordoned: bool, orchestrator: str, replaced: Sequence[str], instance: str | None
+) -> NodeFate:
+    """A node it held: untouched before the cordon; else in an unknown state, or, on EKS (whose node
+    name carries its instance), being replaced when it started a replacement it never saw back: that
+    node's name is gone with its instance, and a human looks for what comes up instead."""
+    stopped = f"the recovery stopped in {end.last_state or 'an unknown state'}"
+    if not cordoned:
+        return NodeFate(node=name, instance=instance, fate="untouched", detail="the recovery stopped before it cordoned")
+    instance = instance_of_node_name(name) if orchestrator == "eks" else instance
+    if orchestrator == "eks" and instance is not None and instance in replaced and not end.saw_nodes_back:
+        return NodeFate(node=name, instance=instance, fate="replacing", acted=True, detail=f"its replacement was initiated; {stopped}")
+    return NodeFate(node=name, instance=instance, fate="unknown", detail=stopped)
 
 
 def _jobs_text(jobs: Sequence[str], fates: Sequence[JobFate], orchestrator: Literal["slurm", "eks"]) -> str:
