@@ -249,7 +249,7 @@ def add_deploy_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cluster", help="the HyperPod cluster's ARN (its region is the stack's) or name (asked when missing)")
     parser.add_argument("--checkpoint-buckets", help="S3 bucket name or pattern of the checkpoints (asked on a first deploy)")
     parser.add_argument("--email", help="email subscribed to incident notifications (asked on a first deploy; empty for none)")
-    parser.add_argument("--stack", help="stack name (default: hyperpod-recovery-<cluster name>)")
+    parser.add_argument("--stack", help="stack name (default: $HYPERPOD_RECOVERY_STACK, else hyperpod-recovery-<cluster name>)")
     parser.add_argument("--param", dest="params", action="append", help="Key=Value for another template parameter (repeatable)")
     parser.add_argument("--disarm", action="store_true", help="set DryRun=true (arming is `arm`, after a passing preflight)")
     parser.add_argument("--sam", default=DEFAULT_SAM, help="the sam command (default: sam on PATH)")
