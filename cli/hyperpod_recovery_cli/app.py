@@ -73,18 +73,25 @@ import argparse
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, NoReturn, TextIO
 
 from hyperpod_recovery_cli import PROG, commands
 from hyperpod_recovery_cli.aws_session import NO_CREDENTIALS, NO_REGION, AwsClients, missing_stack
 from hyperpod_recovery_cli.changes import commands as tree
 from hyperpod_recovery_cli.changes import declare, refusal
-from hyperpod_recovery_cli.inputs import InputRefused, OneLineParser, for_make, one_line
+from hyperpod_recovery_cli.inputs import InputRefused, OneLineParser, for_make, incident_id, one_line
 
-EXIT_OK, EXIT_NO, EXIT_USAGE, EXIT_AWS, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
-EXIT_S3 = EXIT_AWS  # the checkpoint commands' name for it
+# (the names scripts and tests know them by here)
+from hyperpod_recovery_cli.invocation import EXIT_AWS as EXIT_AWS
+from hyperpod_recovery_cli.invocation import EXIT_INTERRUPTED as EXIT_INTERRUPTED
+from hyperpod_recovery_cli.invocation import EXIT_NO as EXIT_NO
+from hyperpod_recovery_cli.invocation import EXIT_OK as EXIT_OK
+from hyperpod_recovery_cli.invocation import EXIT_S3 as EXIT_S3
+from hyperpod_recovery_cli.invocation import EXIT_USAGE as EXIT_USAGE
+from hyperpod_recovery_cli.invocation import Invocation as Invocation
+from hyperpod_recovery_cli.invocation import UsageError as UsageError
+
 DESCRIPTION = """\
 Operate the recovery pipeline of a SageMaker HyperPod cluster (Slurm or EKS): deploy, check and arm
 its stack, drill it, answer its incidents on call, commit and verify training checkpoints, plan goodput."""
@@ -93,23 +100,6 @@ Run `{PROG} COMMAND --help` for a command's options. --region and --profile go b
 command (default: $AWS_REGION, $AWS_DEFAULT_REGION or the profile's; $AWS_PROFILE, else the default
 credentials chain); every --stack defaults to $HYPERPOD_RECOVERY_STACK.
 Exit codes: 0 done, 1 the answer is no, 2 bad usage or no AWS region, 3 AWS error (incl. no credentials), 130 interrupted."""
-
-
-class UsageError(Exception):
-    """The command cannot run with what it was given (exit code 2)."""
-
-
-@dataclass
-class Invocation:
-    """What a command runs with: its parsed arguments, where to print, and AWS."""
-
-    args: argparse.Namespace
-    out: TextIO
-    err: TextIO
-    client: Callable[[str], Any] = field(default_factory=lambda: AwsClients(None))
-    sleep: Callable[[float], None] = time.sleep
-    stdin: TextIO = field(default_factory=lambda: sys.stdin)  # where a change is confirmed (a terminal)
-    now: Callable[[], datetime] = field(default_factory=lambda: lambda: datetime.now(UTC))
 
 
 def version() -> str:
@@ -166,7 +156,10 @@ def _parser(command: str | object | None = _ALL) -> argparse.ArgumentParser:
         for name in commands.COMMANDS:
             commands.stub(groups, name)
         return parser
-    commands.register(groups, aws_options, None if command is _ALL else command)  # type: ignore[arg-type]
+    if command is _ALL:
+        commands.register(groups, aws_options, None)
+    elif isinstance(command, str):
+        commands.register(groups, aws_options, command)
     runnable = [command_parser for _, command_parser in tree(parser)]
     commands.stack_from_environment(runnable)
     declare(parser)  # every command read-only or a change (changes.py): a change gets its --yes
@@ -203,6 +196,9 @@ def run(
     is every poller's (drill, preflight)."""
     out, err = stdout or sys.stdout, stderr or sys.stderr
     args = parse(argv)  # bad usage: argparse prints the usage and the error, exits 2
+    for named in ("incident", "verdict"):  # one incident id on input too: its execution's ARN is taken for it
+        if isinstance(getattr(args, named, None), str):
+            setattr(args, named, incident_id(getattr(args, named)))
     run: Callable[[Invocation], int] | None = getattr(args, "run", None)
     if run is None:  # a command group without its command, or nothing at all: show what there is
         args.usage.print_help(err)

@@ -14,13 +14,13 @@ from hyperpod_recovery.adapters.ledger import DynamoLedger
 from hyperpod_recovery.models.common import CLUSTER_NAME_PATTERN
 from hyperpod_recovery.models.records import AuditEntry, BreakerState
 from hyperpod_recovery_cli import PROG
-from hyperpod_recovery_cli.app import EXIT_NO, EXIT_OK, UsageError
 from hyperpod_recovery_cli.changes import confirm
 from hyperpod_recovery_cli.inputs import one_line, plain_text, shown
+from hyperpod_recovery_cli.invocation import EXIT_NO, EXIT_OK, UsageError
 from hyperpod_recovery_cli.stack import read_stack
 
 if TYPE_CHECKING:
-    from hyperpod_recovery_cli.app import Invocation
+    from hyperpod_recovery_cli.invocation import Invocation
 
 
 def register(groups: Any, aws_options: argparse.ArgumentParser) -> None:

@@ -17,11 +17,11 @@ from hyperpod_recovery.checkpointing import Checkpoints, check_bucket_of, job_na
 from hyperpod_recovery.domain.checkpoints.discovery import schema_problem
 from hyperpod_recovery.models.manifest import MAX_STEP, CheckpointLayout, manifest_job, step_of_folder
 from hyperpod_recovery_cli import PROG
-from hyperpod_recovery_cli.app import EXIT_NO, EXIT_OK, UsageError
 from hyperpod_recovery_cli.inputs import one_line
+from hyperpod_recovery_cli.invocation import EXIT_NO, EXIT_OK, UsageError
 
 if TYPE_CHECKING:
-    from hyperpod_recovery_cli.app import Invocation
+    from hyperpod_recovery_cli.invocation import Invocation
 
 _ANY_JOB = "default: $SLURM_JOB_NAME; without either, any job's, and the writer is named"
 

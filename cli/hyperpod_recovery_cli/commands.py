@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from hyperpod_recovery_cli.inputs import OneLineParser
 
 if TYPE_CHECKING:
-    from hyperpod_recovery_cli.app import Invocation
+    from hyperpod_recovery_cli.invocation import Invocation
 
 STACK_VARIABLE = "HYPERPOD_RECOVERY_STACK"  # --stack's default on every command that takes one
 Register = Callable[[Any, argparse.ArgumentParser], None]  # (the subparsers, the --region/--profile parent)

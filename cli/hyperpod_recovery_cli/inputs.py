@@ -62,6 +62,17 @@ def plain_text(field: str, value: str, *, limit: int, say: str = "give some text
     return stripped
 
 
+# A Step Functions execution's ARN: arn:<partition>:states:<region>:<account>:execution:<machine>:<name>.
+EXECUTION_ARN = re.compile(r"^arn:aws[a-z-]*:states:[a-z0-9-]+:[0-9]{12}:execution:[^:]+:(?P<name>[^:]+)$")
+
+
+def incident_id(text: str) -> str:
+    """The incident id (the execution's name, the ledger's key) a user means: the id itself, or the
+    execution's ARN (as the Step Functions console, the AWS CLI or an older drill print it)."""
+    match = EXECUTION_ARN.fullmatch(text.strip())
+    return match["name"] if match else text
+
+
 class OneLineParser(argparse.ArgumentParser):
     """argparse with its errors on one line, like every other failure of the command (exit code 2):
     the usage is what ``--help`` prints."""
