@@ -125,11 +125,12 @@ class _Version(argparse.Action):
 
 
 _ALL = object()  # _parser()'s default: every command with its arguments (the tests' and the docs' tree)
+_STUBS = object()  # every command known by name only: the first parse, and what --help reads
 
 
 def _parser(command: str | object | None = _ALL) -> argparse.ArgumentParser:
     """The command line's parser: with every command's arguments (the default), with only ``command``'s
-    (a name; None: none), or with every command known by name only (``stubs``: the first parse)."""
+    (a name; None: none), or with every command known by name only (``_STUBS``: the first parse)."""
     # --region and --profile are accepted before or after the command's name; SUPPRESS keeps a subcommand's unset
     # default from overwriting a value given before it.
     aws_options = OneLineParser(add_help=False)
@@ -152,7 +153,7 @@ def _parser(command: str | object | None = _ALL) -> argparse.ArgumentParser:
     groups = parser.add_subparsers(dest="group", metavar="COMMAND", help=argparse.SUPPRESS)
     # (set after the subparsers: theirs start with the generated one; the commands are listed in sections)
     parser.usage = "%(prog)s [-h] [--version] [--region REGION] [--profile NAME] COMMAND ..."
-    if command == _STUBS:
+    if command is _STUBS:
         for name in commands.COMMANDS:
             commands.stub(groups, name)
         return parser
@@ -166,17 +167,11 @@ def _parser(command: str | object | None = _ALL) -> argparse.ArgumentParser:
     return parser
 
 
-_STUBS = object()
-
-
 def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     """The arguments, parsed in two steps: which command (argparse's own answer, every command known
     by name only: --help stops here), then that command's arguments, its module imported."""
     known, _ = _parser(_STUBS).parse_known_args(argv)  # bad usage: argparse prints the usage and the error, exits 2
-    chosen = known.group
-    if chosen is None:
-        return _parser(None).parse_args(argv)
-    return _parser(chosen).parse_args(argv)
+    return _parser(known.group).parse_args(argv)  # (no command: None, a parser with none)
 
 
 def run(
