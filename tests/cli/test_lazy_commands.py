@@ -166,6 +166,27 @@ def test_given_no_such_stack_from_the_environment_then_the_profile_named_is_aws_
     assert code == EXIT_AWS and "no stack prod-recovery in eu-west-1 (from $AWS_REGION) with profile ml-ops (from $AWS_PROFILE)" in err
 
 
+def test_given_no_such_stack_through_a_real_session_then_the_region_is_the_profiles_and_said_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a profile with its own region and credentials, and no region in the environment
+    (tmp_path / "config").write_text("[profile ops]\nregion = ap-south-1\n")
+    (tmp_path / "credentials").write_text("[ops]\naws_access_key_id = testing\naws_secret_access_key = testing\n")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "credentials"))
+    for name in ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    err = io.StringIO()
+    with mock_aws():
+        # When a command looks for a stack that is not there, through the boto3 session it makes itself
+        code = main(["locks", "--stack", "prod-recovery", "--profile", "ops"], stdout=io.StringIO(), stderr=err)
+    # Then the line names the region the session used, where it came from, and the profile
+    assert (
+        code == EXIT_AWS
+        and "no stack prod-recovery in ap-south-1 (from the profile's region) with profile ops (from --profile)" in err.getvalue()
+    )
+
+
 # --- under make -----------------------------------------------------------------------------------
 MAKE = {"HYPERPOD_RECOVERY_VIA_MAKE": "1"}
 
