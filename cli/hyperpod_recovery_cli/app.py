@@ -171,7 +171,9 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     """The arguments, parsed in two steps: which command (argparse's own answer, every command known
     by name only: --help stops here), then that command's arguments, its module imported."""
     known, _ = _parser(_STUBS).parse_known_args(argv)  # bad usage: argparse prints the usage and the error, exits 2
-    return _parser(known.group).parse_args(argv)  # (no command: None, a parser with none)
+    args = _parser(known.group).parse_args(argv)  # (no command: None, a parser with none)
+    commands.stack_gives_way(args)
+    return args
 
 
 def run(

@@ -57,9 +57,9 @@ BREAKER_BY_LIMIT = 128
 
 def _ledger(invocation: Invocation) -> DynamoLedger:
     args = invocation.args
-    # argparse lets one of --stack and --cluster through, never both; a --stack from
-    # $HYPERPOD_RECOVERY_STACK gives way to a --cluster given on the command line.
-    if args.cluster is None:
+    # argparse lets one of --stack and --cluster through, never both (a stack from the environment
+    # gives way to a --cluster: commands.stack_gives_way)
+    if args.stack is not None:
         stack = read_stack(invocation.client("cloudformation"), args.stack)
         args.cluster, args.table = stack.cluster, stack.output("LedgerTableName")
     if not re.fullmatch(CLUSTER_NAME_PATTERN, args.cluster):

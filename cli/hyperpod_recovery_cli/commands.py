@@ -209,6 +209,24 @@ def list_commands(parser: argparse.ArgumentParser) -> None:
             section._group_actions.append(argparse.Action(option_strings=[], dest=command.name, help=command.summary))
 
 
+class FromEnvironment(str):
+    """A --stack that came from $HYPERPOD_RECOVERY_STACK, not from the command line."""
+
+    __slots__ = ()
+
+
+# What a command takes instead of a stack: given on the command line, it wins over the variable's stack.
+INSTEAD_OF_A_STACK = {"breaker status": "cluster", "breaker reset": "cluster", "drill": "state_machine_arn", "goodput": "source_file"}
+
+
+def stack_gives_way(args: argparse.Namespace) -> None:
+    """A stack from the environment gives way to what the command line names instead (--cluster,
+    --state-machine-arn, --from): the variable is a default, never a second answer."""
+    instead = INSTEAD_OF_A_STACK.get(getattr(args, "command_path", ""))
+    if isinstance(getattr(args, "stack", None), FromEnvironment) and instead and getattr(args, instead, None):
+        args.stack = None
+
+
 def stack_from_environment(parsers: Iterable[argparse.ArgumentParser], environ: dict[str, str] | None = None) -> None:
     """$HYPERPOD_RECOVERY_STACK as --stack's default wherever --stack is taken (said in its help); set,
     it makes a required --stack (or --stack-or---cluster choice) optional."""
@@ -220,7 +238,7 @@ def stack_from_environment(parsers: Iterable[argparse.ArgumentParser], environ: 
             if f"${STACK_VARIABLE}" not in (action.help or ""):
                 action.help = f"{action.help or 'the deployed stack'} (default: ${STACK_VARIABLE})"
             if value:
-                action.default, action.required = value, False
+                action.default, action.required = FromEnvironment(value), False
                 for group in parser._mutually_exclusive_groups:
                     if action in group._group_actions:
                         group.required = False

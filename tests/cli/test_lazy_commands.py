@@ -125,6 +125,32 @@ def test_given_the_environment_variable_and_a_cluster_then_the_breaker_reads_the
     assert code == EXIT_USAGE and "--table" in err.getvalue() and "stack" not in err.getvalue()
 
 
+@pytest.mark.parametrize(
+    ("argv", "instead"),
+    [
+        (
+            ["drill", "--state-machine-arn", "arn:aws:states:us-west-2:1:stateMachine:n", "--cluster", "c", "--node", "x"],
+            "state_machine_arn",
+        ),
+        (["goodput", "--from", "inputs.json"], "source_file"),
+        (["breaker", "status", "--cluster", "llm-train"], "cluster"),
+    ],
+    ids=["drill", "goodput", "breaker"],
+)
+def test_given_the_environment_variable_then_what_the_command_line_names_instead_of_a_stack_wins(
+    argv: list[str], instead: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HYPERPOD_RECOVERY_STACK", "prod-recovery")
+    args = app.parse(argv)
+    assert args.stack is None and getattr(args, instead)
+
+
+def test_given_the_environment_variable_then_deploy_takes_it_beside_its_cluster(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HYPERPOD_RECOVERY_STACK", "prod-recovery")
+    args = app.parse(["deploy", "--cluster", "llm-train"])
+    assert (args.stack, args.cluster) == ("prod-recovery", "llm-train")
+
+
 # --- a missing stack ------------------------------------------------------------------------------
 @pytest.fixture
 def cloudformation(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
