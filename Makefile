@@ -36,7 +36,8 @@ export SAM_CLI_TELEMETRY := 0
 # select every installed 3.11-3.13 so the build finds the one it needs.
 PYENV_VERSIONS := $(shell ls $${PYENV_ROOT:-$$HOME/.pyenv}/versions 2>/dev/null | grep -E '^3\.1[123]\.[0-9]+$$' | sort -V | paste -sd: -)
 
-STACK        ?=
+# The deployed stack the targets below act on; the CLI's --stack reads the same variable.
+STACK        ?= $(HYPERPOD_RECOVERY_STACK)
 SLURM_PACKAGES := slurmctld slurmd slurm-client munge
 # make deploy's answers (hyperpod-recovery deploy asks on a terminal for what is not given here).
 CLUSTER      ?=
@@ -138,12 +139,14 @@ drills: $(VENV)/.installed  ## run every scenario of a folder, each held to its 
 drill-down:  ## undo make drill SLURM=real (either version): cancel its jobs, stop slurmd, slurmctld and the munged it started, remove SLURM_BASE
 	@BASE=$(SLURM_BASE) tools/slurm_down.sh --purge
 
+# The CLI under these targets names make's variables in its messages (STACK=..., not --stack).
+preflight drill-aws deploy arm: export HYPERPOD_RECOVERY_VIA_MAKE = 1
 preflight: $(VENV)/.installed  ## read-only checks of a deployed stack before arming it: STACK=name [REGION=r]
-	@if [ -z "$(STACK)" ]; then echo "make preflight needs STACK=<your stack name> (and AWS credentials for its account)"; exit 2; fi
+	@if [ -z "$(STACK)" ]; then echo "make preflight needs STACK=<your stack name> or \$$HYPERPOD_RECOVERY_STACK (and AWS credentials for its account)" >&2; exit 2; fi
 	$(VENV)/bin/hyperpod-recovery preflight --stack $(STACK) $(if $(REGION),--region $(REGION))
 
 drill-aws: $(VENV)/.installed  ## drill the deployed stack: STACK=name [SCENARIO=events/drills/x.json] [REGION=r] [LIVE=1]; dry run unless LIVE=1
-	@if [ -z "$(STACK)" ]; then echo "make drill-aws needs STACK=<your stack name> (and AWS credentials for its account)"; exit 2; fi
+	@if [ -z "$(STACK)" ]; then echo "make drill-aws needs STACK=<your stack name> or \$$HYPERPOD_RECOVERY_STACK (and AWS credentials for its account)" >&2; exit 2; fi
 	$(VENV)/bin/hyperpod-recovery drill --stack $(STACK) --scenario $(SCENARIO) $(if $(REGION),--region $(REGION)) $(if $(LIVE),--live --yes)
 
 # The on-call commands, offline: the scenario is played in the sandbox, then each command of RUN
@@ -195,7 +198,7 @@ deploy: $(VENV)/.installed  ## deploy the stack for a cluster: CLUSTER=arn [BUCK
 	  $(if $(DISARM),--disarm) $(if $(YES),--yes) $(if $(REGION),--region '$(REGION)') --sam '$(SAM)' --build-with '$(MAKE) --no-print-directory -f $(abspath $(firstword $(MAKEFILE_LIST))) build'
 
 arm: $(VENV)/.installed  ## after a dry-run period: the preflight, and only if it passes DryRun=false: STACK=name [REGION=r]
-	@if [ -z "$(STACK)" ]; then echo "make arm needs STACK=<your stack name> (and AWS credentials for its account)" >&2; exit 2; fi
+	@if [ -z "$(STACK)" ]; then echo "make arm needs STACK=<your stack name> or \$$HYPERPOD_RECOVERY_STACK (and AWS credentials for its account)" >&2; exit 2; fi
 	$(HPR) arm --stack '$(STACK)' $(if $(YES),--yes) $(if $(REGION),--region '$(REGION)')
 
 install:  ## put the hyperpod-recovery command on your PATH (pipx; without pipx, a venv of its own linked into ~/.local/bin)

@@ -31,7 +31,7 @@ from botocore.exceptions import ClientError
 from hyperpod_recovery.adapters.ledger import DynamoLedger
 from hyperpod_recovery.models.records import AuditEntry
 from hyperpod_recovery_cli.changes import confirm, who
-from hyperpod_recovery_cli.inputs import bounded, plain_text
+from hyperpod_recovery_cli.inputs import bounded, for_make, plain_text
 from hyperpod_recovery_cli.oncall import REASON_LIMIT
 from hyperpod_recovery_cli.preflight import EXIT_READY, run_preflight
 from hyperpod_recovery_cli.stack import NotOurStack, read_stack
@@ -199,7 +199,7 @@ def plan_deploy(
         overrides["CheckpointBucketPattern"] = buckets
     email = args.email
     if email is None and current is None and ask is not None:
-        email = ask("email for incident notifications (empty for none): ").strip()
+        email = ask("email for incident notifications (empty for none): ").strip()  # (empty is an answer here)
     if email:
         if not EMAIL.match(email):
             raise DeployRefused(f"--email {email!r} is not an email address")
@@ -211,11 +211,21 @@ def plan_deploy(
     return DeployPlan(stack_name, facts.region, overrides, current is not None, keeps, facts.name, ledger_table, last_change)
 
 
+ASK_TRIES = 3  # an empty answer at the terminal is asked again this many times in all
+
+
 def _asked(ask: Callable[[str], str] | None, question: str, option: str) -> str:
-    answer = ask(question).strip() if ask is not None else ""
-    if not answer:
+    """The answer to a question only the operator knows: asked at the terminal (again after an empty
+    answer), refused naming the option when there is no terminal, no answer, or the input ended."""
+    if ask is None:
         raise DeployRefused(f"a deploy needs {option} (no terminal to ask on)")
-    return answer
+    for attempt in range(ASK_TRIES):
+        answer = ask(question if attempt == 0 else f"a value is required (Ctrl-C to stop): {question}")
+        if not answer:  # the input ended (Ctrl-D): nothing more to ask
+            break
+        if answer.strip():
+            return answer.strip()
+    raise DeployRefused(f"a deploy needs {option}: no value was given at the prompt")
 
 
 def _current_stack(cloudformation: Any, name: str) -> tuple[dict[str, str] | None, str, str]:
@@ -249,7 +259,7 @@ def add_deploy_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cluster", help="the HyperPod cluster's ARN (its region is the stack's) or name (asked when missing)")
     parser.add_argument("--checkpoint-buckets", help="S3 bucket name or pattern of the checkpoints (asked on a first deploy)")
     parser.add_argument("--email", help="email subscribed to incident notifications (asked on a first deploy; empty for none)")
-    parser.add_argument("--stack", help="stack name (default: hyperpod-recovery-<cluster name>)")
+    parser.add_argument("--stack", help="stack name (default: $HYPERPOD_RECOVERY_STACK, else hyperpod-recovery-<cluster name>)")
     parser.add_argument("--param", dest="params", action="append", help="Key=Value for another template parameter (repeatable)")
     parser.add_argument("--disarm", action="store_true", help="set DryRun=true (arming is `arm`, after a passing preflight)")
     parser.add_argument("--sam", default=DEFAULT_SAM, help="the sam command (default: sam on PATH)")
@@ -421,10 +431,10 @@ def _one_line_failures(err: TextIO, run: Callable[[], int]) -> int:
     try:
         return run()
     except DeployRefused as exc:
-        print(f"hyperpod-recovery: {exc}", file=err)
+        print(f"hyperpod-recovery: {for_make(str(exc))}", file=err)
         return 2
     except DeployFailed as exc:
-        print(f"hyperpod-recovery: {exc}", file=err)
+        print(f"hyperpod-recovery: {for_make(str(exc))}", file=err)
         return 1
 
 

@@ -424,11 +424,12 @@ def run_drill(
     execution_arn = sfn.start_execution(stateMachineArn=machine, name=name, input=json.dumps(payload))["executionArn"]
     if audit is not None:
         audit()
-    print(f"execution: {execution_arn}", file=out, flush=True)
+    # The incident id users see everywhere is the execution's name, the ledger's key (not its ARN).
+    print(f"incident: {name}", file=out, flush=True)
     try:
         description = follow(sfn, execution_arn, out, sleep, args.poll_seconds, args.timeout_seconds)
     except KeyboardInterrupt:
-        print(f"hyperpod-recovery drill: stopped following; the execution goes on: {execution_arn}", file=err)
+        print(f"hyperpod-recovery drill: stopped following; incident {name} goes on (hyperpod-recovery incidents show {name})", file=err)
         return EXIT_INTERRUPTED
     events = _history(sfn, execution_arn)
 

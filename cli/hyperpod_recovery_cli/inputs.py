@@ -12,6 +12,8 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
+import re
 import unicodedata
 from collections.abc import Callable
 from typing import Any, NoReturn
@@ -60,12 +62,56 @@ def plain_text(field: str, value: str, *, limit: int, say: str = "give some text
     return stripped
 
 
+# A Step Functions execution's ARN: arn:<partition>:states:<region>:<account>:execution:<machine>:<name>.
+EXECUTION_ARN = re.compile(r"^arn:aws[a-z-]*:states:[a-z0-9-]+:[0-9]{12}:execution:[^:]+:(?P<name>[^:]+)$")
+
+
+def incident_id(text: str) -> str:
+    """The incident id (the execution's name, the ledger's key) a user means: the id itself, or the
+    execution's ARN (as the Step Functions console, the AWS CLI or an older drill print it)."""
+    match = EXECUTION_ARN.fullmatch(text.strip())
+    return match["name"] if match else text
+
+
 class OneLineParser(argparse.ArgumentParser):
     """argparse with its errors on one line, like every other failure of the command (exit code 2):
     the usage is what ``--help`` prints."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {one_line(message)} (see {self.prog} --help)\n")
+        self.exit(2, f"{self.prog}: error: {for_make(one_line(message))} (see {self.prog} --help)\n")
+
+
+# Under make (the Makefile's targets set HYPERPOD_RECOVERY_VIA_MAKE=1), messages name make's variables:
+# an option, the variable that passes it; a switch, the variable that sets it.
+VIA_MAKE = "HYPERPOD_RECOVERY_VIA_MAKE"
+MAKE_VARIABLES = {
+    "--stack": "STACK",
+    "--cluster": "CLUSTER",
+    "--checkpoint-buckets": "BUCKETS",
+    "--email": "EMAIL",
+    "--param": "PARAMS",
+    "--region": "REGION",
+    "--scenario": "SCENARIO",
+}
+MAKE_SWITCHES = {"--yes": "YES=1", "--disarm": "DISARM=1", "--live": "LIVE=1"}
+_OPTION = re.compile(r"(?<![\w-])(--[a-z][a-z-]*)(?![\w-])(?: ('[^']*'|\"[^\"]*\"|[A-Z]+\b))?")
+
+
+def for_make(message: str, environ: Any = None) -> str:
+    """``message`` as make's user reads it: ``--stack NAME`` becomes ``STACK=NAME``, ``--stack 'x'``
+    ``STACK='x'``, a bare ``--stack`` ``STACK=...``, ``--yes`` ``YES=1``; unchanged outside make."""
+    if (os.environ if environ is None else environ).get(VIA_MAKE) != "1":
+        return message
+
+    def named(match: re.Match[str]) -> str:
+        option, value = match.group(1), match.group(2)
+        if option in MAKE_SWITCHES:
+            return MAKE_SWITCHES[option] + (f" {value}" if value else "")
+        if option not in MAKE_VARIABLES:
+            return match.group(0)
+        return f"{MAKE_VARIABLES[option]}={value or '...'}"
+
+    return _OPTION.sub(named, message)
 
 
 def bounded(low: float, high: float, *, above: bool = False, whole: bool = False) -> Callable[[str], float]:

@@ -110,4 +110,4 @@ def test_given_a_prefix_without_two_commits_then_it_is_refused_saying_what_to_gi
 def test_given_a_stack_that_does_not_exist_then_it_is_an_aws_error_on_one_line(tmp_path: Path) -> None:
     with deployed(tmp_path) as runner:
         code, _, err = goodput(runner, "--stack", "no-such-stack")
-    assert code == 3 and err.startswith("hyperpod-recovery: AWS error:") and err.count("\n") == 1
+    assert code == 3 and err.startswith("hyperpod-recovery: no stack no-such-stack in us-west-2") and err.count("\n") == 1

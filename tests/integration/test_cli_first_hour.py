@@ -151,8 +151,9 @@ def test_given_no_command_then_the_help_lists_the_commands_and_exit_2(argv: tupl
         ("checkpoint",): ("commit", "latest", "verify"),
         ("breaker",): ("status", "reset"),
     }
+    indent = "  " if argv == () else "    "  # (the top level lists its commands in sections, as kubectl does)
     for command in expected[argv]:
-        assert f"\n    {command} " in err
+        assert f"\n{indent}{command} " in err
     assert "the following arguments are required" not in err
 
 
@@ -190,11 +191,12 @@ def test_given_bad_arguments_when_the_console_script_runs_then_one_line_and_exit
 
 def test_a_bug_in_a_command_keeps_its_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
     """The shared handler explains what an operator can fix; it does not hide a bug behind an exit code."""
-    import hyperpod_recovery_cli.app as cli
+    import hyperpod_recovery_cli.breaker as breaker
+    from hyperpod_recovery_cli.app import Invocation
 
-    def broken(invocation: cli.Invocation) -> int:
+    def broken(invocation: Invocation) -> int:
         raise KeyError("a bug")
 
-    monkeypatch.setattr(cli, "_breaker_status", broken)
+    monkeypatch.setattr(breaker, "status", broken)
     with pytest.raises(KeyError):
         main(["breaker", "status", "--cluster", "c", "--table", "t"], stdout=io.StringIO(), stderr=io.StringIO())

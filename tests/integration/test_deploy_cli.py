@@ -330,6 +330,45 @@ def test_given_a_terminal_when_a_first_deploy_lacks_the_bucket_and_email_then_it
     assert 'CheckpointBucketPattern="ml-*-checkpoints"' in ran[0] and 'NotificationEmail="oncall@example.com"' in ran[0]
 
 
+def test_given_a_terminal_when_the_cluster_answer_is_empty_then_it_is_asked_again_and_the_second_answer_deploys(aws: Aws) -> None:
+    aws.identity()
+    aws.cluster(None)
+    aws.stack({"ClusterArn": CLUSTER_ARN, "ClusterName": "llm-train"})
+    out, ran = io.StringIO(), []
+    # When the operator presses Enter at the cluster question, then answers
+    code = run_deploy(
+        _args("--checkpoint-buckets", "ckpt"),
+        out=out,
+        client_in=aws.client_in,
+        given_region=None,
+        runner=lambda command: ran.append(command) or 0,
+        stdin=Terminal(f"\n{CLUSTER_ARN}\n"),
+    )
+    # Then the question comes again saying a value is required, never "no terminal to ask on"
+    printed = out.getvalue()
+    assert code == 0 and len(ran) == 1
+    assert "a value is required (Ctrl-C to stop): HyperPod cluster ARN" in printed and "no terminal" not in printed
+
+
+@pytest.mark.parametrize("answers", ["\n\n\n", "\n"], ids=["three-empty-answers", "input-ended"])
+def test_given_a_terminal_when_no_cluster_is_ever_given_then_refused_naming_the_option_not_the_terminal(aws: Aws, answers: str) -> None:
+    with pytest.raises(DeployRefused) as refused:
+        run_deploy(_args(), out=io.StringIO(), client_in=aws.client_in, given_region=None, stdin=Terminal(answers))
+    assert str(refused.value) == "a deploy needs --cluster: no value was given at the prompt"
+    assert aws.regions == []
+
+
+def test_given_make_when_the_cluster_is_not_given_then_the_refusal_names_the_make_variable(
+    aws: Aws, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HYPERPOD_RECOVERY_VIA_MAKE", "1")
+    err = io.StringIO()
+    # When `make deploy` runs the CLI without CLUSTER=, from a script (no terminal)
+    code = main(["deploy", "--checkpoint-buckets", "ckpt", "--yes"], stdout=io.StringIO(), stderr=err, stdin=io.StringIO())
+    # Then the one line names make's variable, not the CLI's option
+    assert code == EXIT_USAGE and err.getvalue() == "hyperpod-recovery: a deploy needs CLUSTER=... (no terminal to ask on)\n"
+
+
 def test_given_check_only_then_the_plan_is_printed_and_sam_never_runs(aws: Aws) -> None:
     aws.identity()
     aws.cluster(None)

@@ -94,7 +94,10 @@ def test_given_live_then_the_timeline_is_the_incident_records_and_the_history_ag
         assert printed_phases == {name: pytest.approx(seconds, abs=0.1) for name, seconds in recorded.items()}
         assert printed_phases["wait_for_rejoin"] > 600  # ten virtual minutes of replacement, seconds of wall time
         # And the phases read back from GetExecutionHistory (what an execution that never recorded shows) agree
-        execution_arn = printed.split("execution: ", 1)[1].split()[0]
+        # (the drill names the incident by its id, the execution's name, as every other command does)
+        assert "incident: drill-test\n" in printed and "arn:aws:states" not in printed
+        machine = aws.state_machines["NodeRecoveryStateMachine"]
+        execution_arn = machine.replace(":stateMachine:", ":execution:") + ":drill-test"
         history = phases_from_history(_history(aws.client("stepfunctions"), execution_arn))
         by_name = {p.name: p.end - p.start for p in history}
         assert by_name["wait_for_rejoin"] == pytest.approx(recorded["wait_for_rejoin"], abs=5)
@@ -219,11 +222,12 @@ class _MissingStack:
         raise ClientError({"Error": {"Code": "ValidationError", "Message": f"Stack with id {StackName} does not exist"}}, "DescribeStacks")
 
 
-def test_given_a_stack_that_does_not_exist_then_exit_3_with_the_aws_message() -> None:
+def test_given_a_stack_that_does_not_exist_then_exit_3_naming_the_stack_and_where_it_was_looked_for() -> None:
     out, err = io.StringIO(), io.StringIO()
     clients = {"sfn": None, "sagemaker": None, "cloudformation": _MissingStack()}
     code = main(["drill", "--stack", "nope", "--node", "i-0123456789abcdef0"], stdout=out, stderr=err, drill_clients=clients)
-    assert code == 3 and "Stack with id nope does not exist" in err.getvalue() and out.getvalue() == ""
+    assert code == 3 and err.getvalue().startswith("hyperpod-recovery: no stack nope in ") and out.getvalue() == ""
+    assert "--region REGION and --profile NAME" in err.getvalue()
 
 
 def test_given_the_sandbox_stack_then_cloudformation_describes_it_as_a_deployed_one(tmp_path: Path) -> None:

@@ -202,12 +202,16 @@ def test_deploy_builds_only_from_inside_the_tool_after_its_checks() -> None:
         assert part in recipe, part
 
 
-def test_arm_without_a_stack_says_so_in_one_line() -> None:
-    done = _make("-o", ".venv/.installed", "arm")
-    assert (
-        done.returncode == 2
-        and done.stderr.splitlines()[0] == "make arm needs STACK=<your stack name> (and AWS credentials for its account)"
-    )
+@pytest.mark.parametrize("target", ["arm", "preflight", "drill-aws"])
+def test_a_target_without_a_stack_says_so_in_one_line_on_stderr_naming_the_variables(target: str) -> None:
+    done = _make("-o", ".venv/.installed", target, "HYPERPOD_RECOVERY_STACK=")
+    said = f"make {target} needs STACK=<your stack name> or $HYPERPOD_RECOVERY_STACK (and AWS credentials for its account)"
+    assert done.returncode == 2 and done.stderr.splitlines()[0] == said
+
+
+def test_a_targets_stack_defaults_to_the_environment_variable_as_the_commands_does() -> None:
+    recipe = _make("-n", "-o", ".venv/.installed", "preflight", "HYPERPOD_RECOVERY_STACK=prod-recovery").stdout
+    assert "preflight --stack prod-recovery" in recipe
 
 
 def test_install_puts_the_command_on_path_with_pipx(tmp_path: Path) -> None:
