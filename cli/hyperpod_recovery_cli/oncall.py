@@ -32,11 +32,11 @@ from hyperpod_recovery.domain.messages.advice import Deployment, next_steps
 from hyperpod_recovery.domain.messages.kept import show_command, still_running_refusal, stop_answer
 from hyperpod_recovery.domain.record.durations import format_duration
 from hyperpod_recovery.domain.record.fate_words import copy_label, copy_state_text, job_label
-from hyperpod_recovery.domain.record.replaced import Replacement, replacement_of
 from hyperpod_recovery.models.records import HOST_LOCK_PREFIX, AuditEntry, IncidentRecord, NodeHold, NodeLock
 from hyperpod_recovery_cli.changes import confirm, who
 from hyperpod_recovery_cli.drill import phase_chart, phases_from_record
 from hyperpod_recovery_cli.inputs import InputRefused, plain_text
+from hyperpod_recovery_cli.replaced_nodes import Replacement, replacement_of
 from hyperpod_recovery_cli.stack import Stack, read_stack
 
 EXIT_OK, EXIT_NO = 0, 1

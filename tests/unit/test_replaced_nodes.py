@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from hyperpod_recovery.domain.record.replaced import Replacement, replacement_of
 from hyperpod_recovery.models.records import IncidentRecord, NodeFate
+from hyperpod_recovery_cli.replaced_nodes import Replacement, replacement_of
 from tests.fakes import T0
 
 
