@@ -246,7 +246,9 @@ def job_lane(report: dict[str, Any], clock: Clock = None, shown: int = JOBS_SHOW
         top = y
         full = job.get("nodes")
         first_stop = job["down"][0][0] if job["down"] else end
-        runs = [(job["label"].split(" (")[0], 0.0, first_stop, full, None, job["job"])]
+        # (the job by its short name, as its copies are: ``job 1001``; an EKS object's name)
+        own = job["label"].rsplit("/", 1)[1] if "uid" in job else job["label"].split(" (")[0]
+        runs = [(own, 0.0, first_stop, full, None, job["job"])]
         for c in job.get("copies") or []:
             stop = c["ended_at"] if c.get("ended_at") is not None else end
             runs.append((_copy_label(c), c.get("started_at"), stop, c["nodes"], c.get("from_step"), c["job"]))
@@ -254,7 +256,7 @@ def job_lane(report: dict[str, Any], clock: Clock = None, shown: int = JOBS_SHOW
             label = name if len(name) <= 24 else name[:23] + "…"
             parts.append(f'<text x="{LABEL - 8}" y="{y + ROW - 5}" text-anchor="end" class="label">{escape(label)}</text>')
             shrunk = bool(full) and nodes is not None and nodes < full
-            size = f"{nodes} of {full} nodes" if shrunk else f"{nodes if nodes is not None else '?'} nodes"
+            size = f"{nodes} of {full} nodes" if shrunk else f"{nodes if nodes is not None else '?'} node{'' if nodes == 1 else 's'}"
             said = size + (f", from step {step}" if step is not None else "")
             if start is None:
                 parts.append(f'<text x="{LABEL + 4}" y="{y + ROW - 5}" class="duration">never ran ({escape(said)})</text>')
