@@ -142,8 +142,8 @@ def test_given_the_cli_in_a_clone_then_drills_runs_the_same_suite(tmp_path: Path
     folder.mkdir()
     _scenario(folder, "passes")
     out = io.StringIO()
-    assert cli(["drills", str(folder), "--out", str(tmp_path / "out")], stdout=out, stderr=io.StringIO()) == 0
-    assert "1 passed, 0 failed" in out.getvalue()
+    assert cli(["drills", str(folder), "--out", str(tmp_path / "out"), "--jobs", "1"], stdout=out, stderr=io.StringIO()) == 0
+    assert "1 passed, 0 failed" in out.getvalue() and (tmp_path / "out" / "drill-passes.html").exists()
 
 
 def test_given_a_deployed_stack_then_drill_checks_what_it_can_of_the_expect_block_and_names_the_rest(tmp_path: Path) -> None:
