@@ -133,8 +133,10 @@ endif
 
 DIR   ?= events/drills
 JUNIT ?= $(OUT)/drills.xml
-drills: $(VENV)/.installed  ## run every scenario of a folder, each held to its expect block: a table and JUnit XML [DIR=events/drills] [JUNIT=out/drills.xml]
-	$(PY) -m sandbox drills '$(DIR)' --junit '$(JUNIT)' --out '$(OUT)/drills'
+# Drills run at once, one process each; empty: the machine's cores.
+JOBS  ?=
+drills: $(VENV)/.installed  ## run every scenario of a folder, each held to its expect block, JOBS at once: a table, JUnit XML, an HTML report each [DIR=events/drills] [JUNIT=out/drills.xml] [JOBS=cores]
+	$(PY) -m sandbox drills '$(DIR)' --junit '$(JUNIT)' --out '$(OUT)/drills' $(if $(JOBS),--jobs '$(JOBS)')
 
 drill-down:  ## undo make drill SLURM=real (either version): cancel its jobs, stop slurmd, slurmctld and the munged it started, remove SLURM_BASE
 	@BASE=$(SLURM_BASE) tools/slurm_down.sh --purge

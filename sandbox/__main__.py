@@ -1,7 +1,8 @@
 """``python -m sandbox run [--scenario FILE] [--out DIR]``: run a drill, print its timeline, write the report
 (JSON, and HTML with a timeline picture), and hold it to the scenario's ``expect`` block.
-``python -m sandbox check`` (same arguments) only checks them. ``python -m sandbox drills DIR
-[--junit FILE]`` runs every scenario of a folder (sandbox/drills.py).
+``python -m sandbox check`` (same arguments) only checks them (the scenario's schema: nothing of the
+drill is imported). ``python -m sandbox drills DIR [--junit FILE] [--jobs N]`` runs every scenario of a
+folder, N at once (sandbox/drills.py). A drill's last printed line is its pass/fail.
 
 Exit codes: 0 the drill met its expectations (the scenario's ``expect``, or without one: no incident
 needed a human, nothing past the cap, one copy per job, no message the record contradicts); 1 an
@@ -20,11 +21,10 @@ from pathlib import Path
 from typing import NoReturn
 
 import sandbox  # noqa: F401  (puts the layer's package on sys.path)
-from sandbox.drills import check_drill, run_folder
-from sandbox.html_report import render_html
-from sandbox.report import format_report
-from sandbox.runner import DrillRunner
 from sandbox.scenario import ScenarioError, load_scenario, printable_line
+
+# `check` (make drill's first step) reads a file: it imports the scenario's schema only. The drill
+# itself (moto, boto3, the handlers: seconds of imports) is imported by the commands that run one.
 
 DEFAULT_SCENARIO = Path(__file__).resolve().parent.parent / "events" / "drills" / "default.json"
 
@@ -65,6 +65,9 @@ def main(argv: list[str] | None = None) -> int:
     drills.add_argument("folder", type=Path, help="a folder of scenario files (events/drills, or your own)")
     drills.add_argument("--junit", type=Path, default=None, help="write JUnit XML here (one testcase per scenario)")
     drills.add_argument("--out", type=Path, default=Path("out") / "drills", help="directory for the reports and logs")
+    drills.add_argument(
+        "--jobs", type=int, default=None, help="drills run at once, one process each (default: the machine's cores, os.cpu_count())"
+    )
     run.add_argument(
         "--slurm",
         choices=("simulated", "real"),
@@ -87,30 +90,41 @@ def _run(args: argparse.Namespace) -> int:
         if not args.folder.is_dir():
             raise ScenarioError(f"{args.folder}: not a folder of scenarios")
         _check_out(args.out)
-        return run_folder(args.folder, args.out, args.junit, sys.stdout)
+        if args.jobs is not None and args.jobs < 1:
+            raise ScenarioError(f"--jobs {args.jobs}: at least 1 (the drills run in that many processes at once)")
+        from sandbox.drills import run_folder
+
+        return run_folder(args.folder, args.out, args.junit, sys.stdout, jobs=args.jobs)
     scenario = load_scenario(args.scenario)
     if args.command == "check":
         _check_out(args.out)
         return 0
     _make_out(args.out)
+    from sandbox.drills import check_drill
+    from sandbox.expectations import verdict_line
+    from sandbox.html_report import render_html
+    from sandbox.report import format_report
+    from sandbox.runner import DrillRunner
+
     runner = DrillRunner(scenario, log_path=args.out / f"drill-{scenario.name}-lambda.log", real_slurm=args.slurm == "real")
     report = runner.run()
     report_path = args.out / f"drill-{scenario.name}.json"
     report_path.write_text(json.dumps(report, indent=2, default=str) + "\n")
     html_path = report_path.with_suffix(".html")
-    html_path.write_text(render_html(report))
+    checks = check_drill(scenario, report)
+    html_path.write_text(render_html(report, checks))
     print(format_report(report))
     print(f"\nreport: {report_path}\n        {html_path} (timeline picture; opens offline)")
-    checks = check_drill(scenario, report)
     said = "the scenario's expect" if scenario.expect else "no expect block: no incident needs a human, nothing past the cap, one copy"
     print(f"\nexpectations ({said}):")
     for check in checks:
         print(f"  {check.line}")
     failed = [c for c in checks if not c.ok]
     if failed:
+        sys.stdout.flush()  # (the verdict below stays the last line a terminal shows)
         print(f"drill {scenario.name}: {len(failed)} expectation(s) failed", file=sys.stderr)
-        return 1
-    return 0
+    print(f"\n{verdict_line(scenario.name, checks)}", flush=True)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

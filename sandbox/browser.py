@@ -74,12 +74,12 @@ def screenshot(html: Path, png: Path, width: int = 1100, height: int = 1600) -> 
     return png
 
 
-def measure_timeline(html: Path) -> list[dict[str, Any]]:
-    """The drawn box (CSS pixels) of every phase bar, as the browser laid it out."""
+def measure_timeline(html: Path, width: int = 1100) -> list[dict[str, Any]]:
+    """The drawn box (CSS pixels) of every phase bar, as the browser laid it out in a window ``width`` wide."""
     with tempfile.TemporaryDirectory(prefix="hpr-measure-") as folder:
         page = Path(folder) / "page.html"
         page.write_text(html.read_text().replace("</body>", MEASURE + "</body>"))
-        dom = _run(["--virtual-time-budget=5000", "--dump-dom", page.as_uri()]).stdout
+        dom = _run(["--virtual-time-budget=5000", f"--window-size={width},1600", "--dump-dom", page.as_uri()]).stdout
     start = dom.index('<pre id="measured">') + len('<pre id="measured">')
     raw = dom[start : dom.index("</pre>", start)]
     return list(json.loads(raw.replace("&quot;", '"').replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">")))

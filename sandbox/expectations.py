@@ -56,6 +56,14 @@ class Check:
         return f"{'ok  ' if self.ok else 'FAIL'} {self.name}: expected {self.expected}; got {self.got}"
 
 
+def verdict_line(name: str, checks: list[Check]) -> str:
+    """A drill's own pass/fail against its expectations: the last line it prints, the HTML report's first."""
+    failed = sum(not c.ok for c in checks)
+    if failed:
+        return f"FAIL: drill {name}: {failed} of {len(checks)} expectations failed (the FAIL lines above)"
+    return f"PASS: drill {name}: all {len(checks)} expectations met"
+
+
 def _resubmissions(report: dict[str, Any]) -> int:
     if "kubernetes_jobs" in report:
         return sum(1 for job in report["kubernetes_jobs"] if "resubmitted_from" in job)

@@ -1,7 +1,8 @@
 """Reference screenshots of the drill report, one per drill family, and the tolerant comparison that
 checks a report still looks as it did (tests/integration/test_report_screenshots.py).
 
-A family's page is rendered from a fresh run of its drill (wall time pinned: it measures the machine)
+A family's page is rendered from a fresh run of its drill (wall time pinned: it measures the machine),
+held to its expectations as ``make drill`` holds it,
 in headless Chromium at a fixed window, and compared pixel by pixel with its reference: a pixel
 differs when one of its channels moves by more than ``CHANNEL_TOLERANCE`` (anti-aliasing does not),
 and the page matches while at most ``PIXEL_TOLERANCE`` of them differ. A word changed in a sentence
@@ -17,8 +18,10 @@ from pathlib import Path
 from PIL import Image, ImageChops
 
 from sandbox.browser import screenshot
-from sandbox.golden import ROOT, comparable_report
+from sandbox.drills import check_drill
+from sandbox.golden import DRILLS, ROOT, comparable_report
 from sandbox.html_report import render_html
+from sandbox.scenario import load_scenario
 
 REFERENCES = ROOT / "tests" / "golden" / "screenshots"
 # The drill families a report must draw well: a Slurm node, an EKS node, a job's own failure, a
@@ -39,7 +42,7 @@ def render_family(family: str, folder: Path) -> Path:
     """The family's report page, screenshotted into ``folder``/<family>.png."""
     report = {**comparable_report(FAMILIES[family]), "wall_seconds": 0.0}
     page = folder / f"{family}.html"
-    page.write_text(render_html(report))
+    page.write_text(render_html(report, check_drill(load_scenario(DRILLS / f"{FAMILIES[family]}.json"), report)))
     return screenshot(page, folder / f"{family}.png", *WINDOW)
 
 

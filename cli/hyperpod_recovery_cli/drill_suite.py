@@ -37,7 +37,8 @@ def _clone_root() -> Path | None:
 
 def _command(args: argparse.Namespace) -> list[str]:
     junit = ["--junit", str(args.junit)] if args.junit is not None else []
-    return [sys.executable, "-m", "sandbox", "drills", str(args.folder), "--out", str(args.out), *junit]
+    jobs = ["--jobs", str(args.jobs)] if getattr(args, "jobs", None) is not None else []
+    return [sys.executable, "-m", "sandbox", "drills", str(args.folder), "--out", str(args.out), *junit, *jobs]
 
 
 def run_drills(args: argparse.Namespace, out: TextIO) -> int:
@@ -80,3 +81,4 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("folder", type=Path, help="a folder of drill scenarios (events/drills, or your own)")
     parser.add_argument("--junit", type=Path, default=None, help="write JUnit XML here (one testcase per scenario)")
     parser.add_argument("--out", type=Path, default=Path("out") / "drills", help="where the reports and logs go (default out/drills)")
+    parser.add_argument("--jobs", type=int, default=None, help="drills run at once, one process each (default: the machine's cores)")

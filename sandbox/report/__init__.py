@@ -22,13 +22,17 @@ from sandbox.report.text import (
     RUN_SHOWN,
     bounded,
     condensed_timeline,
+    copy_lines,
     format_report,
+    hang_verdicts,
     job_line,
     job_named,
+    jobs_block,
     jobs_lines,
     kubernetes_names,
     outcome_counts,
     resubmission_text,
+    verdict_lines,
 )
 from sandbox.report.time_split import format_time_split
 
@@ -42,11 +46,14 @@ __all__ = [
     "build_report",
     "compact_size",
     "condensed_timeline",
+    "copy_lines",
     "emitted_metrics",
     "format_report",
     "format_time_split",
+    "hang_verdicts",
     "job_line",
     "job_named",
+    "jobs_block",
     "jobs_lines",
     "kubernetes_names",
     "largest_payload",
@@ -58,4 +65,5 @@ __all__ = [
     "parse_emf",
     "resubmission_text",
     "secrets_kept",
+    "verdict_lines",
 ]

@@ -99,6 +99,8 @@ def build_report(runner: DrillSource, wall_seconds: float) -> dict[str, Any]:
             "instance_groups": {g.name: g.count for g in runner.scenario.cluster.instance_groups},
         },
         "dry_run": runner.scenario.settings.dry_run,
+        # The moment T+0 is (UTC): every virtual time below counts from it.
+        "started_at": runner.epoch.isoformat(),
         "incidents": incidents,
         "api_calls": api_calls,
         "api_calls_total": sum(api_calls.values()),

@@ -95,6 +95,7 @@ def _slurm_job(runner: DrillSource, spec: Any, fates: list[JobFate], end: float)
         "job": spec.id,
         "label": _label(fates, spec.id) or f"job {spec.id} ({spec.name})",
         "fault_at": min(first_hits) / 1000 if first_hits else None,
+        "nodes": full,  # the job's own size, which each copy's is read against
         # Every copy made, in order: its size and the step it resumed from (a shrink, a grow-back).
         "copies": [
             {
@@ -233,7 +234,8 @@ def _kubernetes_job(runner: DrillSource, spec: Any, fates: list[JobFate], end: f
         "label": f"{kind} {namespace}/{spec.name}",
         "uid": original,
         "fault_at": min(hits_original) / 1000 if hits_original else None,
-        # Every copy made, in order: its size (its pods, one a node) and the step it resumed from.
+        "nodes": _kube_size(objects[original][2]) if original else None,
+        # Every copy made, in order: its size (its pods, one a node), the step it resumed from, when it ran.
         "copies": [
             {
                 "job": uid,
@@ -241,6 +243,8 @@ def _kubernetes_job(runner: DrillSource, spec: Any, fates: list[JobFate], end: f
                 "nodes": _kube_size(objects[uid][2]),
                 "from_step": _step_number(_kube_env(objects[uid][2]).get(RESUME_STEP_ENV)),
                 "created_at": created[uid],
+                "started_at": trained[uid][0][0] if trained.get(uid) else None,
+                "ended_at": trained[uid][-1][1] if trained.get(uid) else None,
             }
             for uid in lineage[1:]
         ],

@@ -59,7 +59,9 @@ def test_given_the_report_in_chromium_then_every_phase_is_drawn_in_order_and_to_
     bars = measure_timeline(html)
     # Then there is one visible bar per phase of the incident, in the phase's colour
     assert [b["phase"] for b in bars] == [p["name"] for p in incident["phases"]]
-    assert all(b["width"] >= 2 and b["height"] == 20 for b in bars)
+    # (the picture scales to the page: a bar is its 20 units high times the page's scale)
+    scale = bars[0]["height"] / 20
+    assert scale > 0.5 and all(b["height"] == pytest.approx(20 * scale, abs=0.5) and b["width"] >= 2 * scale - 0.5 for b in bars)
     assert all(b["fill"] == "rgb({}, {}, {})".format(*_hex_rgb(PHASE_COLORS[b["phase"]])) for b in bars)
     # And the bars run left to right as the phases happened
     lefts = [b["x"] for b in bars]
@@ -70,6 +72,18 @@ def test_given_the_report_in_chromium_then_every_phase_is_drawn_in_order_and_to_
     wait = next(b for b in bars if b["phase"] == "wait_for_rejoin")
     assert wait["width"] == max(b["width"] for b in bars)
     assert wait["width"] == pytest.approx((wait["end"] - wait["start"]) / span * plot, abs=3)
+
+
+def test_given_a_narrow_window_then_the_timeline_scales_to_fit_it(default_drill: tuple[dict[str, Any], Path]) -> None:
+    _, html = default_drill
+    # When the page is laid out in a narrow window (headless Chromium makes none narrower than 500 px) and a wide one
+    narrow, wide = measure_timeline(html, width=520), measure_timeline(html, width=1100)
+    # Then every bar lies inside the narrow window (no fixed-width picture to scroll sideways)
+    assert narrow and all(b["x"] >= 0 and b["x"] + b["width"] <= 520 for b in narrow)
+    # And the picture is the same, smaller: each bar keeps its share of the axis
+    assert [b["phase"] for b in narrow] == [b["phase"] for b in wide]
+    ratio = narrow[0]["height"] / wide[0]["height"]
+    assert ratio < 0.6 and all(n["width"] == pytest.approx(w["width"] * ratio, abs=1.5) for n, w in zip(narrow, wide, strict=True))
 
 
 def test_given_the_report_in_chromium_then_the_screenshot_shows_the_timeline(default_drill: tuple[dict[str, Any], Path]) -> None:

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from hyperpod_recovery.domain.record.durations import format_duration
 from sandbox.report import job_line
 
 Drill = Callable[..., dict[str, Any]]
@@ -27,7 +28,8 @@ def test_given_a_job_that_crashes_twice_then_its_downtime_is_the_two_gaps_not_th
     assert job["downtime_seconds"] < 1800.0 - 60.0
     line = job_line(job)
     assert line is not None and line.startswith("job 3001 (mixtral-pretrain): down ")
-    assert line.endswith(f"(2 interruptions), running again as job {job['running_as']} on its own nodes, from step 3000")
+    assert f"in 2 interruptions, each from its stop to a copy running: T+1m 00.0s to T+{format_duration(first[1])}, T+30m 00.0s" in line
+    assert line.endswith(f"; running again as job {job['running_as']} on its own nodes, from step 3000")
 
 
 def test_given_an_eks_drill_then_its_job_is_listed_by_kind_namespace_and_name(drill: Drill) -> None:

@@ -146,3 +146,16 @@ def test_a_record_handler_loads_an_incident_table_only_when_it_records(function:
     modules = _imported_by(function)
     assert not {"hyperpod_recovery.domain.record.node_incident", "hyperpod_recovery.domain.record.job_incident"} & modules
     assert "hyperpod_recovery.domain.checkpoints.discovery" not in modules
+
+
+def test_checking_a_drill_scenario_imports_neither_moto_nor_boto3() -> None:
+    # Given `python -m sandbox check --scenario` (make drill's first step: it only reads a file)
+    probe = (
+        "import runpy, sys; sys.argv = ['sandbox', 'check', '--scenario', 'events/drills/default.json', '--out', 'out'];\n"
+        "try:\n    runpy.run_module('sandbox', run_name='__main__')\nexcept SystemExit as exit:\n    code = exit.code\n"
+        "print(code, sorted({m.split('.')[0] for m in sys.modules} & {'moto', 'boto3', 'botocore'}))"
+    )
+    # When it runs in a fresh interpreter
+    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True)
+    # Then it accepted the scenario without importing the in-memory AWS or the SDK
+    assert done.stdout.split("\n")[-2] == "0 []", done.stdout + done.stderr

@@ -30,13 +30,19 @@ def _job(**changes: Any) -> dict[str, Any]:
     return job | changes
 
 
-def test_given_a_job_running_again_then_its_line_says_how_long_it_was_down_as_what_where_and_from_which_step() -> None:
-    assert job_line(_job()) == "job 2201 (llama): down 7.4s, running again as job 2202 on spare nodes, from step 600"
+def test_given_a_job_running_again_then_its_line_says_how_long_it_was_down_from_when_to_when_as_what_where_and_from_which_step() -> None:
+    assert job_line(_job()) == (
+        "job 2201 (llama): down 7.4s, from its stop at T+1m 00.0s to its copy running at T+1m 07.4s; "
+        "running again as job 2202 on spare nodes, from step 600"
+    )
 
 
-def test_given_two_interruptions_then_the_line_counts_them() -> None:
+def test_given_two_interruptions_then_the_line_counts_them_and_says_when_each_was() -> None:
     line = job_line(_job(down=[[60.0, 67.4], [1800.0, 1807.4]], downtime_seconds=14.8))
-    assert line is not None and line.startswith("job 2201 (llama): down 14.8s (2 interruptions), running again as job 2202")
+    assert line == (
+        "job 2201 (llama): down 14.8s in 2 interruptions, each from its stop to a copy running: "
+        "T+1m 00.0s to T+1m 07.4s, T+30m 00.0s to T+30m 07.4s; running again as job 2202 on spare nodes, from step 600"
+    )
 
 
 def test_given_a_copy_still_pending_then_the_line_says_not_running_and_since_when() -> None:
@@ -141,7 +147,7 @@ def test_given_a_report_page_then_it_leads_with_the_jobs_and_the_api_calls_come_
     page = render_html(_report("recovered", ["detect", "record"], [(0.0, "fault detected", "x")]))
     jobs, incident, calls = page.index("<h2>Jobs</h2>"), page.index('<section class="incident"'), page.index("<h2>API calls</h2>")
     assert jobs < incident < calls
-    assert "down 7.4s, running again as job 2202 on spare nodes, from step 600" in page
+    assert "running again as job 2202 on spare nodes, from step 600" in page
 
 
 def test_given_a_report_page_then_the_legend_shows_only_the_phases_drawn() -> None:

@@ -180,7 +180,7 @@ def build_timeline(state: WorkflowState, recorded_at: datetime) -> list[Timeline
         stopped = {s.job.job_id for s in state.checkpoints.early_stops}
         chosen = [
             f"{named(p.job.job_id)} -> step {p.checkpoint.step} ({p.checkpoint.uri})"
-            + (", resubmitted at once" if p in state.checkpoints.resume_now else "")
+            + (_at_once(state.dry_run) if p in state.checkpoints.resume_now else "")
             + (f", {after_the_rejoin(p.stop_grace_seconds, stopped_at_once=p.job.job_id in stopped)}" if p.stop_grace_seconds else "")
             + (f"; {elastic_reason(p.elastic, p.checkpoint, problem=_problem(state, p.job.job_id))}" if p.elastic else "")
             + (f", newer rejected: {'; '.join(p.rejected)}" if p.rejected else "")
@@ -304,3 +304,8 @@ def _resubmit_text(
 
 def _restarted_by(job: JobSpec) -> str:
     return f"; {RESTARTED_BY_TEXT[job.restarted_by]}" if job.restarted_by else ""
+
+
+def _at_once(dry_run: bool) -> str:
+    """A job planned to run again at once: a dry run resubmits nothing, and its record says so."""
+    return ", would be resubmitted at once (dry run)" if dry_run else ", resubmitted at once"
