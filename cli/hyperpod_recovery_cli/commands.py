@@ -95,6 +95,12 @@ def _oncall(groups: Any, aws_options: argparse.ArgumentParser) -> None:
     oncall.add_commands(groups, aws_options, _on_call)
 
 
+def _holds(groups: Any, aws_options: argparse.ArgumentParser) -> None:
+    from hyperpod_recovery_cli import holds
+
+    holds.add_commands(groups, aws_options, _on_call)
+
+
 def _verdicts(groups: Any, aws_options: argparse.ArgumentParser) -> None:
     from hyperpod_recovery_cli import verdicts
 
@@ -152,8 +158,8 @@ SECTIONS: tuple[tuple[str, tuple[Command, ...]], ...] = (
             Command("incidents", "recent incidents of the stack's cluster, running and recorded; `incidents show ID`: one", _oncall),
             Command("locks", "node and hostname locks, places under the cap, holds; `locks release NODE`", _oncall),
             Command("stop", "stop a running incident (StopExecution)", _oncall),
-            Command("hold", "keep the pipeline's hands off a node until unhold", _oncall),
-            Command("unhold", "let the pipeline act on a held node again", _oncall),
+            Command("hold", "keep the pipeline's hands off a node until unhold", _holds),
+            Command("unhold", "let the pipeline act on a held node again", _holds),
             Command("breaker", "the cluster's circuit breaker: status, reset", _breaker),
             Command("verdicts", "hang and slowdown verdicts: list them with each rule's precision, confirm or reject one", _verdicts),
         ),

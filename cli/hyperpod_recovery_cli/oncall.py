@@ -5,20 +5,18 @@
     hyperpod-recovery locks --stack NAME [--json]
     hyperpod-recovery locks release NODE --stack NAME --reason TEXT [--by WHO] [--yes]
     hyperpod-recovery stop INCIDENT --stack NAME --reason TEXT [--by WHO] [--yes]
-    hyperpod-recovery hold NODE --stack NAME --reason TEXT [--by WHO] [--yes]
-    hyperpod-recovery unhold NODE --stack NAME --reason TEXT [--by WHO] [--yes]
 
 Each finds the ledger table, the state machines and the cluster from the stack (DescribeStacks).
 Reading is all they do unless the command changes something: then it asks (on a terminal) or needs
 ``--yes``, and the change is kept in the ledger's audit log with who (the login name and the AWS
 identity that made the call) and why. What a human could break is refused with the reason: a lock
 whose incident is still running is released by stopping that incident, never under it.
+(hold and unhold: holds.py.)
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import re
 from collections.abc import Callable
@@ -26,17 +24,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, TextIO
 
-from hyperpod_recovery.adapters.hyperpod import HyperPodCluster
 from hyperpod_recovery.adapters.ledger import DynamoLedger
 from hyperpod_recovery.domain.messages.advice import Deployment, next_steps
 from hyperpod_recovery.domain.messages.kept import show_command, still_running_refusal, stop_answer
 from hyperpod_recovery.domain.record.durations import format_duration
 from hyperpod_recovery.domain.record.fate_words import copy_label, copy_state_text, job_label
-from hyperpod_recovery.models.records import HOST_LOCK_PREFIX, AuditEntry, IncidentRecord, NodeHold, NodeLock
+from hyperpod_recovery.models.records import HOST_LOCK_PREFIX, AuditEntry, IncidentRecord, NodeLock
 from hyperpod_recovery_cli.changes import confirm, who
 from hyperpod_recovery_cli.drill import phase_chart, phases_from_record
 from hyperpod_recovery_cli.inputs import InputRefused, plain_text
-from hyperpod_recovery_cli.replaced_nodes import Replacement, replacement_of
 from hyperpod_recovery_cli.stack import Stack, read_stack
 
 EXIT_OK, EXIT_NO = 0, 1
@@ -50,7 +46,6 @@ SINCE = re.compile(r"^(?P<n>[0-9]{1,5})(?P<unit>[mhd])$")
 # What the operator may name a node by: an instance id, or the orchestrator's name of it
 # (a Slurm hostname, an EKS node name). The cluster's node list decides which it is.
 NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]{0,252}$")
-REPLACEMENTS_READ = 200  # recent records searched for what replaced a node named by its old name
 INCIDENT_NAME = re.compile(r"^[A-Za-z0-9_-]{1,80}$")  # an execution name (the incident id)
 
 
@@ -91,7 +86,7 @@ def deployed(args: argparse.Namespace, client: Callable[[str], Any]) -> Deployed
     return Deployed(stack, DynamoLedger(stack.output("LedgerTableName"), dynamodb=client("dynamodb")))
 
 
-def _reason(args: argparse.Namespace) -> str:
+def reason_of(args: argparse.Namespace) -> str:
     return plain_text("--reason", args.reason, limit=REASON_LIMIT, say="say why (it is kept in the ledger)")
 
 
@@ -352,8 +347,8 @@ def release_lock(args: argparse.Namespace, client: Callable[[str], Any], out: Te
     named by hostname, of its instance) as the holder's own record pairs them, and its place under
     the cap. Every node is checked before anything changes: one held by a running incident refuses
     the whole command."""
-    reason = _reason(args)
-    nodes = [_node_name(node) for node in dict.fromkeys(args.node)]
+    reason = reason_of(args)
+    nodes = [node_name(node) for node in dict.fromkeys(args.node)]
     place = deployed(args, client)
     all_locks = place.ledger.node_locks(place.cluster, now)
     all_places = place.ledger.capacity_places(place.cluster, now)
@@ -426,7 +421,7 @@ def _release_plan(
     return [lock for lock in locks if lock.node in names], {n: entry for n, entry in places.items() if n in names}
 
 
-def _node_name(text: str) -> str:
+def node_name(text: str) -> str:
     text = text.removeprefix(HOST_LOCK_PREFIX)  # a hostname lock's key, as `locks --json` and older messages print it
     if not NODE_NAME.fullmatch(text):
         raise InputRefused(f"node {text!r}: an instance id (i-...) or the orchestrator's name of the node")
@@ -435,7 +430,7 @@ def _node_name(text: str) -> str:
 
 # --- stop --------------------------------------------------------------------------------------
 def stop_incident(args: argparse.Namespace, client: Callable[[str], Any], out: TextIO, stdin: TextIO, now: datetime) -> int:
-    reason = _reason(args)
+    reason = reason_of(args)
     if not INCIDENT_NAME.fullmatch(args.incident):
         raise InputRefused(f"incident {args.incident!r}: an execution name (letters, digits, '-' and '_', at most 80)")
     place = deployed(args, client)
@@ -462,119 +457,14 @@ def stop_incident(args: argparse.Namespace, client: Callable[[str], Any], out: T
     return EXIT_OK
 
 
-# --- hold / unhold -----------------------------------------------------------------------------
-@dataclass(frozen=True)
-class NamedNode:
-    """The node the operator named, as the cluster lists it now; ``replaced``: the ledger's record of
-    the replacement that stands where the named (gone) node stood."""
-
-    instance: str
-    name: str | None
-    replaced: Replacement | None = None
-
-
-def _cluster_node(client: Callable[[str], Any], place: Deployed, node: str) -> NamedNode:
-    """The node the operator named, from ListClusterNodes, by instance id, its current name, or the
-    name of the node it replaced (the ledger's records of replacements): a hold on a name the cluster
-    does not have would hold nothing, silently."""
-    listed = [
-        (found.node_id, found.name_in(place.orchestrator))
-        for found in HyperPodCluster(place.cluster, sagemaker=client("sagemaker")).list_nodes()
-    ]
-    for instance, name in listed:
-        if node in (instance, name):
-            return NamedNode(instance, name)
-    replaced = replacement_of(node, place.ledger.incidents(place.cluster, limit=REPLACEMENTS_READ))
-    if replaced is not None:
-        for instance, name in listed:
-            if replaced.instance == instance:
-                return NamedNode(instance, name, replaced)
-    raise OnCallRefused(
-        f"{node}: the cluster {place.cluster} has no such node (instance id or {place.orchestrator} name), and no recorded "
-        "replacement stands in its place: nothing held"
-    )
-
-
-def hold_node(args: argparse.Namespace, client: Callable[[str], Any], out: TextIO, stdin: TextIO, now: datetime) -> int:
-    reason = _reason(args)
-    node = _node_name(args.node)
-    place = deployed(args, client)
-    found = _cluster_node(client, place, node)
-    instance, name = found.instance, found.name
-    if found.replaced is not None:  # the named node is gone: its replacement is the node held
-        print(
-            f"{node} was replaced by {instance}{f' ({name})' if name else ''} (incident {found.replaced.incident}): holding that node",
-            file=out,
-        )
-        node = name if place.orchestrator == "eks" and name else instance
-    if node == instance or place.orchestrator == "eks":  # (an EKS node's name is its instance's: hyperpod-<instance id>)
-        kind = "this instance only: a replacement is not held"
-    else:
-        kind = "this hostname, whatever instance it is (a replacement that comes up under a new hostname is not held)"
-    if not confirm(f"Hold {node} ({kind}) on {place.cluster}: the pipeline will leave it alone?", args, stdin, out):
-        print("nothing changed", file=out)
-        return EXIT_NO
-    by = who(args, client)
-    hold = NodeHold(node=node, by=by, reason=reason, at=now)
-    existing = place.ledger.hold_node(place.cluster, hold)
-    if existing is not None:
-        print(f"{node}: already held by {existing.by} since {existing.at:%Y-%m-%d %H:%M} UTC: {existing.reason}; nothing changed", file=out)
-        return EXIT_OK
-    place.ledger.audit(
-        place.cluster, AuditEntry(at=now, by=by, action="hold", target=node, reason=reason, detail=f"{instance} {name or ''}".strip())
-    )
-    print(f"{node} ({instance}{', ' + name if name and name != node else ''}): held by {by}: {reason}", file=out)
-    print(
-        "New incidents skip it and say so (skipped: held). An incident already running on it goes on: "
-        f"`hyperpod-recovery locks --stack {place.stack.name}` shows who holds it now.",
-        file=out,
-    )
-    return EXIT_OK
-
-
-def unhold_node(args: argparse.Namespace, client: Callable[[str], Any], out: TextIO, stdin: TextIO, now: datetime) -> int:
-    """Remove the holds that keep the pipeline off this node, by whichever identity they were placed
-    under (its instance id or its name), so `unhold` undoes a `hold` however the node is named."""
-    reason = _reason(args)
-    node = _node_name(args.node)
-    place = deployed(args, client)
-    names = [node]
-    # (a node the cluster no longer has, replaced: its hold by that name is still removable)
-    with contextlib.suppress(OnCallRefused):
-        found = _cluster_node(client, place, node)
-        names += [name for name in (found.instance, found.name) if name]
-    current = place.ledger.node_holds(place.cluster, names)
-    if not current:
-        print(f"{node}: not held on {place.cluster} (under {', '.join(dict.fromkeys(names))}); nothing changed", file=out)
-        return EXIT_OK
-    said = "; ".join(f"{hold.node} (by {hold.by}: {hold.reason})" for hold in current.values())
-    if not confirm(f"Remove the hold on {said}?", args, stdin, out):
-        print("nothing changed", file=out)
-        return EXIT_NO
-    by = who(args, client)
-    for hold in current.values():
-        removed = place.ledger.unhold_node(place.cluster, hold.node, hold)
-        place.ledger.audit(
-            place.cluster,
-            AuditEntry(at=now, by=by, action="unhold", target=hold.node, reason=reason, detail=f"was held by {hold.by}: {hold.reason}"),
-        )
-        print(
-            f"{hold.node}: hold removed by {by}"
-            + ("" if removed else " (it had changed or been removed since it was read: left as it is)"),
-            file=out,
-        )
-    print("the next fault reported for it starts a recovery as usual", file=out)
-    return EXIT_OK
-
-
 # --- the parsers -------------------------------------------------------------------------------
-def _stack(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
+def stack_option(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
     # A command group that also runs alone (``incidents``, ``locks``) cannot require it: argparse would
     # demand it before ``show``/``release`` take theirs. deployed() asks for it then.
     parser.add_argument("--stack", required=required, help="the deployed stack's name (finds its ledger, state machines and cluster)")
 
 
-def _change(parser: argparse.ArgumentParser) -> None:
+def change_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--reason", required=True, help="why (kept in the ledger's audit log)")
     parser.add_argument("--by", default=None, help="who (default: the login name; the AWS identity is recorded with it)")
     parser.add_argument("--yes", action="store_true", help="do it without asking")
@@ -587,7 +477,7 @@ def add_commands(groups: Any, region: argparse.ArgumentParser, wrap: Callable[[C
     """Register the on-call commands on the CLI's subparsers; ``wrap(command, changes)`` makes each
     an ``(Invocation) -> int`` (app.py owns the Invocation)."""
     incidents = groups.add_parser("incidents", parents=[region], help="recent incidents of the stack's cluster (running and recorded)")
-    _stack(incidents, required=False)
+    stack_option(incidents, required=False)
     incidents.add_argument("--open", action="store_true", help="only incidents still running")
     incidents.add_argument("--escalated", action="store_true", help=f"only those that needed a human ({', '.join(NEEDS_A_HUMAN)})")
     incidents.add_argument("--since", help="only since: a duration (30m, 6h, 2d) or an ISO time")
@@ -597,12 +487,12 @@ def add_commands(groups: Any, region: argparse.ArgumentParser, wrap: Callable[[C
     shows = incidents.add_subparsers(dest="incidents_command", title="commands", metavar="COMMAND")
     show = shows.add_parser("show", parents=[region], help="one incident: its record, what happens next, timeline and phases")
     show.add_argument("incident", help="the incident id (the execution's name)")
-    _stack(show)
+    stack_option(show)
     show.add_argument("--json", action="store_true")
     show.set_defaults(run=wrap(show_incident, False))
 
     locks = groups.add_parser("locks", parents=[region], help="node locks, hostname locks, places under the cap and holds")
-    _stack(locks, required=False)
+    stack_option(locks, required=False)
     locks.add_argument("--json", action="store_true")
     locks.set_defaults(run=wrap(list_locks, False))
     actions = locks.add_subparsers(dest="locks_command", title="commands", metavar="COMMAND")
@@ -612,8 +502,8 @@ def add_commands(groups: Any, region: argparse.ArgumentParser, wrap: Callable[[C
         nargs="+",
         help="instance ids, current names, or the names of nodes they replaced (each node's other identity is released with it)",
     )
-    _stack(release)
-    _change(release)
+    stack_option(release)
+    change_options(release)
     release.set_defaults(run=wrap(release_lock, True))
 
     stop = groups.add_parser(
@@ -622,22 +512,9 @@ def add_commands(groups: Any, region: argparse.ArgumentParser, wrap: Callable[[C
         help="stop a running incident (StopExecution): recorded aborted, its node locks kept for you (it prints the release)",
     )
     stop.add_argument("incident", help="the incident id (the execution's name)")
-    _stack(stop)
-    _change(stop)
+    stack_option(stop)
+    change_options(stop)
     stop.set_defaults(run=wrap(stop_incident, True))
-
-    for name, text, command in (
-        ("hold", "keep the pipeline's hands off a node until unhold (an instance id, or a hostname: whichever instance it is)", hold_node),
-        ("unhold", "let the pipeline act on a held node again", unhold_node),
-    ):
-        parser = groups.add_parser(name, parents=[region], help=text)
-        parser.add_argument(
-            "node",
-            help="an instance id (i-...), the orchestrator's name of the node, or the name of a node it replaced (the ledger's record)",
-        )
-        _stack(parser)
-        _change(parser)
-        parser.set_defaults(run=wrap(command, True))
 
 
 def _positive(text: str) -> int:

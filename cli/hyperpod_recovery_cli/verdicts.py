@@ -37,12 +37,12 @@ from hyperpod_recovery_cli.oncall import (
     EXIT_OK,
     OnCallRefused,
     _age,
-    _change,
-    _reason,
     _since,
-    _stack,
     _table,
+    change_options,
     deployed,
+    reason_of,
+    stack_option,
 )
 
 RULES: tuple[HangRule, ...] = get_args(HangRule)
@@ -304,7 +304,7 @@ def _review(
     stdin: TextIO,
     now: datetime,
 ) -> int:
-    reason = _reason(args)
+    reason = reason_of(args)
     ref = parse_verdict_id(args.verdict)
     place = deployed(args, client)
     recorded = place.ledger.verdict(place.cluster, ref.rule, ref.job, ref.episode_at)
@@ -373,7 +373,7 @@ def add_commands(groups: Any, region: argparse.ArgumentParser, wrap: Callable[[C
     verdicts.set_defaults(usage=verdicts)  # (alone: its help, exit 2)
     actions = verdicts.add_subparsers(dest="verdicts_command", title="commands", metavar="COMMAND")
     listed = actions.add_parser("list", parents=[region], help="verdicts newest first, then each rule's counts and precision")
-    _stack(listed)
+    stack_option(listed)
     listed.add_argument("--since", help=f"only those decided since: a duration (30m, 6h, 7d) or an ISO time (default {DEFAULT_SINCE})")
     listed.add_argument("--rule", choices=RULES, help="only this rule's")
     listed.add_argument("--open", action="store_true", help="only verdicts nobody reviewed yet (the counts stay the window's)")
@@ -385,7 +385,7 @@ def add_commands(groups: Any, region: argparse.ArgumentParser, wrap: Callable[[C
             "verdict",
             help="the verdict's id as `verdicts list` shows it (<job>-hung-<epoch>, <job>-hpto_hang-<epoch>, …), or its hpj-… incident",
         )
-        _stack(parser)
-        _change(parser)
+        stack_option(parser)
+        change_options(parser)
         parser.add_argument("--force", action="store_true", help="review again a verdict already confirmed or rejected")
         parser.set_defaults(run=wrap(review_verdict(review), True))
