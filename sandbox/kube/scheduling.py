@@ -15,7 +15,8 @@ from sandbox.kube.objects import _ready
 GPU = "nvidia.com/gpu"
 # ASSUMPTION: a pod the scheduler binds runs 5 s later: the Kubernetes scalability SLO for pod startup
 # latency (99th percentile <= 5 s from creation to all containers started, for a schedulable stateless
-# pod, image pulls excluded: kubernetes/community sig-scalability/slos/pod_startup_latency.md). A
+# pod, image pulls excluded:
+# https://github.com/kubernetes/community/blob/main/sig-scalability/slos/pod_startup_latency.md). A
 # training image not yet on the node (a fresh replacement) takes its pull longer; not modelled.
 POD_START_SECONDS = 5
 # A node's nvidia.com/gpu allocatable by its instance type (the NVIDIA device plugin advertises every
