@@ -209,11 +209,24 @@ class SimulatedEks:
     def close(self) -> None:
         self._stack.close()
 
-    def settle(self) -> float | None:
-        """After the drill's last step: the pods the scheduler bound run when their start is due, as on a
-        real cluster, though no request of the pipeline comes to look. Sets and returns ``settled_at``,
-        the virtual second the last of them started (None: none was starting)."""
+    def catch_up(self, moment: float) -> None:
+        """A reader of the cluster at virtual second ``moment``, between the pipeline's requests (the
+        fleet's training model): the pods due to start by then have (else a quiet cluster would show
+        them starting for hours, until the next request)."""
         with self.lock:
+            due = self.kube.next_start()
+            if due is not None and (due - self.epoch).total_seconds() <= moment:
+                self.kube.start_due_by(self.epoch + timedelta(seconds=moment))
+
+    def settle(self, until: float | None = None) -> float | None:
+        """After the drill's last step: the pods the scheduler bound run when their start is due, as on a
+        real cluster, though no request of the pipeline comes to look (``until``: the cluster first brought
+        to that virtual second, a fleet run's end). Sets and returns ``settled_at``, the virtual second
+        the last of them started (None: none was starting)."""
+        with self.lock:
+            if until is not None:
+                self.sync(until)
+                self.kube.tick()
             for _ in range(SETTLE_ROUNDS):
                 due = self.kube.next_start()
                 if due is None:
@@ -392,11 +405,11 @@ class SimulatedEks:
         return None
 
     # --- HyperPod keeping the Node objects -------------------------------------------------------
-    def sync(self) -> None:
-        """Bring the Node objects to what HyperPod shows at the caller's time (never backwards: the
-        API server has one present, the drill's timelines each their own)."""
+    def sync(self, at: float | None = None) -> None:
+        """Bring the Node objects to what HyperPod shows at the caller's time, or ``at`` when later (never
+        backwards: the API server has one present, the drill's timelines each their own)."""
         with self.lock:
-            t = max(self.double.now(), self._synced)  # (the caller's time: the server runs in its scope)
+            t = max(self.double.now(), self._synced, at if at is not None else self._synced)  # (the caller's time)
             with self.double._lock:
                 moments = sorted({m for n in self.double.nodes for m in self._moments(n) if self._synced < m < t})
             # (the cluster passes through each moment HyperPod changed a node since: a pod waiting for a

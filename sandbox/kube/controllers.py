@@ -53,8 +53,8 @@ class Controllers:
         self._note_copies()
 
     def _schedule(self) -> bool:
-        """kube-scheduler (``scheduler``): each pending pod without a node, in its job's replica order, bound
-        to the first node (by name) that takes it (sandbox/kube/scheduling.py: Ready, not cordoned, its taints
+        """kube-scheduler (``scheduler``): each pending pod without a node, bound
+        in name order, to the first node (by name) that takes it (sandbox/kube/scheduling.py: Ready, not cordoned, its taints
         tolerated, its selector and affinity met, its GPUs free); it runs POD_START_SECONDS later
         (_start_due). A pod no node can take stays Pending until one can. Pods are placed one by one, as
         kube-scheduler does: no gang (all-or-nothing) placement, which needs a gang scheduler the job's
@@ -62,10 +62,7 @@ class Controllers:
         Whether it bound one."""
         if not self.scheduler:
             return False
-        waiting = sorted(
-            (k for k, p in self.pods.items() if p["status"].get("phase") == "Pending" and not p["spec"].get("nodeName")),
-            key=lambda k: (k[0], _name_order(k[1])),
-        )
+        waiting = sorted(k for k, p in self.pods.items() if p["status"].get("phase") == "Pending" and not p["spec"].get("nodeName"))
         if not waiting:
             return False  # (nothing to place: the nodes need not be looked at, 2,048 of them in a fleet run)
         free: dict[str, int] = {name: allocatable_gpus(node) for name, node in self.nodes.items() if takes_pods(node)}
@@ -88,12 +85,13 @@ class Controllers:
             pod["spec"]["nodeName"] = node
             pod["metadata"]["resourceVersion"] = self._next_version()
             self._starting[key] = self.now() + timedelta(seconds=POD_START_SECONDS)
+            self._started_at.pop(key, None)  # (a pod of that name that ran before)
             placed = True
         return placed
 
-    def _start_due(self) -> bool:
-        """Each bound pod whose start is due runs (its containers started). Whether one did."""
-        now = self.now()
+    def _start_due(self, by: datetime | None = None) -> bool:
+        """Each bound pod whose start is due (now, or ``by``) runs (its containers started). Whether one did."""
+        now = by or self.now()
         started = False
         for key, due in sorted(self._starting.items(), key=lambda kv: kv[1]):
             pod = self.pods.get(key)
@@ -106,6 +104,12 @@ class Controllers:
                 self._started_at[key] = due
                 started = True
         return started
+
+    def start_due_by(self, moment: datetime) -> None:
+        """A reader at ``moment``, ahead of the last request: the pods due to start by then have (nothing
+        else moves: the API server's clock stays at its last request)."""
+        if self._start_due(moment):
+            self._settle()
 
     def next_start(self) -> datetime | None:
         """When the next pod bound and not yet started runs (None: none is starting)."""
@@ -206,14 +210,11 @@ class Controllers:
         for (kind, namespace, _), job in self.jobs.items():
             uid = job["metadata"]["uid"]
             owned = pods_of.get(uid, [])
-            # (every replica's pod: a job a pod of which is missing, its node deleted, does not train)
-            replicas = sum(_replicas(r) for r in ((job.get("spec") or {}).get("pytorchReplicaSpecs") or {}).values())
             running = (
                 kind == "PyTorchJob"
                 and not _suspended(job)
                 and _job_state(job) not in FINISHED
                 and bool(owned)
-                and len(owned) >= replicas
                 and all(p["status"].get("phase") == "Running" and "deletionTimestamp" not in p["metadata"] for p in owned)
             )
             spans = self._runs.get(uid)
@@ -222,7 +223,7 @@ class Controllers:
                 # (from when its last pod started, not when a request next looked)
                 started = [self._started_at[k] for p in owned if (k := (namespace, p["metadata"]["name"])) in self._started_at]
                 begun = round((max(started) - self.epoch).total_seconds(), 3) if started else at
-                self._runs.setdefault(uid, []).append([min(begun, at), None])
+                self._runs.setdefault(uid, []).append([begun, None])
                 ordered = sorted(owned, key=lambda p: _name_order(p["metadata"]["name"]))
                 self.run_nodes.setdefault(uid, [str(p["spec"].get("nodeName")) for p in ordered])
             elif not running and open_span:

@@ -216,7 +216,8 @@ def _kubernetes_job(runner: DrillSource, spec: Any, fates: list[JobFate], end: f
     for uid in lineage[1:]:
         stamp = objects[uid][2]["metadata"].get("creationTimestamp")
         created[uid] = seconds_since(datetime.fromisoformat(stamp), runner.epoch) if stamp else None
-        hit = [at for at, names in faults if names is None or names & nodes_of(uid)]
+        ran_on = nodes_of(uid) | set(kube.run_nodes.get(uid, []))  # (a stopped copy's pods are gone: where it trained)
+        hit = [at for at, names in faults if names is None or names & ran_on]
         for start, stop in trained.get(uid, []):
             runs.append(CopyRun(as_millis(start or 0), end_ms if stop is None else as_millis(stop), hit))
     copy = lineage[-1] if len(lineage) > 1 else None
