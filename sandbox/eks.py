@@ -54,10 +54,13 @@ from hyperpod_recovery.models.kubernetes import HEALTH_STATUS_LABEL, KUEUE_QUEUE
 from hyperpod_recovery.models.progress import PROGRESS_TABLE_ENV
 from sandbox.hyperpod import ACCOUNT, HyperPodDouble, SimNode
 from sandbox.kube import HYPERPOD_TAINT_KEY, FakeKube, _controller_uid, _name_order, serve
+from sandbox.kube.scheduling import gpus_of
 from sandbox.planted import SECRET_LOG
 from sandbox.scenario import Scenario, expand_range
 
 PENDING_REPLACEMENT = "UnschedulablePendingReplacement"
+# settle's bound: each round starts the pods due next (a pod started may free nothing: one or two suffice)
+SETTLE_ROUNDS = 8
 
 
 def tls_material(directory: Path) -> tuple[str, ssl.SSLContext]:
@@ -186,6 +189,7 @@ class SimulatedEks:
         self.name = f"{scenario.cluster.name}-eks"  # the EKS cluster the double's DescribeCluster names
         self.reported: dict[str, float] = {}  # instance id -> when a health event reported it
         self._synced = -86_400.0
+        self.settled_at: float | None = None  # (settle)
         cluster = scenario.cluster.kubernetes
         self.kube = FakeKube(
             now=lambda: self.epoch + timedelta(seconds=self._synced),
@@ -193,7 +197,7 @@ class SimulatedEks:
             kueue=cluster.kueue,
             kueue_versions=tuple(cluster.kueue_versions),
             suspend_field=cluster.training_operator != "1.6",
-            scheduler=cluster.scheduler,
+            scheduler=cluster.scheduler == "running",
             cluster_id=double.cluster_id,
         )
         self._boots: dict[str, float] = {}  # instance id -> the boot its Node shows
@@ -204,6 +208,34 @@ class SimulatedEks:
 
     def close(self) -> None:
         self._stack.close()
+
+    def catch_up(self, moment: float) -> None:
+        """A reader of the cluster at virtual second ``moment``, between the pipeline's requests (the
+        fleet's training model): the pods due to start by then have (else a quiet cluster would show
+        them starting for hours, until the next request)."""
+        with self.lock:
+            due = self.kube.next_start()
+            if due is not None and (due - self.epoch).total_seconds() <= moment:
+                self.kube.start_due_by(self.epoch + timedelta(seconds=moment))
+
+    def settle(self, until: float | None = None) -> float | None:
+        """After the drill's last step: the pods the scheduler bound run when their start is due, as on a
+        real cluster, though no request of the pipeline comes to look (``until``: the cluster first brought
+        to that virtual second, a fleet run's end). Sets and returns ``settled_at``, the virtual second
+        the last of them started (None: none was starting)."""
+        with self.lock:
+            if until is not None:
+                self.sync(until)
+                self.kube.tick()
+            for _ in range(SETTLE_ROUNDS):
+                due = self.kube.next_start()
+                if due is None:
+                    break
+                self._synced = max(self._synced, (due - self.epoch).total_seconds())
+                self.sync()
+                self.kube.tick()
+                self.settled_at = self._synced
+        return self.settled_at
 
     @property
     def lock(self) -> Any:
@@ -233,6 +265,7 @@ class SimulatedEks:
             for group, index in expand_range(ref):
                 name = self.node_of(f"{group}:{index}")
                 self.kube.patch_node(name, [{"op": "add", "path": "/spec/unschedulable", "value": True}])  # kubectl cordon
+        types = {g.name: g.instance_type for g in self.scenario.cluster.instance_groups}
         for job in self.scenario.jobs:
             spec = job.kubernetes
             nodes = [self.node_of(f"{g}:{i}") for g, i in expand_range(job.nodes)]
@@ -256,6 +289,8 @@ class SimulatedEks:
                 env=env,
                 elastic_policy=spec.elastic_policy.model_dump(exclude_none=True) if spec.elastic_policy is not None else None,
                 grace_seconds=spec.termination_grace_seconds,
+                # (a training pod asks for all its node's GPUs: one pod a node, as the job was placed)
+                gpus=gpus_of(types[expand_range(job.nodes)[0][0]]),
             )
         self._made_by_tenants: set[str] = set()  # uids
         self._tenants_act()
@@ -370,27 +405,46 @@ class SimulatedEks:
         return None
 
     # --- HyperPod keeping the Node objects -------------------------------------------------------
-    def sync(self) -> None:
-        """Bring the Node objects to what HyperPod shows at the caller's time (never backwards: the
-        API server has one present, the drill's timelines each their own)."""
+    def sync(self, at: float | None = None) -> None:
+        """Bring the Node objects to what HyperPod shows at the caller's time, or ``at`` when later (never
+        backwards: the API server has one present, the drill's timelines each their own)."""
         with self.lock:
-            t = max(self.double.now(), self._synced)  # (the caller's time: the server runs in its scope)
-            self._synced = t
+            t = max(self.double.now(), self._synced, at if at is not None else self._synced)  # (the caller's time)
             with self.double._lock:
-                instances = {n.node_id: n for n in self.double.nodes if n.exists_at(t)}
-            for name in list(self.kube.nodes):
-                if self._instance_of.get(name) not in instances:
-                    self.kube.hyperpod_removes(name)
-            for instance, node in instances.items():
-                name = self.node_name(instance)
-                running = node.status_at(t) == "Running" or any(at <= t for at, _ in node.boots)
-                if name not in self.kube.nodes:
-                    if not running:
-                        continue
-                    self.kube.add_node(name, instance_id=instance, group=node.group, boot_id=self._boot_id(node, t))
-                    self._instance_of[name] = instance
-                    self._boots[instance] = self._last_boot(node, t)
-                self._keep(name, node, t)
+                moments = sorted({m for n in self.double.nodes for m in self._moments(n) if self._synced < m < t})
+            # (the cluster passes through each moment HyperPod changed a node since: a pod waiting for a
+            # node is bound when one takes it, not when a request next looks)
+            for moment in moments:
+                self._sync_at(moment)
+                self.kube.tick()
+            self._sync_at(t)
+
+    def _moments(self, node: SimNode) -> list[float]:
+        """When HyperPod changed what the node's Node object shows: made, removed, a status, its host
+        agent answering or not, a boot, a health event."""
+        found = [node.created_at, *(m for m, _ in node.transitions), *(m for m, _ in node.slurmd), *(m for m, _ in node.boots)]
+        reported = self.reported.get(node.node_id)
+        return [*found, *([node.removed_at] if node.removed_at is not None else []), *([reported] if reported is not None else [])]
+
+    def _sync_at(self, t: float) -> None:
+        """The Node objects as HyperPod shows them at ``t``."""
+        self._synced = t
+        with self.double._lock:
+            instances = {n.node_id: n for n in self.double.nodes if n.exists_at(t)}
+        for name in list(self.kube.nodes):
+            if self._instance_of.get(name) not in instances:
+                self.kube.hyperpod_removes(name)
+        for instance, node in instances.items():
+            name = self.node_name(instance)
+            running = node.status_at(t) == "Running" or any(at <= t for at, _ in node.boots)
+            if name not in self.kube.nodes:
+                if not running:
+                    continue
+                gpus = gpus_of(node.instance_type)
+                self.kube.add_node(name, instance_id=instance, group=node.group, boot_id=self._boot_id(node, t), gpus=gpus)
+                self._instance_of[name] = instance
+                self._boots[instance] = self._last_boot(node, t)
+            self._keep(name, node, t)
 
     def _keep(self, name: str, node: SimNode, t: float) -> None:
         answering = self._answering(node, t)

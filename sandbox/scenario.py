@@ -59,9 +59,10 @@ class KubernetesClusterSpec(_Strict):
     # instance's private DNS name ip-10-...compute.internal (older ones); either way each node's
     # providerID is HyperPod's aws:///<zone>/sagemaker/cluster/hyperpod-<cluster id>-<instance id>.
     node_names: Literal["hyperpod", "ip"] = "hyperpod"
-    # kube-scheduler places the pods the operator makes, one a free node (sandbox/kube/controllers.py _schedule);
-    # false: they stay Pending (what the drills written before it show).
-    scheduler: StrictBool = False
+    # "running": kube-scheduler binds the pods the operator makes to the nodes that take them, and they
+    # run a moment later (sandbox/kube/controllers.py _schedule); "stuck": a scheduler that binds nothing
+    # (they stay Pending: the job is honestly not running again).
+    scheduler: Literal["running", "stuck"] = "running"
 
 
 class ClusterSpec(_Strict):

@@ -65,8 +65,6 @@ class FleetPlan:
             }
             for k, (job_id, first, last) in enumerate(self.job_ranges())
         ]
-        # (on EKS, kube-scheduler places a re-created job's pods on the Ready nodes that take them)
-        kubernetes = {"kubernetes": {"scheduler": True}} if self.orchestrator == "eks" else {}
         faults = [self.fault(failure) for failure in trace.failures]
         return Scenario.model_validate(
             {
@@ -76,7 +74,6 @@ class FleetPlan:
                 "cluster": {
                     "name": self.cluster,
                     "orchestrator": self.orchestrator,
-                    **kubernetes,
                     "instance_groups": [
                         # (an EKS cluster has no controller node: its control plane is EKS's)
                         *([] if self.orchestrator == "eks" else [CONTROLLER_GROUP]),

@@ -164,6 +164,8 @@ class FleetRunner(DrillRunner):
             self.play()
             end = self.plan.days * 86_400.0
             self._advance_to(max(end, self.clock.now()))
+            if self.eks is not None:
+                self.eks.settle(end)  # (the cluster at the run's end: the pods bound since the last request run)
             self.fleet_training.advance(end)
             self.slurm.close()
             self._log.flush()
@@ -288,6 +290,7 @@ class FleetRunner(DrillRunner):
         try:
             while True:
                 bound = min(self.clock.next_wake(), until)
+                self._kube_at(self.clock.horizon)
                 self.fleet_training.advance(self.clock.horizon)
                 moment = self._next_tick_to_run(bound)
                 if moment is None:
@@ -295,6 +298,7 @@ class FleetRunner(DrillRunner):
                         self._process_onsets(bound)  # (every failure up to the next wake-up, before anything reads it)
                     self._until = until
                     super()._between()
+                    self._kube_at(self.clock.horizon)
                     self.fleet_training.advance(self.clock.horizon)
                     return
                 self._until = moment  # (what AWS delivers before the tick's moment, first)
@@ -312,8 +316,14 @@ class FleetRunner(DrillRunner):
         return [d for d in super()._deliveries() if not (d.detect and not d.faults)]
 
     # --- a failure's onset: the training stops --------------------------------------------------
+    def _kube_at(self, moment: float) -> None:
+        """EKS: the pods bound and due to start by ``moment`` run (their copies train) before the training model reads them."""
+        if self.eks is not None:
+            self.eks.catch_up(moment)
+
     def _process_onsets(self, moment: float) -> None:
         """Every failure up to ``moment`` stops the training it hits (its hit, its reporters' story)."""
+        self._kube_at(moment)
         assert self.fleet_training is not None and self.fleet_progress is not None and self.fleet_copies is not None
         while self._onset_next < len(self._onsets) and self._onsets[self._onset_next].at <= moment:
             failure = self._onsets[self._onset_next]

@@ -40,6 +40,10 @@ What it models:
   404 at a version not served; each Workload checked against the schema of every version it is served at;
 * a PyTorchJob CRD without ``runPolicy.suspend`` (training operator < 1.7, ``suspend_field=False``):
   the API server prunes the field and answers 200;
+* kube-scheduler (controllers.py ``_schedule``, scheduling.py): a pending pod bound to a Ready,
+  uncordoned node whose taints it tolerates, whose labels its nodeSelector and required affinity
+  match, and whose nvidia.com/gpu allocatable its request fits, then Running POD_START_SECONDS later;
+  pod by pod (no gang placement); off (``scheduler=False``) the operator's pods stay Pending;
 * ``second_copies``: every moment two objects of one job's lineage were live at once (a pod of each
   running, waiting to, or Terminating);
 * HyperPod's providerID on each node it makes (``aws:///<zone id>/sagemaker/cluster/hyperpod-<cluster id>-<instance id>``).
@@ -100,14 +104,14 @@ class FakeKube(Outside, Controllers, Kueue, SchemaChecks):
         kueue_versions: tuple[str, ...] = KUEUE_0_19_VERSIONS,
         suspend_field: bool = True,
         epoch: datetime | None = None,
-        scheduler: bool = False,
+        scheduler: bool = True,
         cluster_id: str = SANDBOX_CLUSTER_ID,
     ) -> None:
         """``kueue``: Kueue runs (HyperPod task governance: the Workload CRD and its controllers);
         ``suspend_field``: the PyTorchJob CRD has runPolicy.suspend (training operator 1.7 and later);
         ``epoch``: what second_copies counts its virtual seconds from (default: now at construction);
-        ``scheduler``: the scheduler places a pending pod on a free node (_schedule); off, the pods the
-        operator makes stay Pending (what the older drills' reports were written with); ``cluster_id``:
+        ``scheduler``: kube-scheduler binds a pending pod to a node that takes it, and it runs a moment
+        later (_schedule); off, the pods the operator makes stay Pending (a stuck scheduler); ``cluster_id``:
         the HyperPod cluster's id, in its nodes' providerIDs."""
         self.scheduler = scheduler
         self.cluster_id = cluster_id
@@ -135,6 +139,8 @@ class FakeKube(Outside, Controllers, Kueue, SchemaChecks):
         self._copies: list[dict[str, Any]] = []
         self._live_by_lineage: dict[tuple[str, str], list[str]] = {}
         self._runs: dict[str, list[list[float | None]]] = {}  # uid -> [start, end] (runs())
+        self._starting: dict[tuple[str, str], datetime] = {}  # pods bound, not started yet -> when they run
+        self._started_at: dict[tuple[str, str], datetime] = {}  # when each pod the scheduler bound started
         # Each PyTorchJob's nodes as its first run began (its pods', in name order): where it trained.
         self.run_nodes: dict[str, list[str]] = {}
         self._version = 1000

@@ -26,7 +26,9 @@ from sandbox.kube.objects import (
     _set_condition,
     _stamp,
     _suspended,
+    _template_terms,
 )
+from sandbox.kube.scheduling import POD_START_SECONDS, allocatable_gpus, gpu_request, placement_fits, shape, takes_pods
 
 
 class Controllers:
@@ -51,35 +53,68 @@ class Controllers:
         self._note_copies()
 
     def _schedule(self) -> bool:
-        """kube-scheduler, as far as a drill needs it (``scheduler``): each pending pod without a node,
-        in name order, bound to a Ready node that takes pods (not cordoned, no NoSchedule or NoExecute
-        taint) and holds no live pod (ASSUMPTION: a training pod asks for all of a node's GPUs: one pod
-        a node), and running at once. A pod no node can take stays Pending until one can. Whether it
-        placed one."""
+        """kube-scheduler (``scheduler``): each pending pod without a node, bound
+        in name order, to the first node (by name) that takes it (sandbox/kube/scheduling.py: Ready, not cordoned, its taints
+        tolerated, its selector and affinity met, its GPUs free); it runs POD_START_SECONDS later
+        (_start_due). A pod no node can take stays Pending until one can. Pods are placed one by one, as
+        kube-scheduler does: no gang (all-or-nothing) placement, which needs a gang scheduler the job's
+        operator is configured for (Kueue admits a job's quota whole before its pods exist: kueue.py).
+        Whether it bound one."""
         if not self.scheduler:
             return False
         waiting = sorted(k for k, p in self.pods.items() if p["status"].get("phase") == "Pending" and not p["spec"].get("nodeName"))
         if not waiting:
             return False  # (nothing to place: the nodes need not be looked at, 2,048 of them in a fleet run)
-        busy = {p["spec"].get("nodeName") for p in self.pods.values() if p["status"].get("phase") in ("Pending", "Running")}
-        free = [
-            name
-            for name, node in sorted(self.nodes.items())
-            if name not in busy
-            and _ready(node)
-            and not node["spec"].get("unschedulable")
-            and not any(t.get("effect") in ("NoSchedule", "NoExecute") for t in node["spec"].get("taints") or [])
-        ]
+        free: dict[str, int] = {name: allocatable_gpus(node) for name, node in self.nodes.items() if takes_pods(node)}
+        for pod in self.pods.values():
+            bound = pod["spec"].get("nodeName")
+            if bound in free and pod["status"].get("phase") in ("Pending", "Running"):  # (Terminating ones still hold theirs)
+                free[bound] -= gpu_request(pod)
+        candidates: dict[str, list[str]] = {}  # pod shape -> the nodes its own terms allow, by name
         placed = False
         for key in waiting:
-            if not free:
-                break
             pod = self.pods[key]
-            pod["spec"]["nodeName"] = free.pop(0)
-            pod["status"]["phase"] = "Running"
+            want = gpu_request(pod)
+            kind = shape(pod)
+            if kind not in candidates:
+                candidates[kind] = sorted(name for name in free if placement_fits(pod, self.nodes[name]))
+            node = next((name for name in candidates[kind] if free[name] >= want), None)
+            if node is None:
+                continue
+            free[node] -= want
+            pod["spec"]["nodeName"] = node
             pod["metadata"]["resourceVersion"] = self._next_version()
+            self._starting[key] = self.now() + timedelta(seconds=POD_START_SECONDS)
+            self._started_at.pop(key, None)  # (a pod of that name that ran before)
             placed = True
         return placed
+
+    def _start_due(self, by: datetime | None = None) -> bool:
+        """Each bound pod whose start is due (now, or ``by``) runs (its containers started). Whether one did."""
+        now = by or self.now()
+        started = False
+        for key, due in sorted(self._starting.items(), key=lambda kv: kv[1]):
+            pod = self.pods.get(key)
+            if pod is None or "deletionTimestamp" in pod["metadata"] or pod["status"].get("phase") != "Pending":
+                del self._starting[key]
+            elif due <= now:
+                del self._starting[key]
+                pod["status"]["phase"] = "Running"
+                pod["metadata"]["resourceVersion"] = self._next_version()
+                self._started_at[key] = due
+                started = True
+        return started
+
+    def start_due_by(self, moment: datetime) -> None:
+        """A reader at ``moment``, ahead of the last request: the pods due to start by then have (nothing
+        else moves: the API server's clock stays at its last request)."""
+        if self._start_due(moment):
+            self._settle()
+
+    def next_start(self) -> datetime | None:
+        """When the next pod bound and not yet started runs (None: none is starting)."""
+        live = [due for key, due in self._starting.items() if key in self.pods and "deletionTimestamp" not in self.pods[key]["metadata"]]
+        return min(live, default=None)
 
     def _operator_reconciles(self, key: tuple[str, str, str]) -> None:
         """Kubeflow's training operator (v1.7+): a suspended job's pods are deleted (ASSUMPTION: at
@@ -107,6 +142,7 @@ class Controllers:
             self.operator_errors.append(f"{namespace}/{key[2]}: Service {refused[0]!r} is no DNS-1035 label of at most 63 characters")
             return
         for replica_type, name in names:
+            resources, terms = _template_terms(job, replica_type)
             self.add_pod(
                 namespace,
                 name,
@@ -116,6 +152,8 @@ class Controllers:
                 phase="Pending",
                 containers=_container_names(job, replica_type),
                 grace_seconds=_grace_seconds(job, replica_type),
+                resources=resources,
+                terms=terms,
             )
 
     def _terminate(self, pod_key: tuple[str, str]) -> None:
@@ -153,8 +191,10 @@ class Controllers:
         return bool(done)
 
     def tick(self) -> None:
-        """Time passed: what the kubelets confirm now is gone, and the controllers act on it."""
-        if self._finish_terminations():
+        """Time passed: what the kubelets confirm now is gone, the pods whose start was due run, and the
+        controllers act on it."""
+        gone = self._finish_terminations()
+        if self._start_due() | gone:
             self._settle()
 
     def runs(self) -> dict[str, list[list[float | None]]]:
@@ -167,7 +207,7 @@ class Controllers:
         pods_of: dict[str | None, list[dict[str, Any]]] = {}
         for pod in self.pods.values():
             pods_of.setdefault(_controller_uid(pod), []).append(pod)
-        for (kind, _, _), job in self.jobs.items():
+        for (kind, namespace, _), job in self.jobs.items():
             uid = job["metadata"]["uid"]
             owned = pods_of.get(uid, [])
             running = (
@@ -180,7 +220,10 @@ class Controllers:
             spans = self._runs.get(uid)
             open_span = bool(spans) and spans[-1][1] is None
             if running and not open_span:
-                self._runs.setdefault(uid, []).append([at, None])
+                # (from when its last pod started, not when a request next looked)
+                started = [self._started_at[k] for p in owned if (k := (namespace, p["metadata"]["name"])) in self._started_at]
+                begun = round((max(started) - self.epoch).total_seconds(), 3) if started else at
+                self._runs.setdefault(uid, []).append([begun, None])
                 ordered = sorted(owned, key=lambda p: _name_order(p["metadata"]["name"]))
                 self.run_nodes.setdefault(uid, [str(p["spec"].get("nodeName")) for p in ordered])
             elif not running and open_span:

@@ -3,6 +3,7 @@ readings of an object (its conditions, owner, replicas, selector match)."""
 
 from __future__ import annotations
 
+import copy
 import re
 from datetime import UTC, datetime
 from typing import Any
@@ -143,6 +144,16 @@ def _container_names(job: dict[str, Any], replica_type: str) -> tuple[str, ...]:
     """The containers the operator gives a replica's pods: its template's."""
     template = job["spec"]["pytorchReplicaSpecs"][replica_type].get("template") or {}
     return tuple(str(c["name"]) for c in (template.get("spec") or {}).get("containers") or []) or ("main",)
+
+
+def _template_terms(job: dict[str, Any], replica_type: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """What the operator copies from a replica's template into each pod it makes that the scheduler
+    reads: each container's resources (by container name), and the pod's nodeSelector, affinity and tolerations."""
+    template = job["spec"]["pytorchReplicaSpecs"][replica_type].get("template") or {}
+    spec = template.get("spec") or {}
+    resources = {str(c["name"]): copy.deepcopy(c["resources"]) for c in spec.get("containers") or [] if c.get("resources")}
+    terms = {k: copy.deepcopy(spec[k]) for k in ("nodeSelector", "affinity", "tolerations") if spec.get(k)}
+    return resources, terms
 
 
 def _grace_seconds(job: dict[str, Any], replica_type: str) -> int | None:

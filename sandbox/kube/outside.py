@@ -22,6 +22,7 @@ from sandbox.kube.objects import (
     _ready_condition,
     _stamp,
 )
+from sandbox.kube.scheduling import GPU
 
 
 class Outside:
@@ -39,9 +40,11 @@ class Outside:
         instance_id: str | None = None,
         boot_id: str | None = None,
         provider_id: str | None = None,
+        gpus: int = 8,
     ) -> dict[str, Any]:
         """A node; ``instance_id``: its instance, named in its providerID in HyperPod's form (in
-        ``provider_id`` when given: EC2's form, or none: a node whose providerID names no instance)."""
+        ``provider_id`` when given: EC2's form, or none: a node whose providerID names no instance);
+        ``gpus``: its nvidia.com/gpu capacity and allocatable (a p5.48xlarge's 8 by default)."""
         labels = {"sagemaker.amazonaws.com/compute-type": "hyperpod", INSTANCE_GROUP_LABEL: group}
         if health is not None:
             labels[HEALTH_STATUS_LABEL] = health
@@ -57,6 +60,9 @@ class Outside:
                 "nodeInfo": _node_info(boot_id or str(uuid.uuid4())),
             },
         }
+        if gpus:
+            node["status"]["capacity"] = {GPU: str(gpus)}
+            node["status"]["allocatable"] = {GPU: str(gpus)}
         provider_id = provider_id if provider_id is not None else self.provider_id(instance_id) if instance_id else None
         if provider_id:
             node["spec"]["providerID"] = provider_id
@@ -91,12 +97,17 @@ class Outside:
         labels: dict[str, str] | None = None,
         elastic_policy: dict[str, int] | None = None,
         grace_seconds: int | None = None,
+        gpus: int = 8,
     ) -> dict[str, Any]:
         """A training job whose pods run one on each of ``nodes`` (created through the API, as a user
         would; a PyTorchJob's pods are its operator's, bound to the nodes as the scheduler would);
-        ``grace_seconds``: its pod template's terminationGracePeriodSeconds."""
+        ``grace_seconds``: its pod template's terminationGracePeriodSeconds; ``gpus``: what each pod
+        requests of nvidia.com/gpu (a node's all, as a training pod asks; 0: none)."""
         count = replicas if replicas is not None else len(nodes)
-        container = {"name": "pytorch", "image": "123456789012.dkr.ecr.us-west-2.amazonaws.com/train:1", "command": ["torchrun"]}
+        image = "123456789012.dkr.ecr.us-west-2.amazonaws.com/train:1"
+        container: dict[str, Any] = {"name": "pytorch", "image": image, "command": ["torchrun"]}
+        if gpus:
+            container["resources"] = {"requests": {GPU: str(gpus)}, "limits": {GPU: str(gpus)}}
         if args:
             container["args"] = list(args)
         if env:
@@ -139,6 +150,7 @@ class Outside:
                     owner=(kind, name, job["metadata"]["uid"]),
                     containers=(container["name"],),
                     grace_seconds=grace_seconds,
+                    resources={container["name"]: container["resources"]} if gpus else None,
                 )
         self._settle([(kind, namespace, name)])
         return stored
@@ -154,10 +166,13 @@ class Outside:
         phase: str = "Running",
         containers: tuple[str, ...] = ("main",),
         grace_seconds: int | None = None,
+        resources: dict[str, Any] | None = None,
+        terms: dict[str, Any] | None = None,
     ) -> None:
         """A pod (``node`` None: not scheduled yet); ``owner``: (kind, name, uid) of its controller;
         ``containers``: their names (a job's pods: its template's); ``grace_seconds``: its
-        terminationGracePeriodSeconds (the API server's default, 30, when not given)."""
+        terminationGracePeriodSeconds (the API server's default, 30, when not given); ``resources``:
+        each container's, by its name; ``terms``: its nodeSelector, affinity and tolerations."""
         metadata: dict[str, Any] = {
             "name": name,
             "namespace": namespace,
@@ -178,8 +193,12 @@ class Outside:
             ]
             metadata["labels"]["training.kubeflow.org/job-name" if kind == "PyTorchJob" else "HPJob"] = job_name
         spec: dict[str, Any] = {
-            "containers": [{"name": c, "image": "train:1"} for c in containers],
+            "containers": [
+                {"name": c, "image": "train:1"} | ({"resources": (resources or {})[c]} if c in (resources or {}) else {})
+                for c in containers
+            ],
             "terminationGracePeriodSeconds": DEFAULT_GRACE_SECONDS if grace_seconds is None else grace_seconds,
+            **(terms or {}),
         }
         if node is not None:
             spec["nodeName"] = node

@@ -158,27 +158,23 @@ def _pod_phases(pods: list[dict[str, Any]]) -> str:
 
 
 def kube_copy_running_at(runner: DrillSource, spec: Any) -> float | None:
-    """When the first re-creation of the scenario's job object was made, if its pods all run now
-    (the sandbox's operator starts a job's pods as it is created)."""
+    """When a re-creation of the scenario's job object first ran (all its pods Running: FakeKube.runs())."""
     assert runner.eks is not None
     kube = runner.eks.kube
     namespace = spec.kubernetes.namespace
     original = kube.jobs.get((spec.kubernetes.kind, namespace, spec.name))
     if original is None:
         return None
-    made = []
-    for (_, ns, _), obj in kube.jobs.items():
-        if ns != namespace or _annotation(obj, RESUBMITTED_FROM_ANNOTATION) != original["metadata"]["uid"]:
-            continue
-        owned = [
-            p
-            for (pod_ns, _), p in kube.pods.items()
-            if pod_ns == namespace and any(o.get("uid") == obj["metadata"]["uid"] for o in p["metadata"].get("ownerReferences") or [])
-        ]
-        stamp = obj["metadata"].get("creationTimestamp")
-        if stamp and owned and all(p["status"].get("phase") == "Running" and "deletionTimestamp" not in p["metadata"] for p in owned):
-            made.append(seconds_since(datetime.fromisoformat(stamp), runner.epoch))
-    return min(made) if made else None
+    trained = kube.runs()
+    started = [
+        spans[0][0]
+        for (_, ns, _), obj in kube.jobs.items()
+        if ns == namespace
+        and _annotation(obj, RESUBMITTED_FROM_ANNOTATION) == original["metadata"]["uid"]
+        and (spans := trained.get(obj["metadata"]["uid"]))
+        and spans[0][0] is not None
+    ]
+    return min(started) if started else None  # type: ignore[type-var]
 
 
 def _kubernetes_job(runner: DrillSource, spec: Any, fates: list[JobFate], end: float) -> dict[str, Any]:
@@ -213,14 +209,16 @@ def _kubernetes_job(runner: DrillSource, spec: Any, fates: list[JobFate], end: f
     faults = _ms_faults(runner, spec, eks.node_of)
     seeded = {eks.node_of(f"{g}:{i}") for g, i in expand_range(spec.nodes)}
     hits_original = [at for at, names in faults if names is None or names & seeded]
-    end_ms = as_millis(end)
+    # (the drill's end, or later: when the pods bound last started, a moment after the pipeline's last step)
+    end_ms = as_millis(max(end, eks.settled_at or 0.0))
     runs = [CopyRun(0, end_ms, hits_original)] if original else []
     created: dict[str, float | None] = {}
     trained = kube.runs()  # (when each copy's pods all ran: a copy stopped since ran until then)
     for uid in lineage[1:]:
         stamp = objects[uid][2]["metadata"].get("creationTimestamp")
         created[uid] = seconds_since(datetime.fromisoformat(stamp), runner.epoch) if stamp else None
-        hit = [at for at, names in faults if names is None or names & nodes_of(uid)]
+        ran_on = nodes_of(uid) | set(kube.run_nodes.get(uid, []))  # (a stopped copy's pods are gone: where it trained)
+        hit = [at for at, names in faults if names is None or names & ran_on]
         for start, stop in trained.get(uid, []):
             runs.append(CopyRun(as_millis(start or 0), end_ms if stop is None else as_millis(stop), hit))
     copy = lineage[-1] if len(lineage) > 1 else None
@@ -251,7 +249,7 @@ def _kubernetes_job(runner: DrillSource, spec: Any, fates: list[JobFate], end: f
         "running_as": copy,
         "copy": f"{copy_kind} {namespace}/{copy_name}" if copy is not None else None,
         "state": state,
-        "running_again_at": created[copy] if running and copy is not None else None,
+        "running_again_at": trained[copy][-1][0] if running and copy is not None and trained.get(copy) else None,
         "pending_since": created[copy] if copy is not None and not running else None,
         "on": None,
         "checkpoint_step": _copy_step(fates, set(lineage), copy),

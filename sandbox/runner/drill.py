@@ -110,6 +110,8 @@ class DrillRunner(Faults, Jobs, AwsDelivers):
         started = time.perf_counter()
         with self.deployed():
             self.play()
+            if self.eks is not None:
+                self.eks.settle()  # (the pods bound at the last step start a moment later)
             self.slurm.close()  # before the report: a real agent's journal is read when it stops
             self._log.flush()  # the report reads the handlers' EMF metrics back from this log
             return build_report(self, wall_seconds=time.perf_counter() - started)

@@ -28,6 +28,7 @@ from hyperpod_recovery.models.kubernetes import OPT_IN_ANNOTATION, KubeJobRef
 from hyperpod_recovery.models.node_recovery import ElasticDecision, ResubmitJobInput, ResumePlan
 from hyperpod_recovery.steps.resubmit_job import resubmit_job
 from sandbox.kube import FakeKube
+from sandbox.kube.scheduling import POD_START_SECONDS
 from tests.fakes import CLUSTER, T0, FakeLedger, FakeOrchestrator
 from tests.unit.eks_stopping import Clock, until_stopped
 from tests.unit.test_steps import _request
@@ -246,6 +247,10 @@ def _grow(fake: FakeKube, orchestrator: EksOrchestrator, *, copy_id: str | None 
 
 
 def _running_pods(fake: FakeKube, name: str) -> list[dict[str, Any]]:
+    """The job's pods that run once the scheduler's start delay has passed (the pods it bound start then)."""
+    assert isinstance(fake.now, Clock)
+    fake.now.advance(POD_START_SECONDS)
+    fake.tick()
     uid = _uid(fake, name)
     return [
         p
@@ -398,12 +403,14 @@ def test_a_shrunk_copy_checkpoints_while_its_pods_run_its_interval_grown_by_full
     from sandbox.training import KubeTrainingSimulator
 
     # Given the job trained from t=0, hit at t=120, stopped at t=125 and shrunk to 15 pods once its
-    # pods were gone (their 30 s grace period: the copy starts at t=155)
+    # pods were gone (their 30 s grace period: the copy is made at t=155, its pods run 5 s later)
     clock = Clock(T0)
     fake, orchestrator = _cluster(clock=clock)
     clock.advance(125)
     _shrunk(fake, orchestrator)
-    assert fake.runs()[_uid(fake, "llama-r1")] == [[155.0, None]]
+    clock.advance(POD_START_SECONDS)
+    fake.tick()
+    assert fake.runs()[_uid(fake, "llama-r1")] == [[160.0, None]]
     spec = ScenarioJob.model_validate(
         {
             "id": "1001",
@@ -422,8 +429,8 @@ def test_a_shrunk_copy_checkpoints_while_its_pods_run_its_interval_grown_by_full
         hit_at=lambda obj: 120.0 if obj["metadata"]["name"] == "llama" else None,
         write=lambda job, step, created, nodes: written.append((step, (created - T0).total_seconds(), nodes)),
     )
-    # When the drill reaches t=795, and again (nothing twice)
-    simulator.advance(795.0)
-    simulator.advance(795.0)
+    # When the drill reaches t=800, and again (nothing twice)
+    simulator.advance(800.0)
+    simulator.advance(800.0)
     # Then only the shrunk copy checkpointed, every 320 s (300 x 16/15) from its start, from the step it resumed at
-    assert written == [(3100, 475.0, 15), (3200, 795.0, 15)]
+    assert written == [(3100, 480.0, 15), (3200, 800.0, 15)]

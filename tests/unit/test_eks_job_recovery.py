@@ -16,7 +16,7 @@ from hyperpod_recovery.domain.jobs.eks_jobs import job_spec_of
 from hyperpod_recovery.domain.jobs.job_failure import faulty_nodes
 from hyperpod_recovery.errors import StartExecutionFailed
 from hyperpod_recovery.models.cluster import ClusterNode
-from hyperpod_recovery.models.commands import CaptureJobSpec, CordonNodes, NodeStates
+from hyperpod_recovery.models.commands import CaptureJobSpec, CordonNodes, NodeStates, plainly_healthy
 from hyperpod_recovery.models.kubernetes import AUTO_RESUME_ANNOTATION, OPT_IN_ANNOTATION, KubeJobRef
 from hyperpod_recovery.models.requests import JobRecoveryRequest
 from hyperpod_recovery.steps.find_failed_jobs import find_failed_jobs
@@ -155,6 +155,21 @@ def test_node_states_read_as_the_job_failure_classifier_reads_slurms() -> None:
     found = {f.slurm_node: f.ours_to_repair for f in faulty_nodes([A, *names, gone], states, cluster, "eks")}
     assert found == {names[0]: True, names[1]: True, names[2]: False, names[3]: True, gone: True}
     assert next(f for f in faulty_nodes([names[0]], states, cluster, "eks")).node_id == names[0].removeprefix("hyperpod-")
+
+
+def test_a_node_a_jobs_pod_runs_on_is_allocated_and_only_one_no_workload_pod_runs_on_is_idle() -> None:
+    # Given the job's two nodes, and a third that runs only a DaemonSet's pod (HyperPod's health agent)
+    fake = _cluster()
+    fake.add_hyperpod_node("i-0123456789abcdef2")
+    free = "hyperpod-i-0123456789abcdef2"
+    fake.add_pod("aws-hyperpod", "health-monitoring-agent-x7k2p", free)
+    agent = fake.pods[("aws-hyperpod", "health-monitoring-agent-x7k2p")]
+    agent["metadata"]["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "hma", "uid": "d5", "controller": True}]
+    # When Check Job Nodes reads their states
+    states = EksOrchestrator(fake, None, lambda: AT).execute(NodeStates(nodes=[A, B, free])).nodes  # type: ignore[arg-type]
+    # Then the job's own nodes are allocated, never idle; the one with no workload's pod is idle; all plainly healthy
+    assert [(s.name, s.state) for s in states] == [(A, "allocated"), (B, "allocated"), (free, "idle")]
+    assert all(plainly_healthy(s.state, s.flags, s.reason) for s in states)
 
 
 def test_a_kind_whose_crd_is_not_installed_lists_nothing_and_the_other_kind_is_still_polled() -> None:

@@ -13,7 +13,7 @@ import pytest
 from hyperpod_recovery.domain.jobs.job_failure import RestartPolicy
 from hyperpod_recovery.domain.policy.safety import SafetyPolicy
 from hyperpod_recovery.models.commands import CheckpointRef, JobRef, JobSpec
-from hyperpod_recovery.models.job_recovery import FailureClassification, PlanJobRestartInput
+from hyperpod_recovery.models.job_recovery import FailureClassification, PlanJobRestartInput, RestartDecision
 from hyperpod_recovery.models.node_recovery import CheckpointPlan, ResumePlan
 from hyperpod_recovery.models.requests import JobRecoveryRequest
 from hyperpod_recovery.steps.plan_job_restart import plan_job_restart
@@ -101,3 +101,54 @@ def test_a_dry_run_says_it_would_be_capped_and_opens_nothing() -> None:
     )
     assert plan_job_restart(step, ledger=gate, policy=RESTARTS, safety=SAFETY, now=T0).action == "capped"  # type: ignore[arg-type]
     assert ledger.breaker(CLUSTER).state == "closed" and len(ledger.job_restarts(CLUSTER, T0)) == 20
+
+
+# --- the copy another incident made, named as kubectl shows it ---------------------------------------
+def _hung_on_eks(ledger: FakeLedger, *, node_record: bool) -> RestartDecision:
+    """A hung PyTorchJob whose nested node recovery already re-created it as llama-r1 (``node_record``:
+    that incident's record is in the ledger, naming its copy)."""
+    from hyperpod_recovery.domain.intake.execution_names import node_execution_name
+    from hyperpod_recovery.models.kubernetes import KubeJobRef
+    from hyperpod_recovery.models.records import IncidentRecord, JobFate
+
+    old, new = _job_id("eks", 1), _job_id("eks", 2)
+    name = f"hpj-{old}-hung-1773479100"
+    ledger.claim_resubmission(CLUSTER, old, node_execution_name(name), T0, timedelta(hours=1))
+    ledger.complete_resubmission(CLUSTER, old, node_execution_name(name), new)
+    if node_record:
+        fate = JobFate(
+            job=old, name="llama", kind="PyTorchJob", namespace="kubeflow", fate="resubmitted", copy_id=new, copy_name="llama-r1"
+        )
+        ledger.save_incident(
+            IncidentRecord(
+                incident_id=node_execution_name(name), cluster=CLUSTER, outcome="recovered", dry_run=False, trigger=["job_hung"],
+                nodes=[], summary="s", recorded_at=T0, orchestrator="eks", job_fates=[fate],
+            )
+        )  # fmt: skip
+    job = JobSpec(
+        job_id=old, name="llama", num_nodes=8, state="Running", kube=KubeJobRef(kind="PyTorchJob", namespace="kubeflow", name="llama")
+    )
+    step = PlanJobRestartInput(
+        execution_name=name,
+        request=JobRecoveryRequest(cluster=CLUSTER, job_id=old, source="progress", reason="hung", detected_at=T0),
+        classification=FailureClassification(
+            at=T0, kind="hung", reason="r", job=job, jobs=[job], recover_nodes=True, node_execution_name=node_execution_name(name)
+        ),
+        checkpoints=CheckpointPlan(at=T0),
+    )
+    return plan_job_restart(step, ledger=ledger, policy=RESTARTS, safety=SAFETY, now=T0)
+
+
+def test_a_copy_our_node_recovery_re_created_is_named_by_namespace_and_name_from_its_record() -> None:
+    # Given the nested node recovery re-created the hung job as kubeflow/llama-r1, its record saying so
+    decision = _hung_on_eks(FakeLedger(), node_record=True)
+    # Then the restart says so by the name kubectl shows, never by the uid alone, and carries the name on
+    assert decision.action == "resubmitted_by_node_recovery" and decision.resubmitted_name == "llama-r1"
+    assert decision.reason.endswith("as PyTorchJob kubeflow/llama-r1") and "uid" not in decision.reason
+
+
+def test_without_its_makers_record_the_copy_is_named_by_its_uid_as_before() -> None:
+    # Given the claim completed, but no record of the incident that made the copy (expired, or not written yet)
+    decision = _hung_on_eks(FakeLedger(), node_record=False)
+    # Then the restart names the copy by the uid it has: nothing made up
+    assert decision.resubmitted_name is None and decision.reason.endswith(f"as the job of uid {_job_id('eks', 2)}")

@@ -25,6 +25,7 @@ from hyperpod_recovery.errors import JobSpecUnavailable
 from hyperpod_recovery.models.commands import CheckpointRef, CordonNodes, ResubmitJob
 from hyperpod_recovery.models.kubernetes import DNS1123_LABEL_MAX, OPT_IN_ANNOTATION, KubeJobRef
 from sandbox.kube import DNS1035_LABEL, FakeKube
+from sandbox.kube.scheduling import POD_START_SECONDS
 from tests.fakes import T0
 from tests.unit.eks_stopping import Clock, until_stopped
 
@@ -172,6 +173,8 @@ def test_a_long_lineage_grown_back_from_ten_to_twelve_workers_is_named_for_twelv
     _free(fake, _node(3), _node(7))
     # When it grows back to 12 (the pods "-worker-10" and "-worker-11" one character longer)
     result, _ = until_stopped(lambda: orchestrator.execute(_grow(fake, orchestrator, shrunk), "hpr-a"), clock)
+    clock.advance(POD_START_SECONDS)  # (the pods the scheduler bound start)
+    fake.tick()
     # Then the full-size copy's name leaves room for them: the operator made every pod and Service, all 12 run
     grown = fake.jobs[("PyTorchJob", "kubeflow", result.new_job_name.split("/", 1)[1])]
     assert fake.operator_errors == [] and all(len(n) <= DNS1123_LABEL_MAX for n in _derived(grown))

@@ -128,6 +128,8 @@ class RestartDecision(StepResult):
     failures_at_step: int = 0
     resubmitted_as: JobId | None = None
     resubmitted_by: str | None = Field(default=None, max_length=80)
+    # EKS: that copy's object name (in the job's namespace), as its maker's record names it
+    resubmitted_name: str | None = Field(default=None, max_length=253, exclude_if=lambda v: v is None)
 
 
 class JobWorkflowState(Model):

@@ -15,8 +15,8 @@ from hyperpod_recovery.observability import logger
 
 if TYPE_CHECKING:
     from hyperpod_recovery.domain.policy.safety import SafetyPolicy
-    from hyperpod_recovery.models.records import BreakerState
-    from hyperpod_recovery.ports import Lineages, RestartBudget, SafetyRecords
+    from hyperpod_recovery.models.records import BreakerState, ResubmissionClaim
+    from hyperpod_recovery.ports import IncidentStore, Lineages, RestartBudget, SafetyRecords
 
 
 def lineage_root_of(ledger: Lineages, cluster: str, job_id: str, resubmission_of: str | None) -> str:
@@ -47,21 +47,33 @@ def plan_job_restart(
             reason=f"the circuit breaker is open since {breaker.changed_at}: {breaker.reason}",
             lineage_root=root,
         )
+    claim = ledger.resubmission_claim(request.cluster, job.job_id)
     decision = plan_restart(
         request,
         step.classification,
         step.checkpoints,
-        claim=ledger.resubmission_claim(request.cluster, job.job_id),
+        claim=claim,
         lineage_root=root,
         history=ledger.restart_history(request.cluster, root),
         policy=policy,
         execution_name=step.execution_name,
         now=now,
+        claimed_copy=_copy_name(ledger, claim, job.job_id) if job.kube else None,
     )
     if decision.action == "resubmit":
         decision = _within_the_breakers_window(decision, step, ledger=ledger, safety=safety, breaker=breaker, now=now)
     logger.info("restart planned", extra={"job_id": job.job_id, "action": decision.action, "reason": decision.reason})
     return decision
+
+
+def _copy_name(ledger: IncidentStore, claim: ResubmissionClaim | None, job_id: str) -> str | None:
+    """The name of the object another incident re-created the job as (EKS), from that incident's record:
+    the claim knows its uid only, a human finds it by namespace/name."""
+    if claim is None or not claim.new_job_id or claim.claimed:
+        return None
+    record = ledger.get_incident(claim.incident_id)
+    fates = record.job_fates if record is not None else []
+    return next((f.copy_name for f in fates if f.job == job_id and f.copy_id == claim.new_job_id and f.copy_name), None)
 
 
 def _within_the_breakers_window(

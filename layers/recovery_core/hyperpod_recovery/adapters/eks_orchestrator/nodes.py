@@ -92,6 +92,20 @@ def _node_status(name: str, node: dict[str, Any] | None, unmatched: str = "") ->
     return NodeStatus(name=name, state="idle")
 
 
+def _nodes_with_job_pods(pods: list[dict[str, Any]]) -> set[str]:
+    """The nodes a live pod of some workload is bound to: a node is idle only when none is. Pods of the
+    node's own (a DaemonSet's: HyperPod's health agent, the device plugins; a static pod's mirror, owned
+    by its Node) run on every node and make none busy."""
+    busy = set()
+    for pod in pods:
+        owners = (pod.get("metadata") or {}).get("ownerReferences") or []
+        controller = next((o for o in owners if o.get("controller")), None)
+        node = (pod.get("spec") or {}).get("nodeName")
+        if node and (controller is None or controller.get("kind") not in ("DaemonSet", "Node")):
+            busy.add(str(node))
+    return busy
+
+
 def incident_of(tag: str) -> str:
     """``hyperpod-recovery:<incident> ...`` -> ``<incident>`` (the cordon's reason, the resume's owner tag)."""
     first = tag.split(maxsplit=1)[0] if tag.strip() else ""
@@ -185,7 +199,8 @@ class NodeCommands(Orchestration):
         """Each node in the words the job-failure classifier reads (domain/jobs/job_failure.py): down when
         Kubernetes has no such node or it is not Ready; drained for repair (``Action:Replace``/``Reboot``)
         when HyperPod's health label says so; drained under our tag when we cordoned it; drained by
-        someone else when another cordoned it; idle otherwise."""
+        someone else when another cordoned it; otherwise allocated when a live pod of a workload is bound
+        there (one cluster-wide list), idle when none is."""
         if command.not_plainly_healthy:
             # (a job on more nodes than a command names: every HyperPod node whose state the classifier
             # reads; a node Kubernetes no longer has cannot be named here, and counts as healthy)
@@ -205,7 +220,11 @@ class NodeCommands(Orchestration):
                 )
             return NodeStatesResult(nodes=states)
         states = []
+        busy = _nodes_with_job_pods(self.kube.list_live_pods())
         for name in command.nodes:
             node = self.find_node(name)
-            states.append(_node_status(name, node, self._nodes.unmatched() if node is None else ""))
+            status = _node_status(name, node, self._nodes.unmatched() if node is None else "")
+            if status.state == "idle" and node is not None and node["metadata"].get("name") in busy:
+                status = status.model_copy(update={"state": "allocated"})  # (Slurm's word: a job's pod runs there)
+            states.append(status)
         return NodeStatesResult(nodes=states)

@@ -237,8 +237,10 @@ def plan_restart(
     policy: RestartPolicy,
     execution_name: str,
     now: datetime,
+    claimed_copy: str | None = None,
 ) -> RestartDecision:
-    """Resubmit, or leave alone because someone already did; raises when a human must decide."""
+    """Resubmit, or leave alone because someone already did; raises when a human must decide.
+    ``claimed_copy``: on EKS, the name of the object the claim's incident made (its record's)."""
     job = classification.job
     assert job is not None, "only classifications with a job reach Plan Job Restart"
     label = job_label(job.job_id, job, request.failure)
@@ -249,10 +251,11 @@ def plan_restart(
         return RestartDecision(
             at=now,
             action="resubmitted_by_node_recovery" if by_child else "left_alone",
-            reason=_claimed_reason(label, job, claim),
+            reason=_claimed_reason(label, job, claim, claimed_copy),
             lineage_root=lineage_root,
             resubmitted_as=claim.new_job_id,
             resubmitted_by=claim.incident_id,
+            resubmitted_name=claimed_copy if job.kube and claim.new_job_id else None,
         )
     if checkpoints.unresumable:
         raise NoVerifiedCheckpoint("; ".join(f"job {j.job_id} ({j.name}): {j.reason}" for j in checkpoints.unresumable))
@@ -302,12 +305,16 @@ def plan_restart(
     )
 
 
-def _claimed_reason(label: str, job: JobSpec, claim: ResubmissionClaim) -> str:
-    """What another incident's claim on the job says: its copy (on EKS a re-created object, known here
-    by its uid only), or an open claim that says only that its incident holds it."""
+def _claimed_reason(label: str, job: JobSpec, claim: ResubmissionClaim, copy_name: str | None = None) -> str:
+    """What another incident's claim on the job says: its copy (on EKS a re-created object, by the name
+    kubectl shows when its maker's record gives it, else by its uid), or an open claim that says only
+    that its incident holds it."""
     if claim.new_job_id:
         made = "re-created" if job.kube else "resubmitted"
-        copy = f"the job of uid {claim.new_job_id}" if job.kube else f"job {claim.new_job_id}"
+        if job.kube and copy_name:
+            copy = f"{job.kube.kind} {job.kube.namespace}/{copy_name}"
+        else:
+            copy = f"the job of uid {claim.new_job_id}" if job.kube else f"job {claim.new_job_id}"
         return f"{label} was already {made} by incident {claim.incident_id} as {copy}"
     return f"{label} {open_claim_text(claim, job.kube is not None)}"
 

@@ -358,6 +358,7 @@ def job_incident_job_fates(state: JobWorkflowState, outcome: Outcome, cause: str
                 update={
                     "fate": "resubmitted" if ours else "resubmitted_before",
                     "copy_id": restart.resubmitted_as,
+                    **({"copy_name": restart.resubmitted_name} if restart.resubmitted_name else {}),
                     "by": restart.resubmitted_by,
                     "reason": "" if ours else _cut(restart.reason),
                 }
