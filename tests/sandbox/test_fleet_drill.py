@@ -184,8 +184,13 @@ def test_given_one_job_on_more_than_1000_nodes_then_node_and_job_faults_are_reco
     outcomes = report["incidents"]["by_outcome"]
     assert set(outcomes) == {"node:recovered", "job:recovered"}, outcomes
     # And a node's fault, which stalls the job's other ranks until the node's incident ends it, is left
-    # to that incident by the ticks in between: no second recovery told the chat it did nothing
-    assert report["hangs"]["left_to_another_incident"] >= 1 and report["hangs"]["recoveries_started"] == 0, report["hangs"]
+    # to that incident by every tick that sees the stall: no second recovery told the chat it did nothing.
+    # (Whether a tick falls inside that stall depends on seconds: on Slurm this trace has such ticks; on
+    # EKS the re-created copy's pods start 5 s after binding and no tick does. tests/unit/test_detect_hung_jobs.py
+    # holds the rule itself for both.)
+    hangs = report["hangs"]
+    assert hangs["recoveries_started"] == 0 and hangs["left_to_another_incident"] == hangs["stall_verdicts"], hangs
+    assert hangs["left_to_another_incident"] >= (1 if orchestrator == "slurm" else 0), hangs
     assert report["pages"]["total"] == 0 and report["safety"]["second_copies"] == []
     assert report["safety"]["orchestrator_second_copies"] == []
     assert report["hits"] and all(hit["restarted_at"] is not None for hit in report["hits"])
@@ -210,9 +215,10 @@ def test_given_silent_hangs_then_only_the_hang_detector_finds_them_and_each_is_r
     # When it runs through the pipeline, Detect Hung Jobs ticking every minute
     report = FleetRunner(plan, trace, tmp_path / "fleet.log").run_fleet()
     found = report["hangs"]
-    # Then every hang on a running job was found by a tick, within the stall threshold and a tick or two
+    # Then every hang on a running job was found by a tick, within the stall threshold and a tick or two:
+    # the threshold is 5 x the job's learned pace, which a checkpoint's blocking save can raise by at most its cost
     assert found["silent_hangs_found"] == len(hangs) - found["silent_hangs_on_a_job_not_running"] >= 1
-    assert found["detection_seconds"]["max"] <= 5 * plan.step_seconds + 2 * 60 + plan.step_seconds
+    assert found["detection_seconds"]["max"] <= 5 * (plan.step_seconds + plan.checkpoint_cost_seconds) + 2 * 60 + plan.step_seconds
     # And each was recovered (the job runs again), nobody paged, no tick failed
     assert report["pages"]["total"] == 0 and found["tick_errors"] == 0 and report["safety"]["second_copies"] == []
     assert report["safety"]["orchestrator_second_copies"] == []
