@@ -44,7 +44,7 @@ def test_the_drill_holds_its_own_expect_block(scenario: str, drill_reports: Dril
     # When its drill runs now (the same run the golden comparison reads)
     checks = check_drill(loaded, drill_reports(scenario))
     # Then every expectation holds: a golden report rewritten to match a regression does not hide it
-    assert [check.line() for check in checks if not check.ok] == []
+    assert [check.line for check in checks if not check.ok] == []
 
 
 def test_every_golden_report_belongs_to_a_drill() -> None:

@@ -46,8 +46,8 @@ def test_ettr_is_a_ratio_in_both_models(n: int, rate: float, phases: dict[str, f
     # Then both ETTRs lie in [0, 1], and so does every point of both curves
     assert 0 <= plan.ettr.ettr <= 1 and 0 <= plan.ettr.first_order_ettr <= 1
     assert all(0 <= p.ettr <= 1 for curve in (plan.recovery_curve, plan.interval_curve) for p in curve.points)
-    # And a spare for every failure never lowers it
-    assert plan.ettr.ettr <= plan.spares.ettr_with_spare <= 1
+    # And a spare for every failure never lowers it (equal, to rounding, when no failure waits for a repair)
+    assert plan.ettr.ettr <= plan.spares.ettr_with_spare + 1e-12 and plan.spares.ettr_with_spare <= 1
 
 
 @settings(max_examples=200, deadline=None)
