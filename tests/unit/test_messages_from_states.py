@@ -115,6 +115,8 @@ def states(draw: Any) -> tuple[WorkflowState, str, StepError | None]:
                     rejoined=rejoined,
                     replacement_slurm_node=node_name_for_instance(node_id(100 + i)) if eks and rejoined else None,
                     renamed_in_service=eks and rejoined,
+                    # (the rejoin stamps a node it handed to Resume Nodes, whatever that step then found)
+                    resumed_at=T0 + timedelta(seconds=720) if stage in ("resume", "end") and rejoined and draw(st.booleans()) else None,
                 )
             )
         watch = RejoinWatch(
@@ -250,6 +252,12 @@ def test_every_state_is_recorded_true_to_itself_and_told_without_contradiction(d
     theirs = set(state.cordon.result.already_drained) - set(state.cordon.result.ours_already)  # type: ignore[union-attr]
     assert not [n.node for n in record.node_fates if n.held and n.node in theirs]
     assert not state.dry_run or not [n for n in record.node_fates if n.held or n.acted]
+    # And a node the resume left cordoned or drained by someone else is never recorded back in service,
+    # and the page says whose it is to give back
+    left = set(state.last_resume.result.not_ours) if state.last_resume is not None else set()
+    for fate in record.node_fates:
+        if not state.dry_run and {fate.node, fate.replacement_node} & left and fate.fate != "skipped":
+            assert fate.fate == "not_ours" and "by someone else: left so" in body, (fate, body)
     # And nothing in the page or the summary contradicts the record
     assert contradictions(record, subject, body) == []
     assert contradictions(record, "", record.summary) == []

@@ -412,10 +412,24 @@ def node_steps(record: IncidentRecord, commands: Commands) -> list[str]:
             f"shows whose mark is on {'it' if len(unknown) == 1 else 'each'}; give back only a node carrying {tag}, once it is "
             "healthy (its repair may still be running)."
         )
+    steps += left_to_others(record, commands)
+    return steps
+
+
+def left_to_others(record: IncidentRecord, commands: Commands) -> list[str]:
+    """The nodes someone else had cordoned or drained, which the recovery left so: a copy that needs one
+    waits until they give it back, which no outcome of ours can say is done."""
+    eks = record.orchestrator == "eks"
+    steps: list[str] = []
     theirs = [n for n in record.node_fates if n.fate == "not_ours"]
     if theirs:
         names = [n.node for n in theirs]
-        left = f"{_names(theirs)} {'is' if len(theirs) == 1 else 'are'} {commands.held} by someone else: left so."
+        one = len(theirs) == 1
+        left = (
+            f"{_names(theirs)} {'is' if one else 'are'} {commands.held} by someone else: left so. A job that needs "
+            f"{'it' if one else 'them'} waits until whoever {commands.held} {'it gives it' if one else 'them gives them'} back "
+            f"(`{commands.show_nodes(names)}` says why)."
+        )
         if eks:  # our taint and marks go on a node cordoned before us too; they come off without its cordon
             marks = " ".join(f"{a}-" for a in OUR_ANNOTATIONS)
             left += (
@@ -460,7 +474,9 @@ def next_steps(record: IncidentRecord, deployment: Deployment, hold_until: datet
             if any(f.fate == "resubmitted" for f in record.job_fates)
             else ""
         )
-        lines = ["Nothing to do." + checkpoint, *jobs]
+        theirs = left_to_others(record, commands)
+        lead = "Nothing to do for this recovery; a node below is someone else's to give back." if theirs else "Nothing to do."
+        lines = [lead + checkpoint, *jobs, *theirs]
     elif record.outcome == "duplicate":
         lines = ["Nothing to do: someone else handled this, or it needed nothing (see the summary).", *jobs]
     elif record.outcome == "recovered_by_itself":

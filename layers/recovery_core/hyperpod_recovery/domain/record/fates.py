@@ -270,14 +270,18 @@ def node_incident_node_fates(state: WorkflowState) -> list[NodeFate]:
         service = node.service_name if node is not None else name
         if state.dry_run:
             fates.append(fate.model_copy(update={"held": False, "acted": False, "detail": "a dry run: nothing was changed"}))
-        elif service in resumed or name in resumed or (node is not None and node.resumed_at is not None and node.gate_failure is None):
+        elif service in resumed or name in resumed:
+            back = {"fate": "in_service", "held": False, "acted": True, "replacement_node": service if service != name else None}
+            fates.append(fate.model_copy(update=back))
+        elif service in not_ours or name in not_ours or (name in theirs and not held):
+            # (before the rejoin's resume time: a node the resume left cordoned by someone else is not in service)
+            fates.append(fate.model_copy(update={"fate": "not_ours", "held": False, "detail": f"{word} by someone else: left so"}))
+        elif node is not None and node.resumed_at is not None and node.gate_failure is None:
             back = {"fate": "in_service", "held": False, "acted": True, "replacement_node": service if service != name else None}
             fates.append(fate.model_copy(update=back))
         elif service in not_drained:
             detail = f"not {word} when it was to be given back (someone had given it back already)"
             fates.append(fate.model_copy(update={"fate": "in_service", "held": False, "detail": detail}))
-        elif service in not_ours or name in not_ours or (name in theirs and not held):
-            fates.append(fate.model_copy(update={"fate": "not_ours", "held": False, "detail": f"{word} by someone else: left so"}))
         elif node is not None and node.left_unhealthy:
             detail = f"its repair {fate.replacement} failed the health check ({said.get(name, '') or 'see its drain reason'}); left {word}"
             fates.append(fate.model_copy(update={"fate": "out_of_service", "held": True, "acted": True, "detail": _cut(detail, 300)}))
