@@ -14,12 +14,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from hyperpod_recovery_cli.inputs import OneLineParser
+from hyperpod_recovery_cli.inputs import STACK_VARIABLE, OneLineParser
 
 if TYPE_CHECKING:
     from hyperpod_recovery_cli.invocation import Invocation
 
-STACK_VARIABLE = "HYPERPOD_RECOVERY_STACK"  # --stack's default on every command that takes one
 Register = Callable[[Any, argparse.ArgumentParser], None]  # (the subparsers, the --region/--profile parent)
 
 

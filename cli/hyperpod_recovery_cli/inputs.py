@@ -73,11 +73,19 @@ def incident_id(text: str) -> str:
     return match["name"] if match else text
 
 
+STACK_VARIABLE = "HYPERPOD_RECOVERY_STACK"  # --stack's default on every command that takes one
+# argparse's refusal of a missing required option or group ("...required: --stack", "one of the
+# arguments --stack --cluster is required"): the stack may come from the variable instead.
+_STACK_MISSING = re.compile(r"required.*--stack\b|--stack\b.*required")
+
+
 class OneLineParser(argparse.ArgumentParser):
     """argparse with its errors on one line, like every other failure of the command (exit code 2):
     the usage is what ``--help`` prints."""
 
     def error(self, message: str) -> NoReturn:
+        if _STACK_MISSING.search(message):
+            message += f" (or set ${STACK_VARIABLE})"
         self.exit(2, f"{self.prog}: error: {for_make(one_line(message))} (see {self.prog} --help)\n")
 
 

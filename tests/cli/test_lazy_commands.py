@@ -110,11 +110,27 @@ def test_given_the_environment_variable_then_a_command_without_stack_takes_it(ar
     assert app.parse(argv).stack == "prod-recovery"
 
 
-def test_given_no_environment_variable_then_a_required_stack_is_still_required(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["preflight"],
+        ["hold", "i-0123", "--reason", "r"],
+        ["locks", "release", "i-0123", "--reason", "r"],
+        ["breaker", "reset", "--reason", "r"],
+    ],
+    ids=lambda argv: " ".join(argv),
+)
+def test_given_no_environment_variable_then_a_required_stack_is_refused_naming_the_variable_too(
+    argv: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given neither --stack nor the variable (a lone --stack, or breaker's --stack-or---cluster choice)
     monkeypatch.delenv("HYPERPOD_RECOVERY_STACK", raising=False)
+    # When the command is parsed, Then it is refused on one line that names both ways to give the stack
     with pytest.raises(SystemExit) as exited:
-        app.parse(["preflight"])
-    assert exited.value.code == EXIT_USAGE
+        app.parse(argv)
+    said = capsys.readouterr().err
+    assert exited.value.code == EXIT_USAGE and "--stack" in said and "(or set $HYPERPOD_RECOVERY_STACK)" in said, said
+    assert len(said.splitlines()) == 1
 
 
 def test_given_the_environment_variable_and_a_cluster_then_the_breaker_reads_the_cluster_given(monkeypatch: pytest.MonkeyPatch) -> None:
