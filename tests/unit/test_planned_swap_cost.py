@@ -33,6 +33,8 @@ def figures(draw: st.DrawFn, **fixed: Any) -> SwapFigures:
         "swap_lost_seconds": draw(st.floats(min_value=0, max_value=600)),
         "shrunk_pace": draw(st.none() | st.floats(min_value=0.01, max_value=1)),
         "seconds_to_commit": draw(st.none() | seconds),
+        "lead_seconds": draw(st.none() | st.floats(min_value=0, max_value=7 * 86400)),
+        "swap_restart_seconds": draw(st.none() | seconds),
     }
     return SwapFigures(**(values | fixed))
 
@@ -105,9 +107,40 @@ def test_the_action_is_the_cheaper_of_its_two_expected_costs(given_figures: Swap
 @given(figures())
 def test_a_failure_sure_to_come_before_the_commit_is_left_to_the_recovery(given_figures: SwapFigures) -> None:
     # Given a next commit no sooner than the horizon ends: the node fails, if at all, before the swap could start
-    late = replace(given_figures, seconds_to_commit=given_figures.horizon_seconds)
+    late = replace(given_figures, seconds_to_commit=given_figures.horizon_seconds, lead_seconds=None)
     # Then the job is left on the node (a swap would only add its own cost where no failure came)
     assert decide_swap(late).action == "leave"
+
+
+@settings(max_examples=300, deadline=None)
+@given(figures(), st.floats(min_value=0, max_value=7 * 86400), st.floats(min_value=0, max_value=7 * 86400))
+def test_a_longer_lead_time_never_turns_a_swap_into_a_leave(given_figures: SwapFigures, one: float, other: float) -> None:
+    short, long = sorted((one, other))
+    # Given the same verdict whose failure comes a fixed time after it, sooner and later
+    early, late = decide_swap(replace(given_figures, lead_seconds=short)), decide_swap(replace(given_figures, lead_seconds=long))
+    # Then the later failure beats the commit no more often, and a swap for the sooner one is a swap for the later
+    assert late.failure_before_commit_chance <= early.failure_before_commit_chance
+    if early.swaps:
+        assert late.swaps
+
+
+def test_a_lead_time_of_one_checkpoint_period_always_leaves_time_for_the_commit() -> None:
+    # Given the default job whose at-risk node fails exactly one checkpoint period (31 min) after the verdict
+    decision = decide_swap(replace(DEFAULT_JOB, lead_seconds=1860))
+    # Then the next commit always comes first: the swap loses no rework, and it pays at an even chance
+    assert decision.failure_before_commit_chance == 0
+    assert decision.action == "spare"
+    # And a lead of half the period leaves half of those failures to come before the commit
+    assert decide_swap(replace(DEFAULT_JOB, lead_seconds=930)).failure_before_commit_chance == pytest.approx(0.5 * 0.5)
+
+
+def test_a_swap_restart_shorter_than_a_failures_costs_the_swap_less() -> None:
+    # Given the default job whose swap restarts in 60 s (a spare made ready before the stop) against 5 min after a failure
+    decision = decide_swap(replace(DEFAULT_JOB, swap_restart_seconds=60))
+    # Then the swap costs 2,048 × (10 s + 60 s), the failure still 2,048 × (15.5 min + 127 s + 5 min)
+    assert decision.swap_cost_node_seconds == pytest.approx(2048 * 70)
+    assert decision.failure_node_seconds == pytest.approx(2048 * (930 + 127 + 300))
+    assert "10 s past the commit, 1.0 min restart" in decision.sentence
 
 
 @settings(max_examples=300, deadline=None)
@@ -180,6 +213,8 @@ def test_a_low_chance_without_a_spare_leaves_the_job_and_says_what_a_swap_would_
         ("shrunk_pace", 0.0),
         ("shrunk_pace", 1.2),
         ("seconds_to_commit", -1.0),
+        ("lead_seconds", float("nan")),
+        ("swap_restart_seconds", -1.0),
     ],
 )
 def test_a_figure_out_of_range_is_refused(name: str, value: float) -> None:
