@@ -498,6 +498,8 @@ class SettingsSpec(_Strict):
     repeat_offender: RepeatOffenderSpec = Field(default_factory=RepeatOffenderSpec)  # unset fields: the template's defaults
     hangs: HangSettingsSpec = Field(default_factory=HangSettingsSpec)
     elastic: ElasticSettingsSpec = Field(default_factory=ElasticSettingsSpec)
+    # template.yaml: AtRiskSignals (None: its default, every signal observed), e.g. "row_remap_pending=enforce:0.6:7d".
+    at_risk_signals: str | None = Field(default=None, max_length=800, pattern=r"^[a-z0-9_*=:., -]*$")
     # template.yaml: ExpectedReplacementSeconds (None: its default): what shrink-or-wait expects of a
     # replacement until the cluster has measured ones.
     expected_replacement_seconds: int | None = Field(default=None, ge=60, le=86_400)

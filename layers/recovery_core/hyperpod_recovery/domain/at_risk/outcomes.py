@@ -83,17 +83,21 @@ class SignalStats:
         return self.caught / self.failures if self.failures else None
 
 
-def signal_stats(records: Sequence[AtRiskRecord], failures: Sequence[NodeFailure], now: datetime) -> list[SignalStats]:
-    """Per signal, by name: each record as it would settle now (a pending one read afresh), and the
-    failures it caught."""
+def signal_stats(
+    records: Sequence[AtRiskRecord], failures: Sequence[NodeFailure], now: datetime, since: datetime | None = None
+) -> list[SignalStats]:
+    """Per signal, by name: each record observed since ``since`` as it would settle now (a pending one
+    read afresh), and the failures since ``since`` that a verdict (one observed earlier too) caught."""
     seen = [settle(r, failures, now) or r for r in records]
+    failures = [f for f in failures if since is None or f.at >= since]
     stats = []
     for signal in sorted({r.verdict.signal for r in seen}):
-        mine = [r for r in seen if r.verdict.signal == signal]
+        every = [r for r in seen if r.verdict.signal == signal]
+        mine = [r for r in every if since is None or r.verdict.observed_at >= since]
         caught = {
             (f.instance_id, f.at)
             for f in failures
-            for r in mine
+            for r in every
             if r.outcome != "swapped" and r.verdict.instance_id == f.instance_id
             and r.verdict.observed_at <= f.at <= r.verdict.observed_at + timedelta(seconds=r.verdict.horizon_seconds)
         }  # fmt: skip
