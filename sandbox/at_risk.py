@@ -145,3 +145,31 @@ def at_risk_tick(aws: Any, at: datetime) -> dict[str, Any]:
         response = aws.client("lambda").invoke(FunctionName=AT_RISK_TICK_FUNCTION, Payload=json.dumps(event).encode())
     answer: dict[str, Any] = json.loads(response["Payload"].read())
     return answer
+
+
+# EKS (domain/at_risk/kubernetes.py reads them): the condition HyperPod's health agent would set for
+# each signal, and the node event of the EKS node monitoring agent's no-repair taxonomy.
+EKS_CONDITIONS = {
+    "row_remap_pending": ("NvidiaRowRemapPending", "RowRemapPending", "GPU 3: row remapping pending; reset at the next opportunity"),
+    "recovery_action": ("NvidiaRecoveryActionDrainP2P", "DrainP2P", "GPU 3: NVML recovery action DRAIN_P2P"),
+    "xid_warning": ("NvidiaXidWarning", "XID94", "GPU 3: Xid 94 (contained memory error), no action"),
+    "thermal": ("NvidiaThermalWarning", "ThermalClockSlowdown", "GPU 3: clocks below threshold for thermal reasons"),
+}
+EKS_EVENTS = {
+    "xid_warning": ("NvidiaXID94Warning", "GPU 3 reported Xid 94 (contained ECC error)"),
+    "thermal": ("NvidiaThermalError", "GPU 3 thermal violation"),
+    "pcie_replay_rate": ("NvidiaPCIeError", "GPU 3 PCIe replay rate above limit"),
+    "ecc_sbe_rate": ("NvidiaPageRetirement", "GPU 3 page retirement pending"),
+}
+
+
+def eks_condition(signal: str) -> tuple[str, str, str]:
+    if signal not in EKS_CONDITIONS:
+        raise ValueError(f"signal {signal!r} has no EKS node condition here (one of {', '.join(sorted(EKS_CONDITIONS))})")
+    return EKS_CONDITIONS[signal]
+
+
+def eks_event(signal: str) -> tuple[str, str]:
+    if signal not in EKS_EVENTS:
+        raise ValueError(f"signal {signal!r} has no EKS node event here (one of {', '.join(sorted(EKS_EVENTS))})")
+    return EKS_EVENTS[signal]

@@ -23,6 +23,7 @@ def lambda_handler(event: dict, context, deps: Dependencies):
         now=deps.now(),
         dry_run=s.dry_run,
         history_days=s.at_risk_history_days,
+        kube=deps.kube,  # (EKS: the nodes' warning-only conditions and events; None on Slurm)
     )
     tick(ports)
     return dict(ports.counts)

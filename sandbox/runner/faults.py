@@ -12,7 +12,7 @@ from datetime import timedelta
 from typing import Any
 
 from hyperpod_recovery.models.job_events import JOB_EVENT_SOURCE, JOB_FAILED_DETAIL_TYPE, JobFailedDetail
-from sandbox.at_risk import at_risk_tick, deliver_at_risk_signal
+from sandbox.at_risk import at_risk_tick, deliver_at_risk_signal, eks_condition, eks_event
 from sandbox.aws import REGION
 from sandbox.checkpoints import write_checkpoint_step
 from sandbox.clock import DRIVER
@@ -91,10 +91,23 @@ class Faults:
             self.at_risk_answers.append((fault.at, answer))
 
     def _eks_at_risk(self, fault: FaultSpec, instance_id: str) -> None:
-        raise ScenarioError(f"at_risk at {fault.at:g}: via {fault.via} is not delivered yet")
+        """EKS: HyperPod's health agent sets the fault's condition on the node, or a node agent records
+        its event (sandbox/at_risk.py names them); At Risk's next tick reads it (its schedule's, now)."""
+        assert self.eks is not None and fault.signal is not None
+        name = self.eks.node_of(fault.node or "", fault.at)
+        self.eks.sync()  # (the API server's clock at the fault's moment: the condition is stamped then)
+        with self.eks.lock:
+            if fault.via == "eks_node_condition":
+                kind, reason, message = eks_condition(fault.signal)
+                self.eks.kube.node_condition(name, kind, reason, message)
+            else:
+                reason, message = eks_event(fault.signal)
+                for _ in range(fault.repeat + 1):
+                    self.eks.kube.node_event(name, reason, message)
+        self._at_risk_tick(fault.at)
 
-    def _at_risk_tick(self) -> None:
-        moment = self.clock.now(DRIVER) if not math.isfinite(self.clock.horizon) else max(self.clock.now(DRIVER), self.clock.horizon)
+    def _at_risk_tick(self, at: float | None = None) -> None:
+        moment = at if at is not None else max(self.clock.now(DRIVER), self.clock.horizon if math.isfinite(self.clock.horizon) else 0.0)
         present = self.clock.now(DRIVER)
         self.clock.set_driver_time(moment)
         try:

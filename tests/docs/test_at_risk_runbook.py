@@ -52,7 +52,8 @@ def test_the_message_the_runbook_shows_is_read_into_one_report_for_its_node() ->
 def test_the_example_alarm_makes_a_signal_for_its_instance() -> None:
     argv = shlex.split(block("at-risk-alarm").replace("\\\n", " "))
     options = {argv[i]: argv[i + 1] for i in range(len(argv) - 1) if argv[i].startswith("--")}
-    dimensions = [dict(part.split("=", 1) for part in d.split(",")) for d in argv[argv.index("--dimensions") + 1 :] if d.startswith("Name=")]
+    after = argv[argv.index("--dimensions") + 1 :]
+    dimensions = [dict(part.split("=", 1) for part in d.split(",")) for d in after if d.startswith("Name=")]
     message = {
         "AlarmName": options["--alarm-name"],
         "NewStateValue": "ALARM",

@@ -134,6 +134,7 @@ EKS_DRILLS = (
     "eks-job-failed",
     "eks-job-hang",  # Detect Hung Jobs resolving namespace/name, Capture Hang Evidence reading pod logs
     "eks-job-hang-training-operator",  # Find Failed Jobs recording the training operator's HANGING fault
+    "eks-at-risk-observe-only",  # At Risk's tick reading the nodes' conditions and events
 )
 
 

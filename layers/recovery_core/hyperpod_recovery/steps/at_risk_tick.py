@@ -6,11 +6,18 @@ ledger's node history since the last tick (a node an incident gave back to servi
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import TYPE_CHECKING, Any
 
 from hyperpod_recovery.domain.at_risk.history import history_reports
+from hyperpod_recovery.domain.at_risk.kubernetes import condition_reports, event_reports
 from hyperpod_recovery.domain.at_risk.outcomes import node_failures, settle
+from hyperpod_recovery.domain.nodes.eks_provider_id import instance_of_provider_id
+from hyperpod_recovery.errors import KubeAccessDenied, KubeRequestRejected, KubeThrottled, KubeUnavailable
 from hyperpod_recovery.observability import logger
 from hyperpod_recovery.steps.at_risk_verdicts import AtRiskPorts, keep
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.ports import KubeApi
 
 __all__ = ["AtRiskPorts", "tick"]
 
@@ -23,10 +30,45 @@ FIRST_TICK_LOOKBACK = timedelta(hours=1)
 
 
 def tick(ports: AtRiskPorts) -> None:
-    """The schedule's tick: settle the pending verdicts whose outcome is known (bounded), then the
-    ledger's node history since the last tick."""
+    """The schedule's tick: settle the pending verdicts whose outcome is known (bounded), the ledger's
+    node history since the last tick, and on EKS the nodes' warning-only fault conditions and events."""
     settle_outcomes(ports)
     read_node_history(ports)
+    if ports.kube is not None:
+        read_kubernetes(ports, ports.kube)
+
+
+def read_kubernetes(ports: AtRiskPorts, kube: KubeApi) -> None:
+    """One read of the nodes and their events; each report not kept yet (the ledger, read once from
+    the oldest episode seen: a standing condition is not written again every tick) is judged and kept.
+    A Kubernetes API that cannot be read is counted and logged: the outcomes above are settled."""
+    try:
+        nodes = kube.list_nodes()
+        reports = condition_reports(nodes)
+        reports += event_reports(kube.list_node_events(), _instances(nodes))
+    except (KubeUnavailable, KubeAccessDenied, KubeThrottled, KubeRequestRejected) as exc:
+        ports.counts["kubernetes_unread"] += 1
+        logger.warning("could not read the nodes' conditions and events; the next tick does", extra={"error": str(exc)[:300]})
+        return
+    if not reports:
+        return
+    kept = {(r.verdict.signal, r.verdict.instance_id, r.episode_at) for r in ports.ledger.at_risk_records(
+        ports.cluster_name, since=min(r.episode_at for r in reports))}  # fmt: skip
+    for report in reports:
+        if (report.signal, report.instance_id, report.episode_at) in kept:
+            ports.counts["standing"] += 1
+            continue
+        keep(report, ports, check_age=False)
+        kept.add((report.signal, report.instance_id or "", report.episode_at))
+
+
+def _instances(nodes: list[dict[str, Any]]) -> dict[str, str]:
+    found = {}
+    for node in nodes:
+        instance = instance_of_provider_id((node.get("spec") or {}).get("providerID"))
+        if instance:
+            found[str((node.get("metadata") or {}).get("name", ""))] = instance
+    return found
 
 
 def settle_outcomes(ports: AtRiskPorts) -> None:

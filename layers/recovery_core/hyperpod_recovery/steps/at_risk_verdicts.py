@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from hyperpod_recovery.domain.at_risk.settings import SignalSettings
     from hyperpod_recovery.domain.at_risk.signals import SignalReport
     from hyperpod_recovery.domain.intake.freshness import EventAgeLimits
-    from hyperpod_recovery.ports import AtRiskLedger, Cluster, PlannedSwaps
+    from hyperpod_recovery.ports import AtRiskLedger, Cluster, KubeApi, PlannedSwaps
 
 
 @dataclass
@@ -36,6 +36,7 @@ class AtRiskPorts:
     now: datetime
     dry_run: bool = False
     history_days: int = 30
+    kube: KubeApi | None = None  # EKS: the node conditions and events the tick reads
     counts: Counter[str] = field(default_factory=Counter)
     _hosts: dict[str, str] | None = None
     _scores: dict[str, SignalScore] = field(default_factory=dict)
