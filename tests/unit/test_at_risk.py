@@ -23,6 +23,7 @@ from hyperpod_recovery.adapters.stepfunctions import StepFunctions
 from hyperpod_recovery.domain.at_risk.alertmanager import parse_alertmanager
 from hyperpod_recovery.domain.at_risk.cloudwatch import parse_alarm_notification, parse_alarm_state_change
 from hyperpod_recovery.domain.at_risk.judge import MIN_OUTCOMES, failure_chance
+from hyperpod_recovery.domain.at_risk.kubernetes import condition_reports, event_reports
 from hyperpod_recovery.domain.at_risk.outcomes import NodeFailure, settle, signal_stats
 from hyperpod_recovery.domain.at_risk.settings import DEFAULTS, parse_signal_settings
 from hyperpod_recovery.domain.at_risk.signals import UnreadableSignal
@@ -31,7 +32,7 @@ from hyperpod_recovery.domain.intake.freshness import EventAgeLimits
 from hyperpod_recovery.errors import ConfigurationError
 from hyperpod_recovery.models.at_risk import AtRiskRecord, PlannedSwapRequest, SignalScore
 from hyperpod_recovery.models.cluster import ClusterNode
-from hyperpod_recovery.models.records import IncidentRecord
+from hyperpod_recovery.models.records import IncidentRecord, NodeFate
 from hyperpod_recovery.steps.at_risk import AtRiskPorts, at_risk
 from hyperpod_recovery.steps.at_risk_tick import tick
 from sandbox.at_risk import alarm_message, alertmanager_message, sns_event
@@ -313,3 +314,71 @@ def test_given_failures_some_preceded_by_a_verdict_then_recall_is_the_share_a_ve
     failures = [NodeFailure(record.verdict.instance_id, at + timedelta(hours=1), "hpr-1"), NodeFailure("i-0fedcba9876543210", at, "hpr-2")]
     (stats,) = signal_stats([record], failures, at + timedelta(hours=2))
     assert (stats.failed, stats.precision, stats.caught, stats.failures, stats.recall) == (1, 1.0, 1, 2, 0.5)
+
+
+# --- EKS: node conditions and events ------------------------------------------------------------------
+WARNING = {"type": "NvidiaXidWarning", "status": "True", "reason": "XID94", "message": "Xid 94"}
+WARNING["lastTransitionTime"] = "2026-11-29T08:55:00Z"
+
+
+def node(health: str, *conditions: dict[str, Any]) -> dict[str, Any]:
+    ready = {"type": "Ready", "status": "True", "lastTransitionTime": "2026-11-29T08:00:00Z"}
+    return {
+        "metadata": {"name": f"hyperpod-{NODE}", "labels": {"sagemaker.amazonaws.com/node-health-status": health}},
+        "spec": {"providerID": f"aws:///us-west-2a/{NODE}"},
+        "status": {"conditions": [ready, *conditions]},
+    }
+
+
+def test_given_a_fault_condition_on_a_schedulable_node_then_it_is_a_signal_of_its_named_fault_at_its_transition() -> None:
+    (report,) = condition_reports([node("Schedulable", WARNING)])
+    assert (report.signal, report.source, report.instance_id, report.episode_at) == ("xid_warning", "eks_node_condition", NODE, STARTS)
+
+
+def test_given_a_node_hyperpod_marked_for_repair_or_only_kubernetes_own_conditions_then_no_signal() -> None:
+    assert condition_reports([node("UnschedulablePendingReplacement", WARNING)]) == []
+    assert condition_reports([node("Schedulable", WARNING | {"type": "MemoryPressure"}, WARNING | {"status": "False"})]) == []
+
+
+def test_given_node_events_then_only_warnings_of_the_no_repair_taxonomy_are_signals() -> None:
+    def event(reason: str, kind: str = "Warning") -> dict[str, Any]:
+        return {"involvedObject": {"kind": "Node", "name": "n1"}, "type": kind, "reason": reason, "firstTimestamp": "2026-11-29T08:55:00Z"}
+
+    reports = event_reports([event("NvidiaXID94Warning"), event("NvidiaThermalError", "Normal"), event("NodeNotReady")], {"n1": NODE})
+    assert [(r.signal, r.instance_id, r.episode_at) for r in reports] == [("xid_warning", NODE, STARTS)]
+
+
+class Kube:
+    """The nodes' API as At Risk's tick reads it: one node with a standing warning-only condition."""
+
+    def list_nodes(self) -> list[dict[str, Any]]:
+        return [node("Schedulable", WARNING)]
+
+    def list_node_events(self) -> list[dict[str, Any]]:
+        return []
+
+
+def test_given_a_standing_condition_at_every_tick_then_one_verdict_and_the_later_ticks_write_nothing(ledger: DynamoLedger) -> None:
+    first, later = ports(ledger), ports(ledger, now=NOW + timedelta(hours=1))
+    first.kube = later.kube = Kube()  # type: ignore[assignment]
+    tick(first)
+    tick(later)
+    assert (first.counts["recorded"], later.counts["recorded"], later.counts["standing"]) == (1, 0, 1)
+    (record,) = ledger.at_risk_records(CLUSTER)
+    assert record.verdict.observed_at == NOW and record.verdict.source == "eks_node_condition"
+
+
+# --- the ledger's node history ---------------------------------------------------------------------------
+def test_given_an_incident_gave_a_node_back_to_service_then_the_tick_keeps_a_node_history_verdict_naming_its_failures(
+    ledger: DynamoLedger,
+) -> None:
+    back = incident(NOW - timedelta(minutes=30), incident_id="hpr-2").model_copy(
+        update={"node_fates": [NodeFate(node="ip-10-2-0-7", instance=NODE, fate="in_service")]}
+    )
+    ledger.save_incident(incident(NOW - timedelta(days=3)))
+    ledger.save_incident(back)
+    counts = tick_at(ports(ledger))
+    (record,) = ledger.at_risk_records(CLUSTER)
+    assert counts["node_history_recorded"] == 1 and record.verdict.source == "ledger_history"
+    assert "hpr-1" in record.verdict.evidence and "returned_by=hpr-2" in record.verdict.evidence
+    assert tick_at(ports(ledger, now=NOW + timedelta(minutes=15))).get("recorded", 0) == 0  # (read since the last tick)
