@@ -108,6 +108,9 @@ def sns_event(message: str, *, topic_arn: str, message_id: str, at: datetime) ->
                     "Message": message,
                     "Timestamp": f"{at:%Y-%m-%dT%H:%M:%S}.{at.microsecond // 1000:03d}Z",
                     "SignatureVersion": "1",
+                    "Signature": "EXAMPLEpH+sandbox",
+                    "SigningCertUrl": f"https://sns.{REGION}.amazonaws.com/SimpleNotificationService-sandbox.pem",
+                    "UnsubscribeUrl": f"https://sns.{REGION}.amazonaws.com/?Action=Unsubscribe&SubscriptionArn={topic_arn}:{message_id}",
                     "MessageAttributes": {},
                 },
             }
