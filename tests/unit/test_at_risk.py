@@ -382,3 +382,16 @@ def test_given_an_incident_gave_a_node_back_to_service_then_the_tick_keeps_a_nod
     assert counts["node_history_recorded"] == 1 and record.verdict.source == "ledger_history"
     assert "hpr-1" in record.verdict.evidence and "returned_by=hpr-2" in record.verdict.evidence
     assert tick_at(ports(ledger, now=NOW + timedelta(minutes=15))).get("recorded", 0) == 0  # (read since the last tick)
+
+
+def test_given_an_alarm_notification_through_sns_then_its_verdict_is_kept_as_the_alarms(ledger: DynamoLedger) -> None:
+    counts = at_risk(deliver(alarm_message(signal="thermal", instance_id=NODE, changed_at=STARTS, cluster=CLUSTER)), ports(ledger))
+    (record,) = ledger.at_risk_records(CLUSTER)
+    assert counts["thermal_recorded"] == 1 and (record.verdict.source, record.episode_at) == ("cloudwatch_alarm", STARTS)
+
+
+def test_given_an_alert_whose_annotation_names_alarmname_then_it_is_still_read_as_an_alert(ledger: DynamoLedger) -> None:
+    body = json.loads(alert())
+    body["alerts"][0]["annotations"]["runbook"] = 'see "AlarmName" in the alarm'
+    at_risk(deliver(json.dumps(body)), ports(ledger))
+    assert ledger.at_risk_records(CLUSTER)[0].verdict.source == "alertmanager"

@@ -2,17 +2,18 @@
 per episode with its evidence, and, for an enforced signal, its planned swap started.
 
 Inputs: SNS (the stack's AtRiskTopic: an Alertmanager alert by the documented JSON template, or a
-CloudWatch alarm's action) and EventBridge's "CloudWatch Alarm State Change". Its tick (template.yaml
-AtRiskTickFunction, every 15 minutes): each pending verdict's outcome, bounded; the node history. A message the convention
-cannot read is counted and logged with why, never the batch's failure; a ledger that cannot be
+CloudWatch alarm's action) and EventBridge's "CloudWatch Alarm State Change" (its tick is
+steps/at_risk_tick.py). A message the convention cannot read is counted and logged with why, never
+the batch's failure; a ledger that cannot be
 reached, or a start that failed, fails the invocation, which Lambda retries (a kept verdict is not
 kept twice; a started swap's name turns a second start away).
 """
 
 from __future__ import annotations
 
+import json
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from hyperpod_recovery.domain.at_risk.alertmanager import parse_alertmanager
 from hyperpod_recovery.domain.at_risk.cloudwatch import parse_alarm_notification, parse_alarm_state_change
@@ -21,9 +22,6 @@ from hyperpod_recovery.observability import logger
 from hyperpod_recovery.steps.at_risk_verdicts import AtRiskPorts, keep
 
 __all__ = ["AtRiskPorts", "at_risk"]
-
-if TYPE_CHECKING:
-    pass
 
 
 def at_risk(event: Any, ports: AtRiskPorts) -> dict[str, int]:
@@ -51,7 +49,11 @@ def take_sns_record(record: dict[str, Any], ports: AtRiskPorts) -> None:
 
 
 def _read_message(message: str, attributes: dict[str, str], counts: Counter[str]) -> list[SignalReport]:
-    if message.lstrip().startswith("{") and '"AlarmName"' in message:
+    try:
+        body = json.loads(message)
+    except ValueError:
+        body = None  # (the alert manager's plain text: refused below, saying why)
+    if isinstance(body, dict) and "AlarmName" in body:
         return _one(parse_alarm_notification(message))
     reports, skipped = parse_alertmanager(message, attributes)
     counts.update(skipped)
