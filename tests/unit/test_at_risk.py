@@ -395,3 +395,14 @@ def test_given_an_alert_whose_annotation_names_alarmname_then_it_is_still_read_a
     body["alerts"][0]["annotations"]["runbook"] = 'see "AlarmName" in the alarm'
     at_risk(deliver(json.dumps(body)), ports(ledger))
     assert ledger.at_risk_records(CLUSTER)[0].verdict.source == "alertmanager"
+
+
+@given(st.text(alphabet="abcdefghijklmnopqrstuvwxyz_*=:.,0123456789 dhm", max_size=60))
+def test_given_any_setting_text_then_it_parses_to_valid_settings_or_is_refused_naming_the_parameter(text: str) -> None:
+    try:
+        settings = parse_signal_settings(text)
+    except ValueError as exc:
+        assert "AtRiskSignals" in str(exc)
+        return
+    for setting in settings.table.values():
+        assert setting.mode in ("observe", "enforce", "off") and 0 <= setting.prior <= 1 and 60 <= setting.horizon_seconds <= 90 * 86400
