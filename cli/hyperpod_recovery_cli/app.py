@@ -21,6 +21,7 @@ arguments, streams, clients and clock (``run``); main.py is the console script t
     hyperpod-recovery unhold NODE --stack NAME --reason TEXT [--yes]
     hyperpod-recovery verdicts list --stack NAME [--since 30d] [--rule stall|slow] [--open] [--json]
     hyperpod-recovery verdicts confirm|reject VERDICT --stack NAME --reason TEXT [--yes] [--force]
+    hyperpod-recovery verdicts at-risk --stack NAME [--since 30d] [--signal SIGNAL] [--json]
     hyperpod-recovery goodput [--stack NAME [--since 30d] | --from FILE] [--nodes N] [--failure-rate R] [--detect T ...]
         [--checkpoint-interval T | --checkpoint-prefix s3://...] [--checkpoint-cost T] [--json] [--html FILE]
     hyperpod-recovery --version      (also after any command: hyperpod-recovery preflight --version)

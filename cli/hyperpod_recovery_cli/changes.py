@@ -62,6 +62,7 @@ COMMANDS: dict[str, Change | ReadOnly] = {
     "hold": Change("keeps the pipeline off a node"),
     "unhold": Change("lets the pipeline act on a held node again"),
     "verdicts list": ReadOnly(),
+    "verdicts at-risk": ReadOnly(),
     "verdicts confirm": Change("reviews a verdict (counted in its rule's precision)"),
     "verdicts reject": Change("reviews a verdict (counted in its rule's precision)"),
     "goodput": ReadOnly("reads the ledger and S3; writes only the --html file asked for"),

@@ -160,7 +160,11 @@ SECTIONS: tuple[tuple[str, tuple[Command, ...]], ...] = (
             Command("hold", "keep the pipeline's hands off a node until unhold", _holds),
             Command("unhold", "let the pipeline act on a held node again", _holds),
             Command("breaker", "the cluster's circuit breaker: status, reset", _breaker),
-            Command("verdicts", "hang and slowdown verdicts: list them with each rule's precision, confirm or reject one", _verdicts),
+            Command(
+                "verdicts",
+                "hang, slowdown and at-risk verdicts: each rule's and signal's precision; confirm or reject a hang verdict",
+                _verdicts,
+            ),
         ),
     ),
     (

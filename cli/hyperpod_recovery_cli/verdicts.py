@@ -4,6 +4,7 @@
     hyperpod-recovery verdicts list --stack NAME [--since 30d|ISO] [--rule RULE] [--open] [--json]
     hyperpod-recovery verdicts confirm VERDICT --stack NAME --reason TEXT [--by WHO] [--yes] [--force]
     hyperpod-recovery verdicts reject VERDICT --stack NAME --reason TEXT [--by WHO] [--yes] [--force]
+    hyperpod-recovery verdicts at-risk --stack NAME [--since 30d|ISO] [--signal SIGNAL] [--json]   (verdicts_at_risk.py)
 
 Detect Hung Jobs keeps one verdict per job and episode in the ledger (``VERDICT#<epoch>#<rule>#<job>``).
 A verdict's id is ``<job>-<hung|slow>-<episode epoch>``: the name of the JobRecovery an enforced
@@ -379,6 +380,9 @@ def add_commands(groups: Any, region: argparse.ArgumentParser, wrap: Callable[[C
     listed.add_argument("--open", action="store_true", help="only verdicts nobody reviewed yet (the counts stay the window's)")
     listed.add_argument("--json", action="store_true")
     listed.set_defaults(run=wrap(list_verdicts, False))
+    from hyperpod_recovery_cli import verdicts_at_risk  # (the at-risk verdicts: their own module)
+
+    verdicts_at_risk.add_command(actions, region, wrap)
     for name, review, text in REVIEWS:
         parser = actions.add_parser(name, parents=[region], help=text)
         parser.add_argument(

@@ -226,6 +226,10 @@ class FakeKube(Outside, Controllers, Kueue, SchemaChecks):
             and (e["involvedObject"]["kind"], e["involvedObject"]["name"]) == (involved_kind, involved_name)
         ]
 
+    def list_node_events(self) -> list[dict[str, Any]]:
+        self._call("list", "events")
+        return [copy.deepcopy(e) for e in self.events if e["metadata"]["namespace"] == "default" and e["involvedObject"]["kind"] == "Node"]
+
     def get_job(self, ref: KubeJobRef) -> dict[str, Any]:
         info = JOB_KINDS[ref.kind]
         self._call("get", info.plural)

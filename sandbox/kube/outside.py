@@ -302,6 +302,29 @@ class Outside:
         job["metadata"]["resourceVersion"] = self._next_version()
         self.jobs[(kind, namespace, name)] = job
 
+    def node_condition(self, name: str, kind: str, reason: str, message: str) -> None:
+        """HyperPod's health agent sets a fault condition on the node and repairs nothing (a warning-only
+        class: its label stays Schedulable). ASSUMPTION: the condition's shape (type = fault type)."""
+        node = copy.deepcopy(self.nodes[name])
+        kept = [c for c in node["status"]["conditions"] if c["type"] != kind]
+        stamp = _stamp(self.now())
+        condition = {
+            "type": kind,
+            "status": "True",
+            "reason": reason,
+            "message": message,
+            "lastHeartbeatTime": stamp,
+            "lastTransitionTime": stamp,
+        }
+        node["status"]["conditions"] = [*kept, condition]
+        self._store_node(node)
+
+    def node_event(self, name: str, reason: str, message: str) -> dict[str, Any]:
+        """A Warning event about the node, as a node agent records it (namespace default)."""
+        node = self.nodes[name]
+        involved = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "namespace": "default", "uid": node["metadata"]["uid"]}}
+        return self.record_event(involved, reason, message, type_="Warning", component="hyperpod-health-monitoring-agent")
+
     def hyperpod_marks_unhealthy(self, name: str, status: str = "UnschedulablePendingReplacement") -> None:
         """HyperPod's health agent: label, taint (value Unschedulable whatever the label), NotReady if asked."""
         node = copy.deepcopy(self.nodes[name])

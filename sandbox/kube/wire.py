@@ -131,6 +131,8 @@ def serve(fake: FakeKube, method: str, path: str, query: dict[str, str], body: A
                 return 200, fake.get_pod_log(g["ns"], g["name"], container, tail, limit)
             if what == "events" and method == "GET":
                 wanted = dict(part.partition("=")[::2] for part in query.get("fieldSelector", "").split(",") if part)
+                if wanted == {"involvedObject.kind": "Node"} and g["ns"] == "default":  # (At Risk's tick: every node's)
+                    return 200, _page(fake.list_node_events(), query, "EventList")
                 if set(wanted) != {"involvedObject.kind", "involvedObject.name"}:
                     return 400, {"kind": "Status", "reason": "BadRequest", "message": f"unsupported fieldSelector {wanted!r}", "code": 400}
                 events = fake.list_events(g["ns"], wanted["involvedObject.kind"], wanted["involvedObject.name"])

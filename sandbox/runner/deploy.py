@@ -47,6 +47,8 @@ def stack_parameters(scenario: Scenario, cluster_arn: str) -> dict[str, str]:
     parameters.update({name: f"{value:g}" for name, value in safety.items() if value is not None})
     parameters.update(settings.hangs.parameters())
     parameters.update(settings.elastic.parameters())
+    if settings.at_risk_signals is not None:
+        parameters["AtRiskSignals"] = settings.at_risk_signals
     if settings.expected_replacement_seconds is not None:
         parameters["ExpectedReplacementSeconds"] = str(settings.expected_replacement_seconds)
     if any(f.kind == "hyperpod_hang" for f in scenario.faults) and scenario.cluster.orchestrator == "slurm":

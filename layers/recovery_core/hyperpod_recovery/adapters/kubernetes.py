@@ -197,6 +197,11 @@ class KubernetesApi:
         selector = f"involvedObject.kind={involved_kind},involvedObject.name={involved_name}"
         return self._list(f"/api/v1/namespaces/{_checked_namespace(namespace)}/events", {"fieldSelector": selector}, resource="events")
 
+    def list_node_events(self) -> list[dict[str, Any]]:
+        """The core/v1 events about nodes (namespace default, where the kubelet and node agents write
+        them): At Risk's tick reads the warning-only GPU faults among them (domain/at_risk/kubernetes.py)."""
+        return self._list("/api/v1/namespaces/default/events", {"fieldSelector": "involvedObject.kind=Node"}, resource="events")
+
     # --- training jobs ---------------------------------------------------------------------------
     def get_job(self, ref: KubeJobRef) -> dict[str, Any]:
         info = JOB_KINDS[ref.kind]
