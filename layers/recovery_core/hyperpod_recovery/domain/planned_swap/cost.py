@@ -8,9 +8,10 @@ says the node fails within its horizon H with chance p (assumed spread evenly ov
   checkpoint period on average), the detection, one restart, and the failed node's place: nothing when
   a spare fits, else the cheaper of waiting for the replacement N·W and (where the job may shrink)
   running on N−1 nodes meanwhile, N·W·(1−pace) + N·R to grow back (the elastic rule's terms).
-* A planned swap at the next commit, w away ((τ+δ)/2 unless known), costs S = N·(s + R) + place of its
-  action: the work between the commit and the stop, one restart, and the place. A failure before the
-  commit (chance p·min(1, w/H)) costs F either way, and then no swap happens.
+* A planned swap at the next commit, w away ((τ+δ)/2 unless known), costs S = N·(s + R') + place of its
+  action: the work between the commit and the stop, one restart (R' = R unless the swap's is given), and
+  the place. A failure before the commit (chance p_w = p·min(1, w/H); with a fixed lead time L instead,
+  p·max(0, 1 − L/(τ+δ))) costs F either way, and then no swap happens.
 
     keep = p·F        swap = p_w·F + (1 − p_w)·S
 
@@ -52,6 +53,12 @@ class SwapFigures:
     swap_lost_seconds: float  # s: the work lost between the commit and the job's stop (the goal: ≤ 10 s)
     shrunk_pace: float | None = None  # the share of its throughput the job keeps on N−1 nodes; None: (N−1)/N
     seconds_to_commit: float | None = None  # w: until the next commit when known; None: (τ+δ)/2
+    # L: when the failure comes exactly this long after the verdict (a model's fixed lead time, the planner's
+    # and the fleet's), instead of evenly over the horizon: it beats the commit when w > L (w unknown: the
+    # commit at an even phase of its period, chance max(0, 1 − L/(τ+δ))).
+    lead_seconds: float | None = None
+    # The swap's restart when it differs from a failure's (a spare made ready before the stop); None: restart_seconds.
+    swap_restart_seconds: float | None = None
 
     def __post_init__(self) -> None:
         _check("failure_chance", self.failure_chance, high=1.0)
@@ -63,8 +70,9 @@ class SwapFigures:
             _check(name, getattr(self, name))
         if self.shrunk_pace is not None:
             _check("shrunk_pace", self.shrunk_pace, high=1.0, above_low=True)
-        if self.seconds_to_commit is not None:
-            _check("seconds_to_commit", self.seconds_to_commit)
+        for name in ("seconds_to_commit", "lead_seconds", "swap_restart_seconds"):
+            if getattr(self, name) is not None:
+                _check(name, getattr(self, name))
 
     @property
     def rework_seconds(self) -> float:
@@ -74,6 +82,19 @@ class SwapFigures:
     @property
     def commit_in_seconds(self) -> float:
         return self.rework_seconds if self.seconds_to_commit is None else self.seconds_to_commit
+
+    @property
+    def before_commit_share(self) -> float:
+        """The share of the failures the verdict foresees that come before the next commit (and so before any swap)."""
+        if self.lead_seconds is None:
+            return min(1.0, self.commit_in_seconds / self.horizon_seconds)
+        if self.seconds_to_commit is not None:
+            return 1.0 if self.seconds_to_commit > self.lead_seconds else 0.0
+        return max(0.0, 1 - self.lead_seconds / (self.checkpoint_interval_seconds + self.checkpoint_cost_seconds))
+
+    @property
+    def swap_restart(self) -> float:
+        return self.restart_seconds if self.swap_restart_seconds is None else self.swap_restart_seconds
 
     @property
     def can_shrink(self) -> bool:
@@ -122,9 +143,9 @@ def decide_swap(figures: SwapFigures) -> SwapDecision:
     cheapest = min(places.values())
     action = next(a for a in _SWAP_ORDER if a in places and places[a] == cheapest)
     failure = n * (figures.rework_seconds + figures.detect_seconds + figures.restart_seconds) + cheapest
-    swap_cost = n * (figures.swap_lost_seconds + figures.restart_seconds) + cheapest
+    swap_cost = n * (figures.swap_lost_seconds + figures.swap_restart) + cheapest
     p = figures.failure_chance
-    before = p * min(1.0, figures.commit_in_seconds / figures.horizon_seconds)
+    before = p * figures.before_commit_share
     keep = p * failure
     swap = before * failure + (1 - before) * swap_cost
     decision = SwapDecision(
@@ -177,7 +198,7 @@ def swap_sentence(figures: SwapFigures, decision: SwapDecision) -> str:
         f"{_duration(figures.rework_seconds)} of work since the last commit, {_duration(figures.detect_seconds)} detection, "
         f"{_duration(figures.restart_seconds)} restart"
     )
-    swap_parts = f"{_duration(figures.swap_lost_seconds)} past the commit, {_duration(figures.restart_seconds)} restart"
+    swap_parts = f"{_duration(figures.swap_lost_seconds)} past the commit, {_duration(figures.swap_restart)} restart"
     place_words = f" + {_node_hours(place)} for the node's place ({_PLACE[kind]})" if place > 0 else ""
     return (
         f"{head} (a {_percent(figures.failure_chance)} chance of failing within {_duration(figures.horizon_seconds)}, "
