@@ -28,6 +28,7 @@ SwapEnding = Literal[
     "no_commit",  # no verified commit within the wait's bound: left to the reactive path
     "node_failed",  # the node failed, or another recovery holds it, before the commit: theirs
     "job_gone",  # the job ended, or left the node, while the swap waited
+    "job_unknown",  # which job runs on the node could not be told (no fresh orchestrator reading): nothing done
     "cap_full",  # the cap stayed full through the wait's bound: the verdict waited, then gave up
 ]
 NodeRepair = Literal["reboot", "replace"]
@@ -146,7 +147,9 @@ class RecordSwapOutcomeInput(StepInput):
     state: SwapState
 
 
-SwapOutcome = Literal["moved", "node_repaired", "left", "no_commit", "yielded", "job_gone", "cap_full", "dry_run", "escalated", "rejected"]
+SwapOutcome = Literal[
+    "moved", "node_repaired", "left", "no_commit", "yielded", "job_gone", "job_unknown", "cap_full", "dry_run", "escalated", "rejected"
+]
 
 
 class SwapRecord(Model):

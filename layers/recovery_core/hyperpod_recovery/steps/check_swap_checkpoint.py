@@ -62,7 +62,7 @@ def check_swap_checkpoint(
     if yielded is not None:
         return _end(watch, "node_failed", yielded)
     if not swap.jobs_known:
-        return _end(watch, "leave", f"{swap.said}: no swap is made (the reactive path stays)")
+        return _end(watch, "job_unknown", "no swap is made: a failure of the node is the reactive path's")
     job = step.inspection.result.job if step.inspection is not None else None
     if swap.job_id is None:
         return _move_when_room(watch, swap, None, None, _Ports(cluster, ledger, job_nodes), policy, settings, step.execution_name, now)

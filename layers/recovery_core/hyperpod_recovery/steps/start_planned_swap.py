@@ -120,7 +120,7 @@ def _with_job(
             "other_jobs": ids[1:16],
             "job_request": job_request,
             "job_nodes": len(reading.jobs[keys[0]]),
-            "said": f"job {keys[0]} runs on {target.node}: it leaves the node right after its next verified checkpoint commit",
+            "said": f"job {keys[0]} runs on {target.node}",
         }
     )
 

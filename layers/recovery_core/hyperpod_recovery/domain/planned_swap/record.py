@@ -18,6 +18,7 @@ _ENDING: dict[str, SwapOutcome] = {
     "no_commit": "no_commit",
     "node_failed": "yielded",
     "job_gone": "job_gone",
+    "job_unknown": "job_unknown",
     "cap_full": "cap_full",
 }
 _HEADLINE: dict[SwapOutcome, str] = {
@@ -27,6 +28,7 @@ _HEADLINE: dict[SwapOutcome, str] = {
     "no_commit": "no checkpoint commit came within the wait: nothing was moved",
     "yielded": "the node is another recovery's now: the swap made none",
     "job_gone": "the job left the node before its commit: nothing was moved",
+    "job_unknown": "which job runs on the node could not be told: nothing was moved",
     "cap_full": "the cap or the breaker left no room within the wait: nothing was moved",
     "dry_run": "dry run: what the swap would have done (nothing was touched)",
     "escalated": "the planned swap failed: a human should look",
