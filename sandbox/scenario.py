@@ -176,6 +176,9 @@ class TrainingSpec(_Strict):
     # A resubmitted copy's start-up (scheduling, loading the checkpoint) before its first step: what
     # the pipeline measures a restart by (domain/elastic/estimates.py restart_seconds).
     restart_seconds: float = Field(default=0.0, ge=0, le=86_400)
+    # A save's length: its shards are written from this long before each commit (a save in progress:
+    # no manifest yet, the pointer not moved), the manifest at the commit (Slurm copies).
+    save_seconds: float = Field(default=0.0, ge=0, le=3600)
 
 
 class JobSpec(_Strict):

@@ -12,7 +12,7 @@ from typing import Any
 
 from hyperpod_recovery.domain.jobs.eks_jobs import JOB_NAME_ANNOTATION
 from hyperpod_recovery.models.manifest import RESUME_STEP_ENV
-from sandbox.checkpoints import write_checkpoint_step
+from sandbox.checkpoints import begin_checkpoint_step, write_checkpoint_step
 from sandbox.scenario import JobSpec
 from sandbox.slurm import SimulatedSlurm, SlurmJob
 
@@ -64,6 +64,11 @@ class TrainingSimulator:
                     created = self.epoch + timedelta(seconds=start + done * interval)
                     write_checkpoint_step(self.s3, spec, from_step + done * spec.training.steps_per_checkpoint, created, nodes=nodes)
                 self.written[copy.job_id] = done
+                due = start + (done + 1) * interval
+                if spec.training.save_seconds and due - spec.training.save_seconds <= stop < due:
+                    # (the next save has begun: its shards are there, its manifest is not)
+                    begun = self.epoch + timedelta(seconds=due - spec.training.save_seconds)
+                    begin_checkpoint_step(self.s3, spec, from_step + (done + 1) * spec.training.steps_per_checkpoint, begun)
 
 
 class KubeTrainingSimulator:

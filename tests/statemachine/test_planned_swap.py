@@ -171,3 +171,72 @@ def test_a_node_that_fails_while_the_swap_waits_is_left_to_the_reactive_recovery
     assert swap["outcome"] == "yielded"
     assert [i["id"].startswith("hpr-") for i in report["incidents"]] == [True]
     assert len(report["replacements"]) == 1
+
+
+def test_a_signal_during_a_checkpoint_save_waits_for_that_save_s_commit(tmp_path: Path) -> None:
+    # Given saves that take 2 minutes: step 3200's shards are written from 1080 s, its manifest at 1200 s,
+    # and the signal at 1100 s, mid-save
+    training = {"checkpoint_every_seconds": INTERVAL, "steps_per_checkpoint": 100, "restart_seconds": 20, "save_seconds": 120}
+    scenario = _scenario()
+    scenario.jobs[0].training = type(scenario.jobs[0].training).model_validate(training)
+    report = _swap(tmp_path, scenario)
+    swap = _the_swap(report)
+    # Then the swap moves the job only once that save committed, and from it
+    assert swap["outcome"] == "moved" and swap["checkpoint_step"] == 3200
+    assert swap["committed_at"] == 1200 and swap["seen_at"] >= 1200
+    assert [s["checkpoint_step"] for s in report["slurm"]["submissions"]] == [3200]
+    assert swap["work_lost_past_checkpoint_seconds"] <= 10
+
+
+def test_an_elastic_job_without_a_spare_shrinks_off_the_node_at_its_commit(tmp_path: Path) -> None:
+    # Given a job on all 16 nodes of its group, opted in to shrink to 12, with a reshardable checkpoint
+    job = {
+        "id": "1001",
+        "name": "llama-70b-pretrain",
+        "nodes": "workers:0-15",
+        "comment": "resume=elastic,min=12",
+        "checkpoint_uri": "s3://llm-train-checkpoints/llama-70b-pretrain",
+        "checkpoints": [{"step": 3000}],
+        "checkpoint_layout": {"gpus_per_node": 8, "tensor": 8, "pipeline": 1, "reshardable": True},
+        "training": {"checkpoint_every_seconds": INTERVAL, "steps_per_checkpoint": 100, "restart_seconds": 20},
+        "progress": {"step_seconds": 3.0, "step": 3000},
+    }
+    report = _swap(tmp_path, _scenario(workers=16, extra={"jobs": [job]}))
+    swap = _the_swap(report)
+    # Then the rule chose the shrink (no spare fits) and the job ran again at once on 15 nodes, from the commit
+    assert swap["outcome"] == "moved" and swap["action"] == "shrink"
+    assert swap["figures"]["spare_fits"][0] == 0.0 and swap["figures"]["may_shrink"][0] == 1.0
+    (first, *_) = report["slurm"]["submissions"]
+    assert first["checkpoint_step"] == 3200
+    assert swap["running_again_after_commit_seconds"] <= 60
+    assert report["second_copies"] == []
+
+
+def test_eks_a_node_at_risk_is_left_right_after_the_next_commit_onto_a_spare(tmp_path: Path) -> None:
+    # Given the same swap on an EKS cluster: a PyTorchJob of 16 pods on an 18-node group
+    job = {
+        "id": "1001",
+        "name": "llama-70b-pretrain",
+        "nodes": "workers:0-15",
+        "checkpoint_uri": "s3://llm-train-checkpoints/llama-70b-pretrain",
+        "checkpoints": [{"step": 3000}],
+        "kubernetes": {"kind": "PyTorchJob", "namespace": "kubeflow", "restart_policy": "Never", "recover": True},
+        "training": {"checkpoint_every_seconds": INTERVAL, "steps_per_checkpoint": 100, "restart_seconds": 20},
+        "progress": {"step_seconds": 3.0, "step": 3000},
+    }
+    cluster = {
+        "name": "llm-train",
+        "orchestrator": "eks",
+        "node_recovery": "None",
+        "instance_groups": [{"name": "workers", "type": "Compute", "count": 18, "instance_type": "ml.p5.48xlarge"}],
+    }
+    report = _swap(tmp_path, _scenario(extra={"jobs": [job], "cluster": cluster}))
+    swap = _the_swap(report)
+    # Then it moved from the commit after the verdict, re-created once, never two copies at once
+    assert swap["outcome"] == "moved" and swap["action"] == "spare" and swap["checkpoint_step"] == 3200
+    (nested,) = report["incidents"]
+    assert nested["trigger"] == ["at_risk"] and nested["outcome"] == "recovered"
+    assert report["second_copies"] == []
+    # And the goals hold on EKS too (the old pods' grace period is inside the 60 s)
+    assert swap["work_lost_past_checkpoint_seconds"] <= 10
+    assert swap["running_again_after_commit_seconds"] <= 60
