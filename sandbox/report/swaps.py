@@ -5,6 +5,7 @@ until the new copy ran)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -102,3 +103,18 @@ def _kube_goals(runner: DrillSource, record: SwapRecord) -> dict[str, Any]:
     if copies:
         goals["running_again_after_commit_seconds"] = round(min(copies) - committed, 3)
     return goals
+
+
+def swap_contradictions(swaps: Sequence[SwapRecord], swap_id: str, note: dict[str, str]) -> list[str]:
+    """What a planned swap's notification says that its record does not: its outcome, its costs, its job."""
+    record = next((r for r in swaps if r.swap_id == swap_id), None)
+    if record is None:
+        return ["names no recorded planned swap"]
+    problems = []
+    if f"planned swap {record.outcome} " not in note["subject"]:
+        problems.append(f"its subject does not say the recorded outcome {record.outcome!r}")
+    if record.cost is not None and f"swap {record.cost.swap_node_seconds / 3600:,.2f} node-h" not in note["message"]:
+        problems.append("it does not say the swap's recorded expected cost")
+    if record.job_id is not None and record.job_id not in note["message"] + note["subject"]:
+        problems.append(f"it does not name job {record.job_id}")
+    return problems

@@ -644,6 +644,12 @@ def _environment_at_its_longest(logical: str) -> dict[str, str]:
             for name, r in RESOURCES.items()
             if r["Type"] == "AWS::SNS::Topic"
         },
+        # (a state machine's ARN: its name is the cluster's, at its longest, and a suffix)
+        **{
+            name: f"arn:{LONGEST_PARTITION}:states:{LONGEST_REGION}:111122223333:stateMachine:" + "m" * 80
+            for name, r in RESOURCES.items()
+            if r["Type"] == "AWS::Serverless::StateMachine"
+        },
     }
     return {name: str(value) for name, value in resolver.resolve(variables).items()}
 
