@@ -118,3 +118,11 @@ def test_a_node_that_fails_while_the_swap_waits_is_left_to_the_reactive_recovery
     assert swap["outcome"] == "yielded"
     assert [i["id"].startswith("hpr-") for i in report["incidents"]] == [True]
     assert len(report["replacements"]) == 1
+
+
+def test_the_moved_job_runs_again_at_once_even_where_the_stack_resumes_jobs_after_the_rejoin(drill: Drill) -> None:
+    # Given ResumePolicy after_rejoin (a failed job waits for its nodes' replacement)
+    report = drill("planned-swap-spare", settings={"resume_policy": "after_rejoin"})
+    swap = _the_swap(report)
+    # Then the swapped job still leaves at once onto the spare: its own nodes are not the ones it waits for
+    assert swap["outcome"] == "moved" and swap["running_again_after_commit_seconds"] <= 60
