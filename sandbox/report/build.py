@@ -20,12 +20,14 @@ from typing import Any
 from hyperpod_recovery.adapters.ledger import DynamoLedger
 from hyperpod_recovery.domain.messages.verdict_notice import verdict_id
 from hyperpod_recovery.models.hangs import RecordedVerdict
+from hyperpod_recovery.models.planned_swap import SwapRecord
 from hyperpod_recovery.models.records import IncidentRecord
 from sandbox.message_check import contradictions, verdict_contradictions
 from sandbox.planted import PLANTED, channel_copies, found_in
 from sandbox.real_slurm import RealController
 from sandbox.report.jobs import kube_copy_running_at, scenario_jobs
 from sandbox.report.source import DrillSource
+from sandbox.report.swaps import SWAP_PREFIX, planned_swaps, swap_contradictions
 from sandbox.report.time_split import no_split, seconds_since, time_split
 
 # 2: virtual time no longer counts handler work, and the time split has named waits: version 1's
@@ -75,7 +77,9 @@ def build_report(runner: DrillSource, wall_seconds: float) -> dict[str, Any]:
     seen = _executions(aws, ledger, planted)
     found, transitions, executions, largest, states = seen.found, seen.transitions, seen.count, seen.largest, seen.states
     records = [record for _, _, record in found if record is not None]
-    incidents = [_incident(runner, name, detail, record, records) for name, detail, record in found]
+    names = [name for name, _, _ in found]
+    # (a planned swap is no incident: its record is the report's planned_swaps, its move the nested incident)
+    incidents = [_incident(runner, name, detail, record, records) for name, detail, record in found if not _is_swap(name)]
     api_calls = dict(sorted(aws.api_calls.counts.items()))
     notifications = notifications_sent(aws)
     # EKS: every request the Kubernetes API server served, by verb and resource (as AWS calls are counted).
@@ -146,6 +150,7 @@ def build_report(runner: DrillSource, wall_seconds: float) -> dict[str, Any]:
             **({"mode": "real", "queue": runner.slurm.queue()} if isinstance(runner.slurm, RealController) else {"mode": "simulated"}),
         },
         "notifications": notifications,
+        **({"planned_swaps": planned_swaps(runner, ledger, names)} if any(n.startswith(SWAP_PREFIX) for n in names) else {}),
         **(
             {"hangs": _hangs(runner, ledger)}
             if runner.progress is not None or any(f.kind == "hyperpod_hang" for f in runner.scenario.faults)
@@ -155,7 +160,12 @@ def build_report(runner: DrillSource, wall_seconds: float) -> dict[str, Any]:
         # Two live copies of one job at one moment (pending or running): what the pipeline exists to prevent.
         "second_copies": _second_copies(runner),
         # Every notification and record summary checked against its incident's record (sandbox/message_check.py).
-        "message_contradictions": message_contradictions(records, notifications, ledger.verdicts(runner.scenario.cluster.name)),
+        "message_contradictions": message_contradictions(
+            records,
+            notifications,
+            ledger.verdicts(runner.scenario.cluster.name),
+            [r for n in names if _is_swap(n) and (r := ledger.swap_record(n))],
+        ),
         "ledger_at_end": ledger_at_end(aws.client("dynamodb"), aws.ledger_table, runner.epoch + timedelta(seconds=max_virtual(incidents))),
         **({"secrets": secrets_kept(aws, records, notifications, states)} if planted else {}),
         "metrics": emitted_metrics(runner.log_path),
@@ -421,6 +431,10 @@ def _intake(runner: DrillSource) -> dict[str, Any]:
     }
 
 
+def _is_swap(name: str) -> bool:
+    return name.startswith(SWAP_PREFIX) and not name.endswith("-nodes")
+
+
 def _second_copies(runner: DrillSource) -> list[dict[str, Any]]:
     """Every moment two copies of one training job were live, in the drill's virtual seconds."""
     if runner.eks is not None:
@@ -432,7 +446,10 @@ def _second_copies(runner: DrillSource) -> list[dict[str, Any]]:
 
 
 def message_contradictions(
-    records: list[IncidentRecord], notifications: list[dict[str, str]], verdicts: Sequence[RecordedVerdict] = ()
+    records: list[IncidentRecord],
+    notifications: list[dict[str, str]],
+    verdicts: Sequence[RecordedVerdict] = (),
+    swaps: Sequence[SwapRecord] = (),
 ) -> list[dict[str, str]]:
     """What a human read that its incident's record contradicts: each notification (found by the
     incident id it names) and each record's summary; a verdict notice (it names a verdict, not an
@@ -451,6 +468,12 @@ def message_contradictions(
                 else ["names no recorded verdict"]
             )
             found += [{"incident": verdict_named.group(1), "in": "verdict notice", "problem": p} for p in problems]
+            continue
+        if swap_named := re.search(r"^Planned swap: (\S+)", note["message"], re.MULTILINE):
+            found += [
+                {"incident": swap_named.group(1), "in": "swap notice", "problem": p}
+                for p in swap_contradictions(swaps, swap_named.group(1), note)
+            ]
             continue
         named = re.search(r"^Incident: (\S+)", note["message"], re.MULTILINE)
         record = by_id.get(named.group(1)) if named else None

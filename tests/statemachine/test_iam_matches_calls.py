@@ -40,6 +40,7 @@ DRILLS = (
     "no-spare-elastic",  # Find Newest Checkpoint reading the recovery log, Check Shrunk Jobs, Grow Back Job
     "elastic-second-fault",  # Find Newest Checkpoint proving a shrunk copy's lineage (claims, job records)
     "at-risk-observe-only",  # At Risk (SNS: an alert, an alarm) and its tick settling an outcome
+    "planned-swap-spare",  # PlannedSwap: Start Planned Swap, Check Swap Checkpoint, Record Swap Outcome, At Risk starting it
 )
 NOT_RUN_BY_DRILLS = {"ReportSafetyStateFunction"}  # runs on a schedule; tests/unit cover it
 EKS_ONLY = {"FindFailedJobsFunction"}  # deployed on EKS stacks only (its Condition): checked by the EKS drills below
@@ -135,6 +136,7 @@ EKS_DRILLS = (
     "eks-job-hang",  # Detect Hung Jobs resolving namespace/name, Capture Hang Evidence reading pod logs
     "eks-job-hang-training-operator",  # Find Failed Jobs recording the training operator's HANGING fault
     "eks-at-risk-observe-only",  # At Risk's tick reading the nodes' conditions and events
+    "eks-planned-swap-spare",  # PlannedSwap on EKS: the job by namespace/name, the pods' owners
 )
 
 
@@ -216,4 +218,4 @@ def test_the_runbook_lists_every_vpc_endpoint_each_function_in_the_vpc_calls(
     assert _runbook_endpoints() == derived
     # And the template's parameter says the same, all together
     description = load_template(ROOT / "template.yaml")["Parameters"]["KubernetesSubnetIds"]["Description"]
-    assert set(re.findall(r"com\.amazonaws\.<region>\.([a-z.]+?)(?=[ ,)]|$)", description)) == set().union(*derived.values())
+    assert set(re.findall(r"com\.amazonaws\.<region>\.([a-z0-9.]+?)(?=[ ,)]|$)", description)) == set().union(*derived.values())

@@ -228,6 +228,7 @@ def test_every_ledger_method_is_either_held_back_or_passed_through() -> None:
         "jobs_of", "breaker", "recovery_log", "get_incident", "save_incident", "save_jobs", "rejoin_waits",
         "begin_effect", "finish_effect", "effect_of", "failures_started", "job_restarts",
         "claim_notification", "ends_swept_until", "save_ends_swept_until", "verdicts", "save_evidence", "evidence_of",
+        "save_swap", "swap_record",
     }  # fmt: skip
 
 
@@ -292,12 +293,15 @@ def test_given_a_drill_that_escalates_then_recording_it_counts_it_nowhere(readab
 
 # Steps whose input carries no request: never gated, and they change nothing (a new one must be looked at)
 UNGATED = {"ValidateRequestInput", "ValidateJobRequestInput", "FindNewestCheckpointInput", "CheckControllerAgentInput"}
+# PlannedSwap's steps read only, but for its record and notification (a dry run's say what it would do);
+# what a dry-run swap changes is its nested NodeRecovery's, whose request carries the dry run.
+UNGATED |= {"StartPlannedSwapInput", "CheckSwapCheckpointInput", "RecordSwapOutcomeInput"}
 
 
 def test_every_workflow_step_either_carries_its_request_or_is_known_to_change_nothing() -> None:
     import re
 
-    from hyperpod_recovery.models import job_recovery, node_recovery, preflight
+    from hyperpod_recovery.models import job_recovery, node_recovery, planned_swap, preflight
     from hyperpod_recovery.models.job_recovery import JobWorkflowState
     from hyperpod_recovery.models.node_recovery import WorkflowState
     from tests.conftest import ROOT
@@ -308,7 +312,7 @@ def test_every_workflow_step_either_carries_its_request_or_is_known_to_change_no
         if match is None:
             continue
         name = match[1]
-        model = next(getattr(m, name) for m in (node_recovery, job_recovery, preflight) if hasattr(m, name))
+        model = next(getattr(m, name) for m in (node_recovery, job_recovery, preflight, planned_swap) if hasattr(m, name))
         fields = {key: field.annotation for key, field in model.model_fields.items()}
         carries = any(
             (isinstance(annotation, type) and issubclass(annotation, gated_by))
