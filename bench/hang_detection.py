@@ -60,7 +60,7 @@ READ_SECONDS = 0.3
 MINUTES_A_MONTH = 30 * 24 * 60
 # What a row and a node's share of the detector's memory weigh (measured on the drills' items, rounded up).
 PROGRESS_ROW_BYTES = 560
-MEMORY_BYTES_PER_NODE = 120
+MEMORY_BYTES_PER_NODE = 40  # (compressed: a 125-node job's item is about 4 KB, docs/progress.md)
 
 
 def run(name: str, changes: dict[str, Any]) -> dict[str, Any]:
