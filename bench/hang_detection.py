@@ -49,6 +49,7 @@ DRILLS = ROOT / "events" / "drills"
 HANG_AT = 300.0
 NCCL_TIMEOUTS = (600, 1800)
 GOAL_SECONDS = 30.0
+SHORT_PAUSE = {"at": 300, "kind": "pause", "job": "1001", "seconds": 60, "pause_kind": "checkpoint"}
 # The settings of earlier versions: a read a minute, a 60 s floor, a reporter writing at its heartbeat.
 TODAY = {"settings": {"hangs": {"read_every_seconds": 60, "stall_floor_seconds": 60}}}
 TODAY_WRITE_SECONDS = float(HEARTBEAT_SECONDS)
@@ -305,7 +306,8 @@ def main(argv: list[str] | None = None) -> int:
     today_quiet = quiet_row(
         "healthy, 2 s steps, today's settings",
         "job-hang",
-        {"jobs": [{**_job(), "progress": _progress(2.0, TODAY_WRITE_SECONDS)}], "faults": [], **TODAY},
+        # (a drill needs a fault: a minute's declared checkpoint)
+        {"jobs": [{**_job(), "progress": _progress(2.0, TODAY_WRITE_SECONDS)}], "faults": [SHORT_PAUSE], **TODAY},
     )
     per_read_today = calls_per_read(today_quiet[3], today_quiet[4])
     cost_rows = []
