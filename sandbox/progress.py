@@ -25,6 +25,7 @@ from datetime import datetime, timedelta
 from hyperpod_recovery.models.progress import (
     DEFAULT_PAUSE_LIMIT_SECONDS,
     HEARTBEAT_SECONDS,
+    PROGRESS_IDLE_WRITE_SECONDS,
     Pause,
     ProgressReport,
     progress_item,
@@ -61,6 +62,7 @@ class ProgressSimulator:
         self.name_of = name_of
         self.key_of = key_of
         self.jobs: list[_Job] = []
+        self._write_log: dict[str, list[float]] = {}  # job id -> its reporter's writes so far (virtual seconds)
         for job in scenario.jobs:
             if job.progress is None:
                 continue
@@ -103,24 +105,59 @@ class ProgressSimulator:
             return hang.at, math.inf if hang.seconds is None else hang.at + hang.seconds
         return None
 
-    def _steps_until(self, job: _Job, t: float) -> tuple[int, float]:
-        """Steps the job completed by ``t`` (virtual seconds) and when the last one did: between two
+    def _stretches(self, job: _Job, t: float) -> list[tuple[float, float, float]]:
+        """The stretches up to ``t`` in which the job steps: (start, end, seconds a step). Between two
         changes (a pause, a slowdown, a hang and their ends) it steps at that stretch's pace, each
-        stretch starting a step afresh."""
-        changes = {0.0, t} | {p.at for p in job.pauses} | {p.at + (p.seconds or 0) for p in job.pauses}
+        stretch starting a step afresh; the first starts ``step_phase_seconds`` before the drill."""
+        assert job.spec.progress is not None
+        changes = {-job.spec.progress.step_phase_seconds, t} | {p.at for p in job.pauses} | {p.at + (p.seconds or 0) for p in job.pauses}
         for fault in (job.slow, job.hang):
             if fault is not None:
                 changes |= {fault.at} | ({fault.at + fault.seconds} if fault.kind == "hang" and fault.seconds else set())
         moments = sorted(m for m in changes if m <= t)
-        steps, last = 0, 0.0  # (a step completed as the drill started)
-        for start, end in itertools.pairwise(moments):
-            if self._stopped(job, start) is not None:
-                continue
-            each = self._step_time(job, start)
+        return [
+            (start, end, self._step_time(job, start)) for start, end in itertools.pairwise(moments) if self._stopped(job, start) is None
+        ]
+
+    def _steps_until(self, job: _Job, t: float) -> tuple[int, float]:
+        """Steps the job completed by ``t`` (virtual seconds) and when the last one did."""
+        assert job.spec.progress is not None
+        steps, last = 0, -job.spec.progress.step_phase_seconds  # (a step completed then)
+        for start, end, each in self._stretches(job, t):
             done = int((end - start) // each)
             if done > 0:
                 steps, last = steps + done, start + done * each
         return steps, last
+
+    def _next_step_after(self, job: _Job, moment: float, until: float) -> float:
+        """When the job completes its first step after ``moment`` (inf: none by ``until``)."""
+        found = math.inf
+        for start, end, each in self._stretches(job, until):
+            if end <= moment:
+                continue
+            k = int((moment - start) // each) + 1 if moment >= start else 1
+            if start + k * each <= end:
+                found = min(found, start + k * each)
+        return found
+
+    def _writes(self, job: _Job, t: float, boundaries: list[float]) -> float:
+        """The reporter's last write by ``t``. It writes a newer step at once when its last write is
+        ``write_seconds`` old, else when it is (hyperpod_recovery.checkpointing.Progress); with no
+        newer step, PROGRESS_IDLE_WRITE_SECONDS after its last write; and at once at a pause's
+        beginning or end. An earlier version's reporter (``write_seconds`` 30) wrote every HEARTBEAT_SECONDS."""
+        assert job.spec.progress is not None
+        every = job.spec.progress.write_seconds
+        if every >= HEARTBEAT_SECONDS:
+            return max([t - (t % HEARTBEAT_SECONDS), *boundaries])
+        writes = self._write_log.setdefault(job.spec.id, [0.0])
+        forced = sorted({*(m for p in job.pauses for m in (p.at, p.at + (p.seconds or 0)))})
+        idle = PROGRESS_IDLE_WRITE_SECONDS
+        while writes[-1] < t:
+            last = writes[-1]
+            step = self._next_step_after(job, last, last + idle)
+            due = max(last + every, step) if step < last + idle else last + idle
+            writes.append(min([due, *(m for m in forced if m > last)]))
+        return max(w for w in writes if w <= t)
 
     # --- what each node reports -----------------------------------------------------------------------
     def reports(self, t: float, running: Callable[[str], bool]) -> list[ProgressReport]:
@@ -130,25 +167,26 @@ class ProgressSimulator:
         for job in self.jobs:
             spec, progress = job.spec, job.spec.progress
             assert progress is not None
-            # The reporter writes every HEARTBEAT_SECONDS, and at once when a pause begins or ends:
-            # what the table holds at ``t`` is its last write's.
+            # The reporter writes a newer step at most ``write_seconds`` after it, else every
+            # HEARTBEAT_SECONDS, and at once when a pause begins or ends: what the table holds at
+            # ``t`` is its last write's.
             boundaries = [m for p in job.pauses for m in (p.at, p.at + (p.seconds or 0)) if m <= t]
             if job.hang is not None and job.hang.seconds is not None:
                 # (steps again after a silence: the reporter writes at the first one, not at its next beat)
                 first = job.hang.at + job.hang.seconds + self._step_time(job, job.hang.at + job.hang.seconds)
                 boundaries += [first] if first <= t else []
-            written = max([t - (t % HEARTBEAT_SECONDS), *boundaries])
+            written = self._writes(job, t, boundaries)
             beat = self.epoch + timedelta(seconds=written)
             steps, last = self._steps_until(job, written)
-            stopped = self._stopped(job, written)
             pace = self._step_time(job, written)
             ended_pauses = [p for p in job.pauses if p.at + (p.seconds or 0) <= written]
             pause_now = next((p for p in job.pauses if p.at <= written < p.at + (p.seconds or 0)), None)
             for node in job.nodes:
                 node_steps, node_last, node_beat = steps, last, beat
                 hang = job.hang
-                if hang is not None and stopped is not None and stopped[0] == hang.at and node == self._ref(hang.node):
-                    node_steps, node_last = max(0, steps - 1), last - pace  # it stopped first: one step behind
+                if hang is not None and node == self._ref(hang.node) and self._hung_first(job, hang, written):
+                    # (it stopped first, one step behind: it never reports the step the others reached)
+                    node_steps, node_last = self._steps_until(job, hang.at - self._step_time(job, hang.at))
                     if hang.reporter_dies:
                         node_beat = self.epoch + timedelta(seconds=hang.at - hang.at % HEARTBEAT_SECONDS)
                 waits = None
@@ -212,6 +250,12 @@ class ProgressSimulator:
                     )
                 )
         return rows
+
+    def _hung_first(self, job: _Job, hang: FaultSpec, written: float) -> bool:
+        """The hang's node is stuck as of ``written``: from a step before the others stopped."""
+        if hang.seconds is not None and written >= hang.at + hang.seconds:
+            return False
+        return written >= hang.at - self._step_time(job, hang.at)
 
     def _slow_node(self, job: _Job, t: float) -> str | None:
         return self._ref(job.slow.node) if job.slow is not None and t >= job.slow.at else None

@@ -154,6 +154,11 @@ class ProgressSpec(_Strict):
     # A hostile or misconfigured tenant: its reporters also write rows under this other
     # scenario job's key, from its own nodes, claiming fast steps, fresh progress and a day-long pause.
     forges: str | None = Field(default=None, pattern=r"^[0-9]{1,10}$")
+    # Its reporter writes a newer step at most this long after it (the library's PROGRESS_WRITE_SECONDS,
+    # 5; 30: a reporter of an earlier version, which wrote at its heartbeat only).
+    write_seconds: float = Field(default=5.0, ge=1, le=30)
+    # Where in its step the job is as the drill starts (its steps end at k x step_seconds less this).
+    step_phase_seconds: float = Field(default=0.0, ge=0, le=3600)
 
 
 class LayoutSpec(_Strict):
@@ -464,7 +469,8 @@ class HangSettingsSpec(_Strict):
 
     stall_mode: Literal["enforce", "observe", "off"] | None = None
     stall_factor: float | None = Field(default=None, ge=1.5, le=100)
-    stall_floor_seconds: int | None = Field(default=None, ge=30)
+    stall_floor_seconds: int | None = Field(default=None, ge=15)
+    read_every_seconds: int | None = Field(default=None, ge=2, le=60)
     startup_seconds: int | None = Field(default=None, ge=60)
     slow_mode: Literal["enforce", "observe", "off"] | None = None
     slow_ratio: float | None = Field(default=None, ge=0.05, le=10)
@@ -474,6 +480,7 @@ class HangSettingsSpec(_Strict):
             "HangStallMode": self.stall_mode,
             "HangStallFactor": self.stall_factor,
             "HangStallFloorSeconds": self.stall_floor_seconds,
+            "HangReadEverySeconds": self.read_every_seconds,
             "HangStartupSeconds": self.startup_seconds,
             "HangSlowMode": self.slow_mode,
             "HangSlowRatio": self.slow_ratio,

@@ -20,7 +20,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from hyperpod_recovery.clock import install_clock
+from hyperpod_recovery.clock import install_clock, install_sleep
 from hyperpod_recovery.config import get_settings
 from hyperpod_recovery.models.progress import PROGRESS_TABLE_ENV
 from hyperpod_recovery.observability import logger as pipeline_logger
@@ -41,7 +41,7 @@ from sandbox.runner.functions import (
     POLLER_FUNCTION,
     Delivery,
 )
-from sandbox.runner.jobs import Jobs
+from sandbox.runner.jobs import Jobs, PacedInvocation
 from sandbox.scenario import FaultSpec, Scenario, ScenarioError, expand_range
 from sandbox.slurm import SimulatedController, SlurmJob
 from sandbox.training import KubeTrainingSimulator, TrainingSimulator
@@ -101,7 +101,10 @@ class DrillRunner(Faults, Jobs, AwsDelivers):
         self.progress: ProgressSimulator | None = None  # the jobs' progress reporters (jobs.*.progress)
         self.training: TrainingSimulator | None = None  # the jobs that keep checkpointing (jobs.*.training)
         self.kube_training: KubeTrainingSimulator | None = None  # (the same, on an EKS cluster)
-        self.hang_ticks: list[tuple[float, Any]] = []  # (virtual second, Detect Hung Jobs' answer) of each tick
+        self.hang_ticks: list[tuple[float, Any]] = []  # (virtual second, Detect Hung Jobs' answer) of each invocation
+        self.hang_reads: list[float] = []  # the virtual second of each of its reads
+        self._detector: PacedInvocation | None = None  # the invocation between two of its reads
+        self._detector_wakes_at: float | None = None  # ...and when it reads next
         self.hang_imports: list[tuple[float, Any]] = []  # (virtual second, Import HyperPod Hangs' answer)
         self.at_risk_answers: list[tuple[float, Any]] = []  # (virtual second, At Risk's answer) of each delivery and tick
 
@@ -129,6 +132,10 @@ class DrillRunner(Faults, Jobs, AwsDelivers):
                 # (the poll left failures for its next tick: the schedule ticks again a minute later)
                 deliveries = sorted([*deliveries, Delivery(delivery.at + POLL_PERIOD_SECONDS, [], poll=True)], key=lambda d: d.at)
             self._poll_again = False
+            if self._detector_wakes_at is not None:
+                # (Detect Hung Jobs' invocation waits for its next read within its minute)
+                deliveries = sorted([*deliveries, Delivery(self._detector_wakes_at, [], detect_read=True)], key=lambda d: d.at)
+                self._detector_wakes_at = None
         self._wait_for_executions()
         self._sweep_after_lost_ends()
         if any(f.kind == "at_risk" for f in self.scenario.faults):
@@ -152,6 +159,7 @@ class DrillRunner(Faults, Jobs, AwsDelivers):
         self._refuse_unsupported()
         parameters = {**stack_parameters(self.scenario, self.double.arn), **(overrides or {})}
         install_clock(lambda: self.epoch + timedelta(seconds=self.clock.now()))
+        install_sleep(PacedInvocation.sleep)
         try:
             with (
                 self.log_path.open("w") as self._log,
@@ -168,6 +176,7 @@ class DrillRunner(Faults, Jobs, AwsDelivers):
                 yield aws
         finally:
             install_clock(None)
+            install_sleep(None)
             self.slurm.close()
             if self.eks is not None:
                 self.eks.close()

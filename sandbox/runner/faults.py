@@ -40,6 +40,8 @@ class Faults:
             self._fail_kubernetes_job(fault)  # (every job that fails at this moment, before the next tick sees them)
         if delivery.detect:
             self._detect_hung_jobs(delivery.at)
+        if delivery.detect_read:
+            self._detector_reads_again(delivery.at)
         for fault in (f for f in delivery.faults if f.kind == "hyperpod_hang"):
             self._hyperpod_reports_hang(fault)  # (before the poll that reads it, on EKS)
         if delivery.poll or kubernetes_failures:

@@ -33,3 +33,4 @@ class Delivery:
     agent_back: bool = False  # the controller agent comes back and works through its backlog
     poll: bool = False  # EKS: a tick of the job poller (a failure's repeated poll, or the next tick after a deferring one)
     detect: bool = False  # a tick of Detect Hung Jobs (the progress the jobs report, judged)
+    detect_read: bool = False  # the running Detect Hung Jobs invocation's next read within its minute

@@ -4,13 +4,18 @@ Hung Jobs' and Find Failed Jobs' ticks, and the first fault that hit each job.""
 from __future__ import annotations
 
 import json
+import threading
+from collections.abc import Callable
 from typing import Any
 
+from sandbox.clock import DRIVER, VirtualClock
 from sandbox.runner.functions import (
     HANG_DETECTOR_FUNCTION,
     POLLER_FUNCTION,
 )
 from sandbox.slurm import SimulatedController, SlurmJob
+
+PARK_TIMEOUT_SECONDS = 120.0  # real seconds: a read of the sandbox's tables takes well under one
 
 
 class Jobs:
@@ -68,13 +73,38 @@ class Jobs:
             dynamodb.put_item(TableName=self.aws.progress_table, Item=item)
 
     def _detect_hung_jobs(self, moment: float) -> None:
-        """One tick of Detect Hung Jobs' schedule, as EventBridge invokes it."""
+        """One tick of Detect Hung Jobs' schedule, as EventBridge invokes it. The invocation reads at
+        once, then every HangReadEverySeconds within its minute (steps/detect_hung_jobs.py): between two of
+        its reads it waits, parked, while the drill goes on (its executions, its faults), and each
+        read sees the table as the reporters have written it by then."""
+        assert self._detector is None, "an invocation of Detect Hung Jobs is still reading"
+        self._before_read(moment)
+        invoke = self.aws.client("lambda").invoke
+        self._detector = PacedInvocation(lambda: invoke(FunctionName=HANG_DETECTOR_FUNCTION, Payload=b"{}"), self.clock, moment)
+        self._detector_parked(moment)
+
+    def _detector_reads_again(self, moment: float) -> None:
+        assert self._detector is not None
+        self._before_read(moment)
+        self._detector.go_on()
+        self._detector_parked(moment)
+
+    def _before_read(self, moment: float) -> None:
+        self.hang_reads.append(moment)
         self._write_progress(moment)
         if isinstance(self.slurm, SimulatedController):
             self.slurm.report_job_nodes()
-        with self.aws.api_calls.counting():
-            response = self.aws.client("lambda").invoke(FunctionName=HANG_DETECTOR_FUNCTION, Payload=b"{}")
-        self.hang_ticks.append((moment, json.loads(response["Payload"].read())))
+
+    def _detector_parked(self, moment: float) -> None:
+        """The invocation waits for its next read, or it has answered."""
+        detector = self._detector
+        assert detector is not None
+        if detector.done:
+            self.hang_ticks.append((detector.invoked_at, json.loads(detector.response["Payload"].read())))
+            self._detector = None
+        else:
+            assert detector.wakes_at is not None and detector.wakes_at > moment
+            self._detector_wakes_at = detector.wakes_at
 
     def _poll_failed_jobs(self) -> None:
         """One tick of the EKS job poller's schedule (Find Failed Jobs), as EventBridge Scheduler invokes it."""
@@ -83,3 +113,57 @@ class Jobs:
         answer = json.loads(response["Payload"].read())  # (its counts, or Lambda's error answer)
         self.polls.append(answer)
         self._poll_again = self._poll_again or bool(isinstance(answer, dict) and answer.get("deferred"))
+
+
+class PacedInvocation:
+    """One invocation of Detect Hung Jobs on a thread of its own, run in turns with the drill: the
+    handler's wait between reads (hyperpod_recovery.clock.current_sleep) parks it until the drill
+    delivers its next read; only one of the two runs at a time, so the drill stays repeatable."""
+
+    _local = threading.local()
+
+    def __init__(self, invoke: Callable[[], Any], clock: VirtualClock, moment: float) -> None:
+        self.invoked_at = moment
+        self.wakes_at: float | None = None
+        self.done = False
+        self.response: Any = None
+        self._clock = clock
+        self._turn = threading.Event()  # the invocation may run
+        self._parked = threading.Event()  # the invocation waits, or has answered
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(invoke,), name="detect-hung-jobs", daemon=True)
+        self._thread.start()
+        self._wait_parked()
+
+    def _run(self, invoke: Callable[[], Any]) -> None:
+        PacedInvocation._local.current = self
+        try:
+            self.response = invoke()  # (a worker thread's calls are counted as the pipeline's)
+        except BaseException as exc:  # (handed to the drill's thread)
+            self._error = exc
+        finally:
+            self.done = True
+            self._parked.set()
+
+    @staticmethod
+    def sleep(seconds: float) -> None:
+        """The handler's wait: park until the drill's clock reaches the moment (outside a paced
+        invocation, nothing waits in real time: a drill never sleeps)."""
+        invocation = getattr(PacedInvocation._local, "current", None)
+        if invocation is None:
+            return
+        invocation.wakes_at = invocation._clock.now(DRIVER) + max(0.0, seconds)
+        invocation._parked.set()
+        invocation._turn.wait()
+        invocation._turn.clear()
+
+    def go_on(self) -> None:
+        self._turn.set()
+        self._wait_parked()
+
+    def _wait_parked(self) -> None:
+        if not self._parked.wait(timeout=PARK_TIMEOUT_SECONDS):
+            raise RuntimeError(f"Detect Hung Jobs did not park within {PARK_TIMEOUT_SECONDS:.0f} s of real time")
+        self._parked.clear()
+        if self._error is not None:
+            raise self._error

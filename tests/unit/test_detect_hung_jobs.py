@@ -206,7 +206,7 @@ def test_given_a_tick_out_of_time_then_the_rest_is_deferred_to_the_next(tables) 
     progress, ledger, dynamodb = tables
     write(dynamodb, report("ip-10-1-0-1", idle=300, job="1001"), report("ip-10-1-0-1", idle=300, job="1002"))
     workflows = FakeWorkflows()
-    counts = tick(progress, ledger, workflows, HangRules(), remaining_ms=5_000)
+    counts = tick(progress, ledger, workflows, HangRules(), remaining_ms=2_000)
     assert counts["deferred"] == 2 and workflows.started == {}
 
 
@@ -220,7 +220,8 @@ def test_given_the_slow_rule_in_enforce_then_one_slowdown_recovery_starts_and_in
     assert observing.started == {} and ledger.verdicts(CLUSTER)[0].action.startswith("observed: would stop job 1001")
     # When it is in enforce (a later run of the stack), Then one JobRecovery starts per episode, named a slowdown's
     enforcing = FakeWorkflows()
-    counts = [tick(progress, ledger, enforcing, HangRules(slow_mode="enforce"), timedelta(minutes=m)) for m in range(2)]
+    # (two reads 30 s apart: its rows, unchanged, are no stall yet under the 45 s a 30 s reporter is given)
+    counts = [tick(progress, ledger, enforcing, HangRules(slow_mode="enforce"), timedelta(seconds=30 * m)) for m in range(2)]
     (name,) = enforcing.started
     assert name.startswith("hpj-1001-slow-") and [c.get("recoveries_started", 0) for c in counts] == [1, 0]
     request = JobRecoveryRequest.model_validate_json(enforcing.started[name])

@@ -439,10 +439,10 @@ def test_given_an_answer_carrying_secrets_when_the_outcome_is_recorded_then_the_
 
 # --- a verdict the job's own nodes do not bear out ------------------------------------------
 def test_given_a_verdict_from_a_forged_fast_pace_then_the_job_is_left_alone_by_its_own_nodes_pace() -> None:
-    # Given a verdict whose threshold (60 s) came from rows claiming half-second steps
+    # Given a verdict whose threshold (45 s: the heartbeat's gap) came from rows claiming half-second steps
     forged = [report(n, step=101, idle=90, step_seconds=0.5) for n in NAMES]
     verdict = stall_verdict(CLUSTER, "1001", forged, HangRules(), T0)
-    assert verdict is not None and verdict.threshold_seconds == 60.0
+    assert verdict is not None and verdict.threshold_seconds == 45.0
     request = JobRecoveryRequest(cluster=CLUSTER, job_id="1001", source="progress", reason="hung", detected_at=T0, hang=verdict)
     _, job, cluster = _setup()
     # When Classify Failure reads the job's own nodes again: 300 s a step, 100 s since the last

@@ -10,11 +10,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hyperpod_recovery.domain.hangs.detect import job_verdicts, live_reports, slow_verdict, stall_threshold, stall_verdict
-from hyperpod_recovery.domain.hangs.rules import HangRules
+from hyperpod_recovery.domain.hangs.rules import WRITE_GAP_HEADROOM_SECONDS, HangRules
 from hyperpod_recovery.domain.hangs.suspects import from_evidence
 from hyperpod_recovery.models.commands import NodeStacks
 from hyperpod_recovery.models.hangs import MAX_SUSPECTS
-from hyperpod_recovery.models.progress import Pause, ProgressReport
+from hyperpod_recovery.models.progress import HEARTBEAT_SECONDS, Pause, ProgressReport
 from tests.fakes import CLUSTER, T0
 
 RULES = HangRules()
@@ -58,14 +58,27 @@ def nodes(count: int, **kwargs: object) -> list[ProgressReport]:
 
 
 # --- stall -------------------------------------------------------------------------------------
-def test_given_a_2s_step_job_silent_for_61s_then_it_is_hung_at_the_60s_floor() -> None:
-    # Given four nodes whose last step was 61 s ago, at 2 s a step
-    reports = nodes(4, idle=61)
+def test_given_a_2s_step_job_whose_reporters_write_every_30s_then_its_threshold_is_their_gap_and_a_headroom() -> None:
+    # Given four nodes of 2 s steps, silent 44 s and then 46 s, whose reporters (an earlier version) write every 30 s
+    # Then 44 s is no stall (a healthy job looks that idle between two writes), and 46 s is one, its threshold said
+    assert job_verdicts(CLUSTER, "1001", nodes(4, idle=44), RULES, T0, write_gap=30.0) == []
+    (verdict,) = job_verdicts(CLUSTER, "1001", nodes(4, idle=46), RULES, T0, write_gap=30.0)
+    assert verdict.threshold_seconds == 45.0 and "its reporters write every 30 s" in verdict.summary
+
+
+def test_given_no_write_gap_known_then_the_threshold_assumes_the_heartbeats() -> None:
+    # Given a caller that has not watched the reporters write (no memory), Then their heartbeat's gap is assumed
+    assert stall_threshold(nodes(4), RULES) == HEARTBEAT_SECONDS + WRITE_GAP_HEADROOM_SECONDS
+
+
+def test_given_a_2s_step_job_silent_for_21s_whose_reporters_write_every_5s_then_it_is_hung_at_the_20s_floor() -> None:
+    # Given four nodes whose last step was 21 s ago, at 2 s a step, their reporters writing every 5 s
+    reports = nodes(4, idle=21)
     # When the detector looks
-    (verdict,) = job_verdicts(CLUSTER, "1001", reports, RULES, T0)
-    # Then it is a stall past the floor (5 x 2 s is below it), in enforce mode, blaming no node
-    assert (verdict.rule, verdict.mode, verdict.threshold_seconds, verdict.suspects) == ("stall", "enforce", 60.0, [])
-    assert verdict.episode_at == T0 - timedelta(seconds=61)
+    (verdict,) = job_verdicts(CLUSTER, "1001", reports, RULES, T0, write_gap=5.0)
+    # Then it is a stall past the floor (5 x 2 s and 5 s + 15 s are not above it), in enforce mode, blaming no node
+    assert (verdict.rule, verdict.mode, verdict.threshold_seconds, verdict.suspects) == ("stall", "enforce", 20.0, [])
+    assert verdict.episode_at == T0 - timedelta(seconds=21)
     assert "every node stopped at step 100" in verdict.suspects_why
 
 

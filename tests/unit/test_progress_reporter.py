@@ -19,7 +19,9 @@ from hyperpod_recovery.models.progress import (
     KUBE_JOB_ENV,
     KUBE_NAMESPACE_ENV,
     NODE_NAME_ENV,
+    PROGRESS_IDLE_WRITE_SECONDS,
     PROGRESS_TABLE_ENV,
+    PROGRESS_WRITE_SECONDS,
     RECENT_INTERVALS,
     ProgressReport,
 )
@@ -261,3 +263,37 @@ def test_property_the_reported_pace_is_a_median_of_per_step_intervals(moves: lis
     assert report is not None and report.step == step and report.intervals_seen == len(intervals)
     recent = sorted(intervals[-RECENT_INTERVALS:])
     assert report.step_seconds is not None and recent[0] - 1e-3 <= report.step_seconds <= recent[-1] + 1e-3
+
+
+# --- when it writes: a newer step within 5 s, the same step every 10 s (issue 50) -------------------
+def test_given_a_write_then_a_newer_step_is_due_5s_after_it_and_no_newer_step_10s_after_it() -> None:
+    progress, _, clock = reporter()
+    run_steps(progress, clock, range(1, 3), 2.0)
+    assert progress.flush()
+    # Then with nothing newer the next write (a heartbeat) is due 10 s after this one
+    assert progress._next_write_in() == PROGRESS_IDLE_WRITE_SECONDS
+    # And once a newer step comes, 5 s after the write
+    run_steps(progress, clock, range(3, 4), 2.0)
+    assert progress._next_write_in() == PROGRESS_WRITE_SECONDS - 2.0
+
+
+def test_given_a_step_when_the_last_write_is_5s_old_then_the_writer_is_woken_at_once() -> None:
+    progress, _, clock = reporter()
+    run_steps(progress, clock, range(1, 2), 2.0)
+    assert progress.flush()
+    progress._wake.clear()
+    # When a step comes 4 s after the write, Then nothing wakes (the timer writes it at 5 s)
+    run_steps(progress, clock, range(2, 3), 4.0)
+    assert not progress._wake.is_set()
+    # When the next comes 6 s after the write, Then the writer is woken for it now
+    run_steps(progress, clock, range(3, 4), 2.0)
+    assert progress._wake.is_set()
+
+
+def test_given_a_failed_write_of_a_newer_step_then_it_is_tried_again_5s_on_not_at_the_heartbeat() -> None:
+    writer = Recorder(fail=OSError("connection reset"))
+    progress, _, clock = reporter(writer)
+    run_steps(progress, clock, range(1, 3), 2.0)
+    assert not progress.flush()
+    # Then the step it could not write is due again a write's interval on
+    assert progress._next_write_in() == PROGRESS_WRITE_SECONDS

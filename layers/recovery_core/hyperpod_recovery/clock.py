@@ -27,3 +27,24 @@ def install_clock(now: Callable[[], datetime] | None) -> None:
     """Replace the process clock (sandbox and tests only); ``None`` restores the system clock."""
     global _now
     _now = now or system_now
+
+
+def system_sleep(seconds: float) -> None:
+    import time
+
+    time.sleep(max(0.0, seconds))
+
+
+_sleep: Callable[[float], None] = system_sleep
+
+
+def current_sleep() -> Callable[[float], None]:
+    """How a handler waits between its reads (Detect Hung Jobs): real time in Lambda; the sandbox
+    parks the invocation until the drill's clock reaches the moment."""
+    return _sleep
+
+
+def install_sleep(sleep: Callable[[float], None] | None) -> None:
+    """Replace the process's wait (sandbox and tests only); ``None`` restores the real one."""
+    global _sleep
+    _sleep = sleep or system_sleep

@@ -107,7 +107,9 @@ class Settings(BaseModel):
     progress_table: str = Field(default="", max_length=255)
     hang_stall_mode: RuleMode = "enforce"
     hang_stall_factor: float = Field(default=5.0, ge=1.5, le=100)
-    hang_stall_floor_seconds: int = Field(default=60, ge=30, le=86_400)
+    hang_stall_floor_seconds: int = Field(default=20, ge=15, le=86_400)
+    # Detect Hung Jobs reads this often within its one-minute schedule (60: once a minute).
+    hang_read_every_seconds: int = Field(default=5, ge=2, le=60)
     hang_startup_seconds: int = Field(default=600, ge=60, le=86_400)
     hang_slow_mode: RuleMode = "observe"
     hang_slow_ratio: float = Field(default=0.2, ge=0.05, le=10)

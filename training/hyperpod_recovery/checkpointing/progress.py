@@ -13,10 +13,12 @@ incident (docs/progress.md).
     progress.close()                              # the job ended cleanly: not a hang
 
 ``progress()`` only records the step and its time under a small lock. A daemon thread writes the
-node's report (models/progress.py) every HEARTBEAT_SECONDS, even when nothing moved (the heartbeat
-proves the reporter alive), and at once when a pause begins or ends, or when steps come again after
-a silence. A write that fails is logged (at most once every few minutes) and never reaches the
-training loop; a write that is slow delays only the next write.
+node's report (models/progress.py): a newer step at once when the last write is PROGRESS_WRITE_SECONDS
+old, else when it becomes so (a hang then shows within seconds); every PROGRESS_IDLE_WRITE_SECONDS
+when nothing moved (the heartbeat proves the reporter alive, and a write that still shows the old step
+shows the job still); and at once when a pause begins or ends. A write
+that fails is logged (at most once every few minutes), never reaches the training loop, and is
+tried again PROGRESS_WRITE_SECONDS on; a write that is slow delays only the next write.
 
 One process per node reports (local rank 0, by default): every rank of a synchronous job steps
 together, and the node is what the pipeline checks or replaces.
@@ -47,8 +49,10 @@ from hyperpod_recovery.models.progress import (
     KUBE_NAMESPACE_ENV,
     MAX_PAUSE_LIMIT_SECONDS,
     NODE_NAME_ENV,
+    PROGRESS_IDLE_WRITE_SECONDS,
     PROGRESS_REGION_ENV,
     PROGRESS_TABLE_ENV,
+    PROGRESS_WRITE_SECONDS,
     RECENT_INTERVALS,
     Pause,
     PauseKind,
@@ -114,6 +118,7 @@ class Progress:
         *,
         ranks: int = 1,
         heartbeat_seconds: float = HEARTBEAT_SECONDS,
+        write_seconds: float = PROGRESS_WRITE_SECONDS,
         wall: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
         start_thread: bool = True,
@@ -121,6 +126,9 @@ class Progress:
         self.job, self.node, self.writer = job, node, writer
         self.ranks = max(1, min(ranks, 64))
         self.heartbeat_seconds = heartbeat_seconds
+        self.write_seconds = min(write_seconds, heartbeat_seconds)
+        # (with nothing newer to write: the heartbeat, at most every PROGRESS_IDLE_WRITE_SECONDS)
+        self.idle_write_seconds = max(self.write_seconds, min(heartbeat_seconds, PROGRESS_IDLE_WRITE_SECONDS))
         self._wall, self._monotonic = wall, monotonic
         self._lock = threading.Lock()
         # Writes one at a time (the thread's and close()'s): the last one written is the last one taken.
@@ -139,6 +147,9 @@ class Progress:
         self._pause_ended_at: float | None = None
         self._ended = False
         self._last_error_logged = -ERROR_LOG_EVERY_SECONDS
+        self._written_step: int | None = None  # the step the last write carried
+        self._urgent = False  # a pause began or ended, or the job ended: written at once
+        self._written_mono: float | None = None  # when the last write was taken
         self.writes = 0
         self.write_errors = 0
         self._thread: threading.Thread | None = None
@@ -205,7 +216,7 @@ class Progress:
                 self._step_mono = None
             elif previous is not None and step == previous:
                 return  # (the same step again: no progress)
-            silent = self._step_mono is not None and now_mono - self._step_mono > self.heartbeat_seconds
+            due = self._written_mono is None or now_mono - self._written_mono >= self.write_seconds
             if self._step_mono is not None and previous is not None and step > previous:
                 interval = (now_mono - self._step_mono) / (step - previous)
                 self._intervals.append(interval)
@@ -215,8 +226,8 @@ class Progress:
             if wait_seconds is not None and wait_seconds >= 0:
                 self._waits.append(wait_seconds)
             self._step, self._step_mono, self._step_wall = step, now_mono, now_wall
-        if silent:
-            self._wake.set()  # steps again after a silence: say so now, not at the next heartbeat
+        if due:
+            self._wake.set()  # a newer step, the last write old enough: written now, not at the next beat
 
     def pause(self, kind: PauseKind, limit_seconds: int | None = None) -> None:
         """A pause begins (a checkpoint save, an evaluation, a data reshuffle): no step is expected
@@ -226,6 +237,7 @@ class Progress:
         limit = min(MAX_PAUSE_LIMIT_SECONDS, max(1, int(limit_seconds or DEFAULT_PAUSE_LIMIT_SECONDS)))
         with self._lock:
             self._pause = Pause(kind=kind, since=datetime.fromtimestamp(self._wall(), UTC), limit_seconds=limit)
+            self._urgent = True
         self._wake.set()
 
     def resume(self) -> None:
@@ -238,6 +250,7 @@ class Progress:
             self._pause = None
             self._pause_ended_at = self._wall()
             self._step_mono = None  # (the next step's interval would include the pause)
+            self._urgent = True
         self._wake.set()
 
     @contextmanager
@@ -282,6 +295,8 @@ class Progress:
         report = self.report()
         if report is None or self.writer is None:
             return False
+        with self._lock:
+            self._written_mono = self._monotonic()  # (a failed write is tried again a write's interval on)
         try:
             self.writer.write(report)
         except Exception as exc:  # anything: the training job must never fail for its reporter
@@ -291,6 +306,8 @@ class Progress:
                 self._last_error_logged = now
                 log.warning("progress report not written (%s errors so far): %s", self.write_errors, exc)
             return False
+        with self._lock:
+            self._written_step = report.step
         self.writes += 1
         return True
 
@@ -312,10 +329,26 @@ class Progress:
             finally:
                 self._write_lock.release()
 
+    def _next_write_in(self) -> float:
+        """Seconds until the next write is due: a newer step's at PROGRESS_WRITE_SECONDS after the last
+        write, else the heartbeat's at PROGRESS_IDLE_WRITE_SECONDS."""
+        with self._lock:
+            if self._step is None:
+                return self.heartbeat_seconds  # (nothing to write yet: the first step wakes the thread)
+            if self._written_mono is None or self._urgent:
+                return 0.0
+            newer = self._step != self._written_step
+            due = self._written_mono + (self.write_seconds if newer else self.idle_write_seconds)
+        return max(0.0, due - self._monotonic())
+
     def _run(self) -> None:
         while not self._stopped.is_set():
-            self._wake.wait(self.heartbeat_seconds)
+            woken = self._wake.wait(self._next_write_in())
             self._wake.clear()
             if self._stopped.is_set():
                 return
+            if woken and self._next_write_in() > 0:
+                continue  # (a step came before the last write was old enough: the timer writes it)
+            with self._lock:
+                self._urgent = False
             self.flush()

@@ -32,6 +32,13 @@ NODE_NAME_ENV = "HYPERPOD_RECOVERY_NODE_NAME"
 # How often the reporter writes, at most and at least (it writes even when nothing moved: the
 # heartbeat proves the reporter itself is alive).
 HEARTBEAT_SECONDS = 30
+# While the job steps, a newer step is written at most this long after it (a hang then shows within
+# seconds, not a heartbeat later: Detect Hung Jobs reads every few seconds, docs/progress.md).
+PROGRESS_WRITE_SECONDS = 5
+# With no newer step, it writes (the same step, a new heartbeat) when its last write is this old: a
+# write whose heartbeat is past its step by more than PROGRESS_WRITE_SECONDS (its own clock) shows
+# the job still; a write lost or late shows nothing (domain/hangs/observed.py).
+PROGRESS_IDLE_WRITE_SECONDS = 10
 # An item expires a day after its last heartbeat (DynamoDB TTL: the table never grows with history).
 PROGRESS_TTL = timedelta(days=1)
 # The longest a declared pause may last before it counts as a stall anyway (a checkpoint save that

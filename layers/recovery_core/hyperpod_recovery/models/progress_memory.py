@@ -14,8 +14,9 @@ from pydantic import ConfigDict, Field
 
 from hyperpod_recovery.models.common import Model, Timestamp
 
-# Ticks whose pace a job remembers (an hour at one a minute): the threshold's floor is their largest.
+# Paces a job remembers, one a minute at most (an hour): the threshold's floor is their largest.
 PACE_TICKS = 60
+PACE_EVERY_SECONDS = 60
 # Started episodes and self-cleared stalls remembered per job (the newest).
 STARTED_KEPT = 8
 CLEARED_KEPT = 32
@@ -36,6 +37,7 @@ class Sighting(Model):
     hd: int  # our tick at which its heartbeat last changed (the reporter alive)
     rs: int = -1  # the step at which a return from a pause last counted as progress
     sk: int = 0  # the writer's clock minus ours at the last heartbeat change (s; 0 within reason)
+    wg: int = 0  # ms between the writer's last two writes that brought a new step (its clock; 0: not seen yet)
 
 
 class Started(Model):
@@ -52,6 +54,7 @@ class JobMemory(Model):
     seen_at: Timestamp
     nodes: dict[str, Sighting] = Field(default_factory=dict)
     paces: list[float] = Field(default_factory=list, max_length=PACE_TICKS)
+    paced_at: int = 0  # our read (epoch s) that last added a pace (reads come every few seconds)
     started: list[Started] = Field(default_factory=list, max_length=STARTED_KEPT)
     cleared_at: list[int] = Field(default_factory=list, max_length=CLEARED_KEPT)  # our ticks, epoch s
     # Damping: when the job's self-clearing stalls were last told (one record), and those counted since.

@@ -1,5 +1,5 @@
-"""Detect Hung Jobs (scheduled every minute): a job that hangs or slows down ends nothing and
-announces nothing, so this reads the progress the training scripts report (the progress table)
+"""Detect Hung Jobs (invoked every minute, reading every few seconds): a job that hangs or slows
+down ends nothing and announces nothing, so this reads the progress the training scripts report (the progress table)
 and decides, per job, a stall or a slowdown verdict (domain/hangs).
 
 Each verdict is kept in the ledger once per episode (the same stall seen a minute later is the
@@ -23,6 +23,15 @@ never one an earlier tick started, and damps a job whose stalls keep clearing by
 reports as ``namespace/name`` (a pod cannot know its job's uid): the recovery is started for the
 one job object of that name the Kubernetes API holds (its uid), and for none when there is none, or
 more than one kind of job under that name (said in the verdict's record).
+
+Within its one-minute schedule the invocation reads again every few seconds (``read_repeatedly``:
+docs/progress.md, "How soon a hang is an incident"): at once, then every ``every_seconds`` on slots
+of its own start (a slow read skips a slot, never drifts into the next invocation's), until its
+window or its function's time runs out. Each read is one whole tick: it recalls what the reads
+before it saw (this invocation's and earlier ones') and remembers what it saw, so a stall seen by
+many reads is one episode, one verdict and at most one JobRecovery. Its Timeout is under the
+schedule's minute: two invocations overlap only when Lambda held one back, and then their starts
+are still named by the episode.
 """
 
 from __future__ import annotations
@@ -69,11 +78,12 @@ if TYPE_CHECKING:
     from hyperpod_recovery.models.progress_memory import JobMemory
     from hyperpod_recovery.ports import HangRecord, JobClaims, JobNodeSource, KubeApi, ProgressMemory, ProgressReader, Verdicts, Workflows
 
-# A tick starts no more recoveries once this little of its function's time is left: the next tick,
-# a minute later, goes on (the verdicts are the same, their names too).
-STOP_WITH_MS = 10_000
+# A read starts no more recoveries once this little of its function's time is left: the next read,
+# seconds later, goes on (the verdicts are the same, their names too; a start cut off by the Timeout
+# after StartExecution is found again by its name).
+STOP_WITH_MS = 3_000
 
-__all__ = ["MAX_STARTS_PER_TICK", "STOP_WITH_MS", "detect_hung_jobs"]
+__all__ = ["MAX_STARTS_PER_TICK", "READ_RESERVE_MS", "READ_WINDOW_SECONDS", "STOP_WITH_MS", "detect_hung_jobs", "read_repeatedly"]
 
 
 def detect_hung_jobs(
@@ -173,7 +183,7 @@ def _judge(
     if own is None:
         return None
     seen = observe(before, job, own, now)
-    found = job_verdicts(cluster, job, seen.reports, rules, now, seen.learned_pace)
+    found = job_verdicts(cluster, job, seen.reports, rules, now, seen.learned_pace, seen.write_gap, seen.confirmed)
     return seen.memory, [marked(v, unverified=membership is None, skew=seen.skew) for v in found]
 
 
@@ -352,3 +362,44 @@ def _record(recorded: RecordedVerdict, ledger: Verdicts) -> None:
         first = True
     if first:
         logger.info("hang verdict", extra={"verdict": verdict.summary, "mode": verdict.mode, "suspects": verdict.suspects})
+
+
+# The invocation's reads stay within this much of its start: the next one, a minute later, reads on.
+READ_WINDOW_SECONDS = 55
+# A read is not begun with less of the function's time left (a read takes well under a second; one
+# with less than STOP_WITH_MS left judges and records but starts nothing: the next read, 5 s on, does).
+READ_RESERVE_MS = 3_000
+# What a read counts that is a level, not an event: the invocation's figure is the largest read's
+# (a job reporting in twelve reads is one job; a stall seen twelve times, one stall).
+LEVELS = frozenset({"jobs_reporting", "stall_verdicts", "slow_verdicts", "job_nodes_unavailable", "memory_unavailable", "not_running"})
+
+
+def read_repeatedly(
+    read: Callable[[datetime], dict[str, int]],
+    *,
+    clock: Callable[[], datetime],
+    pause: Callable[[float], None],
+    every_seconds: float,
+    remaining_ms: Callable[[], int],
+    window_seconds: float = READ_WINDOW_SECONDS,
+) -> dict[str, int]:
+    """Read at the invocation's start, then at each ``every_seconds`` slot within ``window_seconds``
+    while the function has READ_RESERVE_MS left; the counts of every read, summed (LEVELS: the largest)."""
+    started = clock()
+    totals: Counter[str] = Counter()
+    reads = slot = 0
+    while True:
+        counts = read(clock())
+        reads += 1
+        for key, value in counts.items():
+            totals[key] = max(totals[key], value) if key in LEVELS else totals[key] + value
+        elapsed = (clock() - started).total_seconds()
+        slot = max(slot + 1, int(elapsed // every_seconds) + 1)
+        wait = slot * every_seconds - elapsed
+        if slot * every_seconds > window_seconds or remaining_ms() - wait * 1000 < READ_RESERVE_MS:
+            break
+        pause(wait)
+        if (clock() - started).total_seconds() < slot * every_seconds - 1:
+            break  # (a wait that did not wait: never two reads of one moment)
+    totals["reads"] = reads
+    return dict(totals)

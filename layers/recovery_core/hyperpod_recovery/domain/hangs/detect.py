@@ -16,9 +16,13 @@ from datetime import datetime
 from statistics import median
 
 from hyperpod_recovery.domain.hangs import suspects as blame
-from hyperpod_recovery.domain.hangs.rules import MIN_INTERVALS, HangRules
+from hyperpod_recovery.domain.hangs.rules import MIN_INTERVALS, WRITE_GAP_HEADROOM_SECONDS, HangRules
 from hyperpod_recovery.models.hangs import MAX_VERDICT_NODES, HangVerdict, NodeProgress
-from hyperpod_recovery.models.progress import RECENT_INTERVALS, ProgressReport
+from hyperpod_recovery.models.progress import HEARTBEAT_SECONDS, RECENT_INTERVALS, ProgressReport
+
+# A caller that has not watched the reporters write (no memory: the fleet model, a test) assumes the
+# slowest cadence a reporter has: its heartbeat's.
+WRITE_GAP_UNKNOWN = float(HEARTBEAT_SECONDS)
 
 
 def node_progress(report: ProgressReport) -> NodeProgress:
@@ -43,14 +47,19 @@ def pace(reports: Sequence[ProgressReport]) -> float | None:
     return median(timed) if timed else None
 
 
-def stall_threshold(reports: Sequence[ProgressReport], rules: HangRules, learned_pace: float | None = None) -> float:
+def stall_threshold(
+    reports: Sequence[ProgressReport], rules: HangRules, learned_pace: float | None = None, write_gap: float | None = WRITE_GAP_UNKNOWN
+) -> float:
     """``learned_pace``: the largest pace the job's own nodes reported over the ticks remembered
-    (domain/hangs/observed.py): no row brings the threshold below what that history supports."""
+    (domain/hangs/observed.py): no row brings the threshold below what that history supports.
+    ``write_gap``: the longest its reporters go between two writes of a new step: a healthy job
+    looks idle that long, so the threshold is never below it and a headroom (WRITE_GAP_HEADROOM_SECONDS)."""
     step = pace(reports)
+    guard = write_gap + WRITE_GAP_HEADROOM_SECONDS if write_gap is not None else 0.0
     if step is None:
-        startup = float(max(rules.stall_floor_seconds, rules.startup_seconds))
+        startup = float(max(rules.stall_floor_seconds, rules.startup_seconds, guard))
         return max(startup, rules.stall_factor * learned_pace) if learned_pace is not None else startup
-    return max(float(rules.stall_floor_seconds), rules.stall_factor * max(step, learned_pace or 0.0))
+    return max(float(rules.stall_floor_seconds), guard, rules.stall_factor * max(step, learned_pace or 0.0))
 
 
 def _summary_nodes(nodes: list[NodeProgress], suspects: list[str]) -> list[NodeProgress]:
@@ -82,10 +91,19 @@ def live_reports(reports: Sequence[ProgressReport], rules: HangRules, now: datet
 
 
 def stall_verdict(
-    cluster: str, job: str, reports: Sequence[ProgressReport], rules: HangRules, now: datetime, learned_pace: float | None = None
+    cluster: str,
+    job: str,
+    reports: Sequence[ProgressReport],
+    rules: HangRules,
+    now: datetime,
+    learned_pace: float | None = None,
+    write_gap: float | None = WRITE_GAP_UNKNOWN,
+    confirmed: bool = True,
 ) -> HangVerdict | None:
+    """``confirmed``: a write read since the last progress still shows its step (observed.py); without
+    one, a silence is only writes not seen yet."""
     live = live_reports(reports, rules, now)
-    if not live or rules.stall_mode == "off":
+    if not live or rules.stall_mode == "off" or not confirmed:
         return None
     alive = [r for r in live if _age(r.heartbeat_at, now) <= rules.heartbeat_stale_seconds]
     if not alive:
@@ -97,7 +115,7 @@ def stall_verdict(
         return None  # a declared pause, its reporter alive and within its bound
     nodes = [node_progress(r) for r in live]
     last = max(n.active_at for n in nodes)
-    threshold = stall_threshold(live, rules, learned_pace)
+    threshold = stall_threshold(live, rules, learned_pace, write_gap)
     idle = _age(last, now)
     if idle <= threshold:
         return None
@@ -122,11 +140,18 @@ def stall_verdict(
         nodes_reporting=len(nodes),
         summary=(
             f"job {job}: no progress for {idle:.0f} s since step {newest} at {last:%H:%M:%S} UTC "
-            f"(threshold {threshold:.0f} s"
-            + (f": {rules.stall_factor:g} × its {step:.1f} s step" if step is not None and threshold > rules.stall_floor_seconds else "")
-            + ")"
+            f"(threshold {threshold:.0f} s" + _threshold_why(threshold, rules, step, write_gap) + ")"
         )[:1024],
     )
+
+
+def _threshold_why(threshold: float, rules: HangRules, step: float | None, write_gap: float | None) -> str:
+    if threshold <= rules.stall_floor_seconds:
+        return ""
+    by_gap = write_gap is not None and threshold == write_gap + WRITE_GAP_HEADROOM_SECONDS
+    if by_gap and (step is None or threshold > rules.stall_factor * step):
+        return f": its reporters write every {write_gap:.0f} s"
+    return f": {rules.stall_factor:g} × its {step:.1f} s step" if step is not None else ""
 
 
 def slow_ratios(reports: Sequence[ProgressReport]) -> list[float]:
@@ -179,10 +204,17 @@ def slow_verdict(cluster: str, job: str, reports: Sequence[ProgressReport], rule
 
 
 def job_verdicts(
-    cluster: str, job: str, reports: Sequence[ProgressReport], rules: HangRules, now: datetime, learned_pace: float | None = None
+    cluster: str,
+    job: str,
+    reports: Sequence[ProgressReport],
+    rules: HangRules,
+    now: datetime,
+    learned_pace: float | None = None,
+    write_gap: float | None = WRITE_GAP_UNKNOWN,
+    confirmed: bool = True,
 ) -> list[HangVerdict]:
     """At most one verdict per job: a stall outranks a slowdown (a stalled job is not slow, it is stuck)."""
-    stall = stall_verdict(cluster, job, reports, rules, now, learned_pace)
+    stall = stall_verdict(cluster, job, reports, rules, now, learned_pace, write_gap, confirmed)
     if stall is not None:
         return [stall]
     slow = slow_verdict(cluster, job, reports, rules, now)

@@ -12,7 +12,13 @@ Pure (docs/progress.md, "What is trusted").
   SKEW_BOUND_SECONDS. A row seen for the first time is dated by that first sight: after the memory
   is lost, a stall is found a threshold after the detector sees it again, never earlier.
 * Pace: the threshold's pace is never below the largest pace the job's own nodes reported over the
-  last PACE_TICKS ticks: rows claiming fast steps cannot bring a slow job's stall threshold down.
+  last hour (PACE_TICKS, one a minute): rows claiming fast steps cannot bring a slow job's stall
+  threshold down.
+* Write gap: how often each node's reporter writes a new step, by its own clock's stamps (skew
+  cancels out): a healthy job looks idle between two writes, so the threshold is never below the
+  job's largest gap and a headroom (an older reporter writes every 30 s; a current one every 5 s).
+* Seen, not inferred: a stall needs a row written well after its own last progress (a reporter's
+  heartbeat that found no newer step, by its own clock): writes late or lost are no evidence of a hang.
 * Pauses: a declared pause holds from the job's last progress (our clock) for its declared limit:
   rewriting it, or declaring a new one, never extends it.
 """
@@ -25,9 +31,10 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from hyperpod_recovery.domain.hangs.detect import pace
-from hyperpod_recovery.models.progress import Pause, ProgressReport
+from hyperpod_recovery.models.progress import HEARTBEAT_SECONDS, PROGRESS_WRITE_SECONDS, Pause, ProgressReport
 from hyperpod_recovery.models.progress_memory import (
     CLEARED_KEPT,
+    PACE_EVERY_SECONDS,
     PACE_TICKS,
     STARTED_KEPT,
     JobMemory,
@@ -42,6 +49,9 @@ if TYPE_CHECKING:
 
 # A writer's stamp further than this from when we could have read it is said in the verdict.
 SKEW_BOUND_SECONDS = 30
+# A write this long after its step, by its writer's clock, found no newer step to carry (a reporter
+# writes one within PROGRESS_WRITE_SECONDS; a second for the write itself).
+STILL_AFTER_SECONDS = PROGRESS_WRITE_SECONDS + 1
 # On first sight a heartbeat may be up to this old (a report every 30 s, a tick a minute) and not skewed.
 FIRST_SIGHT_SLACK_SECONDS = 90
 
@@ -52,6 +62,12 @@ class Observation:
     reports: list[ProgressReport]  # the job's own rows, dated by our clock
     learned_pace: float | None  # the largest pace its own nodes reported over the remembered ticks
     skew: dict[str, int] = field(default_factory=dict)  # node -> its clock minus ours (s), beyond the bound
+    # The largest gap between two writes of a new step over the job's nodes (s); a node not yet seen
+    # writing twice counts as an older reporter's heartbeat (HEARTBEAT_SECONDS).
+    write_gap: float = float(HEARTBEAT_SECONDS)
+    # Some node wrote again since its step last moved, still at that step: the job's stillness is
+    # seen, not inferred from writes that did not come (a lost or late write is no stall).
+    confirmed: bool = True
 
 
 def own_rows(job: str, reports: Sequence[ProgressReport], membership: JobNodes | None) -> list[ProgressReport] | None:
@@ -100,7 +116,24 @@ def sight(previous: Sighting | None, report: ProgressReport, tick: int, last_tic
     heard, skew = previous.hd, previous.sk
     if heartbeat_ms != previous.hb:
         heard, skew = _within(heartbeat_ms, last_tick, tick), _skew(heartbeat_ms, last_tick, tick)
-    return Sighting(s=report.step, st=step_ms, hb=heartbeat_ms, pe=ended_ms, pl=limit, mv=moved, hd=heard, rs=returned, sk=skew)
+    gap = _write_gap(previous, report, heartbeat_ms, ended_ms)
+    return Sighting(s=report.step, st=step_ms, hb=heartbeat_ms, pe=ended_ms, pl=limit, mv=moved, hd=heard, rs=returned, sk=skew, wg=gap)
+
+
+def still(report: ProgressReport) -> bool:
+    """The row was written well after its last progress, by its writer's own clock (skew cancels):
+    a reporter writes a newer step within PROGRESS_WRITE_SECONDS, so this write found none."""
+    active = max(report.step_at, report.pause_ended_at) if report.pause_ended_at else report.step_at
+    return not report.ended and (report.heartbeat_at - active).total_seconds() > STILL_AFTER_SECONDS
+
+
+def _write_gap(previous: Sighting, report: ProgressReport, heartbeat_ms: int, ended_ms: int) -> int:
+    """The writer's gap (ms, its own clock) between its write we saw before and this one, when both
+    carried steps with no pause between: its cadence while training. A gap past a heartbeat is a
+    silence (a stall that cleared, a lost write), not a cadence: the one learned before stays."""
+    stepped = report.step > previous.s and report.pause is None and not previous.pl and ended_ms == previous.pe
+    gap = heartbeat_ms - previous.hb
+    return gap if stepped and 0 < gap <= HEARTBEAT_SECONDS * 1000 else previous.wg
 
 
 def _dated(report: ProgressReport, seen: Sighting, job_moved: int) -> ProgressReport:
@@ -124,14 +157,16 @@ def observe(previous: JobMemory | None, job: str, reports: Sequence[ProgressRepo
     job_moved = max((s.mv for s in nodes.values()), default=tick)
     dated = [_dated(r, nodes[r.node], job_moved) for r in reports]
     paces = list(previous.paces) if previous is not None else []
+    paced_at = previous.paced_at if previous is not None else 0
     current = pace(reports)
-    if current is not None:
-        paces = ([*paces, current])[-PACE_TICKS:]
+    if current is not None and (tick - paced_at >= PACE_EVERY_SECONDS or not paces):
+        paces, paced_at = ([*paces, current])[-PACE_TICKS:], tick
     memory = JobMemory(
         job=job,
         seen_at=now,
         nodes=nodes,
         paces=paces,
+        paced_at=paced_at,
         started=[] if restarted or previous is None else _cleared(previous.started, reports),
         cleared_at=list(previous.cleared_at) if previous is not None else [],
         told_at=previous.told_at if previous is not None else 0,
@@ -141,7 +176,16 @@ def observe(previous: JobMemory | None, job: str, reports: Sequence[ProgressRepo
         newly = sum(1 for old, new in zip(previous.started, memory.started, strict=True) if new.cleared and not old.cleared)
         memory.cleared_at = (memory.cleared_at + [tick] * newly)[-CLEARED_KEPT:]
     skew = {node: s.sk for node, s in nodes.items() if abs(s.sk) > SKEW_BOUND_SECONDS}
-    return Observation(memory=memory, reports=dated, learned_pace=max(paces) if paces else None, skew=skew)
+    learned = max([*paces, current] if current is not None else paces, default=None)
+    gaps = [s.wg / 1000 if s.wg else float(HEARTBEAT_SECONDS) for s in nodes.values()]
+    return Observation(
+        memory=memory,
+        reports=dated,
+        learned_pace=learned,
+        skew=skew,
+        write_gap=max(gaps, default=float(HEARTBEAT_SECONDS)),
+        confirmed=any(still(r) for r in reports),
+    )
 
 
 def _cleared(started: Sequence[Started], reports: Sequence[ProgressReport]) -> list[Started]:

@@ -13,6 +13,10 @@ if TYPE_CHECKING:
 # Steps a node must have timed before its pace is trusted (a threshold from one interval would
 # make the first slow step after start-up a hang).
 MIN_INTERVALS = 3
+# A healthy job's reporters show no new step for up to their write gap (observed.py learns it), and
+# our read of a write comes up to a read later, after the write's own latency: the threshold stays
+# this far above the gap (a 5 s reporter: 20 s; an older one writing every 30 s: 45 s).
+WRITE_GAP_HEADROOM_SECONDS = 15.0
 
 
 @dataclass(frozen=True)
@@ -20,7 +24,7 @@ class HangRules:
     # Stall: no progress for longer than max(stall_factor × the job's recent step time, floor).
     stall_mode: RuleMode = "enforce"
     stall_factor: float = 5.0
-    stall_floor_seconds: int = 60
+    stall_floor_seconds: int = 20
     # Before the job's pace is known (its first steps: compilation, data loading, warm-up).
     startup_seconds: int = 600
     # Slow: the recent step time over the job's own baseline by more than this fraction.
