@@ -6,7 +6,7 @@ published figures or a plain assumption for the rest. Printed as ``default``."""
 from __future__ import annotations
 
 from hyperpod_recovery_cli.planner.measured_defaults import MEASURED
-from hyperpod_recovery_cli.planner.model import FailureRate, Figure, RecoveryPhase
+from hyperpod_recovery_cli.planner.model import FailureRate, Figure, RecoveryPhase, Share
 
 # (a drill measures the sandbox's pipeline: its agent's and AWS doubles' timings, on virtual time)
 _FROM_DRILLS: dict[RecoveryPhase, Figure] = {
@@ -49,3 +49,26 @@ RATE_PRESETS: dict[str, FailureRate] = {
     "rsc2": FailureRate(per_1000_node_days=2.34, provenance="given", source="Meta RSC-2 (Kokolis et al., HPCA 2025), A100"),
 }
 FAILURE_RATE = RATE_PRESETS["llama3"].model_copy(update={"provenance": "default"})
+
+# Planned swaps (docs/goodput.md, "Planned swaps: what the literature gives"): no study publishes the recall or the
+# lead time of precursors of GPU failures, so each figure is an ASSUMPTION until a fleet's verdicts measure it
+# (`hyperpod-recovery verdicts`). The recall is used only where planned swaps are a change to consider.
+PRECURSOR_RECALL = Share(
+    value=0.25,
+    provenance="default",
+    source="ASSUMPTION: no published recall for GPU failures; under the ~40 % cap of correctable-error prediction for DRAM "
+    "(Baeg et al.: ~60 % of DIMMs with uncorrectable errors had no correctable one first)",
+)
+PRECURSOR_LEAD = Figure(
+    value=3600,
+    provenance="default",
+    source="ASSUMPTION: no published lead time for GPU failures; 1 h, more than a checkpoint period, so a swap waits for the commit",
+)
+PRECURSOR_FALSE_POSITIVE = Share(
+    value=0.5,
+    provenance="default",
+    source="ASSUMPTION: half the verdicts false (failure predictors' precision: 46 % to 85 %, Liu et al., SYSTOR 2023)",
+)
+SWAP_LOST = Figure(
+    value=10, provenance="default", source="ASSUMPTION: the planned swap's goal, at most 10 s of training past the checkpoint's commit"
+)

@@ -54,8 +54,20 @@ class NodeCount(BaseModel):
     source: str = Field(default="", max_length=SOURCE_LIMIT)
 
 
+class Share(BaseModel):
+    """A share between 0 and 1 (a recall, a false-positive rate) and where it came from."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    value: float = Field(ge=0, le=1, allow_inf_nan=False)
+    provenance: Provenance = "given"
+    source: str = Field(default="", max_length=SOURCE_LIMIT)
+
+
 Seconds = Annotated[Figure, BeforeValidator(_bare_number)]
 Nodes = Annotated[NodeCount, BeforeValidator(_bare_number)]
+Ratio = Annotated[Share, BeforeValidator(_bare_number)]
+# A false-positive rate of 1 is a signal that never foresees a failure: verdicts without end for none saved.
+MAX_FALSE_POSITIVE = 0.99
 
 
 class FailureRate(BaseModel):
@@ -105,6 +117,15 @@ class PlannerInputs(BaseModel):
     repair_seconds: Seconds | None = None  # how long a failed node's place stays empty (default: its repair phases)
     job_sizes: list[Annotated[int, Field(ge=1, le=1_000_000)]] = Field(default_factory=list, max_length=20)
     gpus_per_node: int = Field(default=8, ge=1, le=64)
+    # Planned swaps (docs/goodput.md, "Planned swaps"): the share of failures an enforced at-risk verdict
+    # announces (None: none, every failure comes unannounced, as without at-risk signals), how long before
+    # the failure, the share of verdicts whose node would not have failed (each costs a swap), the work a
+    # swap loses past its checkpoint's commit, and a swap's restart (default: the restart phase).
+    precursor_recall: Ratio | None = None
+    precursor_lead_seconds: Seconds | None = None
+    precursor_false_positive: Ratio | None = None
+    swap_lost_seconds: Seconds | None = None
+    swap_restart_seconds: Seconds | None = None
 
     @model_validator(mode="after")
     def _complete_and_sized(self) -> PlannerInputs:
@@ -118,6 +139,8 @@ class PlannerInputs(BaseModel):
         too_big = [size for size in self.job_sizes if size > self.nodes.value]
         if too_big:
             raise ValueError(f"job_sizes {too_big} larger than the cluster's {self.nodes.value} nodes")
+        if self.precursor_false_positive is not None and self.precursor_false_positive.value > MAX_FALSE_POSITIVE:
+            raise ValueError(f"precursor_false_positive must be at most {MAX_FALSE_POSITIVE} (at 1 no verdict foresees a failure)")
         return self
 
     @property
@@ -151,8 +174,9 @@ class EttrEstimate(Modelled):
     ettr: float
     first_order_ettr: float
     checkpoint_loss: float  # δ/(τ+δ)
-    rework_loss: float  # (τ/2)/M
-    recovery_loss: float  # R/M
+    rework_loss: float  # (τ/2)/M, M of the failures no planned swap foresaw
+    recovery_loss: float  # R/M, likewise
+    swap_loss: float = 0.0  # planned swaps (foreseen failures and false alarms) x what one costs / M
 
 
 class PhaseCost(Modelled):
@@ -196,7 +220,51 @@ class JobSizeAdvice(Modelled):
     why: str
 
 
-ChangeKind = Literal["checkpoint_interval", "spares", "shrink", "detection"]
+SwapAction = Literal["spare", "shrink", "wait_for_replacement", "leave"]  # domain/planned_swap/cost.py's
+
+
+class PlannedSwaps(Modelled):
+    """Planned swaps as the plan counts them: the precursor figures used, the expected-cost rule's decision for
+    one verdict (domain/planned_swap/cost.py), and what follows per failure."""
+
+    recall: float
+    recall_provenance: Provenance
+    lead_seconds: float
+    false_positive: float
+    swap_lost_seconds: float
+    swap_restart_seconds: float
+    action: SwapAction
+    decision: str  # the rule's sentence, with its numbers
+    before_commit_share: float  # of the foreseen failures, those that come before the next commit
+    saved_share: float  # of all failures: foreseen and swapped first (no rework, no detection)
+    swaps_per_day: float  # planned swaps, foreseen failures and false alarms together
+    false_alarms_per_day: float
+    swap_seconds: float  # what one swap costs the job (its wall clock)
+    assumed: list[str]  # the precursor figures that are defaults (no published value for GPUs)
+
+
+class RecallEstimate(BaseModel):
+    """ETTR at one recall, the other figures as given, and with the plan's recommended spares and interval."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    recall: float
+    action: SwapAction  # the expected-cost rule's, for a verdict, with the spares and interval given
+    ettr: float
+    recommended_action: SwapAction
+    recommended_ettr: float
+    recommended_interval_seconds: float
+    recommended_spares: int
+
+
+class Ceiling(Modelled):
+    """The ETTR one assumption alone would allow (every other loss away): so an assumption is not read as a result."""
+
+    assumption: str  # what is assumed, in words, with its figure
+    ettr: float
+    points: float  # 100 x (1 - ettr)
+
+
+ChangeKind = Literal["checkpoint_interval", "spares", "shrink", "detection", "planned_swaps"]
 
 
 class Change(Modelled):
@@ -234,6 +302,9 @@ class GoodputPlan(BaseModel):
     spares: SparesAdvice
     job_sizes: list[JobSizeAdvice]
     changes: list[Change]  # what to change, the most ETTR first
+    planned_swaps: PlannedSwaps | None = None  # when the inputs give a recall
+    recalls: list[RecallEstimate] = Field(default_factory=list)  # ETTR at several recalls (0 first)
+    ceilings: list[Ceiling] = Field(default_factory=list)
     recovery_curve: Curve
     interval_curve: Curve
     warnings: list[str]

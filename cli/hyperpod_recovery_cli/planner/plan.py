@@ -10,6 +10,16 @@ import math
 from hyperpod_recovery.domain.elastic.decide import Estimate, shrink_wins
 from hyperpod_recovery_cli.planner import defaults
 from hyperpod_recovery_cli.planner import formulas as f
+from hyperpod_recovery_cli.planner.ceilings import ceilings, recalls
+from hyperpod_recovery_cli.planner.estimate import (
+    always_seconds,
+    best_interval_for,
+    effect_of,
+    estimate,
+    expected_recovery_seconds,
+    no_spare_share,
+    repair_window,
+)
 from hyperpod_recovery_cli.planner.model import (
     RECOVERY_PHASES,
     REPAIR_PHASES,
@@ -22,11 +32,12 @@ from hyperpod_recovery_cli.planner.model import (
     IntervalAdvice,
     JobSizeAdvice,
     PhaseCost,
+    PlannedSwaps,
     PlannerInputs,
-    Provenance,
     SparesAdvice,
 )
 from hyperpod_recovery_cli.planner.sentences import minutes
+from hyperpod_recovery_cli.planner.swaps import NO_SWAPS, SWAPS, SWAPS_ASSUMES, Precursors, SwapEffect, precursors_of
 
 SPARES_PERCENTILE = 0.99
 # The first-order decomposition holds while what one failure costs is small against M (Daly 2006).
@@ -83,81 +94,101 @@ def plan_goodput(inputs: PlannerInputs) -> GoodputPlan:
         expected_recovery_seconds(inputs) / 60,
     )
     mttf = f.job_mttf_minutes(job, rate)
-    ettr = _ettr(job, rate, tau, delta, recovery)
-    interval = _interval(tau, delta, recovery, mttf)
-    spares = _spares(inputs, rate, ettr)
-    job_sizes = [_job_size(inputs, size, rate, tau, delta, recovery) for size in inputs.jobs]
+    precursors = precursors_of(inputs)
+    effect = effect_of(inputs, job, tau, precursors)
+    ettr = _ettr(job, rate, tau, delta, recovery, effect)
+    interval = _interval(inputs, tau, recovery, mttf, precursors)
+    spares = _spares(inputs, rate, ettr, precursors)
+    job_sizes = [_job_size(inputs, size, rate, tau, delta, recovery, precursors) for size in inputs.jobs]
     return GoodputPlan(
         inputs=inputs,
         ettr=ettr,
-        phases=_phase_costs(inputs, ettr, mttf),
+        phases=_phase_costs(inputs, ettr, mttf, precursors),
         interval=interval,
         spares=spares,
         job_sizes=job_sizes,
         changes=changes(inputs, ettr, interval, spares, job_sizes[0]),
-        recovery_curve=_recovery_curve(tau, delta, recovery, mttf),
-        interval_curve=_interval_curve(tau, delta, recovery, mttf),
+        recovery_curve=_recovery_curve(tau, delta, recovery, mttf, effect),
+        interval_curve=_interval_curve(inputs, tau, recovery, mttf, precursors),
         warnings=_warnings(inputs, job, tau, delta, recovery, mttf),
+        planned_swaps=None if precursors is None else planned_swaps(inputs, precursors, effect, mttf),
+        recalls=recalls(inputs, spares.p99_spares),
+        ceilings=ceilings(inputs, interval, spares, effect),
     )
 
 
-def no_spare_share(inputs: PlannerInputs, spares: int | None = None) -> float:
-    """The share of failures that find no spare free: every one without spares; with ``spares`` (default:
-    the inputs'), those that find the others in repair holding them all (Poisson arrivals see time averages)."""
-    given = inputs.spare_nodes.value if spares is None and inputs.spare_nodes is not None else spares
-    if not given:
-        return 1.0
-    seconds, _, _ = repair_window(inputs)
-    in_repair = inputs.nodes.value * inputs.failure_rate.per_node_day * seconds / 86_400
-    return max(0.0, 1 - f.poisson_cdf(given - 1, in_repair))
+def planned_swaps(inputs: PlannerInputs, precursors: Precursors, effect: SwapEffect, mttf: float) -> PlannedSwaps:
+    assert effect.decision is not None  # (precursors given)
+    recall = inputs.precursor_recall
+    per_day = f.MINUTES_PER_DAY / mttf
+    false_alarms = precursors.recall * precursors.false_positive / (1 - precursors.false_positive) if effect.swaps_per_failure else 0.0
+    assumed = [
+        name
+        for name, figure in (
+            ("lead time", inputs.precursor_lead_seconds),
+            ("false-positive rate", inputs.precursor_false_positive),
+            ("work lost past the commit", inputs.swap_lost_seconds),
+        )
+        if figure is None or figure.provenance == "default"
+    ]
+    return PlannedSwaps(
+        model=SWAPS,
+        assumptions=SWAPS_ASSUMES,
+        recall=precursors.recall,
+        recall_provenance=recall.provenance if recall is not None else "default",
+        lead_seconds=precursors.lead_seconds,
+        false_positive=precursors.false_positive,
+        swap_lost_seconds=precursors.swap_lost_seconds,
+        swap_restart_seconds=(
+            precursors.swap_restart_seconds if precursors.swap_restart_seconds is not None else inputs.phases_seconds["restart"].value
+        ),
+        action=effect.decision.action,
+        decision=effect.decision.sentence,
+        before_commit_share=effect.before_commit_share,
+        saved_share=effect.saved_share,
+        swaps_per_day=effect.swaps_per_failure * per_day,
+        false_alarms_per_day=false_alarms * per_day,
+        swap_seconds=effect.swap_minutes * 60,
+        assumed=assumed,
+    )
 
 
-def expected_recovery_seconds(inputs: PlannerInputs, *, spares: int | None = None, shrink: bool = False) -> float:
-    """What one failure costs the job, on average: every phase, but the repair phases only for the failures
-    that find no spare (one that finds a spare runs again on it at once, as the pipeline resubmits it). With
-    ``shrink``, a job that finds none runs on one node less meanwhile instead of waiting: T/n of its
-    throughput, and one more restart to grow back (the elastic rule's terms)."""
-    repair = sum(inputs.phases_seconds[phase].value for phase in REPAIR_PHASES)
-    waited = repair / inputs.jobs[0] + inputs.phases_seconds["restart"].value if shrink else repair
-    return _always_seconds(inputs) + no_spare_share(inputs, spares) * waited
-
-
-def _always_seconds(inputs: PlannerInputs) -> float:
-    """The phases every failure goes through, spare or not."""
-    return sum(figure.value for phase, figure in inputs.phases_seconds.items() if phase not in REPAIR_PHASES)
-
-
-def _ettr(job: int, rate: float, tau: float, delta: float, recovery: float) -> EttrEstimate:
+def _ettr(job: int, rate: float, tau: float, delta: float, recovery: float, effect: SwapEffect = NO_SWAPS) -> EttrEstimate:
     mttf = f.job_mttf_minutes(job, rate)
-    checkpoint, rework, lost_to_recovery = f.first_order_losses(tau, delta, recovery, mttf)
+    unforeseen = effect.mttf_unforeseen(mttf)
+    checkpoint, rework, lost_to_recovery = f.first_order_losses(tau, delta, recovery, unforeseen)
+    swap_loss = effect.swap_loss(mttf)
+    swapping = effect is not NO_SWAPS and effect.swaps_per_failure > 0
     return EttrEstimate(
-        model=f"{DALY}; shown split by {FIRST_ORDER}",
-        assumptions=DALY_ASSUMES + FIRST_ORDER_ASSUMES[1:3],
+        model=f"{DALY}; shown split by {FIRST_ORDER}" + (f"; with {SWAPS}" if swapping else ""),
+        assumptions=DALY_ASSUMES + FIRST_ORDER_ASSUMES[1:3] + (SWAPS_ASSUMES if swapping else []),
         job_nodes=job,
         mttf_hours=mttf / 60,
         failures_per_day=f.MINUTES_PER_DAY / mttf,
         interval_seconds=tau * 60,
         cost_seconds=delta * 60,
         recovery_seconds=recovery * 60,
-        ettr=f.daly_ettr(tau, delta, recovery, mttf),
-        first_order_ettr=f.first_order_ettr(tau, delta, recovery, mttf),
+        ettr=effect.ettr(tau, delta, recovery, mttf),
+        first_order_ettr=max(0.0, (1 - (recovery + tau / 2) / unforeseen - swap_loss) / (1 + delta / tau)),
         checkpoint_loss=checkpoint,
         rework_loss=rework,
         recovery_loss=lost_to_recovery,
+        swap_loss=swap_loss,
     )
 
 
-def _phase_costs(inputs: PlannerInputs, ettr: EttrEstimate, mttf: float) -> list[PhaseCost]:
+def _phase_costs(inputs: PlannerInputs, ettr: EttrEstimate, mttf: float, precursors: Precursors | None) -> list[PhaseCost]:
     """Each phase's share of the expected recovery (a repair phase's only for the failures that find no
     spare), and what planning again with it one minute shorter (not below 0) gives."""
-    tau, delta = ettr.interval_seconds / 60, ettr.cost_seconds / 60
+    tau = ettr.interval_seconds / 60
+    unforeseen = effect_of(inputs, ettr.job_nodes, tau, precursors).mttf_unforeseen(mttf)
     waiting = no_spare_share(inputs)
     costs = []
     for phase, figure in inputs.phases_seconds.items():
         shorter = inputs.model_copy(
             update={"phases_seconds": inputs.phases_seconds | {phase: figure.model_copy(update={"value": max(0.0, figure.value - 60)})}}
         )
-        shorter_ettr = f.daly_ettr(tau, delta, expected_recovery_seconds(shorter) / 60, mttf)
+        shorter_ettr = estimate(shorter, precursors=precursors or False)
         share = waiting if phase in REPAIR_PHASES else 1.0
         costs.append(
             PhaseCost(
@@ -167,41 +198,28 @@ def _phase_costs(inputs: PlannerInputs, ettr: EttrEstimate, mttf: float) -> list
                 seconds=figure.value,
                 provenance=figure.provenance,
                 source=figure.source,
-                ettr_points=100 * share * figure.value / 60 / mttf,
+                ettr_points=100 * share * figure.value / 60 / unforeseen,
                 minute_less_points=100 * (shorter_ettr - ettr.ettr),
             )
         )
     return sorted(costs, key=lambda cost: RECOVERY_PHASES.index(cost.phase))
 
 
-def _interval(tau: float, delta: float, recovery: float, mttf: float) -> IntervalAdvice:
-    best = f.best_interval(delta, mttf) if delta > 0 else mttf * 1e-7
+def _interval(inputs: PlannerInputs, tau: float, recovery: float, mttf: float, precursors: Precursors | None) -> IntervalAdvice:
+    delta = inputs.checkpoint_cost_seconds.value / 60
+    best = best_interval_for(inputs, precursors)
     return IntervalAdvice(
         model=INTERVAL,
         assumptions=INTERVAL_ASSUMES,
         young_seconds=60 * f.young_interval(delta, mttf),
         daly_seconds=60 * f.daly_interval(delta, mttf),
         best_seconds=60 * best,
-        ettr_now=f.daly_ettr(tau, delta, recovery, mttf),
-        ettr_at_best=f.daly_ettr(best, delta, recovery, mttf),
+        ettr_now=estimate(inputs, precursors=precursors or False),
+        ettr_at_best=estimate(inputs, tau=best, precursors=precursors or False),
     )
 
 
-def repair_window(inputs: PlannerInputs) -> tuple[float, Provenance, str]:
-    """(seconds, provenance, source) of how long a failed node's place stays empty: given, or the
-    sum of its repair phases (measured only when each of them was)."""
-    if inputs.repair_seconds is not None:
-        return inputs.repair_seconds.value, inputs.repair_seconds.provenance, inputs.repair_seconds.source
-    figures = [inputs.phases_seconds[phase] for phase in REPAIR_PHASES]
-    return sum(fig.value for fig in figures), weakest({fig.provenance for fig in figures}), "replace + rejoin + health gate"
-
-
-def weakest(provenances: set[Provenance]) -> Provenance:
-    """What a figure made of others is: measured only if all of them were; an assumption if one was."""
-    return "default" if "default" in provenances else "given" if "given" in provenances else "measured"
-
-
-def _spares(inputs: PlannerInputs, rate: float, ettr: EttrEstimate) -> SparesAdvice:
+def _spares(inputs: PlannerInputs, rate: float, ettr: EttrEstimate, precursors: Precursors | None) -> SparesAdvice:
     seconds, provenance, source = repair_window(inputs)
     in_repair = inputs.nodes.value * rate * seconds / 86_400
     given = inputs.spare_nodes.value if inputs.spare_nodes is not None else None
@@ -218,16 +236,18 @@ def _spares(inputs: PlannerInputs, rate: float, ettr: EttrEstimate) -> SparesAdv
         spares_given=given,
         # the failing node finds none when the others in repair already hold every spare
         no_spare_probability=None if given is None else max(0.0, 1 - f.poisson_cdf(given - 1, in_repair)),
-        ettr_with_spare=f.daly_ettr(
+        ettr_with_spare=effect_of(inputs, ettr.job_nodes, ettr.interval_seconds / 60, precursors, spares=1).ettr(
             ettr.interval_seconds / 60,
             ettr.cost_seconds / 60,
-            _always_seconds(inputs) / 60,
+            always_seconds(inputs) / 60,
             ettr.mttf_hours * 60,
         ),
     )
 
 
-def _job_size(inputs: PlannerInputs, nodes: int, rate: float, tau: float, delta: float, recovery: float) -> JobSizeAdvice:
+def _job_size(
+    inputs: PlannerInputs, nodes: int, rate: float, tau: float, delta: float, recovery: float, precursors: Precursors | None
+) -> JobSizeAdvice:
     repair = [inputs.phases_seconds[phase] for phase in REPAIR_PHASES]
     restart = inputs.phases_seconds["restart"]
     wait = Estimate(
@@ -247,7 +267,7 @@ def _job_size(inputs: PlannerInputs, nodes: int, rate: float, tau: float, delta:
         assumptions=SHRINK_ASSUMES,
         job_nodes=nodes,
         mttf_hours=mttf / 60,
-        ettr=f.daly_ettr(tau, delta, recovery, mttf),
+        ettr=effect_of(inputs, nodes, tau, precursors).ettr(tau, delta, recovery, mttf),
         wait_seconds=wait.seconds,
         grow_back_seconds=grow_back.seconds,
         action=action,
@@ -255,33 +275,35 @@ def _job_size(inputs: PlannerInputs, nodes: int, rate: float, tau: float, delta:
     )
 
 
-def _recovery_curve(tau: float, delta: float, recovery: float, mttf: float) -> Curve:
+def _recovery_curve(tau: float, delta: float, recovery: float, mttf: float, effect: SwapEffect) -> Curve:
     top = max(2 * recovery, 30.0)
     xs = [top * i / (CURVE_POINTS - 1) for i in range(CURVE_POINTS)]
     return Curve(
         model=DALY,
         assumptions=DALY_ASSUMES,
         x_label="recovery time per failure (min)",
-        points=[CurvePoint(x=x, ettr=f.daly_ettr(tau, delta, x, mttf)) for x in xs],
+        points=[CurvePoint(x=x, ettr=effect.ettr(tau, delta, x, mttf)) for x in xs],
         marked_x=recovery,
-        marked_ettr=f.daly_ettr(tau, delta, recovery, mttf),
+        marked_ettr=effect.ettr(tau, delta, recovery, mttf),
     )
 
 
-def _interval_curve(tau: float, delta: float, recovery: float, mttf: float) -> Curve:
-    best = f.best_interval(delta, mttf) if delta > 0 else tau
+def _interval_curve(inputs: PlannerInputs, tau: float, recovery: float, mttf: float, precursors: Precursors | None) -> Curve:
+    delta = inputs.checkpoint_cost_seconds.value / 60
+    best = best_interval_for(inputs, precursors) if delta > 0 else tau
     low, high = min(tau, best) / 4, max(tau, best) * 3
     ratio = (high / low) ** (1 / (CURVE_POINTS - 1))
     xs = [low * ratio**i for i in range(CURVE_POINTS)]
+    at = {x: estimate(inputs, tau=x, precursors=precursors or False) for x in [*xs, tau, best]}
     return Curve(
         model=DALY,
         assumptions=DALY_ASSUMES,
         x_label="checkpoint interval (min)",
-        points=[CurvePoint(x=x, ettr=f.daly_ettr(x, delta, recovery, mttf)) for x in xs],
+        points=[CurvePoint(x=x, ettr=at[x]) for x in xs],
         marked_x=tau,
-        marked_ettr=f.daly_ettr(tau, delta, recovery, mttf),
+        marked_ettr=at[tau],
         best_x=best if delta > 0 else None,
-        best_ettr=f.daly_ettr(best, delta, recovery, mttf) if delta > 0 else None,
+        best_ettr=at[best] if delta > 0 else None,
     )
 
 
@@ -322,10 +344,6 @@ WORTH_POINTS = 0.005
 def changes(inputs: PlannerInputs, ettr: EttrEstimate, interval: IntervalAdvice, spares: SparesAdvice, job: JobSizeAdvice) -> list[Change]:
     """What to change, each alone, with the ETTR it buys: the checkpoint interval, the spares kept, the
     shrink opt-in of the largest job, the detection; the most ETTR first, none that buys under 0.005 points."""
-    tau, delta, mttf = ettr.interval_seconds / 60, ettr.cost_seconds / 60, ettr.mttf_hours * 60
-
-    def with_recovery(seconds: float) -> float:
-        return f.daly_ettr(tau, delta, seconds / 60, mttf)
 
     def change(kind: ChangeKind, now: str, to: str, how: str, value: float) -> Change:
         return Change(
@@ -349,7 +367,7 @@ def changes(inputs: PlannerInputs, ettr: EttrEstimate, interval: IntervalAdvice,
                 f"{kept} spare node(s)",
                 f"{spares.p99_spares} spare node(s)",
                 "idle nodes in the job's instance group (99 % of failures find one)",
-                with_recovery(expected_recovery_seconds(inputs, spares=spares.p99_spares)),
+                estimate(inputs, spares=spares.p99_spares),
             )
         )
     if job.action == "shrink":
@@ -359,7 +377,7 @@ def changes(inputs: PlannerInputs, ettr: EttrEstimate, interval: IntervalAdvice,
                 "waits for its replacement",
                 f"shrinks to {job.job_nodes - 1} of {job.job_nodes} nodes meanwhile",
                 'the job\'s opt-in, resume=elastic (docs/runbook.md, "When a job runs again")',
-                with_recovery(expected_recovery_seconds(inputs, shrink=True)),
+                estimate(inputs, shrink=True),
             )
         )
     detect = inputs.phases_seconds["detect"].value
@@ -372,7 +390,20 @@ def changes(inputs: PlannerInputs, ettr: EttrEstimate, interval: IntervalAdvice,
                 f"detect in {minutes(detect)}",
                 f"detect in {minutes(measured.value)} ({measured.source.split(':', 1)[0]})",
                 "the job reports its progress, so that Detect Hung Jobs finds a silent hang (docs/progress.md)",
-                with_recovery(expected_recovery_seconds(shorter)),
+                estimate(shorter),
+            )
+        )
+    if inputs.precursor_recall is None:
+        assumed = precursors_of(inputs, recall=defaults.PRECURSOR_RECALL.value)
+        assert assumed is not None  # (a recall given)
+        found.append(
+            change(
+                "planned_swaps",
+                "no planned swaps",
+                f"planned swaps at {100 * assumed.recall:.0f} % recall, {minutes(assumed.lead_seconds)} lead, "
+                f"{100 * assumed.false_positive:.0f} % false alarms (all assumed: no published figure for GPUs)",
+                "the at-risk signals' enforce switch; measure recall and precision first (hyperpod-recovery verdicts)",
+                estimate(inputs, precursors=assumed),
             )
         )
     return sorted((c for c in found if c.gain_points >= WORTH_POINTS), key=lambda c: -c.gain_points)
