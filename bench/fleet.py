@@ -185,6 +185,13 @@ def parser() -> argparse.ArgumentParser:
         "(default: not sent; with --recommended: where the planner says they pay)",
     )
     parser.add_argument(
+        "--no-planned-swaps",
+        dest="planned_swaps",
+        action="store_const",
+        const=False,
+        help="send no precursor, even with --recommended (the run without planned swaps beside one with them)",
+    )
+    parser.add_argument(
         "--shrink-nodes",
         type=bounded(0, MAX_NODES, whole=True),
         default=0,
