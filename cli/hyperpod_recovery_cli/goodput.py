@@ -4,7 +4,9 @@
         [--failure-rate PER_1000_NODE_DAYS|llama3|llama3-hw|rsc1|rsc2 | --failures K --node-days D]
         [--detect T] [--cordon T] [--replace T] [--rejoin T] [--health-gate T] [--restart T]
         [--checkpoint-interval T | --checkpoint-prefix s3://bucket/prefix [--job NAME]] [--checkpoint-cost T]
-        [--spares N] [--repair T] [--job-nodes N ...] [--gpus-per-node 8] [--json] [--html FILE]
+        [--spares N] [--repair T] [--job-nodes N ...] [--gpus-per-node 8]
+        [--precursor-recall SHARE [--precursor-lead T] [--precursor-false-positive SHARE] [--swap-lost T] [--swap-restart T]]
+        [--json] [--html FILE]
 
 Durations (T) are seconds, or a number with s, m, h or d. What the command line gives replaces what
 a file or a stack says; what none says is a stated default, printed as such.
@@ -28,7 +30,16 @@ from hyperpod_recovery_cli.inputs import InputRefused, bounded, one_line
 from hyperpod_recovery_cli.oncall import _since, _table
 from hyperpod_recovery_cli.planner import defaults, plan_goodput
 from hyperpod_recovery_cli.planner.model import RECOVERY_PHASES, GoodputPlan, PlannerInputs
-from hyperpod_recovery_cli.planner.sentences import change_lines, ettr_line, minutes, pct
+from hyperpod_recovery_cli.planner.sentences import (
+    ceiling_lines,
+    change_lines,
+    ettr_line,
+    minutes,
+    pct,
+    recall_rows,
+    recalls_heading,
+    swaps_lines,
+)
 from hyperpod_recovery_cli.stack import read_stack
 
 DURATION = re.compile(r"^(?P<n>[0-9]+(?:\.[0-9]+)?)(?P<unit>[smhd]?)$")
@@ -47,6 +58,19 @@ def duration(text: str) -> float:
 
 
 _count = bounded(0, 1_000_000, whole=True)
+_SHARE = bounded(0, 1)
+
+
+def _share(text: str) -> float:
+    """0.5 or 50%: a share from 0 to 1."""
+    stripped = text.strip()
+    if stripped.endswith("%"):
+        try:
+            return _SHARE(str(float(stripped[:-1]) / 100))
+        except (ValueError, argparse.ArgumentTypeError):
+            raise argparse.ArgumentTypeError(f"a share from 0 to 1, or a percentage (50%), not {one_line(text)[:40]!r}") from None
+    return _SHARE(stripped)
+
 
 _RATE_NUMBER = bounded(0, 1_000_000, above=True)
 
@@ -101,6 +125,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     given.add_argument("--job-nodes", type=_count, action="append", metavar="N", help="a job size to plan for (repeatable)")
     given.add_argument("--gpus-per-node", type=_count, help="GPUs per node (default 8, p5)")
+    swaps = parser.add_argument_group("planned swaps (docs/goodput.md, 'Planned swaps'; without a recall: none counted)")
+    swaps.add_argument(
+        "--precursor-recall", type=_share, metavar="SHARE", help="the share of failures an enforced at-risk verdict announces (0.5 or 50%%)"
+    )
+    swaps.add_argument(
+        "--precursor-lead", type=duration, metavar="T", help="how long before its failure a verdict comes (default 1h, assumed)"
+    )
+    swaps.add_argument(
+        "--precursor-false-positive",
+        type=_share,
+        metavar="SHARE",
+        help="the share of verdicts whose node would not have failed, each costing a swap (at most 0.99; default 0.5, assumed)",
+    )
+    swaps.add_argument("--swap-lost", type=duration, metavar="T", help="the work a swap loses past its checkpoint's commit (default 10s)")
+    swaps.add_argument("--swap-restart", type=duration, metavar="T", help="a swap's restart, when not the restart phase's")
     shown = parser.add_argument_group("output")
     shown.add_argument("--json", action="store_true", help="the plan as JSON")
     shown.add_argument("--html", metavar="FILE", help="also write the plan as one offline HTML page with its curves")
@@ -117,6 +156,11 @@ def command_line_layer(args: argparse.Namespace) -> sources.Layer:
         ("repair_seconds", args.repair),
         ("checkpoint_interval_seconds", args.checkpoint_interval),
         ("checkpoint_cost_seconds", args.checkpoint_cost),
+        ("precursor_recall", args.precursor_recall),
+        ("precursor_lead_seconds", args.precursor_lead),
+        ("precursor_false_positive", args.precursor_false_positive),
+        ("swap_lost_seconds", args.swap_lost),
+        ("swap_restart_seconds", args.swap_restart),
     ):
         if value is not None:
             layer[name] = figure(value)
@@ -249,6 +293,14 @@ def print_plan(plan: GoodputPlan, out: TextIO) -> None:
     gain = 100 * (spares.ettr_with_spare - ettr.ettr)
     say(f"              with a spare for every failure: ETTR {pct(spares.ettr_with_spare)} ({gain:+.2f} pts)")
     say()
+    if plan.planned_swaps is not None:
+        for line in swaps_lines(plan.planned_swaps):
+            say(line)
+        say()
+    if plan.recalls:
+        say(recalls_heading(plan.recalls))
+        _table(recall_rows(plan.recalls), out)
+        say()
     rows = [["JOB NODES", "MTTF", "ETTR", "SHRINK OR WAIT"]]
     for job in plan.job_sizes:
         rows.append([f"{job.job_nodes:,}", f"{job.mttf_hours:.1f} h", pct(job.ettr), f"{job.action}: {job.why}"])
@@ -256,6 +308,10 @@ def print_plan(plan: GoodputPlan, out: TextIO) -> None:
     say()
     for line in change_lines(plan.changes):
         say(line)
+    if plan.ceilings:
+        say()
+        for line in ceiling_lines(plan.ceilings):
+            say(line)
     if plan.warnings:
         say()
         for warning in plan.warnings:
@@ -268,6 +324,8 @@ def print_plan(plan: GoodputPlan, out: TextIO) -> None:
         ("interval", plan.interval),
         ("spares", plan.spares),
         ("shrink", plan.job_sizes[0]),
+        *([("planned swaps", plan.planned_swaps)] if plan.planned_swaps is not None else []),
+        *([("ceilings", plan.ceilings[0])] if plan.ceilings else []),
     ):
         say(f"  {name}: {modelled.model}")
         say(f"      assumes: {'; '.join(modelled.assumptions)}")

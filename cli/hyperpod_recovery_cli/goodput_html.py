@@ -12,7 +12,15 @@ from __future__ import annotations
 from html import escape
 
 from hyperpod_recovery_cli.planner.model import Curve, GoodputPlan, Modelled
-from hyperpod_recovery_cli.planner.sentences import NOTHING_TO_CHANGE, WHAT_TO_CHANGE, change_sentence
+from hyperpod_recovery_cli.planner.sentences import (
+    CEILINGS,
+    NOTHING_TO_CHANGE,
+    WHAT_TO_CHANGE,
+    change_sentence,
+    recall_rows,
+    recalls_heading,
+    swaps_lines,
+)
 from hyperpod_recovery_cli.planner.sentences import minutes as _minutes
 from hyperpod_recovery_cli.planner.sentences import pct as _pct
 
@@ -37,6 +45,31 @@ def _changes(plan: GoodputPlan) -> str:
         return f"<h2>What to change</h2><p>{escape(NOTHING_TO_CHANGE)}</p>"
     items = "".join(f'<li class="change">{escape(c.kind.replace("_", " "))}: {escape(change_sentence(c))}</li>' for c in plan.changes)
     return f"<h2>What to change</h2><p>{escape(WHAT_TO_CHANGE)}</p><ul>{items}</ul>" + _model(plan.changes[0])
+
+
+def _swaps(plan: GoodputPlan) -> str:
+    """Planned swaps as counted (when the inputs give a recall), and ETTR at several recalls, in the terminal's words."""
+    html = ""
+    if plan.planned_swaps is not None:
+        lines = "".join(f"<li>{escape(line.strip())}</li>" for line in swaps_lines(plan.planned_swaps))
+        html += f'<h2>Planned swaps</h2><ul class="swaps">{lines}</ul>' + _model(plan.planned_swaps)
+    if plan.recalls:
+        head, *rows = recall_rows(plan.recalls)
+        html += f"<h2>Planned swaps at several recalls</h2><p>{escape(recalls_heading(plan.recalls))}</p>" + _table(head, rows)
+    return html
+
+
+def _ceilings(plan: GoodputPlan) -> str:
+    """The ceiling each assumption sets: one row each, the ETTR it alone allows and the points it costs."""
+    if not plan.ceilings:
+        return ""
+    rows = "".join(
+        f'<tr class="ceiling" data-points="{c.points:.4f}"><td>{escape(c.assumption)}</td><td class="num">{_pct(c.ettr)}</td>'
+        f'<td class="num">{-c.points:+.2f}</td></tr>'
+        for c in plan.ceilings
+    )
+    table = f"<table><tr><th>assumption</th><th>ETTR ceiling</th><th>points</th></tr>{rows}</table>"
+    return f"<h2>The ceiling each assumption sets</h2><p>{escape(CEILINGS)}</p>{table}" + _model(plan.ceilings[0])
 
 
 def _model(modelled: Modelled) -> str:
@@ -114,6 +147,16 @@ def render_plan(plan: GoodputPlan) -> str:
             inputs.checkpoint_cost_seconds.source,
         ],
     ]
+    for name, share in (("precursor recall", inputs.precursor_recall), ("precursor false-positive rate", inputs.precursor_false_positive)):
+        if share is not None:
+            figures.append([name, _pct(share.value), share.provenance, share.source])
+    for name, figure in (
+        ("precursor lead time", inputs.precursor_lead_seconds),
+        ("a swap's work lost past the commit", inputs.swap_lost_seconds),
+        ("a swap's restart", inputs.swap_restart_seconds),
+    ):
+        if figure is not None:
+            figures.append([name, _minutes(figure.value), figure.provenance, figure.source])
     phases = [
         [p.phase, _minutes(p.seconds), f"{p.ettr_points:.3f}", f"+{p.minute_less_points:.3f}", p.provenance, p.source] for p in plan.phases
     ]
@@ -153,7 +196,9 @@ def render_plan(plan: GoodputPlan) -> str:
         + "<h2>Shrink or wait, per job size</h2>"
         + _table(["job nodes", "MTTF", "ETTR", "action", "why"], jobs)
         + _model(plan.job_sizes[0])
+        + _swaps(plan)
         + _changes(plan)
+        + _ceilings(plan)
         + (f"<h2>Warnings</h2><ul>{warnings}</ul>" if warnings else "")
         + "</body></html>\n"
     )

@@ -65,7 +65,7 @@ def test_given_llama3_scale_on_the_command_line_then_the_table_shows_the_publish
     for phase in ("detect", "cordon", "replace", "rejoin", "health_gate", "restart"):
         assert re.search(rf"^{phase}\s+.*given: command line$", printed, re.MULTILINE), phase
     # And every model is named with its assumptions
-    assert printed.count("assumes:") == 5
+    assert printed.count("assumes:") == 6  # ETTR, phases, interval, spares, shrink, ceilings
 
 
 def test_given_json_then_the_plan_is_the_model_with_each_figures_provenance() -> None:
@@ -152,7 +152,7 @@ def test_given_html_then_one_offline_page_holds_both_curves_with_the_measured_po
     assert "<script" not in html and "<link" not in html and "<img" not in html
     assert set(re.findall(r"https?://[^\"' <]+", html)) == {"http://www.w3.org/2000/svg"}
     # And it names the models and their assumptions (the changes' too)
-    assert html.count('class="model"') == 6
+    assert html.count('class="model"') == 7  # ETTR, phases, interval, spares, shrink, changes, ceilings
     # And it says what to change in the terminal's own sentences
     block = printed.split("what to change", 1)[1].split("\n\n", 1)[0].splitlines()[1:]
     said = [" ".join(line.split()) for line in block]

@@ -71,9 +71,11 @@ def ceilings(inputs: PlannerInputs, interval: IntervalAdvice, spares: SparesAdvi
             ),
         ]
     precursors, recovery = precursors_of(inputs), always_seconds(inputs)
-    spared_best = best_interval_for(inputs, precursors, spares=1)
-    spared = effect_of(inputs, job, spared_best, precursors, spares=1)
-    together = spared.ettr(spared_best, delta, recovery / 60, mttf)
+    # (the better of the best interval and the one now: with δ = 0 "best" is only "as often as the storage allows")
+    together = max(
+        effect_of(inputs, job, interval_, precursors, spares=1).ettr(interval_, delta, recovery / 60, mttf)
+        for interval_ in (best_interval_for(inputs, precursors, spares=1), tau)
+    )
     found.append((f"all together, with a spare for every failure (R {minutes(recovery)}) and the best interval", together))
     return [_ceiling(said, value) for said, value in found]
 
@@ -92,6 +94,7 @@ def recalls(inputs: PlannerInputs, recommended_spares: int) -> list[RecallEstima
     rows = []
     for recall in RECALLS:
         precursors = precursors_of(inputs, recall=recall)
+        assert precursors is not None  # (a recall given)
         best = best_interval_for(inputs, precursors, spares=recommended_spares)
         now = effect_of(inputs, inputs.jobs[0], inputs.checkpoint_interval_seconds.value / 60, precursors).decision
         recommended = effect_of(inputs, inputs.jobs[0], best, precursors, spares=recommended_spares).decision
@@ -104,6 +107,9 @@ def recalls(inputs: PlannerInputs, recommended_spares: int) -> list[RecallEstima
                 recommended_ettr=estimate(inputs, tau=best, spares=recommended_spares, precursors=precursors),
                 recommended_interval_seconds=best * 60,
                 recommended_spares=recommended_spares,
+                lead_seconds=precursors.lead_seconds,
+                false_positive=precursors.false_positive,
+                swap_lost_seconds=precursors.swap_lost_seconds,
             )
         )
     return rows

@@ -254,6 +254,9 @@ class RecallEstimate(BaseModel):
     recommended_ettr: float
     recommended_interval_seconds: float
     recommended_spares: int
+    lead_seconds: float  # the other precursor figures, the same on every row (given, or the defaults)
+    false_positive: float
+    swap_lost_seconds: float
 
 
 class Ceiling(Modelled):

@@ -208,11 +208,13 @@ def _phase_costs(inputs: PlannerInputs, ettr: EttrEstimate, mttf: float, precurs
 def _interval(inputs: PlannerInputs, tau: float, recovery: float, mttf: float, precursors: Precursors | None) -> IntervalAdvice:
     delta = inputs.checkpoint_cost_seconds.value / 60
     best = best_interval_for(inputs, precursors)
+    # (the failures a planned swap takes first lose no rework: the intervals are over the others)
+    unforeseen = effect_of(inputs, inputs.jobs[0], tau, precursors).mttf_unforeseen(mttf)
     return IntervalAdvice(
         model=INTERVAL,
         assumptions=INTERVAL_ASSUMES,
-        young_seconds=60 * f.young_interval(delta, mttf),
-        daly_seconds=60 * f.daly_interval(delta, mttf),
+        young_seconds=60 * f.young_interval(delta, unforeseen),
+        daly_seconds=60 * f.daly_interval(delta, unforeseen),
         best_seconds=60 * best,
         ettr_now=estimate(inputs, precursors=precursors or False),
         ettr_at_best=estimate(inputs, tau=best, precursors=precursors or False),
