@@ -152,7 +152,7 @@ def fleet_report(runner: FleetSource, drill: dict[str, Any]) -> dict[str, Any]:
     spans = [(runner.clock.started_at(e.name), runner.clock.now(e.name)) for e in executions]
     series = fleet_series([*hits, *stops], jobs, end, spans)
 
-    goodput_inputs = planner_inputs(plan, len(trace.failures), hits, records)
+    goodput_inputs = planner_inputs(plan, len(trace.failures), hits, records, precursors_summary(runner), stops)
     largest_item = runner.largest_item
     scan_units_per_tick = math.ceil(runner.progress_bytes_per_tick / 4096) / 2  # (a Scan reads eventually consistent: half a unit per 4 KB)
     report = {

@@ -8,7 +8,7 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from hyperpod_recovery_cli.planner.sentences import pct
+from hyperpod_recovery_cli.planner.sentences import ceiling_lines, pct
 from sandbox.fleet.compare import GOAL_DAYS, GOAL_ETTR, GOAL_NODES, GOAL_RECALL
 from sandbox.fleet.goodput import planned
 from sandbox.fleet.swaps import PLANNED_PARTS
@@ -65,10 +65,11 @@ def row(report: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _assumption_ceilings(report: dict[str, Any]) -> list[dict[str, Any]]:
-    """The planner's ceilings for the run's own inputs (``goodput --from`` the run's report computes the same)."""
+def _assumption_ceilings(report: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The planner's ceilings for the run's own inputs (``goodput --from`` the run's report computes the same), and its lines."""
     plan = planned(report)
-    return [{"assumption": c.assumption, "ettr": round(c.ettr, 5), "points": round(c.points, 3)} for c in getattr(plan, "ceilings", [])]
+    found = [{"assumption": c.assumption, "ettr": round(c.ettr, 5), "points": round(c.points, 3)} for c in plan.ceilings]
+    return found, ceiling_lines(plan.ceilings)
 
 
 def _planner_recalls(report: dict[str, Any]) -> list[dict[str, Any]]:
@@ -114,8 +115,16 @@ def comparison(reports: list[dict[str, Any]], *, goals: bool, wall_seconds: floa
     kinds: dict[str, dict[str, Any]] = {}
     for report in reports:
         kind = report["run"]["spec"]["job_kind"]
-        if kind not in kinds:
-            kinds[kind] = {"ceilings": _assumption_ceilings(report), "planner_recalls": _planner_recalls(report)}
+        if kind not in kinds or (report["run"]["spec"]["planned_swaps"] and not kinds[kind]["from_planned_swaps"]):
+            # (the ceilings of a run with planned swaps: its inputs have the precursors' figures)
+            ceilings, lines = _assumption_ceilings(report)
+            kinds[kind] = {
+                "ceilings": ceilings,
+                "ceiling_lines": lines,
+                "from_run": report["run"]["label"],
+                "from_planned_swaps": bool(report["run"]["spec"]["planned_swaps"]),
+                "planner_recalls": _planner_recalls(report),
+            }
             if report.get("planner_recommended"):
                 kinds[kind]["recommended"] = report["planner_recommended"]["line"]
     return {
@@ -144,10 +153,8 @@ def format_comparison(document: dict[str, Any]) -> str:
         if said.get("recommended"):
             lines.append(f"{kind} job: {said['recommended']}")
         if said["ceilings"]:
-            lines.append(
-                f"the ceiling each assumption sets ({kind} job; the goodput planner on the run's inputs): an assumption, not a result"
-            )
-            lines += [f"  {c['assumption']}: ETTR at most {pct(c['ettr'])}" for c in said["ceilings"]]
+            lines.append(f"{kind} job: the goodput planner on the inputs of the run '{said['from_run']}':")
+            lines += [f"  {line}" for line in said["ceiling_lines"]]
         if said["planner_recalls"]:
             lines.append(
                 f"  the planner's estimate ({kind} job, recommended settings): "
