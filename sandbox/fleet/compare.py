@@ -43,7 +43,7 @@ class RunSpec:
     orchestrator: str = "slurm"
     job_kind: str = "default"
     recall: float = 0.0
-    lead_median_seconds: float = 7200.0
+    lead_median_seconds: float = 3600.0
     lead_sigma: float = 1.0
     false_alarm_rate: float = 0.0
     planned_swaps: bool | None = None  # None: as the planner recommends with ``recommended``, else none

@@ -128,7 +128,7 @@ class TraceSpec:
     hang_share: float = 0.02  # silent hangs, on top of the table's failures: a share of its rate (ASSUMPTION above)
     # Precursors (ASSUMPTIONS above): the share of node faults announced, how long before, false alarms' rate.
     recall: float = 0.0
-    lead_median_seconds: float = 7_200.0
+    lead_median_seconds: float = 3_600.0
     lead_sigma: float = 1.0
     false_alarm_rate_per_1000_node_days: float = 0.0
 
