@@ -13,6 +13,7 @@ from hyperpod_recovery.errors import LedgerUnavailable
 from hyperpod_recovery.models.commands import JobSpec
 from hyperpod_recovery.models.hangs import RecordedVerdict
 from hyperpod_recovery.models.job_recovery import RestartEntry
+from hyperpod_recovery.models.planned_swap import SwapRecord
 from hyperpod_recovery.models.records import (
     BreakerState,
     Effect,
@@ -32,6 +33,7 @@ class FakeLedger:
         self.replacements: dict[str, set[str]] = {}
         self.claims: dict[tuple[str, str], dict[str, Any]] = {}
         self.incidents: dict[str, IncidentRecord] = {}
+        self.swaps: dict[str, SwapRecord] = {}
         self.lineages: dict[tuple[str, str], str] = {}
         self.restarts: dict[tuple[str, str], list[RestartEntry]] = {}
         self.reservations: dict[str, dict[str, tuple[str, datetime]]] = {}  # cluster -> node -> (incident, expires)
@@ -250,6 +252,12 @@ class FakeLedger:
 
     def get_incident(self, incident_id: str) -> IncidentRecord | None:
         return self.incidents.get(incident_id)
+
+    def save_swap(self, record: SwapRecord) -> None:
+        self.swaps[record.swap_id] = copy.deepcopy(record)
+
+    def swap_record(self, swap_id: str) -> SwapRecord | None:
+        return self.swaps.get(swap_id)
 
     def await_rejoin(self, cluster: str, wait: RejoinWait, now: datetime) -> None:
         self.waits.setdefault(cluster, {})[wait.execution] = wait

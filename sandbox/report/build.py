@@ -26,6 +26,7 @@ from sandbox.planted import PLANTED, channel_copies, found_in
 from sandbox.real_slurm import RealController
 from sandbox.report.jobs import kube_copy_running_at, scenario_jobs
 from sandbox.report.source import DrillSource
+from sandbox.report.swaps import SWAP_PREFIX, planned_swaps
 from sandbox.report.time_split import no_split, seconds_since, time_split
 
 # 2: virtual time no longer counts handler work, and the time split has named waits: version 1's
@@ -75,7 +76,9 @@ def build_report(runner: DrillSource, wall_seconds: float) -> dict[str, Any]:
     seen = _executions(aws, ledger, planted)
     found, transitions, executions, largest, states = seen.found, seen.transitions, seen.count, seen.largest, seen.states
     records = [record for _, _, record in found if record is not None]
-    incidents = [_incident(runner, name, detail, record, records) for name, detail, record in found]
+    names = [name for name, _, _ in found]
+    # (a planned swap is no incident: its record is the report's planned_swaps, its move the nested incident)
+    incidents = [_incident(runner, name, detail, record, records) for name, detail, record in found if not _is_swap(name)]
     api_calls = dict(sorted(aws.api_calls.counts.items()))
     notifications = notifications_sent(aws)
     # EKS: every request the Kubernetes API server served, by verb and resource (as AWS calls are counted).
@@ -146,6 +149,7 @@ def build_report(runner: DrillSource, wall_seconds: float) -> dict[str, Any]:
             **({"mode": "real", "queue": runner.slurm.queue()} if isinstance(runner.slurm, RealController) else {"mode": "simulated"}),
         },
         "notifications": notifications,
+        **({"planned_swaps": planned_swaps(runner, ledger, names)} if any(n.startswith(SWAP_PREFIX) for n in names) else {}),
         **(
             {"hangs": _hangs(runner, ledger)}
             if runner.progress is not None or any(f.kind == "hyperpod_hang" for f in runner.scenario.faults)
@@ -394,6 +398,10 @@ def _intake(runner: DrillSource) -> dict[str, Any]:
         "dead_lettered": int(dlq),
         "drills_started": runner.drill_count,
     }
+
+
+def _is_swap(name: str) -> bool:
+    return name.startswith(SWAP_PREFIX) and not name.endswith("-nodes")
 
 
 def _second_copies(runner: DrillSource) -> list[dict[str, Any]]:

@@ -61,6 +61,10 @@ class AwsDelivers:
             self.training.advance(self.clock.horizon)
         if self.kube_training is not None:
             self.kube_training.advance(self.clock.horizon)
+        if isinstance(self.slurm, SimulatedController) and any(n.startswith("hps-") for n in self._running()):
+            # The agent's job-nodes snapshot every 30 s, as on a controller, while a planned swap reads it
+            # (elsewhere only the detector's ticks need it: their drills' ledgers stay as they were).
+            self.slurm.report_job_nodes()
         self._publish_cluster_events()
         self._publish_execution_ends()
         self._run_scheduled_sweeps()

@@ -32,6 +32,7 @@ from hyperpod_recovery.config import Settings
 from hyperpod_recovery.domain.intake.normalize import GuardedCluster
 from hyperpod_recovery.domain.nodes.cadence import next_wait_seconds
 from hyperpod_recovery.domain.nodes.rejoin import MAX_BOOT_READINGS
+from hyperpod_recovery.domain.planned_swap.wait import MAX_CHECKS
 from hyperpod_recovery.domain.policy.limits import (
     EXECUTION_HISTORY_EVENTS,
     MAX_EVENT_WAKES,
@@ -164,7 +165,7 @@ def test_given_every_arn_the_stack_builds_for_its_workflows_then_it_names_the_ma
     text = json.dumps(resolver.resolve({k: v for k, v in TEMPLATE.items() if k in ("Globals", "Resources")}))
     referenced = set(re.findall(r":(?:stateMachine|execution):([A-Za-z0-9_-]+)", text))
     # Then each one names one of them (an ARN built from another name would match nothing)
-    assert referenced <= names == {"llm-train-node-recovery", "llm-train-job-recovery", "llm-train-agent-check"}
+    assert referenced <= names == {"llm-train-node-recovery", "llm-train-job-recovery", "llm-train-agent-check", "llm-train-planned-swap"}
     # And both recovery workflows are referenced (intake starts them, Reconcile watches them)
     assert referenced == {"llm-train-node-recovery", "llm-train-job-recovery"}
 
@@ -273,6 +274,7 @@ LOOP_PASSES = {
     "Wait For Rejoin": MAX_REJOIN_CHECKS + 1,
     "Wait For Other Recovery": MAX_REJOIN_CHECKS + 1,
     "Wait For Next Checkpoint": MAX_GROW_BACK_CHECKS,
+    "Wait For Checkpoint Commit": MAX_CHECKS,
 }
 
 
@@ -323,6 +325,7 @@ def test_given_the_workflows_then_their_only_loops_are_the_bounded_waits() -> No
         "node_recovery": {"Wait For Rejoin", "Wait For Next Checkpoint"},
         "job_recovery": {"Wait For Other Recovery"},
         "agent_check": set(),
+        "planned_swap": {"Wait For Checkpoint Commit"},
     }
     assert waits == expected, loops
     # And each loop has exactly one wait, whose passes LOOP_PASSES bounds

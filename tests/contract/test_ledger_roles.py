@@ -19,7 +19,7 @@ from tests.contract.test_adapter_contracts import REGION, _ledger_table
 from tests.fakes import T0, FakeLedger
 
 ROLES = [ports.NodeLocks, ports.JobClaims, ports.Lineages, ports.IncidentStore, ports.Replacements, ports.Effects]
-ROLES += [ports.SafetyRecords, ports.RecoveryLog, ports.RejoinWaits, ports.Marks, ports.Verdicts]
+ROLES += [ports.SafetyRecords, ports.RecoveryLog, ports.RejoinWaits, ports.Marks, ports.Verdicts, ports.SwapRecords]
 
 
 def _methods(protocol: type) -> set[str]:

@@ -122,11 +122,15 @@ RERUN_FINDS_ITS_OWN_WORK = {
     "Resubmit Job Now": "the ledger claim is this incident's; the same command id; a re-created job is found by its name",
     "Resubmit Job": "the ledger claim is this incident's; the same command id; a re-created job is found by its name",
     "Check Shrunk Jobs": "reads S3 and the ledger; its state is its input's, returned anew",
+    "Start Planned Swap": "reads the cluster and the orchestrator's reading",
+    "Check Swap Checkpoint": "reads S3, the cluster and the ledger; its watch is its input's, returned anew",
     "Grow Back Job": "the ledger claim on the shrunk copy is this incident's; the same command id",
 }
 # Not retried on a stop: the replacing steps mark a replacement in the ledger after HyperPod's answer
 # (stopped in between, a rerun would replace again); the Record steps publish a notification each run.
-NOT_RERUN_WHEN_STOPPED = {"Replace Nodes", "Replace Unhealthy Nodes", "Check Rejoin", *RECORD_STATES}
+# (PlannedSwap's Record steps send their notification once, by its effect, but are not rerun either)
+SWAP_RECORD_STATES = {"Record Swap Outcome", "Escalate Swap", "Record Swap Rejection"}
+NOT_RERUN_WHEN_STOPPED = {"Replace Nodes", "Replace Unhealthy Nodes", "Check Rejoin", *RECORD_STATES, *SWAP_RECORD_STATES}
 
 
 def _lambda_tasks(definition: dict[str, Any]) -> dict[str, dict[str, Any]]:

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from hyperpod_recovery.models.job_recovery import RestartEntry
     from hyperpod_recovery.models.kubernetes import KubeJobRef
     from hyperpod_recovery.models.node_recovery import ResumePlan
+    from hyperpod_recovery.models.planned_swap import SwapRecord
     from hyperpod_recovery.models.progress import ProgressReport
     from hyperpod_recovery.models.progress_memory import JobMemory
     from hyperpod_recovery.models.records import (
@@ -173,6 +174,19 @@ class Verdicts(Protocol):
 
 
 # The roles a step asks for together.
+class SwapRecords(Protocol):
+    """What each planned swap decided and did (adapters/ledger/swaps.py)."""
+
+    def save_swap(self, record: SwapRecord) -> None: ...
+    def swap_record(self, swap_id: str) -> SwapRecord | None: ...
+
+
+class SwapChecks(NodeLocks, SafetyRecords, RecoveryLog, Protocol): ...
+
+
+class SwapEnd(SwapRecords, Effects, Protocol): ...
+
+
 class ClaimedJobs(IncidentStore, JobClaims, Protocol): ...
 
 
@@ -208,7 +222,7 @@ class IncidentEnd(Settlement, Effects, RecoveryLog, Lineages, Replacements, Prot
     """What recording an incident's end needs (Record Outcome, Reconcile Execution)."""
 
 
-class Ledger(IncidentEnd, RejoinWaits, Marks, Verdicts, Protocol):
+class Ledger(IncidentEnd, RejoinWaits, Marks, Verdicts, SwapRecords, Protocol):
     """What recoveries hold and remember, one table: every role (the adapter, the dry-run gate, the fakes)."""
 
 

@@ -68,6 +68,7 @@ from hyperpod_recovery.observability import logger
 if TYPE_CHECKING:
     from hyperpod_recovery.models.hangs import RecordedVerdict
     from hyperpod_recovery.models.job_recovery import RestartEntry
+    from hyperpod_recovery.models.planned_swap import SwapRecord
     from hyperpod_recovery.ports import Cluster, Ledger, Orchestrator
 
 
@@ -262,6 +263,12 @@ class DryRunLedger:
 
     def verdicts(self, cluster: str, since: datetime | None = None) -> list[RecordedVerdict]:
         return self._ledger.verdicts(cluster, since)
+
+    def save_swap(self, record: SwapRecord) -> None:
+        self._ledger.save_swap(record)  # a dry run's swap is recorded: what it would have done
+
+    def swap_record(self, swap_id: str) -> SwapRecord | None:
+        return self._ledger.swap_record(swap_id)
 
 
 def would_result(command: ControllerCommand) -> Any:

@@ -526,6 +526,11 @@ class FindNewestCheckpointInput(StepInput):
         return self.request.hung_job if self.request is not None else None
 
     @property
+    def swapped_job(self) -> str | None:
+        """The job a planned swap moves off its node, resubmitted at once (and, elastic, free to shrink)."""
+        return self.request.swapped_job if self.request is not None else None
+
+    @property
     def rebooting(self) -> bool:
         """Some node of the incident is being rebooted (its own instance comes back)."""
         return any(r.action == "reboot" for r in self.repairs)

@@ -13,12 +13,13 @@ from hyperpod_recovery.models.job_events import JobFailedDetail
 # job_failed: a training job failed. One name for the one signal, whichever workflow it starts:
 # JobRecovery for the job, and the NodeRecovery JobRecovery starts for the nodes the job ran on.
 # job_hung: a node a hang incident suspects (JobRecovery's nested NodeRecovery checks it first).
-TriggerSource = Literal["hyperpod_node_health", "cloudwatch_alarm", "manual", "job_failed", "job_hung"]
+# at_risk: a node a planned swap takes out after its job's checkpoint commit (PlannedSwap's nested NodeRecovery).
+TriggerSource = Literal["hyperpod_node_health", "cloudwatch_alarm", "manual", "job_failed", "job_hung", "at_risk"]
 # Before 2026-11-26 JobRecovery called it "slurm_job_failed": an execution started by the older
 # version (in flight through an upgrade) still validates, and reads under today's name.
 LEGACY_JOB_SOURCES = {"slurm_job_failed": "job_failed"}
 JobTriggerSource = Annotated[
-    Literal["job_failed", "manual", "progress"],
+    Literal["job_failed", "manual", "progress", "at_risk"],
     BeforeValidator(lambda value: LEGACY_JOB_SOURCES.get(value, value) if isinstance(value, str) else value),
 ]
 TRIGGER_REASON_LIMIT = 1024
@@ -104,6 +105,13 @@ class RecoveryRequest(Model):
         the suspects the hang's classification names (every trigger ``job_hung``)."""
         hang = self.nested_for_job is not None and all(t.source == "job_hung" for t in self.triggers)
         return self.nested_for_job if hang else None
+
+    @property
+    def swapped_job(self) -> str | None:
+        """The job a planned swap's node recovery moves off its node at once (its checkpoint just
+        committed), nested in a PlannedSwap: every trigger ``at_risk``."""
+        swap = self.nested_for_job is not None and all(t.source == "at_risk" for t in self.triggers)
+        return self.nested_for_job if swap else None
 
 
 def _request_kind(value: Any) -> str:

@@ -97,9 +97,11 @@ def timing(job: JobSpec, step: FindNewestCheckpointInput, policy: ResumePolicy) 
     back (no kubelet confirms it before), and no copy is made while it may run: such a job resumes
     after the rejoin. So does one whose pods may take longer to stop than a re-creation waits."""
     hung = step.hung_job == job.job_id
+    # A planned swap's job leaves its node right after its commit: at once, onto a spare or shrunk.
+    swapped = step.swapped_job == job.job_id
     slow = job.kube is not None and step.resume_now_allowed and outlives_the_wait(job.stop_grace_seconds)
     held = (job.kube is not None and step.rebooting) or slow
-    now = resume_now(job, "immediate" if hung else policy, allowed=step.resume_now_allowed and not held)
+    now = resume_now(job, "immediate" if hung or swapped else policy, allowed=step.resume_now_allowed and not held)
     return Timing(now=now, slow=slow, rigid=hung or held)  # (held, no shrink either: a shrunk copy would wait for the same pods)
 
 
