@@ -136,6 +136,9 @@ class FleetTraining:
         for copy in found:
             copy.watched = True
             self._watched[copy.copy] = copy
+            # (its two newest due are committed now: a planned swap measures the job's interval from its two newest manifests)
+            self._commit_due(copy, copy.checkpoint_at(copy.checkpoints_by(moment, self.interval) - 1, self.interval) + 1e-3)
+            self._commit_due(copy, moment)
         return found
 
     def _commit_due(self, copy: CopyTraining, moment: float) -> None:
