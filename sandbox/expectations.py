@@ -19,6 +19,8 @@ What each expectation reads from the report (sandbox/report/):
     no_human_needed           no incident outcome in NEEDS_A_HUMAN
     verdicts                  hangs.verdicts, counted per rule (hang and slowdown verdicts kept)
     verdict_suspects          every verdict's suspects (the nodes it blamed)
+    at_risk_verdicts          at_risk.verdicts, counted per signal (at-risk verdicts kept, once per episode)
+    at_risk_outcomes          at_risk.verdicts' outcomes as the drill's last tick settled them, counted
     hang_detected_within_seconds  each stall verdict decided at most this long after the job's last progress
     running_again_within_seconds  each hang's job has a copy running at most this long after the hang began
     shrunk_to                 some copy of each job a fault hit ran on this many nodes (jobs[].copies[].nodes)
@@ -116,6 +118,7 @@ def evaluate(expect: ExpectSpec, report: dict[str, Any], cap: int, most_out: int
         checks.append(Check("messages match the record", not contradictions, "no contradiction", got[:300]))
     checks += _size_checks(expect, [j for j in report.get("jobs", []) if j.get("fault_at") is not None])
     checks += _hang_checks(expect, report.get("hangs") or {"verdicts": [], "hangs": []})
+    checks += _at_risk_checks(expect, (report.get("at_risk") or {}).get("verdicts") or [])
     if expect.no_secret_kept:
         secrets = report.get("secrets") or {"found_in": ["(no secret was planted: a hang fault with stacks secret_in_log)"]}
         found, redacted = secrets["found_in"], secrets.get("evidence_redacted", 0)
@@ -154,6 +157,19 @@ def _size_checks(expect: ExpectSpec, hit: list[dict[str, Any]]) -> list[Check]:
         ]
         said = "no copy resumed from an earlier step than the one before"
         checks.append(Check("steps monotone", not backwards, said, "; ".join(backwards) or "none"))
+    return checks
+
+
+def _at_risk_checks(expect: ExpectSpec, verdicts: list[dict[str, Any]]) -> list[Check]:
+    checks: list[Check] = []
+    asked = (("at-risk verdicts", expect.at_risk_verdicts, "signal"), ("at-risk outcomes", expect.at_risk_outcomes, "outcome"))
+    for name, wanted, key in asked:
+        if wanted is None:
+            continue
+        counted = Counter(v[key] for v in verdicts)
+        said = ", ".join(f"{k} x{n}" for k, n in sorted(wanted.items())) or "none"
+        shown = ", ".join(f"{k} x{n}" for k, n in sorted(counted.items())) or "none"
+        checks.append(Check(name, counted == Counter({k: n for k, n in wanted.items() if n}), said, shown))
     return checks
 
 

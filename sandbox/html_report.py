@@ -20,6 +20,7 @@ from sandbox.expectations import Check, verdict_line
 from sandbox.report import (
     JOBS_SHOWN,
     RUN_SHOWN,
+    at_risk_lines,
     bounded,
     format_time_split,
     hang_verdicts,
@@ -306,6 +307,14 @@ def _hang_verdicts(report: dict[str, Any]) -> str:
     return f'<h2>{escape(lines[0].capitalize())}</h2><pre class="verdicts">{escape(chr(10).join(line[2:] for line in lines[1:]))}</pre>'
 
 
+def _at_risk_verdicts(report: dict[str, Any]) -> str:
+    """The at-risk verdicts the drill kept, as the terminal prints them."""
+    lines = at_risk_lines(report)
+    if not lines:
+        return ""
+    return f'<h2>{escape(lines[0].capitalize())}</h2><pre class="verdicts">{escape(chr(10).join(line[2:] for line in lines[1:]))}</pre>'
+
+
 def _verdict(report: dict[str, Any], checks: Sequence[Check] | None) -> str:
     """The drill's pass/fail against its expectations, first on the page; the checks under it (open
     when one failed)."""
@@ -456,6 +465,7 @@ def render_html(report: dict[str, Any], checks: Sequence[Check] | None = None) -
         + started
         + lead
         + _hang_verdicts(report)
+        + _at_risk_verdicts(report)
         + counts
         + (
             _table(["incident", "workflow", "outcome", "job", "nodes", "workflow time", "error"], summary_rows, "incidents")

@@ -220,8 +220,13 @@ class FaultSpec(_Strict):
     # hyperpod_hang: HyperPod's own detector says the job hangs (Slurm: its hang agent's event in
     # CloudWatch Logs, through the stack's subscription; EKS: the training operator's HANGING or SLOW
     # fault on a HyperPodPyTorchJob's status). Imported as an observed verdict only.
-    kind: Literal["node_health", "alarm", "job_failed", "drill", "abort", "hang", "slow", "pause", "hyperpod_hang"]
+    # at_risk: a precursor signal for ``node`` (``signal``), delivered ``via`` its real path
+    # (sandbox/at_risk.py): an Alertmanager alert or a CloudWatch alarm through SNS to At Risk, or on
+    # EKS a node event or condition the real poller reads. Nothing else changes.
+    kind: Literal["node_health", "alarm", "job_failed", "drill", "abort", "hang", "slow", "pause", "hyperpod_hang", "at_risk"]
     node: str | None = None
+    signal: str | None = Field(default=None, pattern=r"^[a-z][a-z0-9_]{0,47}$")
+    via: Literal["alertmanager", "cloudwatch_alarm", "eks_node_event", "eks_node_condition"] = "alertmanager"
     nodes: list[str] | None = None
     repeat: int = Field(default=0, ge=0, le=1000)  # extra copies of the same event (HyperPod may send several)
     reason: str | None = None
@@ -276,6 +281,14 @@ class FaultSpec(_Strict):
         if self.kind == "abort":
             if refs or self.job or self.repeat or self.event_age_seconds:
                 raise ValueError("an abort names only 'execution'")
+            return self
+        if (self.kind == "at_risk") != (self.signal is not None):
+            raise ValueError("'signal' goes with kind 'at_risk', and an at_risk fault names one")
+        if self.kind == "at_risk":
+            if not self.node or self.nodes or self.job:
+                raise ValueError("an at_risk fault names one 'node' (and its 'signal', 'via')")
+            if not NODE_REF.fullmatch(self.node):
+                raise ValueError(f"node {self.node!r} must look like 'workers:3'")
             return self
         if self.kind == "hyperpod_hang":
             if not self.job or self.event_age_seconds or self.repeat:

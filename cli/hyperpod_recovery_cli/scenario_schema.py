@@ -69,6 +69,14 @@ class ExpectSpec(BaseModel):
         description="hang and slowdown verdicts kept, per rule (ours, and HyperPod's own detectors')",
         json_schema_extra=_kind(f"count per rule ({', '.join(get_args(HangRule))})"),
     )
+    at_risk_verdicts: dict[Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,47}$")], Count] | None = Field(
+        default=None,
+        description="at-risk verdicts kept, per signal, each with the outcome the drill's last tick settled",
+        json_schema_extra=_kind("count per signal"),
+    )
+    at_risk_outcomes: dict[Literal["pending", "failed", "not_failed", "swapped"], Count] | None = Field(
+        default=None, description="the at-risk verdicts' outcomes, counted", json_schema_extra=_kind("count per outcome")
+    )
     verdict_suspects: list[Phrase] | None = Field(
         default=None, description="the nodes the verdicts blamed", json_schema_extra=_kind("list of node names")
     )

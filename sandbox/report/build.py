@@ -155,6 +155,7 @@ def build_report(runner: DrillSource, wall_seconds: float) -> dict[str, Any]:
             if runner.progress is not None or any(f.kind == "hyperpod_hang" for f in runner.scenario.faults)
             else {}
         ),
+        **({"at_risk": _at_risk(runner, ledger)} if any(f.kind == "at_risk" for f in runner.scenario.faults) else {}),
         # Two live copies of one job at one moment (pending or running): what the pipeline exists to prevent.
         "second_copies": _second_copies(runner),
         # Every notification and record summary checked against its incident's record (sandbox/message_check.py).
@@ -226,6 +227,30 @@ def _hangs(runner: DrillSource, ledger: DynamoLedger) -> dict[str, Any]:
             for v in verdicts
         ],
         "hangs": hangs,
+    }
+
+
+def _at_risk(runner: DrillSource, ledger: DynamoLedger) -> dict[str, Any]:
+    """What At Risk did: its answers (deliveries and ticks), and each verdict the ledger kept, with
+    its evidence and, as the last tick settled it, its outcome."""
+    return {
+        "answers": [{"at": at, "answer": answer} for at, answer in runner.at_risk_answers],
+        "verdicts": [
+            {
+                "signal": r.verdict.signal,
+                "source": r.verdict.source,
+                "mode": r.verdict.mode,
+                "node": r.verdict.node or r.verdict.instance_id,
+                "observed_at": seconds_since(r.verdict.observed_at, runner.epoch),
+                "failure_chance": r.verdict.failure_chance,
+                "failure_chance_from": r.verdict.failure_chance_from,
+                "evidence": r.verdict.evidence,
+                "action": r.action,
+                "outcome": r.outcome,
+                "incident": r.incident,
+            }
+            for r in ledger.at_risk_records(runner.scenario.cluster.name)
+        ],
     }
 
 

@@ -46,7 +46,7 @@ def _ms_faults(runner: DrillSource, spec: Any, nodes_at: Any) -> list[tuple[int,
     for fault in runner.scenario.faults:
         if fault.job == spec.id:
             found.append((as_millis(fault.at), None))
-        elif fault.kind != "abort" and fault.node_refs:
+        elif fault.kind not in ("abort", "at_risk") and fault.node_refs:
             found.append((as_millis(fault.at), {nodes_at(ref, fault.at) for ref in fault.node_refs}))
     return found
 

@@ -38,3 +38,4 @@ class DrillSource(Protocol):
     aborted: dict[str, tuple[str, str]]
     hang_ticks: list[tuple[float, Any]]
     hang_imports: list[tuple[float, Any]]
+    at_risk_answers: list[tuple[float, Any]]

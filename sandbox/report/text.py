@@ -159,6 +159,27 @@ def verdict_lines(report: dict[str, Any], shown: int = JOBS_SHOWN) -> list[str]:
     return lines
 
 
+def at_risk_lines(report: dict[str, Any], shown: int = JOBS_SHOWN) -> list[str]:
+    """The at-risk verdicts the drill kept: when, which signal from where, in which mode, what it did,
+    its evidence, and its outcome as the last tick settled it."""
+    verdicts: list[dict[str, Any]] = (report.get("at_risk") or {}).get("verdicts") or []
+    if not verdicts:
+        return []
+    signals = ", ".join(f"{signal} x{n}" if n > 1 else signal for signal, n in sorted(Counter(v["signal"] for v in verdicts).items()))
+    lines = [f"at-risk verdicts: {len(verdicts)} ({signals})"]
+    for verdict in verdicts[:shown]:
+        outcome = verdict["outcome"] + (f" ({verdict['incident']})" if verdict["incident"] else "")
+        lines.append(
+            f"  T+{format_duration(verdict['observed_at']):>9}  {verdict['signal']} ({verdict['mode']}) on {verdict['node']}"
+            f" from {verdict['source'].replace('_', ' ')}; failure chance {verdict['failure_chance']:.0%}; outcome {outcome}"
+        )
+        lines.append(f"  {'':>11}  {bounded(verdict['action'])}")
+        lines.append(f"  {'':>11}  evidence: {bounded('; '.join(verdict['evidence'].splitlines()))}")
+    if len(verdicts) > shown:
+        lines.append(f"  and {len(verdicts) - shown} more at-risk verdicts")
+    return lines
+
+
 def _items(text: str, separator: str) -> list[str]:
     """``text`` split on ``separator`` outside parentheses: ``a (x, y), b`` is two items."""
     items, depth, start, index = [], 0, 0, 0
@@ -244,7 +265,7 @@ def format_report(report: dict[str, Any]) -> str:
     cluster = report["cluster"]
     groups = ", ".join(f"{name} {count}" for name, count in cluster["instance_groups"].items())
     jobs = jobs_block(report)
-    verdicts = verdict_lines(report)
+    verdicts = verdict_lines(report) + at_risk_lines(report)
     lines = [
         f"hyperpod-recovery drill: {report['scenario']}" + (f": {report['description']}" if report["description"] else ""),
         f"cluster {cluster['name']} ({cluster['orchestrator']}, NodeRecovery={cluster['node_recovery']}): {groups}"

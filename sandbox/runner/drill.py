@@ -103,6 +103,7 @@ class DrillRunner(Faults, Jobs, AwsDelivers):
         self.kube_training: KubeTrainingSimulator | None = None  # (the same, on an EKS cluster)
         self.hang_ticks: list[tuple[float, Any]] = []  # (virtual second, Detect Hung Jobs' answer) of each tick
         self.hang_imports: list[tuple[float, Any]] = []  # (virtual second, Import HyperPod Hangs' answer)
+        self.at_risk_answers: list[tuple[float, Any]] = []  # (virtual second, At Risk's answer) of each delivery and tick
 
     # --- entry points -------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
@@ -130,6 +131,8 @@ class DrillRunner(Faults, Jobs, AwsDelivers):
             self._poll_again = False
         self._wait_for_executions()
         self._sweep_after_lost_ends()
+        if any(f.kind == "at_risk" for f in self.scenario.faults):
+            self._at_risk_tick()  # (its schedule's next tick: the verdicts' outcomes as the ledger now knows them)
 
     def virtual_now(self) -> datetime:
         """The furthest moment the drill has reached (its executions may have run past the driver):
@@ -265,7 +268,7 @@ class DrillRunner(Faults, Jobs, AwsDelivers):
         deliveries: list[Delivery] = []
         pending: list[FaultSpec] = []
         for fault in sorted(self.scenario.faults, key=lambda f: f.at):
-            if fault.kind in ("drill", "abort", "hyperpod_hang") or fault.of_progress:
+            if fault.kind in ("drill", "abort", "hyperpod_hang", "at_risk") or fault.of_progress:
                 # (HyperPod's own hang verdicts: on EKS the next poll reads the operator's status)
                 deliveries.append(Delivery(fault.at, [fault], poll=fault.kind == "hyperpod_hang" and self.eks is not None))
                 continue

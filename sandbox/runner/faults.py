@@ -7,10 +7,12 @@ from __future__ import annotations
 import base64
 import gzip
 import json
+import math
 from datetime import timedelta
 from typing import Any
 
 from hyperpod_recovery.models.job_events import JOB_EVENT_SOURCE, JOB_FAILED_DETAIL_TYPE, JobFailedDetail
+from sandbox.at_risk import at_risk_tick, deliver_at_risk_signal
 from sandbox.aws import REGION
 from sandbox.checkpoints import write_checkpoint_step
 from sandbox.clock import DRIVER
@@ -53,6 +55,8 @@ class Faults:
                 self._hang(fault)
             elif fault.kind == "hyperpod_hang":
                 continue  # (reported above)
+            elif fault.kind == "at_risk":
+                self.send_at_risk(fault)
             elif fault.of_progress:
                 continue  # (a pause or a slowdown: only what the job reports changes, sandbox/progress.py)
             elif fault.kind == "job_failed" and self.eks is not None:
@@ -65,8 +69,38 @@ class Faults:
                 for _ in range(fault.repeat + 1):
                     for ref in fault.node_refs:
                         self._put_event(fault, ref)
-        if any(f.kind not in ("drill", "abort") for f in delivery.faults):
+        if any(f.kind not in ("drill", "abort", "at_risk") for f in delivery.faults):
             self._run_event_source_mapping()
+
+    def send_at_risk(self, fault: FaultSpec) -> None:
+        """An at-risk signal for the fault's node, by its real path (sandbox/at_risk.py): SNS to At
+        Risk, or on EKS the node's event or condition, which the job poller's next tick reads."""
+        assert fault.node is not None and fault.signal is not None
+        node = self.double.current(fault.node, t=fault.at)
+        if fault.via in ("eks_node_event", "eks_node_condition"):
+            if self.eks is None:
+                raise ScenarioError(f"at_risk at {fault.at:g}: via {fault.via} needs an EKS cluster")
+            self._eks_at_risk(fault, node.node_id)
+            return
+        hostname = None if self.eks is not None else self.double.slurm_name(fault.node)
+        when = self.epoch + timedelta(seconds=fault.at - fault.event_age_seconds)
+        for answer in deliver_at_risk_signal(
+            self.aws, cluster=self.scenario.cluster.name, instance_id=node.node_id, hostname=hostname,
+            signal=fault.signal, via=fault.via, at=when, repeat=fault.repeat,
+        ):  # fmt: skip
+            self.at_risk_answers.append((fault.at, answer))
+
+    def _eks_at_risk(self, fault: FaultSpec, instance_id: str) -> None:
+        raise ScenarioError(f"at_risk at {fault.at:g}: via {fault.via} is not delivered yet")
+
+    def _at_risk_tick(self) -> None:
+        moment = self.clock.now(DRIVER) if not math.isfinite(self.clock.horizon) else max(self.clock.now(DRIVER), self.clock.horizon)
+        present = self.clock.now(DRIVER)
+        self.clock.set_driver_time(moment)
+        try:
+            self.at_risk_answers.append((moment, at_risk_tick(self.aws, self.epoch + timedelta(seconds=moment))))
+        finally:
+            self.clock.set_driver_time(present)
 
     def _abort(self, fault: FaultSpec) -> None:
         """An operator's StopExecution of the drill's n-th execution. Step Functions ends it at

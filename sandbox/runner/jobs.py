@@ -26,7 +26,7 @@ class Jobs:
             and (
                 fault.job == job.job_id
                 or (
-                    fault.kind != "abort"
+                    fault.kind not in ("abort", "at_risk")  # (a precursor stops nothing)
                     and any(self.double.current(ref, t=fault.at).hostname.split(".", 1)[0] in job.nodes for ref in fault.node_refs)
                 )
             )
@@ -46,7 +46,7 @@ class Jobs:
         hits = [
             fault.at
             for fault in self.scenario.faults
-            if fault.kind != "abort" and any(self.eks.node_of(ref, fault.at) in nodes for ref in fault.node_refs)
+            if fault.kind not in ("abort", "at_risk") and any(self.eks.node_of(ref, fault.at) in nodes for ref in fault.node_refs)
         ]
         return min(hits, default=None)
 

@@ -36,7 +36,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"runtime", "execution_ends", "checkpointing"}),
     frozenset({"sqs_events"}),
 )
-STEP_HELPERS = frozenset({"commands", "admission", "settle", "ends", "verdicts"})  # shared by several states' steps
+STEP_HELPERS = frozenset({"commands", "admission", "settle", "ends", "verdicts", "at_risk_verdicts"})  # shared by several states' steps
 
 
 @dataclass(frozen=True)

@@ -71,8 +71,8 @@ def test_given_the_stacks_alarms_when_the_readme_counts_them_then_the_count_is_t
         "an alarm under another condition: say it in the README"
     )
     assert f"with hang detection on (the default) {ordinal_counts[on_hangs]} more" in README
-    numbers = {6: "six", 7: "seven", 8: "eight", 9: "nine"}
-    ordinals = {7: "a seventh", 8: "an eighth", 9: "a ninth"}
+    numbers = {6: "six", 7: "seven", 8: "eight", 9: "nine", 10: "ten", 11: "eleven"}
+    ordinals = {7: "a seventh", 8: "an eighth", 9: "a ninth", 10: "a tenth", 11: "an eleventh", 12: "a twelfth"}
     assert f"{numbers[always]} alarms that notify" in README
     assert f"on EKS {ordinals[on_eks]}" in README
     assert f"with PagerDuty {ordinals[with_pagerduty]}" in README

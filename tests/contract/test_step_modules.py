@@ -10,7 +10,7 @@ from tests.conftest import ROOT
 STEPS = ROOT / "layers" / "recovery_core" / "hyperpod_recovery" / "steps"
 # Record Job Outcome is the Record step of the other workflow: one module records both.
 SHARED_STATE_MODULES = {"record_job_outcome": "record_outcome"}
-SHARED_HELPERS = {"commands", "admission", "settle", "ends", "verdicts"}
+SHARED_HELPERS = {"commands", "admission", "settle", "ends", "verdicts", "at_risk_verdicts"}
 
 
 def _functions() -> list[str]:

@@ -39,6 +39,7 @@ DRILLS = (
     "job-hang-hyperpod-event",  # Import HyperPod Hangs: HyperPod's own hang event kept as a verdict, and its notice
     "no-spare-elastic",  # Find Newest Checkpoint reading the recovery log, Check Shrunk Jobs, Grow Back Job
     "elastic-second-fault",  # Find Newest Checkpoint proving a shrunk copy's lineage (claims, job records)
+    "at-risk-observe-only",  # At Risk (SNS: an alert, an alarm) and its tick settling an outcome
 )
 NOT_RUN_BY_DRILLS = {"ReportSafetyStateFunction"}  # runs on a schedule; tests/unit cover it
 EKS_ONLY = {"FindFailedJobsFunction"}  # deployed on EKS stacks only (its Condition): checked by the EKS drills below

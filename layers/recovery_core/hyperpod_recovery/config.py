@@ -10,7 +10,7 @@ import os
 import shlex
 from collections.abc import Mapping
 from functools import lru_cache
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
@@ -19,6 +19,9 @@ from hyperpod_recovery.errors import ConfigurationError
 from hyperpod_recovery.models.commands import HealthCheck, ResumePolicy
 from hyperpod_recovery.models.common import CLUSTER_ARN_PATTERN, CLUSTER_NAME_MAX_LENGTH, CLUSTER_NAME_PATTERN
 from hyperpod_recovery.models.hangs import RuleMode
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.domain.at_risk.settings import SignalSettings
 
 
 def _split_csv(value: object) -> object:
@@ -111,6 +114,25 @@ class Settings(BaseModel):
     # HyperPod's own Slurm hang detection, imported (steps/import_hyperpod_hangs.py): observe or off
     # (no enforce: its event's fields are undocumented; docs/decisions.md 2026-11-27).
     hyperpod_hang_mode: Literal["observe", "off"] = "observe"
+    # At-risk signals (domain/at_risk/settings.py): each signal's mode, prior and horizon; how far back
+    # a node's failures make it at risk (node_history); the planned swap an enforced verdict starts.
+    # Set on the at-risk function only.
+    at_risk_signals: str = Field(default="", max_length=800)
+    at_risk_history_days: int = Field(default=30, ge=1, le=365)
+    planned_swap_state_machine_arn: str = Field(default="", max_length=2048)
+
+    @model_validator(mode="after")
+    def _at_risk_signals_parse(self) -> Settings:
+        from hyperpod_recovery.domain.at_risk.settings import parse_signal_settings
+
+        parse_signal_settings(self.at_risk_signals)  # (ValueError names the entry: the cold start fails)
+        return self
+
+    @property
+    def signal_settings(self) -> SignalSettings:
+        from hyperpod_recovery.domain.at_risk.settings import parse_signal_settings
+
+        return parse_signal_settings(self.at_risk_signals)
 
     @model_validator(mode="after")
     def _eks_has_a_cluster(self) -> Settings:

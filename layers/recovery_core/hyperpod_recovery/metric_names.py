@@ -127,6 +127,14 @@ FAILED_JOBS_POLLED = {
     "deferred": "FailedJobsDeferred",
 }
 
+# At Risk (steps/at_risk.py): verdicts kept, messages refused, planned swaps started, outcomes settled.
+AT_RISK = {
+    "recorded": "AtRiskVerdictsRecorded",
+    "refused": "AtRiskMessagesRefused",
+    "swaps_started": "AtRiskSwapsStarted",
+    "settled": "AtRiskOutcomesSettled",
+}
+
 ALL = frozenset(
     {
         RECOVERIES_STARTED,
@@ -147,5 +155,6 @@ ALL = frozenset(
         *VERDICT_NOTICES.values(),
         *NOTIFICATION_FAILURES.values(),
         *FAILED_JOBS_POLLED.values(),
+        *AT_RISK.values(),
     }
 )

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 # Only annotations name the models: the checkpoint library imports this module for its S3 port and
 # must not load the ledger's and the cluster's models (tests/contract/test_distributions.py).
 if TYPE_CHECKING:
+    from hyperpod_recovery.models.at_risk import AtRiskRecord, PlannedSwapRequest, SignalScore
     from hyperpod_recovery.models.cluster import BatchOutcome, ClusterInfo, ClusterNode
     from hyperpod_recovery.models.commands import CommandEnvelope, CommandReply, HangEvidenceResult, JobSpec, ResubmitResult
     from hyperpod_recovery.models.events import ExecutionStatusDetail
@@ -173,6 +174,20 @@ class Verdicts(Protocol):
     def verdicts(self, cluster: str, since: datetime | None = None) -> list[RecordedVerdict]: ...
 
 
+class AtRiskLedger(Protocol):
+    """At-risk verdicts, kept once per episode, their outcomes and each signal's score (adapters/ledger/at_risk.py)."""
+
+    def record_at_risk(self, record: AtRiskRecord) -> bool: ...
+    def at_risk_records(self, cluster: str, since: datetime | None = None, until: datetime | None = None) -> list[AtRiskRecord]: ...
+    def settle_at_risk(self, was: AtRiskRecord, now: AtRiskRecord) -> bool: ...
+    def at_risk_score(self, cluster: str, signal: str) -> SignalScore: ...
+    def at_risk_ticked_until(self, cluster: str) -> datetime | None: ...
+    def save_at_risk_ticked_until(self, cluster: str, moment: datetime) -> None: ...
+    def incidents(
+        self, cluster: str, since: datetime | None = None, limit: int = 50, outcomes: Sequence[str] = ()
+    ) -> list[IncidentRecord]: ...
+
+
 # The roles a step asks for together.
 class SwapRecords(Protocol):
     """What each planned swap decided and did (adapters/ledger/swaps.py)."""
@@ -299,7 +314,7 @@ class Notifier(Protocol):
     def publish(self, subject: str, body: str, attributes: dict[str, str]) -> None: ...
 
 
-Workflow = Literal["node", "job"]
+Workflow = Literal["node", "job", "planned_swap"]
 # What a start did: "started" an execution; found it "running" (the same name and input: Step
 # Functions answers success again); or the name was taken ("already_exists": other input, or ended).
 # Only "started" counts as a recovery started.
@@ -315,6 +330,13 @@ class Workflows(Protocol):
     def start(self, name: str, payload: str, workflow: Workflow = "node") -> StartOutcome: ...
     def wake(self, task_token: str, output: str) -> bool: ...
     def running(self, workflow: Workflow) -> list[str]: ...
+
+
+class PlannedSwaps(Protocol):
+    """Where an enforced at-risk verdict starts its planned swap (the PlannedSwap state machine):
+    execution ``hps-<verdict_id>``; ConfigurationError when its ARN is not set."""
+
+    def start_planned_swap(self, request: PlannedSwapRequest) -> StartOutcome: ...
 
 
 @dataclass(frozen=True)

@@ -302,7 +302,10 @@ class StackDependencies(Dependencies):
         """One Step Functions adapter serves three ports: starting recoveries, answering tasks, histories."""
         from hyperpod_recovery.adapters.stepfunctions import StepFunctions
 
-        return StepFunctions({"node": self.settings.state_machine_arn, "job": self.settings.job_state_machine_arn})
+        s = self.settings
+        return StepFunctions(
+            {"node": s.state_machine_arn, "job": s.job_state_machine_arn, "planned_swap": s.planned_swap_state_machine_arn}
+        )
 
     @built_on_first_use
     def cluster(self) -> Cluster:

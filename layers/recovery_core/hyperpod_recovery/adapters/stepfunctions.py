@@ -11,19 +11,23 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import ValidationError
 
 from hyperpod_recovery.adapters.aws import LazyClient, error_code, is_transient
 from hyperpod_recovery.clock import current_clock
-from hyperpod_recovery.errors import HistoryUnavailable, StartExecutionFailed, TaskAnswerFailed
+from hyperpod_recovery.domain.intake.execution_names import planned_swap_execution_name
+from hyperpod_recovery.errors import ConfigurationError, HistoryUnavailable, StartExecutionFailed, TaskAnswerFailed
 from hyperpod_recovery.models.commands import CommandReply, ResubmitResult
 from hyperpod_recovery.models.events import ExecutionStatusDetail
 from hyperpod_recovery.models.node_recovery import ResumePlan
 from hyperpod_recovery.observability import logger
 from hyperpod_recovery.ports import ClosedExecution, ResubmissionSeen, ResubmissionsRead, StartOutcome, Workflow
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.models.at_risk import PlannedSwapRequest
 
 # GetExecutionHistory returns at most 1,000 events a page and a history holds up to 25,000; the
 # newest events say where the execution stopped, so read newest first and stop after this many.
@@ -51,7 +55,8 @@ class StepFunctions:
     stepfunctions = LazyClient("stepfunctions")
 
     def __init__(self, state_machine_arns: Mapping[Workflow, str] | None = None, stepfunctions: Any = None) -> None:
-        self.state_machine_arns = dict(state_machine_arns or {})
+        # (a workflow not deployed, the planned swap's before its ARN is set, is not listed nor swept)
+        self.state_machine_arns = {workflow: arn for workflow, arn in (state_machine_arns or {}).items() if arn}
         self._stepfunctions = stepfunctions
 
     # --- Workflows ------------------------------------------------------------------------
@@ -78,6 +83,19 @@ class StepFunctions:
         if isinstance(started_on, datetime) and started_on < asked_at - START_CLOCK_SKEW:
             return "running"
         return "started"
+
+    def start_planned_swap(self, request: PlannedSwapRequest) -> StartOutcome:
+        """An enforced at-risk verdict's planned swap: the PlannedSwap state machine's execution
+        ``hps-<verdict_id>`` (one per verdict: a repeat is turned away by its name), its input the
+        request. ConfigurationError when the state machine's ARN is not set (PLANNED_SWAP_STATE_MACHINE_ARN):
+        an enforced signal with nowhere to go fails closed, never silently observed."""
+        if not self.state_machine_arns.get("planned_swap"):
+            raise ConfigurationError(
+                f"PLANNED_SWAP_STATE_MACHINE_ARN is not set: verdict {request.verdict.verdict_id} of enforced signal "
+                f"{request.verdict.signal} cannot start its planned swap"
+            )
+        name = planned_swap_execution_name(request.verdict.verdict_id)
+        return self.start(name, json.dumps(request.model_dump(mode="json")), "planned_swap")
 
     def running(self, workflow: Workflow) -> list[str]:
         """The names of the workflow's running executions (ListExecutions, status RUNNING, every page

@@ -60,3 +60,37 @@ class PlannedSwapRequest(Model):
     model_config = ConfigDict(extra="forbid")
     verdict: AtRiskVerdict
     dry_run: StrictFlag = False
+
+
+class AtRiskRecord(Model):
+    """A verdict as the ledger keeps it (once per signal, node and episode): what was done about it
+    and, once known, whether the node failed within the horizon (``hyperpod-recovery verdicts``)."""
+
+    model_config = ConfigDict(extra="forbid")
+    verdict: AtRiskVerdict
+    # When the sender says the episode began: the same episode repeated is the same record.
+    episode_at: Timestamp
+    # observe: what would have been done; enforce: the planned swap started (its execution name).
+    action: str = Field(max_length=512)
+    execution: str | None = Field(default=None, max_length=80)
+    outcome: AtRiskOutcome = "pending"
+    # failed: the node's incident within the horizon, and when it was detected.
+    incident: str | None = Field(default=None, max_length=128)
+    failed_at: Timestamp | None = None
+    settled_at: Timestamp | None = None
+
+
+class SignalScore(Model):
+    """A signal's settled outcomes in the ledger (swapped and pending verdicts are not counted): its
+    measured precision, once there are enough of them (domain/at_risk/judge.py MIN_OUTCOMES)."""
+
+    failed: int = Field(default=0, ge=0)
+    not_failed: int = Field(default=0, ge=0)
+
+    @property
+    def settled(self) -> int:
+        return self.failed + self.not_failed
+
+    @property
+    def precision(self) -> float | None:
+        return self.failed / self.settled if self.settled else None

@@ -9,6 +9,7 @@ module per item family; ``DynamoLedger`` is all of them over one client (ports.L
     waits.py      REJOIN#<cluster>/WAIT#<execution>; CLUSTER#<cluster>/ENDS_SWEPT; POLLED#<cluster>/<failure>
     verdicts.py   CLUSTER#<cluster>/VERDICT#<epoch>#<rule>#<job>: a hang or slowdown verdict and its review
     swaps.py      INCIDENT#<swap id>/SWAP: what a planned swap decided and did, with its numbers
+    at_risk.py    CLUSTER#<cluster>/ATRISK#<epoch>#<signal>#<instance>: an at-risk verdict and its outcome; /ATRISK_SCORE#<signal>
     oncall.py     what only the operator's commands use: the IncidentsByCluster index, Scans of locks and
                   holds, CLUSTER#<cluster>/AUDIT#<epoch>#<n>
     table.py      every SDK call, its errors, and the one helper for conditional writes
@@ -22,6 +23,7 @@ other.
 
 from __future__ import annotations
 
+from hyperpod_recovery.adapters.ledger.at_risk import AtRiskItems
 from hyperpod_recovery.adapters.ledger.incidents import IncidentItems
 from hyperpod_recovery.adapters.ledger.jobs import JobItems
 from hyperpod_recovery.adapters.ledger.locks import NodeItems
@@ -32,7 +34,7 @@ from hyperpod_recovery.adapters.ledger.verdicts import VerdictItems
 from hyperpod_recovery.adapters.ledger.waits import WaitItems
 
 
-class DynamoLedger(NodeItems, JobItems, IncidentItems, SafetyItems, WaitItems, VerdictItems, SwapItems, OncallItems):
+class DynamoLedger(NodeItems, JobItems, IncidentItems, SafetyItems, WaitItems, VerdictItems, SwapItems, AtRiskItems, OncallItems):
     """Every item family of the ledger's table over one DynamoDB client."""
 
 

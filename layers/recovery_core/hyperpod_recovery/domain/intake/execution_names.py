@@ -44,3 +44,17 @@ def hang_execution_name(job: str, reason: str, episode_at: datetime) -> str:
 
 
 HANG_MARK = "-hung-"
+
+
+PLANNED_SWAP_MARK = "hps-"
+
+
+def planned_swap_execution_name(verdict_id: str) -> str:
+    """PlannedSwap: one per at-risk verdict (``hps-<verdict_id>``); a longer id keeps its start and
+    ends in a digest of the whole, so two ids never share a name. Step Functions allows letters,
+    digits, - and _ (a verdict id holds no other)."""
+    name = f"{PLANNED_SWAP_MARK}{verdict_id}"
+    if len(name) <= NAME_LIMIT:
+        return name
+    digest = hashlib.sha256(verdict_id.encode()).hexdigest()[:10]
+    return f"{name[: NAME_LIMIT - len(digest) - 1]}-{digest}"
