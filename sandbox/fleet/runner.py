@@ -158,7 +158,8 @@ class FleetRunner(DrillRunner):
         """Deliver the whole trace, let every execution finish: the fleet report (sandbox/fleet/report.py),
         with the drill's own report (sandbox/report/) under ``drill``."""
         started = time.perf_counter()
-        with self.deployed():
+        # (with planned swaps: every signal enforced, at the trace's prior and horizon: template.yaml AtRiskSignals)
+        with self.deployed({"AtRiskSignals": self.plan.at_risk_signals} if self.plan.at_risk_signals else None):
             self._measure_items()
             if self.eks is not None:
                 self.fleet_copies = KubeCopies(self.eks, self.double, self.scenario.jobs, self.epoch)
