@@ -17,12 +17,14 @@ from typing import Any
 
 from sandbox.fleet.plan import FleetPlan, JobMix
 from sandbox.fleet.settings import JOB_KINDS, recommended
-from sandbox.fleet.trace import LLAMA3_TABLE5, RATES, TraceSpec, generate
+from sandbox.fleet.trace import DEFAULT_SIGNAL, FALSE_ALARM_SIGNALS, LLAMA3_TABLE5, PRECURSOR_SIGNAL, RATES, TraceSpec, generate
 
 # The issue's goals: 2,048 nodes over 54 days at the Llama 3 rate, planner-recommended settings and
 # planned swaps at 50 % recall, each beside the same run without planned swaps.
 GOAL_NODES, GOAL_DAYS, GOAL_RECALL = 2048, 54.0, 0.5
 GOAL_ETTR = {"default": 0.92, "async": 0.95}
+# Every signal a trace sends (sandbox/fleet/trace.py), in a fixed order.
+TRACE_SIGNALS = sorted({*PRECURSOR_SIGNAL.values(), DEFAULT_SIGNAL, *FALSE_ALARM_SIGNALS})
 # ASSUMPTION: a job that may shrink gives up at most a rack's nodes (the trace's correlated failures take 16).
 SHRINK_NODES = 16
 
@@ -124,10 +126,12 @@ def expected_precision(spec: RunSpec) -> float:
 
 
 def at_risk_signals(spec: RunSpec) -> str:
-    """template.yaml AtRiskSignals for a run with planned swaps: every signal enforced, its prior chance the
-    trace's precision (at least 0.01), its horizon twice the lead's median (in whole hours, at least one)."""
+    """template.yaml AtRiskSignals for a run with planned swaps: every signal the trace sends enforced (named:
+    ``*`` covers only the signals the defaults do not list), its prior chance the trace's precision (at
+    least 0.01), its horizon twice the lead's median (in whole hours, at least one)."""
     hours = max(1, round(2 * spec.lead_median_seconds / 3600))
-    return f"*=enforce:{max(0.01, round(expected_precision(spec), 2)):g}:{hours}h"
+    setting = f"enforce:{max(0.01, round(expected_precision(spec), 2)):g}:{hours}h"
+    return ",".join(f"{signal}={setting}" for signal in [*TRACE_SIGNALS, "*"])
 
 
 def compare_specs(spec: RunSpec, recalls: tuple[float, ...]) -> list[RunSpec]:
