@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -39,6 +40,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "layers" / "recovery_core"), str(ROOT / "a
 from hyperpod_recovery_cli.inputs import OneLineParser, bounded  # noqa: E402
 from sandbox.fleet.compare import RunSpec, compare_specs, goal_specs, run_specs  # noqa: E402
 from sandbox.fleet.report import format_fleet_report  # noqa: E402
+from sandbox.fleet.report_compare import comparison as side_by_side  # noqa: E402
 from sandbox.fleet.report_compare import format_comparison, render_comparison_html  # noqa: E402
 from sandbox.fleet.report_html import render_fleet_html  # noqa: E402
 from sandbox.fleet.runner import JobMix  # noqa: E402
@@ -285,7 +287,9 @@ def main(argv: list[str] | None = None) -> int:
     spec = spec_of(args)
     if args.compare or args.goals:
         specs = goal_specs(spec) if args.goals else compare_specs(spec, args.recalls)
-        comparison = run_specs(specs, args.out, workers=args.workers, goals=args.goals)
+        started = time.perf_counter()
+        reports = run_specs(specs, args.out, workers=args.workers)
+        comparison = side_by_side(reports, goals=args.goals, wall_seconds=time.perf_counter() - started)
         path = args.out / f"fleet-{'goals' if args.goals else 'compare'}-{args.nodes}n-{args.days:g}d-seed{args.seed}.json"
         path.write_text(json.dumps(comparison, indent=1, default=str) + "\n")
         page = args.html or path.with_suffix(".html")

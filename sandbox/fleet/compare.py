@@ -159,14 +159,9 @@ def _run_one(spec: RunSpec, out: str) -> dict[str, Any]:
     return report
 
 
-def run_specs(specs: list[RunSpec], out: Path, *, workers: int = 1, goals: bool = False) -> dict[str, Any]:
-    """Every run (``workers`` at once), then the comparison (sandbox/fleet/report_compare.py)."""
-    from sandbox.fleet.report_compare import comparison
-
-    started = time.perf_counter()
+def run_specs(specs: list[RunSpec], out: Path, *, workers: int = 1) -> list[dict[str, Any]]:
+    """Every run's report (``workers`` at once), in the order given; each also written to ``out``."""
     if workers <= 1:
-        reports = [_run_one(spec, str(out)) for spec in specs]
-    else:
-        with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
-            reports = list(pool.map(_run_one, specs, [str(out)] * len(specs)))
-    return comparison(reports, goals=goals, wall_seconds=time.perf_counter() - started)
+        return [_run_one(spec, str(out)) for spec in specs]
+    with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
+        return list(pool.map(_run_one, specs, [str(out)] * len(specs)))
