@@ -193,6 +193,8 @@ class FleetRunner(DrillRunner):
             self.wall_seconds = time.perf_counter() - started
             report = fleet_report(self, drill)
             report["drill"] = {k: drill[k] for k in DRILL_KEYS}
+            # (each planned swap's record as the pipeline kept it: its decision, both costs, the work lost past the commit)
+            report["planned_swap_records"] = drill.get("planned_swaps", [])
             return report
 
     def _measure_items(self) -> None:
@@ -318,11 +320,13 @@ class FleetRunner(DrillRunner):
                         self._process_onsets(bound)  # (every failure up to the next wake-up, before anything reads it)
                     self._until = until
                     super()._between()
+                    self._job_nodes_at_horizon()
                     self._kube_at(self.clock.horizon)
                     self.fleet_training.advance(self.clock.horizon)
                     return
                 self._until = moment  # (what AWS delivers before the tick's moment, first)
                 super()._between()
+                self._job_nodes_at_horizon()
                 self._until = until
                 if self.clock.next_wake() < moment:
                     continue  # (what it delivered woke an execution before the tick: that one goes first)
@@ -330,6 +334,21 @@ class FleetRunner(DrillRunner):
                 self.clock.wait_until_parked(self._running)  # (what it started runs to its first wait)
         finally:
             self._until = until
+
+    def _job_nodes_at_horizon(self) -> None:
+        """While a planned swap runs, the agent's job-nodes snapshot is brought up to the present (the
+        executions' horizon): between the fleet's deliveries, hours apart, the driver's own clock stands
+        at the last one, and a snapshot taken there would read as stale to the swap deciding now."""
+        if not isinstance(self.slurm, SimulatedController) or not any(n.startswith("hps-") for n in self._running()):
+            return
+        present = self.clock.now(DRIVER)
+        if self.clock.horizon <= present or self.clock.horizon == float("inf"):
+            return
+        self.clock.set_driver_time(self.clock.horizon)
+        try:
+            self.slurm.report_job_nodes()
+        finally:
+            self.clock.set_driver_time(present)
 
     def _deliveries(self) -> list[Delivery]:
         """The drill's deliveries less Detect Hung Jobs' ticks: the fleet runs its schedule itself (_between)."""
