@@ -35,6 +35,13 @@ def write_checkpoint_step(s3: Any, job: JobSpec, step: int, created: datetime, n
     _write_one(s3, bucket, prefix, job, spec, created, nodes=nodes)
 
 
+def begin_checkpoint_step(s3: Any, job: JobSpec, step: int, at: datetime) -> None:
+    """A save in progress: the step's shards, no manifest yet, the ``latest`` pointer not moved."""
+    assert job.checkpoint_uri, f"job {job.id} has no checkpoint_uri"
+    bucket, prefix = split_s3_uri(job.checkpoint_uri)
+    _write_one(s3, bucket, prefix, job, CheckpointSpec(step=step, damage="no_manifest"), at)
+
+
 def layout_of(job: JobSpec, nodes: int) -> CheckpointLayout | None:
     """Manifest v1.1's layout of a checkpoint the job writes on ``nodes`` nodes (None: v1, no layout)."""
     spec = job.checkpoint_layout

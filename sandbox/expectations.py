@@ -21,6 +21,9 @@ What each expectation reads from the report (sandbox/report/):
     verdict_suspects          every verdict's suspects (the nodes it blamed)
     at_risk_verdicts          at_risk.verdicts, counted per signal (at-risk verdicts kept, once per episode)
     at_risk_outcomes          at_risk.verdicts' outcomes as the drill's last tick settled them, counted
+    planned_swaps             planned_swaps[].outcome, counted (moved, left, dry_run, yielded, ...)
+    swap_work_lost_within_seconds      each moved swap's work past the commit until the old copy stopped
+    swap_running_again_within_seconds  each moved swap's new copy running at most this long after the commit
     hang_detected_within_seconds  each stall verdict decided at most this long after the job's last progress
     running_again_within_seconds  each hang's job has a copy running at most this long after the hang began
     shrunk_to                 some copy of each job a fault hit ran on this many nodes (jobs[].copies[].nodes)
@@ -119,6 +122,7 @@ def evaluate(expect: ExpectSpec, report: dict[str, Any], cap: int, most_out: int
     checks += _size_checks(expect, [j for j in report.get("jobs", []) if j.get("fault_at") is not None])
     checks += _hang_checks(expect, report.get("hangs") or {"verdicts": [], "hangs": []})
     checks += _at_risk_checks(expect, (report.get("at_risk") or {}).get("verdicts") or [])
+    checks += _swap_checks(expect, report.get("planned_swaps") or [])
     if expect.no_secret_kept:
         secrets = report.get("secrets") or {"found_in": ["(no secret was planted: a hang fault with stacks secret_in_log)"]}
         found, redacted = secrets["found_in"], secrets.get("evidence_redacted", 0)
@@ -170,6 +174,28 @@ def _at_risk_checks(expect: ExpectSpec, verdicts: list[dict[str, Any]]) -> list[
         said = ", ".join(f"{k} x{n}" for k, n in sorted(wanted.items())) or "none"
         shown = ", ".join(f"{k} x{n}" for k, n in sorted(counted.items())) or "none"
         checks.append(Check(name, counted == Counter({k: n for k, n in wanted.items() if n}), said, shown))
+    return checks
+
+
+def _swap_checks(expect: ExpectSpec, swaps: list[dict[str, Any]]) -> list[Check]:
+    checks: list[Check] = []
+    if expect.planned_swaps is not None:
+        counted = Counter(s["outcome"] for s in swaps)
+        said = ", ".join(f"{k} x{n}" for k, n in sorted(expect.planned_swaps.items())) or "none"
+        shown = ", ".join(f"{k} x{n}" for k, n in sorted(counted.items())) or "none"
+        checks.append(Check("planned swaps", counted == Counter({k: n for k, n in expect.planned_swaps.items() if n}), said, shown))
+    moved = [s for s in swaps if s["outcome"] == "moved"]
+    bounds = (
+        ("work lost past the checkpoint", expect.swap_work_lost_within_seconds, "work_lost_past_checkpoint_seconds"),
+        ("running again after the commit", expect.swap_running_again_within_seconds, "running_again_after_commit_seconds"),
+    )
+    for name, bound, key in bounds:
+        if bound is None:
+            continue
+        figures = [s.get(key) for s in moved]
+        ok = bool(figures) and all(f is not None and f <= bound for f in figures)
+        got = ", ".join("not measured" if f is None else f"{f:g} s" for f in figures) or "no swap moved a job"
+        checks.append(Check(name, ok, f"at most {bound:g} s", got))
     return checks
 
 

@@ -176,6 +176,9 @@ class TrainingSpec(_Strict):
     # A resubmitted copy's start-up (scheduling, loading the checkpoint) before its first step: what
     # the pipeline measures a restart by (domain/elastic/estimates.py restart_seconds).
     restart_seconds: float = Field(default=0.0, ge=0, le=86_400)
+    # A save's length: its shards are written from this long before each commit (a save in progress:
+    # no manifest yet, the pointer not moved), the manifest at the commit (Slurm copies).
+    save_seconds: float = Field(default=0.0, ge=0, le=3600)
 
 
 class JobSpec(_Strict):
@@ -501,6 +504,8 @@ class SettingsSpec(_Strict):
     # template.yaml: ExpectedReplacementSeconds (None: its default): what shrink-or-wait expects of a
     # replacement until the cluster has measured ones.
     expected_replacement_seconds: int | None = Field(default=None, ge=60, le=86_400)
+    # template.yaml: AtRiskSignals (None: its default, every signal observed), e.g. "row_remap_failure=enforce:0.9:1d".
+    at_risk_signals: str | None = Field(default=None, max_length=800)
     poll_seconds: int = Field(default=30, ge=5)
     max_poll_seconds: int = Field(default=60, ge=5)
     rejoin_deadline_seconds: int = Field(default=2700, ge=60)

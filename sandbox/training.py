@@ -12,7 +12,7 @@ from typing import Any
 
 from hyperpod_recovery.domain.jobs.eks_jobs import JOB_NAME_ANNOTATION
 from hyperpod_recovery.models.manifest import RESUME_STEP_ENV
-from sandbox.checkpoints import write_checkpoint_step
+from sandbox.checkpoints import begin_checkpoint_step, write_checkpoint_step
 from sandbox.scenario import JobSpec
 from sandbox.slurm import SimulatedSlurm, SlurmJob
 
@@ -64,6 +64,11 @@ class TrainingSimulator:
                     created = self.epoch + timedelta(seconds=start + done * interval)
                     write_checkpoint_step(self.s3, spec, from_step + done * spec.training.steps_per_checkpoint, created, nodes=nodes)
                 self.written[copy.job_id] = done
+                due = start + (done + 1) * interval
+                if spec.training.save_seconds and due - spec.training.save_seconds <= stop < due:
+                    # (the next save has begun: its shards are there, its manifest is not)
+                    begun = self.epoch + timedelta(seconds=due - spec.training.save_seconds)
+                    begin_checkpoint_step(self.s3, spec, from_step + (done + 1) * spec.training.steps_per_checkpoint, begun)
 
 
 class KubeTrainingSimulator:
@@ -73,8 +78,8 @@ class KubeTrainingSimulator:
     full / its pods as a Slurm copy's is. A copy stops checkpointing at the first fault that hit it
     (``hit_at``: virtual seconds, given the object), as on Slurm.
 
-    Not wired yet: the drill runner (sandbox/runner/drill.py _populate_eks) would make it for a scenario with
-    jobs.*.training and call ``advance`` where it advances the Slurm one (_between)."""
+    The drill runner makes it for a scenario with jobs.*.training (sandbox/runner/drill.py _populate_eks) and
+    calls ``advance`` where it advances the Slurm one (_between)."""
 
     def __init__(
         self,
@@ -83,9 +88,10 @@ class KubeTrainingSimulator:
         epoch: datetime,
         hit_at: Callable[[dict[str, Any]], float | None],
         write: Callable[[JobSpec, int, datetime, int], None],
+        begin: Callable[[JobSpec, int, datetime], None] | None = None,
     ) -> None:
         self.jobs = [job for job in jobs if job.training is not None]
-        self.kube, self.epoch, self.hit_at, self.write = kube, epoch, hit_at, write
+        self.kube, self.epoch, self.hit_at, self.write, self.begin = kube, epoch, hit_at, write, begin
         self.written: dict[str, int] = {}  # object uid -> checkpoints it wrote so far
 
     def lineage(self, spec: JobSpec) -> list[dict[str, Any]]:
@@ -132,6 +138,11 @@ class KubeTrainingSimulator:
                     created = self.epoch + timedelta(seconds=(start or 0.0) + done * interval)
                     self.write(spec, from_step + done * spec.training.steps_per_checkpoint, created, nodes)
                 self.written[uid] = done
+                due = (start or 0.0) + (done + 1) * interval
+                if self.begin is not None and spec.training.save_seconds and due - spec.training.save_seconds <= stop < due:
+                    # (the next save has begun: its shards are there, its manifest is not)
+                    begun = self.epoch + timedelta(seconds=due - spec.training.save_seconds)
+                    self.begin(spec, from_step + (done + 1) * spec.training.steps_per_checkpoint, begun)
 
 
 def _pods(obj: dict[str, Any]) -> int:

@@ -77,6 +77,25 @@ class ExpectSpec(BaseModel):
     at_risk_outcomes: dict[Literal["pending", "failed", "not_failed", "swapped"], Count] | None = Field(
         default=None, description="the at-risk verdicts' outcomes, counted", json_schema_extra=_kind("count per outcome")
     )
+    planned_swaps: dict[Annotated[str, StringConstraints(pattern=r"^[a-z_]{1,32}$")], Count] | None = Field(
+        default=None,
+        description="the planned swaps' outcomes (moved, left, dry_run, yielded, ...), counted",
+        json_schema_extra=_kind("count per outcome"),
+    )
+    swap_work_lost_within_seconds: float | None = Field(
+        default=None,
+        gt=0,
+        allow_inf_nan=False,
+        description="each moved job's training past its checkpoint's commit until its old copy stopped",
+        json_schema_extra=_kind("seconds"),
+    )
+    swap_running_again_within_seconds: float | None = Field(
+        default=None,
+        gt=0,
+        allow_inf_nan=False,
+        description="each moved job's new copy running at most this long after the checkpoint's commit",
+        json_schema_extra=_kind("seconds"),
+    )
     verdict_suspects: list[Phrase] | None = Field(
         default=None, description="the nodes the verdicts blamed", json_schema_extra=_kind("list of node names")
     )

@@ -20,13 +20,14 @@ from typing import Any
 from hyperpod_recovery.adapters.ledger import DynamoLedger
 from hyperpod_recovery.domain.messages.verdict_notice import verdict_id
 from hyperpod_recovery.models.hangs import RecordedVerdict
+from hyperpod_recovery.models.planned_swap import SwapRecord
 from hyperpod_recovery.models.records import IncidentRecord
 from sandbox.message_check import contradictions, verdict_contradictions
 from sandbox.planted import PLANTED, channel_copies, found_in
 from sandbox.real_slurm import RealController
 from sandbox.report.jobs import kube_copy_running_at, scenario_jobs
 from sandbox.report.source import DrillSource
-from sandbox.report.swaps import SWAP_PREFIX, planned_swaps
+from sandbox.report.swaps import SWAP_PREFIX, planned_swaps, swap_contradictions
 from sandbox.report.time_split import no_split, seconds_since, time_split
 
 # 2: virtual time no longer counts handler work, and the time split has named waits: version 1's
@@ -159,7 +160,12 @@ def build_report(runner: DrillSource, wall_seconds: float) -> dict[str, Any]:
         # Two live copies of one job at one moment (pending or running): what the pipeline exists to prevent.
         "second_copies": _second_copies(runner),
         # Every notification and record summary checked against its incident's record (sandbox/message_check.py).
-        "message_contradictions": message_contradictions(records, notifications, ledger.verdicts(runner.scenario.cluster.name)),
+        "message_contradictions": message_contradictions(
+            records,
+            notifications,
+            ledger.verdicts(runner.scenario.cluster.name),
+            [r for n in names if _is_swap(n) and (r := ledger.swap_record(n))],
+        ),
         "ledger_at_end": ledger_at_end(aws.client("dynamodb"), aws.ledger_table, runner.epoch + timedelta(seconds=max_virtual(incidents))),
         **({"secrets": secrets_kept(aws, records, notifications, states)} if planted else {}),
         "metrics": emitted_metrics(runner.log_path),
@@ -440,7 +446,10 @@ def _second_copies(runner: DrillSource) -> list[dict[str, Any]]:
 
 
 def message_contradictions(
-    records: list[IncidentRecord], notifications: list[dict[str, str]], verdicts: Sequence[RecordedVerdict] = ()
+    records: list[IncidentRecord],
+    notifications: list[dict[str, str]],
+    verdicts: Sequence[RecordedVerdict] = (),
+    swaps: Sequence[SwapRecord] = (),
 ) -> list[dict[str, str]]:
     """What a human read that its incident's record contradicts: each notification (found by the
     incident id it names) and each record's summary; a verdict notice (it names a verdict, not an
@@ -459,6 +468,12 @@ def message_contradictions(
                 else ["names no recorded verdict"]
             )
             found += [{"incident": verdict_named.group(1), "in": "verdict notice", "problem": p} for p in problems]
+            continue
+        if swap_named := re.search(r"^Planned swap: (\S+)", note["message"], re.MULTILINE):
+            found += [
+                {"incident": swap_named.group(1), "in": "swap notice", "problem": p}
+                for p in swap_contradictions(swaps, swap_named.group(1), note)
+            ]
             continue
         named = re.search(r"^Incident: (\S+)", note["message"], re.MULTILINE)
         record = by_id.get(named.group(1)) if named else None

@@ -18,6 +18,7 @@ def stack_parameters(scenario: Scenario, cluster_arn: str) -> dict[str, str]:
         "DryRun": "true" if settings.dry_run else "false",
         "ResumePolicy": settings.resume_policy,
         **({"ReplacementHealthCheck": settings.replacement_health_check} if settings.replacement_health_check is not None else {}),
+        **({"AtRiskSignals": settings.at_risk_signals} if settings.at_risk_signals is not None else {}),
         "RejoinPollSeconds": str(settings.poll_seconds),
         "RejoinMaxPollSeconds": str(settings.max_poll_seconds),
         "RejoinDeadlineSeconds": str(settings.rejoin_deadline_seconds),

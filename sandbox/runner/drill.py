@@ -26,7 +26,7 @@ from hyperpod_recovery.models.progress import PROGRESS_TABLE_ENV
 from hyperpod_recovery.observability import logger as pipeline_logger
 from hyperpod_recovery.runtime import default_dependencies
 from sandbox.aws import REGION, SandboxAWS
-from sandbox.checkpoints import write_checkpoint_step, write_checkpoints
+from sandbox.checkpoints import begin_checkpoint_step, write_checkpoint_step, write_checkpoints
 from sandbox.clock import DRIVER, EPOCH, VirtualClock
 from sandbox.eks import SimulatedEks, point_eks_at
 from sandbox.hyperpod import HyperPodDouble
@@ -245,6 +245,7 @@ class DrillRunner(Faults, Jobs, AwsDelivers):
                 self.epoch,
                 self._first_hit_on_object,
                 lambda job, step, created, nodes: write_checkpoint_step(s3, job, step, created, nodes=nodes),
+                lambda job, step, at: begin_checkpoint_step(s3, job, step, at),
             )
         if any(job.progress is not None for job in self.scenario.jobs):
 

@@ -166,8 +166,9 @@ def test_given_every_arn_the_stack_builds_for_its_workflows_then_it_names_the_ma
     referenced = set(re.findall(r":(?:stateMachine|execution):([A-Za-z0-9_-]+)", text))
     # Then each one names one of them (an ARN built from another name would match nothing)
     assert referenced <= names == {"llm-train-node-recovery", "llm-train-job-recovery", "llm-train-agent-check", "llm-train-planned-swap"}
-    # And both recovery workflows are referenced (intake starts them, Reconcile watches them)
-    assert referenced == {"llm-train-node-recovery", "llm-train-job-recovery"}
+    # And both recovery workflows are referenced (intake starts them, Reconcile watches them), and the
+    # planned swap (the at-risk functions start it)
+    assert referenced == {"llm-train-node-recovery", "llm-train-job-recovery", "llm-train-planned-swap"}
 
 
 # --- Step Functions: history and time bounds ---------------------------------------------------
@@ -643,6 +644,12 @@ def _environment_at_its_longest(logical: str) -> dict[str, str]:
             name: f"arn:{LONGEST_PARTITION}:sns:{LONGEST_REGION}:111122223333:" + "n" * SNS_TOPIC_NAME
             for name, r in RESOURCES.items()
             if r["Type"] == "AWS::SNS::Topic"
+        },
+        # (a state machine's ARN: its name is the cluster's, at its longest, and a suffix)
+        **{
+            name: f"arn:{LONGEST_PARTITION}:states:{LONGEST_REGION}:111122223333:stateMachine:" + "m" * 80
+            for name, r in RESOURCES.items()
+            if r["Type"] == "AWS::Serverless::StateMachine"
         },
     }
     return {name: str(value) for name, value in resolver.resolve(variables).items()}

@@ -1,107 +1,20 @@
-"""PlannedSwap end to end (statemachines/planned_swap.asl.json and the NodeRecovery it nests) on moto's
-interpreter with the real handlers, the HyperPod double and the simulated Slurm answered by the real
-agent: an enforced at-risk verdict's execution is started as the at-risk intake starts it (its
-PlannedSwapRequest, named hps-<verdict id>), while the job keeps training and committing checkpoints."""
+"""PlannedSwap end to end: the at-risk intake's enforced verdict (the scenario's at_risk fault, through
+SNS) starts statemachines/planned_swap.asl.json, which waits for the job's next verified commit and moves
+it with a nested NodeRecovery, on moto's interpreter with the real handlers, the HyperPod double and the
+simulated Slurm (or the Kubernetes API server) while the job keeps training and committing checkpoints.
+The drills events/drills/planned-swap-*.json and at-risk-during-checkpoint-save.json (and their eks-
+twins); their variations here."""
 
 from __future__ import annotations
 
-import json
-from datetime import timedelta
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from sandbox.report.build import build_report
-from sandbox.runner import DrillRunner
-from sandbox.scenario import Scenario
-
 pytestmark = pytest.mark.sandbox
-
-INTERVAL = 600  # the job commits a checkpoint every 10 minutes (at 600, 1200, ... virtual seconds)
-VERDICT_AT = 1100  # the signal comes 100 s before the next commit (at 1200)
-
-
-def _scenario(*, workers: int = 18, job_nodes: str = "workers:0-15", extra: dict[str, Any] | None = None) -> Scenario:
-    raw: dict[str, Any] = {
-        "name": "planned-swap-test",
-        "description": "a node at risk under a training job that commits every 10 minutes",
-        "cluster": {
-            "name": "llm-train",
-            "orchestrator": "slurm",
-            "node_recovery": "None",
-            "instance_groups": [
-                {"name": "controller", "type": "Controller", "count": 1, "instance_type": "ml.m5.2xlarge"},
-                {"name": "workers", "type": "Compute", "count": workers, "instance_type": "ml.p5.48xlarge"},
-            ],
-        },
-        "jobs": [
-            {
-                "id": "1001",
-                "name": "llama-70b-pretrain",
-                "nodes": job_nodes,
-                "checkpoint_uri": "s3://llm-train-checkpoints/llama-70b-pretrain",
-                "checkpoints": [{"step": 3000}],
-                "training": {"checkpoint_every_seconds": INTERVAL, "steps_per_checkpoint": 100, "restart_seconds": 20},
-                "progress": {"step_seconds": 3.0, "step": 3000},
-            }
-        ],
-        # (a scenario has a fault; this one changes nothing but what the job reports)
-        "faults": [{"at": 3000, "kind": "pause", "job": "1001", "seconds": 10, "pause_limit_seconds": 3600}],
-        "behaviour": {"replacement_seconds": 600, "agent_seconds": 2},
-        "settings": {"dry_run": False},
-        "expect": {"outcomes": []},
-    }
-    for key, value in (extra or {}).items():
-        raw[key] = value if not isinstance(value, dict) else {**raw.get(key, {}), **value}
-    return Scenario.model_validate(raw)
-
-
-_REPORTS: dict[str, dict[str, Any]] = {}
-
-
-@pytest.fixture
-def spare_swap(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """The plain swap's report, run once for the tests that read it."""
-    if "spare" not in _REPORTS:
-        _REPORTS["spare"] = _swap(tmp_path_factory.mktemp("spare"), _scenario())
-    return _REPORTS["spare"]
-
-
-def _swap(
-    tmp_path: Path,
-    scenario: Scenario,
-    *,
-    signal: str = "row_remap_failure",
-    failure_chance: float = 0.9,
-    node: str = "workers:7",
-    dry_run: bool | None = None,
-) -> dict[str, Any]:
-    """Run ``scenario`` with an enforced verdict on ``node`` at VERDICT_AT; the report."""
-    runner = DrillRunner(scenario, log_path=tmp_path / "lambda.log")
-    with runner.deployed() as aws:
-        runner.advance(VERDICT_AT)
-        verdict = {
-            "verdict_id": "v-0001",
-            "signal": signal,
-            "source": "alertmanager",
-            "mode": "enforce",
-            "cluster": scenario.cluster.name,
-            "instance_id": runner.double.current(node, t=VERDICT_AT).node_id,
-            "observed_at": (runner.epoch + timedelta(seconds=VERDICT_AT)).isoformat(),
-            "horizon_seconds": 86_400,
-            "failure_chance": failure_chance,
-            "failure_chance_from": "the signal's prior (no outcomes yet)",
-            "summary": f"{signal} on GPU 3",
-        }
-        request: dict[str, Any] = {"verdict": verdict} | ({"dry_run": dry_run} if dry_run is not None else {})
-        aws.client("stepfunctions").start_execution(
-            stateMachineArn=aws.state_machines["PlannedSwapStateMachine"], name="hps-v-0001", input=json.dumps(request)
-        )
-        runner.play()
-        runner.slurm.close()
-        runner._log.flush()
-        return build_report(runner, wall_seconds=0.0)
+Drill = Callable[..., dict[str, Any]]
+ENFORCED = "row_remap_failure=enforce:0.9:1d"
 
 
 def _the_swap(report: dict[str, Any]) -> dict[str, Any]:
@@ -109,27 +22,27 @@ def _the_swap(report: dict[str, Any]) -> dict[str, Any]:
     return swap
 
 
-def test_a_node_at_risk_is_left_right_after_the_next_commit_onto_a_spare_and_replaced(spare_swap: dict[str, Any]) -> None:
-    # Given a 16-node job on an 18-node group (2 idle nodes) and a row-remap failure on one of its nodes
-    report = spare_swap
+def test_a_node_at_risk_is_left_right_after_the_next_commit_onto_a_spare_and_replaced(drill: Drill) -> None:
+    # Given a 16-node job on an 18-node group (2 idle nodes) and a row-remap failure on one of its nodes at
+    # 1100 s, 100 s before the job's next commit
+    report = drill("planned-swap-spare")
     swap = _the_swap(report)
-    # Then the swap waited for the next verified commit after the verdict (step 3200 at 1200 s) and moved
+    # Then the swap waited for that commit (step 3200 at 1200 s), and moved the job onto a spare
     assert swap["outcome"] == "moved" and swap["action"] == "spare"
-    assert swap["checkpoint_step"] == 3200 and swap["committed_at"] == 1200
-    # And the job was resubmitted once, from that step, and nothing else
+    assert swap["checkpoint_step"] == 3200 and swap["committed_at"] == 1200 and swap["seen_at"] >= 1200
+    # And the job was resubmitted once, from that step, and no two copies were ever live
     assert [(s["old_job_id"], s["checkpoint_step"]) for s in report["slurm"]["submissions"]] == [("1001", 3200)]
     assert report["second_copies"] == []
     # And the goals: ≤ 10 s of work lost past the checkpoint, running again ≤ 60 s after the commit
-    assert swap["work_lost_past_checkpoint_seconds"] <= 10
-    assert swap["running_again_after_commit_seconds"] <= 60
-    # And the node is replaced (a row-remap failure is NVIDIA's RMA criterion), by the nested recovery
+    assert swap["work_lost_past_checkpoint_seconds"] <= 10 and swap["running_again_after_commit_seconds"] <= 60
+    # And the node is replaced (a row-remap failure is NVIDIA's RMA criterion) by the nested recovery
     assert [r["hostname"] for r in report["replacements"]] == [swap["node"]]
     (nested,) = report["incidents"]
-    assert nested["id"] == "hps-v-0001-nodes" and nested["trigger"] == ["at_risk"] and nested["outcome"] == "recovered"
+    assert nested["id"] == f"{swap['id']}-nodes" and nested["trigger"] == ["at_risk"] and nested["outcome"] == "recovered"
 
 
-def test_the_record_says_both_expected_costs_and_where_each_figure_came_from(spare_swap: dict[str, Any]) -> None:
-    swap = _the_swap(spare_swap)
+def test_the_record_says_both_expected_costs_and_where_each_figure_came_from(drill: Drill) -> None:
+    swap = _the_swap(drill("planned-swap-spare"))
     assert 0 < swap["swap_node_seconds"] < swap["keep_node_seconds"]
     figures = swap["figures"]
     assert figures["checkpoint_interval_seconds"] == [600.0, "measured: the job's two newest manifests"]
@@ -138,9 +51,38 @@ def test_the_record_says_both_expected_costs_and_where_each_figure_came_from(spa
     assert "node-h" in swap["summary"]
 
 
-def test_a_verdict_whose_expected_costs_say_leave_moves_nothing_and_says_what_a_swap_would_cost(tmp_path: Path) -> None:
-    # Given a verdict with a small chance of failure (the false alarm's prior)
-    report = _swap(tmp_path, _scenario(), failure_chance=0.05)
+def test_a_signal_during_a_checkpoint_save_waits_for_that_save_s_commit(drill: Drill) -> None:
+    # Given saves of 2 minutes: step 3200's shards from 1080 s, its manifest at 1200 s; the signal at 1100 s
+    report = drill("at-risk-during-checkpoint-save")
+    swap = _the_swap(report)
+    # Then the swap moves the job only once that save committed, and from it
+    assert swap["outcome"] == "moved" and swap["checkpoint_step"] == 3200 and swap["seen_at"] >= 1200
+    assert [s["checkpoint_step"] for s in report["slurm"]["submissions"]] == [3200]
+
+
+def test_an_elastic_job_without_a_spare_shrinks_off_the_node_at_its_commit(drill: Drill) -> None:
+    report = drill("planned-swap-elastic")
+    swap = _the_swap(report)
+    assert swap["outcome"] == "moved" and swap["action"] == "shrink"
+    assert swap["figures"]["spare_fits"][0] == 0.0 and swap["figures"]["may_shrink"][0] == 1.0
+    (copies,) = [j["copies"] for j in report["jobs"]]
+    assert [(c["nodes"], c["from_step"]) for c in copies] == [(15, 3200), (16, 3300)]
+
+
+def test_eks_a_node_at_risk_is_left_right_after_the_next_commit_onto_a_spare(drill: Drill) -> None:
+    report = drill("eks-planned-swap-spare")
+    swap = _the_swap(report)
+    assert swap["outcome"] == "moved" and swap["action"] == "spare" and swap["checkpoint_step"] == 3200
+    (nested,) = report["incidents"]
+    assert nested["trigger"] == ["at_risk"] and nested["outcome"] == "recovered"
+    assert report["second_copies"] == []
+    # (the old pods' grace period is inside the 60 s)
+    assert swap["work_lost_past_checkpoint_seconds"] <= 10 and swap["running_again_after_commit_seconds"] <= 60
+
+
+def test_a_verdict_whose_expected_costs_say_leave_moves_nothing_and_says_what_a_swap_would_cost(drill: Drill) -> None:
+    # Given the same signal enforced at a 5 % prior
+    report = drill("planned-swap-spare", settings={"at_risk_signals": "row_remap_failure=enforce:0.05:1d"})
     swap = _the_swap(report)
     # Then the job stays, nothing is touched, and the record gives both costs
     assert swap["outcome"] == "left" and swap["action"] == "leave"
@@ -148,24 +90,29 @@ def test_a_verdict_whose_expected_costs_say_leave_moves_nothing_and_says_what_a_
     assert report["slurm"]["submissions"] == [] and report["replacements"] == [] and report["incidents"] == []
 
 
-def test_a_row_remap_pending_node_is_rebooted_not_replaced(tmp_path: Path) -> None:
-    report = _swap(tmp_path, _scenario(), signal="row_remap_pending")
-    assert _the_swap(report)["outcome"] == "moved"
-    assert report["replacements"] == [] and [r["hostname"] for r in report["reboots"]] == [_the_swap(report)["node"]]
+def test_a_row_remap_pending_node_is_rebooted_not_replaced(drill: Drill) -> None:
+    fault = {"at": 1100, "kind": "at_risk", "node": "workers:7", "signal": "row_remap_pending", "via": "alertmanager"}
+    report = drill("planned-swap-spare", faults=[fault], settings={"at_risk_signals": "row_remap_pending=enforce:0.9:1d"})
+    swap = _the_swap(report)
+    assert swap["outcome"] == "moved"
+    assert report["replacements"] == [] and [r["hostname"] for r in report["reboots"]] == [swap["node"]]
 
 
-def test_a_dry_run_swap_touches_nothing_and_says_what_it_would_do(tmp_path: Path) -> None:
-    report = _swap(tmp_path, _scenario(), dry_run=True)
+def test_a_dry_run_swap_touches_nothing_and_says_what_it_would_do(drill: Drill) -> None:
+    report = drill("planned-swap-spare", settings={"dry_run": True})
     swap = _the_swap(report)
     assert swap["outcome"] == "dry_run" and swap["dry_run"] is True
     assert report["slurm"]["submissions"] == [] and report["replacements"] == []
     assert [c for c in report["slurm"]["commands"] if c["type"] in ("cordon_nodes", "resubmit_job") and not c.get("dry_run")] == []
 
 
-def test_a_node_that_fails_while_the_swap_waits_is_left_to_the_reactive_recovery_alone(tmp_path: Path) -> None:
+def test_a_node_that_fails_while_the_swap_waits_is_left_to_the_reactive_recovery_alone(drill: Drill) -> None:
     # Given the node's health event at 1150 s, before the job's next commit at 1200 s
-    fault = {"at": 1150, "kind": "node_health", "node": "workers:7"}
-    report = _swap(tmp_path, _scenario(extra={"faults": [fault]}))
+    faults = [
+        {"at": 1100, "kind": "at_risk", "node": "workers:7", "signal": "row_remap_failure", "via": "alertmanager"},
+        {"at": 1150, "kind": "node_health", "node": "workers:7"},
+    ]
+    report = drill("planned-swap-spare", faults=faults)
     swap = _the_swap(report)
     # Then the swap yields: one recovery of the node (the reactive one), none nested in the swap
     assert swap["outcome"] == "yielded"

@@ -51,6 +51,9 @@ MAX_LIST_CALLS = 30
 START_CLOCK_SKEW = timedelta(seconds=2)
 
 
+RECONCILED_WORKFLOWS: tuple[Workflow, ...] = ("node", "job")
+
+
 class StepFunctions:
     stepfunctions = LazyClient("stepfunctions")
 
@@ -125,7 +128,9 @@ class StepFunctions:
         since ``since`` if no execution runs longer than ``since - started_after``."""
         found: list[ClosedExecution] = []
         calls = 0
-        for _, machine in sorted(self.state_machine_arns.items()):
+        # (the recovery workflows only: a PlannedSwap holds nothing and records its own end; its
+        # nested NodeRecovery is a node workflow's execution, swept as any)
+        for _, machine in sorted((w, arn) for w, arn in self.state_machine_arns.items() if w in RECONCILED_WORKFLOWS):
             for status in CLOSED_UNRECORDED:
                 request: dict[str, Any] = {"stateMachineArn": machine, "statusFilter": status, "maxResults": LIST_PAGE_SIZE}
                 while True:

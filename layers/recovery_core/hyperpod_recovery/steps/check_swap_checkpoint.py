@@ -226,7 +226,11 @@ def _compute_nodes(cluster: Cluster, settings: SwapSettings) -> int:
     """The cap's denominator as Assess Nodes counts it: the compute groups' nodes (DescribeCluster's
     counts, else the listing)."""
     info = cluster.describe()
-    roles = group_roles(info, list(settings.controller_groups), list(settings.login_groups))
+    roles = (
+        group_roles(info, list(settings.controller_groups), list(settings.login_groups))
+        if settings.orchestrator == "slurm"
+        else dict.fromkeys(info.groups, "Compute")  # (EKS: every group's nodes, as Assess Nodes counts them)
+    )
     compute = {g for g, role in roles.items() if role == "Compute"}
     counted = counted_compute_nodes(info, compute)
     return counted if counted is not None else sum(1 for n in cluster.list_nodes() if n.instance_group in compute)

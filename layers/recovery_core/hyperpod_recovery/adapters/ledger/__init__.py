@@ -8,8 +8,8 @@ module per item family; ``DynamoLedger`` is all of them over one client (ports.L
     safety.py     CLUSTER#<cluster>/IN_RECOVERY, /BREAKER, /RECOVERY#<epoch>#<incident>; JOB_RESTARTS#<cluster>/<slot>
     waits.py      REJOIN#<cluster>/WAIT#<execution>; CLUSTER#<cluster>/ENDS_SWEPT; POLLED#<cluster>/<failure>
     verdicts.py   CLUSTER#<cluster>/VERDICT#<epoch>#<rule>#<job>: a hang or slowdown verdict and its review
-    swaps.py      INCIDENT#<swap id>/SWAP: what a planned swap decided and did, with its numbers
     at_risk.py    CLUSTER#<cluster>/ATRISK#<epoch>#<signal>#<instance>: an at-risk verdict and its outcome; /ATRISK_SCORE#<signal>
+    swaps.py      INCIDENT#<swap id>/SWAP: what a planned swap decided and did, with its numbers
     oncall.py     what only the operator's commands use: the IncidentsByCluster index, Scans of locks and
                   holds, CLUSTER#<cluster>/AUDIT#<epoch>#<n>
     table.py      every SDK call, its errors, and the one helper for conditional writes
@@ -34,7 +34,7 @@ from hyperpod_recovery.adapters.ledger.verdicts import VerdictItems
 from hyperpod_recovery.adapters.ledger.waits import WaitItems
 
 
-class DynamoLedger(NodeItems, JobItems, IncidentItems, SafetyItems, WaitItems, VerdictItems, SwapItems, AtRiskItems, OncallItems):
+class DynamoLedger(NodeItems, JobItems, IncidentItems, SafetyItems, WaitItems, VerdictItems, AtRiskItems, SwapItems, OncallItems):
     """Every item family of the ledger's table over one DynamoDB client."""
 
 

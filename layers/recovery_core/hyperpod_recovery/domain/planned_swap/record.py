@@ -107,7 +107,8 @@ def swap_message(record: SwapRecord) -> tuple[str, str]:
         lines += [f"  {f.name} = {f.value:g} ({f.source})" for f in record.cost.figures]
     if record.nested_incident:
         lines.append(f"The move's incident: {record.nested_incident} (hyperpod-recovery incidents show {record.nested_incident}).")
-    lines.append(f"Verdict {record.verdict_id} ({record.signal}); swap {record.swap_id}.")
+    lines.append(f"The verdict: {record.verdict_id} ({record.signal}).")
+    lines.append(f"Planned swap: {record.swap_id}")
     return subject, "\n".join(lines)
 
 
