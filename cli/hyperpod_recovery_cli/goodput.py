@@ -5,7 +5,8 @@
         [--detect T] [--cordon T] [--replace T] [--rejoin T] [--health-gate T] [--restart T]
         [--checkpoint-interval T | --checkpoint-prefix s3://bucket/prefix [--job NAME]] [--checkpoint-cost T]
         [--spares N] [--repair T] [--job-nodes N ...] [--gpus-per-node 8]
-        [--precursor-recall SHARE [--precursor-lead T] [--precursor-false-positive SHARE] [--swap-lost T] [--swap-restart T]]
+        [--precursor-recall SHARE [--precursor-lead T [--precursor-lead-shape SIGMA]] [--precursor-false-positive SHARE]
+         [--swap-lost T] [--swap-restart T]]
         [--json] [--html FILE]
 
 Durations (T) are seconds, or a number with s, m, h or d. What the command line gives replaces what
@@ -133,6 +134,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--precursor-lead", type=duration, metavar="T", help="how long before its failure a verdict comes (default 1h, assumed)"
     )
     swaps.add_argument(
+        "--precursor-lead-shape",
+        type=bounded(0, 5),
+        metavar="SIGMA",
+        help="the leads spread lognormally around --precursor-lead with this σ (default 0: every lead the same)",
+    )
+    swaps.add_argument(
         "--precursor-false-positive",
         type=_share,
         metavar="SHARE",
@@ -177,6 +184,8 @@ def command_line_layer(args: argparse.Namespace) -> sources.Layer:
         layer["failure_rate"] = {"per_1000_node_days": float(args.failure_rate), "provenance": "given", "source": GIVEN}
     elif args.failures is not None:
         layer["failure_rate"] = {"failures": args.failures, "node_days": args.node_days, "provenance": "given", "source": GIVEN}
+    if args.precursor_lead_shape is not None:
+        layer["precursor_lead_shape"] = args.precursor_lead_shape
     if args.job_nodes:
         layer["job_sizes"] = args.job_nodes
     if args.gpus_per_node is not None:

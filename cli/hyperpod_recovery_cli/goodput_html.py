@@ -157,6 +157,8 @@ def render_plan(plan: GoodputPlan) -> str:
     ):
         if figure is not None:
             figures.append([name, _minutes(figure.value), figure.provenance, figure.source])
+    if inputs.precursor_lead_shape:
+        figures.append(["precursor lead spread (lognormal σ)", f"{inputs.precursor_lead_shape:g}", "given", ""])
     phases = [
         [p.phase, _minutes(p.seconds), f"{p.ettr_points:.3f}", f"+{p.minute_less_points:.3f}", p.provenance, p.source] for p in plan.phases
     ]

@@ -123,6 +123,9 @@ class PlannerInputs(BaseModel):
     # swap loses past its checkpoint's commit, and a swap's restart (default: the restart phase).
     precursor_recall: Ratio | None = None
     precursor_lead_seconds: Seconds | None = None
+    # The lead times' spread: σ of a lognormal whose median is precursor_lead_seconds (the fleet drill draws
+    # them so); None or 0: every lead the same.
+    precursor_lead_shape: float | None = Field(default=None, ge=0, le=5, allow_inf_nan=False)
     precursor_false_positive: Ratio | None = None
     swap_lost_seconds: Seconds | None = None
     swap_restart_seconds: Seconds | None = None
@@ -230,6 +233,7 @@ class PlannedSwaps(Modelled):
     recall: float
     recall_provenance: Provenance
     lead_seconds: float
+    lead_shape: float  # σ of the leads' lognormal spread around lead_seconds (0: every lead the same)
     false_positive: float
     swap_lost_seconds: float
     swap_restart_seconds: float

@@ -137,6 +137,7 @@ def planned_swaps(inputs: PlannerInputs, precursors: Precursors, effect: SwapEff
         recall=precursors.recall,
         recall_provenance=recall.provenance if recall is not None else "default",
         lead_seconds=precursors.lead_seconds,
+        lead_shape=precursors.lead_shape,
         false_positive=precursors.false_positive,
         swap_lost_seconds=precursors.swap_lost_seconds,
         swap_restart_seconds=(

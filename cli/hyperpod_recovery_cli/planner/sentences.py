@@ -39,7 +39,9 @@ def ceiling_lines(ceilings: list[Ceiling]) -> list[str]:
 
 def swaps_setting(swaps: PlannedSwaps) -> str:
     return (
-        f"recall {100 * swaps.recall:.0f} % [{swaps.recall_provenance}], lead {minutes(swaps.lead_seconds)}, "
+        f"recall {100 * swaps.recall:.0f} % [{swaps.recall_provenance}], lead {minutes(swaps.lead_seconds)}"
+        + (f" (median, lognormal σ {swaps.lead_shape:g})" if swaps.lead_shape else "")
+        + ", "
         f"{100 * swaps.false_positive:.0f} % of verdicts false, {minutes(swaps.swap_lost_seconds)} lost past the commit, "
         f"restart {minutes(swaps.swap_restart_seconds)}" + (f" (assumed: {', '.join(swaps.assumed)})" if swaps.assumed else "")
     )

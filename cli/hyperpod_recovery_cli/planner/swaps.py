@@ -14,6 +14,7 @@ their own share of wall time:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from hyperpod_recovery.domain.planned_swap.cost import SwapDecision, SwapFigures, decide_swap
@@ -28,7 +29,8 @@ SWAPS = (
     "ETTR = Daly(τ, δ, R, M/(1 − saved)) · (1 − swaps·C/M)"
 )
 SWAPS_ASSUMES = [
-    "every announced failure comes exactly L after its verdict; the commit at an even phase of its period",
+    "every announced failure comes L after its verdict (one L, or a lognormal spread of them around it); the commit at "
+    "an even phase of its period; one verdict decided at that L",
     "the verdict's chance of failing is its precision, 1 − f (the rule's failure_chance)",
     "a swap costs the work past the commit, one restart, and the node's place (a spare when spares are kept, else the "
     "wait for the replacement); a swapped node's repair is not counted against the spares",
@@ -39,10 +41,28 @@ SWAPS_ASSUMES = [
 @dataclass(frozen=True)
 class Precursors:
     recall: float
-    lead_seconds: float
+    lead_seconds: float  # every lead's, or the median of a lognormal spread of them (lead_shape its σ)
     false_positive: float
     swap_lost_seconds: float
     swap_restart_seconds: float | None  # None: the restart phase
+    lead_shape: float = 0.0
+
+
+def before_commit_share(lead_seconds: float, shape: float, period_seconds: float) -> float:
+    """The share of foreseen failures that come before the next commit, the commit at an even phase of its period P:
+    E[max(0, 1 − L/P)], L the lead (fixed, or lognormal with median ``lead_seconds`` and σ ``shape``, in closed form:
+    Φ(d) − (E[L]/P)·Φ(d − σ), d = ln(P/median)/σ)."""
+    if period_seconds <= 0:
+        return 0.0
+    if shape == 0 or lead_seconds == 0:
+        return max(0.0, 1 - lead_seconds / period_seconds)
+    d = math.log(period_seconds / lead_seconds) / shape
+    mean = lead_seconds * math.exp(shape**2 / 2)
+    return max(0.0, _phi(d) - mean / period_seconds * _phi(d - shape))
+
+
+def _phi(x: float) -> float:
+    return 0.5 * math.erfc(-x / math.sqrt(2))
 
 
 def precursors_of(inputs: PlannerInputs, *, recall: float | None = None) -> Precursors | None:
@@ -56,6 +76,7 @@ def precursors_of(inputs: PlannerInputs, *, recall: float | None = None) -> Prec
         false_positive=(inputs.precursor_false_positive or defaults.PRECURSOR_FALSE_POSITIVE).value,
         swap_lost_seconds=(inputs.swap_lost_seconds or defaults.SWAP_LOST).value,
         swap_restart_seconds=inputs.swap_restart_seconds.value if inputs.swap_restart_seconds is not None else None,
+        lead_shape=inputs.precursor_lead_shape or 0.0,
     )
 
 
@@ -113,8 +134,9 @@ def swap_effect(
         lead_seconds=precursors.lead_seconds,
         swap_restart_seconds=precursors.swap_restart_seconds,
     )
+    # (one verdict is decided at the median lead; the failures' share before the commit is over the spread of leads)
     decision = decide_swap(figures)
-    before = figures.before_commit_share
+    before = before_commit_share(precursors.lead_seconds, precursors.lead_shape, (tau + delta) * 60)
     if not decision.swaps or precursors.recall == 0:
         return SwapEffect(decision=decision, before_commit_share=before)
     saved = precursors.recall * (1 - before)

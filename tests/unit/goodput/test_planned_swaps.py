@@ -3,6 +3,8 @@ by the pipeline's own expected-cost rule (domain/planned_swap/cost.py), counted 
 
 from __future__ import annotations
 
+import math
+from statistics import NormalDist
 from typing import Any
 
 import pytest
@@ -13,6 +15,7 @@ from hyperpod_recovery.domain.planned_swap.cost import SwapFigures, decide_swap
 from hyperpod_recovery_cli.planner import formulas as f
 from hyperpod_recovery_cli.planner import plan_goodput
 from hyperpod_recovery_cli.planner.model import RECOVERY_PHASES, PlannerInputs
+from hyperpod_recovery_cli.planner.swaps import before_commit_share
 
 shares = st.floats(min_value=0, max_value=1)
 false_positives = st.floats(min_value=0, max_value=0.99)
@@ -157,3 +160,26 @@ def test_the_planner_decides_each_verdict_with_the_pipelines_rule() -> None:
     # And the headline is Daly's over the failures left (M doubled) times the time the swaps leave
     daly = f.daly_ettr(30, 0.5, plan.ettr.recovery_seconds / 60, 2 * mttf)
     assert plan.ettr.ettr == pytest.approx(daly * (1 - plan.ettr.swap_loss))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.floats(min_value=1, max_value=7 * 86400), st.floats(min_value=0.05, max_value=3), st.floats(min_value=60, max_value=86400))
+def test_the_share_before_the_commit_over_lognormal_leads_is_the_average_over_them(median: float, shape: float, period: float) -> None:
+    # Given leads spread lognormally around a median, and a checkpoint period
+    closed = before_commit_share(median, shape, period)
+    # Then the closed form is the mean of max(0, 1 − L/P) over the leads' quantiles (a midpoint sum of 4,000)
+    quantiles = [NormalDist(math.log(median), shape).inv_cdf((i + 0.5) / 4000) for i in range(4000)]
+    averaged = sum(max(0.0, 1 - math.exp(q) / period) for q in quantiles) / 4000
+    assert closed == pytest.approx(averaged, abs=2e-3)
+    # And without a spread it is the fixed lead's: the rule's own share
+    assert before_commit_share(median, 0.0, period) == pytest.approx(max(0.0, 1 - median / period))
+
+
+def test_spread_leads_leave_some_foreseen_failures_before_the_commit_and_buy_less() -> None:
+    # Given the default job with 2 spares at 50 % recall, leads of 1 h: all the same, or spread (σ 1, as the fleet drill draws them)
+    fixed = plan_goodput(inputs(spare_nodes=2, precursor_recall=0.5))
+    spread = plan_goodput(inputs(spare_nodes=2, precursor_recall=0.5, precursor_lead_shape=1.0))
+    assert fixed.planned_swaps is not None and spread.planned_swaps is not None
+    # Then the spread's short leads come before the commit now and then: fewer failures swapped first, a lower ETTR
+    assert fixed.planned_swaps.before_commit_share == 0 < spread.planned_swaps.before_commit_share
+    assert spread.planned_swaps.saved_share < fixed.planned_swaps.saved_share and spread.ettr.ettr < fixed.ettr.ettr
