@@ -54,7 +54,12 @@ class RunSpec:
 
     def precursor_figures(self) -> dict[str, float]:
         """The trace's precursor figures as the planner's inputs name them (its planned-swap model)."""
-        return {"recall": self.recall, "lead_seconds": self.lead_median_seconds, "false_positive": 1 - expected_precision(self)}
+        return {
+            "recall": self.recall,
+            "lead_seconds": self.lead_median_seconds,
+            "lead_shape": self.lead_sigma,
+            "false_positive": 1 - expected_precision(self),
+        }
 
     @property
     def label(self) -> str:

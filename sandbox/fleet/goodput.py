@@ -93,6 +93,7 @@ def _swap_figures(run: str, precursors: dict[str, Any], stops: list[dict[str, An
             "provenance": "given",
             "source": f"{run}: the lead's median",
         },
+        "precursor_lead_shape": precursors["lead_sigma"],
     }
     if signals:
         figures["precursor_false_positive"] = {

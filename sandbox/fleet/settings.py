@@ -82,6 +82,7 @@ def run_inputs(
                 "provenance": given,
                 "source": "fleet drill: --lead-time-median (an ASSUMPTION)",
             },
+            "precursor_lead_shape": precursors.get("lead_shape", 1.0),
             "precursor_false_positive": {
                 "value": min(0.99, round(precursors["false_positive"], 4)),
                 "provenance": given,

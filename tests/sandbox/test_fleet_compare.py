@@ -6,12 +6,14 @@ from __future__ import annotations
 import itertools
 import math
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from hyperpod_recovery.domain.at_risk.settings import parse_signal_settings
 from hyperpod_recovery_cli.goodput_inputs import combine, defaults_layer
 from hyperpod_recovery_cli.planner import plan_goodput
-from sandbox.fleet.compare import GOAL_RECALL, RunSpec, at_risk_signals, compare_specs, expected_precision, goal_specs
+from sandbox.fleet.compare import GOAL_RECALL, TRACE_SIGNALS, RunSpec, at_risk_signals, compare_specs, expected_precision, goal_specs
 from sandbox.fleet.settings import JOB_KINDS, run_inputs
 from sandbox.fleet.trace import generate
 
@@ -72,4 +74,26 @@ def test_the_enforced_signals_prior_is_the_precision_the_trace_gives(seed: int, 
     # Then the expected precision is the trace's, within 5 binomial standard deviations
     p = expected_precision(spec)
     assert abs(measured - p) <= 5 * math.sqrt(p * (1 - p) / len(trace.precursors)) + 0.005, (measured, p)
-    assert at_risk_signals(spec).startswith("*=enforce:")
+    # And every signal the trace sends is enforced at that prior (the pipeline's own reading of the setting)
+    table = parse_signal_settings(at_risk_signals(spec)).table
+    assert all(table[signal].mode == "enforce" and table[signal].prior == max(0.01, round(p, 2)) for signal in [*TRACE_SIGNALS, "*"])
+
+
+def test_with_planned_swaps_an_announced_failure_is_swapped_away_and_a_false_alarm_costs_a_swap() -> None:
+    # Given one trace (64 nodes, 1 day: a failure announced 72 min before it, a false alarm), a spare,
+    # run without planned swaps and with them at 100 % recall, through the real pipeline
+    without, with_swaps = (spec.run() for spec in compare_specs(RunSpec(nodes=64, days=1, seed=9, false_alarm_rate=4.0, spares=1), (1.0,)))
+    # Then without: the failure hits the job, nothing is sent, no stop of the pipeline's own
+    assert len(without["hits"]) == 1 and without["precursors"]["signals_sent"] == 0 and without["planned_stops"] == []
+    # And with: every signal is sent, the announced failure never happens, and the job moved once per signal
+    assert with_swaps["precursors"]["signals_sent"] == 2 and with_swaps["precursors"]["failures_averted"] == 1
+    assert with_swaps["hits"] == [] and [s["kind"] for s in with_swaps["planned_stops"]] == ["swap", "false_alarm"]
+    # And each swap ran again on the spare at the commit, and its cost is its own part of the job's loss
+    assert all(s["restarted_at"] is not None for s in with_swaps["planned_stops"])
+    (job,) = with_swaps["jobs"]
+    assert job["planned_swaps"] == 1 and job["false_alarm_swaps"] == 1
+    assert job["ettr_points_lost"]["lost_work"] == 0 < job["ettr_points_lost"]["swaps"]
+    assert job["ettr_points_lost"]["false_alarms"] > 0
+    assert 100 * (1 - job["ettr"]) == pytest.approx(sum(job["ettr_points_lost"].values()), abs=0.01)
+    # And never two copies of one job
+    assert with_swaps["safety"]["second_copies"] == [] and without["safety"]["second_copies"] == []
