@@ -10,7 +10,17 @@ same report as an offline HTML page with its plots beside it (or to --html).
 
     python bench/fleet.py --nodes 2048 --days 54 [--seed 0] [--jobs 8x256] [--spares 0] [--rate llama3|rsc1|rsc2|<number>]
                           [--hang-share 0.02] [--orchestrator slurm|eks]
+                          [--job-kind default|async] [--recall 0.5] [--lead-time-median 7200] [--lead-time-sigma 1]
+                          [--false-alarm-rate 0.28] [--planned-swaps] [--shrink-nodes K] [--recommended]
+                          [--compare [--recalls 0,0.25,0.5,0.75]] [--goals] [--workers 1]
                           [--out DIR] [--html PATH]
+
+Issue 50: the trace's precursors (--recall, --lead-time-*, --false-alarm-rate; ASSUMPTIONS, docs/goodput.md)
+are delivered as enforced at-risk signals with --planned-swaps (each a planned swap through the real
+pipeline); --recommended takes the goodput planner's settings for the run (interval, spares, shrink,
+planned swaps); --compare runs the same trace without planned swaps and with them at each of --recalls,
+side by side (sandbox/fleet/report_compare.py); --goals runs the issue's goal set (the default job and the
+async job, planner-recommended, without and with planned swaps at 50 % recall) and prints PASS or FAIL per goal.
 
 Every number is checked to its range (MAX_NODES, MIN_DAYS..MAX_DAYS, MAX_RATE, MAX_FAILURES below): one
 line naming the argument and the range, exit 2.
@@ -21,17 +31,21 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "layers" / "recovery_core"), str(ROOT / "agent"), str(ROOT / "training"), str(ROOT / "cli")]
 
 from hyperpod_recovery_cli.inputs import OneLineParser, bounded  # noqa: E402
+from sandbox.fleet.compare import RunSpec, compare_specs, goal_specs, run_specs  # noqa: E402
 from sandbox.fleet.report import format_fleet_report  # noqa: E402
+from sandbox.fleet.report_compare import comparison as side_by_side  # noqa: E402
+from sandbox.fleet.report_compare import format_comparison, render_comparison_html  # noqa: E402
 from sandbox.fleet.report_html import render_fleet_html  # noqa: E402
-from sandbox.fleet.runner import FleetPlan, FleetRunner, JobMix  # noqa: E402
-from sandbox.fleet.trace import RATES, TraceSpec, generate  # noqa: E402
+from sandbox.fleet.runner import JobMix  # noqa: E402
+from sandbox.fleet.settings import JOB_KINDS  # noqa: E402
+from sandbox.fleet.trace import RATES  # noqa: E402
 
 # The ranges every figure is checked to (one line naming the argument, exit 2): a fleet the sandbox
 # runs in hours at most, with numbers its math can take.
@@ -39,6 +53,25 @@ MAX_NODES = 6_758  # workers and spares together: an instance group's bound (san
 MIN_DAYS, MAX_DAYS = 0.01, 366  # (from a quarter of an hour: the report counts per week and per day)
 MAX_RATE = 100.0  # failures per 1,000 node-days (Llama 3: 3.79)
 MAX_FAILURES = 200_000  # expected over the whole run: nodes x days x rate / 1,000
+MAX_LEAD_SECONDS = 30 * 86_400  # a precursor's median lead: a month at most
+MAX_SIGMA = 3.0  # the lead's lognormal shape (3: a factor of 20 either way in one standard deviation)
+MAX_WORKERS = 4
+# ASSUMPTIONS, the goodput planner's (docs/goodput.md, "Planned swaps: what the literature gives (and does
+# not)"): no study publishes the recall or lead time of GPU precursors. Recall: the goal's 50 %; lead: the
+# planner's 1 h as the median of a lognormal of shape 1; false alarms: the rate that makes half the
+# signals false at 50 % recall at Llama 3's rate (the planner's 50 %, between the 46.3 % and 85.4 %
+# precision of Liu et al., SYSTOR '23), 0.5 x 356/419 announceable x 0.98 not racks x 3.79 = 1.58.
+DEFAULT_RECALL = 0.5
+DEFAULT_LEAD_MEDIAN = 3_600.0
+DEFAULT_LEAD_SIGMA = 1.0
+DEFAULT_FALSE_ALARM_RATE = 1.58
+
+
+def _recalls(text: str) -> tuple[float, ...]:
+    parts = [part.strip() for part in text.split(",")]
+    if not 1 <= len(parts) <= 8:
+        raise argparse.ArgumentTypeError(f"1 to 8 recalls separated by commas, not {text[:40]!r}")
+    return tuple(bounded(0, 1)(part) for part in parts)
 
 
 def _jobs(text: str) -> str:
@@ -114,6 +147,89 @@ def parser() -> argparse.ArgumentParser:
         default="slurm",
         help="slurm: Slurm jobs; eks: PyTorchJobs on a Kubernetes API (default slurm)",
     )
+    parser.add_argument(
+        "--job-kind",
+        choices=sorted(JOB_KINDS),
+        default="default",
+        help="default: a 5-minute restart and a 30 s blocking checkpoint (the fleet's job); "
+        "async: a 3-minute restart and 5 s blocking (asynchronous saves) (default default)",
+    )
+    parser.add_argument(
+        "--recall",
+        type=bounded(0, 1),
+        default=DEFAULT_RECALL,
+        help=f"the share of one node's hardware faults a precursor announces, 0 to 1 (default {DEFAULT_RECALL:g}, an ASSUMPTION)",
+    )
+    parser.add_argument(
+        "--lead-time-median",
+        type=bounded(60, MAX_LEAD_SECONDS),
+        default=DEFAULT_LEAD_MEDIAN,
+        help=f"a precursor's median lead before its failure in seconds (lognormal), 60 to {MAX_LEAD_SECONDS} "
+        f"(default {DEFAULT_LEAD_MEDIAN:g}, an ASSUMPTION)",
+    )
+    parser.add_argument(
+        "--lead-time-sigma",
+        type=bounded(0, MAX_SIGMA),
+        default=DEFAULT_LEAD_SIGMA,
+        help=f"the lead's lognormal shape, 0 (every lead the median) to {MAX_SIGMA:g} (default {DEFAULT_LEAD_SIGMA:g}, an ASSUMPTION)",
+    )
+    parser.add_argument(
+        "--false-alarm-rate",
+        type=bounded(0, MAX_RATE),
+        default=DEFAULT_FALSE_ALARM_RATE,
+        help=f"at-risk signals on nodes that will not fail, per 1,000 node-days, 0 to {MAX_RATE:g} "
+        f"(default {DEFAULT_FALSE_ALARM_RATE:g}: half the signals false at 50 %% recall, an ASSUMPTION)",
+    )
+    parser.add_argument(
+        "--planned-swaps",
+        action="store_const",
+        const=True,
+        default=None,
+        help="deliver each precursor as an at-risk signal in enforce mode: a planned swap through the real pipeline "
+        "(default: not sent; with --recommended: where the planner says they pay)",
+    )
+    parser.add_argument(
+        "--no-planned-swaps",
+        dest="planned_swaps",
+        action="store_const",
+        const=False,
+        help="send no precursor, even with --recommended (the run without planned swaps beside one with them)",
+    )
+    parser.add_argument(
+        "--shrink-nodes",
+        type=bounded(0, MAX_NODES, whole=True),
+        default=0,
+        help="the jobs may shrink by up to this many nodes (their node range) where no spare fits (default 0: they wait)",
+    )
+    parser.add_argument(
+        "--recommended",
+        action="store_true",
+        help="planner-recommended settings: the goodput planner's checkpoint interval, spares, shrink and planned swaps "
+        "for this run's inputs (overrides --checkpoint-interval, --spares, --shrink-nodes; --planned-swaps still turns them on)",
+    )
+    parser.add_argument(
+        "--compare",
+        action="store_true",
+        help="run the trace without planned swaps and with them at each of --recalls, and print them side by side",
+    )
+    parser.add_argument(
+        "--recalls",
+        type=_recalls,
+        default=(0.0, 0.25, 0.5, 0.75),
+        help="with --compare: the recalls to run with planned swaps, 0 to 1 each, separated by commas (default 0,0.25,0.5,0.75)",
+    )
+    parser.add_argument(
+        "--goals",
+        action="store_true",
+        help="the issue's goals: the default job and the async job, planner-recommended, without and with planned swaps "
+        "at 50 %% recall (4 runs); PASS or FAIL per goal",
+    )
+    parser.add_argument(
+        "--workers",
+        type=bounded(1, MAX_WORKERS, whole=True),
+        default=1,
+        help=f"with --compare or --goals: runs at once, each its own process, 1 to {MAX_WORKERS} (default 1)",
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "out", help="the folder the JSON report is written to (default out/)")
     parser.add_argument("--html", type=Path, default=None, help="the HTML report's path (default: beside the JSON, .html)")
     return parser
@@ -124,6 +240,11 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     checker = parser()
     args = checker.parse_args(argv)
     args.nodes, args.seed, args.spares = int(args.nodes), int(args.seed), int(args.spares)
+    args.shrink_nodes, args.workers = int(args.shrink_nodes), int(args.workers)
+    if args.compare and args.goals:
+        checker.error("--compare and --goals: one at a time (--goals runs its own comparison)")
+    if args.shrink_nodes >= args.nodes:
+        checker.error(f"argument --shrink-nodes: at most {args.nodes - 1} (a job keeps one node)")
     if args.nodes + args.spares > MAX_NODES:
         checker.error(f"--nodes + --spares is {args.nodes + args.spares}: at most {MAX_NODES} (one instance group)")
     rate = RATES[args.rate] if args.rate in RATES else float(args.rate)
@@ -136,30 +257,49 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse(argv)
-    rate = RATES[args.rate] if args.rate in RATES else float(args.rate)
-    trace = generate(
-        TraceSpec(
-            nodes=args.nodes,
-            days=args.days,
-            seed=args.seed,
-            rate_per_1000_node_days=rate,
-            correlated_share=args.correlated_share,
-            hang_share=args.hang_share,
-        )
-    )
-    plan = FleetPlan(
+def spec_of(args: argparse.Namespace) -> RunSpec:
+    """The one run the arguments describe."""
+    return RunSpec(
         nodes=args.nodes,
         days=args.days,
-        mix=JobMix.parse(args.jobs, args.nodes),
+        seed=args.seed,
+        jobs=args.jobs,
         spares=args.spares,
+        rate=RATES[args.rate] if args.rate in RATES else float(args.rate),
+        correlated_share=args.correlated_share,
+        hang_share=args.hang_share,
         checkpoint_interval_seconds=args.checkpoint_interval,
         orchestrator=args.orchestrator,
+        job_kind=args.job_kind,
+        recall=args.recall,
+        lead_median_seconds=args.lead_time_median,
+        lead_sigma=args.lead_time_sigma,
+        false_alarm_rate=args.false_alarm_rate,
+        planned_swaps=args.planned_swaps,
+        shrink_nodes=args.shrink_nodes,
+        recommended=args.recommended,
     )
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
     args.out.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory() as tmp:
-        report = FleetRunner(plan, trace, Path(tmp) / "fleet-lambda.log").run_fleet()
+    spec = spec_of(args)
+    if args.compare or args.goals:
+        specs = goal_specs(spec) if args.goals else compare_specs(spec, args.recalls)
+        started = time.perf_counter()
+        reports = run_specs(specs, args.out, workers=args.workers)
+        comparison = side_by_side(reports, goals=args.goals, wall_seconds=time.perf_counter() - started)
+        path = args.out / f"fleet-{'goals' if args.goals else 'compare'}-{args.nodes}n-{args.days:g}d-seed{args.seed}.json"
+        path.write_text(json.dumps(comparison, indent=1, default=str) + "\n")
+        page = args.html or path.with_suffix(".html")
+        page.parent.mkdir(parents=True, exist_ok=True)
+        page.write_text(render_comparison_html(comparison))
+        print(format_comparison(comparison))
+        print(f"report: {path}")
+        print(f"html: {page}")
+        return 0
+    report = spec.run()
     path = args.out / f"fleet-{args.nodes}n-{args.days:g}d-seed{args.seed}.json"
     path.write_text(json.dumps(report, indent=1, default=str) + "\n")
     page = args.html or path.with_suffix(".html")

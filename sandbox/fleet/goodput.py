@@ -23,14 +23,21 @@ from hyperpod_recovery_cli.goodput_inputs import combine, defaults_layer
 from hyperpod_recovery_cli.planner import plan_goodput
 from hyperpod_recovery_cli.planner.measure import phase_seconds
 from hyperpod_recovery_cli.planner.model import GoodputPlan, PlannerInputs
-from hyperpod_recovery_cli.planner.sentences import change_lines, ettr_line, minutes, pct
+from hyperpod_recovery_cli.planner.sentences import ceiling_lines, change_lines, ettr_line, minutes, pct, swaps_lines
 from sandbox.fleet.plan import FleetPlan
 
 # The planner's phases the incident records measure (their ledger phases: planner/measure.py LEDGER_PHASES).
 RECORDED = ("cordon", "replace", "health_gate")
 
 
-def planner_inputs(plan: FleetPlan, failures: int, hits: list[dict[str, Any]], records: dict[str, IncidentRecord]) -> dict[str, Any]:
+def planner_inputs(
+    plan: FleetPlan,
+    failures: int,
+    hits: list[dict[str, Any]],
+    records: dict[str, IncidentRecord],
+    precursors: dict[str, Any] | None = None,
+    stops: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     """The run's figures as the goodput planner reads them (``hyperpod-recovery goodput --from``: the schema
     is PlannerInputs, docs/goodput.md), complete (a figure the run has none of is the planner's default,
     saying so), each saying whether the run measured it or the plan gave it."""
@@ -70,7 +77,42 @@ def planner_inputs(plan: FleetPlan, failures: int, hits: list[dict[str, Any]], r
                 f"the job's modelled start-up {plan.restart_seconds:g} s and the pipeline's other steps {rest:.1f} s, {per_hit}",
             ),
         }
+    if plan.planned_swaps and precursors and precursors["recall"] > 0:
+        layer |= _swap_figures(run, precursors, stops or [], plan)
     return combine([layer, defaults_layer()]).model_dump(mode="json")
+
+
+def _swap_figures(run: str, precursors: dict[str, Any], stops: list[dict[str, Any]], plan: FleetPlan) -> dict[str, Any]:
+    """Issue 50: the trace's precursor figures (given: ASSUMPTIONS) and what the run's swaps measured."""
+    signals = precursors["announced"] + precursors["false_alarms"]
+    swaps = [stop for stop in stops if stop["kind"] in ("swap", "false_alarm") and stop["restarted_at"] is not None]
+    figures: dict[str, Any] = {
+        "precursor_recall": {"value": precursors["recall"], "provenance": "given", "source": f"{run}: --recall"},
+        "precursor_lead_seconds": {
+            "value": precursors["lead_median_seconds"],
+            "provenance": "given",
+            "source": f"{run}: the lead's median",
+        },
+        "precursor_lead_shape": precursors["lead_sigma"],
+    }
+    if signals:
+        figures["precursor_false_positive"] = {
+            "value": round(min(0.99, precursors["false_alarms"] / signals), 4),
+            "provenance": "measured",
+            "source": f"{run}: {precursors['false_alarms']} false alarms of {signals} signals",
+        }
+    if swaps:
+        figures["swap_lost_seconds"] = {
+            "value": round(fmean(stop["lost_work"] for stop in swaps), 1),
+            "provenance": "measured",
+            "source": f"{run}: the work past the commit, mean over {len(swaps)} planned swaps",
+        }
+        figures["swap_restart_seconds"] = {
+            "value": round(plan.restart_seconds + fmean(stop["downtime"] for stop in swaps), 1),
+            "provenance": "given",
+            "source": f"{run}: the job's modelled start-up {plan.restart_seconds:g} s and the swap's measured downtime",
+        }
+    return figures
 
 
 def _recorded_per_hit(records: dict[str, IncidentRecord], hits: int) -> dict[str, float]:
@@ -114,4 +156,5 @@ def format_goodput(report: dict[str, Any]) -> list[str]:
             f"  job {job['job']} measured ETTR {pct(job['ettr'])}{modelled}: checkpoint {pct(checkpoint)} | rework {pct(rework)} | "
             f"recovery {pct(recovery)} ({job['hits']} hits)"
         )
-    return [*lines, *change_lines(plan.changes)]
+    swaps = swaps_lines(plan.planned_swaps) if plan.planned_swaps is not None else []
+    return [*lines, *swaps, *change_lines(plan.changes), *ceiling_lines(plan.ceilings)]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from sandbox.fleet.trace import Failure, Trace
+from sandbox.fleet.trace import Failure, Precursor, Trace
 from sandbox.scenario import Scenario
 
 WORKERS = "workers"
@@ -42,6 +42,12 @@ class FleetPlan:
     agent_seconds: float = 2.0
     cluster: str = "llm-train"
     orchestrator: Literal["slurm", "eks"] = "slurm"
+    job_kind: str = "default"  # sandbox/fleet/settings.py JOB_KINDS: what sets the two figures above
+    # Issue 50: each precursor of the trace is delivered as an at-risk signal in enforce mode (a planned
+    # swap), or not at all; the jobs may shrink (their batch scripts' node range) by up to ``shrink_nodes``.
+    planned_swaps: bool = False
+    shrink_nodes: int = 0
+    at_risk_signals: str = ""  # template.yaml AtRiskSignals for the run ("*=enforce:<chance>:<horizon>")
 
     @property
     def step_seconds(self) -> float:
@@ -62,10 +68,13 @@ class FleetPlan:
                 "progress": {"step_seconds": self.step_seconds, "step": self.steps_per_checkpoint, "reports_waits": True},
                 # (on EKS: a PyTorchJob that opted in to our recovery, its replicas never restarted by Kubeflow)
                 **({"kubernetes": {"kind": "PyTorchJob", "namespace": "training", "recover": True}} if self.orchestrator == "eks" else {}),
+                **self._elastic(last - first + 1),
             }
             for k, (job_id, first, last) in enumerate(self.job_ranges())
         ]
         faults = [self.fault(failure) for failure in trace.failures]
+        if self.planned_swaps:
+            faults = sorted([*faults, *(self.signal(p) for p in trace.precursors)], key=lambda fault: fault["at"])
         return Scenario.model_validate(
             {
                 "name": f"fleet-{self.nodes}n-{self.days:g}d".replace(".", "-"),
@@ -86,6 +95,25 @@ class FleetPlan:
                 "behaviour": {"agent_seconds": self.agent_seconds},
             }
         )
+
+    def _elastic(self, size: int) -> dict[str, Any]:
+        """A job that may shrink by up to ``shrink_nodes``: its batch script's node range (Slurm), its annotation (EKS)."""
+        if self.shrink_nodes <= 0 or size <= 1:
+            return {}
+        low = max(1, size - self.shrink_nodes)
+        if self.orchestrator == "eks":
+            return {"kubernetes": {"kind": "PyTorchJob", "namespace": "training", "recover": True, "elastic": f"min={low}"}}
+        return {"node_range": f"{low}-{size}"}
+
+    def signal(self, precursor: Precursor) -> dict[str, Any]:
+        """A precursor as the scenario's at-risk signal on its node (sandbox/at_risk.py delivers it by its real path)."""
+        return {
+            "at": precursor.at,
+            "kind": "at_risk",
+            "node": f"{WORKERS}:{precursor.node}",
+            "signal": precursor.signal,
+            "via": "alertmanager",
+        }
 
     def job_of(self, node: int) -> str:
         """The job a job-only fault drawn on ``node`` hits: the one that runs there (a spare's: one in turn)."""

@@ -16,7 +16,10 @@ ETTR = time training that was kept / the run's time. What is not kept, per failu
 * pipeline: the rest of the time until the next copy started (the workflow's own steps, its polls'
   lag, the agent, the health gate, a restart backoff);
 * restart: the next copy's start to its first step (the plan's ``restart_seconds``, modelled);
-and, failure or not, each checkpoint's blocking cost (the plan's ``checkpoint_cost_seconds``).
+and, failure or not, each checkpoint's blocking cost (the plan's ``checkpoint_cost_seconds``);
+and the pipeline's own stops of a job with no failure on it (issue 50, sandbox/fleet/swaps.py): a
+planned swap's (``swaps``), one on a false alarm (``false_alarms``), and a shrunk copy's lost pace
+with its grow-back (``shrunk``), each its work since the checkpoint, its downtime and its restart.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from sandbox.fleet.cost import lambda_memory_mb, monthly_cost, price_table
 from sandbox.fleet.goodput import format_goodput, planner_inputs
 from sandbox.fleet.plan import FleetPlan, Hit
 from sandbox.fleet.series import fleet_series
+from sandbox.fleet.swaps import PLANNED_PARTS, planned_stops, precursors_summary, shrunk_seconds, stop_seconds
 from sandbox.fleet.trace import Failure, Trace
 from sandbox.fleet.training import FleetTraining
 from sandbox.hyperpod import HyperPodDouble
@@ -63,6 +67,9 @@ class FleetSource(Protocol):
     double: HyperPodDouble
     hits: list[Hit]
     skipped: list[Failure]
+    watched_copies: dict[str, Any]
+    signals_sent: list[Any]
+    averted: set[Failure]
     not_sent: list[Failure]
     handled_at: dict[Failure, float]
     found_by_detector: set[Failure]
@@ -124,7 +131,8 @@ def fleet_report(runner: FleetSource, drill: dict[str, Any]) -> dict[str, Any]:
     hits: list[dict[str, Any]] = []
     for hit in runner.hits:
         hits.append(_hit_parts(runner, hit, end))
-    jobs = _jobs(plan, training, hits, end)
+    stops = planned_stops(runner, end)
+    jobs = _jobs(plan, training, hits, end, stops)
     downtimes = [h["downtime"] for h in hits if h["restarted_at"] is not None]
 
     # Incidents, pages, safety.
@@ -142,9 +150,9 @@ def fleet_report(runner: FleetSource, drill: dict[str, Any]) -> dict[str, Any]:
     invocations = calls.get("lambda.Invoke", 0)
     executions = runner.aws.executions()
     spans = [(runner.clock.started_at(e.name), runner.clock.now(e.name)) for e in executions]
-    series = fleet_series(hits, jobs, end, spans)
+    series = fleet_series([*hits, *stops], jobs, end, spans)
 
-    goodput_inputs = planner_inputs(plan, len(trace.failures), hits, records)
+    goodput_inputs = planner_inputs(plan, len(trace.failures), hits, records, precursors_summary(runner), stops)
     largest_item = runner.largest_item
     scan_units_per_tick = math.ceil(runner.progress_bytes_per_tick / 4096) / 2  # (a Scan reads eventually consistent: half a unit per 4 KB)
     report = {
@@ -152,6 +160,8 @@ def fleet_report(runner: FleetSource, drill: dict[str, Any]) -> dict[str, Any]:
         "plan": _plan(plan, trace),
         "trace": _trace(runner),
         "hangs": _hangs(runner),
+        "precursors": precursors_summary(runner),
+        "planned_stops": stops,
         "jobs": jobs,
         "job_downtime_seconds": {
             "hits": len(hits),
@@ -209,13 +219,16 @@ def fleet_report(runner: FleetSource, drill: dict[str, Any]) -> dict[str, Any]:
     return report
 
 
-def _jobs(plan: FleetPlan, training: FleetTraining, hits: list[dict[str, Any]], end: float) -> list[dict[str, Any]]:
+def _jobs(
+    plan: FleetPlan, training: FleetTraining, hits: list[dict[str, Any]], end: float, stops: list[dict[str, Any]] | None = None
+) -> list[dict[str, Any]]:
     """Per job: its hits, its ETTR, and the seconds lost by where they went."""
     jobs = []
     for job_id, first, last in plan.job_ranges():
         mine = [h for h in hits if h["job"] == job_id]
         copies = [c for c in training.copies.values() if c.root == job_id]
         checkpoints = sum(c.checkpoints_by(end, plan.checkpoint_interval_seconds) for c in copies)
+        own = [s for s in stops or [] if s["job"] == job_id]
         parts = {
             "lost_work": sum(h["lost_work"] for h in mine),
             "detection": sum(h["detection"] for h in mine),
@@ -223,6 +236,9 @@ def _jobs(plan: FleetPlan, training: FleetTraining, hits: list[dict[str, Any]], 
             "provisioning_wait": sum(h["provisioning_wait"] for h in mine),
             "restart": sum(h["restart"] for h in mine),
             "checkpoint_cost": checkpoints * plan.checkpoint_cost_seconds,
+            "swaps": sum(stop_seconds(s) for s in own if s["kind"] == "swap"),
+            "false_alarms": sum(stop_seconds(s) for s in own if s["kind"] == "false_alarm"),
+            "shrunk": sum(stop_seconds(s) for s in own if s["kind"] == "restart") + sum(shrunk_seconds(c, end) for c in copies),
         }
         lost = sum(parts.values())
         jobs.append(
@@ -230,7 +246,11 @@ def _jobs(plan: FleetPlan, training: FleetTraining, hits: list[dict[str, Any]], 
                 "job": job_id,
                 "nodes": last - first + 1,
                 "hits": len(mine),
-                "not_running_at_end": any(h["restarted_at"] is None for h in mine),
+                "planned_swaps": sum(1 for s in own if s["kind"] == "swap"),
+                # (of ``shrunk``: the pace a shrunk copy did not have, spread over its time, not a stop's)
+                "shrunk_pace_seconds": round(sum(shrunk_seconds(c, end) for c in copies), 1),
+                "false_alarm_swaps": sum(1 for s in own if s["kind"] == "false_alarm"),
+                "not_running_at_end": any(h["restarted_at"] is None for h in [*mine, *own]),
                 "ettr": round(max(0.0, end - lost) / end, 5),
                 "seconds_lost": {k: round(v, 1) for k, v in parts.items()},
                 # Of the provisioning wait: reboots that did not help, until the ladder replaced the node.
@@ -447,6 +467,18 @@ def _format_hangs(hangs: dict[str, Any] | None, not_sent: int) -> list[str]:
     ]
 
 
+def _format_precursors(summary: dict[str, Any] | None) -> list[str]:
+    if not summary or not (summary["announced"] or summary["false_alarms"]):
+        return []
+    lead = "-" if summary["lead_seconds_p50"] is None else f"{summary['lead_seconds_p50'] / 60:.0f} min"
+    precision = "-" if summary["precision"] is None else f"{100 * summary['precision']:.0f} %"
+    return [
+        f"  precursors: {summary['announced']} of {summary['announceable_failures']} node faults announced "
+        f"(recall {100 * summary['recall']:g} %, lead p50 {lead}), {summary['false_alarms']} false alarms (precision {precision}); "
+        f"{summary['signals_sent']} sent as at-risk signals, {summary['failures_averted']} failures averted"
+    ]
+
+
 def format_fleet_report(report: dict[str, Any]) -> str:
     """The report as a person reads it in a terminal."""
     plan, trace = report["plan"], report["trace"]
@@ -459,15 +491,19 @@ def format_fleet_report(report: dict[str, Any]) -> str:
         "",
         f"checkpoint every {plan['checkpoint_interval_seconds']:g} s (blocking cost {plan['checkpoint_cost_seconds']:g} s), "
         f"restart {plan['restart_seconds']:g} s (modelled)",
-        "ETTR per job, and the points lost to: lost work | detection | pipeline | provisioning wait | restart | checkpoints",
+        "ETTR per job, and the points lost to: lost work | detection | pipeline | provisioning wait | restart | checkpoints"
+        " | planned swaps | false alarms | shrunk",
     ]
     for job in report["jobs"]:
         p = job["ettr_points_lost"]
         lines.append(
-            f"  job {job['job']} ({job['nodes']} nodes, {job['hits']} hits){' NOT RUNNING AT END' if job['not_running_at_end'] else ''}: "
+            f"  job {job['job']} ({job['nodes']} nodes, {job['hits']} hits, {job.get('planned_swaps', 0)} planned swaps, "
+            f"{job.get('false_alarm_swaps', 0)} on false alarms){' NOT RUNNING AT END' if job['not_running_at_end'] else ''}: "
             f"ETTR {100 * job['ettr']:.2f} %   {p['lost_work']:.2f} | {p['detection']:.2f} | {p['pipeline']:.2f} | "
-            f"{p['provisioning_wait']:.2f} | {p['restart']:.2f} | {p['checkpoint_cost']:.2f}"
+            f"{p['provisioning_wait']:.2f} | {p['restart']:.2f} | {p['checkpoint_cost']:.2f} | "
+            + " | ".join(f"{p.get(k, 0.0):.2f}" for k in PLANNED_PARTS)
         )
+    lines += _format_precursors(report.get("precursors"))
     worst = max(report["jobs"], key=lambda job: job["recovery_downtime_percent"])
     lines.append(
         f"  downtime the recovery made (pipeline + provisioning wait): at most {worst['recovery_downtime_percent']:.2f} % of the run "

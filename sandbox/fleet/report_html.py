@@ -21,6 +21,7 @@ from html import escape
 from typing import Any
 
 from sandbox.fleet.goodput import format_goodput
+from sandbox.fleet.swaps import PLANNED_PARTS
 
 NEWLINE = "\n"
 
@@ -227,7 +228,7 @@ def _tables(report: dict[str, Any]) -> str:
             pct(j["ettr"]),
             *(
                 f"{j['ettr_points_lost'][k]:.3f}"
-                for k in ("lost_work", "detection", "pipeline", "provisioning_wait", "restart", "checkpoint_cost")
+                for k in ("lost_work", "detection", "pipeline", "provisioning_wait", "restart", "checkpoint_cost", *PLANNED_PARTS)
             ),
             f"{j['recovery_downtime_percent']:.3f} %",
             "yes" if j["not_running_at_end"] else "no",
@@ -252,6 +253,9 @@ def _tables(report: dict[str, Any]) -> str:
                 "provisioning wait",
                 "restart",
                 "checkpoints",
+                "planned swaps",
+                "false alarms",
+                "shrunk",
                 "recovery downtime (goal <= 0.5 %)",
                 "down at end",
             ],

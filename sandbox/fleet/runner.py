@@ -18,7 +18,13 @@ What the fleet adds to a drill:
   can find nothing is counted at a quiet tick's measured calls, not run.
 
 A failure acts on the training at its moment (its onset: the job stops, its reporters say so), and
-on the stack when it is seen (its delivery, ``detect_seconds`` later). A job-only fault whose job
+on the stack when it is seen (its delivery, ``detect_seconds`` later).
+
+Issue 50: with planned swaps, each precursor of the trace is an at-risk signal delivered by its real
+path at its moment (the scenario's ``at_risk`` fault, sandbox/at_risk.py), the copies on its node
+commit each checkpoint when due from then (a planned swap waits for one), and a failure whose node
+was replaced or rebooted after its precursor and before it does not happen (``averted``: the faulty
+hardware left, or the reset the signal asked for came; ASSUMPTION) and sends nothing. A job-only fault whose job
 no longer runs when its event would be sent (the hang detector's recovery ended it first: an NCCL
 watchdog's 10 minutes outlast its 2) sends nothing: the job is not there to fail.
 """
@@ -42,7 +48,7 @@ from sandbox.fleet.plan import WORKERS, FleetPlan, Hit
 from sandbox.fleet.plan import JobMix as JobMix  # (where the fleet's callers have always found it)
 from sandbox.fleet.progress import FleetProgress, Stop, rules_of
 from sandbox.fleet.report import fleet_report
-from sandbox.fleet.trace import Failure, Trace
+from sandbox.fleet.trace import Failure, Precursor, Trace
 from sandbox.fleet.training import FleetTraining
 from sandbox.hyperpod import ACCOUNT, SimNode
 from sandbox.report import build_report
@@ -109,6 +115,15 @@ class FleetRunner(DrillRunner):
         self.not_sent: list[Failure] = []  # job-only faults whose job had been ended by then: no event
         self.found_by_detector: set[Failure] = set()  # failures whose first recovery a tick started
         self.progress_bytes_per_tick = 0  # the largest table a tick read (its rows' DynamoDB sizes)
+        # Issue 50: the precursors delivered (by the announced failure), and the failures they averted.
+        self._precursor_of: dict[Failure, Precursor] = {p.failure: p for p in trace.precursors if p.failure is not None}
+        self.signals_sent: list[Precursor] = []
+        self._sent: set[Precursor] = set()
+        self.averted: set[Failure] = set()
+        self.watched_copies: dict[str, Precursor] = {}  # copy -> the signal that made it commit each checkpoint
+        self._precursors_at: dict[float, list[Precursor]] = {}
+        for precursor in trace.precursors:
+            self._precursors_at.setdefault(round(precursor.at, 3), []).append(precursor)
 
     # --- the trace's figures, for the double -----------------------------------------------
     def _failure_before(self, index: int, t: float) -> Failure | None:
@@ -116,8 +131,12 @@ class FleetRunner(DrillRunner):
         return before[-1] if before else None
 
     def _replacement_seconds(self, node: SimNode, t: float) -> float | None:
-        failure = self._failure_before(node.index, t)
+        """The trace's figure: the failure before ``t`` on the node's, or (a planned swap's) the one its signal announced."""
+        failure = self._failure_before(node.index, t) or self._announced_after(node.index, t)
         return failure.replacement_seconds if failure is not None else None
+
+    def _announced_after(self, index: int, t: float) -> Failure | None:
+        return next((f for f in self._on_node.get(index, []) if f.at > t and f in self._precursor_of), None)
 
     def _sick(self, node: SimNode) -> bool:
         """The first replacement made after a failure whose gate fails comes back sick; the next is healthy.
@@ -139,7 +158,8 @@ class FleetRunner(DrillRunner):
         """Deliver the whole trace, let every execution finish: the fleet report (sandbox/fleet/report.py),
         with the drill's own report (sandbox/report/) under ``drill``."""
         started = time.perf_counter()
-        with self.deployed():
+        # (with planned swaps: every signal enforced, at the trace's prior and horizon: template.yaml AtRiskSignals)
+        with self.deployed({"AtRiskSignals": self.plan.at_risk_signals} if self.plan.at_risk_signals else None):
             self._measure_items()
             if self.eks is not None:
                 self.fleet_copies = KubeCopies(self.eks, self.double, self.scenario.jobs, self.epoch)
@@ -173,6 +193,8 @@ class FleetRunner(DrillRunner):
             self.wall_seconds = time.perf_counter() - started
             report = fleet_report(self, drill)
             report["drill"] = {k: drill[k] for k in DRILL_KEYS}
+            # (each planned swap's record as the pipeline kept it: its decision, both costs, the work lost past the commit)
+            report["planned_swap_records"] = drill.get("planned_swaps", [])
             return report
 
     def _measure_items(self) -> None:
@@ -298,11 +320,13 @@ class FleetRunner(DrillRunner):
                         self._process_onsets(bound)  # (every failure up to the next wake-up, before anything reads it)
                     self._until = until
                     super()._between()
+                    self._job_nodes_at_horizon()
                     self._kube_at(self.clock.horizon)
                     self.fleet_training.advance(self.clock.horizon)
                     return
                 self._until = moment  # (what AWS delivers before the tick's moment, first)
                 super()._between()
+                self._job_nodes_at_horizon()
                 self._until = until
                 if self.clock.next_wake() < moment:
                     continue  # (what it delivered woke an execution before the tick: that one goes first)
@@ -310,6 +334,21 @@ class FleetRunner(DrillRunner):
                 self.clock.wait_until_parked(self._running)  # (what it started runs to its first wait)
         finally:
             self._until = until
+
+    def _job_nodes_at_horizon(self) -> None:
+        """While a planned swap runs, the agent's job-nodes snapshot is brought up to the present (the
+        executions' horizon): between the fleet's deliveries, hours apart, the driver's own clock stands
+        at the last one, and a snapshot taken there would read as stale to the swap deciding now."""
+        if not isinstance(self.slurm, SimulatedController) or not any(n.startswith("hps-") for n in self._running()):
+            return
+        present = self.clock.now(DRIVER)
+        if self.clock.horizon <= present or self.clock.horizon == float("inf"):
+            return
+        self.clock.set_driver_time(self.clock.horizon)
+        try:
+            self.slurm.report_job_nodes()
+        finally:
+            self.clock.set_driver_time(present)
 
     def _deliveries(self) -> list[Delivery]:
         """The drill's deliveries less Detect Hung Jobs' ticks: the fleet runs its schedule itself (_between)."""
@@ -336,6 +375,9 @@ class FleetRunner(DrillRunner):
                 behind = self._hang_onset(root, failure) if failure.remedy == "hang" else None
                 stopped = self.fleet_training.hit(failure.at, root=root)
                 dead = frozenset()
+            elif self._averted(failure):
+                self.averted.add(failure)  # (its node left the cluster or was reset after its signal: it never happens)
+                continue
             else:
                 names = {self.fleet_copies.node_name(f"{WORKERS}:{n}", failure.at) for n in failure.nodes}
                 # (the hosts, as the double's repairs name them: on EKS the nodes' names are not their hostnames)
@@ -357,6 +399,16 @@ class FleetRunner(DrillRunner):
                 )
             if stopped:
                 self.hit_at_onset.add(failure)
+
+    def _averted(self, failure: Failure) -> bool:
+        """The failure's node was replaced or rebooted between its delivered precursor and it."""
+        precursor = self._precursor_of.get(failure)
+        if precursor is None or precursor not in self._sent:
+            return False
+        node_id = self.double.current(f"{WORKERS}:{precursor.node}", t=precursor.at).node_id
+        repairs = [r.initiated_at for r in self.double.replacements if r.old_node_id == node_id]
+        repairs += [r.initiated_at for r in self.double.reboots if r.node_id == node_id]
+        return any(precursor.at <= at <= failure.at for at in repairs)
 
     def _drawn_node(self, copy: str, failure: Failure) -> set[str]:
         """The copy's node a job fault drawn on worker ``n`` is on: that worker's node if the copy runs there, else one in turn."""
@@ -452,6 +504,8 @@ class FleetRunner(DrillRunner):
             if failure is None:
                 kept.append(fault)
                 continue
+            if failure in self.averted:
+                continue  # (it never happened: nothing to see)
             if failure.remedy == "hang":
                 continue  # (no event: the detector's ticks find it; its onset hung the job)
             if failure.remedy == "job":
@@ -468,6 +522,9 @@ class FleetRunner(DrillRunner):
             kept.append(fault)
             delivered.append(failure)
         delivery.faults = kept
+        for fault in kept:
+            if fault.kind == "at_risk":
+                self._signal(fault)
         before = {e.name for e in self.aws.executions()}
         if kept or delivery.agent_back or delivery.poll or delivery.detect:
             super()._deliver(delivery)
@@ -476,6 +533,18 @@ class FleetRunner(DrillRunner):
             if started:
                 # (a failure the detector found first keeps that moment)
                 self.handled_at.setdefault(failure, min(started))
+
+    def _signal(self, fault: FaultSpec) -> None:
+        """An at-risk signal goes out now: the copies on its node commit each checkpoint when due (a planned swap waits for one)."""
+        assert self.fleet_training is not None and self.fleet_copies is not None and fault.node is not None
+        index = int(fault.node.rsplit(":", 1)[1])
+        precursor = next((p for p in self._precursors_at.get(round(fault.at, 3), []) if p.node == index and p not in self._sent), None)
+        if precursor is None:
+            return
+        self.signals_sent.append(precursor)
+        self._sent.add(precursor)
+        for copy in self.fleet_training.watch({self.fleet_copies.node_name(fault.node, fault.at)}, fault.at):
+            self.watched_copies.setdefault(copy.copy, precursor)
 
 
 def _item_bytes(item: dict[str, dict[str, str]]) -> int:

@@ -70,7 +70,8 @@ def ettr_per_day(hits: list[dict[str, Any]], jobs: list[dict[str, Any]], end: fl
     per_job: dict[str, list[float]] = {}
     clamped = 0
     for job in jobs:
-        charged = [job["seconds_lost"]["checkpoint_cost"] * (b - a) / end for a, b in days]
+        spread = job["seconds_lost"]["checkpoint_cost"] + job.get("shrunk_pace_seconds", 0.0)
+        charged = [spread * (b - a) / end for a, b in days]
         for hit in (h for h in hits if h["job"] == job["job"]):
             back = hit["restarted_at"] if hit["restarted_at"] is not None else end
             for k, window in enumerate(days):

@@ -24,7 +24,15 @@ The model, and where its figures come from (../shared/reference/goodput-models.m
   own (a trace without hangs is the same trace, failure for failure). ASSUMPTION: 2 %, between
   Llama 3's NCCL-watchdog share (1.7 %, which its watchdog ends: ``nccl_watchdog``) and
   ByteRobust's 9.9 % of incidents that were hangs. Only the hang detector
-  (functions/detect_hung_jobs) finds one: the trace sends no event for it.
+  (functions/detect_hung_jobs) finds one: the trace sends no event for it;
+* precursors (issue 50): each node fault of one node (a reboot's or a replacement's; not a rack's,
+  not a job's or a hang's, which no node signal announces) is announced with probability ``recall``,
+  ``lead`` seconds before it (lognormal: median ``lead_median_seconds``, shape ``lead_sigma``), by a
+  signal named for its fault; and false alarms come at ``false_alarm_rate_per_1000_node_days`` on
+  nodes that will not fail in the rest of the run. Each from a stream of its own: a trace with
+  precursors is the same trace, failure for failure, and a failure announced at one recall is
+  announced at every higher one (the draws are shared). ASSUMPTIONS all three: no study publishes
+  the recall or lead time of GPU precursors (docs/goodput.md, "At-risk signals").
 """
 
 from __future__ import annotations
@@ -85,6 +93,21 @@ RACK_FAULT = FaultType("rack", 0, "replace", "NetworkErrorTerminate", HMA_SECOND
 # detector's ticks find it). Its node is the one whose rank stopped first.
 HANG_FAULT = FaultType("hang", 0, "hang", "", 0.0)
 
+# The signal that announces each node fault (plan50.md's names): what DCGM or NVML would raise before it.
+# ASSUMPTION: a plausible precursor per fault; no study ties one to the other with numbers.
+PRECURSOR_SIGNAL = {
+    "faulty_gpu": "xid_warning",
+    "gpu_hbm3": "row_remap_pending",
+    "gpu_sram": "ecc_sbe_rate",
+    "gpu_system_processor": "recovery_action",
+    "network_switch_cable": "nvlink_errors",
+    "nic": "pcie_replay_rate",
+    "gpu_thermal_sensor": "thermal",
+    "silent_data_corruption": "ecc_sbe_rate",
+}
+DEFAULT_SIGNAL = "node_history"  # (the rest: the ledger's history of the node, a lemon score)
+FALSE_ALARM_SIGNALS = ("row_remap_pending", "ecc_sbe_rate", "xid_warning", "nvlink_errors")
+
 
 @dataclass(frozen=True)
 class TraceSpec:
@@ -103,13 +126,20 @@ class TraceSpec:
     reboot_fail_share: float = 0.10  # of reboots: the node does not come back (the ladder replaces it)
     start_seconds: float = 600.0  # no failure before the jobs have run this long
     hang_share: float = 0.02  # silent hangs, on top of the table's failures: a share of its rate (ASSUMPTION above)
+    # Precursors (ASSUMPTIONS above): the share of node faults announced, how long before, false alarms' rate.
+    recall: float = 0.0
+    lead_median_seconds: float = 3_600.0
+    lead_sigma: float = 1.0
+    false_alarm_rate_per_1000_node_days: float = 0.0
 
     def __post_init__(self) -> None:
         if self.nodes < 1 or self.days <= 0 or self.rate_per_1000_node_days < 0:
             raise ValueError("a trace needs nodes >= 1, days > 0 and a rate >= 0")
-        for name in ("correlated_share", "gate_fail_share", "reboot_fail_share", "hang_share"):
+        for name in ("correlated_share", "gate_fail_share", "reboot_fail_share", "hang_share", "recall"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"{name} must be a share in [0, 1]")
+        if self.lead_median_seconds <= 0 or self.lead_sigma < 0 or self.false_alarm_rate_per_1000_node_days < 0:
+            raise ValueError("a precursor's lead needs a median > 0 and a shape >= 0, false alarms a rate >= 0")
         if not self.mix or any(t.weight <= 0 for t in self.mix):
             raise ValueError("the fault mix needs types of positive weight")
 
@@ -137,9 +167,28 @@ class Failure:
 
 
 @dataclass(frozen=True)
+class Precursor:
+    """An at-risk signal on a node: ``lead`` seconds before ``failure`` (it announces), or a false alarm (None)."""
+
+    at: float
+    node: int  # a worker index
+    signal: str
+    failure: Failure | None = None
+
+    @property
+    def lead_seconds(self) -> float | None:
+        return None if self.failure is None else round(self.failure.at - self.at, 3)
+
+
+@dataclass(frozen=True)
 class Trace:
     spec: TraceSpec
     failures: tuple[Failure, ...] = field(default_factory=tuple)
+    precursors: tuple[Precursor, ...] = field(default_factory=tuple)
+
+    def announceable(self) -> list[Failure]:
+        """The failures a node signal can announce: one node's hardware fault (a reboot's or a replacement's)."""
+        return [f for f in self.failures if announceable(f)]
 
     def counts(self) -> Counter[str]:
         return Counter(f.fault for f in self.failures)
@@ -188,7 +237,51 @@ def generate(spec: TraceSpec) -> Trace:
             )
         )
     failures += _hangs(spec, end)
-    return Trace(spec, tuple(sorted(failures, key=lambda f: f.at)))
+    ordered = tuple(sorted(failures, key=lambda f: f.at))
+    precursors = _announcements(spec, ordered) + _false_alarms(spec, ordered, end)
+    return Trace(spec, ordered, tuple(sorted(precursors, key=lambda p: (p.at, p.node))))
+
+
+def announceable(failure: Failure) -> bool:
+    return failure.remedy in ("reboot", "replace") and not failure.correlated and len(failure.nodes) == 1
+
+
+def _announcements(spec: TraceSpec, failures: tuple[Failure, ...]) -> list[Precursor]:
+    """Each announceable failure is announced with probability ``recall``, ``lead`` before it (not before
+    the run's start). Every failure draws both, whatever the recall: one seed, the same leads at every recall."""
+    rng = random.Random(f"fleet-trace/{spec.seed}/precursors")  # noqa: S311 - a reproducible simulation
+    found: list[Precursor] = []
+    for failure in failures:
+        if not announceable(failure):
+            continue
+        chance, lead = rng.random(), math.exp(rng.gauss(math.log(spec.lead_median_seconds), spec.lead_sigma))
+        if chance < spec.recall:
+            signal = PRECURSOR_SIGNAL.get(failure.fault, DEFAULT_SIGNAL)
+            found.append(Precursor(round(max(0.0, failure.at - lead), 3), failure.nodes[0], signal, failure))
+    return found
+
+
+def _false_alarms(spec: TraceSpec, failures: tuple[Failure, ...], end: float) -> list[Precursor]:
+    """False alarms: a Poisson stream at their rate, each on a node drawn among those that do not fail from
+    then to the run's end (a node drawn that will fail is drawn again: the rate is of alarms that are false)."""
+    rng = random.Random(f"fleet-trace/{spec.seed}/false-alarms")  # noqa: S311 - a reproducible simulation
+    rate_per_second = spec.false_alarm_rate_per_1000_node_days / 1000.0 * spec.nodes / SECONDS_PER_DAY
+    last_failure: dict[int, float] = {}
+    for failure in failures:
+        for node in failure.nodes:
+            last_failure[node] = failure.at
+    alarms: list[Precursor] = []
+    t = 0.0
+    while rate_per_second > 0:
+        t += rng.expovariate(rate_per_second)
+        if t >= end:
+            break
+        for _ in range(64):  # (nearly every node is free of failures: a draw or two)
+            node = rng.randrange(spec.nodes)
+            if last_failure.get(node, -1.0) < t:
+                alarms.append(Precursor(round(t, 3), node, rng.choice(FALSE_ALARM_SIGNALS)))
+                break
+    return alarms
 
 
 def _hangs(spec: TraceSpec, end: float) -> list[Failure]:

@@ -32,6 +32,8 @@ PLANNER_OPTIONS = [
     ("--repair",),
 ]
 BENCH_OPTIONS = ["--days", "--nodes", "--seed", "--spares", "--rate", "--correlated-share", "--hang-share", "--checkpoint-interval"]
+# Issue 50's: the trace's precursors, the jobs' shrink, the runs at once.
+BENCH_OPTIONS += ["--recall", "--lead-time-median", "--lead-time-sigma", "--false-alarm-rate", "--shrink-nodes", "--workers"]
 
 
 def _finite(value: object) -> bool:
@@ -90,14 +92,32 @@ def test_any_float_given_to_the_fleet_bench_is_checked_to_its_range_before_it_ru
         assert exc.code == 2
         return
     # Accepted: every figure is finite, in range, and the run is bounded
-    for name in ("days", "correlated_share", "hang_share", "checkpoint_interval"):
+    for name in ("days", "correlated_share", "hang_share", "checkpoint_interval", "recall", "lead_time_median", "lead_time_sigma"):
         assert math.isfinite(getattr(args, name))
     assert fleet.MIN_DAYS <= args.days <= fleet.MAX_DAYS and 1 <= args.nodes + args.spares <= fleet.MAX_NODES and err.getvalue() == ""
+    assert 0 <= args.recall <= 1 and 60 <= args.lead_time_median <= fleet.MAX_LEAD_SECONDS and 0 <= args.lead_time_sigma <= fleet.MAX_SIGMA
+    assert 0 <= args.false_alarm_rate <= fleet.MAX_RATE and 0 <= args.shrink_nodes < args.nodes and 1 <= args.workers <= fleet.MAX_WORKERS
 
 
 @pytest.mark.parametrize(
     ("option", "text"),
-    [("--days", "nan"), ("--days", "inf"), ("--days", "1e308"), ("--days", "5e-324"), ("--rate", "nan"), ("--spares", "6758")],
+    [
+        ("--days", "nan"),
+        ("--days", "inf"),
+        ("--days", "1e308"),
+        ("--days", "5e-324"),
+        ("--rate", "nan"),
+        ("--spares", "6758"),
+        ("--recall", "1.5"),
+        ("--recall", "-0.1"),
+        ("--lead-time-median", "30"),
+        ("--lead-time-sigma", "nan"),
+        ("--false-alarm-rate", "-1"),
+        ("--shrink-nodes", "64"),
+        ("--workers", "5"),
+        ("--recalls", "0.5,2"),
+        ("--job-kind", "sync"),
+    ],
 )
 def test_the_fleet_bench_refuses_a_number_out_of_range_in_one_line_naming_it(
     capsys: pytest.CaptureFixture[str], option: str, text: str

@@ -158,7 +158,7 @@ def test_given_a_fleet_run_then_every_number_in_the_tables_is_the_jsons(fleet_ru
     report, page = fleet_run
     tables = _parse(page).tables
     # ETTR per job, and its points lost
-    parts = ("lost_work", "detection", "pipeline", "provisioning_wait", "restart", "checkpoint_cost")
+    parts = ("lost_work", "detection", "pipeline", "provisioning_wait", "restart", "checkpoint_cost", "swaps", "false_alarms", "shrunk")
     expected = [
         [
             j["job"],
