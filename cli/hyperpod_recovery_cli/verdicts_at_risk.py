@@ -8,7 +8,8 @@ its tick writes beside it whether the node failed within the horizon. Here each 
 read as it would settle now. Per signal: precision = failed / (failed + not failed); recall = the
 node failures of the window that a verdict of the signal preceded within its horizon / every node
 failure of the window (a node incident in the ledger; a planned swap's own is not a failure); a
-verdict whose node a planned swap took (swapped) counts in neither.
+verdict whose node a planned swap took (swapped) counts in neither. A pending verdict with a planned
+swap stays pending here until the tick reads the swap's record (domain/at_risk/outcomes.py).
 """
 
 from __future__ import annotations

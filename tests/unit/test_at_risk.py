@@ -32,6 +32,7 @@ from hyperpod_recovery.domain.intake.freshness import EventAgeLimits
 from hyperpod_recovery.errors import ConfigurationError
 from hyperpod_recovery.models.at_risk import AtRiskRecord, PlannedSwapRequest, SignalScore
 from hyperpod_recovery.models.cluster import ClusterNode
+from hyperpod_recovery.models.planned_swap import SwapRecord
 from hyperpod_recovery.models.records import IncidentRecord, NodeFate
 from hyperpod_recovery.steps.at_risk import AtRiskPorts, at_risk
 from hyperpod_recovery.steps.at_risk_tick import tick
@@ -303,8 +304,9 @@ def test_given_a_planned_swap_took_the_node_then_the_outcome_is_swapped_and_coun
     record = AtRiskRecord.model_validate_json((FIXTURES / "at_risk_record.json").read_text())
     swapped = record.model_copy(update={"execution": f"hps-{record.verdict.verdict_id}"})
     later = record.verdict.observed_at + timedelta(days=30)
-    assert settle(swapped, [], later).outcome == "swapped"  # type: ignore[union-attr]
-    (stats,) = signal_stats([settle(swapped, [], later)], [], later)  # type: ignore[list-item]
+    moved = SwapRecord(swap_id=swapped.execution or "", cluster=CLUSTER, outcome="moved", summary="moved", recorded_at=later)
+    assert settle(swapped, [], later, moved).outcome == "swapped"  # type: ignore[union-attr]
+    (stats,) = signal_stats([settle(swapped, [], later, moved)], [], later)  # type: ignore[list-item]
     assert (stats.swapped, stats.precision, stats.recall) == (1, None, None)
 
 

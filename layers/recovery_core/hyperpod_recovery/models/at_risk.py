@@ -24,8 +24,9 @@ SignalMode = Literal["enforce", "observe", "off"]
 # carries a fault without a repair (EKS), or the ledger's own node history.
 AtRiskSource = Literal["alertmanager", "cloudwatch_alarm", "eks_node_event", "eks_node_condition", "ledger_history"]
 # pending: the horizon has not passed; failed: the node failed within it (its incident named);
-# not_failed: it did not; swapped: a planned swap took the node out first, so whether it would have
-# failed is unknown (such verdicts count in neither precision nor recall).
+# not_failed: it did not; swapped: its planned swap's record says it took the node out first (moved,
+# node_repaired; not a dry run), so whether it would have failed is unknown (such verdicts count in
+# neither precision nor recall). A swap that left the node settles as failed / not_failed.
 AtRiskOutcome = Literal["pending", "failed", "not_failed", "swapped"]
 MAX_EVIDENCE_CHARS = 1024
 

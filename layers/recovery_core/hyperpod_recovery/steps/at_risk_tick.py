@@ -1,7 +1,8 @@
 """At Risk's tick (template.yaml AtRiskTickFunction, every 15 minutes): each pending at-risk verdict's
-outcome once the ledger knows it (the node failed within the horizon, with its incident; a planned
-swap took the node; the horizon passed), at most MAX_SETTLED_PER_TICK a tick, oldest first; then the
-ledger's node history since the last tick (a node an incident gave back to service is at risk)."""
+outcome once the ledger knows it (the node failed within the horizon, with its incident; its planned
+swap's record says it took the node out; the horizon passed), at most MAX_SETTLED_PER_TICK a tick,
+oldest first; then the ledger's node history since the last tick (a node an incident gave back to
+service is at risk)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from hyperpod_recovery.domain.at_risk.history import history_reports
 from hyperpod_recovery.domain.at_risk.kubernetes import condition_reports, event_reports
-from hyperpod_recovery.domain.at_risk.outcomes import node_failures, settle
+from hyperpod_recovery.domain.at_risk.outcomes import needs_swap_record, node_failures, settle
 from hyperpod_recovery.domain.nodes.eks_provider_id import instance_of_provider_id
 from hyperpod_recovery.errors import KubeAccessDenied, KubeRequestRejected, KubeThrottled, KubeUnavailable
 from hyperpod_recovery.observability import logger
@@ -23,9 +24,10 @@ __all__ = ["AtRiskPorts", "tick"]
 
 # The tick's bounds: verdicts settled per run (the rest wait for the next tick, oldest first), and
 # incidents read (the node failures a pending verdict may have hit; the incidents a node history
-# reads). Past them the tick counts what it left.
+# reads), planned swap records read (one GetItem each). Past them the tick counts what it left.
 MAX_SETTLED_PER_TICK = 100
 MAX_INCIDENTS_READ = 500
+MAX_SWAP_RECORDS_READ = 100
 FIRST_TICK_LOOKBACK = timedelta(hours=1)
 
 
@@ -80,7 +82,18 @@ def settle_outcomes(ports: AtRiskPorts) -> None:
     oldest = min(r.verdict.observed_at for r in pending)
     failures = node_failures(ports.ledger.incidents(ports.cluster_name, since=oldest, limit=MAX_INCIDENTS_READ))
     for record in pending:
-        settled = settle(record, failures, now)
+        if needs_swap_record(record, failures) and record.execution is not None:
+            if counts["swap_records_read"] >= MAX_SWAP_RECORDS_READ:
+                counts["swap_read_left"] += 1
+                continue
+            counts["swap_records_read"] += 1
+            # (read only: the swap's record is Record Swap Outcome's; None until it is written)
+            swap = ports.ledger.swap_record(record.execution)
+            if swap is None:
+                counts["swap_unrecorded"] += 1
+            settled = settle(record, failures, now, swap)
+        else:
+            settled = settle(record, failures, now)
         if settled is None:
             continue
         if counts["settled"] >= MAX_SETTLED_PER_TICK:

@@ -2,9 +2,12 @@
 
 A node failure is a node incident in the ledger (NodeRecovery, dry run or not) that names the
 instance; a planned swap's own incident (execution ``hps-...``) is not a failure. A verdict is:
-failed (its node failed within [observed_at, observed_at + horizon]; the incident named), swapped (a
-planned swap took the node out first: whether it would have failed is unknown, so it counts in
-neither precision nor recall), not_failed (the horizon passed without a failure), else pending.
+failed (its node failed within [observed_at, observed_at + horizon]; the incident named), swapped (its
+planned swap's record says it took the node out of service, ``moved`` or ``node_repaired`` and not a
+dry run: whether it would have failed is unknown, so it counts in neither precision nor recall),
+not_failed (the horizon passed without a failure), else pending. A swap that left the node in service
+(left, no_commit, yielded, job_gone, ...; any dry run) settles like an observed verdict; one whose
+record is not written yet keeps its verdict pending, until SWAP_RECORD_GRACE past the horizon.
 
 precision = failed / (failed + not_failed); recall = the node failures in the window that a verdict
 of the signal preceded within its horizon / every node failure in the window.
@@ -15,13 +18,22 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
     from hyperpod_recovery.models.at_risk import AtRiskRecord
+    from hyperpod_recovery.models.planned_swap import SwapRecord
     from hyperpod_recovery.models.records import IncidentRecord
 
 PLANNED_SWAP_PREFIX = "hps-"
+# The swap outcomes that took the node out of service (the others left it where it was).
+TOOK_NODE_OUT = frozenset({"moved", "node_repaired"})
+# How long past a verdict's horizon its swap's record may still come (a swap waits at most an hour for
+# a commit, then its nested recovery runs for hours); within the tick's read window (horizon + 1 day).
+SWAP_RECORD_GRACE = timedelta(hours=12)
+# settle()'s swap argument when the swap's record was not read (the CLI, the stats): the verdict of an
+# enforced signal with no failure stays as it is.
+UNREAD: Literal["unread"] = "unread"
 
 
 @dataclass(frozen=True)
@@ -48,16 +60,36 @@ def _hit(record: AtRiskRecord, failures: Sequence[NodeFailure]) -> NodeFailure |
     return next((f for f in failures if f.instance_id == verdict.instance_id and verdict.observed_at <= f.at <= end), None)
 
 
-def settle(record: AtRiskRecord, failures: Sequence[NodeFailure], now: datetime) -> AtRiskRecord | None:
-    """The record with its outcome once it is known; None while it stays pending (or was settled)."""
+def needs_swap_record(record: AtRiskRecord, failures: Sequence[NodeFailure]) -> bool:
+    """Whether settling the record needs its planned swap's record (a pending one with a swap and no failure)."""
+    return record.outcome == "pending" and record.execution is not None and _hit(record, failures) is None
+
+
+def took_node_out(swap: SwapRecord) -> bool:
+    return swap.outcome in TOOK_NODE_OUT and not swap.dry_run
+
+
+def settle(
+    record: AtRiskRecord, failures: Sequence[NodeFailure], now: datetime, swap: SwapRecord | Literal["unread"] | None = UNREAD
+) -> AtRiskRecord | None:
+    """The record with its outcome once it is known; None while it stays pending (or was settled).
+    ``swap``: its planned swap's record as read (None: not written), or UNREAD."""
     if record.outcome != "pending":
         return None
     hit = _hit(record, failures)
     if hit is not None:
         return record.model_copy(update={"outcome": "failed", "incident": hit.incident, "failed_at": hit.at, "settled_at": now})
+    horizon_end = record.verdict.observed_at + timedelta(seconds=record.verdict.horizon_seconds)
     if record.execution is not None:
-        return record.model_copy(update={"outcome": "swapped", "settled_at": now})
-    if now >= record.verdict.observed_at + timedelta(seconds=record.verdict.horizon_seconds):
+        if isinstance(swap, str):  # (UNREAD)
+            return None
+        if swap is None:
+            # Never written (the swap never started, or ended before recording): whether it took the
+            # node is unknown, so the verdict counts in neither measure, as one that did.
+            return record.model_copy(update={"outcome": "swapped", "settled_at": now}) if now >= horizon_end + SWAP_RECORD_GRACE else None
+        if took_node_out(swap):
+            return record.model_copy(update={"outcome": "swapped", "settled_at": now})
+    if now >= horizon_end:
         return record.model_copy(update={"outcome": "not_failed", "settled_at": now})
     return None
 
