@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel
 
+from hyperpod_recovery.models.at_risk import AtRiskRecord
 from hyperpod_recovery.models.commands import CheckpointRef
 from hyperpod_recovery.models.hangs import RecordedVerdict
 from hyperpod_recovery.models.manifest import CheckpointLayout
@@ -108,6 +109,30 @@ class Verdicts(_Document):
     rules: dict[str, RuleCounts]
 
 
+class SignalCounts(_Document):
+    """One at-risk signal's outcomes in the window, and its measures (None until it has any)."""
+
+    mode: Literal["enforce", "observe", "off"]
+    verdicts: int
+    failed: int
+    not_failed: int
+    pending: int
+    swapped: int
+    precision: float | None
+    recall: float | None
+    failures_caught: int
+    failures: int
+
+
+class AtRiskVerdicts(_Document):
+    """``verdicts at-risk --json``."""
+
+    since: datetime
+    node_failures: int
+    verdicts: list[AtRiskRecord]
+    signals: dict[str, SignalCounts]
+
+
 class PreflightCheck(_Document):
     check: str
     status: Status
@@ -133,6 +158,7 @@ SCHEMAS: dict[str, type[BaseModel]] = {
     "incidents show": OneIncident,
     "locks": Locks,
     "verdicts list": Verdicts,
+    "verdicts at-risk": AtRiskVerdicts,
     "goodput": GoodputPlan,
 }
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from hyperpod_recovery_cli.cli_json import validate
 from sandbox.runner import DrillRunner
 from sandbox.scenario import load_scenario, with_changes
 from tests.conftest import EVENTS
@@ -62,7 +63,8 @@ def test_given_the_drills_ledger_when_listed_as_json_then_each_signal_says_its_c
         runner.play()
         code, out, _ = cli(runner, "verdicts", "at-risk", "--stack", "sandbox", "--json")
     document = json.loads(out)
-    assert code == 0 and document["node_failures"] == 1
+    # (and the document is the one schema docs/cli-json.md names)
+    assert code == 0 and document["node_failures"] == 1 and validate("verdicts at-risk", out).node_failures == 1
     remap = document["signals"]["row_remap_pending"]
     assert (remap["failed"], remap["precision"], remap["recall"], remap["mode"]) == (1, 1.0, 1.0, "observe")
     assert document["signals"]["thermal"]["pending"] == 1 and document["signals"]["thermal"]["precision"] is None
