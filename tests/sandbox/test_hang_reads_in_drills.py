@@ -56,9 +56,10 @@ def test_given_a_hang_then_the_same_step_is_written_again_every_10s_and_the_hung
 
 @pytest.mark.parametrize(("step_seconds", "hang_at", "phase"), [(2.0, 337.1, 0.76), (5.0, 314.2, 3.8)])
 def test_given_a_hang_of_a_fast_job_then_the_detector_reads_every_5s_and_one_verdict_comes_within_30s(
-    step_seconds: float, hang_at: float, phase: float
+    step_seconds: float, hang_at: float, phase: float, tmp_path: Path
 ) -> None:
-    report = DrillRunner(_scenario(step_seconds, hang_at, phase=phase), log_path=Path("/tmp/hang-reads-drill.log")).run()
+    # (a log of its own: the report reads the drill's log, and two workers may run these at once)
+    report = DrillRunner(_scenario(step_seconds, hang_at, phase=phase), log_path=tmp_path / "lambda.log").run()
     ticks = report["hangs"]["ticks"]
     # Then each minute's invocation read twelve times (every 5 s for 55 s)
     assert {t["answer"]["reads"] for t in ticks} == {12}
