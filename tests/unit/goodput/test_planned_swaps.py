@@ -122,7 +122,9 @@ def test_faultless_precursors_with_a_spare_never_lower_ettr_and_more_recall_buys
     )
     ettr = {r: plan_goodput(with_recall(base, r)).ettr.ettr for r in (0.0, low, high)}
     # Then each swap replaces a failure's rework, detection and restart with a restart alone: ETTR does not fall
-    assert ettr[0.0] <= ettr[low] <= ettr[high]
+    # (to rounding: where a swap buys nothing, two recalls a bit apart differ in the 12th digit)
+    slack = 1e-9
+    assert ettr[0.0] <= ettr[low] + slack and ettr[low] <= ettr[high] + slack
 
 
 def test_the_planner_decides_each_verdict_with_the_pipelines_rule() -> None:
