@@ -86,7 +86,10 @@ class RunSpec:
         interval, spares, shrink, advice = self.checkpoint_interval_seconds, self.spares, self.shrink_nodes, None
         swaps = bool(self.planned_swaps)
         if self.recommended:
-            rec = recommended(self.nodes, self.rate, kind, self.checkpoint_interval_seconds, self.precursor_figures())
+            # A run without planned swaps is planned as one: no failure is taken first, so the best interval
+            # is over all of them (the swaps' longer one would understate the run it is compared with).
+            precursors = None if self.planned_swaps is False else self.precursor_figures()
+            rec = recommended(self.nodes, self.rate, kind, self.checkpoint_interval_seconds, precursors)
             interval, spares, shrink = rec.checkpoint_interval_seconds, rec.spares, SHRINK_NODES if rec.shrink else 0
             swaps = rec.planned_swaps if self.planned_swaps is None else self.planned_swaps
             advice = {"line": rec.line(), "plan": rec.plan.model_dump(mode="json")}

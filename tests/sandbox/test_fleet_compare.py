@@ -45,8 +45,13 @@ def test_planner_recommended_settings_are_the_planners_for_the_runs_inputs() -> 
     spec = RunSpec(nodes=2048, days=54, recall=0.5, false_alarm_rate=0.28, recommended=True, job_kind="async")
     plan, advice = spec.plan()
     kind = JOB_KINDS["async"]
-    expected = plan_goodput(
+    first = plan_goodput(
         combine([run_inputs(2048, spec.rate, kind, spec.checkpoint_interval_seconds, 0, spec.precursor_figures()), defaults_layer()])
+    )
+    # (planned again with the spares it recommends: the interval and the swap rule the run will have)
+    spares = first.spares.p99_spares
+    expected = plan_goodput(
+        combine([run_inputs(2048, spec.rate, kind, spec.checkpoint_interval_seconds, spares, spec.precursor_figures()), defaults_layer()])
     )
     # Then the interval, the spares and the job's figures are the planner's and the kind's
     assert plan.checkpoint_interval_seconds == round(expected.interval.best_seconds, 1)
@@ -54,6 +59,20 @@ def test_planner_recommended_settings_are_the_planners_for_the_runs_inputs() -> 
     assert (plan.checkpoint_cost_seconds, plan.restart_seconds) == (5.0, 180.0)
     assert plan.planned_swaps == (expected.planned_swaps is not None and expected.planned_swaps.action != "leave")
     assert advice is not None and advice["plan"]["interval"]["best_seconds"] == expected.interval.best_seconds
+
+
+def test_a_run_without_planned_swaps_gets_the_interval_the_planner_gives_a_job_without_them() -> None:
+    with_swaps = RunSpec(nodes=2048, days=54, recall=0.5, false_alarm_rate=1.58, recommended=True, planned_swaps=True)
+    without = RunSpec(nodes=2048, days=54, recall=0.5, false_alarm_rate=1.58, recommended=True, planned_swaps=False)
+    kind = JOB_KINDS["default"]
+    alone = plan_goodput(combine([run_inputs(2048, without.rate, kind, without.checkpoint_interval_seconds, 0, None), defaults_layer()]))
+    # When each is planned
+    (swapping, _), (plain, advice) = with_swaps.plan(), without.plan()
+    # Then the run without swaps checkpoints at the planner's best interval over every failure
+    assert plain.checkpoint_interval_seconds == round(alone.interval.best_seconds, 1)
+    assert advice is not None and advice["plan"]["planned_swaps"] is None
+    # And the run with swaps at a longer one: the failures they take first lose no rework
+    assert swapping.checkpoint_interval_seconds > plain.checkpoint_interval_seconds
 
 
 def test_without_planned_swaps_no_signal_is_enforced_and_none_is_in_the_scenario() -> None:
