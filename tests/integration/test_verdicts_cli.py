@@ -153,9 +153,10 @@ def test_given_an_enforced_stall_then_list_names_its_recovery_and_the_incident_n
 def test_given_a_verdict_decided_before_the_window_then_list_leaves_it_out_and_its_counts_too(tmp_path: Path) -> None:
     with stack(tmp_path) as (runner, _):
         old = hung(runner, "1001")
-        runner.advance(8 * 86_400)  # (job 1001's last heartbeat is 8 days old then: no longer read as a running job's)
+        # (two hours on: the window below is one; every scheduled sweep between runs, so days would cost a minute)
+        runner.advance(2 * 3600)
         new = hung(runner, "1002")
-        code, printed, _ = cli(runner, "verdicts", "list", "--stack", "sandbox", "--since", "7d")
+        code, printed, _ = cli(runner, "verdicts", "list", "--stack", "sandbox", "--since", "1h")
         assert code == 0 and verdict_id(new.verdict) in printed and verdict_id(old.verdict) not in printed
         assert "stall (mode observe): 1 verdicts" in printed
         code, printed, _ = cli(runner, "verdicts", "list", "--stack", "sandbox")  # (30 days)
