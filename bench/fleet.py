@@ -51,7 +51,7 @@ from sandbox.fleet.trace import RATES  # noqa: E402
 
 # The ranges every figure is checked to (one line naming the argument, exit 2): a fleet the sandbox
 # runs in hours at most, with numbers its math can take.
-MAX_NODES = 6_758  # workers and spares together: an instance group's bound (sandbox/scenario.py InstanceGroupSpec.count)
+MAX_NODES = 6_758  # workers and spares together: an instance group's bound (sandbox/scenario_cluster.py InstanceGroupSpec.count)
 MIN_DAYS, MAX_DAYS = 0.01, 366  # (from a quarter of an hour: the report counts per week and per day)
 MAX_RATE = 100.0  # failures per 1,000 node-days (Llama 3: 3.79)
 MAX_FAILURES = 200_000  # expected over the whole run: nodes x days x rate / 1,000

@@ -43,7 +43,8 @@ from moto.core.exceptions import ServiceException
 from moto.core.serialize import TimestampSerializer
 from moto.sagemaker.responses import SageMakerResponse
 
-from sandbox.scenario import BehaviourSpec, ClusterSpec, expand_range, parse_ref
+from sandbox.scenario import expand_range, parse_ref
+from sandbox.scenario_cluster import BehaviourSpec, ClusterSpec
 
 ACCOUNT = "123456789012"
 MAX_BATCH = 25

@@ -45,7 +45,7 @@ from hyperpod_recovery.errors import (
 from hyperpod_recovery.models.commands import CommandEnvelope, CommandReply, DrainResult, JobsOnNodes
 from hyperpod_recovery.models.records import AuditEntry, IncidentRecord, NodeHold
 from sandbox.hyperpod import HyperPodDouble, serve
-from sandbox.scenario import ApiErrorSpec, BehaviourSpec, ClusterSpec, InstanceGroupSpec
+from sandbox.scenario_cluster import ApiErrorSpec, BehaviourSpec, ClusterSpec, InstanceGroupSpec
 from sandbox.template import load_template
 from tests.conftest import ROOT
 from tests.fakes import T0, FakeCheckpointStore, FakeCluster, FakeLedger, compute_node, node_id

@@ -18,7 +18,7 @@ from hyperpod_recovery.models.cluster import BatchOutcome
 from hyperpod_recovery.models.node_recovery import CheckRejoinInput, NodeTarget
 from hyperpod_recovery.steps.check_rejoin import check_rejoin
 from sandbox.hyperpod import HyperPodDouble, serve
-from sandbox.scenario import BehaviourSpec, ClusterSpec, InstanceGroupSpec
+from sandbox.scenario_cluster import BehaviourSpec, ClusterSpec, InstanceGroupSpec
 from tests.fakes import T0, FakeLedger
 from tests.unit.test_steps import _request
 
