@@ -44,7 +44,8 @@ from hyperpod_recovery.errors import (
 )
 from hyperpod_recovery.models.commands import CommandEnvelope, CommandReply, DrainResult, JobsOnNodes
 from hyperpod_recovery.models.records import AuditEntry, IncidentRecord, NodeHold
-from sandbox.hyperpod import HyperPodDouble, serve
+from sandbox.hyperpod import HyperPodDouble
+from sandbox.hyperpod_serve import serve
 from sandbox.scenario_cluster import ApiErrorSpec, BehaviourSpec, ClusterSpec, InstanceGroupSpec
 from sandbox.template import load_template
 from tests.conftest import ROOT
