@@ -32,7 +32,9 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "layers" / "recovery_core"), str(ROOT / "agent"), str(ROOT / "training"), str(ROOT / "cli")]
@@ -49,7 +51,7 @@ from sandbox.fleet.trace import RATES  # noqa: E402
 
 # The ranges every figure is checked to (one line naming the argument, exit 2): a fleet the sandbox
 # runs in hours at most, with numbers its math can take.
-MAX_NODES = 6_758  # workers and spares together: an instance group's bound (sandbox/scenario.py InstanceGroupSpec.count)
+MAX_NODES = 6_758  # workers and spares together: an instance group's bound (sandbox/scenario_cluster.py InstanceGroupSpec.count)
 MIN_DAYS, MAX_DAYS = 0.01, 366  # (from a quarter of an hour: the report counts per week and per day)
 MAX_RATE = 100.0  # failures per 1,000 node-days (Llama 3: 3.79)
 MAX_FAILURES = 200_000  # expected over the whole run: nodes x days x rate / 1,000
@@ -65,6 +67,39 @@ DEFAULT_RECALL = 0.5
 DEFAULT_LEAD_MEDIAN = 3_600.0
 DEFAULT_LEAD_SIGMA = 1.0
 DEFAULT_FALSE_ALARM_RATE = 1.58
+# The trace's precursor options: flag, range, default, help (each an ASSUMPTION, above).
+PRECURSOR_OPTIONS: tuple[tuple[str, float, float, float, str], ...] = (
+    (
+        "--recall",
+        0,
+        1,
+        DEFAULT_RECALL,
+        f"the share of one node's hardware faults a precursor announces, 0 to 1 (default {DEFAULT_RECALL:g}, an ASSUMPTION)",
+    ),
+    (
+        "--lead-time-median",
+        60,
+        MAX_LEAD_SECONDS,
+        DEFAULT_LEAD_MEDIAN,
+        f"a precursor's median lead before its failure in seconds (lognormal), 60 to {MAX_LEAD_SECONDS} "
+        f"(default {DEFAULT_LEAD_MEDIAN:g}, an ASSUMPTION)",
+    ),
+    (
+        "--lead-time-sigma",
+        0,
+        MAX_SIGMA,
+        DEFAULT_LEAD_SIGMA,
+        f"the lead's lognormal shape, 0 (every lead the median) to {MAX_SIGMA:g} (default {DEFAULT_LEAD_SIGMA:g}, an ASSUMPTION)",
+    ),
+    (
+        "--false-alarm-rate",
+        0,
+        MAX_RATE,
+        DEFAULT_FALSE_ALARM_RATE,
+        f"at-risk signals on nodes that will not fail, per 1,000 node-days, 0 to {MAX_RATE:g} "
+        f"(default {DEFAULT_FALSE_ALARM_RATE:g}: half the signals false at 50 %% recall, an ASSUMPTION)",
+    ),
+)
 
 
 def _recalls(text: str) -> tuple[float, ...]:
@@ -154,32 +189,8 @@ def parser() -> argparse.ArgumentParser:
         help="default: a 5-minute restart and a 30 s blocking checkpoint (the fleet's job); "
         "async: a 3-minute restart and 5 s blocking (asynchronous saves) (default default)",
     )
-    parser.add_argument(
-        "--recall",
-        type=bounded(0, 1),
-        default=DEFAULT_RECALL,
-        help=f"the share of one node's hardware faults a precursor announces, 0 to 1 (default {DEFAULT_RECALL:g}, an ASSUMPTION)",
-    )
-    parser.add_argument(
-        "--lead-time-median",
-        type=bounded(60, MAX_LEAD_SECONDS),
-        default=DEFAULT_LEAD_MEDIAN,
-        help=f"a precursor's median lead before its failure in seconds (lognormal), 60 to {MAX_LEAD_SECONDS} "
-        f"(default {DEFAULT_LEAD_MEDIAN:g}, an ASSUMPTION)",
-    )
-    parser.add_argument(
-        "--lead-time-sigma",
-        type=bounded(0, MAX_SIGMA),
-        default=DEFAULT_LEAD_SIGMA,
-        help=f"the lead's lognormal shape, 0 (every lead the median) to {MAX_SIGMA:g} (default {DEFAULT_LEAD_SIGMA:g}, an ASSUMPTION)",
-    )
-    parser.add_argument(
-        "--false-alarm-rate",
-        type=bounded(0, MAX_RATE),
-        default=DEFAULT_FALSE_ALARM_RATE,
-        help=f"at-risk signals on nodes that will not fail, per 1,000 node-days, 0 to {MAX_RATE:g} "
-        f"(default {DEFAULT_FALSE_ALARM_RATE:g}: half the signals false at 50 %% recall, an ASSUMPTION)",
-    )
+    for flag, low, high, default, what in PRECURSOR_OPTIONS:
+        parser.add_argument(flag, type=bounded(low, high), default=default, help=what)
     parser.add_argument(
         "--planned-swaps",
         action="store_const",
@@ -291,24 +302,24 @@ def main(argv: list[str] | None = None) -> int:
         reports = run_specs(specs, args.out, workers=args.workers)
         comparison = side_by_side(reports, goals=args.goals, wall_seconds=time.perf_counter() - started)
         path = args.out / f"fleet-{'goals' if args.goals else 'compare'}-{args.nodes}n-{args.days:g}d-seed{args.seed}.json"
-        path.write_text(json.dumps(comparison, indent=1, default=str) + "\n")
-        page = args.html or path.with_suffix(".html")
-        page.parent.mkdir(parents=True, exist_ok=True)
-        page.write_text(render_comparison_html(comparison))
-        print(format_comparison(comparison))
-        print(f"report: {path}")
-        print(f"html: {page}")
+        _publish(comparison, path, args.html, render_comparison_html, format_comparison)
         return 0
-    report = spec.run()
     path = args.out / f"fleet-{args.nodes}n-{args.days:g}d-seed{args.seed}.json"
+    _publish(spec.run(), path, args.html, render_fleet_html, format_fleet_report)
+    return 0
+
+
+def _publish(
+    report: dict[str, Any], path: Path, html: Path | None, render: Callable[[dict[str, Any]], str], text: Callable[[dict[str, Any]], str]
+) -> None:
+    """The report as JSON at ``path``, as an HTML page beside it (or at --html), and as text on stdout."""
     path.write_text(json.dumps(report, indent=1, default=str) + "\n")
-    page = args.html or path.with_suffix(".html")
+    page = html or path.with_suffix(".html")
     page.parent.mkdir(parents=True, exist_ok=True)
-    page.write_text(render_fleet_html(report))
-    print(format_fleet_report(report))
+    page.write_text(render(report))
+    print(text(report))
     print(f"report: {path}")
     print(f"html: {page}")
-    return 0
 
 
 if __name__ == "__main__":

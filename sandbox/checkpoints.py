@@ -10,7 +10,8 @@ from hyperpod_recovery.adapters.checkpoints import S3CheckpointStore
 from hyperpod_recovery.checkpointing.commit import commit_checkpoint
 from hyperpod_recovery.domain.checkpoints.discovery import split_s3_uri
 from hyperpod_recovery.models.manifest import MANIFEST_NAME, CheckpointLayout, step_dir
-from sandbox.scenario import CheckpointSpec, JobSpec, expand_range
+from sandbox.scenario import expand_range
+from sandbox.scenario_jobs import CheckpointSpec, JobSpec
 
 SHARD_BYTES = 4096
 

@@ -52,7 +52,8 @@ from hyperpod_recovery.domain.jobs.eks_jobs import (
 from hyperpod_recovery.errors import KubeAccessDenied, KubeConflict, KubeThrottled, KubeUnavailable
 from hyperpod_recovery.models.kubernetes import HEALTH_STATUS_LABEL, KUEUE_QUEUE_LABEL, OPT_IN_ANNOTATION, node_name_for_instance
 from hyperpod_recovery.models.progress import PROGRESS_TABLE_ENV
-from sandbox.hyperpod import ACCOUNT, HyperPodDouble, SimNode
+from sandbox.hyperpod import ACCOUNT, HyperPodDouble
+from sandbox.hyperpod_nodes import SimNode
 from sandbox.kube import HYPERPOD_TAINT_KEY, FakeKube, _controller_uid, _name_order, serve
 from sandbox.kube.scheduling import gpus_of
 from sandbox.planted import SECRET_LOG

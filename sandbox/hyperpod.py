@@ -29,21 +29,18 @@ Assumptions beyond the documentation are marked ASSUMED.
 from __future__ import annotations
 
 import hashlib
-import json
 import threading
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
-from unittest import mock
 
 from moto.core.exceptions import ServiceException
-from moto.core.serialize import TimestampSerializer
-from moto.sagemaker.responses import SageMakerResponse
 
-from sandbox.scenario import BehaviourSpec, ClusterSpec, expand_range, parse_ref
+from sandbox.hyperpod_nodes import RebootRecord, ReplacementRecord, SimNode
+from sandbox.scenario import expand_range, parse_ref
+from sandbox.scenario_cluster import BehaviourSpec, ClusterSpec
 
 ACCOUNT = "123456789012"
 MAX_BATCH = 25
@@ -57,54 +54,6 @@ class HyperPodApiError(ServiceException):
 REBOOT_SECONDS = 120.0  # ASSUMED: request to slurmd registered again (HyperPod Running again in Pending mode)
 BOOT_AFTER_SECONDS = 30.0  # ASSUMED: the host's new boot, this long after the reboot request
 REPLACEMENT_BOOT_SECONDS = 60.0  # ASSUMED: a replacement boots this long before its slurmd registers
-
-
-@dataclass
-class SimNode:
-    node_id: str
-    group: str
-    index: int
-    ip: str
-    hostname: str
-    instance_type: str
-    created_at: float
-    transitions: list[tuple[float, str]]
-    logical_id: str = ""
-    removed_at: float | None = None
-    generation: int = 0
-    # slurmd on this instance: (moment, responding from then on)
-    slurmd: list[tuple[float, bool]] = field(default_factory=list)
-    # (moment slurmd registered, the host's boot time it registered with)
-    boots: list[tuple[float, float]] = field(default_factory=list)
-
-    def exists_at(self, t: float) -> bool:
-        return self.created_at <= t and (self.removed_at is None or t < self.removed_at)
-
-    def status_at(self, t: float) -> str:
-        status = "Pending"
-        for moment, value in self.transitions:
-            if moment <= t:
-                status = value
-        return status
-
-
-@dataclass
-class ReplacementRecord:
-    old_node_id: str
-    new_node_id: str
-    hostname: str
-    initiated_at: float
-    running_at: float | None  # None: never rejoins
-    initiated_by: str  # "api" or "hyperpod" (its own NodeRecovery)
-    new_hostname: str = ""  # the replacement's (the same unless behaviour.replacement_hostname is new)
-
-
-@dataclass
-class RebootRecord:
-    node_id: str  # a reboot keeps the instance
-    hostname: str
-    initiated_at: float
-    running_at: float | None  # None: the reboot left it in Failure
 
 
 @dataclass
@@ -576,16 +525,6 @@ class HyperPodDouble:
         self.reboots.append(RebootRecord(node.node_id, node.hostname, t, None if fails else back))
 
 
-SERVED_OPERATIONS = (
-    "describe_cluster",
-    "list_cluster_nodes",
-    "describe_cluster_node",
-    "batch_replace_cluster_nodes",
-    "batch_reboot_cluster_nodes",
-    "batch_delete_cluster_nodes",
-)
-
-
 def _epoch(value: object) -> datetime | None:
     """A request's timestamp (epoch seconds on the wire, botocore's JSON protocol; or ISO 8601)."""
     if value is None:
@@ -594,27 +533,3 @@ def _epoch(value: object) -> datetime | None:
         return datetime.fromtimestamp(value, UTC)
     moment = datetime.fromisoformat(str(value))
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
-
-
-def _unix_timestamp(value: object) -> int | float:
-    """A timestamp as moto's JSON serializer writes one (epoch seconds, milliseconds kept)."""
-    if not isinstance(value, datetime):
-        raise TypeError(f"{type(value).__name__} is not JSON serializable")
-    return TimestampSerializer._timestamp_unixtimestamp(value)
-
-
-@contextmanager
-def serve(double: HyperPodDouble) -> Iterator[None]:
-    """Inside an active moto mock: answer SageMaker's cluster-node calls from ``double``. The answer is
-    written as moto's JSON serializer would write it (the API's shapes, epoch-second timestamps), but
-    directly: moto's model-driven serializer took most of a 2,048-node fleet drill's time, 21 pages
-    of 100 node summaries for each ListClusterNodes listing. Errors still go through moto."""
-
-    def action_for(operation: str) -> Callable[[SageMakerResponse], str]:
-        method = getattr(double, operation)
-        return lambda response: json.dumps(method(json.loads(response.body or "{}")), default=_unix_timestamp)
-
-    with ExitStack() as stack:
-        for operation in SERVED_OPERATIONS:
-            stack.enter_context(mock.patch.object(SageMakerResponse, operation, action_for(operation), create=True))
-        yield

@@ -30,7 +30,8 @@ from hyperpod_recovery.models.progress import (
     ProgressReport,
     progress_item,
 )
-from sandbox.scenario import FaultSpec, JobSpec, Scenario
+from sandbox.scenario import FaultSpec, Scenario
+from sandbox.scenario_jobs import JobSpec
 
 # How long before the drill's start each job began (its baseline is long established).
 STARTED_BEFORE_SECONDS = 3600.0

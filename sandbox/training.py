@@ -13,7 +13,7 @@ from typing import Any
 from hyperpod_recovery.domain.jobs.eks_jobs import JOB_NAME_ANNOTATION
 from hyperpod_recovery.models.manifest import RESUME_STEP_ENV
 from sandbox.checkpoints import begin_checkpoint_step, write_checkpoint_step
-from sandbox.scenario import JobSpec
+from sandbox.scenario_jobs import JobSpec
 from sandbox.slurm import SimulatedSlurm, SlurmJob
 
 

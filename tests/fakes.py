@@ -1,8 +1,8 @@
 """In-memory fakes with the same interface as the adapters (hyperpod_recovery/ports.py).
 
-tests/contract/test_adapter_contracts.py runs the same expectations against each fake and its
-real adapter on moto (or the sandbox's HyperPod double), so a fake cannot drift from reality
-without a test failing.
+tests/contract/test_adapter_contracts.py, test_ledger_contract.py and test_cluster_contract.py run the
+same expectations against each fake and its real adapter on moto (or the sandbox's HyperPod double),
+so a fake cannot drift from reality without a test failing.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The ledger's in-memory fake (ports.Ledger: every role), held to DynamoLedger's expectations by
-tests/contract/test_adapter_contracts.py. tests/fakes.py re-exports it."""
+tests/contract/test_ledger_contract.py. tests/fakes.py re-exports it."""
 
 from __future__ import annotations
 

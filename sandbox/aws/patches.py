@@ -40,7 +40,7 @@ from sandbox.aws.once import _kms_private_key, _parse_asl_once, _sns_signing_key
 from sandbox.aws.stepfunctions import _execution_name
 from sandbox.clock import VirtualClock
 from sandbox.dynamodb_wire import plain_values_written_through
-from sandbox.hyperpod import serve
+from sandbox.hyperpod_serve import serve
 
 _FULL_EVENT_TEMPLATE = (
     '{"version": "0", "id": "<id>", "detail-type": "<detail-type>", "source": "<source>", "account": "<account>", '

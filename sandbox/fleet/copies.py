@@ -24,7 +24,7 @@ from hyperpod_recovery.models.kubernetes import node_name_for_instance
 from sandbox.eks import SimulatedEks
 from sandbox.hyperpod import HyperPodDouble
 from sandbox.kube import RESUBMITTED_FROM
-from sandbox.scenario import JobSpec
+from sandbox.scenario_jobs import JobSpec
 from sandbox.slurm import DATA_LOADER_STACK, SimulatedSlurm
 from sandbox.training import _env_of
 

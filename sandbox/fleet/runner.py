@@ -50,7 +50,8 @@ from sandbox.fleet.progress import FleetProgress, Stop, rules_of
 from sandbox.fleet.report import fleet_report
 from sandbox.fleet.trace import Failure, Precursor, Trace
 from sandbox.fleet.training import FleetTraining
-from sandbox.hyperpod import ACCOUNT, SimNode
+from sandbox.hyperpod import ACCOUNT
+from sandbox.hyperpod_nodes import SimNode
 from sandbox.report import build_report
 from sandbox.runner import HANG_DETECTOR_FUNCTION, POLLER_FUNCTION, Delivery, DrillRunner
 from sandbox.scenario import FaultSpec

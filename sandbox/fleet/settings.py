@@ -107,7 +107,8 @@ def recommended(
     first = plan_goodput(combine([run_inputs(nodes, rate_per_1000_node_days, kind, interval_seconds, 0, precursors), defaults_layer()]))
     # Planned again with the spares it recommends: the interval and the swap rule are then the run's own
     # (a swap that finds a spare takes its failure first, so the interval is over the others).
-    inputs = combine([run_inputs(nodes, rate_per_1000_node_days, kind, interval_seconds, first.spares.p99_spares, precursors), defaults_layer()])
+    spares = first.spares.p99_spares
+    inputs = combine([run_inputs(nodes, rate_per_1000_node_days, kind, interval_seconds, spares, precursors), defaults_layer()])
     plan = plan_goodput(inputs)
     return Recommended(
         checkpoint_interval_seconds=round(plan.interval.best_seconds, 1),

@@ -26,7 +26,7 @@ from typing import Any
 from hyperpod_recovery.models.manifest import RESUME_STEP_ENV
 from sandbox.checkpoints import write_checkpoint_step
 from sandbox.fleet.copies import Copy, FleetCopies
-from sandbox.scenario import JobSpec
+from sandbox.scenario_jobs import JobSpec
 
 
 @dataclass

@@ -5,7 +5,7 @@ There is no way to run a kube-apiserver here (no Docker, no envtest binaries): t
 double. It implements the KubeApi port (hyperpod_recovery/ports.py) and raises the same named
 errors as the real adapter (adapters/kubernetes.py); tests/contract/test_kube_api.py holds both to
 the same expectations, the real adapter through a local TLS server that serves this object
-(``serve``, wire.py), so the requests are checked on the wire too.
+(``serve``, wire.py), so the requests are checked on the wire too (test_kube_api_wire.py).
 
 What it models:
 * resourceVersion: bumped on every write; JSON Patch (RFC 6902, the ``jsonpatch`` library the API

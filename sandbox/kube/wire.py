@@ -21,7 +21,7 @@ from sandbox.kube.objects import (
     PatchPathMissing,
 )
 
-# --- the same object on the wire, for the real adapter (tests/contract/test_kube_api.py) ------------
+# --- the same object on the wire, for the real adapter (tests/contract/kube_api_support.py) ---------
 _PATHS = [
     (re.compile(r"^/api/v1/nodes/(?P<name>[^/]+)$"), "node"),
     (re.compile(r"^/api/v1/nodes$"), "nodes"),

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from sandbox.aws import SandboxAWS
 from sandbox.runner.functions import hyperpod_hang_log_group
-from sandbox.scenario import BehaviourSpec, Scenario, ScenarioError
+from sandbox.scenario import Scenario, ScenarioError
+from sandbox.scenario_cluster import BehaviourSpec
 
 
 def stack_parameters(scenario: Scenario, cluster_arn: str) -> dict[str, str]:

@@ -18,7 +18,7 @@ from hyperpod_recovery.domain.nodes.assess import counted_compute_nodes, describ
 from hyperpod_recovery.models.cluster import ClusterInfo, ClusterNode, InstanceGroupInfo
 from hyperpod_recovery.models.node_recovery import AssessNodesInput
 from hyperpod_recovery.steps.assess_nodes import assess_nodes
-from sandbox.hyperpod import serve
+from sandbox.hyperpod_serve import serve
 from tests.contract.test_rejoin_cost import REGION, _fleet
 from tests.fakes import T0
 from tests.unit.test_steps import _request

@@ -21,11 +21,11 @@ from hyperpod_recovery.models.kubernetes import JOB_KINDS
 from hyperpod_recovery_agent.job_nodes import JobNodesReporter
 from sandbox.template import load_template
 from tests.conftest import ROOT
-from tests.contract import test_kube_api as kube_api
+from tests.contract import kube_api_support as kube_api
 from tests.fakes import T0
 from tests.unit.test_slurm_json import FixtureSlurm
 
-# The Kubernetes API server under test, fake and real-over-TLS (tests/contract/test_kube_api.py).
+# The Kubernetes API server under test, fake and real-over-TLS (tests/contract/kube_api_support.py).
 tls = kube_api.tls
 _running_server = kube_api._running_server
 server = kube_api.server

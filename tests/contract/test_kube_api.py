@@ -1,137 +1,39 @@
 """The Kubernetes API port: the in-memory API server (sandbox/kube/ FakeKube) and the real adapter
 (adapters/kubernetes.py KubernetesApi) meet the same expectations.
 
-The real adapter talks HTTPS to a local server (pytest-httpserver, with a CA made here, so the CA
-handling is the production one) that serves the same FakeKube; the wire tests then check what only
-the wire shows: paths, query strings, content types, the bearer token, status codes to our errors.
+The real adapter talks HTTPS to a local server that serves the same FakeKube (tests/contract/kube_api_support.py);
+what only the wire shows is checked in test_kube_api_wire.py.
 """
 
 from __future__ import annotations
 
-import json
 import ssl
-from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
-from urllib.parse import parse_qsl, urlparse
 
 import pytest
 from pytest_httpserver import HTTPServer
-from werkzeug import Request, Response
 
-from hyperpod_recovery.adapters.eks import KubeEndpoint
-from hyperpod_recovery.adapters.kubernetes import JSON_PATCH, PAGE_LIMIT, TOKEN_REUSE_SECONDS, KubernetesApi
+from hyperpod_recovery.adapters.kubernetes import KubernetesApi
 from hyperpod_recovery.errors import (
-    KubeAccessDenied,
     KubeAlreadyExists,
     KubeConflict,
     KubeObjectGone,
     KubeRequestRejected,
-    KubeThrottled,
-    KubeUnavailable,
 )
 from hyperpod_recovery.models.kubernetes import KubeJobRef
-from sandbox.eks import tls_material
 from sandbox.kube import FakeKube, serve
+from tests.contract import kube_api_support
+from tests.contract.kube_api_support import NODE, Api, real_api, seeded
 
-NODE = "hyperpod-i-0123456789abcdef0"
-
-
-# --- a local TLS API server (sandbox/eks.py's CA and certificate, as the EKS drills use) -----------
-_tls_material = tls_material
-
-
-@pytest.fixture(scope="module")
-def tls(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, ssl.SSLContext]:
-    return _tls_material(tmp_path_factory.mktemp("tls"))
-
-
-@pytest.fixture(scope="module")
-def _running_server(tls: tuple[str, ssl.SSLContext]) -> Iterator[HTTPServer]:
-    httpserver = HTTPServer(host="127.0.0.1", port=0, ssl_context=tls[1])
-    httpserver.start()
-    yield httpserver
-    if httpserver.is_running():
-        httpserver.stop()
-
-
-@pytest.fixture
-def server(_running_server: HTTPServer) -> Iterator[HTTPServer]:
-    yield _running_server
-    _running_server.clear()
-
-
-class Wire:
-    """What reached the server: each request's method, path, query, headers and body."""
-
-    def __init__(self) -> None:
-        self.requests: list[dict[str, Any]] = []
-        self.status_override: list[tuple[int, dict[str, Any]]] = []
-
-    def handler(self, fake: FakeKube):  # type: ignore[no-untyped-def]
-        def handle(request: Request) -> Response:
-            body = json.loads(request.get_data() or b"null")
-            self.requests.append(
-                {
-                    "method": request.method,
-                    "path": request.path,
-                    "query": dict(parse_qsl(urlparse(request.url).query)),
-                    "headers": dict(request.headers),
-                    "body": body,
-                }
-            )
-            if self.status_override:
-                status, answer = self.status_override.pop(0)
-            else:
-                status, answer = serve(fake, request.method, request.path, dict(parse_qsl(urlparse(request.url).query)), body)
-            if isinstance(answer, str):  # (a log: text/plain, as the API server sends it)
-                return Response(answer, status=status, content_type="text/plain")
-            return Response(json.dumps(answer), status=status, content_type="application/json")
-
-        return handle
-
-
-class Api:
-    """One implementation of the port under test, with its FakeKube (the state behind it)."""
-
-    def __init__(self, fake: FakeKube, port: Any, wire: Wire | None = None) -> None:
-        self.fake, self.port, self.wire = fake, port, wire
-
-
-def _real(server: HTTPServer, ca_pem: str, fake: FakeKube, tokens: list[str] | None = None, clock: list[float] | None = None) -> Api:
-    wire = Wire()
-    server.expect_request(__import__("re").compile(".*")).respond_with_handler(wire.handler(fake))
-    minted = tokens if tokens is not None else []
-    ticks = clock if clock is not None else [0.0]
-
-    def token(cluster: str) -> str:
-        minted.append(cluster)
-        return f"k8s-aws-v1.token-{len(minted)}"
-
-    endpoint = KubeEndpoint(cluster_name="llm-eks", url=server.url_for("").rstrip("/"), ca_pem=ca_pem)
-    return Api(fake, KubernetesApi(endpoint=lambda: endpoint, token=token, monotonic=lambda: ticks[0]), wire)
-
-
-@pytest.fixture(params=["fake", "real"])
-def api(request: pytest.FixtureRequest, tls: tuple[str, ssl.SSLContext]) -> Iterator[Api]:
-    fake = FakeKube()
-    if request.param == "fake":
-        yield Api(fake, fake)
-        return
-    server = request.getfixturevalue("server")
-    yield _real(server, tls[0], fake)
-
-
-def _seeded(api: Api) -> Api:
-    api.fake.add_hyperpod_node("i-0123456789abcdef0")
-    api.fake.add_hyperpod_node("i-0123456789abcdef1", group="spares")
-    api.fake.add_job("PyTorchJob", "kubeflow", "llama", nodes=[NODE])
-    return api
+# The API server under test, fake and real-over-TLS, as pytest finds fixtures: by name in this module.
+tls = kube_api_support.tls
+_running_server = kube_api_support._running_server
+server = kube_api_support.server
+api = kube_api_support.api
 
 
 # --- the same expectations of both ------------------------------------------------------------------
 def test_a_node_is_read_and_listed_by_label(api: Api) -> None:
-    _seeded(api)
+    seeded(api)
     assert api.port.get_node(NODE)["metadata"]["name"] == NODE
     names = [n["metadata"]["name"] for n in api.port.list_nodes("sagemaker.amazonaws.com/instance-group-name=spares")]
     assert names == ["hyperpod-i-0123456789abcdef1"]
@@ -147,7 +49,7 @@ def test_a_node_that_is_gone_is_kube_object_gone(api: Api) -> None:
 
 def test_a_patch_conditional_on_the_version_read_applies_once_and_then_conflicts(api: Api) -> None:
     # Given a node read at some resourceVersion
-    _seeded(api)
+    seeded(api)
     version = api.port.get_node(NODE)["metadata"]["resourceVersion"]
     guarded = [
         {"op": "test", "path": "/metadata/resourceVersion", "value": version},
@@ -164,7 +66,7 @@ def test_a_patch_conditional_on_the_version_read_applies_once_and_then_conflicts
 
 def test_a_patch_below_a_missing_map_is_refused_whole_not_half_written(api: Api) -> None:
     # (every patch of ours tests the version it read first: a path missing on that version is our bug, not a race)
-    _seeded(api)
+    seeded(api)
     before = api.port.get_node(NODE)
     with pytest.raises(KubeRequestRejected):
         api.port.patch_node(
@@ -178,7 +80,7 @@ def test_a_patch_below_a_missing_map_is_refused_whole_not_half_written(api: Api)
 
 
 def test_a_patch_that_would_store_an_invalid_node_is_rejected_and_nothing_is_stored(api: Api) -> None:
-    _seeded(api)
+    seeded(api)
     before = api.port.get_node(NODE)
     with pytest.raises(KubeRequestRejected):
         api.port.patch_node(NODE, [{"op": "add", "path": "/spec/taints", "value": [{"key": "k", "effect": "NoSchedule", "bogus": 1}]}])
@@ -186,21 +88,21 @@ def test_a_patch_that_would_store_an_invalid_node_is_rejected_and_nothing_is_sto
 
 
 def test_pods_are_listed_by_the_node_they_run_on(api: Api) -> None:
-    _seeded(api)
+    seeded(api)
     pods = api.port.list_pods_on_node(NODE)
     assert [p["metadata"]["name"] for p in pods] == ["llama-worker-0"]
     assert api.port.list_pods_on_node("hyperpod-i-0123456789abcdef1") == []
 
 
 def test_live_pods_are_listed_across_namespaces_one_list_an_ended_pod_left_out(api: Api) -> None:
-    _seeded(api)
+    seeded(api)
     api.fake.add_pod("other", "done", NODE, phase="Succeeded")
     pods = api.port.list_live_pods()
     assert [p["metadata"]["name"] for p in pods] == ["llama-worker-0"]
 
 
 def test_a_job_is_read_created_once_and_listed(api: Api) -> None:
-    _seeded(api)
+    seeded(api)
     job = api.port.get_job(KubeJobRef(kind="PyTorchJob", namespace="kubeflow", name="llama"))
     body = {
         "apiVersion": job["apiVersion"],
@@ -218,7 +120,7 @@ def test_a_job_is_read_created_once_and_listed(api: Api) -> None:
 
 
 def test_a_job_the_crd_schema_refuses_is_not_created(api: Api) -> None:
-    _seeded(api)
+    seeded(api)
     body = {
         "apiVersion": "kubeflow.org/v1",
         "kind": "PyTorchJob",
@@ -298,7 +200,7 @@ def test_discovery_lists_the_versions_kueue_serves_newest_first_and_another_vers
 def test_a_404_names_the_object_that_is_not_there_and_nothing_for_a_version_not_served(api: Api) -> None:
     # Given Kueue serving its Workloads at v1beta2 only, and a PyTorchJob CRD installed
     api.fake.kueue, api.fake.kueue_versions = True, ("v1beta2",)
-    _seeded(api)
+    seeded(api)
     # When an object of a resource the API server serves is not there, then its 404 names it (NewNotFound's details)
     for missing, resource in (
         (lambda: api.port.get_workload("v1beta2", "kubeflow", "nope"), "workloads.kueue.x-k8s.io"),
@@ -337,7 +239,7 @@ def test_the_fake_answers_both_404s_with_the_status_the_api_server_writes() -> N
 
 def test_a_404_that_is_no_status_names_no_object(server: HTTPServer, tls: tuple[str, ssl.SSLContext]) -> None:
     # Given an answer that is not the API server's Status (Go's http.NotFound text, a proxy's page)
-    api = _seeded(_real(server, tls[0], FakeKube()))
+    api = seeded(real_api(server, tls[0], FakeKube()))
     assert api.wire is not None
     api.wire.status_override.append((404, "404 page not found\n"))  # type: ignore[arg-type]
     # Then it is a 404 that names nothing: never read as "this object was deleted"
@@ -347,7 +249,7 @@ def test_a_404_that_is_no_status_names_no_object(server: HTTPServer, tls: tuple[
 
 
 def test_a_namespaces_jobs_are_listed_by_a_label(api: Api) -> None:
-    _seeded(api)
+    seeded(api)
     api.fake.add_job("PyTorchJob", "kubeflow", "tagged", nodes=[], labels={"hyperpod-recovery.io/recreation-token": "5" * 32})
     api.fake.add_job("PyTorchJob", "other", "tagged", nodes=[], labels={"hyperpod-recovery.io/recreation-token": "5" * 32})
     found = api.port.list_jobs_in("PyTorchJob", "kubeflow", f"hyperpod-recovery.io/recreation-token={'5' * 32}")
@@ -356,7 +258,7 @@ def test_a_namespaces_jobs_are_listed_by_a_label(api: Api) -> None:
 
 def test_a_pods_log_is_its_last_lines_of_which_the_first_bytes_as_text(api: Api) -> None:
     # Given a pod of the job whose training container printed 100 lines
-    _seeded(api)
+    seeded(api)
     api.fake.set_pod_log("kubeflow", "llama-worker-0", "".join(f"step {n} loss 0.{n}\n" for n in range(100)))
     # When its last 3 lines are read, then they are the last 3, as text
     assert (
@@ -372,19 +274,19 @@ def test_a_pods_log_is_its_last_lines_of_which_the_first_bytes_as_text(api: Api)
 
 
 def test_the_log_of_a_pod_that_is_not_there_is_kube_object_gone(api: Api) -> None:
-    _seeded(api)
+    seeded(api)
     with pytest.raises(KubeObjectGone):
         api.port.get_pod_log("kubeflow", "llama-worker-9", "pytorch", 40, 1024)
 
 
 def test_the_log_of_a_container_the_pod_does_not_have_is_rejected_and_says_so(api: Api) -> None:
-    _seeded(api)
+    seeded(api)
     with pytest.raises(KubeRequestRejected, match="container sidecar is not valid for pod llama-worker-0"):
         api.port.get_pod_log("kubeflow", "llama-worker-0", "sidecar", 40, 1024)
 
 
 def test_the_log_of_a_pod_not_started_yet_is_rejected(api: Api) -> None:
-    _seeded(api)
+    seeded(api)
     api.fake.add_pod("kubeflow", "waiting", None, phase="Pending")
     with pytest.raises(KubeRequestRejected, match="waiting to start"):
         api.port.get_pod_log("kubeflow", "waiting", "main", 40, 1024)
@@ -392,7 +294,7 @@ def test_the_log_of_a_pod_not_started_yet_is_rejected(api: Api) -> None:
 
 def test_events_are_listed_by_the_kind_and_name_of_the_object_they_are_about(api: Api) -> None:
     # Given events about a pod, about its job, and about a pod of another namespace of the same name
-    _seeded(api)
+    seeded(api)
     pod = api.fake.pods[("kubeflow", "llama-worker-0")]
     api.fake.record_event(pod, "Pulled", "Container image already present on machine")
     api.fake.record_event(pod, "BackOff", "Back-off restarting failed container", type_="Warning", count=4)
@@ -442,271 +344,3 @@ def test_a_name_kubernetes_would_refuse_never_reaches_a_path(bad: str) -> None:
         never.list_events("kubeflow", "Pod", bad)
     with pytest.raises(KubeRequestRejected):  # (a kind is put in the field selector: no comma, no "=")
         never.list_events("kubeflow", "Pod,involvedObject.name=x", "pod")
-
-
-# --- what only the wire shows -----------------------------------------------------------------------
-def test_requests_carry_the_token_the_content_types_and_exact_paths(server: HTTPServer, tls: tuple[str, ssl.SSLContext]) -> None:
-    # Given the real adapter against the local API server
-    api = _seeded(_real(server, tls[0], FakeKube()))
-    assert api.wire is not None
-    # When it reads, patches, lists pods and creates a job
-    node = api.port.get_node(NODE)
-    api.port.patch_node(NODE, [{"op": "test", "path": "/metadata/resourceVersion", "value": node["metadata"]["resourceVersion"]}])
-    api.port.list_pods_on_node(NODE)
-    job = api.port.get_job(KubeJobRef(kind="PyTorchJob", namespace="kubeflow", name="llama"))
-    api.port.create_job(
-        "PyTorchJob", "kubeflow", {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "r1"}, "spec": job["spec"]}
-    )
-    seen = [(r["method"], r["path"], r["query"], r["headers"].get("Content-Type")) for r in api.wire.requests]
-    # Then each request is the one the Kubernetes API documents
-    assert seen == [
-        ("GET", f"/api/v1/nodes/{NODE}", {}, None),
-        ("PATCH", f"/api/v1/nodes/{NODE}", {}, JSON_PATCH),
-        ("GET", "/api/v1/pods", {"fieldSelector": f"spec.nodeName={NODE}", "limit": str(PAGE_LIMIT)}, None),
-        ("GET", "/apis/kubeflow.org/v1/namespaces/kubeflow/pytorchjobs/llama", {}, None),
-        ("POST", "/apis/kubeflow.org/v1/namespaces/kubeflow/pytorchjobs", {}, "application/json"),
-    ]
-    # And Kueue's Workloads and a namespace's jobs are where Kueue's and the training operator's APIs put them
-    api.wire.requests.clear()
-    api.fake.kueue = True
-    api.port.api_group("kueue.x-k8s.io")
-    api.port.list_workloads("v1beta2", "kubeflow", "kueue.x-k8s.io/job-uid=u")
-    with pytest.raises(KubeObjectGone):
-        api.port.patch_workload("v1beta1", "kubeflow", "w", [{"op": "add", "path": "/spec/active", "value": False}])
-    api.port.list_jobs_in("PyTorchJob", "kubeflow", "a=b")
-    assert [(r["method"], r["path"], r["query"], r["headers"].get("Content-Type")) for r in api.wire.requests] == [
-        ("GET", "/apis/kueue.x-k8s.io", {}, None),
-        (
-            "GET",
-            "/apis/kueue.x-k8s.io/v1beta2/namespaces/kubeflow/workloads",
-            {"labelSelector": "kueue.x-k8s.io/job-uid=u", "limit": "500"},
-            None,
-        ),
-        ("PATCH", "/apis/kueue.x-k8s.io/v1beta1/namespaces/kubeflow/workloads/w", {}, JSON_PATCH),
-        ("GET", "/apis/kubeflow.org/v1/namespaces/kubeflow/pytorchjobs", {"labelSelector": "a=b", "limit": "500"}, None),
-    ]
-    # And every one carries the bearer token of the cluster, minted once for all of them
-    assert {r["headers"]["Authorization"] for r in api.wire.requests} == {"Bearer k8s-aws-v1.token-1"}
-    assert api.port.calls == [
-        ("get", "nodes"),
-        ("patch", "nodes"),
-        ("list", "pods"),
-        ("get", "pytorchjobs"),
-        ("create", "pytorchjobs"),
-        ("get", "/apis/kueue.x-k8s.io"),
-        ("list", "workloads"),
-        ("patch", "workloads"),
-        ("list", "pytorchjobs"),
-    ]
-
-
-def test_a_log_and_events_are_read_where_the_core_api_serves_them(server: HTTPServer, tls: tuple[str, ssl.SSLContext]) -> None:
-    # Given the real adapter against the local API server, and a pod that printed two lines
-    api = _seeded(_real(server, tls[0], FakeKube()))
-    assert api.wire is not None
-    api.fake.set_pod_log("kubeflow", "llama-worker-0", "one\ntwo\n")
-    # When it reads the pod's log tail and the pod's events
-    assert api.port.get_pod_log("kubeflow", "llama-worker-0", "pytorch", 40, 16384) == "one\ntwo\n"
-    api.port.list_events("kubeflow", "Pod", "llama-worker-0")
-    # Then the requests are the ones the Kubernetes API documents (the log's answer is text/plain)
-    assert [(r["method"], r["path"], r["query"], r["headers"].get("Accept")) for r in api.wire.requests] == [
-        (
-            "GET",
-            "/api/v1/namespaces/kubeflow/pods/llama-worker-0/log",
-            {"container": "pytorch", "tailLines": "40", "limitBytes": "16384"},
-            "text/plain",
-        ),
-        (
-            "GET",
-            "/api/v1/namespaces/kubeflow/events",
-            {"fieldSelector": "involvedObject.kind=Pod,involvedObject.name=llama-worker-0", "limit": str(PAGE_LIMIT)},
-            "application/json",
-        ),
-    ]
-    assert api.port.calls == [("get", "pods/log"), ("list", "events")]
-
-
-def test_a_log_refused_by_the_api_server_is_our_named_error(server: HTTPServer, tls: tuple[str, ssl.SSLContext]) -> None:
-    # (403: the function's role is not in the log readers' group; the Status body is JSON even for a log)
-    api = _seeded(_real(server, tls[0], FakeKube()))
-    assert api.wire is not None
-    api.wire.status_override.append(
-        (403, {"kind": "Status", "reason": "Forbidden", "message": 'pods "llama-worker-0" is forbidden: cannot get resource "pods/log"'})
-    )
-    with pytest.raises(KubeAccessDenied, match="pods/log"):
-        api.port.get_pod_log("kubeflow", "llama-worker-0", "pytorch", 40, 1024)
-
-
-def test_a_long_list_is_read_to_its_end_page_by_page(
-    server: HTTPServer, tls: tuple[str, ssl.SSLContext], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr("hyperpod_recovery.adapters.kubernetes.PAGE_LIMIT", 3)
-    fake = FakeKube()
-    for n in range(7):
-        fake.add_node(f"node-{n:04d}")
-    api = _real(server, tls[0], fake)
-    assert [n["metadata"]["name"] for n in api.port.list_nodes()] == [f"node-{n:04d}" for n in range(7)]
-    assert api.wire is not None and [(r["query"]["limit"], r["query"].get("continue")) for r in api.wire.requests] == [
-        ("3", None),
-        ("3", "3"),
-        ("3", "6"),
-    ]
-
-
-@pytest.mark.parametrize(
-    ("status", "body", "method", "error"),
-    [
-        (404, {"kind": "Status", "reason": "NotFound"}, "get", KubeObjectGone),
-        (409, {"kind": "Status", "reason": "Conflict"}, "patch", KubeConflict),
-        (409, {"kind": "Status", "reason": "AlreadyExists"}, "create", KubeAlreadyExists),
-        # a failed JSON-Patch test as the API server reports it today, and as older ones did
-        (
-            422,
-            {
-                "kind": "Status",
-                "reason": "Invalid",
-                "details": {
-                    "causes": [
-                        {"type": "UnexpectedServerResponse", "message": "testing value /metadata/resourceVersion failed: test failed"}
-                    ]
-                },
-            },
-            "patch",
-            KubeConflict,
-        ),
-        (
-            500,
-            {"kind": "Status", "reason": "InternalError", "message": "Testing value /metadata/resourceVersion failed"},
-            "patch",
-            KubeConflict,
-        ),
-        (
-            422,
-            {
-                "kind": "Status",
-                "reason": "Invalid",
-                "details": {"causes": [{"type": "FieldValueInvalid", "field": "spec.taints[0].effect"}]},
-            },
-            "patch",
-            KubeRequestRejected,
-        ),
-        (429, {"kind": "Status", "reason": "TooManyRequests"}, "get", KubeThrottled),
-        (
-            403,
-            {"kind": "Status", "reason": "Forbidden", "message": 'nodes is forbidden: User "x" cannot patch resource "nodes"'},
-            "patch",
-            KubeAccessDenied,
-        ),
-        (400, {"kind": "Status", "reason": "BadRequest"}, "get", KubeRequestRejected),
-        (500, {"kind": "Status", "reason": "InternalError"}, "get", KubeUnavailable),
-        (503, {}, "get", KubeUnavailable),
-    ],
-)
-def test_status_codes_become_our_named_errors(
-    server: HTTPServer, tls: tuple[str, ssl.SSLContext], status: int, body: dict[str, Any], method: str, error: type[Exception]
-) -> None:
-    api = _seeded(_real(server, tls[0], FakeKube()))
-    assert api.wire is not None
-    api.wire.status_override.append((status, body))
-    calls = {
-        "get": lambda: api.port.get_node(NODE),
-        "patch": lambda: api.port.patch_node(NODE, []),
-        "create": lambda: api.port.create_job(
-            "PyTorchJob", "kubeflow", {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "x"}}
-        ),
-    }
-    with pytest.raises(error):
-        calls[method]()
-
-
-def test_a_401_mints_a_fresh_token_once_and_a_second_401_is_access_denied(server: HTTPServer, tls: tuple[str, ssl.SSLContext]) -> None:
-    tokens: list[str] = []
-    api = _seeded(_real(server, tls[0], FakeKube(), tokens=tokens))
-    assert api.wire is not None
-    api.wire.status_override.append((401, {"kind": "Status", "reason": "Unauthorized"}))
-    assert api.port.get_node(NODE)["metadata"]["name"] == NODE
-    assert [r["headers"]["Authorization"] for r in api.wire.requests] == ["Bearer k8s-aws-v1.token-1", "Bearer k8s-aws-v1.token-2"]
-    api.wire.status_override += [(401, {"kind": "Status", "reason": "Unauthorized"})] * 2
-    with pytest.raises(KubeAccessDenied):
-        api.port.get_node(NODE)
-    assert tokens == ["llm-eks"] * 3  # the first, the fresh one after the 401, and one more after the next 401
-
-
-def test_a_token_is_minted_again_before_it_expires(server: HTTPServer, tls: tuple[str, ssl.SSLContext]) -> None:
-    clock = [0.0]
-    api = _seeded(_real(server, tls[0], FakeKube(), clock=clock))
-    assert api.wire is not None
-    api.port.get_node(NODE)
-    clock[0] = TOKEN_REUSE_SECONDS - 1
-    api.port.get_node(NODE)
-    clock[0] = TOKEN_REUSE_SECONDS + 1
-    api.port.get_node(NODE)
-    assert [r["headers"]["Authorization"][-1] for r in api.wire.requests] == ["1", "1", "2"]
-
-
-def test_a_server_whose_certificate_the_cluster_ca_did_not_sign_is_never_talked_to(server: HTTPServer, tmp_path: Path) -> None:
-    other_ca, _ = _tls_material(tmp_path)  # a CA that did not sign the server's certificate
-    api = _real(server, other_ca, FakeKube())
-    with pytest.raises(KubeUnavailable, match="no answer"):
-        api.port.get_node(NODE)
-    assert api.wire is not None and api.wire.requests == []
-
-
-def test_an_api_server_that_does_not_answer_is_kube_unavailable() -> None:
-    endpoint = KubeEndpoint(cluster_name="llm-eks", url="https://127.0.0.1:9", ca_pem=_tls_material_ca_only())
-    with pytest.raises(KubeUnavailable):
-        KubernetesApi(endpoint=lambda: endpoint, token=lambda _: "t").get_node(NODE)
-
-
-def _tls_material_ca_only() -> str:
-    import tempfile
-
-    with tempfile.TemporaryDirectory() as directory:
-        return _tls_material(Path(directory))[0]
-
-
-def test_a_list_whose_continue_token_expired_is_read_again_from_its_start_once(
-    server: HTTPServer, tls: tuple[str, ssl.SSLContext], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr("hyperpod_recovery.adapters.kubernetes.PAGE_LIMIT", 3)
-    fake = FakeKube()
-    for n in range(5):
-        fake.add_node(f"node-{n:04d}")
-    api = _real(server, tls[0], fake)
-    assert api.wire is not None
-    # the second page's token expired (410): the list is read again, whole, and nothing is counted twice
-    expired = (410, {"kind": "Status", "reason": "Expired", "message": "The provided continue parameter is too old"})
-    original = api.wire.handler(fake)
-    pages = iter([None, expired])
-
-    def handle(request: Request) -> Response:
-        answer = next(pages, None)
-        if answer is None:
-            return original(request)
-        api.wire.requests.append({"query": dict(parse_qsl(urlparse(request.url).query))})
-        return Response(json.dumps(answer[1]), status=answer[0], content_type="application/json")
-
-    server.clear()
-    server.expect_request(__import__("re").compile(".*")).respond_with_handler(handle)
-    assert [n["metadata"]["name"] for n in api.port.list_nodes()] == [f"node-{n:04d}" for n in range(5)]
-    assert [r["query"].get("continue") for r in api.wire.requests] == [None, "3", None, "3"]
-
-
-def test_a_request_that_got_no_answer_is_sent_once_more_on_a_fresh_connection(tmp_path: Path) -> None:
-    # Given the API server dropping the connection of the next request without an answer (a stale one)
-    from sandbox.eks import KubeApiServer
-
-    fake = FakeKube()
-    fake.add_hyperpod_node("i-0123456789abcdef0")
-    server = KubeApiServer(fake, tmp_path)
-    try:
-        endpoint = KubeEndpoint(cluster_name="llm-eks", url=server.url, ca_pem=server.ca_pem)
-        api = KubernetesApi(endpoint=lambda: endpoint, token=lambda _: "k8s-aws-v1.t")
-        server.drop_next = 1
-        # Then the read succeeds on the second try; two dropped in a row are KubeUnavailable
-        assert api.get_node(NODE)["metadata"]["name"] == NODE
-        server.drop_next = 2
-        with pytest.raises(KubeUnavailable):
-            api.get_node(NODE)
-    finally:
-        server.close()

@@ -35,7 +35,7 @@ from hyperpod_recovery.models.node_recovery import OutcomeResult, RecordOutcomeI
 from hyperpod_recovery.models.records import BREAKER_HISTORY, BreakerState, RecoveryLogEntry, RejoinWait
 from sandbox.template import load_template
 from tests.conftest import ROOT
-from tests.contract.test_adapter_contracts import REGION, _ledger_table
+from tests.contract.adapter_support import REGION, ledger_table_from_template
 from tests.contract.test_state_bounds import largest_realistic_state
 from tests.fakes import T0
 
@@ -105,7 +105,7 @@ def stored() -> Iterator[dict[str, dict[str, Any]]]:
     """Each kind of ledger item, written at its largest and read back as stored: sort key -> item."""
     with mock_aws():
         dynamodb = boto3.client("dynamodb", region_name=REGION)
-        ledger = DynamoLedger(_ledger_table(), dynamodb=dynamodb)
+        ledger = DynamoLedger(ledger_table_from_template(), dynamodb=dynamodb)
         nodes = [instance(n) for n in range(MAX_NODES_PER_REQUEST)]
         hostnames = [f"{HOSTNAME[:-3]}{n:03d}" for n in range(MAX_NODES_PER_REQUEST)]
         jobs = [largest_job(n) for n in range(MAX_JOBS_PER_INCIDENT)]

@@ -15,7 +15,7 @@ from moto import mock_aws
 from hyperpod_recovery import ports
 from hyperpod_recovery.adapters.ledger import DynamoLedger
 from hyperpod_recovery.models.hangs import HangVerdict, RecordedVerdict
-from tests.contract.test_adapter_contracts import REGION, _ledger_table
+from tests.contract.adapter_support import REGION, ledger_table_from_template
 from tests.fakes import T0, FakeLedger
 
 ROLES = [ports.NodeLocks, ports.JobClaims, ports.Lineages, ports.IncidentStore, ports.Replacements, ports.Effects]
@@ -45,7 +45,7 @@ def ledger(request: pytest.FixtureRequest) -> Iterator[Any]:
         yield FakeLedger()
         return
     with mock_aws():
-        yield DynamoLedger(_ledger_table(), dynamodb=boto3.client("dynamodb", region_name=REGION))
+        yield DynamoLedger(ledger_table_from_template(), dynamodb=boto3.client("dynamodb", region_name=REGION))
 
 
 def _verdict(job: str, episode_minutes: int, action: str, execution: str | None = None, mode: str = "enforce") -> RecordedVerdict:

@@ -23,7 +23,7 @@ from hyperpod_recovery.models.job_recovery import RestartEntry
 from hyperpod_recovery.models.node_recovery import ApplySafetyPolicyInput
 from hyperpod_recovery.models.records import BreakerState, RecoveryLogEntry, RejoinWait
 from hyperpod_recovery.steps.apply_safety_policy import apply_safety_policy
-from tests.contract.test_adapter_contracts import REGION, _ledger_table
+from tests.contract.adapter_support import REGION, ledger_table_from_template
 from tests.fakes import CLUSTER, T0
 from tests.unit.test_safety import _assessment
 from tests.unit.test_steps import _request
@@ -57,7 +57,7 @@ class ReadsFirst:
 @pytest.fixture
 def table() -> Iterator[str]:
     with mock_aws():
-        yield _ledger_table()
+        yield ledger_table_from_template()
 
 
 def at_once(*writers: Callable[[DynamoLedger], Any]) -> list[Any]:

@@ -42,7 +42,7 @@ from hyperpod_recovery.models.records import IncidentRecord
 from sandbox.aws import load_handler
 from sandbox.report import parse_emf
 from tests.contract import test_message_bounds
-from tests.contract.test_notifications import CHATBOT_CUSTOM_NOTIFICATION, PAGERDUTY_EVENT, RESOURCES
+from tests.contract.notifications_support import CHATBOT_CUSTOM_NOTIFICATION, PAGERDUTY_EVENT, RESOURCES
 from tests.fakes import fake_dependencies
 from tests.unit.test_dry_run_gate import _record_step
 

@@ -17,8 +17,9 @@ from hyperpod_recovery.domain.nodes.replace import classify_replacements
 from hyperpod_recovery.models.cluster import BatchOutcome
 from hyperpod_recovery.models.node_recovery import CheckRejoinInput, NodeTarget
 from hyperpod_recovery.steps.check_rejoin import check_rejoin
-from sandbox.hyperpod import HyperPodDouble, serve
-from sandbox.scenario import BehaviourSpec, ClusterSpec, InstanceGroupSpec
+from sandbox.hyperpod import HyperPodDouble
+from sandbox.hyperpod_serve import serve
+from sandbox.scenario_cluster import BehaviourSpec, ClusterSpec, InstanceGroupSpec
 from tests.fakes import T0, FakeLedger
 from tests.unit.test_steps import _request
 

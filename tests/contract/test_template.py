@@ -262,7 +262,7 @@ def test_the_controller_agent_policy_is_exactly_what_the_agent_calls() -> None:
         calls |= {f"{svc}:{_camel(m)}" for svc, m in re.findall(r'_client\("(sqs|events)", config\)\.(\w+)\(', text)}
     assert granted == calls
     # And each statement names resources of this stack (the queue, the default bus), except the
-    # answers to the workflow: SendTask* has no resource type, so "*" (test_aws_limits.py)
+    # answers to the workflow: SendTask* has no resource type, so "*" (test_aws_policies.py)
     for s in statements:
         resources = s["Resource"] if isinstance(s["Resource"], list) else [s["Resource"]]
         assert all(isinstance(r, dict) for r in resources) or (s["Sid"] == "AnswerTheWorkflow" and resources == ["*"]), s["Sid"]

@@ -13,7 +13,7 @@ import pytest
 from sandbox.fleet.report import _hit_parts
 from sandbox.fleet.runner import Hit
 from sandbox.fleet.trace import Failure
-from sandbox.hyperpod import RebootRecord, ReplacementRecord
+from sandbox.hyperpod_nodes import RebootRecord, ReplacementRecord
 
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 HOST = "ip-10-0-0-3"

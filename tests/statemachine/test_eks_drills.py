@@ -13,7 +13,8 @@ from hyperpod_recovery.models.kubernetes import OUR_ANNOTATIONS, QUARANTINE_TAIN
 from sandbox.drills import check_drill
 from sandbox.kube import FakeKube
 from sandbox.runner import DrillRunner
-from sandbox.scenario import KubernetesErrorSpec, load_scenario, with_changes
+from sandbox.scenario import load_scenario, with_changes
+from sandbox.scenario_cluster import KubernetesErrorSpec
 from tests.conftest import EVENTS
 from tests.statemachine.conftest import only_incident
 

@@ -19,8 +19,8 @@ from hyperpod_recovery.models.node_recovery import RecordOutcomeInput, StepError
 from hyperpod_recovery.models.records import IncidentRecord, JobFate
 from hyperpod_recovery.steps.record_outcome import record_outcome
 from hyperpod_recovery.vocabulary import OUTCOMES
+from tests.contract.notifications_support import PAGERDUTY, resource_properties
 from tests.contract.test_notification_bytes import TOPIC, Events, Sns, _notifier
-from tests.contract.test_notifications import PAGERDUTY, _properties
 from tests.fakes import CLUSTER, T0, FakeLedger, node_id
 
 NODE_DISPOSITIONS = get_args(RecordOutcomeInput.model_fields["disposition"].annotation)
@@ -120,4 +120,4 @@ def test_given_a_dry_run_stack_when_any_disposition_is_recorded_then_nothing_rea
 @pytest.mark.parametrize(("dry_run", "state"), [("true", "DISABLED"), ("false", "ENABLED")])
 def test_given_a_dry_run_stack_then_its_alarms_page_no_one_and_an_armed_one_pages_them(dry_run: str, state: str) -> None:
     # (a refused event redriven from the intake DLQ lands there again: the DLQ's alarm must not page)
-    assert _properties("AlarmPageRule", {**PAGERDUTY, "DryRun": dry_run})["State"] == state
+    assert resource_properties("AlarmPageRule", {**PAGERDUTY, "DryRun": dry_run})["State"] == state

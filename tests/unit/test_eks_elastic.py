@@ -399,7 +399,7 @@ def test_the_grow_back_command_names_the_job_the_copy_came_from_and_both_tokens(
 
 # --- the sandbox's training model for EKS copies (not wired into the runner yet) ------------------------
 def test_a_shrunk_copy_checkpoints_while_its_pods_run_its_interval_grown_by_full_over_its_size() -> None:
-    from sandbox.scenario import JobSpec as ScenarioJob
+    from sandbox.scenario_jobs import JobSpec as ScenarioJob
     from sandbox.training import KubeTrainingSimulator
 
     # Given the job trained from t=0, hit at t=120, stopped at t=125 and shrunk to 15 pods once its

@@ -177,10 +177,10 @@ def _cli(*args: str, dynamodb: object) -> tuple[int, str, str]:
 
 def test_a_human_reads_and_resets_the_breaker_and_the_reset_is_recorded() -> None:
     from hyperpod_recovery.adapters.ledger import DynamoLedger
-    from tests.contract.test_adapter_contracts import REGION, _ledger_table
+    from tests.contract.adapter_support import REGION, ledger_table_from_template
 
     with mock_aws():
-        table = _ledger_table()
+        table = ledger_table_from_template()
         dynamodb = boto3.client("dynamodb", region_name=REGION)
         ledger = DynamoLedger(table, dynamodb=dynamodb)
         # Given a closed breaker

@@ -144,7 +144,7 @@ class Settings(BaseModel):
 
     # Every combination the template's parameters accept must work: where two parameters depend on
     # each other, the effective value is derived here rather than refused at every cold start
-    # (tests/contract/test_aws_limits.py walks the parameter space).
+    # (tests/contract/test_workflow_limits.py walks the parameter space).
     @model_validator(mode="after")
     def _health_check_parses(self) -> Settings:
         try:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Generic, Literal, TypedDict, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypedDict, TypeVar, cast, overload
 
 import boto3
 from aws_lambda_powertools.metrics import MetricUnit
@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from hyperpod_recovery.domain.messages.advice import Deployment
     from hyperpod_recovery.domain.policy.safety import SafetyPolicy
     from hyperpod_recovery.ports import (
+        AtRiskLedger,
         CheckpointReader,
         Cluster,
         DeadLetterSink,
@@ -50,10 +51,12 @@ if TYPE_CHECKING:
         Ledger,
         Notifier,
         Orchestrator,
+        PlannedSwaps,
         ProgressReader,
         TrainingJobs,
         Workflows,
     )
+    from hyperpod_recovery.steps.at_risk_verdicts import AtRiskPorts
 
 
 class RecordPorts(TypedDict):
@@ -196,6 +199,26 @@ class Dependencies:
             orchestrator=s.orchestrator,
             deployment=self.deployment,
             stack_dry_run=s.dry_run,
+        )
+
+    def at_risk_ports(self, *, read_kube: bool = False) -> AtRiskPorts:
+        """What At Risk and its tick are given for one run (steps/at_risk_verdicts.py). Built afresh each
+        run: the ports hold the run's clock and counts; the adapters they name are built once."""
+        from hyperpod_recovery.steps.at_risk_verdicts import AtRiskPorts
+
+        s = self.settings
+        return AtRiskPorts(
+            ledger=cast("AtRiskLedger", self.ledger),  # (the stack's ledger holds every item family)
+            cluster=self.cluster,
+            swaps=cast("PlannedSwaps", self.workflows),  # (the Step Functions adapter)
+            settings=s.signal_settings,
+            cluster_name=s.cluster_name,
+            orchestrator=s.orchestrator,
+            limits=self.event_age_limits,
+            now=self.now(),
+            dry_run=s.dry_run,
+            history_days=s.at_risk_history_days,
+            kube=self.kube if read_kube else None,  # (the tick reads EKS nodes' warning-only conditions and events)
         )
 
     def execution_url(self, execution_name: str, workflow: str = "node") -> str:

@@ -2,7 +2,7 @@
 
 A thin REST adapter over urllib3 (which botocore already brings, so the layer grows by this file
 only; the ``kubernetes`` client would add 16-126 MB: bench/eks_footprint.py). Every request is
-explicit about its path, query and content type, which tests/contract/test_kube_api.py checks on
+explicit about its path, query and content type, which tests/contract/test_kube_api_wire.py checks on
 the wire against a local TLS server:
 
 | call                 | request                                                                 |

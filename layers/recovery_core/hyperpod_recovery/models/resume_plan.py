@@ -54,7 +54,7 @@ MAX_ELASTIC_DECISIONS = 8
 # Shrink-and-continue's grow-back (NodeRecovery's Check Shrunk Jobs loop, after the health gate):
 # at most this many jobs of one incident run shrunk (a further elastic job waits for its replacement),
 # and the loop checks at most this often: each check and each grow-back writes history events, and
-# the execution's history is bounded (tests/contract/test_aws_limits.py).
+# the execution's history is bounded (tests/contract/test_workflow_limits.py).
 MAX_SHRUNK_JOBS_PER_INCIDENT = 4
 MAX_GROW_BACK_CHECKS = 36
 

@@ -19,11 +19,14 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hyperpod_recovery.domain.at_risk.signals import SignalReport, evidence_lines, node_identity
 from hyperpod_recovery.domain.nodes.eks_provider_id import instance_of_provider_id
 from hyperpod_recovery.models.kubernetes import HEALTH_STATUS_LABEL
+
+if TYPE_CHECKING:
+    from hyperpod_recovery.models.at_risk import AtRiskSource
 
 # Kubernetes' own node conditions, and HyperPod's (never a precursor).
 OWN_CONDITIONS = frozenset({"Ready", "MemoryPressure", "DiskPressure", "PIDPressure", "NetworkUnavailable"})
@@ -68,6 +71,20 @@ def _node_instance(node: dict[str, Any]) -> tuple[str | None, str]:
     return instance, name
 
 
+def _report(signal: str, source: AtRiskSource, instance: str, node: str, at: datetime, said: dict[str, str], where: str) -> SignalReport:
+    """A signal read from the cluster's own Kubernetes API (so no other cluster's), its evidence what the object said."""
+    return SignalReport(
+        signal=signal,
+        source=source,
+        instance_id=instance,
+        hostname=node,
+        episode_at=at,
+        cluster=None,
+        evidence=evidence_lines(said),
+        where=where,
+    )
+
+
 def condition_reports(nodes: list[dict[str, Any]]) -> list[SignalReport]:
     """Each warning-only fault condition of a node HyperPod has not marked for repair."""
     reports: list[SignalReport] = []
@@ -88,18 +105,8 @@ def condition_reports(nodes: list[dict[str, Any]]) -> list[SignalReport]:
                 "message": str(condition.get("message", ""))[:400],
                 "since": str(condition.get("lastTransitionTime")),
             }
-            reports.append(
-                SignalReport(
-                    signal=signal_of(kind, str(condition.get("reason", ""))),
-                    source="eks_node_condition",
-                    instance_id=instance,
-                    hostname=name,
-                    episode_at=since,
-                    cluster=None,
-                    evidence=evidence_lines(said),
-                    where=f"node condition {kind[:80]}",
-                )
-            )
+            signal = signal_of(kind, str(condition.get("reason", "")))
+            reports.append(_report(signal, "eks_node_condition", instance, name, since, said, f"node condition {kind[:80]}"))
     return reports[:MAX_SIGNALS_PER_READ]
 
 
@@ -124,16 +131,5 @@ def event_reports(events: list[dict[str, Any]], instances: dict[str, str]) -> li
             "first": str(event.get("firstTimestamp") or event.get("eventTime")),
             "last": str(event.get("lastTimestamp", "")),
         }
-        reports.append(
-            SignalReport(
-                signal=signal_of(reason),
-                source="eks_node_event",
-                instance_id=instance,
-                hostname=name,
-                episode_at=first,
-                cluster=None,
-                evidence=evidence_lines(said),
-                where=f"node event {reason}",
-            )
-        )
+        reports.append(_report(signal_of(reason), "eks_node_event", instance, name, first, said, f"node event {reason}"))
     return reports[:MAX_SIGNALS_PER_READ]

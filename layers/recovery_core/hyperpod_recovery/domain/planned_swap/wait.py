@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 
 POLL_SECONDS = 4
 # An hour of looks every POLL_SECONDS (each look's retries fewer than other tasks') stays within an
-# execution's 25,000 history events (tests/contract/test_aws_limits.py); a job that commits less often
+# execution's 25,000 history events (tests/contract/test_workflow_limits.py); a job that commits less often
 # is left to the reactive path, and the record says so.
 MAX_WAIT_SECONDS = 60 * 60
 MAX_CHECKS = MAX_WAIT_SECONDS // POLL_SECONDS + 10

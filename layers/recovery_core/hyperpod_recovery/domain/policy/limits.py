@@ -9,7 +9,7 @@ deadline with a short poll interval gets longer waits, never more checks.
 JobRecovery runs NodeRecovery as a nested execution and must not give up on it mid-recovery: its
 timeout is derived from the same deadlines (``node_recovery_time_bound_seconds``).
 
-tests/contract/test_aws_limits.py counts the worst-case history of both workflows from the ASL and
+tests/contract/test_workflow_limits.py counts the worst-case history of both workflows from the ASL and
 checks these constants against it, over the whole parameter space the template accepts.
 """
 
