@@ -85,8 +85,6 @@ class SettingsSpec(Strict):
     # template.yaml: ExpectedReplacementSeconds (None: its default): what shrink-or-wait expects of a
     # replacement until the cluster has measured ones.
     expected_replacement_seconds: int | None = Field(default=None, ge=60, le=86_400)
-    # template.yaml: AtRiskSignals (None: its default, every signal observed), e.g. "row_remap_failure=enforce:0.9:1d".
-    at_risk_signals: str | None = Field(default=None, max_length=800)
     poll_seconds: int = Field(default=30, ge=5)
     max_poll_seconds: int = Field(default=60, ge=5)
     rejoin_deadline_seconds: int = Field(default=2700, ge=60)

@@ -15,6 +15,7 @@ from botocore.exceptions import ClientError
 
 from hyperpod_recovery.steps.sweep_ended_executions import GRACE as SWEEP_GRACE
 from sandbox.aws import REGION
+from sandbox.aws.threads import release_ended_threads
 from sandbox.clock import DRIVER
 from sandbox.runner.functions import (
     CLUSTER_EVENT_BATCH_SIZE,
@@ -56,6 +57,7 @@ class AwsDelivers:
 
     def _between(self) -> None:
         """Every execution is parked: deliver what happened before the next one wakes."""
+        release_ended_threads()
         self._write_progress(self.clock.horizon)
         if self.training is not None:
             self.training.advance(self.clock.horizon)
