@@ -159,8 +159,13 @@ class FleetRunner(DrillRunner):
         """Deliver the whole trace, let every execution finish: the fleet report (sandbox/fleet/report.py),
         with the drill's own report (sandbox/report/) under ``drill``."""
         started = time.perf_counter()
-        # (with planned swaps: every signal enforced, at the trace's prior and horizon: template.yaml AtRiskSignals)
-        with self.deployed({"AtRiskSignals": self.plan.at_risk_signals} if self.plan.at_risk_signals else None):
+        # The stack told the job's restart (ElasticGrowBackSeconds), as its owner who measured it would: the
+        # shrink rule and a planned swap's cost read it until the ledger has measured one. With planned swaps:
+        # every signal enforced, at the trace's prior and horizon (template.yaml AtRiskSignals).
+        parameters = {"ElasticGrowBackSeconds": str(round(self.plan.restart_seconds))}
+        if self.plan.at_risk_signals:
+            parameters["AtRiskSignals"] = self.plan.at_risk_signals
+        with self.deployed(parameters):
             self._measure_items()
             if self.eks is not None:
                 self.fleet_copies = KubeCopies(self.eks, self.double, self.scenario.jobs, self.epoch)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -14,6 +15,7 @@ from hyperpod_recovery.domain.at_risk.settings import parse_signal_settings
 from hyperpod_recovery_cli.goodput_inputs import combine, defaults_layer
 from hyperpod_recovery_cli.planner import plan_goodput
 from sandbox.fleet.compare import GOAL_RECALL, TRACE_SIGNALS, RunSpec, at_risk_signals, compare_specs, expected_precision, goal_specs
+from sandbox.fleet.runner import FleetRunner
 from sandbox.fleet.settings import JOB_KINDS, run_inputs
 from sandbox.fleet.trace import generate
 
@@ -116,3 +118,26 @@ def test_with_planned_swaps_an_announced_failure_is_swapped_away_and_a_false_ala
     assert 100 * (1 - job["ettr"]) == pytest.approx(sum(job["ettr_points_lost"].values()), abs=0.01)
     # And never two copies of one job
     assert with_swaps["safety"]["second_copies"] == [] and without["safety"]["second_copies"] == []
+
+
+def test_the_fleet_stack_is_told_the_jobs_restart(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The shrink rule and a planned swap's cost read ElasticGrowBackSeconds until the ledger measured a restart:
+    a run of the async job (3-minute restart) deployed with the template's 5 minutes had its swaps priced too dear."""
+    spec = RunSpec(nodes=64, days=1, recall=0.5, false_alarm_rate=1.58, recommended=True, planned_swaps=True, job_kind="async")
+    plan, _ = spec.plan()
+    runner = FleetRunner(plan, generate(spec.trace_spec()), tmp_path / "fleet.log")
+    deployed_with: dict[str, str] = {}
+
+    class Deployed(Exception):
+        pass
+
+    def deployed(overrides: dict[str, str] | None = None) -> None:
+        deployed_with.update(overrides or {})
+        raise Deployed
+
+    monkeypatch.setattr(runner, "deployed", deployed)
+    # When the run deploys its stack
+    with pytest.raises(Deployed):
+        runner.run_fleet()
+    # Then the stack has the job's own restart and the run's at-risk settings
+    assert deployed_with == {"ElasticGrowBackSeconds": "180", "AtRiskSignals": plan.at_risk_signals}
