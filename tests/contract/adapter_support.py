@@ -5,14 +5,17 @@ template.yaml's own key schema."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import boto3
 import botocore.session
 import pytest
 from moto import mock_aws
 
+from hyperpod_recovery.adapters.ledger import DynamoLedger
 from sandbox.template import load_template
 from tests.conftest import ROOT
+from tests.fakes import FakeLedger
 
 REGION = "us-west-2"
 
@@ -40,3 +43,13 @@ def ledger_table_from_template() -> str:
         BillingMode="PAY_PER_REQUEST",
     )
     return "ledger"
+
+
+@pytest.fixture(params=["fake", "dynamodb"])
+def ledger(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """The ledger port twice: the fake and the DynamoDB adapter against moto (its table from template.yaml)."""
+    if request.param == "fake":
+        yield FakeLedger()
+        return
+    with mock_aws():
+        yield DynamoLedger(ledger_table_from_template(), dynamodb=boto3.client("dynamodb", region_name=REGION))

@@ -18,7 +18,7 @@ from hyperpod_recovery.errors import LedgerError, LedgerUnavailable
 from hyperpod_recovery.models.records import AuditEntry, IncidentRecord, NodeHold
 from tests.contract import adapter_support
 from tests.contract.adapter_support import REGION, ledger_table_from_template
-from tests.fakes import T0, FakeLedger
+from tests.fakes import T0
 
 # The shared fixtures, where pytest finds them: by name in this module.
 aws = adapter_support.aws
@@ -27,13 +27,8 @@ aws = adapter_support.aws
 TTL = timedelta(hours=6)
 
 
-@pytest.fixture(params=["fake", "dynamodb"])
-def ledger(request: pytest.FixtureRequest) -> Iterator[Any]:
-    if request.param == "fake":
-        yield FakeLedger()
-        return
-    with mock_aws():
-        yield DynamoLedger(ledger_table_from_template(), dynamodb=boto3.client("dynamodb", region_name=REGION))
+# The fake and the DynamoDB ledger, as every ledger contract module has them.
+ledger = adapter_support.ledger
 
 
 def test_ledger_lock_belongs_to_one_incident_at_a_time(ledger: Any) -> None:

@@ -4,18 +4,15 @@ and the verdicts role keeps the same expectations on both (moto and the fake).""
 from __future__ import annotations
 
 import inspect
-from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
-import boto3
 import pytest
-from moto import mock_aws
 
 from hyperpod_recovery import ports
 from hyperpod_recovery.adapters.ledger import DynamoLedger
 from hyperpod_recovery.models.hangs import HangVerdict, RecordedVerdict
-from tests.contract.adapter_support import REGION, ledger_table_from_template
+from tests.contract import adapter_support
 from tests.fakes import T0, FakeLedger
 
 ROLES = [ports.NodeLocks, ports.JobClaims, ports.Lineages, ports.IncidentStore, ports.Replacements, ports.Effects]
@@ -39,13 +36,8 @@ def test_the_adapter_and_the_fake_answer_every_method_of_every_role(implementati
     assert {role: names for role, names in missing.items() if names} == {}
 
 
-@pytest.fixture(params=["fake", "dynamodb"])
-def ledger(request: pytest.FixtureRequest) -> Iterator[Any]:
-    if request.param == "fake":
-        yield FakeLedger()
-        return
-    with mock_aws():
-        yield DynamoLedger(ledger_table_from_template(), dynamodb=boto3.client("dynamodb", region_name=REGION))
+# The fake and the DynamoDB ledger, as every ledger contract module has them.
+ledger = adapter_support.ledger
 
 
 def _verdict(job: str, episode_minutes: int, action: str, execution: str | None = None, mode: str = "enforce") -> RecordedVerdict:
